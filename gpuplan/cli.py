@@ -1,0 +1,150 @@
+"""The command line: the only place that prints or exits.
+
+Exit codes: 0 nothing at or above the fail level; 1 findings at or above it; 2 usage, configuration,
+I/O or internal error (one line on stderr; ``--traceback`` shows the trace).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from gpuplan import __version__
+from gpuplan.errors import GpuplanError
+from gpuplan.findings import Severity
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+SEVERITY_CHOICES = click.Choice([s.value for s in Severity])
+
+
+def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn library errors into exit 2 with one line; anything unexpected too, unless --traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, traceback_: bool = False, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except GpuplanError as error:
+            click.echo(f"gpuplan: error: {error}", err=True)
+            sys.exit(EXIT_ERROR)
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as error:  # noqa: BLE001 — the one place that catches everything
+            if traceback_:
+                traceback.print_exc()
+            else:
+                click.echo(
+                    f"gpuplan: internal error: {type(error).__name__}: {error} (run with --traceback for details)",
+                    err=True,
+                )
+            sys.exit(EXIT_ERROR)
+
+    return click.option("--traceback", "traceback_", is_flag=True, help="Show the full trace of an internal error.")(
+        wrapper
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpuplan")
+def cli() -> None:
+    """Lint LLM fine-tuning and serving workload specs, estimate GPUs, and render decision reports."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that fails the run [default: error].")
+@click.option("--select", multiple=True, help="Only these codes, code prefixes (GP2) or rule names.")
+@click.option("--ignore", multiple=True, help="Skip these codes, code prefixes or rule names.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.")
+@click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers (procurement runs).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing when there is nothing to report.")
+@_guarded
+def lint(
+    paths: tuple[str, ...],
+    output_format: str,
+    fail_on: str | None,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    config_path: str | None,
+    no_waivers: bool,
+    quiet: bool,
+) -> None:
+    """Check workload specs: schema, estimate, and the sizing rules.
+
+    PATHS are spec files, directories (searched for specs) or '-' for standard input.
+    """
+    from gpuplan.run import lint_paths
+
+    summary = lint_paths(
+        list(paths),
+        fail_on=fail_on,
+        select=select,
+        ignore=ignore,
+        config_path=config_path,
+        use_waivers=not no_waivers,
+        quiet=quiet,
+    )
+    from gpuplan.output import FORMATTERS
+
+    click.echo(FORMATTERS[output_format](summary), nl=False)
+    sys.exit(summary.exit_code)
+
+
+@cli.command()
+@click.option("--markdown", is_flag=True, help="Print the field reference table (as in the README) instead.")
+def schema(markdown: bool) -> None:
+    """Print the spec's JSON Schema (2020-12)."""
+    from gpuplan.resources import schema_path
+
+    if markdown:
+        from gpuplan.schema_doc import reference_table
+        from gpuplan.validate import load_schema
+
+        click.echo(reference_table(load_schema()))
+        return
+    click.echo(schema_path().read_text(encoding="utf-8"), nl=False)
+
+
+@cli.command()
+@click.argument("code")
+@_guarded
+def explain(code: str) -> None:
+    """Print the documentation of one rule, by code (GP201) or name."""
+    from gpuplan.rules.registry import get_rule
+
+    rule = get_rule(code)
+    click.echo(f"{rule.code} {rule.name} ({rule.family}, default severity {rule.severity.value})\n")
+    click.echo(rule.doc)
+
+
+@cli.command()
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules(output_format: str) -> None:
+    """List every rule: code, name, family, default severity and summary."""
+    import json
+
+    from gpuplan.rules.registry import all_rules
+
+    listed = all_rules()
+    if output_format == "json":
+        rows = [
+            {"code": r.code, "name": r.name, "family": r.family, "severity": r.severity.value, "summary": r.summary,
+             "doc": r.doc}
+            for r in listed
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in listed:
+        click.echo(f"{r.code}  {r.name:<32} {r.family:<12} {r.severity.value:<8} {r.summary}")
+
+
+def main() -> None:
+    cli(prog_name="gpuplan")

@@ -1,0 +1,39 @@
+"""Which files ``gpuplan lint PATHS`` checks: given files always, spec-looking YAML files in directories."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox"})
+# A spec has a top-level `model:` and a `finetune:` or `serve:` section; other YAML (CI files,
+# Kubernetes manifests, pre-commit configs) in the same repository is left alone.
+_MODEL_KEY = re.compile(rb"^model\s*:", re.MULTILINE)
+_JOB_KEY = re.compile(rb"^(finetune|serve)\s*:", re.MULTILINE)
+
+
+def looks_like_spec(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(256 * 1024)
+    except OSError:
+        return False
+    return bool(_MODEL_KEY.search(head) and _JOB_KEY.search(head))
+
+
+def discover(paths: list[str]) -> Iterator[str]:
+    """Each path to lint, in a stable order; '-' stands for standard input."""
+    for given in paths:
+        path = Path(given)
+        if given == "-" or not path.is_dir():
+            yield given
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(name for name in dirs if name not in _SKIPPED_DIRS and not name.startswith("."))
+            for name in sorted(files):
+                candidate = Path(root) / name
+                if candidate.suffix in SPEC_SUFFIXES and looks_like_spec(candidate):
+                    yield str(candidate)

@@ -1,0 +1,97 @@
+"""The lint pipeline for one spec: load -> validate -> resolve -> estimate -> rules -> configuration.
+
+Each stage runs only on what the stage before accepted; every problem is a Finding.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuplan.findings import Finding, Severity, sorted_findings
+from gpuplan.loader import LoadedDocument, load_bytes
+from gpuplan.validate import validate
+
+STDIN_NAME = "<stdin>"
+
+
+@dataclass(frozen=True)
+class LintOptions:
+    """What shapes a lint run besides the spec itself."""
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    severities: dict[str, Severity] = field(default_factory=dict)
+    use_waivers: bool = True
+    settings: Any = None  # gpuplan.config.Settings; None means the documented defaults
+
+
+@dataclass(frozen=True)
+class LintResult:
+    path: str
+    findings: tuple[Finding, ...]
+    document: LoadedDocument | None = None
+    analysis: Any = None  # gpuplan.analysis.Analysis when the spec resolved
+
+    def failing(self, threshold: Severity) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if not f.waived and f.severity.rank >= threshold.rank)
+
+
+def read_input(path: str) -> bytes:
+    """The bytes of ``path`` ('-' is standard input). Raises OSError."""
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def lint_path(path: str, options: LintOptions | None = None) -> LintResult:
+    """Lint one file; an unreadable file is a GP009 finding, not an exception."""
+    shown = STDIN_NAME if path == "-" else path
+    try:
+        raw = read_input(path)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        finding = Finding.make("GP009", f"cannot read {shown}: {reason}", path=shown)
+        return LintResult(shown, (finding,))
+    return lint_bytes(shown, raw, options)
+
+
+def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> LintResult:
+    """Lint a spec given as bytes; ``path`` names it in findings and anchors relative paths."""
+    options = options or LintOptions()
+    document = load_bytes(path, raw)
+    findings = list(document.findings)
+    if document.data is None:
+        return LintResult(path, _configure(findings, options), document)
+    schema_findings = validate(document)
+    findings.extend(schema_findings)
+    if schema_findings:
+        return LintResult(path, _configure(findings, options), document)
+    return LintResult(path, _configure(findings, options), document)
+
+
+def _configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:
+    kept = []
+    for finding in findings:
+        if not _selected(finding, options):
+            continue
+        severity = options.severities.get(finding.code)
+        kept.append(finding.with_severity(severity) if severity else finding)
+    return sorted_findings(kept)
+
+
+def _selected(finding: Finding, options: LintOptions) -> bool:
+    def matches(patterns: tuple[str, ...]) -> bool:
+        return any(finding.code.startswith(p.upper()) or finding.name == p for p in patterns)
+
+    if options.select and not matches(options.select):
+        return False
+    return not matches(options.ignore)
+
+
+def base_dir(path: str) -> Path:
+    """Where relative paths inside a spec (model.config) are resolved from."""
+    return Path.cwd() if path == STDIN_NAME else Path(path).resolve().parent

@@ -1,0 +1,299 @@
+"""YAML bytes -> plain data plus the line and column of every key and value.
+
+The document is built from PyYAML's *event* stream by an iterative composer of our own, so that:
+- duplicate keys are reported (PyYAML's loaders silently keep the last one);
+- nesting depth, alias expansion and file size are bounded before anything large is built
+  ("billion laughs" documents are refused after a few thousand events, in constant memory);
+- only the YAML 1.1 core tags are accepted (no ``!!python/...``), and timestamps stay strings;
+- every problem is a :class:`~gpuplan.findings.Finding` with a position, never an exception.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from gpuplan.findings import Finding, dotted, json_pointer
+
+MAX_BYTES = 1024 * 1024
+MAX_ALIAS_EXPANSIONS = 1000
+MAX_DEPTH = 64
+
+Pointer = tuple[str | int, ...]
+
+_SAFE_TAGS = frozenset(
+    "tag:yaml.org,2002:" + name
+    for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary", "merge")
+)
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RESOLVER = yaml.resolver.Resolver()
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+
+
+@dataclass(frozen=True)
+class Position:
+    """1-based line and column of a key (where there is one) and of its value."""
+
+    line: int
+    col: int
+    value_line: int
+    value_col: int
+
+
+@dataclass(frozen=True)
+class LoadedDocument:
+    """What the loader produces: the data (None when loading failed), positions and findings."""
+
+    path: str
+    data: Any
+    positions: dict[Pointer, Position]
+    findings: tuple[Finding, ...]
+    raw: bytes = b""
+
+    def position(self, pointer: Pointer) -> Position:
+        """The position of ``pointer``, or of its nearest ancestor that has one."""
+        for end in range(len(pointer), -1, -1):
+            found = self.positions.get(tuple(pointer[:end]))
+            if found is not None:
+                return found
+        return Position(1, 1, 1, 1)
+
+
+class _LoadProblem(Exception):
+    def __init__(
+        self, code: str, message: str, line: int, col: int, hint: str = "", pointer: Pointer = ()
+    ) -> None:
+        super().__init__(message)
+        self.code, self.message, self.line, self.col, self.hint = code, message, line, col, hint
+        self.pointer = pointer
+
+    def finding(self, path: str) -> Finding:
+        return Finding.make(
+            self.code,
+            self.message,
+            path=path,
+            line=self.line,
+            col=self.col,
+            pointer=json_pointer(self.pointer),
+            hint=self.hint,
+        )
+
+
+@dataclass
+class _Frame:
+    """A mapping or sequence under construction."""
+
+    value: Any
+    pointer: Pointer
+    size: int = 1
+    pending_key: Any = None
+    key_mark: tuple[int, int] | None = None
+    key_lines: dict[Any, int] = field(default_factory=dict)
+    merged: list[dict[Any, Any]] = field(default_factory=list)
+    anchor: str | None = None
+    opened: tuple[int, int] = (1, 1)
+
+
+def _mark(event: Any) -> tuple[int, int]:
+    return event.start_mark.line + 1, event.start_mark.column + 1
+
+
+def _scalar(event: Any) -> Any:
+    tag = event.tag
+    if tag is None or tag == "!":
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
+    if tag not in _SAFE_TAGS:
+        line, col = _mark(event)
+        raise _LoadProblem("GP004", f"unsupported YAML tag {tag!r}", line, col, "remove the tag; specs use plain YAML values")
+    if tag.endswith((":str", ":timestamp", ":binary", ":merge")):
+        return event.value
+    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
+    try:
+        value = _CONSTRUCTOR.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError) as error:
+        line, col = _mark(event)
+        raise _LoadProblem("GP001", f"invalid {tag.rsplit(':', 1)[-1]} value {event.value!r}: {error}", line, col) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        line, col = _mark(event)
+        raise _LoadProblem("GP001", f"{event.value!r} is not a finite number", line, col, "write a plain number")
+    return value
+
+
+class _Composer:
+    """Builds plain data from events, tracking positions, anchors and limits."""
+
+    def __init__(self) -> None:
+        self.positions: dict[Pointer, Position] = {}
+        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.stack: list[_Frame] = []
+        self.expansions = 0
+        self.root: Any = None
+        self.documents = 0
+        self.duplicates: list[_LoadProblem] = []
+
+    def _child_pointer(self) -> tuple[Pointer, tuple[int, int] | None]:
+        parent = self.stack[-1]
+        if isinstance(parent.value, list):
+            return parent.pointer + (len(parent.value),), None
+        return parent.pointer + (_key_text(parent.pending_key),), parent.key_mark
+
+    def _attach(self, value: Any, size: int, mark: tuple[int, int], anchor: str | None) -> None:
+        if anchor:
+            self.anchors[anchor] = (value, size)
+        if not self.stack:
+            self.root = value
+            self.positions[()] = Position(mark[0], mark[1], mark[0], mark[1])
+            return
+        parent = self.stack[-1]
+        parent.size += size
+        if isinstance(parent.value, list):
+            pointer = parent.pointer + (len(parent.value),)
+            self.positions.setdefault(pointer, Position(mark[0], mark[1], mark[0], mark[1]))
+            parent.value.append(value)
+            return
+        if parent.key_mark is None:  # this value is a key
+            self._take_key(parent, value, mark)
+            return
+        key = parent.pending_key
+        key_line, key_col = parent.key_mark
+        parent.key_mark, parent.pending_key = None, None
+        if key == "<<":
+            self._merge(parent, value, mark)
+            return
+        pointer = parent.pointer + (_key_text(key),)
+        self.positions[pointer] = Position(key_line, key_col, mark[0], mark[1])
+        parent.value[key] = value
+
+    def _take_key(self, parent: _Frame, key: Any, mark: tuple[int, int]) -> None:
+        if isinstance(key, (dict, list)):
+            raise _LoadProblem("GP001", "a mapping key must be a plain value, not a mapping or list", *mark)
+        if key in parent.key_lines and key != "<<":
+            first = parent.key_lines[key]
+            where = dotted(parent.pointer) or "the top level"
+            self.duplicates.append(
+                _LoadProblem(
+                    "GP002",
+                    f"duplicate key {key!r} in {where}: first defined on line {first}, again on line {mark[0]}",
+                    mark[0],
+                    mark[1],
+                    "YAML keeps only the last value silently; remove one of them",
+                    pointer=parent.pointer + (_key_text(key),),
+                )
+            )
+        parent.key_lines[key] = mark[0]
+        parent.pending_key, parent.key_mark = key, mark
+
+    def _merge(self, parent: _Frame, value: Any, mark: tuple[int, int]) -> None:
+        sources = value if isinstance(value, list) else [value]
+        if not all(isinstance(source, dict) for source in sources):
+            raise _LoadProblem("GP001", "a merge key '<<' needs a mapping or a list of mappings", *mark)
+        parent.merged.extend(sources)
+
+    def feed(self, event: Any) -> None:
+        if isinstance(event, yaml.DocumentStartEvent):
+            self.documents += 1
+            if self.documents > 1:
+                line, col = _mark(event)
+                raise _LoadProblem("GP007", "the file holds more than one YAML document", line, col, "one spec per file")
+        elif isinstance(event, yaml.AliasEvent):
+            self._alias(event)
+        elif isinstance(event, yaml.ScalarEvent):
+            self._attach(_scalar(event), 1, _mark(event), event.anchor)
+        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            self._open(event)
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            self._close(event)
+
+    def _alias(self, event: Any) -> None:
+        line, col = _mark(event)
+        if event.anchor not in self.anchors:
+            raise _LoadProblem("GP001", f"unknown alias *{event.anchor}", line, col)
+        value, size = self.anchors[event.anchor]
+        self.expansions += size
+        if self.expansions > MAX_ALIAS_EXPANSIONS:
+            raise _LoadProblem(
+                "GP003",
+                f"aliases expand to more than {MAX_ALIAS_EXPANSIONS} nodes",
+                line,
+                col,
+                "specs are small; write the values out instead of nesting aliases",
+            )
+        self._attach(value, size, (line, col), None)
+
+    def _open(self, event: Any) -> None:
+        line, col = _mark(event)
+        expected = "map" if isinstance(event, yaml.MappingStartEvent) else "seq"
+        if event.tag not in (None, "!") and event.tag != "tag:yaml.org,2002:" + expected:
+            raise _LoadProblem("GP004", f"unsupported YAML tag {event.tag!r}", line, col, "remove the tag")
+        if len(self.stack) >= MAX_DEPTH:
+            raise _LoadProblem("GP003", f"nesting deeper than {MAX_DEPTH} levels", line, col)
+        pointer = self._child_pointer()[0] if self.stack else ()
+        value: Any = {} if expected == "map" else []
+        self.stack.append(_Frame(value=value, pointer=pointer, anchor=event.anchor, opened=(line, col)))
+
+    def _close(self, event: Any) -> None:
+        frame = self.stack.pop()
+        if isinstance(frame.value, dict):
+            for source in reversed(frame.merged):
+                for key, item in source.items():
+                    frame.value.setdefault(key, item)
+        self._attach(frame.value, frame.size, frame.opened, frame.anchor)
+
+
+def _key_text(key: Any) -> str:
+    return key if isinstance(key, str) else str(key)
+
+
+def _decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        before = raw[: error.start]
+        line = before.count(b"\n") + 1
+        col = error.start - (before.rfind(b"\n") + 1) + 1
+        raise _LoadProblem("GP005", f"the file is not valid UTF-8 (byte 0x{raw[error.start]:02x})", line, col) from None
+
+
+def load_bytes(path: str, raw: bytes) -> LoadedDocument:
+    """Parse ``raw`` (the contents of ``path``) into a :class:`LoadedDocument`."""
+    try:
+        composer = _load(raw)
+    except _LoadProblem as problem:
+        return LoadedDocument(path, None, {}, (problem.finding(path),), raw)
+    duplicates = tuple(problem.finding(path) for problem in composer.duplicates)
+    return LoadedDocument(path, composer.root, composer.positions, duplicates, raw)
+
+
+def _load(raw: bytes) -> _Composer:
+    if len(raw) > MAX_BYTES:
+        raise _LoadProblem("GP003", f"the file is {len(raw):,} bytes; specs are limited to {MAX_BYTES:,} bytes", 1, 1)
+    text = _decode(raw)
+    composer = _Composer()
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            composer.feed(event)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        message = " ".join(part for part in (error.context, error.problem) if part) or "invalid YAML"
+        raise _LoadProblem("GP001", f"YAML syntax error: {message}", line, col) from None
+    except yaml.YAMLError as error:
+        raise _LoadProblem("GP001", f"YAML syntax error: {error}", 1, 1) from None
+    if composer.documents == 0 or (composer.root is None and not composer.positions):
+        raise _LoadProblem("GP006", "the file is empty", 1, 1, "a spec starts with 'version: 1'")
+    if not isinstance(composer.root, dict):
+        root = composer.positions.get((), Position(1, 1, 1, 1))
+        kind = type(composer.root).__name__ if composer.root is not None else "nothing"
+        raise _LoadProblem(
+            "GP008", f"the top level must be a mapping of keys to values, not {_kind(kind)}", root.line, root.col
+        )
+    return composer
+
+
+def _kind(name: str) -> str:
+    return {"list": "a list", "str": "a string", "int": "a number", "float": "a number", "bool": "a boolean"}.get(
+        name, name
+    )

@@ -1,0 +1,30 @@
+"""The stable JSON object of ``gpuplan lint --format json`` (documented in the README)."""
+
+from __future__ import annotations
+
+import json
+
+from gpuplan import __version__
+from gpuplan.findings import Severity
+from gpuplan.output.summary import RunSummary
+
+FORMAT_VERSION = 1
+
+
+def render(summary: RunSummary) -> str:
+    document = {
+        "format_version": FORMAT_VERSION,
+        "tool": {"name": "gpuplan", "version": __version__},
+        "summary": {
+            "files": len(summary.results),
+            "errors": summary.count(Severity.ERROR),
+            "warnings": summary.count(Severity.WARNING),
+            "infos": summary.count(Severity.INFO),
+            "waived": summary.waived,
+            "fail_on": summary.fail_on.value,
+            "exit_code": summary.exit_code,
+        },
+        "files": [result.path for result in summary.results],
+        "findings": [finding.to_dict() for finding in summary.findings],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

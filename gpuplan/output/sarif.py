@@ -1,0 +1,69 @@
+"""SARIF 2.1.0 for code scanning: rule metadata from the registry, a region per finding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpuplan import __version__
+from gpuplan.output.summary import RunSummary
+from gpuplan.rules.registry import all_rules
+
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+_LEVELS = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def _uri(path: str) -> str:
+    return Path(path).as_posix() if path != "<stdin>" else "stdin"
+
+
+def render(summary: RunSummary) -> str:
+    rules = all_rules()
+    index = {rule.code: position for position, rule in enumerate(rules)}
+    results: list[dict[str, Any]] = []
+    for finding in summary.findings:
+        result: dict[str, Any] = {
+            "ruleId": finding.code,
+            "ruleIndex": index[finding.code],
+            "level": _LEVELS[finding.severity.value],
+            "message": {"text": finding.message + (f" Hint: {finding.hint}" if finding.hint else "")},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": _uri(finding.file)},
+                        "region": {"startLine": finding.line, "startColumn": finding.col},
+                    }
+                }
+            ],
+        }
+        if finding.pointer:
+            result["properties"] = {"pointer": finding.pointer}
+        if finding.waiver is not None:
+            result["suppressions"] = [
+                {"kind": "inSource", "status": "accepted", "justification": finding.waiver.reason}
+            ]
+        results.append(result)
+    driver = {
+        "name": "gpuplan",
+        "version": __version__,
+        "informationUri": "https://github.com/gpuplan/gpuplan",
+        "rules": [
+            {
+                "id": rule.code,
+                "name": rule.name,
+                "shortDescription": {"text": rule.summary},
+                "fullDescription": {"text": rule.summary},
+                "help": {"text": rule.doc, "markdown": rule.doc},
+                "defaultConfiguration": {"level": _LEVELS[rule.severity.value]},
+                "properties": {"family": rule.family},
+            }
+            for rule in rules
+        ],
+    }
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": driver}, "results": results, "columnKind": "unicodeCodePoints"}],
+    }
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"

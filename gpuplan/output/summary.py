@@ -1,0 +1,51 @@
+"""What every lint output format renders: the results of one run and their counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.findings import Finding, Severity
+from gpuplan.linter import LintResult
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    results: tuple[LintResult, ...]
+    fail_on: Severity
+    quiet: bool = False
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return tuple(finding for result in self.results for finding in result.findings)
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity is severity and not f.waived)
+
+    @property
+    def waived(self) -> int:
+        return sum(1 for f in self.findings if f.waived)
+
+    @property
+    def failed(self) -> bool:
+        return any(result.failing(self.fail_on) for result in self.results)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    def line(self) -> str:
+        """The one-line summary: counts by severity, files, waived findings."""
+        files = len(self.results)
+        noun = "file" if files == 1 else "files"
+        parts = [
+            _plural(self.count(Severity.ERROR), "error"),
+            _plural(self.count(Severity.WARNING), "warning"),
+            _plural(self.count(Severity.INFO), "info"),
+        ]
+        waived = f", {self.waived} waived" if self.waived else ""
+        verdict = "failed" if self.failed else "passed"
+        return f"{verdict}: {', '.join(parts)}{waived} in {files} {noun}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 or word == "info" else f"{count} {word}s"

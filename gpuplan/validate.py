@@ -1,0 +1,176 @@
+"""Schema step: every JSON Schema error of a loaded spec, as findings at the offending key or value."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from gpuplan.findings import Finding, dotted, json_pointer
+from gpuplan.loader import LoadedDocument, Pointer
+from gpuplan.resources import schema_path
+
+_TYPE_WORDS = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "object": "a mapping",
+    "array": "a list",
+    "null": "empty",
+}
+_RANGE_WORDS = {
+    "minimum": "at least",
+    "maximum": "at most",
+    "exclusiveMinimum": "greater than",
+    "exclusiveMaximum": "less than",
+}
+_VALUE_CHECKS = ("minLength", "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems",
+                 "maxProperties", "minProperties", "propertyNames")
+
+
+@functools.lru_cache(maxsize=1)
+def load_schema() -> dict[str, Any]:
+    with open(schema_path(), encoding="utf-8") as handle:
+        schema: dict[str, Any] = json.load(handle)
+    return schema
+
+
+@functools.lru_cache(maxsize=1)
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    return Draft202012Validator(load_schema(), format_checker=FormatChecker(formats=("date",)))
+
+
+def validate(document: LoadedDocument) -> tuple[Finding, ...]:
+    """Every schema error of ``document`` (which must have loaded), in file order."""
+    findings: list[Finding] = []
+    for error in _validator().iter_errors(document.data):
+        findings.extend(_findings_for(error, document))
+    return tuple(findings)
+
+
+def _findings_for(error: Any, document: LoadedDocument) -> Iterator[Finding]:
+    pointer: Pointer = tuple(error.absolute_path)
+    keyword = error.validator
+    where = dotted(pointer) or "the spec"
+    if keyword == "additionalProperties" and isinstance(error.instance, dict):
+        known = sorted(error.schema.get("properties", {}))
+        for key in error.instance:
+            if key not in known:
+                yield _unknown_key(document, pointer, str(key), known)
+        return
+    if keyword == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        yield _at(document, "GP104", pointer, f"{where} is missing the required key '{missing}'", on_key=True)
+        return
+    if keyword in ("oneOf", "anyOf"):
+        yield from _choice(error, document, pointer, where)
+        return
+    value = error.instance
+    if keyword == "type":
+        wanted = error.validator_value
+        words = " or ".join(_TYPE_WORDS.get(item, item) for item in ([wanted] if isinstance(wanted, str) else wanted))
+        yield _at(document, "GP102", pointer, f"{where} must be {words}, got {_describe(value)}")
+    elif keyword in _RANGE_WORDS:
+        yield _at(document, "GP103", pointer, f"{where} must be {_RANGE_WORDS[keyword]} {error.validator_value:,}, got {_number(value)}")
+    elif keyword in ("enum", "const"):
+        yield _choice_value(document, pointer, where, value, error)
+    elif keyword in _VALUE_CHECKS:
+        yield _at(document, "GP106", pointer, f"{where}: {_value_message(keyword, error)}")
+    else:
+        yield _at(document, "GP100", pointer, f"{where}: {error.message}")
+
+
+def _unknown_key(document: LoadedDocument, parent: Pointer, key: str, known: list[str]) -> Finding:
+    where = dotted(parent) or "the top level"
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    message = f"unknown key '{key}' in {where}"
+    if close:
+        message += f" — did you mean '{close[0]}'?"
+    hint = "known keys: " + ", ".join(known)
+    return _at(document, "GP101", parent + (key,), message, on_key=True, hint=hint)
+
+
+def _choice(error: Any, document: LoadedDocument, pointer: Pointer, where: str) -> Iterator[Finding]:
+    branches = error.validator_value
+    if all(set(branch) == {"required"} for branch in branches):
+        options = [name for branch in branches for name in branch["required"]]
+        present = [name for name in options if isinstance(error.instance, dict) and name in error.instance]
+        if error.validator == "anyOf":
+            message = f"{where} needs at least one of {_listing(options, 'or')}"
+        elif present:
+            message = f"{where} must have exactly one of {_listing(options, 'or')}, not {_listing(present, 'and')}"
+        else:
+            message = f"{where} needs one of {_listing(options, 'or')}"
+        yield _at(document, "GP107", pointer, message, on_key=True)
+        return
+    from jsonschema.exceptions import best_match
+
+    best = best_match(error.context)
+    if best is None:
+        yield _at(document, "GP100", pointer, f"{where}: {error.message}")
+    else:
+        yield from _findings_for(best, document)
+
+
+def _choice_value(document: LoadedDocument, pointer: Pointer, where: str, value: Any, error: Any) -> Finding:
+    choices = [error.validator_value] if error.validator == "const" else list(error.validator_value)
+    message = f"{where} must be {_listing([str(choice) for choice in choices], 'or')}, got {_describe(value)}"
+    close = difflib.get_close_matches(str(value), [str(choice) for choice in choices], n=1, cutoff=0.6)
+    if close and isinstance(value, str):
+        message += f" — did you mean '{close[0]}'?"
+    return _at(document, "GP105", pointer, message)
+
+
+def _value_message(keyword: str, error: Any) -> str:
+    value = error.instance
+    limit = error.validator_value
+    texts = {
+        "minLength": f"must not be shorter than {limit} characters",
+        "maxLength": f"must not be longer than {limit:,} characters",
+        "pattern": f"{_describe(value)} does not match the expected form {limit}",
+        "format": f"{_describe(value)} is not a valid {limit} (YYYY-MM-DD)",
+        "minItems": f"needs at least {limit} item(s)",
+        "maxItems": f"allows at most {limit} items",
+        "uniqueItems": "lists the same item more than once",
+        "maxProperties": f"allows at most {limit} entries",
+        "minProperties": f"needs at least {limit} entries",
+        "propertyNames": error.message,
+    }
+    return texts[keyword]
+
+
+def _at(
+    document: LoadedDocument, code: str, pointer: Pointer, message: str, *, on_key: bool = False, hint: str = ""
+) -> Finding:
+    position = document.position(pointer)
+    line, col = (position.line, position.col) if on_key else (position.value_line, position.value_col)
+    return Finding.make(code, message, path=document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint)
+
+
+def _listing(items: list[str], word: str) -> str:
+    quoted = [f"'{item}'" if not item.isdigit() else item for item in items]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" {word} " + quoted[-1]
+
+
+def _number(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else _describe(value)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "nothing (an empty value)"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string '{shown}'"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return str(value)
