@@ -66,6 +66,8 @@ def cli() -> None:
               help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.")
 @click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers (procurement runs).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when there is nothing to report.")
+@click.option("--only-specs", is_flag=True,
+              help="Skip named YAML files that do not look like specs (top-level model: and finetune:/serve:).")
 @_guarded
 def lint(
     paths: tuple[str, ...],
@@ -76,6 +78,7 @@ def lint(
     config_path: str | None,
     no_waivers: bool,
     quiet: bool,
+    only_specs: bool,
 ) -> None:
     """Check workload specs: schema, estimate, and the sizing rules.
 
@@ -91,6 +94,7 @@ def lint(
         config_path=config_path,
         use_waivers=not no_waivers,
         quiet=quiet,
+        only_specs=only_specs,
     )
     from gpuplan.output import FORMATTERS
 

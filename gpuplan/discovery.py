@@ -24,12 +24,17 @@ def looks_like_spec(path: Path) -> bool:
     return bool(_MODEL_KEY.search(head) and _JOB_KEY.search(head))
 
 
-def discover(paths: list[str]) -> Iterator[str]:
-    """Each path to lint, in a stable order; '-' stands for standard input."""
+def discover(paths: list[str], *, only_specs: bool = False) -> Iterator[str]:
+    """Each path to lint, in a stable order; '-' stands for standard input.
+
+    Named files are always linted unless ``only_specs`` (the pre-commit hook, which is handed every
+    staged YAML file) asks to skip files that do not look like specs.
+    """
     for given in paths:
         path = Path(given)
         if given == "-" or not path.is_dir():
-            yield given
+            if not only_specs or given == "-" or not path.is_file() or looks_like_spec(path):
+                yield given
             continue
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(name for name in dirs if name not in _SKIPPED_DIRS and not name.startswith("."))

@@ -18,10 +18,11 @@ def lint_paths(
     config_path: str | None = None,
     use_waivers: bool = True,
     quiet: bool = False,
+    only_specs: bool = False,
 ) -> RunSummary:
     """Lint every spec under ``paths``; one bad file never stops the others."""
-    files = list(discover(paths))
-    if not files:
+    files = list(discover(paths, only_specs=only_specs))
+    if not files and not only_specs:
         raise GpuplanError(f"no spec files found in {', '.join(paths)}")
     options = LintOptions(select=select, ignore=ignore, use_waivers=use_waivers)
     results = tuple(lint_path(path, options) for path in files)

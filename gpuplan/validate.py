@@ -50,7 +50,7 @@ def validate(document: LoadedDocument) -> tuple[Finding, ...]:
     findings: list[Finding] = []
     for error in _validator().iter_errors(document.data):
         findings.extend(_findings_for(error, document))
-    return tuple(findings)
+    return tuple(sorted(findings, key=lambda finding: (finding.line, finding.col, finding.code)))
 
 
 def _findings_for(error: Any, document: LoadedDocument) -> Iterator[Finding]:
@@ -127,27 +127,29 @@ def _choice_value(document: LoadedDocument, pointer: Pointer, where: str, value:
 
 
 def _value_message(keyword: str, error: Any) -> str:
-    value = error.instance
-    limit = error.validator_value
-    texts = {
-        "minLength": f"must not be shorter than {limit} characters",
-        "maxLength": f"must not be longer than {limit:,} characters",
-        "pattern": f"{_describe(value)} does not match the expected form {limit}",
-        "format": f"{_describe(value)} is not a valid {limit} (YYYY-MM-DD)",
-        "minItems": f"needs at least {limit} item(s)",
-        "maxItems": f"allows at most {limit} items",
-        "uniqueItems": "lists the same item more than once",
-        "maxProperties": f"allows at most {limit} entries",
-        "minProperties": f"needs at least {limit} entries",
-        "propertyNames": error.message,
+    value, limit = error.instance, error.validator_value
+    texts: dict[str, Any] = {
+        "minLength": lambda: f"must not be shorter than {limit} characters",
+        "maxLength": lambda: f"must not be longer than {limit:,} characters",
+        "pattern": lambda: f"{_describe(value)} does not match the expected form {limit}",
+        "format": lambda: f"{_describe(value)} is not a valid {limit} (YYYY-MM-DD)",
+        "minItems": lambda: f"needs at least {limit} item(s)",
+        "maxItems": lambda: f"allows at most {limit} items",
+        "uniqueItems": lambda: "lists the same item more than once",
+        "maxProperties": lambda: f"allows at most {limit} entries",
+        "minProperties": lambda: f"needs at least {limit} entries",
+        "propertyNames": lambda: error.message,
     }
-    return texts[keyword]
+    return str(texts[keyword]())
 
 
 def _at(
     document: LoadedDocument, code: str, pointer: Pointer, message: str, *, on_key: bool = False, hint: str = ""
 ) -> Finding:
     position = document.position(pointer)
+    # A value on its own line (a block mapping or list) is reported at its key, so the finding
+    # always lands on the line that names the field.
+    on_key = on_key or position.value_line != position.line
     line, col = (position.line, position.col) if on_key else (position.value_line, position.value_col)
     return Finding.make(code, message, path=document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint)
 

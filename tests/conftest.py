@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, settings
+
+from gpuplan.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci")
+
+
+def run_cli(*args: str, input: str | bytes | None = None) -> tuple[int, str, str]:
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    result = CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def gpuplan_executable() -> str:
+    found = shutil.which("gpuplan", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    assert found, "the gpuplan console script is not installed"
+    return found
+
+
+def run_process(*args: str, cwd: Path | None = None, input: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([gpuplan_executable(), *args], cwd=cwd, input=input.decode() if input else None,
+                          capture_output=True, text=True, timeout=120)
+
+
+VALID_SERVE = """\
+version: 1
+name: demo
+model:
+  id: llama-3.1-8b
+serve:
+  context: 8192
+  concurrency: 8
+  hardware: {gpu: h100-sxm}
+"""
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path):
+    def write(text: str, name: str = "spec.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write

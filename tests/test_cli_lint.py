@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+
+from conftest import ROOT, VALID_SERVE, run_cli, run_process
+
+FOUR_PROBLEMS = """\
+version: 1
+name: demo
+model:
+  id: llama-3.1-8b
+serve:
+  contxt: 8192
+  context: 8192
+  concurrency: "eight"
+  output_tokens: 0
+  hardware: {gpu: h100-sxm}
+  hardware: {gpu: h200-sxm}
+"""
+
+
+def test_four_problems_four_findings_exact_text(write_spec):
+    path = write_spec(FOUR_PROBLEMS)
+    code, out, _ = run_cli("lint", str(path))
+    assert code == 1
+    lines = [line for line in out.splitlines() if not line.startswith("    ")]
+    assert lines == [
+        f"{path}:6:3: GP101 [error] unknown key 'contxt' in serve — did you mean 'context'?",
+        f"{path}:8:16: GP102 [error] serve.concurrency must be an integer, got the string 'eight'",
+        f"{path}:9:18: GP103 [error] serve.output_tokens must be at least 1, got 0",
+        f"{path}:11:3: GP002 [error] duplicate key 'hardware' in serve: first defined on line 10, again on line 11",
+        "failed: 4 errors, 0 warnings, 0 info in 1 file",
+    ]
+
+
+def test_sarif_validates_against_the_2_1_0_schema(write_spec):
+    path = write_spec(FOUR_PROBLEMS)
+    code, out, _ = run_cli("lint", "--format", "sarif", str(path))
+    assert code == 1
+    log = json.loads(out)
+    schema = json.loads((ROOT / "tests/fixtures/sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(schema).validate(log)
+    results = log["runs"][0]["results"]
+    assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results] == [
+        ("GP101", 6), ("GP102", 8), ("GP103", 9), ("GP002", 11)
+    ]
+    rule_ids = [rule["id"] for rule in log["runs"][0]["tool"]["driver"]["rules"]]
+    assert all(rule_ids[r["ruleIndex"]] == r["ruleId"] for r in results)
+
+
+def test_json_output_is_the_documented_object(write_spec):
+    path = write_spec(FOUR_PROBLEMS)
+    code, out, _ = run_cli("lint", "--format", "json", str(path))
+    document = json.loads(out)
+    assert code == 1
+    assert document["format_version"] == 1
+    assert document["summary"] == {"files": 1, "errors": 4, "warnings": 0, "infos": 0, "waived": 0,
+                                   "fail_on": "error", "exit_code": 1}
+    first = document["findings"][0]
+    assert set(first) == {"code", "name", "severity", "message", "file", "line", "col", "pointer", "hint",
+                          "waived", "waiver"}
+    assert (first["code"], first["name"], first["pointer"]) == ("GP101", "unknown-key", "/serve/contxt")
+
+
+def test_github_annotations(write_spec):
+    path = write_spec(FOUR_PROBLEMS)
+    _, out, _ = run_cli("lint", "--format", "github", str(path))
+    assert out.splitlines()[0].startswith(f"::error file={path},line=6,col=3,title=GP101 unknown-key::unknown key")
+
+
+def test_clean_spec_exit_zero_and_quiet(write_spec):
+    path = write_spec(VALID_SERVE)
+    assert run_cli("lint", str(path))[:2] == (0, "passed: 0 errors, 0 warnings, 0 info in 1 file\n")
+    assert run_cli("lint", "--quiet", str(path))[:2] == (0, "")
+
+
+def test_stdin_and_directories(tmp_path: Path):
+    code, out, _ = run_cli("lint", "-", input=FOUR_PROBLEMS)
+    assert code == 1 and out.startswith("<stdin>:6:3: GP101")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "a.yaml").write_text(VALID_SERVE)
+    (tmp_path / "specs" / "ci.yml").write_text("jobs: {build: {runs-on: ubuntu}}\n")  # not a spec: skipped
+    code, out, _ = run_cli("lint", str(tmp_path))
+    assert (code, out) == (0, "passed: 0 errors, 0 warnings, 0 info in 1 file\n")
+
+
+def test_only_specs_skips_other_yaml(tmp_path: Path):
+    other = tmp_path / ".pre-commit-config.yaml"
+    other.write_text("repos: []\n")
+    assert run_cli("lint", "--only-specs", "--quiet", str(other))[:2] == (0, "")
+    assert run_cli("lint", str(other))[0] == 1
+
+
+def test_fail_on_threshold_and_usage_errors(write_spec):
+    path = write_spec(VALID_SERVE)
+    assert run_cli("lint", "--fail-on", "info", str(path))[0] == 0
+    code, _, err = run_cli("lint", "--format", "xml", str(path))
+    assert code == 2 and "Invalid value for '--format'" in err
+    code, _, err = run_cli("lint", str(path.parent / "empty-dir-does-not-exist"))
+    assert code == 1  # a missing file is a GP009 finding, not a crash
+
+
+def test_no_specs_in_directory_is_a_usage_error(tmp_path: Path):
+    code, _, err = run_cli("lint", str(tmp_path))
+    assert code == 2 and err.startswith("gpuplan: error: no spec files found")
+
+
+def test_schema_and_version_commands():
+    code, out, _ = run_cli("schema")
+    assert code == 0 and json.loads(out)["$id"].startswith("https://")
+    code, out, _ = run_cli("--version")
+    assert code == 0 and out.startswith("gpuplan, version ")
+
+
+def test_lint_does_not_import_report_machinery(write_spec):
+    path = write_spec(VALID_SERVE)
+    probe = (
+        "import sys\n"
+        "from gpuplan.cli import cli\n"
+        f"try:\n    cli(['lint', {str(path)!r}])\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('jinja2', 'weasyprint'))\n"
+        "print('HEAVY', heavy)\n"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY []" in out
+
+
+def test_console_script_runs_as_a_process(write_spec):
+    path = write_spec(FOUR_PROBLEMS)
+    completed = run_process("lint", str(path))
+    assert completed.returncode == 1
+    assert "GP002" in completed.stdout and completed.stderr == ""

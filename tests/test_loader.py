@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import time
+
+from gpuplan.loader import MAX_BYTES, load_bytes
+
+
+def codes(raw: bytes) -> list[tuple[str, int, int]]:
+    return [(f.code, f.line, f.col) for f in load_bytes("s.yaml", raw).findings]
+
+
+def test_positions_of_keys_and_values():
+    doc = load_bytes("s.yaml", b"version: 1\nserve:\n  context:   8192\n  tags: [a, b]\n")
+    assert doc.data == {"version": 1, "serve": {"context": 8192, "tags": ["a", "b"]}}
+    pos = doc.positions[("serve", "context")]
+    assert (pos.line, pos.col, pos.value_line, pos.value_col) == (3, 3, 3, 14)
+    assert (doc.positions[("serve", "tags", 1)].line, doc.positions[("serve", "tags", 1)].col) == (4, 13)
+
+
+def test_duplicate_key_names_both_lines_and_keeps_loading():
+    doc = load_bytes("s.yaml", b"serve:\n  concurrency: 8\n  concurrency: 64\n")
+    (finding,) = doc.findings
+    assert finding.code == "GP002"
+    assert (finding.line, finding.col) == (3, 3)
+    assert "first defined on line 2, again on line 3" in finding.message
+    assert finding.pointer == "/serve/concurrency"
+    assert doc.data == {"serve": {"concurrency": 64}}
+
+
+def test_billion_laughs_is_refused_quickly():
+    lines = [b"a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, 10):
+        refs = ", ".join(f"*a{level - 1}" for _ in range(10)).encode()
+        lines.append(b"a%d: &a%d [%s]" % (level, level, refs))
+    start = time.perf_counter()
+    found = codes(b"\n".join(lines))
+    assert time.perf_counter() - start < 1.0
+    assert found[0][0] == "GP003"
+
+
+def test_small_aliases_and_merge_keys_are_fine():
+    doc = load_bytes("s.yaml", b"base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n")
+    assert doc.findings == ()
+    assert doc.data["other"] == {"x": 1, "y": 3}
+
+
+def test_deep_nesting_is_refused_without_recursion():
+    raw = b"a: " + b"[" * 100_000
+    start = time.perf_counter()
+    assert codes(raw)[0][0] == "GP003"
+    assert time.perf_counter() - start < 1.0
+
+
+def test_file_over_one_mebibyte_is_refused():
+    raw = b"name: " + b"x" * MAX_BYTES
+    assert codes(raw) == [("GP003", 1, 1)]
+
+
+def test_input_problems_are_findings_with_positions():
+    assert codes(b"") == [("GP006", 1, 1)]
+    assert codes(b"# only a comment\n") == [("GP006", 1, 1)]
+    assert codes(b"- a\n- b\n") == [("GP008", 1, 1)]
+    assert codes(b"a: 1\n---\nb: 2\n") == [("GP007", 2, 1)]
+    assert codes(b"a: 1\nb: \xff\n") == [("GP005", 2, 4)]
+    assert codes(b"a: !!python/object/apply:os.system [ls]\n") == [("GP004", 1, 4)]
+    assert codes(b"a: !custom 1\n") == [("GP004", 1, 4)]
+    assert codes(b"a: [1\nb: 2\n")[0][0] == "GP001"
+    assert codes(b"a: .inf\n") == [("GP001", 1, 4)]
+
+
+def test_timestamps_stay_strings_and_bom_is_accepted():
+    doc = load_bytes("s.yaml", "\ufeffexpires: 2027-01-31\n".encode())
+    assert doc.data == {"expires": "2027-01-31"}

@@ -1,0 +1,166 @@
+"""Hypothesis properties of loading, validation and the lint command."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+from hypothesis import given, strategies as st
+
+from gpuplan.linter import lint_bytes
+from gpuplan.loader import load_bytes
+from gpuplan.resources import schema_path
+from gpuplan.validate import validate
+
+from conftest import EXAMPLES, run_cli
+
+SCHEMA = json.loads(schema_path().read_text())
+_PATTERN_STRATEGIES = {
+    "^[0-9]{4}-[0-9]{2}-[0-9]{2}$": st.dates().map(lambda d: d.isoformat()),
+    "^(GP[0-9]{3}|[a-z][a-z0-9-]*)$": st.from_regex(r"\AGP[0-9]{3}\Z"),
+    "^[A-Z]{3}$": st.from_regex(r"\A[A-Z]{3}\Z"),
+    "^[a-z0-9][a-z0-9._-]*$": st.from_regex(r"\A[a-z0-9][a-z0-9._-]{0,20}\Z"),
+}
+
+
+def _resolve(node: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in node:
+        target: Any = SCHEMA
+        for part in node["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        return target
+    return node
+
+
+def instances(node: dict[str, Any], depth: int = 0) -> st.SearchStrategy[Any]:
+    """Valid instances of a schema node, built from the schema's own shapes."""
+    node = _resolve(node)
+    if "const" in node:
+        return st.just(node["const"])
+    if "enum" in node:
+        return st.sampled_from(node["enum"])
+    kind = node.get("type")
+    if kind == "integer":
+        return st.integers(node.get("minimum", -(10**6)), node.get("maximum", 10**6))
+    if kind == "number":
+        low = node.get("minimum", node.get("exclusiveMinimum", 0))
+        high = node.get("maximum", 1e6)
+        return st.floats(low, high, exclude_min="exclusiveMinimum" in node, allow_nan=False).filter(
+            lambda value: value > low or "exclusiveMinimum" not in node
+        )
+    if kind == "boolean":
+        return st.booleans()
+    if kind == "string":
+        if "pattern" in node:
+            return _PATTERN_STRATEGIES[node["pattern"]]
+        return st.text(min_size=node.get("minLength", 0), max_size=min(node.get("maxLength", 30), 30))
+    if kind == "array":
+        unique = node.get("uniqueItems", False)
+        items = instances(node["items"], depth + 1)
+        low = node.get("minItems", 0)
+        return st.lists(items, min_size=low, max_size=max(low, 2 if depth < 2 else 0), unique=unique)
+    if kind == "object":
+        return _objects(node, depth)
+    raise AssertionError(f"no strategy for {node}")
+
+
+def _objects(node: dict[str, Any], depth: int) -> st.SearchStrategy[dict[str, Any]]:
+    properties = node.get("properties", {})
+    required = list(node.get("required", []))
+    choices = node.get("oneOf") or node.get("anyOf")
+
+    @st.composite
+    def build(draw: Any) -> dict[str, Any]:
+        must = list(required)
+        excluded: set[str] = set()
+        if choices:
+            names = [name for branch in choices for name in branch["required"]]
+            chosen = draw(st.sampled_from(names))
+            must.append(chosen)
+            if "oneOf" in node:
+                excluded = set(names) - {chosen}
+        result: dict[str, Any] = {}
+        for name, child in properties.items():
+            if name in excluded:
+                continue
+            if name in must or (depth < 3 and draw(st.booleans())):
+                result[name] = draw(instances(child, depth + 1))
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict) and depth < 3:
+            keys = draw(st.lists(_PATTERN_STRATEGIES["^[a-z0-9][a-z0-9._-]*$"], max_size=2, unique=True))
+            for key in keys:
+                result.setdefault(key, draw(instances(extra, depth + 1)))
+        return result
+
+    return build()
+
+
+@given(st.binary(max_size=400))
+def test_lint_never_raises_on_bytes(raw: bytes):
+    result = lint_bytes("fuzz.yaml", raw)
+    assert all(f.line >= 1 and f.col >= 1 for f in result.findings)
+
+
+@given(st.text(max_size=300))
+def test_cli_exit_code_is_always_0_1_or_2(text: str):
+    code, _, _ = run_cli("lint", "-", input=text)
+    assert code in (0, 1, 2)
+
+
+@given(instances(SCHEMA))
+def test_documents_built_from_the_schema_validate(document: dict[str, Any]):
+    raw = yaml.safe_dump(document, sort_keys=False, allow_unicode=True).encode()
+    loaded = load_bytes("gen.yaml", raw)
+    assert loaded.findings == ()
+    assert validate(loaded) == ()
+
+
+EXAMPLE_DOCS = [(path.name, path.read_bytes()) for path in sorted(EXAMPLES.glob("*.yaml"))]
+
+
+def _leaves(data: Any, pointer: tuple = ()) -> list[tuple]:
+    if isinstance(data, dict):
+        return [leaf for key, value in data.items() for leaf in _leaves(value, pointer + (key,))]
+    if isinstance(data, list):
+        return [leaf for index, value in enumerate(data) for leaf in _leaves(value, pointer + (index,))]
+    return [pointer]
+
+
+def _mappings(data: Any, pointer: tuple = ()) -> list[tuple]:
+    found = [pointer] if isinstance(data, dict) else []
+    children = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else []
+    for key, value in children:
+        found += _mappings(value, pointer + (key,))
+    return found
+
+
+def _get(data: Any, pointer: tuple) -> Any:
+    for part in pointer:
+        data = data[part]
+    return data
+
+
+@given(st.sampled_from(EXAMPLE_DOCS), st.data())
+def test_single_mutation_is_found_at_the_mutated_key(example: tuple[str, bytes], data: Any):
+    _, raw = example
+    document = yaml.safe_load(raw)
+    kind = data.draw(st.sampled_from(["wrong-type", "out-of-range", "unknown-key"]))
+    if kind == "unknown-key":
+        parent = data.draw(st.sampled_from(_mappings(document)))
+        _get(document, parent)["zz_not_a_field"] = 1
+        mutated = parent + ("zz_not_a_field",)
+    else:
+        candidates = [p for p in _leaves(document) if isinstance(p[-1], str)]
+        if kind == "out-of-range":
+            candidates = [p for p in candidates if type(_get(document, p)) in (int, float)]
+        mutated = data.draw(st.sampled_from(candidates))
+        container = _get(document, mutated[:-1])
+        container[mutated[-1]] = -(10**15) if kind == "out-of-range" else [["not", "a", "scalar"]]
+    text = yaml.safe_dump(document, sort_keys=False)
+    loaded = load_bytes("m.yaml", text.encode())
+    expected_line = loaded.positions[mutated].line
+    assert re.search(rf"\b{re.escape(str(mutated[-1]))}\b", text.splitlines()[expected_line - 1])
+    lines = {f.line for f in validate(loaded)}
+    assert expected_line in lines, (kind, mutated, text)

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import json
+
+from jsonschema import Draft202012Validator
+
+from gpuplan.loader import load_bytes
+from gpuplan.resources import schema_path
+from gpuplan.validate import validate
+
+from conftest import VALID_SERVE
+
+
+def schema_findings(text: str):
+    return [(f.code, f.line, f.col, f.message) for f in validate(load_bytes("s.yaml", text.encode()))]
+
+
+def test_schema_is_valid_2020_12_with_id_title_and_descriptions():
+    schema = json.loads(schema_path().read_text())
+    Draft202012Validator.check_schema(schema)
+    assert schema["$id"] and schema["$schema"].endswith("2020-12/schema")
+
+    def walk(node, where):
+        for name, child in node.get("properties", {}).items():
+            if "$ref" not in child:
+                assert child.get("description"), f"{where}.{name} has no description"
+                assert child.get("title"), f"{where}.{name} has no title"
+            walk(child, f"{where}.{name}")
+            walk(child.get("items", {}), f"{where}.{name}[]")
+        if node.get("type") == "object" and "properties" in node:
+            assert node.get("additionalProperties") is False, f"{where} allows unknown keys"
+
+    walk(schema, "")
+    for name, definition in schema["$defs"].items():
+        walk(definition, name)
+
+
+def test_valid_spec_has_no_findings():
+    assert schema_findings(VALID_SERVE) == []
+
+
+def test_every_error_is_reported_with_position_and_words():
+    text = VALID_SERVE.replace("  concurrency: 8\n", "  concurrency: 0\n  contxt: 5\n").replace(
+        "context: 8192", 'context: "8k"'
+    )
+    assert schema_findings(text) == [
+        ("GP102", 6, 12, "serve.context must be an integer, got the string '8k'"),
+        ("GP103", 7, 16, "serve.concurrency must be at least 1, got 0"),
+        ("GP101", 8, 3, "unknown key 'contxt' in serve — did you mean 'context'?"),
+    ]
+
+
+def test_enum_suggests_closest_choice():
+    text = VALID_SERVE + "finetune:\n  method: qlroa\n  hardware: {gpu: h100-sxm}\n"
+    (found,) = schema_findings(text)
+    assert found[:3] == ("GP105", 10, 11)
+    assert found[3] == "finetune.method must be 'full', 'lora' or 'qlora', got the string 'qlroa' — did you mean 'qlora'?"
+
+
+def test_missing_required_key_points_at_its_section():
+    text = VALID_SERVE.replace("  hardware: {gpu: h100-sxm}\n", "")
+    assert schema_findings(text) == [("GP104", 5, 1, "serve is missing the required key 'hardware'")]
+
+
+def test_one_of_reports_the_choice_not_a_dump():
+    text = VALID_SERVE.replace("  id: llama-3.1-8b\n", "  id: llama-3.1-8b\n  config: c.json\n")
+    assert schema_findings(text) == [
+        ("GP107", 3, 1, "model must have exactly one of 'id', 'config' or 'architecture', not 'id' and 'config'")
+    ]
+    no_job = "version: 1\nname: x\nmodel: {id: llama-3.1-8b}\n"
+    assert schema_findings(no_job) == [("GP107", 1, 1, "the spec needs at least one of 'finetune' or 'serve'")]
+
+
+def test_dates_must_be_real_dates():
+    text = VALID_SERVE + "waivers:\n  - {rule: GP201, reason: accepted, expires: 2027-02-30}\n"
+    (found,) = schema_findings(text)
+    assert found[0] == "GP106" and "not a valid date" in found[3]
