@@ -1,0 +1,153 @@
+"""The built-in GPU and model catalogs: sourced, dated YAML inside the package, read on first use."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuplan.architecture import Architecture, make_architecture
+
+_HERE = Path(__file__).resolve().parent
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU model: memory in bytes, bandwidth, dense TFLOPS, form factor, scale-up domain, price."""
+
+    id: str
+    name: str
+    form_factor: str  # sxm | nvl | pcie | oam
+    memory_bytes: int
+    usable_bytes: int
+    bandwidth_tbs: float
+    tflops: dict[str, float | None]
+    interconnect_gbs: float  # scale-up, bidirectional per GPU; PCIe figure when there is none
+    domain: int  # GPUs in the scale-up (NVLink/xGMI) domain; 1 = PCIe only
+    pcie_gbs: float
+    price_per_hour: float | None
+    price_date: str | None
+    memory_gb: float = 0.0
+    vendor: str = ""
+    tdp_w: int | None = None
+    mig: bool = False
+    custom: bool = False
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense FLOP/s for a compute dtype, falling back to bf16 where the GPU lacks it."""
+        value = self.tflops.get(dtype) or self.tflops.get("bf16") or 0.0
+        return float(value) * 1e12
+
+    @property
+    def bandwidth(self) -> float:
+        return self.bandwidth_tbs * 1e12
+
+    @property
+    def has_nvlink(self) -> bool:
+        return self.domain > 1
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    id: str
+    name: str
+    architecture: Architecture
+    source: str
+
+
+class UnknownNameError(LookupError):
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        self.kind, self.name, self.known = kind, name, known
+        close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
+        self.suggestions = close
+        hint = f" — did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        super().__init__(f"unknown {kind} '{name}'{hint}")
+
+
+def _read(name: str) -> dict[str, Any]:
+    with open(_HERE / name, encoding="utf-8") as handle:
+        data: dict[str, Any] = yaml.load(handle, Loader=_Loader)
+    return data
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_catalog() -> dict[str, Gpu]:
+    return {entry["id"]: _gpu(entry) for entry in _read("gpus.yaml")["gpus"]}
+
+
+@functools.lru_cache(maxsize=1)
+def model_catalog() -> dict[str, CatalogModel]:
+    models = {}
+    for entry in _read("models.yaml")["models"]:
+        values = {k: v for k, v in entry.items() if k not in ("id", "name", "source")}
+        models[entry["id"]] = CatalogModel(entry["id"], entry["name"], make_architecture(values), entry["source"])
+    return models
+
+
+@functools.lru_cache(maxsize=1)
+def catalog_version() -> str:
+    return str(_read("gpus.yaml")["catalog_version"])
+
+
+def _gpu(entry: dict[str, Any]) -> Gpu:
+    link = entry["interconnect"]
+    pcie = float(entry["pcie"]["bandwidth_gbs"])
+    return Gpu(
+        id=entry["id"],
+        name=entry["name"],
+        form_factor=entry["form_factor"],
+        memory_bytes=int(entry["memory_bytes"]),
+        usable_bytes=int(entry["usable_bytes"]),
+        bandwidth_tbs=float(entry["bandwidth_tbs"]),
+        tflops=dict(entry["tflops_dense"]),
+        interconnect_gbs=float(link["bandwidth_gbs"] or pcie),
+        domain=int(link["domain"] or 1),
+        pcie_gbs=pcie,
+        price_per_hour=entry.get("price_usd_per_hour"),
+        price_date=entry.get("price_date"),
+        memory_gb=float(entry["memory_gb"]),
+        vendor=entry.get("vendor", ""),
+        tdp_w=entry.get("tdp_w"),
+        mig=bool((entry.get("mig") or {}).get("supported")),
+    )
+
+
+def custom_gpu(gpu_id: str, entry: dict[str, Any]) -> Gpu:
+    """A GPU defined in a spec's ``gpus`` section (the schema has checked the fields)."""
+    total = int(entry["memory_gib"] * 2**30)
+    pcie = float(entry.get("pcie_gbs", 64))
+    return Gpu(
+        id=gpu_id,
+        name=entry.get("name", gpu_id),
+        form_factor=entry.get("form_factor", "pcie"),
+        memory_bytes=total,
+        usable_bytes=total - 2**29,
+        bandwidth_tbs=float(entry["bandwidth_tbs"]),
+        tflops={"bf16": entry["bf16_tflops"], "fp16": entry["bf16_tflops"], "fp8": entry.get("fp8_tflops")},
+        interconnect_gbs=float(entry.get("interconnect_gbs", pcie)),
+        domain=int(entry.get("nvlink_domain", 1)),
+        pcie_gbs=pcie,
+        price_per_hour=entry.get("price_per_hour"),
+        price_date=None,
+        memory_gb=round(total / 1e9, 1),
+        custom=True,
+    )
+
+
+def get_gpu(gpu_id: str, custom: dict[str, Gpu] | None = None) -> Gpu:
+    known = {**gpu_catalog(), **(custom or {})}
+    if gpu_id in known:
+        return known[gpu_id]
+    raise UnknownNameError("GPU", gpu_id, sorted(known))
+
+
+def get_model(model_id: str) -> CatalogModel:
+    models = model_catalog()
+    if model_id in models:
+        return models[model_id]
+    raise UnknownNameError("model", model_id, sorted(models))
