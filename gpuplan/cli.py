@@ -152,3 +152,75 @@ def rules(output_format: str) -> None:
 
 def main() -> None:
     cli(prog_name="gpuplan")
+
+
+@cli.command()
+@click.argument("spec_path", metavar="SPEC")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_guarded
+def estimate(spec_path: str, output_format: str) -> None:
+    """Estimate per-GPU memory, speed and cost of a spec's jobs, with the assumptions used."""
+    import json
+
+    from gpuplan.analysis import to_dict
+    from gpuplan.linter import lint_path
+    from gpuplan.output.estimate_text import render_estimate
+
+    result = lint_path(spec_path)
+    if result.analysis is None:
+        for finding in result.findings:
+            click.echo(f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] "
+                       f"{finding.message}", err=True)
+        raise GpuplanError(f"{spec_path} cannot be estimated until the problems above are fixed")
+    if output_format == "json":
+        click.echo(json.dumps(to_dict(result.analysis), indent=2))
+    else:
+        click.echo(render_estimate(result.analysis), nl=False)
+
+
+@cli.group()
+def catalog() -> None:
+    """List the built-in GPU and model catalogs."""
+
+
+@catalog.command("gpus")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def catalog_gpus(output_format: str) -> None:
+    """GPUs: memory, bandwidth, dense BF16 TFLOPS, form factor, NVLink domain, indicative price."""
+    import dataclasses
+    import json
+
+    from gpuplan.catalog import gpu_catalog
+
+    gpus = gpu_catalog()
+    if output_format == "json":
+        click.echo(json.dumps([dataclasses.asdict(gpu) for gpu in gpus.values()], indent=2))
+        return
+    click.echo(f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  price date")
+    for gpu in gpus.values():
+        price = f"{gpu.price_per_hour:.2f}" if gpu.price_per_hour is not None else "-"
+        click.echo(f"{gpu.id:<16}{gpu.memory_gb:>8g}GB{gpu.usable_bytes / 2**30:>12.1f}{gpu.bandwidth_tbs:>7.2f}"
+                   f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {gpu.price_date or '-'}")
+
+
+@catalog.command("models")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def catalog_models(output_format: str) -> None:
+    """Models: parameters, layers, hidden size, heads/KV heads, KV bytes per token, source."""
+    import dataclasses
+    import json
+
+    from gpuplan.catalog import model_catalog
+
+    models = model_catalog()
+    if output_format == "json":
+        rows = [{"id": m.id, "name": m.name, "params": m.architecture.params, "active_params": m.architecture.active_params,
+                 "kv_bytes_per_token_bf16": m.architecture.kv_bytes_per_token(2), "source": m.source,
+                 "architecture": dataclasses.asdict(m.architecture)} for m in models.values()]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'id':<24}{'params':>18}{'layers':>7}{'hidden':>7}{'heads':>9}{'KV B/token':>12}  source")
+    for m in models.values():
+        a = m.architecture
+        click.echo(f"{m.id:<24}{a.params:>18,}{a.layers:>7}{a.hidden:>7}{f'{a.heads}/{a.n_kv}':>9}"
+                   f"{a.kv_bytes_per_token(2):>12,.0f}  {m.source}")

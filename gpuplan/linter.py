@@ -70,7 +70,14 @@ def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> Lin
     findings.extend(schema_findings)
     if schema_findings:
         return LintResult(path, _configure(findings, options), document)
-    return LintResult(path, _configure(findings, options), document)
+    from gpuplan.analysis import analyse
+    from gpuplan.spec import resolve
+
+    spec, resolve_findings = resolve(document, base_dir(path))
+    findings.extend(resolve_findings)
+    if spec is None:
+        return LintResult(path, _configure(findings, options), document)
+    return LintResult(path, _configure(findings, options), document, analyse(spec))
 
 
 def _configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:

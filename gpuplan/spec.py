@@ -1,0 +1,308 @@
+"""Resolve a schema-valid document into a typed, frozen Spec: defaults applied, model and GPUs found.
+
+Unknown model ids, unreadable config.json files and unknown GPUs are findings (GP020-GP023) at the
+field that names them, with "did you mean" suggestions; nothing here raises for bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuplan.architecture import Architecture, ArchitectureError, load_hf_config, make_architecture
+from gpuplan.catalog import Gpu, UnknownNameError, custom_gpu, get_gpu, get_model
+from gpuplan.findings import Finding, Waiver, json_pointer
+from gpuplan.loader import LoadedDocument, Pointer
+
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+KV_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+HOURS_PER_MONTH = 730
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpu: Gpu
+    count: int
+    tensor_parallel: int
+    pipeline_parallel: int
+
+    @property
+    def replicas(self) -> int:
+        return max(1, self.count // (self.tensor_parallel * self.pipeline_parallel))
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    label: str  # catalog id, config path or "explicit architecture"
+    architecture: Architecture
+    dtype: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Finetune:
+    method: str
+    precision: str
+    optimizer: str
+    lora_rank: int
+    lora_targets: tuple[str, ...]
+    lora_dtype: str
+    micro_batch: int
+    gradient_accumulation: int
+    seq_len: int
+    checkpointing: bool
+    attention: str
+    fused_loss: bool
+    sharding: str
+    tokens: int | None
+    checkpoint_every_hours: float | None
+    checkpoint_keep: int | None
+    checkpoint_storage_gb: float | None
+    hardware: Hardware
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    name: str
+    model: ModelRef
+    context: int
+    concurrency: int
+    quantization: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    category: str | None
+    metric: str
+    value: float
+    source: str
+    index: int
+
+
+@dataclass(frozen=True)
+class Serve:
+    context: int
+    output_tokens: int
+    concurrency: int
+    quantization: str
+    kv_cache_dtype: str
+    memory_utilization: float
+    category: str | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    tenants: tuple[TenantSpec, ...]
+    evidence: tuple[Evidence, ...]
+    hardware: Hardware
+
+    @property
+    def kv_bytes(self) -> int:
+        return KV_DTYPE_BYTES.get(self.kv_cache_dtype, 0)
+
+
+@dataclass(frozen=True)
+class Budget:
+    currency: str
+    finetune_total: float | None
+    serve_monthly: float | None
+    prices: dict[str, float]
+    prices_date: str | None
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: str
+    name: str
+    owner: str
+    description: str
+    model: ModelRef
+    finetune: Finetune | None
+    serve: Serve | None
+    budget: Budget
+    waivers: tuple[Waiver, ...]
+    approvals: dict[str, str]
+    custom_gpus: dict[str, Gpu] = field(default_factory=dict)
+
+    def price(self, gpu: Gpu) -> tuple[float | None, str]:
+        """(price per GPU-hour, where it comes from) for ``gpu`` in the spec's currency."""
+        if gpu.id in self.budget.prices:
+            date = self.budget.prices_date or "undated"
+            return self.budget.prices[gpu.id], f"spec budget.prices ({date})"
+        if gpu.price_per_hour is not None and (gpu.custom or self.budget.currency == "USD"):
+            origin = "spec gpus section" if gpu.custom else f"catalog median of quotes, {gpu.price_date}"
+            return gpu.price_per_hour, origin
+        return None, "no price"
+
+
+class _Resolver:
+    def __init__(self, document: LoadedDocument, base_dir: Path) -> None:
+        self.document = document
+        self.base_dir = base_dir
+        self.findings: list[Finding] = []
+
+    def problem(self, code: str, pointer: Pointer, message: str, hint: str = "") -> None:
+        position = self.document.position(pointer)
+        line, col = (position.value_line, position.value_col) if position.value_line == position.line else (position.line, position.col)
+        self.findings.append(
+            Finding.make(code, message, path=self.document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint)
+        )
+
+    def model(self, data: dict[str, Any], pointer: Pointer) -> ModelRef | None:
+        dtype = data.get("dtype", "bf16")
+        if "id" in data:
+            try:
+                entry = get_model(data["id"])
+            except UnknownNameError as error:
+                self.problem("GP020", pointer + ("id",), str(error), "`gpuplan catalog models` lists the ids")
+                return None
+            return ModelRef(entry.id, entry.architecture, dtype, entry.source)
+        if "config" in data:
+            path = (self.base_dir / data["config"]).resolve()
+            try:
+                architecture = load_hf_config(path)
+            except OSError as error:
+                self.problem("GP021", pointer + ("config",), f"cannot read {data['config']}: {error.strerror or error}")
+                return None
+            except ArchitectureError as error:
+                self.problem("GP021", pointer + ("config",), f"{data['config']}: {error}")
+                return None
+            return ModelRef(data["config"], architecture, dtype, f"local config.json {data['config']}")
+        values = dict(data["architecture"])
+        values["kv_heads"] = values.get("kv_heads", 0)
+        try:
+            architecture = make_architecture(values)
+        except ArchitectureError as error:
+            self.problem("GP021", pointer + ("architecture",), f"model.architecture: {error}")
+            return None
+        return ModelRef("explicit architecture", architecture, dtype, "dimensions given in the spec")
+
+    def hardware(self, data: dict[str, Any], pointer: Pointer, custom: dict[str, Gpu]) -> Hardware | None:
+        try:
+            gpu = get_gpu(data["gpu"], custom)
+        except UnknownNameError as error:
+            self.problem("GP022", pointer + ("gpu",), str(error), "`gpuplan catalog gpus` lists the ids, or define it under gpus:")
+            return None
+        count = data.get("count", 1)
+        tp = data.get("tensor_parallel", 1)
+        pp = data.get("pipeline_parallel", 1)
+        if count % (tp * pp):
+            self.problem(
+                "GP023",
+                pointer + ("count",),
+                f"{count} GPUs is not a multiple of tensor_parallel x pipeline_parallel = {tp * pp}",
+                f"use count: {max(tp * pp, count // (tp * pp) * tp * pp)}",
+            )
+            return None
+        return Hardware(gpu, count, tp, pp)
+
+
+def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tuple[Finding, ...]]:
+    """A Spec from a schema-valid document, or None with the findings that stopped it."""
+    data = document.data
+    resolver = _Resolver(document, base_dir)
+    custom = {gpu_id: custom_gpu(gpu_id, entry) for gpu_id, entry in data.get("gpus", {}).items()}
+    model = resolver.model(data["model"], ("model",))
+    budget_data = data.get("budget", {})
+    for gpu_id in budget_data.get("prices", {}):
+        try:
+            get_gpu(gpu_id, custom)
+        except UnknownNameError as error:
+            resolver.problem("GP022", ("budget", "prices", gpu_id), f"budget.prices: {error}")
+    finetune = _finetune(resolver, data.get("finetune"), custom)
+    serve = _serve(resolver, data.get("serve"), custom)
+    if resolver.findings or model is None:
+        return None, tuple(resolver.findings)
+    budget = Budget(
+        currency=budget_data.get("currency", "USD"),
+        finetune_total=budget_data.get("finetune_total"),
+        serve_monthly=budget_data.get("serve_monthly"),
+        prices=dict(budget_data.get("prices", {})),
+        prices_date=budget_data.get("prices_date"),
+    )
+    waivers = tuple(
+        Waiver(w["rule"], w["reason"], w.get("approved_by", ""), w.get("expires", "")) for w in data.get("waivers", [])
+    )
+    spec = Spec(
+        path=document.path,
+        name=data["name"],
+        owner=data.get("owner", ""),
+        description=data.get("description", ""),
+        model=model,
+        finetune=finetune,
+        serve=serve,
+        budget=budget,
+        waivers=waivers,
+        approvals=dict(data.get("approvals", {})),
+        custom_gpus=custom,
+    )
+    return spec, ()
+
+
+def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu]) -> Finetune | None:
+    if data is None:
+        return None
+    hardware = resolver.hardware(data["hardware"], ("finetune", "hardware"), custom)
+    if hardware is None:
+        return None
+    lora = data.get("lora", {})
+    checkpoints = data.get("checkpoints", {})
+    return Finetune(
+        method=data["method"],
+        precision=data.get("precision", "bf16-mixed"),
+        optimizer=data.get("optimizer", "adamw"),
+        lora_rank=lora.get("rank", 16),
+        lora_targets=tuple(lora.get("targets", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))),
+        lora_dtype=lora.get("dtype", "fp32"),
+        micro_batch=data.get("micro_batch", 1),
+        gradient_accumulation=data.get("gradient_accumulation", 1),
+        seq_len=data.get("seq_len", 2048),
+        checkpointing=data.get("activation_checkpointing", False),
+        attention=data.get("attention", "flash"),
+        fused_loss=data.get("fused_loss", False),
+        sharding=data.get("sharding", "none"),
+        tokens=data.get("tokens"),
+        checkpoint_every_hours=checkpoints.get("every_hours"),
+        checkpoint_keep=checkpoints.get("keep"),
+        checkpoint_storage_gb=checkpoints.get("storage_gb"),
+        hardware=hardware,
+    )
+
+
+def _serve(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu]) -> Serve | None:
+    if data is None:
+        return None
+    hardware = resolver.hardware(data["hardware"], ("serve", "hardware"), custom)
+    tenants = []
+    for index, entry in enumerate(data.get("tenants", [])):
+        model = resolver.model(entry["model"], ("serve", "tenants", index, "model"))
+        if model is not None:
+            tenants.append(
+                TenantSpec(
+                    entry["name"],
+                    model,
+                    entry.get("context", data["context"]),
+                    entry.get("concurrency", 1),
+                    entry.get("quantization", "none"),
+                )
+            )
+    if hardware is None:
+        return None
+    slo = data.get("slo", {})
+    evidence = tuple(
+        Evidence(item.get("category"), item["metric"], float(item["value"]), item.get("source", ""), index)
+        for index, item in enumerate(data.get("evidence", []))
+    )
+    return Serve(
+        context=data["context"],
+        output_tokens=min(data.get("output_tokens", 256), data["context"]),
+        concurrency=data["concurrency"],
+        quantization=data.get("quantization", "none"),
+        kv_cache_dtype=data.get("kv_cache_dtype", "auto"),
+        memory_utilization=data.get("memory_utilization", 0.9),
+        category=data.get("category"),
+        ttft_ms=slo.get("ttft_ms"),
+        tpot_ms=slo.get("tpot_ms"),
+        tenants=tuple(tenants),
+        evidence=evidence,
+        hardware=hardware,
+    )
