@@ -178,16 +178,23 @@ def _mlp_bytes(setup: TrainingSetup, act: int) -> float:
 
 
 def _lora_input_bytes(setup: TrainingSetup, act: int) -> float:
-    """peft casts each adapted layer's input to the adapter dtype and saves it (plus the r-dim output)."""
+    """peft casts each adapted layer's input to the adapter dtype and saves it (plus the r-dim output).
+
+    Without a cast the adapters save their input itself: once per distinct input; the o_proj input
+    (the attention output) and the down_proj input (counted in the MLP) are saved anyway.
+    """
     if not setup.is_adapter:
         return 0
     arch = setup.architecture
-    widths = {"q_proj": arch.hidden, "k_proj": arch.hidden, "v_proj": arch.hidden, "o_proj": arch.q_width,
-              "gate_proj": arch.hidden, "up_proj": arch.hidden, "down_proj": arch.intermediate}
-    total = 0.0
-    for name in setup.lora_targets:
-        # A cast makes a new tensor per layer; without a cast peft saves the shared input itself.
-        total += (setup.lora_bytes if setup.lora_bytes != act else act) * widths[name] + setup.lora_bytes * setup.lora_rank
+    groups = {"q_proj": "norm", "k_proj": "norm", "v_proj": "norm", "o_proj": "attention",
+              "gate_proj": "norm2", "up_proj": "norm2", "down_proj": "mlp"}
+    widths = {"norm": arch.hidden, "norm2": arch.hidden, "attention": arch.q_width, "mlp": arch.intermediate}
+    total = float(setup.lora_bytes * setup.lora_rank * len(setup.lora_targets))
+    if setup.lora_bytes != act:
+        total += sum(setup.lora_bytes * widths[groups[name]] for name in setup.lora_targets)
+    else:
+        inputs = {groups[name] for name in setup.lora_targets} - {"attention", "mlp"}
+        total += sum(act * widths[group] for group in inputs)
     return total / setup.tensor_parallel
 
 
@@ -247,7 +254,7 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
     n = setup.data_parallel
     sharding = setup.sharding if n > 1 else "none"
     layer_params = sum(arch.layer_params(index) for index in range(arch.layers))
-    embed_params = arch.embedding_params() + arch.lm_head_params()
+    embed_params = arch.embedding_params() + arch.lm_head_params() + arch.norm_params()  # + final norm
     local_all = _local_params(setup, layer_params, embed_params)
     trainable = trainable_params(setup)
     layer_fraction, _ = _shard(setup)
@@ -303,7 +310,9 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
     forward_transient = upcast
     if setup.attention == "eager":
         forward_transient = max(forward_transient, (10 if setup.checkpointing else 2) * scores)
-    dequant = 2 * arch.largest_linear_params() / setup.tensor_parallel if setup.method == "qlora" else 0.0
+    # bitsandbytes dequantizes one NF4 linear at a time to bf16 (embeddings and LM head are not NF4).
+    quantized_largest = arch.hidden * max(arch.expert_width if arch.is_moe else arch.intermediate, arch.q_width)
+    dequant = 2 * quantized_largest / setup.tensor_parallel if setup.method == "qlora" else 0.0
     forward_transient = max(forward_transient, dequant)
     accumulating = grads if setup.gradient_accumulation > 1 else 0.0
 

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import re
+
+from gpuplan.rules.registry import DOC_SECTIONS, all_rules
+from gpuplan.schema_doc import reference_table
+from gpuplan.validate import load_schema
+
+from conftest import EXAMPLES, ROOT, run_cli
+
+
+def test_readme_field_reference_matches_the_schema():
+    readme = (ROOT / "README.md").read_text()
+    assert reference_table(load_schema()) in readme, "regenerate with `gpuplan schema --markdown`"
+
+
+def test_every_rule_documents_its_sections_in_order_and_codes_are_unique():
+    rules = all_rules()
+    assert len({rule.code for rule in rules}) == len(rules)
+    assert len({rule.name for rule in rules}) == len(rules)
+    for rule in rules:
+        positions = [rule.doc.find(section) for section in DOC_SECTIONS]
+        assert all(position > 0 for position in positions), f"{rule.code} lacks a section"
+        assert positions == sorted(positions), f"{rule.code} sections out of order"
+        assert re.fullmatch(r"GP\d{3}", rule.code) and re.fullmatch(r"[a-z][a-z0-9-]+", rule.name)
+
+
+def test_explain_prints_one_rule():
+    code, out, _ = run_cli("explain", "duplicate-key")
+    assert code == 0 and out.startswith("GP002 duplicate-key (input, default severity error)")
+    code, _, err = run_cli("explain", "GP999")
+    assert code == 2 and "unknown rule 'GP999'" in err
+
+
+def test_examples_lint_as_their_comments_say():
+    examples = sorted(EXAMPLES.glob("*.yaml"))
+    assert len(examples) >= 4
+    for path in examples:
+        expected = re.search(r"Expected: `gpuplan lint` passes clean \(exit (\d)\)", path.read_text())
+        assert expected, f"{path.name} does not say what lint yields"
+        code, out, _ = run_cli("lint", str(path))
+        assert code == int(expected.group(1)), out

@@ -1,0 +1,113 @@
+"""Worked examples pinned by hand, ground-truth rows, and the estimate command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuplan.architecture import ArchitectureError, from_hf_config
+from gpuplan.catalog import UnknownNameError, get_gpu, get_model
+from gpuplan.estimate.serving import ServingSetup, estimate_serving, hf_prefill_peak, kv_bytes_per_sequence
+from gpuplan.estimate.training import TrainingSetup, estimate_training
+
+from conftest import EXAMPLES, run_cli
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize("model_id, params", [
+    ("llama-3-8b", 8_030_261_248), ("llama-3-70b", 70_553_706_496), ("llama-3.2-1b", 1_235_814_400),
+    ("llama-3.1-405b", 405_853_388_800), ("mistral-7b-v0.3", 7_248_023_552), ("mixtral-8x7b", 46_702_792_704),
+    ("qwen2.5-7b", 7_615_616_512), ("gemma-2-9b", 9_241_705_984), ("llama-2-7b", 6_738_415_616),
+    ("deepseek-v3", 671_026_419_200), ("mixtral-8x22b", 140_620_634_112),
+])
+def test_parameter_counts_are_exact(model_id, params):
+    assert get_model(model_id).architecture.params == params
+
+
+def test_kv_cache_bytes_by_hand():
+    # 2 (K and V) x 80 layers x 8 KV heads x 128 head_dim x 2 bytes = 327,680 B per token.
+    assert get_model("llama-3.1-70b").architecture.kv_bytes_per_token(2) == 327_680
+    # MLA: (512 latent + 64 RoPE) x 61 layers x 2 bytes, not split by TP.
+    deepseek = get_model("deepseek-v3").architecture
+    assert deepseek.kv_bytes_per_token(2) == deepseek.kv_bytes_per_token(2, tensor_parallel=8) == 70_272
+    # TP beyond the KV heads replicates them: 8 heads over TP16 is one head per rank.
+    assert get_model("llama-3.1-70b").architecture.kv_bytes_per_token(2, 16) == 2 * 80 * 1 * 128 * 2
+    # Gemma 2 9B at 32k: 21 full layers keep 32,768 tokens; 21 sliding layers keep what vLLM reserves,
+    # (cdiv(min(W - 1 + 8192 batched tokens, context), 16) + 1) blocks = 769 x 16 = 12,304 tokens.
+    gemma = get_model("gemma-2-9b").architecture
+    per_layer_token = 2 * 8 * 256 * 2
+    assert kv_bytes_per_sequence(gemma, 32768, 2, 1, 1) == (21 * 32768 + 21 * 12304) * per_layer_token
+
+
+def test_ground_truth_rows_within_three_percent():
+    arch = get_model("llama-3-8b").architecture
+    cases = [
+        (TrainingSetup(architecture=arch, precision="bf16", seq_len=2048), 74.79),
+        (TrainingSetup(architecture=arch, precision="bf16", seq_len=2048, attention="eager"), 84.87),
+        (TrainingSetup(architecture=arch, precision="bf16-mixed", seq_len=2048), 149.58),
+        (TrainingSetup(architecture=arch, precision="bf16", optimizer="adamw-fused", seq_len=2048), 60.13),
+        (TrainingSetup(architecture=arch, precision="bf16", method="lora", seq_len=2048, checkpointing=True,
+                       lora_targets=("q_proj", "k_proj", "v_proj", "o_proj")), 18.58),
+        (TrainingSetup(architecture=get_model("llama-3-70b").architecture, precision="bf16", seq_len=2048), 657.08),
+    ]
+    for setup, truth in cases:
+        assert estimate_training(setup, 0).tensor_peak / GIB == pytest.approx(truth, rel=0.03)
+    prefill = hf_prefill_peak(arch, 8, 4096, weights=arch.params * 2)
+    assert prefill / GIB == pytest.approx(22.58, rel=0.03)
+
+
+def test_full_finetune_model_states_by_hand():
+    # Pure bf16 AdamW foreach at the step: weights 2P + grads 2P + two bf16 states 4P + temporary 2P.
+    arch = get_model("llama-3-8b").architecture
+    memory = estimate_training(TrainingSetup(architecture=arch, precision="bf16"), 0)
+    assert memory.peak_phase == "optimizer_step"
+    assert memory.tensor_peak == pytest.approx(10 * 8_030_261_248, abs=16)
+    assert sum(memory.breakdown.values()) == memory.per_gpu
+
+
+def test_serving_weights_and_kv_for_70b_tp2():
+    arch = get_model("llama-3.1-70b").architecture
+    setup = ServingSetup(architecture=arch, context=8192, concurrency=32, kv_dtype_bytes=1, tensor_parallel=2)
+    memory = estimate_serving(setup, get_gpu("h200-nvl").usable_bytes)
+    assert memory.weights == pytest.approx(arch.params * 2 / 2, rel=0.001)
+    assert memory.kv_cache == 32 * 8192 * 80 * 2 * 4 * 128 * 1  # 4 KV heads per rank, fp8
+    assert memory.fits
+
+
+def test_hf_config_reading(tmp_path):
+    config = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "intermediate_size": 14336, "vocab_size": 128256, "tie_word_embeddings": False}
+    assert from_hf_config(config).params == 8_030_261_248
+    with pytest.raises(ArchitectureError, match="lacks intermediate"):
+        from_hf_config({k: v for k, v in config.items() if k != "intermediate_size"})
+
+
+def test_unknown_names_suggest_close_matches():
+    with pytest.raises(UnknownNameError, match="did you mean 'llama-3.1-70b'"):
+        get_model("llama-3.1-70-b")
+    with pytest.raises(UnknownNameError, match="did you mean 'h200-sxm'"):
+        get_gpu("h200sxm")
+
+
+def test_estimate_json_has_the_documented_fields():
+    code, out, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
+    assert code == 0
+    result = json.loads(out)
+    for job, required in (("finetune", ("weights", "gradients", "optimizer", "activations")), ("serve", ("weights", "kv_cache"))):
+        entry = result[job]
+        assert {"params", "per_gpu_bytes", "breakdown", "gpu", "usable_bytes", "fits", "assumptions"} <= set(entry)
+        phases = entry.get("phases", {"only": entry["breakdown"]})
+        present = set(entry["breakdown"]) | {name for parts in phases.values() for name in parts}
+        assert set(required) <= present, (job, present)
+    assert result["serve"]["per_gpu_bytes"] == sum(result["serve"]["breakdown"].values())
+
+
+def test_unknown_model_in_spec_is_a_finding(write_spec):
+    from conftest import VALID_SERVE
+
+    path = write_spec(VALID_SERVE.replace("llama-3.1-8b", "llama-3.1-8bb"))
+    code, out, _ = run_cli("lint", str(path))
+    assert code == 1
+    assert f"{path}:4:7: GP020 [error] unknown model 'llama-3.1-8bb' — did you mean 'llama-3.1-8b'" in out
