@@ -279,6 +279,8 @@ def _load(raw: bytes) -> _Composer:
         mark = error.problem_mark or error.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         message = " ".join(part for part in (error.context, error.problem) if part) or "invalid YAML"
+        if "maximum nesting depth" in message:  # libyaml >= 0.2.5 stops runaway nesting itself
+            raise _LoadProblem("GP003", f"nesting deeper than {MAX_DEPTH} levels", line, col) from None
         raise _LoadProblem("GP001", f"YAML syntax error: {message}", line, col) from None
     except yaml.YAMLError as error:
         raise _LoadProblem("GP001", f"YAML syntax error: {error}", 1, 1) from None
