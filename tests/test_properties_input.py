@@ -12,6 +12,7 @@ from hypothesis import given, strategies as st
 from gpuplan.linter import lint_bytes
 from gpuplan.loader import load_bytes
 from gpuplan.resources import schema_path
+from gpuplan.schema_fastpath import certainly_valid
 from gpuplan.validate import validate
 
 from conftest import EXAMPLES, run_cli
@@ -115,6 +116,7 @@ def test_documents_built_from_the_schema_validate(document: dict[str, Any]):
     loaded = load_bytes("gen.yaml", raw)
     assert loaded.findings == ()
     assert validate(loaded) == ()
+    assert certainly_valid(SCHEMA, loaded.data)
 
 
 EXAMPLE_DOCS = [(path.name, path.read_bytes()) for path in sorted(EXAMPLES.glob("*.yaml"))]
@@ -166,3 +168,20 @@ def test_single_mutation_is_found_at_the_mutated_key(example: tuple[str, bytes],
     assert re.search(rf"\b{re.escape(str(mutated[-1]))}\b", text.splitlines()[expected_line - 1])
     lines = {f.line for f in validate(loaded)}
     assert expected_line in lines, (kind, mutated, text)
+    assert not certainly_valid(SCHEMA, loaded.data)
+
+
+@given(st.sampled_from(EXAMPLE_DOCS), st.data())
+def test_fast_path_is_sound(example: tuple[str, bytes], data: Any):
+    """Whenever the fast path says valid, jsonschema agrees (any leaf replaced by any JSON value)."""
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    document = yaml.safe_load(example[1])
+    pointer = data.draw(st.sampled_from(_leaves(document)))
+    replacement = data.draw(st.one_of(st.none(), st.booleans(), st.integers(-5, 10**13), st.floats(allow_nan=False),
+                                      st.text(max_size=5), st.lists(st.integers(), max_size=2)))
+    container = _get(document, pointer[:-1])
+    container[pointer[-1]] = replacement
+    errors = list(Draft202012Validator(SCHEMA, format_checker=FormatChecker()).iter_errors(document))
+    if certainly_valid(SCHEMA, document):
+        assert errors == []
