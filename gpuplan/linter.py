@@ -5,6 +5,7 @@ Each stage runs only on what the stage before accepted; every problem is a Findi
 
 from __future__ import annotations
 
+import datetime
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ class LintOptions:
     severities: dict[str, Severity] = field(default_factory=dict)
     use_waivers: bool = True
     settings: Any = None  # gpuplan.config.Settings; None means the documented defaults
+    today: datetime.date | None = None  # for waiver expiry and price age; None means today
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,25 @@ def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> Lin
     if schema_findings:
         return LintResult(path, _configure(findings, options), document)
     from gpuplan.analysis import analyse
+    from gpuplan.config import Settings
+    from gpuplan.rules.context import RuleContext, efficiency_of
+    from gpuplan.rules.registry import all_rules
     from gpuplan.spec import resolve
+    from gpuplan.waivers import apply_waivers
 
     spec, resolve_findings = resolve(document, base_dir(path))
     findings.extend(resolve_findings)
     if spec is None:
         return LintResult(path, _configure(findings, options), document)
-    return LintResult(path, _configure(findings, options), document, analyse(spec))
+    settings = options.settings or Settings()
+    today = options.today or datetime.date.today()
+    analysis = analyse(spec, efficiency_of(settings))
+    context = RuleContext(spec, analysis, document, settings, today)
+    rule_findings = [finding for rule in all_rules() if rule.check for finding in rule.check(context)]
+    if options.use_waivers:
+        rule_findings = apply_waivers(rule_findings, spec.waivers, document, today)
+    findings.extend(rule_findings)
+    return LintResult(path, _configure(findings, options), document, analysis)
 
 
 def _configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:

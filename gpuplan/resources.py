@@ -21,5 +21,5 @@ def resource_dir(name: str) -> Path:
     raise GpuplanError(f"gpuplan's {name}/ folder is missing from this installation")
 
 
-def schema_path() -> Path:
-    return resource_dir("schemas") / "workload.schema.json"
+def schema_path(name: str = "workload") -> Path:
+    return resource_dir("schemas") / f"{name}.schema.json"

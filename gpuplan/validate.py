@@ -32,26 +32,27 @@ _VALUE_CHECKS = ("minLength", "maxLength", "pattern", "format", "minItems", "max
                  "maxProperties", "minProperties", "propertyNames")
 
 
-@functools.lru_cache(maxsize=1)
-def load_schema() -> dict[str, Any]:
-    with open(schema_path(), encoding="utf-8") as handle:
+@functools.lru_cache(maxsize=None)
+def load_schema(name: str = "workload") -> dict[str, Any]:
+    """A bundled schema: "workload" (specs) or "config" (.gpuplan.yaml / [tool.gpuplan])."""
+    with open(schema_path(name), encoding="utf-8") as handle:
         schema: dict[str, Any] = json.load(handle)
     return schema
 
 
-@functools.lru_cache(maxsize=1)
-def _validator() -> Any:
+@functools.lru_cache(maxsize=None)
+def _validator(name: str) -> Any:
     from jsonschema import Draft202012Validator, FormatChecker
 
-    return Draft202012Validator(load_schema(), format_checker=FormatChecker(formats=("date",)))
+    return Draft202012Validator(load_schema(name), format_checker=FormatChecker(formats=("date",)))
 
 
-def validate(document: LoadedDocument) -> tuple[Finding, ...]:
+def validate(document: LoadedDocument, schema: str = "workload") -> tuple[Finding, ...]:
     """Every schema error of ``document`` (which must have loaded), in file order."""
-    if certainly_valid(load_schema(), document.data):
+    if certainly_valid(load_schema(schema), document.data):
         return ()
     findings: list[Finding] = []
-    for error in _validator().iter_errors(document.data):
+    for error in _validator(schema).iter_errors(document.data):
         findings.extend(_findings_for(error, document))
     return tuple(sorted(findings, key=lambda finding: (finding.line, finding.col, finding.code)))
 

@@ -44,8 +44,14 @@ model:
 serve:
   context: 8192
   concurrency: 8
-  hardware: {gpu: h100-sxm}
+  hardware: {gpu: l40s}
 """
+
+
+@pytest.fixture(autouse=True)
+def _isolated_from_stray_configs(tmp_path: Path) -> None:
+    """Configuration is searched upward until a repository root; make each test folder one."""
+    (tmp_path / ".git").mkdir(exist_ok=True)
 
 
 @pytest.fixture

@@ -58,7 +58,7 @@ def test_enum_suggests_closest_choice():
 
 
 def test_missing_required_key_points_at_its_section():
-    text = VALID_SERVE.replace("  hardware: {gpu: h100-sxm}\n", "")
+    text = VALID_SERVE.replace("  hardware: {gpu: l40s}\n", "")
     assert schema_findings(text) == [("GP104", 5, 1, "serve is missing the required key 'hardware'")]
 
 

@@ -37,6 +37,12 @@ class Gpu:
     tdp_w: int | None = None
     mig: bool = False
     custom: bool = False
+    consumer: bool = False  # GeForce cards: the driver licence excludes data-centre deployment
+
+    @property
+    def suggestable(self) -> bool:
+        """Whether rules may propose this GPU as an alternative."""
+        return not self.consumer
 
     def peak_flops(self, dtype: str) -> float:
         """Dense FLOP/s for a compute dtype, falling back to bf16 where the GPU lacks it."""
@@ -114,6 +120,7 @@ def _gpu(entry: dict[str, Any]) -> Gpu:
         vendor=entry.get("vendor", ""),
         tdp_w=entry.get("tdp_w"),
         mig=bool((entry.get("mig") or {}).get("supported")),
+        consumer="consumer" in entry.get("form_factor_text", ""),
     )
 
 

@@ -2,4 +2,15 @@
 
 from __future__ import annotations
 
-from gpuplan.rules import input, schema  # noqa: F401  (registration side effect)
+from gpuplan.rules import (  # noqa: F401  (registration side effect)
+    benchmark,
+    budget,
+    fit,
+    form_factor,
+    input,
+    parallelism,
+    right_sizing,
+    schema,
+    storage,
+    waivers,
+)

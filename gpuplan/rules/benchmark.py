@@ -1,0 +1,162 @@
+"""GP4xx: the benchmark category of the workload, the evidence offered for it, and the latency SLO."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gpuplan.config import Settings
+from gpuplan.findings import Finding, Severity
+from gpuplan.rules.context import RuleContext
+from gpuplan.rules.registry import rule
+from gpuplan.spec import Serve
+
+FAMILY = "benchmark"
+
+
+def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
+    """(category, reason) from the workload's shape; thresholds in ``thresholds`` of the config."""
+    prompt = max(1, job.context - job.output_tokens)
+    if prompt >= settings.long_context_min_prompt:
+        return "long-context", f"{prompt:,}-token prompts; long-context from {settings.long_context_min_prompt:,}"
+    if job.concurrency >= settings.high_throughput_min_concurrency:
+        return "high-throughput", (f"{job.concurrency} sequences in flight; high-throughput from "
+                                   f"{settings.high_throughput_min_concurrency}")
+    return "short-fast", (f"{prompt:,}-token prompts and {job.concurrency} sequences in flight; "
+                          f"below {settings.long_context_min_prompt:,} tokens and {settings.high_throughput_min_concurrency} sequences")
+
+
+@rule("GP401", "category-mismatch", FAMILY, Severity.WARNING)
+def category_mismatch(ctx: RuleContext) -> Iterator[Finding]:
+    """The declared benchmark category differs from the one the workload's shape implies.
+
+    ## What it does
+    Derives the category from the shape: long-context when prompts reach
+    `thresholds.long_context_min_prompt` tokens (default 8,192), else high-throughput from
+    `thresholds.high_throughput_min_concurrency` sequences (default 32), else short-fast; and compares
+    it with `serve.category`.
+
+    ## Why is this bad?
+    GPUs rank differently per category: prefill-heavy long prompts are compute-bound, large batches
+    bandwidth- and memory-bound, short interactive requests latency-bound.
+
+    ## Example
+    ```yaml
+    serve: {context: 32768, output_tokens: 512, concurrency: 8, category: short-fast}
+    ```
+
+    ## Use instead
+    ```yaml
+    serve: {context: 32768, output_tokens: 512, concurrency: 8, category: long-context}
+    ```
+    """
+    job = ctx.spec.serve
+    if job is None or job.category is None:
+        return
+    derived, reason = derive_category(job, ctx.settings)
+    if derived != job.category:
+        yield ctx.finding("GP401", ("serve", "category"),
+                          f"declared category {job.category}, but the workload is {derived}: {reason}",
+                          f"category: {derived}")
+
+
+@rule("GP402", "evidence-out-of-category", FAMILY, Severity.WARNING)
+def evidence_out_of_category(ctx: RuleContext) -> Iterator[Finding]:
+    """The benchmark evidence offered has no figure in the workload's category.
+
+    ## What it does
+    Looks through `serve.evidence` for a figure measured in the workload's derived category and
+    reports when there is none: only other categories, or figures with no category at all.
+
+    ## Why is this bad?
+    A number without its category is a marketing number: a high-throughput tokens/s figure says
+    nothing about time to first token on 32k-token prompts.
+
+    ## Example
+    ```yaml
+    serve:
+      context: 32768
+      evidence: [{category: high-throughput, metric: tokens_per_s, value: 12000}]
+    ```
+
+    ## Use instead
+    ```yaml
+    serve:
+      context: 32768
+      evidence: [{category: long-context, metric: ttft_ms, value: 1800, source: "provider run 2026-10"}]
+    ```
+    """
+    job = ctx.spec.serve
+    if job is None or not job.evidence:
+        return
+    derived, reason = derive_category(job, ctx.settings)
+    if any(item.category == derived for item in job.evidence):
+        return
+    offered = sorted({item.category or "no category" for item in job.evidence})
+    yield ctx.finding(
+        "GP402", ("serve", "evidence"),
+        f"the evidence has figures for {', '.join(offered)} but none for {derived}, the workload's category ({reason})",
+        "ask for a run in the workload's category; a number without its category is a marketing number",
+    )
+
+
+@rule("GP403", "ttft-slo-missed", FAMILY)
+def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
+    """The estimated time to first token exceeds the SLO.
+
+    ## What it does
+    Estimates TTFT for a full-context prompt as prefill FLOPs (2 x active parameters x prompt +
+    causal attention) over the tensor-parallel GPUs' dense peak at `thresholds.prefill_mfu` (default
+    50%), and compares it with `serve.slo.ttft_ms`.
+
+    ## Why is this bad?
+    Prefill is compute-bound: no amount of memory makes a long prompt start faster on a slower GPU.
+
+    ## Example
+    ```yaml
+    serve: {context: 32768, slo: {ttft_ms: 500}, hardware: {gpu: l40s}}
+    ```
+
+    ## Use instead
+    A faster GPU, tensor parallelism, shorter prompts, or an SLO that matches the category.
+    """
+    job, s = ctx.spec.serve, ctx.analysis.serve
+    if job is None or s is None or job.ttft_ms is None:
+        return
+    ttft = s.speed.ttft_s * 1000
+    if ttft > job.ttft_ms:
+        yield ctx.finding("GP403", ("serve", "slo", "ttft_ms"),
+                          f"estimated TTFT {ttft:,.0f} ms for a {max(1, job.context - job.output_tokens):,}-token prompt "
+                          f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}) exceeds the SLO of {job.ttft_ms:,.0f} ms",
+                          "more TP, a faster GPU, or shorter prompts")
+
+
+@rule("GP404", "tpot-slo-missed", FAMILY)
+def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
+    """The estimated time per output token exceeds the SLO.
+
+    ## What it does
+    Estimates TPOT at full concurrency as the bytes read per decode step (weights per GPU + the KV
+    cache of every sequence) over the GPU's bandwidth at `thresholds.decode_bandwidth` (default
+    80%), or the compute bound if larger, plus TP all-reduce latency; compares with
+    `serve.slo.tpot_ms`.
+
+    ## Why is this bad?
+    Decode is memory-bound: the whole model and cache are read for every token.
+
+    ## Example
+    ```yaml
+    serve: {concurrency: 128, slo: {tpot_ms: 20}, hardware: {gpu: l4}}
+    ```
+
+    ## Use instead
+    A GPU with more bandwidth, fp8 weights or KV cache, or lower concurrency per replica.
+    """
+    job, s = ctx.spec.serve, ctx.analysis.serve
+    if job is None or s is None or job.tpot_ms is None:
+        return
+    tpot = s.speed.tpot_s * 1000
+    if tpot > job.tpot_ms:
+        yield ctx.finding("GP404", ("serve", "slo", "tpot_ms"),
+                          f"estimated TPOT {tpot:,.1f} ms at {job.concurrency} sequences on {s.gpu.id} "
+                          f"({s.speed.decode_bound}-bound) exceeds the SLO of {job.tpot_ms:,.1f} ms",
+                          "more bandwidth (H200/B200), fp8 weights or KV cache, or fewer sequences per replica")

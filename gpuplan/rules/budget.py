@@ -1,0 +1,147 @@
+"""GP50x: training and serving cost against the budget, and the prices behind them."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+
+from gpuplan.findings import Finding, Severity
+from gpuplan.rules.context import RuleContext
+from gpuplan.rules.registry import rule
+
+FAMILY = "budget"
+
+
+@rule("GP501", "finetune-over-budget", FAMILY)
+def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
+    """The estimated fine-tuning cost exceeds `budget.finetune_total`.
+
+    ## What it does
+    Estimates the run's time from its FLOPs (6 x N x tokens for full fine-tuning, 4 x N for adapters,
+    +2 x N with activation checkpointing) at `thresholds.training_mfu` (default 35%) of the GPUs'
+    dense BF16 peak, and prices GPUs x hours.
+
+    ## Why is this bad?
+    The money runs out before the tokens do.
+
+    ## Example
+    ```yaml
+    finetune: {method: full, tokens: 20000000000, hardware: {gpu: h100-sxm, count: 8}}
+    budget: {finetune_total: 5000}
+    ```
+
+    ## Use instead
+    Fewer tokens, LoRA, a cheaper GPU, or a budget that matches the plan.
+    """
+    f, budget = ctx.analysis.finetune, ctx.spec.budget
+    if f is None or budget.finetune_total is None or f.cost is None:
+        return
+    if f.cost > budget.finetune_total:
+        yield ctx.finding(
+            "GP501", ("budget", "finetune_total"),
+            f"fine-tuning costs about {f.cost:,.0f} {budget.currency} ({f.speed.hours:,.1f} h x {f.gpus} x {f.gpu.id} at "
+            f"{f.price_per_hour:.2f}/GPU-hour) — over the budget of {budget.finetune_total:,.0f} by "
+            f"{f.cost - budget.finetune_total:,.0f}",
+        )
+
+
+@rule("GP502", "serve-over-budget", FAMILY)
+def serve_over_budget(ctx: RuleContext) -> Iterator[Finding]:
+    """The monthly serving cost exceeds `budget.serve_monthly`.
+
+    ## What it does
+    Prices the deployment's GPUs for a 730-hour month and compares with the budget.
+
+    ## Why is this bad?
+    Serving runs every hour of every month; an overrun repeats.
+
+    ## Example
+    ```yaml
+    serve: {hardware: {gpu: h200-sxm, count: 8, tensor_parallel: 8}}
+    budget: {serve_monthly: 10000}
+    ```
+
+    ## Use instead
+    Fewer or cheaper GPUs that still fit (see `gpuplan estimate`), or a budget that matches.
+    """
+    s, budget = ctx.analysis.serve, ctx.spec.budget
+    if s is None or budget.serve_monthly is None or s.monthly_cost is None:
+        return
+    if s.monthly_cost > budget.serve_monthly:
+        yield ctx.finding(
+            "GP502", ("budget", "serve_monthly"),
+            f"serving costs {s.monthly_cost:,.0f} {budget.currency} a month ({s.gpus} x {s.gpu.id} at "
+            f"{s.price_per_hour:.2f}/GPU-hour x 730 h) — over the budget of {budget.serve_monthly:,.0f} by "
+            f"{s.monthly_cost - budget.serve_monthly:,.0f}",
+        )
+
+
+@rule("GP503", "missing-price", FAMILY, Severity.WARNING)
+def missing_price(ctx: RuleContext) -> Iterator[Finding]:
+    """No price is known for a GPU the spec uses.
+
+    ## What it does
+    Reports a job whose GPU has no price in `budget.prices`, the catalog (USD only) or the spec's
+    `gpus` section.
+
+    ## Why is this bad?
+    Without a price the cost and the budget cannot be checked; a procurement review needs both.
+
+    ## Example
+    ```yaml
+    serve: {hardware: {gpu: h200-nvl}}
+    ```
+
+    ## Use instead
+    ```yaml
+    budget: {prices: {h200-nvl: 3.80}, prices_date: 2026-11-20}
+    ```
+    """
+    for job_name in ("finetune", "serve"):
+        estimate = getattr(ctx.analysis, job_name)
+        if estimate is not None and estimate.price_per_hour is None:
+            yield ctx.finding(
+                "GP503", (job_name, "hardware", "gpu"),
+                f"no price per GPU-hour for {estimate.gpu.id} in {ctx.spec.budget.currency}: cost and budget are unchecked",
+                f"add budget.prices: {{{estimate.gpu.id}: <price>}} with prices_date",
+            )
+
+
+@rule("GP504", "stale-price", FAMILY, Severity.INFO)
+def stale_price(ctx: RuleContext) -> Iterator[Finding]:
+    """A price the cost relies on is older than `thresholds.price_max_age_days` (default 90).
+
+    ## What it does
+    Compares the date of each catalog price (or `budget.prices_date`) with today.
+
+    ## Why is this bad?
+    GPU rental prices move by tens of percent within a quarter.
+
+    ## Example
+    A catalog price quoted 2026-01-10 used on 2026-12-02.
+
+    ## Use instead
+    ```yaml
+    budget: {prices: {h100-sxm: 2.49}, prices_date: 2026-11-28}
+    ```
+    """
+    seen: set[str] = set()
+    for job_name in ("finetune", "serve"):
+        estimate = getattr(ctx.analysis, job_name)
+        if estimate is None or estimate.price_per_hour is None or estimate.gpu.id in seen:
+            continue
+        seen.add(estimate.gpu.id)
+        overridden = estimate.gpu.id in ctx.spec.budget.prices
+        date_text = ctx.spec.budget.prices_date if overridden else estimate.gpu.price_date
+        try:
+            quoted = datetime.date.fromisoformat(str(date_text))
+        except ValueError:
+            continue
+        age = (ctx.today - quoted).days
+        if age > ctx.settings.price_max_age_days:
+            pointer = ("budget", "prices_date") if overridden else (job_name, "hardware", "gpu")
+            yield ctx.finding(
+                "GP504", pointer,
+                f"the {estimate.gpu.id} price ({estimate.price_per_hour:.2f}/GPU-hour) is from {quoted}, {age} days ago",
+                "refresh budget.prices with a current quote",
+            )

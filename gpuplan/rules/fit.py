@@ -1,0 +1,248 @@
+"""GP2xx: does the job fit the declared GPUs, and with what headroom."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from gpuplan.analysis import estimate_finetune
+from gpuplan.findings import Finding, Severity
+from gpuplan.layout import smallest_finetune_layout, smallest_serve_layout
+from gpuplan.rules.context import RuleContext, comfortable, gib
+from gpuplan.rules.registry import rule
+
+FAMILY = "fit"
+
+
+def _layout_hint(layout_text: str | None) -> str:
+    return f"smallest layout that fits: {layout_text}" if layout_text else "no catalog layout up to 64 GPUs holds it"
+
+
+def finetune_single_gpu(ctx: RuleContext) -> bool:
+    job = ctx.spec.finetune
+    return job is not None and job.hardware.count == 1
+
+
+def serve_single_gpu(ctx: RuleContext) -> bool:
+    job = ctx.spec.serve
+    return job is not None and job.hardware.tensor_parallel * job.hardware.pipeline_parallel == 1
+
+
+def serve_weights_fit(ctx: RuleContext) -> bool:
+    estimate = ctx.analysis.serve
+    assert estimate is not None
+    return estimate.memory.kv_available > 0
+
+
+@rule("GP201", "does-not-fit", FAMILY)
+def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
+    """The job needs more memory per GPU than the declared GPUs have.
+
+    ## What it does
+    Compares the estimated per-GPU peak (the maximum over forward, backward and optimizer step for
+    fine-tuning; weights, runtime reserve and KV cache within the engine's memory budget for serving)
+    with the GPU's usable memory, and reports the shortfall and the smallest layout that fits. A
+    single-GPU job that more GPUs of the same kind would hold is GP301 instead; a serving job whose
+    weights fit but whose KV cache does not is GP203.
+
+    ## Why is this bad?
+    The job will fail with an out-of-memory error after the GPUs are paid for.
+
+    ## Example
+    ```yaml
+    finetune:
+      method: full
+      hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}
+    ```
+
+    ## Use instead
+    The layout the hint names, for example more GPUs with `sharding: zero3`, or LoRA.
+    """
+    f = ctx.analysis.finetune
+    if f is not None and not f.fits and not (finetune_single_gpu(ctx) and _same_gpu_fits_finetune(ctx)):
+        layout = smallest_finetune_layout(ctx.spec, ctx.spec.finetune, ctx.efficiency)
+        yield ctx.finding(
+            "GP201",
+            ("finetune", "hardware", "gpu"),
+            f"fine-tuning needs {gib(f.memory.per_gpu)} per GPU at the {f.memory.peak_phase.replace('_', ' ')} peak; "
+            f"{f.gpu.id} has {gib(f.gpu.usable_bytes)} usable — short by {gib(f.memory.per_gpu - f.gpu.usable_bytes)}",
+            _layout_hint(layout.describe() if layout else None),
+        )
+    s = ctx.analysis.serve
+    if s is not None and not s.fits and not serve_weights_fit(ctx) and not (serve_single_gpu(ctx) and _same_gpu_fits_serve(ctx)):
+        layout = smallest_serve_layout(ctx.spec, ctx.spec.serve, ctx.efficiency)
+        non_kv = s.memory.per_gpu - s.memory.kv_cache
+        yield ctx.finding(
+            "GP201",
+            ("serve", "hardware", "gpu"),
+            f"serving needs {gib(non_kv)} per GPU before any KV cache (weights {gib(s.memory.weights)}); "
+            f"{s.gpu.id} gives the engine {gib(s.memory.budget)} — short by {gib(s.memory.per_gpu - s.memory.budget)} "
+            f"with the KV cache",
+            _layout_hint(layout.describe() if layout else None),
+        )
+
+
+def _same_gpu_fits_finetune(ctx: RuleContext) -> bool:
+    layout = smallest_finetune_layout(ctx.spec, ctx.spec.finetune, ctx.efficiency, other_gpus=False)
+    return layout is not None
+
+
+def _same_gpu_fits_serve(ctx: RuleContext) -> bool:
+    layout = smallest_serve_layout(ctx.spec, ctx.spec.serve, ctx.efficiency, other_gpus=False)
+    return layout is not None
+
+
+@rule("GP202", "low-headroom", FAMILY, Severity.WARNING)
+def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
+    """The job fits, but with less headroom than the configured margin.
+
+    ## What it does
+    Reports a fitting job whose free memory per GPU is below `thresholds.headroom_pct` (default 10%)
+    of the GPU's usable memory (of the engine budget for serving).
+
+    ## Why is this bad?
+    Allocator fragmentation, a longer sample, a framework upgrade or a driver reservation can take
+    the last few GiB; a plan with no margin fails on the first surprise.
+
+    ## Example
+    A full fine-tune estimated at 76 GiB on an 80 GB H100 (79.2 GiB usable).
+
+    ## Use instead
+    Shorter sequences, activation checkpointing, a fused loss, or a larger GPU.
+    """
+    margin = ctx.settings.headroom_pct / 100
+    f = ctx.analysis.finetune
+    if f is not None and f.fits:
+        free = f.gpu.usable_bytes - f.memory.per_gpu
+        if free < margin * f.gpu.usable_bytes:
+            yield ctx.finding(
+                "GP202", ("finetune", "hardware", "gpu"),
+                f"fine-tuning leaves {gib(free)} of {gib(f.gpu.usable_bytes)} free on {f.gpu.id} "
+                f"({free / f.gpu.usable_bytes:.0%}, margin {margin:.0%})",
+                "activation checkpointing, a fused loss or shorter sequences buy headroom",
+            )
+    s = ctx.analysis.serve
+    if s is not None and s.fits:
+        free = s.memory.budget - s.memory.per_gpu
+        if free < margin * s.memory.budget:
+            yield ctx.finding(
+                "GP202", ("serve", "concurrency"),
+                f"serving leaves {gib(free)} of the {gib(s.memory.budget)} engine budget free on {s.gpu.id} "
+                f"({free / s.memory.budget:.0%}, margin {margin:.0%})",
+                "an fp8 KV cache halves the cache; or lower concurrency or context",
+            )
+
+
+@rule("GP203", "kv-capacity-exceeded", FAMILY)
+def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
+    """The declared concurrency x context needs more KV cache than the GPUs can hold.
+
+    ## What it does
+    Reports a serving job whose weights fit but whose KV cache for `concurrency` sequences of
+    `context` tokens does not, with the largest concurrency at that context and the longest context at
+    that concurrency that would fit.
+
+    ## Why is this bad?
+    The engine will refuse to start ("no available memory for the cache blocks") or silently queue
+    requests: the planned concurrency never happens.
+
+    ## Example
+    ```yaml
+    serve: {context: 131072, concurrency: 64, hardware: {gpu: h100-sxm}}
+    ```
+
+    ## Use instead
+    ```yaml
+    serve: {context: 131072, concurrency: 64, kv_cache_dtype: fp8,
+            hardware: {gpu: h200-sxm, count: 4, tensor_parallel: 4}}
+    ```
+    """
+    s = ctx.analysis.serve
+    if s is None or s.fits or not serve_weights_fit(ctx):
+        return
+    job = ctx.spec.serve
+    layout = smallest_serve_layout(ctx.spec, job, ctx.efficiency)
+    yield ctx.finding(
+        "GP203", ("serve", "concurrency"),
+        f"{job.concurrency} x {job.context:,} tokens need {gib(s.memory.kv_cache)} of KV cache per GPU; "
+        f"{gib(max(0, s.memory.kv_available))} is left after weights and runtime on {s.gpu.id} — at most "
+        f"{s.max_concurrency} sequence(s) at {job.context:,} tokens, or {s.max_context:,} tokens at {job.concurrency}",
+        _layout_hint(layout.describe() if layout else None),
+    )
+
+
+@rule("GP204", "full-finetune-fits-as-adapter", FAMILY, Severity.INFO)
+def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
+    """A full fine-tune that needs several GPUs, while LoRA or QLoRA of the same model fits on one.
+
+    ## What it does
+    For `method: full` declared on more than one GPU (or not fitting), estimates LoRA and QLoRA with
+    the same shape on one GPU of the same kind and reports the first that fits.
+
+    ## Why is this bad?
+    Full fine-tuning needs about 4x the weights or more; adapters train a fraction of a percent of
+    the parameters, often to comparable quality, on a fraction of the hardware.
+
+    ## Example
+    ```yaml
+    finetune: {method: full, hardware: {gpu: h100-sxm, count: 8}, sharding: zero3}
+    ```
+
+    ## Use instead
+    ```yaml
+    finetune: {method: lora, lora: {rank: 16}, hardware: {gpu: h100-sxm, count: 1}}
+    ```
+    """
+    f, job = ctx.analysis.finetune, ctx.spec.finetune
+    if f is None or job.method != "full" or (job.hardware.count == 1 and f.fits):
+        return
+    single = replace(job.hardware, count=1, tensor_parallel=1, pipeline_parallel=1)
+    for method in ("lora", "qlora"):
+        candidate = estimate_finetune(ctx.spec, replace(job, method=method, hardware=single, sharding="none"), ctx.efficiency)
+        if comfortable(candidate.memory.per_gpu, candidate.gpu.usable_bytes, ctx.settings):
+            yield ctx.finding(
+                "GP204", ("finetune", "method"),
+                f"full fine-tuning needs {gib(f.memory.per_gpu)} per GPU on {job.hardware.count} x {f.gpu.id}; "
+                f"{method} (rank {job.lora_rank}) needs {gib(candidate.memory.per_gpu)} on 1 x {f.gpu.id}",
+                f"consider method: {method} if adapter quality suffices",
+            )
+            return
+
+
+@rule("GP205", "activations-dominate", FAMILY, Severity.INFO)
+def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
+    """Saved activations and loss temporaries make up most of the fine-tuning peak.
+
+    ## What it does
+    Reports when activations plus temporaries exceed `thresholds.activations_share` (default 50%) of
+    the per-GPU peak, naming the switches not yet used.
+
+    ## Why is this bad?
+    LoRA and sharding do not shrink activations; at long sequences they, and the fp32 logits the
+    loss keeps, decide which GPU is needed.
+
+    ## Example
+    ```yaml
+    finetune: {method: lora, seq_len: 16384, activation_checkpointing: false}
+    ```
+
+    ## Use instead
+    ```yaml
+    finetune: {method: lora, seq_len: 16384, activation_checkpointing: true, fused_loss: true}
+    ```
+    """
+    f, job = ctx.analysis.finetune, ctx.spec.finetune
+    if f is None:
+        return
+    phase = f.memory.phases[f.memory.peak_phase]
+    share = (phase.get("activations", 0) + phase.get("temporaries", 0)) / f.memory.tensor_peak
+    if share <= ctx.settings.activations_share:
+        return
+    remedies = [name for name, used in (("activation_checkpointing: true", job.checkpointing),
+                                         ("fused_loss: true", job.fused_loss)) if not used]
+    remedies.append(f"a shorter seq_len than {job.seq_len:,} or a smaller micro_batch")
+    yield ctx.finding(
+        "GP205", ("finetune", "seq_len"),
+        f"activations and loss temporaries are {share:.0%} of the {gib(f.memory.tensor_peak)} peak per GPU",
+        "try " + ", ".join(remedies),
+    )

@@ -1,0 +1,134 @@
+"""Rules: messages with their numbers, configuration, waivers, and consistency properties."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import yaml
+from hypothesis import given, strategies as st
+
+from gpuplan.linter import LintOptions, lint_bytes
+from gpuplan.config import Settings
+
+from conftest import EXAMPLES, run_cli
+
+TODAY = datetime.date(2026, 12, 2)
+
+
+def lint_text(text: str, **options) -> list:
+    return list(lint_bytes("spec.yaml", text.encode(), LintOptions(today=TODAY, **options)).findings)
+
+
+def spec(serve: dict | None = None, finetune: dict | None = None, model: str = "llama-3.1-8b", **extra) -> str:
+    document = {"version": 1, "name": "t", "model": {"id": model}}
+    if serve:
+        document["serve"] = serve
+    if finetune:
+        document["finetune"] = finetune
+    document.update(extra)
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def test_parallelism_needed_quotes_numbers_and_layout():
+    (finding,) = lint_text(spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "h100-sxm"}}, model="llama-3.1-70b"))
+    assert finding.code == "GP301" and finding.pointer == "/serve/hardware"
+    assert "GiB on one h100-sxm" in finding.message and "4 x h100-sxm, tensor_parallel 4 fits" in finding.message
+
+
+def test_kv_capacity_gives_max_concurrency_and_context():
+    (finding,) = lint_text(spec({"context": 131072, "concurrency": 16, "category": "long-context",
+                                 "hardware": {"gpu": "l40s"}}))
+    assert finding.code == "GP203" and finding.line == 7
+    assert "at most 1 sequence(s) at 131,072 tokens, or 11,712 tokens at 16" in finding.message
+
+
+def test_explain_prints_three_codes():
+    for code, title in (("GP201", "does-not-fit"), ("GP302", "parallelism-not-needed"), ("GP402", "evidence-out-of-category")):
+        exit_code, out, _ = run_cli("explain", code)
+        assert exit_code == 0 and out.startswith(f"{code} {title}")
+
+
+def test_rules_listing_json():
+    code, out, _ = run_cli("rules", "--format", "json")
+    rows = json.loads(out)
+    assert code == 0 and {"GP201", "GP310", "GP505", "GP601", "GP701"} <= {row["code"] for row in rows}
+
+
+def test_config_file_found_upward_changes_thresholds_and_severity(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[tool.gpuplan]\nignore = ["GP505"]\n\n[tool.gpuplan.thresholds]\nheadroom_pct = 50\n')
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    path = specs / "a.yaml"
+    path.write_text(spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "l40s"}}))
+    code, out, _ = run_cli("lint", str(path))
+    assert "GP202 [warning]" in out and "GP505" not in out and code == 0
+    (tmp_path / ".gpuplan.yaml").write_text("severity: {low-headroom: error}\nthresholds: {headroom_pct: 50}\n")
+    code, out, _ = run_cli("lint", str(path))
+    assert "GP202 [error]" in out and code == 1
+
+
+def test_config_unknown_keys_are_errors_with_positions(tmp_path: Path):
+    config = tmp_path / "pyproject.toml"
+    config.write_text('[project]\nname = "x"\n\n[tool.gpuplan]\nselekt = ["GP2"]\n')
+    path = tmp_path / "a.yaml"
+    path.write_text(spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "l40s"}}))
+    code, _, err = run_cli("lint", "--config", str(config), str(path))
+    assert code == 2
+    assert f"{config}:5:1: unknown key 'selekt' in the top level — did you mean 'select'?" in err
+
+
+def test_waivers_are_reported_and_can_be_ignored():
+    path = EXAMPLES / "findings" / "waivers.yaml"
+    code, out, _ = run_cli("lint", "--format", "json", str(path))
+    findings = json.loads(out)["findings"]
+    waived = [f for f in findings if f["waived"]]
+    assert [f["code"] for f in waived] == ["GP302"]
+    assert waived[0]["waiver"]["approved_by"] == "platform-lead"
+    code, out, _ = run_cli("lint", "--no-waivers", "--format", "json", str(path))
+    codes = sorted(f["code"] for f in json.loads(out)["findings"])
+    assert codes == ["GP302", "GP505"] and not any(f["waived"] for f in json.loads(out)["findings"])
+
+
+def test_sarif_marks_waived_findings_as_suppressed():
+    code, out, _ = run_cli("lint", "--format", "sarif", str(EXAMPLES / "findings" / "waivers.yaml"))
+    results = json.loads(out)["runs"][0]["results"]
+    suppressed = [r for r in results if r.get("suppressions")]
+    assert [r["ruleId"] for r in suppressed] == ["GP302"]
+
+
+FIT_CODES = {"GP201", "GP203", "GP301"}
+GPUS = ["l4", "a10g", "l40s", "a100-pcie-40gb", "h100-pcie", "h100-sxm", "h100-nvl", "h200-sxm", "b200-hgx"]
+
+
+@given(st.sampled_from(["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-14b", "llama-3.1-70b"]),
+       st.integers(512, 65536), st.integers(1, 128), st.sampled_from(GPUS), st.sampled_from(["auto", "fp8"]))
+def test_fit_findings_agree_with_the_estimate_and_bigger_gpus_never_add_them(model, context, concurrency, gpu, kv):
+    serve = {"context": context, "concurrency": concurrency, "kv_cache_dtype": kv, "hardware": {"gpu": gpu}}
+    result = lint_bytes("s.yaml", spec(serve, model=model).encode(), LintOptions(today=TODAY))
+    fit_errors = {f.code for f in result.findings} & FIT_CODES
+    assert bool(fit_errors) == (not result.analysis.serve.fits)
+    usable = result.analysis.serve.gpu.usable_bytes
+    for bigger in GPUS:
+        other = lint_bytes("s.yaml", spec({**serve, "hardware": {"gpu": bigger}}, model=model).encode(), LintOptions(today=TODAY))
+        if other.analysis.serve.gpu.usable_bytes >= usable and not fit_errors:
+            assert not ({f.code for f in other.findings} & FIT_CODES)
+
+
+@given(st.integers(1, 10**9), st.integers(0, 100_000), st.integers(1, 10**7))
+def test_raising_the_budget_never_adds_budget_errors(tokens, monthly, extra):
+    finetune = {"method": "lora", "tokens": tokens, "hardware": {"gpu": "h100-sxm"}}
+    serve = {"context": 8192, "concurrency": 8, "hardware": {"gpu": "l40s"}}
+    low = {"finetune_total": monthly, "serve_monthly": monthly}
+    high = {"finetune_total": monthly + extra, "serve_monthly": monthly + extra}
+    codes_low = {f.code for f in lint_text(spec(serve, finetune, budget=low))}
+    codes_high = {f.code for f in lint_text(spec(serve, finetune, budget=high))}
+    assert codes_high & {"GP501", "GP502"} <= codes_low & {"GP501", "GP502"}
+
+
+def test_settings_feed_the_estimate():
+    text = spec({"context": 8192, "concurrency": 8, "slo": {"ttft_ms": 1000}, "hardware": {"gpu": "l40s"}})
+    fast = {f.code for f in lint_text(text, settings=Settings(prefill_mfu=1.0))}
+    slow = {f.code for f in lint_text(text, settings=Settings(prefill_mfu=0.05))}
+    assert "GP403" in slow and "GP403" not in fast
