@@ -224,3 +224,51 @@ def catalog_models(output_format: str) -> None:
         a = m.architecture
         click.echo(f"{m.id:<24}{a.params:>18,}{a.layers:>7}{a.hidden:>7}{f'{a.heads}/{a.n_kv}':>9}"
                    f"{a.kv_bytes_per_token(2):>12,.0f}  {m.source}")
+
+
+@cli.command()
+@click.argument("spec_path", metavar="SPEC")
+@click.option("--md", "as_md", is_flag=True, help="Markdown (the default when no format is given).")
+@click.option("--html", "as_html", is_flag=True, help="HTML with an embedded SVG memory chart.")
+@click.option("--pdf", "as_pdf", is_flag=True, help="PDF (the HTML through WeasyPrint).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Output file; with several formats, its suffix is replaced per format. "
+                   "Default: Markdown/HTML to stdout, PDF next to the spec as <name>.pdf.")
+@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
+@click.option("--no-waivers", is_flag=True, help="Ignore the spec's waivers (procurement runs).")
+@_guarded
+def report(spec_path: str, as_md: bool, as_html: bool, as_pdf: bool, output: str | None, fail_on: str | None,
+           config_path: str | None, no_waivers: bool) -> None:
+    """Render a decision report for procurement review: verdict, memory, alternatives, cost, sign-off."""
+    from pathlib import Path
+
+    from gpuplan.atomic import write_atomic
+    from gpuplan.report.build import render_report
+    from gpuplan.run import lint_paths, report_date, report_epoch
+
+    formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted) or ("md",)
+    if spec_path == "-":
+        raise GpuplanError("report needs a spec file, not standard input")
+    summary = lint_paths([spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers)
+    (result,) = summary.results
+    interactive = sys.stderr.isatty()
+
+    def progress(message: str) -> None:
+        if interactive:
+            click.echo(f"gpuplan: {message} ...", err=True)
+
+    rendered = render_report(result, formats, report_date(), report_epoch(), progress)
+    spec = Path(spec_path)
+    for name, data in rendered.items():
+        if output is None and name != "pdf" and len(formats) == 1:
+            click.echo(data.decode(), nl=False)
+            continue
+        if output is None:
+            target = spec.with_suffix(f".{name}")
+        else:
+            target = Path(output) if len(formats) == 1 else Path(output).with_suffix(f".{name}")
+        write_atomic(target, data, protect=(spec,))
+        if interactive:
+            click.echo(f"gpuplan: wrote {target}", err=True)
+    sys.exit(summary.exit_code)

@@ -36,6 +36,7 @@ class LintResult:
     findings: tuple[Finding, ...]
     document: LoadedDocument | None = None
     analysis: Any = None  # gpuplan.analysis.Analysis when the spec resolved
+    settings: Any = None  # gpuplan.config.Settings the estimate and rules used
 
     def failing(self, threshold: Severity) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if not f.waived and f.severity.rank >= threshold.rank)
@@ -91,7 +92,7 @@ def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> Lin
     if options.use_waivers:
         rule_findings = apply_waivers(rule_findings, spec.waivers, document, today)
     findings.extend(rule_findings)
-    return LintResult(path, _configure(findings, options), document, analysis)
+    return LintResult(path, _configure(findings, options), document, analysis, settings)
 
 
 def _configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:

@@ -60,9 +60,15 @@ def _config_for(path: str, found: dict[Path, Config]) -> Config:
     return found[folder]
 
 
+def report_epoch() -> int:
+    """SOURCE_DATE_EPOCH when set (reproducible builds), else the start of today in UTC."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if epoch.isdigit():
+        return int(epoch)
+    today = datetime.datetime.now(tz=datetime.timezone.utc).date()
+    return int(datetime.datetime(today.year, today.month, today.day, tzinfo=datetime.timezone.utc).timestamp())
+
+
 def report_date() -> datetime.date:
     """Today, or the date of SOURCE_DATE_EPOCH when set (reproducible runs)."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    if epoch and epoch.isdigit():
-        return datetime.datetime.fromtimestamp(int(epoch), tz=datetime.timezone.utc).date()
-    return datetime.date.today()
+    return datetime.datetime.fromtimestamp(report_epoch(), tz=datetime.timezone.utc).date()

@@ -48,10 +48,14 @@ serve:
 """
 
 
+TEST_EPOCH = "1796169600"  # 2026-12-02T00:00:00Z: price ages and waiver expiry are judged on this day
+
+
 @pytest.fixture(autouse=True)
-def _isolated_from_stray_configs(tmp_path: Path) -> None:
-    """Configuration is searched upward until a repository root; make each test folder one."""
+def _isolated_from_stray_configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Configuration is searched upward until a repository root; make each test folder one. Pin the date."""
     (tmp_path / ".git").mkdir(exist_ok=True)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", TEST_EPOCH)
 
 
 @pytest.fixture

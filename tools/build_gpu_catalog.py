@@ -6,12 +6,14 @@ The catalog keeps every figure's sources; the indicative price is the median of 
 
 from __future__ import annotations
 
+import re
 import statistics
 import sys
 
 import yaml
 
 GIB = 2**30
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # Driver/ECC reservation between nvidia-smi's total and what torch can allocate: 79.65 -> 79.18 GiB on
 # H100 80GB as measured by llm-d (shared/reference/estimation.md, Units).
 DRIVER_RESERVED_BYTES = GIB // 2
@@ -48,7 +50,7 @@ def convert(entry: dict) -> dict:
         "tdp_w": entry.get("tdp_w"),
         "mig": entry.get("mig"),
         "price_usd_per_hour": round(statistics.median(q["usd"] for q in quotes), 3) if quotes else None,
-        "price_date": max(str(q["date"]) for q in quotes) if quotes else None,
+        "price_date": max((str(q["date"]) for q in quotes if ISO_DATE.fullmatch(str(q["date"]))), default=None),
         "price_quotes": [{**q, "date": str(q["date"])} for q in quotes],
         "sources": entry["sources"],
         "notes": entry.get("notes", ""),

@@ -1,0 +1,1 @@
+"""Decision reports: one report model, rendered to Markdown and HTML by Jinja, and to PDF by WeasyPrint."""

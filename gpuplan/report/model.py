@@ -1,0 +1,301 @@
+"""The report model: plain data built from the spec, its estimate and its findings.
+
+Every number a template shows is computed and formatted here; the templates only loop and print.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from gpuplan import __version__
+from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate
+from gpuplan.catalog import catalog_version, gpu_catalog
+from gpuplan.findings import Finding, Severity
+from gpuplan.layout import Layout, finetune_at, serve_at, tp_degrees
+from gpuplan.linter import LintResult
+from gpuplan.rules.context import efficiency_of
+from gpuplan.config import Settings
+from gpuplan.spec import Spec
+from gpuplan.units import GIB
+from gpuplan.validate import load_schema
+
+CHART_WIDTH = 640  # px of the memory bar, for the GPU's usable memory (or the engine budget)
+SEGMENT_COLOURS = {
+    "weights": "#3b6ea5", "gradients": "#d9822b", "optimizer": "#7a5195", "activations": "#2a9d8f",
+    "temporaries": "#e9c46a", "autocast_weight_copies": "#8ab17d", "optimizer_step_temporaries": "#bc5090",
+    "gathered_parameters": "#6c757d", "framework_overhead": "#adb5bd", "kv_cache": "#e76f51",
+    "runtime": "#adb5bd", "tenant_weights": "#264653", "tenant_kv_cache": "#f4a261",
+}
+MAX_ALTERNATIVE_GPUS = 8
+
+
+def _gib(value: float) -> str:
+    return f"{value / GIB:,.1f} GiB"
+
+
+def _money(value: float | None, currency: str) -> str:
+    return "n/a" if value is None else f"{value:,.0f} {currency}"
+
+
+def _headroom(free: float, capacity: float) -> str:
+    if free < 0:
+        return f"none: short by {_gib(-free)}"
+    return f"{_gib(free)} ({free / capacity:.0%})"
+
+
+def verdict(findings: tuple[Finding, ...]) -> str:
+    active = [f for f in findings if not f.waived]
+    if any(f.severity is Severity.ERROR for f in active):
+        return "FAIL"
+    if any(f.severity is Severity.WARNING for f in active):
+        return "PASS WITH WARNINGS"
+    return "PASS"
+
+
+def _chart(breakdown: dict[str, int], capacity: int) -> dict[str, Any]:
+    total = sum(breakdown.values())
+    scale = CHART_WIDTH / max(capacity, total, 1)
+    x = 0.0
+    segments = []
+    for name, value in breakdown.items():
+        width = value * scale
+        segments.append({
+            "name": name.replace("_", " "),
+            "value": _gib(value),
+            "share": f"{value / capacity:.0%}" if capacity else "",
+            "x": round(x, 2),
+            "width": round(width, 2),
+            "colour": SEGMENT_COLOURS.get(name, "#999999"),
+        })
+        x += width
+    return {
+        "segments": segments,
+        "capacity_x": round(capacity * scale, 2),
+        "width": CHART_WIDTH,
+        "total": _gib(total),
+        "capacity": _gib(capacity),
+        "over": total > capacity,
+        "legend": [{"name": s["name"], "value": s["value"], "colour": s["colour"], "share": s["share"]} for s in segments],
+    }
+
+
+def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Settings) -> dict[str, Any]:
+    setup = f.setup
+    headroom = f.gpu.usable_bytes - f.memory.per_gpu
+    speed = f.speed
+    rows = [
+        ("Method", f"{setup.method} ({setup.precision}, {setup.optimizer})"),
+        ("Layout", f"{f.gpus} x {f.gpu.name} ({f.gpu.id}), TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, "
+                   f"sharding {setup.sharding}"),
+        ("Shape", f"micro-batch {setup.micro_batch} x {setup.seq_len:,} tokens"
+                  + (", activation checkpointing" if setup.checkpointing else "")),
+        ("Peak per GPU", f"{_gib(f.memory.per_gpu)} ({f.memory.peak_phase.replace('_', ' ')} peak) of {_gib(f.gpu.usable_bytes)} usable"),
+        ("Headroom", _headroom(headroom, f.gpu.usable_bytes)),
+        ("Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"),
+        ("Training time", "n/a (no tokens given)" if speed is None else f"{speed.hours:,.1f} h ({speed.hours * f.gpus:,.1f} GPU-hours)"),
+        ("Cost of the run", _money(f.cost, currency)),
+        ("Resumable checkpoint", f"{f.checkpoint_bytes / 1e9:,.1f} GB"),
+    ]
+    phases = [{"name": name.replace("_", " "), "value": _gib(total)} for name, total in f.memory.phase_totals.items()]
+    return {
+        "title": "Fine-tuning",
+        "fits": f.fits,
+        "rows": [{"label": label, "value": value} for label, value in rows],
+        "chart": _chart(f.memory.breakdown, f.gpu.usable_bytes),
+        "chart_caption": f"Per-GPU memory at the {f.memory.peak_phase.replace('_', ' ')} peak against {f.gpu.id}'s usable memory",
+        "phases": phases,
+        "alternatives": _finetune_alternatives(spec, f, currency, settings),
+        "alternatives_unit": "hours",
+        "assumptions": [{"name": k, "value": v} for k, v in f.assumptions],
+    }
+
+
+def _serve_job(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) -> dict[str, Any]:
+    setup = s.setup
+    headroom = s.memory.budget - s.memory.per_gpu
+    rows = [
+        ("Layout", f"{s.gpus} x {s.gpu.name} ({s.gpu.id}), TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}"),
+        ("Workload", f"{setup.concurrency} sequences x {setup.context:,} tokens, quantization {setup.quantization}, "
+                     f"KV cache {setup.kv_dtype_bytes * 8}-bit"),
+        ("Per GPU", f"{_gib(s.memory.per_gpu)} of a {_gib(s.memory.budget)} engine budget"),
+        ("Headroom", _headroom(headroom, s.memory.budget)),
+        ("Capacity", f"max {s.max_concurrency:,} sequences at {setup.context:,} tokens; "
+                     f"max {s.max_context:,} tokens at {setup.concurrency} sequences"),
+        ("Latency", f"TTFT {s.speed.ttft_s * 1000:,.0f} ms; TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound)"),
+        ("Throughput", f"{s.speed.tokens_per_s:,.0f} output tokens/s"),
+        ("Cost per month", _money(s.monthly_cost, currency)),
+        ("Cost per 1M output tokens", "n/a" if s.cost_per_million_tokens is None else f"{s.cost_per_million_tokens:,.2f} {currency}"),
+    ]
+    return {
+        "title": "Serving",
+        "fits": s.fits,
+        "rows": [{"label": label, "value": value} for label, value in rows],
+        "chart": _chart(s.memory.breakdown, s.memory.budget),
+        "chart_caption": f"Per-GPU memory against the engine budget on {s.gpu.id} ({setup.memory_utilization:.0%} of usable memory)",
+        "phases": [],
+        "alternatives": _serve_alternatives(spec, s, currency, settings),
+        "alternatives_unit": "tokens/s",
+        "assumptions": [{"name": k, "value": v} for k, v in s.assumptions],
+    }
+
+
+def _candidate_gpus(current_id: str) -> list[Any]:
+    gpus = [g for g in gpu_catalog().values() if g.suggestable]
+    gpus.sort(key=lambda g: (g.id != current_id, g.usable_bytes))
+    return gpus
+
+
+def _serve_alternatives(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) -> list[dict[str, Any]]:
+    efficiency = efficiency_of(settings)
+    rows = []
+    for gpu in _candidate_gpus(s.gpu.id):
+        found = None
+        for tp in tp_degrees(spec, gpu):
+            estimate = serve_at(spec, spec.serve, Layout(gpu, tp, tp), efficiency)
+            if estimate.fits:
+                found = (tp, estimate)
+                break
+        price, _ = spec.price(gpu)
+        if found is None:
+            rows.append({"gpu": gpu.id, "fits": "no", "gpus": "-", "tp": "-", "speed": "-",
+                         "price": "n/a" if price is None else f"{price:.2f}", "cost": "-", "sort": (2, 0.0)})
+            continue
+        tp, estimate = found
+        monthly = None if price is None else price * tp * 730
+        rows.append({"gpu": gpu.id, "fits": "yes", "gpus": str(tp), "tp": str(tp),
+                     "speed": f"{estimate.speed.tokens_per_s:,.0f}",
+                     "price": "n/a" if price is None else f"{price:.2f}",
+                     "cost": _money(monthly, currency) + " /month" if monthly is not None else "n/a",
+                     "sort": (0 if monthly is not None else 1, monthly or 0.0)})
+    rows.sort(key=lambda row: row["sort"])
+    return [{k: v for k, v in row.items() if k != "sort"} for row in rows[:MAX_ALTERNATIVE_GPUS]]
+
+
+def _finetune_alternatives(spec: Spec, f: FinetuneEstimate, currency: str, settings: Settings) -> list[dict[str, Any]]:
+    efficiency = efficiency_of(settings)
+    job = spec.finetune
+    rows = []
+    for gpu in _candidate_gpus(f.gpu.id):
+        found = None
+        for count in (1, 2, 4, 8):
+            sharding = "none" if count == 1 else (job.sharding if job.sharding != "none" else "zero3")
+            estimate = finetune_at(spec, job, Layout(gpu, count, 1, sharding), efficiency)
+            if estimate.fits:
+                found = (count, estimate)
+                break
+        price, _ = spec.price(gpu)
+        if found is None:
+            rows.append({"gpu": gpu.id, "fits": "no", "gpus": "-", "tp": "-", "speed": "-",
+                         "price": "n/a" if price is None else f"{price:.2f}", "cost": "-", "sort": (2, 0.0)})
+            continue
+        count, estimate = found
+        hours = None if estimate.speed is None else estimate.speed.hours
+        cost = estimate.cost
+        rows.append({"gpu": gpu.id, "fits": "yes", "gpus": str(count), "tp": "1",
+                     "speed": "n/a" if hours is None else f"{hours:,.1f}",
+                     "price": "n/a" if price is None else f"{price:.2f}",
+                     "cost": "n/a" if cost is None else _money(cost, currency) + " /run",
+                     "sort": (0 if cost is not None else 1, cost or 0.0)})
+    rows.sort(key=lambda row: row["sort"])
+    return [{k: v for k, v in row.items() if k != "sort"} for row in rows[:MAX_ALTERNATIVE_GPUS]]
+
+
+def _recommendation(spec: Spec | None, analysis: Analysis | None, findings: tuple[Finding, ...], outcome: str) -> str:
+    errors = [f for f in findings if f.severity is Severity.ERROR and not f.waived]
+    if analysis is None or spec is None:
+        first = errors[0].message if errors else "the spec could not be read"
+        return f"Do not approve: the spec has input errors ({first}). Fix them and re-run the report."
+    parts = []
+    if analysis.finetune:
+        f = analysis.finetune
+        parts.append(f"fine-tuning on {f.gpus} x {f.gpu.id} {'fits' if f.fits else 'does not fit'} "
+                     f"({_gib(f.memory.per_gpu)} per GPU of {_gib(f.gpu.usable_bytes)})")
+    if analysis.serve:
+        s = analysis.serve
+        parts.append(f"serving on {s.gpus} x {s.gpu.id} {'fits' if s.fits else 'does not fit'} "
+                     f"({_gib(s.memory.per_gpu)} per GPU of a {_gib(s.memory.budget)} budget)")
+    summary = "; ".join(parts)
+    if outcome == "FAIL":
+        hint = next((f.hint for f in errors if f.hint), "")
+        return (f"Do not approve as declared: {summary}. {len(errors)} blocking finding(s), first: "
+                f"{errors[0].message}." + (f" Suggested change: {hint}." if hint else ""))
+    if outcome == "PASS WITH WARNINGS":
+        return f"Approve with care: {summary}. Review the warnings below before signing."
+    return f"Approve: {summary}. No blocking or warning findings."
+
+
+def build_report(result: LintResult, generated: datetime.date, settings: Settings | None = None) -> dict[str, Any]:
+    """The report model for one linted spec (analysis may be missing when the spec did not resolve)."""
+    settings = settings or Settings()
+    analysis: Analysis | None = result.analysis
+    spec = analysis.spec if analysis else None
+    raw = result.document.raw if result.document else b""
+    outcome = verdict(result.findings)
+    currency = spec.budget.currency if spec else "USD"
+    jobs = []
+    if analysis and analysis.finetune:
+        jobs.append(_finetune_job(spec, analysis.finetune, currency, settings))
+    if analysis and analysis.serve:
+        jobs.append(_serve_job(spec, analysis.serve, currency, settings))
+    groups = []
+    for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
+        items = [f for f in result.findings if f.severity is severity]
+        if items:
+            groups.append({"severity": severity.value, "title": severity.value.capitalize() + "s", "findings": [
+                {"code": f.code, "name": f.name, "message": f.message, "line": f.line, "col": f.col, "hint": f.hint,
+                 "waived": f.waived, "waiver_reason": f.waiver.reason if f.waiver else "",
+                 "waiver_by": f.waiver.approved_by if f.waiver else "", "waiver_expires": f.waiver.expires if f.waiver else ""}
+                for f in items]})
+    budget_rows = []
+    if spec and analysis:
+        if analysis.finetune:
+            budget_rows.append({"item": "Fine-tuning run", "estimate": _money(analysis.finetune.cost, currency),
+                                "budget": _money(spec.budget.finetune_total, currency),
+                                "within": _within(analysis.finetune.cost, spec.budget.finetune_total)})
+        if analysis.serve:
+            budget_rows.append({"item": "Serving per month", "estimate": _money(analysis.serve.monthly_cost, currency),
+                                "budget": _money(spec.budget.serve_monthly, currency),
+                                "within": _within(analysis.serve.monthly_cost, spec.budget.serve_monthly)})
+    price_dates = sorted({f"{job.gpu.id}: {job.price_source}" for job in (analysis.finetune, analysis.serve) if job}) if analysis else []
+    approvals = spec.approvals if spec else {}
+    return {
+        "title": f"GPU plan: {spec.name if spec else Path(result.path).name}",
+        "name": spec.name if spec else Path(result.path).name,
+        "owner": spec.owner if spec else "",
+        "description": spec.description if spec else "",
+        "verdict": outcome,
+        "verdict_class": outcome.lower().replace(" ", "-"),
+        "recommendation": _recommendation(spec, analysis, result.findings, outcome),
+        "workload": [] if spec is None else [
+            {"label": "Model", "value": f"{spec.model.label} — {spec.model.architecture.params:,} parameters, {spec.model.dtype}"},
+            {"label": "Model source", "value": spec.model.source},
+            {"label": "Jobs", "value": ", ".join(job["title"].lower() for job in jobs) or "none"},
+        ],
+        "jobs": jobs,
+        "finding_groups": groups,
+        "finding_count": len(result.findings),
+        "budget_rows": budget_rows,
+        "currency": currency,
+        "signoff": [{"role": role, "name": approvals.get(key, "")} for role, key in
+                    (("Prepared by", "prepared_by"), ("Reviewed by", "reviewed_by"), ("Approved by", "approved_by"))],
+        "signoff_date": approvals.get("date", ""),
+        "provenance": [
+            {"label": "Spec file", "value": Path(result.path).name},
+            {"label": "Spec SHA-256", "value": hashlib.sha256(raw).hexdigest()},
+            {"label": "gpuplan version", "value": __version__},
+            {"label": "Schema", "value": load_schema()["$id"]},
+            {"label": "Catalog version", "value": catalog_version()},
+            {"label": "Prices", "value": "; ".join(price_dates) or "n/a"},
+            {"label": "Generated", "value": generated.isoformat()},
+        ],
+        "generated": generated.isoformat(),
+    }
+
+
+def _within(estimate: float | None, budget: float | None) -> str:
+    if estimate is None or budget is None:
+        return "unchecked"
+    return "yes" if estimate <= budget else "no"

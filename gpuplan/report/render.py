@@ -1,0 +1,38 @@
+"""Jinja rendering of the report model: autoescaped HTML, escaped Markdown, StrictUndefined."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jinja2
+
+from gpuplan.resources import resource_dir
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|<>~])")
+
+
+def escape_markdown(value: Any) -> str:
+    """Spec strings as inert Markdown text: no tables broken by '|', no HTML, no links, one line."""
+    text = " ".join(str(value).split())
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("&", "&amp;")
+
+
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(resource_dir("templates"))),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=False,
+    )
+    environment.filters["md"] = escape_markdown
+    return environment
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    return _environment().get_template("report.md.j2").render(report=report)
+
+
+def render_html(report: dict[str, Any]) -> str:
+    return _environment().get_template("report.html.j2").render(report=report)
