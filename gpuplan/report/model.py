@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from gpuplan import __version__
 from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate
-from gpuplan.catalog import catalog_version, gpu_catalog
+from gpuplan.catalog import Gpu, catalog_version, gpu_catalog
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import Layout, finetune_at, serve_at, tp_degrees
 from gpuplan.linter import LintResult
@@ -148,59 +149,57 @@ def _candidate_gpus(current_id: str) -> list[Any]:
     return gpus
 
 
-def _serve_alternatives(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) -> list[dict[str, Any]]:
-    efficiency = efficiency_of(settings)
+def _alternatives(spec: Spec, current: Gpu, layouts: Callable[[Gpu], Any], describe: Callable[[Any], tuple[str, str, str]],
+                  currency: str, per: str) -> list[dict[str, Any]]:
+    """One row per catalog GPU: the first fitting layout ``layouts`` yields, described and priced, cheapest first.
+
+    ``layouts(gpu)`` yields (gpus, estimate) candidates in order; ``describe(estimate)`` gives
+    (tp, speed, cost amount or ""), cost in the spec's currency for ``per`` (month or run).
+    """
     rows = []
-    for gpu in _candidate_gpus(s.gpu.id):
-        found = None
-        for tp in tp_degrees(spec, gpu):
-            estimate = serve_at(spec, spec.serve, Layout(gpu, tp, tp), efficiency)
-            if estimate.fits:
-                found = (tp, estimate)
-                break
+    for gpu in _candidate_gpus(current.id):
         price, _ = spec.price(gpu)
-        if found is None:
-            rows.append({"gpu": gpu.id, "fits": "no", "gpus": "-", "tp": "-", "speed": "-",
-                         "price": "n/a" if price is None else f"{price:.2f}", "cost": "-", "sort": (2, 0.0)})
-            continue
-        tp, estimate = found
-        monthly = None if price is None else price * tp * 730
-        rows.append({"gpu": gpu.id, "fits": "yes", "gpus": str(tp), "tp": str(tp),
-                     "speed": f"{estimate.speed.tokens_per_s:,.0f}",
-                     "price": "n/a" if price is None else f"{price:.2f}",
-                     "cost": _money(monthly, currency) + " /month" if monthly is not None else "n/a",
-                     "sort": (0 if monthly is not None else 1, monthly or 0.0)})
+        found = next(((count, estimate) for count, estimate in layouts(gpu) if estimate.fits), None)
+        row = {"gpu": gpu.id, "fits": "no", "gpus": "-", "tp": "-", "speed": "-",
+               "price": "n/a" if price is None else f"{price:.2f}", "cost": "-", "sort": (2, 0.0)}
+        if found is not None:
+            count, estimate = found
+            tp, speed, cost = describe(estimate)
+            row.update(fits="yes", gpus=str(count), tp=tp, speed=speed,
+                       cost="n/a" if cost is None else f"{_money(cost, currency)} /{per}",
+                       sort=(0 if cost is not None else 1, cost or 0.0))
+        rows.append(row)
     rows.sort(key=lambda row: row["sort"])
     return [{k: v for k, v in row.items() if k != "sort"} for row in rows[:MAX_ALTERNATIVE_GPUS]]
+
+
+def _serve_alternatives(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) -> list[dict[str, Any]]:
+    efficiency = efficiency_of(settings)
+
+    def layouts(gpu: Gpu) -> Iterator[tuple[int, ServeEstimate]]:
+        for tp in tp_degrees(spec, gpu):
+            yield tp, serve_at(spec, spec.serve, Layout(gpu, tp, tp), efficiency)
+
+    def describe(estimate: ServeEstimate) -> tuple[str, str, float | None]:
+        return str(estimate.setup.tensor_parallel), f"{estimate.speed.tokens_per_s:,.0f}", estimate.monthly_cost
+
+    return _alternatives(spec, s.gpu, layouts, describe, currency, "month")
 
 
 def _finetune_alternatives(spec: Spec, f: FinetuneEstimate, currency: str, settings: Settings) -> list[dict[str, Any]]:
     efficiency = efficiency_of(settings)
     job = spec.finetune
-    rows = []
-    for gpu in _candidate_gpus(f.gpu.id):
-        found = None
+    sharded = job.sharding if job.sharding != "none" else "zero3"
+
+    def layouts(gpu: Gpu) -> Iterator[tuple[int, FinetuneEstimate]]:
         for count in (1, 2, 4, 8):
-            sharding = "none" if count == 1 else (job.sharding if job.sharding != "none" else "zero3")
-            estimate = finetune_at(spec, job, Layout(gpu, count, 1, sharding), efficiency)
-            if estimate.fits:
-                found = (count, estimate)
-                break
-        price, _ = spec.price(gpu)
-        if found is None:
-            rows.append({"gpu": gpu.id, "fits": "no", "gpus": "-", "tp": "-", "speed": "-",
-                         "price": "n/a" if price is None else f"{price:.2f}", "cost": "-", "sort": (2, 0.0)})
-            continue
-        count, estimate = found
-        hours = None if estimate.speed is None else estimate.speed.hours
-        cost = estimate.cost
-        rows.append({"gpu": gpu.id, "fits": "yes", "gpus": str(count), "tp": "1",
-                     "speed": "n/a" if hours is None else f"{hours:,.1f}",
-                     "price": "n/a" if price is None else f"{price:.2f}",
-                     "cost": "n/a" if cost is None else _money(cost, currency) + " /run",
-                     "sort": (0 if cost is not None else 1, cost or 0.0)})
-    rows.sort(key=lambda row: row["sort"])
-    return [{k: v for k, v in row.items() if k != "sort"} for row in rows[:MAX_ALTERNATIVE_GPUS]]
+            yield count, finetune_at(spec, job, Layout(gpu, count, 1, "none" if count == 1 else sharded), efficiency)
+
+    def describe(estimate: FinetuneEstimate) -> tuple[str, str, float | None]:
+        hours = "n/a" if estimate.speed is None else f"{estimate.speed.hours:,.1f}"
+        return "1", hours, estimate.cost
+
+    return _alternatives(spec, f.gpu, layouts, describe, currency, "run")
 
 
 def _recommendation(spec: Spec | None, analysis: Analysis | None, findings: tuple[Finding, ...], outcome: str) -> str:
