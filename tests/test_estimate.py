@@ -111,3 +111,45 @@ def test_unknown_model_in_spec_is_a_finding(write_spec):
     code, out, _ = run_cli("lint", str(path))
     assert code == 1
     assert f"{path}:4:7: GP020 [error] unknown model 'llama-3.1-8bb' — did you mean 'llama-3.1-8b'" in out
+
+
+def test_custom_gpu_local_config_and_explicit_architecture(tmp_path):
+    config = {"hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True}
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "config.json").write_text(json.dumps(config))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "version: 1\nname: custom\nmodel: {config: models/config.json}\n"
+        "serve: {context: 4096, concurrency: 4, hardware: {gpu: acme-48}}\n"
+        "gpus:\n  acme-48: {memory_gib: 48, bandwidth_tbs: 1.0, bf16_tflops: 400, price_per_hour: 1.5}\n"
+    )
+    code, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    result = json.loads(out)["serve"]
+    assert code == 0 and result["params"] == 1_235_814_400 and result["gpu"] == "acme-48"
+    assert result["monthly_cost"] == pytest.approx(1.5 * 730)
+    explicit = spec.read_text().replace(
+        "model: {config: models/config.json}",
+        "model: {architecture: {layers: 16, hidden: 2048, heads: 32, kv_heads: 8, head_dim: 64, "
+        "intermediate: 8192, vocab: 128256, tie_embeddings: true}}")
+    spec.write_text(explicit)
+    code, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    assert json.loads(out)["serve"]["params"] == 1_235_814_400
+    spec.write_text("version: 1\nname: custom\nmodel: {config: missing.json}\n"
+                    "serve: {context: 4096, concurrency: 4, hardware: {gpu: l4}}\n")
+    code, out, _ = run_cli("lint", str(spec))
+    assert code == 1 and "GP021 [error] cannot read missing.json" in out
+
+
+def test_price_override_and_missing_price():
+    from gpuplan.spec import Budget
+
+    gpu = get_gpu("h200-nvl")
+    assert gpu.price_per_hour is None
+    budget = Budget("USD", None, None, {"h200-nvl": 3.8}, "2026-11-20")
+    from gpuplan.spec import Spec
+
+    spec = Spec("s", "n", "", "", None, None, None, budget, (), {})
+    assert spec.price(gpu) == (3.8, "spec budget.prices (2026-11-20)")
+    eur = Spec("s", "n", "", "", None, None, None, Budget("EUR", None, None, {}, None), (), {})
+    assert eur.price(get_gpu("h100-sxm")) == (None, "no price")  # catalog prices are USD

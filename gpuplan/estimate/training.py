@@ -248,108 +248,147 @@ def _optimizer(setup: TrainingSetup, trainable_local: float, state_bytes: int) -
     return states, 2 * 4 * largest
 
 
-def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
+@dataclass(frozen=True)
+class _States:
+    """Per-GPU model states: what lives for the whole step, and what the step itself adds."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    step_temporaries: float
+    autocast_copies: float
+    gathered: float
+
+
+@dataclass(frozen=True)
+class _Activations:
+    """Per-GPU activation memory of one micro-batch."""
+
+    saved: float  # live at the end of forward, logits included
+    returned_logits: float  # held by the caller until it drops the output
+    per_layer: float  # one decoder layer's saved tensors (recomputed ones with checkpointing)
+    checkpoint_inputs: float  # one layer's input, kept per layer under checkpointing
+    forward_temporaries: float
+    loss_gradients: float  # the loss backward's two fp32 logit-sized gradients
+    layer_backward_temporaries: float
+
+
+def _model_states(setup: TrainingSetup) -> _States:
     arch = setup.architecture
-    weight_b, grad_b, state_b, act_b, autocast = REGIMES[setup.precision]
+    weight_b, grad_b, state_b, _, autocast = REGIMES[setup.precision]
     n = setup.data_parallel
     sharding = setup.sharding if n > 1 else "none"
     layer_params = sum(arch.layer_params(index) for index in range(arch.layers))
-    embed_params = arch.embedding_params() + arch.lm_head_params() + arch.norm_params()  # + final norm
-    local_all = _local_params(setup, layer_params, embed_params)
-    trainable = trainable_params(setup)
+    edge_params = arch.embedding_params() + arch.lm_head_params() + arch.norm_params()  # + final norm
+    local_all = _local_params(setup, layer_params, edge_params)
     layer_fraction, _ = _shard(setup)
-
     if setup.is_adapter:
-        trainable_local = trainable * layer_fraction
-        base_bytes = (
-            NF4_BYTES_PER_PARAM if setup.double_quant else NF4_BYTES_NO_DQ
-        ) if setup.method == "qlora" else setup.model_dtype_bytes
+        trainable_local = trainable_params(setup) * layer_fraction
         if setup.method == "qlora":
+            nf4 = NF4_BYTES_PER_PARAM if setup.double_quant else NF4_BYTES_NO_DQ
             quantized = arch.linear_params() * layer_fraction
-            base = quantized * base_bytes + (local_all - quantized) * 2
+            base = quantized * nf4 + (local_all - quantized) * 2  # embeddings, LM head, norms stay 16-bit
         else:
-            base = local_all * base_bytes
+            base = local_all * setup.model_dtype_bytes
         weights = base + trainable_local * setup.lora_bytes
         grads = trainable_local * setup.lora_bytes
         state_bytes = setup.lora_bytes
+        # An fp32 frozen base under autocast is cast to bf16 per linear, and the casts live until backward.
         copies = 2 * arch.linear_params() * layer_fraction if autocast and setup.model_dtype_bytes == 4 else 0.0
     else:
         trainable_local = local_all
         if sharding != "none":
             weight_b = grad_b = SHARDED_WEIGHT_BYTES[setup.precision]
-        weights = local_all * weight_b
-        grads = local_all * grad_b
-        state_bytes = state_b
-        copies = 2 * (arch.linear_params() + arch.lm_head_params() + (arch.vocab * arch.hidden if arch.tie_embeddings else 0)) * layer_fraction if autocast and sharding == "none" else 0.0
-
+        weights, grads, state_bytes = local_all * weight_b, local_all * grad_b, state_b
+        tied_head = arch.vocab * arch.hidden if arch.tie_embeddings else 0
+        linears = arch.linear_params() + arch.lm_head_params() + tied_head
+        copies = 2 * linears * layer_fraction if autocast and sharding == "none" else 0.0
     optimizer, step_temp = _optimizer(setup, trainable_local, state_bytes)
+    gathered = 0.0
     if sharding != "none" and not setup.is_adapter:
         master = 4 * trainable_local if setup.precision in ("bf16-mixed", "fp16-mixed") else 0.0
-        optimizer = (optimizer + master) / n
-        step_temp /= n
+        optimizer, step_temp = (optimizer + master) / n, step_temp / n
         if sharding in ("zero2", "zero3", "fsdp"):
             grads /= n
-    gathered = 0.0
     if sharding in ("zero3", "fsdp"):
-        largest_layer = max(arch.layer_params(index) for index in range(arch.layers)) * layer_fraction
-        unit = largest_layer * 2
+        unit = 2 * max(arch.layer_params(index) for index in range(arch.layers)) * layer_fraction
         weights /= n
-        grads_unit = 0.0 if setup.is_adapter else unit
-        gathered = 2 * unit + grads_unit  # current + prefetched unit, and the current unit's full gradient
+        # The current and the prefetched unit gathered in bf16, and the current unit's full gradient.
+        gathered = 2 * unit + (0.0 if setup.is_adapter else unit)
+    return _States(weights, grads, optimizer, step_temp, copies, gathered)
 
+
+def _activations(setup: TrainingSetup) -> _Activations:
+    arch = setup.architecture
+    _, _, _, act_b, autocast = REGIMES[setup.precision]
     tokens = setup.tokens
-    layers_local = arch.layers  # 1F1B: the first stage holds L layers' worth of activations in flight
+    tp = setup.tensor_parallel
     per_layer = layer_activation_bytes_per_token(setup) * tokens
     returned, log_softmax, upcast = logits_bytes(setup)
     final_norm = (4 * arch.hidden + (2 * act_b * arch.hidden if not setup.is_adapter else 0)) * tokens
     checkpoint_inputs = (4 if autocast and not setup.is_adapter else act_b) * arch.hidden * tokens
-    saved_layers = checkpoint_inputs * layers_local if setup.checkpointing else per_layer * layers_local
-    activations = saved_layers + final_norm + returned + log_softmax
-    scores = arch.heads / setup.tensor_parallel * setup.seq_len**2 * setup.micro_batch
-
-    forward_transient = upcast
+    # 1F1B pipelining keeps L layers' worth of activations in flight on the first stage, whatever PP is.
+    layers = checkpoint_inputs * arch.layers if setup.checkpointing else per_layer * arch.layers
+    scores = arch.heads / tp * setup.seq_len**2 * setup.micro_batch
+    forward = upcast
     if setup.attention == "eager":
-        forward_transient = max(forward_transient, (10 if setup.checkpointing else 2) * scores)
+        # Beyond what is saved: the bf16 masked scores (2 B); under checkpointing nothing is saved, so
+        # masked scores, their fp32 upcast and the fp32 softmax coexist (10 B), as in the HF prefill.
+        forward = max(forward, (10 if setup.checkpointing else 2) * scores)
     # bitsandbytes dequantizes one NF4 linear at a time to bf16 (embeddings and LM head are not NF4).
-    quantized_largest = arch.hidden * max(arch.expert_width if arch.is_moe else arch.intermediate, arch.q_width)
-    dequant = 2 * quantized_largest / setup.tensor_parallel if setup.method == "qlora" else 0.0
-    forward_transient = max(forward_transient, dequant)
-    accumulating = grads if setup.gradient_accumulation > 1 else 0.0
-
-    mlp_width = (arch.expert_width * arch.experts_per_token if arch.is_moe else arch.intermediate) / setup.tensor_parallel
+    widest = arch.hidden * max(arch.expert_width if arch.is_moe else arch.intermediate, arch.q_width)
+    dequant = 2 * widest / tp if setup.method == "qlora" else 0.0
+    mlp_width = (arch.expert_width * arch.experts_per_token if arch.is_moe else arch.intermediate) / tp
+    # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate at once
+    # (3 x i per token; 2 for a plain MLP): 0.66 GiB at 8B, 1x8192, matching the ground truth.
     layer_backward = (3 if arch.mlp == "gated" else 2) * act_b * mlp_width * tokens
     if setup.attention == "eager":
-        layer_backward = max(layer_backward, 6 * scores)
-    layer_backward += dequant
-    grads_of_first_layer = grads * (arch.layer_params(0) / max(1, layer_params)) if not setup.is_adapter else 0.0
-    grads_of_embedding = grads * (arch.embedding_params() / max(1, layer_params + embed_params)) if not setup.is_adapter else 0.0
-    fixed = {"weights": weights, "optimizer": optimizer}
-    if gathered:
-        fixed["gathered_parameters"] = gathered
-    forward = {**fixed, "gradients": accumulating, "autocast_weight_copies": copies, "activations": activations,
-               "temporaries": forward_transient}
-    # The caller drops the returned logits before backward; the loss backward then holds the fp32
-    # gradient of the log-softmax output and of its input at once.
-    loss_gradients = 0.0 if setup.fused_loss else 2 * 4 * (arch.vocab / setup.tensor_parallel) * tokens
-    start = {**fixed, "gradients": accumulating, "autocast_weight_copies": copies,
-             "activations": activations - returned, "temporaries": loss_gradients}
-    middle = {**fixed, "gradients": max(accumulating, grads - grads_of_first_layer - grads_of_embedding),
-              "autocast_weight_copies": copies / arch.layers,
-              "activations": per_layer + (checkpoint_inputs if setup.checkpointing else 0.0),
-              "temporaries": layer_backward}
-    end = {**fixed, "gradients": grads, "autocast_weight_copies": 0.0, "activations": 0.0, "temporaries": 0.0}
-    backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
-    step = {**fixed, "gradients": grads, "optimizer_step_temporaries": step_temp}
+        layer_backward = max(layer_backward, 6 * scores)  # bf16 + fp32 score gradients
+    loss_gradients = 0.0 if setup.fused_loss else 2 * 4 * (arch.vocab / tp) * tokens
+    return _Activations(
+        saved=layers + final_norm + returned + log_softmax,
+        returned_logits=returned,
+        per_layer=per_layer,
+        checkpoint_inputs=checkpoint_inputs,
+        forward_temporaries=max(forward, dequant),
+        loss_gradients=loss_gradients,
+        layer_backward_temporaries=layer_backward + dequant,
+    )
 
-    phases = {
-        "forward": _ints(forward),
-        "backward": _ints(backward),
-        "optimizer_step": _ints(step),
-    }
-    components = _ints({"weights": weights, "gradients": grads, "optimizer": optimizer, "activations": activations,
-                        "autocast_weight_copies": copies, "optimizer_step_temporaries": step_temp,
-                        "gathered_parameters": gathered})
-    return TrainingMemory(arch.params, trainable, components, phases, overhead)
+
+def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
+    """Per-GPU memory of one steady-state step; ``overhead`` is the documented framework constant."""
+    arch = setup.architecture
+    states = _model_states(setup)
+    acts = _activations(setup)
+    grads = states.gradients
+    accumulating = grads if setup.gradient_accumulation > 1 else 0.0  # grads persist across micro-batches
+    if setup.is_adapter:
+        grads_before_first_layer = grads
+    else:
+        layer_params = sum(arch.layer_params(index) for index in range(arch.layers))
+        total = layer_params + arch.embedding_params() + arch.lm_head_params()
+        first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
+        grads_before_first_layer = grads * (1 - first_layer_and_embedding)
+    fixed = {"weights": states.weights, "optimizer": states.optimizer, "gathered_parameters": states.gathered}
+    forward = {**fixed, "gradients": accumulating, "autocast_weight_copies": states.autocast_copies,
+               "activations": acts.saved, "temporaries": acts.forward_temporaries}
+    # Backward peaks at its start (the caller has dropped the returned logits; the loss gradients are
+    # live), while the first layer is processed (most gradients, one layer's activations), or at its end.
+    start = {**fixed, "gradients": accumulating, "autocast_weight_copies": states.autocast_copies,
+             "activations": acts.saved - acts.returned_logits, "temporaries": acts.loss_gradients}
+    middle = {**fixed, "gradients": max(accumulating, grads_before_first_layer),
+              "autocast_weight_copies": states.autocast_copies / arch.layers,
+              "activations": acts.per_layer + (acts.checkpoint_inputs if setup.checkpointing else 0.0),
+              "temporaries": acts.layer_backward_temporaries}
+    end = {**fixed, "gradients": grads}
+    backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
+    step = {**fixed, "gradients": grads, "optimizer_step_temporaries": states.step_temporaries}
+    phases = {"forward": _ints(forward), "backward": _ints(backward), "optimizer_step": _ints(step)}
+    components = _ints({"weights": states.weights, "gradients": grads, "optimizer": states.optimizer,
+                        "activations": acts.saved, "autocast_weight_copies": states.autocast_copies,
+                        "optimizer_step_temporaries": states.step_temporaries, "gathered_parameters": states.gathered})
+    return TrainingMemory(arch.params, trainable_params(setup), components, phases, overhead)
 
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:
