@@ -54,6 +54,12 @@ def test_wheel_in_fresh_venv_lints_from_anywhere(tmp_path: Path):
     completed = subprocess.run([str(venv / "bin" / "gpuplan"), "lint", "spec.yaml"], cwd=work,
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stdout + completed.stderr
+    report = subprocess.run([str(venv / "bin" / "gpuplan"), "report", "--pdf", "-o", "plan.pdf", "spec.yaml"], cwd=work,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert (work / "plan.pdf").read_bytes().startswith(b"%PDF")
     listing = subprocess.run([str(python), "-m", "zipfile", "-l", str(wheel)], capture_output=True, text=True).stdout
     assert "gpuplan/_data/schemas/workload.schema.json" in listing
-    assert "gpuplan/_data/templates/" in listing
+    assert "gpuplan/_data/templates/report.html.j2" in listing
+    assert "gpuplan/_data/templates/fonts/DejaVuSans.ttf" in listing
+    assert "gpuplan/catalog/gpus.yaml" in listing and "gpuplan/_data/schemas/config.schema.json" in listing
