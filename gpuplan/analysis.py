@@ -37,6 +37,7 @@ CHECKPOINT_STATE_BYTES = {"adamw": 8, "adamw-fused": 8, "adamw-8bit": 2, "sgd": 
 
 @dataclass(frozen=True)
 class FinetuneEstimate:
+    job: Finetune
     memory: TrainingMemory
     setup: TrainingSetup
     speed: TrainingSpeed | None
@@ -60,6 +61,7 @@ class FinetuneEstimate:
 
 @dataclass(frozen=True)
 class ServeEstimate:
+    job: Serve
     memory: ServingMemory
     setup: ServingSetup
     speed: ServingSpeed
@@ -135,7 +137,7 @@ def estimate_finetune(spec: Spec, job: Finetune, efficiency: Efficiency, gpu: Gp
         )
     price, source = spec.price(gpu)
     return FinetuneEstimate(
-        memory, setup, speed, gpu, setup.gpus, price, source, checkpoint_bytes(spec, job, memory),
+        job, memory, setup, speed, gpu, setup.gpus, price, source, checkpoint_bytes(spec, job, memory),
         _finetune_assumptions(spec, job, efficiency, overhead, source),
     )
 
@@ -190,7 +192,7 @@ def estimate_serve(spec: Spec, job: Serve, efficiency: Efficiency, gpu: Gpu | No
     )
     price, source = spec.price(gpu)
     return ServeEstimate(
-        memory, setup, speed, gpu, count, price, source, max_concurrency(memory), max_context(setup, memory),
+        job, memory, setup, speed, gpu, count, price, source, max_concurrency(memory), max_context(setup, memory),
         _serve_assumptions(spec, job, efficiency, source),
     )
 

@@ -149,8 +149,8 @@ def _candidate_gpus(current_id: str) -> list[Any]:
     return gpus
 
 
-def _alternatives(spec: Spec, current: Gpu, layouts: Callable[[Gpu], Any], describe: Callable[[Any], tuple[str, str, str]],
-                  currency: str, per: str) -> list[dict[str, Any]]:
+def _alternatives(spec: Spec, current: Gpu, layouts: Callable[[Gpu], Any],
+                  describe: Callable[[Any], tuple[str, str, float | None]], currency: str, per: str) -> list[dict[str, Any]]:
     """One row per catalog GPU: the first fitting layout ``layouts`` yields, described and priced, cheapest first.
 
     ``layouts(gpu)`` yields (gpus, estimate) candidates in order; ``describe(estimate)`` gives
@@ -178,7 +178,7 @@ def _serve_alternatives(spec: Spec, s: ServeEstimate, currency: str, settings: S
 
     def layouts(gpu: Gpu) -> Iterator[tuple[int, ServeEstimate]]:
         for tp in tp_degrees(spec, gpu):
-            yield tp, serve_at(spec, spec.serve, Layout(gpu, tp, tp), efficiency)
+            yield tp, serve_at(spec, s.job, Layout(gpu, tp, tp), efficiency)
 
     def describe(estimate: ServeEstimate) -> tuple[str, str, float | None]:
         return str(estimate.setup.tensor_parallel), f"{estimate.speed.tokens_per_s:,.0f}", estimate.monthly_cost
@@ -188,7 +188,7 @@ def _serve_alternatives(spec: Spec, s: ServeEstimate, currency: str, settings: S
 
 def _finetune_alternatives(spec: Spec, f: FinetuneEstimate, currency: str, settings: Settings) -> list[dict[str, Any]]:
     efficiency = efficiency_of(settings)
-    job = spec.finetune
+    job = f.job
     sharded = job.sharding if job.sharding != "none" else "zero3"
 
     def layouts(gpu: Gpu) -> Iterator[tuple[int, FinetuneEstimate]]:
@@ -236,9 +236,9 @@ def build_report(result: LintResult, generated: datetime.date, settings: Setting
     currency = spec.budget.currency if spec else "USD"
     jobs = []
     if analysis and analysis.finetune:
-        jobs.append(_finetune_job(spec, analysis.finetune, currency, settings))
+        jobs.append(_finetune_job(analysis.spec, analysis.finetune, currency, settings))
     if analysis and analysis.serve:
-        jobs.append(_serve_job(spec, analysis.serve, currency, settings))
+        jobs.append(_serve_job(analysis.spec, analysis.serve, currency, settings))
     groups = []
     for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
         items = [f for f in result.findings if f.severity is severity]

@@ -119,14 +119,16 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     ## Use instead
     A faster GPU, tensor parallelism, shorter prompts, or an SLO that matches the category.
     """
-    job, s = ctx.spec.serve, ctx.analysis.serve
-    if job is None or s is None or job.ttft_ms is None:
+    s = ctx.analysis.serve
+    slo = None if s is None else s.job.ttft_ms
+    if s is None or slo is None:
         return
+    job = s.job
     ttft = s.speed.ttft_s * 1000
-    if ttft > job.ttft_ms:
+    if ttft > slo:
         yield ctx.finding("GP403", ("serve", "slo", "ttft_ms"),
                           f"estimated TTFT {ttft:,.0f} ms for a {max(1, job.context - job.output_tokens):,}-token prompt "
-                          f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}) exceeds the SLO of {job.ttft_ms:,.0f} ms",
+                          f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}) exceeds the SLO of {slo:,.0f} ms",
                           "more TP, a faster GPU, or shorter prompts")
 
 
@@ -151,12 +153,14 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     ## Use instead
     A GPU with more bandwidth, fp8 weights or KV cache, or lower concurrency per replica.
     """
-    job, s = ctx.spec.serve, ctx.analysis.serve
-    if job is None or s is None or job.tpot_ms is None:
+    s = ctx.analysis.serve
+    slo = None if s is None else s.job.tpot_ms
+    if s is None or slo is None:
         return
+    job = s.job
     tpot = s.speed.tpot_s * 1000
-    if tpot > job.tpot_ms:
+    if tpot > slo:
         yield ctx.finding("GP404", ("serve", "slo", "tpot_ms"),
                           f"estimated TPOT {tpot:,.1f} ms at {job.concurrency} sequences on {s.gpu.id} "
-                          f"({s.speed.decode_bound}-bound) exceeds the SLO of {job.tpot_ms:,.1f} ms",
+                          f"({s.speed.decode_bound}-bound) exceeds the SLO of {slo:,.1f} ms",
                           "more bandwidth (H200/B200), fp8 weights or KV cache, or fewer sequences per replica")

@@ -34,7 +34,7 @@ def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
     Fewer tokens, LoRA, a cheaper GPU, or a budget that matches the plan.
     """
     f, budget = ctx.analysis.finetune, ctx.spec.budget
-    if f is None or budget.finetune_total is None or f.cost is None:
+    if f is None or f.speed is None or budget.finetune_total is None or f.cost is None:
         return
     if f.cost > budget.finetune_total:
         yield ctx.finding(

@@ -19,13 +19,13 @@ def _layout_hint(layout_text: str | None) -> str:
 
 
 def finetune_single_gpu(ctx: RuleContext) -> bool:
-    job = ctx.spec.finetune
-    return job is not None and job.hardware.count == 1
+    f = ctx.analysis.finetune
+    return f is not None and f.job.hardware.count == 1
 
 
 def serve_single_gpu(ctx: RuleContext) -> bool:
-    job = ctx.spec.serve
-    return job is not None and job.hardware.tensor_parallel * job.hardware.pipeline_parallel == 1
+    s = ctx.analysis.serve
+    return s is not None and s.job.hardware.tensor_parallel * s.job.hardware.pipeline_parallel == 1
 
 
 def serve_weights_fit(ctx: RuleContext) -> bool:
@@ -60,7 +60,7 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
     """
     f = ctx.analysis.finetune
     if f is not None and not f.fits and not (finetune_single_gpu(ctx) and _same_gpu_fits_finetune(ctx)):
-        layout = smallest_finetune_layout(ctx.spec, ctx.spec.finetune, ctx.efficiency)
+        layout = smallest_finetune_layout(ctx.spec, f.job, ctx.efficiency)
         yield ctx.finding(
             "GP201",
             ("finetune", "hardware", "gpu"),
@@ -70,7 +70,7 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
         )
     s = ctx.analysis.serve
     if s is not None and not s.fits and not serve_weights_fit(ctx) and not (serve_single_gpu(ctx) and _same_gpu_fits_serve(ctx)):
-        layout = smallest_serve_layout(ctx.spec, ctx.spec.serve, ctx.efficiency)
+        layout = smallest_serve_layout(ctx.spec, s.job, ctx.efficiency)
         non_kv = s.memory.per_gpu - s.memory.kv_cache
         yield ctx.finding(
             "GP201",
@@ -83,13 +83,13 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _same_gpu_fits_finetune(ctx: RuleContext) -> bool:
-    layout = smallest_finetune_layout(ctx.spec, ctx.spec.finetune, ctx.efficiency, other_gpus=False)
-    return layout is not None
+    f = ctx.analysis.finetune
+    return f is not None and smallest_finetune_layout(ctx.spec, f.job, ctx.efficiency, other_gpus=False) is not None
 
 
 def _same_gpu_fits_serve(ctx: RuleContext) -> bool:
-    layout = smallest_serve_layout(ctx.spec, ctx.spec.serve, ctx.efficiency, other_gpus=False)
-    return layout is not None
+    s = ctx.analysis.serve
+    return s is not None and smallest_serve_layout(ctx.spec, s.job, ctx.efficiency, other_gpus=False) is not None
 
 
 @rule("GP202", "low-headroom", FAMILY, Severity.WARNING)
@@ -160,7 +160,7 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     s = ctx.analysis.serve
     if s is None or s.fits or not serve_weights_fit(ctx):
         return
-    job = ctx.spec.serve
+    job = s.job
     layout = smallest_serve_layout(ctx.spec, job, ctx.efficiency)
     yield ctx.finding(
         "GP203", ("serve", "concurrency"),
@@ -193,9 +193,10 @@ def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
     finetune: {method: lora, lora: {rank: 16}, hardware: {gpu: h100-sxm, count: 1}}
     ```
     """
-    f, job = ctx.analysis.finetune, ctx.spec.finetune
-    if f is None or job.method != "full" or (job.hardware.count == 1 and f.fits):
+    f = ctx.analysis.finetune
+    if f is None or f.job.method != "full" or (f.job.hardware.count == 1 and f.fits):
         return
+    job = f.job
     single = replace(job.hardware, count=1, tensor_parallel=1, pipeline_parallel=1)
     for method in ("lora", "qlora"):
         candidate = estimate_finetune(ctx.spec, replace(job, method=method, hardware=single, sharding="none"), ctx.efficiency)
@@ -231,9 +232,10 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     finetune: {method: lora, seq_len: 16384, activation_checkpointing: true, fused_loss: true}
     ```
     """
-    f, job = ctx.analysis.finetune, ctx.spec.finetune
+    f = ctx.analysis.finetune
     if f is None:
         return
+    job = f.job
     phase = f.memory.phases[f.memory.peak_phase]
     share = (phase.get("activations", 0) + phase.get("temporaries", 0)) / f.memory.tensor_peak
     if share <= ctx.settings.activations_share:

@@ -38,7 +38,7 @@ def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
     finetune: {method: full, sharding: zero3, hardware: {gpu: h100-sxm, count: 8}}
     ```
     """
-    f, job = ctx.analysis.finetune, ctx.spec.finetune
+    f = ctx.analysis.finetune
     if f is None or f.speed is None or f.setup.data_parallel < 2:
         return
     gpu = f.gpu
@@ -84,9 +84,10 @@ def single_gpu_serving_on_sxm(ctx: RuleContext) -> Iterator[Finding]:
     serve: {hardware: {gpu: h100-nvl, count: 1}}
     ```
     """
-    job, s = ctx.spec.serve, ctx.analysis.serve
-    if job is None or s is None or s.gpu.form_factor != "sxm" or job.hardware.tensor_parallel > 1:
+    s = ctx.analysis.serve
+    if s is None or s.gpu.form_factor != "sxm" or s.job.hardware.tensor_parallel > 1:
         return
+    job = s.job
     fitting = []
     for sibling in _siblings(s.gpu.id):
         gpu = gpu_catalog()[sibling]
@@ -123,9 +124,10 @@ def multi_gpu_serving_without_nvlink(ctx: RuleContext) -> Iterator[Finding]:
     serve: {hardware: {gpu: h100-nvl, count: 2, tensor_parallel: 2}}
     ```
     """
-    job, s = ctx.spec.serve, ctx.analysis.serve
-    if job is None or s is None or job.hardware.tensor_parallel < 2 or s.gpu.has_nvlink:
+    s = ctx.analysis.serve
+    if s is None or s.job.hardware.tensor_parallel < 2 or s.gpu.has_nvlink:
         return
+    job = s.job
     arch = ctx.spec.model.architecture
     yield ctx.finding(
         "GP312", ("serve", "hardware", "tensor_parallel"),

@@ -39,7 +39,7 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
     """
     f = ctx.analysis.finetune
     if f is not None and not f.fits and finetune_single_gpu(ctx):
-        layout = smallest_finetune_layout(ctx.spec, ctx.spec.finetune, ctx.efficiency, other_gpus=False)
+        layout = smallest_finetune_layout(ctx.spec, f.job, ctx.efficiency, other_gpus=False)
         if layout is not None:
             yield ctx.finding(
                 "GP301", ("finetune", "hardware"),
@@ -49,7 +49,7 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
             )
     s = ctx.analysis.serve
     if s is not None and not s.fits and serve_single_gpu(ctx) and not serve_weights_fit(ctx):
-        layout = smallest_serve_layout(ctx.spec, ctx.spec.serve, ctx.efficiency, other_gpus=False)
+        layout = smallest_serve_layout(ctx.spec, s.job, ctx.efficiency, other_gpus=False)
         if layout is not None:
             yield ctx.finding(
                 "GP301", ("serve", "hardware"),
@@ -84,9 +84,9 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 1}}
     ```
     """
-    job = ctx.spec.serve
     s = ctx.analysis.serve
-    if job is not None and s is not None and job.hardware.tensor_parallel * job.hardware.pipeline_parallel > 1:
+    if s is not None and s.job.hardware.tensor_parallel * s.job.hardware.pipeline_parallel > 1:
+        job = s.job
         single = serve_at(ctx.spec, job, Layout(s.gpu, 1, 1), ctx.efficiency)
         if comfortable(single.memory.per_gpu, single.memory.budget, ctx.settings):
             latency = 2 * ctx.spec.model.architecture.layers * TP_ALLREDUCE_LATENCY_NVLINK * 1000
@@ -97,9 +97,9 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
                 f"output token",
                 "use tensor_parallel: 1 and count for replicas",
             )
-    tune = ctx.spec.finetune
     f = ctx.analysis.finetune
-    if tune is not None and f is not None and f.fits:
+    if f is not None and f.fits:
+        tune = f.job
         hardware = tune.hardware
         if hardware.tensor_parallel * hardware.pipeline_parallel > 1 or tune.sharding != "none":
             plain = finetune_at(ctx.spec, tune, Layout(f.gpu, hardware.count, 1, "none"), ctx.efficiency)
@@ -209,9 +209,10 @@ def larger_gpu_instead_of_tp(ctx: RuleContext) -> Iterator[Finding]:
     serve: {hardware: {gpu: h200-sxm, count: 1}}
     ```
     """
-    job, s = ctx.spec.serve, ctx.analysis.serve
-    if job is None or s is None or job.hardware.tensor_parallel < 2:
+    s = ctx.analysis.serve
+    if s is None or s.job.hardware.tensor_parallel < 2:
         return
+    job = s.job
     if serve_at(ctx.spec, job, Layout(s.gpu, 1, 1), ctx.efficiency).fits:
         return  # one GPU of the declared kind holds it: GP302's case, not a bigger GPU's
     for gpu in sorted(gpu_catalog().values(), key=lambda g: (g.usable_bytes, g.id)):

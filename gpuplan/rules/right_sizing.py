@@ -37,9 +37,10 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
     serve: {context: 4096, concurrency: 4, hardware: {gpu: l4}}
     ```
     """
-    job, s = ctx.spec.serve, ctx.analysis.serve
-    if job is None or s is None or s.price_per_hour is None or not s.fits:
+    s = ctx.analysis.serve
+    if s is None or s.price_per_hour is None or not s.fits:
         return
+    job = s.job
     used = s.memory.per_gpu / s.memory.budget
     if used >= ctx.settings.right_size_fraction:
         return

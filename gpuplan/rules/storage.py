@@ -34,16 +34,17 @@ def checkpoint_storage_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     finetune: {method: full, checkpoints: {keep: 3, storage_gb: 3000}}
     ```
     """
-    f, job = ctx.analysis.finetune, ctx.spec.finetune
-    if f is None or job.checkpoint_storage_gb is None:
+    f = ctx.analysis.finetune
+    storage_gb = None if f is None else f.job.checkpoint_storage_gb
+    if f is None or storage_gb is None:
         return
-    keep = job.checkpoint_keep or 1
+    keep = f.job.checkpoint_keep or 1
     need = f.checkpoint_bytes * keep
-    if need > job.checkpoint_storage_gb * 1e9:
+    if need > storage_gb * 1e9:
         yield ctx.finding(
             "GP601", ("finetune", "checkpoints", "storage_gb"),
             f"{keep} resumable checkpoints of {f.checkpoint_bytes / 1e9:,.1f} GB need {need / 1e9:,.1f} GB; "
-            f"{job.checkpoint_storage_gb:,.0f} GB is declared",
+            f"{storage_gb:,.0f} GB is declared",
             f"storage_gb: {need / 1e9 * 1.1:,.0f} (10% spare), or keep fewer",
         )
 
@@ -69,8 +70,8 @@ def long_run_without_checkpoints(ctx: RuleContext) -> Iterator[Finding]:
     finetune: {method: full, tokens: 20000000000, checkpoints: {every_hours: 2, keep: 3, storage_gb: 2000}}
     ```
     """
-    f, job = ctx.analysis.finetune, ctx.spec.finetune
-    if f is None or f.speed is None or job.checkpoint_every_hours is not None:
+    f = ctx.analysis.finetune
+    if f is None or f.speed is None or f.job.checkpoint_every_hours is not None:
         return
     if f.speed.hours > ctx.settings.long_run_hours:
         yield ctx.finding(
