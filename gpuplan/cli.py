@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +35,8 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except Exception as error:  # noqa: BLE001 — the one place that catches everything
             if traceback_:
+                import traceback  # only on the error path: it costs start-up time
+
                 traceback.print_exc()
             else:
                 click.echo(
