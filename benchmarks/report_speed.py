@@ -18,13 +18,16 @@ from pathlib import Path
 from pypdf import PdfReader
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from common import installed_gpuplan  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    gpuplan = str(Path(sys.executable).parent / "gpuplan")
+    gpuplan = installed_gpuplan()
     medians = []
     with tempfile.TemporaryDirectory() as folder:
         print(f"{'example':<32}{'median':>9}{'pages':>7}")

@@ -191,11 +191,13 @@ def catalog_gpus(output_format: str) -> None:
     import dataclasses
     import json
 
-    from gpuplan.catalog import gpu_catalog
+    from gpuplan.catalog import gpu_catalog, gpu_sources
 
     gpus = gpu_catalog()
     if output_format == "json":
-        click.echo(json.dumps([dataclasses.asdict(gpu) for gpu in gpus.values()], indent=2))
+        sources = gpu_sources()
+        rows = [{**dataclasses.asdict(gpu), "provenance": sources.get(gpu.id, {})} for gpu in gpus.values()]
+        click.echo(json.dumps(rows, indent=2))
         return
     click.echo(f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  price date")
     for gpu in gpus.values():

@@ -102,7 +102,7 @@ def catalog_version() -> str:
 
 def _gpu(entry: dict[str, Any]) -> Gpu:
     link = entry["interconnect"]
-    pcie = float(entry["pcie"]["bandwidth_gbs"])
+    pcie = float(entry["pcie_gbs"])
     return Gpu(
         id=entry["id"],
         name=entry["name"],
@@ -119,9 +119,14 @@ def _gpu(entry: dict[str, Any]) -> Gpu:
         memory_gb=float(entry["memory_gb"]),
         vendor=entry.get("vendor", ""),
         tdp_w=entry.get("tdp_w"),
-        mig=bool((entry.get("mig") or {}).get("supported")),
-        consumer="consumer" in entry.get("form_factor_text", ""),
+        mig=bool(entry.get("mig")),
+        consumer=bool(entry.get("consumer")),
     )
+
+
+def gpu_sources() -> dict[str, dict[str, Any]]:
+    """Provenance of every catalog GPU: sources, notes and each dated price quote (read on demand)."""
+    return {entry["id"]: entry for entry in _read("gpu_sources.yaml")["gpus"]}
 
 
 def custom_gpu(gpu_id: str, entry: dict[str, Any]) -> Gpu:
