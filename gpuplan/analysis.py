@@ -161,7 +161,8 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
     kv_bytes = KV_DTYPE_BYTES.get(job.kv_cache_dtype, dtype_bytes)
     tenants = tuple(
-        Tenant(t.name, t.model.architecture, t.quantization, t.context, t.concurrency, DTYPE_BYTES[t.model.dtype])
+        Tenant(t.name, t.model.architecture, t.quantization, t.context, t.concurrency, DTYPE_BYTES[t.model.dtype],
+               t.model.group_size)
         for t in job.tenants
     )
     return ServingSetup(
@@ -170,6 +171,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup
         concurrency=job.concurrency,
         quantization=job.quantization,
         model_dtype_bytes=dtype_bytes,
+        group_size=spec.model.group_size,
         kv_dtype_bytes=kv_bytes,
         tensor_parallel=tp or job.hardware.tensor_parallel,
         pipeline_parallel=job.hardware.pipeline_parallel,

@@ -282,7 +282,7 @@ def make_architecture(values: dict[str, Any]) -> Architecture:
     return architecture
 
 
-def load_hf_config(path: Path) -> Architecture:
+def read_hf_config(path: Path) -> dict[str, Any]:
     """Read a local config.json. Raises OSError or ArchitectureError."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -291,7 +291,29 @@ def load_hf_config(path: Path) -> Architecture:
         raise ArchitectureError(f"{path.name} is not valid JSON: {error.msg} at line {error.lineno}") from None
     if not isinstance(config, dict):
         raise ArchitectureError(f"{path.name} is not a JSON object")
-    return from_hf_config(config)
+    return config
+
+
+def hf_quantization(config: dict[str, Any]) -> tuple[str, int] | None:
+    """(serve quantization, group size) of a pre-quantized checkpoint's ``quantization_config``.
+
+    AutoAWQ/GPTQ 4-bit -> int4-awq/int4-gptq with their group size; GPTQ 8-bit -> int8; fp8 (and
+    compressed-tensors float8) -> fp8. None for an unquantized checkpoint or a format gpuplan cannot size.
+    """
+    quant = config.get("quantization_config")
+    if not isinstance(quant, dict):
+        return None
+    method = str(quant.get("quant_method", "")).lower()
+    bits = quant.get("bits") or quant.get("w_bit")
+    group = quant.get("group_size") or quant.get("q_group_size") or 128
+    group = int(group) if isinstance(group, int) and group > 0 else 128
+    if method in ("awq", "gptq") and bits == 4:
+        return f"int4-{method}", group
+    if method == "gptq" and bits == 8:
+        return "int8", group
+    if method == "fp8" or (method == "compressed-tensors" and "float" in json.dumps(quant).lower()):
+        return "fp8", group
+    return None
 
 
 def with_overrides(architecture: Architecture, **changes: Any) -> Architecture:

@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuplan.architecture import Architecture, ArchitectureError, load_hf_config, make_architecture
+from gpuplan.architecture import (
+    Architecture,
+    ArchitectureError,
+    from_hf_config,
+    hf_quantization,
+    make_architecture,
+    read_hf_config,
+)
 from gpuplan.catalog import Gpu, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.findings import Finding, Waiver, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
@@ -38,6 +45,8 @@ class ModelRef:
     architecture: Architecture
     dtype: str
     source: str
+    quantization: str = "none"  # of a pre-quantized checkpoint (config.json quantization_config)
+    group_size: int = 128
 
 
 @dataclass(frozen=True)
@@ -159,14 +168,16 @@ class _Resolver:
         if "config" in data:
             path = (self.base_dir / data["config"]).resolve()
             try:
-                architecture = load_hf_config(path)
+                config = read_hf_config(path)
+                architecture = from_hf_config(config)
             except OSError as error:
                 self.problem("GP021", pointer + ("config",), f"cannot read {data['config']}: {error.strerror or error}")
                 return None
             except ArchitectureError as error:
                 self.problem("GP021", pointer + ("config",), f"{data['config']}: {error}")
                 return None
-            return ModelRef(data["config"], architecture, dtype, f"local config.json {data['config']}")
+            quantization, group = hf_quantization(config) or ("none", 128)
+            return ModelRef(data["config"], architecture, dtype, f"local config.json {data['config']}", quantization, group)
         values = dict(data["architecture"])
         values["kv_heads"] = values.get("kv_heads", 0)
         try:
@@ -209,7 +220,7 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
         except UnknownNameError as error:
             resolver.problem("GP022", ("budget", "prices", gpu_id), f"budget.prices: {error}")
     finetune = _finetune(resolver, data.get("finetune"), custom)
-    serve = _serve(resolver, data.get("serve"), custom)
+    serve = _serve(resolver, data.get("serve"), custom, model)
     if resolver.findings or model is None:
         return None, tuple(resolver.findings)
     budget = Budget(
@@ -268,21 +279,21 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
     )
 
 
-def _serve(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu]) -> Serve | None:
+def _serve(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu], model: ModelRef | None) -> Serve | None:
     if data is None:
         return None
     hardware = resolver.hardware(data["hardware"], ("serve", "hardware"), custom)
     tenants = []
     for index, entry in enumerate(data.get("tenants", [])):
-        model = resolver.model(entry["model"], ("serve", "tenants", index, "model"))
-        if model is not None:
+        tenant_model = resolver.model(entry["model"], ("serve", "tenants", index, "model"))
+        if tenant_model is not None:
             tenants.append(
                 TenantSpec(
                     entry["name"],
-                    model,
+                    tenant_model,
                     entry.get("context", data["context"]),
                     entry.get("concurrency", 1),
-                    entry.get("quantization", "none"),
+                    entry.get("quantization", tenant_model.quantization),
                 )
             )
     if hardware is None:
@@ -296,7 +307,8 @@ def _serve(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, G
         context=data["context"],
         output_tokens=min(data.get("output_tokens", 256), data["context"]),
         concurrency=data["concurrency"],
-        quantization=data.get("quantization", "none"),
+        # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
+        quantization=data.get("quantization", model.quantization if model else "none"),
         kv_cache_dtype=data.get("kv_cache_dtype", "auto"),
         memory_utilization=data.get("memory_utilization", 0.9),
         category=data.get("category"),

@@ -153,3 +153,22 @@ def test_price_override_and_missing_price():
     assert spec.price(gpu) == (3.8, "spec budget.prices (2026-11-20)")
     eur = Spec("s", "n", "", "", None, None, None, Budget("EUR", None, None, {}, None), (), {})
     assert eur.price(get_gpu("h100-sxm")) == (None, "no price")  # catalog prices are USD
+
+
+def test_prequantized_checkpoint_is_served_as_stored(tmp_path):
+    config = {"hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+              "intermediate_size": 28672, "vocab_size": 128256,
+              "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 64}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("version: 1\nname: awq\nmodel: {config: config.json}\n"
+                    "serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm}}\n")
+    code, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    weights = json.loads(out)["serve"]["breakdown"]["weights"]
+    arch = from_hf_config(config)
+    linear = arch.linear_params()
+    # 4 bits + (fp16 scale + 4-bit zero) per 64 weights = 4.3125 bits for the linears; the rest 16-bit.
+    assert weights == pytest.approx(linear * 4.3125 / 8 + (arch.params - linear) * 2, rel=1e-6)
+    spec.write_text(spec.read_text().replace("hardware: {gpu: h100-sxm}", "quantization: none, hardware: {gpu: h100-sxm}"))
+    code, out, _ = run_cli("estimate", "--format", "json", str(tmp_path / "spec.yaml"))
+    assert json.loads(out)["serve"]["breakdown"]["weights"] == pytest.approx(arch.params * 2, rel=1e-6)

@@ -20,12 +20,15 @@ CUDA_GRAPH_RESERVE = GIB  # CUDA graphs and compile workspaces; vLLM logs 0.3-1.
 NON_TORCH_TP1 = 256 * MIB  # NCCL/cuBLAS outside torch: 0.13 GiB at TP1 in llm-d's H100 logs
 NON_TORCH_TP = 640 * MIB  # 0.55 GiB at TP2 in the same logs (custom all-reduce buffers)
 # Bits per weight of quantized linears; embeddings, LM head, norms and biases stay 16-bit.
-QUANT_LINEAR_BYTES: dict[str, float] = {
-    "fp8": 1.0,  # e4m3 with per-tensor/channel scales (negligible)
-    "int8": 1.0 + 0.0,  # W8A8 per-channel: scales are per output row (negligible)
-    "int4-awq": (4 + 20 / 128) / 8,  # 4-bit, group 128: fp16 scale + 4-bit zero per group
-    "int4-gptq": (4 + 20 / 128) / 8,
-}
+def quant_linear_bytes(quantization: str, group_size: int = 128) -> float:
+    """Bytes per weight of a quantized linear (estimation.md 2.6, from the checkpoint tensor layout).
+
+    fp8 e4m3 and int8 W8A8 carry per-tensor/per-channel scales (negligible); AWQ/GPTQ 4-bit store an
+    fp16 scale and a 4-bit zero point per group of ``group_size`` weights: 4 + 20/g bits.
+    """
+    if quantization in ("fp8", "int8"):
+        return 1.0
+    return (4 + 20 / group_size) / 8
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Tenant:
     context: int
     concurrency: int
     model_dtype_bytes: int = 2
+    group_size: int = 128
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class ServingSetup:
     concurrency: int
     quantization: str = "none"
     model_dtype_bytes: int = 2
+    group_size: int = 128  # AWQ/GPTQ group size (from the checkpoint's quantization_config)
     kv_dtype_bytes: int = 2
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
@@ -91,16 +96,17 @@ class ServingMemory:
         return self.per_gpu <= self.budget
 
 
-def weight_bytes(arch: Architecture, quantization: str, dtype_bytes: int) -> float:
+def weight_bytes(arch: Architecture, quantization: str, dtype_bytes: int, group_size: int = 128) -> float:
     """All weights of the model in bytes (not yet split over GPUs)."""
     if quantization == "none":
         return arch.params * dtype_bytes
     linear = arch.linear_params()
-    return linear * QUANT_LINEAR_BYTES[quantization] + (arch.params - linear) * 2
+    return linear * quant_linear_bytes(quantization, group_size) + (arch.params - linear) * 2
 
 
-def _per_gpu_weights(arch: Architecture, quantization: str, dtype_bytes: int, tp: int, pp: int) -> float:
-    total = weight_bytes(arch, quantization, dtype_bytes)
+def _per_gpu_weights(arch: Architecture, quantization: str, dtype_bytes: int, tp: int, pp: int,
+                     group_size: int = 128) -> float:
+    total = weight_bytes(arch, quantization, dtype_bytes, group_size)
     edges = (arch.embedding_params() + arch.lm_head_params()) * (dtype_bytes if quantization == "none" else 2)
     small = arch.small_params() * (dtype_bytes if quantization == "none" else 2)
     layers = total - edges - small
@@ -176,11 +182,12 @@ def activation_reserve(arch: Architecture, context: int, concurrency: int, tp: i
 
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
-    weights = _per_gpu_weights(arch, setup.quantization, setup.model_dtype_bytes, tp, pp)
+    weights = _per_gpu_weights(arch, setup.quantization, setup.model_dtype_bytes, tp, pp, setup.group_size)
     per_sequence = kv_bytes_per_sequence(arch, setup.context, setup.kv_dtype_bytes, tp, pp)
     kv = per_sequence * setup.concurrency
     tenant_weights = sum(
-        _per_gpu_weights(t.architecture, t.quantization, t.model_dtype_bytes, tp, pp) for t in setup.tenants
+        _per_gpu_weights(t.architecture, t.quantization, t.model_dtype_bytes, tp, pp, t.group_size)
+        for t in setup.tenants
     )
     tenant_kv = sum(
         kv_bytes_per_sequence(t.architecture, t.context, setup.kv_dtype_bytes, tp, pp) * t.concurrency
