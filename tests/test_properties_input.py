@@ -185,3 +185,29 @@ def test_fast_path_is_sound(example: tuple[str, bytes], data: Any):
     errors = list(Draft202012Validator(SCHEMA, format_checker=FormatChecker()).iter_errors(document))
     if certainly_valid(SCHEMA, document):
         assert errors == []
+
+
+CATALOG_MODELS = ["llama-3.2-1b", "llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "deepseek-v3", "falcon-7b"]
+CATALOG_GPUS = ["l4", "l40s", "h100-sxm", "h200-nvl", "b200-hgx", "mi300x", "rtx-4090"]
+
+
+@given(instances(SCHEMA), st.sampled_from(CATALOG_MODELS), st.sampled_from(CATALOG_GPUS), st.sampled_from(CATALOG_GPUS))
+def test_any_valid_spec_lints_without_crashing(document: dict[str, Any], model: str, train_gpu: str, serve_gpu: str):
+    """Schema-valid specs with catalog names go through resolve, estimate and every rule without raising."""
+    document["model"] = {"id": model}
+    document.pop("gpus", None)
+    document.get("budget", {}).pop("prices", None)
+    if "finetune" in document:
+        document["finetune"]["hardware"]["gpu"] = train_gpu
+    if "serve" in document:
+        document["serve"]["hardware"]["gpu"] = serve_gpu
+        for tenant in document["serve"].get("tenants", []):
+            tenant["model"] = {"id": "llama-3.2-1b"}
+    raw = yaml.safe_dump(document, sort_keys=False, allow_unicode=True).encode()
+    result = lint_bytes("fuzz.yaml", raw)
+    codes = {f.code for f in result.findings}
+    assert not codes & {"GP001", "GP101", "GP102", "GP103", "GP104", "GP105", "GP106", "GP107"}
+    if result.analysis is not None:
+        for job in (result.analysis.finetune, result.analysis.serve):
+            if job is not None:
+                assert job.memory.per_gpu > 0
