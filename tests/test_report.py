@@ -160,3 +160,15 @@ def test_markdown_escaping():
     assert escape_markdown("a | b") == "a \\| b"
     assert escape_markdown("<script>") == "\\<script\\>"
     assert escape_markdown("line\nbreak") == "line break"
+
+
+def test_report_of_an_invalid_spec_lists_its_input_findings(write_spec, tmp_path: Path):
+    spec = write_spec("version: 1\nname: x\nmodel: {id: llama-3.1-8b}\nserve: {contxt: 1}\n")
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 1
+    assert "**Verdict: FAIL**" in out and "No estimate: the spec did not load" in out
+    assert "unknown key 'contxt' in serve" in out and "| GP104 | 4:1 |" in out
+    broken = write_spec("a: [\n", name="broken.yaml")
+    target = tmp_path / "broken.pdf"
+    code, _, _ = run_cli("report", "--pdf", "-o", str(target), str(broken))
+    assert code == 1 and "GP001" in pdf_text(target.read_bytes())
