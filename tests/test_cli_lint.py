@@ -136,3 +136,33 @@ def test_console_script_runs_as_a_process(write_spec):
     completed = run_process("lint", str(path))
     assert completed.returncode == 1
     assert "GP002" in completed.stdout and completed.stderr == ""
+
+
+def test_catalog_commands():
+    code, out, _ = run_cli("catalog", "gpus")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["id", "memory", "usable"]
+    assert any(line.startswith("h200-sxm") for line in out.splitlines())
+    code, out, _ = run_cli("catalog", "gpus", "--format", "json")
+    gpus = {row["id"]: row for row in json.loads(out)}
+    assert gpus["h100-sxm"]["usable_bytes"] < gpus["h100-sxm"]["memory_bytes"]
+    assert gpus["h100-sxm"]["provenance"]["sources"] and gpus["h100-sxm"]["price_date"]
+    code, out, _ = run_cli("catalog", "models", "--format", "json")
+    models = {row["id"]: row for row in json.loads(out)}
+    assert len(models) >= 20 and models["llama-3.1-70b"]["kv_bytes_per_token_bf16"] == 327_680
+
+
+def test_estimate_text_table(tmp_path):
+    code, out, _ = run_cli("estimate", str(ROOT / "examples" / "finetune-then-serve.yaml"))
+    assert code == 0
+    assert "fine-tuning (full, bf16-mixed, adamw-fused) on 4 x h100-sxm" in out
+    assert "serving on 1 x l4" in out and "TTFT" in out and "per 1M output tokens" in out
+    code, _, err = run_cli("estimate", str(tmp_path / "missing.yaml"))
+    assert code == 2 and "cannot be estimated" in err
+
+
+def test_fail_on_warning_fails_on_warnings(write_spec):
+    path = write_spec(VALID_SERVE.replace("concurrency: 8", "concurrency: 8\n  category: long-context"))
+    code, out, _ = run_cli("lint", str(path))
+    assert code == 0 and "GP401 [warning]" in out
+    assert run_cli("lint", "--fail-on", "warning", str(path))[0] == 1
+    assert run_cli("lint", "--ignore", "GP4", "--fail-on", "warning", str(path))[0] == 0
