@@ -67,10 +67,12 @@ def all_rules() -> tuple[Rule, ...]:
 
 def get_rule(code_or_name: str) -> Rule:
     """Look a rule up by code (GP201) or name (does-not-fit)."""
-    rules = all_rules()
+    import gpuplan.rules  # noqa: F401  (registers every family)
+
     wanted = code_or_name.strip()
     if wanted.upper() in _REGISTRY:
         return _REGISTRY[wanted.upper()]
+    rules = all_rules()
     for item in rules:
         if item.code == wanted.upper() or item.name == wanted.lower():
             return item
