@@ -17,8 +17,8 @@ from gpuplan.estimate.serving import (
     max_context,
 )
 from gpuplan.estimate.training import REGIMES, TrainingMemory, TrainingSetup, estimate_training
-from gpuplan.spec import DTYPE_BYTES, HOURS_PER_MONTH, KV_DTYPE_BYTES, Finetune, Serve, Spec
-from gpuplan.units import GIB
+from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
+from gpuplan.units import DTYPE_BYTES, GIB
 
 # CUDA context, cuBLAS/cuDNN workspaces and allocator slack per training process: measured 0.3-2 GiB
 # (vram-calculator blog; the calculator itself uses 1000 MiB). NCCL buffers add ~0.5 GiB multi-GPU.
@@ -159,7 +159,7 @@ def checkpoint_bytes(spec: Spec, job: Finetune, memory: TrainingMemory) -> int:
 
 def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup:
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
-    kv_bytes = KV_DTYPE_BYTES.get(job.kv_cache_dtype, dtype_bytes)
+    kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(t.name, t.model.architecture, t.quantization, t.context, t.concurrency, DTYPE_BYTES[t.model.dtype],
                t.model.group_size)

@@ -8,7 +8,7 @@ Gemma 2, Phi, GPT-NeoX, Falcon, GPT-BigCode, Mixtral, DeepSeek-V3) and Megatron-
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -314,7 +314,3 @@ def hf_quantization(config: dict[str, Any]) -> tuple[str, int] | None:
     if method == "fp8" or (method == "compressed-tensors" and "float" in json.dumps(quant).lower()):
         return "fp8", group
     return None
-
-
-def with_overrides(architecture: Architecture, **changes: Any) -> Architecture:
-    return replace(architecture, **changes)

@@ -13,7 +13,7 @@ from gpuplan.catalog import Gpu, gpu_catalog
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.spec import Finetune, Hardware, Serve, Spec
 
-MAX_GPUS = 64
+MAX_GPUS = 64  # search bound: eight 8-GPU nodes, beyond which a plan is a cluster design, not a spec fix
 
 
 @dataclass(frozen=True)

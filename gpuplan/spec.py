@@ -22,9 +22,7 @@ from gpuplan.catalog import Gpu, UnknownNameError, custom_gpu, get_gpu, get_mode
 from gpuplan.findings import Finding, Waiver, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
 
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-KV_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
-HOURS_PER_MONTH = 730
+HOURS_PER_MONTH = 730  # 8,760 hours a year / 12, the convention of cloud monthly prices
 
 
 @dataclass(frozen=True)
@@ -103,10 +101,6 @@ class Serve:
     tenants: tuple[TenantSpec, ...]
     evidence: tuple[Evidence, ...]
     hardware: Hardware
-
-    @property
-    def kv_bytes(self) -> int:
-        return KV_DTYPE_BYTES.get(self.kv_cache_dtype, 0)
 
 
 @dataclass(frozen=True)

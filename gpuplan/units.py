@@ -1,17 +1,20 @@
-"""Byte sizes of dtypes and the unit constants every estimate uses (GiB = 2^30 bytes, GB = 10^9)."""
+"""Byte sizes of dtypes, unit constants (GiB = 2^30 bytes) and the few formats shown to people."""
 
 from __future__ import annotations
 
 GIB = 2**30
 MIB = 2**20
-GB = 10**9
 
-DTYPE_BYTES: dict[str, float] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
-
-
-def gib(value: float) -> float:
-    return value / GIB
+# Bytes per element of each dtype a spec can name (model.dtype, lora.dtype, kv_cache_dtype).
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
 
 def format_gib(value: float) -> str:
     return f"{value / GIB:,.1f} GiB"
+
+
+def format_money(value: float | None, currency: str) -> str:
+    """Whole units for large amounts, cents for small ones (prices per hour, per 1M tokens)."""
+    if value is None:
+        return "n/a"
+    return f"{value:,.0f} {currency}" if abs(value) >= 100 else f"{value:,.2f} {currency}"

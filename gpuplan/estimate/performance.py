@@ -83,6 +83,8 @@ def serving_speed(
         weights_read = weights_per_gpu
     kv_read = concurrency * average_context * kv_bytes_per_token
     memory_time = (weights_read + kv_read) / (gpu.bandwidth * efficiency.decode_bandwidth)
+    # 2 FLOPs per active weight per sequence, plus QK^T and PV over the cached context: 2 x 2 x d_attn per
+    # cached token per layer (estimation.md 2.9).
     decode_flops = (2 * arch.active_params * concurrency + 4 * arch.layers * arch.q_width * concurrency * average_context)
     compute_time = decode_flops / (tensor_parallel * peak * efficiency.decode_mfu)
     comm = 0.0

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from gpuplan.analysis import Analysis
-from gpuplan.units import GIB
+from gpuplan.units import GIB, format_money
 
 
 def _gib(value: float) -> str:
     return f"{value / GIB:9.2f} GiB"
-
-
-def _money(value: float | None, currency: str) -> str:
-    return "n/a (no price)" if value is None else f"{value:,.2f} {currency}"
 
 
 def render_estimate(analysis: Analysis) -> str:
@@ -33,7 +29,7 @@ def render_estimate(analysis: Analysis) -> str:
         lines.append(f"  trainable parameters: {f.memory.trainable_params:,}")
         if f.speed:
             lines.append(f"  training time: {f.speed.hours:,.1f} h ({f.speed.hours * f.gpus:,.1f} GPU-hours);"
-                         f" cost {_money(f.cost, currency)}")
+                         f" cost {format_money(f.cost, currency)}")
         lines.append(f"  resumable checkpoint: {f.checkpoint_bytes / 1e9:,.1f} GB")
         lines += [f"  assumption: {key}: {value}" for key, value in f.assumptions]
         lines.append("")
@@ -49,8 +45,8 @@ def render_estimate(analysis: Analysis) -> str:
                      f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.setup.concurrency}: {s.max_context:,}")
         lines.append(f"  TTFT {s.speed.ttft_s * 1000:,.0f} ms, TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound),"
                      f" {s.speed.tokens_per_s:,.0f} output tokens/s")
-        lines.append(f"  cost: {_money(s.monthly_cost, currency)} per month;"
-                     f" {_money(s.cost_per_million_tokens, currency)} per 1M output tokens")
+        lines.append(f"  cost: {format_money(s.monthly_cost, currency)} per month;"
+                     f" {format_money(s.cost_per_million_tokens, currency)} per 1M output tokens")
         lines += [f"  assumption: {key}: {value}" for key, value in s.assumptions]
         lines.append("")
     return "\n".join(lines)

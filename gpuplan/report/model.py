@@ -20,7 +20,7 @@ from gpuplan.linter import LintResult
 from gpuplan.rules.context import efficiency_of
 from gpuplan.config import Settings
 from gpuplan.spec import Spec
-from gpuplan.units import GIB
+from gpuplan.units import format_gib, format_money
 from gpuplan.validate import load_schema
 
 CHART_WIDTH = 640  # px of the memory bar, for the GPU's usable memory (or the engine budget)
@@ -30,21 +30,13 @@ SEGMENT_COLOURS = {
     "gathered_parameters": "#6c757d", "framework_overhead": "#adb5bd", "kv_cache": "#e76f51",
     "runtime": "#adb5bd", "tenant_weights": "#264653", "tenant_kv_cache": "#f4a261",
 }
-MAX_ALTERNATIVE_GPUS = 8
-
-
-def _gib(value: float) -> str:
-    return f"{value / GIB:,.1f} GiB"
-
-
-def _money(value: float | None, currency: str) -> str:
-    return "n/a" if value is None else f"{value:,.0f} {currency}"
+MAX_ALTERNATIVE_GPUS = 8  # rows in the alternatives table: cheapest first, so a reader sees the real choices
 
 
 def _headroom(free: float, capacity: float) -> str:
     if free < 0:
-        return f"none: short by {_gib(-free)}"
-    return f"{_gib(free)} ({free / capacity:.0%})"
+        return f"none: short by {format_gib(-free)}"
+    return f"{format_gib(free)} ({free / capacity:.0%})"
 
 
 def verdict(findings: tuple[Finding, ...]) -> str:
@@ -65,7 +57,7 @@ def _chart(breakdown: dict[str, int], capacity: int) -> dict[str, Any]:
         width = value * scale
         segments.append({
             "name": name.replace("_", " "),
-            "value": _gib(value),
+            "value": format_gib(value),
             "share": f"{value / capacity:.0%}" if capacity else "",
             "x": round(x, 2),
             "width": round(width, 2),
@@ -76,8 +68,8 @@ def _chart(breakdown: dict[str, int], capacity: int) -> dict[str, Any]:
         "segments": segments,
         "capacity_x": round(capacity * scale, 2),
         "width": CHART_WIDTH,
-        "total": _gib(total),
-        "capacity": _gib(capacity),
+        "total": format_gib(total),
+        "capacity": format_gib(capacity),
         "over": total > capacity,
         "legend": [{"name": s["name"], "value": s["value"], "colour": s["colour"], "share": s["share"]} for s in segments],
     }
@@ -93,14 +85,14 @@ def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Sett
                    f"sharding {setup.sharding}"),
         ("Shape", f"micro-batch {setup.micro_batch} x {setup.seq_len:,} tokens"
                   + (", activation checkpointing" if setup.checkpointing else "")),
-        ("Peak per GPU", f"{_gib(f.memory.per_gpu)} ({f.memory.peak_phase.replace('_', ' ')} peak) of {_gib(f.gpu.usable_bytes)} usable"),
+        ("Peak per GPU", f"{format_gib(f.memory.per_gpu)} ({f.memory.peak_phase.replace('_', ' ')} peak) of {format_gib(f.gpu.usable_bytes)} usable"),
         ("Headroom", _headroom(headroom, f.gpu.usable_bytes)),
         ("Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"),
         ("Training time", "n/a (no tokens given)" if speed is None else f"{speed.hours:,.1f} h ({speed.hours * f.gpus:,.1f} GPU-hours)"),
-        ("Cost of the run", _money(f.cost, currency)),
+        ("Cost of the run", format_money(f.cost, currency)),
         ("Resumable checkpoint", f"{f.checkpoint_bytes / 1e9:,.1f} GB"),
     ]
-    phases = [{"name": name.replace("_", " "), "value": _gib(total)} for name, total in f.memory.phase_totals.items()]
+    phases = [{"name": name.replace("_", " "), "value": format_gib(total)} for name, total in f.memory.phase_totals.items()]
     return {
         "title": "Fine-tuning",
         "fits": f.fits,
@@ -121,14 +113,14 @@ def _serve_job(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) 
         ("Layout", f"{s.gpus} x {s.gpu.name} ({s.gpu.id}), TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}"),
         ("Workload", f"{setup.concurrency} sequences x {setup.context:,} tokens, quantization {setup.quantization}, "
                      f"KV cache {setup.kv_dtype_bytes * 8}-bit"),
-        ("Per GPU", f"{_gib(s.memory.per_gpu)} of a {_gib(s.memory.budget)} engine budget"),
+        ("Per GPU", f"{format_gib(s.memory.per_gpu)} of a {format_gib(s.memory.budget)} engine budget"),
         ("Headroom", _headroom(headroom, s.memory.budget)),
         ("Capacity", f"max {s.max_concurrency:,} sequences at {setup.context:,} tokens; "
                      f"max {s.max_context:,} tokens at {setup.concurrency} sequences"),
         ("Latency", f"TTFT {s.speed.ttft_s * 1000:,.0f} ms; TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound)"),
         ("Throughput", f"{s.speed.tokens_per_s:,.0f} output tokens/s"),
-        ("Cost per month", _money(s.monthly_cost, currency)),
-        ("Cost per 1M output tokens", "n/a" if s.cost_per_million_tokens is None else f"{s.cost_per_million_tokens:,.2f} {currency}"),
+        ("Cost per month", format_money(s.monthly_cost, currency)),
+        ("Cost per 1M output tokens", format_money(s.cost_per_million_tokens, currency)),
     ]
     return {
         "title": "Serving",
@@ -166,7 +158,7 @@ def _alternatives(spec: Spec, current: Gpu, layouts: Callable[[Gpu], Any],
             count, estimate = found
             tp, speed, cost = describe(estimate)
             row.update(fits="yes", gpus=str(count), tp=tp, speed=speed,
-                       cost="n/a" if cost is None else f"{_money(cost, currency)} /{per}",
+                       cost="n/a" if cost is None else f"{format_money(cost, currency)} /{per}",
                        sort=(0 if cost is not None else 1, cost or 0.0))
         rows.append(row)
     rows.sort(key=lambda row: row["sort"])
@@ -211,11 +203,11 @@ def _recommendation(spec: Spec | None, analysis: Analysis | None, findings: tupl
     if analysis.finetune:
         f = analysis.finetune
         parts.append(f"fine-tuning on {f.gpus} x {f.gpu.id} {'fits' if f.fits else 'does not fit'} "
-                     f"({_gib(f.memory.per_gpu)} per GPU of {_gib(f.gpu.usable_bytes)})")
+                     f"({format_gib(f.memory.per_gpu)} per GPU of {format_gib(f.gpu.usable_bytes)})")
     if analysis.serve:
         s = analysis.serve
         parts.append(f"serving on {s.gpus} x {s.gpu.id} {'fits' if s.fits else 'does not fit'} "
-                     f"({_gib(s.memory.per_gpu)} per GPU of a {_gib(s.memory.budget)} budget)")
+                     f"({format_gib(s.memory.per_gpu)} per GPU of a {format_gib(s.memory.budget)} budget)")
     summary = "; ".join(parts)
     if outcome == "FAIL":
         hint = next((f.hint for f in errors if f.hint), "")
@@ -251,12 +243,12 @@ def build_report(result: LintResult, generated: datetime.date, settings: Setting
     budget_rows = []
     if spec and analysis:
         if analysis.finetune:
-            budget_rows.append({"item": "Fine-tuning run", "estimate": _money(analysis.finetune.cost, currency),
-                                "budget": _money(spec.budget.finetune_total, currency),
+            budget_rows.append({"item": "Fine-tuning run", "estimate": format_money(analysis.finetune.cost, currency),
+                                "budget": format_money(spec.budget.finetune_total, currency),
                                 "within": _within(analysis.finetune.cost, spec.budget.finetune_total)})
         if analysis.serve:
-            budget_rows.append({"item": "Serving per month", "estimate": _money(analysis.serve.monthly_cost, currency),
-                                "budget": _money(spec.budget.serve_monthly, currency),
+            budget_rows.append({"item": "Serving per month", "estimate": format_money(analysis.serve.monthly_cost, currency),
+                                "budget": format_money(spec.budget.serve_monthly, currency),
                                 "within": _within(analysis.serve.monthly_cost, spec.budget.serve_monthly)})
     price_dates = sorted({f"{job.gpu.id}: {job.price_source}" for job in (analysis.finetune, analysis.serve) if job}) if analysis else []
     approvals = spec.approvals if spec else {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpuplan.analysis import ServeEstimate
 from gpuplan.config import Settings
 from gpuplan.findings import Finding, Severity
 from gpuplan.rules.context import RuleContext
@@ -99,6 +100,16 @@ def evidence_out_of_category(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
+def _missed_slo(ctx: RuleContext, metric: str) -> tuple[ServeEstimate, float, float] | None:
+    """(serving estimate, estimated ms, SLO ms) when the estimated ``metric`` (ttft, tpot) misses its SLO."""
+    s = ctx.analysis.serve
+    slo = None if s is None else getattr(s.job, f"{metric}_ms")
+    if s is None or slo is None:
+        return None
+    estimate_ms = float(getattr(s.speed, f"{metric}_s")) * 1000
+    return (s, estimate_ms, float(slo)) if estimate_ms > slo else None
+
+
 @rule("GP403", "ttft-slo-missed", FAMILY)
 def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     """The estimated time to first token exceeds the SLO.
@@ -119,13 +130,10 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     ## Use instead
     A faster GPU, tensor parallelism, shorter prompts, or an SLO that matches the category.
     """
-    s = ctx.analysis.serve
-    slo = None if s is None else s.job.ttft_ms
-    if s is None or slo is None:
-        return
-    job = s.job
-    ttft = s.speed.ttft_s * 1000
-    if ttft > slo:
+    missed = _missed_slo(ctx, "ttft")
+    if missed:
+        s, ttft, slo = missed
+        job = s.job
         yield ctx.finding("GP403", ("serve", "slo", "ttft_ms"),
                           f"estimated TTFT {ttft:,.0f} ms for a {max(1, job.context - job.output_tokens):,}-token prompt "
                           f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}) exceeds the SLO of {slo:,.0f} ms",
@@ -153,13 +161,10 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     ## Use instead
     A GPU with more bandwidth, fp8 weights or KV cache, or lower concurrency per replica.
     """
-    s = ctx.analysis.serve
-    slo = None if s is None else s.job.tpot_ms
-    if s is None or slo is None:
-        return
-    job = s.job
-    tpot = s.speed.tpot_s * 1000
-    if tpot > slo:
+    missed = _missed_slo(ctx, "tpot")
+    if missed:
+        s, tpot, slo = missed
+        job = s.job
         yield ctx.finding("GP404", ("serve", "slo", "tpot_ms"),
                           f"estimated TPOT {tpot:,.1f} ms at {job.concurrency} sequences on {s.gpu.id} "
                           f"({s.speed.decode_bound}-bound) exceeds the SLO of {slo:,.1f} ms",

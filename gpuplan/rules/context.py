@@ -11,7 +11,6 @@ from gpuplan.estimate.performance import Efficiency
 from gpuplan.findings import Finding, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.spec import Spec
-from gpuplan.units import GIB
 
 
 @dataclass(frozen=True)
@@ -38,10 +37,6 @@ class RuleContext:
 def efficiency_of(settings: Settings) -> Efficiency:
     return Efficiency(prefill_mfu=settings.prefill_mfu, decode_bandwidth=settings.decode_bandwidth,
                       training_mfu=settings.training_mfu)
-
-
-def gib(value: float) -> str:
-    return f"{value / GIB:,.1f} GiB"
 
 
 def comfortable(per_gpu: float, capacity: float, settings: Settings) -> bool:

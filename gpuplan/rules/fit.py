@@ -8,7 +8,8 @@ from dataclasses import replace
 from gpuplan.analysis import estimate_finetune
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import smallest_finetune_layout, smallest_serve_layout
-from gpuplan.rules.context import RuleContext, comfortable, gib
+from gpuplan.rules.context import RuleContext, comfortable
+from gpuplan.units import format_gib
 from gpuplan.rules.registry import rule
 
 FAMILY = "fit"
@@ -64,8 +65,8 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP201",
             ("finetune", "hardware", "gpu"),
-            f"fine-tuning needs {gib(f.memory.per_gpu)} per GPU at the {f.memory.peak_phase.replace('_', ' ')} peak; "
-            f"{f.gpu.id} has {gib(f.gpu.usable_bytes)} usable — short by {gib(f.memory.per_gpu - f.gpu.usable_bytes)}",
+            f"fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU at the {f.memory.peak_phase.replace('_', ' ')} peak; "
+            f"{f.gpu.id} has {format_gib(f.gpu.usable_bytes)} usable — short by {format_gib(f.memory.per_gpu - f.gpu.usable_bytes)}",
             _layout_hint(layout.describe() if layout else None),
         )
     s = ctx.analysis.serve
@@ -75,8 +76,8 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP201",
             ("serve", "hardware", "gpu"),
-            f"serving needs {gib(non_kv)} per GPU before any KV cache (weights {gib(s.memory.weights)}); "
-            f"{s.gpu.id} gives the engine {gib(s.memory.budget)} — short by {gib(s.memory.per_gpu - s.memory.budget)} "
+            f"serving needs {format_gib(non_kv)} per GPU before any KV cache (weights {format_gib(s.memory.weights)}); "
+            f"{s.gpu.id} gives the engine {format_gib(s.memory.budget)} — short by {format_gib(s.memory.per_gpu - s.memory.budget)} "
             f"with the KV cache",
             _layout_hint(layout.describe() if layout else None),
         )
@@ -117,7 +118,7 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
         if free < margin * f.gpu.usable_bytes:
             yield ctx.finding(
                 "GP202", ("finetune", "hardware", "gpu"),
-                f"fine-tuning leaves {gib(free)} of {gib(f.gpu.usable_bytes)} free on {f.gpu.id} "
+                f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on {f.gpu.id} "
                 f"({free / f.gpu.usable_bytes:.0%}, margin {margin:.0%})",
                 "activation checkpointing, a fused loss or shorter sequences buy headroom",
             )
@@ -127,7 +128,7 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
         if free < margin * s.memory.budget:
             yield ctx.finding(
                 "GP202", ("serve", "concurrency"),
-                f"serving leaves {gib(free)} of the {gib(s.memory.budget)} engine budget free on {s.gpu.id} "
+                f"serving leaves {format_gib(free)} of the {format_gib(s.memory.budget)} engine budget free on {s.gpu.id} "
                 f"({free / s.memory.budget:.0%}, margin {margin:.0%})",
                 "an fp8 KV cache halves the cache; or lower concurrency or context",
             )
@@ -164,8 +165,8 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     layout = smallest_serve_layout(ctx.spec, job, ctx.efficiency)
     yield ctx.finding(
         "GP203", ("serve", "concurrency"),
-        f"{job.concurrency} x {job.context:,} tokens need {gib(s.memory.kv_cache)} of KV cache per GPU; "
-        f"{gib(max(0, s.memory.kv_available))} is left after weights and runtime on {s.gpu.id} — at most "
+        f"{job.concurrency} x {job.context:,} tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU; "
+        f"{format_gib(max(0, s.memory.kv_available))} is left after weights and runtime on {s.gpu.id} — at most "
         f"{s.max_concurrency} sequence(s) at {job.context:,} tokens, or {s.max_context:,} tokens at {job.concurrency}",
         _layout_hint(layout.describe() if layout else None),
     )
@@ -203,8 +204,8 @@ def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
         if comfortable(candidate.memory.per_gpu, candidate.gpu.usable_bytes, ctx.settings):
             yield ctx.finding(
                 "GP204", ("finetune", "method"),
-                f"full fine-tuning needs {gib(f.memory.per_gpu)} per GPU on {job.hardware.count} x {f.gpu.id}; "
-                f"{method} (rank {job.lora_rank}) needs {gib(candidate.memory.per_gpu)} on 1 x {f.gpu.id}",
+                f"full fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU on {job.hardware.count} x {f.gpu.id}; "
+                f"{method} (rank {job.lora_rank}) needs {format_gib(candidate.memory.per_gpu)} on 1 x {f.gpu.id}",
                 f"consider method: {method} if adapter quality suffices",
             )
             return
@@ -245,6 +246,6 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     remedies.append(f"a shorter seq_len than {job.seq_len:,} or a smaller micro_batch")
     yield ctx.finding(
         "GP205", ("finetune", "seq_len"),
-        f"activations and loss temporaries are {share:.0%} of the {gib(f.memory.tensor_peak)} peak per GPU",
+        f"activations and loss temporaries are {share:.0%} of the {format_gib(f.memory.tensor_peak)} peak per GPU",
         "try " + ", ".join(remedies),
     )

@@ -8,7 +8,8 @@ from gpuplan.catalog import gpu_catalog
 from gpuplan.estimate.performance import sync_bandwidth
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import Layout, serve_at
-from gpuplan.rules.context import RuleContext, comfortable, gib
+from gpuplan.rules.context import RuleContext, comfortable
+from gpuplan.units import format_gib
 from gpuplan.rules.registry import rule
 
 FAMILY = "form-factor"
@@ -94,7 +95,7 @@ def single_gpu_serving_on_sxm(ctx: RuleContext) -> Iterator[Finding]:
         candidate = serve_at(ctx.spec, job, Layout(gpu, 1, 1), ctx.efficiency)
         if comfortable(candidate.memory.per_gpu, candidate.memory.budget, ctx.settings) and candidate.speed.tpot_s <= (job.tpot_ms or 1e9) / 1000:
             price, _ = ctx.spec.price(gpu)
-            fitting.append(f"{sibling} ({gib(candidate.memory.per_gpu)}" + (f", {price:.2f}/h)" if price else ")"))
+            fitting.append(f"{sibling} ({format_gib(candidate.memory.per_gpu)}" + (f", {price:.2f}/h)" if price else ")"))
     if fitting:
         yield ctx.finding(
             "GP311", ("serve", "hardware", "gpu"),

@@ -8,7 +8,8 @@ from gpuplan.catalog import gpu_catalog
 from gpuplan.estimate.performance import TP_ALLREDUCE_LATENCY_NVLINK
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import Layout, finetune_at, serve_at, smallest_finetune_layout, smallest_serve_layout
-from gpuplan.rules.context import RuleContext, comfortable, gib
+from gpuplan.rules.context import RuleContext, comfortable
+from gpuplan.units import format_gib
 from gpuplan.rules.fit import finetune_single_gpu, serve_single_gpu, serve_weights_fit
 from gpuplan.rules.registry import rule
 
@@ -43,7 +44,7 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
         if layout is not None:
             yield ctx.finding(
                 "GP301", ("finetune", "hardware"),
-                f"fine-tuning needs {gib(f.memory.per_gpu)} on one {f.gpu.id} ({gib(f.gpu.usable_bytes)} usable); "
+                f"fine-tuning needs {format_gib(f.memory.per_gpu)} on one {f.gpu.id} ({format_gib(f.gpu.usable_bytes)} usable); "
                 f"parallelism is needed: {layout.describe()} fits",
                 f"declare count: {layout.count}" + (f", sharding: {layout.sharding}" if layout.sharding != "none" else ""),
             )
@@ -53,7 +54,7 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
         if layout is not None:
             yield ctx.finding(
                 "GP301", ("serve", "hardware"),
-                f"serving needs {gib(s.memory.per_gpu)} on one {s.gpu.id} (engine budget {gib(s.memory.budget)}); "
+                f"serving needs {format_gib(s.memory.per_gpu)} on one {s.gpu.id} (engine budget {format_gib(s.memory.budget)}); "
                 f"tensor parallelism is needed: {layout.describe()} fits",
                 f"declare count: {layout.count}, tensor_parallel: {layout.tensor_parallel}",
             )
@@ -92,7 +93,7 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
             latency = 2 * ctx.spec.model.architecture.layers * TP_ALLREDUCE_LATENCY_NVLINK * 1000
             yield ctx.finding(
                 "GP302", ("serve", "hardware", "tensor_parallel"),
-                f"one {s.gpu.id} holds this deployment ({gib(single.memory.per_gpu)} of {gib(single.memory.budget)}); "
+                f"one {s.gpu.id} holds this deployment ({format_gib(single.memory.per_gpu)} of {format_gib(single.memory.budget)}); "
                 f"tensor_parallel {job.hardware.tensor_parallel} adds about {latency:.1f} ms of all-reduce latency per "
                 f"output token",
                 "use tensor_parallel: 1 and count for replicas",
@@ -110,7 +111,7 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
                 yield ctx.finding(
                     "GP302", ("finetune", "sharding" if tune.sharding != "none" else "hardware"),
                     f"{' and '.join(what)} is not needed: plain data parallelism on {hardware.count} x {f.gpu.id} "
-                    f"needs {gib(plain.memory.per_gpu)} of {gib(f.gpu.usable_bytes)} per GPU",
+                    f"needs {format_gib(plain.memory.per_gpu)} of {format_gib(f.gpu.usable_bytes)} per GPU",
                     "drop it; it only adds communication",
                 )
 
@@ -216,6 +217,8 @@ def larger_gpu_instead_of_tp(ctx: RuleContext) -> Iterator[Finding]:
     if serve_at(ctx.spec, job, Layout(s.gpu, 1, 1), ctx.efficiency).fits:
         return  # one GPU of the declared kind holds it: GP302's case, not a bigger GPU's
     for gpu in sorted(gpu_catalog().values(), key=lambda g: (g.usable_bytes, g.id)):
+        # Same-class cards differ by a few GiB of driver reserve (A100 80GB vs H100 80GB); only a memory
+        # class at least 10% larger counts as "one bigger GPU".
         bigger = gpu.usable_bytes > 1.1 * s.gpu.usable_bytes
         if not bigger or gpu.vendor != s.gpu.vendor or not gpu.suggestable:
             continue
@@ -226,8 +229,8 @@ def larger_gpu_instead_of_tp(ctx: RuleContext) -> Iterator[Finding]:
             offer = f"{price:.2f}/h" if price else "unpriced"
             yield ctx.finding(
                 "GP305", ("serve", "hardware", "gpu"),
-                f"one {gpu.id} holds this deployment at tensor_parallel 1 ({gib(single.memory.per_gpu)} of "
-                f"{gib(single.memory.budget)}) instead of {job.hardware.tensor_parallel} x {s.gpu.id} "
+                f"one {gpu.id} holds this deployment at tensor_parallel 1 ({format_gib(single.memory.per_gpu)} of "
+                f"{format_gib(single.memory.budget)}) instead of {job.hardware.tensor_parallel} x {s.gpu.id} "
                 f"({current} vs {offer} per replica)",
                 f"gpu: {gpu.id}, tensor_parallel: 1",
             )

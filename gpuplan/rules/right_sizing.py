@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from gpuplan.catalog import gpu_catalog
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import Layout, serve_at
-from gpuplan.rules.context import RuleContext, comfortable, gib
+from gpuplan.rules.context import RuleContext, comfortable
+from gpuplan.units import format_gib
 from gpuplan.rules.registry import rule
 from gpuplan.spec import HOURS_PER_MONTH
 
@@ -60,8 +61,8 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
         saving = (s.price_per_hour - price) * job.hardware.count * HOURS_PER_MONTH
         yield ctx.finding(
             "GP505", ("serve", "hardware", "gpu"),
-            f"the deployment uses {used:.0%} of {s.gpu.id} ({gib(s.memory.per_gpu)} of {gib(s.memory.budget)}); "
-            f"{candidate.gpu.id} holds it ({gib(candidate.memory.per_gpu)} of {gib(candidate.memory.budget)}) and meets the SLO, "
+            f"the deployment uses {used:.0%} of {s.gpu.id} ({format_gib(s.memory.per_gpu)} of {format_gib(s.memory.budget)}); "
+            f"{candidate.gpu.id} holds it ({format_gib(candidate.memory.per_gpu)} of {format_gib(candidate.memory.budget)}) and meets the SLO, "
             f"saving about {saving:,.0f} {ctx.spec.budget.currency} a month",
             f"gpu: {candidate.gpu.id}",
         )
@@ -97,7 +98,7 @@ def train_and_serve_same_gpu(ctx: RuleContext) -> Iterator[Finding]:
     if used < ctx.settings.right_size_fraction:
         yield ctx.finding(
             "GP506", ("serve", "hardware", "gpu"),
-            f"serving on the training GPU ({s.gpu.id}) uses {used:.0%} of it ({gib(s.memory.per_gpu)}); "
+            f"serving on the training GPU ({s.gpu.id}) uses {used:.0%} of it ({format_gib(s.memory.per_gpu)}); "
             "a smaller GPU would serve it",
             "see GP505 or `gpuplan estimate` for a cheaper serving GPU",
         )
