@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import installed_gpuplan  # noqa: E402
+
 BIN = Path(sys.executable).parent
 
 
@@ -50,8 +51,16 @@ def main() -> None:
             files.append(str(target))
         one = [files[0]]
         rows = [
-            ("1 spec", timed([gpuplan, "lint", *one], args.runs), timed([checker, "--schemafile", schema, *one], args.runs)),
-            ("1,000 specs", timed([gpuplan, "lint", *files], args.runs), timed([checker, "--schemafile", schema, *files], args.runs)),
+            (
+                "1 spec",
+                timed([gpuplan, "lint", *one], args.runs),
+                timed([checker, "--schemafile", schema, *one], args.runs),
+            ),
+            (
+                "1,000 specs",
+                timed([gpuplan, "lint", *files], args.runs),
+                timed([checker, "--schemafile", schema, *files], args.runs),
+            ),
         ]
     print(f"{'case':<12}{'gpuplan lint':>14}{'check-jsonschema':>18}{'ratio':>8}")
     for case, ours, theirs in rows:

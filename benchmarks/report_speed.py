@@ -36,8 +36,12 @@ def main() -> None:
             target = Path(folder) / f"{spec.stem}.pdf"
             for _ in range(args.runs):
                 start = time.perf_counter()
-                subprocess.run([gpuplan, "report", "--pdf", "-o", str(target), str(spec)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+                subprocess.run(
+                    [gpuplan, "report", "--pdf", "-o", str(target), str(spec)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    check=False,
+                )
                 samples.append(time.perf_counter() - start)
             pages = len(PdfReader(str(target)).pages)
             medians.append(statistics.median(samples))

@@ -119,8 +119,14 @@ def training_setup(spec: Spec, job: Finetune, gpus: int | None = None, tp: int |
     )
 
 
-def estimate_finetune(spec: Spec, job: Finetune, efficiency: Efficiency, gpu: Gpu | None = None,
-                      gpus: int | None = None, tp: int | None = None) -> FinetuneEstimate:
+def estimate_finetune(
+    spec: Spec,
+    job: Finetune,
+    efficiency: Efficiency,
+    gpu: Gpu | None = None,
+    gpus: int | None = None,
+    tp: int | None = None,
+) -> FinetuneEstimate:
     gpu = gpu or job.hardware.gpu
     setup = training_setup(spec, job, gpus, tp)
     overhead = TRAINING_OVERHEAD + (NCCL_OVERHEAD if setup.gpus > 1 else 0)
@@ -129,15 +135,30 @@ def estimate_finetune(spec: Spec, job: Finetune, efficiency: Efficiency, gpu: Gp
     if job.tokens:
         grad_bytes = memory.trainable_params * (2 if job.method == "full" else setup.lora_bytes)
         speed = training_speed(
-            spec.model.architecture, gpu, method=job.method, checkpointing=job.checkpointing, seq_len=job.seq_len,
+            spec.model.architecture,
+            gpu,
+            method=job.method,
+            checkpointing=job.checkpointing,
+            seq_len=job.seq_len,
             tokens_per_step_per_gpu=job.micro_batch * job.seq_len * job.gradient_accumulation,
-            total_tokens=job.tokens, gpus=setup.gpus, data_parallel=setup.data_parallel,
-            tensor_parallel=setup.tensor_parallel, gradient_bytes=grad_bytes / setup.tensor_parallel,
+            total_tokens=job.tokens,
+            gpus=setup.gpus,
+            data_parallel=setup.data_parallel,
+            tensor_parallel=setup.tensor_parallel,
+            gradient_bytes=grad_bytes / setup.tensor_parallel,
             efficiency=efficiency,
         )
     price, source = spec.price(gpu)
     return FinetuneEstimate(
-        job, memory, setup, speed, gpu, setup.gpus, price, source, checkpoint_bytes(spec, job, memory),
+        job,
+        memory,
+        setup,
+        speed,
+        gpu,
+        setup.gpus,
+        price,
+        source,
+        checkpoint_bytes(spec, job, memory),
         _finetune_assumptions(spec, job, efficiency, overhead, source),
     )
 
@@ -161,8 +182,15 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
-        Tenant(t.name, t.model.architecture, t.quantization, t.context, t.concurrency, DTYPE_BYTES[t.model.dtype],
-               t.model.group_size)
+        Tenant(
+            t.name,
+            t.model.architecture,
+            t.quantization,
+            t.context,
+            t.concurrency,
+            DTYPE_BYTES[t.model.dtype],
+            t.model.group_size,
+        )
         for t in job.tenants
     )
     return ServingSetup(
@@ -180,21 +208,44 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup
     )
 
 
-def estimate_serve(spec: Spec, job: Serve, efficiency: Efficiency, gpu: Gpu | None = None,
-                   tp: int | None = None, gpus: int | None = None) -> ServeEstimate:
+def estimate_serve(
+    spec: Spec,
+    job: Serve,
+    efficiency: Efficiency,
+    gpu: Gpu | None = None,
+    tp: int | None = None,
+    gpus: int | None = None,
+) -> ServeEstimate:
     gpu = gpu or job.hardware.gpu
     setup = serving_setup(spec, job, tp)
     memory = estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
     replicas = max(1, count // (setup.tensor_parallel * setup.pipeline_parallel))
     speed = serving_speed(
-        spec.model.architecture, gpu, weights_per_gpu=memory.weights, kv_bytes_per_token=memory.kv_bytes_per_token,
-        context=job.context, output_tokens=job.output_tokens, concurrency=job.concurrency,
-        quantization=job.quantization, tensor_parallel=setup.tensor_parallel, replicas=replicas, efficiency=efficiency,
+        spec.model.architecture,
+        gpu,
+        weights_per_gpu=memory.weights,
+        kv_bytes_per_token=memory.kv_bytes_per_token,
+        context=job.context,
+        output_tokens=job.output_tokens,
+        concurrency=job.concurrency,
+        quantization=job.quantization,
+        tensor_parallel=setup.tensor_parallel,
+        replicas=replicas,
+        efficiency=efficiency,
     )
     price, source = spec.price(gpu)
     return ServeEstimate(
-        job, memory, setup, speed, gpu, count, price, source, max_concurrency(memory), max_context(setup, memory),
+        job,
+        memory,
+        setup,
+        speed,
+        gpu,
+        count,
+        price,
+        source,
+        max_concurrency(memory),
+        max_context(setup, memory),
         _serve_assumptions(spec, job, efficiency, source),
     )
 
@@ -206,15 +257,33 @@ def analyse(spec: Spec, efficiency: Efficiency | None = None) -> Analysis:
     return Analysis(spec, finetune, serve)
 
 
-def _finetune_assumptions(spec: Spec, job: Finetune, efficiency: Efficiency, overhead: int, price: str) -> tuple[tuple[str, str], ...]:
+def _finetune_assumptions(
+    spec: Spec, job: Finetune, efficiency: Efficiency, overhead: int, price: str
+) -> tuple[tuple[str, str], ...]:
     return (
         ("precision", f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"),
         ("optimizer", OPTIMIZER_NOTES[job.optimizer]),
         ("attention", f"{job.attention} (SDPA/FlashAttention keeps O(s) per layer; eager keeps s x s scores)"),
-        ("loss", "fused/chunked cross-entropy" if job.fused_loss else "logits upcast to fp32 for the loss (Hugging Face)"),
-        ("lora", f"rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}" if job.method != "full" else "n/a"),
-        ("qlora base", "NF4 + double quantization: 0.516 B/param for linears; embeddings/LM head bf16" if job.method == "qlora" else "n/a"),
-        ("framework overhead", f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})"),
+        (
+            "loss",
+            "fused/chunked cross-entropy" if job.fused_loss else "logits upcast to fp32 for the loss (Hugging Face)",
+        ),
+        (
+            "lora",
+            f"rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
+            if job.method != "full"
+            else "n/a",
+        ),
+        (
+            "qlora base",
+            "NF4 + double quantization: 0.516 B/param for linears; embeddings/LM head bf16"
+            if job.method == "qlora"
+            else "n/a",
+        ),
+        (
+            "framework overhead",
+            f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})",
+        ),
         ("training MFU", f"{efficiency.training_mfu:.0%} of dense bf16 peak (typical 25-45%)"),
         ("price", price),
     )
@@ -272,7 +341,9 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "tpot_ms": round(s.speed.tpot_s * 1000, 2),
             "tokens_per_s": round(s.speed.tokens_per_s, 1),
             "monthly_cost": None if s.monthly_cost is None else round(s.monthly_cost, 2),
-            "cost_per_million_tokens": None if s.cost_per_million_tokens is None else round(s.cost_per_million_tokens, 3),
+            "cost_per_million_tokens": None
+            if s.cost_per_million_tokens is None
+            else round(s.cost_per_million_tokens, 3),
             "price_per_gpu_hour": s.price_per_hour,
             "assumptions": dict(s.assumptions),
         }

@@ -247,7 +247,7 @@ def from_hf_config(config: dict[str, Any]) -> Architecture:
     model_type = str(config.get("model_type", ""))
     if config.get("hidden_act", "silu") in ("gelu", "gelu_new", "gelu_pytorch_tanh") and "gemma" not in model_type:
         values["mlp"] = "plain"
-    if model_type.startswith("gemma2") or model_type.startswith("gemma3"):
+    if model_type.startswith(("gemma2", "gemma3")):
         values["norms_per_layer"] = 4
     layer_types = config.get("layer_types")
     if values.get("sliding_window") and isinstance(layer_types, list):
@@ -270,7 +270,9 @@ def make_architecture(values: dict[str, Any]) -> Architecture:
         raise ArchitectureError("unknown architecture fields: " + ", ".join(sorted(unknown)))
     architecture = Architecture(**{key: value for key, value in values.items() if value is not None})
     if architecture.heads % architecture.n_kv:
-        raise ArchitectureError(f"{architecture.heads} attention heads are not a multiple of {architecture.n_kv} KV heads")
+        raise ArchitectureError(
+            f"{architecture.heads} attention heads are not a multiple of {architecture.n_kv} KV heads"
+        )
     if not architecture.head_dim and architecture.hidden % architecture.heads:
         raise ArchitectureError(
             f"hidden size {architecture.hidden} is not a multiple of {architecture.heads} heads; give head_dim"

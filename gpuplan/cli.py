@@ -33,7 +33,7 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(EXIT_ERROR)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
-        except Exception as error:  # noqa: BLE001 — the one place that catches everything
+        except Exception as error:
             if traceback_:
                 import traceback  # only on the error path: it costs start-up time
 
@@ -58,17 +58,33 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--format", "output_format", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
-              show_default=True, help="Output format.")
-@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that fails the run [default: error].")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "sarif", "github"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that fails the run [default: error]."
+)
 @click.option("--select", multiple=True, help="Only these codes, code prefixes (GP2) or rule names.")
 @click.option("--ignore", multiple=True, help="Skip these codes, code prefixes or rule names.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.",
+)
 @click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers (procurement runs).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when there is nothing to report.")
-@click.option("--only-specs", is_flag=True,
-              help="Skip named YAML files that do not look like specs (top-level model: and finetune:/serve:).")
+@click.option(
+    "--only-specs",
+    is_flag=True,
+    help="Skip named YAML files that do not look like specs (top-level model: and finetune:/serve:).",
+)
 @_guarded
 def lint(
     paths: tuple[str, ...],
@@ -141,8 +157,14 @@ def rules(output_format: str) -> None:
     listed = all_rules()
     if output_format == "json":
         rows = [
-            {"code": r.code, "name": r.name, "family": r.family, "severity": r.severity.value, "summary": r.summary,
-             "doc": r.doc}
+            {
+                "code": r.code,
+                "name": r.name,
+                "family": r.family,
+                "severity": r.severity.value,
+                "summary": r.summary,
+                "doc": r.doc,
+            }
             for r in listed
         ]
         click.echo(json.dumps(rows, indent=2))
@@ -170,8 +192,11 @@ def estimate(spec_path: str, output_format: str) -> None:
     result = lint_path(spec_path)
     if result.analysis is None:
         for finding in result.findings:
-            click.echo(f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] "
-                       f"{finding.message}", err=True)
+            click.echo(
+                f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] "
+                f"{finding.message}",
+                err=True,
+            )
         raise GpuplanError(f"{spec_path} cannot be estimated until the problems above are fixed")
     if output_format == "json":
         click.echo(json.dumps(to_dict(result.analysis), indent=2))
@@ -199,11 +224,15 @@ def catalog_gpus(output_format: str) -> None:
         rows = [{**dataclasses.asdict(gpu), "provenance": sources.get(gpu.id, {})} for gpu in gpus.values()]
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  price date")
+    click.echo(
+        f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  price date"
+    )
     for gpu in gpus.values():
         price = f"{gpu.price_per_hour:.2f}" if gpu.price_per_hour is not None else "-"
-        click.echo(f"{gpu.id:<16}{gpu.memory_gb:>8g}GB{gpu.usable_bytes / 2**30:>12.1f}{gpu.bandwidth_tbs:>7.2f}"
-                   f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {gpu.price_date or '-'}")
+        click.echo(
+            f"{gpu.id:<16}{gpu.memory_gb:>8g}GB{gpu.usable_bytes / 2**30:>12.1f}{gpu.bandwidth_tbs:>7.2f}"
+            f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {gpu.price_date or '-'}"
+        )
 
 
 @catalog.command("models")
@@ -217,16 +246,27 @@ def catalog_models(output_format: str) -> None:
 
     models = model_catalog()
     if output_format == "json":
-        rows = [{"id": m.id, "name": m.name, "params": m.architecture.params, "active_params": m.architecture.active_params,
-                 "kv_bytes_per_token_bf16": m.architecture.kv_bytes_per_token(2), "source": m.source,
-                 "architecture": dataclasses.asdict(m.architecture)} for m in models.values()]
+        rows = [
+            {
+                "id": m.id,
+                "name": m.name,
+                "params": m.architecture.params,
+                "active_params": m.architecture.active_params,
+                "kv_bytes_per_token_bf16": m.architecture.kv_bytes_per_token(2),
+                "source": m.source,
+                "architecture": dataclasses.asdict(m.architecture),
+            }
+            for m in models.values()
+        ]
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(f"{'id':<24}{'params':>18}{'layers':>7}{'hidden':>7}{'heads':>9}{'KV B/token':>12}  source")
     for m in models.values():
         a = m.architecture
-        click.echo(f"{m.id:<24}{a.params:>18,}{a.layers:>7}{a.hidden:>7}{f'{a.heads}/{a.n_kv}':>9}"
-                   f"{a.kv_bytes_per_token(2):>12,.0f}  {m.source}")
+        click.echo(
+            f"{m.id:<24}{a.params:>18,}{a.layers:>7}{a.hidden:>7}{f'{a.heads}/{a.n_kv}':>9}"
+            f"{a.kv_bytes_per_token(2):>12,.0f}  {m.source}"
+        )
 
 
 @cli.command()
@@ -234,15 +274,28 @@ def catalog_models(output_format: str) -> None:
 @click.option("--md", "as_md", is_flag=True, help="Markdown (the default when no format is given).")
 @click.option("--html", "as_html", is_flag=True, help="HTML with an embedded SVG memory chart.")
 @click.option("--pdf", "as_pdf", is_flag=True, help="PDF (the HTML through WeasyPrint).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Output file; with several formats, its suffix is replaced per format. "
-                   "Default: Markdown/HTML to stdout, PDF next to the spec as <name>.pdf.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Output file; with several formats, its suffix is replaced per format. "
+    "Default: Markdown/HTML to stdout, PDF next to the spec as <name>.pdf.",
+)
 @click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
 @click.option("--no-waivers", is_flag=True, help="Ignore the spec's waivers (procurement runs).")
 @_guarded
-def report(spec_path: str, as_md: bool, as_html: bool, as_pdf: bool, output: str | None, fail_on: str | None,
-           config_path: str | None, no_waivers: bool) -> None:
+def report(
+    spec_path: str,
+    as_md: bool,
+    as_html: bool,
+    as_pdf: bool,
+    output: str | None,
+    fail_on: str | None,
+    config_path: str | None,
+    no_waivers: bool,
+) -> None:
     """Render a decision report for procurement review: verdict, memory, alternatives, cost, sign-off."""
     from pathlib import Path
 

@@ -89,7 +89,9 @@ def _unknown_rules(document: LoadedDocument) -> list[Any]:
             get_rule(key)
         except GpuplanError as error:
             position = document.position(("severity", key))
-            found.append(Finding.make("GP100", f"severity: {error}", path=document.path, line=position.line, col=position.col))
+            found.append(
+                Finding.make("GP100", f"severity: {error}", path=document.path, line=position.line, col=position.col)
+            )
     return found
 
 

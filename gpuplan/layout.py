@@ -62,13 +62,19 @@ def finetune_candidates(spec: Spec, gpu: Gpu) -> list[Layout]:
     return layouts
 
 
-def smallest_finetune_layout(spec: Spec, job: Finetune, efficiency: Efficiency, *, other_gpus: bool = True) -> Layout | None:
+def smallest_finetune_layout(
+    spec: Spec, job: Finetune, efficiency: Efficiency, *, other_gpus: bool = True
+) -> Layout | None:
     for layout in finetune_candidates(spec, job.hardware.gpu):
         if finetune_at(spec, job, layout, efficiency).fits:
             return layout
     if other_gpus:
         for gpu in sorted(gpu_catalog().values(), key=lambda g: g.usable_bytes):
-            if gpu.suggestable and gpu.usable_bytes > job.hardware.gpu.usable_bytes and finetune_at(spec, job, Layout(gpu, 1, 1), efficiency).fits:
+            if (
+                gpu.suggestable
+                and gpu.usable_bytes > job.hardware.gpu.usable_bytes
+                and finetune_at(spec, job, Layout(gpu, 1, 1), efficiency).fits
+            ):
                 return Layout(gpu, 1, 1)
     return None
 

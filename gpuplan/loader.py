@@ -63,9 +63,7 @@ class LoadedDocument:
 
 
 class _LoadProblem(Exception):
-    def __init__(
-        self, code: str, message: str, line: int, col: int, hint: str = "", pointer: Pointer = ()
-    ) -> None:
+    def __init__(self, code: str, message: str, line: int, col: int, hint: str = "", pointer: Pointer = ()) -> None:
         super().__init__(message)
         self.code, self.message, self.line, self.col, self.hint = code, message, line, col, hint
         self.pointer = pointer
@@ -107,7 +105,9 @@ def _scalar(event: Any) -> Any:
         tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
     if tag not in _SAFE_TAGS:
         line, col = _mark(event)
-        raise _LoadProblem("GP004", f"unsupported YAML tag {tag!r}", line, col, "remove the tag; specs use plain YAML values")
+        raise _LoadProblem(
+            "GP004", f"unsupported YAML tag {tag!r}", line, col, "remove the tag; specs use plain YAML values"
+        )
     if tag.endswith((":str", ":timestamp", ":binary", ":merge")):
         return event.value
     node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
@@ -115,7 +115,9 @@ def _scalar(event: Any) -> Any:
         value = _CONSTRUCTOR.construct_object(node, deep=True)
     except (yaml.YAMLError, ValueError) as error:
         line, col = _mark(event)
-        raise _LoadProblem("GP001", f"invalid {tag.rsplit(':', 1)[-1]} value {event.value!r}: {error}", line, col) from None
+        raise _LoadProblem(
+            "GP001", f"invalid {tag.rsplit(':', 1)[-1]} value {event.value!r}: {error}", line, col
+        ) from None
     if isinstance(value, float) and not math.isfinite(value):
         line, col = _mark(event)
         raise _LoadProblem("GP001", f"{event.value!r} is not a finite number", line, col, "write a plain number")
@@ -197,7 +199,9 @@ class _Composer:
             self.documents += 1
             if self.documents > 1:
                 line, col = _mark(event)
-                raise _LoadProblem("GP007", "the file holds more than one YAML document", line, col, "one spec per file")
+                raise _LoadProblem(
+                    "GP007", "the file holds more than one YAML document", line, col, "one spec per file"
+                )
         elif isinstance(event, yaml.AliasEvent):
             self._alias(event)
         elif isinstance(event, yaml.ScalarEvent):

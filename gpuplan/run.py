@@ -65,10 +65,10 @@ def report_epoch() -> int:
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
     if epoch.isdigit():
         return int(epoch)
-    today = datetime.datetime.now(tz=datetime.timezone.utc).date()
-    return int(datetime.datetime(today.year, today.month, today.day, tzinfo=datetime.timezone.utc).timestamp())
+    today = datetime.datetime.now(tz=datetime.UTC).date()
+    return int(datetime.datetime(today.year, today.month, today.day, tzinfo=datetime.UTC).timestamp())
 
 
 def report_date() -> datetime.date:
     """Today, or the date of SOURCE_DATE_EPOCH when set (reproducible runs)."""
-    return datetime.datetime.fromtimestamp(report_epoch(), tz=datetime.timezone.utc).date()
+    return datetime.datetime.fromtimestamp(report_epoch(), tz=datetime.UTC).date()

@@ -14,12 +14,39 @@ import re
 from typing import Any
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_HANDLED = frozenset({
-    "$schema", "$id", "$defs", "$ref", "title", "description", "type", "properties", "additionalProperties",
-    "required", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
-    "maxLength", "pattern", "format", "items", "minItems", "maxItems", "uniqueItems", "oneOf", "anyOf",
-    "propertyNames", "maxProperties", "minProperties",
-})
+_HANDLED = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$defs",
+        "$ref",
+        "title",
+        "description",
+        "type",
+        "properties",
+        "additionalProperties",
+        "required",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "items",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "oneOf",
+        "anyOf",
+        "propertyNames",
+        "maxProperties",
+        "minProperties",
+    }
+)
 
 
 class _Unsure(Exception):
@@ -55,7 +82,9 @@ def _is_type(kind: str, value: Any) -> bool:
     if kind == "boolean":
         return isinstance(value, bool)
     if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) or (isinstance(value, float) and value.is_integer())
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "null":
@@ -152,8 +181,6 @@ def _object_ok(root: dict[str, Any], node: dict[str, Any], value: dict[Any, Any]
         if key in properties:
             if not _valid(root, properties[key], item):
                 return False
-        elif extra is False:
-            return False
-        elif isinstance(extra, dict) and not _valid(root, extra, item):
+        elif extra is False or (isinstance(extra, dict) and not _valid(root, extra, item)):
             return False
     return True

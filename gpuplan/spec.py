@@ -145,9 +145,15 @@ class _Resolver:
 
     def problem(self, code: str, pointer: Pointer, message: str, hint: str = "") -> None:
         position = self.document.position(pointer)
-        line, col = (position.value_line, position.value_col) if position.value_line == position.line else (position.line, position.col)
+        line, col = (
+            (position.value_line, position.value_col)
+            if position.value_line == position.line
+            else (position.line, position.col)
+        )
         self.findings.append(
-            Finding.make(code, message, path=self.document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint)
+            Finding.make(
+                code, message, path=self.document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint
+            )
         )
 
     def model(self, data: dict[str, Any], pointer: Pointer) -> ModelRef | None:
@@ -171,7 +177,9 @@ class _Resolver:
                 self.problem("GP021", pointer + ("config",), f"{data['config']}: {error}")
                 return None
             quantization, group = hf_quantization(config) or ("none", 128)
-            return ModelRef(data["config"], architecture, dtype, f"local config.json {data['config']}", quantization, group)
+            return ModelRef(
+                data["config"], architecture, dtype, f"local config.json {data['config']}", quantization, group
+            )
         values = dict(data["architecture"])
         values["kv_heads"] = values.get("kv_heads", 0)
         try:
@@ -185,7 +193,12 @@ class _Resolver:
         try:
             gpu = get_gpu(data["gpu"], custom)
         except UnknownNameError as error:
-            self.problem("GP022", pointer + ("gpu",), str(error), "`gpuplan catalog gpus` lists the ids, or define it under gpus:")
+            self.problem(
+                "GP022",
+                pointer + ("gpu",),
+                str(error),
+                "`gpuplan catalog gpus` lists the ids, or define it under gpus:",
+            )
             return None
         count = data.get("count", 1)
         tp = data.get("tensor_parallel", 1)
@@ -256,7 +269,9 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         precision=data.get("precision", "bf16-mixed"),
         optimizer=data.get("optimizer", "adamw"),
         lora_rank=lora.get("rank", 16),
-        lora_targets=tuple(lora.get("targets", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))),
+        lora_targets=tuple(
+            lora.get("targets", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+        ),
         lora_dtype=lora.get("dtype", "fp32"),
         micro_batch=data.get("micro_batch", 1),
         gradient_accumulation=data.get("gradient_accumulation", 1),
@@ -273,7 +288,9 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
     )
 
 
-def _serve(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu], model: ModelRef | None) -> Serve | None:
+def _serve(
+    resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu], model: ModelRef | None
+) -> Serve | None:
     if data is None:
         return None
     hardware = resolver.hardware(data["hardware"], ("serve", "hardware"), custom)

@@ -28,11 +28,21 @@ _RANGE_WORDS = {
     "exclusiveMinimum": "greater than",
     "exclusiveMaximum": "less than",
 }
-_VALUE_CHECKS = ("minLength", "maxLength", "pattern", "format", "minItems", "maxItems", "uniqueItems",
-                 "maxProperties", "minProperties", "propertyNames")
+_VALUE_CHECKS = (
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "maxProperties",
+    "minProperties",
+    "propertyNames",
+)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_schema(name: str = "workload") -> dict[str, Any]:
     """A bundled schema: "workload" (specs) or "config" (.gpuplan.yaml / [tool.gpuplan])."""
     with open(schema_path(name), encoding="utf-8") as handle:
@@ -40,7 +50,7 @@ def load_schema(name: str = "workload") -> dict[str, Any]:
     return schema
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator(name: str) -> Any:
     from jsonschema import Draft202012Validator, FormatChecker
 
@@ -80,7 +90,12 @@ def _findings_for(error: Any, document: LoadedDocument) -> Iterator[Finding]:
         words = " or ".join(_TYPE_WORDS.get(item, item) for item in ([wanted] if isinstance(wanted, str) else wanted))
         yield _at(document, "GP102", pointer, f"{where} must be {words}, got {_describe(value)}")
     elif keyword in _RANGE_WORDS:
-        yield _at(document, "GP103", pointer, f"{where} must be {_RANGE_WORDS[keyword]} {error.validator_value:,}, got {_number(value)}")
+        yield _at(
+            document,
+            "GP103",
+            pointer,
+            f"{where} must be {_RANGE_WORDS[keyword]} {error.validator_value:,}, got {_number(value)}",
+        )
     elif keyword in ("enum", "const"):
         yield _choice_value(document, pointer, where, value, error)
     elif keyword in _VALUE_CHECKS:

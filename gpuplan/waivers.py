@@ -33,15 +33,34 @@ def apply_waivers(
         result.append(finding)
     for index, waiver in enumerate(waivers):
         if _expired(waiver, today):
-            result.append(_at(document, "GP701", ("waivers", index, "expires"),
-                              f"the waiver of {waiver.rule} expired on {waiver.expires}; its finding applies again"))
+            result.append(
+                _at(
+                    document,
+                    "GP701",
+                    ("waivers", index, "expires"),
+                    f"the waiver of {waiver.rule} expired on {waiver.expires}; its finding applies again",
+                )
+            )
         elif index not in used:
-            result.append(_at(document, "GP702", ("waivers", index, "rule"),
-                              f"the waiver of {waiver.rule} matches no finding in this spec"))
+            result.append(
+                _at(
+                    document,
+                    "GP702",
+                    ("waivers", index, "rule"),
+                    f"the waiver of {waiver.rule} matches no finding in this spec",
+                )
+            )
     return result
 
 
 def _at(document: LoadedDocument, code: str, pointer: tuple[str | int, ...], message: str) -> Finding:
     position = document.position(pointer)
-    return Finding.make(code, message, path=document.path, line=position.line, col=position.col,
-                        pointer=json_pointer(pointer), hint="renew or delete the waiver")
+    return Finding.make(
+        code,
+        message,
+        path=document.path,
+        line=position.line,
+        col=position.col,
+        pointer=json_pointer(pointer),
+        hint="renew or delete the waiver",
+    )

@@ -32,8 +32,14 @@ def gpuplan_executable() -> str:
 
 
 def run_process(*args: str, cwd: Path | None = None, input: bytes | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([gpuplan_executable(), *args], cwd=cwd, input=input.decode() if input else None,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [gpuplan_executable(), *args],
+        cwd=cwd,
+        input=input.decode() if input else None,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 VALID_SERVE = """\

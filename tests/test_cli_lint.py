@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import jsonschema
-
 from conftest import ROOT, VALID_SERVE, run_cli, run_process
 
 FOUR_PROBLEMS = """\
@@ -45,7 +44,10 @@ def test_sarif_validates_against_the_2_1_0_schema(write_spec):
     jsonschema.Draft4Validator(schema).validate(log)
     results = log["runs"][0]["results"]
     assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in results] == [
-        ("GP101", 6), ("GP102", 8), ("GP103", 9), ("GP002", 11)
+        ("GP101", 6),
+        ("GP102", 8),
+        ("GP103", 9),
+        ("GP002", 11),
     ]
     rule_ids = [rule["id"] for rule in log["runs"][0]["tool"]["driver"]["rules"]]
     assert all(rule_ids[r["ruleIndex"]] == r["ruleId"] for r in results)
@@ -57,11 +59,29 @@ def test_json_output_is_the_documented_object(write_spec):
     document = json.loads(out)
     assert code == 1
     assert document["format_version"] == 1
-    assert document["summary"] == {"files": 1, "errors": 4, "warnings": 0, "infos": 0, "waived": 0,
-                                   "fail_on": "error", "exit_code": 1}
+    assert document["summary"] == {
+        "files": 1,
+        "errors": 4,
+        "warnings": 0,
+        "infos": 0,
+        "waived": 0,
+        "fail_on": "error",
+        "exit_code": 1,
+    }
     first = document["findings"][0]
-    assert set(first) == {"code", "name", "severity", "message", "file", "line", "col", "pointer", "hint",
-                          "waived", "waiver"}
+    assert set(first) == {
+        "code",
+        "name",
+        "severity",
+        "message",
+        "file",
+        "line",
+        "col",
+        "pointer",
+        "hint",
+        "waived",
+        "waiver",
+    }
     assert (first["code"], first["name"], first["pointer"]) == ("GP101", "unknown-key", "/serve/contxt")
 
 

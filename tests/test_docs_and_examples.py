@@ -3,11 +3,11 @@ from __future__ import annotations
 import json
 import re
 
+from conftest import EXAMPLES, ROOT, run_cli
+
 from gpuplan.rules.registry import DOC_SECTIONS, all_rules
 from gpuplan.schema_doc import reference_table
 from gpuplan.validate import load_schema
-
-from conftest import EXAMPLES, ROOT, run_cli
 
 
 def test_readme_field_reference_matches_the_schema():

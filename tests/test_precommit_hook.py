@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, VALID_SERVE
 
 pytestmark = pytest.mark.slow

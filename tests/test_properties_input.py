@@ -7,15 +7,15 @@ import re
 from typing import Any
 
 import yaml
-from hypothesis import given, strategies as st
+from conftest import EXAMPLES, run_cli
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpuplan.linter import lint_bytes
 from gpuplan.loader import load_bytes
 from gpuplan.resources import schema_path
 from gpuplan.schema_fastpath import certainly_valid
 from gpuplan.validate import validate
-
-from conftest import EXAMPLES, run_cli
 
 SCHEMA = json.loads(schema_path().read_text())
 _PATTERN_STRATEGIES = {
@@ -178,8 +178,16 @@ def test_fast_path_is_sound(example: tuple[str, bytes], data: Any):
 
     document = yaml.safe_load(example[1])
     pointer = data.draw(st.sampled_from(_leaves(document)))
-    replacement = data.draw(st.one_of(st.none(), st.booleans(), st.integers(-5, 10**13), st.floats(allow_nan=False),
-                                      st.text(max_size=5), st.lists(st.integers(), max_size=2)))
+    replacement = data.draw(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(-5, 10**13),
+            st.floats(allow_nan=False),
+            st.text(max_size=5),
+            st.lists(st.integers(), max_size=2),
+        )
+    )
     container = _get(document, pointer[:-1])
     container[pointer[-1]] = replacement
     errors = list(Draft202012Validator(SCHEMA, format_checker=FormatChecker()).iter_errors(document))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpuplan.architecture import Architecture
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, kv_bytes_per_sequence
@@ -12,18 +13,41 @@ from gpuplan.estimate.training import TrainingSetup, estimate_training
 
 architectures = st.builds(
     lambda layers, heads, group, head_dim, mult, vocab, gated: Architecture(
-        layers=layers, hidden=heads * head_dim, heads=heads, kv_heads=heads // group, intermediate=heads * head_dim * mult,
-        vocab=vocab, mlp="gated" if gated else "plain"),
-    st.integers(1, 48), st.sampled_from([8, 16, 32]), st.sampled_from([1, 2, 4, 8]), st.sampled_from([64, 128]),
-    st.integers(2, 4), st.integers(1000, 200_000), st.booleans(),
+        layers=layers,
+        hidden=heads * head_dim,
+        heads=heads,
+        kv_heads=heads // group,
+        intermediate=heads * head_dim * mult,
+        vocab=vocab,
+        mlp="gated" if gated else "plain",
+    ),
+    st.integers(1, 48),
+    st.sampled_from([8, 16, 32]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([64, 128]),
+    st.integers(2, 4),
+    st.integers(1000, 200_000),
+    st.booleans(),
 )
 setups = st.builds(
     lambda arch, method, precision, optimizer, batch, seq, ckpt, attention: TrainingSetup(
-        architecture=arch, method=method, precision=precision, optimizer=optimizer, micro_batch=batch, seq_len=seq,
-        checkpointing=ckpt, attention=attention),
-    architectures, st.sampled_from(["full", "lora", "qlora"]), st.sampled_from(["bf16", "bf16-mixed", "fp32"]),
-    st.sampled_from(["adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor"]), st.integers(1, 8),
-    st.integers(16, 8192), st.booleans(), st.sampled_from(["flash", "eager"]),
+        architecture=arch,
+        method=method,
+        precision=precision,
+        optimizer=optimizer,
+        micro_batch=batch,
+        seq_len=seq,
+        checkpointing=ckpt,
+        attention=attention,
+    ),
+    architectures,
+    st.sampled_from(["full", "lora", "qlora"]),
+    st.sampled_from(["bf16", "bf16-mixed", "fp32"]),
+    st.sampled_from(["adamw", "adamw-fused", "adamw-8bit", "sgd", "adafactor"]),
+    st.integers(1, 8),
+    st.integers(16, 8192),
+    st.booleans(),
+    st.sampled_from(["flash", "eager"]),
 )
 
 

@@ -7,12 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, run_cli
 from pypdf import PdfReader
 
 from gpuplan.report import pdf as pdf_module
 from gpuplan.report.render import escape_markdown
-
-from conftest import EXAMPLES, run_cli
 
 EPOCH = "1764633600"  # 2025-12-02T00:00:00Z
 
@@ -38,8 +37,18 @@ def pdf_text(data: bytes) -> str:
 def test_markdown_is_the_default_and_in_order():
     code, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert code == 0
-    order = ["**Verdict: PASS**", "## Workload", "## Serving", "### Memory per GPU", "### Alternatives",
-             "## Findings", "## Cost against budget", "## Assumptions", "## Sign-off", "## Provenance"]
+    order = [
+        "**Verdict: PASS**",
+        "## Workload",
+        "## Serving",
+        "### Memory per GPU",
+        "### Alternatives",
+        "## Findings",
+        "## Cost against budget",
+        "## Assumptions",
+        "## Sign-off",
+        "## Provenance",
+    ]
     positions = [out.index(heading) for heading in order]
     assert positions == sorted(positions)
     assert "Approve: serving on 4 x h100-sxm fits" in out
@@ -56,9 +65,10 @@ def test_fail_verdict_and_exit_code(tmp_path: Path):
 
 def test_waivers_are_shown_with_reason_and_approver():
     code, out, _ = run_cli("report", str(EXAMPLES / "findings" / "waivers.yaml"))
+    assert code == 0
     assert "**waived**: matches the old cluster layout until the migration (approved by platform-lead)" in out
     code, out, _ = run_cli("report", "--no-waivers", str(EXAMPLES / "findings" / "waivers.yaml"))
-    assert "**waived**" not in out
+    assert code == 0 and "**waived**" not in out
 
 
 def test_hostile_strings_are_inert_in_markdown_and_html(write_spec, tmp_path: Path):
@@ -118,8 +128,18 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
     reader = PdfReader(str(out))
     text = pdf_text(out.read_bytes())
     assert code == 0 and 2 <= len(reader.pages) <= 8
-    for expected in ("PASS", "Fine-tuning — fits", "Serving — fits", "41.6 GiB", "GP204", "GP205",
-                     "Alternatives across catalog GPUs", "Sign-off", "Spec SHA-256", "llama-3.2-3b"):
+    for expected in (
+        "PASS",
+        "Fine-tuning — fits",
+        "Serving — fits",
+        "41.6 GiB",
+        "GP204",
+        "GP205",
+        "Alternatives across catalog GPUs",
+        "Sign-off",
+        "Spec SHA-256",
+        "llama-3.2-3b",
+    ):
         assert expected in text, expected
 
 

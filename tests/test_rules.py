@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import yaml
-from hypothesis import given, strategies as st
-
-from gpuplan.linter import LintOptions, lint_bytes
-from gpuplan.config import Settings
-
 from conftest import EXAMPLES, run_cli
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuplan.config import Settings
+from gpuplan.linter import LintOptions, lint_bytes
 
 TODAY = datetime.date(2026, 12, 2)
 
@@ -32,20 +32,27 @@ def spec(serve: dict | None = None, finetune: dict | None = None, model: str = "
 
 
 def test_parallelism_needed_quotes_numbers_and_layout():
-    (finding,) = lint_text(spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "h100-sxm"}}, model="llama-3.1-70b"))
+    (finding,) = lint_text(
+        spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "h100-sxm"}}, model="llama-3.1-70b")
+    )
     assert finding.code == "GP301" and finding.pointer == "/serve/hardware"
     assert "GiB on one h100-sxm" in finding.message and "4 x h100-sxm, tensor_parallel 4 fits" in finding.message
 
 
 def test_kv_capacity_gives_max_concurrency_and_context():
-    (finding,) = lint_text(spec({"context": 131072, "concurrency": 16, "category": "long-context",
-                                 "hardware": {"gpu": "l40s"}}))
+    (finding,) = lint_text(
+        spec({"context": 131072, "concurrency": 16, "category": "long-context", "hardware": {"gpu": "l40s"}})
+    )
     assert finding.code == "GP203" and finding.line == 7
     assert "at most 1 sequence(s) at 131,072 tokens, or 11,712 tokens at 16" in finding.message
 
 
 def test_explain_prints_three_codes():
-    for code, title in (("GP201", "does-not-fit"), ("GP302", "parallelism-not-needed"), ("GP402", "evidence-out-of-category")):
+    for code, title in (
+        ("GP201", "does-not-fit"),
+        ("GP302", "parallelism-not-needed"),
+        ("GP402", "evidence-out-of-category"),
+    ):
         exit_code, out, _ = run_cli("explain", code)
         assert exit_code == 0 and out.startswith(f"{code} {title}")
 
@@ -57,7 +64,9 @@ def test_rules_listing_json():
 
 
 def test_config_file_found_upward_changes_thresholds_and_severity(tmp_path: Path):
-    (tmp_path / "pyproject.toml").write_text('[tool.gpuplan]\nignore = ["GP505"]\n\n[tool.gpuplan.thresholds]\nheadroom_pct = 50\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.gpuplan]\nignore = ["GP505"]\n\n[tool.gpuplan.thresholds]\nheadroom_pct = 50\n'
+    )
     specs = tmp_path / "specs"
     specs.mkdir()
     path = specs / "a.yaml"
@@ -87,12 +96,14 @@ def test_waivers_are_reported_and_can_be_ignored():
     assert [f["code"] for f in waived] == ["GP302"]
     assert waived[0]["waiver"]["approved_by"] == "platform-lead"
     code, out, _ = run_cli("lint", "--no-waivers", "--format", "json", str(path))
+    assert code == 0  # GP302 unwaived is a warning; the default fail level is error
     codes = sorted(f["code"] for f in json.loads(out)["findings"])
     assert codes == ["GP302", "GP505"] and not any(f["waived"] for f in json.loads(out)["findings"])
 
 
 def test_sarif_marks_waived_findings_as_suppressed():
     code, out, _ = run_cli("lint", "--format", "sarif", str(EXAMPLES / "findings" / "waivers.yaml"))
+    assert code == 0
     results = json.loads(out)["runs"][0]["results"]
     suppressed = [r for r in results if r.get("suppressions")]
     assert [r["ruleId"] for r in suppressed] == ["GP302"]
@@ -102,8 +113,13 @@ FIT_CODES = {"GP201", "GP203", "GP301"}
 GPUS = ["l4", "a10g", "l40s", "a100-pcie-40gb", "h100-pcie", "h100-sxm", "h100-nvl", "h200-sxm", "b200-hgx"]
 
 
-@given(st.sampled_from(["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-14b", "llama-3.1-70b"]),
-       st.integers(512, 65536), st.integers(1, 128), st.sampled_from(GPUS), st.sampled_from(["auto", "fp8"]))
+@given(
+    st.sampled_from(["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-14b", "llama-3.1-70b"]),
+    st.integers(512, 65536),
+    st.integers(1, 128),
+    st.sampled_from(GPUS),
+    st.sampled_from(["auto", "fp8"]),
+)
 def test_fit_findings_agree_with_the_estimate_and_bigger_gpus_never_add_them(model, context, concurrency, gpu, kv):
     serve = {"context": context, "concurrency": concurrency, "kv_cache_dtype": kv, "hardware": {"gpu": gpu}}
     result = lint_bytes("s.yaml", spec(serve, model=model).encode(), LintOptions(today=TODAY))
@@ -111,7 +127,9 @@ def test_fit_findings_agree_with_the_estimate_and_bigger_gpus_never_add_them(mod
     assert bool(fit_errors) == (not result.analysis.serve.fits)
     usable = result.analysis.serve.gpu.usable_bytes
     for bigger in GPUS:
-        other = lint_bytes("s.yaml", spec({**serve, "hardware": {"gpu": bigger}}, model=model).encode(), LintOptions(today=TODAY))
+        other = lint_bytes(
+            "s.yaml", spec({**serve, "hardware": {"gpu": bigger}}, model=model).encode(), LintOptions(today=TODAY)
+        )
         if other.analysis.serve.gpu.usable_bytes >= usable and not fit_errors:
             assert not ({f.code for f in other.findings} & FIT_CODES)
 

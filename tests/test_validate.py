@@ -2,13 +2,12 @@ from __future__ import annotations
 
 import json
 
+from conftest import VALID_SERVE
 from jsonschema import Draft202012Validator
 
 from gpuplan.loader import load_bytes
 from gpuplan.resources import schema_path
 from gpuplan.validate import validate
-
-from conftest import VALID_SERVE
 
 
 def schema_findings(text: str):
@@ -54,7 +53,9 @@ def test_enum_suggests_closest_choice():
     text = VALID_SERVE + "finetune:\n  method: qlroa\n  hardware: {gpu: h100-sxm}\n"
     (found,) = schema_findings(text)
     assert found[:3] == ("GP105", 10, 11)
-    assert found[3] == "finetune.method must be 'full', 'lora' or 'qlora', got the string 'qlroa' — did you mean 'qlora'?"
+    assert (
+        found[3] == "finetune.method must be 'full', 'lora' or 'qlora', got the string 'qlroa' — did you mean 'qlora'?"
+    )
 
 
 def test_missing_required_key_points_at_its_section():

@@ -85,11 +85,15 @@ def serving_speed(
     memory_time = (weights_read + kv_read) / (gpu.bandwidth * efficiency.decode_bandwidth)
     # 2 FLOPs per active weight per sequence, plus QK^T and PV over the cached context: 2 x 2 x d_attn per
     # cached token per layer (estimation.md 2.9).
-    decode_flops = (2 * arch.active_params * concurrency + 4 * arch.layers * arch.q_width * concurrency * average_context)
+    decode_flops = 2 * arch.active_params * concurrency + 4 * arch.layers * arch.q_width * concurrency * average_context
     compute_time = decode_flops / (tensor_parallel * peak * efficiency.decode_mfu)
     comm = 0.0
     if tensor_parallel > 1:
-        latency = TP_ALLREDUCE_LATENCY_NVLINK if gpu.has_nvlink and tensor_parallel <= gpu.domain else TP_ALLREDUCE_LATENCY_PCIE
+        latency = (
+            TP_ALLREDUCE_LATENCY_NVLINK
+            if gpu.has_nvlink and tensor_parallel <= gpu.domain
+            else TP_ALLREDUCE_LATENCY_PCIE
+        )
         comm = 2 * arch.layers * latency
     tpot = max(memory_time, compute_time) + comm
     return ServingSpeed(

@@ -19,6 +19,8 @@ MAX_SAMPLED_SEQS = 256  # vLLM default max_num_seqs: sampler warm-up batch
 CUDA_GRAPH_RESERVE = GIB  # CUDA graphs and compile workspaces; vLLM logs 0.3-1.5 GiB per GPU
 NON_TORCH_TP1 = 256 * MIB  # NCCL/cuBLAS outside torch: 0.13 GiB at TP1 in llm-d's H100 logs
 NON_TORCH_TP = 640 * MIB  # 0.55 GiB at TP2 in the same logs (custom all-reduce buffers)
+
+
 # Bits per weight of quantized linears; embeddings, LM head, norms and biases stay 16-bit.
 def quant_linear_bytes(quantization: str, group_size: int = 128) -> float:
     """Bytes per weight of a quantized linear (estimation.md 2.6, from the checkpoint tensor layout).
@@ -104,8 +106,9 @@ def weight_bytes(arch: Architecture, quantization: str, dtype_bytes: int, group_
     return linear * quant_linear_bytes(quantization, group_size) + (arch.params - linear) * 2
 
 
-def _per_gpu_weights(arch: Architecture, quantization: str, dtype_bytes: int, tp: int, pp: int,
-                     group_size: int = 128) -> float:
+def _per_gpu_weights(
+    arch: Architecture, quantization: str, dtype_bytes: int, tp: int, pp: int, group_size: int = 128
+) -> float:
     total = weight_bytes(arch, quantization, dtype_bytes, group_size)
     edges = (arch.embedding_params() + arch.lm_head_params()) * (dtype_bytes if quantization == "none" else 2)
     small = arch.small_params() * (dtype_bytes if quantization == "none" else 2)
@@ -155,8 +158,15 @@ def eager_attention_transient(arch: Architecture, batch: int, seq: int, tp: int 
 
 
 def hf_prefill_peak(
-    arch: Architecture, batch: int, prompt: int, *, weights: float, kv_bytes: float = 2,
-    attention: str = "flash", all_logits: bool = False, tp: int = 1,
+    arch: Architecture,
+    batch: int,
+    prompt: int,
+    *,
+    weights: float,
+    kv_bytes: float = 2,
+    attention: str = "flash",
+    all_logits: bool = False,
+    tp: int = 1,
 ) -> float:
     """Peak bytes of a Hugging Face ``generate`` prefill on one GPU (weights + full KV + transients).
 

@@ -189,8 +189,15 @@ def _lora_input_bytes(setup: TrainingSetup, act: int) -> float:
     if not setup.is_adapter:
         return 0
     arch = setup.architecture
-    groups = {"q_proj": "norm", "k_proj": "norm", "v_proj": "norm", "o_proj": "attention",
-              "gate_proj": "norm2", "up_proj": "norm2", "down_proj": "mlp"}
+    groups = {
+        "q_proj": "norm",
+        "k_proj": "norm",
+        "v_proj": "norm",
+        "o_proj": "attention",
+        "gate_proj": "norm2",
+        "up_proj": "norm2",
+        "down_proj": "mlp",
+    }
     widths = {"norm": arch.hidden, "norm2": arch.hidden, "attention": arch.q_width, "mlp": arch.intermediate}
     total = float(setup.lora_bytes * setup.lora_rank * len(setup.lora_targets))
     if setup.lora_bytes != act:
@@ -212,8 +219,10 @@ def _autocast_norm_bytes(setup: TrainingSetup) -> int:
 def layer_activation_bytes_per_token(setup: TrainingSetup) -> float:
     """Bytes one token saves in one decoder layer for backward (no checkpointing)."""
     _, _, _, act, autocast = REGIMES[setup.precision]
-    norms = _autocast_norm_bytes(setup) if autocast and not setup.is_adapter else (
-        setup.architecture.norms_per_layer * _norm_bytes(setup, act)
+    norms = (
+        _autocast_norm_bytes(setup)
+        if autocast and not setup.is_adapter
+        else (setup.architecture.norms_per_layer * _norm_bytes(setup, act))
     )
     return norms + _attention_bytes(setup, act, setup.seq_len) + _mlp_bytes(setup, act) + _lora_input_bytes(setup, act)
 
@@ -374,25 +383,46 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
         first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
         grads_before_first_layer = grads * (1 - first_layer_and_embedding)
     fixed = {"weights": states.weights, "optimizer": states.optimizer, "gathered_parameters": states.gathered}
-    forward = {**fixed, "gradients": accumulating, "autocast_weight_copies": states.autocast_copies,
-               "activations": acts.saved, "temporaries": acts.forward_temporaries}
+    forward = {
+        **fixed,
+        "gradients": accumulating,
+        "autocast_weight_copies": states.autocast_copies,
+        "activations": acts.saved,
+        "temporaries": acts.forward_temporaries,
+    }
     # Backward peaks at its start (the caller has dropped the returned logits; the loss gradients are
     # live), while the first layer is processed (most gradients, one layer's activations), or at its end.
-    start = {**fixed, "gradients": accumulating, "autocast_weight_copies": states.autocast_copies,
-             "activations": acts.saved - acts.returned_logits, "temporaries": acts.loss_gradients}
-    middle = {**fixed, "gradients": max(accumulating, grads_before_first_layer),
-              "autocast_weight_copies": states.autocast_copies / arch.layers,
-              "activations": acts.per_layer + (acts.checkpoint_inputs if setup.checkpointing else 0.0),
-              "temporaries": acts.layer_backward_temporaries}
+    start = {
+        **fixed,
+        "gradients": accumulating,
+        "autocast_weight_copies": states.autocast_copies,
+        "activations": acts.saved - acts.returned_logits,
+        "temporaries": acts.loss_gradients,
+    }
+    middle = {
+        **fixed,
+        "gradients": max(accumulating, grads_before_first_layer),
+        "autocast_weight_copies": states.autocast_copies / arch.layers,
+        "activations": acts.per_layer + (acts.checkpoint_inputs if setup.checkpointing else 0.0),
+        "temporaries": acts.layer_backward_temporaries,
+    }
     end = {**fixed, "gradients": grads}
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
     step = {**fixed, "gradients": grads, "optimizer_step_temporaries": states.step_temporaries}
     phases = {"forward": _ints(forward), "backward": _ints(backward), "optimizer_step": _ints(step)}
-    components = _ints({"weights": states.weights, "gradients": grads, "optimizer": states.optimizer,
-                        "activations": acts.saved, "autocast_weight_copies": states.autocast_copies,
-                        "optimizer_step_temporaries": states.step_temporaries, "gathered_parameters": states.gathered})
+    components = _ints(
+        {
+            "weights": states.weights,
+            "gradients": grads,
+            "optimizer": states.optimizer,
+            "activations": acts.saved,
+            "autocast_weight_copies": states.autocast_copies,
+            "optimizer_step_temporaries": states.step_temporaries,
+            "gathered_parameters": states.gathered,
+        }
+    )
     return TrainingMemory(arch.params, trainable_params(setup), components, phases, overhead)
 
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:
-    return {name: int(math.ceil(value)) for name, value in parts.items() if value}
+    return {name: math.ceil(value) for name, value in parts.items() if value}

@@ -17,36 +17,52 @@ def render_estimate(analysis: Analysis) -> str:
     if analysis.finetune:
         f = analysis.finetune
         setup = f.setup
-        lines.append(f"fine-tuning ({setup.method}, {setup.precision}, {setup.optimizer}) on {f.gpus} x {f.gpu.id}"
-                     f" (TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, sharding {setup.sharding})")
+        lines.append(
+            f"fine-tuning ({setup.method}, {setup.precision}, {setup.optimizer}) on {f.gpus} x {f.gpu.id}"
+            f" (TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, sharding {setup.sharding})"
+        )
         lines.append(f"  per GPU, at the {f.memory.peak_phase.replace('_', ' ')} peak:")
         for name, value in f.memory.breakdown.items():
             lines.append(f"    {name:<28}{_gib(value)}")
-        lines.append(f"    {'total':<28}{_gib(f.memory.per_gpu)}   of {_gib(f.gpu.usable_bytes).strip()} usable"
-                     f" -> {'fits' if f.fits else 'DOES NOT FIT'}")
+        lines.append(
+            f"    {'total':<28}{_gib(f.memory.per_gpu)}   of {_gib(f.gpu.usable_bytes).strip()} usable"
+            f" -> {'fits' if f.fits else 'DOES NOT FIT'}"
+        )
         phases = ", ".join(f"{name} {total / GIB:.2f}" for name, total in f.memory.phase_totals.items())
         lines.append(f"  phases (GiB): {phases}")
         lines.append(f"  trainable parameters: {f.memory.trainable_params:,}")
         if f.speed:
-            lines.append(f"  training time: {f.speed.hours:,.1f} h ({f.speed.hours * f.gpus:,.1f} GPU-hours);"
-                         f" cost {format_money(f.cost, currency)}")
+            lines.append(
+                f"  training time: {f.speed.hours:,.1f} h ({f.speed.hours * f.gpus:,.1f} GPU-hours);"
+                f" cost {format_money(f.cost, currency)}"
+            )
         lines.append(f"  resumable checkpoint: {f.checkpoint_bytes / 1e9:,.1f} GB")
         lines += [f"  assumption: {key}: {value}" for key, value in f.assumptions]
         lines.append("")
     if analysis.serve:
         s = analysis.serve
-        lines.append(f"serving on {s.gpus} x {s.gpu.id} (TP {s.setup.tensor_parallel}, PP {s.setup.pipeline_parallel}),"
-                     f" {s.setup.concurrency} x {s.setup.context:,} tokens")
+        lines.append(
+            f"serving on {s.gpus} x {s.gpu.id} (TP {s.setup.tensor_parallel}, PP {s.setup.pipeline_parallel}),"
+            f" {s.setup.concurrency} x {s.setup.context:,} tokens"
+        )
         for name, value in s.memory.breakdown.items():
             lines.append(f"    {name:<28}{_gib(value)}")
-        lines.append(f"    {'total':<28}{_gib(s.memory.per_gpu)}   of {_gib(s.memory.budget).strip()} engine budget"
-                     f" -> {'fits' if s.fits else 'DOES NOT FIT'}")
-        lines.append(f"  KV cache: {s.memory.kv_bytes_per_token:,.0f} B/token per GPU; max concurrency at "
-                     f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.setup.concurrency}: {s.max_context:,}")
-        lines.append(f"  TTFT {s.speed.ttft_s * 1000:,.0f} ms, TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound),"
-                     f" {s.speed.tokens_per_s:,.0f} output tokens/s")
-        lines.append(f"  cost: {format_money(s.monthly_cost, currency)} per month;"
-                     f" {format_money(s.cost_per_million_tokens, currency)} per 1M output tokens")
+        lines.append(
+            f"    {'total':<28}{_gib(s.memory.per_gpu)}   of {_gib(s.memory.budget).strip()} engine budget"
+            f" -> {'fits' if s.fits else 'DOES NOT FIT'}"
+        )
+        lines.append(
+            f"  KV cache: {s.memory.kv_bytes_per_token:,.0f} B/token per GPU; max concurrency at "
+            f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.setup.concurrency}: {s.max_context:,}"
+        )
+        lines.append(
+            f"  TTFT {s.speed.ttft_s * 1000:,.0f} ms, TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound),"
+            f" {s.speed.tokens_per_s:,.0f} output tokens/s"
+        )
+        lines.append(
+            f"  cost: {format_money(s.monthly_cost, currency)} per month;"
+            f" {format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"
+        )
         lines += [f"  assumption: {key}: {value}" for key, value in s.assumptions]
         lines.append("")
     return "\n".join(lines)

@@ -13,8 +13,13 @@ from gpuplan.report.render import render_html, render_markdown
 FORMATS = ("md", "html", "pdf")
 
 
-def render_report(result: LintResult, formats: tuple[str, ...], generated: datetime.date, epoch: int,
-                  progress: Callable[[str], None] | None = None) -> dict[str, bytes]:
+def render_report(
+    result: LintResult,
+    formats: tuple[str, ...],
+    generated: datetime.date,
+    epoch: int,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, bytes]:
     """Bytes per format; the PDF is the HTML through WeasyPrint."""
     model: dict[str, Any] = build_report(result, generated, result.settings)
     rendered: dict[str, bytes] = {}

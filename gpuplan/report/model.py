@@ -14,21 +14,30 @@ from typing import Any
 from gpuplan import __version__
 from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate
 from gpuplan.catalog import Gpu, catalog_version, gpu_catalog
+from gpuplan.config import Settings
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import Layout, finetune_at, serve_at, tp_degrees
 from gpuplan.linter import LintResult
 from gpuplan.rules.context import efficiency_of
-from gpuplan.config import Settings
 from gpuplan.spec import Spec
 from gpuplan.units import format_gib, format_money
 from gpuplan.validate import load_schema
 
 CHART_WIDTH = 640  # px of the memory bar, for the GPU's usable memory (or the engine budget)
 SEGMENT_COLOURS = {
-    "weights": "#3b6ea5", "gradients": "#d9822b", "optimizer": "#7a5195", "activations": "#2a9d8f",
-    "temporaries": "#e9c46a", "autocast_weight_copies": "#8ab17d", "optimizer_step_temporaries": "#bc5090",
-    "gathered_parameters": "#6c757d", "framework_overhead": "#adb5bd", "kv_cache": "#e76f51",
-    "runtime": "#adb5bd", "tenant_weights": "#264653", "tenant_kv_cache": "#f4a261",
+    "weights": "#3b6ea5",
+    "gradients": "#d9822b",
+    "optimizer": "#7a5195",
+    "activations": "#2a9d8f",
+    "temporaries": "#e9c46a",
+    "autocast_weight_copies": "#8ab17d",
+    "optimizer_step_temporaries": "#bc5090",
+    "gathered_parameters": "#6c757d",
+    "framework_overhead": "#adb5bd",
+    "kv_cache": "#e76f51",
+    "runtime": "#adb5bd",
+    "tenant_weights": "#264653",
+    "tenant_kv_cache": "#f4a261",
 }
 MAX_ALTERNATIVE_GPUS = 8  # rows in the alternatives table: cheapest first, so a reader sees the real choices
 
@@ -55,14 +64,16 @@ def _chart(breakdown: dict[str, int], capacity: int) -> dict[str, Any]:
     segments = []
     for name, value in breakdown.items():
         width = value * scale
-        segments.append({
-            "name": name.replace("_", " "),
-            "value": format_gib(value),
-            "share": f"{value / capacity:.0%}" if capacity else "",
-            "x": round(x, 2),
-            "width": round(width, 2),
-            "colour": SEGMENT_COLOURS.get(name, "#999999"),
-        })
+        segments.append(
+            {
+                "name": name.replace("_", " "),
+                "value": format_gib(value),
+                "share": f"{value / capacity:.0%}" if capacity else "",
+                "x": round(x, 2),
+                "width": round(width, 2),
+                "colour": SEGMENT_COLOURS.get(name, "#999999"),
+            }
+        )
         x += width
     return {
         "segments": segments,
@@ -71,7 +82,9 @@ def _chart(breakdown: dict[str, int], capacity: int) -> dict[str, Any]:
         "total": format_gib(total),
         "capacity": format_gib(capacity),
         "over": total > capacity,
-        "legend": [{"name": s["name"], "value": s["value"], "colour": s["colour"], "share": s["share"]} for s in segments],
+        "legend": [
+            {"name": s["name"], "value": s["value"], "colour": s["colour"], "share": s["share"]} for s in segments
+        ],
     }
 
 
@@ -81,18 +94,34 @@ def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Sett
     speed = f.speed
     rows = [
         ("Method", f"{setup.method} ({setup.precision}, {setup.optimizer})"),
-        ("Layout", f"{f.gpus} x {f.gpu.name} ({f.gpu.id}), TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, "
-                   f"sharding {setup.sharding}"),
-        ("Shape", f"micro-batch {setup.micro_batch} x {setup.seq_len:,} tokens"
-                  + (", activation checkpointing" if setup.checkpointing else "")),
-        ("Peak per GPU", f"{format_gib(f.memory.per_gpu)} ({f.memory.peak_phase.replace('_', ' ')} peak) of {format_gib(f.gpu.usable_bytes)} usable"),
+        (
+            "Layout",
+            f"{f.gpus} x {f.gpu.name} ({f.gpu.id}), TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, "
+            f"sharding {setup.sharding}",
+        ),
+        (
+            "Shape",
+            f"micro-batch {setup.micro_batch} x {setup.seq_len:,} tokens"
+            + (", activation checkpointing" if setup.checkpointing else ""),
+        ),
+        (
+            "Peak per GPU",
+            f"{format_gib(f.memory.per_gpu)} ({f.memory.peak_phase.replace('_', ' ')} peak) of {format_gib(f.gpu.usable_bytes)} usable",
+        ),
         ("Headroom", _headroom(headroom, f.gpu.usable_bytes)),
         ("Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"),
-        ("Training time", "n/a (no tokens given)" if speed is None else f"{speed.hours:,.1f} h ({speed.hours * f.gpus:,.1f} GPU-hours)"),
+        (
+            "Training time",
+            "n/a (no tokens given)"
+            if speed is None
+            else f"{speed.hours:,.1f} h ({speed.hours * f.gpus:,.1f} GPU-hours)",
+        ),
         ("Cost of the run", format_money(f.cost, currency)),
         ("Resumable checkpoint", f"{f.checkpoint_bytes / 1e9:,.1f} GB"),
     ]
-    phases = [{"name": name.replace("_", " "), "value": format_gib(total)} for name, total in f.memory.phase_totals.items()]
+    phases = [
+        {"name": name.replace("_", " "), "value": format_gib(total)} for name, total in f.memory.phase_totals.items()
+    ]
     return {
         "title": "Fine-tuning",
         "fits": f.fits,
@@ -111,13 +140,22 @@ def _serve_job(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) 
     headroom = s.memory.budget - s.memory.per_gpu
     rows = [
         ("Layout", f"{s.gpus} x {s.gpu.name} ({s.gpu.id}), TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}"),
-        ("Workload", f"{setup.concurrency} sequences x {setup.context:,} tokens, quantization {setup.quantization}, "
-                     f"KV cache {setup.kv_dtype_bytes * 8}-bit"),
+        (
+            "Workload",
+            f"{setup.concurrency} sequences x {setup.context:,} tokens, quantization {setup.quantization}, "
+            f"KV cache {setup.kv_dtype_bytes * 8}-bit",
+        ),
         ("Per GPU", f"{format_gib(s.memory.per_gpu)} of a {format_gib(s.memory.budget)} engine budget"),
         ("Headroom", _headroom(headroom, s.memory.budget)),
-        ("Capacity", f"max {s.max_concurrency:,} sequences at {setup.context:,} tokens; "
-                     f"max {s.max_context:,} tokens at {setup.concurrency} sequences"),
-        ("Latency", f"TTFT {s.speed.ttft_s * 1000:,.0f} ms; TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound)"),
+        (
+            "Capacity",
+            f"max {s.max_concurrency:,} sequences at {setup.context:,} tokens; "
+            f"max {s.max_context:,} tokens at {setup.concurrency} sequences",
+        ),
+        (
+            "Latency",
+            f"TTFT {s.speed.ttft_s * 1000:,.0f} ms; TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound)",
+        ),
         ("Throughput", f"{s.speed.tokens_per_s:,.0f} output tokens/s"),
         ("Cost per month", format_money(s.monthly_cost, currency)),
         ("Cost per 1M output tokens", format_money(s.cost_per_million_tokens, currency)),
@@ -141,8 +179,14 @@ def _candidate_gpus(current_id: str) -> list[Any]:
     return gpus
 
 
-def _alternatives(spec: Spec, current: Gpu, layouts: Callable[[Gpu], Any],
-                  describe: Callable[[Any], tuple[str, str, float | None]], currency: str, per: str) -> list[dict[str, Any]]:
+def _alternatives(
+    spec: Spec,
+    current: Gpu,
+    layouts: Callable[[Gpu], Any],
+    describe: Callable[[Any], tuple[str, str, float | None]],
+    currency: str,
+    per: str,
+) -> list[dict[str, Any]]:
     """One row per catalog GPU: the first fitting layout ``layouts`` yields, described and priced, cheapest first.
 
     ``layouts(gpu)`` yields (gpus, estimate) candidates in order; ``describe(estimate)`` gives
@@ -152,14 +196,27 @@ def _alternatives(spec: Spec, current: Gpu, layouts: Callable[[Gpu], Any],
     for gpu in _candidate_gpus(current.id):
         price, _ = spec.price(gpu)
         found = next(((count, estimate) for count, estimate in layouts(gpu) if estimate.fits), None)
-        row = {"gpu": gpu.id, "fits": "no", "gpus": "-", "tp": "-", "speed": "-",
-               "price": "n/a" if price is None else f"{price:.2f}", "cost": "-", "sort": (2, 0.0)}
+        row = {
+            "gpu": gpu.id,
+            "fits": "no",
+            "gpus": "-",
+            "tp": "-",
+            "speed": "-",
+            "price": "n/a" if price is None else f"{price:.2f}",
+            "cost": "-",
+            "sort": (2, 0.0),
+        }
         if found is not None:
             count, estimate = found
             tp, speed, cost = describe(estimate)
-            row.update(fits="yes", gpus=str(count), tp=tp, speed=speed,
-                       cost="n/a" if cost is None else f"{format_money(cost, currency)} /{per}",
-                       sort=(0 if cost is not None else 1, cost or 0.0))
+            row.update(
+                fits="yes",
+                gpus=str(count),
+                tp=tp,
+                speed=speed,
+                cost="n/a" if cost is None else f"{format_money(cost, currency)} /{per}",
+                sort=(0 if cost is not None else 1, cost or 0.0),
+            )
         rows.append(row)
     rows.sort(key=lambda row: row["sort"])
     return [{k: v for k, v in row.items() if k != "sort"} for row in rows[:MAX_ALTERNATIVE_GPUS]]
@@ -202,17 +259,23 @@ def _recommendation(spec: Spec | None, analysis: Analysis | None, findings: tupl
     parts = []
     if analysis.finetune:
         f = analysis.finetune
-        parts.append(f"fine-tuning on {f.gpus} x {f.gpu.id} {'fits' if f.fits else 'does not fit'} "
-                     f"({format_gib(f.memory.per_gpu)} per GPU of {format_gib(f.gpu.usable_bytes)})")
+        parts.append(
+            f"fine-tuning on {f.gpus} x {f.gpu.id} {'fits' if f.fits else 'does not fit'} "
+            f"({format_gib(f.memory.per_gpu)} per GPU of {format_gib(f.gpu.usable_bytes)})"
+        )
     if analysis.serve:
         s = analysis.serve
-        parts.append(f"serving on {s.gpus} x {s.gpu.id} {'fits' if s.fits else 'does not fit'} "
-                     f"({format_gib(s.memory.per_gpu)} per GPU of a {format_gib(s.memory.budget)} budget)")
+        parts.append(
+            f"serving on {s.gpus} x {s.gpu.id} {'fits' if s.fits else 'does not fit'} "
+            f"({format_gib(s.memory.per_gpu)} per GPU of a {format_gib(s.memory.budget)} budget)"
+        )
     summary = "; ".join(parts)
     if outcome == "FAIL":
         hint = next((f.hint for f in errors if f.hint), "")
-        return (f"Do not approve as declared: {summary}. {len(errors)} blocking finding(s), first: "
-                f"{errors[0].message}." + (f" Suggested change: {hint}." if hint else ""))
+        return (
+            f"Do not approve as declared: {summary}. {len(errors)} blocking finding(s), first: "
+            f"{errors[0].message}." + (f" Suggested change: {hint}." if hint else "")
+        )
     if outcome == "PASS WITH WARNINGS":
         return f"Approve with care: {summary}. Review the warnings below before signing."
     return f"Approve: {summary}. No blocking or warning findings."
@@ -235,22 +298,52 @@ def build_report(result: LintResult, generated: datetime.date, settings: Setting
     for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
         items = [f for f in result.findings if f.severity is severity]
         if items:
-            groups.append({"severity": severity.value, "title": severity.value.capitalize() + "s", "findings": [
-                {"code": f.code, "name": f.name, "message": f.message, "line": f.line, "col": f.col, "hint": f.hint,
-                 "waived": f.waived, "waiver_reason": f.waiver.reason if f.waiver else "",
-                 "waiver_by": f.waiver.approved_by if f.waiver else "", "waiver_expires": f.waiver.expires if f.waiver else ""}
-                for f in items]})
+            groups.append(
+                {
+                    "severity": severity.value,
+                    "title": severity.value.capitalize() + "s",
+                    "findings": [
+                        {
+                            "code": f.code,
+                            "name": f.name,
+                            "message": f.message,
+                            "line": f.line,
+                            "col": f.col,
+                            "hint": f.hint,
+                            "waived": f.waived,
+                            "waiver_reason": f.waiver.reason if f.waiver else "",
+                            "waiver_by": f.waiver.approved_by if f.waiver else "",
+                            "waiver_expires": f.waiver.expires if f.waiver else "",
+                        }
+                        for f in items
+                    ],
+                }
+            )
     budget_rows = []
     if spec and analysis:
         if analysis.finetune:
-            budget_rows.append({"item": "Fine-tuning run", "estimate": format_money(analysis.finetune.cost, currency),
-                                "budget": format_money(spec.budget.finetune_total, currency),
-                                "within": _within(analysis.finetune.cost, spec.budget.finetune_total)})
+            budget_rows.append(
+                {
+                    "item": "Fine-tuning run",
+                    "estimate": format_money(analysis.finetune.cost, currency),
+                    "budget": format_money(spec.budget.finetune_total, currency),
+                    "within": _within(analysis.finetune.cost, spec.budget.finetune_total),
+                }
+            )
         if analysis.serve:
-            budget_rows.append({"item": "Serving per month", "estimate": format_money(analysis.serve.monthly_cost, currency),
-                                "budget": format_money(spec.budget.serve_monthly, currency),
-                                "within": _within(analysis.serve.monthly_cost, spec.budget.serve_monthly)})
-    price_dates = sorted({f"{job.gpu.id}: {job.price_source}" for job in (analysis.finetune, analysis.serve) if job}) if analysis else []
+            budget_rows.append(
+                {
+                    "item": "Serving per month",
+                    "estimate": format_money(analysis.serve.monthly_cost, currency),
+                    "budget": format_money(spec.budget.serve_monthly, currency),
+                    "within": _within(analysis.serve.monthly_cost, spec.budget.serve_monthly),
+                }
+            )
+    price_dates = (
+        sorted({f"{job.gpu.id}: {job.price_source}" for job in (analysis.finetune, analysis.serve) if job})
+        if analysis
+        else []
+    )
     approvals = spec.approvals if spec else {}
     return {
         "title": f"GPU plan: {spec.name if spec else Path(result.path).name}",
@@ -260,8 +353,13 @@ def build_report(result: LintResult, generated: datetime.date, settings: Setting
         "verdict": outcome,
         "verdict_class": outcome.lower().replace(" ", "-"),
         "recommendation": _recommendation(spec, analysis, result.findings, outcome),
-        "workload": [] if spec is None else [
-            {"label": "Model", "value": f"{spec.model.label} — {spec.model.architecture.params:,} parameters, {spec.model.dtype}"},
+        "workload": []
+        if spec is None
+        else [
+            {
+                "label": "Model",
+                "value": f"{spec.model.label} — {spec.model.architecture.params:,} parameters, {spec.model.dtype}",
+            },
             {"label": "Model source", "value": spec.model.source},
             {"label": "Jobs", "value": ", ".join(job["title"].lower() for job in jobs) or "none"},
         ],
@@ -270,8 +368,14 @@ def build_report(result: LintResult, generated: datetime.date, settings: Setting
         "finding_count": len(result.findings),
         "budget_rows": budget_rows,
         "currency": currency,
-        "signoff": [{"role": role, "name": approvals.get(key, "")} for role, key in
-                    (("Prepared by", "prepared_by"), ("Reviewed by", "reviewed_by"), ("Approved by", "approved_by"))],
+        "signoff": [
+            {"role": role, "name": approvals.get(key, "")}
+            for role, key in (
+                ("Prepared by", "prepared_by"),
+                ("Reviewed by", "reviewed_by"),
+                ("Approved by", "approved_by"),
+            )
+        ],
         "signoff_date": approvals.get("date", ""),
         "provenance": [
             {"label": "Spec file", "value": Path(result.path).name},

@@ -20,10 +20,13 @@ def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
     if prompt >= settings.long_context_min_prompt:
         return "long-context", f"{prompt:,}-token prompts; long-context from {settings.long_context_min_prompt:,}"
     if job.concurrency >= settings.high_throughput_min_concurrency:
-        return "high-throughput", (f"{job.concurrency} sequences in flight; high-throughput from "
-                                   f"{settings.high_throughput_min_concurrency}")
-    return "short-fast", (f"{prompt:,}-token prompts and {job.concurrency} sequences in flight; "
-                          f"below {settings.long_context_min_prompt:,} tokens and {settings.high_throughput_min_concurrency} sequences")
+        return "high-throughput", (
+            f"{job.concurrency} sequences in flight; high-throughput from {settings.high_throughput_min_concurrency}"
+        )
+    return "short-fast", (
+        f"{prompt:,}-token prompts and {job.concurrency} sequences in flight; "
+        f"below {settings.long_context_min_prompt:,} tokens and {settings.high_throughput_min_concurrency} sequences"
+    )
 
 
 @rule("GP401", "category-mismatch", FAMILY, Severity.WARNING)
@@ -55,9 +58,12 @@ def category_mismatch(ctx: RuleContext) -> Iterator[Finding]:
         return
     derived, reason = derive_category(job, ctx.settings)
     if derived != job.category:
-        yield ctx.finding("GP401", ("serve", "category"),
-                          f"declared category {job.category}, but the workload is {derived}: {reason}",
-                          f"category: {derived}")
+        yield ctx.finding(
+            "GP401",
+            ("serve", "category"),
+            f"declared category {job.category}, but the workload is {derived}: {reason}",
+            f"category: {derived}",
+        )
 
 
 @rule("GP402", "evidence-out-of-category", FAMILY, Severity.WARNING)
@@ -94,7 +100,8 @@ def evidence_out_of_category(ctx: RuleContext) -> Iterator[Finding]:
         return
     offered = sorted({item.category or "no category" for item in job.evidence})
     yield ctx.finding(
-        "GP402", ("serve", "evidence"),
+        "GP402",
+        ("serve", "evidence"),
         f"the evidence has figures for {', '.join(offered)} but none for {derived}, the workload's category ({reason})",
         "ask for a run in the workload's category; a number without its category is a marketing number",
     )
@@ -134,10 +141,13 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     if missed:
         s, ttft, slo = missed
         job = s.job
-        yield ctx.finding("GP403", ("serve", "slo", "ttft_ms"),
-                          f"estimated TTFT {ttft:,.0f} ms for a {max(1, job.context - job.output_tokens):,}-token prompt "
-                          f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}) exceeds the SLO of {slo:,.0f} ms",
-                          "more TP, a faster GPU, or shorter prompts")
+        yield ctx.finding(
+            "GP403",
+            ("serve", "slo", "ttft_ms"),
+            f"estimated TTFT {ttft:,.0f} ms for a {max(1, job.context - job.output_tokens):,}-token prompt "
+            f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}) exceeds the SLO of {slo:,.0f} ms",
+            "more TP, a faster GPU, or shorter prompts",
+        )
 
 
 @rule("GP404", "tpot-slo-missed", FAMILY)
@@ -165,7 +175,10 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     if missed:
         s, tpot, slo = missed
         job = s.job
-        yield ctx.finding("GP404", ("serve", "slo", "tpot_ms"),
-                          f"estimated TPOT {tpot:,.1f} ms at {job.concurrency} sequences on {s.gpu.id} "
-                          f"({s.speed.decode_bound}-bound) exceeds the SLO of {slo:,.1f} ms",
-                          "more bandwidth (H200/B200), fp8 weights or KV cache, or fewer sequences per replica")
+        yield ctx.finding(
+            "GP404",
+            ("serve", "slo", "tpot_ms"),
+            f"estimated TPOT {tpot:,.1f} ms at {job.concurrency} sequences on {s.gpu.id} "
+            f"({s.speed.decode_bound}-bound) exceeds the SLO of {slo:,.1f} ms",
+            "more bandwidth (H200/B200), fp8 weights or KV cache, or fewer sequences per replica",
+        )

@@ -38,7 +38,8 @@ def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
         return
     if f.cost > budget.finetune_total:
         yield ctx.finding(
-            "GP501", ("budget", "finetune_total"),
+            "GP501",
+            ("budget", "finetune_total"),
             f"fine-tuning costs about {f.cost:,.0f} {budget.currency} ({f.speed.hours:,.1f} h x {f.gpus} x {f.gpu.id} at "
             f"{f.price_per_hour:.2f}/GPU-hour) — over the budget of {budget.finetune_total:,.0f} by "
             f"{f.cost - budget.finetune_total:,.0f}",
@@ -69,7 +70,8 @@ def serve_over_budget(ctx: RuleContext) -> Iterator[Finding]:
         return
     if s.monthly_cost > budget.serve_monthly:
         yield ctx.finding(
-            "GP502", ("budget", "serve_monthly"),
+            "GP502",
+            ("budget", "serve_monthly"),
             f"serving costs {s.monthly_cost:,.0f} {budget.currency} a month ({s.gpus} x {s.gpu.id} at "
             f"{s.price_per_hour:.2f}/GPU-hour x 730 h) — over the budget of {budget.serve_monthly:,.0f} by "
             f"{s.monthly_cost - budget.serve_monthly:,.0f}",
@@ -101,7 +103,8 @@ def missing_price(ctx: RuleContext) -> Iterator[Finding]:
         estimate = getattr(ctx.analysis, job_name)
         if estimate is not None and estimate.price_per_hour is None:
             yield ctx.finding(
-                "GP503", (job_name, "hardware", "gpu"),
+                "GP503",
+                (job_name, "hardware", "gpu"),
                 f"no price per GPU-hour for {estimate.gpu.id} in {ctx.spec.budget.currency}: cost and budget are unchecked",
                 f"add budget.prices: {{{estimate.gpu.id}: <price>}} with prices_date",
             )
@@ -141,7 +144,8 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
         if age > ctx.settings.price_max_age_days:
             pointer = ("budget", "prices_date") if overridden else (job_name, "hardware", "gpu")
             yield ctx.finding(
-                "GP504", pointer,
+                "GP504",
+                pointer,
                 f"the {estimate.gpu.id} price ({estimate.price_per_hour:.2f}/GPU-hour) is from {quoted}, {age} days ago",
                 "refresh budget.prices with a current quote",
             )

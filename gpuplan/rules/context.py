@@ -29,14 +29,18 @@ class RuleContext:
         """A finding at the field ``pointer`` names (its key's line when the value spans lines)."""
         position = self.document.position(pointer)
         same_line = position.value_line == position.line
-        line, col = (position.value_line, position.value_col) if same_line and pointer else (position.line, position.col)
-        return Finding.make(code, message, path=self.document.path, line=line, col=col,
-                            pointer=json_pointer(pointer), hint=hint)
+        line, col = (
+            (position.value_line, position.value_col) if same_line and pointer else (position.line, position.col)
+        )
+        return Finding.make(
+            code, message, path=self.document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint
+        )
 
 
 def efficiency_of(settings: Settings) -> Efficiency:
-    return Efficiency(prefill_mfu=settings.prefill_mfu, decode_bandwidth=settings.decode_bandwidth,
-                      training_mfu=settings.training_mfu)
+    return Efficiency(
+        prefill_mfu=settings.prefill_mfu, decode_bandwidth=settings.decode_bandwidth, training_mfu=settings.training_mfu
+    )
 
 
 def comfortable(per_gpu: float, capacity: float, settings: Settings) -> bool:

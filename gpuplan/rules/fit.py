@@ -9,8 +9,8 @@ from gpuplan.analysis import estimate_finetune
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import smallest_finetune_layout, smallest_serve_layout
 from gpuplan.rules.context import RuleContext, comfortable
-from gpuplan.units import format_gib
 from gpuplan.rules.registry import rule
+from gpuplan.units import format_gib
 
 FAMILY = "fit"
 
@@ -70,7 +70,12 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
             _layout_hint(layout.describe() if layout else None),
         )
     s = ctx.analysis.serve
-    if s is not None and not s.fits and not serve_weights_fit(ctx) and not (serve_single_gpu(ctx) and _same_gpu_fits_serve(ctx)):
+    if (
+        s is not None
+        and not s.fits
+        and not serve_weights_fit(ctx)
+        and not (serve_single_gpu(ctx) and _same_gpu_fits_serve(ctx))
+    ):
         layout = smallest_serve_layout(ctx.spec, s.job, ctx.efficiency)
         non_kv = s.memory.per_gpu - s.memory.kv_cache
         yield ctx.finding(
@@ -117,7 +122,8 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
         free = f.gpu.usable_bytes - f.memory.per_gpu
         if free < margin * f.gpu.usable_bytes:
             yield ctx.finding(
-                "GP202", ("finetune", "hardware", "gpu"),
+                "GP202",
+                ("finetune", "hardware", "gpu"),
                 f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on {f.gpu.id} "
                 f"({free / f.gpu.usable_bytes:.0%}, margin {margin:.0%})",
                 "activation checkpointing, a fused loss or shorter sequences buy headroom",
@@ -127,7 +133,8 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
         free = s.memory.budget - s.memory.per_gpu
         if free < margin * s.memory.budget:
             yield ctx.finding(
-                "GP202", ("serve", "concurrency"),
+                "GP202",
+                ("serve", "concurrency"),
                 f"serving leaves {format_gib(free)} of the {format_gib(s.memory.budget)} engine budget free on {s.gpu.id} "
                 f"({free / s.memory.budget:.0%}, margin {margin:.0%})",
                 "an fp8 KV cache halves the cache; or lower concurrency or context",
@@ -164,7 +171,8 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     job = s.job
     layout = smallest_serve_layout(ctx.spec, job, ctx.efficiency)
     yield ctx.finding(
-        "GP203", ("serve", "concurrency"),
+        "GP203",
+        ("serve", "concurrency"),
         f"{job.concurrency} x {job.context:,} tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU; "
         f"{format_gib(max(0, s.memory.kv_available))} is left after weights and runtime on {s.gpu.id} — at most "
         f"{s.max_concurrency} sequence(s) at {job.context:,} tokens, or {s.max_context:,} tokens at {job.concurrency}",
@@ -200,10 +208,13 @@ def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
     job = f.job
     single = replace(job.hardware, count=1, tensor_parallel=1, pipeline_parallel=1)
     for method in ("lora", "qlora"):
-        candidate = estimate_finetune(ctx.spec, replace(job, method=method, hardware=single, sharding="none"), ctx.efficiency)
+        candidate = estimate_finetune(
+            ctx.spec, replace(job, method=method, hardware=single, sharding="none"), ctx.efficiency
+        )
         if comfortable(candidate.memory.per_gpu, candidate.gpu.usable_bytes, ctx.settings):
             yield ctx.finding(
-                "GP204", ("finetune", "method"),
+                "GP204",
+                ("finetune", "method"),
                 f"full fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU on {job.hardware.count} x {f.gpu.id}; "
                 f"{method} (rank {job.lora_rank}) needs {format_gib(candidate.memory.per_gpu)} on 1 x {f.gpu.id}",
                 f"consider method: {method} if adapter quality suffices",
@@ -241,11 +252,15 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     share = (phase.get("activations", 0) + phase.get("temporaries", 0)) / f.memory.tensor_peak
     if share <= ctx.settings.activations_share:
         return
-    remedies = [name for name, used in (("activation_checkpointing: true", job.checkpointing),
-                                         ("fused_loss: true", job.fused_loss)) if not used]
+    remedies = [
+        name
+        for name, used in (("activation_checkpointing: true", job.checkpointing), ("fused_loss: true", job.fused_loss))
+        if not used
+    ]
     remedies.append(f"a shorter seq_len than {job.seq_len:,} or a smaller micro_batch")
     yield ctx.finding(
-        "GP205", ("finetune", "seq_len"),
+        "GP205",
+        ("finetune", "seq_len"),
         f"activations and loss temporaries are {share:.0%} of the {format_gib(f.memory.tensor_peak)} peak per GPU",
         "try " + ", ".join(remedies),
     )

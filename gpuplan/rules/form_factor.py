@@ -9,8 +9,8 @@ from gpuplan.estimate.performance import sync_bandwidth
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import Layout, serve_at
 from gpuplan.rules.context import RuleContext, comfortable
-from gpuplan.units import format_gib
 from gpuplan.rules.registry import rule
+from gpuplan.units import format_gib
 
 FAMILY = "form-factor"
 
@@ -50,7 +50,8 @@ def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
     if share > ctx.settings.gradient_sync_share:
         link = sync_bandwidth(gpu, f.setup.data_parallel, f.setup.tensor_parallel) / 1e9
         yield ctx.finding(
-            "GP310", ("finetune", "hardware", "gpu"),
+            "GP310",
+            ("finetune", "hardware", "gpu"),
             f"gradient all-reduce takes {f.speed.gradient_sync_s * 1000:,.0f} ms per step over {link:.0f} GB/s "
             f"against {f.speed.step_compute_s * 1000:,.0f} ms of compute ({share:.0%}) on {f.gpus} x {gpu.id}",
             "use SXM GPUs inside one NVLink domain, fewer GPUs, more gradient_accumulation, or LoRA",
@@ -93,12 +94,18 @@ def single_gpu_serving_on_sxm(ctx: RuleContext) -> Iterator[Finding]:
     for sibling in _siblings(s.gpu.id):
         gpu = gpu_catalog()[sibling]
         candidate = serve_at(ctx.spec, job, Layout(gpu, 1, 1), ctx.efficiency)
-        if comfortable(candidate.memory.per_gpu, candidate.memory.budget, ctx.settings) and candidate.speed.tpot_s <= (job.tpot_ms or 1e9) / 1000:
+        if (
+            comfortable(candidate.memory.per_gpu, candidate.memory.budget, ctx.settings)
+            and candidate.speed.tpot_s <= (job.tpot_ms or 1e9) / 1000
+        ):
             price, _ = ctx.spec.price(gpu)
-            fitting.append(f"{sibling} ({format_gib(candidate.memory.per_gpu)}" + (f", {price:.2f}/h)" if price else ")"))
+            fitting.append(
+                f"{sibling} ({format_gib(candidate.memory.per_gpu)}" + (f", {price:.2f}/h)" if price else ")")
+            )
     if fitting:
         yield ctx.finding(
-            "GP311", ("serve", "hardware", "gpu"),
+            "GP311",
+            ("serve", "hardware", "gpu"),
             f"one {s.gpu.id} per replica never uses its NVLink switch; {', '.join(fitting)} would hold the deployment",
             "prefer the NVL/PCIe card for TP 1 replicas",
         )
@@ -131,7 +138,8 @@ def multi_gpu_serving_without_nvlink(ctx: RuleContext) -> Iterator[Finding]:
     job = s.job
     arch = ctx.spec.model.architecture
     yield ctx.finding(
-        "GP312", ("serve", "hardware", "tensor_parallel"),
+        "GP312",
+        ("serve", "hardware", "tensor_parallel"),
         f"tensor_parallel {job.hardware.tensor_parallel} on {s.gpu.id} (PCIe only) puts {2 * arch.layers} all-reduces "
         f"over PCIe on every output token (TPOT estimate {s.speed.tpot_s * 1000:.1f} ms)",
         "use GPUs with NVLink for TP, or a GPU large enough for TP 1",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpuplan.findings import Severity
 from gpuplan.rules.registry import documentation_only, rule
 
 FAMILY = "input"

@@ -9,9 +9,9 @@ from gpuplan.estimate.performance import TP_ALLREDUCE_LATENCY_NVLINK
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import Layout, finetune_at, serve_at, smallest_finetune_layout, smallest_serve_layout
 from gpuplan.rules.context import RuleContext, comfortable
-from gpuplan.units import format_gib
 from gpuplan.rules.fit import finetune_single_gpu, serve_single_gpu, serve_weights_fit
 from gpuplan.rules.registry import rule
+from gpuplan.units import format_gib
 
 FAMILY = "parallelism"
 
@@ -43,17 +43,20 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
         layout = smallest_finetune_layout(ctx.spec, f.job, ctx.efficiency, other_gpus=False)
         if layout is not None:
             yield ctx.finding(
-                "GP301", ("finetune", "hardware"),
+                "GP301",
+                ("finetune", "hardware"),
                 f"fine-tuning needs {format_gib(f.memory.per_gpu)} on one {f.gpu.id} ({format_gib(f.gpu.usable_bytes)} usable); "
                 f"parallelism is needed: {layout.describe()} fits",
-                f"declare count: {layout.count}" + (f", sharding: {layout.sharding}" if layout.sharding != "none" else ""),
+                f"declare count: {layout.count}"
+                + (f", sharding: {layout.sharding}" if layout.sharding != "none" else ""),
             )
     s = ctx.analysis.serve
     if s is not None and not s.fits and serve_single_gpu(ctx) and not serve_weights_fit(ctx):
         layout = smallest_serve_layout(ctx.spec, s.job, ctx.efficiency, other_gpus=False)
         if layout is not None:
             yield ctx.finding(
-                "GP301", ("serve", "hardware"),
+                "GP301",
+                ("serve", "hardware"),
                 f"serving needs {format_gib(s.memory.per_gpu)} on one {s.gpu.id} (engine budget {format_gib(s.memory.budget)}); "
                 f"tensor parallelism is needed: {layout.describe()} fits",
                 f"declare count: {layout.count}, tensor_parallel: {layout.tensor_parallel}",
@@ -92,7 +95,8 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         if comfortable(single.memory.per_gpu, single.memory.budget, ctx.settings):
             latency = 2 * ctx.spec.model.architecture.layers * TP_ALLREDUCE_LATENCY_NVLINK * 1000
             yield ctx.finding(
-                "GP302", ("serve", "hardware", "tensor_parallel"),
+                "GP302",
+                ("serve", "hardware", "tensor_parallel"),
                 f"one {s.gpu.id} holds this deployment ({format_gib(single.memory.per_gpu)} of {format_gib(single.memory.budget)}); "
                 f"tensor_parallel {job.hardware.tensor_parallel} adds about {latency:.1f} ms of all-reduce latency per "
                 f"output token",
@@ -109,7 +113,8 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
                 what += [f"pipeline_parallel {hardware.pipeline_parallel}"] if hardware.pipeline_parallel > 1 else []
                 what += [f"sharding {tune.sharding}"] if tune.sharding != "none" else []
                 yield ctx.finding(
-                    "GP302", ("finetune", "sharding" if tune.sharding != "none" else "hardware"),
+                    "GP302",
+                    ("finetune", "sharding" if tune.sharding != "none" else "hardware"),
                     f"{' and '.join(what)} is not needed: plain data parallelism on {hardware.count} x {f.gpu.id} "
                     f"needs {format_gib(plain.memory.per_gpu)} of {format_gib(f.gpu.usable_bytes)} per GPU",
                     "drop it; it only adds communication",
@@ -147,9 +152,11 @@ def tp_does_not_divide_heads(ctx: RuleContext) -> Iterator[Finding]:
         kv = arch.n_kv
         if arch.heads % tp or (not arch.is_mla and kv % tp and tp % kv):
             yield ctx.finding(
-                "GP303", (job_name, "hardware", "tensor_parallel"),
+                "GP303",
+                (job_name, "hardware", "tensor_parallel"),
                 f"tensor_parallel {tp} does not divide {arch.heads} attention heads / {kv} KV heads",
-                "use a divisor of the head count: " + ", ".join(str(d) for d in (1, 2, 4, 8, 16) if arch.heads % d == 0 and (kv % d == 0 or d % kv == 0)),
+                "use a divisor of the head count: "
+                + ", ".join(str(d) for d in (1, 2, 4, 8, 16) if arch.heads % d == 0 and (kv % d == 0 or d % kv == 0)),
             )
 
 
@@ -182,7 +189,8 @@ def tp_exceeds_nvlink_domain(ctx: RuleContext) -> Iterator[Finding]:
         gpu, tp = job.hardware.gpu, job.hardware.tensor_parallel
         if gpu.domain > 1 and tp > gpu.domain:
             yield ctx.finding(
-                "GP304", (job_name, "hardware", "tensor_parallel"),
+                "GP304",
+                (job_name, "hardware", "tensor_parallel"),
                 f"tensor_parallel {tp} exceeds the NVLink domain of {gpu.domain} GPUs on {gpu.id}",
                 f"keep tensor_parallel at most {gpu.domain}; use pipeline_parallel or replicas beyond it",
             )
@@ -228,12 +236,11 @@ def larger_gpu_instead_of_tp(ctx: RuleContext) -> Iterator[Finding]:
             current = f"{s.price_per_hour * job.hardware.tensor_parallel:.2f}/h" if s.price_per_hour else "unpriced"
             offer = f"{price:.2f}/h" if price else "unpriced"
             yield ctx.finding(
-                "GP305", ("serve", "hardware", "gpu"),
+                "GP305",
+                ("serve", "hardware", "gpu"),
                 f"one {gpu.id} holds this deployment at tensor_parallel 1 ({format_gib(single.memory.per_gpu)} of "
                 f"{format_gib(single.memory.budget)}) instead of {job.hardware.tensor_parallel} x {s.gpu.id} "
                 f"({current} vs {offer} per replica)",
                 f"gpu: {gpu.id}, tensor_parallel: 1",
             )
             return
-
-

@@ -8,9 +8,9 @@ from gpuplan.catalog import gpu_catalog
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import Layout, serve_at
 from gpuplan.rules.context import RuleContext, comfortable
-from gpuplan.units import format_gib
 from gpuplan.rules.registry import rule
 from gpuplan.spec import HOURS_PER_MONTH
+from gpuplan.units import format_gib
 
 FAMILY = "right-sizing"
 
@@ -52,15 +52,19 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
             continue
         tp = job.hardware.tensor_parallel if gpu.domain >= job.hardware.tensor_parallel else 1
         candidate = serve_at(ctx.spec, job, Layout(gpu, job.hardware.count, tp), ctx.efficiency)
-        meets = comfortable(candidate.memory.per_gpu, candidate.memory.budget, ctx.settings) and (job.ttft_ms is None or candidate.speed.ttft_s * 1000 <= job.ttft_ms) and (
-            job.tpot_ms is None or candidate.speed.tpot_s * 1000 <= job.tpot_ms)
+        meets = (
+            comfortable(candidate.memory.per_gpu, candidate.memory.budget, ctx.settings)
+            and (job.ttft_ms is None or candidate.speed.ttft_s * 1000 <= job.ttft_ms)
+            and (job.tpot_ms is None or candidate.speed.tpot_s * 1000 <= job.tpot_ms)
+        )
         if meets and (best is None or price < best[1]):
             best = (candidate, price)
     if best is not None:
         candidate, price = best
         saving = (s.price_per_hour - price) * job.hardware.count * HOURS_PER_MONTH
         yield ctx.finding(
-            "GP505", ("serve", "hardware", "gpu"),
+            "GP505",
+            ("serve", "hardware", "gpu"),
             f"the deployment uses {used:.0%} of {s.gpu.id} ({format_gib(s.memory.per_gpu)} of {format_gib(s.memory.budget)}); "
             f"{candidate.gpu.id} holds it ({format_gib(candidate.memory.per_gpu)} of {format_gib(candidate.memory.budget)}) and meets the SLO, "
             f"saving about {saving:,.0f} {ctx.spec.budget.currency} a month",
@@ -97,7 +101,8 @@ def train_and_serve_same_gpu(ctx: RuleContext) -> Iterator[Finding]:
     used = s.memory.per_gpu / s.memory.budget
     if used < ctx.settings.right_size_fraction:
         yield ctx.finding(
-            "GP506", ("serve", "hardware", "gpu"),
+            "GP506",
+            ("serve", "hardware", "gpu"),
             f"serving on the training GPU ({s.gpu.id}) uses {used:.0%} of it ({format_gib(s.memory.per_gpu)}); "
             "a smaller GPU would serve it",
             "see GP505 or `gpuplan estimate` for a cheaper serving GPU",

@@ -42,7 +42,8 @@ def checkpoint_storage_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     need = f.checkpoint_bytes * keep
     if need > storage_gb * 1e9:
         yield ctx.finding(
-            "GP601", ("finetune", "checkpoints", "storage_gb"),
+            "GP601",
+            ("finetune", "checkpoints", "storage_gb"),
             f"{keep} resumable checkpoints of {f.checkpoint_bytes / 1e9:,.1f} GB need {need / 1e9:,.1f} GB; "
             f"{storage_gb:,.0f} GB is declared",
             f"storage_gb: {need / 1e9 * 1.1:,.0f} (10% spare), or keep fewer",
@@ -75,7 +76,8 @@ def long_run_without_checkpoints(ctx: RuleContext) -> Iterator[Finding]:
         return
     if f.speed.hours > ctx.settings.long_run_hours:
         yield ctx.finding(
-            "GP602", ("finetune", "tokens"),
+            "GP602",
+            ("finetune", "tokens"),
             f"the run takes about {f.speed.hours:,.0f} hours on {f.gpus} x {f.gpu.id} with no checkpoints declared",
             "add checkpoints: {every_hours: ..., keep: ..., storage_gb: ...}",
         )
