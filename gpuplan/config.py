@@ -11,8 +11,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from gpuplan.codes import CODES, lookup, suggestions
 from gpuplan.errors import GpuplanError
-from gpuplan.findings import Severity
+from gpuplan.findings import Finding, Severity
 from gpuplan.loader import LoadedDocument, Position, load_bytes
 
 CONFIG_FILE = ".gpuplan.yaml"
@@ -79,29 +80,42 @@ def load_config(path: Path) -> Config:
     return _config(document.data or {}, str(path))
 
 
-def _unknown_rules(document: LoadedDocument) -> list[Any]:
-    from gpuplan.findings import Finding
-    from gpuplan.rules.registry import get_rule
-
+def _unknown_rules(document: LoadedDocument) -> list[Finding]:
+    """Severity keys must name a code; select/ignore entries a code, a code prefix (GP2) or a name."""
     found = []
     for key in document.data.get("severity", {}):
-        try:
-            get_rule(key)
-        except GpuplanError as error:
-            position = document.position(("severity", key))
-            found.append(
-                Finding.make("GP100", f"severity: {error}", path=document.path, line=position.line, col=position.col)
-            )
+        if lookup(key) is None:
+            found.append(_unknown_rule(document, ("severity", key), key))
+    for section in ("select", "ignore"):
+        for index, pattern in enumerate(document.data.get(section, [])):
+            if not matches_any_code(pattern):
+                found.append(_unknown_rule(document, (section, index), pattern))
     return found
 
 
-def _config(data: dict[str, Any], source: str) -> Config:
-    from gpuplan.rules.registry import get_rule
+def matches_any_code(pattern: str) -> bool:
+    """Whether a select/ignore pattern (code, code prefix or rule name) can match any finding."""
+    return lookup(pattern) is not None or any(code.startswith(pattern.upper()) for code in CODES)
 
+
+def _unknown_rule(document: LoadedDocument, pointer: tuple[str | int, ...], name: str) -> Finding:
+    close = suggestions(name)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; `gpuplan rules` lists them"
+    position = document.position(pointer)
+    return Finding.make(
+        "GP100",
+        f"{pointer[0]}: unknown rule {name!r}{hint}",
+        path=document.path,
+        line=position.value_line,
+        col=position.value_col,
+    )
+
+
+def _config(data: dict[str, Any], source: str) -> Config:
     thresholds = data.get("thresholds", {})
     known = {f.name for f in fields(Settings)}
     settings = Settings(**{key: value for key, value in thresholds.items() if key in known})
-    severities = {get_rule(key).code: Severity(level) for key, level in data.get("severity", {}).items()}
+    severities = {_code(key): Severity(level) for key, level in data.get("severity", {}).items()}
     return Config(
         select=tuple(data.get("select", ())),
         ignore=tuple(data.get("ignore", ())),
@@ -137,3 +151,9 @@ def _toml_document(path: Path, raw: bytes) -> LoadedDocument:
             column = len(key.group(1)) + 1
             positions[(*section, key.group(2))] = Position(number, column, number, column)
     return LoadedDocument(str(path), table, positions, ())
+
+
+def _code(code_or_name: str) -> str:
+    entry = lookup(code_or_name)
+    assert entry is not None, "checked by _unknown_rules"
+    return entry.code
