@@ -1,7 +1,8 @@
 """Configuration: ``.gpuplan.yaml`` or ``[tool.gpuplan]`` in pyproject.toml, found upward from a spec.
 
 Keys (checked against schemas/config.schema.json; unknown keys are errors with positions):
-``select``, ``ignore``, ``severity`` (code or name -> level), ``fail-on``, ``thresholds``.
+``select``, ``ignore``, ``severity`` (code or name -> level), ``fail-on``, ``thresholds``, and ``diff``
+(the guardrails of ``gpuplan diff``, read by gpuplan/diff/guardrails.py).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class Config:
     fail_on: Severity | None = None
     settings: Settings = field(default_factory=default_settings)
     source: str | None = None
+    diff: dict[str, Any] = field(default_factory=dict)  # the validated `diff` section, as written
 
 
 def find_config(start: Path) -> Path | None:
@@ -136,6 +138,7 @@ def _config(data: dict[str, Any], source: str) -> Config:
         fail_on=Severity(data["fail-on"]) if "fail-on" in data else None,
         settings=settings,
         source=source,
+        diff=dict(data.get("diff", {})),
     )
 
 

@@ -15,13 +15,27 @@ _MODEL_KEY = re.compile(rb"^model\s*:", re.MULTILINE)
 _JOB_KEY = re.compile(rb"^(finetune|serve)\s*:", re.MULTILINE)
 
 
+_HEAD_BYTES = 256 * 1024  # the keys sit at the top of a spec; a long comment block stays well inside this
+
+
 def looks_like_spec(path: Path) -> bool:
     try:
         with open(path, "rb") as handle:
-            head = handle.read(256 * 1024)
+            head = handle.read(_HEAD_BYTES)
     except OSError:
         return False
+    return content_looks_like_spec(head)
+
+
+def content_looks_like_spec(content: bytes) -> bool:
+    """The hook's test on a file's bytes (also applied to git objects by ``gpuplan diff --git``)."""
+    head = content[:_HEAD_BYTES]
     return bool(_MODEL_KEY.search(head) and _JOB_KEY.search(head))
+
+
+def is_spec_file(name: str, content: bytes) -> bool:
+    """Whether the pre-commit hook would check this file: a YAML name and spec-looking content."""
+    return name.endswith(SPEC_SUFFIXES) and content_looks_like_spec(content)
 
 
 def discover(paths: list[str], *, only_specs: bool = False) -> Iterator[str]:

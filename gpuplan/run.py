@@ -36,20 +36,32 @@ def lint_paths(
     fail_levels = []
     for path in files:
         config = explicit or _config_for(path, found)
-        options = LintOptions(
-            select=select or config.select,
-            ignore=tuple(ignore) + config.ignore,
-            severities=config.severities,
-            use_waivers=use_waivers,
-            settings=config.settings,
-            today=today or report_date(),
-        )
+        options = lint_options(config, select=select, ignore=ignore, use_waivers=use_waivers, today=today)
         if config.fail_on:
             fail_levels.append(config.fail_on)
         results.append(lint_path(path, options))
     configured = min(fail_levels, key=lambda s: s.rank) if fail_levels else Severity.ERROR
     threshold = Severity(fail_on) if fail_on else configured
     return RunSummary(tuple(results), threshold, quiet)
+
+
+def lint_options(
+    config: Config,
+    *,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    use_waivers: bool = True,
+    today: datetime.date | None = None,
+) -> LintOptions:
+    """The options one spec is linted with: command-line selections on top of its configuration."""
+    return LintOptions(
+        select=select or config.select,
+        ignore=tuple(ignore) + config.ignore,
+        severities=config.severities,
+        use_waivers=use_waivers,
+        settings=config.settings,
+        today=today or report_date(),
+    )
 
 
 def _config_for(path: str, found: dict[Path, Config]) -> Config:

@@ -13,8 +13,12 @@ def format_gib(value: float) -> str:
     return f"{value / GIB:,.1f} GiB"
 
 
-def format_money(value: float | None, currency: str) -> str:
+def money_decimals(value: float) -> int:
     """Whole units for large amounts, cents for small ones (prices per hour, per 1M tokens)."""
+    return 0 if abs(value) >= 100 else 2
+
+
+def format_money(value: float | None, currency: str) -> str:
     if value is None:
         return "n/a"
-    return f"{value:,.0f} {currency}" if abs(value) >= 100 else f"{value:,.2f} {currency}"
+    return f"{value:,.{money_decimals(value)}f} {currency}"

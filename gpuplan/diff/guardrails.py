@@ -1,0 +1,83 @@
+"""Guardrails of ``gpuplan diff``: when a change fails the run (exit 1), and when the diff is printed at all.
+
+Set in the configuration's ``diff`` section (schemas/config.schema.json holds the keys and defaults) and
+overridden by the command's flags of the same names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuplan.config import find_config, load_config
+from gpuplan.defaults import apply_defaults
+from gpuplan.diff.model import DiffResult
+from gpuplan.units import format_money
+
+COMMENT_ON = ("always", "any", "increase", "never")
+
+
+@dataclass(frozen=True)
+class Guardrails:
+    max_monthly_increase: float | None
+    max_monthly_increase_pct: float | None
+    fail_on_worse_verdict: bool
+    fail_on_new_error: bool
+    comment_on: str
+
+    @classmethod
+    def from_config(cls, section: dict[str, Any], **flags: Any) -> Guardrails:
+        """The configuration's ``diff`` section, its defaults filled in, then every flag that was given."""
+        from gpuplan.validate import load_schema
+
+        values = apply_defaults({"diff": section}, load_schema("config"))["diff"]
+        merged = {key.replace("-", "_"): value for key, value in values.items()}
+        merged.update({key: value for key, value in flags.items() if value is not None})
+        merged.setdefault("max_monthly_increase", None)
+        merged.setdefault("max_monthly_increase_pct", None)
+        return cls(**merged)
+
+
+def breaches(result: DiffResult, guardrails: Guardrails) -> list[str]:
+    """Why the diff fails, one sentence per guardrail it breaks (empty: it passes)."""
+    found = []
+    for totals in result.totals:
+        monthly = totals.monthly
+        limit = guardrails.max_monthly_increase
+        if limit is not None and monthly.delta > limit:
+            found.append(
+                f"monthly cost rises by {format_money(monthly.delta, totals.currency)}, "
+                f"more than max-monthly-increase {format_money(limit, totals.currency)}"
+            )
+        share = guardrails.max_monthly_increase_pct
+        if share is not None and monthly.delta > 0 and (monthly.percent is None or monthly.percent > share):
+            rise = "from nothing" if monthly.percent is None else f"by {monthly.percent:+.1f}%"
+            found.append(f"monthly cost rises {rise}, more than max-monthly-increase-pct {share:g}%")
+    if guardrails.fail_on_worse_verdict:
+        for change in result.changes:
+            if change.verdict_worsened:
+                found.append(f"{change.path}: verdict worsens from {change.verdict_before} to {change.verdict_after}")
+    if guardrails.fail_on_new_error:
+        for change in result.changes:
+            codes = sorted({f.code for f in change.new_errors})
+            if codes:
+                found.append(f"{change.path}: new error{'s' if len(codes) > 1 else ''} {', '.join(codes)}")
+    return found
+
+
+def should_print(result: DiffResult, comment_on: str) -> bool:
+    """Whether the diff is worth printing under ``comment_on`` (so a CI job posts no empty comment)."""
+    if comment_on == "always":
+        return True
+    if comment_on == "any":
+        return bool(result.material)
+    if comment_on == "increase":
+        return any(t.monthly.delta > 0 or t.run.delta > 0 for t in result.totals)
+    return False
+
+
+def configured_section(config_path: str | None, start: Path) -> dict[str, Any]:
+    """The ``diff`` section of ``--config``, else of the configuration found upward from ``start``."""
+    location = Path(config_path) if config_path else find_config(start.resolve())
+    return load_config(location).diff if location else {}

@@ -1,0 +1,109 @@
+"""The versioned JSON object of ``gpuplan diff --format json`` (schemas/diff.schema.json, README).
+
+For policies (OPA/conftest, a short Python check): every figure is a number or null, money in the
+spec's currency rounded to cents, bytes as integers, and each spec's ``delta`` is after minus before.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpuplan import __version__
+from gpuplan.diff.model import COSTS, METRICS, DiffResult, Figure, Revision, SpecChange, SpecSide, Totals
+from gpuplan.findings import Severity
+
+FORMAT_VERSION = 1
+
+
+def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
+    totals = result.totals
+    document = {
+        "format_version": FORMAT_VERSION,
+        "tool": {"name": "gpuplan", "version": __version__},
+        "base": _revision(result.base),
+        "head": _revision(result.head),
+        "totals": _totals(totals[0]),
+        "other_currency_totals": [_totals(t) for t in totals[1:]],
+        "guardrails": {"passed": not breaches, "breaches": breaches, "exit_code": exit_code},
+        "specs": [_spec(change) for change in result.changes],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def _revision(revision: Revision) -> dict[str, Any]:
+    return {"kind": revision.kind, "name": revision.name, "commit": revision.commit}
+
+
+def _figure(figure: Figure) -> dict[str, Any]:
+    return {"before": figure.before, "after": figure.after, "delta": figure.delta, "percent": figure.percent}
+
+
+def _totals(totals: Totals) -> dict[str, Any]:
+    return {
+        "currency": totals.currency,
+        "specs": totals.specs,
+        "monthly_cost": _figure(totals.monthly),
+        "run_cost": _figure(totals.run),
+        "term_cost": _figure(totals.term),
+        "uncosted": list(totals.uncosted),
+    }
+
+
+def _side(side: SpecSide | None) -> dict[str, Any] | None:
+    if side is None:
+        return None
+    return {
+        "path": side.path,
+        "verdict": side.verdict,
+        "currency": side.currency,
+        "estimated": side.estimated,
+        "term_months": side.term_months,
+        "monthly_cost": side.monthly_cost,
+        "run_cost": side.run_cost,
+        "term_cost": side.term_cost,
+        "errors": side.count(Severity.ERROR),
+        "warnings": side.count(Severity.WARNING),
+        "infos": side.count(Severity.INFO),
+        "jobs": side.jobs,
+    }
+
+
+def _delta(change: SpecChange) -> dict[str, Any]:
+    jobs = sorted({*(change.before.jobs if change.before else {}), *(change.after.jobs if change.after else {})})
+    return {
+        **{key: change.cost_delta(key) for key in COSTS},
+        "jobs": {
+            job: {metric.key: change.figure_delta(job, metric.key) for metric in METRICS[job] if metric.kind != "text"}
+            for job in jobs
+        },
+    }
+
+
+def _spec(change: SpecChange) -> dict[str, Any]:
+    return {
+        "path": change.path,
+        "old_path": change.old_path,
+        "status": change.status,
+        "material": change.material,
+        "verdict": {
+            "before": change.verdict_before,
+            "after": change.verdict_after,
+            "worsened": change.verdict_worsened,
+        },
+        "before": _side(change.before),
+        "after": _side(change.after),
+        "delta": _delta(change),
+        "findings_added": [f.to_dict() for f in change.findings_added],
+        "findings_resolved": [f.to_dict() for f in change.findings_resolved],
+        "fields_changed": [
+            {
+                "pointer": field.json_pointer,
+                "change": field.kind,
+                "before": field.before,
+                "after": field.after,
+                "line": change.line_of(field.pointer),
+            }
+            for field in change.fields_changed
+        ],
+    }

@@ -1,0 +1,429 @@
+"""What a diff holds: each spec's figures on both sides, what changed, and the totals across specs.
+
+Plain frozen data built from lint results; the formats (text, markdown, json, github) only read it.
+Money is rounded to cents once, here, so that totals are exactly the sums of the figures shown.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuplan.analysis import Analysis, to_dict
+from gpuplan.diff.fields import FieldChange, changed_fields
+from gpuplan.diff.verdict import spec_verdict, worsened
+from gpuplan.findings import Finding, Severity
+from gpuplan.linter import LintResult
+from gpuplan.loader import Pointer, Position
+
+ADDED, REMOVED, MODIFIED, UNCHANGED = "added", "removed", "modified", "unchanged"
+JOBS = ("finetune", "serve")
+# The term a monthly cost is multiplied over when the spec names none: issue 12's `budget.term_months`
+# default (a one-year commitment, the usual reserved-capacity term).
+DEFAULT_TERM_MONTHS = 12
+COSTS = ("monthly_cost", "run_cost", "term_cost")
+
+Value = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure of a job: its key in the JSON, its label for people, and how to show it."""
+
+    key: str
+    label: str
+    kind: str  # text | bytes | pct | count | tokens | ms | rate | hours | money
+
+
+# The rows every format shows, per job, in this order (the JSON carries these and a few more).
+SERVE_METRICS = (
+    Metric("layout", "Layout", "text"),
+    Metric("workload", "Workload", "text"),
+    Metric("per_gpu_bytes", "Memory per GPU", "bytes"),
+    Metric("headroom_bytes", "Headroom per GPU", "bytes"),
+    Metric("headroom_pct", "Headroom share", "pct"),
+    Metric("max_concurrency", "Max sequences at the context", "count"),
+    Metric("max_context", "Max context at the concurrency", "tokens"),
+    Metric("ttft_ms", "TTFT", "ms"),
+    Metric("tpot_ms", "TPOT", "ms"),
+    Metric("tokens_per_s", "Output tokens/s", "rate"),
+    Metric("monthly_cost", "Cost per month", "money"),
+    Metric("term_cost", "Cost over the term", "money"),
+    Metric("cost_per_million_tokens", "Cost per 1M output tokens", "money"),
+)
+FINETUNE_METRICS = (
+    Metric("layout", "Layout", "text"),
+    Metric("per_gpu_bytes", "Memory per GPU", "bytes"),
+    Metric("headroom_bytes", "Headroom per GPU", "bytes"),
+    Metric("headroom_pct", "Headroom share", "pct"),
+    Metric("training_hours", "Training time", "hours"),
+    Metric("run_cost", "Cost of the run", "money"),
+    Metric("cost_per_million_tokens", "Cost per 1M training tokens", "money"),
+)
+METRICS = {"finetune": FINETUNE_METRICS, "serve": SERVE_METRICS}
+
+
+def cents(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+@dataclass(frozen=True)
+class SpecSide:
+    """One spec at one revision: verdict, costs, per-job figures, active findings and the loaded data."""
+
+    path: str
+    verdict: str
+    currency: str
+    term_months: int
+    monthly_cost: float | None  # 0 without a serving job; None when unpriced or not estimated
+    run_cost: float | None  # 0 without a fine-tuning job; None when unpriced, without tokens or not estimated
+    jobs: dict[str, dict[str, Value]]
+    findings: tuple[Finding, ...]
+    data: Any = None
+    positions: dict[Pointer, Position] = field(default_factory=dict)
+
+    @property
+    def estimated(self) -> bool:
+        return bool(self.jobs)
+
+    @property
+    def term_cost(self) -> float | None:
+        if self.monthly_cost is None or self.run_cost is None:
+            return None
+        return cents(self.run_cost + self.monthly_cost * self.term_months)
+
+    def cost(self, key: str) -> float | None:
+        value: float | None = getattr(self, key)
+        return value
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity is severity)
+
+
+def side_from_result(path: str, result: LintResult) -> SpecSide:
+    """The figures of one linted spec; a spec that did not resolve has a verdict and findings only."""
+    active = tuple(f for f in result.findings if not f.waived)
+    document = result.document
+    data = document.data if document is not None else None
+    positions = document.positions if document is not None else {}
+    analysis: Analysis | None = result.analysis
+    if analysis is None:
+        currency = _declared_currency(data)
+        return SpecSide(
+            path, spec_verdict(result), currency, DEFAULT_TERM_MONTHS, None, None, {}, active, data, positions
+        )
+    term = DEFAULT_TERM_MONTHS
+    jobs = _job_figures(analysis, term)
+    serve, finetune = jobs.get("serve"), jobs.get("finetune")
+    monthly = _number(serve["monthly_cost"]) if serve else 0.0
+    run = _number(finetune["run_cost"]) if finetune else 0.0
+    return SpecSide(
+        path,
+        spec_verdict(result),
+        analysis.spec.budget.currency,
+        term,
+        monthly,
+        run,
+        jobs,
+        active,
+        data,
+        positions,
+    )
+
+
+def _number(value: Value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _declared_currency(data: Any) -> str:
+    """The currency a spec that did not resolve declares, for grouping it; USD (the schema's default) else."""
+    budget = data.get("budget") if isinstance(data, dict) else None
+    currency = budget.get("currency") if isinstance(budget, dict) else None
+    return currency if isinstance(currency, str) and currency else "USD"
+
+
+def _job_figures(analysis: Analysis, term: int) -> dict[str, dict[str, Value]]:
+    """Per job: the estimate's documented figures (``gpuplan estimate --format json``) plus layout and term."""
+    estimate = to_dict(analysis)
+    jobs: dict[str, dict[str, Value]] = {}
+    if analysis.finetune is not None:
+        f, shown = analysis.finetune, estimate["finetune"]
+        training = f.setup
+        layout = f"{f.gpus} x {f.gpu.id}, TP {training.tensor_parallel}, PP {training.pipeline_parallel}"
+        tokens = f.job.tokens
+        cost = cents(shown["cost"])
+        jobs["finetune"] = {
+            "layout": layout + (f", sharding {training.sharding}" if training.sharding != "none" else ""),
+            "gpu": f.gpu.id,
+            "gpus": f.gpus,
+            "tensor_parallel": training.tensor_parallel,
+            "pipeline_parallel": training.pipeline_parallel,
+            "sharding": training.sharding,
+            "fits": f.fits,
+            **_memory(shown["per_gpu_bytes"], shown["usable_bytes"]),
+            "tokens": tokens,
+            "training_hours": shown["training_hours"],
+            "price_per_gpu_hour": shown["price_per_gpu_hour"],
+            "run_cost": cost,
+            "cost_per_million_tokens": None if cost is None or not tokens else round(cost / tokens * 1e6, 4),
+        }
+    if analysis.serve is not None:
+        s, shown = analysis.serve, estimate["serve"]
+        setup = s.setup
+        monthly = cents(shown["monthly_cost"])
+        jobs["serve"] = {
+            "layout": f"{s.gpus} x {s.gpu.id}, TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}",
+            "workload": f"{setup.concurrency:,} x {setup.context:,} tokens",
+            "gpu": s.gpu.id,
+            "gpus": s.gpus,
+            "tensor_parallel": setup.tensor_parallel,
+            "pipeline_parallel": setup.pipeline_parallel,
+            "replicas": s.job.hardware.replicas,
+            "fits": s.fits,
+            **_memory(shown["per_gpu_bytes"], shown["usable_bytes"]),
+            "context": setup.context,
+            "concurrency": setup.concurrency,
+            "max_concurrency": shown["max_concurrency"],
+            "max_context": shown["max_context"],
+            "ttft_ms": shown["ttft_ms"],
+            "tpot_ms": shown["tpot_ms"],
+            "tokens_per_s": shown["tokens_per_s"],
+            "price_per_gpu_hour": shown["price_per_gpu_hour"],
+            "monthly_cost": monthly,
+            "term_cost": None if monthly is None else cents(monthly * term),
+            "cost_per_million_tokens": shown["cost_per_million_tokens"],
+        }
+    return jobs
+
+
+def _memory(per_gpu: int, capacity: int) -> dict[str, Value]:
+    """Per-GPU peak, the capacity it is held against (usable memory, or the serving engine's budget), headroom."""
+    headroom = capacity - per_gpu
+    return {
+        "per_gpu_bytes": per_gpu,
+        "budget_bytes": capacity,
+        "headroom_bytes": headroom,
+        "headroom_pct": round(headroom / capacity * 100, 1) if capacity else None,
+    }
+
+
+@dataclass(frozen=True)
+class SpecChange:
+    """One spec across the diff: its two sides and what differs between them."""
+
+    path: str
+    old_path: str | None
+    status: str
+    before: SpecSide | None
+    after: SpecSide | None
+    findings_added: tuple[Finding, ...] = ()
+    findings_resolved: tuple[Finding, ...] = ()
+    fields_changed: tuple[FieldChange, ...] = ()
+
+    @property
+    def currency(self) -> str:
+        side = self.after or self.before
+        assert side is not None, "a change has at least one side"
+        return side.currency
+
+    @property
+    def verdict_before(self) -> str | None:
+        return self.before.verdict if self.before else None
+
+    @property
+    def verdict_after(self) -> str | None:
+        return self.after.verdict if self.after else None
+
+    @property
+    def verdict_worsened(self) -> bool:
+        return worsened(self.verdict_before, self.verdict_after)
+
+    @property
+    def new_errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings_added if f.severity is Severity.ERROR)
+
+    def line_of(self, pointer: Pointer) -> int | None:
+        """A field's line on the new side: a removed field's nearest enclosing field that is still there
+        (the old side's line when the whole spec was removed)."""
+        side = self.after or self.before
+        if side is None or not side.positions:
+            return None
+        for end in range(len(pointer), -1, -1):
+            found = side.positions.get(pointer[:end])
+            if found is not None:
+                return found.line
+        return None
+
+    def cost_before(self, key: str) -> float | None:
+        """A cost on the old side; 0 for a spec that did not exist (an added spec counts in full as +)."""
+        return self.before.cost(key) if self.before else 0.0
+
+    def cost_after(self, key: str) -> float | None:
+        return self.after.cost(key) if self.after else 0.0
+
+    def cost_delta(self, key: str) -> float | None:
+        old, new = self.cost_before(key), self.cost_after(key)
+        return None if old is None or new is None else cents(new - old)
+
+    def figure_pair(self, job: str, key: str) -> tuple[Value, Value]:
+        """A job's figure before and after; a job that appears (disappears) counts its costs from (to) zero."""
+        old = self.before.jobs.get(job) if self.before else None
+        new = self.after.jobs.get(job) if self.after else None
+        old_value = old.get(key) if old else None
+        new_value = new.get(key) if new else None
+        if key in COSTS and (old is None) != (new is None):
+            if old is None and new_value is not None:
+                old_value = 0.0
+            if new is None and old_value is not None:
+                new_value = 0.0
+        return old_value, new_value
+
+    def figure_delta(self, job: str, key: str) -> Value:
+        """After minus before, for a numeric figure known on both sides (see ``figure_pair``)."""
+        old_value, new_value = self.figure_pair(job, key)
+        old_number, new_number = _number(old_value), _number(new_value)
+        if old_number is None or new_number is None:
+            return None
+        if isinstance(old_value, int) and isinstance(new_value, int):
+            return new_value - old_value
+        return round(new_number - old_number, 4)
+
+    @property
+    def material(self) -> bool:
+        """Whether the change matters: a spec added or removed, or a verdict, figure, finding or field that differs."""
+        if self.status in (ADDED, REMOVED):
+            return True
+        assert self.before is not None and self.after is not None
+        return bool(
+            self.findings_added
+            or self.findings_resolved
+            or self.fields_changed
+            or self.before.verdict != self.after.verdict
+            or self.before.jobs != self.after.jobs
+            or any(self.cost_delta(key) for key in COSTS)
+        )
+
+
+def compare(
+    path: str, old_path: str | None, before: SpecSide | None, after: SpecSide | None, same_bytes: bool
+) -> SpecChange:
+    """The change of one spec between its two sides (either may be absent, not both)."""
+    if before is None and after is None:
+        raise ValueError("a spec change needs at least one side")
+    if before is None:
+        status = ADDED
+    elif after is None:
+        status = REMOVED
+    else:
+        status = UNCHANGED if same_bytes else MODIFIED
+    added, resolved = _finding_changes(before.findings if before else (), after.findings if after else ())
+    fields = changed_fields(before.data, after.data) if before is not None and after is not None else ()
+    return SpecChange(path, old_path, status, before, after, added, resolved, fields)
+
+
+def finding_key(finding: Finding) -> tuple[str, str]:
+    """A finding's identity across revisions: its code and the field it points at, not its message."""
+    return finding.code, finding.pointer
+
+
+def _finding_changes(
+    before: tuple[Finding, ...], after: tuple[Finding, ...]
+) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+    """Findings only the new side has, and findings only the old side has (counted, so duplicates pair up)."""
+    return _extra(after, Counter(map(finding_key, before))), _extra(before, Counter(map(finding_key, after)))
+
+
+def _extra(findings: tuple[Finding, ...], other: Counter[tuple[str, str]]) -> tuple[Finding, ...]:
+    remaining = Counter(other)
+    extra = []
+    for finding in findings:
+        key = finding_key(finding)
+        if remaining[key]:
+            remaining[key] -= 1
+        else:
+            extra.append(finding)
+    return tuple(extra)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A total before and after, its change and the change in percent of before."""
+
+    before: float
+    after: float
+
+    @property
+    def delta(self) -> float:
+        return round(self.after - self.before, 2)
+
+    @property
+    def percent(self) -> float | None:
+        return round(self.delta / self.before * 100, 1) if self.before else None
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Sums over the specs of one currency whose cost is known on both sides; the others are listed."""
+
+    currency: str
+    monthly: Figure
+    run: Figure
+    term: Figure
+    specs: int
+    uncosted: tuple[str, ...]
+
+
+def totals(changes: tuple[SpecChange, ...], currency: str) -> Totals:
+    mine = [change for change in changes if change.currency == currency]
+    figures = {}
+    uncosted: set[str] = set()
+    for key in COSTS:
+        before = after = 0.0
+        for change in mine:
+            old, new = change.cost_before(key), change.cost_after(key)
+            if old is None or new is None:
+                uncosted.add(change.path)
+                continue
+            before += old
+            after += new
+        figures[key] = Figure(round(before, 2), round(after, 2))
+    return Totals(
+        currency,
+        figures["monthly_cost"],
+        figures["run_cost"],
+        figures["term_cost"],
+        len(mine),
+        tuple(sorted(uncosted)),
+    )
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One side of the whole diff: a file, a git revision, or the working tree."""
+
+    kind: str  # file | git | worktree
+    name: str
+    commit: str | None = None
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    base: Revision
+    head: Revision
+    changes: tuple[SpecChange, ...]
+
+    @property
+    def currencies(self) -> tuple[str, ...]:
+        """Every currency in the diff, the most used first (USD first on a tie: catalog prices are USD)."""
+        counted = Counter(change.currency for change in self.changes)
+        return tuple(sorted(counted, key=lambda c: (-counted[c], c != "USD", c)))
+
+    @property
+    def totals(self) -> tuple[Totals, ...]:
+        currencies = self.currencies or ("USD",)
+        return tuple(totals(self.changes, currency) for currency in currencies)
+
+    @property
+    def material(self) -> tuple[SpecChange, ...]:
+        return tuple(change for change in self.changes if change.material)

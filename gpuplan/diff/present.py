@@ -1,0 +1,228 @@
+"""What the people-facing diff formats share: the order of specs, values and changes as text, the summary line.
+
+Every string that comes from a spec (paths, field values, finding messages) passes through ``shown``
+before any format adds its own escaping.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplan.diff.fields import ADDED as ADDED_FIELD
+from gpuplan.diff.fields import REMOVED as REMOVED_FIELD
+from gpuplan.diff.fields import FieldChange
+from gpuplan.diff.model import ADDED, JOBS, METRICS, REMOVED, DiffResult, Metric, SpecChange, Totals, Value
+from gpuplan.findings import Finding
+from gpuplan.units import GIB, money_decimals
+
+ARROW = "→"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(value: Any) -> str:
+    """A spec-supplied value as one line of inert text: control, line-separator and bidi characters
+    become their escape (``\\x1b``), so no spec can move a terminal's cursor or forge an output line."""
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), str(value))
+
+
+def ordered(result: DiffResult) -> list[SpecChange]:
+    """Changes that matter, the largest monthly cost change first (unknown ones last), then by path."""
+
+    def key(change: SpecChange) -> tuple[int, float, str]:
+        delta = change.cost_delta("monthly_cost")
+        return (1, 0.0, change.path) if delta is None else (0, -abs(delta), change.path)
+
+    return sorted(result.material, key=key)
+
+
+MONEY = Metric("amount", "Amount", "money")
+
+
+def cost_change_text(change: SpecChange, key: str) -> str:
+    """A spec's change in one of its costs (monthly_cost, run_cost, term_cost), signed; 'n/a' when unknown."""
+    before, after = change.cost_before(key), change.cost_after(key)
+    if before is None or after is None:
+        return "n/a"
+    return pair_texts(MONEY, before, after, change.currency)[2] or "±0"
+
+
+# Per kind of figure: the divisor to its shown unit, the unit, and the decimals shown for a value.
+_UNITS: dict[str, tuple[float, str, Callable[[float], int]]] = {
+    "bytes": (GIB, " GiB", lambda _: 1),
+    "pct": (1, "%", lambda _: 1),
+    "count": (1, "", lambda _: 0),
+    "tokens": (1, " tokens", lambda _: 0),
+    "ms": (1, " ms", lambda number: 0 if abs(number) >= 100 else 1),
+    "rate": (1, " tokens/s", lambda _: 0),
+    "hours": (1, " h", lambda _: 1),
+    "money": (1, "", money_decimals),
+}
+
+
+def _places(metric: Metric, value: float) -> int:
+    divisor, _, decimals = _UNITS[metric.kind]
+    return decimals(value / divisor)
+
+
+def _number_text(metric: Metric, value: float, places: int, currency: str) -> str:
+    divisor, unit, _ = _UNITS[metric.kind]
+    return f"{value / divisor:,.{places}f}" + (f" {currency}" if metric.kind == "money" else unit)
+
+
+def _numeric(value: Value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def value_text(metric: Metric, value: Value, currency: str) -> str:
+    """One figure as people read it."""
+    if value is None:
+        return "n/a"
+    if metric.kind == "text" or not _numeric(value):
+        return shown(value)
+    assert isinstance(value, (int, float))
+    return _number_text(metric, value, _places(metric, value), currency)
+
+
+def pair_texts(metric: Metric, before: Value, after: Value, currency: str) -> tuple[str, str, str]:
+    """Two figures and their signed change, all at the finer of the two precisions, so the shown numbers
+    add up (the change is empty when there is none, or nothing to subtract)."""
+    if metric.kind == "text" or not (_numeric(before) and _numeric(after)):
+        return value_text(metric, before, currency), value_text(metric, after, currency), ""
+    assert isinstance(before, (int, float)) and isinstance(after, (int, float))
+    places = max(_places(metric, before), _places(metric, after))
+    divisor = _UNITS[metric.kind][0]
+    difference = round(after / divisor, places) - round(before / divisor, places)
+    texts = _number_text(metric, before, places, currency), _number_text(metric, after, places, currency)
+    if not round(difference, places):
+        return *texts, ""
+    change = _number_text(metric, abs(difference) * divisor, places, currency)
+    if metric.kind == "pct":
+        change = change.rstrip("%") + " pp"
+    return *texts, ("+" if difference > 0 else "-") + change
+
+
+def verdict_text(change: SpecChange) -> str:
+    before, after = change.verdict_before, change.verdict_after
+    if before is None:
+        return f"new: {after}"
+    if after is None:
+        return f"removed (was {before})"
+    return before if before == after else f"{before} {ARROW} {after}"
+
+
+def status_text(change: SpecChange) -> str:
+    if change.old_path:
+        return f"{change.status}, renamed from {shown(change.old_path)}"
+    return change.status
+
+
+def summary_line(result: DiffResult) -> str:
+    """One sentence for the top of a pull-request comment: the money first, then the specs and verdicts."""
+    material = result.material
+    if not material:
+        if not result.changes:
+            return "No spec changed."
+        return "No spec changed in a way that affects memory, cost, findings or verdicts."
+    clauses = [_money_clause(totals) for totals in result.totals if totals.specs]
+    clauses.append(_specs_clause(material))
+    uncosted = sorted({path for totals in result.totals for path in totals.uncosted})
+    if uncosted:
+        clauses.append(f"{_plural(len(uncosted), 'spec')} without a known cost left out of the totals")
+    return "; ".join(clause for clause in clauses if clause)
+
+
+def _money_clause(totals: Totals) -> str:
+    parts = [_figure_clause("Monthly GPU cost", totals.monthly, totals.currency)]
+    if totals.run.before or totals.run.after:
+        parts.append(_figure_clause("one-off fine-tuning cost", totals.run, totals.currency))
+    return "; ".join(parts)
+
+
+def _figure_clause(label: str, figure: Any, currency: str) -> str:
+    before, after, change = pair_texts(MONEY, figure.before, figure.after, currency)
+    if not change:
+        return f"{label} will not change ({after})"
+    direction = "increase" if change.startswith("+") else "decrease"
+    percent = "" if figure.percent is None else f" ({figure.percent:+.0f}%)"
+    return f"{label} will {direction} by {change[1:]}{percent}, from {before.removesuffix(' ' + currency)} to {after}"
+
+
+def _specs_clause(material: tuple[SpecChange, ...]) -> str:
+    statuses = Counter(change.status for change in material)
+    detail = [f"{statuses[status]} {status}" for status in (ADDED, REMOVED) if statuses[status]]
+    text = f"{_plural(len(material), 'spec')} changed" + (f" ({', '.join(detail)})" if detail else "")
+    moves = Counter(
+        f"{change.verdict_before} {ARROW} {change.verdict_after}"
+        for change in material
+        if change.before and change.after and change.verdict_before != change.verdict_after
+    )
+    new = Counter(change.verdict_after for change in material if change.status == ADDED)
+    verdicts = [f"{count} {move}" for move, count in sorted(moves.items())]
+    verdicts += [f"{count} new {verdict}" for verdict, count in sorted(new.items(), key=lambda item: str(item[0]))]
+    return text + (f", verdicts: {', '.join(verdicts)}" if verdicts else ", verdicts unchanged")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+JOB_TITLES = {"finetune": "Fine-tuning", "serve": "Serving"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a spec's table: a label, the figure before and after, and the change (a job's title row
+    has ``heading`` set and nothing else)."""
+
+    label: str
+    before: str = ""
+    after: str = ""
+    change: str = ""
+    heading: bool = False
+
+
+def rows(change: SpecChange) -> list[Row]:
+    """The verdict, then per job (fine-tuning, serving) every figure before and after, with its change."""
+    currency = change.currency
+    table = [Row("Verdict", change.verdict_before or "-", change.verdict_after or "-", _verdict_move(change))]
+    for job in JOBS:
+        old = change.before.jobs.get(job) if change.before else None
+        new = change.after.jobs.get(job) if change.after else None
+        if old is None and new is None:
+            continue
+        table.append(Row(JOB_TITLES[job], heading=True))
+        for metric in METRICS[job]:
+            before, after, change_ = pair_texts(metric, *change.figure_pair(job, metric.key), currency)
+            table.append(Row(metric.label, "-" if old is None else before, "-" if new is None else after, change_))
+    return table
+
+
+def _verdict_move(change: SpecChange) -> str:
+    if change.verdict_worsened:
+        return "worse"
+    if change.before and change.after and change.verdict_before != change.verdict_after:
+        return "better"
+    return ""
+
+
+def finding_text(finding: Finding) -> str:
+    """A finding by its identity (code, name, field) and where it is now, then its message."""
+    where = shown(finding.pointer) if finding.pointer else "the file"
+    return f"{finding.code} {finding.name} at {where} (line {finding.line}): {shown(finding.message)}"
+
+
+def field_value(value: Any) -> str:
+    return shown(json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str))
+
+
+def field_before(field: FieldChange) -> str:
+    return "(absent)" if field.kind == ADDED_FIELD else field_value(field.before)
+
+
+def field_after(field: FieldChange) -> str:
+    return "(absent)" if field.kind == REMOVED_FIELD else field_value(field.after)

@@ -1,0 +1,59 @@
+"""``gpuplan diff`` for a terminal: the summary line, then per spec a table of figures and what changed."""
+
+from __future__ import annotations
+
+from gpuplan.diff.model import DiffResult, Revision, SpecChange
+from gpuplan.diff.present import (
+    ARROW,
+    field_after,
+    field_before,
+    finding_text,
+    ordered,
+    rows,
+    shown,
+    status_text,
+    summary_line,
+)
+
+LABEL_WIDTH = 32
+VALUE_WIDTH = 30
+
+
+def revision_text(revision: Revision) -> str:
+    commit = f" ({revision.commit[:12]})" if revision.commit else ""
+    return f"{shown(revision.name)}{commit}"
+
+
+def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
+    lines = [f"gpuplan diff: {revision_text(result.base)} {ARROW} {revision_text(result.head)}", summary_line(result)]
+    for change in ordered(result):
+        lines += ["", *_spec(change)]
+    unchanged = len(result.changes) - len(result.material)
+    if unchanged:
+        lines += ["", f"{unchanged} more spec file(s) differ only in comments, layout or name."]
+    if breaches:
+        lines += ["", "Guardrails failed (exit 1):", *(f"  - {shown(reason)}" for reason in breaches)]
+    return "\n".join(lines) + "\n"
+
+
+def _spec(change: SpecChange) -> list[str]:
+    lines = [f"{shown(change.path)} ({status_text(change)})"]
+    for row in rows(change):
+        if row.heading:
+            lines.append(f"  {row.label}")
+            continue
+        line = f"    {row.label:<{LABEL_WIDTH}}{row.before:<{VALUE_WIDTH}} {row.after:<{VALUE_WIDTH}} {row.change}"
+        lines.append(line.rstrip())
+    if change.findings_added:
+        lines.append("  findings added:")
+        lines += [f"    + {finding_text(f)}" for f in change.findings_added]
+    if change.findings_resolved:
+        lines.append("  findings resolved:")
+        lines += [f"    - {finding_text(f)}" for f in change.findings_resolved]
+    if change.fields_changed:
+        lines.append("  fields changed:")
+        lines += [
+            f"    {shown(field.json_pointer)}: {field_before(field)} {ARROW} {field_after(field)}"
+            for field in change.fields_changed
+        ]
+    return lines
