@@ -441,3 +441,101 @@ def diff(
         for reason in failed:
             click.echo(f"gpuplan: guardrail failed: {reason}", err=True)
     sys.exit(exit_code)
+
+
+@cli.command()
+@click.argument("path", default="workload.yaml", required=False)
+@click.option("--model", default=None, help="Model id from `gpuplan catalog models`.")
+@click.option("--serve", "serve", is_flag=True, default=None, help="A serving deployment.")
+@click.option("--finetune", type=click.Choice(["full", "lora", "qlora"]), default=None, help="A fine-tuning job.")
+@click.option("--gpu", default=None, help="GPU id from `gpuplan catalog gpus`.")
+@click.option(
+    "--count", type=click.IntRange(min=1), default=None, help="GPUs per job (serving: one replica, TP over all)."
+)
+@click.option(
+    "--context", type=click.IntRange(min=1), default=None, help="Serving context, or fine-tuning sequence length."
+)
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Sequences in flight (serving).")
+@click.option("--name", default=None, help="The spec's name [default: from the model and jobs].")
+@click.option(
+    "--interactive/--no-interactive",
+    default=None,
+    help="Ask for every choice [default: when standard input is a terminal].",
+)
+@click.option("--force", is_flag=True, help="Replace PATH if it exists.")
+@_guarded
+def init(
+    path: str,
+    model: str | None,
+    serve: bool | None,
+    finetune: str | None,
+    gpu: str | None,
+    count: int | None,
+    context: int | None,
+    concurrency: int | None,
+    name: str | None,
+    interactive: bool | None,
+    force: bool,
+) -> None:
+    """Write a commented starter spec to PATH (default workload.yaml; '-' prints it), then lint it.
+
+    \b
+    gpuplan init --model llama-3.1-8b --serve --gpu l40s --context 8192 --concurrency 16
+    gpuplan init --model llama-3.1-70b --finetune qlora --gpu h100-pcie finetune.yaml
+    gpuplan init                      asks, when run in a terminal
+    """
+    from pathlib import Path
+
+    from gpuplan import starter
+
+    if interactive is None:
+        interactive = sys.stdin.isatty() and (model is None or (not serve and finetune is None))
+    if interactive:
+        from gpuplan.catalog import gpu_catalog, model_catalog
+
+        model = model or click.prompt(
+            "Model", default=starter.STARTER_MODEL, type=click.Choice(list(model_catalog())), show_choices=True
+        )
+        if not serve and finetune is None:
+            job = click.prompt("Job", default="serve", type=click.Choice(["serve", "finetune", "finetune-then-serve"]))
+            serve = job != "finetune"
+            if job != "serve":
+                finetune = click.prompt("Fine-tuning method", default="lora", type=click.Choice(list(starter.METHODS)))
+        gpu = gpu or click.prompt("GPU", default=starter.STARTER_GPU, type=click.Choice(list(gpu_catalog())))
+        count = count or click.prompt("GPUs", default=1, type=click.IntRange(min=1))
+        label = "Context (tokens per request)" if serve else "Sequence length (tokens)"
+        default_context = starter.STARTER_CONTEXT if serve else starter.starter_seq_len()
+        context = context or click.prompt(label, default=default_context, type=click.IntRange(min=1))
+        if serve:
+            concurrency = concurrency or click.prompt(
+                "Concurrency (sequences in flight)", default=starter.STARTER_CONCURRENCY, type=click.IntRange(min=1)
+            )
+    elif model is None or (not serve and finetune is None):
+        raise click.UsageError("give --model and --serve and/or --finetune METHOD (or run in a terminal to be asked)")
+    assert model is not None
+    choices = starter.Starter(
+        model=model,
+        gpu=gpu or starter.STARTER_GPU,
+        serve=bool(serve),
+        finetune=finetune,
+        count=count or 1,
+        context=context,
+        concurrency=concurrency or starter.STARTER_CONCURRENCY,
+        name=name,
+    )
+    text = starter.starter_spec(choices)
+    if path == "-":
+        click.echo(text, nl=False)
+        return
+    target = Path(path)
+    if target.exists() and not force:
+        raise GpuplanError(f"{path} exists; choose another path or use --force to replace it")
+    from gpuplan.atomic import write_atomic
+    from gpuplan.run import lint_paths
+
+    write_atomic(target, text.encode())
+    summary = lint_paths([path])
+    click.echo(f"gpuplan: wrote {path}", err=True)
+    from gpuplan.output import formatter
+
+    click.echo(formatter("text")(summary), nl=False, err=True)

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from gpuplan import __version__
-from gpuplan.diff.model import COSTS, METRICS, DiffResult, Figure, Revision, SpecChange, SpecSide, Totals
+from gpuplan.diff.model import COSTS, DiffResult, Figure, Revision, SpecChange, SpecSide, Totals
 from gpuplan.findings import Severity
 
 FORMAT_VERSION = 1
@@ -70,14 +70,13 @@ def _side(side: SpecSide | None) -> dict[str, Any] | None:
 
 
 def _delta(change: SpecChange) -> dict[str, Any]:
-    jobs = sorted({*(change.before.jobs if change.before else {}), *(change.after.jobs if change.after else {})})
-    return {
-        **{key: change.cost_delta(key) for key in COSTS},
-        "jobs": {
-            job: {metric.key: change.figure_delta(job, metric.key) for metric in METRICS[job] if metric.kind != "text"}
-            for job in jobs
-        },
-    }
+    """After minus before for every cost, and per job for every numeric figure (not layout, GPU id, fits)."""
+    jobs: dict[str, Any] = {}
+    for side in (change.after, change.before):
+        for job, figures in (side.jobs if side else {}).items():
+            numeric = [key for key, value in figures.items() if not isinstance(value, (str, bool))]
+            jobs.setdefault(job, {key: change.figure_delta(job, key) for key in numeric})
+    return {**{key: change.cost_delta(key) for key in COSTS}, "jobs": dict(sorted(jobs.items()))}
 
 
 def _spec(change: SpecChange) -> dict[str, Any]:
