@@ -196,7 +196,7 @@ def _finetune(writer: _Writer, starter: Starter) -> None:
         rank = writer.schema.default("finetune", "lora", "rank")
         writer.placeholder(("finetune", "lora"), f"{{rank: {rank}}}", "the default rank")
     writer.field(("finetune", "micro_batch"), default=True)
-    if starter.context is None:
+    if starter.context in (None, writer.schema.default("finetune", "seq_len")):
         writer.field(("finetune", "seq_len"), default=True)
     else:
         writer.field(("finetune", "seq_len"), starter.context)

@@ -28,7 +28,9 @@ def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
         "guardrails": {"passed": not breaches, "breaches": breaches, "exit_code": exit_code},
         "specs": [_spec(change) for change in result.changes],
     }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    # ASCII only: spec strings keep their value for a JSON reader, but no raw control or bidi character
+    # from a spec reaches a terminal or log that shows the JSON.
+    return json.dumps(document, indent=2, ensure_ascii=True) + "\n"
 
 
 def _revision(revision: Revision) -> dict[str, Any]:
@@ -36,7 +38,13 @@ def _revision(revision: Revision) -> dict[str, Any]:
 
 
 def _figure(figure: Figure) -> dict[str, Any]:
-    return {"before": figure.before, "after": figure.after, "delta": figure.delta, "percent": figure.percent}
+    return {
+        "before": figure.before,
+        "after": figure.after,
+        "delta": figure.delta,
+        "percent": figure.percent,
+        "uncosted": list(figure.uncosted),
+    }
 
 
 def _totals(totals: Totals) -> dict[str, Any]:
@@ -46,7 +54,6 @@ def _totals(totals: Totals) -> dict[str, Any]:
         "monthly_cost": _figure(totals.monthly),
         "run_cost": _figure(totals.run),
         "term_cost": _figure(totals.term),
-        "uncosted": list(totals.uncosted),
     }
 
 

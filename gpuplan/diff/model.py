@@ -318,7 +318,9 @@ def compare(
     else:
         status = UNCHANGED if same_bytes else MODIFIED
     added, resolved = _finding_changes(before.findings if before else (), after.findings if after else ())
-    fields = changed_fields(before.data, after.data) if before is not None and after is not None else ()
+    # Fields are compared where both sides loaded; a side that is not YAML has its findings instead.
+    loaded = before is not None and after is not None and before.data is not None and after.data is not None
+    fields = changed_fields(before.data, after.data) if loaded else ()
     return SpecChange(path, old_path, status, before, after, added, resolved, fields)
 
 
@@ -348,10 +350,12 @@ def _extra(findings: tuple[Finding, ...], other: Counter[tuple[str, str]]) -> tu
 
 @dataclass(frozen=True)
 class Figure:
-    """A total before and after, its change and the change in percent of before."""
+    """A total before and after, its change, the change in percent of before, and the specs left out of it
+    because that cost is unknown on one side (no price, no tokens, not estimated)."""
 
     before: float
     after: float
+    uncosted: tuple[str, ...] = ()
 
     @property
     def delta(self) -> float:
@@ -364,38 +368,30 @@ class Figure:
 
 @dataclass(frozen=True)
 class Totals:
-    """Sums over the specs of one currency whose cost is known on both sides; the others are listed."""
+    """Sums over the specs of one currency, per cost; an added spec counts from 0, a removed one to 0."""
 
     currency: str
     monthly: Figure
     run: Figure
     term: Figure
     specs: int
-    uncosted: tuple[str, ...]
+
+    @property
+    def uncosted(self) -> tuple[str, ...]:
+        """Specs left out of at least one of the totals."""
+        return tuple(sorted({*self.monthly.uncosted, *self.run.uncosted, *self.term.uncosted}))
 
 
 def totals(changes: tuple[SpecChange, ...], currency: str) -> Totals:
     mine = [change for change in changes if change.currency == currency]
     figures = {}
-    uncosted: set[str] = set()
     for key in COSTS:
-        before = after = 0.0
-        for change in mine:
-            old, new = change.cost_before(key), change.cost_after(key)
-            if old is None or new is None:
-                uncosted.add(change.path)
-                continue
-            before += old
-            after += new
-        figures[key] = Figure(round(before, 2), round(after, 2))
-    return Totals(
-        currency,
-        figures["monthly_cost"],
-        figures["run_cost"],
-        figures["term_cost"],
-        len(mine),
-        tuple(sorted(uncosted)),
-    )
+        costed = [change for change in mine if change.cost_delta(key) is not None]
+        before = round(sum(change.cost_before(key) or 0.0 for change in costed), 2)
+        after = round(sum(change.cost_after(key) or 0.0 for change in costed), 2)
+        left_out = tuple(sorted(change.path for change in mine if change.cost_delta(key) is None))
+        figures[key] = Figure(before, after, left_out)
+    return Totals(currency, figures["monthly_cost"], figures["run_cost"], figures["term_cost"], len(mine))
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,8 @@ def pair_texts(metric: Metric, before: Value, after: Value, currency: str) -> tu
     if metric.kind == "text" or not (_numeric(before) and _numeric(after)):
         return value_text(metric, before, currency), value_text(metric, after, currency), ""
     assert isinstance(before, (int, float)) and isinstance(after, (int, float))
-    places = max(_places(metric, before), _places(metric, after))
+    # A zero (a job or spec that is not there) takes the other figure's precision.
+    places = max((_places(metric, value) for value in (before, after) if value), default=_places(metric, 0))
     divisor = _UNITS[metric.kind][0]
     difference = round(after / divisor, places) - round(before / divisor, places)
     texts = _number_text(metric, before, places, currency), _number_text(metric, after, places, currency)
@@ -138,7 +139,7 @@ def summary_line(result: DiffResult) -> str:
 
 def _money_clause(totals: Totals) -> str:
     parts = [_figure_clause("Monthly GPU cost", totals.monthly, totals.currency)]
-    if totals.run.before or totals.run.after:
+    if totals.run.delta:
         parts.append(_figure_clause("one-off fine-tuning cost", totals.run, totals.currency))
     return "; ".join(parts)
 

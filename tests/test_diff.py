@@ -1,0 +1,415 @@
+"""gpuplan diff: real git repositories made in a temporary folder, two spec files, guardrails, formats.
+
+Money is pinned with `budget.prices` overrides so each figure is hand-derivable: a month is 730 hours
+(spec.HOURS_PER_MONTH), so monthly cost = GPUs x price x 730.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import ROOT, run_cli
+
+from gpuplan.diff.build import diff_files, diff_git
+from gpuplan.diff.json_format import render as render_json
+
+PRICED = "budget:\n  prices: {{{prices}}}\n  prices_date: 2026-11-20\n"
+
+# Llama 3.1 70B, 32 x 8k chats with an fp8 KV cache (the serve-llama-70b example's workload).
+SERVE_70B = """\
+version: 1
+name: support-70b
+model: {{id: llama-3.1-70b}}
+serve:
+  context: 8192
+  output_tokens: 512
+  concurrency: 32
+  kv_cache_dtype: fp8
+  hardware: {{gpu: {gpu}, count: {count}, tensor_parallel: {count}}}
+"""
+BASE_SERVE = SERVE_70B.format(gpu="h200-sxm", count=2) + PRICED.format(prices="h200-sxm: 4.00")  # 2 x 4 x 730 = 5,840
+HEAD_SERVE = SERVE_70B.format(gpu="h100-sxm", count=4) + PRICED.format(prices="h100-sxm: 3.00")  # 4 x 3 x 730 = 8,760
+
+# Llama 3.1 8B on one L40S: the KV cache is 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 128 KiB a
+# token, 1 GiB per 8,192-token sequence; weights ~15 GiB of the 40 GiB engine budget (0.9 x 44.5 GiB).
+SMALL = """\
+version: 1
+name: {name}
+model: {{id: llama-3.1-8b}}
+serve:
+  context: 8192
+  concurrency: {concurrency}
+  hardware: {{gpu: l40s}}
+"""
+L40S_PRICE = PRICED.format(prices="l40s: 2.00")  # 1 x 2 x 730 = 1,460 a month
+CLEAN = SMALL.format(name="chat", concurrency=8) + L40S_PRICE  # 8 GiB of KV: ~17 GiB free, no finding
+LOW_HEADROOM = SMALL.format(name="chat", concurrency=20) + L40S_PRICE  # 20 GiB of KV: ~2.9 GiB (7%) free < 10%
+TOO_MANY = SMALL.format(name="chat", concurrency=40) + L40S_PRICE  # 40 GiB of KV alone exceeds the budget: GP203
+
+TINY = """\
+version: 1
+name: tiny
+model: {id: llama-3.2-1b}
+serve:
+  context: 4096
+  concurrency: 4
+  hardware: {gpu: l4}
+""" + PRICED.format(prices="l4: 1.00")  # 1 x 1 x 730 = 730 a month
+
+FINETUNE = """\
+version: 1
+name: classifier
+model: {id: llama-3.1-8b}
+finetune:
+  method: lora
+  seq_len: 2048
+  activation_checkpointing: true
+  tokens: 100000000
+  hardware: {gpu: h100-sxm}
+""" + PRICED.format(prices="h100-sxm: 2.50")
+
+
+def git(repo: Path, *args: str) -> str:
+    completed = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
+    return completed.stdout
+
+
+def write(repo: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """main: five specs, a Kubernetes manifest and notes; feature (checked out): one spec modified, one
+    renamed, one deleted, one broken (YAML syntax error), one added, the non-spec files changed."""
+    root = tmp_path / "infra"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "ci@example.com")
+    git(root, "config", "user.name", "CI")
+    write(
+        root,
+        {
+            "specs/serve.yaml": BASE_SERVE,
+            "specs/train.yaml": FINETUNE,
+            "specs/old.yaml": CLEAN,
+            "specs/broken.yaml": TINY.replace("name: tiny", "name: broken"),
+            "specs/untouched.yaml": TINY,
+            "deploy/app.yaml": "kind: Deployment\nmetadata: {name: app}\n",
+            "notes.md": "plans\n",
+        },
+    )
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "base")
+    git(root, "checkout", "-q", "-b", "feature")
+    write(
+        root,
+        {
+            "specs/serve.yaml": HEAD_SERVE,
+            "specs/broken.yaml": "version: 1\nname: broken\nmodel: {id: [\nserve: {}\n",
+            "specs/new.yaml": TINY.replace("name: tiny", "name: new"),
+            "deploy/app.yaml": "kind: Deployment\nmetadata: {name: app2}\n",
+            "notes.md": "more plans\n",
+        },
+    )
+    git(root, "mv", "specs/train.yaml", "specs/finetune.yaml")
+    git(root, "rm", "-q", "specs/old.yaml")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "feature")
+    return root
+
+
+def by_path(result) -> dict:
+    return {change.path: change for change in result.changes}
+
+
+def test_git_diff_finds_exactly_the_changed_specs(repo: Path):
+    result = diff_git("main", cwd=repo)
+    changes = by_path(result)
+    assert sorted(changes) == [
+        "specs/broken.yaml",
+        "specs/finetune.yaml",
+        "specs/new.yaml",
+        "specs/old.yaml",
+        "specs/serve.yaml",
+    ]  # not deploy/app.yaml (no spec), notes.md, or specs/untouched.yaml
+    assert {path: c.status for path, c in changes.items()} == {
+        "specs/broken.yaml": "modified",
+        "specs/finetune.yaml": "unchanged",  # a pure rename: same bytes
+        "specs/new.yaml": "added",
+        "specs/old.yaml": "removed",
+        "specs/serve.yaml": "modified",
+    }
+    assert changes["specs/finetune.yaml"].old_path == "specs/train.yaml"
+    assert not changes["specs/finetune.yaml"].material
+    assert result.base.commit == git(repo, "rev-parse", "main").strip()
+    assert result.head.kind == "worktree"
+
+
+def test_default_base_is_the_merge_base_and_head_can_be_a_revision(repo: Path):
+    merge_base = git(repo, "merge-base", "main", "feature").strip()
+    default = diff_git(None, cwd=repo)
+    assert default.base.commit == merge_base
+    assert default.base.name == "merge base with main"
+    git(repo, "checkout", "-q", "main")  # the same comparison from the other branch, by revision
+    between = diff_git("main", "feature", cwd=repo)
+    assert between.head.commit == git(repo, "rev-parse", "feature").strip()
+    assert [c.path for c in between.changes] == [c.path for c in default.changes]
+
+
+def test_spec_with_a_syntax_error_on_one_side_is_a_finding(repo: Path):
+    change = by_path(diff_git("main", cwd=repo))["specs/broken.yaml"]
+    assert change.verdict_before == "PASS" and change.verdict_after == "FAIL"
+    # the flow sequence opened on line 3 swallows line 4 and is still open at the end (line 5)
+    assert [(f.code, f.line) for f in change.findings_added] == [("GP001", 5)]
+    assert change.after.monthly_cost is None  # not estimated: left out of the totals
+
+
+def test_git_diff_figures_and_totals(repo: Path):
+    result = diff_git("main", cwd=repo)
+    changes = by_path(result)
+    serve = changes["specs/serve.yaml"]
+    assert serve.cost_before("monthly_cost") == 5840.0  # 2 x 4.00 x 730
+    assert serve.cost_after("monthly_cost") == 8760.0  # 4 x 3.00 x 730
+    assert serve.cost_delta("monthly_cost") == 2920.0
+    assert serve.cost_delta("term_cost") == 2920.0 * 12  # the default term: 12 months
+    assert changes["specs/old.yaml"].cost_delta("monthly_cost") == -1460.0  # removed: its full cost as -
+    assert changes["specs/new.yaml"].cost_delta("monthly_cost") == 730.0  # added: its full cost as +
+    assert [f.json_pointer for f in serve.fields_changed] == [
+        "/serve/hardware/gpu",
+        "/serve/hardware/count",
+        "/serve/hardware/tensor_parallel",
+        "/budget/prices/h100-sxm",
+        "/budget/prices/h200-sxm",
+    ]
+    assert [(f.kind, f.before, f.after) for f in serve.fields_changed[:2]] == [
+        ("modified", "h200-sxm", "h100-sxm"),
+        ("modified", 2, 4),
+    ]
+    (totals,) = result.totals
+    # before 5,840 + 1,460 (old) + 0 (fine-tune only: no monthly cost) = 7,300; after 8,760 + 730 (new) = 9,490;
+    # broken.yaml has no cost after the change and is left out.
+    assert (totals.monthly.before, totals.monthly.after, totals.monthly.delta) == (7300.0, 9490.0, 2190.0)
+    assert totals.monthly.percent == 30.0  # 2,190 / 7,300
+    assert totals.uncosted == ("specs/broken.yaml",)
+    assert_totals_are_sums(result)
+
+
+def assert_totals_are_sums(result) -> None:
+    for totals in result.totals:
+        for figure, key in ((totals.monthly, "monthly_cost"), (totals.run, "run_cost"), (totals.term, "term_cost")):
+            mine = [c for c in result.changes if c.currency == totals.currency and c.path not in figure.uncosted]
+            assert figure.before == round(sum(c.cost_before(key) for c in mine), 2)
+            assert figure.after == round(sum(c.cost_after(key) for c in mine), 2)
+            assert figure.delta == round(sum(c.cost_delta(key) for c in mine), 2)
+
+
+def test_cli_guardrails_exit_codes(repo: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(repo)
+    quiet = ("--format", "json", "--no-fail-on-new-error")
+    # the broken spec brings GP001, a new error: exit 1 by default
+    assert run_cli("diff", "--git", "main")[0] == 1
+    assert run_cli("diff", "--git", "main", *quiet)[0] == 0
+    # +2,190 a month (+30%): above 2,000 fails, 2,190 is not "more than" 2,190
+    assert run_cli("diff", "--git", "main", *quiet, "--max-monthly-increase", "2000")[0] == 1
+    assert run_cli("diff", "--git", "main", *quiet, "--max-monthly-increase", "2190")[0] == 0
+    assert run_cli("diff", "--git", "main", *quiet, "--max-monthly-increase-pct", "29.9")[0] == 1
+    assert run_cli("diff", "--git", "main", *quiet, "--max-monthly-increase-pct", "30")[0] == 0
+    # broken.yaml goes from PASS to FAIL: a worse verdict
+    assert run_cli("diff", "--git", "main", *quiet, "--fail-on-worse-verdict")[0] == 1
+    code, out, _ = run_cli("diff", "--git", "main", "--no-fail-on-new-error", "--max-monthly-increase", "10")
+    assert code == 1
+    assert "monthly cost rises by 2,190 USD, more than max-monthly-increase 10.00 USD" in out
+
+
+def test_guardrails_from_configuration(repo: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(repo)
+    (repo / ".gpuplan.yaml").write_text("diff:\n  fail-on-new-error: false\n  max-monthly-increase-pct: 25\n")
+    code, out, _ = run_cli("diff", "--git", "main", "--format", "json")
+    assert code == 1
+    assert json.loads(out)["guardrails"]["breaches"] == [
+        "monthly cost rises by +30.0%, more than max-monthly-increase-pct 25%"
+    ]
+    assert run_cli("diff", "--git", "main", "--max-monthly-increase-pct", "50")[0] == 0  # the flag overrides
+    (repo / ".gpuplan.yaml").write_text("diff:\n  max-monthly-increse: 1\n")
+    code, _, err = run_cli("diff", "--git", "main")
+    assert code == 2
+    assert "unknown key 'max-monthly-increse' in diff" in err
+
+
+def test_comment_on_increase_prints_nothing_for_a_decrease(repo: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(repo)
+    # from feature back to main: -2,190 a month, and the broken spec is fixed (no new error)
+    code, out, err = run_cli(
+        "diff", "--git", "feature", "--head", "main", "--format", "markdown", "--comment-on", "increase"
+    )
+    assert (code, out, err) == (0, "", "")
+    code, out, _ = run_cli("diff", "--git", "feature", "--head", "main", "--format", "markdown")
+    assert code == 0
+    assert out.startswith("**Monthly GPU cost will decrease by 2,190 USD (-23%), from 9,490 to 7,300 USD;")
+    code, out, _ = run_cli("diff", "--git", "main", "--format", "markdown", "--comment-on", "increase")
+    assert out.startswith("**Monthly GPU cost will increase by 2,190 USD (+30%), from 7,300 to 9,490 USD;")
+    assert code == 1  # the new error still fails the run
+    assert run_cli("diff", "--git", "main", "--comment-on", "never")[1] == ""
+
+
+def test_comment_on_any_skips_changes_that_do_not_matter(repo: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(repo)
+    git(repo, "checkout", "-q", "main")
+    (repo / "specs/untouched.yaml").write_text("# a comment only\n" + TINY)
+    code, out, _ = run_cli("diff", "--git", "main", "--comment-on", "any")
+    assert (code, out) == (0, "")
+    code, out, _ = run_cli("diff", "--git", "main")
+    assert code == 0
+    assert out.splitlines()[1] == "No spec changed in a way that affects memory, cost, findings or verdicts."
+
+
+def test_git_errors_exit_2(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(repo)
+    code, out, err = run_cli("diff", "--git", "no-such-branch")
+    assert (code, out) == (2, "")
+    assert err == f"gpuplan: error: unknown git revision 'no-such-branch' (not a branch, tag or commit in {repo})\n"
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    code, _, err = run_cli("diff", "--git")
+    assert code == 2
+    assert err.startswith("gpuplan: error: not inside a git repository")
+
+
+def test_diff_leaves_the_working_tree_and_index_alone(repo: Path):
+    (repo / "specs/serve.yaml").write_text(HEAD_SERVE.replace("concurrency: 32", "concurrency: 16"))
+    status = git(repo, "status", "--porcelain")
+    index = (repo / ".git/index").read_bytes()
+    head = git(repo, "rev-parse", "HEAD")
+    result = diff_git("main", cwd=repo)
+    assert by_path(result)["specs/serve.yaml"].after.jobs["serve"]["concurrency"] == 16  # the unstaged edit
+    assert git(repo, "status", "--porcelain") == status
+    assert (repo / ".git/index").read_bytes() == index
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_untracked_spec_counts_as_added(repo: Path):
+    (repo / "specs/draft.yaml").write_text(CLEAN.replace("name: chat", "name: draft"))
+    change = by_path(diff_git("main", cwd=repo))["specs/draft.yaml"]
+    assert change.status == "added"
+    assert change.cost_delta("monthly_cost") == 1460.0
+
+
+def test_local_model_config_is_read_from_the_same_revision(tmp_path: Path):
+    """A spec naming a config.json gets the config.json of its own revision, not the working tree's."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "ci@example.com")
+    git(root, "config", "user.name", "CI")
+    config = {
+        "num_hidden_layers": 16,
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 8192,
+        "vocab_size": 128256,
+        "tie_word_embeddings": True,
+    }
+    spec = "version: 1\nname: local\nmodel: {config: model/config.json}\nserve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
+    write(root, {"svc/spec.yaml": spec, "svc/model/config.json": json.dumps(config)})
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "base")
+    write(root, {"svc/model/config.json": json.dumps({**config, "num_hidden_layers": 32})})
+    result = diff_git("main", cwd=root)
+    assert result.changes == ()  # the spec itself did not change
+    (root / "svc/spec.yaml").write_text(spec.replace("concurrency: 4", "concurrency: 2"))
+    (change,) = diff_git("main", cwd=root).changes
+    # KV cache per token: layers x 8 KV heads x 64 (2048 / 32) x 2 (K, V) x 2 bytes; 16 layers before, 32 after
+    before, after = change.before.jobs["serve"], change.after.jobs["serve"]
+    assert before["per_gpu_bytes"] < after["per_gpu_bytes"]  # twice the layers on the new side
+    assert [f.code for f in change.findings_added if f.code == "GP021"] == []
+
+
+def test_two_files_and_properties_of_diff(tmp_path: Path):
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(BASE_SERVE)
+    b.write_text(HEAD_SERVE)
+    same = diff_files(str(a), str(a))
+    (change,) = same.changes
+    assert change.status == "unchanged" and not change.material
+    assert not change.findings_added and not change.findings_resolved and not change.fields_changed
+    assert all(change.cost_delta(key) == 0 for key in ("monthly_cost", "run_cost", "term_cost"))
+    forward, backward = diff_files(str(a), str(b)), diff_files(str(b), str(a))
+    (one,), (other,) = forward.changes, backward.changes
+    for key in ("monthly_cost", "run_cost", "term_cost"):
+        assert one.cost_delta(key) == -other.cost_delta(key)
+    for job in one.after.jobs:
+        for key in one.after.jobs[job]:
+            delta = one.figure_delta(job, key)
+            assert delta == (None if delta is None else -other.figure_delta(job, key))
+
+
+def test_worse_verdict_in_two_files(tmp_path: Path):
+    clean, warned, failed = tmp_path / "clean.yaml", tmp_path / "warned.yaml", tmp_path / "failed.yaml"
+    clean.write_text(CLEAN)
+    warned.write_text(LOW_HEADROOM)
+    failed.write_text(TOO_MANY)
+    (change,) = diff_files(str(clean), str(warned)).changes
+    assert (change.verdict_before, change.verdict_after, change.verdict_worsened) == (
+        "PASS",
+        "PASS WITH WARNINGS",
+        True,
+    )
+    assert [(f.code, f.pointer) for f in change.findings_added] == [("GP202", "/serve/concurrency")]
+    assert run_cli("diff", str(clean), str(warned))[0] == 0  # a warning is no new error
+    assert run_cli("diff", str(clean), str(warned), "--fail-on-worse-verdict")[0] == 1
+    assert run_cli("diff", str(warned), str(clean), "--fail-on-worse-verdict")[0] == 0  # better
+    code, out, _ = run_cli("diff", str(warned), str(failed))
+    assert code == 1  # GP203 is a new error
+    assert "new error GP203" in out
+    (back,) = diff_files(str(failed), str(warned)).changes
+    assert [f.code for f in back.findings_resolved] == ["GP203"]
+
+
+def test_json_matches_its_schema(repo: Path, tmp_path: Path):
+    schema = json.loads((ROOT / "schemas" / "diff.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(FINETUNE + "serve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: h100-sxm}\n")
+    b.write_text(FINETUNE)
+    for result in (diff_git("main", cwd=repo), diff_git("feature", "main", cwd=repo), diff_files(str(a), str(b))):
+        document = json.loads(render_json(result, [], 0))
+        errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+        assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors[:5]]
+    statuses = {s["status"] for s in json.loads(render_json(diff_git("main", cwd=repo), [], 0))["specs"]}
+    assert statuses == {"added", "removed", "modified", "unchanged"}  # every branch of the schema is exercised
+
+
+def test_schema_requires_every_key_the_output_has():
+    """additionalProperties: false and every property required, everywhere: the validation above then
+    fails on a key the output adds as well as on one it drops."""
+    schema = json.loads((ROOT / "schemas" / "diff.schema.json").read_text())
+
+    def objects(node):
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                yield node
+            for value in node.values():
+                yield from objects(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from objects(value)
+
+    for node in objects(schema):
+        assert node.get("additionalProperties") is False
+        if (
+            node is not schema["$defs"]["side"]["properties"]["jobs"]
+            and node is not schema["$defs"]["delta"]["properties"]["jobs"]
+        ):
+            assert set(node.get("required", [])) == set(node["properties"]), node.get("description", node)

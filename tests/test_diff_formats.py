@@ -1,0 +1,170 @@
+"""The formats of gpuplan diff: a GitHub-flavoured Markdown comment within GitHub's size limit, annotations
+on the changed lines, terminal text, and no raw control characters from a spec in any of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import cmarkgfm
+import pytest
+from test_diff import BASE_SERVE, CLEAN, HEAD_SERVE, repo  # noqa: F401  (repo is a fixture)
+
+from gpuplan.diff import renderer
+from gpuplan.diff.build import diff_files, diff_git
+from gpuplan.diff.markdown import GITHUB_COMMENT_LIMIT
+from gpuplan.diff.model import DiffResult
+
+
+class Tables(HTMLParser):
+    """The tables of rendered HTML: a list of rows of cell texts each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][-1].append("".join(self.cell).strip())
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def cells_of(line: str) -> int:
+    """Cells of a Markdown table row: its unescaped pipes, less one."""
+    return len(re.findall(r"(?<!\\)\|", line)) - 1
+
+
+def gfm_tables(markdown: str) -> list[list[list[str]]]:
+    """Tables as GitHub's own Markdown parser (cmark-gfm) reads them, checked against the source: every
+    block of table lines is one table, and every row has as many cells as its header (cmark-gfm would
+    silently drop a surplus cell)."""
+    parser = Tables()
+    parser.feed(cmarkgfm.github_flavored_markdown_to_html(markdown))
+    blocks: list[list[str]] = []
+    previous = ""
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            if not previous.startswith("|"):
+                blocks.append([])
+            blocks[-1].append(line)
+        previous = line
+    assert len(parser.tables) == len(blocks)
+    for block, table in zip(blocks, parser.tables, strict=True):
+        assert len(table) == len(block) - 1  # the delimiter row is no row
+        assert {cells_of(line) for line in block} == {len(table[0])}
+        assert {len(row) for row in table} == {len(table[0])}
+    return parser.tables
+
+
+def test_markdown_is_a_github_comment_with_tables(repo: Path):  # noqa: F811
+    result = diff_git("main", cwd=repo)
+    markdown = renderer("markdown")(result, [], 0)
+    first = markdown.splitlines()[0]
+    assert first == (
+        "**Monthly GPU cost will increase by 2,190 USD (+30%), from 7,300 to 9,490 USD; 4 specs changed "
+        "(1 added, 1 removed), verdicts: 1 PASS → FAIL, 1 new PASS; 1 spec without a known cost left out of the "
+        "totals**"
+    )
+    tables = gfm_tables(markdown)
+    overview = tables[0]
+    assert overview[0] == ["spec", "status", "verdict", "monthly before", "monthly after", "change"]
+    assert overview[1] == ["specs/serve.yaml", "modified", "PASS", "5,840 USD", "8,760 USD", "+2,920 USD"]
+    serve = tables[1]
+    assert ["Cost per month", "5,840 USD", "8,760 USD", "+2,920 USD"] in serve
+    assert ["Cost over the term", "70,080 USD", "105,120 USD", "+35,040 USD"] in serve  # x 12 months
+    assert markdown.count("<details>") == markdown.count("</details>") == 2  # serve.yaml and broken.yaml
+
+
+def test_markdown_of_200_changed_specs_stays_under_githubs_limit(tmp_path: Path):
+    base, head = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    base.write_text(BASE_SERVE)
+    head.write_text(HEAD_SERVE)
+    (change,) = diff_files(str(base), str(head)).changes
+    many = tuple(dataclasses.replace(change, path=f"teams/team-{i:03}/serving.yaml") for i in range(200))
+    result = DiffResult(diff_files(str(base), str(head)).base, diff_files(str(base), str(head)).head, many)
+    markdown = renderer("markdown")(result, [], 0)
+    assert len(markdown) < GITHUB_COMMENT_LIMIT
+    # the summary still counts every spec: 200 x 2,920 = 584,000 a month more
+    assert markdown.startswith("**Monthly GPU cost will increase by 584,000 USD (+50%), from 1,168,000 to 1,752,000")
+    shown_in_detail = markdown.count("### teams/")
+    assert 0 < shown_in_detail < 200
+    assert f"_{200 - shown_in_detail} more changed specs are not shown in detail" in markdown
+    tables = gfm_tables(markdown)
+    assert len(tables) == 1 + shown_in_detail + shown_in_detail  # overview, a figures and a fields table each
+
+
+def test_spec_strings_are_neutralised_in_every_format(tmp_path: Path):
+    base, head = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    base.write_text(CLEAN)
+    # a name with a table pipe, a terminal escape (ESC [2J clears the screen), a newline and a bidi override
+    head.write_text(CLEAN.replace("name: chat", 'name: "evil | name \\e[2J\\nsecond line \\u202e"'))
+    result = diff_files(str(base), str(head))
+    for name in ("text", "markdown", "github", "json"):
+        output = renderer(name)(result, [], 0)
+        assert "\x1b" not in output and "\u202e" not in output, name
+        assert "\nsecond line" not in output, name  # the spec's newline never starts a line of output
+    markdown = renderer("markdown")(result, [], 0)
+    (fields,) = [t for t in gfm_tables(markdown) if t[0] == ["field", "before", "after"]]
+    assert fields[1][0] == "/name"
+    assert fields[1][2] == '"evil | name \\u001b[2J\\nsecond line \\u202e"'  # one cell, the pipe kept as text
+
+
+def test_github_annotations_sit_on_the_changed_lines(repo: Path):  # noqa: F811
+    output = renderer("github")(diff_git("main", cwd=repo), ["specs/broken.yaml: new error GP001"], 1)
+    lines = output.splitlines()
+    # HEAD_SERVE: line 9 is serve.hardware, line 11 budget.prices
+    assert (
+        '::notice file=specs/serve.yaml,line=9,title=spec field changed::/serve/hardware/gpu: "h200-sxm" → "h100-sxm"'
+        in lines
+    )
+    assert (
+        "::notice file=specs/serve.yaml,line=11,title=spec field changed::/budget/prices/h100-sxm: (absent) → 3.0"
+        in lines
+    )
+    assert "::notice file=specs/serve.yaml,line=9,title=gpuplan diff::verdict PASS; monthly cost +2,920 USD" in lines
+    assert "::warning file=specs/broken.yaml,line=1,title=gpuplan diff::verdict PASS → FAIL; monthly cost n/a" in lines
+    assert any(
+        line.startswith("::error file=specs/broken.yaml,line=5,title=new finding GP001 yaml-syntax::") for line in lines
+    )
+    assert (
+        "::notice title=gpuplan diff%3A specs/old.yaml removed::verdict removed (was PASS); monthly cost -1,460 USD"
+        in lines
+    )
+    assert "::error title=gpuplan diff guardrail::specs/broken.yaml: new error GP001" in lines
+
+
+def test_text_shows_figures_findings_and_fields(repo: Path):  # noqa: F811
+    text = renderer("text")(diff_git("main", cwd=repo), [], 0)
+    lines = text.splitlines()
+    assert lines[0].startswith("gpuplan diff: main (") and lines[0].endswith(") → working tree")
+    assert "specs/serve.yaml (modified)" in lines
+    row = next(line for line in lines if line.strip().startswith("Cost per month"))
+    assert row.split()[3:] == ["5,840", "USD", "8,760", "USD", "+2,920", "USD"]
+    assert "    /serve/hardware/count: 2 → 4" in lines
+    assert any(line.startswith("    + GP001 yaml-syntax at the file (line 5): YAML syntax error") for line in lines)
+    assert "1 more spec file(s) differ only in comments, layout or name." in lines
+
+
+@pytest.mark.parametrize("name", ["text", "markdown", "github", "json"])
+def test_every_format_renders_an_empty_diff(name: str, tmp_path: Path):
+    spec = tmp_path / "a.yaml"
+    spec.write_text(CLEAN)
+    output = renderer(name)(diff_files(str(spec), str(spec)), [], 0)
+    assert output.endswith("\n")
+    if name != "json":
+        assert "No spec changed in a way that affects memory, cost, findings or verdicts." in output

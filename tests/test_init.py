@@ -1,0 +1,104 @@
+"""gpuplan init: a commented starter spec per job kind, from flags and from prompts; never clobbers a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from gpuplan.linter import lint_path
+
+# (flags, prompt answers, the findings the starter's numbers deserve)
+KINDS = {
+    # 8B bf16 on one L40S, 8 x 8k: weights 15 GiB + 8 GiB of KV in a 40 GiB engine budget: clean
+    "serve": (["--serve", "--gpu", "l40s"], ["llama-3.1-8b", "serve", "l40s", "1", "8192", "8"], []),
+    # LoRA of 8B on one H100 without activation checkpointing: activations dominate the peak (GP205, info)
+    "lora": (
+        ["--finetune", "lora", "--gpu", "h100-sxm"],
+        ["llama-3.1-8b", "finetune", "lora", "h100-sxm", "1", "2048"],
+        ["GP205"],
+    ),
+    "qlora": (
+        ["--finetune", "qlora", "--gpu", "h100-sxm"],
+        ["llama-3.1-8b", "finetune", "qlora", "h100-sxm", "1", "2048"],
+        ["GP205"],
+    ),
+    # full fine-tuning of 8B needs ~16 B/param (150 GiB) on one GPU; ZeRO-3 over 4 H100 fits, and LoRA would
+    # fit on one (GP204, info)
+    "full": (
+        ["--finetune", "full", "--gpu", "h100-sxm", "--count", "4"],
+        ["llama-3.1-8b", "finetune", "full", "h100-sxm", "4", "2048"],
+        ["GP204"],
+    ),
+}
+
+
+def lint_codes(path: Path) -> list[str]:
+    result = lint_path(str(path))
+    assert result.analysis is not None, [f.message for f in result.findings]  # validated and resolved
+    return sorted({f.code for f in result.findings})
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_init_from_flags(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    flags, _, deserved = KINDS[kind]
+    code, out, err = run_cli("init", "--model", "llama-3.1-8b", *flags, "spec.yaml")
+    assert (code, out) == (0, "")
+    assert err.startswith("gpuplan: wrote spec.yaml\n")
+    assert lint_codes(tmp_path / "spec.yaml") == deserved
+    text = (tmp_path / "spec.yaml").read_text()
+    assert "# Maximum tokens per request, prompt plus output." in text or kind != "serve"  # the schema's words
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".spec.yaml")] == []  # no temporary file left
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_init_from_prompts(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    flags, answers, deserved = KINDS[kind]
+    code, out, _ = run_cli("init", "--interactive", "spec.yaml", input="\n".join(answers) + "\n")
+    assert code == 0
+    assert "Model (llama-3.2-1b, " in out  # the choices come from the catalogs
+    assert lint_codes(tmp_path / "spec.yaml") == deserved
+    run_cli("init", "--model", "llama-3.1-8b", *flags, "flags.yaml")
+    assert _without_name(tmp_path / "spec.yaml") == _without_name(tmp_path / "flags.yaml")  # same spec both ways
+
+
+def _without_name(path: Path) -> str:
+    return "\n".join(line for line in path.read_text().splitlines() if not line.startswith("name:"))
+
+
+def test_init_finetune_then_serve_and_defaults_from_the_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli("init", "--model", "llama-3.2-3b", "--finetune", "lora", "--serve", "--gpu", "l40s", "-")
+    assert code == 0
+    assert "name: llama-3-2-3b-lora-finetune-serve\n" in out
+    assert "  # seq_len: 2048   (the default)\n" in out  # finetune.seq_len's schema default
+    assert "  # kv_cache_dtype: auto   (the default)\n" in out
+    assert "  # finetune_total: ...   (the lint then checks the run's cost against it)\n" in out
+    (tmp_path / "both.yaml").write_text(out)
+    assert "GP201" not in lint_codes(tmp_path / "both.yaml")
+
+
+def test_init_refuses_to_overwrite_without_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "workload.yaml").write_text("mine\n")
+    code, out, err = run_cli("init", "--model", "llama-3.1-8b", "--serve")
+    assert (code, out) == (2, "")
+    assert err == "gpuplan: error: workload.yaml exists; choose another path or use --force to replace it\n"
+    assert (tmp_path / "workload.yaml").read_text() == "mine\n"
+    assert run_cli("init", "--model", "llama-3.1-8b", "--serve", "--force")[0] == 0
+    assert (tmp_path / "workload.yaml").read_text().startswith("# gpuplan workload spec: serving of llama-3.1-8b")
+
+
+def test_init_rejects_unknown_names_and_missing_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("init", "--model", "llama-3.1-8", "--serve")
+    assert code == 2
+    assert "unknown model 'llama-3.1-8' — did you mean" in err
+    code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--gpu", "h100")
+    assert code == 2 and "unknown GPU 'h100'" in err
+    code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--no-interactive")
+    assert code == 2 and "give --model and --serve and/or --finetune METHOD" in err
+    assert list(tmp_path.glob("*.yaml")) == []
