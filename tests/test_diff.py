@@ -226,7 +226,9 @@ def test_cli_guardrails_exit_codes(repo: Path, monkeypatch: pytest.MonkeyPatch):
     assert run_cli("diff", "--git", "main", *quiet, "--fail-on-worse-verdict")[0] == 1
     code, out, _ = run_cli("diff", "--git", "main", "--no-fail-on-new-error", "--max-monthly-increase", "10")
     assert code == 1
-    assert "monthly cost rises by 2,190 USD, more than max-monthly-increase 10.00 USD" in out
+    assert (
+        "monthly cost rises by 2,190 USD (from 7,300 USD to 9,490 USD), more than max-monthly-increase 10.00 USD" in out
+    )
 
 
 def test_guardrails_from_configuration(repo: Path, monkeypatch: pytest.MonkeyPatch):

@@ -86,7 +86,7 @@ def test_markdown_is_a_github_comment_with_tables(repo: Path):  # noqa: F811
     assert overview[1] == ["specs/serve.yaml", "modified", "PASS", "5,840 USD", "8,760 USD", "+2,920 USD"]
     serve = tables[1]
     assert ["Cost per month", "5,840 USD", "8,760 USD", "+2,920 USD"] in serve
-    assert ["Cost over the term", "70,080 USD", "105,120 USD", "+35,040 USD"] in serve  # x 12 months
+    assert ["Cost over the term (12 months)", "70,080 USD", "105,120 USD", "+35,040 USD"] in serve  # x 12 months
     assert markdown.count("<details>") == markdown.count("</details>") == 2  # serve.yaml and broken.yaml
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from gpuplan.config import find_config, load_config
 from gpuplan.defaults import apply_defaults
 from gpuplan.diff.model import DiffResult
+from gpuplan.diff.present import MONEY, pair_texts
 from gpuplan.units import format_money
 
 COMMENT_ON = ("always", "any", "increase", "never")
@@ -46,8 +47,9 @@ def breaches(result: DiffResult, guardrails: Guardrails) -> list[str]:
         monthly = totals.monthly
         limit = guardrails.max_monthly_increase
         if limit is not None and monthly.delta > limit:
+            before, after, rise = pair_texts(MONEY, monthly.before, monthly.after, totals.currency)
             found.append(
-                f"monthly cost rises by {format_money(monthly.delta, totals.currency)}, "
+                f"monthly cost rises by {rise.lstrip('+')} (from {before} to {after}), "
                 f"more than max-monthly-increase {format_money(limit, totals.currency)}"
             )
         share = guardrails.max_monthly_increase_pct

@@ -319,8 +319,9 @@ def compare(
         status = UNCHANGED if same_bytes else MODIFIED
     added, resolved = _finding_changes(before.findings if before else (), after.findings if after else ())
     # Fields are compared where both sides loaded; a side that is not YAML has its findings instead.
-    loaded = before is not None and after is not None and before.data is not None and after.data is not None
-    fields = changed_fields(before.data, after.data) if loaded else ()
+    fields: tuple[FieldChange, ...] = ()
+    if before is not None and after is not None and before.data is not None and after.data is not None:
+        fields = changed_fields(before.data, after.data)
     return SpecChange(path, old_path, status, before, after, added, resolved, fields)
 
 

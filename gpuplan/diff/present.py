@@ -199,7 +199,11 @@ def rows(change: SpecChange) -> list[Row]:
         table.append(Row(JOB_TITLES[job], heading=True))
         for metric in METRICS[job]:
             before, after, change_ = pair_texts(metric, *change.figure_pair(job, metric.key), currency)
-            table.append(Row(metric.label, "-" if old is None else before, "-" if new is None else after, change_))
+            label = metric.label
+            if metric.key == "term_cost":
+                side = change.after or change.before
+                label += f" ({side.term_months} months)" if side else ""
+            table.append(Row(label, "-" if old is None else before, "-" if new is None else after, change_))
     return table
 
 
