@@ -415,3 +415,25 @@ def test_schema_requires_every_key_the_output_has():
             and node is not schema["$defs"]["delta"]["properties"]["jobs"]
         ):
             assert set(node.get("required", [])) == set(node["properties"]), node.get("description", node)
+
+
+def test_usage_errors_exit_2(tmp_path: Path):
+    spec = tmp_path / "a.yaml"
+    spec.write_text(CLEAN)
+    code, _, err = run_cli("diff", str(spec))
+    assert code == 2 and "give two spec files (BASE HEAD), or --git [REF]" in err
+    code, _, err = run_cli("diff", str(spec), str(tmp_path / "missing.yaml"))
+    assert (code, err) == (2, f"gpuplan: error: cannot read {tmp_path / 'missing.yaml'}: No such file or directory\n")
+    code, _, err = run_cli("diff", "--head", "main", str(spec), str(spec))
+    assert code == 2 and "--head and --merge-base need --git" in err
+
+
+def test_merge_base_ignores_what_the_base_branch_did_since(repo: Path):
+    git(repo, "checkout", "-q", "main")
+    write(repo, {"specs/untouched.yaml": TINY.replace("concurrency: 4", "concurrency: 2")})
+    git(repo, "commit", "-q", "-am", "main moves on")
+    git(repo, "checkout", "-q", "feature")
+    literal = {c.path for c in diff_git("main", cwd=repo).changes}
+    assert "specs/untouched.yaml" in literal  # main's own change shows, reversed
+    since_fork = {c.path for c in diff_git("main", merge_base=True, cwd=repo).changes}
+    assert since_fork == literal - {"specs/untouched.yaml"}
