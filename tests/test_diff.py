@@ -437,3 +437,9 @@ def test_merge_base_ignores_what_the_base_branch_did_since(repo: Path):
     assert "specs/untouched.yaml" in literal  # main's own change shows, reversed
     since_fork = {c.path for c in diff_git("main", merge_base=True, cwd=repo).changes}
     assert since_fork == literal - {"specs/untouched.yaml"}
+
+
+def test_a_yaml_file_that_becomes_a_spec_is_an_added_spec(repo: Path):
+    (repo / "deploy/app.yaml").write_text(TINY)  # the Kubernetes manifest is now a spec
+    change = by_path(diff_git("main", cwd=repo))["deploy/app.yaml"]
+    assert (change.status, change.findings_resolved) == ("added", ())

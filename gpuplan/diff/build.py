@@ -109,11 +109,13 @@ def diff_git(
     configs = _Configs(options)
     results = []
     for change in changes:
-        before_raw = old.get(change.old_path) if change.old_path else None
-        after_raw = new.get(change.new_path) if change.new_path else None
-        if not _is_spec_pair(change, before_raw, after_raw):
+        # A side that is not a spec (absent, or YAML of another kind) counts as absent: a Kubernetes
+        # manifest turned into a spec is an added spec, not a manifest with a hundred findings resolved.
+        before_raw = _spec_content(change.old_path, old)
+        after_raw = _spec_content(change.new_path, new)
+        if before_raw is None and after_raw is None:
             continue
-        path = change.new_path or change.old_path
+        path = change.new_path if after_raw is not None else change.old_path
         assert path is not None
         lint = configs.lint_options(repository.root / path)
         before = after = None
@@ -134,12 +136,10 @@ def _yaml_named(change: Change) -> bool:
     return any(path.endswith(SPEC_SUFFIXES) for path in (change.old_path, change.new_path) if path)
 
 
-def _is_spec_pair(change: Change, before: bytes | None, after: bytes | None) -> bool:
-    """A spec on either side, recognised as the pre-commit hook recognises one (name and content)."""
-    return bool(
-        (change.old_path and before is not None and is_spec_file(change.old_path, before))
-        or (change.new_path and after is not None and is_spec_file(change.new_path, after))
-    )
+def _spec_content(path: str | None, contents: dict[str, bytes | None]) -> bytes | None:
+    """The bytes of ``path`` when it is a spec as the pre-commit hook recognises one (name and content)."""
+    content = contents.get(path) if path else None
+    return content if path and content is not None and is_spec_file(path, content) else None
 
 
 def _side(display: str, raw: bytes, location: Path, options: LintOptions) -> SpecSide:
