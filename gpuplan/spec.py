@@ -168,13 +168,10 @@ class _Resolver:
                 return None
             return ModelRef(entry.id, entry.architecture, dtype, entry.source)
         if "config" in data:
-            path = (self.base_dir / data["config"]).resolve()
+            path = self.base_dir / data["config"]  # not resolved here: a symlink loop is the read's finding
             try:
                 config = read_hf_config(path)
                 architecture = from_hf_config(config)
-            except OSError as error:
-                self.problem("GP021", pointer + ("config",), f"cannot read {data['config']}: {error.strerror or error}")
-                return None
             except ArchitectureError as error:
                 self.problem("GP021", pointer + ("config",), f"{data['config']}: {error}")
                 return None
@@ -304,6 +301,15 @@ def _serve(
                     entry.get("quantization", tenant_model.quantization),
                 )
             )
+    if data["output_tokens"] > data["context"]:
+        resolver.problem(
+            "GP024",
+            ("serve", "output_tokens"),
+            f"serve.output_tokens {data['output_tokens']:,} is larger than serve.context {data['context']:,}: "
+            "the context holds the prompt and the output together",
+            f"raise context to at least {data['output_tokens'] + 1:,}, or lower output_tokens",
+        )
+        return None
     if hardware is None:
         return None
     slo = data.get("slo", {})
@@ -313,7 +319,7 @@ def _serve(
     )
     return Serve(
         context=data["context"],
-        output_tokens=min(data["output_tokens"], data["context"]),
+        output_tokens=data["output_tokens"],
         concurrency=data["concurrency"],
         # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
         quantization=data.get("quantization", model.quantization if model else "none"),

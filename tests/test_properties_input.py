@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from typing import Any
@@ -19,7 +20,9 @@ from gpuplan.validate import validate
 
 SCHEMA = json.loads(schema_path().read_text())
 _PATTERN_STRATEGIES = {
-    "^[0-9]{4}-[0-9]{2}-[0-9]{2}$": st.dates().map(lambda d: d.isoformat()),
+    "^20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$": st.dates(
+        datetime.date(2000, 1, 1), datetime.date(2099, 12, 31)
+    ).map(lambda d: d.isoformat()),
     "^(GP[0-9]{3}|[a-z][a-z0-9-]*)$": st.from_regex(r"\AGP[0-9]{3}\Z"),
     "^[A-Z]{3}$": st.from_regex(r"\A[A-Z]{3}\Z"),
     "^[a-z0-9][a-z0-9._-]*$": st.from_regex(r"\A[a-z0-9][a-z0-9._-]{0,20}\Z"),

@@ -116,8 +116,8 @@ def test_same_spec_same_epoch_same_bytes(tmp_path: Path):
     outputs = []
     for attempt in range(2):
         base = tmp_path / f"run{attempt}" / "report.pdf"
-        code, _, _ = run_cli("report", "--md", "--html", "--pdf", "-o", str(base), str(spec))
-        assert code == 0
+        code, _, err = run_cli("report", "--md", "--html", "--pdf", "--mkdir", "-o", str(base), str(spec))
+        assert code == 0, err
         outputs.append({suffix: base.with_suffix(suffix).read_bytes() for suffix in (".md", ".html", ".pdf")})
     assert outputs[0] == outputs[1]
 

@@ -96,11 +96,16 @@ def test_config_rule_names_are_checked_against_the_code_table(tmp_path: Path):
     )
     path = tmp_path / "a.yaml"
     path.write_text(spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "l40s"}}))
-    code, _, err = run_cli("lint", str(path))
-    assert code == 2
-    assert f"{config}:2:10: ignore: unknown rule 'GP5O5'; did you mean GP505" in err
-    assert f"{config}:3:33: severity: unknown rule 'GP9'" in err
-    assert "GP2'" not in err and "oversized-serving-gpu" not in err and "low-headroom" not in err
+    code, out, err = run_cli("lint", str(path))
+    # The spec is not checked under a configuration that is wrong: GP012 on the spec, exit 2.
+    assert (code, err) == (2, "")
+    assert out.startswith(f"{path}:1:1: GP012 [error] not checked: its configuration {config} is invalid: ")
+    assert f"{config}:2:10: ignore: unknown rule 'GP5O5'; did you mean GP505" in out
+    assert f"{config}:3:33: severity: unknown rule 'GP9'" in out
+    assert "GP2'" not in out and "oversized-serving-gpu" not in out and "low-headroom" not in out
+    code, _, err = run_cli("lint", "--config", str(config), str(path))  # named explicitly: a usage error
+    assert code == 2 and err.startswith("gpuplan: error: invalid configuration:\n")
+    assert f"  {config}:2:10: ignore: unknown rule 'GP5O5'; did you mean GP505" in err
 
 
 def test_waivers_are_reported_and_can_be_ignored():
