@@ -32,7 +32,6 @@ class Architecture:
     output_bias: bool = False  # o_proj bias
     mlp_bias: bool = False
     lm_head_bias: bool = False
-    parallel_attention: bool = False
     position_embeddings: int = 0  # learned absolute positions (GPT-2 style); 0 for RoPE
     experts: int = 0
     experts_per_token: int = 0

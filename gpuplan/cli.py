@@ -9,6 +9,7 @@ error, GP012 invalid configuration), reported as a finding in every output forma
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -260,18 +261,28 @@ def catalog_gpus(output_format: str) -> None:
     gpus = gpu_catalog()
     if output_format == "json":
         sources = gpu_sources()
-        rows = [{**dataclasses.asdict(gpu), "provenance": sources.get(gpu.id, {})} for gpu in gpus.values()]
+        rows = [
+            {**dataclasses.asdict(gpu), "price_per_hour": gpu.price_per_hour, "provenance": sources.get(gpu.id, {})}
+            for gpu in gpus.values()
+        ]
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(
-        f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  price date"
+        f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  quoted"
     )
     for gpu in gpus.values():
         price = f"{gpu.price_per_hour:.2f}" if gpu.price_per_hour is not None else "-"
         click.echo(
             f"{gpu.id:<16}{gpu.memory_gb:>8g}GB{gpu.usable_bytes / 2**30:>12.1f}{gpu.bandwidth_tbs:>7.2f}"
-            f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {gpu.price_date or '-'}"
+            f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {_quoted(gpu.price)}"
         )
+
+
+def _quoted(price: Any) -> str:
+    """The dates of the quotes behind a catalog price: one date, or the oldest to the newest."""
+    if price is None or price.quoted_from is None:
+        return "-"
+    return price.quoted_from if price.quoted_from == price.quoted_to else f"{price.quoted_from}..{price.quoted_to}"
 
 
 @catalog.command("models")
@@ -378,7 +389,11 @@ def report(
         if interactive:
             click.echo(f"gpuplan: {message} ...", err=True)
 
-    rendered = render_report(result, formats, clock.today(), clock.today_epoch(), progress)
+    epoch = clock.today_epoch()
+    # WeasyPrint's fontTools fallback stamps subset fonts with SOURCE_DATE_EPOCH or the time: pin it
+    # for this process (HarfBuzz subsetting, the usual path, stamps nothing).
+    os.environ.setdefault("SOURCE_DATE_EPOCH", str(epoch))
+    rendered = render_report(result, formats, clock.today(), epoch, progress)
     for name, data in rendered.items():
         if to_stdout:
             click.echo(data.decode(), nl=False)

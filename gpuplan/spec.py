@@ -18,7 +18,7 @@ from gpuplan.architecture import (
     make_architecture,
     read_hf_config,
 )
-from gpuplan.catalog import Gpu, UnknownNameError, custom_gpu, get_gpu, get_model
+from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.defaults import apply_defaults
 from gpuplan.findings import Finding, Waiver, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
@@ -130,13 +130,17 @@ class Spec:
 
     def price(self, gpu: Gpu) -> tuple[float | None, str]:
         """(price per GPU-hour, where it comes from) for ``gpu`` in the spec's currency."""
+        record = self.price_record(gpu)
+        return (None, "no price") if record is None else (record.per_hour, record.describe())
+
+    def price_record(self, gpu: Gpu) -> Price | None:
+        """The price of ``gpu`` in the spec's currency with its provenance: the spec's own, else the catalog's (USD)."""
         if gpu.id in self.budget.prices:
-            date = self.budget.prices_date or "undated"
-            return self.budget.prices[gpu.id], f"spec budget.prices ({date})"
-        if gpu.price_per_hour is not None and (gpu.custom or self.budget.currency == "USD"):
-            origin = "spec gpus section" if gpu.custom else f"catalog median of quotes, {gpu.price_date}"
-            return gpu.price_per_hour, origin
-        return None, "no price"
+            date = self.budget.prices_date
+            return Price(self.budget.prices[gpu.id], "budget.prices", quoted_from=date, quoted_to=date)
+        if gpu.price is not None and (gpu.custom or self.budget.currency == "USD"):
+            return gpu.price
+        return None
 
 
 class _Resolver:

@@ -187,7 +187,10 @@ def test_catalog_commands():
     code, out, _ = run_cli("catalog", "gpus", "--format", "json")
     gpus = {row["id"]: row for row in json.loads(out)}
     assert gpus["h100-sxm"]["usable_bytes"] < gpus["h100-sxm"]["memory_bytes"]
-    assert gpus["h100-sxm"]["provenance"]["sources"] and gpus["h100-sxm"]["price_date"]
+    assert gpus["h100-sxm"]["provenance"]["sources"] and gpus["h100-sxm"]["price_per_hour"] == 4.12
+    # The price is the median of 8 quotes (gpu_sources.yaml), so its dates are those of the oldest and newest.
+    price = gpus["h100-sxm"]["price"]
+    assert (price["quotes"], price["quoted_from"], price["quoted_to"]) == (8, "2026-05-07", "2026-11-09")
     code, out, _ = run_cli("catalog", "models", "--format", "json")
     models = {row["id"]: row for row in json.loads(out)}
     assert len(models) >= 20 and models["llama-3.1-70b"]["kv_bytes_per_token_bf16"] == 327_680

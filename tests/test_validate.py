@@ -52,7 +52,7 @@ def test_every_error_is_reported_with_position_and_words():
 def test_enum_suggests_closest_choice():
     text = VALID_SERVE + "finetune:\n  method: qlroa\n  hardware: {gpu: h100-sxm}\n"
     (found,) = schema_findings(text)
-    assert found[:3] == ("GP105", 10, 11)
+    assert found[:3] == ("GP105", 11, 11)
     assert (
         found[3] == "finetune.method must be 'full', 'lora' or 'qlora', got the string 'qlroa' — did you mean 'qlora'?"
     )
