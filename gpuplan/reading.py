@@ -78,6 +78,15 @@ def reason_of(error: OSError) -> str:
 
 def read_bounded(path: str | os.PathLike[str], limit: Limit = SPEC) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit.max_bytes``. Raises ReadRefused."""
+    return _read_regular(path, limit, whole=True)
+
+
+def read_head(path: str | os.PathLike[str], count: int) -> bytes:
+    """The first ``count`` bytes of the regular file ``path`` (however large it is). Raises ReadRefused."""
+    return _read_regular(path, Limit(count, "heads"), whole=False)
+
+
+def _read_regular(path: str | os.PathLike[str], limit: Limit, *, whole: bool) -> bytes:
     try:
         before = os.stat(path)
     except OSError as error:
@@ -85,7 +94,8 @@ def read_bounded(path: str | os.PathLike[str], limit: Limit = SPEC) -> bytes:
     refused = kind_of(before.st_mode)
     if refused:
         raise ReadRefused(f"it is {refused}, not a regular file")
-    _check_size(before.st_size, limit)
+    if whole:
+        _check_size(before.st_size, limit)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     try:
         descriptor = os.open(path, flags)
@@ -96,6 +106,8 @@ def read_bounded(path: str | os.PathLike[str], limit: Limit = SPEC) -> bytes:
         refused = kind_of(opened.st_mode)
         if refused:  # swapped between stat and open
             raise ReadRefused(f"it is {refused}, not a regular file")
+        if not whole:
+            return _read_at_most(descriptor, limit.max_bytes)
         _check_size(opened.st_size, limit)
         data = _read_at_most(descriptor, limit.max_bytes + 1)
     except OSError as error:
