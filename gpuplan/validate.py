@@ -69,11 +69,12 @@ def validate(document: LoadedDocument, schema: str = "workload") -> tuple[Findin
     oversized = [_too_many(document, *found) for found in _oversized(root, root, document.data, ())]
     if oversized:  # the documented limits first: validating 17,000 GPUs one by one says nothing more
         return tuple(oversized)
-    findings: list[Finding] = []
+    findings: dict[tuple[str, str, str], Finding] = {}  # a date breaks its pattern and its format: one finding
     budget = _Suggestions(MAX_SUGGESTIONS)
     for error in _validator(schema).iter_errors(document.data):
-        findings.extend(_findings_for(error, document, budget))
-    return tuple(sorted(findings, key=lambda finding: (finding.line, finding.col, finding.code)))
+        for finding in _findings_for(error, document, budget):
+            findings.setdefault((finding.pointer, finding.code, finding.message), finding)
+    return tuple(sorted(findings.values(), key=lambda finding: (finding.line, finding.col, finding.code)))
 
 
 def _oversized(root: dict[str, Any], node: dict[str, Any], value: Any, pointer: Pointer) -> Iterator[tuple[Any, ...]]:
@@ -207,8 +208,10 @@ def _value_message(keyword: str, error: Any) -> str:
     texts: dict[str, Any] = {
         "minLength": lambda: f"must not be shorter than {limit} characters",
         "maxLength": lambda: f"must not be longer than {limit:,} characters",
-        "pattern": lambda: f"{_describe(value)} does not match the expected form {limit}",
-        "format": lambda: f"{_describe(value)} is not a valid {limit} (YYYY-MM-DD)",
+        "pattern": lambda: _DATE_WORDS.format(_describe(value))
+        if _is_date_field(error)
+        else f"{_describe(value)} does not match the expected form {limit}",
+        "format": lambda: _DATE_WORDS.format(_describe(value)) if limit == "date" else f"{_describe(value)} is not a {limit}",
         "minItems": lambda: f"needs at least {limit} item(s)",
         "maxItems": lambda: f"allows at most {limit} items",
         "uniqueItems": lambda: "lists the same item more than once",
@@ -217,6 +220,13 @@ def _value_message(keyword: str, error: Any) -> str:
         "propertyNames": lambda: error.message,
     }
     return str(texts[keyword]())
+
+
+_DATE_WORDS = "{} is not a date from 2000-01-01 to 2099-12-31 (YYYY-MM-DD)"
+
+
+def _is_date_field(error: Any) -> bool:
+    return bool(error.schema.get("format") == "date")
 
 
 def _at(
