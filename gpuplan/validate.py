@@ -208,10 +208,14 @@ def _value_message(keyword: str, error: Any) -> str:
     texts: dict[str, Any] = {
         "minLength": lambda: f"must not be shorter than {limit} characters",
         "maxLength": lambda: f"must not be longer than {limit:,} characters",
-        "pattern": lambda: _DATE_WORDS.format(_describe(value))
-        if _is_date_field(error)
-        else f"{_describe(value)} does not match the expected form {limit}",
-        "format": lambda: _DATE_WORDS.format(_describe(value)) if limit == "date" else f"{_describe(value)} is not a {limit}",
+        "pattern": lambda: (
+            _DATE_WORDS.format(_describe(value))
+            if _is_date_field(error)
+            else f"{_describe(value)} does not match the expected form {limit}"
+        ),
+        "format": lambda: (
+            _DATE_WORDS.format(_describe(value)) if limit == "date" else f"{_describe(value)} is not a {limit}"
+        ),
         "minItems": lambda: f"needs at least {limit} item(s)",
         "maxItems": lambda: f"allows at most {limit} items",
         "uniqueItems": lambda: "lists the same item more than once",

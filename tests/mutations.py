@@ -133,7 +133,9 @@ def mutated_data(draw: Any, seed: Any) -> Any:
         elif kind == "delete":
             del parent[pointer[-1]]
         elif kind == "add" and isinstance(parent, dict):
-            parent[draw(st.sampled_from(["zz", "\x1b[2J", "contxt", "\u202ekey", 7]))] = copy.deepcopy(draw(hostile_values))
+            parent[draw(st.sampled_from(["zz", "\x1b[2J", "contxt", "\u202ekey", 7]))] = copy.deepcopy(
+                draw(hostile_values)
+            )
         elif kind == "swap":
             other = draw(st.sampled_from(pointers))
             parent[pointer[-1]] = copy.deepcopy(_parent(data, other)[other[-1]])
@@ -159,7 +161,7 @@ def mutated_text(draw: Any, text: str) -> bytes:
         elif kind == "anchor" and ": " in line and index > 0:
             key, value = line.split(": ", 1)
             lines[index] = f"{key}: &a {value}"
-            lines.append(f"zz_alias: *a")
+            lines.append("zz_alias: *a")
         elif kind == "separator":
             lines[index] = line + draw(st.sampled_from(["\u2028", "\x85", "\u2029", "\r"]))
         elif kind == "crlf":

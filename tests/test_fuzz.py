@@ -30,9 +30,7 @@ def run_all(spec: bytes, config: bytes | None) -> dict[str, tuple[int, str, str]
         folder = Path(name)
         (folder / ".git").mkdir()  # no configuration above the input is picked up
         path = write_input(folder, spec, config)
-        return {
-            f"{command} {output}": run_cli(command, "--format", output, str(path)) for command, output in COMMANDS
-        }
+        return {f"{command} {output}": run_cli(command, "--format", output, str(path)) for command, output in COMMANDS}
 
 
 # derandomize: the same examples on every run, so a failure (or the expected failure below) is reproducible.
