@@ -44,10 +44,11 @@ def _batch(arguments: tuple[int, int, bool, int]) -> list[tuple[str, str]]:
     def check(case: tuple[str, bytes, bytes | None]) -> None:
         name, spec, config = case
         origin = "[config.json] " if with_config else ""
-        for problem in problems(run_all(spec, config)):
+        failed = problems(run_all(spec, config))
+        for problem in failed:
             check_name = origin + ": ".join(problem.split(": ")[:2])[:60]
             found.append((check_name, f"{name}: {problem[:300]}"))
-        found.append(("", ""))  # one per input: counts the inputs actually run
+        found.append(("", "broken" if failed else ""))  # one per input: counts the inputs run and broken
 
     check()
     return found
@@ -69,12 +70,13 @@ def main() -> None:
     start_time = time.perf_counter()
     counts: collections.Counter[str] = collections.Counter()
     examples: dict[str, str] = {}
-    inputs = 0
+    inputs = broken = 0
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.workers) as pool:
         for found in pool.map(_batch, batches):
             for check, example in found:
                 if not check:
                     inputs += 1
+                    broken += example == "broken"
                     continue
                 counts[check] += 1
                 examples.setdefault(check, example)
@@ -83,7 +85,8 @@ def main() -> None:
     internal = sum(n for check, n in counts.items() if "internal error" in check and "[config.json]" not in check)
     in_config = sum(n for check, n in counts.items() if "internal error" in check and "[config.json]" in check)
     print(
-        f"problems: {sum(counts.values())}; internal errors from specs: {internal}; "
+        f"inputs with a problem: {broken:,}; problems (input x command): {sum(counts.values())}; "
+        f"internal errors from specs: {internal}; "
         f"from config.json contents (issue 9): {in_config}; tracebacks printed: "
         f"{sum(n for check, n in counts.items() if 'Traceback' in examples[check])}"
     )

@@ -74,7 +74,7 @@ def test_waivers_are_shown_with_reason_and_approver():
 def test_hostile_strings_are_inert_in_markdown_and_html(write_spec, tmp_path: Path):
     spec = write_spec(HOSTILE)
     code, markdown, _ = run_cli("report", str(spec))
-    assert code in (0, 1)
+    assert code == 0  # findings: GP504 (info) and GP702 (warning); the fail level is error
     assert not re.search(r"(?<!\\)<", markdown), "every < from the spec is escaped"
     for line in markdown.splitlines():
         if line.startswith("| Model |") or "evil" in line:
@@ -99,7 +99,7 @@ def test_pdf_fetches_only_packaged_assets(write_spec, monkeypatch: pytest.Monkey
     spec = write_spec(HOSTILE)
     out = tmp_path / "hostile.pdf"
     code, _, err = run_cli("report", "--pdf", "-o", str(out), str(spec))
-    assert out.exists() and code in (0, 1), err
+    assert out.exists() and code == 0, err
     (fetcher,) = fetchers
     assert fetcher.requested, "the stylesheet and fonts are fetched through the guarded fetcher"
     assert all(url.startswith("file://") and "/templates/" in url for url in fetcher.requested)
