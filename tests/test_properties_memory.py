@@ -156,7 +156,9 @@ def test_kv_bytes_are_linear_in_tokens(arch, blocks, concurrency, kv_bytes):
         assert two == 2 * one
         assert one == arch.kv_bytes_per_token(kv_bytes) * tokens
     else:
-        assert one <= two <= 2 * one
+        # sub-linear, up to the one extra block vLLM reserves per sliding layer once the window applies
+        extra_block = arch.sliding_layer_count * arch.kv_elements_per_token_per_layer() * kv_bytes * 16
+        assert one <= two <= 2 * one + extra_block
         # vLLM keeps window - 1 + max_num_batched_tokens per sliding layer: past that, only the
         # full-attention layers grow with the context.
         if tokens >= arch.sliding_window + MAX_BATCHED_TOKENS:

@@ -75,4 +75,4 @@ def test_one_of_reports_the_choice_not_a_dump():
 def test_dates_must_be_real_dates():
     text = VALID_SERVE + "waivers:\n  - {rule: GP201, reason: accepted, expires: 2027-02-30}\n"
     (found,) = schema_findings(text)
-    assert found[0] == "GP106" and "not a valid date" in found[3]
+    assert found[0] == "GP106" and "not a date from 2000-01-01 to 2099-12-31" in found[3]
