@@ -50,25 +50,23 @@ MODELS = [
 TRAIN_GPUS = ["h100-sxm", "h200-sxm", "a100-sxm-80gb", "a100-sxm-40gb", "b200-hgx", "mi300x", "l40s", "h100-pcie"]
 SERVE_GPUS = ["l4", "l40s", "a10g", "a100-pcie-80gb", "h100-sxm", "h200-nvl", "h100-nvl", "mi300x", "rtx-4090"]
 # Local config.json files the corpus ships beside its specs (dimensions of real released configs).
+MISTRAL_7B = {  # mistralai/Mistral-7B-v0.1 config.json, sliding window included
+    "model_type": "mistral",
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 32000,
+    "sliding_window": 4096,
+    "max_position_embeddings": 32768,
+}
 CONFIGS = {
-    "acme-7b": {
-        "model_type": "llama",
-        "num_hidden_layers": 32,
-        "hidden_size": 4096,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "intermediate_size": 14336,
-        "vocab_size": 128256,
-        "max_position_embeddings": 131072,
-    },
+    "acme-7b": MISTRAL_7B,
+    # mistralai/Mixtral-8x7B-v0.1: Mistral 7B's attention with 8 experts, 2 per token, no window
     "acme-moe": {
+        **{key: value for key, value in MISTRAL_7B.items() if key != "sliding_window"},
         "model_type": "mixtral",
-        "num_hidden_layers": 32,
-        "hidden_size": 4096,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "intermediate_size": 14336,
-        "vocab_size": 32000,
         "num_local_experts": 8,
         "num_experts_per_tok": 2,
     },

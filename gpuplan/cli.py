@@ -59,6 +59,26 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--fail-on, --config and --no-waivers: what lint, estimate and report share (one set of semantics)."""
+    options = (
+        click.option(
+            "--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error]."
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.",
+        ),
+        click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers (procurement runs)."),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpuplan")
 def cli() -> None:
@@ -75,19 +95,9 @@ def cli() -> None:
     show_default=True,
     help="Output format.",
 )
-@click.option(
-    "--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that fails the run [default: error]."
-)
+@_run_options
 @click.option("--select", multiple=True, help="Only these codes, code prefixes (GP2) or rule names.")
 @click.option("--ignore", multiple=True, help="Skip these codes, code prefixes or rule names.")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.",
-)
-@click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers (procurement runs).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when there is nothing to report.")
 @click.option(
     "--only-specs",
@@ -197,15 +207,7 @@ def main() -> None:
 @cli.command()
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from the spec, as lint does.",
-)
-@click.option("--no-waivers", is_flag=True, help="Ignore the spec's waivers.")
+@_run_options
 @_guarded
 def estimate(
     spec_path: str, output_format: str, fail_on: str | None, config_path: str | None, no_waivers: bool
@@ -335,9 +337,7 @@ def catalog_models(output_format: str) -> None:
 )
 @click.option("--force", is_flag=True, help="Replace a symlink (the link itself, not its target) or a read-only file.")
 @click.option("--mkdir", is_flag=True, help="Create the output file's missing folders.")
-@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
-@click.option("--no-waivers", is_flag=True, help="Ignore the spec's waivers (procurement runs).")
+@_run_options
 @_guarded
 def report(
     spec_path: str,
