@@ -47,7 +47,7 @@ def main() -> None:
         if not match:
             continue
         name, status = match.groups()
-        module = name.split(".x")[0].rsplit(".", 1)[0] if ".x" in name else name.rsplit(".", 1)[0]
+        module = name.split(".x")[0] if ".x" in name else name.rsplit(".", 1)[0]
         by_module[module][status] += 1
         if status == "survived":
             survivors.append(name)
