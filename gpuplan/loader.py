@@ -142,7 +142,9 @@ def _scalar(event: Any, lines: _Lines = _PLAIN_LINES) -> Any:
         return event.value
     node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
     try:
-        value = _CONSTRUCTOR.construct_object(node, deep=True)
+        # The tag's constructor itself: construct_object() would memoise every node in the shared
+        # constructor for the life of the process (memory growing with each file linted).
+        value = _CONSTRUCTOR.yaml_constructors[tag](_CONSTRUCTOR, node)
     except Exception:  # PyYAML's constructors raise KeyError, IndexError, ValueError ... on odd text
         line, col = _mark(event, lines)
         kind = tag.rsplit(":", 1)[-1]
