@@ -69,6 +69,13 @@ CODES: dict[str, Code] = {
             "The declared GPU count is not a multiple of tensor x pipeline parallelism.",
         ),
         Code(
+            "GP024",
+            "conflicting-finetune-settings",
+            "input",
+            ERROR,
+            "Fine-tuning settings that no framework runs together.",
+        ),
+        Code(
             "GP100",
             "schema-violation",
             "schema",

@@ -74,12 +74,22 @@ def test_qlora_le_lora_le_full(setup):
     # inputs, so a LoRA run can exceed full fine-tuning on small models at long sequences (PEFT #1514).
     same = replace(setup, lora_bytes=2 if setup.precision != "fp32" else 4)
     full, lora, qlora = (peak(replace(same, method=m)) for m in ("full", "lora", "qlora"))
-    assert qlora <= lora <= full
+    assert lora <= full
+    # bitsandbytes' 4-bit matmul saves the input of every quantized linear (both norm outputs, the
+    # attention output, the down_proj input), so QLoRA may exceed LoRA by at most those bytes.
+    arch, act = setup.architecture, 4 if setup.precision == "fp32" else 2
+    saved_inputs = arch.layers * setup.tokens * act * (2 * arch.hidden + arch.q_width + arch.intermediate)
+    assert qlora <= lora + saved_inputs
 
 
-# ZeRO-3 gathers whole layers (current + prefetched unit and its gradient), which only pays off once a
-# model has more than a handful of layers; real models have 16 or more.
-@given(setups.filter(lambda s: s.method == "full" and s.architecture.layers >= 8), st.sampled_from([2, 4, 8]))
+def _units(arch: Architecture) -> float:
+    return arch.params / max(arch.largest_layer_params, arch.embedding_params())
+
+
+# ZeRO-3 gathers whole units (a layer, or the embedding wrapped apart: the current and the prefetched one,
+# and the current one's gradient), which only pays off once a model is many units big; real models are
+# (Llama-3-8B: 15 embedding-sized units, Llama-3-70B: 67).
+@given(setups.filter(lambda s: s.method == "full" and _units(s.architecture) >= 12), st.sampled_from([2, 4, 8]))
 def test_sharding_and_tensor_parallel_reduce_per_gpu_memory(setup, gpus):
     spread = replace(setup, gpus=gpus)
     none, z1, z2, z3 = (peak(replace(spread, sharding=s)) for s in ("none", "zero1", "zero2", "zero3"))

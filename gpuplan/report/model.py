@@ -102,7 +102,7 @@ def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Sett
         (
             "Shape",
             f"micro-batch {setup.micro_batch} x {setup.seq_len:,} tokens"
-            + (", activation checkpointing" if setup.checkpointing else ""),
+            + (f", {setup.checkpointing} activation checkpointing" if setup.checkpointing != "none" else ""),
         ),
         (
             "Peak per GPU",

@@ -316,3 +316,36 @@ def inconsistent_layout(*_: Any) -> Iterator[Any]:
     ```
     """
     yield from ()
+
+
+@rule("GP024")
+@documentation_only
+def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports fine-tuning settings that cannot run together: `optimizer_in_backward` with gradient
+    accumulation or with an offloaded optimizer, parameter offload without ZeRO-3/FSDP sharding on
+    several GPUs, `sequence_parallel` without tensor parallelism, and `lora.variant: dora` on a full
+    fine-tune.
+
+    ## Why is this bad?
+    The frameworks refuse these combinations at launch (torchtune raises for optimizer-in-backward
+    with accumulation; DeepSpeed streams parameters only under ZeRO-3), so an estimate for them would
+    describe a run that cannot happen.
+
+    ## Example
+    ```yaml
+    finetune:
+      optimizer_in_backward: true
+      gradient_accumulation: 8
+    ```
+
+    ## Use instead
+    ```yaml
+    finetune:
+      optimizer_in_backward: true
+      gradient_accumulation: 1
+      micro_batch: 8
+    ```
+    """
+    yield from ()
