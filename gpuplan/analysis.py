@@ -138,6 +138,7 @@ def training_setup(spec: Spec, job: Finetune, gpus: int | None = None, tp: int |
         autocast=job.autocast,
         momentum=job.momentum,
         loop=job.loop,
+        double_quant=job.double_quant,
     )
 
 
@@ -339,8 +340,8 @@ def _finetune_assumptions(
         ("lora", lora),
         (
             "qlora base",
-            "NF4 + double quantization: 0.516 B/param for linears; embeddings/LM head bf16; bitsandbytes "
-            "saves each 4-bit linear's input for backward"
+            f"NF4{' + double quantization: 0.516' if job.double_quant else ': 0.5625'} B/param for linears; "
+            "embeddings/LM head bf16; bitsandbytes saves each 4-bit linear's input for backward"
             if job.method == "qlora"
             else "n/a",
         ),

@@ -137,8 +137,9 @@ MODEL_TYPES: dict[str, ModelType] = {
     "gpt_bigcode": ModelType(
         "GPT-BigCode / StarCoder",
         True,
-        {**_LAYER_NORM_BIASED, "fused_qkv": True},
-        note="tied; learned positions; multi_query means 1 KV head; n_inner absent means 4 x hidden",
+        {**_LAYER_NORM_BIASED},
+        note="tied; learned positions (no rotary copies, so the fused c_attn output is what attention keeps); "
+        "multi_query means 1 KV head; n_inner absent means 4 x hidden",
     ),
     "starcoder2": ModelType(
         "StarCoder2",
@@ -175,7 +176,6 @@ MODEL_TYPES: dict[str, ModelType] = {
     ),
     "granite": ModelType("Granite 3", False, note="Llama layout"),
     "kimi_k2": ModelType("Kimi-K2", False, {"router_bias": True}, note="DeepSeek-V3 layout"),
-    "olmo2": ModelType("OLMo 2", False, note="Llama layout"),
 }
 # Multimodal wrappers: their text_config carries the language model's own model_type.
 MULTIMODAL_TYPES: dict[str, str] = {

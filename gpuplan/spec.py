@@ -78,6 +78,7 @@ class Finetune:
     autocast: bool = True  # under bf16-mixed / fp16-mixed only
     momentum: float = 0.9  # sgd only; 0 keeps no momentum buffer
     loop: str = "manual"  # manual (outputs kept through backward) | trainer (released first)
+    double_quant: bool = True  # qlora: NF4 scales double-quantized
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         autocast=data["autocast"],
         momentum=float(data["momentum"]),
         loop=data["loop"],
+        double_quant=data["double_quant"],
     )
     for pointer, message, hint in finetune_conflicts(job):
         resolver.problem("GP024", ("finetune", *pointer), message, hint)

@@ -98,6 +98,12 @@ class TrainingSetup:
         return self.precision in MIXED and self.autocast
 
     @property
+    def residual_bytes(self) -> int:
+        """Bytes per element of the residual stream: fp32 when autocast runs over fp32 weights."""
+        fp32_weights = not self.is_adapter or self.model_dtype_bytes == 4
+        return 4 if self.uses_autocast and fp32_weights else self.activation_bytes
+
+    @property
     def activation_bytes(self) -> int:
         return REGIMES[self.precision][3]
 
@@ -204,7 +210,7 @@ def _norm_bytes(setup: TrainingSetup, act: int) -> float:
     weight also saves the normalised output. Sequence parallelism splits the region over TP ranks."""
     arch = setup.architecture
     h = arch.hidden
-    saved = (4 if arch.norm == "rms" else act) * h + (2 * act * h if not setup.is_adapter else 0)
+    saved = (4 if arch.norm == "rms" else setup.residual_bytes) * h + (2 * act * h if not setup.is_adapter else 0)
     return saved / setup.sequence_shards
 
 
@@ -403,7 +409,7 @@ class _Activations:
     saved: float  # live at the end of forward, logits included
     returned_logits: float  # held by the caller until it drops the output
     per_layer: float  # one decoder layer's saved tensors (recomputed ones with checkpointing)
-    checkpoint_inputs: float  # the kept per-layer tensors under checkpointing, all layers on the GPU
+    checkpoint_input: float  # one layer's input, kept beside its recomputed tensors under full checkpointing
     forward_temporaries: float
     loss_gradients: float  # the loss backward's two fp32 logit-sized gradients
     layer_backward_temporaries: float
@@ -434,8 +440,10 @@ def _model_states(setup: TrainingSetup) -> _States:
             base = local_all * setup.model_dtype_bytes
         weights = base + trainable_local * setup.lora_bytes
         grad_b = state_b = setup.lora_bytes
-        # An fp32 frozen base under autocast is cast to bf16 per linear, and the casts live until backward.
-        copies = 2 * arch.linear_params() * fraction if autocast and setup.model_dtype_bytes == 4 else 0.0
+        # An fp32 frozen base under autocast is cast to bf16 per linear (the LM head included), and the
+        # casts live until backward: the matmul saves its bf16 weight to compute the input gradient.
+        head = arch.vocab * arch.hidden / setup.tensor_parallel
+        copies = 2 * (arch.linear_params() * fraction + head) if autocast and setup.model_dtype_bytes == 4 else 0.0
         largest_param = max(arch.hidden, arch.intermediate) * setup.lora_rank / setup.tensor_parallel
     else:
         trainable_local = local_all
@@ -507,7 +515,7 @@ def _activations(setup: TrainingSetup) -> _Activations:
     per_layer = layer_activation_bytes_per_token(setup) * tokens
     returned, log_softmax, upcast = logits_bytes(setup)
     final_norm = _norm_bytes(setup, act_b) * tokens
-    layer_input = (4 if setup.uses_autocast and not setup.is_adapter else act_b) * arch.hidden / setup.sequence_shards
+    layer_input = setup.residual_bytes * arch.hidden / setup.sequence_shards
     # 1F1B pipelining keeps L layers' worth of activations in flight on the first stage, whatever PP is.
     if setup.checkpointing == "full":
         kept_per_layer = layer_input * tokens
@@ -549,7 +557,7 @@ def _activations(setup: TrainingSetup) -> _Activations:
         saved=layers + final_norm + returned + log_softmax,
         returned_logits=returned,
         per_layer=per_layer,
-        checkpoint_inputs=layers if recomputing else 0.0,
+        checkpoint_input=layer_input * tokens if setup.checkpointing == "full" else 0.0,
         forward_temporaries=max(forward, dequant, dora),
         loss_gradients=loss_gradients,
         layer_backward_temporaries=layer_backward + dequant + (dora if recomputing else 0.0),
@@ -594,7 +602,7 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
         **fixed,
         "gradients": max(accumulating, grads_before_first_layer),
         "autocast_weight_copies": states.autocast_copies / arch.layers,
-        "activations": acts.per_layer + acts.checkpoint_inputs,
+        "activations": acts.per_layer + acts.checkpoint_input,
         "temporaries": acts.layer_backward_temporaries + in_backward_step,
     }
     end = {**fixed, "gradients": states.largest_gradient if setup.optimizer_in_backward else grads}
