@@ -97,20 +97,32 @@ MODEL_TYPES: dict[str, ModelType] = {
     ),
     "qwen3": ModelType("Qwen3", False, {"qk_norm": True}, note="per-head q/k RMSNorm"),
     "qwen3_moe": ModelType("Qwen3-MoE", False, {"qk_norm": True}, note="per-head q/k RMSNorm, no shared expert"),
-    "gemma": ModelType("Gemma", True, note="GeGLU MLP (gated although hidden_act is gelu)"),
+    "gemma": ModelType(
+        "Gemma",
+        True,
+        key_defaults={"head_dim": 256, "vocab_size": 256000},
+        note="GeGLU MLP (gated although hidden_act is gelu); absent head_dim 256, vocab_size 256,000",
+    ),
     "gemma2": ModelType(
         "Gemma 2",
         True,
         {"norms_per_layer": 4, "sliding_layers": 2},
-        {"sliding_window": 4096},
-        "tied when tie_word_embeddings is absent; 4 norms per layer; every other layer slides",
+        {"sliding_window": 4096, "head_dim": 256, "vocab_size": 256000},
+        "tied when tie_word_embeddings is absent; 4 norms per layer; every other layer slides (window 4096)",
     ),
     "gemma3_text": ModelType(
         "Gemma 3",
         True,
         {"norms_per_layer": 4, "qk_norm": True},
-        {"sliding_window": 4096, "sliding_window_pattern": 6},
-        "tied by default; 5 local : 1 global layers (sliding_window_pattern or layer_types)",
+        {
+            "sliding_window": 4096,
+            "sliding_window_pattern": 6,
+            "head_dim": 256,
+            "vocab_size": 262208,
+            "max_position_embeddings": 131072,
+        },
+        "tied by default; 5 local : 1 global layers (sliding_window_pattern or layer_types); absent vocab_size "
+        "262,208 (the published 4B-27B configs omit it)",
     ),
     "phi": ModelType(
         "Phi-1/1.5/2",
@@ -271,6 +283,11 @@ def _read_keys(
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
     defaults = kind.key_defaults if kind else {}
+    # The config class's defaults for keys the file leaves out (an explicit null stays null).
+    absent = {key: value for key, value in defaults.items() if key not in text}
+    if absent:
+        notes.extend(f"{prefix}{key} absent: {value} (config-class default)" for key, value in absent.items())
+        text = {**absent, **text}
     dense = not any(text.get(key) for key in _KEYS["experts"])
     for name, keys in _KEYS.items():
         if dense and name in _MOE_FIELDS:
@@ -279,10 +296,6 @@ def _read_keys(
             if text.get(key) is not None:
                 values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
                 break
-    if "sliding_window" in text and text["sliding_window"] is None:
-        defaults = {k: v for k, v in defaults.items() if k != "sliding_window"}
-    if "sliding_window" not in values and "sliding_window" in defaults and "sliding_window" not in text:
-        values["sliding_window"] = defaults["sliding_window"]
     missing = [name for name in ("layers", "hidden", "heads", "vocab") if name not in values]
     if "intermediate" not in values and model_type in ("gpt_bigcode", "falcon", "gpt2") and "hidden" in values:
         values["intermediate"] = 4 * values["hidden"]
@@ -302,7 +315,7 @@ def _read_keys(
     else:
         for name in _MLA_FIELDS:
             values.pop(name, None)
-    _sliding_layout(text, prefix, values, defaults, notes)
+    _sliding_layout(text, prefix, values, notes)
     return values
 
 
@@ -371,9 +384,7 @@ def _moe(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[
         notes.append("shared expert width: the routed experts' width")
 
 
-def _sliding_layout(
-    text: dict[str, Any], prefix: str, values: dict[str, Any], defaults: dict[str, Any], notes: list[str]
-) -> None:
+def _sliding_layout(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
     """Which layers slide (or attend in chunks): layer_types, no_rope_layers or a pattern key."""
     layers = values["layers"]
     layer_types = text.get("layer_types")
@@ -403,7 +414,7 @@ def _sliding_layout(
     if not values.get("sliding_window"):
         values.pop("sliding_layers", None)
         return
-    pattern = text.get("sliding_window_pattern", defaults.get("sliding_window_pattern"))
+    pattern = text.get("sliding_window_pattern")
     if pattern is not None and "sliding_layers" not in values:
         values["sliding_layers"] = check_value("sliding_layers", pattern, f"config.json {prefix}sliding_window_pattern")
         if values["sliding_layers"] == 1:
