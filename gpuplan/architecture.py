@@ -119,8 +119,20 @@ class Architecture:
         return self.sliding_layers == 0 or (index + 1) % self.sliding_layers != 0
 
     @cached_property
+    def _windowed_prefix(self) -> tuple[int, ...]:
+        """Windowed layers among the first i layers, for i = 0..layers (cumulative counts)."""
+        counts = [0]
+        for index in range(self.layers):
+            counts.append(counts[-1] + (1 if self.is_windowed_layer(index) else 0))
+        return tuple(counts)
+
+    def windowed_count(self, layers: range) -> int:
+        """Windowed (sliding or chunked) layers in a contiguous range of layers."""
+        return self._windowed_prefix[layers.stop] - self._windowed_prefix[layers.start]
+
+    @property
     def sliding_layer_count(self) -> int:
-        return sum(1 for index in range(self.layers) if self.is_windowed_layer(index))
+        return self._windowed_prefix[-1]
 
     # -- parameters ---------------------------------------------------------------------------
     def norm_params(self) -> int:

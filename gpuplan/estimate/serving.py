@@ -254,7 +254,7 @@ class KvLayout:
 def kv_layout(arch: Architecture, layers: range) -> KvLayout:
     """vLLM's grouping: each attention kind split into groups of equal size (the smaller kind's layer
     count, or the larger one's when it is under 1.25x the smaller), the last group of a kind padded."""
-    windowed = sum(1 for index in layers if arch.is_windowed_layer(index))
+    windowed = arch.windowed_count(layers)
     full = len(layers) - windowed
     counts = [count for count in (full, windowed) if count]
     if len(counts) < 2:

@@ -110,6 +110,11 @@ def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Sett
         ),
         ("Headroom", _headroom(headroom, f.gpu.usable_bytes)),
         ("Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"),
+        *(
+            [("Offloaded", f"{format_gib(f.memory.host)} host, {format_gib(f.memory.nvme)} NVMe per GPU")]
+            if f.memory.host or f.memory.nvme
+            else []
+        ),
         (
             "Training time",
             "n/a (no tokens given)"
