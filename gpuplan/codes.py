@@ -58,7 +58,7 @@ CODES: dict[str, Code] = {
             "invalid-model-config",
             "input",
             ERROR,
-            "The model's config.json is missing, unreadable or lacks a dimension.",
+            "The model's config.json is missing, unreadable, or has a dimension or format gpuplan cannot size.",
         ),
         Code("GP022", "unknown-gpu", "input", ERROR, "The GPU id is neither in the catalog nor defined in the spec."),
         Code(

@@ -33,18 +33,21 @@ def step(job: dict) -> dict:
 
 
 def test_optimizer_offload_moves_zero_offload_states_to_the_host():
-    # bf16-mixed without autocast (DeepSpeed bf16): GPU keeps 2 B weights + 2 B gradients per parameter;
-    # the host keeps fp32 master 4 + Adam states 8 + the fp32 gradient copy 4 = 16 B/param, DeepSpeed's
-    # own estimator figure for ZeRO-2 offload.
-    base = {"precision": "bf16-mixed", "autocast": False}
+    # bf16-mixed without autocast (DeepSpeed bf16), an in-place Adam: GPU keeps 2 B weights + 2 B gradients
+    # per parameter; the host keeps fp32 master 4 + Adam states 8 + the fp32 gradient copy 4 = 16 B/param,
+    # DeepSpeed's own estimator figure for ZeRO-2 offload.
+    base = {"precision": "bf16-mixed", "autocast": False, "optimizer": "adamw-fused"}
     kept, _ = run(base)
     moved, _ = run({**base, "offload": {"optimizer": "cpu"}})
-    assert step(kept)["optimizer"] == 12 * P and step(kept)["optimizer_step_temporaries"] == 4 * P
+    assert step(kept)["optimizer"] == 12 * P
     assert step(moved) == {"weights": 2 * P, "gradients": 2 * P}
     assert moved["host_bytes_per_gpu"] == 16 * P == moved["host_bytes"]  # one GPU: the node holds one share
     assert moved["per_gpu_bytes"] < kept["per_gpu_bytes"]
     on_nvme, _ = run({**base, "offload": {"optimizer": "nvme"}})
     assert on_nvme["nvme_bytes_per_gpu"] == 16 * P and on_nvme["host_bytes"] == 0
+    # torch's foreach AdamW stepping CPU tensors (FSDP cpu_offload) adds its fp32 temporary on the host.
+    foreach, _ = run({**base, "optimizer": "adamw", "offload": {"optimizer": "cpu"}})
+    assert foreach["host_bytes_per_gpu"] == 20 * P
 
 
 def test_parameter_offload_under_zero3_keeps_only_the_gathered_units():
@@ -200,9 +203,18 @@ def test_host_bytes_are_reported_in_the_text_output(tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "version: 1\nname: t\nmodel: {id: llama-3-8b}\n"
-        "finetune: {method: full, precision: bf16-mixed, autocast: false, offload: {optimizer: cpu},"
+        "finetune: {method: full, precision: bf16-mixed, autocast: false, optimizer: adamw-fused,"
+        " offload: {optimizer: cpu},"
         " hardware: {gpu: h100-sxm, count: 8}, sharding: zero2}\n"
     )
     code, out, _ = run_cli("estimate", str(spec))
     assert code == 0 and "offloaded per GPU: host" in out and "per node of 8 GPUs" in out
     assert f"{16 * P / 8 / GIB:,.2f} GiB" in out  # 16 B/param over 8 data-parallel shards
+
+
+def test_adafactor_checkpoint_keeps_its_factored_state():
+    # Adafactor keeps one fp32 row and one fp32 column per matrix: per layer (3h + q + 2kv) for the attention
+    # and 3 (h + i) for the MLP = 18,432 + 55,296 = 73,728 values, x 32 layers; the embedding and LM head
+    # factors (vocab + hidden) once: 2,491,648 values x 4 B = 9,966,592 B beside the 2-byte weights.
+    job, _ = run({"precision": "bf16", "optimizer": "adafactor"})
+    assert job["checkpoint_bytes"] == 2 * P + 9_966_592

@@ -483,9 +483,10 @@ def _model_states(setup: TrainingSetup) -> _States:
         paged, optimizer = optimizer, 0.0
     host = nvme = 0.0
     if setup.offload_optimizer != "none":
-        # The step runs on the CPU: fp32 master weights, the states and an fp32 copy of the gradients live
-        # there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision Adam).
-        moved = optimizer + paged + 4 * grad_elements
+        # The step runs on the CPU: fp32 master weights, the states, an fp32 copy of the gradients and the
+        # step's own temporaries live there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision
+        # Adam; torch's foreach AdamW on CPU tensors, as FSDP cpu_offload runs it, adds its temporary).
+        moved = optimizer + paged + 4 * grad_elements + step_temp
         optimizer = paged = step_temp = 0.0
         if setup.offload_optimizer == "cpu":
             host += moved

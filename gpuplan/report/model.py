@@ -155,7 +155,8 @@ def _serve_job(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) 
         (
             "Capacity",
             f"max {s.max_concurrency:,} sequences at {setup.context:,} tokens; "
-            f"max {s.max_context:,} tokens at {setup.concurrency} sequences",
+            f"max {s.max_context:,} tokens at {setup.concurrency} sequences; "
+            f"KV cache {s.memory.kv_cache_tokens:,} tokens",
         ),
         (
             "Latency",

@@ -252,10 +252,14 @@ def invalid_model_config(*_: Any) -> Iterator[Any]:
     ## What it does
     Reports a `model.config` path that cannot be read as a Hugging Face config.json with the
     fields gpuplan needs (hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
-    vocab_size), or an explicit architecture that is inconsistent.
+    vocab_size), a value outside the bounds an explicit architecture has (0, negative, NaN,
+    fractional, a list or a string where a dimension belongs, 1e30 layers), naming the key; a
+    layer layout or `quantization_config` format gpuplan cannot size (HQQ, AQLM, GGUF, 3-bit
+    GPTQ, ...); or an explicit architecture that is inconsistent.
 
     ## Why is this bad?
-    Estimates are computed from the architecture; a guessed dimension is a wrong number.
+    Estimates are computed from the architecture; a guessed dimension, or a format silently read
+    as unquantized, is a wrong number.
 
     ## Example
     ```yaml
