@@ -355,6 +355,19 @@ def _finetune_assumptions(
     )
 
 
+def _quantization_notes(job: Serve) -> tuple[tuple[str, str], ...]:
+    if job.quantization != "mxfp4":
+        return ()
+    return (
+        (
+            "mxfp4",
+            "the checkpoint's layout: 4.25 bits per quantized weight (32 values + one scale byte per block); "
+            "vLLM's MoE kernels may pad expert matrices on load (llm-d measured 13.47 GiB for gpt-oss-20b, "
+            "stored 12.83 GiB)",
+        ),
+    )
+
+
 def _model_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
     """What reading the model's config.json assumed, if anything."""
     return (("model config", "; ".join(spec.model.notes)),) if spec.model.notes else ()
@@ -373,6 +386,7 @@ def _serve_assumptions(
             "outside the budget",
         ),
         ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
+        *_quantization_notes(job),
         *_model_notes(spec),
         ("prefill MFU", f"{efficiency.prefill_mfu:.0%}"),
         ("decode bandwidth efficiency", f"{efficiency.decode_bandwidth:.0%} of peak HBM bandwidth"),

@@ -176,7 +176,15 @@ class _Resolver:
             except UnknownNameError as error:
                 self.problem("GP020", pointer + ("id",), str(error), "`gpuplan catalog models` lists the ids")
                 return None
-            return ModelRef(entry.id, entry.architecture, dtype, entry.source)
+            return ModelRef(
+                entry.id,
+                entry.architecture,
+                dtype,
+                entry.source,
+                entry.quantization,
+                entry.group_size,
+                entry.quantized_params,
+            )
         if "config" in data:
             path = (self.base_dir / data["config"]).resolve()
             try:

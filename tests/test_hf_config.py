@@ -351,3 +351,22 @@ def test_architecture_counts_are_memoised():
     assert "params" in vars(arch) and "_layer_params" in vars(arch)  # computed once, kept on the instance
     assert arch.params is first and arch.layer_params(5) == arch._layer_params[5]
     assert math.isclose(arch.params, 671_026_419_200)
+
+
+def test_catalog_checkpoints_are_served_as_published(tmp_path):
+    # gpt-oss is published with MXFP4 experts (attention, router, embeddings in bf16): 24 x 32 x 3 x 2,880^2
+    # expert weights at 17/32 bytes, the other 1,804,459,584 parameters at 2 bytes, plus the rotary cache
+    # (131,072 positions x 64 x 2 bytes).
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "version: 1\nname: t\nmodel: {id: openai/gpt-oss-20b}\n"
+        "serve: {context: 8192, concurrency: 1, hardware: {gpu: h100-sxm}}\n"
+    )
+    code, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    serve = json.loads(out)["serve"]
+    experts = 19_110_297_600
+    other = get_model("gpt-oss-20b").architecture.params - experts
+    assert code == 0 and other == 1_804_459_584
+    assert serve["breakdown"]["weights"] == math.ceil(experts * 17 / 32 + other * 2 + 131_072 * 64 * 2)
+    assert "mxfp4" in serve["assumptions"]
+    assert get_model("deepseek-ai/DeepSeek-V3").quantization == "fp8"

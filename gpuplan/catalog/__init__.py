@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from gpuplan.architecture import Architecture, make_architecture
+from gpuplan.hf_config import quantized_linear_params
 
 _HERE = Path(__file__).resolve().parent
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -65,6 +66,9 @@ class CatalogModel:
     architecture: Architecture
     source: str
     hf_ids: tuple[str, ...] = ()  # Hugging Face repo ids (base, instruct, chat) sharing this architecture
+    quantization: str = "none"  # the format the published checkpoint stores (served as stored by default)
+    group_size: int = 128
+    quantized_params: int | None = None  # linear weights stored quantized; None: every decoder linear
 
 
 class UnknownNameError(LookupError):
@@ -91,11 +95,25 @@ def gpu_catalog() -> dict[str, Gpu]:
 def model_catalog() -> dict[str, CatalogModel]:
     models = {}
     for entry in _read("models.yaml")["models"]:
-        values = {k: v for k, v in entry.items() if k not in ("id", "name", "source", "hf")}
+        values = {k: v for k, v in entry.items() if k not in _CATALOG_KEYS}
+        architecture = make_architecture(values)
+        checkpoint = entry.get("checkpoint", {})
+        keep = checkpoint.get("keep_16bit")
         models[entry["id"]] = CatalogModel(
-            entry["id"], entry["name"], make_architecture(values), entry["source"], tuple(entry.get("hf", ()))
+            entry["id"],
+            entry["name"],
+            architecture,
+            entry["source"],
+            tuple(entry.get("hf", ())),
+            checkpoint.get("quantization", "none"),
+            checkpoint.get("group_size", 128),
+            quantized_linear_params(architecture, keep) if keep else None,
         )
     return models
+
+
+# Keys of a catalog entry that are not architecture fields.
+_CATALOG_KEYS = ("id", "name", "source", "hf", "checkpoint")
 
 
 @functools.lru_cache(maxsize=1)
