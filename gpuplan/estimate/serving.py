@@ -3,7 +3,7 @@
 vLLM profiles before it allocates the KV cache (vllm/v1/worker/gpu_worker.py ``determine_available_memory``):
 ``available KV = gpu_memory_utilization x total - (weights + torch peak increase + non-torch increase)``,
 then fills the rest with 16-token blocks. Each term is modelled from the mechanism its startup log
-exposes (ten v0.19 logs on H100, re-expressed with their figures in ``benchmarks/data/vllm_logs.yaml``):
+exposes (ten v0.19 logs on H100, re-expressed with their figures in ``benchmarks/data/vllm_startup_logs.yaml``):
 - weights: the checkpoint's tensors as loaded (quantized linears, 16-bit rest) plus the rotary cos/sin cache;
 - torch peak increase: the larger of one dummy forward of ``max_num_batched_tokens`` and the sampler
   warm-up over ``max_num_seqs`` dummy requests (bf16 logits, fp32 copy, fp32 probabilities and fp32
