@@ -9,14 +9,24 @@ from typing import Any
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.performance import Efficiency, ServingSpeed, TrainingSpeed, serving_speed, training_speed
 from gpuplan.estimate.serving import (
+    ENGINE,
     ServingMemory,
     ServingSetup,
     Tenant,
+    engine_batch_limits,
     estimate_serving,
     max_concurrency,
     max_context,
 )
-from gpuplan.estimate.training import REGIMES, TrainingMemory, TrainingSetup, estimate_training
+from gpuplan.estimate.training import (
+    MIXED,
+    REGIMES,
+    TrainingMemory,
+    TrainingSetup,
+    estimate_training,
+    optimizer_state_bytes,
+    trainable_params,
+)
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import DTYPE_BYTES, GIB
 
@@ -28,11 +38,13 @@ OPTIMIZER_NOTES = {
     "adamw": "AdamW, PyTorch foreach: two states and one trainable-size temporary at the step",
     "adamw-fused": "AdamW fused kernel: two states, no step temporary",
     "adamw-8bit": "bitsandbytes 8-bit AdamW: two 1-byte states + block constants (block 2048)",
-    "sgd": "SGD with momentum: one state",
+    "adamw-8bit-paged": "bitsandbytes paged 8-bit AdamW: states in CUDA unified memory, outside PyTorch's "
+    "allocator (torch.cuda.max_memory_allocated does not count them); on the GPU for the step, paged to "
+    "host memory under pressure",
+    "sgd": "SGD: one momentum buffer (none with momentum 0)",
     "adafactor": "Adafactor: factored fp32 second moment (rows + columns), no first moment",
 }
-# Bytes per parameter of a resumable checkpoint: saved weights + optimizer states (+ fp32 master).
-CHECKPOINT_STATE_BYTES = {"adamw": 8, "adamw-fused": 8, "adamw-8bit": 2, "sgd": 4, "adafactor": 0}
+GPUS_PER_NODE = 8  # host memory is reported per node of 8 GPUs (HGX/DGX and most PCIe servers)
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,8 @@ def training_setup(spec: Spec, job: Finetune, gpus: int | None = None, tp: int |
         lora_rank=job.lora_rank,
         lora_targets=job.lora_targets,
         lora_bytes=DTYPE_BYTES[job.lora_dtype],
+        lora_variant=job.lora_variant,
+        lora_dropout=job.lora_dropout,
         micro_batch=job.micro_batch,
         seq_len=job.seq_len,
         gradient_accumulation=job.gradient_accumulation,
@@ -116,6 +130,15 @@ def training_setup(spec: Spec, job: Finetune, gpus: int | None = None, tp: int |
         tensor_parallel=tp or hardware.tensor_parallel,
         pipeline_parallel=hardware.pipeline_parallel,
         gpus=gpus or hardware.count,
+        offload_optimizer=job.offload_optimizer,
+        offload_parameters=job.offload_parameters,
+        optimizer_in_backward=job.optimizer_in_backward,
+        activation_offloading=job.activation_offloading,
+        sequence_parallel=job.sequence_parallel,
+        autocast=job.autocast,
+        momentum=job.momentum,
+        loop=job.loop,
+        double_quant=job.double_quant,
     )
 
 
@@ -138,7 +161,7 @@ def estimate_finetune(
             spec.model.architecture,
             gpu,
             method=job.method,
-            checkpointing=job.checkpointing,
+            checkpointing=job.checkpointing == "full",
             seq_len=job.seq_len,
             tokens_per_step_per_gpu=job.micro_batch * job.seq_len * job.gradient_accumulation,
             total_tokens=job.tokens,
@@ -158,28 +181,32 @@ def estimate_finetune(
         setup.gpus,
         price,
         source,
-        checkpoint_bytes(spec, job, memory),
+        checkpoint_bytes(spec, job, setup),
         _finetune_assumptions(spec, job, efficiency, overhead, source),
     )
 
 
-def checkpoint_bytes(spec: Spec, job: Finetune, memory: TrainingMemory) -> int:
+def checkpoint_bytes(spec: Spec, job: Finetune, setup: TrainingSetup) -> int:
     """A resumable checkpoint: saved weights + optimizer states (+ fp32 master weights when mixed).
 
-    Full mixed-precision AdamW: 2 + 4 + 8 = 14 B/param (estimation.md 2.12); LoRA: the adapters only.
+    The states are the optimizer's own (the function the memory model uses), unsharded. Full
+    mixed-precision AdamW: 2 + 4 + 8 = 14 B/param (ZeRO paper section 3); LoRA: the adapters only.
     """
-    states = CHECKPOINT_STATE_BYTES[job.optimizer]
+    trainable = trainable_params(setup)
     if job.method == "full":
         _, _, state_bytes, _, _ = REGIMES[job.precision]
-        master = 4 if job.precision in ("bf16-mixed", "fp16-mixed") else 0
-        per_param = DTYPE_BYTES[spec.model.dtype] + master + states * state_bytes / 4
-        return math.ceil(memory.params * per_param)
+        master = 4 if job.precision in MIXED else 0
+        states, _ = optimizer_state_bytes(setup, trainable, state_bytes)
+        return math.ceil(trainable * (DTYPE_BYTES[spec.model.dtype] + master) + states)
     adapter_bytes = DTYPE_BYTES[job.lora_dtype]
-    return math.ceil(memory.trainable_params * (adapter_bytes + states * adapter_bytes / 4))
+    states, _ = optimizer_state_bytes(setup, trainable, adapter_bytes)
+    return math.ceil(trainable * adapter_bytes + states)
 
 
-def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup:
+def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None = None) -> ServingSetup:
+    gpu = gpu or job.hardware.gpu
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
+    max_batched, max_seqs = engine_batch_limits(gpu.usable_bytes, gpu.id)
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(
@@ -190,6 +217,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup
             t.concurrency,
             DTYPE_BYTES[t.model.dtype],
             t.model.group_size,
+            t.model.quantized_params if t.quantization == t.model.quantization else None,
         )
         for t in job.tenants
     )
@@ -200,10 +228,14 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup
         quantization=job.quantization,
         model_dtype_bytes=dtype_bytes,
         group_size=spec.model.group_size,
+        # The checkpoint's 16-bit modules only matter when it is served in its own format.
+        quantized_params=spec.model.quantized_params if job.quantization == spec.model.quantization else None,
         kv_dtype_bytes=kv_bytes,
         tensor_parallel=tp or job.hardware.tensor_parallel,
         pipeline_parallel=job.hardware.pipeline_parallel,
         memory_utilization=job.memory_utilization,
+        max_batched_tokens=max_batched,
+        max_num_seqs=max_seqs,
         tenants=tenants,
     )
 
@@ -217,7 +249,7 @@ def estimate_serve(
     gpus: int | None = None,
 ) -> ServeEstimate:
     gpu = gpu or job.hardware.gpu
-    setup = serving_setup(spec, job, tp)
+    setup = serving_setup(spec, job, tp, gpu)
     memory = estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
     replicas = max(1, count // (setup.tensor_parallel * setup.pipeline_parallel))
@@ -246,7 +278,7 @@ def estimate_serve(
         source,
         max_concurrency(memory),
         max_context(setup, memory),
-        _serve_assumptions(spec, job, efficiency, source),
+        _serve_assumptions(spec, job, setup, efficiency, source),
     )
 
 
@@ -260,26 +292,60 @@ def analyse(spec: Spec, efficiency: Efficiency | None = None) -> Analysis:
 def _finetune_assumptions(
     spec: Spec, job: Finetune, efficiency: Efficiency, overhead: int, price: str
 ) -> tuple[tuple[str, str], ...]:
+    regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
+    if job.precision in MIXED:
+        regime += (
+            "; torch.autocast over fp32 weights (fp32 residual stream, cached 16-bit weight copies)"
+            if job.autocast
+            else "; no autocast: 16-bit working weights and activations, fp32 master weights in the optimizer"
+        )
+    optimizer = OPTIMIZER_NOTES[job.optimizer]
+    if job.optimizer == "sgd" and job.momentum == 0:
+        optimizer = "SGD without momentum: no optimizer state"
+    if job.optimizer_in_backward:
+        optimizer += "; stepped in backward, one gradient alive at a time"
+    checkpointing = {
+        "none": "none: every layer keeps its activations for backward",
+        "full": "full: each layer keeps its input and is recomputed in backward",
+        "selective": "selective: matmul and attention outputs kept, norms and activation functions recomputed",
+    }[job.checkpointing]
+    if job.activation_offloading:
+        checkpointing += "; saved activations offloaded to host, two layers' worth on the GPU"
+    if job.sequence_parallel:
+        checkpointing += f"; norm regions split over the {job.hardware.tensor_parallel} tensor-parallel ranks"
+    offload = (
+        "none"
+        if job.offload_optimizer == job.offload_parameters == "none"
+        else f"optimizer {job.offload_optimizer}, parameters {job.offload_parameters} (host bytes per node "
+        f"of {GPUS_PER_NODE} GPUs; the optimizer step runs on the CPU)"
+    )
+    lora = "n/a"
+    if job.method != "full":
+        lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
+        if job.lora_dropout:
+            lora += f", dropout {job.lora_dropout:g} (a mask and a dropped input per adapter)"
+    loss = "fused/chunked cross-entropy" if job.fused_loss else "logits upcast to fp32 for the loss (Hugging Face)"
+    loss += (
+        "; the training loop keeps the model outputs through backward"
+        if job.loop == "manual"
+        else "; outputs released before backward (Trainer)"
+    )
     return (
-        ("precision", f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"),
-        ("optimizer", OPTIMIZER_NOTES[job.optimizer]),
+        ("precision", regime),
+        ("optimizer", optimizer),
+        ("activation checkpointing", checkpointing),
+        ("offload", offload),
         ("attention", f"{job.attention} (SDPA/FlashAttention keeps O(s) per layer; eager keeps s x s scores)"),
-        (
-            "loss",
-            "fused/chunked cross-entropy" if job.fused_loss else "logits upcast to fp32 for the loss (Hugging Face)",
-        ),
-        (
-            "lora",
-            f"rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
-            if job.method != "full"
-            else "n/a",
-        ),
+        ("loss", loss),
+        ("lora", lora),
         (
             "qlora base",
-            "NF4 + double quantization: 0.516 B/param for linears; embeddings/LM head bf16"
+            f"NF4{' + double quantization: 0.516' if job.double_quant else ': 0.5625'} B/param for linears; "
+            "embeddings/LM head bf16; bitsandbytes saves each 4-bit linear's input for backward"
             if job.method == "qlora"
             else "n/a",
         ),
+        *_model_notes(spec),
         (
             "framework overhead",
             f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})",
@@ -289,11 +355,39 @@ def _finetune_assumptions(
     )
 
 
-def _serve_assumptions(spec: Spec, job: Serve, efficiency: Efficiency, price: str) -> tuple[tuple[str, str], ...]:
+def _quantization_notes(job: Serve) -> tuple[tuple[str, str], ...]:
+    if job.quantization != "mxfp4":
+        return ()
     return (
-        ("engine", f"vLLM-style: {job.memory_utilization:.0%} of GPU memory, 16-token KV blocks"),
+        (
+            "mxfp4",
+            "the checkpoint's layout: 4.25 bits per quantized weight (32 values + one scale byte per block); "
+            "vLLM's MoE kernels may pad expert matrices on load (llm-d measured 13.47 GiB for gpt-oss-20b, "
+            "stored 12.83 GiB)",
+        ),
+    )
+
+
+def _model_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
+    """What reading the model's config.json assumed, if anything."""
+    return (("model config", "; ".join(spec.model.notes)),) if spec.model.notes else ()
+
+
+def _serve_assumptions(
+    spec: Spec, job: Serve, setup: ServingSetup, efficiency: Efficiency, price: str
+) -> tuple[tuple[str, str], ...]:
+    return (
+        ("engine", f"{ENGINE}: {job.memory_utilization:.0%} of GPU memory, 16-token KV blocks"),
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
-        ("activation reserve", "one 8,192-token prefill batch + sampler for 256 sequences + 1 GiB CUDA graphs"),
+        (
+            "activation reserve",
+            f"the larger of a {setup.max_batched_tokens:,}-token dummy forward and the sampler warm-up over "
+            f"{setup.max_num_seqs:,} requests (14 B per request x vocabulary entry); CUDA graphs captured "
+            "outside the budget",
+        ),
+        ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
+        *_quantization_notes(job),
+        *_model_notes(spec),
         ("prefill MFU", f"{efficiency.prefill_mfu:.0%}"),
         ("decode bandwidth efficiency", f"{efficiency.decode_bandwidth:.0%} of peak HBM bandwidth"),
         ("prompt", f"context - output_tokens = {max(1, job.context - job.output_tokens):,} tokens for TTFT"),
@@ -322,6 +416,10 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "cost": None if f.cost is None else round(f.cost, 2),
             "price_per_gpu_hour": f.price_per_hour,
             "checkpoint_bytes": f.checkpoint_bytes,
+            "vision_params": f.setup.architecture.vision_params,
+            "host_bytes": f.memory.host * min(f.gpus, GPUS_PER_NODE),
+            "host_bytes_per_gpu": f.memory.host,
+            "nvme_bytes_per_gpu": f.memory.nvme,
             "assumptions": dict(f.assumptions),
         }
     if analysis.serve:
@@ -335,6 +433,12 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "usable_bytes": s.memory.budget,
             "fits": s.fits,
             "kv_bytes_per_token": s.memory.kv_bytes_per_token,
+            "kv_cache_tokens": s.memory.kv_cache_tokens,
+            "non_kv_bytes": s.memory.non_kv,
+            "vision_params": s.setup.architecture.vision_params,
+            "vision_weight_bytes": s.memory.vision_weights,
+            "cuda_graph_bytes": s.memory.cuda_graphs,
+            "engine": ENGINE,
             "max_concurrency": s.max_concurrency,
             "max_context": s.max_context,
             "ttft_ms": round(s.speed.ttft_s * 1000, 1),

@@ -305,6 +305,7 @@ def catalog_models(output_format: str) -> None:
                 "params": m.architecture.params,
                 "active_params": m.architecture.active_params,
                 "kv_bytes_per_token_bf16": m.architecture.kv_bytes_per_token(2),
+                "hf_ids": list(m.hf_ids),
                 "source": m.source,
                 "architecture": dataclasses.asdict(m.architecture),
             }

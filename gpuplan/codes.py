@@ -73,7 +73,7 @@ CODES: dict[str, Code] = {
             "invalid-model-config",
             "input",
             ERROR,
-            "The model's config.json is missing, unreadable or lacks a dimension.",
+            "The model's config.json is missing, unreadable, or has a dimension or format gpuplan cannot size.",
         ),
         Code("GP022", "unknown-gpu", "input", ERROR, "The GPU id is neither in the catalog nor defined in the spec."),
         Code(
@@ -89,6 +89,13 @@ CODES: dict[str, Code] = {
             "input",
             ERROR,
             "A serving job's output tokens do not fit in its context.",
+        ),
+        Code(
+            "GP025",
+            "conflicting-finetune-settings",
+            "input",
+            ERROR,
+            "Fine-tuning settings that no framework runs together.",
         ),
         Code(
             "GP100",

@@ -10,17 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuplan.architecture import (
-    Architecture,
-    ArchitectureError,
-    from_hf_config,
-    hf_quantization,
-    make_architecture,
-    read_hf_config,
-)
+from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
 from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.defaults import apply_defaults
 from gpuplan.findings import Finding, Waiver, json_pointer
+from gpuplan.hf_config import read_hf_config, read_hf_model
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.validate import load_schema
 
@@ -46,11 +40,16 @@ class ModelRef:
     dtype: str
     source: str
     quantization: str = "none"  # of a pre-quantized checkpoint (config.json quantization_config)
-    group_size: int = 128
+    group_size: int = 128  # 0: one scale per output channel (GPTQ/AWQ group_size -1)
+    quantized_params: int | None = None  # linear weights the checkpoint quantizes; None: every decoder linear
+    notes: tuple[str, ...] = ()  # what was assumed reading a config.json (shown in the estimate's assumptions)
 
 
 @dataclass(frozen=True)
 class Finetune:
+    """A resolved fine-tuning job. Every memory-saving setting is a plain field, so that the planner can
+    vary it with ``dataclasses.replace`` without touching the spec."""
+
     method: str
     precision: str
     optimizer: str
@@ -60,7 +59,7 @@ class Finetune:
     micro_batch: int
     gradient_accumulation: int
     seq_len: int
-    checkpointing: bool
+    checkpointing: str  # none | full | selective
     attention: str
     fused_loss: bool
     sharding: str
@@ -69,6 +68,17 @@ class Finetune:
     checkpoint_keep: int | None
     checkpoint_storage_gb: float | None
     hardware: Hardware
+    lora_variant: str = "lora"  # lora | dora
+    lora_dropout: float = 0.0
+    offload_optimizer: str = "none"  # none | cpu | nvme
+    offload_parameters: str = "none"  # none | cpu | nvme
+    optimizer_in_backward: bool = False
+    activation_offloading: bool = False
+    sequence_parallel: bool = False
+    autocast: bool = True  # under bf16-mixed / fp16-mixed only
+    momentum: float = 0.9  # sgd only; 0 keeps no momentum buffer
+    loop: str = "manual"  # manual (outputs kept through backward) | trainer (released first)
+    double_quant: bool = True  # qlora: NF4 scales double-quantized
 
 
 @dataclass(frozen=True)
@@ -170,18 +180,32 @@ class _Resolver:
             except UnknownNameError as error:
                 self.problem("GP020", pointer + ("id",), str(error), "`gpuplan catalog models` lists the ids")
                 return None
-            return ModelRef(entry.id, entry.architecture, dtype, entry.source)
+            return ModelRef(
+                entry.id,
+                entry.architecture,
+                dtype,
+                entry.source,
+                entry.quantization,
+                entry.group_size,
+                entry.quantized_params,
+            )
         if "config" in data:
             path = self.base_dir / data["config"]  # not resolved here: a symlink loop is the read's finding
             try:
-                config = read_hf_config(path)
-                architecture = from_hf_config(config)
+                hf = read_hf_model(read_hf_config(path))
             except ArchitectureError as error:
                 self.problem("GP021", pointer + ("config",), f"{data['config']}: {error}")
                 return None
-            quantization, group = hf_quantization(config) or ("none", 128)
+            checkpoint = hf.checkpoint
             return ModelRef(
-                data["config"], architecture, dtype, f"local config.json {data['config']}", quantization, group
+                data["config"],
+                hf.architecture,
+                dtype,
+                f"local config.json {data['config']} (model_type {hf.model_type or 'unknown'})",
+                checkpoint.quantization,
+                checkpoint.group_size,
+                checkpoint.quantized_params,
+                hf.notes,
             )
         values = dict(data["architecture"])
         try:
@@ -264,7 +288,8 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         return None
     lora = data["lora"]
     checkpoints = data.get("checkpoints", {})
-    return Finetune(
+    offload = data["offload"]
+    job = Finetune(
         method=data["method"],
         precision=data["precision"],
         optimizer=data["optimizer"],
@@ -274,7 +299,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         micro_batch=data["micro_batch"],
         gradient_accumulation=data["gradient_accumulation"],
         seq_len=data["seq_len"],
-        checkpointing=data["activation_checkpointing"],
+        checkpointing=CHECKPOINTING_ALIASES.get(data["activation_checkpointing"], data["activation_checkpointing"]),
         attention=data["attention"],
         fused_loss=data["fused_loss"],
         sharding=data["sharding"],
@@ -283,7 +308,74 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         checkpoint_keep=checkpoints.get("keep"),
         checkpoint_storage_gb=checkpoints.get("storage_gb"),
         hardware=hardware,
+        lora_variant=lora["variant"],
+        lora_dropout=float(lora["dropout"]),
+        offload_optimizer=offload["optimizer"],
+        offload_parameters=offload["parameters"],
+        optimizer_in_backward=data["optimizer_in_backward"],
+        activation_offloading=data["activation_offloading"],
+        sequence_parallel=data["sequence_parallel"],
+        autocast=data["autocast"],
+        momentum=float(data["momentum"]),
+        loop=data["loop"],
+        double_quant=data["double_quant"],
     )
+    for pointer, message, hint in finetune_conflicts(job):
+        resolver.problem("GP025", ("finetune", *pointer), message, hint)
+    return job
+
+
+# activation_checkpointing accepts the booleans of format version 1 as aliases.
+CHECKPOINTING_ALIASES: dict[Any, str] = {True: "full", False: "none"}
+
+
+def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
+    """Settings no framework runs together: (pointer under finetune, message, hint) for each."""
+    problems: list[tuple[tuple[str, ...], str, str]] = []
+    if job.optimizer_in_backward and job.gradient_accumulation > 1:
+        problems.append(
+            (
+                ("optimizer_in_backward",),
+                "optimizer_in_backward steps each parameter as its gradient arrives, so gradients cannot be "
+                f"accumulated over {job.gradient_accumulation} micro-batches (torchtune refuses this)",
+                "set gradient_accumulation: 1, or optimizer_in_backward: false",
+            )
+        )
+    if job.optimizer_in_backward and job.offload_optimizer != "none":
+        problems.append(
+            (
+                ("optimizer_in_backward",),
+                "optimizer_in_backward runs the step on the GPU during backward; it cannot be combined with an "
+                "offloaded optimizer",
+                "keep one of optimizer_in_backward or offload.optimizer",
+            )
+        )
+    data_parallel = job.hardware.count // (job.hardware.tensor_parallel * job.hardware.pipeline_parallel)
+    if job.offload_parameters != "none" and data_parallel > 1 and job.sharding not in ("zero3", "fsdp"):
+        problems.append(
+            (
+                ("offload", "parameters"),
+                f"offloading parameters needs them sharded (ZeRO-3 or FSDP); sharding is {job.sharding}",
+                "set sharding: zero3 (DeepSpeed) or fsdp",
+            )
+        )
+    if job.sequence_parallel and job.hardware.tensor_parallel == 1:
+        problems.append(
+            (
+                ("sequence_parallel",),
+                "sequence parallelism splits activations over the tensor-parallel ranks; tensor_parallel is 1",
+                "set hardware.tensor_parallel above 1, or sequence_parallel: false",
+            )
+        )
+    if job.lora_variant == "dora" and job.method == "full":
+        problems.append(
+            (
+                ("lora", "variant"),
+                "lora.variant dora applies to method lora or qlora, not a full fine-tune",
+                "set method: lora, or remove lora.variant",
+            )
+        )
+    return problems
 
 
 def _serve(

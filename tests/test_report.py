@@ -132,7 +132,7 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
         "PASS",
         "Fine-tuning — fits",
         "Serving — fits",
-        "41.6 GiB",
+        "47.2 GiB",
         "GP204",
         "GP205",
         "Alternatives across catalog GPUs",

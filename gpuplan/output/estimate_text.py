@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplan.analysis import Analysis
+from gpuplan.analysis import GPUS_PER_NODE, Analysis
 from gpuplan.units import GIB, format_money
 from gpuplan.visible import visible
 
@@ -29,6 +29,12 @@ def render_estimate(analysis: Analysis) -> str:
             f"    {'total':<28}{_gib(f.memory.per_gpu)}   of {_gib(f.gpu.usable_bytes).strip()} usable"
             f" -> {'fits' if f.fits else 'DOES NOT FIT'}"
         )
+        if f.memory.host or f.memory.nvme:
+            lines.append(
+                f"  offloaded per GPU: host {f.memory.host / GIB:,.2f} GiB, NVMe {f.memory.nvme / GIB:,.2f} GiB"
+                f" (host memory per node of {min(f.gpus, GPUS_PER_NODE)} GPUs:"
+                f" {f.memory.host * min(f.gpus, GPUS_PER_NODE) / GIB:,.1f} GiB)"
+            )
         phases = ", ".join(f"{name} {total / GIB:.2f}" for name, total in f.memory.phase_totals.items())
         lines.append(f"  phases (GiB): {phases}")
         lines.append(f"  trainable parameters: {f.memory.trainable_params:,}")
@@ -51,6 +57,12 @@ def render_estimate(analysis: Analysis) -> str:
         lines.append(
             f"    {'total':<28}{_gib(s.memory.per_gpu)}   of {_gib(s.memory.budget).strip()} engine budget"
             f" -> {'fits' if s.fits else 'DOES NOT FIT'}"
+        )
+        if s.memory.vision_weights:
+            lines.append(f"    {'(of which vision tower)':<28}{_gib(s.memory.vision_weights)}")
+        lines.append(
+            f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB outside the engine budget;"
+            f" KV cache size: {s.memory.kv_cache_tokens:,} tokens"
         )
         lines.append(
             f"  KV cache: {s.memory.kv_bytes_per_token:,.0f} B/token per GPU; max concurrency at "

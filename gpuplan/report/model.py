@@ -102,7 +102,7 @@ def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Sett
         (
             "Shape",
             f"micro-batch {setup.micro_batch} x {setup.seq_len:,} tokens"
-            + (", activation checkpointing" if setup.checkpointing else ""),
+            + (f", {setup.checkpointing} activation checkpointing" if setup.checkpointing != "none" else ""),
         ),
         (
             "Peak per GPU",
@@ -110,6 +110,11 @@ def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Sett
         ),
         ("Headroom", _headroom(headroom, f.gpu.usable_bytes)),
         ("Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"),
+        *(
+            [("Offloaded", f"{format_gib(f.memory.host)} host, {format_gib(f.memory.nvme)} NVMe per GPU")]
+            if f.memory.host or f.memory.nvme
+            else []
+        ),
         (
             "Training time",
             "n/a (no tokens given)"
@@ -150,7 +155,8 @@ def _serve_job(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) 
         (
             "Capacity",
             f"max {s.max_concurrency:,} sequences at {setup.context:,} tokens; "
-            f"max {s.max_context:,} tokens at {setup.concurrency} sequences",
+            f"max {s.max_context:,} tokens at {setup.concurrency} sequences; "
+            f"KV cache {s.memory.kv_cache_tokens:,} tokens",
         ),
         (
             "Latency",

@@ -247,7 +247,10 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
         return
     remedies = [
         name
-        for name, used in (("activation_checkpointing: true", job.checkpointing), ("fused_loss: true", job.fused_loss))
+        for name, used in (
+            ("activation_checkpointing: full", job.checkpointing != "none"),
+            ("fused_loss: true", job.fused_loss),
+        )
         if not used
     ]
     remedies.append(f"a shorter seq_len than {job.seq_len:,} or a smaller micro_batch")

@@ -324,10 +324,14 @@ def invalid_model_config(*_: Any) -> Iterator[Any]:
     ## What it does
     Reports a `model.config` path that cannot be read as a Hugging Face config.json with the
     fields gpuplan needs (hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
-    vocab_size), or an explicit architecture that is inconsistent.
+    vocab_size), a value outside the bounds an explicit architecture has (0, negative, NaN,
+    fractional, a list or a string where a dimension belongs, 1e30 layers), naming the key; a
+    layer layout or `quantization_config` format gpuplan cannot size (HQQ, AQLM, GGUF, 3-bit
+    GPTQ, ...); or an explicit architecture that is inconsistent.
 
     ## Why is this bad?
-    Estimates are computed from the architecture; a guessed dimension is a wrong number.
+    Estimates are computed from the architecture; a guessed dimension, or a format silently read
+    as unquantized, is a wrong number.
 
     ## Example
     ```yaml
@@ -410,6 +414,39 @@ def output_exceeds_context(*_: Any) -> Iterator[Any]:
     ## Use instead
     ```yaml
     serve: {context: 12288, output_tokens: 8192}
+    ```
+    """
+    yield from ()
+
+
+@rule("GP025")
+@documentation_only
+def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports fine-tuning settings that cannot run together: `optimizer_in_backward` with gradient
+    accumulation or with an offloaded optimizer, parameter offload without ZeRO-3/FSDP sharding on
+    several GPUs, `sequence_parallel` without tensor parallelism, and `lora.variant: dora` on a full
+    fine-tune.
+
+    ## Why is this bad?
+    The frameworks refuse these combinations at launch (torchtune raises for optimizer-in-backward
+    with accumulation; DeepSpeed streams parameters only under ZeRO-3), so an estimate for them would
+    describe a run that cannot happen.
+
+    ## Example
+    ```yaml
+    finetune:
+      optimizer_in_backward: true
+      gradient_accumulation: 8
+    ```
+
+    ## Use instead
+    ```yaml
+    finetune:
+      optimizer_in_backward: true
+      gradient_accumulation: 1
+      micro_batch: 8
     ```
     """
     yield from ()
