@@ -22,6 +22,7 @@ _HANDLED = frozenset(
         "$ref",
         "title",
         "description",
+        "default",
         "type",
         "properties",
         "additionalProperties",

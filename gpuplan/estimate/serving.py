@@ -21,15 +21,24 @@ NON_TORCH_TP1 = 256 * MIB  # NCCL/cuBLAS outside torch: 0.13 GiB at TP1 in llm-d
 NON_TORCH_TP = 640 * MIB  # 0.55 GiB at TP2 in the same logs (custom all-reduce buffers)
 
 
+# Values per scale of the FP4 block formats (NVFP4: fp8 scale per 16; MXFP4: e8m0 scale per 32).
+FP4_BLOCK = {"nvfp4": 16, "mxfp4": 32}
+
+
 # Bits per weight of quantized linears; embeddings, LM head, norms and biases stay 16-bit.
 def quant_linear_bytes(quantization: str, group_size: int = 128) -> float:
     """Bytes per weight of a quantized linear (estimation.md 2.6, from the checkpoint tensor layout).
 
     fp8 e4m3 and int8 W8A8 carry per-tensor/per-channel scales (negligible); AWQ/GPTQ 4-bit store an
-    fp16 scale and a 4-bit zero point per group of ``group_size`` weights: 4 + 20/g bits.
+    fp16 scale and a 4-bit zero point per group of ``group_size`` weights: 4 + 20/g bits. The FP4 block
+    formats store one scale per block: NVFP4 an fp8 e4m3 scale per 16 values (4 + 8/16 = 4.5 bits, plus a
+    per-tensor fp32 scale; NVIDIA ModelOpt / TensorRT-LLM NVFP4 layout), MXFP4 an e8m0 scale per 32 values
+    (4 + 8/32 = 4.25 bits; OCP Microscaling Formats spec v1.0, as gpt-oss ships its experts).
     """
     if quantization in ("fp8", "int8"):
         return 1.0
+    if quantization in FP4_BLOCK:
+        return (4 + 8 / FP4_BLOCK[quantization]) / 8
     return (4 + 20 / group_size) / 8
 
 
@@ -55,6 +64,7 @@ class ServingSetup:
     kv_dtype_bytes: int = 2
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    expert_parallel: int = 1
     memory_utilization: float = 0.9
     tenants: tuple[Tenant, ...] = ()
 
@@ -106,16 +116,34 @@ def weight_bytes(arch: Architecture, quantization: str, dtype_bytes: int, group_
     return linear * quant_linear_bytes(quantization, group_size) + (arch.params - linear) * 2
 
 
-def _per_gpu_weights(
-    arch: Architecture, quantization: str, dtype_bytes: int, tp: int, pp: int, group_size: int = 128
+def routed_expert_bytes(arch: Architecture, quantization: str, dtype_bytes: int, group_size: int = 128) -> float:
+    """Bytes of all routed experts of the model (0 for a dense model); shared experts are not routed."""
+    if not arch.is_moe:
+        return 0.0
+    per_param = dtype_bytes if quantization == "none" else quant_linear_bytes(quantization, group_size)
+    return arch.moe_layers * arch.experts * arch.dense_mlp_params(arch.expert_width) * per_param
+
+
+def per_gpu_weights(
+    arch: Architecture, quantization: str, dtype_bytes: int, tp: int, pp: int, group_size: int = 128, ep: int = 1
 ) -> float:
+    """Weight bytes on the most loaded GPU of a replica.
+
+    Tensor parallelism splits every linear; with expert parallelism (``ep`` > 1) each GPU instead holds
+    ceil(E / ep) whole routed experts (vLLM ``--enable-expert-parallel``, SGLang ``--ep-size``), while
+    attention, shared experts and dense layers stay split by TP.
+    """
     total = weight_bytes(arch, quantization, dtype_bytes, group_size)
     edges = (arch.embedding_params() + arch.lm_head_params()) * (dtype_bytes if quantization == "none" else 2)
     small = arch.small_params() * (dtype_bytes if quantization == "none" else 2)
     layers = total - edges - small
     stage_layers = math.ceil(arch.layers / pp) / arch.layers
     edge_share = edges if pp == 1 else edges / 2
-    return layers * stage_layers / tp + edge_share / tp + small * stage_layers
+    experts = routed_expert_bytes(arch, quantization, dtype_bytes, group_size) if ep > 1 else 0.0
+    local_experts = experts * math.ceil(arch.experts / ep) / arch.experts if experts else 0.0
+    return (
+        (layers - experts) * stage_layers / tp + local_experts * stage_layers + edge_share / tp + small * stage_layers
+    )
 
 
 def cached_tokens(arch: Architecture, context: int, sliding: bool) -> int:
@@ -192,11 +220,13 @@ def activation_reserve(arch: Architecture, context: int, concurrency: int, tp: i
 
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
-    weights = _per_gpu_weights(arch, setup.quantization, setup.model_dtype_bytes, tp, pp, setup.group_size)
+    weights = per_gpu_weights(
+        arch, setup.quantization, setup.model_dtype_bytes, tp, pp, setup.group_size, setup.expert_parallel
+    )
     per_sequence = kv_bytes_per_sequence(arch, setup.context, setup.kv_dtype_bytes, tp, pp)
     kv = per_sequence * setup.concurrency
     tenant_weights = sum(
-        _per_gpu_weights(t.architecture, t.quantization, t.model_dtype_bytes, tp, pp, t.group_size)
+        per_gpu_weights(t.architecture, t.quantization, t.model_dtype_bytes, tp, pp, t.group_size)
         for t in setup.tenants
     )
     tenant_kv = sum(

@@ -23,11 +23,23 @@ REGIMES: dict[str, tuple[int, int, int, int, bool]] = {
     "bf16": (2, 2, 2, 2, False),
     "bf16-mixed": (4, 4, 4, 2, True),
     "fp16-mixed": (4, 4, 4, 2, True),
+    # Transformer Engine FP8 (NVIDIA TE docs, "Using FP8 with Transformer Engine"): fp32 master weights,
+    # gradients and Adam states as bf16-mixed; GEMMs run on fp8 casts. The cached fp8 weight and its
+    # transpose (Hopper's FP8 GEMMs need both layouts) take the 2 B/linear parameter the bf16 autocast
+    # copies take; activations are counted at 2 B (TE saves some GEMM inputs in fp8: an overestimate).
+    "fp8-mixed": (4, 4, 4, 2, True),
     "fp32": (4, 4, 4, 4, False),
 }
+
+
+def has_master_weights(precision: str) -> bool:
+    """Mixed regimes keep fp32 master weights beside the 16-bit (or fp8) compute copies."""
+    return REGIMES[precision][4]
+
+
 # ZeRO paper convention for sharded mixed precision: 2-byte weights and gradients, K bytes of
 # fp32 master weights + states per parameter (K = 12 for Adam) partitioned over data parallel ranks.
-SHARDED_WEIGHT_BYTES = {"bf16": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp32": 4}
+SHARDED_WEIGHT_BYTES = {"bf16": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp8-mixed": 2, "fp32": 4}
 NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)  # QLoRA NF4 + double quantization (Dettmers 2023)
 NF4_BYTES_NO_DQ = 0.5 + 4 / 64
 ADAM8BIT_BLOCK = 2048  # bitsandbytes block-wise 8-bit optimizer block (Dettmers et al. 2022)
@@ -318,7 +330,7 @@ def _model_states(setup: TrainingSetup) -> _States:
     optimizer, step_temp = _optimizer(setup, trainable_local, state_bytes)
     gathered = 0.0
     if sharding != "none" and not setup.is_adapter:
-        master = 4 * trainable_local if setup.precision in ("bf16-mixed", "fp16-mixed") else 0.0
+        master = 4 * trainable_local if has_master_weights(setup.precision) else 0.0
         optimizer, step_temp = (optimizer + master) / n, step_temp / n
         if sharding in ("zero2", "zero3", "fsdp"):
             grads /= n

@@ -314,7 +314,9 @@ def inconsistent_layout(*_: Any) -> Iterator[Any]:
     """The declared GPU count is not a multiple of tensor x pipeline parallelism.
 
     ## What it does
-    Reports `hardware.count` that `tensor_parallel x pipeline_parallel` does not divide.
+    Reports `hardware.count` that `tensor_parallel x pipeline_parallel` does not divide, and an
+    `expert_parallel` degree that cannot be laid out: one that does not divide the GPUs, exceeds the
+    model's experts, is given for a dense model, or is given for fine-tuning (modelled for serving only).
 
     ## Why is this bad?
     Each model replica needs TP x PP GPUs; a remainder is GPUs paid for and never used, or a
@@ -328,6 +330,38 @@ def inconsistent_layout(*_: Any) -> Iterator[Any]:
     ## Use instead
     ```yaml
     hardware: {gpu: h100-sxm, count: 8, tensor_parallel: 4}
+    ```
+    """
+    yield from ()
+
+
+@rule("GP024", "inconsistent-workload", FAMILY)
+@documentation_only
+def inconsistent_workload(*_: Any) -> Iterator[Any]:
+    """The serving workload's prompt lengths contradict each other or the context.
+
+    ## What it does
+    Reports a `serve.prompt_tokens.p90` below its `mean`, and a mean prompt that leaves no room for
+    `output_tokens` within `context`.
+
+    ## Why is this bad?
+    The speed estimate draws prompt lengths from that distribution; a 90th percentile below the mean
+    or prompts longer than the context describe no real traffic, and any figure built on them is noise.
+
+    ## Example
+    ```yaml
+    serve:
+      context: 4096
+      output_tokens: 512
+      prompt_tokens: {mean: 2000, p90: 1500}
+    ```
+
+    ## Use instead
+    ```yaml
+    serve:
+      context: 4096
+      output_tokens: 512
+      prompt_tokens: {mean: 1500, p90: 3000}
     ```
     """
     yield from ()
