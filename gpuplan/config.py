@@ -25,9 +25,9 @@ class Settings:
     headroom_pct: float = 10.0
     long_context_min_prompt: int = 8192
     high_throughput_min_concurrency: int = 32
-    training_mfu: float = 0.35
-    prefill_mfu: float = 0.5
-    decode_bandwidth: float = 0.8
+    training_mfu: float | None = None  # None: the calibrated speed model (gpuplan.estimate.calibration)
+    prefill_mfu: float | None = None
+    decode_bandwidth: float | None = None
     price_max_age_days: int = 90
     long_run_hours: float = 24.0
     gradient_sync_share: float = 0.25
