@@ -16,6 +16,7 @@ import click
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Severity
+from gpuplan.output import FORMAT_MODULES
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SEVERITY_CHOICES = click.Choice([s.value for s in Severity])
@@ -61,7 +62,7 @@ def cli() -> None:
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["text", "json", "sarif", "github"]),
+    type=click.Choice(list(FORMAT_MODULES)),
     default="text",
     show_default=True,
     help="Output format.",
@@ -113,9 +114,9 @@ def lint(
         quiet=quiet,
         only_specs=only_specs,
     )
-    from gpuplan.output import FORMATTERS
+    from gpuplan.output import formatter
 
-    click.echo(FORMATTERS[output_format](summary), nl=False)
+    click.echo(formatter(output_format)(summary), nl=False)
     sys.exit(summary.exit_code)
 
 

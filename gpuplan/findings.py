@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpuplan.codes import CODES, Severity
 
-class Severity(str, enum.Enum):
-    """How serious a finding is; ``rank`` orders them for ``--fail-on``."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-    @property
-    def rank(self) -> int:
-        return {"error": 3, "warning": 2, "info": 1}[self.value]
+__all__ = ["Finding", "Severity", "Waiver", "dotted", "json_pointer", "sort_key", "sorted_findings"]
 
 
 @dataclass(frozen=True)
@@ -56,11 +47,9 @@ class Finding:
         pointer: str = "",
         hint: str = "",
     ) -> Finding:
-        """A finding whose name and default severity come from the rule registry."""
-        from gpuplan.rules.registry import get_rule  # late: the registry imports the rule families
-
-        rule = get_rule(code)
-        return cls(code, rule.name, rule.severity, message, path, line, col, pointer, hint)
+        """A finding whose name and default severity come from the code table."""
+        entry = CODES[code]
+        return cls(code, entry.name, entry.severity, message, path, line, col, pointer, hint)
 
     @property
     def waived(self) -> bool:

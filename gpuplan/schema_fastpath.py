@@ -22,7 +22,7 @@ _HANDLED = frozenset(
         "$ref",
         "title",
         "description",
-        "default",
+        "default",  # an annotation: it asserts nothing
         "type",
         "properties",
         "additionalProperties",

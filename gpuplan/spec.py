@@ -19,8 +19,10 @@ from gpuplan.architecture import (
     read_hf_config,
 )
 from gpuplan.catalog import Gpu, UnknownNameError, custom_gpu, get_gpu, get_model
+from gpuplan.defaults import apply_defaults
 from gpuplan.findings import Finding, Waiver, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
+from gpuplan.validate import load_schema
 
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12, the convention of cloud monthly prices
 
@@ -174,7 +176,7 @@ class _Resolver:
         )
 
     def model(self, data: dict[str, Any], pointer: Pointer) -> ModelRef | None:
-        dtype = data.get("dtype", "bf16")
+        dtype = data["dtype"]
         if "id" in data:
             try:
                 entry = get_model(data["id"])
@@ -198,7 +200,6 @@ class _Resolver:
                 data["config"], architecture, dtype, f"local config.json {data['config']}", quantization, group
             )
         values = dict(data["architecture"])
-        values["kv_heads"] = values.get("kv_heads", 0)
         try:
             architecture = make_architecture(values)
         except ArchitectureError as error:
@@ -217,9 +218,7 @@ class _Resolver:
                 "`gpuplan catalog gpus` lists the ids, or define it under gpus:",
             )
             return None
-        count = data.get("count", 1)
-        tp = data.get("tensor_parallel", 1)
-        pp = data.get("pipeline_parallel", 1)
+        count, tp, pp = data["count"], data["tensor_parallel"], data["pipeline_parallel"]
         if count % (tp * pp):
             self.problem(
                 "GP023",
@@ -228,7 +227,7 @@ class _Resolver:
                 f"use count: {max(tp * pp, count // (tp * pp) * tp * pp)}",
             )
             return None
-        ep = data.get("expert_parallel", 1)
+        ep = data["expert_parallel"]
         if ep > 1 and (problem := self._expert_parallel_problem(ep, count, pointer)):
             self.problem("GP023", pointer + ("expert_parallel",), problem)
             return None
@@ -250,12 +249,12 @@ class _Resolver:
 
 def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tuple[Finding, ...]]:
     """A Spec from a schema-valid document, or None with the findings that stopped it."""
-    data = document.data
+    data = apply_defaults(document.data, load_schema())
     resolver = _Resolver(document, base_dir)
     custom = {gpu_id: custom_gpu(gpu_id, entry) for gpu_id, entry in data.get("gpus", {}).items()}
     model = resolver.model(data["model"], ("model",))
     resolver.architecture = model.architecture if model else None
-    budget_data = data.get("budget", {})
+    budget_data = data["budget"]
     for gpu_id in budget_data.get("prices", {}):
         try:
             get_gpu(gpu_id, custom)
@@ -266,7 +265,7 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
     if resolver.findings or model is None:
         return None, tuple(resolver.findings)
     budget = Budget(
-        currency=budget_data.get("currency", "USD"),
+        currency=budget_data["currency"],
         finetune_total=budget_data.get("finetune_total"),
         serve_monthly=budget_data.get("serve_monthly"),
         prices=dict(budget_data.get("prices", {})),
@@ -297,24 +296,22 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
     hardware = resolver.hardware(data["hardware"], ("finetune", "hardware"), custom)
     if hardware is None:
         return None
-    lora = data.get("lora", {})
+    lora = data["lora"]
     checkpoints = data.get("checkpoints", {})
     return Finetune(
         method=data["method"],
-        precision=data.get("precision", "bf16-mixed"),
-        optimizer=data.get("optimizer", "adamw"),
-        lora_rank=lora.get("rank", 16),
-        lora_targets=tuple(
-            lora.get("targets", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
-        ),
-        lora_dtype=lora.get("dtype", "fp32"),
-        micro_batch=data.get("micro_batch", 1),
-        gradient_accumulation=data.get("gradient_accumulation", 1),
-        seq_len=data.get("seq_len", 2048),
-        checkpointing=data.get("activation_checkpointing", False),
-        attention=data.get("attention", "flash"),
-        fused_loss=data.get("fused_loss", False),
-        sharding=data.get("sharding", "none"),
+        precision=data["precision"],
+        optimizer=data["optimizer"],
+        lora_rank=lora["rank"],
+        lora_targets=tuple(lora["targets"]),
+        lora_dtype=lora["dtype"],
+        micro_batch=data["micro_batch"],
+        gradient_accumulation=data["gradient_accumulation"],
+        seq_len=data["seq_len"],
+        checkpointing=data["activation_checkpointing"],
+        attention=data["attention"],
+        fused_loss=data["fused_loss"],
+        sharding=data["sharding"],
         tokens=data.get("tokens"),
         checkpoint_every_hours=checkpoints.get("every_hours"),
         checkpoint_keep=checkpoints.get("keep"),
@@ -338,7 +335,7 @@ def _serve(
                     entry["name"],
                     tenant_model,
                     entry.get("context", data["context"]),
-                    entry.get("concurrency", 1),
+                    entry["concurrency"],
                     entry.get("quantization", tenant_model.quantization),
                 )
             )
@@ -350,7 +347,7 @@ def _serve(
         for index, item in enumerate(data.get("evidence", []))
     )
     prompts = data.get("prompt_tokens", {})
-    output_tokens = min(data.get("output_tokens", 256), data["context"])
+    output_tokens = min(data["output_tokens"], data["context"])
     if prompts and prompts.get("p90", prompts["mean"]) < prompts["mean"]:
         resolver.problem(
             "GP024",
@@ -372,16 +369,16 @@ def _serve(
         concurrency=data["concurrency"],
         # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
         quantization=data.get("quantization", model.quantization if model else "none"),
-        kv_cache_dtype=data.get("kv_cache_dtype", "auto"),
-        memory_utilization=data.get("memory_utilization", 0.9),
+        kv_cache_dtype=data["kv_cache_dtype"],
+        memory_utilization=data["memory_utilization"],
         category=data.get("category"),
         ttft_ms=slo.get("ttft_ms"),
         tpot_ms=slo.get("tpot_ms"),
         tenants=tuple(tenants),
         evidence=evidence,
         hardware=hardware,
-        engine=data.get("engine", "vllm"),
-        batching=data.get("batching", "continuous"),
+        engine=data["engine"],
+        batching=data["batching"],
         prompt_mean=prompts.get("mean"),
         prompt_p90=prompts.get("p90"),
         max_batched_tokens=data.get("max_batched_tokens"),

@@ -151,6 +151,25 @@ def test_lint_does_not_import_report_machinery(write_spec):
     assert "HEAVY []" in out
 
 
+def test_a_syntax_error_is_reported_without_importing_rules_estimator_or_catalog(tmp_path):
+    """The code table sits at the bottom layer: loading and reporting a YAML error needs nothing above it."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nname: [unclosed\n")
+    probe = (
+        "import sys\n"
+        "from gpuplan.cli import cli\n"
+        f"try:\n    cli(['lint', {str(bad)!r}])\nexcept SystemExit as exit:\n    print('EXIT', exit.code)\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('gpuplan.rules', 'gpuplan.estimate', "
+        "'gpuplan.catalog', 'gpuplan.analysis', 'jsonschema')))\n"
+        "print('LOADED', loaded)\n"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "GP001" in out and "EXIT 1" in out and "LOADED []" in out
+
+
 def test_console_script_runs_as_a_process(write_spec):
     path = write_spec(FOUR_PROBLEMS)
     completed = run_process("lint", str(path))

@@ -5,6 +5,7 @@ import re
 
 from conftest import EXAMPLES, ROOT, run_cli
 
+from gpuplan.codes import CODES
 from gpuplan.rules.registry import DOC_SECTIONS, all_rules
 from gpuplan.schema_doc import reference_table
 from gpuplan.validate import load_schema
@@ -17,9 +18,10 @@ def test_readme_field_reference_matches_the_schema():
 
 def test_every_rule_documents_its_sections_in_order_and_codes_are_unique():
     rules = all_rules()
-    assert len({rule.code for rule in rules}) == len(rules)
-    assert len({rule.name for rule in rules}) == len(rules)
+    assert [rule.code for rule in rules] == sorted(CODES), "every code of the table has its documentation"
+    assert len({entry.name for entry in CODES.values()}) == len(CODES)
     for rule in rules:
+        assert rule.body.startswith("## What it does"), f"{rule.code}: the summary is the code table's, not the doc's"
         positions = [rule.doc.find(section) for section in DOC_SECTIONS]
         assert all(position > 0 for position in positions), f"{rule.code} lacks a section"
         assert positions == sorted(positions), f"{rule.code} sections out of order"

@@ -14,7 +14,7 @@ from conftest import run_cli
 
 from gpuplan.analysis import analyse
 from gpuplan.catalog import get_gpu, get_model
-from gpuplan.config import Settings
+from gpuplan.config import default_settings
 from gpuplan.estimate.calibration import (
     CALIBRATION,
     Calibration,
@@ -306,7 +306,7 @@ def test_fp8_mixed_runs_gemms_at_the_fp8_rate_where_the_gpu_has_it():
 
 
 def test_threshold_overrides_replace_the_calibrated_figures():
-    assert Settings().prefill_mfu is None and efficiency_of(Settings()) == Efficiency()
+    assert default_settings().prefill_mfu is None and efficiency_of(default_settings()) == Efficiency()
     slow = serving_speed(workload(concurrency=64), Efficiency(decode_bandwidth=0.4), TEST).tpot_s
     assert (slow - 1e-3) == pytest.approx(
         2 * (serving_speed(workload(concurrency=64), Efficiency(), TEST).tpot_s - 1e-3)

@@ -6,12 +6,10 @@ from collections.abc import Iterator
 
 from gpuplan.analysis import ServeEstimate
 from gpuplan.config import Settings
-from gpuplan.findings import Finding, Severity
+from gpuplan.findings import Finding
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
-
-FAMILY = "benchmark"
 
 
 def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
@@ -29,10 +27,9 @@ def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
     )
 
 
-@rule("GP401", "category-mismatch", FAMILY, Severity.WARNING)
+@rule("GP401")
 def category_mismatch(ctx: RuleContext) -> Iterator[Finding]:
-    """The declared benchmark category differs from the one the workload's shape implies.
-
+    """
     ## What it does
     Derives the category from the shape: long-context when prompts reach
     `thresholds.long_context_min_prompt` tokens (default 8,192), else high-throughput from
@@ -66,10 +63,9 @@ def category_mismatch(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GP402", "evidence-out-of-category", FAMILY, Severity.WARNING)
+@rule("GP402")
 def evidence_out_of_category(ctx: RuleContext) -> Iterator[Finding]:
-    """The benchmark evidence offered has no figure in the workload's category.
-
+    """
     ## What it does
     Looks through `serve.evidence` for a figure measured in the workload's derived category and
     reports when there is none: only other categories, or figures with no category at all.
@@ -117,10 +113,9 @@ def _missed_slo(ctx: RuleContext, metric: str) -> tuple[ServeEstimate, float, fl
     return (s, estimate_ms, float(slo)) if estimate_ms > slo else None
 
 
-@rule("GP403", "ttft-slo-missed", FAMILY)
+@rule("GP403")
 def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
-    """The estimated time to first token exceeds the SLO.
-
+    """
     ## What it does
     Estimates TTFT for a full-context prompt as prefill FLOPs (2 x active parameters x prompt +
     causal attention) over the tensor-parallel GPUs' dense peak at `thresholds.prefill_mfu` (default
@@ -150,10 +145,9 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GP404", "tpot-slo-missed", FAMILY)
+@rule("GP404")
 def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
-    """The estimated time per output token exceeds the SLO.
-
+    """
     ## What it does
     Estimates TPOT at full concurrency as the bytes read per decode step (weights per GPU + the KV
     cache of every sequence) over the GPU's bandwidth at `thresholds.decode_bandwidth` (default

@@ -5,17 +5,14 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterator
 
-from gpuplan.findings import Finding, Severity
+from gpuplan.findings import Finding
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 
-FAMILY = "budget"
 
-
-@rule("GP501", "finetune-over-budget", FAMILY)
+@rule("GP501")
 def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
-    """The estimated fine-tuning cost exceeds `budget.finetune_total`.
-
+    """
     ## What it does
     Estimates the run's time from its FLOPs (6 x N x tokens for full fine-tuning, 4 x N for adapters,
     +2 x N with activation checkpointing) at `thresholds.training_mfu` (default 35%) of the GPUs'
@@ -46,10 +43,9 @@ def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GP502", "serve-over-budget", FAMILY)
+@rule("GP502")
 def serve_over_budget(ctx: RuleContext) -> Iterator[Finding]:
-    """The monthly serving cost exceeds `budget.serve_monthly`.
-
+    """
     ## What it does
     Prices the deployment's GPUs for a 730-hour month and compares with the budget.
 
@@ -78,10 +74,9 @@ def serve_over_budget(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GP503", "missing-price", FAMILY, Severity.WARNING)
+@rule("GP503")
 def missing_price(ctx: RuleContext) -> Iterator[Finding]:
-    """No price is known for a GPU the spec uses.
-
+    """
     ## What it does
     Reports a job whose GPU has no price in `budget.prices`, the catalog (USD only) or the spec's
     `gpus` section.
@@ -110,10 +105,9 @@ def missing_price(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("GP504", "stale-price", FAMILY, Severity.INFO)
+@rule("GP504")
 def stale_price(ctx: RuleContext) -> Iterator[Finding]:
-    """A price the cost relies on is older than `thresholds.price_max_age_days` (default 90).
-
+    """
     ## What it does
     Compares the date of each catalog price (or `budget.prices_date`) with today.
 

@@ -6,13 +6,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from gpuplan.analysis import estimate_finetune
-from gpuplan.findings import Finding, Severity
+from gpuplan.findings import Finding
 from gpuplan.layout import smallest_finetune_layout, smallest_serve_layout
 from gpuplan.rules.context import RuleContext, comfortable
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
-
-FAMILY = "fit"
 
 
 def _layout_hint(layout_text: str | None) -> str:
@@ -35,10 +33,9 @@ def serve_weights_fit(ctx: RuleContext) -> bool:
     return estimate.memory.kv_available > 0
 
 
-@rule("GP201", "does-not-fit", FAMILY)
+@rule("GP201")
 def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
-    """The job needs more memory per GPU than the declared GPUs have.
-
+    """
     ## What it does
     Compares the estimated per-GPU peak (the maximum over forward, backward and optimizer step for
     fine-tuning; weights, runtime reserve and KV cache within the engine's memory budget for serving)
@@ -98,10 +95,9 @@ def _same_gpu_fits_serve(ctx: RuleContext) -> bool:
     return s is not None and smallest_serve_layout(ctx.spec, s.job, ctx.efficiency, other_gpus=False) is not None
 
 
-@rule("GP202", "low-headroom", FAMILY, Severity.WARNING)
+@rule("GP202")
 def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
-    """The job fits, but with less headroom than the configured margin.
-
+    """
     ## What it does
     Reports a fitting job whose free memory per GPU is below `thresholds.headroom_pct` (default 10%)
     of the GPU's usable memory (of the engine budget for serving).
@@ -141,10 +137,9 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("GP203", "kv-capacity-exceeded", FAMILY)
+@rule("GP203")
 def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
-    """The declared concurrency x context needs more KV cache than the GPUs can hold.
-
+    """
     ## What it does
     Reports a serving job whose weights fit but whose KV cache for `concurrency` sequences of
     `context` tokens does not, with the largest concurrency at that context and the longest context at
@@ -180,10 +175,9 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-@rule("GP204", "full-finetune-fits-as-adapter", FAMILY, Severity.INFO)
+@rule("GP204")
 def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
-    """A full fine-tune that needs several GPUs, while LoRA or QLoRA of the same model fits on one.
-
+    """
     ## What it does
     For `method: full` declared on more than one GPU (or not fitting), estimates LoRA and QLoRA with
     the same shape on one GPU of the same kind and reports the first that fits.
@@ -222,10 +216,9 @@ def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
             return
 
 
-@rule("GP205", "activations-dominate", FAMILY, Severity.INFO)
+@rule("GP205")
 def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
-    """Saved activations and loss temporaries make up most of the fine-tuning peak.
-
+    """
     ## What it does
     Reports when activations plus temporaries exceed `thresholds.activations_share` (default 50%) of
     the per-GPU peak, naming the switches not yet used.

@@ -6,19 +6,16 @@ from collections.abc import Iterator
 
 from gpuplan.catalog import gpu_catalog
 from gpuplan.estimate.performance import link_bandwidth
-from gpuplan.findings import Finding, Severity
+from gpuplan.findings import Finding
 from gpuplan.layout import Layout, serve_at
 from gpuplan.rules.context import RuleContext, comfortable
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
 
-FAMILY = "form-factor"
 
-
-@rule("GP310", "gradient-sync-bound", FAMILY, Severity.WARNING)
+@rule("GP310")
 def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
-    """Multi-GPU fine-tuning on GPUs without NVLink (or beyond its domain) spends its steps syncing.
-
+    """
     ## What it does
     For data-parallel fine-tuning on PCIe/NVL cards or across more GPUs than the NVLink domain,
     estimates the data-parallel traffic of an optimizer step (DDP and ZeRO-1/2: a ring all-reduce of
@@ -67,10 +64,9 @@ def _siblings(gpu_id: str) -> list[str]:
     return [g.id for g in gpu_catalog().values() if g.id.split("-")[0] == family and g.form_factor in ("nvl", "pcie")]
 
 
-@rule("GP311", "single-gpu-serving-on-sxm", FAMILY, Severity.INFO)
+@rule("GP311")
 def single_gpu_serving_on_sxm(ctx: RuleContext) -> Iterator[Finding]:
-    """Single-GPU serving on an SXM module where the NVL or PCIe card of the same chip would do.
-
+    """
     ## What it does
     For a serving job on one SXM GPU, estimates the same deployment on the NVL/PCIe variants and
     reports those that fit, with prices where known.
@@ -114,10 +110,9 @@ def single_gpu_serving_on_sxm(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GP312", "multi-gpu-serving-without-nvlink", FAMILY, Severity.WARNING)
+@rule("GP312")
 def multi_gpu_serving_without_nvlink(ctx: RuleContext) -> Iterator[Finding]:
-    """Tensor-parallel serving on GPUs that have no NVLink.
-
+    """
     ## What it does
     Reports `tensor_parallel` > 1 on PCIe-only GPUs (L4, L40S, A10, RTX cards).
 

@@ -7,14 +7,11 @@ from typing import Any
 
 from gpuplan.rules.registry import documentation_only, rule
 
-FAMILY = "input"
 
-
-@rule("GP001", "yaml-syntax", FAMILY)
+@rule("GP001")
 @documentation_only
 def yaml_syntax(*_: Any) -> Iterator[Any]:
-    """The file is not valid YAML.
-
+    """
     ## What it does
     Reports a YAML syntax error (or a value that cannot be read, such as `.inf`) at the line and
     column where the parser stopped.
@@ -39,11 +36,10 @@ def yaml_syntax(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP002", "duplicate-key", FAMILY)
+@rule("GP002")
 @documentation_only
 def duplicate_key(*_: Any) -> Iterator[Any]:
-    """A mapping defines the same key twice.
-
+    """
     ## What it does
     Reports a key that appears twice in one mapping, naming both lines.
 
@@ -67,11 +63,10 @@ def duplicate_key(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP003", "input-too-large", FAMILY)
+@rule("GP003")
 @documentation_only
 def input_too_large(*_: Any) -> Iterator[Any]:
-    """The file is larger, deeper or more aliased than a spec can be.
-
+    """
     ## What it does
     Refuses files over 1 MiB, nested deeper than 64 levels, or whose aliases expand to more than
     1,000 nodes, before building them.
@@ -93,11 +88,10 @@ def input_too_large(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP004", "unsupported-tag", FAMILY)
+@rule("GP004")
 @documentation_only
 def unsupported_tag(*_: Any) -> Iterator[Any]:
-    """A value carries a YAML tag outside the safe core set.
-
+    """
     ## What it does
     Reports tags such as `!!python/object` or custom `!tags`; only plain YAML values are accepted.
 
@@ -117,11 +111,10 @@ def unsupported_tag(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP005", "invalid-encoding", FAMILY)
+@rule("GP005")
 @documentation_only
 def invalid_encoding(*_: Any) -> Iterator[Any]:
-    """The file is not UTF-8.
-
+    """
     ## What it does
     Reports the first byte that is not valid UTF-8, with its line and column.
 
@@ -137,11 +130,10 @@ def invalid_encoding(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP006", "empty-document", FAMILY)
+@rule("GP006")
 @documentation_only
 def empty_document(*_: Any) -> Iterator[Any]:
-    """The file holds no YAML document.
-
+    """
     ## What it does
     Reports an empty file or one with only comments.
 
@@ -162,11 +154,10 @@ def empty_document(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP007", "multiple-documents", FAMILY)
+@rule("GP007")
 @documentation_only
 def multiple_documents(*_: Any) -> Iterator[Any]:
-    """The file holds more than one YAML document.
-
+    """
     ## What it does
     Reports a second `---` document in a spec file.
 
@@ -188,11 +179,10 @@ def multiple_documents(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP008", "root-not-mapping", FAMILY)
+@rule("GP008")
 @documentation_only
 def root_not_mapping(*_: Any) -> Iterator[Any]:
-    """The top level of the file is not a mapping.
-
+    """
     ## What it does
     Reports a spec whose top level is a list or a plain value.
 
@@ -212,11 +202,10 @@ def root_not_mapping(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP009", "unreadable-file", FAMILY)
+@rule("GP009")
 @documentation_only
 def unreadable_file(*_: Any) -> Iterator[Any]:
-    """The file could not be read.
-
+    """
     ## What it does
     Reports a path that does not exist or cannot be opened.
 
@@ -232,11 +221,10 @@ def unreadable_file(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP020", "unknown-model", FAMILY)
+@rule("GP020")
 @documentation_only
 def unknown_model(*_: Any) -> Iterator[Any]:
-    """The model id is not in the catalog.
-
+    """
     ## What it does
     Reports a `model.id` that the built-in catalog does not know, with the closest ids.
 
@@ -257,11 +245,10 @@ def unknown_model(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP021", "invalid-model-config", FAMILY)
+@rule("GP021")
 @documentation_only
 def invalid_model_config(*_: Any) -> Iterator[Any]:
-    """The model's config.json is missing, unreadable or lacks a dimension.
-
+    """
     ## What it does
     Reports a `model.config` path that cannot be read as a Hugging Face config.json with the
     fields gpuplan needs (hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
@@ -283,11 +270,10 @@ def invalid_model_config(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP022", "unknown-gpu", FAMILY)
+@rule("GP022")
 @documentation_only
 def unknown_gpu(*_: Any) -> Iterator[Any]:
-    """The GPU id is neither in the catalog nor defined in the spec.
-
+    """
     ## What it does
     Reports a `hardware.gpu` that names no catalog GPU and no entry of the spec's `gpus` section,
     with the closest ids.
@@ -308,11 +294,10 @@ def unknown_gpu(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP023", "inconsistent-layout", FAMILY)
+@rule("GP023")
 @documentation_only
 def inconsistent_layout(*_: Any) -> Iterator[Any]:
-    """The declared GPU count is not a multiple of tensor x pipeline parallelism.
-
+    """
     ## What it does
     Reports `hardware.count` that `tensor_parallel x pipeline_parallel` does not divide, and an
     `expert_parallel` degree that cannot be laid out: one that does not divide the GPUs, exceeds the
@@ -335,11 +320,10 @@ def inconsistent_layout(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP024", "inconsistent-workload", FAMILY)
+@rule("GP024")
 @documentation_only
 def inconsistent_workload(*_: Any) -> Iterator[Any]:
-    """The serving workload's prompt lengths contradict each other or the context.
-
+    """
     ## What it does
     Reports a `serve.prompt_tokens.p90` below its `mean`, and a mean prompt that leaves no room for
     `output_tokens` within `context`.

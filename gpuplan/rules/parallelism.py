@@ -6,20 +6,17 @@ from collections.abc import Iterator
 
 from gpuplan.catalog import gpu_catalog
 from gpuplan.estimate.calibration import CALIBRATION
-from gpuplan.findings import Finding, Severity
+from gpuplan.findings import Finding
 from gpuplan.layout import Layout, finetune_at, serve_at, smallest_finetune_layout, smallest_serve_layout
 from gpuplan.rules.context import RuleContext, comfortable
 from gpuplan.rules.fit import finetune_single_gpu, serve_single_gpu, serve_weights_fit
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
 
-FAMILY = "parallelism"
 
-
-@rule("GP301", "parallelism-needed", FAMILY)
+@rule("GP301")
 def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
-    """One GPU cannot hold the job, and no parallelism is declared.
-
+    """
     ## What it does
     For a job declared on a single GPU that does not fit, finds the least parallel layout of the same
     GPU that does (tensor parallelism for serving; data-parallel sharding or TP for fine-tuning).
@@ -63,10 +60,9 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("GP302", "parallelism-not-needed", FAMILY, Severity.WARNING)
+@rule("GP302")
 def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
-    """Tensor or pipeline parallelism (or sharding) is declared although one GPU holds the job.
-
+    """
     ## What it does
     Re-estimates the job without the declared TP/PP (and without sharding) and reports when it still
     fits, with the cost of the parallelism: per-token all-reduce latency for serving, gradient and
@@ -121,10 +117,9 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
                 )
 
 
-@rule("GP303", "tp-does-not-divide-heads", FAMILY)
+@rule("GP303")
 def tp_does_not_divide_heads(ctx: RuleContext) -> Iterator[Finding]:
-    """The tensor-parallel degree does not divide the attention (or KV) heads.
-
+    """
     ## What it does
     Checks that `tensor_parallel` divides the model's attention heads, and that it divides the KV
     heads or is a multiple of them (vLLM and Megatron split heads across ranks).
@@ -160,10 +155,9 @@ def tp_does_not_divide_heads(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("GP304", "tp-exceeds-nvlink-domain", FAMILY)
+@rule("GP304")
 def tp_exceeds_nvlink_domain(ctx: RuleContext) -> Iterator[Finding]:
-    """The tensor-parallel degree is larger than the GPU's NVLink domain.
-
+    """
     ## What it does
     Compares `tensor_parallel` with the number of GPUs that share the GPU's scale-up link (8 on HGX
     SXM boards, 4 on H200 NVL bridges, 2 on bridged PCIe pairs).
@@ -196,10 +190,9 @@ def tp_exceeds_nvlink_domain(ctx: RuleContext) -> Iterator[Finding]:
             )
 
 
-@rule("GP305", "larger-gpu-instead-of-tp", FAMILY, Severity.INFO)
+@rule("GP305")
 def larger_gpu_instead_of_tp(ctx: RuleContext) -> Iterator[Finding]:
-    """Tensor parallelism over smaller GPUs where one larger catalog GPU holds the job alone.
-
+    """
     ## What it does
     For a TP > 1 layout, looks for a catalog GPU with more memory that holds the job at TP 1, and
     reports it with both hourly costs where prices are known.

@@ -5,20 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuplan.catalog import gpu_catalog
-from gpuplan.findings import Finding, Severity
+from gpuplan.findings import Finding
 from gpuplan.layout import Layout, serve_at
 from gpuplan.rules.context import RuleContext, comfortable
 from gpuplan.rules.registry import rule
 from gpuplan.spec import HOURS_PER_MONTH
 from gpuplan.units import format_gib
 
-FAMILY = "right-sizing"
 
-
-@rule("GP505", "oversized-serving-gpu", FAMILY, Severity.INFO)
+@rule("GP505")
 def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
-    """A serving job uses a small part of its GPU while a cheaper catalog GPU meets memory and SLO.
-
+    """
     ## What it does
     When a deployment uses less than `thresholds.right_size_fraction` (default 25%) of its GPU's
     memory budget, estimates it on every cheaper catalog GPU at the same layout and reports the
@@ -72,10 +69,9 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GP506", "train-and-serve-same-gpu", FAMILY, Severity.INFO)
+@rule("GP506")
 def train_and_serve_same_gpu(ctx: RuleContext) -> Iterator[Finding]:
-    """Fine-tuning and serving are declared on the same GPU class while serving needs far less.
-
+    """
     ## What it does
     Reports a spec whose serving deployment uses the fine-tuning GPU while needing less than
     `thresholds.right_size_fraction` of its memory budget.

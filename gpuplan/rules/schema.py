@@ -7,14 +7,11 @@ from typing import Any
 
 from gpuplan.rules.registry import documentation_only, rule
 
-FAMILY = "schema"
 
-
-@rule("GP100", "schema-violation", FAMILY)
+@rule("GP100")
 @documentation_only
 def schema_violation(*_: Any) -> Iterator[Any]:
-    """The spec breaks a schema constraint not covered by a more specific code.
-
+    """
     ## What it does
     Reports any JSON Schema error of `schemas/workload.schema.json` that GP101-GP107 do not name,
     with the field's path and the schema's own words.
@@ -35,11 +32,10 @@ def schema_violation(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP101", "unknown-key", FAMILY)
+@rule("GP101")
 @documentation_only
 def unknown_key(*_: Any) -> Iterator[Any]:
-    """A key that the spec format does not define.
-
+    """
     ## What it does
     Reports every unknown key, at its line, with the closest known key.
 
@@ -62,11 +58,10 @@ def unknown_key(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP102", "wrong-type", FAMILY)
+@rule("GP102")
 @documentation_only
 def wrong_type(*_: Any) -> Iterator[Any]:
-    """A value of the wrong type.
-
+    """
     ## What it does
     Reports a value whose type differs from the schema's (a string where a number is expected,
     a list where a mapping is expected ...).
@@ -89,11 +84,10 @@ def wrong_type(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP103", "out-of-range", FAMILY)
+@rule("GP103")
 @documentation_only
 def out_of_range(*_: Any) -> Iterator[Any]:
-    """A number outside its allowed range.
-
+    """
     ## What it does
     Reports a number below the schema's minimum or above its maximum, quoting both.
 
@@ -115,11 +109,10 @@ def out_of_range(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP104", "missing-key", FAMILY)
+@rule("GP104")
 @documentation_only
 def missing_key(*_: Any) -> Iterator[Any]:
-    """A required key is missing.
-
+    """
     ## What it does
     Reports each required key that a section lacks.
 
@@ -144,11 +137,10 @@ def missing_key(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP105", "invalid-choice", FAMILY)
+@rule("GP105")
 @documentation_only
 def invalid_choice(*_: Any) -> Iterator[Any]:
-    """A value outside a closed list of choices.
-
+    """
     ## What it does
     Reports a value that is not one of the allowed choices, lists them, and suggests the closest.
 
@@ -170,11 +162,10 @@ def invalid_choice(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP106", "invalid-value", FAMILY)
+@rule("GP106")
 @documentation_only
 def invalid_value(*_: Any) -> Iterator[Any]:
-    """A string or list that breaks a length, pattern or format constraint.
-
+    """
     ## What it does
     Reports empty names, dates not written as YYYY-MM-DD, lists with repeated items, and the like.
 
@@ -196,11 +187,10 @@ def invalid_value(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP107", "ambiguous-choice", FAMILY)
+@rule("GP107")
 @documentation_only
 def ambiguous_choice(*_: Any) -> Iterator[Any]:
-    """A section must have exactly one (or at least one) of several keys.
-
+    """
     ## What it does
     Reports a model given by both `id` and `config` (or by neither), or a spec with neither
     `finetune` nor `serve`.

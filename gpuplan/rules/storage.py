@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuplan.findings import Finding, Severity
+from gpuplan.findings import Finding
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 
-FAMILY = "storage"
 
-
-@rule("GP601", "checkpoint-storage-exceeded", FAMILY)
+@rule("GP601")
 def checkpoint_storage_exceeded(ctx: RuleContext) -> Iterator[Finding]:
-    """Kept checkpoints need more storage than declared.
-
+    """
     ## What it does
     Multiplies the resumable checkpoint size (weights + optimizer states + fp32 master weights for
     full fine-tuning, about 14 bytes per parameter with mixed-precision AdamW; the adapters and their
@@ -50,10 +47,9 @@ def checkpoint_storage_exceeded(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-@rule("GP602", "long-run-without-checkpoints", FAMILY, Severity.WARNING)
+@rule("GP602")
 def long_run_without_checkpoints(ctx: RuleContext) -> Iterator[Finding]:
-    """A long fine-tuning run declares no checkpoints.
-
+    """
     ## What it does
     Reports a run estimated longer than `thresholds.long_run_hours` (default 24) whose
     `finetune.checkpoints.every_hours` is not set.

@@ -5,17 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpuplan.findings import Severity
 from gpuplan.rules.registry import documentation_only, rule
 
-FAMILY = "waivers"
 
-
-@rule("GP701", "expired-waiver", FAMILY, Severity.WARNING)
+@rule("GP701")
 @documentation_only
 def expired_waiver(*_: Any) -> Iterator[Any]:
-    """A waiver's expiry date has passed.
-
+    """
     ## What it does
     Reports each waiver whose `expires` date is before today; the finding it covered is reported
     again, unwaived.
@@ -34,11 +30,10 @@ def expired_waiver(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
-@rule("GP702", "unused-waiver", FAMILY, Severity.WARNING)
+@rule("GP702")
 @documentation_only
 def unused_waiver(*_: Any) -> Iterator[Any]:
-    """A waiver matches no finding.
-
+    """
     ## What it does
     Reports each waiver whose rule produced no finding in this spec.
 

@@ -1,0 +1,263 @@
+"""The code table: every finding gpuplan can report, with its name, family, default severity and summary.
+
+The bottom layer of the package (it imports nothing from gpuplan), as ruff's code table or yamllint's
+rule IDs: loading, validating and configuration look codes up here without importing the rules, the
+estimator or the catalogs. A code's documentation (*What it does / Why is this bad? / Example / Use
+instead*) and its check live in its family module under ``gpuplan/rules/``; a test holds the two in step.
+Codes are stable: a code is never reused for another meaning.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Severity(str, enum.Enum):
+    """How serious a finding is; ``rank`` orders them for ``--fail-on``."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return _RANKS[self.value]
+
+
+_RANKS = {"error": 3, "warning": 2, "info": 1}
+ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
+
+
+@dataclass(frozen=True)
+class Code:
+    code: str  # GP201
+    name: str  # does-not-fit (kebab-case; configuration and waivers may use it instead of the code)
+    family: str
+    severity: Severity  # the default; configuration may re-level it
+    summary: str  # one sentence, shown by `gpuplan rules` and as the first line of `gpuplan explain`
+
+
+CODES: dict[str, Code] = {
+    entry.code: entry
+    for entry in (
+        Code("GP001", "yaml-syntax", "input", ERROR, "The file is not valid YAML."),
+        Code("GP002", "duplicate-key", "input", ERROR, "A mapping defines the same key twice."),
+        Code(
+            "GP003", "input-too-large", "input", ERROR, "The file is larger, deeper or more aliased than a spec can be."
+        ),
+        Code("GP004", "unsupported-tag", "input", ERROR, "A value carries a YAML tag outside the safe core set."),
+        Code("GP005", "invalid-encoding", "input", ERROR, "The file is not UTF-8."),
+        Code("GP006", "empty-document", "input", ERROR, "The file holds no YAML document."),
+        Code("GP007", "multiple-documents", "input", ERROR, "The file holds more than one YAML document."),
+        Code("GP008", "root-not-mapping", "input", ERROR, "The top level of the file is not a mapping."),
+        Code("GP009", "unreadable-file", "input", ERROR, "The file could not be read."),
+        Code("GP020", "unknown-model", "input", ERROR, "The model id is not in the catalog."),
+        Code(
+            "GP021",
+            "invalid-model-config",
+            "input",
+            ERROR,
+            "The model's config.json is missing, unreadable or lacks a dimension.",
+        ),
+        Code("GP022", "unknown-gpu", "input", ERROR, "The GPU id is neither in the catalog nor defined in the spec."),
+        Code(
+            "GP023",
+            "inconsistent-layout",
+            "input",
+            ERROR,
+            "The declared GPU count is not a multiple of tensor x pipeline parallelism.",
+        ),
+        Code(
+            "GP024",
+            "inconsistent-workload",
+            "input",
+            ERROR,
+            "The serving workload's prompt lengths contradict each other or the context.",
+        ),
+        Code(
+            "GP100",
+            "schema-violation",
+            "schema",
+            ERROR,
+            "The spec breaks a schema constraint not covered by a more specific code.",
+        ),
+        Code("GP101", "unknown-key", "schema", ERROR, "A key that the spec format does not define."),
+        Code("GP102", "wrong-type", "schema", ERROR, "A value of the wrong type."),
+        Code("GP103", "out-of-range", "schema", ERROR, "A number outside its allowed range."),
+        Code("GP104", "missing-key", "schema", ERROR, "A required key is missing."),
+        Code("GP105", "invalid-choice", "schema", ERROR, "A value outside a closed list of choices."),
+        Code(
+            "GP106",
+            "invalid-value",
+            "schema",
+            ERROR,
+            "A string or list that breaks a length, pattern or format constraint.",
+        ),
+        Code(
+            "GP107",
+            "ambiguous-choice",
+            "schema",
+            ERROR,
+            "A section must have exactly one (or at least one) of several keys.",
+        ),
+        Code("GP201", "does-not-fit", "fit", ERROR, "The job needs more memory per GPU than the declared GPUs have."),
+        Code(
+            "GP202", "low-headroom", "fit", WARNING, "The job fits, but with less headroom than the configured margin."
+        ),
+        Code(
+            "GP203",
+            "kv-capacity-exceeded",
+            "fit",
+            ERROR,
+            "The declared concurrency x context needs more KV cache than the GPUs can hold.",
+        ),
+        Code(
+            "GP204",
+            "full-finetune-fits-as-adapter",
+            "fit",
+            INFO,
+            "A full fine-tune that needs several GPUs, while LoRA or QLoRA of the same model fits on one.",
+        ),
+        Code(
+            "GP205",
+            "activations-dominate",
+            "fit",
+            INFO,
+            "Saved activations and loss temporaries make up most of the fine-tuning peak.",
+        ),
+        Code(
+            "GP301",
+            "parallelism-needed",
+            "parallelism",
+            ERROR,
+            "One GPU cannot hold the job, and no parallelism is declared.",
+        ),
+        Code(
+            "GP302",
+            "parallelism-not-needed",
+            "parallelism",
+            WARNING,
+            "Tensor or pipeline parallelism (or sharding) is declared although one GPU holds the job.",
+        ),
+        Code(
+            "GP303",
+            "tp-does-not-divide-heads",
+            "parallelism",
+            ERROR,
+            "The tensor-parallel degree does not divide the attention (or KV) heads.",
+        ),
+        Code(
+            "GP304",
+            "tp-exceeds-nvlink-domain",
+            "parallelism",
+            ERROR,
+            "The tensor-parallel degree is larger than the GPU's NVLink domain.",
+        ),
+        Code(
+            "GP305",
+            "larger-gpu-instead-of-tp",
+            "parallelism",
+            INFO,
+            "Tensor parallelism over smaller GPUs where one larger catalog GPU holds the job alone.",
+        ),
+        Code(
+            "GP310",
+            "gradient-sync-bound",
+            "form-factor",
+            WARNING,
+            "Multi-GPU fine-tuning on GPUs without NVLink (or beyond its domain) spends its steps syncing.",
+        ),
+        Code(
+            "GP311",
+            "single-gpu-serving-on-sxm",
+            "form-factor",
+            INFO,
+            "Single-GPU serving on an SXM module where the NVL or PCIe card of the same chip would do.",
+        ),
+        Code(
+            "GP312",
+            "multi-gpu-serving-without-nvlink",
+            "form-factor",
+            WARNING,
+            "Tensor-parallel serving on GPUs that have no NVLink.",
+        ),
+        Code(
+            "GP401",
+            "category-mismatch",
+            "benchmark",
+            WARNING,
+            "The declared benchmark category differs from the one the workload's shape implies.",
+        ),
+        Code(
+            "GP402",
+            "evidence-out-of-category",
+            "benchmark",
+            WARNING,
+            "The benchmark evidence offered has no figure in the workload's category.",
+        ),
+        Code("GP403", "ttft-slo-missed", "benchmark", ERROR, "The estimated time to first token exceeds the SLO."),
+        Code("GP404", "tpot-slo-missed", "benchmark", ERROR, "The estimated time per output token exceeds the SLO."),
+        Code(
+            "GP501",
+            "finetune-over-budget",
+            "budget",
+            ERROR,
+            "The estimated fine-tuning cost exceeds `budget.finetune_total`.",
+        ),
+        Code("GP502", "serve-over-budget", "budget", ERROR, "The monthly serving cost exceeds `budget.serve_monthly`."),
+        Code("GP503", "missing-price", "budget", WARNING, "No price is known for a GPU the spec uses."),
+        Code(
+            "GP504",
+            "stale-price",
+            "budget",
+            INFO,
+            "A price the cost relies on is older than `thresholds.price_max_age_days` (default 90).",
+        ),
+        Code(
+            "GP505",
+            "oversized-serving-gpu",
+            "right-sizing",
+            INFO,
+            "A serving job uses a small part of its GPU while a cheaper catalog GPU meets memory and SLO.",
+        ),
+        Code(
+            "GP506",
+            "train-and-serve-same-gpu",
+            "right-sizing",
+            INFO,
+            "Fine-tuning and serving are declared on the same GPU class while serving needs far less.",
+        ),
+        Code(
+            "GP601",
+            "checkpoint-storage-exceeded",
+            "storage",
+            ERROR,
+            "Kept checkpoints need more storage than declared.",
+        ),
+        Code(
+            "GP602",
+            "long-run-without-checkpoints",
+            "storage",
+            WARNING,
+            "A long fine-tuning run declares no checkpoints.",
+        ),
+        Code("GP701", "expired-waiver", "waivers", WARNING, "A waiver's expiry date has passed."),
+        Code("GP702", "unused-waiver", "waivers", WARNING, "A waiver matches no finding."),
+    )
+}
+_BY_NAME = {entry.name: entry for entry in CODES.values()}
+
+
+def lookup(code_or_name: str) -> Code | None:
+    """The table entry for a code (GP201, any case) or a name (does-not-fit), or None."""
+    wanted = code_or_name.strip()
+    return CODES.get(wanted.upper()) or _BY_NAME.get(wanted.lower())
+
+
+def suggestions(code_or_name: str) -> list[str]:
+    """Up to three codes or names close to an unknown one, for "did you mean" messages."""
+    import difflib  # only on the error path
+
+    choices = list(CODES) + list(_BY_NAME)
+    return difflib.get_close_matches(code_or_name.strip(), choices, n=3, cutoff=0.6)
