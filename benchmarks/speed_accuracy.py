@@ -319,7 +319,7 @@ TRAINING_FIGURES = {
     "link_efficiency": (0.2, 1.0),
     "overlap": (0.0, 1.0),
 }
-ENGINE_PENALTY = 0.01  # ridge on each engine's deviation from the generic figure: few records, little move
+ENGINE_PENALTY = 0.002  # ridge on each engine's deviation from the generic figure: few records, little move
 
 
 def _clip(value: float, bounds: tuple[float, float]) -> float:

@@ -363,9 +363,9 @@ def _serve_assumptions(
 ) -> tuple[tuple[str, str], ...]:
     engine = calibration.engine(job.engine)
     gemm = (
-        f"{efficiency.prefill_mfu:.0%} (thresholds.prefill_mfu)"
+        f"{efficiency.prefill_mfu:.0%} of dense peak (thresholds.prefill_mfu)"
         if efficiency.prefill_mfu
-        else f"{engine.gemm_efficiency:.0%}"
+        else f"{engine.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF)"
     )
     bandwidth = (
         f"{efficiency.decode_bandwidth:.0%} (thresholds.decode_bandwidth)"

@@ -82,9 +82,14 @@ def serve(model: dict, tp: int, pp: int, gpu: str = "big", **fields) -> ServeEst
     return estimate
 
 
-@given(models, layouts, engines, batchings, st.integers(64, 32768), st.integers(1, 512), st.integers(1, 512))
-def test_tpot_never_falls_as_concurrency_or_context_grows(model, layout, engine, batching, context, low, high):
-    low, high = sorted((low, high))
+workloads = st.tuples(
+    models, layouts, engines, batchings, st.integers(64, 32768), st.integers(1, 512), st.integers(1, 512)
+)
+
+
+def fewer_and_more(model, layout, engine, batching, context, first, second):
+    """(spec fields, the deployment at the lower concurrency, at the higher one, whether the higher fits)."""
+    low, high = sorted((first, second))
     fields = {
         "context": context,
         "output_tokens": max(1, min(256, context // 2)),
@@ -93,27 +98,27 @@ def test_tpot_never_falls_as_concurrency_or_context_grows(model, layout, engine,
     }
     few = serve(model, *layout, concurrency=low, **fields)
     many = serve(model, *layout, concurrency=high, **fields)
-    if high <= many.max_concurrency:
+    return fields, few, many, high <= many.max_concurrency
+
+
+@given(workloads)
+def test_tpot_never_falls_as_concurrency_or_context_grows(workload):
+    model, layout, *_ = workload
+    fields, few, many, fits = fewer_and_more(*workload)
+    if fits:
         assert many.speed.tpot_s >= few.speed.tpot_s * (1 - 1e-9)
-    longer = serve(model, *layout, concurrency=low, **{**fields, "context": 2 * context})
+    low = few.setup.concurrency
+    longer = serve(model, *layout, concurrency=low, **{**fields, "context": 2 * fields["context"]})
     if low <= longer.max_concurrency:
         assert longer.speed.tpot_s >= few.speed.tpot_s * (1 - 1e-9)
 
 
-@given(models, layouts, engines, batchings, st.integers(64, 32768), st.integers(1, 512), st.integers(1, 512))
-def test_throughput_never_falls_as_concurrency_grows(model, layout, engine, batching, context, low, high):
+@given(workloads)
+def test_throughput_never_falls_as_concurrency_grows(workload):
     # Issue 10 asks for this up to the compute bound; the steady state keeps it beyond, where extra
     # sequences only share the GEMMs: a plateau, never a fall.
-    low, high = sorted((low, high))
-    fields = {
-        "context": context,
-        "output_tokens": max(1, min(256, context // 2)),
-        "engine": engine,
-        "batching": batching,
-    }
-    few = serve(model, *layout, concurrency=low, **fields)
-    many = serve(model, *layout, concurrency=high, **fields)
-    if high <= many.max_concurrency:
+    _, few, many, fits = fewer_and_more(*workload)
+    if fits:
         assert many.speed.tokens_per_s >= few.speed.tokens_per_s * (1 - 1e-9)
 
 

@@ -40,9 +40,9 @@ from gpuplan.estimate.calibration import CALIBRATION, Calibration, EngineProfile
 from gpuplan.estimate.performance import (
     Efficiency,
     allreduce_time,
+    attention_dims,
     attention_flops,
     compute_dtype,
-    decode_attention_flops,
     link_bandwidth,
     matmul_ceiling,
     matmul_params,
@@ -160,6 +160,10 @@ class _Deployment:
         self.sliding_layers = min(sliding, stage_layers)
         self.full_layers = stage_layers - self.sliding_layers
         self.heads_share = self.stage_share / tp  # attention FLOPs split by heads over TP
+        d_qk, d_v = attention_dims(arch, decode=True)
+        self.decode_attention = 2 * arch.heads * (d_qk + d_v) * self.heads_share  # per cached token per layer
+        self.window = arch.sliding_window
+        self.attention_memo: dict[float, float] = {}
         # Collectives: two all-reduces per layer over the TP group; two all-to-alls per MoE layer under EP.
         self.tp_bandwidth = link_bandwidth(gpu, tp) * mechanisms.link_efficiency
         fast = on_fast_link(gpu, tp)
@@ -193,6 +197,18 @@ class _Deployment:
         touched = self.local_experts * (1 - (1 - arch.experts_per_token / arch.experts) ** routed)
         return self.dense_bytes + touched * self.expert_bytes
 
+    def decode_attention_keys(self, context: float) -> float:
+        """Keys one decode token attends to, summed over all the model's layers (sliding ones capped)."""
+        arch = self.w.architecture
+        sliding = arch.sliding_layer_count
+        return (arch.layers - sliding) * context + sliding * min(context, self.window or context)
+
+    def prompt_attention(self, tokens: float) -> float:
+        """Causal attention FLOPs of a whole prompt of ``tokens`` (all layers, all heads), memoised."""
+        if tokens not in self.attention_memo:
+            self.attention_memo[tokens] = attention_flops(self.w.architecture, 0, tokens)
+        return self.attention_memo[tokens]
+
     def kv_read(self, context: float) -> float:
         """KV bytes one decoding sequence reads on this GPU per step."""
         window = self.w.architecture.sliding_window or context
@@ -217,14 +233,13 @@ class _Deployment:
 
     def step(self, decode: float, prefill: float, context: float, prefill_attention: float) -> _Step:
         """A step of ``decode`` decoding sequences at ``context`` and ``prefill`` prompt tokens."""
-        arch = self.w.architecture
         tokens = decode + prefill
         weights = self.weights_read(tokens)
         linear_memory = weights / self.bandwidth
         linear_compute = (self.body_flops * tokens + self.head_flops * decode) / self.gemm_rate
         kv = decode * self.kv_read(context)
         attention_memory = kv / self.bandwidth
-        attention_compute = decode * decode_attention_flops(arch, context) * self.heads_share / self.attention_rate
+        attention_compute = decode * self.decode_attention_keys(context) * self.decode_attention / self.attention_rate
         prefill_compute = prefill_attention * self.heads_share / self.attention_rate
         seconds = (
             self.roofline(linear_memory, linear_compute)
@@ -242,7 +257,7 @@ class _Deployment:
         """The prompt through an idle replica: chunks of ``budget`` tokens (None: one pass)."""
         chunks = 1 if budget is None else max(1, math.ceil(prompt / budget))
         chunk = prompt / chunks
-        attention = attention_flops(self.w.architecture, 0, prompt) / chunks
+        attention = self.prompt_attention(prompt) / chunks
         stage = self.step(0, chunk, 0, attention).seconds
         return (chunks + self.w.pipeline_parallel - 1) * stage + (self.w.pipeline_parallel - 1) * self.hop
 
@@ -287,7 +302,7 @@ def serving_speed(
         limited_by=limited_by,
         engine=engine.id,
         prefill_flops=2 * (matmul_params(arch) - arch.vocab * arch.hidden) * w.full_prompt
-        + attention_flops(arch, 0, w.full_prompt),
+        + d.prompt_attention(w.full_prompt),
         decode_bytes_per_step=state.decode.bytes_read,
     )
 
@@ -335,7 +350,7 @@ def _continuous(
     def prefill_time(tokens: float, decoders: float, rho: float) -> float:
         room = max(1.0, budget - decoders)
         chunks = max(1, math.ceil(tokens / room))
-        attention = attention_flops(d.w.architecture, 0, tokens) / chunks
+        attention = d.prompt_attention(tokens) / chunks
         chunk = stage(decoders, min(room, tokens / chunks), attention).seconds
         service = (chunks + pp - 1) * chunk + (pp - 1) * d.hop
         return service * (1 + rho / (2 * (1 - rho)))
