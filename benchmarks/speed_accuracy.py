@@ -306,7 +306,8 @@ SERVING_GLOBALS = {
 }
 ENGINE_FIGURES = {
     "gemm_efficiency": (0.2, 1.0),
-    "bandwidth_efficiency": (0.4, 1.0),
+    # No kernel streams the datasheet bandwidth: copy benchmarks reach about 90-95% of it on HBM GPUs.
+    "bandwidth_efficiency": (0.4, 0.95),
     "step_overhead_s": (0.0, 4e-3),
     "sequence_overhead_s": (0.0, 200e-6),
     "request_overhead_s": (0.0, 40e-3),

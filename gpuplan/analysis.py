@@ -382,8 +382,9 @@ def _serve_assumptions(
         (
             "engine",
             f"{engine.name}, {job.batching} batching: GEMMs at {gemm}, decode at {bandwidth} of HBM"
-            f" bandwidth, {engine.step_overhead_s * 1e3:.2f} ms per step + {engine.sequence_overhead_s * 1e6:.0f} us"
-            f" per running sequence, {engine.request_overhead_s * 1e3:.0f} ms per request",
+            f" bandwidth, {engine.step_overhead_s * 1e6:,.0f} us per step + {engine.sequence_overhead_s * 1e6:.0f} us"
+            f" per running sequence + {calibration.serving.layer_overhead_s * 1e6:.0f} us per layer,"
+            f" {engine.request_overhead_s * 1e3:.0f} ms per request",
         ),
         (
             "steady state",

@@ -1,31 +1,36 @@
 """Serving speed: TTFT, TPOT and output tokens/s of one deployment, from one consistent steady state.
 
 The model, term by term (sources in brackets):
-- a forward step of ``d`` decoding sequences and ``k`` prefill tokens (chunked prefill mixes both, vLLM V1
-  scheduler / Sarathi-Serve, Agrawal et al. 2024) costs, per GPU of a pipeline stage,
-  linear layers:  max(weight bytes read / (HBM bandwidth x bandwidth efficiency),
-                      2 x matmul parameters x (d + k) / (tensor peak x GEMM efficiency))   [roofline, LLM-Viewer,
-                      Yuan et al. 2024, arXiv 2402.16363, applied per operator class]
-                  weights are read once per step; a mixture-of-experts layer reads only the experts the
-                  step's tokens touch, E x (1 - (1 - k/E)^tokens) under uniform routing
-  attention:      max(KV bytes of every decoding sequence / bandwidth, their QK and PV FLOPs / attention
-                  rate) + the prefill tokens' causal attention FLOPs / attention rate (sliding-window layers
-                  stop at the window; MLA decodes in the absorbed latent form)
+- a forward step of ``d`` decoding sequences and ``k`` prefill tokens (chunked prefill mixes both: vLLM V1
+  scheduler; Sarathi-Serve, Agrawal et al. 2024) costs, per GPU of a pipeline stage,
+  linear layers:  roofline(weight bytes read / (HBM bandwidth x bandwidth efficiency),
+                           2 x matmul parameters x (d + k) / (tensor peak x MAMF ceiling x GEMM efficiency))
+                  [roofline per operator class, LLM-Viewer, Yuan et al. 2024, arXiv 2402.16363; the smooth
+                  p-norm form because measured kernels bend between the bounds]; weights are read once per
+                  step, and a mixture-of-experts layer reads only the experts the step's tokens touch,
+                  E x (1 - (1 - k/E)^tokens) under uniform routing; prefill tokens skip the LM head
+  attention:      roofline(KV bytes of every decoding sequence / bandwidth, their QK and PV FLOPs / attention
+                  rate) + the prefill tokens' causal attention FLOPs (sliding-window layers stop at the
+                  window; MLA decodes in the absorbed latent form)
   communication:  two all-reduces per layer under tensor parallelism, each latency + 2(t-1)/t x tokens x
                   hidden x 2 bytes / link bandwidth (Megatron-LM, Shoeybi et al. 2019; NCCL ring); two
                   all-to-alls per MoE layer under expert parallelism
-  fixed costs:    the engine's per-step overhead (scheduling, sampling) + a per-layer kernel floor
-- continuous batching at concurrency C (each finished request replaced at once, as benchmark clients do)
-  settles where flows balance (Little's law): d sequences decode while each step carries k = d x P / O
-  prefill tokens of arriving requests; d is bounded by C, the engine's running-sequence cap, the KV cache
-  (tokens held per sequence) and the step's token budget (d x (P + O) / O <= budget). TPOT is that step's
-  time, output tokens/s = d / TPOT, and requests beyond d wait: TTFT under load = (C - d) / throughput in
-  requests + the full prompt's chunks through steps that carry the running batch + the engine's request
-  overhead. The single-request TTFT (the prompt alone) is reported beside it.
+  fixed costs:    the engine's per-step and per-running-sequence overheads + a per-layer kernel floor
+- continuous batching at concurrency C is a closed loop (each finished request replaced at once, as
+  benchmark clients do). The running slots (C, unless the engine's sequence cap or the KV cache holds
+  fewer) each cycle through a prefill, in chunks of the token budget beside the other slots' decodes,
+  and O decode steps whose steps carry the other slots' decodes and prefill chunks. A short fixed-point
+  iteration balances those flows (Little's law): TPOT, the prefill time S and output tokens/s =
+  slots x O / (S + O x TPOT) come from one steady state. Prefill chunks queue for the budget
+  (Pollaczek-Khinchine, deterministic service). Requests beyond the slots wait: TTFT under load =
+  (C - slots) / request rate + the full prompt's prefill under that load + the engine's request overhead;
+  the single-request TTFT (the prompt alone) is reported beside it.
 - static batching: the batch prefills together, then decodes together; waves of it queue the rest.
 - pipeline parallelism: microbatches of the running batch flow through the stages; a token crosses every
   stage (TPOT = stages x stage time), and with fewer sequences than stages the pipeline idles (bubbles).
-Efficiencies per engine and the shared kernel figures are in ``gpuplan.estimate.calibration``.
+Every evaluation is closed form but for that iteration (at most 20 rounds, most converge in a few), so the
+planner can call it for hundreds of layouts. Figures per engine and the shared kernel figures are in
+``gpuplan.estimate.calibration``; ``gpuplan.estimate.performance`` holds the FLOP counts and collectives.
 """
 
 from __future__ import annotations
