@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog import Gpu
-from gpuplan.estimate.performance import Efficiency, ServingSpeed, TrainingSpeed, serving_speed, training_speed
+from gpuplan.estimate.calibration import CALIBRATION, Calibration, ErrorBand
+from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import (
     ENGINE,
     ServingMemory,
@@ -17,16 +18,20 @@ from gpuplan.estimate.serving import (
     estimate_serving,
     max_concurrency,
     max_context,
+    routed_expert_bytes,
 )
+from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, serving_speed
 from gpuplan.estimate.training import (
     MIXED,
     REGIMES,
     TrainingMemory,
     TrainingSetup,
     estimate_training,
+    has_master_weights,
     optimizer_state_bytes,
     trainable_params,
 )
+from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import DTYPE_BYTES, GIB
 
@@ -59,6 +64,8 @@ class FinetuneEstimate:
     price_source: str
     checkpoint_bytes: int
     assumptions: tuple[tuple[str, str], ...]
+    bands: dict[str, ErrorBand]  # speed figure -> the calibration's out-of-sample error band
+    workload: TrainingWorkload | None = None  # what the speed was computed from (None without tokens)
 
     @property
     def fits(self) -> bool:
@@ -84,6 +91,8 @@ class ServeEstimate:
     max_concurrency: int
     max_context: int
     assumptions: tuple[tuple[str, str], ...]
+    bands: dict[str, ErrorBand]  # speed figure (ttft, tpot, tokens_per_s) -> calibration error band
+    workload: ServingWorkload | None = None  # what the speed was computed from
 
     @property
     def fits(self) -> bool:
@@ -149,28 +158,36 @@ def estimate_finetune(
     gpu: Gpu | None = None,
     gpus: int | None = None,
     tp: int | None = None,
+    calibration: Calibration = CALIBRATION,
 ) -> FinetuneEstimate:
     gpu = gpu or job.hardware.gpu
     setup = training_setup(spec, job, gpus, tp)
     overhead = TRAINING_OVERHEAD + (NCCL_OVERHEAD if setup.gpus > 1 else 0)
     memory = estimate_training(setup, overhead)
     speed = None
+    workload = None
     if job.tokens:
-        grad_bytes = memory.trainable_params * (2 if job.method == "full" else setup.lora_bytes)
-        speed = training_speed(
-            spec.model.architecture,
-            gpu,
+        workload = TrainingWorkload(
+            architecture=spec.model.architecture,
+            gpu=gpu,
             method=job.method,
+            precision=job.precision,
+            optimizer=job.optimizer,
+            # Full checkpointing recomputes each layer's forward; selective recomputes only elementwise
+            # work (norms, activations), counted as none by the speed model.
             checkpointing=job.checkpointing == "full",
             seq_len=job.seq_len,
-            tokens_per_step_per_gpu=job.micro_batch * job.seq_len * job.gradient_accumulation,
-            total_tokens=job.tokens,
+            micro_batch=job.micro_batch,
+            gradient_accumulation=job.gradient_accumulation,
             gpus=setup.gpus,
-            data_parallel=setup.data_parallel,
             tensor_parallel=setup.tensor_parallel,
-            gradient_bytes=grad_bytes / setup.tensor_parallel,
-            efficiency=efficiency,
+            pipeline_parallel=setup.pipeline_parallel,
+            sharding=setup.sharding,
+            trainable_params=memory.trainable_params,
+            total_tokens=job.tokens,
+            fused_loss=job.fused_loss,
         )
+        speed = training_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return FinetuneEstimate(
         job,
@@ -182,7 +199,9 @@ def estimate_finetune(
         price,
         source,
         checkpoint_bytes(spec, job, setup),
-        _finetune_assumptions(spec, job, efficiency, overhead, source),
+        _finetune_assumptions(spec, job, efficiency, overhead, source, speed, calibration),
+        _bands(calibration, ("training_tokens_per_s",)),
+        workload,
     )
 
 
@@ -195,7 +214,7 @@ def checkpoint_bytes(spec: Spec, job: Finetune, setup: TrainingSetup) -> int:
     trainable = trainable_params(setup)
     if job.method == "full":
         _, _, state_bytes, _, _ = REGIMES[job.precision]
-        master = 4 if job.precision in MIXED else 0
+        master = 4 if has_master_weights(job.precision) else 0
         states, _ = optimizer_state_bytes(setup, trainable, state_bytes)
         return math.ceil(trainable * (DTYPE_BYTES[spec.model.dtype] + master) + states)
     adapter_bytes = DTYPE_BYTES[job.lora_dtype]
@@ -233,6 +252,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         kv_dtype_bytes=kv_bytes,
         tensor_parallel=tp or job.hardware.tensor_parallel,
         pipeline_parallel=job.hardware.pipeline_parallel,
+        expert_parallel=job.hardware.expert_parallel,
         memory_utilization=job.memory_utilization,
         max_batched_tokens=max_batched,
         max_num_seqs=max_seqs,
@@ -247,25 +267,37 @@ def estimate_serve(
     gpu: Gpu | None = None,
     tp: int | None = None,
     gpus: int | None = None,
+    calibration: Calibration = CALIBRATION,
 ) -> ServeEstimate:
     gpu = gpu or job.hardware.gpu
     setup = serving_setup(spec, job, tp, gpu)
     memory = estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
     replicas = max(1, count // (setup.tensor_parallel * setup.pipeline_parallel))
-    speed = serving_speed(
-        spec.model.architecture,
-        gpu,
+    arch = spec.model.architecture
+    workload = ServingWorkload(
+        architecture=arch,
+        gpu=gpu,
         weights_per_gpu=memory.weights,
-        kv_bytes_per_token=memory.kv_bytes_per_token,
-        context=job.context,
+        routed_expert_bytes=routed_expert_bytes(arch, job.quantization, setup.model_dtype_bytes, setup.group_size),
+        kv_dtype_bytes=setup.kv_dtype_bytes,
+        kv_capacity_bytes=max(0, memory.kv_available - memory.tenant_kv_cache),
+        prompt_tokens=job.mean_prompt,
+        prompt_p90=job.prompt_p90 or job.mean_prompt,
+        full_prompt=job.full_prompt,
         output_tokens=job.output_tokens,
         concurrency=job.concurrency,
         quantization=job.quantization,
+        engine=job.engine,
+        batching=job.batching,
         tensor_parallel=setup.tensor_parallel,
+        pipeline_parallel=setup.pipeline_parallel,
+        expert_parallel=setup.expert_parallel,
         replicas=replicas,
-        efficiency=efficiency,
+        max_batched_tokens=job.max_batched_tokens,
+        max_sequences=job.max_sequences,
     )
+    speed = serving_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return ServeEstimate(
         job,
@@ -278,19 +310,31 @@ def estimate_serve(
         source,
         max_concurrency(memory),
         max_context(setup, memory),
-        _serve_assumptions(spec, job, setup, efficiency, source),
+        _serve_assumptions(spec, job, setup, efficiency, source, speed, calibration),
+        _bands(calibration, ("ttft", "tpot", "tokens_per_s")),
+        workload,
     )
 
 
-def analyse(spec: Spec, efficiency: Efficiency | None = None) -> Analysis:
+def _bands(calibration: Calibration, metrics: tuple[str, ...]) -> dict[str, ErrorBand]:
+    return {name: calibration.bands[name] for name in metrics if name in calibration.bands}
+
+
+def analyse(spec: Spec, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION) -> Analysis:
     efficiency = efficiency or Efficiency()
-    finetune = estimate_finetune(spec, spec.finetune, efficiency) if spec.finetune else None
-    serve = estimate_serve(spec, spec.serve, efficiency) if spec.serve else None
+    finetune = estimate_finetune(spec, spec.finetune, efficiency, calibration=calibration) if spec.finetune else None
+    serve = estimate_serve(spec, spec.serve, efficiency, calibration=calibration) if spec.serve else None
     return Analysis(spec, finetune, serve)
 
 
 def _finetune_assumptions(
-    spec: Spec, job: Finetune, efficiency: Efficiency, overhead: int, price: str
+    spec: Spec,
+    job: Finetune,
+    efficiency: Efficiency,
+    overhead: int,
+    price: str,
+    speed: TrainingSpeed | None,
+    calibration: Calibration = CALIBRATION,
 ) -> tuple[tuple[str, str], ...]:
     regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
     if job.precision in MIXED:
@@ -350,7 +394,7 @@ def _finetune_assumptions(
             "framework overhead",
             f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})",
         ),
-        ("training MFU", f"{efficiency.training_mfu:.0%} of dense bf16 peak (typical 25-45%)"),
+        ("training speed", _training_speed_note(efficiency, speed, calibration)),
         ("price", price),
     )
 
@@ -373,11 +417,48 @@ def _model_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
     return (("model config", "; ".join(spec.model.notes)),) if spec.model.notes else ()
 
 
+def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed | None, calibration: Calibration) -> str:
+    t = calibration.training
+    if efficiency.training_mfu is not None:
+        basis = f"MFU {efficiency.training_mfu:.0%} set by thresholds.training_mfu (recompute and exposed sync on top)"
+    else:
+        basis = (
+            f"calibrated: GEMMs at {t.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF; fp8"
+            f" x{t.low_precision_gemm_factor:.2f}),"
+            f" attention {t.attention_efficiency:.0%}, elementwise {t.elementwise_bytes:.0f} B per token, layer and"
+            f" hidden unit at {t.bandwidth_efficiency:.0%} of HBM bandwidth, data-parallel traffic hidden behind"
+            f" up to {t.overlap:.0%} of compute"
+        )
+    if speed is None:
+        return basis + "; no tokens given"
+    return f"{basis}; MFU {speed.mfu:.0%} of dense bf16 peak here (recompute excluded)"
+
+
 def _serve_assumptions(
-    spec: Spec, job: Serve, setup: ServingSetup, efficiency: Efficiency, price: str
+    spec: Spec,
+    job: Serve,
+    setup: ServingSetup,
+    efficiency: Efficiency,
+    price: str,
+    speed: ServingSpeed,
+    calibration: Calibration = CALIBRATION,
 ) -> tuple[tuple[str, str], ...]:
+    engine = calibration.engine(job.engine)
+    gemm = (
+        f"{efficiency.prefill_mfu:.0%} of dense peak (thresholds.prefill_mfu)"
+        if efficiency.prefill_mfu
+        else f"{engine.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF)"
+    )
+    bandwidth = (
+        f"{efficiency.decode_bandwidth:.0%} (thresholds.decode_bandwidth)"
+        if efficiency.decode_bandwidth
+        else f"{engine.bandwidth_efficiency:.0%}"
+    )
+    prompt = f"{job.full_prompt:,} tokens (context - output_tokens) for TTFT"
+    if job.prompt_mean:
+        prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
     return (
-        ("engine", f"{ENGINE}: {job.memory_utilization:.0%} of GPU memory, 16-token KV blocks"),
+        ("memory model", f"{ENGINE}: {job.memory_utilization:.0%} of GPU memory, 16-token KV blocks"),
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
         (
             "activation reserve",
@@ -388,12 +469,34 @@ def _serve_assumptions(
         ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
         *_quantization_notes(job),
         *_model_notes(spec),
-        ("prefill MFU", f"{efficiency.prefill_mfu:.0%}"),
-        ("decode bandwidth efficiency", f"{efficiency.decode_bandwidth:.0%} of peak HBM bandwidth"),
-        ("prompt", f"context - output_tokens = {max(1, job.context - job.output_tokens):,} tokens for TTFT"),
+        (
+            "engine",
+            f"{engine.name}, {job.batching} batching: GEMMs at {gemm}, decode at {bandwidth} of HBM"
+            f" bandwidth, {engine.step_overhead_s * 1e6:,.0f} us per step + {engine.sequence_overhead_s * 1e6:.0f} us"
+            f" per running sequence + {calibration.serving.layer_overhead_s * 1e6:.0f} us per layer,"
+            f" {engine.request_overhead_s * 1e3:.0f} ms per request",
+        ),
+        (
+            "steady state",
+            f"{speed.running:,.1f} sequences running per replica (limited by {speed.limited_by}); TTFT includes"
+            f" queueing and prefill beside the running batch; alone {speed.ttft_single_s * 1000:,.0f} ms",
+        ),
+        ("prompt", prompt),
         ("month", f"{HOURS_PER_MONTH} hours"),
         ("price", price),
     )
+
+
+def _bands_dict(bands: dict[str, ErrorBand]) -> dict[str, dict[str, float | int]]:
+    return {
+        name: {
+            "records": band.records,
+            "share": band.share,
+            "within": band.within,
+            "signed_median": band.signed_median,
+        }
+        for name, band in bands.items()
+    }
 
 
 def to_dict(analysis: Analysis) -> dict[str, Any]:
@@ -413,6 +516,11 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "usable_bytes": f.gpu.usable_bytes,
             "fits": f.fits,
             "training_hours": None if f.speed is None else round(f.speed.hours, 3),
+            "tokens_per_s": None if f.speed is None else round(f.speed.tokens_per_s, 1),
+            "tokens_per_s_per_gpu": None if f.speed is None else round(f.speed.tokens_per_s_per_gpu, 1),
+            "mfu": None if f.speed is None else round(f.speed.mfu, 4),
+            "gradient_sync_s": None if f.speed is None else round(f.speed.gradient_sync_s, 4),
+            "speed_bands": _bands_dict(f.bands),
             "cost": None if f.cost is None else round(f.cost, 2),
             "price_per_gpu_hour": f.price_per_hour,
             "checkpoint_bytes": f.checkpoint_bytes,
@@ -438,12 +546,16 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "vision_params": s.setup.architecture.vision_params,
             "vision_weight_bytes": s.memory.vision_weights,
             "cuda_graph_bytes": s.memory.cuda_graphs,
-            "engine": ENGINE,
+            "memory_engine": ENGINE,
             "max_concurrency": s.max_concurrency,
             "max_context": s.max_context,
+            "engine": s.job.engine,
             "ttft_ms": round(s.speed.ttft_s * 1000, 1),
+            "ttft_single_ms": round(s.speed.ttft_single_s * 1000, 1),
             "tpot_ms": round(s.speed.tpot_s * 1000, 2),
             "tokens_per_s": round(s.speed.tokens_per_s, 1),
+            "running_sequences": round(s.speed.running, 1),
+            "speed_bands": _bands_dict(s.bands),
             "monthly_cost": None if s.monthly_cost is None else round(s.monthly_cost, 2),
             "cost_per_million_tokens": None
             if s.cost_per_million_tokens is None

@@ -85,10 +85,10 @@ CODES: dict[str, Code] = {
         ),
         Code(
             "GP024",
-            "output-exceeds-context",
+            "inconsistent-workload",
             "input",
             ERROR,
-            "A serving job's output tokens do not fit in its context.",
+            "The serving workload's lengths contradict each other or the context.",
         ),
         Code(
             "GP025",

@@ -1,6 +1,6 @@
 """Resolve a schema-valid document into a typed, frozen Spec: defaults applied, model and GPUs found.
 
-Unknown model ids, unreadable config.json files and unknown GPUs are findings (GP020-GP023) at the
+Unknown model ids, unreadable config.json files and unknown GPUs are findings (GP020-GP024) at the
 field that names them, with "did you mean" suggestions; nothing here raises for bad input.
 """
 
@@ -27,6 +27,7 @@ class Hardware:
     count: int
     tensor_parallel: int
     pipeline_parallel: int
+    expert_parallel: int = 1
 
     @property
     def replicas(self) -> int:
@@ -113,6 +114,21 @@ class Serve:
     tenants: tuple[TenantSpec, ...]
     evidence: tuple[Evidence, ...]
     hardware: Hardware
+    engine: str = "vllm"
+    batching: str = "continuous"
+    prompt_mean: int | None = None  # None: every prompt is the full context - output_tokens
+    prompt_p90: int | None = None
+    max_batched_tokens: int | None = None  # None: the engine's default for the GPU
+    max_sequences: int | None = None
+
+    @property
+    def full_prompt(self) -> int:
+        """The prompt of TTFT: the full context less the output."""
+        return max(1, self.context - self.output_tokens)
+
+    @property
+    def mean_prompt(self) -> int:
+        return self.prompt_mean or self.full_prompt
 
 
 @dataclass(frozen=True)
@@ -158,6 +174,7 @@ class _Resolver:
         self.document = document
         self.base_dir = base_dir
         self.findings: list[Finding] = []
+        self.architecture: Architecture | None = None  # of the spec's model, once resolved
 
     def problem(self, code: str, pointer: Pointer, message: str, hint: str = "") -> None:
         position = self.document.position(pointer)
@@ -235,7 +252,24 @@ class _Resolver:
                 f"use count: {max(tp * pp, count // (tp * pp) * tp * pp)}",
             )
             return None
-        return Hardware(gpu, count, tp, pp)
+        ep = data["expert_parallel"]
+        if ep > 1 and (problem := self._expert_parallel_problem(ep, count, pointer)):
+            self.problem("GP023", pointer + ("expert_parallel",), problem)
+            return None
+        return Hardware(gpu, count, tp, pp, ep)
+
+    def _expert_parallel_problem(self, ep: int, count: int, pointer: Pointer) -> str:
+        """Why ``expert_parallel`` cannot be laid out ('' when it can)."""
+        if pointer[0] != "serve":
+            return "expert_parallel is modelled for serving only (fine-tuning memory does not shard experts)"
+        if count % ep:
+            return f"expert_parallel {ep} does not divide the {count} GPUs"
+        architecture = self.architecture
+        if architecture is not None and not architecture.is_moe:
+            return "expert_parallel needs a mixture-of-experts model"
+        if architecture is not None and ep > architecture.experts:
+            return f"expert_parallel {ep} exceeds the model's {architecture.experts} experts"
+        return ""
 
 
 def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tuple[Finding, ...]]:
@@ -244,6 +278,7 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
     resolver = _Resolver(document, base_dir)
     custom = {gpu_id: custom_gpu(gpu_id, entry) for gpu_id, entry in data.get("gpus", {}).items()}
     model = resolver.model(data["model"], ("model",))
+    resolver.architecture = model.architecture if model else None
     budget_data = data["budget"]
     for gpu_id in budget_data.get("prices", {}):
         try:
@@ -413,6 +448,23 @@ def _serve(
         Evidence(item.get("category"), item["metric"], float(item["value"]), item.get("source", ""), index)
         for index, item in enumerate(data.get("evidence", []))
     )
+    prompts = data.get("prompt_tokens", {})
+    output_tokens = data["output_tokens"]
+    if prompts and prompts.get("p90", prompts["mean"]) < prompts["mean"]:
+        resolver.problem(
+            "GP024",
+            ("serve", "prompt_tokens", "p90"),
+            f"serve.prompt_tokens.p90 must be at least the mean ({prompts['mean']:,}), got {prompts['p90']:,}",
+        )
+        return None
+    if prompts and prompts["mean"] + output_tokens > data["context"]:
+        resolver.problem(
+            "GP024",
+            ("serve", "prompt_tokens", "mean"),
+            f"serve.prompt_tokens.mean {prompts['mean']:,} + output_tokens {output_tokens:,} exceeds the context"
+            f" of {data['context']:,} tokens",
+        )
+        return None
     return Serve(
         context=data["context"],
         output_tokens=data["output_tokens"],
@@ -427,4 +479,10 @@ def _serve(
         tenants=tuple(tenants),
         evidence=evidence,
         hardware=hardware,
+        engine=data["engine"],
+        batching=data["batching"],
+        prompt_mean=prompts.get("mean"),
+        prompt_p90=prompts.get("p90"),
+        max_batched_tokens=data.get("max_batched_tokens"),
+        max_sequences=data.get("max_sequences"),
     )

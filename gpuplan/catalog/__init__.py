@@ -227,7 +227,12 @@ def custom_gpu(gpu_id: str, entry: dict[str, Any]) -> Gpu:
         memory_bytes=total,
         usable_bytes=total - 2**29,
         bandwidth_tbs=float(entry["bandwidth_tbs"]),
-        tflops={"bf16": entry["bf16_tflops"], "fp16": entry["bf16_tflops"], "fp8": entry.get("fp8_tflops")},
+        tflops={
+            "bf16": entry["bf16_tflops"],
+            "fp16": entry["bf16_tflops"],
+            "fp8": entry.get("fp8_tflops"),
+            "fp4": entry.get("fp4_tflops"),
+        },
         interconnect_gbs=float(entry.get("interconnect_gbs", pcie)),
         domain=int(entry["nvlink_domain"]),
         pcie_gbs=pcie,

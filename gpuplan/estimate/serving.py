@@ -51,18 +51,24 @@ GRAPH_EACH = 6 * MIB
 ROPE_CACHE_BYTES = 2  # the rotary cos/sin cache is kept in the model dtype
 
 
+# Values per scale of the FP4 block formats (NVFP4: fp8 scale per 16; MXFP4: e8m0 scale per 32).
+FP4_BLOCK = {"nvfp4": 16, "mxfp4": 32}
+
+
 def quant_linear_bytes(quantization: str, group_size: int = 128, row: int = 4096) -> float:
     """Bytes per weight of a quantized linear, from the checkpoint tensor layout.
 
     fp8 e4m3 and int8 W8A8 carry per-tensor/per-channel scales (negligible); AWQ/GPTQ 4-bit store an
     fp16 scale and a 4-bit zero point per group of ``group_size`` weights: 4 + 20/g bits, and per output
-    channel (group size 0, i.e. -1 in the config) once per row of ``row`` inputs; MXFP4 stores 32 e2m1
-    values (16 bytes) and one e8m0 scale byte per block: 17/32 bytes.
+    channel (group size 0, i.e. -1 in the config) once per row of ``row`` inputs. The FP4 block formats
+    store one scale per block: NVFP4 an fp8 e4m3 scale per 16 values (4 + 8/16 = 4.5 bits, plus a
+    per-tensor fp32 scale; NVIDIA ModelOpt / TensorRT-LLM NVFP4 layout), MXFP4 an e8m0 scale per 32 values
+    (4 + 8/32 = 4.25 bits, 17/32 bytes; OCP Microscaling Formats spec v1.0, as gpt-oss ships its experts).
     """
     if quantization in ("fp8", "int8"):
         return 1.0
-    if quantization == "mxfp4":
-        return 17 / 32
+    if quantization in FP4_BLOCK:
+        return (4 + 8 / FP4_BLOCK[quantization]) / 8
     return (4 + 20 / (group_size or row)) / 8
 
 
@@ -90,6 +96,7 @@ class ServingSetup:
     kv_dtype_bytes: int = 2
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+    expert_parallel: int = 1
     memory_utilization: float = 0.9
     max_batched_tokens: int = LARGE_GPU_BATCH[0]
     max_num_seqs: int = LARGE_GPU_BATCH[1]
@@ -187,6 +194,14 @@ def rope_cache_bytes(arch: Architecture) -> int:
     return arch.max_position * rotary * ROPE_CACHE_BYTES
 
 
+def routed_expert_bytes(arch: Architecture, quantization: str, dtype_bytes: int, group_size: int = 128) -> float:
+    """Bytes of all routed experts of the model (0 for a dense model); shared experts are not routed."""
+    if not arch.is_moe:
+        return 0.0
+    per_param = dtype_bytes if quantization == "none" else quant_linear_bytes(quantization, group_size)
+    return arch.moe_layers * arch.experts * arch.dense_mlp_params(arch.expert_width) * per_param
+
+
 def stage_weights(
     arch: Architecture,
     quantization: str,
@@ -195,12 +210,16 @@ def stage_weights(
     pp: int,
     group_size: int = 128,
     quantized_params: int | None = None,
+    ep: int = 1,
 ) -> tuple[float, ...]:
     """Weight bytes on one GPU of each pipeline stage.
 
     Decoder layers split as vLLM splits them; the embedding (and a vision tower) on the first stage, the
     LM head and final norm on the last (a tied head is a second copy there when PP > 1); linears,
-    embeddings and the vision tower sharded over TP ranks, norms replicated.
+    embeddings and the vision tower sharded over TP ranks, norms replicated. With expert parallelism
+    (``ep`` > 1) each GPU instead holds ceil(E / ep) whole routed experts of each MoE layer (vLLM
+    ``--enable-expert-parallel``, SGLang ``--ep-size``); attention, shared experts and dense layers stay
+    split by TP.
     """
     sixteen = dtype_bytes if quantization == "none" else 2
     total = weight_bytes(arch, quantization, dtype_bytes, group_size, quantized_params)
@@ -212,11 +231,16 @@ def stage_weights(
     layers = total - arch.embedding_params() * sixteen - arch.lm_head_params() * sixteen - vision - small
     per_layer_linear = layers / arch.layers
     per_layer_small = (small - final_norm) / arch.layers
+    experts = routed_expert_bytes(arch, quantization, dtype_bytes, group_size) if ep > 1 else 0.0
+    per_moe_layer_experts = experts / arch.moe_layers if experts else 0.0
+    local_expert_share = math.ceil(arch.experts / ep) / arch.experts if experts else 0.0
     stages = arch.stage_layers(pp)
     result = []
     for index, stage in enumerate(stages):
         count = len(stage)
-        bytes_ = count * per_layer_linear / tp + count * per_layer_small
+        moe_count = sum(1 for layer in stage if layer >= arch.dense_layers) if experts else 0
+        routed = moe_count * per_moe_layer_experts
+        bytes_ = (count * per_layer_linear - routed) / tp + routed * local_expert_share + count * per_layer_small
         if index == 0:
             bytes_ += (embedding + vision) / tp
         if index == len(stages) - 1:
@@ -338,7 +362,14 @@ def cuda_graph_bytes(max_num_seqs: int) -> int:
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
     weights = stage_weights(
-        arch, setup.quantization, setup.model_dtype_bytes, tp, pp, setup.group_size, setup.quantized_params
+        arch,
+        setup.quantization,
+        setup.model_dtype_bytes,
+        tp,
+        pp,
+        setup.group_size,
+        setup.quantized_params,
+        setup.expert_parallel,
     )
     tenant_weights = sum(
         max(

@@ -27,12 +27,24 @@ REGIMES: dict[str, tuple[int, int, int, int, bool]] = {
     "bf16": (2, 2, 2, 2, False),
     "bf16-mixed": (4, 4, 4, 2, True),
     "fp16-mixed": (4, 4, 4, 2, True),
+    # Transformer Engine FP8 (NVIDIA TE docs, "Using FP8 with Transformer Engine"): fp32 master weights,
+    # gradients and Adam states as bf16-mixed; GEMMs run on fp8 casts. The cached fp8 weight and its
+    # transpose (Hopper's FP8 GEMMs need both layouts) take the 2 B/linear parameter the bf16 autocast
+    # copies take; activations are counted at 2 B (TE saves some GEMM inputs in fp8: an overestimate).
+    "fp8-mixed": (4, 4, 4, 2, True),
     "fp32": (4, 4, 4, 4, False),
 }
-MIXED = ("bf16-mixed", "fp16-mixed")
+MIXED = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
+
+
+def has_master_weights(precision: str) -> bool:
+    """Mixed regimes keep fp32 master weights beside the 16-bit (or fp8) compute copies."""
+    return precision in MIXED
+
+
 # ZeRO paper convention for mixed precision without autocast (and for sharded mixed precision):
 # 2-byte working weights and gradients, fp32 master weights + states in the optimizer.
-SHARDED_WEIGHT_BYTES = {"bf16": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp32": 4}
+SHARDED_WEIGHT_BYTES = {"bf16": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp8-mixed": 2, "fp32": 4}
 NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)  # QLoRA NF4 + double quantization (Dettmers 2023)
 NF4_BYTES_NO_DQ = 0.5 + 4 / 64
 ADAM8BIT_BLOCK = 2048  # bitsandbytes block-wise 8-bit optimizer block (Dettmers et al. 2022)

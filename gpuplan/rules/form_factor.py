@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuplan.catalog import gpu_catalog
-from gpuplan.estimate.performance import sync_bandwidth
+from gpuplan.estimate.performance import link_bandwidth
 from gpuplan.findings import Finding
 from gpuplan.layout import Layout, serve_at
 from gpuplan.rules.context import RuleContext, comfortable
@@ -18,9 +18,11 @@ def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     For data-parallel fine-tuning on PCIe/NVL cards or across more GPUs than the NVLink domain,
-    estimates the ring all-reduce of the gradients per optimizer step (2(n-1)/n x gradient bytes over
-    the per-direction link bandwidth) against the step's compute time, and warns above
-    `thresholds.gradient_sync_share` (default 25%).
+    estimates the data-parallel traffic of an optimizer step (DDP and ZeRO-1/2: a ring all-reduce of
+    the gradients, 2(n-1)/n x gradient bytes; ZeRO-3/FSDP: parameters gathered for forward and for
+    backward and gradients reduce-scattered on every micro-batch, 3x the parameter bytes) over the
+    per-direction link bandwidth, keeps the part that overlap with compute cannot hide, and warns when
+    that exposed part exceeds `thresholds.gradient_sync_share` (default 25%) of the step's compute.
 
     ## Why is this bad?
     Llama-3-8B's bf16 gradients are 16 GB: about 70 ms per step over NVLink, over a second through
@@ -45,12 +47,13 @@ def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
         return
     share = f.speed.gradient_sync_s / max(f.speed.step_compute_s, 1e-9)
     if share > ctx.settings.gradient_sync_share:
-        link = sync_bandwidth(gpu, f.setup.data_parallel, f.setup.tensor_parallel) / 1e9
+        link = link_bandwidth(gpu, f.gpus) / 1e9
         yield ctx.finding(
             "GP310",
             ("finetune", "hardware", "gpu"),
-            f"gradient all-reduce takes {f.speed.gradient_sync_s * 1000:,.0f} ms per step over {link:.0f} GB/s "
-            f"against {f.speed.step_compute_s * 1000:,.0f} ms of compute ({share:.0%}) on {f.gpus} x {gpu.id}",
+            f"gradient and parameter traffic leaves {f.speed.gradient_sync_s * 1000:,.0f} ms per step exposed over"
+            f" {link:.0f} GB/s against {f.speed.step_compute_s * 1000:,.0f} ms of compute ({share:.0%}) on"
+            f" {f.gpus} x {gpu.id}",
             "use SXM GPUs inside one NVLink domain, fewer GPUs, more gradient_accumulation, or LoRA",
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuplan.catalog import gpu_catalog
-from gpuplan.estimate.performance import TP_ALLREDUCE_LATENCY_NVLINK
+from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.findings import Finding
 from gpuplan.layout import Layout, finetune_at, serve_at, smallest_finetune_layout, smallest_serve_layout
 from gpuplan.rules.context import RuleContext, comfortable
@@ -89,7 +89,7 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         job = s.job
         single = serve_at(ctx.spec, job, Layout(s.gpu, 1, 1), ctx.efficiency)
         if comfortable(single.memory.per_gpu, single.memory.budget, ctx.settings):
-            latency = 2 * ctx.spec.model.architecture.layers * TP_ALLREDUCE_LATENCY_NVLINK * 1000
+            latency = 2 * ctx.spec.model.architecture.layers * CALIBRATION.serving.allreduce_latency_nvlink_s * 1000
             yield ctx.finding(
                 "GP302",
                 ("serve", "hardware", "tensor_parallel"),
