@@ -7,6 +7,7 @@ Gemma 2, Phi, GPT-NeoX, Falcon, GPT-BigCode, Mixtral, DeepSeek-V3) and Megatron-
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -128,8 +129,17 @@ class Architecture:
         return experts + shared + router
 
     def layer_params(self, index: int) -> int:
-        mlp = self.moe_mlp_params() if self.is_moe and index >= self.dense_layers else self.dense_mlp_params()
-        return self.attention_params() + mlp + self.norms_per_layer * self.norm_params()
+        return self._moe_layer_params if self.is_moe and index >= self.dense_layers else self._dense_layer_params
+
+    # Derived counts are computed once per architecture: the estimator and the planner ask for them
+    # thousands of times per spec (a frozen dataclass keeps them in its __dict__, outside eq and hash).
+    @functools.cached_property
+    def _dense_layer_params(self) -> int:
+        return self.attention_params() + self.dense_mlp_params() + self.norms_per_layer * self.norm_params()
+
+    @functools.cached_property
+    def _moe_layer_params(self) -> int:
+        return self.attention_params() + self.moe_mlp_params() + self.norms_per_layer * self.norm_params()
 
     def embedding_params(self) -> int:
         return self.vocab * self.hidden + self.position_embeddings * self.hidden
@@ -138,13 +148,21 @@ class Architecture:
         bias = self.vocab if self.lm_head_bias else 0
         return bias if self.tie_embeddings else self.vocab * self.hidden + bias
 
-    @property
+    @functools.cached_property
+    def all_layer_params(self) -> int:
+        """Parameters of every decoder layer together (no embeddings, LM head or final norm)."""
+        return sum(self.layer_params(index) for index in range(self.layers))
+
+    @functools.cached_property
+    def largest_layer_params(self) -> int:
+        return max(self.layer_params(index) for index in range(self.layers))
+
+    @functools.cached_property
     def params(self) -> int:
         """Total parameters, counted once (tied embeddings count once)."""
-        layers = sum(self.layer_params(index) for index in range(self.layers))
-        return layers + self.embedding_params() + self.lm_head_params() + self.norm_params()
+        return self.all_layer_params + self.embedding_params() + self.lm_head_params() + self.norm_params()
 
-    @property
+    @functools.cached_property
     def active_params(self) -> int:
         """Parameters a token passes through (MoE: routed experts per token + shared experts)."""
         if not self.is_moe:

@@ -36,6 +36,7 @@ class Settings:
     gradient_sync_share: float
     right_size_fraction: float
     activations_share: float
+    cheaper_layout_share: float
 
     @classmethod
     def from_thresholds(cls, thresholds: dict[str, Any]) -> Settings:

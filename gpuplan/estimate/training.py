@@ -290,7 +290,7 @@ def _model_states(setup: TrainingSetup) -> _States:
     weight_b, grad_b, state_b, _, autocast = REGIMES[setup.precision]
     n = setup.data_parallel
     sharding = setup.sharding if n > 1 else "none"
-    layer_params = sum(arch.layer_params(index) for index in range(arch.layers))
+    layer_params = arch.all_layer_params
     edge_params = arch.embedding_params() + arch.lm_head_params() + arch.norm_params()  # + final norm
     local_all = _local_params(setup, layer_params, edge_params)
     layer_fraction, _ = _shard(setup)
@@ -323,7 +323,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         if sharding in ("zero2", "zero3", "fsdp"):
             grads /= n
     if sharding in ("zero3", "fsdp"):
-        unit = 2 * max(arch.layer_params(index) for index in range(arch.layers)) * layer_fraction
+        unit = 2 * arch.largest_layer_params * layer_fraction
         weights /= n
         # The current and the prefetched unit gathered in bf16, and the current unit's full gradient.
         gathered = 2 * unit + (0.0 if setup.is_adapter else unit)
@@ -378,7 +378,7 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
     if setup.is_adapter:
         grads_before_first_layer = grads
     else:
-        layer_params = sum(arch.layer_params(index) for index in range(arch.layers))
+        layer_params = arch.all_layer_params
         total = layer_params + arch.embedding_params() + arch.lm_head_params()
         first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
         grads_before_first_layer = grads * (1 - first_layer_and_embedding)
