@@ -112,9 +112,9 @@ def _marks(job: dict[str, Any], option: dict[str, Any]) -> str:
 def _saving_text(job: dict[str, Any], currency: str) -> str:
     saving = job["saving"]
     if saving is None:
-        return ""
+        return "" if job["declared"]["sound"] else "the cheapest layout that meets every constraint"
     if saving["amount"] <= 0:
-        return "the declared layout is already the cheapest sound one"
+        return "the declared layout is the cheapest sound one"
     return f"saves {format_money(saving['amount'], currency)} per {saving['per']} ({saving['share']:.0%})"
 
 

@@ -23,7 +23,7 @@ from gpuplan.analysis import (
     serve_memory,
 )
 from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.serving import ServingMemory, cached_tokens, weight_bytes
+from gpuplan.estimate.serving import ServingMemory
 from gpuplan.estimate.training import TrainingMemory
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
@@ -36,7 +36,7 @@ from gpuplan.plan.space import (
     tensor_parallel_problem,
 )
 from gpuplan.spec import Finetune, Hardware, PlanLimits, Serve, Spec
-from gpuplan.units import DTYPE_BYTES, format_gib
+from gpuplan.units import format_gib
 
 NOMINAL_TOKENS = 1_000_000  # fine-tuning without finetune.tokens is ranked by its cost per 1M tokens
 
@@ -263,7 +263,7 @@ class ServePlanner:
         self.declared_replicas = hardware.replicas
         self.demand = self.job.concurrency * self.declared_replicas
         self._estimates: dict[tuple[object, ...], Option] = {}
-        self._memory: dict[tuple[int, int, int, int], ServingMemory] = {}  # usable bytes, TP, PP, replicas
+        self._memory: dict[tuple[str, int, int, int], ServingMemory] = {}  # GPU, TP, PP, replicas
         self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
 
@@ -300,23 +300,18 @@ class ServePlanner:
 
     # -- memory ----------------------------------------------------------------------------------
     def _lower_bound_bytes(self) -> tuple[float, float]:
-        """(all weights, KV bytes of one sequence) of one model copy: no GPU of a TP x PP group holds
-        less than its 1/(TP x PP) share of either (the estimator puts every byte on some GPU, and rounds
-        layers per stage up). Sliding-window layers keep fewer tokens than the context: their KV bound is
-        the window's, and uneven stages can shift full layers, so the KV bound is only taken for models
-        without sliding layers."""
-        spec, arch = self.spec, self.arch
-        dtype = DTYPE_BYTES[spec.model.dtype]
-        weights = weight_bytes(arch, self.job.quantization, dtype, spec.model.group_size)
-        weights += sum(
-            weight_bytes(t.model.architecture, t.quantization, DTYPE_BYTES[t.model.dtype], t.model.group_size)
-            for t in self.job.tenants
-        )
-        if arch.sliding_layer_count:
+        """(weights, KV bytes of one sequence) of one whole model copy, from the estimator's memory of a
+        one-GPU replica holding one sequence: no GPU of a TP x PP group holds less than its 1/(TP x PP)
+        share of either (every byte sits on some GPU of the group; layers per stage round up; KV heads
+        are split or replicated, never dropped). Sliding-window layers keep fewer tokens and uneven
+        stages can shift full layers between GPUs, so for them only the weights bound is taken. A
+        property test holds these bounds below the estimate of every layout."""
+        gpu = self.job.hardware.gpu
+        memory = self.memory(Layout(gpu, 1, 1, self.demand, 1))
+        weights = float(memory.weights + memory.tenant_weights)
+        if self.arch.sliding_layer_count:
             return weights, 0.0
-        kv_dtype = dtype if self.job.kv_cache_dtype == "auto" else DTYPE_BYTES[self.job.kv_cache_dtype]
-        per_token_layer = arch.kv_elements_per_token_per_layer(1) * kv_dtype
-        return weights, per_token_layer * arch.layers * cached_tokens(arch, self.job.context, False)
+        return weights, float(memory.kv_bytes_per_sequence)
 
     def _usable_budget(self, gpu: Any) -> float:
         """The memory a sound layout may fill per GPU: engine budget less the headroom margin (an upper
@@ -339,7 +334,7 @@ class ServePlanner:
         return replicas if replicas <= self.max_replicas(tensor_parallel, pipeline_parallel) else None
 
     def memory(self, layout: Layout) -> ServingMemory:
-        key = (layout.gpu.usable_bytes, layout.tensor_parallel, layout.pipeline_parallel, layout.replicas)
+        key = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, layout.replicas)
         if key not in self._memory:
             self._memory[key] = serve_memory(self.spec, self._job(layout), layout.gpu)
         return self._memory[key]

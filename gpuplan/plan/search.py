@@ -58,10 +58,13 @@ class JobPlan:
 
     @property
     def saving(self) -> float | None:
-        """How much cheaper the recommendation is than the declared layout (per month or per 1M tokens)."""
-        if self.recommended is None or self.declared.rate is None or self.recommended.rate is None:
+        """How much cheaper the recommendation is than a sound declared layout (per month or per 1M
+        tokens); None when either is unpriced or the declared layout breaks a constraint (nothing to save
+        against: it would not run as declared)."""
+        declared, recommended = self.declared, self.recommended
+        if recommended is None or declared.rate is None or recommended.rate is None or not declared.sound:
             return None
-        return self.declared.rate - self.recommended.rate
+        return declared.rate - recommended.rate
 
 
 @dataclass(frozen=True)
@@ -546,7 +549,10 @@ class SpecPlanner:
         return JobPlan(kind, declared, recommended, tuple(options), tuple(rejected), alternatives)
 
     def _alternatives(self, kind: str, recommended: Option | None) -> Iterator[Alternative]:
-        """The cheapest sound option under each change of numerics the job did not ask for."""
+        """The cheapest sound option under each change of numerics the job did not ask for, when it is
+        cheaper than the recommendation and not the same layout at the same cost as one listed above
+        (QLoRA where LoRA already gets there)."""
+        listed: set[tuple[object, ...]] = set()
         for label, changes in numerics_changes(self.spec, kind):
             changed = _apply_changes(self.spec, kind, changes)
             planner = SpecPlanner(
@@ -560,13 +566,20 @@ class SpecPlanner:
             option = planner.cheapest()
             if option is None:
                 continue
-            cheaper = recommended is None or recommended.rate is None or option.rate is None
-            if not cheaper and option.rate >= recommended.rate:  # type: ignore[union-attr,operator]
-                continue  # not cheaper: nothing to trade the numerics for
+            if _not_cheaper(option, recommended) or (option.layout.key, option.rate) in listed:
+                continue
+            listed.add((option.layout.key, option.rate))
             fragment = {kind: dict(option.fragment[kind])}
             for dotted, value in changes.items():
                 fragment[kind][dotted.split(".", 1)[1]] = value
             yield Alternative(label, changes, option, fragment)
+
+
+def _not_cheaper(option: Option, recommended: Option | None) -> bool:
+    """Whether ``option`` saves nothing against the recommendation (both priced and it costs as much)."""
+    if recommended is None or recommended.rate is None or option.rate is None:
+        return False
+    return option.rate >= recommended.rate
 
 
 def numerics_changes(spec: Spec, kind: str) -> list[tuple[str, dict[str, Any]]]:
