@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -178,6 +178,16 @@ def main() -> None:
     cli(prog_name="gpuplan")
 
 
+def _stop_unresolved(result: Any, spec_path: str, done: str) -> NoReturn:
+    """A spec that did not resolve: its findings on stderr, then exit 2 with one line."""
+    for finding in result.findings:
+        click.echo(
+            f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] {finding.message}",
+            err=True,
+        )
+    raise GpuplanError(f"{spec_path} cannot be {done} until the problems above are fixed")
+
+
 @cli.command()
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -192,13 +202,7 @@ def estimate(spec_path: str, output_format: str) -> None:
 
     result = lint_path(spec_path)
     if result.analysis is None:
-        for finding in result.findings:
-            click.echo(
-                f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] "
-                f"{finding.message}",
-                err=True,
-            )
-        raise GpuplanError(f"{spec_path} cannot be estimated until the problems above are fixed")
+        _stop_unresolved(result, spec_path, "estimated")
     if output_format == "json":
         click.echo(json.dumps(to_dict(result.analysis), indent=2))
     else:
@@ -254,13 +258,7 @@ def plan_command(
     summary = lint_paths([spec_path], config_path=config_path)
     (result,) = summary.results
     if result.analysis is None:
-        for finding in result.findings:
-            click.echo(
-                f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] "
-                f"{finding.message}",
-                err=True,
-            )
-        raise GpuplanError(f"{spec_path} cannot be planned until the problems above are fixed")
+        _stop_unresolved(result, spec_path, "planned")
     spec = result.analysis.spec
     for gpu_id in gpus:
         try:

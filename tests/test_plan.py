@@ -240,7 +240,7 @@ def test_plan_command_formats_and_exit_codes(write_spec):
     path = str(EXAMPLES / "serve-llama-70b.yaml")
     code, out, _ = run_cli("plan", path)
     assert code == 0
-    assert "recommended  2 x h200-sxm TP 2  6,636 USD/month  — saves 5,395 USD per month (45%)" in out
+    assert "recommended  2 x h200-sxm TP 2, 6,636 USD/month — saves 5,395 USD per month (45%)" in out
     code, out, _ = run_cli("plan", "--format", "json", "--top", "3", path)
     document = json.loads(out)
     assert code == 0 and document["format_version"] == 1
@@ -258,7 +258,7 @@ def test_plan_command_formats_and_exit_codes(write_spec):
     code, out, _ = run_cli("plan", "--vendor", "AMD", "--format", "json", path)
     assert code == 0 and {o["gpu"] for o in json.loads(out)["jobs"][0]["options"]} <= {"mi300x", "mi325x"}
     code, out, _ = run_cli("plan", "--gpu", "h100-sxm", "--max-gpus", "2", path)
-    assert code == 1 and "recommended  none" in out  # 131 GiB of weights do not fit two 80 GB GPUs
+    assert code == 1 and "recommended  none —" in out  # 131 GiB of weights do not fit two 80 GB GPUs
     code, _, err = run_cli("plan", "--gpu", "h100-sxn", path)
     assert code == 2 and "--gpu: unknown GPU 'h100-sxn' — did you mean 'h100-sxm'" in err
     broken = write_spec(

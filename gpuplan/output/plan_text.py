@@ -118,6 +118,16 @@ def _saving_text(job: dict[str, Any], currency: str) -> str:
     return f"saves {format_money(saving['amount'], currency)} per {saving['per']} ({saving['share']:.0%})"
 
 
+def _headline(job: dict[str, Any], currency: str) -> tuple[str, str]:
+    """(the declared layout with its cost and verdict, the recommendation with its cost and saving)."""
+    declared, recommended = job["declared"], job["recommended"]
+    first = f"{_layout(declared)}, {_cost(declared, currency)} — {_verdict(declared)}"
+    if recommended is None:
+        return first, "none — no layout meets every constraint within the limits"
+    saving = _saving_text(job, currency)
+    return first, f"{_layout(recommended)}, {_cost(recommended, currency)}" + (f" — {saving}" if saving else "")
+
+
 def _title(document: dict[str, Any]) -> str:
     c = document["constraints"]
     scope = []
@@ -136,16 +146,10 @@ def render_text(document: dict[str, Any]) -> str:
     for job in document["jobs"]:
         kind = job["job"]
         lines += ["", f"{'serving' if kind == 'serve' else 'fine-tuning'}:"]
-        declared, recommended = job["declared"], job["recommended"]
-        lines.append(f"  declared     {_layout(declared)}  {_cost(declared, currency)}  — {_verdict(declared)}")
-        if recommended is None:
-            lines.append("  recommended  none: no layout meets every constraint within the limits")
-        else:
-            saving = _saving_text(job, currency)
-            lines.append(
-                f"  recommended  {_layout(recommended)}  {_cost(recommended, currency)}"
-                + (f"  — {saving}" if saving else "")
-            )
+        recommended = job["recommended"]
+        declared_text, recommended_text = _headline(job, currency)
+        lines += [f"  declared     {declared_text}", f"  recommended  {recommended_text}"]
+        if recommended is not None:
             lines.append("  paste:")
             lines += ["    " + line for line in recommended["yaml"].splitlines()]
         if job["options"]:
@@ -181,19 +185,11 @@ def render_markdown(document: dict[str, Any]) -> str:
     lines = [f"# GPU plan: {_md_cell(document['name'])}", "", _md_cell(_title(document))]
     for job in document["jobs"]:
         kind = job["job"]
-        declared, recommended = job["declared"], job["recommended"]
+        recommended = job["recommended"]
+        declared_text, recommended_text = _headline(job, currency)
         lines += ["", f"## {'Serving' if kind == 'serve' else 'Fine-tuning'}", ""]
-        lines.append(
-            f"- **Declared**: {_layout(declared)}, {_cost(declared, currency)} — {_md_cell(_verdict(declared))}"
-        )
-        if recommended is None:
-            lines.append("- **Recommended**: none — no layout meets every constraint within the limits")
-        else:
-            saving = _saving_text(job, currency)
-            lines.append(
-                f"- **Recommended**: {_layout(recommended)}, {_cost(recommended, currency)}"
-                + (f" — {saving}" if saving else "")
-            )
+        lines += [f"- **Declared**: {_md_cell(declared_text)}", f"- **Recommended**: {_md_cell(recommended_text)}"]
+        if recommended is not None:
             lines += ["", "```yaml", recommended["yaml"].rstrip("\n"), "```"]
         if job["options"]:
             lines += ["", f"### Options ({job['options_total']})", ""]

@@ -40,26 +40,10 @@ from gpuplan.units import format_gib
 
 NOMINAL_TOKENS = 1_000_000  # fine-tuning without finetune.tokens is ranked by its cost per 1M tokens
 
-SERVE_CONSTRAINTS = (
-    "limits",
-    "tensor_parallel",
-    "nvlink_domain",
-    "pipeline_parallel",
-    "memory",
-    "headroom",
-    "ttft_slo",
-    "tpot_slo",
-)
-FINETUNE_CONSTRAINTS = (
-    "limits",
-    "tensor_parallel",
-    "nvlink_domain",
-    "pipeline_parallel",
-    "memory",
-    "headroom",
-    "gradient_sync",
-    "model_parallelism",
-)
+# Constraints in the order they are checked (a rejected option names the first it breaks).
+LAYOUT_CONSTRAINTS = ("limits", "tensor_parallel", "nvlink_domain", "pipeline_parallel", "memory", "headroom")
+SERVE_CONSTRAINTS = (*LAYOUT_CONSTRAINTS, "ttft_slo", "tpot_slo")
+FINETUNE_CONSTRAINTS = (*LAYOUT_CONSTRAINTS, "gradient_sync", "model_parallelism")
 
 
 def within_headroom(per_gpu: float, capacity: float, headroom_pct: float) -> bool:
@@ -245,7 +229,40 @@ def layout_fragment(kind: str, layout: Layout, changes: tuple[str, ...]) -> dict
     return {kind: body}
 
 
-class ServePlanner:
+class _Evaluator:
+    """What both jobs' evaluators share: the layout checks that need no estimate, and the memo."""
+
+    kind = ""
+    serving = False
+
+    def __init__(self, spec: Spec, efficiency: Efficiency, headroom_pct: float, limits: PlanLimits) -> None:
+        self.spec = spec
+        self.efficiency, self.headroom_pct, self.limits = efficiency, headroom_pct, limits
+        self.arch = spec.model.architecture
+        self._estimates: dict[tuple[object, ...], Option] = {}
+
+    def evaluate(self, layout: Layout) -> Option:
+        key = layout.key
+        if key not in self._estimates:
+            self._estimates[key] = self._evaluate(layout)
+        return self._estimates[key]
+
+    def _evaluate(self, layout: Layout) -> Option:
+        raise NotImplementedError
+
+    def _layout_checks(self, layout: Layout) -> tuple[int, dict[str, str | None]]:
+        """(nodes, problems of the layout itself: size limits, TP split, TP link, PP split)."""
+        tp, pp = layout.tensor_parallel, layout.pipeline_parallel
+        nodes = nodes_needed(layout.gpu, tp, pp, layout.replicas)
+        return nodes, {
+            "limits": size_problem(layout, nodes, self.limits),
+            "tensor_parallel": tensor_parallel_problem(self.arch, tp, serving=self.serving),
+            "nvlink_domain": domain_problem(layout.gpu, tp),
+            "pipeline_parallel": pipeline_problem(self.arch, pp, serving=self.serving),
+        }
+
+
+class ServePlanner(_Evaluator):
     """Evaluates serving layouts of one spec's deployment; memoises estimates and memory by layout.
 
     Demand is held fixed: the declared replicas x per-replica concurrency sequences in flight, split as
@@ -253,16 +270,14 @@ class ServePlanner:
     """
 
     kind = "serve"
+    serving = True
 
     def __init__(self, spec: Spec, efficiency: Efficiency, headroom_pct: float, limits: PlanLimits) -> None:
+        super().__init__(spec, efficiency, headroom_pct, limits)
         assert spec.serve is not None
-        self.spec, self.job = spec, spec.serve
-        self.efficiency, self.headroom_pct, self.limits = efficiency, headroom_pct, limits
-        self.arch = spec.model.architecture
-        hardware = self.job.hardware
-        self.declared_replicas = hardware.replicas
+        self.job = spec.serve
+        self.declared_replicas = self.job.hardware.replicas
         self.demand = self.job.concurrency * self.declared_replicas
-        self._estimates: dict[tuple[object, ...], Option] = {}
         self._memory: dict[tuple[str, int, int, int], ServingMemory] = {}  # GPU, TP, PP, replicas
         self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
@@ -270,12 +285,10 @@ class ServePlanner:
     # -- layouts ---------------------------------------------------------------------------------
     def declared_layout(self) -> Layout:
         hardware = self.job.hardware
-        return Layout(
-            hardware.gpu,
-            hardware.tensor_parallel,
-            hardware.pipeline_parallel,
-            self.declared_replicas,
-            self.job.concurrency,
+        return replace(
+            self.layout(hardware.gpu, hardware.tensor_parallel, hardware.pipeline_parallel, 1),
+            replicas=self.declared_replicas,
+            concurrency=self.job.concurrency,
         )
 
     def layout(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int, replicas: int) -> Layout:
@@ -344,23 +357,10 @@ class ServePlanner:
         return memory.fits and within_headroom(memory.per_gpu, memory.budget, self.headroom_pct)
 
     # -- options ---------------------------------------------------------------------------------
-    def evaluate(self, layout: Layout) -> Option:
-        key = layout.key
-        if key not in self._estimates:
-            self._estimates[key] = self._evaluate(layout)
-        return self._estimates[key]
-
     def _evaluate(self, layout: Layout) -> Option:
-        job = self._job(layout)
-        estimate = estimate_serve(self.spec, job, self.efficiency, gpu=layout.gpu)
+        estimate = estimate_serve(self.spec, self._job(layout), self.efficiency, gpu=layout.gpu)
         memory = estimate.memory
-        nodes = nodes_needed(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel, layout.replicas)
-        checks: dict[str, str | None] = {
-            "limits": size_problem(layout, nodes, self.limits),
-            "tensor_parallel": tensor_parallel_problem(self.arch, layout.tensor_parallel, serving=True),
-            "nvlink_domain": domain_problem(layout.gpu, layout.tensor_parallel),
-            "pipeline_parallel": pipeline_problem(self.arch, layout.pipeline_parallel, serving=True),
-        }
+        nodes, checks = self._layout_checks(layout)
         if not memory.fits:
             checks["memory"] = (
                 f"needs {format_gib(memory.per_gpu)} per GPU; the engine budget is {format_gib(memory.budget)}"
@@ -378,7 +378,7 @@ class ServePlanner:
         return Option("serve", layout, nodes, estimate, meets, reasons, self.declared)
 
 
-class FinetunePlanner:
+class FinetunePlanner(_Evaluator):
     """Evaluates fine-tuning layouts of one spec's run; memoises estimates and per-shape memory.
 
     The global batch (micro_batch x gradient_accumulation x data-parallel ranks) of the declared run is
@@ -390,14 +390,12 @@ class FinetunePlanner:
     def __init__(
         self, spec: Spec, efficiency: Efficiency, headroom_pct: float, sync_share: float, limits: PlanLimits
     ) -> None:
+        super().__init__(spec, efficiency, headroom_pct, limits)
         assert spec.finetune is not None
-        self.spec, self.job = spec, spec.finetune
-        self.efficiency, self.headroom_pct, self.sync_share, self.limits = efficiency, headroom_pct, sync_share, limits
-        self.arch = spec.model.architecture
+        self.job, self.sync_share = spec.finetune, sync_share
         hardware = self.job.hardware
         self.declared_data_parallel = max(1, hardware.count // (hardware.tensor_parallel * hardware.pipeline_parallel))
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
-        self._estimates: dict[tuple[object, ...], Option] = {}
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
         self._floor_job: tuple[Finetune, TrainingMemory] | None = None
         self.declared = self.declared_layout()
@@ -452,24 +450,12 @@ class FinetunePlanner:
     def memory_sound(self, layout: Layout) -> bool:
         return within_headroom(self.memory(layout).per_gpu, layout.gpu.usable_bytes, self.headroom_pct)
 
-    def evaluate(self, layout: Layout) -> Option:
-        key = layout.key
-        if key not in self._estimates:
-            self._estimates[key] = self._evaluate(layout)
-        return self._estimates[key]
-
     def _evaluate(self, layout: Layout) -> Option:
         estimate = estimate_finetune(
             self.spec, self._job(layout), self.efficiency, gpu=layout.gpu, memory=self.memory(layout)
         )
         per_gpu, usable = estimate.memory.per_gpu, layout.gpu.usable_bytes
-        nodes = nodes_needed(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel, layout.replicas)
-        checks: dict[str, str | None] = {
-            "limits": size_problem(layout, nodes, self.limits),
-            "tensor_parallel": tensor_parallel_problem(self.arch, layout.tensor_parallel, serving=False),
-            "nvlink_domain": domain_problem(layout.gpu, layout.tensor_parallel),
-            "pipeline_parallel": pipeline_problem(self.arch, layout.pipeline_parallel, serving=False),
-        }
+        nodes, checks = self._layout_checks(layout)
         if per_gpu > usable:
             checks["memory"] = f"needs {format_gib(per_gpu)} per GPU; {layout.gpu.id} has {format_gib(usable)} usable"
         elif not within_headroom(per_gpu, usable, self.headroom_pct):

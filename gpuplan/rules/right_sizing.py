@@ -22,14 +22,17 @@ def _saving(declared: Option, option: Option, currency: str) -> str:
     return f"saving about {format_money(amount, currency)} {per} ({(declared.rate - option.rate) / declared.rate:.0%})"
 
 
-def _cheaper_serving_elsewhere(ctx: RuleContext, tag: str) -> tuple[Option, Option] | None:
-    """(declared, cheapest sound serving option on a GPU of lower hourly price) when it costs less."""
-    planner = ctx.plans.serve
-    if planner is None:
+def _right_sizing(ctx: RuleContext) -> tuple[float, Option, Option] | None:
+    """(share of the engine budget used, declared, cheaper option) for a fitting deployment that uses
+    less than ``thresholds.right_size_fraction`` of its GPU, when the planner finds a sound layout on a
+    GPU with a lower hourly price that costs less per month."""
+    s, planner = ctx.analysis.serve, ctx.plans.serve
+    if s is None or planner is None or not s.fits:
         return None
+    used = s.memory.per_gpu / s.memory.budget
     declared = planner.declared()
     price = declared.price_per_hour
-    if declared.rate is None or price is None:
+    if used >= ctx.settings.right_size_fraction or declared.rate is None or price is None:
         return None
     declared_id = declared.layout.gpu.id
 
@@ -37,8 +40,8 @@ def _cheaper_serving_elsewhere(ctx: RuleContext, tag: str) -> tuple[Option, Opti
         other = ctx.spec.price(gpu)[0]
         return gpu.id != declared_id and other is not None and other < price
 
-    option = planner.cheapest(ceiling=declared.rate, where=cheaper_gpu, tag=f"{tag}:{declared_id}")
-    return None if option is None else (declared, option)
+    option = planner.cheapest(ceiling=declared.rate, where=cheaper_gpu, tag=f"right-size:{declared_id}")
+    return None if option is None else (used, declared, option)
 
 
 @rule("GP505")
@@ -64,16 +67,11 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
     serve: {context: 4096, concurrency: 4, hardware: {gpu: l4}}
     ```
     """
+    found = _right_sizing(ctx)
     s = ctx.analysis.serve
-    if s is None or not s.fits:
+    if found is None or s is None:
         return
-    used = s.memory.per_gpu / s.memory.budget
-    if used >= ctx.settings.right_size_fraction:
-        return
-    found = _cheaper_serving_elsewhere(ctx, "GP505")
-    if found is None:
-        return
-    declared, option = found
+    used, declared, option = found
     currency = ctx.spec.budget.currency
     yield ctx.finding(
         "GP505",
@@ -109,15 +107,10 @@ def train_and_serve_same_gpu(ctx: RuleContext) -> Iterator[Finding]:
     ```
     """
     f, s = ctx.analysis.finetune, ctx.analysis.serve
-    if f is None or s is None or f.gpu.id != s.gpu.id or not s.fits:
+    found = _right_sizing(ctx)
+    if f is None or s is None or f.gpu.id != s.gpu.id or found is None:
         return
-    used = s.memory.per_gpu / s.memory.budget
-    if used >= ctx.settings.right_size_fraction:
-        return
-    found = _cheaper_serving_elsewhere(ctx, "GP505")
-    if found is None:
-        return
-    declared, option = found
+    used, declared, option = found
     currency = ctx.spec.budget.currency
     yield ctx.finding(
         "GP506",
