@@ -19,8 +19,8 @@ def cost_text(option: Option, currency: str) -> str:
     if option.kind == "serve":
         return f"{format_money(option.rate, currency)}/month"
     if option.cost is not None:
-        return f"{format_money(option.cost, currency)} per run"
-    return f"{format_money(option.rate, currency)} per 1M tokens"
+        return f"{format_money(option.cost, currency)}/run"
+    return f"{format_money(option.rate, currency)}/1M tokens"
 
 
 def summary(option: Option, currency: str) -> str:

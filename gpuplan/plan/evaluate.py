@@ -229,6 +229,13 @@ def layout_fragment(kind: str, layout: Layout, changes: tuple[str, ...]) -> dict
     return {kind: body}
 
 
+def declared_shape(
+    hardware: Hardware, copies: int, *, concurrency: int = 0, settings: TrainingSettings | None = None
+) -> Layout:
+    """The layout a job's ``hardware`` declares, with its copies (replicas or data-parallel ranks)."""
+    return Layout(hardware.gpu, hardware.tensor_parallel, hardware.pipeline_parallel, copies, concurrency, settings)
+
+
 class _Evaluator:
     """What both jobs' evaluators share: the layout checks that need no estimate, and the memo."""
 
@@ -284,12 +291,7 @@ class ServePlanner(_Evaluator):
 
     # -- layouts ---------------------------------------------------------------------------------
     def declared_layout(self) -> Layout:
-        hardware = self.job.hardware
-        return replace(
-            self.layout(hardware.gpu, hardware.tensor_parallel, hardware.pipeline_parallel, 1),
-            replicas=self.declared_replicas,
-            concurrency=self.job.concurrency,
-        )
+        return declared_shape(self.job.hardware, self.declared_replicas, concurrency=self.job.concurrency)
 
     def layout(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int, replicas: int) -> Layout:
         return Layout(gpu, tensor_parallel, pipeline_parallel, replicas, math.ceil(self.demand / replicas))
@@ -407,14 +409,7 @@ class FinetunePlanner(_Evaluator):
         )
 
     def declared_layout(self) -> Layout:
-        hardware = self.job.hardware
-        return Layout(
-            hardware.gpu,
-            hardware.tensor_parallel,
-            hardware.pipeline_parallel,
-            self.declared_data_parallel,
-            settings=self.declared_settings(),
-        )
+        return declared_shape(self.job.hardware, self.declared_data_parallel, settings=self.declared_settings())
 
     def data_parallel_degrees(self, tensor_parallel: int, pipeline_parallel: int) -> list[int]:
         """Data-parallel widths (powers of two) that keep the global batch and stay within max_gpus."""
