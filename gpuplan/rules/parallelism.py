@@ -7,7 +7,7 @@ from typing import Any
 
 from gpuplan.analysis import ServeEstimate
 from gpuplan.findings import Finding
-from gpuplan.plan.describe import cost_text, paste_line
+from gpuplan.plan.describe import cost_text, paste_line, summary
 from gpuplan.plan.evaluate import FinetunePlanner, ServePlanner
 from gpuplan.plan.space import (
     Layout,
@@ -29,7 +29,8 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
     For a job declared on a single GPU that does not fit, asks the planner for the fewest GPUs of the
     same kind that hold it with the configured headroom (and the SLO): tensor or pipeline parallelism
     for serving; data-parallel sharding, activation checkpointing or, only when those do not suffice,
-    tensor or pipeline parallelism for fine-tuning. The hint is the YAML to paste.
+    tensor or pipeline parallelism for fine-tuning. The message adds the cheapest sound layout of any
+    allowed GPU when it differs; the hint is the YAML to paste for the declared GPU.
 
     ## Why is this bad?
     A 70B model in bf16 is 131 GiB of weights: no 80 GB GPU can load it, however it is tuned.
@@ -62,12 +63,20 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
             else f"{format_gib(estimate.gpu.usable_bytes)} usable"
         )
         what = "tensor parallelism is" if kind == "serve" else "parallelism is"
+        currency = ctx.spec.budget.currency
+        planner = ctx.plans.job(kind)
+        cheapest = planner.cheapest() if planner is not None else None
+        elsewhere = (
+            f"; cheapest of any GPU: {summary(cheapest, currency)}"
+            if cheapest is not None and cheapest.layout.key != option.layout.key
+            else ""
+        )
         yield ctx.finding(
             "GP301",
             (kind, "hardware"),
             f"{'serving' if kind == 'serve' else 'fine-tuning'} needs {format_gib(estimate.memory.per_gpu)} on one "
             f"{estimate.gpu.id} ({capacity}); {what} needed: {option.layout.describe()} fits "
-            f"({cost_text(option, ctx.spec.budget.currency)})",
+            f"({cost_text(option, currency)}){elsewhere}",
             f"paste {paste_line(option.fragment)}",
         )
 
