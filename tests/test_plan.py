@@ -60,9 +60,9 @@ def test_70b_bf16_on_l40s_only_needs_eight_cards_at_tensor_parallel_8():
     assert (layout.gpu.id, layout.gpus, layout.tensor_parallel, layout.pipeline_parallel) == ("l40s", 8, 8, 1)
     assert plan.recommended.estimate.memory.weights == pytest.approx(131.4 / 8 * GIB, rel=0.01)
     assert all(option.gpus >= 8 for option in plan.options)
-    evaluator = planner.serve.evaluator  # type: ignore[union-attr]
+    evaluator = planner.serve.evaluator
     for tp, pp in ((4, 1), (2, 2), (1, 4)):
-        four = evaluator.evaluate(evaluator.layout(spec.serve.hardware.gpu, tp, pp, 1))  # type: ignore[union-attr]
+        four = evaluator.evaluate(evaluator.layout(spec.serve.hardware.gpu, tp, pp, 1))
         assert not four.sound and set(four.broken) & {"memory", "headroom"}
 
 
@@ -98,16 +98,16 @@ def test_an_activation_bound_full_finetune_gets_checkpointing_on_its_gpu_before_
     assert job is not None
     declared = job.declared()
     assert declared.broken == ("memory",) and declared.per_gpu_bytes > 79 * GIB
-    on_declared = job.fewest_gpus_on(spec.finetune.hardware.gpu)  # type: ignore[union-attr]
+    on_declared = job.fewest_gpus_on(spec.finetune.hardware.gpu)
     assert on_declared is not None and on_declared.gpus == 1
     assert on_declared.changes == ("finetune.activation_checkpointing",)
     assert on_declared.per_gpu_bytes < 0.9 * 79.15 * GIB
     plan = planner_for(spec, default_settings(), limits(gpu=["h100-sxm"])).plan("finetune")
     assert plan is not None and plan.recommended is not None
-    assert plan.recommended.gpus == 1 and plan.recommended.layout.settings.activation_checkpointing  # type: ignore[union-attr]
+    assert plan.recommended.gpus == 1 and plan.recommended.layout.settings.activation_checkpointing
     assert all(o.layout.tensor_parallel * o.layout.pipeline_parallel == 1 for o in plan.options)
     finding = codes(ACTIVATION_BOUND)["GP201"]
-    assert finding.hint.startswith("on h100-sxm: 1 x h100-sxm, activation checkpointing")  # type: ignore[attr-defined]
+    assert finding.hint.startswith("on h100-sxm: 1 x h100-sxm, activation checkpointing")
 
 
 SEVENTY_B = {"context": 4096, "concurrency": 8, "hardware": {"gpu": "h100-sxm", "count": 4, "tensor_parallel": 4}}
@@ -151,7 +151,7 @@ def test_tensor_parallel_must_divide_heads_kv_heads_and_for_serving_the_padded_v
     document = {"version": 1, "name": "t", "model": {"architecture": architecture}}
     serve = yaml.safe_dump({**document, "serve": {"context": 4096, "concurrency": 1, "hardware": hardware}})
     finding = codes(serve)["GP303"]
-    assert "does not divide the padded vocabulary of 151,552 rows" in finding.message  # type: ignore[attr-defined]
+    assert "does not divide the padded vocabulary of 151,552 rows" in finding.message
     tune = yaml.safe_dump({**document, "finetune": {"method": "lora", "hardware": hardware}})
     assert "GP303" not in codes(tune)
     phi4 = make_spec(spec_text("phi-4")).model.architecture  # 40 heads, 10 KV heads
@@ -173,9 +173,9 @@ def test_gp507_quotes_both_costs_and_the_yaml_to_paste_above_the_configured_shar
     text = (EXAMPLES / "serve-llama-70b.yaml").read_text()
     finding = codes(text)["GP507"]
     # 4 x H100 SXM x 4.12 x 730 h = 12,030 USD; 2 x H200 SXM x 4.545 x 730 h = 6,636 USD: 45% less.
-    assert "6,636 USD/month against 12,030 USD/month for 4 x h100-sxm, tensor_parallel 4" in finding.message  # type: ignore[attr-defined]
-    assert "(45%)" in finding.message  # type: ignore[attr-defined]
-    assert finding.hint == "paste serve: {hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}"  # type: ignore[attr-defined]
+    assert "6,636 USD/month against 12,030 USD/month for 4 x h100-sxm, tensor_parallel 4" in finding.message
+    assert "(45%)" in finding.message
+    assert finding.hint == "paste serve: {hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}"
     assert "GP507" not in codes(text, Settings.from_thresholds({"cheaper_layout_share": 0.5}))
     pinned = text.replace("budget:", "plan: {gpu: [h100-sxm]}\nbudget:")
     assert "GP507" not in codes(pinned)  # the team rents H100 SXM only: 2 cannot hold 131 GiB, 4 is what it has
@@ -193,17 +193,17 @@ def test_gp302_quotes_the_link_the_gpus_have():
     pcie = spec_text(
         serve={"context": 4096, "concurrency": 8, "hardware": {"gpu": "l40s", "count": 2, "tensor_parallel": 2}}
     )
-    message = codes(pcie)["GP302"].message  # type: ignore[attr-defined]
+    message = codes(pcie)["GP302"].message
     assert "PCIe all-reduces" in message and "NVLink" not in message
     nvlink = pcie.replace("l40s", "h100-sxm")
-    assert "NVLink all-reduces" in codes(nvlink)["GP302"].message  # type: ignore[attr-defined]
+    assert "NVLink all-reduces" in codes(nvlink)["GP302"].message
 
 
 def test_gp311_never_offers_a_dearer_or_unpriced_part():
     serve = {"context": 16384, "concurrency": 16, "hardware": {"gpu": "h100-sxm"}}
     finding = codes(spec_text(serve=serve))["GP311"]
     # H100 PCIe: 2.64 x 730 = 1,927 USD a month against 3,008 for the SXM module; the NVL (4.785) is dearer.
-    assert "1 x h100-pcie" in finding.message and "h100-nvl" not in finding.message  # type: ignore[attr-defined]
+    assert "1 x h100-pcie" in finding.message and "h100-nvl" not in finding.message
     dearer = spec_text(serve=serve, budget={"prices": {"h100-pcie": 5.0}, "prices_date": "2026-11-20"})
     assert "GP311" not in codes(dearer)
 
@@ -212,7 +212,7 @@ def test_gp305_and_gp505_only_offer_savings():
     pcie_tp = (EXAMPLES / "findings" / "form-factor-pcie-tp.yaml").read_text()
     found = codes(pcie_tp)
     # One A100 PCIe 80GB: 2.431 x 730 = 1,775 USD a month against 2 x L40S x 1.861 x 730 = 2,717.
-    assert "1 x a100-pcie-80gb for 1,775 USD/month against 2,717 USD/month" in found["GP305"].message  # type: ignore[attr-defined]
+    assert "1 x a100-pcie-80gb for 1,775 USD/month against 2,717 USD/month" in found["GP305"].message
     # Quotes that make every 80 GB card dearer than the two L40S: no saving left to offer.
     prices = "{a100-pcie-80gb: 9, a100-sxm-80gb: 9, h100-pcie: 9}"
     dear = pcie_tp + f"budget: {{prices: {prices}, prices_date: 2026-11-20}}\n"
@@ -220,14 +220,14 @@ def test_gp305_and_gp505_only_offer_savings():
     small = spec_text(serve={"context": 4096, "concurrency": 4, "hardware": {"gpu": "h200-sxm"}}, model="llama-3.2-1b")
     finding = codes(small)["GP505"]
     # 1B on an H200 (3,318 USD a month) uses 4% of it; one L4 serves it for 0.799 x 730 = 583 USD.
-    assert "1 x l4 holds it" in finding.message and "saving about 2,735 USD a month (82%)" in finding.message  # type: ignore[attr-defined]
+    assert "1 x l4 holds it" in finding.message and "saving about 2,735 USD a month (82%)" in finding.message
 
 
 def test_plan_section_is_checked_with_positions():
     text = spec_text(serve={"context": 4096, "concurrency": 1, "hardware": {"gpu": "l4"}}, plan={"gpu": ["h100-sxn"]})
     finding = codes(text)["GP022"]
-    assert "did you mean 'h100-sxm'" in finding.message and finding.pointer == "/plan/gpu/0"  # type: ignore[attr-defined]
-    assert finding.line == 12  # type: ignore[attr-defined]
+    assert "did you mean 'h100-sxm'" in finding.message and finding.pointer == "/plan/gpu/0"
+    assert finding.line == 12
     bad_vendor = spec_text(
         serve={"context": 4096, "concurrency": 1, "hardware": {"gpu": "l4"}}, plan={"vendor": ["nvdia"]}
     )
@@ -309,14 +309,14 @@ def test_numerics_changes_are_listed_apart_and_never_recommended():
     fp8 = labels["fp8 weights"]
     # fp8 halves the weights to 65.7 GiB: one H200 (125.9 GiB budget) holds them with the cache.
     assert fp8.option is not None and fp8.option.gpus == 1 and fp8.fragment["serve"]["quantization"] == "fp8"
-    assert all(a.option is not None and a.option.rate < plan.recommended.rate for a in plan.alternatives)  # type: ignore[operator]
+    assert all(a.option is not None and a.option.rate < plan.recommended.rate for a in plan.alternatives)
 
 
 def test_settings_a_layout_changes_are_the_fragment_to_paste():
     spec = make_spec(ACTIVATION_BOUND)
-    evaluator = planner_for(spec, default_settings()).finetune.evaluator  # type: ignore[union-attr]
+    evaluator = planner_for(spec, default_settings()).finetune.evaluator
     settings = TrainingSettings(True, True, "none", 1, 1)
-    option = evaluator.evaluate(Layout(spec.finetune.hardware.gpu, 1, 1, 1, settings=settings))  # type: ignore[union-attr]
+    option = evaluator.evaluate(Layout(spec.finetune.hardware.gpu, 1, 1, 1, settings=settings))
     assert option.fragment == {
         "finetune": {"activation_checkpointing": True, "hardware": {"gpu": "h100-sxm", "count": 1}}
     }

@@ -168,7 +168,7 @@ def test_serving_recommendation_is_sound_and_no_cheaper_layout_is(document):
     planner = planner_for(spec, default_settings())
     job = planner.serve
     assert job is not None
-    demand = spec.serve.concurrency * spec.serve.hardware.replicas  # type: ignore[union-attr]
+    demand = spec.serve.concurrency * spec.serve.hardware.replicas
     best = job.cheapest()
     if best is not None:
         assert serve_breaks(spec, best.layout, demand) == set()
@@ -202,7 +202,7 @@ def test_every_listed_option_is_sound_every_rejected_one_breaks_a_constraint(doc
     spec = make_spec(document)
     plan = planner_for(spec, default_settings()).plan("serve")
     assert plan is not None
-    demand = spec.serve.concurrency * spec.serve.hardware.replicas  # type: ignore[union-attr]
+    demand = spec.serve.concurrency * spec.serve.hardware.replicas
     for option in plan.options:
         assert serve_breaks(spec, option.layout, demand) == set()
         if plan.recommended is not None and plan.recommended.rate is not None and option.rate is not None:
@@ -216,12 +216,12 @@ def test_every_listed_option_is_sound_every_rejected_one_breaks_a_constraint(doc
 @settings(max_examples=20)
 @given(serve_specs(), st.floats(20, 6000), st.floats(0.1, 5), st.sampled_from([1, 2, 4, 8]))
 def test_adding_a_gpu_never_makes_the_recommendation_dearer(document, memory_gib, price, domain):
-    before = planner_for(make_spec(document), default_settings()).serve.cheapest()  # type: ignore[union-attr]
+    before = planner_for(make_spec(document), default_settings()).serve.cheapest()
     extra = {"memory_gib": memory_gib, "bandwidth_tbs": 2.0, "bf16_tflops": 400, "nvlink_domain": domain}
     with_gpu = make_spec({**document, "gpus": {"extra-gpu": {**extra, "price_per_hour": price}}})
-    after = planner_for(with_gpu, default_settings()).serve.cheapest()  # type: ignore[union-attr]
+    after = planner_for(with_gpu, default_settings()).serve.cheapest()
     if before is not None:
-        assert after is not None and after.rate <= before.rate  # type: ignore[operator]
+        assert after is not None and after.rate <= before.rate
 
 
 @settings(max_examples=20)
@@ -230,10 +230,10 @@ def test_tightening_an_slo_never_makes_the_recommendation_cheaper(document, fact
     serve = document["serve"]
     loose = {**serve, "slo": {"tpot_ms": 120.0, "ttft_ms": 8000.0}}
     tight = {**serve, "slo": {"tpot_ms": 120.0 * factor, "ttft_ms": 8000.0 * factor}}
-    relaxed = planner_for(make_spec({**document, "serve": loose}), default_settings()).serve.cheapest()  # type: ignore[union-attr]
-    strict = planner_for(make_spec({**document, "serve": tight}), default_settings()).serve.cheapest()  # type: ignore[union-attr]
+    relaxed = planner_for(make_spec({**document, "serve": loose}), default_settings()).serve.cheapest()
+    strict = planner_for(make_spec({**document, "serve": tight}), default_settings()).serve.cheapest()
     if strict is not None:
-        assert relaxed is not None and relaxed.rate <= strict.rate  # type: ignore[operator]
+        assert relaxed is not None and relaxed.rate <= strict.rate
 
 
 @settings(max_examples=20)
@@ -264,7 +264,7 @@ def test_the_memory_bounds_the_search_prunes_with_never_exceed_the_estimate(docu
     # The lazy search skips layouts with fewer replicas than fewest_replicas() (weights and KV bounds);
     # sound replicas only grow: more replicas never need more memory per GPU nor slow a token.
     spec = make_spec(document)
-    evaluator = planner_for(spec, default_settings()).serve.evaluator  # type: ignore[union-attr]
+    evaluator = planner_for(spec, default_settings()).serve.evaluator
     gpu = gpu_catalog()[gpu_id]
     if tp > (gpu.domain if gpu.domain > 1 else 8) or spec.model.architecture.heads % tp:
         return
@@ -291,7 +291,7 @@ def test_the_finetuning_cost_floor_is_below_every_layout_of_its_gpu(document, gp
     job = planner_for(spec, default_settings()).finetune
     assert job is not None
     gpu = gpu_catalog()[gpu_id]
-    floor = job.evaluator.floor_rate(gpu)  # type: ignore[union-attr]
+    floor = job.evaluator.floor_rate(gpu)
     if floor is None:
         return
     for option in job.finetune_on(gpu, every_width=True):

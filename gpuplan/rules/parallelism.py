@@ -11,6 +11,7 @@ from gpuplan.plan.describe import cost_text, paste_line, summary
 from gpuplan.plan.evaluate import FinetunePlanner, ServePlanner
 from gpuplan.plan.space import (
     Layout,
+    TrainingSettings,
     domain_problem,
     max_tensor_parallel,
     tensor_parallel_degrees,
@@ -117,9 +118,7 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
             planner = ctx.plans.finetune
             assert planner is not None and isinstance(planner.evaluator, FinetunePlanner)
             evaluator = planner.evaluator
-            declared = evaluator.declared_layout()
-            assert declared.settings is not None
-            settings = declared.settings.__class__(
+            settings = TrainingSettings(
                 tune.checkpointing, tune.fused_loss, "none", tune.micro_batch, tune.gradient_accumulation
             )
             plain = Layout(f.gpu, 1, 1, hardware.count, settings=settings)
