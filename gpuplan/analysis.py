@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -88,8 +89,6 @@ class ServeEstimate:
     gpus: int
     price_per_hour: float | None
     price_source: str
-    max_concurrency: int
-    max_context: int
     assumptions: tuple[tuple[str, str], ...]
     bands: dict[str, ErrorBand]  # speed figure (ttft, tpot, tokens_per_s) -> calibration error band
     workload: ServingWorkload | None = None  # what the speed was computed from
@@ -97,6 +96,16 @@ class ServeEstimate:
     @property
     def fits(self) -> bool:
         return self.memory.fits
+
+    @functools.cached_property
+    def max_concurrency(self) -> int:
+        """Sequences of the full context the KV budget holds (computed on first use: the planner never needs it)."""
+        return max_concurrency(self.memory)
+
+    @functools.cached_property
+    def max_context(self) -> int:
+        """The longest context at the declared concurrency that fits (a binary search: on first use only)."""
+        return max_context(self.setup, self.memory)
 
     @property
     def monthly_cost(self) -> float | None:
@@ -159,11 +168,13 @@ def estimate_finetune(
     gpus: int | None = None,
     tp: int | None = None,
     calibration: Calibration = CALIBRATION,
+    memory: TrainingMemory | None = None,
 ) -> FinetuneEstimate:
+    """``memory``: the job's finetune_memory when the caller already has it (it does not depend on the GPU)."""
     gpu = gpu or job.hardware.gpu
     setup = training_setup(spec, job, gpus, tp)
-    overhead = TRAINING_OVERHEAD + (NCCL_OVERHEAD if setup.gpus > 1 else 0)
-    memory = estimate_training(setup, overhead)
+    overhead = training_overhead(setup)
+    memory = memory or estimate_training(setup, overhead)
     speed = None
     workload = None
     if job.tokens:
@@ -203,6 +214,22 @@ def estimate_finetune(
         _bands(calibration, ("training_tokens_per_s",)),
         workload,
     )
+
+
+def training_overhead(setup: TrainingSetup) -> int:
+    """Framework bytes per GPU beside the tensors: CUDA context and workspaces, plus NCCL when multi-GPU."""
+    return TRAINING_OVERHEAD + (NCCL_OVERHEAD if setup.gpus > 1 else 0)
+
+
+def finetune_memory(spec: Spec, job: Finetune) -> TrainingMemory:
+    """Per-GPU memory of ``job`` as declared (no speed, no price): what estimate_finetune's fit rests on."""
+    setup = training_setup(spec, job)
+    return estimate_training(setup, training_overhead(setup))
+
+
+def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:
+    """Per-GPU serving memory of ``job`` on ``gpu`` (no speed, no price): what estimate_serve's fit rests on."""
+    return estimate_serving(serving_setup(spec, job, gpu=gpu), gpu.usable_bytes)
 
 
 def checkpoint_bytes(spec: Spec, job: Finetune, setup: TrainingSetup) -> int:
@@ -308,8 +335,6 @@ def estimate_serve(
         count,
         price,
         source,
-        max_concurrency(memory),
-        max_context(setup, memory),
         _serve_assumptions(spec, job, setup, efficiency, source, speed, calibration),
         _bands(calibration, ("ttft", "tpot", "tokens_per_s")),
         workload,

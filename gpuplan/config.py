@@ -34,6 +34,7 @@ class Settings:
     gradient_sync_share: float
     right_size_fraction: float
     activations_share: float
+    cheaper_layout_share: float
     # Overrides of the calibrated speed model (gpuplan.estimate.calibration); the schema gives no default,
     # so they stay None unless a configuration sets them.
     training_mfu: float | None = None

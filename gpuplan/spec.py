@@ -141,6 +141,26 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class PlanLimits:
+    """What the planner may propose (the spec's ``plan`` section, or ``gpuplan plan``'s options)."""
+
+    gpus: tuple[str, ...]  # only these GPU ids; empty: every data-centre GPU of the catalog and the spec
+    vendors: tuple[str, ...]  # only GPUs of these vendors (lower case); empty: any
+    max_gpus: int
+    max_nodes: int
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> PlanLimits:
+        """From a validated ``plan`` mapping; absent keys take the schema's defaults."""
+        data = apply_defaults({"plan": data}, load_schema())["plan"]
+        return cls(tuple(data.get("gpu", ())), tuple(data.get("vendor", ())), data["max_gpus"], data["max_nodes"])
+
+
+def default_plan_limits() -> PlanLimits:
+    return PlanLimits.from_data({})
+
+
+@dataclass(frozen=True)
 class Spec:
     path: str
     name: str
@@ -153,6 +173,7 @@ class Spec:
     waivers: tuple[Waiver, ...]
     approvals: dict[str, str]
     custom_gpus: dict[str, Gpu] = field(default_factory=dict)
+    plan: PlanLimits = field(default_factory=default_plan_limits)
 
     def price(self, gpu: Gpu) -> tuple[float | None, str]:
         """(price per GPU-hour, where it comes from) for ``gpu`` in the spec's currency."""
@@ -285,6 +306,12 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
             get_gpu(gpu_id, custom)
         except UnknownNameError as error:
             resolver.problem("GP022", ("budget", "prices", gpu_id), f"budget.prices: {error}")
+    plan_data = data["plan"]
+    for index, gpu_id in enumerate(plan_data.get("gpu", [])):
+        try:
+            get_gpu(gpu_id, custom)
+        except UnknownNameError as error:
+            resolver.problem("GP022", ("plan", "gpu", index), f"plan.gpu: {error}")
     finetune = _finetune(resolver, data.get("finetune"), custom)
     serve = _serve(resolver, data.get("serve"), custom, model)
     if resolver.findings or model is None:
@@ -311,6 +338,7 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
         waivers=waivers,
         approvals=dict(data.get("approvals", {})),
         custom_gpus=custom,
+        plan=PlanLimits.from_data(plan_data),
     )
     return spec, ()
 

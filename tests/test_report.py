@@ -38,11 +38,11 @@ def test_markdown_is_the_default_and_in_order():
     code, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert code == 0
     order = [
-        "**Verdict: PASS**",
+        "**Verdict: PASS WITH WARNINGS**",
         "## Workload",
         "## Serving",
         "### Memory per GPU",
-        "### Alternatives",
+        "### Layouts the planner weighed",
         "## Findings",
         "## Cost against budget",
         "## Assumptions",
@@ -51,7 +51,11 @@ def test_markdown_is_the_default_and_in_order():
     ]
     positions = [out.index(heading) for heading in order]
     assert positions == sorted(positions)
-    assert "Approve: serving on 4 x h100-sxm fits" in out
+    assert "Approve with care: serving on 4 x h100-sxm fits" in out
+    # The planner's table: the declared layout marked, the recommendation (GP507's) beside it.
+    assert "| declared | 4 x h100-sxm, tensor_parallel 4 |" in out
+    assert "| recommended | 2 x h200-sxm, tensor_parallel 2 |" in out and "6,636 USD/month" in out
+    assert "fits?" not in out
     assert "| Spec SHA-256 |" in out and "generated 2026-12-02" in out
 
 
@@ -135,7 +139,7 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
         "47.2 GiB",
         "GP204",
         "GP205",
-        "Alternatives across catalog GPUs",
+        "Layouts the planner weighed",
         "Sign-off",
         "Spec SHA-256",
         "llama-3.2-3b",

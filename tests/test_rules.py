@@ -125,7 +125,7 @@ def test_waivers_are_reported_and_can_be_ignored():
     code, out, _ = run_cli("lint", "--no-waivers", "--format", "json", str(path))
     assert code == 0  # GP302 unwaived is a warning; the default fail level is error
     codes = sorted(f["code"] for f in json.loads(out)["findings"])
-    assert codes == ["GP302", "GP504", "GP505"] and not any(f["waived"] for f in json.loads(out)["findings"])
+    assert codes == ["GP302", "GP504", "GP505", "GP507"] and not any(f["waived"] for f in json.loads(out)["findings"])
 
 
 def test_sarif_marks_waived_findings_as_suppressed():
