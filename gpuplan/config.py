@@ -34,6 +34,7 @@ class Settings:
     gradient_sync_share: float = 0.25
     right_size_fraction: float = 0.25
     activations_share: float = 0.5
+    verify_tolerance_pct: float = 10.0
 
 
 @dataclass(frozen=True)

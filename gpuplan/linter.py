@@ -68,11 +68,11 @@ def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> Lin
     document = load_bytes(path, raw)
     findings = list(document.findings)
     if document.data is None:
-        return LintResult(path, _configure(findings, options), document)
+        return LintResult(path, configure(findings, options), document)
     schema_findings = validate(document)
     findings.extend(schema_findings)
     if schema_findings:
-        return LintResult(path, _configure(findings, options), document)
+        return LintResult(path, configure(findings, options), document)
     from gpuplan.analysis import analyse
     from gpuplan.config import Settings
     from gpuplan.rules.context import RuleContext, efficiency_of
@@ -83,7 +83,7 @@ def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> Lin
     spec, resolve_findings = resolve(document, base_dir(path))
     findings.extend(resolve_findings)
     if spec is None:
-        return LintResult(path, _configure(findings, options), document)
+        return LintResult(path, configure(findings, options), document)
     settings = options.settings or Settings()
     today = options.today or datetime.date.today()
     analysis = analyse(spec, efficiency_of(settings))
@@ -92,10 +92,11 @@ def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> Lin
     if options.use_waivers:
         rule_findings = apply_waivers(rule_findings, spec.waivers, document, today)
     findings.extend(rule_findings)
-    return LintResult(path, _configure(findings, options), document, analysis, settings)
+    return LintResult(path, configure(findings, options), document, analysis, settings)
 
 
-def _configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:
+def configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:
+    """Apply select/ignore and severity overrides, in the stable order."""
     kept = []
     for finding in findings:
         if not _selected(finding, options):

@@ -35,15 +35,8 @@ def lint_paths(
     results = []
     fail_levels = []
     for path in files:
-        config = explicit or _config_for(path, found)
-        options = LintOptions(
-            select=select or config.select,
-            ignore=tuple(ignore) + config.ignore,
-            severities=config.severities,
-            use_waivers=use_waivers,
-            settings=config.settings,
-            today=today or report_date(),
-        )
+        config = explicit or config_for(path, found)
+        options = lint_options(config, select=select, ignore=ignore, use_waivers=use_waivers, today=today)
         if config.fail_on:
             fail_levels.append(config.fail_on)
         results.append(lint_path(path, options))
@@ -52,7 +45,28 @@ def lint_paths(
     return RunSummary(tuple(results), threshold, quiet)
 
 
-def _config_for(path: str, found: dict[Path, Config]) -> Config:
+def lint_options(
+    config: Config,
+    *,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    use_waivers: bool = True,
+    today: datetime.date | None = None,
+) -> LintOptions:
+    """The options a spec is linted with: command-line selections on top of its configuration."""
+    return LintOptions(
+        select=select or config.select,
+        ignore=tuple(ignore) + config.ignore,
+        severities=config.severities,
+        use_waivers=use_waivers,
+        settings=config.settings,
+        today=today or report_date(),
+    )
+
+
+def config_for(path: str, found: dict[Path, Config] | None = None) -> Config:
+    """The configuration that applies to the spec at ``path`` (found upward; ``found`` caches per folder)."""
+    found = {} if found is None else found
     folder = Path.cwd() if path == "-" else Path(path).resolve().parent
     if folder not in found:
         location = find_config(folder)

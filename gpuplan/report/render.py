@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import jinja2
 
+from gpuplan.output.markdown import escape_markdown
 from gpuplan.resources import resource_dir
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|<>~])")
-
-
-def escape_markdown(value: Any) -> str:
-    """Spec strings as inert Markdown text: no tables broken by '|', no HTML, no links, one line."""
-    text = " ".join(str(value).split())
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("&", "&amp;")
+__all__ = ["escape_markdown", "render_html", "render_markdown"]
 
 
 def _environment() -> jinja2.Environment:
