@@ -59,7 +59,7 @@ _PREFIX = re.compile(
     r"(?P<message>.*)"
 )
 _BARE = re.compile(r"\((?P<proc>[A-Za-z]\w{0,63}) pid=\d{1,10}\)\s?(?P<message>.*)")
-_V = r"(\S{1,40}?)"  # a printed value; checked by lines.number/size, never trusted as it stands
+_V = r"(\S{1,100}?)"  # a printed value; checked by lines.number/size, never trusted as it stands
 _U = r" ?(GiB|GB|MiB|MB)"
 
 _ENGINE = re.compile(r"Initializing a V1 LLM engine \(v?(?P<version>[^)\s]{1,40})\) with config: (?P<config>.*)")

@@ -74,6 +74,20 @@ class RunVerification:
     unexpressible: tuple[str, ...] = ()
 
 
+def classify(estimate: float | None, measured: float | None, resolution: float, tolerance: float) -> str:
+    """OVER or UNDER when measured and estimate differ by more than ``tolerance x estimate + resolution``."""
+    if measured is None:
+        return NOT_MEASURED
+    if estimate is None:
+        return NOT_ESTIMATED
+    allowed = tolerance * abs(estimate) + resolution
+    if measured - estimate > allowed:
+        return OVER
+    if estimate - measured > allowed:
+        return UNDER
+    return WITHIN
+
+
 def verify_run(
     analysis: Analysis, document: LoadedDocument, evidence: Evidence, settings: Settings, tolerance_pct: float
 ) -> RunVerification:
@@ -162,7 +176,9 @@ class _Check:
         if per_rank:
             values = [value for _, value in per_rank]
             measured = max(values) if row.direction == USAGE else min(values)
-        status = self._status(row.direction, estimate, measured, resolution, comparable)
+        status = classify(estimate, measured, resolution, self.tolerance) if comparable else NOT_COMPARABLE
+        if measured is None or estimate is None:
+            status = NOT_MEASURED if measured is None else NOT_ESTIMATED
         return TermResult(
             row.name,
             row.unit,
@@ -185,22 +201,6 @@ class _Check:
         ranks = [rank for rank, _ in found[0].values] if found[0] else []
         sums = tuple((rank, sum(table[rank] for table in tables)) for rank in ranks if all(rank in t for t in tables))
         return sums, sum(m.resolution for m in found if m is not None)
-
-    def _status(
-        self, direction: str, estimate: float | None, measured: float | None, resolution: float, comparable: bool
-    ) -> str:
-        if measured is None:
-            return NOT_MEASURED
-        if estimate is None:
-            return NOT_ESTIMATED
-        if not comparable:
-            return NOT_COMPARABLE
-        allowed = self.tolerance * abs(estimate) + resolution
-        if measured - estimate > allowed:
-            return OVER
-        if estimate - measured > allowed:
-            return UNDER
-        return WITHIN
 
     # -- findings ----------------------------------------------------------------------------
 
