@@ -398,3 +398,10 @@ def test_accelerate_peak_is_the_largest_epoch(tmp_path):
 )
 def test_the_format_is_told_by_the_content(tmp_path, text, name, kind):
     assert detect(write(tmp_path, text, name)) == kind
+
+
+def test_the_fast_line_filter_lets_every_phrase_the_vllm_reader_knows_through():
+    from gpuplan.evidence import vllm
+
+    for phrase in (*vllm._HANDLED, *vllm._OTHER):
+        assert vllm._worth_a_look(f"(Worker_TP1 pid=9) INFO 04-22 00:04:20 [x.py:1] {phrase}"), phrase

@@ -49,6 +49,20 @@ LOG_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 LOG_QUANTIZATION = {"none": "None", "fp8": "fp8", "int8": "compressed-tensors", "int4-awq": "awq_marlin"}
 
 
+# The engine reports 167,936 tokens = 20.5 x 8,192: room for 20.50 sequences, not the declared 32.
+SHORT_POOL = VllmRun(
+    ranks={"": RankMemory(weights=14.99, torch_peak=1.89, non_torch=0.25, graphs=0.91, kv_pool=20.5)},
+    kv_tokens=167_936,
+    concurrency=20.5,
+)
+
+
+def log_file(tmp_path, text: str):
+    path = tmp_path / "vllm.log"
+    path.write_text(text)
+    return path
+
+
 def analysis_of(text: str, name: str = "spec.yaml"):
     result = lint_bytes(name, text.encode())
     assert result.analysis is not None, [f.message for f in result.findings]
@@ -183,8 +197,7 @@ def serve_evidence_equal_to(result, scale: float = 1.0) -> Evidence:
 
 def test_estimate_and_log_agree_exit_0(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC)
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(equal_run(analysis_of(SERVE_SPEC))))
+    log = log_file(tmp_path, vllm_log(equal_run(analysis_of(SERVE_SPEC))))
     code, out, err = run_cli("verify", str(spec), "--run", str(log))
     assert (code, err) == (0, "")
     assert "compared with the spec's estimate; tolerance 10%" in out
@@ -194,14 +207,7 @@ def test_estimate_and_log_agree_exit_0(tmp_path, write_spec):
 
 def test_kv_pool_below_the_declared_concurrency_is_gp803_exit_1(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC)
-    # The engine reports 167,936 tokens = 20.5 x 8,192: room for 20.50 sequences, not the declared 32.
-    run = VllmRun(
-        ranks={"": RankMemory(weights=14.99, torch_peak=1.89, non_torch=0.25, graphs=0.91, kv_pool=20.5)},
-        kv_tokens=167_936,
-        concurrency=20.5,
-    )
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(run))
+    log = log_file(tmp_path, vllm_log(SHORT_POOL))
     code, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "json")
     assert code == 1
     document = json.loads(out)
@@ -222,8 +228,7 @@ def test_capacity_is_derived_from_kv_tokens_when_the_log_ran_another_context(tmp
         concurrency=24.0,
         max_model_len=4096,
     )
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(run))
+    log = log_file(tmp_path, vllm_log(run))
     code, out, _ = run_cli("verify", str(spec), "--run", str(log))
     assert code == 1
     assert "GP803 [error] the engine holds 12.00 sequences of 8,192 tokens (98,304 KV tokens / 8,192" in out
@@ -234,8 +239,7 @@ def test_capacity_is_derived_from_kv_tokens_when_the_log_ran_another_context(tmp
 def test_settings_mismatch_points_at_the_specs_line(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC)
     run = replace(equal_run(analysis_of(SERVE_SPEC)), kv_cache_dtype="fp8", utilization=0.9)
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(run))
+    log = log_file(tmp_path, vllm_log(run))
     code, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "json")
     assert code == 1
     gp802 = {f["pointer"]: f for f in json.loads(out)["runs"][0]["findings"] if f["code"] == "GP802"}
@@ -249,8 +253,7 @@ def test_settings_mismatch_points_at_the_specs_line(tmp_path, write_spec):
 
 def test_a_default_the_spec_does_not_write_is_reported_at_its_section(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC.replace("  memory_utilization: 0.95\n", ""))
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(equal_run(analysis_of(SERVE_SPEC))))
+    log = log_file(tmp_path, vllm_log(equal_run(analysis_of(SERVE_SPEC))))
     code, out, _ = run_cli("verify", str(spec), "--run", str(log))
     assert code == 1
     assert "spec.yaml:5:1: GP802 [error] the run used gpu_memory_utilization 0.95" in out
@@ -260,8 +263,7 @@ def test_a_default_the_spec_does_not_write_is_reported_at_its_section(tmp_path, 
 def test_json_gives_estimate_measured_delta_and_ratio_per_term(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC)
     run = equal_run(analysis_of(SERVE_SPEC))
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(run))
+    log = log_file(tmp_path, vllm_log(run))
     code, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "json")
     document = json.loads(out)
     assert code == 0 and document["format_version"] == 1 and document["tolerance_pct"] == 10
@@ -297,10 +299,8 @@ def test_markdown_is_a_pull_request_comment(tmp_path, write_spec):
 
 def test_failed_start_is_gp804_with_its_cause(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC)
-    log = tmp_path / "vllm.log"
-    log.write_text(
-        vllm_failed_start(equal_run(analysis_of(SERVE_SPEC)), "ValueError: No available memory for the cache blocks.")
-    )
+    cause = "ValueError: No available memory for the cache blocks."
+    log = log_file(tmp_path, vllm_failed_start(equal_run(analysis_of(SERVE_SPEC)), cause))
     code, out, _ = run_cli("verify", str(spec), "--run", str(log))
     assert code == 1
     assert (
@@ -312,8 +312,7 @@ def test_failed_start_is_gp804_with_its_cause(tmp_path, write_spec):
 
 def test_truncated_log_is_a_gp805_warning(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC)
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(equal_run(analysis_of(SERVE_SPEC)), stop_after_loading=True))
+    log = log_file(tmp_path, vllm_log(equal_run(analysis_of(SERVE_SPEC)), stop_after_loading=True))
     code, out, _ = run_cli("verify", str(spec), "--run", str(log))
     assert code == 0
     assert "GP805 [warning]" in out and "not in the evidence: 'Available KV cache memory'" in out
@@ -326,8 +325,7 @@ def test_more_memory_than_estimated_is_gp801_a_warning_while_headroom_remains(tm
     memory = run.ranks[""]
     # Activations 1.5x the estimate; the pool still holds the declared 32 x 8,192 tokens with room to spare.
     run = replace(run, ranks={"": replace(memory, torch_peak=memory.torch_peak * 1.5)})
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(run))
+    log = log_file(tmp_path, vllm_log(run))
     code, out, _ = run_cli("verify", str(spec), "--run", str(log))
     assert code == 0
     assert "spec.yaml:10:19: GP801 [warning] activations: the run used" in out and "(+50%; tolerance 10%)" in out
@@ -350,8 +348,7 @@ def test_gp801_is_an_error_when_the_headroom_is_gone(tmp_path, write_spec):
         kv_tokens=442_368,
         concurrency=54.0,
     )
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(run))
+    log = log_file(tmp_path, vllm_log(run))
     code, out, _ = run_cli("verify", str(spec), "--run", str(log))
     assert code == 1
     assert "GP801 [error] weights: the run used" in out and "and the headroom is gone" in out
@@ -395,8 +392,7 @@ def test_evidence_for_a_job_the_spec_does_not_have_is_exit_2(tmp_path, write_spe
 
 def test_a_spec_that_cannot_be_estimated_is_exit_2_with_its_problems(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC.replace("llama-3.1-8b", "llama-9"))
-    log = tmp_path / "vllm.log"
-    log.write_text("x\n")
+    log = log_file(tmp_path, "x\n")
     code, out, err = run_cli("verify", str(spec), "--run", str(log))
     assert (code, out) == (2, "")
     assert (
@@ -425,13 +421,7 @@ def test_explain_documents_the_verify_codes():
 
 def test_report_gains_a_verified_section(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC)
-    run = VllmRun(
-        ranks={"": RankMemory(weights=14.99, torch_peak=1.89, non_torch=0.25, graphs=0.91, kv_pool=20.5)},
-        kv_tokens=167_936,
-        concurrency=20.5,
-    )
-    log = tmp_path / "vllm.log"
-    log.write_text(vllm_log(run))
+    log = log_file(tmp_path, vllm_log(SHORT_POOL))
     code, plain, _ = run_cli("report", str(spec))
     assert code == 0 and "Verified against a run" not in plain
     code, out, _ = run_cli("report", str(spec), "--run", str(log))
@@ -566,3 +556,25 @@ def test_training_runs_equal_to_or_scaled_from_the_estimate(text, scale):
     run = verify_run(result.analysis, result.document, evidence, Settings(), 10.0)
     expected = ["GP801", "GP801"] if scale > 1.1 else []
     assert codes(run) == expected
+
+
+def test_lint_loads_no_evidence_reader_and_verify_no_report_machinery(tmp_path, write_spec):
+    """lint is a pre-commit hook: verify's readers stay out of it; verify itself renders without Jinja."""
+    import subprocess
+    import sys
+
+    spec = write_spec(SERVE_SPEC)
+    log = log_file(tmp_path, vllm_log(SHORT_POOL))
+    probe = (
+        "import sys\n"
+        "from gpuplan.cli import cli\n"
+        "try:\n    cli(sys.argv[1:])\nexcept SystemExit as exit:\n    print('EXIT', exit.code)\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith(('gpuplan.verify', 'gpuplan.evidence.', "
+        "'jinja2', 'weasyprint')) and m != 'gpuplan.evidence.model'))\n"
+    )
+    lint = subprocess.run([sys.executable, "-c", probe, "lint", str(spec)], capture_output=True, text=True).stdout
+    assert "EXIT 0" in lint and "LOADED []" in lint
+    verify = subprocess.run(
+        [sys.executable, "-c", probe, "verify", str(spec), "--run", str(log)], capture_output=True, text=True
+    ).stdout
+    assert "EXIT 1" in verify and "'gpuplan.evidence.vllm'" in verify and "jinja2" not in verify

@@ -85,9 +85,13 @@ class LineReader:
                 self.overlong += 1
                 self._skip_rest()
                 continue
-            text = _ESCAPES.sub("", raw.decode("utf-8", "replace"))
+            text = raw.decode("utf-8", "replace").rstrip("\n")
+            if "\x1b" in text:
+                text = _ESCAPES.sub("", text)
+            if "\r" not in text:
+                yield self.count, text
+                continue
             for part in text.split("\r"):
-                part = part.rstrip("\n")
                 if part.strip():
                     yield self.count, part
 

@@ -122,31 +122,24 @@ _DTYPES |= {"float32": "fp32", "float": "fp32", "fp32": "fp32"}
 _QUANTIZATION = {"None": "none", "none": "none", "fp8": "fp8", "awq": "int4-awq", "awq_marlin": "int4-awq"}
 _QUANTIZATION |= {"gptq": "int4-gptq", "gptq_marlin": "int4-gptq", "bitsandbytes": "bitsandbytes"}
 
-_TRIGGERS = re.compile(
-    "|".join(
-        re.escape(text)
-        for text in (
-            "Initializing a V1 LLM engine",
-            "non-default args",
-            "Using max model len",
-            "Model loading took",
-            "Memory profiling takes",
-            "Available KV cache memory",
-            "GPU KV cache size",
-            "Maximum concurrency for",
-            "Graph capturing finished",
-            "CUDA graph pool memory",
-            "Requested memory:",
-            "memory snapshot",
-            "Free memory on device",
-            *_STARTED,
-            "Error",
-            "Exception",
-            "failed",
-            "out of memory",
-        )
-    )
+# Substrings of the lines worth parsing, handlers first. A 100 MB log is mostly lines none of them is in:
+# `_worth_a_look` rules those out with a few plain `in` tests, several times faster than a regex alternation.
+_HANDLED = (
+    "Initializing a V1 LLM engine",
+    "non-default args",
+    "Using max model len",
+    "Model loading took",
+    "Memory profiling takes",
+    "Available KV cache memory",
+    "GPU KV cache size",
+    "Maximum concurrency for",
+    "Graph capturing finished",
+    "CUDA graph pool memory",
+    "Requested memory:",
+    "memory snapshot",
+    "Free memory on device",
 )
+_OTHER = (*_STARTED, "Error", "Exception", "failed", "out of memory")
 
 
 def read(stream: BinaryIO, path: str) -> Evidence:
@@ -190,7 +183,10 @@ class _Parse:
     def line(self, number_: int, line: str) -> None:
         if not self.debug and " DEBUG " in line:
             self.debug = True
-        if _TRIGGERS.search(line) is None:
+        if not _worth_a_look(line):
+            return
+        handler = next((self.handlers[text] for text in _HANDLED if text in line), None)
+        if handler is None and not any(text in line for text in _OTHER):
             return
         parsed = _PREFIX.search(line)
         if parsed:
@@ -198,15 +194,12 @@ class _Parse:
         else:
             bare = _BARE.search(line)
             proc, level, message = (bare.group("proc"), "", bare.group("message")) if bare else (None, "", line)
-        for found in _TRIGGERS.finditer(line):
-            handler = self.handlers.get(found.group(0))
-            if handler is not None:
-                handler(message, _rank(proc), proc or "", number_)
-                return
-        if any(text in message for text in _STARTED):
+        if handler is not None:
+            handler(message, _rank(proc), proc or "", number_)
+        elif any(text in message for text in _STARTED):
             self.started = True
-            return
-        self._problem(message, level, number_)
+        else:
+            self._problem(message, level, number_)
 
     def _problem(self, message: str, level: str, number_: int) -> None:
         """Exception lines at ERROR level (or printed bare): a startup's root cause, or an OOM while serving."""
@@ -448,6 +441,23 @@ class _Parse:
             advice = "" if self.debug else " (logged at DEBUG level: start vLLM with VLLM_LOGGING_LEVEL=DEBUG)"
             missing.append(f"'torch peak memory increase' and 'non-torch forward increase memory'{advice}")
         return tuple(missing)
+
+
+def _worth_a_look(line: str) -> bool:
+    """Whether ``line`` may hold any of _HANDLED or _OTHER (each contains one of these substrings)."""
+    return (
+        "emory" in line
+        or "KV cache" in line
+        or "concurren" in line
+        or "engine" in line
+        or "args" in line
+        or "model len" in line
+        or "Graph" in line
+        or "rror" in line
+        or "xception" in line
+        or "failed" in line
+        or "vLLM server" in line
+    )
 
 
 def _rank(proc: str | None) -> str:

@@ -7,6 +7,7 @@ calibration records.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -128,14 +129,7 @@ def run_dict(run: RunVerification) -> dict[str, Any]:
             "model": evidence.model,
             "ranks": list(evidence.ranks),
             "lines": evidence.lines,
-            "failure": None
-            if evidence.failure is None
-            else {
-                "cause": evidence.failure.cause,
-                "line": evidence.failure.line,
-                "out_of_memory": evidence.failure.out_of_memory,
-                "during": evidence.failure.during,
-            },
+            "failure": None if evidence.failure is None else dataclasses.asdict(evidence.failure),
             "missing": list(evidence.missing),
             "notes": list(evidence.notes),
         },

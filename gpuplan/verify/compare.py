@@ -27,9 +27,9 @@ from gpuplan.evidence.model import (
     SERVE,
     Evidence,
 )
-from gpuplan.findings import Finding, Severity, json_pointer, sorted_findings
+from gpuplan.findings import Finding, Severity, sorted_findings
 from gpuplan.loader import LoadedDocument, Pointer
-from gpuplan.rules.context import efficiency_of
+from gpuplan.rules.context import efficiency_of, finding_at
 from gpuplan.units import format_gib
 from gpuplan.verify.settings import Comparison, compare_finetune, compare_serve
 from gpuplan.verify.terms import ROWS, TOTAL_ROW, USAGE, Row, finetune_estimate_terms, serve_estimate_terms
@@ -205,14 +205,7 @@ class _Check:
     # -- findings ----------------------------------------------------------------------------
 
     def _finding(self, code: str, pointer: Pointer, message: str, hint: str = "") -> Finding:
-        position = self.document.position(pointer)
-        same_line = position.value_line == position.line
-        line, col = (
-            (position.value_line, position.value_col) if same_line and pointer else (position.line, position.col)
-        )
-        return Finding.make(
-            code, message, path=self.document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint
-        )
+        return finding_at(self.document, code, pointer, message, hint)
 
     def _where(self, line: int) -> str:
         return f"{self.evidence.path}:{line}" if line else self.evidence.path
