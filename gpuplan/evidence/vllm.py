@@ -452,6 +452,7 @@ def _worth_a_look(line: str) -> bool:
         or "engine" in line
         or "args" in line
         or "model len" in line
+        or "loading took" in line
         or "Graph" in line
         or "rror" in line
         or "xception" in line
