@@ -260,7 +260,7 @@ class _Check:
         elif tokens is not None:
             line = self.evidence.measurements[KV_TOKENS].line
             capacity = tokens / job.context
-            source = f"{tokens:,.0f} KV tokens / {job.context:,} ({self._where(line)})"
+            source = f"{tokens:,.0f} KV tokens / {job.context:,}, {self._where(line)}"
         else:
             self.meaning.append("the run does not state its KV capacity: the declared concurrency is not checked")
             return
