@@ -6,12 +6,14 @@ Keys (checked against schemas/config.schema.json; unknown keys are errors with p
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuplan.codes import CODES, lookup, suggestions
+from gpuplan.defaults import apply_defaults
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Finding, Severity
 from gpuplan.loader import LoadedDocument, Position, load_bytes
@@ -21,20 +23,33 @@ CONFIG_FILE = ".gpuplan.yaml"
 
 @dataclass(frozen=True)
 class Settings:
-    """Thresholds the rules compare against; every default is documented in the config schema."""
+    """Thresholds the rules compare against; the defaults are the config schema's ``default`` keywords."""
 
-    headroom_pct: float = 10.0
-    long_context_min_prompt: int = 8192
-    high_throughput_min_concurrency: int = 32
-    training_mfu: float = 0.35
-    prefill_mfu: float = 0.5
-    decode_bandwidth: float = 0.8
-    price_max_age_days: int = 90
-    long_run_hours: float = 24.0
-    gradient_sync_share: float = 0.25
-    right_size_fraction: float = 0.25
-    activations_share: float = 0.5
-    verify_tolerance_pct: float = 10.0
+    headroom_pct: float
+    long_context_min_prompt: int
+    high_throughput_min_concurrency: int
+    training_mfu: float
+    prefill_mfu: float
+    decode_bandwidth: float
+    price_max_age_days: int
+    long_run_hours: float
+    gradient_sync_share: float
+    right_size_fraction: float
+    activations_share: float
+    verify_tolerance_pct: float
+
+    @classmethod
+    def from_thresholds(cls, thresholds: dict[str, Any]) -> Settings:
+        """Settings from a (validated) ``thresholds`` mapping; absent keys take the schema's defaults."""
+        from gpuplan.validate import load_schema
+
+        return cls(**apply_defaults({"thresholds": thresholds}, load_schema("config"))["thresholds"])
+
+
+@functools.cache
+def default_settings() -> Settings:
+    """The documented defaults of every threshold."""
+    return Settings.from_thresholds({})
 
 
 @dataclass(frozen=True)
@@ -43,7 +58,7 @@ class Config:
     ignore: tuple[str, ...] = ()
     severities: dict[str, Severity] = field(default_factory=dict)
     fail_on: Severity | None = None
-    settings: Settings = Settings()
+    settings: Settings = field(default_factory=default_settings)
     source: str | None = None
 
 
@@ -84,14 +99,14 @@ def load_config(path: Path) -> Config:
 def _unknown_rules(document: LoadedDocument) -> list[Finding]:
     """Severity keys must name a code; select/ignore entries a code, a code prefix (GP2) or a name."""
     found = []
-    for key in document.data.get("severity", {}):
-        if lookup(key) is None:
-            found.append(_unknown_rule(document, ("severity", key), key))
     for section in ("select", "ignore"):
         for index, pattern in enumerate(document.data.get(section, [])):
             if not matches_any_code(pattern):
                 found.append(_unknown_rule(document, (section, index), pattern))
-    return found
+    for key in document.data.get("severity", {}):
+        if lookup(key) is None:
+            found.append(_unknown_rule(document, ("severity", key), key))
+    return sorted(found, key=lambda finding: (finding.line, finding.col))
 
 
 def matches_any_code(pattern: str) -> bool:
@@ -102,20 +117,18 @@ def matches_any_code(pattern: str) -> bool:
 def _unknown_rule(document: LoadedDocument, pointer: tuple[str | int, ...], name: str) -> Finding:
     close = suggestions(name)
     hint = f"; did you mean {', '.join(close)}?" if close else "; `gpuplan rules` lists them"
-    position = document.position(pointer)
+    position = document.position(pointer)  # a severity key's own position; a list item's value
     return Finding.make(
         "GP100",
         f"{pointer[0]}: unknown rule {name!r}{hint}",
         path=document.path,
-        line=position.value_line,
-        col=position.value_col,
+        line=position.line,
+        col=position.col,
     )
 
 
 def _config(data: dict[str, Any], source: str) -> Config:
-    thresholds = data.get("thresholds", {})
-    known = {f.name for f in fields(Settings)}
-    settings = Settings(**{key: value for key, value in thresholds.items() if key in known})
+    settings = Settings.from_thresholds(data.get("thresholds", {}))
     severities = {_code(key): Severity(level) for key, level in data.get("severity", {}).items()}
     return Config(
         select=tuple(data.get("select", ())),

@@ -74,7 +74,7 @@ def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> Lin
     if schema_findings:
         return LintResult(path, configure(findings, options), document)
     from gpuplan.analysis import analyse
-    from gpuplan.config import Settings
+    from gpuplan.config import default_settings
     from gpuplan.rules.context import RuleContext, efficiency_of
     from gpuplan.rules.registry import all_rules
     from gpuplan.spec import resolve
@@ -84,7 +84,7 @@ def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> Lin
     findings.extend(resolve_findings)
     if spec is None:
         return LintResult(path, configure(findings, options), document)
-    settings = options.settings or Settings()
+    settings = options.settings or default_settings()
     today = options.today or datetime.date.today()
     analysis = analyse(spec, efficiency_of(settings))
     context = RuleContext(spec, analysis, document, settings, today)

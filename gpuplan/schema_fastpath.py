@@ -22,6 +22,7 @@ _HANDLED = frozenset(
         "$ref",
         "title",
         "description",
+        "default",  # an annotation: it asserts nothing
         "type",
         "properties",
         "additionalProperties",

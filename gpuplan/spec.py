@@ -19,8 +19,10 @@ from gpuplan.architecture import (
     read_hf_config,
 )
 from gpuplan.catalog import Gpu, UnknownNameError, custom_gpu, get_gpu, get_model
+from gpuplan.defaults import apply_defaults
 from gpuplan.findings import Finding, Waiver, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
+from gpuplan.validate import load_schema
 
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12, the convention of cloud monthly prices
 
@@ -157,7 +159,7 @@ class _Resolver:
         )
 
     def model(self, data: dict[str, Any], pointer: Pointer) -> ModelRef | None:
-        dtype = data.get("dtype", "bf16")
+        dtype = data["dtype"]
         if "id" in data:
             try:
                 entry = get_model(data["id"])
@@ -181,7 +183,6 @@ class _Resolver:
                 data["config"], architecture, dtype, f"local config.json {data['config']}", quantization, group
             )
         values = dict(data["architecture"])
-        values["kv_heads"] = values.get("kv_heads", 0)
         try:
             architecture = make_architecture(values)
         except ArchitectureError as error:
@@ -200,9 +201,7 @@ class _Resolver:
                 "`gpuplan catalog gpus` lists the ids, or define it under gpus:",
             )
             return None
-        count = data.get("count", 1)
-        tp = data.get("tensor_parallel", 1)
-        pp = data.get("pipeline_parallel", 1)
+        count, tp, pp = data["count"], data["tensor_parallel"], data["pipeline_parallel"]
         if count % (tp * pp):
             self.problem(
                 "GP023",
@@ -216,11 +215,11 @@ class _Resolver:
 
 def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tuple[Finding, ...]]:
     """A Spec from a schema-valid document, or None with the findings that stopped it."""
-    data = document.data
+    data = apply_defaults(document.data, load_schema())
     resolver = _Resolver(document, base_dir)
     custom = {gpu_id: custom_gpu(gpu_id, entry) for gpu_id, entry in data.get("gpus", {}).items()}
     model = resolver.model(data["model"], ("model",))
-    budget_data = data.get("budget", {})
+    budget_data = data["budget"]
     for gpu_id in budget_data.get("prices", {}):
         try:
             get_gpu(gpu_id, custom)
@@ -231,7 +230,7 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
     if resolver.findings or model is None:
         return None, tuple(resolver.findings)
     budget = Budget(
-        currency=budget_data.get("currency", "USD"),
+        currency=budget_data["currency"],
         finetune_total=budget_data.get("finetune_total"),
         serve_monthly=budget_data.get("serve_monthly"),
         prices=dict(budget_data.get("prices", {})),
@@ -262,24 +261,22 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
     hardware = resolver.hardware(data["hardware"], ("finetune", "hardware"), custom)
     if hardware is None:
         return None
-    lora = data.get("lora", {})
+    lora = data["lora"]
     checkpoints = data.get("checkpoints", {})
     return Finetune(
         method=data["method"],
-        precision=data.get("precision", "bf16-mixed"),
-        optimizer=data.get("optimizer", "adamw"),
-        lora_rank=lora.get("rank", 16),
-        lora_targets=tuple(
-            lora.get("targets", ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
-        ),
-        lora_dtype=lora.get("dtype", "fp32"),
-        micro_batch=data.get("micro_batch", 1),
-        gradient_accumulation=data.get("gradient_accumulation", 1),
-        seq_len=data.get("seq_len", 2048),
-        checkpointing=data.get("activation_checkpointing", False),
-        attention=data.get("attention", "flash"),
-        fused_loss=data.get("fused_loss", False),
-        sharding=data.get("sharding", "none"),
+        precision=data["precision"],
+        optimizer=data["optimizer"],
+        lora_rank=lora["rank"],
+        lora_targets=tuple(lora["targets"]),
+        lora_dtype=lora["dtype"],
+        micro_batch=data["micro_batch"],
+        gradient_accumulation=data["gradient_accumulation"],
+        seq_len=data["seq_len"],
+        checkpointing=data["activation_checkpointing"],
+        attention=data["attention"],
+        fused_loss=data["fused_loss"],
+        sharding=data["sharding"],
         tokens=data.get("tokens"),
         checkpoint_every_hours=checkpoints.get("every_hours"),
         checkpoint_keep=checkpoints.get("keep"),
@@ -303,7 +300,7 @@ def _serve(
                     entry["name"],
                     tenant_model,
                     entry.get("context", data["context"]),
-                    entry.get("concurrency", 1),
+                    entry["concurrency"],
                     entry.get("quantization", tenant_model.quantization),
                 )
             )
@@ -316,12 +313,12 @@ def _serve(
     )
     return Serve(
         context=data["context"],
-        output_tokens=min(data.get("output_tokens", 256), data["context"]),
+        output_tokens=min(data["output_tokens"], data["context"]),
         concurrency=data["concurrency"],
         # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
         quantization=data.get("quantization", model.quantization if model else "none"),
-        kv_cache_dtype=data.get("kv_cache_dtype", "auto"),
-        memory_utilization=data.get("memory_utilization", 0.9),
+        kv_cache_dtype=data["kv_cache_dtype"],
+        memory_utilization=data["memory_utilization"],
         category=data.get("category"),
         ttft_ms=slo.get("ttft_ms"),
         tpot_ms=slo.get("tpot_ms"),

@@ -88,6 +88,21 @@ def test_config_unknown_keys_are_errors_with_positions(tmp_path: Path):
     assert f"{config}:5:1: unknown key 'selekt' in the top level — did you mean 'select'?" in err
 
 
+def test_config_rule_names_are_checked_against_the_code_table(tmp_path: Path):
+    """A misspelt code in select/ignore/severity would silently select nothing; it is an error at its line."""
+    config = tmp_path / ".gpuplan.yaml"
+    config.write_text(
+        "select: [GP2]\nignore: [GP5O5, oversized-serving-gpu]\nseverity: {low-headroom: error, GP9: info}\n"
+    )
+    path = tmp_path / "a.yaml"
+    path.write_text(spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "l40s"}}))
+    code, _, err = run_cli("lint", str(path))
+    assert code == 2
+    assert f"{config}:2:10: ignore: unknown rule 'GP5O5'; did you mean GP505" in err
+    assert f"{config}:3:33: severity: unknown rule 'GP9'" in err
+    assert "GP2'" not in err and "oversized-serving-gpu" not in err and "low-headroom" not in err
+
+
 def test_waivers_are_reported_and_can_be_ignored():
     path = EXAMPLES / "findings" / "waivers.yaml"
     code, out, _ = run_cli("lint", "--format", "json", str(path))
@@ -147,6 +162,6 @@ def test_raising_the_budget_never_adds_budget_errors(tokens, monthly, extra):
 
 def test_settings_feed_the_estimate():
     text = spec({"context": 8192, "concurrency": 8, "slo": {"ttft_ms": 1000}, "hardware": {"gpu": "l40s"}})
-    fast = {f.code for f in lint_text(text, settings=Settings(prefill_mfu=1.0))}
-    slow = {f.code for f in lint_text(text, settings=Settings(prefill_mfu=0.05))}
+    fast = {f.code for f in lint_text(text, settings=Settings.from_thresholds({"prefill_mfu": 1.0}))}
+    slow = {f.code for f in lint_text(text, settings=Settings.from_thresholds({"prefill_mfu": 0.05}))}
     assert "GP403" in slow and "GP403" not in fast

@@ -11,7 +11,7 @@ from evidence_samples import GIB, RankMemory, VllmRun, torch_memory_json, vllm_f
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gpuplan.config import Settings
+from gpuplan.config import default_settings
 from gpuplan.evidence.model import (
     BYTES,
     CUDA_GRAPHS,
@@ -113,7 +113,7 @@ def verify_text(result, log: str, tmp_path, tolerance: float = 10.0):
     path = tmp_path / "run.log"
     path.write_text(log)
     evidence = read_evidence(str(path))
-    return verify_run(result.analysis, result.document, evidence, Settings(), tolerance)
+    return verify_run(result.analysis, result.document, evidence, default_settings(), tolerance)
 
 
 def codes(run) -> list[str]:
@@ -472,7 +472,7 @@ def _startable(result) -> bool:
 def test_a_run_equal_to_the_estimate_has_no_findings_but_the_capacity_one_it_predicts(text):
     result = analysis_of(text)
     assume(_startable(result))
-    run = verify_run(result.analysis, result.document, serve_evidence_equal_to(result), Settings(), 10.0)
+    run = verify_run(result.analysis, result.document, serve_evidence_equal_to(result), default_settings(), 10.0)
     estimate = result.analysis.serve
     capacity = serve_estimate_terms(estimate)["max_concurrency"]
     assert codes(run) == (["GP803"] if capacity < estimate.job.concurrency else [])
@@ -496,7 +496,7 @@ def test_the_same_through_a_written_log_rounded_as_vllm_prints_it(tmp_path_facto
 def test_scaling_every_measured_term_beyond_the_tolerance_yields_gp801(text, scale):
     result = analysis_of(text)
     assume(_startable(result))
-    run = verify_run(result.analysis, result.document, serve_evidence_equal_to(result, scale), Settings(), 10.0)
+    run = verify_run(result.analysis, result.document, serve_evidence_equal_to(result, scale), default_settings(), 10.0)
     over = {f.message.split(":")[0] for f in run.findings if f.code == "GP801"}
     usage = {
         term.name for term in run.terms if term.direction == USAGE and term.estimate and term.name != "non-KV total"
@@ -553,7 +553,7 @@ def test_training_runs_equal_to_or_scaled_from_the_estimate(text, scale):
         },
         {},
     )
-    run = verify_run(result.analysis, result.document, evidence, Settings(), 10.0)
+    run = verify_run(result.analysis, result.document, evidence, default_settings(), 10.0)
     expected = ["GP801", "GP801"] if scale > 1.1 else []
     assert codes(run) == expected
 

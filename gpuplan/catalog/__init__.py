@@ -130,19 +130,19 @@ def gpu_sources() -> dict[str, dict[str, Any]]:
 
 
 def custom_gpu(gpu_id: str, entry: dict[str, Any]) -> Gpu:
-    """A GPU defined in a spec's ``gpus`` section (the schema has checked the fields)."""
+    """A GPU defined in a spec's ``gpus`` section (validated, with the schema's defaults applied)."""
     total = int(entry["memory_gib"] * 2**30)
-    pcie = float(entry.get("pcie_gbs", 64))
+    pcie = float(entry["pcie_gbs"])
     return Gpu(
         id=gpu_id,
         name=entry.get("name", gpu_id),
-        form_factor=entry.get("form_factor", "pcie"),
+        form_factor=entry["form_factor"],
         memory_bytes=total,
         usable_bytes=total - 2**29,
         bandwidth_tbs=float(entry["bandwidth_tbs"]),
         tflops={"bf16": entry["bf16_tflops"], "fp16": entry["bf16_tflops"], "fp8": entry.get("fp8_tflops")},
         interconnect_gbs=float(entry.get("interconnect_gbs", pcie)),
-        domain=int(entry.get("nvlink_domain", 1)),
+        domain=int(entry["nvlink_domain"]),
         pcie_gbs=pcie,
         price_per_hour=entry.get("price_per_hour"),
         price_date=None,

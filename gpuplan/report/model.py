@@ -14,7 +14,7 @@ from typing import Any
 from gpuplan import __version__
 from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate
 from gpuplan.catalog import Gpu, catalog_version, gpu_catalog
-from gpuplan.config import Settings
+from gpuplan.config import Settings, default_settings
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import Layout, finetune_at, serve_at, tp_degrees
 from gpuplan.linter import LintResult
@@ -291,7 +291,7 @@ def build_report(
 
     ``verification`` is the optional "Verified against a run" section (gpuplan.report.verified).
     """
-    settings = settings or Settings()
+    settings = settings or default_settings()
     analysis: Analysis | None = result.analysis
     spec = analysis.spec if analysis else None
     raw = result.document.raw if result.document else b""
