@@ -123,6 +123,11 @@ class _Check:
             basis_estimate = estimate_serve(comparison.spec, comparison.job, efficiency)
         terms = self._terms(comparison, serve_estimate_terms(basis_estimate))
         self._settings_findings(comparison)
+        if job.tenants:
+            self.meaning.append(
+                "the spec's tenants share these GPUs, but one vLLM engine serves one model: the estimated KV pool "
+                "is what the tenants leave the main model, so the run's pool is larger"
+            )
         pool = self._smallest(KV_POOL)
         budget = self._largest(REQUESTED) or float(estimate.memory.budget)
         headroom_gone = pool is not None and pool - estimate.memory.kv_cache < self._margin() * budget
