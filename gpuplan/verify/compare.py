@@ -273,11 +273,10 @@ class _Check:
         pool = self._smallest(KV_POOL)
         need = estimate.memory.kv_cache
         if pool is not None:
-            spare = pool - need
+            spare, planned = pool - need, estimate.memory.kv_available - need
             self.meaning.append(
                 f"the declared {job.concurrency} x {job.context:,} tokens need {format_gib(need)} of KV cache per GPU; "
-                f"the run's pool holds {format_gib(pool)}: "
-                + (f"{format_gib(spare)} to spare" if spare >= 0 else f"short by {format_gib(-spare)}")
+                f"the run's pool holds {format_gib(pool)}: {_spare(spare)} (the estimate planned {_spare(planned)})"
             )
         self._pool_meaning(terms, job.context)
         if capacity < job.concurrency:
@@ -374,3 +373,7 @@ class _Check:
             sorted_findings(self.findings),
             comparison.unexpressible,
         )
+
+
+def _spare(amount: float) -> str:
+    return f"{format_gib(amount)} to spare" if amount >= 0 else f"short by {format_gib(-amount)}"
