@@ -18,6 +18,7 @@ import click
 
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
+from gpuplan.evidence.model import KINDS
 from gpuplan.findings import Severity
 from gpuplan.output import FORMAT_MODULES
 from gpuplan.visible import visible
@@ -204,14 +205,84 @@ def main() -> None:
     cli(prog_name="gpuplan")
 
 
-def _stop_unresolved(result: Any, spec_path: str, done: str) -> NoReturn:
-    """A spec that did not resolve: its findings on stderr, then exit 2 with one line."""
-    for finding in result.findings:
+def _echo_problems(findings: Any) -> None:
+    """The spec's own problems, on stderr, before an error that says they stop the command."""
+    for finding in findings:
         click.echo(
             f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] {finding.message}",
             err=True,
         )
+
+
+def _stop_unresolved(result: Any, spec_path: str, done: str) -> NoReturn:
+    """A spec that did not resolve: its findings on stderr, then exit 2 with one line."""
+    _echo_problems(result.findings)
     raise GpuplanError(f"{spec_path} cannot be {done} until the problems above are fixed")
+
+
+EVIDENCE_KINDS = ("auto", *KINDS)
+
+
+@cli.command()
+@click.argument("spec_path", metavar="SPEC")
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    required=True,
+    metavar="EVIDENCE",
+    help="What a real run logged: a vLLM startup log, a PyTorch memory-statistics JSON, or a Trainer, "
+    "torchtune or Accelerate log. Repeat for several runs.",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(EVIDENCE_KINDS),
+    default="auto",
+    show_default=True,
+    help="The evidence format; auto tells it from the content.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0, 1000),
+    default=None,
+    help="Percent a measured term may differ from its estimate [default: 10, or thresholds.verify_tolerance_pct].",
+)
+@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
+@_guarded
+def verify(
+    spec_path: str,
+    runs: tuple[str, ...],
+    kind: str,
+    output_format: str,
+    tolerance: float | None,
+    fail_on: str | None,
+    config_path: str | None,
+) -> None:
+    """Hold SPEC's estimate against a real run: settings first, then memory term by term.
+
+    Exit codes as lint's: 0 nothing at or above the fail level, 1 findings at or above it, 2 errors.
+    """
+    from gpuplan.output.verify_format import RENDERERS
+    from gpuplan.verify import SpecNotEstimable, verify_spec
+
+    try:
+        summary = verify_spec(
+            spec_path, list(runs), kind=kind, tolerance_pct=tolerance, config_path=config_path, fail_on=fail_on
+        )
+    except SpecNotEstimable as error:
+        _echo_problems(error.findings)
+        raise
+    click.echo(RENDERERS[output_format](summary), nl=False)
+    sys.exit(summary.exit_code)
 
 
 @cli.command()
@@ -424,6 +495,14 @@ def catalog_models(output_format: str) -> None:
 @click.option("--force", is_flag=True, help="Replace a symlink (the link itself, not its target) or a read-only file.")
 @click.option("--mkdir", is_flag=True, help="Create the output file's missing folders.")
 @_run_options
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    metavar="EVIDENCE",
+    help="Add a 'Verified against a run' section from this run's evidence (as gpuplan verify reads it).",
+)
+@click.option("--kind", type=click.Choice(EVIDENCE_KINDS), default="auto", help="The --run evidence format.")
 @_guarded
 def report(
     spec_path: str,
@@ -436,6 +515,8 @@ def report(
     fail_on: str | None,
     config_path: str | None,
     no_waivers: bool,
+    runs: tuple[str, ...],
+    kind: str,
 ) -> None:
     """Render a decision report for procurement review: verdict, memory, alternatives, cost, sign-off.
 
@@ -469,6 +550,18 @@ def report(
         [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
     )
     (result,) = summary.results
+    verification = None
+    if runs:
+        from dataclasses import replace
+
+        from gpuplan.report.verified import verification_section
+        from gpuplan.verify import verify_linted
+
+        result, verified = verify_linted(
+            result, list(runs), kind=kind, config_path=config_path, use_waivers=not no_waivers
+        )
+        summary = replace(summary, results=(result,))
+        verification = verification_section(verified)
     interactive = sys.stderr.isatty()
 
     def progress(message: str) -> None:
@@ -479,7 +572,7 @@ def report(
     # WeasyPrint's fontTools fallback stamps subset fonts with SOURCE_DATE_EPOCH or the time: pin it
     # for this process (HarfBuzz subsetting, the usual path, stamps nothing).
     os.environ.setdefault("SOURCE_DATE_EPOCH", str(epoch))
-    rendered = render_report(result, formats, clock.today(), epoch, progress)
+    rendered = render_report(result, formats, clock.today(), epoch, progress, verification)
     for name, data in rendered.items():
         if to_stdout:
             click.echo(data.decode(), nl=False)

@@ -273,6 +273,29 @@ CODES: dict[str, Code] = {
         ),
         Code("GP701", "expired-waiver", "waivers", WARNING, "A waiver's expiry date has passed."),
         Code("GP702", "unused-waiver", "waivers", WARNING, "A waiver matches no finding."),
+        Code(
+            "GP801",
+            "measured-exceeds-estimate",
+            "verify",
+            WARNING,
+            "A real run used more memory than the estimate, beyond the tolerance (an error when it leaves no headroom).",
+        ),
+        Code("GP802", "run-settings-differ", "verify", ERROR, "The run used other settings than the spec declares."),
+        Code(
+            "GP803",
+            "measured-capacity-below-declared",
+            "verify",
+            ERROR,
+            "The serving engine holds fewer sequences of the declared context than the declared concurrency.",
+        ),
+        Code("GP804", "run-failed", "verify", ERROR, "The run failed to start, or ran out of memory."),
+        Code(
+            "GP805",
+            "incomplete-evidence",
+            "verify",
+            WARNING,
+            "The run's evidence stops before it states what verify needs (a truncated log).",
+        ),
     )
 }
 _BY_NAME = {entry.name: entry for entry in CODES.values()}

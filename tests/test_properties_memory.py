@@ -144,9 +144,12 @@ def test_sharding_and_tensor_parallel_reduce_per_gpu_memory(setup, gpus):
     spread = replace(setup, gpus=gpus)
     none, z1, z2, z3 = (peak(replace(spread, sharding=s)) for s in ("none", "zero1", "zero2", "zero3"))
     assert z2 <= z1 <= none
-    # ZeRO-3 adds the gathered current and prefetched units and one unit's gradient (3 layers' worth): it only
-    # pays off once a stage holds more layers than that costs, so compare it where a stage has 8 or more.
-    if setup.architecture.layers // setup.pipeline_parallel >= 8:
+    # ZeRO-3 adds the gathered current and prefetched units and one unit's gradient (3 units: a layer, or
+    # the embedding when that is larger): it only pays off once a stage holds far more than that, so
+    # compare it where a stage's share of parameters is at least 8 such units.
+    arch = setup.architecture
+    unit = max(arch.largest_layer_params, arch.embedding_params())
+    if arch.params / setup.pipeline_parallel >= 8 * unit:
         assert z3 <= z2
     heads = setup.architecture.heads
     tp_values = [t for t in (1, 2, 4, 8) if heads % t == 0]

@@ -186,7 +186,9 @@ def test_serving_recommendation_is_sound_and_no_cheaper_layout_is(document):
             for pp in (1, 2, 4, 8):
                 most = min(demand, 64 // (tp * pp))
                 if best is not None:
-                    most = min(most, math.ceil(monthly(best) / (price * tp * pp * HOURS_PER_MONTH)) - 1)
+                    most = min(
+                        most, math.ceil(monthly(best) / (price * tp * pp * HOURS_PER_MONTH) - 1e-9) - 1
+                    )  # cheaper only
                 for replicas in range(max(1, most if best is None else 1), most + 1):
                     layout = Layout(gpu, tp, pp, replicas, math.ceil(demand / replicas))
                     nodes = math.ceil(layout.gpus / max(gpu.domain, 8))

@@ -249,8 +249,16 @@ def _recommendation(spec: Spec | None, analysis: Analysis | None, findings: tupl
     return f"Approve: {summary}. No blocking or warning findings."
 
 
-def build_report(result: LintResult, generated: datetime.date, settings: Settings | None = None) -> dict[str, Any]:
-    """The report model for one linted spec (analysis may be missing when the spec did not resolve)."""
+def build_report(
+    result: LintResult,
+    generated: datetime.date,
+    settings: Settings | None = None,
+    verification: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The report model for one linted spec (analysis may be missing when the spec did not resolve).
+
+    ``verification`` is the optional "Verified against a run" section (gpuplan.report.verified).
+    """
     settings = settings or default_settings()
     analysis: Analysis | None = result.analysis
     spec = analysis.spec if analysis else None
@@ -335,6 +343,7 @@ def build_report(result: LintResult, generated: datetime.date, settings: Setting
         "jobs": jobs,
         "finding_groups": groups,
         "finding_count": len(result.findings),
+        "verification": verification or [],
         "budget_rows": budget_rows,
         "currency": currency,
         "signoff": [

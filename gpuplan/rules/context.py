@@ -33,15 +33,15 @@ class RuleContext:
         return planner_for(self.spec, self.settings)
 
     def finding(self, code: str, pointer: Pointer, message: str, hint: str = "") -> Finding:
-        """A finding at the field ``pointer`` names (its key's line when the value spans lines)."""
-        position = self.document.position(pointer)
-        same_line = position.value_line == position.line
-        line, col = (
-            (position.value_line, position.value_col) if same_line and pointer else (position.line, position.col)
-        )
-        return Finding.make(
-            code, message, path=self.document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint
-        )
+        return finding_at(self.document, code, pointer, message, hint)
+
+
+def finding_at(document: LoadedDocument, code: str, pointer: Pointer, message: str, hint: str = "") -> Finding:
+    """A finding at the field ``pointer`` names (its key's line when the value spans lines)."""
+    position = document.position(pointer)
+    same_line = position.value_line == position.line
+    line, col = (position.value_line, position.value_col) if same_line and pointer else (position.line, position.col)
+    return Finding.make(code, message, path=document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint)
 
 
 def efficiency_of(settings: Settings) -> Efficiency:
