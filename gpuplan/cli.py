@@ -1,24 +1,30 @@
 """The command line: the only place that prints or exits.
 
 Exit codes: 0 nothing at or above the fail level; 1 findings at or above it; 2 usage, configuration,
-I/O or internal error (one line on stderr; ``--traceback`` shows the trace).
+I/O or internal error: a bad option or --config file (one line on stderr; ``--traceback`` shows the
+trace of an internal error), or a file the run could not check (GP009 unreadable, GP010 internal
+error, GP012 invalid configuration), reported as a finding in every output format.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
+from gpuplan.evidence.model import KINDS
 from gpuplan.findings import Severity
 from gpuplan.output import FORMAT_MODULES
+from gpuplan.visible import visible
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+_TRACEBACK = "gpuplan.traceback"  # click context key: whether --traceback was given
 SEVERITY_CHOICES = click.Choice([s.value for s in Severity])
 
 
@@ -27,10 +33,12 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, traceback_: bool = False, **kwargs: Any) -> Any:
+        click.get_current_context().meta[_TRACEBACK] = traceback_
         try:
             return command(*args, **kwargs)
         except GpuplanError as error:
-            click.echo(f"gpuplan: error: {error}", err=True)
+            first, *rest = str(error).split("\n")  # one line, or a header and one problem per line
+            click.echo(f"gpuplan: error: {visible(first)}" + "".join(f"\n  {visible(line)}" for line in rest), err=True)
             sys.exit(EXIT_ERROR)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
@@ -41,7 +49,8 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
                 traceback.print_exc()
             else:
                 click.echo(
-                    f"gpuplan: internal error: {type(error).__name__}: {error} (run with --traceback for details)",
+                    f"gpuplan: internal error: {type(error).__name__}: {visible(str(error))} "
+                    "(run with --traceback for details)",
                     err=True,
                 )
             sys.exit(EXIT_ERROR)
@@ -49,6 +58,26 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--traceback", "traceback_", is_flag=True, help="Show the full trace of an internal error.")(
         wrapper
     )
+
+
+def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--fail-on, --config and --no-waivers: what lint, estimate and report share (one set of semantics)."""
+    options = (
+        click.option(
+            "--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error]."
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.",
+        ),
+        click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers (procurement runs)."),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,19 +96,9 @@ def cli() -> None:
     show_default=True,
     help="Output format.",
 )
-@click.option(
-    "--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that fails the run [default: error]."
-)
+@_run_options
 @click.option("--select", multiple=True, help="Only these codes, code prefixes (GP2) or rule names.")
 @click.option("--ignore", multiple=True, help="Skip these codes, code prefixes or rule names.")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.",
-)
-@click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers (procurement runs).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when there is nothing to report.")
 @click.option(
     "--only-specs",
@@ -117,7 +136,15 @@ def lint(
     from gpuplan.output import formatter
 
     click.echo(formatter(output_format)(summary), nl=False)
+    _print_tracebacks(summary)
     sys.exit(summary.exit_code)
+
+
+def _print_tracebacks(summary: Any) -> None:
+    """The trace of each GP010 (internal error) finding, on stderr, when --traceback was given."""
+    if click.get_current_context().meta.get(_TRACEBACK):
+        for trace in summary.tracebacks:
+            click.echo(trace, err=True)
 
 
 @cli.command()
@@ -178,31 +205,201 @@ def main() -> None:
     cli(prog_name="gpuplan")
 
 
+def _echo_problems(findings: Any) -> None:
+    """The spec's own problems, on stderr, before an error that says they stop the command."""
+    for finding in findings:
+        click.echo(
+            f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] {finding.message}",
+            err=True,
+        )
+
+
+def _stop_unresolved(result: Any, spec_path: str, done: str) -> NoReturn:
+    """A spec that did not resolve: its findings on stderr, then exit 2 with one line."""
+    _echo_problems(result.findings)
+    raise GpuplanError(f"{spec_path} cannot be {done} until the problems above are fixed")
+
+
+EVIDENCE_KINDS = ("auto", *KINDS)
+
+
+@cli.command()
+@click.argument("spec_path", metavar="SPEC")
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    required=True,
+    metavar="EVIDENCE",
+    help="What a real run logged: a vLLM startup log, a PyTorch memory-statistics JSON, or a Trainer, "
+    "torchtune or Accelerate log. Repeat for several runs.",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(EVIDENCE_KINDS),
+    default="auto",
+    show_default=True,
+    help="The evidence format; auto tells it from the content.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0, 1000),
+    default=None,
+    help="Percent a measured term may differ from its estimate [default: 10, or thresholds.verify_tolerance_pct].",
+)
+@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
+@_guarded
+def verify(
+    spec_path: str,
+    runs: tuple[str, ...],
+    kind: str,
+    output_format: str,
+    tolerance: float | None,
+    fail_on: str | None,
+    config_path: str | None,
+) -> None:
+    """Hold SPEC's estimate against a real run: settings first, then memory term by term.
+
+    Exit codes as lint's: 0 nothing at or above the fail level, 1 findings at or above it, 2 errors.
+    """
+    from gpuplan.output.verify_format import RENDERERS
+    from gpuplan.verify import SpecNotEstimable, verify_spec
+
+    try:
+        summary = verify_spec(
+            spec_path, list(runs), kind=kind, tolerance_pct=tolerance, config_path=config_path, fail_on=fail_on
+        )
+    except SpecNotEstimable as error:
+        _echo_problems(error.findings)
+        raise
+    click.echo(RENDERERS[output_format](summary), nl=False)
+    sys.exit(summary.exit_code)
+
+
 @cli.command()
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_run_options
 @_guarded
-def estimate(spec_path: str, output_format: str) -> None:
-    """Estimate per-GPU memory, speed and cost of a spec's jobs, with the assumptions used."""
+def estimate(
+    spec_path: str, output_format: str, fail_on: str | None, config_path: str | None, no_waivers: bool
+) -> None:
+    """Estimate per-GPU memory, speed and cost of a spec's jobs, with the assumptions used.
+
+    The spec is linted as `gpuplan lint` does (same configuration, thresholds and rules), so the
+    estimate uses the configured efficiencies; the findings follow the estimate and the exit code
+    is lint's: a job that fits in memory but breaks a rule (TP beyond the NVLink domain) exits 1.
+    """
     import json
 
     from gpuplan.analysis import to_dict
-    from gpuplan.linter import lint_path
     from gpuplan.output.estimate_text import render_estimate
+    from gpuplan.output.text import render as render_findings
+    from gpuplan.run import lint_paths
 
-    result = lint_path(spec_path)
-    if result.analysis is None:
-        for finding in result.findings:
-            click.echo(
-                f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] "
-                f"{finding.message}",
-                err=True,
-            )
-        raise GpuplanError(f"{spec_path} cannot be estimated until the problems above are fixed")
+    if spec_path == "-":
+        raise GpuplanError("estimate needs a spec file, not standard input")
+    summary = lint_paths(
+        [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
+    )
+    (result,) = summary.results
     if output_format == "json":
-        click.echo(json.dumps(to_dict(result.analysis), indent=2))
+        document = to_dict(result.analysis) if result.analysis is not None else {}
+        document["findings"] = [finding.to_dict() for finding in result.findings]
+        document["exit_code"] = summary.exit_code
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
+    elif result.analysis is None:
+        click.echo(render_findings(summary), nl=False, err=True)
+        click.echo(f"gpuplan: no estimate: {visible(result.path)} has problems that stop it (above)", err=True)
     else:
         click.echo(render_estimate(result.analysis), nl=False)
+        click.echo(render_findings(summary), nl=False)
+    _print_tracebacks(summary)
+    sys.exit(summary.exit_code)
+
+
+@cli.command("plan")
+@click.argument("spec_path", metavar="SPEC")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of options and rejected.")
+@click.option("--gpu", "gpus", multiple=True, help="Only this GPU id (repeatable); replaces the spec's plan.gpu.")
+@click.option(
+    "--vendor",
+    "vendors",
+    multiple=True,
+    type=click.Choice(["nvidia", "amd", "intel"], case_sensitive=False),
+    help="Only GPUs of this vendor (repeatable); replaces plan.vendor.",
+)
+@click.option("--max-gpus", type=click.IntRange(min=1, max=4096), default=None, help="Replaces plan.max_gpus.")
+@click.option("--max-nodes", type=click.IntRange(min=1, max=512), default=None, help="Replaces plan.max_nodes.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
+@_guarded
+def plan_command(
+    spec_path: str,
+    output_format: str,
+    top: int,
+    gpus: tuple[str, ...],
+    vendors: tuple[str, ...],
+    max_gpus: int | None,
+    max_nodes: int | None,
+    config_path: str | None,
+) -> None:
+    """Recommend the cheapest layout that meets memory, headroom and the SLO, with the options around it.
+
+    Exit 0 when every job has a sound layout within the constraints, 1 when one has none, 2 on errors.
+    """
+    import dataclasses
+    import json
+
+    from gpuplan.catalog import UnknownNameError, get_gpu
+    from gpuplan.output.plan_text import render_markdown, render_text
+    from gpuplan.plan.document import plan_document
+    from gpuplan.rules.context import planner_for
+    from gpuplan.run import lint_paths
+
+    summary = lint_paths([spec_path], config_path=config_path, keep_analysis=True)
+    (result,) = summary.results
+    if result.analysis is None:
+        _stop_unresolved(result, spec_path, "planned")
+    spec = result.analysis.spec
+    for gpu_id in gpus:
+        try:
+            get_gpu(gpu_id, spec.custom_gpus)
+        except UnknownNameError as error:
+            raise GpuplanError(f"--gpu: {error}") from None
+    limits = dataclasses.replace(
+        spec.plan,
+        gpus=tuple(dict.fromkeys(gpus)) or spec.plan.gpus,
+        vendors=tuple(dict.fromkeys(v.lower() for v in vendors)) or spec.plan.vendors,
+        max_gpus=max_gpus or spec.plan.max_gpus,
+        max_nodes=max_nodes or spec.plan.max_nodes,
+    )
+    settings = result.settings
+    planner = planner_for(spec, settings, limits)
+    document = plan_document(planner, path=result.path, top=top, cheaper_share=settings.cheaper_layout_share)
+    if output_format == "json":
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    elif output_format == "markdown":
+        click.echo(render_markdown(document), nl=False)
+    else:
+        click.echo(render_text(document), nl=False)
+    sys.exit(EXIT_OK if all(job["recommended"] is not None for job in document["jobs"]) else EXIT_FINDINGS)
 
 
 @cli.group()
@@ -222,18 +419,28 @@ def catalog_gpus(output_format: str) -> None:
     gpus = gpu_catalog()
     if output_format == "json":
         sources = gpu_sources()
-        rows = [{**dataclasses.asdict(gpu), "provenance": sources.get(gpu.id, {})} for gpu in gpus.values()]
+        rows = [
+            {**dataclasses.asdict(gpu), "price_per_hour": gpu.price_per_hour, "provenance": sources.get(gpu.id, {})}
+            for gpu in gpus.values()
+        ]
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(
-        f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  price date"
+        f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  quoted"
     )
     for gpu in gpus.values():
         price = f"{gpu.price_per_hour:.2f}" if gpu.price_per_hour is not None else "-"
         click.echo(
             f"{gpu.id:<16}{gpu.memory_gb:>8g}GB{gpu.usable_bytes / 2**30:>12.1f}{gpu.bandwidth_tbs:>7.2f}"
-            f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {gpu.price_date or '-'}"
+            f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {_quoted(gpu.price)}"
         )
+
+
+def _quoted(price: Any) -> str:
+    """The dates of the quotes behind a catalog price: one date, or the oldest to the newest."""
+    if price is None or price.quoted_from is None:
+        return "-"
+    return price.quoted_from if price.quoted_from == price.quoted_to else f"{price.quoted_from}..{price.quoted_to}"
 
 
 @catalog.command("models")
@@ -254,6 +461,7 @@ def catalog_models(output_format: str) -> None:
                 "params": m.architecture.params,
                 "active_params": m.architecture.active_params,
                 "kv_bytes_per_token_bf16": m.architecture.kv_bytes_per_token(2),
+                "hf_ids": list(m.hf_ids),
                 "source": m.source,
                 "architecture": dataclasses.asdict(m.architecture),
             }
@@ -278,14 +486,23 @@ def catalog_models(output_format: str) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False),
+    type=click.Path(dir_okay=False, allow_dash=True),
     default=None,
-    help="Output file; with several formats, its suffix is replaced per format. "
-    "Default: Markdown/HTML to stdout, PDF next to the spec as <name>.pdf.",
+    help="Output file ('-': standard output, one text format only); with several formats, its suffix is "
+    "replaced per format. Default: one Markdown or HTML report to standard output; a PDF, or several "
+    "formats, next to the spec as <name>.md/.html/.pdf.",
 )
-@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
-@click.option("--no-waivers", is_flag=True, help="Ignore the spec's waivers (procurement runs).")
+@click.option("--force", is_flag=True, help="Replace a symlink (the link itself, not its target) or a read-only file.")
+@click.option("--mkdir", is_flag=True, help="Create the output file's missing folders.")
+@_run_options
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    metavar="EVIDENCE",
+    help="Add a 'Verified against a run' section from this run's evidence (as gpuplan verify reads it).",
+)
+@click.option("--kind", type=click.Choice(EVIDENCE_KINDS), default="auto", help="The --run evidence format.")
 @_guarded
 def report(
     spec_path: str,
@@ -293,41 +510,77 @@ def report(
     as_html: bool,
     as_pdf: bool,
     output: str | None,
+    force: bool,
+    mkdir: bool,
     fail_on: str | None,
     config_path: str | None,
     no_waivers: bool,
+    runs: tuple[str, ...],
+    kind: str,
 ) -> None:
-    """Render a decision report for procurement review: verdict, memory, alternatives, cost, sign-off."""
+    """Render a decision report for procurement review: verdict, memory, alternatives, cost, sign-off.
+
+    Every destination is checked before anything is rendered or written: a report never writes
+    through a symlink, onto a device, FIFO or read-only file, into a missing folder (unless --mkdir),
+    or over its spec; files are written atomically and keep the mode of the file they replace.
+    """
     from pathlib import Path
 
-    from gpuplan.atomic import write_atomic
+    from gpuplan import clock
+    from gpuplan.atomic import check_destination, write_atomic
     from gpuplan.report.build import render_report
-    from gpuplan.run import lint_paths, report_date, report_epoch
+    from gpuplan.run import lint_paths
 
     formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted) or ("md",)
     if spec_path == "-":
         raise GpuplanError("report needs a spec file, not standard input")
-    summary = lint_paths([spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers)
+    to_stdout = output == "-" or (output is None and len(formats) == 1 and formats[0] != "pdf")
+    if to_stdout and (len(formats) > 1 or formats[0] == "pdf"):
+        raise GpuplanError("-o - writes one Markdown or HTML report; a PDF or several formats need a file name")
+    spec = Path(spec_path)
+    destinations = {}
+    if not to_stdout:
+        for name in formats:
+            if output is None:
+                target = spec.with_suffix(f".{name}")
+            else:
+                target = Path(output) if len(formats) == 1 else Path(output).with_suffix(f".{name}")
+            destinations[name] = check_destination(target, protect=(spec,), force=force, mkdir=mkdir)
+    summary = lint_paths(
+        [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
+    )
     (result,) = summary.results
+    verification = None
+    if runs:
+        from dataclasses import replace
+
+        from gpuplan.report.verified import verification_section
+        from gpuplan.verify import verify_linted
+
+        result, verified = verify_linted(
+            result, list(runs), kind=kind, config_path=config_path, use_waivers=not no_waivers
+        )
+        summary = replace(summary, results=(result,))
+        verification = verification_section(verified)
     interactive = sys.stderr.isatty()
 
     def progress(message: str) -> None:
         if interactive:
             click.echo(f"gpuplan: {message} ...", err=True)
 
-    rendered = render_report(result, formats, report_date(), report_epoch(), progress)
-    spec = Path(spec_path)
+    epoch = clock.today_epoch()
+    # WeasyPrint's fontTools fallback stamps subset fonts with SOURCE_DATE_EPOCH or the time: pin it
+    # for this process (HarfBuzz subsetting, the usual path, stamps nothing).
+    os.environ.setdefault("SOURCE_DATE_EPOCH", str(epoch))
+    rendered = render_report(result, formats, clock.today(), epoch, progress, verification)
     for name, data in rendered.items():
-        if output is None and name != "pdf" and len(formats) == 1:
+        if to_stdout:
             click.echo(data.decode(), nl=False)
             continue
-        if output is None:
-            target = spec.with_suffix(f".{name}")
-        else:
-            target = Path(output) if len(formats) == 1 else Path(output).with_suffix(f".{name}")
-        write_atomic(target, data, protect=(spec,))
+        write_atomic(destinations[name], data)
         if interactive:
-            click.echo(f"gpuplan: wrote {target}", err=True)
+            click.echo(f"gpuplan: wrote {visible(str(destinations[name].path))}", err=True)
+    _print_tracebacks(summary)
     sys.exit(summary.exit_code)
 
 
@@ -407,12 +660,12 @@ def diff(
     """
     from pathlib import Path
 
+    from gpuplan import clock
     from gpuplan.diff import renderer
     from gpuplan.diff.build import DiffOptions, diff_files, diff_git
     from gpuplan.diff.guardrails import Guardrails, breaches, configured_section, should_print
-    from gpuplan.run import report_date
 
-    options = DiffOptions(config_path, use_waivers=not no_waivers, today=report_date())
+    options = DiffOptions(config_path, use_waivers=not no_waivers, today=clock.today())
     if git_ref is None:
         if head_ref or merge_base:
             raise click.UsageError("--head and --merge-base need --git")
@@ -528,12 +781,12 @@ def init(
         click.echo(text, nl=False)
         return
     target = Path(path)
-    if target.exists() and not force:
+    if (target.exists() or target.is_symlink()) and not force:
         raise GpuplanError(f"{path} exists; choose another path or use --force to replace it")
-    from gpuplan.atomic import write_atomic
+    from gpuplan.atomic import check_destination, write_atomic
     from gpuplan.run import lint_paths
 
-    write_atomic(target, text.encode())
+    write_atomic(check_destination(target, force=force), text.encode())
     summary = lint_paths([path])
     click.echo(f"gpuplan: wrote {path}", err=True)
     from gpuplan.output import formatter

@@ -34,8 +34,10 @@ serve:
 BASE_SERVE = SERVE_70B.format(gpu="h200-sxm", count=2) + PRICED.format(prices="h200-sxm: 4.00")  # 2 x 4 x 730 = 5,840
 HEAD_SERVE = SERVE_70B.format(gpu="h100-sxm", count=4) + PRICED.format(prices="h100-sxm: 3.00")  # 4 x 3 x 730 = 8,760
 
-# Llama 3.1 8B on one L40S: the KV cache is 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 128 KiB a
-# token, 1 GiB per 8,192-token sequence; weights ~15 GiB of the 40 GiB engine budget (0.9 x 44.5 GiB).
+# Llama 3.1 8B on one L40S (the team has only L40S: the planner may propose no other GPU, so no GP507): the
+# KV cache is 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 128 KiB a token, 1 GiB per 8,192-token
+# sequence; beside it 14.99 GiB of weights, 0.44 GiB of activations and 0.25 GiB of runtime, in the
+# 40.04 GiB engine budget (0.9 x 44.5 GiB).
 SMALL = """\
 version: 1
 name: {name}
@@ -44,11 +46,14 @@ serve:
   context: 8192
   concurrency: {concurrency}
   hardware: {{gpu: l40s}}
+plan: {{gpu: [l40s]}}
 """
 L40S_PRICE = PRICED.format(prices="l40s: 2.00")  # 1 x 2 x 730 = 1,460 a month
-CLEAN = SMALL.format(name="chat", concurrency=8) + L40S_PRICE  # 8 GiB of KV: ~17 GiB free, no finding
-LOW_HEADROOM = SMALL.format(name="chat", concurrency=20) + L40S_PRICE  # 20 GiB of KV: ~2.9 GiB (7%) free < 10%
-TOO_MANY = SMALL.format(name="chat", concurrency=40) + L40S_PRICE  # 40 GiB of KV alone exceeds the budget: GP203
+CLEAN = SMALL.format(name="chat", concurrency=8) + L40S_PRICE  # 8 GiB of KV: 23.68 GiB, 16.4 GiB free, no finding
+# 21 GiB of KV: 36.68 GiB, 3.36 GiB (8.4%) free < the 10% margin: GP202
+LOW_HEADROOM = SMALL.format(name="chat", concurrency=21) + L40S_PRICE
+# 40 GiB of KV alone exceeds the 24.4 GiB left after weights and runtime: GP203
+TOO_MANY = SMALL.format(name="chat", concurrency=40) + L40S_PRICE
 
 TINY = """\
 version: 1
@@ -67,7 +72,6 @@ model: {id: llama-3.1-8b}
 finetune:
   method: lora
   seq_len: 2048
-  activation_checkpointing: true
   tokens: 100000000
   hardware: {gpu: h100-sxm}
 """ + PRICED.format(prices="h100-sxm: 2.50")
@@ -423,7 +427,9 @@ def test_usage_errors_exit_2(tmp_path: Path):
     code, _, err = run_cli("diff", str(spec))
     assert code == 2 and "give two spec files (BASE HEAD), or --git [REF]" in err
     code, _, err = run_cli("diff", str(spec), str(tmp_path / "missing.yaml"))
-    assert (code, err) == (2, f"gpuplan: error: cannot read {tmp_path / 'missing.yaml'}: No such file or directory\n")
+    assert (code, err) == (2, f"gpuplan: error: cannot read {tmp_path / 'missing.yaml'}: no such file\n")
+    code, _, err = run_cli("diff", str(spec), str(tmp_path))
+    assert (code, err) == (2, f"gpuplan: error: cannot read {tmp_path}: it is a directory, not a regular file\n")
     code, _, err = run_cli("diff", "--head", "main", str(spec), str(spec))
     assert code == 2 and "--head and --merge-base need --git" in err
 

@@ -77,13 +77,21 @@ def test_markdown_is_a_github_comment_with_tables(repo: Path):  # noqa: F811
     first = markdown.splitlines()[0]
     assert first == (
         "**Monthly GPU cost will increase by 2,190 USD (+30%), from 7,300 to 9,490 USD; 4 specs changed "
-        "(1 added, 1 removed), verdicts: 1 PASS → FAIL, 1 new PASS; 1 spec without a known cost left out of the "
-        "totals**"
+        "(1 added, 1 removed), verdicts: 1 PASS → FAIL, 1 PASS → PASS WITH WARNINGS, 1 new PASS; 1 spec without a "
+        "known cost left out of the totals**"
     )
     tables = gfm_tables(markdown)
     overview = tables[0]
     assert overview[0] == ["spec", "status", "verdict", "monthly before", "monthly after", "change"]
-    assert overview[1] == ["specs/serve.yaml", "modified", "PASS", "5,840 USD", "8,760 USD", "+2,920 USD"]
+    # 4 x H100 at 8,760 a month is sound but dearer than the 2 x H200 it replaces: GP507 warns
+    assert overview[1] == [
+        "specs/serve.yaml",
+        "modified",
+        "PASS → PASS WITH WARNINGS",
+        "5,840 USD",
+        "8,760 USD",
+        "+2,920 USD",
+    ]
     serve = tables[1]
     assert ["Cost per month", "5,840 USD", "8,760 USD", "+2,920 USD"] in serve
     assert ["Cost over the term (12 months)", "70,080 USD", "105,120 USD", "+35,040 USD"] in serve  # x 12 months
@@ -136,7 +144,14 @@ def test_github_annotations_sit_on_the_changed_lines(repo: Path):  # noqa: F811
         "::notice file=specs/serve.yaml,line=11,title=spec field changed::/budget/prices/h100-sxm: (absent) → 3.0"
         in lines
     )
-    assert "::notice file=specs/serve.yaml,line=9,title=gpuplan diff::verdict PASS; monthly cost +2,920 USD" in lines
+    assert (
+        "::warning file=specs/serve.yaml,line=9,title=gpuplan diff::verdict PASS → PASS WITH WARNINGS; "
+        "monthly cost +2,920 USD" in lines
+    )
+    assert any(
+        line.startswith("::warning file=specs/serve.yaml,line=9,title=new finding GP507 cheaper-layout-available::")
+        for line in lines
+    )
     assert "::warning file=specs/broken.yaml,line=1,title=gpuplan diff::verdict PASS → FAIL; monthly cost n/a" in lines
     assert any(
         line.startswith("::error file=specs/broken.yaml,line=5,title=new finding GP001 yaml-syntax::") for line in lines

@@ -11,9 +11,43 @@ from typing import Any
 import yaml
 
 from gpuplan.architecture import Architecture, make_architecture
+from gpuplan.hf_config import quantized_linear_params
 
 _HERE = Path(__file__).resolve().parent
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Price:
+    """A price per GPU-hour and what it rests on: where it comes from, the quotes, their dates and range.
+
+    A catalog price is the median of several providers' on-demand quotes, so it is as old as its
+    oldest quote (``quoted_from``), not its newest; a spec's own price carries ``budget.prices_date``.
+    """
+
+    per_hour: float
+    origin: str  # "catalog", "budget.prices" or "gpus"
+    quoted_from: str | None = None  # YYYY-MM-DD of the oldest quote (None: undated)
+    quoted_to: str | None = None  # YYYY-MM-DD of the newest quote
+    quotes: int = 1
+    undated_quotes: int = 0
+    providers: tuple[str, ...] = ()
+    low: float | None = None
+    high: float | None = None
+
+    def describe(self) -> str:
+        """Where the price comes from, in words, for assumptions and report provenance."""
+        if self.origin == "budget.prices":
+            return f"spec budget.prices ({self.quoted_from or 'undated'})"
+        if self.origin == "gpus":
+            return "spec gpus section"
+        span = self.quoted_from if self.quoted_from == self.quoted_to else f"{self.quoted_from} to {self.quoted_to}"
+        undated = f" (+{self.undated_quotes} undated)" if self.undated_quotes else ""
+        spread = f", {self.low:g}-{self.high:g}" if self.low is not None and self.high != self.low else ""
+        return (
+            f"catalog median of {self.quotes} quote(s){spread} from {', '.join(self.providers)}, "
+            f"quoted {span or 'undated'}{undated}"
+        )
 
 
 @dataclass(frozen=True)
@@ -30,14 +64,17 @@ class Gpu:
     interconnect_gbs: float  # scale-up, bidirectional per GPU; PCIe figure when there is none
     domain: int  # GPUs in the scale-up (NVLink/xGMI) domain; 1 = PCIe only
     pcie_gbs: float
-    price_per_hour: float | None
-    price_date: str | None
+    price: Price | None
     memory_gb: float = 0.0
     vendor: str = ""
     tdp_w: int | None = None
     mig: bool = False
     custom: bool = False
     consumer: bool = False  # GeForce cards: the driver licence excludes data-centre deployment
+
+    @property
+    def price_per_hour(self) -> float | None:
+        return None if self.price is None else self.price.per_hour
 
     @property
     def suggestable(self) -> bool:
@@ -64,6 +101,10 @@ class CatalogModel:
     name: str
     architecture: Architecture
     source: str
+    hf_ids: tuple[str, ...] = ()  # Hugging Face repo ids (base, instruct, chat) sharing this architecture
+    quantization: str = "none"  # the format the published checkpoint stores (served as stored by default)
+    group_size: int = 128
+    quantized_params: int | None = None  # linear weights stored quantized; None: every decoder linear
 
 
 class UnknownNameError(LookupError):
@@ -90,9 +131,40 @@ def gpu_catalog() -> dict[str, Gpu]:
 def model_catalog() -> dict[str, CatalogModel]:
     models = {}
     for entry in _read("models.yaml")["models"]:
-        values = {k: v for k, v in entry.items() if k not in ("id", "name", "source")}
-        models[entry["id"]] = CatalogModel(entry["id"], entry["name"], make_architecture(values), entry["source"])
+        values = {k: v for k, v in entry.items() if k not in _CATALOG_KEYS}
+        architecture = make_architecture(values)
+        checkpoint = entry.get("checkpoint", {})
+        keep = checkpoint.get("keep_16bit")
+        models[entry["id"]] = CatalogModel(
+            entry["id"],
+            entry["name"],
+            architecture,
+            entry["source"],
+            tuple(entry.get("hf", ())),
+            checkpoint.get("quantization", "none"),
+            checkpoint.get("group_size", 128),
+            quantized_linear_params(architecture, keep) if keep else None,
+        )
     return models
+
+
+# Keys of a catalog entry that are not architecture fields.
+_CATALOG_KEYS = ("id", "name", "source", "hf", "checkpoint")
+
+
+@functools.lru_cache(maxsize=1)
+def _model_aliases() -> dict[str, str]:
+    """Lower-cased catalog ids and Hugging Face repo ids -> catalog id."""
+    aliases: dict[str, str] = {}
+    for model in model_catalog().values():
+        aliases[model.id.lower()] = model.id
+        for hf_id in model.hf_ids:
+            aliases[hf_id.lower()] = model.id
+    return aliases
+
+
+# Suffixes of fine-tuned variants that keep the base model's architecture (Hugging Face naming).
+_VARIANT_SUFFIXES = ("-instruct", "-it", "-chat", "-hf", "-base")
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,13 +186,28 @@ def _gpu(entry: dict[str, Any]) -> Gpu:
         interconnect_gbs=float(link["bandwidth_gbs"] or pcie),
         domain=int(link["domain"] or 1),
         pcie_gbs=pcie,
-        price_per_hour=entry.get("price_usd_per_hour"),
-        price_date=entry.get("price_date"),
+        price=_catalog_price(entry),
         memory_gb=float(entry["memory_gb"]),
         vendor=entry.get("vendor", ""),
         tdp_w=entry.get("tdp_w"),
         mig=bool(entry.get("mig")),
         consumer=bool(entry.get("consumer")),
+    )
+
+
+def _catalog_price(entry: dict[str, Any]) -> Price | None:
+    if entry.get("price_usd_per_hour") is None:
+        return None
+    return Price(
+        per_hour=float(entry["price_usd_per_hour"]),
+        origin="catalog",
+        quoted_from=entry.get("price_quoted_from"),
+        quoted_to=entry.get("price_quoted_to"),
+        quotes=int(entry.get("price_quotes", 1)),
+        undated_quotes=int(entry.get("price_undated_quotes", 0)),
+        providers=tuple(entry.get("price_providers", ())),
+        low=entry.get("price_low"),
+        high=entry.get("price_high"),
     )
 
 
@@ -140,12 +227,16 @@ def custom_gpu(gpu_id: str, entry: dict[str, Any]) -> Gpu:
         memory_bytes=total,
         usable_bytes=total - 2**29,
         bandwidth_tbs=float(entry["bandwidth_tbs"]),
-        tflops={"bf16": entry["bf16_tflops"], "fp16": entry["bf16_tflops"], "fp8": entry.get("fp8_tflops")},
+        tflops={
+            "bf16": entry["bf16_tflops"],
+            "fp16": entry["bf16_tflops"],
+            "fp8": entry.get("fp8_tflops"),
+            "fp4": entry.get("fp4_tflops"),
+        },
         interconnect_gbs=float(entry.get("interconnect_gbs", pcie)),
         domain=int(entry["nvlink_domain"]),
         pcie_gbs=pcie,
-        price_per_hour=entry.get("price_per_hour"),
-        price_date=None,
+        price=None if entry.get("price_per_hour") is None else Price(float(entry["price_per_hour"]), "gpus"),
         memory_gb=round(total / 1e9, 1),
         custom=True,
     )
@@ -159,7 +250,22 @@ def get_gpu(gpu_id: str, custom: dict[str, Gpu] | None = None) -> Gpu:
 
 
 def get_model(model_id: str) -> CatalogModel:
+    """A catalog model by id or Hugging Face repo id, case-insensitively.
+
+    An instruct/chat variant not listed resolves to its base when stripping one variant suffix
+    (``-Instruct``, ``-it``, ``-chat``, ``-hf``) names a listed repo: they share the architecture.
+    """
     models = model_catalog()
     if model_id in models:
         return models[model_id]
-    raise UnknownNameError("model", model_id, sorted(models))
+    aliases = _model_aliases()
+    key = model_id.strip().lower()
+    if key in aliases:
+        return models[aliases[key]]
+    for suffix in _VARIANT_SUFFIXES:
+        if key.endswith(suffix) and key[: -len(suffix)] in aliases:
+            return models[aliases[key[: -len(suffix)]]]
+    known = sorted(models)
+    if "/" in model_id:
+        known = sorted({*known, *(hf_id for model in models.values() for hf_id in model.hf_ids)})
+    raise UnknownNameError("model", model_id, known)

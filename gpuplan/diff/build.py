@@ -10,21 +10,19 @@ from __future__ import annotations
 import datetime
 import posixpath
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gpuplan.config import Config, find_config, load_config
-from gpuplan.diff.git import Change, Repository
+from gpuplan.config import Config, ConfigError, load_config
+from gpuplan.diff.git import Change, Repository, read_working_file
 from gpuplan.diff.model import DiffResult, Revision, SpecChange, SpecSide, compare, side_from_result
 from gpuplan.discovery import SPEC_SUFFIXES, is_spec_file
 from gpuplan.errors import GpuplanError
 from gpuplan.linter import LintOptions, LintResult, lint_bytes
 from gpuplan.loader import load_bytes
-from gpuplan.run import lint_options
-
-Fetch = Callable[[list[str]], dict[str, bytes | None]]
+from gpuplan.run import config_for, lint_options
 
 
 @dataclass(frozen=True)
@@ -35,30 +33,17 @@ class DiffOptions:
 
 
 class _Configs:
-    """The configuration of each spec: ``--config``, else the nearest one above its folder (cached per folder)."""
+    """The lint options of each spec: ``--config``, else the configuration ``gpuplan lint`` would find for it."""
 
     def __init__(self, options: DiffOptions) -> None:
         self.options = options
         self.explicit = load_config(Path(options.config_path)) if options.config_path else None
-        self.found: dict[Path, Config] = {}
+        self.found: dict[Path, Config | ConfigError] = {}
 
     def lint_options(self, location: Path) -> LintOptions:
-        config = self.explicit or self.for_folder(_existing_folder(location))
+        # A removed spec's folder may be gone: the search upward starts there all the same.
+        config = self.explicit or config_for(str(location), self.found)
         return lint_options(config, use_waivers=self.options.use_waivers, today=self.options.today)
-
-    def for_folder(self, folder: Path) -> Config:
-        if folder not in self.found:
-            location = find_config(folder)
-            self.found[folder] = load_config(location) if location else Config()
-        return self.found[folder]
-
-
-def _existing_folder(location: Path) -> Path:
-    """The spec's folder, or its nearest ancestor that exists (a removed spec's folder may be gone)."""
-    folder = location.resolve().parent
-    while not folder.is_dir() and folder != folder.parent:
-        folder = folder.parent
-    return folder
 
 
 def diff_files(base: str, head: str, options: DiffOptions | None = None) -> DiffResult:
@@ -67,10 +52,10 @@ def diff_files(base: str, head: str, options: DiffOptions | None = None) -> Diff
     configs = _Configs(options)
     contents = {}
     for name in (base, head):
-        try:
-            contents[name] = Path(name).read_bytes()
-        except OSError as error:
-            raise GpuplanError(f"cannot read {name}: {error.strerror or error}") from None
+        content = read_working_file(Path(name))
+        if content is None:
+            raise GpuplanError(f"cannot read {name}: no such file")
+        contents[name] = content
     lint = configs.lint_options(Path(head))
     before = _side(base, contents[base], Path(base), lint)
     after = _side(head, contents[head], Path(head), lint)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuplan.errors import GpuplanError
+from gpuplan.reading import SPEC_MAX_BYTES, ReadRefused, read_head
 
 GIT_TIMEOUT_S = 120  # a diff of a large repository takes seconds; a hung credential helper must not hang us
 # Where the default branch is looked for when origin/HEAD is not set (a clone made by CI often lacks it).
@@ -118,7 +119,7 @@ class Repository:
         """Each path's bytes at ``revision`` (None: the working tree); None where the path is absent."""
         wanted = list(dict.fromkeys(paths))
         if revision is None:
-            return {path: _read_file(self.root / path) for path in wanted}
+            return {path: read_working_file(self.root / path) for path in wanted}
         # The batch protocol is line-based: a path with a newline in its name is read on its own.
         batched = [path for path in wanted if "\n" not in path]
         found: dict[str, bytes | None] = {path: self._blob(f"{revision}:{path}") for path in wanted if "\n" in path}
@@ -153,13 +154,15 @@ def _parse_batch(output: bytes, count: int) -> list[bytes | None]:
     return contents
 
 
-def _read_file(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+def read_working_file(path: Path) -> bytes | None:
+    """A file's bytes, None where there is none; bounded (one byte past the spec limit, which linting
+    then reports as GP003) and never blocking on a FIFO or device. GpuplanError when it cannot be read."""
+    if not os.path.lexists(path):
         return None
-    except OSError as error:
-        raise GpuplanError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        return read_head(path, SPEC_MAX_BYTES + 1)
+    except ReadRefused as refused:
+        raise GpuplanError(f"cannot read {path}: {refused.reason}") from None
 
 
 def _run(

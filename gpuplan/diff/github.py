@@ -15,20 +15,14 @@ from gpuplan.diff.present import (
     field_before,
     finding_text,
     ordered,
-    shown,
     summary_line,
     verdict_text,
 )
-from gpuplan.output.github import _escape_data, _escape_property
-
-_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
+from gpuplan.output.github import LEVELS, workflow_command
 
 
 def _command(level: str, title: str, message: str, path: str | None = None, line: int | None = None) -> str:
-    where = ""
-    if path is not None:
-        where = f"file={_escape_property(shown(path))}" + (f",line={line}" if line else "") + ","
-    return f"::{level} {where}title={_escape_property(shown(title))}::{_escape_data(shown(message))}"
+    return workflow_command(level, title, message, file=path, line=line if path is not None else None)
 
 
 def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
@@ -54,5 +48,5 @@ def _spec(change: SpecChange) -> list[str]:
         lines.append(_command("notice", "spec field changed", text, change.path, change.line_of(field.pointer)))
     for finding in change.findings_added:
         title = f"new finding {finding.code} {finding.name}"
-        lines.append(_command(_LEVELS[finding.severity.value], title, finding_text(finding), change.path, finding.line))
+        lines.append(_command(LEVELS[finding.severity.value], title, finding_text(finding), change.path, finding.line))
     return lines

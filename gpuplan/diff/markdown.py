@@ -23,7 +23,7 @@ from gpuplan.diff.present import (
     verdict_text,
 )
 from gpuplan.diff.text import revision_text
-from gpuplan.report.render import escape_markdown
+from gpuplan.output.markdown import escape_markdown
 
 GITHUB_COMMENT_LIMIT = 65_536
 # Kept free below GitHub's limit for what a CI step adds around the output (a marker, a heading).

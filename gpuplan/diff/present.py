@@ -1,13 +1,12 @@
 """What the people-facing diff formats share: the order of specs, values and changes as text, the summary line.
 
-Every string that comes from a spec (paths, field values, finding messages) passes through ``shown``
-before any format adds its own escaping.
+Every string that comes from a spec (paths, field values, finding messages) passes through
+``gpuplan.visible.visible`` before any format adds its own escaping.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,15 +18,9 @@ from gpuplan.diff.fields import FieldChange
 from gpuplan.diff.model import ADDED, JOBS, METRICS, REMOVED, DiffResult, Metric, SpecChange, Totals, Value
 from gpuplan.findings import Finding
 from gpuplan.units import GIB, money_decimals
+from gpuplan.visible import visible
 
 ARROW = "→"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def shown(value: Any) -> str:
-    """A spec-supplied value as one line of inert text: control, line-separator and bidi characters
-    become their escape (``\\x1b``), so no spec can move a terminal's cursor or forge an output line."""
-    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), str(value))
 
 
 def ordered(result: DiffResult) -> list[SpecChange]:
@@ -83,7 +76,7 @@ def value_text(metric: Metric, value: Value, currency: str) -> str:
     if value is None:
         return "n/a"
     if metric.kind == "text" or not _numeric(value):
-        return shown(value)
+        return visible(str(value))
     assert isinstance(value, (int, float))
     return _number_text(metric, value, _places(metric, value), currency)
 
@@ -118,7 +111,7 @@ def verdict_text(change: SpecChange) -> str:
 
 def status_text(change: SpecChange) -> str:
     if change.old_path:
-        return f"{change.status}, renamed from {shown(change.old_path)}"
+        return f"{change.status}, renamed from {visible(change.old_path)}"
     return change.status
 
 
@@ -217,12 +210,12 @@ def _verdict_move(change: SpecChange) -> str:
 
 def finding_text(finding: Finding) -> str:
     """A finding by its identity (code, name, field) and where it is now, then its message."""
-    where = shown(finding.pointer) if finding.pointer else "the file"
-    return f"{finding.code} {finding.name} at {where} (line {finding.line}): {shown(finding.message)}"
+    where = visible(finding.pointer) if finding.pointer else "the file"
+    return f"{finding.code} {finding.name} at {where} (line {finding.line}): {visible(finding.message)}"
 
 
 def field_value(value: Any) -> str:
-    return shown(json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str))
+    return visible(json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str))
 
 
 def field_before(field: FieldChange) -> str:

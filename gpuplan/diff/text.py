@@ -10,10 +10,10 @@ from gpuplan.diff.present import (
     finding_text,
     ordered,
     rows,
-    shown,
     status_text,
     summary_line,
 )
+from gpuplan.visible import visible
 
 LABEL_WIDTH = 32
 VALUE_WIDTH = 30
@@ -21,7 +21,7 @@ VALUE_WIDTH = 30
 
 def revision_text(revision: Revision) -> str:
     commit = f" ({revision.commit[:12]})" if revision.commit else ""
-    return f"{shown(revision.name)}{commit}"
+    return f"{visible(revision.name)}{commit}"
 
 
 def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
@@ -32,12 +32,12 @@ def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
     if unchanged:
         lines += ["", f"{unchanged} more spec file(s) differ only in comments, layout or name."]
     if breaches:
-        lines += ["", "Guardrails failed (exit 1):", *(f"  - {shown(reason)}" for reason in breaches)]
+        lines += ["", "Guardrails failed (exit 1):", *(f"  - {visible(reason)}" for reason in breaches)]
     return "\n".join(lines) + "\n"
 
 
 def _spec(change: SpecChange) -> list[str]:
-    lines = [f"{shown(change.path)} ({status_text(change)})"]
+    lines = [f"{visible(change.path)} ({status_text(change)})"]
     for row in rows(change):
         if row.heading:
             lines.append(f"  {row.label}")
@@ -53,7 +53,7 @@ def _spec(change: SpecChange) -> list[str]:
     if change.fields_changed:
         lines.append("  fields changed:")
         lines += [
-            f"    {shown(field.json_pointer)}: {field_before(field)} {ARROW} {field_after(field)}"
+            f"    {visible(field.json_pointer)}: {field_before(field)} {ARROW} {field_after(field)}"
             for field in change.fields_changed
         ]
     return lines

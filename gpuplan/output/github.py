@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 from gpuplan.output.summary import RunSummary
+from gpuplan.visible import visible
 
-_LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
+# A finding's severity as a workflow command's level.
+LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Control characters shown escaped first (a raw line break would start a new workflow command)."""
+    return visible(text).replace("%", "%25")
 
 
 def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(
+    level: str, title: str, message: str, *, file: str | None = None, line: int | None = None, col: int | None = None
+) -> str:
+    """One workflow command (``::warning file=..,line=..,title=..::message``), every part escaped, on one line.
+
+    ``file`` may be omitted (an annotation of the run, not of a file); ``line`` and ``col`` only with it.
+    """
+    location = ""
+    if file is not None:
+        location = f"file={_escape_property(file)}"
+        location += f",line={line}" if line is not None else ""
+        location += f",col={col}" if line is not None and col is not None else ""
+        location += ","
+    return f"::{level} {location}title={_escape_property(title)}::{_escape_data(message)}"
 
 
 def render(summary: RunSummary) -> str:
@@ -20,10 +39,16 @@ def render(summary: RunSummary) -> str:
     for finding in summary.findings:
         if finding.waived:
             continue
-        level = _LEVELS[finding.severity.value]
-        title = _escape_property(f"{finding.code} {finding.name}")
-        location = f"file={_escape_property(finding.file)},line={finding.line},col={finding.col}"
         message = finding.message + (f" (hint: {finding.hint})" if finding.hint else "")
-        lines.append(f"::{level} {location},title={title}::{_escape_data(message)}")
+        lines.append(
+            workflow_command(
+                LEVELS[finding.severity.value],
+                f"{finding.code} {finding.name}",
+                message,
+                file=finding.file,
+                line=finding.line,
+                col=finding.col,
+            )
+        )
     lines.append(summary.line())
     return "\n".join(lines) + "\n"

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 
+UNCHECKED_CODES = frozenset({"GP009", "GP010", "GP012"})
+
 
 @dataclass(frozen=True)
 class RunSummary:
@@ -30,22 +32,34 @@ class RunSummary:
         return any(result.failing(self.fail_on) for result in self.results)
 
     @property
+    def unchecked(self) -> tuple[Finding, ...]:
+        """Findings that mean a file could not be checked at all: unreadable, badly configured, a bug."""
+        return tuple(f for f in self.findings if f.code in UNCHECKED_CODES)
+
+    @property
     def exit_code(self) -> int:
+        """2 when a file could not be checked (GP009, GP010, GP012), else 1 when findings fail the run, else 0."""
+        if self.unchecked:
+            return 2
         return 1 if self.failed else 0
+
+    @property
+    def tracebacks(self) -> tuple[str, ...]:
+        return tuple(trace for result in self.results for trace in result.tracebacks)
 
     def line(self) -> str:
         """The one-line summary: counts by severity, files, waived findings."""
         files = len(self.results)
         noun = "file" if files == 1 else "files"
         parts = [
-            _plural(self.count(Severity.ERROR), "error"),
-            _plural(self.count(Severity.WARNING), "warning"),
-            _plural(self.count(Severity.INFO), "info"),
+            plural(self.count(Severity.ERROR), "error"),
+            plural(self.count(Severity.WARNING), "warning"),
+            plural(self.count(Severity.INFO), "info"),
         ]
         waived = f", {self.waived} waived" if self.waived else ""
         verdict = "failed" if self.failed else "passed"
         return f"{verdict}: {', '.join(parts)}{waived} in {files} {noun}"
 
 
-def _plural(count: int, word: str) -> str:
+def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 or word == "info" else f"{count} {word}s"

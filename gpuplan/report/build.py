@@ -10,8 +10,6 @@ from gpuplan.linter import LintResult
 from gpuplan.report.model import build_report
 from gpuplan.report.render import render_html, render_markdown
 
-FORMATS = ("md", "html", "pdf")
-
 
 def render_report(
     result: LintResult,
@@ -19,9 +17,10 @@ def render_report(
     generated: datetime.date,
     epoch: int,
     progress: Callable[[str], None] | None = None,
+    verification: list[dict[str, Any]] | None = None,
 ) -> dict[str, bytes]:
     """Bytes per format; the PDF is the HTML through WeasyPrint."""
-    model: dict[str, Any] = build_report(result, generated, result.settings)
+    model: dict[str, Any] = build_report(result, generated, result.settings, verification)
     rendered: dict[str, bytes] = {}
     if "md" in formats:
         rendered["md"] = render_markdown(model).encode()

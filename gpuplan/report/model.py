@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from gpuplan import __version__
 from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate
-from gpuplan.catalog import Gpu, catalog_version, gpu_catalog
+from gpuplan.catalog import catalog_version
 from gpuplan.config import Settings, default_settings
 from gpuplan.findings import Finding, Severity
-from gpuplan.layout import Layout, finetune_at, serve_at, tp_degrees
 from gpuplan.linter import LintResult
-from gpuplan.rules.context import efficiency_of
+from gpuplan.plan.describe import cost_text
+from gpuplan.plan.search import JobPlan
+from gpuplan.rules.context import planner_for
 from gpuplan.spec import Spec
 from gpuplan.units import format_gib, format_money
 from gpuplan.validate import load_schema
@@ -39,7 +39,7 @@ SEGMENT_COLOURS = {
     "tenant_weights": "#264653",
     "tenant_kv_cache": "#f4a261",
 }
-MAX_ALTERNATIVE_GPUS = 8  # rows in the alternatives table: cheapest first, so a reader sees the real choices
+MAX_ALTERNATIVE_ROWS = 10  # rows of the planner's table: declared, recommended, then the cheapest options
 
 
 def _headroom(free: float, capacity: float) -> str:
@@ -88,7 +88,7 @@ def _chart(breakdown: dict[str, int], capacity: int) -> dict[str, Any]:
     }
 
 
-def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Settings) -> dict[str, Any]:
+def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, plan: JobPlan | None) -> dict[str, Any]:
     setup = f.setup
     headroom = f.gpu.usable_bytes - f.memory.per_gpu
     speed = f.speed
@@ -102,7 +102,7 @@ def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Sett
         (
             "Shape",
             f"micro-batch {setup.micro_batch} x {setup.seq_len:,} tokens"
-            + (", activation checkpointing" if setup.checkpointing else ""),
+            + (f", {setup.checkpointing} activation checkpointing" if setup.checkpointing != "none" else ""),
         ),
         (
             "Peak per GPU",
@@ -110,6 +110,11 @@ def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Sett
         ),
         ("Headroom", _headroom(headroom, f.gpu.usable_bytes)),
         ("Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"),
+        *(
+            [("Offloaded", f"{format_gib(f.memory.host)} host, {format_gib(f.memory.nvme)} NVMe per GPU")]
+            if f.memory.host or f.memory.nvme
+            else []
+        ),
         (
             "Training time",
             "n/a (no tokens given)"
@@ -129,13 +134,13 @@ def _finetune_job(spec: Spec, f: FinetuneEstimate, currency: str, settings: Sett
         "chart": _chart(f.memory.breakdown, f.gpu.usable_bytes),
         "chart_caption": f"Per-GPU memory at the {f.memory.peak_phase.replace('_', ' ')} peak against {f.gpu.id}'s usable memory",
         "phases": phases,
-        "alternatives": _finetune_alternatives(spec, f, currency, settings),
-        "alternatives_unit": "hours",
+        "alternatives": _plan_rows(plan, currency),
+        "alternatives_unit": "training hours",
         "assumptions": [{"name": k, "value": v} for k, v in f.assumptions],
     }
 
 
-def _serve_job(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) -> dict[str, Any]:
+def _serve_job(spec: Spec, s: ServeEstimate, currency: str, plan: JobPlan | None) -> dict[str, Any]:
     setup = s.setup
     headroom = s.memory.budget - s.memory.per_gpu
     rows = [
@@ -150,7 +155,8 @@ def _serve_job(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) 
         (
             "Capacity",
             f"max {s.max_concurrency:,} sequences at {setup.context:,} tokens; "
-            f"max {s.max_context:,} tokens at {setup.concurrency} sequences",
+            f"max {s.max_context:,} tokens at {setup.concurrency} sequences; "
+            f"KV cache {s.memory.kv_cache_tokens:,} tokens",
         ),
         (
             "Latency",
@@ -167,88 +173,50 @@ def _serve_job(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) 
         "chart": _chart(s.memory.breakdown, s.memory.budget),
         "chart_caption": f"Per-GPU memory against the engine budget on {s.gpu.id} ({setup.memory_utilization:.0%} of usable memory)",
         "phases": [],
-        "alternatives": _serve_alternatives(spec, s, currency, settings),
-        "alternatives_unit": "tokens/s",
+        "alternatives": _plan_rows(plan, currency),
+        "alternatives_unit": "TTFT / TPOT ms",
         "assumptions": [{"name": k, "value": v} for k, v in s.assumptions],
     }
 
 
-def _candidate_gpus(current_id: str) -> list[Any]:
-    gpus = [g for g in gpu_catalog().values() if g.suggestable]
-    gpus.sort(key=lambda g: (g.id != current_id, g.usable_bytes))
-    return gpus
-
-
-def _alternatives(
-    spec: Spec,
-    current: Gpu,
-    layouts: Callable[[Gpu], Any],
-    describe: Callable[[Any], tuple[str, str, float | None]],
-    currency: str,
-    per: str,
-) -> list[dict[str, Any]]:
-    """One row per catalog GPU: the first fitting layout ``layouts`` yields, described and priced, cheapest first.
-
-    ``layouts(gpu)`` yields (gpus, estimate) candidates in order; ``describe(estimate)`` gives
-    (tp, speed, cost amount or ""), cost in the spec's currency for ``per`` (month or run).
-    """
-    rows = []
-    for gpu in _candidate_gpus(current.id):
-        price, _ = spec.price(gpu)
-        found = next(((count, estimate) for count, estimate in layouts(gpu) if estimate.fits), None)
-        row = {
-            "gpu": gpu.id,
-            "fits": "no",
-            "gpus": "-",
-            "tp": "-",
-            "speed": "-",
-            "price": "n/a" if price is None else f"{price:.2f}",
-            "cost": "-",
-            "sort": (2, 0.0),
-        }
-        if found is not None:
-            count, estimate = found
-            tp, speed, cost = describe(estimate)
-            row.update(
-                fits="yes",
-                gpus=str(count),
-                tp=tp,
-                speed=speed,
-                cost="n/a" if cost is None else f"{format_money(cost, currency)} /{per}",
-                sort=(0 if cost is not None else 1, cost or 0.0),
-            )
-        rows.append(row)
-    rows.sort(key=lambda row: row["sort"])
-    return [{k: v for k, v in row.items() if k != "sort"} for row in rows[:MAX_ALTERNATIVE_GPUS]]
-
-
-def _serve_alternatives(spec: Spec, s: ServeEstimate, currency: str, settings: Settings) -> list[dict[str, Any]]:
-    efficiency = efficiency_of(settings)
-
-    def layouts(gpu: Gpu) -> Iterator[tuple[int, ServeEstimate]]:
-        for tp in tp_degrees(spec, gpu):
-            yield tp, serve_at(spec, s.job, Layout(gpu, tp, tp), efficiency)
-
-    def describe(estimate: ServeEstimate) -> tuple[str, str, float | None]:
-        return str(estimate.setup.tensor_parallel), f"{estimate.speed.tokens_per_s:,.0f}", estimate.monthly_cost
-
-    return _alternatives(spec, s.gpu, layouts, describe, currency, "month")
-
-
-def _finetune_alternatives(spec: Spec, f: FinetuneEstimate, currency: str, settings: Settings) -> list[dict[str, Any]]:
-    efficiency = efficiency_of(settings)
-    job = f.job
-    sharded = job.sharding if job.sharding != "none" else "zero3"
-
-    def layouts(gpu: Gpu) -> Iterator[tuple[int, FinetuneEstimate]]:
-        for count in (1, 2, 4, 8):
-            yield count, finetune_at(spec, job, Layout(gpu, count, 1, "none" if count == 1 else sharded), efficiency)
-
-    def describe(estimate: FinetuneEstimate) -> tuple[str, str, float | None]:
-        hours = "n/a" if estimate.speed is None else f"{estimate.speed.hours:,.1f}"
-        return "1", hours, estimate.cost
-
-    return _alternatives(spec, f.gpu, layouts, describe, currency, "run")
+def _plan_rows(plan: JobPlan | None, currency: str) -> list[dict[str, str]]:
+    """The planner's table: the declared layout (marked), the recommendation, the sound options no other
+    beats on cost and latency, then rejected layouts with the constraint each breaks."""
+    if plan is None:
+        return []
+    rows: list[dict[str, str]] = []
+    seen: set[tuple[object, ...]] = set()
+    ordered = [("declared", plan.declared)]
+    if plan.recommended is not None:
+        ordered.append(("recommended", plan.recommended))
+    ordered += [("", option) for option in plan.options] + [("", option) for option in plan.rejected]
+    for mark, option in ordered:
+        if option.layout.key in seen:
+            if mark == "recommended":
+                rows[0]["mark"] = "declared, recommended"
+            continue
+        seen.add(option.layout.key)
+        if len(rows) >= MAX_ALTERNATIVE_ROWS and not mark:
+            break
+        speed = option.estimate.speed
+        if option.kind == "serve":
+            speed_text = f"{speed.ttft_s * 1000:,.0f} / {speed.tpot_s * 1000:,.1f}"
+        else:
+            speed_text = f"{speed.hours:,.1f}" if option.tokens_known else "n/a"
+        price = option.price_per_hour
+        broken = option.broken
+        rows.append(
+            {
+                "mark": mark,
+                "layout": option.layout.describe(),
+                "headroom": f"{option.headroom:.0%}",
+                "speed": speed_text,
+                "price": "n/a" if price is None else f"{price:.2f}",
+                "cost": cost_text(option, currency),
+                "verdict": "meets every constraint" if not broken else f"breaks {', '.join(broken)}",
+            }
+        )
+    return rows
 
 
 def _recommendation(spec: Spec | None, analysis: Analysis | None, findings: tuple[Finding, ...], outcome: str) -> str:
@@ -281,8 +249,16 @@ def _recommendation(spec: Spec | None, analysis: Analysis | None, findings: tupl
     return f"Approve: {summary}. No blocking or warning findings."
 
 
-def build_report(result: LintResult, generated: datetime.date, settings: Settings | None = None) -> dict[str, Any]:
-    """The report model for one linted spec (analysis may be missing when the spec did not resolve)."""
+def build_report(
+    result: LintResult,
+    generated: datetime.date,
+    settings: Settings | None = None,
+    verification: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The report model for one linted spec (analysis may be missing when the spec did not resolve).
+
+    ``verification`` is the optional "Verified against a run" section (gpuplan.report.verified).
+    """
     settings = settings or default_settings()
     analysis: Analysis | None = result.analysis
     spec = analysis.spec if analysis else None
@@ -290,10 +266,11 @@ def build_report(result: LintResult, generated: datetime.date, settings: Setting
     outcome = verdict(result.findings)
     currency = spec.budget.currency if spec else "USD"
     jobs = []
-    if analysis and analysis.finetune:
-        jobs.append(_finetune_job(analysis.spec, analysis.finetune, currency, settings))
-    if analysis and analysis.serve:
-        jobs.append(_serve_job(analysis.spec, analysis.serve, currency, settings))
+    planner = planner_for(analysis.spec, settings) if analysis else None
+    if analysis and analysis.finetune and planner:
+        jobs.append(_finetune_job(analysis.spec, analysis.finetune, currency, planner.plan("finetune")))
+    if analysis and analysis.serve and planner:
+        jobs.append(_serve_job(analysis.spec, analysis.serve, currency, planner.plan("serve")))
     groups = []
     for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
         items = [f for f in result.findings if f.severity is severity]
@@ -366,6 +343,7 @@ def build_report(result: LintResult, generated: datetime.date, settings: Setting
         "jobs": jobs,
         "finding_groups": groups,
         "finding_count": len(result.findings),
+        "verification": verification or [],
         "budget_rows": budget_rows,
         "currency": currency,
         "signoff": [

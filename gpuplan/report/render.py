@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import jinja2
+import markupsafe
 
+from gpuplan.output.markdown import escape_markdown
 from gpuplan.resources import resource_dir
+from gpuplan.visible import visible_prose
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|<>~])")
+__all__ = ["escape_markdown", "render_html", "render_markdown"]
 
 
-def escape_markdown(value: Any) -> str:
-    """Spec strings as inert Markdown text: no tables broken by '|', no HTML, no links, one line."""
-    text = " ".join(str(value).split())
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("&", "&amp;")
+def _inert(value: Any) -> Any:
+    """Every printed value: control and bidi characters escaped, line breaks folded (Jinja ``finalize``)."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return visible_prose(value)
+    return value
 
 
 def _environment() -> jinja2.Environment:
@@ -25,6 +28,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=False,
+        finalize=_inert,
     )
     environment.filters["md"] = escape_markdown
     return environment

@@ -221,6 +221,78 @@ def unreadable_file(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
+@rule("GP010")
+@documentation_only
+def internal_error(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports that a step of gpuplan (resolving, estimating, or one rule) raised an unexpected error
+    on this spec, or produced a figure that is not a finite, non-negative number. The step is
+    named in the message; `--traceback` prints the trace. The run goes on with the other specs and
+    the other rules, and exits 2.
+
+    ## Why is this bad?
+    It is a bug in gpuplan, not in the spec: the findings of this spec are incomplete.
+
+    ## Example
+    A spec that makes a rule divide by zero.
+
+    ## Use instead
+    Report the message and the trace (`gpuplan lint --traceback spec.yaml`) to gpuplan's maintainers.
+    """
+    yield from ()
+
+
+@rule("GP011")
+@documentation_only
+def too_many_findings(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Lists the first 100 findings of a file one by one, then this one finding that counts the rest,
+    with the highest severity among them.
+
+    ## Why is this bad?
+    A file with hundreds of problems is not a spec (a generated or pasted file, the wrong file);
+    listing every problem would bury the output and cost time on every commit.
+
+    ## Example
+    A YAML file with 5,000 unknown keys.
+
+    ## Use instead
+    Fix the first problems listed, or lint the right file.
+    """
+    yield from ()
+
+
+@rule("GP012")
+@documentation_only
+def invalid_configuration(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports, on each spec it governs, that the nearest `.gpuplan.yaml` or `pyproject.toml`
+    `[tool.gpuplan]` table cannot be read or is invalid, with the file, line and problem. The specs
+    are not checked (their thresholds and selection are unknown); specs elsewhere in the run are,
+    and the run exits 2.
+
+    ## Why is this bad?
+    Linting with the defaults instead of the team's configuration would give different verdicts
+    silently.
+
+    ## Example
+    ```toml
+    [tool.gpuplan]
+    fail-on = "warnings"
+    ```
+
+    ## Use instead
+    ```toml
+    [tool.gpuplan]
+    fail-on = "warning"
+    ```
+    """
+    yield from ()
+
+
 @rule("GP020")
 @documentation_only
 def unknown_model(*_: Any) -> Iterator[Any]:
@@ -252,10 +324,14 @@ def invalid_model_config(*_: Any) -> Iterator[Any]:
     ## What it does
     Reports a `model.config` path that cannot be read as a Hugging Face config.json with the
     fields gpuplan needs (hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
-    vocab_size), or an explicit architecture that is inconsistent.
+    vocab_size), a value outside the bounds an explicit architecture has (0, negative, NaN,
+    fractional, a list or a string where a dimension belongs, 1e30 layers), naming the key; a
+    layer layout or `quantization_config` format gpuplan cannot size (HQQ, AQLM, GGUF, 3-bit
+    GPTQ, ...); or an explicit architecture that is inconsistent.
 
     ## Why is this bad?
-    Estimates are computed from the architecture; a guessed dimension is a wrong number.
+    Estimates are computed from the architecture; a guessed dimension, or a format silently read
+    as unquantized, is a wrong number.
 
     ## Example
     ```yaml
@@ -299,7 +375,9 @@ def unknown_gpu(*_: Any) -> Iterator[Any]:
 def inconsistent_layout(*_: Any) -> Iterator[Any]:
     """
     ## What it does
-    Reports `hardware.count` that `tensor_parallel x pipeline_parallel` does not divide.
+    Reports `hardware.count` that `tensor_parallel x pipeline_parallel` does not divide, and an
+    `expert_parallel` degree that cannot be laid out: one that does not divide the GPUs, exceeds the
+    model's experts, is given for a dense model, or is given for fine-tuning (modelled for serving only).
 
     ## Why is this bad?
     Each model replica needs TP x PP GPUs; a remainder is GPUs paid for and never used, or a
@@ -313,6 +391,73 @@ def inconsistent_layout(*_: Any) -> Iterator[Any]:
     ## Use instead
     ```yaml
     hardware: {gpu: h100-sxm, count: 8, tensor_parallel: 4}
+    ```
+    """
+    yield from ()
+
+
+@rule("GP024")
+@documentation_only
+def inconsistent_workload(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports a serving job whose `output_tokens` is larger than its `context`, a
+    `serve.prompt_tokens.p90` below its `mean`, and a mean prompt that leaves no room for
+    `output_tokens` within `context`.
+
+    ## Why is this bad?
+    The context holds the prompt and the generated tokens together, and the speed estimate draws
+    prompt lengths from the declared distribution: lengths that contradict each other or the context
+    describe no real traffic, so the time per request, the KV cache and the cost built on them would
+    be computed for a workload that cannot run.
+
+    ## Example
+    ```yaml
+    serve:
+      context: 4096
+      output_tokens: 512
+      prompt_tokens: {mean: 2000, p90: 1500}
+    ```
+
+    ## Use instead
+    ```yaml
+    serve:
+      context: 4096
+      output_tokens: 512
+      prompt_tokens: {mean: 1500, p90: 3000}
+    ```
+    """
+    yield from ()
+
+
+@rule("GP025")
+@documentation_only
+def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports fine-tuning settings that cannot run together: `optimizer_in_backward` with gradient
+    accumulation or with an offloaded optimizer, parameter offload without ZeRO-3/FSDP sharding on
+    several GPUs, `sequence_parallel` without tensor parallelism, and `lora.variant: dora` on a full
+    fine-tune.
+
+    ## Why is this bad?
+    The frameworks refuse these combinations at launch (torchtune raises for optimizer-in-backward
+    with accumulation; DeepSpeed streams parameters only under ZeRO-3), so an estimate for them would
+    describe a run that cannot happen.
+
+    ## Example
+    ```yaml
+    finetune:
+      optimizer_in_backward: true
+      gradient_accumulation: 8
+    ```
+
+    ## Use instead
+    ```yaml
+    finetune:
+      optimizer_in_backward: true
+      gradient_accumulation: 1
+      micro_batch: 8
     ```
     """
     yield from ()
