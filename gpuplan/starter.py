@@ -6,6 +6,7 @@ out is shown commented with the schema's default, so the starter never restates 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from gpuplan.catalog import UnknownNameError, get_gpu, get_model
 from gpuplan.defaults import resolve_ref
 from gpuplan.errors import GpuplanError
 from gpuplan.validate import load_schema
+from gpuplan.visible import visible
 
 METHODS = ("full", "lora", "qlora")
 # Starting values for the prompts and flags (a starter, not a recommendation): a chat-sized context, a
@@ -50,6 +52,11 @@ class Starter:
             get_gpu(self.gpu)
         except UnknownNameError as error:
             raise GpuplanError(f"{error}; `gpuplan catalog {error.kind.lower()}s` lists them") from None
+        if self.name is not None:
+            try:
+                self.name.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that were not UTF-8 on the command line
+                raise GpuplanError("--name is not valid UTF-8 text") from None
         for label, value in (("--count", self.count), ("--context", self.context), ("--concurrency", self.concurrency)):
             if value is not None and value < 1:
                 raise GpuplanError(f"{label} must be at least 1, got {value}")
@@ -100,11 +107,21 @@ def _comment(text: str, indent: str) -> Iterator[str]:
         yield f"{indent}# {line}"
 
 
+# A string written plain only when YAML reads it back as that same string: no indicator or comment character,
+# not a number, and none of the words YAML 1.1 resolves to a boolean or null.
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-/]*")
+_RESOLVED_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "y", "n", "null", "nan", "inf"})
+
+
 def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return "null"
+    if isinstance(value, str) and (not _PLAIN.fullmatch(value) or value.lower() in _RESOLVED_WORDS):
+        # A JSON string is a YAML double-quoted scalar: json escapes C0 controls, quotes and backslashes, and
+        # visible() the rest (DEL, C1, line separators, bidi overrides) with escapes YAML reads back.
+        return visible(json.dumps(value, ensure_ascii=False))
     return str(value)
 
 

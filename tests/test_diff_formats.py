@@ -183,3 +183,24 @@ def test_every_format_renders_an_empty_diff(name: str, tmp_path: Path):
     assert output.endswith("\n")
     if name != "json":
         assert "No spec changed in a way that affects memory, cost, findings or verdicts." in output
+
+
+def test_markdown_diff_imports_no_template_or_pdf_machinery(tmp_path: Path):
+    """A CI comment is rendered without Jinja or WeasyPrint (the lint-speed promise holds for diff too)."""
+    import subprocess
+    import sys
+
+    base, head = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    base.write_text(BASE_SERVE)
+    head.write_text(HEAD_SERVE)
+    probe = (
+        "import sys\n"
+        "from gpuplan.cli import cli\n"
+        f"try:\n    cli(['diff', {str(base)!r}, {str(head)!r}, '--format', 'markdown'])\n"
+        "except SystemExit as exit:\n    print('EXIT', exit.code)\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('jinja2', 'weasyprint'))\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "**Monthly GPU cost will increase by 2,920 USD (+50%), from 5,840 to 8,760 USD" in out
+    assert "EXIT 0" in out and "HEAVY []" in out

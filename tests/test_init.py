@@ -105,3 +105,32 @@ def test_init_rejects_unknown_names_and_missing_choices(tmp_path: Path, monkeypa
     code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--no-interactive")
     assert code == 2 and "give --model and --serve and/or --finetune METHOD" in err
     assert list(tmp_path.glob("*.yaml")) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a: b # c",  # a mapping indicator and a comment: plain, YAML would read {"a": "b"}
+        "true",  # YAML 1.1 reads plain true as a boolean (GP102: name must be a string)
+        "8080",  # ... and plain digits as a number
+        'say "hi" \\ bye',
+        "evil \x1b[2J\u202e\u2028\x85\x7f end",  # a screen clear, a bidi override, separators, C1 and DEL
+        "Café, prod",
+    ],
+)
+def test_init_name_reads_back_as_given_and_the_file_stays_inert(name: str, tmp_path: Path):
+    code, out, _ = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--gpu", "l40s", "--name", name, "-")
+    assert code == 0
+    assert not any(ch in out for ch in "\x1b\u202e\u2028\x85\x7f")  # escaped in the file, not raw
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(out, encoding="utf-8")
+    result = lint_path(str(spec))
+    assert result.document is not None and result.document.data["name"] == name
+    assert result.analysis is not None
+
+
+def test_init_refuses_a_name_that_is_not_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--name", "bad \udc85 bytes")
+    assert (code, out, err) == (2, "", "gpuplan: error: --name is not valid UTF-8 text\n")
+    assert list(tmp_path.iterdir()) == [tmp_path / ".git"]  # nothing written (the .git is the test isolation's)
