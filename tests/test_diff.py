@@ -449,3 +449,24 @@ def test_a_yaml_file_that_becomes_a_spec_is_an_added_spec(repo: Path):
     (repo / "deploy/app.yaml").write_text(TINY)  # the Kubernetes manifest is now a spec
     change = by_path(diff_git("main", cwd=repo))["deploy/app.yaml"]
     assert (change.status, change.findings_resolved) == ("added", ())
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path):
+    import os
+
+    spec, fifo = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    spec.write_text(CLEAN)
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    code, out, err = run_cli("diff", str(spec), str(fifo))
+    assert (code, out) == (2, "")
+    assert err == f"gpuplan: error: cannot read {fifo}: it is a named pipe (FIFO), not a regular file\n"
+
+
+def test_an_oversized_spec_is_gp003_on_its_side(repo: Path):
+    # a spec grown past the 1 MiB limit (a pasted log in a comment): a finding on the new side, as lint has it
+    padding = "# " + "x" * 1000 + "\n"
+    (repo / "specs/untouched.yaml").write_text(TINY + padding * 1100)
+    change = by_path(diff_git("main", cwd=repo))["specs/untouched.yaml"]
+    assert [f.code for f in change.findings_added] == ["GP003"]
+    assert "specs are limited to 1,048,576 bytes" in change.findings_added[0].message
+    assert change.after.jobs == {} and change.verdict_after == "FAIL"
