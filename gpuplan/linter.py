@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ class LintOptions:
     use_waivers: bool = True
     settings: Any = None  # gpuplan.config.Settings; None means the documented defaults
     today: datetime.date | None = None  # for waiver expiry and price age; None means today
+    config_source: str | None = None  # the configuration file these options came from, for the decision record
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class LintResult:
     document: LoadedDocument | None = None
     analysis: Any = None  # gpuplan.analysis.Analysis when the spec resolved
     settings: Any = None  # gpuplan.config.Settings the estimate and rules used
+    options: LintOptions | None = None  # what shaped the run (select/ignore/severities/waivers), for reports
 
     def failing(self, threshold: Severity) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if not f.waived and f.severity.rank >= threshold.rank)
@@ -65,6 +67,10 @@ def lint_path(path: str, options: LintOptions | None = None) -> LintResult:
 def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> LintResult:
     """Lint a spec given as bytes; ``path`` names it in findings and anchors relative paths."""
     options = options or LintOptions()
+    return replace(_lint_bytes(path, raw, options), options=options)
+
+
+def _lint_bytes(path: str, raw: bytes, options: LintOptions) -> LintResult:
     document = load_bytes(path, raw)
     findings = list(document.findings)
     if document.data is None:
@@ -106,12 +112,18 @@ def _configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, 
 
 
 def _selected(finding: Finding, options: LintOptions) -> bool:
-    def matches(patterns: tuple[str, ...]) -> bool:
-        return any(finding.code.startswith(p.upper()) or finding.name == p for p in patterns)
+    return code_selected(finding.code, finding.name, options.select, options.ignore)
 
-    if options.select and not matches(options.select):
+
+def code_selected(code: str, name: str, select: tuple[str, ...], ignore: tuple[str, ...]) -> bool:
+    """Whether select/ignore patterns (codes, code prefixes, rule names) let a code's findings through."""
+
+    def matches(patterns: tuple[str, ...]) -> bool:
+        return any(code.startswith(p.upper()) or name == p for p in patterns)
+
+    if select and not matches(select):
         return False
-    return not matches(options.ignore)
+    return not matches(ignore)
 
 
 def base_dir(path: str) -> Path:

@@ -43,6 +43,7 @@ def lint_paths(
             use_waivers=use_waivers,
             settings=config.settings,
             today=today or report_date(),
+            config_source=config.source,
         )
         if config.fail_on:
             fail_levels.append(config.fail_on)
