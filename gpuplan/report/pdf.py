@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from gpuplan.report.weasy import load_weasyprint
 from gpuplan.resources import resource_dir
 
 
@@ -23,6 +24,7 @@ def allowed_url(url: str, assets: Path) -> bool:
 
 
 def _fetcher_class() -> Any:
+    load_weasyprint()
     from weasyprint.urls import URLFetcher
 
     class AssetsOnlyFetcher(URLFetcher):  # type: ignore[misc]
@@ -52,7 +54,7 @@ def render_pdf(html: str, epoch: int, fetcher: Any = None) -> bytes:
     """
     import logging
 
-    from weasyprint import HTML
+    HTML = load_weasyprint().HTML
 
     logging.getLogger("weasyprint").setLevel(logging.CRITICAL)  # refused fetches are expected, not noise
     assets = resource_dir("templates").resolve()
@@ -62,7 +64,10 @@ def render_pdf(html: str, epoch: int, fetcher: Any = None) -> bytes:
     previous = os.environ.get("SOURCE_DATE_EPOCH")
     os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
     try:
-        pdf: bytes = document.write_pdf(presentational_hints=False, pdf_identifier=identifier)
+        # Tagged PDF/UA-1 (structure tree, language, title) for screen readers; it keeps the bytes reproducible.
+        pdf: bytes = document.write_pdf(
+            presentational_hints=False, pdf_identifier=identifier, pdf_variant="pdf/ua-1", pdf_tags=True
+        )
     finally:
         if previous is None:
             del os.environ["SOURCE_DATE_EPOCH"]
