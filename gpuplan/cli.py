@@ -315,7 +315,7 @@ def report(
         if interactive:
             click.echo(f"gpuplan: {message} ...", err=True)
 
-    rendered = render_report(result, formats, report_date(), report_epoch(), progress)
+    rendered = render_report(result, formats, report_date(), report_epoch(), progress, summary.fail_on)
     spec = Path(spec_path)
     for name, data in rendered.items():
         if output is None and name != "pdf" and len(formats) == 1:
