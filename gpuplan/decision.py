@@ -149,9 +149,11 @@ def decide(result: Any, fail_on: Severity) -> Decision:
     rejecting = [f for f in blocking if f.code in REJECTING]
     if rejecting:
         first = rejecting[0]
+        others = sorted({f"{f.code} ({f.name})" for f in rejecting if f.code != first.code})
+        more = f"; also {', '.join(others)}" if others else ""
         return verdict(
             Verdict.REJECT,
-            f"The declared {_job_word(first)} {REJECTING[first.code]}: {first.message}",
+            f"The declared {_job_word(first)} {REJECTING[first.code]}: {first.message}{more}",
             rejecting,
             amount,
         )

@@ -201,3 +201,36 @@ def test_report_of_an_invalid_spec_lists_its_input_findings(write_spec, tmp_path
     target = tmp_path / "broken.pdf"
     code, _, _ = run_cli("report", "--pdf", "-o", str(target), str(broken))
     assert code == 1 and "GP001" in pdf_text(target.read_bytes())
+
+
+BUY_OR_RENT = """\
+version: 1
+name: buy-or-rent
+model: {id: llama-3.1-70b, dtype: bf16}
+serve:
+  context: 8192
+  concurrency: 32
+  kv_cache_dtype: fp8
+  hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}
+budget:
+  serve_monthly: 13000
+  term_months: 24
+  reserved: {prices: {h100-sxm: 2.90}, commitment_months: 36, prices_date: 2026-11-20}
+  purchase:
+    h100-sxm: {price_per_gpu: 30000, amortisation_months: 36, hosting_per_gpu_month: 350, date: 2026-11-15}
+"""
+
+
+def test_rent_reserve_or_buy_over_the_term(write_spec):
+    code, out, _ = run_cli("report", str(write_spec(BUY_OR_RENT)))
+    assert code == 0
+    # Each month in whole units, times 24 months, as the amount requested counts it.
+    # On demand: 4 x 4.12 x 730 = 12,030 a month -> 288,720. Reserved: 4 x 2.90 x 730 = 8,468 -> 203,232 over
+    # the term, but the 36-month commitment is 4 x 2.90 x 730 x 36 = 304,848. Bought: 30,000 / 36 + 350 =
+    # 1,183.33 per GPU-month x 4 = 4,733 a month -> 113,592 amortised; paid out 4 x (30,000 + 350 x 24) = 153,600.
+    assert "| on demand | 4 x h100-sxm | 4.12 USD per GPU-hour | 288,720 USD | 288,720 USD |" in out
+    assert "| reserved | 4 x h100-sxm | 2.90 USD per GPU-hour, 36-month commitment | 203,232 USD | 304,848 USD |" in out
+    assert "| bought (cheapest) | 4 x h100-sxm | 30,000 USD per GPU over 36 months" in out
+    assert "| 113,592 USD | 153,600 USD |" in out
+    # The amount requested is still the declared, rented layout: 4 x 4.12 x 730 = 12,030 x 24 = 288,720.
+    assert "**Amount requested:** 288,720 USD over 24 months" in out

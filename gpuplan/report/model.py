@@ -20,6 +20,7 @@ from gpuplan.decision import Amount, Decision, Verdict, decide, layout_text
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.report import alternatives
+from gpuplan.report.acquisition import acquisitions
 from gpuplan.report.charts import memory_chart, sensitivity_chart
 from gpuplan.report.prices import PriceBasis, price_bases
 from gpuplan.report.record import (
@@ -63,6 +64,7 @@ def table(
 
     ``numeric`` lists the columns aligned right; ``kind`` is "grid" or "kv" (label/value pairs); ``widths``
     are column widths in percent (the PDF lays tables out with fixed widths: fast, and the same every time).
+    A cell's lines (``\n``) are line breaks in HTML and "; " in Markdown.
     """
     if kind == "kv" and not widths:
         widths = KV_WIDTHS
@@ -73,7 +75,13 @@ def table(
             {"label": label, "num": index in numeric, "width": widths[index] if widths else None}
             for index, label in enumerate(columns)
         ],
-        "rows": [[{"text": cell, "num": index in numeric} for index, cell in enumerate(row)] for row in rows],
+        "rows": [
+            [
+                {"text": "; ".join(cell.split("\n")), "lines": cell.split("\n"), "num": index in numeric}
+                for index, cell in enumerate(row)
+            ]
+            for row in rows
+        ],
         "kind": kind,
         "short": len(rows) <= SHORT_TABLE_ROWS,
     }
@@ -265,6 +273,40 @@ def _options_table(job: dict[str, Any], currency: str, per: str, unit: str) -> d
     )
 
 
+def _acquisition_table(spec: Spec, estimate: Any, currency: str) -> dict[str, Any] | None:
+    """Rent on demand, reserve or buy the declared GPUs, when the spec prices more than one of these."""
+    serving = isinstance(estimate, ServeEstimate)
+    gpu, count, price = estimate.gpu.id, estimate.gpus, estimate.price_per_hour
+    if serving:
+        span = f"over {plural(spec.budget.term_months, 'month')}"
+        ways = acquisitions(spec, gpu, count, price, months=spec.budget.term_months)
+    elif estimate.speed is not None:
+        span = f"for the {estimate.speed.hours:,.1f}-hour run"
+        ways = acquisitions(spec, gpu, count, price, hours=estimate.speed.hours)
+    else:
+        return None
+    if not ways:
+        return None
+    cheapest = min(ways, key=lambda way: way.cost)
+    rows = [
+        [
+            way.way + (" (cheapest)" if way is cheapest else ""),
+            f"{way.gpus} x {way.gpu}",
+            way.note,
+            _money(way.cost, currency),
+            _money(way.cash, currency),
+        ]
+        for way in ways
+    ]
+    return table(
+        f"{'Serving' if serving else 'Fine-tuning'}: rent, reserve or buy the declared GPUs {span}",
+        ["Way", "GPUs", "Terms", f"Cost {span}", "Paid or committed"],
+        rows,
+        numeric=(3, 4),
+        widths=(18, 16, 34, 16, 16),
+    )
+
+
 def _finding_groups(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
     groups = []
     for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
@@ -339,7 +381,7 @@ def _record(
     if signable:
         approved = [
             ["Verdict", decision.verdict.value],
-            ["Layout", "; ".join(layouts) or "n/a"],
+            ["Layout", "\n".join(layouts) or "n/a"],
             ["Amount", _amount_text(decision.amount)],
             ["Term", plural(decision.amount.term_months, "month") if decision.amount else "n/a"],
             ["Valid until", expiry_text],
@@ -426,10 +468,10 @@ def build_report(
     summary_rows = [["Amount requested", _amount_text(decision.amount)]]
     if analysis and spec:
         summary_rows += [
-            ["Layout", "; ".join(layouts)],
-            ["Budget", "; ".join(_budget_lines(spec, analysis))],
-            ["Price basis", "; ".join(f"{b.gpu}: {b.text}" for b in bases.values())],
-            ["Error bands", f"{MEMORY_BAND}; {SPEED_BAND}"],
+            ["Layout", "\n".join(layouts)],
+            ["Budget", "\n".join(_budget_lines(spec, analysis))],
+            ["Price basis", "\n".join(f"{b.gpu}: {b.text}" for b in bases.values())],
+            ["Error bands", f"{MEMORY_BAND}\n{SPEED_BAND}"],
         ]
     summary_rows += [
         ["Approval valid until", expiry_text if decision.verdict.signable else f"n/a: {NOT_FOR_SIGNATURE}"],
@@ -453,6 +495,7 @@ def build_report(
             job = details(estimate, currency, settings)
             job["alternatives"] = alternatives_of(spec, estimate, currency, settings)
             job["options"] = _options_table(job, currency, per, unit)
+            job["acquisition"] = _acquisition_table(spec, estimate, currency)
             jobs.append(job)
             moved = sensitivity(spec, estimate, settings)
             sensitivities.append(
