@@ -313,13 +313,10 @@ def _finding_groups(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
         items = [f for f in findings if f.severity is severity]
         if not items:
             continue
-        word = {"error": ("error", "errors"), "warning": ("warning", "warnings"), "info": ("info", "infos")}[
-            severity.value
-        ]
         groups.append(
             {
                 "severity": severity.value,
-                "title": f"{len(items)} {word[0] if len(items) == 1 else word[1]}",
+                "title": plural(len(items), severity.value, "info" if severity is Severity.INFO else None),
                 "more": "",
                 "findings": [
                     {
@@ -347,7 +344,7 @@ def _findings_summary(findings: tuple[Finding, ...]) -> str:
     counts = []
     for severity, noun in ((Severity.ERROR, "error"), (Severity.WARNING, "warning"), (Severity.INFO, "info")):
         count = sum(1 for f in findings if f.severity is severity and not f.waived)
-        counts.append(plural(count, noun))
+        counts.append(plural(count, noun, "info" if noun == "info" else None))
     waived = sum(1 for f in findings if f.waived)
     return ", ".join(counts) + (f", {waived} waived" if waived else "")
 
