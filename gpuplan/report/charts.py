@@ -1,7 +1,9 @@
-"""The report's two SVG charts as plain data: a stacked memory bar per job, and the sensitivity chart.
+"""The report's charts as plain data: a stacked memory bar per job, and the sensitivity chart.
 
-Each chart carries an ``aria_label`` that states every number it draws, so a screen reader (and a text
-extraction of the PDF) gets the chart's content, not only its title.
+The templates draw them as HTML boxes sized in percent (``role="img"``): the same picture in a browser and
+in the PDF, and several times cheaper for WeasyPrint to lay out than SVG. Each chart carries an
+``aria_label`` that states every number it draws, so a screen reader gets the chart's content, not only
+its title.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from typing import Any
 from gpuplan.report.sensitivity import Sensitivity
 from gpuplan.units import format_gib
 
-CHART_WIDTH = 640  # px of the memory bar, for the GPU's usable memory (or the engine budget)
 SEGMENT_COLOURS = {
     "weights": "#3b6ea5",
     "gradients": "#d9822b",
@@ -40,7 +41,7 @@ def memory_chart(breakdown: dict[str, int], peak: int, capacity: int, capacity_n
     rest = peak - sum(parts.values())
     if rest > 0:
         parts["other"] = rest
-    scale = CHART_WIDTH / max(capacity, peak, 1)
+    scale = 100 / max(capacity, peak, 1)  # percent of the bar's width per byte
     x = 0.0
     segments = []
     for name, value in parts.items():
@@ -62,7 +63,6 @@ def memory_chart(breakdown: dict[str, int], peak: int, capacity: int, capacity_n
     return {
         "segments": segments,
         "capacity_x": round(capacity * scale, 2),
-        "width": CHART_WIDTH,
         "total": total,
         "capacity": limit,
         "over": over,
@@ -71,10 +71,7 @@ def memory_chart(breakdown: dict[str, int], peak: int, capacity: int, capacity_n
     }
 
 
-SENSITIVITY_LABEL_WIDTH = 190  # px for the scenario names
-SENSITIVITY_PLOT_WIDTH = 420  # px for 0..SENSITIVITY_MAX_SHARE of each limit
 SENSITIVITY_MAX_SHARE = 2.0  # bars are drawn up to twice the limit; longer ones are clipped and say so
-BAR_HEIGHT, BAR_GAP, ROW_GAP = 7, 1, 7
 MEASURES = (  # (key, legend, colour)
     ("memory", "memory per GPU / capacity", "#3b6ea5"),
     ("latency", "latency / SLO (the larger of TTFT and TPOT)", "#7a5195"),
@@ -84,7 +81,7 @@ MEASURES = (  # (key, legend, colour)
 
 def sensitivity_chart(sensitivity: Sensitivity) -> dict[str, Any]:
     """Per scenario, each limit's use as a share of the limit: memory of capacity, latency of the SLO, cost
-    of the budget. 100% is the limit; a bar past the red line breaks it."""
+    of the budget. The limit (100%) is the middle of the plot; a bar past it breaks the limit."""
     shown = [
         key
         for key, _, _ in MEASURES
@@ -92,37 +89,25 @@ def sensitivity_chart(sensitivity: Sensitivity) -> dict[str, Any]:
         or (key == "latency" and (sensitivity.slo_ttft_s or sensitivity.slo_tpot_s))
         or (key == "cost" and sensitivity.budget)
     ]
-    scale = SENSITIVITY_PLOT_WIDTH / SENSITIVITY_MAX_SHARE
     rows = []
-    y = 14
     described = []
     for scenario in sensitivity.scenarios:
         shares = {key: value for key, value in _shares(scenario, sensitivity).items() if value is not None}
-        bars = []
-        for index, key in enumerate(k for k in shown if k in shares):
-            share = shares[key]
-            colour = next(c for k, _, c in MEASURES if k == key)
-            bars.append(
-                {
-                    "y": y + index * (BAR_HEIGHT + BAR_GAP),
-                    "width": round(min(share, SENSITIVITY_MAX_SHARE) * scale, 2),
-                    "colour": colour,
-                    "label": f"{share:.0%}" + ("+" if share > SENSITIVITY_MAX_SHARE else ""),
-                    "label_x": round(SENSITIVITY_LABEL_WIDTH + min(share, SENSITIVITY_MAX_SHARE) * scale + 3, 2),
-                }
-            )
+        bars = [
+            {
+                "width": round(min(shares[key], SENSITIVITY_MAX_SHARE) / SENSITIVITY_MAX_SHARE * 100, 2),
+                "colour": next(c for k, _, c in MEASURES if k == key),
+                "label": f"{shares[key]:.0%}" + ("+" if shares[key] > SENSITIVITY_MAX_SHARE else ""),
+                "over": shares[key] > 1,
+            }
+            for key in shown
+            if key in shares
+        ]
         described.append(f"{scenario.name}: " + ", ".join(f"{key} {shares[key]:.0%}" for key in shown if key in shares))
-        height = max(len(bars), 1) * (BAR_HEIGHT + BAR_GAP)
-        rows.append({"name": scenario.name, "y": y, "text_y": y + height / 2 + 3, "bars": bars})
-        y += height + ROW_GAP
+        rows.append({"name": scenario.name, "bars": bars})
     legend = [{"label": label, "colour": colour} for key, label, colour in MEASURES if key in shown]
     return {
         "rows": rows,
-        "height": y + 14,
-        "width": SENSITIVITY_LABEL_WIDTH + SENSITIVITY_PLOT_WIDTH + 40,
-        "x0": SENSITIVITY_LABEL_WIDTH,
-        "limit_x": SENSITIVITY_LABEL_WIDTH + scale,
-        "end_x": SENSITIVITY_LABEL_WIDTH + SENSITIVITY_PLOT_WIDTH,
         "legend": legend,
         "aria_label": "Share of each limit used, 100% = the limit. " + "; ".join(described),
     }

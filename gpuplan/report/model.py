@@ -232,7 +232,7 @@ def _mark(value: bool | None, yes: str = "✓", no: str = "✗") -> str:
 
 def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any]:
     serving = sensitivity.job == "serve"
-    columns = ["Scenario", "Memory per GPU", "Fits (with headroom)"]
+    columns = ["Scenario", "Memory per GPU", "Fits"]
     columns += ["TTFT / TPOT", "SLO"] if serving else ["Training time"]
     columns += ["Cost per month" if serving else "Cost of the run", "Within budget"]
     rows = []
@@ -253,7 +253,7 @@ def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any
         rows.append(row)
     title = "Serving" if serving else "Fine-tuning"
     numeric = (1, 3, 5) if serving else (1, 3, 4)
-    widths = (24, 18, 11, 17, 9, 12, 9) if serving else (28, 20, 12, 14, 14, 12)
+    widths = (21, 19, 9, 18, 8, 14, 11) if serving else (27, 21, 10, 14, 16, 12)
     return table(
         f"{title}: the declared layout under changed assumptions", columns, rows, numeric=numeric, widths=widths
     )
