@@ -302,20 +302,24 @@ def report(
 
     from gpuplan.atomic import write_atomic
     from gpuplan.report.build import render_report
+    from gpuplan.report.pdf_process import pdf_renderer
     from gpuplan.run import lint_paths, report_date, report_epoch
 
     formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted) or ("md",)
     if spec_path == "-":
         raise GpuplanError("report needs a spec file, not standard input")
-    summary = lint_paths([spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers)
-    (result,) = summary.results
     interactive = sys.stderr.isatty()
 
     def progress(message: str) -> None:
         if interactive:
             click.echo(f"gpuplan: {message} ...", err=True)
 
-    rendered = render_report(result, formats, report_date(), report_epoch(), progress, summary.fail_on)
+    with pdf_renderer(early="pdf" in formats) as renderer:  # WeasyPrint loads while the spec is linted
+        summary = lint_paths([spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers)
+        (result,) = summary.results
+        rendered = render_report(
+            result, formats, report_date(), report_epoch(), progress, summary.fail_on, renderer.render
+        )
     spec = Path(spec_path)
     for name, data in rendered.items():
         if output is None and name != "pdf" and len(formats) == 1:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, run_cli, run_process
 from pypdf import PdfReader
 
+from gpuplan.linter import lint_path
 from gpuplan.report import pdf as pdf_module
-from gpuplan.report.render import GITHUB_COMMENT_LIMIT, escape_markdown
+from gpuplan.report.model import build_report
+from gpuplan.report.pdf_process import pdf_renderer
+from gpuplan.report.render import GITHUB_COMMENT_LIMIT, escape_markdown, render_html
 
 EPOCH = "1764633600"  # 2025-12-02T00:00:00Z
 
@@ -95,29 +100,44 @@ def test_hostile_strings_are_inert_in_markdown_and_html(write_spec, tmp_path: Pa
     assert "<img src" not in html and "<link rel=stylesheet href=http" not in html
 
 
-def test_pdf_fetches_only_packaged_assets(write_spec, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    fetchers = []
-    original = pdf_module.new_fetcher
-
-    def spying() -> object:
-        fetcher = original()
-        fetchers.append(fetcher)
-        return fetcher
-
-    monkeypatch.setattr(pdf_module, "new_fetcher", spying)
+def test_pdf_fetches_only_packaged_assets(write_spec, tmp_path: Path):
     spec = write_spec(HOSTILE)
-    out = tmp_path / "hostile.pdf"
-    code, _, err = run_cli("report", "--pdf", "-o", str(out), str(spec))
-    assert out.exists() and code in (0, 1), err
-    (fetcher,) = fetchers
-    assert fetcher.requested, "the stylesheet and fonts are fetched through the guarded fetcher"
+    html = render_html(build_report(lint_path(str(spec)), datetime.date(2026, 12, 2)), bundled_fonts=True)
+    fetcher = pdf_module.new_fetcher()
+    pdf_module.render_pdf(html, int(EPOCH), fetcher)
+    assert fetcher.requested, "the fonts are fetched through the guarded fetcher"
     assert all(url.startswith("file://") and "/templates/" in url for url in fetcher.requested)
     assert not fetcher.refused
     assert pdf_module.allowed_url("data:text/plain,x", Path("/nowhere"))
     assert not pdf_module.allowed_url("http://127.0.0.1:9/x.css", Path("/"))
     assert not pdf_module.allowed_url("file:///etc/passwd", Path(pdf_module.resource_dir("templates")).resolve())
+    out = tmp_path / "hostile.pdf"
+    code, _, err = run_cli("report", "--pdf", "-o", str(out), str(spec))
+    assert out.exists() and code in (0, 1), err
     text = pdf_text(out.read_bytes())
     assert "<script>alert(1)</script>" in text.replace("\n", "")  # shown as text, not run
+
+
+def test_the_pdf_child_process_writes_the_same_bytes_and_reports_its_errors(monkeypatch: pytest.MonkeyPatch):
+    html = render_html(
+        build_report(lint_path(str(EXAMPLES / "serve-llama-70b.yaml")), datetime.date(2026, 12, 2)),
+        bundled_fonts=True,
+    )
+    with pdf_renderer(early=True) as renderer:
+        assert renderer.process is not None or not sys.platform.startswith("linux")
+        forked = renderer.render(html, int(EPOCH))
+    assert forked == pdf_module.render_pdf(html, int(EPOCH))
+
+    def broken(html: str, epoch: int, fetcher: object = None) -> bytes:
+        raise ValueError("no pages")
+
+    monkeypatch.setattr(pdf_module, "render_pdf", broken)
+    with pdf_renderer(early=True) as renderer, pytest.raises((RuntimeError, ValueError), match="no pages"):
+        renderer.render(html, int(EPOCH))
+    # A run that stops before its PDF (a configuration error, say) leaves no child behind.
+    with pdf_renderer(early=True) as renderer:
+        child = renderer.process
+    assert child is None or not child.is_alive()
 
 
 def test_same_spec_same_epoch_same_bytes(tmp_path: Path):

@@ -21,8 +21,10 @@ def render_report(
     epoch: int,
     progress: Callable[[str], None] | None = None,
     fail_on: Severity = Severity.ERROR,
+    render_pdf: Callable[[str, int], bytes] | None = None,
 ) -> dict[str, bytes]:
-    """Bytes per format; the PDF is the HTML (with the bundled fonts) through WeasyPrint."""
+    """Bytes per format; the PDF is the HTML (with the bundled fonts) through WeasyPrint (``render_pdf``:
+    gpuplan.report.pdf_process's renderer, or in-process)."""
     model: dict[str, Any] = build_report(result, generated, result.settings, fail_on)
     rendered: dict[str, bytes] = {}
     if "md" in formats:
@@ -30,8 +32,10 @@ def render_report(
     if "html" in formats:
         rendered["html"] = render_html(model).encode()
     if "pdf" in formats:
-        from gpuplan.report.pdf import render_pdf
+        if render_pdf is None:
+            from gpuplan.report import pdf as pdf_module
 
+            render_pdf = pdf_module.render_pdf
         if progress:
             progress("rendering PDF")
         rendered["pdf"] = render_pdf(render_html(model, bundled_fonts=True), epoch)
