@@ -32,7 +32,6 @@ class Architecture:
     output_bias: bool = False  # o_proj bias
     mlp_bias: bool = False
     lm_head_bias: bool = False
-    parallel_attention: bool = False
     position_embeddings: int = 0  # learned absolute positions (GPT-2 style); 0 for RoPE
     experts: int = 0
     experts_per_token: int = 0
@@ -285,15 +284,26 @@ def make_architecture(values: dict[str, Any]) -> Architecture:
 
 
 def read_hf_config(path: Path) -> dict[str, Any]:
-    """Read a local config.json. Raises OSError or ArchitectureError."""
+    """Read a local config.json (a bounded read of a regular file). Raises ArchitectureError."""
+    from gpuplan.reading import CONFIG_JSON, ReadRefused, read_bounded
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
+        raw = read_bounded(path, CONFIG_JSON)
+    except ReadRefused as refused:
+        raise ArchitectureError(f"cannot read it: {refused.reason}") from None
+    try:
+        config = json.loads(raw, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
         raise ArchitectureError(f"{path.name} is not valid JSON: {error.msg} at line {error.lineno}") from None
+    except (ValueError, RecursionError) as error:  # not UTF-8, NaN/Infinity, nesting too deep
+        raise ArchitectureError(f"{path.name} is not valid JSON: {error}") from None
     if not isinstance(config, dict):
         raise ArchitectureError(f"{path.name} is not a JSON object")
     return config
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def hf_quantization(config: dict[str, Any]) -> tuple[str, int] | None:

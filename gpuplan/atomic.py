@@ -1,31 +1,109 @@
-"""Write a file atomically: a temporary file in the same folder, then a rename."""
+"""Safe, atomic writes of report files: a temporary file in the same folder, then a rename.
+
+Readers see the old file or the whole new one, never a part. Where the destination is not an ordinary
+file the write is refused before anything is written (:func:`check_destination`), so a report never:
+- writes through a symlink to whatever it points at (``--force`` replaces the link itself);
+- replaces a device, FIFO, socket or directory with a regular file (``-o /dev/null`` as root);
+- replaces a read-only file (``--force`` replaces it and keeps its mode);
+- creates missing folders (``--mkdir`` does);
+- overwrites the spec it reports on.
+A replaced file keeps its permission bits; a new one gets 0666 less the umask, as any new file.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpuplan.errors import GpuplanError
+from gpuplan.reading import kind_of, reason_of
+
+_SYSTEM_FOLDERS = frozenset({"dev", "proc", "sys"})  # device and kernel files, never report destinations
 
 
-def write_atomic(path: Path, data: bytes, *, protect: tuple[Path, ...] = ()) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part.
+@dataclass(frozen=True)
+class Destination:
+    """A checked place to write: the path, and the mode to give the file (None: a new file)."""
 
-    Refuses to replace any of ``protect`` (the spec a report is made from).
-    """
-    target = path.resolve()
-    if any(target == guarded.resolve() for guarded in protect):
-        raise GpuplanError(f"refusing to overwrite the spec {path} with a report; choose another -o path")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    path: Path
+    mode: int | None
+
+
+def check_destination(
+    path: Path, *, protect: tuple[Path, ...] = (), force: bool = False, mkdir: bool = False
+) -> Destination:
+    """Where ``path`` may be written, or GpuplanError with one line that says why not (nothing is written)."""
+    absolute = Path(os.path.abspath(path))
+    if len(absolute.parts) > 1 and absolute.parts[1] in _SYSTEM_FOLDERS:
+        raise GpuplanError(f"refusing to write a report into {absolute.parent}; use -o - for standard output")
+    for guarded in protect:
+        if _same_file(absolute, guarded):
+            raise GpuplanError(f"refusing to overwrite the spec {path} with a report; choose another -o path")
+    try:
+        info = os.lstat(absolute)
+    except FileNotFoundError:
+        info = None
+    except OSError as error:
+        raise GpuplanError(f"cannot write {path}: {reason_of(error)}") from None
+    mode = None
+    if info is not None:
+        if stat.S_ISLNK(info.st_mode):
+            if not force:
+                target = os.readlink(absolute)
+                raise GpuplanError(
+                    f"refusing to write through the symlink {path} (it points to {target}); "
+                    "remove it, or pass --force to replace the link itself"
+                )
+        elif kind_of(info.st_mode):
+            raise GpuplanError(f"refusing to replace {path}: it is {kind_of(info.st_mode)}, not a regular file")
+        else:
+            mode = stat.S_IMODE(info.st_mode)
+            if not mode & 0o222 and not force:
+                raise GpuplanError(f"refusing to replace the read-only file {path}; pass --force to replace it")
+    _check_folder(absolute.parent, path, mkdir)
+    return Destination(absolute, mode)
+
+
+def _check_folder(folder: Path, shown: Path, mkdir: bool) -> None:
+    if not folder.exists():
+        if not mkdir:
+            raise GpuplanError(f"cannot write {shown}: the folder {folder} does not exist (pass --mkdir to create it)")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise GpuplanError(f"cannot create the folder {folder}: {reason_of(error)}") from None
+    elif not folder.is_dir():
+        raise GpuplanError(f"cannot write {shown}: {folder} is not a folder")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def write_atomic(destination: Destination, data: bytes) -> None:
+    """Write ``data`` at a checked destination: temporary file, fsync, rename over the old name."""
+    target = destination.path
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as error:
+        raise GpuplanError(f"cannot write {target}: {reason_of(error)}") from None
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp creates 0600; a report is an ordinary file
-        os.replace(temporary, target)
+        # mkstemp creates 0600: a replaced file keeps its mode, a new one is an ordinary file
+        os.chmod(temporary, destination.mode if destination.mode is not None else 0o666 & ~_umask())
+        os.replace(temporary, target)  # replaces a symlink itself, never its target
+    except OSError as error:
+        Path(temporary).unlink(missing_ok=True)
+        raise GpuplanError(f"cannot write {target}: {reason_of(error)}") from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

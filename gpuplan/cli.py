@@ -1,12 +1,15 @@
 """The command line: the only place that prints or exits.
 
 Exit codes: 0 nothing at or above the fail level; 1 findings at or above it; 2 usage, configuration,
-I/O or internal error (one line on stderr; ``--traceback`` shows the trace).
+I/O or internal error: a bad option or --config file (one line on stderr; ``--traceback`` shows the
+trace of an internal error), or a file the run could not check (GP009 unreadable, GP010 internal
+error, GP012 invalid configuration), reported as a finding in every output format.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -17,8 +20,10 @@ from gpuplan import __version__
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Severity
 from gpuplan.output import FORMAT_MODULES
+from gpuplan.visible import visible
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_ERROR = 2
+_TRACEBACK = "gpuplan.traceback"  # click context key: whether --traceback was given
 SEVERITY_CHOICES = click.Choice([s.value for s in Severity])
 
 
@@ -27,10 +32,12 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, traceback_: bool = False, **kwargs: Any) -> Any:
+        click.get_current_context().meta[_TRACEBACK] = traceback_
         try:
             return command(*args, **kwargs)
         except GpuplanError as error:
-            click.echo(f"gpuplan: error: {error}", err=True)
+            first, *rest = str(error).split("\n")  # one line, or a header and one problem per line
+            click.echo(f"gpuplan: error: {visible(first)}" + "".join(f"\n  {visible(line)}" for line in rest), err=True)
             sys.exit(EXIT_ERROR)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
@@ -41,7 +48,8 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
                 traceback.print_exc()
             else:
                 click.echo(
-                    f"gpuplan: internal error: {type(error).__name__}: {error} (run with --traceback for details)",
+                    f"gpuplan: internal error: {type(error).__name__}: {visible(str(error))} "
+                    "(run with --traceback for details)",
                     err=True,
                 )
             sys.exit(EXIT_ERROR)
@@ -49,6 +57,26 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--traceback", "traceback_", is_flag=True, help="Show the full trace of an internal error.")(
         wrapper
     )
+
+
+def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--fail-on, --config and --no-waivers: what lint, estimate and report share (one set of semantics)."""
+    options = (
+        click.option(
+            "--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error]."
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.",
+        ),
+        click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers (procurement runs)."),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,19 +95,9 @@ def cli() -> None:
     show_default=True,
     help="Output format.",
 )
-@click.option(
-    "--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that fails the run [default: error]."
-)
+@_run_options
 @click.option("--select", multiple=True, help="Only these codes, code prefixes (GP2) or rule names.")
 @click.option("--ignore", multiple=True, help="Skip these codes, code prefixes or rule names.")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.",
-)
-@click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers (procurement runs).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when there is nothing to report.")
 @click.option(
     "--only-specs",
@@ -117,7 +135,15 @@ def lint(
     from gpuplan.output import formatter
 
     click.echo(formatter(output_format)(summary), nl=False)
+    _print_tracebacks(summary)
     sys.exit(summary.exit_code)
+
+
+def _print_tracebacks(summary: Any) -> None:
+    """The trace of each GP010 (internal error) finding, on stderr, when --traceback was given."""
+    if click.get_current_context().meta.get(_TRACEBACK):
+        for trace in summary.tracebacks:
+            click.echo(trace, err=True)
 
 
 @cli.command()
@@ -181,28 +207,43 @@ def main() -> None:
 @cli.command()
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_run_options
 @_guarded
-def estimate(spec_path: str, output_format: str) -> None:
-    """Estimate per-GPU memory, speed and cost of a spec's jobs, with the assumptions used."""
+def estimate(
+    spec_path: str, output_format: str, fail_on: str | None, config_path: str | None, no_waivers: bool
+) -> None:
+    """Estimate per-GPU memory, speed and cost of a spec's jobs, with the assumptions used.
+
+    The spec is linted as `gpuplan lint` does (same configuration, thresholds and rules), so the
+    estimate uses the configured efficiencies; the findings follow the estimate and the exit code
+    is lint's: a job that fits in memory but breaks a rule (TP beyond the NVLink domain) exits 1.
+    """
     import json
 
     from gpuplan.analysis import to_dict
-    from gpuplan.linter import lint_path
     from gpuplan.output.estimate_text import render_estimate
+    from gpuplan.output.text import render as render_findings
+    from gpuplan.run import lint_paths
 
-    result = lint_path(spec_path)
-    if result.analysis is None:
-        for finding in result.findings:
-            click.echo(
-                f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] "
-                f"{finding.message}",
-                err=True,
-            )
-        raise GpuplanError(f"{spec_path} cannot be estimated until the problems above are fixed")
+    if spec_path == "-":
+        raise GpuplanError("estimate needs a spec file, not standard input")
+    summary = lint_paths(
+        [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
+    )
+    (result,) = summary.results
     if output_format == "json":
-        click.echo(json.dumps(to_dict(result.analysis), indent=2))
+        document = to_dict(result.analysis) if result.analysis is not None else {}
+        document["findings"] = [finding.to_dict() for finding in result.findings]
+        document["exit_code"] = summary.exit_code
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
+    elif result.analysis is None:
+        click.echo(render_findings(summary), nl=False, err=True)
+        click.echo(f"gpuplan: no estimate: {visible(result.path)} has problems that stop it (above)", err=True)
     else:
         click.echo(render_estimate(result.analysis), nl=False)
+        click.echo(render_findings(summary), nl=False)
+    _print_tracebacks(summary)
+    sys.exit(summary.exit_code)
 
 
 @cli.group()
@@ -222,18 +263,28 @@ def catalog_gpus(output_format: str) -> None:
     gpus = gpu_catalog()
     if output_format == "json":
         sources = gpu_sources()
-        rows = [{**dataclasses.asdict(gpu), "provenance": sources.get(gpu.id, {})} for gpu in gpus.values()]
+        rows = [
+            {**dataclasses.asdict(gpu), "price_per_hour": gpu.price_per_hour, "provenance": sources.get(gpu.id, {})}
+            for gpu in gpus.values()
+        ]
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(
-        f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  price date"
+        f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  quoted"
     )
     for gpu in gpus.values():
         price = f"{gpu.price_per_hour:.2f}" if gpu.price_per_hour is not None else "-"
         click.echo(
             f"{gpu.id:<16}{gpu.memory_gb:>8g}GB{gpu.usable_bytes / 2**30:>12.1f}{gpu.bandwidth_tbs:>7.2f}"
-            f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {gpu.price_date or '-'}"
+            f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {_quoted(gpu.price)}"
         )
+
+
+def _quoted(price: Any) -> str:
+    """The dates of the quotes behind a catalog price: one date, or the oldest to the newest."""
+    if price is None or price.quoted_from is None:
+        return "-"
+    return price.quoted_from if price.quoted_from == price.quoted_to else f"{price.quoted_from}..{price.quoted_to}"
 
 
 @catalog.command("models")
@@ -278,14 +329,15 @@ def catalog_models(output_format: str) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False),
+    type=click.Path(dir_okay=False, allow_dash=True),
     default=None,
-    help="Output file; with several formats, its suffix is replaced per format. "
-    "Default: Markdown/HTML to stdout, PDF next to the spec as <name>.pdf.",
+    help="Output file ('-': standard output, one text format only); with several formats, its suffix is "
+    "replaced per format. Default: one Markdown or HTML report to standard output; a PDF, or several "
+    "formats, next to the spec as <name>.md/.html/.pdf.",
 )
-@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
-@click.option("--no-waivers", is_flag=True, help="Ignore the spec's waivers (procurement runs).")
+@click.option("--force", is_flag=True, help="Replace a symlink (the link itself, not its target) or a read-only file.")
+@click.option("--mkdir", is_flag=True, help="Create the output file's missing folders.")
+@_run_options
 @_guarded
 def report(
     spec_path: str,
@@ -293,43 +345,63 @@ def report(
     as_html: bool,
     as_pdf: bool,
     output: str | None,
+    force: bool,
+    mkdir: bool,
     fail_on: str | None,
     config_path: str | None,
     no_waivers: bool,
 ) -> None:
-    """Render a decision report for procurement review: verdict, memory, alternatives, cost, sign-off."""
+    """Render a decision report for procurement review: verdict, memory, alternatives, cost, sign-off.
+
+    Every destination is checked before anything is rendered or written: a report never writes
+    through a symlink, onto a device, FIFO or read-only file, into a missing folder (unless --mkdir),
+    or over its spec; files are written atomically and keep the mode of the file they replace.
+    """
     from pathlib import Path
 
-    from gpuplan.atomic import write_atomic
+    from gpuplan import clock
+    from gpuplan.atomic import check_destination, write_atomic
     from gpuplan.report.build import render_report
     from gpuplan.report.pdf_process import pdf_renderer
-    from gpuplan.run import lint_paths, report_date, report_epoch
+    from gpuplan.run import lint_paths
 
     formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted) or ("md",)
     if spec_path == "-":
         raise GpuplanError("report needs a spec file, not standard input")
+    to_stdout = output == "-" or (output is None and len(formats) == 1 and formats[0] != "pdf")
+    if to_stdout and (len(formats) > 1 or formats[0] == "pdf"):
+        raise GpuplanError("-o - writes one Markdown or HTML report; a PDF or several formats need a file name")
+    spec = Path(spec_path)
+    destinations = {}
+    if not to_stdout:
+        for name in formats:
+            if output is None:
+                target = spec.with_suffix(f".{name}")
+            else:
+                target = Path(output) if len(formats) == 1 else Path(output).with_suffix(f".{name}")
+            destinations[name] = check_destination(target, protect=(spec,), force=force, mkdir=mkdir)
     interactive = sys.stderr.isatty()
 
     def progress(message: str) -> None:
         if interactive:
             click.echo(f"gpuplan: {message} ...", err=True)
 
+    epoch = clock.today_epoch()
+    # WeasyPrint's fontTools fallback stamps subset fonts with SOURCE_DATE_EPOCH or the time: pin it
+    # for this process (HarfBuzz subsetting, the usual path, stamps nothing), before the PDF child forks.
+    os.environ.setdefault("SOURCE_DATE_EPOCH", str(epoch))
     with pdf_renderer(early="pdf" in formats) as renderer:  # WeasyPrint loads while the spec is linted
-        summary = lint_paths([spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers)
-        (result,) = summary.results
-        rendered = render_report(
-            result, formats, report_date(), report_epoch(), progress, summary.fail_on, renderer.render
+        summary = lint_paths(
+            [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
         )
-    spec = Path(spec_path)
+        (result,) = summary.results
+        rendered = render_report(result, formats, clock.today(), epoch, progress, summary.fail_on, renderer.render)
     for name, data in rendered.items():
-        if output is None and name != "pdf" and len(formats) == 1:
+        if to_stdout:
             click.echo(data.decode(), nl=False)
             continue
-        if output is None:
-            target = spec.with_suffix(f".{name}")
-        else:
-            target = Path(output) if len(formats) == 1 else Path(output).with_suffix(f".{name}")
-        write_atomic(target, data, protect=(spec,))
+        write_atomic(destinations[name], data)
         if interactive:
-            click.echo(f"gpuplan: wrote {target}", err=True)
+            click.echo(f"gpuplan: wrote {visible(str(destinations[name].path))}", err=True)
+    _print_tracebacks(summary)
     sys.exit(summary.exit_code)

@@ -52,6 +52,21 @@ CODES: dict[str, Code] = {
         Code("GP007", "multiple-documents", "input", ERROR, "The file holds more than one YAML document."),
         Code("GP008", "root-not-mapping", "input", ERROR, "The top level of the file is not a mapping."),
         Code("GP009", "unreadable-file", "input", ERROR, "The file could not be read."),
+        Code(
+            "GP010",
+            "internal-error",
+            "input",
+            ERROR,
+            "gpuplan failed on this spec (a bug); the other specs of the run are still checked.",
+        ),
+        Code("GP011", "too-many-findings", "input", ERROR, "The file has more findings than are listed one by one."),
+        Code(
+            "GP012",
+            "invalid-configuration",
+            "input",
+            ERROR,
+            "The configuration file that governs the spec cannot be read or is invalid.",
+        ),
         Code("GP020", "unknown-model", "input", ERROR, "The model id is not in the catalog."),
         Code(
             "GP021",
@@ -67,6 +82,13 @@ CODES: dict[str, Code] = {
             "input",
             ERROR,
             "The declared GPU count is not a multiple of tensor x pipeline parallelism.",
+        ),
+        Code(
+            "GP024",
+            "output-exceeds-context",
+            "input",
+            ERROR,
+            "A serving job's output tokens do not fit in its context.",
         ),
         Code(
             "GP100",

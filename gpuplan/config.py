@@ -17,6 +17,7 @@ from gpuplan.defaults import apply_defaults
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Finding, Severity
 from gpuplan.loader import LoadedDocument, Position, load_bytes
+from gpuplan.reading import SETTINGS, ReadRefused, read_bounded
 
 CONFIG_FILE = ".gpuplan.yaml"
 
@@ -61,26 +62,45 @@ class Config:
     source: str | None = None
 
 
+class ConfigError(GpuplanError):
+    """A configuration file that cannot be read or is invalid; ``problems`` are "file:line:col: message"."""
+
+    def __init__(self, path: Path, problems: list[str]) -> None:
+        self.path, self.problems = path, problems
+        super().__init__("invalid configuration:\n" + "\n".join(problems))
+
+
+_GPUPLAN_TABLE = re.compile(rb"^\[tool\.gpuplan(\.|\])", re.M)
+
+
 def find_config(start: Path) -> Path | None:
-    """The nearest .gpuplan.yaml, or pyproject.toml with a [tool.gpuplan] table, at or above ``start``."""
+    """The nearest .gpuplan.yaml, or pyproject.toml with a [tool.gpuplan] table, at or above ``start``.
+
+    A pyproject.toml that cannot be read is taken as governing (loading it then reports why), so a
+    broken file is never skipped silently in favour of one further up.
+    """
     for folder in (start, *start.parents):
         candidate = folder / CONFIG_FILE
-        if candidate.is_file():
+        if candidate.exists() or candidate.is_symlink():
             return candidate
         pyproject = folder / "pyproject.toml"
-        if pyproject.is_file() and re.search(r"^\[tool\.gpuplan(\.|\])", pyproject.read_text("utf-8", "replace"), re.M):
-            return pyproject
+        if pyproject.exists() or pyproject.is_symlink():
+            try:
+                if _GPUPLAN_TABLE.search(read_bounded(pyproject, SETTINGS)):
+                    return pyproject
+            except ReadRefused:
+                return pyproject
         if (folder / ".git").exists():
             return None
     return None
 
 
 def load_config(path: Path) -> Config:
-    """Read and check a configuration file. Raises GpuplanError listing every problem with its position."""
+    """Read and check a configuration file. Raises ConfigError listing every problem with its position."""
     try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise GpuplanError(f"cannot read configuration {path}: {error.strerror or error}") from None
+        raw = read_bounded(path, SETTINGS)
+    except ReadRefused as refused:
+        raise ConfigError(path, [f"{path}: cannot read it: {refused.reason}"]) from None
     document = _toml_document(path, raw) if path.name == "pyproject.toml" else load_bytes(str(path), raw)
     problems = list(document.findings)
     if document.data is not None:
@@ -90,8 +110,7 @@ def load_config(path: Path) -> Config:
         if not problems:
             problems.extend(_unknown_rules(document))
     if problems:
-        lines = [f"{f.file}:{f.line}:{f.col}: {f.message}" for f in problems]
-        raise GpuplanError("invalid configuration:\n" + "\n".join(lines))
+        raise ConfigError(path, [f"{f.file}:{f.line}:{f.col}: {f.message}" for f in problems])
     return _config(document.data or {}, str(path))
 
 
@@ -145,12 +164,13 @@ def _toml_document(path: Path, raw: bytes) -> LoadedDocument:
 
     try:
         data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise GpuplanError(f"{path}: invalid TOML: {error}") from None
-    table = data.get("tool", {}).get("gpuplan", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise ConfigError(path, [f"{path}: invalid TOML: {error}"]) from None
+    tool = data.get("tool", {})
+    table = tool.get("gpuplan", {}) if isinstance(tool, dict) else {}
     positions: dict[tuple[str | int, ...], Position] = {(): Position(1, 1, 1, 1)}
     section: tuple[str, ...] = ()
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+    for number, line in enumerate(re.split(r"\r\n|\r|\n", raw.decode("utf-8")), start=1):
         header = re.match(r"\s*\[tool\.gpuplan(?:\.([\w-]+))?\]", line)
         if header:
             section = (header.group(1),) if header.group(1) else ()

@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpuplan.reading import ReadRefused, read_head
+
 SPEC_SUFFIXES = (".yaml", ".yml")
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox"})
 # A spec has a top-level `model:` and a `finetune:` or `serve:` section; other YAML (CI files,
@@ -15,11 +17,14 @@ _MODEL_KEY = re.compile(rb"^model\s*:", re.MULTILINE)
 _JOB_KEY = re.compile(rb"^(finetune|serve)\s*:", re.MULTILINE)
 
 
+_HEAD_BYTES = 256 * 1024
+
+
 def looks_like_spec(path: Path) -> bool:
+    """Whether a regular file starts like a spec; FIFOs, devices and unreadable files do not (nothing blocks)."""
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(256 * 1024)
-    except OSError:
+        head = read_head(path, _HEAD_BYTES)
+    except ReadRefused:
         return False
     return bool(_MODEL_KEY.search(head) and _JOB_KEY.search(head))
 

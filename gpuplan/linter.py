@@ -1,21 +1,28 @@
 """The lint pipeline for one spec: load -> validate -> resolve -> estimate -> rules -> configuration.
 
-Each stage runs only on what the stage before accepted; every problem is a Finding.
+Each stage runs only on what the stage before accepted; every problem is a Finding. An unexpected
+exception in resolving, estimating or one rule is a GP010 finding for this spec (with its trace kept
+for ``--traceback``), and the other rules and specs still run.
 """
 
 from __future__ import annotations
 
 import datetime
-import sys
+import math
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gpuplan import clock
 from gpuplan.findings import Finding, Severity, sorted_findings
 from gpuplan.loader import LoadedDocument, load_bytes
+from gpuplan.reading import ReadRefused, read_bounded, read_stdin
 from gpuplan.validate import validate
 
 STDIN_NAME = "<stdin>"
+MAX_FINDINGS_PER_FILE = 100  # then one GP011 that counts the rest
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,7 @@ class LintOptions:
     severities: dict[str, Severity] = field(default_factory=dict)
     use_waivers: bool = True
     settings: Any = None  # gpuplan.config.Settings; None means the documented defaults
-    today: datetime.date | None = None  # for waiver expiry and price age; None means today
+    today: datetime.date | None = None  # for waiver expiry and price age; None means today in UTC
     config_source: str | None = None  # the configuration file these options came from, for the decision record
 
 
@@ -38,29 +45,32 @@ class LintResult:
     document: LoadedDocument | None = None
     analysis: Any = None  # gpuplan.analysis.Analysis when the spec resolved
     settings: Any = None  # gpuplan.config.Settings the estimate and rules used
+    tracebacks: tuple[str, ...] = ()  # the trace of each GP010, for --traceback
     options: LintOptions | None = None  # what shaped the run (select/ignore/severities/waivers), for reports
 
     def failing(self, threshold: Severity) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if not f.waived and f.severity.rank >= threshold.rank)
 
+    def findings_only(self) -> LintResult:
+        """This result without the document and the analysis: what a many-file run keeps per file."""
+        return LintResult(self.path, self.findings, tracebacks=self.tracebacks)
+
 
 def read_input(path: str) -> bytes:
-    """The bytes of ``path`` ('-' is standard input). Raises OSError."""
-    if path == "-":
-        return sys.stdin.buffer.read()
-    with open(path, "rb") as handle:
-        return handle.read()
+    """The bytes of ``path`` ('-' is standard input), bounded. Raises ReadRefused."""
+    return read_stdin() if path == "-" else read_bounded(path)
 
 
 def lint_path(path: str, options: LintOptions | None = None) -> LintResult:
-    """Lint one file; an unreadable file is a GP009 finding, not an exception."""
+    """Lint one file; an unreadable file is a GP009 (too large: GP003) finding, not an exception."""
     shown = STDIN_NAME if path == "-" else path
     try:
         raw = read_input(path)
-    except OSError as error:
-        reason = error.strerror or str(error)
-        finding = Finding.make("GP009", f"cannot read {shown}: {reason}", path=shown)
-        return LintResult(shown, (finding,))
+    except ReadRefused as refused:
+        code = "GP003" if refused.too_large else "GP009"
+        finding = Finding.make(code, f"cannot read {shown}: {refused.reason}", path=shown)
+        options = options or LintOptions()
+        return LintResult(shown, _configure([finding], options), options=options)
     return lint_bytes(shown, raw, options)
 
 
@@ -79,26 +89,103 @@ def _lint_bytes(path: str, raw: bytes, options: LintOptions) -> LintResult:
     findings.extend(schema_findings)
     if schema_findings:
         return LintResult(path, _configure(findings, options), document)
-    from gpuplan.analysis import analyse
-    from gpuplan.config import default_settings
-    from gpuplan.rules.context import RuleContext, efficiency_of
-    from gpuplan.rules.registry import all_rules
-    from gpuplan.spec import resolve
-    from gpuplan.waivers import apply_waivers
+    return _Checked(document, options, findings).run()
 
-    spec, resolve_findings = resolve(document, base_dir(path))
-    findings.extend(resolve_findings)
-    if spec is None:
-        return LintResult(path, _configure(findings, options), document)
-    settings = options.settings or default_settings()
-    today = options.today or datetime.date.today()
-    analysis = analyse(spec, efficiency_of(settings))
-    context = RuleContext(spec, analysis, document, settings, today)
-    rule_findings = [finding for rule in all_rules() if rule.check for finding in rule.check(context)]
-    if options.use_waivers:
-        rule_findings = apply_waivers(rule_findings, spec.waivers, document, today)
-    findings.extend(rule_findings)
-    return LintResult(path, _configure(findings, options), document, analysis, settings)
+
+class _Checked:
+    """Resolve, estimate and run the rules on a schema-valid document, isolating each step's failures."""
+
+    def __init__(self, document: LoadedDocument, options: LintOptions, findings: list[Finding]) -> None:
+        self.document, self.options, self.findings = document, options, findings
+        self.tracebacks: list[str] = []
+
+    def run(self) -> LintResult:
+        from gpuplan.config import default_settings
+        from gpuplan.spec import resolve
+
+        path = self.document.path
+        resolved = self._guarded("resolving the spec", lambda: resolve(self.document, base_dir(path)))
+        if resolved is None:
+            return self._result()
+        spec, resolve_findings = resolved
+        self.findings.extend(resolve_findings)
+        if spec is None:
+            return self._result()
+        settings = self.options.settings or default_settings()
+        today = self.options.today or clock.today()
+        analysis = self._guarded("estimating", lambda: self._analyse(spec, settings))
+        if analysis is None:
+            return self._result(settings=settings)
+        rule_findings = self._rule_findings(spec, analysis, settings, today)
+        if self.options.use_waivers:
+            from gpuplan.waivers import apply_waivers
+
+            rule_findings = apply_waivers(rule_findings, spec.waivers, self.document, today)
+        self.findings.extend(rule_findings)
+        return self._result(analysis, settings)
+
+    def _analyse(self, spec: Any, settings: Any) -> Any:
+        from gpuplan.analysis import analyse, to_dict
+        from gpuplan.rules.context import efficiency_of
+
+        analysis = analyse(spec, efficiency_of(settings))
+        bad = next(unsafe_figures(to_dict(analysis)), None)
+        if bad is not None:
+            raise FigureOutOfRange(f"the estimate's {bad[0]} is {bad[1]!r}, not a finite non-negative number")
+        return analysis
+
+    def _rule_findings(self, spec: Any, analysis: Any, settings: Any, today: datetime.date) -> list[Finding]:
+        from gpuplan.rules.context import RuleContext
+        from gpuplan.rules.registry import all_rules
+
+        context = RuleContext(spec, analysis, self.document, settings, today)
+        found: list[Finding] = []
+        for rule in all_rules():
+            check = rule.check
+            if check is not None:
+                produced = self._guarded(f"rule {rule.code}", lambda check=check: list(check(context)))  # type: ignore[misc]
+                found.extend(produced or ())
+        return found
+
+    def _guarded(self, step: str, work: Callable[[], Any]) -> Any:
+        """``work()``, or None with a GP010 finding (and the trace kept) when it raises."""
+        try:
+            return work()
+        except Exception as error:  # one failing step must not abort the run: it becomes a finding
+            import traceback  # only on the error path
+
+            self.tracebacks.append(f"{self.document.path}: {step}\n{traceback.format_exc()}")
+            message = f"internal error while {step}: {type(error).__name__}: {error}"
+            self.findings.append(
+                Finding.make(
+                    "GP010",
+                    message[:500],
+                    path=self.document.path,
+                    hint="a bug in gpuplan; --traceback shows where, please report it",
+                )
+            )
+            return None
+
+    def _result(self, analysis: Any = None, settings: Any = None) -> LintResult:
+        findings = _configure(self.findings, self.options)
+        return LintResult(self.document.path, findings, self.document, analysis, settings, tuple(self.tracebacks))
+
+
+class FigureOutOfRange(ArithmeticError):
+    """The estimate produced NaN, an infinity or a negative figure: never shown, reported as GP010."""
+
+
+def unsafe_figures(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
+    """(path, value) of every number in ``value`` (nested dicts and lists) that is not finite and >= 0."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, (int, float)):
+        if not (math.isfinite(value) and value >= 0):
+            yield where or "value", value
+        return
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield from unsafe_figures(item, f"{where}.{key}" if where else str(key))
 
 
 def _configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:
@@ -108,7 +195,26 @@ def _configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, 
             continue
         severity = options.severities.get(finding.code)
         kept.append(finding.with_severity(severity) if severity else finding)
-    return sorted_findings(kept)
+    return capped(sorted_findings(kept))
+
+
+def capped(findings: tuple[Finding, ...], limit: int = MAX_FINDINGS_PER_FILE) -> tuple[Finding, ...]:
+    """The first ``limit`` findings, then one GP011 with the count and the highest severity of the rest."""
+    if len(findings) <= limit:
+        return findings
+    shown, rest = findings[:limit], findings[limit:]
+    active = [f for f in rest if not f.waived] or list(rest)
+    worst = max((f.severity for f in active), key=lambda severity: severity.rank)
+    last = shown[-1]
+    more = Finding.make(
+        "GP011",
+        f"{len(rest):,} more finding(s) not listed; the first {limit} are above",
+        path=last.file,
+        line=last.line,
+        col=last.col,
+        hint="fix the problems listed first, or check that this is the right file",
+    )
+    return (*shown, replace(more, severity=worst))
 
 
 def _selected(finding: Finding, options: LintOptions) -> bool:
@@ -127,5 +233,10 @@ def code_selected(code: str, name: str, select: tuple[str, ...], ignore: tuple[s
 
 
 def base_dir(path: str) -> Path:
-    """Where relative paths inside a spec (model.config) are resolved from."""
-    return Path.cwd() if path == STDIN_NAME else Path(path).resolve().parent
+    """Where relative paths inside a spec (model.config) are resolved from: the real spec's folder."""
+    if path == STDIN_NAME:
+        return Path.cwd()
+    try:
+        return Path(path).resolve().parent
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+        return Path(os.path.abspath(path)).parent

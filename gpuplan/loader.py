@@ -10,7 +10,9 @@ The document is built from PyYAML's *event* stream by an iterative composer of o
 
 from __future__ import annotations
 
+import bisect
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +23,10 @@ from gpuplan.findings import Finding, dotted, json_pointer
 MAX_BYTES = 1024 * 1024
 MAX_ALIAS_EXPANSIONS = 1000
 MAX_DEPTH = 64
+# Values (scalars, mappings, lists, alias expansions) in one file. The largest valid spec (32 custom
+# GPUs, 64 tenants, 100 evidence figures, 200 waivers) has about 3,000; past 10,000 a file is no spec,
+# and stopping there bounds the time and memory every later step spends on it.
+MAX_NODES = 10_000
 
 Pointer = tuple[str | int, ...]
 
@@ -95,16 +101,40 @@ class _Frame:
     opened: tuple[int, int] = (1, 1)
 
 
-def _mark(event: Any) -> tuple[int, int]:
-    return event.start_mark.line + 1, event.start_mark.column + 1
+# PyYAML and libyaml also break lines at U+0085, U+2028 and U+2029; editors (and YAML 1.2) break only
+# at LF, CRLF and CR, so positions are recomputed from the character index when the text holds one.
+_EXTRA_BREAKS = re.compile("[\x85\u2028\u2029]")
+_EDITOR_BREAK = re.compile("\r\n|\r|\n")
 
 
-def _scalar(event: Any) -> Any:
+class _Lines:
+    """1-based (line, column) of a character index, counting lines as editors do."""
+
+    def __init__(self, text: str) -> None:
+        self.starts: list[int] | None = None
+        if _EXTRA_BREAKS.search(text):
+            self.starts = [0] + [match.end() for match in _EDITOR_BREAK.finditer(text)]
+
+    def at(self, mark: Any) -> tuple[int, int]:
+        if self.starts is None:
+            return mark.line + 1, mark.column + 1
+        line = bisect.bisect_right(self.starts, mark.index)
+        return line, mark.index - self.starts[line - 1] + 1
+
+
+_PLAIN_LINES = _Lines("")
+
+
+def _mark(event: Any, lines: _Lines = _PLAIN_LINES) -> tuple[int, int]:
+    return lines.at(event.start_mark)
+
+
+def _scalar(event: Any, lines: _Lines = _PLAIN_LINES) -> Any:
     tag = event.tag
     if tag is None or tag == "!":
         tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
     if tag not in _SAFE_TAGS:
-        line, col = _mark(event)
+        line, col = _mark(event, lines)
         raise _LoadProblem(
             "GP004", f"unsupported YAML tag {tag!r}", line, col, "remove the tag; specs use plain YAML values"
         )
@@ -112,14 +142,15 @@ def _scalar(event: Any) -> Any:
         return event.value
     node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
     try:
-        value = _CONSTRUCTOR.construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError) as error:
-        line, col = _mark(event)
-        raise _LoadProblem(
-            "GP001", f"invalid {tag.rsplit(':', 1)[-1]} value {event.value!r}: {error}", line, col
-        ) from None
+        # The tag's constructor itself: construct_object() would memoise every node in the shared
+        # constructor for the life of the process (memory growing with each file linted).
+        value = _CONSTRUCTOR.yaml_constructors[tag](_CONSTRUCTOR, node)
+    except Exception:  # PyYAML's constructors raise KeyError, IndexError, ValueError ... on odd text
+        line, col = _mark(event, lines)
+        kind = tag.rsplit(":", 1)[-1]
+        raise _LoadProblem("GP001", f"{_shown(event.value)} is not a valid {kind}", line, col) from None
     if isinstance(value, float) and not math.isfinite(value):
-        line, col = _mark(event)
+        line, col = _mark(event, lines)
         raise _LoadProblem("GP001", f"{event.value!r} is not a finite number", line, col, "write a plain number")
     return value
 
@@ -127,7 +158,9 @@ def _scalar(event: Any) -> Any:
 class _Composer:
     """Builds plain data from events, tracking positions, anchors and limits."""
 
-    def __init__(self) -> None:
+    def __init__(self, lines: _Lines = _PLAIN_LINES) -> None:
+        self.lines = lines
+        self.nodes = 0
         self.positions: dict[Pointer, Position] = {}
         self.anchors: dict[str, tuple[Any, int]] = {}
         self.stack: list[_Frame] = []
@@ -194,25 +227,37 @@ class _Composer:
             raise _LoadProblem("GP001", "a merge key '<<' needs a mapping or a list of mappings", *mark)
         parent.merged.extend(sources)
 
+    def _count(self, event: Any, size: int = 1) -> None:
+        self.nodes += size
+        if self.nodes > MAX_NODES:
+            raise _LoadProblem(
+                "GP003",
+                f"the file holds more than {MAX_NODES:,} values; a spec has a few hundred",
+                *_mark(event, self.lines),
+                "check that this is the right file",
+            )
+
     def feed(self, event: Any) -> None:
         if isinstance(event, yaml.DocumentStartEvent):
             self.documents += 1
             if self.documents > 1:
-                line, col = _mark(event)
+                line, col = _mark(event, self.lines)
                 raise _LoadProblem(
                     "GP007", "the file holds more than one YAML document", line, col, "one spec per file"
                 )
         elif isinstance(event, yaml.AliasEvent):
             self._alias(event)
         elif isinstance(event, yaml.ScalarEvent):
-            self._attach(_scalar(event), 1, _mark(event), event.anchor)
+            self._count(event)
+            self._attach(_scalar(event, self.lines), 1, _mark(event, self.lines), event.anchor)
         elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            self._count(event)
             self._open(event)
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             self._close(event)
 
     def _alias(self, event: Any) -> None:
-        line, col = _mark(event)
+        line, col = _mark(event, self.lines)
         if event.anchor not in self.anchors:
             raise _LoadProblem("GP001", f"unknown alias *{event.anchor}", line, col)
         value, size = self.anchors[event.anchor]
@@ -225,10 +270,11 @@ class _Composer:
                 col,
                 "specs are small; write the values out instead of nesting aliases",
             )
+        self._count(event, size)
         self._attach(value, size, (line, col), None)
 
     def _open(self, event: Any) -> None:
-        line, col = _mark(event)
+        line, col = _mark(event, self.lines)
         expected = "map" if isinstance(event, yaml.MappingStartEvent) else "seq"
         if event.tag not in (None, "!") and event.tag != "tag:yaml.org,2002:" + expected:
             raise _LoadProblem("GP004", f"unsupported YAML tag {event.tag!r}", line, col, "remove the tag")
@@ -247,6 +293,11 @@ class _Composer:
         self._attach(frame.value, frame.size, frame.opened, frame.anchor)
 
 
+def _shown(text: str) -> str:
+    """A scalar's text for a message: quoted, at most 40 characters."""
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
 def _key_text(key: Any) -> str:
     return key if isinstance(key, str) else str(key)
 
@@ -255,9 +306,9 @@ def _decode(raw: bytes) -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        before = raw[: error.start]
+        before = raw[: error.start].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         line = before.count(b"\n") + 1
-        col = error.start - (before.rfind(b"\n") + 1) + 1
+        col = len(before) - (before.rfind(b"\n") + 1) + 1
         raise _LoadProblem("GP005", f"the file is not valid UTF-8 (byte 0x{raw[error.start]:02x})", line, col) from None
 
 
@@ -275,13 +326,14 @@ def _load(raw: bytes) -> _Composer:
     if len(raw) > MAX_BYTES:
         raise _LoadProblem("GP003", f"the file is {len(raw):,} bytes; specs are limited to {MAX_BYTES:,} bytes", 1, 1)
     text = _decode(raw)
-    composer = _Composer()
+    lines = _Lines(text)
+    composer = _Composer(lines)
     try:
         for event in yaml.parse(text, Loader=_Loader):
             composer.feed(event)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        line, col = lines.at(mark) if mark else (1, 1)
         message = " ".join(part for part in (error.context, error.problem) if part) or "invalid YAML"
         if "maximum nesting depth" in message:  # libyaml >= 0.2.5 stops runaway nesting itself
             raise _LoadProblem("GP003", f"nesting deeper than {MAX_DEPTH} levels", line, col) from None

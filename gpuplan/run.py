@@ -1,17 +1,37 @@
-"""Lint several paths with one set of options: what ``gpuplan lint`` does between parsing and printing."""
+"""Lint several paths with one set of options: what ``gpuplan lint`` does between parsing and printing.
+
+A run keeps only each file's findings once they are out (not its document or estimate), so memory
+stays flat over thousands of files; past ``PARALLEL_MIN_FILES`` files the specs are linted by a pool
+of worker processes, one per core, in the same order.
+"""
 
 from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from gpuplan.config import Config, find_config, load_config
+from gpuplan import clock
+from gpuplan.config import Config, ConfigError, find_config, load_config
 from gpuplan.discovery import discover
 from gpuplan.errors import GpuplanError
-from gpuplan.findings import Severity
-from gpuplan.linter import LintOptions, lint_path
+from gpuplan.findings import Finding, Severity
+from gpuplan.linter import STDIN_NAME, LintOptions, LintResult, lint_path
 from gpuplan.output.summary import RunSummary
+
+# Starting worker processes costs about 0.1 s; below a few hundred specs one process is as fast.
+PARALLEL_MIN_FILES = 300
+_CHUNK = 32
+_CONFIG_PROBLEMS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class _Job:
+    path: str
+    options: LintOptions | None  # None: the configuration governing the path is invalid
+    config_problem: tuple[str, str] = ("", "")  # (configuration path, first problem) when options is None
 
 
 def lint_paths(
@@ -25,51 +45,102 @@ def lint_paths(
     quiet: bool = False,
     only_specs: bool = False,
     today: datetime.date | None = None,
+    keep_analysis: bool = False,
+    workers: int | None = None,
 ) -> RunSummary:
-    """Lint every spec under ``paths``; one bad file never stops the others."""
+    """Lint every spec under ``paths``; one bad file (or one bad configuration file) never stops the others.
+
+    ``keep_analysis`` keeps each result's document and estimate (a report needs them); ``workers``
+    overrides the number of processes (default: one per core once there are enough files).
+    """
     files = list(discover(paths, only_specs=only_specs))
     if not files and not only_specs:
         raise GpuplanError(f"no spec files found in {', '.join(paths)}")
-    explicit = load_config(Path(config_path)) if config_path else None
-    found: dict[Path, Config] = {}
-    results = []
+    explicit = load_config(Path(config_path)) if config_path else None  # a bad --config is a usage error
+    day = today or clock.today()
+    found: dict[Path, Config | ConfigError] = {}
+    jobs = []
     fail_levels = []
     for path in files:
         config = explicit or _config_for(path, found)
+        if isinstance(config, ConfigError):
+            shown = config.problems[:_CONFIG_PROBLEMS_SHOWN]
+            more = len(config.problems) - len(shown)
+            problem = "; ".join(shown) + (f" (and {more} more)" if more else "")
+            jobs.append(_Job(path, None, (str(config.path), problem)))
+            continue
+        if config.fail_on:
+            fail_levels.append(config.fail_on)
         options = LintOptions(
             select=select or config.select,
             ignore=tuple(ignore) + config.ignore,
             severities=config.severities,
             use_waivers=use_waivers,
             settings=config.settings,
-            today=today or report_date(),
+            today=day,
             config_source=config.source,
         )
-        if config.fail_on:
-            fail_levels.append(config.fail_on)
-        results.append(lint_path(path, options))
+        jobs.append(_Job(path, options))
+    results = tuple(_lint_all(jobs, keep_analysis, workers))
     configured = min(fail_levels, key=lambda s: s.rank) if fail_levels else Severity.ERROR
     threshold = Severity(fail_on) if fail_on else configured
-    return RunSummary(tuple(results), threshold, quiet)
+    return RunSummary(results, threshold, quiet)
 
 
-def _config_for(path: str, found: dict[Path, Config]) -> Config:
-    folder = Path.cwd() if path == "-" else Path(path).resolve().parent
+def _lint_all(jobs: list[_Job], keep_analysis: bool, workers: int | None) -> Iterator[LintResult]:
+    count = workers if workers is not None else (os.cpu_count() or 1)
+    if keep_analysis or count < 2 or len(jobs) < max(PARALLEL_MIN_FILES, 2) or any(j.path == "-" for j in jobs):
+        for job in jobs:
+            result = _lint_job(job)
+            yield result if keep_analysis else result.findings_only()
+        return
+    import concurrent.futures
+    import multiprocessing
+
+    _warm_up()  # forked workers inherit the imported rules and parsed catalogs
+    context = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+    with concurrent.futures.ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
+        yield from pool.map(_lint_job_light, jobs, chunksize=_CHUNK)
+
+
+def _warm_up() -> None:
+    from gpuplan.catalog import gpu_catalog, model_catalog
+    from gpuplan.rules.registry import all_rules
+
+    all_rules(), gpu_catalog(), model_catalog()
+
+
+def _lint_job(job: _Job) -> LintResult:
+    if job.options is None:
+        shown = STDIN_NAME if job.path == "-" else job.path
+        config_path, problem = job.config_problem
+        finding = Finding.make(
+            "GP012",
+            f"not checked: its configuration {config_path} is invalid: {problem}",
+            path=shown,
+            hint="fix the configuration file (gpuplan lint --config FILE checks one directly)",
+        )
+        return LintResult(shown, (finding,))
+    return lint_path(job.path, job.options)
+
+
+def _lint_job_light(job: _Job) -> LintResult:
+    return _lint_job(job).findings_only()
+
+
+def _config_for(path: str, found: dict[Path, Config | ConfigError]) -> Config | ConfigError:
+    folder = Path.cwd() if path == "-" else _folder(path)
     if folder not in found:
-        location = find_config(folder)
-        found[folder] = load_config(location) if location else Config()
+        try:
+            location = find_config(folder)
+            found[folder] = load_config(location) if location else Config()
+        except ConfigError as error:
+            found[folder] = error
     return found[folder]
 
 
-def report_epoch() -> int:
-    """SOURCE_DATE_EPOCH when set (reproducible builds), else the start of today in UTC."""
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
-    if epoch.isdigit():
-        return int(epoch)
-    today = datetime.datetime.now(tz=datetime.UTC).date()
-    return int(datetime.datetime(today.year, today.month, today.day, tzinfo=datetime.UTC).timestamp())
-
-
-def report_date() -> datetime.date:
-    """Today, or the date of SOURCE_DATE_EPOCH when set (reproducible runs)."""
-    return datetime.datetime.fromtimestamp(report_epoch(), tz=datetime.UTC).date()
+def _folder(path: str) -> Path:
+    try:
+        return Path(path).resolve().parent
+    except (OSError, RuntimeError):  # a symlink loop: the read reports it
+        return Path(os.path.abspath(path)).parent

@@ -18,7 +18,7 @@ from gpuplan.architecture import (
     make_architecture,
     read_hf_config,
 )
-from gpuplan.catalog import Gpu, UnknownNameError, custom_gpu, get_gpu, get_model
+from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.defaults import apply_defaults
 from gpuplan.findings import Finding, Waiver, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
@@ -165,13 +165,17 @@ class Spec:
 
     def price(self, gpu: Gpu) -> tuple[float | None, str]:
         """(price per GPU-hour, where it comes from) for ``gpu`` in the spec's currency."""
+        record = self.price_record(gpu)
+        return (None, "no price") if record is None else (record.per_hour, record.describe())
+
+    def price_record(self, gpu: Gpu) -> Price | None:
+        """The price of ``gpu`` in the spec's currency with its provenance: the spec's own, else the catalog's (USD)."""
         if gpu.id in self.budget.prices:
-            date = self.budget.prices_date or "undated"
-            return self.budget.prices[gpu.id], f"spec budget.prices ({date})"
-        if gpu.price_per_hour is not None and (gpu.custom or self.budget.currency == "USD"):
-            origin = "spec gpus section" if gpu.custom else f"catalog median of quotes, {gpu.price_date}"
-            return gpu.price_per_hour, origin
-        return None, "no price"
+            date = self.budget.prices_date
+            return Price(self.budget.prices[gpu.id], "budget.prices", quoted_from=date, quoted_to=date)
+        if gpu.price is not None and (gpu.custom or self.budget.currency == "USD"):
+            return gpu.price
+        return None
 
 
 class _Resolver:
@@ -203,13 +207,10 @@ class _Resolver:
                 return None
             return ModelRef(entry.id, entry.architecture, dtype, entry.source)
         if "config" in data:
-            path = (self.base_dir / data["config"]).resolve()
+            path = self.base_dir / data["config"]  # not resolved here: a symlink loop is the read's finding
             try:
                 config = read_hf_config(path)
                 architecture = from_hf_config(config)
-            except OSError as error:
-                self.problem("GP021", pointer + ("config",), f"cannot read {data['config']}: {error.strerror or error}")
-                return None
             except ArchitectureError as error:
                 self.problem("GP021", pointer + ("config",), f"{data['config']}: {error}")
                 return None
@@ -360,6 +361,15 @@ def _serve(
                     entry.get("quantization", tenant_model.quantization),
                 )
             )
+    if data["output_tokens"] > data["context"]:
+        resolver.problem(
+            "GP024",
+            ("serve", "output_tokens"),
+            f"serve.output_tokens {data['output_tokens']:,} is larger than serve.context {data['context']:,}: "
+            "the context holds the prompt and the output together",
+            f"raise context to at least {data['output_tokens'] + 1:,}, or lower output_tokens",
+        )
+        return None
     if hardware is None:
         return None
     slo = data.get("slo", {})
@@ -369,7 +379,7 @@ def _serve(
     )
     return Serve(
         context=data["context"],
-        output_tokens=min(data["output_tokens"], data["context"]),
+        output_tokens=data["output_tokens"],
         concurrency=data["concurrency"],
         # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
         quantization=data.get("quantization", model.quantization if model else "none"),

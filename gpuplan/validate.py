@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from gpuplan.defaults import resolve_ref
 from gpuplan.findings import Finding, dotted, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.resources import schema_path
@@ -57,17 +58,68 @@ def _validator(name: str) -> Any:
     return Draft202012Validator(load_schema(name), format_checker=FormatChecker(formats=("date",)))
 
 
+MAX_SUGGESTIONS = 20  # "did you mean" for the first unknown keys of a file only: difflib is the costly part
+
+
 def validate(document: LoadedDocument, schema: str = "workload") -> tuple[Finding, ...]:
     """Every schema error of ``document`` (which must have loaded), in file order."""
-    if certainly_valid(load_schema(schema), document.data):
+    root = load_schema(schema)
+    if certainly_valid(root, document.data):
         return ()
-    findings: list[Finding] = []
+    oversized = [_too_many(document, *found) for found in _oversized(root, root, document.data, ())]
+    if oversized:  # the documented limits first: validating 17,000 GPUs one by one says nothing more
+        return tuple(oversized)
+    findings: dict[tuple[str, str, str], Finding] = {}  # a date breaks its pattern and its format: one finding
+    budget = _Suggestions(MAX_SUGGESTIONS)
     for error in _validator(schema).iter_errors(document.data):
-        findings.extend(_findings_for(error, document))
-    return tuple(sorted(findings, key=lambda finding: (finding.line, finding.col, finding.code)))
+        for finding in _findings_for(error, document, budget):
+            findings.setdefault((finding.pointer, finding.code, finding.message), finding)
+    return tuple(sorted(findings.values(), key=lambda finding: (finding.line, finding.col, finding.code)))
 
 
-def _findings_for(error: Any, document: LoadedDocument) -> Iterator[Finding]:
+def _oversized(root: dict[str, Any], node: dict[str, Any], value: Any, pointer: Pointer) -> Iterator[tuple[Any, ...]]:
+    """(pointer, keyword, limit, size) of each list or mapping longer than its schema's maxItems/maxProperties."""
+    node = resolve_ref(root, node)
+    if isinstance(value, dict):
+        if len(value) > node.get("maxProperties", len(value)):
+            yield pointer, "maxProperties", node["maxProperties"], len(value)
+            return
+        properties = node.get("properties", {})
+        extra = node.get("additionalProperties")
+        for key, item in value.items():
+            child = properties.get(key, extra if isinstance(extra, dict) else None)
+            if child is not None:
+                yield from _oversized(root, child, item, (*pointer, str(key)))
+    elif isinstance(value, list):
+        if len(value) > node.get("maxItems", len(value)):
+            yield pointer, "maxItems", node["maxItems"], len(value)
+            return
+        items = node.get("items")
+        if isinstance(items, dict):
+            for index, item in enumerate(value):
+                yield from _oversized(root, items, item, (*pointer, index))
+
+
+def _too_many(document: LoadedDocument, pointer: Pointer, keyword: str, limit: int, size: int) -> Finding:
+    noun = "entries" if keyword == "maxProperties" else "items"
+    message = f"{dotted(pointer) or 'the spec'} has {size:,} {noun}; at most {limit:,} are allowed"
+    return _at(document, "GP106", pointer, message, on_key=True)
+
+
+class _Suggestions:
+    """How many "did you mean" look-ups are left for this document."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def closest(self, word: str, known: list[str]) -> list[str]:
+        if self.left <= 0:
+            return []
+        self.left -= 1
+        return difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+
+
+def _findings_for(error: Any, document: LoadedDocument, budget: _Suggestions) -> Iterator[Finding]:
     pointer: Pointer = tuple(error.absolute_path)
     keyword = error.validator
     where = dotted(pointer) or "the spec"
@@ -75,14 +127,14 @@ def _findings_for(error: Any, document: LoadedDocument) -> Iterator[Finding]:
         known = sorted(error.schema.get("properties", {}))
         for key in error.instance:
             if key not in known:
-                yield _unknown_key(document, pointer, str(key), known)
+                yield _unknown_key(document, pointer, str(key), known, budget)
         return
     if keyword == "required":
         missing = error.message.split("'")[1] if "'" in error.message else error.message
         yield _at(document, "GP104", pointer, f"{where} is missing the required key '{missing}'", on_key=True)
         return
     if keyword in ("oneOf", "anyOf"):
-        yield from _choice(error, document, pointer, where)
+        yield from _choice(error, document, pointer, where, budget)
         return
     value = error.instance
     if keyword == "type":
@@ -97,16 +149,18 @@ def _findings_for(error: Any, document: LoadedDocument) -> Iterator[Finding]:
             f"{where} must be {_RANGE_WORDS[keyword]} {error.validator_value:,}, got {_number(value)}",
         )
     elif keyword in ("enum", "const"):
-        yield _choice_value(document, pointer, where, value, error)
+        yield _choice_value(document, pointer, where, value, error, budget)
     elif keyword in _VALUE_CHECKS:
         yield _at(document, "GP106", pointer, f"{where}: {_value_message(keyword, error)}")
     else:
         yield _at(document, "GP100", pointer, f"{where}: {error.message}")
 
 
-def _unknown_key(document: LoadedDocument, parent: Pointer, key: str, known: list[str]) -> Finding:
+def _unknown_key(
+    document: LoadedDocument, parent: Pointer, key: str, known: list[str], budget: _Suggestions
+) -> Finding:
     where = dotted(parent) or "the top level"
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    close = budget.closest(key, known)
     message = f"unknown key '{key}' in {where}"
     if close:
         message += f" — did you mean '{close[0]}'?"
@@ -114,7 +168,9 @@ def _unknown_key(document: LoadedDocument, parent: Pointer, key: str, known: lis
     return _at(document, "GP101", parent + (key,), message, on_key=True, hint=hint)
 
 
-def _choice(error: Any, document: LoadedDocument, pointer: Pointer, where: str) -> Iterator[Finding]:
+def _choice(
+    error: Any, document: LoadedDocument, pointer: Pointer, where: str, budget: _Suggestions
+) -> Iterator[Finding]:
     branches = error.validator_value
     if all(set(branch) == {"required"} for branch in branches):
         options = [name for branch in branches for name in branch["required"]]
@@ -133,14 +189,16 @@ def _choice(error: Any, document: LoadedDocument, pointer: Pointer, where: str) 
     if best is None:
         yield _at(document, "GP100", pointer, f"{where}: {error.message}")
     else:
-        yield from _findings_for(best, document)
+        yield from _findings_for(best, document, budget)
 
 
-def _choice_value(document: LoadedDocument, pointer: Pointer, where: str, value: Any, error: Any) -> Finding:
+def _choice_value(
+    document: LoadedDocument, pointer: Pointer, where: str, value: Any, error: Any, budget: _Suggestions
+) -> Finding:
     choices = [error.validator_value] if error.validator == "const" else list(error.validator_value)
     message = f"{where} must be {_listing([str(choice) for choice in choices], 'or')}, got {_describe(value)}"
-    close = difflib.get_close_matches(str(value), [str(choice) for choice in choices], n=1, cutoff=0.6)
-    if close and isinstance(value, str):
+    close = budget.closest(value, [str(choice) for choice in choices]) if isinstance(value, str) else []
+    if close:
         message += f" — did you mean '{close[0]}'?"
     return _at(document, "GP105", pointer, message)
 
@@ -150,8 +208,14 @@ def _value_message(keyword: str, error: Any) -> str:
     texts: dict[str, Any] = {
         "minLength": lambda: f"must not be shorter than {limit} characters",
         "maxLength": lambda: f"must not be longer than {limit:,} characters",
-        "pattern": lambda: f"{_describe(value)} does not match the expected form {limit}",
-        "format": lambda: f"{_describe(value)} is not a valid {limit} (YYYY-MM-DD)",
+        "pattern": lambda: (
+            _DATE_WORDS.format(_describe(value))
+            if _is_date_field(error)
+            else f"{_describe(value)} does not match the expected form {limit}"
+        ),
+        "format": lambda: (
+            _DATE_WORDS.format(_describe(value)) if limit == "date" else f"{_describe(value)} is not a {limit}"
+        ),
         "minItems": lambda: f"needs at least {limit} item(s)",
         "maxItems": lambda: f"allows at most {limit} items",
         "uniqueItems": lambda: "lists the same item more than once",
@@ -160,6 +224,13 @@ def _value_message(keyword: str, error: Any) -> str:
         "propertyNames": lambda: error.message,
     }
     return str(texts[keyword]())
+
+
+_DATE_WORDS = "{} is not a date from 2000-01-01 to 2099-12-31 (YYYY-MM-DD)"
+
+
+def _is_date_field(error: Any) -> bool:
+    return bool(error.schema.get("format") == "date")
 
 
 def _at(
@@ -179,7 +250,11 @@ def _listing(items: list[str], word: str) -> str:
 
 
 def _number(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else _describe(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _describe(value)
+    if isinstance(value, int) and abs(value) >= 10**21:
+        return f"a number of {len(str(abs(value))):,} digits"
+    return f"{value:,}"
 
 
 def _describe(value: Any) -> str:

@@ -51,6 +51,7 @@ serve:
   context: 8192
   concurrency: 8
   hardware: {gpu: l40s}
+budget: {prices: {l40s: 1.86}, prices_date: 2026-11-20}
 """
 
 

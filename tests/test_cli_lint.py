@@ -119,8 +119,11 @@ def test_fail_on_threshold_and_usage_errors(write_spec):
     assert run_cli("lint", "--fail-on", "info", str(path))[0] == 0
     code, _, err = run_cli("lint", "--format", "xml", str(path))
     assert code == 2 and "Invalid value for '--format'" in err
-    code, _, err = run_cli("lint", str(path.parent / "empty-dir-does-not-exist"))
-    assert code == 1  # a missing file is a GP009 finding, not a crash
+    missing = path.parent / "empty-dir-does-not-exist"
+    code, out, err = run_cli("lint", str(missing))
+    # A file the run could not check is a GP009 finding (in every format) and the run exits 2 (I/O error).
+    assert (code, err) == (2, "")
+    assert out.splitlines()[0] == f"{missing}:1:1: GP009 [error] cannot read {missing}: no such file"
 
 
 def test_no_specs_in_directory_is_a_usage_error(tmp_path: Path):
@@ -184,7 +187,10 @@ def test_catalog_commands():
     code, out, _ = run_cli("catalog", "gpus", "--format", "json")
     gpus = {row["id"]: row for row in json.loads(out)}
     assert gpus["h100-sxm"]["usable_bytes"] < gpus["h100-sxm"]["memory_bytes"]
-    assert gpus["h100-sxm"]["provenance"]["sources"] and gpus["h100-sxm"]["price_date"]
+    assert gpus["h100-sxm"]["provenance"]["sources"] and gpus["h100-sxm"]["price_per_hour"] == 4.12
+    # The price is the median of 8 quotes (gpu_sources.yaml), so its dates are those of the oldest and newest.
+    price = gpus["h100-sxm"]["price"]
+    assert (price["quotes"], price["quoted_from"], price["quoted_to"]) == (8, "2026-05-07", "2026-11-09")
     code, out, _ = run_cli("catalog", "models", "--format", "json")
     models = {row["id"]: row for row in json.loads(out)}
     assert len(models) >= 20 and models["llama-3.1-70b"]["kv_bytes_per_token_bf16"] == 327_680
@@ -195,8 +201,11 @@ def test_estimate_text_table(tmp_path):
     assert code == 0
     assert "fine-tuning (full, bf16-mixed, adamw-fused) on 4 x h100-sxm" in out
     assert "serving on 1 x l4" in out and "TTFT" in out and "per 1M output tokens" in out
-    code, _, err = run_cli("estimate", str(tmp_path / "missing.yaml"))
-    assert code == 2 and "cannot be estimated" in err
+    missing = tmp_path / "missing.yaml"
+    code, out, err = run_cli("estimate", str(missing))
+    assert (code, out) == (2, "")  # an unreadable file exits 2, as lint does
+    assert err.splitlines()[0] == f"{missing}:1:1: GP009 [error] cannot read {missing}: no such file"
+    assert err.splitlines()[-1] == f"gpuplan: no estimate: {missing} has problems that stop it (above)"
 
 
 def test_fail_on_warning_fails_on_warnings(write_spec):

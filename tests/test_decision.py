@@ -72,13 +72,18 @@ def test_fail_on_warning_turns_a_warning_into_a_change_and_exit_1():
     assert "| Fail level | warning (exit code 1) |" in out
 
 
-def test_fail_on_info_blocks_an_approval_on_infos():
-    spec = str(EXAMPLES / "finetune-then-serve.yaml")
-    code, out, _ = run_cli("report", spec)
-    assert code == 0 and verdict_line(out) == "## APPROVE: code-review-3b"
-    code, out, _ = run_cli("report", "--fail-on", "info", spec)
-    assert code == 1 and verdict_line(out) == "## APPROVE WITH CHANGES: code-review-3b"
-    assert "GP204" in out.split("<details>")[0], "the change to make is on the first lines"
+def test_fail_on_info_blocks_an_approval_on_infos(tmp_path: Path):
+    spec = tmp_path / "qlora.yaml"
+    # An unused waiver is GP702; the configuration re-levels it to info, below the default fail level.
+    spec.write_text((EXAMPLES / "qlora-llama-70b.yaml").read_text() + "waivers:\n  - {rule: GP505, reason: not used}\n")
+    (tmp_path / ".gpuplan.yaml").write_text("severity: {GP702: info}\n")
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 0 and verdict_line(out) == "## APPROVE: legal-drafting-qlora-70b"
+    assert "| Rules re-levelled | GP702 warning → info |" in out
+    assert "**Rule lowered: GP702.** unused-waiver reports at info instead of warning" in out
+    code, out, _ = run_cli("report", "--fail-on", "info", str(spec))
+    assert code == 1 and verdict_line(out) == "## APPROVE WITH CHANGES: legal-drafting-qlora-70b"
+    assert "1. GP702 unused-waiver:" in out.split("<details>")[0], "the change to make is on the first lines"
 
 
 def test_an_unpriced_gpu_cannot_be_approved():

@@ -177,7 +177,7 @@ def test_custom_gpu_local_config_and_explicit_architecture(tmp_path):
         "serve: {context: 4096, concurrency: 4, hardware: {gpu: l4}}\n"
     )
     code, out, _ = run_cli("lint", str(spec))
-    assert code == 1 and "GP021 [error] cannot read missing.json" in out
+    assert code == 1 and "GP021 [error] missing.json: cannot read it: no such file" in out
 
 
 def test_price_override_and_missing_price():

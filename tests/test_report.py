@@ -64,7 +64,8 @@ def test_markdown_is_the_default_and_works_as_a_pull_request_comment():
 
 
 def test_markdown_stays_under_the_github_comment_limit(write_spec):
-    keys = "\n".join(f"  unknown_key_{index:04}: 1" for index in range(3000))
+    # Lint keeps 100 findings a file; keys of 900 characters make each one long enough to pass the limit.
+    keys = "\n".join(f"  key_{index:04}_{'x' * 900}: 1" for index in range(150))
     spec = write_spec(f"version: 1\nname: many\nmodel: {{id: llama-3.1-8b}}\nserve:\n{keys}\n")
     code, out, _ = run_cli("report", str(spec))
     assert code == 1
@@ -87,7 +88,7 @@ def test_waivers_are_shown_with_reason_and_approver():
 def test_hostile_strings_are_inert_in_markdown_and_html(write_spec, tmp_path: Path):
     spec = write_spec(HOSTILE)
     code, markdown, _ = run_cli("report", str(spec))
-    assert code in (0, 1)
+    assert code == 0  # findings: GP504 (info) and GP702 (warning); the fail level is error
     own_tags = re.sub(r"</?(details|summary)>", "", markdown)  # the report's own folding, nothing else
     assert not re.search(r"(?<!\\)<", own_tags), "every < from the spec is escaped"
     for line in markdown.splitlines():
@@ -113,7 +114,7 @@ def test_pdf_fetches_only_packaged_assets(write_spec, tmp_path: Path):
     assert not pdf_module.allowed_url("file:///etc/passwd", Path(pdf_module.resource_dir("templates")).resolve())
     out = tmp_path / "hostile.pdf"
     code, _, err = run_cli("report", "--pdf", "-o", str(out), str(spec))
-    assert out.exists() and code in (0, 1), err
+    assert out.exists() and code == 0, err
     text = pdf_text(out.read_bytes())
     assert "<script>alert(1)</script>" in text.replace("\n", "")  # shown as text, not run
 
@@ -145,13 +146,13 @@ def test_same_spec_same_epoch_same_bytes(tmp_path: Path):
     outputs = []
     for attempt in range(2):
         base = tmp_path / f"run{attempt}" / "report.pdf"
-        code, _, _ = run_cli("report", "--md", "--html", "--pdf", "-o", str(base), str(spec))
-        assert code == 0
+        code, _, err = run_cli("report", "--md", "--html", "--pdf", "--mkdir", "-o", str(base), str(spec))
+        assert code == 0, err
         outputs.append({suffix: base.with_suffix(suffix).read_bytes() for suffix in (".md", ".html", ".pdf")})
     assert outputs[0] == outputs[1]
     # Another process (fresh imports, fresh font subsetting) writes the same bytes too.
     base = tmp_path / "process" / "report.pdf"
-    done = run_process("report", "--md", "--html", "--pdf", "-o", str(base), str(spec))
+    done = run_process("report", "--md", "--html", "--pdf", "--mkdir", "-o", str(base), str(spec))
     assert done.returncode == 0, done.stderr
     assert {suffix: base.with_suffix(suffix).read_bytes() for suffix in (".md", ".html", ".pdf")} == outputs[0]
 

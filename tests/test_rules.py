@@ -33,7 +33,8 @@ def spec(serve: dict | None = None, finetune: dict | None = None, model: str = "
 
 def test_parallelism_needed_quotes_numbers_and_layout():
     (finding,) = lint_text(
-        spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "h100-sxm"}}, model="llama-3.1-70b")
+        spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "h100-sxm"}}, model="llama-3.1-70b"),
+        ignore=("GP504",),  # the catalog's H100 quotes are older than 90 days on TODAY
     )
     assert finding.code == "GP301" and finding.pointer == "/serve/hardware"
     assert "GiB on one h100-sxm" in finding.message and "4 x h100-sxm, tensor_parallel 4 fits" in finding.message
@@ -41,7 +42,8 @@ def test_parallelism_needed_quotes_numbers_and_layout():
 
 def test_kv_capacity_gives_max_concurrency_and_context():
     (finding,) = lint_text(
-        spec({"context": 131072, "concurrency": 16, "category": "long-context", "hardware": {"gpu": "l40s"}})
+        spec({"context": 131072, "concurrency": 16, "category": "long-context", "hardware": {"gpu": "l40s"}}),
+        ignore=("GP504",),
     )
     assert finding.code == "GP203" and finding.line == 7
     assert "at most 1 sequence(s) at 131,072 tokens, or 11,712 tokens at 16" in finding.message
@@ -96,11 +98,16 @@ def test_config_rule_names_are_checked_against_the_code_table(tmp_path: Path):
     )
     path = tmp_path / "a.yaml"
     path.write_text(spec({"context": 8192, "concurrency": 8, "hardware": {"gpu": "l40s"}}))
-    code, _, err = run_cli("lint", str(path))
-    assert code == 2
-    assert f"{config}:2:10: ignore: unknown rule 'GP5O5'; did you mean GP505" in err
-    assert f"{config}:3:33: severity: unknown rule 'GP9'" in err
-    assert "GP2'" not in err and "oversized-serving-gpu" not in err and "low-headroom" not in err
+    code, out, err = run_cli("lint", str(path))
+    # The spec is not checked under a configuration that is wrong: GP012 on the spec, exit 2.
+    assert (code, err) == (2, "")
+    assert out.startswith(f"{path}:1:1: GP012 [error] not checked: its configuration {config} is invalid: ")
+    assert f"{config}:2:10: ignore: unknown rule 'GP5O5'; did you mean GP505" in out
+    assert f"{config}:3:33: severity: unknown rule 'GP9'" in out
+    assert "GP2'" not in out and "oversized-serving-gpu" not in out and "low-headroom" not in out
+    code, _, err = run_cli("lint", "--config", str(config), str(path))  # named explicitly: a usage error
+    assert code == 2 and err.startswith("gpuplan: error: invalid configuration:\n")
+    assert f"  {config}:2:10: ignore: unknown rule 'GP5O5'; did you mean GP505" in err
 
 
 def test_waivers_are_reported_and_can_be_ignored():
@@ -113,7 +120,7 @@ def test_waivers_are_reported_and_can_be_ignored():
     code, out, _ = run_cli("lint", "--no-waivers", "--format", "json", str(path))
     assert code == 0  # GP302 unwaived is a warning; the default fail level is error
     codes = sorted(f["code"] for f in json.loads(out)["findings"])
-    assert codes == ["GP302", "GP505"] and not any(f["waived"] for f in json.loads(out)["findings"])
+    assert codes == ["GP302", "GP504", "GP505"] and not any(f["waived"] for f in json.loads(out)["findings"])
 
 
 def test_sarif_marks_waived_findings_as_suppressed():
@@ -165,3 +172,24 @@ def test_settings_feed_the_estimate():
     fast = {f.code for f in lint_text(text, settings=Settings.from_thresholds({"prefill_mfu": 1.0}))}
     slow = {f.code for f in lint_text(text, settings=Settings.from_thresholds({"prefill_mfu": 0.05}))}
     assert "GP403" in slow and "GP403" not in fast
+
+
+def test_stale_price_judges_a_median_by_its_oldest_quote_and_reports_undated_overrides():
+    serve = {"context": 8192, "concurrency": 8, "hardware": {"gpu": "h100-sxm"}}
+    # The catalog's h100-sxm price is the median of 8 quotes dated 2026-05-07 .. 2026-11-09 (gpus.yaml).
+    # Its newest quote is 23 days old on TODAY (2026-12-02), its oldest 209 days: 2026-05-07 + 209 = 2026-12-02.
+    (stale,) = [f for f in lint_text(spec(serve)) if f.code == "GP504"]
+    assert stale.message == (
+        "the h100-sxm price (4.12/GPU-hour, the median of 8 quotes from 2026-05-07 to 2026-11-09) "
+        "rests on a quote 209 days old (limit 90)"
+    )
+    assert stale.pointer == "/serve/hardware/gpu"
+    undated = spec(serve, budget={"prices": {"h100-sxm": 2.5}})
+    (finding,) = [f for f in lint_text(undated) if f.code == "GP504"]
+    assert finding.pointer == "/budget/prices/h100-sxm"
+    assert finding.message == "the h100-sxm price (2.50/GPU-hour) is undated: its age cannot be checked"
+    dated = spec(serve, budget={"prices": {"h100-sxm": 2.5}, "prices_date": "2026-09-03"})  # 90 days: not stale
+    assert [f.code for f in lint_text(dated) if f.code == "GP504"] == []
+    older = spec(serve, budget={"prices": {"h100-sxm": 2.5}, "prices_date": "2026-09-02"})  # 91 days
+    (finding,) = [f for f in lint_text(older) if f.code == "GP504"]
+    assert "quoted 2026-09-02) rests on a quote 91 days old" in finding.message

@@ -17,6 +17,39 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
+class Price:
+    """A price per GPU-hour and what it rests on: where it comes from, the quotes, their dates and range.
+
+    A catalog price is the median of several providers' on-demand quotes, so it is as old as its
+    oldest quote (``quoted_from``), not its newest; a spec's own price carries ``budget.prices_date``.
+    """
+
+    per_hour: float
+    origin: str  # "catalog", "budget.prices" or "gpus"
+    quoted_from: str | None = None  # YYYY-MM-DD of the oldest quote (None: undated)
+    quoted_to: str | None = None  # YYYY-MM-DD of the newest quote
+    quotes: int = 1
+    undated_quotes: int = 0
+    providers: tuple[str, ...] = ()
+    low: float | None = None
+    high: float | None = None
+
+    def describe(self) -> str:
+        """Where the price comes from, in words, for assumptions and report provenance."""
+        if self.origin == "budget.prices":
+            return f"spec budget.prices ({self.quoted_from or 'undated'})"
+        if self.origin == "gpus":
+            return "spec gpus section"
+        span = self.quoted_from if self.quoted_from == self.quoted_to else f"{self.quoted_from} to {self.quoted_to}"
+        undated = f" (+{self.undated_quotes} undated)" if self.undated_quotes else ""
+        spread = f", {self.low:g}-{self.high:g}" if self.low is not None and self.high != self.low else ""
+        return (
+            f"catalog median of {self.quotes} quote(s){spread} from {', '.join(self.providers)}, "
+            f"quoted {span or 'undated'}{undated}"
+        )
+
+
+@dataclass(frozen=True)
 class Gpu:
     """One GPU model: memory in bytes, bandwidth, dense TFLOPS, form factor, scale-up domain, price."""
 
@@ -30,14 +63,17 @@ class Gpu:
     interconnect_gbs: float  # scale-up, bidirectional per GPU; PCIe figure when there is none
     domain: int  # GPUs in the scale-up (NVLink/xGMI) domain; 1 = PCIe only
     pcie_gbs: float
-    price_per_hour: float | None
-    price_date: str | None
+    price: Price | None
     memory_gb: float = 0.0
     vendor: str = ""
     tdp_w: int | None = None
     mig: bool = False
     custom: bool = False
     consumer: bool = False  # GeForce cards: the driver licence excludes data-centre deployment
+
+    @property
+    def price_per_hour(self) -> float | None:
+        return None if self.price is None else self.price.per_hour
 
     @property
     def suggestable(self) -> bool:
@@ -114,13 +150,28 @@ def _gpu(entry: dict[str, Any]) -> Gpu:
         interconnect_gbs=float(link["bandwidth_gbs"] or pcie),
         domain=int(link["domain"] or 1),
         pcie_gbs=pcie,
-        price_per_hour=entry.get("price_usd_per_hour"),
-        price_date=entry.get("price_date"),
+        price=_catalog_price(entry),
         memory_gb=float(entry["memory_gb"]),
         vendor=entry.get("vendor", ""),
         tdp_w=entry.get("tdp_w"),
         mig=bool(entry.get("mig")),
         consumer=bool(entry.get("consumer")),
+    )
+
+
+def _catalog_price(entry: dict[str, Any]) -> Price | None:
+    if entry.get("price_usd_per_hour") is None:
+        return None
+    return Price(
+        per_hour=float(entry["price_usd_per_hour"]),
+        origin="catalog",
+        quoted_from=entry.get("price_quoted_from"),
+        quoted_to=entry.get("price_quoted_to"),
+        quotes=int(entry.get("price_quotes", 1)),
+        undated_quotes=int(entry.get("price_undated_quotes", 0)),
+        providers=tuple(entry.get("price_providers", ())),
+        low=entry.get("price_low"),
+        high=entry.get("price_high"),
     )
 
 
@@ -144,8 +195,7 @@ def custom_gpu(gpu_id: str, entry: dict[str, Any]) -> Gpu:
         interconnect_gbs=float(entry.get("interconnect_gbs", pcie)),
         domain=int(entry["nvlink_domain"]),
         pcie_gbs=pcie,
-        price_per_hour=entry.get("price_per_hour"),
-        price_date=None,
+        price=None if entry.get("price_per_hour") is None else Price(float(entry["price_per_hour"]), "gpus"),
         memory_gb=round(total / 1e9, 1),
         custom=True,
     )

@@ -78,7 +78,6 @@ class TrainingMemory:
 
     params: int
     trainable_params: int
-    components: dict[str, int]
     phases: dict[str, dict[str, int]]
     overhead: int
 
@@ -410,18 +409,7 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
     step = {**fixed, "gradients": grads, "optimizer_step_temporaries": states.step_temporaries}
     phases = {"forward": _ints(forward), "backward": _ints(backward), "optimizer_step": _ints(step)}
-    components = _ints(
-        {
-            "weights": states.weights,
-            "gradients": grads,
-            "optimizer": states.optimizer,
-            "activations": acts.saved,
-            "autocast_weight_copies": states.autocast_copies,
-            "optimizer_step_temporaries": states.step_temporaries,
-            "gathered_parameters": states.gathered,
-        }
-    )
-    return TrainingMemory(arch.params, trainable_params(setup), components, phases, overhead)
+    return TrainingMemory(arch.params, trainable_params(setup), phases, overhead)
 
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpuplan.analysis import Analysis
 from gpuplan.units import GIB, format_money
+from gpuplan.visible import visible
 
 
 def _gib(value: float) -> str:
@@ -65,4 +66,4 @@ def render_estimate(analysis: Analysis) -> str:
         )
         lines += [f"  assumption: {key}: {value}" for key, value in s.assumptions]
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)  # names and labels come from the spec

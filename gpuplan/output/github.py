@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from gpuplan.output.summary import RunSummary
+from gpuplan.visible import visible
 
 _LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Control characters shown escaped first (a raw line break would start a new workflow command)."""
+    return visible(text).replace("%", "%25")
 
 
 def _escape_property(text: str) -> str:

@@ -27,4 +27,4 @@ def render(summary: RunSummary) -> str:
         "files": [result.path for result in summary.results],
         "findings": [finding.to_dict() for finding in summary.findings],
     }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -66,4 +66,4 @@ def render(summary: RunSummary) -> str:
         "version": "2.1.0",
         "runs": [{"tool": {"driver": driver}, "results": results, "columnKind": "unicodeCodePoints"}],
     }
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(log, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 
+UNCHECKED_CODES = frozenset({"GP009", "GP010", "GP012"})
+
 
 @dataclass(frozen=True)
 class RunSummary:
@@ -30,8 +32,20 @@ class RunSummary:
         return any(result.failing(self.fail_on) for result in self.results)
 
     @property
+    def unchecked(self) -> tuple[Finding, ...]:
+        """Findings that mean a file could not be checked at all: unreadable, badly configured, a bug."""
+        return tuple(f for f in self.findings if f.code in UNCHECKED_CODES)
+
+    @property
     def exit_code(self) -> int:
+        """2 when a file could not be checked (GP009, GP010, GP012), else 1 when findings fail the run, else 0."""
+        if self.unchecked:
+            return 2
         return 1 if self.failed else 0
+
+    @property
+    def tracebacks(self) -> tuple[str, ...]:
+        return tuple(trace for result in self.results for trace in result.tracebacks)
 
     def line(self) -> str:
         """The one-line summary: counts by severity, files, waived findings."""

@@ -11,8 +11,6 @@ from gpuplan.linter import LintResult
 from gpuplan.report.model import build_report
 from gpuplan.report.render import render_html, render_markdown
 
-FORMATS = ("md", "html", "pdf")
-
 
 def render_report(
     result: LintResult,

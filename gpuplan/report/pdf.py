@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -49,31 +50,42 @@ def _fetcher_class() -> Any:
 def render_pdf(html: str, epoch: int, fetcher: Any = None) -> bytes:
     """PDF bytes for ``html``; the same HTML and ``epoch`` always give the same bytes.
 
-    fontTools stamps subset fonts with the current time unless SOURCE_DATE_EPOCH is set, and the
-    PDF's second identifier hashes the content, so the epoch is pinned while the PDF is written.
+    The PDF's identifier hashes the HTML and its dates come from the report's own generation date
+    (``epoch``, in the HTML's metadata), so nothing depends on the clock. Fonts are subset by HarfBuzz,
+    which stamps no time; on an installation where WeasyPrint falls back to fontTools, the font's
+    timestamp follows SOURCE_DATE_EPOCH, which ``gpuplan report`` sets for its own process. Neither
+    the environment nor logging levels are changed here: WeasyPrint's log records of the fetches the
+    fetcher refuses (expected, not noise) are filtered out while this document renders, and only them.
     """
-    import logging
-
     HTML = load_weasyprint().HTML
 
-    logging.getLogger("weasyprint").setLevel(logging.CRITICAL)  # refused fetches are expected, not noise
     assets = resource_dir("templates").resolve()
     fetcher = fetcher or new_fetcher()
     document = HTML(string=html, base_url=assets.as_uri() + "/", url_fetcher=fetcher)
     identifier = hashlib.sha256(html.encode()).hexdigest()[:32].encode()
-    previous = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = str(epoch)
-    try:
-        # Tagged PDF/UA-1 (structure tree, language, title) for screen readers; it keeps the bytes reproducible.
+    with _refusals_unlogged(fetcher):
+        # Tagged PDF/UA-1 (structure tree, language, title) for screen readers; the bytes stay reproducible.
         pdf: bytes = document.write_pdf(
             presentational_hints=False, pdf_identifier=identifier, pdf_variant="pdf/ua-1", pdf_tags=True
         )
-    finally:
-        if previous is None:
-            del os.environ["SOURCE_DATE_EPOCH"]
-        else:
-            os.environ["SOURCE_DATE_EPOCH"] = previous
     return pdf
+
+
+@contextlib.contextmanager
+def _refusals_unlogged(fetcher: Any) -> Iterator[None]:
+    """Drop WeasyPrint's records about URLs this fetcher refused, for the duration of one rendering."""
+    import logging
+
+    def keep(record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not any(url in text for url in fetcher.refused) and "gpuplan reports may not load" not in text
+
+    logger = logging.getLogger("weasyprint")
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
 
 
 def new_fetcher() -> Any:

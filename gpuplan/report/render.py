@@ -9,6 +9,7 @@ import jinja2
 import markupsafe
 
 from gpuplan.resources import resource_dir
+from gpuplan.visible import visible_prose
 
 GITHUB_COMMENT_LIMIT = 65_536  # characters in one GitHub issue or pull-request comment
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|<>~])")
@@ -16,8 +17,15 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|<>~])")
 
 def escape_markdown(value: Any) -> str:
     """Spec strings as inert Markdown text: no tables broken by '|', no HTML, no links, one line."""
-    text = " ".join(str(value).split())
+    text = " ".join(visible_prose(str(value)).split())
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("&", "&amp;")
+
+
+def _inert(value: Any) -> Any:
+    """Every printed value: control and bidi characters escaped, line breaks folded (Jinja ``finalize``)."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return visible_prose(value)
+    return value
 
 
 def _environment() -> jinja2.Environment:
@@ -27,6 +35,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=False,
+        finalize=_inert,
     )
     environment.filters["md"] = escape_markdown
     return environment

@@ -109,13 +109,19 @@ def missing_price(ctx: RuleContext) -> Iterator[Finding]:
 def stale_price(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Compares the date of each catalog price (or `budget.prices_date`) with today.
+    Compares the age of each price a cost rests on with `thresholds.price_max_age_days`: a catalog
+    price is the median of several quotes, so its age is that of its oldest quote; a price in
+    `budget.prices` is as old as `budget.prices_date`, and one without that date is reported as
+    undated.
 
     ## Why is this bad?
-    GPU rental prices move by tens of percent within a quarter.
+    GPU rental prices move by tens of percent within a quarter; a cost computed from last year's
+    quotes, or from a quote nobody dated, is not a number to sign.
 
     ## Example
-    A catalog price quoted 2026-01-10 used on 2026-12-02.
+    ```yaml
+    budget: {prices: {h100-sxm: 2.49}}   # no prices_date
+    ```
 
     ## Use instead
     ```yaml
@@ -125,21 +131,36 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
     seen: set[str] = set()
     for job_name in ("finetune", "serve"):
         estimate = getattr(ctx.analysis, job_name)
-        if estimate is None or estimate.price_per_hour is None or estimate.gpu.id in seen:
+        if estimate is None or estimate.gpu.id in seen:
             continue
         seen.add(estimate.gpu.id)
-        overridden = estimate.gpu.id in ctx.spec.budget.prices
-        date_text = ctx.spec.budget.prices_date if overridden else estimate.gpu.price_date
-        try:
-            quoted = datetime.date.fromisoformat(str(date_text))
-        except ValueError:
+        price = ctx.spec.price_record(estimate.gpu)
+        if price is None or price.origin == "gpus":  # no price is GP503; a custom GPU's price is its own
             continue
-        age = (ctx.today - quoted).days
-        if age > ctx.settings.price_max_age_days:
-            pointer = ("budget", "prices_date") if overridden else (job_name, "hardware", "gpu")
+        gpu_id = estimate.gpu.id
+        overridden = price.origin == "budget.prices"
+        if price.quoted_from is None:
             yield ctx.finding(
                 "GP504",
-                pointer,
-                f"the {estimate.gpu.id} price ({estimate.price_per_hour:.2f}/GPU-hour) is from {quoted}, {age} days ago",
+                ("budget", "prices", gpu_id) if overridden else (job_name, "hardware", "gpu"),
+                f"the {gpu_id} price ({price.per_hour:.2f}/GPU-hour) is undated: its age cannot be checked",
+                "add budget.prices_date: YYYY-MM-DD, the day the prices were quoted"
+                if overridden
+                else f"add budget.prices: {{{gpu_id}: <price>}} with prices_date",
+            )
+            continue
+        oldest = datetime.date.fromisoformat(price.quoted_from)
+        age = (ctx.today - oldest).days
+        if age > ctx.settings.price_max_age_days:
+            basis = (
+                f"quoted {oldest}"
+                if overridden or price.quoted_from == price.quoted_to
+                else f"the median of {price.quotes} quotes from {price.quoted_from} to {price.quoted_to}"
+            )
+            yield ctx.finding(
+                "GP504",
+                ("budget", "prices_date") if overridden else (job_name, "hardware", "gpu"),
+                f"the {gpu_id} price ({price.per_hour:.2f}/GPU-hour, {basis}) rests on a quote {age} days old "
+                f"(limit {ctx.settings.price_max_age_days})",
                 "refresh budget.prices with a current quote",
             )

@@ -221,6 +221,78 @@ def unreadable_file(*_: Any) -> Iterator[Any]:
     yield from ()
 
 
+@rule("GP010")
+@documentation_only
+def internal_error(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports that a step of gpuplan (resolving, estimating, or one rule) raised an unexpected error
+    on this spec, or produced a figure that is not a finite, non-negative number. The step is
+    named in the message; `--traceback` prints the trace. The run goes on with the other specs and
+    the other rules, and exits 2.
+
+    ## Why is this bad?
+    It is a bug in gpuplan, not in the spec: the findings of this spec are incomplete.
+
+    ## Example
+    A spec that makes a rule divide by zero.
+
+    ## Use instead
+    Report the message and the trace (`gpuplan lint --traceback spec.yaml`) to gpuplan's maintainers.
+    """
+    yield from ()
+
+
+@rule("GP011")
+@documentation_only
+def too_many_findings(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Lists the first 100 findings of a file one by one, then this one finding that counts the rest,
+    with the highest severity among them.
+
+    ## Why is this bad?
+    A file with hundreds of problems is not a spec (a generated or pasted file, the wrong file);
+    listing every problem would bury the output and cost time on every commit.
+
+    ## Example
+    A YAML file with 5,000 unknown keys.
+
+    ## Use instead
+    Fix the first problems listed, or lint the right file.
+    """
+    yield from ()
+
+
+@rule("GP012")
+@documentation_only
+def invalid_configuration(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports, on each spec it governs, that the nearest `.gpuplan.yaml` or `pyproject.toml`
+    `[tool.gpuplan]` table cannot be read or is invalid, with the file, line and problem. The specs
+    are not checked (their thresholds and selection are unknown); specs elsewhere in the run are,
+    and the run exits 2.
+
+    ## Why is this bad?
+    Linting with the defaults instead of the team's configuration would give different verdicts
+    silently.
+
+    ## Example
+    ```toml
+    [tool.gpuplan]
+    fail-on = "warnings"
+    ```
+
+    ## Use instead
+    ```toml
+    [tool.gpuplan]
+    fail-on = "warning"
+    ```
+    """
+    yield from ()
+
+
 @rule("GP020")
 @documentation_only
 def unknown_model(*_: Any) -> Iterator[Any]:
@@ -313,6 +385,31 @@ def inconsistent_layout(*_: Any) -> Iterator[Any]:
     ## Use instead
     ```yaml
     hardware: {gpu: h100-sxm, count: 8, tensor_parallel: 4}
+    ```
+    """
+    yield from ()
+
+
+@rule("GP024")
+@documentation_only
+def output_exceeds_context(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports a serving job whose `output_tokens` is larger than its `context`.
+
+    ## Why is this bad?
+    The context holds the prompt and the generated tokens together; a sequence cannot generate more
+    tokens than its context holds, so the time per request, the prompt length and the KV cache would
+    all be computed for a workload that cannot run.
+
+    ## Example
+    ```yaml
+    serve: {context: 4096, output_tokens: 8192}
+    ```
+
+    ## Use instead
+    ```yaml
+    serve: {context: 12288, output_tokens: 8192}
     ```
     """
     yield from ()

@@ -1,0 +1,35 @@
+"""Spec text made inert for terminals, CI logs and reports: control and bidi characters shown escaped.
+
+A spec is untrusted input that reaches a terminal (text output), a CI log (GitHub workflow commands
+are read line by line: a raw newline in a waiver reason could forge ``::error`` or ``::add-mask::``),
+and a signed report. Every C0 and C1 control character, DEL, the Unicode line and paragraph
+separators and the bidirectional overrides (which reorder what a reviewer reads, "Trojan Source")
+are shown as escapes: ``\\x1b``, ``\\n``, ``\\u202e``. The text itself is kept, only made visible.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# C0 controls, DEL, C1 controls, line/paragraph separators, bidi embeddings/overrides/isolates and marks.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+_WHITESPACE_CONTROLS = re.compile("[\t\n\r\x0b\x0c\x85\u2028\u2029]+")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` on one line with every control, separator and bidi character escaped."""
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def visible_prose(text: str) -> str:
+    """Like :func:`visible`, but line breaks and tabs become one space (multi-line descriptions in reports)."""
+    return visible(_WHITESPACE_CONTROLS.sub(" ", text))

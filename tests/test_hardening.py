@@ -1,0 +1,478 @@
+"""Hostile and careless input: bounded typed reads, positions as editors count them, isolation of
+failures, limits, neutralised output, safe report writes, one clock, consistent estimate."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, VALID_SERVE, run_cli
+
+from gpuplan import clock
+from gpuplan.linter import LintOptions, capped, lint_bytes, lint_path, unsafe_figures
+from gpuplan.loader import load_bytes
+from gpuplan.visible import visible
+
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def codes(result) -> list[str]:
+    return [finding.code for finding in result.findings]
+
+
+# -- bounded, typed reads -------------------------------------------------------------------------
+
+
+def test_a_fifo_is_refused_before_it_is_opened(tmp_path: Path):
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    code, out, err = run_cli("lint", str(fifo))
+    assert time.monotonic() - start < 5  # opening a FIFO for reading would block forever
+    assert (code, err) == (2, "")
+    assert (
+        out.splitlines()[0]
+        == f"{fifo}:1:1: GP009 [error] cannot read {fifo}: it is a named pipe (FIFO), not a regular file"
+    )
+
+
+def test_a_fifo_in_a_linted_folder_is_skipped_and_the_specs_are_linted(tmp_path: Path):
+    (tmp_path / "good.yaml").write_text(VALID_SERVE)
+    os.mkfifo(tmp_path / "pipe.yaml")
+    code, out, _ = run_cli("lint", str(tmp_path))
+    assert (code, out) == (0, "passed: 0 errors, 0 warnings, 0 info in 1 file\n")
+
+
+def test_devices_symlink_loops_and_oversized_files_are_findings(tmp_path: Path):
+    result = lint_path("/dev/zero")
+    assert [(f.code, f.message) for f in result.findings] == [
+        ("GP009", "cannot read /dev/zero: it is a character device, not a regular file")
+    ]
+    (tmp_path / "a.yaml").symlink_to(tmp_path / "b.yaml")
+    (tmp_path / "b.yaml").symlink_to(tmp_path / "a.yaml")
+    (finding,) = lint_path(str(tmp_path / "a.yaml")).findings
+    assert finding.message.endswith("a.yaml: too many levels of symbolic links (a symlink loop)")
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as handle:  # sparse: 100 MiB that are never read
+        handle.truncate(100 * 2**20)
+    (finding,) = lint_path(str(big)).findings
+    assert (finding.code, finding.message) == (
+        "GP003",
+        f"cannot read {big}: it is 104,857,600 bytes; specs are limited to 1,048,576 bytes",
+    )
+
+
+def test_standard_input_is_read_up_to_its_limit():
+    code, out, _ = run_cli("lint", "-", input=b"#" * (2**20 + 10))
+    assert code == 1
+    assert out.splitlines()[0] == (
+        "<stdin>:1:1: GP003 [error] cannot read <stdin>: it is more than 1,048,576 bytes; "
+        "specs are limited to 1,048,576 bytes"
+    )
+
+
+@pytest.mark.skipif(AS_ROOT, reason="root reads files whatever their mode")
+def test_a_permission_error_is_a_finding(tmp_path: Path):
+    path = tmp_path / "secret.yaml"
+    path.write_text(VALID_SERVE)
+    path.chmod(0)
+    (finding,) = lint_path(str(path)).findings
+    assert (finding.code, finding.message) == ("GP009", f"cannot read {path}: permission denied")
+
+
+def test_model_config_is_read_bounded_and_typed(tmp_path: Path):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    spec = VALID_SERVE.replace("id: llama-3.1-8b", "config: config.json")
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec)
+    (finding,) = lint_path(str(path)).findings
+    assert (finding.code, finding.line, finding.message) == (
+        "GP021",
+        4,
+        "config.json: cannot read it: it is a named pipe (FIFO), not a regular file",
+    )
+    fifo.unlink()
+    with open(fifo, "wb") as handle:
+        handle.truncate(2 * 2**20)
+    (finding,) = lint_path(str(path)).findings
+    assert finding.message == (
+        "config.json: cannot read it: it is 2,097,152 bytes; config.json files are limited to 1,048,576 bytes"
+    )
+
+
+# -- positions and odd YAML -----------------------------------------------------------------------
+
+
+def test_lines_are_counted_as_editors_count_them():
+    # U+2028, U+0085 and U+2029 inside a quoted value are characters, not line breaks: the unknown key
+    # below is on the third line in any editor (PyYAML alone would say the sixth).
+    text = 'version: 1\nname: "a\u2028b\x85c\u2029d"\nzz_unknown: 1\n'
+    loaded = load_bytes("x.yaml", text.encode())
+    assert loaded.findings == ()
+    assert loaded.positions[("zz_unknown",)].line == 3
+    crlf = load_bytes("y.yaml", b"a: 1\r\nb: 2\rc: 3\n")
+    assert [crlf.positions[(key,)].line for key in "abc"] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("version: !!bool 1", "'1' is not a valid bool"),
+        ("version: !!int x1", "'x1' is not a valid int"),
+        ("version: !!float .x", "'.x' is not a valid float"),
+        ("version: !!python/object:os.system x", "unsupported YAML tag 'tag:yaml.org,2002:python/object:os.system'"),
+    ],
+)
+def test_tagged_values_that_cannot_be_constructed_are_findings(line: str, message: str):
+    result = lint_bytes("t.yaml", VALID_SERVE.replace("version: 1", line).encode())
+    (finding,) = result.findings
+    assert (finding.line, finding.message) == (1, message)
+
+
+def test_a_huge_integer_is_out_of_range_not_an_overflow():
+    evidence = "\n  evidence: [{category: short-fast, metric: ttft_ms, value: 1" + "0" * 400 + "}]\n"
+    text = VALID_SERVE.replace("  hardware: {gpu: l40s}\n", "  hardware: {gpu: l40s}" + evidence)
+    (finding,) = lint_bytes("t.yaml", text.encode()).findings
+    assert (finding.code, finding.message) == (
+        "GP103",
+        "serve.evidence[0].value must be at most 1,000,000,000,000, got a number of 401 digits",
+    )
+
+
+def test_custom_gpus_must_be_usable():
+    gpus = "gpus: {tiny: {memory_gib: 0.1, bandwidth_tbs: 0.000001, bf16_tflops: 100, pcie_gbs: 5.0e-324}}\n"
+    text = VALID_SERVE.replace("gpu: l40s", "gpu: tiny") + gpus
+    found = [(f.code, f.message) for f in lint_bytes("t.yaml", text.encode()).findings]
+    # The driver keeps 0.5 GiB of every GPU: below 1 GiB nothing is usable (it used to be -0.4 GiB).
+    assert found == [
+        ("GP103", "gpus.tiny.memory_gib must be at least 1, got 0.1"),
+        ("GP103", "gpus.tiny.bandwidth_tbs must be at least 0.01, got 1e-06"),
+        ("GP103", "gpus.tiny.pcie_gbs must be at least 1, got 5e-324"),
+    ]
+
+
+def test_output_tokens_beyond_the_context_is_a_finding_not_a_clamp():
+    text = VALID_SERVE.replace("  concurrency: 8\n", "  concurrency: 8\n  output_tokens: 9000\n")
+    result = lint_bytes("t.yaml", text.encode())
+    (finding,) = result.findings
+    assert (finding.code, finding.line, finding.pointer) == ("GP024", 8, "/serve/output_tokens")
+    assert finding.message == (
+        "serve.output_tokens 9,000 is larger than serve.context 8,192: the context holds the prompt and the output together"
+    )
+    assert result.analysis is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("approvals: {prepared_by: {name: A, date: ", "0000-00-00}}"),
+        ("budget: {prices_date: ", "9999-12-31}"),
+        ("approvals: {prepared_by: {name: A, date: ", "2026-02-30}}"),
+    ],
+)
+def test_dates_are_real_dates_within_bounds(field: str, value: str):
+    text = VALID_SERVE.replace("budget: {prices: {l40s: 1.86}, prices_date: 2026-11-20}\n", "") + field + value + "\n"
+    (finding,) = lint_bytes("t.yaml", text.encode()).findings  # one finding, though pattern and format both fail
+    assert finding.code == "GP106"
+    assert finding.message.endswith(
+        f"the string '{value.rstrip('}')}' is not a date from 2000-01-01 to 2099-12-31 (YYYY-MM-DD)"
+    )
+
+
+# -- limits ---------------------------------------------------------------------------------------
+
+
+def test_findings_are_capped_per_file_with_the_worst_severity_of_the_rest():
+    # 150 unknown keys under serve: 150 GP101 findings, sorted by line; the first 100 are listed.
+    keys = "".join(f"  zz{index:03d}: 1\n" for index in range(150))
+    text = VALID_SERVE.replace("  concurrency: 8\n", "  concurrency: 8\n" + keys)
+    findings = lint_bytes("t.yaml", text.encode()).findings
+    assert len(findings) == 101
+    assert {f.code for f in findings[:100]} == {"GP101"}
+    assert (findings[100].code, findings[100].severity.value) == ("GP011", "error")
+    assert findings[100].message == "50 more finding(s) not listed; the first 100 are above"
+    # "did you mean" is looked up for the first 20 unknown keys only (difflib is the costly part):
+    assert sum("did you mean" in f.message for f in findings) <= 20
+
+
+def test_capped_keeps_short_lists_as_they_are():
+    findings = lint_bytes("t.yaml", b"version: 2\n").findings
+    assert capped(findings) == findings and 0 < len(findings) < 100
+
+
+def test_documented_limits_are_checked_before_each_entry(tmp_path: Path):
+    gpus = "gpus:\n" + "".join(
+        f"  g{index}: {{memory_gib: 8, bandwidth_tbs: 1, bf16_tflops: 10}}\n" for index in range(40)
+    )
+    (finding,) = lint_bytes("t.yaml", (VALID_SERVE + gpus).encode()).findings
+    assert (finding.code, finding.message) == ("GP106", "gpus has 40 entries; at most 32 are allowed")
+    prices = "budget: {prices: {" + ", ".join(f"g{index}: 1" for index in range(70)) + "}}\n"
+    text = VALID_SERVE.replace("budget: {prices: {l40s: 1.86}, prices_date: 2026-11-20}\n", prices)
+    (finding,) = lint_bytes("t.yaml", text.encode()).findings
+    assert finding.message == "budget.prices has 70 entries; at most 64 are allowed"
+
+
+def test_a_file_with_more_than_ten_thousand_values_is_refused_early():
+    text = "version: 1\n" + "".join(f"k{index}: 1\n" for index in range(6000))  # 12,001 values
+    (finding,) = lint_bytes("t.yaml", text.encode()).findings
+    assert (finding.code, finding.message) == (
+        "GP003",
+        "the file holds more than 10,000 values; a spec has a few hundred",
+    )
+
+
+# -- isolation ------------------------------------------------------------------------------------
+
+
+def test_one_failing_rule_is_a_finding_and_the_run_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from gpuplan.rules import registry
+
+    original = registry.all_rules()
+    target = next(rule for rule in original if rule.code == "GP202")
+
+    def broken(context):
+        raise ZeroDivisionError("division by zero")
+
+    patched = tuple(rule._replace(check=broken) if rule is target else rule for rule in original)
+    monkeypatch.setattr(registry, "all_rules", lambda: patched)
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text(VALID_SERVE)
+    second.write_text(VALID_SERVE.replace("concurrency: 8", "concurrency: 8\n  category: long-context"))
+    code, out, err = run_cli("lint", str(first), str(second))
+    assert code == 2 and err == ""
+    lines = out.splitlines()
+    assert (
+        lines.count(f"{first}:1:1: GP010 [error] internal error while rule GP202: ZeroDivisionError: division by zero")
+        == 1
+    )
+    assert any(line.startswith(f"{second}:") and " GP401 " in line for line in lines)  # the other rules ran
+    code, _, err = run_cli("lint", "--traceback", str(first))
+    assert code == 2 and f"{first}: rule GP202\nTraceback (most recent call last):" in err
+    assert "ZeroDivisionError: division by zero" in err
+
+
+def test_a_non_finite_estimate_never_reaches_an_output(monkeypatch: pytest.MonkeyPatch):
+    import gpuplan.analysis as analysis
+
+    real = analysis.to_dict
+
+    def with_nan(result):
+        document = real(result)
+        document["serve"]["tpot_ms"] = float("nan")
+        return document
+
+    monkeypatch.setattr(analysis, "to_dict", with_nan)
+    result = lint_bytes("t.yaml", VALID_SERVE.encode())
+    assert result.analysis is None
+    (finding,) = result.findings
+    assert finding.message == (
+        "internal error while estimating: FigureOutOfRange: the estimate's serve.tpot_ms is nan, "
+        "not a finite non-negative number"
+    )
+    assert list(unsafe_figures({"a": [1, -2, {"b": float("inf")}], "ok": 0.0, "flag": True})) == [
+        ("a.1", -2),
+        ("a.2.b", float("inf")),
+    ]
+
+
+def test_a_broken_pyproject_deep_in_a_tree_fails_only_the_specs_it_governs(tmp_path: Path):
+    (tmp_path / "team-a").mkdir()
+    (tmp_path / "team-b").mkdir()
+    (tmp_path / "team-a" / "pyproject.toml").write_text('[tool.gpuplan]\nfail-on = "warning\n')  # unterminated
+    (tmp_path / "team-a" / "spec.yaml").write_text(VALID_SERVE)
+    (tmp_path / "team-b" / "spec.yaml").write_text(VALID_SERVE)
+    code, out, err = run_cli("lint", "--format", "json", str(tmp_path))
+    document = json.loads(out)
+    assert (code, err, document["summary"]["exit_code"]) == (2, "", 2)
+    assert document["files"] == [str(tmp_path / "team-a" / "spec.yaml"), str(tmp_path / "team-b" / "spec.yaml")]
+    (finding,) = document["findings"]
+    assert finding["code"] == "GP012" and finding["file"].endswith("team-a/spec.yaml")
+    assert "team-a/pyproject.toml: invalid TOML: " in finding["message"]
+
+
+# -- neutralised output ---------------------------------------------------------------------------
+
+FORGED = "\\n::error file=x.yaml,line=1::forged\\n::add-mask::secret\\u001b]0;t\\u0007"
+
+
+def test_spec_text_cannot_forge_lines_or_reach_the_terminal_raw(write_spec):
+    # An unknown key and a waiver reason, each with line breaks, workflow commands, OSC and BEL.
+    spec = VALID_SERVE.replace("prices_date: 2026-11-20", "prices_date: 2025-01-01") + (
+        f'"k{FORGED}": 1\nwaivers: [{{rule: GP504, reason: "ok{FORGED}", approved_by: "\\u202eevil"}}]\n'
+    )
+    path = write_spec(spec)
+    for output in ("text", "github"):
+        code, out, _ = run_cli("lint", "--format", output, str(path))
+        assert code == 1
+        assert not any(char in out for char in "\x1b\x07\u202e\r")
+        assert not [line for line in out.splitlines() if line.startswith(("::error file=x.yaml", "::add-mask::"))]
+        # one line per finding (+ the hint or waiver lines of text output) and the summary
+        assert len(out.splitlines()) == {"text": 3, "github": 2}[output]
+    _, text, _ = run_cli("lint", str(path))
+    assert "unknown key 'k\\n::error file=x.yaml,line=1::forged\\n::add-mask::secret\\x1b]0;t\\x07'" in text
+
+
+def test_waiver_reasons_are_shown_escaped(write_spec):
+    spec = VALID_SERVE.replace("prices_date: 2026-11-20", "prices_date: 2025-01-01") + (
+        f'waivers: [{{rule: GP504, reason: "ok{FORGED}", approved_by: "\\u202eevil"}}]\n'
+    )
+    code, text, _ = run_cli("lint", str(write_spec(spec)))
+    assert code == 0
+    assert (
+        "    waived: ok\\n::error file=x.yaml,line=1::forged\\n::add-mask::secret\\x1b]0;t\\x07 (approved by \\u202eevil)"
+        in text
+    )
+    assert len(text.splitlines()) == 4  # finding, hint, waiver, summary
+
+
+def test_visible_escapes_controls_separators_and_bidi():
+    assert (
+        visible("a\x1b[31mb\x07\n\t\x7f\x85\u2028\u202e\u2066z")
+        == "a\\x1b[31mb\\x07\\n\\t\\x7f\\x85\\u2028\\u202e\\u2066z"
+    )
+    assert visible("plain text — ünïcode 🙂") == "plain text — ünïcode 🙂"
+
+
+def test_reports_show_control_and_bidi_characters_escaped(tmp_path: Path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(VALID_SERVE + 'description: "multi\\nline \\u202ereversed\\u202c and \\u001b[2J"\n')
+    for flag in ("--md", "--html"):
+        code, out, _ = run_cli("report", flag, str(path))
+        assert code == 0
+        assert not any(char in out for char in "\x1b\u202e\u202c")
+        assert "\\u202ereversed\\u202c" in out.replace("\\\\", "\\")
+
+
+# -- safe report writes ---------------------------------------------------------------------------
+
+
+def test_report_never_writes_through_a_symlink(tmp_path: Path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "report.md"
+    link.symlink_to(victim)
+    spec = EXAMPLES / "serve-llama-70b.yaml"
+    code, out, err = run_cli("report", "-o", str(link), str(spec))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"gpuplan: error: refusing to write through the symlink {link} (it points to {victim}); "
+        "remove it, or pass --force to replace the link itself\n"
+    )
+    assert victim.read_text() == "keep me"
+    code, _, _ = run_cli("report", "--force", "-o", str(link), str(spec))
+    assert code == 0 and not link.is_symlink() and link.read_text().startswith("## APPROVE")
+    assert victim.read_text() == "keep me"
+
+
+def test_report_refuses_devices_fifos_and_read_only_files_and_keeps_modes(tmp_path: Path):
+    spec = str(EXAMPLES / "serve-llama-70b.yaml")
+    fifo = tmp_path / "out.md"
+    os.mkfifo(fifo)
+    code, _, err = run_cli("report", "-o", str(fifo), spec)
+    assert (
+        code == 2
+        and err == f"gpuplan: error: refusing to replace {fifo}: it is a named pipe (FIFO), not a regular file\n"
+    )
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    code, _, err = run_cli("report", "-o", "/dev/null", spec)
+    assert code == 2 and "refusing to write a report into /dev" in err
+    code, _, err = run_cli("report", "-o", "/dev/stdout", spec)
+    assert code == 2 and "use -o - for standard output" in err
+    locked = tmp_path / "locked.md"
+    locked.write_text("old")
+    locked.chmod(0o444)
+    code, _, err = run_cli("report", "-o", str(locked), spec)
+    assert code == 2 and err.startswith(f"gpuplan: error: refusing to replace the read-only file {locked}")
+    assert locked.read_text() == "old"
+    code, _, _ = run_cli("report", "--force", "-o", str(locked), spec)
+    assert code == 0 and stat.S_IMODE(locked.stat().st_mode) == 0o444 and locked.read_text().startswith("## APPROVE")
+    shared = tmp_path / "shared.md"
+    shared.write_text("old")
+    shared.chmod(0o640)
+    assert run_cli("report", "-o", str(shared), spec)[0] == 0
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o640
+
+
+def test_report_missing_folders_need_mkdir_and_dash_is_stdout(tmp_path: Path):
+    spec = str(EXAMPLES / "serve-llama-70b.yaml")
+    target = tmp_path / "new" / "dir" / "plan.md"
+    code, _, err = run_cli("report", "-o", str(target), spec)
+    assert code == 2
+    assert (
+        err
+        == f"gpuplan: error: cannot write {target}: the folder {target.parent} does not exist (pass --mkdir to create it)\n"
+    )
+    assert not (tmp_path / "new").exists()
+    assert run_cli("report", "--mkdir", "-o", str(target), spec)[0] == 0 and target.is_file()
+    code, out, _ = run_cli("report", "-o", "-", spec)
+    assert code == 0 and out.startswith("## APPROVE") and not Path("-").exists()
+    code, _, err = run_cli("report", "--pdf", "-o", "-", spec)
+    assert code == 2 and "a PDF or several formats need a file name" in err
+
+
+@pytest.mark.skipif(AS_ROOT, reason="root writes into read-only folders")
+def test_report_into_a_read_only_folder_is_one_clear_line(tmp_path: Path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    code, _, err = run_cli("report", "-o", str(folder / "plan.md"), str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert code == 2 and err == f"gpuplan: error: cannot write {folder / 'plan.md'}: permission denied\n"
+
+
+def test_report_help_says_where_each_format_goes():
+    _, out, _ = run_cli("report", "--help")
+    flat = " ".join(out.split())
+    assert (
+        "Default: one Markdown or HTML report to standard output; a PDF, or several formats, next to the spec" in flat
+    )
+
+
+# -- one clock, consistent estimate ---------------------------------------------------------------
+
+
+def test_the_library_judges_waiver_expiry_in_utc(monkeypatch: pytest.MonkeyPatch):
+    # 2026-12-02T05:00:00Z is still 2026-12-01 in Honolulu (UTC-10): a waiver expiring 2026-12-01 has
+    # expired in UTC, whatever the machine's time zone.
+    monkeypatch.setenv(
+        "SOURCE_DATE_EPOCH", str(int(datetime.datetime(2026, 12, 2, 5, tzinfo=datetime.UTC).timestamp()))
+    )
+    monkeypatch.setenv("TZ", "Pacific/Honolulu")
+    time.tzset()
+    try:
+        assert clock.today() == datetime.date(2026, 12, 2)
+        text = VALID_SERVE + "waivers: [{rule: GP702, reason: accepted, approved_by: a, expires: 2026-12-01}]\n"
+        assert "GP701" in codes(lint_bytes("t.yaml", text.encode(), LintOptions()))
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_an_unusable_source_date_epoch_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, write_spec):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "99999999999999999999")
+    code, _, err = run_cli("lint", str(write_spec(VALID_SERVE)))
+    assert code == 2 and "is not a number of seconds since 1970-01-01" in err
+
+
+def test_estimate_uses_the_configuration_and_exits_as_lint_does(tmp_path: Path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(VALID_SERVE)
+    _, plain, _ = run_cli("estimate", "--format", "json", str(spec))
+    (tmp_path / ".gpuplan.yaml").write_text("thresholds: {prefill_mfu: 0.1}\n")
+    code, configured, _ = run_cli("estimate", "--format", "json", str(spec))
+    assert code == 0
+    # TTFT is prefill FLOPs / (MFU x peak): 0.5 -> 0.1 multiplies it by 5 (up to rounding to 0.1 ms).
+    ratio = json.loads(configured)["serve"]["ttft_ms"] / json.loads(plain)["serve"]["ttft_ms"]
+    assert ratio == pytest.approx(5, rel=1e-3)
+    bad = EXAMPLES / "findings" / "parallelism-bad-degree.yaml"  # fits in memory, TP 8 over a 4-GPU NVLink domain
+    code, out, _ = run_cli("estimate", str(bad))
+    assert code == 1
+    assert "-> fits" in out and " GP304 [error] " in out and out.rstrip().endswith("in 1 file")
+    code, out, _ = run_cli("estimate", "--format", "json", str(bad))
+    document = json.loads(out)
+    assert (code, document["exit_code"], [f["code"] for f in document["findings"]]) == (1, 1, ["GP304"])
