@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog import Gpu
-from gpuplan.estimate.performance import Efficiency, ServingSpeed, TrainingSpeed, serving_speed, training_speed
+from gpuplan.estimate.calibration import CALIBRATION, Calibration, ErrorBand
+from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import (
+    ENGINE,
     ServingMemory,
     ServingSetup,
     Tenant,
+    engine_batch_limits,
     estimate_serving,
     max_concurrency,
     max_context,
+    routed_expert_bytes,
 )
-from gpuplan.estimate.training import REGIMES, TrainingMemory, TrainingSetup, estimate_training
+from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, serving_speed
+from gpuplan.estimate.training import (
+    MIXED,
+    REGIMES,
+    TrainingMemory,
+    TrainingSetup,
+    estimate_training,
+    has_master_weights,
+    optimizer_state_bytes,
+    trainable_params,
+)
+from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import DTYPE_BYTES, GIB
 
@@ -28,11 +44,13 @@ OPTIMIZER_NOTES = {
     "adamw": "AdamW, PyTorch foreach: two states and one trainable-size temporary at the step",
     "adamw-fused": "AdamW fused kernel: two states, no step temporary",
     "adamw-8bit": "bitsandbytes 8-bit AdamW: two 1-byte states + block constants (block 2048)",
-    "sgd": "SGD with momentum: one state",
+    "adamw-8bit-paged": "bitsandbytes paged 8-bit AdamW: states in CUDA unified memory, outside PyTorch's "
+    "allocator (torch.cuda.max_memory_allocated does not count them); on the GPU for the step, paged to "
+    "host memory under pressure",
+    "sgd": "SGD: one momentum buffer (none with momentum 0)",
     "adafactor": "Adafactor: factored fp32 second moment (rows + columns), no first moment",
 }
-# Bytes per parameter of a resumable checkpoint: saved weights + optimizer states (+ fp32 master).
-CHECKPOINT_STATE_BYTES = {"adamw": 8, "adamw-fused": 8, "adamw-8bit": 2, "sgd": 4, "adafactor": 0}
+GPUS_PER_NODE = 8  # host memory is reported per node of 8 GPUs (HGX/DGX and most PCIe servers)
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,8 @@ class FinetuneEstimate:
     price_source: str
     checkpoint_bytes: int
     assumptions: tuple[tuple[str, str], ...]
+    bands: dict[str, ErrorBand]  # speed figure -> the calibration's out-of-sample error band
+    workload: TrainingWorkload | None = None  # what the speed was computed from (None without tokens)
 
     @property
     def fits(self) -> bool:
@@ -69,13 +89,23 @@ class ServeEstimate:
     gpus: int
     price_per_hour: float | None
     price_source: str
-    max_concurrency: int
-    max_context: int
     assumptions: tuple[tuple[str, str], ...]
+    bands: dict[str, ErrorBand]  # speed figure (ttft, tpot, tokens_per_s) -> calibration error band
+    workload: ServingWorkload | None = None  # what the speed was computed from
 
     @property
     def fits(self) -> bool:
         return self.memory.fits
+
+    @functools.cached_property
+    def max_concurrency(self) -> int:
+        """Sequences of the full context the KV budget holds (computed on first use: the planner never needs it)."""
+        return max_concurrency(self.memory)
+
+    @functools.cached_property
+    def max_context(self) -> int:
+        """The longest context at the declared concurrency that fits (a binary search: on first use only)."""
+        return max_context(self.setup, self.memory)
 
     @property
     def monthly_cost(self) -> float | None:
@@ -106,6 +136,8 @@ def training_setup(spec: Spec, job: Finetune, gpus: int | None = None, tp: int |
         lora_rank=job.lora_rank,
         lora_targets=job.lora_targets,
         lora_bytes=DTYPE_BYTES[job.lora_dtype],
+        lora_variant=job.lora_variant,
+        lora_dropout=job.lora_dropout,
         micro_batch=job.micro_batch,
         seq_len=job.seq_len,
         gradient_accumulation=job.gradient_accumulation,
@@ -116,6 +148,15 @@ def training_setup(spec: Spec, job: Finetune, gpus: int | None = None, tp: int |
         tensor_parallel=tp or hardware.tensor_parallel,
         pipeline_parallel=hardware.pipeline_parallel,
         gpus=gpus or hardware.count,
+        offload_optimizer=job.offload_optimizer,
+        offload_parameters=job.offload_parameters,
+        optimizer_in_backward=job.optimizer_in_backward,
+        activation_offloading=job.activation_offloading,
+        sequence_parallel=job.sequence_parallel,
+        autocast=job.autocast,
+        momentum=job.momentum,
+        loop=job.loop,
+        double_quant=job.double_quant,
     )
 
 
@@ -126,28 +167,38 @@ def estimate_finetune(
     gpu: Gpu | None = None,
     gpus: int | None = None,
     tp: int | None = None,
+    calibration: Calibration = CALIBRATION,
+    memory: TrainingMemory | None = None,
 ) -> FinetuneEstimate:
+    """``memory``: the job's finetune_memory when the caller already has it (it does not depend on the GPU)."""
     gpu = gpu or job.hardware.gpu
     setup = training_setup(spec, job, gpus, tp)
-    overhead = TRAINING_OVERHEAD + (NCCL_OVERHEAD if setup.gpus > 1 else 0)
-    memory = estimate_training(setup, overhead)
+    overhead = training_overhead(setup)
+    memory = memory or estimate_training(setup, overhead)
     speed = None
+    workload = None
     if job.tokens:
-        grad_bytes = memory.trainable_params * (2 if job.method == "full" else setup.lora_bytes)
-        speed = training_speed(
-            spec.model.architecture,
-            gpu,
+        workload = TrainingWorkload(
+            architecture=spec.model.architecture,
+            gpu=gpu,
             method=job.method,
-            checkpointing=job.checkpointing,
+            precision=job.precision,
+            optimizer=job.optimizer,
+            # Full checkpointing recomputes each layer's forward; selective recomputes only elementwise
+            # work (norms, activations), counted as none by the speed model.
+            checkpointing=job.checkpointing == "full",
             seq_len=job.seq_len,
-            tokens_per_step_per_gpu=job.micro_batch * job.seq_len * job.gradient_accumulation,
-            total_tokens=job.tokens,
+            micro_batch=job.micro_batch,
+            gradient_accumulation=job.gradient_accumulation,
             gpus=setup.gpus,
-            data_parallel=setup.data_parallel,
             tensor_parallel=setup.tensor_parallel,
-            gradient_bytes=grad_bytes / setup.tensor_parallel,
-            efficiency=efficiency,
+            pipeline_parallel=setup.pipeline_parallel,
+            sharding=setup.sharding,
+            trainable_params=memory.trainable_params,
+            total_tokens=job.tokens,
+            fused_loss=job.fused_loss,
         )
+        speed = training_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return FinetuneEstimate(
         job,
@@ -158,28 +209,50 @@ def estimate_finetune(
         setup.gpus,
         price,
         source,
-        checkpoint_bytes(spec, job, memory),
-        _finetune_assumptions(spec, job, efficiency, overhead, source),
+        checkpoint_bytes(spec, job, setup),
+        _finetune_assumptions(spec, job, efficiency, overhead, source, speed, calibration),
+        _bands(calibration, ("training_tokens_per_s",)),
+        workload,
     )
 
 
-def checkpoint_bytes(spec: Spec, job: Finetune, memory: TrainingMemory) -> int:
+def training_overhead(setup: TrainingSetup) -> int:
+    """Framework bytes per GPU beside the tensors: CUDA context and workspaces, plus NCCL when multi-GPU."""
+    return TRAINING_OVERHEAD + (NCCL_OVERHEAD if setup.gpus > 1 else 0)
+
+
+def finetune_memory(spec: Spec, job: Finetune) -> TrainingMemory:
+    """Per-GPU memory of ``job`` as declared (no speed, no price): what estimate_finetune's fit rests on."""
+    setup = training_setup(spec, job)
+    return estimate_training(setup, training_overhead(setup))
+
+
+def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:
+    """Per-GPU serving memory of ``job`` on ``gpu`` (no speed, no price): what estimate_serve's fit rests on."""
+    return estimate_serving(serving_setup(spec, job, gpu=gpu), gpu.usable_bytes)
+
+
+def checkpoint_bytes(spec: Spec, job: Finetune, setup: TrainingSetup) -> int:
     """A resumable checkpoint: saved weights + optimizer states (+ fp32 master weights when mixed).
 
-    Full mixed-precision AdamW: 2 + 4 + 8 = 14 B/param (estimation.md 2.12); LoRA: the adapters only.
+    The states are the optimizer's own (the function the memory model uses), unsharded. Full
+    mixed-precision AdamW: 2 + 4 + 8 = 14 B/param (ZeRO paper section 3); LoRA: the adapters only.
     """
-    states = CHECKPOINT_STATE_BYTES[job.optimizer]
+    trainable = trainable_params(setup)
     if job.method == "full":
         _, _, state_bytes, _, _ = REGIMES[job.precision]
-        master = 4 if job.precision in ("bf16-mixed", "fp16-mixed") else 0
-        per_param = DTYPE_BYTES[spec.model.dtype] + master + states * state_bytes / 4
-        return math.ceil(memory.params * per_param)
+        master = 4 if has_master_weights(job.precision) else 0
+        states, _ = optimizer_state_bytes(setup, trainable, state_bytes)
+        return math.ceil(trainable * (DTYPE_BYTES[spec.model.dtype] + master) + states)
     adapter_bytes = DTYPE_BYTES[job.lora_dtype]
-    return math.ceil(memory.trainable_params * (adapter_bytes + states * adapter_bytes / 4))
+    states, _ = optimizer_state_bytes(setup, trainable, adapter_bytes)
+    return math.ceil(trainable * adapter_bytes + states)
 
 
-def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup:
+def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None = None) -> ServingSetup:
+    gpu = gpu or job.hardware.gpu
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
+    max_batched, max_seqs = engine_batch_limits(gpu.usable_bytes, gpu.id)
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(
@@ -190,6 +263,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup
             t.concurrency,
             DTYPE_BYTES[t.model.dtype],
             t.model.group_size,
+            t.model.quantized_params if t.quantization == t.model.quantization else None,
         )
         for t in job.tenants
     )
@@ -200,10 +274,15 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None) -> ServingSetup
         quantization=job.quantization,
         model_dtype_bytes=dtype_bytes,
         group_size=spec.model.group_size,
+        # The checkpoint's 16-bit modules only matter when it is served in its own format.
+        quantized_params=spec.model.quantized_params if job.quantization == spec.model.quantization else None,
         kv_dtype_bytes=kv_bytes,
         tensor_parallel=tp or job.hardware.tensor_parallel,
         pipeline_parallel=job.hardware.pipeline_parallel,
+        expert_parallel=job.hardware.expert_parallel,
         memory_utilization=job.memory_utilization,
+        max_batched_tokens=max_batched,
+        max_num_seqs=max_seqs,
         tenants=tenants,
     )
 
@@ -215,25 +294,37 @@ def estimate_serve(
     gpu: Gpu | None = None,
     tp: int | None = None,
     gpus: int | None = None,
+    calibration: Calibration = CALIBRATION,
 ) -> ServeEstimate:
     gpu = gpu or job.hardware.gpu
-    setup = serving_setup(spec, job, tp)
+    setup = serving_setup(spec, job, tp, gpu)
     memory = estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
     replicas = max(1, count // (setup.tensor_parallel * setup.pipeline_parallel))
-    speed = serving_speed(
-        spec.model.architecture,
-        gpu,
+    arch = spec.model.architecture
+    workload = ServingWorkload(
+        architecture=arch,
+        gpu=gpu,
         weights_per_gpu=memory.weights,
-        kv_bytes_per_token=memory.kv_bytes_per_token,
-        context=job.context,
+        routed_expert_bytes=routed_expert_bytes(arch, job.quantization, setup.model_dtype_bytes, setup.group_size),
+        kv_dtype_bytes=setup.kv_dtype_bytes,
+        kv_capacity_bytes=max(0, memory.kv_available - memory.tenant_kv_cache),
+        prompt_tokens=job.mean_prompt,
+        prompt_p90=job.prompt_p90 or job.mean_prompt,
+        full_prompt=job.full_prompt,
         output_tokens=job.output_tokens,
         concurrency=job.concurrency,
         quantization=job.quantization,
+        engine=job.engine,
+        batching=job.batching,
         tensor_parallel=setup.tensor_parallel,
+        pipeline_parallel=setup.pipeline_parallel,
+        expert_parallel=setup.expert_parallel,
         replicas=replicas,
-        efficiency=efficiency,
+        max_batched_tokens=job.max_batched_tokens,
+        max_sequences=job.max_sequences,
     )
+    speed = serving_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return ServeEstimate(
         job,
@@ -244,62 +335,193 @@ def estimate_serve(
         count,
         price,
         source,
-        max_concurrency(memory),
-        max_context(setup, memory),
-        _serve_assumptions(spec, job, efficiency, source),
+        _serve_assumptions(spec, job, setup, efficiency, source, speed, calibration),
+        _bands(calibration, ("ttft", "tpot", "tokens_per_s")),
+        workload,
     )
 
 
-def analyse(spec: Spec, efficiency: Efficiency | None = None) -> Analysis:
+def _bands(calibration: Calibration, metrics: tuple[str, ...]) -> dict[str, ErrorBand]:
+    return {name: calibration.bands[name] for name in metrics if name in calibration.bands}
+
+
+def analyse(spec: Spec, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION) -> Analysis:
     efficiency = efficiency or Efficiency()
-    finetune = estimate_finetune(spec, spec.finetune, efficiency) if spec.finetune else None
-    serve = estimate_serve(spec, spec.serve, efficiency) if spec.serve else None
+    finetune = estimate_finetune(spec, spec.finetune, efficiency, calibration=calibration) if spec.finetune else None
+    serve = estimate_serve(spec, spec.serve, efficiency, calibration=calibration) if spec.serve else None
     return Analysis(spec, finetune, serve)
 
 
 def _finetune_assumptions(
-    spec: Spec, job: Finetune, efficiency: Efficiency, overhead: int, price: str
+    spec: Spec,
+    job: Finetune,
+    efficiency: Efficiency,
+    overhead: int,
+    price: str,
+    speed: TrainingSpeed | None,
+    calibration: Calibration = CALIBRATION,
 ) -> tuple[tuple[str, str], ...]:
+    regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
+    if job.precision in MIXED:
+        regime += (
+            "; torch.autocast over fp32 weights (fp32 residual stream, cached 16-bit weight copies)"
+            if job.autocast
+            else "; no autocast: 16-bit working weights and activations, fp32 master weights in the optimizer"
+        )
+    optimizer = OPTIMIZER_NOTES[job.optimizer]
+    if job.optimizer == "sgd" and job.momentum == 0:
+        optimizer = "SGD without momentum: no optimizer state"
+    if job.optimizer_in_backward:
+        optimizer += "; stepped in backward, one gradient alive at a time"
+    checkpointing = {
+        "none": "none: every layer keeps its activations for backward",
+        "full": "full: each layer keeps its input and is recomputed in backward",
+        "selective": "selective: matmul and attention outputs kept, norms and activation functions recomputed",
+    }[job.checkpointing]
+    if job.activation_offloading:
+        checkpointing += "; saved activations offloaded to host, two layers' worth on the GPU"
+    if job.sequence_parallel:
+        checkpointing += f"; norm regions split over the {job.hardware.tensor_parallel} tensor-parallel ranks"
+    offload = (
+        "none"
+        if job.offload_optimizer == job.offload_parameters == "none"
+        else f"optimizer {job.offload_optimizer}, parameters {job.offload_parameters} (host bytes per node "
+        f"of {GPUS_PER_NODE} GPUs; the optimizer step runs on the CPU)"
+    )
+    lora = "n/a"
+    if job.method != "full":
+        lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
+        if job.lora_dropout:
+            lora += f", dropout {job.lora_dropout:g} (a mask and a dropped input per adapter)"
+    loss = "fused/chunked cross-entropy" if job.fused_loss else "logits upcast to fp32 for the loss (Hugging Face)"
+    loss += (
+        "; the training loop keeps the model outputs through backward"
+        if job.loop == "manual"
+        else "; outputs released before backward (Trainer)"
+    )
     return (
-        ("precision", f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"),
-        ("optimizer", OPTIMIZER_NOTES[job.optimizer]),
+        ("precision", regime),
+        ("optimizer", optimizer),
+        ("activation checkpointing", checkpointing),
+        ("offload", offload),
         ("attention", f"{job.attention} (SDPA/FlashAttention keeps O(s) per layer; eager keeps s x s scores)"),
-        (
-            "loss",
-            "fused/chunked cross-entropy" if job.fused_loss else "logits upcast to fp32 for the loss (Hugging Face)",
-        ),
-        (
-            "lora",
-            f"rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
-            if job.method != "full"
-            else "n/a",
-        ),
+        ("loss", loss),
+        ("lora", lora),
         (
             "qlora base",
-            "NF4 + double quantization: 0.516 B/param for linears; embeddings/LM head bf16"
+            f"NF4{' + double quantization: 0.516' if job.double_quant else ': 0.5625'} B/param for linears; "
+            "embeddings/LM head bf16; bitsandbytes saves each 4-bit linear's input for backward"
             if job.method == "qlora"
             else "n/a",
         ),
+        *_model_notes(spec),
         (
             "framework overhead",
             f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})",
         ),
-        ("training MFU", f"{efficiency.training_mfu:.0%} of dense bf16 peak (typical 25-45%)"),
+        ("training speed", _training_speed_note(efficiency, speed, calibration)),
         ("price", price),
     )
 
 
-def _serve_assumptions(spec: Spec, job: Serve, efficiency: Efficiency, price: str) -> tuple[tuple[str, str], ...]:
+def _quantization_notes(job: Serve) -> tuple[tuple[str, str], ...]:
+    if job.quantization != "mxfp4":
+        return ()
     return (
-        ("engine", f"vLLM-style: {job.memory_utilization:.0%} of GPU memory, 16-token KV blocks"),
+        (
+            "mxfp4",
+            "the checkpoint's layout: 4.25 bits per quantized weight (32 values + one scale byte per block); "
+            "vLLM's MoE kernels may pad expert matrices on load (llm-d measured 13.47 GiB for gpt-oss-20b, "
+            "stored 12.83 GiB)",
+        ),
+    )
+
+
+def _model_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
+    """What reading the model's config.json assumed, if anything."""
+    return (("model config", "; ".join(spec.model.notes)),) if spec.model.notes else ()
+
+
+def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed | None, calibration: Calibration) -> str:
+    t = calibration.training
+    if efficiency.training_mfu is not None:
+        basis = f"MFU {efficiency.training_mfu:.0%} set by thresholds.training_mfu (recompute and exposed sync on top)"
+    else:
+        basis = (
+            f"calibrated: GEMMs at {t.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF; fp8"
+            f" x{t.low_precision_gemm_factor:.2f}),"
+            f" attention {t.attention_efficiency:.0%}, elementwise {t.elementwise_bytes:.0f} B per token, layer and"
+            f" hidden unit at {t.bandwidth_efficiency:.0%} of HBM bandwidth, data-parallel traffic hidden behind"
+            f" up to {t.overlap:.0%} of compute"
+        )
+    if speed is None:
+        return basis + "; no tokens given"
+    return f"{basis}; MFU {speed.mfu:.0%} of dense bf16 peak here (recompute excluded)"
+
+
+def _serve_assumptions(
+    spec: Spec,
+    job: Serve,
+    setup: ServingSetup,
+    efficiency: Efficiency,
+    price: str,
+    speed: ServingSpeed,
+    calibration: Calibration = CALIBRATION,
+) -> tuple[tuple[str, str], ...]:
+    engine = calibration.engine(job.engine)
+    gemm = (
+        f"{efficiency.prefill_mfu:.0%} of dense peak (thresholds.prefill_mfu)"
+        if efficiency.prefill_mfu
+        else f"{engine.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF)"
+    )
+    bandwidth = (
+        f"{efficiency.decode_bandwidth:.0%} (thresholds.decode_bandwidth)"
+        if efficiency.decode_bandwidth
+        else f"{engine.bandwidth_efficiency:.0%}"
+    )
+    prompt = f"{job.full_prompt:,} tokens (context - output_tokens) for TTFT"
+    if job.prompt_mean:
+        prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
+    return (
+        ("memory model", f"{ENGINE}: {job.memory_utilization:.0%} of GPU memory, 16-token KV blocks"),
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
-        ("activation reserve", "one 8,192-token prefill batch + sampler for 256 sequences + 1 GiB CUDA graphs"),
-        ("prefill MFU", f"{efficiency.prefill_mfu:.0%}"),
-        ("decode bandwidth efficiency", f"{efficiency.decode_bandwidth:.0%} of peak HBM bandwidth"),
-        ("prompt", f"context - output_tokens = {max(1, job.context - job.output_tokens):,} tokens for TTFT"),
+        (
+            "activation reserve",
+            f"the larger of a {setup.max_batched_tokens:,}-token dummy forward and the sampler warm-up over "
+            f"{setup.max_num_seqs:,} requests (14 B per request x vocabulary entry); CUDA graphs captured "
+            "outside the budget",
+        ),
+        ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
+        *_quantization_notes(job),
+        *_model_notes(spec),
+        (
+            "engine",
+            f"{engine.name}, {job.batching} batching: GEMMs at {gemm}, decode at {bandwidth} of HBM"
+            f" bandwidth, {engine.step_overhead_s * 1e6:,.0f} us per step + {engine.sequence_overhead_s * 1e6:.0f} us"
+            f" per running sequence + {calibration.serving.layer_overhead_s * 1e6:.0f} us per layer,"
+            f" {engine.request_overhead_s * 1e3:.0f} ms per request",
+        ),
+        (
+            "steady state",
+            f"{speed.running:,.1f} sequences running per replica (limited by {speed.limited_by}); TTFT includes"
+            f" queueing and prefill beside the running batch; alone {speed.ttft_single_s * 1000:,.0f} ms",
+        ),
+        ("prompt", prompt),
         ("month", f"{HOURS_PER_MONTH} hours"),
         ("price", price),
     )
+
+
+def _bands_dict(bands: dict[str, ErrorBand]) -> dict[str, dict[str, float | int]]:
+    return {
+        name: {
+            "records": band.records,
+            "share": band.share,
+            "within": band.within,
+            "signed_median": band.signed_median,
+        }
+        for name, band in bands.items()
+    }
 
 
 def to_dict(analysis: Analysis) -> dict[str, Any]:
@@ -319,9 +541,18 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "usable_bytes": f.gpu.usable_bytes,
             "fits": f.fits,
             "training_hours": None if f.speed is None else round(f.speed.hours, 3),
+            "tokens_per_s": None if f.speed is None else round(f.speed.tokens_per_s, 1),
+            "tokens_per_s_per_gpu": None if f.speed is None else round(f.speed.tokens_per_s_per_gpu, 1),
+            "mfu": None if f.speed is None else round(f.speed.mfu, 4),
+            "gradient_sync_s": None if f.speed is None else round(f.speed.gradient_sync_s, 4),
+            "speed_bands": _bands_dict(f.bands),
             "cost": None if f.cost is None else round(f.cost, 2),
             "price_per_gpu_hour": f.price_per_hour,
             "checkpoint_bytes": f.checkpoint_bytes,
+            "vision_params": f.setup.architecture.vision_params,
+            "host_bytes": f.memory.host * min(f.gpus, GPUS_PER_NODE),
+            "host_bytes_per_gpu": f.memory.host,
+            "nvme_bytes_per_gpu": f.memory.nvme,
             "assumptions": dict(f.assumptions),
         }
     if analysis.serve:
@@ -335,11 +566,21 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "usable_bytes": s.memory.budget,
             "fits": s.fits,
             "kv_bytes_per_token": s.memory.kv_bytes_per_token,
+            "kv_cache_tokens": s.memory.kv_cache_tokens,
+            "non_kv_bytes": s.memory.non_kv,
+            "vision_params": s.setup.architecture.vision_params,
+            "vision_weight_bytes": s.memory.vision_weights,
+            "cuda_graph_bytes": s.memory.cuda_graphs,
+            "memory_engine": ENGINE,
             "max_concurrency": s.max_concurrency,
             "max_context": s.max_context,
+            "engine": s.job.engine,
             "ttft_ms": round(s.speed.ttft_s * 1000, 1),
+            "ttft_single_ms": round(s.speed.ttft_single_s * 1000, 1),
             "tpot_ms": round(s.speed.tpot_s * 1000, 2),
             "tokens_per_s": round(s.speed.tokens_per_s, 1),
+            "running_sequences": round(s.speed.running, 1),
+            "speed_bands": _bands_dict(s.bands),
             "monthly_cost": None if s.monthly_cost is None else round(s.monthly_cost, 2),
             "cost_per_million_tokens": None
             if s.cost_per_million_tokens is None

@@ -1,26 +1,34 @@
-"""Transformer architectures: exact parameter counts and KV-cache bytes from config.json dimensions.
+"""Transformer architectures: exact parameter counts, module inventories and KV-cache layout.
 
-Sources: parameter layout as in Hugging Face ``transformers`` modelling code (Llama, Mistral, Qwen2,
-Gemma 2, Phi, GPT-NeoX, Falcon, GPT-BigCode, Mixtral, DeepSeek-V3) and Megatron-LM's
-``theoretical_memory_usage.py`` for MLA/MoE; KV-cache layout as in vLLM's ``kv_cache_interface.py``.
+Sources: parameter layout as in Hugging Face ``transformers`` modelling code (Llama, Mistral, Qwen2/3 and
+their MoE variants, Gemma 1-3, Phi, Phi-3, GPT-NeoX, Falcon, GPT-BigCode, Mixtral, DeepSeek-V2/V3,
+Llama 4, gpt-oss) and Megatron-LM's ``theoretical_memory_usage.py`` for MLA/MoE; KV-cache layout as in
+vLLM's ``kv_cache_interface.py``. Reading a config.json is ``gpuplan.hf_config``'s job.
+
+Everything that depends only on the architecture is computed once per instance (cached properties):
+the estimators ask for the same counts thousands of times when rules and the planner scan layouts.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from dataclasses import dataclass, fields
-from pathlib import Path
+from functools import cached_property
 from typing import Any
+
+from gpuplan.resources import schema_path
 
 
 @dataclass(frozen=True)
 class Architecture:
-    """A decoder-only transformer, as its config.json describes it."""
+    """A decoder-only transformer (plus an optional vision tower), as its config.json describes it."""
 
     layers: int
     hidden: int
     heads: int
-    intermediate: int
+    intermediate: int  # MLP width of dense layers
     vocab: int
     kv_heads: int = 0  # 0: same as heads (multi-head attention)
     head_dim: int = 0  # 0: hidden // heads
@@ -30,14 +38,20 @@ class Architecture:
     tie_embeddings: bool = False
     attention_bias: bool = False  # q/k/v bias
     output_bias: bool = False  # o_proj bias
-    mlp_bias: bool = False
+    mlp_bias: bool = False  # MLP (and expert) biases
     lm_head_bias: bool = False
+    qk_norm: bool = False  # per-head RMSNorm of q and k (Qwen3, Gemma 3): 2 x head_dim weights per layer
+    parallel_attention: bool = False
+    fused_qkv: bool = False  # one QKV projection whose output stays alive while a view of V is saved
     position_embeddings: int = 0  # learned absolute positions (GPT-2 style); 0 for RoPE
     experts: int = 0
     experts_per_token: int = 0
-    expert_intermediate: int = 0
+    expert_intermediate: int = 0  # 0: intermediate
     shared_experts: int = 0
-    router_bias: bool = False  # per-expert score correction bias (DeepSeek-V3 noaux_tc routing)
+    shared_expert_intermediate: int = 0  # width of each shared expert; 0: the routed experts' width
+    shared_expert_gate: bool = False  # sigmoid gate of the shared expert (Qwen2-MoE): hidden weights
+    moe_every: int = 1  # layer i is MoE when (i + 1) % moe_every == 0 (Qwen2-MoE sparse step, Llama 4)
+    router_bias: bool = False  # per-expert router bias (DeepSeek-V3 score correction, gpt-oss)
     dense_layers: int = 0  # leading layers with a dense MLP in an MoE model (DeepSeek first_k_dense_replace)
     q_lora_rank: int = 0  # MLA (DeepSeek-V2/V3) when kv_lora_rank > 0
     kv_lora_rank: int = 0
@@ -45,7 +59,10 @@ class Architecture:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     sliding_window: int = 0
-    sliding_layers: str = "all"  # all | alternate
+    sliding_layers: int = 0  # 0: every layer uses the window; N >= 2: layer i is full attention when (i+1) % N == 0
+    attention_chunk: int = 0  # chunked local attention (Llama 4), on the same layers as sliding_layers says
+    attention_sinks: bool = False  # one learned sink logit per head and layer (gpt-oss)
+    vision_params: int = 0  # vision tower + multimodal projector, kept 16-bit
     max_position: int = 0
 
     # -- derived dimensions -------------------------------------------------------------------
@@ -81,54 +98,146 @@ class Architecture:
         return self.expert_intermediate or self.intermediate
 
     @property
+    def shared_width(self) -> int:
+        return self.shared_expert_intermediate or self.expert_width
+
+    def is_moe_layer(self, index: int) -> bool:
+        return self.is_moe and index >= self.dense_layers and (index + 1) % self.moe_every == 0
+
+    @cached_property
     def moe_layers(self) -> int:
-        return self.layers - self.dense_layers if self.is_moe else 0
+        return sum(1 for index in range(self.layers) if self.is_moe_layer(index))
+
+    @property
+    def windowed(self) -> bool:
+        return bool(self.sliding_window or self.attention_chunk)
+
+    def is_windowed_layer(self, index: int) -> bool:
+        """Whether layer ``index`` attends to a window (sliding) or a chunk (chunked local) only."""
+        if not self.windowed:
+            return False
+        return self.sliding_layers == 0 or (index + 1) % self.sliding_layers != 0
+
+    @cached_property
+    def _windowed_prefix(self) -> tuple[int, ...]:
+        """Windowed layers among the first i layers, for i = 0..layers (cumulative counts)."""
+        counts = [0]
+        for index in range(self.layers):
+            counts.append(counts[-1] + (1 if self.is_windowed_layer(index) else 0))
+        return tuple(counts)
+
+    def windowed_count(self, layers: range) -> int:
+        """Windowed (sliding or chunked) layers in a contiguous range of layers."""
+        return self._windowed_prefix[layers.stop] - self._windowed_prefix[layers.start]
 
     @property
     def sliding_layer_count(self) -> int:
-        if not self.sliding_window:
-            return 0
-        return self.layers // 2 if self.sliding_layers == "alternate" else self.layers
+        return self._windowed_prefix[-1]
 
     # -- parameters ---------------------------------------------------------------------------
     def norm_params(self) -> int:
         return self.hidden * (2 if self.norm == "layer" else 1)
 
-    def attention_params(self) -> int:
-        """q, k, v, o (+ biases); MLA per DeepSeek-V3's modelling code."""
+    @cached_property
+    def _attention_modules(self) -> tuple[tuple[str, int], ...]:
+        """(name, weights) of each attention linear; names are gpuplan's canonical ones."""
         h = self.hidden
         if self.is_mla:
             qk_head = self.qk_nope_head_dim + self.qk_rope_head_dim
-            if self.q_lora_rank:
-                q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * self.heads * qk_head
-            else:
-                q = h * self.heads * qk_head
-            kv = (
-                h * (self.kv_lora_rank + self.qk_rope_head_dim)
-                + self.kv_lora_rank
-                + self.kv_lora_rank * self.heads * (self.qk_nope_head_dim + self.v_head_dim)
+            q: tuple[tuple[str, int], ...] = (
+                (("q_a", h * self.q_lora_rank), ("q_b", self.q_lora_rank * self.heads * qk_head))
+                if self.q_lora_rank
+                else (("q", h * self.heads * qk_head),)
             )
-            return q + kv + self.heads * self.v_head_dim * h
-        q = h * self.q_width + (self.q_width if self.attention_bias else 0)
-        kv = 2 * (h * self.kv_width + (self.kv_width if self.attention_bias else 0))
-        o = self.q_width * h + (h if self.output_bias else 0)
-        return q + kv + o
+            kv = (
+                ("kv_a", h * (self.kv_lora_rank + self.qk_rope_head_dim)),
+                ("kv_b", self.kv_lora_rank * self.heads * (self.qk_nope_head_dim + self.v_head_dim)),
+            )
+            return (*q, *kv, ("o", self.heads * self.v_head_dim * h))
+        return (
+            ("q", h * self.q_width),
+            ("k", h * self.kv_width),
+            ("v", h * self.kv_width),
+            ("o", self.q_width * h),
+        )
+
+    @cached_property
+    def _attention_small(self) -> int:
+        """Attention parameters outside the linears: biases, q/k norms, MLA latent norms, sinks."""
+        small = 0
+        if self.is_mla:
+            small += self.q_lora_rank + self.kv_lora_rank  # q_a_layernorm, kv_a_layernorm
+        else:
+            if self.attention_bias:
+                small += self.q_width + 2 * self.kv_width
+            if self.qk_norm:
+                small += 2 * self.d_head
+        if self.output_bias:
+            small += self.hidden
+        if self.attention_sinks:
+            small += self.heads
+        return small
+
+    def _mlp_matrices(self) -> int:
+        return 3 if self.mlp == "gated" else 2
+
+    def _mlp_weights(self, width: int) -> int:
+        return self._mlp_matrices() * self.hidden * width
+
+    def _mlp_bias(self, width: int) -> int:
+        return width * (self._mlp_matrices() - 1) + self.hidden if self.mlp_bias else 0
 
     def dense_mlp_params(self, width: int | None = None) -> int:
         width = width or self.intermediate
-        matrices = 3 if self.mlp == "gated" else 2
-        bias = (width * (matrices - 1) + self.hidden) if self.mlp_bias else 0
-        return matrices * self.hidden * width + bias
+        return self._mlp_weights(width) + self._mlp_bias(width)
 
-    def moe_mlp_params(self) -> int:
-        experts = self.experts * self.dense_mlp_params(self.expert_width)
-        shared = self.shared_experts * self.dense_mlp_params(self.expert_width)
-        router = (self.hidden + (1 if self.router_bias else 0)) * self.experts
-        return experts + shared + router
+    def _mlp_modules(self, index: int) -> tuple[tuple[str, int], ...]:
+        if not self.is_moe_layer(index):
+            width = self.intermediate
+            names = ("gate", "up", "down") if self.mlp == "gated" else ("up", "down")
+            return tuple((name, self.hidden * width) for name in names)
+        modules = [("experts", self.experts * self._mlp_weights(self.expert_width))]
+        if self.shared_experts:
+            modules.append(("shared", self.shared_experts * self._mlp_weights(self.shared_width)))
+        return tuple(modules)
+
+    def _mlp_small(self, index: int) -> int:
+        if not self.is_moe_layer(index):
+            return self._mlp_bias(self.intermediate)
+        small = self.experts * self._mlp_bias(self.expert_width)
+        small += self.shared_experts * self._mlp_bias(self.shared_width)
+        small += (self.hidden + (1 if self.router_bias else 0)) * self.experts  # router (never quantized)
+        if self.shared_expert_gate:
+            small += self.hidden
+        return small
+
+    def layer_modules(self, index: int) -> tuple[tuple[str, int], ...]:
+        """(canonical name, weights) of every quantizable linear in layer ``index``."""
+        return self._attention_modules + self._mlp_modules(index)
+
+    @cached_property
+    def _layer_params(self) -> tuple[int, ...]:
+        norms = self.norms_per_layer * self.norm_params()
+        linear_attention = sum(weights for _, weights in self._attention_modules)
+        return tuple(
+            linear_attention
+            + self._attention_small
+            + sum(weights for _, weights in self._mlp_modules(index))
+            + self._mlp_small(index)
+            + norms
+            for index in range(self.layers)
+        )
 
     def layer_params(self, index: int) -> int:
-        mlp = self.moe_mlp_params() if self.is_moe and index >= self.dense_layers else self.dense_mlp_params()
-        return self.attention_params() + mlp + self.norms_per_layer * self.norm_params()
+        return self._layer_params[index]
+
+    @cached_property
+    def total_layer_params(self) -> int:
+        return sum(self._layer_params)
+
+    @cached_property
+    def largest_layer_params(self) -> int:
+        return max(self._layer_params)
 
     def embedding_params(self) -> int:
         return self.vocab * self.hidden + self.position_embeddings * self.hidden
@@ -137,13 +246,17 @@ class Architecture:
         bias = self.vocab if self.lm_head_bias else 0
         return bias if self.tie_embeddings else self.vocab * self.hidden + bias
 
-    @property
-    def params(self) -> int:
-        """Total parameters, counted once (tied embeddings count once)."""
-        layers = sum(self.layer_params(index) for index in range(self.layers))
-        return layers + self.embedding_params() + self.lm_head_params() + self.norm_params()
+    @cached_property
+    def text_params(self) -> int:
+        """Parameters of the language model (all of them for a text-only checkpoint)."""
+        return self.total_layer_params + self.embedding_params() + self.lm_head_params() + self.norm_params()
 
-    @property
+    @cached_property
+    def params(self) -> int:
+        """Total parameters, counted once (tied embeddings count once), vision tower included."""
+        return self.text_params + self.vision_params
+
+    @cached_property
     def active_params(self) -> int:
         """Parameters a token passes through (MoE: routed experts per token + shared experts)."""
         if not self.is_moe:
@@ -151,30 +264,34 @@ class Architecture:
         unused = self.experts - self.experts_per_token
         return self.params - self.moe_layers * unused * self.dense_mlp_params(self.expert_width)
 
+    @cached_property
+    def _linear_params(self) -> int:
+        return sum(weights for index in range(self.layers) for _, weights in self.layer_modules(index))
+
     def linear_params(self) -> int:
-        """Parameters in matmul weights (quantizable linears), excluding embeddings and the LM head."""
-        return self.params - self.embedding_params() - self.lm_head_params() - self.small_params()
+        """Parameters in the decoder's matmul weights (quantizable linears): no embeddings, LM head, vision."""
+        return self._linear_params
 
     def small_params(self) -> int:
-        """Norms, biases and routers: kept in 16-bit by every quantization format."""
-        norms = (self.layers * self.norms_per_layer + 1) * self.norm_params()
-        routers = self.moe_layers * (self.hidden + (1 if self.router_bias else 0)) * self.experts
-        return norms + routers + self._bias_params()
-
-    def _bias_params(self) -> int:
-        per_layer = 0
-        if self.attention_bias and not self.is_mla:
-            per_layer += self.q_width + 2 * self.kv_width
-        if self.output_bias:
-            per_layer += self.hidden
-        if self.mlp_bias:
-            matrices = 3 if self.mlp == "gated" else 2
-            per_layer += self.intermediate * (matrices - 1) + self.hidden
-        return per_layer * self.layers
+        """Norms, biases, routers, sinks: kept in 16-bit by every quantization format."""
+        return self.text_params - self._linear_params - self.embedding_params() - self.lm_head_params()
 
     def largest_linear_params(self) -> int:
         width = self.expert_width if self.is_moe and self.dense_layers == 0 else self.intermediate
         return max(self.hidden * width, self.hidden * self.q_width, self.vocab * self.hidden)
+
+    def stage_layers(self, pipeline_parallel: int) -> tuple[range, ...]:
+        """The layers of each pipeline stage, split as vLLM's ``get_pp_indices`` does (remainder to the
+        stages before the last)."""
+        stages = max(1, min(pipeline_parallel, self.layers))
+        sizes = [self.layers // stages] * stages
+        for extra in range(self.layers % stages):
+            sizes[-2 - extra if stages > 1 else 0] += 1
+        ranges, start = [], 0
+        for size in sizes:
+            ranges.append(range(start, start + size))
+            start += size
+        return tuple(ranges)
 
     # -- KV cache -----------------------------------------------------------------------------
     def kv_elements_per_token_per_layer(self, tensor_parallel: int = 1) -> int:
@@ -195,79 +312,74 @@ class Architecture:
 
 
 ARCHITECTURE_FIELDS = frozenset(field.name for field in fields(Architecture))
-
-# Hugging Face config.json keys -> Architecture fields (first key present wins).
-_HF_KEYS: dict[str, tuple[str, ...]] = {
-    "layers": ("num_hidden_layers", "n_layer", "num_layers"),
-    "hidden": ("hidden_size", "n_embd", "d_model"),
-    "heads": ("num_attention_heads", "n_head"),
-    "kv_heads": ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"),
-    "head_dim": ("head_dim",),
-    "intermediate": ("intermediate_size", "ffn_hidden_size", "n_inner"),
-    "vocab": ("vocab_size", "padded_vocab_size"),
-    "tie_embeddings": ("tie_word_embeddings",),
-    "experts": ("num_local_experts", "n_routed_experts", "num_experts"),
-    "experts_per_token": ("num_experts_per_tok", "moe_top_k"),
-    "expert_intermediate": ("moe_intermediate_size",),
-    "shared_experts": ("n_shared_experts",),
-    "dense_layers": ("first_k_dense_replace",),
-    "q_lora_rank": ("q_lora_rank",),
-    "kv_lora_rank": ("kv_lora_rank",),
-    "qk_nope_head_dim": ("qk_nope_head_dim",),
-    "qk_rope_head_dim": ("qk_rope_head_dim",),
-    "v_head_dim": ("v_head_dim",),
-    "sliding_window": ("sliding_window",),
-    "max_position": ("max_position_embeddings", "n_positions", "seq_length"),
-    "attention_bias": ("attention_bias", "qkv_bias"),
-}
+_INTEGER_FIELDS = frozenset(field.name for field in fields(Architecture) if field.type == "int")
+_BOOLEAN_FIELDS = frozenset(field.name for field in fields(Architecture) if field.type == "bool")
+_SLIDING_WORDS = {"all": 0, "alternate": 2}
 
 
 class ArchitectureError(ValueError):
     """A config.json or explicit architecture that cannot describe a decoder."""
 
 
-def from_hf_config(config: dict[str, Any]) -> Architecture:
-    """An Architecture from a Hugging Face config.json (nested ``text_config`` is followed)."""
-    if isinstance(config.get("text_config"), dict):
-        config = {**config, **config["text_config"]}
-    values: dict[str, Any] = {}
-    for name, keys in _HF_KEYS.items():
-        for key in keys:
-            if config.get(key) is not None:
-                values[name] = config[key]
-                break
-    missing = [name for name in ("layers", "hidden", "heads", "vocab") if name not in values]
-    if "intermediate" not in values and "n_inner" in config:
-        values["intermediate"] = 4 * values.get("hidden", 0)
-    if "intermediate" not in values:
-        missing.append("intermediate")
-    if missing:
-        raise ArchitectureError("config.json lacks " + ", ".join(missing))
-    model_type = str(config.get("model_type", ""))
-    if config.get("hidden_act", "silu") in ("gelu", "gelu_new", "gelu_pytorch_tanh") and "gemma" not in model_type:
-        values["mlp"] = "plain"
-    if model_type.startswith(("gemma2", "gemma3")):
-        values["norms_per_layer"] = 4
-    layer_types = config.get("layer_types")
-    if values.get("sliding_window") and isinstance(layer_types, list):
-        sliding = sum(1 for kind in layer_types if kind == "sliding_attention")
-        values["sliding_layers"] = "all" if sliding == len(layer_types) else "alternate"
-    elif values.get("sliding_window") and model_type.startswith("gemma2"):
-        values["sliding_layers"] = "alternate"
-    if config.get("use_sliding_window") is False:
-        values.pop("sliding_window", None)
-    if values.get("kv_lora_rank"):
-        values["kv_heads"] = values["heads"]
-    values["tie_embeddings"] = bool(values.get("tie_embeddings", False))
-    return make_architecture(values)
+@functools.lru_cache(maxsize=1)
+def field_bounds() -> dict[str, dict[str, Any]]:
+    """The schema's definition of each explicit-architecture field: the one source of its bounds."""
+    with open(schema_path(), encoding="utf-8") as handle:
+        schema = json.load(handle)
+    properties: dict[str, dict[str, Any]] = schema["$defs"]["architecture"]["properties"]
+    return properties
 
 
-def make_architecture(values: dict[str, Any]) -> Architecture:
-    """An Architecture from field values, checked for consistency."""
+def check_value(name: str, value: Any, where: str) -> Any:
+    """``value`` for architecture field ``name`` if the schema allows it, else ArchitectureError naming ``where``.
+
+    Runs before any arithmetic: a NaN, a float, a list or 1e30 layers from a config.json never reaches
+    the estimator (the same bounds as an explicit architecture in a spec).
+    """
+    rule = field_bounds().get(name)
+    shown = show_value(value)
+    if name in _BOOLEAN_FIELDS:
+        if not isinstance(value, bool):
+            raise ArchitectureError(f"{where} must be true or false, not {shown}")
+        return value
+    if name == "sliding_layers" and isinstance(value, str):
+        if value not in _SLIDING_WORDS:
+            raise ArchitectureError(f"{where} must be all, alternate or a layer period, not {shown}")
+        return _SLIDING_WORDS[value]
+    if name in _INTEGER_FIELDS:
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ArchitectureError(f"{where} must be a whole number, not {shown}")
+        if rule is not None:
+            low, high = rule.get("minimum"), rule.get("maximum")
+            if low is not None and value < low:
+                raise ArchitectureError(f"{where} must be at least {low}, not {shown}")
+            if high is not None and value > high:
+                raise ArchitectureError(f"{where} must be at most {high:,}, not {shown}")
+        return value
+    if rule is not None and "enum" in rule and value not in rule["enum"]:
+        choices = ", ".join(str(choice) for choice in rule["enum"])
+        raise ArchitectureError(f"{where} must be one of {choices}, not {shown}")
+    return value
+
+
+def show_value(value: Any) -> str:
+    """A short JSON rendering of a config value for messages (never the whole of a long value)."""
+    text = json.dumps(value) if isinstance(value, (int, float, str, bool)) or value is None else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def make_architecture(values: dict[str, Any], where: str = "model.architecture") -> Architecture:
+    """An Architecture from field values, each checked against the schema's bounds, then for consistency."""
     unknown = set(values) - ARCHITECTURE_FIELDS
     if unknown:
         raise ArchitectureError("unknown architecture fields: " + ", ".join(sorted(unknown)))
-    architecture = Architecture(**{key: value for key, value in values.items() if value is not None})
+    checked = {key: check_value(key, value, f"{where}.{key}") for key, value in values.items() if value is not None}
+    for required in ("layers", "hidden", "heads", "intermediate", "vocab"):
+        if required not in checked:
+            raise ArchitectureError(f"{where} lacks {required}")
+    architecture = Architecture(**checked)
     if architecture.heads % architecture.n_kv:
         raise ArchitectureError(
             f"{architecture.heads} attention heads are not a multiple of {architecture.n_kv} KV heads"
@@ -280,49 +392,10 @@ def make_architecture(values: dict[str, Any]) -> Architecture:
         raise ArchitectureError("a mixture-of-experts model needs experts_per_token")
     if architecture.experts_per_token > max(architecture.experts, 0) and architecture.is_moe:
         raise ArchitectureError("experts_per_token exceeds the number of experts")
+    if architecture.sliding_layers == 1:
+        raise ArchitectureError("sliding_layers: 1 would make every layer full attention; leave sliding_window out")
+    if architecture.is_mla and not (architecture.qk_rope_head_dim and architecture.v_head_dim):
+        raise ArchitectureError("multi-head latent attention needs qk_rope_head_dim and v_head_dim")
+    if architecture.is_moe and architecture.dense_layers >= architecture.layers:
+        raise ArchitectureError("dense_layers leaves no mixture-of-experts layer")
     return architecture
-
-
-def read_hf_config(path: Path) -> dict[str, Any]:
-    """Read a local config.json (a bounded read of a regular file). Raises ArchitectureError."""
-    from gpuplan.reading import CONFIG_JSON, ReadRefused, read_bounded
-
-    try:
-        raw = read_bounded(path, CONFIG_JSON)
-    except ReadRefused as refused:
-        raise ArchitectureError(f"cannot read it: {refused.reason}") from None
-    try:
-        config = json.loads(raw, parse_constant=_no_constant)
-    except json.JSONDecodeError as error:
-        raise ArchitectureError(f"{path.name} is not valid JSON: {error.msg} at line {error.lineno}") from None
-    except (ValueError, RecursionError) as error:  # not UTF-8, NaN/Infinity, nesting too deep
-        raise ArchitectureError(f"{path.name} is not valid JSON: {error}") from None
-    if not isinstance(config, dict):
-        raise ArchitectureError(f"{path.name} is not a JSON object")
-    return config
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def hf_quantization(config: dict[str, Any]) -> tuple[str, int] | None:
-    """(serve quantization, group size) of a pre-quantized checkpoint's ``quantization_config``.
-
-    AutoAWQ/GPTQ 4-bit -> int4-awq/int4-gptq with their group size; GPTQ 8-bit -> int8; fp8 (and
-    compressed-tensors float8) -> fp8. None for an unquantized checkpoint or a format gpuplan cannot size.
-    """
-    quant = config.get("quantization_config")
-    if not isinstance(quant, dict):
-        return None
-    method = str(quant.get("quant_method", "")).lower()
-    bits = quant.get("bits") or quant.get("w_bit")
-    group = quant.get("group_size") or quant.get("q_group_size") or 128
-    group = int(group) if isinstance(group, int) and group > 0 else 128
-    if method in ("awq", "gptq") and bits == 4:
-        return f"int4-{method}", group
-    if method == "gptq" and bits == 8:
-        return "int8", group
-    if method == "fp8" or (method == "compressed-tensors" and "float" in json.dumps(quant).lower()):
-        return "fp8", group
-    return None

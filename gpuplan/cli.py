@@ -12,17 +12,18 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
+from gpuplan.evidence.model import KINDS
 from gpuplan.findings import Severity
 from gpuplan.output import FORMAT_MODULES
 from gpuplan.visible import visible
 
-EXIT_ERROR = 2
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 _TRACEBACK = "gpuplan.traceback"  # click context key: whether --traceback was given
 SEVERITY_CHOICES = click.Choice([s.value for s in Severity])
 
@@ -204,6 +205,86 @@ def main() -> None:
     cli(prog_name="gpuplan")
 
 
+def _echo_problems(findings: Any) -> None:
+    """The spec's own problems, on stderr, before an error that says they stop the command."""
+    for finding in findings:
+        click.echo(
+            f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] {finding.message}",
+            err=True,
+        )
+
+
+def _stop_unresolved(result: Any, spec_path: str, done: str) -> NoReturn:
+    """A spec that did not resolve: its findings on stderr, then exit 2 with one line."""
+    _echo_problems(result.findings)
+    raise GpuplanError(f"{spec_path} cannot be {done} until the problems above are fixed")
+
+
+EVIDENCE_KINDS = ("auto", *KINDS)
+
+
+@cli.command()
+@click.argument("spec_path", metavar="SPEC")
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    required=True,
+    metavar="EVIDENCE",
+    help="What a real run logged: a vLLM startup log, a PyTorch memory-statistics JSON, or a Trainer, "
+    "torchtune or Accelerate log. Repeat for several runs.",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(EVIDENCE_KINDS),
+    default="auto",
+    show_default=True,
+    help="The evidence format; auto tells it from the content.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0, 1000),
+    default=None,
+    help="Percent a measured term may differ from its estimate [default: 10, or thresholds.verify_tolerance_pct].",
+)
+@click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
+@_guarded
+def verify(
+    spec_path: str,
+    runs: tuple[str, ...],
+    kind: str,
+    output_format: str,
+    tolerance: float | None,
+    fail_on: str | None,
+    config_path: str | None,
+) -> None:
+    """Hold SPEC's estimate against a real run: settings first, then memory term by term.
+
+    Exit codes as lint's: 0 nothing at or above the fail level, 1 findings at or above it, 2 errors.
+    """
+    from gpuplan.output.verify_format import RENDERERS
+    from gpuplan.verify import SpecNotEstimable, verify_spec
+
+    try:
+        summary = verify_spec(
+            spec_path, list(runs), kind=kind, tolerance_pct=tolerance, config_path=config_path, fail_on=fail_on
+        )
+    except SpecNotEstimable as error:
+        _echo_problems(error.findings)
+        raise
+    click.echo(RENDERERS[output_format](summary), nl=False)
+    sys.exit(summary.exit_code)
+
+
 @cli.command()
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -244,6 +325,81 @@ def estimate(
         click.echo(render_findings(summary), nl=False)
     _print_tracebacks(summary)
     sys.exit(summary.exit_code)
+
+
+@cli.command("plan")
+@click.argument("spec_path", metavar="SPEC")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of options and rejected.")
+@click.option("--gpu", "gpus", multiple=True, help="Only this GPU id (repeatable); replaces the spec's plan.gpu.")
+@click.option(
+    "--vendor",
+    "vendors",
+    multiple=True,
+    type=click.Choice(["nvidia", "amd", "intel"], case_sensitive=False),
+    help="Only GPUs of this vendor (repeatable); replaces plan.vendor.",
+)
+@click.option("--max-gpus", type=click.IntRange(min=1, max=4096), default=None, help="Replaces plan.max_gpus.")
+@click.option("--max-nodes", type=click.IntRange(min=1, max=512), default=None, help="Replaces plan.max_nodes.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
+@_guarded
+def plan_command(
+    spec_path: str,
+    output_format: str,
+    top: int,
+    gpus: tuple[str, ...],
+    vendors: tuple[str, ...],
+    max_gpus: int | None,
+    max_nodes: int | None,
+    config_path: str | None,
+) -> None:
+    """Recommend the cheapest layout that meets memory, headroom and the SLO, with the options around it.
+
+    Exit 0 when every job has a sound layout within the constraints, 1 when one has none, 2 on errors.
+    """
+    import dataclasses
+    import json
+
+    from gpuplan.catalog import UnknownNameError, get_gpu
+    from gpuplan.output.plan_text import render_markdown, render_text
+    from gpuplan.plan.document import plan_document
+    from gpuplan.rules.context import planner_for
+    from gpuplan.run import lint_paths
+
+    summary = lint_paths([spec_path], config_path=config_path, keep_analysis=True)
+    (result,) = summary.results
+    if result.analysis is None:
+        _stop_unresolved(result, spec_path, "planned")
+    spec = result.analysis.spec
+    for gpu_id in gpus:
+        try:
+            get_gpu(gpu_id, spec.custom_gpus)
+        except UnknownNameError as error:
+            raise GpuplanError(f"--gpu: {error}") from None
+    limits = dataclasses.replace(
+        spec.plan,
+        gpus=tuple(dict.fromkeys(gpus)) or spec.plan.gpus,
+        vendors=tuple(dict.fromkeys(v.lower() for v in vendors)) or spec.plan.vendors,
+        max_gpus=max_gpus or spec.plan.max_gpus,
+        max_nodes=max_nodes or spec.plan.max_nodes,
+    )
+    settings = result.settings
+    planner = planner_for(spec, settings, limits)
+    document = plan_document(planner, path=result.path, top=top, cheaper_share=settings.cheaper_layout_share)
+    if output_format == "json":
+        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    elif output_format == "markdown":
+        click.echo(render_markdown(document), nl=False)
+    else:
+        click.echo(render_text(document), nl=False)
+    sys.exit(EXIT_OK if all(job["recommended"] is not None for job in document["jobs"]) else EXIT_FINDINGS)
 
 
 @cli.group()
@@ -305,6 +461,7 @@ def catalog_models(output_format: str) -> None:
                 "params": m.architecture.params,
                 "active_params": m.architecture.active_params,
                 "kv_bytes_per_token_bf16": m.architecture.kv_bytes_per_token(2),
+                "hf_ids": list(m.hf_ids),
                 "source": m.source,
                 "architecture": dataclasses.asdict(m.architecture),
             }
@@ -338,6 +495,14 @@ def catalog_models(output_format: str) -> None:
 @click.option("--force", is_flag=True, help="Replace a symlink (the link itself, not its target) or a read-only file.")
 @click.option("--mkdir", is_flag=True, help="Create the output file's missing folders.")
 @_run_options
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    metavar="EVIDENCE",
+    help="Add a 'Verified against a run' section from this run's evidence (as gpuplan verify reads it).",
+)
+@click.option("--kind", type=click.Choice(EVIDENCE_KINDS), default="auto", help="The --run evidence format.")
 @_guarded
 def report(
     spec_path: str,
@@ -350,6 +515,8 @@ def report(
     fail_on: str | None,
     config_path: str | None,
     no_waivers: bool,
+    runs: tuple[str, ...],
+    kind: str,
 ) -> None:
     """Render a decision report for procurement review: verdict, memory, alternatives, cost, sign-off.
 
@@ -395,7 +562,21 @@ def report(
             [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
         )
         (result,) = summary.results
-        rendered = render_report(result, formats, clock.today(), epoch, progress, summary.fail_on, renderer.render)
+        verification = None
+        if runs:
+            from dataclasses import replace
+
+            from gpuplan.report.verified import verification_section
+            from gpuplan.verify import verify_linted
+
+            result, verified = verify_linted(
+                result, list(runs), kind=kind, config_path=config_path, use_waivers=not no_waivers
+            )
+            summary = replace(summary, results=(result,))
+            verification = verification_section(verified)
+        rendered = render_report(
+            result, formats, clock.today(), epoch, progress, summary.fail_on, renderer.render, verification
+        )
     for name, data in rendered.items():
         if to_stdout:
             click.echo(data.decode(), nl=False)

@@ -73,7 +73,7 @@ CODES: dict[str, Code] = {
             "invalid-model-config",
             "input",
             ERROR,
-            "The model's config.json is missing, unreadable or lacks a dimension.",
+            "The model's config.json is missing, unreadable, or has a dimension or format gpuplan cannot size.",
         ),
         Code("GP022", "unknown-gpu", "input", ERROR, "The GPU id is neither in the catalog nor defined in the spec."),
         Code(
@@ -85,10 +85,17 @@ CODES: dict[str, Code] = {
         ),
         Code(
             "GP024",
-            "output-exceeds-context",
+            "inconsistent-workload",
             "input",
             ERROR,
-            "A serving job's output tokens do not fit in its context.",
+            "The serving workload's lengths contradict each other or the context.",
+        ),
+        Code(
+            "GP025",
+            "conflicting-finetune-settings",
+            "input",
+            ERROR,
+            "Fine-tuning settings that no framework runs together.",
         ),
         Code(
             "GP100",
@@ -160,21 +167,21 @@ CODES: dict[str, Code] = {
             "tp-does-not-divide-heads",
             "parallelism",
             ERROR,
-            "The tensor-parallel degree does not divide the attention (or KV) heads.",
+            "The tensor-parallel degree does not divide the attention (or KV) heads, or the padded vocabulary.",
         ),
         Code(
             "GP304",
             "tp-exceeds-nvlink-domain",
             "parallelism",
             ERROR,
-            "The tensor-parallel degree is larger than the GPU's NVLink domain.",
+            "The tensor-parallel degree is larger than the NVLink domain (or one PCIe server of cards).",
         ),
         Code(
             "GP305",
             "larger-gpu-instead-of-tp",
             "parallelism",
             INFO,
-            "Tensor parallelism over smaller GPUs where one larger catalog GPU holds the job alone.",
+            "Tensor parallelism over smaller GPUs where one larger GPU per replica holds the job for less.",
         ),
         Code(
             "GP310",
@@ -188,7 +195,7 @@ CODES: dict[str, Code] = {
             "single-gpu-serving-on-sxm",
             "form-factor",
             INFO,
-            "Single-GPU serving on an SXM module where the NVL or PCIe card of the same chip would do.",
+            "Single-GPU serving on an SXM module where the cheaper NVL or PCIe card of the same chip would do.",
         ),
         Code(
             "GP312",
@@ -234,14 +241,21 @@ CODES: dict[str, Code] = {
             "oversized-serving-gpu",
             "right-sizing",
             INFO,
-            "A serving job uses a small part of its GPU while a cheaper catalog GPU meets memory and SLO.",
+            "A serving job uses a small part of its GPU while a cheaper layout meets memory and SLO.",
         ),
         Code(
             "GP506",
             "train-and-serve-same-gpu",
             "right-sizing",
             INFO,
-            "Fine-tuning and serving are declared on the same GPU class while serving needs far less.",
+            "Serving uses a small part of the fine-tuning GPU while a cheaper serving layout meets memory and SLO.",
+        ),
+        Code(
+            "GP507",
+            "cheaper-layout-available",
+            "right-sizing",
+            WARNING,
+            "A sound layout costs less than the declared one by more than `thresholds.cheaper_layout_share`.",
         ),
         Code(
             "GP601",
@@ -259,6 +273,29 @@ CODES: dict[str, Code] = {
         ),
         Code("GP701", "expired-waiver", "waivers", WARNING, "A waiver's expiry date has passed."),
         Code("GP702", "unused-waiver", "waivers", WARNING, "A waiver matches no finding."),
+        Code(
+            "GP801",
+            "measured-exceeds-estimate",
+            "verify",
+            WARNING,
+            "A real run used more memory than the estimate, beyond the tolerance (an error when it leaves no headroom).",
+        ),
+        Code("GP802", "run-settings-differ", "verify", ERROR, "The run used other settings than the spec declares."),
+        Code(
+            "GP803",
+            "measured-capacity-below-declared",
+            "verify",
+            ERROR,
+            "The serving engine holds fewer sequences of the declared context than the declared concurrency.",
+        ),
+        Code("GP804", "run-failed", "verify", ERROR, "The run failed to start, or ran out of memory."),
+        Code(
+            "GP805",
+            "incomplete-evidence",
+            "verify",
+            WARNING,
+            "The run's evidence stops before it states what verify needs (a truncated log).",
+        ),
     )
 }
 _BY_NAME = {entry.name: entry for entry in CODES.values()}

@@ -29,14 +29,18 @@ class Settings:
     headroom_pct: float
     long_context_min_prompt: int
     high_throughput_min_concurrency: int
-    training_mfu: float
-    prefill_mfu: float
-    decode_bandwidth: float
     price_max_age_days: int
     long_run_hours: float
     gradient_sync_share: float
     right_size_fraction: float
     activations_share: float
+    cheaper_layout_share: float
+    verify_tolerance_pct: float
+    # Overrides of the calibrated speed model (gpuplan.estimate.calibration); the schema gives no default,
+    # so they stay None unless a configuration sets them.
+    training_mfu: float | None = None
+    prefill_mfu: float | None = None
+    decode_bandwidth: float | None = None
 
     @classmethod
     def from_thresholds(cls, thresholds: dict[str, Any]) -> Settings:

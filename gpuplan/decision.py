@@ -20,6 +20,9 @@ Order of precedence, worst first:
    level) -> APPROVE WITH CHANGES;
 5. otherwise APPROVE.
 
+An APPROVE WITH CHANGES and a REJECT of an estimated spec name the way forward: the planner's recommended
+layout (gpuplan.plan, the same search GP507 asks) with its cost and what it saves against the declared one.
+
 This module imports no Jinja or WeasyPrint: ``gpuplan diff`` compares verdicts with it.
 """
 
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.findings import Finding, Severity
+from gpuplan.units import format_money
 
 # Findings that say the declared plan cannot be approved as it stands, with the words the reason uses.
 REJECTING: dict[str, str] = {
@@ -107,6 +111,27 @@ class Decision:
     amount: Amount | None  # None when there is no estimate
     fail_on: Severity
     exit_code: int  # the run's exit code under the same findings and fail level
+    changes: tuple[Change, ...] = ()  # the planner's recommended layout per job where it differs from the declared
+
+
+@dataclass(frozen=True)
+class Change:
+    """The planner's recommended layout for one job that the declared layout should become."""
+
+    job: str  # "serve" | "finetune"
+    layout: str  # the recommended layout in the planner's words (``2 x h200-sxm, tensor_parallel 2``)
+    cost: str  # its cost (``6,636 USD/month``)
+    saving: float | None  # per month (serving) or per run / per 1M tokens (fine-tuning); None: unpriced or unsound
+    saving_unit: str  # "month", "run" or "1M tokens"
+    fragment: str  # the spec fields to paste
+
+    def sentence(self, currency: str) -> str:
+        word = "serving" if self.job == "serve" else "fine-tuning"
+        text = f"{word} on {self.layout} ({self.cost})"
+        if self.saving is not None and self.saving > 0:
+            per = "a month" if self.saving_unit == "month" else f"per {self.saving_unit}"
+            text += f", saving {format_money(self.saving, currency)} {per}"
+        return text
 
 
 def amount_of(analysis: Any) -> Amount:
@@ -129,15 +154,50 @@ def amount_of(analysis: Any) -> Amount:
     return Amount(budget.currency, budget.term_months, finetune_run, serve_monthly, tuple(dict.fromkeys(unknown)))
 
 
-def decide(result: Any, fail_on: Severity) -> Decision:
-    """The verdict of one linted spec (gpuplan.linter.LintResult) under the run's fail level."""
+def recommended_changes(analysis: Any, planner: Any) -> tuple[Change, ...]:
+    """Per job, the planner's recommended layout when it is not the declared one (gpuplan.plan.SpecPlanner)."""
+    from gpuplan.plan.describe import cost_text, paste_line
+
+    currency = analysis.spec.budget.currency
+    changes = []
+    for kind, estimate in (("finetune", analysis.finetune), ("serve", analysis.serve)):
+        plan = planner.plan(kind) if estimate is not None else None
+        if plan is None or plan.recommended is None or plan.recommended.layout.key == plan.declared.layout.key:
+            continue
+        option, saving, unit = plan.recommended, plan.saving, "month" if kind == "serve" else "1M tokens"
+        if kind == "finetune" and saving is not None and plan.declared.cost is not None and option.cost is not None:
+            saving, unit = plan.declared.cost - option.cost, "run"
+        changes.append(
+            Change(
+                kind, option.layout.describe(), cost_text(option, currency), saving, unit, paste_line(option.fragment)
+            )
+        )
+    return tuple(changes)
+
+
+def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
+    """The verdict of one linted spec (gpuplan.linter.LintResult) under the run's fail level.
+
+    ``planner`` (gpuplan.plan.SpecPlanner for the spec, optional) is asked for the recommended layout an
+    APPROVE WITH CHANGES or a REJECT quotes; without one, it is built from the run's settings when needed.
+    """
     active = [f for f in result.findings if not f.waived]
     blocking = [f for f in active if f.severity.rank >= fail_on.rank]
     exit_code = 1 if blocking else 0
     analysis = result.analysis
 
     def verdict(kind: Verdict, reason: str, deciding: list[Finding], amount: Amount | None) -> Decision:
-        return Decision(kind, _sentence(reason), tuple(deciding), amount, fail_on, exit_code)
+        changes: tuple[Change, ...] = ()
+        # The planner is quoted when the verdict is about the layout (its memory, speed, cost or budget).
+        if analysis is not None and any(f.code in UNSOUND_CODES for f in deciding):
+            changes = recommended_changes(analysis, planner or _planner(analysis, result.settings))
+            quoted = [change for change in changes if f"{change.layout} (" not in reason]  # not said twice
+            if quoted:
+                currency = analysis.spec.budget.currency
+                reason = f"{reason.rstrip('.')}; the planner recommends " + " and ".join(
+                    change.sentence(currency) for change in quoted
+                )
+        return Decision(kind, _sentence(reason), tuple(deciding), amount, fail_on, exit_code, changes)
 
     if analysis is None:
         first = next((f for f in active if f.severity is Severity.ERROR), active[0] if active else None)
@@ -174,14 +234,20 @@ def decide(result: Any, fail_on: Severity) -> Decision:
     unsound = [f for f in active if f.code in UNSOUND_CODES]
     if unsound:
         first = unsound[0]
-        relevelled = f", re-levelled to {first.severity.value}" if first.code in REJECTING else ""
-        return verdict(
-            Verdict.APPROVE_WITH_CHANGES,
-            f"The declared layout is not sound as it stands ({first.code}{relevelled}): {first.message}",
-            unsound,
-            amount,
-        )
+        if first.code == "GP507":  # the planner's sentence below quotes both layouts and the saving
+            reason = f"The declared layout works, but a sound layout costs less ({first.code})"
+        else:
+            relevelled = f", re-levelled to {first.severity.value}" if first.code in REJECTING else ""
+            reason = f"The declared layout is not sound as it stands ({first.code}{relevelled}): {first.message}"
+        return verdict(Verdict.APPROVE_WITH_CHANGES, reason, unsound, amount)
     return verdict(Verdict.APPROVE, _approval_reason(analysis), [], amount)
+
+
+def _planner(analysis: Any, settings: Any) -> Any:
+    from gpuplan.config import default_settings
+    from gpuplan.rules.context import planner_for
+
+    return planner_for(analysis.spec, settings or default_settings())
 
 
 def _missing_information(code: str) -> bool:

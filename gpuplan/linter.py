@@ -70,7 +70,7 @@ def lint_path(path: str, options: LintOptions | None = None) -> LintResult:
         code = "GP003" if refused.too_large else "GP009"
         finding = Finding.make(code, f"cannot read {shown}: {refused.reason}", path=shown)
         options = options or LintOptions()
-        return LintResult(shown, _configure([finding], options), options=options)
+        return LintResult(shown, configure([finding], options), options=options)
     return lint_bytes(shown, raw, options)
 
 
@@ -84,11 +84,11 @@ def _lint_bytes(path: str, raw: bytes, options: LintOptions) -> LintResult:
     document = load_bytes(path, raw)
     findings = list(document.findings)
     if document.data is None:
-        return LintResult(path, _configure(findings, options), document)
+        return LintResult(path, configure(findings, options), document)
     schema_findings = validate(document)
     findings.extend(schema_findings)
     if schema_findings:
-        return LintResult(path, _configure(findings, options), document)
+        return LintResult(path, configure(findings, options), document)
     return _Checked(document, options, findings).run()
 
 
@@ -167,7 +167,7 @@ class _Checked:
             return None
 
     def _result(self, analysis: Any = None, settings: Any = None) -> LintResult:
-        findings = _configure(self.findings, self.options)
+        findings = configure(self.findings, self.options)
         return LintResult(self.document.path, findings, self.document, analysis, settings, tuple(self.tracebacks))
 
 
@@ -188,7 +188,8 @@ def unsafe_figures(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
         yield from unsafe_figures(item, f"{where}.{key}" if where else str(key))
 
 
-def _configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:
+def configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:
+    """Apply select/ignore and severity overrides, in the stable order."""
     kept = []
     for finding in findings:
         if not _selected(finding, options):

@@ -62,7 +62,7 @@ def lint_paths(
     jobs = []
     fail_levels = []
     for path in files:
-        config = explicit or _config_for(path, found)
+        config = explicit or _config_or_error(path, found)
         if isinstance(config, ConfigError):
             shown = config.problems[:_CONFIG_PROBLEMS_SHOWN]
             more = len(config.problems) - len(shown)
@@ -71,15 +71,7 @@ def lint_paths(
             continue
         if config.fail_on:
             fail_levels.append(config.fail_on)
-        options = LintOptions(
-            select=select or config.select,
-            ignore=tuple(ignore) + config.ignore,
-            severities=config.severities,
-            use_waivers=use_waivers,
-            settings=config.settings,
-            today=day,
-            config_source=config.source,
-        )
+        options = lint_options(config, select=select, ignore=ignore, use_waivers=use_waivers, today=day)
         jobs.append(_Job(path, options))
     results = tuple(_lint_all(jobs, keep_analysis, workers))
     configured = min(fail_levels, key=lambda s: s.rank) if fail_levels else Severity.ERROR
@@ -128,7 +120,7 @@ def _lint_job_light(job: _Job) -> LintResult:
     return _lint_job(job).findings_only()
 
 
-def _config_for(path: str, found: dict[Path, Config | ConfigError]) -> Config | ConfigError:
+def _config_or_error(path: str, found: dict[Path, Config | ConfigError]) -> Config | ConfigError:
     folder = Path.cwd() if path == "-" else _folder(path)
     if folder not in found:
         try:
@@ -144,3 +136,31 @@ def _folder(path: str) -> Path:
         return Path(path).resolve().parent
     except (OSError, RuntimeError):  # a symlink loop: the read reports it
         return Path(os.path.abspath(path)).parent
+
+
+def lint_options(
+    config: Config,
+    *,
+    select: tuple[str, ...] = (),
+    ignore: tuple[str, ...] = (),
+    use_waivers: bool = True,
+    today: datetime.date | None = None,
+) -> LintOptions:
+    """The options a spec is linted with: command-line selections on top of its configuration."""
+    return LintOptions(
+        select=select or config.select,
+        ignore=tuple(ignore) + config.ignore,
+        severities=config.severities,
+        use_waivers=use_waivers,
+        settings=config.settings,
+        today=today or clock.today(),
+        config_source=config.source,
+    )
+
+
+def config_for(path: str, found: dict[Path, Config | ConfigError] | None = None) -> Config:
+    """The configuration that governs the spec at ``path`` (found upward). Raises ConfigError."""
+    config = _config_or_error(path, {} if found is None else found)
+    if isinstance(config, ConfigError):
+        raise config
+    return config

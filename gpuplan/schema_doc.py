@@ -15,7 +15,9 @@ def _kind(node: dict[str, Any]) -> str:
     if "const" in node:
         return f"`{node['const']}`"
     if "enum" in node:
-        return " \\| ".join(f"`{value}`" for value in node["enum"])
+        return " \\| ".join(f"`{json.dumps(value) if isinstance(value, bool) else value}`" for value in node["enum"])
+    if "oneOf" in node and "type" not in node:
+        return " or ".join(_kind(branch) for branch in node["oneOf"])
     kind = node.get("type", "")
     if kind == "array":
         items = node.get("items", {})

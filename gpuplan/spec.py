@@ -1,6 +1,6 @@
 """Resolve a schema-valid document into a typed, frozen Spec: defaults applied, model and GPUs found.
 
-Unknown model ids, unreadable config.json files and unknown GPUs are findings (GP020-GP023) at the
+Unknown model ids, unreadable config.json files and unknown GPUs are findings (GP020-GP024) at the
 field that names them, with "did you mean" suggestions; nothing here raises for bad input.
 """
 
@@ -10,17 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuplan.architecture import (
-    Architecture,
-    ArchitectureError,
-    from_hf_config,
-    hf_quantization,
-    make_architecture,
-    read_hf_config,
-)
+from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
 from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.defaults import apply_defaults
 from gpuplan.findings import Finding, Waiver, json_pointer
+from gpuplan.hf_config import read_hf_config, read_hf_model
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.validate import load_schema
 
@@ -33,6 +27,7 @@ class Hardware:
     count: int
     tensor_parallel: int
     pipeline_parallel: int
+    expert_parallel: int = 1
 
     @property
     def replicas(self) -> int:
@@ -46,11 +41,16 @@ class ModelRef:
     dtype: str
     source: str
     quantization: str = "none"  # of a pre-quantized checkpoint (config.json quantization_config)
-    group_size: int = 128
+    group_size: int = 128  # 0: one scale per output channel (GPTQ/AWQ group_size -1)
+    quantized_params: int | None = None  # linear weights the checkpoint quantizes; None: every decoder linear
+    notes: tuple[str, ...] = ()  # what was assumed reading a config.json (shown in the estimate's assumptions)
 
 
 @dataclass(frozen=True)
 class Finetune:
+    """A resolved fine-tuning job. Every memory-saving setting is a plain field, so that the planner can
+    vary it with ``dataclasses.replace`` without touching the spec."""
+
     method: str
     precision: str
     optimizer: str
@@ -60,7 +60,7 @@ class Finetune:
     micro_batch: int
     gradient_accumulation: int
     seq_len: int
-    checkpointing: bool
+    checkpointing: str  # none | full | selective
     attention: str
     fused_loss: bool
     sharding: str
@@ -69,6 +69,17 @@ class Finetune:
     checkpoint_keep: int | None
     checkpoint_storage_gb: float | None
     hardware: Hardware
+    lora_variant: str = "lora"  # lora | dora
+    lora_dropout: float = 0.0
+    offload_optimizer: str = "none"  # none | cpu | nvme
+    offload_parameters: str = "none"  # none | cpu | nvme
+    optimizer_in_backward: bool = False
+    activation_offloading: bool = False
+    sequence_parallel: bool = False
+    autocast: bool = True  # under bf16-mixed / fp16-mixed only
+    momentum: float = 0.9  # sgd only; 0 keeps no momentum buffer
+    loop: str = "manual"  # manual (outputs kept through backward) | trainer (released first)
+    double_quant: bool = True  # qlora: NF4 scales double-quantized
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,21 @@ class Serve:
     tenants: tuple[TenantSpec, ...]
     evidence: tuple[Evidence, ...]
     hardware: Hardware
+    engine: str = "vllm"
+    batching: str = "continuous"
+    prompt_mean: int | None = None  # None: every prompt is the full context - output_tokens
+    prompt_p90: int | None = None
+    max_batched_tokens: int | None = None  # None: the engine's default for the GPU
+    max_sequences: int | None = None
+
+    @property
+    def full_prompt(self) -> int:
+        """The prompt of TTFT: the full context less the output."""
+        return max(1, self.context - self.output_tokens)
+
+    @property
+    def mean_prompt(self) -> int:
+        return self.prompt_mean or self.full_prompt
 
 
 @dataclass(frozen=True)
@@ -150,6 +176,26 @@ class Approval:
 
 
 @dataclass(frozen=True)
+class PlanLimits:
+    """What the planner may propose (the spec's ``plan`` section, or ``gpuplan plan``'s options)."""
+
+    gpus: tuple[str, ...]  # only these GPU ids; empty: every data-centre GPU of the catalog and the spec
+    vendors: tuple[str, ...]  # only GPUs of these vendors (lower case); empty: any
+    max_gpus: int
+    max_nodes: int
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> PlanLimits:
+        """From a validated ``plan`` mapping; absent keys take the schema's defaults."""
+        data = apply_defaults({"plan": data}, load_schema())["plan"]
+        return cls(tuple(data.get("gpu", ())), tuple(data.get("vendor", ())), data["max_gpus"], data["max_nodes"])
+
+
+def default_plan_limits() -> PlanLimits:
+    return PlanLimits.from_data({})
+
+
+@dataclass(frozen=True)
 class Spec:
     path: str
     name: str
@@ -162,6 +208,7 @@ class Spec:
     waivers: tuple[Waiver, ...]
     approvals: dict[str, Approval]  # role (prepared_by, reviewed_by, approved_by) -> signer
     custom_gpus: dict[str, Gpu] = field(default_factory=dict)
+    plan: PlanLimits = field(default_factory=default_plan_limits)
 
     def price(self, gpu: Gpu) -> tuple[float | None, str]:
         """(price per GPU-hour, where it comes from) for ``gpu`` in the spec's currency."""
@@ -183,6 +230,7 @@ class _Resolver:
         self.document = document
         self.base_dir = base_dir
         self.findings: list[Finding] = []
+        self.architecture: Architecture | None = None  # of the spec's model, once resolved
 
     def problem(self, code: str, pointer: Pointer, message: str, hint: str = "") -> None:
         position = self.document.position(pointer)
@@ -205,18 +253,32 @@ class _Resolver:
             except UnknownNameError as error:
                 self.problem("GP020", pointer + ("id",), str(error), "`gpuplan catalog models` lists the ids")
                 return None
-            return ModelRef(entry.id, entry.architecture, dtype, entry.source)
+            return ModelRef(
+                entry.id,
+                entry.architecture,
+                dtype,
+                entry.source,
+                entry.quantization,
+                entry.group_size,
+                entry.quantized_params,
+            )
         if "config" in data:
             path = self.base_dir / data["config"]  # not resolved here: a symlink loop is the read's finding
             try:
-                config = read_hf_config(path)
-                architecture = from_hf_config(config)
+                hf = read_hf_model(read_hf_config(path))
             except ArchitectureError as error:
                 self.problem("GP021", pointer + ("config",), f"{data['config']}: {error}")
                 return None
-            quantization, group = hf_quantization(config) or ("none", 128)
+            checkpoint = hf.checkpoint
             return ModelRef(
-                data["config"], architecture, dtype, f"local config.json {data['config']}", quantization, group
+                data["config"],
+                hf.architecture,
+                dtype,
+                f"local config.json {data['config']} (model_type {hf.model_type or 'unknown'})",
+                checkpoint.quantization,
+                checkpoint.group_size,
+                checkpoint.quantized_params,
+                hf.notes,
             )
         values = dict(data["architecture"])
         try:
@@ -246,7 +308,24 @@ class _Resolver:
                 f"use count: {max(tp * pp, count // (tp * pp) * tp * pp)}",
             )
             return None
-        return Hardware(gpu, count, tp, pp)
+        ep = data["expert_parallel"]
+        if ep > 1 and (problem := self._expert_parallel_problem(ep, count, pointer)):
+            self.problem("GP023", pointer + ("expert_parallel",), problem)
+            return None
+        return Hardware(gpu, count, tp, pp, ep)
+
+    def _expert_parallel_problem(self, ep: int, count: int, pointer: Pointer) -> str:
+        """Why ``expert_parallel`` cannot be laid out ('' when it can)."""
+        if pointer[0] != "serve":
+            return "expert_parallel is modelled for serving only (fine-tuning memory does not shard experts)"
+        if count % ep:
+            return f"expert_parallel {ep} does not divide the {count} GPUs"
+        architecture = self.architecture
+        if architecture is not None and not architecture.is_moe:
+            return "expert_parallel needs a mixture-of-experts model"
+        if architecture is not None and ep > architecture.experts:
+            return f"expert_parallel {ep} exceeds the model's {architecture.experts} experts"
+        return ""
 
 
 def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tuple[Finding, ...]]:
@@ -255,6 +334,7 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
     resolver = _Resolver(document, base_dir)
     custom = {gpu_id: custom_gpu(gpu_id, entry) for gpu_id, entry in data.get("gpus", {}).items()}
     model = resolver.model(data["model"], ("model",))
+    resolver.architecture = model.architecture if model else None
     budget_data = data["budget"]
     priced: list[tuple[str, ...]] = [("prices",), ("reserved", "prices"), ("purchase",)]
     for section in priced:
@@ -266,6 +346,12 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
                 get_gpu(gpu_id, custom)
             except UnknownNameError as error:
                 resolver.problem("GP022", ("budget", *section, gpu_id), f"budget.{'.'.join(section)}: {error}")
+    plan_data = data["plan"]
+    for index, gpu_id in enumerate(plan_data.get("gpu", [])):
+        try:
+            get_gpu(gpu_id, custom)
+        except UnknownNameError as error:
+            resolver.problem("GP022", ("plan", "gpu", index), f"plan.gpu: {error}")
     finetune = _finetune(resolver, data.get("finetune"), custom)
     serve = _serve(resolver, data.get("serve"), custom, model)
     if resolver.findings or model is None:
@@ -302,6 +388,7 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
             role: Approval(entry["name"], entry.get("date", "")) for role, entry in data.get("approvals", {}).items()
         },
         custom_gpus=custom,
+        plan=PlanLimits.from_data(plan_data),
     )
     return spec, ()
 
@@ -320,7 +407,8 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         return None
     lora = data["lora"]
     checkpoints = data.get("checkpoints", {})
-    return Finetune(
+    offload = data["offload"]
+    job = Finetune(
         method=data["method"],
         precision=data["precision"],
         optimizer=data["optimizer"],
@@ -330,7 +418,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         micro_batch=data["micro_batch"],
         gradient_accumulation=data["gradient_accumulation"],
         seq_len=data["seq_len"],
-        checkpointing=data["activation_checkpointing"],
+        checkpointing=CHECKPOINTING_ALIASES.get(data["activation_checkpointing"], data["activation_checkpointing"]),
         attention=data["attention"],
         fused_loss=data["fused_loss"],
         sharding=data["sharding"],
@@ -339,7 +427,74 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         checkpoint_keep=checkpoints.get("keep"),
         checkpoint_storage_gb=checkpoints.get("storage_gb"),
         hardware=hardware,
+        lora_variant=lora["variant"],
+        lora_dropout=float(lora["dropout"]),
+        offload_optimizer=offload["optimizer"],
+        offload_parameters=offload["parameters"],
+        optimizer_in_backward=data["optimizer_in_backward"],
+        activation_offloading=data["activation_offloading"],
+        sequence_parallel=data["sequence_parallel"],
+        autocast=data["autocast"],
+        momentum=float(data["momentum"]),
+        loop=data["loop"],
+        double_quant=data["double_quant"],
     )
+    for pointer, message, hint in finetune_conflicts(job):
+        resolver.problem("GP025", ("finetune", *pointer), message, hint)
+    return job
+
+
+# activation_checkpointing accepts the booleans of format version 1 as aliases.
+CHECKPOINTING_ALIASES: dict[Any, str] = {True: "full", False: "none"}
+
+
+def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
+    """Settings no framework runs together: (pointer under finetune, message, hint) for each."""
+    problems: list[tuple[tuple[str, ...], str, str]] = []
+    if job.optimizer_in_backward and job.gradient_accumulation > 1:
+        problems.append(
+            (
+                ("optimizer_in_backward",),
+                "optimizer_in_backward steps each parameter as its gradient arrives, so gradients cannot be "
+                f"accumulated over {job.gradient_accumulation} micro-batches (torchtune refuses this)",
+                "set gradient_accumulation: 1, or optimizer_in_backward: false",
+            )
+        )
+    if job.optimizer_in_backward and job.offload_optimizer != "none":
+        problems.append(
+            (
+                ("optimizer_in_backward",),
+                "optimizer_in_backward runs the step on the GPU during backward; it cannot be combined with an "
+                "offloaded optimizer",
+                "keep one of optimizer_in_backward or offload.optimizer",
+            )
+        )
+    data_parallel = job.hardware.count // (job.hardware.tensor_parallel * job.hardware.pipeline_parallel)
+    if job.offload_parameters != "none" and data_parallel > 1 and job.sharding not in ("zero3", "fsdp"):
+        problems.append(
+            (
+                ("offload", "parameters"),
+                f"offloading parameters needs them sharded (ZeRO-3 or FSDP); sharding is {job.sharding}",
+                "set sharding: zero3 (DeepSpeed) or fsdp",
+            )
+        )
+    if job.sequence_parallel and job.hardware.tensor_parallel == 1:
+        problems.append(
+            (
+                ("sequence_parallel",),
+                "sequence parallelism splits activations over the tensor-parallel ranks; tensor_parallel is 1",
+                "set hardware.tensor_parallel above 1, or sequence_parallel: false",
+            )
+        )
+    if job.lora_variant == "dora" and job.method == "full":
+        problems.append(
+            (
+                ("lora", "variant"),
+                "lora.variant dora applies to method lora or qlora, not a full fine-tune",
+                "set method: lora, or remove lora.variant",
+            )
+        )
+    return problems
 
 
 def _serve(
@@ -377,6 +532,23 @@ def _serve(
         Evidence(item.get("category"), item["metric"], float(item["value"]), item.get("source", ""), index)
         for index, item in enumerate(data.get("evidence", []))
     )
+    prompts = data.get("prompt_tokens", {})
+    output_tokens = data["output_tokens"]
+    if prompts and prompts.get("p90", prompts["mean"]) < prompts["mean"]:
+        resolver.problem(
+            "GP024",
+            ("serve", "prompt_tokens", "p90"),
+            f"serve.prompt_tokens.p90 must be at least the mean ({prompts['mean']:,}), got {prompts['p90']:,}",
+        )
+        return None
+    if prompts and prompts["mean"] + output_tokens > data["context"]:
+        resolver.problem(
+            "GP024",
+            ("serve", "prompt_tokens", "mean"),
+            f"serve.prompt_tokens.mean {prompts['mean']:,} + output_tokens {output_tokens:,} exceeds the context"
+            f" of {data['context']:,} tokens",
+        )
+        return None
     return Serve(
         context=data["context"],
         output_tokens=data["output_tokens"],
@@ -391,4 +563,10 @@ def _serve(
         tenants=tuple(tenants),
         evidence=evidence,
         hardware=hardware,
+        engine=data["engine"],
+        batching=data["batching"],
+        prompt_mean=prompts.get("mean"),
+        prompt_p90=prompts.get("p90"),
+        max_batched_tokens=data.get("max_batched_tokens"),
+        max_sequences=data.get("max_sequences"),
     )

@@ -54,3 +54,27 @@ def test_every_rule_family_is_exercised_by_an_example():
         seen |= set(re.findall(r"GP\d{3}", re.search(r"# Expected: .*", path.read_text()).group(0)))
     checks = {rule.code for rule in all_rules() if rule.check is not None} | {"GP701", "GP702"}
     assert checks <= seen, sorted(checks - seen)
+
+
+def test_readme_accuracy_section_is_the_benchmark_output():
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "accuracy.py"), "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr  # every target of issue 9 holds
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- BEGIN ACCURACY")[1].split("<!-- END ACCURACY -->")[0]
+    assert completed.stdout.rstrip("\n") in block, "regenerate with `python benchmarks/accuracy.py --quiet`"
+
+
+def test_readme_lists_every_model_type_read():
+    from gpuplan.hf_config import MODEL_TYPES, MULTIMODAL_TYPES
+
+    readme = (ROOT / "README.md").read_text()
+    for model_type in (*MODEL_TYPES, *MULTIMODAL_TYPES):
+        assert f"| `{model_type}` |" in readme, model_type

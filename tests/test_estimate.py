@@ -7,10 +7,11 @@ import json
 import pytest
 from conftest import EXAMPLES, run_cli
 
-from gpuplan.architecture import ArchitectureError, from_hf_config
+from gpuplan.architecture import ArchitectureError
 from gpuplan.catalog import UnknownNameError, get_gpu, get_model
-from gpuplan.estimate.serving import ServingSetup, estimate_serving, hf_prefill_peak, kv_bytes_per_sequence
+from gpuplan.estimate.serving import ServingSetup, estimate_serving, kv_bytes_per_sequence
 from gpuplan.estimate.training import TrainingSetup, estimate_training
+from gpuplan.hf_config import from_hf_config
 
 GIB = 2**30
 
@@ -51,12 +52,17 @@ def test_kv_cache_bytes_by_hand():
 
 
 def test_ground_truth_rows_within_three_percent():
+    # PyTorch MemTracker peaks (benchmarks/data/groundtruth.yaml); its harness released the model
+    # outputs before backward, as the Hugging Face Trainer does (loop: trainer).
     arch = get_model("llama-3-8b").architecture
     cases = [
-        (TrainingSetup(architecture=arch, precision="bf16", seq_len=2048), 74.79),
-        (TrainingSetup(architecture=arch, precision="bf16", seq_len=2048, attention="eager"), 84.87),
-        (TrainingSetup(architecture=arch, precision="bf16-mixed", seq_len=2048), 149.58),
-        (TrainingSetup(architecture=arch, precision="bf16", optimizer="adamw-fused", seq_len=2048), 60.13),
+        (TrainingSetup(architecture=arch, precision="bf16", seq_len=2048, loop="trainer"), 74.79),
+        (TrainingSetup(architecture=arch, precision="bf16", seq_len=2048, attention="eager", loop="trainer"), 84.87),
+        (TrainingSetup(architecture=arch, precision="bf16-mixed", seq_len=2048, loop="trainer"), 149.58),
+        (
+            TrainingSetup(architecture=arch, precision="bf16", optimizer="adamw-fused", seq_len=2048, loop="trainer"),
+            60.13,
+        ),
         (
             TrainingSetup(
                 architecture=arch,
@@ -65,15 +71,19 @@ def test_ground_truth_rows_within_three_percent():
                 seq_len=2048,
                 checkpointing=True,
                 lora_targets=("q_proj", "k_proj", "v_proj", "o_proj"),
+                loop="trainer",
             ),
             18.58,
         ),
-        (TrainingSetup(architecture=get_model("llama-3-70b").architecture, precision="bf16", seq_len=2048), 657.08),
+        (
+            TrainingSetup(
+                architecture=get_model("llama-3-70b").architecture, precision="bf16", seq_len=2048, loop="trainer"
+            ),
+            657.08,
+        ),
     ]
     for setup, truth in cases:
         assert estimate_training(setup, 0).tensor_peak / GIB == pytest.approx(truth, rel=0.03)
-    prefill = hf_prefill_peak(arch, 8, 4096, weights=arch.params * 2)
-    assert prefill / GIB == pytest.approx(22.58, rel=0.03)
 
 
 def test_full_finetune_model_states_by_hand():

@@ -462,17 +462,20 @@ def test_an_unusable_source_date_epoch_is_a_usage_error(monkeypatch: pytest.Monk
 def test_estimate_uses_the_configuration_and_exits_as_lint_does(tmp_path: Path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(VALID_SERVE)
+    (tmp_path / ".gpuplan.yaml").write_text("thresholds: {prefill_mfu: 0.5}\n")
     _, plain, _ = run_cli("estimate", "--format", "json", str(spec))
     (tmp_path / ".gpuplan.yaml").write_text("thresholds: {prefill_mfu: 0.1}\n")
     code, configured, _ = run_cli("estimate", "--format", "json", str(spec))
     assert code == 0
-    # TTFT is prefill FLOPs / (MFU x peak): 0.5 -> 0.1 multiplies it by 5 (up to rounding to 0.1 ms).
-    ratio = json.loads(configured)["serve"]["ttft_ms"] / json.loads(plain)["serve"]["ttft_ms"]
-    assert ratio == pytest.approx(5, rel=1e-3)
+    # prefill_mfu sets the prefill GEMMs' share of dense peak: 0.5 -> 0.1 makes them 5x slower, while the
+    # attention and the engine's fixed overheads stay; the GEMMs dominate a single prompt's TTFT here,
+    # so TTFT alone grows by more than 3x and by at most 5x.
+    ratio = json.loads(configured)["serve"]["ttft_single_ms"] / json.loads(plain)["serve"]["ttft_single_ms"]
+    assert 3 < ratio <= 5
     bad = EXAMPLES / "findings" / "parallelism-bad-degree.yaml"  # fits in memory, TP 8 over a 4-GPU NVLink domain
     code, out, _ = run_cli("estimate", str(bad))
     assert code == 1
     assert "-> fits" in out and " GP304 [error] " in out and out.rstrip().endswith("in 1 file")
     code, out, _ = run_cli("estimate", "--format", "json", str(bad))
     document = json.loads(out)
-    assert (code, document["exit_code"], [f["code"] for f in document["findings"]]) == (1, 1, ["GP304"])
+    assert (code, document["exit_code"], sorted(f["code"] for f in document["findings"])) == (1, 1, ["GP304", "GP507"])

@@ -45,6 +45,8 @@ def instances(node: dict[str, Any], depth: int = 0) -> st.SearchStrategy[Any]:
         return st.just(node["const"])
     if "enum" in node:
         return st.sampled_from(node["enum"])
+    if "oneOf" in node and "type" not in node:
+        return st.one_of([instances(branch, depth) for branch in node["oneOf"]])
     kind = node.get("type")
     if kind == "integer":
         return st.integers(node.get("minimum", -(10**6)), node.get("maximum", 10**6))

@@ -43,11 +43,22 @@ def test_markdown_is_the_default_and_works_as_a_pull_request_comment():
     code, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert code == 0
     lines = out.splitlines()
-    # The first lines carry the verdict, the amount and the layout; everything else is folded away.
-    assert lines[0] == "## APPROVE: support-assistant-70b"
+    # The first lines carry the verdict, the amount, the layout and the saving; everything else is folded away.
+    # The declared layout fits and meets the SLO, but the planner's 2 x h200-sxm does too for 45% less (GP507).
+    assert lines[0] == "## APPROVE WITH CHANGES: support-assistant-70b"
     # 4 x h100-sxm x 4.12 USD x 730 h = 12,030 a month; x 12 months = 144,360 USD.
     assert lines[2].startswith("**Amount requested:** 144,360 USD over 12 months: serving 12,030 USD a month x 12")
     assert "**Layout:** serving: 4 x h100-sxm (TP 4)" in lines[2]
+    # 2 x h200-sxm x 4.545 x 730 = 6,635.7 a month; 12,030.4 - 6,635.7 = 5,394.7, so 5,395 a month and
+    # 5,395 x 12 = 64,740 over the term.
+    assert (
+        "**Saving available:** 5,395 USD a month (64,740 USD over 12 months) with 2 x h200-sxm, tensor\\_parallel 2"
+        in lines[2]
+    )
+    assert lines[4] == (
+        "The declared layout works, but a sound layout costs less (GP507); the planner recommends serving on "
+        "2 x h200-sxm, tensor\\_parallel 2 (6,636 USD/month), saving 5,395 USD a month."
+    )
     assert "<details>" not in "\n".join(lines[:5])
     summaries = re.findall(r"<details><summary>([^<]*)</summary>", out)
     assert [s.split(":")[0].split(" (")[0] for s in summaries] == [
@@ -61,6 +72,13 @@ def test_markdown_is_the_default_and_works_as_a_pull_request_comment():
     ]
     assert out.count("<details>") == out.count("</details>")
     assert "| Spec SHA-256 (file) |" in out and "generated 2026-12-02" in out
+    # The planner's tables: the declared layout marked, the recommendation (GP507's) beside it.
+    assert "| Declared | Recommended | Next best |" in out
+    assert "| Cost per month | 12,030 USD | 6,636 USD |" in out
+    assert "| Cost over 12 months | 144,360 USD | 79,632 USD |" in out  # 6,636 x 12
+    assert "| declared | 4 x h100-sxm, tensor\\_parallel 4 |" in out
+    assert "| recommended | 2 x h200-sxm, tensor\\_parallel 2 |" in out and "6,636 USD/month" in out
+    assert "fits?" not in out
 
 
 def test_markdown_stays_under_the_github_comment_limit(write_spec):
@@ -163,7 +181,8 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
     reader = PdfReader(str(out))
     first = reader.pages[0].extract_text().replace("\n", " ")
     text = pdf_text(out.read_bytes())
-    assert code == 0 and 2 <= len(reader.pages) <= 8
+    # Two jobs, each with the planner's options side by side and every layout it weighed: nine pages.
+    assert code == 0 and 2 <= len(reader.pages) <= 10
     # The first page is the decision: the verdict, the amount requested and the layout.
     assert "APPROVE" in first and "Amount requested" in first and "4 x h100-sxm (ZeRO-3)" in first
     assert re.search(r"[0-9,]+ USD over 12 months: fine-tuning run [0-9,]+ USD \(one-off\)", first)
@@ -173,9 +192,11 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
     for expected in (
         "Fine-tuning — fits",
         "Serving — fits",
+        "47.2 GiB",
         "GP204",
         "GP205",
         "Sensitivity",
+        "every layout the planner weighed",
         "Sign-off",
         "llama-3.2-3b",
     ):

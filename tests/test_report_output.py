@@ -87,7 +87,7 @@ def test_html_renders_styled_in_chromium_with_no_request(tmp_path: Path):
     browser = Chromium(find_chromium() or "")
     try:
         for spec, slug in (
-            (EXAMPLES / "serve-llama-70b.yaml", "approve"),
+            (EXAMPLES / "serve-llama-70b.yaml", "approve-with-changes"),  # GP507: 2 x h200-sxm is cheaper
             (EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml", "reject"),
         ):
             page = tmp_path / f"{spec.stem}.html"

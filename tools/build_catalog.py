@@ -47,6 +47,10 @@ FORM_FACTORS = {
     "mi325x": "oam",
     "gaudi3-oam": "oam",
 }
+# Dense FP4 tensor TFLOPS of the GPUs that have FP4 units. The reference records them only in each entry's
+# notes (gpus.md, "NVIDIA B200 (HGX) and GB200": sparse FP4 18 PF on HGX B200 and 20 PF per GB200 GPU,
+# dense = half); Hopper, Ampere, Ada and CDNA3 have no FP4 tensor cores (gpus.md [S15] for MI300).
+FP4_DENSE_TFLOPS = {"b200-hgx": 9000, "gb200": 10000}
 
 
 def quote_date(text: Any) -> str | None:
@@ -91,7 +95,10 @@ def convert(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         "memory_bytes": int(total),
         "usable_bytes": int(total - DRIVER_RESERVED_BYTES),
         "bandwidth_tbs": entry["bandwidth_tbs"],
-        "tflops_dense": entry["tflops_dense"],
+        "tflops_dense": {
+            **entry["tflops_dense"],
+            **({"fp4": FP4_DENSE_TFLOPS[entry["id"]]} if entry["id"] in FP4_DENSE_TFLOPS else {}),
+        },
         "interconnect": {"bandwidth_gbs": link["bandwidth_gbs"], "domain": link["max_peers"]},
         "pcie_gbs": entry["pcie"]["bandwidth_gbs"],
         "tdp_w": entry.get("tdp_w"),

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from gpuplan.architecture import Architecture, make_architecture
+from gpuplan.hf_config import quantized_linear_params
 
 _HERE = Path(__file__).resolve().parent
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -100,6 +101,10 @@ class CatalogModel:
     name: str
     architecture: Architecture
     source: str
+    hf_ids: tuple[str, ...] = ()  # Hugging Face repo ids (base, instruct, chat) sharing this architecture
+    quantization: str = "none"  # the format the published checkpoint stores (served as stored by default)
+    group_size: int = 128
+    quantized_params: int | None = None  # linear weights stored quantized; None: every decoder linear
 
 
 class UnknownNameError(LookupError):
@@ -126,9 +131,40 @@ def gpu_catalog() -> dict[str, Gpu]:
 def model_catalog() -> dict[str, CatalogModel]:
     models = {}
     for entry in _read("models.yaml")["models"]:
-        values = {k: v for k, v in entry.items() if k not in ("id", "name", "source")}
-        models[entry["id"]] = CatalogModel(entry["id"], entry["name"], make_architecture(values), entry["source"])
+        values = {k: v for k, v in entry.items() if k not in _CATALOG_KEYS}
+        architecture = make_architecture(values)
+        checkpoint = entry.get("checkpoint", {})
+        keep = checkpoint.get("keep_16bit")
+        models[entry["id"]] = CatalogModel(
+            entry["id"],
+            entry["name"],
+            architecture,
+            entry["source"],
+            tuple(entry.get("hf", ())),
+            checkpoint.get("quantization", "none"),
+            checkpoint.get("group_size", 128),
+            quantized_linear_params(architecture, keep) if keep else None,
+        )
     return models
+
+
+# Keys of a catalog entry that are not architecture fields.
+_CATALOG_KEYS = ("id", "name", "source", "hf", "checkpoint")
+
+
+@functools.lru_cache(maxsize=1)
+def _model_aliases() -> dict[str, str]:
+    """Lower-cased catalog ids and Hugging Face repo ids -> catalog id."""
+    aliases: dict[str, str] = {}
+    for model in model_catalog().values():
+        aliases[model.id.lower()] = model.id
+        for hf_id in model.hf_ids:
+            aliases[hf_id.lower()] = model.id
+    return aliases
+
+
+# Suffixes of fine-tuned variants that keep the base model's architecture (Hugging Face naming).
+_VARIANT_SUFFIXES = ("-instruct", "-it", "-chat", "-hf", "-base")
 
 
 @functools.lru_cache(maxsize=1)
@@ -191,7 +227,12 @@ def custom_gpu(gpu_id: str, entry: dict[str, Any]) -> Gpu:
         memory_bytes=total,
         usable_bytes=total - 2**29,
         bandwidth_tbs=float(entry["bandwidth_tbs"]),
-        tflops={"bf16": entry["bf16_tflops"], "fp16": entry["bf16_tflops"], "fp8": entry.get("fp8_tflops")},
+        tflops={
+            "bf16": entry["bf16_tflops"],
+            "fp16": entry["bf16_tflops"],
+            "fp8": entry.get("fp8_tflops"),
+            "fp4": entry.get("fp4_tflops"),
+        },
         interconnect_gbs=float(entry.get("interconnect_gbs", pcie)),
         domain=int(entry["nvlink_domain"]),
         pcie_gbs=pcie,
@@ -209,7 +250,22 @@ def get_gpu(gpu_id: str, custom: dict[str, Gpu] | None = None) -> Gpu:
 
 
 def get_model(model_id: str) -> CatalogModel:
+    """A catalog model by id or Hugging Face repo id, case-insensitively.
+
+    An instruct/chat variant not listed resolves to its base when stripping one variant suffix
+    (``-Instruct``, ``-it``, ``-chat``, ``-hf``) names a listed repo: they share the architecture.
+    """
     models = model_catalog()
     if model_id in models:
         return models[model_id]
-    raise UnknownNameError("model", model_id, sorted(models))
+    aliases = _model_aliases()
+    key = model_id.strip().lower()
+    if key in aliases:
+        return models[aliases[key]]
+    for suffix in _VARIANT_SUFFIXES:
+        if key.endswith(suffix) and key[: -len(suffix)] in aliases:
+            return models[aliases[key[: -len(suffix)]]]
+    known = sorted(models)
+    if "/" in model_id:
+        known = sorted({*known, *(hf_id for model in models.values() for hf_id in model.hf_ids)})
+    raise UnknownNameError("model", model_id, known)

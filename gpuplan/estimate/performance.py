@@ -1,160 +1,171 @@
-"""Roofline bounds: TTFT (prefill, compute-bound), TPOT (decode, memory-bound), training time.
+"""What serving and training speed share: hardware rates, FLOP counts of a decoder, and collectives.
 
-Sources: prefill/decode roofline as in LLM-Viewer (Yuan et al. 2024, arXiv 2402.16363) and
-cli99/llm-analysis; training FLOPs 6*N*D (Kaplan et al. 2020; EleutherAI Transformer Math 101) with
-causal attention 6*L*s*d_attn per token (PaLM appendix B); ring all-reduce 2(n-1)/n*S/bw (NCCL tests).
+Sources: FLOPs per token 2 x (matmul parameters) forward (Kaplan et al. 2020; EleutherAI "Transformer
+Math 101"); causal attention 2 x (keys attended) x (d_qk + d_v) per head per query (PaLM appendix B, with
+the causal half); ring all-reduce 2(n-1)/n x S / bus bandwidth + a latency term, all-gather and
+reduce-scatter (n-1)/n x S (NCCL tests, doc/PERFORMANCE.md); per-direction link bandwidth = half the
+bidirectional figure the GPU catalog records.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 
-INTER_NODE_GBS = 50.0  # 400 Gb/s NIC per GPU, one direction, when a job spans NVLink domains
-TP_ALLREDUCE_LATENCY_NVLINK = 10e-6  # seconds per latency-bound all-reduce (decode)
-TP_ALLREDUCE_LATENCY_PCIE = 30e-6
+INTER_NODE_GBS = 50.0  # one 400 Gb/s NIC per GPU, one direction, once a group spans scale-up domains
+HOST_GPUS = 8  # GPUs one PCIe host holds; beyond it a group crosses the network
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Achieved fractions of peak; documented defaults, overridable in configuration."""
+    """Overrides of the calibrated efficiencies (configuration ``thresholds``); None keeps the calibration.
 
-    prefill_mfu: float = 0.5  # 0.4-0.7 typical (llm-analysis README)
-    decode_bandwidth: float = 0.8  # 0.7-0.9 typical HBM efficiency
-    decode_mfu: float = 0.5
-    training_mfu: float = 0.35  # single-node fine-tuning: 0.25-0.45 (estimation.md 2.10)
+    ``prefill_mfu``: share of dense tensor peak that GEMMs reach (prefill and compute-bound decode);
+    ``decode_bandwidth``: share of peak HBM bandwidth that decode kernels stream at; ``training_mfu``:
+    model FLOPs utilisation of training compute (recompute and exposed communication come on top).
+    """
+
+    prefill_mfu: float | None = None
+    decode_bandwidth: float | None = None
+    training_mfu: float | None = None
 
 
-@dataclass(frozen=True)
-class ServingSpeed:
-    ttft_s: float
-    tpot_s: float
-    tokens_per_s: float  # aggregate output tokens per second over all replicas
-    decode_bound: str  # memory | compute
-    prefill_flops: float
-    decode_bytes_per_step: float
+# Weight quantization -> the tensor-core dtype its GEMMs run in where the GPU has those units.
+# W8A8 fp8/int8 (vLLM/TRT-LLM fp8 and SmoothQuant kernels), W4A4 FP4 on Blackwell; AWQ/GPTQ 4-bit are
+# weight-only and dequantize to 16-bit inside the GEMM (Marlin / AWQ kernels), as do FP4 formats on GPUs
+# without FP4 units.
+QUANT_COMPUTE_DTYPE = {"fp8": "fp8", "int8": "int8", "nvfp4": "fp4", "mxfp4": "fp4"}
+
+
+# Maximum achievable matmul FLOPS (MAMF) as a share of the dense datasheet peak: the best large-GEMM rate
+# a GPU sustains (power- and clock-limited), measured by brute-force shape search with mamf-finder.py
+# (S. Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison
+# table": BF16 and FP8 e4m3 tables). Engines and trainers reach a share of this ceiling, not of the
+# datasheet. GPUs the table has not measured take the median of the measured NVIDIA parts.
+MATMUL_CEILING: dict[str, dict[str, float]] = {
+    "a100-sxm-80gb": {"bf16": 0.869},
+    "a100-sxm-40gb": {"bf16": 0.869},
+    "a100-pcie-80gb": {"bf16": 0.811},
+    "a100-pcie-40gb": {"bf16": 0.811},
+    "h100-sxm": {"bf16": 0.803, "fp8": 0.709},
+    "h200-sxm": {"bf16": 0.803, "fp8": 0.734},  # the table: "H200 is the same" as H100 for BF16
+    "b200-hgx": {"bf16": 0.776, "fp8": 0.763},
+    "gb200": {"bf16": 0.729, "fp8": 0.723},
+    "mi300x": {"bf16": 0.514},
+    "mi325x": {"bf16": 0.604},
+    "gaudi3-oam": {"bf16": 0.741},
+}
+UNMEASURED_CEILING = {"bf16": 0.803, "fp8": 0.728}  # medians of the measured NVIDIA parts
+
+
+def matmul_ceiling(gpu: Gpu, dtype: str) -> float:
+    """Share of the dense peak of ``dtype`` that GEMMs can reach on ``gpu`` (FP4 and int8 taken as FP8)."""
+    kind = "bf16" if dtype in ("bf16", "fp16") else "fp8"
+    return MATMUL_CEILING.get(gpu.id, {}).get(kind, UNMEASURED_CEILING[kind])
 
 
 def compute_dtype(quantization: str, gpu: Gpu) -> str:
-    """fp8 and int8 weights run fp8/int8 GEMMs where the GPU has them; 4-bit formats dequantize to 16-bit."""
-    if quantization in ("fp8", "int8") and gpu.tflops.get(quantization):
-        return quantization
+    """The dtype of the GEMMs: the quantized format's own where the GPU has the units, else bf16."""
+    wanted = QUANT_COMPUTE_DTYPE.get(quantization)
+    if wanted and gpu.tflops.get(wanted):
+        return wanted
     return "bf16"
 
 
-def prefill_flops(arch: Architecture, prompt_tokens: int) -> float:
-    """2 x active params per token + causal attention 2 x s^2 x (heads x head_dim) per layer."""
-    return 2 * arch.active_params * prompt_tokens + 2 * arch.layers * prompt_tokens**2 * arch.q_width
+@functools.lru_cache(maxsize=512)
+def matmul_params(arch: Architecture) -> int:
+    """Parameters a token multiplies through (MoE: its routed experts), the LM head included.
+
+    The embedding is a lookup, not a matmul; a tied LM head still multiplies by the embedding matrix.
+    """
+    head = arch.vocab * arch.hidden if arch.tie_embeddings else 0
+    return arch.active_params - arch.embedding_params() + head
 
 
-def expert_fraction_read(arch: Architecture, batch: int) -> float:
-    """Expected share of routed experts a decode step touches with uniform routing: 1-(1-k/E)^B."""
-    if not arch.is_moe:
-        return 1.0
-    return 1 - (1 - arch.experts_per_token / arch.experts) ** batch
+def lm_head_params(arch: Architecture) -> int:
+    return arch.vocab * arch.hidden
 
 
-def serving_speed(
-    arch: Architecture,
-    gpu: Gpu,
-    *,
-    weights_per_gpu: float,
-    kv_bytes_per_token: float,
-    context: int,
-    output_tokens: int,
-    concurrency: int,
-    quantization: str,
-    tensor_parallel: int,
-    replicas: int,
-    efficiency: Efficiency,
-) -> ServingSpeed:
-    prompt = max(1, context - output_tokens)
-    flops = prefill_flops(arch, prompt)
-    peak = gpu.peak_flops(compute_dtype(quantization, gpu))
-    ttft = flops / (tensor_parallel * peak * efficiency.prefill_mfu)
-    average_context = prompt + output_tokens / 2
-    if arch.is_moe:
-        expert_weights = weights_per_gpu * (arch.params - arch.active_params) / arch.params
-        touched = expert_weights * (1 - expert_fraction_read(arch, concurrency))
-        weights_read = weights_per_gpu - touched
-    else:
-        weights_read = weights_per_gpu
-    kv_read = concurrency * average_context * kv_bytes_per_token
-    memory_time = (weights_read + kv_read) / (gpu.bandwidth * efficiency.decode_bandwidth)
-    # 2 FLOPs per active weight per sequence, plus QK^T and PV over the cached context: 2 x 2 x d_attn per
-    # cached token per layer (estimation.md 2.9).
-    decode_flops = 2 * arch.active_params * concurrency + 4 * arch.layers * arch.q_width * concurrency * average_context
-    compute_time = decode_flops / (tensor_parallel * peak * efficiency.decode_mfu)
-    comm = 0.0
-    if tensor_parallel > 1:
-        latency = (
-            TP_ALLREDUCE_LATENCY_NVLINK
-            if gpu.has_nvlink and tensor_parallel <= gpu.domain
-            else TP_ALLREDUCE_LATENCY_PCIE
-        )
-        comm = 2 * arch.layers * latency
-    tpot = max(memory_time, compute_time) + comm
-    return ServingSpeed(
-        ttft_s=ttft,
-        tpot_s=tpot,
-        tokens_per_s=replicas * concurrency / tpot,
-        decode_bound="memory" if memory_time >= compute_time else "compute",
-        prefill_flops=flops,
-        decode_bytes_per_step=weights_read + kv_read,
-    )
+def attention_dims(arch: Architecture, decode: bool = False) -> tuple[int, int]:
+    """(d_qk, d_v) per query head. MLA prefills with uncompressed heads (nope + rope, v_head_dim) and
+    decodes with the absorbed form, attending over the latent (kv_lora_rank + rope) and reading values
+    from the latent (DeepSeek-V2 paper, section 2.1.3; vLLM's MLA backends)."""
+    if arch.is_mla:
+        if decode:
+            return arch.kv_lora_rank + arch.qk_rope_head_dim, arch.kv_lora_rank
+        return arch.qk_nope_head_dim + arch.qk_rope_head_dim, arch.v_head_dim
+    return arch.d_head, arch.d_head
 
 
-@dataclass(frozen=True)
-class TrainingSpeed:
-    flops_per_token: float
-    hours: float
-    step_compute_s: float
-    gradient_sync_s: float
-    tokens_per_s: float
+def causal_pairs(start: float, end: float, window: int = 0) -> float:
+    """Sum over query positions i in [start, end) of the keys each attends to, min(i + 1, window)."""
+    if end <= start:
+        return 0.0
+
+    def full(n: float) -> float:  # sum_{i < n} (i + 1)
+        return n * (n + 1) / 2
+
+    if not window:
+        return full(end) - full(start)
+
+    def windowed(n: float) -> float:  # sum_{i < n} min(i + 1, window)
+        return full(n) if n <= window else full(window) + (n - window) * window
+
+    return windowed(end) - windowed(start)
 
 
-def training_flops_per_token(arch: Architecture, method: str, checkpointing: bool, seq_len: int) -> float:
-    """Full: 6N (+2N recompute); LoRA/QLoRA: forward 2N + input gradients 2N (+2N recompute)."""
-    passes = 6 if method == "full" else 4
-    if checkpointing:
-        passes += 2
-    attention = passes * arch.layers * seq_len * arch.q_width  # causal: half of 2 x s x d per matmul pair
-    return passes * arch.active_params + attention
+def attention_flops(arch: Architecture, start: float, end: float) -> float:
+    """Causal attention FLOPs (QK^T and PV) of query positions [start, end) of one sequence, all layers.
+
+    Sliding-window layers attend to at most ``sliding_window`` keys.
+    """
+    d_qk, d_v = attention_dims(arch)
+    per_pair = 2 * arch.heads * (d_qk + d_v)
+    sliding = arch.sliding_layer_count
+    full = arch.layers - sliding
+    pairs = full * causal_pairs(start, end)
+    if sliding:
+        pairs += sliding * causal_pairs(start, end, arch.sliding_window)
+    return per_pair * pairs
 
 
-def sync_bandwidth(gpu: Gpu, data_parallel: int, tensor_parallel: int) -> float:
-    """Bytes/s per direction for gradient all-reduce across the data-parallel group."""
-    span = data_parallel * tensor_parallel
-    if gpu.has_nvlink and span <= gpu.domain:
+def decode_attention_flops(arch: Architecture, context: float) -> float:
+    """Attention FLOPs of one decode token at ``context`` cached tokens, all layers."""
+    d_qk, d_v = attention_dims(arch, decode=True)
+    sliding = arch.sliding_layer_count
+    keys = (arch.layers - sliding) * context + sliding * min(context, arch.sliding_window or context)
+    return 2 * arch.heads * (d_qk + d_v) * keys
+
+
+def link_bandwidth(gpu: Gpu, group: int) -> float:
+    """Bytes/s one direction per GPU for a collective over ``group`` GPUs.
+
+    NVLink/xGMI when the group fits the scale-up domain; PCIe through the host within one host; the
+    network (one NIC per GPU) beyond it.
+    """
+    if gpu.has_nvlink and group <= gpu.domain:
         return gpu.interconnect_gbs / 2 * 1e9
-    if span <= 8:  # one host: PCIe through the host bridge
+    if group <= HOST_GPUS:
         return gpu.pcie_gbs / 2 * 1e9
     return min(gpu.pcie_gbs / 2, INTER_NODE_GBS) * 1e9
 
 
-def training_speed(
-    arch: Architecture,
-    gpu: Gpu,
-    *,
-    method: str,
-    checkpointing: bool,
-    seq_len: int,
-    tokens_per_step_per_gpu: int,
-    total_tokens: int,
-    gpus: int,
-    data_parallel: int,
-    tensor_parallel: int,
-    gradient_bytes: float,
-    efficiency: Efficiency,
-) -> TrainingSpeed:
-    per_token = training_flops_per_token(arch, method, checkpointing, seq_len)
-    rate = gpu.peak_flops("bf16") * efficiency.training_mfu
-    step_compute = tokens_per_step_per_gpu * per_token / (rate * tensor_parallel)
-    sync = 0.0
-    if data_parallel > 1:
-        volume = 2 * (data_parallel - 1) / data_parallel * gradient_bytes
-        sync = volume / sync_bandwidth(gpu, data_parallel, tensor_parallel)
-    seconds = total_tokens * per_token / (gpus * rate)
-    return TrainingSpeed(per_token, seconds / 3600, step_compute, sync, total_tokens / seconds if seconds else 0.0)
+def on_fast_link(gpu: Gpu, group: int) -> bool:
+    return gpu.has_nvlink and group <= gpu.domain
+
+
+def allreduce_time(size: float, group: int, bandwidth: float, latency: float) -> float:
+    """Ring all-reduce of ``size`` bytes: 2(n-1)/n x S over the link, plus a latency term."""
+    if group <= 1:
+        return 0.0
+    return latency + 2 * (group - 1) / group * size / bandwidth
+
+
+def gather_time(size: float, group: int, bandwidth: float) -> float:
+    """All-gather or reduce-scatter of a ``size``-byte tensor: (n-1)/n x S over the link."""
+    if group <= 1:
+        return 0.0
+    return (group - 1) / group * size / bandwidth

@@ -1,14 +1,18 @@
 """Fine-tuning memory per GPU: which tensors are live in each phase (forward, backward, optimizer step).
 
 The model follows what PyTorch and Hugging Face ``transformers``/``peft`` allocate, calibrated against
-PyTorch's own accounting (shared/reference/groundtruth.md, MemTracker under FakeTensorMode):
+PyTorch's own accounting (MemTracker under FakeTensorMode; the ground-truth rows of the accuracy
+benchmark, ``benchmarks/data/``):
 - model states: weights, gradients and optimizer states by precision regime (Rajbhandari et al. 2020,
-  "ZeRO", section 3 and 5 for the sharded forms);
+  "ZeRO", sections 3 and 5 for the sharded forms; ZeRO-Offload, Ren et al. 2021, for offload);
 - saved activations counted tensor by tensor for a pre-norm decoder layer with SDPA or eager
-  attention (Korthikanti et al. 2022, arXiv 2205.05198, Table 2, adapted to RMSNorm/GQA/SwiGLU);
-- the loss upcasts logits to fp32 and its backward holds two fp32 logit-sized gradients;
+  attention (Korthikanti et al. 2022, arXiv 2205.05198, Table 2, adapted to RMSNorm/GQA/SwiGLU), with
+  full or selective recomputation, sequence parallelism and activation offloading;
+- the loss upcasts logits to fp32 and its backward holds two fp32 logit-sized gradients while the
+  caller still holds the returned logits;
 - ``foreach`` AdamW allocates one trainable-parameter-sized temporary at the step (torch.optim.AdamW).
-The peak is the maximum over the phases, not the sum of everything.
+The peak is the maximum over the phases, not the sum of everything. Bytes moved off the GPU (offload)
+are reported as host (or NVMe) bytes, never dropped.
 """
 
 from __future__ import annotations
@@ -23,16 +27,31 @@ REGIMES: dict[str, tuple[int, int, int, int, bool]] = {
     "bf16": (2, 2, 2, 2, False),
     "bf16-mixed": (4, 4, 4, 2, True),
     "fp16-mixed": (4, 4, 4, 2, True),
+    # Transformer Engine FP8 (NVIDIA TE docs, "Using FP8 with Transformer Engine"): fp32 master weights,
+    # gradients and Adam states as bf16-mixed; GEMMs run on fp8 casts. The cached fp8 weight and its
+    # transpose (Hopper's FP8 GEMMs need both layouts) take the 2 B/linear parameter the bf16 autocast
+    # copies take; activations are counted at 2 B (TE saves some GEMM inputs in fp8: an overestimate).
+    "fp8-mixed": (4, 4, 4, 2, True),
     "fp32": (4, 4, 4, 4, False),
 }
-# ZeRO paper convention for sharded mixed precision: 2-byte weights and gradients, K bytes of
-# fp32 master weights + states per parameter (K = 12 for Adam) partitioned over data parallel ranks.
-SHARDED_WEIGHT_BYTES = {"bf16": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp32": 4}
+MIXED = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
+
+
+def has_master_weights(precision: str) -> bool:
+    """Mixed regimes keep fp32 master weights beside the 16-bit (or fp8) compute copies."""
+    return precision in MIXED
+
+
+# ZeRO paper convention for mixed precision without autocast (and for sharded mixed precision):
+# 2-byte working weights and gradients, fp32 master weights + states in the optimizer.
+SHARDED_WEIGHT_BYTES = {"bf16": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp8-mixed": 2, "fp32": 4}
 NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)  # QLoRA NF4 + double quantization (Dettmers 2023)
 NF4_BYTES_NO_DQ = 0.5 + 4 / 64
 ADAM8BIT_BLOCK = 2048  # bitsandbytes block-wise 8-bit optimizer block (Dettmers et al. 2022)
 FUSED_LOSS_CHUNK_TOKENS = 2048  # chunked/fused cross-entropy: one fp32 chunk of logits and its grad
+OFFLOADED_LAYERS_ON_GPU = 2  # activation offloading keeps the layer in use and the one prefetched
 LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+CHECKPOINTING = ("none", "full", "selective")
 
 
 @dataclass(frozen=True)
@@ -47,10 +66,12 @@ class TrainingSetup:
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = LORA_TARGETS_ALL
     lora_bytes: int = 4  # peft keeps adapters in fp32
+    lora_variant: str = "lora"  # lora | dora
+    lora_dropout: float = 0.0
     micro_batch: int = 1
     seq_len: int = 2048
     gradient_accumulation: int = 1
-    checkpointing: bool = False
+    checkpointing: str | bool = "none"  # none | full | selective (True/False read as full/none)
     attention: str = "flash"
     fused_loss: bool = False
     sharding: str = "none"
@@ -58,6 +79,18 @@ class TrainingSetup:
     pipeline_parallel: int = 1
     gpus: int = 1
     double_quant: bool = True
+    offload_optimizer: str = "none"  # none | cpu | nvme
+    offload_parameters: str = "none"  # none | cpu | nvme
+    optimizer_in_backward: bool = False
+    activation_offloading: bool = False
+    sequence_parallel: bool = False
+    autocast: bool = True  # under *-mixed precision
+    momentum: float = 0.9  # sgd
+    loop: str = "manual"  # manual: the caller keeps the model outputs through backward | trainer: released
+
+    def __post_init__(self) -> None:
+        if isinstance(self.checkpointing, bool):
+            object.__setattr__(self, "checkpointing", "full" if self.checkpointing else "none")
 
     @property
     def data_parallel(self) -> int:
@@ -71,15 +104,40 @@ class TrainingSetup:
     def is_adapter(self) -> bool:
         return self.method in ("lora", "qlora")
 
+    @property
+    def uses_autocast(self) -> bool:
+        """fp32 weights run under torch.autocast: fp32 residual stream and cached 16-bit weight copies."""
+        return self.precision in MIXED and self.autocast
+
+    @property
+    def residual_bytes(self) -> int:
+        """Bytes per element of the residual stream: fp32 when autocast runs over fp32 weights."""
+        fp32_weights = not self.is_adapter or self.model_dtype_bytes == 4
+        return 4 if self.uses_autocast and fp32_weights else self.activation_bytes
+
+    @property
+    def activation_bytes(self) -> int:
+        return REGIMES[self.precision][3]
+
+    @property
+    def sequence_shards(self) -> int:
+        """Ranks the norm/residual regions are split over (sequence parallelism), else 1."""
+        return self.tensor_parallel if self.sequence_parallel else 1
+
 
 @dataclass(frozen=True)
 class TrainingMemory:
-    """Per-GPU bytes. ``phases`` maps each phase to its live tensors; the peak is their maximum."""
+    """Per-GPU bytes. ``phases`` maps each phase to its live tensors; the peak is their maximum.
+
+    ``host`` and ``nvme`` are the bytes each GPU's process keeps off the GPU (offload), per GPU.
+    """
 
     params: int
     trainable_params: int
     phases: dict[str, dict[str, int]]
     overhead: int
+    host: int = 0
+    nvme: int = 0
 
     @property
     def phase_totals(self) -> dict[str, int]:
@@ -107,60 +165,80 @@ class TrainingMemory:
 # -- parameters ---------------------------------------------------------------------------------
 
 
-def adapter_params_per_layer(arch: Architecture, rank: int, targets: tuple[str, ...]) -> int:
-    """LoRA adds r x (d_in + d_out) per adapted matrix (Hu et al. 2021)."""
-    h, i = arch.hidden, arch.intermediate
-    shapes = {
+def _adapted_shapes(arch: Architecture) -> dict[str, tuple[int, int]]:
+    """(in, out) features of each linear LoRA can adapt (experts: one expert's matrices)."""
+    h = arch.hidden
+    width = arch.expert_width if arch.is_moe else arch.intermediate
+    return {
         "q_proj": (h, arch.q_width),
         "k_proj": (h, arch.kv_width),
         "v_proj": (h, arch.kv_width),
         "o_proj": (arch.q_width, h),
-        "gate_proj": (h, i) if arch.mlp == "gated" else (0, 0),
-        "up_proj": (h, i),
-        "down_proj": (i, h),
+        "gate_proj": (h, width) if arch.mlp == "gated" else (0, 0),
+        "up_proj": (h, width),
+        "down_proj": (width, h),
     }
-    return sum(rank * (shapes[name][0] + shapes[name][1]) for name in targets if shapes[name][0])
+
+
+def adapter_params_per_layer(arch: Architecture, rank: int, targets: tuple[str, ...], variant: str = "lora") -> int:
+    """LoRA adds r x (d_in + d_out) per adapted matrix (Hu et al. 2021); DoRA adds a magnitude per output
+    (Liu et al. 2024, peft ``DoraLinearLayer``)."""
+    shapes = _adapted_shapes(arch)
+    adapted = [shapes[name] for name in targets if shapes[name][0]]
+    magnitude = sum(out for _, out in adapted) if variant == "dora" else 0
+    return sum(rank * (d_in + d_out) for d_in, d_out in adapted) + magnitude
 
 
 def trainable_params(setup: TrainingSetup) -> int:
     arch = setup.architecture
     if not setup.is_adapter:
         return arch.params
-    return arch.layers * adapter_params_per_layer(arch, setup.lora_rank, setup.lora_targets)
+    return arch.layers * adapter_params_per_layer(arch, setup.lora_rank, setup.lora_targets, setup.lora_variant)
 
 
-def _shard(setup: TrainingSetup) -> tuple[float, float]:
-    """Fractions of (layer parameters, embedding parameters) held by one GPU under TP and PP."""
+def _stage_fraction(setup: TrainingSetup) -> float:
+    """Share of the decoder layers held by the most loaded pipeline stage, per tensor-parallel rank."""
     layers_per_stage = math.ceil(setup.architecture.layers / setup.pipeline_parallel)
-    layer_fraction = layers_per_stage / setup.architecture.layers / setup.tensor_parallel
-    return layer_fraction, 1 / setup.tensor_parallel
+    return layers_per_stage / setup.architecture.layers / setup.tensor_parallel
 
 
-def _local_params(setup: TrainingSetup, total_layer_params: int, embedding_params: int) -> float:
-    layer_fraction, embed_fraction = _shard(setup)
-    # The most loaded pipeline stage holds the embedding (first) or the LM head (last), not both.
-    edge = embedding_params if setup.pipeline_parallel == 1 else embedding_params / 2
-    return total_layer_params * layer_fraction + edge * embed_fraction
+def _local_params(setup: TrainingSetup) -> float:
+    """Parameters on the most loaded GPU: its stage's layers plus the embedding (first stage, with any
+    vision tower) or the LM head and final norm (last stage); both when there is one stage."""
+    arch = setup.architecture
+    layers = arch.total_layer_params * _stage_fraction(setup)
+    first = arch.embedding_params() + arch.vision_params
+    last = arch.lm_head_params() + arch.norm_params()
+    edges = first + last if setup.pipeline_parallel == 1 else max(first, last)
+    return layers + edges / setup.tensor_parallel
 
 
 # -- activations --------------------------------------------------------------------------------
 
 
-def _norm_bytes(setup: TrainingSetup, act: int) -> int:
-    """RMSNorm upcasts its input to fp32 and saves it; a trainable weight also saves its product."""
-    h = setup.architecture.hidden
-    return 4 * h + (2 * act * h if not setup.is_adapter else 0)
+def _norm_bytes(setup: TrainingSetup, act: int) -> float:
+    """RMSNorm upcasts its input to fp32 and saves it; LayerNorm saves its input as it is. A trainable
+    weight also saves the normalised output. Sequence parallelism splits the region over TP ranks."""
+    arch = setup.architecture
+    h = arch.hidden
+    saved = (4 if arch.norm == "rms" else setup.residual_bytes) * h + (2 * act * h if not setup.is_adapter else 0)
+    return saved / setup.sequence_shards
 
 
 def _attention_bytes(setup: TrainingSetup, act: int, seq: int) -> float:
-    """Per token: what SDPA (or eager softmax attention) keeps for backward."""
+    """Per token: what SDPA (or eager softmax attention) keeps for backward.
+
+    A fused QKV projection hands SDPA a view of V into its output, so the whole q/k/v output stays
+    alive beside the rotated copies of q and k (GPT-NeoX, Phi-3, Falcon, litgpt).
+    """
     arch, t = setup.architecture, setup.tensor_parallel
     q, kv = arch.q_width / t, max(1, arch.n_kv // t) * arch.d_head
     heads = arch.heads / t
+    fused = act * (q + kv) if arch.fused_qkv else 0.0
     if setup.attention == "eager":
         probabilities = (4 + (act if act != 4 else 0)) * heads * seq  # fp32 softmax + its cast
-        return act * 4 * q + probabilities  # q, repeated k and v, o_proj input
-    return act * (2 * q + 2 * kv) + 4 * heads  # q, k, v, output (= o_proj input), logsumexp
+        return act * 4 * q + probabilities + fused  # q, repeated k and v, o_proj input
+    return act * (2 * q + 2 * kv) + 4 * heads + fused  # q, k, v, output (= o_proj input), logsumexp
 
 
 def _mlp_bytes(setup: TrainingSetup, act: int) -> float:
@@ -169,66 +247,123 @@ def _mlp_bytes(setup: TrainingSetup, act: int) -> float:
     if arch.is_moe:
         # Per routed expert: its gated MLP tensors plus the gathered copy of the token and its weighted
         # output (2h each); the router keeps fp32 logits, softmax and top-k weights (3 x 4 B per expert).
-        # Together within 0.1% of the mixtral-8x7b ground-truth row (groundtruth.md).
+        # Together within 0.1% of the mixtral-8x7b ground-truth row.
         width = arch.expert_width / t
         per_expert = (4 * act * width if not frozen_down else 3 * act * width) + 2 * act * arch.hidden
-        return arch.experts_per_token * per_expert + arch.shared_experts * 4 * act * width + 12 * arch.experts
+        shared = arch.shared_experts * 4 * act * arch.shared_width / t
+        return arch.experts_per_token * per_expert + shared + 12 * arch.experts
     width = arch.intermediate / t
     if arch.mlp == "gated":  # gate, up, silu(gate), and the down_proj input
         return (3 if frozen_down else 4) * act * width
     return (1 if frozen_down else 2) * act * width
 
 
+_INPUT_GROUP = {
+    "q_proj": "norm",
+    "k_proj": "norm",
+    "v_proj": "norm",
+    "o_proj": "attention",
+    "gate_proj": "norm2",
+    "up_proj": "norm2",
+    "down_proj": "mlp",
+}
+
+
+def _input_widths(setup: TrainingSetup) -> dict[str, float]:
+    """Per-token width of each linear input, per GPU: norm outputs are split by sequence parallelism."""
+    arch, t = setup.architecture, setup.tensor_parallel
+    width = (arch.expert_width * arch.experts_per_token if arch.is_moe else arch.intermediate) / t
+    norm = arch.hidden / setup.sequence_shards
+    return {"norm": norm, "norm2": norm, "attention": arch.q_width / t, "mlp": width}
+
+
 def _lora_input_bytes(setup: TrainingSetup, act: int) -> float:
     """peft casts each adapted layer's input to the adapter dtype and saves it (plus the r-dim output).
 
     Without a cast the adapters save their input itself: once per distinct input; the o_proj input
-    (the attention output) and the down_proj input (counted in the MLP) are saved anyway.
+    (the attention output) and the down_proj input (counted in the MLP) are saved anyway. With LoRA
+    dropout each adapter keeps a 1-byte mask and its own dropped copy of the input. DoRA keeps, per
+    adapted layer, the base and the adapter outputs (scaled by the trainable magnitude) in the adapter
+    dtype (peft ``DoraLinearLayer.forward``).
     """
     if not setup.is_adapter:
-        return 0
-    arch = setup.architecture
-    groups = {
-        "q_proj": "norm",
-        "k_proj": "norm",
-        "v_proj": "norm",
-        "o_proj": "attention",
-        "gate_proj": "norm2",
-        "up_proj": "norm2",
-        "down_proj": "mlp",
-    }
-    widths = {"norm": arch.hidden, "norm2": arch.hidden, "attention": arch.q_width, "mlp": arch.intermediate}
-    total = float(setup.lora_bytes * setup.lora_rank * len(setup.lora_targets))
-    if setup.lora_bytes != act:
-        total += sum(setup.lora_bytes * widths[groups[name]] for name in setup.lora_targets)
+        return 0.0
+    widths = _input_widths(setup)
+    lora = setup.lora_bytes
+    total = float(lora * setup.lora_rank * len(setup.lora_targets)) / setup.tensor_parallel
+    if setup.lora_dropout > 0:
+        total += sum((1 + lora) * widths[_INPUT_GROUP[name]] for name in setup.lora_targets)
+    elif lora != act:
+        total += sum(lora * widths[_INPUT_GROUP[name]] for name in setup.lora_targets)
     else:
-        inputs = {groups[name] for name in setup.lora_targets} - {"attention", "mlp"}
+        inputs = {_INPUT_GROUP[name] for name in setup.lora_targets} - {"attention", "mlp"}
         total += sum(act * widths[group] for group in inputs)
-    return total / setup.tensor_parallel
+    if setup.lora_variant == "dora":
+        shapes = _adapted_shapes(setup.architecture)
+        total += sum(2 * lora * shapes[name][1] for name in setup.lora_targets if shapes[name][0])
+    return total
 
 
-def _autocast_norm_bytes(setup: TrainingSetup) -> int:
+def _qlora_input_bytes(setup: TrainingSetup, act: int) -> float:
+    """bitsandbytes' 4-bit matmul saves the input of every quantized linear for backward
+    (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``), frozen or not: the norm outputs, the attention
+    output's contiguous copy and the down_proj input, beyond what the adapters already keep."""
+    if setup.method != "qlora":
+        return 0.0
+    widths = _input_widths(setup)
+    kept_by_adapters = set()
+    if setup.lora_dropout == 0 and setup.lora_bytes == act:
+        kept_by_adapters = {_INPUT_GROUP[name] for name in setup.lora_targets} - {"attention", "mlp"}
+    saved = sum(act * widths[group] for group in ("norm", "norm2") if group not in kept_by_adapters)
+    saved += act * widths["attention"]
+    if "down_proj" not in setup.lora_targets:
+        saved += act * widths["mlp"]
+    return saved
+
+
+def _autocast_norm_bytes(setup: TrainingSetup) -> float:
     """Under autocast the residual stream is fp32: each norm saves x and x_hat in fp32, and every
     linear that reads the norm's output saves its own bf16 cast (autocast caches weights, not inputs)."""
     arch = setup.architecture
     readers = 3 + (2 if arch.mlp == "gated" else 1)
-    return 2 * (4 * arch.hidden + 4 * arch.hidden) + readers * 2 * arch.hidden
+    return (2 * (4 * arch.hidden + 4 * arch.hidden) + readers * 2 * arch.hidden) / setup.sequence_shards
 
 
 def layer_activation_bytes_per_token(setup: TrainingSetup) -> float:
     """Bytes one token saves in one decoder layer for backward (no checkpointing)."""
-    _, _, _, act, autocast = REGIMES[setup.precision]
+    act = setup.activation_bytes
     norms = (
         _autocast_norm_bytes(setup)
-        if autocast and not setup.is_adapter
+        if setup.uses_autocast and not setup.is_adapter
         else (setup.architecture.norms_per_layer * _norm_bytes(setup, act))
     )
-    return norms + _attention_bytes(setup, act, setup.seq_len) + _mlp_bytes(setup, act) + _lora_input_bytes(setup, act)
+    return (
+        norms
+        + _attention_bytes(setup, act, setup.seq_len)
+        + _mlp_bytes(setup, act)
+        + _lora_input_bytes(setup, act)
+        + _qlora_input_bytes(setup, act)
+    )
+
+
+def selective_layer_bytes_per_token(setup: TrainingSetup) -> float:
+    """Selective activation checkpointing (PyTorch SAC with a save list of matmuls and attention, as
+    torchtitan and torchtune use it): the layer input, every matmul output (q, k, v, o_proj, gate, up,
+    down) and the attention output and logsumexp are kept; norms, rotary, activation functions and
+    products are recomputed. Row-parallel outputs and the layer input are split by sequence parallelism.
+    """
+    arch, t, act = setup.architecture, setup.tensor_parallel, setup.activation_bytes
+    q, kv = arch.q_width / t, max(1, arch.n_kv // t) * arch.d_head
+    width = _input_widths(setup)["mlp"]
+    sharded = arch.hidden / setup.sequence_shards
+    attention = act * (2 * q + 2 * kv) + 4 * arch.heads / t  # q, k, v projections, SDPA output, logsumexp
+    matrices = 2 if arch.mlp == "gated" else 1
+    return act * (3 * sharded + matrices * width) + attention + _lora_input_bytes(setup, act)
 
 
 def logits_bytes(setup: TrainingSetup) -> tuple[float, float, float]:
     """(returned logits, fp32 log-softmax saved by the loss, fp32 upcast transient) for the micro-batch."""
-    _, _, _, act, _ = REGIMES[setup.precision]
+    act = setup.activation_bytes
     vocab = setup.architecture.vocab / setup.tensor_parallel
     if setup.fused_loss:
         return 0.0, 0.0, 2 * 4 * vocab * min(setup.tokens, FUSED_LOSS_CHUNK_TOKENS)
@@ -236,39 +371,46 @@ def logits_bytes(setup: TrainingSetup) -> tuple[float, float, float]:
     return act * vocab * tokens, 4 * vocab * tokens, (4 * vocab * tokens if act != 4 else 0.0)
 
 
-# -- the phases ---------------------------------------------------------------------------------
+# -- optimizer ----------------------------------------------------------------------------------
 
 
-def _optimizer(setup: TrainingSetup, trainable_local: float, state_bytes: int) -> tuple[float, float]:
-    """(optimizer states, step temporaries) in bytes."""
+def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: int) -> tuple[float, float]:
+    """(optimizer states, step temporaries) in bytes for ``trainable`` parameters."""
     arch = setup.architecture
     if setup.optimizer == "adamw":
-        return 2 * state_bytes * trainable_local, state_bytes * trainable_local
+        return 2 * state_bytes * trainable, state_bytes * trainable
     if setup.optimizer == "adamw-fused":
-        return 2 * state_bytes * trainable_local, 0.0
-    if setup.optimizer == "adamw-8bit":
-        return trainable_local * (2 + 2 * 4 / ADAM8BIT_BLOCK), 0.0
+        return 2 * state_bytes * trainable, 0.0
+    if setup.optimizer in ("adamw-8bit", "adamw-8bit-paged"):
+        return trainable * (2 + 2 * 4 / ADAM8BIT_BLOCK), 0.0
     if setup.optimizer == "sgd":
-        return state_bytes * trainable_local, 0.0
+        return (state_bytes * trainable if setup.momentum > 0 else 0.0), 0.0
     # Adafactor (Shazeer & Stern 2018): factored second moment, rows + columns per matrix, fp32;
     # HF's implementation updates one parameter at a time with two fp32 temporaries of its size.
-    fraction = trainable_local / max(1, trainable_params(setup))
+    fraction = trainable / max(1, trainable_params(setup))
     dims = arch.layers * (3 * arch.hidden + arch.q_width + 2 * arch.kv_width + 3 * (arch.hidden + arch.intermediate))
     states = 4 * (dims + arch.vocab + arch.hidden) * fraction
     largest = arch.largest_linear_params() if not setup.is_adapter else arch.hidden * setup.lora_rank
     return states, 2 * 4 * largest
 
 
+# -- the phases ---------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class _States:
-    """Per-GPU model states: what lives for the whole step, and what the step itself adds."""
+    """Per-GPU model states: what lives for the whole step, what the step adds, what lives off the GPU."""
 
     weights: float
-    gradients: float
+    gradients: float  # all of them, once backward has finished
     optimizer: float
+    paged_optimizer: float  # bitsandbytes paged states: on the GPU for the step, evictable otherwise
     step_temporaries: float
     autocast_copies: float
     gathered: float
+    largest_gradient: float  # the one gradient alive under optimizer_in_backward
+    host: float
+    nvme: float
 
 
 @dataclass(frozen=True)
@@ -278,92 +420,160 @@ class _Activations:
     saved: float  # live at the end of forward, logits included
     returned_logits: float  # held by the caller until it drops the output
     per_layer: float  # one decoder layer's saved tensors (recomputed ones with checkpointing)
-    checkpoint_inputs: float  # one layer's input, kept per layer under checkpointing
+    checkpoint_input: float  # one layer's input, kept beside its recomputed tensors under full checkpointing
     forward_temporaries: float
     loss_gradients: float  # the loss backward's two fp32 logit-sized gradients
     layer_backward_temporaries: float
+    host: float  # activation offloading
+
+
+def _base_bytes_per_param(setup: TrainingSetup) -> float:
+    if setup.method == "qlora":
+        return NF4_BYTES_PER_PARAM if setup.double_quant else NF4_BYTES_NO_DQ
+    return float(setup.model_dtype_bytes)
 
 
 def _model_states(setup: TrainingSetup) -> _States:
     arch = setup.architecture
-    weight_b, grad_b, state_b, _, autocast = REGIMES[setup.precision]
+    weight_b, grad_b, state_b, _, _ = REGIMES[setup.precision]
     n = setup.data_parallel
     sharding = setup.sharding if n > 1 else "none"
-    layer_params = sum(arch.layer_params(index) for index in range(arch.layers))
-    edge_params = arch.embedding_params() + arch.lm_head_params() + arch.norm_params()  # + final norm
-    local_all = _local_params(setup, layer_params, edge_params)
-    layer_fraction, _ = _shard(setup)
+    local_all = _local_params(setup)
+    fraction = _stage_fraction(setup)
+    autocast = setup.uses_autocast
+    master = 0.0
     if setup.is_adapter:
-        trainable_local = trainable_params(setup) * layer_fraction
+        trainable_local = trainable_params(setup) * fraction
         if setup.method == "qlora":
-            nf4 = NF4_BYTES_PER_PARAM if setup.double_quant else NF4_BYTES_NO_DQ
-            quantized = arch.linear_params() * layer_fraction
-            base = quantized * nf4 + (local_all - quantized) * 2  # embeddings, LM head, norms stay 16-bit
+            quantized = arch.linear_params() * fraction
+            base = quantized * _base_bytes_per_param(setup) + (local_all - quantized) * 2  # embeddings, norms 16-bit
         else:
             base = local_all * setup.model_dtype_bytes
         weights = base + trainable_local * setup.lora_bytes
-        grads = trainable_local * setup.lora_bytes
-        state_bytes = setup.lora_bytes
-        # An fp32 frozen base under autocast is cast to bf16 per linear, and the casts live until backward.
-        copies = 2 * arch.linear_params() * layer_fraction if autocast and setup.model_dtype_bytes == 4 else 0.0
+        grad_b = state_b = setup.lora_bytes
+        # An fp32 frozen base under autocast is cast to bf16 per linear (the LM head included), and the
+        # casts live until backward: the matmul saves its bf16 weight to compute the input gradient.
+        head = arch.vocab * arch.hidden / setup.tensor_parallel
+        copies = 2 * (arch.linear_params() * fraction + head) if autocast and setup.model_dtype_bytes == 4 else 0.0
+        largest_param = max(arch.hidden, arch.intermediate) * setup.lora_rank / setup.tensor_parallel
     else:
         trainable_local = local_all
-        if sharding != "none":
+        if sharding != "none" or (setup.precision in MIXED and not setup.autocast):
             weight_b = grad_b = SHARDED_WEIGHT_BYTES[setup.precision]
-        weights, grads, state_bytes = local_all * weight_b, local_all * grad_b, state_b
+            master = 4 * trainable_local if setup.precision in MIXED else 0.0
+        weights = local_all * weight_b
         tied_head = arch.vocab * arch.hidden if arch.tie_embeddings else 0
         linears = arch.linear_params() + arch.lm_head_params() + tied_head
-        copies = 2 * linears * layer_fraction if autocast and sharding == "none" else 0.0
-    optimizer, step_temp = _optimizer(setup, trainable_local, state_bytes)
-    gathered = 0.0
+        copies = 2 * linears * fraction if autocast and sharding == "none" else 0.0
+        largest_param = arch.largest_linear_params() / setup.tensor_parallel
+    grad_elements = trainable_local
+    optimizer, step_temp = optimizer_state_bytes(setup, trainable_local, state_b)
+    optimizer += master
     if sharding != "none" and not setup.is_adapter:
-        master = 4 * trainable_local if setup.precision in ("bf16-mixed", "fp16-mixed") else 0.0
-        optimizer, step_temp = (optimizer + master) / n, step_temp / n
+        optimizer, step_temp = optimizer / n, step_temp / n
         if sharding in ("zero2", "zero3", "fsdp"):
-            grads /= n
-    if sharding in ("zero3", "fsdp"):
-        unit = 2 * max(arch.layer_params(index) for index in range(arch.layers)) * layer_fraction
-        weights /= n
-        # The current and the prefetched unit gathered in bf16, and the current unit's full gradient.
-        gathered = 2 * unit + (0.0 if setup.is_adapter else unit)
-    return _States(weights, grads, optimizer, step_temp, copies, gathered)
+            grad_elements /= n
+    grads = grad_elements * grad_b
+    gathered = 0.0
+    streams = sharding in ("zero3", "fsdp") or setup.offload_parameters != "none"
+    if streams:
+        # The unit in use and the one prefetched are gathered in 16-bit (NF4 for QLoRA: FSDP-QLoRA gathers
+        # the quantized storage), with the current unit's full gradient when several ranks reduce it. Units:
+        # each decoder layer, and the embedding and output layer wrapped apart (torchtitan, FSDP2; DeepSpeed's
+        # estimator likewise sizes its buffers by the largest module), whichever is largest.
+        unit_params = max(arch.largest_layer_params, arch.embedding_params()) / setup.tensor_parallel
+        sixteen_bit = SHARDED_WEIGHT_BYTES[setup.precision]
+        bytes_per = _base_bytes_per_param(setup) if setup.is_adapter else sixteen_bit
+        gathered = min(2 * bytes_per * unit_params, weights)
+        if n > 1 and sharding in ("zero3", "fsdp") and not setup.is_adapter:
+            gathered += sixteen_bit * unit_params
+        if sharding in ("zero3", "fsdp"):
+            weights /= n
+    paged = 0.0
+    if setup.optimizer == "adamw-8bit-paged":
+        paged, optimizer = optimizer, 0.0
+    host = nvme = 0.0
+    if setup.offload_optimizer != "none":
+        # The step runs on the CPU: fp32 master weights, the states, an fp32 copy of the gradients and the
+        # step's own temporaries live there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision
+        # Adam; torch's foreach AdamW on CPU tensors, as FSDP cpu_offload runs it, adds its temporary).
+        moved = optimizer + paged + 4 * grad_elements + step_temp
+        optimizer = paged = step_temp = 0.0
+        if setup.offload_optimizer == "cpu":
+            host += moved
+        else:
+            nvme += moved
+    if setup.offload_parameters != "none":
+        moved = weights + (grads if setup.offload_optimizer != "none" else 0.0)
+        if setup.offload_optimizer != "none":
+            grads = 0.0
+        weights = 0.0
+        if setup.offload_parameters == "cpu":
+            host += moved
+        else:
+            nvme += moved
+    largest_gradient = min(grads, largest_param * grad_b) if setup.optimizer_in_backward else grads
+    if setup.optimizer_in_backward:
+        # Each parameter is stepped (and its gradient freed) as soon as its gradient is complete.
+        step_temp = step_temp * min(1.0, largest_param / max(trainable_local, 1.0))
+    return _States(weights, grads, optimizer, paged, step_temp, copies, gathered, largest_gradient, host, nvme)
 
 
 def _activations(setup: TrainingSetup) -> _Activations:
     arch = setup.architecture
-    _, _, _, act_b, autocast = REGIMES[setup.precision]
+    act_b = setup.activation_bytes
     tokens = setup.tokens
     tp = setup.tensor_parallel
     per_layer = layer_activation_bytes_per_token(setup) * tokens
     returned, log_softmax, upcast = logits_bytes(setup)
-    final_norm = (4 * arch.hidden + (2 * act_b * arch.hidden if not setup.is_adapter else 0)) * tokens
-    checkpoint_inputs = (4 if autocast and not setup.is_adapter else act_b) * arch.hidden * tokens
+    final_norm = _norm_bytes(setup, act_b) * tokens
+    layer_input = setup.residual_bytes * arch.hidden / setup.sequence_shards
     # 1F1B pipelining keeps L layers' worth of activations in flight on the first stage, whatever PP is.
-    layers = checkpoint_inputs * arch.layers if setup.checkpointing else per_layer * arch.layers
+    if setup.checkpointing == "full":
+        kept_per_layer = layer_input * tokens
+    elif setup.checkpointing == "selective":
+        kept_per_layer = selective_layer_bytes_per_token(setup) * tokens
+    else:
+        kept_per_layer = per_layer
+    on_gpu_layers = min(arch.layers, OFFLOADED_LAYERS_ON_GPU) if setup.activation_offloading else arch.layers
+    offloaded = kept_per_layer * (arch.layers - on_gpu_layers)
+    layers = kept_per_layer * on_gpu_layers
     scores = arch.heads / tp * setup.seq_len**2 * setup.micro_batch
     forward = upcast
     if setup.attention == "eager":
-        # Beyond what is saved: the bf16 masked scores (2 B); under checkpointing nothing is saved, so
-        # masked scores, their fp32 upcast and the fp32 softmax coexist (10 B), as in the HF prefill.
-        forward = max(forward, (10 if setup.checkpointing else 2) * scores)
+        # Beyond what is saved: the bf16 masked scores (2 B); when the layer keeps nothing of its own
+        # (full checkpointing), masked scores, their fp32 upcast and the fp32 softmax coexist (10 B).
+        forward = max(forward, (10 if setup.checkpointing == "full" else 2) * scores)
     # bitsandbytes dequantizes one NF4 linear at a time to bf16 (embeddings and LM head are not NF4).
     widest = arch.hidden * max(arch.expert_width if arch.is_moe else arch.intermediate, arch.q_width)
     dequant = 2 * widest / tp if setup.method == "qlora" else 0.0
-    mlp_width = (arch.expert_width * arch.experts_per_token if arch.is_moe else arch.intermediate) / tp
+    # DoRA computes each adapted layer's full weight norm in the adapter dtype: an identity of d_in^2, the
+    # merged B @ A, the base weight cast and their sum, for the largest adapted matrix at a time.
+    dora = 0.0
+    if setup.is_adapter and setup.lora_variant == "dora":
+        shapes = _adapted_shapes(arch)
+        dora = max(
+            (d_in * d_in + 3 * d_in * d_out) * setup.lora_bytes / tp
+            for d_in, d_out in (shapes[name] for name in setup.lora_targets)
+            if d_in
+        )
+    mlp_width = _input_widths(setup)["mlp"]
     # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate at once
     # (3 x i per token; 2 for a plain MLP): 0.66 GiB at 8B, 1x8192, matching the ground truth.
     layer_backward = (3 if arch.mlp == "gated" else 2) * act_b * mlp_width * tokens
     if setup.attention == "eager":
         layer_backward = max(layer_backward, 6 * scores)  # bf16 + fp32 score gradients
     loss_gradients = 0.0 if setup.fused_loss else 2 * 4 * (arch.vocab / tp) * tokens
+    recomputing = setup.checkpointing != "none"
     return _Activations(
         saved=layers + final_norm + returned + log_softmax,
         returned_logits=returned,
         per_layer=per_layer,
-        checkpoint_inputs=checkpoint_inputs,
-        forward_temporaries=max(forward, dequant),
+        checkpoint_input=layer_input * tokens if setup.checkpointing == "full" else 0.0,
+        forward_temporaries=max(forward, dequant, dora),
         loss_gradients=loss_gradients,
-        layer_backward_temporaries=layer_backward + dequant,
+        layer_backward_temporaries=layer_backward + dequant + (dora if recomputing else 0.0),
+        host=offloaded,
     )
 
 
@@ -374,13 +584,13 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
     acts = _activations(setup)
     grads = states.gradients
     accumulating = grads if setup.gradient_accumulation > 1 else 0.0  # grads persist across micro-batches
-    if setup.is_adapter:
-        grads_before_first_layer = grads
+    if setup.is_adapter or setup.optimizer_in_backward:
+        grads_before_first_layer = states.largest_gradient
     else:
-        layer_params = sum(arch.layer_params(index) for index in range(arch.layers))
-        total = layer_params + arch.embedding_params() + arch.lm_head_params()
+        total = arch.total_layer_params + arch.embedding_params() + arch.lm_head_params()
         first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
         grads_before_first_layer = grads * (1 - first_layer_and_embedding)
+    in_backward_step = states.step_temporaries if setup.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer, "gathered_parameters": states.gathered}
     forward = {
         **fixed,
@@ -389,27 +599,44 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
         "activations": acts.saved,
         "temporaries": acts.forward_temporaries,
     }
-    # Backward peaks at its start (the caller has dropped the returned logits; the loss gradients are
-    # live), while the first layer is processed (most gradients, one layer's activations), or at its end.
+    # Backward peaks at its start (the loss gradients are live, and the returned logits too unless the
+    # training loop released the model outputs first, as the Hugging Face Trainer and torchtune do), while
+    # the first layer is processed (most gradients, one layer's activations), or at its end.
+    released = acts.returned_logits if setup.loop == "trainer" else 0.0
     start = {
         **fixed,
         "gradients": accumulating,
         "autocast_weight_copies": states.autocast_copies,
-        "activations": acts.saved - acts.returned_logits,
+        "activations": acts.saved - released,
         "temporaries": acts.loss_gradients,
     }
     middle = {
         **fixed,
         "gradients": max(accumulating, grads_before_first_layer),
         "autocast_weight_copies": states.autocast_copies / arch.layers,
-        "activations": acts.per_layer + (acts.checkpoint_inputs if setup.checkpointing else 0.0),
-        "temporaries": acts.layer_backward_temporaries,
+        "activations": acts.per_layer + acts.checkpoint_input,
+        "temporaries": acts.layer_backward_temporaries + in_backward_step,
     }
-    end = {**fixed, "gradients": grads}
+    end = {**fixed, "gradients": states.largest_gradient if setup.optimizer_in_backward else grads}
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
-    step = {**fixed, "gradients": grads, "optimizer_step_temporaries": states.step_temporaries}
-    phases = {"forward": _ints(forward), "backward": _ints(backward), "optimizer_step": _ints(step)}
-    return TrainingMemory(arch.params, trainable_params(setup), phases, overhead)
+    phases = {"forward": _ints(forward), "backward": _ints(backward)}
+    if not setup.optimizer_in_backward:
+        phases["optimizer_step"] = _ints(
+            {
+                **fixed,
+                "gradients": grads,
+                "paged_optimizer_states": states.paged_optimizer,
+                "optimizer_step_temporaries": states.step_temporaries,
+            }
+        )
+    return TrainingMemory(
+        arch.params,
+        trainable_params(setup),
+        phases,
+        overhead,
+        host=math.ceil(states.host + acts.host),
+        nvme=math.ceil(states.nvme),
+    )
 
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from gpuplan.analysis import Analysis
+from gpuplan.analysis import GPUS_PER_NODE, Analysis
+from gpuplan.estimate.calibration import ErrorBand
 from gpuplan.units import GIB, format_money
 from gpuplan.visible import visible
 
 
 def _gib(value: float) -> str:
     return f"{value / GIB:9.2f} GiB"
+
+
+def _band(bands: dict[str, ErrorBand], metric: str) -> str:
+    return f" ({bands[metric].describe()})" if metric in bands else ""
 
 
 def render_estimate(analysis: Analysis) -> str:
@@ -29,6 +34,12 @@ def render_estimate(analysis: Analysis) -> str:
             f"    {'total':<28}{_gib(f.memory.per_gpu)}   of {_gib(f.gpu.usable_bytes).strip()} usable"
             f" -> {'fits' if f.fits else 'DOES NOT FIT'}"
         )
+        if f.memory.host or f.memory.nvme:
+            lines.append(
+                f"  offloaded per GPU: host {f.memory.host / GIB:,.2f} GiB, NVMe {f.memory.nvme / GIB:,.2f} GiB"
+                f" (host memory per node of {min(f.gpus, GPUS_PER_NODE)} GPUs:"
+                f" {f.memory.host * min(f.gpus, GPUS_PER_NODE) / GIB:,.1f} GiB)"
+            )
         phases = ", ".join(f"{name} {total / GIB:.2f}" for name, total in f.memory.phase_totals.items())
         lines.append(f"  phases (GiB): {phases}")
         lines.append(f"  trainable parameters: {f.memory.trainable_params:,}")
@@ -36,6 +47,10 @@ def render_estimate(analysis: Analysis) -> str:
             lines.append(
                 f"  training time: {f.speed.hours:,.1f} h ({f.speed.hours * f.gpus:,.1f} GPU-hours);"
                 f" cost {format_money(f.cost, currency)}"
+            )
+            lines.append(
+                f"  speed: {f.speed.tokens_per_s_per_gpu:,.0f} tokens/s per GPU{_band(f.bands, 'training_tokens_per_s')},"
+                f" MFU {f.speed.mfu:.0%}, exposed sync {f.speed.gradient_sync_s * 1000:,.0f} ms per step"
             )
         lines.append(f"  resumable checkpoint: {f.checkpoint_bytes / 1e9:,.1f} GB")
         lines += [f"  assumption: {key}: {value}" for key, value in f.assumptions]
@@ -52,14 +67,23 @@ def render_estimate(analysis: Analysis) -> str:
             f"    {'total':<28}{_gib(s.memory.per_gpu)}   of {_gib(s.memory.budget).strip()} engine budget"
             f" -> {'fits' if s.fits else 'DOES NOT FIT'}"
         )
+        if s.memory.vision_weights:
+            lines.append(f"    {'(of which vision tower)':<28}{_gib(s.memory.vision_weights)}")
+        lines.append(
+            f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB outside the engine budget;"
+            f" KV cache size: {s.memory.kv_cache_tokens:,} tokens"
+        )
         lines.append(
             f"  KV cache: {s.memory.kv_bytes_per_token:,.0f} B/token per GPU; max concurrency at "
             f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.setup.concurrency}: {s.max_context:,}"
         )
+        speed = s.speed
         lines.append(
-            f"  TTFT {s.speed.ttft_s * 1000:,.0f} ms, TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound),"
-            f" {s.speed.tokens_per_s:,.0f} output tokens/s"
+            f"  TTFT {speed.ttft_s * 1000:,.0f} ms at {s.setup.concurrency} in flight{_band(s.bands, 'ttft')}"
+            f" (alone {speed.ttft_single_s * 1000:,.0f} ms)"
         )
+        lines.append(f"  TPOT {speed.tpot_s * 1000:,.1f} ms ({speed.decode_bound}-bound){_band(s.bands, 'tpot')}")
+        lines.append(f"  {speed.tokens_per_s:,.0f} output tokens/s{_band(s.bands, 'tokens_per_s')}")
         lines.append(
             f"  cost: {format_money(s.monthly_cost, currency)} per month;"
             f" {format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"

@@ -52,14 +52,14 @@ class RunSummary:
         files = len(self.results)
         noun = "file" if files == 1 else "files"
         parts = [
-            _plural(self.count(Severity.ERROR), "error"),
-            _plural(self.count(Severity.WARNING), "warning"),
-            _plural(self.count(Severity.INFO), "info"),
+            plural(self.count(Severity.ERROR), "error"),
+            plural(self.count(Severity.WARNING), "warning"),
+            plural(self.count(Severity.INFO), "info"),
         ]
         waived = f", {self.waived} waived" if self.waived else ""
         verdict = "failed" if self.failed else "passed"
         return f"{verdict}: {', '.join(parts)}{waived} in {files} {noun}"
 
 
-def _plural(count: int, word: str) -> str:
+def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 or word == "info" else f"{count} {word}s"

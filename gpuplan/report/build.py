@@ -20,10 +20,11 @@ def render_report(
     progress: Callable[[str], None] | None = None,
     fail_on: Severity = Severity.ERROR,
     render_pdf: Callable[[str, int], bytes] | None = None,
+    verification: list[dict[str, Any]] | None = None,
 ) -> dict[str, bytes]:
     """Bytes per format; the PDF is the HTML (with the bundled fonts) through WeasyPrint (``render_pdf``:
-    gpuplan.report.pdf_process's renderer, or in-process)."""
-    model: dict[str, Any] = build_report(result, generated, result.settings, fail_on)
+    gpuplan.report.pdf_process's renderer, or in-process). ``verification``: the "Verified against a run" rows."""
+    model: dict[str, Any] = build_report(result, generated, result.settings, fail_on, verification)
     rendered: dict[str, bytes] = {}
     if "md" in formats:
         rendered["md"] = render_markdown(model).encode()

@@ -8,6 +8,7 @@ its title.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gpuplan.report.sensitivity import Sensitivity
@@ -97,13 +98,15 @@ def sensitivity_chart(sensitivity: Sensitivity) -> dict[str, Any]:
             {
                 "width": round(min(shares[key], SENSITIVITY_MAX_SHARE) / SENSITIVITY_MAX_SHARE * 100, 2),
                 "colour": next(c for k, _, c in MEASURES if k == key),
-                "label": f"{shares[key]:.0%}" + ("+" if shares[key] > SENSITIVITY_MAX_SHARE else ""),
+                "label": _share_text(shares[key]),
                 "over": shares[key] > 1,
             }
             for key in shown
             if key in shares
         ]
-        described.append(f"{scenario.name}: " + ", ".join(f"{key} {shares[key]:.0%}" for key in shown if key in shares))
+        described.append(
+            f"{scenario.name}: " + ", ".join(f"{key} {_share_text(shares[key])}" for key in shown if key in shares)
+        )
         rows.append({"name": scenario.name, "bars": bars})
     legend = [{"label": label, "colour": colour} for key, label, colour in MEASURES if key in shown]
     return {
@@ -113,12 +116,19 @@ def sensitivity_chart(sensitivity: Sensitivity) -> dict[str, Any]:
     }
 
 
+def _share_text(share: float) -> str:
+    if math.isinf(share):
+        return "no bound"
+    return f"{share:.0%}" + ("+" if share > SENSITIVITY_MAX_SHARE else "")
+
+
 def _shares(scenario: Any, sensitivity: Sensitivity) -> dict[str, float | None]:
     latency = []
-    if sensitivity.slo_ttft_s and scenario.ttft_s is not None:
-        latency.append(scenario.ttft_s / sensitivity.slo_ttft_s)
-    if sensitivity.slo_tpot_s and scenario.tpot_s is not None:
-        latency.append(scenario.tpot_s / sensitivity.slo_tpot_s)
+    # A time the error band does not bound (None at its slow end) is drawn past the plot, never as met.
+    if sensitivity.slo_ttft_s:
+        latency.append(math.inf if scenario.ttft_s is None else scenario.ttft_s / sensitivity.slo_ttft_s)
+    if sensitivity.slo_tpot_s:
+        latency.append(math.inf if scenario.tpot_s is None else scenario.tpot_s / sensitivity.slo_tpot_s)
     return {
         "memory": scenario.per_gpu / scenario.capacity if scenario.capacity else None,
         "latency": max(latency) if latency else None,

@@ -19,9 +19,11 @@ from gpuplan.config import Settings, default_settings
 from gpuplan.decision import Amount, Decision, Verdict, decide, layout_text
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
-from gpuplan.report import alternatives
+from gpuplan.plan.describe import cost_text
+from gpuplan.plan.search import JobPlan
 from gpuplan.report.acquisition import acquisitions
 from gpuplan.report.charts import memory_chart, sensitivity_chart
+from gpuplan.report.options import planner_rows, saving_of, side_by_side
 from gpuplan.report.prices import PriceBasis, price_bases
 from gpuplan.report.record import (
     CONTENT_HASH_DEFINITION,
@@ -33,6 +35,7 @@ from gpuplan.report.record import (
 )
 from gpuplan.report.risks import compute_risks
 from gpuplan.report.sensitivity import Sensitivity, sensitivity
+from gpuplan.rules.context import planner_for
 from gpuplan.spec import Spec
 from gpuplan.units import format_gib, format_money, plural
 from gpuplan.validate import load_schema
@@ -41,10 +44,12 @@ ROLES = (("prepared_by", "Prepared by"), ("reviewed_by", "Reviewed by"), ("appro
 NOT_FOR_SIGNATURE = "not for signature"
 # Documented accuracy of the estimates (README, "Accuracy"): memory against PyTorch's own accounting.
 MEMORY_BAND = "memory within 3% of PyTorch's own accounting on the ground-truth set (worst case 0.76%)"
-SPEED_BAND = (
-    "speed is a roofline at documented efficiencies (prefill MFU 40–70%, decode bandwidth 70–90%, training "
-    "MFU 25–45%); the sensitivity table shows both ends"
-)
+SPEED_NAMES = {
+    "ttft": "TTFT",
+    "tpot": "TPOT",
+    "tokens_per_s": "throughput",
+    "training_tokens_per_s": "training throughput",
+}
 
 
 SHORT_TABLE_ROWS = 14  # a table this short is kept on one page rather than split with a row or two alone
@@ -59,12 +64,14 @@ def table(
     numeric: tuple[int, ...] = (),
     kind: str = "grid",
     widths: tuple[int, ...] = (),
+    keep: bool = False,
 ) -> dict[str, Any]:
     """One table as the templates print it: a caption, column headers, and rows whose first cell heads the row.
 
     ``numeric`` lists the columns aligned right; ``kind`` is "grid" or "kv" (label/value pairs); ``widths``
     are column widths in percent (the PDF lays tables out with fixed widths: fast, and the same every time).
-    A cell's lines (``\n``) are line breaks in HTML and "; " in Markdown.
+    A cell's lines (``\n``) are line breaks in HTML and "; " in Markdown. ``keep`` keeps a longer table
+    on one page too (one that fits a page and reads only whole, as options compared side by side).
     """
     if kind == "kv" and not widths:
         widths = KV_WIDTHS
@@ -83,12 +90,20 @@ def table(
             for row in rows
         ],
         "kind": kind,
-        "short": len(rows) <= SHORT_TABLE_ROWS,
+        "short": keep or len(rows) <= SHORT_TABLE_ROWS,
     }
 
 
 def _money(value: float | None, currency: str) -> str:
     return format_money(value, currency)
+
+
+def _requested_text(decision: Decision) -> str:
+    """The amount requested; under REJECT nothing is, and the declared plan's cost is said as such."""
+    text = _amount_text(decision.amount)
+    if decision.verdict is Verdict.REJECT and decision.amount is not None and not decision.amount.unknown:
+        return f"none: the declared plan is rejected (as declared it would cost {text})"
+    return text
 
 
 def _amount_text(amount: Amount | None) -> str:
@@ -157,11 +172,16 @@ def _finetune_details(f: FinetuneEstimate, currency: str, settings: Settings) ->
         [
             "Shape",
             f"micro-batch {setup.micro_batch} x {setup.seq_len:,} tokens"
-            + (", activation checkpointing" if setup.checkpointing else ""),
+            + (f", {setup.checkpointing} activation checkpointing" if setup.checkpointing != "none" else ""),
         ],
         ["Peak per GPU", f"{format_gib(peak)} at the {peak_phase} of {format_gib(f.gpu.usable_bytes)} usable"],
         ["Headroom", _headroom(f.gpu.usable_bytes - peak, f.gpu.usable_bytes)],
         ["Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"],
+        *(
+            [["Offloaded", f"{format_gib(f.memory.host)} host, {format_gib(f.memory.nvme)} NVMe per GPU"]]
+            if f.memory.host or f.memory.nvme
+            else []
+        ),
         [
             "Training time",
             "n/a (finetune.tokens is not given)"
@@ -201,7 +221,8 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
         [
             "Capacity",
             f"at most {plural(s.max_concurrency, 'sequence')} at {setup.context:,} tokens; "
-            f"at most {s.max_context:,} tokens at {plural(setup.concurrency, 'sequence')}",
+            f"at most {s.max_context:,} tokens at {plural(setup.concurrency, 'sequence')}; "
+            f"KV cache {s.memory.kv_cache_tokens:,} tokens",
         ],
         [
             "Latency",
@@ -230,6 +251,11 @@ def _mark(value: bool | None, yes: str = "✓", no: str = "✗") -> str:
     return "—" if value is None else (yes if value else no)
 
 
+def _ms(seconds: float | None, digits: int) -> str:
+    """Milliseconds, or "no bound" where the error band gives none (a band of 100% or more)."""
+    return "no bound" if seconds is None else f"{seconds * 1000:,.{digits}f} ms"
+
+
 def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any]:
     serving = sensitivity.job == "serve"
     columns = ["Scenario", "Memory per GPU", "Fits"]
@@ -241,7 +267,7 @@ def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any
         row = [scenario.name, f"{format_gib(scenario.per_gpu)} of {format_gib(scenario.capacity)}", fits]
         if serving:
             row += [
-                f"{(scenario.ttft_s or 0) * 1000:,.0f} ms / {(scenario.tpot_s or 0) * 1000:,.1f} ms",
+                f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1)}",
                 "none declared" if scenario.slo_met is None else ("met" if scenario.slo_met else "missed"),
             ]
         else:
@@ -259,18 +285,60 @@ def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any
     )
 
 
-def _options_table(job: dict[str, Any], currency: str, per: str, unit: str) -> dict[str, Any]:
-    rows = [
-        [alt["gpu"], alt["fits"], alt["gpus"], alt["tp"], alt["speed"], alt["price"], alt["cost"]]
-        for alt in job["alternatives"]
-    ]
-    return table(
-        "Alternatives across catalog GPUs",
-        ["GPU", "Fits", "GPUs", "TP", unit, f"{currency}/GPU-hour", f"Cost per {per}"],
-        rows,
-        numeric=(2, 3, 4, 5, 6),
-        widths=(20, 7, 8, 6, 13, 18, 28),
+def _options_tables(plan: JobPlan, spec: Spec, title: str) -> list[dict[str, Any]]:
+    """The planner's answer for one job: declared, recommended and next best side by side, then its full table."""
+    currency = spec.budget.currency
+    headers, rows = side_by_side(plan, spec)
+    width = (100 - 22) // (len(headers) - 1)
+    widths = (100 - width * (len(headers) - 1), *([width] * (len(headers) - 1)))
+    compared = table(f"{title}: options side by side (the planner's)", headers, rows, widths=widths, keep=True)
+    serving = plan.kind == "serve"
+    weighed = table(
+        f"{title}: every layout the planner weighed",
+        [
+            "",
+            "Layout",
+            "Free",
+            "TTFT / TPOT ms" if serving else "Training hours",
+            f"{currency}/GPU-hour",
+            "Cost",
+            "Verdict",
+        ],
+        planner_rows(plan, currency),
+        numeric=(2, 3, 4, 5),
+        widths=(15, 27, 7, 10, 10, 13, 18),
     )
+    return [compared, weighed]
+
+
+def _saving_text(plan: JobPlan, currency: str, term_months: int) -> str:
+    """What the recommendation saves, with its layout; "" when it saves nothing (or cannot be said)."""
+    saving = saving_of(plan)
+    recommended = plan.recommended
+    if recommended is not None and not plan.declared.sound:
+        # Nothing to save against: the declared layout would not run as declared (or breaks a constraint).
+        return (
+            f"n/a: the declared layout breaks {', '.join(plan.declared.broken)}; {recommended.layout.describe()} "
+            f"meets every constraint for {cost_text(recommended, currency)}"
+        )
+    if saving is None or recommended is None:
+        return ""
+    amount, unit = saving
+    layout = recommended.layout.describe()
+    if unit == "month":
+        over = format_money(round(amount) * term_months, currency)
+        return f"{format_money(amount, currency)} a month ({over} over {plural(term_months, 'month')}) with {layout}"
+    return f"{format_money(amount, currency)} per {unit} with {layout}"
+
+
+def _speed_bands(estimates: list[Any]) -> str:
+    lines = []
+    for estimate in estimates:
+        for name, band in estimate.bands.items():
+            lines.append(f"{SPEED_NAMES.get(name, name)} ±{band.within:.0%} ({band.describe()})")
+    if not lines:
+        return "speed: no calibrated error band"
+    return "speed " + "; ".join(lines) + "; the sensitivity table shows both ends"
 
 
 def _acquisition_table(spec: Spec, estimate: Any, currency: str) -> dict[str, Any] | None:
@@ -384,6 +452,11 @@ def _record(
             ["Valid until", expiry_text],
         ]
         if decision.verdict is Verdict.APPROVE_WITH_CHANGES:
+            if decision.changes:
+                currency = spec.budget.currency if spec else ""
+                approved.append(
+                    ["Required layout", "\n".join(change.sentence(currency) for change in decision.changes)]
+                )
             approved.append(["Conditions", "the changes listed under the decision are made before spending"])
     else:
         approved = [
@@ -437,17 +510,48 @@ def _unresolved_name(result: LintResult) -> str:
     return Path(result.path).name
 
 
+def _verification_tables(verification: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The "Verified against a run" section (gpuplan.report.verified) as tables with their notes."""
+    runs = []
+    for run in verification:
+        rows = [
+            [row["term"], row["estimate"], row["measured"], row["delta"], row["ratio"], row["status"]]
+            for row in run["rows"]
+        ]
+        notes = [f"Compared with {run['basis']}."] + [f"Differs: {d}." for d in run["differing"]]
+        runs.append(
+            {
+                "title": run["title"],
+                "notes": " ".join(notes),
+                "table": table(
+                    run["title"],
+                    ["Term", "Estimate", "Measured", "Delta", "Ratio", "Status"],
+                    rows,
+                    numeric=(1, 2, 3, 4),
+                    widths=(28, 15, 15, 15, 10, 17),
+                ),
+                "meaning": run["meaning"],
+            }
+        )
+    return runs
+
+
 def build_report(
     result: LintResult,
     generated: datetime.date,
     settings: Settings | None = None,
     fail_on: Severity = Severity.ERROR,
+    verification: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The report model for one linted spec (the analysis is missing when the spec did not resolve)."""
+    """The report model for one linted spec (the analysis is missing when the spec did not resolve).
+
+    ``verification`` is the optional "Verified against a run" section (gpuplan.report.verified).
+    """
     settings = settings or result.settings or default_settings()
-    decision = decide(result, fail_on)
     analysis: Analysis | None = result.analysis
     spec = analysis.spec if analysis else None
+    planner = planner_for(spec, settings) if spec else None
+    decision = decide(result, fail_on, planner=planner)
     currency = spec.budget.currency if spec else "USD"
     record = config_record(result.options, result.path)
     estimates = [e for e in (analysis.finetune, analysis.serve) if e] if analysis else []
@@ -462,36 +566,54 @@ def build_report(
         settings.price_max_age_days,
     )
     expiry_text = f"{expiry.date.isoformat()} ({expiry.basis})"
-    summary_rows = [["Amount requested", _amount_text(decision.amount)]]
+    plans: list[tuple[Any, JobPlan]] = []
+    if analysis and planner:
+        for kind, estimate in (("finetune", analysis.finetune), ("serve", analysis.serve)):
+            plan = planner.plan(kind) if estimate is not None else None
+            if plan is not None:
+                plans.append((estimate, plan))
+    savings = [text for _, plan in plans if spec and (text := _saving_text(plan, currency, spec.budget.term_months))]
+    headline_savings = [text for text in savings if not text.startswith("n/a")]
+    recommended = [
+        f"{'serving' if plan.kind == 'serve' else 'fine-tuning'}: {plan.recommended.layout.describe()}"
+        for _, plan in plans
+        if plan.recommended is not None and plan.recommended.layout.key != plan.declared.layout.key
+    ]
+    summary_rows = [["Amount requested", _requested_text(decision)]]
     if analysis and spec:
         summary_rows += [
             ["Layout", "\n".join(layouts)],
             ["Budget", "\n".join(_budget_lines(spec, analysis))],
+            ["Saving available", "\n".join(savings) or "none: no sound option is cheaper"],
+        ]
+        if recommended:
+            summary_rows.append(["Recommended layout", "\n".join(recommended)])
+        summary_rows += [
             ["Price basis", "\n".join(f"{b.gpu}: {b.text}" for b in bases.values())],
-            ["Error bands", f"{MEMORY_BAND}\n{SPEED_BAND}"],
+            ["Error bands", f"{MEMORY_BAND}\n{_speed_bands(estimates)}"],
         ]
     summary_rows += [
         ["Approval valid until", expiry_text if decision.verdict.signable else f"n/a: {NOT_FOR_SIGNATURE}"],
         ["Findings", _findings_summary(result.findings)],
     ]
-    changes = (
-        [f"{f.code} {f.name}: {f.hint or f.message}" for f in decision.deciding]
-        if decision.verdict is Verdict.APPROVE_WITH_CHANGES
-        else []
-    )
+    changes = []
+    if decision.verdict is Verdict.APPROVE_WITH_CHANGES:
+        changes = [
+            f"{'Serve' if c.job == 'serve' else 'Fine-tune'} on {c.layout} ({c.cost}): paste {c.fragment}"
+            for c in decision.changes
+        ]
+        changes += [
+            f"{f.code} {f.name}: {f.hint or f.message}"
+            for f in decision.deciding
+            if not (f.code == "GP507" and decision.changes)  # its hint is the planner's change above
+        ]
     jobs = []
     sensitivities = []
     if analysis and spec:
-        kinds: tuple[tuple[Any, Any, Any, str, str], ...] = (
-            (analysis.finetune, _finetune_details, alternatives.finetune_alternatives, "run", "hours"),
-            (analysis.serve, _serve_details, alternatives.serve_alternatives, "month", "tokens/s"),
-        )
-        for estimate, details, alternatives_of, per, unit in kinds:
-            if estimate is None:
-                continue
+        for estimate, plan in plans:
+            details = _serve_details if plan.kind == "serve" else _finetune_details
             job = details(estimate, currency, settings)
-            job["alternatives"] = alternatives_of(spec, estimate, currency, settings)
-            job["options"] = _options_table(job, currency, per, unit)
+            job["options"] = _options_tables(plan, spec, job["title"])
             job["acquisition"] = _acquisition_table(spec, estimate, currency)
             jobs.append(job)
             moved = sensitivity(spec, estimate, settings)
@@ -512,9 +634,9 @@ def build_report(
         "currency": currency,
         "verdict": {"label": decision.verdict.value, "slug": decision.verdict.slug, "reason": decision.reason},
         "headline": {
-            "amount": _amount_text(decision.amount),
+            "amount": _requested_text(decision),
             "layout": "; ".join(layouts) or "n/a: no estimate",
-            "saving": "",
+            "saving": "; ".join(headline_savings),
         },
         "summary": table("The decision", ["Item", "Value"], summary_rows, kind="kv"),
         "changes": changes,
@@ -534,5 +656,6 @@ def build_report(
         "sensitivities": sensitivities,
         "finding_groups": _finding_groups(result.findings),
         "findings_summary": _findings_summary(result.findings),
+        "verification": _verification_tables(verification or []),
         "record": _record(result, spec, decision, record, generated, layouts, expiry_text),
     }

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import jinja2
 import markupsafe
 
+from gpuplan.output.markdown import escape_markdown
 from gpuplan.resources import resource_dir
 from gpuplan.visible import visible_prose
 
+__all__ = ["GITHUB_COMMENT_LIMIT", "escape_markdown", "render_html", "render_markdown"]
+
 GITHUB_COMMENT_LIMIT = 65_536  # characters in one GitHub issue or pull-request comment
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|<>~])")
-
-
-def escape_markdown(value: Any) -> str:
-    """Spec strings as inert Markdown text: no tables broken by '|', no HTML, no links, one line."""
-    text = " ".join(visible_prose(str(value)).split())
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text).replace("&", "&amp;")
 
 
 def _inert(value: Any) -> Any:

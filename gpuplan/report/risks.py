@@ -9,9 +9,9 @@ from typing import Any
 from gpuplan.config import Settings
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import code_selected
+from gpuplan.plan.evaluate import within_headroom
 from gpuplan.report.prices import PriceBasis
 from gpuplan.report.record import ConfigRecord
-from gpuplan.rules.context import comfortable
 from gpuplan.units import format_gib, format_money, plural
 
 
@@ -54,7 +54,7 @@ def compute_risks(
     ):
         if estimate is None or not estimate.fits:
             continue
-        if not comfortable(estimate.memory.per_gpu, capacity, settings):
+        if not within_headroom(estimate.memory.per_gpu, capacity, settings.headroom_pct):
             free = capacity - estimate.memory.per_gpu
             risks.append(
                 Risk(

@@ -2,8 +2,14 @@
 
 Each scenario re-runs the estimate of the declared layout with one input changed: the workload doubled
 (serving: concurrency, then context; fine-tuning: micro-batch, then sequence length), prices moved by
-±20%, and the speed model's efficiency at either end of its documented range. Nothing is searched: the
+±20%, and the speed figures at either end of their calibration error band. Nothing is searched: the
 question is how close the plan as declared sits to each of its limits.
+
+The error bands are the estimate's (``bands``: the share of calibration records whose error, estimate /
+measured - 1, lies within ±w; benchmarks/speed_accuracy.py). Within a band the real figure is the
+estimate / (1 + e) for |e| <= w, so the slow end of a time is the estimate / (1 - w) and the fast end the
+estimate / (1 + w); a throughput the other way round. A band of 100% or more has no slow end: the
+scenario says so instead of printing a number.
 """
 
 from __future__ import annotations
@@ -13,15 +19,22 @@ from typing import Any
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
 from gpuplan.config import Settings
-from gpuplan.estimate.performance import Efficiency
-from gpuplan.rules.context import comfortable, efficiency_of
+from gpuplan.plan.evaluate import within_headroom
+from gpuplan.rules.context import efficiency_of
 
 PRICE_MOVE = 0.20  # ±20%: GPU rental prices move by tens of percent within a quarter (GP504's rationale)
-# The speed model's documented range of achieved efficiency (gpuplan.estimate.performance.Efficiency):
-# prefill MFU 0.4-0.7 (llm-analysis README), decode HBM bandwidth 0.7-0.9, training MFU 0.25-0.45
-# (estimation.md 2.10). The low end makes every time longer, the high end shorter.
-EFFICIENCY_LOW = {"prefill_mfu": 0.4, "decode_bandwidth": 0.7, "training_mfu": 0.25}
-EFFICIENCY_HIGH = {"prefill_mfu": 0.7, "decode_bandwidth": 0.9, "training_mfu": 0.45}
+SLOW, FAST = "slow", "fast"
+
+
+def band_factor(within: float | None, end: str) -> float | None:
+    """What a time is multiplied by at one end of an error band of ±``within`` (estimate / measured - 1):
+    1 / (1 - w) at the slow end, 1 / (1 + w) at the fast end; None at the slow end of a band of 100% or more
+    (no bound); 1 without a band."""
+    if within is None:
+        return 1.0
+    if end == FAST:
+        return 1 / (1 + within)
+    return None if within >= 1 else 1 / (1 - within)
 
 
 @dataclass(frozen=True)
@@ -35,6 +48,7 @@ class Scenario:
     tpot_s: float | None = None  # serving
     hours: float | None = None  # fine-tuning
     cost: float | None = None  # per month (serving) or per run (fine-tuning), spec currency
+    unbounded: str = ""  # names the figure whose band has no slow end (its time is then not stated)
     slo_met: bool | None = None  # None: no SLO declared (or fine-tuning)
     within_budget: bool | None = None  # None: no budget or no price
 
@@ -48,63 +62,105 @@ class Sensitivity:
     budget: float | None
 
 
-def _efficiency(settings: Settings, end: dict[str, float]) -> Efficiency:
-    return replace(efficiency_of(settings), **end)
+def _within(estimate: Any, metric: str) -> float | None:
+    band = estimate.bands.get(metric)
+    return None if band is None else float(band.within)
 
 
 def _serve_scenario(
-    name: str, estimate: ServeEstimate, settings: Settings, budget: float | None, price_factor: float = 1.0
+    name: str,
+    estimate: ServeEstimate,
+    settings: Settings,
+    budget: float | None,
+    price_factor: float = 1.0,
+    end: str | None = None,
 ) -> Scenario:
     job = estimate.job
+    ttft: float | None = estimate.speed.ttft_s
+    tpot: float | None = estimate.speed.tpot_s
+    unbounded = []
+    if end is not None:  # the speed figures at one end of their calibration bands; memory and cost do not move
+        for metric in ("ttft", "tpot"):
+            factor = band_factor(_within(estimate, metric), end)
+            if factor is None:
+                unbounded.append(metric.upper())
+        ttft_factor = band_factor(_within(estimate, "ttft"), end)
+        tpot_factor = band_factor(_within(estimate, "tpot"), end)
+        ttft = None if ttft_factor is None else estimate.speed.ttft_s * ttft_factor
+        tpot = None if tpot_factor is None else estimate.speed.tpot_s * tpot_factor
     slo_met = None
     if job.ttft_ms is not None or job.tpot_ms is not None:
-        slo_met = (job.ttft_ms is None or estimate.speed.ttft_s * 1000 <= job.ttft_ms) and (
-            job.tpot_ms is None or estimate.speed.tpot_s * 1000 <= job.tpot_ms
-        )
+        ttft_ok = job.ttft_ms is None or (ttft is not None and ttft * 1000 <= job.ttft_ms)
+        tpot_ok = job.tpot_ms is None or (tpot is not None and tpot * 1000 <= job.tpot_ms)
+        slo_met = ttft_ok and tpot_ok
     cost = None if estimate.monthly_cost is None else estimate.monthly_cost * price_factor
     return Scenario(
         name,
         estimate.memory.per_gpu,
         estimate.memory.budget,
         estimate.fits,
-        estimate.fits and comfortable(estimate.memory.per_gpu, estimate.memory.budget, settings),
-        ttft_s=estimate.speed.ttft_s,
-        tpot_s=estimate.speed.tpot_s,
+        estimate.fits and within_headroom(estimate.memory.per_gpu, estimate.memory.budget, settings.headroom_pct),
+        ttft_s=ttft,
+        tpot_s=tpot,
         cost=cost,
         slo_met=slo_met,
         within_budget=None if cost is None or budget is None else cost <= budget,
+        unbounded=", ".join(unbounded),
     )
 
 
 def _cases(
-    spec: Any, base: Any, settings: Settings, estimate: Any, workload: list[tuple[str, Any]]
-) -> list[tuple[str, Any, float]]:
-    """(name, estimate, price factor) per scenario: as declared, ``workload`` changes, prices, speed model."""
+    spec: Any,
+    base: Any,
+    settings: Settings,
+    estimate: Any,
+    workload: list[tuple[str, Any]],
+    bands: list[tuple[str, str]],
+) -> list[tuple[str, Any, float, str | None]]:
+    """(name, estimate, price factor, band end) per scenario: as declared, ``workload`` changes, prices, speed."""
     efficiency = efficiency_of(settings)
+    named = [(label, _within(base, metric)) for label, metric in bands]
+    spread = ", ".join(f"{label} ±{within:.0%}" for label, within in named if within is not None)
+    spread = f" ({spread})" if spread else ""
     return [
-        ("as declared", base, 1.0),
-        *((name, estimate(spec, job, efficiency), 1.0) for name, job in workload),
-        (f"prices +{PRICE_MOVE:.0%}", base, 1 + PRICE_MOVE),
-        (f"prices -{PRICE_MOVE:.0%}", base, 1 - PRICE_MOVE),
-        ("speed model, low end", estimate(spec, base.job, _efficiency(settings, EFFICIENCY_LOW)), 1.0),
-        ("speed model, high end", estimate(spec, base.job, _efficiency(settings, EFFICIENCY_HIGH)), 1.0),
+        ("as declared", base, 1.0, None),
+        *((name, estimate(spec, job, efficiency), 1.0, None) for name, job in workload),
+        (f"prices +{PRICE_MOVE:.0%}", base, 1 + PRICE_MOVE, None),
+        (f"prices -{PRICE_MOVE:.0%}", base, 1 - PRICE_MOVE, None),
+        (f"speed, slow end of the bands{spread}", base, 1.0, SLOW),
+        (f"speed, fast end of the bands{spread}", base, 1.0, FAST),
     ]
 
 
 def _finetune_scenario(
-    name: str, estimate: FinetuneEstimate, settings: Settings, budget: float | None, price_factor: float = 1.0
+    name: str,
+    estimate: FinetuneEstimate,
+    settings: Settings,
+    budget: float | None,
+    price_factor: float = 1.0,
+    end: str | None = None,
 ) -> Scenario:
+    hours = None if estimate.speed is None else estimate.speed.hours
     cost = None if estimate.cost is None else estimate.cost * price_factor
+    unbounded = ""
+    if end is not None and hours is not None:
+        # Hours run inversely to throughput: at the slow end (measured throughput = estimate / (1 + w))
+        # the run takes (1 + w) times as long; at the fast end (1 - w) times, never below zero.
+        within = _within(estimate, "training_tokens_per_s") or 0.0
+        factor = 1 + within if end == SLOW else max(1 - within, 0.0)
+        hours *= factor
+        cost = None if cost is None else cost * factor
     usable = estimate.gpu.usable_bytes
     return Scenario(
         name,
         estimate.memory.per_gpu,
         usable,
         estimate.fits,
-        estimate.fits and comfortable(estimate.memory.per_gpu, usable, settings),
-        hours=None if estimate.speed is None else estimate.speed.hours,
+        estimate.fits and within_headroom(estimate.memory.per_gpu, usable, settings.headroom_pct),
+        hours=hours,
         cost=cost,
         within_budget=None if cost is None or budget is None else cost <= budget,
+        unbounded=unbounded,
     )
 
 
@@ -137,6 +193,9 @@ def sensitivity(spec: Any, base: FinetuneEstimate | ServeEstimate, settings: Set
             (f"micro-batch x2 ({train.micro_batch * 2})", replace(train, micro_batch=train.micro_batch * 2)),
             (f"sequence x2 ({train.seq_len * 2:,} tokens)", replace(train, seq_len=train.seq_len * 2)),
         ]
-    cases = _cases(spec, base, settings, estimate_fn, workload)
-    scenarios = tuple(scenario_fn(name, estimate, settings, budget, factor) for name, estimate, factor in cases)
+    bands = [("TTFT", "ttft"), ("TPOT", "tpot")] if kind == "serve" else [("throughput", "training_tokens_per_s")]
+    cases = _cases(spec, base, settings, estimate_fn, workload, bands)
+    scenarios = tuple(
+        scenario_fn(name, estimate, settings, budget, factor, end) for name, estimate, factor, end in cases
+    )
     return Sensitivity(kind, scenarios, slo[0], slo[1], budget)

@@ -12,5 +12,6 @@ from gpuplan.rules import (  # noqa: F401  (registration side effect)
     right_sizing,
     schema,
     storage,
+    verify,
     waivers,
 )

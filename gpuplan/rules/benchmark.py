@@ -117,12 +117,16 @@ def _missed_slo(ctx: RuleContext, metric: str) -> tuple[ServeEstimate, float, fl
 def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Estimates TTFT for a full-context prompt as prefill FLOPs (2 x active parameters x prompt +
-    causal attention) over the tensor-parallel GPUs' dense peak at `thresholds.prefill_mfu` (default
-    50%), and compares it with `serve.slo.ttft_ms`.
+    Estimates the time to first token of a full prompt (`context - output_tokens`) at the declared
+    concurrency: waiting for a running slot when the engine or the KV cache holds fewer sequences,
+    then the prompt's prefill chunks (2 x active parameters x tokens + causal attention, over the
+    tensor-parallel GPUs' achievable GEMM rate at the engine's calibrated efficiency, or
+    `thresholds.prefill_mfu` of dense peak) in steps shared with the running batch's decodes, plus the
+    engine's per-request overhead; compares it with `serve.slo.ttft_ms`.
 
     ## Why is this bad?
-    Prefill is compute-bound: no amount of memory makes a long prompt start faster on a slower GPU.
+    Prefill is compute-bound, and under load it queues behind the running batch: no amount of memory
+    makes a long prompt start faster on a slower or busier GPU.
 
     ## Example
     ```yaml
@@ -139,8 +143,9 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP403",
             ("serve", "slo", "ttft_ms"),
-            f"estimated TTFT {ttft:,.0f} ms for a {max(1, job.context - job.output_tokens):,}-token prompt "
-            f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}) exceeds the SLO of {slo:,.0f} ms",
+            f"estimated TTFT {ttft:,.0f} ms for a {job.full_prompt:,}-token prompt at {job.concurrency} in flight "
+            f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}; {s.speed.ttft_single_s * 1000:,.0f} ms alone) "
+            f"exceeds the SLO of {slo:,.0f} ms",
             "more TP, a faster GPU, or shorter prompts",
         )
 
@@ -149,10 +154,11 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
 def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Estimates TPOT at full concurrency as the bytes read per decode step (weights per GPU + the KV
-    cache of every sequence) over the GPU's bandwidth at `thresholds.decode_bandwidth` (default
-    80%), or the compute bound if larger, plus TP all-reduce latency; compares with
-    `serve.slo.tpot_ms`.
+    Estimates TPOT at the declared concurrency: each decode step reads the weights (an MoE only the
+    experts its tokens touch) and the KV cache of every running sequence over the GPU's bandwidth at
+    the engine's calibrated efficiency (or `thresholds.decode_bandwidth`), or computes their FLOPs if
+    that takes longer, carries the prefill chunks of arriving requests, and adds tensor-parallel
+    all-reduces and the engine's per-step costs; compares with `serve.slo.tpot_ms`.
 
     ## Why is this bad?
     Decode is memory-bound: the whole model and cache are read for every token.

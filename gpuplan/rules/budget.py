@@ -14,9 +14,10 @@ from gpuplan.rules.registry import rule
 def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Estimates the run's time from its FLOPs (6 x N x tokens for full fine-tuning, 4 x N for adapters,
-    +2 x N with activation checkpointing) at `thresholds.training_mfu` (default 35%) of the GPUs'
-    dense BF16 peak, and prices GPUs x hours.
+    Estimates the run's time with the calibrated training speed model (6 x N FLOPs per token for full
+    fine-tuning, 4 x N for adapters, at the GPU's achievable matmul rate; recompute, elementwise work,
+    the optimizer step and exposed data-parallel traffic on top; `thresholds.training_mfu` overrides
+    the utilisation), and prices GPUs x hours.
 
     ## Why is this bad?
     The money runs out before the tokens do.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 from dataclasses import dataclass
 
 from gpuplan.analysis import Analysis
@@ -10,7 +11,8 @@ from gpuplan.config import Settings
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.findings import Finding, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
-from gpuplan.spec import Spec
+from gpuplan.plan.search import SpecPlanner
+from gpuplan.spec import PlanLimits, Spec
 
 
 @dataclass(frozen=True)
@@ -25,16 +27,21 @@ class RuleContext:
     def efficiency(self) -> Efficiency:
         return efficiency_of(self.settings)
 
+    @functools.cached_property
+    def plans(self) -> SpecPlanner:
+        """The planner for this spec, shared by every rule that proposes a layout (built on first use)."""
+        return planner_for(self.spec, self.settings)
+
     def finding(self, code: str, pointer: Pointer, message: str, hint: str = "") -> Finding:
-        """A finding at the field ``pointer`` names (its key's line when the value spans lines)."""
-        position = self.document.position(pointer)
-        same_line = position.value_line == position.line
-        line, col = (
-            (position.value_line, position.value_col) if same_line and pointer else (position.line, position.col)
-        )
-        return Finding.make(
-            code, message, path=self.document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint
-        )
+        return finding_at(self.document, code, pointer, message, hint)
+
+
+def finding_at(document: LoadedDocument, code: str, pointer: Pointer, message: str, hint: str = "") -> Finding:
+    """A finding at the field ``pointer`` names (its key's line when the value spans lines)."""
+    position = document.position(pointer)
+    same_line = position.value_line == position.line
+    line, col = (position.value_line, position.value_col) if same_line and pointer else (position.line, position.col)
+    return Finding.make(code, message, path=document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint)
 
 
 def efficiency_of(settings: Settings) -> Efficiency:
@@ -43,6 +50,12 @@ def efficiency_of(settings: Settings) -> Efficiency:
     )
 
 
-def comfortable(per_gpu: float, capacity: float, settings: Settings) -> bool:
-    """Fits with the configured headroom: an alternative is only offered when it would not warn GP202."""
-    return per_gpu <= capacity * (1 - settings.headroom_pct / 100)
+def planner_for(spec: Spec, settings: Settings, limits: PlanLimits | None = None) -> SpecPlanner:
+    """The planner with the configured thresholds: headroom, gradient sync share and speed efficiencies."""
+    return SpecPlanner(
+        spec,
+        efficiency_of(settings),
+        headroom_pct=settings.headroom_pct,
+        sync_share=settings.gradient_sync_share,
+        limits=limits,
+    )

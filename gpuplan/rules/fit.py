@@ -7,14 +7,41 @@ from dataclasses import replace
 
 from gpuplan.analysis import estimate_finetune
 from gpuplan.findings import Finding
-from gpuplan.layout import smallest_finetune_layout, smallest_serve_layout
-from gpuplan.rules.context import RuleContext, comfortable
+from gpuplan.plan.describe import summary
+from gpuplan.plan.evaluate import Option, within_headroom
+from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
 
 
-def _layout_hint(layout_text: str | None) -> str:
-    return f"smallest layout that fits: {layout_text}" if layout_text else "no catalog layout up to 64 GPUs holds it"
+def layout_hint(ctx: RuleContext, kind: str) -> str:
+    """The planner's answer for a job that does not fit: the fewest GPUs of the declared kind that hold
+    it soundly, then the cheapest sound layout of any allowed GPU (when it differs)."""
+    planner = ctx.plans.job(kind)
+    assert planner is not None
+    currency = ctx.spec.budget.currency
+    declared_gpu = planner.declared().layout.gpu
+    on_declared = planner.fewest_gpus_on(declared_gpu)
+    cheapest = planner.cheapest()
+    parts = []
+    if on_declared is not None:
+        parts.append(f"on {declared_gpu.id}: {summary(on_declared, currency)}")
+    if cheapest is not None and (on_declared is None or cheapest.layout.key != on_declared.layout.key):
+        parts.append(f"cheapest: {summary(cheapest, currency)}")
+    if not parts:
+        limits = planner.limits
+        return f"no layout within {limits.max_gpus} GPUs and {limits.max_nodes} nodes holds it soundly"
+    return "; ".join(parts)
+
+
+def more_of_the_same_gpu(ctx: RuleContext, kind: str) -> Option | None:
+    """The fewest GPUs of the declared kind that hold the job soundly, when that is more than one GPU
+    (GP301's case, not GP201's: a settings change on one GPU is no parallelism)."""
+    planner = ctx.plans.job(kind)
+    if planner is None:
+        return None
+    option = planner.fewest_gpus_on(planner.declared().layout.gpu)
+    return option if option is not None and option.gpus > 1 else None
 
 
 def finetune_single_gpu(ctx: RuleContext) -> bool:
@@ -39,9 +66,10 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
     ## What it does
     Compares the estimated per-GPU peak (the maximum over forward, backward and optimizer step for
     fine-tuning; weights, runtime reserve and KV cache within the engine's memory budget for serving)
-    with the GPU's usable memory, and reports the shortfall and the smallest layout that fits. A
-    single-GPU job that more GPUs of the same kind would hold is GP301 instead; a serving job whose
-    weights fit but whose KV cache does not is GP203.
+    with the GPU's usable memory, and reports the shortfall with the planner's answer: the fewest GPUs
+    of the declared kind that hold the job with the configured headroom (and the SLO), then the
+    cheapest sound layout of any allowed GPU. A single-GPU job that more GPUs of the same kind would
+    hold is GP301 instead; a serving job whose weights fit but whose KV cache does not is GP203.
 
     ## Why is this bad?
     The job will fail with an out-of-memory error after the GPUs are paid for.
@@ -54,26 +82,25 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
     ```
 
     ## Use instead
-    The layout the hint names, for example more GPUs with `sharding: zero3`, or LoRA.
+    A layout the hint names, for example more GPUs with `sharding: zero3`, activation checkpointing,
+    or a GPU with more memory; `gpuplan plan` lists every option with its cost.
     """
     f = ctx.analysis.finetune
-    if f is not None and not f.fits and not (finetune_single_gpu(ctx) and _same_gpu_fits_finetune(ctx)):
-        layout = smallest_finetune_layout(ctx.spec, f.job, ctx.efficiency)
+    if f is not None and not f.fits and not (finetune_single_gpu(ctx) and more_of_the_same_gpu(ctx, "finetune")):
         yield ctx.finding(
             "GP201",
             ("finetune", "hardware", "gpu"),
             f"fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU at the {f.memory.peak_phase.replace('_', ' ')} peak; "
             f"{f.gpu.id} has {format_gib(f.gpu.usable_bytes)} usable — short by {format_gib(f.memory.per_gpu - f.gpu.usable_bytes)}",
-            _layout_hint(layout.describe() if layout else None),
+            layout_hint(ctx, "finetune"),
         )
     s = ctx.analysis.serve
     if (
         s is not None
         and not s.fits
         and not serve_weights_fit(ctx)
-        and not (serve_single_gpu(ctx) and _same_gpu_fits_serve(ctx))
+        and not (serve_single_gpu(ctx) and more_of_the_same_gpu(ctx, "serve"))
     ):
-        layout = smallest_serve_layout(ctx.spec, s.job, ctx.efficiency)
         non_kv = s.memory.per_gpu - s.memory.kv_cache
         yield ctx.finding(
             "GP201",
@@ -81,18 +108,8 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
             f"serving needs {format_gib(non_kv)} per GPU before any KV cache (weights {format_gib(s.memory.weights)}); "
             f"{s.gpu.id} gives the engine {format_gib(s.memory.budget)} — short by {format_gib(s.memory.per_gpu - s.memory.budget)} "
             f"with the KV cache",
-            _layout_hint(layout.describe() if layout else None),
+            layout_hint(ctx, "serve"),
         )
-
-
-def _same_gpu_fits_finetune(ctx: RuleContext) -> bool:
-    f = ctx.analysis.finetune
-    return f is not None and smallest_finetune_layout(ctx.spec, f.job, ctx.efficiency, other_gpus=False) is not None
-
-
-def _same_gpu_fits_serve(ctx: RuleContext) -> bool:
-    s = ctx.analysis.serve
-    return s is not None and smallest_serve_layout(ctx.spec, s.job, ctx.efficiency, other_gpus=False) is not None
 
 
 @rule("GP202")
@@ -164,14 +181,13 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     if s is None or s.fits or not serve_weights_fit(ctx):
         return
     job = s.job
-    layout = smallest_serve_layout(ctx.spec, job, ctx.efficiency)
     yield ctx.finding(
         "GP203",
         ("serve", "concurrency"),
         f"{job.concurrency} x {job.context:,} tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU; "
         f"{format_gib(max(0, s.memory.kv_available))} is left after weights and runtime on {s.gpu.id} — at most "
         f"{s.max_concurrency} sequence(s) at {job.context:,} tokens, or {s.max_context:,} tokens at {job.concurrency}",
-        _layout_hint(layout.describe() if layout else None),
+        layout_hint(ctx, "serve"),
     )
 
 
@@ -205,7 +221,7 @@ def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
         candidate = estimate_finetune(
             ctx.spec, replace(job, method=method, hardware=single, sharding="none"), ctx.efficiency
         )
-        if comfortable(candidate.memory.per_gpu, candidate.gpu.usable_bytes, ctx.settings):
+        if within_headroom(candidate.memory.per_gpu, candidate.gpu.usable_bytes, ctx.settings.headroom_pct):
             yield ctx.finding(
                 "GP204",
                 ("finetune", "method"),
@@ -247,7 +263,10 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
         return
     remedies = [
         name
-        for name, used in (("activation_checkpointing: true", job.checkpointing), ("fused_loss: true", job.fused_loss))
+        for name, used in (
+            ("activation_checkpointing: full", job.checkpointing != "none"),
+            ("fused_loss: true", job.fused_loss),
+        )
         if not used
     ]
     remedies.append(f"a shorter seq_len than {job.seq_len:,} or a smaller micro_batch")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuplan.catalog import gpu_catalog
-from gpuplan.estimate.performance import sync_bandwidth
+from gpuplan.catalog import Gpu, gpu_catalog
+from gpuplan.estimate.performance import link_bandwidth
 from gpuplan.findings import Finding
-from gpuplan.layout import Layout, serve_at
-from gpuplan.rules.context import RuleContext, comfortable
+from gpuplan.plan.describe import cost_text, paste_line
+from gpuplan.plan.evaluate import gradient_sync_share
+from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
 
@@ -18,9 +19,12 @@ def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     For data-parallel fine-tuning on PCIe/NVL cards or across more GPUs than the NVLink domain,
-    estimates the ring all-reduce of the gradients per optimizer step (2(n-1)/n x gradient bytes over
-    the per-direction link bandwidth) against the step's compute time, and warns above
-    `thresholds.gradient_sync_share` (default 25%).
+    estimates the data-parallel traffic of an optimizer step (DDP and ZeRO-1/2: a ring all-reduce of
+    the gradients, 2(n-1)/n x gradient bytes; ZeRO-3/FSDP: parameters gathered for forward and for
+    backward and gradients reduce-scattered on every micro-batch, 3x the parameter bytes) over the
+    per-direction link bandwidth, keeps the part that overlap with compute cannot hide, and warns when
+    that exposed part exceeds `thresholds.gradient_sync_share` (default 25%) of the step's compute. A step's share needs no token
+    count: it is checked with or without `finetune.tokens`. The planner rejects layouts above the same share.
 
     ## Why is this bad?
     Llama-3-8B's bf16 gradients are 16 GB: about 70 ms per step over NVLink, over a second through
@@ -36,41 +40,46 @@ def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
     finetune: {method: full, sharding: zero3, hardware: {gpu: h100-sxm, count: 8}}
     ```
     """
-    f = ctx.analysis.finetune
-    if f is None or f.speed is None or f.setup.data_parallel < 2:
+    planner = ctx.plans.finetune
+    if planner is None:
         return
-    gpu = f.gpu
-    span = f.setup.data_parallel * f.setup.tensor_parallel
-    if gpu.has_nvlink and span <= gpu.domain:
-        return
-    share = f.speed.gradient_sync_s / max(f.speed.step_compute_s, 1e-9)
-    if share > ctx.settings.gradient_sync_share:
-        link = sync_bandwidth(gpu, f.setup.data_parallel, f.setup.tensor_parallel) / 1e9
+    f = planner.declared().estimate  # with a nominal token count when the spec gives none: a step needs none
+    share = gradient_sync_share(f)
+    if share is not None and share > ctx.settings.gradient_sync_share:
+        gpu = f.gpu
+        link = link_bandwidth(gpu, f.gpus) / 1e9
         yield ctx.finding(
             "GP310",
             ("finetune", "hardware", "gpu"),
-            f"gradient all-reduce takes {f.speed.gradient_sync_s * 1000:,.0f} ms per step over {link:.0f} GB/s "
-            f"against {f.speed.step_compute_s * 1000:,.0f} ms of compute ({share:.0%}) on {f.gpus} x {gpu.id}",
+            f"gradient and parameter traffic leaves {f.speed.gradient_sync_s * 1000:,.0f} ms per step exposed over"
+            f" {link:.0f} GB/s against {f.speed.step_compute_s * 1000:,.0f} ms of compute ({share:.0%}) on"
+            f" {f.gpus} x {gpu.id}",
             "use SXM GPUs inside one NVLink domain, fewer GPUs, more gradient_accumulation, or LoRA",
         )
 
 
-def _siblings(gpu_id: str) -> list[str]:
+def _siblings(gpu: Gpu) -> list[str]:
     """NVL/PCIe variants of an SXM GPU (same chip family, same vendor)."""
-    family = gpu_id.split("-")[0]
-    return [g.id for g in gpu_catalog().values() if g.id.split("-")[0] == family and g.form_factor in ("nvl", "pcie")]
+    family = gpu.id.split("-")[0]
+    return [
+        g.id
+        for g in gpu_catalog().values()
+        if g.id.split("-")[0] == family and g.vendor == gpu.vendor and g.form_factor in ("nvl", "pcie")
+    ]
 
 
 @rule("GP311")
 def single_gpu_serving_on_sxm(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    For a serving job on one SXM GPU, estimates the same deployment on the NVL/PCIe variants and
-    reports those that fit, with prices where known.
+    For a serving job on one SXM GPU per replica, asks the planner for the cheapest sound layout on
+    the NVL/PCIe variants of the same chip at one GPU per replica (memory with the configured
+    headroom, the SLO), and reports it only when it costs less than the declared layout, with both
+    monthly costs.
 
     ## Why is this bad?
     SXM modules come in 4- or 8-GPU HGX boards whose NVLink switch a single-GPU replica never uses;
-    the PCIe/NVL cards are cheaper to rent and run in ordinary servers.
+    the PCIe/NVL cards are often cheaper to rent and run in ordinary servers.
 
     ## Example
     ```yaml
@@ -79,32 +88,34 @@ def single_gpu_serving_on_sxm(ctx: RuleContext) -> Iterator[Finding]:
 
     ## Use instead
     ```yaml
-    serve: {hardware: {gpu: h100-nvl, count: 1}}
+    serve: {hardware: {gpu: h100-pcie, count: 1}}
     ```
     """
     s = ctx.analysis.serve
-    if s is None or s.gpu.form_factor != "sxm" or s.job.hardware.tensor_parallel > 1:
+    if s is None or s.gpu.form_factor != "sxm" or s.job.hardware.tensor_parallel * s.job.hardware.pipeline_parallel > 1:
         return
-    job = s.job
-    fitting = []
-    for sibling in _siblings(s.gpu.id):
-        gpu = gpu_catalog()[sibling]
-        candidate = serve_at(ctx.spec, job, Layout(gpu, 1, 1), ctx.efficiency)
-        if (
-            comfortable(candidate.memory.per_gpu, candidate.memory.budget, ctx.settings)
-            and candidate.speed.tpot_s <= (job.tpot_ms or 1e9) / 1000
-        ):
-            price, _ = ctx.spec.price(gpu)
-            fitting.append(
-                f"{sibling} ({format_gib(candidate.memory.per_gpu)}" + (f", {price:.2f}/h)" if price else ")")
-            )
-    if fitting:
-        yield ctx.finding(
-            "GP311",
-            ("serve", "hardware", "gpu"),
-            f"one {s.gpu.id} per replica never uses its NVLink switch; {', '.join(fitting)} would hold the deployment",
-            "prefer the NVL/PCIe card for TP 1 replicas",
-        )
+    planner = ctx.plans.serve
+    assert planner is not None
+    declared = planner.declared()
+    siblings = _siblings(s.gpu)
+    if declared.rate is None or not siblings:
+        return
+
+    def sibling_card(gpu: Gpu, tp: int, pp: int) -> bool:
+        return gpu.id in siblings and tp == 1 and pp == 1
+
+    option = planner.cheapest(ceiling=declared.rate, where=sibling_card, tag=f"GP311:{s.gpu.id}")
+    if option is None:
+        return
+    currency = ctx.spec.budget.currency
+    yield ctx.finding(
+        "GP311",
+        ("serve", "hardware", "gpu"),
+        f"one {s.gpu.id} per replica never uses its NVLink switch; {option.layout.describe()} holds the deployment "
+        f"({format_gib(option.per_gpu_bytes)} of {format_gib(option.capacity_bytes)}) for {cost_text(option, currency)} "
+        f"against {cost_text(declared, currency)}",
+        f"paste {paste_line(option.fragment)}",
+    )
 
 
 @rule("GP312")

@@ -324,10 +324,14 @@ def invalid_model_config(*_: Any) -> Iterator[Any]:
     ## What it does
     Reports a `model.config` path that cannot be read as a Hugging Face config.json with the
     fields gpuplan needs (hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
-    vocab_size), or an explicit architecture that is inconsistent.
+    vocab_size), a value outside the bounds an explicit architecture has (0, negative, NaN,
+    fractional, a list or a string where a dimension belongs, 1e30 layers), naming the key; a
+    layer layout or `quantization_config` format gpuplan cannot size (HQQ, AQLM, GGUF, 3-bit
+    GPTQ, ...); or an explicit architecture that is inconsistent.
 
     ## Why is this bad?
-    Estimates are computed from the architecture; a guessed dimension is a wrong number.
+    Estimates are computed from the architecture; a guessed dimension, or a format silently read
+    as unquantized, is a wrong number.
 
     ## Example
     ```yaml
@@ -371,7 +375,9 @@ def unknown_gpu(*_: Any) -> Iterator[Any]:
 def inconsistent_layout(*_: Any) -> Iterator[Any]:
     """
     ## What it does
-    Reports `hardware.count` that `tensor_parallel x pipeline_parallel` does not divide.
+    Reports `hardware.count` that `tensor_parallel x pipeline_parallel` does not divide, and an
+    `expert_parallel` degree that cannot be laid out: one that does not divide the GPUs, exceeds the
+    model's experts, is given for a dense model, or is given for fine-tuning (modelled for serving only).
 
     ## Why is this bad?
     Each model replica needs TP x PP GPUs; a remainder is GPUs paid for and never used, or a
@@ -392,24 +398,66 @@ def inconsistent_layout(*_: Any) -> Iterator[Any]:
 
 @rule("GP024")
 @documentation_only
-def output_exceeds_context(*_: Any) -> Iterator[Any]:
+def inconsistent_workload(*_: Any) -> Iterator[Any]:
     """
     ## What it does
-    Reports a serving job whose `output_tokens` is larger than its `context`.
+    Reports a serving job whose `output_tokens` is larger than its `context`, a
+    `serve.prompt_tokens.p90` below its `mean`, and a mean prompt that leaves no room for
+    `output_tokens` within `context`.
 
     ## Why is this bad?
-    The context holds the prompt and the generated tokens together; a sequence cannot generate more
-    tokens than its context holds, so the time per request, the prompt length and the KV cache would
-    all be computed for a workload that cannot run.
+    The context holds the prompt and the generated tokens together, and the speed estimate draws
+    prompt lengths from the declared distribution: lengths that contradict each other or the context
+    describe no real traffic, so the time per request, the KV cache and the cost built on them would
+    be computed for a workload that cannot run.
 
     ## Example
     ```yaml
-    serve: {context: 4096, output_tokens: 8192}
+    serve:
+      context: 4096
+      output_tokens: 512
+      prompt_tokens: {mean: 2000, p90: 1500}
     ```
 
     ## Use instead
     ```yaml
-    serve: {context: 12288, output_tokens: 8192}
+    serve:
+      context: 4096
+      output_tokens: 512
+      prompt_tokens: {mean: 1500, p90: 3000}
+    ```
+    """
+    yield from ()
+
+
+@rule("GP025")
+@documentation_only
+def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports fine-tuning settings that cannot run together: `optimizer_in_backward` with gradient
+    accumulation or with an offloaded optimizer, parameter offload without ZeRO-3/FSDP sharding on
+    several GPUs, `sequence_parallel` without tensor parallelism, and `lora.variant: dora` on a full
+    fine-tune.
+
+    ## Why is this bad?
+    The frameworks refuse these combinations at launch (torchtune raises for optimizer-in-backward
+    with accumulation; DeepSpeed streams parameters only under ZeRO-3), so an estimate for them would
+    describe a run that cannot happen.
+
+    ## Example
+    ```yaml
+    finetune:
+      optimizer_in_backward: true
+      gradient_accumulation: 8
+    ```
+
+    ## Use instead
+    ```yaml
+    finetune:
+      optimizer_in_backward: true
+      gradient_accumulation: 1
+      micro_batch: 8
     ```
     """
     yield from ()

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-from gpuplan.catalog import gpu_catalog
-from gpuplan.estimate.performance import TP_ALLREDUCE_LATENCY_NVLINK
+from gpuplan.analysis import ServeEstimate
 from gpuplan.findings import Finding
-from gpuplan.layout import Layout, finetune_at, serve_at, smallest_finetune_layout, smallest_serve_layout
-from gpuplan.rules.context import RuleContext, comfortable
-from gpuplan.rules.fit import finetune_single_gpu, serve_single_gpu, serve_weights_fit
+from gpuplan.plan.describe import cost_text, paste_line, summary
+from gpuplan.plan.evaluate import FinetunePlanner, ServePlanner
+from gpuplan.plan.space import (
+    Layout,
+    TrainingSettings,
+    domain_problem,
+    max_tensor_parallel,
+    tensor_parallel_degrees,
+    tensor_parallel_problem,
+)
+from gpuplan.rules.context import RuleContext
+from gpuplan.rules.fit import finetune_single_gpu, more_of_the_same_gpu, serve_single_gpu, serve_weights_fit
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
 
@@ -18,8 +27,11 @@ from gpuplan.units import format_gib
 def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    For a job declared on a single GPU that does not fit, finds the least parallel layout of the same
-    GPU that does (tensor parallelism for serving; data-parallel sharding or TP for fine-tuning).
+    For a job declared on a single GPU that does not fit, asks the planner for the fewest GPUs of the
+    same kind that hold it with the configured headroom (and the SLO): tensor or pipeline parallelism
+    for serving; data-parallel sharding, activation checkpointing or, only when those do not suffice,
+    tensor or pipeline parallelism for fine-tuning. The message adds the cheapest sound layout of any
+    allowed GPU when it differs; the hint is the YAML to paste for the declared GPU.
 
     ## Why is this bad?
     A 70B model in bf16 is 131 GiB of weights: no 80 GB GPU can load it, however it is tuned.
@@ -35,29 +47,39 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
     serve: {context: 8192, concurrency: 16, hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}}
     ```
     """
-    f = ctx.analysis.finetune
-    if f is not None and not f.fits and finetune_single_gpu(ctx):
-        layout = smallest_finetune_layout(ctx.spec, f.job, ctx.efficiency, other_gpus=False)
-        if layout is not None:
-            yield ctx.finding(
-                "GP301",
-                ("finetune", "hardware"),
-                f"fine-tuning needs {format_gib(f.memory.per_gpu)} on one {f.gpu.id} ({format_gib(f.gpu.usable_bytes)} usable); "
-                f"parallelism is needed: {layout.describe()} fits",
-                f"declare count: {layout.count}"
-                + (f", sharding: {layout.sharding}" if layout.sharding != "none" else ""),
-            )
-    s = ctx.analysis.serve
-    if s is not None and not s.fits and serve_single_gpu(ctx) and not serve_weights_fit(ctx):
-        layout = smallest_serve_layout(ctx.spec, s.job, ctx.efficiency, other_gpus=False)
-        if layout is not None:
-            yield ctx.finding(
-                "GP301",
-                ("serve", "hardware"),
-                f"serving needs {format_gib(s.memory.per_gpu)} on one {s.gpu.id} (engine budget {format_gib(s.memory.budget)}); "
-                f"tensor parallelism is needed: {layout.describe()} fits",
-                f"declare count: {layout.count}, tensor_parallel: {layout.tensor_parallel}",
-            )
+    for kind, estimate, single in (
+        ("finetune", ctx.analysis.finetune, finetune_single_gpu(ctx)),
+        ("serve", ctx.analysis.serve, serve_single_gpu(ctx)),
+    ):
+        if estimate is None or estimate.fits or not single:
+            continue
+        if kind == "serve" and serve_weights_fit(ctx):
+            continue  # the weights fit and the KV cache does not: GP203's case
+        option = more_of_the_same_gpu(ctx, kind)
+        if option is None:
+            continue
+        capacity = (
+            f"engine budget {format_gib(estimate.memory.budget)}"
+            if isinstance(estimate, ServeEstimate)
+            else f"{format_gib(estimate.gpu.usable_bytes)} usable"
+        )
+        what = "tensor parallelism is" if kind == "serve" else "parallelism is"
+        currency = ctx.spec.budget.currency
+        planner = ctx.plans.job(kind)
+        cheapest = planner.cheapest() if planner is not None else None
+        elsewhere = (
+            f"; cheapest of any GPU: {summary(cheapest, currency)}"
+            if cheapest is not None and cheapest.layout.key != option.layout.key
+            else ""
+        )
+        yield ctx.finding(
+            "GP301",
+            (kind, "hardware"),
+            f"{'serving' if kind == 'serve' else 'fine-tuning'} needs {format_gib(estimate.memory.per_gpu)} on one "
+            f"{estimate.gpu.id} ({capacity}); {what} needed: {option.layout.describe()} fits "
+            f"({cost_text(option, currency)}){elsewhere}",
+            f"paste {paste_line(option.fragment)}",
+        )
 
 
 @rule("GP302")
@@ -65,8 +87,9 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Re-estimates the job without the declared TP/PP (and without sharding) and reports when it still
-    fits, with the cost of the parallelism: per-token all-reduce latency for serving, gradient and
-    parameter traffic for fine-tuning.
+    fits with the configured headroom. For serving it quotes the speed model's figures for the same
+    GPUs run as replicas at TP 1 against the declared split (TPOT and tokens/s, with the all-reduces
+    over NVLink or PCIe as the GPU has them); for fine-tuning, the memory of plain data parallelism.
 
     ## Why is this bad?
     Every TP rank adds two all-reduces per layer to every token; replicas (`count` with
@@ -86,25 +109,20 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     """
     s = ctx.analysis.serve
     if s is not None and s.job.hardware.tensor_parallel * s.job.hardware.pipeline_parallel > 1:
-        job = s.job
-        single = serve_at(ctx.spec, job, Layout(s.gpu, 1, 1), ctx.efficiency)
-        if comfortable(single.memory.per_gpu, single.memory.budget, ctx.settings):
-            latency = 2 * ctx.spec.model.architecture.layers * TP_ALLREDUCE_LATENCY_NVLINK * 1000
-            yield ctx.finding(
-                "GP302",
-                ("serve", "hardware", "tensor_parallel"),
-                f"one {s.gpu.id} holds this deployment ({format_gib(single.memory.per_gpu)} of {format_gib(single.memory.budget)}); "
-                f"tensor_parallel {job.hardware.tensor_parallel} adds about {latency:.1f} ms of all-reduce latency per "
-                f"output token",
-                "use tensor_parallel: 1 and count for replicas",
-            )
+        yield from _serve_parallelism_not_needed(ctx)
     f = ctx.analysis.finetune
     if f is not None and f.fits:
         tune = f.job
         hardware = tune.hardware
         if hardware.tensor_parallel * hardware.pipeline_parallel > 1 or tune.sharding != "none":
-            plain = finetune_at(ctx.spec, tune, Layout(f.gpu, hardware.count, 1, "none"), ctx.efficiency)
-            if comfortable(plain.memory.per_gpu, plain.gpu.usable_bytes, ctx.settings):
+            planner = ctx.plans.finetune
+            assert planner is not None and isinstance(planner.evaluator, FinetunePlanner)
+            evaluator = planner.evaluator
+            settings = TrainingSettings(
+                tune.checkpointing, tune.fused_loss, "none", tune.micro_batch, tune.gradient_accumulation
+            )
+            plain = Layout(f.gpu, 1, 1, hardware.count, settings=settings)
+            if evaluator.memory_sound(plain):
                 what = [f"tensor_parallel {hardware.tensor_parallel}"] if hardware.tensor_parallel > 1 else []
                 what += [f"pipeline_parallel {hardware.pipeline_parallel}"] if hardware.pipeline_parallel > 1 else []
                 what += [f"sharding {tune.sharding}"] if tune.sharding != "none" else []
@@ -112,20 +130,52 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
                     "GP302",
                     ("finetune", "sharding" if tune.sharding != "none" else "hardware"),
                     f"{' and '.join(what)} is not needed: plain data parallelism on {hardware.count} x {f.gpu.id} "
-                    f"needs {format_gib(plain.memory.per_gpu)} of {format_gib(f.gpu.usable_bytes)} per GPU",
+                    f"needs {format_gib(evaluator.memory(plain).per_gpu)} of {format_gib(f.gpu.usable_bytes)} per GPU",
                     "drop it; it only adds communication",
                 )
+
+
+def _serve_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
+    """One GPU holds a replica: the same GPUs as replicas at TP 1, from the speed model (any link)."""
+    planner = ctx.plans.serve
+    assert planner is not None and isinstance(planner.evaluator, ServePlanner)
+    evaluator = planner.evaluator
+    declared = planner.declared()
+    gpu, hardware = declared.layout.gpu, ctx.spec.serve.hardware if ctx.spec.serve else None
+    assert hardware is not None
+    single = evaluator.layout(gpu, 1, 1, evaluator.declared_replicas)  # one GPU per declared replica
+    if not evaluator.memory_sound(single):
+        return
+    memory = evaluator.memory(single)
+    spread = evaluator.evaluate(evaluator.layout(gpu, 1, 1, declared.gpus))  # the same GPUs as replicas
+    tp = hardware.tensor_parallel
+    split = f"tensor_parallel {tp}" + (
+        f" x pipeline_parallel {hardware.pipeline_parallel}" if hardware.pipeline_parallel > 1 else ""
+    )
+    yield ctx.finding(
+        "GP302",
+        ("serve", "hardware", "tensor_parallel" if tp > 1 else "pipeline_parallel"),
+        f"one {gpu.id} holds a replica of this deployment ({format_gib(memory.per_gpu)} of "
+        f"{format_gib(memory.budget)}); the same {declared.gpus} GPUs as {declared.gpus} replicas at tensor_parallel 1 "
+        f"would serve {spread.estimate.speed.tokens_per_s:,.0f} tokens/s at TPOT "
+        f"{spread.estimate.speed.tpot_s * 1000:,.1f} ms, against {declared.estimate.speed.tokens_per_s:,.0f} tokens/s at "
+        f"{declared.estimate.speed.tpot_s * 1000:,.1f} ms with {split} (every token waits for "
+        f"{'NVLink' if gpu.has_nvlink and tp <= gpu.domain else 'PCIe'} all-reduces)",
+        f"use tensor_parallel: 1 and count for replicas: paste {paste_line(spread.fragment)}",
+    )
 
 
 @rule("GP303")
 def tp_does_not_divide_heads(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Checks that `tensor_parallel` divides the model's attention heads, and that it divides the KV
-    heads or is a multiple of them (vLLM and Megatron split heads across ranks).
+    Checks that `tensor_parallel` divides the model's attention heads, that it divides the KV heads
+    or is a multiple of them (vLLM and Megatron split heads across ranks and replicate KV heads
+    beyond their number), and for serving that it divides the vocabulary padded to a multiple of 64
+    (vLLM and SGLang split the padded embedding and LM head rows evenly).
 
     ## Why is this bad?
-    The frameworks refuse to start such a layout.
+    The frameworks refuse to start such a layout (`AssertionError: 100352 is not divisible by 6`).
 
     ## Example
     ```yaml
@@ -143,15 +193,15 @@ def tp_does_not_divide_heads(ctx: RuleContext) -> Iterator[Finding]:
         job = getattr(ctx.spec, job_name)
         if job is None:
             continue
-        tp = job.hardware.tensor_parallel
-        kv = arch.n_kv
-        if arch.heads % tp or (not arch.is_mla and kv % tp and tp % kv):
+        serving = job_name == "serve"
+        problem = tensor_parallel_problem(arch, job.hardware.tensor_parallel, serving=serving)
+        if problem:
+            degrees = tensor_parallel_degrees(arch, job.hardware.gpu, serving=serving)
             yield ctx.finding(
                 "GP303",
                 (job_name, "hardware", "tensor_parallel"),
-                f"tensor_parallel {tp} does not divide {arch.heads} attention heads / {kv} KV heads",
-                "use a divisor of the head count: "
-                + ", ".join(str(d) for d in (1, 2, 4, 8, 16) if arch.heads % d == 0 and (kv % d == 0 or d % kv == 0)),
+                problem,
+                f"use one of {', '.join(str(d) for d in degrees)} on {job.hardware.gpu.id}",
             )
 
 
@@ -160,7 +210,8 @@ def tp_exceeds_nvlink_domain(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Compares `tensor_parallel` with the number of GPUs that share the GPU's scale-up link (8 on HGX
-    SXM boards, 4 on H200 NVL bridges, 2 on bridged PCIe pairs).
+    SXM boards, 4 on H200 NVL bridges, 2 on bridged PCIe pairs), or for cards without NVLink with
+    one PCIe server of 8 cards.
 
     ## Why is this bad?
     Tensor parallelism all-reduces activations twice per layer per token; across PCIe or the
@@ -181,12 +232,13 @@ def tp_exceeds_nvlink_domain(ctx: RuleContext) -> Iterator[Finding]:
         if job is None:
             continue
         gpu, tp = job.hardware.gpu, job.hardware.tensor_parallel
-        if gpu.domain > 1 and tp > gpu.domain:
+        problem = domain_problem(gpu, tp)
+        if problem:
             yield ctx.finding(
                 "GP304",
                 (job_name, "hardware", "tensor_parallel"),
-                f"tensor_parallel {tp} exceeds the NVLink domain of {gpu.domain} GPUs on {gpu.id}",
-                f"keep tensor_parallel at most {gpu.domain}; use pipeline_parallel or replicas beyond it",
+                problem,
+                f"keep tensor_parallel at most {max_tensor_parallel(gpu)}; use pipeline_parallel or replicas beyond it",
             )
 
 
@@ -194,8 +246,9 @@ def tp_exceeds_nvlink_domain(ctx: RuleContext) -> Iterator[Finding]:
 def larger_gpu_instead_of_tp(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    For a TP > 1 layout, looks for a catalog GPU with more memory that holds the job at TP 1, and
-    reports it with both hourly costs where prices are known.
+    For a TP > 1 serving layout that one GPU of the declared kind cannot hold, asks the planner for
+    the cheapest sound layout on a GPU with at least 10% more memory at TP 1 (one GPU per replica),
+    and reports it only when it costs less than the declared layout, with both monthly costs.
 
     ## Why is this bad?
     One GPU has no all-reduce on the critical path and fewer parts to fail: 70B on one H200 instead
@@ -214,26 +267,29 @@ def larger_gpu_instead_of_tp(ctx: RuleContext) -> Iterator[Finding]:
     s = ctx.analysis.serve
     if s is None or s.job.hardware.tensor_parallel < 2:
         return
-    job = s.job
-    if serve_at(ctx.spec, job, Layout(s.gpu, 1, 1), ctx.efficiency).fits:
-        return  # one GPU of the declared kind holds it: GP302's case, not a bigger GPU's
-    for gpu in sorted(gpu_catalog().values(), key=lambda g: (g.usable_bytes, g.id)):
+    planner = ctx.plans.serve
+    assert planner is not None and isinstance(planner.evaluator, ServePlanner)
+    declared = planner.declared()
+    evaluator = planner.evaluator
+    if declared.rate is None or evaluator.memory_sound(evaluator.layout(s.gpu, 1, 1, evaluator.declared_replicas)):
+        return  # unpriced (nothing to compare), or one GPU of the declared kind holds it: GP302's case
+    bigger = s.gpu.usable_bytes
+
+    def one_bigger_gpu(gpu: Any, tp: int, pp: int) -> bool:
         # Same-class cards differ by a few GiB of driver reserve (A100 80GB vs H100 80GB); only a memory
         # class at least 10% larger counts as "one bigger GPU".
-        bigger = gpu.usable_bytes > 1.1 * s.gpu.usable_bytes
-        if not bigger or gpu.vendor != s.gpu.vendor or not gpu.suggestable:
-            continue
-        single = serve_at(ctx.spec, job, Layout(gpu, 1, 1), ctx.efficiency)
-        if comfortable(single.memory.per_gpu, single.memory.budget, ctx.settings):
-            price, _ = ctx.spec.price(gpu)
-            current = f"{s.price_per_hour * job.hardware.tensor_parallel:.2f}/h" if s.price_per_hour else "unpriced"
-            offer = f"{price:.2f}/h" if price else "unpriced"
-            yield ctx.finding(
-                "GP305",
-                ("serve", "hardware", "gpu"),
-                f"one {gpu.id} holds this deployment at tensor_parallel 1 ({format_gib(single.memory.per_gpu)} of "
-                f"{format_gib(single.memory.budget)}) instead of {job.hardware.tensor_parallel} x {s.gpu.id} "
-                f"({current} vs {offer} per replica)",
-                f"gpu: {gpu.id}, tensor_parallel: 1",
-            )
-            return
+        return tp == 1 and pp == 1 and gpu.usable_bytes > 1.1 * bigger
+
+    option = planner.cheapest(ceiling=declared.rate, where=one_bigger_gpu, tag=f"GP305:{bigger}")
+    if option is None:
+        return
+    currency = ctx.spec.budget.currency
+    memory = option.estimate.memory
+    yield ctx.finding(
+        "GP305",
+        ("serve", "hardware", "gpu"),
+        f"one {option.layout.gpu.id} per replica holds this deployment at tensor_parallel 1 "
+        f"({format_gib(memory.per_gpu)} of {format_gib(memory.budget)}): {option.layout.describe()} for "
+        f"{cost_text(option, currency)} against {cost_text(declared, currency)} for {declared.layout.describe()}",
+        f"paste {paste_line(option.fragment)}",
+    )

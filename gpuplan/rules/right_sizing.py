@@ -1,16 +1,47 @@
-"""GP50x (right-sizing): the GPU is far larger than the job needs."""
+"""GP50x (right-sizing): a cheaper layout meets every constraint the declared one does."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuplan.catalog import gpu_catalog
+from gpuplan.catalog import Gpu
 from gpuplan.findings import Finding
-from gpuplan.layout import Layout, serve_at
-from gpuplan.rules.context import RuleContext, comfortable
+from gpuplan.plan.describe import cost_text, paste_line
+from gpuplan.plan.evaluate import Option
+from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
-from gpuplan.spec import HOURS_PER_MONTH
-from gpuplan.units import format_gib
+from gpuplan.units import format_gib, format_money
+
+
+def _saving(declared: Option, option: Option, currency: str) -> str:
+    assert declared.rate is not None and option.rate is not None
+    per = "a month" if declared.kind == "serve" else ("per run" if declared.cost is not None else "per 1M tokens")
+    amount = declared.rate - option.rate
+    if declared.kind == "finetune" and declared.cost is not None and option.cost is not None:
+        amount = declared.cost - option.cost
+    return f"saving about {format_money(amount, currency)} {per} ({(declared.rate - option.rate) / declared.rate:.0%})"
+
+
+def _right_sizing(ctx: RuleContext) -> tuple[float, Option, Option] | None:
+    """(share of the engine budget used, declared, cheaper option) for a fitting deployment that uses
+    less than ``thresholds.right_size_fraction`` of its GPU, when the planner finds a sound layout on a
+    GPU with a lower hourly price that costs less per month."""
+    s, planner = ctx.analysis.serve, ctx.plans.serve
+    if s is None or planner is None or not s.fits:
+        return None
+    used = s.memory.per_gpu / s.memory.budget
+    declared = planner.declared()
+    price = declared.price_per_hour
+    if used >= ctx.settings.right_size_fraction or declared.rate is None or price is None:
+        return None
+    declared_id = declared.layout.gpu.id
+
+    def cheaper_gpu(gpu: Gpu, tp: int, pp: int) -> bool:
+        other = ctx.spec.price(gpu)[0]
+        return gpu.id != declared_id and other is not None and other < price
+
+    option = planner.cheapest(ceiling=declared.rate, where=cheaper_gpu, tag=f"right-size:{declared_id}")
+    return None if option is None else (used, declared, option)
 
 
 @rule("GP505")
@@ -18,8 +49,9 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     When a deployment uses less than `thresholds.right_size_fraction` (default 25%) of its GPU's
-    memory budget, estimates it on every cheaper catalog GPU at the same layout and reports the
-    cheapest that fits and meets the latency SLO, with the monthly saving.
+    memory budget, asks the planner for the cheapest sound layout (memory with the configured
+    headroom, the latency SLO) on a GPU with a lower hourly price, and reports it when the whole
+    layout costs less per month than the declared one.
 
     ## Why is this bad?
     An H200 serving a lightly loaded 8B model costs several times an L4 that would do.
@@ -35,38 +67,20 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
     serve: {context: 4096, concurrency: 4, hardware: {gpu: l4}}
     ```
     """
+    found = _right_sizing(ctx)
     s = ctx.analysis.serve
-    if s is None or s.price_per_hour is None or not s.fits:
+    if found is None or s is None:
         return
-    job = s.job
-    used = s.memory.per_gpu / s.memory.budget
-    if used >= ctx.settings.right_size_fraction:
-        return
-    best = None
-    for gpu in gpu_catalog().values():
-        price, _ = ctx.spec.price(gpu)
-        if price is None or price >= s.price_per_hour or gpu.id == s.gpu.id or not gpu.suggestable:
-            continue
-        tp = job.hardware.tensor_parallel if gpu.domain >= job.hardware.tensor_parallel else 1
-        candidate = serve_at(ctx.spec, job, Layout(gpu, job.hardware.count, tp), ctx.efficiency)
-        meets = (
-            comfortable(candidate.memory.per_gpu, candidate.memory.budget, ctx.settings)
-            and (job.ttft_ms is None or candidate.speed.ttft_s * 1000 <= job.ttft_ms)
-            and (job.tpot_ms is None or candidate.speed.tpot_s * 1000 <= job.tpot_ms)
-        )
-        if meets and (best is None or price < best[1]):
-            best = (candidate, price)
-    if best is not None:
-        candidate, price = best
-        saving = (s.price_per_hour - price) * job.hardware.count * HOURS_PER_MONTH
-        yield ctx.finding(
-            "GP505",
-            ("serve", "hardware", "gpu"),
-            f"the deployment uses {used:.0%} of {s.gpu.id} ({format_gib(s.memory.per_gpu)} of {format_gib(s.memory.budget)}); "
-            f"{candidate.gpu.id} holds it ({format_gib(candidate.memory.per_gpu)} of {format_gib(candidate.memory.budget)}) and meets the SLO, "
-            f"saving about {saving:,.0f} {ctx.spec.budget.currency} a month",
-            f"gpu: {candidate.gpu.id}",
-        )
+    used, declared, option = found
+    currency = ctx.spec.budget.currency
+    yield ctx.finding(
+        "GP505",
+        ("serve", "hardware", "gpu"),
+        f"the deployment uses {used:.0%} of {s.gpu.id} ({format_gib(s.memory.per_gpu)} of {format_gib(s.memory.budget)}); "
+        f"{option.layout.describe()} holds it ({format_gib(option.per_gpu_bytes)} of {format_gib(option.capacity_bytes)}) "
+        f"and meets the SLO for {cost_text(option, currency)}, {_saving(declared, option, currency)}",
+        f"paste {paste_line(option.fragment)}",
+    )
 
 
 @rule("GP506")
@@ -74,7 +88,8 @@ def train_and_serve_same_gpu(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Reports a spec whose serving deployment uses the fine-tuning GPU while needing less than
-    `thresholds.right_size_fraction` of its memory budget.
+    `thresholds.right_size_fraction` of its memory budget, when the planner finds a cheaper sound
+    serving layout on a GPU with a lower hourly price (never a dearer or unpriced one).
 
     ## Why is this bad?
     Training needs big, fast-linked GPUs for days; serving a small model runs for months and can
@@ -92,14 +107,68 @@ def train_and_serve_same_gpu(ctx: RuleContext) -> Iterator[Finding]:
     ```
     """
     f, s = ctx.analysis.finetune, ctx.analysis.serve
-    if f is None or s is None or f.gpu.id != s.gpu.id or not s.fits:
+    found = _right_sizing(ctx)
+    if f is None or s is None or f.gpu.id != s.gpu.id or found is None:
         return
-    used = s.memory.per_gpu / s.memory.budget
-    if used < ctx.settings.right_size_fraction:
+    used, declared, option = found
+    currency = ctx.spec.budget.currency
+    yield ctx.finding(
+        "GP506",
+        ("serve", "hardware", "gpu"),
+        f"serving on the training GPU ({s.gpu.id}) uses {used:.0%} of it ({format_gib(s.memory.per_gpu)}); "
+        f"{option.layout.describe()} serves it for {cost_text(option, currency)}, {_saving(declared, option, currency)}",
+        f"paste {paste_line(option.fragment)}",
+    )
+
+
+@rule("GP507")
+def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    For each job whose declared layout fits and is priced, asks the planner for the cheapest sound
+    layout within the spec's `plan` constraints: any allowed GPU, tensor and pipeline parallelism,
+    replicas, and for fine-tuning the settings that keep the model's numerics (activation
+    checkpointing, a fused loss, ZeRO sharding, the micro-batch split of the same global batch). A
+    sound layout fits with `thresholds.headroom_pct` free, meets the latency SLO and, for fine-tuning,
+    keeps gradient sync under `thresholds.gradient_sync_share`. Warns when it costs less than the
+    declared layout by more than `thresholds.cheaper_layout_share` (default 20%), quoting both costs;
+    the hint is the YAML to paste.
+
+    ## Why is this bad?
+    A layout that fits is not yet a good plan: serving runs every hour of every month, and a
+    deployment on the wrong GPU kind or with more GPUs than it needs repeats its overspend each month.
+
+    ## Example
+    ```yaml
+    model: {id: llama-3.1-70b}
+    serve: {context: 8192, concurrency: 32, kv_cache_dtype: fp8,
+            hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}}   # 12,030 USD a month
+    ```
+
+    ## Use instead
+    ```yaml
+    serve: {context: 8192, concurrency: 32, kv_cache_dtype: fp8,
+            hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}   # 6,636 USD a month
+    ```
+    """
+    share = ctx.settings.cheaper_layout_share
+    currency = ctx.spec.budget.currency
+    for kind, estimate in (("finetune", ctx.analysis.finetune), ("serve", ctx.analysis.serve)):
+        planner = ctx.plans.job(kind)
+        if estimate is None or planner is None or not estimate.fits:
+            continue
+        declared = planner.declared()
+        if declared.rate is None:
+            continue
+        option = planner.cheapest(ceiling=declared.rate * (1 - share))
+        if option is None:
+            continue
         yield ctx.finding(
-            "GP506",
-            ("serve", "hardware", "gpu"),
-            f"serving on the training GPU ({s.gpu.id}) uses {used:.0%} of it ({format_gib(s.memory.per_gpu)}); "
-            "a smaller GPU would serve it",
-            "see GP505 or `gpuplan estimate` for a cheaper serving GPU",
+            "GP507",
+            (kind, "hardware"),
+            f"{option.layout.describe()} meets memory, headroom"
+            + (" and the SLO" if kind == "serve" else " and gradient sync")
+            + f" for {cost_text(option, currency)} against {cost_text(declared, currency)} for "
+            f"{declared.layout.describe()}: {_saving(declared, option, currency)}",
+            f"paste {paste_line(option.fragment)}",
         )

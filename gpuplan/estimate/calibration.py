@@ -1,0 +1,154 @@
+"""The calibrated figures of the speed model: per serving engine, shared serving mechanisms, training.
+
+Every figure is a mechanism-level efficiency or fixed cost, fitted once over the whole calibration set
+(``benchmarks/data/speed-*.yaml``: published TensorRT-LLM, vLLM, SGLang and LMDeploy measurements and
+llm-foundry, torchtitan, Megatron and NeMo training runs) by ``python benchmarks/speed_accuracy.py --fit``;
+none is a constant per record. The engine limits (token budget, running sequences) are the engines' own
+defaults, read from their source, not fitted. ``ERROR_BANDS`` are the spread the fit leaves, measured
+out of sample (each record predicted by the figures fitted on the other half of the sources).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuplan.catalog import Gpu
+from gpuplan.units import GIB
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """How well one serving engine uses the hardware, and its scheduling defaults."""
+
+    id: str
+    name: str
+    gemm_efficiency: float  # share of the GPU's achievable GEMM rate (its MAMF ceiling) reached by the engine
+    bandwidth_efficiency: float  # share of peak HBM bandwidth streamed by decode GEMV and attention kernels
+    step_overhead_s: float  # per forward step: scheduling and launch gaps the GPU waits through
+    sequence_overhead_s: float  # per running sequence per step: sampling, detokenisation, bookkeeping
+    request_overhead_s: float  # per request on the TTFT path: queue admission, tokenisation, first sample
+    reserves_full_context: bool  # KV reserved for prompt + output at admission (else allocated as tokens arrive)
+    limits_note: str
+
+    def limits(self, gpu: Gpu) -> tuple[int, int]:
+        """(tokens one step may carry, running sequences) that the engine defaults to on ``gpu``."""
+        memory = gpu.memory_bytes
+        if self.id == "vllm":
+            # vllm/engine/arg_utils.py get_batch_defaults (OpenAI server): 8192 tokens and 1024 sequences on
+            # GPUs with >= 70 GiB that are not A100s, else 2048 and 256.
+            if memory >= 70 * GIB and "a100" not in gpu.id:
+                return 8192, 1024
+            return 2048, 256
+        if self.id == "sglang":
+            # sglang server_args: chunked_prefill_size 2048 below 35 GiB, 8192 below 160 GiB, 16384 above;
+            # running requests bounded by the KV pool, not by a small constant.
+            tokens = 2048 if memory < 35 * GIB else 8192 if memory < 160 * GIB else 16384
+            return tokens, 4096
+        if self.id == "trtllm":
+            return 8192, 2048  # tensorrt_llm TorchLlmArgs: max_num_tokens 8192, max_batch_size 2048
+        if self.id == "lmdeploy":
+            return 8192, 128  # lmdeploy TurbomindEngineConfig: max_prefill_token_num 8192, max_batch_size 128
+        return 8192, 256
+
+
+@dataclass(frozen=True)
+class ServingMechanisms:
+    """Figures shared by every engine: they describe kernels and links, not schedulers."""
+
+    attention_efficiency: float  # FlashAttention-style kernels: share of the GPU's achievable 16-bit GEMM rate
+    layer_overhead_s: float  # per decoder layer per step: minimum kernel durations of ~10 kernels
+    allreduce_latency_nvlink_s: float  # one small all-reduce over NVLink (custom all-reduce, one shot)
+    allreduce_latency_pcie_s: float  # one small all-reduce through PCIe or the network
+    link_efficiency: float  # share of the link's per-direction bandwidth a large all-reduce reaches
+    roofline_sharpness: float  # p of the smooth roofline (t_mem^p + t_compute^p)^(1/p); large p is max()
+
+
+@dataclass(frozen=True)
+class TrainingMechanisms:
+    gemm_efficiency: float  # share of the GPU's achievable 16-bit GEMM rate (MAMF ceiling) in training
+    attention_efficiency: float  # FlashAttention forward + backward, share of the same ceiling
+    low_precision_gemm_factor: float  # fp8 GEMMs (Transformer Engine, torchao float8): share of the above
+    elementwise_bytes: float  # bytes moved per token, per layer, per unit of hidden size, forward + backward
+    bandwidth_efficiency: float  # share of HBM bandwidth for elementwise kernels and the optimizer step
+    link_efficiency: float  # share of per-direction link bandwidth for gradient and parameter collectives
+    overlap: float  # share of a micro-batch's compute that data-parallel communication can hide behind
+
+
+@dataclass(frozen=True)
+class ErrorBand:
+    """The out-of-sample spread of one speed figure over the calibration records."""
+
+    metric: str
+    records: int
+    share: float  # e.g. 0.9: this share of records lies within +-within
+    within: float  # relative error bound, e.g. 0.25 for +-25%
+    signed_median: float  # bias: negative means gpuplan is below the measurement (optimistic for latency)
+
+    def describe(self) -> str:
+        return f"calibration: {self.share:.0%} of {self.records} records within ±{self.within:.0%}"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    engines: dict[str, EngineProfile]
+    serving: ServingMechanisms
+    training: TrainingMechanisms
+    bands: dict[str, ErrorBand] = field(default_factory=dict)
+
+    def engine(self, engine_id: str) -> EngineProfile:
+        return self.engines[engine_id]
+
+
+ENGINE_NAMES = {
+    "vllm": "vLLM (V1 scheduler, chunked prefill, CUDA graphs)",
+    "sglang": "SGLang (RadixAttention scheduler, chunked prefill)",
+    "trtllm": "TensorRT-LLM (in-flight batching)",
+    "lmdeploy": "LMDeploy TurboMind",
+    "generic": "generic engine (the figures fitted over every engine's records)",
+}
+ENGINES = tuple(ENGINE_NAMES)
+DEFAULT_ENGINE = "vllm"
+
+# -- fitted figures (python benchmarks/speed_accuracy.py --fit) ------------------------------------------
+
+
+def _engine(
+    engine_id: str, gemm: float, bandwidth: float, step: float, sequence: float, request: float, reserves_full: bool
+) -> EngineProfile:
+    return EngineProfile(
+        engine_id, ENGINE_NAMES[engine_id], gemm, bandwidth, step, sequence, request, reserves_full, "engine defaults"
+    )
+
+
+CALIBRATION = Calibration(
+    engines={
+        "vllm": _engine("vllm", 0.883, 0.95, 0, 1.05e-05, 0.0133, False),
+        "sglang": _engine("sglang", 0.883, 0.95, 0, 1.06e-05, 0.0133, False),
+        "trtllm": _engine("trtllm", 0.875, 0.95, 0, 9.85e-06, 0.00893, True),
+        "lmdeploy": _engine("lmdeploy", 0.887, 0.882, 2.61e-05, 1.13e-05, 0.0178, False),
+        "generic": _engine("generic", 0.883, 0.95, 0, 1.06e-05, 0.0133, False),
+    },
+    serving=ServingMechanisms(
+        attention_efficiency=0.339,
+        layer_overhead_s=5.61e-05,
+        allreduce_latency_nvlink_s=2.78e-05,
+        allreduce_latency_pcie_s=3e-05,
+        link_efficiency=0.457,
+        roofline_sharpness=1.29,
+    ),
+    training=TrainingMechanisms(
+        gemm_efficiency=0.945,
+        attention_efficiency=0.272,
+        low_precision_gemm_factor=0.989,
+        elementwise_bytes=368,
+        bandwidth_efficiency=0.8,
+        link_efficiency=1,
+        overlap=0.457,
+    ),
+    bands={
+        "ttft": ErrorBand("ttft", 53, 0.9, 0.91, 0.172),
+        "tpot": ErrorBand("tpot", 48, 0.9, 0.3, 0.054),
+        "tokens_per_s": ErrorBand("tokens_per_s", 105, 0.9, 0.28, 0.03),
+        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 138, 0.9, 0.49, 0.072),
+    },
+)

@@ -1,0 +1,394 @@
+"""Serving speed: TTFT, TPOT and output tokens/s of one deployment, from one consistent steady state.
+
+The model, term by term (sources in brackets):
+- a forward step of ``d`` decoding sequences and ``k`` prefill tokens (chunked prefill mixes both: vLLM V1
+  scheduler; Sarathi-Serve, Agrawal et al. 2024) costs, per GPU of a pipeline stage,
+  linear layers:  roofline(weight bytes read / (HBM bandwidth x bandwidth efficiency),
+                           2 x matmul parameters x (d + k) / (tensor peak x MAMF ceiling x GEMM efficiency))
+                  [roofline per operator class, LLM-Viewer, Yuan et al. 2024, arXiv 2402.16363; the smooth
+                  p-norm form because measured kernels bend between the bounds]; weights are read once per
+                  step, and a mixture-of-experts layer reads only the experts the step's tokens touch,
+                  E x (1 - (1 - k/E)^tokens) under uniform routing; prefill tokens skip the LM head
+  attention:      roofline(KV bytes of every decoding sequence / bandwidth, their QK and PV FLOPs / attention
+                  rate) + the prefill tokens' causal attention FLOPs (sliding-window layers stop at the
+                  window; MLA decodes in the absorbed latent form)
+  communication:  two all-reduces per layer under tensor parallelism, each latency + 2(t-1)/t x tokens x
+                  hidden x 2 bytes / link bandwidth (Megatron-LM, Shoeybi et al. 2019; NCCL ring); two
+                  all-to-alls per MoE layer under expert parallelism
+  fixed costs:    the engine's per-step and per-running-sequence overheads + a per-layer kernel floor
+- continuous batching at concurrency C is a closed loop (each finished request replaced at once, as
+  benchmark clients do). The running slots (C, unless the engine's sequence cap or the KV cache holds
+  fewer) each cycle through a prefill, in chunks of the token budget beside the other slots' decodes,
+  and O decode steps whose steps carry the other slots' decodes and prefill chunks. A short fixed-point
+  iteration balances those flows (Little's law): TPOT, the prefill time S and output tokens/s =
+  slots x O / (S + O x TPOT) come from one steady state. Prefill chunks queue for the budget
+  (Pollaczek-Khinchine, deterministic service). Requests beyond the slots wait: TTFT under load =
+  (C - slots) / request rate + the full prompt's prefill under that load + the engine's request overhead;
+  the single-request TTFT (the prompt alone) is reported beside it.
+- static batching: the batch prefills together, then decodes together; waves of it queue the rest.
+- pipeline parallelism: microbatches of the running batch flow through the stages; a token crosses every
+  stage (TPOT = stages x stage time), and with fewer sequences than stages the pipeline idles (bubbles).
+Every evaluation is closed form but for that iteration (at most 20 rounds, most converge in a few), so the
+planner can call it for hundreds of layouts. Figures per engine and the shared kernel figures are in
+``gpuplan.estimate.calibration``; ``gpuplan.estimate.performance`` holds the FLOP counts and collectives.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuplan.architecture import Architecture
+from gpuplan.catalog import Gpu
+from gpuplan.estimate.calibration import CALIBRATION, Calibration, EngineProfile
+from gpuplan.estimate.performance import (
+    Efficiency,
+    allreduce_time,
+    attention_dims,
+    attention_flops,
+    compute_dtype,
+    link_bandwidth,
+    matmul_ceiling,
+    matmul_params,
+    on_fast_link,
+)
+
+ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
+Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
+
+
+@dataclass(frozen=True)
+class ServingWorkload:
+    """What the serving speed depends on, resolved from a spec and its memory estimate (per replica)."""
+
+    architecture: Architecture
+    gpu: Gpu
+    weights_per_gpu: float  # bytes on one GPU (most loaded stage), from the memory estimate
+    routed_expert_bytes: float  # all routed experts of the model, in their stored format (0 if dense)
+    kv_dtype_bytes: float
+    kv_capacity_bytes: float  # KV bytes one GPU can hold after weights and reserves
+    prompt_tokens: float  # mean prompt length
+    prompt_p90: float  # 90th percentile (= mean when the prompt length is fixed)
+    full_prompt: int  # the prompt of TTFT: context - output tokens
+    output_tokens: int
+    concurrency: int
+    quantization: str = "none"
+    engine: str = "vllm"
+    batching: str = "continuous"
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    expert_parallel: int = 1
+    replicas: int = 1
+    max_batched_tokens: int | None = None  # None: the engine's default for the GPU
+    max_sequences: int | None = None
+
+
+@dataclass(frozen=True)
+class ServingSpeed:
+    ttft_s: float  # full prompt at the declared concurrency: queueing + prefill under load + request overhead
+    ttft_single_s: float  # the full prompt alone on an idle replica
+    tpot_s: float  # time per output token of a running sequence (mean inter-token latency)
+    tokens_per_s: float  # aggregate output tokens per second over all replicas
+    decode_bound: str  # memory | compute: what limits the steady-state decode step
+    running: float  # sequences decoding at once per replica in the steady state
+    limited_by: str  # what caps the running batch: concurrency | kv-cache | engine | token-budget
+    engine: str
+    prefill_flops: float  # of the full prompt
+    decode_bytes_per_step: float  # per GPU, at the steady state
+
+
+@dataclass(frozen=True)
+class _Step:
+    seconds: float
+    memory_bound: bool
+    bytes_read: float
+
+
+def prompt_square_mean(mean: float, p90: float) -> float:
+    """E[P^2] of a lognormal prompt length through its mean and 90th percentile (attention is quadratic).
+
+    ln(p90 / mean) = z90 sigma - sigma^2 / 2 gives sigma; E[P^2] = mean^2 exp(sigma^2). A p90 beyond the
+    lognormal's reach (more than 2.27 x the mean) is held at the widest lognormal.
+    """
+    ratio = math.log(max(p90, mean) / mean) if mean > 0 else 0.0
+    root = Z90 * Z90 - 2 * ratio
+    sigma = Z90 - math.sqrt(root) if root > 0 else Z90
+    return mean * mean * math.exp(sigma * sigma)
+
+
+class _Deployment:
+    """Per-GPU rates and per-step costs of one replica; every method is closed form."""
+
+    def __init__(self, w: ServingWorkload, calibration: Calibration, efficiency: Efficiency) -> None:
+        arch, gpu = w.architecture, w.gpu
+        self.w, self.engine = w, calibration.engine(w.engine)
+        mechanisms = calibration.serving
+        tp, pp, ep = w.tensor_parallel, w.pipeline_parallel, w.expert_parallel
+        stage_layers = math.ceil(arch.layers / pp)
+        self.stage_share = stage_layers / arch.layers
+        self.stage_layers = stage_layers
+        dtype = compute_dtype(w.quantization, gpu)
+        # GEMMs reach the engine's share of what the GPU can sustain (its MAMF ceiling), unless the
+        # configuration overrides the share of the datasheet peak directly.
+        if efficiency.prefill_mfu is not None:
+            gemm = efficiency.prefill_mfu
+        else:
+            gemm = matmul_ceiling(gpu, dtype) * self.engine.gemm_efficiency
+        bandwidth = efficiency.decode_bandwidth or self.engine.bandwidth_efficiency
+        self.gemm_rate = gpu.peak_flops(dtype) * gemm
+        ceiling16 = matmul_ceiling(gpu, "bf16")
+        self.attention_rate = gpu.peak_flops("bf16") * ceiling16 * mechanisms.attention_efficiency
+        self.bandwidth = gpu.bandwidth * bandwidth
+        # Linear FLOPs per token on this GPU; a prefill token skips the LM head (only the last position of a
+        # prompt is sampled), a decode token does not.
+        self.head_flops = 2 * arch.vocab * arch.hidden * self.stage_share / tp
+        self.body_flops = 2 * matmul_params(arch) * self.stage_share / tp - self.head_flops
+        # Weights: the routed experts this GPU holds, read only when a token is routed to them.
+        if arch.is_moe and w.routed_expert_bytes:
+            per_expert = w.routed_expert_bytes / arch.experts * self.stage_share
+            if ep > 1:
+                self.local_experts = math.ceil(arch.experts / ep)
+                self.expert_bytes = per_expert  # whole experts per GPU
+                self.expert_group = max(1, ep // tp)  # replicas whose tokens reach one expert group
+            else:
+                self.local_experts = arch.experts
+                self.expert_bytes = per_expert / tp
+                self.expert_group = 1
+            self.dense_bytes = max(0.0, w.weights_per_gpu - self.local_experts * self.expert_bytes)
+        else:
+            self.local_experts, self.expert_bytes, self.expert_group = 0, 0.0, 1
+            self.dense_bytes = w.weights_per_gpu
+        # KV: bytes per cached token per layer on this GPU; sliding layers keep at most the window.
+        self.kv_layer_bytes = arch.kv_elements_per_token_per_layer(tp) * w.kv_dtype_bytes
+        sliding = math.ceil(arch.sliding_layer_count / pp)
+        self.sliding_layers = min(sliding, stage_layers)
+        self.full_layers = stage_layers - self.sliding_layers
+        self.heads_share = self.stage_share / tp  # attention FLOPs split by heads over TP
+        d_qk, d_v = attention_dims(arch, decode=True)
+        self.decode_attention = 2 * arch.heads * (d_qk + d_v) * self.heads_share  # per cached token per layer
+        self.window = arch.sliding_window
+        self.attention_memo: dict[float, float] = {}
+        # Collectives: two all-reduces per layer over the TP group; two all-to-alls per MoE layer under EP.
+        self.tp_bandwidth = link_bandwidth(gpu, tp) * mechanisms.link_efficiency
+        fast = on_fast_link(gpu, tp)
+        self.tp_latency = mechanisms.allreduce_latency_nvlink_s if fast else mechanisms.allreduce_latency_pcie_s
+        self.ep_bandwidth = link_bandwidth(gpu, ep) * mechanisms.link_efficiency
+        ep_fast = on_fast_link(gpu, ep)
+        self.ep_latency = mechanisms.allreduce_latency_nvlink_s if ep_fast else mechanisms.allreduce_latency_pcie_s
+        self.moe_layers = math.ceil(arch.moe_layers / pp) if arch.is_moe else 0
+        self.fixed = self.engine.step_overhead_s + stage_layers * mechanisms.layer_overhead_s
+        self.sharpness = mechanisms.roofline_sharpness
+        self.hop = self.tp_latency if pp > 1 else 0.0  # activations handed to the next stage
+
+    # -- one forward step on one GPU of a stage --------------------------------------------------------
+    def roofline(self, memory: float, compute: float) -> float:
+        """Time of a kernel class that must stream ``memory`` seconds and compute ``compute`` seconds.
+
+        Near the ridge point neither bound is reached; the p-norm (sharpness p) is the usual smooth
+        roofline (p -> infinity gives max), as measured GEMM curves bend between the two regimes.
+        """
+        p = self.sharpness
+        if not memory or not compute:
+            return memory + compute
+        high = max(memory, compute)
+        return high * (1 + (min(memory, compute) / high) ** p) ** (1 / p)
+
+    def weights_read(self, tokens: float) -> float:
+        if not self.local_experts:
+            return self.dense_bytes
+        arch = self.w.architecture
+        routed = tokens * self.expert_group
+        touched = self.local_experts * (1 - (1 - arch.experts_per_token / arch.experts) ** routed)
+        return self.dense_bytes + touched * self.expert_bytes
+
+    def decode_attention_keys(self, context: float) -> float:
+        """Keys one decode token attends to, summed over all the model's layers (sliding ones capped)."""
+        arch = self.w.architecture
+        sliding = arch.sliding_layer_count
+        return (arch.layers - sliding) * context + sliding * min(context, self.window or context)
+
+    def prompt_attention(self, tokens: float) -> float:
+        """Causal attention FLOPs of a whole prompt of ``tokens`` (all layers, all heads), memoised."""
+        if tokens not in self.attention_memo:
+            self.attention_memo[tokens] = attention_flops(self.w.architecture, 0, tokens)
+        return self.attention_memo[tokens]
+
+    def kv_read(self, context: float) -> float:
+        """KV bytes one decoding sequence reads on this GPU per step."""
+        window = self.w.architecture.sliding_window or context
+        return self.kv_layer_bytes * (self.full_layers * context + self.sliding_layers * min(context, window))
+
+    def communication(self, tokens: float) -> float:
+        w, arch = self.w, self.w.architecture
+        seconds = 0.0
+        payload = tokens * arch.hidden * ACTIVATION_BYTES
+        if w.tensor_parallel > 1:
+            per_layer = 2 if w.expert_parallel <= 1 or not self.moe_layers else 1
+            seconds += (
+                self.stage_layers
+                * per_layer
+                * allreduce_time(payload, w.tensor_parallel, self.tp_bandwidth, self.tp_latency)
+            )
+        if w.expert_parallel > 1 and self.moe_layers:
+            ep = w.expert_parallel
+            routed = payload * arch.experts_per_token * (ep - 1) / ep
+            seconds += self.moe_layers * 2 * (self.ep_latency + routed / self.ep_bandwidth)
+        return seconds
+
+    def step(self, decode: float, prefill: float, context: float, prefill_attention: float) -> _Step:
+        """A step of ``decode`` decoding sequences at ``context`` and ``prefill`` prompt tokens."""
+        tokens = decode + prefill
+        weights = self.weights_read(tokens)
+        linear_memory = weights / self.bandwidth
+        linear_compute = (self.body_flops * tokens + self.head_flops * decode) / self.gemm_rate
+        kv = decode * self.kv_read(context)
+        attention_memory = kv / self.bandwidth
+        attention_compute = decode * self.decode_attention_keys(context) * self.decode_attention / self.attention_rate
+        prefill_compute = prefill_attention * self.heads_share / self.attention_rate
+        seconds = (
+            self.roofline(linear_memory, linear_compute)
+            + self.roofline(attention_memory, attention_compute)
+            + prefill_compute
+            + self.communication(tokens)
+            + self.fixed
+            + decode * self.engine.sequence_overhead_s
+        )
+        memory_bound = linear_memory + attention_memory >= linear_compute + attention_compute + prefill_compute
+        return _Step(seconds, memory_bound, weights + kv)
+
+    # -- prefill of one prompt --------------------------------------------------------------------------
+    def prefill_alone(self, prompt: int, budget: int | None) -> float:
+        """The prompt through an idle replica: chunks of ``budget`` tokens (None: one pass)."""
+        chunks = 1 if budget is None else max(1, math.ceil(prompt / budget))
+        chunk = prompt / chunks
+        attention = self.prompt_attention(prompt) / chunks
+        stage = self.step(0, chunk, 0, attention).seconds
+        return (chunks + self.w.pipeline_parallel - 1) * stage + (self.w.pipeline_parallel - 1) * self.hop
+
+
+def serving_speed(
+    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> ServingSpeed:
+    """TTFT, TPOT and tokens/s of the deployment ``w`` (see the module docstring for the model)."""
+    efficiency = efficiency or Efficiency()
+    d = _Deployment(w, calibration, efficiency)
+    arch, engine = w.architecture, d.engine
+    default_tokens, default_sequences = engine.limits(w.gpu)
+    budget = w.max_batched_tokens or default_tokens
+    prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
+    # Attention of a prompt drawn from the distribution: quadratic, so it follows E[P^2], not E[P]^2.
+    prompt_attention = attention_flops(arch, 0, math.sqrt(prompt_square_mean(prompt, w.prompt_p90)))
+    # Running slots: the declared concurrency, unless the engine's cap or the KV cache holds fewer.
+    held = prompt + (output if engine.reserves_full_context else output / 2)
+    per_sequence = d.kv_read(held)  # bytes one running sequence holds on this GPU
+    kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
+    caps = {
+        "concurrency": float(w.concurrency),
+        "engine": float(w.max_sequences or default_sequences),
+        "kv-cache": max(kv_cap, 1.0),
+    }
+    limited_by = min(caps, key=lambda name: caps[name])
+    slots = min(caps.values())
+    if w.batching == "static":
+        state = _static(d, slots, prompt, output, prompt_attention)
+    else:
+        state = _continuous(d, slots, budget, prompt, output, prompt_attention)
+    waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
+    ttft = waiting + state.full_prompt_service(w.full_prompt) + engine.request_overhead_s
+    ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget)
+    return ServingSpeed(
+        ttft_s=ttft,
+        ttft_single_s=ttft_single + engine.request_overhead_s,
+        tpot_s=state.tpot,
+        tokens_per_s=w.replicas * state.requests_per_s * output,
+        decode_bound="memory" if state.decode.memory_bound else "compute",
+        running=slots,
+        limited_by=limited_by,
+        engine=engine.id,
+        prefill_flops=2 * (matmul_params(arch) - arch.vocab * arch.hidden) * w.full_prompt
+        + d.prompt_attention(w.full_prompt),
+        decode_bytes_per_step=state.decode.bytes_read,
+    )
+
+
+@dataclass(frozen=True)
+class _SteadyState:
+    tpot: float
+    requests_per_s: float  # per replica
+    decode: _Step
+    full_prompt_service: Callable[[int], float]  # prefill time of a full prompt under this load
+
+
+def _static(d: _Deployment, slots: float, prompt: float, output: int, prompt_attention: float) -> _SteadyState:
+    """A batch of ``slots`` sequences prefills together, then decodes together, wave after wave."""
+    pp = d.w.pipeline_parallel
+    microbatches = min(pp, max(1.0, slots))
+    prefill = d.step(0, slots * prompt / microbatches, 0, slots * prompt_attention / microbatches)
+    prefill_time = (microbatches + pp - 1) * prefill.seconds
+    decode = d.step(slots / microbatches, 0, prompt + output / 2, 0.0)
+    tpot = pp * decode.seconds + (pp - 1) * d.hop
+    requests_per_s = slots / (prefill_time + output * tpot)
+    return _SteadyState(tpot, requests_per_s, decode, lambda _: prefill_time)
+
+
+def _continuous(
+    d: _Deployment, slots: float, budget: int, prompt: float, output: int, prompt_attention: float
+) -> _SteadyState:
+    """Each of ``slots`` running sequences cycles: prefill (chunks beside the others' decodes), then decode.
+
+    A short fixed-point iteration on (TPOT, prefill service time S): a slot decodes a share
+    phi = O x TPOT / (S + O x TPOT) of its cycle; while one sequence decodes, the others add their decodes
+    and their prefill chunks (their request rate x prompt tokens per step, within the token budget) to
+    its steps; while it prefills, its chunks share steps with the others' decodes. Prefill chunks queue
+    for the budget: S = service x (1 + rho / (2 (1 - rho))) (Pollaczek-Khinchine, deterministic service),
+    rho the share of the budget the others' prompts use.
+    """
+    pp = d.w.pipeline_parallel
+    others = max(0.0, slots - 1)
+    context = prompt + output / 2
+
+    def stage(decoders: float, prefill: float, attention: float) -> _Step:
+        microbatches = min(pp, max(1.0, decoders))
+        return d.step(decoders / microbatches, prefill / microbatches, context, attention / microbatches)
+
+    def prefill_time(tokens: float, decoders: float, rho: float) -> float:
+        room = max(1.0, budget - decoders)
+        chunks = max(1, math.ceil(tokens / room))
+        attention = d.prompt_attention(tokens) / chunks
+        chunk = stage(decoders, min(room, tokens / chunks), attention).seconds
+        service = (chunks + pp - 1) * chunk + (pp - 1) * d.hop
+        return service * (1 + rho / (2 * (1 - rho)))
+
+    tpot = pp * stage(slots, 0, 0.0).seconds
+    service = prefill_time(prompt, others, 0.0)
+    decode = stage(slots, 0, 0.0)
+    rho = 0.0
+    for _ in range(20):
+        phi = output * tpot / (service + output * tpot)
+        decoding_others = others * phi
+        rate_others = others / (service + output * tpot)
+        with_tagged = 1 + decoding_others
+        chunk_tokens = min(rate_others * prompt * tpot, max(0.0, budget - with_tagged))
+        chunk_attention = chunk_tokens / prompt * prompt_attention
+        decode = stage(with_tagged, chunk_tokens, chunk_attention)
+        new_tpot = pp * decode.seconds + (pp - 1) * d.hop
+        room = max(1.0, budget - decoding_others)
+        rho = min(0.95, rate_others * prompt * tpot / room)
+        new_service = prefill_time(prompt, decoding_others, rho)
+        if abs(new_tpot - tpot) <= 1e-4 * tpot and abs(new_service - service) <= 1e-4 * service:
+            tpot, service = new_tpot, new_service
+            break
+        tpot, service = (tpot + new_tpot) / 2, (service + new_service) / 2
+    decoders = others * output * tpot / (service + output * tpot)
+    final_rho = rho
+    return _SteadyState(
+        tpot,
+        slots / (service + output * tpot),
+        decode,
+        lambda tokens: prefill_time(tokens, decoders, final_rho),
+    )
+
+
+def engine_profile(engine_id: str, calibration: Calibration = CALIBRATION) -> EngineProfile:
+    return calibration.engine(engine_id)

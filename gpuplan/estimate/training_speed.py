@@ -1,0 +1,183 @@
+"""Training speed: tokens/s per GPU, time and cost of a fine-tuning run, from the work of one step.
+
+Per micro-batch, on one GPU (a tensor-parallel shard of a pipeline stage):
+- GEMMs: 2 x matmul parameters per token forward, twice that backward (full fine-tuning: 6N, Kaplan et
+  al. 2020); LoRA/QLoRA skip the frozen weights' gradients (forward + input gradients: 4N, plus 6 x the
+  adapters; Hu et al. 2021), at the dense tensor peak of the compute dtype x a GEMM efficiency (fp8-mixed
+  GEMMs at the fp8 peak x a low-precision factor: Transformer Engine, torchao float8);
+- attention: causal QK and PV FLOPs (PaLM appendix B), forward + backward (3x), at an attention efficiency;
+- elementwise kernels (norms, activations, residuals, rotary, dropout; the fp32 loss over the vocabulary
+  unless the loss is fused): bytes moved over HBM bandwidth. Their share grows as the hidden size shrinks
+  (FLOPs scale with h^2, bytes with h) and with the GPU's FLOP/byte ratio, which is why model FLOPs
+  utilisation depends on the model's size and the GPU, not only on a constant;
+- activation checkpointing recomputes the forward: extra time at the same hardware rates, not extra "model
+  FLOPs" (MFU, Chowdhery et al. 2022, excludes recompute);
+- QLoRA dequantizes each NF4 linear to bf16 per pass: its bytes over HBM bandwidth.
+Per optimizer step: the micro-batches, the 1F1B pipeline bubble ((stages - 1) micro-batch slots, Narayanan
+et al. 2021), the optimizer's pass over its states (memory-bound), tensor-parallel all-reduces (4 per layer
+per micro-batch, 6 with recompute; Korthikanti et al. 2022) and the exposed part of data-parallel traffic:
+DDP/ZeRO-1/2 all-reduce the gradients once per step, overlapped with the last backward (PyTorch DDP
+buckets); ZeRO-3/FSDP gather the parameters for forward and again for backward and reduce-scatter the
+gradients on every micro-batch (3x the parameter bytes, not DDP's 2x; Rajbhandari et al. 2020), overlapped
+with that micro-batch's compute by prefetching. Only what the overlap cannot hide is reported as sync.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuplan.architecture import Architecture
+from gpuplan.catalog import Gpu
+from gpuplan.estimate.calibration import CALIBRATION, Calibration
+from gpuplan.estimate.performance import (
+    Efficiency,
+    allreduce_time,
+    attention_flops,
+    gather_time,
+    link_bandwidth,
+    matmul_ceiling,
+    matmul_params,
+)
+from gpuplan.estimate.training import REGIMES
+
+LOSS_BYTES_PER_LOGIT = 16  # fp32 logits written and read by the loss, their gradient written and read (4 x 4 B)
+NF4_DEQUANT_BYTES = 2.5  # per NF4 weight per pass: read 0.5 B, write the bf16 copy (2 B) (bitsandbytes)
+# Bytes an optimizer step moves per trainable parameter: read and write weights and each state, read the
+# gradient; AdamW has two states, SGD one, Adafactor a factored second moment (negligible per parameter).
+OPTIMIZER_STATES = {"adamw": 2, "adamw-fused": 2, "adamw-8bit": 2, "sgd": 1, "adafactor": 0}
+
+
+@dataclass(frozen=True)
+class TrainingWorkload:
+    architecture: Architecture
+    gpu: Gpu
+    method: str  # full | lora | qlora
+    precision: str
+    optimizer: str
+    checkpointing: bool
+    seq_len: int
+    micro_batch: int
+    gradient_accumulation: int
+    gpus: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    sharding: str
+    trainable_params: int
+    total_tokens: int
+    fused_loss: bool = False
+
+
+@dataclass(frozen=True)
+class TrainingSpeed:
+    flops_per_token: float  # model FLOPs per token (6N + attention for full fine-tuning; recompute excluded)
+    hours: float
+    step_compute_s: float  # compute per optimizer step on one GPU: micro-batches, recompute, bubble, optimizer
+    gradient_sync_s: float  # exposed communication per optimizer step (what overlap does not hide)
+    tokens_per_s: float  # all GPUs together
+    tokens_per_s_per_gpu: float
+    mfu: float  # model FLOPs utilisation against the 16-bit dense peak
+    step_s: float
+
+
+def model_flops_per_token(arch: Architecture, method: str, seq_len: int, trainable: int) -> float:
+    """Model FLOPs per trained token: 6N + causal attention (full), 4N + attention + 6 x adapters (LoRA)."""
+    attention = 3 * attention_flops(arch, 0, seq_len) / seq_len
+    if method == "full":
+        return 6 * matmul_params(arch) + attention
+    return 4 * matmul_params(arch) + 6 * trainable + attention
+
+
+def training_speed(
+    w: TrainingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> TrainingSpeed:
+    efficiency = efficiency or Efficiency()
+    cal = calibration.training
+    arch, gpu = w.architecture, w.gpu
+    tp, pp = w.tensor_parallel, w.pipeline_parallel
+    dp = max(1, w.gpus // (tp * pp))
+    stage_layers = math.ceil(arch.layers / pp)
+    share = stage_layers / arch.layers / tp  # of the model's layers (and heads) on this GPU
+    tokens = w.micro_batch * w.seq_len
+    fp8 = w.precision == "fp8-mixed" and bool(gpu.tflops.get("fp8"))
+    peak16 = gpu.peak_flops("bf16")
+
+    # Compute of one micro-batch on this GPU.
+    linear_forward = 2 * matmul_params(arch) * share * tokens
+    attention_forward = attention_flops(arch, 0, w.seq_len) * share * w.micro_batch
+    linear_passes = 3 if w.method == "full" else 2
+    recompute = 1 if w.checkpointing else 0
+    flops_per_token = model_flops_per_token(arch, w.method, w.seq_len, w.trainable_params)
+    if efficiency.training_mfu is not None:
+        rate = (gpu.peak_flops("fp8") if fp8 else peak16) * efficiency.training_mfu
+        model = flops_per_token * share * tokens
+        micro = (model + recompute * (linear_forward + attention_forward)) / rate
+    else:
+        ceiling16 = matmul_ceiling(gpu, "bf16")
+        gemm_rate = peak16 * ceiling16 * cal.gemm_efficiency
+        if fp8:
+            fp8_rate = gpu.peak_flops("fp8") * matmul_ceiling(gpu, "fp8")
+            gemm_rate = fp8_rate * cal.gemm_efficiency * cal.low_precision_gemm_factor
+        adapters = 6 * w.trainable_params * share * tokens if w.method != "full" else 0.0
+        linear = linear_forward * (linear_passes + recompute) + adapters
+        attention = attention_forward * (3 + recompute)
+        bandwidth = gpu.bandwidth * cal.bandwidth_efficiency
+        elementwise = cal.elementwise_bytes * arch.hidden * stage_layers / tp * tokens * (1 + recompute / 3)
+        loss = 0.0 if w.fused_loss else LOSS_BYTES_PER_LOGIT * arch.vocab / tp * tokens
+        dequant = 0.0
+        if w.method == "qlora":
+            dequant = arch.linear_params() * share * NF4_DEQUANT_BYTES * (2 + recompute)
+        micro = (
+            linear / gemm_rate
+            + attention / (peak16 * ceiling16 * cal.attention_efficiency)
+            + (elementwise + loss + dequant) / bandwidth
+        )
+
+    # Tensor-parallel all-reduces of every micro-batch (on the critical path).
+    link_efficiency = cal.link_efficiency
+    activations = tokens * arch.hidden * 2
+    tp_comm = 0.0
+    if tp > 1:
+        tp_bandwidth = link_bandwidth(gpu, tp) * link_efficiency
+        tp_comm = stage_layers * (4 + 2 * recompute) * allreduce_time(activations, tp, tp_bandwidth, 0.0)
+
+    # Data-parallel traffic, overlapped with compute.
+    weight_bytes, grad_bytes, state_bytes, _, mixed = REGIMES[w.precision]
+    replica_params = arch.params * stage_layers / arch.layers / tp  # this GPU's shard of one model replica
+    trainable = (w.trainable_params if w.method != "full" else arch.params) * stage_layers / arch.layers / tp
+    sharded = w.sharding in ("zero3", "fsdp") and dp > 1
+    dp_bandwidth = link_bandwidth(gpu, w.gpus) * link_efficiency
+    m = w.gradient_accumulation
+    exposed = 0.0
+    if dp > 1:
+        reduced = trainable * (2 if w.method == "full" else 4)  # bf16 gradients; peft adapters in fp32
+        if sharded:
+            gathered = replica_params * 2  # bf16 parameters gathered for forward and again for backward
+            per_micro = 2 * gather_time(gathered, dp, dp_bandwidth) + gather_time(reduced, dp, dp_bandwidth)
+            exposed = m * max(0.0, per_micro - cal.overlap * micro)
+        else:
+            sync = allreduce_time(reduced, dp, dp_bandwidth, 0.0)
+            exposed = max(0.0, sync - cal.overlap * micro * 2 / 3)  # behind the last micro-batch's backward
+
+    # The optimizer's pass over weights, states and gradients of the trainable shard (memory-bound).
+    local_trainable = trainable / dp if (w.sharding != "none" and dp > 1) else trainable
+    states = OPTIMIZER_STATES[w.optimizer] * (1 if w.optimizer == "adamw-8bit" else state_bytes)
+    per_param = 2 * weight_bytes + grad_bytes + 2 * states + (2 if mixed else 0)
+    optimizer = local_trainable * per_param / (gpu.bandwidth * cal.bandwidth_efficiency)
+
+    compute = (m + pp - 1) * micro + m * tp_comm + optimizer
+    step = compute + exposed
+    per_gpu = m * tokens / (tp * pp)
+    per_gpu_rate = per_gpu / step
+    total = per_gpu_rate * w.gpus
+    seconds = w.total_tokens / total if total else 0.0
+    return TrainingSpeed(
+        flops_per_token=flops_per_token,
+        hours=seconds / 3600,
+        step_compute_s=compute,
+        gradient_sync_s=exposed,
+        tokens_per_s=total,
+        tokens_per_s_per_gpu=per_gpu_rate,
+        mfu=flops_per_token * per_gpu_rate / peak16,
+        step_s=step,
+    )

@@ -1,0 +1,118 @@
+"""The mutable scratchpad a reader fills while it streams, turned into a frozen Evidence at the end."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gpuplan.evidence.model import Evidence, Failure, Measurement, Setting
+
+MAX_RANKS = 4096  # more distinct ranks than any real job: the rest are ignored (a hostile log cannot grow memory)
+MAX_NOTES = 20
+
+
+@dataclass
+class _Term:
+    unit: str
+    phrase: str
+    line: int
+    values: dict[str, float] = field(default_factory=dict)
+    resolution: float = 0.0
+
+
+class Collector:
+    """What has been read so far: first value per term and rank, settings, notes, a failure."""
+
+    def __init__(self) -> None:
+        self.terms: dict[str, _Term] = {}
+        self.settings: dict[str, Setting] = {}
+        self.notes: list[str] = []
+        self.failure: Failure | None = None
+        self.version: str | None = None
+        self.model: str | None = None
+        self._ranks: set[str] = set()
+
+    def measure(
+        self,
+        term: str,
+        rank: str,
+        value: float,
+        *,
+        unit: str,
+        line: int,
+        phrase: str,
+        resolution: float = 0.0,
+        replace: bool = False,
+    ) -> None:
+        """Record ``value`` for ``term`` on ``rank``; the first reading wins unless ``replace`` (a running peak)."""
+        if rank not in self._ranks:
+            if len(self._ranks) >= MAX_RANKS:
+                return
+            self._ranks.add(rank)
+        entry = self.terms.setdefault(term, _Term(unit, phrase, line))
+        if rank in entry.values and not replace:
+            return
+        entry.values[rank] = value
+        entry.resolution = max(entry.resolution, resolution)
+
+    def peak(self, term: str, rank: str, value: float, *, unit: str, line: int, phrase: str, resolution: float) -> None:
+        """Keep the largest value seen (a peak logged every step)."""
+        current = self.terms.get(term)
+        if current is None or value > current.values.get(rank, -1.0):
+            self.measure(term, rank, value, unit=unit, line=line, phrase=phrase, resolution=resolution, replace=True)
+
+    def setting(self, name: str, value: str | int | float, line: int, raw: str = "") -> None:
+        self.settings.setdefault(name, Setting(name, value, line, raw))
+
+    def note(self, text: str) -> None:
+        if len(self.notes) < MAX_NOTES and text not in self.notes:
+            self.notes.append(text)
+
+    def evidence(
+        self,
+        path: str,
+        kind: str,
+        job: str,
+        engine: str,
+        lines: int,
+        missing: tuple[str, ...] = (),
+        incomplete: str = "",
+    ) -> Evidence:
+        measurements = {
+            term: Measurement(
+                term,
+                entry.unit,
+                tuple(sorted(entry.values.items(), key=lambda item: rank_order(item[0]))),
+                entry.resolution,
+                entry.line,
+                entry.phrase,
+            )
+            for term, entry in self.terms.items()
+        }
+        return Evidence(
+            path=path,
+            kind=kind,
+            job=job,
+            engine=engine,
+            version=self.version,
+            model=self.model,
+            settings=dict(self.settings),
+            measurements=measurements,
+            failure=self.failure,
+            missing=missing,
+            incomplete=incomplete,
+            notes=tuple(self.notes),
+            lines=lines,
+        )
+
+
+_RANK_PARTS = re.compile(r"(DP|PP|PCP|TP|DCP|rank ?)(\d{1,9})")
+_PART_ORDER = {"DP": 0, "PP": 1, "PCP": 2, "TP": 3, "DCP": 4}
+
+
+def rank_order(label: str) -> tuple[tuple[int, int], ...]:
+    """Sort key: data-parallel rank, then pipeline stage, then tensor rank (vLLM's process naming order)."""
+    parts = _RANK_PARTS.findall(label)
+    if not parts:
+        return ((-1, 0),) if label == "0" else ((99, 0),)
+    return tuple((_PART_ORDER.get(kind, 5), int(index)) for kind, index in parts)

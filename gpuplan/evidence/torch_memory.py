@@ -1,0 +1,117 @@
+"""PyTorch memory statistics as JSON: what ``torch.cuda.memory_stats()`` and the peak counters return.
+
+One object per rank, a list of them, or ``{"ranks": [...]}``. Read from each object:
+``max_memory_allocated`` / ``max_memory_reserved`` (``torch.cuda.max_memory_allocated()`` and
+``max_memory_reserved()``), or the same peaks inside ``memory_stats`` (or at the top level, when the
+whole ``torch.cuda.memory_stats()`` dict was dumped): ``allocated_bytes.all.peak`` and
+``reserved_bytes.all.peak``; ``num_ooms`` and ``num_alloc_retries`` (allocator pressure);
+``total_memory`` (``torch.cuda.get_device_properties(i).total_memory``), ``rank``, ``world_size`` and a
+``run`` object with ``micro_batch``, ``seq_len``, ``gradient_accumulation`` (the README's snippet).
+Allocated is the tensors live at the peak; reserved adds the caching allocator's unused blocks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, BinaryIO
+
+from gpuplan.errors import GpuplanError
+from gpuplan.evidence.collect import Collector
+from gpuplan.evidence.lines import MAX_COUNT_VALUE, byte_count, clean, load_json
+from gpuplan.evidence.model import BYTES, FINETUNE, GPU_TOTAL, PEAK_ALLOCATED, PEAK_RESERVED, Evidence
+
+KIND = "torch-memory"
+ENGINE = "PyTorch memory statistics"
+PEAKS = {
+    PEAK_ALLOCATED: ("max_memory_allocated", "allocated_bytes.all.peak"),
+    PEAK_RESERVED: ("max_memory_reserved", "reserved_bytes.all.peak"),
+}
+RUN_SETTINGS = ("micro_batch", "seq_len", "gradient_accumulation")
+MAX_RANK_OBJECTS = 4096
+
+
+def claims(document: object) -> bool:
+    """Whether a parsed JSON document looks like memory statistics."""
+    return any(_peak(item, keys) is not None for item in _ranks(document)[:1] for keys in PEAKS.values())
+
+
+def read(stream: BinaryIO, path: str) -> Evidence:
+    return from_document(load_json(stream, path), path)
+
+
+def from_document(document: object, path: str) -> Evidence:
+    shown = clean(path)
+    collector = Collector()
+    ranks = _ranks(document)
+    if not ranks:
+        raise GpuplanError(f"{shown}: expected a JSON object of memory statistics (or a list of them, one per rank)")
+    for index, item in enumerate(ranks[:MAX_RANK_OBJECTS]):
+        rank = _rank_label(item, index)
+        for term, keys in PEAKS.items():
+            value = _peak(item, keys)
+            if value is not None:
+                collector.measure(term, rank, value, unit=BYTES, line=0, phrase=keys[0])
+        total = byte_count(item.get("total_memory"))
+        if total is not None:
+            collector.measure(GPU_TOTAL, rank, total, unit=BYTES, line=0, phrase="total_memory")
+        _settings(collector, item)
+        _pressure(collector, item, rank)
+    if PEAK_ALLOCATED not in collector.terms and PEAK_RESERVED not in collector.terms:
+        raise GpuplanError(
+            f"{shown}: no peak memory in it (looked for max_memory_allocated, max_memory_reserved, "
+            "allocated_bytes.all.peak, reserved_bytes.all.peak)"
+        )
+    missing = tuple(
+        f"{keys[0]} (or memory_stats['{keys[1]}'])" for term, keys in PEAKS.items() if term not in collector.terms
+    )
+    return collector.evidence(shown, KIND, FINETUNE, ENGINE, 0, missing)
+
+
+def _ranks(document: object) -> list[dict[str, Any]]:
+    if isinstance(document, dict) and isinstance(document.get("ranks"), list):
+        document = document["ranks"]
+    items = document if isinstance(document, list) else [document]
+    return [item for item in items if isinstance(item, dict)]
+
+
+def _peak(item: dict[str, Any], keys: tuple[str, str]) -> float | None:
+    top, inner = keys
+    stats = item.get("memory_stats")
+    for value in (item.get(top), stats.get(inner) if isinstance(stats, dict) else None, item.get(inner)):
+        counted = byte_count(value)
+        if counted is not None:
+            return counted
+    return None
+
+
+def _rank_label(item: dict[str, Any], index: int) -> str:
+    rank = item.get("rank")
+    if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < MAX_COUNT_VALUE:
+        return f"rank {rank}"
+    return f"rank {index}"
+
+
+def _settings(collector: Collector, item: dict[str, Any]) -> None:
+    run = _object(item.get("run"))
+    values = {"world_size": item.get("world_size", run.get("world_size"))}
+    values |= {name: run.get(name) for name in RUN_SETTINGS}
+    for name, value in values.items():
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_COUNT_VALUE:
+            collector.setting(name, value, 0)
+    device = item.get("device")
+    if isinstance(device, str):
+        collector.note(f"device: {clean(device, 60)}")
+
+
+def _pressure(collector: Collector, item: dict[str, Any], rank: str) -> None:
+    stats = _object(item.get("memory_stats")) or item
+    for key, meaning in (
+        ("num_ooms", "out-of-memory errors raised by the allocator"),
+        ("num_alloc_retries", "allocations retried after freeing cached blocks (memory pressure)"),
+    ):
+        count = stats.get(key)
+        if isinstance(count, int) and not isinstance(count, bool) and 0 < count <= MAX_COUNT_VALUE:
+            collector.note(f"{rank}: {count:,} {meaning} ({key})")
+
+
+def _object(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,766 @@
+"""Read a Hugging Face config.json the way ``transformers`` reads it.
+
+A config.json states only what differs from its config class's defaults, so the same key can mean
+different things per ``model_type``: Gemma-2 omits ``tie_word_embeddings`` because GemmaConfig ties by
+default; Qwen2 never states its q/k/v biases because Qwen2Attention always has them. ``MODEL_TYPES``
+records, per model type, the class defaults and the facts of the modelling code gpuplan needs
+(source: ``transformers/models/<type>/configuration_<type>.py`` and ``modeling_<type>.py``).
+
+Also read here: nested ``text_config``/``vision_config`` (the vision tower is counted and reported
+apart), sliding-window and chunked-attention layouts, shared experts, and ``quantization_config``
+(format, group size, and the modules a checkpoint keeps in 16-bit). Every number passes the schema's
+bounds before any arithmetic (``gpuplan.architecture.check_value``); anything gpuplan cannot size is an
+ArchitectureError (GP021), never a silent guess.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuplan.architecture import Architecture, ArchitectureError, check_value, make_architecture, show_value
+
+# config.json keys -> Architecture fields (first key present wins).
+_KEYS: dict[str, tuple[str, ...]] = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden": ("hidden_size", "n_embd", "d_model"),
+    "heads": ("num_attention_heads", "n_head"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"),
+    "head_dim": ("head_dim",),
+    "intermediate": ("intermediate_size", "ffn_hidden_size", "n_inner"),
+    "vocab": ("vocab_size", "padded_vocab_size"),
+    "tie_embeddings": ("tie_word_embeddings",),
+    "attention_bias": ("attention_bias", "qkv_bias", "use_qkv_bias"),
+    "mlp_bias": ("mlp_bias",),
+    "experts": ("num_local_experts", "n_routed_experts", "num_experts"),
+    "experts_per_token": ("num_experts_per_tok", "moe_top_k", "experts_per_token"),
+    "expert_intermediate": ("moe_intermediate_size",),
+    "shared_experts": ("n_shared_experts",),
+    "shared_expert_intermediate": ("shared_expert_intermediate_size",),
+    "moe_every": ("decoder_sparse_step", "interleave_moe_layer_step"),
+    "dense_layers": ("first_k_dense_replace",),
+    "q_lora_rank": ("q_lora_rank",),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+    "sliding_window": ("sliding_window",),
+    "attention_chunk": ("attention_chunk_size",),
+    "max_position": ("max_position_embeddings", "n_positions", "seq_length"),
+}
+_MOE_FIELDS = (
+    "experts_per_token",
+    "expert_intermediate",
+    "shared_experts",
+    "shared_expert_intermediate",
+    "moe_every",
+    "dense_layers",
+)
+_MLA_FIELDS = ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_GELU = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_10")
+
+
+@dataclass(frozen=True)
+class ModelType:
+    """What the config class and modelling code of one ``model_type`` fix, beyond its config.json keys."""
+
+    label: str
+    tie: bool  # the config class's tie_word_embeddings default
+    fixed: dict[str, Any] = field(default_factory=dict)  # Architecture fields set by the modelling code
+    key_defaults: dict[str, Any] = field(default_factory=dict)  # config-class defaults of keys gpuplan reads
+    note: str = ""
+
+
+_LAYER_NORM_BIASED = {"norm": "layer", "attention_bias": True, "output_bias": True, "mlp_bias": True, "mlp": "plain"}
+
+MODEL_TYPES: dict[str, ModelType] = {
+    "llama": ModelType("Llama 2/3", False, note="attention_bias and mlp_bias read from their keys"),
+    "mistral": ModelType(
+        "Mistral", False, key_defaults={"sliding_window": 4096}, note="absent sliding_window: 4096 (class default)"
+    ),
+    "mixtral": ModelType("Mixtral", False, note="routed experts, no shared expert"),
+    "qwen2": ModelType(
+        "Qwen2/2.5",
+        False,
+        {"attention_bias": True},
+        note="q/k/v always biased; sliding window only when use_sliding_window is true",
+    ),
+    "qwen2_moe": ModelType(
+        "Qwen1.5/2-MoE",
+        False,
+        {"attention_bias": True, "shared_experts": 1, "shared_expert_gate": True},
+        note="one gated shared expert of shared_expert_intermediate_size",
+    ),
+    "qwen3": ModelType("Qwen3", False, {"qk_norm": True}, note="per-head q/k RMSNorm"),
+    "qwen3_moe": ModelType("Qwen3-MoE", False, {"qk_norm": True}, note="per-head q/k RMSNorm, no shared expert"),
+    "gemma": ModelType(
+        "Gemma",
+        True,
+        key_defaults={"head_dim": 256, "vocab_size": 256000},
+        note="GeGLU MLP (gated although hidden_act is gelu); absent head_dim 256, vocab_size 256,000",
+    ),
+    "gemma2": ModelType(
+        "Gemma 2",
+        True,
+        {"norms_per_layer": 4, "sliding_layers": 2},
+        {"sliding_window": 4096, "head_dim": 256, "vocab_size": 256000},
+        "tied when tie_word_embeddings is absent; 4 norms per layer; every other layer slides (window 4096)",
+    ),
+    "gemma3_text": ModelType(
+        "Gemma 3",
+        True,
+        {"norms_per_layer": 4, "qk_norm": True},
+        {
+            "sliding_window": 4096,
+            "sliding_window_pattern": 6,
+            "head_dim": 256,
+            "vocab_size": 262208,
+            "max_position_embeddings": 131072,
+        },
+        "tied by default; 5 local : 1 global layers (sliding_window_pattern or layer_types); absent vocab_size "
+        "262,208 (the published 4B-27B configs omit it)",
+    ),
+    "phi": ModelType(
+        "Phi-1/1.5/2",
+        False,
+        {**_LAYER_NORM_BIASED, "norms_per_layer": 1, "parallel_attention": True, "lm_head_bias": True},
+        note="biases on every linear and the LM head, one shared LayerNorm, parallel attention",
+    ),
+    "phi3": ModelType("Phi-3/Phi-4", False, {"fused_qkv": True}, note="fused qkv_proj and gate_up_proj"),
+    "gpt_neox": ModelType(
+        "GPT-NeoX / StableLM-alpha / Pythia",
+        False,
+        {**_LAYER_NORM_BIASED, "fused_qkv": True, "parallel_attention": True},
+        note="fused query_key_value, biased LayerNorm and linears, parallel residual",
+    ),
+    "stablelm": ModelType(
+        "StableLM 2/3B-4e1t", False, {"norm": "layer"}, note="LayerNorm, gated MLP, qkv bias from use_qkv_bias"
+    ),
+    "falcon": ModelType(
+        "Falcon",
+        True,
+        {"norm": "layer", "mlp": "plain", "fused_qkv": True, "parallel_attention": True},
+        note="tied; 1 norm per layer (2 with new_decoder_architecture); multi_query means 1 KV head",
+    ),
+    "gpt_bigcode": ModelType(
+        "GPT-BigCode / StarCoder",
+        True,
+        {**_LAYER_NORM_BIASED},
+        note="tied; learned positions (no rotary copies, so the fused c_attn output is what attention keeps); "
+        "multi_query means 1 KV head; n_inner absent means 4 x hidden",
+    ),
+    "starcoder2": ModelType(
+        "StarCoder2",
+        True,
+        {**_LAYER_NORM_BIASED},
+        {"sliding_window": 4096},
+        "tied; biased LayerNorm and linears (use_bias)",
+    ),
+    "deepseek_v2": ModelType("DeepSeek-V2", False, note="MLA; n_shared_experts x moe_intermediate_size shared"),
+    "deepseek_v3": ModelType(
+        "DeepSeek-V3 / Kimi-K2",
+        False,
+        {"router_bias": True},
+        note="MLA; score-correction router bias; first_k_dense_replace dense layers; MTP module not counted",
+    ),
+    "llama4_text": ModelType(
+        "Llama 4",
+        False,
+        {"shared_experts": 1},
+        note="one shared expert; intermediate_size is the expert width, intermediate_size_mlp the dense one; "
+        "chunked attention on 3 of 4 layers",
+    ),
+    "gpt_oss": ModelType(
+        "gpt-oss",
+        False,
+        {
+            "attention_bias": True,
+            "output_bias": True,
+            "mlp_bias": True,
+            "router_bias": True,
+            "attention_sinks": True,
+        },
+        note="biased attention, experts and router; attention sinks; alternating 128-token sliding window",
+    ),
+    "granite": ModelType("Granite 3", False, note="Llama layout"),
+    "kimi_k2": ModelType("Kimi-K2", False, {"router_bias": True}, note="DeepSeek-V3 layout"),
+}
+# Multimodal wrappers: their text_config carries the language model's own model_type.
+MULTIMODAL_TYPES: dict[str, str] = {
+    "gemma3": "Gemma 3 (vision): SigLIP tower + projection",
+    "mistral3": "Mistral-Small-3.1: Pixtral tower + patch merger + 2-layer projector",
+    "llava": "LLaVA: vision tower + 2-layer projector",
+    "llava_next": "LLaVA-NeXT / granite-vision: vision tower + 2-layer projector + image newline",
+    "llama4": "Llama 4: vision tower + adapter + projector",
+    "kimi_vl": "Kimi-VL: MoonViT tower (read as a SigLIP-style ViT) + 2-layer projector",
+}
+_TEXT_DEFAULT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_vl": "deepseek_v3"}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """How a checkpoint stores its linears: format, group size and how many weights it quantizes."""
+
+    quantization: str = "none"
+    group_size: int = 128  # 0: one scale per output channel
+    quantized_params: int | None = None  # linear weights stored quantized; None: every decoder linear
+
+
+@dataclass(frozen=True)
+class HfModel:
+    architecture: Architecture
+    checkpoint: Checkpoint
+    model_type: str
+    notes: tuple[str, ...]
+
+
+def read_hf_config(path: Path) -> dict[str, Any]:
+    """Read a local config.json (a bounded read of a regular file). Raises ArchitectureError."""
+    from gpuplan.reading import CONFIG_JSON, ReadRefused, read_bounded
+
+    try:
+        raw = read_bounded(path, CONFIG_JSON)
+    except ReadRefused as refused:
+        raise ArchitectureError(f"cannot read it: {refused.reason}") from None
+    try:
+        config = json.loads(raw, parse_constant=_no_constant)
+    except json.JSONDecodeError as error:
+        raise ArchitectureError(f"{path.name} is not valid JSON: {error.msg} at line {error.lineno}") from None
+    except (ValueError, RecursionError) as error:  # not UTF-8, NaN/Infinity, nesting too deep
+        raise ArchitectureError(f"{path.name} is not valid JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise ArchitectureError(f"{path.name} is not a JSON object")
+    return config
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def from_hf_config(config: dict[str, Any]) -> Architecture:
+    """The Architecture of a Hugging Face config.json (see ``read_hf_model`` for the checkpoint format)."""
+    return read_hf_model(config).architecture
+
+
+def read_hf_model(config: dict[str, Any]) -> HfModel:
+    """Architecture, checkpoint format and the assumptions made, from a parsed config.json."""
+    notes: list[str] = []
+    top_type = _string(config, "model_type", "model_type")
+    text, prefix = config, ""
+    if isinstance(config.get("text_config"), dict):
+        text, prefix = config["text_config"], "text_config."
+    elif "text_config" in config and config["text_config"] is not None:
+        raise ArchitectureError("text_config must be a mapping")
+    text_type = _string(text, "model_type", f"{prefix}model_type") if text is not config else top_type
+    if text is not config and not text_type:
+        text_type = _TEXT_DEFAULT_TYPE.get(top_type, "")
+    kind = MODEL_TYPES.get(text_type)
+    values = _read_keys(text, prefix, kind, notes, text_type)
+    if kind is None:
+        notes.append(
+            f"model_type {text_type or '(none)'!r} is not one gpuplan reads specially: generic keys only"
+            + ("" if "tie_embeddings" in values else "; LM head assumed untied (the larger count)")
+        )
+    if "tie_embeddings" not in values and text is not config and config.get("tie_word_embeddings") is not None:
+        values["tie_embeddings"] = check_value(
+            "tie_embeddings", config["tie_word_embeddings"], "config.json tie_word_embeddings"
+        )
+    elif "tie_embeddings" not in values and kind is not None:
+        values["tie_embeddings"] = kind.tie
+        notes.append(f"tie_word_embeddings absent: {kind.label} default {str(kind.tie).lower()}")
+    values.setdefault("tie_embeddings", False)
+    vision = config.get("vision_config")
+    if vision is not None:
+        if not isinstance(vision, dict):
+            raise ArchitectureError("vision_config must be a mapping")
+        values["vision_params"] = vision_tower_params(vision, top_type, values["hidden"], config)
+        notes.append(f"vision tower of {values['vision_params']:,} parameters counted in the weights (16-bit)")
+    architecture = make_architecture(values, where="config.json")
+    checkpoint = read_quantization(config, architecture)
+    return HfModel(architecture, checkpoint, text_type or top_type, tuple(notes))
+
+
+# -- text model ---------------------------------------------------------------------------------
+
+
+def _read_keys(
+    text: dict[str, Any], prefix: str, kind: ModelType | None, notes: list[str], model_type: str
+) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    defaults = kind.key_defaults if kind else {}
+    # The config class's defaults for keys the file leaves out (an explicit null stays null).
+    absent = {key: value for key, value in defaults.items() if key not in text}
+    if absent:
+        notes.extend(f"{prefix}{key} absent: {value} (config-class default)" for key, value in absent.items())
+        text = {**absent, **text}
+    dense = not any(text.get(key) for key in _KEYS["experts"])
+    for name, keys in _KEYS.items():
+        if dense and name in _MOE_FIELDS:
+            continue
+        for key in keys:
+            if text.get(key) is not None:
+                values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
+                break
+    missing = [name for name in ("layers", "hidden", "heads", "vocab") if name not in values]
+    if "intermediate" not in values and model_type in ("gpt_bigcode", "falcon", "gpt2") and "hidden" in values:
+        values["intermediate"] = 4 * values["hidden"]
+        notes.append("MLP width absent: 4 x hidden_size")
+    if "intermediate" not in values:
+        missing.append("intermediate_size")
+    if missing:
+        raise ArchitectureError("config.json lacks " + ", ".join(missing))
+    if kind is not None:
+        values.update(kind.fixed)
+    elif _string(text, "hidden_act", f"{prefix}hidden_act") in _GELU:
+        values["mlp"] = "plain"
+    _model_type_specifics(text, prefix, model_type, values, notes)
+    _moe(text, prefix, values, notes)
+    if values.get("kv_lora_rank"):
+        values["kv_heads"] = values["heads"]
+    else:
+        for name in _MLA_FIELDS:
+            values.pop(name, None)
+    _sliding_layout(text, prefix, values, notes)
+    return values
+
+
+def _model_type_specifics(
+    text: dict[str, Any], prefix: str, model_type: str, values: dict[str, Any], notes: list[str]
+) -> None:
+    if model_type in ("falcon", "gpt_bigcode") and _bool(text, "multi_query", prefix, False):
+        values["kv_heads"] = 1
+    if model_type == "falcon":
+        new_architecture = _bool(text, "new_decoder_architecture", prefix, False)
+        values["norms_per_layer"] = 2 if new_architecture else 1
+        biased = _bool(text, "bias", prefix, False)
+        values.update(attention_bias=biased, output_bias=biased, mlp_bias=biased)
+        if not new_architecture and not _bool(text, "multi_query", prefix, True):
+            values.pop("kv_heads", None)
+    if model_type == "gpt_bigcode" and text.get("n_positions") is not None:
+        values["position_embeddings"] = check_value("position_embeddings", text["n_positions"], f"{prefix}n_positions")
+    if model_type == "gpt_neox":
+        values["parallel_attention"] = _bool(text, "use_parallel_residual", prefix, True)
+        biased = _bool(text, "attention_bias", prefix, True)
+        values.update(attention_bias=biased, output_bias=biased)
+    if model_type == "stablelm":
+        values["parallel_attention"] = _bool(text, "use_parallel_residual", prefix, False)
+        values["qk_norm"] = False  # its q/k LayerNorms are per head; counted below as small parameters if set
+    if model_type == "starcoder2":
+        biased = _bool(text, "use_bias", prefix, True)
+        values.update(attention_bias=biased, output_bias=biased, mlp_bias=biased)
+    if model_type == "llama4_text":
+        dense = text.get("intermediate_size_mlp")
+        if dense is not None:
+            values["expert_intermediate"] = values["intermediate"]
+            values["intermediate"] = check_value("intermediate", dense, f"config.json {prefix}intermediate_size_mlp")
+    if model_type == "gpt_oss":
+        values["expert_intermediate"] = values["intermediate"]
+    if model_type == "qwen2" and not _bool(text, "use_sliding_window", prefix, False):
+        values.pop("sliding_window", None)
+    if model_type in ("qwen2_moe", "qwen3_moe") and not _bool(text, "use_sliding_window", prefix, False):
+        values.pop("sliding_window", None)
+    if model_type == "qwen2_moe" and not text.get("shared_expert_intermediate_size"):
+        values["shared_experts"] = 0
+        values["shared_expert_gate"] = False
+    if text.get("use_sliding_window") is False:
+        values.pop("sliding_window", None)
+
+
+def _moe(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
+    if not values.get("experts"):
+        for name in (*_MOE_FIELDS, "experts", "router_bias", "shared_expert_gate"):
+            values.pop(name, None)
+        return
+    skipped = text.get("mlp_only_layers")
+    if skipped:
+        if not isinstance(skipped, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in skipped):
+            raise ArchitectureError(f"config.json {prefix}mlp_only_layers must be a list of layer indices")
+        if sorted(skipped) != list(range(len(skipped))):
+            raise ArchitectureError(
+                f"config.json {prefix}mlp_only_layers other than the leading layers is a layout gpuplan cannot express"
+            )
+        values["dense_layers"] = check_value("dense_layers", len(skipped), f"config.json {prefix}mlp_only_layers")
+    frequency = text.get("moe_layer_freq")
+    if frequency not in (None, 1):
+        raise ArchitectureError(
+            f"config.json {prefix}moe_layer_freq {show_value(frequency)} is a layout gpuplan cannot express"
+        )
+    if values.get("shared_experts") and "shared_expert_intermediate" not in values:
+        notes.append("shared expert width: the routed experts' width")
+
+
+def _sliding_layout(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
+    """Which layers slide (or attend in chunks): layer_types, no_rope_layers or a pattern key."""
+    layers = values["layers"]
+    layer_types = text.get("layer_types")
+    if layer_types is not None:
+        kinds = _string_list(layer_types, f"{prefix}layer_types", layers)
+        unknown = set(kinds) - {"full_attention", "sliding_attention", "chunked_attention"}
+        if unknown:
+            raise ArchitectureError(
+                f"config.json {prefix}layer_types names {', '.join(sorted(unknown))}: a layer kind gpuplan cannot size"
+            )
+        windowed = [kind != "full_attention" for kind in kinds]
+        if not any(windowed):
+            values.pop("sliding_window", None)
+            values.pop("attention_chunk", None)
+            values.pop("sliding_layers", None)
+            return
+        values["sliding_layers"] = _period(windowed, f"{prefix}layer_types")
+        return
+    no_rope = text.get("no_rope_layers")
+    if values.get("attention_chunk"):
+        if isinstance(no_rope, list) and no_rope:
+            flags = [bool(flag) for flag in _int_list(no_rope, f"{prefix}no_rope_layers", layers)]
+            values["sliding_layers"] = _period(flags, f"{prefix}no_rope_layers")
+        else:
+            values["sliding_layers"] = 4  # Llama4TextConfig no_rope_layer_interval: every 4th layer is global
+        return
+    if not values.get("sliding_window"):
+        values.pop("sliding_layers", None)
+        return
+    pattern = text.get("sliding_window_pattern")
+    if pattern is not None and "sliding_layers" not in values:
+        values["sliding_layers"] = check_value("sliding_layers", pattern, f"config.json {prefix}sliding_window_pattern")
+        if values["sliding_layers"] == 1:
+            values.pop("sliding_layers")
+
+
+def _period(windowed: list[bool], where: str) -> int:
+    """The N of "every Nth layer is full attention" that reproduces ``windowed``, 0 when all slide."""
+    if all(windowed):
+        return 0
+    for period in range(2, len(windowed) + 1):
+        if all(flag == ((index + 1) % period != 0) for index, flag in enumerate(windowed)):
+            return period
+    raise ArchitectureError(f"config.json {where}: a mix of windowed and full layers gpuplan cannot express")
+
+
+# -- vision tower -------------------------------------------------------------------------------
+
+
+def vision_tower_params(vision: dict[str, Any], top_type: str, text_hidden: int, config: dict[str, Any]) -> int:
+    """Parameters of the vision encoder and the projector into the language model.
+
+    ViT encoders (SigLIP, CLIP, MoonViT): per layer q/k/v/o with biases, a two-matrix GELU MLP with
+    biases and two biased LayerNorms; patch embedding (channels x patch^2 x width + bias) and learned
+    positions. Pixtral: RMSNorm, gated MLP, no biases, no learned positions. Projectors as in each
+    multimodal model's modelling code.
+    """
+    vision_type = _string(vision, "model_type", "vision_config.model_type")
+    width = _bounded_int(vision, "hidden_size", 1, 1_000_000, "vision_config.")
+    depth = _bounded_int(vision, "num_hidden_layers", 1, 1000, "vision_config.")
+    mlp = _bounded_int(vision, "intermediate_size", 1, 10_000_000, "vision_config.")
+    patch = _bounded_int(vision, "patch_size", 1, 10_000, "vision_config.", 14)
+    channels = _bounded_int(vision, "num_channels", 1, 64, "vision_config.", 3)
+    image = _bounded_int(vision, "image_size", 1, 100_000, "vision_config.", 224)
+    positions = (image // patch) ** 2
+    if vision_type == "pixtral":
+        layer = 4 * width * width + 3 * width * mlp + 2 * width
+        encoder = depth * layer + channels * patch * patch * width + width  # patch conv (no bias) + ln_pre
+    else:
+        layer = 4 * (width * width + width) + 2 * width * mlp + mlp + width + 2 * 2 * width
+        encoder = depth * layer + channels * patch * patch * width + width + positions * width + 2 * width
+        if vision_type in ("clip_vision_model", "llama4_vision_model"):
+            encoder += width + width + 2 * width  # class embedding + its position + pre-layernorm
+    projector_input = width
+    if top_type == "llava_next" or top_type == "llava":
+        layers_used = config.get("vision_feature_layer")
+        if isinstance(layers_used, list):
+            projector_input = width * len(layers_used)
+        bias = 1 if config.get("multimodal_projector_bias", True) is not False else 0
+        projector = projector_input * text_hidden + text_hidden * text_hidden + 2 * text_hidden * bias
+        if top_type == "llava_next":
+            projector += text_hidden  # image_newline
+    elif top_type == "mistral3":
+        merge = _bounded_int(config, "spatial_merge_size", 1, 64, "", 2)
+        bias = 1 if config.get("multimodal_projector_bias") else 0
+        projector = width + width * merge * merge * width + width * text_hidden + text_hidden * text_hidden
+        projector += 2 * text_hidden * bias
+    elif top_type == "gemma3":
+        projector = width * text_hidden + width  # mm_input_projection_weight + mm_soft_emb_norm
+    elif top_type == "llama4":
+        output = _bounded_int(vision, "vision_output_dim", 1, 1_000_000, "vision_config.", width)
+        adapter = _bounded_int(vision, "projector_input_dim", 1, 1_000_000, "vision_config.", output)
+        ratio = vision.get("pixel_shuffle_ratio", 0.5)
+        if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1:
+            raise ArchitectureError("config.json vision_config.pixel_shuffle_ratio must be a number in (0, 1]")
+        shuffled = int(width / (ratio * ratio))
+        projector = shuffled * adapter + adapter * output + output * text_hidden
+    else:
+        projector = width * text_hidden + text_hidden * text_hidden + 2 * text_hidden
+    return encoder + projector
+
+
+# -- quantization_config ------------------------------------------------------------------------
+
+_FP8_METHODS = ("fp8", "fbgemm_fp8", "modelopt")
+_KNOWN_UNSIZED = (
+    "aqlm",
+    "bitnet",
+    "eetq",
+    "exl2",
+    "fp_quant",
+    "gguf",
+    "higgs",
+    "hqq",
+    "quanto",
+    "spqr",
+    "torchao",
+    "vptq",
+)
+
+
+def read_quantization(config: dict[str, Any], arch: Architecture) -> Checkpoint:
+    """The serving format of a pre-quantized checkpoint from its ``quantization_config``.
+
+    AWQ/GPTQ 4-bit with their group size (-1: one scale per output channel); GPTQ 8-bit and
+    compressed-tensors int8 -> int8; fp8/fbgemm_fp8/compressed-tensors float8 -> fp8; MXFP4 (gpt-oss:
+    4-bit e2m1 values in blocks of 32 with one 8-bit scale, 4.25 bits) -> mxfp4. The modules a
+    checkpoint keeps in 16-bit (``ignore``, ``modules_to_not_convert``) are matched as transformers and
+    compressed-tensors match them. Any other format is an ArchitectureError naming it.
+    """
+    quant = config.get("quantization_config")
+    if quant is None:
+        return Checkpoint()
+    if not isinstance(quant, dict):
+        raise ArchitectureError("config.json quantization_config must be a mapping")
+    method = _string(quant, "quant_method", "quantization_config.quant_method").lower()
+    bits = quant.get("bits", quant.get("w_bit"))
+    if method in ("awq", "gptq"):
+        bits = _bounded_int(quant, "bits" if "bits" in quant else "w_bit", 1, 64, "quantization_config.", 4)
+        group = _group_size(quant)
+        if bits == 4:
+            return _checkpoint(f"int4-{method}", group, quant, arch)
+        if bits == 8 and method == "gptq":
+            return _checkpoint("int8", group, quant, arch)
+        raise ArchitectureError(f"config.json quantization_config: {bits}-bit {method} is a format gpuplan cannot size")
+    if method in _FP8_METHODS:
+        return _checkpoint("fp8", 128, quant, arch)
+    if method == "mxfp4":
+        return _checkpoint("mxfp4", 32, quant, arch)
+    if method == "compressed-tensors":
+        return _checkpoint(_compressed_tensors_format(quant), _compressed_tensors_group(quant), quant, arch)
+    if method == "bitsandbytes":
+        if quant.get("load_in_8bit") is True:
+            return _checkpoint("int8", 128, quant, arch)
+        raise ArchitectureError(
+            "config.json quantization_config: a bitsandbytes 4-bit checkpoint is not a serving format gpuplan sizes"
+        )
+    label = method or "(no quant_method)"
+    if method in _KNOWN_UNSIZED or bits is not None or method:
+        raise ArchitectureError(
+            f"config.json quantization_config: quant_method {label!r} is a format gpuplan cannot size"
+        )
+    raise ArchitectureError("config.json quantization_config names no quant_method")
+
+
+def _group_size(quant: dict[str, Any]) -> int:
+    key = next((k for k in ("group_size", "q_group_size") if quant.get(k) is not None), None)
+    if key is None:
+        return 128
+    value = quant[key]
+    if not isinstance(value, int) or isinstance(value, bool) or not (value == -1 or 1 <= value <= 1_000_000):
+        raise ArchitectureError(
+            f"config.json quantization_config.{key} must be -1 or a positive group size, not {show_value(value)}"
+        )
+    return 0 if value == -1 else value
+
+
+def _compressed_tensors_format(quant: dict[str, Any]) -> str:
+    groups = quant.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        raise ArchitectureError("config.json quantization_config: compressed-tensors without config_groups")
+    formats = set()
+    for name, group in groups.items():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if not isinstance(weights, dict):
+            raise ArchitectureError(f"config.json quantization_config.config_groups.{name} lacks weights")
+        bits, kind = weights.get("num_bits"), str(weights.get("type", "int")).lower()
+        if kind == "float" and bits == 8:
+            formats.add("fp8")
+        elif kind == "int" and bits == 8:
+            formats.add("int8")
+        elif kind == "int" and bits == 4:
+            formats.add("int4-gptq")  # packed int4 + 16-bit group scale (and zero point): at most 4 + 20/g bits
+        else:
+            raise ArchitectureError(
+                f"config.json quantization_config: compressed-tensors {show_value(bits)}-bit {kind} is a format gpuplan cannot size"
+            )
+    if len(formats) != 1:
+        raise ArchitectureError("config.json quantization_config: mixed compressed-tensors formats gpuplan cannot size")
+    return formats.pop()
+
+
+def _compressed_tensors_group(quant: dict[str, Any]) -> int:
+    for group in quant["config_groups"].values():
+        size = group["weights"].get("group_size")
+        if size is not None:
+            if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 1_000_000:
+                raise ArchitectureError("config.json quantization_config: group_size must be a positive integer")
+            return int(size)
+    return 0 if any(group["weights"].get("strategy") == "channel" for group in quant["config_groups"].values()) else 128
+
+
+def _checkpoint(quantization: str, group: int, quant: dict[str, Any], arch: Architecture) -> Checkpoint:
+    patterns: list[str] = []
+    for key in ("ignore", "modules_to_not_convert", "llm_int8_skip_modules"):
+        value = quant.get(key)
+        if value is not None:
+            patterns.extend(_string_list(value, f"quantization_config.{key}", 100_000))
+    kept = [pattern for pattern in patterns if pattern]
+    if not kept:
+        return Checkpoint(quantization, group, None)
+    return Checkpoint(quantization, group, quantized_linear_params(arch, kept))
+
+
+# Names a decoder linear goes by in Hugging Face checkpoints, per gpuplan canonical module.
+_MODULE_NAMES: dict[str, tuple[str, ...]] = {
+    "q": (
+        "self_attn.q_proj",
+        "self_attn.qkv_proj",
+        "self_attention.query_key_value",
+        "attention.query_key_value",
+        "attn.c_attn",
+    ),
+    "k": (
+        "self_attn.k_proj",
+        "self_attn.qkv_proj",
+        "self_attention.query_key_value",
+        "attention.query_key_value",
+        "attn.c_attn",
+    ),
+    "v": (
+        "self_attn.v_proj",
+        "self_attn.qkv_proj",
+        "self_attention.query_key_value",
+        "attention.query_key_value",
+        "attn.c_attn",
+    ),
+    "o": ("self_attn.o_proj", "self_attn.dense", "self_attention.dense", "attention.dense", "attn.c_proj"),
+    "q_a": ("self_attn.q_a_proj",),
+    "q_b": ("self_attn.q_b_proj",),
+    "kv_a": ("self_attn.kv_a_proj_with_mqa",),
+    "kv_b": ("self_attn.kv_b_proj",),
+    "gate": ("mlp.gate_proj", "mlp.gate_up_proj", "feed_forward.gate_proj"),
+    "up": ("mlp.up_proj", "mlp.gate_up_proj", "mlp.fc1", "mlp.dense_h_to_4h", "mlp.c_fc", "feed_forward.up_proj"),
+    "down": ("mlp.down_proj", "mlp.fc2", "mlp.dense_4h_to_h", "mlp.c_proj", "feed_forward.down_proj"),
+    "experts": ("mlp.experts", "block_sparse_moe.experts", "feed_forward.experts"),
+    "shared": ("mlp.shared_experts", "mlp.shared_expert", "feed_forward.shared_expert"),
+}
+_LAYER_PREFIXES = (
+    "model.layers.{}.",
+    "model.language_model.layers.{}.",
+    "language_model.model.layers.{}.",
+    "transformer.h.{}.",
+    "gpt_neox.layers.{}.",
+)
+_LAYER_INDEX = re.compile(r"(?:layers|\.h)\.(\d+)(?:\.|$)")
+_NESTED_QUANTIFIER = re.compile(r"\([^)]*[*+][^)]*\)[*+{]")
+
+
+def quantized_linear_params(arch: Architecture, patterns: list[str]) -> int:
+    """Decoder linear weights that no pattern keeps in 16-bit.
+
+    Plain names match as transformers matches ``modules_to_not_convert`` (the pattern is a part of the
+    module's name), ``*`` as a glob, and ``re:`` patterns as compressed-tensors does (``re.match``).
+    """
+    literal, compiled = [], []
+    for pattern in patterns:
+        if len(pattern) > 500:
+            raise ArchitectureError("config.json quantization_config: a module pattern longer than 500 characters")
+        if pattern.startswith("re:"):
+            if _NESTED_QUANTIFIER.search(pattern):
+                raise ArchitectureError(
+                    f"config.json quantization_config: regular expression {show_value(pattern)} is too complex to evaluate safely"
+                )
+            try:
+                compiled.append(re.compile(pattern[3:]))
+            except re.error:
+                raise ArchitectureError(
+                    f"config.json quantization_config: {show_value(pattern)} is not a valid regular expression"
+                ) from None
+        else:
+            literal.append(pattern)
+    layer_specific: dict[int, list[str]] = {}
+    everywhere: list[str] = []
+    for pattern in literal:
+        found = _LAYER_INDEX.search(pattern)
+        if found and "*" not in pattern:
+            layer_specific.setdefault(int(found.group(1)), []).append(pattern)
+        else:
+            everywhere.append(pattern)
+    total = 0
+    for index in range(arch.layers):
+        checks = layer_specific.get(index, []) + everywhere
+        for module, weights in arch.layer_modules(index):
+            if checks or compiled:
+                names = [prefix.format(index) + name for prefix in _LAYER_PREFIXES for name in _MODULE_NAMES[module]]
+                if any(_literal_match(pattern, name) for pattern in checks for name in names):
+                    continue
+                if any(regex.match(name) for regex in compiled for name in names[: 2 * len(_MODULE_NAMES[module])]):
+                    continue
+            total += weights
+    return total
+
+
+def _literal_match(pattern: str, name: str) -> bool:
+    if "*" in pattern or "?" in pattern:
+        return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + ".*")
+    return pattern in name
+
+
+# -- typed access to config values --------------------------------------------------------------
+
+
+def _string(data: dict[str, Any], key: str, where: str) -> str:
+    value = data.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > 200:
+        raise ArchitectureError(f"config.json {where} must be a short string, not {show_value(value)}")
+    return value
+
+
+def _bool(data: dict[str, Any], key: str, prefix: str, default: bool) -> bool:
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ArchitectureError(f"config.json {prefix}{key} must be true or false, not {show_value(value)}")
+    return value
+
+
+def _bounded_int(data: dict[str, Any], key: str, low: int, high: int, prefix: str, default: int | None = None) -> int:
+    value = data.get(key)
+    if value is None:
+        if default is None:
+            raise ArchitectureError(f"config.json lacks {prefix}{key}")
+        return default
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ArchitectureError(
+            f"config.json {prefix}{key} must be a whole number from {low} to {high:,}, not {show_value(value)}"
+        )
+    return int(value)
+
+
+def _string_list(value: Any, where: str, limit: int) -> list[str]:
+    if not isinstance(value, list) or len(value) > limit or not all(isinstance(item, str) for item in value):
+        raise ArchitectureError(f"config.json {where} must be a list of at most {limit:,} strings")
+    return value
+
+
+def _int_list(value: Any, where: str, limit: int) -> list[int]:
+    if (
+        not isinstance(value, list)
+        or len(value) > limit
+        or not all(isinstance(item, int) and not isinstance(item, bool) for item in value)
+    ):
+        raise ArchitectureError(f"config.json {where} must be a list of at most {limit:,} integers")
+    return value

@@ -1,0 +1,211 @@
+"""``gpuplan plan`` as text for a terminal or as Markdown, both rendered from the JSON object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuplan.units import GIB, format_money
+
+TEXT_COLUMNS = frozenset({"", "layout", "settings", "cost", "change", "first constraint broken"})
+
+
+def _layout(option: dict[str, Any]) -> str:
+    parts = [f"{option['gpus']} x {option['gpu']}"]
+    if option["tensor_parallel"] > 1:
+        parts.append(f"TP {option['tensor_parallel']}")
+    if option["pipeline_parallel"] > 1:
+        parts.append(f"PP {option['pipeline_parallel']}")
+    if option["settings"] is None and option["replicas"] > 1:
+        parts.append(f"{option['replicas']} replicas of {option['concurrency_per_replica']}")
+    return " ".join(parts)
+
+
+def _settings(option: dict[str, Any]) -> str:
+    settings = option["settings"]
+    if settings is None:
+        return ""
+    words = []
+    if settings["sharding"] != "none" and option["replicas"] > 1:
+        words.append(settings["sharding"])
+    if settings["activation_checkpointing"]:
+        words.append("ckpt")
+    if settings["fused_loss"]:
+        words.append("fused loss")
+    words.append(f"mb {settings['micro_batch']} x ga {settings['gradient_accumulation']}")
+    return ", ".join(words)
+
+
+def _cost(option: dict[str, Any], currency: str) -> str:
+    if option.get("monthly_cost") is not None:
+        return f"{format_money(option['monthly_cost'], currency)}/month"
+    if option.get("run_cost") is not None:
+        return f"{format_money(option['run_cost'], currency)}/run"
+    if option.get("cost_per_million_tokens") is not None and "run_cost" in option:
+        return f"{format_money(option['cost_per_million_tokens'], currency)}/1M tokens"
+    return "unpriced"
+
+
+def _speed(option: dict[str, Any]) -> list[str]:
+    if "ttft_ms" in option:
+        return [f"{option['ttft_ms']:,.0f}", f"{option['tpot_ms']:,.1f}", f"{option['tokens_per_s']:,.0f}"]
+    hours = option["training_hours"]
+    return ["n/a" if hours is None else f"{hours:,.1f}", f"{option['tokens_per_s']:,.0f}"]
+
+
+def _verdict(option: dict[str, Any]) -> str:
+    if option["sound"]:
+        return "meets every constraint"
+    broken = [name for name, ok in option["meets"].items() if not ok]
+    return f"breaks {broken[0]}: {option['reasons'][0]}" + (f" (+{len(broken) - 1} more)" if len(broken) > 1 else "")
+
+
+def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
+    price = option["price_per_gpu_hour"]
+    return [
+        mark,
+        _layout(option),
+        _settings(option),
+        f"{option['per_gpu_bytes'] / GIB:,.1f} / {option['budget_bytes'] / GIB:,.1f}",
+        f"{option['headroom_pct']:.0f}%",
+        *_speed(option),
+        "n/a" if price is None else f"{price:.2f}",
+        _cost(option, currency),
+    ]
+
+
+def _headers(job: str) -> list[str]:
+    speed = ["TTFT ms", "TPOT ms", "tokens/s"] if job == "serve" else ["hours", "tokens/s"]
+    return ["", "layout", "settings", "per GPU GiB", "free", *speed, "price/GPU-h", "cost"]
+
+
+def _keep(headers: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """Drop columns empty in every row (serving has no settings; unmarked tables no mark)."""
+    keep = [i for i in range(len(headers)) if any(row[i] for row in rows)]
+    return [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
+def _text_table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> list[str]:
+    headers, rows = _keep(headers, rows)
+    widths = [max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(len(headers))]
+    numeric = [header not in TEXT_COLUMNS for header in headers]
+
+    def line(cells: list[str]) -> str:
+        return (
+            indent
+            + "  ".join(
+                cell.rjust(widths[i]) if numeric[i] else cell.ljust(widths[i]) for i, cell in enumerate(cells)
+            ).rstrip()
+        )
+
+    return [line(headers), *(line(row) for row in rows)]
+
+
+def _marks(job: dict[str, Any], option: dict[str, Any]) -> str:
+    marks = []
+    for name in ("declared", "recommended"):
+        other = job[name]
+        if other is not None and other["yaml"] == option["yaml"]:
+            marks.append(name)
+    return "/".join(marks)
+
+
+def _saving_text(job: dict[str, Any], currency: str) -> str:
+    saving = job["saving"]
+    if saving is None:
+        return "" if job["declared"]["sound"] else "the cheapest layout that meets every constraint"
+    if saving["amount"] <= 0:
+        return "the declared layout is the cheapest sound one"
+    return f"saves {format_money(saving['amount'], currency)} per {saving['per']} ({saving['share']:.0%})"
+
+
+def _headline(job: dict[str, Any], currency: str) -> tuple[str, str]:
+    """(the declared layout with its cost and verdict, the recommendation with its cost and saving)."""
+    declared, recommended = job["declared"], job["recommended"]
+    first = f"{_layout(declared)}, {_cost(declared, currency)} — {_verdict(declared)}"
+    if recommended is None:
+        return first, "none — no layout meets every constraint within the limits"
+    saving = _saving_text(job, currency)
+    return first, f"{_layout(recommended)}, {_cost(recommended, currency)}" + (f" — {saving}" if saving else "")
+
+
+def _title(document: dict[str, Any]) -> str:
+    c = document["constraints"]
+    scope = []
+    if c["gpu"]:
+        scope.append("GPUs " + ", ".join(c["gpu"]))
+    if c["vendor"]:
+        scope.append("vendors " + ", ".join(c["vendor"]))
+    scope.append(f"at most {c['max_gpus']} GPUs on {c['max_nodes']} nodes")
+    scope.append(f"headroom {c['headroom_pct']:g}%")
+    return f"{document['name']} ({document['model']}): {'; '.join(scope)}; prices in {document['currency']}"
+
+
+def render_text(document: dict[str, Any]) -> str:
+    currency = document["currency"]
+    lines = [_title(document)]
+    for job in document["jobs"]:
+        kind = job["job"]
+        lines += ["", f"{'serving' if kind == 'serve' else 'fine-tuning'}:"]
+        recommended = job["recommended"]
+        declared_text, recommended_text = _headline(job, currency)
+        lines += [f"  declared     {declared_text}", f"  recommended  {recommended_text}"]
+        if recommended is not None:
+            lines.append("  paste:")
+            lines += ["    " + line for line in recommended["yaml"].splitlines()]
+        if job["options"]:
+            lines += ["", f"  options ({job['options_total']}; cheapest first, each faster than every one above it):"]
+            rows = [_row(o, currency, _marks(job, o)) for o in job["options"]]
+            lines += _text_table(_headers(kind), rows)
+        if job["rejected"]:
+            lines += ["", f"  rejected ({job['rejected_total']}; the fewest GPUs tried on each GPU kind, and why):"]
+            for option in job["rejected"]:
+                lines.append(f"    {_layout(option):<28} {_cost(option, currency):>16}  {_verdict(option)}")
+        if job["alternatives"]:
+            lines += ["", "  cheaper if you accept a change of the model's numerics (never recommended):"]
+            for alternative in job["alternatives"]:
+                option = alternative["option"]
+                lines.append(f"    {alternative['label']}: {_layout(option)}  {_cost(option, currency)}")
+    return "\n".join(lines) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    headers, rows = _keep(headers, rows)
+    rule = "|".join("---" if header in TEXT_COLUMNS else "---:" for header in headers)
+    out = ["| " + " | ".join(headers) + " |", f"|{rule}|"]
+    out += ["| " + " | ".join(_md_cell(cell) for cell in row) + " |" for row in rows]
+    return out
+
+
+def render_markdown(document: dict[str, Any]) -> str:
+    currency = document["currency"]
+    lines = [f"# GPU plan: {_md_cell(document['name'])}", "", _md_cell(_title(document))]
+    for job in document["jobs"]:
+        kind = job["job"]
+        recommended = job["recommended"]
+        declared_text, recommended_text = _headline(job, currency)
+        lines += ["", f"## {'Serving' if kind == 'serve' else 'Fine-tuning'}", ""]
+        lines += [f"- **Declared**: {_md_cell(declared_text)}", f"- **Recommended**: {_md_cell(recommended_text)}"]
+        if recommended is not None:
+            lines += ["", "```yaml", recommended["yaml"].rstrip("\n"), "```"]
+        if job["options"]:
+            lines += ["", f"### Options ({job['options_total']})", ""]
+            lines.append("Sound options, cheapest first; each is faster than every option above it.")
+            lines.append("")
+            lines += _md_table(_headers(kind), [_row(o, currency, _marks(job, o)) for o in job["options"]])
+        if job["rejected"]:
+            lines += ["", f"### Rejected ({job['rejected_total']})", ""]
+            lines += _md_table(
+                ["layout", "cost", "first constraint broken"],
+                [[_layout(o), _cost(o, currency), _verdict(o)] for o in job["rejected"]],
+            )
+        if job["alternatives"]:
+            lines += ["", "### Changes of numerics (never recommended)", ""]
+            lines += _md_table(
+                ["change", "layout", "cost"],
+                [[a["label"], _layout(a["option"]), _cost(a["option"], currency)] for a in job["alternatives"]],
+            )
+    return "\n".join(lines) + "\n"

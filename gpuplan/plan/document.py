@@ -1,0 +1,137 @@
+"""The documented, versioned JSON object of ``gpuplan plan`` (text and Markdown render from it).
+
+One object per spec: ``format_version``, ``tool``, the spec's ``name``/``model``/``currency``, the
+``constraints`` the planner ran under, and per job (``jobs[]``): ``declared``, ``recommended``,
+``saving``, ``options[]`` (sound, cheapest first, each faster than every option before it),
+``rejected[]`` (per GPU kind, the fewest-GPU layout tried that breaks a constraint), ``alternatives[]``
+(cheaper options that change the model's numerics) and the totals before ``--top`` cut the lists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuplan import __version__
+from gpuplan.plan.describe import block_yaml
+from gpuplan.plan.evaluate import Option
+from gpuplan.plan.search import JobPlan, SpecPlanner
+
+FORMAT_VERSION = 1
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def option_dict(option: Option) -> dict[str, Any]:
+    """One option: its layout, memory, speed, price and verdict per constraint."""
+    layout, estimate = option.layout, option.estimate
+    result: dict[str, Any] = {
+        "gpu": layout.gpu.id,
+        "gpus": layout.gpus,
+        "tensor_parallel": layout.tensor_parallel,
+        "pipeline_parallel": layout.pipeline_parallel,
+        "nodes": option.nodes,
+        "replicas": layout.replicas,
+    }
+    if option.kind == "serve":
+        result["concurrency_per_replica"] = layout.concurrency
+        result["settings"] = None
+    else:
+        settings = layout.settings
+        assert settings is not None
+        result["settings"] = {
+            "activation_checkpointing": settings.activation_checkpointing,
+            "fused_loss": settings.fused_loss,
+            "sharding": settings.sharding,
+            "micro_batch": settings.micro_batch,
+            "gradient_accumulation": settings.gradient_accumulation,
+        }
+    result.update(
+        per_gpu_bytes=option.per_gpu_bytes,
+        budget_bytes=option.capacity_bytes,
+        headroom_pct=round(option.headroom * 100, 1),
+    )
+    if option.kind == "serve":
+        speed = estimate.speed
+        result.update(
+            ttft_ms=round(speed.ttft_s * 1000, 1),
+            tpot_ms=round(speed.tpot_s * 1000, 2),
+            tokens_per_s=round(speed.tokens_per_s, 1),
+            price_per_gpu_hour=option.price_per_hour,
+            price_source=estimate.price_source,
+            monthly_cost=_rounded(option.rate, 2),
+            cost_per_million_tokens=_rounded(estimate.cost_per_million_tokens, 3),
+        )
+    else:
+        speed = estimate.speed
+        result.update(
+            training_hours=round(speed.hours, 3) if option.tokens_known else None,
+            tokens_per_s=round(speed.tokens_per_s, 1),
+            price_per_gpu_hour=option.price_per_hour,
+            price_source=estimate.price_source,
+            run_cost=_rounded(option.cost, 2),
+            cost_per_million_tokens=_rounded(option.rate, 4),
+        )
+    result.update(
+        sound=option.sound,
+        meets=dict(option.meets),
+        reasons=list(option.reasons),
+        changes=list(option.changes),
+        yaml=block_yaml(option.fragment),
+    )
+    return result
+
+
+def job_dict(plan: JobPlan, top: int | None) -> dict[str, Any]:
+    saving = plan.saving
+    declared = plan.declared
+    per = "month" if plan.kind == "serve" else ("run" if declared.cost is not None else "1M tokens")
+    amount = saving
+    if plan.kind == "finetune" and plan.recommended is not None and declared.cost is not None:
+        amount = None if plan.recommended.cost is None else declared.cost - plan.recommended.cost
+    return {
+        "job": plan.kind,
+        "declared": option_dict(declared),
+        "recommended": None if plan.recommended is None else option_dict(plan.recommended),
+        "saving": None
+        if saving is None or amount is None or declared.rate is None
+        else {"amount": round(amount, 2), "share": round(saving / declared.rate, 4), "per": per},
+        "options": [option_dict(o) for o in plan.options[:top]],
+        "options_total": len(plan.options),
+        "rejected": [option_dict(o) for o in plan.rejected[:top]],
+        "rejected_total": len(plan.rejected),
+        "alternatives": [
+            {
+                "label": alternative.label,
+                "changes": alternative.changes,
+                "option": None if alternative.option is None else option_dict(alternative.option),
+                "yaml": block_yaml(alternative.fragment),
+            }
+            for alternative in plan.alternatives
+        ],
+    }
+
+
+def plan_document(planner: SpecPlanner, *, path: str, top: int | None, cheaper_share: float) -> dict[str, Any]:
+    """The whole ``gpuplan plan`` object for one spec (every job it declares)."""
+    spec, limits = planner.spec, planner.limits
+    jobs = [plan for kind in ("finetune", "serve") if (plan := planner.plan(kind)) is not None]
+    return {
+        "format_version": FORMAT_VERSION,
+        "tool": {"name": "gpuplan", "version": __version__},
+        "spec": path,
+        "name": spec.name,
+        "model": spec.model.label,
+        "currency": spec.budget.currency,
+        "constraints": {
+            "gpu": list(limits.gpus),
+            "vendor": list(limits.vendors),
+            "max_gpus": limits.max_gpus,
+            "max_nodes": limits.max_nodes,
+            "headroom_pct": planner.headroom_pct,
+            "gradient_sync_share": planner.sync_share,
+            "cheaper_layout_share": cheaper_share,
+        },
+        "jobs": [job_dict(plan, top) for plan in jobs],
+    }

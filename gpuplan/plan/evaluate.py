@@ -1,0 +1,485 @@
+"""Options: a layout of one job, estimated by gpuplan's estimator and judged against every constraint.
+
+The planner never estimates on its own: each option's memory, speed and price come from
+``estimate_serve`` / ``estimate_finetune`` (gpuplan.analysis), as ``lint`` and ``estimate`` get them for
+the declared layout. What this module adds is the judging, per constraint, and memoisation of what
+does not depend on the GPU (per-GPU memory of a layout shape) or on the layout (the model's weight and
+KV bytes, used as memory lower bounds to skip layouts before estimating them).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuplan.analysis import (
+    FinetuneEstimate,
+    ServeEstimate,
+    estimate_finetune,
+    estimate_serve,
+    finetune_memory,
+    serve_memory,
+)
+from gpuplan.estimate.performance import Efficiency
+from gpuplan.estimate.serving import ServingMemory
+from gpuplan.estimate.training import TrainingMemory
+from gpuplan.plan.space import (
+    POWERS_OF_TWO,
+    Layout,
+    TrainingSettings,
+    domain_problem,
+    nodes_needed,
+    pipeline_problem,
+    size_problem,
+    tensor_parallel_problem,
+)
+from gpuplan.spec import Finetune, Hardware, PlanLimits, Serve, Spec
+from gpuplan.units import format_gib
+
+NOMINAL_TOKENS = 1_000_000  # fine-tuning without finetune.tokens is ranked by its cost per 1M tokens
+
+# Constraints in the order they are checked (a rejected option names the first it breaks).
+LAYOUT_CONSTRAINTS = ("limits", "tensor_parallel", "nvlink_domain", "pipeline_parallel", "memory", "headroom")
+SERVE_CONSTRAINTS = (*LAYOUT_CONSTRAINTS, "ttft_slo", "tpot_slo")
+FINETUNE_CONSTRAINTS = (*LAYOUT_CONSTRAINTS, "gradient_sync", "model_parallelism")
+
+
+def within_headroom(per_gpu: float, capacity: float, headroom_pct: float) -> bool:
+    """Fits with the configured margin free (GP202's threshold): what the planner calls sound memory."""
+    return per_gpu <= capacity * (1 - headroom_pct / 100)
+
+
+def slo_miss(estimate: ServeEstimate, metric: str) -> tuple[float, float] | None:
+    """(estimated ms, SLO ms) when the estimate's ``metric`` (ttft or tpot) misses the job's SLO."""
+    slo = getattr(estimate.job, f"{metric}_ms")
+    if slo is None:
+        return None
+    value = float(getattr(estimate.speed, f"{metric}_s")) * 1000
+    return (value, float(slo)) if value > slo else None
+
+
+def gradient_sync_share(estimate: FinetuneEstimate) -> float | None:
+    """Exposed data-parallel traffic per step over the step's compute, where GP310 judges it: data
+    parallelism on cards without NVLink or across more GPUs than the NVLink domain. None elsewhere."""
+    setup, gpu, speed = estimate.setup, estimate.gpu, estimate.speed
+    if speed is None or setup.data_parallel < 2:
+        return None
+    if gpu.has_nvlink and setup.data_parallel * setup.tensor_parallel <= gpu.domain:
+        return None
+    return speed.gradient_sync_s / max(speed.step_compute_s, 1e-9)
+
+
+@dataclass(frozen=True)
+class Option:
+    """A layout with its estimate and its verdict per constraint (``meets``, in the order checked)."""
+
+    kind: str  # serve | finetune
+    layout: Layout
+    nodes: int
+    estimate: Any  # ServeEstimate | FinetuneEstimate
+    meets: tuple[tuple[str, bool], ...]
+    reasons: tuple[str, ...]  # one sentence per broken constraint, in the same order
+    declared: Layout  # the spec's own layout, which ``changes`` and ``fragment`` are relative to
+    tokens_known: bool = True  # fine-tuning: whether finetune.tokens gives a run cost
+
+    @functools.cached_property
+    def changes(self) -> tuple[str, ...]:
+        """Spec fields (dotted) that differ from the declared layout."""
+        return layout_changes(self.kind, self.declared, self.layout)
+
+    @functools.cached_property
+    def fragment(self) -> dict[str, Any]:
+        """The spec fields to paste for this layout: the whole hardware mapping plus any other change."""
+        return layout_fragment(self.kind, self.layout, self.changes)
+
+    @property
+    def sound(self) -> bool:
+        return all(ok for _, ok in self.meets)
+
+    @property
+    def broken(self) -> tuple[str, ...]:
+        return tuple(name for name, ok in self.meets if not ok)
+
+    @property
+    def gpus(self) -> int:
+        return self.layout.gpus
+
+    @property
+    def price_per_hour(self) -> float | None:
+        price: float | None = self.estimate.price_per_hour
+        return price
+
+    @property
+    def priced(self) -> bool:
+        return self.price_per_hour is not None
+
+    @property
+    def per_gpu_bytes(self) -> int:
+        return int(self.estimate.memory.per_gpu)
+
+    @property
+    def capacity_bytes(self) -> int:
+        """What the per-GPU figure is judged against: the engine budget (serving) or usable memory."""
+        if self.kind == "serve":
+            return int(self.estimate.memory.budget)
+        return int(self.estimate.gpu.usable_bytes)
+
+    @property
+    def headroom(self) -> float:
+        """Share of the capacity left free (negative when it does not fit)."""
+        return (self.capacity_bytes - self.per_gpu_bytes) / max(self.capacity_bytes, 1)
+
+    @property
+    def rate(self) -> float | None:
+        """What the planner minimises: cost per month (serving) or per 1M training tokens (fine-tuning)."""
+        if self.kind == "serve":
+            monthly: float | None = self.estimate.monthly_cost
+            return monthly
+        cost = self.estimate.cost
+        return None if cost is None else cost / self.estimate.job.tokens * 1e6
+
+    @property
+    def cost(self) -> float | None:
+        """Cost per month (serving) or of the whole run (fine-tuning; None without finetune.tokens)."""
+        if self.kind == "serve":
+            monthly: float | None = self.estimate.monthly_cost
+            return monthly
+        run: float | None = self.estimate.cost
+        return run if self.tokens_known else None
+
+    @property
+    def latency_s(self) -> float:
+        """Serving: one request end to end (TTFT + output tokens x TPOT); fine-tuning: the run's seconds."""
+        if self.kind == "serve":
+            speed = self.estimate.speed
+            return float(speed.ttft_s + self.estimate.job.output_tokens * speed.tpot_s)
+        return float(self.estimate.speed.hours * 3600)
+
+    def rank(self) -> tuple[float, int, float, int]:
+        """The objective: cost (to the cent), then fewer GPUs, then lower latency, then fewer changes."""
+        rate = self.rate
+        return (math.inf if rate is None else round(rate, 2), self.gpus, self.latency_s, len(self.changes))
+
+    def with_problem(self, name: str, reason: str) -> Option:
+        """The option with one more constraint broken (constraints that depend on other options)."""
+        order = SERVE_CONSTRAINTS if self.kind == "serve" else FINETUNE_CONSTRAINTS
+        meets = dict(self.meets)
+        meets[name] = False
+        reasons = dict(zip(self.broken, self.reasons, strict=True))
+        reasons[name] = reason
+        return replace(
+            self,
+            meets=tuple((key, meets[key]) for key in order),
+            reasons=tuple(reasons[key] for key in order if key in reasons),
+        )
+
+
+def _judged(kind: str, checks: dict[str, str | None]) -> tuple[tuple[tuple[str, bool], ...], tuple[str, ...]]:
+    order = SERVE_CONSTRAINTS if kind == "serve" else FINETUNE_CONSTRAINTS
+    meets = []
+    reasons = []
+    for name in order:
+        reason = checks.get(name)
+        meets.append((name, reason is None))
+        if reason is not None:
+            reasons.append(reason)
+    return tuple(meets), tuple(reasons)
+
+
+def layout_changes(kind: str, declared: Layout, layout: Layout) -> tuple[str, ...]:
+    """Dotted spec fields whose values differ between the declared layout and ``layout``."""
+    pairs: list[tuple[str, object, object]] = [
+        (f"{kind}.hardware.gpu", declared.gpu.id, layout.gpu.id),
+        (f"{kind}.hardware.count", declared.gpus, layout.gpus),
+        (f"{kind}.hardware.tensor_parallel", declared.tensor_parallel, layout.tensor_parallel),
+        (f"{kind}.hardware.pipeline_parallel", declared.pipeline_parallel, layout.pipeline_parallel),
+    ]
+    if kind == "serve":
+        pairs.append(("serve.concurrency", declared.concurrency, layout.concurrency))
+    else:
+        old, new = declared.settings, layout.settings
+        assert old is not None and new is not None
+        pairs += [
+            ("finetune.activation_checkpointing", old.activation_checkpointing, new.activation_checkpointing),
+            ("finetune.fused_loss", old.fused_loss, new.fused_loss),
+            ("finetune.sharding", _sharding_kind(old.sharding), _sharding_kind(new.sharding)),
+            ("finetune.micro_batch", old.micro_batch, new.micro_batch),
+            ("finetune.gradient_accumulation", old.gradient_accumulation, new.gradient_accumulation),
+        ]
+    return tuple(name for name, before, after in pairs if before != after)
+
+
+def layout_fragment(kind: str, layout: Layout, changes: tuple[str, ...]) -> dict[str, Any]:
+    """The spec fields to paste for a layout: its whole hardware mapping, and every other changed field."""
+    hardware: dict[str, Any] = {"gpu": layout.gpu.id, "count": layout.gpus}
+    if layout.tensor_parallel > 1:
+        hardware["tensor_parallel"] = layout.tensor_parallel
+    if layout.pipeline_parallel > 1:
+        hardware["pipeline_parallel"] = layout.pipeline_parallel
+    body: dict[str, Any] = {}
+    if kind == "serve" and "serve.concurrency" in changes:
+        body["concurrency"] = layout.concurrency
+    if layout.settings is not None:
+        for field in ("activation_checkpointing", "fused_loss", "sharding", "micro_batch", "gradient_accumulation"):
+            if f"finetune.{field}" in changes:
+                body[field] = getattr(layout.settings, field)
+    body["hardware"] = hardware
+    return {kind: body}
+
+
+def declared_shape(
+    hardware: Hardware, copies: int, *, concurrency: int = 0, settings: TrainingSettings | None = None
+) -> Layout:
+    """The layout a job's ``hardware`` declares, with its copies (replicas or data-parallel ranks)."""
+    return Layout(hardware.gpu, hardware.tensor_parallel, hardware.pipeline_parallel, copies, concurrency, settings)
+
+
+class _Evaluator:
+    """What both jobs' evaluators share: the layout checks that need no estimate, and the memo."""
+
+    kind = ""
+    serving = False
+
+    def __init__(self, spec: Spec, efficiency: Efficiency, headroom_pct: float, limits: PlanLimits) -> None:
+        self.spec = spec
+        self.efficiency, self.headroom_pct, self.limits = efficiency, headroom_pct, limits
+        self.arch = spec.model.architecture
+        self._estimates: dict[tuple[object, ...], Option] = {}
+
+    def evaluate(self, layout: Layout) -> Option:
+        key = layout.key
+        if key not in self._estimates:
+            self._estimates[key] = self._evaluate(layout)
+        return self._estimates[key]
+
+    def _evaluate(self, layout: Layout) -> Option:
+        raise NotImplementedError
+
+    def _layout_checks(self, layout: Layout) -> tuple[int, dict[str, str | None]]:
+        """(nodes, problems of the layout itself: size limits, TP split, TP link, PP split)."""
+        tp, pp = layout.tensor_parallel, layout.pipeline_parallel
+        nodes = nodes_needed(layout.gpu, tp, pp, layout.replicas)
+        return nodes, {
+            "limits": size_problem(layout, nodes, self.limits),
+            "tensor_parallel": tensor_parallel_problem(self.arch, tp, serving=self.serving),
+            "nvlink_domain": domain_problem(layout.gpu, tp),
+            "pipeline_parallel": pipeline_problem(self.arch, pp, serving=self.serving),
+        }
+
+
+class ServePlanner(_Evaluator):
+    """Evaluates serving layouts of one spec's deployment; memoises estimates and memory by layout.
+
+    Demand is held fixed: the declared replicas x per-replica concurrency sequences in flight, split as
+    evenly as whole sequences allow over a layout's replicas (tenants likewise).
+    """
+
+    kind = "serve"
+    serving = True
+
+    def __init__(self, spec: Spec, efficiency: Efficiency, headroom_pct: float, limits: PlanLimits) -> None:
+        super().__init__(spec, efficiency, headroom_pct, limits)
+        assert spec.serve is not None
+        self.job = spec.serve
+        self.declared_replicas = self.job.hardware.replicas
+        self.demand = self.job.concurrency * self.declared_replicas
+        self._memory: dict[tuple[str, int, int, int], ServingMemory] = {}  # GPU, TP, PP, replicas
+        self._weights, self._kv = self._lower_bound_bytes()
+        self.declared = self.declared_layout()
+
+    # -- layouts ---------------------------------------------------------------------------------
+    def declared_layout(self) -> Layout:
+        return declared_shape(self.job.hardware, self.declared_replicas, concurrency=self.job.concurrency)
+
+    def layout(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int, replicas: int) -> Layout:
+        return Layout(gpu, tensor_parallel, pipeline_parallel, replicas, math.ceil(self.demand / replicas))
+
+    def max_replicas(self, tensor_parallel: int, pipeline_parallel: int) -> int:
+        """More replicas than sequences in flight would idle; more GPUs than max_gpus are not allowed."""
+        return min(self.demand, self.limits.max_gpus // (tensor_parallel * pipeline_parallel))
+
+    def _job(self, layout: Layout) -> Serve:
+        replicas = layout.replicas
+        tenants = tuple(
+            replace(t, concurrency=math.ceil(t.concurrency * self.declared_replicas / replicas))
+            for t in self.job.tenants
+        )
+        return replace(
+            self.job,
+            concurrency=layout.concurrency,
+            tenants=tenants,
+            hardware=Hardware(layout.gpu, layout.gpus, layout.tensor_parallel, layout.pipeline_parallel),
+        )
+
+    # -- memory ----------------------------------------------------------------------------------
+    def _lower_bound_bytes(self) -> tuple[float, float]:
+        """(weights, KV bytes of one sequence) of one whole model copy, from the estimator's memory of a
+        one-GPU replica holding one sequence: no GPU of a TP x PP group holds less than its 1/(TP x PP)
+        share of either (every byte sits on some GPU of the group; layers per stage round up; KV heads
+        are split or replicated, never dropped). Sliding-window layers keep fewer tokens and uneven
+        stages can shift full layers between GPUs, so for them only the weights bound is taken. A
+        property test holds these bounds below the estimate of every layout."""
+        gpu = self.job.hardware.gpu
+        memory = self.memory(Layout(gpu, 1, 1, self.demand, 1))
+        weights = float(memory.weights + memory.tenant_weights)
+        if self.arch.sliding_layer_count:
+            return weights, 0.0
+        return weights, float(memory.kv_bytes_per_sequence)
+
+    def _usable_budget(self, gpu: Any) -> float:
+        """The memory a sound layout may fill per GPU: engine budget less the headroom margin (an upper
+        bound of the estimator's own budget, which rounds down)."""
+        return gpu.usable_bytes * self.job.memory_utilization * (1 - self.headroom_pct / 100)
+
+    def fewest_replicas(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> int | None:
+        """A lower bound on the replicas a sound layout needs, from the weight and KV bounds alone (no
+        estimate); None when no replica count can be sound."""
+        group = tensor_parallel * pipeline_parallel
+        free = self._usable_budget(gpu) * group - self._weights
+        if free <= 0:
+            return None
+        if self._kv <= 0:
+            return 1
+        per_replica = math.floor(free / self._kv)
+        if per_replica < 1:
+            return None
+        replicas = math.ceil(self.demand / per_replica)
+        return replicas if replicas <= self.max_replicas(tensor_parallel, pipeline_parallel) else None
+
+    def memory(self, layout: Layout) -> ServingMemory:
+        key = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, layout.replicas)
+        if key not in self._memory:
+            self._memory[key] = serve_memory(self.spec, self._job(layout), layout.gpu)
+        return self._memory[key]
+
+    def memory_sound(self, layout: Layout) -> bool:
+        memory = self.memory(layout)
+        return memory.fits and within_headroom(memory.per_gpu, memory.budget, self.headroom_pct)
+
+    # -- options ---------------------------------------------------------------------------------
+    def _evaluate(self, layout: Layout) -> Option:
+        estimate = estimate_serve(self.spec, self._job(layout), self.efficiency, gpu=layout.gpu)
+        memory = estimate.memory
+        nodes, checks = self._layout_checks(layout)
+        if not memory.fits:
+            checks["memory"] = (
+                f"needs {format_gib(memory.per_gpu)} per GPU; the engine budget is {format_gib(memory.budget)}"
+            )
+        elif not within_headroom(memory.per_gpu, memory.budget, self.headroom_pct):
+            checks["headroom"] = (
+                f"leaves {(memory.budget - memory.per_gpu) / memory.budget:.0%} of the engine budget free "
+                f"(margin {self.headroom_pct:g}%)"
+            )
+        for metric in ("ttft", "tpot"):
+            missed = slo_miss(estimate, metric)
+            if missed:
+                checks[f"{metric}_slo"] = f"{metric.upper()} {missed[0]:,.1f} ms exceeds the SLO of {missed[1]:,.0f} ms"
+        meets, reasons = _judged("serve", checks)
+        return Option("serve", layout, nodes, estimate, meets, reasons, self.declared)
+
+
+class FinetunePlanner(_Evaluator):
+    """Evaluates fine-tuning layouts of one spec's run; memoises estimates and per-shape memory.
+
+    The global batch (micro_batch x gradient_accumulation x data-parallel ranks) of the declared run is
+    held fixed; micro-batches may shrink (more accumulation) but never grow.
+    """
+
+    kind = "finetune"
+
+    def __init__(
+        self, spec: Spec, efficiency: Efficiency, headroom_pct: float, sync_share: float, limits: PlanLimits
+    ) -> None:
+        super().__init__(spec, efficiency, headroom_pct, limits)
+        assert spec.finetune is not None
+        self.job, self.sync_share = spec.finetune, sync_share
+        hardware = self.job.hardware
+        self.declared_data_parallel = max(1, hardware.count // (hardware.tensor_parallel * hardware.pipeline_parallel))
+        self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
+        self._memory: dict[tuple[object, ...], TrainingMemory] = {}
+        self._floor_job: tuple[Finetune, TrainingMemory] | None = None
+        self.declared = self.declared_layout()
+
+    def declared_settings(self) -> TrainingSettings:
+        job = self.job
+        return TrainingSettings(
+            job.checkpointing, job.fused_loss, job.sharding, job.micro_batch, job.gradient_accumulation
+        )
+
+    def declared_layout(self) -> Layout:
+        return declared_shape(self.job.hardware, self.declared_data_parallel, settings=self.declared_settings())
+
+    def data_parallel_degrees(self, tensor_parallel: int, pipeline_parallel: int) -> list[int]:
+        """Data-parallel widths (powers of two) that keep the global batch and stay within max_gpus."""
+        most = self.limits.max_gpus // (tensor_parallel * pipeline_parallel)
+        return [dp for dp in POWERS_OF_TWO if dp <= most and self.global_batch % dp == 0]
+
+    def micro_batches(self, data_parallel: int) -> list[int]:
+        """Micro-batch sizes (the declared one first, then smaller) that keep the global batch."""
+        per_rank = self.global_batch // data_parallel
+        return [m for m in range(self.job.micro_batch, 0, -1) if self.job.micro_batch % m == 0 and per_rank % m == 0]
+
+    def _job(self, layout: Layout) -> Finetune:
+        settings = layout.settings
+        assert settings is not None
+        return replace(
+            self.job,
+            checkpointing=settings.activation_checkpointing,
+            fused_loss=settings.fused_loss,
+            sharding=settings.sharding,
+            micro_batch=settings.micro_batch,
+            gradient_accumulation=settings.gradient_accumulation,
+            tokens=self.job.tokens or NOMINAL_TOKENS,
+            hardware=Hardware(layout.gpu, layout.gpus, layout.tensor_parallel, layout.pipeline_parallel),
+        )
+
+    def memory(self, layout: Layout) -> TrainingMemory:
+        """Per-GPU memory of a layout's shape: the same on every GPU kind (only usable memory differs)."""
+        key = (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, layout.settings)
+        if key not in self._memory:
+            self._memory[key] = finetune_memory(self.spec, self._job(layout))
+        return self._memory[key]
+
+    def memory_sound(self, layout: Layout) -> bool:
+        return within_headroom(self.memory(layout).per_gpu, layout.gpu.usable_bytes, self.headroom_pct)
+
+    def _evaluate(self, layout: Layout) -> Option:
+        estimate = estimate_finetune(
+            self.spec, self._job(layout), self.efficiency, gpu=layout.gpu, memory=self.memory(layout)
+        )
+        per_gpu, usable = estimate.memory.per_gpu, layout.gpu.usable_bytes
+        nodes, checks = self._layout_checks(layout)
+        if per_gpu > usable:
+            checks["memory"] = f"needs {format_gib(per_gpu)} per GPU; {layout.gpu.id} has {format_gib(usable)} usable"
+        elif not within_headroom(per_gpu, usable, self.headroom_pct):
+            checks["headroom"] = f"leaves {(usable - per_gpu) / usable:.0%} free (margin {self.headroom_pct:g}%)"
+        share = gradient_sync_share(estimate)
+        if share is not None and share > self.sync_share:
+            checks["gradient_sync"] = (
+                f"gradient sync takes {share:.0%} of each step's compute (threshold {self.sync_share:.0%})"
+            )
+        meets, reasons = _judged("finetune", checks)
+        return Option(
+            "finetune", layout, nodes, estimate, meets, reasons, self.declared, tokens_known=self.job.tokens is not None
+        )
+
+    def floor_rate(self, gpu: Any) -> float | None:
+        """Cost per 1M tokens on one ``gpu`` with no recompute, a fused loss (never slower) and the
+        declared micro-batch (smaller ones are never faster): no layout on this GPU kind costs less.
+        Estimated without judging (the search compares every GPU kind's floor first)."""
+        if self._floor_job is None:
+            declared = self.declared_settings()
+            micro = declared.micro_batch
+            settings = TrainingSettings("none", True, declared.sharding, micro, self.global_batch // micro)
+            layout = Layout(self.job.hardware.gpu, 1, 1, 1, settings=settings)
+            self._floor_job = (self._job(layout), self.memory(layout))
+        job, memory = self._floor_job
+        estimate = estimate_finetune(self.spec, job, self.efficiency, gpu=gpu, memory=memory)
+        return None if estimate.cost is None else estimate.cost / (job.tokens or NOMINAL_TOKENS) * 1e6
+
+
+def _sharding_kind(sharding: str) -> str:
+    """FSDP full sharding and ZeRO-3 shard the same states: not a change of the model's memory."""
+    return "zero3" if sharding == "fsdp" else sharding

@@ -1,0 +1,625 @@
+"""The layout searches: lazy queries for the rules, and the full table for ``gpuplan plan`` and reports.
+
+Objective: cost per month (serving) or per run (fine-tuning) at the spec's prices, then fewer GPUs, then
+lower latency, then fewer changes to the spec. Unpriced GPUs are never recommended while a priced
+option exists.
+
+The lazy queries visit candidates in ascending cost and stop at the first sound one. For serving, a
+layout's cost is exact before any estimate (GPUs x price), and memory lower bounds (each GPU holds at
+least its share of the weights and the KV cache) give the fewest replicas a layout could need; each
+candidate is then checked with the estimator's memory alone, and only memory-sound ones are estimated in
+full for the SLO. For fine-tuning, each GPU kind's cost floor is its one-GPU cost with no recompute;
+kinds are visited cheapest floor first. Both rest on the estimator's monotonicity, which the property
+tests check: more replicas (fewer sequences each) never need more memory per GPU nor slow a token; more
+GPUs, recompute or smaller micro-batches never lower a run's cost.
+
+Fine-tuning adds model parallelism only when needed: on a GPU kind, tensor and pipeline parallelism
+beyond the least that holds the job (with data parallelism, sharding, checkpointing, a fused loss or
+smaller micro-batches) are rejected, as GP302 rejects them in a declared layout.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuplan.catalog import Gpu
+from gpuplan.estimate.performance import Efficiency
+from gpuplan.plan.evaluate import FinetunePlanner, Option, ServePlanner
+from gpuplan.plan.space import (
+    Layout,
+    TrainingSettings,
+    allowed_gpus,
+    gpu_not_allowed,
+    nodes_needed,
+    pipeline_degrees,
+    tensor_parallel_degrees,
+)
+from gpuplan.spec import HOURS_PER_MONTH, PlanLimits, Spec
+
+Family = tuple[Gpu, int, int]  # GPU kind, tensor parallel, pipeline parallel
+Where = Callable[[Gpu, int, int], bool]
+SHARDING_ORDER = ("none", "zero1", "zero2", "zero3")  # less to more memory saved
+
+
+def checkpointing_mode(declared: str, full: bool) -> str:
+    """The activation_checkpointing value for the search's toggle: "full" when on; when off, the declared
+    mode unless that is "full" (then "none"), so a declared selective mode is kept as it is."""
+    if full:
+        return "full"
+    return declared if declared != "full" else "none"
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """The planner's answer for one job."""
+
+    kind: str  # serve | finetune
+    declared: Option
+    recommended: Option | None
+    options: tuple[Option, ...]  # sound options no other beats on both cost and latency, best first
+    rejected: tuple[Option, ...]  # per GPU kind, the fewest-GPU layout tried that breaks a constraint
+    alternatives: tuple[Alternative, ...]
+
+    @property
+    def saving(self) -> float | None:
+        """How much cheaper the recommendation is than a sound declared layout (per month or per 1M
+        tokens); None when either is unpriced or the declared layout breaks a constraint (nothing to save
+        against: it would not run as declared)."""
+        declared, recommended = self.declared, self.recommended
+        if recommended is None or declared.rate is None or recommended.rate is None or not declared.sound:
+            return None
+        return declared.rate - recommended.rate
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A cheaper option that changes the model's numerics: listed, never recommended."""
+
+    label: str
+    changes: dict[str, Any]  # dotted spec field -> new value
+    option: Option | None
+    fragment: dict[str, Any]
+
+
+class JobPlanner:
+    """Searches for one job of a spec (serving or fine-tuning) within the planner's limits."""
+
+    def __init__(self, evaluator: ServePlanner | FinetunePlanner, limits: PlanLimits) -> None:
+        self.evaluator = evaluator
+        self.kind = evaluator.kind
+        self.spec = evaluator.spec
+        self.limits = limits
+        self.gpus = allowed_gpus(self.spec, limits)
+        self._cheapest: dict[tuple[object, ...], Option | None] = {}
+        self._floor: dict[str, float] = {}
+        self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
+        self._replicas: dict[tuple[object, ...], int | None] = {}
+
+    # -- the declared layout ---------------------------------------------------------------------
+    def declared(self) -> Option:
+        """The declared layout, judged as any option, and also against the GPU and vendor limits."""
+        option = self.evaluator.evaluate(self.evaluator.declared_layout())
+        problem = gpu_not_allowed(option.layout.gpu, self.limits)
+        return option if problem is None else option.with_problem("limits", problem)
+
+    # -- lazy queries ----------------------------------------------------------------------------
+    def cheapest(self, *, ceiling: float | None = None, where: Where | None = None, tag: str = "") -> Option | None:
+        """The cheapest sound, priced option (among families ``where`` accepts), or None. With a
+        ``ceiling`` (a cost per month or per 1M tokens), options at or above it are never estimated and
+        None means none is cheaper. ``tag`` names ``where`` for memoisation."""
+        key = (tag,)
+        if key in self._cheapest:
+            found = self._cheapest[key]
+            return found if found is None or ceiling is None or found.rate is None or found.rate < ceiling else None
+        found = self._search(ceiling=ceiling, where=where, by_gpus=False)
+        if found is not None or ceiling is None:
+            self._cheapest[key] = found
+        return found
+
+    def fewest_gpus_on(self, gpu: Gpu) -> Option | None:
+        """The sound option on one GPU kind with the fewest GPUs (then the cheapest): "parallelism is
+        needed the moment one GPU cannot hold the job, not a moment before". Priced or not; max_gpus and
+        max_nodes apply, the GPU and vendor limits do not (the GPU is named)."""
+        return self._search(ceiling=None, where=None, by_gpus=True, gpus=[gpu])
+
+    def _search(
+        self, *, ceiling: float | None, where: Where | None, by_gpus: bool, gpus: list[Gpu] | None = None
+    ) -> Option | None:
+        pool = gpus if gpus is not None else [gpu for gpu in self.gpus if self.evaluator.spec.price(gpu)[0] is not None]
+        if self.kind == "serve":
+            return self._serve_search(pool, ceiling, where, by_gpus)
+        return self._finetune_search(pool, ceiling, where, by_gpus)
+
+    # -- serving -----------------------------------------------------------------------------------
+    def _serve_families(self, gpus: list[Gpu], where: Where | None) -> Iterator[Family]:
+        arch = self.evaluator.arch
+        pipelines = pipeline_degrees(arch, serving=True)
+        for gpu in gpus:
+            for tp in tensor_parallel_degrees(arch, gpu, serving=True):
+                for pp in pipelines:
+                    if where is None or where(gpu, tp, pp):
+                        yield gpu, tp, pp
+
+    def _splits(self, gpu: Gpu) -> list[tuple[int, list[tuple[int, int]]]]:
+        """GPUs per replica (TP x PP) in ascending order, each with its (TP, PP) splits, for one GPU kind."""
+        key = (gpu.domain, gpu.has_nvlink)
+        if key not in self._split_cache:
+            arch = self.evaluator.arch
+            by_size: dict[int, list[tuple[int, int]]] = {}
+            for tp in tensor_parallel_degrees(arch, gpu, serving=True):
+                for pp in pipeline_degrees(arch, serving=True):
+                    by_size.setdefault(tp * pp, []).append((tp, pp))
+            self._split_cache[key] = sorted(by_size.items())
+        return self._split_cache[key]
+
+    def _order(self, family: Family, replicas: int, by_gpus: bool) -> tuple[float, float]:
+        gpu, tp, pp = family
+        count = tp * pp * replicas
+        hourly = (self.spec.price(gpu)[0] or 0.0) * count
+        return (count, hourly) if by_gpus else (hourly, count)
+
+    def _serve_search(
+        self, gpus: list[Gpu], ceiling: float | None, where: Where | None, by_gpus: bool
+    ) -> Option | None:
+        """Candidates in ascending cost (or GPU count), generated lazily: GPU kinds by GPUs per replica
+        (each replica costs at least its GPUs), then each family's fewest replicas by the memory bounds,
+        then the fewest the estimator's memory allows, then the fewest that meet every constraint. An
+        entry whose replicas grow goes back in line at its new cost; the first sound one popped is the
+        answer (with any others at the same cost, ranked by the objective)."""
+        evaluator = self.evaluator
+        assert isinstance(evaluator, ServePlanner)
+        hourly_ceiling = None if ceiling is None or by_gpus else ceiling / HOURS_PER_MONTH
+        counter = itertools.count()
+        # (key, tie, stage, gpu index, size index or replicas, family); stage 0: a GPU kind's next size
+        # of replica; 1: a family at its bound; 2: at its memory-sound replicas; 3: at its sound replicas.
+        line: list[tuple[tuple[float, float], int, int, int, int, Family | None]] = []
+        splits = [self._splits(gpu) for gpu in gpus]
+        for number, gpu in enumerate(gpus):
+            if splits[number]:
+                size = splits[number][0][0]
+                heapq.heappush(line, (self._order((gpu, size, 1), 1, by_gpus), next(counter), 0, number, 0, None))
+        found: list[Option] = []
+        found_key = 0.0
+        while line:
+            key, _, stage, number, value, family = heapq.heappop(line)
+            if hourly_ceiling is not None and key[0] >= hourly_ceiling:
+                break
+            if found and key[0] > found_key:
+                break
+            gpu = gpus[number]
+            if stage == 0:
+                size, pairs = splits[number][value]
+                if value + 1 < len(splits[number]):
+                    following = splits[number][value + 1][0]
+                    heapq.heappush(
+                        line, (self._order((gpu, following, 1), 1, by_gpus), next(counter), 0, number, value + 1, None)
+                    )
+                for tp, pp in pairs:
+                    if where is not None and not where(gpu, tp, pp):
+                        continue
+                    fewest = evaluator.fewest_replicas(gpu, tp, pp)
+                    if fewest is not None and self._within_nodes(gpu, tp, pp, fewest):
+                        candidate = (gpu, tp, pp)
+                        order = self._order(candidate, fewest, by_gpus)
+                        heapq.heappush(line, (order, next(counter), 1, number, fewest, candidate))
+                continue
+            assert family is not None
+            if stage == 1:
+                memory_ok = self._replicas_with_memory(family, value)
+                if memory_ok is None:
+                    continue
+                if memory_ok > value:
+                    order = self._order(family, memory_ok, by_gpus)
+                    heapq.heappush(line, (order, next(counter), 2, number, memory_ok, family))
+                    continue
+            option = evaluator.evaluate(evaluator.layout(*family, value))
+            if option.sound:
+                found_key = key[0]
+                found.append(option)
+                continue
+            if stage == 3:
+                continue
+            more = self._replicas_sound(family, value + 1)
+            if more is not None and self._within_nodes(*family, more):
+                heapq.heappush(line, (self._order(family, more, by_gpus), next(counter), 3, number, more, family))
+        return min(found, key=Option.rank) if found else None
+
+    def _replicas_with_memory(self, family: Family, low: int) -> int | None:
+        """The fewest replicas from ``low`` whose per-GPU memory is sound (the estimator's memory alone)."""
+        key = (family[0].id, family[1], family[2], low, "memory")
+        if key not in self._replicas:
+            evaluator = self.evaluator
+            assert isinstance(evaluator, ServePlanner)
+            gpu, tp, pp = family
+            self._replicas[key] = self._smallest(
+                low, evaluator.max_replicas(tp, pp), lambda r: evaluator.memory_sound(evaluator.layout(gpu, tp, pp, r))
+            )
+        return self._replicas[key]
+
+    def _replicas_sound(self, family: Family, low: int) -> int | None:
+        """The fewest replicas from ``low`` that meet every constraint (fewer sequences per replica never
+        slow a token: the SLO checks are monotone in the replicas)."""
+        key = (family[0].id, family[1], family[2], low, "sound")
+        if key not in self._replicas:
+            evaluator = self.evaluator
+            assert isinstance(evaluator, ServePlanner)
+            gpu, tp, pp = family
+            self._replicas[key] = self._smallest(
+                low,
+                evaluator.max_replicas(tp, pp),
+                lambda r: evaluator.evaluate(evaluator.layout(gpu, tp, pp, r)).sound,
+            )
+        return self._replicas[key]
+
+    def _within_nodes(self, gpu: Gpu, tp: int, pp: int, copies: int) -> bool:
+        return nodes_needed(gpu, tp, pp, copies) <= self.limits.max_nodes and tp * pp * copies <= self.limits.max_gpus
+
+    @staticmethod
+    def _smallest(low: int, high: int, ok: Callable[[int], bool]) -> int | None:
+        """The smallest n in [low, high] with ok(n), for ok monotone (False ... False True ... True)."""
+        if low > high or not ok(high):
+            return None
+        while low < high:
+            middle = (low + high) // 2
+            if ok(middle):
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    # -- fine-tuning -------------------------------------------------------------------------------
+    def _levels(self, gpu: Gpu) -> list[tuple[int, int]]:
+        arch = self.evaluator.arch
+        pairs = [
+            (tp, pp)
+            for tp in tensor_parallel_degrees(arch, gpu, serving=False)
+            for pp in pipeline_degrees(arch, serving=False)
+        ]
+        return sorted(pairs, key=lambda pair: (pair[0] * pair[1], pair[1]))
+
+    # (the search toggles full activation checkpointing on and off; checkpointing_mode maps the toggle)
+    def _settings_choices(self, data_parallel: int, checkpointing: bool) -> list[TrainingSettings]:
+        """Settings for one data-parallel width, fewest changes from the declared ones first."""
+        evaluator = self.evaluator
+        assert isinstance(evaluator, FinetunePlanner)
+        declared = evaluator.declared_settings()
+        fused_choices = sorted({declared.fused_loss, True}, key=lambda value: value != declared.fused_loss)
+        if data_parallel == 1:
+            sharding_choices = [declared.sharding]  # nothing to shard over: leave the field as it is
+        else:
+            kind = "zero3" if declared.sharding == "fsdp" else declared.sharding
+            sharding_choices = [declared.sharding] + [s for s in SHARDING_ORDER if s != kind]
+        choices = [
+            TrainingSettings(
+                checkpointing_mode(declared.activation_checkpointing, checkpointing),
+                fused,
+                sharding,
+                micro,
+                evaluator.global_batch // (micro * data_parallel),
+            )
+            for fused in fused_choices
+            for sharding in sharding_choices
+            for micro in evaluator.micro_batches(data_parallel)
+        ]
+
+        def changes(settings: TrainingSettings) -> int:
+            return (
+                (settings.fused_loss != declared.fused_loss)
+                + (settings.sharding != declared.sharding)
+                + (settings.micro_batch != declared.micro_batch)
+            )
+
+        return sorted(choices, key=changes)
+
+    def _fitting_settings(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> Layout | None:
+        """The memory-sound settings with the fewest changes at one shape, or None (checked first with
+        every saving on: if that does not fit, nothing does)."""
+        evaluator = self.evaluator
+        assert isinstance(evaluator, FinetunePlanner)
+        if not evaluator.memory_sound(self._most_relaxed(gpu, tp, pp, dp, checkpointing)):
+            return None
+        for settings in self._settings_choices(dp, checkpointing):
+            layout = Layout(gpu, tp, pp, dp, settings=settings)
+            if evaluator.memory_sound(layout):
+                return layout
+        return None
+
+    def _most_relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool = True) -> Layout:
+        """The layout of a shape that needs the least memory: every saving switched on."""
+        evaluator = self.evaluator
+        assert isinstance(evaluator, FinetunePlanner)
+        micro = min(evaluator.micro_batches(dp))
+        sharding = "zero3" if dp > 1 else evaluator.job.sharding
+        mode = checkpointing_mode(evaluator.declared_settings().activation_checkpointing, checkpointing)
+        settings = TrainingSettings(mode, True, sharding, micro, evaluator.global_batch // (micro * dp))
+        return Layout(gpu, tp, pp, dp, settings=settings)
+
+    def finetune_on(self, gpu: Gpu, *, every_width: bool, ceiling: float | None = None) -> list[Option]:
+        """Sound options on one GPU kind at the least model parallelism that holds the job.
+
+        ``every_width``: one option per data-parallel width and checkpointing choice (the full table);
+        otherwise only the fewest-GPU one per checkpointing choice (more GPUs never cost less).
+        """
+        evaluator = self.evaluator
+        assert isinstance(evaluator, FinetunePlanner)
+        for tp, pp in self._levels(gpu):
+            widths = [dp for dp in evaluator.data_parallel_degrees(tp, pp) if self._within_nodes(gpu, tp, pp, dp)]
+            if not widths or not any(
+                evaluator.memory_sound(self._most_relaxed(gpu, tp, pp, dp)) for dp in {widths[0], widths[-1]}
+            ):
+                continue  # sharding over more ranks only lowers memory: the widest (or one GPU) decides
+            sound: list[Option] = []
+            done: set[bool] = set()
+            for dp in widths:
+                for checkpointing in (False, True):
+                    if checkpointing in done:
+                        continue
+                    layout = self._fitting_settings(gpu, tp, pp, dp, checkpointing)
+                    if layout is None:
+                        continue
+                    option = evaluator.evaluate(layout)
+                    if option.sound:
+                        sound.append(option)
+                        if not every_width:
+                            done.add(checkpointing)
+                if len(done) == 2:
+                    break
+            if sound:  # this level holds the job: more model parallelism is not needed on this GPU
+                return [o for o in sound if ceiling is None or (o.rate is not None and o.rate < ceiling)]
+        return []
+
+    def _floor_rate(self, gpu: Gpu) -> float:
+        """A cost floor for every layout on ``gpu``: one GPU, no recompute, a fused loss (never slower),
+        the declared micro-batch (smaller ones are never cheaper)."""
+        if gpu.id not in self._floor:
+            evaluator = self.evaluator
+            assert isinstance(evaluator, FinetunePlanner)
+            rate = evaluator.floor_rate(gpu)
+            self._floor[gpu.id] = float("inf") if rate is None else rate
+        return self._floor[gpu.id]
+
+    def _finetune_search(
+        self, gpus: list[Gpu], ceiling: float | None, where: Where | None, by_gpus: bool
+    ) -> Option | None:
+        if by_gpus:
+            options = [option for gpu in gpus for option in self.finetune_on(gpu, every_width=False)]
+            return min(options, key=lambda o: (o.gpus, *o.rank())) if options else None
+        kinds = sorted(gpus, key=self._floor_rate)
+        best: Option | None = None
+        for gpu in kinds:
+            floor = self._floor_rate(gpu)
+            limit = best.rate if best is not None and best.rate is not None else ceiling
+            if limit is not None and floor >= limit:
+                break
+            for option in self.finetune_on(gpu, every_width=False, ceiling=ceiling):
+                if where is not None and not where(gpu, option.layout.tensor_parallel, option.layout.pipeline_parallel):
+                    continue
+                if best is None or option.rank() < best.rank():
+                    best = option
+        return best
+
+    # -- the full table ----------------------------------------------------------------------------
+    def table(self) -> tuple[list[Option], list[Option], int]:
+        """(sound options, rejected options, least model-parallel degree on the declared GPU (fine-tuning))."""
+        if self.kind == "serve":
+            return (*self._serve_table(), 0)
+        return self._finetune_table()
+
+    def _serve_table(self) -> tuple[list[Option], list[Option]]:
+        evaluator = self.evaluator
+        assert isinstance(evaluator, ServePlanner)
+        sound: list[Option] = []
+        rejected: list[Option] = []
+        arch = evaluator.arch
+        for gpu in self.gpus:
+            tried: list[Option] = []
+            for tp in tensor_parallel_degrees(arch, gpu, serving=True):
+                for pp in pipeline_degrees(arch, serving=True):
+                    fewest = evaluator.fewest_replicas(gpu, tp, pp)
+                    if fewest is None or not self._within_nodes(gpu, tp, pp, fewest):
+                        continue
+                    memory_ok = self._replicas_with_memory((gpu, tp, pp), fewest)
+                    option = evaluator.evaluate(evaluator.layout(gpu, tp, pp, memory_ok or fewest))
+                    if memory_ok is not None and not option.sound:
+                        more = self._replicas_sound((gpu, tp, pp), memory_ok + 1)
+                        if more is not None:
+                            option = evaluator.evaluate(evaluator.layout(gpu, tp, pp, more))
+                    if option.sound and self._within_nodes(gpu, tp, pp, option.layout.replicas):
+                        sound.append(option)
+                        if option.layout.replicas == 1:
+                            break  # more stages: more GPUs, and no token gets faster through more hops
+                    else:
+                        tried.append(option)
+            if not tried and not any(o.layout.gpu.id == gpu.id for o in sound):
+                tried.append(self._serve_most_relaxed(gpu))
+            rejected.extend(self._why_not(gpu, tried, sound))
+        return sound, rejected
+
+    def _serve_most_relaxed(self, gpu: Gpu) -> Option:
+        """When no layout of a GPU passes the memory bounds: its largest single replica, to say why."""
+        evaluator = self.evaluator
+        assert isinstance(evaluator, ServePlanner)
+        arch = evaluator.arch
+        tp = max(tensor_parallel_degrees(arch, gpu, serving=True))
+        pp = max(p for p in pipeline_degrees(arch, serving=True) if tp * p <= self.limits.max_gpus or p == 1)
+        return evaluator.evaluate(evaluator.layout(gpu, tp, pp, 1))
+
+    @staticmethod
+    def _why_not(gpu: Gpu, tried: list[Option], sound: list[Option]) -> list[Option]:
+        """The fewest-GPU unsound layout of a GPU kind, when it uses fewer GPUs than its best sound one."""
+        if not tried:
+            return []
+        fewest = min(tried, key=lambda o: (o.gpus, o.rank()))
+        on_gpu = [o.gpus for o in sound if o.layout.gpu.id == gpu.id]
+        return [fewest] if not on_gpu or fewest.gpus < min(on_gpu) else []
+
+    def _finetune_table(self) -> tuple[list[Option], list[Option], int]:
+        evaluator = self.evaluator
+        assert isinstance(evaluator, FinetunePlanner)
+        sound: list[Option] = []
+        rejected: list[Option] = []
+        declared_gpu = evaluator.declared_layout().gpu
+        least_level = 0
+        kinds = self.gpus + ([] if any(g.id == declared_gpu.id for g in self.gpus) else [declared_gpu])
+        for gpu in kinds:
+            found = self.finetune_on(gpu, every_width=True)
+            if gpu.id == declared_gpu.id and found:
+                least_level = found[0].layout.tensor_parallel * found[0].layout.pipeline_parallel
+            if gpu.id == declared_gpu.id and gpu not in self.gpus:
+                continue
+            sound.extend(found)
+            least = min((o.gpus for o in found), default=None)
+            if least is None or least > 1:
+                attempt = evaluator.evaluate(self._most_relaxed(gpu, 1, 1, 1))
+                if not attempt.sound:
+                    rejected.append(attempt)
+        return sound, rejected, least_level
+
+
+def pareto(options: list[Option]) -> list[Option]:
+    """Priced options no other option beats on both cost and latency, cheapest first; then the
+    unpriced ones (fewest GPUs per GPU kind), which cannot be placed on the cost axis."""
+    priced = sorted((o for o in options if o.rate is not None), key=Option.rank)
+    front: list[Option] = []
+    for option in priced:
+        if not front or option.latency_s < min(o.latency_s for o in front):
+            front.append(option)
+    unpriced: dict[str, Option] = {}
+    for option in sorted((o for o in options if o.rate is None), key=lambda o: (o.gpus, o.latency_s)):
+        unpriced.setdefault(option.layout.gpu.id, option)
+    return front + list(unpriced.values())
+
+
+class SpecPlanner:
+    """The planner for one spec: one JobPlanner per job, built on first use."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        efficiency: Efficiency,
+        *,
+        headroom_pct: float,
+        sync_share: float,
+        limits: PlanLimits | None = None,
+    ) -> None:
+        self.spec = spec
+        self.efficiency = efficiency
+        self.headroom_pct = headroom_pct
+        self.sync_share = sync_share
+        self.limits = limits or spec.plan
+        self._jobs: dict[str, JobPlanner | None] = {}
+
+    def job(self, kind: str) -> JobPlanner | None:
+        if kind not in self._jobs:
+            self._jobs[kind] = self._planner(self.spec, kind)
+        return self._jobs[kind]
+
+    @property
+    def serve(self) -> JobPlanner | None:
+        return self.job("serve")
+
+    @property
+    def finetune(self) -> JobPlanner | None:
+        return self.job("finetune")
+
+    def _planner(self, spec: Spec, kind: str) -> JobPlanner | None:
+        if kind == "serve":
+            if spec.serve is None:
+                return None
+            return JobPlanner(ServePlanner(spec, self.efficiency, self.headroom_pct, self.limits), self.limits)
+        if spec.finetune is None:
+            return None
+        evaluator = FinetunePlanner(spec, self.efficiency, self.headroom_pct, self.sync_share, self.limits)
+        return JobPlanner(evaluator, self.limits)
+
+    def recommend(self, planner: JobPlanner) -> Option | None:
+        """The cheapest sound priced option; without any, the sound option with the fewest GPUs."""
+        best = planner.cheapest()
+        if best is not None:
+            return best
+        unpriced = [o for gpu in planner.gpus if (o := planner.fewest_gpus_on(gpu)) is not None]
+        return min(unpriced, key=lambda o: (o.gpus, o.latency_s, len(o.changes))) if unpriced else None
+
+    def plan(self, kind: str) -> JobPlan | None:
+        """The full plan of one job: declared verdict, recommendation, Pareto options, rejected, alternatives."""
+        planner = self.job(kind)
+        if planner is None:
+            return None
+        sound, rejected, least_level = planner.table()
+        declared = planner.declared()
+        if kind == "finetune":
+            level = declared.layout.tensor_parallel * declared.layout.pipeline_parallel
+            if least_level and level > least_level:
+                declared = declared.with_problem(
+                    "model_parallelism",
+                    f"tensor x pipeline parallelism {level} where {least_level} holds the job on {declared.layout.gpu.id}",
+                )
+        recommended = self.recommend(planner)
+        options = pareto(sound)
+        alternatives = tuple(self._alternatives(kind, recommended))
+        rejected.sort(key=lambda o: (o.rate is None, o.rate or 0.0, o.gpus))
+        return JobPlan(kind, declared, recommended, tuple(options), tuple(rejected), alternatives)
+
+    def _alternatives(self, kind: str, recommended: Option | None) -> Iterator[Alternative]:
+        """The cheapest sound option under each change of numerics the job did not ask for, when it is
+        cheaper than the recommendation and not the same layout at the same cost as one listed above
+        (QLoRA where LoRA already gets there)."""
+        listed: set[tuple[object, ...]] = set()
+        for label, changes in numerics_changes(self.spec, kind):
+            changed = _apply_changes(self.spec, kind, changes)
+            planner = SpecPlanner(
+                changed,
+                self.efficiency,
+                headroom_pct=self.headroom_pct,
+                sync_share=self.sync_share,
+                limits=self.limits,
+            ).job(kind)
+            assert planner is not None
+            option = planner.cheapest()
+            if option is None:
+                continue
+            if _not_cheaper(option, recommended) or (option.layout.key, option.rate) in listed:
+                continue
+            listed.add((option.layout.key, option.rate))
+            fragment = {kind: dict(option.fragment[kind])}
+            for dotted, value in changes.items():
+                fragment[kind][dotted.split(".", 1)[1]] = value
+            yield Alternative(label, changes, option, fragment)
+
+
+def _not_cheaper(option: Option, recommended: Option | None) -> bool:
+    """Whether ``option`` saves nothing against the recommendation (both priced and it costs as much)."""
+    if recommended is None or recommended.rate is None or option.rate is None:
+        return False
+    return option.rate >= recommended.rate
+
+
+def numerics_changes(spec: Spec, kind: str) -> list[tuple[str, dict[str, Any]]]:
+    """Changes that alter the model's numerics, each the spec did not ask for."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    if kind == "serve" and spec.serve is not None:
+        job = spec.serve
+        if job.quantization == "none":
+            found.append(("fp8 weights", {"serve.quantization": "fp8"}))
+            found.append(("4-bit AWQ weights", {"serve.quantization": "int4-awq"}))
+        if job.kv_cache_dtype != "fp8":
+            found.append(("fp8 KV cache", {"serve.kv_cache_dtype": "fp8"}))
+    if kind == "finetune" and spec.finetune is not None:
+        tune = spec.finetune
+        if tune.method == "full":
+            found.append((f"LoRA (rank {tune.lora_rank}) instead of full fine-tuning", {"finetune.method": "lora"}))
+        if tune.method != "qlora":
+            found.append(("QLoRA: adapters on an NF4-quantized base", {"finetune.method": "qlora"}))
+        if tune.optimizer in ("adamw", "adamw-fused"):
+            found.append(("8-bit AdamW states", {"finetune.optimizer": "adamw-8bit"}))
+    return found
+
+
+def _apply_changes(spec: Spec, kind: str, changes: dict[str, Any]) -> Spec:
+    job = getattr(spec, kind)
+    fields = {dotted.split(".", 1)[1]: value for dotted, value in changes.items()}
+    return replace(spec, **{kind: replace(job, **fields)})

@@ -1,0 +1,204 @@
+"""Did the run use the spec's settings? Each difference is GP802 at the spec's field, checked first.
+
+A run with other settings still tests the estimator: the estimate is recomputed with the run's
+settings (``as_run``) and the terms are compared with that, so a TP 2 log verifies a TP 2 estimate
+even when the spec says TP 4. A setting the spec cannot express (a quantization scheme it has no
+name for) leaves the terms uncompared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuplan.catalog import UnknownNameError, get_model
+from gpuplan.evidence.model import GPU_TOTAL, Evidence, Setting
+from gpuplan.findings import dotted
+from gpuplan.loader import Pointer
+from gpuplan.spec import Finetune, ModelRef, Serve, Spec
+from gpuplan.units import DTYPE_BYTES, format_gib
+
+GPU_MEMORY_TOLERANCE = 0.02  # the same GPU reports its memory within a fraction of a percent across drivers
+UTILIZATION_TOLERANCE = 0.0005  # vLLM prints gpu_memory_utilization to 4 decimals
+QUANTIZED_ANY = "compressed-tensors"  # the scheme lives in the checkpoint: int8, fp8 or int4 are all possible
+SPEC_QUANTIZATION = ("none", "fp8", "int8", "int4-awq", "int4-gptq")
+
+
+@dataclass(frozen=True)
+class SettingCheck:
+    name: str  # the run's name for it: max_model_len, tensor_parallel_size, ...
+    pointer: Pointer  # the spec field it is compared with
+    spec_value: str
+    run_value: str
+    run_line: int
+    matches: bool
+
+    @property
+    def field(self) -> str:
+        return dotted(self.pointer)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    checks: tuple[SettingCheck, ...]
+    spec: Spec  # with the run's settings where they differ (the basis of the comparison)
+    job: Any  # Serve or Finetune, likewise
+    unexpressible: tuple[str, ...]  # run settings the spec cannot state: the terms are not compared
+
+
+class _Builder:
+    def __init__(self, spec: Spec, job: Any, evidence: Evidence) -> None:
+        self.spec, self.job, self.evidence = spec, job, evidence
+        self.checks: list[SettingCheck] = []
+        self.unexpressible: list[str] = []
+
+    def run(self, name: str) -> Setting | None:
+        return self.evidence.settings.get(name)
+
+    def check(self, name: str, pointer: Pointer, spec_value: Any, setting: Setting, matches: bool) -> bool:
+        self.checks.append(
+            SettingCheck(name, pointer, _show(spec_value), _show(setting.value, setting.raw), setting.line, matches)
+        )
+        return matches
+
+    def done(self) -> Comparison:
+        return Comparison(tuple(self.checks), self.spec, self.job, tuple(self.unexpressible))
+
+
+def compare_serve(spec: Spec, job: Serve, evidence: Evidence) -> Comparison:
+    """The vLLM run's settings against ``job`` (the spec's serve section)."""
+    b = _Builder(spec, job, evidence)
+    hardware = job.hardware
+    _model(b, ("model", "id"))
+    if (setting := b.run("max_model_len")) and not b.check(
+        "max_model_len", ("serve", "context"), job.context, setting, setting.value == job.context
+    ):
+        context = int(setting.value)
+        b.job = replace(b.job, context=context, output_tokens=min(b.job.output_tokens, context))
+    for name, key in (("tensor_parallel", "tensor_parallel"), ("pipeline_parallel", "pipeline_parallel")):
+        declared = getattr(hardware, key)
+        if (setting := b.run(name)) and not b.check(
+            f"{name}_size", ("serve", "hardware", key), declared, setting, setting.value == declared
+        ):
+            layout = replace(b.job.hardware, **{key: int(setting.value)})
+            count = layout.tensor_parallel * layout.pipeline_parallel * hardware.replicas
+            b.job = replace(b.job, hardware=replace(layout, count=count))
+    if (setting := b.run("dtype")) and not b.check(
+        "dtype", ("model", "dtype"), spec.model.dtype, setting, setting.value == spec.model.dtype
+    ):
+        if setting.value in DTYPE_BYTES:
+            b.spec = replace(b.spec, model=replace(b.spec.model, dtype=str(setting.value)))
+        else:
+            b.unexpressible.append(f"dtype {setting.raw or setting.value}")
+    _kv_cache_dtype(b, spec, job)
+    _quantization(b, job)
+    if (setting := b.run("memory_utilization")) and not b.check(
+        "gpu_memory_utilization",
+        ("serve", "memory_utilization"),
+        job.memory_utilization,
+        setting,
+        abs(float(setting.value) - job.memory_utilization) <= UTILIZATION_TOLERANCE,
+    ):
+        b.job = replace(b.job, memory_utilization=float(setting.value))
+    _gpu_memory(b, ("serve", "hardware", "gpu"))
+    return b.done()
+
+
+def compare_finetune(spec: Spec, job: Finetune, evidence: Evidence) -> Comparison:
+    """A training run's settings (where its evidence states them) against the spec's finetune section."""
+    b = _Builder(spec, job, evidence)
+    for name, key in (
+        ("micro_batch", "micro_batch"),
+        ("seq_len", "seq_len"),
+        ("gradient_accumulation", "gradient_accumulation"),
+    ):
+        declared = getattr(job, key)
+        if (setting := b.run(name)) and not b.check(
+            name, ("finetune", key), declared, setting, setting.value == declared
+        ):
+            b.job = replace(b.job, **{key: int(setting.value)})
+    hardware = job.hardware
+    if (setting := b.run("world_size")) and not b.check(
+        "world_size", ("finetune", "hardware", "count"), hardware.count, setting, setting.value == hardware.count
+    ):
+        world = int(setting.value)
+        if world % (hardware.tensor_parallel * hardware.pipeline_parallel):
+            b.unexpressible.append(f"world_size {world} with the spec's TP x PP")
+        else:
+            b.job = replace(b.job, hardware=replace(b.job.hardware, count=world))
+    _gpu_memory(b, ("finetune", "hardware", "gpu"))
+    return b.done()
+
+
+def _model(b: _Builder, pointer: Pointer) -> None:
+    """The served model, when the log's name is one the catalog knows (else the weights row tells)."""
+    name = b.evidence.model
+    if not name:
+        return
+    try:
+        entry = get_model(name)
+    except UnknownNameError:
+        return
+    spec_model = b.spec.model
+    if entry.architecture == spec_model.architecture:
+        return
+    b.check("model", pointer, spec_model.label, Setting("model", entry.id, 0, name), False)
+    b.spec = replace(b.spec, model=ModelRef(entry.id, entry.architecture, spec_model.dtype, entry.source))
+
+
+def _kv_cache_dtype(b: _Builder, spec: Spec, job: Serve) -> None:
+    setting = b.run("kv_cache_dtype")
+    if setting is None:
+        return
+    run_dtype = b.run("dtype")
+    run_model_dtype = str(run_dtype.value) if run_dtype else spec.model.dtype
+    run_effective = run_model_dtype if setting.value == "auto" else str(setting.value)
+    spec_effective = spec.model.dtype if job.kv_cache_dtype == "auto" else job.kv_cache_dtype
+    if b.check(
+        "kv_cache_dtype", ("serve", "kv_cache_dtype"), job.kv_cache_dtype, setting, run_effective == spec_effective
+    ):
+        return
+    if run_effective in ("bf16", "fp16", "fp8"):
+        b.job = replace(b.job, kv_cache_dtype="auto" if setting.value == "auto" else run_effective)
+    else:
+        b.unexpressible.append(f"kv_cache_dtype {setting.raw or setting.value}")
+
+
+def _quantization(b: _Builder, job: Serve) -> None:
+    setting = b.run("quantization")
+    if setting is None:
+        return
+    value = str(setting.value)
+    if value == QUANTIZED_ANY:
+        matches = job.quantization != "none"
+    elif value in SPEC_QUANTIZATION:
+        matches = value == job.quantization
+    else:  # a scheme gpuplan has no name for: it can only say whether the spec expects quantized weights
+        matches = job.quantization != "none"
+    if b.check("quantization", ("serve", "quantization"), job.quantization, setting, matches):
+        return
+    if value in SPEC_QUANTIZATION:
+        b.job = replace(b.job, quantization=value)
+    else:
+        b.unexpressible.append(f"quantization {setting.raw or value} (the scheme is in the checkpoint)")
+
+
+def _gpu_memory(b: _Builder, pointer: Pointer) -> None:
+    measured = b.evidence.measurements.get(GPU_TOTAL)
+    if measured is None or not measured.values:
+        return
+    total = max(value for _, value in measured.values)
+    gpu = b.job.hardware.gpu
+    same = abs(total - gpu.usable_bytes) <= GPU_MEMORY_TOLERANCE * gpu.usable_bytes
+    setting = Setting("gpu_total_memory", format_gib(total), measured.line, "")
+    if not b.check("GPU memory", pointer, f"{gpu.id}, {format_gib(gpu.usable_bytes)}", setting, same):
+        as_run = replace(gpu, id=f"{gpu.id} (as run)", usable_bytes=int(total), custom=True)
+        b.job = replace(b.job, hardware=replace(b.job.hardware, gpu=as_run))
+
+
+def _show(value: Any, raw: str = "") -> str:
+    if isinstance(value, float):
+        text = f"{value:g}"
+    else:
+        text = str(value)
+    return f"{text} ({raw})" if raw and raw != text else text

@@ -1,0 +1,120 @@
+"""The one table that says which measured terms correspond to which estimated terms.
+
+Rows sum evidence terms (per rank) on one side and estimate terms on the other, so a mechanism the
+estimator splits finer than the engine logs it, or the other way round, is still compared like for
+like. When the estimator's breakdown changes (new keys, split keys), this table is the only place to
+change: a test holds every key of the serving breakdown to exactly one usage row or to
+``SERVE_NOT_MEASURED``.
+
+A *usage* row is memory the run spent (more than estimated is the risk: GP801); a *capacity* row is
+what the run could hold (less than estimated means less concurrency: GP803 when it falls below the
+spec's). Usage rows take the largest rank (the GPU that runs out first), capacity rows the smallest
+(vLLM sizes the KV cache by its smallest rank).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuplan.analysis import FinetuneEstimate, ServeEstimate
+from gpuplan.estimate.serving import BLOCK_TOKENS
+from gpuplan.evidence.model import (
+    BYTES,
+    CUDA_GRAPHS,
+    FINETUNE,
+    KV_POOL,
+    KV_TOKENS,
+    MAX_CONCURRENCY,
+    NON_TORCH,
+    PEAK_ALLOCATED,
+    PEAK_RESERVED,
+    SEQUENCES,
+    SERVE,
+    TOKENS,
+    TORCH_PEAK,
+    WEIGHTS,
+)
+
+USAGE, CAPACITY = "usage", "capacity"
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    estimate: tuple[str, ...]  # estimate terms, summed
+    measured: tuple[str, ...]  # evidence terms, summed rank by rank
+    direction: str  # USAGE | CAPACITY
+    unit: str
+    meaning: str  # what the row holds, for the README and the Markdown output
+
+
+SERVE_ROWS = (
+    Row("weights", ("weights",), (WEIGHTS,), USAGE, BYTES, "weights on each GPU as loaded"),
+    Row(
+        "activations",
+        ("activations",),
+        (TORCH_PEAK, CUDA_GRAPHS),
+        USAGE,
+        BYTES,
+        "profile-run peak (prefill batch and sampler) plus the CUDA graph pool",
+    ),
+    Row("runtime", ("runtime",), (NON_TORCH,), USAGE, BYTES, "allocations outside torch: NCCL, cuBLAS, all-reduce"),
+    Row("KV cache pool", ("kv_pool",), (KV_POOL,), CAPACITY, BYTES, "memory left for the KV cache on each GPU"),
+    Row("KV cache tokens", ("kv_tokens",), (KV_TOKENS,), CAPACITY, TOKENS, "tokens the KV cache holds"),
+    Row(
+        "max concurrency",
+        ("max_concurrency",),
+        (MAX_CONCURRENCY,),
+        CAPACITY,
+        SEQUENCES,
+        "sequences of the full context the KV cache holds",
+    ),
+)
+# Serving breakdown keys no single-engine startup log measures, and what stands for them.
+SERVE_NOT_MEASURED = {
+    "kv_cache": "the declared concurrency's need: checked against the measured pool (GP803)",
+    "tenant_weights": "other models on the same GPUs: one vLLM engine serves one model",
+    "tenant_kv_cache": "other models on the same GPUs: one vLLM engine serves one model",
+}
+FINETUNE_ROWS = (
+    Row(
+        "tensor peak",
+        ("tensor_peak",),
+        (PEAK_ALLOCATED,),
+        USAGE,
+        BYTES,
+        "tensors live at the peak (max_memory_allocated)",
+    ),
+    Row(
+        "peak with overhead",
+        ("per_gpu",),
+        (PEAK_RESERVED,),
+        USAGE,
+        BYTES,
+        "the caching allocator's peak (max_memory_reserved); the CUDA context is in neither",
+    ),
+)
+ROWS = {SERVE: SERVE_ROWS, FINETUNE: FINETUNE_ROWS}
+TOTAL_ROW = "non-KV total"  # serving: the sum of the usage rows, shown when all of them were measured
+
+
+def serve_estimate_terms(estimate: ServeEstimate) -> dict[str, float]:
+    """The serving estimate's terms by name: its breakdown plus what vLLM logs about the KV cache."""
+    memory = estimate.memory
+    pool = float(memory.kv_available)
+    per_block = memory.kv_bytes_per_token * BLOCK_TOKENS
+    terms: dict[str, float] = {name: float(value) for name, value in memory.breakdown.items()}
+    terms["kv_pool"] = pool
+    # vLLM: num_blocks = pool // (bytes of one block over the GPU's layers); tokens = blocks x block size.
+    terms["kv_tokens"] = math.floor(max(pool, 0) / per_block) * BLOCK_TOKENS if per_block > 0 else 0.0
+    terms["max_concurrency"] = max(pool, 0) / memory.kv_bytes_per_sequence if memory.kv_bytes_per_sequence else 0.0
+    return terms
+
+
+def finetune_estimate_terms(estimate: FinetuneEstimate) -> dict[str, float]:
+    memory = estimate.memory
+    terms: dict[str, float] = {name: float(value) for name, value in memory.breakdown.items()}
+    terms["tensor_peak"] = float(memory.tensor_peak)
+    terms["per_gpu"] = float(memory.per_gpu)
+    return terms

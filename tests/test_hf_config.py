@@ -1,0 +1,372 @@
+"""config.json read as transformers reads it: fixtures written from published configs, by hand-derived counts."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+from conftest import run_cli
+
+from gpuplan.architecture import ArchitectureError
+from gpuplan.catalog import UnknownNameError, get_model
+from gpuplan.estimate.serving import weight_bytes
+from gpuplan.hf_config import MODEL_TYPES, read_hf_model
+
+# google/gemma-2-9b config.json as published: no tie_word_embeddings key (GemmaConfig ties by default).
+GEMMA2_9B = {
+    "architectures": ["Gemma2ForCausalLM"],
+    "attention_bias": False,
+    "attn_logit_softcapping": 50.0,
+    "cache_implementation": "hybrid",
+    "final_logit_softcapping": 30.0,
+    "head_dim": 256,
+    "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh",
+    "hidden_size": 3584,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "model_type": "gemma2",
+    "num_attention_heads": 16,
+    "num_hidden_layers": 42,
+    "num_key_value_heads": 8,
+    "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06,
+    "sliding_window": 4096,
+    "torch_dtype": "float32",
+    "vocab_size": 256000,
+}
+
+# google/gemma-3-27b-it config.json as published (multimodal; text_config omits vocab_size and the
+# layout, which Gemma3TextConfig's defaults supply).
+GEMMA3_27B = {
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "mm_tokens_per_image": 256,
+    "model_type": "gemma3",
+    "text_config": {
+        "head_dim": 128,
+        "hidden_size": 5376,
+        "intermediate_size": 21504,
+        "model_type": "gemma3_text",
+        "num_attention_heads": 32,
+        "num_hidden_layers": 62,
+        "num_key_value_heads": 16,
+        "query_pre_attn_scalar": 168,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
+    },
+    "torch_dtype": "bfloat16",
+    "vision_config": {
+        "hidden_size": 1152,
+        "image_size": 896,
+        "intermediate_size": 4304,
+        "model_type": "siglip_vision_model",
+        "num_attention_heads": 16,
+        "num_hidden_layers": 27,
+        "patch_size": 14,
+        "vision_use_head": False,
+    },
+}
+
+# meta-llama/Llama-4-Scout-17B-16E text_config as published: the shared expert has no n_shared_experts key.
+LLAMA4_SCOUT_TEXT = {
+    "attention_bias": False,
+    "attention_chunk_size": 8192,
+    "head_dim": 128,
+    "hidden_act": "silu",
+    "hidden_size": 5120,
+    "interleave_moe_layer_step": 1,
+    "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384,
+    "max_position_embeddings": 10485760,
+    "model_type": "llama4_text",
+    "num_attention_heads": 40,
+    "num_experts_per_tok": 1,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 8,
+    "num_local_experts": 16,
+    "tie_word_embeddings": False,
+    "use_qk_norm": True,
+    "vocab_size": 202048,
+}
+
+LLAMA_405B = {
+    "model_type": "llama",
+    "hidden_size": 16384,
+    "intermediate_size": 53248,
+    "num_attention_heads": 128,
+    "num_hidden_layers": 126,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": False,
+}
+
+
+def _fp8_405b() -> dict:
+    """meta-llama/Llama-3.1-405B-Instruct-FP8: fbgemm_fp8, every layer's attention, the first and last
+    layers' MLP and the LM head listed in modules_to_not_convert (kept in bf16)."""
+    keep = [f"model.layers.{i}.self_attn.{p}_proj" for i in range(126) for p in ("q", "k", "v", "o")]
+    keep += [f"model.layers.{i}.mlp.{p}_proj" for i in (0, 125) for p in ("gate", "up", "down")]
+    keep.append("lm_head")
+    quant = {"activation_scale_ub": 1200.0, "modules_to_not_convert": keep, "quant_method": "fbgemm_fp8"}
+    return {**LLAMA_405B, "quantization_config": quant}
+
+
+def test_gemma2_without_a_tie_key_is_tied_as_transformers_reads_it():
+    model = read_hf_model(GEMMA2_9B)
+    arch = model.architecture
+    assert arch.tie_embeddings
+    # embedding 256,000 x 3,584 = 917,504,000; per layer q 3,584 x 4,096 + k, v 2 x 3,584 x 2,048 + o 4,096 x
+    # 3,584 = 44,040,192, MLP 3 x 3,584 x 14,336 = 154,140,672, 4 norms 14,336: 198,195,200 x 42
+    # = 8,324,198,400; final norm 3,584.
+    assert arch.params == 917_504_000 + 8_324_198_400 + 3_584 == 9_241_705_984
+    assert arch.sliding_window == 4096 and arch.sliding_layers == 2  # every other layer slides
+    assert any("tie_word_embeddings absent" in note for note in model.notes)
+    untied = read_hf_model({**GEMMA2_9B, "tie_word_embeddings": False}).architecture
+    assert untied.params - arch.params == 917_504_000  # +9.9%: what an untied default would have added
+
+
+def test_multimodal_config_counts_the_vision_tower_apart():
+    model = read_hf_model(GEMMA3_27B)
+    arch = model.architecture
+    # Text: embedding 262,208 x 5,376 = 1,409,630,208 (vocab from Gemma3TextConfig's default); per layer
+    # q/k/v/o 4 x 22,020,096, MLP 3 x 5,376 x 21,504 = 346,816,512, 4 norms 21,504, q/k norms 2 x 128:
+    # 412,898,560 x 62 = 25,599,710,720; final norm 5,376.
+    assert arch.text_params == 1_409_630_208 + 25_599_710_720 + 5_376
+    # SigLIP: per layer 4 x (1,152^2 + 1,152) + 2 x 1,152 x 4,304 + 4,304 + 1,152 + 2 LayerNorms 4,608 =
+    # 15,239,504, x 27 = 411,466,608; patch conv 3 x 14^2 x 1,152 + 1,152 = 678,528; 64^2 positions x 1,152 =
+    # 4,718,592; post-LayerNorm 2,304; projector 1,152 x 5,376 + soft-embedding norm 1,152 = 6,194,304.
+    assert arch.vision_params == 411_466_608 + 678_528 + 4_718_592 + 2_304 + 6_194_304 == 423_060_336
+    assert arch.params == arch.text_params + arch.vision_params
+    assert arch.tie_embeddings and arch.sliding_window == 1024 and arch.sliding_layers == 6
+    assert arch.sliding_layer_count == 52  # 62 layers, every 6th global: 10 full, 52 local
+
+
+def test_llama4_shared_expert_and_chunked_attention():
+    arch = read_hf_model({"model_type": "llama4", "text_config": LLAMA4_SCOUT_TEXT}).architecture
+    assert arch.shared_experts == 1 and arch.expert_width == 8192 and arch.intermediate == 16384
+    assert arch.attention_chunk == 8192 and arch.sliding_layers == 4  # 3 of 4 layers chunked
+    # Per layer: attention 62,914,560; 16 experts x 3 x 5,120 x 8,192 = 2,013,265,920; the shared expert
+    # 125,829,120; router 81,920; norms 10,240 -> 2,202,101,760 x 48; untied embeddings 2 x 1,034,485,760.
+    assert arch.params == 2_202_101_760 * 48 + 2 * 1_034_485_760 + 5_120
+    without_shared = read_hf_model({**LLAMA4_SCOUT_TEXT, "model_type": "llama"})
+    assert arch.params - without_shared.architecture.params >= 48 * 125_829_120
+
+
+def test_qwen_moe_shared_expert_and_phi2_biases():
+    qwen = read_hf_model(
+        {
+            "model_type": "qwen2_moe",
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "moe_intermediate_size": 1408,
+            "shared_expert_intermediate_size": 5632,
+            "num_experts": 60,
+            "num_experts_per_tok": 4,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "num_hidden_layers": 24,
+            "vocab_size": 151936,
+            "tie_word_embeddings": False,
+        }
+    ).architecture
+    # Per layer: q/k/v/o 4 x 2,048^2 + q/k/v biases 3 x 2,048 = 16,783,360; 60 experts x 3 x 2,048 x 1,408 =
+    # 519,045,120; shared expert 3 x 2,048 x 5,632 = 34,603,008 and its gate 2,048; router 122,880; norms
+    # 4,096 -> 570,560,512 x 24; embeddings 2 x 311,164,928; final norm 2,048. Qwen1.5-MoE-A2.7B: "14.3B".
+    assert qwen.params == 570_560_512 * 24 + 2 * 311_164_928 + 2_048 == 14_315_784_192
+    assert qwen.params == get_model("Qwen/Qwen1.5-MoE-A2.7B").architecture.params
+    phi2 = read_hf_model(
+        {
+            "model_type": "phi",
+            "hidden_size": 2560,
+            "intermediate_size": 10240,
+            "num_attention_heads": 32,
+            "num_hidden_layers": 32,
+            "num_key_value_heads": 32,
+            "vocab_size": 51200,
+            "partial_rotary_factor": 0.4,
+            "hidden_act": "gelu_new",
+            "tie_word_embeddings": False,
+        }
+    ).architecture
+    # Per layer: biased q/k/v/dense 4 x (2,560^2 + 2,560), biased fc1/fc2 2 x 2,560 x 10,240 + 10,240 + 2,560,
+    # one LayerNorm 5,120 = 78,671,360 x 32; embedding and biased LM head 2 x 131,072,000 + 51,200; final LN.
+    assert phi2.params == 78_671_360 * 32 + 2 * 131_072_000 + 51_200 + 5_120 == 2_779_683_840
+
+
+def test_fp8_checkpoint_keeps_its_ignore_list_in_bf16():
+    model = read_hf_model(_fp8_405b())
+    arch = model.architecture
+    assert model.checkpoint.quantization == "fp8"
+    # Only the MLPs of layers 1..124 are FP8: 124 x 3 x 16,384 x 53,248 weights.
+    assert model.checkpoint.quantized_params == 124 * 3 * 16384 * 53248 == 324_538_466_304
+    as_stored = weight_bytes(arch, "fp8", 2, 128, model.checkpoint.quantized_params)
+    all_fp8 = weight_bytes(arch, "fp8", 2)
+    assert as_stored == 324_538_466_304 + (arch.params - 324_538_466_304) * 2
+    assert 0.15 < 1 - all_fp8 / as_stored < 0.18  # "counted as all-FP8 it is 17% low"
+
+
+def test_compressed_tensors_regex_ignore_and_gptq_per_channel():
+    base = {**LLAMA_405B, "num_hidden_layers": 4}
+    quant = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}, "targets": ["Linear"]}},
+        "ignore": ["lm_head", "re:.*self_attn.*"],
+    }
+    model = read_hf_model({**base, "quantization_config": quant})
+    assert model.checkpoint.quantization == "fp8"
+    assert model.checkpoint.quantized_params == 4 * 3 * 16384 * 53248  # attention kept in 16-bit
+    gptq = read_hf_model({**base, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": -1}})
+    assert (gptq.checkpoint.quantization, gptq.checkpoint.group_size) == ("int4-gptq", 0)
+    # One fp16 scale + 4-bit zero per output channel, over a row of 16,384 inputs: 4 + 20/16,384 bits.
+    linear = gptq.architecture.linear_params()
+    expected = linear * (4 + 20 / 16384) / 8 + (gptq.architecture.params - linear) * 2
+    assert weight_bytes(gptq.architecture, "int4-gptq", 2, 0) == pytest.approx(expected, rel=1e-12)
+
+
+def test_mxfp4_experts_sized_exactly():
+    config = {
+        "model_type": "gpt_oss",
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "num_hidden_layers": 24,
+        "num_local_experts": 32,
+        "num_experts_per_tok": 4,
+        "experts_per_token": 4,
+        "vocab_size": 201088,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 12,
+        "tie_word_embeddings": False,
+        "quantization_config": {
+            "quant_method": "mxfp4",
+            "modules_to_not_convert": [
+                "model.layers.*.self_attn",
+                "model.layers.*.mlp.router",
+                "model.embed_tokens",
+                "lm_head",
+            ],
+        },
+    }
+    model = read_hf_model(config)
+    arch = model.architecture
+    assert arch.params == get_model("openai/gpt-oss-20b").architecture.params
+    experts = 24 * 32 * 3 * 2880 * 2880  # gate_up (2 x 2,880) and down (2,880) per expert
+    assert model.checkpoint.quantized_params == experts == 19_110_297_600
+    # MXFP4: 32 e2m1 values (16 bytes) + one e8m0 scale byte per block = 17/32 bytes per weight.
+    bytes_ = weight_bytes(arch, "mxfp4", 2, 32, experts)
+    assert bytes_ == experts * 17 / 32 + (arch.params - experts) * 2
+    assert arch.sliding_layers == 2 and arch.attention_sinks and arch.router_bias
+
+
+@pytest.mark.parametrize(
+    "quant, word",
+    [
+        ({"quant_method": "hqq", "nbits": 4}, "hqq"),
+        ({"quant_method": "aqlm"}, "aqlm"),
+        ({"quant_method": "gptq", "bits": 3}, "3-bit gptq"),
+        ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "bitsandbytes 4-bit"),
+        ({"bits": 4}, "no quant_method"),
+    ],
+)
+def test_unknown_quantization_formats_are_refused_by_name(quant, word):
+    with pytest.raises(ArchitectureError, match=word):
+        read_hf_model({**LLAMA_405B, "quantization_config": quant})
+
+
+BAD_VALUES = [0, -4, float("nan"), 2.5, [32], "32", 1e30, True, None]
+
+
+@pytest.mark.parametrize("key", ["num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"])
+@pytest.mark.parametrize("value", BAD_VALUES)
+def test_bad_dimensions_name_the_key(key, value):
+    config = {**LLAMA_405B, key: value}
+    if value is None:
+        with pytest.raises(ArchitectureError, match="lacks"):
+            read_hf_model(config)
+        return
+    with pytest.raises(ArchitectureError, match=key):
+        read_hf_model(config)
+
+
+def test_bad_nested_and_list_values_are_findings_not_tracebacks(tmp_path):
+    cases = {
+        "a.json": {**GEMMA3_27B, "text_config": {**GEMMA3_27B["text_config"], "num_hidden_layers": 1e30}},
+        "b.json": {**GEMMA3_27B, "vision_config": {**GEMMA3_27B["vision_config"], "hidden_size": float("inf")}},
+        "c.json": {**GEMMA2_9B, "layer_types": ["sliding_attention", 7]},
+        "d.json": {**LLAMA_405B, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 0}},
+        "e.json": {**LLAMA_405B, "quantization_config": {"quant_method": "fp8", "ignore": "lm_head"}},
+        "f.json": {**LLAMA_405B, "quantization_config": {"quant_method": "fp8", "ignore": ["re:(a+)+$"]}},
+        "g.json": {**LLAMA_405B, "tie_word_embeddings": "yes"},
+        "h.json": {**LLAMA_405B, "text_config": [1, 2]},
+    }
+    for name, config in cases.items():
+        (tmp_path / name).write_text(json.dumps(config))
+        spec = tmp_path / f"{name}.yaml"
+        spec.write_text(
+            f"version: 1\nname: t\nmodel: {{config: {name}}}\n"
+            "serve: {context: 4096, concurrency: 1, hardware: {gpu: h100-sxm}}\n"
+        )
+        started = time.perf_counter()
+        code, out, err = run_cli("lint", "--format", "json", str(spec))
+        assert time.perf_counter() - started < 10, name  # never a hang
+        findings = json.loads(out)["findings"]
+        assert code == 1 and [f["code"] for f in findings] == ["GP021"], (name, out, err)
+        assert "Traceback" not in out + err
+
+
+def test_model_types_table_covers_the_documented_ones():
+    assert {"gemma2", "gemma3_text", "llama4_text", "qwen2_moe", "phi", "gpt_oss", "deepseek_v3"} <= set(MODEL_TYPES)
+
+
+@pytest.mark.parametrize(
+    "given, catalog_id",
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+        ("google/gemma-2-9b", "gemma-2-9b"),
+        ("GOOGLE/GEMMA-2-9B-IT", "gemma-2-9b"),
+        ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
+        ("LLAMA-3.1-70B", "llama-3.1-70b"),
+        ("tiiuae/falcon-7b-chat", "falcon-7b"),  # an unlisted chat variant of a listed base
+    ],
+)
+def test_hugging_face_ids_are_aliases(given, catalog_id):
+    assert get_model(given).id == catalog_id
+
+
+def test_unknown_hugging_face_id_suggests_listed_ones():
+    with pytest.raises(UnknownNameError, match="unknown model"):
+        get_model("google/gemma-7-9b")
+
+
+def test_architecture_counts_are_memoised():
+    arch = get_model("deepseek-v3").architecture
+    first = arch.params
+    assert "params" in vars(arch) and "_layer_params" in vars(arch)  # computed once, kept on the instance
+    assert arch.params is first and arch.layer_params(5) == arch._layer_params[5]
+    assert math.isclose(arch.params, 671_026_419_200)
+
+
+def test_catalog_checkpoints_are_served_as_published(tmp_path):
+    # gpt-oss is published with MXFP4 experts (attention, router, embeddings in bf16): 24 x 32 x 3 x 2,880^2
+    # expert weights at 17/32 bytes, the other 1,804,459,584 parameters at 2 bytes, plus the rotary cache
+    # (131,072 positions x 64 x 2 bytes).
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "version: 1\nname: t\nmodel: {id: openai/gpt-oss-20b}\n"
+        "serve: {context: 8192, concurrency: 1, hardware: {gpu: h100-sxm}}\n"
+    )
+    code, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    serve = json.loads(out)["serve"]
+    experts = 19_110_297_600
+    other = get_model("gpt-oss-20b").architecture.params - experts
+    assert code == 0 and other == 1_804_459_584
+    assert serve["breakdown"]["weights"] == math.ceil(experts * 17 / 32 + other * 2 + 131_072 * 64 * 2)
+    assert "mxfp4" in serve["assumptions"]
+    assert get_model("deepseek-ai/DeepSeek-V3").quantization == "fp8"

@@ -1,0 +1,325 @@
+"""The planner: hand-derived layouts, the rules that use it, the `plan:` section and the `plan` command.
+
+Layout arithmetic is worked in the comments from the catalog's figures (gpuplan catalog gpus / models):
+GiB = 2^30 bytes; usable memory is the driver total less 0.5 GiB; the serving engine budget is 90% of
+it (vLLM gpu_memory_utilization) and a sound layout leaves thresholds.headroom_pct (10%) of that free.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import EXAMPLES, run_cli
+
+from gpuplan.config import Settings, default_settings
+from gpuplan.linter import LintOptions, lint_bytes
+from gpuplan.loader import load_bytes
+from gpuplan.plan.space import Layout, TrainingSettings, tensor_parallel_problem
+from gpuplan.rules.context import planner_for
+from gpuplan.spec import PlanLimits, Spec, resolve
+from gpuplan.units import GIB
+
+TODAY = datetime.date(2026, 12, 2)
+
+
+def spec_text(model: str = "llama-3.1-8b", **sections: object) -> str:
+    return yaml.safe_dump({"version": 1, "name": "t", "model": {"id": model}, **sections}, sort_keys=False)
+
+
+def make_spec(text: str) -> Spec:
+    spec, findings = resolve(load_bytes("spec.yaml", text.encode()), Path.cwd())
+    assert spec is not None, findings
+    return spec
+
+
+def limits(**values: object) -> PlanLimits:
+    return PlanLimits.from_data(values)
+
+
+def codes(text: str, settings: Settings | None = None) -> dict[str, object]:
+    result = lint_bytes("spec.yaml", text.encode(), LintOptions(today=TODAY, settings=settings))
+    return {finding.code: finding for finding in result.findings}
+
+
+def test_70b_bf16_on_l40s_only_needs_eight_cards_at_tensor_parallel_8():
+    # Llama 3.1 70B: 70,553,706,496 parameters x 2 B = 131.4 GiB of bf16 weights. An L40S has 44.49 GiB
+    # usable, an engine budget of 40.04 GiB, and 36.04 GiB with the 10% margin. On 4 cards each holds
+    # 131.4 / 4 = 32.9 GiB of weights, leaving 3.2 GiB for 8 x 4,096 tokens of KV cache (320 KiB per
+    # token: 10 GiB, 2.5 GiB per card), the runtime and the prefill reserve (1 GiB of CUDA graphs
+    # alone): over. 8 cards hold 16.4 GiB of weights each, as TP 8 or TP 4 x PP 2 (both divide the 64
+    # heads and 8 KV heads and fit one PCIe server). L40S has no NVLink: the calibrated speed model puts
+    # TP 8's per-layer all-reduces over PCIe behind TP 4 x PP 2, as vLLM's own guidance does ("GPUs lack
+    # NVLink (e.g., L40S)": use pipeline parallelism). Same cost, so the faster split wins the tie.
+    spec = make_spec(spec_text("llama-3.1-70b", serve={"context": 4096, "concurrency": 8, "hardware": {"gpu": "l40s"}}))
+    planner = planner_for(spec, default_settings(), limits(gpu=["l40s"]))
+    plan = planner.plan("serve")
+    assert plan is not None and plan.recommended is not None
+    layout = plan.recommended.layout
+    assert (layout.gpu.id, layout.gpus, layout.tensor_parallel * layout.pipeline_parallel) == ("l40s", 8, 8)
+    assert layout.pipeline_parallel == 2
+    assert plan.recommended.estimate.memory.weights == pytest.approx(131.4 / 8 * GIB, rel=0.02)
+    assert all(option.gpus >= 8 for option in plan.options)
+    evaluator = planner.serve.evaluator
+    for tp, pp in ((4, 1), (2, 2), (1, 4)):
+        four = evaluator.evaluate(evaluator.layout(spec.serve.hardware.gpu, tp, pp, 1))
+        assert not four.sound and set(four.broken) & {"memory", "headroom"}
+
+
+def test_405b_on_h100_needs_two_nodes_tensor_parallel_8_pipeline_parallel_2():
+    # Llama 3.1 405B: 405,853,388,800 x 2 B = 756 GiB of bf16 weights. An H100 SXM gives the engine
+    # 0.9 x 79.15 = 71.2 GiB, 64.1 GiB with the margin. One 8-GPU node would need 94.5 GiB of weights
+    # per GPU; TP may not leave the NVLink domain of 8, so a second node holds a second pipeline stage:
+    # 16 GPUs with 47.3 GiB of weights each.
+    serve = {"context": 8192, "concurrency": 16, "hardware": {"gpu": "h100-sxm", "count": 8, "tensor_parallel": 8}}
+    spec = make_spec(spec_text("llama-3.1-405b", serve=serve))
+    plan = planner_for(spec, default_settings(), limits(gpu=["h100-sxm"])).plan("serve")
+    assert plan is not None and plan.recommended is not None
+    layout = plan.recommended.layout
+    assert (layout.gpus, layout.tensor_parallel, layout.pipeline_parallel, plan.recommended.nodes) == (16, 8, 2, 2)
+    assert plan.declared.broken == ("memory",) and plan.saving is None  # nothing to save against: it does not run
+
+
+ACTIVATION_BOUND = spec_text(
+    "llama-3.2-1b",
+    finetune={"method": "full", "seq_len": 32768, "fused_loss": True, "tokens": 10**9, "hardware": {"gpu": "h100-sxm"}},
+)
+
+
+def test_an_activation_bound_full_finetune_gets_checkpointing_on_its_gpu_before_any_extra_gpu():
+    # Llama 3.2 1B full fine-tuning: weights, fp32 master copy and AdamW states are 16.1 GiB with the
+    # autocast copies; without checkpointing the forward keeps every layer's activations for 32,768
+    # tokens (63.6 GiB): 82.6 GiB against 79.2 usable. Checkpointing keeps only each layer's fp32 input
+    # (16 x 32,768 x 2,048 x 4 B = 4 GiB) and one layer's recompute: 24 GiB on the same GPU. Tensor
+    # parallelism over two GPUs would also fit, but it is more parallelism than the job needs.
+    spec = make_spec(ACTIVATION_BOUND)
+    planner = planner_for(spec, default_settings())
+    job = planner.finetune
+    assert job is not None
+    declared = job.declared()
+    assert declared.broken == ("memory",) and declared.per_gpu_bytes > 79 * GIB
+    on_declared = job.fewest_gpus_on(spec.finetune.hardware.gpu)
+    assert on_declared is not None and on_declared.gpus == 1
+    assert on_declared.changes == ("finetune.activation_checkpointing",)
+    assert on_declared.per_gpu_bytes < 0.9 * 79.15 * GIB
+    plan = planner_for(spec, default_settings(), limits(gpu=["h100-sxm"])).plan("finetune")
+    assert plan is not None and plan.recommended is not None
+    assert plan.recommended.gpus == 1 and plan.recommended.layout.settings.activation_checkpointing == "full"
+    assert all(o.layout.tensor_parallel * o.layout.pipeline_parallel == 1 for o in plan.options)
+    finding = codes(ACTIVATION_BOUND)["GP201"]
+    assert finding.hint.startswith("on h100-sxm: 1 x h100-sxm, full activation checkpointing")
+
+
+SEVENTY_B = {"context": 4096, "concurrency": 8, "hardware": {"gpu": "h100-sxm", "count": 4, "tensor_parallel": 4}}
+
+
+def test_an_unpriced_gpu_is_never_recommended_while_a_priced_one_holds_the_job():
+    # The H200 NVL has no catalog price; one H100 SXM node does the job at 4.12 USD/GPU-hour.
+    spec = make_spec(spec_text("llama-3.1-70b", serve=SEVENTY_B))
+    plan = planner_for(spec, default_settings(), limits(gpu=["h200-nvl", "h100-sxm"])).plan("serve")
+    assert plan is not None and plan.recommended is not None
+    assert plan.recommended.layout.gpu.id == "h100-sxm"
+    assert any(o.layout.gpu.id == "h200-nvl" and o.rate is None for o in plan.options)  # listed, not recommended
+    only_unpriced = planner_for(spec, default_settings(), limits(gpu=["h200-nvl"])).plan("serve")
+    assert only_unpriced is not None and only_unpriced.recommended is not None
+    assert only_unpriced.recommended.rate is None and only_unpriced.recommended.layout.gpu.id == "h200-nvl"
+
+
+def test_spec_prices_come_before_the_catalog():
+    # A quote of 1.00 USD/GPU-hour for the H200 NVL makes 2 of them (TP 2) the cheapest: 1,460 USD a month.
+    text = spec_text(
+        "llama-3.1-70b", serve=SEVENTY_B, budget={"prices": {"h200-nvl": 1.0}, "prices_date": "2026-11-20"}
+    )
+    plan = planner_for(make_spec(text), default_settings()).plan("serve")
+    assert plan is not None and plan.recommended is not None
+    assert plan.recommended.layout.gpu.id == "h200-nvl"
+    assert plan.recommended.rate == pytest.approx(plan.recommended.gpus * 1.0 * 730)
+
+
+def test_a_spec_in_another_currency_without_prices_gets_layouts_but_no_saving():
+    text = spec_text("llama-3.1-70b", serve=SEVENTY_B, budget={"currency": "EUR"})
+    plan = planner_for(make_spec(text), default_settings()).plan("serve")
+    assert plan is not None and plan.recommended is not None and plan.recommended.rate is None
+    assert plan.saving is None and "GP507" not in codes(text)
+
+
+def test_tensor_parallel_must_divide_heads_kv_heads_and_for_serving_the_padded_vocabulary():
+    # 96 heads and 24 KV heads split 6 ways, but the vocabulary of 151,552 rows (already a multiple of
+    # 64) is not divisible by 6: vLLM refuses the serving layout; training frameworks pad per TP degree.
+    architecture = {"layers": 8, "hidden": 6144, "heads": 96, "kv_heads": 24, "intermediate": 16384, "vocab": 151552}
+    hardware = {"gpu": "h100-sxm", "count": 6, "tensor_parallel": 6}
+    document = {"version": 1, "name": "t", "model": {"architecture": architecture}}
+    serve = yaml.safe_dump({**document, "serve": {"context": 4096, "concurrency": 1, "hardware": hardware}})
+    finding = codes(serve)["GP303"]
+    assert "does not divide the padded vocabulary of 151,552 rows" in finding.message
+    tune = yaml.safe_dump({**document, "finetune": {"method": "lora", "hardware": hardware}})
+    assert "GP303" not in codes(tune)
+    phi4 = make_spec(spec_text("phi-4")).model.architecture  # 40 heads, 10 KV heads
+    assert tensor_parallel_problem(phi4, 4, serving=True) is not None
+    assert tensor_parallel_problem(phi4, 2, serving=True) is None
+
+
+def test_plan_limits_keep_tensor_parallelism_inside_one_link_and_count_nodes():
+    # A 70B deployment restricted to H100 PCIe cards (NVLink bridges join pairs): TP 2 at most.
+    spec = make_spec(spec_text("llama-3.1-70b", serve=SEVENTY_B))
+    plan = planner_for(spec, default_settings(), limits(gpu=["h100-pcie"])).plan("serve")
+    assert plan is not None and plan.options
+    assert all(o.layout.tensor_parallel <= 2 for o in (*plan.options, *plan.rejected))
+    one_node = planner_for(spec, default_settings(), limits(gpu=["l4"], max_nodes=1)).plan("serve")
+    assert one_node is not None and all(o.nodes == 1 for o in one_node.options)
+
+
+def test_gp507_quotes_both_costs_and_the_yaml_to_paste_above_the_configured_share():
+    text = (EXAMPLES / "serve-llama-70b.yaml").read_text()
+    finding = codes(text)["GP507"]
+    # 4 x H100 SXM x 4.12 x 730 h = 12,030 USD; 2 x H200 SXM x 4.545 x 730 h = 6,636 USD: 45% less.
+    assert "6,636 USD/month against 12,030 USD/month for 4 x h100-sxm, tensor_parallel 4" in finding.message
+    assert "(45%)" in finding.message
+    assert finding.hint == "paste serve: {hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}"
+    assert "GP507" not in codes(text, Settings.from_thresholds({"cheaper_layout_share": 0.5}))
+    pinned = text.replace("budget:", "plan: {gpu: [h100-sxm]}\nbudget:")
+    assert "GP507" not in codes(pinned)  # the team rents H100 SXM only: 2 cannot hold 131 GiB, 4 is what it has
+
+
+def test_gp310_needs_no_token_count():
+    # 70B full fine-tuning with ZeRO-3 on 32 PCIe H100s: the gradients cross the network every step.
+    text = spec_text(
+        "llama-3.1-70b", finetune={"method": "full", "sharding": "zero3", "hardware": {"gpu": "h100-pcie", "count": 32}}
+    )
+    assert "GP310" in codes(text)
+
+
+def test_gp302_quotes_the_link_the_gpus_have():
+    pcie = spec_text(
+        serve={"context": 4096, "concurrency": 8, "hardware": {"gpu": "l40s", "count": 2, "tensor_parallel": 2}}
+    )
+    message = codes(pcie)["GP302"].message
+    assert "PCIe all-reduces" in message and "NVLink" not in message
+    nvlink = pcie.replace("l40s", "h100-sxm")
+    assert "NVLink all-reduces" in codes(nvlink)["GP302"].message
+
+
+def test_gp311_never_offers_a_dearer_or_unpriced_part():
+    serve = {"context": 16384, "concurrency": 16, "hardware": {"gpu": "h100-sxm"}}
+    finding = codes(spec_text(serve=serve))["GP311"]
+    # H100 PCIe: 2.64 x 730 = 1,927 USD a month against 3,008 for the SXM module; the NVL (4.785) is dearer.
+    assert "1 x h100-pcie" in finding.message and "h100-nvl" not in finding.message
+    dearer = spec_text(serve=serve, budget={"prices": {"h100-pcie": 5.0}, "prices_date": "2026-11-20"})
+    assert "GP311" not in codes(dearer)
+
+
+def test_gp305_and_gp505_only_offer_savings():
+    pcie_tp = (EXAMPLES / "findings" / "form-factor-pcie-tp.yaml").read_text()
+    found = codes(pcie_tp)
+    # One A100 PCIe 80GB: 2.431 x 730 = 1,775 USD a month against 2 x L40S x 1.861 x 730 = 2,717.
+    assert "1 x a100-pcie-80gb for 1,775 USD/month against 2,717 USD/month" in found["GP305"].message
+    # Quotes that make every 80 GB card dearer than the two L40S: no saving left to offer.
+    prices = "{a100-pcie-80gb: 9, a100-sxm-80gb: 9, h100-pcie: 9}"
+    dear = pcie_tp + f"budget: {{prices: {prices}, prices_date: 2026-11-20}}\n"
+    assert "GP305" not in codes(dear) and "GP312" in codes(dear)
+    small = spec_text(serve={"context": 4096, "concurrency": 4, "hardware": {"gpu": "h200-sxm"}}, model="llama-3.2-1b")
+    finding = codes(small)["GP505"]
+    # 1B on an H200 (3,318 USD a month) uses 4% of it; one L4 serves it for 0.799 x 730 = 583 USD.
+    assert "1 x l4 holds it" in finding.message and "saving about 2,735 USD a month (82%)" in finding.message
+
+
+def test_plan_section_is_checked_with_positions():
+    text = spec_text(serve={"context": 4096, "concurrency": 1, "hardware": {"gpu": "l4"}}, plan={"gpu": ["h100-sxn"]})
+    finding = codes(text)["GP022"]
+    assert "did you mean 'h100-sxm'" in finding.message and finding.pointer == "/plan/gpu/0"
+    assert finding.line == 12
+    bad_vendor = spec_text(
+        serve={"context": 4096, "concurrency": 1, "hardware": {"gpu": "l4"}}, plan={"vendor": ["nvdia"]}
+    )
+    assert "GP105" in codes(bad_vendor)
+    typo = spec_text(serve={"context": 4096, "concurrency": 1, "hardware": {"gpu": "l4"}}, plan={"max_gpu": 8})
+    assert "GP101" in codes(typo)
+
+
+def test_plan_command_formats_and_exit_codes(write_spec):
+    path = str(EXAMPLES / "serve-llama-70b.yaml")
+    code, out, _ = run_cli("plan", path)
+    assert code == 0
+    assert "recommended  2 x h200-sxm TP 2, 6,636 USD/month — saves 5,395 USD per month (45%)" in out
+    code, out, _ = run_cli("plan", "--format", "json", "--top", "3", path)
+    document = json.loads(out)
+    assert code == 0 and document["format_version"] == 1
+    (job,) = document["jobs"]
+    assert job["job"] == "serve" and len(job["options"]) == 3 and job["options_total"] > 3
+    # 12,030.40 - 6,635.70 = 5,394.70 USD a month, 44.84% of the declared cost.
+    assert job["saving"] == {"amount": 5394.7, "share": 0.4484, "per": "month"}
+    declared = job["declared"]
+    assert declared["meets"]["memory"] and declared["sound"] and declared["gpus"] == 4
+    assert (
+        job["recommended"]["yaml"] == "serve:\n  hardware:\n    gpu: h200-sxm\n    count: 2\n    tensor_parallel: 2\n"
+    )
+    code, out, _ = run_cli("plan", "--format", "markdown", path)
+    assert code == 0 and out.startswith("# GPU plan: support-assistant-70b") and "| recommended |" in out
+    code, out, _ = run_cli("plan", "--vendor", "AMD", "--format", "json", path)
+    assert code == 0 and {o["gpu"] for o in json.loads(out)["jobs"][0]["options"]} <= {"mi300x", "mi325x"}
+    code, out, _ = run_cli("plan", "--gpu", "h100-sxm", "--max-gpus", "2", path)
+    assert code == 1 and "recommended  none —" in out  # 131 GiB of weights do not fit two 80 GB GPUs
+    code, _, err = run_cli("plan", "--gpu", "h100-sxn", path)
+    assert code == 2 and "--gpu: unknown GPU 'h100-sxn' — did you mean 'h100-sxm'" in err
+    broken = write_spec(
+        "version: 1\nname: x\nmodel: {id: llama-9}\nserve: {context: 10, concurrency: 1, hardware: {gpu: l4}}\n"
+    )
+    code, _, err = run_cli("plan", str(broken))
+    assert code == 2 and "GP020" in err and "cannot be planned" in err
+
+
+def test_plan_json_options_carry_every_documented_key():
+    code, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
+    assert code == 0
+    jobs = {job["job"]: job for job in json.loads(out)["jobs"]}
+    common = {
+        "gpu", "gpus", "tensor_parallel", "pipeline_parallel", "nodes", "replicas", "settings", "per_gpu_bytes",
+        "budget_bytes", "headroom_pct", "tokens_per_s", "price_per_gpu_hour", "price_source",
+        "cost_per_million_tokens", "sound", "meets", "reasons", "changes", "yaml",
+    }  # fmt: skip
+    for option in (jobs["serve"]["declared"], *jobs["serve"]["options"], *jobs["serve"]["rejected"]):
+        assert set(option) == common | {"concurrency_per_replica", "ttft_ms", "tpot_ms", "monthly_cost"}
+    for option in (jobs["finetune"]["declared"], *jobs["finetune"]["options"], *jobs["finetune"]["rejected"]):
+        assert set(option) == common | {"training_hours", "run_cost"}
+        assert set(option["settings"]) == {
+            "activation_checkpointing", "fused_loss", "sharding", "micro_batch", "gradient_accumulation"
+        }  # fmt: skip
+    for option in jobs["serve"]["rejected"]:
+        assert not option["sound"] and option["reasons"]
+
+
+def test_finetuning_keeps_the_global_batch():
+    # finetune-then-serve: micro-batch 4 on 4 GPUs, no accumulation: 16 sequences per optimizer step.
+    spec = make_spec((EXAMPLES / "finetune-then-serve.yaml").read_text())
+    plan = planner_for(spec, default_settings()).plan("finetune")
+    assert plan is not None
+    for option in (plan.declared, *plan.options):
+        settings = option.layout.settings
+        assert settings is not None
+        assert settings.micro_batch * settings.gradient_accumulation * option.layout.replicas == 16
+
+
+def test_numerics_changes_are_listed_apart_and_never_recommended():
+    spec = make_spec((EXAMPLES / "serve-llama-70b.yaml").read_text())
+    plan = planner_for(spec, default_settings()).plan("serve")
+    assert plan is not None and plan.recommended is not None
+    assert plan.recommended.estimate.job.quantization == "none"
+    labels = {alternative.label: alternative for alternative in plan.alternatives}
+    assert "fp8 KV cache" not in labels  # the spec already has it
+    fp8 = labels["fp8 weights"]
+    # fp8 halves the weights to 65.7 GiB: one H200 (125.9 GiB budget) holds them with the cache.
+    assert fp8.option is not None and fp8.option.gpus == 1 and fp8.fragment["serve"]["quantization"] == "fp8"
+    assert all(a.option is not None and a.option.rate < plan.recommended.rate for a in plan.alternatives)
+
+
+def test_settings_a_layout_changes_are_the_fragment_to_paste():
+    spec = make_spec(ACTIVATION_BOUND)
+    evaluator = planner_for(spec, default_settings()).finetune.evaluator
+    settings = TrainingSettings("full", True, "none", 1, 1)
+    option = evaluator.evaluate(Layout(spec.finetune.hardware.gpu, 1, 1, 1, settings=settings))
+    assert option.fragment == {
+        "finetune": {"activation_checkpointing": "full", "hardware": {"gpu": "h100-sxm", "count": 1}}
+    }

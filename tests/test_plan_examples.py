@@ -1,0 +1,55 @@
+"""Every example's `gpuplan plan` output, pinned (run this file to regenerate after a deliberate change).
+
+The pins catch unintended changes to layouts, costs and wording; the correctness of the numbers is the
+business of the hand-derived tests in test_plan.py and the properties in test_properties_plan.py.
+Catalog prices are part of the repository, and the date is pinned (SOURCE_DATE_EPOCH in conftest).
+
+    python tests/test_plan_examples.py    # rewrite tests/data/plan/*.txt from the current planner
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+PINS = HERE / "data" / "plan"
+EXAMPLES = HERE.parent / "examples"
+
+
+def pin_name(example: Path) -> str:
+    return "-".join(example.relative_to(EXAMPLES).with_suffix("").parts) + ".txt"
+
+
+def plan_output(example: Path) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from gpuplan.cli import cli
+
+    result = CliRunner().invoke(cli, ["plan", "--top", "6", str(example.relative_to(EXAMPLES.parent))])
+    return result.exit_code, f"exit {result.exit_code}\n{result.stdout}"
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.rglob("*.yaml")), ids=pin_name)
+def test_plan_output_is_pinned(example: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(EXAMPLES.parent)
+    _, output = plan_output(example)
+    assert output == (PINS / pin_name(example)).read_text(encoding="utf-8"), f"regenerate with: python {__file__}"
+
+
+def test_every_pin_has_its_example():
+    assert sorted(p.name for p in PINS.glob("*.txt")) == sorted(pin_name(e) for e in EXAMPLES.rglob("*.yaml"))
+
+
+if __name__ == "__main__":
+    os.environ["SOURCE_DATE_EPOCH"] = "1796169600"
+    os.chdir(EXAMPLES.parent)
+    sys.path.insert(0, str(HERE))
+    PINS.mkdir(parents=True, exist_ok=True)
+    for stale in PINS.glob("*.txt"):
+        stale.unlink()
+    for example in sorted(EXAMPLES.rglob("*.yaml")):
+        (PINS / pin_name(example)).write_text(plan_output(example)[1], encoding="utf-8")

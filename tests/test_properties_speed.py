@@ -1,0 +1,187 @@
+"""Hypothesis properties of the speed model, through specs as users write them (resolve -> analyse).
+
+Models cover dense GQA/MHA, mixture-of-experts, alternating sliding windows, MLA (DeepSeek-V3) and
+tied embeddings; layouts cover tensor and pipeline parallelism, both batching modes and every engine.
+A custom 4 TiB GPU lets even DeepSeek-V3 fit, so that the properties are checked where they are claimed:
+deployments whose concurrency x context the KV cache holds (GP203 reports the others).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuplan.analysis import FinetuneEstimate, ServeEstimate, analyse
+from gpuplan.estimate.calibration import CALIBRATION
+from gpuplan.estimate.performance import allreduce_time, link_bandwidth
+from gpuplan.loader import load_bytes
+from gpuplan.spec import resolve
+
+BIG_GPU = {
+    "big": {
+        "memory_gib": 4096,
+        "bandwidth_tbs": 5.0,
+        "bf16_tflops": 1000,
+        "fp8_tflops": 2000,
+        "nvlink_domain": 8,
+        "interconnect_gbs": 900,
+        "pcie_gbs": 128,
+        "form_factor": "sxm",
+    }
+}
+
+explicit_models = st.builds(
+    lambda layers, heads, group, mult, moe, window, tied: {
+        "architecture": {
+            "layers": layers,
+            "hidden": heads * 128,
+            "heads": heads,
+            "kv_heads": heads // group,
+            "intermediate": heads * 128 * mult,
+            "vocab": 32000,
+            "tie_embeddings": tied,
+            **({"experts": 8, "experts_per_token": 2} if moe else {}),
+            **({"sliding_window": window, "sliding_layers": "alternate"} if window else {}),
+        }
+    },
+    st.integers(2, 40),
+    st.sampled_from([8, 16, 32]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(2, 4),
+    st.booleans(),
+    st.sampled_from([0, 0, 512, 4096]),
+    st.booleans(),
+)
+models = st.one_of(
+    explicit_models, st.sampled_from([{"id": "deepseek-v3"}, {"id": "gemma-2-9b"}, {"id": "mixtral-8x7b"}])
+)
+layouts = st.tuples(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2]))
+engines = st.sampled_from(["vllm", "sglang", "trtllm", "lmdeploy", "generic"])
+batchings = st.sampled_from(["continuous", "static"])
+
+
+def heads_of(model: dict) -> tuple[int, int]:
+    if "architecture" in model:
+        return model["architecture"]["heads"], model["architecture"]["kv_heads"]
+    return {"deepseek-v3": (128, 128), "gemma-2-9b": (16, 8), "mixtral-8x7b": (32, 8)}[model["id"]]
+
+
+def serve(model: dict, tp: int, pp: int, gpu: str = "big", **fields) -> ServeEstimate:
+    heads, kv_heads = heads_of(model)
+    tp = tp if heads % tp == 0 and kv_heads % tp == 0 else 1
+    job = {"hardware": {"gpu": gpu, "count": tp * pp, "tensor_parallel": tp, "pipeline_parallel": pp}, **fields}
+    document = {"version": 1, "name": "p", "model": model, "serve": job, "gpus": BIG_GPU}
+    spec, findings = resolve(load_bytes("p.yaml", yaml.safe_dump(document).encode()), Path("."))
+    assert spec is not None, findings
+    estimate = analyse(spec).serve
+    assert estimate is not None
+    return estimate
+
+
+workloads = st.tuples(
+    models, layouts, engines, batchings, st.integers(64, 32768), st.integers(1, 512), st.integers(1, 512)
+)
+
+
+def fewer_and_more(model, layout, engine, batching, context, first, second):
+    """(spec fields, the deployment at the lower concurrency, at the higher one, whether the higher fits)."""
+    low, high = sorted((first, second))
+    fields = {
+        "context": context,
+        "output_tokens": max(1, min(256, context // 2)),
+        "engine": engine,
+        "batching": batching,
+    }
+    few = serve(model, *layout, concurrency=low, **fields)
+    many = serve(model, *layout, concurrency=high, **fields)
+    return fields, few, many, high <= many.max_concurrency
+
+
+@given(workloads)
+def test_tpot_never_falls_as_concurrency_or_context_grows(workload):
+    model, layout, *_ = workload
+    fields, few, many, fits = fewer_and_more(*workload)
+    if fits:
+        assert many.speed.tpot_s >= few.speed.tpot_s * (1 - 1e-9)
+    low = few.setup.concurrency
+    longer = serve(model, *layout, concurrency=low, **{**fields, "context": 2 * fields["context"]})
+    if low <= longer.max_concurrency:
+        assert longer.speed.tpot_s >= few.speed.tpot_s * (1 - 1e-9)
+
+
+@given(workloads)
+def test_throughput_never_falls_as_concurrency_grows(workload):
+    # Issue 10 asks for this up to the compute bound; the steady state keeps it beyond, where extra
+    # sequences only share the GEMMs: a plateau, never a fall.
+    _, few, many, fits = fewer_and_more(*workload)
+    if fits:
+        assert many.speed.tokens_per_s >= few.speed.tokens_per_s * (1 - 1e-9)
+
+
+@given(models, st.sampled_from([2, 4, 8]), engines, st.integers(1, 65536))
+def test_tensor_parallelism_costs_ttft_at_most_its_all_reduces(model, tp, engine, prompt):
+    # Splitting a prefill over TP GPUs divides its GEMMs, reads and attention and adds two all-reduces per
+    # layer per chunk: TTFT(TP) <= TTFT(1) + those all-reduces, never more.
+    fields = {"context": prompt + 16, "output_tokens": 16, "concurrency": 1, "engine": engine}
+    one = serve(model, 1, 1, gpu="h100-sxm", **fields)
+    split = serve(model, tp, 1, gpu="h100-sxm", **fields)
+    degree = split.setup.tensor_parallel
+    budget, _ = CALIBRATION.engine(engine).limits(split.gpu)
+    chunks = -(-prompt // budget)
+    payload = prompt / chunks * one.setup.architecture.hidden * 2
+    bandwidth = link_bandwidth(split.gpu, degree) * CALIBRATION.serving.link_efficiency
+    per_chunk = (
+        2
+        * one.setup.architecture.layers
+        * allreduce_time(payload, degree, bandwidth, CALIBRATION.serving.allreduce_latency_nvlink_s)
+    )
+    assert split.speed.ttft_single_s <= one.speed.ttft_single_s + chunks * per_chunk + 1e-12
+
+
+training_models = st.one_of(explicit_models, st.sampled_from([{"id": "mixtral-8x7b"}, {"id": "llama-3.2-1b"}]))
+
+
+def finetune(model: dict, gpus: int, **fields) -> FinetuneEstimate:
+    job = {"hardware": {"gpu": "h100-sxm", "count": gpus}, "tokens": 10**9, **fields}
+    document = {"version": 1, "name": "t", "model": model, "finetune": job}
+    spec, findings = resolve(load_bytes("t.yaml", yaml.safe_dump(document).encode()), Path("."))
+    assert spec is not None, findings
+    estimate = analyse(spec).finetune
+    assert estimate is not None and estimate.speed is not None
+    return estimate
+
+
+@given(
+    training_models,
+    st.sampled_from(["full", "lora", "qlora"]),
+    st.sampled_from(["none", "zero1", "zero2", "zero3", "fsdp"]),
+    st.sampled_from(["bf16", "bf16-mixed", "fp8-mixed"]),
+    st.integers(1, 8),
+    st.sampled_from([128, 1024, 4096]),
+    st.integers(1, 8),
+    st.booleans(),
+)
+def test_more_gpus_never_lower_total_training_throughput(model, method, sharding, precision, batch, seq, steps, ckpt):
+    # Within one NVLink domain (8 x H100 SXM) data-parallel ring traffic grows as (n - 1)/n while the tokens
+    # grow as n, so from 2 GPUs on doubling never lowers the total. Going from 1 GPU to 2 adds traffic from
+    # nothing: a step too small to hide it (128 tokens of an 8B model against 16 GB of gradients) is truly
+    # slower on two GPUs than on one, which is what GP310 reports; the property holds there once the
+    # traffic hides behind compute. Crossing into the network can lower it too (GP310 again).
+    fields = {
+        "method": method,
+        "sharding": sharding,
+        "precision": precision,
+        "micro_batch": batch,
+        "seq_len": seq,
+        "gradient_accumulation": steps,
+        "activation_checkpointing": ckpt,
+    }
+    runs = [finetune(model, gpus, **fields).speed for gpus in (1, 2, 4, 8)]
+    totals = [run.tokens_per_s for run in runs]
+    assert all(later >= earlier * (1 - 1e-9) for earlier, later in itertools.pairwise(totals[1:]))
+    if runs[1].gradient_sync_s == 0:
+        assert totals[1] >= totals[0] * (1 - 1e-9)

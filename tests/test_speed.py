@@ -1,0 +1,404 @@
+"""The speed model: worked examples derived by hand, the new spec fields, and the calibration's wiring.
+
+The worked examples pin a round-number calibration (TEST below), so that a refit of the shipped figures
+does not move them: GEMMs at 50% of the GPU's MAMF ceiling, HBM at 80%, attention at 50%, a 1 ms step
+overhead and nothing else, and a near-max roofline (p = 64).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from conftest import run_cli
+
+from gpuplan.analysis import analyse
+from gpuplan.catalog import get_gpu, get_model
+from gpuplan.config import default_settings
+from gpuplan.estimate.calibration import (
+    CALIBRATION,
+    Calibration,
+    EngineProfile,
+    ServingMechanisms,
+    TrainingMechanisms,
+)
+from gpuplan.estimate.performance import (
+    Efficiency,
+    allreduce_time,
+    attention_flops,
+    causal_pairs,
+    link_bandwidth,
+    matmul_ceiling,
+    matmul_params,
+)
+from gpuplan.estimate.serving import quant_linear_bytes, routed_expert_bytes, stage_weights
+from gpuplan.estimate.serving_speed import ServingWorkload, prompt_square_mean, serving_speed
+from gpuplan.estimate.training import REGIMES
+from gpuplan.estimate.training_speed import TrainingWorkload, training_speed
+from gpuplan.linter import lint_bytes
+from gpuplan.rules.context import efficiency_of
+
+TEST = Calibration(
+    engines={"generic": EngineProfile("generic", "test engine", 0.5, 0.8, 1e-3, 0.0, 0.0, False, "")},
+    serving=ServingMechanisms(
+        attention_efficiency=0.5,
+        layer_overhead_s=0.0,
+        allreduce_latency_nvlink_s=10e-6,
+        allreduce_latency_pcie_s=30e-6,
+        link_efficiency=0.8,
+        roofline_sharpness=64,
+    ),
+    training=TrainingMechanisms(
+        gemm_efficiency=0.5,
+        attention_efficiency=0.5,
+        low_precision_gemm_factor=1.0,
+        elementwise_bytes=0.0,
+        bandwidth_efficiency=0.8,
+        link_efficiency=0.8,
+        overlap=1.0,
+    ),
+)
+LLAMA8 = get_model("llama-3.1-8b").architecture
+LLAMA70 = get_model("llama-3.1-70b").architecture
+H100 = get_gpu("h100-sxm")
+
+
+def workload(**changes) -> ServingWorkload:
+    values = dict(
+        architecture=LLAMA8,
+        gpu=H100,
+        weights_per_gpu=LLAMA8.params * 2,
+        routed_expert_bytes=0.0,
+        kv_dtype_bytes=2,
+        kv_capacity_bytes=1e12,
+        prompt_tokens=1024,
+        prompt_p90=1024,
+        full_prompt=1024,
+        output_tokens=128,
+        concurrency=1,
+        engine="generic",
+        batching="static",
+    )
+    values.update(changes)
+    return ServingWorkload(**values)
+
+
+def test_counts_the_hand_derivations_use():
+    # Llama 3.1 8B: 8,030,261,248 parameters; the embedding (128,256 x 4,096 = 525,336,576) is a lookup,
+    # so 7,504,924,672 parameters multiply per token, the untied LM head among them.
+    assert LLAMA8.params == 8_030_261_248
+    assert matmul_params(LLAMA8) == 8_030_261_248 - 525_336_576 == 7_504_924_672
+    # H100 SXM: 989.5 dense BF16 TFLOPS, of which mamf-finder sustains 80.3%.
+    assert matmul_ceiling(H100, "bf16") == 0.803
+    # Causal pairs of a 4-token prompt: 1 + 2 + 3 + 4; with a window of 2: 1 + 2 + 2 + 2.
+    assert causal_pairs(0, 4) == 10
+    assert causal_pairs(0, 4, window=2) == 7
+
+
+def test_decode_step_8b_on_h100_at_batch_1():
+    # bf16 weights 2 x 8,030,261,248 = 16,060,522,496 B read once per step at 3.35 TB/s x 0.8 = 2.68 TB/s:
+    # 5.99273 ms. KV of one sequence at its mean context 1,024 + 128/2 = 1,088 tokens: 32 layers x 2 x 8 KV
+    # heads x 128 x 2 B = 131,072 B/token -> 142,606,336 B -> 0.05321 ms. The batch-1 GEMMs (2 x 7.505e9
+    # FLOPs at 989.5e12 x 0.803 x 0.5 = 397.3 TFLOP/s: 0.038 ms) and attention FLOPs hide under the reads.
+    # + 1 ms step overhead = 7.04594 ms.
+    speed = serving_speed(workload(), Efficiency(), TEST)
+    assert speed.tpot_s * 1000 == pytest.approx(5.99273 + 0.05321 + 1.0, abs=1e-4)
+    assert speed.decode_bound == "memory"
+
+
+def test_decode_step_8b_on_h100_at_batch_64():
+    # Weights are still read once: 5.99273 ms (the 64-token GEMMs, 2.418 ms, hide under them). The KV of 64
+    # sequences is 64 x 142,606,336 B = 9.1268 GB -> 3.40552 ms (their attention FLOPs, 0.092 ms, hide).
+    # + 1 ms = 10.39825 ms: 64 times the tokens for 1.48 times the step.
+    speed = serving_speed(workload(concurrency=64), Efficiency(), TEST)
+    assert speed.tpot_s * 1000 == pytest.approx(5.99273 + 3.40552 + 1.0, abs=1e-4)
+    single = serving_speed(workload(), Efficiency(), TEST)
+    assert 64 / speed.tpot_s > 40 / single.tpot_s  # decode tokens per second of the batch: 6,155 vs 142
+
+
+def test_tensor_parallel_all_reduce_70b_tp4():
+    # Two all-reduces per layer of 64 tokens x 8,192 hidden x 2 B = 1,048,576 B over NVLink at 900/2 GB/s
+    # per direction x 0.8: ring 2 x 3/4 x 1,048,576 / 360e9 = 4.369 us + 10 us latency = 14.369 us;
+    # x 2 x 80 layers = 2.2991 ms per decode step. The step with an infinitely fast link differs by it.
+    tp4 = workload(architecture=LLAMA70, weights_per_gpu=LLAMA70.params * 2 / 4, tensor_parallel=4, concurrency=64)
+    free_link = replace(TEST, serving=replace(TEST.serving, link_efficiency=1e12, allreduce_latency_nvlink_s=0.0))
+    extra = serving_speed(tp4, Efficiency(), TEST).tpot_s - serving_speed(tp4, Efficiency(), free_link).tpot_s
+    assert extra * 1000 == pytest.approx(2.2991, abs=1e-4)
+    assert allreduce_time(1_048_576, 4, 360e9, 10e-6) == pytest.approx(14.369e-6, rel=1e-4)
+    assert link_bandwidth(H100, 8) == 450e9 and link_bandwidth(H100, 16) == 50e9  # NVLink, then a NIC
+
+
+def test_steady_state_1000_in_1000_out_alone():
+    # One client: its prefill runs alone, then 1,000 decode steps. Prefill of 1,000 tokens: GEMMs without the
+    # LM head 2 x (7,504,924,672 - 525,336,576) x 1,000 = 13.959 TFLOP at 397.28 TFLOP/s = 35.136 ms, causal
+    # attention 2 x 32 heads x 256 x 32 layers x 500,500 pairs = 262.4 GFLOP -> 0.661 ms, + 1 ms = 36.797 ms.
+    # Each decode step at mean context 1,500: 5.99273 + 1,500 x 131,072 / 2.68e12 (0.07336) + 1 = 7.06609 ms.
+    # Tokens/s = 1,000 / (0.036797 + 1,000 x 0.00706609) = 140.79.
+    alone = workload(batching="continuous", prompt_tokens=1000, prompt_p90=1000, full_prompt=1000, output_tokens=1000)
+    speed = serving_speed(alone, Efficiency(), TEST)
+    assert speed.ttft_single_s * 1000 == pytest.approx(36.797, abs=1e-2)
+    assert speed.tpot_s * 1000 == pytest.approx(7.06609, abs=1e-4)
+    assert speed.tokens_per_s == pytest.approx(140.79, abs=0.05)
+
+
+def test_steady_state_1000_in_1000_out_compute_bound():
+    # When every step is compute-bound the GPU's GEMM rate is shared by prompt and output tokens: each
+    # request costs 1,000 prompt tokens x 2 x 6.98e9 FLOPs + 1,000 output tokens x 2 x 7.50e9 FLOPs, so the
+    # output rate is 397.28e12 x 1,000 / (13.959e12 + 15.010e12) = 13,714 tokens/s, half of what counting
+    # decode alone would claim. A bandwidth-rich GPU and free attention isolate the GEMM balance.
+    fast_memory = replace(H100, bandwidth_tbs=1e6)
+    free_attention = replace(
+        TEST,
+        engines={"generic": replace(TEST.engines["generic"], step_overhead_s=0.0)},
+        serving=replace(TEST.serving, attention_efficiency=1e9),
+    )
+    loaded = workload(
+        gpu=fast_memory,
+        batching="continuous",
+        prompt_tokens=1000,
+        prompt_p90=1000,
+        full_prompt=1000,
+        output_tokens=1000,
+        concurrency=256,
+        max_batched_tokens=100_000,
+        max_sequences=100_000,
+    )
+    assert serving_speed(loaded, Efficiency(), free_attention).tokens_per_s == pytest.approx(13_714, rel=0.01)
+
+
+def test_queueing_beyond_the_kv_cache_lengthens_ttft_not_tpot():
+    # Room for 10 sequences (10 x 1,088 tokens x 131,072 B): 20 clients leave 10 waiting a whole cycle each.
+    room = 10 * 1088 * 131072
+    fits = serving_speed(workload(concurrency=10, kv_capacity_bytes=room), Efficiency(), TEST)
+    crowded = serving_speed(workload(concurrency=20, kv_capacity_bytes=room), Efficiency(), TEST)
+    assert crowded.running == fits.running == pytest.approx(10)
+    assert crowded.limited_by == "kv-cache"
+    assert crowded.tpot_s == fits.tpot_s
+    cycle = 10 / fits.tokens_per_s * 128  # seconds per wave of 10 requests
+    assert crowded.ttft_s - fits.ttft_s == pytest.approx(cycle, rel=1e-9)
+
+
+def test_fp8_kv_halves_the_kv_read():
+    # At batch 64 the KV read was 3.40552 ms in bf16; in fp8 it is half: 1.70276 ms.
+    bf16 = serving_speed(workload(concurrency=64), Efficiency(), TEST).tpot_s
+    fp8 = serving_speed(workload(concurrency=64, kv_dtype_bytes=1), Efficiency(), TEST).tpot_s
+    assert (bf16 - fp8) * 1000 == pytest.approx(1.70276, abs=1e-4)
+
+
+def test_moe_decode_reads_only_the_experts_the_batch_touches():
+    # Mixtral 8x7B, 2 of 8 experts per token: one token touches 2/8 of the routed experts per layer; 64 tokens
+    # touch 8 x (1 - (6/8)^64), effectively all 8.
+    mixtral = get_model("mixtral-8x7b").architecture
+    experts = routed_expert_bytes(mixtral, "none", 2)
+    assert experts == 32 * 8 * 3 * 4096 * 14336 * 2
+    base = workload(architecture=mixtral, weights_per_gpu=mixtral.params * 2, routed_expert_bytes=experts)
+    one = serving_speed(base, Efficiency(), TEST).decode_bytes_per_step
+    kv_one = 1088 * 32 * 2 * 8 * 128 * 2
+    assert one - kv_one == pytest.approx(mixtral.params * 2 - experts * 6 / 8, rel=1e-9)
+
+
+def test_sliding_window_layers_read_at_most_the_window():
+    # Gemma 2 9B: half its 42 layers attend within 4,096 tokens, so at a 32k context those 21 layers read
+    # 4,096 tokens of KV and the other 21 the full 32,768 + 64.
+    gemma = get_model("gemma-2-9b").architecture
+    long = workload(architecture=gemma, weights_per_gpu=gemma.params * 2, prompt_tokens=32768, full_prompt=32768)
+    per_token_layer = 2 * 8 * 256 * 2
+    kv = 21 * (32768 + 64) * per_token_layer + 21 * 4096 * per_token_layer
+    read = serving_speed(long, Efficiency(), TEST).decode_bytes_per_step - gemma.params * 2
+    assert read == pytest.approx(kv, rel=1e-9)
+    assert attention_flops(gemma, 0, 8192) < 2 * 16 * 512 * 42 * causal_pairs(0, 8192)
+
+
+def test_prompt_distribution_raises_the_attention_work():
+    # A lognormal with p90 = 2 x mean: ln 2 = 1.2816 sigma - sigma^2 / 2 gives sigma = 1.2816 -
+    # sqrt(1.2816^2 - 2 ln 2) = 0.7754, so E[P^2] = mean^2 x exp(0.6013) = 1.8245 x mean^2 (a fixed length:
+    # mean^2). Attention of such traffic costs 82% more than the mean prompt suggests.
+    assert prompt_square_mean(1000, 1000) == pytest.approx(1e6)
+    assert prompt_square_mean(1000, 2000) == pytest.approx(1.8245e6, rel=1e-3)
+
+
+def test_fp4_block_formats_carry_their_scales():
+    # NVFP4: 4 bits + one fp8 scale per 16 values = 4.5 bits; MXFP4: 4 bits + one e8m0 scale per 32 = 4.25.
+    assert quant_linear_bytes("nvfp4") == 4.5 / 8
+    assert quant_linear_bytes("mxfp4") == 4.25 / 8
+    # Only B200/GB200 have FP4 tensor cores: 9 and 10 dense PFLOPS; elsewhere FP4 weights compute in bf16.
+    assert get_gpu("b200-hgx").peak_flops("fp4") == 9000e12
+    assert H100.peak_flops("fp4") == H100.peak_flops("bf16")
+
+
+def test_expert_parallel_holds_whole_experts():
+    # Mixtral 8x7B bf16 on 8 GPUs: TP 8 gives every GPU 1/8 of each expert; EP 8 gives it one whole expert:
+    # the same bytes. EP 3 (8 experts do not split evenly) puts ceil(8/3) = 3 experts on the busiest GPU.
+    mixtral = get_model("mixtral-8x7b").architecture
+    experts = routed_expert_bytes(mixtral, "none", 2)
+    tp8 = per_gpu_weights(mixtral, "none", 2, 8, 1)
+    assert per_gpu_weights(mixtral, "none", 2, 8, 1, ep=8) == pytest.approx(tp8)
+    assert per_gpu_weights(mixtral, "none", 2, 8, 1, ep=4) - tp8 == pytest.approx(experts * (2 / 8 - 1 / 8))
+    assert per_gpu_weights(mixtral, "none", 2, 1, 1, ep=3) == pytest.approx(
+        per_gpu_weights(mixtral, "none", 2, 1, 1) - experts + experts * 3 / 8
+    )
+
+
+def per_gpu_weights(*args, **kwargs) -> float:
+    """Weights on the most loaded GPU (one stage at PP 1)."""
+    return max(stage_weights(*args, **kwargs))
+
+
+def training(**changes) -> TrainingWorkload:
+    values = dict(
+        architecture=LLAMA8,
+        gpu=H100,
+        method="full",
+        precision="bf16",
+        optimizer="adamw",
+        checkpointing=False,
+        seq_len=4096,
+        micro_batch=1,
+        gradient_accumulation=1,
+        gpus=1,
+        tensor_parallel=1,
+        pipeline_parallel=1,
+        sharding="none",
+        trainable_params=LLAMA8.params,
+        total_tokens=10**9,
+    )
+    values.update(changes)
+    return TrainingWorkload(**values)
+
+
+def test_training_step_8b_on_one_h100():
+    # GEMMs 3 x 2 x 7,504,924,672 x 4,096 = 1.8444e14 FLOPs at 397.28 TFLOP/s = 0.46426 s; causal attention
+    # 3 x 524,288 x 8,390,656 pairs = 1.3197e13 -> 0.03322 s; the fp32 loss moves 16 B x 128,256 x 4,096 =
+    # 8.405 GB at 2.68 TB/s = 3.136 ms; pure-bf16 AdamW moves 14 B x 8.03e9 parameters = 41.95 ms.
+    # Step 0.54256 s: 4,096 / 0.54256 = 7,549 tokens/s.
+    speed = training_speed(training(), Efficiency(), TEST)
+    assert speed.step_s == pytest.approx(0.46426 + 0.03322 + 0.003136 + 0.04195, abs=2e-4)
+    assert speed.tokens_per_s == pytest.approx(7549, abs=3)
+
+
+def test_recompute_costs_time_not_model_flops():
+    # Checkpointing replays the forward (2 x 7.505e9 x 4,096 + 4.399e12 attention FLOPs = 0.16583 s at the
+    # same rates): the step grows by it, the model FLOPs per token do not, so MFU falls by the same ratio.
+    plain, recomputed = (training_speed(training(checkpointing=c), Efficiency(), TEST) for c in (False, True))
+    assert recomputed.step_s - plain.step_s == pytest.approx(0.16583, abs=1e-4)
+    assert recomputed.flops_per_token == plain.flops_per_token
+    assert recomputed.mfu / plain.mfu == pytest.approx(plain.step_s / recomputed.step_s)
+
+
+def test_fsdp_moves_three_times_the_parameter_bytes_ddp_two():
+    # 8 x H100 in one NVLink domain, nothing hidden (overlap 0): DDP all-reduces bf16 gradients once,
+    # 2 x 7/8 x 16.0605 GB / (450 GB/s x 0.8) = 78.07 ms; FSDP gathers the parameters twice and
+    # reduce-scatters the gradients on every micro-batch: 3 x 7/8 x 16.0605 GB / 360 GB/s = 117.11 ms.
+    exposed = replace(TEST, training=replace(TEST.training, overlap=0.0))
+    ddp = training_speed(training(gpus=8), Efficiency(), exposed).gradient_sync_s
+    fsdp = training_speed(training(gpus=8, sharding="fsdp"), Efficiency(), exposed).gradient_sync_s
+    assert ddp * 1000 == pytest.approx(78.07, abs=0.05)
+    assert fsdp * 1000 == pytest.approx(117.11, abs=0.05)
+    # With the calibrated overlap the compute hides it: the reported sync is only the exposed part.
+    assert training_speed(training(gpus=8, sharding="fsdp"), Efficiency(), TEST).gradient_sync_s == 0.0
+
+
+def test_fp8_mixed_runs_gemms_at_the_fp8_rate_where_the_gpu_has_it():
+    h100 = training_speed(training(precision="fp8-mixed"), Efficiency(), TEST).step_s
+    assert h100 < training_speed(training(precision="bf16-mixed"), Efficiency(), TEST).step_s
+    a100 = get_gpu("a100-sxm-80gb")
+    without_units = training_speed(training(precision="fp8-mixed", gpu=a100), Efficiency(), TEST).step_s
+    assert without_units == pytest.approx(
+        training_speed(training(precision="bf16-mixed", gpu=a100), Efficiency(), TEST).step_s
+    )
+    # Memory: fp8-mixed keeps bf16-mixed's fp32 master weights, gradients and states.
+    assert REGIMES["fp8-mixed"] == REGIMES["bf16-mixed"]
+
+
+def test_threshold_overrides_replace_the_calibrated_figures():
+    assert default_settings().prefill_mfu is None and efficiency_of(default_settings()) == Efficiency()
+    slow = serving_speed(workload(concurrency=64), Efficiency(decode_bandwidth=0.4), TEST).tpot_s
+    assert (slow - 1e-3) == pytest.approx(
+        2 * (serving_speed(workload(concurrency=64), Efficiency(), TEST).tpot_s - 1e-3)
+    )
+    # training_mfu fixes the utilisation of all compute: 6N + attention at 35% of 989.5 TFLOP/s, the
+    # optimizer step (41.95 ms) on top.
+    fixed = training_speed(training(), Efficiency(training_mfu=0.35), TEST)
+    compute = fixed.flops_per_token * 4096 / (989.5e12 * 0.35)
+    assert fixed.step_s == pytest.approx(compute + 0.04195, abs=2e-4)
+
+
+SPEC = """\
+version: 1
+name: speed
+model: {{id: {model}}}
+serve:
+  context: 4096
+  output_tokens: 256
+  concurrency: 16
+{extra}  hardware: {{gpu: h100-sxm, count: {count}, tensor_parallel: {tp}{hw}}}
+"""
+
+
+def lint(model="llama-3.1-8b", extra="", count=1, tp=1, hw=""):
+    return lint_bytes("s.yaml", SPEC.format(model=model, extra=extra, count=count, tp=tp, hw=hw).encode())
+
+
+def test_new_serve_fields_resolve_and_change_the_estimate():
+    plain = lint()
+    tuned = lint(
+        extra="  engine: trtllm\n  batching: static\n  prompt_tokens: {mean: 1000, p90: 3000}\n"
+        "  max_batched_tokens: 4096\n  max_sequences: 8\n  quantization: nvfp4\n"
+    )
+    assert not [f for f in plain.findings if f.severity.value == "error"]
+    spec = tuned.analysis.spec.serve
+    assert (spec.engine, spec.batching, spec.prompt_mean, spec.prompt_p90) == ("trtllm", "static", 1000, 3000)
+    assert tuned.analysis.serve.speed.running == 8  # max_sequences caps the 16 clients
+    assert tuned.analysis.serve.speed.engine == "trtllm"
+    assert tuned.analysis.serve.memory.weights < plain.analysis.serve.memory.weights
+
+
+@pytest.mark.parametrize(
+    "extra, hw, model, count, code, pointer",
+    [
+        ("", ", expert_parallel: 2", "mixtral-8x7b", 3, "GP023", "/serve/hardware/expert_parallel"),
+        ("", ", expert_parallel: 3", "mixtral-8x7b", 4, "GP023", "/serve/hardware/expert_parallel"),
+        ("", ", expert_parallel: 2", "llama-3.1-8b", 2, "GP023", "/serve/hardware/expert_parallel"),
+        ("", ", expert_parallel: 16", "mixtral-8x7b", 16, "GP023", "/serve/hardware/expert_parallel"),
+        ("  prompt_tokens: {mean: 2000, p90: 1000}\n", "", "llama-3.1-8b", 1, "GP024", "/serve/prompt_tokens/p90"),
+        ("  prompt_tokens: {mean: 4000}\n", "", "llama-3.1-8b", 1, "GP024", "/serve/prompt_tokens/mean"),
+        ("  engine: tgi\n", "", "llama-3.1-8b", 1, "GP105", "/serve/engine"),
+    ],
+)
+def test_inconsistent_speed_fields_are_findings_at_the_field(extra, hw, model, count, code, pointer):
+    result = lint(model=model, extra=extra, count=count, hw=hw)
+    codes = {(f.code, f.pointer) for f in result.findings}
+    assert (code, pointer) in codes, result.findings
+    assert result.analysis is None
+
+
+def test_expert_parallel_is_rejected_for_fine_tuning(tmp_path):
+    spec = tmp_path / "ft.yaml"
+    spec.write_text(
+        "version: 1\nname: ft\nmodel: {id: mixtral-8x7b}\nfinetune:\n  method: lora\n"
+        "  hardware: {gpu: h100-sxm, count: 8, expert_parallel: 8}\n"
+    )
+    code, out, _ = run_cli("lint", str(spec))
+    assert code == 1
+    assert "GP023" in out and "serving only" in out
+
+
+def test_estimate_prints_engine_bands_and_the_single_request_ttft(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.format(model="llama-3.1-8b", extra="  engine: sglang\n", count=1, tp=1, hw=""))
+    code, out, _ = run_cli("estimate", str(spec))
+    assert code == 0
+    assert "SGLang" in out and "(alone" in out and "output tokens/s" in out
+    for metric in ("ttft", "tpot", "tokens_per_s"):
+        if metric in CALIBRATION.bands:
+            assert CALIBRATION.bands[metric].describe() in out
+    code, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    assert code == 0
+    assert '"engine": "sglang"' in out and '"ttft_single_ms"' in out and '"speed_bands"' in out
+
+
+def test_calibrated_analysis_uses_the_engine_the_spec_names():
+    base = lint().analysis.spec
+    vllm = analyse(base, calibration=CALIBRATION).serve
+    assert vllm is not None and vllm.speed.engine == "vllm"
+    assert set(CALIBRATION.engines) == {"vllm", "sglang", "trtllm", "lmdeploy", "generic"}

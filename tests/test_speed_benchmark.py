@@ -1,0 +1,98 @@
+"""The speed benchmark's data and mapping: every published record is a spec or a stated reason."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import speed_accuracy
+
+DATA = yaml.safe_load(speed_accuracy.DATA.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def records():
+    return {record.id: record for record in speed_accuracy.load_records()}
+
+
+def test_every_record_keeps_its_source_and_is_a_spec_or_a_reason():
+    entries = DATA["serving"] + DATA["training"]
+    assert len({entry["id"] for entry in entries}) == len(entries)
+    for entry in entries:
+        assert {"repo", "path", "commit", "section"} <= set(entry["source"]), entry["id"]
+        if "unexpressible" in entry:
+            assert len(entry["unexpressible"]) > 20 and "spec" not in entry
+        else:
+            assert entry["spec"] and entry["measured"], entry["id"]
+            for figure in entry["measured"].values():
+                assert figure["value"] > 0 and figure["statistic"], entry["id"]
+
+
+def test_the_data_does_not_point_outside_the_repository():
+    text = speed_accuracy.DATA.read_text(encoding="utf-8")
+    assert "../shared" not in text and "/work/" not in text
+
+
+def test_trtllm_bench_chooses_batch_and_budget_as_its_tuning_heuristic():
+    # tensorrt_llm/bench/build/tuning.py finetune_setting: 1,000 requests fit -> raw batch 1,000, rounded up to
+    # a multiple of 128 = 1,024; tokens 1,000 x (1 + 128/128) = 2,000 -> at least 2,048.
+    assert speed_accuracy.trtllm_bench_settings(1000, 128, 128) == (1024, 2048)
+    # 100 fit at 5,000/500: batch max(64, 32 x ceil(100/32)) = 128; tokens 100 x 11 = 1,100 -> 2,048.
+    assert speed_accuracy.trtllm_bench_settings(100, 5000, 500) == (128, 2048)
+    # 5,000 fit: the batch is capped at 4,096; tokens 4,096 x 2 = 8,192, a multiple of 1,024.
+    assert speed_accuracy.trtllm_bench_settings(5000, 1000, 1000) == (4096, 8192)
+
+
+def test_a_single_request_ttft_row_maps_to_its_spec(records):
+    record = records["trtllm-perfmd-ttft-h100-llama7b-tp1-2048"]
+    serve = record.spec.serve
+    assert record.spec.model.label == "llama-2-7b"
+    assert (serve.context, serve.output_tokens, serve.concurrency, serve.batching) == (2049, 1, 1, "static")
+    assert (serve.quantization, serve.kv_cache_dtype, serve.engine) == ("fp8", "fp8", "trtllm")
+    assert record.measured["ttft_ms"]["value"] == 36
+
+
+def test_a_throughput_row_takes_trtllm_bench_settings_from_the_kv_capacity(records):
+    record = records["trtllm-v1.0-llama-3.1-8b-h100-tp1-fp8-1000-1000"]
+    serve = record.spec.serve
+    assert record.load.startswith("trtllm-bench")
+    assert serve.concurrency == serve.max_sequences and serve.concurrency % 128 == 0
+    assert serve.max_batched_tokens >= 2048 and serve.memory_utilization == 0.95
+
+
+def test_derived_figures_keep_their_arithmetic(records):
+    # The vLLM post publishes a fitted line: 6.58 ms + 2.37e-5 ms x context, read at 2,048 + 128 tokens.
+    line = records["vllm-blog-fp8kv-fit-llama-3.1-8b-h100-kvfp8-at-2048"]
+    assert line.measured["tpot_ms"]["value"] == pytest.approx(6.58 + 2.37e-5 * 2176, abs=1e-3)
+    # LMDeploy's request-throughput row: output 3,387.419 / 14.556 req/s = 233 tokens per request, input
+    # (6,981.159 - 3,387.419) / 14.556 = 247.
+    sharegpt = records["lmdeploy-v0.2.0-reqthroughput-a100-llama2-7b-tp1-maxbs256"].spec.serve
+    assert (sharegpt.output_tokens, sharegpt.full_prompt) == (233, 247)
+
+
+def test_unexpressible_records_are_listed_with_reasons(records):
+    missing = {rid: r.reason for rid, r in records.items() if r.spec is None}
+    assert "context parallelism" in missing["torchtitan-2412-t2-llama3.1-8b-cp2-s65536"]
+    assert "MXFP4" in missing["vllm-blog-fp8kv-gpt-oss-20b-h100-c8-20k-2k-kvfp8skip-sw"]
+    assert all(reason for reason in missing.values())
+
+
+def test_held_out_halves_split_sources_of_both_kinds(records):
+    first, second = speed_accuracy.halves(list(records.values()))
+    assert not first & second
+    for half in (first, second):
+        kinds = {r.kind for r in records.values() if r.source in half and r.spec is not None}
+        assert kinds == {"serving", "training"}
+
+
+def test_summary_statistics_by_hand():
+    # Errors -30%, -10%, 0%, +20%, +40%: median |error| 20%, signed median 0%, 3 of 5 within +-20%.
+    summary = speed_accuracy.summarise([-0.3, -0.1, 0.0, 0.2, 0.4])
+    assert (summary.median_abs, summary.signed_median, summary.within_20, summary.worst) == (0.2, 0.0, 0.6, 0.4)
+    band = speed_accuracy.band("tpot_ms", [-0.3, -0.1, 0.0, 0.2, 0.4], share=0.8)
+    assert (band.within, band.records, band.metric) == (0.3, 5, "tpot")

@@ -1,0 +1,582 @@
+"""gpuplan verify: the term table, the comparison arithmetic, end to end on written excerpts, properties."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from conftest import run_cli
+from evidence_samples import GIB, RankMemory, VllmRun, torch_memory_json, vllm_failed_start, vllm_log
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from gpuplan.catalog import get_model
+from gpuplan.config import default_settings
+from gpuplan.evidence.model import (
+    BYTES,
+    CUDA_GRAPHS,
+    KV_POOL,
+    KV_TOKENS,
+    MAX_CONCURRENCY,
+    NON_TORCH,
+    PEAK_ALLOCATED,
+    PEAK_RESERVED,
+    SEQUENCES,
+    TOKENS,
+    TORCH_PEAK,
+    WEIGHTS,
+    Evidence,
+    Measurement,
+    Setting,
+)
+from gpuplan.linter import lint_bytes
+from gpuplan.verify.compare import OVER, UNDER, WITHIN, classify, verify_run
+from gpuplan.verify.terms import SERVE_NOT_MEASURED, SERVE_ROWS, USAGE, serve_estimate_terms
+
+SERVE_SPEC = """\
+version: 1
+name: chat-8b
+model:
+  id: llama-3.1-8b
+serve:
+  context: 8192
+  concurrency: 32
+  kv_cache_dtype: auto
+  memory_utilization: 0.95
+  hardware: {gpu: h100-sxm, count: 1}
+"""
+LOG_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+LOG_QUANTIZATION = {"none": "None", "fp8": "fp8", "int8": "compressed-tensors", "int4-awq": "awq_marlin"}
+
+
+# The engine reports 167,936 tokens = 20.5 x 8,192: room for 20.50 sequences, not the declared 32.
+SHORT_POOL = VllmRun(
+    ranks={"": RankMemory(weights=14.99, torch_peak=1.89, non_torch=0.25, graphs=0.91, kv_pool=20.5)},
+    kv_tokens=167_936,
+    concurrency=20.5,
+)
+
+
+def log_file(tmp_path, text: str):
+    path = tmp_path / "vllm.log"
+    path.write_text(text)
+    return path
+
+
+def analysis_of(text: str, name: str = "spec.yaml"):
+    result = lint_bytes(name, text.encode())
+    assert result.analysis is not None, [f.message for f in result.findings]
+    return result
+
+
+def equal_run(result, scale: float = 1.0) -> VllmRun:
+    """The vLLM log of an engine that allocated exactly what the estimate says (usage terms x ``scale``)."""
+    estimate = result.analysis.serve
+    terms = serve_estimate_terms(estimate)
+    setup, job = estimate.setup, estimate.job
+    memory = RankMemory(
+        weights=terms["weights"] * scale / GIB,
+        torch_peak=terms["activations"] * scale / GIB,
+        non_torch=terms["runtime"] * scale / GIB,
+        graphs=0.0,
+        kv_pool=terms["kv_pool"] / GIB,
+        requested=estimate.memory.budget / GIB,
+        total=estimate.gpu.usable_bytes / GIB,
+    )
+    ranks = (
+        {"": memory}
+        if setup.tensor_parallel * setup.pipeline_parallel == 1
+        else {
+            f"PP{stage}_TP{rank}" if setup.pipeline_parallel > 1 else f"TP{rank}": memory
+            for stage in range(setup.pipeline_parallel)
+            for rank in range(setup.tensor_parallel)
+        }
+    )
+    spec = result.analysis.spec
+    return VllmRun(
+        ranks=ranks,
+        kv_tokens=int(terms["kv_tokens"]),
+        concurrency=terms["max_concurrency"],
+        max_model_len=job.context,
+        tp=setup.tensor_parallel,
+        pp=setup.pipeline_parallel,
+        dtype=LOG_NAMES[spec.model.dtype],
+        kv_cache_dtype=LOG_NAMES.get(job.kv_cache_dtype, job.kv_cache_dtype),
+        quantization=LOG_QUANTIZATION[job.quantization],
+        utilization=job.memory_utilization,
+        model=get_model(spec.model.label).hf_ids[0],  # the log names the checkpoint the spec's catalog id is
+    )
+
+
+def verify_text(result, log: str, tmp_path, tolerance: float = 10.0):
+    from gpuplan.evidence.read import read_evidence
+
+    path = tmp_path / "run.log"
+    path.write_text(log)
+    evidence = read_evidence(str(path))
+    return verify_run(result.analysis, result.document, evidence, default_settings(), tolerance)
+
+
+def codes(run) -> list[str]:
+    return [finding.code for finding in run.findings]
+
+
+# -- the table and the arithmetic ----------------------------------------------------------------
+
+
+def test_every_serving_breakdown_key_is_mapped_exactly_once():
+    """Adapting to a refined estimate is a change to the table: this fails until the table knows each key."""
+    with_tenant = SERVE_SPEC + "  tenants:\n    - {name: small, model: {id: llama-3.2-1b}, concurrency: 4}\n"
+    for text in (SERVE_SPEC, with_tenant):
+        breakdown = analysis_of(text).analysis.serve.memory.breakdown
+        for key in breakdown:
+            rows = [row for row in SERVE_ROWS if row.direction == USAGE and key in row.estimate]
+            assert len(rows) + (key in SERVE_NOT_MEASURED) == 1, key
+    for row in SERVE_ROWS:
+        terms = serve_estimate_terms(analysis_of(SERVE_SPEC).analysis.serve)
+        assert all(name in terms for name in row.estimate), row.name
+
+
+@pytest.mark.parametrize(
+    "estimate, measured, resolution, expected",
+    [
+        # allowed = 10% x 10 GiB + 0.005 GiB = 1.005 GiB
+        (10.0, 11.0, 0.005, WITHIN),
+        (10.0, 11.01, 0.005, OVER),
+        (10.0, 8.996, 0.005, WITHIN),  # 1.004 below: within 1.005
+        (10.0, 8.996, 0.0, UNDER),  # without the rounding allowance: 1.004 > 1.0
+        (10.0, 8.99, 0.005, UNDER),  # 1.01 > 1.005
+        (0.25, 0.27, 0.005, WITHIN),  # 0.02 <= 0.025 + 0.005
+        (0.25, 0.29, 0.005, OVER),  # 0.04 > 0.03
+    ],
+)
+def test_classification_boundaries_by_hand(estimate, measured, resolution, expected):
+    assert classify(estimate * GIB, measured * GIB, resolution * GIB, 0.10) == expected
+
+
+def synthetic(job: str, measurements: dict[str, tuple[str, float]], settings: dict[str, object]) -> Evidence:
+    units = {KV_TOKENS: TOKENS, MAX_CONCURRENCY: SEQUENCES}
+    return Evidence(
+        path="synthetic",
+        kind="vllm" if job == "serve" else "torch-memory",
+        job=job,
+        engine="synthetic",
+        settings={name: Setting(name, value, 1) for name, value in settings.items()},
+        measurements={
+            term: Measurement(term, units.get(term, BYTES), ((rank, value),), 0.0, 1, term)
+            for term, (rank, value) in measurements.items()
+        },
+    )
+
+
+def serve_evidence_equal_to(result, scale: float = 1.0) -> Evidence:
+    estimate = result.analysis.serve
+    terms = serve_estimate_terms(estimate)
+    job, spec = estimate.job, result.analysis.spec
+    usage = {WEIGHTS: "weights", TORCH_PEAK: "activations", NON_TORCH: "runtime"}
+    measured = {term: ("0", terms[key] * scale) for term, key in usage.items()}
+    measured |= {CUDA_GRAPHS: ("0", 0.0), KV_POOL: ("0", terms["kv_pool"])}
+    measured |= {KV_TOKENS: ("0", terms["kv_tokens"]), MAX_CONCURRENCY: ("0", terms["max_concurrency"])}
+    return synthetic(
+        "serve",
+        measured,
+        {
+            "max_model_len": job.context,
+            "concurrency_context": job.context,
+            "tensor_parallel": estimate.setup.tensor_parallel,
+            "pipeline_parallel": estimate.setup.pipeline_parallel,
+            "dtype": spec.model.dtype,
+            "kv_cache_dtype": job.kv_cache_dtype,
+            "quantization": job.quantization,
+            "memory_utilization": job.memory_utilization,
+        },
+    )
+
+
+# -- end to end on the command line -----------------------------------------------------------------
+
+
+def test_estimate_and_log_agree_exit_0(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    log = log_file(tmp_path, vllm_log(equal_run(analysis_of(SERVE_SPEC))))
+    code, out, err = run_cli("verify", str(spec), "--run", str(log))
+    assert (code, err) == (0, "")
+    assert "compared with the spec's estimate; tolerance 10%" in out
+    assert out.rstrip().endswith("passed: 0 errors, 0 warnings, 0 info in 1 run")
+    assert " over" not in out and " under" not in out
+
+
+def test_kv_pool_below_the_declared_concurrency_is_gp803_exit_1(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    log = log_file(tmp_path, vllm_log(SHORT_POOL))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "json")
+    assert code == 1
+    document = json.loads(out)
+    findings = document["runs"][0]["findings"]
+    gp803 = [f for f in findings if f["code"] == "GP803"]
+    assert len(gp803) == 1 and gp803[0]["severity"] == "error"
+    assert (gp803[0]["line"], gp803[0]["col"]) == (7, 16)  # `concurrency: 32` is line 7, its value at column 16
+    assert gp803[0]["message"].startswith("the engine holds 20.50 sequences of 8,192 tokens")
+    assert "requests beyond 20 wait" in gp803[0]["message"]
+
+
+def test_capacity_is_derived_from_kv_tokens_when_the_log_ran_another_context(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    # max_model_len 4096 (GP802); 98,304 KV tokens / the spec's 8,192 = 12.00 sequences < 32.
+    run = VllmRun(
+        ranks={"": RankMemory(weights=14.99, torch_peak=1.89, non_torch=0.25, graphs=0.91, kv_pool=12.0)},
+        kv_tokens=98_304,
+        concurrency=24.0,
+        max_model_len=4096,
+    )
+    log = log_file(tmp_path, vllm_log(run))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log))
+    assert code == 1
+    assert "GP803 [error] the engine holds 12.00 sequences of 8,192 tokens (98,304 KV tokens / 8,192" in out
+    assert "spec.yaml:6:12: GP802 [error] the run used max_model_len 4096" in out
+    assert "compared with the estimate recomputed at the run's settings" in out
+
+
+def test_settings_mismatch_points_at_the_specs_line(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    run = replace(equal_run(analysis_of(SERVE_SPEC)), kv_cache_dtype="fp8", utilization=0.9)
+    log = log_file(tmp_path, vllm_log(run))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "json")
+    assert code == 1
+    gp802 = {f["pointer"]: f for f in json.loads(out)["runs"][0]["findings"] if f["code"] == "GP802"}
+    assert set(gp802) == {"/serve/kv_cache_dtype", "/serve/memory_utilization"}
+    assert (gp802["/serve/kv_cache_dtype"]["line"], gp802["/serve/kv_cache_dtype"]["col"]) == (8, 19)
+    assert gp802["/serve/kv_cache_dtype"]["message"].startswith("the run used kv_cache_dtype fp8 (")
+    assert (gp802["/serve/memory_utilization"]["line"], gp802["/serve/memory_utilization"]["col"]) == (9, 23)
+    settings = {s["setting"]: s for s in json.loads(out)["runs"][0]["settings"]}
+    assert settings["kv_cache_dtype"]["matches"] is False and settings["max_model_len"]["matches"] is True
+
+
+def test_a_default_the_spec_does_not_write_is_reported_at_its_section(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC.replace("  memory_utilization: 0.95\n", ""))
+    log = log_file(tmp_path, vllm_log(equal_run(analysis_of(SERVE_SPEC))))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log))
+    assert code == 1
+    assert "spec.yaml:5:1: GP802 [error] the run used gpu_memory_utilization 0.95" in out
+    assert "the spec declares serve.memory_utilization 0.9 (its default)" in out
+
+
+def test_json_gives_estimate_measured_delta_and_ratio_per_term(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    run = equal_run(analysis_of(SERVE_SPEC))
+    log = log_file(tmp_path, vllm_log(run))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "json")
+    document = json.loads(out)
+    assert code == 0 and document["format_version"] == 1 and document["tolerance_pct"] == 10
+    assert document["summary"] == {
+        "runs": 1,
+        "errors": 0,
+        "warnings": 0,
+        "infos": 0,
+        "fail_on": "error",
+        "exit_code": 0,
+    }
+    terms = {t["term"]: t for t in document["runs"][0]["terms"]}
+    assert set(terms) == {row.name for row in SERVE_ROWS} | {"non-KV total"}
+    weights = terms["weights"]
+    assert weights["measured"] == round(run.ranks[""].weights, 2) * GIB
+    assert weights["delta"] == pytest.approx(weights["measured"] - weights["estimate"])
+    assert weights["ratio"] == pytest.approx(weights["measured"] / weights["estimate"], abs=1e-6)
+    assert weights["per_rank"] == {"0": weights["measured"]} and weights["unit"] == "bytes"
+    assert terms["KV cache tokens"]["measured"] == run.kv_tokens and terms["KV cache tokens"]["unit"] == "tokens"
+    assert document["runs"][0]["evidence"]["kind"] == "vllm" and document["runs"][0]["basis"] == "spec"
+
+
+def test_markdown_is_a_pull_request_comment(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    log = tmp_path / "a|b.log"
+    log.write_text(vllm_log(equal_run(analysis_of(SERVE_SPEC))))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "markdown")
+    assert code == 0
+    assert out.startswith("## gpuplan verify: ")
+    assert "| term | estimate | measured | delta | ratio | status |" in out
+    assert "a\\|b.log" in out  # a file name cannot break the table
+
+
+def test_failed_start_is_gp804_with_its_cause(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    cause = "ValueError: No available memory for the cache blocks."
+    log = log_file(tmp_path, vllm_failed_start(equal_run(analysis_of(SERVE_SPEC)), cause))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log))
+    assert code == 1
+    assert (
+        "spec.yaml:5:1: GP804 [error] the run failed to start: ValueError: No available memory for the cache blocks."
+        in out
+    )
+    assert "hint: out of memory: the terms above show which part the estimate missed" in out
+
+
+def test_truncated_log_is_a_gp805_warning(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    log = log_file(tmp_path, vllm_log(equal_run(analysis_of(SERVE_SPEC)), stop_after_loading=True))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log))
+    assert code == 0
+    assert "GP805 [warning]" in out and "not in the evidence: 'Available KV cache memory'" in out
+    assert run_cli("verify", str(spec), "--run", str(log), "--fail-on", "warning")[0] == 1
+
+
+def test_more_memory_than_estimated_is_gp801_a_warning_while_headroom_remains(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    run = equal_run(analysis_of(SERVE_SPEC))
+    memory = run.ranks[""]
+    # Activations 1.5x the estimate; the pool still holds the declared 32 x 8,192 tokens with room to spare.
+    run = replace(run, ranks={"": replace(memory, torch_peak=memory.torch_peak * 1.5)})
+    log = log_file(tmp_path, vllm_log(run))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log))
+    assert code == 0
+    assert "spec.yaml:10:19: GP801 [warning] activations: the run used" in out and "(+50%; tolerance 10%)" in out
+    relaxed = tmp_path / ".gpuplan.yaml"
+    relaxed.write_text("thresholds: {verify_tolerance_pct: 60}\n")
+    assert "GP801" not in run_cli("verify", str(spec), "--run", str(log))[1]
+    assert "GP801" not in run_cli("verify", str(spec), "--run", str(log), "--tolerance", "55")[1]
+    relaxed.write_text("severity: {measured-exceeds-estimate: info}\n")
+    assert "GP801 [info]" in run_cli("verify", str(spec), "--run", str(log))[1]
+
+
+def test_gp801_is_an_error_when_the_headroom_is_gone(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC.replace("concurrency: 32", "concurrency: 52"))
+    run = equal_run(analysis_of(SERVE_SPEC))
+    memory = run.ranks[""]
+    # Weights 20% over and a pool that still holds 52 x 8 GiB = 52 GiB plus 2 GiB: under 10% of the budget.
+    run = replace(
+        run,
+        ranks={"": replace(memory, weights=memory.weights * 1.2, kv_pool=54.0)},
+        kv_tokens=442_368,
+        concurrency=54.0,
+    )
+    log = log_file(tmp_path, vllm_log(run))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log))
+    assert code == 1
+    assert "GP801 [error] weights: the run used" in out and "and the headroom is gone" in out
+    assert "GP803" not in out  # 54.00 sequences fit: capacity is not below the declared 52
+
+
+def test_training_run_against_a_finetune_spec(tmp_path, write_spec):
+    text = """\
+version: 1
+name: lora-8b
+model: {id: llama-3.1-8b}
+finetune:
+  method: lora
+  precision: bf16
+  micro_batch: 2
+  seq_len: 4096
+  hardware: {gpu: h100-sxm, count: 1}
+"""
+    spec = write_spec(text)
+    estimate = analysis_of(text).analysis.finetune
+    usable = estimate.gpu.usable_bytes
+    stats = tmp_path / "stats.json"
+    # The run used micro_batch 4 (GP802) and peaked 0.5 GiB under the GPU's memory: no room for another micro-batch.
+    stats.write_text(
+        torch_memory_json(usable - GIB, usable - GIB // 2, total_memory=usable, run={"micro_batch": 4, "seq_len": 4096})
+    )
+    code, out, _ = run_cli("verify", str(spec), "--run", str(stats))
+    assert code == 1
+    assert "spec.yaml:7:16: GP802 [error] the run used micro_batch 4" in out
+    assert "one micro-batch more (micro_batch 5) adds about" in out
+    assert "one batch-size step from out-of-memory" in out
+
+
+def test_evidence_for_a_job_the_spec_does_not_have_is_exit_2(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    stats = tmp_path / "stats.json"
+    stats.write_text(torch_memory_json(10 * GIB, 11 * GIB))
+    code, _, err = run_cli("verify", str(spec), "--run", str(stats))
+    assert code == 2 and "has no finetune: section" in err
+
+
+def test_a_spec_that_cannot_be_estimated_is_exit_2_with_its_problems(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC.replace("llama-3.1-8b", "llama-9"))
+    log = log_file(tmp_path, "x\n")
+    code, out, err = run_cli("verify", str(spec), "--run", str(log))
+    assert (code, out) == (2, "")
+    assert (
+        "GP020 [error] unknown model 'llama-9'" in err
+        and "cannot be verified until the problems above are fixed" in err
+    )
+
+
+def test_unreadable_evidence_is_exit_2(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    code, out, err = run_cli("verify", str(spec), "--run", str(tmp_path / "absent.log"))
+    assert (code, out) == (2, "") and "cannot read run evidence" in err
+    code, _, err = run_cli("verify", str(spec), "--run", "/dev/null")
+    assert code == 2 and "not a regular file (a character device)" in err
+
+
+def test_explain_documents_the_verify_codes():
+    for code, name in (
+        ("GP801", "measured-exceeds-estimate"),
+        ("GP802", "run-settings-differ"),
+        ("GP803", "measured-capacity-below-declared"),
+    ):
+        exit_code, out, _ = run_cli("explain", code)
+        assert exit_code == 0 and out.startswith(f"{code} {name} (verify, default severity")
+
+
+def test_report_gains_a_verified_section(tmp_path, write_spec):
+    spec = write_spec(SERVE_SPEC)
+    log = log_file(tmp_path, vllm_log(SHORT_POOL))
+    code, plain, _ = run_cli("report", str(spec))
+    assert code == 0 and "Verified against a run" not in plain
+    code, out, _ = run_cli("report", str(spec), "--run", str(log))
+    assert code == 1  # the verify error counts, as in the findings table
+    assert "<summary>Verified against a run (1)</summary>" in out and "| KV cache tokens |" in out
+    assert "| GP803 |" in out
+
+
+# -- properties ---------------------------------------------------------------------------------------
+
+serve_specs = st.builds(
+    lambda model, gpu, tp, pp, context, concurrency, kv, quantization, utilization: (
+        f"""\
+version: 1
+name: property
+model: {{id: {model}}}
+serve:
+  context: {context}
+  concurrency: {concurrency}
+  kv_cache_dtype: {kv}
+  quantization: {quantization}
+  memory_utilization: {utilization}
+  hardware: {{gpu: {gpu}, count: {tp * pp}, tensor_parallel: {tp}, pipeline_parallel: {pp}}}
+"""
+    ),
+    # dense GQA, MoE, MLA, sliding windows (alternating and all-layer), tied embeddings, multi-head
+    st.sampled_from(
+        ["llama-3.1-8b", "mixtral-8x7b", "deepseek-v3", "gemma-2-9b", "mistral-7b-v0.1", "llama-3.2-1b", "llama-2-7b"]
+    ),
+    st.sampled_from(["h100-sxm", "h200-sxm", "a100-sxm-80gb", "l40s", "b200-hgx"]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2]),
+    st.sampled_from([2048, 4096, 8192, 32768]),
+    st.integers(1, 256),
+    st.sampled_from(["auto", "fp8"]),
+    st.sampled_from(["none", "fp8", "int8", "int4-awq"]),
+    st.sampled_from([0.85, 0.9, 0.95]),
+)
+
+
+def _startable(result) -> bool:
+    serve = result.analysis.serve
+    return serve.memory.kv_available > serve.memory.kv_bytes_per_sequence  # vLLM refuses to start otherwise
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+@given(serve_specs)
+def test_a_run_equal_to_the_estimate_has_no_findings_but_the_capacity_one_it_predicts(text):
+    result = analysis_of(text)
+    assume(_startable(result))
+    run = verify_run(result.analysis, result.document, serve_evidence_equal_to(result), default_settings(), 10.0)
+    estimate = result.analysis.serve
+    capacity = serve_estimate_terms(estimate)["max_concurrency"]
+    assert codes(run) == (["GP803"] if capacity < estimate.job.concurrency else [])
+    assert all(term.status == WITHIN for term in run.terms)
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+@given(serve_specs)
+def test_the_same_through_a_written_log_rounded_as_vllm_prints_it(tmp_path_factory, text):
+    result = analysis_of(text)
+    assume(_startable(result))
+    run = verify_text(result, vllm_log(equal_run(result)), tmp_path_factory.mktemp("log"))
+    estimate = result.analysis.serve
+    printed = round(serve_estimate_terms(estimate)["max_concurrency"], 2)
+    assert [c for c in codes(run) if c != "GP803"] == []
+    assert ("GP803" in codes(run)) == (printed < estimate.job.concurrency)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.filter_too_much])
+@given(serve_specs, st.floats(1.101, 3.0))
+def test_scaling_every_measured_term_beyond_the_tolerance_yields_gp801(text, scale):
+    result = analysis_of(text)
+    assume(_startable(result))
+    run = verify_run(result.analysis, result.document, serve_evidence_equal_to(result, scale), default_settings(), 10.0)
+    over = {f.message.split(":")[0] for f in run.findings if f.code == "GP801"}
+    usage = {
+        term.name for term in run.terms if term.direction == USAGE and term.estimate and term.name != "non-KV total"
+    }
+    assert over == usage and over
+
+
+finetune_specs = st.builds(
+    lambda model, method, precision, batch, seq, accumulation, checkpointing, fused, layout: (
+        f"""\
+version: 1
+name: property
+model: {{id: {model}}}
+finetune:
+  method: {method}
+  precision: {precision}
+  micro_batch: {batch}
+  seq_len: {seq}
+  gradient_accumulation: {accumulation}
+  activation_checkpointing: {str(checkpointing).lower()}
+  fused_loss: {str(fused).lower()}
+  {layout}
+"""
+    ),
+    st.sampled_from(["llama-3.2-1b", "llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "qwen2.5-7b"]),
+    st.sampled_from(["full", "lora", "qlora"]),
+    st.sampled_from(["bf16", "bf16-mixed"]),
+    st.integers(1, 8),
+    st.sampled_from([512, 2048, 8192]),
+    st.integers(1, 16),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(
+        [
+            "hardware: {gpu: h100-sxm, count: 1}",
+            "sharding: zero3\n  hardware: {gpu: h100-sxm, count: 8}",
+            "hardware: {gpu: h200-sxm, count: 4, tensor_parallel: 2, pipeline_parallel: 2}",
+        ]
+    ),
+)
+
+
+@settings(max_examples=40)
+@given(finetune_specs, st.one_of(st.just(1.0), st.floats(0.5, 1.099), st.floats(1.101, 3.0)))
+def test_training_runs_equal_to_or_scaled_from_the_estimate(text, scale):
+    """Equal (or lower) peaks: no findings; both peaks beyond the 10% tolerance: GP801 for each."""
+    result = analysis_of(text)
+    estimate = result.analysis.finetune
+    evidence = synthetic(
+        "finetune",
+        {
+            PEAK_ALLOCATED: ("rank 0", estimate.memory.tensor_peak * scale),
+            PEAK_RESERVED: ("rank 0", estimate.memory.per_gpu * scale),
+        },
+        {},
+    )
+    run = verify_run(result.analysis, result.document, evidence, default_settings(), 10.0)
+    expected = ["GP801", "GP801"] if scale > 1.1 else []
+    assert codes(run) == expected
+
+
+def test_lint_loads_no_evidence_reader_and_verify_no_report_machinery(tmp_path, write_spec):
+    """lint is a pre-commit hook: verify's readers stay out of it; verify itself renders without Jinja."""
+    import subprocess
+    import sys
+
+    spec = write_spec(SERVE_SPEC)
+    log = log_file(tmp_path, vllm_log(SHORT_POOL))
+    probe = (
+        "import sys\n"
+        "from gpuplan.cli import cli\n"
+        "try:\n    cli(sys.argv[1:])\nexcept SystemExit as exit:\n    print('EXIT', exit.code)\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith(('gpuplan.verify', 'gpuplan.evidence.', "
+        "'jinja2', 'weasyprint')) and m != 'gpuplan.evidence.model'))\n"
+    )
+    lint = subprocess.run([sys.executable, "-c", probe, "lint", str(spec)], capture_output=True, text=True).stdout
+    assert "EXIT 0" in lint and "LOADED []" in lint
+    verify = subprocess.run(
+        [sys.executable, "-c", probe, "verify", str(spec), "--run", str(log)], capture_output=True, text=True
+    ).stdout
+    assert "EXIT 1" in verify and "'gpuplan.evidence.vllm'" in verify and "jinja2" not in verify
