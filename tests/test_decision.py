@@ -186,3 +186,43 @@ def test_verdict_ranks_order_the_answers():
     decision = decide(result, Severity.ERROR)
     assert decision.verdict is Verdict.REJECT and [f.code for f in decision.deciding] == ["GP301"]
     assert decision.reason.startswith("The declared deployment does not fit on one GPU and declares no parallelism:")
+
+
+def test_a_cheaper_sound_layout_is_approve_with_changes_quoting_the_planner(tmp_path: Path):
+    result = lint_path(str(EXAMPLES / "serve-llama-70b.yaml"))
+    decision = decide(result, Severity.ERROR)
+    # GP507 is a warning: exit 0, but the declared 4 x h100-sxm is not the layout to sign.
+    assert decision.exit_code == 0 and decision.verdict is Verdict.APPROVE_WITH_CHANGES
+    (change,) = decision.changes
+    assert (change.job, change.layout, change.cost) == ("serve", "2 x h200-sxm, tensor_parallel 2", "6,636 USD/month")
+    # 4 x 4.12 x 730 = 12,030.4 a month declared; 2 x 4.545 x 730 = 6,635.7 recommended: 5,394.7 saved.
+    assert change.saving == pytest.approx(5394.7, abs=0.05) and change.saving_unit == "month"
+    assert change.fragment == "serve: {hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}"
+    assert decision.reason == (
+        "The declared layout works, but a sound layout costs less (GP507); the planner recommends serving on "
+        "2 x h200-sxm, tensor_parallel 2 (6,636 USD/month), saving 5,395 USD a month."
+    )
+    # The same spec with GP507 switched off is approved as declared, and the report says which rule is off.
+    spec = tmp_path / "serve.yaml"
+    shutil.copy(EXAMPLES / "serve-llama-70b.yaml", spec)
+    (tmp_path / ".gpuplan.yaml").write_text("ignore: [GP507]\n")
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 0 and verdict_line(out) == "## APPROVE: support-assistant-70b"
+    assert "| Rules ignored | GP507 |" in out and "**Rules ignored by configuration.** GP507 did not run" in out
+
+
+def test_a_rejected_plan_requests_no_amount_and_names_the_way_forward():
+    code, out, _ = run_cli("report", str(EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml"))
+    assert code == 1 and verdict_line(out) == "## REJECT: fit-70b-on-one-h100"
+    # 1 x h100-sxm x 4.12 x 730 = 3,007.6, so 3,008 a month and 36,096 over 12 months: said, never requested.
+    assert out.splitlines()[2].startswith(
+        "**Amount requested:** none: the declared plan is rejected (as declared it would cost 36,096 USD over "
+        "12 months: serving 3,008 USD a month x 12)"
+    )
+    # No saving is claimed against a layout that does not fit; the recommendation is stated with its cost.
+    assert "**Saving available:**" not in out.splitlines()[2]
+    assert (
+        "| Saving available | n/a: the declared layout breaks memory; 1 x b200-hgx meets every constraint for "
+        "5,103 USD/month |" in out
+    )
+    assert "| Recommended layout | serving: 1 x b200-hgx |" in out

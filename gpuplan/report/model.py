@@ -334,11 +334,16 @@ def _saving_text(plan: JobPlan, currency: str, term_months: int) -> str:
 def _speed_bands(estimates: list[Any]) -> str:
     lines = []
     for estimate in estimates:
-        for name, band in estimate.bands.items():
-            lines.append(f"{SPEED_NAMES.get(name, name)} ±{band.within:.0%} ({band.describe()})")
+        job = "serving" if isinstance(estimate, ServeEstimate) else "fine-tuning"
+        bands = [
+            f"{SPEED_NAMES.get(name, name)} ±{band.within:.0%} ({band.share:.0%} of {band.records} records)"
+            for name, band in estimate.bands.items()
+        ]
+        if bands:
+            lines.append(f"{job} speed, calibration: {', '.join(bands)}")
     if not lines:
         return "speed: no calibrated error band"
-    return "speed " + "; ".join(lines) + "; the sensitivity table shows both ends"
+    return "\n".join(lines) + "\nthe sensitivity table shows both ends"
 
 
 def _acquisition_table(spec: Spec, estimate: Any, currency: str) -> dict[str, Any] | None:
