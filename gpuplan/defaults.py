@@ -23,6 +23,14 @@ def resolve_ref(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return {**target, **{key: value for key, value in node.items() if key != "$ref"}}
 
 
+def property_node(schema: dict[str, Any], *path: str) -> dict[str, Any]:
+    """The schema node of the property at ``path`` (``"budget", "term_months"``), references resolved."""
+    node = resolve_ref(schema, schema)
+    for part in path:
+        node = resolve_ref(schema, node["properties"][part])
+    return node
+
+
 def apply_defaults(data: Any, schema: dict[str, Any]) -> Any:
     """A copy of schema-valid ``data`` with every absent property that has a ``default`` filled in.
 

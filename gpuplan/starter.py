@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog import UnknownNameError, get_gpu, get_model
-from gpuplan.defaults import resolve_ref
+from gpuplan.defaults import property_node
 from gpuplan.errors import GpuplanError
 from gpuplan.validate import load_schema
 from gpuplan.visible import visible
@@ -82,10 +82,7 @@ class _Schema:
         self.schema = load_schema()
 
     def node(self, *path: str) -> dict[str, Any]:
-        node = resolve_ref(self.schema, self.schema)
-        for part in path:
-            node = resolve_ref(self.schema, node["properties"][part])
-        return node
+        return property_node(self.schema, *path)
 
     def description(self, *path: str) -> str:
         return str(self.node(*path).get("description", ""))

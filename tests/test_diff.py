@@ -170,10 +170,13 @@ def test_default_base_is_the_merge_base_and_head_can_be_a_revision(repo: Path):
 
 def test_spec_with_a_syntax_error_on_one_side_is_a_finding(repo: Path):
     change = by_path(diff_git("main", cwd=repo))["specs/broken.yaml"]
-    assert change.verdict_before == "PASS" and change.verdict_after == "FAIL"
+    assert change.verdict_before == "APPROVE" and change.verdict_after == "CANNOT APPROVE"
     # the flow sequence opened on line 3 swallows line 4 and is still open at the end (line 5)
     assert [(f.code, f.line) for f in change.findings_added] == [("GP001", 5)]
     assert change.after.monthly_cost is None  # not estimated: left out of the totals
+    # its serving job is unknown on the new side, not gone: no cost change is claimed for it
+    assert change.figure_pair("serve", "monthly_cost") == (730.0, None)
+    assert change.figure_delta("serve", "monthly_cost") is None
 
 
 def test_git_diff_figures_and_totals(repo: Path):
@@ -226,7 +229,7 @@ def test_cli_guardrails_exit_codes(repo: Path, monkeypatch: pytest.MonkeyPatch):
     assert run_cli("diff", "--git", "main", *quiet, "--max-monthly-increase", "2190")[0] == 0
     assert run_cli("diff", "--git", "main", *quiet, "--max-monthly-increase-pct", "29.9")[0] == 1
     assert run_cli("diff", "--git", "main", *quiet, "--max-monthly-increase-pct", "30")[0] == 0
-    # broken.yaml goes from PASS to FAIL: a worse verdict
+    # broken.yaml goes from APPROVE to CANNOT APPROVE, serve.yaml from APPROVE to APPROVE WITH CHANGES: worse
     assert run_cli("diff", "--git", "main", *quiet, "--fail-on-worse-verdict")[0] == 1
     code, out, _ = run_cli("diff", "--git", "main", "--no-fail-on-new-error", "--max-monthly-increase", "10")
     assert code == 1
@@ -367,19 +370,66 @@ def test_worse_verdict_in_two_files(tmp_path: Path):
     failed.write_text(TOO_MANY)
     (change,) = diff_files(str(clean), str(warned)).changes
     assert (change.verdict_before, change.verdict_after, change.verdict_worsened) == (
-        "PASS",
-        "PASS WITH WARNINGS",
+        "APPROVE",
+        "APPROVE WITH CHANGES",
         True,
     )
+    # the report's own sentence: GP202 (8% free), and the planner's way out
+    assert change.after.reason.startswith("The declared layout is not sound as it stands (GP202): serving leaves 3.4")
     assert [(f.code, f.pointer) for f in change.findings_added] == [("GP202", "/serve/concurrency")]
     assert run_cli("diff", str(clean), str(warned))[0] == 0  # a warning is no new error
-    assert run_cli("diff", str(clean), str(warned), "--fail-on-worse-verdict")[0] == 1
+    code, out, _ = run_cli("diff", str(clean), str(warned), "--fail-on-worse-verdict")
+    assert code == 1
+    assert f"{warned}: verdict worsens from APPROVE to APPROVE WITH CHANGES" in out
     assert run_cli("diff", str(warned), str(clean), "--fail-on-worse-verdict")[0] == 0  # better
     code, out, _ = run_cli("diff", str(warned), str(failed))
     assert code == 1  # GP203 is a new error
     assert "new error GP203" in out
+    code, out, _ = run_cli("diff", str(warned), str(failed), "--no-fail-on-new-error", "--fail-on-worse-verdict")
+    assert code == 1
+    assert f"{failed}: verdict worsens from APPROVE WITH CHANGES to REJECT" in out
     (back,) = diff_files(str(failed), str(warned)).changes
     assert [f.code for f in back.findings_resolved] == ["GP203"]
+    assert (back.verdict_before, back.verdict_after, back.verdict_worsened) == ("REJECT", "APPROVE WITH CHANGES", False)
+
+
+def test_verdict_order_is_the_decision_reports(tmp_path: Path):
+    """REJECT is the worst verdict: a spec that could not be estimated (CANNOT APPROVE) and now does not fit
+    (REJECT) got worse; the way back did not."""
+    broken, failed = tmp_path / "broken.yaml", tmp_path / "failed.yaml"
+    broken.write_text(TOO_MANY.replace("concurrency: 40", "concurrency: [40"))  # a YAML syntax error
+    failed.write_text(TOO_MANY)
+    (change,) = diff_files(str(broken), str(failed)).changes
+    assert (change.verdict_before, change.verdict_after, change.verdict_worsened) == (
+        "CANNOT APPROVE",
+        "REJECT",
+        True,
+    )
+    guard = ("--no-fail-on-new-error", "--fail-on-worse-verdict")
+    assert run_cli("diff", str(broken), str(failed), *guard)[0] == 1
+    assert run_cli("diff", str(failed), str(broken), *guard)[0] == 0
+
+
+def test_verdicts_are_decided_at_the_fail_level_as_the_report_decides(tmp_path: Path):
+    """A spec on the catalog's L40S price: the newest quote is older than 90 days on the test date (GP504,
+    info). Below the fail level it changes nothing (APPROVE); at --fail-on info a price too old to sign
+    against is missing information (CANNOT APPROVE), in the diff as in gpuplan report."""
+    priced, catalog = tmp_path / "priced.yaml", tmp_path / "catalog.yaml"
+    priced.write_text(CLEAN)
+    catalog.write_text(CLEAN.split("budget:")[0])
+    (change,) = diff_files(str(priced), str(catalog)).changes
+    assert [f.code for f in change.findings_added] == ["GP504"]
+    assert (change.verdict_before, change.verdict_after) == ("APPROVE", "APPROVE")
+    assert run_cli("diff", str(priced), str(catalog), "--fail-on-worse-verdict")[0] == 0
+    code, out, _ = run_cli("diff", str(priced), str(catalog), "--fail-on", "info", "--fail-on-worse-verdict")
+    assert code == 1
+    assert f"{catalog}: verdict worsens from APPROVE to CANNOT APPROVE" in out
+    report = run_cli("report", str(catalog), "--fail-on", "info")[1]
+    assert report.startswith("## CANNOT APPROVE: chat")
+    # the configuration's fail-on counts as the flag does (as for gpuplan report)
+    (tmp_path / ".gpuplan.yaml").write_text("fail-on: info\n")
+    assert run_cli("diff", str(priced), str(catalog), "--fail-on-worse-verdict")[0] == 1
+    assert run_cli("diff", str(priced), str(catalog), "--fail-on-worse-verdict", "--fail-on", "error")[0] == 0
 
 
 def test_json_matches_its_schema(repo: Path, tmp_path: Path):
@@ -469,4 +519,24 @@ def test_an_oversized_spec_is_gp003_on_its_side(repo: Path):
     change = by_path(diff_git("main", cwd=repo))["specs/untouched.yaml"]
     assert [f.code for f in change.findings_added] == ["GP003"]
     assert "specs are limited to 1,048,576 bytes" in change.findings_added[0].message
-    assert change.after.jobs == {} and change.verdict_after == "FAIL"
+    assert change.after.jobs == {} and change.verdict_after == "CANNOT APPROVE"
+
+
+def test_term_cost_follows_each_sides_budget_term(tmp_path: Path):
+    """The term is budget.term_months (default 12), per side; the term cost is the amount the report
+    requests: the monthly cost in whole units times the term."""
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(BASE_SERVE)
+    b.write_text(BASE_SERVE + "  term_months: 36\n")  # appended under budget:
+    (change,) = diff_files(str(a), str(b)).changes
+    assert [(f.json_pointer, f.before, f.after) for f in change.fields_changed] == [("/budget/term_months", None, 36)]
+    assert (change.before.term_months, change.after.term_months) == (12, 36)
+    assert change.cost_before("term_cost") == 70_080.0  # 5,840 x 12
+    assert change.cost_after("term_cost") == 210_240.0  # 5,840 x 36
+    assert change.cost_delta("monthly_cost") == 0.0
+    text = run_cli("diff", str(a), str(b))[1]
+    row = next(line for line in text.splitlines() if "Cost over the term" in line)
+    assert row.split() == [
+        *["Cost", "over", "the", "term", "(12", "→", "36", "months)"],
+        *["70,080", "USD", "210,240", "USD", "+140,160", "USD"],
+    ]

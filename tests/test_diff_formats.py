@@ -77,8 +77,8 @@ def test_markdown_is_a_github_comment_with_tables(repo: Path):  # noqa: F811
     first = markdown.splitlines()[0]
     assert first == (
         "**Monthly GPU cost will increase by 2,190 USD (+30%), from 7,300 to 9,490 USD; 4 specs changed "
-        "(1 added, 1 removed), verdicts: 1 PASS → FAIL, 1 PASS → PASS WITH WARNINGS, 1 new PASS; 1 spec without a "
-        "known cost left out of the totals**"
+        "(1 added, 1 removed), verdicts: 1 APPROVE → APPROVE WITH CHANGES, 1 APPROVE → CANNOT APPROVE, 1 new "
+        "APPROVE; 1 spec without a known cost left out of the totals**"
     )
     tables = gfm_tables(markdown)
     overview = tables[0]
@@ -87,7 +87,7 @@ def test_markdown_is_a_github_comment_with_tables(repo: Path):  # noqa: F811
     assert overview[1] == [
         "specs/serve.yaml",
         "modified",
-        "PASS → PASS WITH WARNINGS",
+        "APPROVE → APPROVE WITH CHANGES",
         "5,840 USD",
         "8,760 USD",
         "+2,920 USD",
@@ -145,19 +145,22 @@ def test_github_annotations_sit_on_the_changed_lines(repo: Path):  # noqa: F811
         in lines
     )
     assert (
-        "::warning file=specs/serve.yaml,line=9,title=gpuplan diff::verdict PASS → PASS WITH WARNINGS; "
+        "::warning file=specs/serve.yaml,line=9,title=gpuplan diff::verdict APPROVE → APPROVE WITH CHANGES; "
         "monthly cost +2,920 USD" in lines
     )
     assert any(
         line.startswith("::warning file=specs/serve.yaml,line=9,title=new finding GP507 cheaper-layout-available::")
         for line in lines
     )
-    assert "::warning file=specs/broken.yaml,line=1,title=gpuplan diff::verdict PASS → FAIL; monthly cost n/a" in lines
+    assert (
+        "::warning file=specs/broken.yaml,line=1,title=gpuplan diff::verdict APPROVE → CANNOT APPROVE; "
+        "monthly cost n/a" in lines
+    )
     assert any(
         line.startswith("::error file=specs/broken.yaml,line=5,title=new finding GP001 yaml-syntax::") for line in lines
     )
     assert (
-        "::notice title=gpuplan diff%3A specs/old.yaml removed::verdict removed (was PASS); monthly cost -1,460 USD"
+        "::notice title=gpuplan diff%3A specs/old.yaml removed::verdict removed (was APPROVE); monthly cost -1,460 USD"
         in lines
     )
     assert "::error title=gpuplan diff guardrail::specs/broken.yaml: new error GP001" in lines
@@ -186,7 +189,7 @@ def test_every_format_renders_an_empty_diff(name: str, tmp_path: Path):
 
 
 def test_markdown_diff_imports_no_template_or_pdf_machinery(tmp_path: Path):
-    """A CI comment is rendered without Jinja or WeasyPrint (the lint-speed promise holds for diff too)."""
+    """A CI comment is rendered without Jinja, WeasyPrint or the report package (the decision is its own module)."""
     import subprocess
     import sys
 
@@ -198,9 +201,12 @@ def test_markdown_diff_imports_no_template_or_pdf_machinery(tmp_path: Path):
         "from gpuplan.cli import cli\n"
         f"try:\n    cli(['diff', {str(base)!r}, {str(head)!r}, '--format', 'markdown'])\n"
         "except SystemExit as exit:\n    print('EXIT', exit.code)\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('jinja2', 'weasyprint'))\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('jinja2', 'weasyprint')"
+        " or m.startswith('gpuplan.report'))\n"
         "print('HEAVY', heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    # verdicts come from gpuplan.decision, which needs none of the report's rendering
+    assert "verdicts: 1 APPROVE → APPROVE WITH CHANGES" in out
     assert "**Monthly GPU cost will increase by 2,920 USD (+50%), from 5,840 to 8,760 USD" in out
     assert "EXIT 0" in out and "HEAVY []" in out

@@ -20,6 +20,7 @@ from gpuplan.diff.git import Change, Repository, read_working_file
 from gpuplan.diff.model import DiffResult, Revision, SpecChange, SpecSide, compare, side_from_result
 from gpuplan.discovery import SPEC_SUFFIXES, is_spec_file
 from gpuplan.errors import GpuplanError
+from gpuplan.findings import Severity
 from gpuplan.linter import LintOptions, LintResult, lint_bytes
 from gpuplan.loader import load_bytes
 from gpuplan.run import config_for, lint_options
@@ -30,20 +31,31 @@ class DiffOptions:
     config_path: str | None = None
     use_waivers: bool = True
     today: datetime.date | None = None
+    fail_on: Severity | None = None  # --fail-on: the level verdicts are decided at (default: each spec's config)
+
+
+@dataclass(frozen=True)
+class _Linting:
+    """How one spec is linted and decided: its lint options and the fail level its verdict uses."""
+
+    options: LintOptions
+    fail_on: Severity
 
 
 class _Configs:
-    """The lint options of each spec: ``--config``, else the configuration ``gpuplan lint`` would find for it."""
+    """Each spec's linting: ``--config``, else the configuration ``gpuplan lint`` would find for it."""
 
     def __init__(self, options: DiffOptions) -> None:
         self.options = options
         self.explicit = load_config(Path(options.config_path)) if options.config_path else None
         self.found: dict[Path, Config | ConfigError] = {}
 
-    def lint_options(self, location: Path) -> LintOptions:
+    def linting(self, location: Path) -> _Linting:
         # A removed spec's folder may be gone: the search upward starts there all the same.
         config = self.explicit or config_for(str(location), self.found)
-        return lint_options(config, use_waivers=self.options.use_waivers, today=self.options.today)
+        options = lint_options(config, use_waivers=self.options.use_waivers, today=self.options.today)
+        # As gpuplan lint and report: --fail-on, else the configuration's fail-on, else error.
+        return _Linting(options, self.options.fail_on or config.fail_on or Severity.ERROR)
 
 
 def diff_files(base: str, head: str, options: DiffOptions | None = None) -> DiffResult:
@@ -56,7 +68,7 @@ def diff_files(base: str, head: str, options: DiffOptions | None = None) -> Diff
         if content is None:
             raise GpuplanError(f"cannot read {name}: no such file")
         contents[name] = content
-    lint = configs.lint_options(Path(head))
+    lint = configs.linting(Path(head))
     before = _side(base, contents[base], Path(base), lint)
     after = _side(head, contents[head], Path(head), lint)
     change = compare(head, None, before, after, contents[base] == contents[head])
@@ -102,7 +114,7 @@ def diff_git(
             continue
         path = change.new_path if after_raw is not None else change.old_path
         assert path is not None
-        lint = configs.lint_options(repository.root / path)
+        lint = configs.linting(repository.root / path)
         before = after = None
         if change.old_path and before_raw is not None:
             before = _revision_side(repository, base_commit, change.old_path, before_raw, lint)
@@ -127,16 +139,17 @@ def _spec_content(path: str | None, contents: dict[str, bytes | None]) -> bytes 
     return content if path and content is not None and is_spec_file(path, content) else None
 
 
-def _side(display: str, raw: bytes, location: Path, options: LintOptions) -> SpecSide:
+def _side(display: str, raw: bytes, location: Path, linting: _Linting) -> SpecSide:
     """Lint a spec whose relative paths (model.config) resolve beside ``location`` on disk."""
-    return side_from_result(display, _relabelled(lint_bytes(str(location), raw, options), display))
+    result = lint_bytes(str(location), raw, linting.options)
+    return side_from_result(display, _relabelled(result, display), linting.fail_on)
 
 
-def _revision_side(repository: Repository, commit: str, path: str, raw: bytes, options: LintOptions) -> SpecSide:
+def _revision_side(repository: Repository, commit: str, path: str, raw: bytes, linting: _Linting) -> SpecSide:
     """Lint a spec as stored in ``commit``: files it refers to (model.config) are read from the same commit."""
     references = sorted(set(_referenced_files(path, raw)))
     if not references:
-        return _side(path, raw, repository.root / path, options)
+        return _side(path, raw, repository.root / path, linting)
     blobs = repository.read(commit, references)
     with tempfile.TemporaryDirectory(prefix="gpuplan-diff-") as scratch:
         for reference, content in blobs.items():
@@ -144,7 +157,7 @@ def _revision_side(repository: Repository, commit: str, path: str, raw: bytes, o
                 target = Path(scratch, reference)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(content)
-        return _side(path, raw, Path(scratch, path), options)
+        return _side(path, raw, Path(scratch, path), linting)
 
 
 def _referenced_files(path: str, raw: bytes) -> Iterator[str]:

@@ -63,6 +63,7 @@ def _side(side: SpecSide | None) -> dict[str, Any] | None:
     return {
         "path": side.path,
         "verdict": side.verdict,
+        "reason": side.reason,
         "currency": side.currency,
         "estimated": side.estimated,
         "term_months": side.term_months,

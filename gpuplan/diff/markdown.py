@@ -16,6 +16,7 @@ from gpuplan.diff.present import (
     field_before,
     finding_text,
     ordered,
+    reason_text,
     rows,
     status_text,
     summary_line,
@@ -92,6 +93,7 @@ def _overview_row(change: SpecChange) -> str:
 
 def _section(change: SpecChange) -> list[str]:
     lines = ["", f"### {md(change.path)}", "", f"{md(status_text(change))}; verdict {md(verdict_text(change))}", ""]
+    lines += [md(reason_text(change)), ""]
     lines += ["| | before | after | change |", "|---|---|---|---|"]
     for row in rows(change):
         if row.heading:

@@ -11,17 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplan.analysis import Analysis, to_dict
+from gpuplan.decision import Amount
+from gpuplan.defaults import property_node
 from gpuplan.diff.fields import FieldChange, changed_fields
-from gpuplan.diff.verdict import spec_verdict, worsened
+from gpuplan.diff.verdict import spec_decision, worsened
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.loader import Pointer, Position
+from gpuplan.visible import visible
 
 ADDED, REMOVED, MODIFIED, UNCHANGED = "added", "removed", "modified", "unchanged"
 JOBS = ("finetune", "serve")
-# The term a monthly cost is multiplied over when the spec names none: issue 12's `budget.term_months`
-# default (a one-year commitment, the usual reserved-capacity term).
-DEFAULT_TERM_MONTHS = 12
 COSTS = ("monthly_cost", "run_cost", "term_cost")
 
 Value = str | int | float | bool | None
@@ -70,16 +70,18 @@ def cents(value: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class SpecSide:
-    """One spec at one revision: verdict, costs, per-job figures, active findings and the loaded data."""
+    """One spec at one revision: the decision, costs, per-job figures, active findings and the loaded data."""
 
     path: str
     verdict: str
+    reason: str  # the decision's one sentence (gpuplan report prints the same)
     currency: str
     term_months: int
     monthly_cost: float | None  # 0 without a serving job; None when unpriced or not estimated
     run_cost: float | None  # 0 without a fine-tuning job; None when unpriced, without tokens or not estimated
     jobs: dict[str, dict[str, Value]]
     findings: tuple[Finding, ...]
+    amount: Amount | None = None  # the amount the report requests; None when not estimated
     data: Any = None
     positions: dict[Pointer, Position] = field(default_factory=dict)
 
@@ -89,9 +91,9 @@ class SpecSide:
 
     @property
     def term_cost(self) -> float | None:
-        if self.monthly_cost is None or self.run_cost is None:
-            return None
-        return cents(self.run_cost + self.monthly_cost * self.term_months)
+        """The report's amount requested: the run plus the monthly cost (whole units) times the term."""
+        total = self.amount.total if self.amount is not None else None
+        return cents(total)
 
     def cost(self, key: str) -> float | None:
         value: float | None = getattr(self, key)
@@ -101,34 +103,26 @@ class SpecSide:
         return sum(1 for f in self.findings if f.severity is severity)
 
 
-def side_from_result(path: str, result: LintResult) -> SpecSide:
-    """The figures of one linted spec; a spec that did not resolve has a verdict and findings only."""
+def side_from_result(path: str, result: LintResult, fail_on: Severity) -> SpecSide:
+    """The figures of one linted spec, decided under ``fail_on``; a spec that did not resolve has a
+    decision and findings only."""
     active = tuple(f for f in result.findings if not f.waived)
     document = result.document
     data = document.data if document is not None else None
     positions = document.positions if document is not None else {}
+    decision = spec_decision(result, fail_on)
+    verdict, reason = decision.verdict.value, decision.reason
     analysis: Analysis | None = result.analysis
-    if analysis is None:
-        currency = _declared_currency(data)
-        return SpecSide(
-            path, spec_verdict(result), currency, DEFAULT_TERM_MONTHS, None, None, {}, active, data, positions
-        )
-    term = DEFAULT_TERM_MONTHS
-    jobs = _job_figures(analysis, term)
+    amount = decision.amount
+    if analysis is None or amount is None:
+        currency, term = _declared_budget(data)
+        return SpecSide(path, verdict, reason, currency, term, None, None, {}, active, None, data, positions)
+    jobs = _job_figures(analysis, amount)
     serve, finetune = jobs.get("serve"), jobs.get("finetune")
     monthly = _number(serve["monthly_cost"]) if serve else 0.0
     run = _number(finetune["run_cost"]) if finetune else 0.0
     return SpecSide(
-        path,
-        spec_verdict(result),
-        analysis.spec.budget.currency,
-        term,
-        monthly,
-        run,
-        jobs,
-        active,
-        data,
-        positions,
+        path, verdict, reason, amount.currency, amount.term_months, monthly, run, jobs, active, amount, data, positions
     )
 
 
@@ -136,14 +130,25 @@ def _number(value: Value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _declared_currency(data: Any) -> str:
-    """The currency a spec that did not resolve declares, for grouping it; USD (the schema's default) else."""
+def _declared_budget(data: Any) -> tuple[str, int]:
+    """The currency and term a spec that did not resolve declares (for grouping it), else the schema's defaults."""
+    from gpuplan.validate import load_schema
+
     budget = data.get("budget") if isinstance(data, dict) else None
-    currency = budget.get("currency") if isinstance(budget, dict) else None
-    return currency if isinstance(currency, str) and currency else "USD"
+    declared = budget if isinstance(budget, dict) else {}
+    schema = load_schema()
+    currency, term = declared.get("currency"), declared.get("term_months")
+    if not isinstance(currency, str) or not currency:
+        currency = property_node(schema, "budget", "currency")["default"]
+    term_field = property_node(schema, "budget", "term_months")
+    if not (
+        isinstance(term, int) and not isinstance(term, bool) and term_field["minimum"] <= term <= term_field["maximum"]
+    ):
+        term = int(term_field["default"])
+    return visible(str(currency)), term
 
 
-def _job_figures(analysis: Analysis, term: int) -> dict[str, dict[str, Value]]:
+def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Value]]:
     """Per job: the estimate's documented figures (``gpuplan estimate --format json``) plus layout and term."""
     estimate = to_dict(analysis)
     jobs: dict[str, dict[str, Value]] = {}
@@ -191,7 +196,7 @@ def _job_figures(analysis: Analysis, term: int) -> dict[str, dict[str, Value]]:
             "tokens_per_s": shown["tokens_per_s"],
             "price_per_gpu_hour": shown["price_per_gpu_hour"],
             "monthly_cost": monthly,
-            "term_cost": None if monthly is None else cents(monthly * term),
+            "term_cost": cents(amount.serve_term),
             "cost_per_million_tokens": shown["cost_per_million_tokens"],
         }
     return jobs
@@ -267,15 +272,17 @@ class SpecChange:
         return None if old is None or new is None else cents(new - old)
 
     def figure_pair(self, job: str, key: str) -> tuple[Value, Value]:
-        """A job's figure before and after; a job that appears (disappears) counts its costs from (to) zero."""
+        """A job's figure before and after; a job that appears (disappears) from an estimated side, or with its
+        whole spec, counts its costs from (to) zero."""
         old = self.before.jobs.get(job) if self.before else None
         new = self.after.jobs.get(job) if self.after else None
         old_value = old.get(key) if old else None
         new_value = new.get(key) if new else None
+        # A side without an estimate (a spec that does not load or resolve) has unknown jobs, not none.
         if key in COSTS and (old is None) != (new is None):
-            if old is None and new_value is not None:
+            if old is None and new_value is not None and (self.before is None or self.before.estimated):
                 old_value = 0.0
-            if new is None and old_value is not None:
+            if new is None and old_value is not None and (self.after is None or self.after.estimated):
                 new_value = 0.0
         return old_value, new_value
 

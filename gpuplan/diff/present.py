@@ -17,7 +17,7 @@ from gpuplan.diff.fields import REMOVED as REMOVED_FIELD
 from gpuplan.diff.fields import FieldChange
 from gpuplan.diff.model import ADDED, JOBS, METRICS, REMOVED, DiffResult, Metric, SpecChange, Totals, Value
 from gpuplan.findings import Finding
-from gpuplan.units import GIB, money_decimals
+from gpuplan.units import GIB, money_decimals, plural
 from gpuplan.visible import visible
 
 ARROW = "→"
@@ -109,6 +109,13 @@ def verdict_text(change: SpecChange) -> str:
     return before if before == after else f"{before} {ARROW} {after}"
 
 
+def reason_text(change: SpecChange) -> str:
+    """Why the spec gets its verdict now (the removed spec's last reason): the decision's own sentence."""
+    side = change.after or change.before
+    assert side is not None, "a change has at least one side"
+    return visible(side.reason)
+
+
 def status_text(change: SpecChange) -> str:
     if change.old_path:
         return f"{change.status}, renamed from {visible(change.old_path)}"
@@ -126,11 +133,14 @@ def summary_line(result: DiffResult) -> str:
     clauses.append(_specs_clause(material))
     uncosted = sorted({path for totals in result.totals for path in totals.uncosted})
     if uncosted:
-        clauses.append(f"{_plural(len(uncosted), 'spec')} without a known cost left out of the totals")
-    return "; ".join(clause for clause in clauses if clause)
+        clauses.append(f"{plural(len(uncosted), 'spec')} without a known cost left out of the totals")
+    sentence = "; ".join(clause for clause in clauses if clause)
+    return sentence[0].upper() + sentence[1:]
 
 
 def _money_clause(totals: Totals) -> str:
+    if len(totals.monthly.uncosted) == totals.specs:  # no spec of this currency has a cost on both sides
+        return ""
     parts = [_figure_clause("Monthly GPU cost", totals.monthly, totals.currency)]
     if totals.run.delta:
         parts.append(_figure_clause("one-off fine-tuning cost", totals.run, totals.currency))
@@ -149,7 +159,7 @@ def _figure_clause(label: str, figure: Any, currency: str) -> str:
 def _specs_clause(material: tuple[SpecChange, ...]) -> str:
     statuses = Counter(change.status for change in material)
     detail = [f"{statuses[status]} {status}" for status in (ADDED, REMOVED) if statuses[status]]
-    text = f"{_plural(len(material), 'spec')} changed" + (f" ({', '.join(detail)})" if detail else "")
+    text = f"{plural(len(material), 'spec')} changed" + (f" ({', '.join(detail)})" if detail else "")
     moves = Counter(
         f"{change.verdict_before} {ARROW} {change.verdict_after}"
         for change in material
@@ -159,10 +169,6 @@ def _specs_clause(material: tuple[SpecChange, ...]) -> str:
     verdicts = [f"{count} {move}" for move, count in sorted(moves.items())]
     verdicts += [f"{count} new {verdict}" for verdict, count in sorted(new.items(), key=lambda item: str(item[0]))]
     return text + (f", verdicts: {', '.join(verdicts)}" if verdicts else ", verdicts unchanged")
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 JOB_TITLES = {"finetune": "Fine-tuning", "serve": "Serving"}
@@ -194,8 +200,8 @@ def rows(change: SpecChange) -> list[Row]:
             before, after, change_ = pair_texts(metric, *change.figure_pair(job, metric.key), currency)
             label = metric.label
             if metric.key == "term_cost":
-                side = change.after or change.before
-                label += f" ({side.term_months} months)" if side else ""
+                terms = list(dict.fromkeys(side.term_months for side in (change.before, change.after) if side))
+                label += f" ({f' {ARROW} '.join(map(str, terms))} months)"
             table.append(Row(label, "-" if old is None else before, "-" if new is None else after, change_))
     return table
 

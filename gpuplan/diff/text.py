@@ -9,6 +9,7 @@ from gpuplan.diff.present import (
     field_before,
     finding_text,
     ordered,
+    reason_text,
     rows,
     status_text,
     summary_line,
@@ -37,12 +38,14 @@ def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
 
 
 def _spec(change: SpecChange) -> list[str]:
-    lines = [f"{visible(change.path)} ({status_text(change)})"]
-    for row in rows(change):
+    lines = [f"{visible(change.path)} ({status_text(change)})", f"  {reason_text(change)}"]
+    table = rows(change)
+    width = max(LABEL_WIDTH, *(len(row.label) + 2 for row in table))
+    for row in table:
         if row.heading:
             lines.append(f"  {row.label}")
             continue
-        line = f"    {row.label:<{LABEL_WIDTH}}{row.before:<{VALUE_WIDTH}} {row.after:<{VALUE_WIDTH}} {row.change}"
+        line = f"    {row.label:<{width}}{row.before:<{VALUE_WIDTH}} {row.after:<{VALUE_WIDTH}} {row.change}"
         lines.append(line.rstrip())
     if change.findings_added:
         lines.append("  findings added:")
