@@ -705,7 +705,7 @@ def diff(
         click.echo(renderer(output_format)(result, failed, exit_code), nl=False)
     elif failed:
         for reason in failed:
-            click.echo(f"gpuplan: guardrail failed: {reason}", err=True)
+            click.echo(f"gpuplan: guardrail failed: {visible(reason)}", err=True)
     sys.exit(exit_code)
 
 
@@ -728,7 +728,8 @@ def diff(
     default=None,
     help="Ask for every choice [default: when standard input is a terminal].",
 )
-@click.option("--force", is_flag=True, help="Replace PATH if it exists.")
+@click.option("--force", is_flag=True, help="Replace PATH if it exists (a symlink: the link itself).")
+@click.option("--mkdir", is_flag=True, help="Create PATH's missing folders.")
 @_guarded
 def init(
     path: str,
@@ -742,6 +743,7 @@ def init(
     name: str | None,
     interactive: bool | None,
     force: bool,
+    mkdir: bool,
 ) -> None:
     """Write a commented starter spec to PATH (default workload.yaml; '-' prints it), then lint it.
 
@@ -799,9 +801,9 @@ def init(
     from gpuplan.atomic import check_destination, write_atomic
     from gpuplan.run import lint_paths
 
-    write_atomic(check_destination(target, force=force), text.encode())
+    write_atomic(check_destination(target, force=force, mkdir=mkdir), text.encode())
     summary = lint_paths([path])
-    click.echo(f"gpuplan: wrote {path}", err=True)
+    click.echo(f"gpuplan: wrote {visible(path)}", err=True)
     from gpuplan.output import formatter
 
     click.echo(formatter("text")(summary), nl=False, err=True)

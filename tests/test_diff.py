@@ -244,7 +244,7 @@ def test_guardrails_from_configuration(repo: Path, monkeypatch: pytest.MonkeyPat
     code, out, _ = run_cli("diff", "--git", "main", "--format", "json")
     assert code == 1
     assert json.loads(out)["guardrails"]["breaches"] == [
-        "monthly cost rises by +30.0%, more than max-monthly-increase-pct 25%"
+        "monthly cost rises by 30.0%, more than max-monthly-increase-pct 25%"
     ]
     assert run_cli("diff", "--git", "main", "--max-monthly-increase-pct", "50")[0] == 0  # the flag overrides
     (repo / ".gpuplan.yaml").write_text("diff:\n  max-monthly-increse: 1\n")
@@ -540,3 +540,19 @@ def test_term_cost_follows_each_sides_budget_term(tmp_path: Path):
         *["Cost", "over", "the", "term", "(12", "→", "36", "months)"],
         *["70,080", "USD", "210,240", "USD", "+140,160", "USD"],
     ]
+
+
+def test_readme_policy_reads_the_json(repo: Path, monkeypatch: pytest.MonkeyPatch):
+    """The README's Python policy runs on real output: serve.yaml goes from 5,840 to 8,760 a month (+50%)."""
+    import sys
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = readme[readme.index("A policy is a few lines over that object") :]
+    policy = after[after.index("```python\n") + len("```python\n") : after.index("```\n", after.index("```python"))]
+    monkeypatch.chdir(repo)
+    forward = run_cli("diff", "--git", "main", "--format", "json")[1]
+    run = subprocess.run([sys.executable, "-c", policy], input=forward, capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (1, "specs/serve.yaml: +2,920 USD a month\n")
+    back = run_cli("diff", "--git", "feature", "--head", "main", "--format", "json")[1]
+    run = subprocess.run([sys.executable, "-c", policy], input=back, capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (0, "policy passed\n")

@@ -55,8 +55,13 @@ def specs(draw: st.DrawFn) -> str:
             f"  hardware: {{gpu: {draw(st.sampled_from(GPUS))}, count: {tp * draw(st.sampled_from((1, 2)))}, "
             f"tensor_parallel: {tp}}}",
         ]
+    budget = []
     if draw(st.booleans()):
-        lines.append(f"budget: {{prices: {{h100-sxm: {draw(st.sampled_from((1.5, 2.75, 4.12)))}}}}}")
+        budget.append(f"prices: {{h100-sxm: {draw(st.sampled_from((1.5, 2.75, 4.12)))}}}")
+    if draw(st.booleans()):
+        budget.append(f"term_months: {draw(st.sampled_from((1, 12, 36)))}")  # the term cost's multiplier
+    if budget:
+        lines.append(f"budget: {{{', '.join(budget)}}}")
     return "\n".join(lines) + "\n"
 
 
@@ -105,6 +110,12 @@ def test_reversed_diff_has_opposite_deltas(old: str, new: str):
         for key in figures:
             there, back = forward.figure_delta(job, key), backward.figure_delta(job, key)
             assert there is None or there == -back, (job, key)
+    # the verdicts are totally ordered: a change of verdict is worse one way and better the other
+    assert (backward.verdict_before, backward.verdict_after) == (forward.verdict_after, forward.verdict_before)
+    if forward.verdict_before == forward.verdict_after:
+        assert not forward.verdict_worsened and not backward.verdict_worsened
+    else:
+        assert forward.verdict_worsened != backward.verdict_worsened
     assert {(f.code, f.pointer) for f in forward.findings_added} == {
         (f.code, f.pointer) for f in backward.findings_resolved
     }

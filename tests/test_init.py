@@ -134,3 +134,21 @@ def test_init_refuses_a_name_that_is_not_text(tmp_path: Path, monkeypatch: pytes
     code, out, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--name", "bad \udc85 bytes")
     assert (code, out, err) == (2, "", "gpuplan: error: --name is not valid UTF-8 text\n")
     assert list(tmp_path.iterdir()) == [tmp_path / ".git"]  # nothing written (the .git is the test isolation's)
+
+
+def test_init_writes_no_file_through_a_link_or_into_a_missing_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "specs/new.yaml")
+    assert code == 2
+    assert err == (
+        f"gpuplan: error: cannot write specs/new.yaml: the folder {tmp_path / 'specs'} does not exist "
+        "(pass --mkdir to create it)\n"
+    )
+    assert run_cli("init", "--model", "llama-3.1-8b", "--serve", "--mkdir", "specs/new.yaml")[0] == 0
+    assert (tmp_path / "specs/new.yaml").is_file()
+    target = tmp_path / "elsewhere.yaml"
+    (tmp_path / "link.yaml").symlink_to(target)  # dangling: it exists as a link only
+    code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "link.yaml")
+    assert (code, err) == (2, "gpuplan: error: link.yaml exists; choose another path or use --force to replace it\n")
+    assert run_cli("init", "--model", "llama-3.1-8b", "--serve", "--force", "link.yaml")[0] == 0
+    assert not (tmp_path / "link.yaml").is_symlink() and not target.exists()  # the link replaced, not followed

@@ -54,7 +54,7 @@ def breaches(result: DiffResult, guardrails: Guardrails) -> list[str]:
             )
         share = guardrails.max_monthly_increase_pct
         if share is not None and monthly.delta > 0 and (monthly.percent is None or monthly.percent > share):
-            rise = "from nothing" if monthly.percent is None else f"by {monthly.percent:+.1f}%"
+            rise = "from nothing" if monthly.percent is None else f"by {monthly.percent:.1f}%"
             found.append(f"monthly cost rises {rise}, more than max-monthly-increase-pct {share:g}%")
     if guardrails.fail_on_worse_verdict:
         for change in result.changes:
