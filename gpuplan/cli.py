@@ -42,6 +42,8 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(EXIT_ERROR)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): click exits quietly, as other CLI tools do
         except Exception as error:
             if traceback_:
                 import traceback  # only on the error path: it costs start-up time

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
 
 import jsonschema
-from conftest import ROOT, VALID_SERVE, run_cli, run_process
+from conftest import EXAMPLES, ROOT, VALID_SERVE, run_cli, run_process
 
 FOUR_PROBLEMS = """\
 version: 1
@@ -214,3 +216,18 @@ def test_fail_on_warning_fails_on_warnings(write_spec):
     assert code == 0 and "GP401 [warning]" in out
     assert run_cli("lint", "--fail-on", "warning", str(path))[0] == 1
     assert run_cli("lint", "--ignore", "GP4", "--fail-on", "warning", str(path))[0] == 0
+
+
+def test_a_reader_that_goes_away_is_no_internal_error():
+    """`gpuplan explain CODE | head -1`: the pipe closes early; no trace, no 'internal error' on stderr."""
+    import subprocess
+
+    gpuplan = shutil.which("gpuplan", path=str(Path(sys.executable).parent)) or "gpuplan"
+    completed = subprocess.run(
+        f"{gpuplan} lint {EXAMPLES} | head -c 1 >/dev/null; {gpuplan} explain GP507 | head -c 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.stderr == "" and completed.stdout == "G"
