@@ -295,10 +295,12 @@ def estimate_serve(
     tp: int | None = None,
     gpus: int | None = None,
     calibration: Calibration = CALIBRATION,
+    memory: ServingMemory | None = None,
 ) -> ServeEstimate:
+    """``memory``: the job's serve_memory on ``gpu`` when the caller already has it (the planner does)."""
     gpu = gpu or job.hardware.gpu
     setup = serving_setup(spec, job, tp, gpu)
-    memory = estimate_serving(setup, gpu.usable_bytes)
+    memory = memory or estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
     replicas = max(1, count // (setup.tensor_parallel * setup.pipeline_parallel))
     arch = spec.model.architecture

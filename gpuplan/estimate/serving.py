@@ -19,8 +19,9 @@ exposes (ten v0.19 logs on H100, re-expressed with their figures in ``benchmarks
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuplan.architecture import Architecture
 from gpuplan.units import GIB, MIB
@@ -360,6 +361,17 @@ def cuda_graph_bytes(max_num_seqs: int) -> int:
 
 
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
+    """Per-GPU serving memory of ``setup``: everything but the KV cache of the running sequences is the
+    same at every concurrency, so that part is computed once per process for a deployment shape (the
+    planner asks for the same shape at many concurrencies)."""
+    fixed, per_sequence = _concurrency_free(replace(setup, concurrency=0), usable_bytes)
+    return replace(fixed, kv_cache=math.ceil(per_sequence * setup.concurrency))
+
+
+@functools.lru_cache(maxsize=4096)
+def _concurrency_free(setup: ServingSetup, usable_bytes: int) -> tuple[ServingMemory, float]:
+    """(the memory of ``setup`` with an empty KV cache, KV bytes of one sequence on its tightest stage):
+    the tightest stage is the one with the least room per sequence, whatever the concurrency."""
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
     weights = stage_weights(
         arch,
@@ -403,9 +415,9 @@ def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
         candidates.append((room, index, reserve, per_sequence, layout))
     _, index, reserve, per_sequence, layout = min(candidates)
     vision = arch.vision_params * (setup.model_dtype_bytes if setup.quantization == "none" else 2) / tp
-    return ServingMemory(
+    memory = ServingMemory(
         weights=math.ceil(weights[index]),
-        kv_cache=math.ceil(per_sequence * setup.concurrency),
+        kv_cache=0,
         activation_reserve=math.ceil(reserve),
         runtime=runtime,
         tenant_weights=math.ceil(tenant_weights),
@@ -420,6 +432,7 @@ def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
         kv_group_size=layout.group_size,
         kv_groups=layout.groups,
     )
+    return memory, per_sequence
 
 
 def max_concurrency(memory: ServingMemory) -> int:

@@ -358,9 +358,22 @@ class ServePlanner(_Evaluator):
         memory = self.memory(layout)
         return memory.fits and within_headroom(memory.per_gpu, memory.budget, self.headroom_pct)
 
+    def sound(self, layout: Layout) -> bool:
+        """Whether ``evaluate(layout).sound``, without the speed model when the layout itself or its
+        memory (the same figures the estimate would carry) already breaks a constraint."""
+        known = self._estimates.get(layout.key)
+        if known is not None:
+            return known.sound
+        _, checks = self._layout_checks(layout)
+        if any(problem is not None for problem in checks.values()) or not self.memory_sound(layout):
+            return False
+        return self.evaluate(layout).sound
+
     # -- options ---------------------------------------------------------------------------------
     def _evaluate(self, layout: Layout) -> Option:
-        estimate = estimate_serve(self.spec, self._job(layout), self.efficiency, gpu=layout.gpu)
+        estimate = estimate_serve(
+            self.spec, self._job(layout), self.efficiency, gpu=layout.gpu, memory=self.memory(layout)
+        )
         memory = estimate.memory
         nodes, checks = self._layout_checks(layout)
         if not memory.fits:
