@@ -360,18 +360,28 @@ def cuda_graph_bytes(max_num_seqs: int) -> int:
     return 2 * GRAPH_FIRST_CAPTURE + (graphs - 2) * GRAPH_EACH
 
 
+@dataclass(frozen=True)
+class ServingShape:
+    """The serving memory of a deployment shape before any running sequence, and what each one adds:
+    everything but the running sequences' KV cache is the same at every concurrency (the stage with the
+    least room per sequence is the tightest whatever the concurrency)."""
+
+    empty: ServingMemory  # kv_cache 0
+    per_sequence: float  # KV bytes of one sequence on the tightest stage
+
+    def at(self, concurrency: int) -> ServingMemory:
+        return replace(self.empty, kv_cache=math.ceil(self.per_sequence * concurrency))
+
+
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
-    """Per-GPU serving memory of ``setup``: everything but the KV cache of the running sequences is the
-    same at every concurrency, so that part is computed once per process for a deployment shape (the
-    planner asks for the same shape at many concurrencies)."""
-    fixed, per_sequence = _concurrency_free(replace(setup, concurrency=0), usable_bytes)
-    return replace(fixed, kv_cache=math.ceil(per_sequence * setup.concurrency))
+    """Per-GPU serving memory of ``setup`` (the shape is computed once per process: the planner asks for
+    the same shape at many concurrencies)."""
+    return serving_shape(replace(setup, concurrency=0), usable_bytes).at(setup.concurrency)
 
 
 @functools.lru_cache(maxsize=4096)
-def _concurrency_free(setup: ServingSetup, usable_bytes: int) -> tuple[ServingMemory, float]:
-    """(the memory of ``setup`` with an empty KV cache, KV bytes of one sequence on its tightest stage):
-    the tightest stage is the one with the least room per sequence, whatever the concurrency."""
+def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
+    """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read)."""
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
     weights = stage_weights(
         arch,
@@ -415,7 +425,7 @@ def _concurrency_free(setup: ServingSetup, usable_bytes: int) -> tuple[ServingMe
         candidates.append((room, index, reserve, per_sequence, layout))
     _, index, reserve, per_sequence, layout = min(candidates)
     vision = arch.vision_params * (setup.model_dtype_bytes if setup.quantization == "none" else 2) / tp
-    memory = ServingMemory(
+    empty = ServingMemory(
         weights=math.ceil(weights[index]),
         kv_cache=0,
         activation_reserve=math.ceil(reserve),
@@ -432,7 +442,7 @@ def _concurrency_free(setup: ServingSetup, usable_bytes: int) -> tuple[ServingMe
         kv_group_size=layout.group_size,
         kv_groups=layout.groups,
     )
-    return memory, per_sequence
+    return ServingShape(empty, per_sequence)
 
 
 def max_concurrency(memory: ServingMemory) -> int:

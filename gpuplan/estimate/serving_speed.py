@@ -312,6 +312,31 @@ def serving_speed(
     )
 
 
+def latency_floors(
+    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> tuple[float, float]:
+    """(TTFT, TPOT) that ``serving_speed`` never goes below for this deployment, whatever its concurrency
+    or replicas; a planner skips a layout family whose floors already miss the SLO.
+
+    Every term of a step (rooflines, attention, communication, overheads) only grows with its
+    sequences and tokens, and a roofline is at least its larger bound. TPOT: every decode step of
+    either batching mode carries at least one decoding sequence per microbatch at the same context, and
+    TPOT is stages x such a step (plus hops) or an average of such values. TTFT (continuous batching):
+    the full prompt's chunks together compute its linear FLOPs and its causal attention, split at most
+    over the stages' microbatches, and each costs at least the fixed step overhead; waiting and queueing
+    only add. Static batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
+    d = _Deployment(w, calibration, efficiency or Efficiency())
+    prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
+    tpot = w.pipeline_parallel * d.step(1, 0, prompt + output / 2, 0.0).seconds
+    if w.batching == "static":
+        return 0.0, tpot
+    compute = (
+        max(0.0, d.body_flops) * w.full_prompt / d.gemm_rate
+        + d.prompt_attention(w.full_prompt) * d.heads_share / d.attention_rate
+    )
+    return compute / w.pipeline_parallel + d.fixed + d.engine.request_overhead_s, tpot
+
+
 @dataclass(frozen=True)
 class _SteadyState:
     tpot: float

@@ -138,6 +138,8 @@ class JobPlanner:
         self.gpus = allowed_gpus(self.spec, limits)
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
+        self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
+        self._fewest: dict[str, Option | None] = {}
         self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
         self._replicas: dict[tuple[object, ...], _Bisection] = {}
 
@@ -166,7 +168,9 @@ class JobPlanner:
         """The sound option on one GPU kind with the fewest GPUs (then the cheapest): "parallelism is
         needed the moment one GPU cannot hold the job, not a moment before". Priced or not; max_gpus and
         max_nodes apply, the GPU and vendor limits do not (the GPU is named)."""
-        return self._search(ceiling=None, where=None, by_gpus=True, gpus=[gpu])
+        if gpu.id not in self._fewest:
+            self._fewest[gpu.id] = self._search(ceiling=None, where=None, by_gpus=True, gpus=[gpu])
+        return self._fewest[gpu.id]
 
     def _search(
         self, *, ceiling: float | None, where: Where | None, by_gpus: bool, gpus: list[Gpu] | None = None
@@ -201,7 +205,9 @@ class JobPlanner:
     def _order(self, family: Family, replicas: int, by_gpus: bool) -> tuple[float, float]:
         gpu, tp, pp = family
         count = tp * pp * replicas
-        hourly = (self.spec.price(gpu)[0] or 0.0) * count
+        if gpu.id not in self._prices:
+            self._prices[gpu.id] = self.spec.price(gpu)[0] or 0.0
+        hourly = self._prices[gpu.id] * count
         return (count, hourly) if by_gpus else (hourly, count)
 
     def _serve_search(
@@ -260,6 +266,8 @@ class JobPlanner:
             assert family is not None
             if stage in (_MEMORY, _SOUND):
                 assert search is not None
+                if stage == _MEMORY and evaluator.slo_out_of_reach(*family):
+                    continue  # no number of replicas makes this family sound
                 search.step()
                 if not search.done:
                     enter(stage, number, family, search.low, search)
