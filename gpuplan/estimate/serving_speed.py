@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
@@ -98,8 +99,7 @@ class ServingSpeed:
     decode_bytes_per_step: float  # per GPU, at the steady state
 
 
-@dataclass(frozen=True)
-class _Step:
+class _Step(NamedTuple):
     seconds: float
     memory_bound: bool
     bytes_read: float
@@ -169,6 +169,7 @@ class _Deployment:
         self.decode_attention = 2 * arch.heads * (d_qk + d_v) * self.heads_share  # per cached token per layer
         self.window = arch.sliding_window
         self.attention_memo: dict[float, float] = {}
+        self.decode_memo: dict[float, tuple[float, float]] = {}  # context -> (KV bytes read, keys attended)
         # Collectives: two all-reduces per layer over the TP group; two all-to-alls per MoE layer under EP.
         self.tp_bandwidth = link_bandwidth(gpu, tp) * mechanisms.link_efficiency
         fast = on_fast_link(gpu, tp)
@@ -180,6 +181,7 @@ class _Deployment:
         self.fixed = self.engine.step_overhead_s + stage_layers * mechanisms.layer_overhead_s
         self.sharpness = mechanisms.roofline_sharpness
         self.hop = self.tp_latency if pp > 1 else 0.0  # activations handed to the next stage
+        self.communicates = tp > 1 or (ep > 1 and self.moe_layers > 0)
 
     # -- one forward step on one GPU of a stage --------------------------------------------------------
     def roofline(self, memory: float, compute: float) -> float:
@@ -239,18 +241,21 @@ class _Deployment:
     def step(self, decode: float, prefill: float, context: float, prefill_attention: float) -> _Step:
         """A step of ``decode`` decoding sequences at ``context`` and ``prefill`` prompt tokens."""
         tokens = decode + prefill
-        weights = self.weights_read(tokens)
+        weights = self.weights_read(tokens) if self.local_experts else self.dense_bytes
         linear_memory = weights / self.bandwidth
         linear_compute = (self.body_flops * tokens + self.head_flops * decode) / self.gemm_rate
-        kv = decode * self.kv_read(context)
+        reads = self.decode_memo.get(context)
+        if reads is None:  # the steady state steps at one context: read and attended keys once
+            reads = self.decode_memo[context] = (self.kv_read(context), self.decode_attention_keys(context))
+        kv = decode * reads[0]
         attention_memory = kv / self.bandwidth
-        attention_compute = decode * self.decode_attention_keys(context) * self.decode_attention / self.attention_rate
+        attention_compute = decode * reads[1] * self.decode_attention / self.attention_rate
         prefill_compute = prefill_attention * self.heads_share / self.attention_rate
         seconds = (
             self.roofline(linear_memory, linear_compute)
             + self.roofline(attention_memory, attention_compute)
             + prefill_compute
-            + self.communication(tokens)
+            + (self.communication(tokens) if self.communicates else 0.0)
             + self.fixed
             + decode * self.engine.sequence_overhead_s
         )
