@@ -117,6 +117,15 @@ def prompt_square_mean(mean: float, p90: float) -> float:
     return mean * mean * math.exp(sigma * sigma)
 
 
+def _roofline(memory: float, compute: float, p: float, inverse: float) -> float:
+    """``_Deployment.roofline`` with the sharpness ``p`` and ``inverse`` = 1 / p given (the hot path)."""
+    if not memory or not compute:
+        return memory + compute
+    if memory >= compute:
+        return memory * (1 + (compute / memory) ** p) ** inverse
+    return compute * (1 + (memory / compute) ** p) ** inverse
+
+
 class _Deployment:
     """Per-GPU rates and per-step costs of one replica; every method is closed form."""
 
@@ -180,6 +189,8 @@ class _Deployment:
         self.moe_layers = math.ceil(arch.moe_layers / pp) if arch.is_moe else 0
         self.fixed = self.engine.step_overhead_s + stage_layers * mechanisms.layer_overhead_s
         self.sharpness = mechanisms.roofline_sharpness
+        self.inverse_sharpness = 1 / self.sharpness
+        self.sequence_overhead = self.engine.sequence_overhead_s
         self.hop = self.tp_latency if pp > 1 else 0.0  # activations handed to the next stage
         self.communicates = tp > 1 or (ep > 1 and self.moe_layers > 0)
 
@@ -190,11 +201,7 @@ class _Deployment:
         Near the ridge point neither bound is reached; the p-norm (sharpness p) is the usual smooth
         roofline (p -> infinity gives max), as measured GEMM curves bend between the two regimes.
         """
-        p = self.sharpness
-        if not memory or not compute:
-            return memory + compute
-        high = max(memory, compute)
-        return high * (1 + (min(memory, compute) / high) ** p) ** (1 / p)
+        return _roofline(memory, compute, self.sharpness, self.inverse_sharpness)
 
     def weights_read(self, tokens: float) -> float:
         if not self.local_experts:
@@ -251,13 +258,14 @@ class _Deployment:
         attention_memory = kv / self.bandwidth
         attention_compute = decode * reads[1] * self.decode_attention / self.attention_rate
         prefill_compute = prefill_attention * self.heads_share / self.attention_rate
+        p, inverse = self.sharpness, self.inverse_sharpness
         seconds = (
-            self.roofline(linear_memory, linear_compute)
-            + self.roofline(attention_memory, attention_compute)
+            _roofline(linear_memory, linear_compute, p, inverse)
+            + _roofline(attention_memory, attention_compute, p, inverse)
             + prefill_compute
             + (self.communication(tokens) if self.communicates else 0.0)
             + self.fixed
-            + decode * self.engine.sequence_overhead_s
+            + decode * self.sequence_overhead
         )
         memory_bound = linear_memory + attention_memory >= linear_compute + attention_compute + prefill_compute
         return _Step(seconds, memory_bound, weights + kv)
