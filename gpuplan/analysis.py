@@ -303,14 +303,16 @@ def estimate_serve(
     gpus: int | None = None,
     calibration: Calibration = CALIBRATION,
     memory: ServingMemory | None = None,
+    speed: ServingSpeed | None = None,
 ) -> ServeEstimate:
-    """``memory``: the job's serve_memory on ``gpu`` when the caller already has it (the planner does)."""
+    """``memory`` and ``speed``: the job's serve_memory on ``gpu`` and the speed of its serving_workload
+    when the caller already has them (the planner does)."""
     gpu = gpu or job.hardware.gpu
     setup = serving_setup(spec, job, tp, gpu)
     memory = memory or estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
     workload = serving_workload(spec, job, setup, memory, gpu, count)
-    speed = serving_speed(workload, efficiency, calibration)
+    speed = speed or serving_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return ServeEstimate(
         job,

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from gpuplan.architecture import Architecture
 from gpuplan.units import GIB, MIB
@@ -370,7 +371,15 @@ class ServingShape:
     per_sequence: float  # KV bytes of one sequence on the tightest stage
 
     def at(self, concurrency: int) -> ServingMemory:
-        return replace(self.empty, kv_cache=math.ceil(self.per_sequence * concurrency))
+        return ServingMemory(**self._fields, kv_cache=math.ceil(self.per_sequence * concurrency))
+
+    @functools.cached_property
+    def _fields(self) -> dict[str, Any]:
+        """The empty memory's fields but the KV cache (a planner builds thousands of these: faster than
+        dataclasses.replace)."""
+        return {
+            field.name: getattr(self.empty, field.name) for field in fields(ServingMemory) if field.name != "kv_cache"
+        }
 
 
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:

@@ -26,7 +26,7 @@ from gpuplan.analysis import (
 )
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
-from gpuplan.estimate.serving_speed import latency_floors
+from gpuplan.estimate.serving_speed import ServingSpeed, latency_floors, serving_speed
 from gpuplan.estimate.training import TrainingMemory
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
@@ -56,10 +56,15 @@ def within_headroom(per_gpu: float, capacity: float, headroom_pct: float) -> boo
 
 def slo_miss(estimate: ServeEstimate, metric: str) -> tuple[float, float] | None:
     """(estimated ms, SLO ms) when the estimate's ``metric`` (ttft or tpot) misses the job's SLO."""
-    slo = getattr(estimate.job, f"{metric}_ms")
+    return speed_slo_miss(estimate.job, estimate.speed, metric)
+
+
+def speed_slo_miss(job: Serve, speed: ServingSpeed, metric: str) -> tuple[float, float] | None:
+    """(estimated ms, SLO ms) when ``speed``'s ``metric`` (ttft or tpot) misses ``job``'s SLO."""
+    slo = getattr(job, f"{metric}_ms")
     if slo is None:
         return None
-    value = float(getattr(estimate.speed, f"{metric}_s")) * 1000
+    value = float(getattr(speed, f"{metric}_s")) * 1000
     return (value, float(slo)) if value > slo else None
 
 
@@ -290,6 +295,7 @@ class ServePlanner(_Evaluator):
         self.demand = self.job.concurrency * self.declared_replicas
         self._memory: dict[tuple[str, int, int, int], ServingMemory] = {}  # GPU, TP, PP, replicas
         self._shapes: dict[tuple[object, ...], ServingShape] = {}  # GPU, TP, PP, tenants' sequences
+        self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
         self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
@@ -386,7 +392,18 @@ class ServePlanner(_Evaluator):
             return False
         if self.slo_out_of_reach(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel):
             return False
-        return self.evaluate(layout).sound
+        speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
+        return not any(speed_slo_miss(self.job, speed, metric) for metric in ("ttft", "tpot"))
+
+    def _speed(self, layout: Layout) -> ServingSpeed:
+        """The serving speed ``evaluate`` gives the layout (computed once for both)."""
+        key = layout.key
+        if key not in self._speeds:
+            job = self._job(layout)
+            setup = serving_setup(self.spec, job, gpu=layout.gpu)
+            workload = serving_workload(self.spec, job, setup, self.memory(layout), layout.gpu, layout.gpus)
+            self._speeds[key] = serving_speed(workload, self.efficiency)
+        return self._speeds[key]
 
     def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
@@ -411,7 +428,12 @@ class ServePlanner(_Evaluator):
     # -- options ---------------------------------------------------------------------------------
     def _evaluate(self, layout: Layout) -> Option:
         estimate = estimate_serve(
-            self.spec, self._job(layout), self.efficiency, gpu=layout.gpu, memory=self.memory(layout)
+            self.spec,
+            self._job(layout),
+            self.efficiency,
+            gpu=layout.gpu,
+            memory=self.memory(layout),
+            speed=self._speed(layout),
         )
         memory = estimate.memory
         nodes, checks = self._layout_checks(layout)

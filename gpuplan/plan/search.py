@@ -237,7 +237,9 @@ class JobPlanner:
         for number, gpu in enumerate(gpus):
             if splits[number]:
                 size = splits[number][0][0]
-                heapq.heappush(line, (self._order((gpu, size, 1), 1, by_gpus), next(counter), _SIZE, number, 0, None, None))
+                heapq.heappush(
+                    line, (self._order((gpu, size, 1), 1, by_gpus), next(counter), _SIZE, number, 0, None, None)
+                )
         found: list[Option] = []
         found_key = 0.0
         while line:
@@ -253,7 +255,15 @@ class JobPlanner:
                     following = splits[number][value + 1][0]
                     heapq.heappush(
                         line,
-                        (self._order((gpu, following, 1), 1, by_gpus), next(counter), _SIZE, number, value + 1, None, None),
+                        (
+                            self._order((gpu, following, 1), 1, by_gpus),
+                            next(counter),
+                            _SIZE,
+                            number,
+                            value + 1,
+                            None,
+                            None,
+                        ),
                     )
                 for tp, pp in pairs:
                     if where is not None and not where(gpu, tp, pp):
