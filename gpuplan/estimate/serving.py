@@ -388,7 +388,7 @@ def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
     return serving_shape(replace(setup, concurrency=0), usable_bytes).at(setup.concurrency)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)  # a spec's declared shapes and rules' what-ifs; about 1 MiB at most
 def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read)."""
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
