@@ -529,6 +529,7 @@ def report(
     from gpuplan import clock
     from gpuplan.atomic import check_destination, write_atomic
     from gpuplan.report.build import render_report
+    from gpuplan.report.pdf_process import pdf_renderer
     from gpuplan.run import lint_paths
 
     formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted) or ("md",)
@@ -546,22 +547,6 @@ def report(
             else:
                 target = Path(output) if len(formats) == 1 else Path(output).with_suffix(f".{name}")
             destinations[name] = check_destination(target, protect=(spec,), force=force, mkdir=mkdir)
-    summary = lint_paths(
-        [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
-    )
-    (result,) = summary.results
-    verification = None
-    if runs:
-        from dataclasses import replace
-
-        from gpuplan.report.verified import verification_section
-        from gpuplan.verify import verify_linted
-
-        result, verified = verify_linted(
-            result, list(runs), kind=kind, config_path=config_path, use_waivers=not no_waivers
-        )
-        summary = replace(summary, results=(result,))
-        verification = verification_section(verified)
     interactive = sys.stderr.isatty()
 
     def progress(message: str) -> None:
@@ -570,9 +555,28 @@ def report(
 
     epoch = clock.today_epoch()
     # WeasyPrint's fontTools fallback stamps subset fonts with SOURCE_DATE_EPOCH or the time: pin it
-    # for this process (HarfBuzz subsetting, the usual path, stamps nothing).
+    # for this process (HarfBuzz subsetting, the usual path, stamps nothing), before the PDF child forks.
     os.environ.setdefault("SOURCE_DATE_EPOCH", str(epoch))
-    rendered = render_report(result, formats, clock.today(), epoch, progress, verification)
+    with pdf_renderer(early="pdf" in formats) as renderer:  # WeasyPrint loads while the spec is linted
+        summary = lint_paths(
+            [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
+        )
+        (result,) = summary.results
+        verification = None
+        if runs:
+            from dataclasses import replace
+
+            from gpuplan.report.verified import verification_section
+            from gpuplan.verify import verify_linted
+
+            result, verified = verify_linted(
+                result, list(runs), kind=kind, config_path=config_path, use_waivers=not no_waivers
+            )
+            summary = replace(summary, results=(result,))
+            verification = verification_section(verified)
+        rendered = render_report(
+            result, formats, clock.today(), epoch, progress, summary.fail_on, renderer.render, verification
+        )
     for name, data in rendered.items():
         if to_stdout:
             click.echo(data.decode(), nl=False)

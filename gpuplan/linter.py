@@ -35,6 +35,7 @@ class LintOptions:
     use_waivers: bool = True
     settings: Any = None  # gpuplan.config.Settings; None means the documented defaults
     today: datetime.date | None = None  # for waiver expiry and price age; None means today in UTC
+    config_source: str | None = None  # the configuration file these options came from, for the decision record
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class LintResult:
     analysis: Any = None  # gpuplan.analysis.Analysis when the spec resolved
     settings: Any = None  # gpuplan.config.Settings the estimate and rules used
     tracebacks: tuple[str, ...] = ()  # the trace of each GP010, for --traceback
+    options: LintOptions | None = None  # what shaped the run (select/ignore/severities/waivers), for reports
 
     def failing(self, threshold: Severity) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if not f.waived and f.severity.rank >= threshold.rank)
@@ -67,13 +69,18 @@ def lint_path(path: str, options: LintOptions | None = None) -> LintResult:
     except ReadRefused as refused:
         code = "GP003" if refused.too_large else "GP009"
         finding = Finding.make(code, f"cannot read {shown}: {refused.reason}", path=shown)
-        return LintResult(shown, configure([finding], options or LintOptions()))
+        options = options or LintOptions()
+        return LintResult(shown, configure([finding], options), options=options)
     return lint_bytes(shown, raw, options)
 
 
 def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> LintResult:
     """Lint a spec given as bytes; ``path`` names it in findings and anchors relative paths."""
     options = options or LintOptions()
+    return replace(_lint_bytes(path, raw, options), options=options)
+
+
+def _lint_bytes(path: str, raw: bytes, options: LintOptions) -> LintResult:
     document = load_bytes(path, raw)
     findings = list(document.findings)
     if document.data is None:
@@ -212,12 +219,18 @@ def capped(findings: tuple[Finding, ...], limit: int = MAX_FINDINGS_PER_FILE) ->
 
 
 def _selected(finding: Finding, options: LintOptions) -> bool:
-    def matches(patterns: tuple[str, ...]) -> bool:
-        return any(finding.code.startswith(p.upper()) or finding.name == p for p in patterns)
+    return code_selected(finding.code, finding.name, options.select, options.ignore)
 
-    if options.select and not matches(options.select):
+
+def code_selected(code: str, name: str, select: tuple[str, ...], ignore: tuple[str, ...]) -> bool:
+    """Whether select/ignore patterns (codes, code prefixes, rule names) let a code's findings through."""
+
+    def matches(patterns: tuple[str, ...]) -> bool:
+        return any(code.startswith(p.upper()) or name == p for p in patterns)
+
+    if select and not matches(select):
         return False
-    return not matches(options.ignore)
+    return not matches(ignore)
 
 
 def base_dir(path: str) -> Path:

@@ -154,6 +154,7 @@ def lint_options(
         use_waivers=use_waivers,
         settings=config.settings,
         today=today or clock.today(),
+        config_source=config.source,
     )
 
 

@@ -132,12 +132,47 @@ class Serve:
 
 
 @dataclass(frozen=True)
+class Purchase:
+    """Buying one GPU instead of renting it (``budget.purchase.<gpu>``), in the spec's currency."""
+
+    price_per_gpu: float
+    amortisation_months: int
+    hosting_per_gpu_month: float
+    date: str | None
+
+    @property
+    def monthly(self) -> float:
+        """What one owned GPU costs a month: its price written off over the amortisation, plus hosting."""
+        return self.price_per_gpu / self.amortisation_months + self.hosting_per_gpu_month
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """Committed-use prices per GPU-hour (``budget.reserved``)."""
+
+    prices: dict[str, float]
+    commitment_months: int
+    prices_date: str | None
+
+
+@dataclass(frozen=True)
 class Budget:
     currency: str
     finetune_total: float | None
     serve_monthly: float | None
     prices: dict[str, float]
     prices_date: str | None
+    term_months: int
+    reserved: Reserved | None = None
+    purchase: dict[str, Purchase] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Approval:
+    """One role's signature in the decision record; ``date`` is empty when it is to be dated by hand."""
+
+    name: str
+    date: str
 
 
 @dataclass(frozen=True)
@@ -171,7 +206,7 @@ class Spec:
     serve: Serve | None
     budget: Budget
     waivers: tuple[Waiver, ...]
-    approvals: dict[str, str]
+    approvals: dict[str, Approval]  # role (prepared_by, reviewed_by, approved_by) -> signer
     custom_gpus: dict[str, Gpu] = field(default_factory=dict)
     plan: PlanLimits = field(default_factory=default_plan_limits)
 
@@ -301,11 +336,16 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
     model = resolver.model(data["model"], ("model",))
     resolver.architecture = model.architecture if model else None
     budget_data = data["budget"]
-    for gpu_id in budget_data.get("prices", {}):
-        try:
-            get_gpu(gpu_id, custom)
-        except UnknownNameError as error:
-            resolver.problem("GP022", ("budget", "prices", gpu_id), f"budget.prices: {error}")
+    priced: list[tuple[str, ...]] = [("prices",), ("reserved", "prices"), ("purchase",)]
+    for section in priced:
+        entries: Any = budget_data
+        for key in section:
+            entries = entries.get(key, {})
+        for gpu_id in entries:
+            try:
+                get_gpu(gpu_id, custom)
+            except UnknownNameError as error:
+                resolver.problem("GP022", ("budget", *section, gpu_id), f"budget.{'.'.join(section)}: {error}")
     plan_data = data["plan"]
     for index, gpu_id in enumerate(plan_data.get("gpu", [])):
         try:
@@ -322,6 +362,14 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
         serve_monthly=budget_data.get("serve_monthly"),
         prices=dict(budget_data.get("prices", {})),
         prices_date=budget_data.get("prices_date"),
+        term_months=budget_data["term_months"],
+        reserved=_reserved(budget_data.get("reserved")),
+        purchase={
+            gpu_id: Purchase(
+                entry["price_per_gpu"], entry["amortisation_months"], entry["hosting_per_gpu_month"], entry.get("date")
+            )
+            for gpu_id, entry in budget_data.get("purchase", {}).items()
+        },
     )
     waivers = tuple(
         Waiver(w["rule"], w["reason"], w.get("approved_by", ""), w.get("expires", "")) for w in data.get("waivers", [])
@@ -336,11 +384,19 @@ def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tupl
         serve=serve,
         budget=budget,
         waivers=waivers,
-        approvals=dict(data.get("approvals", {})),
+        approvals={
+            role: Approval(entry["name"], entry.get("date", "")) for role, entry in data.get("approvals", {}).items()
+        },
         custom_gpus=custom,
         plan=PlanLimits.from_data(plan_data),
     )
     return spec, ()
+
+
+def _reserved(data: dict[str, Any] | None) -> Reserved | None:
+    if data is None:
+        return None
+    return Reserved(dict(data["prices"]), data["commitment_months"], data.get("prices_date"))
 
 
 def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu]) -> Finetune | None:

@@ -18,3 +18,9 @@ def format_money(value: float | None, currency: str) -> str:
     if value is None:
         return "n/a"
     return f"{value:,.0f} {currency}" if abs(value) >= 100 else f"{value:,.2f} {currency}"
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """``1 GPU``, ``2 GPUs``, ``1 replica``: the count with its noun in the right number."""
+    word = noun if count == 1 else (plural_form or noun + "s")
+    return f"{count:,} {word}"

@@ -195,12 +195,12 @@ def test_price_override_and_missing_price():
 
     gpu = get_gpu("h200-nvl")
     assert gpu.price_per_hour is None
-    budget = Budget("USD", None, None, {"h200-nvl": 3.8}, "2026-11-20")
+    budget = Budget("USD", None, None, {"h200-nvl": 3.8}, "2026-11-20", 12)
     from gpuplan.spec import Spec
 
     spec = Spec("s", "n", "", "", None, None, None, budget, (), {})
     assert spec.price(gpu) == (3.8, "spec budget.prices (2026-11-20)")
-    eur = Spec("s", "n", "", "", None, None, None, Budget("EUR", None, None, {}, None), (), {})
+    eur = Spec("s", "n", "", "", None, None, None, Budget("EUR", None, None, {}, None, 12), (), {})
     assert eur.price(get_gpu("h100-sxm")) == (None, "no price")  # catalog prices are USD
 
 

@@ -171,9 +171,9 @@ def test_output_tokens_beyond_the_context_is_a_finding_not_a_clamp():
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("approvals: {date: ", "0000-00-00}"),
+        ("approvals: {prepared_by: {name: A, date: ", "0000-00-00}}"),
         ("budget: {prices_date: ", "9999-12-31}"),
-        ("approvals: {date: ", "2026-02-30}"),
+        ("approvals: {prepared_by: {name: A, date: ", "2026-02-30}}"),
     ],
 )
 def test_dates_are_real_dates_within_bounds(field: str, value: str):
@@ -181,7 +181,7 @@ def test_dates_are_real_dates_within_bounds(field: str, value: str):
     (finding,) = lint_bytes("t.yaml", text.encode()).findings  # one finding, though pattern and format both fail
     assert finding.code == "GP106"
     assert finding.message.endswith(
-        f"the string '{value[:-1]}' is not a date from 2000-01-01 to 2099-12-31 (YYYY-MM-DD)"
+        f"the string '{value.rstrip('}')}' is not a date from 2000-01-01 to 2099-12-31 (YYYY-MM-DD)"
     )
 
 
@@ -366,7 +366,7 @@ def test_report_never_writes_through_a_symlink(tmp_path: Path):
     )
     assert victim.read_text() == "keep me"
     code, _, _ = run_cli("report", "--force", "-o", str(link), str(spec))
-    assert code == 0 and not link.is_symlink() and link.read_text().startswith("# GPU plan")
+    assert code == 0 and not link.is_symlink() and link.read_text().startswith("## APPROVE")
     assert victim.read_text() == "keep me"
 
 
@@ -391,7 +391,7 @@ def test_report_refuses_devices_fifos_and_read_only_files_and_keeps_modes(tmp_pa
     assert code == 2 and err.startswith(f"gpuplan: error: refusing to replace the read-only file {locked}")
     assert locked.read_text() == "old"
     code, _, _ = run_cli("report", "--force", "-o", str(locked), spec)
-    assert code == 0 and stat.S_IMODE(locked.stat().st_mode) == 0o444 and locked.read_text().startswith("# GPU plan")
+    assert code == 0 and stat.S_IMODE(locked.stat().st_mode) == 0o444 and locked.read_text().startswith("## APPROVE")
     shared = tmp_path / "shared.md"
     shared.write_text("old")
     shared.chmod(0o640)
@@ -411,7 +411,7 @@ def test_report_missing_folders_need_mkdir_and_dash_is_stdout(tmp_path: Path):
     assert not (tmp_path / "new").exists()
     assert run_cli("report", "--mkdir", "-o", str(target), spec)[0] == 0 and target.is_file()
     code, out, _ = run_cli("report", "-o", "-", spec)
-    assert code == 0 and out.startswith("# GPU plan") and not Path("-").exists()
+    assert code == 0 and out.startswith("## APPROVE") and not Path("-").exists()
     code, _, err = run_cli("report", "--pdf", "-o", "-", spec)
     assert code == 2 and "a PDF or several formats need a file name" in err
 

@@ -79,7 +79,7 @@ def equal_run(result, scale: float = 1.0) -> VllmRun:
         weights=terms["weights"] * scale / GIB,
         torch_peak=terms["activations"] * scale / GIB,
         non_torch=terms["runtime"] * scale / GIB,
-        graphs=0.0,
+        graphs=terms["cuda_graphs"] * scale / GIB,
         kv_pool=terms["kv_pool"] / GIB,
         requested=estimate.memory.budget / GIB,
         total=estimate.gpu.usable_bytes / GIB,
@@ -174,9 +174,9 @@ def serve_evidence_equal_to(result, scale: float = 1.0) -> Evidence:
     estimate = result.analysis.serve
     terms = serve_estimate_terms(estimate)
     job, spec = estimate.job, result.analysis.spec
-    usage = {WEIGHTS: "weights", TORCH_PEAK: "activations", NON_TORCH: "runtime"}
+    usage = {WEIGHTS: "weights", TORCH_PEAK: "activations", NON_TORCH: "runtime", CUDA_GRAPHS: "cuda_graphs"}
     measured = {term: ("0", terms[key] * scale) for term, key in usage.items()}
-    measured |= {CUDA_GRAPHS: ("0", 0.0), KV_POOL: ("0", terms["kv_pool"])}
+    measured |= {KV_POOL: ("0", terms["kv_pool"])}
     measured |= {KV_TOKENS: ("0", terms["kv_tokens"]), MAX_CONCURRENCY: ("0", terms["max_concurrency"])}
     return synthetic(
         "serve",
@@ -428,7 +428,7 @@ def test_report_gains_a_verified_section(tmp_path, write_spec):
     assert code == 0 and "Verified against a run" not in plain
     code, out, _ = run_cli("report", str(spec), "--run", str(log))
     assert code == 1  # the verify error counts, as in the findings table
-    assert "## Verified against a run" in out and "| KV cache tokens |" in out
+    assert "<summary>Verified against a run (1)</summary>" in out and "| KV cache tokens |" in out
     assert "| GP803 |" in out
 
 

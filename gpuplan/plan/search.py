@@ -572,6 +572,7 @@ class SpecPlanner:
         self.sync_share = sync_share
         self.limits = limits or spec.plan
         self._jobs: dict[str, JobPlanner | None] = {}
+        self._plans: dict[str, JobPlan | None] = {}  # plan() per job: a report and its verdict ask for the same
 
     def job(self, kind: str) -> JobPlanner | None:
         if kind not in self._jobs:
@@ -606,6 +607,11 @@ class SpecPlanner:
 
     def plan(self, kind: str) -> JobPlan | None:
         """The full plan of one job: declared verdict, recommendation, Pareto options, rejected, alternatives."""
+        if kind not in self._plans:
+            self._plans[kind] = self._plan(kind)
+        return self._plans[kind]
+
+    def _plan(self, kind: str) -> JobPlan | None:
         planner = self.job(kind)
         if planner is None:
             return None

@@ -6,6 +6,7 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
+from gpuplan.findings import Severity
 from gpuplan.linter import LintResult
 from gpuplan.report.model import build_report
 from gpuplan.report.render import render_html, render_markdown
@@ -17,21 +18,24 @@ def render_report(
     generated: datetime.date,
     epoch: int,
     progress: Callable[[str], None] | None = None,
+    fail_on: Severity = Severity.ERROR,
+    render_pdf: Callable[[str, int], bytes] | None = None,
     verification: list[dict[str, Any]] | None = None,
 ) -> dict[str, bytes]:
-    """Bytes per format; the PDF is the HTML through WeasyPrint."""
-    model: dict[str, Any] = build_report(result, generated, result.settings, verification)
+    """Bytes per format; the PDF is the HTML (with the bundled fonts) through WeasyPrint (``render_pdf``:
+    gpuplan.report.pdf_process's renderer, or in-process). ``verification``: the "Verified against a run" rows."""
+    model: dict[str, Any] = build_report(result, generated, result.settings, fail_on, verification)
     rendered: dict[str, bytes] = {}
     if "md" in formats:
         rendered["md"] = render_markdown(model).encode()
-    if "html" in formats or "pdf" in formats:
-        html = render_html(model)
-        if "html" in formats:
-            rendered["html"] = html.encode()
-        if "pdf" in formats:
-            from gpuplan.report.pdf import render_pdf
+    if "html" in formats:
+        rendered["html"] = render_html(model).encode()
+    if "pdf" in formats:
+        if render_pdf is None:
+            from gpuplan.report import pdf as pdf_module
 
-            if progress:
-                progress("rendering PDF")
-            rendered["pdf"] = render_pdf(html, epoch)
+            render_pdf = pdf_module.render_pdf
+        if progress:
+            progress("rendering PDF")
+        rendered["pdf"] = render_pdf(render_html(model, bundled_fonts=True), epoch)
     return rendered

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from gpuplan.report.weasy import load_weasyprint
 from gpuplan.resources import resource_dir
 
 
@@ -24,6 +25,7 @@ def allowed_url(url: str, assets: Path) -> bool:
 
 
 def _fetcher_class() -> Any:
+    load_weasyprint()
     from weasyprint.urls import URLFetcher
 
     class AssetsOnlyFetcher(URLFetcher):  # type: ignore[misc]
@@ -55,14 +57,17 @@ def render_pdf(html: str, epoch: int, fetcher: Any = None) -> bytes:
     the environment nor logging levels are changed here: WeasyPrint's log records of the fetches the
     fetcher refuses (expected, not noise) are filtered out while this document renders, and only them.
     """
-    from weasyprint import HTML
+    HTML = load_weasyprint().HTML
 
     assets = resource_dir("templates").resolve()
     fetcher = fetcher or new_fetcher()
     document = HTML(string=html, base_url=assets.as_uri() + "/", url_fetcher=fetcher)
     identifier = hashlib.sha256(html.encode()).hexdigest()[:32].encode()
     with _refusals_unlogged(fetcher):
-        pdf: bytes = document.write_pdf(presentational_hints=False, pdf_identifier=identifier)
+        # Tagged PDF/UA-1 (structure tree, language, title) for screen readers; the bytes stay reproducible.
+        pdf: bytes = document.write_pdf(
+            presentational_hints=False, pdf_identifier=identifier, pdf_variant="pdf/ua-1", pdf_tags=True
+        )
     return pdf
 
 

@@ -11,7 +11,9 @@ from gpuplan.output.markdown import escape_markdown
 from gpuplan.resources import resource_dir
 from gpuplan.visible import visible_prose
 
-__all__ = ["escape_markdown", "render_html", "render_markdown"]
+__all__ = ["GITHUB_COMMENT_LIMIT", "escape_markdown", "render_html", "render_markdown"]
+
+GITHUB_COMMENT_LIMIT = 65_536  # characters in one GitHub issue or pull-request comment
 
 
 def _inert(value: Any) -> Any:
@@ -35,8 +37,35 @@ def _environment() -> jinja2.Environment:
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    return _environment().get_template("report.md.j2").render(report=report)
+    """Markdown that works as a pull-request comment: under GitHub's limit, findings shortened to fit."""
+    template = _environment().get_template("report.md.j2")
+    text = template.render(report=report)
+    total = sum(len(group["findings"]) for group in report["finding_groups"])
+    keep = total
+    while len(text) >= GITHUB_COMMENT_LIMIT and keep > 0:
+        keep //= 2
+        text = template.render(report={**report, "finding_groups": _first_findings(report["finding_groups"], keep)})
+    return text
 
 
-def render_html(report: dict[str, Any]) -> str:
-    return _environment().get_template("report.html.j2").render(report=report)
+def _first_findings(groups: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
+    """The first ``keep`` findings over all groups (errors first), each group saying how many it leaves out."""
+    shortened = []
+    for group in groups:
+        shown = group["findings"][:keep]
+        keep -= len(shown)
+        left = len(group["findings"]) - len(shown)
+        more = f"... and {left:,} more (the HTML and PDF reports list every finding)." if left else ""
+        shortened.append({**group, "findings": shown, "more": more})
+    return shortened
+
+
+def render_html(report: dict[str, Any], *, bundled_fonts: bool = False) -> str:
+    """Standalone HTML: the stylesheet inlined, nothing to fetch. ``bundled_fonts`` adds the @font-face
+    rules that point into the packaged templates folder; only the PDF renderer, which may read them, asks."""
+    css = (resource_dir("templates") / "report.css").read_text(encoding="utf-8")
+    if bundled_fonts:
+        css = (resource_dir("templates") / "fonts.css").read_text(encoding="utf-8") + css
+    if "</" in css:
+        raise ValueError("report.css must not contain '</' (it is inlined into a <style> element)")
+    return _environment().get_template("report.html.j2").render(report=report, css=markupsafe.Markup(css))

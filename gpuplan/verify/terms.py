@@ -54,10 +54,18 @@ SERVE_ROWS = (
     Row(
         "activations",
         ("activations",),
-        (TORCH_PEAK, CUDA_GRAPHS),
+        (TORCH_PEAK,),
         USAGE,
         BYTES,
-        "profile-run peak (prefill batch and sampler) plus the CUDA graph pool",
+        "profile-run peak: the larger of the dummy prefill batch and the sampler warm-up",
+    ),
+    Row(
+        "CUDA graph pool",
+        ("cuda_graphs",),
+        (CUDA_GRAPHS,),
+        USAGE,
+        BYTES,
+        "CUDA graphs captured after the KV cache is sized (outside gpu_memory_utilization in vLLM 0.19)",
     ),
     Row("runtime", ("runtime",), (NON_TORCH,), USAGE, BYTES, "allocations outside torch: NCCL, cuBLAS, all-reduce"),
     Row("KV cache pool", ("kv_pool",), (KV_POOL,), CAPACITY, BYTES, "memory left for the KV cache on each GPU"),
@@ -105,6 +113,7 @@ def serve_estimate_terms(estimate: ServeEstimate) -> dict[str, float]:
     pool = float(memory.kv_available)
     per_block = memory.kv_bytes_per_token * BLOCK_TOKENS
     terms: dict[str, float] = {name: float(value) for name, value in memory.breakdown.items()}
+    terms["cuda_graphs"] = float(memory.cuda_graphs)
     terms["kv_pool"] = pool
     # vLLM: num_blocks = pool // (bytes of one block over the GPU's layers); tokens = blocks x block size.
     terms["kv_tokens"] = math.floor(max(pool, 0) / per_block) * BLOCK_TOKENS if per_block > 0 else 0.0

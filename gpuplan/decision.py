@@ -1,0 +1,302 @@
+"""The decision a procurement review signs: a verdict with a one-sentence reason, and the amount requested.
+
+The verdict is computed from the same findings, fail level (``--fail-on``), configuration (select, ignore,
+severity) and waiver mode as the exit code, so a report never disagrees with its run:
+
+- a run that exits 1 is never APPROVE, and REJECT always exits 1 (its deciding findings are at or above
+  the fail level);
+- CANNOT APPROVE also comes from a fact rather than a finding: an amount that cannot be stated (no price, or
+  no token count for a fine-tuning run) cannot be signed, whatever the severity of GP503.
+
+Order of precedence, worst first:
+
+1. no estimate (the spec did not load, validate or resolve) -> CANNOT APPROVE;
+2. a finding at or above the fail level that says the declared plan cannot work (does not fit, cannot run
+   as declared, misses an SLO, over budget) -> REJECT;
+3. a finding at or above the fail level that says information is missing (input and schema errors, a
+   missing or stale price), or an amount that cannot be stated -> CANNOT APPROVE;
+4. any other finding at or above the fail level, or a finding below it that says the declared layout is
+   not sound (low headroom, a cheaper sound layout, a reject-class finding re-levelled below the fail
+   level) -> APPROVE WITH CHANGES;
+5. otherwise APPROVE.
+
+An APPROVE WITH CHANGES and a REJECT of an estimated spec name the way forward: the planner's recommended
+layout (gpuplan.plan, the same search GP507 asks) with its cost and what it saves against the declared one.
+
+This module imports no Jinja or WeasyPrint: ``gpuplan diff`` compares verdicts with it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplan.findings import Finding, Severity
+from gpuplan.units import format_money
+
+# Findings that say the declared plan cannot be approved as it stands, with the words the reason uses.
+REJECTING: dict[str, str] = {
+    "GP201": "does not fit in GPU memory",
+    "GP203": "does not fit its KV cache",
+    "GP301": "does not fit on one GPU and declares no parallelism",
+    "GP303": "cannot run as declared",
+    "GP304": "cannot run as declared",
+    "GP403": "misses its time-to-first-token SLO",
+    "GP404": "misses its time-per-output-token SLO",
+    "GP501": "is over budget",
+    "GP502": "is over budget",
+    "GP601": "cannot keep its checkpoints in the declared storage",
+}
+# Findings that say something the decision needs is unknown: input and schema problems (GP0xx, GP1xx)
+# and prices that are missing or too old to sign against.
+MISSING_INFORMATION_CODES = frozenset({"GP503", "GP504"})
+# Findings below the fail level that still make the declared layout unsound: the approver is told what
+# to change rather than asked to sign it as it is (low headroom; a cheaper sound layout, issue 11's GP507).
+UNSOUND_CODES = frozenset({"GP202", "GP507"}) | frozenset(REJECTING)
+
+
+class Verdict(str, enum.Enum):
+    """The four answers a report gives; ``rank`` orders them from best (0) to worst (3)."""
+
+    APPROVE = "APPROVE"
+    APPROVE_WITH_CHANGES = "APPROVE WITH CHANGES"
+    CANNOT_APPROVE = "CANNOT APPROVE"
+    REJECT = "REJECT"
+
+    @property
+    def rank(self) -> int:
+        return list(Verdict).index(self)
+
+    @property
+    def signable(self) -> bool:
+        """Whether the decision record may show names as approvals (never under REJECT or CANNOT APPROVE)."""
+        return self in (Verdict.APPROVE, Verdict.APPROVE_WITH_CHANGES)
+
+    @property
+    def slug(self) -> str:
+        return self.value.lower().replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class Amount:
+    """What the spec asks to spend: the one-off fine-tuning run plus serving for ``term_months``.
+
+    ``unknown`` says why a part could not be priced; the total is then None, never a partial sum.
+    """
+
+    currency: str
+    term_months: int
+    finetune_run: float | None = None  # None: no fine-tuning job, or unpriced (see ``unknown``)
+    serve_monthly: float | None = None  # None: no serving job, or unpriced (see ``unknown``)
+    unknown: tuple[str, ...] = ()
+
+    @property
+    def serve_term(self) -> float | None:
+        """The monthly cost in whole units (as every report prints it) times the term, so the sum checks by hand."""
+        return None if self.serve_monthly is None else round(self.serve_monthly) * self.term_months
+
+    @property
+    def total(self) -> float | None:
+        if self.unknown:
+            return None
+        return (self.finetune_run or 0.0) + (self.serve_term or 0.0)
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    reason: str  # one sentence, ending with a full stop
+    deciding: tuple[Finding, ...]  # the findings the verdict rests on (empty for APPROVE, and for a missing amount)
+    amount: Amount | None  # None when there is no estimate
+    fail_on: Severity
+    exit_code: int  # the run's exit code under the same findings and fail level
+    changes: tuple[Change, ...] = ()  # the planner's recommended layout per job where it differs from the declared
+
+
+@dataclass(frozen=True)
+class Change:
+    """The planner's recommended layout for one job that the declared layout should become."""
+
+    job: str  # "serve" | "finetune"
+    layout: str  # the recommended layout in the planner's words (``2 x h200-sxm, tensor_parallel 2``)
+    cost: str  # its cost (``6,636 USD/month``)
+    saving: float | None  # per month (serving) or per run / per 1M tokens (fine-tuning); None: unpriced or unsound
+    saving_unit: str  # "month", "run" or "1M tokens"
+    fragment: str  # the spec fields to paste
+
+    def sentence(self, currency: str) -> str:
+        word = "serving" if self.job == "serve" else "fine-tuning"
+        text = f"{word} on {self.layout} ({self.cost})"
+        if self.saving is not None and self.saving > 0:
+            per = "a month" if self.saving_unit == "month" else f"per {self.saving_unit}"
+            text += f", saving {format_money(self.saving, currency)} {per}"
+        return text
+
+
+def amount_of(analysis: Any) -> Amount:
+    """The amount requested by an analysed spec (gpuplan.analysis.Analysis)."""
+    budget = analysis.spec.budget
+    unknown: list[str] = []
+    finetune_run = serve_monthly = None
+    if analysis.finetune is not None:
+        f = analysis.finetune
+        finetune_run = f.cost
+        if f.price_per_hour is None:
+            unknown.append(f"no price per GPU-hour for {f.gpu.id} in {budget.currency}")
+        elif f.speed is None:
+            unknown.append("finetune.tokens is not given, so the run's length is unknown")
+    if analysis.serve is not None:
+        s = analysis.serve
+        serve_monthly = s.monthly_cost
+        if s.price_per_hour is None:
+            unknown.append(f"no price per GPU-hour for {s.gpu.id} in {budget.currency}")
+    return Amount(budget.currency, budget.term_months, finetune_run, serve_monthly, tuple(dict.fromkeys(unknown)))
+
+
+def recommended_changes(analysis: Any, planner: Any) -> tuple[Change, ...]:
+    """Per job, the planner's recommended layout when it is not the declared one (gpuplan.plan.SpecPlanner)."""
+    from gpuplan.plan.describe import cost_text, paste_line
+
+    currency = analysis.spec.budget.currency
+    changes = []
+    for kind, estimate in (("finetune", analysis.finetune), ("serve", analysis.serve)):
+        plan = planner.plan(kind) if estimate is not None else None
+        if plan is None or plan.recommended is None or plan.recommended.layout.key == plan.declared.layout.key:
+            continue
+        option, saving, unit = plan.recommended, plan.saving, "month" if kind == "serve" else "1M tokens"
+        if kind == "finetune" and saving is not None and plan.declared.cost is not None and option.cost is not None:
+            saving, unit = plan.declared.cost - option.cost, "run"
+        changes.append(
+            Change(
+                kind, option.layout.describe(), cost_text(option, currency), saving, unit, paste_line(option.fragment)
+            )
+        )
+    return tuple(changes)
+
+
+def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
+    """The verdict of one linted spec (gpuplan.linter.LintResult) under the run's fail level.
+
+    ``planner`` (gpuplan.plan.SpecPlanner for the spec, optional) is asked for the recommended layout an
+    APPROVE WITH CHANGES or a REJECT quotes; without one, it is built from the run's settings when needed.
+    """
+    active = [f for f in result.findings if not f.waived]
+    blocking = [f for f in active if f.severity.rank >= fail_on.rank]
+    exit_code = 1 if blocking else 0
+    analysis = result.analysis
+
+    def verdict(kind: Verdict, reason: str, deciding: list[Finding], amount: Amount | None) -> Decision:
+        changes: tuple[Change, ...] = ()
+        # The planner is quoted when the verdict is about the layout (its memory, speed, cost or budget).
+        if analysis is not None and any(f.code in UNSOUND_CODES for f in deciding):
+            changes = recommended_changes(analysis, planner or _planner(analysis, result.settings))
+            quoted = [change for change in changes if f"{change.layout} (" not in reason]  # not said twice
+            if quoted:
+                currency = analysis.spec.budget.currency
+                reason = f"{reason.rstrip('.')}; the planner recommends " + " and ".join(
+                    change.sentence(currency) for change in quoted
+                )
+        return Decision(kind, _sentence(reason), tuple(deciding), amount, fail_on, exit_code, changes)
+
+    if analysis is None:
+        first = next((f for f in active if f.severity is Severity.ERROR), active[0] if active else None)
+        detail = f": {first.message}" if first else ""
+        return verdict(
+            Verdict.CANNOT_APPROVE, f"The spec could not be estimated{detail}", [first] if first else [], None
+        )
+    amount = amount_of(analysis)
+    rejecting = [f for f in blocking if f.code in REJECTING]
+    if rejecting:
+        first = rejecting[0]
+        others = sorted({f"{f.code} ({f.name})" for f in rejecting if f.code != first.code})
+        more = f"; also {', '.join(others)}" if others else ""
+        return verdict(
+            Verdict.REJECT,
+            f"The declared {_job_word(first)} {REJECTING[first.code]}: {first.message}{more}",
+            rejecting,
+            amount,
+        )
+    missing = [f for f in blocking if _missing_information(f.code)]
+    if missing:
+        return verdict(Verdict.CANNOT_APPROVE, f"Information is missing: {missing[0].message}", missing, amount)
+    if amount.unknown:
+        return verdict(Verdict.CANNOT_APPROVE, f"No amount can be stated: {'; '.join(amount.unknown)}", [], amount)
+    if blocking:
+        first = blocking[0]
+        return verdict(
+            Verdict.APPROVE_WITH_CHANGES,
+            f"Approve once this is resolved ({first.code}, {first.severity.value} at --fail-on "
+            f"{fail_on.value}): {first.message}",
+            blocking,
+            amount,
+        )
+    unsound = [f for f in active if f.code in UNSOUND_CODES]
+    if unsound:
+        first = unsound[0]
+        if first.code == "GP507":  # the planner's sentence below quotes both layouts and the saving
+            reason = f"The declared layout works, but a sound layout costs less ({first.code})"
+        else:
+            relevelled = f", re-levelled to {first.severity.value}" if first.code in REJECTING else ""
+            reason = f"The declared layout is not sound as it stands ({first.code}{relevelled}): {first.message}"
+        return verdict(Verdict.APPROVE_WITH_CHANGES, reason, unsound, amount)
+    return verdict(Verdict.APPROVE, _approval_reason(analysis), [], amount)
+
+
+def _planner(analysis: Any, settings: Any) -> Any:
+    from gpuplan.config import default_settings
+    from gpuplan.rules.context import planner_for
+
+    return planner_for(analysis.spec, settings or default_settings())
+
+
+def _missing_information(code: str) -> bool:
+    return code.startswith(("GP0", "GP1")) or code in MISSING_INFORMATION_CODES
+
+
+def _job_word(finding: Finding) -> str:
+    if finding.pointer.startswith("/finetune") or finding.code in ("GP501", "GP601"):
+        return "fine-tuning run"
+    if finding.pointer.startswith("/serve") or finding.code == "GP502":
+        return "deployment"
+    return "plan"
+
+
+def _approval_reason(analysis: Any) -> str:
+    parts = []
+    if analysis.finetune is not None:
+        f = analysis.finetune
+        free = 1 - f.memory.per_gpu / f.gpu.usable_bytes
+        parts.append(f"fine-tuning on {layout_text(f)} fits with {free:.0%} headroom")
+    if analysis.serve is not None:
+        s = analysis.serve
+        free = 1 - s.memory.per_gpu / s.memory.budget
+        slo = "meets its latency SLOs" if s.job.ttft_ms or s.job.tpot_ms else "declares no latency SLO"
+        parts.append(f"serving on {layout_text(s)} fits with {free:.0%} headroom and {slo}")
+    budget = analysis.spec.budget
+    declared = budget.finetune_total is not None or budget.serve_monthly is not None
+    money = "within the declared budget" if declared else "priced (no budget is declared to check against)"
+    return f"The declared {' and '.join(parts)}; every job is {money}"
+
+
+def layout_text(estimate: Any) -> str:
+    """A job's layout as people say it: ``4 x h100-sxm (TP 4)``, ``8 x h100-sxm (TP 2, PP 2, 2 replicas)``."""
+    setup = estimate.setup
+    parts = []
+    if setup.tensor_parallel > 1:
+        parts.append(f"TP {setup.tensor_parallel}")
+    if setup.pipeline_parallel > 1:
+        parts.append(f"PP {setup.pipeline_parallel}")
+    sharding = getattr(setup, "sharding", "none")
+    if sharding != "none":
+        parts.append({"zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3", "fsdp": "FSDP"}.get(sharding, sharding))
+    replicas = estimate.gpus // (setup.tensor_parallel * setup.pipeline_parallel)
+    if hasattr(estimate, "monthly_cost") and replicas > 1:
+        parts.append(f"{replicas} replicas")
+    detail = f" ({', '.join(parts)})" if parts else ""
+    return f"{estimate.gpus} x {estimate.gpu.id}{detail}"
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(text.split())
+    return text if text.endswith((".", "!", "?")) else text + "."

@@ -1,0 +1,176 @@
+"""The planner's options as an approver compares them: declared, recommended and next best side by side.
+
+Nothing is searched here: every option is the planner's (gpuplan.plan, the one layout search rules, ``gpuplan
+plan`` and reports share), estimated by the estimator and judged per constraint. This module picks the three
+columns an approver weighs, says what each costs per month and over the term (or per run), per 1M tokens,
+how much memory it leaves free, its latency against the SLO, which constraints it meets or breaks, whether
+it is within the budget, and what its price rests on and when it was quoted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplan.plan.describe import cost_text
+from gpuplan.plan.evaluate import Option
+from gpuplan.plan.search import JobPlan
+from gpuplan.report.prices import price_basis
+from gpuplan.spec import Spec
+from gpuplan.units import format_gib, format_money, plural
+
+MAX_PLANNER_ROWS = 10  # rows of the planner's full table: declared, recommended, then the cheapest options
+
+# Constraint names (gpuplan.plan.evaluate's, in its order) as an approver reads them.
+CONSTRAINT_LABELS = {
+    "limits": "Within the plan's limits",
+    "tensor_parallel": "Tensor parallelism valid",
+    "nvlink_domain": "Within one NVLink domain",
+    "pipeline_parallel": "Pipeline parallelism valid",
+    "memory": "Fits in memory",
+    "headroom": "Headroom margin kept",
+    "ttft_slo": "TTFT SLO met",
+    "tpot_slo": "TPOT SLO met",
+    "gradient_sync": "Gradient sync affordable",
+    "model_parallelism": "No needless model parallelism",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One option in the side-by-side table."""
+
+    label: str  # "declared", "recommended", "declared and recommended", "next best"
+    option: Option
+
+
+def columns(plan: JobPlan) -> list[Column]:
+    """Declared, recommended (when it is another layout) and the next best sound option, in that order."""
+    declared = plan.declared
+    picked = [Column("declared", declared)]
+    keys = {declared.layout.key}
+    recommended = plan.recommended
+    if recommended is not None:
+        if recommended.layout.key == declared.layout.key:
+            picked[0] = Column("declared and recommended", declared)
+        else:
+            picked.append(Column("recommended", recommended))
+            keys.add(recommended.layout.key)
+    nxt = next((o for o in plan.options if o.layout.key not in keys and o.sound), None)
+    if nxt is not None:
+        picked.append(Column("next best", nxt))
+    return picked
+
+
+def saving_of(plan: JobPlan) -> tuple[float, str] | None:
+    """(amount, unit) the recommendation saves against the declared layout: per month for serving, per run
+    for fine-tuning with tokens (per 1M tokens without); None when the planner states no saving (either is
+    unpriced, or the declared layout would not run as declared) or it saves nothing."""
+    saving = plan.saving
+    recommended = plan.recommended
+    if saving is None or recommended is None or saving <= 0:
+        return None
+    if plan.kind == "serve":
+        return saving, "month"
+    declared_run, recommended_run = plan.declared.cost, recommended.cost
+    if declared_run is not None and recommended_run is not None:
+        return declared_run - recommended_run, "run"
+    return saving, "1M tokens"
+
+
+def _latency(option: Option) -> str:
+    estimate = option.estimate
+    if option.kind != "serve":
+        speed = estimate.speed
+        return (
+            "n/a (finetune.tokens is not given)"
+            if speed is None or not option.tokens_known
+            else f"{speed.hours:,.1f} h"
+        )
+    job, speed = estimate.job, estimate.speed
+    ttft = f"TTFT {speed.ttft_s * 1000:,.0f} ms" + (f" (SLO {job.ttft_ms:,g})" if job.ttft_ms is not None else "")
+    tpot = f"TPOT {speed.tpot_s * 1000:,.1f} ms" + (f" (SLO {job.tpot_ms:,g})" if job.tpot_ms is not None else "")
+    return f"{ttft}\n{tpot}"
+
+
+def _budget(option: Option, spec: Spec) -> str:
+    limit = spec.budget.serve_monthly if option.kind == "serve" else spec.budget.finetune_total
+    cost = option.cost
+    if limit is None:
+        return "no budget declared"
+    if cost is None:
+        return "unchecked: no cost"
+    return "within" if cost <= limit else f"over by {format_money(cost - limit, spec.budget.currency)}"
+
+
+def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
+    currency, term = spec.budget.currency, spec.budget.term_months
+    estimate = option.estimate
+    rows: dict[str, str] = {"Layout": option.layout.describe()}
+    if option.kind == "serve":
+        monthly = option.cost
+        rows["Cost per month"] = format_money(monthly, currency)
+        rows[f"Cost over {plural(term, 'month')}"] = (
+            format_money(None, currency) if monthly is None else format_money(round(monthly) * term, currency)
+        )
+        rows["Cost per 1M output tokens"] = format_money(estimate.cost_per_million_tokens, currency)
+    else:
+        rows["Cost of the run"] = format_money(option.cost, currency)
+        rows["Cost per 1M training tokens"] = format_money(option.rate, currency)
+    free = option.capacity_bytes - option.per_gpu_bytes
+    rows["Headroom per GPU"] = (
+        f"{format_gib(free)} ({option.headroom:.0%})" if free >= 0 else f"none: short by {format_gib(-free)}"
+    )
+    rows["Latency" if option.kind == "serve" else "Training time"] = _latency(option)
+    rows["Budget"] = _budget(option, spec)
+    for name, ok in option.meets:
+        rows[CONSTRAINT_LABELS.get(name, name)] = "meets" if ok else "breaks"
+    rows["Price basis"] = price_basis(spec, option.layout.gpu).text
+    return rows
+
+
+def side_by_side(plan: JobPlan, spec: Spec) -> tuple[list[str], list[list[str]]]:
+    """(column headers, rows): one row per quantity, one column per option."""
+    picked = columns(plan)
+    per_option = [_rows_for(column.option, spec) for column in picked]
+    labels = list(per_option[0])
+    headers = ["", *(column.label.capitalize() for column in picked)]
+    return headers, [[label, *(rows.get(label, "—") for rows in per_option)] for label in labels]
+
+
+def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
+    """The planner's full table: declared (marked), recommended, the sound options no other beats on cost
+    and latency, then layouts that break a constraint, each with the constraints it breaks."""
+    rows: list[list[str]] = []
+    seen: set[tuple[object, ...]] = set()
+    ordered = [("declared", plan.declared)]
+    if plan.recommended is not None:
+        ordered.append(("recommended", plan.recommended))
+    ordered += [("", option) for option in plan.options] + [("", option) for option in plan.rejected]
+    for mark, option in ordered:
+        if option.layout.key in seen:
+            if mark == "recommended":
+                rows[0][0] = "declared, recommended"
+            continue
+        seen.add(option.layout.key)
+        if len(rows) >= MAX_PLANNER_ROWS and not mark:
+            break
+        speed: Any = option.estimate.speed
+        if option.kind == "serve":
+            speed_text = f"{speed.ttft_s * 1000:,.0f} / {speed.tpot_s * 1000:,.1f}"
+        else:
+            speed_text = f"{speed.hours:,.1f}" if option.tokens_known and speed is not None else "n/a"
+        price = option.price_per_hour
+        broken = option.broken
+        rows.append(
+            [
+                mark,
+                option.layout.describe(),
+                f"{option.headroom:.0%}",
+                speed_text,
+                "n/a" if price is None else f"{price:.2f}",
+                cost_text(option, currency),
+                "meets every constraint" if not broken else f"breaks {', '.join(broken)}",
+            ]
+        )
+    return rows

@@ -1,0 +1,148 @@
+"""The decision record: what was reviewed, under which configuration, and who may sign it.
+
+The content hash identifies what was reviewed independently of who signed: it is the SHA-256 of the
+spec's data without its ``approvals`` section, written as canonical JSON (keys sorted, no insignificant
+whitespace, UTF-8). Adding or changing signatures, comments, key order or YAML formatting leaves it
+unchanged; any other value changes it. The raw file's SHA-256 is recorded beside it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CONTENT_HASH_DEFINITION = (
+    "SHA-256 of the spec's data without its approvals section, as canonical JSON (keys sorted, no "
+    "insignificant whitespace, UTF-8): signatures, comments and formatting do not change it; any other value does."
+)
+GIT_TIMEOUT_S = 5  # a local repository answers in milliseconds; a hung filesystem must not hang a report
+
+
+def content_hash(data: Any) -> str | None:
+    """The hash defined in CONTENT_HASH_DEFINITION, or None when the spec did not load."""
+    if data is None:
+        return None
+    reviewed = {key: value for key, value in data.items() if key != "approvals"} if isinstance(data, dict) else data
+    canonical = json.dumps(reviewed, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class GitState:
+    commit: str  # HEAD of the repository holding the spec
+    path: str  # the spec's path inside the repository
+    status: str  # "committed" | "modified since this commit" | "not committed"
+
+
+def git_state(spec_path: Path) -> GitState | None:
+    """The commit and repository path of ``spec_path``; None outside a repository or without ``git``."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    folder = spec_path.resolve().parent
+    environment = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}  # read-only: no index refresh
+
+    def run(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                [git, "-C", str(folder), *args],
+                capture_output=True,
+                text=True,
+                timeout=GIT_TIMEOUT_S,
+                env=environment,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    found = run("rev-parse", "--show-toplevel", "HEAD")
+    if found is None or len(found.split()) != 2:
+        return None
+    top, commit = found.split()
+    try:
+        relative = spec_path.resolve().relative_to(Path(top).resolve()).as_posix()
+    except ValueError:
+        return None
+    status = run("status", "--porcelain=v1", "--", relative)
+    if status is None:
+        return None
+    code = status[:2]
+    state = (
+        "not committed" if code in ("??", "A ", "AM") else "modified since this commit" if code.strip() else "committed"
+    )
+    return GitState(commit, relative, state)
+
+
+@dataclass(frozen=True)
+class ConfigRecord:
+    path: str | None  # None: no configuration file, the documented defaults
+    sha256: str | None
+    select: tuple[str, ...]
+    ignore: tuple[str, ...]
+    severities: tuple[tuple[str, str, str], ...]  # (code, default level, configured level)
+    waivers: bool  # whether the spec's waivers were applied (False under --no-waivers)
+
+
+def config_record(options: Any, spec_path: str) -> ConfigRecord:
+    """What shaped a lint run (gpuplan.linter.LintOptions), with the configuration file's hash and its path
+    relative to the spec's folder (the same on every machine that checks the repository out)."""
+    from gpuplan.codes import CODES
+
+    if options is None:
+        return ConfigRecord(None, None, (), (), (), True)
+    digest = shown = None
+    if options.config_source:
+        source = Path(options.config_source)
+        try:
+            digest = hashlib.sha256(source.read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        relative = Path(os.path.relpath(source.resolve(), Path(spec_path).resolve().parent)).as_posix()
+        shown = f"{relative} beside the spec" if "/" not in relative else relative
+    relevelled = tuple(
+        (code, CODES[code].severity.value, level.value)
+        for code, level in sorted(options.severities.items())
+        if code in CODES and CODES[code].severity is not level
+    )
+    return ConfigRecord(
+        shown,
+        digest,
+        tuple(options.select),
+        tuple(dict.fromkeys(options.ignore)),
+        relevelled,
+        options.use_waivers,
+    )
+
+
+@dataclass(frozen=True)
+class Expiry:
+    date: datetime.date
+    basis: str  # why this date: the first price to go stale, a waiver's expiry, or the default validity
+
+
+def approval_expiry(
+    generated: datetime.date, price_dates: dict[str, datetime.date], waiver_expiries: dict[str, str], max_age_days: int
+) -> Expiry:
+    """The day the approval lapses: the earliest of a price going stale (older than ``max_age_days``, as
+    GP504 judges), a waiver the verdict relies on expiring, or ``max_age_days`` after the report."""
+    age = datetime.timedelta(days=max_age_days)
+    candidates = [(generated + age, f"{max_age_days} days after this report, when its prices are due for a refresh")]
+    for gpu_id, quoted in sorted(price_dates.items()):
+        candidates.append((quoted + age, f"the {gpu_id} price quoted {quoted} turns {max_age_days} days old"))
+    for code, expires in sorted(waiver_expiries.items()):
+        try:
+            candidates.append((datetime.date.fromisoformat(expires), f"the waiver of {code} expires"))
+        except ValueError:
+            continue
+    date, basis = min(candidates)
+    if date < generated:
+        return Expiry(generated, f"the day of this report only: {basis} on {date}; refresh it to extend the approval")
+    return Expiry(date, basis)

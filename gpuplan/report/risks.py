@@ -1,0 +1,153 @@
+"""Risks an approver accepts by signing, computed from the estimate, the prices and the run's configuration."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplan.config import Settings
+from gpuplan.findings import Finding, Severity
+from gpuplan.linter import code_selected
+from gpuplan.plan.evaluate import within_headroom
+from gpuplan.report.prices import PriceBasis
+from gpuplan.report.record import ConfigRecord
+from gpuplan.units import format_gib, format_money, plural
+
+
+@dataclass(frozen=True)
+class Risk:
+    title: str
+    detail: str
+
+
+def _replicas(serve: Any) -> int:
+    setup = serve.setup
+    return max(1, serve.gpus // (setup.tensor_parallel * setup.pipeline_parallel))
+
+
+def compute_risks(
+    analysis: Any,
+    findings: tuple[Finding, ...],
+    bases: dict[str, PriceBasis],
+    settings: Settings,
+    record: ConfigRecord,
+    today: datetime.date,
+) -> list[Risk]:
+    """Every risk that applies, in a fixed order: availability, memory, prices, runs, waivers, configuration."""
+    risks: list[Risk] = []
+    spec = analysis.spec if analysis else None
+    currency = spec.budget.currency if spec else ""
+    serve = analysis.serve if analysis else None
+    finetune = analysis.finetune if analysis else None
+    if serve is not None and _replicas(serve) == 1:
+        risks.append(
+            Risk(
+                "No N+1 redundancy",
+                f"one replica on {plural(serve.gpus, 'GPU')}: a GPU or node failure stops the service until it is "
+                "replaced; a second replica doubles the serving cost",
+            )
+        )
+    for estimate, capacity, word in (
+        (finetune, finetune.gpu.usable_bytes if finetune else 0, "fine-tuning"),
+        (serve, serve.memory.budget if serve else 0, "serving"),
+    ):
+        if estimate is None or not estimate.fits:
+            continue
+        if not within_headroom(estimate.memory.per_gpu, capacity, settings.headroom_pct):
+            free = capacity - estimate.memory.per_gpu
+            risks.append(
+                Risk(
+                    "Headroom under the margin",
+                    f"{word} leaves {format_gib(free)} ({free / capacity:.0%}) free per GPU, under the configured "
+                    f"{settings.headroom_pct:g}% margin: a longer prompt or a framework update can run out of memory",
+                )
+            )
+    for basis in bases.values():
+        if basis.price is None:
+            risks.append(Risk("Unpriced GPU", f"{basis.gpu}: {basis.text}; its cost is not in the amount"))
+            continue
+        if basis.date is None:
+            risks.append(Risk("Undated price", f"{basis.gpu}: {basis.text}; its age cannot be checked"))
+        elif (today - basis.date).days > settings.price_max_age_days:
+            age = (today - basis.date).days
+            risks.append(
+                Risk(
+                    "Stale price",
+                    f"{basis.gpu}: quoted {basis.date.isoformat()}, {age} days ago (more than "
+                    f"{settings.price_max_age_days}); rental prices move by tens of percent within a quarter",
+                )
+            )
+        if basis.origin == "catalog" and len(basis.providers) == 1:
+            risks.append(
+                Risk(
+                    "Single provider",
+                    f"{basis.gpu}: the price rests on quotes from {basis.providers[0]} only; capacity and price "
+                    "depend on one supplier",
+                )
+            )
+    if finetune is not None and finetune.speed is not None:
+        hours = finetune.speed.hours
+        if hours > settings.long_run_hours and finetune.job.checkpoint_every_hours is None:
+            risks.append(
+                Risk(
+                    "Long run without checkpoints",
+                    f"the fine-tuning run takes about {hours:,.0f} hours with no checkpoints declared: a failure late "
+                    f"in the run repeats it (up to {format_money(finetune.cost, currency)})",
+                )
+            )
+    for finding in findings:
+        if finding.waiver is not None:
+            waiver = finding.waiver
+            who = f", approved by {waiver.approved_by}" if waiver.approved_by else ", approver not named"
+            until = f", until {waiver.expires}" if waiver.expires else ", no expiry"
+            risks.append(
+                Risk(
+                    f"Waiver in force: {finding.code}",
+                    f"{finding.message} — accepted because {waiver.reason}{who}{until}",
+                )
+            )
+    risks.extend(_configuration_risks(analysis, findings, record, currency))
+    return risks
+
+
+def _configuration_risks(
+    analysis: Any, findings: tuple[Finding, ...], record: ConfigRecord, currency: str
+) -> list[Risk]:
+    """Checks the configuration switched off, where the estimate shows what they would have said."""
+    from gpuplan.codes import CODES
+
+    risks: list[Risk] = []
+    reported = {finding.code for finding in findings}
+    off = [
+        code
+        for code, entry in CODES.items()
+        if not code_selected(code, entry.name, record.select, record.ignore) and code not in reported
+    ]
+    if off:
+        risks.append(
+            Risk(
+                "Rules ignored by configuration",
+                f"{', '.join(off)} did not run ({record.path or 'command line'}); the verdict cannot reflect them",
+            )
+        )
+    spec = analysis.spec if analysis else None
+    if spec is None:
+        return risks
+    budget = spec.budget
+    over = []
+    for code, word, cost, limit, per in (
+        ("GP502", "serving", analysis.serve.monthly_cost if analysis.serve else None, budget.serve_monthly, " a month"),
+        ("GP501", "fine-tuning", analysis.finetune.cost if analysis.finetune else None, budget.finetune_total, ""),
+    ):
+        if cost is not None and limit is not None and cost > limit and code not in reported:
+            over.append(
+                f"{word} costs {format_money(cost, currency)}{per} against a budget of "
+                f"{format_money(limit, currency)} ({code} off)"
+            )
+    if over:
+        risks.append(Risk("Over budget with the budget check off", "; ".join(over)))
+    for code, default, level in record.severities:
+        if Severity(level).rank < Severity(default).rank:
+            risks.append(Risk(f"Rule lowered: {code}", f"{CODES[code].name} reports at {level} instead of {default}"))
+    return risks

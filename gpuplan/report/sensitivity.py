@@ -1,0 +1,201 @@
+"""Sensitivity of the declared layout: what happens to fit, SLO and cost when the assumptions move.
+
+Each scenario re-runs the estimate of the declared layout with one input changed: the workload doubled
+(serving: concurrency, then context; fine-tuning: micro-batch, then sequence length), prices moved by
+±20%, and the speed figures at either end of their calibration error band. Nothing is searched: the
+question is how close the plan as declared sits to each of its limits.
+
+The error bands are the estimate's (``bands``: the share of calibration records whose error, estimate /
+measured - 1, lies within ±w; benchmarks/speed_accuracy.py). Within a band the real figure is the
+estimate / (1 + e) for |e| <= w, so the slow end of a time is the estimate / (1 - w) and the fast end the
+estimate / (1 + w); a throughput the other way round. A band of 100% or more has no slow end: the
+scenario says so instead of printing a number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
+from gpuplan.config import Settings
+from gpuplan.plan.evaluate import within_headroom
+from gpuplan.rules.context import efficiency_of
+
+PRICE_MOVE = 0.20  # ±20%: GPU rental prices move by tens of percent within a quarter (GP504's rationale)
+SLOW, FAST = "slow", "fast"
+
+
+def band_factor(within: float | None, end: str) -> float | None:
+    """What a time is multiplied by at one end of an error band of ±``within`` (estimate / measured - 1):
+    1 / (1 - w) at the slow end, 1 / (1 + w) at the fast end; None at the slow end of a band of 100% or more
+    (no bound); 1 without a band."""
+    if within is None:
+        return 1.0
+    if end == FAST:
+        return 1 / (1 + within)
+    return None if within >= 1 else 1 / (1 - within)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    per_gpu: int  # bytes per GPU
+    capacity: int  # bytes: the engine budget (serving) or usable memory (fine-tuning)
+    fits: bool  # holds at all
+    comfortable: bool  # holds with the configured headroom
+    ttft_s: float | None = None  # serving
+    tpot_s: float | None = None  # serving
+    hours: float | None = None  # fine-tuning
+    cost: float | None = None  # per month (serving) or per run (fine-tuning), spec currency
+    unbounded: str = ""  # names the figure whose band has no slow end (its time is then not stated)
+    slo_met: bool | None = None  # None: no SLO declared (or fine-tuning)
+    within_budget: bool | None = None  # None: no budget or no price
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    job: str  # "serve" | "finetune"
+    scenarios: tuple[Scenario, ...]
+    slo_ttft_s: float | None
+    slo_tpot_s: float | None
+    budget: float | None
+
+
+def _within(estimate: Any, metric: str) -> float | None:
+    band = estimate.bands.get(metric)
+    return None if band is None else float(band.within)
+
+
+def _serve_scenario(
+    name: str,
+    estimate: ServeEstimate,
+    settings: Settings,
+    budget: float | None,
+    price_factor: float = 1.0,
+    end: str | None = None,
+) -> Scenario:
+    job = estimate.job
+    ttft: float | None = estimate.speed.ttft_s
+    tpot: float | None = estimate.speed.tpot_s
+    unbounded = []
+    if end is not None:  # the speed figures at one end of their calibration bands; memory and cost do not move
+        for metric in ("ttft", "tpot"):
+            factor = band_factor(_within(estimate, metric), end)
+            if factor is None:
+                unbounded.append(metric.upper())
+        ttft_factor = band_factor(_within(estimate, "ttft"), end)
+        tpot_factor = band_factor(_within(estimate, "tpot"), end)
+        ttft = None if ttft_factor is None else estimate.speed.ttft_s * ttft_factor
+        tpot = None if tpot_factor is None else estimate.speed.tpot_s * tpot_factor
+    slo_met = None
+    if job.ttft_ms is not None or job.tpot_ms is not None:
+        ttft_ok = job.ttft_ms is None or (ttft is not None and ttft * 1000 <= job.ttft_ms)
+        tpot_ok = job.tpot_ms is None or (tpot is not None and tpot * 1000 <= job.tpot_ms)
+        slo_met = ttft_ok and tpot_ok
+    cost = None if estimate.monthly_cost is None else estimate.monthly_cost * price_factor
+    return Scenario(
+        name,
+        estimate.memory.per_gpu,
+        estimate.memory.budget,
+        estimate.fits,
+        estimate.fits and within_headroom(estimate.memory.per_gpu, estimate.memory.budget, settings.headroom_pct),
+        ttft_s=ttft,
+        tpot_s=tpot,
+        cost=cost,
+        slo_met=slo_met,
+        within_budget=None if cost is None or budget is None else cost <= budget,
+        unbounded=", ".join(unbounded),
+    )
+
+
+def _cases(
+    spec: Any,
+    base: Any,
+    settings: Settings,
+    estimate: Any,
+    workload: list[tuple[str, Any]],
+    bands: list[tuple[str, str]],
+) -> list[tuple[str, Any, float, str | None]]:
+    """(name, estimate, price factor, band end) per scenario: as declared, ``workload`` changes, prices, speed."""
+    efficiency = efficiency_of(settings)
+    named = [(label, _within(base, metric)) for label, metric in bands]
+    spread = ", ".join(f"{label} ±{within:.0%}" for label, within in named if within is not None)
+    spread = f" ({spread})" if spread else ""
+    return [
+        ("as declared", base, 1.0, None),
+        *((name, estimate(spec, job, efficiency), 1.0, None) for name, job in workload),
+        (f"prices +{PRICE_MOVE:.0%}", base, 1 + PRICE_MOVE, None),
+        (f"prices -{PRICE_MOVE:.0%}", base, 1 - PRICE_MOVE, None),
+        (f"speed, slow end of the bands{spread}", base, 1.0, SLOW),
+        (f"speed, fast end of the bands{spread}", base, 1.0, FAST),
+    ]
+
+
+def _finetune_scenario(
+    name: str,
+    estimate: FinetuneEstimate,
+    settings: Settings,
+    budget: float | None,
+    price_factor: float = 1.0,
+    end: str | None = None,
+) -> Scenario:
+    hours = None if estimate.speed is None else estimate.speed.hours
+    cost = None if estimate.cost is None else estimate.cost * price_factor
+    unbounded = ""
+    if end is not None and hours is not None:
+        # Hours run inversely to throughput: at the slow end (measured throughput = estimate / (1 + w))
+        # the run takes (1 + w) times as long; at the fast end (1 - w) times, never below zero.
+        within = _within(estimate, "training_tokens_per_s") or 0.0
+        factor = 1 + within if end == SLOW else max(1 - within, 0.0)
+        hours *= factor
+        cost = None if cost is None else cost * factor
+    usable = estimate.gpu.usable_bytes
+    return Scenario(
+        name,
+        estimate.memory.per_gpu,
+        usable,
+        estimate.fits,
+        estimate.fits and within_headroom(estimate.memory.per_gpu, usable, settings.headroom_pct),
+        hours=hours,
+        cost=cost,
+        within_budget=None if cost is None or budget is None else cost <= budget,
+        unbounded=unbounded,
+    )
+
+
+def sensitivity(spec: Any, base: FinetuneEstimate | ServeEstimate, settings: Settings) -> Sensitivity:
+    """The declared layout of one job (its estimate ``base``) under each scenario."""
+    slo: tuple[float | None, float | None] = (None, None)
+    estimate_fn: Any
+    scenario_fn: Any
+    workload: list[tuple[str, Any]]
+    if isinstance(base, ServeEstimate):
+        serve = base.job
+        kind, budget, estimate_fn, scenario_fn = "serve", spec.budget.serve_monthly, estimate_serve, _serve_scenario
+        workload = [
+            (f"concurrency x2 ({serve.concurrency * 2:,})", replace(serve, concurrency=serve.concurrency * 2)),
+            (f"context x2 ({serve.context * 2:,} tokens)", replace(serve, context=serve.context * 2)),
+        ]
+        slo = (
+            None if serve.ttft_ms is None else serve.ttft_ms / 1000,
+            None if serve.tpot_ms is None else serve.tpot_ms / 1000,
+        )
+    else:
+        train = base.job
+        kind, budget, estimate_fn, scenario_fn = (
+            "finetune",
+            spec.budget.finetune_total,
+            estimate_finetune,
+            _finetune_scenario,
+        )
+        workload = [
+            (f"micro-batch x2 ({train.micro_batch * 2})", replace(train, micro_batch=train.micro_batch * 2)),
+            (f"sequence x2 ({train.seq_len * 2:,} tokens)", replace(train, seq_len=train.seq_len * 2)),
+        ]
+    bands = [("TTFT", "ttft"), ("TPOT", "tpot")] if kind == "serve" else [("throughput", "training_tokens_per_s")]
+    cases = _cases(spec, base, settings, estimate_fn, workload, bands)
+    scenarios = tuple(
+        scenario_fn(name, estimate, settings, budget, factor, end) for name, estimate, factor, end in cases
+    )
+    return Sensitivity(kind, scenarios, slo[0], slo[1], budget)

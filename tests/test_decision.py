@@ -1,0 +1,228 @@
+"""The verdict: computed from the same findings, fail level, configuration and waivers as the exit code."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, run_cli
+
+from gpuplan.decision import Amount, Verdict, decide
+from gpuplan.findings import Severity
+from gpuplan.linter import lint_path
+from gpuplan.run import lint_paths
+
+ALL_EXAMPLES = sorted(EXAMPLES.glob("*.yaml")) + sorted((EXAMPLES / "findings").glob("*.yaml"))
+APPROVALS = """\
+approvals:
+  prepared_by: {name: Ana Ruiz, date: 2026-11-28}
+  reviewed_by: {name: Lee Chen, date: 2026-11-30}
+  approved_by: {name: Sam Okafor}
+"""
+
+
+def verdict_line(markdown: str) -> str:
+    return markdown.splitlines()[0]
+
+
+@pytest.mark.parametrize("fail_on", ["error", "warning", "info"])
+def test_the_verdict_never_contradicts_the_exit_code(fail_on: str):
+    """Over every example and fail level: exit 1 is never APPROVE, and REJECT always exits 1."""
+    for spec in ALL_EXAMPLES:
+        summary = lint_paths([str(spec)], fail_on=fail_on)
+        (result,) = summary.results
+        decision = decide(result, summary.fail_on)
+        assert decision.exit_code == summary.exit_code, spec
+        if summary.exit_code == 1:
+            assert decision.verdict is not Verdict.APPROVE, spec
+        if decision.verdict is Verdict.REJECT:
+            assert summary.exit_code == 1, spec
+
+
+def test_an_ignored_budget_rule_is_visible_and_the_verdict_follows_the_exit_code(tmp_path: Path):
+    spec = tmp_path / "budget-over.yaml"
+    shutil.copy(EXAMPLES / "findings" / "budget-over.yaml", spec)
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 1 and verdict_line(out) == "## REJECT: budget-over"
+    assert "Rules ignored | none" in out
+    config = tmp_path / ".gpuplan.yaml"
+    config.write_text("ignore: [GP501, GP502]\n")
+    code, out, _ = run_cli("report", str(spec))
+    # With the budget rules off nothing at the error level is left: exit 0, and the verdict is no REJECT;
+    # GP507 (a warning: 2 x b200-hgx runs the fine-tuning for 167 USD against 290) still asks for a change.
+    assert code == 0 and verdict_line(out) == "## APPROVE WITH CHANGES: budget-over"
+    assert "| Rules ignored | GP501, GP502 |" in out
+    digest = hashlib.sha256(config.read_bytes()).hexdigest()
+    assert f"| Configuration | .gpuplan.yaml beside the spec (SHA-256 {digest}) |" in out
+    # The estimate still shows what the switched-off rules would have said, as a risk on the first page:
+    # 70.3 GPU-hours (8 x h100-sxm x 8.8 h) x 4.12 = 290 USD against 200; 1 x 3.10 x 730 = 2,263 USD a month
+    # against 500.
+    assert "**Over budget with the budget check off.**" in out
+    assert "fine-tuning costs 290 USD against a budget of 200 USD (GP501 off)" in out
+    assert "serving costs 2,263 USD a month against a budget of 500 USD (GP502 off)" in out
+
+
+def test_fail_on_warning_turns_a_warning_into_a_change_and_exit_1():
+    spec = str(EXAMPLES / "findings" / "fit-low-headroom.yaml")
+    code, out, _ = run_cli("report", spec)
+    assert code == 0 and verdict_line(out) == "## APPROVE WITH CHANGES: fit-low-headroom"  # GP202: not sound
+    code, out, _ = run_cli("report", "--fail-on", "warning", spec)
+    assert code == 1 and verdict_line(out) == "## APPROVE WITH CHANGES: fit-low-headroom"
+    assert "| Fail level | warning (exit code 1) |" in out
+
+
+def test_fail_on_info_blocks_an_approval_on_infos(tmp_path: Path):
+    spec = tmp_path / "qlora.yaml"
+    # An unused waiver is GP702; the configuration re-levels it to info, below the default fail level.
+    spec.write_text((EXAMPLES / "qlora-llama-70b.yaml").read_text() + "waivers:\n  - {rule: GP505, reason: not used}\n")
+    (tmp_path / ".gpuplan.yaml").write_text("severity: {GP702: info}\n")
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 0 and verdict_line(out) == "## APPROVE: legal-drafting-qlora-70b"
+    assert "| Rules re-levelled | GP702 warning → info |" in out
+    assert "**Rule lowered: GP702.** unused-waiver reports at info instead of warning" in out
+    code, out, _ = run_cli("report", "--fail-on", "info", str(spec))
+    assert code == 1 and verdict_line(out) == "## APPROVE WITH CHANGES: legal-drafting-qlora-70b"
+    assert "1. GP702 unused-waiver:" in out.split("<details>")[0], "the change to make is on the first lines"
+
+
+def test_an_unpriced_gpu_cannot_be_approved():
+    code, out, _ = run_cli("report", str(EXAMPLES / "findings" / "budget-missing-price.yaml"))
+    # GP503 is a warning, below the default fail level: exit 0, but no amount can be stated or signed.
+    assert code == 0
+    assert verdict_line(out) == "## CANNOT APPROVE: budget-missing-price"
+    assert "**Amount requested:** cannot be stated: no price per GPU-hour for h200-nvl in USD" in out
+    assert "| Approved by | not for signature | not for signature | not for signature |" in out
+
+
+def test_a_spec_that_does_not_resolve_cannot_be_approved(write_spec):
+    spec = write_spec("version: 1\nname: x\nmodel: {id: llama-3.1-8b}\nserve: {contxt: 1}\n")
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 1 and verdict_line(out) == "## CANNOT APPROVE: x"
+    assert "The spec could not be estimated: serve is missing the required key 'concurrency'." in out
+    assert "unknown key 'contxt' in serve" in out
+
+
+def test_approvals_under_reject_are_not_for_signature(write_spec):
+    text = (EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml").read_text() + APPROVALS
+    spec = write_spec(text)
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 1 and verdict_line(out) == "## REJECT: fit-70b-on-one-h100"
+    for name in ("Ana Ruiz", "Lee Chen", "Sam Okafor", "2026-11-28"):
+        assert name not in out
+    assert "The names in the spec's approvals are not shown as approvals." in out
+    assert "| Prepared by | not for signature | not for signature | not for signature |" in out
+    html = spec.with_suffix(".html")
+    code, _, _ = run_cli("report", "--html", "-o", str(html), str(spec))
+    assert code == 1 and "Ana Ruiz" not in html.read_text() and "not for signature" in html.read_text()
+
+
+def test_approvals_carry_one_date_per_role(write_spec):
+    text = (EXAMPLES / "serve-llama-70b.yaml").read_text() + APPROVALS
+    code, out, _ = run_cli("report", str(write_spec(text)))
+    assert code == 0
+    assert "| Prepared by | Ana Ruiz |  | 2026-11-28 |" in out
+    assert "| Reviewed by | Lee Chen |  | 2026-11-30 |" in out
+    assert "| Approved by | Sam Okafor |  |  |" in out  # undated: dated by hand when signed
+
+
+def test_the_old_single_date_approvals_are_an_error_at_their_position(write_spec):
+    text = (EXAMPLES / "serve-llama-70b.yaml").read_text()
+    lines = len(text.splitlines())
+    spec = write_spec(text + "approvals:\n  prepared_by: Ana Ruiz\n  date: 2026-11-28\n")
+    code, out, _ = run_cli("lint", str(spec))
+    assert code == 1
+    assert f"spec.yaml:{lines + 2}:16: GP102 [error] approvals.prepared_by must be a mapping" in out
+    assert f"spec.yaml:{lines + 3}:3: GP101 [error] unknown key 'date' in approvals" in out
+
+
+def content_hash_of(markdown: str) -> str:
+    found = re.search(r"\| Content hash \| ([0-9a-f]{64}) \|", markdown)
+    assert found, "the decision record states the content hash"
+    return found.group(1)
+
+
+def test_adding_approvals_leaves_the_content_hash_unchanged(write_spec):
+    base = (EXAMPLES / "serve-llama-70b.yaml").read_text()
+    _, plain, _ = run_cli("report", str(write_spec(base, "a.yaml")))
+    signed_text = (
+        "# signed copy\n" + base.replace("owner: ml-platform\n", "owner:   ml-platform   # team\n") + APPROVALS
+    )
+    _, signed, _ = run_cli("report", str(write_spec(signed_text, "b.yaml")))
+    _, changed, _ = run_cli("report", str(write_spec(base.replace("concurrency: 32", "concurrency: 33"), "c.yaml")))
+    assert content_hash_of(plain) == content_hash_of(signed)
+    assert content_hash_of(plain) != content_hash_of(changed)
+    file_hash = re.compile(r"\| Spec SHA-256 \(file\) \| ([0-9a-f]{64}) \|")
+    assert file_hash.search(plain).group(1) != file_hash.search(signed).group(1)  # type: ignore[union-attr]
+    assert "SHA-256 of the spec's data without its approvals section" in plain
+
+
+def test_the_amount_is_the_run_plus_the_monthly_figure_times_the_term():
+    # 12,030.40 a month is printed 12,030; 12,030 x 12 = 144,360, so the sum checks by hand.
+    amount = Amount("USD", 12, finetune_run=453.2, serve_monthly=12030.4)
+    assert amount.serve_term == 144_360
+    assert amount.total == pytest.approx(144_813.2)
+    assert Amount("USD", 12, serve_monthly=None, unknown=("no price",)).total is None
+
+
+def test_term_months_sets_the_amount(write_spec):
+    text = (
+        (EXAMPLES / "serve-llama-70b.yaml")
+        .read_text()
+        .replace("serve_monthly: 13000", "serve_monthly: 13000\n  term_months: 36")
+    )
+    code, out, _ = run_cli("report", str(write_spec(text)))
+    # 4 x 4.12 USD x 730 h = 12,030.40 a month -> 12,030 x 36 = 433,080 USD.
+    assert code == 0 and "**Amount requested:** 433,080 USD over 36 months: serving 12,030 USD a month x 36" in out
+
+
+def test_verdict_ranks_order_the_answers():
+    assert [v.rank for v in Verdict] == [0, 1, 2, 3]
+    assert Verdict.APPROVE.signable and Verdict.APPROVE_WITH_CHANGES.signable
+    assert not Verdict.REJECT.signable and not Verdict.CANNOT_APPROVE.signable
+    result = lint_path(str(EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml"))
+    decision = decide(result, Severity.ERROR)
+    assert decision.verdict is Verdict.REJECT and [f.code for f in decision.deciding] == ["GP301"]
+    assert decision.reason.startswith("The declared deployment does not fit on one GPU and declares no parallelism:")
+
+
+def test_a_cheaper_sound_layout_is_approve_with_changes_quoting_the_planner(tmp_path: Path):
+    result = lint_path(str(EXAMPLES / "serve-llama-70b.yaml"))
+    decision = decide(result, Severity.ERROR)
+    # GP507 is a warning: exit 0, but the declared 4 x h100-sxm is not the layout to sign.
+    assert decision.exit_code == 0 and decision.verdict is Verdict.APPROVE_WITH_CHANGES
+    (change,) = decision.changes
+    assert (change.job, change.layout, change.cost) == ("serve", "2 x h200-sxm, tensor_parallel 2", "6,636 USD/month")
+    # 4 x 4.12 x 730 = 12,030.4 a month declared; 2 x 4.545 x 730 = 6,635.7 recommended: 5,394.7 saved.
+    assert change.saving == pytest.approx(5394.7, abs=0.05) and change.saving_unit == "month"
+    assert change.fragment == "serve: {hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}"
+    assert decision.reason == (
+        "The declared layout works, but a sound layout costs less (GP507); the planner recommends serving on "
+        "2 x h200-sxm, tensor_parallel 2 (6,636 USD/month), saving 5,395 USD a month."
+    )
+    # The same spec with GP507 switched off is approved as declared, and the report says which rule is off.
+    spec = tmp_path / "serve.yaml"
+    shutil.copy(EXAMPLES / "serve-llama-70b.yaml", spec)
+    (tmp_path / ".gpuplan.yaml").write_text("ignore: [GP507]\n")
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 0 and verdict_line(out) == "## APPROVE: support-assistant-70b"
+    assert "| Rules ignored | GP507 |" in out and "**Rules ignored by configuration.** GP507 did not run" in out
+
+
+def test_a_rejected_plan_requests_no_amount_and_names_the_way_forward():
+    code, out, _ = run_cli("report", str(EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml"))
+    assert code == 1 and verdict_line(out) == "## REJECT: fit-70b-on-one-h100"
+    # 1 x h100-sxm x 4.12 x 730 = 3,007.6, so 3,008 a month and 36,096 over 12 months: said, never requested.
+    assert out.splitlines()[2].startswith(
+        "**Amount requested:** none: the declared plan is rejected (as declared it would cost 36,096 USD over "
+        "12 months: serving 3,008 USD a month x 12)"
+    )
+    # No saving is claimed against a layout that does not fit; the recommendation is stated with its cost.
+    assert "**Saving available:**" not in out.splitlines()[2]
+    assert (
+        "| Saving available | n/a: the declared layout breaks memory; 1 x b200-hgx meets every constraint for "
+        "5,103 USD/month |" in out
+    )
+    assert "| Recommended layout | serving: 1 x b200-hgx |" in out
