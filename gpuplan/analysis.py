@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuplan.catalog import Gpu
@@ -14,12 +14,14 @@ from gpuplan.estimate.serving import (
     ENGINE,
     ServingMemory,
     ServingSetup,
+    ServingShape,
     Tenant,
     engine_batch_limits,
     estimate_serving,
     max_concurrency,
     max_context,
     routed_expert_bytes,
+    serving_shape,
 )
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, serving_speed
 from gpuplan.estimate.training import (
@@ -232,6 +234,11 @@ def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:
     return estimate_serving(serving_setup(spec, job, gpu=gpu), gpu.usable_bytes)
 
 
+def serve_shape(spec: Spec, job: Serve, gpu: Gpu) -> ServingShape:
+    """serve_memory of ``job`` on ``gpu`` at any concurrency (``job.concurrency`` is not read)."""
+    return serving_shape(replace(serving_setup(spec, job, gpu=gpu), concurrency=0), gpu.usable_bytes)
+
+
 def checkpoint_bytes(spec: Spec, job: Finetune, setup: TrainingSetup) -> int:
     """A resumable checkpoint: saved weights + optimizer states (+ fp32 master weights when mixed).
 
@@ -295,14 +302,40 @@ def estimate_serve(
     tp: int | None = None,
     gpus: int | None = None,
     calibration: Calibration = CALIBRATION,
+    memory: ServingMemory | None = None,
+    speed: ServingSpeed | None = None,
 ) -> ServeEstimate:
+    """``memory`` and ``speed``: the job's serve_memory on ``gpu`` and the speed of its serving_workload
+    when the caller already has them (the planner does)."""
     gpu = gpu or job.hardware.gpu
     setup = serving_setup(spec, job, tp, gpu)
-    memory = estimate_serving(setup, gpu.usable_bytes)
+    memory = memory or estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
+    workload = serving_workload(spec, job, setup, memory, gpu, count)
+    speed = speed or serving_speed(workload, efficiency, calibration)
+    price, source = spec.price(gpu)
+    return ServeEstimate(
+        job,
+        memory,
+        setup,
+        speed,
+        gpu,
+        count,
+        price,
+        source,
+        _serve_assumptions(spec, job, setup, efficiency, source, speed, calibration),
+        _bands(calibration, ("ttft", "tpot", "tokens_per_s")),
+        workload,
+    )
+
+
+def serving_workload(
+    spec: Spec, job: Serve, setup: ServingSetup, memory: ServingMemory, gpu: Gpu, count: int
+) -> ServingWorkload:
+    """What the serving speed of ``job`` rests on, from its setup and memory on ``count`` GPUs."""
     replicas = max(1, count // (setup.tensor_parallel * setup.pipeline_parallel))
     arch = spec.model.architecture
-    workload = ServingWorkload(
+    return ServingWorkload(
         architecture=arch,
         gpu=gpu,
         weights_per_gpu=memory.weights,
@@ -323,21 +356,6 @@ def estimate_serve(
         replicas=replicas,
         max_batched_tokens=job.max_batched_tokens,
         max_sequences=job.max_sequences,
-    )
-    speed = serving_speed(workload, efficiency, calibration)
-    price, source = spec.price(gpu)
-    return ServeEstimate(
-        job,
-        memory,
-        setup,
-        speed,
-        gpu,
-        count,
-        price,
-        source,
-        _serve_assumptions(spec, job, setup, efficiency, source, speed, calibration),
-        _bands(calibration, ("ttft", "tpot", "tokens_per_s")),
-        workload,
     )
 
 

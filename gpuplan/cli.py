@@ -18,7 +18,7 @@ import click
 
 from gpuplan import __version__
 from gpuplan.errors import GpuplanError
-from gpuplan.evidence.model import KINDS
+from gpuplan.evidence import KINDS
 from gpuplan.findings import Severity
 from gpuplan.output import FORMAT_MODULES
 from gpuplan.visible import visible

@@ -104,7 +104,13 @@ class CatalogModel:
     hf_ids: tuple[str, ...] = ()  # Hugging Face repo ids (base, instruct, chat) sharing this architecture
     quantization: str = "none"  # the format the published checkpoint stores (served as stored by default)
     group_size: int = 128
-    quantized_params: int | None = None  # linear weights stored quantized; None: every decoder linear
+    keep_16bit: tuple[str, ...] = ()  # module patterns the checkpoint keeps in 16-bit (its quantization_config)
+
+    @functools.cached_property
+    def quantized_params(self) -> int | None:
+        """Linear weights stored quantized; None: every decoder linear. Counted on first use: a lint
+        reads one model of the catalog, not all of them."""
+        return quantized_linear_params(self.architecture, list(self.keep_16bit)) if self.keep_16bit else None
 
 
 class UnknownNameError(LookupError):
@@ -143,7 +149,7 @@ def model_catalog() -> dict[str, CatalogModel]:
             tuple(entry.get("hf", ())),
             checkpoint.get("quantization", "none"),
             checkpoint.get("group_size", 128),
-            quantized_linear_params(architecture, keep) if keep else None,
+            tuple(keep or ()),
         )
     return models
 

@@ -19,8 +19,10 @@ exposes (ten v0.19 logs on H100, re-expressed with their figures in ``benchmarks
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from gpuplan.architecture import Architecture
 from gpuplan.units import GIB, MIB
@@ -359,7 +361,36 @@ def cuda_graph_bytes(max_num_seqs: int) -> int:
     return 2 * GRAPH_FIRST_CAPTURE + (graphs - 2) * GRAPH_EACH
 
 
+@dataclass(frozen=True)
+class ServingShape:
+    """The serving memory of a deployment shape before any running sequence, and what each one adds:
+    everything but the running sequences' KV cache is the same at every concurrency (the stage with the
+    least room per sequence is the tightest whatever the concurrency)."""
+
+    empty: ServingMemory  # kv_cache 0
+    per_sequence: float  # KV bytes of one sequence on the tightest stage
+
+    def at(self, concurrency: int) -> ServingMemory:
+        return ServingMemory(**self._fields, kv_cache=math.ceil(self.per_sequence * concurrency))
+
+    @functools.cached_property
+    def _fields(self) -> dict[str, Any]:
+        """The empty memory's fields but the KV cache (a planner builds thousands of these: faster than
+        dataclasses.replace)."""
+        return {
+            field.name: getattr(self.empty, field.name) for field in fields(ServingMemory) if field.name != "kv_cache"
+        }
+
+
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
+    """Per-GPU serving memory of ``setup`` (the shape is computed once per process: the planner asks for
+    the same shape at many concurrencies)."""
+    return serving_shape(replace(setup, concurrency=0), usable_bytes).at(setup.concurrency)
+
+
+@functools.lru_cache(maxsize=512)  # a spec's declared shapes and rules' what-ifs; about 1 MiB at most
+def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
+    """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read)."""
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
     weights = stage_weights(
         arch,
@@ -403,9 +434,9 @@ def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
         candidates.append((room, index, reserve, per_sequence, layout))
     _, index, reserve, per_sequence, layout = min(candidates)
     vision = arch.vision_params * (setup.model_dtype_bytes if setup.quantization == "none" else 2) / tp
-    return ServingMemory(
+    empty = ServingMemory(
         weights=math.ceil(weights[index]),
-        kv_cache=math.ceil(per_sequence * setup.concurrency),
+        kv_cache=0,
         activation_reserve=math.ceil(reserve),
         runtime=runtime,
         tenant_weights=math.ceil(tenant_weights),
@@ -420,6 +451,7 @@ def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
         kv_group_size=layout.group_size,
         kv_groups=layout.groups,
     )
+    return ServingShape(empty, per_sequence)
 
 
 def max_concurrency(memory: ServingMemory) -> int:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
@@ -98,8 +99,7 @@ class ServingSpeed:
     decode_bytes_per_step: float  # per GPU, at the steady state
 
 
-@dataclass(frozen=True)
-class _Step:
+class _Step(NamedTuple):
     seconds: float
     memory_bound: bool
     bytes_read: float
@@ -115,6 +115,15 @@ def prompt_square_mean(mean: float, p90: float) -> float:
     root = Z90 * Z90 - 2 * ratio
     sigma = Z90 - math.sqrt(root) if root > 0 else Z90
     return mean * mean * math.exp(sigma * sigma)
+
+
+def _roofline(memory: float, compute: float, p: float, inverse: float) -> float:
+    """``_Deployment.roofline`` with the sharpness ``p`` and ``inverse`` = 1 / p given (the hot path)."""
+    if not memory or not compute:
+        return memory + compute
+    if memory >= compute:
+        return memory * (1 + (compute / memory) ** p) ** inverse
+    return compute * (1 + (memory / compute) ** p) ** inverse
 
 
 class _Deployment:
@@ -169,6 +178,7 @@ class _Deployment:
         self.decode_attention = 2 * arch.heads * (d_qk + d_v) * self.heads_share  # per cached token per layer
         self.window = arch.sliding_window
         self.attention_memo: dict[float, float] = {}
+        self.decode_memo: dict[float, tuple[float, float]] = {}  # context -> (KV bytes read, keys attended)
         # Collectives: two all-reduces per layer over the TP group; two all-to-alls per MoE layer under EP.
         self.tp_bandwidth = link_bandwidth(gpu, tp) * mechanisms.link_efficiency
         fast = on_fast_link(gpu, tp)
@@ -179,7 +189,10 @@ class _Deployment:
         self.moe_layers = math.ceil(arch.moe_layers / pp) if arch.is_moe else 0
         self.fixed = self.engine.step_overhead_s + stage_layers * mechanisms.layer_overhead_s
         self.sharpness = mechanisms.roofline_sharpness
+        self.inverse_sharpness = 1 / self.sharpness
+        self.sequence_overhead = self.engine.sequence_overhead_s
         self.hop = self.tp_latency if pp > 1 else 0.0  # activations handed to the next stage
+        self.communicates = tp > 1 or (ep > 1 and self.moe_layers > 0)
 
     # -- one forward step on one GPU of a stage --------------------------------------------------------
     def roofline(self, memory: float, compute: float) -> float:
@@ -188,11 +201,7 @@ class _Deployment:
         Near the ridge point neither bound is reached; the p-norm (sharpness p) is the usual smooth
         roofline (p -> infinity gives max), as measured GEMM curves bend between the two regimes.
         """
-        p = self.sharpness
-        if not memory or not compute:
-            return memory + compute
-        high = max(memory, compute)
-        return high * (1 + (min(memory, compute) / high) ** p) ** (1 / p)
+        return _roofline(memory, compute, self.sharpness, self.inverse_sharpness)
 
     def weights_read(self, tokens: float) -> float:
         if not self.local_experts:
@@ -239,20 +248,24 @@ class _Deployment:
     def step(self, decode: float, prefill: float, context: float, prefill_attention: float) -> _Step:
         """A step of ``decode`` decoding sequences at ``context`` and ``prefill`` prompt tokens."""
         tokens = decode + prefill
-        weights = self.weights_read(tokens)
+        weights = self.weights_read(tokens) if self.local_experts else self.dense_bytes
         linear_memory = weights / self.bandwidth
         linear_compute = (self.body_flops * tokens + self.head_flops * decode) / self.gemm_rate
-        kv = decode * self.kv_read(context)
+        reads = self.decode_memo.get(context)
+        if reads is None:  # the steady state steps at one context: read and attended keys once
+            reads = self.decode_memo[context] = (self.kv_read(context), self.decode_attention_keys(context))
+        kv = decode * reads[0]
         attention_memory = kv / self.bandwidth
-        attention_compute = decode * self.decode_attention_keys(context) * self.decode_attention / self.attention_rate
+        attention_compute = decode * reads[1] * self.decode_attention / self.attention_rate
         prefill_compute = prefill_attention * self.heads_share / self.attention_rate
+        p, inverse = self.sharpness, self.inverse_sharpness
         seconds = (
-            self.roofline(linear_memory, linear_compute)
-            + self.roofline(attention_memory, attention_compute)
+            _roofline(linear_memory, linear_compute, p, inverse)
+            + _roofline(attention_memory, attention_compute, p, inverse)
             + prefill_compute
-            + self.communication(tokens)
+            + (self.communication(tokens) if self.communicates else 0.0)
             + self.fixed
-            + decode * self.engine.sequence_overhead_s
+            + decode * self.sequence_overhead
         )
         memory_bound = linear_memory + attention_memory >= linear_compute + attention_compute + prefill_compute
         return _Step(seconds, memory_bound, weights + kv)
@@ -310,6 +323,31 @@ def serving_speed(
         + d.prompt_attention(w.full_prompt),
         decode_bytes_per_step=state.decode.bytes_read,
     )
+
+
+def latency_floors(
+    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> tuple[float, float]:
+    """(TTFT, TPOT) that ``serving_speed`` never goes below for this deployment, whatever its concurrency
+    or replicas; a planner skips a layout family whose floors already miss the SLO.
+
+    Every term of a step (rooflines, attention, communication, overheads) only grows with its
+    sequences and tokens, and a roofline is at least its larger bound. TPOT: every decode step of
+    either batching mode carries at least one decoding sequence per microbatch at the same context, and
+    TPOT is stages x such a step (plus hops) or an average of such values. TTFT (continuous batching):
+    the full prompt's chunks together compute its linear FLOPs and its causal attention, split at most
+    over the stages' microbatches, and each costs at least the fixed step overhead; waiting and queueing
+    only add. Static batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
+    d = _Deployment(w, calibration, efficiency or Efficiency())
+    prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
+    tpot = w.pipeline_parallel * d.step(1, 0, prompt + output / 2, 0.0).seconds
+    if w.batching == "static":
+        return 0.0, tpot
+    compute = (
+        max(0.0, d.body_flops) * w.full_prompt / d.gemm_rate
+        + d.prompt_attention(w.full_prompt) * d.heads_share / d.attention_rate
+    )
+    return compute / w.pipeline_parallel + d.fixed + d.engine.request_overhead_s, tpot
 
 
 @dataclass(frozen=True)

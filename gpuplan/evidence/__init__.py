@@ -5,5 +5,8 @@ each turning a file into an :class:`~gpuplan.evidence.model.Evidence`. The forma
 content (:func:`gpuplan.evidence.read.detect`) unless ``kind`` names it. Every reader streams with bounded memory, ignores
 lines it does not know, and raises :class:`~gpuplan.errors.GpuplanError` with a message naming what
 it looked for when a file holds nothing it can use. The package itself imports nothing, so the
-command line can list the kinds (``gpuplan.evidence.model.KINDS``) without loading a reader.
+command line can list the kinds (``KINDS``, here) without loading a reader or the evidence model.
 """
+
+# The readers by name (gpuplan.evidence.read.READERS holds one module per kind; a test keeps them in step).
+KINDS = ("vllm", "torch-memory", "hf-trainer", "torchtune", "accelerate")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuplan.evidence import KINDS as KINDS  # defined in the package, which the command line imports alone
+
 BYTES, TOKENS, SEQUENCES = "bytes", "tokens", "sequences"
 
 # Evidence terms a serving engine reports (per rank unless noted).
@@ -28,8 +30,6 @@ PEAK_RESERVED = "peak_reserved"  # torch.cuda.max_memory_reserved: the caching a
 GPU_TOTAL = "gpu_total_memory"  # memory of the device as the framework saw it
 
 SERVE, FINETUNE = "serve", "finetune"
-# The readers by name (gpuplan.evidence.read.READERS holds one module per kind; a test keeps them in step).
-KINDS = ("vllm", "torch-memory", "hf-trainer", "torchtune", "accelerate")
 # Terms each GPU reports for itself; the others are engine-wide or describe the device.
 PER_RANK = frozenset({WEIGHTS, TORCH_PEAK, NON_TORCH, CUDA_GRAPHS, KV_POOL, REQUESTED, PEAK_ALLOCATED, PEAK_RESERVED})
 

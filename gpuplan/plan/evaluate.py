@@ -20,10 +20,13 @@ from gpuplan.analysis import (
     estimate_finetune,
     estimate_serve,
     finetune_memory,
-    serve_memory,
+    serve_shape,
+    serving_setup,
+    serving_workload,
 )
 from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.serving import ServingMemory
+from gpuplan.estimate.serving import ServingMemory, ServingShape
+from gpuplan.estimate.serving_speed import ServingSpeed, latency_floors, serving_speed
 from gpuplan.estimate.training import TrainingMemory
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
@@ -53,10 +56,15 @@ def within_headroom(per_gpu: float, capacity: float, headroom_pct: float) -> boo
 
 def slo_miss(estimate: ServeEstimate, metric: str) -> tuple[float, float] | None:
     """(estimated ms, SLO ms) when the estimate's ``metric`` (ttft or tpot) misses the job's SLO."""
-    slo = getattr(estimate.job, f"{metric}_ms")
+    return speed_slo_miss(estimate.job, estimate.speed, metric)
+
+
+def speed_slo_miss(job: Serve, speed: ServingSpeed, metric: str) -> tuple[float, float] | None:
+    """(estimated ms, SLO ms) when ``speed``'s ``metric`` (ttft or tpot) misses ``job``'s SLO."""
+    slo = getattr(job, f"{metric}_ms")
     if slo is None:
         return None
-    value = float(getattr(estimate.speed, f"{metric}_s")) * 1000
+    value = float(getattr(speed, f"{metric}_s")) * 1000
     return (value, float(slo)) if value > slo else None
 
 
@@ -286,6 +294,9 @@ class ServePlanner(_Evaluator):
         self.declared_replicas = self.job.hardware.replicas
         self.demand = self.job.concurrency * self.declared_replicas
         self._memory: dict[tuple[str, int, int, int], ServingMemory] = {}  # GPU, TP, PP, replicas
+        self._shapes: dict[tuple[object, ...], ServingShape] = {}  # GPU, TP, PP, tenants' sequences
+        self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
+        self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
         self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
 
@@ -303,8 +314,7 @@ class ServePlanner(_Evaluator):
     def _job(self, layout: Layout) -> Serve:
         replicas = layout.replicas
         tenants = tuple(
-            replace(t, concurrency=math.ceil(t.concurrency * self.declared_replicas / replicas))
-            for t in self.job.tenants
+            replace(t, concurrency=self._tenant_concurrency(t.concurrency, replicas)) for t in self.job.tenants
         )
         return replace(
             self.job,
@@ -351,16 +361,80 @@ class ServePlanner(_Evaluator):
     def memory(self, layout: Layout) -> ServingMemory:
         key = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, layout.replicas)
         if key not in self._memory:
-            self._memory[key] = serve_memory(self.spec, self._job(layout), layout.gpu)
+            self._memory[key] = self._shape(layout).at(layout.concurrency)
         return self._memory[key]
+
+    def _shape(self, layout: Layout) -> ServingShape:
+        """The layout's memory at any concurrency of its own model (the tenants' sequences, which change
+        with the replicas, are part of the shape)."""
+        tenants = tuple(self._tenant_concurrency(t.concurrency, layout.replicas) for t in self.job.tenants)
+        key = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, tenants)
+        if key not in self._shapes:
+            self._shapes[key] = serve_shape(self.spec, self._job(layout), layout.gpu)
+        return self._shapes[key]
+
+    def _tenant_concurrency(self, declared: int, replicas: int) -> int:
+        """A tenant's sequences per replica: its declared demand spread over ``replicas``."""
+        return math.ceil(declared * self.declared_replicas / replicas)
 
     def memory_sound(self, layout: Layout) -> bool:
         memory = self.memory(layout)
         return memory.fits and within_headroom(memory.per_gpu, memory.budget, self.headroom_pct)
 
+    def sound(self, layout: Layout) -> bool:
+        """Whether ``evaluate(layout).sound``, without the speed model when the layout itself or its
+        memory (the same figures the estimate would carry) already breaks a constraint."""
+        known = self._estimates.get(layout.key)
+        if known is not None:
+            return known.sound
+        _, checks = self._layout_checks(layout)
+        if any(problem is not None for problem in checks.values()) or not self.memory_sound(layout):
+            return False
+        if self.slo_out_of_reach(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel):
+            return False
+        speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
+        return not any(speed_slo_miss(self.job, speed, metric) for metric in ("ttft", "tpot"))
+
+    def _speed(self, layout: Layout) -> ServingSpeed:
+        """The serving speed ``evaluate`` gives the layout (computed once for both)."""
+        key = layout.key
+        if key not in self._speeds:
+            job = self._job(layout)
+            setup = serving_setup(self.spec, job, gpu=layout.gpu)
+            workload = serving_workload(self.spec, job, setup, self.memory(layout), layout.gpu, layout.gpus)
+            self._speeds[key] = serving_speed(workload, self.efficiency)
+        return self._speeds[key]
+
+    def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
+        """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
+        (``latency_floors``: one sequence decoding alone, the full prompt's compute alone) already miss
+        it, by more than a relative 1e-9 that keeps rounding on the safe side."""
+        job = self.job
+        if job.ttft_ms is None and job.tpot_ms is None:
+            return False
+        key = (gpu.id, tensor_parallel, pipeline_parallel)
+        if key not in self._floors:
+            layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
+            job = self._job(layout)
+            setup = serving_setup(self.spec, job, gpu=gpu)
+            workload = serving_workload(self.spec, job, setup, self.memory(layout), gpu, layout.gpus)
+            ttft, tpot = latency_floors(workload, self.efficiency)
+            self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
+        ttft_ms, tpot_ms = self._floors[key]
+        return (self.job.ttft_ms is not None and ttft_ms > self.job.ttft_ms) or (
+            self.job.tpot_ms is not None and tpot_ms > self.job.tpot_ms
+        )
+
     # -- options ---------------------------------------------------------------------------------
     def _evaluate(self, layout: Layout) -> Option:
-        estimate = estimate_serve(self.spec, self._job(layout), self.efficiency, gpu=layout.gpu)
+        estimate = estimate_serve(
+            self.spec,
+            self._job(layout),
+            self.efficiency,
+            gpu=layout.gpu,
+            memory=self.memory(layout),
+            speed=self._speed(layout),
+        )
         memory = estimate.memory
         nodes, checks = self._layout_checks(layout)
         if not memory.fits:

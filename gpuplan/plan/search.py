@@ -85,6 +85,48 @@ class Alternative:
     fragment: dict[str, Any]
 
 
+# Entries of the serving search's line: a GPU kind's next size of replica; a family's memory search in
+# progress; a family at its memory-sound replicas; its search for sound replicas in progress; a family at
+# its sound replicas.
+_SIZE, _MEMORY, _EVALUATE, _SOUND, _FOUND = range(5)
+
+
+class _Bisection:
+    """The smallest n in [low, high] with ok(n), for ok monotone (False ... False True ... True), or None.
+
+    A binary search taken one probe per ``step`` (high first, then midpoints), so that a cost-ordered
+    search can set a family aside while its answer cannot beat one already found: ``low`` never exceeds
+    the answer. Run to the end, it probes what a plain binary search probes and answers the same."""
+
+    def __init__(self, low: int, high: int, ok: Callable[[int], bool]) -> None:
+        self.low, self.high, self.ok = low, high, ok
+        self.done = low > high
+        self.result: int | None = None
+        self._high_checked = False
+
+    def step(self) -> None:
+        if self.done:
+            return
+        if not self._high_checked:
+            self._high_checked = True
+            if not self.ok(self.high):
+                self.done = True
+                return
+        else:
+            middle = (self.low + self.high) // 2
+            if self.ok(middle):
+                self.high = middle
+            else:
+                self.low = middle + 1
+        if self.low >= self.high:
+            self.done, self.result = True, self.low
+
+    def run(self) -> int | None:
+        while not self.done:
+            self.step()
+        return self.result
+
+
 class JobPlanner:
     """Searches for one job of a spec (serving or fine-tuning) within the planner's limits."""
 
@@ -96,8 +138,10 @@ class JobPlanner:
         self.gpus = allowed_gpus(self.spec, limits)
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
+        self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
+        self._fewest: dict[str, Option | None] = {}
         self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
-        self._replicas: dict[tuple[object, ...], int | None] = {}
+        self._replicas: dict[tuple[object, ...], _Bisection] = {}
 
     # -- the declared layout ---------------------------------------------------------------------
     def declared(self) -> Option:
@@ -124,7 +168,9 @@ class JobPlanner:
         """The sound option on one GPU kind with the fewest GPUs (then the cheapest): "parallelism is
         needed the moment one GPU cannot hold the job, not a moment before". Priced or not; max_gpus and
         max_nodes apply, the GPU and vendor limits do not (the GPU is named)."""
-        return self._search(ceiling=None, where=None, by_gpus=True, gpus=[gpu])
+        if gpu.id not in self._fewest:
+            self._fewest[gpu.id] = self._search(ceiling=None, where=None, by_gpus=True, gpus=[gpu])
+        return self._fewest[gpu.id]
 
     def _search(
         self, *, ceiling: float | None, where: Where | None, by_gpus: bool, gpus: list[Gpu] | None = None
@@ -159,7 +205,9 @@ class JobPlanner:
     def _order(self, family: Family, replicas: int, by_gpus: bool) -> tuple[float, float]:
         gpu, tp, pp = family
         count = tp * pp * replicas
-        hourly = (self.spec.price(gpu)[0] or 0.0) * count
+        if gpu.id not in self._prices:
+            self._prices[gpu.id] = self.spec.price(gpu)[0] or 0.0
+        hourly = self._prices[gpu.id] * count
         return (count, hourly) if by_gpus else (hourly, count)
 
     def _serve_search(
@@ -169,34 +217,53 @@ class JobPlanner:
         (each replica costs at least its GPUs), then each family's fewest replicas by the memory bounds,
         then the fewest the estimator's memory allows, then the fewest that meet every constraint. An
         entry whose replicas grow goes back in line at its new cost; the first sound one popped is the
-        answer (with any others at the same cost, ranked by the objective)."""
+        answer (with any others at the same cost, ranked by the objective).
+
+        The two replica searches (memory, then every constraint) are binary searches taken one probe per
+        turn: between probes a family waits in line at the cost of the fewest replicas its search has
+        not ruled out, so a family that cannot beat the answer (or the ceiling) is never probed to the
+        end; one that is ends where the whole binary search ends."""
         evaluator = self.evaluator
         assert isinstance(evaluator, ServePlanner)
         hourly_ceiling = None if ceiling is None or by_gpus else ceiling / HOURS_PER_MONTH
         counter = itertools.count()
-        # (key, tie, stage, gpu index, size index or replicas, family); stage 0: a GPU kind's next size
-        # of replica; 1: a family at its bound; 2: at its memory-sound replicas; 3: at its sound replicas.
-        line: list[tuple[tuple[float, float], int, int, int, int, Family | None]] = []
+        line: list[tuple[tuple[float, float], int, int, int, int, Family | None, _Bisection | None]] = []
+
+        def enter(stage: int, number: int, family: Family, replicas: int, search: _Bisection | None = None) -> None:
+            order = self._order(family, replicas, by_gpus)
+            heapq.heappush(line, (order, next(counter), stage, number, replicas, family, search))
+
         splits = [self._splits(gpu) for gpu in gpus]
         for number, gpu in enumerate(gpus):
             if splits[number]:
                 size = splits[number][0][0]
-                heapq.heappush(line, (self._order((gpu, size, 1), 1, by_gpus), next(counter), 0, number, 0, None))
+                heapq.heappush(
+                    line, (self._order((gpu, size, 1), 1, by_gpus), next(counter), _SIZE, number, 0, None, None)
+                )
         found: list[Option] = []
         found_key = 0.0
         while line:
-            key, _, stage, number, value, family = heapq.heappop(line)
+            key, _, stage, number, value, family, search = heapq.heappop(line)
             if hourly_ceiling is not None and key[0] >= hourly_ceiling:
                 break
             if found and key[0] > found_key:
                 break
             gpu = gpus[number]
-            if stage == 0:
+            if stage == _SIZE:
                 size, pairs = splits[number][value]
                 if value + 1 < len(splits[number]):
                     following = splits[number][value + 1][0]
                     heapq.heappush(
-                        line, (self._order((gpu, following, 1), 1, by_gpus), next(counter), 0, number, value + 1, None)
+                        line,
+                        (
+                            self._order((gpu, following, 1), 1, by_gpus),
+                            next(counter),
+                            _SIZE,
+                            number,
+                            value + 1,
+                            None,
+                            None,
+                        ),
                     )
                 for tp, pp in pairs:
                     if where is not None and not where(gpu, tp, pp):
@@ -204,72 +271,65 @@ class JobPlanner:
                     fewest = evaluator.fewest_replicas(gpu, tp, pp)
                     if fewest is not None and self._within_nodes(gpu, tp, pp, fewest):
                         candidate = (gpu, tp, pp)
-                        order = self._order(candidate, fewest, by_gpus)
-                        heapq.heappush(line, (order, next(counter), 1, number, fewest, candidate))
+                        enter(_MEMORY, number, candidate, fewest, self._memory_search(candidate, fewest))
                 continue
             assert family is not None
-            if stage == 1:
-                memory_ok = self._replicas_with_memory(family, value)
-                if memory_ok is None:
-                    continue
-                if memory_ok > value:
-                    order = self._order(family, memory_ok, by_gpus)
-                    heapq.heappush(line, (order, next(counter), 2, number, memory_ok, family))
-                    continue
-            option = evaluator.evaluate(evaluator.layout(*family, value))
-            if option.sound:
+            if stage in (_MEMORY, _SOUND):
+                assert search is not None
+                if stage == _MEMORY and evaluator.slo_out_of_reach(*family):
+                    continue  # no number of replicas makes this family sound
+                search.step()
+                if not search.done:
+                    enter(stage, number, family, search.low, search)
+                elif search.result is not None and stage == _MEMORY:
+                    enter(_EVALUATE, number, family, search.result)
+                elif search.result is not None and self._within_nodes(*family, search.result):
+                    enter(_FOUND, number, family, search.result)
+                continue
+            layout = evaluator.layout(*family, value)
+            if evaluator.sound(layout):
                 found_key = key[0]
-                found.append(option)
-                continue
-            if stage == 3:
-                continue
-            more = self._replicas_sound(family, value + 1)
-            if more is not None and self._within_nodes(*family, more):
-                heapq.heappush(line, (self._order(family, more, by_gpus), next(counter), 3, number, more, family))
+                found.append(evaluator.evaluate(layout))
+            elif stage == _EVALUATE:
+                enter(_SOUND, number, family, value + 1, self._sound_search(family, value + 1))
         return min(found, key=Option.rank) if found else None
 
-    def _replicas_with_memory(self, family: Family, low: int) -> int | None:
-        """The fewest replicas from ``low`` whose per-GPU memory is sound (the estimator's memory alone)."""
+    def _memory_search(self, family: Family, low: int) -> _Bisection:
+        """The search for the fewest replicas from ``low`` whose per-GPU memory is sound (the estimator's
+        memory alone); shared by every query of this planner."""
         key = (family[0].id, family[1], family[2], low, "memory")
         if key not in self._replicas:
             evaluator = self.evaluator
             assert isinstance(evaluator, ServePlanner)
             gpu, tp, pp = family
-            self._replicas[key] = self._smallest(
+            self._replicas[key] = _Bisection(
                 low, evaluator.max_replicas(tp, pp), lambda r: evaluator.memory_sound(evaluator.layout(gpu, tp, pp, r))
             )
         return self._replicas[key]
 
-    def _replicas_sound(self, family: Family, low: int) -> int | None:
-        """The fewest replicas from ``low`` that meet every constraint (fewer sequences per replica never
-        slow a token: the SLO checks are monotone in the replicas)."""
+    def _sound_search(self, family: Family, low: int) -> _Bisection:
+        """The search for the fewest replicas from ``low`` that meet every constraint (fewer sequences per
+        replica never slow a token: the SLO checks are monotone in the replicas)."""
         key = (family[0].id, family[1], family[2], low, "sound")
         if key not in self._replicas:
             evaluator = self.evaluator
             assert isinstance(evaluator, ServePlanner)
             gpu, tp, pp = family
-            self._replicas[key] = self._smallest(
-                low,
-                evaluator.max_replicas(tp, pp),
-                lambda r: evaluator.evaluate(evaluator.layout(gpu, tp, pp, r)).sound,
+            self._replicas[key] = _Bisection(
+                low, evaluator.max_replicas(tp, pp), lambda r: evaluator.sound(evaluator.layout(gpu, tp, pp, r))
             )
         return self._replicas[key]
 
+    def _replicas_with_memory(self, family: Family, low: int) -> int | None:
+        """The fewest replicas from ``low`` whose per-GPU memory is sound (the estimator's memory alone)."""
+        return self._memory_search(family, low).run()
+
+    def _replicas_sound(self, family: Family, low: int) -> int | None:
+        """The fewest replicas from ``low`` that meet every constraint."""
+        return self._sound_search(family, low).run()
+
     def _within_nodes(self, gpu: Gpu, tp: int, pp: int, copies: int) -> bool:
         return nodes_needed(gpu, tp, pp, copies) <= self.limits.max_nodes and tp * pp * copies <= self.limits.max_gpus
-
-    @staticmethod
-    def _smallest(low: int, high: int, ok: Callable[[int], bool]) -> int | None:
-        """The smallest n in [low, high] with ok(n), for ok monotone (False ... False True ... True)."""
-        if low > high or not ok(high):
-            return None
-        while low < high:
-            middle = (low + high) // 2
-            if ok(middle):
-                high = middle
-            else:
-                low = middle + 1
-        return low
 
     # -- fine-tuning -------------------------------------------------------------------------------
     def _levels(self, gpu: Gpu) -> list[tuple[int, int]]:

@@ -1,0 +1,158 @@
+"""What lets the planner skip work must never change an answer.
+
+The planner's lazy searches skip a layout family when the speed model's latency floors already miss
+the SLO, take their replica searches one probe at a time, and build serving memory from a shape
+computed once per deployment. Each shortcut is checked here against the full computation it replaces:
+the floors against serving_speed on deployments that reach MoE (with and without expert parallelism),
+MLA, sliding windows, tied embeddings, pipeline parallelism, static batching, chunked prefill budgets,
+prompt distributions and every engine; the stepped bisection against a plain binary search, probe for
+probe, on predicates that are not monotone; the memory shape against the memory model at each
+concurrency.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan.analysis import estimate_serve
+from gpuplan.config import default_settings
+from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
+from gpuplan.estimate.serving_speed import latency_floors
+from gpuplan.plan.search import _Bisection
+from gpuplan.rules.context import efficiency_of
+from tests.test_properties_plan import make_spec
+
+MODELS = [
+    "llama-3.2-1b",  # tied embeddings
+    "llama-3.1-8b",
+    "mistral-7b-v0.1",  # sliding window on every layer
+    "gemma-2-9b",  # alternating sliding layers
+    "mixtral-8x7b",  # MoE
+    "llama-3.1-70b",
+    "deepseek-v3",  # MLA + MoE with dense leading layers
+]
+GPUS = ["l4", "l40s", "a100-sxm-80gb", "h100-pcie", "h100-sxm", "h200-sxm", "b200-hgx", "mi300x"]
+
+
+@st.composite
+def deployments(draw: st.DrawFn) -> dict:
+    model = draw(st.sampled_from(MODELS))
+    tp = draw(st.sampled_from([1, 2, 4, 8]))
+    pp = draw(st.sampled_from([1, 1, 2, 4]))
+    context = draw(st.integers(256, 131072))
+    output = draw(st.integers(1, min(2048, context - 1)))
+    serve: dict = {
+        "context": context,
+        "output_tokens": output,
+        "concurrency": draw(st.integers(1, 512)),
+        "kv_cache_dtype": draw(st.sampled_from(["auto", "fp8"])),
+        "quantization": draw(st.sampled_from(["none", "fp8", "int4-awq"])),
+        "engine": draw(st.sampled_from(["vllm", "sglang", "trtllm", "lmdeploy", "generic"])),
+        "batching": draw(st.sampled_from(["continuous", "continuous", "static"])),
+        "hardware": {
+            "gpu": draw(st.sampled_from(GPUS)),
+            "count": tp * pp * draw(st.sampled_from([1, 2, 8])),
+            "tensor_parallel": tp,
+            "pipeline_parallel": pp,
+        },
+    }
+    count = serve["hardware"]["count"]
+    whole = [ep for ep in (2, 4, 8) if count % ep == 0]  # EP divides the GPUs; Mixtral has 8 experts
+    if model in ("mixtral-8x7b", "deepseek-v3") and whole and draw(st.booleans()):
+        serve["hardware"]["expert_parallel"] = draw(st.sampled_from(whole))
+    if draw(st.booleans()):
+        mean = draw(st.integers(1, context - output))
+        serve["prompt_tokens"] = {"mean": mean, "p90": draw(st.integers(mean, max(mean, context - output)))}
+    if draw(st.booleans()):
+        serve["max_batched_tokens"] = draw(st.integers(1, 65536))
+    if draw(st.booleans()):
+        serve["max_sequences"] = draw(st.integers(1, 1024))
+    return {"version": 1, "name": "p", "model": {"id": model}, "serve": serve}
+
+
+@settings(max_examples=60, deadline=None)
+@given(deployments())
+def test_latency_floors_never_exceed_the_speed_model(document):
+    # The planner drops a family when a floor misses the SLO; a floor above the model's own figure at
+    # any concurrency would drop a layout that is sound. The model's figure here is at the declared
+    # concurrency and replicas; the floors do not depend on either.
+    spec = make_spec(document)
+    assert spec.serve is not None
+    estimate = estimate_serve(spec, spec.serve, efficiency_of(default_settings()))
+    assert estimate.workload is not None
+    ttft, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()))
+    assert 0 < tpot <= estimate.speed.tpot_s * (1 + 1e-12)
+    assert 0 <= ttft <= estimate.speed.ttft_s * (1 + 1e-12)
+
+
+def test_latency_floors_are_tight_for_one_sequence_alone():
+    # One sequence on one GPU decodes alone: the steady state's TPOT is the floor itself (no other
+    # sequence, no prefill chunk beside it), so the floor is not a loose constant.
+    spec = make_spec(
+        {
+            "version": 1,
+            "name": "p",
+            "model": {"id": "llama-3.1-8b"},
+            "serve": {"context": 4096, "output_tokens": 256, "concurrency": 1, "hardware": {"gpu": "h100-sxm"}},
+        }
+    )
+    assert spec.serve is not None
+    estimate = estimate_serve(spec, spec.serve, efficiency_of(default_settings()))
+    assert estimate.workload is not None
+    _, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()))
+    assert tpot == estimate.speed.tpot_s
+
+
+def plain_binary_search(low: int, high: int, ok, probed: list[int]) -> int | None:
+    """The search the planner ran before it took one probe per turn (``JobPlanner._smallest``)."""
+
+    def check(n: int) -> bool:
+        probed.append(n)
+        return bool(ok(n))
+
+    if low > high or not check(high):
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if check(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 80), st.integers(0, 80), st.lists(st.booleans(), min_size=161, max_size=161))
+def test_a_stepped_bisection_probes_and_answers_as_a_plain_binary_search(low, span, table):
+    # Arbitrary (non-monotone) predicates: the planner's latency checks are not exactly monotone in the
+    # replicas, so the stepped search must reproduce the plain one's probes, not merely its answer on
+    # monotone inputs. Between steps, ``low`` never passes the answer (the search's line key).
+    high = low + span - 1
+    expected_probes: list[int] = []
+    expected = plain_binary_search(low, high, lambda n: table[n], expected_probes)
+    probes: list[int] = []
+    search = _Bisection(low, high, lambda n: probes.append(n) or table[n])
+    while not search.done:
+        search.step()
+        assert expected is None or search.low <= expected
+    assert search.result == expected
+    assert probes == expected_probes
+    assert search.run() == expected and probes == expected_probes  # a finished search probes nothing more
+
+
+@settings(max_examples=40, deadline=None)
+@given(deployments(), st.lists(st.integers(0, 4096), min_size=1, max_size=6))
+def test_the_memory_shape_gives_the_memory_model_at_every_concurrency(document, concurrencies):
+    # The shape is computed without the running sequences and cached; at each concurrency it must equal
+    # the memory model's own figures, field by field.
+    spec = make_spec(document)
+    estimate = estimate_serve(spec, spec.serve, efficiency_of(default_settings()))
+    setup: ServingSetup = estimate.setup
+    usable = estimate.gpu.usable_bytes
+    shape = serving_shape(setup, usable)
+    for concurrency in concurrencies:
+        changed = ServingSetup(**{**setup.__dict__, "concurrency": concurrency})
+        serving_shape.cache_clear()  # the reference below must not come from the cache
+        assert shape.at(concurrency) == estimate_serving(changed, usable)
+        assert estimate_serving(changed, usable) == shape.at(concurrency)
