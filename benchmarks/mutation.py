@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import fnmatch
+import random
 import re
 import subprocess
 import sys
@@ -36,28 +38,30 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-run", action="store_true", help="only summarise the last run's results")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        help="run N mutants per module drawn at random (seeded) among those the patterns match, not all",
+    )
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("patterns", nargs="*")
     args = parser.parse_args()
     mutmut = [sys.executable, str(Path(__file__).resolve()), "--mutmut"]
+    names = list(args.patterns)
+    if args.sample:
+        names = _sample(_statuses(mutmut), args.patterns or ["*"], args.sample, args.seed)
     if not args.no_run:
         subprocess.run(
-            [*mutmut, "run", "--max-children", str(args.workers), *args.patterns],
+            [*mutmut, "run", "--max-children", str(args.workers), *names],
             cwd=ROOT,
             check=False,
             stdout=subprocess.DEVNULL,
         )
-    listed = subprocess.run(
-        [*mutmut, "results", "--all", "true"], cwd=ROOT, capture_output=True, text=True, check=False
-    )
     by_module: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     survivors = []
-    for line in listed.stdout.splitlines():
-        match = _RESULT.match(line)
-        if not match:
-            continue
-        name, status = match.groups()
-        module = name.split(".x")[0] if ".x" in name else name.rsplit(".", 1)[0]
-        by_module[module][status] += 1
+    for name, status in _statuses(mutmut).items():
+        by_module[_module(name)][status] += 1
         if status == "survived":
             survivors.append(name)
     total: collections.Counter[str] = collections.Counter()
@@ -70,6 +74,34 @@ def main() -> None:
     print(f"\n{len(survivors)} survivors (python benchmarks/mutation.py --mutmut show NAME):")
     for name in survivors:
         print(f"  {name}")
+
+
+def _statuses(mutmut: list[str]) -> dict[str, str]:
+    """Every generated mutant and its status ("not checked" until a run judges it)."""
+    listed = subprocess.run(
+        [*mutmut, "results", "--all", "true"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    matches = (_RESULT.match(line) for line in listed.stdout.splitlines())
+    return {match[1]: match[2] for match in matches if match}
+
+
+def _module(mutant: str) -> str:
+    return mutant.split(".x")[0] if ".x" in mutant else mutant.rsplit(".", 1)[0]
+
+
+def _sample(statuses: dict[str, str], patterns: list[str], per_module: int, seed: int) -> list[str]:
+    """``per_module`` mutants of each module, drawn with ``seed`` among the names ``patterns`` match."""
+    if not statuses:
+        raise SystemExit("no mutants yet: run once without --sample (or with a pattern) to generate them")
+    by_module: dict[str, list[str]] = collections.defaultdict(list)
+    for name in sorted(statuses):
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+            by_module[_module(name)].append(name)
+    chosen = []
+    for module in sorted(by_module):
+        names = by_module[module]
+        chosen += random.Random(f"{seed}:{module}").sample(names, min(per_module, len(names)))
+    return chosen
 
 
 def _row(name: str, counts: collections.Counter[str]) -> str:

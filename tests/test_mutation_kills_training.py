@@ -1,0 +1,186 @@
+"""Fine-tuning memory pinned to the byte on a tiny decoder, each figure derived by hand below.
+
+Written for the mutation campaign (benchmarks/mutation.py): the ground-truth tests hold within a few
+per cent, so a changed coefficient in a term that is a small share of an 8B model's peak survives
+them. Here every phase's parts are exact, on a model small enough to add up on paper.
+
+The tiny decoder: 2 layers, hidden 8, 2 heads of 4 (one KV head), gated MLP 16 wide, vocabulary 32,
+RMSNorm, untied. Per layer: q 8x8 = 64, k 8x4 = 32, v 32, o 64 (attention 192), gate/up/down 3 x 8 x 16
+= 384, two norms 16: 592. Embedding 32 x 8 = 256, LM head 256, final norm 8. Parameters: 2 x 592 +
+520 = 1,704; decoder linears 2 x (192 + 384) = 1,152; the layers' share before the first layer's
+gradient (layer 0 + embedding over layers + embedding + head) = (592 + 256) / 1,696 = 1/2.
+"""
+
+from __future__ import annotations
+
+from gpuplan.architecture import Architecture
+from gpuplan.estimate.training import TrainingSetup, estimate_training
+
+TINY = Architecture(layers=2, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, max_position=64)
+
+
+def phases(setup: TrainingSetup) -> dict[str, dict[str, int]]:
+    return estimate_training(setup, overhead=0).phases
+
+
+def test_full_bf16_adamw_manual_loop():
+    # bf16: 2 B weights, gradients, Adam states. weights 1,704 x 2 = 3,408; Adam 2 states x 2 B x 1,704
+    # = 6,816; foreach temporary 2 B x 1,704 = 3,408; gradients 3,408.
+    # Per token per layer: each RMSNorm saves its fp32 input 4 x 8 = 32 and, its weight being trainable,
+    # the bf16 output for the weight gradient, 2 x 2 x 8 = 32: 64 each, 128; SDPA: 2 x (2 x 8 q + 2 x 4 kv) + 4 B x 2 heads = 56;
+    # gated MLP 4 x 2 B x 16 = 128. 312 B x 4 tokens = 1,248 per layer, 2,496 for both.
+    # Logits 2 x 32 x 4 = 256 returned, fp32 log-softmax 4 x 32 x 4 = 512, upcast 512; final norm 64 x 4
+    # = 256. Saved: 2,496 + 256 + 256 + 512 = 3,520. Loss gradients 2 x 4 x 32 x 4 = 1,024.
+    # Backward at its start: 3,408 + 6,816 + 3,520 + 1,024 = 14,768; in the first layer: half the
+    # gradients 1,704 + one layer 1,248 + the MLP backward 3 x 2 x 16 x 4 = 384 -> 13,560; at its end
+    # 13,632. Optimizer step: 3,408 + 6,816 + 3,408 + 3,408 = 17,040, the peak.
+    memory = estimate_training(TrainingSetup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
+    assert memory.phases == {
+        "forward": {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 512},
+        "backward": {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 1024},
+        "optimizer_step": {"weights": 3408, "optimizer": 6816, "gradients": 3408, "optimizer_step_temporaries": 3408},
+    }
+    assert (memory.params, memory.trainable_params) == (1704, 1704)
+    assert memory.peak_phase == "optimizer_step"
+    assert memory.tensor_peak == 17040
+    assert memory.per_gpu == 17140  # + the 100 B overhead
+    assert memory.breakdown["framework_overhead"] == 100
+    assert sum(memory.breakdown.values()) == memory.per_gpu
+
+
+def test_mixed_precision_eager_accumulating_trainer_loop():
+    # bf16-mixed with autocast: fp32 weights/gradients/states (4 B): weights 6,816, Adam 13,632, temporary
+    # 6,816, gradients 6,816, kept across micro-batches (accumulation 2). bf16 copies of the linears and
+    # the head: 2 x (1,152 + 256) = 2,816. Tokens 2 x 4 = 8.
+    # Per token per layer: autocast norms 2 x (4 x 8 + 4 x 8) + 5 readers x 2 x 8 = 208; eager attention
+    # 2 x 4 x 8 + (4 + 2) x 2 heads x 4 keys = 112; MLP 128: 448 B x 8 = 3,584 per layer, 7,168 both.
+    # Logits 2 x 32 x 8 = 512, log-softmax 1,024, upcast 1,024; final norm 64 x 8 = 512.
+    # Saved 7,168 + 512 + 512 + 1,024 = 9,216. Forward temporaries max(upcast 1,024, 2 B x scores
+    # 2 x 4^2 x 2 = 64) = 1,024. The trainer loop drops the returned logits before backward: 8,704, with
+    # the loss gradients 2 x 4 x 32 x 8 = 2,048. Peak: 6,816 + 13,632 + 6,816 + 2,816 + 8,704 + 2,048 = 40,832.
+    memory = estimate_training(
+        TrainingSetup(
+            architecture=TINY,
+            precision="bf16-mixed",
+            micro_batch=2,
+            seq_len=4,
+            gradient_accumulation=2,
+            attention="eager",
+            loop="trainer",
+        ),
+        overhead=0,
+    )
+    fixed = {"weights": 6816, "optimizer": 13632, "gradients": 6816, "autocast_weight_copies": 2816}
+    assert memory.phases == {
+        "forward": {**fixed, "activations": 9216, "temporaries": 1024},
+        "backward": {**fixed, "activations": 8704, "temporaries": 2048},
+        "optimizer_step": {"weights": 6816, "optimizer": 13632, "gradients": 6816, "optimizer_step_temporaries": 6816},
+    }
+    assert memory.per_gpu == 40832
+
+
+def test_lora_with_dropout_full_checkpointing_fused_loss():
+    # LoRA r=2 on q (8 -> 8) and v (8 -> 4): 2 x 16 + 2 x 12 = 56 per layer, 112 trainable, fp32.
+    # Weights 1,704 x 2 + 112 x 4 = 3,856; Adam 2 x 4 x 112 = 896; temporary 448; gradients 448.
+    # Per token per layer: norms save only the fp32 input (frozen weight) 2 x 32 = 64; SDPA 56; MLP with
+    # down_proj frozen 3 x 2 x 16 = 96; adapters: r-dim outputs 4 x 2 x 2 = 16 plus, with dropout, a mask
+    # and a dropped fp32 copy of each input (1 + 4) x 8 x 2 = 80: 96. 312 x 4 tokens = 1,248 per layer.
+    # Full checkpointing keeps each layer's input 2 x 8 x 4 = 64: 128 for both; final norm 32 x 4 = 128;
+    # fused loss: no logits saved, one fp32 chunk and its gradient 2 x 4 x 32 x 4 = 1,024 of temporaries.
+    # Backward peaks in the first layer: 3,856 + 896 + 448 + (1,248 + 64) + 384 = 6,896.
+    memory = estimate_training(
+        TrainingSetup(
+            architecture=TINY,
+            method="lora",
+            precision="bf16",
+            lora_rank=2,
+            lora_targets=("q_proj", "v_proj"),
+            lora_dropout=0.1,
+            checkpointing="full",
+            fused_loss=True,
+            seq_len=4,
+        ),
+        overhead=0,
+    )
+    assert memory.trainable_params == 112
+    assert memory.phases == {
+        "forward": {"weights": 3856, "optimizer": 896, "activations": 256, "temporaries": 1024},
+        "backward": {"weights": 3856, "optimizer": 896, "gradients": 448, "activations": 1312, "temporaries": 384},
+        "optimizer_step": {"weights": 3856, "optimizer": 896, "gradients": 448, "optimizer_step_temporaries": 448},
+    }
+
+
+def test_qlora_dora_selective_checkpointing_8bit_adam():
+    # QLoRA + DoRA r=1 on all seven linears: r x (d_in + d_out) = 16 + 12 + 12 + 16 + 24 + 24 + 24 = 128
+    # plus a magnitude per output 8 + 4 + 4 + 8 + 16 + 16 + 8 = 64: 192 per layer, 384 trainable (bf16).
+    # Weights: NF4 without double quantization 0.5 + 4/64 = 0.5625 B x 1,152 = 648, the rest 552 x 2 =
+    # 1,104, adapters 384 x 2 = 768: 2,520. 8-bit Adam 384 x (2 + 8/2048) = 769.5; gradients 768.
+    # Selective checkpointing per token per layer: input and row outputs 3 x 2 x 8 = 48, gate and up
+    # 2 x 2 x 16 = 64, SDPA 56, the adapters' tensors (r outputs 2 x 1 x 7 = 14; bf16 adapters on bf16
+    # inputs save the two norm outputs 2 x 8 x 2 = 32; DoRA outputs 2 x 2 x 64 = 256): 302 -> 470 x 4
+    # tokens x 2 layers = 3,760. Final norm 128, logits 256 + 512 + upcast 512. Saved 4,656.
+    # Forward temporaries: DoRA's weight norm of down_proj (16^2 + 3 x 16 x 8) x 2 B = 1,280, above the
+    # upcast 512 and the NF4 dequantization 2 x 8 x 16 = 256. Peak forward: 2,520 + 769.5 + 4,656 +
+    # 1,280 = 9,225.5 -> 9,226 once each part is rounded up.
+    memory = estimate_training(
+        TrainingSetup(
+            architecture=TINY,
+            method="qlora",
+            precision="bf16",
+            lora_rank=1,
+            lora_bytes=2,
+            lora_variant="dora",
+            double_quant=False,
+            checkpointing="selective",
+            optimizer="adamw-8bit",
+            seq_len=4,
+        ),
+        overhead=0,
+    )
+    assert memory.trainable_params == 384
+    assert memory.phases == {
+        "forward": {"weights": 2520, "optimizer": 770, "activations": 4656, "temporaries": 1280},
+        "backward": {"weights": 2520, "optimizer": 770, "activations": 4656, "temporaries": 1024},
+        "optimizer_step": {"weights": 2520, "optimizer": 770, "gradients": 768},
+    }
+
+
+def test_zero3_over_four_gpus():
+    # ZeRO-3, bf16-mixed, 4 ranks: 16-bit working weights 1,704 x 2 / 4 = 852; fp32 master 4 x 1,704 =
+    # 6,816 joins Adam's 13,632: 20,448 / 4 = 5,112; gradients 1,704 / 4 x 2 = 852; temporary 6,816 / 4 =
+    # 1,704. Gathered: the largest unit (a layer, 592 > 256) twice in 16-bit, 2 x 2 x 592 = 2,368, plus
+    # its full 16-bit gradient 1,184: 3,552. No autocast copies once sharded.
+    # Activations as the bf16 case but with autocast norms: (208 + 56 + 128) x 4 = 1,568 per layer, saved
+    # 3,136 + 256 + 256 + 512 = 4,160. Backward start: 852 + 5,112 + 3,552 + 4,160 + 1,024 = 14,700.
+    fixed = {"weights": 852, "optimizer": 5112, "gathered_parameters": 3552}
+    assert phases(TrainingSetup(architecture=TINY, precision="bf16-mixed", sharding="zero3", gpus=4, seq_len=4)) == {
+        "forward": {**fixed, "activations": 4160, "temporaries": 512},
+        "backward": {**fixed, "activations": 4160, "temporaries": 1024},
+        "optimizer_step": {**fixed, "gradients": 852, "optimizer_step_temporaries": 1704},
+    }
+
+
+def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
+    # ZeRO-2 over 2 ranks, bf16, SGD with momentum: one 2 B state, 3,408 / 2 = 1,704; gradients 852
+    # elements x 2 B = 1,704. Optimizer offload to NVMe moves the states plus an fp32 gradient copy:
+    # 1,704 + 4 x 852 = 5,112. Parameter offload to the host moves the weights 3,408 and the gradients
+    # 1,704: 5,112. What stays is the streamed layer, 2 x 2 B x 592 = 2,368.
+    memory = estimate_training(
+        TrainingSetup(
+            architecture=TINY,
+            precision="bf16",
+            sharding="zero2",
+            gpus=2,
+            offload_optimizer="nvme",
+            offload_parameters="cpu",
+            optimizer="sgd",
+            seq_len=4,
+        ),
+        overhead=0,
+    )
+    assert memory.phases == {
+        "forward": {"gathered_parameters": 2368, "activations": 3520, "temporaries": 512},
+        "backward": {"gathered_parameters": 2368, "activations": 3520, "temporaries": 1024},
+        "optimizer_step": {"gathered_parameters": 2368},
+    }
+    assert (memory.host, memory.nvme) == (5112, 5112)
