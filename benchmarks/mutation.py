@@ -13,10 +13,12 @@ mutmut 3 skips decorated functions: it copies each function once per mutant, and
 gpuplan/rules/) and the estimates' ``@property`` totals unmeasured, so this script runs mutmut with one
 change (:func:`_mutate_wrapped_functions`): a function whose decorators only wrap it (``@rule(...)``,
 ``@property``, ``@functools.cached_property``, ``@functools.lru_cache(...)``) is mutated too; its copies
-go undecorated and the trampoline that replaces it keeps the decorators. ``@documentation_only``
-entries (no check to mutate) stay skipped. The change reaches into mutmut's internals, hence the pin in
-the ``mutation`` extra; it stops with a message on another layout rather than quietly measuring less.
-``python benchmarks/mutation.py --mutmut show NAME`` passes any mutmut command through with the change.
+go undecorated and the trampoline that replaces it keeps the decorators, except ``lru_cache``, which is
+dropped (it only memoises; kept, a result cached before a mutant is switched on would hide the mutant).
+``@documentation_only`` entries (no check to mutate) stay skipped. The change reaches into mutmut's
+internals, hence the pin in the ``mutation`` extra; it stops with a message on another layout rather than
+quietly measuring less. ``python benchmarks/mutation.py --mutmut show NAME`` passes any mutmut command
+through with the change.
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ def _row(name: str, counts: collections.Counter[str]) -> str:
 # Decorators that wrap a function without running it at definition time or registering it twice once
 # the copies are undecorated; name as written in gpuplan/estimate/ and gpuplan/rules/.
 _WRAPPERS = {"rule", "property", "functools.cached_property", "functools.lru_cache"}
+_MEMOISERS = {"functools.lru_cache"}  # dropped from the mutated module: a cached result hides a mutant
 
 
 def _mutate_wrapped_functions() -> None:
@@ -129,14 +132,14 @@ def _mutate_wrapped_functions() -> None:
     if visitor is None or skip is None or arrange is None:
         raise SystemExit("mutmut's internals moved: update _mutate_wrapped_functions for this mutmut version")
 
+    def name(decorator: cst.Decorator) -> str:
+        target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        return cst.Module([]).code_for_node(target)
+
     def is_wrapped(node: object) -> bool:
         if not isinstance(node, cst.FunctionDef) or not node.decorators:
             return False
-        names = []
-        for decorator in node.decorators:
-            target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
-            names.append(cst.Module([]).code_for_node(target))
-        return all(name in _WRAPPERS for name in names)
+        return all(name(decorator) in _WRAPPERS for decorator in node.decorators)
 
     def skip_node_and_children(self: object, node: object) -> bool:
         if is_wrapped(node):
@@ -151,7 +154,8 @@ def _mutate_wrapped_functions() -> None:
         # place, keeps the decorators outside mutmut's own.
         declarations, methods, assignments, names = arrange(function.with_changes(decorators=[]), mutants, class_name)
         trampoline = methods[0]
-        methods = [trampoline.with_changes(decorators=[*function.decorators, *trampoline.decorators]), *methods[1:]]
+        kept = [decorator for decorator in function.decorators if name(decorator) not in _MEMOISERS]
+        methods = [trampoline.with_changes(decorators=[*kept, *trampoline.decorators]), *methods[1:]]
         return declarations, methods, assignments, names
 
     visitor._skip_node_and_children = skip_node_and_children  # type: ignore[method-assign]
