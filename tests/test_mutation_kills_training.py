@@ -184,3 +184,117 @@ def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
         "optimizer_step": {"gathered_parameters": 2368},
     }
     assert (memory.host, memory.nvme) == (5112, 5112)
+
+
+# -- one setting changed from test_full_bf16_adamw_manual_loop ------------------------------------
+# Base: weights 3,408, AdamW 6,816, its temporary 3,408, gradients 3,408, saved activations 3,520,
+# forward temporaries 512, loss gradients 1,024.
+BASE_FORWARD = {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 512}
+BASE_BACKWARD = {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 1024}
+
+
+def bf16(**changes) -> TrainingSetup:
+    return TrainingSetup(**{"architecture": TINY, "precision": "bf16", "seq_len": 4, **changes})
+
+
+def test_optimizers():
+    # Fused AdamW: no foreach temporary.
+    assert phases(bf16(optimizer="adamw-fused"))["optimizer_step"] == {
+        "weights": 3408,
+        "optimizer": 6816,
+        "gradients": 3408,
+    }
+    # Paged 8-bit Adam: 1,704 x (2 + 2 x 4 / 2048) = 3,414.66 B, on the GPU only for the step.
+    paged = phases(bf16(optimizer="adamw-8bit-paged"))
+    assert paged["forward"] == {"weights": 3408, "activations": 3520, "temporaries": 512}
+    assert paged["optimizer_step"] == {"weights": 3408, "gradients": 3408, "paged_optimizer_states": 3415}
+    # SGD without momentum keeps no state.
+    assert phases(bf16(optimizer="sgd", momentum=0.0))["optimizer_step"] == {"weights": 3408, "gradients": 3408}
+    # Adafactor: per layer the factored rows and columns 3 x 8 + 8 + 2 x 4 + 3 x (8 + 16) = 112, x 2 layers,
+    # plus vocabulary 32 and hidden 8: 264 fp32 values = 1,056 B; two fp32 temporaries of the largest
+    # matrix (the 32 x 8 embedding/head, 256): 2,048 B.
+    assert phases(bf16(optimizer="adafactor"))["optimizer_step"] == {
+        "weights": 3408,
+        "optimizer": 1056,
+        "gradients": 3408,
+        "optimizer_step_temporaries": 2048,
+    }
+
+
+def test_fp32_and_mixed_without_autocast():
+    # fp32: 4 B everything. Activations at 4 B per token per layer: norms 2 x (4 x 8 + 2 x 4 x 8) = 192,
+    # SDPA 4 x 24 + 8 = 104, MLP 4 x 4 x 16 = 256: 552 x 4 = 2,208 per layer; logits 4 x 32 x 4 = 512
+    # returned and 512 log-softmax, no upcast; final norm 96 x 4 = 384: saved 4,416 + 384 + 1,024 = 5,824.
+    assert phases(bf16(precision="fp32")) == {
+        "forward": {"weights": 6816, "optimizer": 13632, "activations": 5824},
+        "backward": {"weights": 6816, "optimizer": 13632, "activations": 5824, "temporaries": 1024},
+        "optimizer_step": {"weights": 6816, "optimizer": 13632, "gradients": 6816, "optimizer_step_temporaries": 6816},
+    }
+    # bf16-mixed without autocast (the ZeRO convention): 2 B working weights and gradients, the fp32
+    # master 4 x 1,704 = 6,816 joins the fp32 Adam states 13,632: 20,448; temporary 4 x 1,704 = 6,816.
+    assert phases(bf16(precision="bf16-mixed", autocast=False))["optimizer_step"] == {
+        "weights": 3408,
+        "optimizer": 20448,
+        "gradients": 3408,
+        "optimizer_step_temporaries": 6816,
+    }
+
+
+def test_full_checkpointing_moves_the_backward_peak_into_the_first_layer():
+    # Two sequences of 4 (8 tokens). Kept: each layer's input 2 x 8 x 8 = 128 (256 for both) + final norm
+    # 64 x 8 = 512 + logits 512 + 1,024 = 2,304. Backward start 3,408 + 6,816 + 2,304 + 2 x 4 x 32 x 8 =
+    # 14,576; end 3,408 + 6,816 + 3,408 = 13,632; in the first layer: half the gradients 1,704 + the
+    # recomputed layer 312 x 8 = 2,496 + its input 128 + MLP backward 3 x 2 x 16 x 8 = 768: 15,320.
+    assert phases(bf16(checkpointing="full", micro_batch=2))["backward"] == {
+        "weights": 3408,
+        "optimizer": 6816,
+        "gradients": 1704,
+        "activations": 2624,
+        "temporaries": 768,
+    }
+    # Eager attention with full checkpointing: masked scores, their fp32 upcast and the softmax coexist,
+    # 10 B x 2 heads x 4^2 = 320, below the logits upcast 512; the score gradients 6 x 32 = 192 below the
+    # MLP's 384.
+    assert phases(bf16(checkpointing="full", attention="eager"))["forward"]["temporaries"] == 512
+
+
+def test_optimizer_in_backward():
+    # Each gradient is applied at once: no optimizer-step phase; at most the largest matrix's gradient
+    # (256 x 2 B = 512) and its step temporary (3,408 x 256 / 1,704 = 512) in the first layer, which stays
+    # below the backward start (14,768): 3,408 + 6,816 + 512 + 1,248 + 384 + 512 = 12,880.
+    assert phases(bf16(optimizer_in_backward=True)) == {"forward": BASE_FORWARD, "backward": BASE_BACKWARD}
+
+
+def test_activation_offloading_keeps_two_layers():
+    # Three layers (2,296 parameters: weights 4,592, Adam 9,184): two layers' 1,248 B stay, the third
+    # goes to the host. Saved 2,496 + 256 + 256 + 512 = 3,520; backward ends with all gradients 4,592.
+    three = Architecture(layers=3, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32)
+    memory = estimate_training(bf16(architecture=three, activation_offloading=True), overhead=0)
+    assert memory.host == 1248
+    assert memory.phases["forward"] == {"weights": 4592, "optimizer": 9184, "activations": 3520, "temporaries": 512}
+    assert memory.phases["backward"] == {"weights": 4592, "optimizer": 9184, "gradients": 4592}
+
+
+def test_tensor_parallel_with_sequence_parallelism():
+    # TP 2: half the layers' 1,184 and half the embedding and head 520: 852 parameters, 1,704 B.
+    # Per token per layer: norms split over 2 ranks (64 / 2 x 2 = 64); SDPA with 4 query columns, the one
+    # KV head replicated (4), 1 head: 2 x (8 + 8) + 4 = 36; MLP 8 wide: 4 x 2 x 8 = 64; 164 x 4 = 656.
+    # Logits over 16 of the vocabulary: 128 + 256 + upcast 256; final norm 32 x 4: saved 1,312 + 128 +
+    # 384 = 1,824. Loss gradients 2 x 4 x 16 x 4 = 512.
+    assert phases(bf16(tensor_parallel=2, gpus=2, sequence_parallel=True)) == {
+        "forward": {"weights": 1704, "optimizer": 3408, "activations": 1824, "temporaries": 256},
+        "backward": {"weights": 1704, "optimizer": 3408, "activations": 1824, "temporaries": 512},
+        "optimizer_step": {"weights": 1704, "optimizer": 3408, "gradients": 1704, "optimizer_step_temporaries": 1704},
+    }
+
+
+def test_pipeline_parallel_first_stage():
+    # PP 2: one layer (592) plus the larger edge, the head and final norm (264) over the embedding (256):
+    # 856 parameters, 1,712 B; 1F1B keeps both layers' activations on the first stage (3,520).
+    assert phases(bf16(pipeline_parallel=2, gpus=2))["optimizer_step"] == {
+        "weights": 1712,
+        "optimizer": 3424,
+        "gradients": 1712,
+        "optimizer_step_temporaries": 1712,
+    }
+    assert phases(bf16(pipeline_parallel=2, gpus=2))["forward"]["activations"] == 3520
