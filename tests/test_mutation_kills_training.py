@@ -13,8 +13,15 @@ gradient (layer 0 + embedding over layers + embedding + head) = (592 + 256) / 1,
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpuplan.architecture import Architecture
-from gpuplan.estimate.training import TrainingSetup, estimate_training
+from gpuplan.estimate.training import (
+    TrainingSetup,
+    estimate_training,
+    layer_activation_bytes_per_token,
+    selective_layer_bytes_per_token,
+)
 
 TINY = Architecture(layers=2, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, max_position=64)
 
@@ -298,3 +305,27 @@ def test_pipeline_parallel_first_stage():
         "optimizer_step_temporaries": 1712,
     }
     assert phases(bf16(pipeline_parallel=2, gpus=2))["forward"]["activations"] == 3520
+
+
+# Six 4-wide query heads over three KV heads (not a multiple of TP 2: GP303's case, still estimated),
+# hidden 8, a plain 16-wide MLP.
+ODD = Architecture(layers=2, hidden=8, heads=6, kv_heads=3, head_dim=4, intermediate=16, vocab=32, mlp="plain")
+
+
+def test_layer_bytes_per_token_under_tensor_parallelism():
+    odd = bf16(architecture=ODD, tensor_parallel=2, gpus=2)
+    # Per GPU: 24 / 2 = 12 query columns, 3 // 2 = 1 KV head of 4, 3 heads, MLP 8 wide.
+    # Norms 2 x (4 x 8 + 2 x 2 x 8) = 128; SDPA 2 x (2 x 12 + 2 x 4) + 4 x 3 = 76; plain MLP 2 x 2 x 8 = 32.
+    assert layer_activation_bytes_per_token(odd) == 236
+    # Eager: q, repeated k and v and the o_proj input 2 x 4 x 12 = 96, fp32 probabilities and their bf16
+    # cast (4 + 2) x 3 heads x 4 keys = 72.
+    assert layer_activation_bytes_per_token(dataclasses.replace(odd, attention="eager")) == 128 + 168 + 32
+    # LayerNorm saves its bf16 input (2 x 8) instead of an fp32 copy: 2 x (16 + 32) = 96.
+    layer_norm = dataclasses.replace(ODD, norm="layer")
+    assert layer_activation_bytes_per_token(dataclasses.replace(odd, architecture=layer_norm)) == 96 + 76 + 32
+    # A fused QKV projection keeps its whole output: 2 x (12 + 4) = 32 more.
+    fused = dataclasses.replace(ODD, fused_qkv=True)
+    assert layer_activation_bytes_per_token(dataclasses.replace(odd, architecture=fused)) == 236 + 32
+    # Selective checkpointing keeps the layer input and the row outputs 3 x 2 x 8 = 48, the one column
+    # matrix of a plain MLP 2 x 8 = 16, and q, k, v, SDPA output and logsumexp 2 x 32 + 4 x 6 / 2 = 76.
+    assert selective_layer_bytes_per_token(odd) == 48 + 16 + 76
