@@ -133,3 +133,11 @@ def test_fp8_gemms_and_qlora_dequantization():
     assert qlora.step_compute_s == pytest.approx(51.712 + 7.68 + 28.416 + 3.136, rel=1e-12)
     # The adapters' fp32 gradients (112 x 4 B, 448 / 500 = 0.896 s) hide behind 2/3 of the micro-batch.
     assert qlora.gradient_sync_s == 0
+
+
+def test_mfu_override_with_recompute():
+    # Model FLOPs 9,168 x 4 = 36,672 plus the recomputed forward (GEMMs 2 x 1,448 x 4 = 11,584 and
+    # attention 640), at 1.0 x the bf16 peak: 48,896 / 1,000 = 48.896 s; optimizer 47.712 s.
+    speed = run(Efficiency(training_mfu=1.0), checkpointing=True)
+    assert speed.step_compute_s == pytest.approx(48.896 + 47.712, rel=1e-12)
+    assert speed.flops_per_token == 9168  # recompute is not model FLOPs
