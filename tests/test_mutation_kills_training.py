@@ -329,3 +329,57 @@ def test_layer_bytes_per_token_under_tensor_parallelism():
     # Selective checkpointing keeps the layer input and the row outputs 3 x 2 x 8 = 48, the one column
     # matrix of a plain MLP 2 x 8 = 16, and q, k, v, SDPA output and logsumexp 2 x 32 + 4 x 6 / 2 = 76.
     assert selective_layer_bytes_per_token(odd) == 48 + 16 + 76
+
+
+MOE = Architecture(
+    layers=2,
+    hidden=8,
+    heads=2,
+    kv_heads=1,
+    intermediate=16,
+    vocab=32,
+    experts=4,
+    experts_per_token=2,
+    expert_intermediate=8,
+)
+
+
+def test_moe_and_qlora_layer_bytes():
+    # MoE, per token per layer: norms 128, SDPA 56; per routed expert its gated MLP 4 x 2 x 8 = 64 plus the
+    # gathered token and weighted output 2 x 2 x 8 = 32, for 2 experts = 192; the router's fp32 logits,
+    # softmax and top-k weights 3 x 4 B x 4 experts = 48. 128 + 56 + 240 = 424.
+    assert layer_activation_bytes_per_token(bf16(architecture=MOE)) == 424
+    # LoRA without down_proj: each expert keeps 3 x 2 x 8 = 48 + 32: 2 x 80 + 48 = 208; norms save only
+    # their fp32 input (frozen weights) 2 x 32 = 64; adapters on q, v at rank 2: r outputs 4 x 2 x 2 = 16
+    # and fp32 casts of their (norm) inputs 2 x 4 x 8 = 64.
+    lora = bf16(architecture=MOE, method="lora", lora_rank=2, lora_targets=("q_proj", "v_proj"))
+    assert layer_activation_bytes_per_token(lora) == 64 + 56 + 208 + 80
+    # QLoRA on TINY with the same adapters: bitsandbytes also saves each 4-bit linear's input: both norm
+    # outputs 2 x 2 x 8 = 32 (the fp32 adapters keep their own casts), the attention output 2 x 8 = 16 and,
+    # down_proj not being adapted, its input 2 x 16 = 32. 64 + 56 + 96 (frozen-down MLP) + 80 + 80 = 376.
+    qlora = bf16(method="qlora", lora_rank=2, lora_targets=("q_proj", "v_proj"))
+    assert layer_activation_bytes_per_token(qlora) == 376
+
+
+def test_fp32_adapter_base_under_autocast_caches_bf16_copies():
+    # LoRA over an fp32 base under bf16-mixed: each linear and the LM head cast to bf16 and kept until
+    # backward, 2 x (1,152 + 256) = 2,816 B.
+    setup = bf16(precision="bf16-mixed", method="lora", model_dtype_bytes=4, lora_rank=2, lora_targets=("q_proj",))
+    assert phases(setup)["forward"]["autocast_weight_copies"] == 2816
+
+
+def test_fused_loss_leaves_no_loss_gradients():
+    # Two sequences of 4: layers 2 x 312 x 8 = 4,992 + final norm 512, no logits: 5,504 saved; the backward
+    # start (3,408 + 6,816 + 5,504 = 15,728) beats the first layer (10,224 + 1,704 + 2,496 + 768 = 15,192)
+    # and holds no loss temporaries.
+    assert phases(bf16(fused_loss=True, micro_batch=2))["backward"] == {
+        "weights": 3408,
+        "optimizer": 6816,
+        "activations": 5504,
+    }
+
+
+def test_data_parallel_degree_rounds_down():
+    # 3 GPUs at TP 2: one data-parallel replica (the third GPU idles), not 1.5.
+    assert bf16(gpus=3, tensor_parallel=2).data_parallel == 1
+    assert bf16(gpus=8, tensor_parallel=2, pipeline_parallel=2).data_parallel == 2

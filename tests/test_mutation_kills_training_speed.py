@@ -141,3 +141,12 @@ def test_mfu_override_with_recompute():
     speed = run(Efficiency(training_mfu=1.0), checkpointing=True)
     assert speed.step_compute_s == pytest.approx(48.896 + 47.712, rel=1e-12)
     assert speed.flops_per_token == 9168  # recompute is not model FLOPs
+
+
+def test_qlora_dequantizes_only_its_stage():
+    # PP 2 on 2 GPUs: half the model per GPU. GEMMs 2 passes x 2 x 1,448 / 2 x 4 = 11,584 + adapters
+    # 6 x 112 / 2 x 4 = 1,344: 12,928 / 500 = 25.856 s; attention 3 x 320 / 250 = 3.84 s; elementwise
+    # 100 x 8 x 1 layer x 4 = 3,200, loss 2,048 and dequantization 1,152 / 2 x 2.5 x 2 = 2,880 B over 500:
+    # 16.256 s. Micro-batch 45.952 s, twice (one of them the bubble); optimizer 14 B x 56 / 500 = 1.568 s.
+    speed = run(method="qlora", trainable_params=112, pipeline_parallel=2, gpus=2)
+    assert speed.step_compute_s == pytest.approx(2 * 45.952 + 1.568, rel=1e-12)
