@@ -213,3 +213,18 @@ def test_running_slots_and_what_caps_them():
     # Requests beyond the slots wait: TTFT grows by (8 - 3) / the request rate.
     alone = serving_speed(workload(concurrency=3, max_sequences=3), calibration=CAL)
     assert capped.ttft_s > alone.ttft_s
+
+
+def test_continuous_batching_with_one_slot():
+    # One running sequence: no other slot adds decodes or prefill chunks, the iteration stands at once.
+    # Decode at 4 + 4/2 = 6 tokens: GEMMs 2,896 / 500 = 5.792 s against 8.688 s of weights (2.896 x
+    # hypot(2, 3)); KV 16 x 2 x 6 = 192 B, 0.384 s, against 12 x 32 / 250 = 1.536 s (0.384 x sqrt(17));
+    # 1 ms + 2 x 0.1 ms + 0.1 ms. The 4-token prompt fits the 8-token budget in one chunk: P.
+    tpot = 2.896 * math.sqrt(13) + 0.384 * math.sqrt(17) + 0.0013
+    prefill = math.hypot(8.688, 19.072) + 2.56 + 0.0012
+    speed = serving_speed(workload(concurrency=1, max_batched_tokens=8), calibration=CAL)
+    assert speed.tpot_s == pytest.approx(tpot, rel=1e-12)
+    assert speed.tokens_per_s == pytest.approx(4 / (prefill + 4 * tpot), rel=1e-12)
+    assert speed.ttft_s == pytest.approx(prefill + 0.01, rel=1e-12)
+    assert speed.ttft_single_s == pytest.approx(prefill + 0.01, rel=1e-12)
+    assert (speed.decode_bound, speed.decode_bytes_per_step, speed.running) == ("memory", 4344 + 192, 1)
