@@ -17,6 +17,7 @@ from gpuplan.estimate.serving import (
     NON_TORCH_PP,
     NON_TORCH_SINGLE,
     NON_TORCH_TP,
+    ServingMemory,
     ServingSetup,
     Tenant,
     cuda_graph_bytes,
@@ -236,3 +237,44 @@ def test_rope_cache():
         layers=2, hidden=8, heads=2, intermediate=16, vocab=32, position_embeddings=64, max_position=64
     )
     assert rope_cache_bytes(learned) == 0
+
+
+def memory_of(budget: int, per_gpu_parts: tuple[int, int, int, int], cuda_graphs: int = 0, capacity: int = 0):
+    weights, kv_cache, reserve, runtime = per_gpu_parts
+    return ServingMemory(
+        weights=weights,
+        kv_cache=kv_cache,
+        activation_reserve=reserve,
+        runtime=runtime,
+        tenant_weights=0,
+        tenant_kv_cache=0,
+        budget=budget,
+        kv_bytes_per_sequence=512,
+        kv_bytes_per_token=32.0,
+        cuda_graphs=cuda_graphs,
+        capacity=capacity,
+        kv_page_bytes=256,
+        kv_group_size=2,
+    )
+
+
+def test_fits_at_the_budget_and_capacity_edges():
+    # 600 + 300 + 50 + 50 = 1,000 B within a 1,000 B budget: fits exactly; 999 does not.
+    assert memory_of(1000, (600, 300, 50, 50)).fits
+    assert not memory_of(999, (600, 300, 50, 50)).fits
+    # The CUDA graphs must fit beside it in the GPU: 1,000 + 100 <= 1,100, but not + 101.
+    assert memory_of(1000, (600, 300, 50, 50), cuda_graphs=100, capacity=1100).fits
+    assert not memory_of(1000, (600, 300, 50, 50), cuda_graphs=101, capacity=1100).fits
+
+
+def test_max_context_when_the_cache_is_exactly_full():
+    # Nothing but KV: 1,024 B available. TINY at one sequence needs 16 B x 2 layers x 16 tokens = 512 B
+    # per block: two blocks, 32 tokens, fill it exactly and still fit.
+    setup = ServingSetup(architecture=TINY, context=20, concurrency=1)
+    memory = memory_of(1024, (0, 0, 0, 0))
+    assert memory.kv_available == 1024
+    assert max_context(setup, memory) == 32
+    # Whole blocks: 1,024 // (256 x 2) = 2 blocks of 16 tokens; 1,024 // 512 = 2 sequences.
+    assert (memory.kv_cache_tokens, max_concurrency(memory)) == (32, 2)
+    assert max_context(setup, memory_of(1023, (0, 0, 0, 0))) == 16
+    assert max_context(setup, memory_of(0, (0, 0, 0, 0))) == 0
