@@ -1,0 +1,230 @@
+"""The serving speed model's terms on a toy GPU with round rates, each derived by hand (mutation campaign).
+
+The calibration tests compare with measurements within tens of per cent; a changed term that is a few
+per cent of a step survives them. Here the GPU computes 1,000 FLOP/s (bf16; fp8 2,000) and streams
+1,000 B/s, its MAMF ceiling is 1/2 (fp8 1/4), and the calibration is round: GEMMs at the whole ceiling
+(500 FLOP/s), HBM at 1/2 (500 B/s), attention at 1/2 of the ceiling (250 FLOP/s), links at 1/2, roofline
+sharpness 2 (so roofline(a, b) = hypot(a, b)), all-reduce latency 0.5 s on NVLink, 1 s otherwise, engine
+overheads 1 ms per step, 0.1 ms per running sequence and per layer, 10 ms per request.
+
+TINY: 2 layers, hidden 8, 2 heads of 4 (one KV head), gated MLP 16, vocabulary 32: 1,448 matmul
+parameters, of which the LM head 256: a decode token costs 2 x 1,448 = 2,896 FLOPs, a prefill token
+2,896 - 512 = 2,384. KV: 2 x 4 x 2 B = 16 B per token per layer. Attention: 2 x 2 heads x (4 + 4) =
+32 FLOPs per (query, key) pair.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from gpuplan.architecture import Architecture
+from gpuplan.catalog import get_gpu
+from gpuplan.estimate import performance
+from gpuplan.estimate.calibration import (
+    Calibration,
+    EngineProfile,
+    ServingMechanisms,
+    TrainingMechanisms,
+)
+from gpuplan.estimate.performance import Efficiency
+from gpuplan.estimate.serving_speed import ServingWorkload, _Deployment, prompt_square_mean, serving_speed
+
+TINY = Architecture(layers=2, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, max_position=64)
+HYBRID = Architecture(
+    layers=7, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, sliding_window=8, sliding_layers=3
+)
+MOE = Architecture(
+    layers=2,
+    hidden=8,
+    heads=2,
+    kv_heads=1,
+    intermediate=16,
+    vocab=32,
+    experts=4,
+    experts_per_token=2,
+    expert_intermediate=8,
+)
+GPU = dataclasses.replace(
+    get_gpu("h100-sxm"),
+    id="unit-gpu",
+    tflops={"bf16": 1e-9, "fp16": 1e-9, "fp8": 2e-9},
+    bandwidth_tbs=1e-9,
+    interconnect_gbs=2e-6,  # 1,000 B/s one way; x 1/2 link efficiency: 500 B/s
+    pcie_gbs=2e-6,
+)
+CAL = Calibration(
+    engines={"vllm": EngineProfile("vllm", "unit engine", 1.0, 0.5, 1e-3, 1e-4, 1e-2, False, "unit")},
+    serving=ServingMechanisms(
+        attention_efficiency=0.5,
+        layer_overhead_s=1e-4,
+        allreduce_latency_nvlink_s=0.5,
+        allreduce_latency_pcie_s=1.0,
+        link_efficiency=0.5,
+        roofline_sharpness=2,
+    ),
+    training=TrainingMechanisms(1.0, 0.5, 1.0, 100, 0.5, 0.5, 0.5),
+)
+
+
+@pytest.fixture(autouse=True)
+def unit_ceiling(monkeypatch):
+    monkeypatch.setitem(performance.MATMUL_CEILING, "unit-gpu", {"bf16": 0.5, "fp8": 0.25})
+
+
+def workload(arch=TINY, **changes) -> ServingWorkload:
+    fields = {
+        "architecture": arch,
+        "gpu": GPU,
+        "weights_per_gpu": 4344.0,  # 4,344 / 500 B/s = 8.688 s: 3/4 of a 2-token decode's 11.584 s of GEMMs
+        "routed_expert_bytes": 0.0,
+        "kv_dtype_bytes": 2,
+        "kv_capacity_bytes": 1e9,
+        "prompt_tokens": 4,
+        "prompt_p90": 4,
+        "full_prompt": 4,
+        "output_tokens": 4,
+        "concurrency": 2,
+    }
+    return ServingWorkload(**{**fields, **changes})
+
+
+def deployment(arch=TINY, efficiency=None, **changes) -> _Deployment:
+    return _Deployment(workload(arch, **changes), CAL, efficiency or Efficiency())
+
+
+def test_decode_step():
+    # 2 sequences at 10 cached tokens. GEMMs: (2 x 2,384 + 2 x 512) / 500 = 11.584 s against the weights'
+    # 8.688 s: hypot = 14.48. KV: 2 x 16 x 2 layers x 10 = 640 B / 500 = 1.28 s against 2 x 20 keys x 32 /
+    # 250 = 5.12 s: 1.28 x sqrt(17). Fixed: 1 ms + 2 layers x 0.1 ms; 2 sequences x 0.1 ms.
+    step = deployment().step(2, 0, 10, 0.0)
+    assert step.seconds == pytest.approx(14.48 + 1.28 * math.sqrt(17) + 0.0012 + 0.0002, rel=1e-12)
+    assert not step.memory_bound  # 8.688 + 1.28 < 11.584 + 5.12
+    assert step.bytes_read == 4344 + 640
+
+
+def test_prefill_step_and_prompt_alone():
+    d = deployment()
+    # 4 prompt tokens: GEMMs 4 x 2,384 / 500 = 19.072 s beside 8.688 s of weights; no KV read; the
+    # prompt's attention 640 FLOPs / 250 = 2.56 s; fixed 1.2 ms.
+    assert d.step(0, 4, 0, 640.0).seconds == pytest.approx(math.hypot(8.688, 19.072) + 2.56 + 0.0012, rel=1e-12)
+    # An 8-token prompt in chunks of 4: two steps of 4 tokens, each half of the prompt's 32 x 2 x 36 =
+    # 2,304 attention FLOPs (1,152 / 250 = 4.608 s).
+    chunk = math.hypot(8.688, 19.072) + 4.608 + 0.0012
+    assert d.prefill_alone(8, 4) == pytest.approx(2 * chunk, rel=1e-12)
+    # In one pass: 8 x 2,384 / 500 = 38.144 s, attention 2,304 / 250 = 9.216 s.
+    assert d.prefill_alone(8, None) == pytest.approx(math.hypot(8.688, 38.144) + 9.216 + 0.0012, rel=1e-12)
+    assert d.prompt_attention(8) == 2304
+
+
+def test_pipeline_stage_halves_the_work_and_adds_hops():
+    # PP 2: one layer per stage. Prefill token 2,896 / 2 - 256 = 1,192 FLOPs; fixed 1 ms + 0.1 ms.
+    # An 8-token prompt in chunks of 4 fills 2 chunks + 1 stage of bubble, and hands over once (0.5 s).
+    d = deployment(pipeline_parallel=2, weights_per_gpu=2000.0)
+    chunk = math.hypot(2000 / 500, 4 * 1192 / 500) + 1152 / 2 / 250 + 0.0011
+    assert d.prefill_alone(8, 4) == pytest.approx(3 * chunk + 0.5, rel=1e-12)
+
+
+def test_efficiency_overrides_and_fp8():
+    # Overrides are shares of the datasheet: GEMMs at 1/4 of 1,000 = 250 FLOP/s, HBM at 1/4 = 250 B/s.
+    d = deployment(efficiency=Efficiency(prefill_mfu=0.25, decode_bandwidth=0.25))
+    assert (d.gemm_rate, d.bandwidth) == pytest.approx((250, 250), rel=1e-12)
+    # fp8 weights on a GPU with fp8 units: 2,000 FLOP/s x the fp8 ceiling 1/4 x 1.0.
+    assert deployment(quantization="fp8").gemm_rate == pytest.approx(500, rel=1e-12)
+    assert deployment().attention_rate == pytest.approx(250, rel=1e-12)
+
+
+def test_kv_read_and_keys_with_sliding_layers():
+    # HYBRID: 2 full layers, 5 sliding (window 8). At 20 tokens: 2 x 20 + 5 x 8 = 80 keys; at 5: 35.
+    d = deployment(HYBRID)
+    assert (d.decode_attention_keys(20), d.decode_attention_keys(5)) == (80, 35)
+    assert (d.kv_read(20), d.kv_read(5)) == (16 * 80, 16 * 35)
+    # PP 2: stages of 4 layers, at most ceil(5 / 2) = 3 sliding: 16 x (1 x 20 + 3 x 8) = 704.
+    assert deployment(HYBRID, pipeline_parallel=2).kv_read(20) == 704
+
+
+def test_tensor_and_expert_parallel_communication():
+    # 4 tokens x 8 x 2 B = 64 B per all-reduce; ring over 2: 0.5 s + 2 x 1/2 x 64 / 500 = 0.628 s.
+    # Dense TP 2: two per layer, 2 layers: 2.512 s.
+    assert deployment(tensor_parallel=2).communication(4) == pytest.approx(4 * 0.628, rel=1e-12)
+    # EP 2 alone: two all-to-alls per MoE layer of 64 x 2 routed x 1/2 remote = 64 B: 2 x 2 x 0.628.
+    assert deployment(MOE, expert_parallel=2).communication(4) == pytest.approx(4 * 0.628, rel=1e-12)
+    # TP 2 beside EP 2: one all-reduce per layer (2 x 0.628) plus the all-to-alls.
+    both = deployment(MOE, tensor_parallel=2, expert_parallel=2).communication(4)
+    assert both == pytest.approx(2 * 0.628 + 4 * 0.628, rel=1e-12)
+    assert deployment().communication(4) == 0.0
+    # Beyond the 8-GPU NVLink domain and the host: PCIe's 1 s latency, and the slower of the toy PCIe
+    # (1,000 B/s one way) and the NIC (50 GB/s), at 1/2: 500 B/s.
+    far = deployment(tensor_parallel=16)
+    assert (far.tp_latency, far.tp_bandwidth) == (1.0, 500)
+
+
+def test_moe_weights_read_by_routed_tokens():
+    # Routed experts 2 layers x 4 x 192 x 2 B = 3,072: 768 B per expert (both layers).
+    d = deployment(MOE, weights_per_gpu=5000.0, routed_expert_bytes=3072.0)
+    # One token touches 4 x (1 - (1 - 2/4)^1) = 2 experts: 1,928 dense + 2 x 768; two tokens 3.
+    assert (d.weights_read(1), d.weights_read(2)) == (1928 + 1536, 1928 + 2304)
+    # EP 2: 2 whole experts per GPU, tokens of 2 replicas reach them: 4 routed, 2 x (1 - 1/16)... per
+    # token 2 x (1 - (1/2)^2) = 1.5 experts; dense 5,000 - 1,536.
+    ep = deployment(MOE, weights_per_gpu=5000.0, routed_expert_bytes=3072.0, expert_parallel=2)
+    assert ep.weights_read(1) == 3464 + 1.5 * 768
+    # TP 2: all 4 experts, half of each (384 B): one token touches 2.
+    tp = deployment(MOE, weights_per_gpu=5000.0, routed_expert_bytes=3072.0, tensor_parallel=2)
+    assert tp.weights_read(1) == 3464 + 2 * 384
+
+
+def test_prompt_square_mean():
+    # A fixed prompt: sigma 0, E[P^2] = P^2.
+    assert prompt_square_mean(100, 100) == 10000
+    assert prompt_square_mean(0, 0) == 0
+    # p90 = 1.5 x mean: ln 1.5 = z sigma - sigma^2 / 2 -> sigma = z - sqrt(z^2 - 2 ln 1.5).
+    z = 1.2816
+    sigma = z - math.sqrt(z * z - 2 * math.log(1.5))
+    assert prompt_square_mean(100, 150) == pytest.approx(10000 * math.exp(sigma * sigma), rel=1e-12)
+    # Beyond the lognormal's reach (3 x the mean): held at sigma = z.
+    assert prompt_square_mean(100, 300) == pytest.approx(10000 * math.exp(z * z), rel=1e-12)
+
+
+def test_static_batching_end_to_end():
+    # Two 4-token prompts prefill together: 8 x 2,384 / 500 = 38.144 s beside 8.688 s, attention
+    # 2 x 640 / 250 = 5.12 s, fixed 1.2 ms: P. Then 2 sequences decode at 4 + 4/2 = 6 tokens: GEMMs 14.48 s,
+    # KV 2 x 16 x 2 x 6 = 384 B (0.768 s) against 2 x 12 x 32 / 250 = 3.072 s: 0.768 sqrt(17); 1.4 ms: T.
+    prefill = math.hypot(8.688, 38.144) + 5.12 + 0.0012
+    tpot = 14.48 + 0.768 * math.sqrt(17) + 0.0014
+    speed = serving_speed(workload(batching="static"), calibration=CAL)
+    assert speed.tpot_s == pytest.approx(tpot, rel=1e-12)
+    assert speed.tokens_per_s == pytest.approx(2 / (prefill + 4 * tpot) * 4, rel=1e-12)
+    assert speed.ttft_s == pytest.approx(prefill + 0.01, rel=1e-12)
+    # Alone, the 4-token prompt in one pass: 4 x 2,384 / 500 = 19.072 s, 640 / 250 = 2.56 s.
+    assert speed.ttft_single_s == pytest.approx(math.hypot(8.688, 19.072) + 2.56 + 0.0012 + 0.01, rel=1e-12)
+    assert (speed.running, speed.limited_by, speed.engine, speed.decode_bound) == (2, "concurrency", "vllm", "compute")
+    assert speed.decode_bytes_per_step == 4344 + 384
+    # The full prompt's FLOPs: 4 x 2,384 + 640.
+    assert speed.prefill_flops == 4 * 2384 + 640
+
+
+def test_running_slots_and_what_caps_them():
+    # A sequence holds 4 + 4/2 = 6 tokens: 16 x 2 x 6 = 192 B. 400 B of KV hold 2.08 sequences.
+    assert serving_speed(workload(concurrency=8, kv_capacity_bytes=400.0), calibration=CAL).limited_by == "kv-cache"
+    capped = serving_speed(workload(concurrency=8, max_sequences=3), calibration=CAL)
+    assert (capped.running, capped.limited_by) == (3, "engine")
+    # Requests beyond the slots wait: TTFT grows by (8 - 3) / the request rate.
+    alone = serving_speed(workload(concurrency=3, max_sequences=3), calibration=CAL)
+    assert capped.ttft_s > alone.ttft_s
+
+
+def test_continuous_batching_with_one_slot():
+    # One running sequence: no other slot adds decodes or prefill chunks, the iteration stands at once.
+    # Decode at 4 + 4/2 = 6 tokens: GEMMs 2,896 / 500 = 5.792 s against 8.688 s of weights (2.896 x
+    # hypot(2, 3)); KV 16 x 2 x 6 = 192 B, 0.384 s, against 12 x 32 / 250 = 1.536 s (0.384 x sqrt(17));
+    # 1 ms + 2 x 0.1 ms + 0.1 ms. The 4-token prompt fits the 8-token budget in one chunk: P.
+    tpot = 2.896 * math.sqrt(13) + 0.384 * math.sqrt(17) + 0.0013
+    prefill = math.hypot(8.688, 19.072) + 2.56 + 0.0012
+    speed = serving_speed(workload(concurrency=1, max_batched_tokens=8), calibration=CAL)
+    assert speed.tpot_s == pytest.approx(tpot, rel=1e-12)
+    assert speed.tokens_per_s == pytest.approx(4 / (prefill + 4 * tpot), rel=1e-12)
+    assert speed.ttft_s == pytest.approx(prefill + 0.01, rel=1e-12)
+    assert speed.ttft_single_s == pytest.approx(prefill + 0.01, rel=1e-12)
+    assert (speed.decode_bound, speed.decode_bytes_per_step, speed.running) == ("memory", 4344 + 192, 1)

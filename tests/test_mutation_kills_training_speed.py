@@ -1,0 +1,152 @@
+"""The training speed model term by term on a toy GPU with round rates, derived by hand (mutation campaign).
+
+The toy GPU (as in test_mutation_kills_serving_speed.py): 1,000 FLOP/s bf16, 2,000 fp8, 1,000 B/s HBM,
+MAMF ceiling 1/2, NVLink 1,000 B/s one way over 8 GPUs. Training calibration: GEMMs at the whole
+ceiling (500 FLOP/s), attention at 1/2 of it (250), elementwise traffic 100 B per token, layer and unit of
+hidden size, HBM at 1/2 (500 B/s), links at 1/2 (500 B/s), half of a micro-batch's compute hides
+data-parallel traffic.
+
+TINY: 2 layers, hidden 8, vocabulary 32: 1,704 parameters, 1,448 of them multiplied per token (all but
+the embedding), 1,152 decoder linears. A 4-token sequence's causal attention: 10 pairs x 2 layers x 32
+FLOPs = 640, i.e. 160 per token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from test_mutation_kills_serving_speed import GPU, TINY, unit_ceiling  # noqa: F401  (the autouse fixture)
+
+from gpuplan.estimate.calibration import Calibration, ServingMechanisms, TrainingMechanisms
+from gpuplan.estimate.performance import Efficiency
+from gpuplan.estimate.training_speed import TrainingWorkload, model_flops_per_token, training_speed
+
+CAL = Calibration(
+    engines={},
+    serving=ServingMechanisms(0.5, 0.0, 0.0, 0.0, 0.5, 2),
+    training=TrainingMechanisms(
+        gemm_efficiency=1.0,
+        attention_efficiency=0.5,
+        low_precision_gemm_factor=0.5,
+        elementwise_bytes=100,
+        bandwidth_efficiency=0.5,
+        link_efficiency=0.5,
+        overlap=0.5,
+    ),
+)
+BASE = TrainingWorkload(
+    architecture=TINY,
+    gpu=GPU,
+    method="full",
+    precision="bf16",
+    optimizer="adamw",
+    checkpointing=False,
+    seq_len=4,
+    micro_batch=1,
+    gradient_accumulation=1,
+    gpus=1,
+    tensor_parallel=1,
+    pipeline_parallel=1,
+    sharding="none",
+    trainable_params=1704,
+    total_tokens=1000,
+)
+
+
+def run(efficiency=None, **changes):
+    return training_speed(dataclasses.replace(BASE, **changes), efficiency, calibration=CAL)
+
+
+def test_model_flops_per_token():
+    # Full: 6 x 1,448 + 3 x 160 = 9,168. LoRA with 112 adapter parameters: 4 x 1,448 + 6 x 112 + 480 = 6,944.
+    assert model_flops_per_token(TINY, "full", 4, 1704) == 9168
+    assert model_flops_per_token(TINY, "lora", 4, 112) == 6944
+
+
+def test_one_gpu_full_fine_tuning():
+    # A micro-batch: GEMMs 3 passes x 2 x 1,448 x 4 = 34,752 / 500 = 69.504 s; attention 3 x 640 / 250 =
+    # 7.68 s; elementwise 100 x 8 x 2 layers x 4 = 6,400 B and the fp32 loss 16 x 32 x 4 = 2,048 B over
+    # 500 B/s = 16.896 s: 94.08 s. The AdamW step reads and writes weights and two states, reads the
+    # gradient: (2 x 2 + 2 + 2 x 4) = 14 B x 1,704 / 500 = 47.712 s. Step 141.792 s for 4 tokens.
+    speed = run()
+    assert speed.flops_per_token == 9168
+    assert speed.step_compute_s == pytest.approx(141.792, rel=1e-12)
+    assert speed.step_s == pytest.approx(141.792, rel=1e-12)
+    assert speed.gradient_sync_s == 0
+    assert speed.tokens_per_s == speed.tokens_per_s_per_gpu == pytest.approx(4 / 141.792, rel=1e-12)
+    assert speed.hours == pytest.approx(1000 / (4 / 141.792) / 3600, rel=1e-12)
+    assert speed.mfu == pytest.approx(9168 * 4 / 141.792 / 1000, rel=1e-12)
+
+
+def test_lora_with_recompute_tensor_and_pipeline_parallel():
+    # TP 2 x PP 2 on 8 GPUs: DP 2; one layer per stage, a quarter of the model per GPU. Micro-batch:
+    # GEMMs (2 passes + 1 recompute) x 2 x 1,448 / 4 x 4 = 8,688 + adapters 6 x 112 / 4 x 4 = 672: 9,360 /
+    # 500 = 18.72 s; attention (3 + 1) x 160 = 640 / 250 = 2.56 s; elementwise 100 x 8 x 1 / 2 x 4 x 4/3 /
+    # 500 = 4.2667 s (fused loss: no logits): 25.5467 s. TP: (4 + 2 with recompute) all-reduces of 4 x 8
+    # x 2 = 64 B, 64 / 500 = 0.128 s each: 0.768 s. Optimizer: 8-bit Adam on 112 / 4 = 28 fp32 adapters:
+    # (2 x 4 + 4 + 2 x 2 + 2) = 18 B x 28 / 500 = 1.008 s. Step: (2 micro-batches + 1 bubble) x 25.5467 +
+    # 2 x 0.768 + 1.008 = 79.184 s; the gradients (28 x 4 B over 500 B/s: 0.224 s) hide behind compute.
+    speed = run(
+        method="lora",
+        precision="bf16-mixed",
+        optimizer="adamw-8bit",
+        checkpointing=True,
+        tensor_parallel=2,
+        pipeline_parallel=2,
+        gpus=8,
+        gradient_accumulation=2,
+        fused_loss=True,
+        trainable_params=112,
+    )
+    micro = 18.72 + 2.56 + 1600 * 4 / 3 / 500
+    assert speed.step_compute_s == pytest.approx(3 * micro + 2 * 0.768 + 1.008, rel=1e-12)
+    assert speed.gradient_sync_s == 0
+    # 2 x 4 tokens per step over TP x PP = 4 GPUs: 2 tokens per GPU; 8 GPUs together.
+    assert speed.tokens_per_s_per_gpu == pytest.approx(2 / speed.step_s, rel=1e-12)
+    assert speed.tokens_per_s == pytest.approx(8 * 2 / speed.step_s, rel=1e-12)
+    assert speed.flops_per_token == 6944
+
+
+def test_zero3_fp8_with_an_mfu_override_exposes_its_traffic():
+    # Override: model FLOPs at 1.0 of the fp8 peak, 2,000 FLOP/s: 9,168 x 4 / 2,000 = 18.336 s.
+    # ZeRO-3 over 2: gather bf16 parameters twice (3,408 B) and reduce-scatter bf16 gradients (3,408 B):
+    # 3 x 1/2 x 3,408 / 500 = 10.224 s, half a micro-batch (9.168 s) hides: 1.056 s exposed.
+    # Optimizer on half of the fp32 states: (2 x 4 + 4 + 2 x 2 x 4 + 2) = 30 B x 852 / 500 = 51.12 s.
+    speed = run(Efficiency(training_mfu=1.0), precision="fp8-mixed", sharding="zero3", gpus=2)
+    assert speed.gradient_sync_s == pytest.approx(1.056, rel=1e-12)
+    assert speed.step_compute_s == pytest.approx(18.336 + 51.12, rel=1e-12)
+    assert speed.step_s == pytest.approx(18.336 + 51.12 + 1.056, rel=1e-12)
+    assert speed.tokens_per_s == pytest.approx(2 * 4 / speed.step_s, rel=1e-12)
+
+
+def test_fp8_gemms_and_qlora_dequantization():
+    # fp8-mixed without override: GEMMs at 2,000 x the fp8 ceiling 1/4 x 1.0 x the low-precision factor
+    # 1/2 = 250 FLOP/s: 34,752 / 250 = 139.008 s (attention and elementwise as bf16: 7.68 + 16.896 s).
+    # Optimizer: 30 B x 1,704 / 500 = 102.24 s.
+    speed = run(precision="fp8-mixed")
+    assert speed.step_compute_s == pytest.approx(139.008 + 7.68 + 16.896 + 102.24, rel=1e-12)
+    # QLoRA over 2 GPUs: GEMMs 2 x 11,584 + adapters 6 x 112 x 4 = 25,856 / 500 = 51.712 s; attention
+    # 3 x 640 / 250 = 7.68 s; elementwise 6,400 + loss 2,048 + dequantizing 1,152 NF4 weights twice at
+    # 2.5 B = 5,760 B over 500: 28.416 s. Optimizer: 14 B x 112 / 500 = 3.136 s.
+    qlora = run(method="qlora", trainable_params=112, gpus=2)
+    assert qlora.step_compute_s == pytest.approx(51.712 + 7.68 + 28.416 + 3.136, rel=1e-12)
+    # The adapters' fp32 gradients (112 x 4 B, 448 / 500 = 0.896 s) hide behind 2/3 of the micro-batch.
+    assert qlora.gradient_sync_s == 0
+
+
+def test_mfu_override_with_recompute():
+    # Model FLOPs 9,168 x 4 = 36,672 plus the recomputed forward (GEMMs 2 x 1,448 x 4 = 11,584 and
+    # attention 640), at 1.0 x the bf16 peak: 48,896 / 1,000 = 48.896 s; optimizer 47.712 s.
+    speed = run(Efficiency(training_mfu=1.0), checkpointing=True)
+    assert speed.step_compute_s == pytest.approx(48.896 + 47.712, rel=1e-12)
+    assert speed.flops_per_token == 9168  # recompute is not model FLOPs
+
+
+def test_qlora_dequantizes_only_its_stage():
+    # PP 2 on 2 GPUs: half the model per GPU. GEMMs 2 passes x 2 x 1,448 / 2 x 4 = 11,584 + adapters
+    # 6 x 112 / 2 x 4 = 1,344: 12,928 / 500 = 25.856 s; attention 3 x 320 / 250 = 3.84 s; elementwise
+    # 100 x 8 x 1 layer x 4 = 3,200, loss 2,048 and dequantization 1,152 / 2 x 2.5 x 2 = 2,880 B over 500:
+    # 16.256 s. Micro-batch 45.952 s, twice (one of them the bubble); optimizer 14 B x 56 / 500 = 1.568 s.
+    speed = run(method="qlora", trainable_params=112, pipeline_parallel=2, gpus=2)
+    assert speed.step_compute_s == pytest.approx(2 * 45.952 + 1.568, rel=1e-12)
