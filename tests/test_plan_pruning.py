@@ -6,7 +6,7 @@ computed once per deployment. Each shortcut is checked here against the full com
 the floors against serving_speed on deployments that reach MoE (with and without expert parallelism),
 MLA, sliding windows, tied embeddings, pipeline parallelism, static batching, chunked prefill budgets,
 prompt distributions and every engine; the stepped bisection against a plain binary search, probe for
-probe, on predicates that are not monotone; the memory shape against the memory model at each
+probe, on predicates that are not monotone; the SLO scan against the smallest passing count; the memory shape against the memory model at each
 concurrency.
 """
 
@@ -19,7 +19,7 @@ from gpuplan.analysis import estimate_serve
 from gpuplan.config import default_settings
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
 from gpuplan.estimate.serving_speed import latency_floors
-from gpuplan.plan.search import _Bisection
+from gpuplan.plan.search import _Bisection, _Scan
 from gpuplan.rules.context import efficiency_of
 from tests.test_properties_plan import make_spec
 
@@ -139,6 +139,23 @@ def test_a_stepped_bisection_probes_and_answers_as_a_plain_binary_search(low, sp
     assert search.result == expected
     assert probes == expected_probes
     assert search.run() == expected and probes == expected_probes  # a finished search probes nothing more
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 80), st.integers(0, 80), st.lists(st.booleans(), min_size=161, max_size=161))
+def test_the_slo_scan_finds_the_smallest_passing_count_of_any_predicate(low, span, table):
+    # The SLO search must be right on predicates that are not monotone: the smallest n in [low, high]
+    # with table[n], found by probing low, low + 1, ... and never passing it (the line's key).
+    high = low + span - 1
+    expected = next((n for n in range(low, high + 1) if table[n]), None)
+    probes: list[int] = []
+    search = _Scan(low, high, lambda n: probes.append(n) or table[n])
+    while not search.done:
+        search.step()
+        assert expected is None or search.low <= expected
+    assert search.result == expected
+    assert probes == list(range(low, (high if expected is None else expected) + 1))
+    assert search.run() == expected and len(probes) == max(0, (high if expected is None else expected) - low + 1)
 
 
 @settings(max_examples=40, deadline=None)

@@ -175,9 +175,9 @@ def test_serving_recommendation_is_sound_and_no_cheaper_layout_is(document):
         assert serve_breaks(spec, best.layout, demand) == set()
         assert best.rate == monthly(best)
         assert best.layout.concurrency * best.layout.replicas >= demand
-    # Exhaustively: no sound layout of a priced catalog GPU is cheaper (TP and PP powers of two).
-    # Without a recommendation, no layout is sound: by the replicas' monotonicity (tested below) the
-    # largest replica count of each family is the one to check.
+    # Exhaustively: no sound layout of a priced catalog GPU is cheaper (TP and PP powers of two), and
+    # without a recommendation no layout is sound. Every replica count is checked: latency is not
+    # monotone in the replicas (see the regression test below), so the largest count proves nothing.
     for gpu in gpu_catalog().values():
         price = spec.price(gpu)[0]
         if price is None or not gpu.suggestable:
@@ -189,7 +189,7 @@ def test_serving_recommendation_is_sound_and_no_cheaper_layout_is(document):
                     most = min(
                         most, math.ceil(monthly(best) / (price * tp * pp * HOURS_PER_MONTH) - 1e-9) - 1
                     )  # cheaper only
-                for replicas in range(max(1, most if best is None else 1), most + 1):
+                for replicas in range(1, most + 1):
                     layout = Layout(gpu, tp, pp, replicas, math.ceil(demand / replicas))
                     nodes = math.ceil(layout.gpus / max(gpu.domain, 8))
                     if nodes <= 8:
@@ -281,8 +281,8 @@ def test_the_memory_bounds_the_search_prunes_with_never_exceed_the_estimate(docu
         if previous is not None:
             assert option.per_gpu_bytes <= previous.per_gpu_bytes
             # Latency is not checked here: the calibrated steady state is not monotone in the sequences per
-            # replica (a 1B model on L4: TTFT 88 ms with 1 sequence per replica, 72 ms with 2), so the lazy
-            # search's "more replicas never slow a token" is an approximation, recorded on issue 11.
+            # replica (a 1B model on L4: TTFT 88 ms with 1 sequence per replica, 72 ms with 2), which is why
+            # the planner scans replica counts for the SLO instead of bisecting them.
         previous = option
 
 
@@ -300,3 +300,35 @@ def test_the_finetuning_cost_floor_is_below_every_layout_of_its_gpu(document, gp
         return
     for option in job.finetune_on(gpu, every_width=True):
         assert option.rate is not None and option.rate >= floor * (1 - 1e-9)
+
+
+def test_the_slo_search_finds_the_fewest_replicas_when_latency_is_not_monotone():
+    # Llama-3.2-1B on L4, 22 sequences of a 2,065-token prompt and 1 output token, TTFT SLO 200 ms. The
+    # speed model gives TTFT 198.8 ms at 3 replicas (8 sequences each), 205.1 at 4 and 214.2 at 5 (prompts
+    # of two chunks queue differently as the slots change), 160.3 at 6. A bisection from 1..22 probes
+    # 22, 11, 6, 3 (sound), 2 and answers 3 here, but on 1..5 it would probe 5 (unsound) and give up;
+    # the planner must answer 3 L4s whichever way it searches. Derived by evaluating every count below.
+    spec = make_spec(
+        {
+            "version": 1,
+            "name": "p",
+            "model": {"id": "llama-3.2-1b"},
+            "serve": {
+                "context": 2066,
+                "output_tokens": 1,
+                "concurrency": 22,
+                "hardware": {"gpu": "l4", "count": 1, "tensor_parallel": 1},
+                "slo": {"ttft_ms": 200.0},
+            },
+        }
+    )
+    job = planner_for(spec, default_settings()).serve
+    assert job is not None
+    evaluator = job.evaluator
+    l4 = gpu_catalog()["l4"]
+    sound = [r for r in range(1, 12) if evaluator.evaluate(evaluator.layout(l4, 1, 1, r)).sound]
+    assert sound[:3] == [3, 6, 7]  # not monotone: 4 and 5 miss the SLO
+    best = job.cheapest()
+    assert best is not None
+    assert (best.layout.gpu.id, best.gpus, best.layout.replicas) == ("l4", 3, 3)
+    assert job._sound_search((l4, 1, 1), 4).run() == 6  # from 4, the scan passes the two misses

@@ -9,9 +9,12 @@ layout's cost is exact before any estimate (GPUs x price), and memory lower boun
 least its share of the weights and the KV cache) give the fewest replicas a layout could need; each
 candidate is then checked with the estimator's memory alone, and only memory-sound ones are estimated in
 full for the SLO. For fine-tuning, each GPU kind's cost floor is its one-GPU cost with no recompute;
-kinds are visited cheapest floor first. Both rest on the estimator's monotonicity, which the property
-tests check: more replicas (fewer sequences each) never need more memory per GPU nor slow a token; more
-GPUs, recompute or smaller micro-batches never lower a run's cost.
+kinds are visited cheapest floor first. The memory search is a bisection: more replicas (fewer sequences
+each) never need more memory per GPU, which the property tests check. The SLO search is a scan in
+ascending replicas: latency is not monotone in the replicas (a batch's prefill and decode steps round to
+whole steps; a 1B model on L4 meets a 200 ms TTFT with 3 replicas, misses it with 4 and 5, meets it with
+6), so every count is tried in cost order. More GPUs, recompute or smaller micro-batches never lower a
+run's cost.
 
 Fine-tuning adds model parallelism only when needed: on a GPU kind, tensor and pipeline parallelism
 beyond the least that holds the job (with data parallelism, sharding, checkpointing, a fused loss or
@@ -127,6 +130,31 @@ class _Bisection:
         return self.result
 
 
+class _Scan:
+    """The smallest n in [low, high] with ok(n), for any ok, or None: one probe per ``step``, in ascending
+    order, so that a cost-ordered search probes a family only while its next count could still win.
+    ``low`` is the next count to probe and never exceeds the answer."""
+
+    def __init__(self, low: int, high: int, ok: Callable[[int], bool]) -> None:
+        self.low, self.high, self.ok = low, high, ok
+        self.done = low > high
+        self.result: int | None = None
+
+    def step(self) -> None:
+        if self.done:
+            return
+        if self.ok(self.low):
+            self.done, self.result = True, self.low
+            return
+        self.low += 1
+        self.done = self.low > self.high
+
+    def run(self) -> int | None:
+        while not self.done:
+            self.step()
+        return self.result
+
+
 class JobPlanner:
     """Searches for one job of a spec (serving or fine-tuning) within the planner's limits."""
 
@@ -141,7 +169,8 @@ class JobPlanner:
         self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
         self._fewest: dict[str, Option | None] = {}
         self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
-        self._replicas: dict[tuple[object, ...], _Bisection] = {}
+        self._memory_searches: dict[tuple[object, ...], _Bisection] = {}
+        self._sound_searches: dict[tuple[object, ...], _Scan] = {}
 
     # -- the declared layout ---------------------------------------------------------------------
     def declared(self) -> Option:
@@ -219,17 +248,19 @@ class JobPlanner:
         entry whose replicas grow goes back in line at its new cost; the first sound one popped is the
         answer (with any others at the same cost, ranked by the objective).
 
-        The two replica searches (memory, then every constraint) are binary searches taken one probe per
-        turn: between probes a family waits in line at the cost of the fewest replicas its search has
-        not ruled out, so a family that cannot beat the answer (or the ceiling) is never probed to the
-        end; one that is ends where the whole binary search ends."""
+        The two replica searches (memory: a binary search; every constraint: an ascending scan) are taken
+        one probe per turn: between probes a family waits in line at the cost of the fewest replicas its
+        search has not ruled out, so a family that cannot beat the answer (or the ceiling) is never probed
+        to the end; one that is ends where the whole search ends."""
         evaluator = self.evaluator
         assert isinstance(evaluator, ServePlanner)
         hourly_ceiling = None if ceiling is None or by_gpus else ceiling / HOURS_PER_MONTH
         counter = itertools.count()
-        line: list[tuple[tuple[float, float], int, int, int, int, Family | None, _Bisection | None]] = []
+        line: list[tuple[tuple[float, float], int, int, int, int, Family | None, _Bisection | _Scan | None]] = []
 
-        def enter(stage: int, number: int, family: Family, replicas: int, search: _Bisection | None = None) -> None:
+        def enter(
+            stage: int, number: int, family: Family, replicas: int, search: _Bisection | _Scan | None = None
+        ) -> None:
             order = self._order(family, replicas, by_gpus)
             heapq.heappush(line, (order, next(counter), stage, number, replicas, family, search))
 
@@ -297,28 +328,28 @@ class JobPlanner:
     def _memory_search(self, family: Family, low: int) -> _Bisection:
         """The search for the fewest replicas from ``low`` whose per-GPU memory is sound (the estimator's
         memory alone); shared by every query of this planner."""
-        key = (family[0].id, family[1], family[2], low, "memory")
-        if key not in self._replicas:
+        key = (family[0].id, family[1], family[2], low)
+        if key not in self._memory_searches:
             evaluator = self.evaluator
             assert isinstance(evaluator, ServePlanner)
             gpu, tp, pp = family
-            self._replicas[key] = _Bisection(
+            self._memory_searches[key] = _Bisection(
                 low, evaluator.max_replicas(tp, pp), lambda r: evaluator.memory_sound(evaluator.layout(gpu, tp, pp, r))
             )
-        return self._replicas[key]
+        return self._memory_searches[key]
 
-    def _sound_search(self, family: Family, low: int) -> _Bisection:
-        """The search for the fewest replicas from ``low`` that meet every constraint (fewer sequences per
-        replica never slow a token: the SLO checks are monotone in the replicas)."""
-        key = (family[0].id, family[1], family[2], low, "sound")
-        if key not in self._replicas:
+    def _sound_search(self, family: Family, low: int) -> _Scan:
+        """The search for the fewest replicas from ``low`` that meet every constraint: a scan, because
+        the SLO checks are not monotone in the replicas (see the module's docstring)."""
+        key = (family[0].id, family[1], family[2], low)
+        if key not in self._sound_searches:
             evaluator = self.evaluator
             assert isinstance(evaluator, ServePlanner)
             gpu, tp, pp = family
-            self._replicas[key] = _Bisection(
+            self._sound_searches[key] = _Scan(
                 low, evaluator.max_replicas(tp, pp), lambda r: evaluator.sound(evaluator.layout(gpu, tp, pp, r))
             )
-        return self._replicas[key]
+        return self._sound_searches[key]
 
     def _replicas_with_memory(self, family: Family, low: int) -> int | None:
         """The fewest replicas from ``low`` whose per-GPU memory is sound (the estimator's memory alone)."""
