@@ -44,6 +44,35 @@ def test_every_pin_has_its_example():
     assert sorted(p.name for p in PINS.glob("*.txt")) == sorted(pin_name(e) for e in EXAMPLES.rglob("*.yaml"))
 
 
+@pytest.mark.parametrize(
+    ("checkpointing", "expected"),
+    [("none", "mb 2 x ga 4"), ("full", "ckpt, mb 2 x ga 4"), ("selective", "selective ckpt, mb 2 x ga 4")],
+)
+def test_the_settings_column_names_the_checkpointing_mode(checkpointing: str, expected: str):
+    # The plan JSON carries the mode as finetune.activation_checkpointing spells it (none | full |
+    # selective); the string "none" is truthy, and once printed "ckpt" beside a paste block that turns
+    # checkpointing off. One replica: the sharding is not named.
+    from gpuplan.output.plan_text import _settings
+
+    settings = {
+        "activation_checkpointing": checkpointing,
+        "fused_loss": False,
+        "sharding": "zero3",
+        "micro_batch": 2,
+        "gradient_accumulation": 4,
+    }
+    assert _settings({"settings": settings, "replicas": 1}) == expected
+
+
+def test_a_recommendation_that_turns_checkpointing_off_does_not_say_ckpt():
+    # examples/finetune-llama-8b-lora.yaml declares checkpointing; on one B200 the recommendation (its
+    # paste block: activation_checkpointing: none) runs without it.
+    pin = (PINS / "finetune-llama-8b-lora.txt").read_text(encoding="utf-8")
+    assert "activation_checkpointing: none" in pin
+    row = next(line for line in pin.splitlines() if line.lstrip().startswith("recommended  1 x"))
+    assert "ckpt" not in row, row
+
+
 if __name__ == "__main__":
     os.environ["SOURCE_DATE_EPOCH"] = "1796169600"
     os.chdir(EXAMPLES.parent)

@@ -27,8 +27,9 @@ def _settings(option: dict[str, Any]) -> str:
     words = []
     if settings["sharding"] != "none" and option["replicas"] > 1:
         words.append(settings["sharding"])
-    if settings["activation_checkpointing"]:
-        words.append("ckpt")
+    checkpointing = settings["activation_checkpointing"]  # none | full | selective
+    if checkpointing != "none":
+        words.append("ckpt" if checkpointing == "full" else f"{checkpointing} ckpt")
     if settings["fused_loss"]:
         words.append("fused loss")
     words.append(f"mb {settings['micro_batch']} x ga {settings['gradient_accumulation']}")
