@@ -1,0 +1,199 @@
+"""Survivors of the second, out-of-sample mutation sample (``benchmarks/mutation.py --sample 5 --seed 7``).
+
+Each test names the mutant it kills and derives its figure or wording by hand. The survivors argued as
+equivalent are listed in the README (mutation testing).
+"""
+
+from __future__ import annotations
+
+import datetime
+import textwrap
+from dataclasses import replace
+
+import yaml
+
+from gpuplan.architecture import Architecture
+from gpuplan.catalog import gpu_catalog
+from gpuplan.estimate.serving import ServingSetup, serving_shape
+from gpuplan.estimate.training import TrainingSetup, layer_activation_bytes_per_token
+from gpuplan.linter import LintOptions, lint_bytes
+from gpuplan.rules.form_factor import _siblings
+
+TODAY = datetime.date(2026, 12, 2)
+
+
+def findings(text: str, *codes: str):
+    options = LintOptions(today=TODAY, select=codes)
+    return lint_bytes("spec.yaml", textwrap.dedent(text).encode(), options).findings
+
+
+def test_the_vision_tower_is_reported_on_the_first_stage():
+    # x_serving_shape__mutmut_185 (vision weights reported off the first stage). One stage: the binding
+    # stage is stage 0, which holds the tower: 1,000 parameters x 2 B (bf16) = 2,000 B, the
+    # vision_weights field; without a tower, 0.
+    tiny = Architecture(layers=2, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, max_position=64)
+    setup = ServingSetup(architecture=replace(tiny, vision_params=1000), context=16, concurrency=1)
+    assert serving_shape(setup, 10**9).at(1).vision_weights == 2000
+    plain = ServingSetup(architecture=tiny, context=16, concurrency=1)
+    assert serving_shape(plain, 10**9).at(1).vision_weights == 0
+
+
+def test_shared_experts_keep_a_gated_mlp_of_activations():
+    # x__mlp_bytes__mutmut_27 (shared-expert bytes divided by 4 instead of multiplied). A shared expert of
+    # width 8 keeps gate, up, silu(gate) and the down_proj input: 4 x 2 B x 8 = 64 B per token and layer
+    # in bf16, on top of the routed experts (test_mutation_kills_training's MoE: 424).
+    moe = Architecture(
+        layers=2,
+        hidden=8,
+        heads=2,
+        kv_heads=1,
+        intermediate=16,
+        vocab=32,
+        experts=4,
+        experts_per_token=2,
+        expert_intermediate=8,
+    )
+    setup = TrainingSetup(
+        architecture=moe,
+        method="full",
+        precision="bf16",
+        optimizer="adamw",
+        micro_batch=1,
+        seq_len=64,
+        checkpointing="none",
+    )
+    shared = replace(setup, architecture=replace(moe, shared_experts=1, shared_expert_intermediate=8))
+    assert layer_activation_bytes_per_token(shared) - layer_activation_bytes_per_token(setup) == 64
+
+
+def test_checkpoints_that_exactly_fill_the_storage_fit():
+    # x_checkpoint_storage_exceeded__mutmut_14 (> became >=). Llama 3.1 8B full bf16-mixed AdamW: 14 B a
+    # parameter x 8,030,261,248 = 112,423,657,472 B, exactly 112.423657472 GB (a float that round-trips).
+    spec = {
+        "version": 1,
+        "name": "t",
+        "model": {"id": "llama-3.1-8b"},
+        "finetune": {
+            "method": "full",
+            "precision": "bf16-mixed",
+            "seq_len": 2048,
+            "activation_checkpointing": True,
+            "sharding": "zero3",
+            "tokens": 500_000_000,
+            "checkpoints": {"every_hours": 1, "keep": 1, "storage_gb": 112.423657472},
+            "hardware": {"gpu": "h100-sxm", "count": 8},
+        },
+    }
+    assert findings(yaml.safe_dump(spec), "GP601") == ()
+    spec["finetune"]["checkpoints"]["storage_gb"] = 112.423657471
+    (finding,) = findings(yaml.safe_dump(spec), "GP601")
+    assert finding.message.startswith("1 resumable checkpoints of 112.4 GB need 112.4 GB")
+
+
+def test_nvl_and_pcie_cards_are_the_siblings_of_an_sxm_module():
+    # x__siblings__mutmut_13 ("nvl" misspelt): the catalog's H200 has an NVL card and H100 both.
+    catalog = gpu_catalog()
+    assert _siblings(catalog["h200-sxm"]) == ["h200-nvl"]
+    assert sorted(_siblings(catalog["h100-sxm"])) == ["h100-nvl", "h100-pcie"]
+
+
+def test_pcie_tensor_parallel_message_counts_the_all_reduces():
+    # x_multi_gpu_serving_without_nvlink__mutmut_11 (message dropped). Gemma-2-27B has 46 layers: two
+    # all-reduces each (attention and MLP outputs) = 92 per output token.
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: gemma-2-27b}
+        serve:
+          context: 4096
+          concurrency: 4
+          kv_cache_dtype: fp8
+          hardware: {gpu: l40s, count: 2, tensor_parallel: 2}
+        """,
+        "GP312",
+    )
+    assert finding.message.startswith("tensor_parallel 2 on l40s (PCIe only) puts 92 all-reduces over PCIe")
+    assert "on every output token (TPOT estimate " in finding.message
+
+
+def test_a_larger_gpu_instead_of_tp_gives_the_layout_to_paste():
+    # x_larger_gpu_instead_of_tp__mutmut_47 (hint dropped): the same deployment fits one A100 PCIe 80GB.
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: gemma-2-27b}
+        serve:
+          context: 4096
+          concurrency: 4
+          kv_cache_dtype: fp8
+          hardware: {gpu: l40s, count: 2, tensor_parallel: 2}
+        """,
+        "GP305",
+    )
+    assert finding.hint == "paste serve: {hardware: {gpu: a100-pcie-80gb, count: 1}}"
+
+
+def test_parallelism_needed_says_tensor_parallelism_for_serving_only():
+    # x_parallelism_needed__mutmut_31: serving is told "tensor parallelism is needed"; fine-tuning, whose
+    # answer may shard or pipeline, "parallelism is needed".
+    (serve,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-70b}
+        serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm, count: 1}}
+        """,
+        "GP301",
+    )
+    assert "; tensor parallelism is needed: " in serve.message
+    (finetune,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-70b}
+        finetune: {method: full, seq_len: 2048, hardware: {gpu: h100-sxm, count: 1}}
+        """,
+        "GP301",
+    )
+    assert "; parallelism is needed: " in finetune.message and "tensor parallelism" not in finetune.message
+
+
+def test_a_run_without_tokens_saves_per_million_tokens():
+    # x__saving__mutmut_19: a fine-tune with no finetune.tokens has no run cost, so GP507 compares
+    # $/1M tokens and says "per 1M tokens".
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        finetune:
+          method: lora
+          seq_len: 4096
+          micro_batch: 2
+          activation_checkpointing: true
+          hardware: {gpu: h100-sxm, count: 1}
+        """,
+        "GP507",
+    )
+    assert " USD per 1M tokens (" in finding.message
+
+
+def test_ttft_hint_names_the_levers():
+    # x_ttft_slo_missed__mutmut_30 (hint upper-cased): a 32K prompt on one L40S against a 500 ms TTFT.
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        serve:
+          context: 32768
+          output_tokens: 512
+          concurrency: 4
+          hardware: {gpu: l40s, count: 1}
+          slo: {ttft_ms: 500}
+        """,
+        "GP403",
+    )
+    assert finding.hint == "more TP, a faster GPU, or shorter prompts"
