@@ -197,3 +197,17 @@ def test_ttft_hint_names_the_levers():
         "GP403",
     )
     assert finding.hint == "more TP, a faster GPU, or shorter prompts"
+
+
+def test_every_configured_efficiency_reaches_the_estimator():
+    # x_efficiency_of__mutmut_6 (thresholds.training_mfu dropped): each of the three configured figures
+    # must arrive in the Efficiency the estimator and the planner use; unset, each stays None (the
+    # calibrated figures apply).
+    from gpuplan.config import default_settings
+    from gpuplan.rules.context import efficiency_of
+
+    configured = replace(default_settings(), prefill_mfu=0.31, decode_bandwidth=0.62, training_mfu=0.27)
+    efficiency = efficiency_of(configured)
+    assert (efficiency.prefill_mfu, efficiency.decode_bandwidth, efficiency.training_mfu) == (0.31, 0.62, 0.27)
+    unset = efficiency_of(default_settings())
+    assert (unset.prefill_mfu, unset.decode_bandwidth, unset.training_mfu) == (None, None, None)
