@@ -211,3 +211,89 @@ def test_every_configured_efficiency_reaches_the_estimator():
     assert (efficiency.prefill_mfu, efficiency.decode_bandwidth, efficiency.training_mfu) == (0.31, 0.62, 0.27)
     unset = efficiency_of(default_settings())
     assert (unset.prefill_mfu, unset.decode_bandwidth, unset.training_mfu) == (None, None, None)
+
+
+def test_pipeline_only_parallelism_not_needed_names_the_stages_not_all_reduces():
+    # x__serve_parallelism_not_needed__mutmut_43 (PP named only from 3 stages). Llama 3.1 8B at 8 x 8K
+    # fits one H100 (25.0 GiB); the declared PP 2 has no all-reduces (TP 1): each token passes the two
+    # stages in turn, and the advice is to drop pipeline_parallel, not tensor_parallel.
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm, count: 2, pipeline_parallel: 2}}
+        """,
+        "GP302",
+    )
+    assert finding.pointer == "/serve/hardware/pipeline_parallel"
+    assert finding.message.endswith(
+        " ms with tensor_parallel 1 x pipeline_parallel 2 (every token passes 2 pipeline stages in turn)"
+    )
+    assert finding.hint.startswith("use pipeline_parallel: 1 and count for replicas: paste serve: {concurrency: 4, ")
+
+
+def test_four_gpus_as_tp2_by_pp2_are_not_one_gpu():
+    # x_serve_single_gpu__mutmut_4 (tp / pp == 1 for tp * pp == 1): TP 2 x PP 2 is four GPUs. Llama 3.1
+    # 405B in bf16 is 405,853,388,800 x 2 B = 756 GiB, 189.0 GiB per GPU of four: the weights do not fit
+    # (GP201); GP301 ("one GPU cannot hold it") is for one GPU only.
+    found = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-405b}
+        serve:
+          context: 8192
+          concurrency: 8
+          hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 2, pipeline_parallel: 2}
+        """,
+        "GP201",
+        "GP301",
+    )
+    assert [f.code for f in found] == ["GP201"]
+    assert "(weights 189.0 GiB)" in found[0].message
+
+
+def test_layout_hints_are_in_the_spec_currency():
+    # x_layout_hint__mutmut_4 (currency dropped): 70B at 8 x 8K on 2 x H100 TP 2 runs out of KV cache
+    # (GP203); the hint's costs come from budget.prices in EUR: 4 x 3.5 x 730 = 10,220 EUR/month and
+    # 2 x 4.0 x 730 = 5,840 EUR/month.
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-70b}
+        serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}}
+        budget: {currency: EUR, prices: {h100-sxm: 3.5, h200-sxm: 4.0}, prices_date: 2026-11-30}
+        """,
+        "GP203",
+    )
+    assert finding.hint == (
+        "on h100-sxm: 4 x h100-sxm, tensor_parallel 4 (10,220 EUR/month); "
+        "cheapest: 2 x h200-sxm, tensor_parallel 2 (5,840 EUR/month)"
+    )
+
+
+def test_a_cheaper_layout_names_the_constraints_of_its_job():
+    # x_cheaper_layout_available__mutmut_44/46: a serving layout meets "the SLO", a fine-tuning one
+    # "gradient sync".
+    (serve,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        serve: {context: 8192, concurrency: 4, hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}}
+        """,
+        "GP507",
+    )
+    assert " meets memory, headroom and the SLO for " in serve.message
+    (finetune,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        finetune: {method: lora, seq_len: 4096, tokens: 300000000, hardware: {gpu: h100-sxm, count: 1}}
+        """,
+        "GP507",
+    )
+    assert " meets memory, headroom and gradient sync for " in finetune.message

@@ -148,9 +148,13 @@ def _serve_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         return
     memory = evaluator.memory(single)
     spread = evaluator.evaluate(evaluator.layout(gpu, 1, 1, declared.gpus))  # the same GPUs as replicas
-    tp = hardware.tensor_parallel
-    split = f"tensor_parallel {tp}" + (
-        f" x pipeline_parallel {hardware.pipeline_parallel}" if hardware.pipeline_parallel > 1 else ""
+    tp, pp = hardware.tensor_parallel, hardware.pipeline_parallel
+    split = f"tensor_parallel {tp}" + (f" x pipeline_parallel {pp}" if pp > 1 else "")
+    link = "NVLink" if gpu.has_nvlink and tp <= gpu.domain else "PCIe"
+    # What a token waits for: TP's all-reduces in every layer, or PP's hand-offs between stages.
+    wait = f"every token waits for {link} all-reduces" if tp > 1 else f"every token passes {pp} pipeline stages in turn"
+    ones = ", ".join(
+        f"{name}: 1" for name, degree in (("tensor_parallel", tp), ("pipeline_parallel", pp)) if degree > 1
     )
     yield ctx.finding(
         "GP302",
@@ -159,9 +163,8 @@ def _serve_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         f"{format_gib(memory.budget)}); the same {declared.gpus} GPUs as {declared.gpus} replicas at tensor_parallel 1 "
         f"would serve {spread.estimate.speed.tokens_per_s:,.0f} tokens/s at TPOT "
         f"{spread.estimate.speed.tpot_s * 1000:,.1f} ms, against {declared.estimate.speed.tokens_per_s:,.0f} tokens/s at "
-        f"{declared.estimate.speed.tpot_s * 1000:,.1f} ms with {split} (every token waits for "
-        f"{'NVLink' if gpu.has_nvlink and tp <= gpu.domain else 'PCIe'} all-reduces)",
-        f"use tensor_parallel: 1 and count for replicas: paste {paste_line(spread.fragment)}",
+        f"{declared.estimate.speed.tpot_s * 1000:,.1f} ms with {split} ({wait})",
+        f"use {ones} and count for replicas: paste {paste_line(spread.fragment)}",
     )
 
 
