@@ -12,14 +12,25 @@ from dataclasses import replace
 
 import yaml
 
-from gpuplan.architecture import Architecture
 from gpuplan.catalog import gpu_catalog
 from gpuplan.estimate.serving import ServingSetup, serving_shape
 from gpuplan.estimate.training import TrainingSetup, layer_activation_bytes_per_token
 from gpuplan.linter import LintOptions, lint_bytes
 from gpuplan.rules.form_factor import _siblings
+from tests.tiny_architectures import MOE, TINY
 
 TODAY = datetime.date(2026, 12, 2)
+# examples/findings/form-factor-pcie-tp.yaml: TP 2 over PCIe, where one A100 PCIe 80GB holds it.
+GEMMA_ON_TWO_L40S = """
+version: 1
+name: t
+model: {id: gemma-2-27b}
+serve:
+  context: 4096
+  concurrency: 4
+  kv_cache_dtype: fp8
+  hardware: {gpu: l40s, count: 2, tensor_parallel: 2}
+"""
 
 
 def findings(text: str, *codes: str):
@@ -31,7 +42,7 @@ def test_the_vision_tower_is_reported_on_the_first_stage():
     # x_serving_shape__mutmut_185 (vision weights reported off the first stage). One stage: the binding
     # stage is stage 0, which holds the tower: 1,000 parameters x 2 B (bf16) = 2,000 B, the
     # vision_weights field; without a tower, 0.
-    tiny = Architecture(layers=2, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, max_position=64)
+    tiny = TINY
     setup = ServingSetup(architecture=replace(tiny, vision_params=1000), context=16, concurrency=1)
     assert serving_shape(setup, 10**9).at(1).vision_weights == 2000
     plain = ServingSetup(architecture=tiny, context=16, concurrency=1)
@@ -42,17 +53,7 @@ def test_shared_experts_keep_a_gated_mlp_of_activations():
     # x__mlp_bytes__mutmut_27 (shared-expert bytes divided by 4 instead of multiplied). A shared expert of
     # width 8 keeps gate, up, silu(gate) and the down_proj input: 4 x 2 B x 8 = 64 B per token and layer
     # in bf16, on top of the routed experts (test_mutation_kills_training's MoE: 424).
-    moe = Architecture(
-        layers=2,
-        hidden=8,
-        heads=2,
-        kv_heads=1,
-        intermediate=16,
-        vocab=32,
-        experts=4,
-        experts_per_token=2,
-        expert_intermediate=8,
-    )
+    moe = MOE
     setup = TrainingSetup(
         architecture=moe,
         method="full",
@@ -101,16 +102,7 @@ def test_pcie_tensor_parallel_message_counts_the_all_reduces():
     # x_multi_gpu_serving_without_nvlink__mutmut_11 (message dropped). Gemma-2-27B has 46 layers: two
     # all-reduces each (attention and MLP outputs) = 92 per output token.
     (finding,) = findings(
-        """
-        version: 1
-        name: t
-        model: {id: gemma-2-27b}
-        serve:
-          context: 4096
-          concurrency: 4
-          kv_cache_dtype: fp8
-          hardware: {gpu: l40s, count: 2, tensor_parallel: 2}
-        """,
+        GEMMA_ON_TWO_L40S,
         "GP312",
     )
     assert finding.message.startswith("tensor_parallel 2 on l40s (PCIe only) puts 92 all-reduces over PCIe")
@@ -120,16 +112,7 @@ def test_pcie_tensor_parallel_message_counts_the_all_reduces():
 def test_a_larger_gpu_instead_of_tp_gives_the_layout_to_paste():
     # x_larger_gpu_instead_of_tp__mutmut_47 (hint dropped): the same deployment fits one A100 PCIe 80GB.
     (finding,) = findings(
-        """
-        version: 1
-        name: t
-        model: {id: gemma-2-27b}
-        serve:
-          context: 4096
-          concurrency: 4
-          kv_cache_dtype: fp8
-          hardware: {gpu: l40s, count: 2, tensor_parallel: 2}
-        """,
+        GEMMA_ON_TWO_L40S,
         "GP305",
     )
     assert finding.hint == "paste serve: {hardware: {gpu: a100-pcie-80gb, count: 1}}"

@@ -20,7 +20,6 @@ import math
 
 import pytest
 
-from gpuplan.architecture import Architecture
 from gpuplan.catalog import get_gpu
 from gpuplan.estimate import performance
 from gpuplan.estimate.calibration import (
@@ -31,22 +30,8 @@ from gpuplan.estimate.calibration import (
 )
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving_speed import ServingWorkload, _Deployment, prompt_square_mean, serving_speed
+from tests.tiny_architectures import HYBRID, MOE, TINY
 
-TINY = Architecture(layers=2, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, max_position=64)
-HYBRID = Architecture(
-    layers=7, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, sliding_window=8, sliding_layers=3
-)
-MOE = Architecture(
-    layers=2,
-    hidden=8,
-    heads=2,
-    kv_heads=1,
-    intermediate=16,
-    vocab=32,
-    experts=4,
-    experts_per_token=2,
-    expert_intermediate=8,
-)
 GPU = dataclasses.replace(
     get_gpu("h100-sxm"),
     id="unit-gpu",

@@ -22,8 +22,7 @@ from gpuplan.estimate.training import (
     layer_activation_bytes_per_token,
     selective_layer_bytes_per_token,
 )
-
-TINY = Architecture(layers=2, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, max_position=64)
+from tests.tiny_architectures import MOE, TINY
 
 
 def phases(setup: TrainingSetup) -> dict[str, dict[str, int]]:
@@ -329,19 +328,6 @@ def test_layer_bytes_per_token_under_tensor_parallelism():
     # Selective checkpointing keeps the layer input and the row outputs 3 x 2 x 8 = 48, the one column
     # matrix of a plain MLP 2 x 8 = 16, and q, k, v, SDPA output and logsumexp 2 x 32 + 4 x 6 / 2 = 76.
     assert selective_layer_bytes_per_token(odd) == 48 + 16 + 76
-
-
-MOE = Architecture(
-    layers=2,
-    hidden=8,
-    heads=2,
-    kv_heads=1,
-    intermediate=16,
-    vocab=32,
-    experts=4,
-    experts_per_token=2,
-    expert_intermediate=8,
-)
 
 
 def test_moe_and_qlora_layer_bytes():
