@@ -341,7 +341,7 @@ def serving_workload(
         weights_per_gpu=memory.weights,
         routed_expert_bytes=routed_expert_bytes(arch, job.quantization, setup.model_dtype_bytes, setup.group_size),
         kv_dtype_bytes=setup.kv_dtype_bytes,
-        kv_capacity_bytes=max(0, memory.kv_available - memory.tenant_kv_cache),
+        kv_capacity_bytes=max(0, memory.kv_available),
         prompt_tokens=job.mean_prompt,
         prompt_p90=job.prompt_p90 or job.mean_prompt,
         full_prompt=job.full_prompt,

@@ -120,9 +120,12 @@ def test_tenants_share_the_gpu():
     # non-KV: per_gpu less both caches: 3,920 + 1,920 + 268,435,456 + 3,920.
     assert memory.non_kv == 268_445_216
     # KV the engine can allocate: 2.7e8 less everything but its own cache (the tenant's cache included):
-    # 2.7e8 - 268,445,216 - 3,072 = 1,551,712. (max_concurrency and kv_cache_tokens subtract the tenant's
-    # cache once more; reported to the lead as a probable double count, not pinned here.)
+    # 2.7e8 - 268,445,216 - 3,072 = 1,551,712. The engine's pool is that, once: 1,551,712 // 1,024 B per
+    # sequence = 1,515 sequences (1,512 when the tenant's cache was subtracted a second time); blocks of
+    # 256 B x 2 layers: 1,551,712 // 512 = 3,030 blocks of 16 tokens = 48,480 tokens.
     assert memory.kv_available == 1_551_712
+    assert max_concurrency(memory) == 1515
+    assert memory.kv_cache_tokens == 48_480
 
 
 def test_hybrid_kv_groups_pad_the_windowed_kind():

@@ -156,7 +156,7 @@ class ServingMemory:
     @property
     def kv_cache_tokens(self) -> int:
         """vLLM's "GPU KV cache size: N tokens": whole blocks per group slot, over the groups."""
-        available = self.kv_available - self.tenant_kv_cache
+        available = self.kv_available
         if available <= 0 or self.kv_page_bytes <= 0:
             return 0
         blocks = available // (self.kv_page_bytes * self.kv_group_size)
@@ -458,12 +458,12 @@ def max_concurrency(memory: ServingMemory) -> int:
     """Sequences of the full context that fit in the KV budget (vLLM's logged 'maximum concurrency')."""
     if memory.kv_bytes_per_sequence <= 0:
         return 0
-    return max(0, (memory.kv_available - memory.tenant_kv_cache) // memory.kv_bytes_per_sequence)
+    return max(0, memory.kv_available // memory.kv_bytes_per_sequence)
 
 
 def max_context(setup: ServingSetup, memory: ServingMemory) -> int:
     """The longest context at the declared concurrency that fits the KV budget (binary search, as vLLM)."""
-    available = memory.kv_available - memory.tenant_kv_cache
+    available = memory.kv_available
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
     if available <= 0:
         return 0
