@@ -280,3 +280,20 @@ def test_a_cheaper_layout_names_the_constraints_of_its_job():
         "GP507",
     )
     assert " meets memory, headroom and gradient sync for " in finetune.message
+
+
+def test_right_sizing_costs_are_in_the_spec_currency():
+    # x_oversized_serving_gpu__mutmut_30 (the option's cost without the currency): Llama 3.2 1B at 4 x 4K
+    # uses 4% of an H200; one L4 at 0.5 EUR/h is 0.5 x 730 = 365 EUR/month against 4.0 x 730 = 2,920:
+    # 2,555 EUR saved, 2,555 / 2,920 = 87.5%, shown as 88%.
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.2-1b}
+        serve: {context: 4096, concurrency: 4, hardware: {gpu: h200-sxm}}
+        budget: {currency: EUR, prices: {h200-sxm: 4.0, l4: 0.5}, prices_date: 2026-11-30}
+        """,
+        "GP505",
+    )
+    assert finding.message.endswith("meets the SLO for 365 EUR/month, saving about 2,555 EUR a month (88%)")
