@@ -297,3 +297,16 @@ def test_right_sizing_costs_are_in_the_spec_currency():
         "GP505",
     )
     assert finding.message.endswith("meets the SLO for 365 EUR/month, saving about 2,555 EUR a month (88%)")
+
+
+def test_a_pool_smaller_than_one_sequence_holds_none():
+    # x_max_concurrency__mutmut_8 (at least 1): test_mutation_kills_serving's one-GPU TINY deployment
+    # leaves 1,558,704 B of KV pool for 1,024 B sequences (1,522 of them); with a budget 1,558,204 B
+    # smaller the pool is 500 B, less than one sequence: 0, which GP203 reports as "at most 0".
+    from gpuplan.estimate.serving import estimate_serving, max_concurrency
+
+    setup = ServingSetup(architecture=TINY, context=20, concurrency=400, max_batched_tokens=8, max_num_seqs=4)
+    memory = estimate_serving(setup, usable_bytes=300_000_000)
+    assert (memory.kv_available, memory.kv_bytes_per_sequence, max_concurrency(memory)) == (1_558_704, 1024, 1522)
+    starved = replace(memory, budget=memory.budget - 1_558_204)
+    assert (starved.kv_available, max_concurrency(starved)) == (500, 0)
