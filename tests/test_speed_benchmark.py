@@ -34,8 +34,10 @@ def test_every_record_keeps_its_source_and_is_a_spec_or_a_reason():
 
 
 def test_the_data_does_not_point_outside_the_repository():
+    # Every record cites a public repository (owner/name, path, commit); no local path, relative
+    # ("../") or absolute, may stand anywhere in the file.
     text = speed_accuracy.DATA.read_text(encoding="utf-8")
-    assert "../shared" not in text and "/work/" not in text
+    assert "../" not in text and "/work/" not in text
 
 
 def test_trtllm_bench_chooses_batch_and_budget_as_its_tuning_heuristic():

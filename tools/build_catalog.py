@@ -23,7 +23,7 @@ GIB = 2**30
 # A quote's date: the first YYYY-MM-DD in its text, else YYYY-MM (taken as its first day), else none.
 ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})(?:-(\d{2}))?\b")
 # Driver/ECC reservation between nvidia-smi's total and what torch can allocate: 79.65 -> 79.18 GiB on
-# H100 80GB as measured by llm-d (shared/reference/estimation.md, Units).
+# H100 80GB as measured by llm-d (llm-d/llm-d-benchmark, config_explorer/empirical-vllm-memory-results.md).
 DRIVER_RESERVED_BYTES = GIB // 2
 FORM_FACTORS = {
     "h200-sxm": "sxm",
