@@ -62,6 +62,18 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+def _format_option(*choices: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--format`` with the given choices, the first the default (one definition for every command)."""
+    return click.option(
+        "--format",
+        "output_format",
+        type=click.Choice(list(choices)),
+        default=choices[0],
+        show_default=True,
+        help="Output format.",
+    )
+
+
 def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--fail-on, --config and --no-waivers: what lint, estimate and report share (one set of semantics)."""
     options = (
@@ -177,7 +189,7 @@ def explain(code: str) -> None:
 
 
 @cli.command()
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_format_option("text", "json")
 def rules(output_format: str) -> None:
     """List every rule: code, name, family, default severity and summary."""
     import json
@@ -243,14 +255,7 @@ EVIDENCE_KINDS = ("auto", *KINDS)
     show_default=True,
     help="The evidence format; auto tells it from the content.",
 )
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
+@_format_option("text", "json", "markdown")
 @click.option(
     "--tolerance",
     type=click.FloatRange(0, 1000),
@@ -289,7 +294,7 @@ def verify(
 
 @cli.command()
 @click.argument("spec_path", metavar="SPEC")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_format_option("text", "json")
 @_run_options
 @_guarded
 def estimate(
@@ -331,14 +336,7 @@ def estimate(
 
 @cli.command("plan")
 @click.argument("spec_path", metavar="SPEC")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
+@_format_option("text", "json", "markdown")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of options and rejected.")
 @click.option("--gpu", "gpus", multiple=True, help="Only this GPU id (repeatable); replaces the spec's plan.gpu.")
 @click.option(
@@ -410,7 +408,7 @@ def catalog() -> None:
 
 
 @catalog.command("gpus")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_format_option("text", "json")
 def catalog_gpus(output_format: str) -> None:
     """GPUs: memory, bandwidth, dense BF16 TFLOPS, form factor, NVLink domain, indicative price."""
     import dataclasses
@@ -446,7 +444,7 @@ def _quoted(price: Any) -> str:
 
 
 @catalog.command("models")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_format_option("text", "json")
 def catalog_models(output_format: str) -> None:
     """Models: parameters, layers, hidden size, heads/KV heads, KV bytes per token, source."""
     import dataclasses
@@ -603,13 +601,7 @@ def report(
 )
 @click.option("--head", "head_ref", default=None, help="With --git: compare to this revision, not the working tree.")
 @click.option("--merge-base", is_flag=True, help="With --git REF: start from the merge base of REF and the head.")
-@click.option(
-    "--format",
-    "output_format",
-    type=click.Choice(["text", "markdown", "json", "github"]),
-    default="text",
-    show_default=True,
-)
+@_format_option("text", "markdown", "json", "github")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
 @click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers on both sides.")
 @click.option(
