@@ -29,6 +29,11 @@ class EngineProfile:
     request_overhead_s: float  # per request on the TTFT path: queue admission, tokenisation, first sample
     reserves_full_context: bool  # KV reserved for prompt + output at admission (else allocated as tokens arrive)
     limits_note: str
+    # The prompt's forward pass samples no token: the engine's context decoder stops one token short and the
+    # next decode step of the running batch feeds the prompt's last token and samples the first output
+    # (TurboMind: LlamaBatch::ContextDecode, "subtract input/context len by 1 to skip last input token (will
+    # process with decoder later)", InternLM/lmdeploy src/turbomind/models/llama/LlamaBatch.cc, v0.1-v0.2).
+    first_token_from_decode_step: bool = False
 
     def limits(self, gpu: Gpu) -> tuple[int, int]:
         """(tokens one step may carry, running sequences) that the engine defaults to on ``gpu``."""
@@ -112,11 +117,24 @@ DEFAULT_ENGINE = "vllm"
 # -- fitted figures (python benchmarks/speed_accuracy.py --fit) ------------------------------------------
 
 
+# Engines whose first output token comes from a decode step after the prompt's pass (see EngineProfile).
+FIRST_TOKEN_FROM_DECODE_STEP = frozenset({"lmdeploy"})
+
+
 def _engine(
     engine_id: str, gemm: float, bandwidth: float, step: float, sequence: float, request: float, reserves_full: bool
 ) -> EngineProfile:
     return EngineProfile(
-        engine_id, ENGINE_NAMES[engine_id], gemm, bandwidth, step, sequence, request, reserves_full, "engine defaults"
+        engine_id,
+        ENGINE_NAMES[engine_id],
+        gemm,
+        bandwidth,
+        step,
+        sequence,
+        request,
+        reserves_full,
+        "engine defaults",
+        engine_id in FIRST_TOKEN_FROM_DECODE_STEP,
     )
 
 
