@@ -38,6 +38,7 @@ from gpuplan.estimate.serving_speed import (
     _bracketed_root,
     burst_ttft,
     prompt_square_mean,
+    queue_wait_factor,
     serving_speed,
 )
 from gpuplan.estimate.training import REGIMES
@@ -270,6 +271,23 @@ def test_overloaded_steady_state_is_converged(monkeypatch):
     for field in ("ttft_s", "tpot_s", "tokens_per_s"):
         assert getattr(tighter, field) == pytest.approx(getattr(shipped, field), rel=1e-6)
     assert shipped.ttft_s > 10 * shipped.ttft_single_s  # overloaded indeed: the queue dominates
+
+
+def test_prompt_length_spread_lengthens_the_queue_for_the_budget():
+    # Pollaczek-Khinchine: at rho = 0.5 a fixed prompt length waits 0.5 / (2 x 0.5) = 0.5 services, so a
+    # prefill takes 1.5 services; prompts whose E[P^2] is twice E[P]^2 wait twice as long: 2.0 services.
+    assert queue_wait_factor(0.5, 1.0) == pytest.approx(1.5)
+    assert queue_wait_factor(0.5, 2.0) == pytest.approx(2.0)
+    assert queue_wait_factor(0.0, 3.0) == 1.0 and queue_wait_factor(1.0, 1.0) == float("inf")
+    # Through the model: the same mean prompt with a p90 of 1.5 x the mean under a loaded budget queues
+    # longer than a fixed length, and so reaches its first token later. The lognormal through both:
+    # ln 1.5 = 0.40547 = 1.2816 sigma - sigma^2 / 2 -> sigma = 1.2816 - sqrt(1.64250 - 0.81093) = 0.36970,
+    # E[P^2] / E[P]^2 = exp(sigma^2) = exp(0.13668) = 1.1465.
+    loaded = dict(batching="continuous", concurrency=64, max_batched_tokens=2048, prompt_tokens=1024, full_prompt=1024)
+    fixed = serving_speed(workload(prompt_p90=1024, **loaded), Efficiency(), TEST)
+    spread = serving_speed(workload(prompt_p90=1536, **loaded), Efficiency(), TEST)
+    assert prompt_square_mean(1024, 1536) / 1024**2 == pytest.approx(1.1465, abs=1e-4)
+    assert spread.ttft_s > fixed.ttft_s
 
 
 def test_fp8_kv_halves_the_kv_read():

@@ -23,7 +23,7 @@ The model, term by term (sources in brackets):
   of its cycle a slot spends decoding, balances those flows (Little's law); it is bracketed in [0, 1] and
   solved to 1e-9 (Illinois false position), so TPOT, the prefill time S and output tokens/s =
   slots x O / (S + O x TPOT) come from one exact steady state. Prefill chunks queue for the budget
-  (Pollaczek-Khinchine, deterministic service); a mixture-of-experts step touches the experts of its
+  (Pollaczek-Khinchine, the service's spread following the prompt lengths'); a mixture-of-experts step touches the experts of its
   decodes and, in a share of steps, of a whole prompt chunk (touching is concave: chunks are not smeared).
   Requests beyond the slots wait: TTFT under load = (C - slots) / request rate + half the step in flight
   when another slot keeps the replica busy + the full prompt's prefill under that load + the engine's
@@ -338,7 +338,8 @@ def serving_speed(
     budget = w.max_batched_tokens or default_tokens
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     # Attention of a prompt drawn from the distribution: quadratic, so it follows E[P^2], not E[P]^2.
-    prompt_attention = attention_flops(arch, 0, math.sqrt(prompt_square_mean(prompt, w.prompt_p90)))
+    square_mean = prompt_square_mean(prompt, w.prompt_p90)
+    prompt_attention = attention_flops(arch, 0, math.sqrt(square_mean))
     # Running slots: the declared concurrency, unless the engine's cap or the KV cache holds fewer.
     held = prompt + (output if engine.reserves_full_context else output / 2)
     per_sequence = d.kv_read(held)  # bytes one running sequence holds on this GPU
@@ -353,7 +354,7 @@ def serving_speed(
     if w.batching == "static":
         state = _static(d, slots, prompt, output, prompt_attention)
     else:
-        state = _continuous(d, slots, budget, prompt, output, prompt_attention)
+        state = _continuous(d, slots, budget, prompt, output, prompt_attention, square_mean / (prompt * prompt))
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
     ttft = waiting + state.full_prompt_service(w.full_prompt) + engine.request_overhead_s
     ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget)
@@ -457,8 +458,23 @@ def _static(d: _Deployment, slots: float, prompt: float, output: int, prompt_att
     return _SteadyState(tpot, requests_per_s, decode, lambda _: to_first_token)
 
 
+def queue_wait_factor(rho: float, spread: float) -> float:
+    """Prefill time over service time for a prompt that queues for the token budget: 1 + the mean wait.
+
+    Pollaczek-Khinchine (M/G/1): wait = rho / (1 - rho) x E[S^2] / (2 E[S]); a prompt's service grows
+    with its length, so E[S^2] / E[S]^2 = E[P^2] / E[P]^2 = ``spread`` (1 for a fixed length,
+    exp(sigma^2) for a lognormal). Without bound as rho reaches 1."""
+    return math.inf if rho >= 1 else 1 + rho * spread / (2 * (1 - rho))
+
+
 def _continuous(
-    d: _Deployment, slots: float, budget: int, prompt: float, output: int, prompt_attention: float
+    d: _Deployment,
+    slots: float,
+    budget: int,
+    prompt: float,
+    output: int,
+    prompt_attention: float,
+    spread: float = 1.0,
 ) -> _SteadyState:
     """Each of ``slots`` running sequences cycles: prefill (chunks beside the others' decodes), then decode.
 
@@ -467,8 +483,8 @@ def _continuous(
     (O x TPOT) requests per second, add others x phi x P / O prompt tokens to every decode step (within
     the token budget): TPOT follows, with no other unknown. While a slot prefills, its chunks share
     steps with the others' decodes and queue for the budget the others' prompts use, a share
-    rho = others x phi x P / (O x room) of it: S = service x (1 + rho / (2 (1 - rho)))
-    (Pollaczek-Khinchine, deterministic service; without bound as rho reaches 1). The cycle then implies
+    rho = others x phi x P / (O x room) of it: S = service x ``queue_wait_factor(rho, spread)``
+    (Pollaczek-Khinchine; ``spread`` = E[P^2] / E[P]^2 of the prompt lengths, 1 when fixed). The cycle then implies
     a share O x TPOT / (S + O x TPOT); the steady state is the phi that implies itself. The implied share
     is at least 0 at phi = 0 and at most 1 at phi = 1, so a root lies in [0, 1]: bracketed and found by
     the Illinois variant of false position, to PHI_TOLERANCE (Little's law holds at the root exactly).
@@ -499,7 +515,7 @@ def _continuous(
         microbatches = min(pp, max(1.0, decoders))
         chunk = d.step(decoders / microbatches, min(room, tokens / chunks), context, attention).seconds
         service = (chunks + pp - 1) * chunk + (pp - 1) * d.hop
-        return service * (1 + rho / (2 * (1 - rho)))
+        return service * queue_wait_factor(rho, spread)
 
     def balance(phi: float) -> tuple[float, float, _Step, float]:
         """(TPOT, prefill time S, the decode step, rho) when the other slots decode a share ``phi``."""
