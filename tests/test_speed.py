@@ -28,6 +28,7 @@ from gpuplan.estimate.performance import (
     allreduce_time,
     attention_flops,
     causal_pairs,
+    group_bandwidth,
     link_bandwidth,
     matmul_ceiling,
     matmul_params,
@@ -44,7 +45,9 @@ from gpuplan.estimate.serving_speed import (
 from gpuplan.estimate.training import REGIMES
 from gpuplan.estimate.training_speed import TrainingWorkload, training_speed
 from gpuplan.linter import lint_bytes
+from gpuplan.loader import load_bytes
 from gpuplan.rules.context import efficiency_of
+from gpuplan.spec import default_network_gbps, resolve
 
 TEST = Calibration(
     engines={"generic": EngineProfile("generic", "test engine", 0.5, 0.8, 1e-3, 0.0, 0.0, False, "")},
@@ -420,6 +423,52 @@ def test_fp8_mixed_runs_gemms_at_the_fp8_rate_where_the_gpu_has_it():
     )
     # Memory: fp8-mixed keeps bf16-mixed's fp32 master weights, gradients and states.
     assert REGIMES["fp8-mixed"] == REGIMES["bf16-mixed"]
+
+
+def test_data_parallel_across_nodes_moves_at_the_node_network_bandwidth():
+    # Two DGX H100 nodes (16 GPUs, 8 per node, one 400 Gb/s = 50 GB/s NIC each): a data-parallel ring over
+    # all 16 runs one ring per NIC, so 8 x 50 = 400 GB/s per GPU (below NVLink's 450); at 200 Gb/s per GPU
+    # (llm-foundry's 1,600 Gb/s per node) 200 GB/s. Under TP 8 each DP group has one GPU per node: 50 GB/s.
+    assert group_bandwidth(H100, 16, 1, 50.0) == pytest.approx(400e9)
+    assert group_bandwidth(H100, 16, 1, 25.0) == pytest.approx(200e9)
+    assert group_bandwidth(H100, 2, 8, 50.0) == pytest.approx(50e9)
+    assert group_bandwidth(H100, 8, 1, 25.0) == link_bandwidth(H100, 8)  # one node: NVLink, no network
+    # FSDP on 16 GPUs, nothing hidden: 3 x 15/16 x 16.0605 GB / (400 GB/s x 0.8) = 141.16 ms per micro-batch;
+    # at 200 Gb/s per GPU twice that.
+    exposed = replace(TEST, training=replace(TEST.training, overlap=0.0))
+    fsdp = training(gpus=16, sharding="fsdp")
+    assert training_speed(fsdp, Efficiency(), exposed).gradient_sync_s * 1000 == pytest.approx(141.16, abs=0.05)
+    slow = replace(fsdp, network_gbs=25.0)
+    assert training_speed(slow, Efficiency(), exposed).gradient_sync_s * 1000 == pytest.approx(282.32, abs=0.1)
+
+
+FINETUNE = """\
+version: 1
+name: network
+model: {id: llama-3.1-8b}
+finetune:
+  method: full
+  sharding: fsdp
+  tokens: 1000000000
+  hardware: {gpu: h100-sxm, count: 32HARDWARE}
+"""
+
+
+def test_network_gbps_is_a_hardware_field_with_the_schema_default(tmp_path):
+    def finetune(hardware: str):
+        document = load_bytes("t.yaml", FINETUNE.replace("HARDWARE", hardware).encode())
+        spec, findings = resolve(document, tmp_path)
+        assert spec is not None and spec.finetune is not None, findings
+        estimate = analyse(spec).finetune
+        assert estimate is not None and estimate.speed is not None
+        return spec.finetune.hardware, estimate
+
+    hardware, default = finetune("")
+    assert hardware.network_gbps == default_network_gbps() == 400
+    assert default.workload.network_gbs == 50.0  # 400 Gb/s = 50 GB/s
+    _, slow = finetune(", network_gbps: 100")
+    assert slow.workload.network_gbs == 12.5
+    assert slow.speed.tokens_per_s <= default.speed.tokens_per_s
 
 
 def test_threshold_overrides_replace_the_calibrated_figures():

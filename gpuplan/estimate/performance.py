@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 
-INTER_NODE_GBS = 50.0  # one 400 Gb/s NIC per GPU, one direction, once a group spans scale-up domains
+# One 400 Gb/s NIC per GPU for the compute fabric (NVIDIA DGX H100/B200 reference architecture: 8 x ConnectX-7
+# 400 Gb/s per 8 GPUs), GB/s one direction: workloads built without a spec (the spec's hardware.network_gbps).
+INTER_NODE_GBS = 50.0
 HOST_GPUS = 8  # GPUs one PCIe host holds; beyond it a group crosses the network
 
 
@@ -65,6 +67,32 @@ def matmul_ceiling(gpu: Gpu, dtype: str) -> float:
     """Share of the dense peak of ``dtype`` that GEMMs can reach on ``gpu`` (FP4 and int8 taken as FP8)."""
     kind = "bf16" if dtype in ("bf16", "fp16") else "fp8"
     return MATMUL_CEILING.get(gpu.id, {}).get(kind, UNMEASURED_CEILING[kind])
+
+
+# FlashAttention-2, share of the dense 16-bit peak: 73% on A100 (Dao 2023, "FlashAttention-2", abstract:
+# "reaching 50-73% of the theoretical maximum FLOPs/s on A100"), 35% on H100 (Shah et al. 2024,
+# "FlashAttention-3", introduction: "FlashAttention-2 achieves only 35% utilization on the H100 GPU"): the
+# Ampere kernel does not use Hopper's asynchronous tensor cores (wgmma, TMA), so attention gains far less
+# from H100 than GEMMs do. It is the kernel PyTorch's SDPA and most trainers ran through 2024; cuDNN and
+# FlashAttention-3 reach about 75% on H100 (FA3 paper), which a spec cannot state. Parts not listed take
+# their MAMF ceiling x FA2's ratio to it on A100, its own generation (a kernel written for the part).
+ATTENTION_CEILING: dict[str, float] = {
+    "a100-sxm-80gb": 0.73,
+    "a100-sxm-40gb": 0.73,
+    "a100-pcie-80gb": 0.73,
+    "a100-pcie-40gb": 0.73,
+    "h100-sxm": 0.35,
+    "h100-pcie": 0.35,
+    "h100-nvl": 0.35,
+    "h200-sxm": 0.35,
+    "h200-nvl": 0.35,
+}
+NATIVE_ATTENTION_RATIO = ATTENTION_CEILING["a100-sxm-80gb"] / MATMUL_CEILING["a100-sxm-80gb"]["bf16"]
+
+
+def attention_ceiling(gpu: Gpu) -> float:
+    """Share of the dense 16-bit peak that FlashAttention kernels reach on ``gpu`` (forward + backward)."""
+    return ATTENTION_CEILING.get(gpu.id, matmul_ceiling(gpu, "bf16") * NATIVE_ATTENTION_RATIO)
 
 
 def compute_dtype(quantization: str, gpu: Gpu) -> str:
@@ -140,17 +168,42 @@ def decode_attention_flops(arch: Architecture, context: float) -> float:
     return 2 * arch.heads * (d_qk + d_v) * keys
 
 
-def link_bandwidth(gpu: Gpu, group: int) -> float:
+def link_bandwidth(gpu: Gpu, group: int, network_gbs: float = INTER_NODE_GBS) -> float:
     """Bytes/s one direction per GPU for a collective over ``group`` GPUs.
 
     NVLink/xGMI when the group fits the scale-up domain; PCIe through the host within one host; the
-    network (one NIC per GPU) beyond it.
+    network (``network_gbs`` GB/s per GPU, behind PCIe) beyond it.
     """
     if gpu.has_nvlink and group <= gpu.domain:
         return gpu.interconnect_gbs / 2 * 1e9
     if group <= HOST_GPUS:
         return gpu.pcie_gbs / 2 * 1e9
-    return min(gpu.pcie_gbs / 2, INTER_NODE_GBS) * 1e9
+    return min(gpu.pcie_gbs / 2, network_gbs) * 1e9
+
+
+def scale_up_size(gpu: Gpu) -> int:
+    """GPUs one node joins without the network: the NVLink/xGMI domain, else one PCIe host."""
+    return gpu.domain if gpu.has_nvlink else HOST_GPUS
+
+
+def group_bandwidth(gpu: Gpu, group: int, stride: int, network_gbs: float) -> float:
+    """Bytes/s one direction per GPU for a ring collective over ``group`` GPUs spaced ``stride`` ranks apart.
+
+    Within one node it is ``link_bandwidth``. Across nodes NCCL runs one ring per NIC (rail-aligned
+    channels), each crossing every node boundary once, so a ring collective moves at the network
+    bandwidth of all the group's GPUs in a node together (NCCL tests doc/PERFORMANCE.md: bus bandwidth
+    across DGX nodes tracks the node's total NIC bandwidth), never above the node's own link. A group
+    whose members sit ``stride`` ranks apart (data parallelism outside tensor parallelism) has
+    ``node / stride`` GPUs per node.
+    """
+    node = scale_up_size(gpu)
+    if group * stride <= node:
+        return link_bandwidth(gpu, group)
+    per_node = max(1, min(group, node // stride))
+    network = network_gbs * per_node * 1e9
+    if per_node == 1:
+        return min(network, gpu.pcie_gbs / 2 * 1e9)
+    return min(network, link_bandwidth(gpu, per_node))
 
 
 def on_fast_link(gpu: Gpu, group: int) -> bool:
