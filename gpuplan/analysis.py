@@ -200,6 +200,7 @@ def estimate_finetune(
             total_tokens=job.tokens,
             fused_loss=job.fused_loss,
             network_gbs=job.hardware.network_gbps / 8,
+            attention=job.attention,
         )
         speed = training_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)

@@ -69,30 +69,42 @@ def matmul_ceiling(gpu: Gpu, dtype: str) -> float:
     return MATMUL_CEILING.get(gpu.id, {}).get(kind, UNMEASURED_CEILING[kind])
 
 
-# FlashAttention-2, share of the dense 16-bit peak: 73% on A100 (Dao 2023, "FlashAttention-2", abstract:
-# "reaching 50-73% of the theoretical maximum FLOPs/s on A100"), 35% on H100 (Shah et al. 2024,
-# "FlashAttention-3", introduction: "FlashAttention-2 achieves only 35% utilization on the H100 GPU"): the
-# Ampere kernel does not use Hopper's asynchronous tensor cores (wgmma, TMA), so attention gains far less
-# from H100 than GEMMs do. It is the kernel PyTorch's SDPA and most trainers ran through 2024; cuDNN and
-# FlashAttention-3 reach about 75% on H100 (FA3 paper), which a spec cannot state. Parts not listed take
-# their MAMF ceiling x FA2's ratio to it on A100, its own generation (a kernel written for the part).
-ATTENTION_CEILING: dict[str, float] = {
-    "a100-sxm-80gb": 0.73,
-    "a100-sxm-40gb": 0.73,
-    "a100-pcie-80gb": 0.73,
-    "a100-pcie-40gb": 0.73,
-    "h100-sxm": 0.35,
-    "h100-pcie": 0.35,
-    "h100-nvl": 0.35,
-    "h200-sxm": 0.35,
-    "h200-nvl": 0.35,
+# Attention kernels, share of the dense 16-bit peak they reach (forward + backward), by kernel and GPU:
+# - flash, FlashAttention-2 (and PyTorch SDPA's default flash backend): 73% on A100 (Dao 2023,
+#   "FlashAttention-2", abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on A100"), 35% on
+#   H100 (Shah et al. 2024, "FlashAttention-3", introduction: "FlashAttention-2 achieves only 35%
+#   utilization on the H100 GPU"): the Ampere kernel does not use Hopper's asynchronous tensor cores
+#   (wgmma, TMA), so attention gains far less from H100 than GEMMs do;
+# - flash3, FlashAttention-3 on Hopper: "up to 740 TFLOPs/s (75% utilization)" in BF16 on H100 (ibid.,
+#   abstract);
+# - cudnn, cuDNN's fused flash attention on Hopper, which Transformer Engine selects there ("Disabling
+#   FlashAttention to give FusedAttention preference on Hopper+", transformer_engine/pytorch/attention/
+#   dot_product_attention/utils.py), so NeMo and Megatron run it: "up to 75% speed-up over
+#   FlashAttentionV2" on H100 (PyTorch 2.5 release notes, cuDNN SDPA backend): 35% x 1.75.
+# A kernel not measured on a GPU (FlashAttention-3 exists only for Hopper) takes FlashAttention-2's
+# figure there; GPUs with no figure take their MAMF ceiling x the lower of FlashAttention-2's measured
+# ratios to it (H100's), the cautious reading until a measurement lands.
+HOPPER = ("h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h200-nvl")
+AMPERE_DATACENTER = ("a100-sxm-80gb", "a100-sxm-40gb", "a100-pcie-80gb", "a100-pcie-40gb")
+ATTENTION_CEILING: dict[str, dict[str, float]] = {
+    "flash": {**dict.fromkeys(AMPERE_DATACENTER, 0.73), **dict.fromkeys(HOPPER, 0.35)},
+    "flash3": dict.fromkeys(HOPPER, 0.75),
+    "cudnn": dict.fromkeys(HOPPER, 0.35 * 1.75),
 }
-NATIVE_ATTENTION_RATIO = ATTENTION_CEILING["a100-sxm-80gb"] / MATMUL_CEILING["a100-sxm-80gb"]["bf16"]
+UNMEASURED_ATTENTION_RATIO = min(
+    share / MATMUL_CEILING[gpu]["bf16"] for gpu, share in ATTENTION_CEILING["flash"].items() if gpu in MATMUL_CEILING
+)
 
 
-def attention_ceiling(gpu: Gpu) -> float:
-    """Share of the dense 16-bit peak that FlashAttention kernels reach on ``gpu`` (forward + backward)."""
-    return ATTENTION_CEILING.get(gpu.id, matmul_ceiling(gpu, "bf16") * NATIVE_ATTENTION_RATIO)
+def attention_ceiling(gpu: Gpu, kernel: str = "flash") -> float:
+    """Share of the dense 16-bit peak that the ``kernel``'s attention reaches on ``gpu`` (see the table).
+
+    ``eager`` attention is timed as FlashAttention-2 (the speed model does not price materialised scores).
+    """
+    for table in (ATTENTION_CEILING.get(kernel, {}), ATTENTION_CEILING["flash"]):
+        if gpu.id in table:
+            return table[gpu.id]
+    return matmul_ceiling(gpu, "bf16") * UNMEASURED_ATTENTION_RATIO
 
 
 def compute_dtype(quantization: str, gpu: Gpu) -> str:

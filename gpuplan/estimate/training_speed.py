@@ -75,6 +75,7 @@ class TrainingWorkload:
     total_tokens: int
     fused_loss: bool = False
     network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
+    attention: str = "flash"  # the attention kernel: flash (FlashAttention-2, SDPA) | flash3 | eager
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def training_speed(
             dequant = arch.linear_params() * share * NF4_DEQUANT_BYTES * (2 + recompute)
         micro = (
             linear / gemm_rate
-            + attention / (peak16 * attention_ceiling(gpu) * cal.attention_efficiency)
+            + attention / (peak16 * attention_ceiling(gpu, w.attention) * cal.attention_efficiency)
             + (elementwise + loss + dequant) / bandwidth
         )
 
