@@ -201,12 +201,12 @@ def scale_up_size(gpu: Gpu) -> int:
 def group_bandwidth(gpu: Gpu, group: int, stride: int, network_gbs: float) -> float:
     """Bytes/s one direction per GPU for a ring collective over ``group`` GPUs spaced ``stride`` ranks apart.
 
-    Within one node it is ``link_bandwidth``. Across nodes NCCL runs one ring per NIC (rail-aligned
-    channels), each crossing every node boundary once, so a ring collective moves at the network
-    bandwidth of all the group's GPUs in a node together (NCCL tests doc/PERFORMANCE.md: bus bandwidth
-    across DGX nodes tracks the node's total NIC bandwidth), never above the node's own link. A group
-    whose members sit ``stride`` ranks apart (data parallelism outside tensor parallelism) has
-    ``node / stride`` GPUs per node.
+    Within one node it is ``link_bandwidth``. Across nodes NCCL splits the data over its channels, one
+    ring per NIC on rail-aligned clusters, and each ring crosses a node boundary once per node: with k of
+    the group's GPUs (and NICs) in a node, each NIC carries 1/k of the (n-1)/n x S a ring moves, so the
+    bus bandwidth per rank (NCCL tests doc/PERFORMANCE.md: t = S (n-1) / (n B) for an all-gather) is
+    k x the NIC's, never above the node's own link. A group whose members sit ``stride`` ranks apart
+    (data parallelism outside tensor parallelism) has ``node / stride`` of them per node.
     """
     node = scale_up_size(gpu)
     if group * stride <= node:

@@ -6,8 +6,9 @@ Per micro-batch, on one GPU (a tensor-parallel shard of a pipeline stage):
   adapters; Hu et al. 2021), at the dense tensor peak of the compute dtype x a GEMM efficiency (fp8-mixed
   GEMMs at the fp8 peak x a low-precision factor: Transformer Engine, torchao float8);
 - attention: causal QK and PV FLOPs (PaLM appendix B), forward + backward (3x), at an attention efficiency
-  of the GPU's FlashAttention ceiling (``attention_ceiling``: FlashAttention-2 reaches 73% of peak on A100
-  but 35% on H100, so long sequences gain less from Hopper than GEMMs do);
+  of the attention kernel's ceiling on the GPU (``attention_ceiling``; ``finetune.attention`` names the
+  kernel: FlashAttention-2 reaches 73% of peak on A100 but 35% on H100, cuDNN's fused attention 61% and
+  FlashAttention-3 75% on H100, so which kernel runs decides how much long sequences gain from Hopper);
 - elementwise kernels (norms, activations, residuals, rotary, dropout; the fp32 loss over the vocabulary
   unless the loss is fused): bytes moved over HBM bandwidth. Their share grows as the hidden size shrinks
   (FLOPs scale with h^2, bytes with h) and with the GPU's FLOP/byte ratio, which is why model FLOPs
