@@ -337,8 +337,9 @@ def sampler_warmup_bytes(arch: Architecture, max_num_seqs: int, max_batched: int
     return max_num_seqs * arch.vocab * SAMPLER_BYTES_PER_LOGIT + max_batched * arch.hidden * 2
 
 
-def activation_reserve(arch: Architecture, setup: ServingSetup, first: bool, last: bool) -> float:
-    """vLLM's "torch peak memory increase" on one GPU of a pipeline stage."""
+def activation_reserve(arch: Architecture, setup: ServingSetup, last: bool) -> float:
+    """vLLM's "torch peak memory increase" on one GPU of a pipeline stage: every stage runs the same
+    profiling forward; only the last one also warms up the sampler."""
     tokens = setup.max_batched_tokens
     forward = tokens * prefill_transient_per_token(arch, setup.tensor_parallel)
     peak = max(forward, sampler_warmup_bytes(arch, setup.max_num_seqs, tokens)) if last else forward
@@ -420,10 +421,10 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     page = math.ceil(page_elements * setup.kv_dtype_bytes)
     candidates = []
     for index, layers in enumerate(stages):
-        first, last = index == 0, index == len(stages) - 1
+        last = index == len(stages) - 1
         reserve = max(
-            [activation_reserve(arch, setup, first, last)]
-            + [activation_reserve(t.architecture, setup, first, last) for t in setup.tenants]
+            [activation_reserve(arch, setup, last)]
+            + [activation_reserve(t.architecture, setup, last) for t in setup.tenants]
         )
         per_sequence = kv_bytes_per_sequence(
             arch, setup.context, setup.kv_dtype_bytes, tp, pp, setup.max_batched_tokens, index

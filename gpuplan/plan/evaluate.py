@@ -293,7 +293,8 @@ class ServePlanner(_Evaluator):
         self.job = spec.serve
         self.declared_replicas = self.job.hardware.replicas
         self.demand = self.job.concurrency * self.declared_replicas
-        self._memory: dict[tuple[str, int, int, int], ServingMemory] = {}  # GPU, TP, PP, replicas
+        self._memory: dict[tuple[object, ...], ServingMemory] = {}  # load key (see _load)
+        self._latency_met: dict[tuple[object, ...], bool] = {}  # load key -> TTFT and TPOT within the SLO
         self._shapes: dict[tuple[object, ...], ServingShape] = {}  # GPU, TP, PP, tenants' sequences
         self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
@@ -358,17 +359,22 @@ class ServePlanner(_Evaluator):
         replicas = math.ceil(self.demand / per_replica)
         return replicas if replicas <= self.max_replicas(tensor_parallel, pipeline_parallel) else None
 
+    def _load(self, layout: Layout) -> tuple[object, ...]:
+        """What one replica of the layout carries: GPU, TP, PP, the tenants' sequences and its own.
+        Per-GPU memory, TTFT and TPOT depend on nothing else (the replica count only scales tokens/s), so
+        replica counts that round to the same sequences per replica share one memory and one SLO check."""
+        tenants = tuple(self._tenant_concurrency(t.concurrency, layout.replicas) for t in self.job.tenants)
+        return (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, tenants, layout.concurrency)
+
     def memory(self, layout: Layout) -> ServingMemory:
-        key = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, layout.replicas)
+        key = self._load(layout)
         if key not in self._memory:
-            self._memory[key] = self._shape(layout).at(layout.concurrency)
+            self._memory[key] = self._shape(layout, key[:-1]).at(layout.concurrency)
         return self._memory[key]
 
-    def _shape(self, layout: Layout) -> ServingShape:
+    def _shape(self, layout: Layout, key: tuple[object, ...]) -> ServingShape:
         """The layout's memory at any concurrency of its own model (the tenants' sequences, which change
-        with the replicas, are part of the shape)."""
-        tenants = tuple(self._tenant_concurrency(t.concurrency, layout.replicas) for t in self.job.tenants)
-        key = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, tenants)
+        with the replicas, are part of the shape); ``key``: the load key less the concurrency."""
         if key not in self._shapes:
             self._shapes[key] = serve_shape(self.spec, self._job(layout), layout.gpu)
         return self._shapes[key]
@@ -392,8 +398,11 @@ class ServePlanner(_Evaluator):
             return False
         if self.slo_out_of_reach(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel):
             return False
-        speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
-        return not any(speed_slo_miss(self.job, speed, metric) for metric in ("ttft", "tpot"))
+        load = self._load(layout)
+        if load not in self._latency_met:
+            speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
+            self._latency_met[load] = not any(speed_slo_miss(self.job, speed, metric) for metric in ("ttft", "tpot"))
+        return self._latency_met[load]
 
     def _speed(self, layout: Layout) -> ServingSpeed:
         """The serving speed ``evaluate`` gives the layout (computed once for both)."""
