@@ -160,8 +160,8 @@ def test_the_pdf_child_process_writes_the_same_bytes_and_reports_its_errors(monk
 
 
 def test_the_pdf_child_starts_before_the_lint_and_report_modules_import(tmp_path: Path):
-    """WeasyPrint's import (in the child) overlaps the estimator's, the rules' and the report model's (in the
-    parent) only when the child forks before them: a module-level import of any of them in cli.py, or in a
+    """WeasyPrint's import (in the child) overlaps the linter's, the estimator's, the rules' and the report
+    model's (in the parent) only when the child forks before them: a module-level import of any of them in cli.py, or in a
     module it imports, puts that cost back in front of the PDF's."""
     probe = (
         "import sys\n"
@@ -170,8 +170,8 @@ def test_the_pdf_child_starts_before_the_lint_and_report_modules_import(tmp_path
         "start = pdf_process.PdfRenderer.__init__\n"
         "def recording(self, early):\n"
         "    print('AT FORK', sorted(m for m in sys.modules if m.startswith(('gpuplan.report.model', "
-        "'gpuplan.report.build', 'gpuplan.analysis', 'gpuplan.estimate', 'gpuplan.rules', 'gpuplan.plan', "
-        "'jinja2', 'weasyprint'))))\n"
+        "'gpuplan.report.build', 'gpuplan.linter', 'gpuplan.loader', 'gpuplan.analysis', 'gpuplan.estimate', "
+        "'gpuplan.rules', 'gpuplan.plan', 'jinja2', 'weasyprint'))))\n"
         "    start(self, early)\n"
         "pdf_process.PdfRenderer.__init__ = recording\n"
         f"try:\n    cli(['report', '--pdf', '-o', {str(tmp_path / 'r.pdf')!r}, "
