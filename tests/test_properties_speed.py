@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, analyse
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import allreduce_time, link_bandwidth
+from gpuplan.estimate.serving_speed import burst_ttft
 from gpuplan.loader import load_bytes
 from gpuplan.spec import resolve
 
@@ -115,31 +116,40 @@ def test_tpot_never_falls_as_concurrency_or_context_grows(workload):
 
 @given(workloads)
 def test_throughput_never_falls_as_concurrency_grows(workload):
-    # Issue 10 asks for this up to the compute bound; the steady state keeps it beyond, where extra
-    # sequences only share the GEMMs: a plateau, never a fall.
+    # Issue 10 asks for this up to the compute bound. Beyond it the steady state may lose a little: once
+    # the others' prompts fill the token budget, each extra running sequence takes a token of every step
+    # from the prompts and adds its KV reads (DeepSeek-V3 at a 9,772-token prompt, 261 -> 262 clients:
+    # 149.96846 -> 149.96831 tokens/s), as a saturated engine does.
     _, few, many, fits = fewer_and_more(*workload)
-    if fits:
+    if fits and few.speed.decode_bound == "memory":
         assert many.speed.tokens_per_s >= few.speed.tokens_per_s * (1 - 1e-9)
 
 
 @given(models, st.sampled_from([2, 4, 8]), engines, st.integers(1, 65536))
 def test_tensor_parallelism_costs_ttft_at_most_its_all_reduces(model, tp, engine, prompt):
     # Splitting a prefill over TP GPUs divides its GEMMs, reads and attention and adds two all-reduces per
-    # layer per chunk: TTFT(TP) <= TTFT(1) + those all-reduces, never more.
+    # layer per chunk: TTFT(TP) <= TTFT(1) + those all-reduces, never more. Where the engine's first token
+    # comes from a decode step (LMDeploy), the pass covers all but the last prompt token and that one
+    # token's decode step adds its own two all-reduces per layer.
     fields = {"context": prompt + 16, "output_tokens": 16, "concurrency": 1, "engine": engine}
     one = serve(model, 1, 1, gpu="h100-sxm", **fields)
     split = serve(model, tp, 1, gpu="h100-sxm", **fields)
     degree = split.setup.tensor_parallel
-    budget, _ = CALIBRATION.engine(engine).limits(split.gpu)
-    chunks = -(-prompt // budget)
-    payload = prompt / chunks * one.setup.architecture.hidden * 2
+    profile = CALIBRATION.engine(engine)
+    budget, _ = profile.limits(split.gpu)
+    passed = prompt - 1 if profile.first_token_from_decode_step else prompt
     bandwidth = link_bandwidth(split.gpu, degree) * CALIBRATION.serving.link_efficiency
-    per_chunk = (
-        2
-        * one.setup.architecture.layers
-        * allreduce_time(payload, degree, bandwidth, CALIBRATION.serving.allreduce_latency_nvlink_s)
-    )
-    assert split.speed.ttft_single_s <= one.speed.ttft_single_s + chunks * per_chunk + 1e-12
+
+    def all_reduces(tokens: float) -> float:
+        payload = tokens * one.setup.architecture.hidden * 2
+        latency = CALIBRATION.serving.allreduce_latency_nvlink_s
+        return 2 * one.setup.architecture.layers * allreduce_time(payload, degree, bandwidth, latency)
+
+    chunks = -(-passed // budget)
+    allowed = chunks * all_reduces(passed / chunks) if chunks else 0.0
+    if profile.first_token_from_decode_step:
+        allowed += all_reduces(1)
+    assert split.speed.ttft_single_s <= one.speed.ttft_single_s + allowed + 1e-12
 
 
 training_models = st.one_of(explicit_models, st.sampled_from([{"id": "mixtral-8x7b"}, {"id": "llama-3.2-1b"}]))
@@ -185,3 +195,28 @@ def test_more_gpus_never_lower_total_training_throughput(model, method, sharding
     assert all(later >= earlier * (1 - 1e-9) for earlier, later in itertools.pairwise(totals[1:]))
     if runs[1].gradient_sync_s == 0:
         assert totals[1] >= totals[0] * (1 - 1e-9)
+
+
+@given(workloads)
+def test_ttft_never_falls_as_concurrency_grows(workload):
+    # More clients on the same replica: more decodes beside each prefill chunk, more prompts ahead of it in
+    # the budget's queue, and beyond the KV cache whole cycles of waiting; none of it shortens the wait for
+    # a first token. The steady state is solved exactly (a bracketed root), so no unconverged residue
+    # makes a larger concurrency look faster.
+    _, few, many, fits = fewer_and_more(*workload)
+    if fits:
+        assert many.speed.ttft_s >= few.speed.ttft_s * (1 - 1e-9)
+
+
+@given(workloads)
+def test_a_burst_never_beats_a_lone_request_nor_a_smaller_burst(workload):
+    # A burst of clients reaching an idle replica together: the first runs alone (the lone request's TTFT),
+    # every other one waits for that pass and then shares a larger one, and the front end admits them one
+    # by one; more clients only lengthen each of those.
+    _, few, many, fits = fewer_and_more(*workload)
+    if fits:
+        lone = few.speed.ttft_single_s
+        smaller = burst_ttft(few.workload, None, CALIBRATION)
+        larger = burst_ttft(many.workload, None, CALIBRATION)
+        assert smaller >= lone * (1 - 1e-9)
+        assert larger >= smaller * (1 - 1e-9)

@@ -15,6 +15,7 @@ from conftest import run_cli
 from gpuplan.analysis import analyse
 from gpuplan.catalog import get_gpu, get_model
 from gpuplan.config import default_settings
+from gpuplan.estimate import serving_speed as serving_speed_module
 from gpuplan.estimate.calibration import (
     CALIBRATION,
     Calibration,
@@ -32,7 +33,14 @@ from gpuplan.estimate.performance import (
     matmul_params,
 )
 from gpuplan.estimate.serving import quant_linear_bytes, routed_expert_bytes, stage_weights
-from gpuplan.estimate.serving_speed import ServingWorkload, prompt_square_mean, serving_speed
+from gpuplan.estimate.serving_speed import (
+    ServingWorkload,
+    _bracketed_root,
+    burst_ttft,
+    prompt_square_mean,
+    queue_wait_factor,
+    serving_speed,
+)
 from gpuplan.estimate.training import REGIMES
 from gpuplan.estimate.training_speed import TrainingWorkload, training_speed
 from gpuplan.linter import lint_bytes
@@ -176,6 +184,110 @@ def test_queueing_beyond_the_kv_cache_lengthens_ttft_not_tpot():
     assert crowded.tpot_s == fits.tpot_s
     cycle = 10 / fits.tokens_per_s * 128  # seconds per wave of 10 requests
     assert crowded.ttft_s - fits.ttft_s == pytest.approx(cycle, rel=1e-9)
+
+
+# An engine whose prompt pass samples no token (TurboMind's context decoder stops one token short).
+DECODE_FIRST = replace(TEST, engines={"generic": replace(TEST.engines["generic"], first_token_from_decode_step=True)})
+
+
+def test_first_token_from_a_decode_step_after_the_prompt_pass():
+    # The pass covers 1,023 of the 1,024 prompt tokens: GEMMs without the LM head 2 x 6,979,588,096 x 1,023
+    # = 14.280 TFLOP at 397.284 TFLOP/s = 35.9446 ms (the 5.99 ms weight read hides under them), causal
+    # attention 2 x 32 heads x 256 x 32 layers x 523,776 pairs = 274.6 GFLOP -> 0.6912 ms, + 1 ms = 37.6359 ms.
+    # Then the decode step that feeds token 1,024 and samples the first output: weights 5.99273 ms + its KV
+    # 1,024 x 131,072 B / 2.68e12 = 0.05008 ms + 1 ms = 7.04281 ms. TTFT 44.6787 ms, alone and (one
+    # client, static batching) under load alike.
+    speed = serving_speed(workload(), Efficiency(), DECODE_FIRST)
+    assert speed.ttft_single_s * 1000 == pytest.approx(37.6359 + 7.04281, abs=1e-3)
+    assert speed.ttft_s * 1000 == pytest.approx(37.6359 + 7.04281, abs=1e-3)
+    # A 1-token prompt has no pass at all: one decode step at context 1, 5.99273 + 0.00005 + 1 = 6.99278 ms.
+    one = workload(prompt_tokens=1, prompt_p90=1, full_prompt=1)
+    assert serving_speed(one, Efficiency(), DECODE_FIRST).ttft_single_s * 1000 == pytest.approx(6.99278, abs=1e-4)
+    # TPOT is the same decode step either way.
+    assert speed.tpot_s == serving_speed(workload(), Efficiency(), TEST).tpot_s
+
+
+def test_burst_ttft_first_arrival_runs_alone_and_admission_is_serial():
+    # Four clients send a 1-token prompt together to an idle replica (0.5 ms of front-end work per request).
+    # The first wakes the engine and runs alone: one decode step at batch 1, 6.99278 ms, + 0.5 = 7.49278 ms.
+    # The other three arrive during it and share the next step: 5.99273 + 3 x 131,072 B / 2.68e12 (0.00015)
+    # + 1 = 6.99288 ms, so they see 6.99278 + 6.99288 + 0.5 = 14.48566 ms. Mean of the passes
+    # (7.49278 + 3 x 14.48566) / 4 = 12.73744 ms; the front end admits them one after another, the k-th
+    # after k overheads: (4 - 1) / 2 x 0.5 = 0.75 ms more on average. 13.48744 ms.
+    engine = replace(DECODE_FIRST.engines["generic"], request_overhead_s=0.5e-3)
+    calibration = replace(DECODE_FIRST, engines={"generic": engine})
+    burst = workload(prompt_tokens=1, prompt_p90=1, full_prompt=1, concurrency=4)
+    assert burst_ttft(burst, Efficiency(), calibration) * 1000 == pytest.approx(13.48744, abs=1e-4)
+    # A lone request pays the pass and one overhead: the single-request TTFT.
+    lone = replace(burst, concurrency=1)
+    assert burst_ttft(lone, Efficiency(), calibration) == serving_speed(lone, Efficiency(), calibration).ttft_single_s
+
+
+def test_a_busy_replica_makes_a_new_request_wait_half_a_step():
+    # Continuous batching, 1-token prompts, 1,000 output tokens: the other client is (almost) always
+    # decoding, so the replica is busy when a request arrives and it waits half of the step in flight:
+    # weights 5.99273 ms + 1 ms + the KV of both sequences at the mean context 500.5 (2 x 500.5 x 131,072 B
+    # / 2.68e12 = 0.04895 ms) = 7.04168 ms, half of it 3.52084 ms (the other's prompts add 1/1,000 of a
+    # token per step: nothing). Then its own 1-token prefill beside the other's decode: 5.99273 + 1 +
+    # 0.02448 = 7.01721 ms. 10.53805 ms; alone the replica is idle and the prefill step is 6.99278 ms.
+    short = dict(batching="continuous", prompt_tokens=1, prompt_p90=1, full_prompt=1, output_tokens=1000)
+    alone = serving_speed(workload(**short), Efficiency(), TEST)
+    pair = serving_speed(workload(concurrency=2, **short), Efficiency(), TEST)
+    assert alone.ttft_s * 1000 == pytest.approx(6.99278, abs=1e-4)
+    assert pair.ttft_s * 1000 == pytest.approx(3.52084 + 7.01721, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("function", "root"),
+    [
+        (lambda x: 0.3 - x, 0.3),
+        (lambda x: (0.5 - x) ** 3, 0.5),  # flat at the root: plain false position crawls, Illinois does not
+        (lambda x: 1.0 if x < 0.4 else -1.0, 0.4),  # a jump (one more prefill chunk): its location
+        (lambda x: -x, 0.0),  # already <= 0 at the low end
+        (lambda x: 1.0, 1.0),  # still >= 0 at the high end
+    ],
+)
+def test_bracketed_root_finds_the_sign_change(function, root):
+    assert _bracketed_root(function, 0.0, 1.0) == pytest.approx(root, abs=2e-9)
+
+
+def test_overloaded_steady_state_is_converged(monkeypatch):
+    # 8,000-token prompts from 512 clients through a 2,048-token budget: the budget is the bottleneck and
+    # the prefill queue is long (the regime where a damped iteration used to stop unconverged). A bracket
+    # a million times narrower moves nothing beyond that tolerance.
+    heavy = workload(
+        batching="continuous",
+        prompt_tokens=8000,
+        prompt_p90=8000,
+        full_prompt=8000,
+        output_tokens=64,
+        concurrency=512,
+        max_batched_tokens=2048,
+        max_sequences=512,
+    )
+    shipped = serving_speed(heavy, Efficiency(), TEST)
+    monkeypatch.setattr(serving_speed_module, "PHI_TOLERANCE", 1e-15)
+    tighter = serving_speed(heavy, Efficiency(), TEST)
+    for field in ("ttft_s", "tpot_s", "tokens_per_s"):
+        assert getattr(tighter, field) == pytest.approx(getattr(shipped, field), rel=1e-6)
+    assert shipped.ttft_s > 10 * shipped.ttft_single_s  # overloaded indeed: the queue dominates
+
+
+def test_prompt_length_spread_lengthens_the_queue_for_the_budget():
+    # Pollaczek-Khinchine: at rho = 0.5 a fixed prompt length waits 0.5 / (2 x 0.5) = 0.5 services, so a
+    # prefill takes 1.5 services; prompts whose E[P^2] is twice E[P]^2 wait twice as long: 2.0 services.
+    assert queue_wait_factor(0.5, 1.0) == pytest.approx(1.5)
+    assert queue_wait_factor(0.5, 2.0) == pytest.approx(2.0)
+    assert queue_wait_factor(0.0, 3.0) == 1.0 and queue_wait_factor(1.0, 1.0) == float("inf")
+    # Through the model: the same mean prompt with a p90 of 1.5 x the mean under a loaded budget queues
+    # longer than a fixed length, and so reaches its first token later. The lognormal through both:
+    # ln 1.5 = 0.40547 = 1.2816 sigma - sigma^2 / 2 -> sigma = 1.2816 - sqrt(1.64250 - 0.81093) = 0.36970,
+    # E[P^2] / E[P]^2 = exp(sigma^2) = exp(0.13668) = 1.1465.
+    loaded = dict(batching="continuous", concurrency=64, max_batched_tokens=2048, prompt_tokens=1024, full_prompt=1024)
+    fixed = serving_speed(workload(prompt_p90=1024, **loaded), Efficiency(), TEST)
+    spread = serving_speed(workload(prompt_p90=1536, **loaded), Efficiency(), TEST)
+    assert prompt_square_mean(1024, 1536) / 1024**2 == pytest.approx(1.1465, abs=1e-4)
+    assert spread.ttft_s > fixed.ttft_s
 
 
 def test_fp8_kv_halves_the_kv_read():

@@ -98,3 +98,24 @@ def test_summary_statistics_by_hand():
     assert (summary.median_abs, summary.signed_median, summary.within_20, summary.worst) == (0.2, 0.0, 0.6, 0.4)
     band = speed_accuracy.band("tpot_ms", [-0.3, -0.1, 0.0, 0.2, 0.4], share=0.8)
     assert (band.within, band.records, band.metric) == (0.3, 5, "tpot")
+
+
+def test_profile_generation_rows_average_the_harness_rounds(records):
+    # LMDeploy's profile_generation.py: `batch` threads start together, each sends 3 identical requests in
+    # turn. While the KV cache holds the batch every round reaches an idle engine together (a burst); when
+    # it does not, only the first round is a burst and the other two queue as the steady state does.
+    calibration = speed_accuracy.CALIBRATION
+    fits = records["lmdeploy-v0.1.0a1-static-a100-llama2-13b-tp1-bs16-128-128"]
+    crowded = records["lmdeploy-v0.1.0a1-static-a100-llama2-13b-tp1-bs64-128-2048"]
+    assert fits.load.startswith("lmdeploy-profile-generation") and crowded.load.startswith(
+        "lmdeploy-profile-generation"
+    )
+    assert records["trtllm-perfmd-ttft-h100-llama7b-tp1-2048"].load is None
+    burst = speed_accuracy.burst_ttft(fits.workload, None, calibration)
+    assert speed_accuracy.harness_ttft(fits.workload, calibration) == pytest.approx(burst * 1000)
+    steady = speed_accuracy.serving_speed(crowded.workload, None, calibration)
+    assert steady.running < crowded.workload.concurrency  # 64 threads, room for fewer
+    first = speed_accuracy.burst_ttft(crowded.workload, None, calibration)
+    expected = (first + 2 * steady.ttft_s) / 3 * 1000
+    assert speed_accuracy.harness_ttft(crowded.workload, calibration) == pytest.approx(expected)
+    assert first < steady.ttft_s  # the burst admits every prompt; the later rounds wait for the cache

@@ -29,6 +29,11 @@ class EngineProfile:
     request_overhead_s: float  # per request on the TTFT path: queue admission, tokenisation, first sample
     reserves_full_context: bool  # KV reserved for prompt + output at admission (else allocated as tokens arrive)
     limits_note: str
+    # The prompt's forward pass samples no token: the engine's context decoder stops one token short and the
+    # next decode step of the running batch feeds the prompt's last token and samples the first output
+    # (TurboMind: LlamaBatch::ContextDecode, "subtract input/context len by 1 to skip last input token (will
+    # process with decoder later)", InternLM/lmdeploy src/turbomind/models/llama/LlamaBatch.cc, v0.1-v0.2).
+    first_token_from_decode_step: bool = False
 
     def limits(self, gpu: Gpu) -> tuple[int, int]:
         """(tokens one step may carry, running sequences) that the engine defaults to on ``gpu``."""
@@ -112,29 +117,42 @@ DEFAULT_ENGINE = "vllm"
 # -- fitted figures (python benchmarks/speed_accuracy.py --fit) ------------------------------------------
 
 
+# Engines whose first output token comes from a decode step after the prompt's pass (see EngineProfile).
+FIRST_TOKEN_FROM_DECODE_STEP = frozenset({"lmdeploy"})
+
+
 def _engine(
     engine_id: str, gemm: float, bandwidth: float, step: float, sequence: float, request: float, reserves_full: bool
 ) -> EngineProfile:
     return EngineProfile(
-        engine_id, ENGINE_NAMES[engine_id], gemm, bandwidth, step, sequence, request, reserves_full, "engine defaults"
+        engine_id,
+        ENGINE_NAMES[engine_id],
+        gemm,
+        bandwidth,
+        step,
+        sequence,
+        request,
+        reserves_full,
+        "engine defaults",
+        engine_id in FIRST_TOKEN_FROM_DECODE_STEP,
     )
 
 
 CALIBRATION = Calibration(
     engines={
-        "vllm": _engine("vllm", 0.883, 0.95, 0, 1.05e-05, 0.0133, False),
-        "sglang": _engine("sglang", 0.883, 0.95, 0, 1.06e-05, 0.0133, False),
-        "trtllm": _engine("trtllm", 0.875, 0.95, 0, 9.85e-06, 0.00893, True),
-        "lmdeploy": _engine("lmdeploy", 0.887, 0.882, 2.61e-05, 1.13e-05, 0.0178, False),
-        "generic": _engine("generic", 0.883, 0.95, 0, 1.06e-05, 0.0133, False),
+        "vllm": _engine("vllm", 0.846, 0.95, 0, 1.09e-05, 0.000768, False),
+        "sglang": _engine("sglang", 0.846, 0.95, 0, 1.09e-05, 0.000799, False),
+        "trtllm": _engine("trtllm", 0.792, 0.933, 0, 7.38e-06, 0.00132, True),
+        "lmdeploy": _engine("lmdeploy", 0.89, 0.877, 4.22e-07, 1.51e-05, 0.000522, False),
+        "generic": _engine("generic", 0.846, 0.95, 0, 1.09e-05, 0.000799, False),
     },
     serving=ServingMechanisms(
-        attention_efficiency=0.339,
-        layer_overhead_s=5.61e-05,
-        allreduce_latency_nvlink_s=2.78e-05,
+        attention_efficiency=0.304,
+        layer_overhead_s=5.63e-05,
+        allreduce_latency_nvlink_s=2.94e-05,
         allreduce_latency_pcie_s=3e-05,
-        link_efficiency=0.457,
-        roofline_sharpness=1.29,
+        link_efficiency=0.483,
+        roofline_sharpness=1.4,
     ),
     training=TrainingMechanisms(
         gemm_efficiency=0.945,
@@ -143,12 +161,12 @@ CALIBRATION = Calibration(
         elementwise_bytes=368,
         bandwidth_efficiency=0.8,
         link_efficiency=1,
-        overlap=0.457,
+        overlap=0.456,
     ),
     bands={
-        "ttft": ErrorBand("ttft", 53, 0.9, 0.91, 0.172),
-        "tpot": ErrorBand("tpot", 48, 0.9, 0.3, 0.054),
-        "tokens_per_s": ErrorBand("tokens_per_s", 105, 0.9, 0.28, 0.03),
+        "ttft": ErrorBand("ttft", 53, 0.9, 0.51, 0.008),
+        "tpot": ErrorBand("tpot", 48, 0.9, 0.31, 0.059),
+        "tokens_per_s": ErrorBand("tokens_per_s", 105, 0.9, 0.28, 0.0),
         "training_tokens_per_s": ErrorBand("training_tokens_per_s", 138, 0.9, 0.49, 0.072),
     },
 )

@@ -19,16 +19,26 @@ The model, term by term (sources in brackets):
 - continuous batching at concurrency C is a closed loop (each finished request replaced at once, as
   benchmark clients do). The running slots (C, unless the engine's sequence cap or the KV cache holds
   fewer) each cycle through a prefill, in chunks of the token budget beside the other slots' decodes,
-  and O decode steps whose steps carry the other slots' decodes and prefill chunks. A short fixed-point
-  iteration balances those flows (Little's law): TPOT, the prefill time S and output tokens/s =
-  slots x O / (S + O x TPOT) come from one steady state. Prefill chunks queue for the budget
-  (Pollaczek-Khinchine, deterministic service). Requests beyond the slots wait: TTFT under load =
-  (C - slots) / request rate + the full prompt's prefill under that load + the engine's request overhead;
-  the single-request TTFT (the prompt alone) is reported beside it.
+  and O decode steps whose steps carry the other slots' decodes and prefill chunks. One unknown, the share
+  of its cycle a slot spends decoding, balances those flows (Little's law); it is bracketed in [0, 1] and
+  solved to 1e-9 (Illinois false position), so TPOT, the prefill time S and output tokens/s =
+  slots x O / (S + O x TPOT) come from one exact steady state. Prefill chunks queue for the budget
+  (Pollaczek-Khinchine, the service's spread following the prompt lengths'); a mixture-of-experts step touches the experts of its
+  decodes and, in a share of steps, of a whole prompt chunk (touching is concave: chunks are not smeared).
+  Requests beyond the slots wait: TTFT under load = (C - slots) / request rate + half the step in flight
+  when another slot keeps the replica busy + the full prompt's prefill under that load + the engine's
+  request overhead; the single-request TTFT (the prompt alone) is reported beside it.
+- the first token: most engines sample it at the end of the prompt's pass; TurboMind's context decoder
+  stops one prompt token short and the next decode step of the running batch feeds it and samples the
+  first output, so there TTFT = pass of P - 1 tokens + one decode step (a 1-token prompt: the step alone).
+- a burst (``burst_ttft``: C requests reaching an idle replica together, as a batch job or a lock-step
+  benchmark round does): the first wakes the scheduler and runs alone, the rest share the next pass; the
+  engine's front end admits them one after another; those the KV cache cannot admit wait as in the
+  steady state.
 - static batching: the batch prefills together, then decodes together; waves of it queue the rest.
 - pipeline parallelism: microbatches of the running batch flow through the stages; a token crosses every
   stage (TPOT = stages x stage time), and with fewer sequences than stages the pipeline idles (bubbles).
-Every evaluation is closed form but for that iteration (at most 20 rounds, most converge in a few), so the
+Every evaluation is closed form but for that root (some 10-30 evaluations of two steps each), so the
 planner can call it for hundreds of layouts. Figures per engine and the shared kernel figures are in
 ``gpuplan.estimate.calibration``; ``gpuplan.estimate.performance`` holds the FLOP counts and collectives.
 """
@@ -37,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from gpuplan.architecture import Architecture
@@ -57,14 +67,12 @@ from gpuplan.estimate.performance import (
 
 ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
 Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
-# The steady state's fixed point: numerical settings, not measured figures. The Pollaczek-Khinchine wait
-# factor 1 + rho / (2 (1 - rho)) diverges at rho = 1, where an open queue grows without bound; in the
-# closed loop the slots' own cycle limits the load, so rho is held at 0.95 (a wait of 10.5 services) to
-# keep the iteration finite. With the damping below, about 2% of the planner's probes on the benchmark
-# corpus (overloaded deployments) still move by more than the tolerance after the last step.
-FIXED_POINT_STEPS = 20
-FIXED_POINT_TOLERANCE = 1e-4  # relative change of TPOT and of the prefill service time
-RHO_CAP = 0.95
+# The steady state's root: numerical settings, not measured figures. The decoding share phi lies in [0, 1];
+# the bracket is narrowed until it is PHI_TOLERANCE wide (a TPOT and a prefill time exact to about that
+# relative amount); false position with the Illinois step needs some 10-30 evaluations for it, and the
+# bound on steps is never reached (bisection alone would be done in 40).
+PHI_TOLERANCE = 1e-9
+ROOT_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -253,10 +261,23 @@ class _Deployment:
             seconds += self.moe_layers * 2 * (self.ep_latency + routed / self.ep_bandwidth)
         return seconds
 
-    def step(self, decode: float, prefill: float, context: float, prefill_attention: float) -> _Step:
-        """A step of ``decode`` decoding sequences at ``context`` and ``prefill`` prompt tokens."""
+    def step(
+        self, decode: float, prefill: float, context: float, prefill_attention: float, chunk: float = 0.0
+    ) -> _Step:
+        """A step of ``decode`` decoding sequences at ``context`` and ``prefill`` prompt tokens.
+
+        ``prefill`` may be a mean over steps of prompts that arrive as whole chunks of ``chunk`` tokens in
+        a share prefill / chunk of them: the experts such a step touches are then the mean over both kinds
+        of step, not those of the mean token count (touching is concave in the tokens: a chunk of 500
+        tokens touches every expert once, not 500 steps' worth of one token each)."""
         tokens = decode + prefill
-        weights = self.weights_read(tokens) if self.local_experts else self.dense_bytes
+        if not self.local_experts:
+            weights = self.dense_bytes
+        elif 0 < prefill < chunk:
+            share = prefill / chunk
+            weights = (1 - share) * self.weights_read(decode) + share * self.weights_read(decode + chunk)
+        else:
+            weights = self.weights_read(tokens)
         linear_memory = weights / self.bandwidth
         linear_compute = (self.body_flops * tokens + self.head_flops * decode) / self.gemm_rate
         reads = self.decode_memo.get(context)
@@ -279,13 +300,31 @@ class _Deployment:
         return _Step(seconds, memory_bound, weights + kv)
 
     # -- prefill of one prompt --------------------------------------------------------------------------
+    def prompt_pass(self, prompt: float) -> float:
+        """Tokens of a prompt that its forward pass computes: one fewer where a decode step feeds the last."""
+        return prompt - 1 if self.engine.first_token_from_decode_step else prompt
+
+    def first_token_step(self, decoders: float, context: float) -> float:
+        """The decode step that samples a new sequence's first token, where the engine's prompt pass does not.
+
+        ``decoders`` sequences (the new one included) decode at ``context``; a token crosses every stage."""
+        if not self.engine.first_token_from_decode_step:
+            return 0.0
+        pp = self.w.pipeline_parallel
+        microbatches = min(pp, max(1.0, decoders))
+        return pp * self.step(decoders / microbatches, 0, context, 0.0).seconds + (pp - 1) * self.hop
+
     def prefill_alone(self, prompt: int, budget: int | None) -> float:
-        """The prompt through an idle replica: chunks of ``budget`` tokens (None: one pass)."""
+        """The prompt through an idle replica: chunks of ``budget`` tokens (None: one pass), to its first token."""
+        first = self.first_token_step(1, prompt)
+        prompt = int(self.prompt_pass(prompt))
+        if prompt <= 0:
+            return first
         chunks = 1 if budget is None else max(1, math.ceil(prompt / budget))
         chunk = prompt / chunks
         attention = self.prompt_attention(prompt) / chunks
         stage = self.step(0, chunk, 0, attention).seconds
-        return (chunks + self.w.pipeline_parallel - 1) * stage + (self.w.pipeline_parallel - 1) * self.hop
+        return (chunks + self.w.pipeline_parallel - 1) * stage + (self.w.pipeline_parallel - 1) * self.hop + first
 
 
 def serving_speed(
@@ -299,7 +338,8 @@ def serving_speed(
     budget = w.max_batched_tokens or default_tokens
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     # Attention of a prompt drawn from the distribution: quadratic, so it follows E[P^2], not E[P]^2.
-    prompt_attention = attention_flops(arch, 0, math.sqrt(prompt_square_mean(prompt, w.prompt_p90)))
+    square_mean = prompt_square_mean(prompt, w.prompt_p90)
+    prompt_attention = attention_flops(arch, 0, math.sqrt(square_mean))
     # Running slots: the declared concurrency, unless the engine's cap or the KV cache holds fewer.
     held = prompt + (output if engine.reserves_full_context else output / 2)
     per_sequence = d.kv_read(held)  # bytes one running sequence holds on this GPU
@@ -314,7 +354,7 @@ def serving_speed(
     if w.batching == "static":
         state = _static(d, slots, prompt, output, prompt_attention)
     else:
-        state = _continuous(d, slots, budget, prompt, output, prompt_attention)
+        state = _continuous(d, slots, budget, prompt, output, prompt_attention, square_mean / (prompt * prompt))
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
     ttft = waiting + state.full_prompt_service(w.full_prompt) + engine.request_overhead_s
     ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget)
@@ -331,6 +371,41 @@ def serving_speed(
         + d.prompt_attention(w.full_prompt),
         decode_bytes_per_step=state.decode.bytes_read,
     )
+
+
+def burst_ttft(
+    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> float:
+    """Mean TTFT of ``w.concurrency`` requests that reach an idle replica together (a batch job's start,
+    a benchmark's lock-step round), as opposed to ``serving_speed``'s steady state.
+
+    The first arrival wakes the idle scheduler and is scheduled alone (engines block on an empty request
+    queue and take what is queued when they wake: TurboMind's LlamaBatch, vLLM's engine core loop); the
+    others arrive during that pass and are prefilled together at the next step, their first tokens
+    coming when that batch's pass ends (under continuous batching that pass is taken as the closed loop
+    of the others; no published record measures a burst against a token budget). An engine that allocates KV as tokens arrive admits whoever's
+    prompt fits, one that reserves the full context only whoever's whole sequence fits; the rest wait as
+    in the steady state. The per-request overhead (admission, tokenisation, the first sample's return)
+    is CPU work of the engine's one front-end thread: a burst is admitted one request after another, the
+    k-th after k overheads, (C + 1) / 2 of them on average (a lone request pays one)."""
+    efficiency = efficiency or Efficiency()
+    engine = calibration.engine(w.engine)
+    d = _Deployment(w, calibration, efficiency)
+    steady = serving_speed(w, efficiency, calibration)
+    held = w.prompt_tokens + (w.output_tokens if engine.reserves_full_context else 0)
+    per_sequence = d.kv_read(max(1.0, held))
+    fits = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
+    admitted = max(1, min(w.concurrency, w.max_sequences or engine.limits(w.gpu)[1], math.floor(fits)))
+    first = steady.ttft_single_s
+    if admitted == 1:
+        rest = first
+    else:
+        together = serving_speed(
+            replace(w, concurrency=admitted - 1, kv_capacity_bytes=float("inf")), efficiency, calibration
+        )
+        rest = first - engine.request_overhead_s + together.ttft_s
+    passes = (first + (admitted - 1) * rest + (w.concurrency - admitted) * steady.ttft_s) / w.concurrency
+    return passes + (w.concurrency - 1) / 2 * engine.request_overhead_s
 
 
 def latency_floors(
@@ -351,9 +426,9 @@ def latency_floors(
     tpot = w.pipeline_parallel * d.step(1, 0, prompt + output / 2, 0.0).seconds
     if w.batching == "static":
         return 0.0, tpot
+    passed = d.prompt_pass(w.full_prompt)  # a decode step that feeds the last token costs at least d.fixed
     compute = (
-        max(0.0, d.body_flops) * w.full_prompt / d.gemm_rate
-        + d.prompt_attention(w.full_prompt) * d.heads_share / d.attention_rate
+        max(0.0, d.body_flops) * passed / d.gemm_rate + d.prompt_attention(passed) * d.heads_share / d.attention_rate
     )
     return compute / w.pipeline_parallel + d.fixed + d.engine.request_overhead_s, tpot
 
@@ -370,73 +445,141 @@ def _static(d: _Deployment, slots: float, prompt: float, output: int, prompt_att
     """A batch of ``slots`` sequences prefills together, then decodes together, wave after wave."""
     pp = d.w.pipeline_parallel
     microbatches = min(pp, max(1.0, slots))
-    prefill = d.step(0, slots * prompt / microbatches, 0, slots * prompt_attention / microbatches)
-    prefill_time = (microbatches + pp - 1) * prefill.seconds
+    passed = d.prompt_pass(prompt)
+    prefill_time = 0.0
+    if passed > 0:
+        attention = prompt_attention * (passed / prompt) ** 2  # causal attention is quadratic in the tokens
+        prefill = d.step(0, slots * passed / microbatches, 0, slots * attention / microbatches)
+        prefill_time = (microbatches + pp - 1) * prefill.seconds
     decode = d.step(slots / microbatches, 0, prompt + output / 2, 0.0)
     tpot = pp * decode.seconds + (pp - 1) * d.hop
     requests_per_s = slots / (prefill_time + output * tpot)
-    return _SteadyState(tpot, requests_per_s, decode, lambda _: prefill_time)
+    to_first_token = prefill_time + d.first_token_step(slots, prompt)
+    return _SteadyState(tpot, requests_per_s, decode, lambda _: to_first_token)
+
+
+def queue_wait_factor(rho: float, spread: float) -> float:
+    """Prefill time over service time for a prompt that queues for the token budget: 1 + the mean wait.
+
+    Pollaczek-Khinchine (M/G/1): wait = rho / (1 - rho) x E[S^2] / (2 E[S]); a prompt's service grows
+    with its length, so E[S^2] / E[S]^2 = E[P^2] / E[P]^2 = ``spread`` (1 for a fixed length,
+    exp(sigma^2) for a lognormal). Without bound as rho reaches 1."""
+    return math.inf if rho >= 1 else 1 + rho * spread / (2 * (1 - rho))
 
 
 def _continuous(
-    d: _Deployment, slots: float, budget: int, prompt: float, output: int, prompt_attention: float
+    d: _Deployment,
+    slots: float,
+    budget: int,
+    prompt: float,
+    output: int,
+    prompt_attention: float,
+    spread: float = 1.0,
 ) -> _SteadyState:
     """Each of ``slots`` running sequences cycles: prefill (chunks beside the others' decodes), then decode.
 
-    A short fixed-point iteration on (TPOT, prefill service time S): a slot decodes a share
-    phi = O x TPOT / (S + O x TPOT) of its cycle; while one sequence decodes, the others add their decodes
-    and their prefill chunks (their request rate x prompt tokens per step, within the token budget) to
-    its steps; while it prefills, its chunks share steps with the others' decodes. Prefill chunks queue
-    for the budget: S = service x (1 + rho / (2 (1 - rho))) (Pollaczek-Khinchine, deterministic service),
-    rho the share of the budget the others' prompts use.
+    The steady state is one number: the share phi of its cycle a slot spends decoding. Given phi, the
+    other slots decode others x phi sequences beside the tagged one and, arriving at others x phi /
+    (O x TPOT) requests per second, add others x phi x P / O prompt tokens to every decode step (within
+    the token budget): TPOT follows, with no other unknown. While a slot prefills, its chunks share
+    steps with the others' decodes and queue for the budget the others' prompts use, a share
+    rho = others x phi x P / (O x room) of it: S = service x ``queue_wait_factor(rho, spread)``
+    (Pollaczek-Khinchine; ``spread`` = E[P^2] / E[P]^2 of the prompt lengths, 1 when fixed). The cycle then implies
+    a share O x TPOT / (S + O x TPOT); the steady state is the phi that implies itself. The implied share
+    is at least 0 at phi = 0 and at most 1 at phi = 1, so a root lies in [0, 1]: bracketed and found by
+    the Illinois variant of false position, to PHI_TOLERANCE (Little's law holds at the root exactly).
     """
     pp = d.w.pipeline_parallel
     others = max(0.0, slots - 1)
     context = prompt + output / 2
+    first_token = d.engine.first_token_from_decode_step  # the prompt's last token rides a decode step
+    passed = d.prompt_pass(prompt)
+    prompt_attention *= (passed / prompt) ** 2
 
-    def stage(decoders: float, prefill: float, attention: float) -> _Step:
+    def stage(decoders: float, prefill: float, attention: float, chunk: float = 0.0) -> _Step:
         microbatches = min(pp, max(1.0, decoders))
-        return d.step(decoders / microbatches, prefill / microbatches, context, attention / microbatches)
+        return d.step(
+            decoders / microbatches, prefill / microbatches, context, attention / microbatches, chunk / microbatches
+        )
 
     def prefill_time(tokens: float, decoders: float, rho: float) -> float:
+        if tokens <= 0:
+            return 0.0
+        if rho >= 1:
+            return math.inf  # the others' prompts alone fill the budget: the queue never drains
         room = max(1.0, budget - decoders)
         chunks = max(1, math.ceil(tokens / room))
         attention = d.prompt_attention(tokens) / chunks
-        chunk = stage(decoders, min(room, tokens / chunks), attention).seconds
+        # A chunk of one prompt rides one microbatch whole (the decoders split over the microbatches) and
+        # crosses every stage; the chunks after it follow one stage behind.
+        microbatches = min(pp, max(1.0, decoders))
+        chunk = d.step(decoders / microbatches, min(room, tokens / chunks), context, attention).seconds
         service = (chunks + pp - 1) * chunk + (pp - 1) * d.hop
-        return service * (1 + rho / (2 * (1 - rho)))
+        return service * queue_wait_factor(rho, spread)
 
-    tpot = pp * stage(slots, 0, 0.0).seconds
-    service = prefill_time(prompt, others, 0.0)
-    decode = stage(slots, 0, 0.0)
-    rho = 0.0
-    for _ in range(FIXED_POINT_STEPS):
-        phi = output * tpot / (service + output * tpot)
+    def balance(phi: float) -> tuple[float, float, _Step, float]:
+        """(TPOT, prefill time S, the decode step, rho) when the other slots decode a share ``phi``."""
         decoding_others = others * phi
-        rate_others = others / (service + output * tpot)
         with_tagged = 1 + decoding_others
-        chunk_tokens = min(rate_others * prompt * tpot, max(0.0, budget - with_tagged))
-        chunk_attention = chunk_tokens / prompt * prompt_attention
-        decode = stage(with_tagged, chunk_tokens, chunk_attention)
-        new_tpot = pp * decode.seconds + (pp - 1) * d.hop
-        room = max(1.0, budget - decoding_others)
-        rho = min(RHO_CAP, rate_others * prompt * tpot / room)
-        new_service = prefill_time(prompt, decoding_others, rho)
-        if (
-            abs(new_tpot - tpot) <= FIXED_POINT_TOLERANCE * tpot
-            and abs(new_service - service) <= FIXED_POINT_TOLERANCE * service
-        ):
-            tpot, service = new_tpot, new_service
-            break
-        tpot, service = (tpot + new_tpot) / 2, (service + new_service) / 2
-    decoders = others * output * tpot / (service + output * tpot)
-    final_rho = rho
+        arriving = decoding_others * passed / output  # the others' prompt tokens per decode step
+        chunk_tokens = min(arriving, max(0.0, budget - with_tagged))
+        chunk_attention = chunk_tokens / passed * prompt_attention if passed > 0 else 0.0
+        room = max(1.0, budget - with_tagged)
+        chunk = passed / max(1, math.ceil(passed / room))  # the size a prompt is split into
+        decode = stage(with_tagged, chunk_tokens, chunk_attention, chunk)
+        tpot = pp * decode.seconds + (pp - 1) * d.hop
+        rho = arriving / max(1.0, budget - decoding_others)
+        return tpot, prefill_time(passed, decoding_others, rho), decode, rho
+
+    def excess(phi: float) -> float:
+        tpot, service, _, _ = balance(phi)
+        return output * tpot / (service + output * tpot) - phi
+
+    phi = _bracketed_root(excess, 0.0, 1.0)
+    tpot, service, decode, rho = balance(phi)
+    decoders = others * phi
+    # A request that arrives while another slot keeps the replica busy waits for the step in flight to
+    # end before the scheduler sees it: half a step on average (the residual of equal steps). With no
+    # other slot the replica is idle when it arrives.
+    residual = min(1.0, others) * decode.seconds / 2
     return _SteadyState(
         tpot,
         slots / (service + output * tpot),
         decode,
-        lambda tokens: prefill_time(tokens, decoders, final_rho),
+        lambda tokens: residual + prefill_time(d.prompt_pass(tokens), decoders, rho) + (tpot if first_token else 0.0),
     )
+
+
+def _bracketed_root(function: Callable[[float], float], low: float, high: float) -> float:
+    """A root of ``function`` in [low, high], where it is >= 0 at low and <= 0 at high (Illinois method).
+
+    False position with the Illinois halving of a stale end (Dowell and Jarratt 1971): the bracket always
+    holds a sign change, so the answer is within PHI_TOLERANCE of one, and convergence is superlinear.
+    At a jump of the function (a prompt crossing into one more chunk) it is the jump's location."""
+    f_low, f_high = function(low), function(high)
+    if f_low <= 0:
+        return low
+    if f_high >= 0:
+        return high
+    side = 0
+    for _ in range(ROOT_STEPS):
+        middle = (low * f_high - high * f_low) / (f_high - f_low)
+        if not low < middle < high or high - low <= PHI_TOLERANCE:
+            middle = (low + high) / 2
+        f_middle = function(middle)
+        if f_middle == 0 or high - low <= PHI_TOLERANCE:
+            return middle
+        if f_middle > 0:
+            low, f_low = middle, f_middle
+            if side == 1:
+                f_high /= 2
+            side = 1
+        else:
+            high, f_high = middle, f_middle
+            if side == -1:
+                f_low /= 2
+            side = -1
+    return (low + high) / 2
 
 
 def engine_profile(engine_id: str, calibration: Calibration = CALIBRATION) -> EngineProfile:
