@@ -159,6 +159,32 @@ def test_the_pdf_child_process_writes_the_same_bytes_and_reports_its_errors(monk
     assert child is None or not child.is_alive()
 
 
+def test_the_pdf_child_starts_before_the_lint_and_report_modules_import(tmp_path: Path):
+    """WeasyPrint's import (in the child) overlaps the linter's, the estimator's, the rules' and the report
+    model's (in the parent) only when the child forks before them: a module-level import of any of them in
+    cli.py, or in a module it imports, puts that cost back in front of the PDF's."""
+    probe = (
+        "import sys\n"
+        "from gpuplan.cli import cli\n"
+        "from gpuplan.report import pdf_process\n"
+        "start = pdf_process.PdfRenderer.__init__\n"
+        "def recording(self, early):\n"
+        "    print('AT FORK', sorted(m for m in sys.modules if m.startswith(('gpuplan.report.model', "
+        "'gpuplan.report.build', 'gpuplan.linter', 'gpuplan.loader', 'gpuplan.analysis', 'gpuplan.estimate', "
+        "'gpuplan.rules', 'gpuplan.plan', 'jinja2', 'weasyprint'))))\n"
+        "    start(self, early)\n"
+        "pdf_process.PdfRenderer.__init__ = recording\n"
+        f"try:\n    cli(['report', '--pdf', '-o', {str(tmp_path / 'r.pdf')!r}, "
+        f"{str(EXAMPLES / 'serve-llama-70b.yaml')!r}])\n"
+        "except SystemExit as exit:\n    print('EXIT', exit.code)\n"
+    )
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "AT FORK []" in out and "EXIT 0" in out, out
+    assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF-")
+
+
 def test_same_spec_same_epoch_same_bytes(tmp_path: Path):
     spec = EXAMPLES / "finetune-then-serve.yaml"
     outputs = []

@@ -10,6 +10,7 @@ the platform's safe default (macOS, Windows) the PDF is rendered in-process, as 
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,14 @@ JOIN_TIMEOUT_S = 5  # a killed child is reaped at once; the bound only guards ag
 
 
 def _child(connection: Any) -> None:
-    """Import WeasyPrint, then render the one document the parent sends."""
+    """Import WeasyPrint, then render the one document the parent sends.
+
+    The cyclic garbage collector is off in this process: WeasyPrint keeps every box of the document alive
+    until the PDF is written, so collections find almost nothing, yet each one walks the whole growing heap
+    (about a tenth of the import and the rendering; quadratic in a long report). Peak memory is unchanged
+    (75 MiB for a 9-page report, 300 MiB for 159 pages either way), and the process exits after one PDF.
+    """
+    gc.disable()
     from gpuplan.report import pdf as pdf_module
 
     try:
