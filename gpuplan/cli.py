@@ -576,7 +576,7 @@ def report(
             summary = replace(summary, results=(result,))
             verification = verification_section(verified)
         rendered = render_report(
-            result, formats, clock.today(), epoch, progress, summary.fail_on, renderer.render, verification
+            result, formats, clock.today(), progress, summary.fail_on, renderer.render, verification
         )
     for name, data in rendered.items():
         if to_stdout:

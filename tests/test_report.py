@@ -18,8 +18,6 @@ from gpuplan.report.model import build_report
 from gpuplan.report.pdf_process import pdf_renderer
 from gpuplan.report.render import GITHUB_COMMENT_LIMIT, escape_markdown, render_html
 
-EPOCH = "1764633600"  # 2025-12-02T00:00:00Z
-
 HOSTILE = """\
 version: 1
 name: "evil <img src=\\"file:///etc/passwd\\"> | col | <script>alert(1)</script>"
@@ -123,7 +121,7 @@ def test_pdf_fetches_only_packaged_assets(write_spec, tmp_path: Path):
     spec = write_spec(HOSTILE)
     html = render_html(build_report(lint_path(str(spec)), datetime.date(2026, 12, 2)), bundled_fonts=True)
     fetcher = pdf_module.new_fetcher()
-    pdf_module.render_pdf(html, int(EPOCH), fetcher)
+    pdf_module.render_pdf(html, fetcher)
     assert fetcher.requested, "the fonts are fetched through the guarded fetcher"
     assert all(url.startswith("file://") and "/templates/" in url for url in fetcher.requested)
     assert not fetcher.refused
@@ -144,15 +142,15 @@ def test_the_pdf_child_process_writes_the_same_bytes_and_reports_its_errors(monk
     )
     with pdf_renderer(early=True) as renderer:
         assert renderer.process is not None or not sys.platform.startswith("linux")
-        forked = renderer.render(html, int(EPOCH))
-    assert forked == pdf_module.render_pdf(html, int(EPOCH))
+        forked = renderer.render(html)
+    assert forked == pdf_module.render_pdf(html)
 
-    def broken(html: str, epoch: int, fetcher: object = None) -> bytes:
+    def broken(html: str, fetcher: object = None) -> bytes:
         raise ValueError("no pages")
 
     monkeypatch.setattr(pdf_module, "render_pdf", broken)
     with pdf_renderer(early=True) as renderer, pytest.raises((RuntimeError, ValueError), match="no pages"):
-        renderer.render(html, int(EPOCH))
+        renderer.render(html)
     # A run that stops before its PDF (a configuration error, say) leaves no child behind.
     with pdf_renderer(early=True) as renderer:
         child = renderer.process
@@ -243,7 +241,7 @@ def test_pdf_defaults_next_to_the_spec_and_never_overwrites_it(tmp_path: Path):
 
 
 def test_failed_render_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    def broken(html: str, epoch: int, fetcher: object = None) -> bytes:
+    def broken(html: str, fetcher: object = None) -> bytes:
         raise RuntimeError("renderer crashed")
 
     monkeypatch.setattr(pdf_module, "render_pdf", broken)

@@ -46,11 +46,11 @@ def _fetcher_class() -> Any:
     return AssetsOnlyFetcher
 
 
-def render_pdf(html: str, epoch: int, fetcher: Any = None) -> bytes:
-    """PDF bytes for ``html``; the same HTML and ``epoch`` always give the same bytes.
+def render_pdf(html: str, fetcher: Any = None) -> bytes:
+    """PDF bytes for ``html``; the same HTML always gives the same bytes.
 
-    The PDF's dates come from the report's own generation date (``epoch``, in the HTML's metadata), so
-    nothing depends on the clock. It carries no file identifier (/ID): PDF/UA does not ask for one
+    The PDF's dates come from the report's own generation date (in the HTML's metadata), so nothing
+    depends on the clock. It carries no file identifier (/ID): PDF/UA does not ask for one
     (WeasyPrint sets one only for PDF/A and PDF/X, which do), and pydyf computes its second half by
     serialising and compressing every object a second time, about 4% of the rendering. Fonts are subset
     by HarfBuzz, which stamps no time; on an installation where WeasyPrint falls back to fontTools, the

@@ -35,8 +35,8 @@ def _child(connection: Any) -> None:
         from gpuplan.report.weasy import load_weasyprint
 
         load_weasyprint()
-        html, epoch = connection.recv()
-        connection.send(("pdf", pdf_module.render_pdf(html, epoch)))
+        html = connection.recv()
+        connection.send(("pdf", pdf_module.render_pdf(html)))
     except EOFError:
         return  # the parent is gone
     except BaseException as error:  # everything goes back to the parent, which reports it
@@ -58,12 +58,12 @@ class PdfRenderer:
             self.process.start()
             child_end.close()  # the parent keeps one end: a child that dies reads as EOF, never a hang
 
-    def render(self, html: str, epoch: int) -> bytes:
+    def render(self, html: str) -> bytes:
         if self.process is None:
             from gpuplan.report import pdf as pdf_module
 
-            return pdf_module.render_pdf(html, epoch)
-        self.connection.send((html, epoch))
+            return pdf_module.render_pdf(html)
+        self.connection.send(html)
         try:
             kind, payload = self.connection.recv()
         except EOFError:
