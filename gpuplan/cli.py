@@ -528,9 +528,7 @@ def report(
 
     from gpuplan import clock
     from gpuplan.atomic import check_destination, write_atomic
-    from gpuplan.report.build import render_report
     from gpuplan.report.pdf_process import pdf_renderer
-    from gpuplan.run import lint_paths
 
     formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted) or ("md",)
     if spec_path == "-":
@@ -558,6 +556,9 @@ def report(
     # for this process (HarfBuzz subsetting, the usual path, stamps nothing), before the PDF child forks.
     os.environ.setdefault("SOURCE_DATE_EPOCH", str(epoch))
     with pdf_renderer(early="pdf" in formats) as renderer:  # WeasyPrint loads while the spec is linted
+        from gpuplan.report.build import render_report  # imported after the fork, in parallel with WeasyPrint
+        from gpuplan.run import lint_paths
+
         summary = lint_paths(
             [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
         )
@@ -575,7 +576,7 @@ def report(
             summary = replace(summary, results=(result,))
             verification = verification_section(verified)
         rendered = render_report(
-            result, formats, clock.today(), epoch, progress, summary.fail_on, renderer.render, verification
+            result, formats, clock.today(), progress, summary.fail_on, renderer.render, verification
         )
     for name, data in rendered.items():
         if to_stdout:

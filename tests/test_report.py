@@ -18,8 +18,6 @@ from gpuplan.report.model import build_report
 from gpuplan.report.pdf_process import pdf_renderer
 from gpuplan.report.render import GITHUB_COMMENT_LIMIT, escape_markdown, render_html
 
-EPOCH = "1764633600"  # 2025-12-02T00:00:00Z
-
 HOSTILE = """\
 version: 1
 name: "evil <img src=\\"file:///etc/passwd\\"> | col | <script>alert(1)</script>"
@@ -123,7 +121,7 @@ def test_pdf_fetches_only_packaged_assets(write_spec, tmp_path: Path):
     spec = write_spec(HOSTILE)
     html = render_html(build_report(lint_path(str(spec)), datetime.date(2026, 12, 2)), bundled_fonts=True)
     fetcher = pdf_module.new_fetcher()
-    pdf_module.render_pdf(html, int(EPOCH), fetcher)
+    pdf_module.render_pdf(html, fetcher)
     assert fetcher.requested, "the fonts are fetched through the guarded fetcher"
     assert all(url.startswith("file://") and "/templates/" in url for url in fetcher.requested)
     assert not fetcher.refused
@@ -144,19 +142,45 @@ def test_the_pdf_child_process_writes_the_same_bytes_and_reports_its_errors(monk
     )
     with pdf_renderer(early=True) as renderer:
         assert renderer.process is not None or not sys.platform.startswith("linux")
-        forked = renderer.render(html, int(EPOCH))
-    assert forked == pdf_module.render_pdf(html, int(EPOCH))
+        forked = renderer.render(html)
+    assert forked == pdf_module.render_pdf(html)
 
-    def broken(html: str, epoch: int, fetcher: object = None) -> bytes:
+    def broken(html: str, fetcher: object = None) -> bytes:
         raise ValueError("no pages")
 
     monkeypatch.setattr(pdf_module, "render_pdf", broken)
     with pdf_renderer(early=True) as renderer, pytest.raises((RuntimeError, ValueError), match="no pages"):
-        renderer.render(html, int(EPOCH))
+        renderer.render(html)
     # A run that stops before its PDF (a configuration error, say) leaves no child behind.
     with pdf_renderer(early=True) as renderer:
         child = renderer.process
     assert child is None or not child.is_alive()
+
+
+def test_the_pdf_child_starts_before_the_lint_and_report_modules_import(tmp_path: Path):
+    """WeasyPrint's import (in the child) overlaps the linter's, the estimator's, the rules' and the report
+    model's (in the parent) only when the child forks before them: a module-level import of any of them in
+    cli.py, or in a module it imports, puts that cost back in front of the PDF's."""
+    probe = (
+        "import sys\n"
+        "from gpuplan.cli import cli\n"
+        "from gpuplan.report import pdf_process\n"
+        "start = pdf_process.PdfRenderer.__init__\n"
+        "def recording(self, early):\n"
+        "    print('AT FORK', sorted(m for m in sys.modules if m.startswith(('gpuplan.report.model', "
+        "'gpuplan.report.build', 'gpuplan.linter', 'gpuplan.loader', 'gpuplan.analysis', 'gpuplan.estimate', "
+        "'gpuplan.rules', 'gpuplan.plan', 'jinja2', 'weasyprint'))))\n"
+        "    start(self, early)\n"
+        "pdf_process.PdfRenderer.__init__ = recording\n"
+        f"try:\n    cli(['report', '--pdf', '-o', {str(tmp_path / 'r.pdf')!r}, "
+        f"{str(EXAMPLES / 'serve-llama-70b.yaml')!r}])\n"
+        "except SystemExit as exit:\n    print('EXIT', exit.code)\n"
+    )
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "AT FORK []" in out and "EXIT 0" in out, out
+    assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF-")
 
 
 def test_same_spec_same_epoch_same_bytes(tmp_path: Path):
@@ -217,7 +241,7 @@ def test_pdf_defaults_next_to_the_spec_and_never_overwrites_it(tmp_path: Path):
 
 
 def test_failed_render_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    def broken(html: str, epoch: int, fetcher: object = None) -> bytes:
+    def broken(html: str, fetcher: object = None) -> bytes:
         raise RuntimeError("renderer crashed")
 
     monkeypatch.setattr(pdf_module, "render_pdf", broken)

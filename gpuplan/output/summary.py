@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuplan.findings import Finding, Severity
-from gpuplan.linter import LintResult
+
+if TYPE_CHECKING:  # the linter (and its YAML loader) is imported where a run needs it, not by the CLI's start-up
+    from gpuplan.linter import LintResult
 
 UNCHECKED_CODES = frozenset({"GP009", "GP010", "GP012"})
 

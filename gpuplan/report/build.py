@@ -16,10 +16,9 @@ def render_report(
     result: LintResult,
     formats: tuple[str, ...],
     generated: datetime.date,
-    epoch: int,
     progress: Callable[[str], None] | None = None,
     fail_on: Severity = Severity.ERROR,
-    render_pdf: Callable[[str, int], bytes] | None = None,
+    render_pdf: Callable[[str], bytes] | None = None,
     verification: list[dict[str, Any]] | None = None,
 ) -> dict[str, bytes]:
     """Bytes per format; the PDF is the HTML (with the bundled fonts) through WeasyPrint (``render_pdf``:
@@ -37,5 +36,5 @@ def render_report(
             render_pdf = pdf_module.render_pdf
         if progress:
             progress("rendering PDF")
-        rendered["pdf"] = render_pdf(render_html(model, bundled_fonts=True), epoch)
+        rendered["pdf"] = render_pdf(render_html(model, bundled_fonts=True))
     return rendered

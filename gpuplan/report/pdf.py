@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,27 +46,26 @@ def _fetcher_class() -> Any:
     return AssetsOnlyFetcher
 
 
-def render_pdf(html: str, epoch: int, fetcher: Any = None) -> bytes:
-    """PDF bytes for ``html``; the same HTML and ``epoch`` always give the same bytes.
+def render_pdf(html: str, fetcher: Any = None) -> bytes:
+    """PDF bytes for ``html``; the same HTML always gives the same bytes.
 
-    The PDF's identifier hashes the HTML and its dates come from the report's own generation date
-    (``epoch``, in the HTML's metadata), so nothing depends on the clock. Fonts are subset by HarfBuzz,
-    which stamps no time; on an installation where WeasyPrint falls back to fontTools, the font's
-    timestamp follows SOURCE_DATE_EPOCH, which ``gpuplan report`` sets for its own process. Neither
-    the environment nor logging levels are changed here: WeasyPrint's log records of the fetches the
-    fetcher refuses (expected, not noise) are filtered out while this document renders, and only them.
+    The PDF's dates come from the report's own generation date (in the HTML's metadata), so nothing
+    depends on the clock. It carries no file identifier (/ID): PDF/UA does not ask for one
+    (WeasyPrint sets one only for PDF/A and PDF/X, which do), and pydyf computes its second half by
+    serialising and compressing every object a second time, about 4% of the rendering. Fonts are subset
+    by HarfBuzz, which stamps no time; on an installation where WeasyPrint falls back to fontTools, the
+    font's timestamp follows SOURCE_DATE_EPOCH, which ``gpuplan report`` sets for its own process.
+    Neither the environment nor logging levels are changed here: WeasyPrint's log records of the fetches
+    the fetcher refuses (expected, not noise) are filtered out while this document renders, and only them.
     """
     HTML = load_weasyprint().HTML
 
     assets = resource_dir("templates").resolve()
     fetcher = fetcher or new_fetcher()
     document = HTML(string=html, base_url=assets.as_uri() + "/", url_fetcher=fetcher)
-    identifier = hashlib.sha256(html.encode()).hexdigest()[:32].encode()
     with _refusals_unlogged(fetcher):
         # Tagged PDF/UA-1 (structure tree, language, title) for screen readers; the bytes stay reproducible.
-        pdf: bytes = document.write_pdf(
-            presentational_hints=False, pdf_identifier=identifier, pdf_variant="pdf/ua-1", pdf_tags=True
-        )
+        pdf: bytes = document.write_pdf(presentational_hints=False, pdf_variant="pdf/ua-1", pdf_tags=True)
     return pdf
 
 

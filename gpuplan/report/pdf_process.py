@@ -10,6 +10,7 @@ the platform's safe default (macOS, Windows) the PDF is rendered in-process, as 
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import sys
 from collections.abc import Iterator
@@ -20,15 +21,22 @@ JOIN_TIMEOUT_S = 5  # a killed child is reaped at once; the bound only guards ag
 
 
 def _child(connection: Any) -> None:
-    """Import WeasyPrint, then render the one document the parent sends."""
+    """Import WeasyPrint, then render the one document the parent sends.
+
+    The cyclic garbage collector is off in this process: WeasyPrint keeps every box of the document alive
+    until the PDF is written, so collections find almost nothing, yet each one walks the whole growing heap
+    (about a tenth of the import and the rendering; quadratic in a long report). Peak memory is unchanged
+    (75 MiB for a 9-page report, 300 MiB for 159 pages either way), and the process exits after one PDF.
+    """
+    gc.disable()
     from gpuplan.report import pdf as pdf_module
 
     try:
         from gpuplan.report.weasy import load_weasyprint
 
         load_weasyprint()
-        html, epoch = connection.recv()
-        connection.send(("pdf", pdf_module.render_pdf(html, epoch)))
+        html = connection.recv()
+        connection.send(("pdf", pdf_module.render_pdf(html)))
     except EOFError:
         return  # the parent is gone
     except BaseException as error:  # everything goes back to the parent, which reports it
@@ -50,12 +58,12 @@ class PdfRenderer:
             self.process.start()
             child_end.close()  # the parent keeps one end: a child that dies reads as EOF, never a hang
 
-    def render(self, html: str, epoch: int) -> bytes:
+    def render(self, html: str) -> bytes:
         if self.process is None:
             from gpuplan.report import pdf as pdf_module
 
-            return pdf_module.render_pdf(html, epoch)
-        self.connection.send((html, epoch))
+            return pdf_module.render_pdf(html)
+        self.connection.send(html)
         try:
             kind, payload = self.connection.recv()
         except EOFError:
