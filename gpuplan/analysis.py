@@ -199,6 +199,8 @@ def estimate_finetune(
             trainable_params=memory.trainable_params,
             total_tokens=job.tokens,
             fused_loss=job.fused_loss,
+            network_gbs=job.hardware.network_gbps / 8,
+            attention=job.attention,
         )
         speed = training_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
@@ -356,6 +358,7 @@ def serving_workload(
         replicas=replicas,
         max_batched_tokens=job.max_batched_tokens,
         max_sequences=job.max_sequences,
+        network_gbs=job.hardware.network_gbps / 8,
     )
 
 

@@ -12,13 +12,18 @@ from typing import Any
 
 from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
 from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
-from gpuplan.defaults import apply_defaults
+from gpuplan.defaults import apply_defaults, property_node
 from gpuplan.findings import Finding, Waiver, json_pointer
 from gpuplan.hf_config import read_hf_config, read_hf_model
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.validate import load_schema
 
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12, the convention of cloud monthly prices
+
+
+def default_network_gbps() -> float:
+    """The schema's default of ``hardware.network_gbps`` (for hardware built without a spec's mapping)."""
+    return float(property_node(load_schema(), "finetune", "hardware", "network_gbps")["default"])
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ class Hardware:
     tensor_parallel: int
     pipeline_parallel: int
     expert_parallel: int = 1
+    network_gbps: float = field(default_factory=lambda: default_network_gbps())  # Gb/s per GPU, inter-node
 
     @property
     def replicas(self) -> int:
@@ -312,7 +318,7 @@ class _Resolver:
         if ep > 1 and (problem := self._expert_parallel_problem(ep, count, pointer)):
             self.problem("GP023", pointer + ("expert_parallel",), problem)
             return None
-        return Hardware(gpu, count, tp, pp, ep)
+        return Hardware(gpu, count, tp, pp, ep, float(data["network_gbps"]))
 
     def _expert_parallel_problem(self, ep: int, count: int, pointer: Pointer) -> str:
         """Why ``expert_parallel`` cannot be laid out ('' when it can)."""

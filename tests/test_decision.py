@@ -52,16 +52,16 @@ def test_an_ignored_budget_rule_is_visible_and_the_verdict_follows_the_exit_code
     config.write_text("ignore: [GP501, GP502]\n")
     code, out, _ = run_cli("report", str(spec))
     # With the budget rules off nothing at the error level is left: exit 0, and the verdict is no REJECT;
-    # GP507 (a warning: 2 x b200-hgx runs the fine-tuning for 167 USD against 290) still asks for a change.
+    # GP507 (a warning: 2 x b200-hgx runs the fine-tuning for 187 USD against 323) still asks for a change.
     assert code == 0 and verdict_line(out) == "## APPROVE WITH CHANGES: budget-over"
     assert "| Rules ignored | GP501, GP502 |" in out
     digest = hashlib.sha256(config.read_bytes()).hexdigest()
     assert f"| Configuration | .gpuplan.yaml beside the spec (SHA-256 {digest}) |" in out
     # The estimate still shows what the switched-off rules would have said, as a risk on the first page:
-    # 70.3 GPU-hours (8 x h100-sxm x 8.8 h) x 4.12 = 290 USD against 200; 1 x 3.10 x 730 = 2,263 USD a month
+    # 78.3 GPU-hours (8 x h100-sxm x 9.79 h) x 4.12 = 323 USD against 200; 1 x 3.10 x 730 = 2,263 USD a month
     # against 500.
     assert "**Over budget with the budget check off.**" in out
-    assert "fine-tuning costs 290 USD against a budget of 200 USD (GP501 off)" in out
+    assert "fine-tuning costs 323 USD against a budget of 200 USD (GP501 off)" in out
     assert "serving costs 2,263 USD a month against a budget of 500 USD (GP502 off)" in out
 
 

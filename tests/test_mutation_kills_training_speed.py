@@ -1,7 +1,7 @@
 """The training speed model term by term on a toy GPU with round rates, derived by hand (mutation campaign).
 
 The toy GPU (as in test_mutation_kills_serving_speed.py): 1,000 FLOP/s bf16, 2,000 fp8, 1,000 B/s HBM,
-MAMF ceiling 1/2, NVLink 1,000 B/s one way over 8 GPUs. Training calibration: GEMMs at the whole
+MAMF ceiling 1/2 and FlashAttention-2 ceiling 1/2 (set below), NVLink 1,000 B/s one way over 8 GPUs. Training calibration: GEMMs at the whole
 ceiling (500 FLOP/s), attention at 1/2 of it (250), elementwise traffic 100 B per token, layer and unit of
 hidden size, HBM at 1/2 (500 B/s), links at 1/2 (500 B/s), half of a micro-batch's compute hides
 data-parallel traffic.
@@ -18,9 +18,16 @@ import dataclasses
 import pytest
 from test_mutation_kills_serving_speed import GPU, TINY, unit_ceiling  # noqa: F401  (the autouse fixture)
 
+from gpuplan.estimate import performance
 from gpuplan.estimate.calibration import Calibration, ServingMechanisms, TrainingMechanisms
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.training_speed import TrainingWorkload, model_flops_per_token, training_speed
+
+
+@pytest.fixture(autouse=True)
+def unit_attention_ceiling(monkeypatch):
+    monkeypatch.setitem(performance.ATTENTION_CEILING, "flash", {"unit-gpu": 0.5})
+
 
 CAL = Calibration(
     engines={},
@@ -150,3 +157,20 @@ def test_qlora_dequantizes_only_its_stage():
     # 16.256 s. Micro-batch 45.952 s, twice (one of them the bubble); optimizer 14 B x 56 / 500 = 1.568 s.
     speed = run(method="qlora", trainable_params=112, pipeline_parallel=2, gpus=2)
     assert speed.step_compute_s == pytest.approx(2 * 45.952 + 1.568, rel=1e-12)
+
+
+def test_attention_runs_at_the_kernel_s_ceiling_of_the_gpu(monkeypatch):
+    # A cuDNN ceiling of 4/5 on the toy GPU: attention 3 x 640 FLOPs at 1,000 x 0.8 x 0.5 = 400 FLOP/s =
+    # 4.8 s instead of 7.68 s; a kernel the GPU has no figure for (flash3) keeps FlashAttention-2's 1/2.
+    monkeypatch.setitem(performance.ATTENTION_CEILING, "cudnn", {"unit-gpu": 0.8})
+    assert run(attention="cudnn").step_compute_s == pytest.approx(141.792 - 7.68 + 4.8, rel=1e-12)
+    assert run(attention="flash3").step_compute_s == pytest.approx(141.792, rel=1e-12)
+
+
+def test_data_parallel_traffic_across_nodes_moves_at_the_node_network(monkeypatch):
+    # DDP over 16 toy GPUs (two nodes of 8, one NIC per GPU at 100 B/s): a ring at 8 x 100 = 800 B/s per
+    # GPU, below NVLink's 1,000, x link efficiency 1/2 = 400 B/s. bf16 gradients 3,408 B all-reduced:
+    # 2 x 15/16 x 3,408 / 400 = 15.975 s, of which 2/3 x 1/2 x 94.08 = 31.36 s of backward hides all.
+    # At 10 B/s per NIC: 80 x 1/2 = 40 B/s: 159.75 s, 128.39 s exposed.
+    assert run(gpus=16, network_gbs=100e-9).gradient_sync_s == 0
+    assert run(gpus=16, network_gbs=10e-9).gradient_sync_s == pytest.approx(159.75 - 31.36, rel=1e-12)

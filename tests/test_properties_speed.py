@@ -155,8 +155,9 @@ def test_tensor_parallelism_costs_ttft_at_most_its_all_reduces(model, tp, engine
 training_models = st.one_of(explicit_models, st.sampled_from([{"id": "mixtral-8x7b"}, {"id": "llama-3.2-1b"}]))
 
 
-def finetune(model: dict, gpus: int, **fields) -> FinetuneEstimate:
-    job = {"hardware": {"gpu": "h100-sxm", "count": gpus}, "tokens": 10**9, **fields}
+def finetune(model: dict, gpus: int, network_gbps: float = 400, tp: int = 1, **fields) -> FinetuneEstimate:
+    hardware = {"gpu": "h100-sxm", "count": gpus, "network_gbps": network_gbps, "tensor_parallel": tp}
+    job = {"hardware": hardware, "tokens": 10**9, **fields}
     document = {"version": 1, "name": "t", "model": model, "finetune": job}
     spec, findings = resolve(load_bytes("t.yaml", yaml.safe_dump(document).encode()), Path("."))
     assert spec is not None, findings
@@ -220,3 +221,34 @@ def test_a_burst_never_beats_a_lone_request_nor_a_smaller_burst(workload):
         larger = burst_ttft(many.workload, None, CALIBRATION)
         assert smaller >= lone * (1 - 1e-9)
         assert larger >= smaller * (1 - 1e-9)
+
+
+@given(
+    training_models,
+    st.sampled_from(["none", "zero1", "zero3", "fsdp"]),
+    st.sampled_from(["bf16-mixed", "fp8-mixed"]),
+    st.sampled_from([1, 8]),
+    st.integers(1, 4),
+    st.sampled_from([1, 2, 8]),
+    st.sampled_from([100, 200, 400, 800]),
+)
+def test_across_nodes_more_gpus_and_more_network_never_lower_training_throughput(
+    model, sharding, precision, batch, steps, tp, network
+):
+    # Once a data-parallel group spans nodes (16 GPUs and more), each GPU's share of a ring moves at the same
+    # bandwidth (the network x its GPUs per node) while the ring's bytes per GPU grow only as (n - 1)/n: so
+    # doubling the GPUs never lowers the total; and a faster network never slows a step.
+    fields = {
+        "method": "full",
+        "sharding": sharding,
+        "precision": precision,
+        "micro_batch": batch,
+        "seq_len": 2048,
+        "gradient_accumulation": steps,
+        "activation_checkpointing": "full",
+    }
+    runs = [finetune(model, gpus, network, tp, **fields).speed for gpus in (16, 32, 64)]
+    totals = [run.tokens_per_s for run in runs]
+    assert all(later >= earlier * (1 - 1e-9) for earlier, later in itertools.pairwise(totals))
+    faster = finetune(model, 32, network * 2, tp, **fields).speed
+    assert faster.tokens_per_s >= runs[1].tokens_per_s * (1 - 1e-9)

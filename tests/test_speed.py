@@ -26,8 +26,10 @@ from gpuplan.estimate.calibration import (
 from gpuplan.estimate.performance import (
     Efficiency,
     allreduce_time,
+    attention_ceiling,
     attention_flops,
     causal_pairs,
+    group_bandwidth,
     link_bandwidth,
     matmul_ceiling,
     matmul_params,
@@ -44,7 +46,9 @@ from gpuplan.estimate.serving_speed import (
 from gpuplan.estimate.training import REGIMES
 from gpuplan.estimate.training_speed import TrainingWorkload, training_speed
 from gpuplan.linter import lint_bytes
+from gpuplan.loader import load_bytes
 from gpuplan.rules.context import efficiency_of
+from gpuplan.spec import default_network_gbps, resolve
 
 TEST = Calibration(
     engines={"generic": EngineProfile("generic", "test engine", 0.5, 0.8, 1e-3, 0.0, 0.0, False, "")},
@@ -379,20 +383,22 @@ def training(**changes) -> TrainingWorkload:
 
 
 def test_training_step_8b_on_one_h100():
-    # GEMMs 3 x 2 x 7,504,924,672 x 4,096 = 1.8444e14 FLOPs at 397.28 TFLOP/s = 0.46426 s; causal attention
-    # 3 x 524,288 x 8,390,656 pairs = 1.3197e13 -> 0.03322 s; the fp32 loss moves 16 B x 128,256 x 4,096 =
-    # 8.405 GB at 2.68 TB/s = 3.136 ms; pure-bf16 AdamW moves 14 B x 8.03e9 parameters = 41.95 ms.
-    # Step 0.54256 s: 4,096 / 0.54256 = 7,549 tokens/s.
+    # GEMMs 3 x 2 x 7,504,924,672 x 4,096 = 1.8444e14 FLOPs at 989.5 x 0.803 x 0.5 = 397.28 TFLOP/s =
+    # 0.46426 s; causal attention 3 x 524,288 x 8,390,656 pairs = 1.3197e13 at FlashAttention-2's H100
+    # ceiling, 989.5 x 0.35 x 0.5 = 173.16 TFLOP/s -> 0.076212 s; the fp32 loss moves 16 B x 128,256 x 4,096
+    # = 8.405 GB at 2.68 TB/s = 3.136 ms; pure-bf16 AdamW moves 14 B x 8.03e9 parameters = 41.95 ms.
+    # Step 0.58556 s: 4,096 / 0.58556 = 6,995 tokens/s.
     speed = training_speed(training(), Efficiency(), TEST)
-    assert speed.step_s == pytest.approx(0.46426 + 0.03322 + 0.003136 + 0.04195, abs=2e-4)
-    assert speed.tokens_per_s == pytest.approx(7549, abs=3)
+    assert speed.step_s == pytest.approx(0.46426 + 0.076212 + 0.003136 + 0.04195, abs=2e-4)
+    assert speed.tokens_per_s == pytest.approx(6995, abs=3)
 
 
 def test_recompute_costs_time_not_model_flops():
-    # Checkpointing replays the forward (2 x 7.505e9 x 4,096 + 4.399e12 attention FLOPs = 0.16583 s at the
-    # same rates): the step grows by it, the model FLOPs per token do not, so MFU falls by the same ratio.
+    # Checkpointing replays the forward at the same rates: 2 x 7.505e9 x 4,096 = 6.1481e13 GEMM FLOPs at
+    # 397.28 TFLOP/s = 0.154755 s, plus 4.399e12 attention FLOPs at 173.16 TFLOP/s = 0.025404 s: 0.18016 s.
+    # The step grows by it, the model FLOPs per token do not, so MFU falls by the same ratio.
     plain, recomputed = (training_speed(training(checkpointing=c), Efficiency(), TEST) for c in (False, True))
-    assert recomputed.step_s - plain.step_s == pytest.approx(0.16583, abs=1e-4)
+    assert recomputed.step_s - plain.step_s == pytest.approx(0.18016, abs=1e-4)
     assert recomputed.flops_per_token == plain.flops_per_token
     assert recomputed.mfu / plain.mfu == pytest.approx(plain.step_s / recomputed.step_s)
 
@@ -420,6 +426,101 @@ def test_fp8_mixed_runs_gemms_at_the_fp8_rate_where_the_gpu_has_it():
     )
     # Memory: fp8-mixed keeps bf16-mixed's fp32 master weights, gradients and states.
     assert REGIMES["fp8-mixed"] == REGIMES["bf16-mixed"]
+
+
+def test_attention_runs_at_flashattention_s_ceiling_on_each_gpu():
+    # FlashAttention-2 reaches 73% of A100's peak but 35% of H100's: its attention rate is 312 x 0.73 =
+    # 227.8 TFLOP/s on A100 and 989.5 x 0.35 = 346.3 on H100, 1.52x, while GEMMs gain 989.5 x 0.803 /
+    # (312 x 0.869) = 2.93x. A GPU without a measurement (B200) takes its MAMF ceiling x the lower measured
+    # ratio, H100's 0.35 / 0.803 = 0.43587: 0.776 x 0.43587 = 0.33823.
+    a100 = get_gpu("a100-sxm-80gb")
+    assert attention_ceiling(a100) * a100.peak_flops("bf16") == pytest.approx(227.76e12)
+    assert attention_ceiling(H100) * H100.peak_flops("bf16") == pytest.approx(346.325e12)
+    assert attention_ceiling(get_gpu("b200-hgx")) == pytest.approx(0.33823, abs=1e-5)
+
+    # So 32k-token sequences, where attention dominates, gain less from H100 than 2k-token ones do.
+    def h100_gain(seq_len: int) -> float:
+        runs = [training_speed(training(gpu=g, seq_len=seq_len), Efficiency(), TEST) for g in (a100, H100)]
+        return runs[1].tokens_per_s / runs[0].tokens_per_s
+
+    assert h100_gain(32768) < h100_gain(2048)
+
+
+def test_the_attention_kernel_sets_the_attention_ceiling():
+    # On H100: FlashAttention-3 75%; cuDNN fused attention (Transformer Engine's choice on Hopper) 35% x 1.75 =
+    # 61.25%. FlashAttention-3 does not exist for A100: it keeps FlashAttention-2's 73% there.
+    a100 = get_gpu("a100-sxm-80gb")
+    assert attention_ceiling(H100, "flash3") == 0.75
+    assert attention_ceiling(H100, "cudnn") == pytest.approx(0.6125)
+    assert attention_ceiling(a100, "flash3") == attention_ceiling(a100, "cudnn") == 0.73
+    assert attention_ceiling(H100, "eager") == 0.35  # timed as FlashAttention-2
+    # The 8B step on one H100 (test_training_step_8b_on_one_h100) with cuDNN attention: 1.3197e13 FLOPs at
+    # 989.5 x 0.6125 x 0.5 = 303.03 TFLOP/s = 0.043550 s instead of 0.076212 s; nothing else changes.
+    cudnn = training_speed(training(attention="cudnn"), Efficiency(), TEST)
+    assert cudnn.step_s == pytest.approx(0.46426 + 0.043550 + 0.003136 + 0.04195, abs=2e-4)
+
+
+def test_attention_kernel_is_a_finetune_field_that_changes_speed_not_memory(tmp_path):
+    def finetune(attention: str):
+        text = FINETUNE.replace("HARDWARE", "").replace(
+            "  method: full", f"  method: full\n  seq_len: 32768\n  attention: {attention}"
+        )
+        spec, findings = resolve(load_bytes("t.yaml", text.encode()), tmp_path)
+        assert spec is not None and spec.finetune is not None, findings
+        estimate = analyse(spec).finetune
+        assert estimate is not None and estimate.speed is not None
+        return estimate
+
+    flash, cudnn = finetune("flash"), finetune("cudnn")
+    assert cudnn.workload.attention == "cudnn"
+    assert cudnn.memory.per_gpu == flash.memory.per_gpu
+    assert cudnn.speed.tokens_per_s > flash.speed.tokens_per_s
+
+
+def test_data_parallel_across_nodes_moves_at_the_node_network_bandwidth():
+    # Two DGX H100 nodes (16 GPUs, 8 per node, one 400 Gb/s = 50 GB/s NIC each): a data-parallel ring over
+    # all 16 runs one ring per NIC, so 8 x 50 = 400 GB/s per GPU (below NVLink's 450); at 200 Gb/s per GPU
+    # (llm-foundry's 1,600 Gb/s per node) 200 GB/s. Under TP 8 each DP group has one GPU per node: 50 GB/s.
+    assert group_bandwidth(H100, 16, 1, 50.0) == pytest.approx(400e9)
+    assert group_bandwidth(H100, 16, 1, 25.0) == pytest.approx(200e9)
+    assert group_bandwidth(H100, 2, 8, 50.0) == pytest.approx(50e9)
+    assert group_bandwidth(H100, 8, 1, 25.0) == link_bandwidth(H100, 8)  # one node: NVLink, no network
+    # FSDP on 16 GPUs, nothing hidden: 3 x 15/16 x 16.0605 GB / (400 GB/s x 0.8) = 141.16 ms per micro-batch;
+    # at 200 Gb/s per GPU twice that.
+    exposed = replace(TEST, training=replace(TEST.training, overlap=0.0))
+    fsdp = training(gpus=16, sharding="fsdp")
+    assert training_speed(fsdp, Efficiency(), exposed).gradient_sync_s * 1000 == pytest.approx(141.16, abs=0.05)
+    slow = replace(fsdp, network_gbs=25.0)
+    assert training_speed(slow, Efficiency(), exposed).gradient_sync_s * 1000 == pytest.approx(282.32, abs=0.1)
+
+
+FINETUNE = """\
+version: 1
+name: network
+model: {id: llama-3.1-8b}
+finetune:
+  method: full
+  sharding: fsdp
+  tokens: 1000000000
+  hardware: {gpu: h100-sxm, count: 32HARDWARE}
+"""
+
+
+def test_network_gbps_is_a_hardware_field_with_the_schema_default(tmp_path):
+    def finetune(hardware: str):
+        document = load_bytes("t.yaml", FINETUNE.replace("HARDWARE", hardware).encode())
+        spec, findings = resolve(document, tmp_path)
+        assert spec is not None and spec.finetune is not None, findings
+        estimate = analyse(spec).finetune
+        assert estimate is not None and estimate.speed is not None
+        return spec.finetune.hardware, estimate
+
+    hardware, default = finetune("")
+    assert hardware.network_gbps == default_network_gbps() == 400
+    assert default.workload.network_gbs == 50.0  # 400 Gb/s = 50 GB/s
+    _, slow = finetune(", network_gbps: 100")
+    assert slow.workload.network_gbs == 12.5
+    assert slow.speed.tokens_per_s <= default.speed.tokens_per_s
 
 
 def test_threshold_overrides_replace_the_calibrated_figures():

@@ -119,3 +119,18 @@ def test_profile_generation_rows_average_the_harness_rounds(records):
     expected = (first + 2 * steady.ttft_s) / 3 * 1000
     assert speed_accuracy.harness_ttft(crowded.workload, calibration) == pytest.approx(expected)
     assert first < steady.ttft_s  # the burst admits every prompt; the later rounds wait for the cache
+
+
+def test_training_rows_state_the_cluster_network_and_the_attention_kernel(records):
+    # llm-foundry's A100 section heading: "1600 Gbps node-node interconnect" over 8 GPUs a node = 200 Gb/s
+    # per GPU = 25 GB/s; its H100 sections state none and keep the 400 Gb/s default.
+    a100 = records["llmfoundry-a100-40gb-mpt70b-s2048-g64-mb2"]
+    assert a100.spec.finetune.hardware.network_gbps == 200 and a100.workload.network_gbs == 25.0
+    h100 = records["llmfoundry-h100-bf16-mpt13b-s2048-g32-mb2"]
+    assert h100.spec.finetune.hardware.network_gbps == 400
+    # Transformer Engine runs cuDNN fused attention on Hopper+: NeMo and Megatron-Bridge rows say so;
+    # torchtitan (PyTorch SDPA) and llm-foundry keep the FlashAttention-2 default.
+    assert records["nemo-24.07-sft-llama2-7b-8gpu"].workload.attention == "cudnn"
+    assert records["mbridge-26.04.01-dgx-h100-llama3-70b-fp8-64gpu"].workload.attention == "cudnn"
+    assert records["torchtitan-2412-t1-llama3.1-8b-8gpu-1"].workload.attention == "flash"
+    assert h100.workload.attention == "flash"

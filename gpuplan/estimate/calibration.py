@@ -71,7 +71,7 @@ class ServingMechanisms:
 @dataclass(frozen=True)
 class TrainingMechanisms:
     gemm_efficiency: float  # share of the GPU's achievable 16-bit GEMM rate (MAMF ceiling) in training
-    attention_efficiency: float  # FlashAttention forward + backward, share of the same ceiling
+    attention_efficiency: float  # FlashAttention forward + backward, share of the GPU's attention ceiling
     low_precision_gemm_factor: float  # fp8 GEMMs (Transformer Engine, torchao float8): share of the above
     elementwise_bytes: float  # bytes moved per token, per layer, per unit of hidden size, forward + backward
     bandwidth_efficiency: float  # share of HBM bandwidth for elementwise kernels and the optimizer step
@@ -155,18 +155,18 @@ CALIBRATION = Calibration(
         roofline_sharpness=1.4,
     ),
     training=TrainingMechanisms(
-        gemm_efficiency=0.945,
-        attention_efficiency=0.272,
-        low_precision_gemm_factor=0.989,
-        elementwise_bytes=368,
+        gemm_efficiency=0.87,
+        attention_efficiency=0.403,
+        low_precision_gemm_factor=1,
+        elementwise_bytes=315,
         bandwidth_efficiency=0.8,
-        link_efficiency=1,
-        overlap=0.456,
+        link_efficiency=0.666,
+        overlap=1,
     ),
     bands={
         "ttft": ErrorBand("ttft", 53, 0.9, 0.51, 0.008),
         "tpot": ErrorBand("tpot", 48, 0.9, 0.31, 0.059),
         "tokens_per_s": ErrorBand("tokens_per_s", 105, 0.9, 0.28, 0.0),
-        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 138, 0.9, 0.49, 0.072),
+        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 138, 0.9, 0.36, 0.101),
     },
 )

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 
-INTER_NODE_GBS = 50.0  # one 400 Gb/s NIC per GPU, one direction, once a group spans scale-up domains
+# One 400 Gb/s NIC per GPU for the compute fabric (NVIDIA DGX H100/B200 reference architecture: 8 x ConnectX-7
+# 400 Gb/s per 8 GPUs), GB/s one direction: workloads built without a spec (the spec's hardware.network_gbps).
+INTER_NODE_GBS = 50.0
 HOST_GPUS = 8  # GPUs one PCIe host holds; beyond it a group crosses the network
 
 
@@ -65,6 +67,44 @@ def matmul_ceiling(gpu: Gpu, dtype: str) -> float:
     """Share of the dense peak of ``dtype`` that GEMMs can reach on ``gpu`` (FP4 and int8 taken as FP8)."""
     kind = "bf16" if dtype in ("bf16", "fp16") else "fp8"
     return MATMUL_CEILING.get(gpu.id, {}).get(kind, UNMEASURED_CEILING[kind])
+
+
+# Attention kernels, share of the dense 16-bit peak they reach (forward + backward), by kernel and GPU:
+# - flash, FlashAttention-2 (and PyTorch SDPA's default flash backend): 73% on A100 (Dao 2023,
+#   "FlashAttention-2", abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on A100"), 35% on
+#   H100 (Shah et al. 2024, "FlashAttention-3", introduction: "FlashAttention-2 achieves only 35%
+#   utilization on the H100 GPU"): the Ampere kernel does not use Hopper's asynchronous tensor cores
+#   (wgmma, TMA), so attention gains far less from H100 than GEMMs do;
+# - flash3, FlashAttention-3 on Hopper: "up to 740 TFLOPs/s (75% utilization)" in BF16 on H100 (ibid.,
+#   abstract);
+# - cudnn, cuDNN's fused flash attention on Hopper, which Transformer Engine selects there ("Disabling
+#   FlashAttention to give FusedAttention preference on Hopper+", transformer_engine/pytorch/attention/
+#   dot_product_attention/utils.py), so NeMo and Megatron run it: "up to 75% speed-up over
+#   FlashAttentionV2" on H100 (PyTorch 2.5 release notes, cuDNN SDPA backend): 35% x 1.75.
+# A kernel not measured on a GPU (FlashAttention-3 exists only for Hopper) takes FlashAttention-2's
+# figure there; GPUs with no figure take their MAMF ceiling x the lower of FlashAttention-2's measured
+# ratios to it (H100's), the cautious reading until a measurement lands.
+HOPPER = ("h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h200-nvl")
+AMPERE_DATACENTER = ("a100-sxm-80gb", "a100-sxm-40gb", "a100-pcie-80gb", "a100-pcie-40gb")
+ATTENTION_CEILING: dict[str, dict[str, float]] = {
+    "flash": {**dict.fromkeys(AMPERE_DATACENTER, 0.73), **dict.fromkeys(HOPPER, 0.35)},
+    "flash3": dict.fromkeys(HOPPER, 0.75),
+    "cudnn": dict.fromkeys(HOPPER, 0.35 * 1.75),
+}
+UNMEASURED_ATTENTION_RATIO = min(
+    share / MATMUL_CEILING[gpu]["bf16"] for gpu, share in ATTENTION_CEILING["flash"].items() if gpu in MATMUL_CEILING
+)
+
+
+def attention_ceiling(gpu: Gpu, kernel: str = "flash") -> float:
+    """Share of the dense 16-bit peak that the ``kernel``'s attention reaches on ``gpu`` (see the table).
+
+    ``eager`` attention is timed as FlashAttention-2 (the speed model does not price materialised scores).
+    """
+    for table in (ATTENTION_CEILING.get(kernel, {}), ATTENTION_CEILING["flash"]):
+        if gpu.id in table:
+            return table[gpu.id]
+    return matmul_ceiling(gpu, "bf16") * UNMEASURED_ATTENTION_RATIO
 
 
 def compute_dtype(quantization: str, gpu: Gpu) -> str:
@@ -140,17 +180,42 @@ def decode_attention_flops(arch: Architecture, context: float) -> float:
     return 2 * arch.heads * (d_qk + d_v) * keys
 
 
-def link_bandwidth(gpu: Gpu, group: int) -> float:
+def link_bandwidth(gpu: Gpu, group: int, network_gbs: float = INTER_NODE_GBS) -> float:
     """Bytes/s one direction per GPU for a collective over ``group`` GPUs.
 
     NVLink/xGMI when the group fits the scale-up domain; PCIe through the host within one host; the
-    network (one NIC per GPU) beyond it.
+    network (``network_gbs`` GB/s per GPU, behind PCIe) beyond it.
     """
     if gpu.has_nvlink and group <= gpu.domain:
         return gpu.interconnect_gbs / 2 * 1e9
     if group <= HOST_GPUS:
         return gpu.pcie_gbs / 2 * 1e9
-    return min(gpu.pcie_gbs / 2, INTER_NODE_GBS) * 1e9
+    return min(gpu.pcie_gbs / 2, network_gbs) * 1e9
+
+
+def scale_up_size(gpu: Gpu) -> int:
+    """GPUs one node joins without the network: the NVLink/xGMI domain, else one PCIe host."""
+    return gpu.domain if gpu.has_nvlink else HOST_GPUS
+
+
+def group_bandwidth(gpu: Gpu, group: int, stride: int, network_gbs: float) -> float:
+    """Bytes/s one direction per GPU for a ring collective over ``group`` GPUs spaced ``stride`` ranks apart.
+
+    Within one node it is ``link_bandwidth``. Across nodes NCCL splits the data over its channels, one
+    ring per NIC on rail-aligned clusters, and each ring crosses a node boundary once per node: with k of
+    the group's GPUs (and NICs) in a node, each NIC carries 1/k of the (n-1)/n x S a ring moves, so the
+    bus bandwidth per rank (NCCL tests doc/PERFORMANCE.md: t = S (n-1) / (n B) for an all-gather) is
+    k x the NIC's, never above the node's own link. A group whose members sit ``stride`` ranks apart
+    (data parallelism outside tensor parallelism) has ``node / stride`` of them per node.
+    """
+    node = scale_up_size(gpu)
+    if group * stride <= node:
+        return link_bandwidth(gpu, group)
+    per_node = max(1, min(group, node // stride))
+    network = network_gbs * per_node * 1e9
+    if per_node == 1:
+        return min(network, gpu.pcie_gbs / 2 * 1e9)
+    return min(network, link_bandwidth(gpu, per_node))
 
 
 def on_fast_link(gpu: Gpu, group: int) -> bool:

@@ -54,6 +54,7 @@ from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration, EngineProfile
 from gpuplan.estimate.performance import (
+    INTER_NODE_GBS,
     Efficiency,
     allreduce_time,
     attention_dims,
@@ -99,6 +100,7 @@ class ServingWorkload:
     replicas: int = 1
     max_batched_tokens: int | None = None  # None: the engine's default for the GPU
     max_sequences: int | None = None
+    network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
 
 
 @dataclass(frozen=True)
@@ -196,10 +198,10 @@ class _Deployment:
         self.attention_memo: dict[float, float] = {}
         self.decode_memo: dict[float, tuple[float, float]] = {}  # context -> (KV bytes read, keys attended)
         # Collectives: two all-reduces per layer over the TP group; two all-to-alls per MoE layer under EP.
-        self.tp_bandwidth = link_bandwidth(gpu, tp) * mechanisms.link_efficiency
+        self.tp_bandwidth = link_bandwidth(gpu, tp, w.network_gbs) * mechanisms.link_efficiency
         fast = on_fast_link(gpu, tp)
         self.tp_latency = mechanisms.allreduce_latency_nvlink_s if fast else mechanisms.allreduce_latency_pcie_s
-        self.ep_bandwidth = link_bandwidth(gpu, ep) * mechanisms.link_efficiency
+        self.ep_bandwidth = link_bandwidth(gpu, ep, w.network_gbs) * mechanisms.link_efficiency
         ep_fast = on_fast_link(gpu, ep)
         self.ep_latency = mechanisms.allreduce_latency_nvlink_s if ep_fast else mechanisms.allreduce_latency_pcie_s
         self.moe_layers = math.ceil(arch.moe_layers / pp) if arch.is_moe else 0

@@ -5,7 +5,10 @@ Per micro-batch, on one GPU (a tensor-parallel shard of a pipeline stage):
   al. 2020); LoRA/QLoRA skip the frozen weights' gradients (forward + input gradients: 4N, plus 6 x the
   adapters; Hu et al. 2021), at the dense tensor peak of the compute dtype x a GEMM efficiency (fp8-mixed
   GEMMs at the fp8 peak x a low-precision factor: Transformer Engine, torchao float8);
-- attention: causal QK and PV FLOPs (PaLM appendix B), forward + backward (3x), at an attention efficiency;
+- attention: causal QK and PV FLOPs (PaLM appendix B), forward + backward (3x), at an attention efficiency
+  of the attention kernel's ceiling on the GPU (``attention_ceiling``; ``finetune.attention`` names the
+  kernel: FlashAttention-2 reaches 73% of peak on A100 but 35% on H100, cuDNN's fused attention 61% and
+  FlashAttention-3 75% on H100, so which kernel runs decides how much long sequences gain from Hopper);
 - elementwise kernels (norms, activations, residuals, rotary, dropout; the fp32 loss over the vocabulary
   unless the loss is fused): bytes moved over HBM bandwidth. Their share grows as the hidden size shrinks
   (FLOPs scale with h^2, bytes with h) and with the GPU's FLOP/byte ratio, which is why model FLOPs
@@ -20,6 +23,9 @@ DDP/ZeRO-1/2 all-reduce the gradients once per step, overlapped with the last ba
 buckets); ZeRO-3/FSDP gather the parameters for forward and again for backward and reduce-scatter the
 gradients on every micro-batch (3x the parameter bytes, not DDP's 2x; Rajbhandari et al. 2020), overlapped
 with that micro-batch's compute by prefetching. Only what the overlap cannot hide is reported as sync.
+A data-parallel group that spans nodes moves at the network bandwidth of all its GPUs in one node together
+(NCCL runs one ring per NIC), capped by the node's own link (``group_bandwidth``); its members per node are
+the node's GPUs over the tensor-parallel degree (data parallelism is laid out outside tensor parallelism).
 """
 
 from __future__ import annotations
@@ -31,10 +37,13 @@ from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.performance import (
+    INTER_NODE_GBS,
     Efficiency,
     allreduce_time,
+    attention_ceiling,
     attention_flops,
     gather_time,
+    group_bandwidth,
     link_bandwidth,
     matmul_ceiling,
     matmul_params,
@@ -66,6 +75,8 @@ class TrainingWorkload:
     trainable_params: int
     total_tokens: int
     fused_loss: bool = False
+    network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
+    attention: str = "flash"  # the attention kernel: flash (FlashAttention-2, SDPA) | flash3 | eager
 
 
 @dataclass(frozen=True)
@@ -129,7 +140,7 @@ def training_speed(
             dequant = arch.linear_params() * share * NF4_DEQUANT_BYTES * (2 + recompute)
         micro = (
             linear / gemm_rate
-            + attention / (peak16 * ceiling16 * cal.attention_efficiency)
+            + attention / (peak16 * attention_ceiling(gpu, w.attention) * cal.attention_efficiency)
             + (elementwise + loss + dequant) / bandwidth
         )
 
@@ -146,7 +157,7 @@ def training_speed(
     replica_params = arch.params * stage_layers / arch.layers / tp  # this GPU's shard of one model replica
     trainable = (w.trainable_params if w.method != "full" else arch.params) * stage_layers / arch.layers / tp
     sharded = w.sharding in ("zero3", "fsdp") and dp > 1
-    dp_bandwidth = link_bandwidth(gpu, w.gpus) * link_efficiency
+    dp_bandwidth = group_bandwidth(gpu, dp, tp, w.network_gbs) * link_efficiency
     m = w.gradient_accumulation
     exposed = 0.0
     if dp > 1:

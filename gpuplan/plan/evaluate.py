@@ -256,6 +256,18 @@ class _Evaluator:
         self.arch = spec.model.architecture
         self._estimates: dict[tuple[object, ...], Option] = {}
 
+    @staticmethod
+    def _hardware(declared: Hardware, layout: Layout) -> Hardware:
+        """The layout's GPUs on the declared network (expert parallelism is not planned: 1)."""
+        return replace(
+            declared,
+            gpu=layout.gpu,
+            count=layout.gpus,
+            tensor_parallel=layout.tensor_parallel,
+            pipeline_parallel=layout.pipeline_parallel,
+            expert_parallel=1,
+        )
+
     def evaluate(self, layout: Layout) -> Option:
         key = layout.key
         if key not in self._estimates:
@@ -321,7 +333,7 @@ class ServePlanner(_Evaluator):
             self.job,
             concurrency=layout.concurrency,
             tenants=tenants,
-            hardware=Hardware(layout.gpu, layout.gpus, layout.tensor_parallel, layout.pipeline_parallel),
+            hardware=self._hardware(self.job.hardware, layout),
         )
 
     # -- memory ----------------------------------------------------------------------------------
@@ -515,7 +527,7 @@ class FinetunePlanner(_Evaluator):
             micro_batch=settings.micro_batch,
             gradient_accumulation=settings.gradient_accumulation,
             tokens=self.job.tokens or NOMINAL_TOKENS,
-            hardware=Hardware(layout.gpu, layout.gpus, layout.tensor_parallel, layout.pipeline_parallel),
+            hardware=self._hardware(self.job.hardware, layout),
         )
 
     def memory(self, layout: Layout) -> TrainingMemory:
