@@ -174,3 +174,12 @@ def test_data_parallel_traffic_across_nodes_moves_at_the_node_network(monkeypatc
     # At 10 B/s per NIC: 80 x 1/2 = 40 B/s: 159.75 s, 128.39 s exposed.
     assert run(gpus=16, network_gbs=100e-9).gradient_sync_s == 0
     assert run(gpus=16, network_gbs=10e-9).gradient_sync_s == pytest.approx(159.75 - 31.36, rel=1e-12)
+
+
+def test_mfu_override_counts_only_this_stages_share_of_the_model_flops():
+    # PP 2 on 2 GPUs, bf16, training_mfu 1.0: this GPU holds one of the 2 layers, so its share of the
+    # model FLOPs of a micro-batch is 9,168 x 1/2 x 4 = 18,336 at 1,000 FLOP/s: 18.336 s, twice (one of
+    # them the bubble). Optimizer (bf16 AdamW, 14 B per parameter) on the stage's 1,704 / 2 = 852
+    # parameters: 14 x 852 / 500 = 23.856 s. (Dividing by the share instead would give 73.344 s.)
+    speed = run(Efficiency(training_mfu=1.0), pipeline_parallel=2, gpus=2)
+    assert speed.step_compute_s == pytest.approx(2 * 18.336 + 23.856, rel=1e-12)
