@@ -213,3 +213,24 @@ def test_continuous_batching_with_one_slot():
     assert speed.ttft_s == pytest.approx(prefill + 0.01, rel=1e-12)
     assert speed.ttft_single_s == pytest.approx(prefill + 0.01, rel=1e-12)
     assert (speed.decode_bound, speed.decode_bytes_per_step, speed.running) == ("memory", 4344 + 192, 1)
+
+
+def test_no_step_carries_more_tokens_than_the_token_budget(monkeypatch):
+    # The scheduler's budget caps every forward step: decodes plus prompt tokens <= max_batched_tokens.
+    # 16 clients with 200-token prompts and 2-token outputs under a 64-token budget: the others' prompts
+    # arrive at (running decodes) x 199 / 2 tokens per step, far more than the 64 - (1 + decodes) left,
+    # so the decode steps are filled to the budget exactly (the capped regime this test must reach).
+    sizes: list[float] = []
+    step = _Deployment.step
+
+    def recorded(self, decode, prefill, context, prefill_attention, chunk=0.0):
+        sizes.append(decode + prefill)
+        return step(self, decode, prefill, context, prefill_attention, chunk)
+
+    monkeypatch.setattr(_Deployment, "step", recorded)
+    w = workload(
+        concurrency=16, prompt_tokens=200, prompt_p90=200, full_prompt=200, output_tokens=2, max_batched_tokens=64
+    )
+    serving_speed(w, calibration=CAL)
+    assert max(sizes) <= 64 * (1 + 1e-12)
+    assert max(sizes) == pytest.approx(64, rel=1e-9)
