@@ -9,7 +9,7 @@ from typing import Any
 
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration, ErrorBand
-from gpuplan.estimate.performance import Efficiency
+from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import (
     ENGINE,
     ServingMemory,
@@ -425,7 +425,12 @@ def _finetune_assumptions(
         ("optimizer", optimizer),
         ("activation checkpointing", checkpointing),
         ("offload", offload),
-        ("attention", f"{job.attention} (SDPA/FlashAttention keeps O(s) per layer; eager keeps s x s scores)"),
+        (
+            "attention",
+            f"{job.attention} (SDPA/FlashAttention keeps O(s) per layer; eager keeps s x s scores); its kernels reach"
+            f" {attention_ceiling(job.hardware.gpu, job.attention):.0%} of the {job.hardware.gpu.id}'s dense 16-bit"
+            " peak",
+        ),
         ("loss", loss),
         ("lora", lora),
         (
@@ -441,6 +446,7 @@ def _finetune_assumptions(
             f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})",
         ),
         ("training speed", _training_speed_note(efficiency, speed, calibration)),
+        ("network", f"{job.hardware.network_gbps:g} Gb/s per GPU between nodes (hardware.network_gbps)"),
         ("price", price),
     )
 
@@ -471,7 +477,7 @@ def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed | None, ca
         basis = (
             f"calibrated: GEMMs at {t.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF; fp8"
             f" x{t.low_precision_gemm_factor:.2f}),"
-            f" attention {t.attention_efficiency:.0%}, elementwise {t.elementwise_bytes:.0f} B per token, layer and"
+            f" attention at {t.attention_efficiency:.0%} of its kernel's ceiling, elementwise {t.elementwise_bytes:.0f} B per token, layer and"
             f" hidden unit at {t.bandwidth_efficiency:.0%} of HBM bandwidth, data-parallel traffic hidden behind"
             f" up to {t.overlap:.0%} of compute"
         )

@@ -232,3 +232,17 @@ def test_prequantized_checkpoint_is_served_as_stored(tmp_path):
     )
     code, out, _ = run_cli("estimate", "--format", "json", str(tmp_path / "spec.yaml"))
     assert json.loads(out)["serve"]["breakdown"]["weights"] == pytest.approx(arch.params * 2, rel=1e-6)
+
+
+def test_estimate_states_the_attention_kernel_and_the_network_the_training_speed_rests_on():
+    # finetune-then-serve trains with flash (FlashAttention-2) on h100-sxm: 35% of the dense bf16 peak
+    # (FlashAttention-3 paper, table 1: FA2 reaches about 35% of H100's peak), over the schema's default
+    # network of 400 Gb/s per GPU.
+    code, out, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
+    assert code == 0
+    assumptions = json.loads(out)["finetune"]["assumptions"]
+    assert assumptions["attention"].endswith("its kernels reach 35% of the h100-sxm's dense 16-bit peak")
+    assert assumptions["network"] == "400 Gb/s per GPU between nodes (hardware.network_gbps)"
+    assert (
+        "attention at" in assumptions["training speed"] and "of its kernel's ceiling" in assumptions["training speed"]
+    )
