@@ -477,9 +477,9 @@ def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed | None, ca
         basis = (
             f"calibrated: GEMMs at {t.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF; fp8"
             f" x{t.low_precision_gemm_factor:.2f}),"
-            f" attention at {t.attention_efficiency:.0%} of its kernel's ceiling, elementwise {t.elementwise_bytes:.0f} B per token, layer and"
-            f" hidden unit at {t.bandwidth_efficiency:.0%} of HBM bandwidth, data-parallel traffic hidden behind"
-            f" up to {t.overlap:.0%} of compute"
+            f" attention at {t.attention_efficiency:.0%} of its kernel's ceiling, elementwise"
+            f" {t.elementwise_bytes:.0f} B per token, layer and hidden unit at {t.bandwidth_efficiency:.0%} of HBM"
+            f" bandwidth, data-parallel traffic hidden behind up to {t.overlap:.0%} of compute"
         )
     if speed is None:
         return basis + "; no tokens given"

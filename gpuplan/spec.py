@@ -33,7 +33,7 @@ class Hardware:
     tensor_parallel: int
     pipeline_parallel: int
     expert_parallel: int = 1
-    network_gbps: float = field(default_factory=lambda: default_network_gbps())  # Gb/s per GPU, inter-node
+    network_gbps: float = field(default_factory=default_network_gbps)  # Gb/s per GPU, inter-node
 
     @property
     def replicas(self) -> int:

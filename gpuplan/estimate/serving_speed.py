@@ -23,8 +23,9 @@ The model, term by term (sources in brackets):
   of its cycle a slot spends decoding, balances those flows (Little's law); it is bracketed in [0, 1] and
   solved to 1e-9 (Illinois false position), so TPOT, the prefill time S and output tokens/s =
   slots x O / (S + O x TPOT) come from one exact steady state. Prefill chunks queue for the budget
-  (Pollaczek-Khinchine, the service's spread following the prompt lengths'); a mixture-of-experts step touches the experts of its
-  decodes and, in a share of steps, of a whole prompt chunk (touching is concave: chunks are not smeared).
+  (Pollaczek-Khinchine, the service's spread following the prompt lengths'); a mixture-of-experts step
+  touches the experts of its decodes and, in a share of steps, of a whole prompt chunk (touching is
+  concave: chunks are not smeared).
   Requests beyond the slots wait: TTFT under load = (C - slots) / request rate + half the step in flight
   when another slot keeps the replica busy + the full prompt's prefill under that load + the engine's
   request overhead; the single-request TTFT (the prompt alone) is reported beside it.
@@ -385,11 +386,12 @@ def burst_ttft(
     queue and take what is queued when they wake: TurboMind's LlamaBatch, vLLM's engine core loop); the
     others arrive during that pass and are prefilled together at the next step, their first tokens
     coming when that batch's pass ends (under continuous batching that pass is taken as the closed loop
-    of the others; no published record measures a burst against a token budget). An engine that allocates KV as tokens arrive admits whoever's
-    prompt fits, one that reserves the full context only whoever's whole sequence fits; the rest wait as
-    in the steady state. The per-request overhead (admission, tokenisation, the first sample's return)
-    is CPU work of the engine's one front-end thread: a burst is admitted one request after another, the
-    k-th after k overheads, (C + 1) / 2 of them on average (a lone request pays one)."""
+    of the others; no published record measures a burst against a token budget). An engine that
+    allocates KV as tokens arrive admits whoever's prompt fits, one that reserves the full context only
+    whoever's whole sequence fits; the rest wait as in the steady state. The per-request overhead
+    (admission, tokenisation, the first sample's return) is CPU work of the engine's one front-end
+    thread: a burst is admitted one request after another, the k-th after k overheads, (C + 1) / 2 of
+    them on average (a lone request pays one)."""
     efficiency = efficiency or Efficiency()
     engine = calibration.engine(w.engine)
     d = _Deployment(w, calibration, efficiency)

@@ -76,7 +76,7 @@ class TrainingWorkload:
     total_tokens: int
     fused_loss: bool = False
     network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
-    attention: str = "flash"  # the attention kernel: flash (FlashAttention-2, SDPA) | flash3 | eager
+    attention: str = "flash"  # the attention kernel (finetune.attention): flash | flash3 | cudnn | eager
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def _serve_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         "GP302",
         ("serve", "hardware", "tensor_parallel" if tp > 1 else "pipeline_parallel"),
         f"one {gpu.id} holds a replica of this deployment ({format_gib(memory.per_gpu)} of "
-        f"{format_gib(memory.budget)}); the same {declared.gpus} GPUs as {declared.gpus} replicas at tensor_parallel 1 "
+        f"{format_gib(memory.budget)}); the same {declared.gpus} GPUs as {declared.gpus} single-GPU replicas "
         f"would serve {spread.estimate.speed.tokens_per_s:,.0f} tokens/s at TPOT "
         f"{spread.estimate.speed.tpot_s * 1000:,.1f} ms, against {declared.estimate.speed.tokens_per_s:,.0f} tokens/s at "
         f"{declared.estimate.speed.tpot_s * 1000:,.1f} ms with {split} ({wait})",
