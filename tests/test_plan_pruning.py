@@ -12,6 +12,7 @@ concurrency.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -100,8 +101,13 @@ def test_latency_floors_are_tight_for_one_sequence_alone():
     assert spec.serve is not None
     estimate = estimate_serve(spec, spec.serve, efficiency_of(default_settings()))
     assert estimate.workload is not None
-    _, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()))
+    ttft, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()))
     assert tpot == estimate.speed.tpot_s
+    # The lone prompt on an idle single-GPU vLLM replica: no wait, no residual step, no decodes beside
+    # its chunks, no queue (rho = 0), the first token sampled by the pass itself. The steady state's
+    # TTFT is then the floor's k chunk steps + the request overhead, to rounding.
+    assert ttft == pytest.approx(estimate.speed.ttft_s, rel=1e-12)
+    assert ttft == pytest.approx(estimate.speed.ttft_single_s, rel=1e-12)
 
 
 def plain_binary_search(low: int, high: int, ok, probed: list[int]) -> int | None:

@@ -421,20 +421,32 @@ def latency_floors(
     Every term of a step (rooflines, attention, communication, overheads) only grows with its
     sequences and tokens, and a roofline is at least its larger bound. TPOT: every decode step of
     either batching mode carries at least one decoding sequence per microbatch at the same context, and
-    TPOT is stages x such a step (plus hops) or an average of such values. TTFT (continuous batching):
-    the full prompt's chunks together compute its linear FLOPs and its causal attention, split at most
-    over the stages' microbatches, and each costs at least the fixed step overhead; waiting and queueing
-    only add. Static batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
+    TPOT is stages x such a step (plus hops) or an average of such values.
+
+    TTFT (continuous batching): the full prompt's pass under load is split into k' >= k chunks (the
+    others' decodes take room from the token budget; k is the idle replica's count), each a step with
+    decodes beside it, then queues (a factor >= 1); waiting, the residual step and the request overhead
+    only add. k' steps of t / k' prompt tokens cost at least k steps of t / k: the fixed costs and
+    collective latencies are paid per step; the roofline is homogeneous and grows with its bounds, and
+    the weights a step reads are concave in its tokens (a mixture's experts) and positive at zero, so
+    more, smaller steps read at least as much; the prompt's causal attention is the same in total. So TTFT >= k idle chunk steps + the stage hops + the first token's
+    decode step (where the engine samples it from one: one sequence at the steady state's context) +
+    the request overhead: the idle replica's TTFT less its pipeline fill, whose share shrinks as
+    chunks multiply. Static batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
     d = _Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
-    tpot = w.pipeline_parallel * d.step(1, 0, prompt + output / 2, 0.0).seconds
+    context = prompt + output / 2  # the steady state's decode context
+    tpot = w.pipeline_parallel * d.step(1, 0, context, 0.0).seconds
     if w.batching == "static":
         return 0.0, tpot
-    passed = d.prompt_pass(w.full_prompt)  # a decode step that feeds the last token costs at least d.fixed
-    compute = (
-        max(0.0, d.body_flops) * passed / d.gemm_rate + d.prompt_attention(passed) * d.heads_share / d.attention_rate
-    )
-    return compute / w.pipeline_parallel + d.fixed + d.engine.request_overhead_s, tpot
+    budget = w.max_batched_tokens or d.engine.limits(w.gpu)[0]
+    passed = int(d.prompt_pass(w.full_prompt))
+    ttft = d.first_token_step(1, context) + d.engine.request_overhead_s
+    if passed > 0:
+        chunks = max(1, math.ceil(passed / budget))
+        chunk = d.step(0, passed / chunks, 0, d.prompt_attention(passed) / chunks).seconds
+        ttft += chunks * chunk + (w.pipeline_parallel - 1) * d.hop
+    return ttft, tpot
 
 
 @dataclass(frozen=True)
