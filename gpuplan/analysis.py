@@ -313,7 +313,7 @@ def estimate_serve(
     setup = serving_setup(spec, job, tp, gpu)
     memory = memory or estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
-    workload = serving_workload(spec, job, setup, memory, gpu, count)
+    workload = serving_workload(spec, job, setup, memory.weights, memory.kv_available, gpu, count)
     speed = speed or serving_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return ServeEstimate(
@@ -332,18 +332,19 @@ def estimate_serve(
 
 
 def serving_workload(
-    spec: Spec, job: Serve, setup: ServingSetup, memory: ServingMemory, gpu: Gpu, count: int
+    spec: Spec, job: Serve, setup: ServingSetup, weights_per_gpu: float, kv_available: float, gpu: Gpu, count: int
 ) -> ServingWorkload:
-    """What the serving speed of ``job`` rests on, from its setup and memory on ``count`` GPUs."""
+    """What the serving speed of ``job`` rests on, from its setup and memory (the weights and the KV
+    space per GPU: ``ServingMemory.weights`` and ``kv_available``) on ``count`` GPUs."""
     replicas = max(1, count // (setup.tensor_parallel * setup.pipeline_parallel))
     arch = spec.model.architecture
     return ServingWorkload(
         architecture=arch,
         gpu=gpu,
-        weights_per_gpu=memory.weights,
+        weights_per_gpu=weights_per_gpu,
         routed_expert_bytes=routed_expert_bytes(arch, job.quantization, setup.model_dtype_bytes, setup.group_size),
         kv_dtype_bytes=setup.kv_dtype_bytes,
-        kv_capacity_bytes=max(0, memory.kv_available),
+        kv_capacity_bytes=max(0.0, kv_available),
         prompt_tokens=job.mean_prompt,
         prompt_p90=job.prompt_p90 or job.mean_prompt,
         full_prompt=job.full_prompt,

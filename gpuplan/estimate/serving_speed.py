@@ -428,7 +428,7 @@ def latency_floors(
     decodes beside it, then queues (a factor >= 1); waiting, the residual step and the request overhead
     only add. k' steps of t / k' prompt tokens cost at least k steps of t / k: the fixed costs and
     collective latencies are paid per step; the roofline is homogeneous and grows with its bounds, and
-    the weights a step reads are concave in its tokens (a mixture's experts) and positive at zero, so
+    the weights a step reads are concave in its tokens (a mixture's experts) and never negative, so
     more, smaller steps read at least as much; the prompt's causal attention is the same in total. So TTFT >= k idle chunk steps + the stage hops + the first token's
     decode step (where the engine samples it from one: one sequence at the steady state's context) +
     the request overhead: the idle replica's TTFT less its pipeline fill, whose share shrinks as

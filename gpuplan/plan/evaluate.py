@@ -310,7 +310,7 @@ class ServePlanner(_Evaluator):
         self._shapes: dict[tuple[object, ...], ServingShape] = {}  # GPU, TP, PP, tenants' sequences
         self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
-        self._weights, self._kv = self._lower_bound_bytes()
+        self._model_weights, self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
 
     # -- layouts ---------------------------------------------------------------------------------
@@ -337,19 +337,21 @@ class ServePlanner(_Evaluator):
         )
 
     # -- memory ----------------------------------------------------------------------------------
-    def _lower_bound_bytes(self) -> tuple[float, float]:
-        """(weights, KV bytes of one sequence) of one whole model copy, from the estimator's memory of a
-        one-GPU replica holding one sequence: no GPU of a TP x PP group holds less than its 1/(TP x PP)
-        share of either (every byte sits on some GPU of the group; layers per stage round up; KV heads
-        are split or replicated, never dropped). Sliding-window layers keep fewer tokens and uneven
-        stages can shift full layers between GPUs, so for them only the weights bound is taken. A
-        property test holds these bounds below the estimate of every layout."""
+    def _lower_bound_bytes(self) -> tuple[float, float, float]:
+        """(the model's weights, all weights with the tenants', KV bytes of one sequence) of one whole
+        model copy, from the estimator's memory of a one-GPU replica holding one sequence: no GPU of a
+        TP x PP group holds less than its 1/(TP x PP) share of any (every byte sits on some GPU of the
+        group; layers per stage round up; KV heads are split or replicated, never dropped).
+        Sliding-window layers keep fewer tokens and uneven stages can shift full layers between GPUs, so
+        for them no KV bound is taken. A property test holds these bounds below the estimate of every
+        layout."""
         gpu = self.job.hardware.gpu
         memory = self.memory(Layout(gpu, 1, 1, self.demand, 1))
-        weights = float(memory.weights + memory.tenant_weights)
+        model = float(memory.weights)
+        weights = model + float(memory.tenant_weights)
         if self.arch.sliding_layer_count:
-            return weights, 0.0
-        return weights, float(memory.kv_bytes_per_sequence)
+            return model, weights, 0.0
+        return model, weights, float(memory.kv_bytes_per_sequence)
 
     def _usable_budget(self, gpu: Any) -> float:
         """The memory a sound layout may fill per GPU: engine budget less the headroom margin (an upper
@@ -422,7 +424,10 @@ class ServePlanner(_Evaluator):
         if key not in self._speeds:
             job = self._job(layout)
             setup = serving_setup(self.spec, job, gpu=layout.gpu)
-            workload = serving_workload(self.spec, job, setup, self.memory(layout), layout.gpu, layout.gpus)
+            memory = self.memory(layout)
+            workload = serving_workload(
+                self.spec, job, setup, memory.weights, memory.kv_available, layout.gpu, layout.gpus
+            )
             self._speeds[key] = serving_speed(workload, self.efficiency)
         return self._speeds[key]
 
@@ -435,10 +440,13 @@ class ServePlanner(_Evaluator):
             return False
         key = (gpu.id, tensor_parallel, pipeline_parallel)
         if key not in self._floors:
+            # The floors read no load and no KV capacity, and grow with the weights a step reads: the
+            # weights' lower bound per GPU gives floors of every replica count without a memory estimate.
             layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
             job = self._job(layout)
             setup = serving_setup(self.spec, job, gpu=gpu)
-            workload = serving_workload(self.spec, job, setup, self.memory(layout), gpu, layout.gpus)
+            weights = self._model_weights / (tensor_parallel * pipeline_parallel)
+            workload = serving_workload(self.spec, job, setup, weights, 0.0, gpu, layout.gpus)
             ttft, tpot = latency_floors(workload, self.efficiency)
             self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
         ttft_ms, tpot_ms = self._floors[key]
