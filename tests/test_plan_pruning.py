@@ -17,11 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuplan.analysis import estimate_serve
+from gpuplan.catalog import gpu_catalog
 from gpuplan.config import default_settings
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
 from gpuplan.estimate.serving_speed import latency_floors
 from gpuplan.plan.search import _Bisection, _Scan
-from gpuplan.rules.context import efficiency_of
+from gpuplan.rules.context import efficiency_of, planner_for
 from tests.test_properties_plan import make_spec
 
 MODELS = [
@@ -85,6 +86,51 @@ def test_latency_floors_never_exceed_the_speed_model(document):
     ttft, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()))
     assert 0 < tpot <= estimate.speed.tpot_s * (1 + 1e-12)
     assert 0 <= ttft <= estimate.speed.ttft_s * (1 + 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(deployments())
+def test_the_planner_never_drops_a_family_with_a_layout_that_meets_the_slo(document):
+    # The planner's floors rest on the weights' lower bound per GPU (1/(TP x PP) of the model's), not on
+    # a memory estimate. Witness: the family's declared replica count evaluated by the planner itself;
+    # with the SLO set to that layout's own TTFT and TPOT (so it meets the SLO, exactly), the family
+    # must not be judged out of reach.
+    spec = make_spec(document)
+    evaluator = planner_for(spec, default_settings()).serve.evaluator
+    hardware = document["serve"]["hardware"]
+    gpu, tp, pp = gpu_catalog()[hardware["gpu"]], hardware["tensor_parallel"], hardware["pipeline_parallel"]
+    replicas = hardware["count"] // (tp * pp)
+    speed = evaluator.evaluate(evaluator.layout(gpu, tp, pp, replicas)).estimate.speed
+    document["serve"]["slo"] = {"ttft_ms": speed.ttft_s * 1000, "tpot_ms": speed.tpot_s * 1000}
+    evaluator = planner_for(make_spec(document), default_settings()).serve.evaluator
+    assert not evaluator.slo_out_of_reach(gpu, tp, pp)
+
+
+def test_the_ttft_floor_leaves_out_the_pipeline_fill_that_more_chunks_shorten():
+    # Four pipeline stages, a token budget one token above the prompt: alone, the prompt is one chunk and
+    # crosses four stages (1 + 3 stage-times); beside eight decoding sequences the budget has no room for
+    # it whole, so it runs as two half chunks, 2 + 3 half-size stage-times, less than the idle pass. A
+    # floor counting the idle pass's fill would stand above the model's TTFT (by about half, measured
+    # when the floor was written), and the planner would drop sound families.
+    document = {
+        "version": 1,
+        "name": "p",
+        "model": {"id": "llama-3.1-8b"},
+        "serve": {
+            "context": 8192,
+            "output_tokens": 256,
+            "concurrency": 8,
+            "max_batched_tokens": 8192 - 256 + 1,
+            "hardware": {"gpu": "h100-sxm", "count": 4, "pipeline_parallel": 4},
+        },
+    }
+    spec = make_spec(document)
+    assert spec.serve is not None
+    estimate = estimate_serve(spec, spec.serve, efficiency_of(default_settings()))
+    assert estimate.workload is not None
+    ttft, _ = latency_floors(estimate.workload, efficiency_of(default_settings()))
+    assert ttft <= estimate.speed.ttft_s
+    assert estimate.speed.ttft_single_s > estimate.speed.ttft_s  # the idle pass, fill and all, is no floor
 
 
 def test_latency_floors_are_tight_for_one_sequence_alone():
