@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from gpuplan.analysis import estimate_serve
 from gpuplan.catalog import gpu_catalog
 from gpuplan.config import default_settings
+from gpuplan.estimate.calibration import CALIBRATION
+from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
 from gpuplan.estimate.serving_speed import latency_floors
 from gpuplan.plan.search import _Bisection, _Scan
@@ -133,27 +135,63 @@ def test_the_ttft_floor_leaves_out_the_pipeline_fill_that_more_chunks_shorten():
     assert estimate.speed.ttft_single_s > estimate.speed.ttft_s  # the idle pass, fill and all, is no floor
 
 
-def test_latency_floors_are_tight_for_one_sequence_alone():
+def one_sequence(engine: str = "vllm", context: int = 4096, output: int = 256, pipeline: int = 1) -> dict:
+    return {
+        "version": 1,
+        "name": "p",
+        "model": {"id": "llama-3.1-8b"},
+        "serve": {
+            "context": context,
+            "output_tokens": output,
+            "concurrency": 1,
+            "engine": engine,
+            "hardware": {"gpu": "h100-sxm", "count": pipeline, "pipeline_parallel": pipeline},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("document", "efficiency"),
+    [
+        (one_sequence(), Efficiency()),
+        # overrides reach the floors as they reach the model
+        (one_sequence(), Efficiency(prefill_mfu=0.3, decode_bandwidth=0.5)),
+        # LMDeploy: the pass covers P - 1 tokens and the first token comes from one decode step
+        (one_sequence("lmdeploy"), Efficiency()),
+        # a one-token prompt: vLLM passes over it; LMDeploy passes over nothing, the decode step alone
+        (one_sequence(context=257), Efficiency()),
+        (one_sequence("lmdeploy", context=257), Efficiency()),
+    ],
+)
+def test_latency_floors_are_tight_for_one_sequence_alone(document, efficiency):
     # One sequence on one GPU decodes alone: the steady state's TPOT is the floor itself (no other
-    # sequence, no prefill chunk beside it), so the floor is not a loose constant.
-    spec = make_spec(
-        {
-            "version": 1,
-            "name": "p",
-            "model": {"id": "llama-3.1-8b"},
-            "serve": {"context": 4096, "output_tokens": 256, "concurrency": 1, "hardware": {"gpu": "h100-sxm"}},
-        }
-    )
+    # sequence, no prefill chunk beside it), so the floor is not a loose constant. Its prompt on the idle
+    # replica: no wait, no residual step, no decodes beside its chunks, no queue (rho = 0), and where the
+    # engine samples the first token from a decode step, that step carries this one sequence at the
+    # steady state's context. The steady state's TTFT is then the floor's k chunk steps + that step + the
+    # request overhead, to rounding.
+    spec = make_spec(document)
     assert spec.serve is not None
-    estimate = estimate_serve(spec, spec.serve, efficiency_of(default_settings()))
+    estimate = estimate_serve(spec, spec.serve, efficiency)
     assert estimate.workload is not None
-    ttft, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()))
-    assert tpot == estimate.speed.tpot_s
-    # The lone prompt on an idle single-GPU vLLM replica: no wait, no residual step, no decodes beside
-    # its chunks, no queue (rho = 0), the first token sampled by the pass itself. The steady state's
-    # TTFT is then the floor's k chunk steps + the request overhead, to rounding.
+    ttft, tpot = latency_floors(estimate.workload, efficiency)
+    assert tpot == pytest.approx(estimate.speed.tpot_s, rel=1e-12)
     assert ttft == pytest.approx(estimate.speed.ttft_s, rel=1e-12)
-    assert ttft == pytest.approx(estimate.speed.ttft_single_s, rel=1e-12)
+
+
+def test_the_ttft_floor_is_the_idle_pass_less_its_pipeline_fill():
+    # Two stages, one sequence, a prompt of one chunk: the idle pass takes 2 stage-times S (the chunk
+    # crosses both stages) + one hop + the request overhead o; the floor keeps one S: S + hop + o. So the
+    # floor is (idle TTFT + hop + o) / 2, with the hop an NVLink all-reduce latency on H100 SXM.
+    spec = make_spec(one_sequence(pipeline=2))
+    assert spec.serve is not None
+    efficiency = efficiency_of(default_settings())
+    estimate = estimate_serve(spec, spec.serve, efficiency)
+    assert estimate.workload is not None
+    ttft, _ = latency_floors(estimate.workload, efficiency)
+    hop = CALIBRATION.serving.allreduce_latency_nvlink_s
+    overhead = CALIBRATION.engine("vllm").request_overhead_s
+    assert ttft == pytest.approx((estimate.speed.ttft_single_s + hop + overhead) / 2, rel=1e-12)
 
 
 def plain_binary_search(low: int, high: int, ok, probed: list[int]) -> int | None:
