@@ -429,10 +429,12 @@ def latency_floors(
     only add. k' steps of t / k' prompt tokens cost at least k steps of t / k: the fixed costs and
     collective latencies are paid per step; the roofline is homogeneous and grows with its bounds, and
     the weights a step reads are concave in its tokens (a mixture's experts) and never negative, so
-    more, smaller steps read at least as much; the prompt's causal attention is the same in total. So TTFT >= k idle chunk steps + the stage hops + the first token's
-    decode step (where the engine samples it from one: one sequence at the steady state's context) +
-    the request overhead: the idle replica's TTFT less its pipeline fill, whose share shrinks as
-    chunks multiply. Static batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
+    more, smaller steps read at least as much; the prompt's causal attention is the same in total. So
+    TTFT >= k idle chunk steps + the stage hops + the first token's decode step (where the engine
+    samples it from one: one sequence at the steady state's context) + the request overhead: the idle
+    replica's TTFT less its pipeline fill, which more chunks shorten (under two stages, one prompt chunk
+    alone crosses both, two half chunks take 3 half stage-times). Static batching prefills mean prompts
+    in waves: its TTFT floor is 0 (no claim)."""
     d = _Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     context = prompt + output / 2  # the steady state's decode context

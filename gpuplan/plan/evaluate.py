@@ -433,8 +433,9 @@ class ServePlanner(_Evaluator):
 
     def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
-        (``latency_floors``: one sequence decoding alone, the full prompt's compute alone) already miss
-        it, by more than a relative 1e-9 that keeps rounding on the safe side."""
+        (``latency_floors``: one sequence decoding alone; the full prompt's chunks on an idle replica,
+        without its pipeline fill) already miss it, by more than a relative 1e-9 that keeps rounding on
+        the safe side."""
         job = self.job
         if job.ttft_ms is None and job.tpot_ms is None:
             return False
