@@ -199,7 +199,7 @@ def estimate_finetune(
             trainable_params=memory.trainable_params,
             total_tokens=job.tokens,
             fused_loss=job.fused_loss,
-            network_gbs=job.hardware.network_gbps / 8,
+            network_gbs=job.hardware.network_gbs,
             attention=job.attention,
         )
         speed = training_speed(workload, efficiency, calibration)
@@ -359,7 +359,7 @@ def serving_workload(
         replicas=replicas,
         max_batched_tokens=job.max_batched_tokens,
         max_sequences=job.max_sequences,
-        network_gbs=job.hardware.network_gbps / 8,
+        network_gbs=job.hardware.network_gbs,
     )
 
 

@@ -36,6 +36,11 @@ class Hardware:
     network_gbps: float = field(default_factory=default_network_gbps)  # Gb/s per GPU, inter-node
 
     @property
+    def network_gbs(self) -> float:
+        """The inter-node bandwidth per GPU in GB/s one direction, as the speed models take it."""
+        return self.network_gbps / 8
+
+    @property
     def replicas(self) -> int:
         return max(1, self.count // (self.tensor_parallel * self.pipeline_parallel))
 

@@ -151,6 +151,9 @@ class _Deployment:
     def __init__(self, w: ServingWorkload, calibration: Calibration, efficiency: Efficiency) -> None:
         arch, gpu = w.architecture, w.gpu
         self.w, self.engine = w, calibration.engine(w.engine)
+        default_tokens, default_sequences = self.engine.limits(gpu)
+        self.token_budget = w.max_batched_tokens or default_tokens  # tokens one step may carry
+        self.sequence_cap = w.max_sequences or default_sequences  # sequences the engine runs at once
         mechanisms = calibration.serving
         tp, pp, ep = w.tensor_parallel, w.pipeline_parallel, w.expert_parallel
         stage_layers = math.ceil(arch.layers / pp)
@@ -317,16 +320,19 @@ class _Deployment:
         microbatches = min(pp, max(1.0, decoders))
         return pp * self.step(decoders / microbatches, 0, context, 0.0).seconds + (pp - 1) * self.hop
 
+    def idle_chunks(self, tokens: int, budget: int | None) -> tuple[int, float]:
+        """(chunks, seconds of one chunk's step on one stage) of a pass over ``tokens`` prompt tokens on an
+        idle replica, in chunks of ``budget`` tokens (None: one pass)."""
+        chunks = 1 if budget is None else max(1, math.ceil(tokens / budget))
+        return chunks, self.step(0, tokens / chunks, 0, self.prompt_attention(tokens) / chunks).seconds
+
     def prefill_alone(self, prompt: int, budget: int | None) -> float:
         """The prompt through an idle replica: chunks of ``budget`` tokens (None: one pass), to its first token."""
         first = self.first_token_step(1, prompt)
         prompt = int(self.prompt_pass(prompt))
         if prompt <= 0:
             return first
-        chunks = 1 if budget is None else max(1, math.ceil(prompt / budget))
-        chunk = prompt / chunks
-        attention = self.prompt_attention(prompt) / chunks
-        stage = self.step(0, chunk, 0, attention).seconds
+        chunks, stage = self.idle_chunks(prompt, budget)
         return (chunks + self.w.pipeline_parallel - 1) * stage + (self.w.pipeline_parallel - 1) * self.hop + first
 
 
@@ -337,8 +343,7 @@ def serving_speed(
     efficiency = efficiency or Efficiency()
     d = _Deployment(w, calibration, efficiency)
     arch, engine = w.architecture, d.engine
-    default_tokens, default_sequences = engine.limits(w.gpu)
-    budget = w.max_batched_tokens or default_tokens
+    budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     # Attention of a prompt drawn from the distribution: quadratic, so it follows E[P^2], not E[P]^2.
     square_mean = prompt_square_mean(prompt, w.prompt_p90)
@@ -349,7 +354,7 @@ def serving_speed(
     kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
     caps = {
         "concurrency": float(w.concurrency),
-        "engine": float(w.max_sequences or default_sequences),
+        "engine": float(d.sequence_cap),
         "kv-cache": max(kv_cap, 1.0),
     }
     limited_by = min(caps, key=lambda name: caps[name])
@@ -399,7 +404,7 @@ def burst_ttft(
     held = w.prompt_tokens + (w.output_tokens if engine.reserves_full_context else 0)
     per_sequence = d.kv_read(max(1.0, held))
     fits = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
-    admitted = max(1, min(w.concurrency, w.max_sequences or engine.limits(w.gpu)[1], math.floor(fits)))
+    admitted = max(1, min(w.concurrency, d.sequence_cap, math.floor(fits)))
     first = steady.ttft_single_s
     if admitted == 1:
         rest = first
@@ -441,13 +446,11 @@ def latency_floors(
     tpot = w.pipeline_parallel * d.step(1, 0, context, 0.0).seconds
     if w.batching == "static":
         return 0.0, tpot
-    budget = w.max_batched_tokens or d.engine.limits(w.gpu)[0]
     passed = int(d.prompt_pass(w.full_prompt))
     ttft = d.first_token_step(1, context) + d.engine.request_overhead_s
     if passed > 0:
-        chunks = max(1, math.ceil(passed / budget))
-        chunk = d.step(0, passed / chunks, 0, d.prompt_attention(passed) / chunks).seconds
-        ttft += chunks * chunk + (w.pipeline_parallel - 1) * d.hop
+        chunks, stage = d.idle_chunks(passed, d.token_budget)
+        ttft += chunks * stage + (w.pipeline_parallel - 1) * d.hop
     return ttft, tpot
 
 

@@ -26,7 +26,7 @@ from gpuplan.analysis import (
 )
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
-from gpuplan.estimate.serving_speed import ServingSpeed, latency_floors, serving_speed
+from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, latency_floors, serving_speed
 from gpuplan.estimate.training import TrainingMemory
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
@@ -422,14 +422,17 @@ class ServePlanner(_Evaluator):
         """The serving speed ``evaluate`` gives the layout (computed once for both)."""
         key = layout.key
         if key not in self._speeds:
-            job = self._job(layout)
-            setup = serving_setup(self.spec, job, gpu=layout.gpu)
             memory = self.memory(layout)
-            workload = serving_workload(
-                self.spec, job, setup, memory.weights, memory.kv_available, layout.gpu, layout.gpus
+            self._speeds[key] = serving_speed(
+                self._workload(layout, memory.weights, memory.kv_available), self.efficiency
             )
-            self._speeds[key] = serving_speed(workload, self.efficiency)
         return self._speeds[key]
+
+    def _workload(self, layout: Layout, weights_per_gpu: float, kv_available: float) -> ServingWorkload:
+        """What the speed model reads of ``layout``, with the given weights and KV space per GPU."""
+        job = self._job(layout)
+        setup = serving_setup(self.spec, job, gpu=layout.gpu)
+        return serving_workload(self.spec, job, setup, weights_per_gpu, kv_available, layout.gpu, layout.gpus)
 
     def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
@@ -444,11 +447,8 @@ class ServePlanner(_Evaluator):
             # The floors read no load and no KV capacity, and grow with the weights a step reads: the
             # weights' lower bound per GPU gives floors of every replica count without a memory estimate.
             layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
-            job = self._job(layout)
-            setup = serving_setup(self.spec, job, gpu=gpu)
             weights = self._model_weights / (tensor_parallel * pipeline_parallel)
-            workload = serving_workload(self.spec, job, setup, weights, 0.0, gpu, layout.gpus)
-            ttft, tpot = latency_floors(workload, self.efficiency)
+            ttft, tpot = latency_floors(self._workload(layout, weights, 0.0), self.efficiency)
             self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
         ttft_ms, tpot_ms = self._floors[key]
         return (self.job.ttft_ms is not None and ttft_ms > self.job.ttft_ms) or (
