@@ -119,6 +119,12 @@ def cli() -> None:
     is_flag=True,
     help="Skip named YAML files that do not look like specs (top-level model: and finetune:/serve:).",
 )
+@click.option(
+    "--catalog-hints/--no-catalog-hints",
+    default=None,
+    help="Fit hints (GP201, GP203, GP301) also name the cheapest layout of any allowed GPU: a full planner "
+    "search per spec that does not fit. Default: the configuration's catalog-hints (off).",
+)
 @_guarded
 def lint(
     paths: tuple[str, ...],
@@ -130,6 +136,7 @@ def lint(
     no_waivers: bool,
     quiet: bool,
     only_specs: bool,
+    catalog_hints: bool | None,
 ) -> None:
     """Check workload specs: schema, estimate, and the sizing rules.
 
@@ -146,6 +153,7 @@ def lint(
         use_waivers=not no_waivers,
         quiet=quiet,
         only_specs=only_specs,
+        catalog_hints=catalog_hints,
     )
     from gpuplan.output import formatter
 

@@ -1,7 +1,8 @@
 """Configuration: ``.gpuplan.yaml`` or ``[tool.gpuplan]`` in pyproject.toml, found upward from a spec.
 
 Keys (checked against schemas/config.schema.json; unknown keys are errors with positions):
-``select``, ``ignore``, ``severity`` (code or name -> level), ``fail-on``, ``thresholds``, and ``diff``
+``select``, ``ignore``, ``severity`` (code or name -> level), ``fail-on``, ``catalog-hints``, ``thresholds``,
+and ``diff``
 (the guardrails of ``gpuplan diff``, read by gpuplan/diff/guardrails.py).
 """
 
@@ -63,6 +64,7 @@ class Config:
     ignore: tuple[str, ...] = ()
     severities: dict[str, Severity] = field(default_factory=dict)
     fail_on: Severity | None = None
+    catalog_hints: bool = False  # the schema's default for `catalog-hints` (a test holds them equal)
     settings: Settings = field(default_factory=default_settings)
     source: str | None = None
     diff: dict[str, Any] = field(default_factory=dict)  # the validated `diff` section, as written
@@ -159,6 +161,7 @@ def _config(data: dict[str, Any], source: str) -> Config:
         ignore=tuple(data.get("ignore", ())),
         severities=severities,
         fail_on=Severity(data["fail-on"]) if "fail-on" in data else None,
+        catalog_hints=data.get("catalog-hints", Config.catalog_hints),
         settings=settings,
         source=source,
         diff=dict(data.get("diff", {})),

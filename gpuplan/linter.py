@@ -36,6 +36,7 @@ class LintOptions:
     settings: Any = None  # gpuplan.config.Settings; None means the documented defaults
     today: datetime.date | None = None  # for waiver expiry and price age; None means today in UTC
     config_source: str | None = None  # the configuration file these options came from, for the decision record
+    catalog_hints: bool = False  # fit hints also search every allowed GPU for the cheapest layout
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ class _Checked:
         from gpuplan.rules.context import RuleContext
         from gpuplan.rules.registry import all_rules
 
-        context = RuleContext(spec, analysis, self.document, settings, today)
+        context = RuleContext(spec, analysis, self.document, settings, today, self.options.catalog_hints)
         found: list[Finding] = []
         for rule in all_rules():
             check = rule.check

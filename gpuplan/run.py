@@ -47,11 +47,13 @@ def lint_paths(
     today: datetime.date | None = None,
     keep_analysis: bool = False,
     workers: int | None = None,
+    catalog_hints: bool | None = None,
 ) -> RunSummary:
     """Lint every spec under ``paths``; one bad file (or one bad configuration file) never stops the others.
 
     ``keep_analysis`` keeps each result's document and estimate (a report needs them); ``workers``
-    overrides the number of processes (default: one per core once there are enough files).
+    overrides the number of processes (default: one per core once there are enough files);
+    ``catalog_hints`` overrides each configuration's `catalog-hints`.
     """
     files = list(discover(paths, only_specs=only_specs))
     if not files and not only_specs:
@@ -71,7 +73,9 @@ def lint_paths(
             continue
         if config.fail_on:
             fail_levels.append(config.fail_on)
-        options = lint_options(config, select=select, ignore=ignore, use_waivers=use_waivers, today=day)
+        options = lint_options(
+            config, select=select, ignore=ignore, use_waivers=use_waivers, today=day, catalog_hints=catalog_hints
+        )
         jobs.append(_Job(path, options))
     results = tuple(_lint_all(jobs, keep_analysis, workers))
     configured = min(fail_levels, key=lambda s: s.rank) if fail_levels else Severity.ERROR
@@ -145,6 +149,7 @@ def lint_options(
     ignore: tuple[str, ...] = (),
     use_waivers: bool = True,
     today: datetime.date | None = None,
+    catalog_hints: bool | None = None,
 ) -> LintOptions:
     """The options a spec is linted with: command-line selections on top of its configuration."""
     return LintOptions(
@@ -155,6 +160,7 @@ def lint_options(
         settings=config.settings,
         today=today or clock.today(),
         config_source=config.source,
+        catalog_hints=config.catalog_hints if catalog_hints is None else catalog_hints,
     )
 
 

@@ -33,8 +33,8 @@ serve:
 """
 
 
-def findings(text: str, *codes: str):
-    options = LintOptions(today=TODAY, select=codes)
+def findings(text: str, *codes: str, catalog_hints: bool = False):
+    options = LintOptions(today=TODAY, select=codes, catalog_hints=catalog_hints)
     return lint_bytes("spec.yaml", textwrap.dedent(text).encode(), options).findings
 
 
@@ -239,7 +239,7 @@ def test_four_gpus_as_tp2_by_pp2_are_not_one_gpu():
 
 def test_layout_hints_are_in_the_spec_currency():
     # x_layout_hint__mutmut_4 (currency dropped): 70B at 8 x 8K on 2 x H100 TP 2 runs out of KV cache
-    # (GP203); the hint's costs come from budget.prices in EUR: 4 x 3.5 x 730 = 10,220 EUR/month and
+    # (GP203); with catalog hints on, the hint's costs come from budget.prices in EUR: 4 x 3.5 x 730 = 10,220 EUR/month and
     # 2 x 4.0 x 730 = 5,840 EUR/month.
     (finding,) = findings(
         """
@@ -250,6 +250,7 @@ def test_layout_hints_are_in_the_spec_currency():
         budget: {currency: EUR, prices: {h100-sxm: 3.5, h200-sxm: 4.0}, prices_date: 2026-11-30}
         """,
         "GP203",
+        catalog_hints=True,
     )
     assert finding.hint == (
         "on h100-sxm: 4 x h100-sxm, tensor_parallel 4 (10,220 EUR/month); "

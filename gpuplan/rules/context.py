@@ -22,6 +22,7 @@ class RuleContext:
     document: LoadedDocument
     settings: Settings
     today: datetime.date
+    catalog_hints: bool = False  # fit hints also name the cheapest layout of any allowed GPU (a full search)
 
     @property
     def efficiency(self) -> Efficiency:

@@ -13,24 +13,33 @@ from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
 
+# Where a lint hint without the catalog-wide search sends the reader for the other GPUs.
+PLAN_POINTER = "gpuplan plan compares every allowed GPU"
+
 
 def layout_hint(ctx: RuleContext, kind: str) -> str:
     """The planner's answer for a job that does not fit: the fewest GPUs of the declared kind that hold
-    it soundly, then the cheapest sound layout of any allowed GPU (when it differs)."""
+    it soundly, then (with `catalog-hints` on) the cheapest sound layout of any allowed GPU when it
+    differs, or else a pointer to ``gpuplan plan``, which searches every GPU."""
     planner = ctx.plans.job(kind)
     assert planner is not None
     currency = ctx.spec.budget.currency
     declared_gpu = planner.declared().layout.gpu
     on_declared = planner.fewest_gpus_on(declared_gpu)
-    cheapest = planner.cheapest()
+    limits = planner.limits
+    within = f"within {limits.max_gpus} GPUs and {limits.max_nodes} nodes"
     parts = []
     if on_declared is not None:
         parts.append(f"on {declared_gpu.id}: {summary(on_declared, currency)}")
+    if not ctx.catalog_hints:
+        if on_declared is None:
+            parts.append(f"no layout of {declared_gpu.id} {within} holds it soundly")
+        return "; ".join([*parts, PLAN_POINTER])
+    cheapest = planner.cheapest()
     if cheapest is not None and (on_declared is None or cheapest.layout.key != on_declared.layout.key):
         parts.append(f"cheapest: {summary(cheapest, currency)}")
     if not parts:
-        limits = planner.limits
-        return f"no layout within {limits.max_gpus} GPUs and {limits.max_nodes} nodes holds it soundly"
+        return f"no layout {within} holds it soundly"
     return "; ".join(parts)
 
 
@@ -67,8 +76,9 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
     Compares the estimated per-GPU peak (the maximum over forward, backward and optimizer step for
     fine-tuning; weights, runtime reserve and KV cache within the engine's memory budget for serving)
     with the GPU's usable memory, and reports the shortfall with the planner's answer: the fewest GPUs
-    of the declared kind that hold the job with the configured headroom (and the SLO), then the
-    cheapest sound layout of any allowed GPU. A single-GPU job that more GPUs of the same kind would
+    of the declared kind that hold the job with the configured headroom (and the SLO), then, with
+    `catalog-hints` on, the cheapest sound layout of any allowed GPU (off, the hint points to
+    `gpuplan plan`, which searches every GPU). A single-GPU job that more GPUs of the same kind would
     hold is GP301 instead; a serving job whose weights fit but whose KV cache does not is GP203.
 
     ## Why is this bad?

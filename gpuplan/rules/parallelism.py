@@ -18,7 +18,13 @@ from gpuplan.plan.space import (
     tensor_parallel_problem,
 )
 from gpuplan.rules.context import RuleContext
-from gpuplan.rules.fit import finetune_single_gpu, more_of_the_same_gpu, serve_single_gpu, serve_weights_fit
+from gpuplan.rules.fit import (
+    PLAN_POINTER,
+    finetune_single_gpu,
+    more_of_the_same_gpu,
+    serve_single_gpu,
+    serve_weights_fit,
+)
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
 
@@ -30,8 +36,9 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
     For a job declared on a single GPU that does not fit, asks the planner for the fewest GPUs of the
     same kind that hold it with the configured headroom (and the SLO): tensor or pipeline parallelism
     for serving; data-parallel sharding, activation checkpointing or, only when those do not suffice,
-    tensor or pipeline parallelism for fine-tuning. The message adds the cheapest sound layout of any
-    allowed GPU when it differs; the hint is the YAML to paste for the declared GPU.
+    tensor or pipeline parallelism for fine-tuning. With `catalog-hints` on, the message adds the
+    cheapest sound layout of any allowed GPU when it differs (off, it points to `gpuplan plan`); the
+    hint is the YAML to paste for the declared GPU.
 
     ## Why is this bad?
     A 70B model in bf16 is 131 GiB of weights: no 80 GB GPU can load it, however it is tuned.
@@ -65,13 +72,13 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
         )
         what = "tensor parallelism is" if kind == "serve" else "parallelism is"
         currency = ctx.spec.budget.currency
-        planner = ctx.plans.job(kind)
-        cheapest = planner.cheapest() if planner is not None else None
-        elsewhere = (
-            f"; cheapest of any GPU: {summary(cheapest, currency)}"
-            if cheapest is not None and cheapest.layout.key != option.layout.key
-            else ""
-        )
+        elsewhere = f"; {PLAN_POINTER}"
+        if ctx.catalog_hints:
+            planner = ctx.plans.job(kind)
+            cheapest = planner.cheapest() if planner is not None else None
+            elsewhere = ""
+            if cheapest is not None and cheapest.layout.key != option.layout.key:
+                elsewhere = f"; cheapest of any GPU: {summary(cheapest, currency)}"
         yield ctx.finding(
             "GP301",
             (kind, "hardware"),

@@ -1,0 +1,118 @@
+"""`catalog-hints`: lint's fit hints search only the declared GPU kind unless asked to search them all.
+
+The catalog-wide "cheapest of any GPU" search is the planner's whole search for each spec that does not
+fit; off by default, the hints name the fewest GPUs of the declared kind and point to `gpuplan plan`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuplan.cli import cli
+from gpuplan.config import Config, load_config
+from gpuplan.linter import LintOptions, lint_bytes
+from gpuplan.plan.search import JobPlanner
+from gpuplan.rules.fit import PLAN_POINTER
+
+TODAY = datetime.date(2026, 12, 2)
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+# 70B bf16 at 8 x 8K tokens on 2 x H100 TP 2: the weights fit, the KV cache does not (GP203). With
+# budget.prices in EUR, 4 x H100 (TP 4) cost 4 x 3.5 x 730 h = 10,220 EUR a month; 2 x H200 (TP 2),
+# 2 x 4.0 x 730 = 5,840 EUR, the cheapest of any GPU.
+KV_SHORT = """
+    version: 1
+    name: t
+    model: {id: llama-3.1-70b}
+    serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}}
+    budget: {currency: EUR, prices: {h100-sxm: 3.5, h200-sxm: 4.0}, prices_date: 2026-11-30}
+"""
+ON_DECLARED = "on h100-sxm: 4 x h100-sxm, tensor_parallel 4 (10,220 EUR/month)"
+CHEAPEST = "cheapest: 2 x h200-sxm, tensor_parallel 2 (5,840 EUR/month)"
+
+
+def hint(text: str, code: str, catalog_hints: bool) -> str:
+    options = LintOptions(today=TODAY, select=(code,), catalog_hints=catalog_hints)
+    (finding,) = lint_bytes("spec.yaml", textwrap.dedent(text).encode(), options).findings
+    return finding.hint
+
+
+def test_by_default_the_hint_names_the_declared_gpu_and_points_to_plan():
+    assert hint(KV_SHORT, "GP203", catalog_hints=False) == f"{ON_DECLARED}; {PLAN_POINTER}"
+
+
+def test_with_catalog_hints_the_hint_adds_the_cheapest_of_any_gpu():
+    assert hint(KV_SHORT, "GP203", catalog_hints=True) == f"{ON_DECLARED}; {CHEAPEST}"
+
+
+def test_no_layout_on_the_declared_gpu_is_said_with_its_limits():
+    # 405B in bf16 is 811.6 GB (756 GiB) of weights; 8 L4s give the engine 8 x 19.8 GiB: no layout of L4
+    # within plan.max_gpus = 8 holds it, and the hint says so rather than "no layout" of any GPU, which
+    # only the catalog-wide search could claim.
+    spec = """
+        version: 1
+        name: t
+        model: {id: llama-3.1-405b}
+        serve: {context: 8192, concurrency: 4, hardware: {gpu: l4}}
+        plan: {max_gpus: 8}
+    """
+    assert hint(spec, "GP201", catalog_hints=False) == (
+        f"no layout of l4 within 8 GPUs and 8 nodes holds it soundly; {PLAN_POINTER}"
+    )
+
+
+def test_without_catalog_hints_lint_never_searches_the_whole_catalog(monkeypatch: pytest.MonkeyPatch):
+    # The speed guarantee: an uncapped, unfiltered `cheapest` query is the catalog-wide search. Linting
+    # every example with the default options makes none; with catalog hints, the examples that do not
+    # fit make some (so the probe is not vacuous).
+    calls: list[str] = []
+    original = JobPlanner.cheapest
+
+    def counting(self, *, ceiling=None, where=None, tag=""):
+        if ceiling is None and where is None:
+            calls.append(tag)
+        return original(self, ceiling=ceiling, where=where, tag=tag)
+
+    monkeypatch.setattr(JobPlanner, "cheapest", counting)
+    examples = sorted(EXAMPLES.rglob("*.yaml"))
+    for catalog_hints in (False, True):
+        calls.clear()
+        options = LintOptions(today=TODAY, catalog_hints=catalog_hints)
+        for example in examples:
+            lint_bytes(str(example), example.read_bytes(), options)
+        assert bool(calls) == catalog_hints, catalog_hints
+
+
+def test_the_configuration_key_and_the_flag_choose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir(exist_ok=True)  # the configuration search stops here
+    (tmp_path / "spec.yaml").write_text(textwrap.dedent(KV_SHORT))
+
+    def lint_hint(*arguments: str) -> str:
+        result = CliRunner().invoke(cli, ["lint", "--format", "json", *arguments, "spec.yaml"])
+        assert result.exit_code == 1, result.output
+        (gp203,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "GP203"]
+        return gp203["hint"]
+
+    assert lint_hint().endswith(PLAN_POINTER)
+    assert lint_hint("--catalog-hints").endswith(CHEAPEST)
+    (tmp_path / ".gpuplan.yaml").write_text("catalog-hints: true\n")
+    assert lint_hint().endswith(CHEAPEST)
+    assert lint_hint("--no-catalog-hints").endswith(PLAN_POINTER)
+
+
+def test_the_schema_default_is_the_dataclass_default(tmp_path: Path):
+    # One fact, two places: a configuration without the key gets the schema's default.
+    schema = json.loads((Path(__file__).resolve().parent.parent / "schemas" / "config.schema.json").read_text())
+    assert schema["properties"]["catalog-hints"]["default"] is Config.catalog_hints is False
+    (tmp_path / ".gpuplan.yaml").write_text("fail-on: error\n")
+    assert load_config(tmp_path / ".gpuplan.yaml").catalog_hints is False
+    (tmp_path / ".gpuplan.yaml").write_text("catalog-hints: yes-please\n")
+    with pytest.raises(Exception, match="catalog-hints"):
+        load_config(tmp_path / ".gpuplan.yaml")
