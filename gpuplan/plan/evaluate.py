@@ -255,6 +255,20 @@ class _Evaluator:
         self.efficiency, self.headroom_pct, self.limits = efficiency, headroom_pct, limits
         self.arch = spec.model.architecture
         self._estimates: dict[tuple[object, ...], Option] = {}
+        self.declared: Layout
+        self.known: Any = None  # the analysis's estimate of the declared layout, when it is the planner's own
+
+    def _job(self, layout: Layout) -> Any:
+        raise NotImplementedError
+
+    def _same_job(self, job: Any, gpu: Any) -> bool:
+        """Whether an estimate of ``job`` on ``gpu`` is the one ``evaluate`` makes of the declared layout:
+        the same job as the planner derives from it (its GPUs, splits, settings, load) on the same GPU."""
+        return gpu == self.declared.gpu and job == self._job(self.declared)
+
+    def _known_estimate(self, layout: Layout) -> Any:
+        """The analysis's estimate when ``layout`` is the declared one it matches, else None."""
+        return self.known if self.known is not None and layout.key == self.declared.key else None
 
     @staticmethod
     def _hardware(declared: Hardware, layout: Layout) -> Hardware:
@@ -299,7 +313,14 @@ class ServePlanner(_Evaluator):
     kind = "serve"
     serving = True
 
-    def __init__(self, spec: Spec, efficiency: Efficiency, headroom_pct: float, limits: PlanLimits) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        efficiency: Efficiency,
+        headroom_pct: float,
+        limits: PlanLimits,
+        known: ServeEstimate | None = None,
+    ) -> None:
         super().__init__(spec, efficiency, headroom_pct, limits)
         assert spec.serve is not None
         self.job = spec.serve
@@ -312,6 +333,10 @@ class ServePlanner(_Evaluator):
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
         self._model_weights, self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
+        self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
+        if self.known is not None:  # the speed and memory of the declared layout, as evaluate computes them
+            self._memory[self._load(self.declared)] = self.known.memory
+            self._speeds[self.declared.key] = self.known.speed
 
     # -- layouts ---------------------------------------------------------------------------------
     def declared_layout(self) -> Layout:
@@ -457,7 +482,7 @@ class ServePlanner(_Evaluator):
 
     # -- options ---------------------------------------------------------------------------------
     def _evaluate(self, layout: Layout) -> Option:
-        estimate = estimate_serve(
+        estimate = self._known_estimate(layout) or estimate_serve(
             self.spec,
             self._job(layout),
             self.efficiency,
@@ -494,7 +519,13 @@ class FinetunePlanner(_Evaluator):
     kind = "finetune"
 
     def __init__(
-        self, spec: Spec, efficiency: Efficiency, headroom_pct: float, sync_share: float, limits: PlanLimits
+        self,
+        spec: Spec,
+        efficiency: Efficiency,
+        headroom_pct: float,
+        sync_share: float,
+        limits: PlanLimits,
+        known: FinetuneEstimate | None = None,
     ) -> None:
         super().__init__(spec, efficiency, headroom_pct, limits)
         assert spec.finetune is not None
@@ -505,6 +536,9 @@ class FinetunePlanner(_Evaluator):
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
         self._floor_job: tuple[Finetune, TrainingMemory] | None = None
         self.declared = self.declared_layout()
+        self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
+        if self.known is not None:  # the declared layout's memory, as evaluate computes it
+            self._memory[self._memory_key(self.declared)] = self.known.memory
 
     def declared_settings(self) -> TrainingSettings:
         job = self.job
@@ -539,9 +573,13 @@ class FinetunePlanner(_Evaluator):
             hardware=self._hardware(self.job.hardware, layout),
         )
 
+    @staticmethod
+    def _memory_key(layout: Layout) -> tuple[object, ...]:
+        return (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, layout.settings)
+
     def memory(self, layout: Layout) -> TrainingMemory:
         """Per-GPU memory of a layout's shape: the same on every GPU kind (only usable memory differs)."""
-        key = (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, layout.settings)
+        key = self._memory_key(layout)
         if key not in self._memory:
             self._memory[key] = finetune_memory(self.spec, self._job(layout))
         return self._memory[key]
@@ -550,7 +588,7 @@ class FinetunePlanner(_Evaluator):
         return within_headroom(self.memory(layout).per_gpu, layout.gpu.usable_bytes, self.headroom_pct)
 
     def _evaluate(self, layout: Layout) -> Option:
-        estimate = estimate_finetune(
+        estimate = self._known_estimate(layout) or estimate_finetune(
             self.spec, self._job(layout), self.efficiency, gpu=layout.gpu, memory=self.memory(layout)
         )
         per_gpu, usable = estimate.memory.per_gpu, layout.gpu.usable_bytes

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpuplan.analysis import Analysis
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.plan.evaluate import FinetunePlanner, Option, ServePlanner
@@ -596,8 +597,12 @@ class SpecPlanner:
         headroom_pct: float,
         sync_share: float,
         limits: PlanLimits | None = None,
+        analysis: Analysis | None = None,
     ) -> None:
+        """``analysis``: the spec's estimate with the same ``efficiency``, whose declared layouts the
+        planners then take as evaluated rather than estimating them again."""
         self.spec = spec
+        self.analysis = analysis
         self.efficiency = efficiency
         self.headroom_pct = headroom_pct
         self.sync_share = sync_share
@@ -622,10 +627,14 @@ class SpecPlanner:
         if kind == "serve":
             if spec.serve is None:
                 return None
-            return JobPlanner(ServePlanner(spec, self.efficiency, self.headroom_pct, self.limits), self.limits)
+            known = self.analysis.serve if self.analysis is not None else None
+            return JobPlanner(
+                ServePlanner(spec, self.efficiency, self.headroom_pct, self.limits, known=known), self.limits
+            )
         if spec.finetune is None:
             return None
-        evaluator = FinetunePlanner(spec, self.efficiency, self.headroom_pct, self.sync_share, self.limits)
+        tuned = self.analysis.finetune if self.analysis is not None else None
+        evaluator = FinetunePlanner(spec, self.efficiency, self.headroom_pct, self.sync_share, self.limits, known=tuned)
         return JobPlanner(evaluator, self.limits)
 
     def recommend(self, planner: JobPlanner) -> Option | None:

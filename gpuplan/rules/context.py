@@ -30,8 +30,9 @@ class RuleContext:
 
     @functools.cached_property
     def plans(self) -> SpecPlanner:
-        """The planner for this spec, shared by every rule that proposes a layout (built on first use)."""
-        return planner_for(self.spec, self.settings)
+        """The planner for this spec, shared by every rule that proposes a layout (built on first use);
+        it takes the declared layouts' estimates from the analysis rather than estimating them again."""
+        return planner_for(self.spec, self.settings, analysis=self.analysis)
 
     def finding(self, code: str, pointer: Pointer, message: str, hint: str = "") -> Finding:
         return finding_at(self.document, code, pointer, message, hint)
@@ -51,12 +52,16 @@ def efficiency_of(settings: Settings) -> Efficiency:
     )
 
 
-def planner_for(spec: Spec, settings: Settings, limits: PlanLimits | None = None) -> SpecPlanner:
-    """The planner with the configured thresholds: headroom, gradient sync share and speed efficiencies."""
+def planner_for(
+    spec: Spec, settings: Settings, limits: PlanLimits | None = None, analysis: Analysis | None = None
+) -> SpecPlanner:
+    """The planner with the configured thresholds: headroom, gradient sync share and speed efficiencies
+    (``analysis``: the spec's estimate with the same settings' efficiencies)."""
     return SpecPlanner(
         spec,
         efficiency_of(settings),
         headroom_pct=settings.headroom_pct,
         sync_share=settings.gradient_sync_share,
         limits=limits,
+        analysis=analysis,
     )

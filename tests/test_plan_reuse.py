@@ -1,0 +1,80 @@
+"""The rules' planner takes the declared layouts' estimates from the spec's analysis instead of
+estimating them again, and only where the analysis estimated exactly what the planner would.
+
+The planner derives its own job from a layout (expert parallelism 1, a nominal token count for a
+fine-tune without `tokens`); when that job is not the declared one, the analysis's estimate is of
+something else and must not be taken.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gpuplan.analysis import analyse
+from gpuplan.config import default_settings
+from gpuplan.loader import load_bytes
+from gpuplan.rules.context import efficiency_of, planner_for
+from gpuplan.spec import resolve
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").rglob("*.yaml"))
+
+
+def resolved(text: str):
+    spec, findings = resolve(load_bytes("spec.yaml", text.encode()), Path("."))
+    assert spec is not None, findings
+    return spec
+
+
+def planners(spec):
+    settings = default_settings()
+    analysis = analyse(spec, efficiency_of(settings))
+    return planner_for(spec, settings, analysis=analysis), planner_for(spec, settings)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_the_declared_option_is_the_same_with_or_without_the_analysis(example: Path):
+    spec = resolved(example.read_text())
+    reusing, fresh = planners(spec)
+    for kind in ("serve", "finetune"):
+        planner = reusing.job(kind)
+        if planner is None:
+            continue
+        assert planner.declared() == fresh.job(kind).declared(), kind
+
+
+SERVE = """
+    version: 1
+    name: t
+    model: {id: mixtral-8x7b}
+    serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2%s}}
+"""
+FINETUNE = """
+    version: 1
+    name: t
+    model: {id: llama-3.1-8b}
+    finetune: {method: lora, seq_len: 4096, micro_batch: 2, hardware: {gpu: h100-sxm}%s}
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "taken"),
+    [
+        (SERVE % "", "serve", True),
+        # Expert parallelism is not planned: the planner's job has EP 1, not the declared EP 2.
+        (SERVE % ", expert_parallel: 2", "serve", False),
+        (FINETUNE % ", tokens: 100000000", "finetune", True),
+        # Without a token count the planner estimates a nominal one; the analysis estimated none.
+        (FINETUNE % "", "finetune", False),
+    ],
+    ids=["serve", "serve-expert-parallel", "finetune", "finetune-without-tokens"],
+)
+def test_the_analysis_is_taken_only_for_the_job_the_planner_would_estimate(text: str, kind: str, taken: bool):
+    spec = resolved(textwrap.dedent(text))
+    reusing, fresh = planners(spec)
+    planner = reusing.job(kind)
+    assert planner is not None
+    assert (planner.evaluator.known is not None) is taken
+    assert planner.declared() == fresh.job(kind).declared()
