@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.catalog import Gpu
@@ -35,6 +35,7 @@ from gpuplan.estimate.training import (
     trainable_params,
 )
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
+from gpuplan.records import evolve
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import DTYPE_BYTES, GIB
 
@@ -238,7 +239,7 @@ def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:
 
 def serve_shape(spec: Spec, job: Serve, gpu: Gpu) -> ServingShape:
     """serve_memory of ``job`` on ``gpu`` at any concurrency (``job.concurrency`` is not read)."""
-    return serving_shape(replace(serving_setup(spec, job, gpu=gpu), concurrency=0), gpu.usable_bytes)
+    return serving_shape(evolve(serving_setup(spec, job, gpu=gpu), concurrency=0), gpu.usable_bytes)
 
 
 def checkpoint_bytes(spec: Spec, job: Finetune, setup: TrainingSetup) -> int:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 from gpuplan.architecture import Architecture
+from gpuplan.records import evolve
 from gpuplan.units import GIB, MIB
 
 ENGINE = "vLLM v0.19 (V1 engine, OpenAI API server defaults)"
@@ -386,7 +387,7 @@ class ServingShape:
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
     """Per-GPU serving memory of ``setup`` (the shape is computed once per process: the planner asks for
     the same shape at many concurrencies)."""
-    return serving_shape(replace(setup, concurrency=0), usable_bytes).at(setup.concurrency)
+    return serving_shape(evolve(setup, concurrency=0), usable_bytes).at(setup.concurrency)
 
 
 @functools.lru_cache(maxsize=512)  # a spec's declared shapes and rules' what-ifs; about 1 MiB at most

@@ -38,6 +38,7 @@ from gpuplan.plan.space import (
     size_problem,
     tensor_parallel_problem,
 )
+from gpuplan.records import evolve
 from gpuplan.spec import Finetune, Hardware, PlanLimits, Serve, Spec
 from gpuplan.units import format_gib
 
@@ -273,7 +274,7 @@ class _Evaluator:
     @staticmethod
     def _hardware(declared: Hardware, layout: Layout) -> Hardware:
         """The layout's GPUs on the declared network (expert parallelism is not planned: 1)."""
-        return replace(
+        return evolve(
             declared,
             gpu=layout.gpu,
             count=layout.gpus,
@@ -352,9 +353,9 @@ class ServePlanner(_Evaluator):
     def _job(self, layout: Layout) -> Serve:
         replicas = layout.replicas
         tenants = tuple(
-            replace(t, concurrency=self._tenant_concurrency(t.concurrency, replicas)) for t in self.job.tenants
+            evolve(t, concurrency=self._tenant_concurrency(t.concurrency, replicas)) for t in self.job.tenants
         )
-        return replace(
+        return evolve(
             self.job,
             concurrency=layout.concurrency,
             tenants=tenants,
@@ -562,7 +563,7 @@ class FinetunePlanner(_Evaluator):
     def _job(self, layout: Layout) -> Finetune:
         settings = layout.settings
         assert settings is not None
-        return replace(
+        return evolve(
             self.job,
             checkpointing=settings.activation_checkpointing,
             fused_loss=settings.fused_loss,
