@@ -77,9 +77,7 @@ class FinetuneEstimate:
 
     @property
     def cost(self) -> float | None:
-        if self.speed is None or self.price_per_hour is None:
-            return None
-        return self.speed.hours * self.gpus * self.price_per_hour
+        return run_cost(self.speed, self.gpus, self.price_per_hour)
 
 
 @dataclass(frozen=True)
@@ -178,32 +176,8 @@ def estimate_finetune(
     setup = training_setup(spec, job, gpus, tp)
     overhead = training_overhead(setup)
     memory = memory or estimate_training(setup, overhead)
-    speed = None
-    workload = None
-    if job.tokens:
-        workload = TrainingWorkload(
-            architecture=spec.model.architecture,
-            gpu=gpu,
-            method=job.method,
-            precision=job.precision,
-            optimizer=job.optimizer,
-            # Full checkpointing recomputes each layer's forward; selective recomputes only elementwise
-            # work (norms, activations), counted as none by the speed model.
-            checkpointing=job.checkpointing == "full",
-            seq_len=job.seq_len,
-            micro_batch=job.micro_batch,
-            gradient_accumulation=job.gradient_accumulation,
-            gpus=setup.gpus,
-            tensor_parallel=setup.tensor_parallel,
-            pipeline_parallel=setup.pipeline_parallel,
-            sharding=setup.sharding,
-            trainable_params=memory.trainable_params,
-            total_tokens=job.tokens,
-            fused_loss=job.fused_loss,
-            network_gbs=job.hardware.network_gbs,
-            attention=job.attention,
-        )
-        speed = training_speed(workload, efficiency, calibration)
+    workload = finetune_workload(spec, job, setup, memory, gpu)
+    speed = None if workload is None else training_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return FinetuneEstimate(
         job,
@@ -219,6 +193,43 @@ def estimate_finetune(
         _bands(calibration, ("training_tokens_per_s",)),
         workload,
     )
+
+
+def finetune_workload(
+    spec: Spec, job: Finetune, setup: TrainingSetup, memory: TrainingMemory, gpu: Gpu
+) -> TrainingWorkload | None:
+    """What the training speed of ``job`` on ``gpu`` rests on; None without a token count (no run length)."""
+    if not job.tokens:
+        return None
+    return TrainingWorkload(
+        architecture=spec.model.architecture,
+        gpu=gpu,
+        method=job.method,
+        precision=job.precision,
+        optimizer=job.optimizer,
+        # Full checkpointing recomputes each layer's forward; selective recomputes only elementwise
+        # work (norms, activations), counted as none by the speed model.
+        checkpointing=job.checkpointing == "full",
+        seq_len=job.seq_len,
+        micro_batch=job.micro_batch,
+        gradient_accumulation=job.gradient_accumulation,
+        gpus=setup.gpus,
+        tensor_parallel=setup.tensor_parallel,
+        pipeline_parallel=setup.pipeline_parallel,
+        sharding=setup.sharding,
+        trainable_params=memory.trainable_params,
+        total_tokens=job.tokens,
+        fused_loss=job.fused_loss,
+        network_gbs=job.hardware.network_gbs,
+        attention=job.attention,
+    )
+
+
+def run_cost(speed: TrainingSpeed | None, gpus: int, price_per_hour: float | None) -> float | None:
+    """A run's cost: its hours on ``gpus`` GPUs at ``price_per_hour`` each; None without either."""
+    if speed is None or price_per_hour is None:
+        return None
+    return speed.hours * gpus * price_per_hour
 
 
 def training_overhead(setup: TrainingSetup) -> int:

@@ -20,14 +20,18 @@ from gpuplan.analysis import (
     estimate_finetune,
     estimate_serve,
     finetune_memory,
+    finetune_workload,
+    run_cost,
     serve_shape,
     serving_setup,
     serving_workload,
+    training_setup,
 )
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, latency_floors, serving_speed
-from gpuplan.estimate.training import TrainingMemory
+from gpuplan.estimate.training import TrainingMemory, TrainingSetup
+from gpuplan.estimate.training_speed import training_speed
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
     Layout,
@@ -535,7 +539,7 @@ class FinetunePlanner(_Evaluator):
         self.declared_data_parallel = max(1, hardware.count // (hardware.tensor_parallel * hardware.pipeline_parallel))
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
-        self._floor_job: tuple[Finetune, TrainingMemory] | None = None
+        self._floor_job: tuple[Finetune, TrainingMemory, TrainingSetup] | None = None
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
         if self.known is not None:  # the declared layout's memory, as evaluate computes it
@@ -611,16 +615,21 @@ class FinetunePlanner(_Evaluator):
     def floor_rate(self, gpu: Any) -> float | None:
         """Cost per 1M tokens on one ``gpu`` with no recompute, a fused loss (never slower) and the
         declared micro-batch (smaller ones are never faster): no layout on this GPU kind costs less.
-        Estimated without judging (the search compares every GPU kind's floor first)."""
+        Only the run's speed and price on ``gpu`` are computed, as ``estimate_finetune`` computes them (the
+        search compares every GPU kind's floor first; nothing else of an estimate is read)."""
         if self._floor_job is None:
             declared = self.declared_settings()
             micro = declared.micro_batch
             settings = TrainingSettings("none", True, declared.sharding, micro, self.global_batch // micro)
             layout = Layout(self.job.hardware.gpu, 1, 1, 1, settings=settings)
-            self._floor_job = (self._job(layout), self.memory(layout))
-        job, memory = self._floor_job
-        estimate = estimate_finetune(self.spec, job, self.efficiency, gpu=gpu, memory=memory)
-        return None if estimate.cost is None else estimate.cost / (job.tokens or NOMINAL_TOKENS) * 1e6
+            job = self._job(layout)
+            self._floor_job = (job, self.memory(layout), training_setup(self.spec, job))
+        job, memory, setup = self._floor_job
+        workload = finetune_workload(self.spec, job, setup, memory, gpu)
+        speed = None if workload is None else training_speed(workload, self.efficiency)
+        price = self.spec.price_record(gpu)
+        cost = run_cost(speed, setup.gpus, None if price is None else price.per_hour)
+        return None if cost is None else cost / (job.tokens or NOMINAL_TOKENS) * 1e6
 
 
 def _sharding_kind(sharding: str) -> str:
