@@ -282,7 +282,27 @@ class Architecture:
 
     def stage_layers(self, pipeline_parallel: int) -> tuple[range, ...]:
         """The layers of each pipeline stage, split as vLLM's ``get_pp_indices`` does (remainder to the
-        stages before the last)."""
+        stages before the last); computed once per degree (every memory and speed estimate asks)."""
+        split = self._stage_splits.get(pipeline_parallel)
+        if split is None:
+            split = self._stage_splits[pipeline_parallel] = self._split_stages(pipeline_parallel)
+        return split
+
+    @cached_property
+    def _stage_splits(self) -> dict[int, tuple[range, ...]]:
+        return {}
+
+    def __hash__(self) -> int:
+        # The architecture is part of the key of every memoised estimate (serving shapes, attention
+        # FLOPs): its 40-odd fields are hashed once, not on every lookup. Equal architectures hash
+        # equally, as the generated hash would.
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, field.name) for field in fields(self)))
+
+    def _split_stages(self, pipeline_parallel: int) -> tuple[range, ...]:
         stages = max(1, min(pipeline_parallel, self.layers))
         sizes = [self.layers // stages] * stages
         for extra in range(self.layers % stages):

@@ -85,3 +85,18 @@ def test_records_whose_instances_hold_more_than_their_fields_are_refused(record)
         assert record.double == 2
     with pytest.raises(TypeError):
         evolve(record, a=5)
+
+
+def test_an_architectures_remembered_hash_and_stage_split_follow_its_fields():
+    # Architecture hashes once and splits stages once per degree; a copy with another field (made by
+    # dataclasses.replace, as evolve refuses a class that caches) has its own hash and split.
+    from tests.tiny_architectures import TINY
+
+    wider = dataclasses.replace(TINY, layers=TINY.layers + 1)
+    same = dataclasses.replace(TINY)
+    assert hash(same) == hash(TINY) and same == TINY
+    assert hash(wider) != hash(TINY)  # a 64-bit hash of different fields: equal only by accident
+    assert TINY.stage_layers(2) == TINY.stage_layers(2)
+    assert sum(len(stage) for stage in wider.stage_layers(2)) == TINY.layers + 1
+    with pytest.raises(TypeError):
+        evolve(TINY, layers=3)

@@ -36,7 +36,12 @@ class Price:
     high: float | None = None
 
     def describe(self) -> str:
-        """Where the price comes from, in words, for assumptions and report provenance."""
+        """Where the price comes from, in words, for assumptions and report provenance (worded once: a
+        catalog price is described in every estimate that uses it)."""
+        return self._description
+
+    @functools.cached_property
+    def _description(self) -> str:
         if self.origin == "budget.prices":
             return f"spec budget.prices ({self.quoted_from or 'undated'})"
         if self.origin == "gpus":
