@@ -17,6 +17,7 @@ are reported as host (or NVMe) bytes, never dropped.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -139,8 +140,9 @@ class TrainingMemory:
     host: int = 0
     nvme: int = 0
 
-    @property
+    @functools.cached_property
     def phase_totals(self) -> dict[str, int]:
+        """Bytes live in each phase (summed once: the planner compares the peak of every layout it tries)."""
         return {name: sum(parts.values()) for name, parts in self.phases.items()}
 
     @property

@@ -540,6 +540,7 @@ class FinetunePlanner(_Evaluator):
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
         self._floor_job: tuple[Finetune, TrainingMemory, TrainingSetup] | None = None
+        self._micro_batches: dict[int, tuple[int, ...]] = {}  # data-parallel width -> sizes
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
         if self.known is not None:  # the declared layout's memory, as evaluate computes it
@@ -559,10 +560,15 @@ class FinetunePlanner(_Evaluator):
         most = self.limits.max_gpus // (tensor_parallel * pipeline_parallel)
         return [dp for dp in POWERS_OF_TWO if dp <= most and self.global_batch % dp == 0]
 
-    def micro_batches(self, data_parallel: int) -> list[int]:
+    def micro_batches(self, data_parallel: int) -> tuple[int, ...]:
         """Micro-batch sizes (the declared one first, then smaller) that keep the global batch."""
-        per_rank = self.global_batch // data_parallel
-        return [m for m in range(self.job.micro_batch, 0, -1) if self.job.micro_batch % m == 0 and per_rank % m == 0]
+        if data_parallel not in self._micro_batches:
+            per_rank = self.global_batch // data_parallel
+            micro = self.job.micro_batch
+            self._micro_batches[data_parallel] = tuple(
+                m for m in range(micro, 0, -1) if micro % m == 0 and per_rank % m == 0
+            )
+        return self._micro_batches[data_parallel]
 
     def _job(self, layout: Layout) -> Finetune:
         settings = layout.settings

@@ -172,6 +172,7 @@ class JobPlanner:
         self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
         self._memory_searches: dict[tuple[object, ...], _Bisection] = {}
         self._sound_searches: dict[tuple[object, ...], _Scan] = {}
+        self._choices: dict[tuple[int, bool], tuple[TrainingSettings, ...]] = {}  # (width, checkpointing)
 
     # -- the declared layout ---------------------------------------------------------------------
     def declared(self) -> Option:
@@ -374,8 +375,15 @@ class JobPlanner:
         return sorted(pairs, key=lambda pair: (pair[0] * pair[1], pair[1]))
 
     # (the search toggles full activation checkpointing on and off; checkpointing_mode maps the toggle)
-    def _settings_choices(self, data_parallel: int, checkpointing: bool) -> list[TrainingSettings]:
-        """Settings for one data-parallel width, fewest changes from the declared ones first."""
+    def _settings_choices(self, data_parallel: int, checkpointing: bool) -> tuple[TrainingSettings, ...]:
+        """Settings for one data-parallel width, fewest changes from the declared ones first (the same for
+        every GPU kind and split: listed once per width)."""
+        key = (data_parallel, checkpointing)
+        if key not in self._choices:
+            self._choices[key] = self._list_settings(data_parallel, checkpointing)
+        return self._choices[key]
+
+    def _list_settings(self, data_parallel: int, checkpointing: bool) -> tuple[TrainingSettings, ...]:
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
         declared = evaluator.declared_settings()
@@ -405,7 +413,7 @@ class JobPlanner:
                 + (settings.micro_batch != declared.micro_batch)
             )
 
-        return sorted(choices, key=changes)
+        return tuple(sorted(choices, key=changes))
 
     def _fitting_settings(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> Layout | None:
         """The memory-sound settings with the fewest changes at one shape, or None (checked first with
