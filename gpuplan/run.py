@@ -60,7 +60,7 @@ def lint_paths(
         raise GpuplanError(f"no spec files found in {', '.join(paths)}")
     explicit = load_config(Path(config_path)) if config_path else None  # a bad --config is a usage error
     day = today or clock.today()
-    found: dict[Path, Config | ConfigError] = {}
+    found: dict[Path | str, Config | ConfigError] = {}
     jobs = []
     fail_levels = []
     for path in files:
@@ -124,7 +124,12 @@ def _lint_job_light(job: _Job) -> LintResult:
     return _lint_job(job).findings_only()
 
 
-def _config_or_error(path: str, found: dict[Path, Config | ConfigError]) -> Config | ConfigError:
+def _config_or_error(path: str, found: dict[Path | str, Config | ConfigError]) -> Config | ConfigError:
+    """The configuration governing ``path``; ``found`` memoises it per folder, resolved (symlinks
+    followed) and as written, so that the files of one folder resolve it once."""
+    written = os.path.dirname(path) + os.sep
+    if path != "-" and written in found and not os.path.islink(path):
+        return found[written]  # a plain file lies in the folder its path names
     folder = Path.cwd() if path == "-" else _folder(path)
     if folder not in found:
         try:
@@ -132,6 +137,8 @@ def _config_or_error(path: str, found: dict[Path, Config | ConfigError]) -> Conf
             found[folder] = load_config(location) if location else Config()
         except ConfigError as error:
             found[folder] = error
+    if path != "-" and not os.path.islink(path):
+        found[written] = found[folder]
     return found[folder]
 
 
@@ -164,7 +171,7 @@ def lint_options(
     )
 
 
-def config_for(path: str, found: dict[Path, Config | ConfigError] | None = None) -> Config:
+def config_for(path: str, found: dict[Path | str, Config | ConfigError] | None = None) -> Config:
     """The configuration that governs the spec at ``path`` (found upward). Raises ConfigError."""
     config = _config_or_error(path, {} if found is None else found)
     if isinstance(config, ConfigError):

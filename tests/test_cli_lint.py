@@ -231,3 +231,24 @@ def test_a_reader_that_goes_away_is_no_internal_error():
         timeout=120,
     )
     assert completed.stderr == "" and completed.stdout == "G"
+
+
+def test_a_symlinked_spec_is_governed_by_its_targets_configuration(tmp_path: Path):
+    # Specs of one folder share the configuration search, except a symlink, which follows its target:
+    # a/ ignores GP301 and b/ does not, so of two copies of a spec that needs tensor parallelism (GP301)
+    # in b/, the one linked from a/ loses its GP301 and b/'s own keeps it, in either order.
+    spec = (EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml").read_text()
+    for folder, config in (("a", "ignore: [GP301]\n"), ("b", "fail-on: error\n")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / ".gpuplan.yaml").write_text(config)
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    (tmp_path / "a" / "spec.yaml").write_text(spec)
+    (tmp_path / "b" / "own.yaml").write_text(spec)
+    (tmp_path / "b" / "linked.yaml").symlink_to(tmp_path / "a" / "spec.yaml")
+    own, linked = str(tmp_path / "b" / "own.yaml"), str(tmp_path / "b" / "linked.yaml")
+    for order in ((own, linked), (linked, own)):
+        _, out, _ = run_cli("lint", "--format", "json", *order)
+        codes: dict[str, set[str]] = {own: set(), linked: set()}
+        for finding in json.loads(out)["findings"]:
+            codes[finding["file"]].add(finding["code"])
+        assert "GP301" in codes[own] and "GP301" not in codes[linked], (order, codes)

@@ -48,7 +48,7 @@ class _Configs:
     def __init__(self, options: DiffOptions) -> None:
         self.options = options
         self.explicit = load_config(Path(options.config_path)) if options.config_path else None
-        self.found: dict[Path, Config | ConfigError] = {}
+        self.found: dict[Path | str, Config | ConfigError] = {}
 
     def linting(self, location: Path) -> _Linting:
         # A removed spec's folder may be gone: the search upward starts there all the same.
