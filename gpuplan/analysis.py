@@ -564,8 +564,10 @@ def _bands_dict(bands: dict[str, ErrorBand]) -> dict[str, dict[str, float | int]
     }
 
 
-def to_dict(analysis: Analysis) -> dict[str, Any]:
-    """The documented JSON object of ``gpuplan estimate --format json``."""
+def to_dict(analysis: Analysis, capacity: bool = True) -> dict[str, Any]:
+    """The documented JSON object of ``gpuplan estimate --format json``. ``capacity=False`` leaves out
+    ``max_concurrency`` and ``max_context``: a binary search each, and whole numbers >= 0 by construction
+    (lint's guard on the figures checks the rest)."""
     result: dict[str, Any] = {"name": analysis.spec.name, "model": analysis.spec.model.label}
     if analysis.finetune:
         f = analysis.finetune
@@ -612,8 +614,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "vision_weight_bytes": s.memory.vision_weights,
             "cuda_graph_bytes": s.memory.cuda_graphs,
             "memory_engine": ENGINE,
-            "max_concurrency": s.max_concurrency,
-            "max_context": s.max_context,
+            **({"max_concurrency": s.max_concurrency, "max_context": s.max_context} if capacity else {}),
             "engine": s.job.engine,
             "ttft_ms": round(s.speed.ttft_s * 1000, 1),
             "ttft_single_ms": round(s.speed.ttft_single_s * 1000, 1),
