@@ -9,6 +9,7 @@ keyword; its description says what it is and the resolver computes it.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 
@@ -37,27 +38,63 @@ def apply_defaults(data: Any, schema: dict[str, Any]) -> Any:
     Defaults apply inside present mappings (and inside a mapping created from its own ``default``,
     such as ``finetune.lora: {}``); absent optional sections stay absent.
     """
-    return _apply(data, schema, schema)
+    return _filler(schema)(data)
 
 
-def _apply(value: Any, node: dict[str, Any], schema: dict[str, Any]) -> Any:
-    node = resolve_ref(schema, node)
-    if isinstance(value, dict):
-        result = dict(value)
-        properties = node.get("properties", {})
-        for name, raw_child in properties.items():
-            child = resolve_ref(schema, raw_child)
-            if name not in result and "default" in child:
-                result[name] = copy.deepcopy(child["default"])
-            if name in result:
-                result[name] = _apply(result[name], child, schema)
-        extra = node.get("additionalProperties")
-        if isinstance(extra, dict):
-            for name in result:
-                if name not in properties:
-                    result[name] = _apply(result[name], extra, schema)
-        return result
-    items = node.get("items")
-    if isinstance(value, list) and isinstance(items, dict):
-        return [_apply(item, items, schema) for item in value]
+Filler = Callable[[Any], Any]
+# Each schema's compiled filler (kept with the schema, whose id is the key): every spec is filled from
+# the same schema, whose references are resolved once rather than on every spec.
+_FILLERS: dict[int, tuple[dict[str, Any], Filler]] = {}
+
+
+def _filler(schema: dict[str, Any]) -> Filler:
+    known = _FILLERS.get(id(schema))
+    if known is None or known[0] is not schema:
+        known = _FILLERS[id(schema)] = (schema, _compile(schema, schema, {}) or _unchanged)
+    return known[1]
+
+
+def _unchanged(value: Any) -> Any:
     return value
+
+
+def _compile(node: dict[str, Any], schema: dict[str, Any], done: dict[int, Filler | None]) -> Filler | None:
+    """The function that fills the defaults of a value of ``node``; None when nothing below it has a
+    default (the value is kept as it is). ``done`` shares nodes reached by several references (the
+    bundled schemas have no reference cycle)."""
+    if id(node) in done:
+        return done[id(node)]
+    resolved = resolve_ref(schema, node)
+    properties: list[tuple[str, Filler | None, bool, Any]] = []
+    for name, raw_child in resolved.get("properties", {}).items():
+        child = resolve_ref(schema, raw_child)
+        properties.append((name, _compile(raw_child, schema, done), "default" in child, child.get("default")))
+    extra_node, items_node = resolved.get("additionalProperties"), resolved.get("items")
+    extra = _compile(extra_node, schema, done) if isinstance(extra_node, dict) else None
+    items = _compile(items_node, schema, done) if isinstance(items_node, dict) else None
+    names = frozenset(name for name, *_ in properties)
+    fills = [entry for entry in properties if entry[1] is not None or entry[2]]
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, dict):
+            result = dict(value)
+            for name, child_fill, has_default, default in fills:
+                if name not in result:
+                    if not has_default:
+                        continue
+                    # a mapping or list default is copied: the schema's own must never be changed
+                    result[name] = copy.deepcopy(default) if isinstance(default, (dict, list)) else default
+                if child_fill is not None:
+                    result[name] = child_fill(result[name])
+            if extra is not None:
+                for name in result:
+                    if name not in names:
+                        result[name] = extra(result[name])
+            return result
+        if isinstance(value, list) and items is not None:
+            return [items(item) for item in value]
+        return value
+
+    compiled = fill if fills or extra is not None or items is not None else None
+    done[id(node)] = compiled
+    return compiled

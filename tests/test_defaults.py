@@ -33,6 +33,13 @@ def test_defaults_fill_present_mappings_follow_refs_and_leave_absent_sections_ab
     }
     assert "optional" not in filled
     assert data == {"hardware": {}, "items": [{}, {"count": 8}], "by_id": {"a": {}}}, "the input is not changed"
+    # A default that is a list or mapping is copied: changing one result leaves the schema's default,
+    # and so the next result, as written.
+    listed = {"type": "object", "properties": {"tags": {"type": "array", "default": ["a"]}}}
+    apply_defaults({}, listed)["tags"].append("b")
+    assert apply_defaults({}, listed) == {"tags": ["a"]}
+    filled["section"]["x"] = 99
+    assert apply_defaults({}, SCHEMA)["section"] == {"x": 3}
 
 
 def _properties_with_defaults(schema, node, path=""):
