@@ -14,7 +14,6 @@ from gpuplan.architecture import Architecture, ArchitectureError, make_architect
 from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.defaults import apply_defaults, property_node
 from gpuplan.findings import Finding, Waiver, json_pointer
-from gpuplan.hf_config import read_hf_config, read_hf_model
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.validate import load_schema
 
@@ -274,6 +273,8 @@ class _Resolver:
                 entry.quantized_params,
             )
         if "config" in data:
+            from gpuplan.hf_config import read_hf_config, read_hf_model  # only for a model given by its config.json
+
             path = self.base_dir / data["config"]  # not resolved here: a symlink loop is the read's finding
             try:
                 hf = read_hf_model(read_hf_config(path))
