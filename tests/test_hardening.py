@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import stat
+import textwrap
 import time
 from pathlib import Path
 
@@ -262,8 +264,8 @@ def test_a_non_finite_estimate_never_reaches_an_output(monkeypatch: pytest.Monke
 
     real = analysis.to_dict
 
-    def with_nan(result):
-        document = real(result)
+    def with_nan(result, capacity=True):
+        document = real(result, capacity)
         document["serve"]["tpot_ms"] = float("nan")
         return document
 
@@ -479,3 +481,30 @@ def test_estimate_uses_the_configuration_and_exits_as_lint_does(tmp_path: Path):
     code, out, _ = run_cli("estimate", "--format", "json", str(bad))
     document = json.loads(out)
     assert (code, document["exit_code"], sorted(f["code"] for f in document["findings"])) == (1, 1, ["GP304", "GP507"])
+
+
+def test_a_token_budget_the_prompts_saturate_is_a_long_wait_not_an_internal_error():
+    # Found by the floors' property test: one token per step (max_batched_tokens: 1) and 61,285-token
+    # prompts. Beyond a tiny decode share the others' prompts fill the budget and the queueing formula
+    # has no finite value; the steady state is the last share before that, so the estimate is a finite
+    # TTFT of hours (the 61,285 one-token steps of each of the 143 others' prompts queue ahead), and
+    # lint reports the spec's findings instead of GP010.
+    spec = textwrap.dedent(
+        """\
+        version: 1
+        name: p
+        model: {id: llama-3.2-1b}
+        serve:
+          context: 61286
+          output_tokens: 1
+          concurrency: 144
+          quantization: fp8
+          hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}
+          max_batched_tokens: 1
+        """
+    )
+    result = lint_bytes("t.yaml", spec.encode())
+    assert "GP010" not in {finding.code for finding in result.findings}
+    speed = result.analysis.serve.speed
+    assert math.isfinite(speed.ttft_s) and speed.ttft_s > 3600
+    assert speed.tokens_per_s > 0

@@ -576,7 +576,10 @@ def _bracketed_root(function: Callable[[float], float], low: float, high: float)
 
     False position with the Illinois halving of a stale end (Dowell and Jarratt 1971): the bracket always
     holds a sign change, so the answer is within PHI_TOLERANCE of one, and convergence is superlinear.
-    At a jump of the function (a prompt crossing into one more chunk) it is the jump's location."""
+    At a jump of the function (a prompt crossing into one more chunk) it is the jump's location, taken
+    on its non-negative side: beyond a jump to where the others' prompts fill the token budget, the
+    prefill queue never drains, and the steady state is the last share before it (a closed loop of
+    sequences always drains; only the queueing formula has no finite value there)."""
     f_low, f_high = function(low), function(high)
     if f_low <= 0:
         return low
@@ -589,7 +592,7 @@ def _bracketed_root(function: Callable[[float], float], low: float, high: float)
             middle = (low + high) / 2
         f_middle = function(middle)
         if f_middle == 0 or high - low <= PHI_TOLERANCE:
-            return middle
+            return middle if f_middle >= 0 else low
         if f_middle > 0:
             low, f_low = middle, f_middle
             if side == 1:
@@ -600,7 +603,7 @@ def _bracketed_root(function: Callable[[float], float], low: float, high: float)
             if side == -1:
                 f_low /= 2
             side = -1
-    return (low + high) / 2
+    return low
 
 
 def engine_profile(engine_id: str, calibration: Calibration = CALIBRATION) -> EngineProfile:
