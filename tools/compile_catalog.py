@@ -1,4 +1,4 @@
-"""Write gpuplan/catalog/catalog.json: the parse of gpus.yaml and models.yaml that gpuplan loads.
+"""Write gpuplan/catalog/catalog.json: the parse of the catalog's YAML files, which gpuplan loads.
 
 The YAML files are the catalog's source (commented, sourced, reviewed); every gpuplan process reads the
 catalog, and JSON loads in under a millisecond where the YAML takes about 15 ms, a tenth of a
@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 CATALOG = Path(__file__).resolve().parent.parent / "gpuplan" / "catalog"
-SOURCES = ("gpus.yaml", "models.yaml")
+SOURCES = ("gpus.yaml", "gpu_sources.yaml", "models.yaml")
 
 
 def compiled(folder: Path = CATALOG) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The built-in GPU and model catalogs: sourced, dated YAML inside the package, read on first use.
 
-gpus.yaml and models.yaml are the source; gpuplan reads catalog.json, their parse written by
+gpus.yaml, gpu_sources.yaml and models.yaml are the source; gpuplan reads catalog.json, their parse written by
 tools/compile_catalog.py (a test holds the two equal): JSON loads in under a millisecond, the YAML in
 about 15 ms, which every process would pay.
 """
