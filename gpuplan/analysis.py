@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplan.catalog import Gpu
@@ -56,6 +57,9 @@ OPTIMIZER_NOTES = {
 GPUS_PER_NODE = 8  # host memory is reported per node of 8 GPUs (HGX/DGX and most PCIe servers)
 
 
+Notes = Callable[[], tuple[tuple[str, str], ...]]  # words an estimate assumes, worded on first use
+
+
 @dataclass(frozen=True)
 class FinetuneEstimate:
     job: Finetune
@@ -67,9 +71,15 @@ class FinetuneEstimate:
     price_per_hour: float | None
     price_source: str
     checkpoint_bytes: int
-    assumptions: tuple[tuple[str, str], ...]
+    notes: Notes = field(compare=False, repr=False)  # words `assumptions`: see there
     bands: dict[str, ErrorBand]  # speed figure -> the calibration's out-of-sample error band
     workload: TrainingWorkload | None = None  # what the speed was computed from (None without tokens)
+
+    @functools.cached_property
+    def assumptions(self) -> tuple[tuple[str, str], ...]:
+        """What the estimate assumes, in words; worded on first use (the planner makes thousands of
+        estimates whose assumptions no output reads)."""
+        return self.notes()
 
     @property
     def fits(self) -> bool:
@@ -90,9 +100,15 @@ class ServeEstimate:
     gpus: int
     price_per_hour: float | None
     price_source: str
-    assumptions: tuple[tuple[str, str], ...]
+    notes: Notes = field(compare=False, repr=False)  # words `assumptions`: see there
     bands: dict[str, ErrorBand]  # speed figure (ttft, tpot, tokens_per_s) -> calibration error band
     workload: ServingWorkload | None = None  # what the speed was computed from
+
+    @functools.cached_property
+    def assumptions(self) -> tuple[tuple[str, str], ...]:
+        """What the estimate assumes, in words; worded on first use (the planner makes thousands of
+        estimates whose assumptions no output reads)."""
+        return self.notes()
 
     @property
     def fits(self) -> bool:
@@ -189,7 +205,7 @@ def estimate_finetune(
         price,
         source,
         checkpoint_bytes(spec, job, setup),
-        _finetune_assumptions(spec, job, efficiency, overhead, source, speed, calibration),
+        functools.partial(_finetune_assumptions, spec, job, efficiency, overhead, source, speed, calibration),
         _bands(calibration, ("training_tokens_per_s",)),
         workload,
     )
@@ -337,7 +353,7 @@ def estimate_serve(
         count,
         price,
         source,
-        _serve_assumptions(spec, job, setup, efficiency, source, speed, calibration),
+        functools.partial(_serve_assumptions, spec, job, setup, efficiency, source, speed, calibration),
         _bands(calibration, ("ttft", "tpot", "tokens_per_s")),
         workload,
     )
