@@ -580,10 +580,10 @@ def _bands_dict(bands: dict[str, ErrorBand]) -> dict[str, dict[str, float | int]
     }
 
 
-def to_dict(analysis: Analysis, capacity: bool = True) -> dict[str, Any]:
-    """The documented JSON object of ``gpuplan estimate --format json``. ``capacity=False`` leaves out
-    ``max_concurrency`` and ``max_context``: a binary search each, and whole numbers >= 0 by construction
-    (lint's guard on the figures checks the rest)."""
+def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
+    """The documented JSON object of ``gpuplan estimate --format json``. ``figures_only`` leaves out the
+    assumptions (words) and ``max_concurrency`` and ``max_context`` (a binary search each, whole numbers
+    >= 0 by construction): what lint's guard on the estimate's figures needs to check."""
     result: dict[str, Any] = {"name": analysis.spec.name, "model": analysis.spec.model.label}
     if analysis.finetune:
         f = analysis.finetune
@@ -611,7 +611,7 @@ def to_dict(analysis: Analysis, capacity: bool = True) -> dict[str, Any]:
             "host_bytes": f.memory.host * min(f.gpus, GPUS_PER_NODE),
             "host_bytes_per_gpu": f.memory.host,
             "nvme_bytes_per_gpu": f.memory.nvme,
-            "assumptions": dict(f.assumptions),
+            **({} if figures_only else {"assumptions": dict(f.assumptions)}),
         }
     if analysis.serve:
         s = analysis.serve
@@ -630,7 +630,7 @@ def to_dict(analysis: Analysis, capacity: bool = True) -> dict[str, Any]:
             "vision_weight_bytes": s.memory.vision_weights,
             "cuda_graph_bytes": s.memory.cuda_graphs,
             "memory_engine": ENGINE,
-            **({"max_concurrency": s.max_concurrency, "max_context": s.max_context} if capacity else {}),
+            **({} if figures_only else {"max_concurrency": s.max_concurrency, "max_context": s.max_context}),
             "engine": s.job.engine,
             "ttft_ms": round(s.speed.ttft_s * 1000, 1),
             "ttft_single_ms": round(s.speed.ttft_single_s * 1000, 1),
@@ -643,6 +643,6 @@ def to_dict(analysis: Analysis, capacity: bool = True) -> dict[str, Any]:
             if s.cost_per_million_tokens is None
             else round(s.cost_per_million_tokens, 3),
             "price_per_gpu_hour": s.price_per_hour,
-            "assumptions": dict(s.assumptions),
+            **({} if figures_only else {"assumptions": dict(s.assumptions)}),
         }
     return result

@@ -140,7 +140,7 @@ class _Checked:
         from gpuplan.rules.context import efficiency_of
 
         analysis = analyse(spec, efficiency_of(settings))
-        bad = next(unsafe_figures(to_dict(analysis, capacity=False)), None)
+        bad = next(unsafe_figures(to_dict(analysis, figures_only=True)), None)
         if bad is not None:
             raise FigureOutOfRange(f"the estimate's {bad[0]} is {bad[1]!r}, not a finite non-negative number")
         return analysis

@@ -264,8 +264,8 @@ def test_a_non_finite_estimate_never_reaches_an_output(monkeypatch: pytest.Monke
 
     real = analysis.to_dict
 
-    def with_nan(result, capacity=True):
-        document = real(result, capacity)
+    def with_nan(result, figures_only=False):
+        document = real(result, figures_only)
         document["serve"]["tpot_ms"] = float("nan")
         return document
 
