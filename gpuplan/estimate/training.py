@@ -182,6 +182,7 @@ def _adapted_shapes(arch: Architecture) -> dict[str, tuple[int, int]]:
     }
 
 
+@functools.lru_cache(maxsize=256)  # the same few adapters in every estimate of a planner's search
 def adapter_params_per_layer(arch: Architecture, rank: int, targets: tuple[str, ...], variant: str = "lora") -> int:
     """LoRA adds r x (d_in + d_out) per adapted matrix (Hu et al. 2021); DoRA adds a magnitude per output
     (Liu et al. 2024, peft ``DoraLinearLayer``)."""
