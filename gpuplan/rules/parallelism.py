@@ -18,13 +18,7 @@ from gpuplan.plan.space import (
     tensor_parallel_problem,
 )
 from gpuplan.rules.context import RuleContext
-from gpuplan.rules.fit import (
-    PLAN_POINTER,
-    finetune_single_gpu,
-    more_of_the_same_gpu,
-    serve_single_gpu,
-    serve_weights_fit,
-)
+from gpuplan.rules.fit import finetune_single_gpu, more_of_the_same_gpu, serve_single_gpu, serve_weights_fit
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
 
@@ -37,7 +31,7 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
     same kind that hold it with the configured headroom (and the SLO): tensor or pipeline parallelism
     for serving; data-parallel sharding, activation checkpointing or, only when those do not suffice,
     tensor or pipeline parallelism for fine-tuning. With `catalog-hints` on, the message adds the
-    cheapest sound layout of any allowed GPU when it differs (off, it points to `gpuplan plan`); the
+    cheapest sound layout of any allowed GPU when it differs (`gpuplan plan` compares every GPU); the
     hint is the YAML to paste for the declared GPU.
 
     ## Why is this bad?
@@ -72,7 +66,7 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
         )
         what = "tensor parallelism is" if kind == "serve" else "parallelism is"
         currency = ctx.spec.budget.currency
-        elsewhere = f"; {PLAN_POINTER}"
+        elsewhere = ""  # the message states what the declared GPU needs; `gpuplan plan` compares the others
         if ctx.catalog_hints:
             planner = ctx.plans.job(kind)
             cheapest = planner.cheapest() if planner is not None else None
