@@ -238,7 +238,10 @@ class _Composer:
             )
 
     def feed(self, event: Any) -> None:
-        if isinstance(event, yaml.DocumentStartEvent):
+        if isinstance(event, yaml.ScalarEvent):  # most events are scalars: tested first
+            self._count(event)
+            self._attach(_scalar(event, self.lines), 1, _mark(event, self.lines), event.anchor)
+        elif isinstance(event, yaml.DocumentStartEvent):
             self.documents += 1
             if self.documents > 1:
                 line, col = _mark(event, self.lines)
@@ -247,9 +250,6 @@ class _Composer:
                 )
         elif isinstance(event, yaml.AliasEvent):
             self._alias(event)
-        elif isinstance(event, yaml.ScalarEvent):
-            self._count(event)
-            self._attach(_scalar(event, self.lines), 1, _mark(event, self.lines), event.anchor)
         elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             self._count(event)
             self._open(event)
