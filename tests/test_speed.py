@@ -242,17 +242,51 @@ def test_a_busy_replica_makes_a_new_request_wait_half_a_step():
 
 
 @pytest.mark.parametrize(
-    ("function", "root"),
+    ("function", "low", "high", "root"),
     [
-        (lambda x: 0.3 - x, 0.3),
-        (lambda x: (0.5 - x) ** 3, 0.5),  # flat at the root: plain false position crawls, Illinois does not
-        (lambda x: 1.0 if x < 0.4 else -1.0, 0.4),  # a jump (one more prefill chunk): its location
-        (lambda x: -x, 0.0),  # already <= 0 at the low end
-        (lambda x: 1.0, 1.0),  # still >= 0 at the high end
+        (lambda x: 0.3 - x, 0.0, 1.0, 0.3),
+        (lambda x: (0.5 - x) ** 3, 0.0, 1.0, 0.5),  # flat at the root: plain false position crawls
+        # Off-centre and flat: false position keeps moving one end, and only the Illinois halving of the
+        # other end's value gets it there (the symmetric case above lands on 0.5 in one step).
+        (lambda x: (0.3 - x) ** 3, 0.0, 1.0, 0.3),
+        (lambda x: 1 / (x + 0.01) - 10, 0.0, 1.0, 0.09),  # 1 / 0.1 = 10: steep at low, flat at high
+        (lambda x: (0.8 - x) ** 3, 0.0, 1.0, 0.8),  # stalls false position: finished by halving
+        (lambda x: 0.01 if x < 0.61 else -5.0, 0.0, 1.0, 0.61),  # an uneven jump
+        (lambda x: 1.0 if x < 0.4 else -1.0, 0.0, 1.0, 0.4),  # a jump (one more prefill chunk): its location
+        # False position lands on (or rounds to) an end of the bracket: halved instead.
+        (lambda x: 1e-20 if x < 0.7 else -1.0, 0.3, 1.0, 0.7),
+        (lambda x: 1.0 if x < 0.3 else -1e-20, 0.0, 0.7, 0.3),
+        (lambda x: -x, 0.0, 1.0, 0.0),  # already <= 0 at the low end
+        (lambda x: 1.0, 0.0, 1.0, 1.0),  # still >= 0 at the high end
+        (lambda x: 0.5, 0.0, 1.0, 1.0),
     ],
 )
-def test_bracketed_root_finds_the_sign_change(function, root):
-    assert _bracketed_root(function, 0.0, 1.0) == pytest.approx(root, abs=2e-9)
+def test_bracketed_root_finds_the_sign_change(function, low, high, root):
+    # Within the tolerance of the sign change, on its non-negative side, never evaluated outside the
+    # bracket; the (0.8 - x)^3 case stalls false position for all its steps and is finished by halving.
+    seen: list[float] = []
+
+    def recorded(x: float) -> float:
+        seen.append(x)
+        return function(x)
+
+    found = _bracketed_root(recorded, low, high)
+    assert found == pytest.approx(root, abs=2e-9)
+    assert function(found) >= 0
+    assert all(low <= x <= high for x in seen)
+
+
+def test_bracketed_root_stops_once_within_the_tolerance():
+    # A jump like one more prefill chunk: the bracket shrinks to 1e-9 within 30-odd evaluations and the
+    # search stops there, rather than running all ROOT_STEPS (the speed model solves thousands of these).
+    calls = []
+
+    def jump(x: float) -> float:
+        calls.append(x)
+        return 1.0 if x < 0.4 else -1.0
+
+    assert _bracketed_root(jump, 0.0, 1.0) == pytest.approx(0.4, abs=2e-9)
+    assert len(calls) <= 50
 
 
 def test_overloaded_steady_state_is_converged(monkeypatch):

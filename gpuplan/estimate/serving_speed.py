@@ -603,6 +603,12 @@ def _bracketed_root(function: Callable[[float], float], low: float, high: float)
             if side == -1:
                 f_low /= 2
             side = -1
+    while high - low > PHI_TOLERANCE:  # false position stalled for ROOT_STEPS: halve the bracket to the tolerance
+        middle = (low + high) / 2
+        f_middle = function(middle)
+        if f_middle == 0:
+            return middle
+        low, high = (middle, high) if f_middle > 0 else (low, middle)
     return low
 
 
