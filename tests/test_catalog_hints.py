@@ -116,3 +116,67 @@ def test_the_schema_default_is_the_dataclass_default(tmp_path: Path):
     (tmp_path / ".gpuplan.yaml").write_text("catalog-hints: yes-please\n")
     with pytest.raises(Exception, match="catalog-hints"):
         load_config(tmp_path / ".gpuplan.yaml")
+
+
+@pytest.mark.parametrize(
+    ("spec", "code", "expected"),
+    [
+        # Only the declared GPU allowed: the cheapest of any GPU is the declared kind's answer, not
+        # repeated.
+        (KV_SHORT + "    plan: {gpu: [h100-sxm]}\n", "GP203", ON_DECLARED),
+        # 405B in bf16 is 811.6 GB of weights; no catalog GPU holds 406 GB, so no layout of two GPUs of
+        # any kind does: the catalog-wide search may say so.
+        (
+            """
+            version: 1
+            name: t
+            model: {id: llama-3.1-405b}
+            serve: {context: 8192, concurrency: 4, hardware: {gpu: l4}}
+            plan: {max_gpus: 2}
+            """,
+            "GP201",
+            "no layout within 2 GPUs and 8 nodes holds it soundly",
+        ),
+        # Nothing of L4 within 8 GPUs (8 x 19.8 GiB engine budget), so the hint is the cheapest of any
+        # allowed GPU alone: 8 H200 at 4.0 EUR an hour, 8 x 4.0 x 730 = 23,360 EUR a month.
+        (
+            """
+            version: 1
+            name: t
+            model: {id: llama-3.1-405b}
+            serve: {context: 8192, concurrency: 4, hardware: {gpu: l4}}
+            plan: {max_gpus: 8, gpu: [l4, h200-sxm]}
+            budget: {currency: EUR, prices: {l4: 0.7, h200-sxm: 4.0}, prices_date: 2026-11-30}
+            """,
+            "GP201",
+            "cheapest: 8 x h200-sxm, tensor_parallel 8 (23,360 EUR/month)",
+        ),
+    ],
+    ids=["only-the-declared-gpu", "nothing-anywhere", "nothing-on-the-declared-gpu"],
+)
+def test_catalog_hints_when_the_two_answers_coincide_or_one_is_missing(spec: str, code: str, expected: str):
+    assert hint(spec, code, catalog_hints=True) == expected
+
+
+def test_gp301_names_the_cheapest_of_any_gpu_with_catalog_hints_and_nothing_else_without():
+    # 70B bf16 at 8 x 8K on one H100: 4 x H100 (TP 4) at 3.5 EUR an hour, 4 x 3.5 x 730 = 10,220 EUR a
+    # month; with catalog hints, 2 x H200 (TP 2) at 4.0, 2 x 4.0 x 730 = 5,840 EUR, is the cheapest.
+    spec = textwrap.dedent(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-70b}
+        serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm}}
+        budget: {currency: EUR, prices: {h100-sxm: 3.5, h200-sxm: 4.0}, prices_date: 2026-11-30}
+        plan: {gpu: [h100-sxm, h200-sxm]}
+        """
+    ).encode()
+    declared = "tensor parallelism is needed: 4 x h100-sxm, tensor_parallel 4 fits (10,220 EUR/month)"
+    for catalog_hints, tail in (
+        (False, ""),
+        (True, "; cheapest of any GPU: 2 x h200-sxm, tensor_parallel 2 (5,840 EUR/month)"),
+    ):
+        options = LintOptions(today=TODAY, select=("GP301",), catalog_hints=catalog_hints)
+        (finding,) = lint_bytes("spec.yaml", spec, options).findings
+        assert finding.pointer == "/serve/hardware"
+        assert finding.message.startswith("serving needs ") and finding.message.endswith(declared + tail)

@@ -141,6 +141,10 @@ def test_parallelism_needed_says_tensor_parallelism_for_serving_only():
         "GP301",
     )
     assert "; parallelism is needed: " in finetune.message and "tensor parallelism" not in finetune.message
+    # ... and each at its own job's hardware, named as the job it is (x_parallelism_needed__mutmut_2/78).
+    assert (serve.pointer, finetune.pointer) == ("/serve/hardware", "/finetune/hardware")
+    assert serve.message.startswith("serving needs ") and finetune.message.startswith("fine-tuning needs ")
+    assert "(79.2 GiB usable)" in finetune.message  # the catalog's usable bytes of h100-sxm, not the engine budget
 
 
 def test_a_run_without_tokens_saves_per_million_tokens():
