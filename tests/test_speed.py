@@ -8,6 +8,7 @@ overhead and nothing else, and a near-max roofline (p = 64).
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from conftest import run_cli
@@ -649,3 +650,32 @@ def test_calibrated_analysis_uses_the_engine_the_spec_names():
     vllm = analyse(base, calibration=CALIBRATION).serve
     assert vllm is not None and vllm.speed.engine == "vllm"
     assert set(CALIBRATION.engines) == {"vllm", "sglang", "trtllm", "lmdeploy", "generic"}
+
+
+def test_every_steady_state_of_the_examples_solves_in_few_balances(monkeypatch):
+    # The speed model solves a root per layout the planner tries (thousands in a large repository's lint,
+    # 36 for the examples). Illinois false position needs at most 11 balances on each of the examples'
+    # roots today (superlinear on these monotone shares with jumps); a solver whose halving broke would
+    # crawl to the step limit and finish by halving, with the same answer and over 100 balances a root,
+    # so the count is what this pins.
+    from gpuplan.linter import LintOptions, lint_bytes
+
+    counts: list[int] = []
+    original = serving_speed_module._bracketed_root
+
+    def counted(function, low, high):
+        calls = [0]
+
+        def wrapped(x):
+            calls[0] += 1
+            return function(x)
+
+        result = original(wrapped, low, high)
+        counts.append(calls[0])
+        return result
+
+    monkeypatch.setattr(serving_speed_module, "_bracketed_root", counted)
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    for example in sorted(examples.rglob("*.yaml")):
+        lint_bytes(str(example), example.read_bytes(), LintOptions())
+    assert len(counts) > 30 and max(counts) <= 20, (len(counts), max(counts))
