@@ -22,7 +22,7 @@ from gpuplan.estimate.serving import (
     max_concurrency,
     max_context,
     routed_expert_bytes,
-    serving_shape,
+    shape_at_any_load,
 )
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, serving_speed
 from gpuplan.estimate.training import (
@@ -36,7 +36,6 @@ from gpuplan.estimate.training import (
     trainable_params,
 )
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
-from gpuplan.records import evolve
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import DTYPE_BYTES, GIB
 
@@ -192,8 +191,7 @@ def estimate_finetune(
     setup = training_setup(spec, job, gpus, tp)
     overhead = training_overhead(setup)
     memory = memory or estimate_training(setup, overhead)
-    workload = finetune_workload(spec, job, setup, memory, gpu)
-    speed = None if workload is None else training_speed(workload, efficiency, calibration)
+    workload, speed = finetune_speed(spec, job, setup, memory, gpu, efficiency, calibration)
     price, source = spec.price(gpu)
     return FinetuneEstimate(
         job,
@@ -241,6 +239,20 @@ def finetune_workload(
     )
 
 
+def finetune_speed(
+    spec: Spec,
+    job: Finetune,
+    setup: TrainingSetup,
+    memory: TrainingMemory,
+    gpu: Gpu,
+    efficiency: Efficiency,
+    calibration: Calibration = CALIBRATION,
+) -> tuple[TrainingWorkload | None, TrainingSpeed | None]:
+    """(workload, speed) of ``job`` on ``gpu``; both None without a token count."""
+    workload = finetune_workload(spec, job, setup, memory, gpu)
+    return workload, None if workload is None else training_speed(workload, efficiency, calibration)
+
+
 def run_cost(speed: TrainingSpeed | None, gpus: int, price_per_hour: float | None) -> float | None:
     """A run's cost: its hours on ``gpus`` GPUs at ``price_per_hour`` each; None without either."""
     if speed is None or price_per_hour is None:
@@ -266,7 +278,7 @@ def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:
 
 def serve_shape(spec: Spec, job: Serve, gpu: Gpu) -> ServingShape:
     """serve_memory of ``job`` on ``gpu`` at any concurrency (``job.concurrency`` is not read)."""
-    return serving_shape(evolve(serving_setup(spec, job, gpu=gpu), concurrency=0), gpu.usable_bytes)
+    return shape_at_any_load(serving_setup(spec, job, gpu=gpu), gpu.usable_bytes)
 
 
 def checkpoint_bytes(spec: Spec, job: Finetune, setup: TrainingSetup) -> int:

@@ -25,6 +25,17 @@ def run_cli(*args: str, input: str | bytes | None = None) -> tuple[int, str, str
     return result.exit_code, result.stdout, result.stderr
 
 
+def make_spec(text: str, base_dir: Path | None = None):
+    """The resolved Spec of a spec's text (relative paths from ``base_dir``, default the working
+    directory); fails the test with the findings when it does not resolve."""
+    from gpuplan.loader import load_bytes
+    from gpuplan.spec import resolve
+
+    spec, findings = resolve(load_bytes("spec.yaml", text.encode()), base_dir or Path.cwd())
+    assert spec is not None, findings
+    return spec
+
+
 def gpuplan_executable() -> str:
     found = shutil.which("gpuplan", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     assert found, "the gpuplan console script is not installed"

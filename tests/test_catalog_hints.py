@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpuplan.cli import cli
-from gpuplan.config import Config, load_config
+from gpuplan.config import Config, ConfigError, load_config
 from gpuplan.linter import LintOptions, lint_bytes
 from gpuplan.plan.search import JobPlanner
 from gpuplan.rules.fit import PLAN_POINTER
@@ -114,7 +114,7 @@ def test_the_schema_default_is_the_dataclass_default(tmp_path: Path):
     (tmp_path / ".gpuplan.yaml").write_text("fail-on: error\n")
     assert load_config(tmp_path / ".gpuplan.yaml").catalog_hints is False
     (tmp_path / ".gpuplan.yaml").write_text("catalog-hints: yes-please\n")
-    with pytest.raises(Exception, match="catalog-hints"):
+    with pytest.raises(ConfigError, match="catalog-hints"):
         load_config(tmp_path / ".gpuplan.yaml")
 
 

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import datetime
 import json
-from pathlib import Path
 
 import pytest
 import yaml
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, make_spec, run_cli
 
 from gpuplan.config import Settings, default_settings
 from gpuplan.linter import LintOptions, lint_bytes
-from gpuplan.loader import load_bytes
 from gpuplan.plan.space import Layout, TrainingSettings, tensor_parallel_problem
 from gpuplan.rules.context import planner_for
-from gpuplan.spec import PlanLimits, Spec, resolve
+from gpuplan.spec import PlanLimits
 from gpuplan.units import GIB
 
 TODAY = datetime.date(2026, 12, 2)
@@ -28,12 +26,6 @@ TODAY = datetime.date(2026, 12, 2)
 
 def spec_text(model: str = "llama-3.1-8b", **sections: object) -> str:
     return yaml.safe_dump({"version": 1, "name": "t", "model": {"id": model}, **sections}, sort_keys=False)
-
-
-def make_spec(text: str) -> Spec:
-    spec, findings = resolve(load_bytes("spec.yaml", text.encode()), Path.cwd())
-    assert spec is not None, findings
-    return spec
 
 
 def limits(**values: object) -> PlanLimits:

@@ -12,20 +12,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import make_spec
 
 from gpuplan.analysis import analyse
 from gpuplan.config import default_settings
-from gpuplan.loader import load_bytes
 from gpuplan.rules.context import efficiency_of, planner_for
-from gpuplan.spec import resolve
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").rglob("*.yaml"))
-
-
-def resolved(text: str):
-    spec, findings = resolve(load_bytes("spec.yaml", text.encode()), Path("."))
-    assert spec is not None, findings
-    return spec
 
 
 def planners(spec):
@@ -36,7 +29,7 @@ def planners(spec):
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_the_declared_option_is_the_same_with_or_without_the_analysis(example: Path):
-    spec = resolved(example.read_text())
+    spec = make_spec(example.read_text(), example.parent)
     reusing, fresh = planners(spec)
     for kind in ("serve", "finetune"):
         planner = reusing.job(kind)
@@ -72,7 +65,7 @@ FINETUNE = """
     ids=["serve", "serve-expert-parallel", "finetune", "finetune-without-tokens"],
 )
 def test_the_analysis_is_taken_only_for_the_job_the_planner_would_estimate(text: str, kind: str, taken: bool):
-    spec = resolved(textwrap.dedent(text))
+    spec = make_spec(textwrap.dedent(text))
     reusing, fresh = planners(spec)
     planner = reusing.job(kind)
     assert planner is not None
@@ -89,7 +82,7 @@ def test_the_cost_floor_is_the_full_estimates_cost_per_million_tokens(tokens: st
     from gpuplan.catalog import gpu_catalog
     from gpuplan.plan.evaluate import NOMINAL_TOKENS
 
-    spec = resolved(textwrap.dedent(FINETUNE % tokens))
+    spec = make_spec(textwrap.dedent(FINETUNE % tokens))
     evaluator = planners(spec)[1].job("finetune").evaluator
     priced = unpriced = 0
     for gpu in gpu_catalog().values():

@@ -7,18 +7,15 @@ import functools
 from pathlib import Path
 
 import pytest
+from conftest import make_spec
 
-from gpuplan.loader import load_bytes
 from gpuplan.records import evolve
-from gpuplan.spec import resolve
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "finetune-then-serve.yaml"
 
 
 def example_spec():
-    spec, findings = resolve(load_bytes(str(EXAMPLE), EXAMPLE.read_bytes()), EXAMPLE.parent)
-    assert spec is not None, findings
-    return spec
+    return make_spec(EXAMPLE.read_text(), EXAMPLE.parent)
 
 
 @pytest.mark.parametrize(

@@ -387,7 +387,13 @@ class ServingShape:
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
     """Per-GPU serving memory of ``setup`` (the shape is computed once per process: the planner asks for
     the same shape at many concurrencies)."""
-    return serving_shape(evolve(setup, concurrency=0), usable_bytes).at(setup.concurrency)
+    return shape_at_any_load(setup, usable_bytes).at(setup.concurrency)
+
+
+def shape_at_any_load(setup: ServingSetup, usable_bytes: int) -> ServingShape:
+    """``serving_shape`` of ``setup``, memoised without its concurrency (which the shape does not read):
+    one cached shape serves every load."""
+    return serving_shape(evolve(setup, concurrency=0), usable_bytes)
 
 
 @functools.lru_cache(maxsize=512)  # a spec's declared shapes and rules' what-ifs; about 1 MiB at most

@@ -398,8 +398,8 @@ def burst_ttft(
     thread: a burst is admitted one request after another, the k-th after k overheads, (C + 1) / 2 of
     them on average (a lone request pays one)."""
     efficiency = efficiency or Efficiency()
-    engine = calibration.engine(w.engine)
     d = _Deployment(w, calibration, efficiency)
+    engine = d.engine
     steady = serving_speed(w, efficiency, calibration)
     held = w.prompt_tokens + (w.output_tokens if engine.reserves_full_context else 0)
     per_sequence = d.kv_read(max(1.0, held))

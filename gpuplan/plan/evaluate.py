@@ -20,7 +20,7 @@ from gpuplan.analysis import (
     estimate_finetune,
     estimate_serve,
     finetune_memory,
-    finetune_workload,
+    finetune_speed,
     run_cost,
     serve_shape,
     serving_setup,
@@ -31,7 +31,6 @@ from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, latency_floors, serving_speed
 from gpuplan.estimate.training import TrainingMemory, TrainingSetup
-from gpuplan.estimate.training_speed import training_speed
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
     Layout,
@@ -631,8 +630,7 @@ class FinetunePlanner(_Evaluator):
             job = self._job(layout)
             self._floor_job = (job, self.memory(layout), training_setup(self.spec, job))
         job, memory, setup = self._floor_job
-        workload = finetune_workload(self.spec, job, setup, memory, gpu)
-        speed = None if workload is None else training_speed(workload, self.efficiency)
+        _, speed = finetune_speed(self.spec, job, setup, memory, gpu, self.efficiency)
         price = self.spec.price_record(gpu)
         cost = run_cost(speed, setup.gpus, None if price is None else price.per_hour)
         return None if cost is None else cost / (job.tokens or NOMINAL_TOKENS) * 1e6
