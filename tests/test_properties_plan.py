@@ -10,6 +10,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,7 @@ from gpuplan.catalog import gpu_catalog
 from gpuplan.config import default_settings
 from gpuplan.loader import load_bytes
 from gpuplan.plan.evaluate import Option
-from gpuplan.plan.space import Layout
+from gpuplan.plan.space import Layout, TrainingSettings
 from gpuplan.rules.context import efficiency_of, planner_for
 from gpuplan.spec import HOURS_PER_MONTH, Hardware, Spec, resolve
 
@@ -338,3 +339,86 @@ def test_the_slo_search_finds_the_fewest_replicas_when_latency_is_not_monotone(m
     job._sound_searches.clear()
     assert job._sound_search((l4, 1, 1), 1).run() == 3
     assert job._sound_search((l4, 1, 1), 4).run() == 6  # from 4, the scan passes the two misses
+
+
+@settings(max_examples=20)
+@given(
+    finetune_specs(),
+    st.sampled_from(GPUS),
+    st.sampled_from([(1, 1), (2, 1), (1, 2)]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.booleans(),
+)
+def test_no_settings_of_a_shape_need_less_memory_than_its_least_memory_layouts(document, gpu_id, split, dp, recompute):
+    # The search skips a shape whose least-memory layouts are not memory-sound: that needs every settings
+    # choice it would try to need at least as much memory as one of them (recomputed from the estimator).
+    spec = make_spec(document)
+    job = planner_for(spec, default_settings()).finetune
+    assert job is not None
+    evaluator = job.evaluator
+    if evaluator.global_batch % dp:
+        return
+    gpu = gpu_catalog()[gpu_id]
+    tp, pp = split
+    least = min(evaluator.memory(layout).per_gpu for layout in job._relaxed(gpu, tp, pp, dp, recompute))
+    for settings_ in job._settings_choices(dp, recompute):
+        assert evaluator.memory(Layout(gpu, tp, pp, dp, settings=settings_)).per_gpu >= least, settings_
+    # and a shape that does not fit with full recompute fits without it in no settings either,
+    recomputed = min(evaluator.memory(layout).per_gpu for layout in job._relaxed(gpu, tp, pp, dp, True))
+    assert recomputed <= least
+    # nor (over two ranks or more) with fewer ranks: the search bisects for the first width that fits
+    if dp > 1 and evaluator.global_batch % (2 * dp) == 0:
+        wider = job._relaxed(gpu, tp, pp, 2 * dp, True)
+        assert min(evaluator.memory(layout).per_gpu for layout in wider) <= recomputed
+
+
+def test_the_least_memory_settings_weigh_gradient_accumulation_against_smaller_micro_batches():
+    # StarCoder-15B (15,517,456,384 parameters), full bf16-mixed fine-tune with Adafactor, micro-batch 2,
+    # 1,024 tokens, ZeRO-3 over 2 H100 SXM (79.15 GiB usable; 10% headroom leaves 71.24 GiB). Without
+    # recompute, micro-batch 2 and no accumulation peaks in forward at 68.5 GiB. Micro-batch 1 accumulating
+    # over 2 halves the activations and temporaries but keeps the sharded bf16 gradients live through the
+    # forward pass: 15,517,456,384 x 2 B / 2 ranks = 14.45 GiB, more than the 10.4 GiB it saves, so it
+    # needs 72.2 GiB and does not fit. The search once took micro-batch 1 as the least memory of every
+    # shape, skipped this one, and answered 2 GPUs only with full recompute.
+    spec = make_spec(
+        {
+            "version": 1,
+            "name": "p",
+            "model": {"id": "starcoder-15b"},
+            "finetune": {
+                "method": "full",
+                "precision": "bf16-mixed",
+                "optimizer": "adafactor",
+                "micro_batch": 2,
+                "gradient_accumulation": 1,
+                "seq_len": 1024,
+                "activation_checkpointing": False,
+                "fused_loss": True,
+                "sharding": "zero3",
+                "hardware": {"gpu": "h100-sxm", "count": 2},
+            },
+        }
+    )
+    job = planner_for(spec, default_settings()).finetune
+    assert job is not None
+    evaluator = job.evaluator
+    h100 = gpu_catalog()["h100-sxm"]
+
+    def memory(micro: int, accumulation: int):
+        return evaluator.memory(
+            Layout(h100, 1, 1, 2, settings=TrainingSettings("none", True, "zero3", micro, accumulation))
+        )
+
+    whole, halves = memory(2, 1), memory(1, 2)
+    gradients = 15_517_456_384 * 2 / 2
+    assert halves.phases["forward"]["gradients"] == pytest.approx(gradients, abs=1)
+    saved = sum(
+        whole.phases["forward"][part] - halves.phases["forward"][part] for part in ("activations", "temporaries")
+    )
+    assert halves.per_gpu - whole.per_gpu == pytest.approx(gradients - saved, abs=2)
+    assert whole.per_gpu <= 0.9 * h100.usable_bytes < halves.per_gpu
+    best = job.fewest_gpus_on(h100)
+    assert best is not None and best.sound
+    settings_ = best.layout.settings
+    assert settings_ is not None
+    assert (best.gpus, settings_.activation_checkpointing, settings_.micro_batch) == (2, "none", 2)

@@ -417,10 +417,10 @@ class JobPlanner:
 
     def _fitting_settings(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> Layout | None:
         """The memory-sound settings with the fewest changes at one shape, or None (checked first with
-        every saving on: if that does not fit, nothing does)."""
+        the settings that need the least memory: if they do not fit, nothing does)."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
-        if not evaluator.memory_sound(self._most_relaxed(gpu, tp, pp, dp, checkpointing)):
+        if not self._fits_at_all(gpu, tp, pp, dp, checkpointing):
             return None
         for settings in self._settings_choices(dp, checkpointing):
             layout = Layout(gpu, tp, pp, dp, settings=settings)
@@ -428,15 +428,38 @@ class JobPlanner:
                 return layout
         return None
 
-    def _most_relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool = True) -> Layout:
-        """The layout of a shape that needs the least memory: every saving switched on."""
+    def _relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool = True) -> tuple[Layout, ...]:
+        """The layouts of a shape of which one needs the least memory: a fused loss, and each pairing of
+        the sharding and micro-batch choices that no other choice undercuts.
+
+        Micro-batch: the smallest (one sequence), and the one that takes a rank's whole share of the
+        batch at once when that is a choice. Accumulating gradients keeps a gradient buffer live through
+        the forward pass and the start of backward (``estimate_training``), which the smaller
+        micro-batch's activations may not repay; within either regime memory only grows with the
+        micro-batch (activations, temporaries and logits scale with it; the buffer does not).
+        Sharding (over more than one rank): ZeRO-2 and ZeRO-3. ZeRO-2 shards what ZeRO-1 does and the
+        gradients too; ZeRO-3 also shards the weights but holds gathered units, which on a few ranks can
+        outweigh what it saves. A property test holds every choice at or above the least of these."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
-        micro = min(evaluator.micro_batches(dp))
-        sharding = "zero3" if dp > 1 else evaluator.job.sharding
+        shardings = ("zero3", "zero2") if dp > 1 else (evaluator.job.sharding,)
         mode = checkpointing_mode(evaluator.declared_settings().activation_checkpointing, checkpointing)
-        settings = TrainingSettings(mode, True, sharding, micro, evaluator.global_batch // (micro * dp))
-        return Layout(gpu, tp, pp, dp, settings=settings)
+        per_rank = evaluator.global_batch // dp
+        micros = evaluator.micro_batches(dp)
+        return tuple(
+            Layout(gpu, tp, pp, dp, settings=TrainingSettings(mode, True, sharding, micro, per_rank // micro))
+            for sharding in shardings
+            for micro in sorted({min(micros), per_rank} & set(micros))
+        )
+
+    def _fits_at_all(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool = True) -> bool:
+        """Whether any settings of a shape are memory-sound: whether its least-memory layout is."""
+        evaluator = self.evaluator
+        return any(evaluator.memory_sound(layout) for layout in self._relaxed(gpu, tp, pp, dp, checkpointing))
+
+    def _most_relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int) -> Layout:
+        """The layout of a shape that needs the least memory (see ``_relaxed``)."""
+        return min(self._relaxed(gpu, tp, pp, dp), key=lambda layout: self.evaluator.memory(layout).per_gpu)
 
     def finetune_on(self, gpu: Gpu, *, every_width: bool, ceiling: float | None = None) -> list[Option]:
         """Sound options on one GPU kind at the least model parallelism that holds the job.
@@ -447,14 +470,9 @@ class JobPlanner:
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
         for tp, pp in self._levels(gpu):
-            widths = [dp for dp in evaluator.data_parallel_degrees(tp, pp) if self._within_nodes(gpu, tp, pp, dp)]
-            if not widths or not any(
-                evaluator.memory_sound(self._most_relaxed(gpu, tp, pp, dp)) for dp in {widths[0], widths[-1]}
-            ):
-                continue  # sharding over more ranks only lowers memory: the widest (or one GPU) decides
             sound: list[Option] = []
             done: set[bool] = set()
-            for dp in widths:
+            for dp in self._fitting_widths(gpu, tp, pp):
                 for checkpointing in (False, True):
                     if checkpointing in done:
                         continue
@@ -471,6 +489,22 @@ class JobPlanner:
             if sound:  # this level holds the job: more model parallelism is not needed on this GPU
                 return [o for o in sound if ceiling is None or (o.rate is not None and o.rate < ceiling)]
         return []
+
+    def _fitting_widths(self, gpu: Gpu, tp: int, pp: int) -> list[int]:
+        """The data-parallel widths of a TP x PP split at which some settings are memory-sound (with full
+        recompute a shape needs the least memory, so it alone is checked). Over two ranks or more,
+        sharding over more ranks only lowers that least memory (a property test holds it): the widest
+        decides whether any fits, and the widths from the first that fits on all do; one rank keeps the
+        declared sharding and is checked alone."""
+        evaluator = self.evaluator
+        assert isinstance(evaluator, FinetunePlanner)
+        widths = [dp for dp in evaluator.data_parallel_degrees(tp, pp) if self._within_nodes(gpu, tp, pp, dp)]
+        fitting = [dp for dp in widths if dp == 1 and self._fits_at_all(gpu, tp, pp, dp)]
+        sharded = [dp for dp in widths if dp > 1]
+        if sharded and self._fits_at_all(gpu, tp, pp, sharded[-1]):
+            first = next(index for index, dp in enumerate(sharded) if self._fits_at_all(gpu, tp, pp, dp))
+            fitting += sharded[first:]
+        return fitting
 
     def _floor_rate(self, gpu: Gpu) -> float:
         """A cost floor for every layout on ``gpu``: one GPU, no recompute, a fused loss (never slower),
