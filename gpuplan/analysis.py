@@ -36,6 +36,7 @@ from gpuplan.estimate.training import (
     trainable_params,
 )
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
+from gpuplan.records import evolve
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import DTYPE_BYTES, GIB
 
@@ -376,30 +377,53 @@ def serving_workload(
 ) -> ServingWorkload:
     """What the serving speed of ``job`` rests on, from its setup and memory (the weights and the KV
     space per GPU: ``ServingMemory.weights`` and ``kv_available``) on ``count`` GPUs."""
-    replicas = max(1, count // (setup.tensor_parallel * setup.pipeline_parallel))
+    return workload_at_load(
+        deployment_workload(spec, job, setup, gpu), weights_per_gpu, kv_available, job.concurrency, count
+    )
+
+
+def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -> ServingWorkload:
+    """The part of ``serving_workload`` that one GPU kind and TP x PP split fix, whatever the load: its
+    load (weights and KV space per GPU, sequences per replica, replicas) is left at zero for
+    ``workload_at_load`` to set (a planner tries many loads of one split)."""
     arch = spec.model.architecture
     return ServingWorkload(
         architecture=arch,
         gpu=gpu,
-        weights_per_gpu=weights_per_gpu,
+        weights_per_gpu=0.0,
         routed_expert_bytes=routed_expert_bytes(arch, job.quantization, setup.model_dtype_bytes, setup.group_size),
         kv_dtype_bytes=setup.kv_dtype_bytes,
-        kv_capacity_bytes=max(0.0, kv_available),
+        kv_capacity_bytes=0.0,
         prompt_tokens=job.mean_prompt,
         prompt_p90=job.prompt_p90 or job.mean_prompt,
         full_prompt=job.full_prompt,
         output_tokens=job.output_tokens,
-        concurrency=job.concurrency,
+        concurrency=0,
         quantization=job.quantization,
         engine=job.engine,
         batching=job.batching,
         tensor_parallel=setup.tensor_parallel,
         pipeline_parallel=setup.pipeline_parallel,
         expert_parallel=setup.expert_parallel,
-        replicas=replicas,
+        replicas=0,
         max_batched_tokens=job.max_batched_tokens,
         max_sequences=job.max_sequences,
         network_gbs=job.hardware.network_gbs,
+    )
+
+
+def workload_at_load(
+    deployment: ServingWorkload, weights_per_gpu: float, kv_available: float, concurrency: int, count: int
+) -> ServingWorkload:
+    """``deployment`` on ``count`` GPUs with ``concurrency`` sequences per replica and the given weights
+    and KV space per GPU (negative KV space: none)."""
+    replicas = max(1, count // (deployment.tensor_parallel * deployment.pipeline_parallel))
+    return evolve(
+        deployment,
+        weights_per_gpu=weights_per_gpu,
+        kv_capacity_bytes=max(0.0, kv_available),
+        concurrency=concurrency,
+        replicas=replicas,
     )
 
 

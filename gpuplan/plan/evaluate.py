@@ -17,6 +17,7 @@ from typing import Any
 from gpuplan.analysis import (
     FinetuneEstimate,
     ServeEstimate,
+    deployment_workload,
     estimate_finetune,
     estimate_serve,
     finetune_memory,
@@ -24,8 +25,8 @@ from gpuplan.analysis import (
     run_cost,
     serve_shape,
     serving_setup,
-    serving_workload,
     training_setup,
+    workload_at_load,
 )
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
@@ -335,6 +336,7 @@ class ServePlanner(_Evaluator):
         self._shapes: dict[tuple[object, ...], ServingShape] = {}  # GPU, TP, PP, tenants' sequences
         self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
+        self._deployments: dict[tuple[str, int, int], ServingWorkload] = {}  # GPU, TP, PP -> deployment_workload
         self._model_weights, self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
@@ -458,10 +460,15 @@ class ServePlanner(_Evaluator):
         return self._speeds[key]
 
     def _workload(self, layout: Layout, weights_per_gpu: float, kv_available: float) -> ServingWorkload:
-        """What the speed model reads of ``layout``, with the given weights and KV space per GPU."""
-        job = self._job(layout)
-        setup = serving_setup(self.spec, job, gpu=layout.gpu)
-        return serving_workload(self.spec, job, setup, weights_per_gpu, kv_available, layout.gpu, layout.gpus)
+        """What the speed model reads of ``layout``, with the given weights and KV space per GPU: the
+        ``serving_workload`` of its job, from its split's deployment (the same at every load)."""
+        split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
+        deployment = self._deployments.get(split)
+        if deployment is None:
+            job = self._job(layout)
+            setup = serving_setup(self.spec, job, gpu=layout.gpu)
+            deployment = self._deployments[split] = deployment_workload(self.spec, job, setup, layout.gpu)
+        return workload_at_load(deployment, weights_per_gpu, kv_available, layout.concurrency, layout.gpus)
 
     def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
