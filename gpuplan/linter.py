@@ -115,7 +115,7 @@ class _Checked:
         from gpuplan.spec import resolve
 
         path = self.document.path
-        resolved = self._guarded("resolving the spec", lambda: resolve(self.document, base_dir(path)))
+        resolved = self._guarded("resolving the spec", lambda: resolve(self.document, lambda: base_dir(path)))
         if resolved is None:
             return self._result()
         spec, resolve_findings = resolved

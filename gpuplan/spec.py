@@ -6,6 +6,7 @@ field that names them, with "did you mean" suggestions; nothing here raises for 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,7 @@ class Spec:
 
 
 class _Resolver:
-    def __init__(self, document: LoadedDocument, base_dir: Path) -> None:
+    def __init__(self, document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> None:
         self.document = document
         self.base_dir = base_dir
         self.findings: list[Finding] = []
@@ -275,7 +276,8 @@ class _Resolver:
         if "config" in data:
             from gpuplan.hf_config import read_hf_config, read_hf_model  # only for a model given by its config.json
 
-            path = self.base_dir / data["config"]  # not resolved here: a symlink loop is the read's finding
+            base = self.base_dir() if callable(self.base_dir) else self.base_dir
+            path = base / data["config"]  # not resolved here: a symlink loop is the read's finding
             try:
                 hf = read_hf_model(read_hf_config(path))
             except ArchitectureError as error:
@@ -340,8 +342,10 @@ class _Resolver:
         return ""
 
 
-def resolve(document: LoadedDocument, base_dir: Path) -> tuple[Spec | None, tuple[Finding, ...]]:
-    """A Spec from a schema-valid document, or None with the findings that stopped it."""
+def resolve(document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> tuple[Spec | None, tuple[Finding, ...]]:
+    """A Spec from a schema-valid document, or None with the findings that stopped it. ``base_dir``:
+    where a relative `model.config` is read from, or a function giving it (called only for such a spec:
+    finding the real folder of a spec costs a file-system walk)."""
     data = apply_defaults(document.data, load_schema())
     resolver = _Resolver(document, base_dir)
     custom = {gpu_id: custom_gpu(gpu_id, entry) for gpu_id, entry in data.get("gpus", {}).items()}

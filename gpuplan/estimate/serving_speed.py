@@ -552,12 +552,14 @@ def _continuous(
         rho = arriving / max(1.0, budget - decoding_others)
         return tpot, prefill_time(passed, decoding_others, rho), decode, rho
 
+    balances: dict[float, tuple[float, float, _Step, float]] = {}  # the root is one of the shares tried
+
     def excess(phi: float) -> float:
-        tpot, service, _, _ = balance(phi)
+        tpot, service, _, _ = balances[phi] = balance(phi)
         return output * tpot / (service + output * tpot) - phi
 
     phi = _bracketed_root(excess, 0.0, 1.0)
-    tpot, service, decode, rho = balance(phi)
+    tpot, service, decode, rho = balances[phi] if phi in balances else balance(phi)
     decoders = others * phi
     # A request that arrives while another slot keeps the replica busy waits for the step in flight to
     # end before the scheduler sees it: half a step on average (the residual of equal steps). With no
