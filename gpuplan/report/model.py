@@ -36,6 +36,7 @@ from gpuplan.report.record import (
 from gpuplan.report.risks import compute_risks
 from gpuplan.report.sensitivity import Sensitivity, sensitivity
 from gpuplan.rules.context import planner_for
+from gpuplan.rules.fit import PLAN_POINTER
 from gpuplan.spec import Spec
 from gpuplan.units import format_gib, format_money, plural
 from gpuplan.validate import load_schema
@@ -397,7 +398,7 @@ def _finding_groups(findings: tuple[Finding, ...]) -> list[dict[str, Any]]:
                         "name": f.name,
                         "message": f.message,
                         "where": f"{f.line}:{f.col}",
-                        "hint": f.hint,
+                        "hint": hint_in_report(f.hint),
                         "waived": f.waived,
                         "waiver": ""
                         if f.waiver is None
@@ -541,6 +542,16 @@ def _verification_tables(verification: list[dict[str, Any]]) -> list[dict[str, A
     return runs
 
 
+# Where a lint hint sends the reader to `gpuplan plan`, the report has that search's options itself.
+REPORT_POINTER = "this report's options side by side compare every allowed GPU"
+
+
+def hint_in_report(hint: str) -> str:
+    """A finding's hint as the report shows it: its pointer to ``gpuplan plan`` names the report's own
+    options section, which shows that command's search."""
+    return hint.replace(PLAN_POINTER, REPORT_POINTER)
+
+
 def build_report(
     result: LintResult,
     generated: datetime.date,
@@ -608,7 +619,7 @@ def build_report(
             for c in decision.changes
         ]
         changes += [
-            f"{f.code} {f.name}: {f.hint or f.message}"
+            f"{f.code} {f.name}: {hint_in_report(f.hint) or f.message}"
             for f in decision.deciding
             if not (f.code == "GP507" and decision.changes)  # its hint is the planner's change above
         ]
