@@ -114,15 +114,19 @@ def test_matmul_ceiling_and_compute_dtype():
 def test_link_bandwidth():
     h100, pcie, l40s = get_gpu("h100-sxm"), get_gpu("h100-pcie"), get_gpu("l40s")
     # NVLink 900 GB/s bidirectional: 450e9 one way within the 8-GPU domain.
-    assert link_bandwidth(h100, 8) == 450e9 and on_fast_link(h100, 8)
+    assert link_bandwidth(h100, 8, 50.0) == 450e9 and on_fast_link(h100, 8)
     # Beyond the domain and the host: the NIC, 50 GB/s, below PCIe's 64.
-    assert link_bandwidth(h100, 16) == 50e9 and not on_fast_link(h100, 9)
+    assert link_bandwidth(h100, 16, 50.0) == 50e9 and not on_fast_link(h100, 9)
     # An NVLink bridge pairs two H100 PCIe cards (600 -> 300e9); four, or all 8 of a host, go through
     # PCIe 128 -> 64e9 (above the NIC's 50: the host boundary is at 8 GPUs inclusive).
-    assert (link_bandwidth(pcie, 2), link_bandwidth(pcie, 4), link_bandwidth(pcie, 8)) == (300e9, 64e9, 64e9)
-    assert link_bandwidth(pcie, 9) == 50e9
+    assert (link_bandwidth(pcie, 2, 50.0), link_bandwidth(pcie, 4, 50.0), link_bandwidth(pcie, 8, 50.0)) == (
+        300e9,
+        64e9,
+        64e9,
+    )
+    assert link_bandwidth(pcie, 9, 50.0) == 50e9
     # No NVLink: PCIe 64 -> 32e9 within the host and beyond it (below the NIC's 50).
-    assert link_bandwidth(l40s, 8) == link_bandwidth(l40s, 9) == 32e9
+    assert link_bandwidth(l40s, 8, 50.0) == link_bandwidth(l40s, 9, 50.0) == 32e9
     assert not on_fast_link(l40s, 2)
 
 

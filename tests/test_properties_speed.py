@@ -138,7 +138,7 @@ def test_tensor_parallelism_costs_ttft_at_most_its_all_reduces(model, tp, engine
     profile = CALIBRATION.engine(engine)
     budget, _ = profile.limits(split.gpu)
     passed = prompt - 1 if profile.first_token_from_decode_step else prompt
-    bandwidth = link_bandwidth(split.gpu, degree) * CALIBRATION.serving.link_efficiency
+    bandwidth = link_bandwidth(split.gpu, degree, split.job.hardware.network_gbs) * CALIBRATION.serving.link_efficiency
 
     def all_reduces(tokens: float) -> float:
         payload = tokens * one.setup.architecture.hidden * 2

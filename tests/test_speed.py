@@ -138,7 +138,7 @@ def test_tensor_parallel_all_reduce_70b_tp4():
     extra = serving_speed(tp4, Efficiency(), TEST).tpot_s - serving_speed(tp4, Efficiency(), free_link).tpot_s
     assert extra * 1000 == pytest.approx(2.2991, abs=1e-4)
     assert allreduce_time(1_048_576, 4, 360e9, 10e-6) == pytest.approx(14.369e-6, rel=1e-4)
-    assert link_bandwidth(H100, 8) == 450e9 and link_bandwidth(H100, 16) == 50e9  # NVLink, then a NIC
+    assert link_bandwidth(H100, 8, 50.0) == 450e9 and link_bandwidth(H100, 16, 50.0) == 50e9  # NVLink, then a NIC
 
 
 def test_steady_state_1000_in_1000_out_alone():
@@ -519,7 +519,7 @@ def test_data_parallel_across_nodes_moves_at_the_node_network_bandwidth():
     assert group_bandwidth(H100, 16, 1, 50.0) == pytest.approx(400e9)
     assert group_bandwidth(H100, 16, 1, 25.0) == pytest.approx(200e9)
     assert group_bandwidth(H100, 2, 8, 50.0) == pytest.approx(50e9)
-    assert group_bandwidth(H100, 8, 1, 25.0) == link_bandwidth(H100, 8)  # one node: NVLink, no network
+    assert group_bandwidth(H100, 8, 1, 25.0) == link_bandwidth(H100, 8, 25.0)  # one node: NVLink, no network
     # FSDP on 16 GPUs, nothing hidden: 3 x 15/16 x 16.0605 GB / (400 GB/s x 0.8) = 141.16 ms per micro-batch;
     # at 200 Gb/s per GPU twice that.
     exposed = replace(TEST, training=replace(TEST.training, overlap=0.0))
@@ -679,3 +679,30 @@ def test_every_steady_state_of_the_examples_solves_in_few_balances(monkeypatch):
     for example in sorted(examples.rglob("*.yaml")):
         lint_bytes(str(example), example.read_bytes(), LintOptions())
     assert len(counts) > 30 and max(counts) <= 20, (len(counts), max(counts))
+
+
+def test_tensor_parallelism_beyond_a_node_moves_at_the_specs_network():
+    # TP 16 over two DGX H100 nodes, the test calibration (link efficiency 0.8, recompute off, one
+    # micro-batch of 4,096 tokens): four all-reduces per layer of 4,096 x 4,096 x 2 B = 33,554,432 B, each
+    # 2 x 15/16 x S / (min(PCIe's 64, network) GB/s x 0.8). At 50 GB/s per GPU: 32 layers x 4 x
+    # 1.572864 ms = 201.33 ms; at 25 GB/s twice that. Before, TP ignored the spec's network (always 50).
+    fast = training_speed(training(gpus=16, tensor_parallel=16, network_gbs=50.0), Efficiency(), TEST)
+    slow = training_speed(training(gpus=16, tensor_parallel=16, network_gbs=25.0), Efficiency(), TEST)
+    per_all_reduce = 2 * 15 / 16 * 33_554_432 / (50e9 * 0.8)
+    assert per_all_reduce * 1000 == pytest.approx(1.572864)
+    assert (slow.step_compute_s - fast.step_compute_s) * 1000 == pytest.approx(32 * 4 * per_all_reduce * 1000)
+
+
+def test_bridged_pcie_cards_in_one_host_sync_over_pcie_not_the_network():
+    # 4 H100 PCIe in one host, bridged in pairs: a ring over all 4 crosses between pairs on PCIe (64 GB/s
+    # one direction), not on the network. The estimate once took each bridged pair for a node and charged
+    # 2 NICs x 50 GB/s = 100 GB/s, more than the host's own PCIe link carries.
+    pcie = get_gpu("h100-pcie")
+    assert group_bandwidth(pcie, 4, 1, 50.0) == pytest.approx(64e9)
+    assert group_bandwidth(pcie, 2, 1, 50.0) == pytest.approx(300e9)  # one bridged pair: NVLink
+    assert group_bandwidth(pcie, 16, 1, 50.0) == pytest.approx(64e9)  # 2 hosts: 8 NICs each, PCIe-bound
+    # A data-parallel pair under TP 4 on H200 NVL (bridged in fours, 8 per host): ranks 0 and 4 sit on
+    # different bridges of one host, so they meet over PCIe, 64 GB/s; under TP 2 ranks 0 and 2 share a bridge.
+    nvl = get_gpu("h200-nvl")
+    assert group_bandwidth(nvl, 2, 4, 50.0) == pytest.approx(64e9)
+    assert group_bandwidth(nvl, 2, 2, 50.0) == pytest.approx(450e9)

@@ -180,11 +180,12 @@ def decode_attention_flops(arch: Architecture, context: float) -> float:
     return 2 * arch.heads * (d_qk + d_v) * keys
 
 
-def link_bandwidth(gpu: Gpu, group: int, network_gbs: float = INTER_NODE_GBS) -> float:
+def link_bandwidth(gpu: Gpu, group: int, network_gbs: float) -> float:
     """Bytes/s one direction per GPU for a collective over ``group`` GPUs.
 
     NVLink/xGMI when the group fits the scale-up domain; PCIe through the host within one host; the
-    network (``network_gbs`` GB/s per GPU, behind PCIe) beyond it.
+    network (``network_gbs`` GB/s per GPU, behind PCIe) beyond it. The network has no default: each
+    caller passes the spec's (``hardware.network_gbps``), so no figure quotes another network.
     """
     if gpu.has_nvlink and group <= gpu.domain:
         return gpu.interconnect_gbs / 2 * 1e9
@@ -194,14 +195,17 @@ def link_bandwidth(gpu: Gpu, group: int, network_gbs: float = INTER_NODE_GBS) ->
 
 
 def scale_up_size(gpu: Gpu) -> int:
-    """GPUs one node joins without the network: the NVLink/xGMI domain, else one PCIe host."""
-    return gpu.domain if gpu.has_nvlink else HOST_GPUS
+    """GPUs one node joins without the network: the NVLink/xGMI domain where it spans the server (an HGX
+    or OAM board, an NVL72 rack), else one PCIe host. NVLink-bridged PCIe cards (pairs of H100 PCIe or
+    NVL, fours of H200 NVL) sit several to a host: between bridges they talk over PCIe, not the network."""
+    return max(gpu.domain, HOST_GPUS) if gpu.has_nvlink else HOST_GPUS
 
 
 def group_bandwidth(gpu: Gpu, group: int, stride: int, network_gbs: float) -> float:
     """Bytes/s one direction per GPU for a ring collective over ``group`` GPUs spaced ``stride`` ranks apart.
 
-    Within one node it is ``link_bandwidth``. Across nodes NCCL splits the data over its channels, one
+    Within one node it is ``link_bandwidth`` of the ranks the group spans (a pair of ranks 4 apart on
+    NVLink-bridged pairs of PCIe cards crosses PCIe, not a bridge). Across nodes NCCL splits the data over its channels, one
     ring per NIC on rail-aligned clusters, and each ring crosses a node boundary once per node: with k of
     the group's GPUs (and NICs) in a node, each NIC carries 1/k of the (n-1)/n x S a ring moves, so the
     bus bandwidth per rank (NCCL tests doc/PERFORMANCE.md: t = S (n-1) / (n B) for an all-gather) is
@@ -209,13 +213,14 @@ def group_bandwidth(gpu: Gpu, group: int, stride: int, network_gbs: float) -> fl
     (data parallelism outside tensor parallelism) has ``node / stride`` of them per node.
     """
     node = scale_up_size(gpu)
-    if group * stride <= node:
-        return link_bandwidth(gpu, group)
+    span = group * stride  # consecutive ranks the group's members reach across: the link they share
+    if span <= node:
+        return link_bandwidth(gpu, span, network_gbs)
     per_node = max(1, min(group, node // stride))
     network = network_gbs * per_node * 1e9
     if per_node == 1:
         return min(network, gpu.pcie_gbs / 2 * 1e9)
-    return min(network, link_bandwidth(gpu, per_node))
+    return min(network, link_bandwidth(gpu, per_node * stride, network_gbs))
 
 
 def on_fast_link(gpu: Gpu, group: int) -> bool:

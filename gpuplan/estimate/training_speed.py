@@ -85,6 +85,7 @@ class TrainingSpeed:
     hours: float
     step_compute_s: float  # compute per optimizer step on one GPU: micro-batches, recompute, bubble, optimizer
     gradient_sync_s: float  # exposed communication per optimizer step (what overlap does not hide)
+    sync_bandwidth: float  # bytes/s one direction per GPU of the data-parallel ring (0 on one rank)
     tokens_per_s: float  # all GPUs together
     tokens_per_s_per_gpu: float
     mfu: float  # model FLOPs utilisation against the 16-bit dense peak
@@ -149,7 +150,7 @@ def training_speed(
     activations = tokens * arch.hidden * 2
     tp_comm = 0.0
     if tp > 1:
-        tp_bandwidth = link_bandwidth(gpu, tp) * link_efficiency
+        tp_bandwidth = link_bandwidth(gpu, tp, w.network_gbs) * link_efficiency
         tp_comm = stage_layers * (4 + 2 * recompute) * allreduce_time(activations, tp, tp_bandwidth, 0.0)
 
     # Data-parallel traffic, overlapped with compute.
@@ -157,7 +158,8 @@ def training_speed(
     replica_params = arch.params * stage_layers / arch.layers / tp  # this GPU's shard of one model replica
     trainable = (w.trainable_params if w.method != "full" else arch.params) * stage_layers / arch.layers / tp
     sharded = w.sharding in ("zero3", "fsdp") and dp > 1
-    dp_bandwidth = group_bandwidth(gpu, dp, tp, w.network_gbs) * link_efficiency
+    ring = group_bandwidth(gpu, dp, tp, w.network_gbs)  # a data-parallel group's link, one direction per GPU
+    dp_bandwidth = ring * link_efficiency
     m = w.gradient_accumulation
     exposed = 0.0
     if dp > 1:
@@ -187,6 +189,7 @@ def training_speed(
         hours=seconds / 3600,
         step_compute_s=compute,
         gradient_sync_s=exposed,
+        sync_bandwidth=ring if dp > 1 else 0.0,
         tokens_per_s=total,
         tokens_per_s_per_gpu=per_gpu_rate,
         mfu=flops_per_token * per_gpu_rate / peak16,

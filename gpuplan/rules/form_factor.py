@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuplan.catalog import Gpu, gpu_catalog
-from gpuplan.estimate.performance import link_bandwidth
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import cost_text, paste_line
 from gpuplan.plan.evaluate import gradient_sync_share
@@ -47,7 +46,7 @@ def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
     share = gradient_sync_share(f)
     if share is not None and share > ctx.settings.gradient_sync_share:
         gpu = f.gpu
-        link = link_bandwidth(gpu, f.gpus) / 1e9
+        link = f.speed.sync_bandwidth / 1e9
         yield ctx.finding(
             "GP310",
             ("finetune", "hardware", "gpu"),
