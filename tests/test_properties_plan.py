@@ -422,3 +422,31 @@ def test_the_least_memory_settings_weigh_gradient_accumulation_against_smaller_m
     settings_ = best.layout.settings
     assert settings_ is not None
     assert (best.gpus, settings_.activation_checkpointing, settings_.micro_batch) == (2, "none", 2)
+
+
+@settings(max_examples=20)
+@given(finetune_specs(), st.sampled_from(GPUS))
+def test_finetuning_on_a_gpu_answers_at_the_least_level_any_settings_make_sound(document, gpu_id):
+    # Enumerated independently of the search's pruning: the first TP x PP level (in the planner's order)
+    # at which any width and any settings choice is sound, recomputed through the estimator. The planner's
+    # fewest-GPU options on that GPU must sit at that level (none when no level has a sound layout).
+    spec = make_spec(document)
+    job = planner_for(spec, default_settings()).finetune
+    assert job is not None
+    evaluator = job.evaluator
+    gpu = gpu_catalog()[gpu_id]
+
+    def level_has_a_sound_layout(tp: int, pp: int) -> bool:
+        for dp in evaluator.data_parallel_degrees(tp, pp):
+            if not job._within_nodes(gpu, tp, pp, dp):
+                continue
+            for recompute in (False, True):
+                for settings_ in job._settings_choices(dp, recompute):
+                    layout = Layout(gpu, tp, pp, dp, settings=settings_)
+                    if not finetune_breaks(spec, layout):
+                        return True
+        return False
+
+    least = next(((tp, pp) for tp, pp in job._levels(gpu) if level_has_a_sound_layout(tp, pp)), None)
+    found = job.finetune_on(gpu, every_width=False)
+    assert (None if not found else (found[0].layout.tensor_parallel, found[0].layout.pipeline_parallel)) == least
