@@ -20,6 +20,7 @@ from gpuplan.catalog import gpu_catalog
 from gpuplan.config import default_settings
 from gpuplan.loader import load_bytes
 from gpuplan.plan.evaluate import Option
+from gpuplan.plan.search import JobPlanner
 from gpuplan.plan.space import Layout, TrainingSettings
 from gpuplan.rules.context import efficiency_of, planner_for
 from gpuplan.spec import HOURS_PER_MONTH, Hardware, Spec, resolve
@@ -43,6 +44,14 @@ def make_spec(document: dict) -> Spec:
     spec, findings = resolve(load_bytes("s.yaml", yaml.safe_dump(document).encode()), Path.cwd())
     assert spec is not None, findings
     return spec
+
+
+def finetune_planner(document: dict) -> tuple[Spec, JobPlanner]:
+    """The spec of ``document`` and its fine-tuning planner."""
+    spec = make_spec(document)
+    job = planner_for(spec, default_settings()).finetune
+    assert job is not None
+    return spec, job
 
 
 @st.composite
@@ -292,9 +301,7 @@ def test_the_memory_bounds_the_search_prunes_with_never_exceed_the_estimate(docu
 def test_the_finetuning_cost_floor_is_below_every_layout_of_its_gpu(document, gpu_id):
     # The search visits GPU kinds by their one-GPU cost floor and stops once a floor passes the best
     # found; that needs more GPUs, recompute and smaller micro-batches never to lower the cost.
-    spec = make_spec(document)
-    job = planner_for(spec, default_settings()).finetune
-    assert job is not None
+    _, job = finetune_planner(document)
     gpu = gpu_catalog()[gpu_id]
     floor = job.evaluator.floor_rate(gpu)
     if floor is None:
@@ -352,9 +359,7 @@ def test_the_slo_search_finds_the_fewest_replicas_when_latency_is_not_monotone(m
 def test_no_settings_of_a_shape_need_less_memory_than_its_least_memory_layouts(document, gpu_id, split, dp, recompute):
     # The search skips a shape whose least-memory layouts are not memory-sound: that needs every settings
     # choice it would try to need at least as much memory as one of them (recomputed from the estimator).
-    spec = make_spec(document)
-    job = planner_for(spec, default_settings()).finetune
-    assert job is not None
+    _, job = finetune_planner(document)
     evaluator = job.evaluator
     if evaluator.global_batch % dp:
         return
@@ -430,9 +435,7 @@ def test_finetuning_on_a_gpu_answers_at_the_least_level_any_settings_make_sound(
     # Enumerated independently of the search's pruning: the first TP x PP level (in the planner's order)
     # at which any width and any settings choice is sound, recomputed through the estimator. The planner's
     # fewest-GPU options on that GPU must sit at that level (none when no level has a sound layout).
-    spec = make_spec(document)
-    job = planner_for(spec, default_settings()).finetune
-    assert job is not None
+    spec, job = finetune_planner(document)
     evaluator = job.evaluator
     gpu = gpu_catalog()[gpu_id]
 
