@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 
 import pytest
 import yaml
@@ -337,7 +338,20 @@ def test_gp310_quotes_the_bandwidth_the_gradient_sync_moves_at():
     # network and whatever the estimate used.
     hardware = {"gpu": "h100-pcie", "count": 32}
     text = spec_text("llama-3.1-70b", finetune={"method": "full", "sharding": "zero3", "hardware": hardware})
-    assert " over 64 GB/s against " in codes(text)["GP310"].message
+    message = codes(text)["GP310"].message
+    assert " over 64 GB/s against " in message
+    # and its times are the estimate's step, in milliseconds, whose ratio is the share it prints
+    exposed, compute, share = re.search(
+        r"leaves ([\d,]+) ms .* against ([\d,]+) ms of compute \((\d+)%\)", message
+    ).groups()
+    planner = planner_for(make_spec(text), default_settings()).finetune
+    assert planner is not None
+    speed = planner.declared().estimate.speed
+    assert (int(exposed.replace(",", "")), int(compute.replace(",", ""))) == (
+        round(speed.gradient_sync_s * 1000),
+        round(speed.step_compute_s * 1000),
+    )
+    assert int(share) == round(100 * speed.gradient_sync_s / speed.step_compute_s)
     slow = {**hardware, "network_gbps": 40}
     text = spec_text("llama-3.1-70b", finetune={"method": "full", "sharding": "zero3", "hardware": slow})
     assert " over 40 GB/s against " in codes(text)["GP310"].message

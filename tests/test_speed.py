@@ -706,3 +706,24 @@ def test_bridged_pcie_cards_in_one_host_sync_over_pcie_not_the_network():
     nvl = get_gpu("h200-nvl")
     assert group_bandwidth(nvl, 2, 4, 50.0) == pytest.approx(64e9)
     assert group_bandwidth(nvl, 2, 2, 50.0) == pytest.approx(450e9)
+    # TP 2 x DP 8 over two hosts of H100 PCIe: a data-parallel group has 8 / 2 = 4 members per host, so 4 NICs
+    # (4 x 50 = 200 GB/s) carry its ring, capped by the PCIe link those 4 ranks 2 apart span in a host (they
+    # sit on 4 different bridges): 64 GB/s, not a bridge's 300.
+    assert group_bandwidth(pcie, 8, 2, 50.0) == 64e9
+
+
+def test_a_group_with_one_member_per_node_reaches_the_network_through_pcie():
+    # DP 2 under TP 8 on two DGX H100: one member per node, so one NIC, reached through the GPU's own PCIe
+    # x16 (128 GB/s both ways: 64 one way). An 800 Gb/s (100 GB/s) NIC is held to 64 GB/s; a 400 Gb/s one
+    # (50 GB/s) is the limit itself.
+    assert group_bandwidth(H100, 2, 8, 100.0) == 64e9
+    assert group_bandwidth(H100, 2, 8, 50.0) == 50e9
+
+
+def test_a_rack_scale_nvlink_domain_is_one_node():
+    # GB200 NVL72: 72 GPUs on one NVLink domain. A 16-GPU ring stays on NVLink (1,800 GB/s both ways: 900
+    # one way); over 128 GPUs under TP 16, a rack holds 72 // 16 = 4 whole TP groups, so each data-parallel
+    # group has 4 members (and NICs) per rack: 4 x 50 = 200 GB/s, under NVLink.
+    gb200 = get_gpu("gb200")
+    assert group_bandwidth(gb200, 16, 1, 50.0) == 900e9
+    assert group_bandwidth(gb200, 8, 16, 50.0) == 200e9
