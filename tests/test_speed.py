@@ -264,7 +264,7 @@ def test_a_busy_replica_makes_a_new_request_wait_half_a_step():
 )
 def test_bracketed_root_finds_the_sign_change(function, low, high, root):
     # Within the tolerance of the sign change, on its non-negative side, never evaluated outside the
-    # bracket; the (0.8 - x)^3 case stalls false position for all its steps and is finished by halving.
+    # bracket, and one of the points evaluated; the (0.8 - x)^3 case stalls false position for all its steps and is finished by halving.
     seen: list[float] = []
 
     def recorded(x: float) -> float:
@@ -275,6 +275,7 @@ def test_bracketed_root_finds_the_sign_change(function, low, high, root):
     assert found == pytest.approx(root, abs=2e-9)
     assert function(found) >= 0
     assert all(low <= x <= high for x in seen)
+    assert found in seen  # the steady state reads the balance it computed there
 
 
 def test_bracketed_root_stops_once_within_the_tolerance():

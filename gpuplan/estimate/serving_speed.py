@@ -552,14 +552,14 @@ def _continuous(
         rho = arriving / max(1.0, budget - decoding_others)
         return tpot, prefill_time(passed, decoding_others, rho), decode, rho
 
-    balances: dict[float, tuple[float, float, _Step, float]] = {}  # the root is one of the shares tried
+    balances: dict[float, tuple[float, float, _Step, float]] = {}
 
     def excess(phi: float) -> float:
         tpot, service, _, _ = balances[phi] = balance(phi)
         return output * tpot / (service + output * tpot) - phi
 
     phi = _bracketed_root(excess, 0.0, 1.0)
-    tpot, service, decode, rho = balances[phi] if phi in balances else balance(phi)
+    tpot, service, decode, rho = balances[phi]  # _bracketed_root returns one of the shares it evaluated
     decoders = others * phi
     # A request that arrives while another slot keeps the replica busy waits for the step in flight to
     # end before the scheduler sees it: half a step on average (the residual of equal steps). With no
@@ -574,7 +574,8 @@ def _continuous(
 
 
 def _bracketed_root(function: Callable[[float], float], low: float, high: float) -> float:
-    """A root of ``function`` in [low, high], where it is >= 0 at low and <= 0 at high (Illinois method).
+    """A root of ``function`` in [low, high], where it is >= 0 at low and <= 0 at high (Illinois method),
+    always one of the points it evaluated ``function`` at.
 
     False position with the Illinois halving of a stale end (Dowell and Jarratt 1971): the bracket always
     holds a sign change, so the answer is within PHI_TOLERANCE of one, and convergence is superlinear.
