@@ -417,9 +417,11 @@ class JobPlanner:
 
         return tuple(sorted(choices, key=changes))
 
-    def _fitting_settings(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> Layout | None:
-        """The memory-sound settings with the fewest changes at one shape, or None (checked first with
-        the settings that need the least memory: if they do not fit, nothing does)."""
+    def _sound_settings(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> Option | None:
+        """The sound option with the fewest settings changes at one shape, or None. A shape whose
+        least-memory settings do not fit is skipped at once; otherwise each memory-sound choice is judged
+        in turn, fewest changes first, since memory is not the only constraint settings move: a larger
+        micro-batch or other sharding changes the share of a step that gradient sync takes."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
         if not self._fits_at_all(gpu, tp, pp, dp, checkpointing):
@@ -427,12 +429,14 @@ class JobPlanner:
         for settings in self._settings_choices(dp, checkpointing):
             layout = Layout(gpu, tp, pp, dp, settings=settings)
             if evaluator.memory_sound(layout):
-                return layout
+                option = evaluator.evaluate(layout)
+                if option.sound:
+                    return option
         return None
 
-    def _relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool = True) -> tuple[Layout, ...]:
-        """The layouts of a shape of which one needs the least memory: a fused loss, and each pairing of
-        the sharding and micro-batch choices that no other choice undercuts.
+    def _relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> tuple[Layout, ...]:
+        """The layouts of a shape, at one recompute choice, of which one needs the least memory: a fused
+        loss, and each pairing of the sharding and micro-batch choices that no other choice undercuts.
 
         Micro-batch: the smallest (one sequence), and the one that takes a rank's whole share of the
         batch at once when that is a choice. Accumulating gradients keeps a gradient buffer live through
@@ -454,14 +458,15 @@ class JobPlanner:
             for micro in sorted({min(micros), per_rank} & set(micros))
         )
 
-    def _fits_at_all(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool = True) -> bool:
+    def _fits_at_all(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> bool:
         """Whether any settings of a shape are memory-sound: whether its least-memory layout is."""
         evaluator = self.evaluator
         return any(evaluator.memory_sound(layout) for layout in self._relaxed(gpu, tp, pp, dp, checkpointing))
 
     def _most_relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int) -> Layout:
-        """The layout of a shape that needs the least memory (see ``_relaxed``)."""
-        return min(self._relaxed(gpu, tp, pp, dp), key=lambda layout: self.evaluator.memory(layout).per_gpu)
+        """The layout of a shape that needs the least memory, with or without recompute (see ``_relaxed``)."""
+        relaxed = (*self._relaxed(gpu, tp, pp, dp, True), *self._relaxed(gpu, tp, pp, dp, False))
+        return min(relaxed, key=lambda layout: self.evaluator.memory(layout).per_gpu)
 
     def finetune_on(self, gpu: Gpu, *, every_width: bool, ceiling: float | None = None) -> list[Option]:
         """Sound options on one GPU kind at the least model parallelism that holds the job.
@@ -478,11 +483,8 @@ class JobPlanner:
                 for checkpointing in (False, True):
                     if checkpointing in done:
                         continue
-                    layout = self._fitting_settings(gpu, tp, pp, dp, checkpointing)
-                    if layout is None:
-                        continue
-                    option = evaluator.evaluate(layout)
-                    if option.sound:
+                    option = self._sound_settings(gpu, tp, pp, dp, checkpointing)
+                    if option is not None:
                         sound.append(option)
                         if not every_width:
                             done.add(checkpointing)
@@ -493,20 +495,26 @@ class JobPlanner:
         return []
 
     def _fitting_widths(self, gpu: Gpu, tp: int, pp: int) -> list[int]:
-        """The data-parallel widths of a TP x PP split at which some settings are memory-sound (with full
-        recompute a shape needs the least memory, so it alone is checked). Over two ranks or more,
-        sharding over more ranks only lowers that least memory (a property test holds it): the widest
-        decides whether any fits, and the widths from the first that fits on all do; one rank keeps the
-        declared sharding and is checked alone."""
+        """The data-parallel widths of a TP x PP split at which some settings are memory-sound, with or
+        without full recompute (recompute usually needs less, but not always: it keeps each layer's
+        checkpointed input through backward, which can outweigh what it saves when activations are
+        offloaded). Over two ranks or more, sharding over more ranks only lowers the least memory (a
+        property test holds it): the widest decides whether any fits, and the widths from the first that
+        fits on all do; one rank keeps the declared sharding and is checked alone."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
         widths = [dp for dp in evaluator.data_parallel_degrees(tp, pp) if self._within_nodes(gpu, tp, pp, dp)]
-        fitting = [dp for dp in widths if dp == 1 and self._fits_at_all(gpu, tp, pp, dp)]
+        fitting = [dp for dp in widths if dp == 1 and self._fits_either_way(gpu, tp, pp, dp)]
         sharded = [dp for dp in widths if dp > 1]
-        if sharded and self._fits_at_all(gpu, tp, pp, sharded[-1]):
-            first = next(index for index, dp in enumerate(sharded) if self._fits_at_all(gpu, tp, pp, dp))
+        if sharded and self._fits_either_way(gpu, tp, pp, sharded[-1]):
+            first = next(index for index, dp in enumerate(sharded) if self._fits_either_way(gpu, tp, pp, dp))
             fitting += sharded[first:]
         return fitting
+
+    def _fits_either_way(self, gpu: Gpu, tp: int, pp: int, dp: int) -> bool:
+        """Whether any settings of a shape fit with full recompute or without it (recompute first: it is
+        the likelier to fit)."""
+        return self._fits_at_all(gpu, tp, pp, dp, True) or self._fits_at_all(gpu, tp, pp, dp, False)
 
     def _floor_rate(self, gpu: Gpu) -> float:
         """A cost floor for every layout on ``gpu``: one GPU, no recompute, a fused loss (never slower),
