@@ -330,12 +330,13 @@ def test_settings_a_layout_changes_are_the_fragment_to_paste():
     }
 
 
-def test_gp310_quotes_the_bandwidth_the_gradient_sync_moves_at():
+def test_gp310_quotes_the_link_the_gradient_sync_crosses():
     # 32 H100 PCIe, 8 per host (NVLink-bridged in pairs, which a ring over the host leaves for PCIe): the
     # data-parallel ring crosses 4 hosts with one ring per NIC, so each GPU's share is min(8 x the NIC, the
     # host's PCIe link of 64 GB/s): at the default 400 Gb/s (50 GB/s) NIC 64 GB/s; at 40 Gb/s (5 GB/s)
-    # 8 x 5 = 40 GB/s. It once quoted a 32-GPU link at the default network, 50 GB/s, whatever the spec's
-    # network and whatever the estimate used.
+    # 8 x 5 = 40 GB/s (the estimate moves the traffic at that link's rate times the calibrated link
+    # efficiency). It once quoted a 32-GPU link at the default network, 50 GB/s, whatever the spec's
+    # network and whatever link the estimate used.
     hardware = {"gpu": "h100-pcie", "count": 32}
     text = spec_text("llama-3.1-70b", finetune={"method": "full", "sharding": "zero3", "hardware": hardware})
     message = codes(text)["GP310"].message
