@@ -459,7 +459,8 @@ class JobPlanner:
         )
 
     def _fits_at_all(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> bool:
-        """Whether any settings of a shape are memory-sound: whether its least-memory layout is."""
+        """Whether any settings of a shape are memory-sound at one recompute choice: whether one of its
+        least-memory layouts is."""
         evaluator = self.evaluator
         return any(evaluator.memory_sound(layout) for layout in self._relaxed(gpu, tp, pp, dp, checkpointing))
 
@@ -474,8 +475,6 @@ class JobPlanner:
         ``every_width``: one option per data-parallel width and checkpointing choice (the full table);
         otherwise only the fewest-GPU one per checkpointing choice (more GPUs never cost less).
         """
-        evaluator = self.evaluator
-        assert isinstance(evaluator, FinetunePlanner)
         for tp, pp in self._levels(gpu):
             sound: list[Option] = []
             done: set[bool] = set()
