@@ -98,6 +98,11 @@ def finetune_specs(draw: st.DrawFn) -> dict:
     }
     if draw(st.booleans()):
         finetune["tokens"] = draw(st.integers(10**6, 10**10))
+    return finetune_document(model, **finetune)
+
+
+def finetune_document(model: str, **finetune: object) -> dict:
+    """A spec document with one fine-tuning job of ``model``."""
     return {"version": 1, "name": "p", "model": {"id": model}, "finetune": finetune}
 
 
@@ -385,27 +390,21 @@ def test_the_least_memory_settings_weigh_gradient_accumulation_against_smaller_m
     # forward pass: 15,517,456,384 x 2 B / 2 ranks = 14.45 GiB, more than the 10.76 GiB it saves, so it
     # needs 72.2 GiB and does not fit. The search once took micro-batch 1 as the least memory of every
     # shape, skipped this one, and answered 2 GPUs only with full recompute.
-    spec = make_spec(
-        {
-            "version": 1,
-            "name": "p",
-            "model": {"id": "starcoder-15b"},
-            "finetune": {
-                "method": "full",
-                "precision": "bf16-mixed",
-                "optimizer": "adafactor",
-                "micro_batch": 2,
-                "gradient_accumulation": 1,
-                "seq_len": 1024,
-                "activation_checkpointing": False,
-                "fused_loss": True,
-                "sharding": "zero3",
-                "hardware": {"gpu": "h100-sxm", "count": 2},
-            },
-        }
+    _, job = finetune_planner(
+        finetune_document(
+            "starcoder-15b",
+            method="full",
+            precision="bf16-mixed",
+            optimizer="adafactor",
+            micro_batch=2,
+            gradient_accumulation=1,
+            seq_len=1024,
+            activation_checkpointing=False,
+            fused_loss=True,
+            sharding="zero3",
+            hardware={"gpu": "h100-sxm", "count": 2},
+        )
     )
-    job = planner_for(spec, default_settings()).finetune
-    assert job is not None
     evaluator = job.evaluator
     h100 = gpu_catalog()["h100-sxm"]
 
@@ -463,24 +462,20 @@ def test_a_shape_that_fits_only_without_recompute_is_not_skipped():
     # needs 71.245 GiB (over) where no recompute needs 70.918 GiB (under). The search once checked each
     # width with full recompute alone, skipped this one and answered 2 GPUs at TP 2.
     _, job = finetune_planner(
-        {
-            "version": 1,
-            "name": "p",
-            "model": {"id": "llama-3.1-8b"},
-            "finetune": {
-                "method": "full",
-                "precision": "bf16",
-                "optimizer": "adamw-fused",
-                "micro_batch": 1,
-                "gradient_accumulation": 1,
-                "seq_len": 42944,
-                "activation_checkpointing": False,
-                "fused_loss": True,
-                "sharding": "none",
-                "activation_offloading": True,
-                "hardware": {"gpu": "h100-sxm", "count": 1},
-            },
-        }
+        finetune_document(
+            "llama-3.1-8b",
+            method="full",
+            precision="bf16",
+            optimizer="adamw-fused",
+            micro_batch=1,
+            gradient_accumulation=1,
+            seq_len=42944,
+            activation_checkpointing=False,
+            fused_loss=True,
+            sharding="none",
+            activation_offloading=True,
+            hardware={"gpu": "h100-sxm", "count": 1},
+        )
     )
     evaluator = job.evaluator
     h100 = gpu_catalog()["h100-sxm"]
@@ -504,22 +499,18 @@ def test_settings_that_break_gradient_sync_give_way_to_the_next_choice_before_mo
     # gradient sync over its share of a step, but ZeRO-3 with micro-batch 2 and no accumulation is sound:
     # the search once judged only the first settings that fit, gave up on TP 1 and answered with TP 2.
     _, job = finetune_planner(
-        {
-            "version": 1,
-            "name": "p",
-            "model": {"id": "gemma-2-9b"},
-            "finetune": {
-                "method": "full",
-                "micro_batch": 4,
-                "gradient_accumulation": 2,
-                "seq_len": 2048,
-                "activation_checkpointing": False,
-                "fused_loss": False,
-                "sharding": "none",
-                "optimizer": "adafactor",
-                "hardware": {"gpu": "l4", "count": 1},
-            },
-        }
+        finetune_document(
+            "gemma-2-9b",
+            method="full",
+            micro_batch=4,
+            gradient_accumulation=2,
+            seq_len=2048,
+            activation_checkpointing=False,
+            fused_loss=False,
+            sharding="none",
+            optimizer="adafactor",
+            hardware={"gpu": "l4", "count": 1},
+        )
     )
     l40s = gpu_catalog()["l40s"]
     evaluator = job.evaluator

@@ -264,7 +264,8 @@ def test_a_busy_replica_makes_a_new_request_wait_half_a_step():
 )
 def test_bracketed_root_finds_the_sign_change(function, low, high, root):
     # Within the tolerance of the sign change, on its non-negative side, never evaluated outside the
-    # bracket, and one of the points evaluated; the (0.8 - x)^3 case stalls false position for all its steps and is finished by halving.
+    # bracket, and one of the points evaluated; the (0.8 - x)^3 case stalls false position for all its
+    # steps and is finished by halving.
     seen: list[float] = []
 
     def recorded(x: float) -> float:

@@ -3,8 +3,8 @@
 Objective: cost per month (serving) or per run (fine-tuning) at the spec's prices, then fewer GPUs, then
 lower latency, then fewer changes to the spec. A fine-tuning layout's settings (recompute, fused loss,
 sharding, micro-batch split) are the declared ones changed only as far as memory needs, fewest changes
-first: the objective ranks layouts, not settings changed for speed alone. Unpriced GPUs are never recommended while a priced
-option exists.
+first: the objective ranks layouts, not settings changed for speed alone. Unpriced GPUs are never
+recommended while a priced option exists.
 
 The lazy queries visit candidates in ascending cost and stop at the first sound one. For serving, a
 layout's cost is exact before any estimate (GPUs x price), and memory lower bounds (each GPU holds at
