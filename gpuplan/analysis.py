@@ -192,7 +192,7 @@ def estimate_finetune(
     setup = training_setup(spec, job, gpus, tp)
     overhead = training_overhead(setup)
     memory = memory or estimate_training(setup, overhead)
-    workload, speed = finetune_speed(spec, job, setup, memory, gpu, efficiency, calibration)
+    workload, speed = finetune_speed(spec, job, setup, gpu, efficiency, calibration)
     price, source = spec.price(gpu)
     return FinetuneEstimate(
         job,
@@ -210,9 +210,7 @@ def estimate_finetune(
     )
 
 
-def finetune_workload(
-    spec: Spec, job: Finetune, setup: TrainingSetup, memory: TrainingMemory, gpu: Gpu
-) -> TrainingWorkload | None:
+def finetune_workload(spec: Spec, job: Finetune, setup: TrainingSetup, gpu: Gpu) -> TrainingWorkload | None:
     """What the training speed of ``job`` on ``gpu`` rests on; None without a token count (no run length)."""
     if not job.tokens:
         return None
@@ -232,7 +230,7 @@ def finetune_workload(
         tensor_parallel=setup.tensor_parallel,
         pipeline_parallel=setup.pipeline_parallel,
         sharding=setup.sharding,
-        trainable_params=memory.trainable_params,
+        trainable_params=trainable_params(setup),
         total_tokens=job.tokens,
         fused_loss=job.fused_loss,
         network_gbs=job.hardware.network_gbs,
@@ -244,13 +242,13 @@ def finetune_speed(
     spec: Spec,
     job: Finetune,
     setup: TrainingSetup,
-    memory: TrainingMemory,
     gpu: Gpu,
     efficiency: Efficiency,
     calibration: Calibration = CALIBRATION,
 ) -> tuple[TrainingWorkload | None, TrainingSpeed | None]:
-    """(workload, speed) of ``job`` on ``gpu``; both None without a token count."""
-    workload = finetune_workload(spec, job, setup, memory, gpu)
+    """(workload, speed) of ``job`` on ``gpu``; both None without a token count. No memory estimate is
+    read (the trainable parameters come from the setup), so a cost floor needs none."""
+    workload = finetune_workload(spec, job, setup, gpu)
     return workload, None if workload is None else training_speed(workload, efficiency, calibration)
 
 

@@ -75,8 +75,8 @@ def test_the_analysis_is_taken_only_for_the_job_the_planner_would_estimate(text:
 
 @pytest.mark.parametrize("tokens", [", tokens: 100000000", ""], ids=["tokens", "without-tokens"])
 def test_the_cost_floor_is_the_full_estimates_cost_per_million_tokens(tokens: str):
-    # floor_rate computes only the speed and the price of the floor job on each GPU kind; the full
-    # estimate of the same job and memory on the same GPU gives the same cost (one price per GPU-hour
+    # floor_rate computes only the speed and the price of the floor job on each GPU kind (no memory
+    # estimate); the full estimate of the same job on the same GPU gives the same cost (one price per GPU-hour
     # from the catalog in USD; None where the catalog has no price).
     from gpuplan.analysis import estimate_finetune
     from gpuplan.catalog import gpu_catalog
@@ -87,8 +87,8 @@ def test_the_cost_floor_is_the_full_estimates_cost_per_million_tokens(tokens: st
     priced = unpriced = 0
     for gpu in gpu_catalog().values():
         floor = evaluator.floor_rate(gpu)
-        job, memory, _ = evaluator._floor_job
-        estimate = estimate_finetune(spec, job, evaluator.efficiency, gpu=gpu, memory=memory)
+        job, _ = evaluator._floor_job
+        estimate = estimate_finetune(spec, job, evaluator.efficiency, gpu=gpu)
         expected = None if estimate.cost is None else estimate.cost / (job.tokens or NOMINAL_TOKENS) * 1e6
         assert floor == expected, gpu.id
         priced += floor is not None

@@ -313,8 +313,61 @@ def test_the_finetuning_cost_floor_is_below_every_layout_of_its_gpu(document, gp
     floor = job.evaluator.floor_rate(gpu)
     if floor is None:
         return
-    for option in job.finetune_on(gpu, every_width=True):
+    for option in job.finetune_on(gpu, widths="every"):
         assert option.rate is not None and option.rate >= floor * (1 - 1e-9)
+
+
+@settings(max_examples=20)
+@given(finetune_specs(), st.sampled_from(GPUS))
+def test_the_fewest_gpus_query_answers_as_the_full_table_does(document, gpu_id):
+    # fewest_gpus_on stops at the narrowest data-parallel width with a sound option (both recompute
+    # choices judged there); the full table lists every width. The fewest-GPU option of the table, ties
+    # ranked by the objective, must be the query's answer.
+    _, job = finetune_planner(document)
+    gpu = gpu_catalog()[gpu_id]
+    table = job.finetune_on(gpu, widths="every")
+    expected = min(table, key=lambda o: (o.gpus, *o.rank())) if table else None
+    found = job.fewest_gpus_on(gpu)
+    assert (found and found.layout.key) == (expected and expected.layout.key)
+
+
+def test_the_fewest_gpus_query_looks_past_a_width_that_fits_but_breaks_gradient_sync():
+    # Qwen2.5-72B, full bf16-mixed fine-tune with 8-bit AdamW, 8 x 2 x 1,024-token sequences per step, on
+    # L40S (PCIe, no NVLink). The least model parallelism that holds it is PP 8 (TP 1 and 2, 4 and 8 do
+    # not fit or do not divide the heads before it, as the search's own level order shows). At PP 8, four
+    # data-parallel ranks fit only with ZeRO-3, whose parameter gathers on every micro-batch cross PCIe
+    # (38% of a step's compute and more, over the 25% threshold); eight ranks fit with ZeRO-2, which
+    # reduces the gradients once per step. So the fewest sound GPUs are 8 x 8 = 64, one width past the
+    # first that fits: the query must not stop at the first fitting width.
+    _, job = finetune_planner(
+        finetune_document(
+            "qwen2.5-72b",
+            method="full",
+            precision="bf16-mixed",
+            optimizer="adamw-8bit",
+            micro_batch=2,
+            seq_len=1024,
+            gradient_accumulation=1,
+            activation_checkpointing=True,
+            fused_loss=False,
+            sharding="none",
+            hardware={"gpu": "l40s", "count": 8},
+        )
+    )
+    gpu = gpu_catalog()["l40s"]
+    assert job._fitting_widths(gpu, 1, 8) == [4, 8]
+    at_four = [
+        job.evaluator.evaluate(Layout(gpu, 1, 8, 4, settings=choice))
+        for recompute in (False, True)
+        for choice in job._settings_choices(4, recompute)
+        if job.evaluator.memory_sound(Layout(gpu, 1, 8, 4, settings=choice))
+    ]
+    assert at_four and all(o.broken == ("gradient_sync",) and o.layout.settings.sharding == "zero3" for o in at_four)
+    found = job.fewest_gpus_on(gpu)
+    assert found is not None
+    layout = found.layout
+    assert (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, found.gpus) == (1, 8, 8, 64)
+    assert layout.settings is not None and layout.settings.sharding == "zero2"
 
 
 def test_the_slo_search_finds_the_fewest_replicas_when_latency_is_not_monotone(monkeypatch):
@@ -450,7 +503,7 @@ def test_finetuning_on_a_gpu_answers_at_the_least_level_any_settings_make_sound(
         return False
 
     least = next(((tp, pp) for tp, pp in job._levels(gpu) if level_has_a_sound_layout(tp, pp)), None)
-    found = job.finetune_on(gpu, every_width=False)
+    found = job.finetune_on(gpu, widths="fewest")
     assert (None if not found else (found[0].layout.tensor_parallel, found[0].layout.pipeline_parallel)) == least
 
 

@@ -545,7 +545,7 @@ class FinetunePlanner(_Evaluator):
         self.declared_data_parallel = max(1, hardware.count // (hardware.tensor_parallel * hardware.pipeline_parallel))
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
-        self._floor_job: tuple[Finetune, TrainingMemory, TrainingSetup] | None = None
+        self._floor_job: tuple[Finetune, TrainingSetup] | None = None
         self._micro_batches: dict[int, tuple[int, ...]] = {}  # data-parallel width -> sizes
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
@@ -635,9 +635,9 @@ class FinetunePlanner(_Evaluator):
             settings = TrainingSettings("none", True, declared.sharding, micro, self.global_batch // micro)
             layout = Layout(self.job.hardware.gpu, 1, 1, 1, settings=settings)
             job = self._job(layout)
-            self._floor_job = (job, self.memory(layout), training_setup(self.spec, job))
-        job, memory, setup = self._floor_job
-        _, speed = finetune_speed(self.spec, job, setup, memory, gpu, self.efficiency)
+            self._floor_job = (job, training_setup(self.spec, job))
+        job, setup = self._floor_job
+        _, speed = finetune_speed(self.spec, job, setup, gpu, self.efficiency)
         price = self.spec.price_record(gpu)
         cost = run_cost(speed, setup.gpus, None if price is None else price.per_hour)
         return None if cost is None else cost / (job.tokens or NOMINAL_TOKENS) * 1e6

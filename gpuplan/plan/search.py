@@ -469,11 +469,14 @@ class JobPlanner:
         relaxed = (*self._relaxed(gpu, tp, pp, dp, True), *self._relaxed(gpu, tp, pp, dp, False))
         return min(relaxed, key=lambda layout: self.evaluator.memory(layout).per_gpu)
 
-    def finetune_on(self, gpu: Gpu, *, every_width: bool, ceiling: float | None = None) -> list[Option]:
+    def finetune_on(self, gpu: Gpu, *, widths: str, ceiling: float | None = None) -> list[Option]:
         """Sound options on one GPU kind at the least model parallelism that holds the job.
 
-        ``every_width``: one option per data-parallel width and checkpointing choice (the full table);
-        otherwise only the fewest-GPU one per checkpointing choice (more GPUs never cost less).
+        ``widths``: "every", one option per data-parallel width and checkpointing choice (the full table);
+        "per recompute", only the fewest-GPU one per checkpointing choice (more GPUs never cost less, but
+        one recompute choice on more GPUs can cost less than the other on fewer); "fewest", only those at
+        the narrowest width with a sound option, one per checkpointing choice (a fewest-GPUs query needs
+        nothing wider).
         """
         for tp, pp in self._levels(gpu):
             sound: list[Option] = []
@@ -485,9 +488,9 @@ class JobPlanner:
                     option = self._sound_settings(gpu, tp, pp, dp, checkpointing)
                     if option is not None:
                         sound.append(option)
-                        if not every_width:
+                        if widths != "every":
                             done.add(checkpointing)
-                if len(done) == 2:
+                if len(done) == 2 or (sound and widths == "fewest"):
                     break
             if sound:  # this level holds the job: more model parallelism is not needed on this GPU
                 return [o for o in sound if ceiling is None or (o.rate is not None and o.rate < ceiling)]
@@ -529,7 +532,7 @@ class JobPlanner:
         self, gpus: list[Gpu], ceiling: float | None, where: Where | None, by_gpus: bool
     ) -> Option | None:
         if by_gpus:
-            options = [option for gpu in gpus for option in self.finetune_on(gpu, every_width=False)]
+            options = [option for gpu in gpus for option in self.finetune_on(gpu, widths="fewest")]
             return min(options, key=lambda o: (o.gpus, *o.rank())) if options else None
         kinds = sorted(gpus, key=self._floor_rate)
         best: Option | None = None
@@ -538,7 +541,7 @@ class JobPlanner:
             limit = best.rate if best is not None and best.rate is not None else ceiling
             if limit is not None and floor >= limit:
                 break
-            for option in self.finetune_on(gpu, every_width=False, ceiling=ceiling):
+            for option in self.finetune_on(gpu, widths="per recompute", ceiling=ceiling):
                 if where is not None and not where(gpu, option.layout.tensor_parallel, option.layout.pipeline_parallel):
                     continue
                 if best is None or option.rank() < best.rank():
@@ -609,7 +612,7 @@ class JobPlanner:
         least_level = 0
         kinds = self.gpus + ([] if any(g.id == declared_gpu.id for g in self.gpus) else [declared_gpu])
         for gpu in kinds:
-            found = self.finetune_on(gpu, every_width=True)
+            found = self.finetune_on(gpu, widths="every")
             if gpu.id == declared_gpu.id and found:
                 least_level = found[0].layout.tensor_parallel * found[0].layout.pipeline_parallel
             if gpu.id == declared_gpu.id and gpu not in self.gpus:
