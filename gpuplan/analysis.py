@@ -36,7 +36,7 @@ from gpuplan.estimate.training import (
     trainable_params,
 )
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
-from gpuplan.records import evolve
+from gpuplan.records import evolve, lean_init
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import DTYPE_BYTES, GIB
 
@@ -60,6 +60,7 @@ GPUS_PER_NODE = 8  # host memory is reported per node of 8 GPUs (HGX/DGX and mos
 Notes = Callable[[], tuple[tuple[str, str], ...]]  # words an estimate assumes, worded on first use
 
 
+@lean_init
 @dataclass(frozen=True)
 class FinetuneEstimate:
     job: Finetune
@@ -90,6 +91,7 @@ class FinetuneEstimate:
         return run_cost(self.speed, self.gpus, self.price_per_hour)
 
 
+@lean_init
 @dataclass(frozen=True)
 class ServeEstimate:
     job: Serve

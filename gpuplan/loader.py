@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from gpuplan.findings import Finding, dotted, json_pointer
+from gpuplan.records import lean_init
 
 MAX_BYTES = 1024 * 1024
 MAX_ALIAS_EXPANSIONS = 1000
@@ -39,6 +40,7 @@ _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 
+@lean_init
 @dataclass(frozen=True)
 class Position:
     """1-based line and column of a key (where there is one) and of its value."""

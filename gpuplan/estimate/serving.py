@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from gpuplan.architecture import Architecture
-from gpuplan.records import evolve
+from gpuplan.records import evolve, lean_init
 from gpuplan.units import GIB, MIB
 
 ENGINE = "vLLM v0.19 (V1 engine, OpenAI API server defaults)"
@@ -87,6 +87,7 @@ class Tenant:
     quantized_params: int | None = None
 
 
+@lean_init
 @dataclass(frozen=True)
 class ServingSetup:
     architecture: Architecture
@@ -106,6 +107,7 @@ class ServingSetup:
     tenants: tuple[Tenant, ...] = ()
 
 
+@lean_init
 @dataclass(frozen=True)
 class ServingMemory:
     """Per-GPU bytes of the most constrained GPU (the pipeline stage with the least KV room)."""
@@ -276,6 +278,7 @@ def cached_tokens(arch: Architecture, context: int, windowed: bool, max_batched:
     return math.ceil(context / BLOCK_TOKENS) * BLOCK_TOKENS
 
 
+@lean_init
 @dataclass(frozen=True)
 class KvLayout:
     """KV-cache groups of one pipeline stage: layer slots per attention kind after padding."""
@@ -371,6 +374,7 @@ def cuda_graph_bytes(max_num_seqs: int) -> int:
     return 2 * GRAPH_FIRST_CAPTURE + (graphs - 2) * GRAPH_EACH
 
 
+@lean_init
 @dataclass(frozen=True)
 class ServingShape:
     """The serving memory of a deployment shape before any running sequence, and what each one adds:

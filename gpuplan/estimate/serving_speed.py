@@ -66,6 +66,7 @@ from gpuplan.estimate.performance import (
     matmul_params,
     on_fast_link,
 )
+from gpuplan.records import lean_init
 
 ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
 Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
@@ -77,6 +78,7 @@ PHI_TOLERANCE = 1e-9
 ROOT_STEPS = 100
 
 
+@lean_init
 @dataclass(frozen=True)
 class ServingWorkload:
     """What the serving speed depends on, resolved from a spec and its memory estimate (per replica)."""
@@ -104,6 +106,7 @@ class ServingWorkload:
     network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
 
 
+@lean_init
 @dataclass(frozen=True)
 class ServingSpeed:
     ttft_s: float  # full prompt at the declared concurrency: queueing + prefill under load + request overhead
@@ -454,6 +457,7 @@ def latency_floors(
     return ttft, tpot
 
 
+@lean_init
 @dataclass(frozen=True)
 class _SteadyState:
     tpot: float

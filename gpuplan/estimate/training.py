@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from gpuplan.architecture import Architecture
+from gpuplan.records import lean_init
 
 # precision -> (weight, gradient, optimizer-state, activation bytes, autocast keeps 16-bit weight copies)
 REGIMES: dict[str, tuple[int, int, int, int, bool]] = {
@@ -55,6 +56,7 @@ LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pro
 CHECKPOINTING = ("none", "full", "selective")
 
 
+@lean_init
 @dataclass(frozen=True)
 class TrainingSetup:
     """Everything the fine-tuning memory depends on (defaults resolved by gpuplan.spec)."""
@@ -126,6 +128,7 @@ class TrainingSetup:
         return self.tensor_parallel if self.sequence_parallel else 1
 
 
+@lean_init
 @dataclass(frozen=True)
 class TrainingMemory:
     """Per-GPU bytes. ``phases`` maps each phase to its live tensors; the peak is their maximum.
@@ -400,6 +403,7 @@ def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: i
 # -- the phases ---------------------------------------------------------------------------------
 
 
+@lean_init
 @dataclass(frozen=True)
 class _States:
     """Per-GPU model states: what lives for the whole step, what the step adds, what lives off the GPU."""
@@ -416,6 +420,7 @@ class _States:
     nvme: float
 
 
+@lean_init
 @dataclass(frozen=True)
 class _Activations:
     """Per-GPU activation memory of one micro-batch."""

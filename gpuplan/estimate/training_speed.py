@@ -49,6 +49,7 @@ from gpuplan.estimate.performance import (
     matmul_params,
 )
 from gpuplan.estimate.training import REGIMES
+from gpuplan.records import lean_init
 
 LOSS_BYTES_PER_LOGIT = 16  # fp32 logits written and read by the loss, their gradient written and read (4 x 4 B)
 NF4_DEQUANT_BYTES = 2.5  # per NF4 weight per pass: read 0.5 B, write the bf16 copy (2 B) (bitsandbytes)
@@ -57,6 +58,7 @@ NF4_DEQUANT_BYTES = 2.5  # per NF4 weight per pass: read 0.5 B, write the bf16 c
 OPTIMIZER_STATES = {"adamw": 2, "adamw-fused": 2, "adamw-8bit": 2, "sgd": 1, "adafactor": 0}
 
 
+@lean_init
 @dataclass(frozen=True)
 class TrainingWorkload:
     architecture: Architecture
@@ -79,6 +81,7 @@ class TrainingWorkload:
     attention: str = "flash"  # the attention kernel (finetune.attention): flash | flash3 | cudnn | eager
 
 
+@lean_init
 @dataclass(frozen=True)
 class TrainingSpeed:
     flops_per_token: float  # model FLOPs per token (6N + attention for full fine-tuning; recompute excluded)

@@ -42,7 +42,7 @@ from gpuplan.plan.space import (
     size_problem,
     tensor_parallel_problem,
 )
-from gpuplan.records import evolve
+from gpuplan.records import evolve, lean_init
 from gpuplan.spec import Finetune, Hardware, PlanLimits, Serve, Spec
 from gpuplan.units import format_gib
 
@@ -84,6 +84,7 @@ def gradient_sync_share(estimate: FinetuneEstimate) -> float | None:
     return speed.gradient_sync_s / max(speed.step_compute_s, 1e-9)
 
 
+@lean_init
 @dataclass(frozen=True)
 class Option:
     """A layout with its estimate and its verdict per constraint (``meets``, in the order checked)."""
