@@ -29,13 +29,13 @@ def evolve(record: Record, **changes: Any) -> Record:
     validated, as ``replace`` does not either."""
     cls: type = type(record)
     names = _field_names(cls)
-    if not changes.keys() <= names:
+    copy: Record = object.__new__(cls)
+    state, fields = copy.__dict__, record.__dict__
+    state.update(fields)
+    state.update(changes)
+    if len(state) != len(fields):  # the instance holds exactly its fields: a longer state names another
         unknown = ", ".join(sorted(changes.keys() - names))
         raise TypeError(f"{cls.__name__} has no field {unknown}")
-    copy: Record = object.__new__(cls)
-    state = copy.__dict__
-    state.update(record.__dict__)
-    state.update(changes)
     return copy
 
 
