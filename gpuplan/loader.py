@@ -131,7 +131,24 @@ def _mark(event: Any, lines: _Lines = _PLAIN_LINES) -> tuple[int, int]:
     return lines.at(event.start_mark)
 
 
+# Plain scalars repeat across specs (keys, GPU ids, numbers): their resolved values, by the event's tag,
+# text and style; only immutable values are built here. Cleared when full, so memory stays flat.
+_RESOLVED: dict[tuple[Any, str, Any], Any] = {}
+_RESOLVED_MAX = 4096
+
+
 def _scalar(event: Any, lines: _Lines = _PLAIN_LINES) -> Any:
+    key = (event.tag, event.value, event.implicit)
+    if key in _RESOLVED:
+        return _RESOLVED[key]
+    value = _resolved_scalar(event, lines)
+    if len(_RESOLVED) >= _RESOLVED_MAX:
+        _RESOLVED.clear()
+    _RESOLVED[key] = value
+    return value
+
+
+def _resolved_scalar(event: Any, lines: _Lines) -> Any:
     tag = event.tag
     if tag is None or tag == "!":
         tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)

@@ -71,3 +71,24 @@ def test_input_problems_are_findings_with_positions():
 def test_timestamps_stay_strings_and_bom_is_accepted():
     doc = load_bytes("s.yaml", "\ufeffexpires: 2027-01-31\n".encode())
     assert doc.data == {"expires": "2027-01-31"}
+
+
+def test_remembered_scalars_keep_their_type_and_errors_their_positions():
+    # Each document is loaded twice, so the second load reads the remembered values: a plain 1 is an int,
+    # a quoted "1" a string, `yes` a bool (YAML 1.1) and "yes" a string; a non-finite number is refused
+    # each time, at its own line.
+    text = b'a: 1\nb: "1"\nc: yes\nd: "yes"\ne: 0x1F\n'
+    for _ in range(2):
+        data = load_bytes("s.yaml", text).data
+        assert data == {"a": 1, "b": "1", "c": True, "d": "yes", "e": 31}
+        assert [type(data[k]) for k in "abcde"] == [int, str, bool, str, int]
+    for line in (1, 3):
+        bad = load_bytes("s.yaml", "".join(f"x{i}: 2\n" for i in range(line - 1)).encode() + b"y: .inf\n").findings
+        assert [(f.code, f.line) for f in bad] == [("GP001", line)]
+
+
+def test_the_remembered_scalars_stay_bounded():
+    from gpuplan import loader
+
+    load_bytes("s.yaml", "\n".join(f"k{i}: {i}" for i in range(5000)).encode())
+    assert 0 < len(loader._RESOLVED) <= loader._RESOLVED_MAX
