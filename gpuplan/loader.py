@@ -11,6 +11,7 @@ The document is built from PyYAML's *event* stream by an iterative composer of o
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -131,46 +132,35 @@ def _mark(event: Any, lines: _Lines = _PLAIN_LINES) -> tuple[int, int]:
     return lines.at(event.start_mark)
 
 
-# Plain scalars repeat across specs (keys, GPU ids, numbers): their resolved values, by the event's tag,
-# text and style; only immutable values are built here. Cleared when full, so memory stays flat.
-_RESOLVED: dict[tuple[Any, str, Any], Any] = {}
-_RESOLVED_MAX = 4096
-
-
 def _scalar(event: Any, lines: _Lines = _PLAIN_LINES) -> Any:
-    key = (event.tag, event.value, event.implicit)
-    if key in _RESOLVED:
-        return _RESOLVED[key]
-    value = _resolved_scalar(event, lines)
-    if len(_RESOLVED) >= _RESOLVED_MAX:
-        _RESOLVED.clear()
-    _RESOLVED[key] = value
-    return value
-
-
-def _resolved_scalar(event: Any, lines: _Lines) -> Any:
-    tag = event.tag
-    if tag is None or tag == "!":
-        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
-    if tag not in _SAFE_TAGS:
+    try:
+        return _scalar_value(event.tag, event.value, event.implicit)
+    except _LoadProblem as problem:
         line, col = _mark(event, lines)
+        raise _LoadProblem(problem.code, problem.message, line, col, problem.hint) from None
+
+
+# Plain scalars repeat across specs (keys, GPU ids, numbers): each tag, text and style is resolved once
+# (the values are immutable), with the memo bounded so that memory stays flat. Problems are raised at
+# line 0 and placed by the caller (they are not remembered).
+@functools.lru_cache(maxsize=4096)
+def _scalar_value(tag: str | None, text: str, implicit: tuple[bool, bool]) -> Any:
+    if tag is None or tag == "!":
+        tag = _RESOLVER.resolve(yaml.ScalarNode, text, implicit)
+    if tag not in _SAFE_TAGS:
         raise _LoadProblem(
-            "GP004", f"unsupported YAML tag {tag!r}", line, col, "remove the tag; specs use plain YAML values"
+            "GP004", f"unsupported YAML tag {tag!r}", 0, 0, "remove the tag; specs use plain YAML values"
         )
     if tag.endswith((":str", ":timestamp", ":binary", ":merge")):
-        return event.value
-    node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
+        return text
     try:
         # The tag's constructor itself: construct_object() would memoise every node in the shared
         # constructor for the life of the process (memory growing with each file linted).
-        value = _CONSTRUCTOR.yaml_constructors[tag](_CONSTRUCTOR, node)
+        value = _CONSTRUCTOR.yaml_constructors[tag](_CONSTRUCTOR, yaml.ScalarNode(tag, text))
     except Exception:  # PyYAML's constructors raise KeyError, IndexError, ValueError ... on odd text
-        line, col = _mark(event, lines)
-        kind = tag.rsplit(":", 1)[-1]
-        raise _LoadProblem("GP001", f"{_shown(event.value)} is not a valid {kind}", line, col) from None
+        raise _LoadProblem("GP001", f"{_shown(text)} is not a valid {tag.rsplit(':', 1)[-1]}", 0, 0) from None
     if isinstance(value, float) and not math.isfinite(value):
-        line, col = _mark(event, lines)
-        raise _LoadProblem("GP001", f"{event.value!r} is not a finite number", line, col, "write a plain number")
+        raise _LoadProblem("GP001", f"{text!r} is not a finite number", 0, 0, "write a plain number")
     return value
 
 

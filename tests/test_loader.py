@@ -90,5 +90,6 @@ def test_remembered_scalars_keep_their_type_and_errors_their_positions():
 def test_the_remembered_scalars_stay_bounded():
     from gpuplan import loader
 
-    load_bytes("s.yaml", "\n".join(f"k{i}: {i}" for i in range(5000)).encode())
-    assert 0 < len(loader._RESOLVED) <= loader._RESOLVED_MAX
+    load_bytes("s.yaml", "\n".join(f"k{i}: {i}" for i in range(3000)).encode())  # 6,000 distinct scalars
+    memo = loader._scalar_value.cache_info()
+    assert memo.maxsize is not None and 0 < memo.currsize <= memo.maxsize
