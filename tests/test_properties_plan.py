@@ -370,6 +370,60 @@ def test_the_fewest_gpus_query_looks_past_a_width_that_fits_but_breaks_gradient_
     assert layout.settings is not None and layout.settings.sharding == "zero2"
 
 
+def first_sound_choice(job: JobPlanner, gpu, tp: int, pp: int, dp: int, recompute: bool) -> Option | None:
+    """The reference for _sound_settings: every settings choice in order, each judged in full."""
+    for choice in job._settings_choices(dp, recompute):
+        option = job.evaluator.evaluate(Layout(gpu, tp, pp, dp, settings=choice))
+        if option.sound:
+            return option
+    return None
+
+
+@settings(max_examples=15)
+@given(finetune_specs(), st.sampled_from(["l40s", "h100-pcie", "a10g", "h100-sxm"]))
+def test_the_settings_search_answers_as_judging_every_choice_in_full(document, gpu_id):
+    # _sound_settings skips a choice whose least-memory shape does not fit, and once a choice that fits
+    # breaks gradient sync it checks sync before memory; neither may change which choice is first sound.
+    # PCIe cards make sync the binding constraint.
+    _, job = finetune_planner(document)
+    gpu = gpu_catalog()[gpu_id]
+    for tp, pp in job._levels(gpu)[:3]:
+        for dp in job.evaluator.data_parallel_degrees(tp, pp)[:5]:
+            for recompute in (False, True):
+                found = job._sound_settings(gpu, tp, pp, dp, recompute)
+                expected = first_sound_choice(job, gpu, tp, pp, dp, recompute)
+                assert (found and found.layout.key) == (expected and expected.layout.key)
+
+
+def test_a_shape_where_gradient_sync_binds_is_searched_sync_first_to_the_same_answer():
+    # Mixtral-8x7B, full bf16-mixed fine-tune with Adafactor and ZeRO-3, 32 sequences of 2,048 tokens per
+    # step, on H100 PCIe at TP 2, PP 2 and 2 data-parallel ranks (16 micro-batches of one sequence per
+    # rank) with full recompute. The declared ZeRO-3 fits, but gathers the parameters and reduce-scatters
+    # the gradients over PCIe on every one of the 16 micro-batches: gradient sync breaks. From there the
+    # search checks sync before memory; ZeRO-1, which all-reduces the gradients once per step, is the
+    # first sound choice, as judging every choice in full finds.
+    _, job = finetune_planner(
+        finetune_document(
+            "mixtral-8x7b",
+            method="full",
+            precision="bf16-mixed",
+            optimizer="adafactor",
+            micro_batch=1,
+            seq_len=2048,
+            gradient_accumulation=4,
+            activation_checkpointing=True,
+            sharding="zero3",
+            hardware={"gpu": "h100-pcie", "count": 8},
+        )
+    )
+    gpu = gpu_catalog()["h100-pcie"]
+    declared = job.evaluator.evaluate(Layout(gpu, 2, 2, 2, settings=job._settings_choices(2, True)[0]))
+    assert declared.layout.settings.sharding == "zero3" and declared.broken == ("gradient_sync",)
+    found = job._sound_settings(gpu, 2, 2, 2, True)
+    assert found is not None and found.layout.settings.sharding == "zero1"
+    assert found == first_sound_choice(job, gpu, 2, 2, 2, True)
+
+
 def test_the_slo_search_finds_the_fewest_replicas_when_latency_is_not_monotone(monkeypatch):
     # Llama-3.2-1B on L4, 22 sequences of a 2,065-token prompt and 1 output token, TTFT SLO 200 ms. With the
     # steady state solved exactly, TTFT falls with every replica here: 1,295.9 ms at 1 (22 prompts queue

@@ -32,6 +32,7 @@ from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, latency_floors, serving_speed
 from gpuplan.estimate.training import TrainingMemory, TrainingSetup
+from gpuplan.estimate.training_speed import TrainingSpeed
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
     Layout,
@@ -76,7 +77,11 @@ def speed_slo_miss(job: Serve, speed: ServingSpeed, metric: str) -> tuple[float,
 def gradient_sync_share(estimate: FinetuneEstimate) -> float | None:
     """Exposed data-parallel traffic per step over the step's compute, where GP310 judges it: data
     parallelism on cards without NVLink or across more GPUs than the NVLink domain. None elsewhere."""
-    setup, gpu, speed = estimate.setup, estimate.gpu, estimate.speed
+    return sync_share(estimate.setup, estimate.gpu, estimate.speed)
+
+
+def sync_share(setup: TrainingSetup, gpu: Any, speed: TrainingSpeed | None) -> float | None:
+    """``gradient_sync_share`` of a setup running on ``gpu`` at ``speed``."""
     if speed is None or setup.data_parallel < 2:
         return None
     if gpu.has_nvlink and setup.data_parallel * setup.tensor_parallel <= gpu.domain:
@@ -604,6 +609,15 @@ class FinetunePlanner(_Evaluator):
 
     def memory_sound(self, layout: Layout) -> bool:
         return within_headroom(self.memory(layout).per_gpu, layout.gpu.usable_bytes, self.headroom_pct)
+
+    def sync_too_slow(self, layout: Layout) -> bool:
+        """Whether gradient sync alone breaks the layout, as ``evaluate`` judges it, from the speed model
+        alone (it reads no memory estimate)."""
+        job = self._job(layout)
+        setup = training_setup(self.spec, job)
+        _, speed = finetune_speed(self.spec, job, setup, layout.gpu, self.efficiency)
+        share = sync_share(setup, layout.gpu, speed)
+        return share is not None and share > self.sync_share
 
     def _evaluate(self, layout: Layout) -> Option:
         estimate = self._known_estimate(layout) or estimate_finetune(
