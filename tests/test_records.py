@@ -104,31 +104,24 @@ def test_an_architectures_remembered_hash_and_stage_split_follow_its_fields():
         evolve(TINY, layers=3)
 
 
-@dataclasses.dataclass(frozen=True)
-class Plain:
-    """A default, a default factory and a value derived in __post_init__."""
+def _record_class() -> type:
+    """A fresh frozen dataclass with a default, a default factory and a value derived in __post_init__."""
 
-    a: int
-    b: str = "b"
-    c: list = dataclasses.field(default_factory=list)
-    d: int = 0
+    @dataclasses.dataclass(frozen=True)
+    class Record:
+        a: int
+        b: str = "b"
+        c: list = dataclasses.field(default_factory=list)
+        d: int = 0
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "d", self.a * 2)
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "d", self.a * 2)
+
+    return Record
 
 
-@lean_init
-@dataclasses.dataclass(frozen=True)
-class Lean:
-    """Plain's fields, built by lean_init."""
-
-    a: int
-    b: str = "b"
-    c: list = dataclasses.field(default_factory=list)
-    d: int = 0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "d", self.a * 2)
+Plain = _record_class()
+Lean = lean_init(_record_class())
 
 
 @pytest.mark.parametrize(
