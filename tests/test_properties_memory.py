@@ -361,3 +361,70 @@ def test_serving_kv_tokens_cover_the_declared_load_when_it_fits(arch, context, c
     assert memory.per_gpu >= memory.weights + memory.kv_cache
     if memory.kv_available >= memory.kv_cache and memory.kv_available > 0:
         assert max_concurrency(memory) >= concurrency
+
+
+# Values each setup field can take, for changing the fields a remembered half of the estimate leaves out.
+FIELD_VALUES = {
+    "micro_batch": st.integers(1, 8),
+    "seq_len": st.integers(16, 8192),
+    "gradient_accumulation": st.sampled_from([1, 2, 8]),
+    "checkpointing": st.sampled_from(["none", "full", "selective"]),
+    "attention": st.sampled_from(["flash", "eager"]),
+    "fused_loss": st.booleans(),
+    "activation_offloading": st.booleans(),
+    "sequence_parallel": st.booleans(),
+    "lora_dropout": st.sampled_from([0.0, 0.1]),
+    "loop": st.sampled_from(["manual", "trainer"]),
+    "optimizer": st.sampled_from(["adamw", "adamw-fused", "adamw-8bit", "adamw-8bit-paged", "sgd", "adafactor"]),
+    "sharding": st.sampled_from(["none", "zero1", "zero2", "zero3", "fsdp"]),
+    "gpus": st.sampled_from([1, 2, 4, 8, 16]),
+    "offload_optimizer": st.sampled_from(["none", "cpu", "nvme"]),
+    "offload_parameters": st.sampled_from(["none", "cpu", "nvme"]),
+    "optimizer_in_backward": st.booleans(),
+    "momentum": st.sampled_from([0.0, 0.9]),
+    "double_quant": st.booleans(),
+    "pipeline_parallel": st.sampled_from([1, 2, 4]),
+    "tensor_parallel": st.sampled_from([1, 2]),
+    "method": st.sampled_from(["full", "lora", "qlora"]),
+    "precision": st.sampled_from(["bf16", "bf16-mixed", "fp16-mixed", "fp32"]),
+    "model_dtype_bytes": st.sampled_from([2, 4]),
+    "lora_rank": st.sampled_from([8, 64]),
+    "lora_targets": st.sampled_from([("q_proj", "v_proj"), ("q_proj", "k_proj", "v_proj", "o_proj", "down_proj")]),
+    "lora_bytes": st.sampled_from([2, 4]),
+    "lora_variant": st.sampled_from(["lora", "dora"]),
+    "autocast": st.booleans(),
+}
+
+
+@st.composite
+def varied_setups(draw: st.DrawFn) -> TrainingSetup:
+    """rich_setups with the remaining knobs drawn too (TP, offloading, sequence parallelism, DoRA, dropout,
+    eager attention), so that a field matters wherever it can."""
+    setup = draw(rich_setups)
+    tp = draw(st.sampled_from([1, 2]))
+    return replace(
+        setup,
+        tensor_parallel=tp,
+        gpus=setup.gpus * tp,
+        lora_variant=draw(st.sampled_from(["lora", "dora"])) if setup.method == "lora" else "lora",
+        **{name: draw(FIELD_VALUES[name]) for name in ("attention", "sequence_parallel", "lora_dropout", "loop")},
+        **{name: draw(FIELD_VALUES[name]) for name in ("activation_offloading", "offload_optimizer", "momentum")},
+    )
+
+
+@settings(max_examples=300)
+@given(varied_setups(), st.data())
+def test_each_remembered_half_of_the_estimate_reads_none_of_the_fields_it_leaves_out(setup, data):
+    # estimate_training remembers the model states and the activations by the setup's fields each reads;
+    # changing any field left out of a key must leave that half exactly as it was, or the memo would
+    # answer for another setup. (Both halves are computed afresh here, without the memo.)
+    from gpuplan.estimate import training
+
+    assert training.STATES_IGNORE | training.ACTIVATIONS_IGNORE <= FIELD_VALUES.keys()
+    for function, ignored in (
+        (training._model_states_of, training.STATES_IGNORE),
+        (training._activations_of, training.ACTIVATIONS_IGNORE),
+    ):
+        name = data.draw(st.sampled_from(sorted(ignored)))
+        changed = replace(setup, **{name: data.draw(FIELD_VALUES[name])})
+        assert function(changed) == function(setup), name

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+import operator
+from dataclasses import dataclass, fields
+from typing import Any
 
 from gpuplan.architecture import Architecture
 from gpuplan.records import lean_init
@@ -441,7 +443,7 @@ def _base_bytes_per_param(setup: TrainingSetup) -> float:
     return float(setup.model_dtype_bytes)
 
 
-def _model_states(setup: TrainingSetup) -> _States:
+def _model_states_of(setup: TrainingSetup) -> _States:
     arch = setup.architecture
     weight_b, grad_b, state_b, _, _ = REGIMES[setup.precision]
     n = setup.data_parallel
@@ -527,7 +529,7 @@ def _model_states(setup: TrainingSetup) -> _States:
     return _States(weights, grads, optimizer, paged, step_temp, copies, gathered, largest_gradient, host, nvme)
 
 
-def _activations(setup: TrainingSetup) -> _Activations:
+def _activations_of(setup: TrainingSetup) -> _Activations:
     arch = setup.architecture
     act_b = setup.activation_bytes
     tokens = setup.tokens
@@ -583,6 +585,61 @@ def _activations(setup: TrainingSetup) -> _Activations:
         layer_backward_temporaries=layer_backward + dequant + (dora if recomputing else 0.0),
         host=offloaded,
     )
+
+
+# The planner estimates many settings of one shape: the same model states at every micro-batch, the same
+# activations at every sharding. Each half is remembered by the setup's fields it reads (all but those
+# below; a property test changes each of them and finds no difference), in a bounded lru_cache (which
+# the mutation benchmark drops, as a remembered result would hide a mutant).
+STATES_IGNORE = frozenset(
+    {"micro_batch", "seq_len", "gradient_accumulation", "checkpointing", "attention", "fused_loss"}
+    | {"activation_offloading", "sequence_parallel", "lora_dropout", "loop"}
+)
+ACTIVATIONS_IGNORE = frozenset(
+    {"optimizer", "gradient_accumulation", "sharding", "gpus", "offload_optimizer", "offload_parameters"}
+    | {"optimizer_in_backward", "momentum", "double_quant"}
+)
+
+
+class _Keyed:
+    """A setup that hashes and compares by some of its fields only: a memo key that carries the setup."""
+
+    __slots__ = ("key", "setup")
+
+    def __init__(self, setup: TrainingSetup, fields_read: operator.attrgetter[Any]) -> None:
+        self.setup, self.key = setup, fields_read(setup)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Keyed) and self.key == other.key
+
+
+def _reading(ignored: frozenset[str]) -> operator.attrgetter[Any]:
+    return operator.attrgetter(*(f.name for f in fields(TrainingSetup) if f.name not in ignored))
+
+
+_STATES_READ = _reading(STATES_IGNORE)
+_ACTIVATIONS_READ = _reading(ACTIVATIONS_IGNORE)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered_states(keyed: _Keyed) -> _States:
+    return _model_states_of(keyed.setup)
+
+
+@functools.lru_cache(maxsize=4096)
+def _remembered_activations(keyed: _Keyed) -> _Activations:
+    return _activations_of(keyed.setup)
+
+
+def _model_states(setup: TrainingSetup) -> _States:
+    return _remembered_states(_Keyed(setup, _STATES_READ))
+
+
+def _activations(setup: TrainingSetup) -> _Activations:
+    return _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ))
 
 
 def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
