@@ -420,10 +420,10 @@ def test_each_remembered_half_of_the_estimate_reads_none_of_the_fields_it_leaves
     # answer for another setup. (Both halves are computed afresh here, without the memo.)
     from gpuplan.estimate import training
 
-    assert training.STATES_IGNORE | training.ACTIVATIONS_IGNORE <= FIELD_VALUES.keys()
+    assert FIELD_VALUES.keys() >= training.STATES_IGNORE | training.ACTIVATIONS_IGNORE
     for function, ignored in (
-        (training._model_states_of, training.STATES_IGNORE),
-        (training._activations_of, training.ACTIVATIONS_IGNORE),
+        (training._model_states, training.STATES_IGNORE),
+        (training._activations, training.ACTIVATIONS_IGNORE),
     ):
         name = data.draw(st.sampled_from(sorted(ignored)))
         changed = replace(setup, **{name: data.draw(FIELD_VALUES[name])})

@@ -443,7 +443,7 @@ def _base_bytes_per_param(setup: TrainingSetup) -> float:
     return float(setup.model_dtype_bytes)
 
 
-def _model_states_of(setup: TrainingSetup) -> _States:
+def _model_states(setup: TrainingSetup) -> _States:
     arch = setup.architecture
     weight_b, grad_b, state_b, _, _ = REGIMES[setup.precision]
     n = setup.data_parallel
@@ -529,7 +529,7 @@ def _model_states_of(setup: TrainingSetup) -> _States:
     return _States(weights, grads, optimizer, paged, step_temp, copies, gathered, largest_gradient, host, nvme)
 
 
-def _activations_of(setup: TrainingSetup) -> _Activations:
+def _activations(setup: TrainingSetup) -> _Activations:
     arch = setup.architecture
     act_b = setup.activation_bytes
     tokens = setup.tokens
@@ -626,27 +626,19 @@ _ACTIVATIONS_READ = _reading(ACTIVATIONS_IGNORE)
 
 @functools.lru_cache(maxsize=4096)
 def _remembered_states(keyed: _Keyed) -> _States:
-    return _model_states_of(keyed.setup)
+    return _model_states(keyed.setup)
 
 
 @functools.lru_cache(maxsize=4096)
 def _remembered_activations(keyed: _Keyed) -> _Activations:
-    return _activations_of(keyed.setup)
-
-
-def _model_states(setup: TrainingSetup) -> _States:
-    return _remembered_states(_Keyed(setup, _STATES_READ))
-
-
-def _activations(setup: TrainingSetup) -> _Activations:
-    return _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ))
+    return _activations(keyed.setup)
 
 
 def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
     """Per-GPU memory of one steady-state step; ``overhead`` is the documented framework constant."""
     arch = setup.architecture
-    states = _model_states(setup)
-    acts = _activations(setup)
+    states = _remembered_states(_Keyed(setup, _STATES_READ))
+    acts = _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ))
     grads = states.gradients
     accumulating = grads if setup.gradient_accumulation > 1 else 0.0  # grads persist across micro-batches
     if setup.is_adapter or setup.optimizer_in_backward:
