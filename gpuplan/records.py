@@ -59,14 +59,14 @@ def _field_names(cls: type) -> frozenset[str]:
 def lean_init(cls: RecordClass) -> RecordClass:
     """Replace a frozen dataclass's generated ``__init__`` with one that assigns the instance dictionary
     in one call: the same signature, defaults and ``__post_init__`` call. Apply it above
-    ``@dataclass(frozen=True)``; a class with slots, init-only or keyword-only fields keeps its own
-    (TypeError: nothing would check them)."""
+    ``@dataclass(frozen=True)``. TypeError for what the generated code does not handle: slots,
+    init-only or keyword-only fields, and field names it would shadow (``self``, a leading underscore)."""
     if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
         raise TypeError(f"{cls.__name__} is not a frozen dataclass")
     fields = dataclasses.fields(cls)
     if "__slots__" in cls.__dict__ or any(not f.init or f.kw_only for f in fields):
         raise TypeError(f"{cls.__name__} has slots, init-only or keyword-only fields")
-    if any(f.name.startswith("_") for f in fields):
+    if any(f.name.startswith("_") or f.name == "self" for f in fields):
         raise TypeError(f"{cls.__name__} has a field whose name the generated code reserves")
     namespace: dict[str, Any] = {"_set_state": object.__setattr__, "_MISSING": dataclasses.MISSING}
     parameters, factories = [], []

@@ -164,6 +164,12 @@ def test_lean_init_refuses_classes_it_would_not_check(decorate):
         lean_init(decorate(type("Record", (), {"__annotations__": {"a": int}})))
 
 
+@pytest.mark.parametrize("name", ["self", "_hidden"])
+def test_lean_init_refuses_field_names_its_code_would_shadow(name: str):
+    with pytest.raises(TypeError, match="reserves"):
+        lean_init(dataclasses.dataclass(frozen=True)(type("Record", (), {"__annotations__": {name: int}})))
+
+
 def _lean_classes() -> list[type]:
     found = []
     for module in pkgutil.walk_packages(gpuplan.__path__, "gpuplan."):

@@ -29,7 +29,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from gpuplan.analysis import Analysis
 from gpuplan.catalog import Gpu
@@ -47,6 +47,7 @@ from gpuplan.plan.space import (
 from gpuplan.spec import HOURS_PER_MONTH, PlanLimits, Spec
 
 Family = tuple[Gpu, int, int]  # GPU kind, tensor parallel, pipeline parallel
+Widths = Literal["every", "per recompute", "fewest"]  # which data-parallel widths finetune_on answers with
 Where = Callable[[Gpu, int, int], bool]
 SHARDING_ORDER = ("none", "zero1", "zero2", "zero3")  # less to more memory saved
 
@@ -473,7 +474,7 @@ class JobPlanner:
         relaxed = (*self._relaxed(gpu, tp, pp, dp, True), *self._relaxed(gpu, tp, pp, dp, False))
         return min(relaxed, key=lambda layout: self.evaluator.memory(layout).per_gpu)
 
-    def finetune_on(self, gpu: Gpu, *, widths: str, ceiling: float | None = None) -> list[Option]:
+    def finetune_on(self, gpu: Gpu, *, widths: Widths, ceiling: float | None = None) -> list[Option]:
         """Sound options on one GPU kind at the least model parallelism that holds the job.
 
         ``widths``: "every", one option per data-parallel width and checkpointing choice (the full table);
