@@ -369,3 +369,15 @@ def test_data_parallel_degree_rounds_down():
     # 3 GPUs at TP 2: one data-parallel replica (the third GPU idles), not 1.5.
     assert bf16(gpus=3, tensor_parallel=2).data_parallel == 1
     assert bf16(gpus=8, tensor_parallel=2, pipeline_parallel=2).data_parallel == 2
+
+
+def test_autocast_norms_of_a_plain_mlp_have_one_reader_fewer():
+    # Under autocast each norm saves x and x_hat in fp32 (2 x (4 x 8 + 4 x 8) = 128 B per token at hidden 8)
+    # and every linear that reads the norm's output saves its own bf16 cast (2 x 8 = 16 B): q, k and v
+    # read the first norm; gate and up read the second in a gated MLP (5 readers: 208 B), up alone in a
+    # plain one (4 readers: 192 B).
+    from gpuplan.estimate.training import _autocast_norm_bytes
+
+    gated = TrainingSetup(architecture=TINY, precision="bf16-mixed")
+    plain = TrainingSetup(architecture=dataclasses.replace(TINY, mlp="plain"), precision="bf16-mixed")
+    assert (_autocast_norm_bytes(gated), _autocast_norm_bytes(plain)) == (208, 192)
