@@ -56,3 +56,11 @@ def test_unknown_rule_names_the_way_out():
     with pytest.raises(GpuplanError, match=r"^unknown rule 'does-not-fi'; did you mean .*does-not-fit"):
         registry.get_rule("does-not-fi")
     assert registry.get_rule("does-not-fit").code == registry.get_rule("GP201").code == "GP201"
+
+
+def test_several_suggestions_are_listed_with_commas():
+    # difflib's three closest codes to "GP20" are GP205, GP204 and GP203 (equal ratios, the later codes
+    # first): the message lists them as written, separated by ", ".
+    with pytest.raises(GpuplanError) as raised:
+        registry.get_rule("GP20")
+    assert str(raised.value) == "unknown rule 'GP20'; did you mean GP205, GP204, GP203?"

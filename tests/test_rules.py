@@ -198,3 +198,32 @@ def test_stale_price_judges_a_median_by_its_oldest_quote_and_reports_undated_ove
     older = spec(serve, budget={"prices": {"h100-sxm": 2.5}, "prices_date": "2026-09-02"})  # 91 days
     (finding,) = [f for f in lint_text(older) if f.code == "GP504"]
     assert "quoted 2026-09-02) rests on a quote 91 days old" in finding.message
+
+
+def test_the_long_context_category_starts_at_its_threshold():
+    # Prompts of context - output_tokens tokens: 8,192 (the default threshold) is long-context, 8,191 is
+    # not (and 4 sequences are below the 32 of high-throughput): GP401 reports a declared category that
+    # differs, naming the derived one.
+    def derived(context: int) -> str:
+        serve = {"context": context, "output_tokens": 256, "concurrency": 4, "category": "high-throughput"}
+        (finding,) = lint_text(spec({**serve, "hardware": {"gpu": "h200-sxm"}}), select=("GP401",))
+        return finding.message
+
+    assert derived(8192 + 256) == (
+        "declared category high-throughput, but the workload is long-context: 8,192-token prompts; "
+        "long-context from 8,192"
+    )
+    assert derived(8191 + 256) == (
+        "declared category high-throughput, but the workload is short-fast: 8,191-token prompts and 4 "
+        "sequences in flight; below 8,192 tokens and 32 sequences"
+    )
+
+
+def test_a_two_gpu_answer_is_parallelism_needed_not_does_not_fit():
+    # Qwen2.5-14B's bf16 weights (14.8B parameters x 2 B, about 27.5 GiB) exceed one L4's engine budget
+    # (19.8 GiB) but not two: the fewest L4s that hold it are 2, so it is GP301 (more of the same GPU),
+    # and GP201 stays silent for a single-GPU layout that two GPUs fix.
+    findings = lint_text(spec({"context": 4096, "concurrency": 4, "hardware": {"gpu": "l4"}}, model="qwen2.5-14b"))
+    fit = [f for f in findings if f.code in ("GP201", "GP203", "GP301")]
+    assert [f.code for f in fit] == ["GP301"]
+    assert "on one l4 (engine budget 19.8 GiB)" in fit[0].message and ": 2 x l4, " in fit[0].message
