@@ -6,8 +6,9 @@ The specs are a realistic corpus of distinct specs (benchmarks/corpus.py: varied
 contexts; about half of them fail), not copies of one file. Each case is timed `--runs` times for both
 tools in the same run, alternating (gpuplan, check-jsonschema, gpuplan, ...) so that both see the same
 state of a shared host: the median and the best run of each, and the ratio as the median of the
-back-to-back pairs' ratios; the peak RSS is the largest process's (a worker's, when lint uses a pool). Targets: one spec <= 0.5x check-jsonschema; 1,000 specs <= 2 s; 10,000 specs with about the
-memory of 1,000. check-jsonschema only validates the schema; gpuplan also resolves, estimates and runs
+back-to-back pairs' ratios; the peak RSS is the largest process's (a worker's, when lint uses a pool).
+Targets: one spec <= 0.5x check-jsonschema; 1,000 specs <= 2 s; 10,000 specs with about the memory of
+1,000. check-jsonschema only validates the schema; gpuplan also resolves, estimates and runs
 every rule on each spec. gpuplan's bytecode is compiled first, as any installation does.
 
 The `plan` cases run `gpuplan plan --format json` over the whole catalog (every allowed GPU, TP, PP and

@@ -81,7 +81,8 @@ def lean_init(cls: RecordClass) -> RecordClass:
         else:
             parameters.append(f.name)
     state = ", ".join(f"{f.name!r}: {f.name}" for f in fields)
-    source = f"def __init__(self, {', '.join(parameters)}):\n{''.join(factories)}    _set_state(self, '__dict__', {{{state}}})\n"
+    signature = f"def __init__(self, {', '.join(parameters)}):\n"
+    source = f"{signature}{''.join(factories)}    _set_state(self, '__dict__', {{{state}}})\n"
     if hasattr(cls, "__post_init__"):
         source += "    self.__post_init__()\n"
     exec(source, namespace)  # the same technique as dataclasses' own code generation

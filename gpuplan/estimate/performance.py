@@ -209,8 +209,9 @@ def group_bandwidth(gpu: Gpu, group: int, stride: int, network_gbs: float) -> fl
     over its channels, one ring per NIC on rail-aligned clusters, and each ring crosses a node boundary
     once per node: with k of the group's GPUs (and NICs) in a node, each NIC carries 1/k of the
     (n-1)/n x S a ring moves, so the bus bandwidth per rank (NCCL tests doc/PERFORMANCE.md:
-    t = S (n-1) / (n B) for an all-gather) is k x the NIC's, never above the node's own link. A group whose members sit ``stride`` ranks apart
-    (data parallelism outside tensor parallelism) has ``node / stride`` of them per node.
+    t = S (n-1) / (n B) for an all-gather) is k x the NIC's, never above the node's own link. A group
+    whose members sit ``stride`` ranks apart (data parallelism outside tensor parallelism) has
+    ``node / stride`` of them per node.
     """
     node = scale_up_size(gpu)
     span = group * stride  # consecutive ranks the group's members reach across: the link they share

@@ -140,7 +140,12 @@ def prompt_square_mean(mean: float, p90: float) -> float:
 
 
 def _roofline(memory: float, compute: float, p: float, inverse: float) -> float:
-    """``_Deployment.roofline`` with the sharpness ``p`` and ``inverse`` = 1 / p given (the hot path)."""
+    """Time of a kernel class that must stream ``memory`` seconds and compute ``compute`` seconds, with
+    the sharpness ``p`` and ``inverse`` = 1 / p given (the step's hot path passes its deployment's).
+
+    Near the ridge point neither bound is reached; the p-norm (sharpness p) is the usual smooth roofline
+    (p -> infinity gives max), as measured GEMM curves bend between the two regimes.
+    """
     if not memory or not compute:
         return memory + compute
     if memory >= compute:
@@ -220,14 +225,6 @@ class _Deployment:
         self.communicates = tp > 1 or (ep > 1 and self.moe_layers > 0)
 
     # -- one forward step on one GPU of a stage --------------------------------------------------------
-    def roofline(self, memory: float, compute: float) -> float:
-        """Time of a kernel class that must stream ``memory`` seconds and compute ``compute`` seconds.
-
-        Near the ridge point neither bound is reached; the p-norm (sharpness p) is the usual smooth
-        roofline (p -> infinity gives max), as measured GEMM curves bend between the two regimes.
-        """
-        return _roofline(memory, compute, self.sharpness, self.inverse_sharpness)
-
     def weights_read(self, tokens: float) -> float:
         if not self.local_experts:
             return self.dense_bytes
