@@ -142,6 +142,9 @@ def test_hybrid_kv_groups_pad_the_windowed_kind():
     # Full layers keep 40 tokens in 3 blocks (48); sliding layers min(8 - 1 + 8 batched, 40) = 15 tokens,
     # 1 block + 1 = 32. 16 B x (2 x 48 + 6 x 32) = 4,608.
     assert kv_bytes_per_sequence(HYBRID, 40, 2, 1, 1, 8) == 4608
+    # The window's 7 earlier tokens beside a 10-token batch: 17 tokens, one past a block, 2 blocks + 1 = 48
+    # (as many as the full layers' 40): 16 x 8 slots x 48 = 6,144.
+    assert kv_bytes_per_sequence(HYBRID, 40, 2, 1, 1, 10) == 6144
     # Chunked attention (chunk 8): min(8 + 8, 40) = 16 tokens, one block: 16 x (2 x 48 + 6 x 16) = 3,072.
     chunked = Architecture(
         layers=7, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, attention_chunk=8, sliding_layers=3

@@ -29,7 +29,14 @@ from gpuplan.estimate.calibration import (
     TrainingMechanisms,
 )
 from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.serving_speed import ServingWorkload, _Deployment, prompt_square_mean, serving_speed
+from gpuplan.estimate.serving_speed import (
+    ServingWorkload,
+    _Deployment,
+    burst_ttft,
+    latency_floors,
+    prompt_square_mean,
+    serving_speed,
+)
 from tests.tiny_architectures import HYBRID, MOE, TINY
 
 GPU = dataclasses.replace(
@@ -51,6 +58,14 @@ CAL = Calibration(
         roofline_sharpness=2,
     ),
     training=TrainingMechanisms(1.0, 0.5, 1.0, 100, 0.5, 0.5, 0.5),
+)
+# The same engine reserving KV for prompt + output at admission, and one whose prompt pass stops a token
+# short so that the next decode step samples the first output (TurboMind's way).
+RESERVING = dataclasses.replace(
+    CAL, engines={"vllm": dataclasses.replace(CAL.engines["vllm"], reserves_full_context=True)}
+)
+DECODE_FIRST = dataclasses.replace(
+    CAL, engines={"vllm": dataclasses.replace(CAL.engines["vllm"], first_token_from_decode_step=True)}
 )
 
 
@@ -234,3 +249,118 @@ def test_no_step_carries_more_tokens_than_the_token_budget(monkeypatch):
     serving_speed(w, calibration=CAL)
     assert max(sizes) <= 64 * (1 + 1e-12)
     assert max(sizes) == pytest.approx(64, rel=1e-9)
+
+
+# -- static batching under pipeline parallelism, the first token from a decode step ---------------------
+# PP 2 on TINY: one layer per stage (weights 2,000 B: 4 s). A prefill token costs 2,896 / 2 - 256 = 1,192
+# FLOPs (2.384 s), a decode token 1,448 (2.896 s); a decoding sequence reads 16 B per cached token (its
+# stage's layer) and computes half of the model's 64 FLOPs per cached token: 0.032 x sqrt(17) s per token
+# of context; prompt attention is halved too. Fixed costs 1 ms + 1 layer x 0.1 ms, 0.1 ms per decoding
+# sequence; the activations cross to the next stage in 0.5 s (the NVLink all-reduce latency).
+def test_static_batching_under_two_stages_with_the_first_token_from_a_decode_step():
+    # Two clients, 2-token prompts, 4 output tokens, static batching, an engine whose prompt pass stops
+    # one token short. Each prompt passes 1 token; the two sequences are two microbatches.
+    # A microbatch's pass: 1 token, 2.384 s beside 4 s; the batch's attention is the mean prompt's
+    # 32 x 2 layers x 3 pairs = 192 FLOPs scaled by (1/2)^2 (quadratic in the tokens passed): 48, half of
+    # it on a stage: 24 / 250 = 0.096 s; 1.1 ms. Two microbatches and one step of pipeline fill: 3 steps.
+    microbatch = math.hypot(4, 2.384) + 0.096 + 0.0011
+    # Then the decode step that samples the first output: each microbatch one sequence at the 2 prompt
+    # tokens (KV 32 B / 500 = 0.064 s against 64 / 250 = 0.256 s), crossing both stages and one hop.
+    first = math.hypot(4, 2.896) + 0.064 * math.sqrt(17) + 0.0012
+    # Decode at 2 + 4/2 = 4 tokens: one sequence per microbatch on each stage, a token crosses both.
+    decode = math.hypot(4, 2.896) + 0.128 * math.sqrt(17) + 0.0012
+    tpot = 2 * decode + 0.5
+    w = workload(
+        batching="static",
+        pipeline_parallel=2,
+        weights_per_gpu=2000.0,
+        prompt_tokens=2,
+        prompt_p90=2,
+        full_prompt=2,
+    )
+    speed = serving_speed(w, calibration=DECODE_FIRST)
+    assert speed.tpot_s == pytest.approx(tpot, rel=1e-12)
+    assert speed.ttft_s == pytest.approx(3 * microbatch + 2 * first + 0.5 + 0.01, rel=1e-12)
+    # A wave: the 3 prefill steps, then 4 decode steps (the first of them samples the first token).
+    assert speed.tokens_per_s == pytest.approx(2 / (3 * microbatch + 4 * tpot) * 4, rel=1e-12)
+    # Alone: the 1-token pass crosses both stages (its exact attention, 1 pair x 2 layers x 32 / 2 = 32
+    # FLOPs, 0.128 s) and a hop, then the same decode step as a batch of one, again across both stages.
+    alone = math.hypot(4, 2.384) + 0.128 + 0.0011
+    assert speed.ttft_single_s == pytest.approx(2 * alone + 0.5 + 2 * first + 0.5 + 0.01, rel=1e-12)
+
+
+# -- a burst of requests on an idle replica (static batching keeps every pass closed form) ----------------
+# PP 1: a prefill token 2,384 FLOPs (4.768 s), a decode token 2,896 (5.792 s), weights 8.688 s; a prompt
+# of P tokens 32 x 2 layers x P(P + 1)/2 attention FLOPs at 250 FLOP/s; 32 B of KV per token (2 layers).
+def pass_of(tokens: int, prompts: int = 1, gemm_rate: float = 500) -> float:
+    """``prompts`` prompts of ``tokens`` tokens in one static prefill step (hand-derived terms above)."""
+    gemms = prompts * tokens * 2384 / gemm_rate
+    attention = prompts * 32 * tokens * (tokens + 1) / 250
+    return math.hypot(8.688, gemms) + attention + 0.0012
+
+
+def test_burst_admits_the_prompts_the_kv_cache_holds():
+    # Five clients send 4-token prompts (8 output tokens) together; 512 B of KV cache. The engine
+    # allocates KV as tokens arrive, so a request is admitted if its prompt fits: 512 / (4 x 32 B) = 4.
+    # The first runs alone (S1, + the 10 ms request overhead); the other three arrive during it and
+    # prefill together at the next step (12 tokens: S3), seeing S1 + S3 + 10 ms.
+    s1, s3 = pass_of(4), pass_of(4, prompts=3)
+    assert s3 == pytest.approx(math.hypot(8.688, 57.216) + 7.68 + 0.0012, rel=1e-12)
+    # The fifth waits as in the steady state, which runs 512 / (32 B x (4 + 8/2)) = 2 sequences: waves of
+    # a 2-prompt prefill (S2) and 8 decode steps of 2 sequences at 8 tokens: GEMMs 11.584 beside 8.688 s
+    # (14.48 s), KV 2 x 32 x 8 = 512 B / 500 = 1.024 s against 2 x 16 keys x 32 / 250 = 4.096 s, 1.4 ms.
+    # 2 requests per wave; the fifth waits (5 - 2) / 2 waves, then a prefill, then 10 ms.
+    s2 = pass_of(4, prompts=2)
+    wave = s2 + 8 * (14.48 + 1.024 * math.sqrt(17) + 0.0014)
+    late = 3 / 2 * wave + s2 + 0.01
+    # The front end admits them one after another: (5 - 1) / 2 x 10 ms more on average.
+    expected = (s1 + 0.01 + 3 * (s1 + s3 + 0.01) + late) / 5 + 0.02
+    w = workload(batching="static", concurrency=5, output_tokens=8, kv_capacity_bytes=512.0)
+    assert burst_ttft(w, calibration=CAL) == pytest.approx(expected, rel=1e-12)
+
+
+def test_burst_on_an_engine_reserving_whole_sequences():
+    # Three clients, 4-token prompts, 4 output tokens, 512 B of KV: an engine reserving prompt + output
+    # admits 512 / (8 x 32 B) = 2 (the prompt alone would let all 3 in). The first runs alone (S1), the
+    # second prefills alone at the next step (S1 again). The third waits as in the steady state: 2
+    # sequences (the same 8 tokens reserved each), waves of S2 and 4 decode steps at 4 + 4/2 = 6 tokens
+    # (14.48 s; KV 2 x 32 x 6 = 384 B, 0.768 s against 3.072 s; 1.4 ms): it waits half a wave.
+    s1, s2 = pass_of(4), pass_of(4, prompts=2)
+    wave = s2 + 4 * (14.48 + 0.768 * math.sqrt(17) + 0.0014)
+    expected = (s1 + 0.01 + (2 * s1 + 0.01) + (wave / 2 + s2 + 0.01)) / 3 + 0.01
+    w = workload(batching="static", concurrency=3, kv_capacity_bytes=512.0)
+    assert burst_ttft(w, calibration=RESERVING) == pytest.approx(expected, rel=1e-12)
+
+
+def test_burst_of_one_token_prompts():
+    # Two clients send a 1-token prompt; 64 B of KV hold 64 / 32 = 2 one-token prompts: both admitted.
+    # A 1-token pass: 4.768 s beside 8.688 s, 64 / 250 = 0.256 s of attention, 1.2 ms. The first runs
+    # alone, the second at the next step (again one token): S, 2S; 10 ms each, 0.5 x 10 ms front end.
+    s = math.hypot(8.688, 4.768) + 0.256 + 0.0012
+    w = workload(batching="static", prompt_tokens=1, prompt_p90=1, full_prompt=1, kv_capacity_bytes=64.0)
+    assert burst_ttft(w, calibration=CAL) == pytest.approx((s + 0.01 + 2 * s + 0.01) / 2 + 0.005, rel=1e-12)
+
+
+def test_burst_capped_by_the_engine_under_an_efficiency_override():
+    # Three clients, 4-token prompts, 4 output tokens; the engine runs at most 2 sequences, and the
+    # configuration sets GEMMs at 1/4 of the datasheet (250 FLOP/s), for every pass of the burst.
+    # The first alone (S1), the second at the next step (S1); the third waits for the steady state's 2
+    # slots: waves of S2 and 4 decode steps at 6 tokens: GEMMs 2 x 2,896 / 250 = 23.168 s beside 8.688 s
+    # (2.896 x sqrt(73)), KV 0.768 x sqrt(17) s, 1.4 ms: half a wave, then S2.
+    s1, s2 = pass_of(4, gemm_rate=250), pass_of(4, prompts=2, gemm_rate=250)
+    wave = s2 + 4 * (2.896 * math.sqrt(73) + 0.768 * math.sqrt(17) + 0.0014)
+    expected = (s1 + 0.01 + (2 * s1 + 0.01) + (wave / 2 + s2 + 0.01)) / 3 + 0.01
+    w = workload(batching="static", concurrency=3, max_sequences=2)
+    assert burst_ttft(w, Efficiency(prefill_mfu=0.25), CAL) == pytest.approx(expected, rel=1e-12)
+
+
+def test_latency_floor_of_a_prompt_in_chunks():
+    # An 8-token prompt under a 4-token budget: on an idle replica two chunks of 4 tokens, each with half
+    # of the prompt's 2,304 attention FLOPs (4.608 s), + 10 ms; no load can make it faster.
+    chunk = math.hypot(8.688, 19.072) + 4.608 + 0.0012
+    # TPOT: one sequence at 8 + 4/2 = 10 tokens: 5.792 s beside 8.688 (2.896 x sqrt(13)), KV 320 B / 500 =
+    # 0.64 s against 20 keys x 32 / 250 = 2.56 s, 1.3 ms.
+    w = workload(prompt_tokens=8, prompt_p90=8, full_prompt=8, max_batched_tokens=4)
+    ttft, tpot = latency_floors(w, calibration=CAL)
+    assert ttft == pytest.approx(2 * chunk + 0.01, rel=1e-12)
+    assert tpot == pytest.approx(2.896 * math.sqrt(13) + 0.64 * math.sqrt(17) + 0.0013, rel=1e-12)
