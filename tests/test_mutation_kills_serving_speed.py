@@ -262,8 +262,10 @@ def test_static_batching_under_two_stages_with_the_first_token_from_a_decode_ste
     # one token short. Each prompt passes 1 token; the two sequences are two microbatches.
     # A microbatch's pass: 1 token, 2.384 s beside 4 s; the batch's attention is the mean prompt's
     # 32 x 2 layers x 3 pairs = 192 FLOPs scaled by (1/2)^2 (quadratic in the tokens passed): 48, half of
-    # it on a stage: 24 / 250 = 0.096 s; 1.1 ms. Two microbatches and one step of pipeline fill: 3 steps.
+    # it on a stage: 24 / 250 = 0.096 s; 1.1 ms. Two microbatches and one step of pipeline fill: 3 steps,
+    # and the activations cross the stage boundary once (0.5 s), as in the pass alone below.
     microbatch = math.hypot(4, 2.384) + 0.096 + 0.0011
+    prefill = 3 * microbatch + 0.5
     # Then the decode step that samples the first output: each microbatch one sequence at the 2 prompt
     # tokens (KV 32 B / 500 = 0.064 s against 64 / 250 = 0.256 s), crossing both stages and one hop.
     first = math.hypot(4, 2.896) + 0.064 * math.sqrt(17) + 0.0012
@@ -280,9 +282,9 @@ def test_static_batching_under_two_stages_with_the_first_token_from_a_decode_ste
     )
     speed = serving_speed(w, calibration=DECODE_FIRST)
     assert speed.tpot_s == pytest.approx(tpot, rel=1e-12)
-    assert speed.ttft_s == pytest.approx(3 * microbatch + 2 * first + 0.5 + 0.01, rel=1e-12)
-    # A wave: the 3 prefill steps, then 4 decode steps (the first of them samples the first token).
-    assert speed.tokens_per_s == pytest.approx(2 / (3 * microbatch + 4 * tpot) * 4, rel=1e-12)
+    assert speed.ttft_s == pytest.approx(prefill + 2 * first + 0.5 + 0.01, rel=1e-12)
+    # A wave: the prefill, then 4 decode steps (the first of them samples the first token).
+    assert speed.tokens_per_s == pytest.approx(2 / (prefill + 4 * tpot) * 4, rel=1e-12)
     # Alone: the 1-token pass crosses both stages (its exact attention, 1 pair x 2 layers x 32 / 2 = 32
     # FLOPs, 0.128 s) and a hop, then the same decode step as a batch of one, again across both stages.
     alone = math.hypot(4, 2.384) + 0.128 + 0.0011

@@ -472,7 +472,9 @@ def _static(d: _Deployment, slots: float, prompt: float, output: int, prompt_att
     if passed > 0:
         attention = prompt_attention * (passed / prompt) ** 2  # causal attention is quadratic in the tokens
         prefill = d.step(0, slots * passed / microbatches, 0, slots * attention / microbatches)
-        prefill_time = (microbatches + pp - 1) * prefill.seconds
+        # The microbatches follow one another through the stages, and the activations cross each stage
+        # boundary once on the way (as in ``prefill_alone`` and the continuous pass).
+        prefill_time = (microbatches + pp - 1) * prefill.seconds + (pp - 1) * d.hop
     decode = d.step(slots / microbatches, 0, prompt + output / 2, 0.0)
     tpot = pp * decode.seconds + (pp - 1) * d.hop
     requests_per_s = slots / (prefill_time + output * tpot)
