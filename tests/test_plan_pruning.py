@@ -5,8 +5,9 @@ the SLO, take their replica searches one probe at a time, and build serving memo
 computed once per deployment. Each shortcut is checked here against the full computation it replaces:
 the floors against serving_speed on deployments that reach MoE (with and without expert parallelism),
 MLA, sliding windows, tied embeddings, pipeline parallelism, static batching, chunked prefill budgets,
-prompt distributions and every engine; the stepped bisection against a plain binary search, probe for
-probe, on predicates that are not monotone; the SLO scan against the smallest passing count; the memory shape against the memory model at each
+prompt distributions and every engine; the memory search (galloping from the bound, then bisecting)
+against the smallest passing count, probe by probe on hand-derived cases and within its logarithmic
+probe budget; the SLO scan against the smallest passing count; the memory shape against the memory model at each
 concurrency.
 """
 
@@ -23,7 +24,7 @@ from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
 from gpuplan.estimate.serving_speed import latency_floors
-from gpuplan.plan.search import _Bisection, _Scan
+from gpuplan.plan.search import _Galloping, _Scan
 from gpuplan.rules.context import efficiency_of, planner_for
 from tests.test_properties_plan import make_spec
 
@@ -194,41 +195,60 @@ def test_the_ttft_floor_is_the_idle_pass_less_its_pipeline_fill():
     assert ttft == pytest.approx((estimate.speed.ttft_single_s + hop + overhead) / 2, rel=1e-12)
 
 
-def plain_binary_search(low: int, high: int, ok, probed: list[int]) -> int | None:
-    """The search the planner ran before it took one probe per turn (``JobPlanner._smallest``)."""
+def galloping_probes(low: int, high: int, threshold: int) -> tuple[list[int], int | None]:
+    """Run the memory search to its end on ``n >= threshold`` (a monotone predicate), recording its probes."""
+    probes: list[int] = []
+    search = _Galloping(low, high, lambda n: probes.append(n) or n >= threshold)
+    answer = None if max(low, threshold) > high else max(low, threshold)
+    while not search.done:
+        search.step()
+        assert answer is None or search.low <= answer  # the line's key never passes the answer
+    assert search.run() == search.result and len(probes) == len(set(probes))  # nothing probed twice
+    return probes, search.result
 
-    def check(n: int) -> bool:
-        probed.append(n)
-        return bool(ok(n))
 
-    if low > high or not check(high):
-        return None
-    while low < high:
-        middle = (low + high) // 2
-        if check(middle):
-            high = middle
-        else:
-            low = middle + 1
-    return low
+def test_the_memory_search_gallops_from_the_bound_then_bisects():
+    # From 10, the first count the memory bounds allow: offsets 0, 1, 3, 7 probe 10, 11, 13 (fail) and 17
+    # (pass); the answer lies in 14..17: the midpoint 15 fails, then 16 fails: 17.
+    assert galloping_probes(10, 100, 17) == ([10, 11, 13, 17, 15, 16], 17)
+    # The bound itself holds (the usual case): one probe.
+    assert galloping_probes(10, 100, 10) == ([10], 10)
+    assert galloping_probes(10, 100, 3) == ([10], 10)
+    # One more than the bound: two probes.
+    assert galloping_probes(10, 100, 11) == ([10, 11], 11)
+    # No count holds: offsets 0, 1, 3, 7, 15, 31, 63 (73), then the last count, 100: none.
+    assert galloping_probes(10, 100, 101) == ([10, 11, 13, 17, 25, 41, 73, 100], None)
+    # An empty range probes nothing.
+    assert galloping_probes(10, 9, 0) == ([], None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 80), st.integers(0, 300), st.integers(0, 400))
+def test_the_memory_search_finds_the_smallest_count_in_logarithmic_probes(low, span, threshold):
+    # Memory per GPU never grows with the replicas (the property tests of the planner check it), so its
+    # check is a threshold: the search must answer the smallest count at or past it, in at most two
+    # probes per doubling of the distance from the bound (galloping, then as many bisecting) plus one.
+    high = low + span - 1
+    probes, result = galloping_probes(low, high, threshold)
+    expected = None if max(low, threshold) > high else max(low, threshold)
+    assert result == expected
+    distance = max(0, (expected if expected is not None else high) - low)
+    assert len(probes) <= 2 * (distance + 1).bit_length() + 1
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 80), st.integers(0, 80), st.lists(st.booleans(), min_size=161, max_size=161))
-def test_a_stepped_bisection_probes_and_answers_as_a_plain_binary_search(low, span, table):
-    # Arbitrary (non-monotone) predicates: the planner's latency checks are not exactly monotone in the
-    # replicas, so the stepped search must reproduce the plain one's probes, not merely its answer on
-    # monotone inputs. Between steps, ``low`` never passes the answer (the search's line key).
+def test_the_memory_search_answers_a_passing_count_whose_predecessor_fails(low, span, table):
+    # On a predicate that is not monotone the answer is still a count that passes, right after one that
+    # failed (or the bound itself); and it is None only when every probe failed, the last of them ``high``.
     high = low + span - 1
-    expected_probes: list[int] = []
-    expected = plain_binary_search(low, high, lambda n: table[n], expected_probes)
     probes: list[int] = []
-    search = _Bisection(low, high, lambda n: probes.append(n) or table[n])
-    while not search.done:
-        search.step()
-        assert expected is None or search.low <= expected
-    assert search.result == expected
-    assert probes == expected_probes
-    assert search.run() == expected and probes == expected_probes  # a finished search probes nothing more
+    search = _Galloping(low, high, lambda n: probes.append(n) or table[n])
+    result = search.run()
+    if result is None:
+        assert not any(table[n] for n in probes) and (span == 0 or probes[-1] == high)
+    else:
+        assert table[result] and (result == low or (result - 1 in probes and not table[result - 1]))
 
 
 @settings(max_examples=200, deadline=None)

@@ -11,8 +11,8 @@ layout's cost is exact before any estimate (GPUs x price), and memory lower boun
 least its share of the weights and the KV cache) give the fewest replicas a layout could need; each
 candidate is then checked with the estimator's memory alone, and only memory-sound ones are estimated in
 full for the SLO. For fine-tuning, each GPU kind's cost floor is its one-GPU cost with no recompute;
-kinds are visited cheapest floor first. The memory search is a bisection: more replicas (fewer sequences
-each) never need more memory per GPU, which the property tests check. The SLO search is a scan in
+kinds are visited cheapest floor first. The memory search is an exponential search from the bound: more
+replicas (fewer sequences each) never need more memory per GPU, which the property tests check. The SLO search is a scan in
 ascending replicas: latency is not monotone in the replicas (a batch's prefill and decode steps round to
 whole steps; a 1B model on L4 meets a 200 ms TTFT with 3 replicas, misses it with 4 and 5, meets it with
 6), so every count is tried in cost order. More GPUs, recompute or smaller micro-batches never lower a
@@ -98,35 +98,39 @@ class Alternative:
 _SIZE, _MEMORY, _EVALUATE, _SOUND, _FOUND = range(5)
 
 
-class _Bisection:
+class _Galloping:
     """The smallest n in [low, high] with ok(n), for ok monotone (False ... False True ... True), or None.
 
-    A binary search taken one probe per ``step`` (high first, then midpoints), so that a cost-ordered
-    search can set a family aside while its answer cannot beat one already found: ``low`` never exceeds
-    the answer. Run to the end, it probes what a plain binary search probes and answers the same."""
+    An exponential search taken one probe per ``step``: low, low + 1, low + 3, low + 7, ... until a
+    probe passes, then a binary search between the last failing probe and it (Bentley and Yao 1976). The
+    memory bounds that give ``low`` are tight, so the answer is usually ``low`` itself (one probe) or
+    just above it; a binary search over the whole range would probe about log2(high - low) counts for
+    each. A cost-ordered search can set a family aside between steps: ``low`` never exceeds the answer."""
 
     def __init__(self, low: int, high: int, ok: Callable[[int], bool]) -> None:
         self.low, self.high, self.ok = low, high, ok
         self.done = low > high
         self.result: int | None = None
-        self._high_checked = False
+        self._start = low
+        self._offset = 0  # the next probe's distance from the start while galloping: 0, 1, 3, 7, ...
+        self._passing: int | None = None  # the smallest count found passing (then the search bisects)
 
     def step(self) -> None:
         if self.done:
             return
-        if not self._high_checked:
-            self._high_checked = True
-            if not self.ok(self.high):
-                self.done = True
-                return
+        if self._passing is None:
+            probe = min(self._start + self._offset, self.high)
+            self._offset = 2 * self._offset + 1
         else:
-            middle = (self.low + self.high) // 2
-            if self.ok(middle):
-                self.high = middle
-            else:
-                self.low = middle + 1
-        if self.low >= self.high:
-            self.done, self.result = True, self.low
+            probe = (self.low + self._passing) // 2
+        if self.ok(probe):
+            self._passing = probe
+        else:
+            self.low = probe + 1
+        if self._passing is not None and self.low >= self._passing:
+            self.done, self.result = True, self._passing
+        elif self.low > self.high:
+            self.done = True
 
     def run(self) -> int | None:
         while not self.done:
@@ -173,7 +177,7 @@ class JobPlanner:
         self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
         self._fewest: dict[str, Option | None] = {}
         self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
-        self._memory_searches: dict[tuple[object, ...], _Bisection] = {}
+        self._memory_searches: dict[tuple[object, ...], _Galloping] = {}
         self._sound_searches: dict[tuple[object, ...], _Scan] = {}
         self._choices: dict[tuple[int, bool], tuple[TrainingSettings, ...]] = {}  # (width, checkpointing)
 
@@ -253,7 +257,7 @@ class JobPlanner:
         entry whose replicas grow goes back in line at its new cost; the first sound one popped is the
         answer (with any others at the same cost, ranked by the objective).
 
-        The two replica searches (memory: a binary search; every constraint: an ascending scan) are taken
+        The two replica searches (memory: an exponential search; every constraint: an ascending scan) are taken
         one probe per turn: between probes a family waits in line at the cost of the fewest replicas its
         search has not ruled out, so a family that cannot beat the answer (or the ceiling) is never probed
         to the end; one that is ends where the whole search ends."""
@@ -261,10 +265,10 @@ class JobPlanner:
         assert isinstance(evaluator, ServePlanner)
         hourly_ceiling = None if ceiling is None or by_gpus else ceiling / HOURS_PER_MONTH
         counter = itertools.count()
-        line: list[tuple[tuple[float, float], int, int, int, int, Family | None, _Bisection | _Scan | None]] = []
+        line: list[tuple[tuple[float, float], int, int, int, int, Family | None, _Galloping | _Scan | None]] = []
 
         def enter(
-            stage: int, number: int, family: Family, replicas: int, search: _Bisection | _Scan | None = None
+            stage: int, number: int, family: Family, replicas: int, search: _Galloping | _Scan | None = None
         ) -> None:
             order = self._order(family, replicas, by_gpus)
             heapq.heappush(line, (order, next(counter), stage, number, replicas, family, search))
@@ -330,7 +334,7 @@ class JobPlanner:
                 enter(_SOUND, number, family, value + 1, self._sound_search(family, value + 1))
         return min(found, key=Option.rank) if found else None
 
-    def _memory_search(self, family: Family, low: int) -> _Bisection:
+    def _memory_search(self, family: Family, low: int) -> _Galloping:
         """The search for the fewest replicas from ``low`` whose per-GPU memory is sound (the estimator's
         memory alone); shared by every query of this planner."""
         key = (family[0].id, family[1], family[2], low)
@@ -338,7 +342,7 @@ class JobPlanner:
             evaluator = self.evaluator
             assert isinstance(evaluator, ServePlanner)
             gpu, tp, pp = family
-            self._memory_searches[key] = _Bisection(
+            self._memory_searches[key] = _Galloping(
                 low, evaluator.max_replicas(tp, pp), lambda r: evaluator.memory_sound(evaluator.layout(gpu, tp, pp, r))
             )
         return self._memory_searches[key]
