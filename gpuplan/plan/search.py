@@ -12,10 +12,10 @@ least its share of the weights and the KV cache) give the fewest replicas a layo
 candidate is then checked with the estimator's memory alone, and only memory-sound ones are estimated in
 full for the SLO. For fine-tuning, each GPU kind's cost floor is its one-GPU cost with no recompute;
 kinds are visited cheapest floor first. The memory search is an exponential search from the bound: more
-replicas (fewer sequences each) never need more memory per GPU, which the property tests check. The SLO search is a scan in
-ascending replicas: latency is not monotone in the replicas (a batch's prefill and decode steps round to
-whole steps; a 1B model on L4 meets a 200 ms TTFT with 3 replicas, misses it with 4 and 5, meets it with
-6), so every count is tried in cost order. More GPUs, recompute or smaller micro-batches never lower a
+replicas (fewer sequences each) never need more memory per GPU, which the property tests check. The SLO
+search is a scan in ascending replicas: latency is not monotone in the replicas (a batch's prefill and
+decode steps round to whole steps; a 1B model on L4 meets a 200 ms TTFT with 3 replicas, misses it with 4
+and 5, meets it with 6), so every count is tried in cost order. More GPUs, recompute or smaller micro-batches never lower a
 run's cost.
 
 Fine-tuning adds model parallelism only when needed: on a GPU kind, tensor and pipeline parallelism
@@ -257,10 +257,10 @@ class JobPlanner:
         entry whose replicas grow goes back in line at its new cost; the first sound one popped is the
         answer (with any others at the same cost, ranked by the objective).
 
-        The two replica searches (memory: an exponential search; every constraint: an ascending scan) are taken
-        one probe per turn: between probes a family waits in line at the cost of the fewest replicas its
-        search has not ruled out, so a family that cannot beat the answer (or the ceiling) is never probed
-        to the end; one that is ends where the whole search ends."""
+        The two replica searches (memory: an exponential search; every constraint: an ascending scan) are
+        taken one probe per turn: between probes a family waits in line at the cost of the fewest replicas
+        its search has not ruled out, so a family that cannot beat the answer (or the ceiling) is never
+        probed to the end; one that is ends where the whole search ends."""
         evaluator = self.evaluator
         assert isinstance(evaluator, ServePlanner)
         hourly_ceiling = None if ceiling is None or by_gpus else ceiling / HOURS_PER_MONTH
