@@ -15,8 +15,8 @@ kinds are visited cheapest floor first. The memory search is an exponential sear
 replicas (fewer sequences each) never need more memory per GPU, which the property tests check. The SLO
 search is a scan in ascending replicas: latency is not monotone in the replicas (a batch's prefill and
 decode steps round to whole steps; a 1B model on L4 meets a 200 ms TTFT with 3 replicas, misses it with 4
-and 5, meets it with 6), so every count is tried in cost order. More GPUs, recompute or smaller micro-batches never lower a
-run's cost.
+and 5, meets it with 6), so every count is tried in cost order. More GPUs, recompute or smaller
+micro-batches never lower a run's cost.
 
 Fine-tuning adds model parallelism only when needed: on a GPU kind, tensor and pipeline parallelism
 beyond the least that holds the job (with data parallelism, sharding, checkpointing, a fused loss or
