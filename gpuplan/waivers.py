@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
+from gpuplan.codes import lookup
 from gpuplan.findings import Finding, Waiver, json_pointer
 from gpuplan.loader import LoadedDocument
 
@@ -14,14 +15,25 @@ def _matches(waiver: Waiver, finding: Finding) -> bool:
     return finding.code == wanted.upper() or finding.name == wanted
 
 
+def _code_of(waiver: Waiver) -> str | None:
+    entry = lookup(waiver.rule)
+    return entry.code if entry is not None else None
+
+
 def _expired(waiver: Waiver, today: datetime.date) -> bool:
     return bool(waiver.expires) and datetime.date.fromisoformat(waiver.expires) < today
 
 
 def apply_waivers(
-    findings: list[Finding], waivers: tuple[Waiver, ...], document: LoadedDocument, today: datetime.date
+    findings: list[Finding],
+    waivers: tuple[Waiver, ...],
+    document: LoadedDocument,
+    today: datetime.date,
+    unjudged: frozenset[str] = frozenset(),
 ) -> list[Finding]:
-    """Findings with matching, unexpired waivers attached, plus GP701/GP702 for waivers that do not apply."""
+    """Findings with matching, unexpired waivers attached, plus GP701/GP702 for waivers that do not apply.
+    ``unjudged``: codes whose rules did not run (left out by select/ignore); a waiver of one cannot be
+    called unused."""
     used: set[int] = set()
     result = []
     for finding in findings:
@@ -41,7 +53,7 @@ def apply_waivers(
                     f"the waiver of {waiver.rule} expired on {waiver.expires}; its finding applies again",
                 )
             )
-        elif index not in used:
+        elif index not in used and _code_of(waiver) not in unjudged:
             result.append(
                 _at(
                     document,
