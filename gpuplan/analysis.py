@@ -38,7 +38,16 @@ from gpuplan.estimate.training import (
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
 from gpuplan.records import evolve, lean_init
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
-from gpuplan.units import DTYPE_BYTES, GIB
+from gpuplan.units import (
+    CENT_DIGITS,
+    DTYPE_BYTES,
+    GIB,
+    HOURS_DIGITS,
+    RATE_DIGITS,
+    TPOT_MS_DIGITS,
+    milliseconds,
+    rounded,
+)
 
 # CUDA context, cuBLAS/cuDNN workspaces and allocator slack per training process: measured 0.3-2 GiB
 # (vram-calculator blog; the calculator itself uses 1000 MiB). NCCL buffers add ~0.5 GiB multi-GPU.
@@ -634,13 +643,13 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "gpus": f.gpus,
             "usable_bytes": f.gpu.usable_bytes,
             "fits": f.fits,
-            "training_hours": None if f.speed is None else round(f.speed.hours, 3),
-            "tokens_per_s": None if f.speed is None else round(f.speed.tokens_per_s, 1),
+            "training_hours": None if f.speed is None else rounded(f.speed.hours, HOURS_DIGITS),
+            "tokens_per_s": None if f.speed is None else rounded(f.speed.tokens_per_s, RATE_DIGITS),
             "tokens_per_s_per_gpu": None if f.speed is None else round(f.speed.tokens_per_s_per_gpu, 1),
             "mfu": None if f.speed is None else round(f.speed.mfu, 4),
             "gradient_sync_s": None if f.speed is None else round(f.speed.gradient_sync_s, 4),
             "speed_bands": _bands_dict(f.bands),
-            "cost": None if f.cost is None else round(f.cost, 2),
+            "cost": None if f.cost is None else rounded(f.cost, CENT_DIGITS),
             "price_per_gpu_hour": f.price_per_hour,
             "checkpoint_bytes": f.checkpoint_bytes,
             "vision_params": f.setup.architecture.vision_params,
@@ -668,13 +677,13 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "memory_engine": ENGINE,
             **({} if figures_only else {"max_concurrency": s.max_concurrency, "max_context": s.max_context}),
             "engine": s.job.engine,
-            "ttft_ms": round(s.speed.ttft_s * 1000, 1),
-            "ttft_single_ms": round(s.speed.ttft_single_s * 1000, 1),
-            "tpot_ms": round(s.speed.tpot_s * 1000, 2),
-            "tokens_per_s": round(s.speed.tokens_per_s, 1),
+            "ttft_ms": milliseconds(s.speed.ttft_s),
+            "ttft_single_ms": milliseconds(s.speed.ttft_single_s),
+            "tpot_ms": milliseconds(s.speed.tpot_s, TPOT_MS_DIGITS),
+            "tokens_per_s": rounded(s.speed.tokens_per_s, RATE_DIGITS),
             "running_sequences": round(s.speed.running, 1),
             "speed_bands": _bands_dict(s.bands),
-            "monthly_cost": None if s.monthly_cost is None else round(s.monthly_cost, 2),
+            "monthly_cost": None if s.monthly_cost is None else rounded(s.monthly_cost, CENT_DIGITS),
             "cost_per_million_tokens": None
             if s.cost_per_million_tokens is None
             else round(s.cost_per_million_tokens, 3),

@@ -30,10 +30,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplan.findings import Finding, Severity
-from gpuplan.units import format_money
+from gpuplan.units import Shown, money_sum, money_times, shown_money
+
+if TYPE_CHECKING:  # the planner is imported only where a change is built (lint never needs it)
+    from gpuplan.plan.describe import Saving
 
 # Findings that say the declared plan cannot be approved as it stands, with the words the reason uses.
 REJECTING: dict[str, str] = {
@@ -93,14 +96,23 @@ class Amount:
 
     @property
     def serve_term(self) -> float | None:
-        """The monthly cost in whole units (as every report prints it) times the term, so the sum checks by hand."""
-        return None if self.serve_monthly is None else round(self.serve_monthly) * self.term_months
+        """The monthly cost as every report prints it, times the term, so the product checks by hand."""
+        return None if self.serve_monthly is None else money_times(self.serve_monthly, self.term_months).value
+
+    @property
+    def total_shown(self) -> Shown | None:
+        """The run as printed plus the term's serving as printed (gpuplan.units: the sum of shown amounts)."""
+        if self.unknown:
+            return None
+        parts = [shown_money(self.finetune_run)] if self.finetune_run is not None else []
+        if self.serve_monthly is not None:
+            parts.append(money_times(self.serve_monthly, self.term_months))
+        return money_sum(*parts)
 
     @property
     def total(self) -> float | None:
-        if self.unknown:
-            return None
-        return (self.finetune_run or 0.0) + (self.serve_term or 0.0)
+        total = self.total_shown
+        return None if total is None else total.value
 
 
 @dataclass(frozen=True)
@@ -121,16 +133,14 @@ class Change:
     job: str  # "serve" | "finetune"
     layout: str  # the recommended layout in the planner's words (``2 x h200-sxm, tensor_parallel 2``)
     cost: str  # its cost (``6,636 USD/month``)
-    saving: float | None  # per month (serving) or per run / per 1M tokens (fine-tuning); None: unpriced or unsound
-    saving_unit: str  # "month", "run" or "1M tokens"
+    saving: Saving | None  # per month (serving) or per run / per 1M tokens (fine-tuning); None: unpriced or unsound
     fragment: str  # the spec fields to paste
 
     def sentence(self, currency: str) -> str:
         word = "serving" if self.job == "serve" else "fine-tuning"
         text = f"{word} on {self.layout} ({self.cost})"
-        if self.saving is not None and self.saving > 0:
-            per = "a month" if self.saving_unit == "month" else f"per {self.saving_unit}"
-            text += f", saving {format_money(self.saving, currency)} {per}"
+        if self.saving is not None and self.saving.positive:
+            text += f", saving {self.saving.text(currency)}"
         return text
 
 
@@ -164,12 +174,10 @@ def recommended_changes(analysis: Any, planner: Any) -> tuple[Change, ...]:
         plan = planner.plan(kind) if estimate is not None else None
         if plan is None or plan.recommended is None or plan.recommended.layout.key == plan.declared.layout.key:
             continue
-        option, saving, unit = plan.recommended, plan.saving, "month" if kind == "serve" else "1M tokens"
-        if kind == "finetune" and saving is not None and plan.declared.cost is not None and option.cost is not None:
-            saving, unit = plan.declared.cost - option.cost, "run"
+        option = plan.recommended
         changes.append(
             Change(
-                kind, option.layout.describe(), cost_text(option, currency), saving, unit, paste_line(option.fragment)
+                kind, option.layout.describe(), cost_text(option, currency), plan.saving, paste_line(option.fragment)
             )
         )
     return tuple(changes)

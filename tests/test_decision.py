@@ -160,10 +160,14 @@ def test_adding_approvals_leaves_the_content_hash_unchanged(write_spec):
 
 
 def test_the_amount_is_the_run_plus_the_monthly_figure_times_the_term():
-    # 12,030.40 a month is printed 12,030; 12,030 x 12 = 144,360, so the sum checks by hand.
+    # 12,030.40 a month is printed 12,030; 12,030 x 12 = 144,360, so the sum checks by hand. The run of 453.20
+    # is printed 453 (whole units from 100 up): 453 + 144,360 = 144,813, the total printed.
     amount = Amount("USD", 12, finetune_run=453.2, serve_monthly=12030.4)
     assert amount.serve_term == 144_360
-    assert amount.total == pytest.approx(144_813.2)
+    assert amount.total == 144_813
+    # A run under 100 is printed to the cent, and so is the total it is part of: 41.45 + 144,360 = 144,401.45.
+    small = Amount("USD", 12, finetune_run=41.45, serve_monthly=12030.4)
+    assert small.total_shown is not None and (small.total_shown.value, small.total_shown.decimals) == (144_401.45, 2)
     assert Amount("USD", 12, serve_monthly=None, unknown=("no price",)).total is None
 
 
@@ -195,12 +199,14 @@ def test_a_cheaper_sound_layout_is_approve_with_changes_quoting_the_planner(tmp_
     assert decision.exit_code == 0 and decision.verdict is Verdict.APPROVE_WITH_CHANGES
     (change,) = decision.changes
     assert (change.job, change.layout, change.cost) == ("serve", "2 x h200-sxm, tensor_parallel 2", "6,636 USD/month")
-    # 4 x 4.12 x 730 = 12,030.4 a month declared; 2 x 4.545 x 730 = 6,635.7 recommended: 5,394.7 saved.
-    assert change.saving == pytest.approx(5394.7, abs=0.05) and change.saving_unit == "month"
+    # 4 x 4.12 x 730 = 12,030.4 a month declared, shown 12,030; 2 x 4.545 x 730 = 6,635.7 recommended, shown
+    # 6,636: the saving is the difference of the shown amounts, 12,030 - 6,636 = 5,394 (not 5,394.7 -> 5,395).
+    assert change.saving is not None and change.saving.per == "month"
+    assert (change.saving.amount.value, change.saving.amount.decimals) == (5394, 0)
     assert change.fragment == "serve: {hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}"
     assert decision.reason == (
         "The declared layout works, but a sound layout costs less (GP507); the planner recommends serving on "
-        "2 x h200-sxm, tensor_parallel 2 (6,636 USD/month), saving 5,395 USD a month."
+        "2 x h200-sxm, tensor_parallel 2 (6,636 USD/month), saving 5,394 USD a month."
     )
     # The same spec with GP507 switched off is approved as declared, and the report says which rule is off.
     spec = tmp_path / "serve.yaml"

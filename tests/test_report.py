@@ -47,15 +47,15 @@ def test_markdown_is_the_default_and_works_as_a_pull_request_comment():
     # 4 x h100-sxm x 4.12 USD x 730 h = 12,030 a month; x 12 months = 144,360 USD.
     assert lines[2].startswith("**Amount requested:** 144,360 USD over 12 months: serving 12,030 USD a month x 12")
     assert "**Layout:** serving: 4 x h100-sxm (TP 4)" in lines[2]
-    # 2 x h200-sxm x 4.545 x 730 = 6,635.7 a month; 12,030.4 - 6,635.7 = 5,394.7, so 5,395 a month and
-    # 5,395 x 12 = 64,740 over the term.
+    # 2 x h200-sxm x 4.545 x 730 = 6,635.7 a month, shown 6,636; the saving is of the shown amounts:
+    # 12,030 - 6,636 = 5,394 a month, and 5,394 x 12 = 64,728 over the term (= 144,360 - 79,632).
     assert (
-        "**Saving available:** 5,395 USD a month (64,740 USD over 12 months) with 2 x h200-sxm, tensor\\_parallel 2"
+        "**Saving available:** 5,394 USD a month (64,728 USD over 12 months) with 2 x h200-sxm, tensor\\_parallel 2"
         in lines[2]
     )
     assert lines[4] == (
         "The declared layout works, but a sound layout costs less (GP507); the planner recommends serving on "
-        "2 x h200-sxm, tensor\\_parallel 2 (6,636 USD/month), saving 5,395 USD a month."
+        "2 x h200-sxm, tensor\\_parallel 2 (6,636 USD/month), saving 5,394 USD a month."
     )
     assert "<details>" not in "\n".join(lines[:5])
     summaries = re.findall(r"<details><summary>([^<]*)</summary>", out)

@@ -18,6 +18,7 @@ from gpuplan.diff.verdict import spec_decision, worsened
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.loader import Pointer, Position
+from gpuplan.units import CENT_DIGITS, rounded
 from gpuplan.visible import visible
 
 ADDED, REMOVED, MODIFIED, UNCHANGED = "added", "removed", "modified", "unchanged"
@@ -65,7 +66,7 @@ METRICS = {"finetune": FINETUNE_METRICS, "serve": SERVE_METRICS}
 
 
 def cents(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
+    return None if value is None else rounded(value, CENT_DIGITS)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from gpuplan.diff.fields import REMOVED as REMOVED_FIELD
 from gpuplan.diff.fields import FieldChange
 from gpuplan.diff.model import ADDED, JOBS, METRICS, REMOVED, DiffResult, Metric, SpecChange, Totals, Value
 from gpuplan.findings import Finding
-from gpuplan.units import GIB, money_decimals, plural
+from gpuplan.units import CENT_DIGITS, format_number, gib, money_decimals, plural, rounded
 from gpuplan.visible import visible
 
 ARROW = "→"
@@ -44,27 +44,33 @@ def cost_change_text(change: SpecChange, key: str) -> str:
     return pair_texts(MONEY, before, after, change.currency)[2] or "±0"
 
 
-# Per kind of figure: the divisor to its shown unit, the unit, and the decimals shown for a value.
-_UNITS: dict[str, tuple[float, str, Callable[[float], int]]] = {
-    "bytes": (GIB, " GiB", lambda _: 1),
-    "pct": (1, "%", lambda _: 1),
-    "count": (1, "", lambda _: 0),
-    "tokens": (1, " tokens", lambda _: 0),
-    "ms": (1, " ms", lambda number: 0 if abs(number) >= 100 else 1),
-    "rate": (1, " tokens/s", lambda _: 0),
-    "hours": (1, " h", lambda _: 1),
-    "money": (1, "", money_decimals),
+# Per kind of figure: its published value in the shown unit (bytes as GiB at two decimals, money to the
+# cent; the rest arrive published), the unit, and the decimals shown for a value (gpuplan.units rounds).
+_UNITS: dict[str, tuple[Callable[[float], float], str, Callable[[float], int]]] = {
+    "bytes": (gib, " GiB", lambda _: 1),
+    "pct": (float, "%", lambda _: 1),
+    "count": (float, "", lambda _: 0),
+    "tokens": (float, " tokens", lambda _: 0),
+    "ms": (float, " ms", lambda number: 0 if abs(number) >= 100 else 1),
+    "rate": (float, " tokens/s", lambda _: 0),
+    "hours": (float, " h", lambda _: 1),
+    "money": (lambda value: rounded(value, CENT_DIGITS), "", money_decimals),
 }
 
 
 def _places(metric: Metric, value: float) -> int:
-    divisor, _, decimals = _UNITS[metric.kind]
-    return decimals(value / divisor)
+    published, _, decimals = _UNITS[metric.kind]
+    return decimals(published(value))
 
 
-def _number_text(metric: Metric, value: float, places: int, currency: str) -> str:
-    divisor, unit, _ = _UNITS[metric.kind]
-    return f"{value / divisor:,.{places}f}" + (f" {currency}" if metric.kind == "money" else unit)
+def _number_text(metric: Metric, shown: float, places: int, currency: str) -> str:
+    """A figure already in its shown unit (``_shown``)."""
+    unit = _UNITS[metric.kind][1]
+    return format_number(shown, places) + (f" {currency}" if metric.kind == "money" else unit)
+
+
+def _shown(metric: Metric, value: float, places: int) -> float:
+    return rounded(_UNITS[metric.kind][0](value), places)
 
 
 def _numeric(value: Value) -> bool:
@@ -78,7 +84,8 @@ def value_text(metric: Metric, value: Value, currency: str) -> str:
     if metric.kind == "text" or not _numeric(value):
         return visible(str(value))
     assert isinstance(value, (int, float))
-    return _number_text(metric, value, _places(metric, value), currency)
+    places = _places(metric, value)
+    return _number_text(metric, _shown(metric, value, places), places, currency)
 
 
 def pair_texts(metric: Metric, before: Value, after: Value, currency: str) -> tuple[str, str, str]:
@@ -89,12 +96,12 @@ def pair_texts(metric: Metric, before: Value, after: Value, currency: str) -> tu
     assert isinstance(before, (int, float)) and isinstance(after, (int, float))
     # A zero (a job or spec that is not there) takes the other figure's precision.
     places = max((_places(metric, value) for value in (before, after) if value), default=_places(metric, 0))
-    divisor = _UNITS[metric.kind][0]
-    difference = round(after / divisor, places) - round(before / divisor, places)
-    texts = _number_text(metric, before, places, currency), _number_text(metric, after, places, currency)
-    if not round(difference, places):
+    shown_before, shown_after = _shown(metric, before, places), _shown(metric, after, places)
+    difference = rounded(shown_after - shown_before, places)  # of the shown figures: it checks by hand
+    texts = _number_text(metric, shown_before, places, currency), _number_text(metric, shown_after, places, currency)
+    if not difference:
         return *texts, ""
-    change = _number_text(metric, abs(difference) * divisor, places, currency)
+    change = _number_text(metric, abs(difference), places, currency)
     if metric.kind == "pct":
         change = change.rstrip("%") + " pp"
     return *texts, ("+" if difference > 0 else "-") + change
@@ -152,7 +159,11 @@ def _figure_clause(label: str, figure: Any, currency: str) -> str:
     if not change:
         return f"{label} will not change ({after})"
     direction = "increase" if change.startswith("+") else "decrease"
-    percent = "" if figure.percent is None else f" ({figure.percent:+.0f}%)"
+    percent = (
+        ""
+        if figure.percent is None
+        else f" ({'-' if figure.percent < 0 else '+'}{format_number(abs(figure.percent), 0)}%)"
+    )
     return f"{label} will {direction} by {change[1:]}{percent}, from {before.removesuffix(' ' + currency)} to {after}"
 
 

@@ -4,12 +4,28 @@ from __future__ import annotations
 
 from gpuplan.analysis import GPUS_PER_NODE, Analysis
 from gpuplan.estimate.calibration import ErrorBand
-from gpuplan.units import GIB, format_money
+from gpuplan.units import (
+    GIB,
+    HOURS_DIGITS,
+    RATE_DIGITS,
+    TPOT_MS_DIGITS,
+    apportioned_gib,
+    format_figure,
+    format_gib,
+    format_money,
+    format_ms,
+)
 from gpuplan.visible import visible
 
 
 def _gib(value: float) -> str:
-    return f"{value / GIB:9.2f} GiB"
+    return f"{format_gib(value, 2):>13}"
+
+
+def _breakdown(breakdown: dict[str, int]) -> list[str]:
+    """The terms at two decimals, apportioned so they add up to the total line below them (units.py)."""
+    shown = apportioned_gib(list(breakdown.values()), 2)
+    return [f"    {name:<28}{f'{value:,.2f} GiB':>13}" for name, value in zip(breakdown, shown, strict=True)]
 
 
 def _band(bands: dict[str, ErrorBand], metric: str) -> str:
@@ -28,8 +44,7 @@ def render_estimate(analysis: Analysis) -> str:
             f" (TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, sharding {setup.sharding})"
         )
         lines.append(f"  per GPU, at the {f.memory.peak_phase.replace('_', ' ')} peak:")
-        for name, value in f.memory.breakdown.items():
-            lines.append(f"    {name:<28}{_gib(value)}")
+        lines += _breakdown(f.memory.breakdown)
         lines.append(
             f"    {'total':<28}{_gib(f.memory.per_gpu)}   of {_gib(f.gpu.usable_bytes).strip()} usable"
             f" -> {'fits' if f.fits else 'DOES NOT FIT'}"
@@ -45,7 +60,8 @@ def render_estimate(analysis: Analysis) -> str:
         lines.append(f"  trainable parameters: {f.memory.trainable_params:,}")
         if f.speed:
             lines.append(
-                f"  training time: {f.speed.hours:,.1f} h ({f.speed.hours * f.gpus:,.1f} GPU-hours);"
+                f"  training time: {format_figure(f.speed.hours, 1, HOURS_DIGITS)} h"
+                f" ({format_figure(f.speed.hours * f.gpus, 1, HOURS_DIGITS)} GPU-hours);"
                 f" cost {format_money(f.cost, currency)}"
             )
             lines.append(
@@ -61,8 +77,7 @@ def render_estimate(analysis: Analysis) -> str:
             f"serving on {s.gpus} x {s.gpu.id} (TP {s.setup.tensor_parallel}, PP {s.setup.pipeline_parallel}),"
             f" {s.setup.concurrency} x {s.setup.context:,} tokens"
         )
-        for name, value in s.memory.breakdown.items():
-            lines.append(f"    {name:<28}{_gib(value)}")
+        lines += _breakdown(s.memory.breakdown)
         lines.append(
             f"    {'total':<28}{_gib(s.memory.per_gpu)}   of {_gib(s.memory.budget).strip()} engine budget"
             f" -> {'fits' if s.fits else 'DOES NOT FIT'}"
@@ -79,11 +94,14 @@ def render_estimate(analysis: Analysis) -> str:
         )
         speed = s.speed
         lines.append(
-            f"  TTFT {speed.ttft_s * 1000:,.0f} ms at {s.setup.concurrency} in flight{_band(s.bands, 'ttft')}"
-            f" (alone {speed.ttft_single_s * 1000:,.0f} ms)"
+            f"  TTFT {format_ms(speed.ttft_s, 0)} ms at {s.setup.concurrency} in flight{_band(s.bands, 'ttft')}"
+            f" (alone {format_ms(speed.ttft_single_s, 0)} ms)"
         )
-        lines.append(f"  TPOT {speed.tpot_s * 1000:,.1f} ms ({speed.decode_bound}-bound){_band(s.bands, 'tpot')}")
-        lines.append(f"  {speed.tokens_per_s:,.0f} output tokens/s{_band(s.bands, 'tokens_per_s')}")
+        tpot = format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)
+        lines.append(f"  TPOT {tpot} ms ({speed.decode_bound}-bound){_band(s.bands, 'tpot')}")
+        lines.append(
+            f"  {format_figure(speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s{_band(s.bands, 'tokens_per_s')}"
+        )
         lines.append(
             f"  cost: {format_money(s.monthly_cost, currency)} per month;"
             f" {format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"

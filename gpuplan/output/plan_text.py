@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuplan.units import GIB, format_money
+from gpuplan.units import format_gib, format_money, format_number, money_difference
 
 TEXT_COLUMNS = frozenset({"", "layout", "settings", "cost", "change", "first constraint broken"})
 
@@ -48,9 +48,14 @@ def _cost(option: dict[str, Any], currency: str) -> str:
 
 def _speed(option: dict[str, Any]) -> list[str]:
     if "ttft_ms" in option:
-        return [f"{option['ttft_ms']:,.0f}", f"{option['tpot_ms']:,.1f}", f"{option['tokens_per_s']:,.0f}"]
+        # The published figures (the JSON's), rounded as every other output rounds them (gpuplan.units).
+        return [
+            format_number(option["ttft_ms"], 0),
+            format_number(option["tpot_ms"], 1),
+            format_number(option["tokens_per_s"], 0),
+        ]
     hours = option["training_hours"]
-    return ["n/a" if hours is None else f"{hours:,.1f}", f"{option['tokens_per_s']:,.0f}"]
+    return ["n/a" if hours is None else format_number(hours, 1), format_number(option["tokens_per_s"], 0)]
 
 
 def _verdict(option: dict[str, Any]) -> str:
@@ -60,14 +65,18 @@ def _verdict(option: dict[str, Any]) -> str:
     return f"breaks {broken[0]}: {option['reasons'][0]}" + (f" (+{len(broken) - 1} more)" if len(broken) > 1 else "")
 
 
+def _gib(value: int) -> str:
+    return format_gib(value).removesuffix(" GiB")
+
+
 def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
     price = option["price_per_gpu_hour"]
     return [
         mark,
         _layout(option),
         _settings(option),
-        f"{option['per_gpu_bytes'] / GIB:,.1f} / {option['budget_bytes'] / GIB:,.1f}",
-        f"{option['headroom_pct']:.0f}%",
+        f"{_gib(option['per_gpu_bytes'])} / {_gib(option['budget_bytes'])}",
+        f"{format_number(option['headroom_pct'], 0)}%",
         *_speed(option),
         "n/a" if price is None else f"{price:.2f}",
         _cost(option, currency),
@@ -114,9 +123,18 @@ def _saving_text(job: dict[str, Any], currency: str) -> str:
     saving = job["saving"]
     if saving is None:
         return "" if job["declared"]["sound"] else "the cheapest layout that meets every constraint"
-    if saving["amount"] <= 0:
+    # The difference of the two costs as this text shows them (gpuplan.units.money_difference), not the
+    # JSON's amount to the cent: 12,030 - 6,636 reads 5,394 here, 12,030.40 - 6,635.70 = 5,394.70 there.
+    key = "monthly_cost" if job["job"] == "serve" else ("run_cost" if saving["per"] == "run" else None)
+    if key is None:
+        amount = money_difference(
+            job["declared"]["cost_per_million_tokens"], job["recommended"]["cost_per_million_tokens"]
+        )
+    else:
+        amount = money_difference(job["declared"][key], job["recommended"][key])
+    if amount.value <= 0:
         return "the declared layout is the cheapest sound one"
-    return f"saves {format_money(saving['amount'], currency)} per {saving['per']} ({saving['share']:.0%})"
+    return f"saves {format_money(amount, currency)} per {saving['per']} ({format_number(saving['share'] * 100, 0)}%)"
 
 
 def _headline(job: dict[str, Any], currency: str) -> tuple[str, str]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.plan.evaluate import Option
-from gpuplan.units import format_money
+from gpuplan.units import CENT_DIGITS, Shown, format_money, format_percent, money_difference, rounded
 
 _PLAIN = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
@@ -21,6 +22,56 @@ def cost_text(option: Option, currency: str) -> str:
     if option.cost is not None:
         return f"{format_money(option.cost, currency)}/run"
     return f"{format_money(option.rate, currency)}/1M tokens"
+
+
+@dataclass(frozen=True)
+class Saving:
+    """What one layout saves against another: per month (serving), per run (fine-tuning with
+    ``finetune.tokens``) or per 1M training tokens (without). The one place a saving is computed: rules,
+    ``plan`` (text, Markdown, JSON), reports and the decision all print this.
+
+    The amount is the difference of the two costs *as shown* (each at its display precision), so the
+    reader's own subtraction of the printed figures gives the printed saving (12,030 - 6,636 = 5,394, not
+    the 5,395 that the exact 12,030.40 - 6,635.70 rounds to); ``published`` is the same at the cents the
+    JSON carries. The share stays on the exact figures (a ratio, not a sum a reader checks to the unit)."""
+
+    before: float
+    after: float
+    per: str  # "month" | "run" | "1M tokens"
+    share: float  # of the declared cost, exact
+
+    @property
+    def amount(self) -> Shown:
+        return money_difference(self.before, self.after)
+
+    @property
+    def published(self) -> float:
+        """The difference of the costs as the JSON carries them (to the cent)."""
+        return rounded(rounded(self.before, CENT_DIGITS) - rounded(self.after, CENT_DIGITS), CENT_DIGITS)
+
+    @property
+    def positive(self) -> bool:
+        """Whether the saving shows as more than nothing (exactly cheaper by under a shown unit is not)."""
+        return self.amount.value > 0
+
+    def text(self, currency: str) -> str:
+        """``5,394 USD a month``; ``1.60 USD per run``."""
+        return f"{format_money(self.amount, currency)} {'a month' if self.per == 'month' else f'per {self.per}'}"
+
+    def share_text(self) -> str:
+        return format_percent(self.share)
+
+
+def saving_between(declared: Option, option: Option) -> Saving | None:
+    """What ``option`` saves against ``declared`` (negative when it costs more); None when either is unpriced."""
+    if declared.rate is None or option.rate is None:
+        return None
+    share = (declared.rate - option.rate) / declared.rate
+    if declared.kind == "serve":
+        return Saving(declared.rate, option.rate, "month", share)
+    if declared.cost is not None and option.cost is not None:
+        return Saving(declared.cost, option.cost, "run", share)
+    return Saving(declared.rate, option.rate, "1M tokens", share)
 
 
 def summary(option: Option, currency: str) -> str:

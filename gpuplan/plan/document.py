@@ -15,12 +15,13 @@ from gpuplan import __version__
 from gpuplan.plan.describe import block_yaml
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlan, SpecPlanner
+from gpuplan.units import CENT_DIGITS, HOURS_DIGITS, RATE_DIGITS, TPOT_MS_DIGITS, milliseconds, percent, rounded
 
 FORMAT_VERSION = 1
 
 
 def _rounded(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
+    return None if value is None else rounded(value, digits)
 
 
 def option_dict(option: Option) -> dict[str, Any]:
@@ -50,27 +51,27 @@ def option_dict(option: Option) -> dict[str, Any]:
     result.update(
         per_gpu_bytes=option.per_gpu_bytes,
         budget_bytes=option.capacity_bytes,
-        headroom_pct=round(option.headroom * 100, 1),
+        headroom_pct=percent(option.headroom),
     )
     if option.kind == "serve":
         speed = estimate.speed
         result.update(
-            ttft_ms=round(speed.ttft_s * 1000, 1),
-            tpot_ms=round(speed.tpot_s * 1000, 2),
-            tokens_per_s=round(speed.tokens_per_s, 1),
+            ttft_ms=milliseconds(speed.ttft_s),
+            tpot_ms=milliseconds(speed.tpot_s, TPOT_MS_DIGITS),
+            tokens_per_s=rounded(speed.tokens_per_s, RATE_DIGITS),
             price_per_gpu_hour=option.price_per_hour,
             price_source=estimate.price_source,
-            monthly_cost=_rounded(option.rate, 2),
+            monthly_cost=_rounded(option.rate, CENT_DIGITS),
             cost_per_million_tokens=_rounded(estimate.cost_per_million_tokens, 3),
         )
     else:
         speed = estimate.speed
         result.update(
-            training_hours=round(speed.hours, 3) if option.tokens_known else None,
-            tokens_per_s=round(speed.tokens_per_s, 1),
+            training_hours=rounded(speed.hours, HOURS_DIGITS) if option.tokens_known else None,
+            tokens_per_s=rounded(speed.tokens_per_s, RATE_DIGITS),
             price_per_gpu_hour=option.price_per_hour,
             price_source=estimate.price_source,
-            run_cost=_rounded(option.cost, 2),
+            run_cost=_rounded(option.cost, CENT_DIGITS),
             cost_per_million_tokens=_rounded(option.rate, 4),
         )
     result.update(
@@ -85,18 +86,14 @@ def option_dict(option: Option) -> dict[str, Any]:
 
 def job_dict(plan: JobPlan, top: int | None) -> dict[str, Any]:
     saving = plan.saving
-    declared = plan.declared
-    per = "month" if plan.kind == "serve" else ("run" if declared.cost is not None else "1M tokens")
-    amount = saving
-    if plan.kind == "finetune" and plan.recommended is not None and declared.cost is not None:
-        amount = None if plan.recommended.cost is None else declared.cost - plan.recommended.cost
     return {
         "job": plan.kind,
-        "declared": option_dict(declared),
+        "declared": option_dict(plan.declared),
         "recommended": None if plan.recommended is None else option_dict(plan.recommended),
+        # The difference of the two costs as this object carries them (to the cent), so it checks by hand.
         "saving": None
-        if saving is None or amount is None or declared.rate is None
-        else {"amount": round(amount, 2), "share": round(saving / declared.rate, 4), "per": per},
+        if saving is None
+        else {"amount": saving.published, "share": round(saving.share, 4), "per": saving.per},
         "options": [option_dict(o) for o in plan.options[:top]],
         "options_total": len(plan.options),
         "rejected": [option_dict(o) for o in plan.rejected[:top]],

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from gpuplan.analysis import Analysis
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.performance import Efficiency
+from gpuplan.plan.describe import Saving, saving_between
 from gpuplan.plan.evaluate import FinetunePlanner, Option, ServePlanner
 from gpuplan.plan.space import (
     Layout,
@@ -72,14 +73,14 @@ class JobPlan:
     alternatives: tuple[Alternative, ...]
 
     @property
-    def saving(self) -> float | None:
-        """How much cheaper the recommendation is than a sound declared layout (per month or per 1M
+    def saving(self) -> Saving | None:
+        """How much cheaper the recommendation is than a sound declared layout (per month, per run or per 1M
         tokens); None when either is unpriced or the declared layout breaks a constraint (nothing to save
         against: it would not run as declared)."""
         declared, recommended = self.declared, self.recommended
-        if recommended is None or declared.rate is None or recommended.rate is None or not declared.sound:
+        if recommended is None or not declared.sound:
             return None
-        return declared.rate - recommended.rate
+        return saving_between(declared, recommended)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.spec import HOURS_PER_MONTH, Spec
+from gpuplan.units import money_times
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def acquisitions(
         """``gpus`` at ``per_hour`` each for the hours, counted as the amount requested counts them."""
         if months is None:
             return gpus * per_hour * hours
-        return round(gpus * per_hour * HOURS_PER_MONTH) * months
+        return money_times(gpus * per_hour * HOURS_PER_MONTH, months).value
 
     found = []
     if on_demand is not None:

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from gpuplan.report.sensitivity import Sensitivity
-from gpuplan.units import format_gib
+from gpuplan.units import apportioned_gib, format_gib, format_percent
 
 SEGMENT_COLOURS = {
     "weights": "#3b6ea5",
@@ -45,13 +45,15 @@ def memory_chart(breakdown: dict[str, int], peak: int, capacity: int, capacity_n
     scale = 100 / max(capacity, peak, 1)  # percent of the bar's width per byte
     x = 0.0
     segments = []
-    for name, value in parts.items():
+    # The labels are read as a sum: apportioned so they add up to the peak shown (gpuplan.units).
+    shown = apportioned_gib(list(parts.values())) if sum(parts.values()) == peak else None
+    for index, (name, value) in enumerate(parts.items()):
         width = value * scale
         segments.append(
             {
                 "name": name.replace("_", " "),
-                "value": format_gib(value),
-                "share": f"{value / capacity:.0%}" if capacity else "",
+                "value": format_gib(value) if shown is None else f"{shown[index]:,.1f} GiB",
+                "share": format_percent(value / capacity) if capacity else "",
                 "x": round(x, 2),
                 "width": round(width, 2),
                 "colour": SEGMENT_COLOURS.get(name, OTHER_COLOUR),

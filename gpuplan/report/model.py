@@ -38,7 +38,22 @@ from gpuplan.report.sensitivity import Sensitivity, sensitivity
 from gpuplan.rules.context import planner_for
 from gpuplan.rules.fit import PLAN_POINTER
 from gpuplan.spec import Spec
-from gpuplan.units import format_gib, format_money, plural
+from gpuplan.units import (
+    HOURS_DIGITS,
+    MS_DIGITS,
+    RATE_DIGITS,
+    TPOT_MS_DIGITS,
+    Shown,
+    format_figure,
+    format_gib,
+    format_gib_difference,
+    format_money,
+    format_ms,
+    format_percent,
+    money_difference,
+    money_times,
+    plural,
+)
 from gpuplan.validate import load_schema
 
 ROLES = (("prepared_by", "Prepared by"), ("reviewed_by", "Reviewed by"), ("approved_by", "Approved by"))
@@ -95,7 +110,7 @@ def table(
     }
 
 
-def _money(value: float | None, currency: str) -> str:
+def _money(value: float | Shown | None, currency: str) -> str:
     return format_money(value, currency)
 
 
@@ -119,13 +134,15 @@ def _amount_text(amount: Amount | None) -> str:
     if amount.unknown:
         known = f" (known: {'; '.join(parts)})" if parts else ""
         return f"cannot be stated: {'; '.join(amount.unknown)}{known}"
-    return f"{_money(amount.total, currency)} over {term}: {' + '.join(parts)}"
+    return f"{_money(amount.total_shown, currency)} over {term}: {' + '.join(parts)}"
 
 
-def _headroom(free: float, capacity: float) -> str:
+def _headroom(used: float, capacity: float) -> str:
+    """What is left of ``capacity``, as the difference of the two figures shown beside it."""
+    free = capacity - used
     if free < 0:
-        return f"none: short by {format_gib(-free)}"
-    return f"{format_gib(free)} ({free / capacity:.0%})"
+        return f"none: short by {format_gib_difference(used, capacity)}"
+    return f"{format_gib_difference(capacity, used)} ({format_percent(free / capacity)})"
 
 
 def _job_layouts(analysis: Analysis) -> list[str]:
@@ -153,8 +170,8 @@ def _budget_lines(spec: Spec, analysis: Analysis) -> list[str]:
     ):
         if limit is None or cost is None:
             continue
-        share = f"{cost / limit:.0%}" if limit else "n/a"
-        verdict = "within" if cost <= limit else f"over by {_money(cost - limit, currency)}"
+        share = format_percent(cost / limit) if limit else "n/a"
+        verdict = "within" if cost <= limit else f"over by {_money(money_difference(cost, limit), currency)}"
         lines.append(f"{word} {_money(cost, currency)} of {_money(limit, currency)}{per} ({share}): {verdict}")
     if not lines:
         declared = budget.finetune_total is not None or budget.serve_monthly is not None
@@ -176,7 +193,7 @@ def _finetune_details(f: FinetuneEstimate, currency: str, settings: Settings) ->
             + (f", {setup.checkpointing} activation checkpointing" if setup.checkpointing != "none" else ""),
         ],
         ["Peak per GPU", f"{format_gib(peak)} at the {peak_phase} of {format_gib(f.gpu.usable_bytes)} usable"],
-        ["Headroom", _headroom(f.gpu.usable_bytes - peak, f.gpu.usable_bytes)],
+        ["Headroom", _headroom(peak, f.gpu.usable_bytes)],
         ["Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"],
         *(
             [["Offloaded", f"{format_gib(f.memory.host)} host, {format_gib(f.memory.nvme)} NVMe per GPU"]]
@@ -187,7 +204,7 @@ def _finetune_details(f: FinetuneEstimate, currency: str, settings: Settings) ->
             "Training time",
             "n/a (finetune.tokens is not given)"
             if speed is None
-            else f"{speed.hours:,.1f} h ({speed.hours * f.gpus:,.1f} GPU-hours)",
+            else f"{_hours(speed.hours)} h ({_hours(speed.hours * f.gpus)} GPU-hours)",
         ],
         ["Cost of the run", _money(f.cost, currency)],
         ["Resumable checkpoint", f"{f.checkpoint_bytes / 1e9:,.1f} GB of storage"],
@@ -218,7 +235,7 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
             f"KV cache {setup.kv_dtype_bytes * 8}-bit",
         ],
         ["Peak per GPU", f"{format_gib(s.memory.per_gpu)} of a {format_gib(s.memory.budget)} engine budget"],
-        ["Headroom", _headroom(s.memory.budget - s.memory.per_gpu, s.memory.budget)],
+        ["Headroom", _headroom(s.memory.per_gpu, s.memory.budget)],
         [
             "Capacity",
             f"at most {plural(s.max_concurrency, 'sequence')} at {setup.context:,} tokens; "
@@ -227,9 +244,9 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
         ],
         [
             "Latency",
-            f"TTFT {s.speed.ttft_s * 1000:,.0f} ms; TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound)",
+            f"TTFT {_ms(s.speed.ttft_s, 0)}; TPOT {_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)} ({s.speed.decode_bound}-bound)",
         ],
-        ["Throughput", f"{s.speed.tokens_per_s:,.0f} output tokens/s"],
+        ["Throughput", f"{format_figure(s.speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s"],
         ["Cost per month", _money(s.monthly_cost, currency)],
         ["Cost per 1M output tokens", _money(s.cost_per_million_tokens, currency)],
     ]
@@ -252,9 +269,13 @@ def _mark(value: bool | None, yes: str = "✓", no: str = "✗") -> str:
     return "—" if value is None else (yes if value else no)
 
 
-def _ms(seconds: float | None, digits: int) -> str:
+def _hours(hours: float) -> str:
+    return format_figure(hours, 1, HOURS_DIGITS)
+
+
+def _ms(seconds: float | None, digits: int, published: int = MS_DIGITS) -> str:
     """Milliseconds, or "no bound" where the error band gives none (a band of 100% or more)."""
-    return "no bound" if seconds is None else f"{seconds * 1000:,.{digits}f} ms"
+    return "no bound" if seconds is None else f"{format_ms(seconds, digits, published)} ms"
 
 
 def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any]:
@@ -268,11 +289,11 @@ def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any
         row = [scenario.name, f"{format_gib(scenario.per_gpu)} of {format_gib(scenario.capacity)}", fits]
         if serving:
             row += [
-                f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1)}",
+                f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1, TPOT_MS_DIGITS)}",
                 "none declared" if scenario.slo_met is None else ("met" if scenario.slo_met else "missed"),
             ]
         else:
-            row.append("n/a" if scenario.hours is None else f"{scenario.hours:,.1f} h")
+            row.append("n/a" if scenario.hours is None else f"{_hours(scenario.hours)} h")
         row += [
             _money(scenario.cost, currency),
             "—" if scenario.within_budget is None else ("yes" if scenario.within_budget else "no"),
@@ -324,12 +345,11 @@ def _saving_text(plan: JobPlan, currency: str, term_months: int) -> str:
         )
     if saving is None or recommended is None:
         return ""
-    amount, unit = saving
     layout = recommended.layout.describe()
-    if unit == "month":
-        over = format_money(round(amount) * term_months, currency)
-        return f"{format_money(amount, currency)} a month ({over} over {plural(term_months, 'month')}) with {layout}"
-    return f"{format_money(amount, currency)} per {unit} with {layout}"
+    if saving.per == "month":
+        over = format_money(money_times(saving.amount, term_months), currency)  # the shown saving x the months
+        return f"{saving.text(currency)} ({over} over {plural(term_months, 'month')}) with {layout}"
+    return f"{saving.text(currency)} with {layout}"
 
 
 def _speed_bands(estimates: list[Any]) -> str:
@@ -355,7 +375,7 @@ def _acquisition_table(spec: Spec, estimate: Any, currency: str) -> dict[str, An
         span = f"over {plural(spec.budget.term_months, 'month')}"
         ways = acquisitions(spec, gpu, count, price, months=spec.budget.term_months)
     elif estimate.speed is not None:
-        span = f"for the {estimate.speed.hours:,.1f}-hour run"
+        span = f"for the {_hours(estimate.speed.hours)}-hour run"
         ways = acquisitions(spec, gpu, count, price, hours=estimate.speed.hours)
     else:
         return None

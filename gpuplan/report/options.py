@@ -12,12 +12,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplan.plan.describe import cost_text
+from gpuplan.plan.describe import Saving, cost_text
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlan
 from gpuplan.report.prices import price_basis
 from gpuplan.spec import Spec
-from gpuplan.units import format_gib, format_money, plural
+from gpuplan.units import (
+    HOURS_DIGITS,
+    TPOT_MS_DIGITS,
+    format_figure,
+    format_gib_difference,
+    format_money,
+    format_ms,
+    format_percent,
+    money_difference,
+    money_times,
+    plural,
+)
 
 MAX_PLANNER_ROWS = 10  # rows of the planner's full table: declared, recommended, then the cheapest options
 
@@ -62,20 +73,12 @@ def columns(plan: JobPlan) -> list[Column]:
     return picked
 
 
-def saving_of(plan: JobPlan) -> tuple[float, str] | None:
-    """(amount, unit) the recommendation saves against the declared layout: per month for serving, per run
-    for fine-tuning with tokens (per 1M tokens without); None when the planner states no saving (either is
-    unpriced, or the declared layout would not run as declared) or it saves nothing."""
+def saving_of(plan: JobPlan) -> Saving | None:
+    """What the recommendation saves against the declared layout (gpuplan.plan.describe.Saving); None when
+    the planner states no saving (either is unpriced, or the declared layout would not run as declared) or
+    it saves nothing as shown."""
     saving = plan.saving
-    recommended = plan.recommended
-    if saving is None or recommended is None or saving <= 0:
-        return None
-    if plan.kind == "serve":
-        return saving, "month"
-    declared_run, recommended_run = plan.declared.cost, recommended.cost
-    if declared_run is not None and recommended_run is not None:
-        return declared_run - recommended_run, "run"
-    return saving, "1M tokens"
+    return saving if saving is not None and plan.recommended is not None and saving.positive else None
 
 
 def _latency(option: Option) -> str:
@@ -85,11 +88,13 @@ def _latency(option: Option) -> str:
         return (
             "n/a (finetune.tokens is not given)"
             if speed is None or not option.tokens_known
-            else f"{speed.hours:,.1f} h"
+            else f"{format_figure(speed.hours, 1, HOURS_DIGITS)} h"
         )
     job, speed = estimate.job, estimate.speed
-    ttft = f"TTFT {speed.ttft_s * 1000:,.0f} ms" + (f" (SLO {job.ttft_ms:,g})" if job.ttft_ms is not None else "")
-    tpot = f"TPOT {speed.tpot_s * 1000:,.1f} ms" + (f" (SLO {job.tpot_ms:,g})" if job.tpot_ms is not None else "")
+    ttft = f"TTFT {format_ms(speed.ttft_s, 0)} ms" + (f" (SLO {job.ttft_ms:,g})" if job.ttft_ms is not None else "")
+    tpot = f"TPOT {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)} ms" + (
+        f" (SLO {job.tpot_ms:,g})" if job.tpot_ms is not None else ""
+    )
     return f"{ttft}\n{tpot}"
 
 
@@ -100,7 +105,7 @@ def _budget(option: Option, spec: Spec) -> str:
         return "no budget declared"
     if cost is None:
         return "unchecked: no cost"
-    return "within" if cost <= limit else f"over by {format_money(cost - limit, spec.budget.currency)}"
+    return "within" if cost <= limit else f"over by {format_money(money_difference(cost, limit), spec.budget.currency)}"
 
 
 def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
@@ -111,7 +116,7 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
         monthly = option.cost
         rows["Cost per month"] = format_money(monthly, currency)
         rows[f"Cost over {plural(term, 'month')}"] = (
-            format_money(None, currency) if monthly is None else format_money(round(monthly) * term, currency)
+            format_money(None, currency) if monthly is None else format_money(money_times(monthly, term), currency)
         )
         rows["Cost per 1M output tokens"] = format_money(estimate.cost_per_million_tokens, currency)
     else:
@@ -119,7 +124,9 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
         rows["Cost per 1M training tokens"] = format_money(option.rate, currency)
     free = option.capacity_bytes - option.per_gpu_bytes
     rows["Headroom per GPU"] = (
-        f"{format_gib(free)} ({option.headroom:.0%})" if free >= 0 else f"none: short by {format_gib(-free)}"
+        f"{format_gib_difference(option.capacity_bytes, option.per_gpu_bytes)} ({format_percent(option.headroom)})"
+        if free >= 0
+        else f"none: short by {format_gib_difference(option.per_gpu_bytes, option.capacity_bytes)}"
     )
     rows["Latency" if option.kind == "serve" else "Training time"] = _latency(option)
     rows["Budget"] = _budget(option, spec)
@@ -157,16 +164,18 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
             break
         speed: Any = option.estimate.speed
         if option.kind == "serve":
-            speed_text = f"{speed.ttft_s * 1000:,.0f} / {speed.tpot_s * 1000:,.1f}"
+            speed_text = f"{format_ms(speed.ttft_s, 0)} / {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)}"
         else:
-            speed_text = f"{speed.hours:,.1f}" if option.tokens_known and speed is not None else "n/a"
+            speed_text = (
+                format_figure(speed.hours, 1, HOURS_DIGITS) if option.tokens_known and speed is not None else "n/a"
+            )
         price = option.price_per_hour
         broken = option.broken
         rows.append(
             [
                 mark,
                 option.layout.describe(),
-                f"{option.headroom:.0%}",
+                format_percent(option.headroom),
                 speed_text,
                 "n/a" if price is None else f"{price:.2f}",
                 cost_text(option, currency),

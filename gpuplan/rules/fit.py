@@ -11,7 +11,7 @@ from gpuplan.plan.describe import summary
 from gpuplan.plan.evaluate import Option, within_headroom
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
-from gpuplan.units import format_gib
+from gpuplan.units import format_gib, format_gib_difference
 
 # Where a lint hint without the catalog-wide search sends the reader for the other GPUs.
 PLAN_POINTER = "gpuplan plan compares every allowed GPU"
@@ -101,7 +101,7 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
             "GP201",
             ("finetune", "hardware", "gpu"),
             f"fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU at the {f.memory.peak_phase.replace('_', ' ')} peak; "
-            f"{f.gpu.id} has {format_gib(f.gpu.usable_bytes)} usable — short by {format_gib(f.memory.per_gpu - f.gpu.usable_bytes)}",
+            f"{f.gpu.id} has {format_gib(f.gpu.usable_bytes)} usable — short by {format_gib_difference(f.memory.per_gpu, f.gpu.usable_bytes)}",
             layout_hint(ctx, "finetune"),
         )
     s = ctx.analysis.serve

@@ -6,20 +6,17 @@ from collections.abc import Iterator
 
 from gpuplan.catalog import Gpu
 from gpuplan.findings import Finding
-from gpuplan.plan.describe import cost_text, paste_line
+from gpuplan.plan.describe import cost_text, paste_line, saving_between
 from gpuplan.plan.evaluate import Option
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
-from gpuplan.units import format_gib, format_money
+from gpuplan.units import format_gib
 
 
 def _saving(declared: Option, option: Option, currency: str) -> str:
-    assert declared.rate is not None and option.rate is not None
-    per = "a month" if declared.kind == "serve" else ("per run" if declared.cost is not None else "per 1M tokens")
-    amount = declared.rate - option.rate
-    if declared.kind == "finetune" and declared.cost is not None and option.cost is not None:
-        amount = declared.cost - option.cost
-    return f"saving about {format_money(amount, currency)} {per} ({(declared.rate - option.rate) / declared.rate:.0%})"
+    saving = saving_between(declared, option)
+    assert saving is not None
+    return f"saving about {saving.text(currency)} ({saving.share_text()})"
 
 
 def _right_sizing(ctx: RuleContext) -> tuple[float, Option, Option] | None:
