@@ -113,6 +113,12 @@ def test_config_rule_names_are_checked_against_the_code_table(tmp_path: Path):
     code, _, err = run_cli("lint", "--config", str(config), str(path))  # named explicitly: a usage error
     assert code == 2 and err.startswith("gpuplan: error: invalid configuration:\n")
     assert f"  {config}:2:10: ignore: unknown rule 'GP5O5'; did you mean GP505" in err
+    # One problem (an unreadable file) is one line on stderr, as every other usage error.
+    code, _, err = run_cli("lint", "--config", str(tmp_path / "missing.yaml"), str(path))
+    assert (code, err) == (
+        2,
+        f"gpuplan: error: invalid configuration: {tmp_path / 'missing.yaml'}: cannot read it: no such file\n",
+    )
 
 
 def test_waivers_are_reported_and_can_be_ignored():
