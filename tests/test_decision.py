@@ -62,8 +62,8 @@ def test_an_ignored_budget_rule_is_visible_and_the_verdict_follows_the_exit_code
     # 78.3 GPU-hours (8 x h100-sxm x 9.79 h) x 4.12 = 323 USD against 200; 1 x 3.10 x 730 = 2,263 USD a month
     # against 500.
     assert "**Over budget with the budget check off.**" in out
-    assert "fine-tuning costs 323 USD against a budget of 200 USD (GP501 off)" in out
-    assert "serving costs 2,263 USD a month against a budget of 500 USD (GP502 off)" in out
+    assert "; fine-tuning costs 323 USD against a budget of 200 USD (GP501 off)" in out
+    assert "** Serving costs 2,263 USD a month against a budget of 500 USD (GP502 off)" in out
 
 
 def test_fail_on_warning_turns_a_warning_into_a_change_and_exit_1():

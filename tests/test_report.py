@@ -318,3 +318,13 @@ def test_pdf_tables_never_break_a_word_inside(tmp_path: Path):
     assert not {"recommende", "declare", "d"} & set(words)
     for figure in ("143.5 GiB of 71.2 GiB", "153.5 GiB of 71.2 GiB", "104,160 ms / 49.3 ms", "104,160 / 49.3"):
         assert figure in tables, figure
+
+
+def test_risks_read_as_sentences():
+    # A risk is a bold title and a sentence after it: "**No N+1 redundancy.** One replica on 4 GPUs: ...",
+    # never a lowercase start after the title's full stop (identifiers excepted: GPU ids, rule names).
+    _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
+    risks = re.findall(r"^- \*\*(.+?)\.\*\* (\S+)", out, re.M)
+    assert ("No N+1 redundancy", "One") in risks
+    for title, first in risks:
+        assert first[0].isupper() or first[0].isdigit() or "-" in first or first.endswith(":"), (title, first)
