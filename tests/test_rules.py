@@ -51,7 +51,7 @@ def test_kv_capacity_gives_max_concurrency_and_context():
     # = 16,094,076,928; reserve max(2,048 x 118,784 forward, 256 x 128,256 x 14 + 2,048 x 4,096 x 2
     # sampler) = 476,446,720; runtime 0.25 GiB. Left 26,154,737,271 B / (16 x 131,072 B per token) =
     # 12,471.8 tokens, i.e. 779 whole 16-token blocks = 12,464 tokens per sequence.
-    assert "at most 1 sequence(s) at 131,072 tokens, or 12,464 tokens at 16" in finding.message
+    assert "at most 1 sequence at 131,072 tokens, or 12,464 tokens at 16" in finding.message
 
 
 def test_explain_prints_three_codes():
