@@ -41,7 +41,7 @@ def render_estimate(analysis: Analysis) -> str:
                 f" {f.memory.host * min(f.gpus, GPUS_PER_NODE) / GIB:,.1f} GiB)"
             )
         phases = ", ".join(f"{name} {total / GIB:.2f}" for name, total in f.memory.phase_totals.items())
-        lines.append(f"  phases (GiB): {phases}")
+        lines.append(f"  phases (GiB, framework overhead included): {phases}")
         lines.append(f"  trainable parameters: {f.memory.trainable_params:,}")
         if f.speed:
             lines.append(
