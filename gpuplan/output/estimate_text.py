@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplan.analysis import GPUS_PER_NODE, Analysis
+from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis
 from gpuplan.estimate.calibration import ErrorBand
 from gpuplan.units import GIB, format_money
 from gpuplan.visible import visible
@@ -78,16 +78,18 @@ def render_estimate(analysis: Analysis) -> str:
             f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.setup.concurrency}: {s.max_context:,}"
         )
         speed = s.speed
-        lines.append(
-            f"  TTFT {speed.ttft_s * 1000:,.0f} ms at {s.setup.concurrency} in flight{_band(s.bands, 'ttft')}"
-            f" (alone {speed.ttft_single_s * 1000:,.0f} ms)"
-        )
-        lines.append(f"  TPOT {speed.tpot_s * 1000:,.1f} ms ({speed.decode_bound}-bound){_band(s.bands, 'tpot')}")
-        lines.append(f"  {speed.tokens_per_s:,.0f} output tokens/s{_band(s.bands, 'tokens_per_s')}")
-        lines.append(
-            f"  cost: {format_money(s.monthly_cost, currency)} per month;"
-            f" {format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"
-        )
+        if s.loads:
+            lines.append(
+                f"  TTFT {speed.ttft_s * 1000:,.0f} ms at {s.setup.concurrency} in flight{_band(s.bands, 'ttft')}"
+                f" (alone {speed.ttft_single_s * 1000:,.0f} ms)"
+            )
+            lines.append(f"  TPOT {speed.tpot_s * 1000:,.1f} ms ({speed.decode_bound}-bound){_band(s.bands, 'tpot')}")
+            lines.append(f"  {speed.tokens_per_s:,.0f} output tokens/s{_band(s.bands, 'tokens_per_s')}")
+            per_token = f"{format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"
+        else:
+            lines.append(f"  TTFT, TPOT and output tokens/s: {NOT_LOADED}: {s.not_loaded_reason}")
+            per_token = f"per 1M output tokens {NOT_LOADED}"
+        lines.append(f"  cost: {format_money(s.monthly_cost, currency)} per month; {per_token}")
         lines += [f"  assumption: {key}: {value}" for key, value in s.assumptions]
         lines.append("")
     return "\n".join(visible(line) for line in lines)  # names and labels come from the spec

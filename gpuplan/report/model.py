@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan import __version__
-from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate
+from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
 from gpuplan.catalog import catalog_version
 from gpuplan.config import Settings, default_settings
 from gpuplan.decision import Amount, Decision, Verdict, decide, layout_text
@@ -225,13 +225,20 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
             f"at most {s.max_context:,} tokens at {plural(setup.concurrency, 'sequence')}; "
             f"KV cache {s.memory.kv_cache_tokens:,} tokens",
         ],
-        [
-            "Latency",
-            f"TTFT {s.speed.ttft_s * 1000:,.0f} ms; TPOT {s.speed.tpot_s * 1000:,.1f} ms ({s.speed.decode_bound}-bound)",
-        ],
-        ["Throughput", f"{s.speed.tokens_per_s:,.0f} output tokens/s"],
+        *(
+            [
+                [
+                    "Latency",
+                    f"TTFT {s.speed.ttft_s * 1000:,.0f} ms; TPOT {s.speed.tpot_s * 1000:,.1f} ms"
+                    f" ({s.speed.decode_bound}-bound)",
+                ],
+                ["Throughput", f"{s.speed.tokens_per_s:,.0f} output tokens/s"],
+            ]
+            if s.loads
+            else [["Latency", f"{NOT_LOADED}: {s.not_loaded_reason}"], ["Throughput", NOT_LOADED]]
+        ),
         ["Cost per month", _money(s.monthly_cost, currency)],
-        ["Cost per 1M output tokens", _money(s.cost_per_million_tokens, currency)],
+        ["Cost per 1M output tokens", _money(s.cost_per_million_tokens, currency) if s.loads else NOT_LOADED],
     ]
     budget_share = f"{setup.memory_utilization:.0%} of usable memory"
     return {
@@ -268,7 +275,7 @@ def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any
         row = [scenario.name, f"{format_gib(scenario.per_gpu)} of {format_gib(scenario.capacity)}", fits]
         if serving:
             row += [
-                f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1)}",
+                f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1)}" if scenario.loads else NOT_LOADED,
                 "none declared" if scenario.slo_met is None else ("met" if scenario.slo_met else "missed"),
             ]
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.analysis import NOT_LOADED
 from gpuplan.plan.describe import cost_text
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlan
@@ -87,6 +88,8 @@ def _latency(option: Option) -> str:
             if speed is None or not option.tokens_known
             else f"{speed.hours:,.1f} h"
         )
+    if not estimate.loads:
+        return f"{NOT_LOADED}: {estimate.not_loaded_reason}"
     job, speed = estimate.job, estimate.speed
     ttft = f"TTFT {speed.ttft_s * 1000:,.0f} ms" + (f" (SLO {job.ttft_ms:,g})" if job.ttft_ms is not None else "")
     tpot = f"TPOT {speed.tpot_s * 1000:,.1f} ms" + (f" (SLO {job.tpot_ms:,g})" if job.tpot_ms is not None else "")
@@ -113,7 +116,9 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
         rows[f"Cost over {plural(term, 'month')}"] = (
             format_money(None, currency) if monthly is None else format_money(round(monthly) * term, currency)
         )
-        rows["Cost per 1M output tokens"] = format_money(estimate.cost_per_million_tokens, currency)
+        rows["Cost per 1M output tokens"] = (
+            format_money(estimate.cost_per_million_tokens, currency) if estimate.loads else NOT_LOADED
+        )
     else:
         rows["Cost of the run"] = format_money(option.cost, currency)
         rows["Cost per 1M training tokens"] = format_money(option.rate, currency)
@@ -157,7 +162,8 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
             break
         speed: Any = option.estimate.speed
         if option.kind == "serve":
-            speed_text = f"{speed.ttft_s * 1000:,.0f} / {speed.tpot_s * 1000:,.1f}"
+            loads = option.estimate.loads
+            speed_text = f"{speed.ttft_s * 1000:,.0f} / {speed.tpot_s * 1000:,.1f}" if loads else NOT_LOADED
         else:
             speed_text = f"{speed.hours:,.1f}" if option.tokens_known and speed is not None else "n/a"
         price = option.price_per_hour
@@ -166,7 +172,10 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
             [
                 mark,
                 option.layout.describe(),
-                f"{option.headroom:.0%}",
+                # A layout over its memory has no free share: how far over it is, in GiB.
+                f"{option.headroom:.0%}"
+                if option.headroom >= 0
+                else f"over by {format_gib(option.per_gpu_bytes - option.capacity_bytes)}",
                 speed_text,
                 "n/a" if price is None else f"{price:.2f}",
                 cost_text(option, currency),
