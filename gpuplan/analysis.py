@@ -600,7 +600,7 @@ def _serve_assumptions(
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
         (
             "activation reserve",
-            f"the larger of a {setup.max_batched_tokens:,}-token dummy forward and the sampler warm-up over "
+            f"the larger of a dummy forward of {setup.max_batched_tokens:,} tokens and the sampler warm-up over "
             f"{setup.max_num_seqs:,} requests (14 B per request x vocabulary entry); CUDA graphs captured "
             "outside the budget",
         ),

@@ -196,7 +196,7 @@ def explain(code: str) -> None:
     click.echo(rule.doc)
 
 
-@cli.command()
+@cli.command(short_help="List every rule: code, name, family, severity, summary.")
 @_format_option("text", "json")
 def rules(output_format: str) -> None:
     """List every rule: code, name, family, default severity and summary."""
@@ -245,7 +245,7 @@ def _stop_unresolved(result: Any, spec_path: str, done: str) -> NoReturn:
 EVIDENCE_KINDS = ("auto", *KINDS)
 
 
-@cli.command()
+@cli.command(short_help="Hold a spec's estimate against a real run's logs.")
 @click.argument("spec_path", metavar="SPEC")
 @click.option(
     "--run",
@@ -300,7 +300,7 @@ def verify(
     sys.exit(summary.exit_code)
 
 
-@cli.command()
+@cli.command(short_help="Per-GPU memory, speed and cost of a spec's jobs.")
 @click.argument("spec_path", metavar="SPEC")
 @_format_option("text", "json")
 @_run_options
@@ -342,7 +342,7 @@ def estimate(
     sys.exit(summary.exit_code)
 
 
-@cli.command("plan")
+@cli.command("plan", short_help="Recommend the cheapest sound layout, and the options.")
 @click.argument("spec_path", metavar="SPEC")
 @_format_option("text", "json", "markdown")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of options and rejected.")
@@ -486,7 +486,7 @@ def catalog_models(output_format: str) -> None:
         )
 
 
-@cli.command()
+@cli.command(short_help="Render a decision report (Markdown, HTML or PDF).")
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--md", "as_md", is_flag=True, help="Markdown (the default when no format is given).")
 @click.option("--html", "as_html", is_flag=True, help="HTML with an embedded SVG memory chart.")
@@ -597,7 +597,7 @@ def report(
     sys.exit(summary.exit_code)
 
 
-@cli.command()
+@cli.command(short_help="What a change to specs does to memory, speed and cost.")
 @click.argument("paths", nargs=-1)
 @click.option(
     "--git",
@@ -712,7 +712,7 @@ def diff(
     sys.exit(exit_code)
 
 
-@cli.command()
+@cli.command(short_help="Write a commented starter spec, then lint it.")
 @click.argument("path", default="workload.yaml", required=False)
 @click.option("--model", default=None, help="Model id from `gpuplan catalog models`.")
 @click.option("--serve", "serve", is_flag=True, default=None, help="A serving deployment.")

@@ -75,7 +75,10 @@ class ConfigError(GpuplanError):
 
     def __init__(self, path: Path, problems: list[str]) -> None:
         self.path, self.problems = path, problems
-        super().__init__("invalid configuration:\n" + "\n".join(problems))
+        # One problem is one line (the CLI's usage errors are one line on stderr); several are a header
+        # and one line each, so that every problem keeps its own file:line:col.
+        header = "invalid configuration"
+        super().__init__(f"{header}: {problems[0]}" if len(problems) == 1 else f"{header}:\n" + "\n".join(problems))
 
 
 _GPUPLAN_TABLE = re.compile(rb"^\[tool\.gpuplan(\.|\])", re.M)

@@ -252,3 +252,14 @@ def test_a_symlinked_spec_is_governed_by_its_targets_configuration(tmp_path: Pat
         for finding in json.loads(out)["findings"]:
             codes[finding["file"]].add(finding["code"])
         assert "GP301" in codes[own] and "GP301" not in codes[linked], (order, codes)
+
+
+def test_the_command_list_is_not_cut_off():
+    # click cuts a command's first docstring line to fit an 80-column terminal ("Show what a change to
+    # specs does to memory, speed, cost,..."); every command carries a summary that fits whole.
+    code, out, _ = run_cli("--help")
+    commands = out[out.index("Commands:") :].splitlines()[1:]
+    assert code == 0 and len(commands) >= 11
+    for line in commands:
+        assert not line.rstrip().endswith("..."), line
+        assert len(line) <= 80, line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import re
 import shutil
@@ -61,8 +62,8 @@ def test_an_ignored_budget_rule_is_visible_and_the_verdict_follows_the_exit_code
     # 78.3 GPU-hours (8 x h100-sxm x 9.79 h) x 4.12 = 323 USD against 200; 1 x 3.10 x 730 = 2,263 USD a month
     # against 500.
     assert "**Over budget with the budget check off.**" in out
-    assert "fine-tuning costs 323 USD against a budget of 200 USD (GP501 off)" in out
-    assert "serving costs 2,263 USD a month against a budget of 500 USD (GP502 off)" in out
+    assert "; fine-tuning costs 323 USD against a budget of 200 USD (GP501 off)" in out
+    assert "** Serving costs 2,263 USD a month against a budget of 500 USD (GP502 off)" in out
 
 
 def test_fail_on_warning_turns_a_warning_into_a_change_and_exit_1():
@@ -226,3 +227,40 @@ def test_a_rejected_plan_requests_no_amount_and_names_the_way_forward():
         "5,103 USD/month |" in out
     )
     assert "| Recommended layout | serving: 1 x b200-hgx |" in out
+
+
+def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():
+    # Dates worked by hand with a 90-day limit and a report dated 2026-12-03:
+    # - a quote of 2026-10-01 turns 90 days old on 2026-12-30 (30 days of October after the 1st, 30 of
+    #   November, 30 of December: 2026-10-01 + 90 days), earlier than the default 2027-03-03
+    #   (2026-12-03 + 90 days: 28 days of December, 31 of January, 28 of February, 3 of March);
+    # - a waiver expiring 2026-12-15 comes first of all;
+    # - a quote of 2026-05-07 is already 210 days old (24 days of May, then 30, 31, 31, 30, 31, 30 and 3).
+    from gpuplan.report.record import Expiry, approval_expiry
+
+    day = datetime.date(2026, 12, 3)
+    assert approval_expiry(day, {}, {}, 90) == Expiry(
+        datetime.date(2027, 3, 3),
+        "90 days after this report, when its prices are due for a refresh",
+    )
+    fresh = {"h100-sxm": datetime.date(2026, 10, 1)}
+    assert approval_expiry(day, fresh, {}, 90) == Expiry(
+        datetime.date(2026, 12, 30),
+        "the h100-sxm price quoted 2026-10-01 turns 90 days old",
+    )
+    assert approval_expiry(day, fresh, {"GP302": "2026-12-15"}, 90) == Expiry(
+        datetime.date(2026, 12, 15),
+        "the waiver of GP302 expires",
+    )
+    # Already past: the approval holds on the report's day only, and the basis says what has lapsed,
+    # in the past tense, with the remedy (never "turns 90 days old on" a date months ago).
+    stale = {"h100-sxm": datetime.date(2026, 5, 7), "l40s": datetime.date(2026, 10, 1)}
+    assert approval_expiry(day, stale, {}, 90) == Expiry(
+        day,
+        "the day of this report only: the h100-sxm price quoted 2026-05-07 is already 210 days old, past the "
+        "90-day limit; refresh the quote to extend the approval",
+    )
+    assert approval_expiry(day, {}, {"GP302": "2026-11-30"}, 90) == Expiry(
+        day,
+        "the day of this report only: the waiver of GP302 expired on 2026-11-30; renew it to extend the approval",
+    )

@@ -125,6 +125,7 @@ def test_kv_capacity_message():
     assert finding.message == (
         f"64 x 131,072 tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU; "
         f"{format_gib(s.memory.kv_available)} is left after weights and runtime on h100-sxm — at most "
-        f"{s.max_concurrency} sequence(s) at 131,072 tokens, or {s.max_context:,} tokens at 64"
+        f"{s.max_concurrency} sequences at 131,072 tokens, or {s.max_context:,} tokens at 64"
     )
+    assert s.max_concurrency == 3  # the plural the message words: 3 sequences
     assert lint(("GP203",)).findings == ()  # 8 x 8,192 fits

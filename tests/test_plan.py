@@ -8,6 +8,7 @@ it (vLLM gpu_memory_utilization) and a sound layout leaves thresholds.headroom_p
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import re
 
@@ -356,3 +357,35 @@ def test_gp310_quotes_the_link_the_gradient_sync_crosses():
     slow = {**hardware, "network_gbps": 40}
     text = spec_text("llama-3.1-70b", finetune={"method": "full", "sharding": "zero3", "hardware": slow})
     assert " over 40 GB/s against " in codes(text)["GP310"].message
+
+
+@pytest.mark.parametrize("name", ["serve-llama-70b.yaml", "finetune-then-serve.yaml"])
+def test_the_options_header_states_the_order_the_rows_have(name):
+    # The header claims an order of the priced options only: cheapest first, each faster than every one
+    # above it, where faster is a request end to end (TTFT + output tokens x TPOT: 1 x l40s at 351 ms
+    # TTFT comes before 1 x a100-sxm-40gb at 358 ms, whose TPOT of 10.8 ms against 15.9 ms wins over
+    # 256 output tokens) or a shorter run. Unpriced options cannot be placed on the cost axis, follow
+    # them, and may be slower (2 x gb200 at 508 ms after 8 x b200-hgx at 218 ms). Checked on the rows.
+    spec = yaml.safe_load((EXAMPLES / name).read_text())
+    code, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / name))
+    assert code in (0, 1)
+    _, text, _ = run_cli("plan", str(EXAMPLES / name))
+    headers = [line for line in text.splitlines() if line.startswith("  options (")]
+    for job, header in zip(json.loads(out)["jobs"], headers, strict=True):
+        rows = job["options"]
+        priced = [o for o in rows if o.get("monthly_cost") is not None or o.get("run_cost") is not None]
+        assert rows[: len(priced)] == priced, "the unpriced options come after every priced one"
+        if job["job"] == "serve":
+            output = spec["serve"]["output_tokens"]
+            latency = [o["ttft_ms"] + output * o["tpot_ms"] for o in priced]
+            assert "each faster end to end than all above" in header
+        else:
+            latency = [o["training_hours"] for o in priced]
+            assert "each a shorter run than all above" in header
+        assert all(later < earlier for earlier, later in itertools.pairwise(latency)), latency
+        if len(priced) < len(rows):
+            assert header.endswith("; then unpriced ones, fewest GPUs first):"), header
+            unpriced = [o["gpus"] for o in rows[len(priced) :]]
+            assert unpriced == sorted(unpriced)
+        else:
+            assert header.endswith("than all above):"), header

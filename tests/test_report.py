@@ -300,3 +300,31 @@ def test_rent_reserve_or_buy_over_the_term(write_spec):
     assert "| 113,592 USD | 153,600 USD |" in out
     # The amount requested is still the declared, rented layout: 4 x 4.12 x 730 = 12,030 x 24 = 288,720.
     assert "**Amount requested:** 288,720 USD over 24 months" in out
+
+
+def test_pdf_tables_never_break_a_word_inside(tmp_path: Path):
+    # The planner's and the sensitivity tables of a REJECT report (its figures are the longest:
+    # "104,160 ms / 49.3 ms", "153.5 GiB of 71.2 GiB", "recommended", "none declared") are laid out
+    # with fixed column widths; each cell's words must come out of the PDF whole. With the old widths
+    # the SLO column printed "none declare" / "d" on every row, "recommended" lost its "d", and the
+    # memory and latency figures wrapped before their last unit.
+    out = tmp_path / "reject.pdf"
+    code, _, _ = run_cli("report", "--pdf", "-o", str(out), str(EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml"))
+    assert code == 1
+    text = pdf_text(out.read_bytes())
+    tables = text[text.index("Serving: every layout the planner weighed") : text.index("The estimate")]
+    words = tables.split()
+    assert "recommended" in words and "declared" in words
+    assert not {"recommende", "declare", "d"} & set(words)
+    for figure in ("143.5 GiB of 71.2 GiB", "153.5 GiB of 71.2 GiB", "104,160 ms / 49.3 ms", "104,160 / 49.3"):
+        assert figure in tables, figure
+
+
+def test_risks_read_as_sentences():
+    # A risk is a bold title and a sentence after it: "**No N+1 redundancy.** One replica on 4 GPUs: ...",
+    # never a lowercase start after the title's full stop (identifiers excepted: GPU ids, rule names).
+    _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
+    risks = re.findall(r"^- \*\*(.+?)\.\*\* (\S+)", out, re.M)
+    assert ("No N+1 redundancy", "One") in risks
+    for title, first in risks:
+        assert first[0].isupper() or first[0].isdigit() or "-" in first or first.endswith(":"), (title, first)

@@ -51,7 +51,7 @@ def test_kv_capacity_gives_max_concurrency_and_context():
     # = 16,094,076,928; reserve max(2,048 x 118,784 forward, 256 x 128,256 x 14 + 2,048 x 4,096 x 2
     # sampler) = 476,446,720; runtime 0.25 GiB. Left 26,154,737,271 B / (16 x 131,072 B per token) =
     # 12,471.8 tokens, i.e. 779 whole 16-token blocks = 12,464 tokens per sequence.
-    assert "at most 1 sequence(s) at 131,072 tokens, or 12,464 tokens at 16" in finding.message
+    assert "at most 1 sequence at 131,072 tokens, or 12,464 tokens at 16" in finding.message
 
 
 def test_explain_prints_three_codes():
@@ -113,6 +113,12 @@ def test_config_rule_names_are_checked_against_the_code_table(tmp_path: Path):
     code, _, err = run_cli("lint", "--config", str(config), str(path))  # named explicitly: a usage error
     assert code == 2 and err.startswith("gpuplan: error: invalid configuration:\n")
     assert f"  {config}:2:10: ignore: unknown rule 'GP5O5'; did you mean GP505" in err
+    # One problem (an unreadable file) is one line on stderr, as every other usage error.
+    code, _, err = run_cli("lint", "--config", str(tmp_path / "missing.yaml"), str(path))
+    assert (code, err) == (
+        2,
+        f"gpuplan: error: invalid configuration: {tmp_path / 'missing.yaml'}: cannot read it: no such file\n",
+    )
 
 
 def test_waivers_are_reported_and_can_be_ignored():

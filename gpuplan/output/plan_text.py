@@ -46,6 +46,21 @@ def _cost(option: dict[str, Any], currency: str) -> str:
     return "unpriced"
 
 
+def _order_note(job: dict[str, Any]) -> str:
+    """How the options are ordered: the priced ones are a cost-latency front (``pareto``: latency is a
+    request end to end for serving, the run for fine-tuning); unpriced ones, which cannot be placed on
+    the cost axis, follow it and may be slower than the priced ones above them."""
+    options = job["options"]
+    unpriced = sum(1 for option in options if _cost(option, "") == "unpriced")
+    faster = "faster end to end" if job["job"] == "serve" else "a shorter run"  # the request, TTFT + O x TPOT
+    front = f"cheapest first, each {faster} than all above"
+    if not unpriced:
+        return front
+    if unpriced == len(options):
+        return "all unpriced, fewest GPUs first"
+    return f"priced ones {front}; then unpriced ones, fewest GPUs first"
+
+
 def _speed(option: dict[str, Any]) -> list[str]:
     if "ttft_ms" in option:
         return [f"{option['ttft_ms']:,.0f}", f"{option['tpot_ms']:,.1f}", f"{option['tokens_per_s']:,.0f}"]
@@ -154,7 +169,7 @@ def render_text(document: dict[str, Any]) -> str:
             lines.append("  paste:")
             lines += ["    " + line for line in recommended["yaml"].splitlines()]
         if job["options"]:
-            lines += ["", f"  options ({job['options_total']}; cheapest first, each faster than every one above it):"]
+            lines += ["", f"  options ({job['options_total']}; {_order_note(job)}):"]
             rows = [_row(o, currency, _marks(job, o)) for o in job["options"]]
             lines += _text_table(_headers(kind), rows)
         if job["rejected"]:
@@ -194,7 +209,7 @@ def render_markdown(document: dict[str, Any]) -> str:
             lines += ["", "```yaml", recommended["yaml"].rstrip("\n"), "```"]
         if job["options"]:
             lines += ["", f"### Options ({job['options_total']})", ""]
-            lines.append("Sound options, cheapest first; each is faster than every option above it.")
+            lines.append(f"Sound options: {_order_note(job)}.")
             lines.append("")
             lines += _md_table(_headers(kind), [_row(o, currency, _marks(job, o)) for o in job["options"]])
         if job["rejected"]:

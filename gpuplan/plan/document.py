@@ -2,7 +2,8 @@
 
 One object per spec: ``format_version``, ``tool``, the spec's ``name``/``model``/``currency``, the
 ``constraints`` the planner ran under, and per job (``jobs[]``): ``declared``, ``recommended``,
-``saving``, ``options[]`` (sound, cheapest first, each faster than every option before it),
+``saving``, ``options[]`` (sound: the priced ones cheapest first, each faster than every one before it,
+then the unpriced ones, fewest GPUs first),
 ``rejected[]`` (per GPU kind, the fewest-GPU layout tried that breaks a constraint), ``alternatives[]``
 (cheaper options that change the model's numerics) and the totals before ``--top`` cut the lists.
 """

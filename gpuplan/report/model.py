@@ -287,7 +287,7 @@ def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any
         rows.append(row)
     title = "Serving" if serving else "Fine-tuning"
     numeric = (1, 3, 5) if serving else (1, 3, 4)
-    widths = (21, 19, 9, 18, 8, 14, 11) if serving else (27, 21, 10, 14, 16, 12)
+    widths = (18, 22, 6, 21, 11, 12, 10) if serving else (27, 21, 10, 14, 16, 12)
     return table(
         f"{title}: the declared layout under changed assumptions", columns, rows, numeric=numeric, widths=widths
     )
@@ -314,7 +314,7 @@ def _options_tables(plan: JobPlan, spec: Spec, title: str) -> list[dict[str, Any
         ],
         planner_rows(plan, currency),
         numeric=(2, 3, 4, 5),
-        widths=(15, 27, 7, 10, 10, 13, 18),
+        widths=(15, 25, 7, 14, 8, 13, 18),
     )
     return [compared, weighed]
 

@@ -132,17 +132,37 @@ def approval_expiry(
     generated: datetime.date, price_dates: dict[str, datetime.date], waiver_expiries: dict[str, str], max_age_days: int
 ) -> Expiry:
     """The day the approval lapses: the earliest of a price going stale (older than ``max_age_days``, as
-    GP504 judges), a waiver the verdict relies on expiring, or ``max_age_days`` after the report."""
+    GP504 judges), a waiver the verdict relies on expiring, or ``max_age_days`` after the report. When
+    that day is already past, the approval holds on the report's own day only, and the basis says what
+    has already lapsed (in the past tense: a signer must not read a date months ago as still to come)."""
     age = datetime.timedelta(days=max_age_days)
-    candidates = [(generated + age, f"{max_age_days} days after this report, when its prices are due for a refresh")]
+    # (the day, why it is the day while it is to come, what has lapsed and its remedy once it is past)
+    candidates = [
+        (generated + age, f"{max_age_days} days after this report, when its prices are due for a refresh", "")
+    ]
     for gpu_id, quoted in sorted(price_dates.items()):
-        candidates.append((quoted + age, f"the {gpu_id} price quoted {quoted} turns {max_age_days} days old"))
+        old = (generated - quoted).days
+        candidates.append(
+            (
+                quoted + age,
+                f"the {gpu_id} price quoted {quoted} turns {max_age_days} days old",
+                f"the {gpu_id} price quoted {quoted} is already {old} days old, past the {max_age_days}-day limit; "
+                "refresh the quote to extend the approval",
+            )
+        )
     for code, expires in sorted(waiver_expiries.items()):
         try:
-            candidates.append((datetime.date.fromisoformat(expires), f"the waiver of {code} expires"))
+            day = datetime.date.fromisoformat(expires)
         except ValueError:
             continue
-    date, basis = min(candidates)
+        candidates.append(
+            (
+                day,
+                f"the waiver of {code} expires",
+                f"the waiver of {code} expired on {day}; renew it to extend the approval",
+            )
+        )
+    date, basis, lapsed = min(candidates)
     if date < generated:
-        return Expiry(generated, f"the day of this report only: {basis} on {date}; refresh it to extend the approval")
+        return Expiry(generated, f"the day of this report only: {lapsed}")
     return Expiry(date, basis)

@@ -44,13 +44,13 @@ def compute_risks(
         risks.append(
             Risk(
                 "No N+1 redundancy",
-                f"one replica on {plural(serve.gpus, 'GPU')}: a GPU or node failure stops the service until it is "
+                f"One replica on {plural(serve.gpus, 'GPU')}: a GPU or node failure stops the service until it is "
                 "replaced; a second replica doubles the serving cost",
             )
         )
     for estimate, capacity, word in (
-        (finetune, finetune.gpu.usable_bytes if finetune else 0, "fine-tuning"),
-        (serve, serve.memory.budget if serve else 0, "serving"),
+        (finetune, finetune.gpu.usable_bytes if finetune else 0, "Fine-tuning"),
+        (serve, serve.memory.budget if serve else 0, "Serving"),
     ):
         if estimate is None or not estimate.fits:
             continue
@@ -92,7 +92,7 @@ def compute_risks(
             risks.append(
                 Risk(
                     "Long run without checkpoints",
-                    f"the fine-tuning run takes about {hours:,.0f} hours with no checkpoints declared: a failure late "
+                    f"The fine-tuning run takes about {hours:,.0f} hours with no checkpoints declared: a failure late "
                     f"in the run repeats it (up to {format_money(finetune.cost, currency)})",
                 )
             )
@@ -146,7 +146,8 @@ def _configuration_risks(
                 f"{format_money(limit, currency)} ({code} off)"
             )
     if over:
-        risks.append(Risk("Over budget with the budget check off", "; ".join(over)))
+        text = "; ".join(over)
+        risks.append(Risk("Over budget with the budget check off", text[:1].upper() + text[1:]))
     for code, default, level in record.severities:
         if Severity(level).rank < Severity(default).rank:
             risks.append(Risk(f"Rule lowered: {code}", f"{CODES[code].name} reports at {level} instead of {default}"))

@@ -143,7 +143,7 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP403",
             ("serve", "slo", "ttft_ms"),
-            f"estimated TTFT {ttft:,.0f} ms for a {job.full_prompt:,}-token prompt at {job.concurrency} in flight "
+            f"estimated TTFT {ttft:,.0f} ms for a prompt of {job.full_prompt:,} tokens at {job.concurrency} in flight "
             f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}; {s.speed.ttft_single_s * 1000:,.0f} ms alone) "
             f"exceeds the SLO of {slo:,.0f} ms",
             "more TP, a faster GPU, or shorter prompts",

@@ -11,7 +11,7 @@ from gpuplan.plan.describe import summary
 from gpuplan.plan.evaluate import Option, within_headroom
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
-from gpuplan.units import format_gib
+from gpuplan.units import format_gib, plural
 
 # Where a lint hint without the catalog-wide search sends the reader for the other GPUs.
 PLAN_POINTER = "gpuplan plan compares every allowed GPU"
@@ -196,7 +196,8 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
         ("serve", "concurrency"),
         f"{job.concurrency} x {job.context:,} tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU; "
         f"{format_gib(max(0, s.memory.kv_available))} is left after weights and runtime on {s.gpu.id} — at most "
-        f"{s.max_concurrency} sequence(s) at {job.context:,} tokens, or {s.max_context:,} tokens at {job.concurrency}",
+        f"{plural(s.max_concurrency, 'sequence')} at {job.context:,} tokens, or {s.max_context:,} tokens at "
+        f"{job.concurrency}",
         layout_hint(ctx, "serve"),
     )
 
