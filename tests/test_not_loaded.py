@@ -67,8 +67,10 @@ def test_report_shows_no_speed_and_no_negative_free_share():
     assert "| Latency | n/a (does not fit): the weights and the engine's reserves" in out
     assert "| Throughput | n/a (does not fit) |" in out
     assert "| Cost per 1M output tokens | n/a (does not fit) |" in out
-    # The planner's table: 143.54 GiB needed - 71.24 GiB engine budget = 72.3 GiB over, not "-101%" free.
-    assert "| declared | 1 x h100-sxm | over by 72.3 GiB | n/a (does not fit) |" in out
+    # The planner's table: no free share ("none", not 1 - 143.54 / 71.24 = -101%) and no speed; the side-by-side
+    # table says by how much it is short: 143.54 GiB needed - 71.24 GiB engine budget = 72.3 GiB.
+    assert "| declared | 1 x h100-sxm | none | n/a | 4.12 |" in out
+    assert "| Headroom per GPU | none: short by 72.3 GiB |" in out
     assert not re.search(r"\| -\d+% \|", out)
     assert "104,160" not in out and "65.26" not in out  # the old TTFT and cost per 1M tokens of the dead engine
     assert "| as declared | 143.5 GiB of 71.2 GiB | no | n/a (does not fit) |" in out

@@ -163,7 +163,8 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
         speed: Any = option.estimate.speed
         if option.kind == "serve":
             loads = option.estimate.loads
-            speed_text = f"{speed.ttft_s * 1000:,.0f} / {speed.tpot_s * 1000:,.1f}" if loads else NOT_LOADED
+            # A layout that cannot start has no speed (the row's verdict says it breaks memory).
+            speed_text = f"{speed.ttft_s * 1000:,.0f} / {speed.tpot_s * 1000:,.1f}" if loads else "n/a"
         else:
             speed_text = f"{speed.hours:,.1f}" if option.tokens_known and speed is not None else "n/a"
         price = option.price_per_hour
@@ -172,10 +173,9 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
             [
                 mark,
                 option.layout.describe(),
-                # A layout over its memory has no free share: how far over it is, in GiB.
-                f"{option.headroom:.0%}"
-                if option.headroom >= 0
-                else f"over by {format_gib(option.per_gpu_bytes - option.capacity_bytes)}",
+                # A layout over its memory has no free share ("none", not a negative one; the side-by-side
+                # table says by how much it is short, and this row's verdict that it breaks memory).
+                f"{option.headroom:.0%}" if option.headroom >= 0 else "none",
                 speed_text,
                 "n/a" if price is None else f"{price:.2f}",
                 cost_text(option, currency),
