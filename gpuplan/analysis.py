@@ -63,6 +63,8 @@ OPTIMIZER_NOTES = {
     "sgd": "SGD: one momentum buffer (none with momentum 0)",
     "adafactor": "Adafactor: factored fp32 second moment (rows + columns), no first moment",
 }
+# What a speed or per-token cost figure reads where the serving layout cannot start (ServeEstimate.loads).
+NOT_LOADED = "n/a (does not fit)"
 GPUS_PER_NODE = 8  # host memory is reported per node of 8 GPUs (HGX/DGX and most PCIe servers)
 
 
@@ -118,8 +120,9 @@ class ServeEstimate:
     @functools.cached_property
     def assumptions(self) -> tuple[tuple[str, str], ...]:
         """What the estimate assumes, in words; worded on first use (the planner makes thousands of
-        estimates whose assumptions no output reads)."""
-        return self.notes()
+        estimates whose assumptions no output reads). An engine that cannot start has no steady state."""
+        notes = self.notes()
+        return notes if self.loads else tuple((k, NOT_LOADED if k == "steady state" else v) for k, v in notes)
 
     @property
     def fits(self) -> bool:
@@ -136,12 +139,30 @@ class ServeEstimate:
         return max_context(self.setup, self.memory)
 
     @property
+    def loads(self) -> bool:
+        """Whether the engine starts: vLLM refuses to unless the KV cache left after the weights and its
+        reserves holds one sequence of the full context. Speed and cost per token are figures of a running
+        engine, so the outputs state them only when it loads (the GPUs' monthly price stands either way)."""
+        memory = self.memory
+        return memory.kv_available > 0 and memory.kv_available >= memory.kv_bytes_per_sequence
+
+    @property
+    def not_loaded_reason(self) -> str:
+        """Why the engine cannot start, in words (for a layout that does not load)."""
+        if self.memory.kv_available <= 0:
+            return "the weights and the engine's reserves leave no room for a KV cache, so the engine cannot start"
+        return (
+            f"the KV cache holds {self.memory.kv_cache_tokens:,} tokens, less than one "
+            f"{self.setup.context:,}-token sequence, so the engine cannot start"
+        )
+
+    @property
     def monthly_cost(self) -> float | None:
         return None if self.price_per_hour is None else self.gpus * self.price_per_hour * HOURS_PER_MONTH
 
     @property
     def cost_per_million_tokens(self) -> float | None:
-        if self.price_per_hour is None or self.speed.tokens_per_s <= 0:
+        if self.price_per_hour is None or self.speed.tokens_per_s <= 0 or not self.loads:
             return None
         return self.gpus * self.price_per_hour / (self.speed.tokens_per_s * 3600) * 1e6
 
@@ -677,11 +698,13 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "memory_engine": ENGINE,
             **({} if figures_only else {"max_concurrency": s.max_concurrency, "max_context": s.max_context}),
             "engine": s.job.engine,
-            "ttft_ms": milliseconds(s.speed.ttft_s),
-            "ttft_single_ms": milliseconds(s.speed.ttft_single_s),
-            "tpot_ms": milliseconds(s.speed.tpot_s, TPOT_MS_DIGITS),
-            "tokens_per_s": rounded(s.speed.tokens_per_s, RATE_DIGITS),
-            "running_sequences": round(s.speed.running, 1),
+            # A layout that cannot start has no speed: null figures, and ``loads`` says why they are null.
+            "loads": s.loads,
+            "ttft_ms": milliseconds(s.speed.ttft_s) if s.loads else None,
+            "ttft_single_ms": milliseconds(s.speed.ttft_single_s) if s.loads else None,
+            "tpot_ms": milliseconds(s.speed.tpot_s, TPOT_MS_DIGITS) if s.loads else None,
+            "tokens_per_s": rounded(s.speed.tokens_per_s, RATE_DIGITS) if s.loads else None,
+            "running_sequences": round(s.speed.running, 1) if s.loads else None,
             "speed_bands": _bands_dict(s.bands),
             "monthly_cost": None if s.monthly_cost is None else rounded(s.monthly_cost, CENT_DIGITS),
             "cost_per_million_tokens": None

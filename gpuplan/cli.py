@@ -794,7 +794,7 @@ def init(
         concurrency=concurrency or starter.STARTER_CONCURRENCY,
         name=name,
     )
-    text = starter.starter_spec(choices)
+    text, note = starter.fitted_starter(choices)
     if path == "-":
         click.echo(text, nl=False)
         return
@@ -807,6 +807,8 @@ def init(
     write_atomic(check_destination(target, force=force, mkdir=mkdir), text.encode())
     summary = lint_paths([path])
     click.echo(f"gpuplan: wrote {visible(path)}", err=True)
+    if note:  # the settings init chose to hold the job, or that none do (also a comment in the file)
+        click.echo(f"gpuplan: {note}", err=True)
     from gpuplan.output import formatter
 
     click.echo(formatter("text")(summary), nl=False, err=True)

@@ -6,10 +6,12 @@ out is shown commented with the schema's default, so the starter never restates 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gpuplan.catalog import UnknownNameError, get_gpu, get_model
@@ -68,6 +70,79 @@ class Starter:
         jobs = [f"{self.finetune}-finetune"] if self.finetune else []
         jobs += ["serve"] if self.serve else []
         return re.sub(r"[^a-z0-9]+", "-", f"{self.model}-{'-'.join(jobs)}".lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What the planner made of a starter's fine-tuning job on the GPUs asked for, when its defaults do not
+    hold it soundly (in memory, with the configured headroom margin)."""
+
+    problem: str  # why the defaults do not do, in the planner's words
+    values: dict[str, Any] = field(default_factory=dict)  # finetune field -> the value that holds the job
+    fewest: str = ""  # no settings hold it on the GPUs asked for: the fewest GPUs that do ("" if none)
+    headroom_pct: float = 0.0
+
+    def note(self, starter: Starter) -> str:
+        """The starter's comment (and, shortened, its message): what was set and why, or that nothing fits."""
+        gpus = f"{starter.count} x {starter.gpu}"
+        if self.values:
+            chosen = ", ".join(f"{name} to {_scalar(value)}" for name, value in self.values.items())
+            return (
+                f"set {chosen}: with the starter's defaults the job {self.problem}. These are the "
+                f"fewest settings changes that hold it on {gpus} with a {self.headroom_pct:g}% headroom margin "
+                f"(the planner's search, as `gpuplan plan` runs it)."
+            )
+        fewest = (
+            f"the fewest GPUs that do: {self.fewest} (`gpuplan plan` shows the settings)"
+            if self.fewest
+            else "nor does any layout of this GPU within the planner's limits (`gpuplan plan` searches other GPUs)"
+        )
+        return f"no settings hold this job on {gpus}: with the starter's defaults it {self.problem}; {fewest}."
+
+
+def fitted_starter(starter: Starter) -> tuple[str, str]:
+    """The starter spec with its fine-tuning settings chosen to hold the job on the GPUs asked for, where
+    some do, and a note of what was set or that nothing fits ("" when the defaults do)."""
+    text = starter_spec(starter)
+    if not starter.finetune:
+        return text, ""
+    tuning = _tuning(text)
+    if tuning is None:
+        return text, ""
+    return starter_spec(starter, tuning), tuning.note(starter)
+
+
+def _tuning(text: str) -> Tuning | None:
+    """The planner's answer for the starter's fine-tuning job (None when its defaults are sound): the
+    fewest settings changes at the requested GPU kind and count (JobPlanner.settings_for_declared_shape),
+    else the fewest GPUs of that kind that hold it (JobPlanner.fewest_gpus_on)."""
+    from gpuplan.config import default_settings
+    from gpuplan.loader import load_bytes
+    from gpuplan.rules.context import planner_for
+    from gpuplan.spec import resolve
+
+    spec, _ = resolve(load_bytes("starter.yaml", text.encode()), Path("."))
+    assert spec is not None, "a starter spec resolves"
+    settings = default_settings()
+    planner = planner_for(spec, settings).finetune
+    assert planner is not None
+    declared = planner.declared()
+    if declared.sound:
+        return None
+    # The planner's reasons read "needs 149.3 GiB per GPU; h100-pcie has 79.2 GiB usable".
+    problem = "; ".join(declared.reasons)
+    option = planner.settings_for_declared_shape()
+    if option is not None:
+        before, after = declared.layout.settings, option.layout.settings
+        assert before is not None and after is not None
+        values = {
+            name: getattr(after, name)
+            for name in (f.name for f in dataclasses.fields(after))
+            if getattr(after, name) != getattr(before, name)
+        }
+        return Tuning(problem, values, headroom_pct=settings.headroom_pct)
+    fewest = planner.fewest_gpus_on(declared.layout.gpu)
+    return Tuning(problem, fewest=fewest.layout.describe() if fewest is not None else "")
 
 
 def starter_seq_len() -> int:
@@ -152,8 +227,9 @@ class _Writer:
         self.lines.append("")
 
 
-def starter_spec(starter: Starter) -> str:
-    """The YAML text of a commented starter spec (valid against the schema)."""
+def starter_spec(starter: Starter, tuning: Tuning | None = None) -> str:
+    """The YAML text of a commented starter spec (valid against the schema); ``tuning``: the fine-tuning
+    settings the planner chose (``fitted_starter``), written with a note of why."""
     starter.check()
     writer = _Writer(_Schema())
     jobs = " then ".join(
@@ -179,7 +255,7 @@ def starter_spec(starter: Starter) -> str:
     writer.field(("model", "dtype"), default=True)
     if starter.finetune:
         writer.blank()
-        _finetune(writer, starter)
+        _finetune(writer, starter, tuning)
     if starter.serve:
         writer.blank()
         _serve(writer, starter)
@@ -200,27 +276,41 @@ def _hardware(writer: _Writer, job: str, starter: Starter, tensor_parallel: int)
     writer.field((job, "hardware", "tensor_parallel"), tensor_parallel)
 
 
-def _finetune(writer: _Writer, starter: Starter) -> None:
+def _finetune(writer: _Writer, starter: Starter, tuning: Tuning | None) -> None:
     assert starter.finetune is not None
+    chosen = tuning.values if tuning is not None else {}
+
+    def setting(name: str, value: Any = None, *, default: bool = True) -> None:
+        """A setting the planner may have chosen: its value then, else as the starter writes it."""
+        if name in chosen:
+            writer.field(("finetune", name), chosen[name])
+        elif default:
+            writer.field(("finetune", name), default=True)
+        else:
+            writer.field(("finetune", name), value)
+
     writer.field(("finetune",), section=True)
+    if tuning is not None:
+        writer.note(f"gpuplan init: {tuning.note(starter)}", 1)
     writer.field(("finetune", "method"), starter.finetune)
     writer.field(("finetune", "precision"), default=True)
     writer.field(("finetune", "optimizer"), default=True)
     if starter.finetune != "full":
         rank = writer.schema.default("finetune", "lora", "rank")
         writer.placeholder(("finetune", "lora"), f"{{rank: {rank}}}", "the default rank")
-    writer.field(("finetune", "micro_batch"), default=True)
+    setting("micro_batch")
+    if "gradient_accumulation" in chosen:  # the planner keeps the global batch when it moves the micro-batch
+        setting("gradient_accumulation")
     if starter.context in (None, writer.schema.default("finetune", "seq_len")):
         writer.field(("finetune", "seq_len"), default=True)
     else:
         writer.field(("finetune", "seq_len"), starter.context)
-    writer.field(("finetune", "activation_checkpointing"), default=True)
-    if starter.count > 1 and starter.finetune == "full":
-        # Full fine-tuning over several GPUs shards weights, gradients and optimizer states (ZeRO-3);
-        # adapters are small enough for plain data parallelism.
-        writer.field(("finetune", "sharding"), "zero3")
-    else:
-        writer.field(("finetune", "sharding"), default=True)
+    setting("activation_checkpointing")
+    if "fused_loss" in chosen:
+        setting("fused_loss")
+    # Full fine-tuning over several GPUs shards weights, gradients and optimizer states (ZeRO-3);
+    # adapters are small enough for plain data parallelism.
+    setting("sharding", "zero3", default=not (starter.count > 1 and starter.finetune == "full"))
     writer.placeholder(("finetune", "tokens"), "...", "set it to get the training time and the cost of the run")
     _hardware(writer, "finetune", starter, 1)
 

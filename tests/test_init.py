@@ -152,3 +152,46 @@ def test_init_writes_no_file_through_a_link_or_into_a_missing_folder(tmp_path: P
     assert (code, err) == (2, "gpuplan: error: link.yaml exists; choose another path or use --force to replace it\n")
     assert run_cli("init", "--model", "llama-3.1-8b", "--serve", "--force", "link.yaml")[0] == 0
     assert not (tmp_path / "link.yaml").is_symlink() and not target.exists()  # the link replaced, not followed
+
+
+def test_readme_init_command_writes_a_spec_that_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The README's QLoRA starter: without activation checkpointing 70B QLoRA on one H100 PCIe does not fit
+    (each layer's activations stay live through backward; examples/qlora-llama-70b.yaml fits the same GPU
+    with checkpointing on), so init turns it on, says why, and the spec lints without GP201."""
+    monkeypatch.chdir(tmp_path)
+    args = ("init", "--model", "llama-3.1-70b", "--finetune", "qlora", "--gpu", "h100-pcie", "finetune.yaml")
+    code, out, err = run_cli(*args)
+    assert (code, out) == (0, "")
+    assert lint_codes(tmp_path / "finetune.yaml") == ["GP507"]  # no GP201: it fits
+    text = (tmp_path / "finetune.yaml").read_text()
+    assert "\n  activation_checkpointing: full\n" in text
+    assert "  # gpuplan init: set activation_checkpointing to full: with the starter's defaults the job needs" in text
+    assert err.splitlines()[1].startswith("gpuplan: set activation_checkpointing to full: with the starter's defaults")
+    # The README shows this run as it is.
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("<!-- BEGIN INIT EXAMPLE -->\n```console\n")[1].split("```\n<!-- END INIT EXAMPLE -->")[0]
+    assert block == f"$ gpuplan {' '.join(args)}\n{err}"
+
+
+def test_init_says_when_no_settings_fit_and_names_the_fewest_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # Full fine-tuning of 70B (70.55e9 parameters) in bf16-mixed keeps 16 B per parameter of weights, gradients
+    # and Adam states, 1,051 GiB, before any activation: no settings hold that on one 79.2 GiB H100, and
+    # sharded over N ranks it needs at least 1,051 / N GiB each, so at least 14 GPUs.
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("init", "--model", "llama-3.1-70b", "--finetune", "full", "--gpu", "h100-sxm", "f.yaml")
+    assert (code, out) == (0, "")
+    message = err.splitlines()[1]
+    assert message.startswith("gpuplan: no settings hold this job on 1 x h100-sxm: with the starter's defaults it")
+    fewest = int(message.split("the fewest GPUs that do: ")[1].split(" x h100-sxm")[0])
+    assert fewest >= 14
+    text = (tmp_path / "f.yaml").read_text()
+    assert "# gpuplan init: no settings hold this job on 1 x h100-sxm" in text
+    assert "activation_checkpointing: full" not in text  # nothing is changed that does not help
+    assert "GP301" in lint_codes(tmp_path / "f.yaml")
+
+
+def test_init_keeps_the_defaults_where_they_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--finetune", "lora", "--gpu", "h100-sxm", "s.yaml")
+    assert code == 0 and len(err.splitlines()) >= 2 and not err.splitlines()[1].startswith("gpuplan: ")
+    assert "gpuplan init:" not in (tmp_path / "s.yaml").read_text()

@@ -60,15 +60,20 @@ def test_low_headroom_at_the_margin():
 
 
 def test_activations_share_at_the_threshold():
-    # Peak phase of the LoRA job: backward, activations + temporaries over the tensor peak (about 60%).
+    # Peak phase of the LoRA job: backward, activations + temporaries over the per-GPU peak that the estimate
+    # and GP201 state (framework overhead included; about 60%).
     f = lint(("GP205",)).analysis.finetune
     phase = f.memory.phases[f.memory.peak_phase]
-    share = (phase["activations"] + phase["temporaries"]) / f.memory.tensor_peak
+    share = (phase["activations"] + phase["temporaries"]) / f.memory.per_gpu
     assert lint(("GP205",), activations_share=share).findings == ()  # at the threshold: not above it
+    # Between the share of the whole peak and the share of the tensors alone (without the 1 GiB overhead):
+    # silent, so the share is of the peak the reader sees.
+    tensor_share = (phase["activations"] + phase["temporaries"]) / f.memory.tensor_peak
+    assert lint(("GP205",), activations_share=(share + tensor_share) / 2).findings == ()
     (finding,) = lint(("GP205",), activations_share=share * 0.999).findings
     assert finding.pointer == "/finetune/seq_len"
     assert finding.message == (
-        f"activations and loss temporaries are {share:.0%} of the {format_gib(f.memory.tensor_peak)} peak per GPU"
+        f"activations and loss temporaries are {share:.0%} of the {format_gib(f.memory.per_gpu)} peak per GPU"
     )
     assert finding.hint == (
         "try activation_checkpointing: full, fused_loss: true, a shorter seq_len than 2,048 or a smaller micro_batch"

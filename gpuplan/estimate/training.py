@@ -147,8 +147,10 @@ class TrainingMemory:
 
     @functools.cached_property
     def phase_totals(self) -> dict[str, int]:
-        """Bytes live in each phase (summed once: the planner compares the peak of every layout it tries)."""
-        return {name: sum(parts.values()) for name, parts in self.phases.items()}
+        """Bytes each phase holds per GPU, the framework overhead included: the CUDA context and workspaces
+        are there in every phase, so the largest total is ``per_gpu``, the one peak every output states
+        (summed once: the planner compares the peak of every layout it tries)."""
+        return {name: sum(parts.values()) + self.overhead for name, parts in self.phases.items()}
 
     @property
     def peak_phase(self) -> str:
@@ -156,12 +158,13 @@ class TrainingMemory:
         return max(totals, key=lambda name: totals[name])
 
     @property
-    def tensor_peak(self) -> int:
+    def per_gpu(self) -> int:
         return max(self.phase_totals.values())
 
     @property
-    def per_gpu(self) -> int:
-        return self.tensor_peak + self.overhead
+    def tensor_peak(self) -> int:
+        """The peak without the framework overhead: what PyTorch's allocator counts (max_memory_allocated)."""
+        return self.per_gpu - self.overhead
 
     @property
     def breakdown(self) -> dict[str, int]:

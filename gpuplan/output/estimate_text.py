@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplan.analysis import GPUS_PER_NODE, Analysis
+from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis
 from gpuplan.estimate.calibration import ErrorBand
 from gpuplan.units import (
     GIB,
@@ -56,7 +56,7 @@ def render_estimate(analysis: Analysis) -> str:
                 f" {f.memory.host * min(f.gpus, GPUS_PER_NODE) / GIB:,.1f} GiB)"
             )
         phases = ", ".join(f"{name} {total / GIB:.2f}" for name, total in f.memory.phase_totals.items())
-        lines.append(f"  phases (GiB): {phases}")
+        lines.append(f"  phases (GiB, framework overhead included): {phases}")
         lines.append(f"  trainable parameters: {f.memory.trainable_params:,}")
         if f.speed:
             lines.append(
@@ -93,19 +93,21 @@ def render_estimate(analysis: Analysis) -> str:
             f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.setup.concurrency}: {s.max_context:,}"
         )
         speed = s.speed
-        lines.append(
-            f"  TTFT {format_ms(speed.ttft_s, 0)} ms at {s.setup.concurrency} in flight{_band(s.bands, 'ttft')}"
-            f" (alone {format_ms(speed.ttft_single_s, 0)} ms)"
-        )
-        tpot = format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)
-        lines.append(f"  TPOT {tpot} ms ({speed.decode_bound}-bound){_band(s.bands, 'tpot')}")
-        lines.append(
-            f"  {format_figure(speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s{_band(s.bands, 'tokens_per_s')}"
-        )
-        lines.append(
-            f"  cost: {format_money(s.monthly_cost, currency)} per month;"
-            f" {format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"
-        )
+        if s.loads:
+            lines.append(
+                f"  TTFT {format_ms(speed.ttft_s, 0)} ms at {s.setup.concurrency} in flight{_band(s.bands, 'ttft')}"
+                f" (alone {format_ms(speed.ttft_single_s, 0)} ms)"
+            )
+            tpot = format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)
+            lines.append(f"  TPOT {tpot} ms ({speed.decode_bound}-bound){_band(s.bands, 'tpot')}")
+            lines.append(
+                f"  {format_figure(speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s{_band(s.bands, 'tokens_per_s')}"
+            )
+            per_token = f"{format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"
+        else:
+            lines.append(f"  TTFT, TPOT and output tokens/s: {NOT_LOADED}: {s.not_loaded_reason}")
+            per_token = f"per 1M output tokens {NOT_LOADED}"
+        lines.append(f"  cost: {format_money(s.monthly_cost, currency)} per month; {per_token}")
         lines += [f"  assumption: {key}: {value}" for key, value in s.assumptions]
         lines.append("")
     return "\n".join(visible(line) for line in lines)  # names and labels come from the spec

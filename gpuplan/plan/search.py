@@ -211,6 +211,20 @@ class JobPlanner:
             self._fewest[gpu.id] = self._search(ceiling=None, where=None, by_gpus=True, gpus=[gpu])
         return self._fewest[gpu.id]
 
+    def settings_for_declared_shape(self) -> Option | None:
+        """Fine-tuning: the sound option on the declared GPUs (kind, TP x PP x data-parallel ranks) with the
+        fewest settings changes from the declared ones, keeping the declared recompute choice if any
+        settings allow it; None when no settings the planner changes hold the job there."""
+        layout = self.evaluator.declared_layout()
+        assert layout.settings is not None, "fine-tuning layouts carry settings"
+        shape = (layout.gpu, layout.tensor_parallel, layout.pipeline_parallel, layout.replicas)
+        declared_full = layout.settings.activation_checkpointing == "full"
+        for checkpointing in (declared_full, not declared_full):
+            option = self._sound_settings(*shape, checkpointing)
+            if option is not None:
+                return option
+        return None
+
     def _search(
         self, *, ceiling: float | None, where: Where | None, by_gpus: bool, gpus: list[Gpu] | None = None
     ) -> Option | None:

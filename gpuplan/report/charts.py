@@ -126,10 +126,11 @@ def _share_text(share: float) -> str:
 
 def _shares(scenario: Any, sensitivity: Sensitivity) -> dict[str, float | None]:
     latency = []
-    # A time the error band does not bound (None at its slow end) is drawn past the plot, never as met.
-    if sensitivity.slo_ttft_s:
+    # A time the error band does not bound (None at its slow end) is drawn past the plot, never as met;
+    # a layout that cannot start has no time at all (its memory bar shows why).
+    if sensitivity.slo_ttft_s and scenario.loads:
         latency.append(math.inf if scenario.ttft_s is None else scenario.ttft_s / sensitivity.slo_ttft_s)
-    if sensitivity.slo_tpot_s:
+    if sensitivity.slo_tpot_s and scenario.loads:
         latency.append(math.inf if scenario.tpot_s is None else scenario.tpot_s / sensitivity.slo_tpot_s)
     return {
         "memory": scenario.per_gpu / scenario.capacity if scenario.capacity else None,

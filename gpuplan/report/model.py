@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan import __version__
-from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate
+from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
 from gpuplan.catalog import catalog_version
 from gpuplan.config import Settings, default_settings
 from gpuplan.decision import Amount, Decision, Verdict, decide, layout_text
@@ -217,7 +217,7 @@ def _finetune_details(f: FinetuneEstimate, currency: str, settings: Settings) ->
         "table": table("Fine-tuning: memory, time and cost", ["Item", "Value"], rows, kind="kv"),
         "chart": memory_chart(f.memory.breakdown, peak, f.gpu.usable_bytes, f"usable on {f.gpu.id}"),
         "chart_caption": f"Per-GPU memory at the {peak_phase} (the peak) against {f.gpu.id}'s usable memory",
-        "phases": f"Phase totals per GPU: {phases}." if phases else "",
+        "phases": f"Phase totals per GPU, framework overhead included: {phases}." if phases else "",
         "assumptions": table(
             "Fine-tuning assumptions", ["Assumption", "Value"], [[k, v] for k, v in f.assumptions], kind="kv"
         ),
@@ -242,13 +242,20 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
             f"at most {s.max_context:,} tokens at {plural(setup.concurrency, 'sequence')}; "
             f"KV cache {s.memory.kv_cache_tokens:,} tokens",
         ],
-        [
-            "Latency",
-            f"TTFT {_ms(s.speed.ttft_s, 0)}; TPOT {_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)} ({s.speed.decode_bound}-bound)",
-        ],
-        ["Throughput", f"{format_figure(s.speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s"],
+        *(
+            [
+                [
+                    "Latency",
+                    f"TTFT {_ms(s.speed.ttft_s, 0)}; TPOT {_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)}"
+                    f" ({s.speed.decode_bound}-bound)",
+                ],
+                ["Throughput", f"{format_figure(s.speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s"],
+            ]
+            if s.loads
+            else [["Latency", f"{NOT_LOADED}: {s.not_loaded_reason}"], ["Throughput", NOT_LOADED]]
+        ),
         ["Cost per month", _money(s.monthly_cost, currency)],
-        ["Cost per 1M output tokens", _money(s.cost_per_million_tokens, currency)],
+        ["Cost per 1M output tokens", _money(s.cost_per_million_tokens, currency) if s.loads else NOT_LOADED],
     ]
     budget_share = f"{setup.memory_utilization:.0%} of usable memory"
     return {
@@ -289,7 +296,9 @@ def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any
         row = [scenario.name, f"{format_gib(scenario.per_gpu)} of {format_gib(scenario.capacity)}", fits]
         if serving:
             row += [
-                f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1, TPOT_MS_DIGITS)}",
+                f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1, TPOT_MS_DIGITS)}"
+                if scenario.loads
+                else NOT_LOADED,
                 "none declared" if scenario.slo_met is None else ("met" if scenario.slo_met else "missed"),
             ]
         else:

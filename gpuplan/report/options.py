@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuplan.analysis import NOT_LOADED
 from gpuplan.plan.describe import Saving, cost_text
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlan
@@ -90,6 +91,8 @@ def _latency(option: Option) -> str:
             if speed is None or not option.tokens_known
             else f"{format_figure(speed.hours, 1, HOURS_DIGITS)} h"
         )
+    if not estimate.loads:
+        return f"{NOT_LOADED}: {estimate.not_loaded_reason}"
     job, speed = estimate.job, estimate.speed
     ttft = f"TTFT {format_ms(speed.ttft_s, 0)} ms" + (f" (SLO {job.ttft_ms:,g})" if job.ttft_ms is not None else "")
     tpot = f"TPOT {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)} ms" + (
@@ -118,7 +121,9 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
         rows[f"Cost over {plural(term, 'month')}"] = (
             format_money(None, currency) if monthly is None else format_money(money_times(monthly, term), currency)
         )
-        rows["Cost per 1M output tokens"] = format_money(estimate.cost_per_million_tokens, currency)
+        rows["Cost per 1M output tokens"] = (
+            format_money(estimate.cost_per_million_tokens, currency) if estimate.loads else NOT_LOADED
+        )
     else:
         rows["Cost of the run"] = format_money(option.cost, currency)
         rows["Cost per 1M training tokens"] = format_money(option.rate, currency)
@@ -164,7 +169,11 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
             break
         speed: Any = option.estimate.speed
         if option.kind == "serve":
-            speed_text = f"{format_ms(speed.ttft_s, 0)} / {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)}"
+            loads = option.estimate.loads
+            # A layout that cannot start has no speed (the row's verdict says it breaks memory).
+            speed_text = (
+                f"{format_ms(speed.ttft_s, 0)} / {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)}" if loads else "n/a"
+            )
         else:
             speed_text = (
                 format_figure(speed.hours, 1, HOURS_DIGITS) if option.tokens_known and speed is not None else "n/a"
@@ -175,7 +184,9 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
             [
                 mark,
                 option.layout.describe(),
-                format_percent(option.headroom),
+                # A layout over its memory has no free share ("none", not a negative one; the side-by-side
+                # table says by how much it is short, and this row's verdict that it breaks memory).
+                format_percent(option.headroom) if option.headroom >= 0 else "none",
                 speed_text,
                 "n/a" if price is None else f"{price:.2f}",
                 cost_text(option, currency),

@@ -49,6 +49,7 @@ class Scenario:
     hours: float | None = None  # fine-tuning
     cost: float | None = None  # per month (serving) or per run (fine-tuning), spec currency
     unbounded: str = ""  # names the figure whose band has no slow end (its time is then not stated)
+    loads: bool = True  # serving: the engine starts (ServeEstimate.loads); else it has no speed to state
     slo_met: bool | None = None  # None: no SLO declared (or fine-tuning)
     within_budget: bool | None = None  # None: no budget or no price
 
@@ -88,6 +89,8 @@ def _serve_scenario(
         tpot_factor = band_factor(_within(estimate, "tpot"), end)
         ttft = None if ttft_factor is None else estimate.speed.ttft_s * ttft_factor
         tpot = None if tpot_factor is None else estimate.speed.tpot_s * tpot_factor
+    if not estimate.loads:  # an engine that cannot start has no latency, and meets no SLO
+        ttft = tpot = None
     slo_met = None
     if job.ttft_ms is not None or job.tpot_ms is not None:
         ttft_ok = job.ttft_ms is None or (ttft is not None and ttft * 1000 <= job.ttft_ms)
@@ -106,6 +109,7 @@ def _serve_scenario(
         slo_met=slo_met,
         within_budget=None if cost is None or budget is None else cost <= budget,
         unbounded=", ".join(unbounded),
+        loads=estimate.loads,
     )
 
 

@@ -248,7 +248,8 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Reports when activations plus temporaries exceed `thresholds.activations_share` (default 50%) of
-    the per-GPU peak, naming the switches not yet used.
+    the per-GPU peak (the figure `gpuplan estimate` and GP201 state, framework overhead included),
+    naming the switches not yet used.
 
     ## Why is this bad?
     LoRA and sharding do not shrink activations; at long sequences they, and the fp32 logits the
@@ -269,7 +270,9 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
         return
     job = f.job
     phase = f.memory.phases[f.memory.peak_phase]
-    share = (phase.get("activations", 0) + phase.get("temporaries", 0)) / f.memory.tensor_peak
+    # Against the per-GPU peak every output states (framework overhead included), so the share is of a
+    # figure the reader sees in the estimate, in GP201/GP204 and in the report.
+    share = (phase.get("activations", 0) + phase.get("temporaries", 0)) / f.memory.per_gpu
     if share <= ctx.settings.activations_share:
         return
     remedies = [
@@ -284,6 +287,6 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     yield ctx.finding(
         "GP205",
         ("finetune", "seq_len"),
-        f"activations and loss temporaries are {share:.0%} of the {format_gib(f.memory.tensor_peak)} peak per GPU",
+        f"activations and loss temporaries are {share:.0%} of the {format_gib(f.memory.per_gpu)} peak per GPU",
         "try " + ", ".join(remedies),
     )

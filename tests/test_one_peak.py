@@ -1,0 +1,94 @@
+"""One peak memory figure per fine-tuning job: the total, the largest phase total, GP201/GP204/GP205's
+figure and the report's "Peak per GPU" are the same number (the framework overhead is in all of them)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, run_cli
+
+from gpuplan.estimate.training import TrainingSetup, estimate_training
+from tests.tiny_architectures import TINY
+
+FINETUNE_EXAMPLES = sorted(p for p in EXAMPLES.rglob("*.yaml") if re.search(r"^finetune:", p.read_text(), re.M))
+
+# Hand-built specs the examples do not cover: QLoRA without checkpointing that does not fit (GP201),
+# full fine-tuning on one GPU that does not fit (GP301: four of them would), and a long-sequence LoRA where activations
+# dominate (GP205).
+HAND_BUILT = {
+    "qlora-70b-no-checkpointing": """
+version: 1
+name: q
+model: {id: llama-3.1-70b}
+finetune: {method: qlora, seq_len: 4096, micro_batch: 2, hardware: {gpu: h100-pcie, count: 1}}
+""",
+    "full-8b-one-gpu": """
+version: 1
+name: f
+model: {id: llama-3.1-8b}
+finetune: {method: full, precision: bf16-mixed, seq_len: 2048, hardware: {gpu: h100-sxm, count: 1}}
+""",
+    "lora-8b-long": """
+version: 1
+name: l
+model: {id: llama-3.1-8b}
+finetune: {method: lora, seq_len: 16384, hardware: {gpu: h200-sxm, count: 1}}
+""",
+}
+
+
+def test_phase_totals_include_the_framework_overhead():
+    # The tiny decoder of test_mutation_kills_training.py (full bf16 AdamW, 4 tokens), whose phases are derived
+    # there: forward 3,408 + 6,816 + 3,520 + 512 = 14,256; backward 3,408 + 6,816 + 3,520 + 1,024 = 14,768;
+    # optimizer step 3,408 + 6,816 + 3,408 + 3,408 = 17,040. Each holds the 100 B overhead too.
+    memory = estimate_training(TrainingSetup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
+    assert memory.phase_totals == {"forward": 14356, "backward": 14868, "optimizer_step": 17140}
+    assert (memory.per_gpu, memory.tensor_peak, memory.peak_phase) == (17140, 17040, "optimizer_step")
+    assert sum(memory.breakdown.values()) == 17140
+
+
+def _peak_figures(text: str) -> tuple[float, list[float], list[str]]:
+    """(the fine-tuning total, its phase totals, every peak figure a GP20x finding states), as printed."""
+    total = float(re.search(r"^    total\s+([\d,.]+) GiB", text, re.M).group(1).replace(",", ""))
+    phases = re.search(r"^  phases \(GiB, framework overhead included\): (.*)$", text, re.M).group(1)
+    stated = re.findall(r"GP201 \[error\] fine-tuning needs ([\d,.]+) GiB per GPU", text)
+    stated += re.findall(r"GP204 \[info\] full fine-tuning needs ([\d,.]+) GiB per GPU", text)
+    stated += re.findall(r"GP205 \[info\] .* of the ([\d,.]+) GiB peak per GPU", text)
+    stated += re.findall(r"GP301 \[error\] fine-tuning needs ([\d,.]+) GiB on one", text)
+    return total, [float(part.rsplit(" ", 1)[1]) for part in phases.split(", ")], stated
+
+
+def _assert_one_peak(text: str) -> None:
+    total, phases, stated = _peak_figures(text)
+    assert max(phases) == total, text
+    assert all(figure == f"{total:,.1f}" for figure in stated), (total, stated)
+
+
+@pytest.mark.parametrize("path", FINETUNE_EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_states_one_peak(path: Path):
+    code, out, err = run_cli("estimate", str(path))
+    assert code in (0, 1), err
+    _assert_one_peak(out)
+
+
+@pytest.mark.parametrize("name", list(HAND_BUILT))
+def test_hand_built_specs_state_one_peak(name: str, tmp_path: Path):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(HAND_BUILT[name])
+    code, out, err = run_cli("estimate", str(path))
+    assert code in (0, 1), err
+    _assert_one_peak(out)
+    assert re.search(r"(GP20[15]|GP301) ", out), out  # each states its peak in a finding too
+
+
+def test_report_peak_is_the_largest_phase_total():
+    code, out, err = run_cli("report", "--md", "-o", "-", str(EXAMPLES / "finetune-then-serve.yaml"))
+    assert code == 0, err
+    peak = re.search(r"\| Peak per GPU \| ([\d.]+) GiB at the backward of", out).group(1)
+    phases = re.search(r"Phase totals per GPU, framework overhead included: (.*?)\.(?: |$)", out, re.M).group(1)
+    totals = [float(part.split()[-2]) for part in phases.split("; ")]
+    # The estimate's total is 47.20 GiB (weights 1.50 + optimizer 8.98 + gathered 2.20 + activations 17.37 +
+    # temporaries 15.66 + framework 1.50, rounded parts); the report rounds it to 47.2.
+    assert (peak, max(totals)) == ("47.2", 47.2)
