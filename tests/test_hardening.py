@@ -298,6 +298,76 @@ def test_a_broken_pyproject_deep_in_a_tree_fails_only_the_specs_it_governs(tmp_p
     assert "team-a/pyproject.toml: invalid TOML: " in finding["message"]
 
 
+@pytest.mark.parametrize(
+    "table",
+    [
+        '[ tool.gpuplan ]\nseverity = {low-headroom = "error"}\nthresholds = {headroom_pct = 90}\n',
+        '[tool."gpuplan"]\nseverity = {low-headroom = "error"}\nthresholds = {headroom_pct = 90}\n',
+        'tool.gpuplan.severity.low-headroom = "error"\ntool.gpuplan.thresholds.headroom_pct = 90\n',
+        '[tool]\ngpuplan = {severity = {GP202 = "error"}, thresholds = {headroom_pct = 90}}\n',
+    ],
+)
+def test_every_toml_spelling_of_the_table_is_found(tmp_path: Path, table: str):
+    # VALID_SERVE passes; a 90% headroom margin makes it GP202 (low headroom), raised to an error, so
+    # the configuration found upward turns exit 0 into exit 1. A regular expression over
+    # "[tool.gpuplan]" missed these spellings, and the run passed.
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    (tmp_path / "spec.yaml").write_text(VALID_SERVE)
+    assert run_cli("lint", str(tmp_path / "spec.yaml"))[0] == 0
+    (tmp_path / "pyproject.toml").write_text(table)
+    assert run_cli("lint", str(tmp_path / "spec.yaml"))[0] == 1
+
+
+def test_a_pyproject_of_other_tools_is_not_a_configuration(tmp_path: Path):
+    # Broken TOML that never names gpuplan is some other tool's file: skipped, as a valid one is.
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    (tmp_path / "spec.yaml").write_text(VALID_SERVE)
+    for text in ("[tool.black]\nline-length = 100\n", "[tool.black\nbroken\n"):
+        (tmp_path / "pyproject.toml").write_text(text)
+        code, out, _ = run_cli("lint", str(tmp_path / "spec.yaml"))
+        assert code == 0 and out.startswith("passed"), out
+    # Named explicitly, a pyproject without the table is a usage error, not a silent no-op.
+    code, _, err = run_cli("lint", "--config", str(tmp_path / "pyproject.toml"), str(tmp_path / "spec.yaml"))
+    assert code == 2 and "invalid TOML" in err
+    (tmp_path / "pyproject.toml").write_text("[tool.black]\nline-length = 100\n")
+    code, _, err = run_cli("lint", "--config", str(tmp_path / "pyproject.toml"), str(tmp_path / "spec.yaml"))
+    assert code == 2 and err.endswith("pyproject.toml: no [tool.gpuplan] table: nothing to configure\n")
+    (tmp_path / "pyproject.toml").write_text("[tool]\ngpuplan = 5\n")
+    code, _, err = run_cli("lint", "--config", str(tmp_path / "pyproject.toml"), str(tmp_path / "spec.yaml"))
+    assert code == 2 and err.endswith("tool.gpuplan must be a table ([tool.gpuplan]), not int\n")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_toml_nan_and_inf_are_refused_at_their_key(tmp_path: Path, value: str):
+    # TOML spells NaN and infinities, which no schema bound catches (NaN compares false to every
+    # bound): they stopped rules with internal errors and reached plan's JSON as NaN.
+    (tmp_path / "spec.yaml").write_text(VALID_SERVE)
+    config = tmp_path / "pyproject.toml"
+    config.write_text(f'[tool.gpuplan]\nfail-on = "error"\nthresholds = {{headroom_pct = {value}}}\n')
+    code, _, err = run_cli("lint", "--config", str(config), str(tmp_path / "spec.yaml"))
+    assert code == 2
+    assert (
+        err
+        == f"gpuplan: error: invalid configuration: {config}:3:1: thresholds.headroom_pct is {float(value)!r}: write a finite number\n"
+    )
+    config.write_text(f"[tool.gpuplan.diff]\nmax-monthly-increase = {value}\n")
+    code, _, err = run_cli("lint", "--config", str(config), str(tmp_path / "spec.yaml"))
+    assert code == 2 and f"{config}:2:1: diff.max-monthly-increase is" in err
+
+
+@pytest.mark.parametrize(("key", "shown", "where"), [("~", "null", "2:3"), ("1", "1", "2:3"), ("true", "True", "2:3")])
+def test_a_severity_key_that_is_not_text_is_a_positioned_problem(tmp_path: Path, key: str, shown: str, where: str):
+    (tmp_path / "spec.yaml").write_text(VALID_SERVE)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"severity:\n  {key}: error\n")
+    code, _, err = run_cli("lint", "--config", str(config), str(tmp_path / "spec.yaml"))
+    assert (code, err) == (
+        2,
+        f"gpuplan: error: invalid configuration: {config}:{where}: severity: a key must be a rule code (GP201) "
+        f"or name (does-not-fit), not {shown}\n",
+    )
+
+
 # -- neutralised output ---------------------------------------------------------------------------
 
 FORGED = "\\n::error file=x.yaml,line=1::forged\\n::add-mask::secret\\u001b]0;t\\u0007"
