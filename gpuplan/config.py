@@ -82,6 +82,11 @@ class ConfigError(GpuplanError):
         header = "invalid configuration"
         super().__init__(f"{header}: {problems[0]}" if len(problems) == 1 else f"{header}:\n" + "\n".join(problems))
 
+    def lines(self) -> list[str]:
+        if len(self.problems) == 1:
+            return [f"invalid configuration: {self.problems[0]}"]
+        return ["invalid configuration:", *self.problems]
+
 
 def find_config(start: Path) -> Path | None:
     """The nearest .gpuplan.yaml, or pyproject.toml with a [tool.gpuplan] table, at or above ``start``.

@@ -578,3 +578,76 @@ def test_a_token_budget_the_prompts_saturate_is_a_long_wait_not_an_internal_erro
     speed = result.analysis.serve.speed
     assert math.isfinite(speed.ttft_s) and speed.ttft_s > 3600
     assert speed.tokens_per_s > 0
+
+
+# -- command-line values ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("lint", "--bogus", "x.yaml"), "No such option '--bogus'."),
+        (("lint", "--format", "xml", "x.yaml"), "Invalid value for '--format': 'xml' is not one of"),
+        (("lint", "--ignore", "", "x.yaml"), "an empty pattern would match every rule"),
+        (("lint", "--ignore", " ", "x.yaml"), "an empty pattern would match every rule"),
+        (("lint", "--select", "GP2O1", "x.yaml"), "unknown rule 'GP2O1'; did you mean GP201"),
+        (("lint", "--select", "no-such-rule", "x.yaml"), "unknown rule 'no-such-rule'"),
+        (("verify", "x.yaml", "--run", "r.log", "--tolerance", "nan"), "'nan' is not a finite number"),
+        (("diff", "a.yaml", "b.yaml", "--max-monthly-increase", "nan"), "'nan' is not a finite number"),
+        (("diff", "a.yaml", "b.yaml", "--max-monthly-increase-pct", "inf"), "'inf' is not a finite number"),
+        (("init", "--model", "llama-3.1-8b", "--serve", "--count", "99999999999", "x.yaml"), "must be at most"),
+        (("init", "--model", "llama-3.1-8b", "--serve", ""), "an empty path names no file"),
+    ],
+)
+def test_a_bad_command_line_value_is_one_line_and_exit_2(tmp_path: Path, monkeypatch, args, message):
+    # click's own form is four lines (usage, "Try", blank, "Error: ..."); NaN passed click's FloatRange
+    # (it compares false with both bounds) and switched the check it sets off; an empty --ignore
+    # matched every code and passed any spec; init wrote specs its own lint then rejected.
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(*args)
+    assert (code, out) == (2, "")
+    assert err.startswith("gpuplan: error: ") and message in err and err.count("\n") == 1, err
+    assert not list(tmp_path.glob("*.yaml")), "nothing is written"
+
+
+def test_closed_standard_input_and_a_full_disk_are_one_line(tmp_path: Path):
+    import subprocess
+
+    from conftest import gpuplan_executable
+
+    spec = str(EXAMPLES / "serve-llama-70b.yaml")
+    closed = subprocess.run([gpuplan_executable(), "lint", "-"], stdin=subprocess.DEVNULL, capture_output=True)
+    assert closed.returncode == 1  # an empty spec (GP006): read, not refused
+    closed = subprocess.run(
+        [gpuplan_executable(), "lint", "-"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        close_fds=True,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert closed.returncode == 2 and "GP009 [error] cannot read <stdin>: standard input is closed" in closed.stdout
+    assert "internal error" not in closed.stderr
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(
+                [gpuplan_executable(), "report", "-o", "-", spec], stdout=full, stderr=subprocess.PIPE, text=True
+            )
+        assert (done.returncode, done.stderr) == (
+            2,
+            "gpuplan: error: cannot write the output: No space left on device\n",
+        )
+
+
+def test_a_path_with_a_line_break_stays_on_one_line(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("report", "-o", "no\n::error::forged/x.md", str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert code == 2 and err.count("\n") == 1 and "no\\n::error::forged" in err
+    assert not [line for line in err.splitlines() if line.startswith("::")]
+
+
+def test_interactive_init_says_how_out_when_its_input_ends(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--interactive", "n.yaml", input="")
+    assert code == 2 and "standard input ended before every question was answered" in err
+    assert "internal error" not in err and not (tmp_path / "n.yaml").exists()
