@@ -558,6 +558,9 @@ def catalog_models(output_format: str) -> None:
         )
 
 
+_FORMAT_OF_SUFFIX = {".pdf": ("pdf",), ".html": ("html",), ".htm": ("html",)}
+
+
 @cli.command(short_help="Render a decision report (Markdown, HTML or PDF).")
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--md", "as_md", is_flag=True, help="Markdown (the default when no format is given).")
@@ -568,9 +571,10 @@ def catalog_models(output_format: str) -> None:
     "--output",
     type=click.Path(dir_okay=False, allow_dash=True),
     default=None,
-    help="Output file ('-': standard output, one text format only); with several formats, its suffix is "
-    "replaced per format. Default: one Markdown or HTML report to standard output; a PDF, or several "
-    "formats, next to the spec as <name>.md/.html/.pdf.",
+    help="Output file ('-': standard output, one text format only); with no format option, a .pdf or .html "
+    "name chooses that format; with several formats, its suffix is replaced per format. Default: one "
+    "Markdown or HTML report to standard output; a PDF, or several formats, next to the spec as "
+    "<name>.md/.html/.pdf.",
 )
 @click.option("--force", is_flag=True, help="Replace a symlink (the link itself, not its target) or a read-only file.")
 @click.option("--mkdir", is_flag=True, help="Create the output file's missing folders.")
@@ -610,7 +614,10 @@ def report(
     from gpuplan.atomic import check_destination, write_atomic
     from gpuplan.report.pdf_process import pdf_renderer
 
-    formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted) or ("md",)
+    formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted)
+    if not formats and output not in (None, "-"):  # no format asked for: -o report.pdf means a PDF
+        formats = _FORMAT_OF_SUFFIX.get(os.path.splitext(output)[1].lower(), ())
+    formats = formats or ("md",)
     if spec_path == "-":
         raise GpuplanError("report needs a spec file, not standard input")
     to_stdout = output == "-" or (output is None and len(formats) == 1 and formats[0] != "pdf")
