@@ -29,7 +29,7 @@ This module imports no Jinja or WeasyPrint: ``gpuplan diff`` compares verdicts w
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.findings import Finding, Severity
@@ -125,6 +125,18 @@ class Decision:
     exit_code: int  # the run's exit code under the same findings and fail level
     changes: tuple[Change, ...] = ()  # the planner's recommended layout per job where it differs from the declared
 
+    @property
+    def amount_with_changes(self) -> Amount | None:
+        """The amount once every required layout replaces the declared one, priced the same way (None:
+        no change, no amount, or a required layout without a cost): what a signer of an APPROVE WITH
+        CHANGES actually commits to, beside the declared amount the spec asks for."""
+        if self.amount is None or not self.changes or any(change.amount is None for change in self.changes):
+            return None
+        parts = {"finetune": self.amount.finetune_run, "serve": self.amount.serve_monthly}
+        for change in self.changes:
+            parts[change.job] = change.amount
+        return replace(self.amount, finetune_run=parts["finetune"], serve_monthly=parts["serve"])
+
 
 @dataclass(frozen=True)
 class Change:
@@ -135,6 +147,7 @@ class Change:
     cost: str  # its cost (``6,636 USD/month``)
     saving: Saving | None  # per month (serving) or per run / per 1M tokens (fine-tuning); None: unpriced or unsound
     fragment: str  # the spec fields to paste
+    amount: float | None = None  # its cost in the amount's terms: a month of serving, or the run; None: unknown
 
     def sentence(self, currency: str) -> str:
         word = "serving" if self.job == "serve" else "fine-tuning"
@@ -177,7 +190,12 @@ def recommended_changes(analysis: Any, planner: Any) -> tuple[Change, ...]:
         option = plan.recommended
         changes.append(
             Change(
-                kind, option.layout.describe(), cost_text(option, currency), plan.saving, paste_line(option.fragment)
+                kind,
+                option.layout.describe(),
+                cost_text(option, currency),
+                plan.saving,
+                paste_line(option.fragment),
+                option.cost,
             )
         )
     return tuple(changes)

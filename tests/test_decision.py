@@ -270,3 +270,19 @@ def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():
         day,
         "the day of this report only: the waiver of GP302 expired on 2026-11-30; renew it to extend the approval",
     )
+
+
+def test_an_approval_with_changes_states_the_amount_it_commits_to():
+    # serve-llama-70b: 4 x h100-sxm at 12,030 USD a month must become 2 x h200-sxm at 6,636 (GP507):
+    # 12 x 6,636 = 79,632 over the term, which is 144,360 - 64,728 (the saving over 12 months). The
+    # fine-tuning example: its run of 165 USD becomes 95.35 on 1 x b200-hgx; serving stays 584 a month:
+    # 95.35 + 12 x 584 = 7,103.35 (= 7,173 - 69.65).
+    _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert "| Amount with the required layout | 79,632 USD over 12 months: serving 6,636 USD a month x 12 |" in out
+    _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
+    assert (
+        "| Amount with the required layout | 7,103.35 USD over 12 months: fine-tuning run 95.35 USD (one-off) + "
+        "serving 584 USD a month x 12 |"
+    ) in out
+    _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))  # APPROVE: no change, no row
+    assert "Amount with the required layout" not in out

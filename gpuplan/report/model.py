@@ -59,7 +59,7 @@ from gpuplan.validate import load_schema
 ROLES = (("prepared_by", "Prepared by"), ("reviewed_by", "Reviewed by"), ("approved_by", "Approved by"))
 NOT_FOR_SIGNATURE = "not for signature"
 # Documented accuracy of the estimates (README, "Accuracy"): memory against PyTorch's own accounting.
-MEMORY_BAND = "memory within 3% of PyTorch's own accounting on the ground-truth set (worst case 0.76%)"
+MEMORY_BAND = "memory: at most 0.76% off PyTorch's own accounting on the ground-truth set (see the README's Accuracy)"
 SPEED_NAMES = {
     "ttft": "TTFT",
     "tpot": "TPOT",
@@ -135,6 +135,13 @@ def _amount_text(amount: Amount | None) -> str:
         known = f" (known: {'; '.join(parts)})" if parts else ""
         return f"cannot be stated: {'; '.join(amount.unknown)}{known}"
     return f"{_money(amount.total_shown, currency)} over {term}: {' + '.join(parts)}"
+
+
+def _with_changes(decision: Decision) -> list[list[str]]:
+    """The amount once the required layouts are made, for an APPROVE WITH CHANGES: the declared amount
+    alone left the signer to work out what the approval commits to."""
+    after = decision.amount_with_changes if decision.verdict is Verdict.APPROVE_WITH_CHANGES else None
+    return [] if after is None else [["Amount with the required layout", _amount_text(after)]]
 
 
 def _headroom(used: float, capacity: float) -> str:
@@ -483,6 +490,7 @@ def _record(
             ["Verdict", decision.verdict.value],
             ["Layout", "\n".join(layouts) or "n/a"],
             ["Amount", _amount_text(decision.amount)],
+            *_with_changes(decision),
             ["Term", plural(decision.amount.term_months, "month") if decision.amount else "n/a"],
             ["Valid until", expiry_text],
         ]
@@ -624,7 +632,7 @@ def build_report(
         for _, plan in plans
         if plan.recommended is not None and plan.recommended.layout.key != plan.declared.layout.key
     ]
-    summary_rows = [["Amount requested", _requested_text(decision)]]
+    summary_rows = [["Amount requested", _requested_text(decision)], *_with_changes(decision)]
     if analysis and spec:
         summary_rows += [
             ["Layout", "\n".join(layouts)],
