@@ -31,7 +31,11 @@ from gpuplan.units import (
     plural,
 )
 
-MAX_PLANNER_ROWS = 10  # rows of the planner's full table: declared, recommended, then the cheapest options
+# Rows of the planner's full table: declared, recommended and the cheapest sound options, then the
+# cheapest layouts that break a constraint (each GPU kind's fewest GPUs), so that why the others fail is
+# on the page too; a last row counts what is left out (`gpuplan plan` lists everything).
+MAX_SOUND_ROWS = 8
+MAX_REJECTED_ROWS = 4
 
 # Constraint names (gpuplan.plan.evaluate's, in its order) as an approver reads them.
 CONSTRAINT_LABELS = {
@@ -176,15 +180,22 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
     ordered = [("declared", plan.declared)]
     if plan.recommended is not None:
         ordered.append(("recommended", plan.recommended))
-    ordered += [("", option) for option in plan.options] + [("", option) for option in plan.rejected]
+    ordered += [("", option) for option in plan.options]
+    ordered += [("rejected", option) for option in plan.rejected if option.layout.key != plan.declared.layout.key]
+    left_out = {"sound": 0, "rejected": 0}
+    shown = {"sound": 0, "rejected": 0}
     for mark, option in ordered:
         if option.layout.key in seen:
             if mark == "recommended":
                 rows[0][0] = "declared, recommended"
             continue
         seen.add(option.layout.key)
-        if len(rows) >= MAX_PLANNER_ROWS and not mark:
-            break
+        group = "rejected" if mark == "rejected" else "sound"
+        if mark in ("", "rejected") and shown[group] >= (MAX_REJECTED_ROWS if group == "rejected" else MAX_SOUND_ROWS):
+            left_out[group] += 1
+            continue
+        shown[group] += 1
+        mark = "" if mark == "rejected" else mark
         speed: Any = option.estimate.speed
         if option.kind == "serve":
             loads = option.estimate.loads
@@ -211,4 +222,8 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
                 "meets every constraint" if not broken else f"breaks {', '.join(broken)}",
             ]
         )
+    if any(left_out.values()):
+        more = [plural(left_out["sound"], "more sound option"), plural(left_out["rejected"], "more rejected layout")]
+        text = " and ".join(part for part, count in zip(more, left_out.values(), strict=True) if count)
+        rows.append(["", f"{text}: gpuplan plan lists them all", "", "", "", "", ""])
     return rows
