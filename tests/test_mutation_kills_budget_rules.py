@@ -37,7 +37,8 @@ def test_serving_over_budget():
     (finding,) = lint({**PRICED, "serve_monthly": 2000}, ("GP502",)).findings
     assert finding.pointer == "/budget/serve_monthly"
     assert finding.message == (
-        "serving costs 2,920 USD a month (2 x h100-sxm at 2.00/GPU-hour x 730 h) — over the budget of 2,000 by 920"
+        "serving costs 2,920 USD a month (2 x h100-sxm at 2.00/GPU-hour x 730 h) — over the budget of 2,000 USD by "
+        "920 USD"
     )
     assert lint({**PRICED, "serve_monthly": 2920}, ("GP502",)).findings == ()  # at the budget: not over it
     assert lint(PRICED, ("GP502",)).findings == ()  # no budget declared
@@ -50,9 +51,12 @@ def test_finetune_over_budget():
     # Cost = hours x 1 GPU x 2.00: the figures come from the speed model (pinned elsewhere).
     assert f.cost == f.speed.hours * 1 * 2.0
     assert finding.pointer == "/budget/finetune_total"
+    # Amounts under 100 are shown to the cent, and the overrun is the difference of the amounts shown:
+    # 3.99 - 1.00 = 2.99 (the old message said "about 4 USD ... over the budget of 1 by 3").
+    assert round(f.cost, 2) == 3.99
     assert finding.message == (
-        f"fine-tuning costs about {f.cost:,.0f} USD ({f.speed.hours:,.1f} h x 1 x h100-sxm at 2.00/GPU-hour) "
-        f"— over the budget of 1 by {f.cost - 1:,.0f}"
+        "fine-tuning costs about 3.99 USD (2.0 h x 1 x h100-sxm at 2.00/GPU-hour) "
+        "— over the budget of 1.00 USD by 2.99 USD"
     )
     assert lint({**PRICED, "finetune_total": f.cost}, ("GP501",), finetune=True).findings == ()
 

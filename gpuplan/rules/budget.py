@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from gpuplan.findings import Finding
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
+from gpuplan.units import format_money, money_difference
 
 
 @rule("GP501")
@@ -38,9 +39,10 @@ def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP501",
             ("budget", "finetune_total"),
-            f"fine-tuning costs about {f.cost:,.0f} {budget.currency} ({f.speed.hours:,.1f} h x {f.gpus} x {f.gpu.id} at "
-            f"{f.price_per_hour:.2f}/GPU-hour) — over the budget of {budget.finetune_total:,.0f} by "
-            f"{f.cost - budget.finetune_total:,.0f}",
+            f"fine-tuning costs about {format_money(f.cost, budget.currency)} ({f.speed.hours:,.1f} h x {f.gpus} x "
+            f"{f.gpu.id} at {f.price_per_hour:.2f}/GPU-hour) — over the budget of "
+            f"{format_money(budget.finetune_total, budget.currency)} by "
+            f"{format_money(money_difference(f.cost, budget.finetune_total), budget.currency)}",
         )
 
 
@@ -69,9 +71,10 @@ def serve_over_budget(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP502",
             ("budget", "serve_monthly"),
-            f"serving costs {s.monthly_cost:,.0f} {budget.currency} a month ({s.gpus} x {s.gpu.id} at "
-            f"{s.price_per_hour:.2f}/GPU-hour x 730 h) — over the budget of {budget.serve_monthly:,.0f} by "
-            f"{s.monthly_cost - budget.serve_monthly:,.0f}",
+            f"serving costs {format_money(s.monthly_cost, budget.currency)} a month ({s.gpus} x {s.gpu.id} at "
+            f"{s.price_per_hour:.2f}/GPU-hour x 730 h) — over the budget of "
+            f"{format_money(budget.serve_monthly, budget.currency)} by "
+            f"{format_money(money_difference(s.monthly_cost, budget.serve_monthly), budget.currency)}",
         )
 
 
