@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from test_diff import CLEAN, LOCAL_CONFIG, TINY, by_path, git, write
+from test_diff import CLEAN, LOCAL_CONFIG, TINY, TOO_MANY, by_path, git, write
 
-from gpuplan.diff.build import diff_git
+from gpuplan.diff.build import diff_files, diff_git
 from gpuplan.diff.git import Repository
 from gpuplan.reading import SPEC_MAX_BYTES
 
@@ -174,3 +175,26 @@ def test_unreadable_worktree_files_are_gp009_and_the_rest_is_compared(spec_repo:
     code, out, err = run_cli("diff", "--git", "HEAD", "--format", "github")
     assert (code, err) == (1, "")
     assert "::error file=loop.yaml,line=1,title=new finding GP009 unreadable-file::" in out
+
+
+def test_a_layout_over_its_memory_has_no_free_share(tmp_path: Path):
+    """CLEAN: 14.99 GiB weights + 0.44 activations + 0.25 runtime + 8 x 1 GiB KV = 23.68 GiB of the 40.04 GiB
+    budget: 16.36 GiB free (16.4), 40.9%. TOO_MANY holds 40 x 1 GiB of KV: 55.68 GiB, 15.64 GiB short (15.6);
+    the change is of the shown amounts, -15.6 - 16.4 = -32.0 GiB, and a share of nothing has no change."""
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(CLEAN)
+    b.write_text(TOO_MANY)
+    text = run_cli("diff", str(a), str(b))[1]
+    cells = [re.split(r" {2,}", line.strip()) for line in text.splitlines() if line.startswith("    Headroom")]
+    assert cells == [
+        ["Headroom per GPU", "16.4 GiB", "none: short by 15.6 GiB", "-32.0 GiB"],
+        ["Headroom share", "40.9%", "none"],
+    ]
+    markdown = run_cli("diff", str(b), str(a), "--format", "markdown")[1]
+    assert "| Headroom per GPU | none: short by 15.6 GiB | 16.4 GiB | +32.0 GiB |\n" in markdown
+    assert "| Headroom share | none | 40.9% |   |\n" in markdown
+    # JSON keeps the signed figures for policies (documented: negative means the layout does not fit).
+    after = json.loads(run_cli("diff", str(a), str(b), "--format", "json")[1])["specs"][0]["after"]["jobs"]["serve"]
+    assert after["headroom_pct"] == -39.1  # -15.64 / 40.04
+    (change,) = diff_files(str(a), str(b)).changes
+    assert change.after.jobs["serve"]["headroom_bytes"] < 0
