@@ -178,7 +178,9 @@ class Repository:
         """The first ``count`` bytes of a blob, streamed: git is stopped once they are read."""
         try:
             process = subprocess.Popen(
-                ["git", "cat-file", "blob", object_id],
+                # Over core.bigFileThreshold git streams a packed blob instead of inflating it whole in memory
+                # (default 512 MiB: a 150 MB packed blob cost git 150 MB before it wrote a byte).
+                ["git", "-c", f"core.bigFileThreshold={count}", "cat-file", "blob", object_id],
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
