@@ -77,6 +77,18 @@ finetune:
 """ + PRICED.format(prices="h100-sxm: 2.50")
 
 
+# A 16-layer model given as a local config.json (model.config).
+LOCAL_CONFIG = {
+    "num_hidden_layers": 16,
+    "hidden_size": 2048,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 8192,
+    "vocab_size": 128256,
+    "tie_word_embeddings": True,
+}
+
+
 def git(repo: Path, *args: str) -> str:
     completed = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
     return completed.stdout
@@ -320,15 +332,7 @@ def test_local_model_config_is_read_from_the_same_revision(tmp_path: Path):
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "user.email", "ci@example.com")
     git(root, "config", "user.name", "CI")
-    config = {
-        "num_hidden_layers": 16,
-        "hidden_size": 2048,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "intermediate_size": 8192,
-        "vocab_size": 128256,
-        "tie_word_embeddings": True,
-    }
+    config = LOCAL_CONFIG
     spec = "version: 1\nname: local\nmodel: {config: model/config.json}\nserve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
     write(root, {"svc/spec.yaml": spec, "svc/model/config.json": json.dumps(config)})
     git(root, "add", ".")

@@ -8,6 +8,7 @@ what the *spec change* does, not what a catalog or configuration change does.
 from __future__ import annotations
 
 import datetime
+import os
 import posixpath
 import tempfile
 from collections.abc import Iterator
@@ -16,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.config import Config, ConfigError, load_config
-from gpuplan.diff.git import Change, Repository, read_working_file
+from gpuplan.diff.git import Change, Content, Repository, Unreadable, read_working_file
 from gpuplan.diff.model import DiffResult, Revision, SpecChange, SpecSide, compare, side_from_result
 from gpuplan.discovery import SPEC_SUFFIXES, is_spec_file
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Severity
-from gpuplan.linter import LintOptions, LintResult, lint_bytes
+from gpuplan.linter import LintOptions, LintResult, lint_bytes, lint_path
 from gpuplan.loader import load_bytes
+from gpuplan.reading import SPEC_MAX_BYTES
 from gpuplan.run import config_for, lint_options
 
 
@@ -65,12 +67,12 @@ def diff_files(base: str, head: str, options: DiffOptions | None = None) -> Diff
     contents = {}
     for name in (base, head):
         content = read_working_file(Path(name))
-        if content is None:
-            raise GpuplanError(f"cannot read {name}: no such file")
+        if not isinstance(content, bytes):  # the two files named are the whole diff: without one there is none
+            raise GpuplanError(f"cannot read {name}: {'no such file' if content is None else content.reason}")
         contents[name] = content
     lint = configs.linting(Path(head))
-    before = _side(base, contents[base], Path(base), lint)
-    after = _side(head, contents[head], Path(head), lint)
+    before = _side(base, contents[base], None, lint)
+    after = _side(head, contents[head], None, lint)
     change = compare(head, None, before, after, contents[base] == contents[head])
     return DiffResult(Revision("file", base), Revision("file", head), (change,))
 
@@ -106,12 +108,13 @@ def diff_git(
     configs = _Configs(options)
     results = []
     for change in changes:
-        # A side that is not a spec (absent, or YAML of another kind) counts as absent: a Kubernetes
-        # manifest turned into a spec is an added spec, not a manifest with a hundred findings resolved.
-        before_raw = _spec_content(change.old_path, old)
-        after_raw = _spec_content(change.new_path, new)
-        if before_raw is None and after_raw is None:
+        old_content = old[change.old_path] if change.old_path else None
+        new_content = new[change.new_path] if change.new_path else None
+        # Only a change the pre-commit hook would check on at least one side is a spec change.
+        if not (_hook_checks(change.old_path, old_content) or _hook_checks(change.new_path, new_content)):
             continue
+        before_raw = _spec_side(change.old_path, old_content)
+        after_raw = _spec_side(change.new_path, new_content)
         path = change.new_path if after_raw is not None else change.old_path
         assert path is not None
         lint = configs.linting(repository.root / path)
@@ -120,7 +123,7 @@ def diff_git(
             before = _revision_side(repository, base_commit, change.old_path, before_raw, lint)
         if change.new_path and after_raw is not None:
             after = (
-                _side(change.new_path, after_raw, repository.root / change.new_path, lint)
+                _side(change.new_path, after_raw, repository.root, lint)
                 if head_commit is None
                 else _revision_side(repository, head_commit, change.new_path, after_raw, lint)
             )
@@ -133,35 +136,64 @@ def _yaml_named(change: Change) -> bool:
     return any(path.endswith(SPEC_SUFFIXES) for path in (change.old_path, change.new_path) if path)
 
 
-def _spec_content(path: str | None, contents: dict[str, bytes | None]) -> bytes | None:
-    """The bytes of ``path`` when it is a spec as the pre-commit hook recognises one (name and content)."""
-    content = contents.get(path) if path else None
-    return content if path and content is not None and is_spec_file(path, content) else None
+def _hook_checks(path: str | None, content: Content) -> bool:
+    """Whether the pre-commit hook would check this side: a spec by name and content, or a file it cannot read
+    (which it reports as GP009)."""
+    if path is None or content is None:
+        return False
+    return isinstance(content, Unreadable) or is_spec_file(path, content)
 
 
-def _side(display: str, raw: bytes, location: Path, linting: _Linting) -> SpecSide:
-    """Lint a spec whose relative paths (model.config) resolve beside ``location`` on disk."""
-    result = lint_bytes(str(location), raw, linting.options)
-    return side_from_result(display, _relabelled(result, display), linting.fail_on)
+# What loading reports when bytes cannot be read as YAML at all: too large, not UTF-8, no YAML, empty.
+_NOT_YAML = frozenset({"GP001", "GP003", "GP005", "GP006"})
 
 
-def _revision_side(repository: Repository, commit: str, path: str, raw: bytes, linting: _Linting) -> SpecSide:
+def _spec_side(path: str | None, content: Content) -> bytes | Unreadable | None:
+    """The side of a spec change (one the hook checks on one side at least) that is linted, or None where
+    the spec is absent. A side that is YAML of another kind (a Kubernetes manifest, a CI file) counts as
+    absent: a manifest turned into a spec is an added spec, not a manifest with a hundred findings resolved.
+    A side that cannot be read as YAML at all (too large, binary, a syntax error, unreadable) cannot be
+    told from a broken spec, so it is linted and its finding (GP003, GP005, GP001, GP009) is that side's."""
+    if path is None or content is None or isinstance(content, Unreadable) or is_spec_file(path, content):
+        return content
+    if not path.endswith(SPEC_SUFFIXES):
+        return None
+    loaded = load_bytes(path, content)
+    return content if any(finding.code in _NOT_YAML for finding in loaded.findings) else None
+
+
+def _side(display: str, content: bytes | Unreadable, folder: Path | None, linting: _Linting) -> SpecSide:
+    """Lint the spec ``display``: a file as named (``folder`` None), or a repository path found in ``folder``
+    (the work tree, or a scratch folder for a revision), where its relative paths (model.config) resolve."""
+    location = Path(display) if folder is None else folder / display
+    if isinstance(content, Unreadable):  # lint reads it again and reports why it cannot (GP009), never blocking
+        result = lint_path(str(location), linting.options)
+    else:
+        result = lint_bytes(str(location), content, linting.options)
+    return side_from_result(display, _relabelled(result, display, folder), linting.fail_on)
+
+
+def _revision_side(
+    repository: Repository, commit: str, path: str, raw: bytes | Unreadable, linting: _Linting
+) -> SpecSide:
     """Lint a spec as stored in ``commit``: files it refers to (model.config) are read from the same commit."""
-    references = sorted(set(_referenced_files(path, raw)))
+    references = sorted(set(_referenced_files(path, raw))) if isinstance(raw, bytes) else []
     if not references:
-        return _side(path, raw, repository.root / path, linting)
+        return _side(path, raw, repository.root, linting)
     blobs = repository.read(commit, references)
     with tempfile.TemporaryDirectory(prefix="gpuplan-diff-") as scratch:
         for reference, content in blobs.items():
-            if content is not None:
+            if isinstance(content, bytes):
                 target = Path(scratch, reference)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(content)
-        return _side(path, raw, Path(scratch, path), linting)
+        return _side(path, raw, Path(scratch), linting)
 
 
 def _referenced_files(path: str, raw: bytes) -> Iterator[str]:
     """Repository paths of the local config.json files a spec names (``model.config``, tenants' too)."""
+    if len(raw) > SPEC_MAX_BYTES:  # linting reports it as too large (GP003) and reads nothing it names
+        return
     folder = posixpath.dirname(path)
     for value in _model_configs(load_bytes(path, raw).data):
         if posixpath.isabs(value):
@@ -182,9 +214,16 @@ def _model_configs(data: Any) -> Iterator[str]:
             yield from _model_configs(item)
 
 
-def _relabelled(result: LintResult, display: str) -> LintResult:
-    """Findings named by the spec's path in the repository, not the folder it was linted from."""
-    return replace(result, path=display, findings=tuple(replace(f, file=display) for f in result.findings))
+def _relabelled(result: LintResult, display: str, folder: Path | None) -> LintResult:
+    """Findings named by the spec's path in the repository, not the folder it was linted from (a scratch
+    folder for a revision's spec): in their file and in their messages ('cannot read my config.json')."""
+    prefix = None if folder is None else f"{folder}{os.sep}"  # absolute: it never matches inside other text
+
+    def message(text: str) -> str:
+        return text if prefix is None else text.replace(prefix, "")
+
+    findings = tuple(replace(f, file=display, message=message(f.message)) for f in result.findings)
+    return replace(result, path=display, findings=findings)
 
 
 __all__ = ["DiffOptions", "SpecChange", "diff_files", "diff_git"]

@@ -1,8 +1,10 @@
 """Just enough git for ``gpuplan diff --git``: the repository, revisions, changed paths and file contents.
 
-git runs as a subprocess (no library dependency). Contents come from git's object store
-(``git cat-file --batch``), so nothing is checked out and the working tree is never touched.
-Every failure is a GpuplanError in one line (exit 2 at the command line).
+git runs as a subprocess (no library dependency). Contents come from git's object store (``git cat-file
+--batch-check`` for the sizes, then ``--batch`` by object id, and only the head of a blob over the spec limit),
+so nothing is checked out and the working tree is never touched.
+Every failure of git is a GpuplanError in one line (exit 2 at the command line); a file that cannot be read is
+not a failure of the diff but an ``Unreadable`` content, which the diff reports as that side's finding.
 """
 
 from __future__ import annotations
@@ -24,6 +26,18 @@ _ENVIRONMENT = {
     "GIT_TERMINAL_PROMPT": "0",  # never wait for a password
     "LC_ALL": "C",  # messages we quote are git's own English ones
 }
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A working-tree path that is there but cannot be read as a file (a FIFO, a symlink loop, no permission):
+    that side of the diff is a GP009 finding, as ``gpuplan lint`` has it, and the other specs are still compared."""
+
+    reason: str
+
+
+# A path's content on one side: its bytes (at most SPEC_MAX_BYTES + 1), Unreadable, or None when absent.
+Content = bytes | Unreadable | None
 
 
 @dataclass(frozen=True)
@@ -115,54 +129,135 @@ class Repository:
             changes.extend(Change("A", None, path) for path in untracked if path)
         return changes
 
-    def read(self, revision: str | None, paths: Iterable[str]) -> dict[str, bytes | None]:
-        """Each path's bytes at ``revision`` (None: the working tree); None where the path is absent."""
+    def read(self, revision: str | None, paths: Iterable[str]) -> dict[str, Content]:
+        """Each path's bytes at ``revision`` (None: the working tree), at most SPEC_MAX_BYTES + 1 of them (one
+        byte past the limit says a file is too large, as ``gpuplan lint`` reads one); None where the path is
+        absent or no file (a folder, a submodule)."""
         wanted = list(dict.fromkeys(paths))
         if revision is None:
             return {path: read_working_file(self.root / path) for path in wanted}
-        # The batch protocol is line-based: a path with a newline in its name is read on its own.
-        batched = [path for path in wanted if "\n" not in path]
-        found: dict[str, bytes | None] = {path: self._blob(f"{revision}:{path}") for path in wanted if "\n" in path}
-        if batched:
-            request = b"".join(f"{revision}:{path}\n".encode("utf-8", "surrogateescape") for path in batched)
-            answers = _parse_batch(self.git("cat-file", "--batch", stdin=request), len(batched))
-            found.update(zip(batched, answers, strict=True))
-        return {path: found[path] for path in wanted}
+        objects = self._objects(revision, wanted)
+        small = [found for found in objects.values() if found is not None and found.size <= SPEC_MAX_BYTES]
+        blobs = self._blobs([found.object_id for found in small])
+        contents: dict[str, Content] = {}
+        for path, found in objects.items():
+            if found is None:
+                contents[path] = None
+            elif found.size <= SPEC_MAX_BYTES:
+                contents[path] = blobs[found.object_id]
+            else:  # never read whole: a 150 MB blob would cost 150 MB (twice, with the slicing)
+                contents[path] = self._blob_head(found.object_id, SPEC_MAX_BYTES + 1)
+        return contents
 
-    def _blob(self, name: str) -> bytes | None:
-        completed = _run(["cat-file", "blob", name], self.cwd, check=False)
-        return completed.stdout if completed.returncode == 0 else None
+    def _objects(self, revision: str, paths: list[str]) -> dict[str, _Blob | None]:
+        """Each path's blob at ``revision`` (id and size, from ``git cat-file --batch-check``); None where the
+        path is absent or names a tree or a submodule."""
+        # The batch protocol is line-based: a path with a newline in its name is resolved on its own.
+        names = {path: f"{revision}:{path}" for path in paths if "\n" not in path}
+        for path in paths:
+            if "\n" in path:
+                resolved = _run(["rev-parse", "--verify", "--quiet", f"{revision}:{path}"], self.cwd, check=False)
+                if resolved.returncode == 0:
+                    names[path] = resolved.stdout.decode().strip()
+        if not names:
+            return dict.fromkeys(paths)
+        requests = [name.encode("utf-8", "surrogateescape") for name in names.values()]
+        output = self.git("cat-file", f"--batch-check={_BATCH_FORMAT}", stdin=b"".join(r + b"\n" for r in requests))
+        answers = dict(zip(names, _parse_batch_check(output, requests), strict=True))
+        return {path: answers.get(path) for path in paths}
+
+    def _blobs(self, object_ids: list[str]) -> dict[str, bytes]:
+        """The contents of blobs by id (``git cat-file --batch``; ids have no spaces, so headers split cleanly)."""
+        unique = list(dict.fromkeys(object_ids))
+        if not unique:
+            return {}
+        output = self.git("cat-file", f"--batch={_BATCH_FORMAT}", stdin="".join(f"{i}\n" for i in unique).encode())
+        return dict(zip(unique, _parse_batch(output, unique), strict=True))
+
+    def _blob_head(self, object_id: str, count: int) -> bytes:
+        """The first ``count`` bytes of a blob, streamed: git is stopped once they are read."""
+        try:
+            process = subprocess.Popen(
+                # Over core.bigFileThreshold git streams a packed blob instead of inflating it whole in memory
+                # (default 512 MiB: a 150 MB packed blob cost git 150 MB before it wrote a byte).
+                ["git", "-c", f"core.bigFileThreshold={count}", "cat-file", "blob", object_id],
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, **_ENVIRONMENT},
+            )
+        except OSError as error:
+            raise GpuplanError(f"cannot run git cat-file: {error.strerror or error}") from None
+        assert process.stdout is not None
+        with process:
+            head = process.stdout.read(count)
+            process.kill()  # the rest is not wanted: git would inflate and write all of it
+        return head
 
 
-def _parse_batch(output: bytes, count: int) -> list[bytes | None]:
-    """``git cat-file --batch`` answers: '<id> <type> <size>\\n<bytes>\\n' or '<name> missing\\n' per request."""
-    contents: list[bytes | None] = []
+# Object id, type and size: three fields without spaces, whatever the requested name holds.
+_BATCH_FORMAT = "%(objectname) %(objecttype) %(objectsize)"
+_NOT_FOUND = (b"missing", b"ambiguous")  # what cat-file appends to a request it cannot answer
+
+
+@dataclass(frozen=True)
+class _Blob:
+    object_id: str
+    size: int
+
+
+def _header(line: bytes) -> tuple[str, str, int]:
+    """'<id> <type> <size>' as written by ``_BATCH_FORMAT``; GpuplanError for anything else."""
+    fields = line.split(b" ")
+    if len(fields) != 3 or not fields[2].isdigit():
+        shown = line[:200].decode("utf-8", "replace")
+        raise GpuplanError(f"git cat-file answered {shown!r}, not '<id> <type> <size>'")
+    return fields[0].decode("ascii", "replace"), fields[1].decode("ascii", "replace"), int(fields[2])
+
+
+def _parse_batch_check(output: bytes, requests: list[bytes]) -> list[_Blob | None]:
+    """``git cat-file --batch-check`` answers, one line per request: the header, or '<request> missing'.
+
+    The request is matched whole (a name may hold spaces, tabs or end in ' missing'), so a name is never
+    split as if it were a header.
+    """
+    lines = output.split(b"\n")
+    if len(lines) < len(requests):
+        raise GpuplanError(f"git cat-file answered {len(lines)} of {len(requests)} requests")
+    found: list[_Blob | None] = []
+    for request, line in zip(requests, lines, strict=False):
+        if any(line == request + b" " + status for status in _NOT_FOUND):
+            found.append(None)
+            continue
+        object_id, kind, size = _header(line)
+        found.append(_Blob(object_id, size) if kind == "blob" else None)  # a tree or submodule is no file
+    return found
+
+
+def _parse_batch(output: bytes, object_ids: list[str]) -> list[bytes]:
+    """``git cat-file --batch`` answers to blob ids: '<id> blob <size>\\n<bytes>\\n' each."""
+    contents = []
     offset = 0
-    for _ in range(count):
-        end = output.index(b"\n", offset)
-        header = output[offset:end].split(b" ")
-        offset = end + 1
-        if len(header) == 3 and header[1] == b"blob":
-            size = int(header[2])
-            contents.append(output[offset : offset + size])
-            offset += size + 1
-        elif len(header) == 3:  # a tree or commit at that path: its content follows, but it is no file
-            offset += int(header[2]) + 1
-            contents.append(None)
-        else:  # "<name> missing" (or "ambiguous")
-            contents.append(None)
+    for object_id in object_ids:
+        end = output.find(b"\n", offset)
+        if end < 0:
+            raise GpuplanError(f"git cat-file gave no answer for {object_id}")
+        _, _, size = _header(output[offset:end])
+        contents.append(output[end + 1 : end + 1 + size])
+        offset = end + 1 + size + 1
     return contents
 
 
-def read_working_file(path: Path) -> bytes | None:
-    """A file's bytes, None where there is none; bounded (one byte past the spec limit, which linting
-    then reports as GP003) and never blocking on a FIFO or device. GpuplanError when it cannot be read."""
+def read_working_file(path: Path) -> Content:
+    """A file's bytes, None where there is none, Unreadable where it cannot be read; bounded (one byte past the
+    spec limit, which linting then reports as GP003) and never blocking on a FIFO or device."""
     if not os.path.lexists(path):
         return None
     try:
         return read_head(path, SPEC_MAX_BYTES + 1)
     except ReadRefused as refused:
-        raise GpuplanError(f"cannot read {path}: {refused.reason}") from None
+        return Unreadable(refused.reason)
 
 
 def _run(

@@ -35,6 +35,9 @@ class Metric:
     key: str
     label: str
     kind: str  # text | bytes | pct | count | tokens | ms | rate | hours | money
+    # Free memory: negative means the layout is over its memory, which people read as "none" (a share) or
+    # "none: short by X GiB" (an amount), as the decision report and the planner's table say it.
+    free: bool = False
 
 
 # The rows every format shows, per job, in this order (the JSON carries these and a few more).
@@ -42,8 +45,8 @@ SERVE_METRICS = (
     Metric("layout", "Layout", "text"),
     Metric("workload", "Workload", "text"),
     Metric("per_gpu_bytes", "Memory per GPU", "bytes"),
-    Metric("headroom_bytes", "Headroom per GPU", "bytes"),
-    Metric("headroom_pct", "Headroom share", "pct"),
+    Metric("headroom_bytes", "Headroom per GPU", "bytes", free=True),
+    Metric("headroom_pct", "Headroom share", "pct", free=True),
     Metric("max_concurrency", "Max sequences at the context", "count"),
     Metric("max_context", "Max context at the concurrency", "tokens"),
     Metric("ttft_ms", "TTFT", "ms"),
@@ -56,8 +59,8 @@ SERVE_METRICS = (
 FINETUNE_METRICS = (
     Metric("layout", "Layout", "text"),
     Metric("per_gpu_bytes", "Memory per GPU", "bytes"),
-    Metric("headroom_bytes", "Headroom per GPU", "bytes"),
-    Metric("headroom_pct", "Headroom share", "pct"),
+    Metric("headroom_bytes", "Headroom per GPU", "bytes", free=True),
+    Metric("headroom_pct", "Headroom share", "pct", free=True),
     Metric("training_hours", "Training time", "hours"),
     Metric("run_cost", "Cost of the run", "money"),
     Metric("cost_per_million_tokens", "Cost per 1M training tokens", "money"),

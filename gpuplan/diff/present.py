@@ -69,6 +69,21 @@ def _number_text(metric: Metric, shown: float, places: int, currency: str) -> st
     return format_number(shown, places) + (f" {currency}" if metric.kind == "money" else unit)
 
 
+def _short(metric: Metric, value: float) -> bool:
+    """Whether a free-memory figure says the layout is over its memory (by any number of bytes)."""
+    return metric.free and value < 0
+
+
+def _figure_text(metric: Metric, value: float, places: int, currency: str) -> str:
+    """A figure as people read it: free memory below zero is none, and an amount says how much is missing."""
+    shown = _shown(metric, value, places)
+    if not _short(metric, value):
+        return _number_text(metric, shown, places, currency)
+    if metric.kind == "pct":  # a negative share of memory means nothing to a reader
+        return "none"
+    return f"none: short by {_number_text(metric, abs(shown), places, currency)}"
+
+
 def _shown(metric: Metric, value: float, places: int) -> float:
     return rounded(_UNITS[metric.kind][0](value), places)
 
@@ -84,8 +99,7 @@ def value_text(metric: Metric, value: Value, currency: str) -> str:
     if metric.kind == "text" or not _numeric(value):
         return visible(str(value))
     assert isinstance(value, (int, float))
-    places = _places(metric, value)
-    return _number_text(metric, _shown(metric, value, places), places, currency)
+    return _figure_text(metric, value, _places(metric, value), currency)
 
 
 def pair_texts(metric: Metric, before: Value, after: Value, currency: str) -> tuple[str, str, str]:
@@ -98,8 +112,9 @@ def pair_texts(metric: Metric, before: Value, after: Value, currency: str) -> tu
     places = max((_places(metric, value) for value in (before, after) if value), default=_places(metric, 0))
     shown_before, shown_after = _shown(metric, before, places), _shown(metric, after, places)
     difference = rounded(shown_after - shown_before, places)  # of the shown figures: it checks by hand
-    texts = _number_text(metric, shown_before, places, currency), _number_text(metric, shown_after, places, currency)
-    if not difference:
+    texts = _figure_text(metric, before, places, currency), _figure_text(metric, after, places, currency)
+    # A share that is none on a side has no difference in points (the amount short still has one in GiB).
+    if not difference or (metric.kind == "pct" and (_short(metric, before) or _short(metric, after))):
         return *texts, ""
     change = _number_text(metric, abs(difference), places, currency)
     if metric.kind == "pct":
