@@ -20,9 +20,10 @@ from typing import Any
 import yaml
 
 from gpuplan.findings import Finding, dotted, json_pointer
+from gpuplan.reading import SPEC_MAX_BYTES
 from gpuplan.records import lean_init
 
-MAX_BYTES = 1024 * 1024
+MAX_BYTES = SPEC_MAX_BYTES  # the loader's own backstop for bytes that did not come through a bounded read
 MAX_ALIAS_EXPANSIONS = 1000
 MAX_DEPTH = 64
 # Values (scalars, mappings, lists, alias expansions) in one file. The largest valid spec (32 custom
