@@ -77,6 +77,8 @@ def _check_folder(folder: Path, shown: Path, mkdir: bool) -> None:
             raise GpuplanError(f"cannot create the folder {folder}: {reason_of(error)}") from None
     elif not folder.is_dir():
         raise GpuplanError(f"cannot write {shown}: {folder} is not a folder")
+    elif not os.access(folder, os.W_OK | os.X_OK):  # read-only file system or folder: say so before any work
+        raise GpuplanError(f"cannot write {shown}: the folder {folder} is not writable")
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -9,6 +9,7 @@ error, GP012 invalid configuration), reported as a finding in every output forma
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -37,13 +38,19 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except GpuplanError as error:
-            first, *rest = str(error).split("\n")  # one line, or a header and one problem per line
+            first, *rest = error.lines()  # one line, or a header and one problem per line
             click.echo(f"gpuplan: error: {visible(first)}" + "".join(f"\n  {visible(line)}" for line in rest), err=True)
             sys.exit(EXIT_ERROR)
-        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
         except BrokenPipeError:
             raise  # the reader went away (`| head`): click exits quietly, as other CLI tools do
+        except OSError as error:  # the system refused (a full disk, /dev/full, an I/O error): not a bug
+            _discard_stdout()
+            reason = error.strerror or str(error)
+            where = f"{error.filename}: " if error.filename else "cannot write the output: "
+            click.echo(f"gpuplan: error: {visible(where + reason)}", err=True)
+            sys.exit(EXIT_ERROR)
         except Exception as error:
             if traceback_:
                 import traceback  # only on the error path: it costs start-up time
@@ -60,6 +67,16 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--traceback", "traceback_", is_flag=True, help="Show the full trace of an internal error.")(
         wrapper
     )
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so that flushing what is left in its buffer at exit (which
+    failed once already) does not fail again with a second, raw message."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass
 
 
 def _format_option(*choices: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -94,7 +111,60 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OneLineErrors(click.Group):
+    """click's usage errors as one line on stderr, like every other usage error of gpuplan (click prints
+    the usage block, a "Try" line and the error: four lines a CI log greps badly), with the value the
+    user typed shown escaped (it may hold control characters)."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **extra: Any) -> Any:  # type: ignore[override]
+        run: Any = super().main  # click's overloads tie the return type to a literal standalone_mode
+        if not standalone_mode:
+            return run(*args, standalone_mode=False, **extra)
+        try:
+            code = run(*args, standalone_mode=False, **extra)
+        except click.UsageError as error:
+            where = error.ctx.command_path if error.ctx is not None else "gpuplan"
+            click.echo(f"gpuplan: error: {visible(error.format_message())} (see '{where} --help')", err=True)
+            sys.exit(EXIT_ERROR)
+        except click.ClickException as error:
+            click.echo(f"gpuplan: error: {visible(error.format_message())}", err=True)
+            sys.exit(EXIT_ERROR)
+        except click.exceptions.Abort:  # Ctrl-C, or end of input at a prompt
+            click.echo("\ngpuplan: error: aborted", err=True)
+            sys.exit(EXIT_ERROR)
+        sys.exit(code if isinstance(code, int) else 0)  # an Exit's code (--help, --version), else success
+
+
+class FiniteFloat(click.FloatRange):
+    """A float option within bounds, and finite: click's FloatRange lets "nan" through (it compares
+    false with both bounds), which silently switched off the check the option sets."""
+
+    name = "finite float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+def _rule_patterns(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """--select/--ignore patterns checked as the configuration's are: an empty pattern matches every
+    code (--ignore "$UNSET" switched linting off) and a mistyped one none (--select GP2O1 selected none)."""
+    from gpuplan.codes import suggestions
+    from gpuplan.config import matches_any_code
+
+    for value in values:
+        if not value.strip():
+            raise click.BadParameter("an empty pattern would match every rule; name a code, prefix or rule", ctx, param)
+        if not matches_any_code(value):
+            close = suggestions(value)
+            hint = f"did you mean {', '.join(close)}?" if close else "`gpuplan rules` lists them"
+            raise click.BadParameter(f"unknown rule {value!r}; {hint}", ctx, param)
+    return values
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpuplan")
 def cli() -> None:
     """Lint LLM fine-tuning and serving workload specs, estimate GPUs, and render decision reports."""
@@ -111,8 +181,10 @@ def cli() -> None:
     help="Output format.",
 )
 @_run_options
-@click.option("--select", multiple=True, help="Only these codes, code prefixes (GP2) or rule names.")
-@click.option("--ignore", multiple=True, help="Skip these codes, code prefixes or rule names.")
+@click.option(
+    "--select", multiple=True, callback=_rule_patterns, help="Only these codes, code prefixes (GP2) or rule names."
+)
+@click.option("--ignore", multiple=True, callback=_rule_patterns, help="Skip these codes, code prefixes or rule names.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when there is nothing to report.")
 @click.option(
     "--only-specs",
@@ -265,7 +337,7 @@ EVIDENCE_KINDS = ("auto", *KINDS)
 @_format_option("text", "json", "markdown")
 @click.option(
     "--tolerance",
-    type=click.FloatRange(0, 1000),
+    type=FiniteFloat(0, 1000),
     default=None,
     help="Percent a measured term may differ from its estimate [default: 10, or thresholds.verify_tolerance_pct].",
 )
@@ -485,6 +557,9 @@ def catalog_models(output_format: str) -> None:
         )
 
 
+_FORMAT_OF_SUFFIX = {".pdf": ("pdf",), ".html": ("html",), ".htm": ("html",)}
+
+
 @cli.command(short_help="Render a decision report (Markdown, HTML or PDF).")
 @click.argument("spec_path", metavar="SPEC")
 @click.option("--md", "as_md", is_flag=True, help="Markdown (the default when no format is given).")
@@ -495,9 +570,10 @@ def catalog_models(output_format: str) -> None:
     "--output",
     type=click.Path(dir_okay=False, allow_dash=True),
     default=None,
-    help="Output file ('-': standard output, one text format only); with several formats, its suffix is "
-    "replaced per format. Default: one Markdown or HTML report to standard output; a PDF, or several "
-    "formats, next to the spec as <name>.md/.html/.pdf.",
+    help="Output file ('-': standard output, one text format only); with no format option, a .pdf or .html "
+    "name chooses that format; with several formats, its suffix is replaced per format. Default: one "
+    "Markdown or HTML report to standard output; a PDF, or several formats, next to the spec as "
+    "<name>.md/.html/.pdf.",
 )
 @click.option("--force", is_flag=True, help="Replace a symlink (the link itself, not its target) or a read-only file.")
 @click.option("--mkdir", is_flag=True, help="Create the output file's missing folders.")
@@ -537,7 +613,10 @@ def report(
     from gpuplan.atomic import check_destination, write_atomic
     from gpuplan.report.pdf_process import pdf_renderer
 
-    formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted) or ("md",)
+    formats = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted)
+    if not formats and output not in (None, "-"):  # no format asked for: -o report.pdf means a PDF
+        formats = _FORMAT_OF_SUFFIX.get(os.path.splitext(output)[1].lower(), ())
+    formats = formats or ("md",)
     if spec_path == "-":
         raise GpuplanError("report needs a spec file, not standard input")
     to_stdout = output == "-" or (output is None and len(formats) == 1 and formats[0] != "pdf")
@@ -620,13 +699,13 @@ def report(
 )
 @click.option(
     "--max-monthly-increase",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     default=None,
     help="Exit 1 when the total monthly cost rises by more than this amount.",
 )
 @click.option(
     "--max-monthly-increase-pct",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     default=None,
     help="Exit 1 when the total monthly cost rises by more than this percentage.",
 )
@@ -711,6 +790,52 @@ def diff(
     sys.exit(exit_code)
 
 
+def _check_starter(choices: Any) -> None:
+    """The options' values within the spec schema's bounds (the one source of them): the starter built
+    from the options, before the planner sees it, must be schema-valid, or nothing is written."""
+    from gpuplan import starter
+    from gpuplan.loader import load_bytes
+    from gpuplan.validate import validate
+
+    document = load_bytes("<options>", starter.starter_spec(choices).encode())
+    problems = [f for f in (*document.findings, *validate(document)) if f.severity.rank >= Severity.ERROR.rank]
+    if problems:
+        raise click.UsageError(f"the options give an invalid spec: {problems[0].message}")
+
+
+def _ask(
+    model: str | None,
+    serve: bool | None,
+    finetune: str | None,
+    gpu: str | None,
+    count: int | None,
+    context: int | None,
+    concurrency: int | None,
+) -> tuple[str, bool | None, str | None, str, int, int, int | None]:
+    """init's questions, for every choice not given on the command line."""
+    from gpuplan import starter
+    from gpuplan.catalog import gpu_catalog, model_catalog
+
+    model = model or click.prompt(
+        "Model", default=starter.STARTER_MODEL, type=click.Choice(list(model_catalog())), show_choices=True
+    )
+    if not serve and finetune is None:
+        job = click.prompt("Job", default="serve", type=click.Choice(["serve", "finetune", "finetune-then-serve"]))
+        serve = job != "finetune"
+        if job != "serve":
+            finetune = click.prompt("Fine-tuning method", default="lora", type=click.Choice(list(starter.METHODS)))
+    gpu = gpu or click.prompt("GPU", default=starter.STARTER_GPU, type=click.Choice(list(gpu_catalog())))
+    count = count or click.prompt("GPUs", default=1, type=click.IntRange(min=1))
+    label = "Context (tokens per request)" if serve else "Sequence length (tokens)"
+    default_context = starter.STARTER_CONTEXT if serve else starter.starter_seq_len()
+    context = context or click.prompt(label, default=default_context, type=click.IntRange(min=1))
+    if serve:
+        concurrency = concurrency or click.prompt(
+            "Concurrency (sequences in flight)", default=starter.STARTER_CONCURRENCY, type=click.IntRange(min=1)
+        )
+    return model, serve, finetune, gpu, count, context, concurrency
+
+
 @cli.command(short_help="Write a commented starter spec, then lint it.")
 @click.argument("path", default="workload.yaml", required=False)
 @click.option("--model", default=None, help="Model id from `gpuplan catalog models`.")
@@ -761,28 +886,22 @@ def init(
     if interactive is None:
         interactive = sys.stdin.isatty() and (model is None or (not serve and finetune is None))
     if interactive:
-        from gpuplan.catalog import gpu_catalog, model_catalog
-
-        model = model or click.prompt(
-            "Model", default=starter.STARTER_MODEL, type=click.Choice(list(model_catalog())), show_choices=True
-        )
-        if not serve and finetune is None:
-            job = click.prompt("Job", default="serve", type=click.Choice(["serve", "finetune", "finetune-then-serve"]))
-            serve = job != "finetune"
-            if job != "serve":
-                finetune = click.prompt("Fine-tuning method", default="lora", type=click.Choice(list(starter.METHODS)))
-        gpu = gpu or click.prompt("GPU", default=starter.STARTER_GPU, type=click.Choice(list(gpu_catalog())))
-        count = count or click.prompt("GPUs", default=1, type=click.IntRange(min=1))
-        label = "Context (tokens per request)" if serve else "Sequence length (tokens)"
-        default_context = starter.STARTER_CONTEXT if serve else starter.starter_seq_len()
-        context = context or click.prompt(label, default=default_context, type=click.IntRange(min=1))
-        if serve:
-            concurrency = concurrency or click.prompt(
-                "Concurrency (sequences in flight)", default=starter.STARTER_CONCURRENCY, type=click.IntRange(min=1)
+        try:
+            model, serve, finetune, gpu, count, context, concurrency = _ask(
+                model, serve, finetune, gpu, count, context, concurrency
             )
+        except click.exceptions.Abort:
+            if sys.stdin is None or not sys.stdin.isatty():  # answers piped in ran out: say which way out
+                raise GpuplanError(
+                    "standard input ended before every question was answered; give --model and --serve "
+                    "and/or --finetune METHOD (and --no-interactive) instead"
+                ) from None
+            raise
     elif model is None or (not serve and finetune is None):
         raise click.UsageError("give --model and --serve and/or --finetune METHOD (or run in a terminal to be asked)")
     assert model is not None
+    if not path.strip():
+        raise click.BadParameter("an empty path names no file; give a file name, or - for standard output")
     choices = starter.Starter(
         model=model,
         gpu=gpu or starter.STARTER_GPU,
@@ -793,6 +912,7 @@ def init(
         concurrency=concurrency or starter.STARTER_CONCURRENCY,
         name=name,
     )
+    _check_starter(choices)
     text, note = starter.fitted_starter(choices)
     if path == "-":
         click.echo(text, nl=False)

@@ -9,7 +9,9 @@ and ``diff``
 from __future__ import annotations
 
 import functools
+import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,8 +82,10 @@ class ConfigError(GpuplanError):
         header = "invalid configuration"
         super().__init__(f"{header}: {problems[0]}" if len(problems) == 1 else f"{header}:\n" + "\n".join(problems))
 
-
-_GPUPLAN_TABLE = re.compile(rb"^\[tool\.gpuplan(\.|\])", re.M)
+    def lines(self) -> list[str]:
+        if len(self.problems) == 1:
+            return [f"invalid configuration: {self.problems[0]}"]
+        return ["invalid configuration:", *self.problems]
 
 
 def find_config(start: Path) -> Path | None:
@@ -95,15 +99,32 @@ def find_config(start: Path) -> Path | None:
         if candidate.exists() or candidate.is_symlink():
             return candidate
         pyproject = folder / "pyproject.toml"
-        if pyproject.exists() or pyproject.is_symlink():
-            try:
-                if _GPUPLAN_TABLE.search(read_bounded(pyproject, SETTINGS)):
-                    return pyproject
-            except ReadRefused:
-                return pyproject
+        if (pyproject.exists() or pyproject.is_symlink()) and _configures_gpuplan(pyproject):
+            return pyproject
         if (folder / ".git").exists():
             return None
     return None
+
+
+def _configures_gpuplan(pyproject: Path) -> bool:
+    """Whether a pyproject.toml has a tool.gpuplan key, in any TOML spelling (``[tool.gpuplan]``,
+    ``[ tool.gpuplan ]``, ``[tool."gpuplan"]``, dotted keys, an inline table). A file that cannot be read,
+    or is not valid TOML but names gpuplan, is taken as governing (loading it then reports why), so a
+    broken configuration is never skipped silently in favour of one further up; one that never names
+    gpuplan is some other tool's, and is not parsed at all."""
+    try:
+        raw = read_bounded(pyproject, SETTINGS)
+    except ReadRefused:
+        return True
+    if b"gpuplan" not in raw:
+        return False
+    import tomllib
+
+    try:
+        tool = tomllib.loads(raw.decode("utf-8")).get("tool")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
+        return True
+    return isinstance(tool, dict) and "gpuplan" in tool
 
 
 def load_config(path: Path) -> Config:
@@ -133,7 +154,12 @@ def _unknown_rules(document: LoadedDocument) -> list[Finding]:
             if not matches_any_code(pattern):
                 found.append(_unknown_rule(document, (section, index), pattern))
     for key in document.data.get("severity", {}):
-        if lookup(key) is None:
+        if not isinstance(key, str):  # YAML allows null, number and boolean keys; the position is by its text
+            position = document.position(("severity", str(key)))
+            shown = "null" if key is None else repr(key)
+            message = f"severity: a key must be a rule code (GP201) or name (does-not-fit), not {shown}"
+            found.append(Finding.make("GP100", message, path=document.path, line=position.line, col=position.col))
+        elif lookup(key) is None:
             found.append(_unknown_rule(document, ("severity", key), key))
     return sorted(found, key=lambda finding: (finding.line, finding.col))
 
@@ -180,7 +206,11 @@ def _toml_document(path: Path, raw: bytes) -> LoadedDocument:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise ConfigError(path, [f"{path}: invalid TOML: {error}"]) from None
     tool = data.get("tool", {})
-    table = tool.get("gpuplan", {}) if isinstance(tool, dict) else {}
+    if not isinstance(tool, dict) or "gpuplan" not in tool:
+        raise ConfigError(path, [f"{path}: no [tool.gpuplan] table: nothing to configure"])
+    table = tool["gpuplan"]
+    if not isinstance(table, dict):
+        raise ConfigError(path, [f"{path}: tool.gpuplan must be a table ([tool.gpuplan]), not {type(table).__name__}"])
     positions: dict[tuple[str | int, ...], Position] = {(): Position(1, 1, 1, 1)}
     section: tuple[str, ...] = ()
     for number, line in enumerate(re.split(r"\r\n|\r|\n", raw.decode("utf-8")), start=1):
@@ -196,7 +226,28 @@ def _toml_document(path: Path, raw: bytes) -> LoadedDocument:
         if key and section != ("<other>",):
             column = len(key.group(1)) + 1
             positions[(*section, key.group(2))] = Position(number, column, number, column)
+    # TOML has nan and inf, which no schema bound catches (every comparison with NaN is false); the
+    # YAML loader refuses them as values, and so does this one, at the key that holds one.
+    problems = [
+        f"{path}:{position.line}:{position.col}: {'.'.join(map(str, pointer))} is {value!r}: write a finite number"
+        for pointer, value in _non_finite(table)
+        for position in (positions.get(pointer) or positions.get(pointer[:1]) or positions[()],)
+    ]
+    if problems:
+        raise ConfigError(path, problems)
     return LoadedDocument(str(path), table, positions, ())
+
+
+def _non_finite(value: Any, pointer: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], float]]:
+    """(pointer, value) of every NaN or infinite float in nested tables and arrays."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield pointer, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, (*pointer, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, (*pointer, index))
 
 
 def _code(code_or_name: str) -> str:

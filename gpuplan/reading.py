@@ -120,6 +120,8 @@ def _read_regular(path: str | os.PathLike[str], limit: Limit, *, whole: bool) ->
 
 def read_stdin(limit: Limit = SPEC) -> bytes:
     """Standard input, at most ``limit.max_bytes`` (reading stops one byte past the limit)."""
+    if sys.stdin is None:  # started with standard input closed (`<&-`)
+        raise ReadRefused("standard input is closed")
     stream = sys.stdin.buffer
     data = stream.read(limit.max_bytes + 1)
     check_size(len(data), limit, known=False)

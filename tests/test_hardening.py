@@ -298,6 +298,76 @@ def test_a_broken_pyproject_deep_in_a_tree_fails_only_the_specs_it_governs(tmp_p
     assert "team-a/pyproject.toml: invalid TOML: " in finding["message"]
 
 
+@pytest.mark.parametrize(
+    "table",
+    [
+        '[ tool.gpuplan ]\nseverity = {low-headroom = "error"}\nthresholds = {headroom_pct = 90}\n',
+        '[tool."gpuplan"]\nseverity = {low-headroom = "error"}\nthresholds = {headroom_pct = 90}\n',
+        'tool.gpuplan.severity.low-headroom = "error"\ntool.gpuplan.thresholds.headroom_pct = 90\n',
+        '[tool]\ngpuplan = {severity = {GP202 = "error"}, thresholds = {headroom_pct = 90}}\n',
+    ],
+)
+def test_every_toml_spelling_of_the_table_is_found(tmp_path: Path, table: str):
+    # VALID_SERVE passes; a 90% headroom margin makes it GP202 (low headroom), raised to an error, so
+    # the configuration found upward turns exit 0 into exit 1. A regular expression over
+    # "[tool.gpuplan]" missed these spellings, and the run passed.
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    (tmp_path / "spec.yaml").write_text(VALID_SERVE)
+    assert run_cli("lint", str(tmp_path / "spec.yaml"))[0] == 0
+    (tmp_path / "pyproject.toml").write_text(table)
+    assert run_cli("lint", str(tmp_path / "spec.yaml"))[0] == 1
+
+
+def test_a_pyproject_of_other_tools_is_not_a_configuration(tmp_path: Path):
+    # Broken TOML that never names gpuplan is some other tool's file: skipped, as a valid one is.
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    (tmp_path / "spec.yaml").write_text(VALID_SERVE)
+    for text in ("[tool.black]\nline-length = 100\n", "[tool.black\nbroken\n"):
+        (tmp_path / "pyproject.toml").write_text(text)
+        code, out, _ = run_cli("lint", str(tmp_path / "spec.yaml"))
+        assert code == 0 and out.startswith("passed"), out
+    # Named explicitly, a pyproject without the table is a usage error, not a silent no-op.
+    code, _, err = run_cli("lint", "--config", str(tmp_path / "pyproject.toml"), str(tmp_path / "spec.yaml"))
+    assert code == 2 and "invalid TOML" in err
+    (tmp_path / "pyproject.toml").write_text("[tool.black]\nline-length = 100\n")
+    code, _, err = run_cli("lint", "--config", str(tmp_path / "pyproject.toml"), str(tmp_path / "spec.yaml"))
+    assert code == 2 and err.endswith("pyproject.toml: no [tool.gpuplan] table: nothing to configure\n")
+    (tmp_path / "pyproject.toml").write_text("[tool]\ngpuplan = 5\n")
+    code, _, err = run_cli("lint", "--config", str(tmp_path / "pyproject.toml"), str(tmp_path / "spec.yaml"))
+    assert code == 2 and err.endswith("tool.gpuplan must be a table ([tool.gpuplan]), not int\n")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_toml_nan_and_inf_are_refused_at_their_key(tmp_path: Path, value: str):
+    # TOML spells NaN and infinities, which no schema bound catches (NaN compares false to every
+    # bound): they stopped rules with internal errors and reached plan's JSON as NaN.
+    (tmp_path / "spec.yaml").write_text(VALID_SERVE)
+    config = tmp_path / "pyproject.toml"
+    config.write_text(f'[tool.gpuplan]\nfail-on = "error"\nthresholds = {{headroom_pct = {value}}}\n')
+    code, _, err = run_cli("lint", "--config", str(config), str(tmp_path / "spec.yaml"))
+    assert code == 2
+    assert (
+        err
+        == f"gpuplan: error: invalid configuration: {config}:3:1: thresholds.headroom_pct is {float(value)!r}: write a finite number\n"
+    )
+    config.write_text(f"[tool.gpuplan.diff]\nmax-monthly-increase = {value}\n")
+    code, _, err = run_cli("lint", "--config", str(config), str(tmp_path / "spec.yaml"))
+    assert code == 2 and f"{config}:2:1: diff.max-monthly-increase is" in err
+
+
+@pytest.mark.parametrize(("key", "shown", "where"), [("~", "null", "2:3"), ("1", "1", "2:3"), ("true", "True", "2:3")])
+def test_a_severity_key_that_is_not_text_is_a_positioned_problem(tmp_path: Path, key: str, shown: str, where: str):
+    (tmp_path / "spec.yaml").write_text(VALID_SERVE)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"severity:\n  {key}: error\n")
+    code, _, err = run_cli("lint", "--config", str(config), str(tmp_path / "spec.yaml"))
+    assert (code, err) == (
+        2,
+        f"gpuplan: error: invalid configuration: {config}:{where}: severity: a key must be a rule code (GP201) "
+        f"or name (does-not-fit), not {shown}\n",
+    )
+
+
 # -- neutralised output ---------------------------------------------------------------------------
 
 FORGED = "\\n::error file=x.yaml,line=1::forged\\n::add-mask::secret\\u001b]0;t\\u0007"
@@ -508,3 +578,76 @@ def test_a_token_budget_the_prompts_saturate_is_a_long_wait_not_an_internal_erro
     speed = result.analysis.serve.speed
     assert math.isfinite(speed.ttft_s) and speed.ttft_s > 3600
     assert speed.tokens_per_s > 0
+
+
+# -- command-line values ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("lint", "--bogus", "x.yaml"), "No such option '--bogus'."),
+        (("lint", "--format", "xml", "x.yaml"), "Invalid value for '--format': 'xml' is not one of"),
+        (("lint", "--ignore", "", "x.yaml"), "an empty pattern would match every rule"),
+        (("lint", "--ignore", " ", "x.yaml"), "an empty pattern would match every rule"),
+        (("lint", "--select", "GP2O1", "x.yaml"), "unknown rule 'GP2O1'; did you mean GP201"),
+        (("lint", "--select", "no-such-rule", "x.yaml"), "unknown rule 'no-such-rule'"),
+        (("verify", "x.yaml", "--run", "r.log", "--tolerance", "nan"), "'nan' is not a finite number"),
+        (("diff", "a.yaml", "b.yaml", "--max-monthly-increase", "nan"), "'nan' is not a finite number"),
+        (("diff", "a.yaml", "b.yaml", "--max-monthly-increase-pct", "inf"), "'inf' is not a finite number"),
+        (("init", "--model", "llama-3.1-8b", "--serve", "--count", "99999999999", "x.yaml"), "must be at most"),
+        (("init", "--model", "llama-3.1-8b", "--serve", ""), "an empty path names no file"),
+    ],
+)
+def test_a_bad_command_line_value_is_one_line_and_exit_2(tmp_path: Path, monkeypatch, args, message):
+    # click's own form is four lines (usage, "Try", blank, "Error: ..."); NaN passed click's FloatRange
+    # (it compares false with both bounds) and switched the check it sets off; an empty --ignore
+    # matched every code and passed any spec; init wrote specs its own lint then rejected.
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(*args)
+    assert (code, out) == (2, "")
+    assert err.startswith("gpuplan: error: ") and message in err and err.count("\n") == 1, err
+    assert not list(tmp_path.glob("*.yaml")), "nothing is written"
+
+
+def test_closed_standard_input_and_a_full_disk_are_one_line(tmp_path: Path):
+    import subprocess
+
+    from conftest import gpuplan_executable
+
+    spec = str(EXAMPLES / "serve-llama-70b.yaml")
+    closed = subprocess.run([gpuplan_executable(), "lint", "-"], stdin=subprocess.DEVNULL, capture_output=True)
+    assert closed.returncode == 1  # an empty spec (GP006): read, not refused
+    closed = subprocess.run(
+        [gpuplan_executable(), "lint", "-"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        close_fds=True,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert closed.returncode == 2 and "GP009 [error] cannot read <stdin>: standard input is closed" in closed.stdout
+    assert "internal error" not in closed.stderr
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(
+                [gpuplan_executable(), "report", "-o", "-", spec], stdout=full, stderr=subprocess.PIPE, text=True
+            )
+        assert (done.returncode, done.stderr) == (
+            2,
+            "gpuplan: error: cannot write the output: No space left on device\n",
+        )
+
+
+def test_a_path_with_a_line_break_stays_on_one_line(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("report", "-o", "no\n::error::forged/x.md", str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert code == 2 and err.count("\n") == 1 and "no\\n::error::forged" in err
+    assert not [line for line in err.splitlines() if line.startswith("::")]
+
+
+def test_interactive_init_says_how_out_when_its_input_ends(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--interactive", "n.yaml", input="")
+    assert code == 2 and "standard input ended before every question was answered" in err
+    assert "internal error" not in err and not (tmp_path / "n.yaml").exists()

@@ -333,3 +333,14 @@ def test_risks_read_as_sentences():
     assert ("No N+1 redundancy", "One") in risks
     for title, first in risks:
         assert first[0].isupper() or first[0].isdigit() or "-" in first or first.endswith(":"), (title, first)
+
+
+def test_a_constraint_the_planner_could_not_judge_is_not_shown_as_met():
+    # 1 x h100-sxm cannot hold Llama-3.1-70B (143.5 GiB of 71.2): there is no headroom to keep, and the
+    # spec declares no SLO. The table said "meets" for both, which a signer reads as a pass.
+    _, out, _ = run_cli("report", str(EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml"))
+    assert "| Fits in memory | breaks | meets | meets |" in out
+    assert "| Headroom margin kept | not judged (memory breaks) | meets | meets |" in out
+    assert "| TTFT SLO met | no SLO declared | no SLO declared | no SLO declared |" in out
+    _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))  # SLOs declared and met
+    assert "| TTFT SLO met | meets | meets | meets |" in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import os
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -182,3 +183,27 @@ def test_importing_weasyprint_starts_no_process():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.startswith("0 []"), done.stdout
+
+
+@pytest.mark.parametrize(("name", "magic"), [("r.pdf", b"%PDF-"), ("r.html", b"<!DOCTYPE html>"), ("r.md", b"## ")])
+def test_the_output_name_chooses_the_format_when_no_option_does(tmp_path: Path, name: str, magic: bytes):
+    # `-o r.pdf` alone wrote Markdown into r.pdf without a word.
+    code, _, _ = run_cli("report", "-o", str(tmp_path / name), str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert code == 0 and (tmp_path / name).read_bytes().startswith(magic)
+
+
+def test_an_unwritable_folder_is_refused_before_any_rendering(tmp_path: Path, monkeypatch):
+    # A read-only file system (or folder) is found before the report is rendered (seconds for a PDF),
+    # not at the last write. os.access is what the check asks; root bypasses mode bits, so it is faked.
+    import gpuplan.atomic as atomic
+
+    real = os.access
+    monkeypatch.setattr(atomic.os, "access", lambda path, mode: False if Path(path) == tmp_path else real(path, mode))
+    rendered = []
+    monkeypatch.setattr("gpuplan.report.build.render_report", lambda *a, **k: rendered.append(1) or {})
+    code, _, err = run_cli("report", "--pdf", "-o", str(tmp_path / "r.pdf"), str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert (code, err) == (
+        2,
+        f"gpuplan: error: cannot write {tmp_path / 'r.pdf'}: the folder {tmp_path} is not writable\n",
+    )
+    assert not rendered

@@ -136,9 +136,27 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
     rows["Latency" if option.kind == "serve" else "Training time"] = _latency(option)
     rows["Budget"] = _budget(option, spec)
     for name, ok in option.meets:
-        rows[CONSTRAINT_LABELS.get(name, name)] = "meets" if ok else "breaks"
+        rows[CONSTRAINT_LABELS.get(name, name)] = _judgement(option, name, ok)
     rows["Price basis"] = price_basis(spec, option.layout.gpu).text
     return rows
+
+
+def _judgement(option: Option, name: str, ok: bool) -> str:
+    """ "meets" or "breaks", or why a constraint was not judged: the planner counts a check it could not
+    make as passed, which a signer must not read as a pass (a layout over its memory has no headroom
+    to keep, one that cannot start no latency; an SLO that is not declared is not met, just absent)."""
+    if not ok:
+        return "breaks"
+    memory_broken = dict(option.meets).get("memory") is False
+    if name == "headroom" and memory_broken:
+        return "not judged (memory breaks)"
+    if name in ("ttft_slo", "tpot_slo"):
+        estimate: Any = option.estimate
+        if getattr(estimate.job, name.replace("_slo", "_ms")) is None:
+            return "no SLO declared"
+        if not estimate.loads:
+            return "not judged (does not fit)"
+    return "meets"
 
 
 def side_by_side(plan: JobPlan, spec: Spec) -> tuple[list[str], list[list[str]]]:
