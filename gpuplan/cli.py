@@ -301,11 +301,10 @@ def main() -> None:
 
 def _echo_problems(findings: Any) -> None:
     """The spec's own problems, on stderr, before an error that says they stop the command."""
+    from gpuplan.output.text import finding_lines  # lint's own lines: spec text in them shown escaped
+
     for finding in findings:
-        click.echo(
-            f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] {finding.message}",
-            err=True,
-        )
+        click.echo("\n".join(finding_lines(finding)), err=True)
 
 
 def _stop_unresolved(result: Any, spec_path: str, done: str) -> NoReturn:

@@ -1,10 +1,20 @@
-"""``gpuplan plan`` as text for a terminal or as Markdown, both rendered from the JSON object."""
+"""``gpuplan plan`` as text for a terminal or as Markdown, both rendered from the JSON object.
+
+The object carries spec text (the name, the model, GPU ids of the spec's own ``gpus:``, the currency,
+reasons that quote them): text output shows every line through :func:`gpuplan.visible.visible` and
+Markdown every spec-derived cell through :func:`gpuplan.output.markdown.escape_markdown`, so a spec can
+neither start a line of its own (a forged ``::error``) nor put HTML or a link into a pull-request comment.
+The pasted YAML is ASCII already (:func:`gpuplan.plan.describe.flow_yaml` JSON-quotes any other value).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from gpuplan.output.markdown import escape_markdown
 from gpuplan.units import format_gib, format_money, format_number, money_difference
+from gpuplan.visible import visible
 
 TEXT_COLUMNS = frozenset({"", "layout", "settings", "cost", "change", "first constraint broken"})
 
@@ -199,32 +209,39 @@ def render_text(document: dict[str, Any]) -> str:
             for alternative in job["alternatives"]:
                 option = alternative["option"]
                 lines.append(f"    {alternative['label']}: {_layout(option)}  {_cost(option, currency)}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(visible(line) for line in lines) + "\n"
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
+def _fenced(text: str, info: str) -> list[str]:
+    """``text`` as a fenced code block whose fence is longer than any run of backticks in it (CommonMark:
+    a closing fence is at least as long as the opening one), so the content can never close it."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, text.rstrip("\n"), fence]
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     headers, rows = _keep(headers, rows)
     rule = "|".join("---" if header in TEXT_COLUMNS else "---:" for header in headers)
     out = ["| " + " | ".join(headers) + " |", f"|{rule}|"]
-    out += ["| " + " | ".join(_md_cell(cell) for cell in row) + " |" for row in rows]
+    out += ["| " + " | ".join(escape_markdown(cell) for cell in row) + " |" for row in rows]
     return out
 
 
 def render_markdown(document: dict[str, Any]) -> str:
     currency = document["currency"]
-    lines = [f"# GPU plan: {_md_cell(document['name'])}", "", _md_cell(_title(document))]
+    lines = [f"# GPU plan: {escape_markdown(document['name'])}", "", escape_markdown(_title(document))]
     for job in document["jobs"]:
         kind = job["job"]
         recommended = job["recommended"]
         declared_text, recommended_text = _headline(job, currency)
         lines += ["", f"## {'Serving' if kind == 'serve' else 'Fine-tuning'}", ""]
-        lines += [f"- **Declared**: {_md_cell(declared_text)}", f"- **Recommended**: {_md_cell(recommended_text)}"]
+        lines += [
+            f"- **Declared**: {escape_markdown(declared_text)}",
+            f"- **Recommended**: {escape_markdown(recommended_text)}",
+        ]
         if recommended is not None:
-            lines += ["", "```yaml", recommended["yaml"].rstrip("\n"), "```"]
+            lines += ["", *_fenced(recommended["yaml"], "yaml")]
         if job["options"]:
             lines += ["", f"### Options ({job['options_total']})", ""]
             lines.append(f"Sound options: {_order_note(job)}.")

@@ -16,9 +16,11 @@ from gpuplan.evidence.model import BYTES, TOKENS
 from gpuplan.findings import Finding, Severity
 from gpuplan.output.markdown import escape_markdown
 from gpuplan.output.summary import plural
+from gpuplan.output.text import finding_lines
 from gpuplan.units import GIB
 from gpuplan.verify import VerifySummary
 from gpuplan.verify.compare import RunVerification, TermResult
+from gpuplan.visible import visible
 
 FORMAT_VERSION = 1
 BASIS = {
@@ -88,14 +90,10 @@ def render_text(summary: VerifySummary) -> str:
             lines.append(f"  not in the evidence: {missing}")
         lines += [f"  - {sentence}" for sentence in run.meaning]
         lines.append("")
-    for finding in summary.findings:
-        lines.append(
-            f"{finding.file}:{finding.line}:{finding.col}: {finding.code} [{finding.severity.value}] {finding.message}"
-        )
-        if finding.hint:
-            lines.append(f"    hint: {finding.hint}")
+    lines += [line for finding in summary.findings for line in finding_lines(finding)]
     lines.append(summary_line(summary))
-    return "\n".join(lines) + "\n"
+    # Paths, the spec's values and the log's own words (model names, settings) are untrusted text.
+    return "\n".join(visible(line) for line in lines) + "\n"
 
 
 # -- json ------------------------------------------------------------------------------------

@@ -66,7 +66,9 @@ def saving_between(declared: Option, option: Option) -> Saving | None:
     """What ``option`` saves against ``declared`` (negative when it costs more); None when either is unpriced."""
     if declared.rate is None or option.rate is None:
         return None
-    share = (declared.rate - option.rate) / declared.rate
+    # Prices may be 0 (owned or donated GPUs): nothing is cheaper than free, so against a free declared
+    # layout no share is saved (a share of nothing is not a number the outputs could print).
+    share = (declared.rate - option.rate) / declared.rate if declared.rate > 0 else 0.0
     if declared.kind == "serve":
         return Saving(declared.rate, option.rate, "month", share)
     if declared.cost is not None and option.cost is not None:
