@@ -22,7 +22,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.evidence import KINDS
 from gpuplan.findings import Severity
 from gpuplan.output import FORMAT_MODULES
-from gpuplan.visible import visible
+from gpuplan.visible import json_text, visible
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 _TRACEBACK = "gpuplan.traceback"  # click context key: whether --traceback was given
@@ -385,7 +385,6 @@ def estimate(
     estimate uses the configured efficiencies; the findings follow the estimate and the exit code
     is lint's: a job that fits in memory but breaks a rule (TP beyond the NVLink domain) exits 1.
     """
-    import json
 
     from gpuplan.analysis import to_dict
     from gpuplan.output.estimate_text import render_estimate
@@ -402,7 +401,7 @@ def estimate(
         document = to_dict(result.analysis) if result.analysis is not None else {}
         document["findings"] = [finding.to_dict() for finding in result.findings]
         document["exit_code"] = summary.exit_code
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False))
+        click.echo(json_text(document))
     elif result.analysis is None:
         click.echo(render_findings(summary), nl=False, err=True)
         click.echo(f"gpuplan: no estimate: {visible(result.path)} has problems that stop it (above)", err=True)
@@ -444,7 +443,6 @@ def plan_command(
     Exit 0 when every job has a sound layout within the constraints, 1 when one has none, 2 on errors.
     """
     import dataclasses
-    import json
 
     from gpuplan.catalog import UnknownNameError, get_gpu
     from gpuplan.output.plan_text import render_markdown, render_text
@@ -473,7 +471,7 @@ def plan_command(
     planner = planner_for(spec, settings, limits)
     document = plan_document(planner, path=result.path, top=top, cheaper_share=settings.cheaper_layout_share)
     if output_format == "json":
-        click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        click.echo(json_text(document))
     elif output_format == "markdown":
         click.echo(render_markdown(document), nl=False)
     else:

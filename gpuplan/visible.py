@@ -9,11 +9,15 @@ are shown as escapes: ``\\x1b``, ``\\n``, ``\\u202e``. The text itself is kept, 
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # C0 controls, DEL, C1 controls, line/paragraph separators, bidi embeddings/overrides/isolates and marks.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+# What JSON leaves raw of _UNSAFE (it escapes C0 controls itself; the indentation's line breaks are C0).
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 _WHITESPACE_CONTROLS = re.compile("[\t\n\r\x0b\x0c\x85\u2028\u2029]+")
 
 
@@ -33,3 +37,13 @@ def visible(text: str) -> str:
 def visible_prose(text: str) -> str:
     """Like :func:`visible`, but line breaks and tabs become one space (multi-line descriptions in reports)."""
     return visible(_WHITESPACE_CONTROLS.sub(" ", text))
+
+
+def json_text(document: Any) -> str:
+    """``document`` as indented JSON that keeps readable Unicode (names, the em dashes of messages) but
+    writes the characters :func:`visible` escapes as ``\\uXXXX``: JSON itself escapes only C0 controls,
+    so DEL, C1, separators and bidi overrides from a spec reached a terminal that ``cat``s the output.
+    NaN and infinities are refused (they are not JSON)."""
+    text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+    # Outside strings JSON has only ASCII, so every such character sits in a string: its escape is valid.
+    return _UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

@@ -651,3 +651,21 @@ def test_interactive_init_says_how_out_when_its_input_ends(tmp_path: Path, monke
     code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--interactive", "n.yaml", input="")
     assert code == 2 and "standard input ended before every question was answered" in err
     assert "internal error" not in err and not (tmp_path / "n.yaml").exists()
+
+
+def test_json_outputs_write_bidi_and_c1_characters_as_escapes(write_spec):
+    # JSON itself escapes only C0 controls: DEL, C1 (U+0085, U+009B), U+2028 and bidi overrides from a
+    # spec went into lint's, estimate's, plan's and SARIF's JSON raw, and reached a terminal that cats it.
+    hostile = "a\u202eb\x7fc\x9bd\u2028e\u2066f"
+    spec = VALID_SERVE.replace("name: demo", f'name: "{hostile.encode("unicode_escape").decode()}"') + (
+        'waivers: [{rule: GP202, reason: "r\\u202e\\x85", approved_by: "me"}]\n'
+    )
+    path = write_spec(spec)
+    for args in (("lint", "--format", "json"), ("lint", "--format", "sarif"), ("estimate", "--format", "json")):
+        _, out, _ = run_cli(*args, str(path))
+        assert not any(char in out for char in "\u202e\x7f\x9b\u2028\u2066\x85"), args
+        assert json.loads(out), args
+    _, out, _ = run_cli("estimate", "--format", "json", str(path))
+    assert "a\\u202eb\\u007fc\\u009bd\\u2028e\\u2066f" in out and json.loads(out)["name"] == hostile
+    _, out, _ = run_cli("plan", "--format", "json", str(path))
+    assert "\u202e" not in out and json.loads(out)["name"] == hostile

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from gpuplan import __version__
 from gpuplan.findings import Severity
 from gpuplan.output.summary import RunSummary
+from gpuplan.visible import json_text
 
 FORMAT_VERSION = 1
 
@@ -27,4 +26,4 @@ def render(summary: RunSummary) -> str:
         "files": [result.path for result in summary.results],
         "findings": [finding.to_dict() for finding in summary.findings],
     }
-    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_text(document) + "\n"

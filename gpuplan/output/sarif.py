@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from gpuplan import __version__
 from gpuplan.output.summary import RunSummary
 from gpuplan.rules.registry import all_rules
+from gpuplan.visible import json_text
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 _LEVELS = {"error": "error", "warning": "warning", "info": "note"}
@@ -66,4 +66,4 @@ def render(summary: RunSummary) -> str:
         "version": "2.1.0",
         "runs": [{"tool": {"driver": driver}, "results": results, "columnKind": "unicodeCodePoints"}],
     }
-    return json.dumps(log, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return json_text(log) + "\n"

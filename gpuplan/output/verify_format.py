@@ -8,7 +8,6 @@ calibration records.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from gpuplan import __version__
@@ -20,7 +19,7 @@ from gpuplan.output.text import finding_lines
 from gpuplan.units import GIB
 from gpuplan.verify import VerifySummary
 from gpuplan.verify.compare import RunVerification, TermResult
-from gpuplan.visible import visible
+from gpuplan.visible import json_text, visible
 
 FORMAT_VERSION = 1
 BASIS = {
@@ -166,7 +165,7 @@ def render_json(summary: VerifySummary) -> str:
         },
         "runs": [run_dict(run) for run in summary.runs],
     }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return json_text(document) + "\n"
 
 
 # -- markdown --------------------------------------------------------------------------------
