@@ -669,3 +669,18 @@ def test_json_outputs_write_bidi_and_c1_characters_as_escapes(write_spec):
     assert "a\\u202eb\\u007fc\\u009bd\\u2028e\\u2066f" in out and json.loads(out)["name"] == hostile
     _, out, _ = run_cli("plan", "--format", "json", str(path))
     assert "\u202e" not in out and json.loads(out)["name"] == hostile
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["https://evil.example/x", "[x](https://evil.example)", "HTTP://EVIL.EXAMPLE", "ftp://x.example", "www.evil.com"],
+)
+def test_spec_text_in_markdown_links_nothing(text: str):
+    # GitHub turns a bare URL or www. address into a live link with no markup at all; the escaped colon
+    # or dot reads the same and links nothing (rendered with GitHub's own parser, cmark-gfm).
+    import cmarkgfm
+
+    from gpuplan.output.markdown import escape_markdown
+
+    html = cmarkgfm.github_flavored_markdown_to_html(f"| a |\n|---|\n| {escape_markdown(text)} |")
+    assert "<a " not in html and text in html  # the text itself is kept, readable
