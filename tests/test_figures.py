@@ -9,10 +9,13 @@ same in the report and in ``gpuplan plan``.
 from __future__ import annotations
 
 import re
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, run_cli
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gpuplan.units import GIB, apportioned_gib, format_money, money_difference, money_times, rounded
 
@@ -41,6 +44,22 @@ def number(text: str) -> float:
 )
 def test_rounding_takes_halves_up_as_a_reader_does(value: float, digits: int, expected: float):
     assert rounded(value, digits) == expected
+
+
+@given(
+    st.one_of(
+        st.floats(min_value=-1e9, max_value=1e9, allow_nan=False),
+        st.integers(min_value=-(10**7), max_value=10**7).map(lambda n: n / 1000),  # printed ties: 2.675, -0.5
+        st.integers(min_value=-(10**6), max_value=10**6).map(lambda n: n / 10 + 0.05),
+    ),
+    st.integers(min_value=0, max_value=3),
+)
+def test_rounding_matches_the_printed_decimal_rounded_half_up(value: float, digits: int):
+    # ``rounded`` takes round() except where the printed decimal ends on a half; the reference rounds
+    # the printed decimal half away from zero, as a reader does, for every value.
+    reference = float(Decimal(repr(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)) + 0.0
+    assert rounded(value, digits) == reference
+    assert str(rounded(value, digits)) == str(reference)  # the sign of zero too
 
 
 def test_a_saving_is_the_difference_of_the_shown_amounts():
