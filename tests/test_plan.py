@@ -288,7 +288,7 @@ def test_plan_json_options_carry_every_documented_key():
         "cost_per_million_tokens", "sound", "meets", "reasons", "changes", "yaml",
     }  # fmt: skip
     for option in (jobs["serve"]["declared"], *jobs["serve"]["options"], *jobs["serve"]["rejected"]):
-        assert set(option) == common | {"concurrency_per_replica", "ttft_ms", "tpot_ms", "monthly_cost"}
+        assert set(option) == common | {"concurrency_per_replica", "loads", "ttft_ms", "tpot_ms", "monthly_cost"}
     for option in (jobs["finetune"]["declared"], *jobs["finetune"]["options"], *jobs["finetune"]["rejected"]):
         assert set(option) == common | {"training_hours", "run_cost"}
         assert set(option["settings"]) == {
@@ -390,3 +390,15 @@ def test_the_options_header_states_the_order_the_rows_have(name):
             assert unpriced == sorted(unpriced)
         else:
             assert header.endswith("than all above):"), header
+
+
+def test_plan_gives_no_speed_for_a_layout_that_cannot_start():
+    # 1 x h100-sxm cannot hold Llama-3.1-70B's weights (143.5 GiB of a 71.2 GiB budget): vLLM would not
+    # start, so there is no TTFT to report. Its GPUs still cost 4.12 x 730 = 3,007.60 USD a month.
+    code, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml"))
+    declared = json.loads(out)["jobs"][0]["declared"]
+    assert code in (0, 1)
+    assert declared["loads"] is False and declared["monthly_cost"] == 3007.6
+    assert [declared[k] for k in ("ttft_ms", "tpot_ms", "tokens_per_s", "cost_per_million_tokens")] == [None] * 4
+    recommended = json.loads(out)["jobs"][0]["recommended"]
+    assert recommended["loads"] is True and recommended["ttft_ms"] > 0

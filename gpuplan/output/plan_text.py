@@ -73,6 +73,8 @@ def _order_note(job: dict[str, Any]) -> str:
 
 def _speed(option: dict[str, Any]) -> list[str]:
     if "ttft_ms" in option:
+        if option["ttft_ms"] is None:  # the layout cannot start (``loads`` is false): no speed to show
+            return ["n/a", "n/a", "n/a"]
         # The published figures (the JSON's), rounded as every other output rounds them (gpuplan.units).
         return [
             format_number(option["ttft_ms"], 0),

@@ -55,15 +55,18 @@ def option_dict(option: Option) -> dict[str, Any]:
         headroom_pct=percent(option.headroom),
     )
     if option.kind == "serve":
-        speed = estimate.speed
+        speed, loads = estimate.speed, estimate.loads
+        # A layout that cannot start has no speed and no cost per token (null, as in estimate's JSON);
+        # its GPUs still cost their month.
         result.update(
-            ttft_ms=milliseconds(speed.ttft_s),
-            tpot_ms=milliseconds(speed.tpot_s, TPOT_MS_DIGITS),
-            tokens_per_s=rounded(speed.tokens_per_s, RATE_DIGITS),
+            loads=loads,
+            ttft_ms=milliseconds(speed.ttft_s) if loads else None,
+            tpot_ms=milliseconds(speed.tpot_s, TPOT_MS_DIGITS) if loads else None,
+            tokens_per_s=rounded(speed.tokens_per_s, RATE_DIGITS) if loads else None,
             price_per_gpu_hour=option.price_per_hour,
             price_source=estimate.price_source,
             monthly_cost=_rounded(option.rate, CENT_DIGITS),
-            cost_per_million_tokens=_rounded(estimate.cost_per_million_tokens, 3),
+            cost_per_million_tokens=_rounded(estimate.cost_per_million_tokens, 3) if loads else None,
         )
     else:
         speed = estimate.speed
