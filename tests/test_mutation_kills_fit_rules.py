@@ -129,3 +129,38 @@ def test_kv_capacity_message():
     )
     assert s.max_concurrency == 3  # the plural the message words: 3 sequences
     assert lint(("GP203",)).findings == ()  # 8 x 8,192 fits
+
+
+def test_does_not_fit_messages_name_the_peak_the_shortfall_and_the_hint():
+    # Full fine-tuning of Llama-3.1-70B on 2 x h100-sxm (TP 2): about 16 B per parameter of weights,
+    # gradients and Adam states over two ranks (70.6e9 x 16 / 2 = 564 GB = 526 GiB) plus activations,
+    # peaking at the optimizer step: far over 79.2 GiB. Serving it on 2 x l4 (TP 2): its 141 GB of
+    # weights alone are over the two cards' engine budgets. The figures are the estimate's (pinned in
+    # test_mutation_kills_training.py / _serving.py); these pin how the messages use them.
+    document = {
+        **SPEC,
+        "model": {"id": "llama-3.1-70b"},
+        "finetune": {
+            "method": "full",
+            "seq_len": 2048,
+            "hardware": {"gpu": "h100-sxm", "count": 2, "tensor_parallel": 2},
+        },
+        "serve": {"context": 8192, "concurrency": 8, "hardware": {"gpu": "l4", "count": 2, "tensor_parallel": 2}},
+    }
+    result = lint(("GP201",), document)
+    f, s = result.analysis.finetune, result.analysis.serve
+    finetune, serve = sorted(result.findings, key=lambda finding: finding.pointer)
+    assert f.memory.peak_phase == "optimizer_step"  # the message spells it with a space
+    assert finetune.pointer == "/finetune/hardware/gpu"
+    assert finetune.message == (
+        f"fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU at the optimizer step peak; h100-sxm has "
+        f"79.2 GiB usable — short by {format_gib(f.memory.per_gpu - f.gpu.usable_bytes)}"
+    )
+    assert finetune.hint.startswith("on h100-sxm: ") and "gpuplan plan compares every allowed GPU" in finetune.hint
+    # Before any KV cache: the whole per-GPU figure less the KV cache the 8 sequences would need.
+    assert s.memory.kv_cache > 0 and serve.pointer == "/serve/hardware/gpu"
+    assert serve.message.startswith(
+        f"serving needs {format_gib(s.memory.per_gpu - s.memory.kv_cache)} per GPU before any KV cache "
+        f"(weights {format_gib(s.memory.weights)}); l4 gives the engine {format_gib(s.memory.budget)}"
+    )
+    assert serve.hint.startswith("on l4: ")
