@@ -487,9 +487,15 @@ class ServePlanner(_Evaluator):
         key = (gpu.id, tensor_parallel, pipeline_parallel)
         if key not in self._floors:
             # The floors read no load and no KV capacity, and grow with the weights a step reads: the
-            # weights' lower bound per GPU gives floors of every replica count without a memory estimate.
+            # weights' lower bound per GPU gives floors of every replica count (one stage: without a
+            # memory estimate).
             layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
             weights = self._model_weights / (tensor_parallel * pipeline_parallel)
+            if pipeline_parallel > 1:
+                # The speed model reads the per-GPU weights of the stage whose memory peaks, which can hold
+                # less than an even share (uneven stages; gemma-2-9b on 4 stages: 4.06 GiB, not 4.30):
+                # that stage's weights (the same at every replica count) keep the floor below it.
+                weights = min(weights, float(self.memory(layout).weights))
             ttft, tpot = latency_floors(self._workload(layout, weights, 0.0), self.efficiency)
             self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
         ttft_ms, tpot_ms = self._floors[key]
