@@ -164,3 +164,12 @@ def test_does_not_fit_messages_name_the_peak_the_shortfall_and_the_hint():
         f"(weights {format_gib(s.memory.weights)}); l4 gives the engine {format_gib(s.memory.budget)}"
     )
     assert serve.hint.startswith("on l4: ")
+
+
+def test_one_gpu_that_more_of_the_same_would_hold_is_gp301_not_gp201():
+    # Full fine-tuning of Llama-3.1-8B on one h100-sxm: about 16 B per parameter (8.0e9 x 16 = 128 GB,
+    # 150.6 GiB with activations) against 79.2 GiB usable; more h100-sxm with sharding hold it, so the
+    # finding is GP301 (parallelism needed), and GP201 (a GPU too small at any count) stays silent.
+    document = {**SPEC, "finetune": {"method": "full", "seq_len": 2048, "hardware": {"gpu": "h100-sxm"}}}
+    document.pop("serve")
+    assert [finding.code for finding in lint(("GP201", "GP301"), document).findings] == ["GP301"]
