@@ -17,6 +17,7 @@ from gpuplan.estimate.serving import (
     ServingSetup,
     ServingShape,
     Tenant,
+    decode_weight_reads,
     engine_batch_limits,
     estimate_serving,
     max_concurrency,
@@ -384,7 +385,7 @@ def estimate_serve(
     setup = serving_setup(spec, job, tp, gpu)
     memory = memory or estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
-    workload = serving_workload(spec, job, setup, memory.weights, memory.kv_available, gpu, count)
+    workload = serving_workload(spec, job, setup, memory.kv_available, gpu, count)
     speed = speed or serving_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return ServeEstimate(
@@ -403,24 +404,24 @@ def estimate_serve(
 
 
 def serving_workload(
-    spec: Spec, job: Serve, setup: ServingSetup, weights_per_gpu: float, kv_available: float, gpu: Gpu, count: int
+    spec: Spec, job: Serve, setup: ServingSetup, kv_available: float, gpu: Gpu, count: int
 ) -> ServingWorkload:
-    """What the serving speed of ``job`` rests on, from its setup and memory (the weights and the KV
-    space per GPU: ``ServingMemory.weights`` and ``kv_available``) on ``count`` GPUs."""
-    return workload_at_load(
-        deployment_workload(spec, job, setup, gpu), weights_per_gpu, kv_available, job.concurrency, count
-    )
+    """What the serving speed of ``job`` rests on, from its setup and the KV space per GPU its memory
+    leaves (``ServingMemory.kv_available``) on ``count`` GPUs."""
+    return workload_at_load(deployment_workload(spec, job, setup, gpu), kv_available, job.concurrency, count)
 
 
 def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -> ServingWorkload:
     """The part of ``serving_workload`` that one GPU kind and TP x PP split fix, whatever the load: its
-    load (weights and KV space per GPU, sequences per replica, replicas) is left at zero for
-    ``workload_at_load`` to set (a planner tries many loads of one split)."""
+    load (KV space per GPU, sequences per replica, replicas) is left at zero for ``workload_at_load`` to
+    set (a planner tries many loads of one split)."""
     arch = spec.model.architecture
+    reads = decode_weight_reads(setup)
     return ServingWorkload(
         architecture=arch,
         gpu=gpu,
-        weights_per_gpu=0.0,
+        weights_read=max(reads),
+        weights_above_mean=max(reads) - sum(reads) / len(reads),
         routed_expert_bytes=routed_expert_bytes(arch, job.quantization, setup.model_dtype_bytes, setup.group_size),
         kv_dtype_bytes=setup.kv_dtype_bytes,
         kv_capacity_bytes=0.0,
@@ -442,15 +443,12 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
     )
 
 
-def workload_at_load(
-    deployment: ServingWorkload, weights_per_gpu: float, kv_available: float, concurrency: int, count: int
-) -> ServingWorkload:
-    """``deployment`` on ``count`` GPUs with ``concurrency`` sequences per replica and the given weights
-    and KV space per GPU (negative KV space: none)."""
+def workload_at_load(deployment: ServingWorkload, kv_available: float, concurrency: int, count: int) -> ServingWorkload:
+    """``deployment`` on ``count`` GPUs with ``concurrency`` sequences per replica and the given KV space
+    per GPU (negative KV space: none)."""
     replicas = max(1, count // (deployment.tensor_parallel * deployment.pipeline_parallel))
     return evolve(
         deployment,
-        weights_per_gpu=weights_per_gpu,
         kv_capacity_bytes=max(0.0, kv_available),
         concurrency=concurrency,
         replicas=replicas,

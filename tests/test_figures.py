@@ -212,11 +212,13 @@ def test_report_and_plan_show_one_layout_the_same(example: str):
 def test_the_figures_the_user_found_split_read_the_same():
     _, plan_text, _ = run_cli("plan", str(EXAMPLES / "serve-llama-70b.yaml"))
     rows = _plan_rows(plan_text)
-    # 2 x h200-sxm: TTFT 1,126.5 ms (the JSON's figure) reads 1,127; gaudi3 690.5 ms reads 691.
-    assert rows["2 x h200-sxm TP 2"][1] == "1,127" and rows["2 x gaudi3-oam TP 2"][1] == "691"
+    # 8 x b200-hgx TP 8: TTFT 217.5 ms (the JSON's figure) reads 218; 2 x h200-sxm 1,126.4 ms reads 1,126.
+    assert rows["8 x b200-hgx TP 8"][1] == "218" and rows["2 x h200-sxm TP 2"][1] == "1,126"
     _, plan_text, _ = run_cli("plan", str(EXAMPLES / "finetune-then-serve.yaml"))
-    # 1 x l40s serving: 74.5% free (the JSON's headroom_pct) reads 75%.
+    # 1 x l40s serving: 74.5% free (the JSON's headroom_pct) reads 75%; 1 x b200-hgx: 1,114.5 tokens/s
+    # reads 1,115 (halves of an even figure are where rounding half to even would print 74% and 1,114).
     assert _plan_rows(plan_text)["1 x l40s"][0] == "75%"
+    assert re.search(r"^ +1 x b200-hgx +[\d./ ]+ +\d+% +[\d,]+ +[\d.]+ +1,115 ", plan_text, re.MULTILINE)
 
 
 # --- memory breakdowns add up ------------------------------------------------------------------------

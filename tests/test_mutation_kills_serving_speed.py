@@ -78,7 +78,7 @@ def workload(arch=TINY, **changes) -> ServingWorkload:
     fields = {
         "architecture": arch,
         "gpu": GPU,
-        "weights_per_gpu": 4344.0,  # 4,344 / 500 B/s = 8.688 s: 3/4 of a 2-token decode's 11.584 s of GEMMs
+        "weights_read": 4344.0,  # 4,344 / 500 B/s = 8.688 s: 3/4 of a 2-token decode's 11.584 s of GEMMs
         "routed_expert_bytes": 0.0,
         "kv_dtype_bytes": 2,
         "kv_capacity_bytes": 1e9,
@@ -122,9 +122,33 @@ def test_prefill_step_and_prompt_alone():
 def test_pipeline_stage_halves_the_work_and_adds_hops():
     # PP 2: one layer per stage. Prefill token 2,896 / 2 - 256 = 1,192 FLOPs; fixed 1 ms + 0.1 ms.
     # An 8-token prompt in chunks of 4 fills 2 chunks + 1 stage of bubble, and hands over once (0.5 s).
-    d = deployment(pipeline_parallel=2, weights_per_gpu=2000.0)
+    d = deployment(pipeline_parallel=2, weights_read=2000.0)
     chunk = math.hypot(2000 / 500, 4 * 1192 / 500) + 1152 / 2 / 250 + 0.0011
     assert d.prefill_alone(8, 4) == pytest.approx(3 * chunk + 0.5, rel=1e-12)
+
+
+def test_uneven_pipeline_stages_run_at_the_pace_of_the_stage_that_reads_most():
+    # PP 2, the heavier stage reading 2,000 B of weights and the stages' mean 1,500 (weights_above_mean
+    # 500): a decode token at 10 cached tokens costs 1,192 + 256 = 1,448 FLOPs per stage (2.896 s) against
+    # 4 s of weights on the heavier stage, 3 s on the mean one; its KV, 1 layer x 16 B x 10 = 160 B
+    # (0.32 s), against 20 keys x 16 FLOPs / 250 = 1.28 s; fixed 1 ms + 1 layer x 0.1 ms + 1 x 0.1 ms.
+    d = deployment(pipeline_parallel=2, weights_read=2000.0, weights_above_mean=500.0)
+    rest = 0.32 * math.sqrt(17) + 0.0012
+    heavy, mean = math.hypot(4, 2.896) + rest, math.hypot(3, 2.896) + rest
+    step = d.step(1, 0, 10, 0.0)
+    assert (step.seconds, step.mean_seconds) == pytest.approx((heavy, mean), rel=1e-12)
+    # One microbatch crosses both stages in turn (their sum) and hands over once (0.5 s); two keep the
+    # heavier stage busy, each waiting for the other's turn there: 2 x its step.
+    assert d.cycle(step, 1) == pytest.approx(2 * mean + 0.5, rel=1e-12)
+    assert d.cycle(step, 2) == pytest.approx(2 * heavy + 0.5, rel=1e-12)
+    # An 8-token prompt in chunks of 4: the first chunk crosses both stages, the second follows at the
+    # heavier stage's pace.
+    chunk_heavy = math.hypot(4, 4 * 1192 / 500) + 1152 / 2 / 250 + 0.0011
+    chunk_mean = math.hypot(3, 4 * 1192 / 500) + 1152 / 2 / 250 + 0.0011
+    assert d.prefill_alone(8, 4) == pytest.approx(2 * chunk_mean + chunk_heavy + 0.5, rel=1e-12)
+    # The latency floors (one sequence alone, the prompt's chunks without the pipeline fill) take the mean.
+    _, tpot = latency_floors(workload(pipeline_parallel=2, weights_read=2000.0, weights_above_mean=500.0), None, CAL)
+    assert tpot == pytest.approx(2 * d.step(1, 0, 6, 0.0).mean_seconds, rel=1e-12)
 
 
 def test_efficiency_overrides_and_fp8():
@@ -163,15 +187,15 @@ def test_tensor_and_expert_parallel_communication():
 
 def test_moe_weights_read_by_routed_tokens():
     # Routed experts 2 layers x 4 x 192 x 2 B = 3,072: 768 B per expert (both layers).
-    d = deployment(MOE, weights_per_gpu=5000.0, routed_expert_bytes=3072.0)
+    d = deployment(MOE, weights_read=5000.0, routed_expert_bytes=3072.0)
     # One token touches 4 x (1 - (1 - 2/4)^1) = 2 experts: 1,928 dense + 2 x 768; two tokens 3.
     assert (d.weights_read(1), d.weights_read(2)) == (1928 + 1536, 1928 + 2304)
     # EP 2: 2 whole experts per GPU, tokens of 2 replicas reach them: 4 routed, 2 x (1 - 1/16)... per
     # token 2 x (1 - (1/2)^2) = 1.5 experts; dense 5,000 - 1,536.
-    ep = deployment(MOE, weights_per_gpu=5000.0, routed_expert_bytes=3072.0, expert_parallel=2)
+    ep = deployment(MOE, weights_read=5000.0, routed_expert_bytes=3072.0, expert_parallel=2)
     assert ep.weights_read(1) == 3464 + 1.5 * 768
     # TP 2: all 4 experts, half of each (384 B): one token touches 2.
-    tp = deployment(MOE, weights_per_gpu=5000.0, routed_expert_bytes=3072.0, tensor_parallel=2)
+    tp = deployment(MOE, weights_read=5000.0, routed_expert_bytes=3072.0, tensor_parallel=2)
     assert tp.weights_read(1) == 3464 + 2 * 384
 
 
@@ -275,7 +299,7 @@ def test_static_batching_under_two_stages_with_the_first_token_from_a_decode_ste
     w = workload(
         batching="static",
         pipeline_parallel=2,
-        weights_per_gpu=2000.0,
+        weights_read=2000.0,
         prompt_tokens=2,
         prompt_p90=2,
         full_prompt=2,

@@ -80,7 +80,7 @@ def workload(**changes) -> ServingWorkload:
     values = dict(
         architecture=LLAMA8,
         gpu=H100,
-        weights_per_gpu=LLAMA8.params * 2,
+        weights_read=LLAMA8.params * 2,
         routed_expert_bytes=0.0,
         kv_dtype_bytes=2,
         kv_capacity_bytes=1e12,
@@ -133,7 +133,7 @@ def test_tensor_parallel_all_reduce_70b_tp4():
     # Two all-reduces per layer of 64 tokens x 8,192 hidden x 2 B = 1,048,576 B over NVLink at 900/2 GB/s
     # per direction x 0.8: ring 2 x 3/4 x 1,048,576 / 360e9 = 4.369 us + 10 us latency = 14.369 us;
     # x 2 x 80 layers = 2.2991 ms per decode step. The step with an infinitely fast link differs by it.
-    tp4 = workload(architecture=LLAMA70, weights_per_gpu=LLAMA70.params * 2 / 4, tensor_parallel=4, concurrency=64)
+    tp4 = workload(architecture=LLAMA70, weights_read=LLAMA70.params * 2 / 4, tensor_parallel=4, concurrency=64)
     free_link = replace(TEST, serving=replace(TEST.serving, link_efficiency=1e12, allreduce_latency_nvlink_s=0.0))
     extra = serving_speed(tp4, Efficiency(), TEST).tpot_s - serving_speed(tp4, Efficiency(), free_link).tpot_s
     assert extra * 1000 == pytest.approx(2.2991, abs=1e-4)
@@ -344,7 +344,7 @@ def test_moe_decode_reads_only_the_experts_the_batch_touches():
     mixtral = get_model("mixtral-8x7b").architecture
     experts = routed_expert_bytes(mixtral, "none", 2)
     assert experts == 32 * 8 * 3 * 4096 * 14336 * 2
-    base = workload(architecture=mixtral, weights_per_gpu=mixtral.params * 2, routed_expert_bytes=experts)
+    base = workload(architecture=mixtral, weights_read=mixtral.params * 2, routed_expert_bytes=experts)
     one = serving_speed(base, Efficiency(), TEST).decode_bytes_per_step
     kv_one = 1088 * 32 * 2 * 8 * 128 * 2
     assert one - kv_one == pytest.approx(mixtral.params * 2 - experts * 6 / 8, rel=1e-9)
@@ -354,7 +354,7 @@ def test_sliding_window_layers_read_at_most_the_window():
     # Gemma 2 9B: half its 42 layers attend within 4,096 tokens, so at a 32k context those 21 layers read
     # 4,096 tokens of KV and the other 21 the full 32,768 + 64.
     gemma = get_model("gemma-2-9b").architecture
-    long = workload(architecture=gemma, weights_per_gpu=gemma.params * 2, prompt_tokens=32768, full_prompt=32768)
+    long = workload(architecture=gemma, weights_read=gemma.params * 2, prompt_tokens=32768, full_prompt=32768)
     per_token_layer = 2 * 8 * 256 * 2
     kv = 21 * (32768 + 64) * per_token_layer + 21 * 4096 * per_token_layer
     read = serving_speed(long, Efficiency(), TEST).decode_bytes_per_step - gemma.params * 2

@@ -262,6 +262,38 @@ def stage_weights(
     return tuple(result)
 
 
+def model_stage_weights(setup: ServingSetup) -> tuple[float, ...]:
+    """``stage_weights`` of the setup's own model (its tenants' are apart)."""
+    return stage_weights(
+        setup.architecture,
+        setup.quantization,
+        setup.model_dtype_bytes,
+        setup.tensor_parallel,
+        setup.pipeline_parallel,
+        setup.group_size,
+        setup.quantized_params,
+        setup.expert_parallel,
+    )
+
+
+def decode_weight_reads(setup: ServingSetup) -> tuple[float, ...]:
+    """Weight bytes one decode step reads on one GPU of each pipeline stage.
+
+    A stage's weights (``stage_weights``) less what a decode step never streams: the embedding table,
+    of which a step gathers only its tokens' rows (unless the head is tied to it on the same GPU: one
+    stage, where the head's matmul reads all of it), and the vision tower, which runs in the prefill of
+    prompts with images [vLLM PPMissingLayer: the embedding lives on the first stage, the head on the
+    last]. The stages differ (the head's stage reads most where the vocabulary is large), and the stage
+    whose memory peaks (``serving_shape``) need not be the one that reads the most.
+    """
+    arch, tp = setup.architecture, setup.tensor_parallel
+    stages = model_stage_weights(setup)
+    sixteen = setup.model_dtype_bytes if setup.quantization == "none" else 2
+    one_stage = setup.pipeline_parallel == 1
+    gathered = arch.embedding_params() - (arch.vocab * arch.hidden if arch.tie_embeddings and one_stage else 0)
+    return (stages[0] - (gathered + arch.vision_params) * sixteen / tp, *stages[1:])
+
+
 def _windowed_tokens(arch: Architecture, context: int, max_batched: int) -> int:
     """Tokens one sequence reserves in a sliding-window or chunked layer, rounded to blocks (vLLM specs)."""
     if arch.attention_chunk:
@@ -412,16 +444,7 @@ def shape_at_any_load(setup: ServingSetup, usable_bytes: int) -> ServingShape:
 def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read)."""
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
-    weights = stage_weights(
-        arch,
-        setup.quantization,
-        setup.model_dtype_bytes,
-        tp,
-        pp,
-        setup.group_size,
-        setup.quantized_params,
-        setup.expert_parallel,
-    )
+    weights = model_stage_weights(setup)
     tenant_weights = sum(
         max(
             stage_weights(t.architecture, t.quantization, t.model_dtype_bytes, tp, pp, t.group_size, t.quantized_params)

@@ -7,8 +7,11 @@ The model, term by term (sources in brackets):
                            2 x matmul parameters x (d + k) / (tensor peak x MAMF ceiling x GEMM efficiency))
                   [roofline per operator class, LLM-Viewer, Yuan et al. 2024, arXiv 2402.16363; the smooth
                   p-norm form because measured kernels bend between the bounds]; weights are read once per
-                  step, and a mixture-of-experts layer reads only the experts the step's tokens touch,
-                  E x (1 - (1 - k/E)^tokens) under uniform routing; prefill tokens skip the LM head
+                  step, less the embedding table (a step gathers its tokens' rows; the head's matmul reads
+                  a tied table whole) and a vision tower (prefill of image prompts only), on the stage that
+                  reads the most (``decode_weight_bytes``); a mixture-of-experts layer reads only the
+                  experts the step's tokens touch, E x (1 - (1 - k/E)^tokens) under uniform routing;
+                  prefill tokens skip the LM head
   attention:      roofline(KV bytes of every decoding sequence / bandwidth, their QK and PV FLOPs / attention
                   rate) + the prefill tokens' causal attention FLOPs (sliding-window layers stop at the
                   window; MLA decodes in the absorbed latent form)
@@ -38,7 +41,8 @@ The model, term by term (sources in brackets):
   steady state.
 - static batching: the batch prefills together, then decodes together; waves of it queue the rest.
 - pipeline parallelism: microbatches of the running batch flow through the stages; a token crosses every
-  stage (TPOT = stages x stage time), and with fewer sequences than stages the pipeline idles (bubbles).
+  stage (TPOT = stages x the time of the stage that reads the most weights: the slowest paces the
+  pipeline), and with fewer sequences than stages the pipeline idles (bubbles).
 Every evaluation is closed form but for that root (some 10-30 evaluations of two steps each), so the
 planner can call it for hundreds of layouts. Figures per engine and the shared kernel figures are in
 ``gpuplan.estimate.calibration``; ``gpuplan.estimate.performance`` holds the FLOP counts and collectives.
@@ -85,7 +89,7 @@ class ServingWorkload:
 
     architecture: Architecture
     gpu: Gpu
-    weights_per_gpu: float  # bytes on one GPU (most loaded stage), from the memory estimate
+    weights_read: float  # weight bytes a decode step reads on one GPU of the stage that reads the most
     routed_expert_bytes: float  # all routed experts of the model, in their stored format (0 if dense)
     kv_dtype_bytes: float
     kv_capacity_bytes: float  # KV bytes one GPU can hold after weights and reserves
@@ -104,6 +108,7 @@ class ServingWorkload:
     max_batched_tokens: int | None = None  # None: the engine's default for the GPU
     max_sequences: int | None = None
     network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
+    weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven pipeline stages; decode_weight_reads)
 
 
 @lean_init
@@ -122,9 +127,10 @@ class ServingSpeed:
 
 
 class _Step(NamedTuple):
-    seconds: float
+    seconds: float  # on one GPU of the stage that reads the most weights
     memory_bound: bool
     bytes_read: float
+    mean_seconds: float  # the stages' mean (their weights' mean): a stage pipeline's sum over stages / stages
 
 
 def prompt_square_mean(mean: float, p90: float) -> float:
@@ -194,10 +200,11 @@ class _Deployment:
                 self.local_experts = arch.experts
                 self.expert_bytes = per_expert / tp
                 self.expert_group = 1
-            self.dense_bytes = max(0.0, w.weights_per_gpu - self.local_experts * self.expert_bytes)
+            self.dense_bytes = max(0.0, w.weights_read - self.local_experts * self.expert_bytes)
         else:
             self.local_experts, self.expert_bytes, self.expert_group = 0, 0.0, 1
-            self.dense_bytes = w.weights_per_gpu
+            self.dense_bytes = w.weights_read
+        self.above_mean = w.weights_above_mean
         # KV: bytes per cached token per layer on this GPU; sliding layers keep at most the window.
         self.kv_layer_bytes = arch.kv_elements_per_token_per_layer(tp) * w.kv_dtype_bytes
         sliding = math.ceil(arch.sliding_layer_count / pp)
@@ -294,8 +301,9 @@ class _Deployment:
         attention_compute = decode * reads[1] * self.decode_attention / self.attention_rate
         prefill_compute = prefill_attention * self.heads_share / self.attention_rate
         p, inverse = self.sharpness, self.inverse_sharpness
+        linear = _roofline(linear_memory, linear_compute, p, inverse)
         seconds = (
-            _roofline(linear_memory, linear_compute, p, inverse)
+            linear
             + _roofline(attention_memory, attention_compute, p, inverse)
             + prefill_compute
             + (self.communication(tokens) if self.communicates else 0.0)
@@ -303,7 +311,28 @@ class _Deployment:
             + decode * self.sequence_overhead
         )
         memory_bound = linear_memory + attention_memory >= linear_compute + attention_compute + prefill_compute
-        return _Step(seconds, memory_bound, weights + kv)
+        mean_seconds = seconds
+        if self.above_mean:
+            mean_linear = _roofline((weights - self.above_mean) / self.bandwidth, linear_compute, p, inverse)
+            mean_seconds = seconds - linear + mean_linear
+        return _Step(seconds, memory_bound, weights + kv, mean_seconds)
+
+    # -- a pipeline of stages ---------------------------------------------------------------------------
+    def cycle(self, step: _Step, microbatches: float) -> float:
+        """A decode token's time through every stage with ``microbatches`` in flight, each a ``step``.
+
+        A token crosses every stage in turn (their sum: stages x their mean), and the stage that reads the
+        most takes every microbatch in turn before a microbatch's next token (microbatches x its step);
+        the longer paces the pipeline [GPipe, Huang et al. 2019: a pipeline runs at its slowest stage].
+        Equal stages: stages x step, whatever the microbatches (at most the stages)."""
+        pp = self.w.pipeline_parallel
+        return max(pp * step.mean_seconds, microbatches * step.seconds) + (pp - 1) * self.hop
+
+    def pass_time(self, step: _Step, chunks: float) -> float:
+        """``chunks`` prompt chunks, each a ``step``, one after another through every stage: the first
+        crosses them all, the others follow at the pace of the stage that reads the most."""
+        pp = self.w.pipeline_parallel
+        return pp * step.mean_seconds + (chunks - 1) * step.seconds + (pp - 1) * self.hop
 
     # -- prefill of one prompt --------------------------------------------------------------------------
     def prompt_pass(self, prompt: float) -> float:
@@ -316,15 +345,14 @@ class _Deployment:
         ``decoders`` sequences (the new one included) decode at ``context``; a token crosses every stage."""
         if not self.engine.first_token_from_decode_step:
             return 0.0
-        pp = self.w.pipeline_parallel
-        microbatches = min(pp, max(1.0, decoders))
-        return pp * self.step(decoders / microbatches, 0, context, 0.0).seconds + (pp - 1) * self.hop
+        microbatches = min(self.w.pipeline_parallel, max(1.0, decoders))
+        return self.cycle(self.step(decoders / microbatches, 0, context, 0.0), microbatches)
 
-    def idle_chunks(self, tokens: int, budget: int | None) -> tuple[int, float]:
-        """(chunks, seconds of one chunk's step on one stage) of a pass over ``tokens`` prompt tokens on an
-        idle replica, in chunks of ``budget`` tokens (None: one pass)."""
+    def idle_chunks(self, tokens: int, budget: int | None) -> tuple[int, _Step]:
+        """(chunks, one chunk's step) of a pass over ``tokens`` prompt tokens on an idle replica, in chunks
+        of ``budget`` tokens (None: one pass)."""
         chunks = 1 if budget is None else max(1, math.ceil(tokens / budget))
-        return chunks, self.step(0, tokens / chunks, 0, self.prompt_attention(tokens) / chunks).seconds
+        return chunks, self.step(0, tokens / chunks, 0, self.prompt_attention(tokens) / chunks)
 
     def prefill_alone(self, prompt: int, budget: int | None) -> float:
         """The prompt through an idle replica: chunks of ``budget`` tokens (None: one pass), to its first token."""
@@ -332,8 +360,8 @@ class _Deployment:
         prompt = int(self.prompt_pass(prompt))
         if prompt <= 0:
             return first
-        chunks, stage = self.idle_chunks(prompt, budget)
-        return (chunks + self.w.pipeline_parallel - 1) * stage + (self.w.pipeline_parallel - 1) * self.hop + first
+        chunks, chunk = self.idle_chunks(prompt, budget)
+        return self.pass_time(chunk, chunks) + first
 
 
 def serving_speed(
@@ -443,14 +471,14 @@ def latency_floors(
     d = _Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     context = prompt + output / 2  # the steady state's decode context
-    tpot = w.pipeline_parallel * d.step(1, 0, context, 0.0).seconds
+    tpot = w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds
     if w.batching == "static":
         return 0.0, tpot
     passed = int(d.prompt_pass(w.full_prompt))
     ttft = d.first_token_step(1, context) + d.engine.request_overhead_s
     if passed > 0:
-        chunks, stage = d.idle_chunks(passed, d.token_budget)
-        ttft += chunks * stage + (w.pipeline_parallel - 1) * d.hop
+        chunks, chunk = d.idle_chunks(passed, d.token_budget)
+        ttft += chunks * chunk.mean_seconds + (w.pipeline_parallel - 1) * d.hop
     return ttft, tpot
 
 
@@ -474,9 +502,9 @@ def _static(d: _Deployment, slots: float, prompt: float, output: int, prompt_att
         prefill = d.step(0, slots * passed / microbatches, 0, slots * attention / microbatches)
         # The microbatches follow one another through the stages, and the activations cross each stage
         # boundary once on the way (as in ``prefill_alone`` and the continuous pass).
-        prefill_time = (microbatches + pp - 1) * prefill.seconds + (pp - 1) * d.hop
+        prefill_time = d.pass_time(prefill, microbatches)
     decode = d.step(slots / microbatches, 0, prompt + output / 2, 0.0)
-    tpot = pp * decode.seconds + (pp - 1) * d.hop
+    tpot = d.cycle(decode, microbatches)
     requests_per_s = slots / (prefill_time + output * tpot)
     to_first_token = prefill_time + d.first_token_step(slots, prompt)
     return _SteadyState(tpot, requests_per_s, decode, lambda _: to_first_token)
@@ -520,11 +548,13 @@ def _continuous(
     passed = d.prompt_pass(prompt)
     prompt_attention *= (passed / prompt) ** 2
 
-    def stage(decoders: float, prefill: float, attention: float, chunk: float = 0.0) -> _Step:
+    def decode_cycle(decoders: float, prefill: float, attention: float, chunk: float) -> tuple[float, _Step]:
+        """(TPOT, one microbatch's step) of ``decoders`` sequences decoding beside ``prefill`` prompt tokens."""
         microbatches = min(pp, max(1.0, decoders))
-        return d.step(
+        step = d.step(
             decoders / microbatches, prefill / microbatches, context, attention / microbatches, chunk / microbatches
         )
+        return d.cycle(step, microbatches), step
 
     def prefill_time(tokens: float, decoders: float, rho: float) -> float:
         if tokens <= 0:
@@ -535,11 +565,10 @@ def _continuous(
         chunks = max(1, math.ceil(tokens / room))
         attention = d.prompt_attention(tokens) / chunks
         # A chunk of one prompt rides one microbatch whole (the decoders split over the microbatches) and
-        # crosses every stage; the chunks after it follow one stage behind.
+        # crosses every stage; the chunks after it follow at the pace of the stage that reads the most.
         microbatches = min(pp, max(1.0, decoders))
-        chunk = d.step(decoders / microbatches, min(room, tokens / chunks), context, attention).seconds
-        service = (chunks + pp - 1) * chunk + (pp - 1) * d.hop
-        return service * queue_wait_factor(rho, spread)
+        chunk = d.step(decoders / microbatches, min(room, tokens / chunks), context, attention)
+        return d.pass_time(chunk, chunks) * queue_wait_factor(rho, spread)
 
     def balance(phi: float) -> tuple[float, float, _Step, float]:
         """(TPOT, prefill time S, the decode step, rho) when the other slots decode a share ``phi``."""
@@ -550,8 +579,7 @@ def _continuous(
         chunk_attention = chunk_tokens / passed * prompt_attention if passed > 0 else 0.0
         room = max(1.0, budget - with_tagged)
         chunk = passed / max(1, math.ceil(passed / room))  # the size a prompt is split into
-        decode = stage(with_tagged, chunk_tokens, chunk_attention, chunk)
-        tpot = pp * decode.seconds + (pp - 1) * d.hop
+        tpot, decode = decode_cycle(with_tagged, chunk_tokens, chunk_attention, chunk)
         rho = arriving / max(1.0, budget - decoding_others)
         return tpot, prefill_time(passed, decoding_others, rho), decode, rho
 

@@ -343,7 +343,7 @@ class ServePlanner(_Evaluator):
         self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
         self._deployments: dict[tuple[str, int, int], ServingWorkload] = {}  # GPU, TP, PP -> deployment_workload
-        self._model_weights, self._weights, self._kv = self._lower_bound_bytes()
+        self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
         if self.known is not None:  # the speed and memory of the declared layout, as evaluate computes them
@@ -374,8 +374,8 @@ class ServePlanner(_Evaluator):
         )
 
     # -- memory ----------------------------------------------------------------------------------
-    def _lower_bound_bytes(self) -> tuple[float, float, float]:
-        """(the model's weights, all weights with the tenants', KV bytes of one sequence) of one whole
+    def _lower_bound_bytes(self) -> tuple[float, float]:
+        """(the weights of the model and its tenants, KV bytes of one sequence) of one whole
         model copy, from the estimator's memory of a one-GPU replica holding one sequence: no GPU of a
         TP x PP group holds less than its 1/(TP x PP) share of any (every byte sits on some GPU of the
         group; layers per stage round up; KV heads are split or replicated, never dropped).
@@ -384,11 +384,10 @@ class ServePlanner(_Evaluator):
         layout."""
         gpu = self.job.hardware.gpu
         memory = self.memory(Layout(gpu, 1, 1, self.demand, 1))
-        model = float(memory.weights)
-        weights = model + float(memory.tenant_weights)
+        weights = float(memory.weights) + float(memory.tenant_weights)
         if self.arch.sliding_layer_count:
-            return model, weights, 0.0
-        return model, weights, float(memory.kv_bytes_per_sequence)
+            return weights, 0.0
+        return weights, float(memory.kv_bytes_per_sequence)
 
     def _usable_budget(self, gpu: Any) -> float:
         """The memory a sound layout may fill per GPU: engine budget less the headroom margin (an upper
@@ -460,13 +459,11 @@ class ServePlanner(_Evaluator):
         key = layout.key
         if key not in self._speeds:
             memory = self.memory(layout)
-            self._speeds[key] = serving_speed(
-                self._workload(layout, memory.weights, memory.kv_available), self.efficiency
-            )
+            self._speeds[key] = serving_speed(self._workload(layout, memory.kv_available), self.efficiency)
         return self._speeds[key]
 
-    def _workload(self, layout: Layout, weights_per_gpu: float, kv_available: float) -> ServingWorkload:
-        """What the speed model reads of ``layout``, with the given weights and KV space per GPU: the
+    def _workload(self, layout: Layout, kv_available: float) -> ServingWorkload:
+        """What the speed model reads of ``layout``, with the given KV space per GPU: the
         ``serving_workload`` of its job, from its split's deployment (the same at every load)."""
         split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
         deployment = self._deployments.get(split)
@@ -474,7 +471,7 @@ class ServePlanner(_Evaluator):
             job = self._job(layout)
             setup = serving_setup(self.spec, job, gpu=layout.gpu)
             deployment = self._deployments[split] = deployment_workload(self.spec, job, setup, layout.gpu)
-        return workload_at_load(deployment, weights_per_gpu, kv_available, layout.concurrency, layout.gpus)
+        return workload_at_load(deployment, kv_available, layout.concurrency, layout.gpus)
 
     def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
@@ -486,17 +483,9 @@ class ServePlanner(_Evaluator):
             return False
         key = (gpu.id, tensor_parallel, pipeline_parallel)
         if key not in self._floors:
-            # The floors read no load and no KV capacity, and grow with the weights a step reads: the
-            # weights' lower bound per GPU gives floors of every replica count (one stage: without a
-            # memory estimate).
+            # The floors read no load and no KV capacity: one replica's floors are every replica count's.
             layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
-            weights = self._model_weights / (tensor_parallel * pipeline_parallel)
-            if pipeline_parallel > 1:
-                # The speed model reads the per-GPU weights of the stage whose memory peaks, which can hold
-                # less than an even share (uneven stages; gemma-2-9b on 4 stages: 4.06 GiB, not 4.30):
-                # that stage's weights (the same at every replica count) keep the floor below it.
-                weights = min(weights, float(self.memory(layout).weights))
-            ttft, tpot = latency_floors(self._workload(layout, weights, 0.0), self.efficiency)
+            ttft, tpot = latency_floors(self._workload(layout, 0.0), self.efficiency)
             self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
         ttft_ms, tpot_ms = self._floors[key]
         return (self.job.ttft_ms is not None and ttft_ms > self.job.ttft_ms) or (
