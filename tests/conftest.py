@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("ci")
+# A longer search of the properties than CI affords: HYPOTHESIS_PROFILE=long python -m pytest tests/test_properties_*.py
+settings.register_profile("long", max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def run_cli(*args: str, input: str | bytes | None = None) -> tuple[int, str, str]:

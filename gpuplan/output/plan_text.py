@@ -111,7 +111,8 @@ def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
 
 
 def _headers(job: str) -> list[str]:
-    speed = ["TTFT ms", "TPOT ms", "tokens/s"] if job == "serve" else ["hours", "tokens/s"]
+    # Throughput over every GPU of the layout (all replicas): output tokens when serving, trained ones otherwise.
+    speed = ["TTFT ms", "TPOT ms", "output tok/s"] if job == "serve" else ["hours", "train tok/s"]
     return ["", "layout", "settings", "per GPU GiB", "free", *speed, "price/GPU-h", "cost"]
 
 
