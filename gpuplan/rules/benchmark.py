@@ -154,11 +154,13 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
 def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Estimates TPOT at the declared concurrency: each decode step reads the weights (an MoE only the
-    experts its tokens touch) and the KV cache of every running sequence over the GPU's bandwidth at
-    the engine's calibrated efficiency (or `thresholds.decode_bandwidth`), or computes their FLOPs if
-    that takes longer, carries the prefill chunks of arriving requests, and adds tensor-parallel
-    all-reduces and the engine's per-step costs; compares with `serve.slo.tpot_ms`.
+    Estimates TPOT at the declared concurrency: each decode step reads the weights (not the embedding
+    table, of which it gathers its tokens' rows, nor a vision tower; an MoE only the experts its tokens
+    touch) and the KV cache of every running sequence over the GPU's bandwidth at the engine's
+    calibrated efficiency (or `thresholds.decode_bandwidth`), or computes their FLOPs if that takes
+    longer, carries the prefill chunks of arriving requests, and adds tensor-parallel all-reduces and
+    the engine's per-step costs; pipeline stages run at the pace of the one that reads the most.
+    Compares with `serve.slo.tpot_ms`.
 
     ## Why is this bad?
     Decode is memory-bound: the whole model and cache are read for every token.
