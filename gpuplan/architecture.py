@@ -265,8 +265,18 @@ class Architecture:
         return self.params - self.moe_layers * unused * self.dense_mlp_params(self.expert_width)
 
     @cached_property
+    def _layer_linear(self) -> tuple[int, ...]:
+        return tuple(sum(weights for _, weights in self.layer_modules(index)) for index in range(self.layers))
+
+    @cached_property
     def _linear_params(self) -> int:
-        return sum(weights for index in range(self.layers) for _, weights in self.layer_modules(index))
+        return sum(self._layer_linear)
+
+    def stage_params(self, layers: range) -> tuple[int, int]:
+        """(quantizable linear, other) parameters of ``layers``, a pipeline stage's: layers differ (a
+        DeepSeek-V3 MoE layer holds 20 times a dense one), so a stage is not its share of the layers."""
+        linear = sum(self._layer_linear[layers.start : layers.stop])
+        return linear, sum(self._layer_params[layers.start : layers.stop]) - linear
 
     def linear_params(self) -> int:
         """Parameters in the decoder's matmul weights (quantizable linears): no embeddings, LM head, vision."""

@@ -221,6 +221,22 @@ def test_the_figures_the_user_found_split_read_the_same():
     assert re.search(r"^ +1 x b200-hgx +[\d./ ]+ +\d+% +[\d,]+ +[\d.]+ +1,115 ", plan_text, re.MULTILINE)
 
 
+def test_slo_findings_quote_the_estimates_figures(tmp_path: Path):
+    # gemma-2-9b on 4 x L4 PP 4 at 16 sequences: TPOT 106.25 ms published (106.2499... unrounded), which
+    # `estimate` prints as 106.3; GP404 used to print the unrounded figure as 106.2. TTFT 661.6 ms reads
+    # 662, alone 607.6 reads 608, in both.
+    spec = tmp_path / "pp4.yaml"
+    spec.write_text(
+        "version: 1\nname: pp4\nmodel: {id: gemma-2-9b}\nserve:\n  context: 4096\n  output_tokens: 512\n"
+        "  concurrency: 16\n  slo: {ttft_ms: 500, tpot_ms: 100}\n"
+        "  hardware: {gpu: l4, count: 4, pipeline_parallel: 4}\n"
+    )
+    _, text, _ = run_cli("estimate", str(spec))
+    assert "TPOT 106.3 ms" in text and "TTFT 662 ms" in text and "(alone 608 ms)" in text
+    assert "estimated TPOT 106.3 ms at 16 sequences" in text
+    assert "estimated TTFT 662 ms for a prompt of 3,584 tokens" in text and "608 ms alone" in text
+
+
 # --- memory breakdowns add up ------------------------------------------------------------------------
 
 

@@ -10,6 +10,8 @@ untied, 64 positions: 1,704 parameters (per layer 592: attention 192, MLP 384, n
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpuplan.architecture import Architecture
@@ -21,12 +23,14 @@ from gpuplan.estimate.serving import (
     ServingSetup,
     Tenant,
     cuda_graph_bytes,
+    decode_weight_reads,
     engine_batch_limits,
     estimate_serving,
     kv_bytes_per_sequence,
     kv_layout,
     max_concurrency,
     max_context,
+    model_stage_weights,
     quant_linear_bytes,
     rope_cache_bytes,
     routed_expert_bytes,
@@ -98,6 +102,26 @@ def test_quantized_pipeline_and_tensor_parallel():
     assert (memory.kv_cache, memory.kv_bytes_per_sequence, memory.kv_bytes_per_token) == (256, 256, 8.0)
     assert (memory.kv_page_bytes, memory.kv_group_size, memory.kv_groups) == (128, 1, 1)
     assert memory.budget == int(0.9 * 4 * GIB)
+
+
+def test_pipeline_stages_hold_their_own_layers_when_layers_differ():
+    # MOE (tiny_architectures) with its first layer dense, as DeepSeek-V3's first three: layer 0 holds
+    # 592 parameters (attention 192, gated MLP 384, norms 16), layer 1 1,008 (attention 192, 4 experts
+    # x 3 x 8 x 8 = 768, router 8 x 4 = 32, norms 16). On two stages each holds its own layer, not half
+    # of the 1,600: stage 0 592 x 2 B + the 32 x 8 table (512) + the rotary cache (512) = 2,208; stage 1
+    # 1,008 x 2 + the head (512) + the final norm (16) + the cache = 3,056 (an even share would give both
+    # 1,600 B of layers, 10% short on the stage that peaks). A decode step reads stage 0 less its table
+    # (1,696) and stage 1 less its 1,536 B of routed experts (1,520), the experts it touches apart.
+    arch = dataclasses.replace(MOE, dense_layers=1)
+    assert [arch.layer_params(index) for index in range(2)] == [592, 1008]
+    setup = ServingSetup(arch, context=1, concurrency=1, pipeline_parallel=2)
+    assert model_stage_weights(setup) == (2_208, 3_056)
+    assert decode_weight_reads(setup) == (1_696, 1_520)
+    # Under EP 2 each GPU holds 2 whole experts of layer 1 (768 B of the 1,536): stage 1 holds 2,288 and
+    # a step reads the same 1,520 beside the experts it touches.
+    setup = ServingSetup(arch, context=1, concurrency=1, pipeline_parallel=2, expert_parallel=2)
+    assert model_stage_weights(setup) == (2_208, 2_288)
+    assert decode_weight_reads(setup) == (1_696, 1_520)
 
 
 def test_tenants_share_the_gpu():

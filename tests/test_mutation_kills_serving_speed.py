@@ -186,16 +186,17 @@ def test_tensor_and_expert_parallel_communication():
 
 
 def test_moe_weights_read_by_routed_tokens():
-    # Routed experts 2 layers x 4 x 192 x 2 B = 3,072: 768 B per expert (both layers).
-    d = deployment(MOE, weights_read=5000.0, routed_expert_bytes=3072.0)
-    # One token touches 4 x (1 - (1 - 2/4)^1) = 2 experts: 1,928 dense + 2 x 768; two tokens 3.
+    # Routed experts 2 layers x 4 x 192 x 2 B = 3,072: 768 B per expert (both layers); every step reads
+    # the 1,928 B of other weights (weights_read: the routed experts apart).
+    d = deployment(MOE, weights_read=1928.0, routed_expert_bytes=3072.0)
+    # One token touches 4 x (1 - (1 - 2/4)^1) = 2 experts: 1,928 + 2 x 768; two tokens 3.
     assert (d.weights_read(1), d.weights_read(2)) == (1928 + 1536, 1928 + 2304)
-    # EP 2: 2 whole experts per GPU, tokens of 2 replicas reach them: 4 routed, 2 x (1 - 1/16)... per
-    # token 2 x (1 - (1/2)^2) = 1.5 experts; dense 5,000 - 1,536.
-    ep = deployment(MOE, weights_read=5000.0, routed_expert_bytes=3072.0, expert_parallel=2)
+    # EP 2: 2 whole experts per GPU, tokens of 2 replicas reach them: 4 routed, per token
+    # 2 x (1 - (1/2)^2) = 1.5 experts.
+    ep = deployment(MOE, weights_read=3464.0, routed_expert_bytes=3072.0, expert_parallel=2)
     assert ep.weights_read(1) == 3464 + 1.5 * 768
     # TP 2: all 4 experts, half of each (384 B): one token touches 2.
-    tp = deployment(MOE, weights_read=5000.0, routed_expert_bytes=3072.0, tensor_parallel=2)
+    tp = deployment(MOE, weights_read=3464.0, routed_expert_bytes=3072.0, tensor_parallel=2)
     assert tp.weights_read(1) == 3464 + 2 * 384
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from gpuplan.config import Settings
 from gpuplan.linter import LintOptions, lint_bytes
+from gpuplan.units import format_ms
 
 TODAY = datetime.date(2026, 12, 2)
 
@@ -248,8 +249,10 @@ def test_ttft_slo_message_names_the_prompt_the_load_and_the_idle_figure():
     speed = result.analysis.serve.speed
     assert 1 < speed.ttft_single_s < speed.ttft_s
     assert finding.pointer == "/serve/slo/ttft_ms"
+    # Each figure is rounded from the one `estimate --format json` publishes (ttft_single_ms 5,109.5 reads
+    # 5,110, not the 5,109 of the unrounded 5,109.45...).
     assert finding.message == (
-        f"estimated TTFT {speed.ttft_s * 1000:,.0f} ms for a prompt of 32,512 tokens at 8 in flight on l40s "
-        f"(TP 1; {speed.ttft_single_s * 1000:,.0f} ms alone) exceeds the SLO of 1 ms"
+        f"estimated TTFT {format_ms(speed.ttft_s, 0)} ms for a prompt of 32,512 tokens at 8 in flight on l40s "
+        f"(TP 1; {format_ms(speed.ttft_single_s, 0)} ms alone) exceeds the SLO of 1 ms"
     )
     assert finding.hint == "more TP, a faster GPU, or shorter prompts"

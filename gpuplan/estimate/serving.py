@@ -242,18 +242,21 @@ def stage_weights(
     small = arch.small_params() * sixteen
     final_norm = arch.norm_params() * sixteen
     layers = total - arch.embedding_params() * sixteen - arch.lm_head_params() * sixteen - vision - small
-    per_layer_linear = layers / arch.layers
-    per_layer_small = (small - final_norm) / arch.layers
+    layer_small = small - final_norm
+    all_linear, all_small = arch.stage_params(range(arch.layers))
     experts = routed_expert_bytes(arch, quantization, dtype_bytes, group_size) if ep > 1 else 0.0
     per_moe_layer_experts = experts / arch.moe_layers if experts else 0.0
     local_expert_share = math.ceil(arch.experts / ep) / arch.experts if experts else 0.0
     stages = arch.stage_layers(pp)
     result = []
     for index, stage in enumerate(stages):
-        count = len(stage)
-        moe_count = sum(1 for layer in stage if layer >= arch.dense_layers) if experts else 0
+        # A stage holds its own layers' share of the linears and of the small tensors, by their parameters.
+        stage_linear, stage_small = arch.stage_params(stage)
+        linear = layers * stage_linear / all_linear if all_linear else 0.0
+        others = layer_small * stage_small / all_small if all_small else 0.0
+        moe_count = sum(1 for layer in stage if arch.is_moe_layer(layer)) if experts else 0
         routed = moe_count * per_moe_layer_experts
-        bytes_ = (count * per_layer_linear - routed) / tp + routed * local_expert_share + count * per_layer_small
+        bytes_ = (linear - routed) / tp + routed * local_expert_share + others
         if index == 0:
             bytes_ += (embedding + vision) / tp
         if index == len(stages) - 1:
@@ -277,21 +280,31 @@ def model_stage_weights(setup: ServingSetup) -> tuple[float, ...]:
 
 
 def decode_weight_reads(setup: ServingSetup) -> tuple[float, ...]:
-    """Weight bytes one decode step reads on one GPU of each pipeline stage.
+    """Weight bytes one decode step reads on one GPU of each pipeline stage, apart from routed experts
+    (a step reads only the experts its tokens touch: the speed model counts those).
 
-    A stage's weights (``stage_weights``) less what a decode step never streams: the embedding table,
-    of which a step gathers only its tokens' rows (unless the head is tied to it on the same GPU: one
-    stage, where the head's matmul reads all of it), and the vision tower, which runs in the prefill of
-    prompts with images [vLLM PPMissingLayer: the embedding lives on the first stage, the head on the
-    last]. The stages differ (the head's stage reads most where the vocabulary is large), and the stage
-    whose memory peaks (``serving_shape``) need not be the one that reads the most.
+    A stage's weights (``stage_weights``) less its resident routed experts and what a decode step never
+    streams: the embedding table, of which a step gathers only its tokens' rows (unless the head is tied
+    to it on the same GPU: one stage, where the head's matmul reads all of it), and the vision tower,
+    which runs in the prefill of prompts with images [vLLM PPMissingLayer: the embedding lives on the
+    first stage, the head on the last]. The stages differ (the head's stage reads most where the
+    vocabulary is large), and the stage whose memory peaks (``serving_shape``) need not read the most.
     """
-    arch, tp = setup.architecture, setup.tensor_parallel
+    arch, tp, ep = setup.architecture, setup.tensor_parallel, setup.expert_parallel
     stages = model_stage_weights(setup)
     sixteen = setup.model_dtype_bytes if setup.quantization == "none" else 2
     one_stage = setup.pipeline_parallel == 1
     gathered = arch.embedding_params() - (arch.vocab * arch.hidden if arch.tie_embeddings and one_stage else 0)
-    return (stages[0] - (gathered + arch.vision_params) * sixteen / tp, *stages[1:])
+    # Resident routed experts per MoE layer on one GPU: ceil(E / EP) whole experts, or 1/TP of each.
+    experts = routed_expert_bytes(arch, setup.quantization, setup.model_dtype_bytes, setup.group_size)
+    local = math.ceil(arch.experts / ep) / arch.experts if ep > 1 else 1 / tp
+    per_moe_layer = experts / arch.moe_layers * local if experts else 0.0
+    reads = []
+    for index, layers in enumerate(arch.stage_layers(setup.pipeline_parallel)):
+        moe = sum(1 for layer in layers if arch.is_moe_layer(layer)) if experts else 0
+        unread = (gathered + arch.vision_params) * sixteen / tp if index == 0 else 0.0
+        reads.append(stages[index] - unread - moe * per_moe_layer)
+    return tuple(reads)
 
 
 def _windowed_tokens(arch: Architecture, context: int, max_batched: int) -> int:

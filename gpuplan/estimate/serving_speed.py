@@ -89,7 +89,7 @@ class ServingWorkload:
 
     architecture: Architecture
     gpu: Gpu
-    weights_read: float  # weight bytes a decode step reads on one GPU of the stage that reads the most
+    weights_read: float  # bytes a decode step reads on one GPU of the heaviest stage, routed experts apart
     routed_expert_bytes: float  # all routed experts of the model, in their stored format (0 if dense)
     kv_dtype_bytes: float
     kv_capacity_bytes: float  # KV bytes one GPU can hold after weights and reserves
@@ -108,7 +108,7 @@ class ServingWorkload:
     max_batched_tokens: int | None = None  # None: the engine's default for the GPU
     max_sequences: int | None = None
     network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
-    weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven pipeline stages; decode_weight_reads)
+    weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven stages; decode_weight_reads)
 
 
 @lean_init
@@ -189,7 +189,9 @@ class _Deployment:
         # prompt is sampled), a decode token does not.
         self.head_flops = 2 * arch.vocab * arch.hidden * self.stage_share / tp
         self.body_flops = 2 * matmul_params(arch) * self.stage_share / tp - self.head_flops
-        # Weights: the routed experts this GPU holds, read only when a token is routed to them.
+        # Weights: every step reads the stage's other weights; the routed experts this GPU holds are read
+        # only when a token is routed to them.
+        self.dense_bytes = w.weights_read
         if arch.is_moe and w.routed_expert_bytes:
             per_expert = w.routed_expert_bytes / arch.experts * self.stage_share
             if ep > 1:
@@ -200,10 +202,8 @@ class _Deployment:
                 self.local_experts = arch.experts
                 self.expert_bytes = per_expert / tp
                 self.expert_group = 1
-            self.dense_bytes = max(0.0, w.weights_read - self.local_experts * self.expert_bytes)
         else:
             self.local_experts, self.expert_bytes, self.expert_group = 0, 0.0, 1
-            self.dense_bytes = w.weights_read
         self.above_mean = w.weights_above_mean
         # KV: bytes per cached token per layer on this GPU; sliding layers keep at most the window.
         self.kv_layer_bytes = arch.kv_elements_per_token_per_layer(tp) * w.kv_dtype_bytes

@@ -7,9 +7,11 @@ from collections.abc import Iterator
 from gpuplan.analysis import ServeEstimate
 from gpuplan.config import Settings
 from gpuplan.findings import Finding
+from gpuplan.plan.evaluate import slo_miss
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
+from gpuplan.units import TPOT_MS_DIGITS, format_ms
 
 
 def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
@@ -103,14 +105,11 @@ def evidence_out_of_category(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _missed_slo(ctx: RuleContext, metric: str) -> tuple[ServeEstimate, float, float] | None:
-    """(serving estimate, estimated ms, SLO ms) when the estimated ``metric`` (ttft, tpot) misses its SLO."""
+def _missed_slo(ctx: RuleContext, metric: str) -> tuple[ServeEstimate, float] | None:
+    """(serving estimate, SLO ms) when the estimated ``metric`` (ttft, tpot) misses its SLO."""
     s = ctx.analysis.serve
-    slo = None if s is None else getattr(s.job, f"{metric}_ms")
-    if s is None or slo is None:
-        return None
-    estimate_ms = float(getattr(s.speed, f"{metric}_s")) * 1000
-    return (s, estimate_ms, float(slo)) if estimate_ms > slo else None
+    missed = None if s is None else slo_miss(s, metric)
+    return None if s is None or missed is None else (s, missed[1])
 
 
 @rule("GP403")
@@ -138,14 +137,14 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     """
     missed = _missed_slo(ctx, "ttft")
     if missed:
-        s, ttft, slo = missed
+        s, slo = missed
         job = s.job
         yield ctx.finding(
             "GP403",
             ("serve", "slo", "ttft_ms"),
-            f"estimated TTFT {ttft:,.0f} ms for a prompt of {job.full_prompt:,} tokens at {job.concurrency} in flight "
-            f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}; {s.speed.ttft_single_s * 1000:,.0f} ms alone) "
-            f"exceeds the SLO of {slo:,.0f} ms",
+            f"estimated TTFT {format_ms(s.speed.ttft_s, 0)} ms for a prompt of {job.full_prompt:,} tokens at "
+            f"{job.concurrency} in flight on {s.gpu.id} (TP {job.hardware.tensor_parallel}; "
+            f"{format_ms(s.speed.ttft_single_s, 0)} ms alone) exceeds the SLO of {slo:,.0f} ms",
             "more TP, a faster GPU, or shorter prompts",
         )
 
@@ -175,12 +174,12 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     """
     missed = _missed_slo(ctx, "tpot")
     if missed:
-        s, tpot, slo = missed
+        s, slo = missed
         job = s.job
         yield ctx.finding(
             "GP404",
             ("serve", "slo", "tpot_ms"),
-            f"estimated TPOT {tpot:,.1f} ms at {job.concurrency} sequences on {s.gpu.id} "
+            f"estimated TPOT {format_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)} ms at {job.concurrency} sequences on {s.gpu.id} "
             f"({s.speed.decode_bound}-bound) exceeds the SLO of {slo:,.1f} ms",
             "more bandwidth (H200/B200), fp8 weights or KV cache, or fewer sequences per replica",
         )
