@@ -109,3 +109,13 @@ serve: {context: 4096, concurrency: 8, hardware: {gpu: l4, count: 2, pipeline_pa
     (_, last), _ = reads("llama-3.2-1b", pp=2)
     assert estimate.workload.weights_read == last
     assert estimate.workload.weights_above_mean == 525_340_672 / 2
+
+
+def test_the_unread_table_is_counted_in_the_dtype_it_is_stored_in():
+    # TINY's 32 x 8 table: 1,024 bytes in an fp32 checkpoint; under AWQ the table stays 16-bit (512 bytes)
+    # whatever the model dtype, as stage_weights stores it.
+    fp32 = ServingSetup(TINY, context=1, concurrency=1, model_dtype_bytes=4)
+    awq = ServingSetup(TINY, context=1, concurrency=1, model_dtype_bytes=4, quantization="awq")
+    for setup, table in ((fp32, 1_024), (awq, 512)):
+        (read,), (stage,) = decode_weight_reads(setup), model_stage_weights(setup)
+        assert stage - read == table
