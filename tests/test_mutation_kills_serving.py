@@ -15,6 +15,7 @@ import dataclasses
 import pytest
 
 from gpuplan.architecture import Architecture
+from gpuplan.catalog import get_model
 from gpuplan.estimate.serving import (
     NON_TORCH_PP,
     NON_TORCH_SINGLE,
@@ -122,6 +123,29 @@ def test_pipeline_stages_hold_their_own_layers_when_layers_differ():
     setup = ServingSetup(arch, context=1, concurrency=1, pipeline_parallel=2, expert_parallel=2)
     assert model_stage_weights(setup) == (2_208, 2_288)
     assert decode_weight_reads(setup) == (1_696, 1_520)
+
+
+def test_stages_keep_embeddings_and_norms_in_their_stored_dtype():
+    # TINY in fp32 on two stages: 1,152 linear parameters x 4 B = 4,608, 2,304 a stage; the layers' norms
+    # (2 x 2 x 8) x 4 = 128, 64 a stage. Stage 0: + the table 256 x 4 + the rotary cache 512 = 3,904;
+    # stage 1: + the head 1,024 + the final norm 32 + the cache = 3,936. Under AWQ (groups of 4) the
+    # linears take 1.125 B a weight (1,296, 648 a stage) and everything else stays 16-bit whatever the
+    # model dtype: 648 + 32 + 512 + 512 = 1,704 and 648 + 32 + 512 + 16 + 512 = 1,720.
+    assert stage_weights(TINY, "none", 4, 1, 2) == (3_904, 3_936)
+    assert stage_weights(TINY, "awq", 4, 1, 2, 4) == (1_704, 1_720)
+
+
+def test_the_stages_hold_every_parameter_once_and_the_tied_heads_copy():
+    # Gemma-3-27B (a vision tower, a tied head) on two stages: 27,432,406,640 parameters x 2 B, the last
+    # stage's copy of the 262,208 x 5,376 table, and a rotary cache on each GPU, nothing else.
+    arch = get_model("gemma-3-27b").architecture
+    stages = model_stage_weights(ServingSetup(arch, context=1, concurrency=1, pipeline_parallel=2))
+    assert arch.params == 27_432_406_640
+    assert sum(stages) == 27_432_406_640 * 2 + 262_208 * 5_376 * 2 + 2 * rope_cache_bytes(arch)
+    # The first stage holds its 31 layers' parameters, the table and the 423,060,336-parameter tower.
+    linear, small = arch.stage_params(range(31))
+    expected = (linear + small + 262_208 * 5_376 + 423_060_336) * 2 + rope_cache_bytes(arch)
+    assert stages[0] == pytest.approx(expected, rel=1e-12)
 
 
 def test_tenants_share_the_gpu():

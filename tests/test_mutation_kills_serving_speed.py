@@ -127,6 +127,15 @@ def test_pipeline_stage_halves_the_work_and_adds_hops():
     assert d.prefill_alone(8, 4) == pytest.approx(3 * chunk + 0.5, rel=1e-12)
 
 
+def test_a_step_carrying_part_of_a_prompt_chunk_reads_the_experts_of_both_kinds_of_step():
+    # 1 decode beside 1 prompt token on average, prompts arriving as chunks of 4: a quarter of the steps
+    # carry a whole chunk. One token touches 2 experts (1,928 + 2 x 768 = 3,464 B); 5 tokens touch
+    # 4 x (1 - (1/2)^5) = 3.875 (1,928 + 3.875 x 768 = 4,904 B): 3/4 x 3,464 + 1/4 x 4,904 = 3,824 B,
+    # beside the KV of one sequence at 10 tokens (2 layers x 16 B x 10 = 320 B).
+    d = deployment(MOE, weights_read=1928.0, routed_expert_bytes=3072.0)
+    assert d.step(1, 1, 10, 0.0, 4).bytes_read == 3_824 + 320
+
+
 def test_uneven_pipeline_stages_run_at_the_pace_of_the_stage_that_reads_most():
     # PP 2, the heavier stage reading 2,000 B of weights and the stages' mean 1,500 (weights_above_mean
     # 500): a decode token at 10 cached tokens costs 1,192 + 256 = 1,448 FLOPs per stage (2.896 s) against
