@@ -9,7 +9,7 @@ The model, term by term (sources in brackets):
                   p-norm form because measured kernels bend between the bounds]; weights are read once per
                   step, less the embedding table (a step gathers its tokens' rows; the head's matmul reads
                   a tied table whole) and a vision tower (prefill of image prompts only), on the stage that
-                  reads the most (``decode_weight_bytes``); a mixture-of-experts layer reads only the
+                  reads the most (``decode_weight_reads``); a mixture-of-experts layer reads only the
                   experts the step's tokens touch, E x (1 - (1 - k/E)^tokens) under uniform routing;
                   prefill tokens skip the LM head
   attention:      roofline(KV bytes of every decoding sequence / bandwidth, their QK and PV FLOPs / attention
@@ -41,8 +41,8 @@ The model, term by term (sources in brackets):
   steady state.
 - static batching: the batch prefills together, then decodes together; waves of it queue the rest.
 - pipeline parallelism: microbatches of the running batch flow through the stages; a token crosses every
-  stage (TPOT = stages x the time of the stage that reads the most weights: the slowest paces the
-  pipeline), and with fewer sequences than stages the pipeline idles (bubbles).
+  stage (TPOT = the longer of the stages' sum and microbatches x the step of the stage that reads the
+  most weights, which paces the pipeline), and with fewer sequences than stages it idles (bubbles).
 Every evaluation is closed form but for that root (some 10-30 evaluations of two steps each), so the
 planner can call it for hundreds of layouts. Figures per engine and the shared kernel figures are in
 ``gpuplan.estimate.calibration``; ``gpuplan.estimate.performance`` holds the FLOP counts and collectives.
