@@ -417,11 +417,12 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
     set (a planner tries many loads of one split)."""
     arch = spec.model.architecture
     reads = decode_weight_reads(setup)
+    heaviest = max(reads)
     return ServingWorkload(
         architecture=arch,
         gpu=gpu,
-        weights_read=max(reads),
-        weights_above_mean=max(reads) - sum(reads) / len(reads),
+        weights_read=heaviest,
+        weights_above_mean=heaviest - sum(reads) / len(reads),
         routed_expert_bytes=routed_expert_bytes(arch, job.quantization, setup.model_dtype_bytes, setup.group_size),
         kv_dtype_bytes=setup.kv_dtype_bytes,
         kv_capacity_bytes=0.0,

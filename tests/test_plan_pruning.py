@@ -111,10 +111,10 @@ def test_latency_floors_never_exceed_the_speed_model(document):
     }
 )
 def test_the_planner_never_drops_a_family_with_a_layout_that_meets_the_slo(document):
-    # The planner's floors rest on the weights' lower bound per GPU (1/(TP x PP) of the model's), not on
-    # a memory estimate. Witness: the family's declared replica count evaluated by the planner itself;
-    # with the SLO set to that layout's own TTFT and TPOT (so it meets the SLO, exactly), the family
-    # must not be judged out of reach.
+    # The planner's floors read the weights each split's decode step reads (the same at every replica
+    # count), not a memory estimate's. Witness: the family's declared replica count evaluated by the
+    # planner itself; with the SLO set to that layout's own TTFT and TPOT (so it meets the SLO, exactly),
+    # the family must not be judged out of reach.
     spec = make_spec(document)
     evaluator = planner_for(spec, default_settings()).serve.evaluator
     hardware = document["serve"]["hardware"]

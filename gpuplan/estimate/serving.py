@@ -215,6 +215,25 @@ def routed_expert_bytes(arch: Architecture, quantization: str, dtype_bytes: int,
     return arch.moe_layers * arch.experts * arch.dense_mlp_params(arch.expert_width) * per_param
 
 
+def unquantized_bytes(quantization: str, dtype_bytes: int) -> int:
+    """Bytes per value of the tensors no quantization format touches (embeddings, norms, a vision tower):
+    the model dtype's when the weights are not quantized, 16-bit otherwise."""
+    return dtype_bytes if quantization == "none" else 2
+
+
+def stage_routed_bytes(arch: Architecture, experts: float, layers: range) -> float:
+    """All routed-expert bytes of the MoE layers among ``layers``; ``experts``: ``routed_expert_bytes``."""
+    if not experts:
+        return 0.0
+    return sum(1 for layer in layers if arch.is_moe_layer(layer)) * experts / arch.moe_layers
+
+
+def routed_share(arch: Architecture, tp: int, ep: int) -> float:
+    """The share of a MoE layer's routed experts one GPU holds: ceil(E / EP) whole experts under expert
+    parallelism (vLLM ``--enable-expert-parallel``), else 1/TP of each."""
+    return math.ceil(arch.experts / ep) / arch.experts if ep > 1 else 1 / tp
+
+
 def stage_weights(
     arch: Architecture,
     quantization: str,
@@ -234,7 +253,7 @@ def stage_weights(
     ``--enable-expert-parallel``, SGLang ``--ep-size``); attention, shared experts and dense layers stay
     split by TP.
     """
-    sixteen = dtype_bytes if quantization == "none" else 2
+    sixteen = unquantized_bytes(quantization, dtype_bytes)
     total = weight_bytes(arch, quantization, dtype_bytes, group_size, quantized_params)
     embedding = arch.embedding_params() * sixteen
     head = (arch.lm_head_params() + (arch.vocab * arch.hidden if arch.tie_embeddings and pp > 1 else 0)) * sixteen
@@ -245,8 +264,6 @@ def stage_weights(
     layer_small = small - final_norm
     all_linear, all_small = arch.stage_params(range(arch.layers))
     experts = routed_expert_bytes(arch, quantization, dtype_bytes, group_size) if ep > 1 else 0.0
-    per_moe_layer_experts = experts / arch.moe_layers if experts else 0.0
-    local_expert_share = math.ceil(arch.experts / ep) / arch.experts if experts else 0.0
     stages = arch.stage_layers(pp)
     result = []
     for index, stage in enumerate(stages):
@@ -254,9 +271,8 @@ def stage_weights(
         stage_linear, stage_small = arch.stage_params(stage)
         linear = layers * stage_linear / all_linear if all_linear else 0.0
         others = layer_small * stage_small / all_small if all_small else 0.0
-        moe_count = sum(1 for layer in stage if arch.is_moe_layer(layer)) if experts else 0
-        routed = moe_count * per_moe_layer_experts
-        bytes_ = (linear - routed) / tp + routed * local_expert_share + others
+        routed = stage_routed_bytes(arch, experts, stage)  # under EP: whole experts, not a TP slice
+        bytes_ = (linear - routed) / tp + (routed * routed_share(arch, tp, ep) if routed else 0.0) + others
         if index == 0:
             bytes_ += (embedding + vision) / tp
         if index == len(stages) - 1:
@@ -292,18 +308,16 @@ def decode_weight_reads(setup: ServingSetup) -> tuple[float, ...]:
     """
     arch, tp, ep = setup.architecture, setup.tensor_parallel, setup.expert_parallel
     stages = model_stage_weights(setup)
-    sixteen = setup.model_dtype_bytes if setup.quantization == "none" else 2
+    sixteen = unquantized_bytes(setup.quantization, setup.model_dtype_bytes)
     one_stage = setup.pipeline_parallel == 1
     gathered = arch.embedding_params() - (arch.vocab * arch.hidden if arch.tie_embeddings and one_stage else 0)
     # Resident routed experts per MoE layer on one GPU: ceil(E / EP) whole experts, or 1/TP of each.
     experts = routed_expert_bytes(arch, setup.quantization, setup.model_dtype_bytes, setup.group_size)
-    local = math.ceil(arch.experts / ep) / arch.experts if ep > 1 else 1 / tp
-    per_moe_layer = experts / arch.moe_layers * local if experts else 0.0
     reads = []
     for index, layers in enumerate(arch.stage_layers(setup.pipeline_parallel)):
-        moe = sum(1 for layer in layers if arch.is_moe_layer(layer)) if experts else 0
+        resident = stage_routed_bytes(arch, experts, layers) * routed_share(arch, tp, ep) if experts else 0.0
         unread = (gathered + arch.vision_params) * sixteen / tp if index == 0 else 0.0
-        reads.append(stages[index] - unread - moe * per_moe_layer)
+        reads.append(stages[index] - unread - resident)
     return tuple(reads)
 
 
@@ -489,7 +503,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         room = (budget - non_kv - tenant_kv) / max(per_sequence, 1.0)
         candidates.append((room, index, reserve, per_sequence, layout))
     _, index, reserve, per_sequence, layout = min(candidates)
-    vision = arch.vision_params * (setup.model_dtype_bytes if setup.quantization == "none" else 2) / tp
+    vision = arch.vision_params * unquantized_bytes(setup.quantization, setup.model_dtype_bytes) / tp
     empty = ServingMemory(
         weights=math.ceil(weights[index]),
         kv_cache=0,
