@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpuplan.catalog import Gpu
@@ -37,7 +37,7 @@ from gpuplan.estimate.training import (
     trainable_params,
 )
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
-from gpuplan.records import evolve, lean_init
+from gpuplan.records import evolve, record
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import (
     CENT_DIGITS,
@@ -72,8 +72,7 @@ GPUS_PER_NODE = 8  # host memory is reported per node of 8 GPUs (HGX/DGX and mos
 Notes = Callable[[], tuple[tuple[str, str], ...]]  # words an estimate assumes, worded on first use
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class FinetuneEstimate:
     job: Finetune
     memory: TrainingMemory
@@ -103,8 +102,7 @@ class FinetuneEstimate:
         return run_cost(self.speed, self.gpus, self.price_per_hour)
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class ServeEstimate:
     job: Serve
     memory: ServingMemory
@@ -168,7 +166,7 @@ class ServeEstimate:
         return self.gpus * self.price_per_hour / (self.speed.tokens_per_s * 3600) * 1e6
 
 
-@dataclass(frozen=True)
+@record
 class Analysis:
     spec: Spec
     finetune: FinetuneEstimate | None

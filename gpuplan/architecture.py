@@ -14,14 +14,15 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import cached_property
 from typing import Any
 
+from gpuplan.records import record
 from gpuplan.resources import schema_path
 
 
-@dataclass(frozen=True)
+@record
 class Architecture:
     """A decoder-only transformer (plus an optional vision tower), as its config.json describes it."""
 

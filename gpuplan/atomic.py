@@ -15,16 +15,16 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpuplan.errors import GpuplanError
 from gpuplan.reading import kind_of, reason_of
+from gpuplan.records import record
 
 _SYSTEM_FOLDERS = frozenset({"dev", "proc", "sys"})  # device and kernel files, never report destinations
 
 
-@dataclass(frozen=True)
+@record
 class Destination:
     """A checked place to write: the path, and the mode to give the file (None: a new file)."""
 

@@ -10,7 +10,8 @@ Codes are stable: a code is never reused for another meaning.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from gpuplan.records import record
 
 
 class Severity(str, enum.Enum):
@@ -29,7 +30,7 @@ _RANKS = {"error": 3, "warning": 2, "info": 1}
 ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 
-@dataclass(frozen=True)
+@record
 class Code:
     code: str  # GP201
     name: str  # does-not-fit (kebab-case; configuration and waivers may use it instead of the code)

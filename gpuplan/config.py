@@ -12,7 +12,7 @@ import functools
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,12 @@ from gpuplan.errors import GpuplanError
 from gpuplan.findings import Finding, Severity
 from gpuplan.loader import LoadedDocument, Position, load_bytes
 from gpuplan.reading import SETTINGS, ReadRefused, read_bounded
+from gpuplan.records import record
 
 CONFIG_FILE = ".gpuplan.yaml"
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     """Thresholds the rules compare against; the defaults are the config schema's ``default`` keywords."""
 
@@ -60,7 +61,7 @@ def default_settings() -> Settings:
     return Settings.from_thresholds({})
 
 
-@dataclass(frozen=True)
+@record
 class Config:
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()

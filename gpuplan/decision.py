@@ -29,10 +29,11 @@ This module imports no Jinja or WeasyPrint: ``gpuplan diff`` compares verdicts w
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.findings import Finding, Severity
+from gpuplan.records import record
 from gpuplan.units import Shown, money_sum, money_times, shown_money
 
 if TYPE_CHECKING:  # the planner is imported only where a change is built (lint never needs it)
@@ -81,7 +82,7 @@ class Verdict(str, enum.Enum):
         return self.value.lower().replace(" ", "-")
 
 
-@dataclass(frozen=True)
+@record
 class Amount:
     """What the spec asks to spend: the one-off fine-tuning run plus serving for ``term_months``.
 
@@ -115,7 +116,7 @@ class Amount:
         return None if total is None else total.value
 
 
-@dataclass(frozen=True)
+@record
 class Decision:
     verdict: Verdict
     reason: str  # one sentence, ending with a full stop
@@ -138,7 +139,7 @@ class Decision:
         return replace(self.amount, finetune_run=parts["finetune"], serve_monthly=parts["serve"])
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     """The planner's recommended layout for one job that the declared layout should become."""
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuplan.codes import CODES, Severity
+from gpuplan.records import record
 
 __all__ = ["Finding", "Severity", "Waiver", "dotted", "json_pointer", "sort_key", "sorted_findings"]
 
 
-@dataclass(frozen=True)
+@record
 class Waiver:
     """An accepted finding, declared in the spec's ``waivers`` section."""
 
@@ -20,7 +21,7 @@ class Waiver:
     expires: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """One problem, at one place in one file."""
 

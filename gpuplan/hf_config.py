@@ -18,11 +18,12 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from gpuplan.architecture import Architecture, ArchitectureError, check_value, make_architecture, show_value
+from gpuplan.records import record
 
 # config.json keys -> Architecture fields (first key present wins).
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -64,7 +65,7 @@ _MLA_FIELDS = ("q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_di
 _GELU = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_10")
 
 
-@dataclass(frozen=True)
+@record
 class ModelType:
     """What the config class and modelling code of one ``model_type`` fix, beyond its config.json keys."""
 
@@ -201,7 +202,7 @@ MULTIMODAL_TYPES: dict[str, str] = {
 _TEXT_DEFAULT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_vl": "deepseek_v3"}
 
 
-@dataclass(frozen=True)
+@record
 class Checkpoint:
     """How a checkpoint stores its linears: format, group size and how many weights it quantizes."""
 
@@ -210,7 +211,7 @@ class Checkpoint:
     quantized_params: int | None = None  # linear weights stored quantized; None: every decoder linear
 
 
-@dataclass(frozen=True)
+@record
 class HfModel:
     architecture: Architecture
     checkpoint: Checkpoint

@@ -12,7 +12,7 @@ import functools
 import math
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,14 @@ from gpuplan import clock
 from gpuplan.findings import Finding, Severity, sorted_findings
 from gpuplan.loader import LoadedDocument, load_bytes
 from gpuplan.reading import SPEC, ReadRefused, check_size, read_bounded, read_stdin
+from gpuplan.records import record
 from gpuplan.validate import validate
 
 STDIN_NAME = "<stdin>"
 MAX_FINDINGS_PER_FILE = 100  # then one GP011 that counts the rest
 
 
-@dataclass(frozen=True)
+@record
 class LintOptions:
     """What shapes a lint run besides the spec itself."""
 
@@ -40,7 +41,7 @@ class LintOptions:
     catalog_hints: bool = False  # fit hints also search every allowed GPU for the cheapest layout
 
 
-@dataclass(frozen=True)
+@record
 class LintResult:
     path: str
     findings: tuple[Finding, ...]

@@ -21,7 +21,7 @@ import yaml
 
 from gpuplan.findings import Finding, dotted, json_pointer
 from gpuplan.reading import SPEC_MAX_BYTES
-from gpuplan.records import lean_init
+from gpuplan.records import record
 
 MAX_BYTES = SPEC_MAX_BYTES  # the loader's own backstop for bytes that did not come through a bounded read
 MAX_ALIAS_EXPANSIONS = 1000
@@ -42,8 +42,7 @@ _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class Position:
     """1-based line and column of a key (where there is one) and of its value."""
 
@@ -53,7 +52,7 @@ class Position:
     value_col: int
 
 
-@dataclass(frozen=True)
+@record
 class LoadedDocument:
     """What the loader produces: the data (None when loading failed), positions and findings."""
 

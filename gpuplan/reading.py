@@ -17,7 +17,8 @@ import errno
 import os
 import stat
 import sys
-from dataclasses import dataclass
+
+from gpuplan.records import record
 
 SPEC_MAX_BYTES = 1024 * 1024  # a spec is a page of YAML; 1 MiB is 100x the largest example
 CONFIG_JSON_MAX_BYTES = 1024 * 1024  # a Hugging Face config.json is a few KiB (DeepSeek-V3's: 1.7 KiB)
@@ -51,7 +52,7 @@ class ReadRefused(Exception):
         self.too_large = too_large
 
 
-@dataclass(frozen=True)
+@record
 class Limit:
     """How much a kind of file may hold, and what it is called in messages."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpuplan import clock
@@ -20,6 +19,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import STDIN_NAME, LintOptions, LintResult, lint_path
 from gpuplan.output.summary import RunSummary
+from gpuplan.records import record
 
 # Starting worker processes costs about 0.1 s; below a few hundred specs one process is as fast.
 PARALLEL_MIN_FILES = 300
@@ -27,7 +27,7 @@ _CHUNK = 32
 _CONFIG_PROBLEMS_SHOWN = 5
 
 
-@dataclass(frozen=True)
+@record
 class _Job:
     path: str
     options: LintOptions | None  # None: the configuration governing the path is invalid

@@ -7,7 +7,7 @@ field that names them, with "did you mean" suggestions; nothing here raises for 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, g
 from gpuplan.defaults import apply_defaults, property_node
 from gpuplan.findings import Finding, Waiver, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
+from gpuplan.records import record
 from gpuplan.validate import load_schema
 
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12, the convention of cloud monthly prices
@@ -26,7 +27,7 @@ def default_network_gbps() -> float:
     return float(property_node(load_schema(), "finetune", "hardware", "network_gbps")["default"])
 
 
-@dataclass(frozen=True)
+@record
 class Hardware:
     gpu: Gpu
     count: int
@@ -45,7 +46,7 @@ class Hardware:
         return max(1, self.count // (self.tensor_parallel * self.pipeline_parallel))
 
 
-@dataclass(frozen=True)
+@record
 class ModelRef:
     label: str  # catalog id, config path or "explicit architecture"
     architecture: Architecture
@@ -57,7 +58,7 @@ class ModelRef:
     notes: tuple[str, ...] = ()  # what was assumed reading a config.json (shown in the estimate's assumptions)
 
 
-@dataclass(frozen=True)
+@record
 class Finetune:
     """A resolved fine-tuning job. Every memory-saving setting is a plain field, so that the planner can
     vary it with ``dataclasses.replace`` without touching the spec."""
@@ -93,7 +94,7 @@ class Finetune:
     double_quant: bool = True  # qlora: NF4 scales double-quantized
 
 
-@dataclass(frozen=True)
+@record
 class TenantSpec:
     name: str
     model: ModelRef
@@ -102,7 +103,7 @@ class TenantSpec:
     quantization: str
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     category: str | None
     metric: str
@@ -111,7 +112,7 @@ class Evidence:
     index: int
 
 
-@dataclass(frozen=True)
+@record
 class Serve:
     context: int
     output_tokens: int
@@ -142,7 +143,7 @@ class Serve:
         return self.prompt_mean or self.full_prompt
 
 
-@dataclass(frozen=True)
+@record
 class Purchase:
     """Buying one GPU instead of renting it (``budget.purchase.<gpu>``), in the spec's currency."""
 
@@ -157,7 +158,7 @@ class Purchase:
         return self.price_per_gpu / self.amortisation_months + self.hosting_per_gpu_month
 
 
-@dataclass(frozen=True)
+@record
 class Reserved:
     """Committed-use prices per GPU-hour (``budget.reserved``)."""
 
@@ -166,7 +167,7 @@ class Reserved:
     prices_date: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Budget:
     currency: str
     finetune_total: float | None
@@ -178,7 +179,7 @@ class Budget:
     purchase: dict[str, Purchase] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class Approval:
     """One role's signature in the decision record; ``date`` is empty when it is to be dated by hand."""
 
@@ -186,7 +187,7 @@ class Approval:
     date: str
 
 
-@dataclass(frozen=True)
+@record
 class PlanLimits:
     """What the planner may propose (the spec's ``plan`` section, or ``gpuplan plan``'s options)."""
 
@@ -206,7 +207,7 @@ def default_plan_limits() -> PlanLimits:
     return PlanLimits.from_data({})
 
 
-@dataclass(frozen=True)
+@record
 class Spec:
     path: str
     name: str

@@ -10,13 +10,14 @@ import dataclasses
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from gpuplan.catalog import UnknownNameError, get_gpu, get_model
 from gpuplan.defaults import property_node
 from gpuplan.errors import GpuplanError
+from gpuplan.records import record
 from gpuplan.validate import load_schema
 from gpuplan.visible import visible
 
@@ -30,7 +31,7 @@ STARTER_CONCURRENCY = 8
 _COMMENT_WIDTH = 100
 
 
-@dataclass(frozen=True)
+@record
 class Starter:
     """What a starter spec is made from."""
 
@@ -72,7 +73,7 @@ class Starter:
         return re.sub(r"[^a-z0-9]+", "-", f"{self.model}-{'-'.join(jobs)}".lower()).strip("-")
 
 
-@dataclass(frozen=True)
+@record
 class Tuning:
     """What the planner made of a starter's fine-tuning job on the GPUs asked for, when its defaults do not
     hold it soundly (in memory, with the configured headroom margin)."""

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+
+from gpuplan.records import record
 
 GIB = 2**30
 MIB = 2**20
@@ -129,7 +130,7 @@ def money_decimals(value: float) -> int:
     return 0 if abs(rounded(value, CENT_DIGITS)) >= 100 else 2
 
 
-@dataclass(frozen=True)
+@record
 class Shown:
     """An amount of money as shown: its value at ``decimals``; a derived amount (a saving, a total over a
     term) keeps the finer precision of the amounts it comes from, so 180 - 45.67 reads 134.33, not 134."""

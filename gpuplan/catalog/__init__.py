@@ -10,16 +10,16 @@ from __future__ import annotations
 import difflib
 import functools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuplan.architecture import Architecture, make_architecture
+from gpuplan.records import record
 
 _HERE = Path(__file__).resolve().parent
 
 
-@dataclass(frozen=True)
+@record
 class Price:
     """A price per GPU-hour and what it rests on: where it comes from, the quotes, their dates and range.
 
@@ -57,7 +57,7 @@ class Price:
         )
 
 
-@dataclass(frozen=True)
+@record
 class Gpu:
     """One GPU model: memory in bytes, bandwidth, dense TFLOPS, form factor, scale-up domain, price."""
 
@@ -102,7 +102,7 @@ class Gpu:
         return self.domain > 1
 
 
-@dataclass(frozen=True)
+@record
 class CatalogModel:
     id: str
     name: str

@@ -12,7 +12,7 @@ import os
 import posixpath
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +25,11 @@ from gpuplan.findings import Severity
 from gpuplan.linter import LintOptions, LintResult, lint_bytes, lint_path
 from gpuplan.loader import load_bytes
 from gpuplan.reading import SPEC_MAX_BYTES
+from gpuplan.records import record
 from gpuplan.run import config_for, lint_options
 
 
-@dataclass(frozen=True)
+@record
 class DiffOptions:
     config_path: str | None = None
     use_waivers: bool = True
@@ -36,7 +37,7 @@ class DiffOptions:
     fail_on: Severity | None = None  # --fail-on: the level verdicts are decided at (default: each spec's config)
 
 
-@dataclass(frozen=True)
+@record
 class _Linting:
     """How one spec is linted and decided: its lint options and the fail level its verdict uses."""
 

@@ -6,16 +6,16 @@ list of plain values (``lora.targets``) is one field. A key present on one side 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.findings import json_pointer
 from gpuplan.loader import Pointer
+from gpuplan.records import record
 
 ADDED, REMOVED, MODIFIED = "added", "removed", "modified"
 
 
-@dataclass(frozen=True)
+@record
 class FieldChange:
     pointer: Pointer
     kind: str  # added | removed | modified

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpuplan.errors import GpuplanError
 from gpuplan.reading import SPEC_MAX_BYTES, ReadRefused, read_head
+from gpuplan.records import record
 
 GIT_TIMEOUT_S = 120  # a diff of a large repository takes seconds; a hung credential helper must not hang us
 # Where the default branch is looked for when origin/HEAD is not set (a clone made by CI often lacks it).
@@ -28,7 +28,7 @@ _ENVIRONMENT = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Unreadable:
     """A working-tree path that is there but cannot be read as a file (a FIFO, a symlink loop, no permission):
     that side of the diff is a GP009 finding, as ``gpuplan lint`` has it, and the other specs are still compared."""
@@ -40,7 +40,7 @@ class Unreadable:
 Content = bytes | Unreadable | None
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     """One path git reports between two trees: A(dded), D(eleted), M(odified) or R(enamed)."""
 
@@ -49,7 +49,7 @@ class Change:
     new_path: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Repository:
     """A git work tree, driven from ``cwd`` (pathspecs are relative to it)."""
 
@@ -201,7 +201,7 @@ _BATCH_FORMAT = "%(objectname) %(objecttype) %(objectsize)"
 _NOT_FOUND = (b"missing", b"ambiguous")  # what cat-file appends to a request it cannot answer
 
 
-@dataclass(frozen=True)
+@record
 class _Blob:
     object_id: str
     size: int

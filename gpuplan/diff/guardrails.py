@@ -6,7 +6,6 @@ overridden by the command's flags of the same names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,13 @@ from gpuplan.config import find_config, load_config
 from gpuplan.defaults import apply_defaults
 from gpuplan.diff.model import DiffResult
 from gpuplan.diff.present import MONEY, pair_texts
+from gpuplan.records import record
 from gpuplan.units import format_money
 
 COMMENT_ON = ("always", "any", "increase", "never")
 
 
-@dataclass(frozen=True)
+@record
 class Guardrails:
     max_monthly_increase: float | None
     max_monthly_increase_pct: float | None

@@ -7,7 +7,7 @@ Money is rounded to cents once, here, so that totals are exactly the sums of the
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpuplan.analysis import Analysis, to_dict
@@ -18,6 +18,7 @@ from gpuplan.diff.verdict import spec_decision, worsened
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.loader import Pointer, Position
+from gpuplan.records import record
 from gpuplan.units import CENT_DIGITS, rounded
 from gpuplan.visible import visible
 
@@ -28,7 +29,7 @@ COSTS = ("monthly_cost", "run_cost", "term_cost")
 Value = str | int | float | bool | None
 
 
-@dataclass(frozen=True)
+@record
 class Metric:
     """One figure of a job: its key in the JSON, its label for people, and how to show it."""
 
@@ -72,7 +73,7 @@ def cents(value: float | None) -> float | None:
     return None if value is None else rounded(value, CENT_DIGITS)
 
 
-@dataclass(frozen=True)
+@record
 class SpecSide:
     """One spec at one revision: the decision, costs, per-job figures, active findings and the loaded data."""
 
@@ -217,7 +218,7 @@ def _memory(per_gpu: int, capacity: int) -> dict[str, Value]:
     }
 
 
-@dataclass(frozen=True)
+@record
 class SpecChange:
     """One spec across the diff: its two sides and what differs between them."""
 
@@ -360,7 +361,7 @@ def _extra(findings: tuple[Finding, ...], other: Counter[tuple[str, str]]) -> tu
     return tuple(extra)
 
 
-@dataclass(frozen=True)
+@record
 class Figure:
     """A total before and after, its change, the change in percent of before, and the specs left out of it
     because that cost is unknown on one side (no price, no tokens, not estimated)."""
@@ -378,7 +379,7 @@ class Figure:
         return round(self.delta / self.before * 100, 1) if self.before else None
 
 
-@dataclass(frozen=True)
+@record
 class Totals:
     """Sums over the specs of one currency, per cost; an added spec counts from 0, a removed one to 0."""
 
@@ -406,7 +407,7 @@ def totals(changes: tuple[SpecChange, ...], currency: str) -> Totals:
     return Totals(currency, figures["monthly_cost"], figures["run_cost"], figures["term_cost"], len(mine))
 
 
-@dataclass(frozen=True)
+@record
 class Revision:
     """One side of the whole diff: a file, a git revision, or the working tree."""
 
@@ -415,7 +416,7 @@ class Revision:
     commit: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class DiffResult:
     base: Revision
     head: Revision

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.diff.fields import ADDED as ADDED_FIELD
@@ -17,6 +16,7 @@ from gpuplan.diff.fields import REMOVED as REMOVED_FIELD
 from gpuplan.diff.fields import FieldChange
 from gpuplan.diff.model import ADDED, JOBS, METRICS, REMOVED, DiffResult, Metric, SpecChange, Totals, Value
 from gpuplan.findings import Finding
+from gpuplan.records import record
 from gpuplan.units import CENT_DIGITS, format_number, gib, money_decimals, plural, rounded
 from gpuplan.visible import visible
 
@@ -200,7 +200,7 @@ def _specs_clause(material: tuple[SpecChange, ...]) -> str:
 JOB_TITLES = {"finetune": "Fine-tuning", "serve": "Serving"}
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     """One line of a spec's table: a label, the figure before and after, and the change (a job's title row
     has ``heading`` set and nothing else)."""

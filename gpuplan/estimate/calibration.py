@@ -10,13 +10,14 @@ out of sample (each record predicted by the figures fitted on the other half of 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gpuplan.catalog import Gpu
+from gpuplan.records import record
 from gpuplan.units import GIB
 
 
-@dataclass(frozen=True)
+@record
 class EngineProfile:
     """How well one serving engine uses the hardware, and its scheduling defaults."""
 
@@ -56,7 +57,7 @@ class EngineProfile:
         return 8192, 256
 
 
-@dataclass(frozen=True)
+@record
 class ServingMechanisms:
     """Figures shared by every engine: they describe kernels and links, not schedulers."""
 
@@ -68,7 +69,7 @@ class ServingMechanisms:
     roofline_sharpness: float  # p of the smooth roofline (t_mem^p + t_compute^p)^(1/p); large p is max()
 
 
-@dataclass(frozen=True)
+@record
 class TrainingMechanisms:
     gemm_efficiency: float  # share of the GPU's achievable 16-bit GEMM rate (MAMF ceiling) in training
     attention_efficiency: float  # FlashAttention forward + backward, share of the GPU's attention ceiling
@@ -79,7 +80,7 @@ class TrainingMechanisms:
     overlap: float  # share of a micro-batch's compute that data-parallel communication can hide behind
 
 
-@dataclass(frozen=True)
+@record
 class ErrorBand:
     """The out-of-sample spread of one speed figure over the calibration records."""
 
@@ -93,7 +94,7 @@ class ErrorBand:
         return f"calibration: {self.share:.0%} of {self.records} records within ±{self.within:.0%}"
 
 
-@dataclass(frozen=True)
+@record
 class Calibration:
     engines: dict[str, EngineProfile]
     serving: ServingMechanisms

@@ -10,10 +10,10 @@ bidirectional figure the GPU catalog records.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
+from gpuplan.records import record
 
 # One 400 Gb/s NIC per GPU for the compute fabric (NVIDIA DGX H100/B200 reference architecture: 8 x ConnectX-7
 # 400 Gb/s per 8 GPUs), GB/s one direction: workloads built without a spec (the spec's hardware.network_gbps).
@@ -21,7 +21,7 @@ INTER_NODE_GBS = 50.0
 HOST_GPUS = 8  # GPUs one PCIe host holds; beyond it a group crosses the network
 
 
-@dataclass(frozen=True)
+@record
 class Efficiency:
     """Overrides of the calibrated efficiencies (configuration ``thresholds``); None keeps the calibration.
 

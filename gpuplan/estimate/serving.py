@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from gpuplan.architecture import Architecture
-from gpuplan.records import evolve, lean_init
+from gpuplan.records import evolve, record
 from gpuplan.units import GIB, MIB
 
 ENGINE = "vLLM v0.19 (V1 engine, OpenAI API server defaults)"
@@ -75,7 +75,7 @@ def quant_linear_bytes(quantization: str, group_size: int = 128, row: int = 4096
     return (4 + 20 / (group_size or row)) / 8
 
 
-@dataclass(frozen=True)
+@record
 class Tenant:
     name: str
     architecture: Architecture
@@ -87,8 +87,7 @@ class Tenant:
     quantized_params: int | None = None
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class ServingSetup:
     architecture: Architecture
     context: int
@@ -107,8 +106,7 @@ class ServingSetup:
     tenants: tuple[Tenant, ...] = ()
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class ServingMemory:
     """Per-GPU bytes of the most constrained GPU (the pipeline stage with the least KV room)."""
 
@@ -337,8 +335,7 @@ def cached_tokens(arch: Architecture, context: int, windowed: bool, max_batched:
     return math.ceil(context / BLOCK_TOKENS) * BLOCK_TOKENS
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class KvLayout:
     """KV-cache groups of one pipeline stage: layer slots per attention kind after padding."""
 
@@ -433,8 +430,7 @@ def cuda_graph_bytes(max_num_seqs: int) -> int:
     return 2 * GRAPH_FIRST_CAPTURE + (graphs - 2) * GRAPH_EACH
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class ServingShape:
     """The serving memory of a deployment shape before any running sequence, and what each one adds:
     everything but the running sequences' KV cache is the same at every concurrency (the stage with the

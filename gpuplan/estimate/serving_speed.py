@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NamedTuple
 
 from gpuplan.architecture import Architecture
@@ -70,7 +70,7 @@ from gpuplan.estimate.performance import (
     matmul_params,
     on_fast_link,
 )
-from gpuplan.records import lean_init
+from gpuplan.records import record
 
 ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
 Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
@@ -82,8 +82,7 @@ PHI_TOLERANCE = 1e-9
 ROOT_STEPS = 100
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class ServingWorkload:
     """What the serving speed depends on, resolved from a spec and its memory estimate (per replica)."""
 
@@ -111,8 +110,7 @@ class ServingWorkload:
     weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven stages; decode_weight_reads)
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class ServingSpeed:
     ttft_s: float  # full prompt at the declared concurrency: queueing + prefill under load + request overhead
     ttft_single_s: float  # the full prompt alone on an idle replica
@@ -482,8 +480,7 @@ def latency_floors(
     return ttft, tpot
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class _SteadyState:
     tpot: float
     requests_per_s: float  # per replica

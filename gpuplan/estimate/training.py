@@ -20,11 +20,11 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from gpuplan.architecture import Architecture
-from gpuplan.records import lean_init
+from gpuplan.records import record
 
 # precision -> (weight, gradient, optimizer-state, activation bytes, autocast keeps 16-bit weight copies)
 REGIMES: dict[str, tuple[int, int, int, int, bool]] = {
@@ -58,8 +58,7 @@ LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pro
 CHECKPOINTING = ("none", "full", "selective")
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class TrainingSetup:
     """Everything the fine-tuning memory depends on (defaults resolved by gpuplan.spec)."""
 
@@ -130,8 +129,7 @@ class TrainingSetup:
         return self.tensor_parallel if self.sequence_parallel else 1
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class TrainingMemory:
     """Per-GPU bytes. ``phases`` maps each phase to its live tensors; the peak is their maximum.
 
@@ -408,8 +406,7 @@ def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: i
 # -- the phases ---------------------------------------------------------------------------------
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class _States:
     """Per-GPU model states: what lives for the whole step, what the step adds, what lives off the GPU."""
 
@@ -425,8 +422,7 @@ class _States:
     nvme: float
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class _Activations:
     """Per-GPU activation memory of one micro-batch."""
 

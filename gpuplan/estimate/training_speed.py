@@ -31,7 +31,6 @@ the node's GPUs over the tensor-parallel degree (data parallelism is laid out ou
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
@@ -49,7 +48,7 @@ from gpuplan.estimate.performance import (
     matmul_params,
 )
 from gpuplan.estimate.training import REGIMES
-from gpuplan.records import lean_init
+from gpuplan.records import record
 
 LOSS_BYTES_PER_LOGIT = 16  # fp32 logits written and read by the loss, their gradient written and read (4 x 4 B)
 NF4_DEQUANT_BYTES = 2.5  # per NF4 weight per pass: read 0.5 B, write the bf16 copy (2 B) (bitsandbytes)
@@ -58,8 +57,7 @@ NF4_DEQUANT_BYTES = 2.5  # per NF4 weight per pass: read 0.5 B, write the bf16 c
 OPTIMIZER_STATES = {"adamw": 2, "adamw-fused": 2, "adamw-8bit": 2, "sgd": 1, "adafactor": 0}
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class TrainingWorkload:
     architecture: Architecture
     gpu: Gpu
@@ -81,8 +79,7 @@ class TrainingWorkload:
     attention: str = "flash"  # the attention kernel (finetune.attention): flash | flash3 | cudnn | eager
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class TrainingSpeed:
     flops_per_token: float  # model FLOPs per token (6N + attention for full fine-tuning; recompute excluded)
     hours: float

@@ -8,9 +8,10 @@ comparison never calls rounding a difference.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gpuplan.evidence import KINDS as KINDS  # defined in the package, which the command line imports alone
+from gpuplan.records import record
 
 BYTES, TOKENS, SEQUENCES = "bytes", "tokens", "sequences"
 
@@ -34,7 +35,7 @@ SERVE, FINETUNE = "serve", "finetune"
 PER_RANK = frozenset({WEIGHTS, TORCH_PEAK, NON_TORCH, CUDA_GRAPHS, KV_POOL, REQUESTED, PEAK_ALLOCATED, PEAK_RESERVED})
 
 
-@dataclass(frozen=True)
+@record
 class Measurement:
     """One measured quantity, with a value per rank (in the order the ranks sort)."""
 
@@ -49,7 +50,7 @@ class Measurement:
         return dict(self.values)
 
 
-@dataclass(frozen=True)
+@record
 class Setting:
     """A setting the run used, as the evidence states it (normalised to gpuplan's vocabulary where known)."""
 
@@ -59,7 +60,7 @@ class Setting:
     raw: str = ""  # the evidence's own spelling when it differs (torch.bfloat16, compressed-tensors)
 
 
-@dataclass(frozen=True)
+@record
 class Failure:
     """The run did not get where it should: its cause, already cleaned for display."""
 
@@ -69,7 +70,7 @@ class Failure:
     during: str  # "startup" or "run"
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     path: str  # as given, cleaned for display
     kind: str  # reader name: vllm, torch-memory, hf-trainer, torchtune, accelerate

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuplan.findings import Finding, Severity
+from gpuplan.records import record
 
 if TYPE_CHECKING:  # the linter (and its YAML loader) is imported where a run needs it, not by the CLI's start-up
     from gpuplan.linter import LintResult
@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # the linter (and its YAML loader) is imported where a run ne
 UNCHECKED_CODES = frozenset({"GP009", "GP010", "GP012"})
 
 
-@dataclass(frozen=True)
+@record
 class RunSummary:
     results: tuple[LintResult, ...]
     fail_on: Severity

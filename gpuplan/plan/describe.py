@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.plan.evaluate import Option
+from gpuplan.records import record
 from gpuplan.units import CENT_DIGITS, Shown, format_money, format_percent, money_difference, rounded
 
 _PLAIN = re.compile(r"[a-z0-9][a-z0-9._-]*")
@@ -24,7 +24,7 @@ def cost_text(option: Option, currency: str) -> str:
     return f"{format_money(option.rate, currency)}/1M tokens"
 
 
-@dataclass(frozen=True)
+@record
 class Saving:
     """What one layout saves against another: per month (serving), per run (fine-tuning with
     ``finetune.tokens``) or per 1M training tokens (without). The one place a saving is computed: rules,

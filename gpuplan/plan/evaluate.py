@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuplan.analysis import (
@@ -43,7 +43,7 @@ from gpuplan.plan.space import (
     size_problem,
     tensor_parallel_problem,
 )
-from gpuplan.records import evolve, lean_init
+from gpuplan.records import evolve, record
 from gpuplan.spec import Finetune, Hardware, PlanLimits, Serve, Spec
 from gpuplan.units import format_gib
 
@@ -89,8 +89,7 @@ def sync_share(setup: TrainingSetup, gpu: Any, speed: TrainingSpeed | None) -> f
     return speed.gradient_sync_s / max(speed.step_compute_s, 1e-9)
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class Option:
     """A layout with its estimate and its verdict per constraint (``meets``, in the order checked)."""
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from gpuplan.analysis import Analysis
@@ -45,6 +45,7 @@ from gpuplan.plan.space import (
     pipeline_degrees,
     tensor_parallel_degrees,
 )
+from gpuplan.records import record
 from gpuplan.spec import HOURS_PER_MONTH, PlanLimits, Spec
 
 Family = tuple[Gpu, int, int]  # GPU kind, tensor parallel, pipeline parallel
@@ -61,7 +62,7 @@ def checkpointing_mode(declared: str, full: bool) -> str:
     return declared if declared != "full" else "none"
 
 
-@dataclass(frozen=True)
+@record
 class JobPlan:
     """The planner's answer for one job."""
 
@@ -83,7 +84,7 @@ class JobPlan:
         return saving_between(declared, recommended)
 
 
-@dataclass(frozen=True)
+@record
 class Alternative:
     """A cheaper option that changes the model's numerics: listed, never recommended."""
 

@@ -9,11 +9,10 @@ anywhere, across nodes if need be.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu, gpu_catalog
-from gpuplan.records import lean_init
+from gpuplan.records import record
 from gpuplan.spec import PlanLimits, Spec
 
 HOST_GPUS = 8  # PCIe cards one server holds (8 x L40S / 8 x H100 NVL servers: two CPUs, 8 x16 slots)
@@ -27,8 +26,7 @@ POWERS_OF_TWO = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 VOCAB_PADDING = 64
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class TrainingSettings:
     """The fine-tuning settings the planner may change without changing the model's numerics.
 
@@ -43,8 +41,7 @@ class TrainingSettings:
     gradient_accumulation: int
 
 
-@lean_init
-@dataclass(frozen=True)
+@record
 class Layout:
     """One deployment of a job: GPU kind, TP x PP per model copy, copies, and (fine-tuning) settings.
 

@@ -7,13 +7,12 @@ the term (730 hours a month); a fine-tuning run for its estimated hours.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from gpuplan.records import record
 from gpuplan.spec import HOURS_PER_MONTH, Spec
 from gpuplan.units import money_times
 
 
-@dataclass(frozen=True)
+@record
 class Acquisition:
     way: str  # "on demand" | "reserved" | "bought"
     gpu: str

@@ -9,13 +9,13 @@ it is within the budget, and what its price rests on and when it was quoted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.analysis import NOT_LOADED
 from gpuplan.plan.describe import Saving, cost_text
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlan
+from gpuplan.records import record
 from gpuplan.report.prices import price_basis
 from gpuplan.spec import Spec
 from gpuplan.units import (
@@ -52,7 +52,7 @@ CONSTRAINT_LABELS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Column:
     """One option in the side-by-side table."""
 

@@ -10,13 +10,13 @@ judges: a catalog median is as old as its oldest quote.
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
 
 from gpuplan.catalog import Gpu
+from gpuplan.records import record
 from gpuplan.spec import Spec
 
 
-@dataclass(frozen=True)
+@record
 class PriceBasis:
     gpu: str
     price: float | None  # per GPU-hour in the spec's currency

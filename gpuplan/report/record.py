@@ -14,9 +14,10 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gpuplan.records import record
 
 CONTENT_HASH_DEFINITION = (
     "SHA-256 of the spec's data without its approvals section, as canonical JSON (keys sorted, no "
@@ -34,7 +35,7 @@ def content_hash(data: Any) -> str | None:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
+@record
 class GitState:
     commit: str  # HEAD of the repository holding the spec
     path: str  # the spec's path inside the repository
@@ -81,7 +82,7 @@ def git_state(spec_path: Path) -> GitState | None:
     return GitState(commit, relative, state)
 
 
-@dataclass(frozen=True)
+@record
 class ConfigRecord:
     path: str | None  # None: no configuration file, the documented defaults
     sha256: str | None
@@ -122,7 +123,7 @@ def config_record(options: Any, spec_path: str) -> ConfigRecord:
     )
 
 
-@dataclass(frozen=True)
+@record
 class Expiry:
     date: datetime.date
     basis: str  # why this date: the first price to go stale, a waiver's expiry, or the default validity

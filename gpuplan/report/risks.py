@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
 from typing import Any
 
 from gpuplan.config import Settings
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import code_selected
 from gpuplan.plan.evaluate import within_headroom
+from gpuplan.records import record
 from gpuplan.report.prices import PriceBasis
 from gpuplan.report.record import ConfigRecord
 from gpuplan.units import format_gib, format_money, plural
 
 
-@dataclass(frozen=True)
+@record
 class Risk:
     title: str
     detail: str

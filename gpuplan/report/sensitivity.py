@@ -14,12 +14,13 @@ scenario says so instead of printing a number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
 from gpuplan.config import Settings
 from gpuplan.plan.evaluate import within_headroom
+from gpuplan.records import record
 from gpuplan.rules.context import efficiency_of
 
 PRICE_MOVE = 0.20  # ±20%: GPU rental prices move by tens of percent within a quarter (GP504's rationale)
@@ -37,7 +38,7 @@ def band_factor(within: float | None, end: str) -> float | None:
     return None if within >= 1 else 1 / (1 - within)
 
 
-@dataclass(frozen=True)
+@record
 class Scenario:
     name: str
     per_gpu: int  # bytes per GPU
@@ -54,7 +55,7 @@ class Scenario:
     within_budget: bool | None = None  # None: no budget or no price
 
 
-@dataclass(frozen=True)
+@record
 class Sensitivity:
     job: str  # "serve" | "finetune"
     scenarios: tuple[Scenario, ...]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-from dataclasses import dataclass
 
 from gpuplan.analysis import Analysis
 from gpuplan.config import Settings
@@ -12,10 +11,11 @@ from gpuplan.estimate.performance import Efficiency
 from gpuplan.findings import Finding, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.plan.search import SpecPlanner
+from gpuplan.records import record
 from gpuplan.spec import PlanLimits, Spec
 
 
-@dataclass(frozen=True)
+@record
 class RuleContext:
     spec: Spec
     analysis: Analysis

@@ -8,7 +8,7 @@ findings, so exit codes mean what they mean for ``lint``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from gpuplan.config import load_config
@@ -17,6 +17,7 @@ from gpuplan.evidence.model import Evidence
 from gpuplan.evidence.read import read_evidence
 from gpuplan.findings import Finding, Severity, sorted_findings
 from gpuplan.linter import LintOptions, LintResult, configure, lint_path
+from gpuplan.records import record
 from gpuplan.run import config_for, lint_options
 from gpuplan.verify.compare import RunVerification, verify_run
 
@@ -38,7 +39,7 @@ class SpecNotEstimable(GpuplanError):
         self.findings = findings
 
 
-@dataclass(frozen=True)
+@record
 class VerifySummary:
     spec_path: str
     runs: tuple[RunVerification, ...]

@@ -9,7 +9,7 @@ A difference counts only beyond ``tolerance x estimate`` plus the evidence's pri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
@@ -29,6 +29,7 @@ from gpuplan.evidence.model import (
 )
 from gpuplan.findings import Finding, Severity, sorted_findings
 from gpuplan.loader import LoadedDocument, Pointer
+from gpuplan.records import record
 from gpuplan.rules.context import efficiency_of, finding_at
 from gpuplan.units import format_gib
 from gpuplan.verify.settings import Comparison, compare_finetune, compare_serve
@@ -38,7 +39,7 @@ WITHIN, OVER, UNDER = "within", "over", "under"
 NOT_MEASURED, NOT_ESTIMATED, NOT_COMPARABLE = "not measured", "not estimated", "not comparable"
 
 
-@dataclass(frozen=True)
+@record
 class TermResult:
     name: str
     unit: str
@@ -62,7 +63,7 @@ class TermResult:
         return self.measured / self.estimate
 
 
-@dataclass(frozen=True)
+@record
 class RunVerification:
     evidence: Evidence
     job: str  # serve | finetune

@@ -8,13 +8,14 @@ name for) leaves the terms uncompared.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from gpuplan.catalog import UnknownNameError, get_model
 from gpuplan.evidence.model import GPU_TOTAL, Evidence, Setting
 from gpuplan.findings import dotted
 from gpuplan.loader import Pointer
+from gpuplan.records import record
 from gpuplan.spec import Finetune, ModelRef, Serve, Spec
 from gpuplan.units import DTYPE_BYTES, format_gib
 
@@ -24,7 +25,7 @@ QUANTIZED_ANY = "compressed-tensors"  # the scheme lives in the checkpoint: int8
 SPEC_QUANTIZATION = ("none", "fp8", "int8", "int4-awq", "int4-gptq")
 
 
-@dataclass(frozen=True)
+@record
 class SettingCheck:
     name: str  # the run's name for it: max_model_len, tensor_parallel_size, ...
     pointer: Pointer  # the spec field it is compared with
@@ -38,7 +39,7 @@ class SettingCheck:
         return dotted(self.pointer)
 
 
-@dataclass(frozen=True)
+@record
 class Comparison:
     checks: tuple[SettingCheck, ...]
     spec: Spec  # with the run's settings where they differ (the basis of the comparison)

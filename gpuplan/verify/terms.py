@@ -15,7 +15,6 @@ spec's). Usage rows take the largest rank (the GPU that runs out first), capacit
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate
 from gpuplan.estimate.serving import BLOCK_TOKENS
@@ -35,11 +34,12 @@ from gpuplan.evidence.model import (
     TORCH_PEAK,
     WEIGHTS,
 )
+from gpuplan.records import record
 
 USAGE, CAPACITY = "usage", "capacity"
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     name: str
     estimate: tuple[str, ...]  # estimate terms, summed
