@@ -215,6 +215,25 @@ def test_expert_parallel_holds_whole_experts():
     assert routed_expert_bytes(MOE, "fp8", 2) == 1536
 
 
+def test_expert_parallel_holds_whole_quantized_experts_at_their_group_size():
+    # AWQ with groups of 4: (4 + 20/4) / 8 = 1.125 B per linear weight. MOE's decoder linears (attention
+    # 2 x 192, experts 2 x 768) are 1,920 weights: 2,160 B; the other 616 parameters (embedding 256, head
+    # 256, router 2 x 32, norms 40) stay 16-bit: 1,232 B; with the rotary cache 512 B, one GPU holds 3,904.
+    # The routed experts are 2 layers x 4 x 192 x 1.125 = 1,728 B; under EP 2 without TP each GPU holds
+    # 2 of the 4 experts of each layer (half of them): 3,904 - 864 = 3,040. At groups of 128 the experts
+    # would be 797.8 B and the saving 398.9.
+    assert routed_expert_bytes(MOE, "awq", 2, 4) == 1728
+    assert stage_weights(MOE, "awq", 2, 1, 1, 4) == (3904.0,)
+    assert stage_weights(MOE, "awq", 2, 1, 1, 4, ep=2) == (3040.0,)
+
+
+def test_a_decode_step_reads_no_resident_quantized_expert_at_their_group_size():
+    # The same AWQ model (groups of 4) on one GPU: a step reads its 3,904 B less the gathered embedding
+    # (256 x 2 B) and the 1,728 B of routed experts (the speed model counts the experts a step touches).
+    setup = ServingSetup(MOE, context=1, concurrency=1, quantization="awq", group_size=4)
+    assert decode_weight_reads(setup) == (3904 - 512 - 1728,)
+
+
 @pytest.mark.parametrize(
     "quantization, group, row, expected",
     [

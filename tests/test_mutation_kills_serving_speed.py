@@ -105,6 +105,24 @@ def test_decode_step():
     assert step.bytes_read == 4344 + 640
 
 
+def test_a_decode_step_memory_bound_only_through_its_kv_reads():
+    # Attention at twice the calibrated share (1,000 FLOP/s) and a 4-byte KV cache: a cached token costs
+    # 2 x 1 KV head x 4 x 4 B = 32 B per layer to read (0.064 s at 500 B/s) and 32 FLOPs to attend (0.032
+    # s), so the attention is memory-bound. 2 sequences at 10 cached tokens: KV 2 x 2 layers x 10 x 32 B
+    # = 1,280 B / 500 = 2.56 s; attention 2 x 20 keys x 32 / 1,000 = 1.28 s. Weights of 5,500 B take 11 s
+    # against 11.584 s of GEMMs: the linears alone are compute-bound, and only with the KV reads is the
+    # step's memory time (13.56 s) past its compute time (12.864 s).
+    fast_attention = dataclasses.replace(CAL, serving=dataclasses.replace(CAL.serving, attention_efficiency=2.0))
+    step = _Deployment(workload(weights_read=5500.0, kv_dtype_bytes=4), fast_attention, Efficiency()).step(
+        2, 0, 10, 0.0
+    )
+    assert step.memory_bound
+    assert step.bytes_read == 5500 + 1280
+    # 5,000 B of weights (10 s): 12.56 s of memory time against 12.864 s of compute.
+    lighter = _Deployment(workload(weights_read=5000.0, kv_dtype_bytes=4), fast_attention, Efficiency())
+    assert not lighter.step(2, 0, 10, 0.0).memory_bound
+
+
 def test_prefill_step_and_prompt_alone():
     d = deployment()
     # 4 prompt tokens: GEMMs 4 x 2,384 / 500 = 19.072 s beside 8.688 s of weights; no KV read; the
