@@ -10,8 +10,7 @@ Codes are stable: a code is never reused for another meaning.
 from __future__ import annotations
 
 import enum
-
-from gpuplan.records import record
+from dataclasses import dataclass
 
 
 class Severity(str, enum.Enum):
@@ -30,7 +29,8 @@ _RANKS = {"error": 3, "warning": 2, "info": 1}
 ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 
-@record
+# A plain frozen dataclass, not a gpuplan record: the bottom layer imports nothing from gpuplan.
+@dataclass(frozen=True)
 class Code:
     code: str  # GP201
     name: str  # does-not-fit (kebab-case; configuration and waivers may use it instead of the code)

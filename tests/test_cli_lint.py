@@ -175,6 +175,15 @@ def test_a_syntax_error_is_reported_without_importing_rules_estimator_or_catalog
     assert "GP001" in out and "EXIT 1" in out and "LOADED []" in out
 
 
+def test_the_code_table_imports_nothing_from_gpuplan():
+    probe = "import sys, gpuplan.codes\nprint(sorted(m for m in sys.modules if m.startswith('gpuplan')))\n"
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['gpuplan', 'gpuplan.codes']"
+
+
 def test_console_script_runs_as_a_process(write_spec):
     path = write_spec(FOUR_PROBLEMS)
     completed = run_process("lint", str(path))
