@@ -12,7 +12,7 @@ import functools
 import math
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import click
@@ -214,28 +214,45 @@ def lint(
 
     PATHS are spec files, directories (searched for specs) or '-' for standard input.
     """
-    from gpuplan.run import lint_paths
+    from gpuplan.run import lint_run
 
-    summary = lint_paths(
+    run = lint_run(
         list(paths),
         fail_on=fail_on,
         select=select,
         ignore=ignore,
         config_path=config_path,
         use_waivers=not no_waivers,
-        quiet=quiet,
         only_specs=only_specs,
         catalog_hints=catalog_hints,
     )
-    from gpuplan.output import formatter
+    from gpuplan.output import formatter, streamed
 
-    click.echo(formatter(output_format)(summary), nl=False)
-    _print_tracebacks(summary)
-    sys.exit(summary.exit_code)
+    stream = streamed(output_format)
+    if stream is None:  # one document at the end
+        summary = run.summary(quiet)
+        click.echo(formatter(output_format)(summary), nl=False)
+        _print_tracebacks(summary)
+        sys.exit(summary.exit_code)
+    from gpuplan.output.summary import printed
+
+    exit_code = 0
+    for text, so_far in printed(stream.result_text, stream.end_text, _traced(run.results()), run.fail_on, quiet):
+        click.echo(text, nl=False)
+        exit_code = so_far.exit_code
+    sys.exit(exit_code)
+
+
+def _traced(results: Iterator[Any]) -> Iterator[Any]:
+    """``results``, each followed by its tracebacks on stderr (``_print_tracebacks``)."""
+    for result in results:
+        yield result
+        _print_tracebacks(result)
 
 
 def _print_tracebacks(summary: Any) -> None:
-    """The trace of each GP010 (internal error) finding, on stderr, when --traceback was given."""
+    """The trace of each GP010 (internal error) finding of a run or a result, on stderr, when --traceback
+    was given."""
     if click.get_current_context().meta.get(_TRACEBACK):
         for trace in summary.tracebacks:
             click.echo(trace, err=True)
@@ -389,13 +406,13 @@ def estimate(
     from gpuplan.analysis import to_dict
     from gpuplan.output.estimate_text import render_estimate
     from gpuplan.output.text import render as render_findings
-    from gpuplan.run import lint_paths
+    from gpuplan.run import lint_run
 
     if spec_path == "-":
         raise GpuplanError("estimate needs a spec file, not standard input")
-    summary = lint_paths(
+    summary = lint_run(
         [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
-    )
+    ).summary()
     (result,) = summary.results
     if output_format == "json":
         document = to_dict(result.analysis) if result.analysis is not None else {}
@@ -448,9 +465,9 @@ def plan_command(
     from gpuplan.output.plan_text import render_markdown, render_text
     from gpuplan.plan.document import plan_document
     from gpuplan.rules.context import planner_for
-    from gpuplan.run import lint_paths
+    from gpuplan.run import lint_run
 
-    summary = lint_paths([spec_path], config_path=config_path, keep_analysis=True)
+    summary = lint_run([spec_path], config_path=config_path, keep_analysis=True).summary()
     (result,) = summary.results
     if result.analysis is None:
         _stop_unresolved(result, spec_path, "planned")
@@ -641,11 +658,11 @@ def report(
     os.environ.setdefault("SOURCE_DATE_EPOCH", str(epoch))
     with pdf_renderer(early="pdf" in formats) as renderer:  # WeasyPrint loads while the spec is linted
         from gpuplan.report.build import render_report  # imported after the fork, in parallel with WeasyPrint
-        from gpuplan.run import lint_paths
+        from gpuplan.run import lint_run
 
-        summary = lint_paths(
+        summary = lint_run(
             [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
-        )
+        ).summary()
         (result,) = summary.results
         verification = None
         if runs:
@@ -919,10 +936,10 @@ def init(
     if (target.exists() or target.is_symlink()) and not force:
         raise GpuplanError(f"{path} exists; choose another path or use --force to replace it")
     from gpuplan.atomic import check_destination, write_atomic
-    from gpuplan.run import lint_paths
+    from gpuplan.run import lint_run
 
     write_atomic(check_destination(target, force=force, mkdir=mkdir), text.encode())
-    summary = lint_paths([path])
+    summary = lint_run([path]).summary()
     click.echo(f"gpuplan: wrote {visible(path)}", err=True)
     if note:  # the settings init chose to hold the job, or that none do (also a comment in the file)
         click.echo(f"gpuplan: {note}", err=True)

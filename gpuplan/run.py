@@ -1,8 +1,9 @@
 """Lint several paths with one set of options: what ``gpuplan lint`` does between parsing and printing.
 
-A run keeps only each file's findings once they are out (not its document or estimate), so memory
-stays flat over thousands of files; past ``PARALLEL_MIN_FILES`` files the specs are linted by a pool
-of worker processes, one per core, in the same order.
+A run keeps only each file's findings once they are out (not its document or estimate), and text and
+GitHub output keep not even those (``LintRun.results`` yields each as it is linted), so memory stays
+flat over thousands of files; past ``PARALLEL_MIN_FILES`` files the specs are linted by a pool of
+worker processes, one per core, in the same order.
 """
 
 from __future__ import annotations
@@ -34,7 +35,27 @@ class _Job:
     config_problem: tuple[str, str] = ("", "")  # (configuration path, first problem) when options is None
 
 
-def lint_paths(
+@record
+class LintRun:
+    """The files of one lint run with the options each is linted with; ``results`` lints them."""
+
+    jobs: tuple[_Job, ...]
+    fail_on: Severity  # --fail-on, else the strictest fail-on of the configurations involved
+    keep_analysis: bool = False
+    workers: int | None = None
+
+    def results(self) -> Iterator[LintResult]:
+        """Each file's result in order, as it is linted (by a process pool past ``PARALLEL_MIN_FILES``);
+        one bad file (or one bad configuration file) never stops the others."""
+        return _lint_all(list(self.jobs), self.keep_analysis, self.workers)
+
+    def summary(self, quiet: bool = False) -> RunSummary:
+        """Lint every file and keep every result: for the formats printed at the end and the commands
+        that read a result back."""
+        return RunSummary(tuple(self.results()), self.fail_on, quiet)
+
+
+def lint_run(
     paths: list[str],
     *,
     fail_on: str | None = None,
@@ -42,14 +63,13 @@ def lint_paths(
     ignore: tuple[str, ...] = (),
     config_path: str | None = None,
     use_waivers: bool = True,
-    quiet: bool = False,
     only_specs: bool = False,
     today: datetime.date | None = None,
     keep_analysis: bool = False,
     workers: int | None = None,
     catalog_hints: bool | None = None,
-) -> RunSummary:
-    """Lint every spec under ``paths``; one bad file (or one bad configuration file) never stops the others.
+) -> LintRun:
+    """Find the specs under ``paths`` and the configuration governing each; lint nothing yet.
 
     ``keep_analysis`` keeps each result's document and estimate (a report needs them); ``workers``
     overrides the number of processes (default: one per core once there are enough files);
@@ -77,10 +97,9 @@ def lint_paths(
             config, select=select, ignore=ignore, use_waivers=use_waivers, today=day, catalog_hints=catalog_hints
         )
         jobs.append(_Job(path, options))
-    results = tuple(_lint_all(jobs, keep_analysis, workers))
     configured = min(fail_levels, key=lambda s: s.rank) if fail_levels else Severity.ERROR
     threshold = Severity(fail_on) if fail_on else configured
-    return RunSummary(results, threshold, quiet)
+    return LintRun(tuple(jobs), threshold, keep_analysis, workers)
 
 
 def _lint_all(jobs: list[_Job], keep_analysis: bool, workers: int | None) -> Iterator[LintResult]:

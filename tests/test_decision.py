@@ -14,7 +14,7 @@ from conftest import EXAMPLES, run_cli
 from gpuplan.decision import Amount, Verdict, decide
 from gpuplan.findings import Severity
 from gpuplan.linter import lint_path
-from gpuplan.run import lint_paths
+from gpuplan.run import lint_run
 
 ALL_EXAMPLES = sorted(EXAMPLES.glob("*.yaml")) + sorted((EXAMPLES / "findings").glob("*.yaml"))
 APPROVALS = """\
@@ -33,7 +33,7 @@ def verdict_line(markdown: str) -> str:
 def test_the_verdict_never_contradicts_the_exit_code(fail_on: str):
     """Over every example and fail level: exit 1 is never APPROVE, and REJECT always exits 1."""
     for spec in ALL_EXAMPLES:
-        summary = lint_paths([str(spec)], fail_on=fail_on)
+        summary = lint_run([str(spec)], fail_on=fail_on).summary()
         (result,) = summary.results
         decision = decide(result, summary.fail_on)
         assert decision.exit_code == summary.exit_code, spec

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from gpuplan.output.summary import RunSummary
+from typing import TYPE_CHECKING
+
+from gpuplan.output.summary import RunSummary, Tally, printed
 from gpuplan.visible import visible
+
+if TYPE_CHECKING:
+    from gpuplan.linter import LintResult
 
 # A finding's severity as a workflow command's level.
 LEVELS = {"error": "error", "warning": "warning", "info": "notice"}
@@ -34,9 +39,10 @@ def workflow_command(
     return f"::{level} {location}title={_escape_property(title)}::{_escape_data(message)}"
 
 
-def render(summary: RunSummary) -> str:
+def result_text(result: LintResult) -> str:
+    """One workflow command per finding of one file (waived ones are left out), printed as it is linted."""
     lines = []
-    for finding in summary.findings:
+    for finding in result.findings:
         if finding.waived:
             continue
         message = finding.message + (f" (hint: {finding.hint})" if finding.hint else "")
@@ -50,5 +56,14 @@ def render(summary: RunSummary) -> str:
                 col=finding.col,
             )
         )
-    lines.append(summary.line())
-    return "\n".join(lines) + "\n"
+    return "".join(f"{line}\n" for line in lines)
+
+
+def end_text(tally: Tally, quiet: bool) -> str:
+    """The summary line, always: a CI log shows that the check ran."""
+    return f"{tally.line()}\n"
+
+
+def render(summary: RunSummary) -> str:
+    chunks = printed(result_text, end_text, summary.results, summary.fail_on, summary.quiet)
+    return "".join(text for text, _ in chunks)

@@ -5,9 +5,14 @@ Spec text is shown through :func:`gpuplan.visible.visible`: one finding never pr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpuplan.findings import Finding
-from gpuplan.output.summary import RunSummary
+from gpuplan.output.summary import RunSummary, Tally, printed
 from gpuplan.visible import visible
+
+if TYPE_CHECKING:
+    from gpuplan.linter import LintResult
 
 
 def finding_lines(finding: Finding) -> list[str]:
@@ -25,8 +30,16 @@ def finding_lines(finding: Finding) -> list[str]:
     return lines
 
 
+def result_text(result: LintResult) -> str:
+    """One file's findings, printed as soon as it is linted."""
+    return "".join(f"{line}\n" for finding in result.findings for line in finding_lines(finding))
+
+
+def end_text(tally: Tally, quiet: bool) -> str:
+    """The summary line, left out under --quiet when nothing was reported."""
+    return "" if quiet and not tally.findings else f"{tally.line()}\n"
+
+
 def render(summary: RunSummary) -> str:
-    lines = [line for finding in summary.findings for line in finding_lines(finding)]
-    if lines or not summary.quiet:
-        lines.append(summary.line())
-    return "\n".join(lines) + ("\n" if lines else "")
+    chunks = printed(result_text, end_text, summary.results, summary.fail_on, summary.quiet)
+    return "".join(text for text, _ in chunks)

@@ -1,0 +1,99 @@
+"""Text and GitHub output print each file's findings as it is linted and keep none of them; json and
+sarif print one document at the end. The two ways give the same output and exit code."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+from conftest import EXAMPLES, run_cli
+
+from gpuplan.findings import Finding, Severity, Waiver
+from gpuplan.linter import LintResult
+from gpuplan.output import github, text
+from gpuplan.output.summary import RunSummary, Tally, printed, tally_of
+from gpuplan.run import LintRun
+
+
+def _finding(code: str, waived: bool = False) -> Finding:
+    finding = Finding.make(code, f"{code} message", path="spec.yaml", line=3, col=5, hint="a hint")
+    return dataclasses.replace(finding, waiver=Waiver(code, "accepted", "lead")) if waived else finding
+
+
+def test_a_file_is_printed_before_the_next_is_linted():
+    pulled = []
+
+    def results():
+        for name in ("a.yaml", "b.yaml"):
+            pulled.append(name)
+            yield LintResult(name, (_finding("GP201"),))
+
+    chunks = printed(text.result_text, text.end_text, results(), Severity.ERROR, quiet=False)
+    first, tally = next(chunks)
+    assert pulled == ["a.yaml"] and "GP201" in first and tally.files == 1
+    assert [tally.files for _, tally in chunks] == [2, 2]  # b.yaml, then the summary line
+    assert pulled == ["a.yaml", "b.yaml"]
+
+
+def test_the_tally_counts_as_the_findings_read():
+    # One error, one waived error, a warning and an info in the first file; an unreadable second file.
+    results = (
+        LintResult("a.yaml", (_finding("GP201"), _finding("GP201", waived=True), _finding("GP302"), _finding("GP504"))),
+        LintResult("b.yaml", (_finding("GP009"),)),
+    )
+    tally = tally_of(results, Severity.ERROR)
+    assert (tally.files, tally.findings, tally.errors, tally.warnings, tally.infos, tally.waived) == (2, 5, 2, 1, 1, 1)
+    assert tally.failed and tally.unchecked and tally.exit_code == 2
+    assert tally.line() == "failed: 2 errors, 1 warning, 1 info, 1 waived in 2 files"
+    # Waived findings never fail a run; at fail-on info the warning and info do.
+    assert tally_of(results[:1], Severity.ERROR).exit_code == 1
+    waived_only = (LintResult("c.yaml", (_finding("GP201", waived=True),)),)
+    assert tally_of(waived_only, Severity.INFO).exit_code == 0
+    assert Tally(Severity.ERROR).line() == "passed: 0 errors, 0 warnings, 0 info in 0 files"
+
+
+@pytest.mark.parametrize("module", [text, github], ids=["text", "github"])
+def test_a_streamed_format_prints_what_its_whole_render_prints(module):
+    results = (
+        LintResult("a.yaml", (_finding("GP201"), _finding("GP302", waived=True))),
+        LintResult("b.yaml", ()),
+    )
+    summary = RunSummary(results, Severity.ERROR)
+    streamed = "".join(
+        chunk for chunk, _ in printed(module.result_text, module.end_text, results, Severity.ERROR, False)
+    )
+    assert streamed == module.render(summary)
+    assert streamed.endswith("failed: 1 error, 0 warnings, 0 info, 1 waived in 2 files\n")
+
+
+def test_quiet_text_prints_nothing_for_a_clean_run_and_github_still_says_it_ran():
+    clean = (LintResult("a.yaml", ()),)
+    assert text.render(RunSummary(clean, Severity.ERROR, quiet=True)) == ""
+    assert (
+        github.render(RunSummary(clean, Severity.ERROR, quiet=True))
+        == "passed: 0 errors, 0 warnings, 0 info in 1 file\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("output_format", "keeps"), [("text", False), ("github", False), ("json", True), ("sarif", True)]
+)
+def test_only_the_formats_printed_at_the_end_keep_the_results(monkeypatch, tmp_path, output_format, keeps):
+    for example in ("serve-llama-70b.yaml", "finetune-llama-8b-lora.yaml"):
+        shutil.copy(EXAMPLES / example, tmp_path / example)
+    kept = []
+    original = LintRun.summary
+
+    def spy(self, quiet=False):
+        kept.append(True)
+        return original(self, quiet)
+
+    monkeypatch.setattr(LintRun, "summary", spy)
+    code, out, _ = run_cli("lint", "--format", output_format, str(tmp_path))
+    assert code == 0 and bool(kept) is keeps
+    if output_format == "json":
+        assert json.loads(out)["summary"]["files"] == 2
+    else:
+        assert "2 files" in out or output_format == "sarif"
