@@ -13,7 +13,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -23,6 +23,10 @@ from gpuplan.evidence import KINDS
 from gpuplan.findings import Severity
 from gpuplan.output import FORMAT_MODULES
 from gpuplan.visible import json_text, visible
+
+if TYPE_CHECKING:  # the linter is imported where a command needs it, not at start-up
+    from gpuplan.linter import LintResult
+    from gpuplan.output.summary import RunSummary
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 _TRACEBACK = "gpuplan.traceback"  # click context key: whether --traceback was given
@@ -231,26 +235,37 @@ def lint(
     stream = streamed(output_format)
     if stream is None:  # one document at the end
         summary = run.summary(quiet)
-        click.echo(formatter(output_format)(summary), nl=False)
+        _echo_while_read(formatter(output_format)(summary))
         _print_tracebacks(summary)
         sys.exit(summary.exit_code)
     from gpuplan.output.summary import printed
 
-    exit_code = 0
+    exit_code, reading = EXIT_OK, True
     for text, so_far in printed(stream.result_text, stream.end_text, _traced(run.results()), run.fail_on, quiet):
-        click.echo(text, nl=False)
-        exit_code = so_far.exit_code
+        exit_code = so_far.exit_code  # the last chunk's tally is the run's
+        reading = reading and _echo_while_read(text)
     sys.exit(exit_code)
 
 
-def _traced(results: Iterator[Any]) -> Iterator[Any]:
+def _echo_while_read(text: str) -> bool:
+    """Print ``text`` on standard output; False once the reader has gone away (`| head`): lint then
+    prints nothing more but finishes the run, whose exit code is what `set -o pipefail` reads."""
+    try:
+        click.echo(text, nl=False)
+    except BrokenPipeError:
+        _discard_stdout()
+        return False
+    return True
+
+
+def _traced(results: Iterator[LintResult]) -> Iterator[LintResult]:
     """``results``, each followed by its tracebacks on stderr (``_print_tracebacks``)."""
     for result in results:
         yield result
         _print_tracebacks(result)
 
 
-def _print_tracebacks(summary: Any) -> None:
+def _print_tracebacks(summary: RunSummary | LintResult) -> None:
     """The trace of each GP010 (internal error) finding of a run or a result, on stderr, when --traceback
     was given."""
     if click.get_current_context().meta.get(_TRACEBACK):

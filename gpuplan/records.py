@@ -24,6 +24,7 @@ import functools
 import inspect
 import operator
 import reprlib
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, dataclass_transform
 
@@ -42,19 +43,29 @@ class _Factory:
 FACTORY = _Factory()
 
 
+# What dataclasses records of a frozen dataclass with generated __init__, __repr__ and __eq__: a record's
+# methods behave so, and a dataclass subclassing a record (or checking it) reads the same flags.
+_FROZEN_PARAMS = dataclasses.dataclass(frozen=True)(type("_Frozen", (), {})).__dataclass_params__  # type: ignore[attr-defined]
+
+
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
 def record(cls: RecordClass) -> RecordClass:
     """``@dataclass(frozen=True)`` with one compiled method. A ``__repr__``, ``__eq__`` or ``__hash__``
     the class defines itself is kept, as dataclasses keeps it. TypeError for what the compiled
-    ``__init__`` does not handle (slots, init-only or keyword-only fields, field names it would
-    shadow: ``self`` or a leading underscore) and for a class defining ``__setattr__`` or
-    ``__delattr__``, which a frozen dataclass refuses too."""
+    ``__init__`` does not handle (slots, init-only, keyword-only or ``InitVar`` fields, field names it
+    would shadow: ``self`` or a leading underscore), for a class defining ``__setattr__`` or
+    ``__delattr__``, which a frozen dataclass refuses too, and for a base class that is a dataclass."""
     own = dict(vars(cls))
     if "__setattr__" in own or "__delattr__" in own:
         raise TypeError(f"{cls.__name__} defines __setattr__ or __delattr__: a record is frozen")
-    # Python sets __hash__ = None in a class that defines __eq__ alone; dataclasses then adds its own.
-    explicit_hash = own.get("__hash__") is not None
+    if any(dataclasses.is_dataclass(base) for base in cls.__mro__[1:]):
+        raise TypeError(f"{cls.__name__} inherits from a dataclass: records do not inherit fields")
+    # As dataclasses decides: Python sets __hash__ = None in a class that defines __eq__ alone, and a
+    # frozen dataclass then hashes its fields; a __hash__ the class sets itself (None too) is kept.
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    cls.__doc__ = own.get("__doc__") or "-"  # written below: spares dataclasses a signature it would drop
     dataclasses.dataclass(init=False, repr=False, eq=False)(cls)  # fields and __match_args__; nothing compiled
+    cls.__dataclass_params__ = _FROZEN_PARAMS  # type: ignore[attr-defined]
     fields = dataclasses.fields(cls)
     cls.__init__ = _compiled_init(cls, fields)  # type: ignore[misc]
     names = frozenset(f.name for f in fields)
@@ -71,6 +82,7 @@ def record(cls: RecordClass) -> RecordClass:
         shared["__hash__"] = _hash(_values(hashed))
     for name, method in shared.items():
         method.__qualname__ = f"{cls.__qualname__}.{name}"
+        method.__module__ = cls.__module__
         setattr(cls, name, method)
     if not own.get("__doc__"):  # as dataclasses documents an undocumented class: its name and signature
         cls.__doc__ = cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
@@ -79,37 +91,50 @@ def record(cls: RecordClass) -> RecordClass:
 
 def is_record(cls: type) -> bool:
     """A frozen dataclass: declared with ``@record`` or ``@dataclass(frozen=True)``."""
-    if not dataclasses.is_dataclass(cls):
-        return False
-    return bool(cls.__dataclass_params__.frozen or getattr(cls.__setattr__, "frozen_record", False))  # type: ignore[attr-defined]
+    return dataclasses.is_dataclass(cls) and bool(cls.__dataclass_params__.frozen)  # type: ignore[attr-defined]
 
 
 def _compiled_init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[..., None]:
     """An ``__init__`` with the dataclass's signature, defaults and ``__post_init__`` call that assigns
-    the instance dictionary in one call."""
+    the instance dictionary in one call. Compiled as dataclasses compiles its own: in the class's module
+    (so that its string annotations resolve there), its defaults passed in from outside."""
     if "__slots__" in vars(cls) or any(not f.init or f.kw_only for f in fields):
         raise TypeError(f"{cls.__name__} has slots, init-only or keyword-only fields")
+    # An InitVar is a pseudo-field that fields() leaves out; dataclasses marks it with this (private) tag.
+    init_var = getattr(dataclasses, "_FIELD_INITVAR")  # noqa: B009
+    if any(getattr(f, "_field_type", None) is init_var for f in vars(cls)["__dataclass_fields__"].values()):
+        raise TypeError(f"{cls.__name__} has InitVar fields")
     if any(f.name.startswith("_") or f.name == "self" for f in fields):
         raise TypeError(f"{cls.__name__} has a field whose name the generated code reserves")
-    namespace: dict[str, Any] = {"_set_state": object.__setattr__, "_FACTORY": FACTORY}
-    parameters, factories = [], []
+    passed: dict[str, Any] = {"_set_state": object.__setattr__, "_FACTORY": FACTORY}
+    parameters, factories, defaulted = [], [], None
     for f in fields:
         if f.default is not dataclasses.MISSING:
-            namespace[f"_default_{f.name}"] = f.default
+            passed[f"_default_{f.name}"] = f.default
             parameters.append(f"{f.name}=_default_{f.name}")
+            defaulted = f.name
         elif f.default_factory is not dataclasses.MISSING:
-            namespace[f"_factory_{f.name}"] = f.default_factory
+            passed[f"_factory_{f.name}"] = f.default_factory
             parameters.append(f"{f.name}=_FACTORY")
-            factories.append(f"    if {f.name} is _FACTORY:\n        {f.name} = _factory_{f.name}()\n")
+            factories.append(f"        if {f.name} is _FACTORY:\n            {f.name} = _factory_{f.name}()\n")
+            defaulted = f.name
+        elif defaulted is not None:  # dataclasses' own message
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
         else:
             parameters.append(f.name)
     state = ", ".join(f"{f.name!r}: {f.name}" for f in fields)
-    signature = f"def __init__(self, {', '.join(parameters)}):\n"
-    source = f"{signature}{''.join(factories)}    _set_state(self, '__dict__', {{{state}}})\n"
+    body = f"{''.join(factories)}        _set_state(self, '__dict__', {{{state}}})\n"
     if hasattr(cls, "__post_init__"):
-        source += "    self.__post_init__()\n"
-    exec(source, namespace)  # the same technique as dataclasses' own code generation
-    init: Callable[..., None] = namespace["__init__"]
+        body += "        self.__post_init__()\n"
+    source = (
+        f"def _make({', '.join(passed)}):\n"
+        f"    def __init__(self, {', '.join(parameters)}):\n{body}"
+        "    return __init__\n"
+    )
+    module = sys.modules.get(cls.__module__)
+    namespace: dict[str, Any] = {}
+    exec(source, module.__dict__ if module else {}, namespace)  # the same technique as dataclasses' own
+    init: Callable[..., None] = namespace["_make"](**passed)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}  # not compiled: read by help()
     return init
@@ -156,7 +181,6 @@ def _frozen_setattr(cls: type, names: frozenset[str]) -> Callable[[Any, str, Any
             raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
         super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
 
-    __setattr__.frozen_record = True  # type: ignore[attr-defined]  # how is_record knows a record
     return __setattr__
 
 

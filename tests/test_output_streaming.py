@@ -4,15 +4,17 @@ sarif print one document at the end. The two ways give the same output and exit 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import shutil
+import subprocess
 
 import pytest
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, gpuplan_executable, run_cli
 
 from gpuplan.findings import Finding, Severity, Waiver
 from gpuplan.linter import LintResult
-from gpuplan.output import github, text
+from gpuplan.output import FORMAT_MODULES, STREAMED, github, text
 from gpuplan.output.summary import RunSummary, Tally, printed, tally_of
 from gpuplan.run import LintRun
 
@@ -97,3 +99,33 @@ def test_only_the_formats_printed_at_the_end_keep_the_results(monkeypatch, tmp_p
         assert json.loads(out)["summary"]["files"] == 2
     else:
         assert "2 files" in out or output_format == "sarif"
+
+
+def test_the_streamed_formats_are_the_ones_that_print_file_by_file():
+    for name, module_name in FORMAT_MODULES.items():
+        module = importlib.import_module(f"gpuplan.output.{module_name}")
+        assert (name in STREAMED) is hasattr(module, "result_text") is hasattr(module, "end_text"), name
+
+
+@pytest.mark.parametrize(
+    ("output_format", "unreadable", "expected"), [("text", False, 0), ("text", True, 2), ("json", True, 2)]
+)
+def test_a_reader_that_goes_away_leaves_the_runs_exit_code(tmp_path, output_format, unreadable, expected):
+    # 300 specs print about 130 KB (json about 400 KB), more than a pipe holds: after the reader closes
+    # its end (`| head -1`) the next write fails. The run goes on silently and exits with its own code, as `set -o pipefail`
+    # reads it: 0 for specs that only warn, 2 when one file cannot be read.
+    text = (EXAMPLES / "serve-llama-70b.yaml").read_text()
+    for index in range(300):
+        (tmp_path / f"spec{index:03d}.yaml").write_text(text)
+    # Named last, a dangling link is read after the reader has gone (a folder's search skips it).
+    dangling = tmp_path.parent / f"{tmp_path.name}-dangling.yaml"
+    dangling.symlink_to(tmp_path / "missing.yaml")
+    command = [gpuplan_executable(), "lint", "--format", output_format, str(tmp_path)]
+    command += [str(dangling)] if unreadable else []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        assert "GP507" in process.stdout.readline().decode() or output_format == "json"
+        process.stdout.close()
+        errors = process.stderr.read()
+        assert process.wait(timeout=120) == expected
+    assert errors == b""

@@ -7,7 +7,9 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import pickle
 import pkgutil
+import typing
 from pathlib import Path
 
 import pytest
@@ -200,6 +202,7 @@ def test_a_record_behaves_as_the_frozen_dataclass_it_declares(shapes: list[dict]
         assert _outcome(lambda name=name: delattr(a, name)) == _outcome(lambda name=name: delattr(c, name))
     assert _outcome(lambda: ours(**left, other=1)) == ("TypeError", _outcome(lambda: theirs(**left, other=1))[1])
     assert is_record(ours) and is_record(theirs)
+    assert repr(ours.__dataclass_params__) == repr(theirs.__dataclass_params__)
 
 
 def test_a_record_compiles_only_its_init():
@@ -254,6 +257,36 @@ def test_methods_a_record_defines_itself_are_kept_as_dataclasses_keeps_them():
     assert hash(Own(1)) == hash((1,)) and hash(OwnHash(1)) == 7 and OwnHash(1) == OwnHash(1) != OwnHash(2)
 
 
+@record
+class Unhashable:
+    a: int
+    __hash__ = None  # type: ignore[assignment]  # kept, as dataclasses keeps it
+
+
+@record
+class Annotated:
+    a: Path
+    b: list[int] = dataclasses.field(default_factory=list)
+
+
+def test_a_record_set_unhashable_stays_unhashable_and_its_init_resolves_its_annotations():
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(Unhashable(1))
+    # The compiled __init__ lives in the class's module, as the generated one does: its string
+    # annotations resolve there, and its methods pickle by their qualified names.
+    assert typing.get_type_hints(Annotated.__init__) == {"a": Path, "b": list[int], "return": type(None)}
+    assert pickle.loads(pickle.dumps(Annotated.__eq__)) is Annotated.__eq__
+    assert pickle.loads(pickle.dumps(Annotated(Path("x")))) == Annotated(Path("x"))
+
+
+def test_dataclasses_read_a_record_as_frozen():
+    # A plain dataclass cannot subclass a frozen one; a record refuses to inherit fields at all.
+    with pytest.raises(TypeError, match="frozen"):
+        dataclasses.dataclass(type("Mutable", (WithPostInit,), {"__annotations__": {"z": int}}))
+    with pytest.raises(TypeError, match="inherits"):
+        record(type("Sub", (Code,), {"__annotations__": {"z": int}}))
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -263,8 +296,10 @@ def test_methods_a_record_defines_itself_are_kept_as_dataclasses_keeps_them():
         ({"__annotations__": {"self": int}}, "reserves"),
         ({"__annotations__": {"_hidden": int}}, "reserves"),
         ({"__annotations__": {"a": int}, "__setattr__": lambda self, name, value: None}, "frozen"),
+        ({"__annotations__": {"a": dataclasses.InitVar[int]}}, "InitVar"),
+        ({"__annotations__": {"a": int, "b": int}, "a": 0}, "non-default argument 'b' follows default argument"),
     ],
-    ids=["slots", "keyword-only", "outside-init", "self", "underscore", "own-setattr"],
+    ids=["slots", "keyword-only", "outside-init", "self", "underscore", "own-setattr", "initvar", "field-order"],
 )
 def test_record_refuses_classes_its_compiled_init_would_not_handle(body: dict, reason: str):
     with pytest.raises(TypeError, match=reason):
@@ -291,7 +326,8 @@ def test_every_frozen_dataclass_in_gpuplan_is_a_record_with_the_dataclass_signat
     for cls in classes:
         # The code table's one class stays a stdlib dataclass: that module imports nothing from gpuplan.
         if cls is not Code:
-            assert not cls.__dataclass_params__.frozen, f"{cls.__qualname__}: declare it with @record"
+            declared = cls.__setattr__.__code__ is WithPostInit.__setattr__.__code__
+            assert declared, f"{cls.__qualname__}: declare it with @record"
         twin = dataclasses.make_dataclass(
             cls.__name__,
             [

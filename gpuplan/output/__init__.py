@@ -19,18 +19,24 @@ Formatter = Callable[[RunSummary], str]
 FORMAT_MODULES = {"text": "text", "json": "json_format", "sarif": "sarif", "github": "github"}
 
 
+# The formats printed file by file: their modules have result_text and end_text (a test holds them).
+STREAMED = frozenset({"text", "github"})
+
+
 def formatter(name: str) -> Formatter:
     """The render function of the format ``name`` (one of FORMAT_MODULES)."""
-    module = importlib.import_module(f"gpuplan.output.{FORMAT_MODULES[name]}")
-    render: Formatter = module.render
+    render: Formatter = _module(name).render
     return render
 
 
 def streamed(name: str) -> ModuleType | None:
-    """The module of the format ``name`` when it is printed file by file (it has ``result_text`` and
-    ``end_text``), else None."""
-    module = importlib.import_module(f"gpuplan.output.{FORMAT_MODULES[name]}")
-    return module if hasattr(module, "result_text") else None
+    """The module of the format ``name`` when it is printed file by file (``result_text`` as each file
+    is linted, then ``end_text``), else None."""
+    return _module(name) if name in STREAMED else None
 
 
-__all__ = ["FORMAT_MODULES", "Formatter", "RunSummary", "formatter", "streamed"]
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"gpuplan.output.{FORMAT_MODULES[name]}")
+
+
+__all__ = ["FORMAT_MODULES", "STREAMED", "Formatter", "RunSummary", "formatter", "streamed"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuplan.output.summary import RunSummary, Tally, printed
+from gpuplan.output.summary import RunSummary, Tally, rendered
 from gpuplan.visible import visible
 
 if TYPE_CHECKING:
@@ -65,5 +65,4 @@ def end_text(tally: Tally, quiet: bool) -> str:
 
 
 def render(summary: RunSummary) -> str:
-    chunks = printed(result_text, end_text, summary.results, summary.fail_on, summary.quiet)
-    return "".join(text for text, _ in chunks)
+    return rendered(result_text, end_text, summary)

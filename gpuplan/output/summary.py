@@ -90,6 +90,14 @@ def printed(
     yield end_text(so_far, quiet), so_far
 
 
+def rendered(
+    result_text: Callable[[LintResult], str], end_text: Callable[[Tally, bool], str], summary: RunSummary
+) -> str:
+    """A streamed format's whole output for a run whose results were kept."""
+    chunks = printed(result_text, end_text, summary.results, summary.fail_on, summary.quiet)
+    return "".join(text for text, _ in chunks)
+
+
 @record
 class RunSummary:
     results: tuple[LintResult, ...]
