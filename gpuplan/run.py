@@ -46,7 +46,8 @@ class LintRun:
 
     def results(self) -> Iterator[LintResult]:
         """Each file's result in order, as it is linted (by a process pool past ``PARALLEL_MIN_FILES``);
-        one bad file (or one bad configuration file) never stops the others."""
+        one bad file (or one bad configuration file) never stops the others. Each call lints anew (and
+        reads standard input again): call it once."""
         return _lint_all(list(self.jobs), self.keep_analysis, self.workers)
 
     def summary(self, quiet: bool = False) -> RunSummary:
