@@ -69,10 +69,8 @@ def record(cls: RecordClass) -> RecordClass:
     fields = dataclasses.fields(cls)
     cls.__init__ = _compiled_init(cls, fields)  # type: ignore[misc]
     names = frozenset(f.name for f in fields)
-    shared: dict[str, Callable[..., Any]] = {
-        "__setattr__": _frozen_setattr(cls, names),
-        "__delattr__": _frozen_delattr(cls, names),
-    }
+    setattr_, delattr_ = _frozen_guard(cls, names)
+    shared: dict[str, Callable[..., Any]] = {"__setattr__": setattr_, "__delattr__": delattr_}
     if "__repr__" not in own:
         shared["__repr__"] = _repr(tuple(f.name for f in fields if f.repr))
     if "__eq__" not in own:
@@ -175,22 +173,23 @@ def _repr(shown: tuple[str, ...]) -> Callable[[Any], str]:
     return __repr__
 
 
-def _frozen_setattr(cls: type, names: frozenset[str]) -> Callable[[Any, str, Any], None]:
-    def __setattr__(self: Any, name: str, value: Any) -> None:
+def _frozen_guard(cls: type, names: frozenset[str]) -> tuple[Callable[..., None], Callable[..., None]]:
+    """``__setattr__`` and ``__delattr__`` of a frozen dataclass: refused on a field, or on any name of
+    an instance of ``cls`` itself; a subclass's own attributes pass through."""
+
+    def refuse(self: Any, name: str, verb: str) -> None:
         if type(self) is cls or name in names:
-            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+            raise dataclasses.FrozenInstanceError(f"cannot {verb} field {name!r}")
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        refuse(self, name, "assign to")
         super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
 
-    return __setattr__
-
-
-def _frozen_delattr(cls: type, names: frozenset[str]) -> Callable[[Any, str], None]:
     def __delattr__(self: Any, name: str) -> None:
-        if type(self) is cls or name in names:
-            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        refuse(self, name, "delete")
         super(cls, self).__delattr__(name)  # type: ignore[arg-type]
 
-    return __delattr__
+    return __setattr__, __delattr__
 
 
 def evolve(record: Record, **changes: Any) -> Record:
