@@ -29,6 +29,15 @@ _RANKS = {"error": 3, "warning": 2, "info": 1}
 ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 
+class Approval(str, enum.Enum):
+    """What a finding of a code does to a decision report's verdict (``gpuplan.decision``)."""
+
+    REJECTS = "rejects"  # the declared plan cannot be approved as it stands (REJECT at the fail level)
+    NEEDS_INFORMATION = "needs-information"  # something the decision needs is unknown (CANNOT APPROVE)
+    NEEDS_CHANGE = "needs-change"  # the plan runs but is not sound: the approver is told what to change
+    NONE = "none"  # says nothing about approval unless it is at the fail level
+
+
 # A plain frozen dataclass, not a gpuplan record: the bottom layer imports nothing from gpuplan.
 @dataclass(frozen=True)
 class Code:
@@ -37,6 +46,8 @@ class Code:
     family: str
     severity: Severity  # the default; configuration may re-level it
     summary: str  # one sentence, shown by `gpuplan rules` and as the first line of `gpuplan explain`
+    approval: Approval = Approval.NONE
+    rejects_because: str = ""  # REJECTS: the words a verdict uses ("The declared deployment <...>: ...")
 
 
 CODES: dict[str, Code] = {
@@ -124,9 +135,22 @@ CODES: dict[str, Code] = {
             ERROR,
             "A section must have exactly one (or at least one) of several keys.",
         ),
-        Code("GP201", "does-not-fit", "fit", ERROR, "The job needs more memory per GPU than the declared GPUs have."),
         Code(
-            "GP202", "low-headroom", "fit", WARNING, "The job fits, but with less headroom than the configured margin."
+            "GP201",
+            "does-not-fit",
+            "fit",
+            ERROR,
+            "The job needs more memory per GPU than the declared GPUs have.",
+            Approval.REJECTS,
+            "does not fit in GPU memory",
+        ),
+        Code(
+            "GP202",
+            "low-headroom",
+            "fit",
+            WARNING,
+            "The job fits, but with less headroom than the configured margin.",
+            Approval.NEEDS_CHANGE,
         ),
         Code(
             "GP203",
@@ -134,6 +158,8 @@ CODES: dict[str, Code] = {
             "fit",
             ERROR,
             "The declared concurrency x context needs more KV cache than the GPUs can hold.",
+            Approval.REJECTS,
+            "does not fit its KV cache",
         ),
         Code(
             "GP204",
@@ -155,6 +181,8 @@ CODES: dict[str, Code] = {
             "parallelism",
             ERROR,
             "One GPU cannot hold the job, and no parallelism is declared.",
+            Approval.REJECTS,
+            "does not fit on one GPU and declares no parallelism",
         ),
         Code(
             "GP302",
@@ -169,6 +197,8 @@ CODES: dict[str, Code] = {
             "parallelism",
             ERROR,
             "The tensor-parallel degree does not divide the attention (or KV) heads, or the padded vocabulary.",
+            Approval.REJECTS,
+            "cannot run as declared",
         ),
         Code(
             "GP304",
@@ -176,6 +206,8 @@ CODES: dict[str, Code] = {
             "parallelism",
             ERROR,
             "The tensor-parallel degree is larger than the NVLink domain (or one PCIe server of cards).",
+            Approval.REJECTS,
+            "cannot run as declared",
         ),
         Code(
             "GP305",
@@ -219,23 +251,57 @@ CODES: dict[str, Code] = {
             WARNING,
             "The benchmark evidence offered has no figure in the workload's category.",
         ),
-        Code("GP403", "ttft-slo-missed", "benchmark", ERROR, "The estimated time to first token exceeds the SLO."),
-        Code("GP404", "tpot-slo-missed", "benchmark", ERROR, "The estimated time per output token exceeds the SLO."),
+        Code(
+            "GP403",
+            "ttft-slo-missed",
+            "benchmark",
+            ERROR,
+            "The estimated time to first token exceeds the SLO.",
+            Approval.REJECTS,
+            "misses its time-to-first-token SLO",
+        ),
+        Code(
+            "GP404",
+            "tpot-slo-missed",
+            "benchmark",
+            ERROR,
+            "The estimated time per output token exceeds the SLO.",
+            Approval.REJECTS,
+            "misses its time-per-output-token SLO",
+        ),
         Code(
             "GP501",
             "finetune-over-budget",
             "budget",
             ERROR,
             "The estimated fine-tuning cost exceeds `budget.finetune_total`.",
+            Approval.REJECTS,
+            "is over budget",
         ),
-        Code("GP502", "serve-over-budget", "budget", ERROR, "The monthly serving cost exceeds `budget.serve_monthly`."),
-        Code("GP503", "missing-price", "budget", WARNING, "No price is known for a GPU the spec uses."),
+        Code(
+            "GP502",
+            "serve-over-budget",
+            "budget",
+            ERROR,
+            "The monthly serving cost exceeds `budget.serve_monthly`.",
+            Approval.REJECTS,
+            "is over budget",
+        ),
+        Code(
+            "GP503",
+            "missing-price",
+            "budget",
+            WARNING,
+            "No price is known for a GPU the spec uses.",
+            Approval.NEEDS_INFORMATION,
+        ),
         Code(
             "GP504",
             "stale-price",
             "budget",
             INFO,
             "A price the cost relies on is older than `thresholds.price_max_age_days` (default 90).",
+            Approval.NEEDS_INFORMATION,
         ),
         Code(
             "GP505",
@@ -257,6 +323,7 @@ CODES: dict[str, Code] = {
             "right-sizing",
             WARNING,
             "A sound layout costs less than the declared one by more than `thresholds.cheaper_layout_share`.",
+            Approval.NEEDS_CHANGE,
         ),
         Code(
             "GP601",
@@ -264,6 +331,8 @@ CODES: dict[str, Code] = {
             "storage",
             ERROR,
             "Kept checkpoints need more storage than declared.",
+            Approval.REJECTS,
+            "cannot keep its checkpoints in the declared storage",
         ),
         Code(
             "GP602",
@@ -300,6 +369,15 @@ CODES: dict[str, Code] = {
     )
 }
 _BY_NAME = {entry.name: entry for entry in CODES.values()}
+
+
+def approval_of(code: str) -> Approval:
+    """What a finding of ``code`` does to a verdict: input and schema problems (GP0xx, GP1xx) leave the
+    decision without the information it needs, whatever the table says of the code."""
+    if code.startswith(("GP0", "GP1")):
+        return Approval.NEEDS_INFORMATION
+    entry = CODES.get(code)
+    return entry.approval if entry else Approval.NONE
 
 
 def lookup(code_or_name: str) -> Code | None:

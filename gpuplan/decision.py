@@ -32,32 +32,13 @@ import enum
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gpuplan.codes import CODES, Approval, approval_of
 from gpuplan.findings import Finding, Severity
 from gpuplan.records import record
 from gpuplan.units import Shown, money_sum, money_times, shown_money
 
 if TYPE_CHECKING:  # the planner is imported only where a change is built (lint never needs it)
     from gpuplan.plan.describe import Saving
-
-# Findings that say the declared plan cannot be approved as it stands, with the words the reason uses.
-REJECTING: dict[str, str] = {
-    "GP201": "does not fit in GPU memory",
-    "GP203": "does not fit its KV cache",
-    "GP301": "does not fit on one GPU and declares no parallelism",
-    "GP303": "cannot run as declared",
-    "GP304": "cannot run as declared",
-    "GP403": "misses its time-to-first-token SLO",
-    "GP404": "misses its time-per-output-token SLO",
-    "GP501": "is over budget",
-    "GP502": "is over budget",
-    "GP601": "cannot keep its checkpoints in the declared storage",
-}
-# Findings that say something the decision needs is unknown: input and schema problems (GP0xx, GP1xx)
-# and prices that are missing or too old to sign against.
-MISSING_INFORMATION_CODES = frozenset({"GP503", "GP504"})
-# Findings below the fail level that still make the declared layout unsound: the approver is told what
-# to change rather than asked to sign it as it is (low headroom; a cheaper sound layout, issue 11's GP507).
-UNSOUND_CODES = frozenset({"GP202", "GP507"}) | frozenset(REJECTING)
 
 
 class Verdict(str, enum.Enum):
@@ -216,7 +197,7 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
     def verdict(kind: Verdict, reason: str, deciding: list[Finding], amount: Amount | None) -> Decision:
         changes: tuple[Change, ...] = ()
         # The planner is quoted when the verdict is about the layout (its memory, speed, cost or budget).
-        if analysis is not None and any(f.code in UNSOUND_CODES for f in deciding):
+        if analysis is not None and any(_unsound(f.code) for f in deciding):
             changes = recommended_changes(analysis, planner or _planner(analysis, result.settings))
             quoted = [change for change in changes if f"{change.layout} (" not in reason]  # not said twice
             if quoted:
@@ -233,18 +214,18 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
             Verdict.CANNOT_APPROVE, f"The spec could not be estimated{detail}", [first] if first else [], None
         )
     amount = amount_of(analysis)
-    rejecting = [f for f in blocking if f.code in REJECTING]
+    rejecting = [f for f in blocking if approval_of(f.code) is Approval.REJECTS]
     if rejecting:
         first = rejecting[0]
         others = sorted({f"{f.code} ({f.name})" for f in rejecting if f.code != first.code})
         more = f"; also {', '.join(others)}" if others else ""
         return verdict(
             Verdict.REJECT,
-            f"The declared {_job_word(first)} {REJECTING[first.code]}: {first.message}{more}",
+            f"The declared {_job_word(first)} {CODES[first.code].rejects_because}: {first.message}{more}",
             rejecting,
             amount,
         )
-    missing = [f for f in blocking if _missing_information(f.code)]
+    missing = [f for f in blocking if approval_of(f.code) is Approval.NEEDS_INFORMATION]
     if missing:
         return verdict(Verdict.CANNOT_APPROVE, f"Information is missing: {missing[0].message}", missing, amount)
     if amount.unknown:
@@ -258,13 +239,15 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
             blocking,
             amount,
         )
-    unsound = [f for f in active if f.code in UNSOUND_CODES]
+    unsound = [f for f in active if _unsound(f.code)]
     if unsound:
         first = unsound[0]
         if first.code == "GP507":  # the planner's sentence below quotes both layouts and the saving
             reason = f"The declared layout works, but a sound layout costs less ({first.code})"
         else:
-            relevelled = f", re-levelled to {first.severity.value}" if first.code in REJECTING else ""
+            relevelled = (
+                f", re-levelled to {first.severity.value}" if approval_of(first.code) is Approval.REJECTS else ""
+            )
             reason = f"The declared layout is not sound as it stands ({first.code}{relevelled}): {first.message}"
         return verdict(Verdict.APPROVE_WITH_CHANGES, reason, unsound, amount)
     return verdict(Verdict.APPROVE, _approval_reason(analysis), [], amount)
@@ -277,8 +260,11 @@ def _planner(analysis: Any, settings: Any) -> Any:
     return planner_for(analysis.spec, settings or default_settings())
 
 
-def _missing_information(code: str) -> bool:
-    return code.startswith(("GP0", "GP1")) or code in MISSING_INFORMATION_CODES
+def _unsound(code: str) -> bool:
+    """A finding that makes the declared layout unsound even below the fail level: the approver is told
+    what to change rather than asked to sign it as it is (a rejecting finding re-levelled, low headroom,
+    a cheaper sound layout)."""
+    return approval_of(code) in (Approval.REJECTS, Approval.NEEDS_CHANGE)
 
 
 def _job_word(finding: Finding) -> str:

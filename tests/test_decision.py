@@ -286,3 +286,36 @@ def test_an_approval_with_changes_states_the_amount_it_commits_to():
     ) in out
     _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))  # APPROVE: no change, no row
     assert "Amount with the required layout" not in out
+
+
+@pytest.mark.parametrize(
+    ("example", "code", "words"),
+    [
+        ("storage-too-small.yaml", "GP601", "cannot keep its checkpoints in the declared storage"),
+        ("fit-70b-on-one-h100.yaml", "GP301", "does not fit on one GPU and declares no parallelism"),
+        ("budget-over.yaml", "GP501", "is over budget"),
+    ],
+)
+def test_a_rejecting_code_of_the_code_table_rejects_with_its_words(example: str, code: str, words: str):
+    """Which codes reject, and in which words, is the code table's (gpuplan.codes), not the report's: the
+    verdict of each example quotes its first rejecting finding's words from the table."""
+    summary = lint_run([str(EXAMPLES / "findings" / example)], keep_analysis=True).summary()
+    (result,) = summary.results
+    decision = decide(result, summary.fail_on)
+    assert decision.verdict is Verdict.REJECT
+    assert decision.deciding[0].code == code
+    assert words in decision.reason
+
+
+def test_information_problems_and_unsound_layouts_are_classed_in_the_code_table():
+    """Input and schema codes (GP0xx, GP1xx) leave a decision without its information whatever their
+    family; a missing or stale price too; low headroom and a cheaper layout ask for a change below the
+    fail level; a rejecting code always states its words."""
+    from gpuplan.codes import CODES, Approval, approval_of
+
+    assert approval_of("GP001") is approval_of("GP107") is Approval.NEEDS_INFORMATION
+    assert approval_of("GP503") is approval_of("GP504") is Approval.NEEDS_INFORMATION
+    assert approval_of("GP202") is approval_of("GP507") is Approval.NEEDS_CHANGE
+    assert approval_of("GP302") is Approval.NONE
+    for entry in CODES.values():
+        assert bool(entry.rejects_because) == (entry.approval is Approval.REJECTS), entry.code
