@@ -255,7 +255,7 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
 
 def _planner(analysis: Any, settings: Any) -> Any:
     from gpuplan.config import default_settings
-    from gpuplan.rules.context import planner_for
+    from gpuplan.plan.configured import planner_for
 
     return planner_for(analysis.spec, settings or default_settings())
 

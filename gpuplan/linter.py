@@ -139,7 +139,7 @@ class _Checked:
 
     def _analyse(self, spec: Any, settings: Any) -> Any:
         from gpuplan.analysis import analyse, to_dict
-        from gpuplan.rules.context import efficiency_of
+        from gpuplan.plan.configured import efficiency_of
 
         analysis = analyse(spec, efficiency_of(settings))
         bad = next(unsafe_figures(to_dict(analysis, figures_only=True)), None)

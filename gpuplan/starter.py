@@ -119,7 +119,7 @@ def _tuning(text: str) -> Tuning | None:
     else the fewest GPUs of that kind that hold it (JobPlanner.fewest_gpus_on)."""
     from gpuplan.config import default_settings
     from gpuplan.loader import load_bytes
-    from gpuplan.rules.context import planner_for
+    from gpuplan.plan.configured import planner_for
     from gpuplan.spec import resolve
 
     spec, _ = resolve(load_bytes("starter.yaml", text.encode()), Path("."))

@@ -19,6 +19,7 @@ from gpuplan.config import Settings, default_settings
 from gpuplan.decision import Amount, Decision, Verdict, decide, layout_text
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
+from gpuplan.plan.configured import planner_for
 from gpuplan.plan.describe import cost_text
 from gpuplan.plan.search import JobPlan
 from gpuplan.report.acquisition import acquisitions
@@ -35,7 +36,6 @@ from gpuplan.report.record import (
 )
 from gpuplan.report.risks import compute_risks
 from gpuplan.report.sensitivity import Sensitivity, sensitivity
-from gpuplan.rules.context import planner_for
 from gpuplan.rules.fit import PLAN_POINTER
 from gpuplan.spec import Spec
 from gpuplan.units import (

@@ -19,9 +19,9 @@ from typing import Any
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
 from gpuplan.config import Settings
+from gpuplan.plan.configured import efficiency_of
 from gpuplan.plan.evaluate import within_headroom
 from gpuplan.records import record
-from gpuplan.rules.context import efficiency_of
 
 PRICE_MOVE = 0.20  # ±20%: GPU rental prices move by tens of percent within a quarter (GP504's rationale)
 SLOW, FAST = "slow", "fast"

@@ -10,9 +10,10 @@ from gpuplan.config import Settings
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.findings import Finding, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
+from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.search import SpecPlanner
 from gpuplan.records import record
-from gpuplan.spec import PlanLimits, Spec
+from gpuplan.spec import Spec
 
 
 @record
@@ -44,24 +45,3 @@ def finding_at(document: LoadedDocument, code: str, pointer: Pointer, message: s
     same_line = position.value_line == position.line
     line, col = (position.value_line, position.value_col) if same_line and pointer else (position.line, position.col)
     return Finding.make(code, message, path=document.path, line=line, col=col, pointer=json_pointer(pointer), hint=hint)
-
-
-def efficiency_of(settings: Settings) -> Efficiency:
-    return Efficiency(
-        prefill_mfu=settings.prefill_mfu, decode_bandwidth=settings.decode_bandwidth, training_mfu=settings.training_mfu
-    )
-
-
-def planner_for(
-    spec: Spec, settings: Settings, limits: PlanLimits | None = None, analysis: Analysis | None = None
-) -> SpecPlanner:
-    """The planner with the configured thresholds: headroom, gradient sync share and speed efficiencies
-    (``analysis``: the spec's estimate with the same settings' efficiencies)."""
-    return SpecPlanner(
-        spec,
-        efficiency_of(settings),
-        headroom_pct=settings.headroom_pct,
-        sync_share=settings.gradient_sync_share,
-        limits=limits,
-        analysis=analysis,
-    )

@@ -29,8 +29,9 @@ from gpuplan.evidence.model import (
 )
 from gpuplan.findings import Finding, Severity, sorted_findings
 from gpuplan.loader import LoadedDocument, Pointer
+from gpuplan.plan.configured import efficiency_of
 from gpuplan.records import record
-from gpuplan.rules.context import efficiency_of, finding_at
+from gpuplan.rules.context import finding_at
 from gpuplan.units import format_gib
 from gpuplan.verify.settings import Comparison, compare_finetune, compare_serve
 from gpuplan.verify.terms import ROWS, TOTAL_ROW, USAGE, Row, finetune_estimate_terms, serve_estimate_terms
