@@ -1,6 +1,6 @@
 """Just enough git for ``gpuplan diff --git``: the repository, revisions, changed paths and file contents.
 
-git runs as a subprocess (no library dependency). Contents come from git's object store (``git cat-file
+git runs through ``gpuplan.git``, the one runner the report shares. Contents come from git's object store (``git cat-file
 --batch-check`` for the sizes, then ``--batch`` by object id, and only the head of a blob over the spec limit),
 so nothing is checked out and the working tree is never touched.
 Every failure of git is a GpuplanError in one line (exit 2 at the command line); a file that cannot be read is
@@ -15,17 +15,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpuplan.errors import GpuplanError
+from gpuplan.git import git_environment, run_git
 from gpuplan.reading import SPEC_MAX_BYTES, ReadRefused, read_head
 from gpuplan.records import record
 
-GIT_TIMEOUT_S = 120  # a diff of a large repository takes seconds; a hung credential helper must not hang us
 # Where the default branch is looked for when origin/HEAD is not set (a clone made by CI often lacks it).
 DEFAULT_BRANCH_CANDIDATES = ("origin/main", "origin/master", "main", "master")
-_ENVIRONMENT = {
-    "GIT_OPTIONAL_LOCKS": "0",  # `git diff` against the working tree must not take the index lock
-    "GIT_TERMINAL_PROMPT": "0",  # never wait for a password
-    "LC_ALL": "C",  # messages we quote are git's own English ones
-}
 
 
 @record
@@ -60,30 +55,30 @@ class Repository:
     def find(cls, cwd: Path | None = None) -> Repository:
         """The repository around ``cwd``; GpuplanError outside one or without git."""
         here = (cwd or Path.cwd()).resolve()
-        completed = _run(["rev-parse", "--show-toplevel"], here, check=False)
+        completed = run_git(["rev-parse", "--show-toplevel"], here, check=False)
         if completed.returncode != 0:
             raise GpuplanError(f"not inside a git repository ({here}); run gpuplan diff --git in one")
         return cls(Path(completed.stdout.decode().strip()), here)
 
     def git(self, *args: str, stdin: bytes | None = None) -> bytes:
-        return _run(list(args), self.cwd, stdin=stdin).stdout
+        return run_git(list(args), self.cwd, stdin=stdin).stdout
 
     def commit(self, revision: str) -> str:
         """The commit id ``revision`` names; GpuplanError when it names none."""
         if not revision or revision.startswith("-"):
             raise GpuplanError(f"not a git revision: {revision!r}")
-        completed = _run(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], self.cwd, check=False)
+        completed = run_git(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], self.cwd, check=False)
         if completed.returncode != 0:
             raise GpuplanError(f"unknown git revision {revision!r} (not a branch, tag or commit in {self.root})")
         return completed.stdout.decode().strip()
 
     def default_branch(self) -> str:
         """origin/HEAD's branch, else the first of DEFAULT_BRANCH_CANDIDATES that exists."""
-        completed = _run(["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"], self.cwd, check=False)
+        completed = run_git(["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"], self.cwd, check=False)
         if completed.returncode == 0 and completed.stdout.strip():
             return completed.stdout.decode().strip()
         for candidate in DEFAULT_BRANCH_CANDIDATES:
-            found = _run(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], self.cwd, check=False)
+            found = run_git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], self.cwd, check=False)
             if found.returncode == 0:
                 return candidate
         raise GpuplanError(
@@ -92,7 +87,7 @@ class Repository:
         )
 
     def merge_base(self, first: str, second: str) -> str:
-        completed = _run(["merge-base", first, second], self.cwd, check=False)
+        completed = run_git(["merge-base", first, second], self.cwd, check=False)
         if completed.returncode != 0:
             raise GpuplanError(
                 f"{first} and {second} have no common ancestor here (a shallow clone? fetch with full history)"
@@ -156,7 +151,7 @@ class Repository:
         names = {path: f"{revision}:{path}" for path in paths if "\n" not in path}
         for path in paths:
             if "\n" in path:
-                resolved = _run(["rev-parse", "--verify", "--quiet", f"{revision}:{path}"], self.cwd, check=False)
+                resolved = run_git(["rev-parse", "--verify", "--quiet", f"{revision}:{path}"], self.cwd, check=False)
                 if resolved.returncode == 0:
                     names[path] = resolved.stdout.decode().strip()
         if not names:
@@ -185,7 +180,7 @@ class Repository:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env={**os.environ, **_ENVIRONMENT},
+                env=git_environment(),
             )
         except OSError as error:
             raise GpuplanError(f"cannot run git cat-file: {error.strerror or error}") from None
@@ -258,25 +253,3 @@ def read_working_file(path: Path) -> Content:
         return read_head(path, SPEC_MAX_BYTES + 1)
     except ReadRefused as refused:
         return Unreadable(refused.reason)
-
-
-def _run(
-    args: list[str], cwd: Path, *, stdin: bytes | None = None, check: bool = True
-) -> subprocess.CompletedProcess[bytes]:
-    try:
-        completed = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            input=stdin,
-            capture_output=True,
-            env={**os.environ, **_ENVIRONMENT},
-            timeout=GIT_TIMEOUT_S,
-        )
-    except FileNotFoundError:
-        raise GpuplanError("git is not installed (gpuplan diff --git runs the git command)") from None
-    except subprocess.TimeoutExpired:
-        raise GpuplanError(f"git {args[0]} did not finish within {GIT_TIMEOUT_S} s") from None
-    if check and completed.returncode != 0:
-        message = completed.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GpuplanError(f"git {args[0]} failed: {message[-1] if message else f'exit {completed.returncode}'}")
-    return completed

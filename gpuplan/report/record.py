@@ -12,11 +12,11 @@ import datetime
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
+from gpuplan.errors import GpuplanError
+from gpuplan.git import run_git
 from gpuplan.records import record
 
 CONTENT_HASH_DEFINITION = (
@@ -44,35 +44,28 @@ class GitState:
 
 def git_state(spec_path: Path) -> GitState | None:
     """The commit and repository path of ``spec_path``; None outside a repository or without ``git``."""
-    git = shutil.which("git")
-    if git is None:
-        return None
     folder = spec_path.resolve().parent
-    environment = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}  # read-only: no index refresh
 
-    def run(*args: str) -> str | None:
+    def run(*args: str, where: Path = folder) -> str | None:
         try:
-            done = subprocess.run(
-                [git, "-C", str(folder), *args],
-                capture_output=True,
-                text=True,
-                timeout=GIT_TIMEOUT_S,
-                env=environment,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
+            done = run_git(list(args), where, check=False, timeout=GIT_TIMEOUT_S)
+        except GpuplanError:
             return None
-        return done.stdout if done.returncode == 0 else None
+        return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else None
 
+    # One line each: the top folder (which may hold spaces) and the commit.
     found = run("rev-parse", "--show-toplevel", "HEAD")
-    if found is None or len(found.split()) != 2:
+    lines = found.splitlines() if found is not None else []
+    if len(lines) != 2:
         return None
-    top, commit = found.split()
+    top, commit = lines
     try:
         relative = spec_path.resolve().relative_to(Path(top).resolve()).as_posix()
     except ValueError:
         return None
-    status = run("status", "--porcelain=v1", "--", relative)
+    # The path is the top folder's: run where it is relative to (from a subfolder it would name nothing,
+    # and every spec below the top would read "committed").
+    status = run("status", "--porcelain=v1", "--", relative, where=Path(top))
     if status is None:
         return None
     code = status[:2]
