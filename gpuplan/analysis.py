@@ -331,7 +331,7 @@ def checkpoint_bytes(spec: Spec, job: Finetune, setup: TrainingSetup) -> int:
 def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None = None) -> ServingSetup:
     gpu = gpu or job.hardware.gpu
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
-    max_batched, max_seqs = engine_batch_limits(gpu.usable_bytes, gpu.id)
+    max_batched, max_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(

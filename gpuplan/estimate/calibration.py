@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import field
 
 from gpuplan.catalog import Gpu
+from gpuplan.estimate.serving import engine_batch_limits
 from gpuplan.records import record
 from gpuplan.units import GIB
 
@@ -40,11 +41,7 @@ class EngineProfile:
         """(tokens one step may carry, running sequences) that the engine defaults to on ``gpu``."""
         memory = gpu.memory_bytes
         if self.id == "vllm":
-            # vllm/engine/arg_utils.py get_batch_defaults (OpenAI server): 8192 tokens and 1024 sequences on
-            # GPUs with >= 70 GiB that are not A100s, else 2048 and 256.
-            if memory >= 70 * GIB and "a100" not in gpu.id:
-                return 8192, 1024
-            return 2048, 256
+            return engine_batch_limits(memory, gpu.id)  # the memory model's vLLM, with its source
         if self.id == "sglang":
             # sglang server_args: chunked_prefill_size 2048 below 35 GiB, 8192 below 160 GiB, 16384 above;
             # running requests bounded by the KV pool, not by a small constant.

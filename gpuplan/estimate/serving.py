@@ -178,7 +178,9 @@ class ServingMemory:
 
 
 def engine_batch_limits(total_bytes: int, gpu_name: str) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM's API server picks for this GPU."""
+    """(max_num_batched_tokens, max_num_seqs) vLLM's API server picks for this GPU: the one source of
+    these defaults, for memory (the profiled batch) and for speed (the scheduler's budget). ``total_bytes``
+    is the device's total memory as CUDA reports it (``get_device_total_memory``)."""
     large = total_bytes >= LARGE_GPU_BYTES and "a100" not in gpu_name.lower()
     return LARGE_GPU_BATCH if large else SMALL_GPU_BATCH
 
