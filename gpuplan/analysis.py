@@ -37,6 +37,7 @@ from gpuplan.estimate.training import (
     trainable_params,
 )
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
+from gpuplan.layout import replicas as layout_replicas
 from gpuplan.records import evolve, record
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import (
@@ -445,7 +446,7 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
 def workload_at_load(deployment: ServingWorkload, kv_available: float, concurrency: int, count: int) -> ServingWorkload:
     """``deployment`` on ``count`` GPUs with ``concurrency`` sequences per replica and the given KV space
     per GPU (negative KV space: none)."""
-    replicas = max(1, count // (deployment.tensor_parallel * deployment.pipeline_parallel))
+    replicas = layout_replicas(count, deployment.tensor_parallel, deployment.pipeline_parallel)
     return evolve(
         deployment,
         kv_capacity_bytes=max(0.0, kv_available),

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplan.codes import CODES, Approval, approval_of
 from gpuplan.findings import Finding, Severity
+from gpuplan.layout import replicas as layout_replicas
 from gpuplan.records import record
 from gpuplan.units import Shown, money_sum, money_times, shown_money
 
@@ -303,7 +304,7 @@ def layout_text(estimate: Any) -> str:
     sharding = getattr(setup, "sharding", "none")
     if sharding != "none":
         parts.append({"zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3", "fsdp": "FSDP"}.get(sharding, sharding))
-    replicas = estimate.gpus // (setup.tensor_parallel * setup.pipeline_parallel)
+    replicas = layout_replicas(estimate.gpus, setup.tensor_parallel, setup.pipeline_parallel)
     if hasattr(estimate, "monthly_cost") and replicas > 1:
         parts.append(f"{replicas} replicas")
     detail = f" ({', '.join(parts)})" if parts else ""

@@ -15,6 +15,7 @@ from gpuplan.architecture import Architecture, ArchitectureError, make_architect
 from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.defaults import apply_defaults, property_node
 from gpuplan.findings import Finding, Waiver, json_pointer
+from gpuplan.layout import replicas
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.records import record
 from gpuplan.validate import load_schema
@@ -43,7 +44,7 @@ class Hardware:
 
     @property
     def replicas(self) -> int:
-        return max(1, self.count // (self.tensor_parallel * self.pipeline_parallel))
+        return replicas(self.count, self.tensor_parallel, self.pipeline_parallel)
 
 
 @record
@@ -320,7 +321,7 @@ class _Resolver:
                 "GP023",
                 pointer + ("count",),
                 f"{count} GPUs is not a multiple of tensor_parallel x pipeline_parallel = {tp * pp}",
-                f"use count: {max(tp * pp, count // (tp * pp) * tp * pp)}",
+                f"use count: {replicas(count, tp, pp) * tp * pp}",
             )
             return None
         ep = data["expert_parallel"]
@@ -486,7 +487,7 @@ def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
                 "keep one of optimizer_in_backward or offload.optimizer",
             )
         )
-    data_parallel = job.hardware.count // (job.hardware.tensor_parallel * job.hardware.pipeline_parallel)
+    data_parallel = job.hardware.replicas
     if job.offload_parameters != "none" and data_parallel > 1 and job.sharding not in ("zero3", "fsdp"):
         problems.append(
             (

@@ -27,3 +27,19 @@ def test_ruff_check_passes():
 def test_ruff_format_leaves_nothing_to_change():
     completed = _run("ruff", "format", "--no-cache", "--check", ".")
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def test_the_replica_count_is_defined_once():
+    """count // (tensor_parallel x pipeline_parallel) is gpuplan/layout.py's; elsewhere it is called, so
+    that a change (say, expert parallelism joining the replica) cannot leave a copy behind."""
+    import re
+
+    division = re.compile(r"//\s*\(\s*\w*(tensor_parallel|tp)\w*\s*\*\s*\w*(pipeline_parallel|pp)\w*\s*\)")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "gpuplan").rglob("*.py"))
+        if path.name != "layout.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if division.search(line)
+    ]
+    assert not found, found

@@ -24,6 +24,7 @@ from dataclasses import fields
 from typing import Any
 
 from gpuplan.architecture import Architecture
+from gpuplan.layout import replicas
 from gpuplan.records import record
 
 # precision -> (weight, gradient, optimizer-state, activation bytes, autocast keeps 16-bit weight copies)
@@ -98,7 +99,7 @@ class TrainingSetup:
 
     @property
     def data_parallel(self) -> int:
-        return max(1, self.gpus // (self.tensor_parallel * self.pipeline_parallel))
+        return replicas(self.gpus, self.tensor_parallel, self.pipeline_parallel)
 
     @property
     def tokens(self) -> int:

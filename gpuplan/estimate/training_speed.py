@@ -48,6 +48,7 @@ from gpuplan.estimate.performance import (
     matmul_params,
 )
 from gpuplan.estimate.training import REGIMES
+from gpuplan.layout import replicas
 from gpuplan.records import record
 
 LOSS_BYTES_PER_LOGIT = 16  # fp32 logits written and read by the loss, their gradient written and read (4 x 4 B)
@@ -107,7 +108,7 @@ def training_speed(
     cal = calibration.training
     arch, gpu = w.architecture, w.gpu
     tp, pp = w.tensor_parallel, w.pipeline_parallel
-    dp = max(1, w.gpus // (tp * pp))
+    dp = replicas(w.gpus, tp, pp)
     stage_layers = math.ceil(arch.layers / pp)
     share = stage_layers / arch.layers / tp  # of the model's layers (and heads) on this GPU
     tokens = w.micro_batch * w.seq_len

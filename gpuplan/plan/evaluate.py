@@ -33,6 +33,7 @@ from gpuplan.estimate.serving import ServingMemory, ServingShape
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, latency_floors, serving_speed
 from gpuplan.estimate.training import TrainingMemory, TrainingSetup
 from gpuplan.estimate.training_speed import TrainingSpeed
+from gpuplan.layout import whole_replicas
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
     Layout,
@@ -358,7 +359,7 @@ class ServePlanner(_Evaluator):
 
     def max_replicas(self, tensor_parallel: int, pipeline_parallel: int) -> int:
         """More replicas than sequences in flight would idle; more GPUs than max_gpus are not allowed."""
-        return min(self.demand, self.limits.max_gpus // (tensor_parallel * pipeline_parallel))
+        return min(self.demand, whole_replicas(self.limits.max_gpus, tensor_parallel, pipeline_parallel))
 
     def _job(self, layout: Layout) -> Serve:
         replicas = layout.replicas
@@ -542,7 +543,7 @@ class FinetunePlanner(_Evaluator):
         assert spec.finetune is not None
         self.job, self.sync_share = spec.finetune, sync_share
         hardware = self.job.hardware
-        self.declared_data_parallel = max(1, hardware.count // (hardware.tensor_parallel * hardware.pipeline_parallel))
+        self.declared_data_parallel = hardware.replicas
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
         self._floor_job: tuple[Finetune, TrainingSetup] | None = None
@@ -563,7 +564,7 @@ class FinetunePlanner(_Evaluator):
 
     def data_parallel_degrees(self, tensor_parallel: int, pipeline_parallel: int) -> list[int]:
         """Data-parallel widths (powers of two) that keep the global batch and stay within max_gpus."""
-        most = self.limits.max_gpus // (tensor_parallel * pipeline_parallel)
+        most = whole_replicas(self.limits.max_gpus, tensor_parallel, pipeline_parallel)
         return [dp for dp in POWERS_OF_TWO if dp <= most and self.global_batch % dp == 0]
 
     def micro_batches(self, data_parallel: int) -> tuple[int, ...]:

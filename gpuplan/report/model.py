@@ -18,6 +18,7 @@ from gpuplan.catalog import catalog_version
 from gpuplan.config import Settings, default_settings
 from gpuplan.decision import Amount, Decision, Verdict, decide, layout_text
 from gpuplan.findings import Finding, Severity
+from gpuplan.layout import replicas as layout_replicas
 from gpuplan.linter import LintResult
 from gpuplan.plan.configured import planner_for
 from gpuplan.plan.describe import cost_text
@@ -160,7 +161,7 @@ def _job_layouts(analysis: Analysis) -> list[str]:
     if analysis.serve:
         s = analysis.serve
         setup = s.setup
-        replicas = max(1, s.gpus // (setup.tensor_parallel * setup.pipeline_parallel))
+        replicas = layout_replicas(s.gpus, setup.tensor_parallel, setup.pipeline_parallel)
         lines.append(
             f"serving: {layout_text(s)}, {plural(replicas, 'replica')}; "
             f"{plural(setup.concurrency, 'sequence')} x {setup.context:,} tokens"

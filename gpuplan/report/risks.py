@@ -7,6 +7,7 @@ from typing import Any
 
 from gpuplan.config import Settings
 from gpuplan.findings import Finding, Severity
+from gpuplan.layout import replicas
 from gpuplan.linter import code_selected
 from gpuplan.plan.evaluate import within_headroom
 from gpuplan.records import record
@@ -23,7 +24,7 @@ class Risk:
 
 def _replicas(serve: Any) -> int:
     setup = serve.setup
-    return max(1, serve.gpus // (setup.tensor_parallel * setup.pipeline_parallel))
+    return replicas(serve.gpus, setup.tensor_parallel, setup.pipeline_parallel)
 
 
 def compute_risks(
