@@ -1,11 +1,12 @@
-"""The serving speed model's terms on a toy GPU with round rates, each derived by hand (mutation campaign).
+"""The serving speed model term by term on a toy GPU with round rates, each figure derived by hand.
 
-The calibration tests compare with measurements within tens of per cent; a changed term that is a few
-per cent of a step survives them. Here the GPU computes 1,000 FLOP/s (bf16; fp8 2,000) and streams
-1,000 B/s, its MAMF ceiling is 1/2 (fp8 1/4), and the calibration is round: GEMMs at the whole ceiling
-(500 FLOP/s), HBM at 1/2 (500 B/s), attention at 1/2 of the ceiling (250 FLOP/s), links at 1/2, roofline
-sharpness 2 (so roofline(a, b) = hypot(a, b)), all-reduce latency 0.5 s on NVLink, 1 s otherwise, engine
-overheads 1 ms per step, 0.1 ms per running sequence and per layer, 10 ms per request.
+The calibration tests compare with measurements within tens of per cent, so a term that is a few per
+cent of a step is not pinned by them; here every term is exact. The GPU (tests/toy_gpu.py) computes
+1,000 FLOP/s (bf16; fp8 2,000) and streams 1,000 B/s, its MAMF ceiling is 1/2 (fp8 1/4), and the
+calibration is round: GEMMs at the whole ceiling (500 FLOP/s), HBM at 1/2 (500 B/s), attention at 1/2
+of the ceiling (250 FLOP/s), links at 1/2, roofline sharpness 2 (so roofline(a, b) = hypot(a, b)),
+all-reduce latency 0.5 s on NVLink, 1 s otherwise, engine overheads 1 ms per step, 0.1 ms per running
+sequence and per layer, 10 ms per request.
 
 TINY: 2 layers, hidden 8, 2 heads of 4 (one KV head), gated MLP 16, vocabulary 32: 1,448 matmul
 parameters, of which the LM head 256: a decode token costs 2 x 1,448 = 2,896 FLOPs, a prefill token
@@ -20,8 +21,6 @@ import math
 
 import pytest
 
-from gpuplan.catalog import get_gpu
-from gpuplan.estimate import performance
 from gpuplan.estimate.calibration import (
     Calibration,
     EngineProfile,
@@ -38,15 +37,8 @@ from gpuplan.estimate.serving_speed import (
     serving_speed,
 )
 from tests.tiny_architectures import HYBRID, MOE, TINY
+from tests.toy_gpu import GPU, unit_ceiling  # noqa: F401  (the autouse fixture)
 
-GPU = dataclasses.replace(
-    get_gpu("h100-sxm"),
-    id="unit-gpu",
-    tflops={"bf16": 1e-9, "fp16": 1e-9, "fp8": 2e-9},
-    bandwidth_tbs=1e-9,
-    interconnect_gbs=2e-6,  # 1,000 B/s one way; x 1/2 link efficiency: 500 B/s
-    pcie_gbs=2e-6,
-)
 CAL = Calibration(
     engines={"vllm": EngineProfile("vllm", "unit engine", 1.0, 0.5, 1e-3, 1e-4, 1e-2, False, "unit")},
     serving=ServingMechanisms(
@@ -67,11 +59,6 @@ RESERVING = dataclasses.replace(
 DECODE_FIRST = dataclasses.replace(
     CAL, engines={"vllm": dataclasses.replace(CAL.engines["vllm"], first_token_from_decode_step=True)}
 )
-
-
-@pytest.fixture(autouse=True)
-def unit_ceiling(monkeypatch):
-    monkeypatch.setitem(performance.MATMUL_CEILING, "unit-gpu", {"bf16": 0.5, "fp8": 0.25})
 
 
 def workload(arch=TINY, **changes) -> ServingWorkload:

@@ -1,10 +1,10 @@
-"""The training speed model term by term on a toy GPU with round rates, derived by hand (mutation campaign).
+"""The training speed model term by term on a toy GPU with round rates, each figure derived by hand.
 
-The toy GPU (as in test_mutation_kills_serving_speed.py): 1,000 FLOP/s bf16, 2,000 fp8, 1,000 B/s HBM,
-MAMF ceiling 1/2 and FlashAttention-2 ceiling 1/2 (set below), NVLink 1,000 B/s one way over 8 GPUs. Training calibration: GEMMs at the whole
-ceiling (500 FLOP/s), attention at 1/2 of it (250), elementwise traffic 100 B per token, layer and unit of
-hidden size, HBM at 1/2 (500 B/s), links at 1/2 (500 B/s), half of a micro-batch's compute hides
-data-parallel traffic.
+The toy GPU (tests/toy_gpu.py, as in test_serving_speed.py): 1,000 FLOP/s bf16, 2,000 fp8, 1,000 B/s
+HBM, MAMF ceiling 1/2 and FlashAttention-2 ceiling 1/2 (set below), NVLink 1,000 B/s one way over 8 GPUs.
+Training calibration: GEMMs at the whole ceiling (500 FLOP/s), attention at 1/2 of it (250), elementwise
+traffic 100 B per token, layer and unit of hidden size, HBM at 1/2 (500 B/s), links at 1/2 (500 B/s),
+half of a micro-batch's compute hides data-parallel traffic.
 
 TINY: 2 layers, hidden 8, vocabulary 32: 1,704 parameters, 1,448 of them multiplied per token (all but
 the embedding), 1,152 decoder linears. A 4-token sequence's causal attention: 10 pairs x 2 layers x 32
@@ -16,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from test_mutation_kills_serving_speed import GPU, TINY, unit_ceiling  # noqa: F401  (the autouse fixture)
 
 from gpuplan.estimate import performance
 from gpuplan.estimate.calibration import Calibration, ServingMechanisms, TrainingMechanisms
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.training_speed import TrainingWorkload, model_flops_per_token, training_speed
+from tests.tiny_architectures import TINY
+from tests.toy_gpu import GPU, unit_ceiling  # noqa: F401  (the autouse fixture)
 
 
 @pytest.fixture(autouse=True)
