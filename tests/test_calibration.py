@@ -1,4 +1,4 @@
-"""The speed model's engine defaults and calibration records, at their boundaries (mutation campaign).
+"""The speed model's calibration: the engines' default limits at their boundaries, and its records.
 
 The engine limits are the engines' own defaults, read from their source (see gpuplan/estimate/calibration.py);
 each boundary is probed on a copy of a catalog GPU with its memory set to the edge.

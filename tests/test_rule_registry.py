@@ -1,7 +1,7 @@
-"""The rule registry's own checks, at test time (mutation campaign).
+"""The rule registry: what ``@rule`` stores and refuses, and how a rule is looked up by code or name.
 
-``@rule`` runs when a family module is imported, before any test (or mutant) is active; these tests
-call it on a fresh registry so that what it stores and refuses is checked.
+``@rule`` runs when a family module is imported, before any test runs; these tests call it on a fresh
+registry, so that what it stores and what it refuses are checked at test time.
 """
 
 from __future__ import annotations
