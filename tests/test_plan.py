@@ -18,8 +18,8 @@ from conftest import EXAMPLES, make_spec, run_cli
 
 from gpuplan.config import Settings, default_settings
 from gpuplan.linter import LintOptions, lint_bytes
+from gpuplan.plan.configured import planner_for
 from gpuplan.plan.space import Layout, TrainingSettings, tensor_parallel_problem
-from gpuplan.rules.context import planner_for
 from gpuplan.spec import PlanLimits
 from gpuplan.units import GIB
 

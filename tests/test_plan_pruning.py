@@ -24,8 +24,8 @@ from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
 from gpuplan.estimate.serving_speed import latency_floors
-from gpuplan.plan.search import _Galloping, _Scan
-from gpuplan.rules.context import efficiency_of, planner_for
+from gpuplan.plan.configured import efficiency_of, planner_for
+from gpuplan.plan.probes import Galloping, Scan
 from tests.test_properties_plan import make_spec
 
 MODELS = [
@@ -215,7 +215,7 @@ def test_the_ttft_floor_is_the_idle_pass_less_its_pipeline_fill():
 def galloping_probes(low: int, high: int, threshold: int) -> tuple[list[int], int | None]:
     """Run the memory search to its end on ``n >= threshold`` (a monotone predicate), recording its probes."""
     probes: list[int] = []
-    search = _Galloping(low, high, lambda n: probes.append(n) or n >= threshold)
+    search = Galloping(low, high, lambda n: probes.append(n) or n >= threshold)
     answer = None if max(low, threshold) > high else max(low, threshold)
     while not search.done:
         search.step()
@@ -260,7 +260,7 @@ def test_the_memory_search_answers_a_passing_count_whose_predecessor_fails(low, 
     # failed (or the bound itself); and it is None only when every probe failed, the last of them ``high``.
     high = low + span - 1
     probes: list[int] = []
-    search = _Galloping(low, high, lambda n: probes.append(n) or table[n])
+    search = Galloping(low, high, lambda n: probes.append(n) or table[n])
     result = search.run()
     if result is None:
         assert not any(table[n] for n in probes) and (span == 0 or probes[-1] == high)
@@ -276,7 +276,7 @@ def test_the_slo_scan_finds_the_smallest_passing_count_of_any_predicate(low, spa
     high = low + span - 1
     expected = next((n for n in range(low, high + 1) if table[n]), None)
     probes: list[int] = []
-    search = _Scan(low, high, lambda n: probes.append(n) or table[n])
+    search = Scan(low, high, lambda n: probes.append(n) or table[n])
     while not search.done:
         search.step()
         assert expected is None or search.low <= expected

@@ -16,7 +16,7 @@ from conftest import make_spec
 
 from gpuplan.analysis import analyse
 from gpuplan.config import default_settings
-from gpuplan.rules.context import efficiency_of, planner_for
+from gpuplan.plan.configured import efficiency_of, planner_for
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").rglob("*.yaml"))
 

@@ -19,10 +19,10 @@ from gpuplan.analysis import estimate_finetune, estimate_serve
 from gpuplan.catalog import gpu_catalog
 from gpuplan.config import default_settings
 from gpuplan.loader import load_bytes
+from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlanner
 from gpuplan.plan.space import Layout, TrainingSettings
-from gpuplan.rules.context import efficiency_of, planner_for
 from gpuplan.spec import HOURS_PER_MONTH, Hardware, Spec, resolve
 
 HEADROOM = 0.10  # thresholds.headroom_pct default

@@ -15,8 +15,8 @@ import pytest
 from conftest import EXAMPLES, make_spec, run_cli
 
 from gpuplan.config import default_settings
+from gpuplan.plan.configured import planner_for
 from gpuplan.plan.describe import saving_between
-from gpuplan.rules.context import planner_for
 
 # (example, the price line it gets, the job whose declared GPU becomes free)
 CASES = {

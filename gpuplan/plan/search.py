@@ -36,6 +36,7 @@ from gpuplan.catalog import Gpu
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.plan.describe import Saving, saving_between
 from gpuplan.plan.evaluate import FinetunePlanner, Option, ServePlanner
+from gpuplan.plan.probes import Galloping, Scan
 from gpuplan.plan.space import (
     Layout,
     TrainingSettings,
@@ -100,71 +101,6 @@ class Alternative:
 _SIZE, _MEMORY, _EVALUATE, _SOUND, _FOUND = range(5)
 
 
-class _Galloping:
-    """The smallest n in [low, high] with ok(n), for ok monotone (False ... False True ... True), or None.
-
-    An exponential search taken one probe per ``step``: low, low + 1, low + 3, low + 7, ... until a
-    probe passes, then a binary search between the last failing probe and it (Bentley and Yao 1976). The
-    memory bounds that give ``low`` are tight, so the answer is usually ``low`` itself (one probe) or
-    just above it; a binary search over the whole range would probe about log2(high - low) counts for
-    each. A cost-ordered search can set a family aside between steps: ``low`` never exceeds the answer."""
-
-    def __init__(self, low: int, high: int, ok: Callable[[int], bool]) -> None:
-        self.low, self.high, self.ok = low, high, ok
-        self.done = low > high
-        self.result: int | None = None
-        self._start = low
-        self._offset = 0  # the next probe's distance from the start while galloping: 0, 1, 3, 7, ...
-        self._passing: int | None = None  # the smallest count found passing (then the search bisects)
-
-    def step(self) -> None:
-        if self.done:
-            return
-        if self._passing is None:
-            probe = min(self._start + self._offset, self.high)
-            self._offset = 2 * self._offset + 1
-        else:
-            probe = (self.low + self._passing) // 2
-        if self.ok(probe):
-            self._passing = probe
-        else:
-            self.low = probe + 1
-        if self._passing is not None and self.low >= self._passing:
-            self.done, self.result = True, self._passing
-        elif self.low > self.high:
-            self.done = True
-
-    def run(self) -> int | None:
-        while not self.done:
-            self.step()
-        return self.result
-
-
-class _Scan:
-    """The smallest n in [low, high] with ok(n), for any ok, or None: one probe per ``step``, in ascending
-    order, so that a cost-ordered search probes a family only while its next count could still win.
-    ``low`` is the next count to probe and never exceeds the answer."""
-
-    def __init__(self, low: int, high: int, ok: Callable[[int], bool]) -> None:
-        self.low, self.high, self.ok = low, high, ok
-        self.done = low > high
-        self.result: int | None = None
-
-    def step(self) -> None:
-        if self.done:
-            return
-        if self.ok(self.low):
-            self.done, self.result = True, self.low
-            return
-        self.low += 1
-        self.done = self.low > self.high
-
-    def run(self) -> int | None:
-        while not self.done:
-            self.step()
-        return self.result
-
-
 class JobPlanner:
     """Searches for one job of a spec (serving or fine-tuning) within the planner's limits."""
 
@@ -179,8 +115,8 @@ class JobPlanner:
         self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
         self._fewest: dict[str, Option | None] = {}
         self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
-        self._memory_searches: dict[tuple[object, ...], _Galloping] = {}
-        self._sound_searches: dict[tuple[object, ...], _Scan] = {}
+        self._memory_searches: dict[tuple[object, ...], Galloping] = {}
+        self._sound_searches: dict[tuple[object, ...], Scan] = {}
         self._choices: dict[tuple[int, bool], tuple[TrainingSettings, ...]] = {}  # (width, checkpointing)
 
     # -- the declared layout ---------------------------------------------------------------------
@@ -281,10 +217,10 @@ class JobPlanner:
         assert isinstance(evaluator, ServePlanner)
         hourly_ceiling = None if ceiling is None or by_gpus else ceiling / HOURS_PER_MONTH
         counter = itertools.count()
-        line: list[tuple[tuple[float, float], int, int, int, int, Family | None, _Galloping | _Scan | None]] = []
+        line: list[tuple[tuple[float, float], int, int, int, int, Family | None, Galloping | Scan | None]] = []
 
         def enter(
-            stage: int, number: int, family: Family, replicas: int, search: _Galloping | _Scan | None = None
+            stage: int, number: int, family: Family, replicas: int, search: Galloping | Scan | None = None
         ) -> None:
             order = self._order(family, replicas, by_gpus)
             heapq.heappush(line, (order, next(counter), stage, number, replicas, family, search))
@@ -350,7 +286,7 @@ class JobPlanner:
                 enter(_SOUND, number, family, value + 1, self._sound_search(family, value + 1))
         return min(found, key=Option.rank) if found else None
 
-    def _memory_search(self, family: Family, low: int) -> _Galloping:
+    def _memory_search(self, family: Family, low: int) -> Galloping:
         """The search for the fewest replicas from ``low`` whose per-GPU memory is sound (the estimator's
         memory alone); shared by every query of this planner."""
         key = (family[0].id, family[1], family[2], low)
@@ -358,12 +294,12 @@ class JobPlanner:
             evaluator = self.evaluator
             assert isinstance(evaluator, ServePlanner)
             gpu, tp, pp = family
-            self._memory_searches[key] = _Galloping(
+            self._memory_searches[key] = Galloping(
                 low, evaluator.max_replicas(tp, pp), lambda r: evaluator.memory_sound(evaluator.layout(gpu, tp, pp, r))
             )
         return self._memory_searches[key]
 
-    def _sound_search(self, family: Family, low: int) -> _Scan:
+    def _sound_search(self, family: Family, low: int) -> Scan:
         """The search for the fewest replicas from ``low`` that meet every constraint: a scan, because
         the SLO checks are not monotone in the replicas (see the module's docstring)."""
         key = (family[0].id, family[1], family[2], low)
@@ -371,7 +307,7 @@ class JobPlanner:
             evaluator = self.evaluator
             assert isinstance(evaluator, ServePlanner)
             gpu, tp, pp = family
-            self._sound_searches[key] = _Scan(
+            self._sound_searches[key] = Scan(
                 low, evaluator.max_replicas(tp, pp), lambda r: evaluator.sound(evaluator.layout(gpu, tp, pp, r))
             )
         return self._sound_searches[key]
