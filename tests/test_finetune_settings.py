@@ -1,18 +1,37 @@
-"""Worked examples for each fine-tuning setting of round two, through the spec path, by hand arithmetic.
+"""Fine-tuning memory setting by setting, derived by hand: through the spec path on Llama-3-8B, and to
+the byte on a tiny decoder.
 
-Llama-3-8B throughout: P = 8,030,261,248 parameters, 32 layers, hidden 4,096, 8 KV heads of 128, MLP
-14,336, vocabulary 128,256; the largest single matrix is the LM head (128,256 x 4,096 = 525,336,576).
+Llama-3-8B: P = 8,030,261,248 parameters, 32 layers, hidden 4,096, 8 KV heads of 128, MLP 14,336,
+vocabulary 128,256; the largest single matrix is the LM head (128,256 x 4,096 = 525,336,576).
+
+The ground-truth tests hold within a few per cent, so a changed coefficient in a term that is a small
+share of an 8B model's peak goes unseen there; on the tiny decoder every phase's parts are exact, on a
+model small enough to add up on paper. TINY (tests/tiny_architectures.py): 2 layers, hidden 8, 2 heads
+of 4 (one KV head), gated MLP 16 wide, vocabulary 32, RMSNorm, untied. Per layer: q 8x8 = 64, k 8x4 =
+32, v 32, o 64 (attention 192), gate/up/down 3 x 8 x 16 = 384, two norms 16: 592. Embedding 32 x 8 =
+256, LM head 256, final norm 8. Parameters: 2 x 592 + 520 = 1,704; decoder linears 2 x (192 + 384) =
+1,152; the layers' share before the first layer's gradient (layer 0 + embedding over layers + embedding
++ head) = (592 + 256) / 1,696 = 1/2.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 import pytest
 import yaml
 
 from gpuplan.analysis import to_dict
+from gpuplan.architecture import Architecture
+from gpuplan.estimate.training import (
+    TrainingSetup,
+    estimate_training,
+    layer_activation_bytes_per_token,
+    selective_layer_bytes_per_token,
+)
 from gpuplan.linter import LintOptions, lint_bytes
+from tests.tiny_architectures import MOE, TINY
 
 P = 8_030_261_248
 HEAD = 128_256 * 4096
@@ -218,3 +237,383 @@ def test_adafactor_checkpoint_keeps_its_factored_state():
     # factors (vocab + hidden) once: 2,491,648 values x 4 B = 9,966,592 B beside the 2-byte weights.
     job, _ = run({"precision": "bf16", "optimizer": "adafactor"})
     assert job["checkpoint_bytes"] == 2 * P + 9_966_592
+
+
+# -- to the byte on the tiny decoder ---------------------------------------------------------------------
+
+
+def phases(setup: TrainingSetup) -> dict[str, dict[str, int]]:
+    return estimate_training(setup, overhead=0).phases
+
+
+def test_full_bf16_adamw_manual_loop():
+    # bf16: 2 B weights, gradients, Adam states. weights 1,704 x 2 = 3,408; Adam 2 states x 2 B x 1,704
+    # = 6,816; foreach temporary 2 B x 1,704 = 3,408; gradients 3,408.
+    # Per token per layer: each RMSNorm saves its fp32 input 4 x 8 = 32 and, its weight being trainable,
+    # the bf16 output for the weight gradient, 2 x 2 x 8 = 32: 64 each, 128; SDPA: 2 x (2 x 8 q + 2 x 4 kv) + 4 B x 2 heads = 56;
+    # gated MLP 4 x 2 B x 16 = 128. 312 B x 4 tokens = 1,248 per layer, 2,496 for both.
+    # Logits 2 x 32 x 4 = 256 returned, fp32 log-softmax 4 x 32 x 4 = 512, upcast 512; final norm 64 x 4
+    # = 256. Saved: 2,496 + 256 + 256 + 512 = 3,520. Loss gradients 2 x 4 x 32 x 4 = 1,024.
+    # Backward at its start: 3,408 + 6,816 + 3,520 + 1,024 = 14,768; in the first layer: half the
+    # gradients 1,704 + one layer 1,248 + the MLP backward 3 x 2 x 16 x 4 = 384 -> 13,560; at its end
+    # 13,632. Optimizer step: 3,408 + 6,816 + 3,408 + 3,408 = 17,040, the peak.
+    memory = estimate_training(TrainingSetup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
+    assert memory.phases == {
+        "forward": {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 512},
+        "backward": {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 1024},
+        "optimizer_step": {"weights": 3408, "optimizer": 6816, "gradients": 3408, "optimizer_step_temporaries": 3408},
+    }
+    assert (memory.params, memory.trainable_params) == (1704, 1704)
+    assert memory.peak_phase == "optimizer_step"
+    assert memory.tensor_peak == 17040
+    assert memory.per_gpu == 17140  # + the 100 B overhead
+    assert memory.breakdown["framework_overhead"] == 100
+    assert sum(memory.breakdown.values()) == memory.per_gpu
+
+
+def test_mixed_precision_eager_accumulating_trainer_loop():
+    # bf16-mixed with autocast: fp32 weights/gradients/states (4 B): weights 6,816, Adam 13,632, temporary
+    # 6,816, gradients 6,816, kept across micro-batches (accumulation 2). bf16 copies of the linears and
+    # the head: 2 x (1,152 + 256) = 2,816. Tokens 2 x 4 = 8.
+    # Per token per layer: autocast norms 2 x (4 x 8 + 4 x 8) + 5 readers x 2 x 8 = 208; eager attention
+    # 2 x 4 x 8 + (4 + 2) x 2 heads x 4 keys = 112; MLP 128: 448 B x 8 = 3,584 per layer, 7,168 both.
+    # Logits 2 x 32 x 8 = 512, log-softmax 1,024, upcast 1,024; final norm 64 x 8 = 512.
+    # Saved 7,168 + 512 + 512 + 1,024 = 9,216. Forward temporaries max(upcast 1,024, 2 B x scores
+    # 2 x 4^2 x 2 = 64) = 1,024. The trainer loop drops the returned logits before backward: 8,704, with
+    # the loss gradients 2 x 4 x 32 x 8 = 2,048. Peak: 6,816 + 13,632 + 6,816 + 2,816 + 8,704 + 2,048 = 40,832.
+    memory = estimate_training(
+        TrainingSetup(
+            architecture=TINY,
+            precision="bf16-mixed",
+            micro_batch=2,
+            seq_len=4,
+            gradient_accumulation=2,
+            attention="eager",
+            loop="trainer",
+        ),
+        overhead=0,
+    )
+    fixed = {"weights": 6816, "optimizer": 13632, "gradients": 6816, "autocast_weight_copies": 2816}
+    assert memory.phases == {
+        "forward": {**fixed, "activations": 9216, "temporaries": 1024},
+        "backward": {**fixed, "activations": 8704, "temporaries": 2048},
+        "optimizer_step": {"weights": 6816, "optimizer": 13632, "gradients": 6816, "optimizer_step_temporaries": 6816},
+    }
+    assert memory.per_gpu == 40832
+
+
+def test_lora_with_dropout_full_checkpointing_fused_loss():
+    # LoRA r=2 on q (8 -> 8) and v (8 -> 4): 2 x 16 + 2 x 12 = 56 per layer, 112 trainable, fp32.
+    # Weights 1,704 x 2 + 112 x 4 = 3,856; Adam 2 x 4 x 112 = 896; temporary 448; gradients 448.
+    # Per token per layer: norms save only the fp32 input (frozen weight) 2 x 32 = 64; SDPA 56; MLP with
+    # down_proj frozen 3 x 2 x 16 = 96; adapters: r-dim outputs 4 x 2 x 2 = 16 plus, with dropout, a mask
+    # and a dropped fp32 copy of each input (1 + 4) x 8 x 2 = 80: 96. 312 x 4 tokens = 1,248 per layer.
+    # Full checkpointing keeps each layer's input 2 x 8 x 4 = 64: 128 for both; final norm 32 x 4 = 128;
+    # fused loss: no logits saved, one fp32 chunk and its gradient 2 x 4 x 32 x 4 = 1,024 of temporaries.
+    # Backward peaks in the first layer: 3,856 + 896 + 448 + (1,248 + 64) + 384 = 6,896.
+    memory = estimate_training(
+        TrainingSetup(
+            architecture=TINY,
+            method="lora",
+            precision="bf16",
+            lora_rank=2,
+            lora_targets=("q_proj", "v_proj"),
+            lora_dropout=0.1,
+            checkpointing="full",
+            fused_loss=True,
+            seq_len=4,
+        ),
+        overhead=0,
+    )
+    assert memory.trainable_params == 112
+    assert memory.phases == {
+        "forward": {"weights": 3856, "optimizer": 896, "activations": 256, "temporaries": 1024},
+        "backward": {"weights": 3856, "optimizer": 896, "gradients": 448, "activations": 1312, "temporaries": 384},
+        "optimizer_step": {"weights": 3856, "optimizer": 896, "gradients": 448, "optimizer_step_temporaries": 448},
+    }
+
+
+def test_qlora_dora_selective_checkpointing_8bit_adam():
+    # QLoRA + DoRA r=1 on all seven linears: r x (d_in + d_out) = 16 + 12 + 12 + 16 + 24 + 24 + 24 = 128
+    # plus a magnitude per output 8 + 4 + 4 + 8 + 16 + 16 + 8 = 64: 192 per layer, 384 trainable (bf16).
+    # Weights: NF4 without double quantization 0.5 + 4/64 = 0.5625 B x 1,152 = 648, the rest 552 x 2 =
+    # 1,104, adapters 384 x 2 = 768: 2,520. 8-bit Adam 384 x (2 + 8/2048) = 769.5; gradients 768.
+    # Selective checkpointing per token per layer: input and row outputs 3 x 2 x 8 = 48, gate and up
+    # 2 x 2 x 16 = 64, SDPA 56, the adapters' tensors (r outputs 2 x 1 x 7 = 14; bf16 adapters on bf16
+    # inputs save the two norm outputs 2 x 8 x 2 = 32; DoRA outputs 2 x 2 x 64 = 256): 302 -> 470 x 4
+    # tokens x 2 layers = 3,760. Final norm 128, logits 256 + 512 + upcast 512. Saved 4,656.
+    # Forward temporaries: DoRA's weight norm of down_proj (16^2 + 3 x 16 x 8) x 2 B = 1,280, above the
+    # upcast 512 and the NF4 dequantization 2 x 8 x 16 = 256. Peak forward: 2,520 + 769.5 + 4,656 +
+    # 1,280 = 9,225.5 -> 9,226 once each part is rounded up.
+    memory = estimate_training(
+        TrainingSetup(
+            architecture=TINY,
+            method="qlora",
+            precision="bf16",
+            lora_rank=1,
+            lora_bytes=2,
+            lora_variant="dora",
+            double_quant=False,
+            checkpointing="selective",
+            optimizer="adamw-8bit",
+            seq_len=4,
+        ),
+        overhead=0,
+    )
+    assert memory.trainable_params == 384
+    assert memory.phases == {
+        "forward": {"weights": 2520, "optimizer": 770, "activations": 4656, "temporaries": 1280},
+        "backward": {"weights": 2520, "optimizer": 770, "activations": 4656, "temporaries": 1024},
+        "optimizer_step": {"weights": 2520, "optimizer": 770, "gradients": 768},
+    }
+
+
+def test_zero3_over_four_gpus():
+    # ZeRO-3, bf16-mixed, 4 ranks: 16-bit working weights 1,704 x 2 / 4 = 852; fp32 master 4 x 1,704 =
+    # 6,816 joins Adam's 13,632: 20,448 / 4 = 5,112; gradients 1,704 / 4 x 2 = 852; temporary 6,816 / 4 =
+    # 1,704. Gathered: the largest unit (a layer, 592 > 256) twice in 16-bit, 2 x 2 x 592 = 2,368, plus
+    # its full 16-bit gradient 1,184: 3,552. No autocast copies once sharded.
+    # Activations as the bf16 case but with autocast norms: (208 + 56 + 128) x 4 = 1,568 per layer, saved
+    # 3,136 + 256 + 256 + 512 = 4,160. Backward start: 852 + 5,112 + 3,552 + 4,160 + 1,024 = 14,700.
+    fixed = {"weights": 852, "optimizer": 5112, "gathered_parameters": 3552}
+    assert phases(TrainingSetup(architecture=TINY, precision="bf16-mixed", sharding="zero3", gpus=4, seq_len=4)) == {
+        "forward": {**fixed, "activations": 4160, "temporaries": 512},
+        "backward": {**fixed, "activations": 4160, "temporaries": 1024},
+        "optimizer_step": {**fixed, "gradients": 852, "optimizer_step_temporaries": 1704},
+    }
+
+
+def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
+    # ZeRO-2 over 2 ranks, bf16, SGD with momentum: one 2 B state, 3,408 / 2 = 1,704; gradients 852
+    # elements x 2 B = 1,704. Optimizer offload to NVMe moves the states plus an fp32 gradient copy:
+    # 1,704 + 4 x 852 = 5,112. Parameter offload to the host moves the weights 3,408 and the gradients
+    # 1,704: 5,112. What stays is the streamed layer, 2 x 2 B x 592 = 2,368.
+    memory = estimate_training(
+        TrainingSetup(
+            architecture=TINY,
+            precision="bf16",
+            sharding="zero2",
+            gpus=2,
+            offload_optimizer="nvme",
+            offload_parameters="cpu",
+            optimizer="sgd",
+            seq_len=4,
+        ),
+        overhead=0,
+    )
+    assert memory.phases == {
+        "forward": {"gathered_parameters": 2368, "activations": 3520, "temporaries": 512},
+        "backward": {"gathered_parameters": 2368, "activations": 3520, "temporaries": 1024},
+        "optimizer_step": {"gathered_parameters": 2368},
+    }
+    assert (memory.host, memory.nvme) == (5112, 5112)
+
+
+# -- one setting changed from test_full_bf16_adamw_manual_loop ------------------------------------
+# Base: weights 3,408, AdamW 6,816, its temporary 3,408, gradients 3,408, saved activations 3,520,
+# forward temporaries 512, loss gradients 1,024.
+BASE_FORWARD = {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 512}
+BASE_BACKWARD = {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 1024}
+
+
+def bf16(**changes) -> TrainingSetup:
+    return TrainingSetup(**{"architecture": TINY, "precision": "bf16", "seq_len": 4, **changes})
+
+
+def test_optimizers():
+    # Fused AdamW: no foreach temporary.
+    assert phases(bf16(optimizer="adamw-fused"))["optimizer_step"] == {
+        "weights": 3408,
+        "optimizer": 6816,
+        "gradients": 3408,
+    }
+    # Paged 8-bit Adam: 1,704 x (2 + 2 x 4 / 2048) = 3,414.66 B, on the GPU only for the step.
+    paged = phases(bf16(optimizer="adamw-8bit-paged"))
+    assert paged["forward"] == {"weights": 3408, "activations": 3520, "temporaries": 512}
+    assert paged["optimizer_step"] == {"weights": 3408, "gradients": 3408, "paged_optimizer_states": 3415}
+    # SGD without momentum keeps no state.
+    assert phases(bf16(optimizer="sgd", momentum=0.0))["optimizer_step"] == {"weights": 3408, "gradients": 3408}
+    # Adafactor: per layer the factored rows and columns 3 x 8 + 8 + 2 x 4 + 3 x (8 + 16) = 112, x 2 layers,
+    # plus vocabulary 32 and hidden 8: 264 fp32 values = 1,056 B; two fp32 temporaries of the largest
+    # matrix (the 32 x 8 embedding/head, 256): 2,048 B.
+    assert phases(bf16(optimizer="adafactor"))["optimizer_step"] == {
+        "weights": 3408,
+        "optimizer": 1056,
+        "gradients": 3408,
+        "optimizer_step_temporaries": 2048,
+    }
+
+
+def test_fp32_and_mixed_without_autocast():
+    # fp32: 4 B everything. Activations at 4 B per token per layer: norms 2 x (4 x 8 + 2 x 4 x 8) = 192,
+    # SDPA 4 x 24 + 8 = 104, MLP 4 x 4 x 16 = 256: 552 x 4 = 2,208 per layer; logits 4 x 32 x 4 = 512
+    # returned and 512 log-softmax, no upcast; final norm 96 x 4 = 384: saved 4,416 + 384 + 1,024 = 5,824.
+    assert phases(bf16(precision="fp32")) == {
+        "forward": {"weights": 6816, "optimizer": 13632, "activations": 5824},
+        "backward": {"weights": 6816, "optimizer": 13632, "activations": 5824, "temporaries": 1024},
+        "optimizer_step": {"weights": 6816, "optimizer": 13632, "gradients": 6816, "optimizer_step_temporaries": 6816},
+    }
+    # bf16-mixed without autocast (the ZeRO convention): 2 B working weights and gradients, the fp32
+    # master 4 x 1,704 = 6,816 joins the fp32 Adam states 13,632: 20,448; temporary 4 x 1,704 = 6,816.
+    assert phases(bf16(precision="bf16-mixed", autocast=False))["optimizer_step"] == {
+        "weights": 3408,
+        "optimizer": 20448,
+        "gradients": 3408,
+        "optimizer_step_temporaries": 6816,
+    }
+
+
+def test_full_checkpointing_moves_the_backward_peak_into_the_first_layer():
+    # Two sequences of 4 (8 tokens). Kept: each layer's input 2 x 8 x 8 = 128 (256 for both) + final norm
+    # 64 x 8 = 512 + logits 512 + 1,024 = 2,304. Backward start 3,408 + 6,816 + 2,304 + 2 x 4 x 32 x 8 =
+    # 14,576; end 3,408 + 6,816 + 3,408 = 13,632; in the first layer: half the gradients 1,704 + the
+    # recomputed layer 312 x 8 = 2,496 + its input 128 + MLP backward 3 x 2 x 16 x 8 = 768: 15,320.
+    assert phases(bf16(checkpointing="full", micro_batch=2))["backward"] == {
+        "weights": 3408,
+        "optimizer": 6816,
+        "gradients": 1704,
+        "activations": 2624,
+        "temporaries": 768,
+    }
+    # Eager attention with full checkpointing: masked scores, their fp32 upcast and the softmax coexist,
+    # 10 B x 2 heads x 4^2 = 320, below the logits upcast 512; the score gradients 6 x 32 = 192 below the
+    # MLP's 384.
+    assert phases(bf16(checkpointing="full", attention="eager"))["forward"]["temporaries"] == 512
+
+
+def test_optimizer_in_backward():
+    # Each gradient is applied at once: no optimizer-step phase; at most the largest matrix's gradient
+    # (256 x 2 B = 512) and its step temporary (3,408 x 256 / 1,704 = 512) in the first layer, which stays
+    # below the backward start (14,768): 3,408 + 6,816 + 512 + 1,248 + 384 + 512 = 12,880.
+    assert phases(bf16(optimizer_in_backward=True)) == {"forward": BASE_FORWARD, "backward": BASE_BACKWARD}
+
+
+def test_activation_offloading_keeps_two_layers():
+    # Three layers (2,296 parameters: weights 4,592, Adam 9,184): two layers' 1,248 B stay, the third
+    # goes to the host. Saved 2,496 + 256 + 256 + 512 = 3,520; backward ends with all gradients 4,592.
+    three = Architecture(layers=3, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32)
+    memory = estimate_training(bf16(architecture=three, activation_offloading=True), overhead=0)
+    assert memory.host == 1248
+    assert memory.phases["forward"] == {"weights": 4592, "optimizer": 9184, "activations": 3520, "temporaries": 512}
+    assert memory.phases["backward"] == {"weights": 4592, "optimizer": 9184, "gradients": 4592}
+
+
+def test_tensor_parallel_with_sequence_parallelism():
+    # TP 2: half the layers' 1,184 and half the embedding and head 520: 852 parameters, 1,704 B.
+    # Per token per layer: norms split over 2 ranks (64 / 2 x 2 = 64); SDPA with 4 query columns, the one
+    # KV head replicated (4), 1 head: 2 x (8 + 8) + 4 = 36; MLP 8 wide: 4 x 2 x 8 = 64; 164 x 4 = 656.
+    # Logits over 16 of the vocabulary: 128 + 256 + upcast 256; final norm 32 x 4: saved 1,312 + 128 +
+    # 384 = 1,824. Loss gradients 2 x 4 x 16 x 4 = 512.
+    assert phases(bf16(tensor_parallel=2, gpus=2, sequence_parallel=True)) == {
+        "forward": {"weights": 1704, "optimizer": 3408, "activations": 1824, "temporaries": 256},
+        "backward": {"weights": 1704, "optimizer": 3408, "activations": 1824, "temporaries": 512},
+        "optimizer_step": {"weights": 1704, "optimizer": 3408, "gradients": 1704, "optimizer_step_temporaries": 1704},
+    }
+
+
+def test_pipeline_parallel_first_stage():
+    # PP 2: one layer (592) plus the larger edge, the head and final norm (264) over the embedding (256):
+    # 856 parameters, 1,712 B; 1F1B keeps both layers' activations on the first stage (3,520).
+    assert phases(bf16(pipeline_parallel=2, gpus=2))["optimizer_step"] == {
+        "weights": 1712,
+        "optimizer": 3424,
+        "gradients": 1712,
+        "optimizer_step_temporaries": 1712,
+    }
+    assert phases(bf16(pipeline_parallel=2, gpus=2))["forward"]["activations"] == 3520
+
+
+# Six 4-wide query heads over three KV heads (not a multiple of TP 2: GP303's case, still estimated),
+# hidden 8, a plain 16-wide MLP.
+ODD = Architecture(layers=2, hidden=8, heads=6, kv_heads=3, head_dim=4, intermediate=16, vocab=32, mlp="plain")
+
+
+def test_layer_bytes_per_token_under_tensor_parallelism():
+    odd = bf16(architecture=ODD, tensor_parallel=2, gpus=2)
+    # Per GPU: 24 / 2 = 12 query columns, 3 // 2 = 1 KV head of 4, 3 heads, MLP 8 wide.
+    # Norms 2 x (4 x 8 + 2 x 2 x 8) = 128; SDPA 2 x (2 x 12 + 2 x 4) + 4 x 3 = 76; plain MLP 2 x 2 x 8 = 32.
+    assert layer_activation_bytes_per_token(odd) == 236
+    # Eager: q, repeated k and v and the o_proj input 2 x 4 x 12 = 96, fp32 probabilities and their bf16
+    # cast (4 + 2) x 3 heads x 4 keys = 72.
+    assert layer_activation_bytes_per_token(dataclasses.replace(odd, attention="eager")) == 128 + 168 + 32
+    # LayerNorm saves its bf16 input (2 x 8) instead of an fp32 copy: 2 x (16 + 32) = 96.
+    layer_norm = dataclasses.replace(ODD, norm="layer")
+    assert layer_activation_bytes_per_token(dataclasses.replace(odd, architecture=layer_norm)) == 96 + 76 + 32
+    # A fused QKV projection keeps its whole output: 2 x (12 + 4) = 32 more.
+    fused = dataclasses.replace(ODD, fused_qkv=True)
+    assert layer_activation_bytes_per_token(dataclasses.replace(odd, architecture=fused)) == 236 + 32
+    # Selective checkpointing keeps the layer input and the row outputs 3 x 2 x 8 = 48, the one column
+    # matrix of a plain MLP 2 x 8 = 16, and q, k, v, SDPA output and logsumexp 2 x 32 + 4 x 6 / 2 = 76.
+    assert selective_layer_bytes_per_token(odd) == 48 + 16 + 76
+
+
+def test_moe_and_qlora_layer_bytes():
+    # MoE, per token per layer: norms 128, SDPA 56; per routed expert its gated MLP 4 x 2 x 8 = 64 plus the
+    # gathered token and weighted output 2 x 2 x 8 = 32, for 2 experts = 192; the router's fp32 logits,
+    # softmax and top-k weights 3 x 4 B x 4 experts = 48. 128 + 56 + 240 = 424.
+    assert layer_activation_bytes_per_token(bf16(architecture=MOE)) == 424
+    # LoRA without down_proj: each expert keeps 3 x 2 x 8 = 48 + 32: 2 x 80 + 48 = 208; norms save only
+    # their fp32 input (frozen weights) 2 x 32 = 64; adapters on q, v at rank 2: r outputs 4 x 2 x 2 = 16
+    # and fp32 casts of their (norm) inputs 2 x 4 x 8 = 64.
+    lora = bf16(architecture=MOE, method="lora", lora_rank=2, lora_targets=("q_proj", "v_proj"))
+    assert layer_activation_bytes_per_token(lora) == 64 + 56 + 208 + 80
+    # QLoRA on TINY with the same adapters: bitsandbytes also saves each 4-bit linear's input: both norm
+    # outputs 2 x 2 x 8 = 32 (the fp32 adapters keep their own casts), the attention output 2 x 8 = 16 and,
+    # down_proj not being adapted, its input 2 x 16 = 32. 64 + 56 + 96 (frozen-down MLP) + 80 + 80 = 376.
+    qlora = bf16(method="qlora", lora_rank=2, lora_targets=("q_proj", "v_proj"))
+    assert layer_activation_bytes_per_token(qlora) == 376
+
+
+def test_shared_experts_keep_a_gated_mlp_of_activations():
+    # A shared expert of width 8 keeps gate, up, silu(gate) and the down_proj input: 4 x 2 B x 8 = 64 B
+    # per token and layer in bf16, on top of the routed experts (MOE's 424, test_moe_and_qlora_layer_bytes).
+    moe = MOE
+    setup = TrainingSetup(
+        architecture=moe,
+        method="full",
+        precision="bf16",
+        optimizer="adamw",
+        micro_batch=1,
+        seq_len=64,
+        checkpointing="none",
+    )
+    shared = dataclasses.replace(
+        setup, architecture=dataclasses.replace(moe, shared_experts=1, shared_expert_intermediate=8)
+    )
+    assert layer_activation_bytes_per_token(shared) - layer_activation_bytes_per_token(setup) == 64
+
+
+def test_fp32_adapter_base_under_autocast_caches_bf16_copies():
+    # LoRA over an fp32 base under bf16-mixed: each linear and the LM head cast to bf16 and kept until
+    # backward, 2 x (1,152 + 256) = 2,816 B.
+    setup = bf16(precision="bf16-mixed", method="lora", model_dtype_bytes=4, lora_rank=2, lora_targets=("q_proj",))
+    assert phases(setup)["forward"]["autocast_weight_copies"] == 2816
+
+
+def test_fused_loss_leaves_no_loss_gradients():
+    # Two sequences of 4: layers 2 x 312 x 8 = 4,992 + final norm 512, no logits: 5,504 saved; the backward
+    # start (3,408 + 6,816 + 5,504 = 15,728) beats the first layer (10,224 + 1,704 + 2,496 + 768 = 15,192)
+    # and holds no loss temporaries.
+    assert phases(bf16(fused_loss=True, micro_batch=2))["backward"] == {
+        "weights": 3408,
+        "optimizer": 6816,
+        "activations": 5504,
+    }
+
+
+def test_data_parallel_degree_rounds_down():
+    # 3 GPUs at TP 2: one data-parallel replica (the third GPU idles), not 1.5.
+    assert bf16(gpus=3, tensor_parallel=2).data_parallel == 1
+    assert bf16(gpus=8, tensor_parallel=2, pipeline_parallel=2).data_parallel == 2
+
+
+def test_autocast_norms_of_a_plain_mlp_have_one_reader_fewer():
+    # Under autocast each norm saves x and x_hat in fp32 (2 x (4 x 8 + 4 x 8) = 128 B per token at hidden 8)
+    # and every linear that reads the norm's output saves its own bf16 cast (2 x 8 = 16 B): q, k and v
+    # read the first norm; gate and up read the second in a gated MLP (5 readers: 208 B), up alone in a
+    # plain one (4 readers: 192 B).
+    from gpuplan.estimate.training import _autocast_norm_bytes
+
+    gated = TrainingSetup(architecture=TINY, precision="bf16-mixed")
+    plain = TrainingSetup(architecture=dataclasses.replace(TINY, mlp="plain"), precision="bf16-mixed")
+    assert (_autocast_norm_bytes(gated), _autocast_norm_bytes(plain)) == (208, 192)

@@ -14,10 +14,9 @@ import yaml
 
 from gpuplan.catalog import gpu_catalog
 from gpuplan.estimate.serving import ServingSetup, serving_shape
-from gpuplan.estimate.training import TrainingSetup, layer_activation_bytes_per_token
 from gpuplan.linter import LintOptions, lint_bytes
 from gpuplan.rules.form_factor import _siblings
-from tests.tiny_architectures import MOE, TINY
+from tests.tiny_architectures import TINY
 
 TODAY = datetime.date(2026, 12, 2)
 # examples/findings/form-factor-pcie-tp.yaml: TP 2 over PCIe, where one A100 PCIe 80GB holds it.
@@ -47,24 +46,6 @@ def test_the_vision_tower_is_reported_on_the_first_stage():
     assert serving_shape(setup, 10**9).at(1).vision_weights == 2000
     plain = ServingSetup(architecture=tiny, context=16, concurrency=1)
     assert serving_shape(plain, 10**9).at(1).vision_weights == 0
-
-
-def test_shared_experts_keep_a_gated_mlp_of_activations():
-    # x__mlp_bytes__mutmut_27 (shared-expert bytes divided by 4 instead of multiplied). A shared expert of
-    # width 8 keeps gate, up, silu(gate) and the down_proj input: 4 x 2 B x 8 = 64 B per token and layer
-    # in bf16, on top of the routed experts (test_mutation_kills_training's MoE: 424).
-    moe = MOE
-    setup = TrainingSetup(
-        architecture=moe,
-        method="full",
-        precision="bf16",
-        optimizer="adamw",
-        micro_batch=1,
-        seq_len=64,
-        checkpointing="none",
-    )
-    shared = replace(setup, architecture=replace(moe, shared_experts=1, shared_expert_intermediate=8))
-    assert layer_activation_bytes_per_token(shared) - layer_activation_bytes_per_token(setup) == 64
 
 
 def test_checkpoints_that_exactly_fill_the_storage_fit():
