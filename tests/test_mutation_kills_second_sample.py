@@ -13,10 +13,8 @@ from dataclasses import replace
 import yaml
 
 from gpuplan.catalog import gpu_catalog
-from gpuplan.estimate.serving import ServingSetup, serving_shape
 from gpuplan.linter import LintOptions, lint_bytes
 from gpuplan.rules.form_factor import _siblings
-from tests.tiny_architectures import TINY
 
 TODAY = datetime.date(2026, 12, 2)
 # examples/findings/form-factor-pcie-tp.yaml: TP 2 over PCIe, where one A100 PCIe 80GB holds it.
@@ -35,17 +33,6 @@ serve:
 def findings(text: str, *codes: str, catalog_hints: bool = False):
     options = LintOptions(today=TODAY, select=codes, catalog_hints=catalog_hints)
     return lint_bytes("spec.yaml", textwrap.dedent(text).encode(), options).findings
-
-
-def test_the_vision_tower_is_reported_on_the_first_stage():
-    # x_serving_shape__mutmut_185 (vision weights reported off the first stage). One stage: the binding
-    # stage is stage 0, which holds the tower: 1,000 parameters x 2 B (bf16) = 2,000 B, the
-    # vision_weights field; without a tower, 0.
-    tiny = TINY
-    setup = ServingSetup(architecture=replace(tiny, vision_params=1000), context=16, concurrency=1)
-    assert serving_shape(setup, 10**9).at(1).vision_weights == 2000
-    plain = ServingSetup(architecture=tiny, context=16, concurrency=1)
-    assert serving_shape(plain, 10**9).at(1).vision_weights == 0
 
 
 def test_checkpoints_that_exactly_fill_the_storage_fit():
@@ -283,16 +270,3 @@ def test_right_sizing_costs_are_in_the_spec_currency():
         "GP505",
     )
     assert finding.message.endswith("meets the SLO for 365 EUR/month, saving about 2,555 EUR a month (88%)")
-
-
-def test_a_pool_smaller_than_one_sequence_holds_none():
-    # x_max_concurrency__mutmut_8 (at least 1): test_mutation_kills_serving's one-GPU TINY deployment
-    # leaves 1,558,704 B of KV pool for 1,024 B sequences (1,522 of them); with a budget 1,558,204 B
-    # smaller the pool is 500 B, less than one sequence: 0, which GP203 reports as "at most 0".
-    from gpuplan.estimate.serving import estimate_serving, max_concurrency
-
-    setup = ServingSetup(architecture=TINY, context=20, concurrency=400, max_batched_tokens=8, max_num_seqs=4)
-    memory = estimate_serving(setup, usable_bytes=300_000_000)
-    assert (memory.kv_available, memory.kv_bytes_per_sequence, max_concurrency(memory)) == (1_558_704, 1024, 1522)
-    starved = replace(memory, budget=memory.budget - 1_558_204)
-    assert (starved.kv_available, max_concurrency(starved)) == (500, 0)
