@@ -51,6 +51,21 @@ def test_with_catalog_hints_the_hint_adds_the_cheapest_of_any_gpu():
     assert hint(KV_SHORT, "GP203", catalog_hints=True) == f"{ON_DECLARED}; {CHEAPEST}"
 
 
+def test_the_hint_costs_its_layouts_in_the_spec_currency():
+    # The costs come from budget.prices, in the currency they are quoted in, not the catalog's USD:
+    # 4 x 3.5 x 730 = 10,220 a month on the declared GPU and 2 x 4.0 x 730 = 5,840 for the cheapest, in
+    # EUR for KV_SHORT and, the same figures quoted in GBP, in GBP.
+    assert hint(KV_SHORT, "GP203", catalog_hints=True) == (
+        "on h100-sxm: 4 x h100-sxm, tensor_parallel 4 (10,220 EUR/month); "
+        "cheapest: 2 x h200-sxm, tensor_parallel 2 (5,840 EUR/month)"
+    )
+    in_pounds = KV_SHORT.replace("currency: EUR", "currency: GBP")
+    assert hint(in_pounds, "GP203", catalog_hints=True) == (
+        "on h100-sxm: 4 x h100-sxm, tensor_parallel 4 (10,220 GBP/month); "
+        "cheapest: 2 x h200-sxm, tensor_parallel 2 (5,840 GBP/month)"
+    )
+
+
 def test_no_layout_on_the_declared_gpu_is_said_with_its_limits():
     # 405B in bf16 is 811.6 GB (756 GiB) of weights; 8 L4s give the engine 8 x 19.8 GiB: no layout of L4
     # within plan.max_gpus = 8 holds it, and the hint says so rather than "no layout" of any GPU, which

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import textwrap
-from dataclasses import replace
 
 import yaml
 
@@ -154,20 +153,6 @@ def test_ttft_hint_names_the_levers():
     assert finding.hint == "more TP, a faster GPU, or shorter prompts"
 
 
-def test_every_configured_efficiency_reaches_the_estimator():
-    # x_efficiency_of__mutmut_6 (thresholds.training_mfu dropped): each of the three configured figures
-    # must arrive in the Efficiency the estimator and the planner use; unset, each stays None (the
-    # calibrated figures apply).
-    from gpuplan.config import default_settings
-    from gpuplan.rules.context import efficiency_of
-
-    configured = replace(default_settings(), prefill_mfu=0.31, decode_bandwidth=0.62, training_mfu=0.27)
-    efficiency = efficiency_of(configured)
-    assert (efficiency.prefill_mfu, efficiency.decode_bandwidth, efficiency.training_mfu) == (0.31, 0.62, 0.27)
-    unset = efficiency_of(default_settings())
-    assert (unset.prefill_mfu, unset.decode_bandwidth, unset.training_mfu) == (None, None, None)
-
-
 def test_pipeline_only_parallelism_not_needed_names_the_stages_not_all_reduces():
     # x__serve_parallelism_not_needed__mutmut_43 (PP named only from 3 stages). Llama 3.1 8B at 8 x 8K
     # fits one H100 (25.0 GiB); the declared PP 2 has no all-reduces (TP 1): each token passes the two
@@ -207,27 +192,6 @@ def test_four_gpus_as_tp2_by_pp2_are_not_one_gpu():
     )
     assert [f.code for f in found] == ["GP201"]
     assert "(weights 189.0 GiB)" in found[0].message
-
-
-def test_layout_hints_are_in_the_spec_currency():
-    # x_layout_hint__mutmut_4 (currency dropped): 70B at 8 x 8K on 2 x H100 TP 2 runs out of KV cache
-    # (GP203); with catalog hints on, the hint's costs come from budget.prices in EUR: 4 x 3.5 x 730 = 10,220 EUR/month and
-    # 2 x 4.0 x 730 = 5,840 EUR/month.
-    (finding,) = findings(
-        """
-        version: 1
-        name: t
-        model: {id: llama-3.1-70b}
-        serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}}
-        budget: {currency: EUR, prices: {h100-sxm: 3.5, h200-sxm: 4.0}, prices_date: 2026-11-30}
-        """,
-        "GP203",
-        catalog_hints=True,
-    )
-    assert finding.hint == (
-        "on h100-sxm: 4 x h100-sxm, tensor_parallel 4 (10,220 EUR/month); "
-        "cheapest: 2 x h200-sxm, tensor_parallel 2 (5,840 EUR/month)"
-    )
 
 
 def test_a_cheaper_layout_names_the_constraints_of_its_job():

@@ -696,6 +696,16 @@ def test_threshold_overrides_replace_the_calibrated_figures():
     assert fixed.step_s == pytest.approx(compute + 0.04195, abs=2e-4)
 
 
+def test_every_configured_efficiency_reaches_the_estimator():
+    # Each of the three configured figures arrives in the Efficiency the estimator and the planner use;
+    # unset, each stays None (the calibrated figures apply).
+    configured = replace(default_settings(), prefill_mfu=0.31, decode_bandwidth=0.62, training_mfu=0.27)
+    efficiency = efficiency_of(configured)
+    assert (efficiency.prefill_mfu, efficiency.decode_bandwidth, efficiency.training_mfu) == (0.31, 0.62, 0.27)
+    unset = efficiency_of(default_settings())
+    assert (unset.prefill_mfu, unset.decode_bandwidth, unset.training_mfu) == (None, None, None)
+
+
 SPEC = """\
 version: 1
 name: speed
