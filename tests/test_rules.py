@@ -1,9 +1,12 @@
-"""Rules: messages with their numbers, configuration, waivers, and consistency properties."""
+"""Rules: messages with their numbers, each comparison at its threshold, configuration, waivers, and
+consistency properties."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
+import textwrap
 from pathlib import Path
 
 import yaml
@@ -11,15 +14,27 @@ from conftest import EXAMPLES, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuplan.catalog import gpu_catalog
 from gpuplan.config import Settings
-from gpuplan.linter import LintOptions, lint_bytes
-from gpuplan.units import format_ms
+from gpuplan.linter import LintOptions, LintResult, lint_bytes
+from gpuplan.rules.form_factor import _siblings
+from gpuplan.units import format_gib, format_ms
 
 TODAY = datetime.date(2026, 12, 2)
 
 
+def lint(text: str, **options) -> LintResult:
+    """The lint result of a spec's text (its common indentation removed), judged on TODAY."""
+    return lint_bytes("spec.yaml", textwrap.dedent(text).encode(), LintOptions(today=TODAY, **options))
+
+
 def lint_text(text: str, **options) -> list:
-    return list(lint_bytes("spec.yaml", text.encode(), LintOptions(today=TODAY, **options)).findings)
+    return list(lint(text, **options).findings)
+
+
+def findings(text: str, *codes: str, catalog_hints: bool = False):
+    """The findings of the rules ``codes`` on a spec's text."""
+    return lint(text, select=codes, catalog_hints=catalog_hints).findings
 
 
 def spec(serve: dict | None = None, finetune: dict | None = None, model: str = "llama-3.1-8b", **extra) -> str:
@@ -256,3 +271,530 @@ def test_ttft_slo_message_names_the_prompt_the_load_and_the_idle_figure():
         f"(TP 1; {format_ms(speed.ttft_single_s, 0)} ms alone) exceeds the SLO of 1 ms"
     )
     assert finding.hint == "more TP, a faster GPU, or shorter prompts"
+
+
+# -- GP2: fit -------------------------------------------------------------------------------------------
+# A rule compares an estimate (pinned in test_finetune_settings.py and test_vllm_memory.py) with a
+# threshold. These tests take the estimate as the input and move the threshold to either side of it, so
+# that a flipped comparison, a lost factor of 100 or a changed share fails them; messages are compared
+# whole.
+TWO_JOBS = {
+    "version": 1,
+    "name": "t",
+    "model": {"id": "llama-3.1-8b"},
+    "finetune": {"method": "lora", "seq_len": 2048, "hardware": {"gpu": "h100-sxm"}},
+    "serve": {"context": 8192, "concurrency": 8, "hardware": {"gpu": "h100-sxm"}},
+}
+
+
+def lint_at(select: tuple[str, ...], document: dict = TWO_JOBS, **thresholds):
+    """The rules ``select`` on ``document`` under the default thresholds with ``thresholds`` changed."""
+    first = lint(yaml.safe_dump(document), select=select)
+    settings = dataclasses.replace(first.settings, **thresholds) if thresholds else first.settings
+    return lint(yaml.safe_dump(document), select=select, settings=settings)
+
+
+def test_low_headroom_at_the_margin():
+    analysis = lint_at(("GP202",)).analysis
+    f, s = analysis.finetune, analysis.serve
+    train_free = (f.gpu.usable_bytes - f.memory.per_gpu) / f.gpu.usable_bytes  # about 0.50
+    serve_free = (s.memory.budget - s.memory.per_gpu) / s.memory.budget  # about 0.65
+    assert lint_at(("GP202",)).findings == ()  # the 10% default margin
+    # A margin just above the fine-tuning job's free share (in per cent) reports it, not the serving job.
+    (finding,) = lint_at(("GP202",), headroom_pct=train_free * 100 * 1.001).findings
+    free = f.gpu.usable_bytes - f.memory.per_gpu
+    assert finding.pointer == "/finetune/hardware/gpu"
+    assert finding.message == (
+        f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on h100-sxm "
+        f"({train_free:.0%}, margin {train_free * 1.001:.0%})"
+    )
+    assert finding.hint == "activation checkpointing, a fused loss or shorter sequences buy headroom"
+    # Just above the serving job's share reports both; just below it, only fine-tuning.
+    both = lint_at(("GP202",), headroom_pct=serve_free * 100 * 1.001).findings
+    assert [x.pointer for x in both] == ["/finetune/hardware/gpu", "/serve/concurrency"]
+    assert both[1].message == (
+        f"serving leaves {format_gib(s.memory.budget - s.memory.per_gpu)} of the {format_gib(s.memory.budget)} "
+        f"engine budget free on h100-sxm ({serve_free:.0%}, margin {serve_free * 1.001:.0%})"
+    )
+    assert both[1].hint == "an fp8 KV cache halves the cache; or lower concurrency or context"
+    assert len(lint_at(("GP202",), headroom_pct=serve_free * 100 * 0.999).findings) == 1
+
+
+def test_activations_share_at_the_threshold():
+    # Peak phase of the LoRA job: backward, activations + temporaries over the per-GPU peak that the estimate
+    # and GP201 state (framework overhead included; about 60%).
+    f = lint_at(("GP205",)).analysis.finetune
+    phase = f.memory.phases[f.memory.peak_phase]
+    share = (phase["activations"] + phase["temporaries"]) / f.memory.per_gpu
+    assert lint_at(("GP205",), activations_share=share).findings == ()  # at the threshold: not above it
+    # Between the share of the whole peak and the share of the tensors alone (without the 1 GiB overhead):
+    # silent, so the share is of the peak the reader sees.
+    tensor_share = (phase["activations"] + phase["temporaries"]) / f.memory.tensor_peak
+    assert lint_at(("GP205",), activations_share=(share + tensor_share) / 2).findings == ()
+    (finding,) = lint_at(("GP205",), activations_share=share * 0.999).findings
+    assert finding.pointer == "/finetune/seq_len"
+    assert finding.message == (
+        f"activations and loss temporaries are {share:.0%} of the {format_gib(f.memory.per_gpu)} peak per GPU"
+    )
+    assert finding.hint == (
+        "try activation_checkpointing: full, fused_loss: true, a shorter seq_len than 2,048 or a smaller micro_batch"
+    )
+    # Switches already on are not suggested again.
+    document = {**TWO_JOBS, "finetune": {**TWO_JOBS["finetune"], "activation_checkpointing": True, "fused_loss": True}}
+    hints = [x.hint for x in lint_at(("GP205",), document, activations_share=0.0).findings]
+    assert hints == ["try a shorter seq_len than 2,048 or a smaller micro_batch"]
+
+
+def test_full_fine_tune_that_fits_as_an_adapter():
+    # Full fine-tuning of the 8B on 8 H100s: LoRA of the same shape fits one H100; one finding, LoRA's.
+    document = {
+        "version": 1,
+        "name": "t",
+        "model": {"id": "llama-3.1-8b"},
+        "finetune": {
+            "method": "full",
+            "seq_len": 2048,
+            "sharding": "zero3",
+            "hardware": {"gpu": "h100-sxm", "count": 8},
+        },
+    }
+    (finding,) = lint_at(("GP204",), document).findings
+    assert finding.pointer == "/finetune/method"
+    assert finding.hint == "consider method: lora if adapter quality suffices"
+    assert (
+        finding.message.startswith("full fine-tuning needs ")
+        and " per GPU on 8 x h100-sxm; lora (rank 16) needs " in finding.message
+    )
+    assert finding.message.endswith(" on 1 x h100-sxm")
+    # A LoRA job, or a full one that fits its single GPU, is not reported.
+    assert lint_at(("GP204",)).findings == ()
+    small = {
+        **document,
+        "model": {"id": "llama-3.2-1b"},
+        "finetune": {"method": "full", "seq_len": 512, "hardware": {"gpu": "h100-sxm"}},
+    }
+    assert lint_at(("GP204",), small).findings == ()
+
+
+def test_kv_capacity_message():
+    # Weights fit but 64 sequences of 131,072 tokens do not: the message names what is left and what fits.
+    document = {**TWO_JOBS, "serve": {"context": 131072, "concurrency": 64, "hardware": {"gpu": "h100-sxm"}}}
+    result = lint_at(("GP203",), document)
+    (finding,) = result.findings
+    s = result.analysis.serve
+    assert finding.pointer == "/serve/concurrency"
+    assert finding.message == (
+        f"64 x 131,072 tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU; "
+        f"{format_gib(s.memory.kv_available)} is left after weights and runtime on h100-sxm — at most "
+        f"{s.max_concurrency} sequences at 131,072 tokens, or {s.max_context:,} tokens at 64"
+    )
+    assert s.max_concurrency == 3  # the plural the message words: 3 sequences
+    assert lint_at(("GP203",)).findings == ()  # 8 x 8,192 fits
+
+
+def test_does_not_fit_messages_name_the_peak_the_shortfall_and_the_hint():
+    # Full fine-tuning of Llama-3.1-70B on 2 x h100-sxm (TP 2): about 16 B per parameter of weights,
+    # gradients and Adam states over two ranks (70.6e9 x 16 / 2 = 564 GB = 526 GiB) plus activations,
+    # peaking at the optimizer step: far over 79.2 GiB. Serving it on 2 x l4 (TP 2): its 141 GB of
+    # weights alone are over the two cards' engine budgets. The figures are the estimate's (pinned in
+    # test_finetune_settings.py / test_vllm_memory.py); these pin how the messages use them.
+    document = {
+        **TWO_JOBS,
+        "model": {"id": "llama-3.1-70b"},
+        "finetune": {
+            "method": "full",
+            "seq_len": 2048,
+            "hardware": {"gpu": "h100-sxm", "count": 2, "tensor_parallel": 2},
+        },
+        "serve": {"context": 8192, "concurrency": 8, "hardware": {"gpu": "l4", "count": 2, "tensor_parallel": 2}},
+    }
+    result = lint_at(("GP201",), document)
+    f, s = result.analysis.finetune, result.analysis.serve
+    finetune, serve = sorted(result.findings, key=lambda finding: finding.pointer)
+    assert f.memory.peak_phase == "optimizer_step"  # the message spells it with a space
+    assert finetune.pointer == "/finetune/hardware/gpu"
+    assert finetune.message == (
+        f"fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU at the optimizer step peak; h100-sxm has "
+        f"79.2 GiB usable — short by {format_gib(f.memory.per_gpu - f.gpu.usable_bytes)}"
+    )
+    assert finetune.hint.startswith("on h100-sxm: ") and "gpuplan plan compares every allowed GPU" in finetune.hint
+    # Before any KV cache: the whole per-GPU figure less the KV cache the 8 sequences would need.
+    assert s.memory.kv_cache > 0 and serve.pointer == "/serve/hardware/gpu"
+    assert serve.message.startswith(
+        f"serving needs {format_gib(s.memory.per_gpu - s.memory.kv_cache)} per GPU before any KV cache "
+        f"(weights {format_gib(s.memory.weights)}); l4 gives the engine {format_gib(s.memory.budget)}"
+    )
+    assert serve.hint.startswith("on l4: ")
+
+
+def test_one_gpu_that_more_of_the_same_would_hold_is_gp301_not_gp201():
+    # Full fine-tuning of Llama-3.1-8B on one h100-sxm: about 16 B per parameter (8.0e9 x 16 = 128 GB,
+    # 150.6 GiB with activations) against 79.2 GiB usable; more h100-sxm with sharding hold it, so the
+    # finding is GP301 (parallelism needed), and GP201 (a GPU too small at any count) stays silent.
+    document = {**TWO_JOBS, "finetune": {"method": "full", "seq_len": 2048, "hardware": {"gpu": "h100-sxm"}}}
+    document.pop("serve")
+    assert [finding.code for finding in lint_at(("GP201", "GP301"), document).findings] == ["GP301"]
+
+
+def test_four_gpus_as_tp2_by_pp2_are_not_one_gpu():
+    # TP 2 x PP 2 is four GPUs, not one (although tp / pp is 1). Llama 3.1 405B in bf16 is
+    # 405,853,388,800 x 2 B = 756 GiB, 189.0 GiB per GPU of four: the weights do not fit (GP201); GP301
+    # ("one GPU cannot hold it") is for one GPU only.
+    found = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-405b}
+        serve:
+          context: 8192
+          concurrency: 8
+          hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 2, pipeline_parallel: 2}
+        """,
+        "GP201",
+        "GP301",
+    )
+    assert [f.code for f in found] == ["GP201"]
+    assert "(weights 189.0 GiB)" in found[0].message
+
+
+# -- GP3: parallelism and form factor ---------------------------------------------------------------------
+SHARDED_LORA = """\
+version: 1
+name: t
+model: {id: llama-3.2-1b}
+finetune:
+  method: lora
+  seq_len: 2048
+  sharding: %s
+  hardware:
+    gpu: h100-sxm
+    count: 2
+    tensor_parallel: %d
+"""
+
+
+def lint_sharded(sharding: str, tensor_parallel: int):
+    return lint(SHARDED_LORA % (sharding, tensor_parallel), select=("GP302",)).findings
+
+
+def test_unneeded_sharding_points_at_sharding():
+    # A 1B LoRA job fits one H100 many times over: ZeRO-3 over 2 GPUs only adds traffic.
+    (finding,) = lint_sharded("zero3", 1)
+    assert finding.pointer == "/finetune/sharding"
+    assert (finding.line, finding.col) == (7, 13)  # the value on the key's line
+    assert finding.message.startswith("sharding zero3 is not needed: plain data parallelism on 2 x h100-sxm needs ")
+    assert finding.hint == "drop it; it only adds communication"
+
+
+def test_unneeded_tensor_parallelism_points_at_the_hardware_block():
+    (finding,) = lint_sharded("none", 2)
+    assert finding.pointer == "/finetune/hardware"
+    # The hardware mapping spans lines 9-11: the finding sits on its key, line 8, column 3.
+    assert (finding.line, finding.col) == (8, 3)
+    assert finding.message.startswith("tensor_parallel 2 is not needed: plain data parallelism on 2 x h100-sxm")
+
+
+def test_parallelism_needed_says_tensor_parallelism_for_serving_only():
+    # Serving is told "tensor parallelism is needed"; fine-tuning, whose answer may shard or pipeline,
+    # "parallelism is needed".
+    (serve,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-70b}
+        serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm, count: 1}}
+        """,
+        "GP301",
+    )
+    assert "; tensor parallelism is needed: " in serve.message
+    (finetune,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-70b}
+        finetune: {method: full, seq_len: 2048, hardware: {gpu: h100-sxm, count: 1}}
+        """,
+        "GP301",
+    )
+    assert "; parallelism is needed: " in finetune.message and "tensor parallelism" not in finetune.message
+    # ... and each at its own job's hardware, named as the job it is.
+    assert (serve.pointer, finetune.pointer) == ("/serve/hardware", "/finetune/hardware")
+    assert serve.message.startswith("serving needs ") and finetune.message.startswith("fine-tuning needs ")
+    assert "(79.2 GiB usable)" in finetune.message  # the catalog's usable bytes of h100-sxm, not the engine budget
+
+
+def test_pipeline_only_parallelism_not_needed_names_the_stages_not_all_reduces():
+    # Two stages are already a pipeline to name. Llama 3.1 8B at 8 x 8K fits one H100 (25.0 GiB); the
+    # declared PP 2 has no all-reduces (TP 1): each token passes the two stages in turn, and the advice
+    # is to drop pipeline_parallel, not tensor_parallel.
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm, count: 2, pipeline_parallel: 2}}
+        """,
+        "GP302",
+    )
+    assert finding.pointer == "/serve/hardware/pipeline_parallel"
+    assert finding.message.endswith(
+        " ms with tensor_parallel 1 x pipeline_parallel 2 (every token passes 2 pipeline stages in turn)"
+    )
+    assert finding.hint.startswith("use pipeline_parallel: 1 and count for replicas: paste serve: {concurrency: 4, ")
+
+
+# examples/findings/form-factor-pcie-tp.yaml: TP 2 over PCIe, where one A100 PCIe 80GB holds it.
+GEMMA_ON_TWO_L40S = """
+version: 1
+name: t
+model: {id: gemma-2-27b}
+serve:
+  context: 4096
+  concurrency: 4
+  kv_cache_dtype: fp8
+  hardware: {gpu: l40s, count: 2, tensor_parallel: 2}
+"""
+
+
+def test_nvl_and_pcie_cards_are_the_siblings_of_an_sxm_module():
+    # The catalog's H200 has an NVL card; its H100 both an NVL and a PCIe card.
+    catalog = gpu_catalog()
+    assert _siblings(catalog["h200-sxm"]) == ["h200-nvl"]
+    assert sorted(_siblings(catalog["h100-sxm"])) == ["h100-nvl", "h100-pcie"]
+
+
+def test_pcie_tensor_parallel_message_counts_the_all_reduces():
+    # Gemma-2-27B has 46 layers: two all-reduces each (attention and MLP outputs) = 92 per output token.
+    (finding,) = findings(
+        GEMMA_ON_TWO_L40S,
+        "GP312",
+    )
+    assert finding.message.startswith("tensor_parallel 2 on l40s (PCIe only) puts 92 all-reduces over PCIe")
+    assert "on every output token (TPOT estimate " in finding.message
+
+
+def test_a_larger_gpu_instead_of_tp_gives_the_layout_to_paste():
+    # The same deployment fits one A100 PCIe 80GB: the hint is the layout to paste.
+    (finding,) = findings(
+        GEMMA_ON_TWO_L40S,
+        "GP305",
+    )
+    assert finding.hint == "paste serve: {hardware: {gpu: a100-pcie-80gb, count: 1}}"
+
+
+# -- GP4: service levels ----------------------------------------------------------------------------------
+def test_ttft_hint_names_the_levers():
+    # A 32K prompt on one L40S against a 500 ms TTFT: the hint, as written.
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        serve:
+          context: 32768
+          output_tokens: 512
+          concurrency: 4
+          hardware: {gpu: l40s, count: 1}
+          slo: {ttft_ms: 500}
+        """,
+        "GP403",
+    )
+    assert finding.hint == "more TP, a faster GPU, or shorter prompts"
+
+
+# -- GP5: budget ------------------------------------------------------------------------------------------
+def lint_budget(budget: dict, select: tuple[str, ...], serve_gpu: str = "h100-sxm", finetune: bool = False):
+    document: dict = {
+        "version": 1,
+        "name": "t",
+        "model": {"id": "llama-3.1-8b"},
+        "serve": {"context": 8192, "concurrency": 8, "hardware": {"gpu": serve_gpu, "count": 2}},
+        "budget": budget,
+    }
+    if finetune:
+        document["finetune"] = {
+            "method": "lora",
+            "seq_len": 2048,
+            "tokens": 100_000_000,
+            "hardware": {"gpu": "h100-sxm"},
+        }
+    return lint(yaml.safe_dump(document), select=select)
+
+
+PRICED = {"currency": "USD", "prices": {"h100-sxm": 2.0}, "prices_date": "2026-11-30"}
+
+
+def test_serving_over_budget():
+    # 2 replicas x 1 H100 at 2.00 per GPU-hour x 730 hours a month = 2,920 USD.
+    (finding,) = lint_budget({**PRICED, "serve_monthly": 2000}, ("GP502",)).findings
+    assert finding.pointer == "/budget/serve_monthly"
+    assert finding.message == (
+        "serving costs 2,920 USD a month (2 x h100-sxm at 2.00/GPU-hour x 730 h) — over the budget of 2,000 USD by "
+        "920 USD"
+    )
+    assert lint_budget({**PRICED, "serve_monthly": 2920}, ("GP502",)).findings == ()  # at the budget: not over it
+    assert lint_budget(PRICED, ("GP502",)).findings == ()  # no budget declared
+
+
+def test_finetune_over_budget():
+    result = lint_budget({**PRICED, "finetune_total": 1}, ("GP501",), finetune=True)
+    (finding,) = result.findings
+    f = result.analysis.finetune
+    # Cost = hours x 1 GPU x 2.00: the figures come from the speed model (pinned elsewhere).
+    assert f.cost == f.speed.hours * 1 * 2.0
+    assert finding.pointer == "/budget/finetune_total"
+    # Amounts under 100 are shown to the cent, and the overrun is the difference of the amounts shown:
+    # 3.99 - 1.00 = 2.99 (the old message said "about 4 USD ... over the budget of 1 by 3").
+    assert round(f.cost, 2) == 3.99
+    assert finding.message == (
+        "fine-tuning costs about 3.99 USD (2.0 h x 1 x h100-sxm at 2.00/GPU-hour) "
+        "— over the budget of 1.00 USD by 2.99 USD"
+    )
+    assert lint_budget({**PRICED, "finetune_total": f.cost}, ("GP501",), finetune=True).findings == ()
+
+
+def test_missing_and_stale_prices():
+    # An unknown currency leaves the catalog GPU unpriced: both jobs' GPUs are reported.
+    unpriced = lint_budget({"currency": "XTS"}, ("GP503",), finetune=True).findings
+    assert [(x.pointer, x.message) for x in unpriced] == [
+        ("/finetune/hardware/gpu", "no price per GPU-hour for h100-sxm in XTS: cost and budget are unchecked"),
+        ("/serve/hardware/gpu", "no price per GPU-hour for h100-sxm in XTS: cost and budget are unchecked"),
+    ]
+    assert unpriced[0].hint == "add budget.prices: {h100-sxm: <price>} with prices_date"
+    # A declared price quoted 2026-09-03 is 90 days old on 2026-12-02: at the limit, not over it.
+    assert lint_budget({**PRICED, "prices_date": "2026-09-03"}, ("GP504",)).findings == ()
+    (stale,) = lint_budget({**PRICED, "prices_date": "2026-09-02"}, ("GP504",), finetune=True).findings
+    assert stale.pointer == "/budget/prices_date"  # one finding for the GPU both jobs use
+    assert (
+        stale.message == "the h100-sxm price (2.00/GPU-hour, quoted 2026-09-02) rests on a quote 91 days old (limit 90)"
+    )
+    assert stale.hint == "refresh budget.prices with a current quote"
+    (undated,) = lint_budget({"currency": "USD", "prices": {"h100-sxm": 2.0}}, ("GP504",)).findings
+    assert undated.pointer == "/budget/prices/h100-sxm"
+    assert undated.message == "the h100-sxm price (2.00/GPU-hour) is undated: its age cannot be checked"
+    assert undated.hint == "add budget.prices_date: YYYY-MM-DD, the day the prices were quoted"
+
+
+def test_a_run_without_tokens_saves_per_million_tokens():
+    # A fine-tune with no finetune.tokens has no run cost, so GP507 compares $/1M tokens and says "per
+    # 1M tokens".
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        finetune:
+          method: lora
+          seq_len: 4096
+          micro_batch: 2
+          activation_checkpointing: true
+          hardware: {gpu: h100-sxm, count: 1}
+        """,
+        "GP507",
+    )
+    assert " USD per 1M tokens (" in finding.message
+
+
+def test_a_cheaper_layout_names_the_constraints_of_its_job():
+    # A serving layout meets "the SLO", a fine-tuning one "gradient sync".
+    (serve,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        serve: {context: 8192, concurrency: 4, hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}}
+        """,
+        "GP507",
+    )
+    assert " meets memory, headroom and the SLO for " in serve.message
+    (finetune,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-8b}
+        finetune: {method: lora, seq_len: 4096, tokens: 300000000, hardware: {gpu: h100-sxm, count: 1}}
+        """,
+        "GP507",
+    )
+    assert " meets memory, headroom and gradient sync for " in finetune.message
+
+
+def test_right_sizing_costs_are_in_the_spec_currency():
+    # The option's cost is in the spec's currency. Llama 3.2 1B at 4 x 4K uses 4% of an H200; one L4 at
+    # 0.5 EUR/h is 0.5 x 730 = 365 EUR/month against 4.0 x 730 = 2,920: 2,555 EUR saved, 2,555 / 2,920 =
+    # 87.5%, shown as 88%.
+    (finding,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.2-1b}
+        serve: {context: 4096, concurrency: 4, hardware: {gpu: h200-sxm}}
+        budget: {currency: EUR, prices: {h200-sxm: 4.0, l4: 0.5}, prices_date: 2026-11-30}
+        """,
+        "GP505",
+    )
+    assert finding.message.endswith("meets the SLO for 365 EUR/month, saving about 2,555 EUR a month (88%)")
+
+
+# -- GP6: storage -----------------------------------------------------------------------------------------
+def lint_checkpoints(checkpoints: dict | None, tokens: int = 500_000_000, settings: Settings | None = None):
+    finetune = {
+        "method": "full",
+        "precision": "bf16-mixed",
+        "seq_len": 2048,
+        "activation_checkpointing": True,
+        "sharding": "zero3",
+        "tokens": tokens,
+        "hardware": {"gpu": "h100-sxm", "count": 8},
+    }
+    if checkpoints is not None:
+        finetune["checkpoints"] = checkpoints
+    text = yaml.safe_dump({"version": 1, "name": "t", "model": {"id": "llama-3.1-8b"}, "finetune": finetune})
+    return lint(text, select=("GP601", "GP602"), settings=settings)
+
+
+def test_checkpoint_storage_message():
+    # Llama 3.1 8B: 8,030,261,248 parameters x (2 B bf16 weights + 4 B fp32 master + 2 x 4 B AdamW states)
+    # = 14 B each: 112,423,657,472 B = 112.4 GB a checkpoint; three 337,270,972,416 B = 337.3 GB; with 10%
+    # spare 371.0 GB.
+    (finding,) = lint_checkpoints({"every_hours": 1, "keep": 3, "storage_gb": 200}).findings
+    assert finding.code == "GP601" and finding.pointer == "/finetune/checkpoints/storage_gb"
+    assert finding.message == "3 resumable checkpoints of 112.4 GB need 337.3 GB; 200 GB is declared"
+    assert finding.hint == "storage_gb: 371 (10% spare), or keep fewer"
+
+
+def test_checkpoint_storage_keeps_one_by_default():
+    # No keep: one checkpoint, 112.4 GB, over 100 GB; 112.4 x 1.1 = 123.7 -> 124.
+    (finding,) = lint_checkpoints({"every_hours": 1, "storage_gb": 100}).findings
+    assert finding.message == "1 resumable checkpoints of 112.4 GB need 112.4 GB; 100 GB is declared"
+    assert finding.hint == "storage_gb: 124 (10% spare), or keep fewer"
+    assert lint_checkpoints({"every_hours": 1, "storage_gb": 113}).findings == ()  # 112.4 GB fits in 113
+    assert lint_checkpoints({"every_hours": 1}).findings == ()  # no storage declared: nothing to compare
+
+
+def test_checkpoints_that_exactly_fill_the_storage_fit():
+    # GP601 is for checkpoints over the storage, not at it. Llama 3.1 8B full bf16-mixed AdamW: 14 B a
+    # parameter x 8,030,261,248 = 112,423,657,472 B, exactly 112.423657472 GB (a float that round-trips).
+    exact = {"every_hours": 1, "keep": 1, "storage_gb": 112.423657472}
+    assert lint_checkpoints(exact).findings == ()
+    (finding,) = lint_checkpoints({**exact, "storage_gb": 112.423657471}).findings
+    assert finding.message.startswith("1 resumable checkpoints of 112.4 GB need 112.4 GB")
+
+
+def test_long_run_without_checkpoints_at_the_threshold():
+    result = lint_checkpoints(None)
+    hours = result.analysis.finetune.speed.hours
+    settings = result.settings
+    # Just under the run's hours: reported, with the hours rounded and the layout named.
+    (finding,) = lint_checkpoints(None, settings=dataclasses.replace(settings, long_run_hours=hours * 0.999)).findings
+    assert finding.code == "GP602" and finding.pointer == "/finetune/tokens"
+    assert finding.message == f"the run takes about {hours:,.0f} hours on 8 x h100-sxm with no checkpoints declared"
+    assert finding.hint == "add checkpoints: {every_hours: ..., keep: ..., storage_gb: ...}"
+    # Exactly at the threshold (not above it) and with checkpoints declared: nothing.
+    assert lint_checkpoints(None, settings=dataclasses.replace(settings, long_run_hours=hours)).findings == ()
+    assert (
+        lint_checkpoints(
+            {"every_hours": 1}, settings=dataclasses.replace(settings, long_run_hours=hours * 0.999)
+        ).findings
+        == ()
+    )
