@@ -1,4 +1,4 @@
-"""Toy decoders whose memory and speed the mutation-campaign tests derive by hand.
+"""Toy decoders whose memory and speed tests derive by hand, to the byte and to the FLOP.
 
 Small enough that every byte can be counted on paper: 8-wide, two heads of 4 over one KV head, a
 vocabulary of 32 and 64 positions.
