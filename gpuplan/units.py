@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 
 from gpuplan.records import record
 
@@ -39,6 +39,9 @@ GIB_DIGITS = 2  # memory in GiB (``gpuplan estimate`` shows two decimals, everyt
 CENT_DIGITS = 2  # money
 HOURS_DIGITS = 3  # a run's hours
 RATE_DIGITS = 1  # tokens per second
+# Enough digits to quantize any finite float (up to 309 before the point) at any precision a figure is
+# published at; the default context's 28 refuses any figure from about 1e27 up (InvalidOperation).
+_EVERY_DIGIT = Context(prec=400)
 
 
 def rounded(value: float, digits: int) -> float:
@@ -50,11 +53,11 @@ def rounded(value: float, digits: int) -> float:
     # below the half). Only there is the printed decimal worked out: Decimal and repr are slow, and this
     # runs for every figure of every spec. The margin is far wider than the binary error of a printed
     # half, so no half slips through (a property test holds the two ways equal).
-    scaled = abs(value) * 10.0**digits
-    if abs(scaled - math.floor(scaled) - 0.5) > 1e-9 * max(1.0, scaled):
+    scaled = abs(value) * 10.0**digits  # inf for a value near the largest float: the Decimal way below
+    if math.isfinite(scaled) and abs(scaled - math.floor(scaled) - 0.5) > 1e-9 * max(1.0, scaled):
         return round(value, digits) + 0.0  # + 0.0: no "-0"
     quantum = Decimal((0, (1,), -digits))
-    return float(Decimal(repr(value)).quantize(quantum, rounding=ROUND_HALF_UP)) + 0.0
+    return float(Decimal(repr(value)).quantize(quantum, rounding=ROUND_HALF_UP, context=_EVERY_DIGIT)) + 0.0
 
 
 def format_number(value: float, digits: int) -> str:

@@ -1,0 +1,95 @@
+"""Properties over schema-valid specs: lint, estimate and plan never fail inside, and every figure is finite.
+
+tests/valid_specs.py builds the specs from the schema: whole documents, the bundled examples with one or
+two fields changed, and models given by generated config.json files. On every one, ``lint`` (the library
+call) reports no GP010 (an estimator or rule that raised) and no input or schema error (the generator
+only builds valid documents), and where the spec resolves, ``estimate`` and ``plan`` (the CLI, text and
+JSON) print no internal error or traceback, and their JSON holds only finite, non-negative numbers
+(tests/mutations.py ``problems``). The exhaustive test sets every enum value of every enum field on every
+example, one field at a time; the regression tests are the specs that once failed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import valid_specs as vs
+from conftest import run_cli
+from mutations import problems
+
+from gpuplan.linter import LintResult, lint_path
+from gpuplan.units import rounded
+
+# Codes a schema-valid document never gets: the loader's and the schema's (GP010 is checked apart).
+_NOT_FOR_VALID_INPUT = {f"GP00{n}" for n in range(1, 10)} | {"GP011"} | {f"GP1{n:02}" for n in range(100)}
+
+
+def _lint(case: vs.GeneratedSpec, folder: Path) -> tuple[Path, LintResult]:
+    (folder / ".git").mkdir(exist_ok=True)  # no configuration above the spec is picked up
+    path = case.write(folder)
+    return path, lint_path(str(path))
+
+
+def lint_problems(result: LintResult) -> list[str]:
+    """GP010s, their traces, and any finding that says a generated document is not valid."""
+    found = [f"lint: {f.code} {f.message}" for f in result.findings if f.code == "GP010"]
+    found += [f"lint traceback: {trace[-1500:]}" for trace in result.tracebacks]
+    found += [f"lint: {f.code} on a valid spec: {f.message}" for f in result.findings if f.code in _NOT_FOR_VALID_INPUT]
+    return found
+
+
+def check(case: vs.GeneratedSpec, commands: bool = True) -> tuple[list[str], LintResult]:
+    """Lint ``case`` and, where it resolves and ``commands``, run estimate and plan: every problem found."""
+    with tempfile.TemporaryDirectory() as name:
+        path, result = _lint(case, Path(name))
+        found = lint_problems(result)
+        if commands and result.analysis is not None:
+            outputs = {
+                "estimate json": run_cli("estimate", "--format", "json", str(path)),
+                "estimate text": run_cli("estimate", str(path)),
+                "plan json": run_cli("plan", "--format", "json", str(path)),
+                "plan text": run_cli("plan", str(path)),
+            }
+            found += problems(outputs)
+    return found, result
+
+
+def assert_sound(case: vs.GeneratedSpec, commands: bool = True) -> LintResult:
+    found, result = check(case, commands)
+    assert not found, (case.origin, case.yaml(), case.files, found)
+    return result
+
+
+# -- regressions: specs that once failed inside ---------------------------------------------------------
+
+
+def test_rounding_takes_every_finite_figure():
+    # A published figure of 1e27 or more (a TTFT over a network of 1e-100 Gb/s) was an InvalidOperation:
+    # Decimal's default 28 digits cannot quantize it; the largest floats overflowed the half test.
+    assert rounded(1.5e30, 1) == 1.5e30
+    assert rounded(1.7976931348623157e308, 2) == 1.7976931348623157e308
+    assert rounded(-1.7976931348623157e308, 1) == -1.7976931348623157e308
+    assert rounded(2.675, 2) == 2.68 and rounded(1126.5, 0) == 1127.0  # the printed halves still round up
+
+
+REGRESSIONS: list[tuple[str, list[tuple[vs.Path_, Any]]]] = [
+    # GP010 InvalidOperation: a TTFT of ~1e100 ms could not be rounded for the JSON (gpuplan/units.py).
+    (
+        "serve-llama-70b.yaml",
+        [
+            (("serve", "hardware", "network_gbps"), 1e-100),
+            (("serve", "hardware", "tensor_parallel"), 16),
+            (("serve", "hardware", "count"), 16),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize("name, changes", REGRESSIONS, ids=[f"{n}:{c[0][0][-1]}" for n, c in REGRESSIONS])
+def test_specs_that_once_failed_inside(name: str, changes: list[tuple[vs.Path_, Any]]):
+    example = dict(vs.EXAMPLES)[name]
+    result = assert_sound(vs.variant(name, example, changes))
+    assert result.analysis is not None
