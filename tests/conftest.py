@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
 import subprocess
@@ -19,6 +20,94 @@ settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_
 # A longer search of the properties than CI affords: HYPOTHESIS_PROFILE=long python -m pytest tests/test_properties_*.py
 settings.register_profile("long", max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Pinned outputs (tests/data) are compared with what the code produces now; only this flag rewrites them,
+# and then the terminal summary shows the diff of each change for review: never rewritten silently.
+UPDATE_PINNED = "--update-pinned"
+_PIN_CHANGES = pytest.StashKey[list[str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        UPDATE_PINNED,
+        action="store_true",
+        default=False,
+        help="rewrite the pinned outputs under tests/data from the current code and print the diff of each change",
+    )
+
+
+class Pins:
+    """Pinned outputs: compared, or under --update-pinned rewritten, each change kept as a unified diff.
+
+    ``rerun`` is the command that updates the pins of the test at hand; a failure names it.
+    """
+
+    def __init__(self, update: bool, rerun: str, changes: list[str]) -> None:
+        self.update, self.rerun, self.changes = update, rerun, changes
+
+    def check(self, path: Path, actual: str) -> None:
+        """Fail unless ``path`` holds ``actual``; under --update-pinned, write it there instead."""
+        pinned = path.read_text(encoding="utf-8") if path.exists() else None
+        if pinned == actual:
+            return
+        problem = "is missing" if pinned is None else "differs from what the code produces now"
+        self._change(path, pinned, actual, problem)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(actual, encoding="utf-8")
+
+    def remove_stale(self, folder: Path, pattern: str, expected: set[str]) -> None:
+        """Fail on a pin in ``folder`` whose source is gone; under --update-pinned, delete it instead."""
+        for path in sorted(folder.glob(pattern)):
+            if path.name not in expected:
+                self._change(path, path.read_text(encoding="utf-8"), None, "pins an output nothing produces now")
+                path.unlink()
+
+    def advice(self) -> str:
+        return f"If the change is intended, run `{self.rerun}` and review the printed diff."
+
+    def _change(self, path: Path, pinned: str | None, actual: str | None, problem: str) -> None:
+        diff = pin_diff(path, pinned, actual)
+        if not self.update:
+            pytest.fail(f"the pinned {_shown(path)} {problem}:\n{diff}{self.advice()}", pytrace=False)
+        self.changes.append(diff)
+
+
+def _shown(path: Path) -> str:
+    """A path as the suite's commands name it: from the repository root when it lies inside it."""
+    return (path.relative_to(ROOT) if path.is_relative_to(ROOT) else path).as_posix()
+
+
+def pin_diff(path: Path, pinned: str | None, actual: str | None) -> str:
+    """The unified diff from the pinned text to the actual one (None: no such file)."""
+    name = _shown(path)
+    lines = difflib.unified_diff(
+        (pinned or "").splitlines(),
+        (actual or "").splitlines(),
+        fromfile="/dev/null" if pinned is None else f"{name} (pinned)",
+        tofile="/dev/null" if actual is None else f"{name} (now)",
+        lineterm="",
+    )
+    diff = "\n".join(lines)
+    return diff + "\n" if diff else f"{name}: the texts differ only in their line ends\n"
+
+
+@pytest.fixture
+def pins(request: pytest.FixtureRequest) -> Pins:
+    """Pins for this test: compared, or rewritten under --update-pinned."""
+    rerun = f"python -m pytest {_shown(request.node.path)} {UPDATE_PINNED}"
+    return Pins(request.config.getoption(UPDATE_PINNED), rerun, request.config.stash.setdefault(_PIN_CHANGES, []))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if not config.getoption(UPDATE_PINNED):
+        return
+    changes = config.stash.get(_PIN_CHANGES, [])
+    if not changes:
+        terminalreporter.section(f"{UPDATE_PINNED}: no pinned output changed")
+        return
+    terminalreporter.section(f"{UPDATE_PINNED}: {len(changes)} pinned output(s) rewritten; review the diff")
+    for diff in changes:
+        terminalreporter.write(diff)
 
 
 def run_cli(*args: str, input: str | bytes | None = None) -> tuple[int, str, str]:

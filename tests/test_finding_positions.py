@@ -1,21 +1,23 @@
-"""Where every example's findings point, and what they advise, pinned (run this file to regenerate).
+"""Where every example's findings point, and what they advise, pinned.
 
 An editor, a SARIF viewer and a GitHub annotation jump to a finding's line and column, found from its
 JSON pointer; the hint is what a user pastes. Each pin was read against its example when generated:
 the pointer names the field the finding is about (GP403 at /serve/slo/ttft_ms, GP311 at
 /serve/hardware/gpu, GP601 at /finetune/checkpoints/storage_gb, ...). Messages are left to the rules'
 own tests (their figures are derived there); the date is pinned (SOURCE_DATE_EPOCH in conftest).
+After a deliberate change, rewrite tests/data/findings/*.json and read the diff the run prints against
+the examples:
 
-    python tests/test_finding_positions.py    # rewrite tests/data/findings/*.json
+    python -m pytest tests/test_finding_positions.py --update-pinned
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from conftest import Pins
 
 HERE = Path(__file__).resolve().parent
 PINS = HERE / "data" / "findings"
@@ -42,15 +44,15 @@ def render(found: list[dict[str, object]]) -> str:
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES.rglob("*.yaml")), ids=pin_name)
-def test_findings_point_where_they_did(example: Path, monkeypatch: pytest.MonkeyPatch):
+def test_findings_point_where_they_did(example: Path, monkeypatch: pytest.MonkeyPatch, pins: Pins):
     monkeypatch.chdir(EXAMPLES.parent)
-    assert render(positions(example)) == (PINS / pin_name(example)).read_text(encoding="utf-8"), (
-        f"regenerate with: python {__file__}, and read the changes against the example"
-    )
+    pins.check(PINS / pin_name(example), render(positions(example)))
 
 
-def test_every_pin_has_its_example():
-    assert sorted(p.name for p in PINS.glob("*.json")) == sorted(pin_name(e) for e in EXAMPLES.rglob("*.yaml"))
+def test_every_pin_has_its_example(pins: Pins):
+    expected = {pin_name(e) for e in EXAMPLES.rglob("*.yaml")}
+    pins.remove_stale(PINS, "*.json", expected)
+    assert sorted(p.name for p in PINS.glob("*.json")) == sorted(expected), pins.advice()
 
 
 def test_pointers_name_existing_spec_fields():
@@ -68,13 +70,3 @@ def test_pointers_name_existing_spec_fields():
                 else:
                     assert isinstance(node, dict) and part in node, (example.name, finding)
                     node = node[part]
-
-
-if __name__ == "__main__":
-    os.environ["SOURCE_DATE_EPOCH"] = "1796169600"
-    os.chdir(EXAMPLES.parent)
-    PINS.mkdir(parents=True, exist_ok=True)
-    for stale in PINS.glob("*.json"):
-        stale.unlink()
-    for example in sorted(EXAMPLES.rglob("*.yaml")):
-        (PINS / pin_name(example)).write_text(render(positions(example)), encoding="utf-8")

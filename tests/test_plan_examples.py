@@ -1,19 +1,20 @@
-"""Every example's `gpuplan plan` output, pinned (run this file to regenerate after a deliberate change).
+"""Every example's `gpuplan plan` output, pinned.
 
 The pins catch unintended changes to layouts, costs and wording; the correctness of the numbers is the
 business of the hand-derived tests in test_plan.py and the properties in test_properties_plan.py.
 Catalog prices are part of the repository, and the date is pinned (SOURCE_DATE_EPOCH in conftest).
+After a deliberate change, rewrite tests/data/plan/*.txt from the current planner and review the diff
+the run prints:
 
-    python tests/test_plan_examples.py    # rewrite tests/data/plan/*.txt from the current planner
+    python -m pytest tests/test_plan_examples.py --update-pinned
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import Pins
 
 HERE = Path(__file__).resolve().parent
 PINS = HERE / "data" / "plan"
@@ -34,14 +35,16 @@ def plan_output(example: Path) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES.rglob("*.yaml")), ids=pin_name)
-def test_plan_output_is_pinned(example: Path, monkeypatch: pytest.MonkeyPatch):
+def test_plan_output_is_pinned(example: Path, monkeypatch: pytest.MonkeyPatch, pins: Pins):
     monkeypatch.chdir(EXAMPLES.parent)
     _, output = plan_output(example)
-    assert output == (PINS / pin_name(example)).read_text(encoding="utf-8"), f"regenerate with: python {__file__}"
+    pins.check(PINS / pin_name(example), output)
 
 
-def test_every_pin_has_its_example():
-    assert sorted(p.name for p in PINS.glob("*.txt")) == sorted(pin_name(e) for e in EXAMPLES.rglob("*.yaml"))
+def test_every_pin_has_its_example(pins: Pins):
+    expected = {pin_name(e) for e in EXAMPLES.rglob("*.yaml")}
+    pins.remove_stale(PINS, "*.txt", expected)
+    assert sorted(p.name for p in PINS.glob("*.txt")) == sorted(expected), pins.advice()
 
 
 @pytest.mark.parametrize(
@@ -71,14 +74,3 @@ def test_a_recommendation_that_turns_checkpointing_off_does_not_say_ckpt():
     assert "activation_checkpointing: none" in pin
     row = next(line for line in pin.splitlines() if line.lstrip().startswith("recommended  1 x"))
     assert "ckpt" not in row, row
-
-
-if __name__ == "__main__":
-    os.environ["SOURCE_DATE_EPOCH"] = "1796169600"
-    os.chdir(EXAMPLES.parent)
-    sys.path.insert(0, str(HERE))
-    PINS.mkdir(parents=True, exist_ok=True)
-    for stale in PINS.glob("*.txt"):
-        stale.unlink()
-    for example in sorted(EXAMPLES.rglob("*.yaml")):
-        (PINS / pin_name(example)).write_text(plan_output(example)[1], encoding="utf-8")
