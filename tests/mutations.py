@@ -229,8 +229,11 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} in JSON output")
 
 
-def problems(results: dict[str, tuple[int, str, str]]) -> list[str]:
-    """Every way the outputs of one input break the contract; ``results`` maps a command to (code, out, err)."""
+def problems(results: dict[str, tuple[int, str, str]], signed: frozenset[str] = frozenset()) -> list[str]:
+    """Every way the outputs of one input break the contract; ``results`` maps a command to (code, out, err).
+
+    ``signed``: JSON keys whose numbers may be negative (still finite), as a plan's ``headroom_pct`` is
+    for a layout that does not fit."""
     found = []
     for command, (code, out, err) in results.items():
         if code not in (0, 1, 2):
@@ -244,7 +247,11 @@ def problems(results: dict[str, tuple[int, str, str]]) -> list[str]:
             except ValueError as error:
                 found.append(f"{command}: output is not JSON: {error}")
                 continue
-            found += [f"{command}: {where} = {value!r}" for where, value in _unsafe_numbers(document)]
+            found += [
+                f"{command}: {where} = {value!r}"
+                for where, value in _unsafe_numbers(document)
+                if not (where.rsplit(".", 1)[-1] in signed and math.isfinite(value))
+            ]
         else:
             if RAW_CONTROL.search(out) or RAW_CONTROL.search(err):
                 found.append(f"{command}: raw control character in text output")
