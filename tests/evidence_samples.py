@@ -266,7 +266,7 @@ def vllm_failed_start(run: VllmRun, cause: str) -> str:
 
 
 def torch_memory_json(allocated: float, reserved: float | None = None, **extra: object) -> str:
-    """What the README's snippet writes: peaks in bytes, plus whatever the test adds."""
+    """What docs/verify.md's snippet writes: peaks in bytes, plus whatever the test adds."""
     document: dict[str, object] = {"max_memory_allocated": allocated}
     if reserved is not None:
         document["max_memory_reserved"] = reserved

@@ -546,12 +546,12 @@ def test_term_cost_follows_each_sides_budget_term(tmp_path: Path):
     ]
 
 
-def test_readme_policy_reads_the_json(repo: Path, monkeypatch: pytest.MonkeyPatch):
-    """The README's Python policy runs on real output: serve.yaml goes from 5,840 to 8,760 a month (+50%)."""
+def test_documented_policy_reads_the_json(repo: Path, monkeypatch: pytest.MonkeyPatch):
+    """docs/diff.md's Python policy runs on real output: serve.yaml goes from 5,840 to 8,760 a month (+50%)."""
     import sys
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    after = readme[readme.index("A policy is a few lines over that object") :]
+    page = (ROOT / "docs" / "diff.md").read_text(encoding="utf-8")
+    after = page[page.index("A policy is a few lines over that object") :]
     policy = after[after.index("```python\n") + len("```python\n") : after.index("```\n", after.index("```python"))]
     monkeypatch.chdir(repo)
     forward = run_cli("diff", "--git", "main", "--format", "json")[1]
