@@ -175,38 +175,13 @@ class Analysis:
 
 
 def training_setup(spec: Spec, job: Finetune, gpus: int | None = None, tp: int | None = None) -> TrainingSetup:
-    hardware = job.hardware
-    return TrainingSetup(
-        architecture=spec.model.architecture,
-        method=job.method,
-        precision=job.precision,
-        optimizer=job.optimizer,
-        model_dtype_bytes=DTYPE_BYTES[spec.model.dtype],
-        lora_rank=job.lora_rank,
-        lora_targets=job.lora_targets,
-        lora_bytes=DTYPE_BYTES[job.lora_dtype],
-        lora_variant=job.lora_variant,
-        lora_dropout=job.lora_dropout,
-        micro_batch=job.micro_batch,
-        seq_len=job.seq_len,
-        gradient_accumulation=job.gradient_accumulation,
-        checkpointing=job.checkpointing,
-        attention=job.attention,
-        fused_loss=job.fused_loss,
-        sharding=job.sharding,
-        tensor_parallel=tp or hardware.tensor_parallel,
-        pipeline_parallel=hardware.pipeline_parallel,
-        gpus=gpus or hardware.count,
-        offload_optimizer=job.offload_optimizer,
-        offload_parameters=job.offload_parameters,
-        optimizer_in_backward=job.optimizer_in_backward,
-        activation_offloading=job.activation_offloading,
-        sequence_parallel=job.sequence_parallel,
-        autocast=job.autocast,
-        momentum=job.momentum,
-        loop=job.loop,
-        double_quant=job.double_quant,
-    )
+    """``job`` on the spec's model; ``gpus`` and ``tp`` replace its hardware's count and TP degree."""
+    if gpus or tp:
+        hardware = job.hardware
+        job = evolve(
+            job, hardware=evolve(hardware, count=gpus or hardware.count, tensor_parallel=tp or hardware.tensor_parallel)
+        )
+    return TrainingSetup(spec.model.architecture, job, DTYPE_BYTES[spec.model.dtype])
 
 
 def estimate_finetune(
@@ -224,7 +199,7 @@ def estimate_finetune(
     setup = training_setup(spec, job, gpus, tp)
     overhead = training_overhead(setup)
     memory = memory or estimate_training(setup, overhead)
-    workload, speed = finetune_speed(spec, job, setup, gpu, efficiency, calibration)
+    workload, speed = finetune_speed(setup, gpu, efficiency, calibration)
     price, source = spec.price(gpu)
     return FinetuneEstimate(
         job,
@@ -235,52 +210,27 @@ def estimate_finetune(
         setup.gpus,
         price,
         source,
-        checkpoint_bytes(spec, job, setup),
+        checkpoint_bytes(setup),
         functools.partial(_finetune_assumptions, spec, job, efficiency, overhead, source, speed, calibration),
         _bands(calibration, ("training_tokens_per_s",)),
         workload,
     )
 
 
-def finetune_workload(spec: Spec, job: Finetune, setup: TrainingSetup, gpu: Gpu) -> TrainingWorkload | None:
-    """What the training speed of ``job`` on ``gpu`` rests on; None without a token count (no run length)."""
-    if not job.tokens:
+def finetune_workload(setup: TrainingSetup, gpu: Gpu) -> TrainingWorkload | None:
+    """What the training speed of the setup's job on ``gpu`` rests on; None without a token count (no run
+    length)."""
+    if not setup.job.tokens:
         return None
-    return TrainingWorkload(
-        architecture=spec.model.architecture,
-        gpu=gpu,
-        method=job.method,
-        precision=job.precision,
-        optimizer=job.optimizer,
-        # Full checkpointing recomputes each layer's forward; selective recomputes only elementwise
-        # work (norms, activations), counted as none by the speed model.
-        checkpointing=job.checkpointing == "full",
-        seq_len=job.seq_len,
-        micro_batch=job.micro_batch,
-        gradient_accumulation=job.gradient_accumulation,
-        gpus=setup.gpus,
-        tensor_parallel=setup.tensor_parallel,
-        pipeline_parallel=setup.pipeline_parallel,
-        sharding=setup.sharding,
-        trainable_params=trainable_params(setup),
-        total_tokens=job.tokens,
-        fused_loss=job.fused_loss,
-        network_gbs=job.hardware.network_gbs,
-        attention=job.attention,
-    )
+    return TrainingWorkload(setup, gpu, trainable_params(setup))
 
 
 def finetune_speed(
-    spec: Spec,
-    job: Finetune,
-    setup: TrainingSetup,
-    gpu: Gpu,
-    efficiency: Efficiency,
-    calibration: Calibration = CALIBRATION,
+    setup: TrainingSetup, gpu: Gpu, efficiency: Efficiency, calibration: Calibration = CALIBRATION
 ) -> tuple[TrainingWorkload | None, TrainingSpeed | None]:
-    """(workload, speed) of ``job`` on ``gpu``; both None without a token count. No memory estimate is
-    read (the trainable parameters come from the setup), so a cost floor needs none."""
-    workload = finetune_workload(spec, job, setup, gpu)
+    """(workload, speed) of the setup's job on ``gpu``; both None without a token count. No memory estimate
+    is read (the trainable parameters come from the setup), so a cost floor needs none."""
+    workload = finetune_workload(setup, gpu)
     return workload, None if workload is None else training_speed(workload, efficiency, calibration)
 
 
@@ -312,18 +262,18 @@ def serve_shape(spec: Spec, job: Serve, gpu: Gpu) -> ServingShape:
     return shape_at_any_load(serving_setup(spec, job, gpu=gpu), gpu.usable_bytes)
 
 
-def checkpoint_bytes(spec: Spec, job: Finetune, setup: TrainingSetup) -> int:
+def checkpoint_bytes(setup: TrainingSetup) -> int:
     """A resumable checkpoint: saved weights + optimizer states (+ fp32 master weights when mixed).
 
     The states are the optimizer's own (the function the memory model uses), unsharded. Full
     mixed-precision AdamW: 2 + 4 + 8 = 14 B/param (ZeRO paper section 3); LoRA: the adapters only.
     """
-    trainable = trainable_params(setup)
+    job, trainable = setup.job, trainable_params(setup)
     if job.method == "full":
         _, _, state_bytes, _, _ = REGIMES[job.precision]
         master = 4 if has_master_weights(job.precision) else 0
         states, _ = optimizer_state_bytes(setup, trainable, state_bytes)
-        return math.ceil(trainable * (DTYPE_BYTES[spec.model.dtype] + master) + states)
+        return math.ceil(trainable * (setup.model_dtype_bytes + master) + states)
     adapter_bytes = DTYPE_BYTES[job.lora_dtype]
     states, _ = optimizer_state_bytes(setup, trainable, adapter_bytes)
     return math.ceil(trainable * adapter_bytes + states)

@@ -301,7 +301,7 @@ def layout_text(estimate: Any) -> str:
         parts.append(f"TP {setup.tensor_parallel}")
     if setup.pipeline_parallel > 1:
         parts.append(f"PP {setup.pipeline_parallel}")
-    sharding = getattr(setup, "sharding", "none")
+    sharding = getattr(estimate.job, "sharding", "none")  # a fine-tune's (serving has none)
     if sharding != "none":
         parts.append({"zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3", "fsdp": "FSDP"}.get(sharding, sharding))
     replicas = layout_replicas(estimate.gpus, setup.tensor_parallel, setup.pipeline_parallel)

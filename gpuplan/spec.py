@@ -61,8 +61,9 @@ class ModelRef:
 
 @record
 class Finetune:
-    """A resolved fine-tuning job. Every memory-saving setting is a plain field, so that the planner can
-    vary it with ``dataclasses.replace`` without touching the spec."""
+    """A resolved fine-tuning job: the one record of its settings, every default the schema's (resolved
+    here, never restated), read by the estimators, the planner and the rules. Every memory-saving setting
+    is a plain field, so that the planner can vary it with ``evolve`` without touching the spec."""
 
     method: str
     precision: str
@@ -82,17 +83,17 @@ class Finetune:
     checkpoint_keep: int | None
     checkpoint_storage_gb: float | None
     hardware: Hardware
-    lora_variant: str = "lora"  # lora | dora
-    lora_dropout: float = 0.0
-    offload_optimizer: str = "none"  # none | cpu | nvme
-    offload_parameters: str = "none"  # none | cpu | nvme
-    optimizer_in_backward: bool = False
-    activation_offloading: bool = False
-    sequence_parallel: bool = False
-    autocast: bool = True  # under bf16-mixed / fp16-mixed only
-    momentum: float = 0.9  # sgd only; 0 keeps no momentum buffer
-    loop: str = "manual"  # manual (outputs kept through backward) | trainer (released first)
-    double_quant: bool = True  # qlora: NF4 scales double-quantized
+    lora_variant: str  # lora | dora
+    lora_dropout: float
+    offload_optimizer: str  # none | cpu | nvme
+    offload_parameters: str  # none | cpu | nvme
+    optimizer_in_backward: bool
+    activation_offloading: bool
+    sequence_parallel: bool
+    autocast: bool  # under bf16-mixed / fp16-mixed only
+    momentum: float  # sgd only; 0 keeps no momentum buffer
+    loop: str  # manual (outputs kept through backward) | trainer (released first)
+    double_quant: bool  # qlora: NF4 scales double-quantized
 
 
 @record

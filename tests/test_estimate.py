@@ -6,11 +6,12 @@ import json
 
 import pytest
 from conftest import EXAMPLES, run_cli
+from training_jobs import training_setup
 
 from gpuplan.architecture import ArchitectureError
 from gpuplan.catalog import UnknownNameError, get_gpu, get_model
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, kv_bytes_per_sequence
-from gpuplan.estimate.training import TrainingSetup, estimate_training
+from gpuplan.estimate.training import estimate_training
 from gpuplan.hf_config import from_hf_config
 
 GIB = 2**30
@@ -56,15 +57,15 @@ def test_ground_truth_rows_within_three_percent():
     # outputs before backward, as the Hugging Face Trainer does (loop: trainer).
     arch = get_model("llama-3-8b").architecture
     cases = [
-        (TrainingSetup(architecture=arch, precision="bf16", seq_len=2048, loop="trainer"), 74.79),
-        (TrainingSetup(architecture=arch, precision="bf16", seq_len=2048, attention="eager", loop="trainer"), 84.87),
-        (TrainingSetup(architecture=arch, precision="bf16-mixed", seq_len=2048, loop="trainer"), 149.58),
+        (training_setup(architecture=arch, precision="bf16", seq_len=2048, loop="trainer"), 74.79),
+        (training_setup(architecture=arch, precision="bf16", seq_len=2048, attention="eager", loop="trainer"), 84.87),
+        (training_setup(architecture=arch, precision="bf16-mixed", seq_len=2048, loop="trainer"), 149.58),
         (
-            TrainingSetup(architecture=arch, precision="bf16", optimizer="adamw-fused", seq_len=2048, loop="trainer"),
+            training_setup(architecture=arch, precision="bf16", optimizer="adamw-fused", seq_len=2048, loop="trainer"),
             60.13,
         ),
         (
-            TrainingSetup(
+            training_setup(
                 architecture=arch,
                 precision="bf16",
                 method="lora",
@@ -76,7 +77,7 @@ def test_ground_truth_rows_within_three_percent():
             18.58,
         ),
         (
-            TrainingSetup(
+            training_setup(
                 architecture=get_model("llama-3-70b").architecture, precision="bf16", seq_len=2048, loop="trainer"
             ),
             657.08,
@@ -89,7 +90,7 @@ def test_ground_truth_rows_within_three_percent():
 def test_full_finetune_model_states_by_hand():
     # Pure bf16 AdamW foreach at the step: weights 2P + grads 2P + two bf16 states 4P + temporary 2P.
     arch = get_model("llama-3-8b").architecture
-    memory = estimate_training(TrainingSetup(architecture=arch, precision="bf16"), 0)
+    memory = estimate_training(training_setup(architecture=arch, precision="bf16"), 0)
     assert memory.peak_phase == "optimizer_step"
     assert memory.tensor_peak == pytest.approx(10 * 8_030_261_248, abs=16)
     assert sum(memory.breakdown.values()) == memory.per_gpu

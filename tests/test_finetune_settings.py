@@ -21,6 +21,7 @@ import datetime
 
 import pytest
 import yaml
+from training_jobs import training_setup, vary
 
 from gpuplan.analysis import to_dict
 from gpuplan.architecture import Architecture
@@ -257,7 +258,7 @@ def test_full_bf16_adamw_manual_loop():
     # Backward at its start: 3,408 + 6,816 + 3,520 + 1,024 = 14,768; in the first layer: half the
     # gradients 1,704 + one layer 1,248 + the MLP backward 3 x 2 x 16 x 4 = 384 -> 13,560; at its end
     # 13,632. Optimizer step: 3,408 + 6,816 + 3,408 + 3,408 = 17,040, the peak.
-    memory = estimate_training(TrainingSetup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
+    memory = estimate_training(training_setup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
     assert memory.phases == {
         "forward": {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 512},
         "backward": {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 1024},
@@ -282,7 +283,7 @@ def test_mixed_precision_eager_accumulating_trainer_loop():
     # 2 x 4^2 x 2 = 64) = 1,024. The trainer loop drops the returned logits before backward: 8,704, with
     # the loss gradients 2 x 4 x 32 x 8 = 2,048. Peak: 6,816 + 13,632 + 6,816 + 2,816 + 8,704 + 2,048 = 40,832.
     memory = estimate_training(
-        TrainingSetup(
+        training_setup(
             architecture=TINY,
             precision="bf16-mixed",
             micro_batch=2,
@@ -312,7 +313,7 @@ def test_lora_with_dropout_full_checkpointing_fused_loss():
     # fused loss: no logits saved, one fp32 chunk and its gradient 2 x 4 x 32 x 4 = 1,024 of temporaries.
     # Backward peaks in the first layer: 3,856 + 896 + 448 + (1,248 + 64) + 384 = 6,896.
     memory = estimate_training(
-        TrainingSetup(
+        training_setup(
             architecture=TINY,
             method="lora",
             precision="bf16",
@@ -346,7 +347,7 @@ def test_qlora_dora_selective_checkpointing_8bit_adam():
     # upcast 512 and the NF4 dequantization 2 x 8 x 16 = 256. Peak forward: 2,520 + 769.5 + 4,656 +
     # 1,280 = 9,225.5 -> 9,226 once each part is rounded up.
     memory = estimate_training(
-        TrainingSetup(
+        training_setup(
             architecture=TINY,
             method="qlora",
             precision="bf16",
@@ -376,7 +377,7 @@ def test_zero3_over_four_gpus():
     # Activations as the bf16 case but with autocast norms: (208 + 56 + 128) x 4 = 1,568 per layer, saved
     # 3,136 + 256 + 256 + 512 = 4,160. Backward start: 852 + 5,112 + 3,552 + 4,160 + 1,024 = 14,700.
     fixed = {"weights": 852, "optimizer": 5112, "gathered_parameters": 3552}
-    assert phases(TrainingSetup(architecture=TINY, precision="bf16-mixed", sharding="zero3", gpus=4, seq_len=4)) == {
+    assert phases(training_setup(architecture=TINY, precision="bf16-mixed", sharding="zero3", gpus=4, seq_len=4)) == {
         "forward": {**fixed, "activations": 4160, "temporaries": 512},
         "backward": {**fixed, "activations": 4160, "temporaries": 1024},
         "optimizer_step": {**fixed, "gradients": 852, "optimizer_step_temporaries": 1704},
@@ -389,7 +390,7 @@ def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
     # 1,704 + 4 x 852 = 5,112. Parameter offload to the host moves the weights 3,408 and the gradients
     # 1,704: 5,112. What stays is the streamed layer, 2 x 2 B x 592 = 2,368.
     memory = estimate_training(
-        TrainingSetup(
+        training_setup(
             architecture=TINY,
             precision="bf16",
             sharding="zero2",
@@ -417,7 +418,7 @@ BASE_BACKWARD = {"weights": 3408, "optimizer": 6816, "activations": 3520, "tempo
 
 
 def bf16(**changes) -> TrainingSetup:
-    return TrainingSetup(**{"architecture": TINY, "precision": "bf16", "seq_len": 4, **changes})
+    return training_setup(**{"architecture": TINY, "precision": "bf16", "seq_len": 4, **changes})
 
 
 def test_optimizers():
@@ -535,7 +536,7 @@ def test_layer_bytes_per_token_under_tensor_parallelism():
     assert layer_activation_bytes_per_token(odd) == 236
     # Eager: q, repeated k and v and the o_proj input 2 x 4 x 12 = 96, fp32 probabilities and their bf16
     # cast (4 + 2) x 3 heads x 4 keys = 72.
-    assert layer_activation_bytes_per_token(dataclasses.replace(odd, attention="eager")) == 128 + 168 + 32
+    assert layer_activation_bytes_per_token(vary(odd, attention="eager")) == 128 + 168 + 32
     # LayerNorm saves its bf16 input (2 x 8) instead of an fp32 copy: 2 x (16 + 32) = 96.
     layer_norm = dataclasses.replace(ODD, norm="layer")
     assert layer_activation_bytes_per_token(dataclasses.replace(odd, architecture=layer_norm)) == 96 + 76 + 32
@@ -568,7 +569,7 @@ def test_shared_experts_keep_a_gated_mlp_of_activations():
     # A shared expert of width 8 keeps gate, up, silu(gate) and the down_proj input: 4 x 2 B x 8 = 64 B
     # per token and layer in bf16, on top of the routed experts (MOE's 424, test_moe_and_qlora_layer_bytes).
     moe = MOE
-    setup = TrainingSetup(
+    setup = training_setup(
         architecture=moe,
         method="full",
         precision="bf16",
@@ -614,6 +615,6 @@ def test_autocast_norms_of_a_plain_mlp_have_one_reader_fewer():
     # plain one (4 readers: 192 B).
     from gpuplan.estimate.training import _autocast_norm_bytes
 
-    gated = TrainingSetup(architecture=TINY, precision="bf16-mixed")
-    plain = TrainingSetup(architecture=dataclasses.replace(TINY, mlp="plain"), precision="bf16-mixed")
+    gated = training_setup(architecture=TINY, precision="bf16-mixed")
+    plain = training_setup(architecture=dataclasses.replace(TINY, mlp="plain"), precision="bf16-mixed")
     assert (_autocast_norm_bytes(gated), _autocast_norm_bytes(plain)) == (208, 192)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, run_cli
+from training_jobs import training_setup
 
-from gpuplan.estimate.training import TrainingSetup, estimate_training
+from gpuplan.estimate.training import estimate_training
 from tests.tiny_architectures import TINY
 
 FINETUNE_EXAMPLES = sorted(p for p in EXAMPLES.rglob("*.yaml") if re.search(r"^finetune:", p.read_text(), re.M))
@@ -43,7 +44,7 @@ def test_phase_totals_include_the_framework_overhead():
     # The tiny decoder of test_mutation_kills_training.py (full bf16 AdamW, 4 tokens), whose phases are derived
     # there: forward 3,408 + 6,816 + 3,520 + 512 = 14,256; backward 3,408 + 6,816 + 3,520 + 1,024 = 14,768;
     # optimizer step 3,408 + 6,816 + 3,408 + 3,408 = 17,040. Each holds the 100 B overhead too.
-    memory = estimate_training(TrainingSetup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
+    memory = estimate_training(training_setup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
     assert memory.phase_totals == {"forward": 14356, "backward": 14868, "optimizer_step": 17140}
     assert (memory.per_gpu, memory.tensor_peak, memory.peak_phase) == (17140, 17040, "optimizer_step")
     assert sum(memory.breakdown.values()) == 17140

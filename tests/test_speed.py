@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from training_jobs import training_workload, vary_workload
 
 from gpuplan.analysis import analyse
 from gpuplan.architecture import Architecture
@@ -520,26 +521,24 @@ def per_gpu_weights(*args, **kwargs) -> float:
     return max(stage_weights(*args, **kwargs))
 
 
+TRAINING = training_workload(
+    LLAMA8,
+    H100,
+    LLAMA8.params,
+    10**9,
+    method="full",
+    precision="bf16",
+    optimizer="adamw",
+    checkpointing=False,
+    seq_len=4096,
+    micro_batch=1,
+    gradient_accumulation=1,
+    sharding="none",
+)
+
+
 def training(**changes) -> TrainingWorkload:
-    values = dict(
-        architecture=LLAMA8,
-        gpu=H100,
-        method="full",
-        precision="bf16",
-        optimizer="adamw",
-        checkpointing=False,
-        seq_len=4096,
-        micro_batch=1,
-        gradient_accumulation=1,
-        gpus=1,
-        tensor_parallel=1,
-        pipeline_parallel=1,
-        sharding="none",
-        trainable_params=LLAMA8.params,
-        total_tokens=10**9,
-    )
-    values.update(changes)
-    return TrainingWorkload(**values)
+    return vary_workload(TRAINING, **changes)
 
 
 def test_training_step_8b_on_one_h100():
@@ -632,7 +631,7 @@ def test_attention_kernel_is_a_finetune_field_that_changes_speed_not_memory(tmp_
         return estimate
 
     flash, cudnn = finetune("flash"), finetune("cudnn")
-    assert cudnn.workload.attention == "cudnn"
+    assert cudnn.workload.setup.job.attention == "cudnn"
     assert cudnn.memory.per_gpu == flash.memory.per_gpu
     assert cudnn.speed.tokens_per_s > flash.speed.tokens_per_s
 
@@ -650,7 +649,7 @@ def test_data_parallel_across_nodes_moves_at_the_node_network_bandwidth():
     exposed = replace(TEST, training=replace(TEST.training, overlap=0.0))
     fsdp = training(gpus=16, sharding="fsdp")
     assert training_speed(fsdp, Efficiency(), exposed).gradient_sync_s * 1000 == pytest.approx(141.16, abs=0.05)
-    slow = replace(fsdp, network_gbs=25.0)
+    slow = vary_workload(fsdp, network_gbs=25.0)
     assert training_speed(slow, Efficiency(), exposed).gradient_sync_s * 1000 == pytest.approx(282.32, abs=0.1)
 
 
@@ -677,9 +676,9 @@ def test_network_gbps_is_a_hardware_field_with_the_schema_default(tmp_path):
 
     hardware, default = finetune("")
     assert hardware.network_gbps == default_network_gbps() == 400
-    assert default.workload.network_gbs == 50.0  # 400 Gb/s = 50 GB/s
+    assert default.workload.setup.job.hardware.network_gbs == 50.0  # 400 Gb/s = 50 GB/s
     _, slow = finetune(", network_gbps: 100")
-    assert slow.workload.network_gbs == 12.5
+    assert slow.workload.setup.job.hardware.network_gbs == 12.5
     assert slow.speed.tokens_per_s <= default.speed.tokens_per_s
 
 

@@ -13,14 +13,13 @@ FLOPs = 640, i.e. 160 per token.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
+from training_jobs import training_workload, vary_workload
 
 from gpuplan.estimate import performance
 from gpuplan.estimate.calibration import Calibration, ServingMechanisms, TrainingMechanisms
 from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.training_speed import TrainingWorkload, model_flops_per_token, training_speed
+from gpuplan.estimate.training_speed import model_flops_per_token, training_speed
 from tests.tiny_architectures import TINY
 from tests.toy_gpu import GPU, unit_ceiling  # noqa: F401  (the autouse fixture)
 
@@ -43,9 +42,11 @@ CAL = Calibration(
         overlap=0.5,
     ),
 )
-BASE = TrainingWorkload(
-    architecture=TINY,
-    gpu=GPU,
+BASE = training_workload(
+    TINY,
+    GPU,
+    1704,
+    1000,
     method="full",
     precision="bf16",
     optimizer="adamw",
@@ -53,17 +54,12 @@ BASE = TrainingWorkload(
     seq_len=4,
     micro_batch=1,
     gradient_accumulation=1,
-    gpus=1,
-    tensor_parallel=1,
-    pipeline_parallel=1,
     sharding="none",
-    trainable_params=1704,
-    total_tokens=1000,
 )
 
 
 def run(efficiency=None, **changes):
-    return training_speed(dataclasses.replace(BASE, **changes), efficiency, calibration=CAL)
+    return training_speed(vary_workload(BASE, **changes), efficiency, calibration=CAL)
 
 
 def test_model_flops_per_token():

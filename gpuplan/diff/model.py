@@ -164,12 +164,12 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
         tokens = f.job.tokens
         cost = cents(shown["cost"])
         jobs["finetune"] = {
-            "layout": layout + (f", sharding {training.sharding}" if training.sharding != "none" else ""),
+            "layout": layout + (f", sharding {training.job.sharding}" if training.job.sharding != "none" else ""),
             "gpu": f.gpu.id,
             "gpus": f.gpus,
             "tensor_parallel": training.tensor_parallel,
             "pipeline_parallel": training.pipeline_parallel,
-            "sharding": training.sharding,
+            "sharding": training.job.sharding,
             "fits": f.fits,
             **_memory(shown["per_gpu_bytes"], shown["usable_bytes"]),
             "tokens": tokens,

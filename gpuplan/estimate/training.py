@@ -24,8 +24,9 @@ from dataclasses import fields
 from typing import Any
 
 from gpuplan.architecture import Architecture
-from gpuplan.layout import replicas
 from gpuplan.records import record
+from gpuplan.spec import Finetune
+from gpuplan.units import DTYPE_BYTES
 
 # precision -> (weight, gradient, optimizer-state, activation bytes, autocast keeps 16-bit weight copies)
 REGIMES: dict[str, tuple[int, int, int, int, bool]] = {
@@ -55,64 +56,51 @@ NF4_BYTES_NO_DQ = 0.5 + 4 / 64
 ADAM8BIT_BLOCK = 2048  # bitsandbytes block-wise 8-bit optimizer block (Dettmers et al. 2022)
 FUSED_LOSS_CHUNK_TOKENS = 2048  # chunked/fused cross-entropy: one fp32 chunk of logits and its grad
 OFFLOADED_LAYERS_ON_GPU = 2  # activation offloading keeps the layer in use and the one prefetched
-LORA_TARGETS_ALL = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-CHECKPOINTING = ("none", "full", "selective")
 
 
 @record
 class TrainingSetup:
-    """Everything the fine-tuning memory depends on (defaults resolved by gpuplan.spec)."""
+    """A fine-tuning job as the memory and speed models read it: the resolved job (``gpuplan.spec.Finetune``,
+    every default the schema's, the one record of the job's settings) on its model. The planner varies
+    the job (``evolve(job, ...)``), never a copy of its fields."""
 
     architecture: Architecture
-    method: str = "full"  # full | lora | qlora
-    precision: str = "bf16-mixed"
-    optimizer: str = "adamw"
-    model_dtype_bytes: int = 2  # frozen base of lora (model.dtype)
-    lora_rank: int = 16
-    lora_targets: tuple[str, ...] = LORA_TARGETS_ALL
-    lora_bytes: int = 4  # peft keeps adapters in fp32
-    lora_variant: str = "lora"  # lora | dora
-    lora_dropout: float = 0.0
-    micro_batch: int = 1
-    seq_len: int = 2048
-    gradient_accumulation: int = 1
-    checkpointing: str | bool = "none"  # none | full | selective (True/False read as full/none)
-    attention: str = "flash"
-    fused_loss: bool = False
-    sharding: str = "none"
-    tensor_parallel: int = 1
-    pipeline_parallel: int = 1
-    gpus: int = 1
-    double_quant: bool = True
-    offload_optimizer: str = "none"  # none | cpu | nvme
-    offload_parameters: str = "none"  # none | cpu | nvme
-    optimizer_in_backward: bool = False
-    activation_offloading: bool = False
-    sequence_parallel: bool = False
-    autocast: bool = True  # under *-mixed precision
-    momentum: float = 0.9  # sgd
-    loop: str = "manual"  # manual: the caller keeps the model outputs through backward | trainer: released
+    job: Finetune
+    model_dtype_bytes: int  # the frozen base of LoRA and QLoRA's 16-bit parts (model.dtype)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.checkpointing, bool):
-            object.__setattr__(self, "checkpointing", "full" if self.checkpointing else "none")
+    @property
+    def tensor_parallel(self) -> int:
+        return self.job.hardware.tensor_parallel
+
+    @property
+    def pipeline_parallel(self) -> int:
+        return self.job.hardware.pipeline_parallel
+
+    @property
+    def gpus(self) -> int:
+        return self.job.hardware.count
 
     @property
     def data_parallel(self) -> int:
-        return replicas(self.gpus, self.tensor_parallel, self.pipeline_parallel)
+        return self.job.hardware.replicas
 
     @property
     def tokens(self) -> int:
-        return self.micro_batch * self.seq_len
+        """Tokens of one micro-batch on one data-parallel rank."""
+        return self.job.micro_batch * self.job.seq_len
 
     @property
     def is_adapter(self) -> bool:
-        return self.method in ("lora", "qlora")
+        return self.job.method in ("lora", "qlora")
+
+    @property
+    def lora_bytes(self) -> int:
+        return DTYPE_BYTES[self.job.lora_dtype]
 
     @property
     def uses_autocast(self) -> bool:
         """fp32 weights run under torch.autocast: fp32 residual stream and cached 16-bit weight copies."""
-        return self.precision in MIXED and self.autocast
+        return self.job.precision in MIXED and self.job.autocast
 
     @property
     def residual_bytes(self) -> int:
@@ -122,12 +110,12 @@ class TrainingSetup:
 
     @property
     def activation_bytes(self) -> int:
-        return REGIMES[self.precision][3]
+        return REGIMES[self.job.precision][3]
 
     @property
     def sequence_shards(self) -> int:
         """Ranks the norm/residual regions are split over (sequence parallelism), else 1."""
-        return self.tensor_parallel if self.sequence_parallel else 1
+        return self.tensor_parallel if self.job.sequence_parallel else 1
 
 
 @record
@@ -203,7 +191,9 @@ def trainable_params(setup: TrainingSetup) -> int:
     arch = setup.architecture
     if not setup.is_adapter:
         return arch.params
-    return arch.layers * adapter_params_per_layer(arch, setup.lora_rank, setup.lora_targets, setup.lora_variant)
+    return arch.layers * adapter_params_per_layer(
+        arch, setup.job.lora_rank, setup.job.lora_targets, setup.job.lora_variant
+    )
 
 
 def _stage_fraction(setup: TrainingSetup) -> float:
@@ -245,7 +235,7 @@ def _attention_bytes(setup: TrainingSetup, act: int, seq: int) -> float:
     q, kv = arch.q_width / t, max(1, arch.n_kv // t) * arch.d_head
     heads = arch.heads / t
     fused = act * (q + kv) if arch.fused_qkv else 0.0
-    if setup.attention == "eager":
+    if setup.job.attention == "eager":
         probabilities = (4 + (act if act != 4 else 0)) * heads * seq  # fp32 softmax + its cast
         return act * 4 * q + probabilities + fused  # q, repeated k and v, o_proj input
     return act * (2 * q + 2 * kv) + 4 * heads + fused  # q, k, v, output (= o_proj input), logsumexp
@@ -253,7 +243,7 @@ def _attention_bytes(setup: TrainingSetup, act: int, seq: int) -> float:
 
 def _mlp_bytes(setup: TrainingSetup, act: int) -> float:
     arch, t = setup.architecture, setup.tensor_parallel
-    frozen_down = setup.is_adapter and "down_proj" not in setup.lora_targets
+    frozen_down = setup.is_adapter and "down_proj" not in setup.job.lora_targets
     if arch.is_moe:
         # Per routed expert: its gated MLP tensors plus the gathered copy of the token and its weighted
         # output (2h each); the router keeps fp32 logits, softmax and top-k weights (3 x 4 B per expert).
@@ -300,17 +290,17 @@ def _lora_input_bytes(setup: TrainingSetup, act: int) -> float:
         return 0.0
     widths = _input_widths(setup)
     lora = setup.lora_bytes
-    total = float(lora * setup.lora_rank * len(setup.lora_targets)) / setup.tensor_parallel
-    if setup.lora_dropout > 0:
-        total += sum((1 + lora) * widths[_INPUT_GROUP[name]] for name in setup.lora_targets)
+    total = float(lora * setup.job.lora_rank * len(setup.job.lora_targets)) / setup.tensor_parallel
+    if setup.job.lora_dropout > 0:
+        total += sum((1 + lora) * widths[_INPUT_GROUP[name]] for name in setup.job.lora_targets)
     elif lora != act:
-        total += sum(lora * widths[_INPUT_GROUP[name]] for name in setup.lora_targets)
+        total += sum(lora * widths[_INPUT_GROUP[name]] for name in setup.job.lora_targets)
     else:
-        inputs = {_INPUT_GROUP[name] for name in setup.lora_targets} - {"attention", "mlp"}
+        inputs = {_INPUT_GROUP[name] for name in setup.job.lora_targets} - {"attention", "mlp"}
         total += sum(act * widths[group] for group in inputs)
-    if setup.lora_variant == "dora":
+    if setup.job.lora_variant == "dora":
         shapes = _adapted_shapes(setup.architecture)
-        total += sum(2 * lora * shapes[name][1] for name in setup.lora_targets if shapes[name][0])
+        total += sum(2 * lora * shapes[name][1] for name in setup.job.lora_targets if shapes[name][0])
     return total
 
 
@@ -318,15 +308,15 @@ def _qlora_input_bytes(setup: TrainingSetup, act: int) -> float:
     """bitsandbytes' 4-bit matmul saves the input of every quantized linear for backward
     (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``), frozen or not: the norm outputs, the attention
     output's contiguous copy and the down_proj input, beyond what the adapters already keep."""
-    if setup.method != "qlora":
+    if setup.job.method != "qlora":
         return 0.0
     widths = _input_widths(setup)
     kept_by_adapters = set()
-    if setup.lora_dropout == 0 and setup.lora_bytes == act:
-        kept_by_adapters = {_INPUT_GROUP[name] for name in setup.lora_targets} - {"attention", "mlp"}
+    if setup.job.lora_dropout == 0 and setup.lora_bytes == act:
+        kept_by_adapters = {_INPUT_GROUP[name] for name in setup.job.lora_targets} - {"attention", "mlp"}
     saved = sum(act * widths[group] for group in ("norm", "norm2") if group not in kept_by_adapters)
     saved += act * widths["attention"]
-    if "down_proj" not in setup.lora_targets:
+    if "down_proj" not in setup.job.lora_targets:
         saved += act * widths["mlp"]
     return saved
 
@@ -349,7 +339,7 @@ def layer_activation_bytes_per_token(setup: TrainingSetup) -> float:
     )
     return (
         norms
-        + _attention_bytes(setup, act, setup.seq_len)
+        + _attention_bytes(setup, act, setup.job.seq_len)
         + _mlp_bytes(setup, act)
         + _lora_input_bytes(setup, act)
         + _qlora_input_bytes(setup, act)
@@ -375,7 +365,7 @@ def logits_bytes(setup: TrainingSetup) -> tuple[float, float, float]:
     """(returned logits, fp32 log-softmax saved by the loss, fp32 upcast transient) for the micro-batch."""
     act = setup.activation_bytes
     vocab = setup.architecture.vocab / setup.tensor_parallel
-    if setup.fused_loss:
+    if setup.job.fused_loss:
         return 0.0, 0.0, 2 * 4 * vocab * min(setup.tokens, FUSED_LOSS_CHUNK_TOKENS)
     tokens = setup.tokens
     return act * vocab * tokens, 4 * vocab * tokens, (4 * vocab * tokens if act != 4 else 0.0)
@@ -387,20 +377,20 @@ def logits_bytes(setup: TrainingSetup) -> tuple[float, float, float]:
 def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: int) -> tuple[float, float]:
     """(optimizer states, step temporaries) in bytes for ``trainable`` parameters."""
     arch = setup.architecture
-    if setup.optimizer == "adamw":
+    if setup.job.optimizer == "adamw":
         return 2 * state_bytes * trainable, state_bytes * trainable
-    if setup.optimizer == "adamw-fused":
+    if setup.job.optimizer == "adamw-fused":
         return 2 * state_bytes * trainable, 0.0
-    if setup.optimizer in ("adamw-8bit", "adamw-8bit-paged"):
+    if setup.job.optimizer in ("adamw-8bit", "adamw-8bit-paged"):
         return trainable * (2 + 2 * 4 / ADAM8BIT_BLOCK), 0.0
-    if setup.optimizer == "sgd":
-        return (state_bytes * trainable if setup.momentum > 0 else 0.0), 0.0
+    if setup.job.optimizer == "sgd":
+        return (state_bytes * trainable if setup.job.momentum > 0 else 0.0), 0.0
     # Adafactor (Shazeer & Stern 2018): factored second moment, rows + columns per matrix, fp32;
     # HF's implementation updates one parameter at a time with two fp32 temporaries of its size.
     fraction = trainable / max(1, trainable_params(setup))
     dims = arch.layers * (3 * arch.hidden + arch.q_width + 2 * arch.kv_width + 3 * (arch.hidden + arch.intermediate))
     states = 4 * (dims + arch.vocab + arch.hidden) * fraction
-    largest = arch.largest_linear_params() if not setup.is_adapter else arch.hidden * setup.lora_rank
+    largest = arch.largest_linear_params() if not setup.is_adapter else arch.hidden * setup.job.lora_rank
     return states, 2 * 4 * largest
 
 
@@ -438,23 +428,23 @@ class _Activations:
 
 
 def _base_bytes_per_param(setup: TrainingSetup) -> float:
-    if setup.method == "qlora":
-        return NF4_BYTES_PER_PARAM if setup.double_quant else NF4_BYTES_NO_DQ
+    if setup.job.method == "qlora":
+        return NF4_BYTES_PER_PARAM if setup.job.double_quant else NF4_BYTES_NO_DQ
     return float(setup.model_dtype_bytes)
 
 
 def _model_states(setup: TrainingSetup) -> _States:
     arch = setup.architecture
-    weight_b, grad_b, state_b, _, _ = REGIMES[setup.precision]
+    weight_b, grad_b, state_b, _, _ = REGIMES[setup.job.precision]
     n = setup.data_parallel
-    sharding = setup.sharding if n > 1 else "none"
+    sharding = setup.job.sharding if n > 1 else "none"
     local_all = _local_params(setup)
     fraction = _stage_fraction(setup)
     autocast = setup.uses_autocast
     master = 0.0
     if setup.is_adapter:
         trainable_local = trainable_params(setup) * fraction
-        if setup.method == "qlora":
+        if setup.job.method == "qlora":
             quantized = arch.linear_params() * fraction
             base = quantized * _base_bytes_per_param(setup) + (local_all - quantized) * 2  # embeddings, norms 16-bit
         else:
@@ -465,12 +455,12 @@ def _model_states(setup: TrainingSetup) -> _States:
         # casts live until backward: the matmul saves its bf16 weight to compute the input gradient.
         head = arch.vocab * arch.hidden / setup.tensor_parallel
         copies = 2 * (arch.linear_params() * fraction + head) if autocast and setup.model_dtype_bytes == 4 else 0.0
-        largest_param = max(arch.hidden, arch.intermediate) * setup.lora_rank / setup.tensor_parallel
+        largest_param = max(arch.hidden, arch.intermediate) * setup.job.lora_rank / setup.tensor_parallel
     else:
         trainable_local = local_all
-        if sharding != "none" or (setup.precision in MIXED and not setup.autocast):
-            weight_b = grad_b = SHARDED_WEIGHT_BYTES[setup.precision]
-            master = 4 * trainable_local if setup.precision in MIXED else 0.0
+        if sharding != "none" or (setup.job.precision in MIXED and not setup.job.autocast):
+            weight_b = grad_b = SHARDED_WEIGHT_BYTES[setup.job.precision]
+            master = 4 * trainable_local if setup.job.precision in MIXED else 0.0
         weights = local_all * weight_b
         tied_head = arch.vocab * arch.hidden if arch.tie_embeddings else 0
         linears = arch.linear_params() + arch.lm_head_params() + tied_head
@@ -485,14 +475,14 @@ def _model_states(setup: TrainingSetup) -> _States:
             grad_elements /= n
     grads = grad_elements * grad_b
     gathered = 0.0
-    streams = sharding in ("zero3", "fsdp") or setup.offload_parameters != "none"
+    streams = sharding in ("zero3", "fsdp") or setup.job.offload_parameters != "none"
     if streams:
         # The unit in use and the one prefetched are gathered in 16-bit (NF4 for QLoRA: FSDP-QLoRA gathers
         # the quantized storage), with the current unit's full gradient when several ranks reduce it. Units:
         # each decoder layer, and the embedding and output layer wrapped apart (torchtitan, FSDP2; DeepSpeed's
         # estimator likewise sizes its buffers by the largest module), whichever is largest.
         unit_params = max(arch.largest_layer_params, arch.embedding_params()) / setup.tensor_parallel
-        sixteen_bit = SHARDED_WEIGHT_BYTES[setup.precision]
+        sixteen_bit = SHARDED_WEIGHT_BYTES[setup.job.precision]
         bytes_per = _base_bytes_per_param(setup) if setup.is_adapter else sixteen_bit
         gathered = min(2 * bytes_per * unit_params, weights)
         if n > 1 and sharding in ("zero3", "fsdp") and not setup.is_adapter:
@@ -500,30 +490,30 @@ def _model_states(setup: TrainingSetup) -> _States:
         if sharding in ("zero3", "fsdp"):
             weights /= n
     paged = 0.0
-    if setup.optimizer == "adamw-8bit-paged":
+    if setup.job.optimizer == "adamw-8bit-paged":
         paged, optimizer = optimizer, 0.0
     host = nvme = 0.0
-    if setup.offload_optimizer != "none":
+    if setup.job.offload_optimizer != "none":
         # The step runs on the CPU: fp32 master weights, the states, an fp32 copy of the gradients and the
         # step's own temporaries live there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision
         # Adam; torch's foreach AdamW on CPU tensors, as FSDP cpu_offload runs it, adds its temporary).
         moved = optimizer + paged + 4 * grad_elements + step_temp
         optimizer = paged = step_temp = 0.0
-        if setup.offload_optimizer == "cpu":
+        if setup.job.offload_optimizer == "cpu":
             host += moved
         else:
             nvme += moved
-    if setup.offload_parameters != "none":
-        moved = weights + (grads if setup.offload_optimizer != "none" else 0.0)
-        if setup.offload_optimizer != "none":
+    if setup.job.offload_parameters != "none":
+        moved = weights + (grads if setup.job.offload_optimizer != "none" else 0.0)
+        if setup.job.offload_optimizer != "none":
             grads = 0.0
         weights = 0.0
-        if setup.offload_parameters == "cpu":
+        if setup.job.offload_parameters == "cpu":
             host += moved
         else:
             nvme += moved
-    largest_gradient = min(grads, largest_param * grad_b) if setup.optimizer_in_backward else grads
-    if setup.optimizer_in_backward:
+    largest_gradient = min(grads, largest_param * grad_b) if setup.job.optimizer_in_backward else grads
+    if setup.job.optimizer_in_backward:
         # Each parameter is stepped (and its gradient freed) as soon as its gradient is complete.
         step_temp = step_temp * min(1.0, largest_param / max(trainable_local, 1.0))
     return _States(weights, grads, optimizer, paged, step_temp, copies, gathered, largest_gradient, host, nvme)
@@ -539,47 +529,47 @@ def _activations(setup: TrainingSetup) -> _Activations:
     final_norm = _norm_bytes(setup, act_b) * tokens
     layer_input = setup.residual_bytes * arch.hidden / setup.sequence_shards
     # 1F1B pipelining keeps L layers' worth of activations in flight on the first stage, whatever PP is.
-    if setup.checkpointing == "full":
+    if setup.job.checkpointing == "full":
         kept_per_layer = layer_input * tokens
-    elif setup.checkpointing == "selective":
+    elif setup.job.checkpointing == "selective":
         kept_per_layer = selective_layer_bytes_per_token(setup) * tokens
     else:
         kept_per_layer = per_layer
-    on_gpu_layers = min(arch.layers, OFFLOADED_LAYERS_ON_GPU) if setup.activation_offloading else arch.layers
+    on_gpu_layers = min(arch.layers, OFFLOADED_LAYERS_ON_GPU) if setup.job.activation_offloading else arch.layers
     offloaded = kept_per_layer * (arch.layers - on_gpu_layers)
     layers = kept_per_layer * on_gpu_layers
-    scores = arch.heads / tp * setup.seq_len**2 * setup.micro_batch
+    scores = arch.heads / tp * setup.job.seq_len**2 * setup.job.micro_batch
     forward = upcast
-    if setup.attention == "eager":
+    if setup.job.attention == "eager":
         # Beyond what is saved: the bf16 masked scores (2 B); when the layer keeps nothing of its own
         # (full checkpointing), masked scores, their fp32 upcast and the fp32 softmax coexist (10 B).
-        forward = max(forward, (10 if setup.checkpointing == "full" else 2) * scores)
+        forward = max(forward, (10 if setup.job.checkpointing == "full" else 2) * scores)
     # bitsandbytes dequantizes one NF4 linear at a time to bf16 (embeddings and LM head are not NF4).
     widest = arch.hidden * max(arch.expert_width if arch.is_moe else arch.intermediate, arch.q_width)
-    dequant = 2 * widest / tp if setup.method == "qlora" else 0.0
+    dequant = 2 * widest / tp if setup.job.method == "qlora" else 0.0
     # DoRA computes each adapted layer's full weight norm in the adapter dtype: an identity of d_in^2, the
     # merged B @ A, the base weight cast and their sum, for the largest adapted matrix at a time.
     dora = 0.0
-    if setup.is_adapter and setup.lora_variant == "dora":
+    if setup.is_adapter and setup.job.lora_variant == "dora":
         shapes = _adapted_shapes(arch)
         dora = max(
             (d_in * d_in + 3 * d_in * d_out) * setup.lora_bytes / tp
-            for d_in, d_out in (shapes[name] for name in setup.lora_targets)
+            for d_in, d_out in (shapes[name] for name in setup.job.lora_targets)
             if d_in
         )
     mlp_width = _input_widths(setup)["mlp"]
     # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate at once
     # (3 x i per token; 2 for a plain MLP): 0.66 GiB at 8B, 1x8192, matching the ground truth.
     layer_backward = (3 if arch.mlp == "gated" else 2) * act_b * mlp_width * tokens
-    if setup.attention == "eager":
+    if setup.job.attention == "eager":
         layer_backward = max(layer_backward, 6 * scores)  # bf16 + fp32 score gradients
-    loss_gradients = 0.0 if setup.fused_loss else 2 * 4 * (arch.vocab / tp) * tokens
-    recomputing = setup.checkpointing != "none"
+    loss_gradients = 0.0 if setup.job.fused_loss else 2 * 4 * (arch.vocab / tp) * tokens
+    recomputing = setup.job.checkpointing != "none"
     return _Activations(
         saved=layers + final_norm + returned + log_softmax,
         returned_logits=returned,
         per_layer=per_layer,
-        checkpoint_input=layer_input * tokens if setup.checkpointing == "full" else 0.0,
+        checkpoint_input=layer_input * tokens if setup.job.checkpointing == "full" else 0.0,
         forward_temporaries=max(forward, dequant, dora),
         loss_gradients=loss_gradients,
         layer_backward_temporaries=layer_backward + dequant + (dora if recomputing else 0.0),
@@ -616,8 +606,21 @@ class _Keyed:
         return isinstance(other, _Keyed) and self.key == other.key
 
 
+# What the memory model reads of a setup, by name: the model, the job's settings and its layout; not the
+# run's length, its checkpoints or the GPU kind (memory per GPU depends on none of them).
+_NOT_MEMORY = frozenset({"tokens", "checkpoint_every_hours", "checkpoint_keep", "checkpoint_storage_gb", "hardware"})
+MEMORY_INPUTS: dict[str, str] = {
+    "architecture": "architecture",
+    "model_dtype_bytes": "model_dtype_bytes",
+    "gpus": "job.hardware.count",
+    "tensor_parallel": "job.hardware.tensor_parallel",
+    "pipeline_parallel": "job.hardware.pipeline_parallel",
+    **{f.name: f"job.{f.name}" for f in fields(Finetune) if f.name not in _NOT_MEMORY},
+}
+
+
 def _reading(ignored: frozenset[str]) -> operator.attrgetter[Any]:
-    return operator.attrgetter(*(f.name for f in fields(TrainingSetup) if f.name not in ignored))
+    return operator.attrgetter(*(path for name, path in MEMORY_INPUTS.items() if name not in ignored))
 
 
 _STATES_READ = _reading(STATES_IGNORE)
@@ -640,14 +643,14 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
     states = _remembered_states(_Keyed(setup, _STATES_READ))
     acts = _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ))
     grads = states.gradients
-    accumulating = grads if setup.gradient_accumulation > 1 else 0.0  # grads persist across micro-batches
-    if setup.is_adapter or setup.optimizer_in_backward:
+    accumulating = grads if setup.job.gradient_accumulation > 1 else 0.0  # grads persist across micro-batches
+    if setup.is_adapter or setup.job.optimizer_in_backward:
         grads_before_first_layer = states.largest_gradient
     else:
         total = arch.total_layer_params + arch.embedding_params() + arch.lm_head_params()
         first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
         grads_before_first_layer = grads * (1 - first_layer_and_embedding)
-    in_backward_step = states.step_temporaries if setup.optimizer_in_backward else 0.0  # one parameter's
+    in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer, "gathered_parameters": states.gathered}
     forward = {
         **fixed,
@@ -659,7 +662,7 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
     # Backward peaks at its start (the loss gradients are live, and the returned logits too unless the
     # training loop released the model outputs first, as the Hugging Face Trainer and torchtune do), while
     # the first layer is processed (most gradients, one layer's activations), or at its end.
-    released = acts.returned_logits if setup.loop == "trainer" else 0.0
+    released = acts.returned_logits if setup.job.loop == "trainer" else 0.0
     start = {
         **fixed,
         "gradients": accumulating,
@@ -674,10 +677,10 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
         "activations": acts.per_layer + acts.checkpoint_input,
         "temporaries": acts.layer_backward_temporaries + in_backward_step,
     }
-    end = {**fixed, "gradients": states.largest_gradient if setup.optimizer_in_backward else grads}
+    end = {**fixed, "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads}
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
     phases = {"forward": _ints(forward), "backward": _ints(backward)}
-    if not setup.optimizer_in_backward:
+    if not setup.job.optimizer_in_backward:
         phases["optimizer_step"] = _ints(
             {
                 **fixed,

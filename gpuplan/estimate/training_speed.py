@@ -36,7 +36,6 @@ from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.performance import (
-    INTER_NODE_GBS,
     Efficiency,
     allreduce_time,
     attention_ceiling,
@@ -47,8 +46,7 @@ from gpuplan.estimate.performance import (
     matmul_ceiling,
     matmul_params,
 )
-from gpuplan.estimate.training import REGIMES
-from gpuplan.layout import replicas
+from gpuplan.estimate.training import REGIMES, TrainingSetup
 from gpuplan.records import record
 
 LOSS_BYTES_PER_LOGIT = 16  # fp32 logits written and read by the loss, their gradient written and read (4 x 4 B)
@@ -60,24 +58,23 @@ OPTIMIZER_STATES = {"adamw": 2, "adamw-fused": 2, "adamw-8bit": 2, "sgd": 1, "ad
 
 @record
 class TrainingWorkload:
-    architecture: Architecture
+    """What a fine-tuning run's speed rests on: the job on its model and layout, the GPU it runs on, and
+    its trainable parameters (which the memory model counts)."""
+
+    setup: TrainingSetup
     gpu: Gpu
-    method: str  # full | lora | qlora
-    precision: str
-    optimizer: str
-    checkpointing: bool
-    seq_len: int
-    micro_batch: int
-    gradient_accumulation: int
-    gpus: int
-    tensor_parallel: int
-    pipeline_parallel: int
-    sharding: str
     trainable_params: int
-    total_tokens: int
-    fused_loss: bool = False
-    network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
-    attention: str = "flash"  # the attention kernel (finetune.attention): flash | flash3 | cudnn | eager
+
+    @property
+    def total_tokens(self) -> int:
+        """The run's training tokens (``finetune.tokens``; a workload is built only when it is set)."""
+        return self.setup.job.tokens or 0
+
+    @property
+    def recomputes(self) -> bool:
+        """Full checkpointing recomputes each layer's forward; selective recomputes only elementwise work
+        (norms, activations), counted as none."""
+        return self.setup.job.checkpointing == "full"
 
 
 @record
@@ -106,21 +103,20 @@ def training_speed(
 ) -> TrainingSpeed:
     efficiency = efficiency or Efficiency()
     cal = calibration.training
-    arch, gpu = w.architecture, w.gpu
-    tp, pp = w.tensor_parallel, w.pipeline_parallel
-    dp = replicas(w.gpus, tp, pp)
+    job, arch, gpu = w.setup.job, w.setup.architecture, w.gpu
+    tp, pp, dp = w.setup.tensor_parallel, w.setup.pipeline_parallel, w.setup.data_parallel
     stage_layers = math.ceil(arch.layers / pp)
     share = stage_layers / arch.layers / tp  # of the model's layers (and heads) on this GPU
-    tokens = w.micro_batch * w.seq_len
-    fp8 = w.precision == "fp8-mixed" and bool(gpu.tflops.get("fp8"))
+    tokens = job.micro_batch * job.seq_len
+    fp8 = job.precision == "fp8-mixed" and bool(gpu.tflops.get("fp8"))
     peak16 = gpu.peak_flops("bf16")
 
     # Compute of one micro-batch on this GPU.
     linear_forward = 2 * matmul_params(arch) * share * tokens
-    attention_forward = attention_flops(arch, 0, w.seq_len) * share * w.micro_batch
-    linear_passes = 3 if w.method == "full" else 2
-    recompute = 1 if w.checkpointing else 0
-    flops_per_token = model_flops_per_token(arch, w.method, w.seq_len, w.trainable_params)
+    attention_forward = attention_flops(arch, 0, job.seq_len) * share * job.micro_batch
+    linear_passes = 3 if job.method == "full" else 2
+    recompute = 1 if w.recomputes else 0
+    flops_per_token = model_flops_per_token(arch, job.method, job.seq_len, w.trainable_params)
     if efficiency.training_mfu is not None:
         rate = (gpu.peak_flops("fp8") if fp8 else peak16) * efficiency.training_mfu
         model = flops_per_token * share * tokens
@@ -131,18 +127,18 @@ def training_speed(
         if fp8:
             fp8_rate = gpu.peak_flops("fp8") * matmul_ceiling(gpu, "fp8")
             gemm_rate = fp8_rate * cal.gemm_efficiency * cal.low_precision_gemm_factor
-        adapters = 6 * w.trainable_params * share * tokens if w.method != "full" else 0.0
+        adapters = 6 * w.trainable_params * share * tokens if job.method != "full" else 0.0
         linear = linear_forward * (linear_passes + recompute) + adapters
         attention = attention_forward * (3 + recompute)
         bandwidth = gpu.bandwidth * cal.bandwidth_efficiency
         elementwise = cal.elementwise_bytes * arch.hidden * stage_layers / tp * tokens * (1 + recompute / 3)
-        loss = 0.0 if w.fused_loss else LOSS_BYTES_PER_LOGIT * arch.vocab / tp * tokens
+        loss = 0.0 if job.fused_loss else LOSS_BYTES_PER_LOGIT * arch.vocab / tp * tokens
         dequant = 0.0
-        if w.method == "qlora":
+        if job.method == "qlora":
             dequant = arch.linear_params() * share * NF4_DEQUANT_BYTES * (2 + recompute)
         micro = (
             linear / gemm_rate
-            + attention / (peak16 * attention_ceiling(gpu, w.attention) * cal.attention_efficiency)
+            + attention / (peak16 * attention_ceiling(gpu, job.attention) * cal.attention_efficiency)
             + (elementwise + loss + dequant) / bandwidth
         )
 
@@ -151,20 +147,20 @@ def training_speed(
     activations = tokens * arch.hidden * 2
     tp_comm = 0.0
     if tp > 1:
-        tp_bandwidth = link_bandwidth(gpu, tp, w.network_gbs) * link_efficiency
+        tp_bandwidth = link_bandwidth(gpu, tp, job.hardware.network_gbs) * link_efficiency
         tp_comm = stage_layers * (4 + 2 * recompute) * allreduce_time(activations, tp, tp_bandwidth, 0.0)
 
     # Data-parallel traffic, overlapped with compute.
-    weight_bytes, grad_bytes, state_bytes, _, mixed = REGIMES[w.precision]
+    weight_bytes, grad_bytes, state_bytes, _, mixed = REGIMES[job.precision]
     replica_params = arch.params * stage_layers / arch.layers / tp  # this GPU's shard of one model replica
-    trainable = (w.trainable_params if w.method != "full" else arch.params) * stage_layers / arch.layers / tp
-    sharded = w.sharding in ("zero3", "fsdp") and dp > 1
-    ring = group_bandwidth(gpu, dp, tp, w.network_gbs)  # a data-parallel group's link, one direction per GPU
+    trainable = (w.trainable_params if job.method != "full" else arch.params) * stage_layers / arch.layers / tp
+    sharded = job.sharding in ("zero3", "fsdp") and dp > 1
+    ring = group_bandwidth(gpu, dp, tp, job.hardware.network_gbs)  # a data-parallel group's link, one direction per GPU
     dp_bandwidth = ring * link_efficiency
-    m = w.gradient_accumulation
+    m = job.gradient_accumulation
     exposed = 0.0
     if dp > 1:
-        reduced = trainable * (2 if w.method == "full" else 4)  # bf16 gradients; peft adapters in fp32
+        reduced = trainable * (2 if job.method == "full" else 4)  # bf16 gradients; peft adapters in fp32
         if sharded:
             gathered = replica_params * 2  # bf16 parameters gathered for forward and again for backward
             per_micro = 2 * gather_time(gathered, dp, dp_bandwidth) + gather_time(reduced, dp, dp_bandwidth)
@@ -174,8 +170,8 @@ def training_speed(
             exposed = max(0.0, sync - cal.overlap * micro * 2 / 3)  # behind the last micro-batch's backward
 
     # The optimizer's pass over weights, states and gradients of the trainable shard (memory-bound).
-    local_trainable = trainable / dp if (w.sharding != "none" and dp > 1) else trainable
-    states = OPTIMIZER_STATES[w.optimizer] * (1 if w.optimizer == "adamw-8bit" else state_bytes)
+    local_trainable = trainable / dp if (job.sharding != "none" and dp > 1) else trainable
+    states = OPTIMIZER_STATES[job.optimizer] * (1 if job.optimizer == "adamw-8bit" else state_bytes)
     per_param = 2 * weight_bytes + grad_bytes + 2 * states + (2 if mixed else 0)
     optimizer = local_trainable * per_param / (gpu.bandwidth * cal.bandwidth_efficiency)
 
@@ -183,7 +179,7 @@ def training_speed(
     step = compute + exposed
     per_gpu = m * tokens / (tp * pp)
     per_gpu_rate = per_gpu / step
-    total = per_gpu_rate * w.gpus
+    total = per_gpu_rate * w.setup.gpus
     seconds = w.total_tokens / total if total else 0.0
     return TrainingSpeed(
         flops_per_token=flops_per_token,

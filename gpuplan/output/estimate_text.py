@@ -40,8 +40,8 @@ def render_estimate(analysis: Analysis) -> str:
         f = analysis.finetune
         setup = f.setup
         lines.append(
-            f"fine-tuning ({setup.method}, {setup.precision}, {setup.optimizer}) on {f.gpus} x {f.gpu.id}"
-            f" (TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, sharding {setup.sharding})"
+            f"fine-tuning ({setup.job.method}, {setup.job.precision}, {setup.job.optimizer}) on {f.gpus} x {f.gpu.id}"
+            f" (TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, sharding {setup.job.sharding})"
         )
         lines.append(f"  per GPU, at the {f.memory.peak_phase.replace('_', ' ')} peak:")
         lines += _breakdown(f.memory.breakdown)

@@ -610,7 +610,7 @@ class FinetunePlanner(_Evaluator):
         alone (it reads no memory estimate)."""
         job = self._job(layout)
         setup = training_setup(self.spec, job)
-        _, speed = finetune_speed(self.spec, job, setup, layout.gpu, self.efficiency)
+        _, speed = finetune_speed(setup, layout.gpu, self.efficiency)
         share = sync_share(setup, layout.gpu, speed)
         return share is not None and share > self.sync_share
 
@@ -647,7 +647,7 @@ class FinetunePlanner(_Evaluator):
             job = self._job(layout)
             self._floor_job = (job, training_setup(self.spec, job))
         job, setup = self._floor_job
-        _, speed = finetune_speed(self.spec, job, setup, gpu, self.efficiency)
+        _, speed = finetune_speed(setup, gpu, self.efficiency)
         price = self.spec.price_record(gpu)
         cost = run_cost(speed, setup.gpus, None if price is None else price.per_hour)
         return None if cost is None else cost / (job.tokens or NOMINAL_TOKENS) * 1e6

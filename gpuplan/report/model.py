@@ -188,17 +188,17 @@ def _budget_lines(spec: Spec, analysis: Analysis) -> list[str]:
 
 
 def _finetune_details(f: FinetuneEstimate, currency: str, settings: Settings) -> dict[str, Any]:
-    setup = f.setup
+    job = f.setup.job
     peak = f.memory.per_gpu
     peak_phase = f.memory.peak_phase.replace("_", " ")
     speed = f.speed
     rows = [
-        ["Method", f"{setup.method} ({setup.precision}, {setup.optimizer})"],
+        ["Method", f"{job.method} ({job.precision}, {job.optimizer})"],
         ["Layout", layout_text(f)],
         [
             "Shape",
-            f"micro-batch {setup.micro_batch} x {setup.seq_len:,} tokens"
-            + (f", {setup.checkpointing} activation checkpointing" if setup.checkpointing != "none" else ""),
+            f"micro-batch {job.micro_batch} x {job.seq_len:,} tokens"
+            + (f", {job.checkpointing} activation checkpointing" if job.checkpointing != "none" else ""),
         ],
         ["Peak per GPU", f"{format_gib(peak)} at the {peak_phase} of {format_gib(f.gpu.usable_bytes)} usable"],
         ["Headroom", _headroom(peak, f.gpu.usable_bytes)],
