@@ -1,0 +1,85 @@
+"""``gpuplan plan``: the cheapest sound layout of each job, and the options around it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from gpuplan.cli.common import EXIT_FINDINGS, EXIT_OK, _echo_problems, _format_option, _guarded
+from gpuplan.errors import GpuplanError
+from gpuplan.visible import json_text
+
+
+@click.command("plan", short_help="Recommend the cheapest sound layout, and the options.")
+@click.argument("spec_path", metavar="SPEC")
+@_format_option("text", "json", "markdown")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of options and rejected.")
+@click.option("--gpu", "gpus", multiple=True, help="Only this GPU id (repeatable); replaces the spec's plan.gpu.")
+@click.option(
+    "--vendor",
+    "vendors",
+    multiple=True,
+    type=click.Choice(["nvidia", "amd", "intel"], case_sensitive=False),
+    help="Only GPUs of this vendor (repeatable); replaces plan.vendor.",
+)
+@click.option("--max-gpus", type=click.IntRange(min=1, max=4096), default=None, help="Replaces plan.max_gpus.")
+@click.option("--max-nodes", type=click.IntRange(min=1, max=512), default=None, help="Replaces plan.max_nodes.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
+@_guarded
+def plan_command(
+    spec_path: str,
+    output_format: str,
+    top: int,
+    gpus: tuple[str, ...],
+    vendors: tuple[str, ...],
+    max_gpus: int | None,
+    max_nodes: int | None,
+    config_path: str | None,
+) -> None:
+    """Recommend the cheapest layout that meets memory, headroom and the SLO, with the options around it.
+
+    Exit 0 when every job has a sound layout within the constraints, 1 when one has none, 2 on errors.
+    """
+    import dataclasses
+
+    from gpuplan.catalog import UnknownNameError, get_gpu
+    from gpuplan.output.plan_text import render_markdown, render_text
+    from gpuplan.plan.document import plan_document
+    from gpuplan.rules.context import planner_for
+    from gpuplan.run import lint_run
+
+    summary = lint_run([spec_path], config_path=config_path, keep_analysis=True).summary()
+    (result,) = summary.results
+    if result.analysis is None:
+        _stop_unresolved(result, spec_path, "planned")
+    spec = result.analysis.spec
+    for gpu_id in gpus:
+        try:
+            get_gpu(gpu_id, spec.custom_gpus)
+        except UnknownNameError as error:
+            raise GpuplanError(f"--gpu: {error}") from None
+    limits = dataclasses.replace(  # the options replace the spec's plan: section, field by field
+        spec.plan,
+        gpus=tuple(dict.fromkeys(gpus)) or spec.plan.gpus,
+        vendors=tuple(dict.fromkeys(v.lower() for v in vendors)) or spec.plan.vendors,
+        max_gpus=max_gpus or spec.plan.max_gpus,
+        max_nodes=max_nodes or spec.plan.max_nodes,
+    )
+    settings = result.settings
+    planner = planner_for(spec, settings, limits)
+    document = plan_document(planner, path=result.path, top=top, cheaper_share=settings.cheaper_layout_share)
+    if output_format == "json":
+        click.echo(json_text(document))
+    elif output_format == "markdown":
+        click.echo(render_markdown(document), nl=False)
+    else:
+        click.echo(render_text(document), nl=False)
+    sys.exit(EXIT_OK if all(job["recommended"] is not None for job in document["jobs"]) else EXIT_FINDINGS)
+
+
+def _stop_unresolved(result: Any, spec_path: str, done: str) -> NoReturn:
+    """A spec that did not resolve: its findings on stderr, then exit 2 with one line."""
+    _echo_problems(result.findings)
+    raise GpuplanError(f"{spec_path} cannot be {done} until the problems above are fixed")
