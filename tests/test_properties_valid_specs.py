@@ -11,6 +11,8 @@ example, one field at a time; the regression tests are the specs that once faile
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import valid_specs as vs
 from conftest import run_cli
 from mutations import problems
 
+import gpuplan
 from gpuplan.linter import LintResult, lint_path
 from gpuplan.units import rounded
 
@@ -105,6 +108,8 @@ REGRESSIONS: list[tuple[str, list[tuple[vs.Path_, Any]]]] = [
     ),
     # GP010 ZeroDivisionError in rule GP201, whose planner tries layouts across nodes.
     ("findings/fit-full-70b.yaml", [(("finetune", "hardware", "network_gbps"), 5e-324)]),
+    # GP010 KeyError: the training speed's optimizer table lacked adamw-8bit-paged (issue 32).
+    ("qlora-llama-70b.yaml", [(("finetune", "optimizer"), "adamw-8bit-paged")]),
 ]
 
 
@@ -113,3 +118,53 @@ def test_specs_that_once_failed_inside(name: str, changes: list[tuple[vs.Path_, 
     example = dict(vs.EXAMPLES)[name]
     result = assert_sound(vs.variant(name, example, changes))
     assert result.analysis is not None
+
+
+# -- tables keyed by an enum field's values -----------------------------------------------------------
+
+# Each covers every value the schema allows for its field (module, table, field, values it may lack and why).
+ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
+    ("gpuplan.estimate.training_speed", "OPTIMIZER_STATES", ("finetune", "optimizer"), frozenset()),
+    ("gpuplan.analysis", "OPTIMIZER_NOTES", ("finetune", "optimizer"), frozenset()),
+    ("gpuplan.estimate.training", "REGIMES", ("finetune", "precision"), frozenset()),
+    ("gpuplan.estimate.training", "SHARDED_WEIGHT_BYTES", ("finetune", "precision"), frozenset()),
+    ("gpuplan.estimate.training", "_INPUT_GROUP", ("finetune", "lora", "targets", vs.ITEM), frozenset()),
+    ("gpuplan.estimate.calibration", "ENGINE_NAMES", ("serve", "engine"), frozenset()),
+    ("gpuplan.architecture", "_SLIDING_WORDS", ("model", "architecture", "sliding_layers"), frozenset()),
+    ("gpuplan.units", "DTYPE_BYTES", ("model", "dtype"), frozenset()),
+    ("gpuplan.units", "DTYPE_BYTES", ("finetune", "lora", "dtype"), frozenset()),
+    ("gpuplan.units", "DTYPE_BYTES", ("serve", "kv_cache_dtype"), frozenset({"auto"})),  # auto: the model dtype
+]
+# Tables keyed by some of an enum's values on purpose: the values they lack take another path.
+PARTIAL_TABLES = {
+    "gpuplan.estimate.performance.QUANT_COMPUTE_DTYPE",  # formats with their own GEMM dtype; others compute in 16-bit
+    "gpuplan.estimate.performance.UNMEASURED_CEILING",  # KV dtypes whose attention ceiling is not measured
+    "gpuplan.estimate.performance.ATTENTION_CEILING",  # kernels with a measured ceiling; eager has its own model
+    "gpuplan.estimate.serving.FP4_BLOCK",  # the two 4-bit float formats' block sizes
+}
+
+
+@pytest.mark.parametrize("module, table, path, lacking", ENUM_TABLES, ids=[f"{t[1]}:{t[2][-1]}" for t in ENUM_TABLES])
+def test_every_table_keyed_by_an_enum_has_every_value(module: str, table: str, path: vs.Path_, lacking: frozenset[str]):
+    keys = set(getattr(importlib.import_module(module), table))
+    values = {value for value in vs.enum_values(vs.node_at(path)) if isinstance(value, str)}
+    assert values - lacking <= keys, f"{module}.{table} lacks {sorted(values - lacking - keys)} of {'.'.join(path)}"
+
+
+def test_every_table_keyed_by_an_enum_is_listed():
+    """A module-level dict whose keys are all values of one enum field (two or more of them) is in
+    ENUM_TABLES, which the test above holds to every value, or PARTIAL_TABLES: a new table keyed by
+    optimizers or precisions cannot miss a value silently, as the training speed's missed
+    adamw-8bit-paged."""
+    enums = {frozenset(v for v in values if isinstance(v, str)) for _, values in vs.ENUM_FIELDS}
+    listed = [entry.rsplit(".", 1) for entry in PARTIAL_TABLES] + [(m, t) for m, t, _, _ in ENUM_TABLES]
+    known = {id(getattr(importlib.import_module(module), table)) for module, table in listed}
+    unlisted = []
+    for info in pkgutil.walk_packages(gpuplan.__path__, "gpuplan."):
+        if info.name.endswith("__main__"):  # runs the CLI
+            continue
+        for name, value in vars(importlib.import_module(info.name)).items():
+            keyed = isinstance(value, dict) and len(value) >= 2 and all(isinstance(key, str) for key in value)
+            if keyed and id(value) not in known and any(set(value) <= choices for choices in enums):
+                unlisted.append(f"{info.name}.{name}")
+    assert not unlisted, f"tables keyed by an enum's values, in neither ENUM_TABLES nor PARTIAL_TABLES: {unlisted}"

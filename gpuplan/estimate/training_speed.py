@@ -51,9 +51,19 @@ from gpuplan.records import record
 
 LOSS_BYTES_PER_LOGIT = 16  # fp32 logits written and read by the loss, their gradient written and read (4 x 4 B)
 NF4_DEQUANT_BYTES = 2.5  # per NF4 weight per pass: read 0.5 B, write the bf16 copy (2 B) (bitsandbytes)
-# Bytes an optimizer step moves per trainable parameter: read and write weights and each state, read the
-# gradient; AdamW has two states, SGD one, Adafactor a factored second moment (negligible per parameter).
-OPTIMIZER_STATES = {"adamw": 2, "adamw-fused": 2, "adamw-8bit": 2, "sgd": 1, "adafactor": 0}
+# An optimizer step reads and writes the weights and each state and reads the gradient, per trainable
+# parameter. Per optimizer (every finetune.optimizer): its states per parameter and their bytes, None for
+# the precision regime's state dtype. AdamW has two states (one byte each in 8-bit, paged or not: paging
+# moves where they live, not what the step reads), SGD one, Adafactor a factored second moment
+# (negligible per parameter).
+OPTIMIZER_STATES: dict[str, tuple[int, int | None]] = {
+    "adamw": (2, None),
+    "adamw-fused": (2, None),
+    "adamw-8bit": (2, 1),
+    "adamw-8bit-paged": (2, 1),
+    "sgd": (1, None),
+    "adafactor": (0, None),
+}
 
 
 @record
@@ -171,7 +181,8 @@ def training_speed(
 
     # The optimizer's pass over weights, states and gradients of the trainable shard (memory-bound).
     local_trainable = trainable / dp if (job.sharding != "none" and dp > 1) else trainable
-    states = OPTIMIZER_STATES[job.optimizer] * (1 if job.optimizer == "adamw-8bit" else state_bytes)
+    count, element_bytes = OPTIMIZER_STATES[job.optimizer]
+    states = count * (element_bytes or state_bytes)
     per_param = 2 * weight_bytes + grad_bytes + 2 * states + (2 if mixed else 0)
     optimizer = local_trainable * per_param / (gpu.bandwidth * cal.bandwidth_efficiency)
 
