@@ -8,7 +8,7 @@ import click
 
 from gpuplan.cli.common import _format_option, _guarded, _print_tracebacks, _run_options
 from gpuplan.errors import GpuplanError
-from gpuplan.visible import json_text, visible
+from gpuplan.visible import visible
 
 
 @click.command(short_help="Per-GPU memory, speed and cost of a spec's jobs.")
@@ -26,7 +26,7 @@ def estimate(
     is lint's: a job that fits in memory but breaks a rule (TP beyond the NVLink domain) exits 1.
     """
 
-    from gpuplan.analysis import to_dict
+    from gpuplan.output.estimate_json import render_estimate_json
     from gpuplan.output.estimate_text import render_estimate
     from gpuplan.output.text import render as render_findings
     from gpuplan.run import lint_run
@@ -38,10 +38,7 @@ def estimate(
     ).summary()
     (result,) = summary.results
     if output_format == "json":
-        document = to_dict(result.analysis) if result.analysis is not None else {}
-        document["findings"] = [finding.to_dict() for finding in result.findings]
-        document["exit_code"] = summary.exit_code
-        click.echo(json_text(document))
+        click.echo(render_estimate_json(summary), nl=False)
     elif result.analysis is None:
         click.echo(render_findings(summary), nl=False, err=True)
         click.echo(f"gpuplan: no estimate: {visible(result.path)} has problems that stop it (above)", err=True)

@@ -27,35 +27,17 @@ def schema(markdown: bool) -> None:
 @_guarded
 def explain(code: str) -> None:
     """Print the documentation of one rule, by code (GP201) or name."""
+    from gpuplan.output.rules_format import explain_text
     from gpuplan.rules.registry import get_rule
 
-    rule = get_rule(code)
-    click.echo(f"{rule.code} {rule.name} ({rule.family}, default severity {rule.severity.value})\n")
-    click.echo(rule.doc)
+    click.echo(explain_text(get_rule(code)), nl=False)
 
 
 @click.command(short_help="List every rule: code, name, family, severity, summary.")
 @_format_option("text", "json")
 def rules(output_format: str) -> None:
     """List every rule: code, name, family, default severity and summary."""
-    import json
-
+    from gpuplan.output.rules_format import render_rules
     from gpuplan.rules.registry import all_rules
 
-    listed = all_rules()
-    if output_format == "json":
-        rows = [
-            {
-                "code": r.code,
-                "name": r.name,
-                "family": r.family,
-                "severity": r.severity.value,
-                "summary": r.summary,
-                "doc": r.doc,
-            }
-            for r in listed
-        ]
-        click.echo(json.dumps(rows, indent=2))
-        return
-    for r in listed:
-        click.echo(f"{r.code}  {r.name:<32} {r.family:<12} {r.severity.value:<8} {r.summary}")
+    click.echo(render_rules(all_rules(), output_format), nl=False)
