@@ -1,6 +1,6 @@
 """Field defaults: the schemas' ``default`` keywords, applied to a validated document.
 
-The schema is the one source of truth for every literal default (the README's field reference, editors
+The schema is the one source of truth for every literal default (the field reference in docs/spec.md, editors
 using the schema, and the resolved Spec all read the same keyword). A default whose value depends on
 other fields (``kv_heads``: the head count; ``serve.quantization``: the checkpoint's own format) has no
 keyword; its description says what it is and the resolver computes it.

@@ -60,7 +60,7 @@ class Finding:
         return replace(self, severity=severity)
 
     def to_dict(self) -> dict[str, Any]:
-        """The stable JSON shape documented in the README (``gpuplan lint --format json``)."""
+        """The stable JSON shape documented in docs/lint.md (``gpuplan lint --format json``)."""
         return {
             "code": self.code,
             "name": self.name,

@@ -1,4 +1,4 @@
-"""The README's field reference, generated from the schema's titles and descriptions."""
+"""The field reference (docs/spec.md), generated from the schema's titles and descriptions."""
 
 from __future__ import annotations
 

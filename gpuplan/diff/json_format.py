@@ -1,4 +1,4 @@
-"""The versioned JSON object of ``gpuplan diff --format json`` (schemas/diff.schema.json, README).
+"""The versioned JSON object of ``gpuplan diff --format json`` (schemas/diff.schema.json, docs/diff.md).
 
 For policies (OPA/conftest, a short Python check): every figure is a number or null, money in the
 spec's currency rounded to cents, bytes as integers, and each spec's ``delta`` is after minus before.

@@ -6,7 +6,7 @@ One object per rank, a list of them, or ``{"ranks": [...]}``. Read from each obj
 whole ``torch.cuda.memory_stats()`` dict was dumped): ``allocated_bytes.all.peak`` and
 ``reserved_bytes.all.peak``; ``num_ooms`` and ``num_alloc_retries`` (allocator pressure);
 ``total_memory`` (``torch.cuda.get_device_properties(i).total_memory``), ``rank``, ``world_size`` and a
-``run`` object with ``micro_batch``, ``seq_len``, ``gradient_accumulation`` (the README's snippet).
+``run`` object with ``micro_batch``, ``seq_len``, ``gradient_accumulation`` (the snippet in docs/verify.md).
 Allocated is the tensors live at the peak; reserved adds the caching allocator's unused blocks.
 """
 

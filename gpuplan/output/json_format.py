@@ -1,4 +1,4 @@
-"""The stable JSON object of ``gpuplan lint --format json`` (documented in the README)."""
+"""The stable JSON object of ``gpuplan lint --format json`` (documented in docs/lint.md)."""
 
 from __future__ import annotations
 

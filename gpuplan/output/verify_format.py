@@ -1,6 +1,6 @@
 """``gpuplan verify`` output: a readable table (text), a stable object (json), a PR comment (markdown).
 
-The JSON object (``format_version`` 1, documented in the README) gives per run and per term the
+The JSON object (``format_version`` 1, documented in docs/verify.md) gives per run and per term the
 estimate, the measured value, their difference and ratio, so verified pairs can be collected as
 calibration records.
 """

@@ -250,7 +250,7 @@ class _Check:
                 pointer,
                 message + (", and the headroom is gone" if headroom_gone else ""),
                 "the estimate is low for this mechanism: plan with the measured figure, and send the pair back as a "
-                "calibration record (README: gpuplan verify)",
+                "calibration record (docs/verify.md)",
             )
             self.findings.append(finding.with_severity(Severity.ERROR) if headroom_gone else finding)
 

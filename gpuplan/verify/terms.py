@@ -46,7 +46,7 @@ class Row:
     measured: tuple[str, ...]  # evidence terms, summed rank by rank
     direction: str  # USAGE | CAPACITY
     unit: str
-    meaning: str  # what the row holds, for the README and the Markdown output
+    meaning: str  # what the row holds, for docs/verify.md and the Markdown output
 
 
 SERVE_ROWS = (
