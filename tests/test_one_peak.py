@@ -41,7 +41,7 @@ finetune: {method: lora, seq_len: 16384, hardware: {gpu: h200-sxm, count: 1}}
 
 
 def test_phase_totals_include_the_framework_overhead():
-    # The tiny decoder of test_mutation_kills_training.py (full bf16 AdamW, 4 tokens), whose phases are derived
+    # The tiny decoder of test_finetune_settings.py (full bf16 AdamW, 4 tokens), whose phases are derived
     # there: forward 3,408 + 6,816 + 3,520 + 512 = 14,256; backward 3,408 + 6,816 + 3,520 + 1,024 = 14,768;
     # optimizer step 3,408 + 6,816 + 3,408 + 3,408 = 17,040. Each holds the 100 B overhead too.
     memory = estimate_training(training_setup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
