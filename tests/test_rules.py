@@ -583,23 +583,6 @@ def test_a_larger_gpu_instead_of_tp_gives_the_layout_to_paste():
 
 
 # -- GP4: service levels ----------------------------------------------------------------------------------
-def test_ttft_hint_names_the_levers():
-    # A 32K prompt on one L40S against a 500 ms TTFT: the hint, as written.
-    (finding,) = findings(
-        """
-        version: 1
-        name: t
-        model: {id: llama-3.1-8b}
-        serve:
-          context: 32768
-          output_tokens: 512
-          concurrency: 4
-          hardware: {gpu: l40s, count: 1}
-          slo: {ttft_ms: 500}
-        """,
-        "GP403",
-    )
-    assert finding.hint == "more TP, a faster GPU, or shorter prompts"
 
 
 # -- GP5: budget ------------------------------------------------------------------------------------------
