@@ -1,0 +1,127 @@
+"""``gpuplan report`` as one library call: choose the formats and destinations, lint (and verify) the
+spec, render, write.
+
+Every destination is checked before anything is rendered or written (:func:`report_outputs`); a PDF's
+renderer starts importing WeasyPrint in a child before the linter, the planner and the report model
+are imported here, so the two overlap (:mod:`gpuplan.report.pdf_process`). Nothing here prints: the
+caller passes ``progress`` and ``wrote`` to hear what happens, and prints the returned text.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuplan import clock
+from gpuplan.atomic import Destination, check_destination, write_atomic
+from gpuplan.errors import GpuplanError
+from gpuplan.records import record
+from gpuplan.report.pdf_process import pdf_renderer
+
+if TYPE_CHECKING:  # imported after the PDF child forks (run_report), never at start-up
+    from gpuplan.output.summary import RunSummary
+
+FORMATS = ("md", "html", "pdf")
+_FORMAT_OF_SUFFIX = {".pdf": ("pdf",), ".html": ("html",), ".htm": ("html",)}
+
+
+@record
+class ReportOutputs:
+    """The formats to render and where each goes: standard output (one text format), or checked files."""
+
+    formats: tuple[str, ...]
+    to_stdout: bool
+    destinations: dict[str, Destination]  # by format; empty for standard output
+
+
+@record
+class ReportRun:
+    """What a report run did: its lint summary (exit code, tracebacks) and the text for standard
+    output (None when the report went to files)."""
+
+    summary: RunSummary
+    stdout: str | None
+
+
+def report_outputs(
+    spec_path: str, requested: tuple[str, ...], output: str | None, *, force: bool = False, mkdir: bool = False
+) -> ReportOutputs:
+    """The formats (``requested``, in FORMATS' order; none: the ``output`` name's suffix, else Markdown)
+    and their destinations, each checked (GpuplanError with one line when one may not be written).
+
+    ``output`` '-' or None with one text format: standard output. Otherwise files: ``output`` itself for
+    one format, its name with each format's suffix for several, or next to the spec (<name>.md/.html/.pdf)."""
+    formats = tuple(name for name in FORMATS if name in requested)
+    if not formats and output not in (None, "-"):  # no format asked for: -o report.pdf means a PDF
+        formats = _FORMAT_OF_SUFFIX.get(os.path.splitext(output)[1].lower(), ())
+    formats = formats or ("md",)
+    if spec_path == "-":
+        raise GpuplanError("report needs a spec file, not standard input")
+    to_stdout = output == "-" or (output is None and len(formats) == 1 and formats[0] != "pdf")
+    if to_stdout and (len(formats) > 1 or formats[0] == "pdf"):
+        raise GpuplanError("-o - writes one Markdown or HTML report; a PDF or several formats need a file name")
+    spec = Path(spec_path)
+    destinations = {}
+    if not to_stdout:
+        for name in formats:
+            if output is None:
+                target = spec.with_suffix(f".{name}")
+            else:
+                target = Path(output) if len(formats) == 1 else Path(output).with_suffix(f".{name}")
+            destinations[name] = check_destination(target, protect=(spec,), force=force, mkdir=mkdir)
+    return ReportOutputs(formats, to_stdout, destinations)
+
+
+def run_report(
+    spec_path: str,
+    outputs: ReportOutputs,
+    *,
+    fail_on: str | None = None,
+    config_path: str | None = None,
+    use_waivers: bool = True,
+    runs: tuple[str, ...] = (),
+    kind: str = "auto",
+    progress: Callable[[str], None] | None = None,
+    wrote: Callable[[Path], None] | None = None,
+) -> ReportRun:
+    """Lint ``spec_path`` (as lint does, keeping its analysis), verify it against ``runs`` when given,
+    render ``outputs.formats`` and write each file atomically (``wrote`` hears each path).
+
+    Pins SOURCE_DATE_EPOCH for this process to today's date (when unset): WeasyPrint's fontTools
+    fallback stamps subset fonts with it, or with the time, and the same spec on the same day must give
+    the same bytes. ``progress`` hears the slow steps ("rendering PDF")."""
+    epoch = clock.today_epoch()
+    # HarfBuzz subsetting, the usual path, stamps nothing; pinned before the PDF child forks.
+    os.environ.setdefault("SOURCE_DATE_EPOCH", str(epoch))
+    with pdf_renderer(early="pdf" in outputs.formats) as renderer:  # WeasyPrint loads while the spec is linted
+        from gpuplan.report.build import render_report  # imported after the fork, in parallel with WeasyPrint
+        from gpuplan.run import lint_run
+
+        summary = lint_run(
+            [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=use_waivers, keep_analysis=True
+        ).summary()
+        (result,) = summary.results
+        verification = None
+        if runs:
+            from dataclasses import replace
+
+            from gpuplan.report.verified import verification_section
+            from gpuplan.verify import verify_linted
+
+            result, verified = verify_linted(
+                result, list(runs), kind=kind, config_path=config_path, use_waivers=use_waivers
+            )
+            summary = replace(summary, results=(result,))
+            verification = verification_section(verified)
+        rendered = render_report(
+            result, outputs.formats, clock.today(), progress, summary.fail_on, renderer.render, verification
+        )
+    if outputs.to_stdout:
+        return ReportRun(summary, "".join(data.decode() for data in rendered.values()))
+    for name, data in rendered.items():
+        write_atomic(outputs.destinations[name], data)
+        if wrote is not None:
+            wrote(outputs.destinations[name].path)
+    return ReportRun(summary, None)
