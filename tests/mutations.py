@@ -221,8 +221,12 @@ RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\
 # A computed figure that is not finite, or a negative size (an echo of the spec's own ".nan" is fine).
 NOT_FINITE_OR_NEGATIVE_SIZE = re.compile(
     r"(?:\b(?:inf|nan|Infinity|NaN)|[$€£](?:inf|nan))(?=\s*(?:GiB|GB|ms|h\b|hours|tokens|%|B/|USD|EUR|/|GPU))"
-    r"|-\d[\d,.]*\s*(?:GiB|GB|bytes|B/token)"
+    r"|(?<![\w-])-\d[\d,.]*\s*(?:GiB|GB|bytes|B/token)"  # not a name's hyphen (a price source's "A100-80GB")
 )
+
+
+# A GP010 finding in text, GitHub or JSON output (a waiver may name GP010, and its GP702 says so).
+GP010_FINDING = re.compile(r'GP010 \[|title=GP010|"code": "GP010"')
 
 
 def _reject_constant(name: str) -> Any:
@@ -239,7 +243,7 @@ def problems(results: dict[str, tuple[int, str, str]], signed: frozenset[str] = 
         if code not in (0, 1, 2):
             found.append(f"{command}: exit code {code}")
         for stream in (out, err):
-            if "internal error" in stream or "Traceback" in stream or "GP010" in stream:
+            if "internal error" in stream or "Traceback" in stream or GP010_FINDING.search(stream):
                 found.append(f"{command}: internal error: {stream[-600:]}")
         if command.endswith("json") and out:
             try:

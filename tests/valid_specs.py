@@ -700,16 +700,18 @@ def example_variants(draw: Any) -> GeneratedSpec:
     return variant(name, example, changes)
 
 
-def one_field_variants(enums_only: bool = True) -> Iterator[GeneratedSpec]:
-    """Every example with one field set to each of its values: enum fields only (the exhaustive test), or
-    every field's pool. Enum fields of the jobs an example lacks are skipped."""
-    for name, example in EXAMPLES:
-        for path in applicable_fields(example):
+def one_field_variants(enums_only: bool = True, example: str | None = None) -> Iterator[GeneratedSpec]:
+    """Every example (or the one named) with one field set to each of its values: enum fields only (the
+    exhaustive test), or every field's pool. Fields of the jobs an example lacks are skipped."""
+    for name, data in EXAMPLES:
+        if example is not None and name != example:
+            continue
+        for path in applicable_fields(data):
             choices = enum_values(node_at(path))
             if enums_only and not choices:
                 continue
             for value in choices if enums_only else field_values(path):
-                yield variant(name, example, [(path, value)])
+                yield variant(name, data, [(path, value)])
 
 
 # -- Hugging Face config.json files -----------------------------------------------------------------
@@ -906,9 +908,19 @@ def _multimodal(draw: Any, text: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+@st.composite
+def config_variants(draw: Any) -> GeneratedSpec:
+    """A bundled example whose model is a generated config.json (model.config) instead of a catalog id."""
+    name, example = draw(st.sampled_from(EXAMPLES))
+    document = copy.deepcopy(example)
+    document["model"] = {"config": "model/config.json", **{k: v for k, v in example["model"].items() if k == "dtype"}}
+    spec = GeneratedSpec(document, {"model/config.json": draw(hf_configs())}, f"{name}: model.config")
+    return repair(spec)
+
+
 # -- a mix, for the fuzz run ------------------------------------------------------------------------
 
 
 def any_valid_spec() -> st.SearchStrategy[GeneratedSpec]:
-    """Whole generated specs and example variants, half each."""
-    return st.one_of(valid_specs(), example_variants())
+    """Whole generated specs, example variants and examples on a generated config.json, a third each."""
+    return st.one_of(valid_specs(), example_variants(), config_variants())
