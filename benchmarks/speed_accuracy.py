@@ -10,6 +10,13 @@ estimate's TTFT, TPOT, aggregate output tokens/s or training tokens/s per GPU is
 published figure. Records a spec cannot state are listed with the reason. Error = estimate / measured - 1:
 negative means gpuplan is below the measurement (an optimistic latency, a pessimistic throughput).
 Targets (issue 10), per metric: median |error| <= 15%, >= 75% of records within +-25%, |signed median| <= 10%.
+
+Fitting (--fit, --held-out; needs scipy: ``pip install -e '.[calibration]'``): scipy.optimize.least_squares
+(trust-region reflective, within each figure's bounds) from the shipped figures, minimising the mean Huber
+loss (0.25) of log(estimate / measured), each metric weighted equally, plus a ridge on each engine's
+deviation from the generic figures. Every fit prints scipy's verdict (status, message, nfev, cost) and a
+WARNING line for each figure it leaves at (or within 0.1% of the span of) a bound. ``--starts N`` adds
+N - 1 starts drawn within the bounds (the solver is local) and keeps the lowest cost.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import random
 import statistics
 import sys
 from collections.abc import Callable, Iterable
@@ -216,9 +224,9 @@ def diagnose(analysis: Analysis, metric: str) -> str:
         assert speed is not None
         sync = speed.gradient_sync_s / speed.step_s if speed.step_s else 0.0
         return (
-            f"MFU {speed.mfu:.0%}, exposed sync {sync:.0%} of the step, {f.setup.micro_batch}x{f.setup.seq_len}"
-            f" x{f.setup.gradient_accumulation}, TP{f.setup.tensor_parallel} PP{f.setup.pipeline_parallel}"
-            f" DP{f.setup.data_parallel} {f.setup.sharding}, {f.setup.precision}"
+            f"MFU {speed.mfu:.0%}, exposed sync {sync:.0%} of the step, {f.job.micro_batch}x{f.job.seq_len}"
+            f" x{f.job.gradient_accumulation}, TP{f.setup.tensor_parallel} PP{f.setup.pipeline_parallel}"
+            f" DP{f.setup.data_parallel} {f.job.sharding}, {f.job.precision}"
         )
     s = analysis.serve
     assert s is not None
@@ -322,7 +330,7 @@ def by_metric(results: list[Result]) -> dict[str, list[Result]]:
 
 # -- fitting ------------------------------------------------------------------------------------------------
 
-# Each fitted figure: (where it lives, lower bound, upper bound). Efficiencies stay within (0, 1].
+# Each fitted figure: (lower bound, upper bound), in the figure's own unit. Efficiencies stay within (0, 1].
 SERVING_GLOBALS = {
     "attention_efficiency": (0.1, 0.9),
     "layer_overhead_s": (0.0, 80e-6),
@@ -347,129 +355,366 @@ TRAINING_FIGURES = {
     "overlap": (0.0, 1.0),
 }
 ENGINE_PENALTY = 0.002  # ridge on each engine's deviation from the generic figure: few records, little move
+HUBER_DELTA = 0.25  # |log(estimate / measured)| past which a record's loss grows linearly (about -22%/+28%)
+# A fitted figure this close to a bound, as a share of the span between its bounds in the fitted coordinate
+# (log for efficiencies, linear for fixed costs), is reported as at that bound.
+BOUND_TOLERANCE = 1e-3
+# Finite-difference step, relative to each fitted coordinate: large enough that a step does not resolve
+# the model's few discrete choices (whole sequences admitted, whole prefill chunks), small enough to be local.
+DIFF_STEP = 1e-4
 
 
-def _clip(value: float, bounds: tuple[float, float]) -> float:
-    return min(max(value, bounds[0]), bounds[1])
-
-
-def huber(x: float, delta: float = 0.25) -> float:
+def huber(x: float, delta: float = HUBER_DELTA) -> float:
     return x * x / 2 if abs(x) <= delta else delta * (abs(x) - delta / 2)
 
 
+def log_ratio(result: Result) -> float:
+    return math.log(max(result.estimate, 1e-12) / result.measured)
+
+
 def loss(results: list[Result]) -> float:
-    """Mean Huber loss of log(estimate / measured), each metric weighted equally."""
+    """Mean Huber loss of log(estimate / measured), each metric weighted equally (the fit's objective)."""
     grouped = by_metric(results)
     total = 0.0
     for group in grouped.values():
-        total += sum(huber(math.log(max(r.estimate, 1e-12) / r.measured)) for r in group) / len(group)
+        total += sum(huber(log_ratio(r)) for r in group) / len(group)
     return total / max(1, len(grouped))
 
 
-def nelder_mead(function: Callable[[list[float]], float], start: list[float], step: float, rounds: int) -> list[float]:
-    """Minimise ``function`` from ``start`` (plain Nelder-Mead; no dependencies beyond the standard library)."""
-    n = len(start)
-    simplex = [list(start)] + [[x + (step if i == j else 0.0) for j, x in enumerate(start)] for i in range(n)]
-    values = [function(point) for point in simplex]
-    for _ in range(rounds):
-        order = sorted(range(n + 1), key=lambda i: values[i])
-        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
-        centroid = [sum(point[j] for point in simplex[:-1]) / n for j in range(n)]
-        worst = simplex[-1]
-        reflected = [c + (c - w) for c, w in zip(centroid, worst, strict=True)]
-        value = function(reflected)
-        if value < values[0]:
-            expanded = [c + 2 * (c - w) for c, w in zip(centroid, worst, strict=True)]
-            expanded_value = function(expanded)
-            simplex[-1], values[-1] = (expanded, expanded_value) if expanded_value < value else (reflected, value)
-        elif value < values[-2]:
-            simplex[-1], values[-1] = reflected, value
-        else:
-            contracted = [c + 0.5 * (w - c) for c, w in zip(centroid, worst, strict=True)]
-            contracted_value = function(contracted)
-            if contracted_value < values[-1]:
-                simplex[-1], values[-1] = contracted, contracted_value
-            else:
-                best = simplex[0]
-                simplex = [best] + [
-                    [b + 0.5 * (x - b) for b, x in zip(best, point, strict=True)] for point in simplex[1:]
-                ]
-                values = [values[0]] + [function(point) for point in simplex[1:]]
-    return simplex[min(range(n + 1), key=lambda i: values[i])]
+def metric_weights(results: list[Result]) -> list[float]:
+    """Each result's weight in ``loss``: 1 / (records of its metric x metrics present)."""
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.metric] = counts.get(result.metric, 0) + 1
+    return [1 / (counts[r.metric] * len(counts)) for r in results]
 
 
-def _scaled(start: float, bounds: tuple[float, float], x: float) -> float:
-    """A figure moved from ``start`` by x: a log-factor for efficiencies, x quarter-ranges for overheads."""
-    if start <= 0 or bounds[0] == 0.0:
-        return _clip(start + x * bounds[1] / 4, bounds)
-    return _clip(start * math.exp(x), bounds)
+@dataclass(frozen=True)
+class Parameter:
+    """One fitted figure in its own unit: where it lives, its bounds, and the coordinate the fit moves.
+
+    A figure with a positive lower bound (an efficiency, a latency, the roofline's exponent) moves on a log
+    scale, so a step is a factor; one whose lower bound is 0 (a fixed cost, bytes, an overlap) moves
+    linearly, in quarters of its upper bound. An engine's deviation from the generic figure is the
+    difference of the two coordinates: a log-factor or a quarter-range, as the ridge penalty weighs it.
+    """
+
+    block: str  # "serving" (shared mechanisms), "training", "generic" or an engine id
+    key: str
+    bounds: tuple[float, float]
+
+    @property
+    def name(self) -> str:
+        return f"{self.block}.{self.key}"
+
+    @property
+    def logarithmic(self) -> bool:
+        return self.bounds[0] > 0
+
+    def coordinate(self, value: float) -> float:
+        value = min(max(value, self.bounds[0]), self.bounds[1])
+        return math.log(value) if self.logarithmic else value / (self.bounds[1] / 4)
+
+    def value(self, coordinate: float) -> float:
+        # The solver keeps the coordinate within the bounds; the clip only absorbs exp/log rounding.
+        value = math.exp(coordinate) if self.logarithmic else coordinate * self.bounds[1] / 4
+        return min(max(value, self.bounds[0]), self.bounds[1])
+
+    @property
+    def coordinate_bounds(self) -> tuple[float, float]:
+        return self.coordinate(self.bounds[0]), self.coordinate(self.bounds[1])
 
 
-def fit_serving(records: list[Record], base: Calibration, rounds: int) -> Calibration:
+@dataclass(frozen=True)
+class AtBound:
+    parameter: Parameter
+    value: float
+    side: str  # "lower" | "upper"
+
+    @property
+    def bound(self) -> float:
+        return self.parameter.bounds[0 if self.side == "lower" else 1]
+
+    def warning(self, label: str) -> str:
+        low, high = self.parameter.bounds
+        near = "" if self.value == self.bound else f"within {BOUND_TOLERANCE:.1%} of the span, "
+        return (
+            f"WARNING: {label}: {self.parameter.name} = {self.value:.4g} is at its {self.side} bound"
+            f" {self.bound:.4g} ({near}bounds [{low:.4g}, {high:.4g}])"
+        )
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """How one least-squares fit ended: scipy's verdict, the cost before and after, figures at bounds."""
+
+    label: str
+    parameters: tuple[Parameter, ...]
+    start: tuple[float, ...]  # the figures the fit started from, in their units
+    values: tuple[float, ...]  # the fitted figures
+    status: int  # scipy.optimize.least_squares: > 0 converged (1 gtol, 2 ftol, 3 xtol, 4 ftol and xtol)
+    message: str
+    nfev: int  # residual evaluations by the solver (its finite-difference Jacobians not counted)
+    njev: int  # Jacobian evaluations (each len(parameters) model runs)
+    evaluations: int  # every model run, Jacobians included
+    start_cost: float  # the objective (``loss`` + ridge penalty) at the start
+    cost: float  # and at the fitted figures
+    optimality: float  # first-order optimality (gradient's infinity norm, bounds projected)
+    at_bounds: tuple[AtBound, ...]
+    undetermined: tuple[Parameter, ...]  # figures no residual depends on (at the fitted point)
+    seconds: float
+    best_start: int = 0  # 0: the given figures; k: the k-th drawn start
+    other_costs: tuple[float, ...] = ()  # where the other starts ended
+
+    @property
+    def converged(self) -> bool:
+        return self.status > 0
+
+    def lines(self) -> list[str]:
+        verdict = "converged" if self.converged else "DID NOT CONVERGE"
+        out = [
+            f"{self.label}: {verdict} (status {self.status}: {self.message}); nfev {self.nfev}, njev {self.njev},"
+            f" {self.evaluations} model runs, {self.seconds:.1f} s; cost {self.start_cost:.6g} -> {self.cost:.6g},"
+            f" first-order optimality {self.optimality:.2g}; {len(self.parameters)} figures,"
+            f" {len(self.at_bounds)} at a bound"
+        ]
+        if self.other_costs:
+            origin = "the given figures" if self.best_start == 0 else f"drawn start {self.best_start}"
+            ended = ", ".join(f"{cost:.6g}" for cost in sorted(self.other_costs))
+            out.append(
+                f"  {len(self.other_costs) + 1} starts: the lowest cost came from {origin}; the others ended at {ended}"
+            )
+        out += ["  " + hit.warning(self.label) for hit in self.at_bounds]
+        out += [
+            f"  note: {self.label}: at the fitted figures no estimate depends on {p.name} (a step of 1% of its"
+            " span moves none): the records do not determine it"
+            for p in self.undetermined
+        ]
+        return out
+
+
+def weighted_huber(weights: Any, deltas: Any) -> Callable[[Any], Any]:
+    """least_squares' loss rho(z = f**2) for a sum of weight x Huber(f, delta) per residual.
+
+    scipy's cost is 0.5 x sum(rho): rho = 2 x weight x Huber, i.e. weight x z inside delta and
+    weight x (2 delta sqrt(z) - delta^2) beyond it; an infinite delta is a plain square (the ridge terms).
+    """
+    import numpy as np
+
+    weights, deltas = np.asarray(weights, dtype=float), np.asarray(deltas, dtype=float)
+
+    def rho(z: Any) -> Any:
+        out = np.empty((3, z.size))
+        out[0], out[1], out[2] = z, 1.0, 0.0
+        outer = z > deltas * deltas
+        root, delta = np.sqrt(z[outer]), deltas[outer]
+        out[0, outer] = 2 * delta * root - delta * delta
+        out[1, outer] = delta / root
+        out[2, outer] = -delta / (2 * z[outer] * root)
+        return out * weights
+
+    return rho
+
+
+def least_squares_fit(
+    label: str,
+    parameters: list[Parameter],
+    start: list[float],
+    residuals: Callable[[list[float]], list[float]],
+    weights: list[float],
+    deltas: list[float],
+    max_nfev: int | None,
+    starts: int = 1,
+) -> tuple[list[float], FitReport]:
+    """Minimise sum(weight x Huber(residual, delta)) over the figures, within their bounds (scipy, 'trf').
+
+    ``residuals`` takes the figures in their units; the solver moves their coordinates (``Parameter``).
+    The solver is local: with ``starts`` > 1 it also starts from points drawn within the bounds and keeps
+    the lowest cost, and the report lists where the other starts ended.
+    """
+    import time
+
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    runs = 0
+
+    def function(coordinates: Any) -> Any:
+        nonlocal runs
+        runs += 1
+        return np.asarray(residuals([p.value(float(c)) for p, c in zip(parameters, coordinates, strict=True)]))
+
+    rho = weighted_huber(weights, deltas)
+    x0 = np.array([p.coordinate(v) for p, v in zip(parameters, start, strict=True)])
+    lower, upper = np.array([p.coordinate_bounds for p in parameters]).T
+    started = time.perf_counter()
+    start_cost = 0.5 * float(np.sum(rho(function(np.clip(x0, lower, upper)) ** 2)[0]))
+    # The first start is ``start``; any others are drawn (seeded) within the middle 90% of each span.
+    draws = random.Random(0)
+    points = [x0] + [
+        lower + (upper - lower) * np.array([draws.uniform(0.05, 0.95) for _ in x0]) for _ in range(starts - 1)
+    ]
+    fits = [
+        least_squares(
+            function,
+            point,
+            bounds=(lower, upper),
+            method="trf",
+            x_scale=1.0,
+            loss=rho,
+            diff_step=DIFF_STEP,
+            max_nfev=max_nfev,
+        )
+        for point in points
+    ]
+    best = min(range(len(fits)), key=lambda i: fits[i].cost)
+    result = fits[best]
+    others = tuple(float(f.cost) for i, f in enumerate(fits) if i != best)
+    seconds, solver_runs = time.perf_counter() - started, runs
+    # A figure on an active bound (scipy's active_mask) is the bound: trf keeps its iterates strictly inside.
+    bounded = [p.bounds[0] if a < 0 else p.bounds[1] for p, a in zip(parameters, result.active_mask, strict=True)]
+    values = [
+        b if a else p.value(float(c))
+        for p, c, a, b in zip(parameters, result.x, result.active_mask, bounded, strict=True)
+    ]
+    at_bounds = []
+    for parameter, coordinate, value, active in zip(parameters, result.x, values, result.active_mask, strict=True):
+        low, high = parameter.coordinate_bounds
+        tolerance = BOUND_TOLERANCE * (high - low)
+        if active < 0 or coordinate - low <= tolerance:
+            at_bounds.append(AtBound(parameter, value, "lower"))
+        elif active > 0 or high - coordinate <= tolerance:
+            at_bounds.append(AtBound(parameter, value, "upper"))
+    # Probe each figure: a step of 1% of its span, towards the inside; if no residual moves, no record holds it.
+    undetermined = []
+    for i, (parameter, coordinate) in enumerate(zip(parameters, result.x, strict=True)):
+        low, high = parameter.coordinate_bounds
+        probe = result.x.copy()
+        probe[i] = coordinate + (0.01 if high - coordinate > coordinate - low else -0.01) * (high - low)
+        if np.array_equal(function(probe), result.fun):
+            undetermined.append(parameter)
+    report = FitReport(
+        label,
+        tuple(parameters),
+        tuple(start),
+        tuple(values),
+        int(result.status),
+        str(result.message),
+        int(result.nfev),
+        int(result.njev or 0),
+        solver_runs,
+        start_cost,
+        float(result.cost),
+        float(result.optimality),
+        tuple(at_bounds),
+        tuple(undetermined),
+        seconds,
+        best,
+        others,
+    )
+    return values, report
+
+
+def serving_parameters(records: list[Record]) -> list[Parameter]:
+    """The shared mechanisms, the generic engine, and each engine that has records (its own figures)."""
+    engines_seen = sorted({r.workload.engine for r in records if r.workload is not None} - {"generic"})
+    parameters = [Parameter("serving", key, bounds) for key, bounds in SERVING_GLOBALS.items()]
+    parameters += [Parameter("generic", key, bounds) for key, bounds in ENGINE_FIGURES.items()]
+    parameters += [Parameter(e, key, bounds) for e in engines_seen for key, bounds in ENGINE_FIGURES.items()]
+    return parameters
+
+
+def current(calibration: Calibration, parameter: Parameter) -> float:
+    if parameter.block in ("serving", "training"):
+        return getattr(getattr(calibration, parameter.block), parameter.key)
+    return getattr(calibration.engines[parameter.block], parameter.key)
+
+
+def build_serving(base: Calibration, parameters: list[Parameter], values: list[float]) -> Calibration:
+    """``base`` with the serving figures set: every engine takes the generic figures, then its own if fitted."""
+    figures: dict[str, dict[str, float]] = {}
+    for parameter, value in zip(parameters, values, strict=True):
+        figures.setdefault(parameter.block, {})[parameter.key] = value
+    generic = replace(base.engines["generic"], **figures.get("generic", {}))
+    engines = {
+        engine_id: replace(
+            generic,
+            id=engine_id,
+            name=profile.name,
+            reserves_full_context=profile.reserves_full_context,
+            first_token_from_decode_step=profile.first_token_from_decode_step,
+            **figures.get(engine_id, {}),
+        )
+        for engine_id, profile in base.engines.items()
+    }
+    return replace(base, serving=replace(base.serving, **figures.get("serving", {})), engines=engines)
+
+
+def fit_serving(
+    records: list[Record], base: Calibration, max_nfev: int | None = None, label: str = "all records", starts: int = 1
+) -> tuple[Calibration, FitReport]:
     """Refit the shared mechanisms, the generic engine, and each engine's penalised deviation from it.
 
     An engine with few records stays near the generic figures (ridge penalty on its deviations); an
     engine with none in the data (SGLang today) keeps them exactly.
     """
     serving = [r for r in records if r.kind == "serving" and r.workload is not None]
-    engines_seen = sorted({r.workload.engine for r in serving} - {"generic"})
-    names: list[tuple[str, str, str]] = [("serving", key, "") for key in SERVING_GLOBALS]
-    names += [("generic", key, "") for key in ENGINE_FIGURES]
-    names += [("engine", key, engine) for engine in engines_seen for key in ENGINE_FIGURES]
+    parameters = serving_parameters(serving)
+    index = {p.name: i for i, p in enumerate(parameters)}
+    engine_figures = [i for i, p in enumerate(parameters) if p.block not in ("serving", "generic")]
+    deviations = [(i, index[f"generic.{parameters[i].key}"]) for i in engine_figures]
+    ridge = math.sqrt(2 * ENGINE_PENALTY)  # 0.5 x (ridge x d)^2 = ENGINE_PENALTY x d^2
 
-    def build(x: list[float]) -> tuple[Calibration, float]:
-        mechanisms, generic = base.serving, base.engines["generic"]
-        for value, (where, key, _) in zip(x, names, strict=True):
-            if where == "serving":
-                moved = _scaled(getattr(base.serving, key), SERVING_GLOBALS[key], value)
-                mechanisms = replace(mechanisms, **{key: moved})
-            elif where == "generic":
-                moved = _scaled(getattr(base.engines["generic"], key), ENGINE_FIGURES[key], value)
-                generic = replace(generic, **{key: moved})
-        engines = {
-            engine_id: replace(
-                generic,
-                id=engine_id,
-                name=profile.name,
-                reserves_full_context=profile.reserves_full_context,
-                first_token_from_decode_step=profile.first_token_from_decode_step,
-            )
-            for engine_id, profile in base.engines.items()
-        }
-        penalty = 0.0
-        for value, (where, key, engine) in zip(x, names, strict=True):
-            if where == "engine":
-                moved = _scaled(getattr(generic, key), ENGINE_FIGURES[key], value)
-                engines[engine] = replace(engines[engine], **{key: moved})
-                penalty += ENGINE_PENALTY * value * value
-        return replace(base, serving=mechanisms, engines=engines), penalty
+    def residuals(values: list[float]) -> list[float]:
+        results = evaluate_fast(serving, build_serving(base, parameters, values))
+        coordinates = [p.coordinate(v) for p, v in zip(parameters, values, strict=True)]
+        return [log_ratio(r) for r in results] + [ridge * (coordinates[e] - coordinates[g]) for e, g in deviations]
 
-    def objective(x: list[float]) -> float:
-        calibration, penalty = build(x)
-        return loss(evaluate_fast(serving, calibration)) + penalty
-
-    best = [0.0] * len(names)
-    for step in (0.3, 0.1):  # a restart from the first optimum escapes a collapsed simplex
-        best = nelder_mead(objective, best, step, rounds // 2)
-    return build(best)[0]
+    first = evaluate_fast(serving, base)
+    weights = metric_weights(first) + [1.0] * len(deviations)
+    deltas = [HUBER_DELTA] * len(first) + [math.inf] * len(deviations)
+    start = [current(base, p) for p in parameters]
+    values, report = least_squares_fit(
+        f"serving, {label}", parameters, start, residuals, weights, deltas, max_nfev, starts
+    )
+    return build_serving(base, parameters, values), report
 
 
-def fit_training(records: list[Record], base: Calibration, rounds: int) -> Calibration:
+def fit_training(
+    records: list[Record], base: Calibration, max_nfev: int | None = None, label: str = "all records", starts: int = 1
+) -> tuple[Calibration, FitReport]:
     training = [r for r in records if r.kind == "training" and r.workload is not None]
-    keys = list(TRAINING_FIGURES)
+    parameters = [Parameter("training", key, bounds) for key, bounds in TRAINING_FIGURES.items()]
 
-    def build(x: list[float]) -> Calibration:
-        figures = {k: _scaled(getattr(base.training, k), TRAINING_FIGURES[k], v) for k, v in zip(keys, x, strict=True)}
+    def build(values: list[float]) -> Calibration:
+        figures = {p.key: v for p, v in zip(parameters, values, strict=True)}
         return replace(base, training=replace(base.training, **figures))
 
-    best = [0.0] * len(keys)
-    for step in (0.3, 0.1):
-        best = nelder_mead(lambda x: loss(evaluate_fast(training, build(x))), best, step, rounds // 2)
-    return build(best)
+    def residuals(values: list[float]) -> list[float]:
+        return [log_ratio(r) for r in evaluate_fast(training, build(values))]
+
+    first = evaluate_fast(training, base)
+    start = [current(base, p) for p in parameters]
+    values, report = least_squares_fit(
+        f"training, {label}",
+        parameters,
+        start,
+        residuals,
+        metric_weights(first),
+        [HUBER_DELTA] * len(first),
+        max_nfev,
+        starts,
+    )
+    return build(values), report
 
 
-def fit(records: list[Record], base: Calibration, rounds: int) -> Calibration:
-    return fit_training(records, fit_serving(records, base, rounds), rounds)
+def fit(
+    records: list[Record], base: Calibration, max_nfev: int | None = None, label: str = "all records", starts: int = 1
+) -> tuple[Calibration, list[FitReport]]:
+    """Serving figures, then training figures, each from ``base``'s; the two reports of convergence."""
+    serving, serving_report = fit_serving(records, base, max_nfev, label, starts)
+    calibration, training_report = fit_training(records, serving, max_nfev, label, starts)
+    return calibration, [serving_report, training_report]
 
 
 def halves(records: list[Record]) -> tuple[set[str], set[str]]:
@@ -570,24 +815,67 @@ def print_calibration(calibration: Calibration) -> None:
     print()
 
 
+def print_fits(reports: list[FitReport]) -> None:
+    """Each fit's convergence, with a warning for every figure it left at a bound."""
+    print(
+        "Fit convergence (scipy.optimize.least_squares, trust-region reflective within the bounds; loss: Huber"
+        f" at {HUBER_DELTA} on log(estimate / measured), each metric weighted equally, + ridge on engine deviations)"
+    )
+    for report in reports:
+        for line in report.lines():
+            print(line)
+    print()
+
+
+def print_figures(report: FitReport) -> None:
+    """Every figure of one fit in its unit: where it started, where the fit left it, and its bounds."""
+    print(f"Figures, {report.label}")
+    print(f"{'figure':<40}{'start':>11}{'fitted':>11}{'change':>9}{'lower':>11}{'upper':>11}")
+    marks = {hit.parameter.name: f"  at {hit.side} bound" for hit in report.at_bounds}
+    for parameter, start, value in zip(report.parameters, report.start, report.values, strict=True):
+        change = f"{value / start - 1:+.1%}" if start else ""
+        print(
+            f"{parameter.name:<40}{start:>11.4g}{value:>11.4g}{change:>9}{parameter.bounds[0]:>11.4g}"
+            f"{parameter.bounds[1]:>11.4g}{marks.get(parameter.name, '')}"
+        )
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fit", action="store_true", help="refit every figure over all records and print them")
     parser.add_argument("--held-out", action="store_true", help="fit on one half of the sources, measure the other")
-    parser.add_argument("--rounds", type=int, default=1500, help="Nelder-Mead iterations per fit")
+    parser.add_argument(
+        "--max-nfev",
+        type=int,
+        default=None,
+        help="least_squares' cap on residual evaluations per fit (scipy: 100 x figures)",
+    )
+    parser.add_argument(
+        "--starts",
+        type=int,
+        default=1,
+        help="starts per fit: the shipped figures, then points drawn within the bounds (the solver is local)",
+    )
     args = parser.parse_args()
     records = load_records()
     calibration = CALIBRATION
+    reports: list[FitReport] = []
     if args.fit:
-        calibration = fit(records, CALIBRATION, args.rounds)
+        calibration, reports = fit(records, CALIBRATION, args.max_nfev, "all records", args.starts)
     results = evaluate(records, calibration)
     expressed = sum(r.spec is not None for r in records)
     print(f"{len(records)} records ({expressed} expressed as specs), {len(results)} measured figures\n")
     print_summary("All records, calibration " + ("refitted over all of them" if args.fit else "as shipped"), results)
     if args.held_out or args.fit:
         first, second = halves(records)
-        fitted_on_first = fit([r for r in records if r.source in first], CALIBRATION, args.rounds)
-        fitted_on_second = fit([r for r in records if r.source in second], CALIBRATION, args.rounds)
+        fitted_on_first, first_reports = fit(
+            [r for r in records if r.source in first], CALIBRATION, args.max_nfev, "half A", args.starts
+        )
+        fitted_on_second, second_reports = fit(
+            [r for r in records if r.source in second], CALIBRATION, args.max_nfev, "half B", args.starts
+        )
+        reports += first_reports + second_reports
         held = evaluate(records, calibration_for=lambda r: fitted_on_second if r.source in first else fitted_on_first)
         print("Held-out split: half A =", ", ".join(sorted(first)))
         print("                half B =", ", ".join(sorted(second)))
@@ -595,6 +883,11 @@ def main() -> None:
         if args.fit:
             bands = {BAND_KEYS[m]: band(m, [r.error for r in group]) for m, group in by_metric(held).items()}
             calibration = replace(calibration, bands=bands)
+    if reports:
+        print_fits(reports)
+    if args.fit:
+        for report in reports[:2]:  # the fits over all records: the figures printed below
+            print_figures(report)
     print_sources(results)
     print_worst(results)
     print_unexpressible(records)

@@ -125,12 +125,98 @@ def test_training_rows_state_the_cluster_network_and_the_attention_kernel(record
     # llm-foundry's A100 section heading: "1600 Gbps node-node interconnect" over 8 GPUs a node = 200 Gb/s
     # per GPU = 25 GB/s; its H100 sections state none and keep the 400 Gb/s default.
     a100 = records["llmfoundry-a100-40gb-mpt70b-s2048-g64-mb2"]
-    assert a100.spec.finetune.hardware.network_gbps == 200 and a100.workload.network_gbs == 25.0
+    assert a100.spec.finetune.hardware.network_gbps == 200 and a100.workload.setup.job.hardware.network_gbs == 25.0
     h100 = records["llmfoundry-h100-bf16-mpt13b-s2048-g32-mb2"]
     assert h100.spec.finetune.hardware.network_gbps == 400
     # Transformer Engine runs cuDNN fused attention on Hopper+: NeMo and Megatron-Bridge rows say so;
     # torchtitan (PyTorch SDPA) and llm-foundry keep the FlashAttention-2 default.
-    assert records["nemo-24.07-sft-llama2-7b-8gpu"].workload.attention == "cudnn"
-    assert records["mbridge-26.04.01-dgx-h100-llama3-70b-fp8-64gpu"].workload.attention == "cudnn"
-    assert records["torchtitan-2412-t1-llama3.1-8b-8gpu-1"].workload.attention == "flash"
-    assert h100.workload.attention == "flash"
+    assert records["nemo-24.07-sft-llama2-7b-8gpu"].workload.setup.job.attention == "cudnn"
+    assert records["mbridge-26.04.01-dgx-h100-llama3-70b-fp8-64gpu"].workload.setup.job.attention == "cudnn"
+    assert records["torchtitan-2412-t1-llama3.1-8b-8gpu-1"].workload.setup.job.attention == "flash"
+    assert h100.workload.setup.job.attention == "flash"
+
+
+# -- the calibration fit (scipy.optimize.least_squares) ----------------------------------------------------
+
+
+def test_the_fit_minimises_the_reported_objective_a_weighted_huber_of_log_ratios():
+    # scipy's cost is 0.5 x sum(rho(f^2)); rho is chosen so that this is sum(weight x Huber(f, delta)): the
+    # objective the benchmark reports (``loss``: each metric weighted equally), plus plain squares (the
+    # engines' ridge) where delta is infinite. Residuals inside and beyond delta = 0.25, both signs.
+    import numpy as np
+
+    f = np.array([0.1, -0.2, 0.6, -1.5, 0.3])
+    weights = [0.5, 0.25, 0.25, 1.0, 1.0]
+    deltas = [0.25, 0.25, 0.25, 0.25, float("inf")]
+    rho = speed_accuracy.weighted_huber(weights, deltas)(f**2)
+    expected = sum(w * speed_accuracy.huber(x) for w, x in zip(weights[:4], f[:4], strict=True)) + 0.3**2 / 2
+    assert 0.5 * rho[0].sum() == pytest.approx(expected)
+    # rho' and rho'' (in z = f^2) are the derivatives of rho[0]: the solver's Gauss-Newton model relies on them.
+    step = 1e-6
+    ahead = speed_accuracy.weighted_huber(weights, deltas)(f**2 + step)
+    assert rho[1] == pytest.approx((ahead[0] - rho[0]) / step, rel=1e-4)
+    assert rho[2][2] == pytest.approx((ahead[1][2] - rho[1][2]) / step, rel=1e-3)
+
+
+def test_metric_weights_give_each_metric_an_equal_share(records):
+    results = speed_accuracy.evaluate_fast(
+        [records["trtllm-perfmd-ttft-h100-llama7b-tp1-2048"], records["nemo-24.07-sft-llama2-7b-8gpu"]],
+        speed_accuracy.CALIBRATION,
+    )
+    weights = speed_accuracy.metric_weights(results)
+    total = sum(w * speed_accuracy.huber(speed_accuracy.log_ratio(r)) for w, r in zip(weights, results, strict=True))
+    assert total == pytest.approx(speed_accuracy.loss(results))
+
+
+def test_a_fitted_figure_keeps_its_unit_and_its_bounds_in_the_fitted_coordinate():
+    efficiency = speed_accuracy.Parameter("trtllm", "gemm_efficiency", (0.2, 1.0))
+    overhead = speed_accuracy.Parameter("trtllm", "step_overhead_s", (0.0, 4e-3))
+    assert efficiency.logarithmic and not overhead.logarithmic  # a factor; quarters of the upper bound
+    assert efficiency.value(efficiency.coordinate(0.79)) == pytest.approx(0.79)
+    assert overhead.coordinate(1e-3) == pytest.approx(1.0) and overhead.coordinate_bounds == (0.0, 4.0)
+    assert efficiency.coordinate(5.0) == 0.0  # outside the bounds -> the bound
+    assert efficiency.name == "trtllm.gemm_efficiency"
+
+
+def test_a_fit_reports_convergence_and_every_figure_left_at_a_bound():
+    # Three figures: one whose optimum (2.0) lies past its upper bound (1.0), one with an interior optimum,
+    # and one no residual depends on. The report says converged, names the first at its bound and the
+    # third as held by no record, and its cost is the objective at the fitted figures.
+    import math
+
+    at_bound = speed_accuracy.Parameter("serving", "link_efficiency", (0.3, 1.0))
+    inside = speed_accuracy.Parameter("serving", "layer_overhead_s", (0.0, 80e-6))
+    unused = speed_accuracy.Parameter("serving", "roofline_sharpness", (1.0, 12.0))
+
+    def residuals(values):
+        return [math.log(values[0] / 2.0), (values[1] - 30e-6) / 10e-6, 0.1]
+
+    values, report = speed_accuracy.least_squares_fit(
+        "toy", [at_bound, inside, unused], [0.5, 10e-6, 2.0], residuals, [1.0, 1.0, 1.0], [0.25, 0.25, 0.25], None
+    )
+    assert report.converged and report.status > 0 and report.nfev > 0 and report.evaluations >= report.nfev
+    assert values[0] == pytest.approx(1.0) and values[1] == pytest.approx(30e-6, rel=1e-3) and values[2] == 2.0
+    assert [(hit.parameter.name, hit.side, hit.bound) for hit in report.at_bounds] == [
+        ("serving.link_efficiency", "upper", 1.0)
+    ]
+    assert [p.name for p in report.undetermined] == ["serving.roofline_sharpness"]
+    expected = speed_accuracy.huber(math.log(0.5)) + speed_accuracy.huber(0.1)
+    assert report.cost == pytest.approx(expected, rel=1e-6) and report.cost < report.start_cost
+    lines = report.lines()
+    assert lines[0].startswith("toy: converged (status ")
+    assert "WARNING: toy: serving.link_efficiency = 1 is at its upper bound 1" in lines[1]
+    assert "no estimate depends on serving.roofline_sharpness" in lines[2]
+
+
+def test_the_training_fit_converges_and_reports_the_figures_on_their_bounds(records):
+    # The shipped training figures are the optimum's neighbourhood: the fit converges in a few steps and
+    # says that low_precision_gemm_factor and overlap sit on their upper bound of 1 (fp8 GEMMs at the full
+    # fp8 rate; data-parallel communication fully hidden), rather than leaving them there silently.
+    calibration, report = speed_accuracy.fit_training(list(records.values()), speed_accuracy.CALIBRATION)
+    assert report.converged and report.cost <= report.start_cost
+    assert {hit.parameter.key: hit.side for hit in report.at_bounds} == {
+        "low_precision_gemm_factor": "upper",
+        "overlap": "upper",
+    }
+    assert calibration.training.overlap == 1.0 and calibration.training.low_precision_gemm_factor == 1.0
+    assert calibration.serving == speed_accuracy.CALIBRATION.serving
