@@ -195,6 +195,16 @@ REGRESSIONS: list[tuple[str, list[tuple[vs.Path_, Any]]]] = [
 ]
 
 
+def test_a_budget_that_reads_zero_has_no_share():
+    # A serving budget of 5e-324 reads "0.00 USD": the report printed its share as "(inf%)".
+    case = vs.variant("serve-llama-70b.yaml", dict(vs.EXAMPLES)["serve-llama-70b.yaml"], [])
+    case.document["budget"]["serve_monthly"] = 5e-324
+    with tempfile.TemporaryDirectory() as name:
+        path, _ = _lint(case, Path(name))
+        found = problems({"report md": run_cli("report", "--md", "-o", "-", str(path))})
+    assert not found, found
+
+
 @pytest.mark.parametrize("name, changes", REGRESSIONS, ids=[f"{n}:{c[0][0][-1]}={c[0][1]}" for n, c in REGRESSIONS])
 def test_specs_that_once_failed_inside(name: str, changes: list[tuple[vs.Path_, Any]]):
     example = dict(vs.EXAMPLES)[name]

@@ -54,6 +54,7 @@ from gpuplan.units import (
     money_difference,
     money_times,
     plural,
+    shown_money,
 )
 from gpuplan.validate import load_schema
 
@@ -182,7 +183,7 @@ def _budget_lines(spec: Spec, analysis: Analysis) -> list[str]:
     ):
         if limit is None or cost is None:
             continue
-        share = format_percent(cost / limit) if limit else "n/a"
+        share = format_percent(cost / limit) if shown_money(limit).value else "n/a"  # as it reads: 5e-324 is 0.00
         verdict = "within" if cost <= limit else f"over by {_money(money_difference(cost, limit), currency)}"
         lines.append(f"{word} {_money(cost, currency)} of {_money(limit, currency)}{per} ({share}): {verdict}")
     if not lines:
