@@ -6,6 +6,7 @@ one, a config.json's bytes. Mutations: any value replaced by a hostile one (NaN,
 5e-324, zero, negatives, huge integers, wrong types, control and bidi characters, forged workflow
 commands), keys deleted or added, YAML tags (core, nested, unsafe), anchors and aliases, line
 separators, CRLF, a BOM, truncation; config.json values the same way, written with NaN/Infinity.
+Beside them, ``valid_inputs``: schema-valid specs from tests/valid_specs.py, unmutated.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import yaml
 from hypothesis import strategies as st
+from valid_specs import any_valid_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = [
@@ -207,13 +209,38 @@ def fuzzed_inputs(draw: Any, with_config: bool = False) -> tuple[str, bytes, byt
     return name, draw(mutated_text(text)), config
 
 
-def write_input(folder: Path, spec: bytes, config: bytes | None) -> Path:
+Files = dict[str, bytes]  # config.json files by their path relative to the spec
+
+
+@st.composite
+def valid_inputs(draw: Any) -> tuple[str, bytes, Files]:
+    """(origin, spec bytes, its config.json files): a schema-valid spec from tests/valid_specs.py, generated
+    from the schema, an example with one or two fields changed, or an example on a generated config.json."""
+    case = draw(any_valid_spec())
+    files = {name: json.dumps(content, ensure_ascii=False).encode() for name, content in case.files.items()}
+    return case.origin, case.yaml().encode(), files
+
+
+def write_input(folder: Path, spec: bytes, config: bytes | Files | None) -> Path:
+    """Write the spec (spec.yaml) and its config.json: the bytes of model/config.json, or files by path."""
     path = folder / "spec.yaml"
     path.write_bytes(spec)
-    if config is not None:
-        (folder / "model").mkdir(exist_ok=True)
-        (folder / "model" / "config.json").write_bytes(config)
+    files = {"model/config.json": config} if isinstance(config, bytes) else config or {}
+    for name, content in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(content)
     return path
+
+
+def input_errors(results: dict[str, tuple[int, str, str]]) -> set[str]:
+    """The input and schema error codes (GP0xx but GP010, GP1xx) of lint's JSON output: an input without
+    them is schema-valid and resolves, and reaches the estimate."""
+    out = results["lint json"][1]
+    try:
+        findings = json.loads(out)["findings"]
+    except (ValueError, KeyError, TypeError):
+        return {"unreadable lint json"}
+    return {f["code"] for f in findings if f["code"].startswith(("GP0", "GP1")) and f["code"] != "GP010"}
 
 
 # Raw control, separator and bidi characters: none may reach text output (a newline only ends a line).

@@ -839,7 +839,8 @@ def _moe_keys(draw: Any, config: dict[str, Any], model_type: str, dims: dict[str
     if model_type in ("qwen2_moe", "qwen3_moe", "deepseek_v3", "deepseek_v2", "kimi_k2"):
         config["moe_intermediate_size"] = draw(st.sampled_from([8, 1408, 2048]))
     if model_type == "qwen2_moe":
-        config["shared_expert_intermediate_size"] = draw(st.sampled_from([0, 5632]))
+        if draw(st.booleans()):  # absent: no shared expert (0 is refused: GP021, see the issue 32 report)
+            config["shared_expert_intermediate_size"] = draw(st.sampled_from([8, 5632]))
         config["decoder_sparse_step"] = draw(st.sampled_from([1, 2]))
         if draw(st.booleans()) and dims["layers"] > 1:
             config["mlp_only_layers"] = [0]
