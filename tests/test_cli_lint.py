@@ -156,6 +156,28 @@ def test_lint_does_not_import_report_machinery(write_spec):
     assert "HEAVY []" in out
 
 
+def test_lint_loads_no_other_commands_module_and_help_lists_every_command(write_spec):
+    """The command line's group imports a command's module only when that command runs (a pre-commit hook
+    pays for lint alone), while --help still lists every command."""
+    import subprocess
+    import sys
+
+    from gpuplan.cli import COMMANDS
+
+    path = write_spec(VALID_SERVE)
+    probe = (
+        "import sys\n"
+        "from gpuplan.cli import cli\n"
+        f"try:\n    cli(['lint', {str(path)!r}])\nexcept SystemExit:\n    pass\n"
+        "print('COMMANDS', sorted(m for m in sys.modules if m.startswith('gpuplan.cli.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert "COMMANDS ['gpuplan.cli.common', 'gpuplan.cli.lint']" in out
+    code, help_text, _ = run_cli("--help")
+    listed = {line.split()[0] for line in help_text.split("Commands:")[1].splitlines() if line.strip()}
+    assert code == 0 and listed == set(COMMANDS)
+
+
 def test_a_syntax_error_is_reported_without_importing_rules_estimator_or_catalog(tmp_path):
     """The code table sits at the bottom layer: loading and reporting a YAML error needs nothing above it."""
     bad = tmp_path / "bad.yaml"

@@ -160,7 +160,8 @@ def test_the_pdf_child_process_writes_the_same_bytes_and_reports_its_errors(monk
 def test_the_pdf_child_starts_before_the_lint_and_report_modules_import(tmp_path: Path):
     """WeasyPrint's import (in the child) overlaps the linter's, the estimator's, the rules' and the report
     model's (in the parent) only when the child forks before them: a module-level import of any of them in
-    cli.py, or in a module it imports, puts that cost back in front of the PDF's."""
+    gpuplan/cli/report.py or gpuplan/report/command.py, or in a module they import, puts that cost back in
+    front of the PDF's."""
     probe = (
         "import sys\n"
         "from gpuplan.cli import cli\n"
