@@ -192,6 +192,15 @@ REGRESSIONS: list[tuple[str, list[tuple[vs.Path_, Any]]]] = [
     ("findings/fit-full-70b.yaml", [(("finetune", "hardware", "network_gbps"), 5e-324)]),
     # GP010 KeyError: the training speed's optimizer table lacked adamw-8bit-paged (issue 32).
     ("qlora-llama-70b.yaml", [(("finetune", "optimizer"), "adamw-8bit-paged")]),
+    # GP010 ValueError (max of nothing): DoRA whose only target is gate_proj, on a plain MLP (no gate).
+    (
+        "finetune-llama-8b-lora.yaml",
+        [
+            (("model", "id"), "phi-2"),
+            (("finetune", "lora", "targets"), ["gate_proj"]),
+            (("finetune", "lora", "variant"), "dora"),
+        ],
+    ),
 ]
 
 

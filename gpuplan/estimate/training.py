@@ -553,9 +553,12 @@ def _activations(setup: TrainingSetup) -> _Activations:
     if setup.is_adapter and setup.job.lora_variant == "dora":
         shapes = _adapted_shapes(arch)
         dora = max(
-            (d_in * d_in + 3 * d_in * d_out) * setup.lora_bytes / tp
-            for d_in, d_out in (shapes[name] for name in setup.job.lora_targets)
-            if d_in
+            (
+                (d_in * d_in + 3 * d_in * d_out) * setup.lora_bytes / tp
+                for d_in, d_out in (shapes[name] for name in setup.job.lora_targets)
+                if d_in
+            ),
+            default=0.0,  # no target the model has (gate_proj alone on a plain MLP): nothing adapted
         )
     mlp_width = _input_widths(setup)["mlp"]
     # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate at once
