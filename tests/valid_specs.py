@@ -590,7 +590,7 @@ def _job_gpu(data: dict[str, Any]) -> str:
 def set_field(spec: GeneratedSpec, path: Path_, value: Any) -> Path_:
     """Set ``path`` of the spec to ``value``, creating what it needs; returns the concrete path set.
 
-    Array items set item 0 (a scalar array becomes ``[value]`` plus its other items); a map entry uses
+    Array items set item 0 (a scalar array becomes ``[value]``, that value alone); a map entry uses
     the map's first key or, for GPU-keyed maps, the spec's GPU. A field under ``model.architecture`` turns
     a catalog model into its explicit architecture; one under ``gpus`` defines a custom GPU (a copy of
     the catalog GPU the spec uses) and points the spec's hardware at it.
@@ -632,8 +632,7 @@ def set_field(spec: GeneratedSpec, path: Path_, value: Any) -> Path_:
     if last == ENTRY:
         last = next(iter(container), None) or _job_gpu(data)
     if last == ITEM:
-        others = [item for item in container if item != value]
-        container[:] = [value, *others]
+        container[:] = [value]  # that one value alone: one LoRA target, one vendor
     else:
         if last in ("id", "config", "architecture") and path[-2:-1] == ("model",):
             for other in ("id", "config", "architecture"):
