@@ -192,6 +192,16 @@ REGRESSIONS: list[tuple[str, list[tuple[vs.Path_, Any]]]] = [
     ("findings/fit-full-70b.yaml", [(("finetune", "hardware", "network_gbps"), 5e-324)]),
     # GP010 KeyError: the training speed's optimizer table lacked adamw-8bit-paged (issue 32).
     ("qlora-llama-70b.yaml", [(("finetune", "optimizer"), "adamw-8bit-paged")]),
+    # GP010 ZeroDivisionError: a custom GPU's fp4_tflops of 5e-324 (valid: > 0) serving NVFP4 weights made
+    # every step infinite and the request rate 0 (gpuplan/catalog/__init__.py Gpu.peak_flops).
+    (
+        "serve-llama-70b.yaml",
+        [
+            (("gpus", vs.ENTRY, "fp4_tflops"), 5e-324),
+            (("serve", "quantization"), "nvfp4"),
+            (("serve", "concurrency"), 1),
+        ],
+    ),
     # GP010 ValueError (max of nothing): DoRA whose only target is gate_proj, on a plain MLP (no gate).
     (
         "finetune-llama-8b-lora.yaml",
