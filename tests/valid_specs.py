@@ -42,6 +42,7 @@ from hypothesis import strategies as st
 from gpuplan.architecture import Architecture, ArchitectureError
 from gpuplan.catalog import get_model, gpu_catalog, model_catalog
 from gpuplan.codes import CODES
+from gpuplan.defaults import resolve_ref
 from gpuplan.resources import schema_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,13 +64,8 @@ ITEM, ENTRY = "[]", "{}"
 
 
 def resolved(node: dict[str, Any]) -> dict[str, Any]:
-    ref = node.get("$ref")
-    if not ref:
-        return node
-    target: Any = SCHEMA
-    for part in ref.lstrip("#/").split("/"):
-        target = target[part]
-    return {**target, **{key: value for key, value in node.items() if key != "$ref"}}
+    """``node`` with its local ``$ref`` followed (the schema step's own reading of a reference)."""
+    return resolve_ref(SCHEMA, node)
 
 
 def node_at(path: Path_) -> dict[str, Any]:
