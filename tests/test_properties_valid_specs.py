@@ -161,43 +161,27 @@ def test_rounding_takes_every_finite_figure():
 
 
 REGRESSIONS: list[tuple[str, list[tuple[vs.Path_, Any]]]] = [
-    # GP010 InvalidOperation: a TTFT of ~1e100 ms could not be rounded for the JSON (gpuplan/units.py).
+    # The slowest network the schema allows (1 Gb/s; it once allowed any positive rate, and 5e-324 Gb/s
+    # was 0 bytes/s once divided by 8, a GP010 ZeroDivisionError, 1e-320 a NaN TTFT and 1e-100 a TTFT of
+    # ~1e100 ms that could not be rounded): TP 16 across nodes still gives finite figures.
     (
         "serve-llama-70b.yaml",
         [
-            (("serve", "hardware", "network_gbps"), 1e-100),
+            (("serve", "hardware", "network_gbps"), 1),
             (("serve", "hardware", "tensor_parallel"), 16),
             (("serve", "hardware", "count"), 16),
         ],
     ),
-    # GP010 ZeroDivisionError: 5e-324 Gb/s is 0 bytes/s once divided by 8 (gpuplan/estimate/performance.py).
-    (
-        "serve-llama-70b.yaml",
-        [
-            (("serve", "hardware", "network_gbps"), 5e-324),
-            (("serve", "hardware", "tensor_parallel"), 16),
-            (("serve", "hardware", "count"), 16),
-        ],
-    ),
-    # GP010 FigureOutOfRange: a TTFT of NaN (infinite transfer times over a 1e-320 Gb/s network).
-    (
-        "serve-llama-70b.yaml",
-        [
-            (("serve", "hardware", "network_gbps"), 1e-320),
-            (("serve", "hardware", "tensor_parallel"), 16),
-            (("serve", "hardware", "count"), 16),
-        ],
-    ),
-    # GP010 ZeroDivisionError in rule GP201, whose planner tries layouts across nodes.
-    ("findings/fit-full-70b.yaml", [(("finetune", "hardware", "network_gbps"), 5e-324)]),
+    # Likewise for rule GP201, whose planner tries layouts across nodes.
+    ("findings/fit-full-70b.yaml", [(("finetune", "hardware", "network_gbps"), 1)]),
     # GP010 KeyError: the training speed's optimizer table lacked adamw-8bit-paged (issue 32).
     ("qlora-llama-70b.yaml", [(("finetune", "optimizer"), "adamw-8bit-paged")]),
-    # GP010 ZeroDivisionError: a custom GPU's fp4_tflops of 5e-324 (valid: > 0) serving NVFP4 weights made
-    # every step infinite and the request rate 0 (gpuplan/catalog/__init__.py Gpu.peak_flops).
+    # The slowest FP4 rate the schema allows (0.1 TFLOPS, as for bf16 and fp8; it once allowed any positive
+    # rate, and 5e-324 serving NVFP4 weights made every step infinite and the request rate 0, a GP010).
     (
         "serve-llama-70b.yaml",
         [
-            (("gpus", vs.ENTRY, "fp4_tflops"), 5e-324),
+            (("gpus", vs.ENTRY, "fp4_tflops"), 0.1),
             (("serve", "quantization"), "nvfp4"),
             (("serve", "concurrency"), 1),
         ],
@@ -229,6 +213,22 @@ def test_specs_that_once_failed_inside(name: str, changes: list[tuple[vs.Path_, 
     example = dict(vs.EXAMPLES)[name]
     result = assert_sound(vs.variant(name, example, changes))
     assert result.analysis is not None
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("serve", "hardware", "network_gbps"), 5e-324, "serve.hardware.network_gbps must be at least 1, got 5e-324"),
+        (("gpus", vs.ENTRY, "fp4_tflops"), 1e-300, "fp4_tflops must be at least 0.1, got 1e-300"),
+    ],
+)
+def test_rates_below_the_schemas_floor_are_schema_errors_at_their_field(path, value, message):
+    # A rate no hardware has is the spec's error (GP103 at the field), not a figure to model.
+    case = vs.variant("serve-llama-70b.yaml", dict(vs.EXAMPLES)["serve-llama-70b.yaml"], [(path, value)])
+    with tempfile.TemporaryDirectory() as name:
+        _, result = _lint(case, Path(name))
+    assert [f.code for f in result.findings if f.code.startswith("GP1")] == ["GP103"]
+    assert message in next(f.message for f in result.findings if f.code == "GP103")
 
 
 # -- tables keyed by an enum field's values -----------------------------------------------------------

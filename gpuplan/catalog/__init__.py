@@ -17,9 +17,6 @@ from gpuplan.architecture import Architecture, make_architecture
 from gpuplan.records import record
 
 _HERE = Path(__file__).resolve().parent
-# The slowest compute a GPU is modelled at, FLOP/s: below it every figure is absurd anyway, but stays finite
-# (a dense rate that underflows to nothing makes every step infinite and the request rate 0).
-SLOWEST_FLOPS = 1.0
 
 
 @record
@@ -92,10 +89,9 @@ class Gpu:
         return not self.consumer
 
     def peak_flops(self, dtype: str) -> float:
-        """Dense FLOP/s for a compute dtype, falling back to bf16 where the GPU lacks it; at least a FLOP a
-        second (SLOWEST_FLOPS), so that a spec's fp4_tflops of 5e-324 (valid: > 0) keeps times finite."""
+        """Dense FLOP/s for a compute dtype, falling back to bf16 where the GPU lacks it."""
         value = self.tflops.get(dtype) or self.tflops.get("bf16") or 0.0
-        return max(float(value) * 1e12, SLOWEST_FLOPS)
+        return float(value) * 1e12
 
     @property
     def bandwidth(self) -> float:

@@ -19,10 +19,6 @@ from gpuplan.records import record
 # 400 Gb/s per 8 GPUs), GB/s one direction: workloads built without a spec (the spec's hardware.network_gbps).
 INTER_NODE_GBS = 50.0
 HOST_GPUS = 8  # GPUs one PCIe host holds; beyond it a group crosses the network
-# The slowest network a collective is modelled over, bytes/s per GPU. hardware.network_gbps may be any
-# positive number, down to 5e-324 Gb/s, whose bytes per second underflow to 0 (a division by zero) or
-# whose transfer times overflow; below a byte a second every figure is absurd anyway, but stays finite.
-SLOWEST_NETWORK = 1.0
 
 
 @record
@@ -195,7 +191,7 @@ def link_bandwidth(gpu: Gpu, group: int, network_gbs: float) -> float:
         return gpu.interconnect_gbs / 2 * 1e9
     if group <= HOST_GPUS:
         return gpu.pcie_gbs / 2 * 1e9
-    return max(min(gpu.pcie_gbs / 2, network_gbs) * 1e9, SLOWEST_NETWORK)
+    return min(gpu.pcie_gbs / 2, network_gbs) * 1e9
 
 
 def scale_up_size(gpu: Gpu) -> int:
@@ -222,7 +218,7 @@ def group_bandwidth(gpu: Gpu, group: int, stride: int, network_gbs: float) -> fl
     if span <= node:
         return link_bandwidth(gpu, span, network_gbs)
     per_node = max(1, min(group, node // stride))
-    network = max(network_gbs * per_node * 1e9, SLOWEST_NETWORK)
+    network = network_gbs * per_node * 1e9
     if per_node == 1:
         return min(network, gpu.pcie_gbs / 2 * 1e9)
     return min(network, link_bandwidth(gpu, per_node * stride, network_gbs))
