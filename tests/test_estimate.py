@@ -247,3 +247,16 @@ def test_estimate_states_the_attention_kernel_and_the_network_the_training_speed
     assert (
         "attention at" in assumptions["training speed"] and "of its kernel's ceiling" in assumptions["training speed"]
     )
+
+
+def test_estimate_reads_standard_input_as_lint_and_plan_do():
+    """`gpuplan estimate -` estimates the spec on standard input: the same figures and findings as from
+    its file, the findings at <stdin>."""
+    spec = EXAMPLES / "serve-llama-70b.yaml"
+    code, from_file, _ = run_cli("estimate", "--format", "json", str(spec))
+    stdin_code, from_stdin, _ = run_cli("estimate", "--format", "json", "-", input=spec.read_bytes())
+    assert stdin_code == code == 0
+    file_json, stdin_json = json.loads(from_file), json.loads(from_stdin)
+    assert stdin_json["serve"] == file_json["serve"]
+    assert {f["file"] for f in stdin_json["findings"]} == {"<stdin>"}
+    assert [f["code"] for f in stdin_json["findings"]] == [f["code"] for f in file_json["findings"]]

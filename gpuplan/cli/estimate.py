@@ -7,7 +7,6 @@ import sys
 import click
 
 from gpuplan.cli.common import _format_option, _guarded, _print_tracebacks, _run_options
-from gpuplan.errors import GpuplanError
 from gpuplan.visible import visible
 
 
@@ -19,7 +18,8 @@ from gpuplan.visible import visible
 def estimate(
     spec_path: str, output_format: str, fail_on: str | None, config_path: str | None, no_waivers: bool
 ) -> None:
-    """Estimate per-GPU memory, speed and cost of a spec's jobs, with the assumptions used.
+    """Estimate per-GPU memory, speed and cost of a spec's jobs, with the assumptions used (SPEC '-' reads
+    standard input, as lint and plan do).
 
     The spec is linted as `gpuplan lint` does (same configuration, thresholds and rules), so the
     estimate uses the configured efficiencies; the findings follow the estimate and the exit code
@@ -31,8 +31,6 @@ def estimate(
     from gpuplan.output.text import render as render_findings
     from gpuplan.run import lint_run
 
-    if spec_path == "-":
-        raise GpuplanError("estimate needs a spec file, not standard input")
     summary = lint_run(
         [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=not no_waivers, keep_analysis=True
     ).summary()
