@@ -14,7 +14,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from gpuplan.catalog import UnknownNameError, get_gpu, get_model
+from gpuplan.catalog import UnknownNameError, get_gpu, get_model, gpu_catalog
 from gpuplan.defaults import property_node
 from gpuplan.errors import GpuplanError
 from gpuplan.records import record
@@ -29,6 +29,40 @@ STARTER_GPU = "h100-sxm"
 STARTER_CONTEXT = 8192
 STARTER_CONCURRENCY = 8
 _COMMENT_WIDTH = 100
+
+
+# "8k" and "32K" as people write context lengths: 8 x 1,024 tokens (Llama's "8K context" is 8,192).
+TOKEN_UNITS = {"": 1, "k": 1024, "m": 1024**2}
+
+
+def catalog_gpu_id(text: str) -> str:
+    """The catalog GPU id ``text`` names, in any case ("L4" is l4): the id the spec writes. Raises
+    UnknownNameError (with "did you mean") for none."""
+    wanted = text.strip()
+    known = gpu_catalog()
+    match = next((gpu_id for gpu_id in known if gpu_id.lower() == wanted.lower()), None)
+    if match is None:
+        raise UnknownNameError("GPU", wanted, sorted(known))
+    return match
+
+
+def catalog_model_id(text: str) -> str:
+    """The catalog id of the model ``text`` names: a catalog id or a Hugging Face repo id, in any case
+    (``get_model``'s reading, as a spec's model.id has it)."""
+    return get_model(text.strip()).id
+
+
+def token_count(text: str) -> int:
+    """A token count as people write it: 8192, 8,192, 8k (8,192), 32K, 1M (1,048,576). ValueError for
+    anything else, or for a count below one token."""
+    found = re.fullmatch(r"\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([kKmM]?)\s*", text)
+    if found is None:
+        raise ValueError(f"{text!r} is not a token count (for example 8192 or 8k)")
+    number, unit = float(found.group(1).replace(",", "").replace("_", "")), found.group(2).lower()
+    tokens = number * TOKEN_UNITS[unit]
+    if tokens < 1 or tokens != int(tokens):
+        raise ValueError(f"{text!r} is not a whole number of tokens of at least 1")
+    return int(tokens)
 
 
 @record

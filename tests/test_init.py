@@ -195,3 +195,37 @@ def test_init_keeps_the_defaults_where_they_fit(tmp_path: Path, monkeypatch: pyt
     code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--finetune", "lora", "--gpu", "h100-sxm", "s.yaml")
     assert code == 0 and len(err.splitlines()) >= 2 and not err.splitlines()[1].startswith("gpuplan: ")
     assert "gpuplan init:" not in (tmp_path / "s.yaml").read_text()
+
+
+def test_init_prompts_and_flags_take_hugging_face_ids_any_case_gpu_ids_and_8k(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """What the flags accept the prompts accept, and both write the catalog's ids: a Hugging Face id for
+    the model, "L4" for the GPU (its id is l4), "8k" for 8 x 1,024 tokens."""
+    monkeypatch.chdir(tmp_path)
+    answers = ["meta-llama/Llama-3.1-8B-Instruct", "serve", "L4", "1", "8k", "4"]
+    code, _, _ = run_cli("init", "--interactive", "asked.yaml", input="\n".join(answers) + "\n")
+    assert code == 0
+    flags = ["--model", "Meta-Llama/Llama-3.1-8B", "--serve", "--gpu", "L4", "--context", "8K", "--concurrency", "4"]
+    code, _, _ = run_cli("init", *flags, "flags.yaml")
+    assert code == 0
+    asked = _without_name(tmp_path / "asked.yaml")
+    assert asked == _without_name(tmp_path / "flags.yaml")
+    assert "  id: llama-3.1-8b" in asked and "  context: 8192" in asked and "gpu: l4" in asked
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"), [("8192", 8192), ("8,192", 8192), ("8k", 8192), ("32K", 32768), ("1.5k", 1536), ("1M", 2**20)]
+)
+def test_token_counts_read_as_people_write_them(text: str, tokens: int):
+    from gpuplan.starter import token_count
+
+    assert token_count(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["8kb", "0", "0.5", "1.0001k", "k", "-8k", ""])
+def test_what_is_no_token_count_is_refused_with_an_example(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--context", text, "x.yaml")
+    assert code == 2 and "Invalid value for '--context'" in err
+    assert list(tmp_path.glob("*.yaml")) == []

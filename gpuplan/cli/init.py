@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -11,6 +12,55 @@ from gpuplan.cli.common import _guarded
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Severity
 from gpuplan.visible import visible
+
+
+class _Named(click.ParamType):
+    """A catalog name as init's flags and prompts both take it (``resolve``: the library's reading,
+    which returns the id the spec writes)."""
+
+    def __init__(self, name: str, resolve: Callable[[str], str], listing: str) -> None:
+        self.name, self.resolve, self.listing = name, resolve, listing
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from gpuplan.catalog import UnknownNameError
+
+        try:
+            return self.resolve(str(value))
+        except UnknownNameError as error:
+            self.fail(f"{error}; `gpuplan catalog {self.listing}` lists them", param, ctx)
+
+
+class _Tokens(click.ParamType):
+    """A token count as people write it (8192, 8k, 32K), for the flag and the prompt alike."""
+
+    name = "tokens"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from gpuplan.starter import token_count
+
+        if isinstance(value, int):
+            return value
+        try:
+            return token_count(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+def _model_id(text: str) -> str:
+    from gpuplan.starter import catalog_model_id
+
+    return catalog_model_id(text)
+
+
+def _gpu_id(text: str) -> str:
+    from gpuplan.starter import catalog_gpu_id
+
+    return catalog_gpu_id(text)
+
+
+MODEL = _Named("model", _model_id, "models")
+GPU = _Named("gpu", _gpu_id, "gpus")
+TOKENS = _Tokens()
 
 
 def _check_starter(choices: Any) -> None:
@@ -40,18 +90,18 @@ def _ask(
     from gpuplan.catalog import gpu_catalog, model_catalog
 
     model = model or click.prompt(
-        "Model", default=starter.STARTER_MODEL, type=click.Choice(list(model_catalog())), show_choices=True
+        f"Model ({', '.join(model_catalog())}, or a Hugging Face id)", default=starter.STARTER_MODEL, type=MODEL
     )
     if not serve and finetune is None:
         job = click.prompt("Job", default="serve", type=click.Choice(["serve", "finetune", "finetune-then-serve"]))
         serve = job != "finetune"
         if job != "serve":
             finetune = click.prompt("Fine-tuning method", default="lora", type=click.Choice(list(starter.METHODS)))
-    gpu = gpu or click.prompt("GPU", default=starter.STARTER_GPU, type=click.Choice(list(gpu_catalog())))
+    gpu = gpu or click.prompt(f"GPU ({', '.join(gpu_catalog())})", default=starter.STARTER_GPU, type=GPU)
     count = count or click.prompt("GPUs", default=1, type=click.IntRange(min=1))
     label = "Context (tokens per request)" if serve else "Sequence length (tokens)"
     default_context = starter.STARTER_CONTEXT if serve else starter.starter_seq_len()
-    context = context or click.prompt(label, default=default_context, type=click.IntRange(min=1))
+    context = context or click.prompt(label, default=default_context, type=TOKENS)
     if serve:
         concurrency = concurrency or click.prompt(
             "Concurrency (sequences in flight)", default=starter.STARTER_CONCURRENCY, type=click.IntRange(min=1)
@@ -61,15 +111,18 @@ def _ask(
 
 @click.command(short_help="Write a commented starter spec, then lint it.")
 @click.argument("path", default="workload.yaml", required=False)
-@click.option("--model", default=None, help="Model id from `gpuplan catalog models`.")
+@click.option("--model", type=MODEL, default=None, help="Model id from `gpuplan catalog models`, or a Hugging Face id.")
 @click.option("--serve", "serve", is_flag=True, default=None, help="A serving deployment.")
 @click.option("--finetune", type=click.Choice(["full", "lora", "qlora"]), default=None, help="A fine-tuning job.")
-@click.option("--gpu", default=None, help="GPU id from `gpuplan catalog gpus`.")
+@click.option("--gpu", type=GPU, default=None, help="GPU id from `gpuplan catalog gpus`, in any case.")
 @click.option(
     "--count", type=click.IntRange(min=1), default=None, help="GPUs per job (serving: one replica, TP over all)."
 )
 @click.option(
-    "--context", type=click.IntRange(min=1), default=None, help="Serving context, or fine-tuning sequence length."
+    "--context",
+    type=TOKENS,
+    default=None,
+    help="Serving context, or fine-tuning sequence length, in tokens (8192, 8k, 32K).",
 )
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Sequences in flight (serving).")
 @click.option("--name", default=None, help="The spec's name [default: from the model and jobs].")
