@@ -260,3 +260,22 @@ def test_estimate_reads_standard_input_as_lint_and_plan_do():
     assert stdin_json["serve"] == file_json["serve"]
     assert {f["file"] for f in stdin_json["findings"]} == {"<stdin>"}
     assert [f["code"] for f in stdin_json["findings"]] == [f["code"] for f in file_json["findings"]]
+
+
+def test_estimate_text_names_replicas_and_gpus_per_replica(tmp_path):
+    """8 x h100-sxm at TP 2 is 4 replicas of 2 GPUs, each with the declared 32 sequences in flight; a
+    fine-tune on 4 GPUs without TP is 4 data-parallel replicas of 1 GPU."""
+    spec = tmp_path / "serve.yaml"
+    spec.write_text(
+        (EXAMPLES / "serve-llama-70b.yaml")
+        .read_text()
+        .replace(
+            "hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}",
+            "hardware: {gpu: h100-sxm, count: 8, tensor_parallel: 2}",
+        )
+    )
+    _, out, _ = run_cli("estimate", str(spec))
+    assert "serving on 8 x h100-sxm: 4 replicas x 2 GPUs (TP 2, PP 1), 32 x 8,192 tokens per replica" in out
+    _, out, _ = run_cli("estimate", str(EXAMPLES / "finetune-then-serve.yaml"))
+    assert "on 4 x h100-sxm: 4 data-parallel replicas x 1 GPU (TP 1, PP 1, sharding zero3)" in out
+    assert "serving on 1 x l4: 1 replica x 1 GPU (TP 1, PP 1), 4 x 8,192 tokens per replica" in out

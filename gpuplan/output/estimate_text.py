@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis
 from gpuplan.estimate.calibration import ErrorBand
+from gpuplan.layout import replicas
 from gpuplan.units import (
     GIB,
     HOURS_DIGITS,
@@ -14,6 +15,7 @@ from gpuplan.units import (
     format_gib,
     format_money,
     format_ms,
+    plural,
 )
 from gpuplan.visible import visible
 
@@ -40,7 +42,8 @@ def render_estimate(analysis: Analysis) -> str:
         f = analysis.finetune
         setup = f.setup
         lines.append(
-            f"fine-tuning ({setup.job.method}, {setup.job.precision}, {setup.job.optimizer}) on {f.gpus} x {f.gpu.id}"
+            f"fine-tuning ({setup.job.method}, {setup.job.precision}, {setup.job.optimizer}) on {f.gpus} x {f.gpu.id}:"
+            f" {_replicas(f.gpus, setup.tensor_parallel, setup.pipeline_parallel, 'data-parallel replica')}"
             f" (TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, sharding {setup.job.sharding})"
         )
         lines.append(f"  per GPU, at the {f.memory.peak_phase.replace('_', ' ')} peak:")
@@ -73,9 +76,10 @@ def render_estimate(analysis: Analysis) -> str:
         lines.append("")
     if analysis.serve:
         s = analysis.serve
+        tp, pp = s.setup.tensor_parallel, s.setup.pipeline_parallel
         lines.append(
-            f"serving on {s.gpus} x {s.gpu.id} (TP {s.setup.tensor_parallel}, PP {s.setup.pipeline_parallel}),"
-            f" {s.setup.concurrency} x {s.setup.context:,} tokens"
+            f"serving on {s.gpus} x {s.gpu.id}: {_replicas(s.gpus, tp, pp, 'replica')} (TP {tp}, PP {pp}),"
+            f" {s.setup.concurrency} x {s.setup.context:,} tokens per replica"
         )
         lines += _breakdown(s.memory.breakdown)
         lines.append(
@@ -111,3 +115,8 @@ def render_estimate(analysis: Analysis) -> str:
         lines += [f"  assumption: {key}: {value}" for key, value in s.assumptions]
         lines.append("")
     return "\n".join(visible(line) for line in lines)  # names and labels come from the spec
+
+
+def _replicas(gpus: int, tensor_parallel: int, pipeline_parallel: int, word: str) -> str:
+    """A layout as replicas x GPUs per replica: ``2 replicas x 4 GPUs``."""
+    return f"{plural(replicas(gpus, tensor_parallel, pipeline_parallel), word)} x {plural(tensor_parallel * pipeline_parallel, 'GPU')}"
