@@ -303,6 +303,8 @@ def _read_keys(
         if dense and name in _MOE_FIELDS:
             continue
         for key in keys:
+            if name == "shared_expert_intermediate" and text.get(key) == 0:
+                break  # a zero-width shared expert is none (Qwen2-MoE's own reading of 0), not a bad dimension
             if text.get(key) is not None:
                 values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
                 break

@@ -12,7 +12,7 @@ from conftest import run_cli
 from gpuplan.architecture import ArchitectureError
 from gpuplan.catalog import UnknownNameError, get_model
 from gpuplan.estimate.serving import weight_bytes
-from gpuplan.hf_config import MODEL_TYPES, read_hf_model
+from gpuplan.hf_config import MODEL_TYPES, from_hf_config, read_hf_model
 
 # google/gemma-2-9b config.json as published: no tie_word_embeddings key (GemmaConfig ties by default).
 GEMMA2_9B = {
@@ -370,3 +370,26 @@ def test_catalog_checkpoints_are_served_as_published(tmp_path):
     assert serve["breakdown"]["weights"] == math.ceil(experts * 17 / 32 + other * 2 + 131_072 * 64 * 2)
     assert "mxfp4" in serve["assumptions"]
     assert get_model("deepseek-ai/DeepSeek-V3").quantization == "fp8"
+
+
+def test_a_qwen2_moe_shared_expert_of_width_zero_is_none_not_a_bad_dimension():
+    # Qwen2-MoE builds its shared expert at shared_expert_intermediate_size: 0 is no shared expert (it was
+    # refused as GP021). Against width 64 on 2 layers of hidden 64, the shared expert's gated MLP is
+    # 3 x 64 x 64 per layer and its sigmoid gate 64 weights: 2 x (12,288 + 64) = 24,704 parameters.
+    base = {
+        "model_type": "qwen2_moe",
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "vocab_size": 100,
+    }
+    none = from_hf_config({**base, "shared_expert_intermediate_size": 0})
+    one = from_hf_config({**base, "shared_expert_intermediate_size": 64})
+    assert (none.shared_experts, none.shared_expert_gate) == (0, False)
+    assert one.shared_experts == 1
+    assert one.params - none.params == 24_704
