@@ -9,6 +9,7 @@ GpuplanError in one line; a caller that can do without git (a report) catches it
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -34,10 +35,11 @@ def run_git(
         completed = subprocess.run(
             ["git", *args], cwd=cwd, input=stdin, capture_output=True, env=git_environment(), timeout=timeout
         )
-    except FileNotFoundError:
-        raise GpuplanError("git is not installed (gpuplan runs the git command)") from None
-    except NotADirectoryError:
-        raise GpuplanError(f"cannot run git in {cwd}: not a folder") from None
+    except (FileNotFoundError, NotADirectoryError):
+        # The same errors say that git is missing or that the folder it would run in is: tell which.
+        if shutil.which("git") is None:
+            raise GpuplanError("git is not installed (gpuplan runs the git command)") from None
+        raise GpuplanError(f"cannot run git in {cwd}: no such folder") from None
     except OSError as error:
         raise GpuplanError(f"cannot run git: {error.strerror or error}") from None
     except subprocess.TimeoutExpired:

@@ -79,3 +79,8 @@ def test_git_missing_is_an_error_not_a_trace(tmp_path: Path, monkeypatch: pytest
     with pytest.raises(GpuplanError, match="git is not installed"):
         run_git(["status"], tmp_path)
     assert git_state(tmp_path / "spec.yaml") is None
+
+
+def test_a_missing_folder_is_named_not_read_as_git_missing(tmp_path: Path):
+    with pytest.raises(GpuplanError, match=r"cannot run git in .*gone: no such folder"):
+        run_git(["status"], tmp_path / "gone")
