@@ -18,7 +18,9 @@ is (estimate - measured) / measured: negative means gpuplan is under, and an und
 out-of-memory crash waiting to happen. The table is by job kind (full, LoRA, QLoRA) and by counter, first
 over every record, then over the records whose settings the spec expresses fully and whose source documents
 no cause outside a training step. Runs that ran out of memory are listed with gpuplan's verdict on the GPUs
-they ran on; ``--check`` exits 1 when gpuplan calls one of them a fit.
+they ran on, judged as the fit rules and the planner judge them: at the pessimistic edge of the measured
+error at the spec's plan.confidence (default 0.9; fits, at risk, or does not fit); ``--check`` exits 1
+when gpuplan calls one of them a fit.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ class OomVerdict:
     gpus: int
     estimate_gib: float
     usable_gib: float
-    fits: bool
+    fits: bool  # at the pessimistic edge: what a decision rests on
+    fits_estimate: bool  # the estimate itself ("at risk" when this holds and ``fits`` does not)
     codes: tuple[str, ...]
 
 
@@ -99,6 +102,7 @@ def score(data: dict[str, Any]) -> tuple[list[Scored], list[OomVerdict]]:
                     finetune["gpus"],
                     value,
                     finetune["usable_bytes"] / GIB,
+                    finetune["per_gpu_bytes_band"]["high"] <= finetune["usable_bytes"],
                     bool(finetune["fits"]),
                     tuple(codes),
                 )
@@ -195,6 +199,7 @@ def report(data: dict[str, Any], scored: list[Scored], ooms: list[OomVerdict]) -
                 "estimate_gib": round(verdict.estimate_gib, 2),
                 "usable_gib": round(verdict.usable_gib, 2),
                 "fits": verdict.fits,
+                "fits_estimate": verdict.fits_estimate,
                 "codes": list(verdict.codes),
             }
             for verdict in ooms
@@ -203,15 +208,16 @@ def report(data: dict[str, Any], scored: list[Scored], ooms: list[OomVerdict]) -
     }
 
 
-def render_text(data: dict[str, Any], scored: list[Scored], ooms: list[OomVerdict]) -> str:
+def render_text(data: dict[str, Any], scored: list[Scored], ooms: list[OomVerdict], quiet: bool = False) -> str:
     out = [f"{'record':<8}{'kind':<7}{'counter':<11}{'measured':>10}{'estimate':>10}{'error':>9}  what"]
-    for row in scored:
+    for row in [] if quiet else scored:
         c = row.comparison
         flag = "" if row.clean else "  [gap or documented cause]"
         out.append(
             f"{c.record:<8}{row.kind:<7}{row.counter:<11}{c.measured:>10.2f}{c.estimate:>10.2f}{c.error:>+8.1f}%"
             f"  {c.what[:64]}{flag}"
         )
+    out = out[1:] if quiet else out
     out += [
         "",
         render_table(f"Out of sample, every record ({len(scored)}; GiB, negative = gpuplan under):", table(scored)),
@@ -220,28 +226,33 @@ def render_text(data: dict[str, Any], scored: list[Scored], ooms: list[OomVerdic
     out += ["", render_table(f"Records the spec expresses fully, no documented cause ({len(clean)}):", table(clean))]
     out += ["", "Runs that ran out of memory, and gpuplan's verdict on the GPUs they ran on:"]
     for verdict in ooms:
-        said = "does not fit" if not verdict.fits else "FITS (gpuplan misses this OOM)"
-        findings = ", ".join(code for code in verdict.codes if code in ("GP201", "GP202", "GP301")) or "none"
+        said = (
+            "FITS (gpuplan misses this OOM)"
+            if verdict.fits
+            else ("at risk" if verdict.fits_estimate else "does not fit")
+        )
+        findings = ", ".join(c for c in verdict.codes if c in ("GP201", "GP202", "GP208", "GP301")) or "none"
         out.append(
             f"  {verdict.record:<7}{verdict.gpus} x {verdict.gpu}: {verdict.estimate_gib:.2f} GiB per GPU of "
             f"{verdict.usable_gib:.2f} usable -> {said} (fit findings: {findings}); {verdict.what[:80]}"
         )
     out += ["", "Published figures a spec cannot express (not compared):"]
     out += [f"  {item['id']}: {item['reason']}" for item in data.get("not_expressible", [])]
-    return "\n".join(out)
+    return "\n".join(out).lstrip("\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--check", action="store_true", help="exit 1 when gpuplan calls an OOM run a fit")
+    parser.add_argument("--quiet", action="store_true", help="text: the tables and verdicts, not every record")
     args = parser.parse_args(argv)
     data = load()
     scored, ooms = score(data)
     if args.format == "json":
         print(json.dumps(report(data, scored, ooms), indent=2))
     else:
-        print(render_text(data, scored, ooms))
+        print(render_text(data, scored, ooms, quiet=args.quiet))
     return 1 if args.check and any(verdict.fits for verdict in ooms) else 0
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration, ErrorBand
+from gpuplan.estimate.memory_bands import MemoryBand, finetune_band
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import (
     ENGINE,
@@ -96,7 +97,17 @@ class FinetuneEstimate:
 
     @property
     def fits(self) -> bool:
+        """Whether the estimate itself fits: False is "does not fit" (GP201)."""
         return self.memory.per_gpu <= self.gpu.usable_bytes
+
+    @property
+    def memory_band(self) -> MemoryBand:
+        """The measured error of the per-GPU figure for this kind of job (runs not used to tune it)."""
+        return finetune_band(self.job.method)
+
+    def planned_bytes(self, confidence: float) -> int:
+        """The per-GPU figure a decision at ``confidence`` plans for: the band's pessimistic edge."""
+        return math.ceil(self.memory_band.pessimistic(self.memory.per_gpu, confidence))
 
     @property
     def cost(self) -> float | None:
@@ -594,6 +605,19 @@ def _bands_dict(bands: dict[str, ErrorBand]) -> dict[str, dict[str, float | int]
     }
 
 
+def _memory_band_dict(f: FinetuneEstimate, confidence: float) -> dict[str, Any]:
+    band = f.memory_band
+    low, _ = band.edges(f.memory.per_gpu, confidence)
+    return {
+        "low": math.floor(low),
+        "high": f.planned_bytes(confidence),
+        "confidence": confidence,
+        "records": band.records,
+        "pooled": band.pooled,
+        "basis": band.describe(),
+    }
+
+
 def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
     """The documented JSON object of ``gpuplan estimate --format json``. ``figures_only`` leaves out the
     assumptions (words) and ``max_concurrency`` and ``max_context`` (a binary search each, whole numbers
@@ -605,6 +629,7 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "params": f.memory.params,
             "trainable_params": f.memory.trainable_params,
             "per_gpu_bytes": f.memory.per_gpu,
+            "per_gpu_bytes_band": _memory_band_dict(f, analysis.spec.plan.confidence),
             "peak_phase": f.memory.peak_phase,
             "breakdown": f.memory.breakdown,
             "phases": f.memory.phases,
@@ -632,6 +657,7 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
         result["serve"] = {
             "params": s.setup.architecture.params,
             "per_gpu_bytes": s.memory.per_gpu,
+            "per_gpu_bytes_band": None,  # no serving memory measured outside the runs the model was tuned on
             "breakdown": s.memory.breakdown,
             "gpu": s.gpu.id,
             "gpus": s.gpus,

@@ -176,6 +176,14 @@ CODES: dict[str, Code] = {
             "Saved activations and loss temporaries make up most of the fine-tuning peak.",
         ),
         Code(
+            "GP208",
+            "memory-at-risk",
+            "fit",
+            WARNING,
+            "The fine-tuning estimate fits, but its pessimistic edge at plan.confidence does not.",
+            Approval.NEEDS_CHANGE,
+        ),
+        Code(
             "GP301",
             "parallelism-needed",
             "parallelism",

@@ -197,12 +197,19 @@ class PlanLimits:
     vendors: tuple[str, ...]  # only GPUs of these vendors (lower case); empty: any
     max_gpus: int
     max_nodes: int
+    confidence: float  # a sound fine-tuning layout fits at its pessimistic memory edge at this confidence
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> PlanLimits:
         """From a validated ``plan`` mapping; absent keys take the schema's defaults."""
         data = apply_defaults({"plan": data}, load_schema())["plan"]
-        return cls(tuple(data.get("gpu", ())), tuple(data.get("vendor", ())), data["max_gpus"], data["max_nodes"])
+        return cls(
+            tuple(data.get("gpu", ())),
+            tuple(data.get("vendor", ())),
+            data["max_gpus"],
+            data["max_nodes"],
+            float(data["confidence"]),
+        )
 
 
 def default_plan_limits() -> PlanLimits:

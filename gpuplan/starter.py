@@ -116,15 +116,19 @@ class Tuning:
     values: dict[str, Any] = field(default_factory=dict)  # finetune field -> the value that holds the job
     fewest: str = ""  # no settings hold it on the GPUs asked for: the fewest GPUs that do ("" if none)
     headroom_pct: float = 0.0
+    confidence: float = 0.0  # plan.confidence: the memory figure judged is the band's edge at it
 
     def note(self, starter: Starter) -> str:
         """The starter's comment (and, shortened, its message): what was set and why, or that nothing fits."""
         gpus = f"{starter.count} x {starter.gpu}"
+        soundly = (
+            f"with a {self.headroom_pct:g}% headroom margin at {self.confidence:.0%} confidence in the memory estimate"
+        )
         if self.values:
             chosen = ", ".join(f"{name} to {_scalar(value)}" for name, value in self.values.items())
             return (
                 f"set {chosen}: with the starter's defaults the job {self.problem}. These are the "
-                f"fewest settings changes that hold it on {gpus} with a {self.headroom_pct:g}% headroom margin "
+                f"fewest settings changes that hold it on {gpus} {soundly} "
                 f"(the planner's search, as `gpuplan plan` runs it)."
             )
         fewest = (
@@ -132,7 +136,9 @@ class Tuning:
             if self.fewest
             else "nor does any layout of this GPU within the planner's limits (`gpuplan plan` searches other GPUs)"
         )
-        return f"no settings hold this job on {gpus}: with the starter's defaults it {self.problem}; {fewest}."
+        return (
+            f"no settings hold this job on {gpus} {soundly}: with the starter's defaults it {self.problem}; {fewest}."
+        )
 
 
 def fitted_starter(starter: Starter) -> tuple[str, str]:
@@ -175,9 +181,14 @@ def _tuning(text: str) -> Tuning | None:
             for name in (f.name for f in dataclasses.fields(after))
             if getattr(after, name) != getattr(before, name)
         }
-        return Tuning(problem, values, headroom_pct=settings.headroom_pct)
+        return Tuning(problem, values, headroom_pct=settings.headroom_pct, confidence=spec.plan.confidence)
     fewest = planner.fewest_gpus_on(declared.layout.gpu)
-    return Tuning(problem, fewest=fewest.layout.describe() if fewest is not None else "")
+    return Tuning(
+        problem,
+        fewest=fewest.layout.describe() if fewest is not None else "",
+        headroom_pct=settings.headroom_pct,
+        confidence=spec.plan.confidence,
+    )
 
 
 def starter_seq_len() -> int:

@@ -136,10 +136,10 @@ def test_plan_saving_is_the_difference_of_the_shown_costs(path: Path):
 @pytest.mark.parametrize(
     ("example", "line"),
     [
-        # 41.45 - 39.85 = 1.60 (was 1.59: the exact 1.5904)
-        ("qlora-llama-70b.yaml", "1 x b200-hgx, 39.85 USD/run — saves 1.60 USD per run (4%)"),
-        # 249 - 144 = 105 (was 104: the exact 104.31)
-        ("finetune-70b-fsdp-offload.yaml", "8 x b200-hgx, 144 USD/run — saves 105 USD per run (42%)"),
+        # 40.71 - 38.44 = 2.27, the saving of the two costs as shown
+        ("qlora-llama-70b.yaml", "1 x b200-hgx, 38.44 USD/run — saves 2.27 USD per run (6%)"),
+        # 249 - 191 = 58 (the exact 248.53 - 190.90 = 57.63 also rounds to 58)
+        ("finetune-70b-fsdp-offload.yaml", "4 x b200-hgx, 191 USD/run — saves 58 USD per run (23%)"),
         # 12,030 - 6,636 = 5,394 (was 5,395: the exact 5,394.70)
         ("serve-llama-70b.yaml", "2 x h200-sxm TP 2, 6,636 USD/month — saves 5,394 USD per month (45%)"),
     ],
@@ -150,12 +150,12 @@ def test_plan_savings_pinned(example: str, line: str):
 
 
 def test_gp507_saving_matches_the_costs_it_quotes():
-    # The fsdp example: 249 USD/run declared against 144 USD/run: saving 105, not "about 104".
+    # The fsdp example: 249 USD/run declared against 191 USD/run: saving 58, the difference of the costs shown.
     code, out, _ = run_cli("lint", str(EXAMPLES / "finetune-70b-fsdp-offload.yaml"))
     assert code == 0
     match = re.search(r"for ([\d,.]+) USD/run against ([\d,.]+) USD/run .*: saving about ([\d,.]+) USD per run", out)
     assert match is not None
-    assert number(match.group(3)) == number(match.group(2)) - number(match.group(1)) == 105
+    assert number(match.group(3)) == number(match.group(2)) - number(match.group(1)) == 58
 
 
 def test_diff_summary_and_reason_state_one_saving(tmp_path: Path):

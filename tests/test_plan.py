@@ -283,7 +283,7 @@ def test_plan_json_options_carry_every_documented_key():
     assert code == 0
     jobs = {job["job"]: job for job in json.loads(out)["jobs"]}
     common = {
-        "gpu", "gpus", "tensor_parallel", "pipeline_parallel", "nodes", "replicas", "settings", "per_gpu_bytes",
+        "gpu", "gpus", "tensor_parallel", "pipeline_parallel", "nodes", "replicas", "settings", "per_gpu_bytes", "planned_bytes",
         "budget_bytes", "headroom_pct", "tokens_per_s", "price_per_gpu_hour", "price_source",
         "cost_per_million_tokens", "sound", "meets", "reasons", "changes", "yaml",
     }  # fmt: skip

@@ -63,4 +63,4 @@ def test_several_suggestions_are_listed_with_commas():
     # first): the message lists them as written, separated by ", ".
     with pytest.raises(GpuplanError) as raised:
         registry.get_rule("GP20")
-    assert str(raised.value) == "unknown rule 'GP20'; did you mean GP205, GP204, GP203?"
+    assert str(raised.value) == "unknown rule 'GP20'; did you mean GP208, GP205, GP204?"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import textwrap
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import yaml
 from conftest import EXAMPLES, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
+from test_memory_bands import shipped
 
 from gpuplan.catalog import gpu_catalog
 from gpuplan.config import Settings
@@ -297,16 +299,22 @@ def lint_at(select: tuple[str, ...], document: dict = TWO_JOBS, **thresholds):
 def test_low_headroom_at_the_margin():
     analysis = lint_at(("GP202",)).analysis
     f, s = analysis.finetune, analysis.serve
-    train_free = (f.gpu.usable_bytes - f.memory.per_gpu) / f.gpu.usable_bytes  # about 0.50
+    # Fine-tuning is judged at its pessimistic edge: the LoRA estimate (about 39.7 GiB) times the 0.9 ratio
+    # of the LoRA runs (about 1.41), about 56 GiB of 79.2: about 29% free.
+    ratio = shipped("lora", 0.9)
+    planned = math.ceil(f.memory.per_gpu * ratio)
+    train_free = (f.gpu.usable_bytes - planned) / f.gpu.usable_bytes
     serve_free = (s.memory.budget - s.memory.per_gpu) / s.memory.budget  # about 0.65
     assert lint_at(("GP202",)).findings == ()  # the 10% default margin
     # A margin just above the fine-tuning job's free share (in per cent) reports it, not the serving job.
     (finding,) = lint_at(("GP202",), headroom_pct=train_free * 100 * 1.001).findings
-    free = f.gpu.usable_bytes - f.memory.per_gpu
+    free = f.gpu.usable_bytes - planned
     assert finding.pointer == "/finetune/hardware/gpu"
     assert finding.message == (
         f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on h100-sxm "
-        f"({train_free:.0%}, margin {train_free * 1.001:.0%})"
+        f"({train_free:.0%}, margin {train_free * 1.001:.0%}) at 90% confidence ({format_gib(f.memory.per_gpu)} "
+        f"estimated x {ratio:.2f}, the ratio measured / estimate that 90% of 18 published LoRA runs not used to "
+        "tune the model stayed within)"
     )
     assert finding.hint == "activation checkpointing, a fused loss or shorter sequences buy headroom"
     # Just above the serving job's share reports both; just below it, only fine-tuning.

@@ -25,8 +25,8 @@ CASES = {
     "serve": ("serve-llama-70b.yaml", "  prices: {h100-sxm: 0}\n", "serve"),
     # Fine-tuning only: the declared 8 x h100-sxm FSDP run becomes free.
     "finetune": ("finetune-70b-fsdp-offload.yaml", "  prices: {h100-sxm: 0}\n", "finetune"),
-    # Both: the fine-tuning GPU (4 x h100-sxm) is free, serving stays on a priced L4.
-    "both": ("finetune-then-serve.yaml", "  prices: {l4: 0.80, h100-sxm: 0}\n", "finetune"),
+    # Both jobs in one spec: the serving GPU (one L4) is free, fine-tuning stays on priced H100s.
+    "both": ("finetune-then-serve.yaml", "  prices: {l4: 0, h100-sxm: 4.12}\n", "serve"),
 }
 
 
@@ -85,10 +85,11 @@ def test_a_free_declared_layout_has_no_share_to_save(tmp_path):
     spec = make_spec(path.read_text(encoding="utf-8"), EXAMPLES)
     planner = planner_for(spec, default_settings(), spec.plan)
     finetune, serve = planner.plan("finetune"), planner.plan("serve")
-    assert finetune is not None and finetune.recommended is not None and finetune.declared.rate == 0
-    saving = saving_between(finetune.declared, finetune.recommended)
+    assert serve is not None and serve.recommended is not None and serve.declared.rate == 0
+    saving = saving_between(serve.declared, serve.recommended)
     assert saving is not None and saving.share == 0.0 and not saving.positive
-    # Serving declared on a priced L4 (1 x 0.80 x 730 = 584 USD a month) against a free H100: the whole
-    # cost is saved, (584 - 0) / 584 = 100%.
-    assert serve is not None and serve.saving is not None and serve.recommended is not None
-    assert serve.recommended.rate == 0 and serve.saving.share == 1.0 and serve.saving.amount.value == 584
+    # Fine-tuning is declared on priced H100s (4 x 4.12 USD/h), not soundly at the 0.9 memory edge (GP202):
+    # the free L4s that hold it soundly are recommended, and no saving is claimed against an unsound layout.
+    assert finetune is not None and finetune.recommended is not None and not finetune.declared.sound
+    assert finetune.recommended.layout.gpu.id == "l4" and finetune.recommended.rate == 0
+    assert finetune.saving is None

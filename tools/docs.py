@@ -7,7 +7,8 @@
   ``gpuplan explain CODE`` print them (gpuplan/rules/);
 - docs/spec.md: the field reference, as ``gpuplan schema --markdown`` prints it (schemas/workload.schema.json
   through gpuplan/schema_doc.py);
-- docs/accuracy-results.md: the output of ``python benchmarks/accuracy.py --quiet`` and ``python
+- docs/accuracy-results.md: the output of ``python benchmarks/accuracy.py --quiet``, ``python
+  benchmarks/finetune_peaks.py --quiet``, ``python benchmarks/bands.py`` and ``python
   benchmarks/speed_accuracy.py``, and the speed error bands every estimate prints
   (gpuplan/estimate/calibration.py).
 
@@ -134,8 +135,8 @@ def accuracy_page() -> str:
     ]
     out = [
         _header(
-            "`python benchmarks/accuracy.py --quiet`, `python benchmarks/speed_accuracy.py` and "
-            "gpuplan/estimate/calibration.py"
+            "`python benchmarks/accuracy.py --quiet`, `python benchmarks/finetune_peaks.py --quiet`, "
+            "`python benchmarks/bands.py`, `python benchmarks/speed_accuracy.py` and gpuplan/estimate/calibration.py"
         ),
         "# Accuracy results",
         "",
@@ -150,6 +151,28 @@ def accuracy_page() -> str:
         "",
         "```",
         _run_benchmark("accuracy.py", "--quiet", exit_codes=(0, 1)),  # 1: a target missed, which the page shows
+        "```",
+        "",
+        "## Fine-tuning memory, out of sample",
+        "",
+        "`python benchmarks/finetune_peaks.py --quiet`: published fine-tuning peaks from sources no constant of",
+        "gpuplan was set from, by job kind and by the counter each source printed (allocated: the tensor peak;",
+        "reserved and device: the per-GPU figure the fit verdict uses), and gpuplan's verdict on the runs that",
+        "ran out of memory.",
+        "",
+        "```",
+        _run_benchmark("finetune_peaks.py", "--quiet"),
+        "```",
+        "",
+        "## Fine-tuning memory bands",
+        "",
+        "`python benchmarks/bands.py`: the ratio measured / estimate at 0.5, 0.8 and 0.9 and the worst, per kind",
+        "and figure, over the records above; the fit rules and the planner judge a fine-tuning job at the",
+        "estimate times the ratio at `plan.confidence` (default 0.9). Generated into",
+        "gpuplan/estimate/memory_bands.json.",
+        "",
+        "```",
+        _run_benchmark("bands.py"),
         "```",
         "",
         "## Speed",

@@ -26,6 +26,12 @@ from gpuplan.visible import json_text
 )
 @click.option("--max-gpus", type=click.IntRange(min=1, max=4096), default=None, help="Replaces plan.max_gpus.")
 @click.option("--max-nodes", type=click.IntRange(min=1, max=512), default=None, help="Replaces plan.max_nodes.")
+@click.option(
+    "--confidence",
+    type=click.FloatRange(min=0.5, max=0.99),
+    default=None,
+    help="Replaces plan.confidence: how sure a sound layout must be to fit in memory (0.5-0.99).",
+)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
 @_guarded
 def plan_command(
@@ -36,6 +42,7 @@ def plan_command(
     vendors: tuple[str, ...],
     max_gpus: int | None,
     max_nodes: int | None,
+    confidence: float | None,
     config_path: str | None,
 ) -> None:
     """Recommend the cheapest layout that meets memory, headroom and the SLO, with the options around it.
@@ -66,6 +73,7 @@ def plan_command(
         vendors=tuple(dict.fromkeys(v.lower() for v in vendors)) or spec.plan.vendors,
         max_gpus=max_gpus or spec.plan.max_gpus,
         max_nodes=max_nodes or spec.plan.max_nodes,
+        confidence=spec.plan.confidence if confidence is None else confidence,
     )
     settings = result.settings
     planner = planner_for(spec, settings, limits)

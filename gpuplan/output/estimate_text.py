@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis
+from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis, FinetuneEstimate
 from gpuplan.estimate.calibration import ErrorBand
 from gpuplan.layout import replicas
 from gpuplan.units import (
@@ -34,6 +34,13 @@ def _band(bands: dict[str, ErrorBand], metric: str) -> str:
     return f" ({bands[metric].describe()})" if metric in bands else ""
 
 
+def _verdict(f: FinetuneEstimate, confidence: float) -> str:
+    """Three states: the estimate does not fit; it fits but its pessimistic edge does not (GP208); it fits."""
+    if not f.fits:
+        return "DOES NOT FIT"
+    return "fits" if f.planned_bytes(confidence) <= f.gpu.usable_bytes else f"AT RISK at {confidence:.0%} confidence"
+
+
 def render_estimate(analysis: Analysis) -> str:
     spec = analysis.spec
     currency = spec.budget.currency
@@ -50,7 +57,12 @@ def render_estimate(analysis: Analysis) -> str:
         lines += _breakdown(f.memory.breakdown)
         lines.append(
             f"    {'total':<28}{_gib(f.memory.per_gpu)}   of {_gib(f.gpu.usable_bytes).strip()} usable"
-            f" -> {'fits' if f.fits else 'DOES NOT FIT'}"
+            f" -> {_verdict(f, spec.plan.confidence)}"
+        )
+        confidence = spec.plan.confidence
+        lines.append(
+            f"    {f'at {confidence:.0%} confidence':<28}{_gib(f.planned_bytes(confidence))}"
+            f"   x {f.memory_band.ratio(confidence):.2f}: measured on {f.memory_band.describe()}"
         )
         if f.memory.host or f.memory.nvme:
             lines.append(

@@ -103,6 +103,7 @@ def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
         _layout(option),
         _settings(option),
         f"{_gib(option['per_gpu_bytes'])} / {_gib(option['budget_bytes'])}",
+        _gib(option["planned_bytes"]) if option["settings"] is not None else "",
         f"{format_number(option['headroom_pct'], 0)}%",
         *_speed(option),
         "n/a" if price is None else f"{price:.2f}",
@@ -110,10 +111,12 @@ def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
     ]
 
 
-def _headers(job: str) -> list[str]:
+def _headers(job: str, confidence: float) -> list[str]:
     # Throughput over every GPU of the layout (all replicas): output tokens when serving, trained ones otherwise.
     speed = ["TTFT ms", "TPOT ms", "output tok/s"] if job == "serve" else ["hours", "train tok/s"]
-    return ["", "layout", "settings", "per GPU GiB", "free", *speed, "price/GPU-h", "cost"]
+    # Fine-tuning is judged at its pessimistic edge (serving has no band: the column is dropped).
+    planned = f"at {confidence:.0%} GiB"
+    return ["", "layout", "settings", "per GPU GiB", planned, "free", *speed, "price/GPU-h", "cost"]
 
 
 def _keep(headers: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
@@ -184,6 +187,8 @@ def _title(document: dict[str, Any]) -> str:
         scope.append("vendors " + ", ".join(c["vendor"]))
     scope.append(f"at most {c['max_gpus']} GPUs on {c['max_nodes']} nodes")
     scope.append(f"headroom {c['headroom_pct']:g}%")
+    if any(job["job"] == "finetune" for job in document["jobs"]):  # serving memory has no band yet
+        scope.append(f"fine-tuning memory at {c['confidence']:.0%} confidence")
     return f"{document['name']} ({document['model']}): {'; '.join(scope)}; prices in {document['currency']}"
 
 
@@ -202,7 +207,7 @@ def render_text(document: dict[str, Any]) -> str:
         if job["options"]:
             lines += ["", f"  options ({job['options_total']}; {_order_note(job)}):"]
             rows = [_row(o, currency, _marks(job, o)) for o in job["options"]]
-            lines += _text_table(_headers(kind), rows)
+            lines += _text_table(_headers(kind, document["constraints"]["confidence"]), rows)
         if job["rejected"]:
             lines += ["", f"  rejected ({job['rejected_total']}; the fewest GPUs tried on each GPU kind, and why):"]
             for option in job["rejected"]:
@@ -249,7 +254,10 @@ def render_markdown(document: dict[str, Any]) -> str:
             lines += ["", f"### Options ({job['options_total']})", ""]
             lines.append(f"Sound options: {_order_note(job)}.")
             lines.append("")
-            lines += _md_table(_headers(kind), [_row(o, currency, _marks(job, o)) for o in job["options"]])
+            lines += _md_table(
+                _headers(kind, document["constraints"]["confidence"]),
+                [_row(o, currency, _marks(job, o)) for o in job["options"]],
+            )
         if job["rejected"]:
             lines += ["", f"### Rejected ({job['rejected_total']})", ""]
             lines += _md_table(

@@ -51,6 +51,8 @@ def option_dict(option: Option) -> dict[str, Any]:
         }
     result.update(
         per_gpu_bytes=option.per_gpu_bytes,
+        # fine-tuning: the pessimistic edge at the plan's confidence, which headroom_pct is taken from
+        planned_bytes=max(option.per_gpu_bytes, option.planned_bytes),
         budget_bytes=option.capacity_bytes,
         headroom_pct=percent(option.headroom),
     )
@@ -130,6 +132,7 @@ def plan_document(planner: SpecPlanner, *, path: str, top: int | None, cheaper_s
             "vendor": list(limits.vendors),
             "max_gpus": limits.max_gpus,
             "max_nodes": limits.max_nodes,
+            "confidence": limits.confidence,
             "headroom_pct": planner.headroom_pct,
             "gradient_sync_share": planner.sync_share,
             "cheaper_layout_share": cheaper_share,

@@ -28,6 +28,7 @@ from gpuplan.analysis import (
     training_setup,
     workload_at_load,
 )
+from gpuplan.estimate.memory_bands import finetune_band
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, latency_floors, serving_speed
@@ -102,6 +103,7 @@ class Option:
     reasons: tuple[str, ...]  # one sentence per broken constraint, in the same order
     declared: Layout  # the spec's own layout, which ``changes`` and ``fragment`` are relative to
     tokens_known: bool = True  # fine-tuning: whether finetune.tokens gives a run cost
+    planned_bytes: int = 0  # fine-tuning: the per-GPU figure at the plan's confidence (0: the estimate itself)
 
     @functools.cached_property
     def changes(self) -> tuple[str, ...]:
@@ -147,8 +149,8 @@ class Option:
 
     @property
     def headroom(self) -> float:
-        """Share of the capacity left free (negative when it does not fit)."""
-        return (self.capacity_bytes - self.per_gpu_bytes) / max(self.capacity_bytes, 1)
+        """Share of the capacity left free at the plan's confidence (negative when it does not fit)."""
+        return (self.capacity_bytes - max(self.per_gpu_bytes, self.planned_bytes)) / max(self.capacity_bytes, 1)
 
     @property
     def rate(self) -> float | None:
@@ -542,6 +544,7 @@ class FinetunePlanner(_Evaluator):
         super().__init__(spec, efficiency, headroom_pct, limits)
         assert spec.finetune is not None
         self.job, self.sync_share = spec.finetune, sync_share
+        self.band = finetune_band(self.job.method)
         hardware = self.job.hardware
         self.declared_data_parallel = hardware.replicas
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
@@ -602,8 +605,15 @@ class FinetunePlanner(_Evaluator):
             self._memory[key] = finetune_memory(self.spec, self._job(layout))
         return self._memory[key]
 
+    def planned_bytes(self, per_gpu: float) -> float:
+        """The per-GPU figure a sound layout must fit with the headroom: the pessimistic edge of the
+        job's measured memory error at the plan's confidence."""
+        return self.band.pessimistic(per_gpu, self.limits.confidence)
+
     def memory_sound(self, layout: Layout) -> bool:
-        return within_headroom(self.memory(layout).per_gpu, layout.gpu.usable_bytes, self.headroom_pct)
+        return within_headroom(
+            self.planned_bytes(self.memory(layout).per_gpu), layout.gpu.usable_bytes, self.headroom_pct
+        )
 
     def sync_too_slow(self, layout: Layout) -> bool:
         """Whether gradient sync alone breaks the layout, as ``evaluate`` judges it, from the speed model
@@ -619,11 +629,17 @@ class FinetunePlanner(_Evaluator):
             self.spec, self._job(layout), self.efficiency, gpu=layout.gpu, memory=self.memory(layout)
         )
         per_gpu, usable = estimate.memory.per_gpu, layout.gpu.usable_bytes
+        planned = math.ceil(self.planned_bytes(per_gpu))
         nodes, checks = self._layout_checks(layout)
         if per_gpu > usable:
             checks["memory"] = f"needs {format_gib(per_gpu)} per GPU; {layout.gpu.id} has {format_gib(usable)} usable"
-        elif not within_headroom(per_gpu, usable, self.headroom_pct):
-            checks["headroom"] = f"leaves {(usable - per_gpu) / usable:.0%} free (margin {self.headroom_pct:g}%)"
+        elif not within_headroom(planned, usable, self.headroom_pct):
+            at = f"{self.limits.confidence:.0%} confidence"
+            checks["headroom"] = (
+                f"up to {format_gib(planned)} per GPU at {at} exceeds the {format_gib(usable)} usable"
+                if planned > usable
+                else f"leaves {(usable - planned) / usable:.0%} free at {at} (margin {self.headroom_pct:g}%)"
+            )
         share = gradient_sync_share(estimate)
         if share is not None and share > self.sync_share:
             checks["gradient_sync"] = (
@@ -631,7 +647,15 @@ class FinetunePlanner(_Evaluator):
             )
         meets, reasons = _judged("finetune", checks)
         return Option(
-            "finetune", layout, nodes, estimate, meets, reasons, self.declared, tokens_known=self.job.tokens is not None
+            "finetune",
+            layout,
+            nodes,
+            estimate,
+            meets,
+            reasons,
+            self.declared,
+            tokens_known=self.job.tokens is not None,
+            planned_bytes=planned,
         )
 
     def floor_rate(self, gpu: Any) -> float | None:

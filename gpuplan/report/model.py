@@ -60,12 +60,8 @@ from gpuplan.validate import load_schema
 
 ROLES = (("prepared_by", "Prepared by"), ("reviewed_by", "Reviewed by"), ("approved_by", "Approved by"))
 NOT_FOR_SIGNATURE = "not for signature"
-# Documented accuracy of the estimates (docs/accuracy.md): memory against PyTorch's own accounting, on
-# the ground-truth rows the memory model was calibrated on, so in sample, and said so.
-MEMORY_BAND = (
-    "memory: at most 0.76% off PyTorch's own accounting on the ground-truth rows the model was calibrated on "
-    "(in sample; out-of-sample figures in docs/accuracy.md)"
-)
+# Serving memory has no measured runs outside those its constants were read from (docs/accuracy.md).
+NO_SERVING_MEMORY_BAND = "serving memory: no band (no runs measured outside those the model was tuned on)"
 SPEED_NAMES = {
     "ttft": "TTFT",
     "tpot": "TPOT",
@@ -374,6 +370,21 @@ def _saving_text(plan: JobPlan, currency: str, term_months: int) -> str:
     return f"{saving.text(currency)} with {layout}"
 
 
+def _memory_bands(estimates: list[Any], confidence: float) -> str:
+    """Each job's memory band as the fit verdict uses it: fine-tuning at its edge, serving without one."""
+    lines = []
+    for estimate in estimates:
+        if isinstance(estimate, ServeEstimate):
+            lines.append(NO_SERVING_MEMORY_BAND)
+            continue
+        band = estimate.memory_band
+        lines.append(
+            f"fine-tuning memory: up to {format_gib(estimate.planned_bytes(confidence))} per GPU at "
+            f"{confidence:.0%} confidence (x {band.ratio(confidence):.2f}; measured on {band.describe()})"
+        )
+    return "\n".join(lines)
+
+
 def _speed_bands(estimates: list[Any]) -> str:
     lines = []
     for estimate in estimates:
@@ -649,7 +660,7 @@ def build_report(
             summary_rows.append(["Recommended layout", "\n".join(recommended)])
         summary_rows += [
             ["Price basis", "\n".join(f"{b.gpu}: {b.text}" for b in bases.values())],
-            ["Error bands", f"{MEMORY_BAND}\n{_speed_bands(estimates)}"],
+            ["Error bands", f"{_memory_bands(estimates, spec.plan.confidence)}\n{_speed_bands(estimates)}"],
         ]
     summary_rows += [
         ["Approval valid until", expiry_text if decision.verdict.signable else f"n/a: {NOT_FOR_SIGNATURE}"],

@@ -49,14 +49,20 @@ def compute_risks(
                 "replaced; a second replica doubles the serving cost",
             )
         )
-    for estimate, capacity, word in (
-        (finetune, finetune.gpu.usable_bytes if finetune else 0, "Fine-tuning"),
-        (serve, serve.memory.budget if serve else 0, "Serving"),
+    confidence = spec.plan.confidence if spec else 0.0
+    for estimate, capacity, figure, word in (
+        (
+            finetune,
+            finetune.gpu.usable_bytes if finetune else 0,
+            finetune.planned_bytes(confidence) if finetune else 0,
+            f"Fine-tuning at {confidence:.0%} confidence in its memory estimate",
+        ),
+        (serve, serve.memory.budget if serve else 0, serve.memory.per_gpu if serve else 0, "Serving"),
     ):
         if estimate is None or not estimate.fits:
             continue
-        if not within_headroom(estimate.memory.per_gpu, capacity, settings.headroom_pct):
-            free = capacity - estimate.memory.per_gpu
+        if not within_headroom(figure, capacity, settings.headroom_pct):
+            free = capacity - figure
             risks.append(
                 Risk(
                     "Headroom under the margin",

@@ -14,6 +14,7 @@ scenario says so instead of printing a number.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -203,4 +204,29 @@ def sensitivity(spec: Any, base: FinetuneEstimate | ServeEstimate, settings: Set
     scenarios = tuple(
         scenario_fn(name, estimate, settings, budget, factor, end) for name, estimate, factor, end in cases
     )
+    if isinstance(base, FinetuneEstimate):
+        scenarios += _memory_edges(base, settings, budget, spec.plan.confidence)
     return Sensitivity(kind, scenarios, slo[0], slo[1], budget)
+
+
+def _memory_edges(
+    estimate: FinetuneEstimate, settings: Settings, budget: float | None, confidence: float
+) -> tuple[Scenario, ...]:
+    """The declared layout at both edges of the memory band: the figure measured runs of this kind came in
+    at, at 1 - ``confidence`` and at ``confidence`` of them (the second is what the fit verdict judges)."""
+    declared = _finetune_scenario("", estimate, settings, budget)
+    low, high = estimate.memory_band.edges(estimate.memory.per_gpu, confidence)
+    usable, runs = estimate.gpu.usable_bytes, estimate.memory_band.records
+    return tuple(
+        replace(
+            declared,
+            name=f"memory x {ratio:.2f} ({word} edge: {share:.0%} of {runs} runs)",
+            per_gpu=figure,
+            fits=figure <= usable,
+            comfortable=within_headroom(figure, usable, settings.headroom_pct),
+        )
+        for word, figure, ratio, share in (
+            ("low", math.floor(low), low / estimate.memory.per_gpu, 1 - confidence),
+            ("high", math.ceil(high), high / estimate.memory.per_gpu, confidence),
+        )
+    )

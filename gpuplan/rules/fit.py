@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from gpuplan.analysis import estimate_finetune
+from gpuplan.analysis import FinetuneEstimate, estimate_finetune
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import summary
 from gpuplan.plan.evaluate import Option, within_headroom
@@ -127,7 +127,8 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Reports a fitting job whose free memory per GPU is below `thresholds.headroom_pct` (default 10%)
-    of the GPU's usable memory (of the engine budget for serving).
+    of the GPU's usable memory (of the engine budget for serving). Fine-tuning is judged at its
+    pessimistic edge at `plan.confidence` (GP208 covers an edge beyond the usable memory itself).
 
     ## Why is this bad?
     Allocator fragmentation, a longer sample, a framework upgrade or a driver reservation can take
@@ -141,14 +142,16 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
     """
     margin = ctx.settings.headroom_pct / 100
     f = ctx.analysis.finetune
-    if f is not None and f.fits:
-        free = f.gpu.usable_bytes - f.memory.per_gpu
+    confidence = ctx.spec.plan.confidence
+    if f is not None and f.planned_bytes(confidence) <= f.gpu.usable_bytes:
+        free = f.gpu.usable_bytes - f.planned_bytes(confidence)
         if free < margin * f.gpu.usable_bytes:
             yield ctx.finding(
                 "GP202",
                 ("finetune", "hardware", "gpu"),
                 f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on {f.gpu.id} "
-                f"({free / f.gpu.usable_bytes:.0%}, margin {margin:.0%})",
+                f"({free / f.gpu.usable_bytes:.0%}, margin {margin:.0%}) at {confidence:.0%} confidence "
+                f"({edge_words(f, confidence)})",
                 "activation checkpointing, a fused loss or shorter sequences buy headroom",
             )
     s = ctx.analysis.serve
@@ -162,6 +165,52 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
                 f"({free / s.memory.budget:.0%}, margin {margin:.0%})",
                 "an fp8 KV cache halves the cache; or lower concurrency or context",
             )
+
+
+def edge_words(f: FinetuneEstimate, confidence: float) -> str:
+    """Where the pessimistic edge comes from, in words: the estimate, the measured ratio, the records."""
+    band = f.memory_band
+    return (
+        f"{format_gib(f.memory.per_gpu)} estimated x {band.ratio(confidence):.2f}, the ratio measured / estimate "
+        f"that {confidence:.0%} of {band.describe()} stayed within"
+    )
+
+
+@rule("GP208")
+def memory_at_risk(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    Reports a fine-tuning job whose estimate fits the GPU but whose pessimistic edge at
+    `plan.confidence` (default 0.9) does not: the estimate times the ratio measured / estimate that
+    that share of published fine-tuning runs of the same kind (full, LoRA, QLoRA) stayed at or below.
+    The runs are ones gpuplan was never tuned on (`benchmarks/bands.py` generates the bands).
+
+    ## Why is this bad?
+    An estimate is off by what it has been off by before, and fine-tuning estimates have erred low:
+    allocator caching, framework buffers and loading transients take memory no tensor count shows.
+    A job that fits only if gpuplan is right about it runs out of memory partway through training.
+
+    ## Example
+    A QLoRA job of a 70B model estimated at 42.5 GiB on a 48 GB GPU (47.5 GiB usable), where
+    measured QLoRA peaks reached 1.6 x the estimate at 0.9 confidence.
+
+    ## Use instead
+    The layout the hint names (more GPUs or one with more memory), or memory-saving settings
+    (activation checkpointing, a fused loss, a shorter `seq_len`); or, knowingly, a lower
+    `plan.confidence`.
+    """
+    f = ctx.analysis.finetune
+    confidence = ctx.spec.plan.confidence
+    if f is None or not f.fits or f.planned_bytes(confidence) <= f.gpu.usable_bytes:
+        return
+    yield ctx.finding(
+        "GP208",
+        ("finetune", "hardware", "gpu"),
+        f"fine-tuning fits {f.gpu.id} on the estimate ({format_gib(f.memory.per_gpu)} of "
+        f"{format_gib(f.gpu.usable_bytes)} usable) but not at {confidence:.0%} confidence: up to "
+        f"{format_gib(f.planned_bytes(confidence))} per GPU ({edge_words(f, confidence)})",
+        layout_hint(ctx, "finetune"),
+    )
 
 
 @rule("GP203")
@@ -232,7 +281,8 @@ def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
         candidate = estimate_finetune(
             ctx.spec, replace(job, method=method, hardware=single, sharding="none"), ctx.efficiency
         )
-        if within_headroom(candidate.memory.per_gpu, candidate.gpu.usable_bytes, ctx.settings.headroom_pct):
+        planned = candidate.planned_bytes(ctx.spec.plan.confidence)
+        if within_headroom(planned, candidate.gpu.usable_bytes, ctx.settings.headroom_pct):
             yield ctx.finding(
                 "GP204",
                 ("finetune", "method"),
