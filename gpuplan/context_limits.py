@@ -42,8 +42,16 @@ class Overrun:
 
     @property
     def whose(self) -> str:
-        """The model as the messages name it: ``llama-2-7b``, ``tenant 'ops''s model qwen2.5-7b``."""
-        return f"tenant {self.tenant!r}'s model {self.model.label}" if self.tenant else self.model.label
+        """The model as the messages name it: ``llama-2-7b``, ``the model of models/acme/config.json``,
+        ``the explicit architecture``, ``tenant 'ops''s model qwen2.5-7b``."""
+        label = self.model.label
+        if label == "explicit architecture":
+            noun, plain = "explicit architecture", "the explicit architecture"
+        elif self.model.context_source.startswith("config.json"):
+            noun, plain = f"model of {label}", f"the model of {label}"
+        else:
+            noun, plain = f"model {label}", label
+        return f"tenant {self.tenant!r}'s {noun}" if self.tenant else plain
 
     @property
     def source(self) -> str:

@@ -85,6 +85,7 @@ def test_a_yarn_config_takes_its_original_length_times_the_factor(tmp_path):
     assert not _coded(_lint(tmp_path, _serve("{config: config.json}", 131072), config), "GP206")
     [finding] = _coded(_lint(tmp_path, _serve("{config: config.json}", 131073), config), "GP206")
     assert "at most 131,072 tokens" in finding.message and "rope_scaling yarn factor 4" in finding.message
+    assert "more than the model of config.json takes" in finding.message
     # Without the rope_scaling, the same config.json takes 32,768.
     [finding] = _coded(_lint(tmp_path, _serve("{config: config.json}", 65536), QWEN), "GP206")
     assert "at most 32,768 tokens (config.json max_position_embeddings 32,768)" in finding.message
@@ -200,7 +201,7 @@ def test_a_model_with_no_known_maximum_gets_no_finding(tmp_path):
 def test_an_explicit_architecture_s_maximum_is_named(tmp_path):
     explicit = "{architecture: {layers: 2, hidden: 64, heads: 2, intermediate: 128, vocab: 1000, max_position: 2048}}"
     [finding] = _coded(_lint(tmp_path, _serve(explicit, 4096)), "GP206")
-    assert "at most 2,048 tokens (model.architecture.max_position)" in finding.message
+    assert "the explicit architecture takes: at most 2,048 tokens (model.architecture.max_position)" in finding.message
 
 
 def test_tenants_are_held_to_their_own_models(tmp_path):
