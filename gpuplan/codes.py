@@ -176,6 +176,22 @@ CODES: dict[str, Code] = {
             "Saved activations and loss temporaries make up most of the fine-tuning peak.",
         ),
         Code(
+            "GP206",
+            "context-exceeds-model",
+            "fit",
+            ERROR,
+            "The job asks for a longer context than the model takes: the engine refuses to start.",
+            Approval.REJECTS,
+            "asks for a longer context than its model takes",
+        ),
+        Code(
+            "GP207",
+            "seq-len-beyond-trained-positions",
+            "fit",
+            WARNING,
+            "Fine-tuning sequences are longer than the model's maximum position: it trains past what it learned.",
+        ),
+        Code(
             "GP208",
             "memory-at-risk",
             "fit",

@@ -14,7 +14,7 @@ from typing import Any
 from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
 from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.defaults import apply_defaults, property_node
-from gpuplan.findings import Finding, Waiver, json_pointer
+from gpuplan.findings import Finding, Waiver, dotted, json_pointer
 from gpuplan.layout import replicas
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.records import record
@@ -57,6 +57,7 @@ class ModelRef:
     group_size: int = 128  # 0: one scale per output channel (GPTQ/AWQ group_size -1)
     quantized_params: int | None = None  # linear weights the checkpoint quantizes; None: every decoder linear
     notes: tuple[str, ...] = ()  # what was assumed reading a config.json (shown in the estimate's assumptions)
+    context_source: str = ""  # where architecture.max_position, the longest context it takes, comes from
 
 
 @record
@@ -282,6 +283,7 @@ class _Resolver:
                 entry.quantization,
                 entry.group_size,
                 entry.quantized_params,
+                context_source=entry.context_source,
             )
         if "config" in data:
             from gpuplan.hf_config import read_hf_config, read_hf_model  # only for a model given by its config.json
@@ -303,6 +305,7 @@ class _Resolver:
                 checkpoint.group_size,
                 checkpoint.quantized_params,
                 hf.notes,
+                hf.context_source,
             )
         values = dict(data["architecture"])
         try:
@@ -310,7 +313,13 @@ class _Resolver:
         except ArchitectureError as error:
             self.problem("GP021", pointer + ("architecture",), f"model.architecture: {error}")
             return None
-        return ModelRef("explicit architecture", architecture, dtype, "dimensions given in the spec")
+        return ModelRef(
+            "explicit architecture",
+            architecture,
+            dtype,
+            "dimensions given in the spec",
+            context_source=dotted((*pointer, "architecture", "max_position")),
+        )
 
     def hardware(self, data: dict[str, Any], pointer: Pointer, custom: dict[str, Gpu]) -> Hardware | None:
         try:

@@ -46,6 +46,7 @@ CONFIG_EXTRAS = {  # keys of the harder architectures, so that mutations reach t
     "qk_rope_head_dim": 64,
     "head_dim": 128,
     "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128},
+    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
 }
 
 HOSTILE_NUMBERS = [

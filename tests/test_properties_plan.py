@@ -150,6 +150,9 @@ def serve_breaks(spec: Spec, layout: Layout, demand: int) -> set[str]:
         broken.add("tpot_slo")
     if layout.gpus > 64:
         broken.add("limits")
+    models = [(spec.model.architecture, job.context)] + [(t.model.architecture, t.context) for t in job.tenants]
+    if any(0 < model.max_position < context for model, context in models):  # the engine refuses to start
+        broken.add("context")
     return broken
 
 
@@ -189,6 +192,8 @@ def finetune_breaks(spec: Spec, layout: Layout) -> set[str]:
         broken.add("gradient_sync")
     if layout.gpus > 64:
         broken.add("limits")
+    if arch.position_embeddings and 0 < arch.max_position < job.seq_len:  # past a learned position table
+        broken.add("context")
     return broken
 
 

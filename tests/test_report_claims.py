@@ -24,8 +24,8 @@ def test_the_reports_memory_band_is_the_out_of_sample_edge():
     _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"), "-o", "-")
     (row,) = [line for line in out.splitlines() if line.startswith("| Error bands |")]
     assert (
-        f"fine-tuning memory: up to {edge / GIB:.1f} GiB per GPU at 90% confidence (x {ratio:.2f}; measured on "
-        f"{band['records']} published fine-tuning runs of every kind not used to tune the model)"
+        f"fine-tuning memory: up to {edge / GIB:.1f} GiB per GPU at 90% confidence (x {ratio:.2f} over "
+        f"{band['records']} published runs)"
     ) in row
-    assert "serving memory: no band (no runs measured outside those the model was tuned on)" in row
+    assert "serving memory: no band (no runs outside those it was tuned on)" in row
     assert "in sample" not in out and "calibrated on" not in out

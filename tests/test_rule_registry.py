@@ -59,8 +59,8 @@ def test_unknown_rule_names_the_way_out():
 
 
 def test_several_suggestions_are_listed_with_commas():
-    # difflib's three closest codes to "GP20" are GP205, GP204 and GP203 (equal ratios, the later codes
-    # first): the message lists them as written, separated by ", ".
+    # difflib's three closest codes to "GP20" are GP208, GP207 and GP206 (equal ratios among GP201-GP208,
+    # the later codes first): the message lists them as written, separated by ", ".
     with pytest.raises(GpuplanError) as raised:
         registry.get_rule("GP20")
-    assert str(raised.value) == "unknown rule 'GP20'; did you mean GP208, GP205, GP204?"
+    assert str(raised.value) == "unknown rule 'GP20'; did you mean GP208, GP207, GP206?"

@@ -764,6 +764,18 @@ _DIMENSION_KEYS = {  # alternative config.json spellings gpuplan reads
 }
 
 
+# RoPE scalings as published configs state them (a model's maximum is derived from them as vLLM derives it).
+_ROPE_SCALINGS: list[dict[str, Any]] = [
+    {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192},
+    {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+    {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096},
+    {"type": "linear", "factor": 2.0},
+    {"type": "dynamic", "factor": 4.0},
+    {"type": "su", "long_factor": [1.0], "short_factor": [1.0]},
+    {"rope_type": "default"},
+]
+
+
 @st.composite
 def _dimensions(draw: Any) -> dict[str, int]:
     """Consistent transformer dimensions, from toy to the schema's large end."""
@@ -799,6 +811,12 @@ def hf_configs(draw: Any) -> dict[str, Any]:
         config["head_dim"] = dims["head_dim"]
     if draw(st.booleans()):
         config["max_position_embeddings"] = dims["max_position"]
+    if draw(st.integers(0, 3)) == 0:  # the other length keys vLLM reads (the smallest wins)
+        config[draw(st.sampled_from(["seq_length", "max_seq_len", "model_max_length", "n_positions"]))] = dims[
+            "max_position"
+        ]
+    if draw(st.integers(0, 2)) == 0 and dims["max_position"] < 100_000_000:  # scaled past the bound: GP021
+        config["rope_scaling"] = copy.deepcopy(draw(st.sampled_from(_ROPE_SCALINGS)))
     tie = draw(st.sampled_from([None, True, False]))
     if tie is not None:
         config["tie_word_embeddings"] = tie

@@ -113,6 +113,11 @@ class CatalogModel:
     group_size: int = 128
     keep_16bit: tuple[str, ...] = ()  # module patterns the checkpoint keeps in 16-bit (its quantization_config)
 
+    @property
+    def context_source(self) -> str:
+        """Where the catalog's max_position comes from, for messages: the config.json it was copied from."""
+        return f"gpuplan's catalog, from {self.source.split(' (')[0]}"
+
     @functools.cached_property
     def quantized_params(self) -> int | None:
         """Linear weights stored quantized; None: every decoder linear. Counted on first use: a lint

@@ -173,6 +173,8 @@ def _headline(job: dict[str, Any], currency: str) -> tuple[str, str]:
     declared, recommended = job["declared"], job["recommended"]
     first = f"{_layout(declared)}, {_cost(declared, currency)} — {_verdict(declared)}"
     if recommended is None:
+        if declared["meets"].get("context") is False:
+            return first, "none — no layout runs a context longer than the model takes"
         return first, "none — no layout meets every constraint within the limits"
     saving = _saving_text(job, currency)
     return first, f"{_layout(recommended)}, {_cost(recommended, currency)}" + (f" — {saving}" if saving else "")

@@ -28,6 +28,7 @@ from gpuplan.analysis import (
     training_setup,
     workload_at_load,
 )
+from gpuplan.context_limits import context_problem
 from gpuplan.estimate.memory_bands import finetune_band
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
@@ -52,7 +53,15 @@ from gpuplan.units import format_gib
 NOMINAL_TOKENS = 1_000_000  # fine-tuning without finetune.tokens is ranked by its cost per 1M tokens
 
 # Constraints in the order they are checked (a rejected option names the first it breaks).
-LAYOUT_CONSTRAINTS = ("limits", "tensor_parallel", "nvlink_domain", "pipeline_parallel", "memory", "headroom")
+LAYOUT_CONSTRAINTS = (
+    "context",
+    "limits",
+    "tensor_parallel",
+    "nvlink_domain",
+    "pipeline_parallel",
+    "memory",
+    "headroom",
+)
 SERVE_CONSTRAINTS = (*LAYOUT_CONSTRAINTS, "ttft_slo", "tpot_slo")
 FINETUNE_CONSTRAINTS = (*LAYOUT_CONSTRAINTS, "gradient_sync", "model_parallelism")
 
@@ -267,6 +276,8 @@ class _Evaluator:
         self.spec = spec
         self.efficiency, self.headroom_pct, self.limits = efficiency, headroom_pct, limits
         self.arch = spec.model.architecture
+        # A context longer than the model takes breaks every layout alike (GP206): the search proposes none.
+        self.context_problem = context_problem(spec, self.kind)
         self._estimates: dict[tuple[object, ...], Option] = {}
         self.declared: Layout
         self.known: Any = None  # the analysis's estimate of the declared layout, when it is the planner's own
@@ -305,10 +316,11 @@ class _Evaluator:
         raise NotImplementedError
 
     def _layout_checks(self, layout: Layout) -> tuple[int, dict[str, str | None]]:
-        """(nodes, problems of the layout itself: size limits, TP split, TP link, PP split)."""
+        """(nodes, problems of the layout itself: the model's context, size limits, TP split, TP link, PP split)."""
         tp, pp = layout.tensor_parallel, layout.pipeline_parallel
         nodes = nodes_needed(layout.gpu, tp, pp, layout.replicas)
         return nodes, {
+            "context": self.context_problem,
             "limits": size_problem(layout, nodes, self.limits),
             "tensor_parallel": tensor_parallel_problem(self.arch, tp, serving=self.serving),
             "nvlink_domain": domain_problem(layout.gpu, tp),

@@ -152,6 +152,8 @@ class JobPlanner:
         """Fine-tuning: the sound option on the declared GPUs (kind, TP x PP x data-parallel ranks) with the
         fewest settings changes from the declared ones, keeping the declared recompute choice if any
         settings allow it; None when no settings the planner changes hold the job there."""
+        if self.evaluator.context_problem is not None:
+            return None
         layout = self.evaluator.declared_layout()
         assert layout.settings is not None, "fine-tuning layouts carry settings"
         shape = (layout.gpu, layout.tensor_parallel, layout.pipeline_parallel, layout.replicas)
@@ -165,6 +167,8 @@ class JobPlanner:
     def _search(
         self, *, ceiling: float | None, where: Where | None, by_gpus: bool, gpus: list[Gpu] | None = None
     ) -> Option | None:
+        if self.evaluator.context_problem is not None:
+            return None  # no layout runs a context longer than the model takes (GP206)
         pool = gpus if gpus is not None else [gpu for gpu in self.gpus if self.evaluator.spec.price(gpu)[0] is not None]
         if self.kind == "serve":
             return self._serve_search(pool, ceiling, where, by_gpus)
@@ -511,7 +515,10 @@ class JobPlanner:
 
     # -- the full table ----------------------------------------------------------------------------
     def table(self) -> tuple[list[Option], list[Option], int]:
-        """(sound options, rejected options, least model-parallel degree on the declared GPU (fine-tuning))."""
+        """(sound options, rejected options, least model-parallel degree on the declared GPU (fine-tuning)).
+        Nothing when the job's context is longer than its model takes: every layout breaks it alike."""
+        if self.evaluator.context_problem is not None:
+            return [], [], 0
         if self.kind == "serve":
             return (*self._serve_table(), 0)
         return self._finetune_table()

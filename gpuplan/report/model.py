@@ -61,7 +61,7 @@ from gpuplan.validate import load_schema
 ROLES = (("prepared_by", "Prepared by"), ("reviewed_by", "Reviewed by"), ("approved_by", "Approved by"))
 NOT_FOR_SIGNATURE = "not for signature"
 # Serving memory has no measured runs outside those its constants were read from (docs/accuracy.md).
-NO_SERVING_MEMORY_BAND = "serving memory: no band (no runs measured outside those the model was tuned on)"
+NO_SERVING_MEMORY_BAND = "serving memory: no band (no runs outside those it was tuned on)"
 SPEED_NAMES = {
     "ttft": "TTFT",
     "tpot": "TPOT",
@@ -380,7 +380,7 @@ def _memory_bands(estimates: list[Any], confidence: float) -> str:
         band = estimate.memory_band
         lines.append(
             f"fine-tuning memory: up to {format_gib(estimate.planned_bytes(confidence))} per GPU at "
-            f"{confidence:.0%} confidence (x {band.ratio(confidence):.2f}; measured on {band.describe()})"
+            f"{confidence:.0%} confidence (x {band.ratio(confidence):.2f} over {band.records} published runs)"
         )
     return "\n".join(lines)
 

@@ -39,6 +39,7 @@ MAX_REJECTED_ROWS = 4
 
 # Constraint names (gpuplan.plan.evaluate's, in its order) as an approver reads them.
 CONSTRAINT_LABELS = {
+    "context": "Context the model takes",
     "limits": "Within the plan's limits",
     "tensor_parallel": "Tensor parallelism valid",
     "nvlink_domain": "Within one NVLink domain",

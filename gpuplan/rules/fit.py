@@ -6,9 +6,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from gpuplan.analysis import FinetuneEstimate, estimate_finetune
+from gpuplan.context_limits import Overrun, overruns
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import summary
 from gpuplan.plan.evaluate import Option, within_headroom
+from gpuplan.records import evolve
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib, format_gib_difference, plural
@@ -20,7 +22,12 @@ PLAN_POINTER = "gpuplan plan compares every allowed GPU"
 def layout_hint(ctx: RuleContext, kind: str) -> str:
     """The planner's answer for a job that does not fit: the fewest GPUs of the declared kind that hold
     it soundly, then (with `catalog-hints` on) the cheapest sound layout of any allowed GPU when it
-    differs, or else a pointer to ``gpuplan plan``, which searches every GPU."""
+    differs, or else a pointer to ``gpuplan plan``, which searches every GPU. A job whose context is more
+    than its model takes has no layout: the hint says so (GP206) rather than sizing GPUs for it."""
+    beyond = [overrun for overrun in overruns(ctx.spec) if overrun.kind == kind and overrun.fatal]
+    if beyond:
+        maxima = "; ".join(f"{o.whose} takes at most {o.limit:,} tokens, not {o.tokens:,}" for o in beyond)
+        return f"no layout runs it: {maxima} (GP206)"
     planner = ctx.plans.job(kind)
     assert planner is not None
     currency = ctx.spec.budget.currency
@@ -340,3 +347,111 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
         f"activations and loss temporaries are {share:.0%} of the {format_gib(f.memory.per_gpu)} peak per GPU",
         "try " + ", ".join(remedies),
     )
+
+
+def _at_its_field(ctx: RuleContext, overrun: Overrun) -> Overrun:
+    """A tenant that declares no context of its own takes the deployment's: the finding is at serve.context."""
+    if overrun.tenant:
+        index = overrun.pointer[2]
+        tenants = ctx.document.data.get("serve", {}).get("tenants", [])
+        entry = tenants[index] if isinstance(index, int) and index < len(tenants) else {}
+        if not isinstance(entry, dict) or "context" not in entry:
+            return evolve(overrun, field="serve.context", pointer=("serve", "context"))
+    return overrun
+
+
+@rule("GP206")
+def context_exceeds_model(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    Reports a `serve.context` (or a tenant's `context`) longer than its model takes, and a
+    `finetune.seq_len` longer than a model with a learned position table has rows, naming the model's
+    maximum and where it comes from: the catalog's `max_position` (copied from the model's config.json),
+    an explicit architecture's `max_position`, or a `model.config` file's length as vLLM derives it. vLLM
+    takes the smallest of `max_position_embeddings`, `n_positions`, `max_seq_len`, `seq_length`,
+    `max_target_positions`, `max_sequence_length`, `max_seq_length` and `seq_len` (a `model_max_length`
+    replaces it), then multiplies it by the `rope_scaling` `factor` (yarn: its
+    `original_max_position_embeddings` times the factor) unless the RoPE type is `llama3`, `longrope` or
+    `su`, whose `max_position_embeddings` already counts the scaling (Gemma 3's too). A model with no
+    known maximum gets no finding. The planner proposes no layout for such a job, and the fit findings'
+    hints say why instead of sizing GPUs for it.
+
+    ## Why is this bad?
+    The engine refuses to start: vLLM raises for a `--max-model-len` above the length it derives from
+    the config.json unless `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` is set, and then warns that positions past
+    it give NaNs (RoPE) or out-of-bounds errors (learned positions). No number of GPUs fixes it; sizing
+    GPUs for the context would approve a deployment that never serves.
+
+    ## Example
+    ```yaml
+    model: {id: llama-2-7b}      # at most 4,096 tokens
+    serve:
+      context: 16384
+    ```
+
+    ## Use instead
+    ```yaml
+    model: {id: llama-3.1-8b}    # at most 131,072 tokens
+    serve:
+      context: 16384
+    ```
+    or a `model.config` whose `rope_scaling` (for example yarn, factor 4) extends the model to the
+    context, as the model's authors document it.
+    """
+    for overrun in overruns(ctx.spec):
+        if not overrun.fatal:
+            continue
+        overrun = _at_its_field(ctx, overrun)
+        if overrun.kind == "serve":
+            why = "the serving engine refuses to start with a longer maximum length"
+            hint = f"lower {overrun.field} to at most {overrun.limit:,}, or serve a model that takes {overrun.tokens:,} tokens"
+        else:
+            why = (
+                f"its learned position table has {overrun.model.architecture.position_embeddings:,} rows, so a "
+                "longer sequence fails with an index error"
+            )
+            hint = f"lower {overrun.field} to at most {overrun.limit:,}"
+        yield ctx.finding("GP206", overrun.pointer, f"{overrun.sentence()}; {why}", hint)
+
+
+@rule("GP207")
+def seq_len_beyond_trained_positions(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    Reports a `finetune.seq_len` longer than the model's maximum position (found as GP206 finds it) on a
+    model with rotary position embeddings (RoPE), naming the maximum and where it comes from.
+
+    ## Why is this bad?
+    The run starts: Transformers computes rotary angles for any position. But the model never saw
+    positions past its maximum, so the first steps train on positions it extrapolates poorly, and the
+    result is a model tuned at a length its own config.json says it does not take (serving it at that
+    length is GP206). Extending a context by fine-tuning is done on purpose, with a RoPE scaling (linear,
+    dynamic, yarn) set in the training config and in the config.json that serves the result.
+
+    ## Example
+    ```yaml
+    model: {id: llama-2-7b}      # at most 4,096 positions
+    finetune:
+      seq_len: 16384
+    ```
+
+    ## Use instead
+    ```yaml
+    model: {id: llama-2-7b}
+    finetune:
+      seq_len: 4096
+    ```
+    or, to extend the context on purpose, a `model.config` with the `rope_scaling` the run trains with
+    (then its length is the model's maximum), or a waiver that says so.
+    """
+    for overrun in overruns(ctx.spec):
+        if overrun.fatal:
+            continue
+        yield ctx.finding(
+            "GP207",
+            overrun.pointer,
+            f"{overrun.field} {overrun.tokens:,} is longer than {overrun.whose} was trained for: at most "
+            f"{overrun.limit:,} positions ({overrun.source}); it trains on RoPE positions it never saw",
+            f"lower {overrun.field} to at most {overrun.limit:,}, or extend the context on purpose with a RoPE "
+            "scaling in the training config",
+        )

@@ -144,7 +144,12 @@ def _model(b: _Builder, pointer: Pointer) -> None:
     if entry.architecture == spec_model.architecture:
         return
     b.check("model", pointer, spec_model.label, Setting("model", entry.id, 0, name), False)
-    b.spec = replace(b.spec, model=ModelRef(entry.id, entry.architecture, spec_model.dtype, entry.source))
+    b.spec = replace(
+        b.spec,
+        model=ModelRef(
+            entry.id, entry.architecture, spec_model.dtype, entry.source, context_source=entry.context_source
+        ),
+    )
 
 
 def _kv_cache_dtype(b: _Builder, spec: Spec, job: Serve) -> None:
