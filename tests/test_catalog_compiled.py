@@ -33,3 +33,26 @@ def test_the_catalog_reads_the_compiled_file(tmp_path: Path, monkeypatch):
     finally:
         for cached in (catalog._compiled, catalog.gpu_catalog):
             cached.cache_clear()
+
+
+def test_derived_gpu_fields_are_in_step_with_their_sources():
+    # usable_bytes (memory_bytes less the driver reservation) and the price record (the median of the
+    # quotes in gpu_sources.yaml) are derived, never edited: python tools/build_catalog.py rewrites them.
+    from build_catalog import stale_fields
+
+    assert stale_fields() == [], "run python tools/build_catalog.py"
+
+
+def test_the_derived_field_check_sees_an_edited_figure_or_quote(tmp_path: Path):
+    import yaml
+    from build_catalog import dump, read, stale_fields
+
+    figures, sources = read(CATALOG)
+    figures["gpus"][0]["usable_bytes"] += 1  # an edited derived field
+    quoted = next(entry for entry in sources["gpus"] if entry["price_quotes"])
+    quoted["price_quotes"][0]["usd"] += 1.0  # a new quote whose median was not recomputed
+    (tmp_path / "gpus.yaml").write_text(dump(figures), encoding="utf-8")
+    (tmp_path / "gpu_sources.yaml").write_text(yaml.safe_dump(sources, sort_keys=False), encoding="utf-8")
+    stale = stale_fields(tmp_path)
+    assert f"{figures['gpus'][0]['id']}.usable_bytes" in stale
+    assert any(field.startswith(f"{quoted['id']}.price_") for field in stale)
