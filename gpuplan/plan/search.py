@@ -47,7 +47,7 @@ from gpuplan.plan.space import (
     tensor_parallel_degrees,
 )
 from gpuplan.records import record
-from gpuplan.spec import HOURS_PER_MONTH, PlanLimits, Spec
+from gpuplan.spec import BF16_PRECISIONS, HOURS_PER_MONTH, PlanLimits, Spec
 
 Family = tuple[Gpu, int, int]  # GPU kind, tensor parallel, pipeline parallel
 Widths = Literal["every", "per recompute", "fewest"]  # which data-parallel widths finetune_on answers with
@@ -110,6 +110,9 @@ class JobPlanner:
         self.spec = evaluator.spec
         self.limits = limits
         self.gpus = allowed_gpus(self.spec, limits)
+        tune = self.spec.finetune
+        if self.kind == "finetune" and tune is not None and tune.precision in BF16_PRECISIONS:
+            self.gpus = [gpu for gpu in self.gpus if gpu.has_bf16]  # bf16 math: not on a T4 (GP025 when declared)
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
         self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
