@@ -100,7 +100,7 @@ class Gpu:
         16-bit work in fp16 (vLLM refuses bf16 below compute capability 8.0 and asks for ``--dtype
         half``; trainers need fp16-mixed), at the fp16 tensor rate. A fine-tuning precision that needs
         bf16 on such a GPU is GP025; a bf16 model served there is timed as fp16 and says so in the
-        estimate's assumptions.
+        estimate's assumptions; the planner proposes such a GPU only for jobs that compute in fp16 or fp32.
         """
         value = self.tflops.get(dtype) or self.tflops.get("bf16") or self.tflops.get("fp16") or 0.0
         return float(value) * 1e12

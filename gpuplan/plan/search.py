@@ -101,6 +101,17 @@ class Alternative:
 _SIZE, _MEMORY, _EVALUATE, _SOUND, _FOUND = range(5)
 
 
+def _computes_in_bf16(spec: Spec, kind: str) -> bool:
+    """Whether the job's 16-bit math is bf16, which a GPU without bf16 tensor cores (T4) cannot run: a bf16
+    fine-tuning precision (GP025 on a declared T4), or bf16 weights to serve (vLLM refuses them there; with
+    --dtype half they are served in fp16, a change of the model's numerics, which the planner never
+    recommends). Such GPUs are proposed for fp16-mixed or fp32 runs and fp16 or fp32 models only."""
+    if kind == "finetune":
+        return spec.finetune is not None and spec.finetune.precision in BF16_PRECISIONS
+    tenants = spec.serve.tenants if spec.serve is not None else ()
+    return any(model.dtype == "bf16" for model in (spec.model, *(tenant.model for tenant in tenants)))
+
+
 class JobPlanner:
     """Searches for one job of a spec (serving or fine-tuning) within the planner's limits."""
 
@@ -110,9 +121,8 @@ class JobPlanner:
         self.spec = evaluator.spec
         self.limits = limits
         self.gpus = allowed_gpus(self.spec, limits)
-        tune = self.spec.finetune
-        if self.kind == "finetune" and tune is not None and tune.precision in BF16_PRECISIONS:
-            self.gpus = [gpu for gpu in self.gpus if gpu.has_bf16]  # bf16 math: not on a T4 (GP025 when declared)
+        if _computes_in_bf16(self.spec, self.kind):
+            self.gpus = [gpu for gpu in self.gpus if gpu.has_bf16]
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
         self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
