@@ -643,3 +643,15 @@ def test_a_gpu_without_bf16_units_runs_16_bit_work_at_its_fp16_rate_and_refuses_
     for precision in ("fp16-mixed", "fp32"):
         assert finetune_conflicts(evolve(on_turing, precision=precision)) == []
     assert finetune_conflicts(job) == []  # bf16-mixed on a GPU with bf16 units
+
+
+def test_a_t4_fine_tunes_in_fp16_mixed_and_refuses_bf16():
+    # Turing has no bf16 tensor cores: the Trainer refuses bf16 there (GP025: no run to estimate), and
+    # fp16-mixed runs at the T4's 65 TFLOPS fp16 rate, not at zero (peak_flops used to fall back to bf16's None).
+    lora = {"method": "lora", "micro_batch": 1, "seq_len": 1024, "activation_checkpointing": True, "tokens": 10**6}
+    refused, codes = run({**lora, "hardware": {"gpu": "t4"}}, model="llama-3.2-1b")  # bf16-mixed by default
+    assert codes.count("GP025") == 1 and refused == {}
+    estimate, codes = run({**lora, "precision": "fp16-mixed", "hardware": {"gpu": "t4"}}, model="llama-3.2-1b")
+    assert "GP025" not in codes and estimate["gpu"] == "t4" and estimate["tokens_per_s"] > 0
+    on_l4, _ = run({**lora, "precision": "fp16-mixed", "hardware": {"gpu": "l4"}}, model="llama-3.2-1b")
+    assert estimate["tokens_per_s"] < on_l4["tokens_per_s"]  # 65 against 121 TFLOPS
