@@ -41,13 +41,14 @@ from gpuplan.plan.space import (
     Layout,
     TrainingSettings,
     allowed_gpus,
+    computes_in_bf16,
     gpu_not_allowed,
     nodes_needed,
     pipeline_degrees,
     tensor_parallel_degrees,
 )
 from gpuplan.records import record
-from gpuplan.spec import BF16_PRECISIONS, HOURS_PER_MONTH, PlanLimits, Spec
+from gpuplan.spec import HOURS_PER_MONTH, PlanLimits, Spec
 
 Family = tuple[Gpu, int, int]  # GPU kind, tensor parallel, pipeline parallel
 Widths = Literal["every", "per recompute", "fewest"]  # which data-parallel widths finetune_on answers with
@@ -101,17 +102,6 @@ class Alternative:
 _SIZE, _MEMORY, _EVALUATE, _SOUND, _FOUND = range(5)
 
 
-def _computes_in_bf16(spec: Spec, kind: str) -> bool:
-    """Whether the job's 16-bit math is bf16, which a GPU without bf16 tensor cores (T4) cannot run: a bf16
-    fine-tuning precision (GP025 on a declared T4), or bf16 weights to serve (vLLM refuses them there; with
-    --dtype half they are served in fp16, a change of the model's numerics, which the planner never
-    recommends). Such GPUs are proposed for fp16-mixed or fp32 runs and fp16 or fp32 models only."""
-    if kind == "finetune":
-        return spec.finetune is not None and spec.finetune.precision in BF16_PRECISIONS
-    tenants = spec.serve.tenants if spec.serve is not None else ()
-    return any(model.dtype == "bf16" for model in (spec.model, *(tenant.model for tenant in tenants)))
-
-
 class JobPlanner:
     """Searches for one job of a spec (serving or fine-tuning) within the planner's limits."""
 
@@ -121,7 +111,7 @@ class JobPlanner:
         self.spec = evaluator.spec
         self.limits = limits
         self.gpus = allowed_gpus(self.spec, limits)
-        if _computes_in_bf16(self.spec, self.kind):
+        if computes_in_bf16(self.spec, self.kind):
             self.gpus = [gpu for gpu in self.gpus if gpu.has_bf16]
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
