@@ -523,6 +523,20 @@ def _model_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
     return (("model config", "; ".join(spec.model.notes)),) if spec.model.notes else ()
 
 
+def _sixteen_bit_notes(spec: Spec, job: Serve) -> tuple[tuple[str, str], ...]:
+    """How a bf16 model is served on a GPU without bf16 tensor cores (T4): in fp16, as vLLM requires."""
+    gpu = job.hardware.gpu
+    if gpu.has_bf16 or spec.model.dtype != "bf16":
+        return ()
+    return (
+        (
+            "16-bit math",
+            f"{gpu.id} has no bf16 tensor cores: vLLM refuses a bf16 model there and serves it in fp16 with"
+            " --dtype half (the same bytes); timed at the fp16 tensor rate",
+        ),
+    )
+
+
 def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed | None, calibration: Calibration) -> str:
     t = calibration.training
     if efficiency.training_mfu is not None:
@@ -575,6 +589,7 @@ def _serve_assumptions(
         ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
         *_quantization_notes(job),
         *_model_notes(spec),
+        *_sixteen_bit_notes(spec, job),
         (
             "engine",
             f"{engine.name}, {job.batching} batching: GEMMs at {gemm}, decode at {bandwidth} of HBM"

@@ -529,7 +529,22 @@ def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
                 "set method: lora, or remove lora.variant",
             )
         )
+    gpu = job.hardware.gpu
+    if job.precision in BF16_PRECISIONS and not gpu.has_bf16:
+        problems.append(
+            (
+                ("precision",),
+                f"precision {job.precision} computes in bf16, and {gpu.id} has no bf16 tensor cores (compute "
+                "capability below 8.0): the Hugging Face Trainer refuses bf16 there ('Your setup doesn't support "
+                "bf16/gpu')",
+                "set precision: fp16-mixed",
+            )
+        )
     return problems
+
+
+# Fine-tuning precisions whose 16-bit math is bf16 (fp8-mixed keeps bf16 autocast around its fp8 GEMMs).
+BF16_PRECISIONS = ("bf16", "bf16-mixed", "fp8-mixed")
 
 
 def _serve(

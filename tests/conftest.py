@@ -144,6 +144,8 @@ def run_process(*args: str, cwd: Path | None = None, input: bytes | None = None)
     )
 
 
+# A clean serving spec: L40S at its RunPod Community Cloud rate (gpu_sources.yaml), which no sound layout of
+# another catalog GPU undercuts (at its catalog median the L40 would: GP507).
 VALID_SERVE = """\
 version: 1
 name: demo
@@ -153,7 +155,7 @@ serve:
   context: 8192
   concurrency: 8
   hardware: {gpu: l40s}
-budget: {prices: {l40s: 1.86}, prices_date: 2026-11-20}
+budget: {prices: {l40s: 0.79}, prices_date: 2026-11-20}
 """
 
 

@@ -217,6 +217,8 @@ def test_catalog_commands():
     code, out, _ = run_cli("catalog", "gpus")
     assert code == 0 and out.splitlines()[0].split()[:3] == ["id", "memory", "usable"]
     assert any(line.startswith("h200-sxm") for line in out.splitlines())
+    # The T4's 16-bit rate is its fp16 one, and says so (it has no bf16 units).
+    assert next(line for line in out.splitlines() if line.startswith("t4 ")).split()[4:6] == ["65", "fp16"]
     code, out, _ = run_cli("catalog", "gpus", "--format", "json")
     gpus = {row["id"]: row for row in json.loads(out)}
     assert gpus["h100-sxm"]["usable_bytes"] < gpus["h100-sxm"]["memory_bytes"]

@@ -55,6 +55,7 @@ LOW_HEADROOM = SMALL.format(name="chat", concurrency=21) + L40S_PRICE
 # 40 GiB of KV alone exceeds the 24.4 GiB left after weights and runtime: GP203
 TOO_MANY = SMALL.format(name="chat", concurrency=40) + L40S_PRICE
 
+# Llama 3.2 1B on one L4, the team's only GPU kind (so no GP507: an L40 at its catalog median would cost less).
 TINY = """\
 version: 1
 name: tiny
@@ -63,6 +64,7 @@ serve:
   context: 4096
   concurrency: 4
   hardware: {gpu: l4}
+plan: {gpu: [l4]}
 """ + PRICED.format(prices="l4: 1.00")  # 1 x 1 x 730 = 730 a month
 
 FINETUNE = """\

@@ -618,3 +618,40 @@ def test_autocast_norms_of_a_plain_mlp_have_one_reader_fewer():
     gated = training_setup(architecture=TINY, precision="bf16-mixed")
     plain = training_setup(architecture=dataclasses.replace(TINY, mlp="plain"), precision="bf16-mixed")
     assert (_autocast_norm_bytes(gated), _autocast_norm_bytes(plain)) == (208, 192)
+
+
+def test_a_gpu_without_bf16_units_runs_16_bit_work_at_its_fp16_rate_and_refuses_bf16_precisions():
+    from training_jobs import default_job
+
+    from gpuplan.catalog import get_gpu
+    from gpuplan.records import evolve
+    from gpuplan.spec import finetune_conflicts
+
+    turing = dataclasses.replace(
+        get_gpu("l4"), id="no-bf16", tflops={"bf16": None, "fp16": 65.0, "fp8": None, "int8": 130.0}
+    )
+    assert not turing.has_bf16 and get_gpu("l4").has_bf16
+    # 16-bit work (and fp8 work, which falls back to it) at the fp16 tensor rate, never at zero.
+    assert turing.peak_flops("bf16") == turing.peak_flops("fp16") == turing.peak_flops("fp8") == 65e12
+    assert turing.peak_flops("int8") == 130e12
+    job = default_job()
+    on_turing = evolve(job, hardware=evolve(job.hardware, gpu=turing))
+    for precision in ("bf16", "bf16-mixed", "fp8-mixed"):
+        problems = finetune_conflicts(evolve(on_turing, precision=precision))
+        assert [(pointer, hint) for pointer, _, hint in problems] == [(("precision",), "set precision: fp16-mixed")]
+        assert "no-bf16 has no bf16 tensor cores" in problems[0][1]
+    for precision in ("fp16-mixed", "fp32"):
+        assert finetune_conflicts(evolve(on_turing, precision=precision)) == []
+    assert finetune_conflicts(job) == []  # bf16-mixed on a GPU with bf16 units
+
+
+def test_a_t4_fine_tunes_in_fp16_mixed_and_refuses_bf16():
+    # Turing has no bf16 tensor cores: the Trainer refuses bf16 there (GP025: no run to estimate), and
+    # fp16-mixed runs at the T4's 65 TFLOPS fp16 rate, not at zero (peak_flops used to fall back to bf16's None).
+    lora = {"method": "lora", "micro_batch": 1, "seq_len": 1024, "activation_checkpointing": True, "tokens": 10**6}
+    refused, codes = run({**lora, "hardware": {"gpu": "t4"}}, model="llama-3.2-1b")  # bf16-mixed by default
+    assert codes.count("GP025") == 1 and refused == {}
+    estimate, codes = run({**lora, "precision": "fp16-mixed", "hardware": {"gpu": "t4"}}, model="llama-3.2-1b")
+    assert "GP025" not in codes and estimate["gpu"] == "t4" and estimate["tokens_per_s"] > 0
+    on_l4, _ = run({**lora, "precision": "fp16-mixed", "hardware": {"gpu": "l4"}}, model="llama-3.2-1b")
+    assert estimate["tokens_per_s"] < on_l4["tokens_per_s"]  # 65 against 121 TFLOPS

@@ -179,7 +179,7 @@ def test_output_tokens_beyond_the_context_is_a_finding_not_a_clamp():
     ],
 )
 def test_dates_are_real_dates_within_bounds(field: str, value: str):
-    text = VALID_SERVE.replace("budget: {prices: {l40s: 1.86}, prices_date: 2026-11-20}\n", "") + field + value + "\n"
+    text = VALID_SERVE.replace("budget: {prices: {l40s: 0.79}, prices_date: 2026-11-20}\n", "") + field + value + "\n"
     (finding,) = lint_bytes("t.yaml", text.encode()).findings  # one finding, though pattern and format both fail
     assert finding.code == "GP106"
     assert finding.message.endswith(
@@ -215,7 +215,7 @@ def test_documented_limits_are_checked_before_each_entry(tmp_path: Path):
     (finding,) = lint_bytes("t.yaml", (VALID_SERVE + gpus).encode()).findings
     assert (finding.code, finding.message) == ("GP106", "gpus has 40 entries; at most 32 are allowed")
     prices = "budget: {prices: {" + ", ".join(f"g{index}: 1" for index in range(70)) + "}}\n"
-    text = VALID_SERVE.replace("budget: {prices: {l40s: 1.86}, prices_date: 2026-11-20}\n", prices)
+    text = VALID_SERVE.replace("budget: {prices: {l40s: 0.79}, prices_date: 2026-11-20}\n", prices)
     (finding,) = lint_bytes("t.yaml", text.encode()).findings
     assert finding.message == "budget.prices has 70 entries; at most 64 are allowed"
 

@@ -24,7 +24,7 @@ from gpuplan.loader import load_bytes
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlanner
-from gpuplan.plan.space import Layout, TrainingSettings
+from gpuplan.plan.space import Layout, TrainingSettings, computes_in_bf16
 from gpuplan.spec import HOURS_PER_MONTH, Hardware, Spec, resolve
 
 HEADROOM = 0.10  # thresholds.headroom_pct default
@@ -221,8 +221,8 @@ def test_serving_recommendation_is_sound_and_no_cheaper_layout_is(document):
     # monotone in the replicas (see the regression test below), so the largest count proves nothing.
     for gpu in gpu_catalog().values():
         price = spec.price(gpu)[0]
-        if price is None or not gpu.suggestable:
-            continue
+        if price is None or not gpu.suggestable or (computes_in_bf16(spec, "serve") and not gpu.has_bf16):
+            continue  # the planner's pool: no consumer card, no T4 for bf16 weights
         for tp in (1, 2, 4, 8):
             for pp in (1, 2, 4, 8):
                 most = min(demand, 64 // (tp * pp))

@@ -349,7 +349,7 @@ def test_a_constraint_the_planner_could_not_judge_is_not_shown_as_met():
 
 
 def test_the_planners_table_shows_why_other_layouts_fail():
-    # serve-llama-70b: 11 sound options and 8 rejected layouts (`gpuplan plan`). The table showed the
+    # serve-llama-70b: 16 sound options and 13 rejected layouts (`gpuplan plan`). The table showed the
     # first ten sound ones and no rejected layout; now the cheapest sound ones (8 rows with the declared),
     # the 4 cheapest rejected ones with the constraints they break, and a count of the rest.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
@@ -358,5 +358,5 @@ def test_the_planners_table_shows_why_other_layouts_fail():
     assert len(rows) == 8 + 4 + 1
     assert sum("meets every constraint" in row for row in rows) == 8
     assert sum("| breaks ttft\\_slo, tpot\\_slo |" in row for row in rows) == 4
-    assert "4 x a100-pcie-80gb, tensor\\_parallel 2, pipeline\\_parallel 2" in rows[8]  # the cheapest rejected
-    assert rows[-1].startswith("|  | 4 more sound options and 4 more rejected layouts: gpuplan plan lists them all |")
+    assert "8 x l40, tensor\\_parallel 4, pipeline\\_parallel 2" in rows[8]  # the cheapest rejected
+    assert rows[-1].startswith("|  | 9 more sound options and 9 more rejected layouts: gpuplan plan lists them all |")

@@ -44,6 +44,7 @@ from gpuplan.catalog import get_model, gpu_catalog, model_catalog
 from gpuplan.codes import CODES
 from gpuplan.defaults import resolve_ref
 from gpuplan.resources import schema_path
+from gpuplan.spec import BF16_PRECISIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA: dict[str, Any] = json.loads(schema_path().read_text())
@@ -490,6 +491,12 @@ def _repair_serve(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt: 
 
 def _repair_finetune(tune: dict[str, Any], pinned: frozenset[str]) -> None:
     hardware = tune["hardware"]
+    gpu = gpu_catalog().get(hardware.get("gpu", ""))
+    if gpu is not None and not gpu.has_bf16 and tune.get("precision", "bf16-mixed") in BF16_PRECISIONS:
+        if "precision" in pinned:
+            hardware["gpu"] = "l4"  # same class of card, with bf16 units
+        else:
+            tune["precision"] = "fp16-mixed"
     if tune.get("optimizer_in_backward"):
         if "optimizer_in_backward" in pinned:
             tune.pop("gradient_accumulation", None)

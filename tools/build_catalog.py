@@ -1,12 +1,29 @@
-"""Regenerate the GPU catalog (gpus.yaml and gpu_sources.yaml) from a sourced reference file.
+"""Keep the GPU catalog's derived fields in step with its sources, and import entries from a reference.
 
-A development script, not part of the installed package; it writes only into the folder it is told:
+A development script, not part of the installed package.
 
-    python tools/build_catalog.py REFERENCE.yaml --out-dir gpuplan/catalog
+The catalog's source of truth is the package's two files, written and reviewed in this repository:
 
-REFERENCE.yaml is the team's sourced GPU reference (one entry per GPU with its figures, sources and
-dated on-demand price quotes). The catalog keeps every figure's sources; the indicative price is the
-median of the quotes, and the price record says which quotes, from which providers, over which dates.
+- ``gpuplan/catalog/gpus.yaml``: the figures the estimator reads (one fact each: memory, bandwidth, dense
+  TFLOPS, form factor, scale-up link, PCIe, TDP);
+- ``gpuplan/catalog/gpu_sources.yaml``: where each figure comes from (sources, notes) and every dated
+  on-demand price quote.
+
+Two fields of gpus.yaml are derived, never edited: ``usable_bytes`` (``memory_bytes`` less the 0.5 GiB
+driver reservation) and the price record (``price_usd_per_hour``, the median of the GPU's quotes in
+gpu_sources.yaml, with their count, dates, providers and range). After editing either file:
+
+    python tools/build_catalog.py            # rewrites the derived fields, then catalog.json
+    python tools/build_catalog.py --check    # writes nothing; exit 1 naming the fields out of step
+
+A test runs the check. ``memory_bytes`` is the total the driver reports: nvidia-smi / rocm-smi MiB / 1024,
+rounded to two decimals (as the captures cited in gpu_sources.yaml read), times 2^30; where no capture
+was found, the marketed memory_gb x 10^9 (the smaller reading of "GB").
+
+The first twenty GPUs were converted from the team's sourced reference (a YAML list, one entry per GPU
+with its figures, sources and quotes; kept outside the repository). ``--import REFERENCE.yaml`` converts
+such entries again and replaces the catalog entries with the same ids, keeping every other entry (the GPUs
+added here since, issue 31) where it is: the reference is an import source, the catalog files are the record.
 """
 
 from __future__ import annotations
@@ -14,17 +31,48 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+CATALOG = Path(__file__).resolve().parent.parent / "gpuplan" / "catalog"
 GIB = 2**30
 # A quote's date: the first YYYY-MM-DD in its text, else YYYY-MM (taken as its first day), else none.
 ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})(?:-(\d{2}))?\b")
 # Driver/ECC reservation between nvidia-smi's total and what torch can allocate: 79.65 -> 79.18 GiB on
 # H100 80GB as measured by llm-d (llm-d/llm-d-benchmark, config_explorer/empirical-vllm-memory-results.md).
 DRIVER_RESERVED_BYTES = GIB // 2
+PRICE_FIELDS = (
+    "price_usd_per_hour",
+    "price_quotes",
+    "price_quoted_from",
+    "price_quoted_to",
+    "price_undated_quotes",
+    "price_providers",
+    "price_low",
+    "price_high",
+)
+HEADER = (
+    "# GPU catalog of gpuplan: the figures gpuplan reads. Sources, notes and every dated price quote are in\n"
+    "# gpu_sources.yaml (kept apart so that lint reads only the figures). Edit both by hand, then run\n"
+    "# python tools/build_catalog.py: it rewrites the derived fields (usable_bytes, the price record) and\n"
+    "# catalog.json; a test fails while they are out of step.\n"
+    "# memory_bytes: total the driver reports (smi MiB / 1024 to two decimals, x 2^30; memory_gb x 10^9 where\n"
+    "# no capture was found); usable_bytes: minus a 0.5 GiB driver reservation.\n"
+    "# tflops_dense: dense (no sparsity) tensor TFLOPS, null where the GPU has no such units (or none is\n"
+    "# published); bandwidth_tbs: peak memory bandwidth (TB/s);\n"
+    "# interconnect.bandwidth_gbs: scale-up GB/s per GPU, bidirectional; domain: GPUs in that scale-up domain.\n"
+    "# price_usd_per_hour: median of the on-demand quotes (indicative, not a contract); price_quoted_from/to:\n"
+    "# the dates of the oldest and newest quote it rests on; price_low/high: their range.\n"
+)
+SOURCES_HEADER = (
+    "# Where each figure in gpus.yaml comes from, and every on-demand price quote its price record rests on.\n"
+    "# Edited by hand with gpus.yaml; python tools/build_catalog.py derives the price record from the quotes.\n"
+)
+
+# -- converting entries of the team's reference (--import) ------------------------------------------
 FORM_FACTORS = {
     "h200-sxm": "sxm",
     "h200-nvl": "nvl",
@@ -47,9 +95,9 @@ FORM_FACTORS = {
     "mi325x": "oam",
     "gaudi3-oam": "oam",
 }
-# Dense FP4 tensor TFLOPS of the GPUs that have FP4 units. The reference records them only in each entry's
-# notes (gpus.md, "NVIDIA B200 (HGX) and GB200": sparse FP4 18 PF on HGX B200 and 20 PF per GB200 GPU,
-# dense = half); Hopper, Ampere, Ada and CDNA3 have no FP4 tensor cores (gpus.md [S15] for MI300).
+# Dense FP4 tensor TFLOPS of the reference's GPUs that have FP4 units. The reference records them only in
+# each entry's notes (gpus.md, "NVIDIA B200 (HGX) and GB200": sparse FP4 18 PF on HGX B200 and 20 PF per
+# GB200 GPU, dense = half); Hopper, Ampere, Ada and CDNA3 have no FP4 tensor cores (gpus.md [S15] for MI300).
 FP4_DENSE_TFLOPS = {"b200-hgx": 9000, "gb200": 10000}
 
 
@@ -81,7 +129,7 @@ def price_fields(quotes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def convert(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the figures the estimator reads, the provenance behind them)."""
+    """A reference entry as (the figures the estimator reads, the provenance behind them)."""
     total = round(entry["memory_gib"] * GIB) if entry.get("memory_gib") else entry["memory_gb"] * 10**9
     quotes = entry.get("cloud_prices_usd_per_gpu_hour") or []
     link = entry["interconnect"]
@@ -119,37 +167,90 @@ def convert(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return figures, provenance
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Regenerate gpus.yaml and gpu_sources.yaml from a sourced reference.")
-    parser.add_argument("reference", type=Path, help="the sourced GPU reference (YAML list of GPUs)")
-    parser.add_argument("--out-dir", type=Path, required=True, help="folder to write gpus.yaml and gpu_sources.yaml")
-    args = parser.parse_args()
-    with open(args.reference, encoding="utf-8") as handle:
-        entries = yaml.safe_load(handle)
-    converted = [convert(entry) for entry in entries]
-    header = (
-        "# GPU catalog of gpuplan. Generated by tools/build_catalog.py from the team's sourced reference;\n"
-        "# edit the reference, then regenerate. Sources, notes and every dated price quote are in\n"
-        "# gpu_sources.yaml (kept apart so that lint reads only the figures).\n"
-        "# memory_bytes: total the driver reports; usable_bytes: minus a 0.5 GiB driver reservation.\n"
-        "# tflops_dense: dense (no sparsity) tensor TFLOPS; bandwidth_tbs: peak memory bandwidth (TB/s);\n"
-        "# interconnect.bandwidth_gbs: scale-up GB/s per GPU, bidirectional; domain: GPUs in that scale-up domain.\n"
-        "# price_usd_per_hour: median of the on-demand quotes (indicative, not a contract); price_quoted_from/to:\n"
-        "# the dates of the oldest and newest quote it rests on; price_low/high: their range.\n"
-        "catalog_version: '2026.11'\n"
-    )
-    figures = yaml.safe_dump({"gpus": [f for f, _ in converted]}, sort_keys=False, allow_unicode=True, width=120)
-    provenance = yaml.safe_dump({"gpus": [p for _, p in converted]}, sort_keys=False, allow_unicode=True, width=120)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "gpus.yaml").write_text(header + figures, encoding="utf-8")
-    (args.out_dir / "gpu_sources.yaml").write_text(
-        "# Where each figure in gpus.yaml comes from. Generated by tools/build_catalog.py.\n" + provenance,
-        encoding="utf-8",
-    )
-    if (args.out_dir / "models.yaml").exists():  # the package's folder: its catalog.json follows
+# -- the catalog files ------------------------------------------------------------------------------
+def read(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(gpus.yaml, gpu_sources.yaml) of ``folder``, parsed."""
+    figures = yaml.safe_load((folder / "gpus.yaml").read_text(encoding="utf-8"))
+    sources = yaml.safe_load((folder / "gpu_sources.yaml").read_text(encoding="utf-8"))
+    return figures, sources
+
+
+def derived(figures: dict[str, Any], sources: dict[str, Any]) -> dict[str, Any]:
+    """gpus.yaml's data with its derived fields recomputed from their sources, key order kept."""
+    quotes = {entry["id"]: entry.get("price_quotes") or [] for entry in sources["gpus"]}
+    missing = [entry["id"] for entry in figures["gpus"] if entry["id"] not in quotes]
+    extra = sorted(set(quotes) - {entry["id"] for entry in figures["gpus"]})
+    if missing or extra:
+        raise ValueError(f"gpus.yaml and gpu_sources.yaml list different GPUs: {missing or ''} {extra or ''}".strip())
+    gpus = []
+    for entry in figures["gpus"]:
+        head = {key: value for key, value in entry.items() if key not in PRICE_FIELDS}
+        head["usable_bytes"] = int(entry["memory_bytes"] - DRIVER_RESERVED_BYTES)
+        gpus.append({**head, **price_fields(quotes[entry["id"]])})
+    return {**figures, "gpus": gpus}
+
+
+def stale_fields(folder: Path = CATALOG) -> list[str]:
+    """``id.field`` for every derived field of gpus.yaml that its sources no longer give (empty: in step)."""
+    figures, sources = read(folder)
+    fresh = {entry["id"]: entry for entry in derived(figures, sources)["gpus"]}
+    stale = []
+    for entry in figures["gpus"]:
+        want = fresh[entry["id"]]
+        stale += [f"{entry['id']}.{key}" for key in ("usable_bytes", *PRICE_FIELDS) if entry.get(key) != want.get(key)]
+    return stale
+
+
+def dump(data: dict[str, Any]) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def write(folder: Path, figures: dict[str, Any], sources: dict[str, Any]) -> None:
+    """Both files (figures with their derived fields recomputed) and, in the package's folder, catalog.json."""
+    data = derived(figures, sources)
+    version = yaml.safe_dump({"catalog_version": data["catalog_version"]}, sort_keys=False)
+    body = dump({"gpus": data["gpus"]})
+    (folder / "gpus.yaml").write_text(HEADER + version + body, encoding="utf-8")
+    (folder / "gpu_sources.yaml").write_text(SOURCES_HEADER + dump({"gpus": sources["gpus"]}), encoding="utf-8")
+    if (folder / "models.yaml").exists():  # the package's folder: its catalog.json follows
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from compile_catalog import compiled, render
 
-        (args.out_dir / "catalog.json").write_text(render(compiled(args.out_dir)), encoding="utf-8")
+        (folder / "catalog.json").write_text(render(compiled(folder)), encoding="utf-8")
+
+
+def imported(
+    reference: Path, figures: dict[str, Any], sources: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The catalog with the reference's entries converted in: same ids replaced in place, new ones appended."""
+    entries = yaml.safe_load(reference.read_text(encoding="utf-8"))
+    converted = {entry["id"]: convert(entry) for entry in entries}
+
+    def merged(current: list[dict[str, Any]], part: int) -> list[dict[str, Any]]:
+        ids = {entry["id"] for entry in current}
+        kept = [converted[entry["id"]][part] if entry["id"] in converted else entry for entry in current]
+        return kept + [pair[part] for gpu_id, pair in converted.items() if gpu_id not in ids]
+
+    return {**figures, "gpus": merged(figures["gpus"], 0)}, {**sources, "gpus": merged(sources["gpus"], 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description="Rewrite the GPU catalog's derived fields (and import reference entries)."
+    )
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a derived field is out of step")
+    parser.add_argument("--import", dest="reference", type=Path, help="convert a sourced reference's entries in")
+    parser.add_argument("--out-dir", type=Path, default=CATALOG, help="the catalog folder (default: the package's)")
+    args = parser.parse_args()
+    if args.check:
+        stale = stale_fields(args.out_dir)
+        if stale:
+            sys.exit("out of step with their sources (run python tools/build_catalog.py): " + ", ".join(stale))
+        return
+    figures, sources = read(args.out_dir)
+    if args.reference is not None:
+        figures, sources = imported(args.reference, figures, sources)
+    write(args.out_dir, figures, sources)
 
 
 if __name__ == "__main__":

@@ -88,9 +88,21 @@ class Gpu:
         """Whether rules may propose this GPU as an alternative."""
         return not self.consumer
 
+    @property
+    def has_bf16(self) -> bool:
+        """Whether the GPU has bf16 tensor cores (compute capability 8.0 and later; not the T4)."""
+        return bool(self.tflops.get("bf16"))
+
     def peak_flops(self, dtype: str) -> float:
-        """Dense FLOP/s for a compute dtype, falling back to bf16 where the GPU lacks it."""
-        value = self.tflops.get(dtype) or self.tflops.get("bf16") or 0.0
+        """Dense FLOP/s for a compute dtype, falling back to the 16-bit rate where the GPU lacks it.
+
+        The 16-bit rate is bf16's, or fp16's on a GPU without bf16 units (T4): there the engines run
+        16-bit work in fp16 (vLLM refuses bf16 below compute capability 8.0 and asks for ``--dtype
+        half``; trainers need fp16-mixed), at the fp16 tensor rate. A fine-tuning precision that needs
+        bf16 on such a GPU is GP025; a bf16 model served there is timed as fp16 and says so in the
+        estimate's assumptions; the planner proposes such a GPU only for jobs that compute in fp16 or fp32.
+        """
+        value = self.tflops.get(dtype) or self.tflops.get("bf16") or self.tflops.get("fp16") or 0.0
         return float(value) * 1e12
 
     @property

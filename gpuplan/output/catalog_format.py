@@ -8,8 +8,9 @@ from typing import Any
 
 
 def render_gpus(output_format: str) -> str:
-    """GPUs: memory, bandwidth, dense BF16 TFLOPS, form factor, NVLink domain, indicative price and the
-    dates of its quotes; JSON adds every catalog field and the price's provenance."""
+    """GPUs: memory, bandwidth, dense BF16 TFLOPS (FP16's, marked, on a GPU without bf16 units: the T4),
+    form factor, NVLink domain, indicative price and the dates of its quotes; JSON adds every catalog field
+    and the price's provenance."""
     from gpuplan.catalog import gpu_catalog, gpu_sources
 
     gpus = gpu_catalog()
@@ -25,9 +26,10 @@ def render_gpus(output_format: str) -> str:
     ]
     for gpu in gpus.values():
         price = f"{gpu.price_per_hour:.2f}" if gpu.price_per_hour is not None else "-"
+        rate = f"{gpu.peak_flops('bf16') / 1e12:.0f}" + ("" if gpu.has_bf16 else " fp16")
         lines.append(
             f"{gpu.id:<16}{gpu.memory_gb:>8g}GB{gpu.usable_bytes / 2**30:>12.1f}{gpu.bandwidth_tbs:>7.2f}"
-            f"{gpu.peak_flops('bf16') / 1e12:>9.0f}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {_quoted(gpu.price)}"
+            f"{rate:>9}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {_quoted(gpu.price)}"
         )
     return "".join(f"{line}\n" for line in lines)
 

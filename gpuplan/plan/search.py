@@ -41,6 +41,7 @@ from gpuplan.plan.space import (
     Layout,
     TrainingSettings,
     allowed_gpus,
+    computes_in_bf16,
     gpu_not_allowed,
     nodes_needed,
     pipeline_degrees,
@@ -110,6 +111,8 @@ class JobPlanner:
         self.spec = evaluator.spec
         self.limits = limits
         self.gpus = allowed_gpus(self.spec, limits)
+        if computes_in_bf16(self.spec, self.kind):
+            self.gpus = [gpu for gpu in self.gpus if gpu.has_bf16]
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
         self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line

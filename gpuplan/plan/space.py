@@ -13,7 +13,7 @@ import math
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu, gpu_catalog
 from gpuplan.records import record
-from gpuplan.spec import PlanLimits, Spec
+from gpuplan.spec import BF16_PRECISIONS, PlanLimits, Spec
 
 HOST_GPUS = 8  # PCIe cards one server holds (8 x L40S / 8 x H100 NVL servers: two CPUs, 8 x16 slots)
 MAX_PIPELINE = 8  # pipeline stages the planner tries: beyond 8 the bubble and per-token hops dominate
@@ -189,6 +189,17 @@ def allowed_gpus(spec: Spec, limits: PlanLimits) -> list[Gpu]:
     if limits.vendors:
         chosen = [gpu for gpu in chosen if vendor_of(gpu) in limits.vendors]
     return chosen
+
+
+def computes_in_bf16(spec: Spec, kind: str) -> bool:
+    """Whether the job's 16-bit math is bf16, which a GPU without bf16 tensor cores (T4) cannot run: a bf16
+    fine-tuning precision (GP025 on a declared T4), or bf16 weights to serve (vLLM refuses them there; with
+    --dtype half they are served in fp16, a change of the model's numerics, which the planner never
+    recommends). Such GPUs are proposed for fp16-mixed or fp32 runs and fp16 or fp32 models only."""
+    if kind == "finetune":
+        return spec.finetune is not None and spec.finetune.precision in BF16_PRECISIONS
+    tenants = spec.serve.tenants if spec.serve is not None else ()
+    return any(model.dtype == "bf16" for model in (spec.model, *(tenant.model for tenant in tenants)))
 
 
 def gpu_not_allowed(gpu: Gpu, limits: PlanLimits) -> str | None:

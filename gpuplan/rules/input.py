@@ -437,13 +437,15 @@ def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
     ## What it does
     Reports fine-tuning settings that cannot run together: `optimizer_in_backward` with gradient
     accumulation or with an offloaded optimizer, parameter offload without ZeRO-3/FSDP sharding on
-    several GPUs, `sequence_parallel` without tensor parallelism, and `lora.variant: dora` on a full
-    fine-tune.
+    several GPUs, `sequence_parallel` without tensor parallelism, `lora.variant: dora` on a full
+    fine-tune, and a bf16 precision (`bf16`, `bf16-mixed`, `fp8-mixed`) on a GPU without bf16 tensor
+    cores (the T4).
 
     ## Why is this bad?
     The frameworks refuse these combinations at launch (torchtune raises for optimizer-in-backward
-    with accumulation; DeepSpeed streams parameters only under ZeRO-3), so an estimate for them would
-    describe a run that cannot happen.
+    with accumulation; DeepSpeed streams parameters only under ZeRO-3; the Hugging Face Trainer
+    refuses bf16 below compute capability 8.0), so an estimate for them would describe a run that
+    cannot happen.
 
     ## Example
     ```yaml
