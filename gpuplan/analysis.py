@@ -620,12 +620,13 @@ def _bands_dict(bands: dict[str, ErrorBand]) -> dict[str, dict[str, float | int]
     }
 
 
-def _memory_band_dict(f: FinetuneEstimate, confidence: float) -> dict[str, Any]:
-    band = f.memory_band
-    low, _ = band.edges(f.memory.per_gpu, confidence)
+def _memory_band_dict(f: FinetuneEstimate, confidence: float, figure: str = "device") -> dict[str, Any]:
+    band = finetune_band(f.job.method, figure)
+    estimate = f.memory.per_gpu if figure == "device" else f.memory.tensor_peak
+    low, _ = band.edges(estimate, confidence)
     return {
         "low": math.floor(low),
-        "high": f.planned_bytes(confidence),
+        "high": math.ceil(band.pessimistic(estimate, confidence)),
         "confidence": confidence,
         "records": band.records,
         "pooled": band.pooled,
@@ -645,6 +646,10 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "trainable_params": f.memory.trainable_params,
             "per_gpu_bytes": f.memory.per_gpu,
             "per_gpu_bytes_band": _memory_band_dict(f, analysis.spec.plan.confidence),
+            # What PyTorch's max_memory_allocated counts (no CUDA context, no allocator cache), with its
+            # own measured band; per_gpu_bytes is the device figure the fit verdict uses.
+            "allocated_bytes": f.memory.tensor_peak,
+            "allocated_bytes_band": _memory_band_dict(f, analysis.spec.plan.confidence, "allocated"),
             "peak_phase": f.memory.peak_phase,
             "breakdown": f.memory.breakdown,
             "phases": f.memory.phases,

@@ -144,3 +144,19 @@ def test_a_recommended_layout_fits_at_its_pessimistic_edge(document):
     edge = math.ceil(max(1.0, shipped(kind, 0.9)) * option.estimate.memory.per_gpu)
     assert option.planned_bytes == edge
     assert edge <= option.layout.gpu.usable_bytes * (1 - default_settings().headroom_pct / 100)
+
+
+def test_estimate_states_the_allocated_figure_beside_the_device_one():
+    # The QLoRA example: PyTorch's allocated peak is the per-GPU figure less the 1 GiB framework overhead
+    # (CUDA context, workspaces and allocator cache); its band is the allocated-counter runs' (one QLoRA run
+    # of its own, so every kind's 13), read from the generated file by hand.
+    _, out, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "qlora-llama-70b.yaml"))
+    finetune = json.loads(out)["finetune"]
+    assert finetune["allocated_bytes"] == finetune["per_gpu_bytes"] - finetune["breakdown"]["framework_overhead"]
+    ratios = BANDS["memory"]["qlora"]["allocated"]["ratios"]
+    band = finetune["allocated_bytes_band"]
+    assert band["records"] == len(ratios) == 13 and band["pooled"]
+    assert band["high"] == math.ceil(finetune["allocated_bytes"] * max(1.0, ratios[math.ceil(0.9 * 13) - 1]))
+    assert band["low"] == math.floor(finetune["allocated_bytes"] * ratios[math.ceil(round(0.1 * 13, 9)) - 1])
+    _, text, _ = run_cli("estimate", str(EXAMPLES / "qlora-llama-70b.yaml"))
+    assert f"of which PyTorch allocates      {finetune['allocated_bytes'] / GIB:.2f} GiB" in text
