@@ -346,7 +346,7 @@ CODES: dict[str, Code] = {
             "cheaper-layout-available",
             "right-sizing",
             WARNING,
-            "A sound layout costs less than the declared one by more than `thresholds.cheaper_layout_share`.",
+            "A sound layout costs materially less than the declared one (thresholds: the shares and `min_saving`).",
             Approval.NEEDS_CHANGE,
         ),
         Code(

@@ -40,6 +40,8 @@ class Settings:
     right_size_fraction: float
     activations_share: float
     cheaper_layout_share: float
+    settings_change_share: float
+    min_saving: float
     verify_tolerance_pct: float
     # Overrides of the calibrated speed model (gpuplan.estimate.calibration); the schema gives no default,
     # so they stay None unless a configuration sets them.

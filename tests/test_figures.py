@@ -136,10 +136,10 @@ def test_plan_saving_is_the_difference_of_the_shown_costs(path: Path):
 @pytest.mark.parametrize(
     ("example", "line"),
     [
-        # 40.71 - 38.44 = 2.27, the saving of the two costs as shown
-        ("qlora-llama-70b.yaml", "1 x b200-hgx, 38.44 USD/run — saves 2.27 USD per run (6%)"),
-        # 249 - 191 = 58 (the exact 248.53 - 190.90 = 57.63 also rounds to 58)
-        ("finetune-70b-fsdp-offload.yaml", "4 x b200-hgx, 191 USD/run — saves 58 USD per run (23%)"),
+        # 40.71 - 38.44 = 2.27, the saving of the two costs as shown; under the 100 USD materiality threshold
+        ("qlora-llama-70b.yaml", "kept: 1 x b200-hgx would save 2.27 USD per run (6%)"),
+        # 249 - 191 = 58 (the exact 248.53 - 190.90 = 57.63 also rounds to 58); under the threshold too
+        ("finetune-70b-fsdp-offload.yaml", "kept: 4 x b200-hgx would save 58 USD per run (23%)"),
         # 12,030 - 6,636 = 5,394 (was 5,395: the exact 5,394.70)
         ("serve-llama-70b.yaml", "2 x h200-sxm TP 2, 6,636 USD/month — saves 5,394 USD per month (45%)"),
     ],
@@ -150,12 +150,15 @@ def test_plan_savings_pinned(example: str, line: str):
 
 
 def test_gp507_saving_matches_the_costs_it_quotes():
-    # The fsdp example: 249 USD/run declared against 191 USD/run: saving 58, the difference of the costs shown.
-    code, out, _ = run_cli("lint", str(EXAMPLES / "finetune-70b-fsdp-offload.yaml"))
+    # The serving example: 12,030 USD/month declared against 6,636: saving 5,394, the difference of the costs
+    # shown (the exact 12,030.40 - 6,635.70 = 5,394.70 would read 5,395).
+    code, out, _ = run_cli("lint", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert code == 0
-    match = re.search(r"for ([\d,.]+) USD/run against ([\d,.]+) USD/run .*: saving about ([\d,.]+) USD per run", out)
+    match = re.search(
+        r"for ([\d,.]+) USD/month against ([\d,.]+) USD/month .*: saving about ([\d,.]+) USD a month", out
+    )
     assert match is not None
-    assert number(match.group(3)) == number(match.group(2)) - number(match.group(1)) == 58
+    assert number(match.group(3)) == number(match.group(2)) - number(match.group(1)) == 5394
 
 
 def test_diff_summary_and_reason_state_one_saving(tmp_path: Path):

@@ -687,7 +687,8 @@ def test_a_run_without_tokens_saves_per_million_tokens():
 
 
 def test_a_cheaper_layout_names_the_constraints_of_its_job():
-    # A serving layout meets "the SLO", a fine-tuning one "gradient sync".
+    # A serving layout meets "the SLO", a fine-tuning one "gradient sync" (a run of 10B tokens, so that the
+    # saving is material: at least 100 USD).
     (serve,) = findings(
         """
         version: 1
@@ -703,7 +704,7 @@ def test_a_cheaper_layout_names_the_constraints_of_its_job():
         version: 1
         name: t
         model: {id: llama-3.1-8b}
-        finetune: {method: lora, seq_len: 4096, tokens: 300000000, hardware: {gpu: h100-sxm, count: 1}}
+        finetune: {method: lora, seq_len: 4096, tokens: 10000000000, hardware: {gpu: h100-sxm, count: 1}}
         """,
         "GP507",
     )

@@ -164,8 +164,22 @@ def _saving_text(job: dict[str, Any], currency: str) -> str:
     else:
         amount = money_difference(job["declared"][key], job["recommended"][key])
     if amount.value <= 0:
-        return "the declared layout is the cheapest sound one"
+        return _kept_text(job, currency) or "the declared layout is the cheapest sound one"
     return f"saves {format_money(amount, currency)} per {saving['per']} ({format_number(saving['share'] * 100, 0)}%)"
+
+
+def _kept_text(job: dict[str, Any], currency: str) -> str:
+    """Why a sound declared layout stays recommended beside a cheaper one: its saving is not material."""
+    kept = job["kept_over"]
+    if kept is None or kept["saving"] is None:
+        return ""
+    saving, option = kept["saving"], kept["option"]
+    key = {"month": "monthly_cost", "run": "run_cost"}.get(saving["per"], "cost_per_million_tokens")
+    amount = money_difference(job["declared"][key], option[key])
+    return (
+        f"kept: {_layout(option)} would save {format_money(amount, currency)} per {saving['per']} "
+        f"({format_number(saving['share'] * 100, 0)}%); a change must save {kept['threshold']}"
+    )
 
 
 def _headline(job: dict[str, Any], currency: str) -> tuple[str, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuplan.estimate.performance import Efficiency
+from gpuplan.plan.materiality import Materiality
 from gpuplan.plan.search import SpecPlanner
 
 if TYPE_CHECKING:
@@ -36,4 +37,5 @@ def planner_for(
         sync_share=settings.gradient_sync_share,
         limits=limits,
         analysis=analysis,
+        materiality=Materiality.of(settings),
     )

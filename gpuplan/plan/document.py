@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan import __version__
-from gpuplan.plan.describe import block_yaml
+from gpuplan.plan.describe import Saving, block_yaml
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlan, SpecPlanner
 from gpuplan.units import CENT_DIGITS, HOURS_DIGITS, RATE_DIGITS, TPOT_MS_DIGITS, milliseconds, percent, rounded
@@ -90,16 +90,22 @@ def option_dict(option: Option) -> dict[str, Any]:
     return result
 
 
-def job_dict(plan: JobPlan, top: int | None) -> dict[str, Any]:
-    saving = plan.saving
+def _saving_dict(saving: Saving | None) -> dict[str, Any] | None:
+    # The difference of the two costs as this object carries them (to the cent), so it checks by hand.
+    return None if saving is None else {"amount": saving.published, "share": round(saving.share, 4), "per": saving.per}
+
+
+def job_dict(plan: JobPlan, top: int | None, materiality: str = "") -> dict[str, Any]:
+    kept = plan.kept_over
     return {
         "job": plan.kind,
         "declared": option_dict(plan.declared),
         "recommended": None if plan.recommended is None else option_dict(plan.recommended),
-        # The difference of the two costs as this object carries them (to the cent), so it checks by hand.
-        "saving": None
-        if saving is None
-        else {"amount": saving.published, "share": round(saving.share, 4), "per": saving.per},
+        "saving": _saving_dict(plan.saving),
+        # The declared layout kept over a cheaper one whose saving is under the materiality threshold.
+        "kept_over": None
+        if kept is None
+        else {"option": option_dict(kept), "saving": _saving_dict(plan.immaterial_saving), "threshold": materiality},
         "options": [option_dict(o) for o in plan.options[:top]],
         "options_total": len(plan.options),
         "rejected": [option_dict(o) for o in plan.rejected[:top]],
@@ -136,6 +142,7 @@ def plan_document(planner: SpecPlanner, *, path: str, top: int | None, cheaper_s
             "headroom_pct": planner.headroom_pct,
             "gradient_sync_share": planner.sync_share,
             "cheaper_layout_share": cheaper_share,
+            "materiality": planner.materiality.describe(spec.budget.currency),
         },
-        "jobs": [job_dict(plan, top) for plan in jobs],
+        "jobs": [job_dict(plan, top, planner.materiality.describe(spec.budget.currency)) for plan in jobs],
     }

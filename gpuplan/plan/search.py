@@ -33,9 +33,11 @@ from typing import Any, Literal
 
 from gpuplan.analysis import Analysis
 from gpuplan.catalog import Gpu
+from gpuplan.config import default_settings
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.plan.describe import Saving, saving_between
 from gpuplan.plan.evaluate import FinetunePlanner, Option, ServePlanner
+from gpuplan.plan.materiality import Materiality
 from gpuplan.plan.probes import Galloping, Scan
 from gpuplan.plan.space import (
     Layout,
@@ -74,6 +76,13 @@ class JobPlan:
     options: tuple[Option, ...]  # sound options no other beats on both cost and latency, best first
     rejected: tuple[Option, ...]  # per GPU kind, the fewest-GPU layout tried that breaks a constraint
     alternatives: tuple[Alternative, ...]
+    # The declared layout is kept although this one costs less: its saving is under the materiality threshold.
+    kept_over: Option | None = None
+
+    @property
+    def immaterial_saving(self) -> Saving | None:
+        """What the cheaper layout the declared one was kept over would have saved."""
+        return None if self.kept_over is None else saving_between(self.declared, self.kept_over)
 
     @property
     def saving(self) -> Saving | None:
@@ -142,6 +151,24 @@ class JobPlanner:
         if found is not None or ceiling is None:
             self._cheapest[key] = found
         return found
+
+    def material_change(self, materiality: Materiality) -> Option | None:
+        """The cheapest sound option whose saving against the declared layout is worth a change (on the
+        declared GPU kind at its share, on any at the switch share, and at least the amount), or None."""
+        declared = self.declared()
+        if declared.rate is None:
+            return None
+        gpu = declared.layout.gpu.id
+        candidates = (
+            self.cheapest(ceiling=materiality.ceiling(declared, materiality.switch_share)),
+            self.cheapest(
+                ceiling=materiality.ceiling(declared, materiality.same_gpu_share),
+                where=lambda kind, tp, pp: kind.id == gpu,
+                tag=f"on {gpu}",
+            ),
+        )
+        material = [o for o in candidates if o is not None and materiality.material(declared, o)]
+        return min(material, key=Option.rank) if material else None
 
     def fewest_gpus_on(self, gpu: Gpu) -> Option | None:
         """The sound option on one GPU kind with the fewest GPUs (then the cheapest): "parallelism is
@@ -623,10 +650,13 @@ class SpecPlanner:
         sync_share: float,
         limits: PlanLimits | None = None,
         analysis: Analysis | None = None,
+        materiality: Materiality | None = None,
     ) -> None:
         """``analysis``: the spec's estimate with the same ``efficiency``, whose declared layouts the
-        planners then take as evaluated rather than estimating them again."""
+        planners then take as evaluated rather than estimating them again. ``materiality``: when a cheaper
+        layout replaces a sound declared one (default: the documented thresholds)."""
         self.spec = spec
+        self.materiality = materiality or Materiality.of(default_settings())
         self.analysis = analysis
         self.efficiency = efficiency
         self.headroom_pct = headroom_pct
@@ -662,8 +692,12 @@ class SpecPlanner:
         evaluator = FinetunePlanner(spec, self.efficiency, self.headroom_pct, self.sync_share, self.limits, known=tuned)
         return JobPlanner(evaluator, self.limits)
 
-    def recommend(self, planner: JobPlanner) -> Option | None:
-        """The cheapest sound priced option; without any, the sound option with the fewest GPUs."""
+    def recommend(self, planner: JobPlanner, declared: Option) -> Option | None:
+        """A sound, priced ``declared`` layout (as the plan judges it) unless a change saves enough to be
+        worth it (materiality); else the cheapest sound priced option; without any, the sound option with
+        the fewest GPUs."""
+        if declared.sound and declared.rate is not None:
+            return planner.material_change(self.materiality) or declared
         best = planner.cheapest()
         if best is not None:
             return best
@@ -689,11 +723,13 @@ class SpecPlanner:
                     "model_parallelism",
                     f"tensor x pipeline parallelism {level} where {least_level} holds the job on {declared.layout.gpu.id}",
                 )
-        recommended = self.recommend(planner)
+        recommended = self.recommend(planner, declared)
+        cheapest = planner.cheapest() if recommended is declared else None
         options = pareto(sound)
         alternatives = tuple(self._alternatives(kind, recommended))
         rejected.sort(key=lambda o: (o.rate is None, o.rate or 0.0, o.gpus))
-        return JobPlan(kind, declared, recommended, tuple(options), tuple(rejected), alternatives)
+        kept_over = cheapest if cheapest is not None and cheapest.layout.key != declared.layout.key else None
+        return JobPlan(kind, declared, recommended, tuple(options), tuple(rejected), alternatives, kept_over)
 
     def _alternatives(self, kind: str, recommended: Option | None) -> Iterator[Alternative]:
         """The cheapest sound option under each change of numerics the job did not ask for, when it is
@@ -708,6 +744,7 @@ class SpecPlanner:
                 headroom_pct=self.headroom_pct,
                 sync_share=self.sync_share,
                 limits=self.limits,
+                materiality=self.materiality,
             ).job(kind)
             assert planner is not None
             option = planner.cheapest()

@@ -8,6 +8,7 @@ from gpuplan.catalog import Gpu
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import cost_text, paste_line, saving_between
 from gpuplan.plan.evaluate import Option
+from gpuplan.plan.materiality import Materiality
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib
@@ -127,9 +128,12 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
     replicas, and for fine-tuning the settings that keep the model's numerics (activation
     checkpointing, a fused loss, ZeRO sharding, the micro-batch split of the same global batch). A
     sound layout fits with `thresholds.headroom_pct` free, meets the latency SLO and, for fine-tuning,
-    keeps gradient sync under `thresholds.gradient_sync_share`. Warns when it costs less than the
-    declared layout by more than `thresholds.cheaper_layout_share` (default 20%), quoting both costs;
-    the hint is the YAML to paste.
+    keeps gradient sync under `thresholds.gradient_sync_share`. Warns when the saving is material: more
+    than `thresholds.cheaper_layout_share` (default 20%) of the declared cost on another GPU kind, or
+    `thresholds.settings_change_share` (default 10%) on the declared kind, and at least
+    `thresholds.min_saving` (default 100 in the spec's currency, per month or per run). It quotes both
+    costs; the hint is the YAML to paste. `gpuplan plan` recommends exactly the layout GP507 names, and
+    keeps a sound declared layout when no saving is material.
 
     ## Why is this bad?
     A layout that fits is not yet a good plan: serving runs every hour of every month, and a
@@ -148,16 +152,14 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
             hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}   # 6,636 USD a month
     ```
     """
-    share = ctx.settings.cheaper_layout_share
+    materiality = Materiality.of(ctx.settings)
     currency = ctx.spec.budget.currency
     for kind, estimate in (("finetune", ctx.analysis.finetune), ("serve", ctx.analysis.serve)):
         planner = ctx.plans.job(kind)
         if estimate is None or planner is None or not estimate.fits:
             continue
         declared = planner.declared()
-        if declared.rate is None:
-            continue
-        option = planner.cheapest(ceiling=declared.rate * (1 - share))
+        option = planner.material_change(materiality)
         if option is None:
             continue
         yield ctx.finding(
