@@ -728,7 +728,9 @@ class SpecPlanner:
         options = pareto(sound)
         alternatives = tuple(self._alternatives(kind, recommended))
         rejected.sort(key=lambda o: (o.rate is None, o.rate or 0.0, o.gpus))
-        kept_over = cheapest if cheapest is not None and cheapest.layout.key != declared.layout.key else None
+        # A tie (or an unpriced declared layout) keeps nothing "over" anything: only a strictly cheaper option.
+        cheaper = cheapest is not None and declared.rate is not None and (cheapest.rate or 0.0) < declared.rate
+        kept_over = cheapest if cheaper else None
         return JobPlan(kind, declared, recommended, tuple(options), tuple(rejected), alternatives, kept_over)
 
     def _alternatives(self, kind: str, recommended: Option | None) -> Iterator[Alternative]:
