@@ -24,6 +24,7 @@ from gpuplan.estimate.serving import (
     max_concurrency,
     max_context,
     routed_expert_bytes,
+    sampler_requests,
     shape_at_any_load,
 )
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, serving_speed
@@ -293,7 +294,10 @@ def checkpoint_bytes(setup: TrainingSetup) -> int:
 def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None = None) -> ServingSetup:
     gpu = gpu or job.hardware.gpu
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
-    max_batched, max_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
+    # The engine profiles with the limits it is configured with: the spec's, else its defaults for the GPU.
+    default_batched, default_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
+    max_batched = job.max_batched_tokens or default_batched
+    max_seqs = job.max_sequences or default_seqs
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(
@@ -554,6 +558,18 @@ def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed | None, ca
     return f"{basis}; MFU {speed.mfu:.0%} of dense bf16 peak here (recompute excluded)"
 
 
+def _limits_source(job: Serve) -> str:
+    """Where the engine's batch limits of the memory model come from, in words."""
+    given = [
+        name
+        for name, value in (("max_batched_tokens", job.max_batched_tokens), ("max_sequences", job.max_sequences))
+        if value
+    ]
+    if not given:
+        return "vLLM's defaults for the GPU"
+    return " and ".join(f"serve.{name}" for name in given) + (", the rest vLLM's default" if len(given) < 2 else "")
+
+
 def _serve_assumptions(
     spec: Spec,
     job: Serve,
@@ -583,8 +599,8 @@ def _serve_assumptions(
         (
             "activation reserve",
             f"the larger of a dummy forward of {setup.max_batched_tokens:,} tokens and the sampler warm-up over "
-            f"{setup.max_num_seqs:,} requests (14 B per request x vocabulary entry); CUDA graphs captured "
-            "outside the budget",
+            f"{sampler_requests(setup.max_num_seqs, setup.max_batched_tokens):,} requests (14 B per request x"
+            f" vocabulary entry), at {_limits_source(job)}; CUDA graphs captured outside the budget",
         ),
         ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
         *_quantization_notes(job),
