@@ -664,7 +664,11 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
     """The documented JSON object of ``gpuplan estimate --format json``. ``figures_only`` leaves out the
     assumptions (words) and ``max_concurrency`` and ``max_context`` (a binary search each, whole numbers
     >= 0 by construction): what lint's guard on the estimate's figures needs to check."""
-    result: dict[str, Any] = {"name": analysis.spec.name, "model": analysis.spec.model.label}
+    result: dict[str, Any] = {
+        "name": analysis.spec.name,
+        "model": analysis.spec.model.label,
+        "currency": analysis.spec.budget.currency,  # of every cost and price below
+    }
     if analysis.finetune:
         f = analysis.finetune
         result["finetune"] = {
