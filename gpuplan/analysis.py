@@ -24,6 +24,7 @@ from gpuplan.estimate.serving import (
     max_concurrency,
     max_context,
     routed_expert_bytes,
+    sampler_requests,
     shape_at_any_load,
 )
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, serving_speed
@@ -79,7 +80,7 @@ class FinetuneEstimate:
     job: Finetune
     memory: TrainingMemory
     setup: TrainingSetup
-    speed: TrainingSpeed | None
+    speed: TrainingSpeed  # rates per step and token; its hours need finetune.tokens
     gpu: Gpu
     gpus: int
     price_per_hour: float | None
@@ -87,7 +88,7 @@ class FinetuneEstimate:
     checkpoint_bytes: int
     notes: Notes = field(compare=False, repr=False)  # words `assumptions`: see there
     bands: dict[str, ErrorBand]  # speed figure -> the calibration's out-of-sample error band
-    workload: TrainingWorkload | None = None  # what the speed was computed from (None without tokens)
+    workload: TrainingWorkload | None = None  # what the speed was computed from
 
     @functools.cached_property
     def assumptions(self) -> tuple[tuple[str, str], ...]:
@@ -108,6 +109,11 @@ class FinetuneEstimate:
     def planned_bytes(self, confidence: float) -> int:
         """The per-GPU figure a decision at ``confidence`` plans for: the band's pessimistic edge."""
         return math.ceil(self.memory_band.pessimistic(self.memory.per_gpu, confidence))
+
+    @property
+    def hours(self) -> float | None:
+        """The run's wall-clock hours; None without ``finetune.tokens`` (no run length)."""
+        return self.speed.hours
 
     @property
     def cost(self) -> float | None:
@@ -228,26 +234,24 @@ def estimate_finetune(
     )
 
 
-def finetune_workload(setup: TrainingSetup, gpu: Gpu) -> TrainingWorkload | None:
-    """What the training speed of the setup's job on ``gpu`` rests on; None without a token count (no run
-    length)."""
-    if not setup.job.tokens:
-        return None
+def finetune_workload(setup: TrainingSetup, gpu: Gpu) -> TrainingWorkload:
+    """What the training speed of the setup's job on ``gpu`` rests on (a step needs no token count; the
+    run's hours do)."""
     return TrainingWorkload(setup, gpu, trainable_params(setup))
 
 
 def finetune_speed(
     setup: TrainingSetup, gpu: Gpu, efficiency: Efficiency, calibration: Calibration = CALIBRATION
-) -> tuple[TrainingWorkload | None, TrainingSpeed | None]:
-    """(workload, speed) of the setup's job on ``gpu``; both None without a token count. No memory estimate
-    is read (the trainable parameters come from the setup), so a cost floor needs none."""
+) -> tuple[TrainingWorkload, TrainingSpeed]:
+    """(workload, speed) of the setup's job on ``gpu``; the speed's hours are None without a token count.
+    No memory estimate is read (the trainable parameters come from the setup), so a cost floor needs none."""
     workload = finetune_workload(setup, gpu)
-    return workload, None if workload is None else training_speed(workload, efficiency, calibration)
+    return workload, training_speed(workload, efficiency, calibration)
 
 
-def run_cost(speed: TrainingSpeed | None, gpus: int, price_per_hour: float | None) -> float | None:
+def run_cost(speed: TrainingSpeed, gpus: int, price_per_hour: float | None) -> float | None:
     """A run's cost: its hours on ``gpus`` GPUs at ``price_per_hour`` each; None without either."""
-    if speed is None or price_per_hour is None:
+    if speed.hours is None or price_per_hour is None:
         return None
     return speed.hours * gpus * price_per_hour
 
@@ -293,7 +297,10 @@ def checkpoint_bytes(setup: TrainingSetup) -> int:
 def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None = None) -> ServingSetup:
     gpu = gpu or job.hardware.gpu
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
-    max_batched, max_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
+    # The engine profiles with the limits it is configured with: the spec's, else its defaults for the GPU.
+    default_batched, default_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
+    max_batched = job.max_batched_tokens or default_batched
+    max_seqs = job.max_sequences or default_seqs
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(
@@ -433,7 +440,7 @@ def _finetune_assumptions(
     efficiency: Efficiency,
     overhead: int,
     price: str,
-    speed: TrainingSpeed | None,
+    speed: TrainingSpeed,
     calibration: Calibration = CALIBRATION,
 ) -> tuple[tuple[str, str], ...]:
     regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
@@ -457,12 +464,21 @@ def _finetune_assumptions(
         checkpointing += "; saved activations offloaded to host, two layers' worth on the GPU"
     if job.sequence_parallel:
         checkpointing += f"; norm regions split over the {job.hardware.tensor_parallel} tensor-parallel ranks"
-    offload = (
-        "none"
-        if job.offload_optimizer == job.offload_parameters == "none"
-        else f"optimizer {job.offload_optimizer}, parameters {job.offload_parameters} (host bytes per node "
-        f"of {GPUS_PER_NODE} GPUs; the optimizer step runs on the CPU)"
-    )
+    offload = "none"
+    if job.offload_optimizer != "none" or job.offload_parameters != "none":
+        offload = (
+            f"optimizer {job.offload_optimizer}, parameters {job.offload_parameters} (host bytes per node of"
+            f" {GPUS_PER_NODE} GPUs); copies at the {job.hardware.gpu.id}'s PCIe link"
+            f" ({job.hardware.gpu.pcie_gbs / 2:g} GB/s each way), behind the backward and forward that need them"
+        )
+        if job.offload_optimizer != "none":
+            offload += (
+                f"; the optimizer step runs on the CPU, not overlapped, at offload.host_memory_gbs"
+                f" {job.offload_host_gbs:g} GB/s per node shared by its GPUs (a peak: CPU optimizers measured in"
+                " practice sustain less)"
+            )
+        if "nvme" in (job.offload_optimizer, job.offload_parameters):
+            offload += f"; NVMe at offload.nvme_gbs {job.offload_nvme_gbs:g} GB/s per node"
     lora = "n/a"
     if job.method != "full":
         lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
@@ -537,7 +553,7 @@ def _sixteen_bit_notes(spec: Spec, job: Serve) -> tuple[tuple[str, str], ...]:
     )
 
 
-def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed | None, calibration: Calibration) -> str:
+def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed, calibration: Calibration) -> str:
     t = calibration.training
     if efficiency.training_mfu is not None:
         basis = f"MFU {efficiency.training_mfu:.0%} set by thresholds.training_mfu (recompute and exposed sync on top)"
@@ -549,9 +565,20 @@ def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed | None, ca
             f" {t.elementwise_bytes:.0f} B per token, layer and hidden unit at {t.bandwidth_efficiency:.0%} of HBM"
             f" bandwidth, data-parallel traffic hidden behind up to {t.overlap:.0%} of compute"
         )
-    if speed is None:
-        return basis + "; no tokens given"
-    return f"{basis}; MFU {speed.mfu:.0%} of dense bf16 peak here (recompute excluded)"
+    note = f"{basis}; MFU {speed.mfu:.0%} of dense bf16 peak here (recompute excluded)"
+    return note if speed.hours is not None else note + "; no finetune.tokens: rates only, no run length"
+
+
+def _limits_source(job: Serve) -> str:
+    """Where the engine's batch limits of the memory model come from, in words."""
+    given = [
+        name
+        for name, value in (("max_batched_tokens", job.max_batched_tokens), ("max_sequences", job.max_sequences))
+        if value
+    ]
+    if not given:
+        return "vLLM's defaults for the GPU"
+    return " and ".join(f"serve.{name}" for name in given) + (", the rest vLLM's default" if len(given) < 2 else "")
 
 
 def _serve_assumptions(
@@ -583,8 +610,8 @@ def _serve_assumptions(
         (
             "activation reserve",
             f"the larger of a dummy forward of {setup.max_batched_tokens:,} tokens and the sampler warm-up over "
-            f"{setup.max_num_seqs:,} requests (14 B per request x vocabulary entry); CUDA graphs captured "
-            "outside the budget",
+            f"{sampler_requests(setup.max_num_seqs, setup.max_batched_tokens):,} requests (14 B per request x"
+            f" vocabulary entry), at {_limits_source(job)}; CUDA graphs captured outside the budget",
         ),
         ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
         *_quantization_notes(job),
@@ -638,7 +665,11 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
     """The documented JSON object of ``gpuplan estimate --format json``. ``figures_only`` leaves out the
     assumptions (words) and ``max_concurrency`` and ``max_context`` (a binary search each, whole numbers
     >= 0 by construction): what lint's guard on the estimate's figures needs to check."""
-    result: dict[str, Any] = {"name": analysis.spec.name, "model": analysis.spec.model.label}
+    result: dict[str, Any] = {
+        "name": analysis.spec.name,
+        "model": analysis.spec.model.label,
+        "currency": analysis.spec.budget.currency,  # of every cost and price below
+    }
     if analysis.finetune:
         f = analysis.finetune
         result["finetune"] = {
@@ -657,11 +688,13 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "gpus": f.gpus,
             "usable_bytes": f.gpu.usable_bytes,
             "fits": f.fits,
-            "training_hours": None if f.speed is None else rounded(f.speed.hours, HOURS_DIGITS),
-            "tokens_per_s": None if f.speed is None else rounded(f.speed.tokens_per_s, RATE_DIGITS),
-            "tokens_per_s_per_gpu": None if f.speed is None else round(f.speed.tokens_per_s_per_gpu, 1),
-            "mfu": None if f.speed is None else round(f.speed.mfu, 4),
-            "gradient_sync_s": None if f.speed is None else round(f.speed.gradient_sync_s, 4),
+            "training_hours": None if f.hours is None else rounded(f.hours, HOURS_DIGITS),
+            "tokens_per_s": rounded(f.speed.tokens_per_s, RATE_DIGITS),
+            "tokens_per_s_per_gpu": round(f.speed.tokens_per_s_per_gpu, 1),
+            "mfu": round(f.speed.mfu, 4),
+            "step_s": round(f.speed.step_s, 4),
+            "gradient_sync_s": round(f.speed.gradient_sync_s, 4),
+            "offload_s": round(f.speed.offload_s, 4),
             "speed_bands": _bands_dict(f.bands),
             "cost": None if f.cost is None else rounded(f.cost, CENT_DIGITS),
             "price_per_gpu_hour": f.price_per_hour,

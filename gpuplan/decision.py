@@ -150,7 +150,7 @@ def amount_of(analysis: Any) -> Amount:
         finetune_run = f.cost
         if f.price_per_hour is None:
             unknown.append(f"no price per GPU-hour for {f.gpu.id} in {budget.currency}")
-        elif f.speed is None:
+        elif f.hours is None:
             unknown.append("finetune.tokens is not given, so the run's length is unknown")
     if analysis.serve is not None:
         s = analysis.serve

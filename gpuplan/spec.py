@@ -95,6 +95,8 @@ class Finetune:
     momentum: float  # sgd only; 0 keeps no momentum buffer
     loop: str  # manual (outputs kept through backward) | trainer (released first)
     double_quant: bool  # qlora: NF4 scales double-quantized
+    offload_host_gbs: float  # GB/s of host memory per node that offload streams at (offload.host_memory_gbs)
+    offload_nvme_gbs: float  # GB/s of NVMe per node that offload swaps at (offload.nvme_gbs)
 
 
 @record
@@ -473,6 +475,8 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         momentum=float(data["momentum"]),
         loop=data["loop"],
         double_quant=data["double_quant"],
+        offload_host_gbs=float(offload["host_memory_gbs"]),
+        offload_nvme_gbs=float(offload["nvme_gbs"]),
     )
     for pointer, message, hint in finetune_conflicts(job):
         resolver.problem("GP025", ("finetune", *pointer), message, hint)

@@ -312,3 +312,25 @@ def test_estimate_text_names_replicas_and_gpus_per_replica(tmp_path):
     _, out, _ = run_cli("estimate", str(EXAMPLES / "finetune-then-serve.yaml"))
     assert "on 4 x h100-sxm: 4 data-parallel replicas x 1 GPU (TP 1, PP 1, sharding zero3)" in out
     assert "serving on 1 x l4: 1 replica x 1 GPU (TP 1, PP 1), 4 x 8,192 tokens per replica" in out
+
+
+def test_training_speed_is_stated_without_a_token_count(tmp_path):
+    # The rates of a step need no run length: without finetune.tokens the estimate states the same tokens/s,
+    # MFU, step time and exposed sync as with it, and leaves the hours and the cost out (null, "n/a").
+    source = (EXAMPLES / "finetune-llama-8b-lora.yaml").read_text()
+    assert "  tokens: 300000000\n" in source, "the example's token count moved: update this test"
+    without = tmp_path / "no-tokens.yaml"
+    without.write_text(source.replace("  tokens: 300000000\n", ""))
+    _, out, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "finetune-llama-8b-lora.yaml"))
+    _, bare, _ = run_cli("estimate", "--format", "json", str(without))
+    with_tokens, no_tokens = json.loads(out)["finetune"], json.loads(bare)["finetune"]
+    for rate in ("tokens_per_s", "tokens_per_s_per_gpu", "mfu", "step_s", "gradient_sync_s", "offload_s"):
+        assert no_tokens[rate] is not None and no_tokens[rate] == with_tokens[rate], rate
+    assert no_tokens["training_hours"] is None and no_tokens["cost"] is None
+    # One GPU, one micro-batch of 2 x 4,096 tokens per step: 8,192 tokens over step_s seconds is the rate.
+    assert with_tokens["tokens_per_s"] == pytest.approx(2 * 4_096 / with_tokens["step_s"], rel=1e-3)
+    # 300,000,000 tokens at that rate: the hours the example states.
+    assert with_tokens["training_hours"] == pytest.approx(300_000_000 / with_tokens["tokens_per_s"] / 3600, rel=1e-3)
+    _, text, _ = run_cli("estimate", str(without))
+    assert "  training time: n/a (finetune.tokens is not given); cost n/a" in text
+    assert f"  speed: {with_tokens['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU" in text

@@ -13,6 +13,8 @@ FLOPs = 640, i.e. 160 per token.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from training_jobs import training_workload, vary_workload
 
@@ -180,3 +182,62 @@ def test_mfu_override_counts_only_this_stages_share_of_the_model_flops():
     # parameters: 14 x 852 / 500 = 23.856 s. (Dividing by the share instead would give 73.344 s.)
     speed = run(Efficiency(training_mfu=1.0), pipeline_parallel=2, gpus=2)
     assert speed.step_compute_s == pytest.approx(2 * 18.336 + 23.856, rel=1e-12)
+
+
+# -- offload: the host's side of the step ------------------------------------------------------------------
+# bf16-mixed AdamW, ZeRO-2 over 2 GPUs: each GPU's optimizer partition is 1,704 / 2 = 852 parameters. The
+# optimizer step moves 2 x 4 (fp32 master read and written) + 4 (fp32 gradient) + 2 x 2 x 4 (two states
+# read and written) + 2 (the 16-bit copy written) = 30 B per parameter: 852 x 30 = 25,560 B, which the GPU
+# streams at 500 B/s (51.12 s; test_zero3_fp8_...). A micro-batch computes 94.08 s (test_one_gpu_...), half
+# of which hides copies; a gradient copy hides behind its backward, 2/3 of that: 31.36 s.
+OFFLOADED = dict(precision="bf16-mixed", sharding="zero2", gpus=2)
+
+
+def test_an_offloaded_optimizer_steps_on_the_host_at_its_memory_bandwidth():
+    # offload.host_memory_gbs 2e-6 GB/s = 2,000 B/s per node, shared by its 2 GPUs: 1,000 B/s each. The
+    # step on the CPU: 25,560 B / 1,000 = 25.56 s, in place of the GPU's 51.12 s. The copies move at the
+    # GPU's link, 1,000 B/s one way (pcie 2,000 bidirectional), no slower than the host share: the fp32
+    # gradients out (852 x 4 = 3,408 B: 3.408 s) hide behind the 31.36 s backward; the 16-bit parameters
+    # back (852 x 2 = 1,704 B: 1.704 s) run beside the 25.56 s CPU step.
+    plain = run(**OFFLOADED)
+    offloaded = run(**OFFLOADED, offload_optimizer="cpu", offload_host_gbs=2e-6)
+    assert plain.offload_s == plain.host_step_s == 0
+    assert offloaded.host_step_s == pytest.approx(25.56, rel=1e-12)
+    assert offloaded.offload_s == pytest.approx(25.56, rel=1e-12)
+    assert offloaded.step_compute_s == pytest.approx(plain.step_compute_s - 51.12, rel=1e-12)
+    assert offloaded.step_s == pytest.approx(plain.step_s - 51.12 + 25.56, rel=1e-12)
+    assert offloaded.tokens_per_s == pytest.approx(2 * 4 / offloaded.step_s, rel=1e-12)
+
+
+def test_offload_copies_beyond_the_backward_are_exposed():
+    # A 10 B/s host link (pcie 2e-8 GB/s) and a fast host (2e-3 GB/s per node: 1e6 B/s per GPU), two
+    # micro-batches. Micro-batch 1 sends its 16-bit running sum out: 852 x 2 / 10 = 170.4 s, 31.36 s of it
+    # hidden: 139.04 s. Micro-batch 2 brings the sum back (170.4 s) while sending the fp32 gradients out
+    # (852 x 4 / 10 = 340.8 s; the two directions at once): 340.8 - 31.36 = 309.44 s. The CPU step takes
+    # 25,560 / 1e6 = 0.02556 s, the parameters' copy back 170.4 s: the step's host side is 170.4 s.
+    slow = dataclasses.replace(GPU, pcie_gbs=2e-8)
+    speed = run(**OFFLOADED, gradient_accumulation=2, offload_optimizer="cpu", offload_host_gbs=2e-3, gpu=slow)
+    assert speed.host_step_s == pytest.approx(170.4, rel=1e-12)
+    assert speed.offload_s == pytest.approx(139.04 + 309.44 + 170.4, rel=1e-12)
+
+
+def test_nvme_swaps_the_optimizer_states_around_the_host_step():
+    # NVMe at 2e-6 GB/s per node, 1,000 B/s per GPU: the fp32 master and the two states (4 + 2 x 4 = 12 B per
+    # parameter, 852 x 12 = 10,224 B) read in before the step and written back after: 20.448 s, on top of
+    # the 25.56 s CPU step (host 2e-6 GB/s as above).
+    speed = run(**OFFLOADED, offload_optimizer="nvme", offload_host_gbs=2e-6, offload_nvme_gbs=2e-6)
+    assert speed.host_step_s == pytest.approx(25.56 + 20.448, rel=1e-12)
+    assert speed.offload_s == pytest.approx(25.56 + 20.448, rel=1e-12)
+
+
+def test_offloaded_parameters_are_fetched_for_every_forward_and_backward():
+    # ZeRO-3 over 2 GPUs, parameters on the host, optimizer on the GPU, a 10 B/s link: each micro-batch
+    # fetches the GPU's 852-parameter shard in 16 bits for forward and again for backward, 2 x 852 x 2 / 10
+    # = 340.8 s, half the 94.08 s micro-batch (47.04 s) hiding it: 293.76 s. After the GPU's optimizer step
+    # the updated shard goes back out: 852 x 2 / 10 = 170.4 s. Nothing runs on the CPU.
+    slow = dataclasses.replace(GPU, pcie_gbs=2e-8)
+    plain = run(precision="bf16-mixed", sharding="zero3", gpus=2, gpu=slow)
+    speed = run(precision="bf16-mixed", sharding="zero3", gpus=2, gpu=slow, offload_parameters="cpu")
+    assert speed.host_step_s == 0
+    assert speed.offload_s == pytest.approx(293.76 + 170.4, rel=1e-12)
+    assert speed.step_s == pytest.approx(plain.step_s + 293.76 + 170.4, rel=1e-12)

@@ -124,7 +124,7 @@ def test_chunked_attention_reserves_chunk_plus_batch():
 
 def test_cuda_graphs_sit_outside_the_budget():
     # 51 capture sizes x 2 modes: two first captures of 200 MiB and 100 further graphs of 6 MiB.
-    assert cuda_graph_bytes(1024) == 2 * 200 * 2**20 + 100 * 6 * 2**20
+    assert cuda_graph_bytes(1024, 8192) == 2 * 200 * 2**20 + 100 * 6 * 2**20
     setup = ServingSetup(architecture=LLAMA, context=8192, concurrency=1, memory_utilization=0.99)
     memory = estimate_serving(setup, H100.usable_bytes)
     assert memory.per_gpu <= memory.budget  # the budget holds weights, reserve, runtime and KV
@@ -363,7 +363,7 @@ def test_quantized_linear_bytes(quantization, group, row, expected):
     ],
 )
 def test_cuda_graph_sizes(max_num_seqs, mib):
-    assert cuda_graph_bytes(max_num_seqs) == mib * MIB
+    assert cuda_graph_bytes(max_num_seqs, 8192) == mib * MIB
 
 
 def test_engine_batch_limits_and_runtime():
@@ -440,3 +440,56 @@ def test_a_pool_smaller_than_one_sequence_holds_none():
     assert (memory.kv_available, memory.kv_bytes_per_sequence, max_concurrency(memory)) == (1_558_704, 1024, 1522)
     starved = dataclasses.replace(memory, budget=memory.budget - 1_558_204)
     assert (starved.kv_available, max_concurrency(starved)) == (500, 0)
+
+
+# -- the engine's limits as the spec sets them --------------------------------------------------------------
+
+LIMITS_SPEC = """\
+version: 1
+name: limits
+model: {{id: llama-3.1-8b}}
+serve:
+  context: 8192
+  output_tokens: 256
+  concurrency: 4
+{extra}  hardware: {{gpu: h100-sxm}}
+"""
+
+
+def _serve(extra: str = ""):
+    from gpuplan.linter import lint_bytes
+
+    result = lint_bytes("limits.yaml", LIMITS_SPEC.format(extra=extra).encode())
+    assert result.analysis is not None and result.analysis.serve is not None
+    return result.analysis.serve
+
+
+def test_the_spec_batch_limits_size_the_profiled_reserve_and_the_graphs():
+    # vLLM profiles with the limits it is started with (profile_run: a dummy forward of
+    # max_num_batched_tokens over min(tokens, max_num_seqs) requests, then one sampled token per request),
+    # so serve.max_batched_tokens and max_sequences move the activation reserve and the KV cache left.
+    # Llama-3.1-8B on one H100: 4,096 hidden, 14,336 MLP, 128,256 vocabulary.
+    default = _serve()
+    # Defaults (8,192 tokens, 1,024 sequences): the sampler wins, 1,024 x 128,256 x 14 + 8,192 x 4,096 x 2.
+    assert default.memory.activation_reserve == 1_905_786_880
+    # 2,048 tokens over 64 sequences: forward 2,048 x (8 x 4,096 + 6 x 14,336) = 243,269,632 B beats the
+    # sampler 64 x 128,256 x 14 + 2,048 x 4,096 x 2 = 131,694,592 B.
+    small = _serve("  max_batched_tokens: 2048\n  max_sequences: 64\n")
+    assert small.memory.activation_reserve == 2_048 * (8 * 4_096 + 6 * 14_336) == 243_269_632
+    assert small.setup.max_batched_tokens == 2_048 and small.setup.max_num_seqs == 64
+    # The KV cache gains what the reserve gave back (weights and runtime do not move).
+    assert small.memory.kv_available - default.memory.kv_available == 1_905_786_880 - 243_269_632
+    # CUDA graphs: sizes up to min(2 x 64, 512, 2,048) = 128: 1, 2, 4 + 8..128 step 8 = 19 sizes, 38 graphs:
+    # 2 first captures of 200 MiB + 36 x 6 MiB.
+    assert small.memory.cuda_graphs == (2 * 200 + 36 * 6) * MIB
+    assert default.memory.cuda_graphs == (2 * 200 + 100 * 6) * MIB
+    # Fewer tokens than sequences: vLLM's dummy run spreads 512 tokens over min(512, 1,024) = 512 requests;
+    # the sampler warm-up 512 x 128,256 x 14 + 512 x 4,096 x 2 = 923,533,312 B beats the forward
+    # 512 x 118,784 = 60,817,408 B. Graph sizes stop at min(2,048, 512, 512) = 512: the default 51 sizes.
+    tokens_only = _serve("  max_batched_tokens: 512\n")
+    assert tokens_only.memory.activation_reserve == 512 * 128_256 * 14 + 512 * 4_096 * 2 == 923_533_312
+    assert tokens_only.memory.cuda_graphs == default.memory.cuda_graphs
+    # The assumption says where the limits came from.
+    reserve = dict(small.assumptions)["activation reserve"]
+    assert "2,048 tokens" in reserve and "64 requests" in reserve
+    assert "serve.max_batched_tokens and serve.max_sequences" in reserve

@@ -62,6 +62,7 @@ FINETUNE_METRICS = (
     Metric("per_gpu_bytes", "Memory per GPU", "bytes"),
     Metric("headroom_bytes", "Headroom per GPU", "bytes", free=True),
     Metric("headroom_pct", "Headroom share", "pct", free=True),
+    Metric("tokens_per_s", "Training tokens/s", "rate"),
     Metric("training_hours", "Training time", "hours"),
     Metric("run_cost", "Cost of the run", "money"),
     Metric("cost_per_million_tokens", "Cost per 1M training tokens", "money"),
@@ -173,6 +174,7 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
             "fits": f.fits,
             **_memory(shown["per_gpu_bytes"], shown["usable_bytes"]),
             "tokens": tokens,
+            "tokens_per_s": shown["tokens_per_s"],  # a rate: stated with or without finetune.tokens
             "training_hours": shown["training_hours"],
             "price_per_gpu_hour": shown["price_per_gpu_hour"],
             "run_cost": cost,

@@ -6,9 +6,14 @@ then fills the rest with 16-token blocks. Each term is modelled from the mechani
 exposes (ten v0.19 logs on H100, re-expressed with their figures in ``benchmarks/data/vllm_startup_logs.yaml``):
 - weights: the checkpoint's tensors as loaded (quantized linears, 16-bit rest) plus the rotary cos/sin cache;
 - torch peak increase: the larger of one dummy forward of ``max_num_batched_tokens`` and the sampler
-  warm-up over ``max_num_seqs`` dummy requests (bf16 logits, fp32 copy, fp32 probabilities and fp32
-  exponential noise: 14 bytes per request x vocabulary entry); pipeline ranks also hold the hidden
-  state and residual they send or receive; the first stage runs no sampler;
+  warm-up over its dummy requests, ``min(max_num_batched_tokens, max_num_seqs)`` of them (bf16 logits,
+  fp32 copy, fp32 probabilities and fp32 exponential noise: 14 bytes per request x vocabulary entry);
+  pipeline ranks also hold the hidden state and residual they send or receive; the first stage runs no
+  sampler. Both limits are the engine's as configured (``serve.max_batched_tokens``/``max_sequences``,
+  else its defaults): ``profile_run`` in vllm/v1/worker/gpu_model_runner.py runs ``_dummy_run`` of
+  ``max_num_tokens`` (= ``scheduler_config.max_num_batched_tokens``) over
+  ``num_reqs = min(num_tokens, max_num_reqs)`` requests (``max_num_reqs`` = ``max_num_seqs``) and samples
+  one token per request;
 - non-torch increase: cuBLAS workspaces on one GPU, NCCL/custom all-reduce buffers per TP rank;
 - the CUDA-graph pool is captured after the KV cache is allocated, outside the utilization budget
   (v0.19 does not subtract it; it must fit in the rest of the GPU);
@@ -46,8 +51,8 @@ NON_TORCH_SINGLE = round(0.25 * GIB)
 NON_TORCH_PP = round(0.07 * GIB)
 NON_TORCH_TP = round(2.07 * GIB)
 # CUDA graphs: PIECEWISE (mixed prefill-decode) and FULL (decode) modes, captured for the batch sizes
-# [1, 2, 4] + 8..248 step 8 + 256..max step 16, max = min(2 x max_num_seqs, 512) (51 sizes at the
-# defaults). The logs' estimates: a first capture of 84-328 MiB per mode, 2-26 MiB per further graph;
+# [1, 2, 4] + 8..248 step 8 + 256..max step 16, max = min(2 x max_num_seqs, 512, max_num_batched_tokens)
+# (vllm/config/vllm.py _set_cudagraph_sizes; 51 sizes at the defaults). The logs' estimates: a first capture of 84-328 MiB per mode, 2-26 MiB per further graph;
 # 0.65-1.07 GiB taken in all. gpuplan uses the medians: 200 MiB and 6 MiB.
 GRAPH_FIRST_CAPTURE = 200 * MIB
 GRAPH_EACH = 6 * MIB
@@ -402,9 +407,16 @@ def prefill_transient_per_token(arch: Architecture, tp: int = 1) -> float:
     return residual + (6 if arch.mlp == "gated" else 4) * arch.intermediate / tp
 
 
+def sampler_requests(max_num_seqs: int, max_batched: int) -> int:
+    """Dummy requests of the profile run: vLLM's ``_dummy_run`` spreads ``max_batched`` tokens over
+    ``min(num_tokens, max_num_reqs)`` requests, and the sampler warm-up samples one token per request."""
+    return min(max_num_seqs, max_batched)
+
+
 def sampler_warmup_bytes(arch: Architecture, max_num_seqs: int, max_batched: int) -> float:
-    """The sampler warm-up over ``max_num_seqs`` dummy requests, with the dummy batch's hidden states."""
-    return max_num_seqs * arch.vocab * SAMPLER_BYTES_PER_LOGIT + max_batched * arch.hidden * 2
+    """The sampler warm-up over the profile run's dummy requests, with the dummy batch's hidden states."""
+    requests = sampler_requests(max_num_seqs, max_batched)
+    return requests * arch.vocab * SAMPLER_BYTES_PER_LOGIT + max_batched * arch.hidden * 2
 
 
 def activation_reserve(arch: Architecture, setup: ServingSetup, last: bool) -> float:
@@ -424,8 +436,9 @@ def runtime_bytes(tp: int, pp: int) -> int:
     return NON_TORCH_PP if pp > 1 else NON_TORCH_SINGLE
 
 
-def cuda_graph_bytes(max_num_seqs: int) -> int:
-    largest = min(2 * max_num_seqs, 512)
+def cuda_graph_bytes(max_num_seqs: int, max_batched: int) -> int:
+    """The CUDA-graph pool: two modes per capture size, sizes up to min(2 x seqs, 512, batched tokens)."""
+    largest = min(2 * max_num_seqs, 512, max_batched)
     sizes = len([size for size in (1, 2, 4) if size <= largest]) + len(range(8, min(largest, 255) + 1, 8))
     sizes += len(range(256, largest + 1, 16))
     graphs = 2 * sizes  # PIECEWISE and FULL
@@ -512,7 +525,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         budget=budget,
         kv_bytes_per_sequence=math.ceil(per_sequence),
         kv_bytes_per_token=arch.kv_bytes_per_token(setup.kv_dtype_bytes, tp) / pp,
-        cuda_graphs=cuda_graph_bytes(setup.max_num_seqs),
+        cuda_graphs=cuda_graph_bytes(setup.max_num_seqs, setup.max_batched_tokens),
         capacity=usable_bytes,
         vision_weights=math.ceil(vision) if index == 0 else 0,
         kv_page_bytes=page,

@@ -610,8 +610,11 @@ class _Keyed:
 
 
 # What the memory model reads of a setup, by name: the model, the job's settings and its layout; not the
-# run's length, its checkpoints or the GPU kind (memory per GPU depends on none of them).
-_NOT_MEMORY = frozenset({"tokens", "checkpoint_every_hours", "checkpoint_keep", "checkpoint_storage_gb", "hardware"})
+# run's length, its checkpoints, the GPU kind or the host's bandwidths (memory per GPU depends on none of them).
+_NOT_MEMORY = frozenset(
+    {"tokens", "checkpoint_every_hours", "checkpoint_keep", "checkpoint_storage_gb", "hardware"}
+    | {"offload_host_gbs", "offload_nvme_gbs"}
+)
 MEMORY_INPUTS: dict[str, str] = {
     "architecture": "architecture",
     "model_dtype_bytes": "model_dtype_bytes",

@@ -26,6 +26,22 @@ with that micro-batch's compute by prefetching. Only what the overlap cannot hid
 A data-parallel group that spans nodes moves at the network bandwidth of all its GPUs in one node together
 (NCCL runs one ring per NIC), capped by the node's own link (``group_bandwidth``); its members per node are
 the node's GPUs over the tensor-parallel degree (data parallelism is laid out outside tensor parallelism).
+
+Offload (``finetune.offload``, ``offload_time``) adds the host's side of the step, per GPU (ZeRO-Offload,
+Ren et al. 2021, sections 4-5; ZeRO-Infinity, Rajbhandari et al. 2021): an offloaded optimizer copies the
+GPU's gradient partition to the host, in fp32 at the accumulation boundary (DeepSpeed
+``async_inplace_copy_grad_to_fp32_buffer_from_gpu`` casts on the GPU) and in 16-bit between micro-batches
+when accumulating (``async_accumulate_grad_in_cpu_via_gpu``: the running sum goes out and comes back),
+each copy behind the backward that produces it (section 4.1); the optimizer then steps on the CPU, moving
+the bytes the GPU's pass would move through the host's memory bandwidth (shared by the node's GPUs, which
+step at once), and the updated 16-bit parameters go back to the GPU in tiles overlapped with that step
+(section 5.1). The CPU step itself is on the critical path: only the one-step delayed parameter update
+(section 5.2), which changes the training semantics and is not a DeepSpeed or FSDP default, hides it.
+NVMe adds the optimizer states' read before the step and write after it (DeepSpeed ``pipeline_read`` and
+``pipeline_write`` default false: not overlapped). Offloaded parameters are fetched for every forward and
+every backward of a micro-batch, prefetched behind compute as gathers are. A copy moves at the GPU's host
+link (one direction of the catalog's bidirectional PCIe figure) or its share of host memory bandwidth,
+whichever is lower.
 """
 
 from __future__ import annotations
@@ -46,7 +62,7 @@ from gpuplan.estimate.performance import (
     matmul_ceiling,
     matmul_params,
 )
-from gpuplan.estimate.training import REGIMES, TrainingSetup
+from gpuplan.estimate.training import REGIMES, SHARDED_WEIGHT_BYTES, TrainingSetup
 from gpuplan.records import record
 
 LOSS_BYTES_PER_LOGIT = 16  # fp32 logits written and read by the loss, their gradient written and read (4 x 4 B)
@@ -64,6 +80,8 @@ OPTIMIZER_STATES: dict[str, tuple[int, int | None]] = {
     "sgd": (1, None),
     "adafactor": (0, None),
 }
+OFFLOAD_GRADIENT_BYTES = 4  # DeepSpeed ZeRO-1/2 offload casts each gradient to fp32 on the GPU, then copies it out
+HOST_NODE_GPUS = 8  # GPUs sharing one host's memory and NVMe (HGX/DGX and 8-card PCIe servers)
 
 
 @record
@@ -76,9 +94,9 @@ class TrainingWorkload:
     trainable_params: int
 
     @property
-    def total_tokens(self) -> int:
-        """The run's training tokens (``finetune.tokens``; a workload is built only when it is set)."""
-        return self.setup.job.tokens or 0
+    def total_tokens(self) -> int | None:
+        """The run's training tokens (``finetune.tokens``); None without a run length."""
+        return self.setup.job.tokens
 
     @property
     def recomputes(self) -> bool:
@@ -90,7 +108,7 @@ class TrainingWorkload:
 @record
 class TrainingSpeed:
     flops_per_token: float  # model FLOPs per token (6N + attention for full fine-tuning; recompute excluded)
-    hours: float
+    hours: float | None  # the run's; None without finetune.tokens (the rates stand without a run length)
     step_compute_s: float  # compute per optimizer step on one GPU: micro-batches, recompute, bubble, optimizer
     gradient_sync_s: float  # exposed communication per optimizer step (what overlap does not hide)
     sync_bandwidth: float  # bytes/s one direction per GPU of the data-parallel ring (0 on one rank)
@@ -98,6 +116,8 @@ class TrainingSpeed:
     tokens_per_s_per_gpu: float
     mfu: float  # model FLOPs utilisation against the 16-bit dense peak
     step_s: float
+    offload_s: float = 0.0  # per optimizer step: what offload adds (exposed copies and the host's step)
+    host_step_s: float = 0.0  # of which the optimizer step on the CPU (NVMe swaps included)
 
 
 def model_flops_per_token(arch: Architecture, method: str, seq_len: int, trainable: int) -> float:
@@ -179,22 +199,30 @@ def training_speed(
             sync = allreduce_time(reduced, dp, dp_bandwidth, 0.0)
             exposed = max(0.0, sync - cal.overlap * micro * 2 / 3)  # behind the last micro-batch's backward
 
-    # The optimizer's pass over weights, states and gradients of the trainable shard (memory-bound).
+    # The optimizer's pass over weights, states and gradients of the trainable shard (memory-bound), on
+    # the GPU unless the optimizer is offloaded (then the same bytes move on the host: offload_time).
     local_trainable = trainable / dp if (job.sharding != "none" and dp > 1) else trainable
     count, element_bytes = OPTIMIZER_STATES[job.optimizer]
     states = count * (element_bytes or state_bytes)
     per_param = 2 * weight_bytes + grad_bytes + 2 * states + (2 if mixed else 0)
-    optimizer = local_trainable * per_param / (gpu.bandwidth * cal.bandwidth_efficiency)
+    optimizer = 0.0
+    if job.offload_optimizer == "none":
+        optimizer = local_trainable * per_param / (gpu.bandwidth * cal.bandwidth_efficiency)
+    replica_shard = replica_params / dp if sharded else replica_params  # 16-bit parameters this GPU keeps
+    offload, host_step = offload_time(
+        w, micro * cal.overlap, local_trainable, per_param, (4 if mixed else weight_bytes) + states, replica_shard
+    )
 
     compute = (m + pp - 1) * micro + m * tp_comm + optimizer
-    step = compute + exposed
+    step = compute + exposed + offload
     per_gpu = m * tokens / (tp * pp)
     per_gpu_rate = per_gpu / step
     total = per_gpu_rate * w.setup.gpus
-    seconds = w.total_tokens / total if total else 0.0
+    run = w.total_tokens
+    hours = None if run is None else (run / total if total else 0.0) / 3600
     return TrainingSpeed(
         flops_per_token=flops_per_token,
-        hours=seconds / 3600,
+        hours=hours,
         step_compute_s=compute,
         gradient_sync_s=exposed,
         sync_bandwidth=ring if dp > 1 else 0.0,
@@ -202,4 +230,70 @@ def training_speed(
         tokens_per_s_per_gpu=per_gpu_rate,
         mfu=flops_per_token * per_gpu_rate / peak16,
         step_s=step,
+        offload_s=offload,
+        host_step_s=host_step,
     )
+
+
+def host_rates(w: TrainingWorkload) -> tuple[float, float, float]:
+    """(bytes/s of one host copy, of this GPU's share of host memory, of its share of NVMe), one direction.
+
+    A copy between GPU and host memory moves at the GPU's host link (half the catalog's bidirectional PCIe
+    figure, as ``link_bandwidth``) unless the GPU's share of the host's memory bandwidth is lower: the node's
+    GPUs copy and step at once (ZeRO-Infinity measured 12 GB/s to CPU memory for one V100 of a DGX-2, 3 GB/s
+    each when all 16 copy together; Rajbhandari et al. 2021, table 2b).
+    """
+    job = w.setup.job
+    node_gpus = min(w.setup.gpus, HOST_NODE_GPUS)
+    host = job.offload_host_gbs * 1e9 / node_gpus
+    nvme = job.offload_nvme_gbs * 1e9 / node_gpus
+    return min(w.gpu.pcie_gbs / 2 * 1e9, host), host, nvme
+
+
+def offload_time(
+    w: TrainingWorkload,
+    hidden: float,
+    local_trainable: float,
+    per_param: float,
+    state_bytes: float,
+    replica_shard: float,
+) -> tuple[float, float]:
+    """(seconds offload adds to an optimizer step, of which the host's optimizer step) on one GPU.
+
+    ``hidden``: the compute of one micro-batch a prefetched copy can hide behind (its backward, 2/3 of it,
+    for the gradients); ``local_trainable``: the parameters this GPU's optimizer partition steps;
+    ``per_param``: the bytes the optimizer step moves per parameter (weights, gradient and states read,
+    weights and states written, the 16-bit copy written); ``state_bytes``: the optimizer's bytes per
+    parameter that live off the GPU (fp32 master and states) and NVMe swaps in and out;
+    ``replica_shard``: the parameters this GPU holds of its replica (its ZeRO-3/FSDP shard).
+    """
+    job = w.setup.job
+    if job.offload_optimizer == job.offload_parameters == "none":
+        return 0.0, 0.0
+    copy, host, nvme = host_rates(w)
+    m = job.gradient_accumulation
+    working = SHARDED_WEIGHT_BYTES[job.precision]  # the 16-bit working copy (4 B under fp32)
+    backward = hidden * 2 / 3
+    exposed = host_step = 0.0
+    if job.offload_optimizer != "none":
+        # Gradients out behind each backward: 16-bit running sums between micro-batches (out after every
+        # micro-batch but the last, back in before every one but the first), fp32 at the boundary.
+        running = local_trainable * working / copy
+        for index in range(m):
+            out = local_trainable * OFFLOAD_GRADIENT_BYTES / copy if index == m - 1 else running
+            back = running if index > 0 else 0.0
+            exposed += max(0.0, max(out, back) - backward)  # the two directions run at once
+        # The step on the CPU moves the optimizer's bytes through host memory; NVMe first reads the states
+        # in and afterwards writes them back; the updated 16-bit parameters go back to the GPU in tiles
+        # while the step runs (ZeRO-Offload section 5.1).
+        step = local_trainable * per_param / host
+        if job.offload_optimizer == "nvme":
+            step += 2 * local_trainable * state_bytes / nvme
+        host_step = max(step, local_trainable * working / copy)
+    if job.offload_parameters != "none":
+        fetch_rate = copy if job.offload_parameters == "cpu" else min(copy, nvme)
+        fetch = 2 * replica_shard * working / fetch_rate  # the shard in for forward and again for backward
+        exposed += m * max(0.0, fetch - hidden)
+        if job.offload_optimizer == "none":
+            exposed += local_trainable * working / fetch_rate  # the GPU's updated shard written back out
+    return exposed + host_step, host_step

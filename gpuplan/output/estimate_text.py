@@ -34,6 +34,11 @@ def _band(bands: dict[str, ErrorBand], metric: str) -> str:
     return f" ({bands[metric].describe()})" if metric in bands else ""
 
 
+def _seconds(value: float) -> str:
+    """A step time: seconds from one up, milliseconds below."""
+    return f"{value:,.2f} s" if value >= 1 else f"{value * 1000:,.0f} ms"
+
+
 def _verdict(f: FinetuneEstimate, confidence: float) -> str:
     """Three states: the estimate does not fit; it fits but its pessimistic edge does not (GP208); it fits."""
     if not f.fits:
@@ -74,15 +79,24 @@ def render_estimate(analysis: Analysis) -> str:
         phases = ", ".join(f"{name} {total / GIB:.2f}" for name, total in f.memory.phase_totals.items())
         lines.append(f"  phases (GiB, framework overhead included): {phases}")
         lines.append(f"  trainable parameters: {f.memory.trainable_params:,}")
-        if f.speed:
+        hours = f.hours
+        lines.append(
+            "  training time: n/a (finetune.tokens is not given); cost n/a"
+            if hours is None
+            else f"  training time: {format_figure(hours, 1, HOURS_DIGITS)} h"
+            f" ({format_figure(hours * f.gpus, 1, HOURS_DIGITS)} GPU-hours); cost {format_money(f.cost, currency)}"
+        )
+        training = f.speed
+        lines.append(
+            f"  speed: {training.tokens_per_s_per_gpu:,.0f} tokens/s per GPU,"
+            f" {format_figure(training.tokens_per_s, 0, RATE_DIGITS)} on {f.gpus}{_band(f.bands, 'training_tokens_per_s')},"
+            f" MFU {training.mfu:.0%}, {_seconds(training.step_s)} per step,"
+            f" exposed sync {training.gradient_sync_s * 1000:,.0f} ms"
+        )
+        if training.offload_s:
             lines.append(
-                f"  training time: {format_figure(f.speed.hours, 1, HOURS_DIGITS)} h"
-                f" ({format_figure(f.speed.hours * f.gpus, 1, HOURS_DIGITS)} GPU-hours);"
-                f" cost {format_money(f.cost, currency)}"
-            )
-            lines.append(
-                f"  speed: {f.speed.tokens_per_s_per_gpu:,.0f} tokens/s per GPU{_band(f.bands, 'training_tokens_per_s')},"
-                f" MFU {f.speed.mfu:.0%}, exposed sync {f.speed.gradient_sync_s * 1000:,.0f} ms per step"
+                f"  offload: {_seconds(training.offload_s)} of each step, of which the optimizer step on the CPU"
+                f" {_seconds(training.host_step_s)} (offload.host_memory_gbs {f.job.offload_host_gbs:g} GB/s per node)"
             )
         lines.append(f"  resumable checkpoint: {f.checkpoint_bytes / 1e9:,.1f} GB")
         lines += [f"  assumption: {key}: {value}" for key, value in f.assumptions]

@@ -185,7 +185,9 @@ class Option:
         if self.kind == "serve":
             speed = self.estimate.speed
             return float(speed.ttft_s + self.estimate.job.output_tokens * speed.tpot_s)
-        return float(self.estimate.speed.hours * 3600)
+        hours = self.estimate.hours
+        assert hours is not None  # the planner's jobs carry a run length (finetune.tokens or NOMINAL_TOKENS)
+        return float(hours * 3600)
 
     def rank(self) -> tuple[float, int, float, int]:
         """The objective: cost (to the cent), then fewer GPUs, then lower latency, then fewer changes."""
@@ -671,8 +673,9 @@ class FinetunePlanner(_Evaluator):
         )
 
     def floor_rate(self, gpu: Any) -> float | None:
-        """Cost per 1M tokens on one ``gpu`` with no recompute, a fused loss (never slower) and the
-        declared micro-batch (smaller ones are never faster): no layout on this GPU kind costs less.
+        """Cost per 1M tokens on one ``gpu`` with no recompute, a fused loss (never slower), the declared
+        micro-batch (smaller ones are never faster) and nothing offloaded (offload only adds time, and on
+        one GPU its host step would be the whole model's): no layout on this GPU kind costs less.
         Only the run's speed and price on ``gpu`` are computed, as ``estimate_finetune`` computes them (the
         search compares every GPU kind's floor first; nothing else of an estimate is read)."""
         if self._floor_job is None:
@@ -680,7 +683,7 @@ class FinetunePlanner(_Evaluator):
             micro = declared.micro_batch
             settings = TrainingSettings("none", True, declared.sharding, micro, self.global_batch // micro)
             layout = Layout(self.job.hardware.gpu, 1, 1, 1, settings=settings)
-            job = self._job(layout)
+            job = evolve(self._job(layout), offload_optimizer="none", offload_parameters="none")
             self._floor_job = (job, training_setup(self.spec, job))
         job, setup = self._floor_job
         _, speed = finetune_speed(setup, gpu, self.efficiency)

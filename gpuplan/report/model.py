@@ -210,10 +210,16 @@ def _finetune_details(f: FinetuneEstimate, currency: str, settings: Settings) ->
             else []
         ),
         [
+            "Throughput",
+            f"{format_figure(speed.tokens_per_s, 0, RATE_DIGITS)} tokens/s ({speed.tokens_per_s_per_gpu:,.0f} per GPU),"
+            f" MFU {speed.mfu:.0%}"
+            + (f", of each {speed.step_s:,.2f} s step {speed.offload_s:,.2f} s offload" if speed.offload_s else ""),
+        ],
+        [
             "Training time",
             "n/a (finetune.tokens is not given)"
-            if speed is None
-            else f"{_hours(speed.hours)} h ({_hours(speed.hours * f.gpus)} GPU-hours)",
+            if f.hours is None
+            else f"{_hours(f.hours)} h ({_hours(f.hours * f.gpus)} GPU-hours)",
         ],
         ["Cost of the run", _money(f.cost, currency)],
         ["Resumable checkpoint", f"{f.checkpoint_bytes / 1e9:,.1f} GB of storage"],
@@ -407,9 +413,9 @@ def _acquisition_table(spec: Spec, estimate: Any, currency: str) -> dict[str, An
     if serving:
         span = f"over {plural(spec.budget.term_months, 'month')}"
         ways = acquisitions(spec, gpu, count, price, months=spec.budget.term_months)
-    elif estimate.speed is not None:
-        span = f"for the {_hours(estimate.speed.hours)}-hour run"
-        ways = acquisitions(spec, gpu, count, price, hours=estimate.speed.hours)
+    elif estimate.hours is not None:
+        span = f"for the {_hours(estimate.hours)}-hour run"
+        ways = acquisitions(spec, gpu, count, price, hours=estimate.hours)
     else:
         return None
     if not ways:

@@ -93,8 +93,8 @@ def compute_risks(
                     "depend on one supplier",
                 )
             )
-    if finetune is not None and finetune.speed is not None:
-        hours = finetune.speed.hours
+    if finetune is not None and finetune.hours is not None:
+        hours = finetune.hours
         if hours > settings.long_run_hours and finetune.job.checkpoint_every_hours is None:
             risks.append(
                 Risk(

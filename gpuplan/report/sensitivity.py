@@ -146,7 +146,7 @@ def _finetune_scenario(
     price_factor: float = 1.0,
     end: str | None = None,
 ) -> Scenario:
-    hours = None if estimate.speed is None else estimate.speed.hours
+    hours = estimate.hours
     cost = None if estimate.cost is None else estimate.cost * price_factor
     unbounded = ""
     if end is not None and hours is not None:

@@ -33,13 +33,13 @@ def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
     Fewer tokens, LoRA, a cheaper GPU, or a budget that matches the plan.
     """
     f, budget = ctx.analysis.finetune, ctx.spec.budget
-    if f is None or f.speed is None or budget.finetune_total is None or f.cost is None:
+    if f is None or f.hours is None or budget.finetune_total is None or f.cost is None:
         return
     if f.cost > budget.finetune_total:
         yield ctx.finding(
             "GP501",
             ("budget", "finetune_total"),
-            f"fine-tuning costs about {format_money(f.cost, budget.currency)} ({f.speed.hours:,.1f} h x {f.gpus} x "
+            f"fine-tuning costs about {format_money(f.cost, budget.currency)} ({f.hours:,.1f} h x {f.gpus} x "
             f"{f.gpu.id} at {f.price_per_hour:.2f}/GPU-hour) — over the budget of "
             f"{format_money(budget.finetune_total, budget.currency)} by "
             f"{format_money(money_difference(f.cost, budget.finetune_total), budget.currency)}",

@@ -68,12 +68,12 @@ def long_run_without_checkpoints(ctx: RuleContext) -> Iterator[Finding]:
     ```
     """
     f = ctx.analysis.finetune
-    if f is None or f.speed is None or f.job.checkpoint_every_hours is not None:
+    if f is None or f.hours is None or f.job.checkpoint_every_hours is not None:
         return
-    if f.speed.hours > ctx.settings.long_run_hours:
+    if f.hours > ctx.settings.long_run_hours:
         yield ctx.finding(
             "GP602",
             ("finetune", "tokens"),
-            f"the run takes about {f.speed.hours:,.0f} hours on {f.gpus} x {f.gpu.id} with no checkpoints declared",
+            f"the run takes about {f.hours:,.0f} hours on {f.gpus} x {f.gpu.id} with no checkpoints declared",
             "add checkpoints: {every_hours: ..., keep: ..., storage_gb: ...}",
         )
