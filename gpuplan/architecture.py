@@ -288,7 +288,7 @@ class Architecture:
         return 0
 
     @cached_property
-    def _state_mixer_modules(self) -> tuple[tuple[str, int], ...]:
+    def state_mixer_modules(self) -> tuple[tuple[str, int], ...]:
         """(name, weights) of each linear of a linear-attention or Mamba-2 layer."""
         h = self.hidden
         if self.state_kind == "L":
@@ -319,7 +319,7 @@ class Architecture:
         kind = self.mixer(index)
         if kind in "AS":
             return self._attention_modules
-        return self._state_mixer_modules if kind in "LM" else ()
+        return self.state_mixer_modules if kind in "LM" else ()
 
     def _mixer_small(self, index: int) -> int:
         kind = self.mixer(index)
@@ -436,7 +436,7 @@ class Architecture:
 
     def largest_linear_params(self) -> int:
         width = self.expert_width if self.is_moe and self.dense_layers == 0 else self.intermediate
-        state = max((weights for _, weights in self._state_mixer_modules), default=0)
+        state = max((weights for _, weights in self.state_mixer_modules), default=0)
         return max(self.hidden * width, self.hidden * self.q_width, self.vocab * self.hidden, state)
 
     def stage_layers(self, pipeline_parallel: int) -> tuple[range, ...]:
