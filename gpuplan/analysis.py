@@ -401,6 +401,7 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
         max_batched_tokens=job.max_batched_tokens,
         max_sequences=job.max_sequences,
         network_gbs=job.hardware.network_gbs,
+        state_dtype_bytes=setup.model_dtype_bytes,
     )
 
 
