@@ -506,14 +506,14 @@ def _nemotron_pattern(text: dict[str, Any], prefix: str) -> str | None:
                 + _unsized_nemotron(unknown, "E")
             )
         return "".join(_NEMOTRON_LETTERS[letter] for letter in pattern)
-    kinds = text.get("layers_block_type")
-    if kinds is None:
+    key = next((key for key in ("layers_block_type", "layer_types") if text.get(key) is not None), None)
+    if key is None:  # NemotronHConfig.attribute_map: layer_types is layers_block_type
         return None
-    kinds = _string_list(kinds, f"{prefix}layers_block_type", 1000)
+    kinds = _string_list(text[key], f"{prefix}{key}", 1000)
     unknown = sorted(set(kinds) - set(_NEMOTRON_TYPES))
     if unknown:
         raise ArchitectureError(
-            f"config.json {prefix}layers_block_type names {', '.join(unknown)}: " + _unsized_nemotron(unknown, "moe")
+            f"config.json {prefix}{key} names {', '.join(unknown)}: " + _unsized_nemotron(unknown, "moe")
         )
     return "".join(_NEMOTRON_TYPES[kind] for kind in kinds)
 
