@@ -531,7 +531,12 @@ _MAMBA_FIELDS = ("mamba_heads", "mamba_head_dim", "ssm_state")
 
 
 class ArchitectureError(ValueError):
-    """A config.json or explicit architecture that cannot describe a decoder."""
+    """A config.json or explicit architecture that cannot describe a decoder; ``field``, when set, is the
+    architecture field at fault (a spec's finding points at its line)."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @functools.lru_cache(maxsize=1)
@@ -622,39 +627,44 @@ def make_architecture(values: dict[str, Any], where: str = "model.architecture")
         raise ArchitectureError("multi-head latent attention needs qk_rope_head_dim and v_head_dim")
     if architecture.is_moe and architecture.dense_layers >= architecture.layers:
         raise ArchitectureError("dense_layers leaves no mixture-of-experts layer")
-    _check_hybrid(architecture, checked, where)
+    _check_hybrid(architecture, checked)
     return architecture
 
 
-def _check_hybrid(arch: Architecture, given: dict[str, Any], where: str) -> None:
+def _check_hybrid(arch: Architecture, given: dict[str, Any]) -> None:
     """The layer pattern and the dimensions of its state layers agree (nothing given is silently unused)."""
     pattern = arch.layer_pattern
     if len(pattern) > arch.layers:
-        raise ArchitectureError(f"{where}.layer_pattern has {len(pattern)} letters for {arch.layers} layers")
+        raise ArchitectureError(f"layer_pattern has {len(pattern)} letters for {arch.layers} layers", "layer_pattern")
     if "L" in pattern and "M" in pattern:
-        raise ArchitectureError(f"{where}.layer_pattern mixes linear-attention (L) and Mamba (M) layers")
+        raise ArchitectureError("layer_pattern mixes linear-attention (L) and Mamba (M) layers", "layer_pattern")
     for letter, names, kind in (("L", _LINEAR_FIELDS, "linear-attention"), ("M", _MAMBA_FIELDS, "Mamba-2")):
         if letter in pattern:
             missing = [name for name in names if not getattr(arch, name)]
             if missing:
-                raise ArchitectureError(f"{where}: {kind} layers ({letter}) need {', '.join(missing)}")
+                raise ArchitectureError(f"{kind} layers ({letter}) need {', '.join(missing)}", "layer_pattern")
         else:
             stray = [name for name in names if name in given]
             if stray:
                 raise ArchitectureError(
-                    f"{where}.{stray[0]} describes {kind} layers, but the layer_pattern has no {letter} layer"
+                    f"{stray[0]} describes {kind} layers, but there is no {letter} layer in the layer_pattern", stray[0]
                 )
     if "L" in pattern and arch.linear_value_heads % arch.linear_key_heads:
         raise ArchitectureError(
-            f"{arch.linear_value_heads} linear-attention value heads are not a multiple of {arch.linear_key_heads} key heads"
+            f"{arch.linear_value_heads} linear-attention value heads are not a multiple of {arch.linear_key_heads} key heads",
+            "linear_value_heads",
         )
     if "M" in pattern and arch.mamba_heads % arch.ssm_groups:
-        raise ArchitectureError(f"{arch.mamba_heads} Mamba heads are not a multiple of {arch.ssm_groups} groups")
-    if not pattern and "separate_mlp" in given and arch.separate_mlp:
-        raise ArchitectureError(f"{where}.separate_mlp needs a layer_pattern with '-' (MLP) layers")
+        raise ArchitectureError(
+            f"{arch.mamba_heads} Mamba heads are not a multiple of {arch.ssm_groups} groups", "ssm_groups"
+        )
+    if not pattern and given.get("separate_mlp"):
+        raise ArchitectureError("separate_mlp needs a layer_pattern with its MLP (-) layers", "separate_mlp")
     if pattern and arch.windowed and "S" not in pattern:
-        raise ArchitectureError(f"{where}: with a layer_pattern, mark the sliding-window or chunked layers S")
+        raise ArchitectureError("with a layer_pattern, mark the sliding-window or chunked layers S", "layer_pattern")
     if "S" in pattern and not arch.windowed:
-        raise ArchitectureError(f"{where}.layer_pattern has S layers but no sliding_window or attention_chunk")
+        raise ArchitectureError("layer_pattern has S layers but no sliding_window or attention_chunk", "layer_pattern")
     if pattern and "sliding_layers" in given:
-        raise ArchitectureError(f"{where}: give the windowed layers as S in layer_pattern, not sliding_layers")
+        raise ArchitectureError(
+            "give the windowed layers as S in the layer_pattern, not as sliding_layers", "sliding_layers"
+        )
