@@ -512,7 +512,14 @@ def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: i
     # Adafactor (Shazeer & Stern 2018): factored second moment, rows + columns per matrix, fp32;
     # HF's implementation updates one parameter at a time with two fp32 temporaries of its size.
     fraction = trainable / max(1, trainable_params(setup))
-    dims = arch.layers * (3 * arch.hidden + arch.q_width + 2 * arch.kv_width + 3 * (arch.hidden + arch.intermediate))
+    attention = 3 * arch.hidden + arch.q_width + 2 * arch.kv_width
+    mlp = 3 * (arch.hidden + arch.intermediate)
+    if arch.hybrid:  # rows + columns of each layer's own matrices: a state mixer's in_proj(s) and out_proj
+        state = sum(arch.hidden + weights // arch.hidden for _, weights in arch.state_mixer_modules)
+        mixers = {"A": attention, "S": attention, "L": state, "M": state, "-": 0}
+        dims = sum(count * (mixers[mixer] + (mlp if has_mlp else 0)) for mixer, has_mlp, count in layer_kinds(arch))
+    else:
+        dims = arch.layers * (attention + mlp)
     states = 4 * (dims + arch.vocab + arch.hidden) * fraction
     largest = arch.largest_linear_params() if not setup.is_adapter else arch.hidden * setup.job.lora_rank
     return states, 2 * 4 * largest
