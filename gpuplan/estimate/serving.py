@@ -412,33 +412,18 @@ def kv_bytes_per_sequence(
     unless ``stage`` is given), per layer kind, group padding included: attention layers by the blocks
     their tokens fill, each state layer one page whatever the length (vLLM ``MambaSpec.
     max_memory_usage_bytes`` without prefix caching). ``state_dtype_bytes``: the model dtype's."""
-    return max(_sequence_parts(arch, context, kv_bytes, tp, pp, max_batched, stage, state_dtype_bytes))[0]
-
-
-def _sequence_parts(
-    arch: Architecture,
-    context: int,
-    kv_bytes: float,
-    tp: int,
-    pp: int,
-    max_batched: int,
-    stage: int | None,
-    state_dtype_bytes: int,
-) -> list[tuple[float, float]]:
-    """(bytes of one sequence, of which recurrent state) on each chosen stage."""
     per_layer_token = arch.kv_elements_per_token_per_layer(tp) * kv_bytes
     block, page = kv_pages(arch, kv_bytes, tp, state_dtype_bytes, context)
     stages = arch.stage_layers(pp)
     chosen = stages if stage is None else (stages[stage],)
     full_tokens = cached_tokens(arch, context, False, max_batched, block)
     windowed_tokens = cached_tokens(arch, context, True, max_batched, block)
-    parts = []
+    best = 0.0
     for layers in chosen:
         layout = kv_layout(arch, layers)
-        state = page * layout.state_slots
-        attention = per_layer_token * (layout.full_slots * full_tokens + layout.windowed_slots * windowed_tokens)
-        parts.append((attention + state, state))
-    return parts
+        bytes_ = per_layer_token * (layout.full_slots * full_tokens + layout.windowed_slots * windowed_tokens)
+        best = max(best, bytes_ + page * layout.state_slots)
+    return best
 
 
 def prefill_transient_per_token(arch: Architecture, tp: int = 1) -> float:
