@@ -21,6 +21,7 @@ from gpuplan.estimate.serving import (
     decode_weight_reads,
     engine_batch_limits,
     estimate_serving,
+    kv_pages,
     max_concurrency,
     max_context,
     routed_expert_bytes,
@@ -408,6 +409,7 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
         max_batched_tokens=job.max_batched_tokens,
         max_sequences=job.max_sequences,
         network_gbs=job.hardware.network_gbs,
+        state_dtype_bytes=setup.model_dtype_bytes,
     )
 
 
@@ -511,6 +513,7 @@ def _finetune_assumptions(
             else "n/a",
         ),
         *_model_notes(spec),
+        *_hybrid_finetune_notes(spec),
         (
             "framework overhead",
             f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})",
@@ -537,6 +540,55 @@ def _quantization_notes(job: Serve) -> tuple[tuple[str, str], ...]:
 def _model_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
     """What reading the model's config.json assumed, if anything."""
     return (("model config", "; ".join(spec.model.notes)),) if spec.model.notes else ()
+
+
+_STATE_KINDS = {"L": "linear-attention (Gated DeltaNet)", "M": "Mamba-2"}
+
+
+def _hybrid_finetune_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
+    """What the fine-tuning estimate assumes of a hybrid model's linear-attention or Mamba layers."""
+    arch = spec.model.architecture
+    if not arch.state_layers:
+        return ()
+    kind = _STATE_KINDS[arch.state_kind]
+    saved = (
+        "as mamba_ssm's fused scan saves them (its in_proj output and scan output)"
+        if arch.state_kind == "M"
+        else "as their convolution, kernel-input, gate and gated-norm tensors; the FLA chunk kernel's own "
+        "saved intermediates are not counted (a lower bound for these layers)"
+    )
+    return (
+        (
+            "hybrid layers",
+            f"{arch.state_layers} of {arch.layers} layers are {kind}: activations counted {saved}; "
+            f"{arch.attention_layers} attention and {arch.mlp_layers} MLP layers; LoRA targets adapt only "
+            "the layers that have those projections",
+        ),
+    )
+
+
+def _hybrid_serve_notes(setup: ServingSetup) -> tuple[tuple[str, str], ...]:
+    """How the engine holds a hybrid model's per-sequence state (vLLM v0.19's hybrid KV-cache manager)."""
+    arch, tp = setup.architecture, setup.tensor_parallel
+    if not arch.state_layers:
+        return ()
+    state = arch.state_bytes_per_layer(setup.model_dtype_bytes, tp)
+    block, page = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context)
+    recurrent = "fp32" if arch.state_fp32 else "the model dtype"
+    paging = (
+        f"padded to one attention page of {block:,} tokens ({page:,.0f} B): vLLM raises the block from 16 "
+        "tokens until a page holds a state"
+        if arch.attention_layers
+        else "one page each"
+    )
+    return (
+        (
+            "recurrent state",
+            f"{arch.state_layers} {_STATE_KINDS[arch.state_kind]} layers keep {state:,} B per sequence each on one "
+            f"GPU whatever its length (conv state in the model dtype, recurrent state in {recurrent}), {paging}; "
+            "without prefix caching (v0.19's default for hybrid models) one page per layer and sequence",
+        ),
+    )
 
 
 def _sixteen_bit_notes(spec: Spec, job: Serve) -> tuple[tuple[str, str], ...]:
@@ -605,7 +657,11 @@ def _serve_assumptions(
     if job.prompt_mean:
         prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
     return (
-        ("memory model", f"{ENGINE}: {job.memory_utilization:.0%} of GPU memory, 16-token KV blocks"),
+        (
+            "memory model",
+            f"{ENGINE}: {job.memory_utilization:.0%} of GPU memory, "
+            f"{kv_pages(setup.architecture, setup.kv_dtype_bytes, setup.tensor_parallel, setup.model_dtype_bytes, setup.context)[0]:,}-token KV blocks",
+        ),
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
         (
             "activation reserve",
@@ -616,6 +672,7 @@ def _serve_assumptions(
         ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
         *_quantization_notes(job),
         *_model_notes(spec),
+        *_hybrid_serve_notes(setup),
         *_sixteen_bit_notes(spec, job),
         (
             "engine",

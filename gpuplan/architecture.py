@@ -2,8 +2,16 @@
 
 Sources: parameter layout as in Hugging Face ``transformers`` modelling code (Llama, Mistral, Qwen2/3 and
 their MoE variants, Gemma 1-3, Phi, Phi-3, GPT-NeoX, Falcon, GPT-BigCode, Mixtral, DeepSeek-V2/V3,
-Llama 4, gpt-oss) and Megatron-LM's ``theoretical_memory_usage.py`` for MLA/MoE; KV-cache layout as in
-vLLM's ``kv_cache_interface.py``. Reading a config.json is ``gpuplan.hf_config``'s job.
+Llama 4, gpt-oss, Qwen3-Next, Nemotron-H) and Megatron-LM's ``theoretical_memory_usage.py`` for MLA/MoE;
+KV-cache layout as in vLLM's ``kv_cache_interface.py``; the per-sequence state of linear-attention and
+Mamba-2 layers as in vLLM's ``model_executor/layers/mamba/mamba_utils.py``. Reading a config.json is
+``gpuplan.hf_config``'s job.
+
+Hybrid models name each layer's token mixer in ``layer_pattern`` (repeated over the layers): ``A``
+attention (full, or windowed as ``sliding_layers`` says when there is no pattern), ``S`` sliding-window or
+chunked attention, ``L`` linear attention (Gated DeltaNet, transformers ``Qwen3NextGatedDeltaNet``), ``M``
+Mamba-2 (transformers ``NemotronHMamba2Mixer``) and ``-`` no mixer (an MLP-only layer). Attention layers
+cache K and V per token; ``L`` and ``M`` layers keep one fixed state per sequence, whatever its length.
 
 Everything that depends only on the architecture is computed once per instance (cached properties):
 the estimators ask for the same counts thousands of times when rules and the planner scan layouts.
@@ -63,6 +71,20 @@ class Architecture:
     sliding_layers: int = 0  # 0: every layer uses the window; N >= 2: layer i is full attention when (i+1) % N == 0
     attention_chunk: int = 0  # chunked local attention (Llama 4), on the same layers as sliding_layers says
     attention_sinks: bool = False  # one learned sink logit per head and layer (gpt-oss)
+    attention_gate: bool = False  # q_proj also yields a sigmoid gate per output channel (Qwen3-Next): 2x its width
+    layer_pattern: str = ""  # token mixer per layer, repeated over the layers: A S L M - (see the module doc)
+    separate_mlp: bool = False  # a layer holds its mixer or an MLP, not both: only '-' layers have one (Nemotron-H)
+    linear_key_heads: int = 0  # Gated DeltaNet (L layers): linear_num_key_heads
+    linear_value_heads: int = 0  # linear_num_value_heads
+    linear_key_head_dim: int = 0  # linear_key_head_dim
+    linear_value_head_dim: int = 0  # linear_value_head_dim
+    mamba_heads: int = 0  # Mamba-2 (M layers): mamba_num_heads
+    mamba_head_dim: int = 0  # mamba_head_dim
+    ssm_state: int = 0  # ssm_state_size (d_state)
+    ssm_groups: int = 1  # n_groups of B and C
+    conv_kernel: int = 4  # the short causal convolution of L and M layers (linear_conv_kernel_dim, conv_kernel)
+    conv_bias: bool = False  # that convolution carries a bias (Mamba-2 use_conv_bias; never in Gated DeltaNet)
+    state_fp32: bool = False  # vLLM keeps the recurrent state in fp32 (mamba_ssm_cache_dtype float32: Nemotron-H)
     vision_params: int = 0  # vision tower + multimodal projector, kept 16-bit
     max_position: int = 0
 
@@ -103,7 +125,62 @@ class Architecture:
         return self.shared_expert_intermediate or self.expert_width
 
     def is_moe_layer(self, index: int) -> bool:
-        return self.is_moe and index >= self.dense_layers and (index + 1) % self.moe_every == 0
+        return self.is_moe and self.has_mlp(index) and index >= self.dense_layers and (index + 1) % self.moe_every == 0
+
+    # -- layer kinds (hybrid models) -------------------------------------------------------------
+    @property
+    def hybrid(self) -> bool:
+        """Whether ``layer_pattern`` names each layer's mixer (linear-attention, Mamba or MLP-only layers)."""
+        return bool(self.layer_pattern)
+
+    def mixer(self, index: int) -> str:
+        """The token mixer of layer ``index``: A, S, L, M or - (A for every layer without a pattern)."""
+        pattern = self.layer_pattern
+        return pattern[index % len(pattern)] if pattern else "A"
+
+    def has_attention(self, index: int) -> bool:
+        return self.mixer(index) in "AS"
+
+    def has_state(self, index: int) -> bool:
+        """Whether layer ``index`` keeps a per-sequence recurrent state (linear attention or Mamba-2)."""
+        return self.mixer(index) in "LM"
+
+    def has_mlp(self, index: int) -> bool:
+        return not self.separate_mlp or self.mixer(index) == "-"
+
+    @cached_property
+    def state_kind(self) -> str:
+        """L or M: the kind of the model's state layers ("" when it has none)."""
+        return next((kind for kind in "LM" if kind in self.layer_pattern), "")
+
+    @cached_property
+    def _kind_prefix(self) -> tuple[tuple[int, int], ...]:
+        """(attention layers, state layers) among the first i layers, for i = 0..layers."""
+        counts = [(0, 0)]
+        for index in range(self.layers):
+            attention, state = counts[-1]
+            counts.append((attention + self.has_attention(index), state + self.has_state(index)))
+        return tuple(counts)
+
+    def attention_count(self, layers: range) -> int:
+        return self._kind_prefix[layers.stop][0] - self._kind_prefix[layers.start][0]
+
+    def state_count(self, layers: range) -> int:
+        return self._kind_prefix[layers.stop][1] - self._kind_prefix[layers.start][1]
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers with attention (full, sliding or chunked): the ones that cache K and V per token."""
+        return self._kind_prefix[-1][0]
+
+    @property
+    def state_layers(self) -> int:
+        """Linear-attention and Mamba-2 layers: the ones that keep a fixed state per sequence."""
+        return self._kind_prefix[-1][1]
+
+    @cached_property
+    def mlp_layers(self) -> int:
+        return sum(1 for index in range(self.layers) if self.has_mlp(index))
 
     @cached_property
     def moe_layers(self) -> int:
@@ -117,6 +194,8 @@ class Architecture:
         """Whether layer ``index`` attends to a window (sliding) or a chunk (chunked local) only."""
         if not self.windowed:
             return False
+        if self.layer_pattern:
+            return self.mixer(index) == "S"
         return self.sliding_layers == 0 or (index + 1) % self.sliding_layers != 0
 
     @cached_property
@@ -155,8 +234,9 @@ class Architecture:
                 ("kv_b", self.kv_lora_rank * self.heads * (self.qk_nope_head_dim + self.v_head_dim)),
             )
             return (*q, *kv, ("o", self.heads * self.v_head_dim * h))
+        gate = 2 if self.attention_gate else 1  # Qwen3NextAttention: q_proj out = heads x head_dim x 2
         return (
-            ("q", h * self.q_width),
+            ("q", h * self.q_width * gate),
             ("k", h * self.kv_width),
             ("v", h * self.kv_width),
             ("o", self.q_width * h),
@@ -178,6 +258,74 @@ class Architecture:
         if self.attention_sinks:
             small += self.heads
         return small
+
+    # Gated DeltaNet (transformers Qwen3NextGatedDeltaNet): in_proj_qkvz (hidden -> 2 key_dim + 2 value_dim),
+    # in_proj_ba (hidden -> 2 value heads), out_proj (value_dim -> hidden); a depthwise conv1d over
+    # conv_dim = 2 key_dim + value_dim (no bias), dt_bias and A_log per value head, and a gated RMSNorm
+    # of one value head's width. Mamba-2 (transformers NemotronHMamba2Mixer): in_proj (hidden ->
+    # 2 d_inner + 2 groups x d_state + heads), out_proj (d_inner -> hidden); conv1d over d_inner +
+    # 2 groups x d_state (bias: use_conv_bias), dt_bias, A_log and D per head, a gated RMSNorm of d_inner.
+    @property
+    def linear_key_dim(self) -> int:
+        return self.linear_key_heads * self.linear_key_head_dim
+
+    @property
+    def linear_value_dim(self) -> int:
+        return self.linear_value_heads * self.linear_value_head_dim
+
+    @property
+    def mamba_inner(self) -> int:
+        """Mamba-2 d_inner: mamba_num_heads x mamba_head_dim (NemotronHMamba2Mixer.intermediate_size)."""
+        return self.mamba_heads * self.mamba_head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the short convolution of the model's state layers (conv_dim)."""
+        if self.state_kind == "L":
+            return 2 * self.linear_key_dim + self.linear_value_dim
+        if self.state_kind == "M":
+            return self.mamba_inner + 2 * self.ssm_groups * self.ssm_state
+        return 0
+
+    @cached_property
+    def state_mixer_modules(self) -> tuple[tuple[str, int], ...]:
+        """(name, weights) of each linear of a linear-attention or Mamba-2 layer."""
+        h = self.hidden
+        if self.state_kind == "L":
+            return (
+                ("linear_qkvz", h * (2 * self.linear_key_dim + 2 * self.linear_value_dim)),
+                ("linear_ba", h * 2 * self.linear_value_heads),
+                ("linear_out", self.linear_value_dim * h),
+            )
+        if self.state_kind == "M":
+            inner = self.mamba_inner
+            return (
+                ("mamba_in", h * (2 * inner + 2 * self.ssm_groups * self.ssm_state + self.mamba_heads)),
+                ("mamba_out", inner * h),
+            )
+        return ()
+
+    @cached_property
+    def _state_mixer_small(self) -> int:
+        """A state layer's parameters outside its linears: the conv1d, per-head dt_bias/A_log (and D), the norm."""
+        conv = self.conv_channels * self.conv_kernel + (self.conv_channels if self.conv_bias else 0)
+        if self.state_kind == "L":
+            return conv + 2 * self.linear_value_heads + self.linear_value_head_dim
+        if self.state_kind == "M":
+            return conv + 3 * self.mamba_heads + self.mamba_inner
+        return 0
+
+    def _mixer_modules(self, index: int) -> tuple[tuple[str, int], ...]:
+        kind = self.mixer(index)
+        if kind in "AS":
+            return self._attention_modules
+        return self.state_mixer_modules if kind in "LM" else ()
+
+    def _mixer_small(self, index: int) -> int:
+        kind = self.mixer(index)
+        if kind in "AS":
+            return self._attention_small
+        return self._state_mixer_small if kind in "LM" else 0
 
     def _mlp_matrices(self) -> int:
         return 3 if self.mlp == "gated" else 2
@@ -214,17 +362,16 @@ class Architecture:
 
     def layer_modules(self, index: int) -> tuple[tuple[str, int], ...]:
         """(canonical name, weights) of every quantizable linear in layer ``index``."""
-        return self._attention_modules + self._mlp_modules(index)
+        mlp = self._mlp_modules(index) if self.has_mlp(index) else ()
+        return self._mixer_modules(index) + mlp
 
     @cached_property
     def _layer_params(self) -> tuple[int, ...]:
         norms = self.norms_per_layer * self.norm_params()
-        linear_attention = sum(weights for _, weights in self._attention_modules)
         return tuple(
-            linear_attention
-            + self._attention_small
-            + sum(weights for _, weights in self._mlp_modules(index))
-            + self._mlp_small(index)
+            sum(weights for _, weights in self.layer_modules(index))
+            + self._mixer_small(index)
+            + (self._mlp_small(index) if self.has_mlp(index) else 0)
             + norms
             for index in range(self.layers)
         )
@@ -289,7 +436,8 @@ class Architecture:
 
     def largest_linear_params(self) -> int:
         width = self.expert_width if self.is_moe and self.dense_layers == 0 else self.intermediate
-        return max(self.hidden * width, self.hidden * self.q_width, self.vocab * self.hidden)
+        state = max((weights for _, weights in self.state_mixer_modules), default=0)
+        return max(self.hidden * width, self.hidden * self.q_width, self.vocab * self.hidden, state)
 
     def stage_layers(self, pipeline_parallel: int) -> tuple[range, ...]:
         """The layers of each pipeline stage, split as vLLM's ``get_pp_indices`` does (remainder to the
@@ -338,18 +486,57 @@ class Architecture:
         return 2 * heads_per_rank * self.d_head
 
     def kv_bytes_per_token(self, dtype_bytes: float, tensor_parallel: int = 1) -> float:
-        """Bytes of KV cache per token of context on one GPU, all layers, as if all were full attention."""
-        return self.layers * self.kv_elements_per_token_per_layer(tensor_parallel) * dtype_bytes
+        """Bytes of KV cache per token of context on one GPU, all attention layers (sliding ones counted as
+        full); linear-attention and Mamba layers cache nothing per token (``state_bytes_per_layer``)."""
+        return self.attention_layers * self.kv_elements_per_token_per_layer(tensor_parallel) * dtype_bytes
+
+    # -- recurrent state ----------------------------------------------------------------------------
+    def state_elements(self, tensor_parallel: int = 1) -> tuple[int, int]:
+        """(conv, recurrent) state elements one sequence keeps in one state layer on one GPU.
+
+        vLLM ``MambaStateShapeCalculator`` (vllm/model_executor/layers/mamba/mamba_utils.py, v0.19):
+        Gated DeltaNet (``gated_delta_net_state_shape``): conv (kernel - 1) x (2 key_dim + value_dim) / TP,
+        recurrent (value heads / TP) x value head dim x key head dim; Mamba-2 (``mamba2_state_shape``):
+        conv (kernel - 1) x (d_inner + 2 groups x d_state) / TP, with the groups padded to the TP degree
+        when TP does not divide them (``extra_groups_for_head_shards``), recurrent (heads / TP) x head dim
+        x d_state. Without speculative decoding (its tokens add conv rows).
+        """
+        tp, window = tensor_parallel, self.conv_kernel - 1
+        if self.state_kind == "L":
+            conv = window * math.ceil(self.conv_channels / tp)
+            recurrent = math.ceil(self.linear_value_heads / tp) * self.linear_value_head_dim * self.linear_key_head_dim
+            return conv, recurrent
+        if self.state_kind == "M":
+            groups = self.ssm_groups + (0 if self.ssm_groups % tp == 0 else tp - self.ssm_groups)
+            conv = window * math.ceil((self.mamba_inner + 2 * groups * self.ssm_state) / tp)
+            return conv, math.ceil(self.mamba_heads / tp) * self.mamba_head_dim * self.ssm_state
+        return 0, 0
+
+    def state_bytes_per_layer(self, dtype_bytes: int, tensor_parallel: int = 1) -> int:
+        """Bytes of one sequence's state in one state layer on one GPU (vLLM ``MambaSpec.page_size_bytes``
+        before padding): the conv state in the model dtype (``mamba_cache_dtype`` auto), the recurrent
+        state in fp32 when ``state_fp32`` (``mamba_ssm_cache_dtype`` float32), else in the model dtype
+        (``MambaStateDtypeCalculator``). The KV cache dtype does not apply to it."""
+        conv, recurrent = self.state_elements(tensor_parallel)
+        return conv * dtype_bytes + recurrent * (4 if self.state_fp32 else dtype_bytes)
 
 
 ARCHITECTURE_FIELDS = frozenset(field.name for field in fields(Architecture))
 _INTEGER_FIELDS = frozenset(field.name for field in fields(Architecture) if field.type == "int")
 _BOOLEAN_FIELDS = frozenset(field.name for field in fields(Architecture) if field.type == "bool")
 _SLIDING_WORDS = {"all": 0, "alternate": 2}
+MIXERS = "ASLM-"  # the letters of layer_pattern (see the module docstring)
+_LINEAR_FIELDS = ("linear_key_heads", "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim")
+_MAMBA_FIELDS = ("mamba_heads", "mamba_head_dim", "ssm_state")
 
 
 class ArchitectureError(ValueError):
-    """A config.json or explicit architecture that cannot describe a decoder."""
+    """A config.json or explicit architecture that cannot describe a decoder; ``field``, when set, is the
+    architecture field at fault (a spec's finding points at its line)."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @functools.lru_cache(maxsize=1)
@@ -372,6 +559,17 @@ def check_value(name: str, value: Any, where: str) -> Any:
     if name in _BOOLEAN_FIELDS:
         if not isinstance(value, bool):
             raise ArchitectureError(f"{where} must be true or false, not {shown}")
+        return value
+    if name == "layer_pattern":
+        if not isinstance(value, str) or not value or len(value) > 1000:
+            raise ArchitectureError(f"{where} must be a string of 1 to 1,000 layer letters, not {shown}")
+        unknown = sorted(set(value) - set(MIXERS))
+        if unknown:
+            letters = ", ".join(repr(letter) for letter in unknown)
+            raise ArchitectureError(
+                f"{where} names {letters}: a layer kind gpuplan cannot size (A attention, S sliding-window "
+                "attention, L linear attention, M Mamba-2, - MLP only)"
+            )
         return value
     if name == "sliding_layers" and isinstance(value, str):
         if value not in _SLIDING_WORDS:
@@ -429,4 +627,44 @@ def make_architecture(values: dict[str, Any], where: str = "model.architecture")
         raise ArchitectureError("multi-head latent attention needs qk_rope_head_dim and v_head_dim")
     if architecture.is_moe and architecture.dense_layers >= architecture.layers:
         raise ArchitectureError("dense_layers leaves no mixture-of-experts layer")
+    _check_hybrid(architecture, checked)
     return architecture
+
+
+def _check_hybrid(arch: Architecture, given: dict[str, Any]) -> None:
+    """The layer pattern and the dimensions of its state layers agree (nothing given is silently unused)."""
+    pattern = arch.layer_pattern
+    if len(pattern) > arch.layers:
+        raise ArchitectureError(f"layer_pattern has {len(pattern)} letters for {arch.layers} layers", "layer_pattern")
+    if "L" in pattern and "M" in pattern:
+        raise ArchitectureError("layer_pattern mixes linear-attention (L) and Mamba (M) layers", "layer_pattern")
+    for letter, names, kind in (("L", _LINEAR_FIELDS, "linear-attention"), ("M", _MAMBA_FIELDS, "Mamba-2")):
+        if letter in pattern:
+            missing = [name for name in names if not getattr(arch, name)]
+            if missing:
+                raise ArchitectureError(f"{kind} layers ({letter}) need {', '.join(missing)}", "layer_pattern")
+        else:
+            stray = [name for name in names if name in given]
+            if stray:
+                raise ArchitectureError(
+                    f"{stray[0]} describes {kind} layers, but there is no {letter} layer in the layer_pattern", stray[0]
+                )
+    if "L" in pattern and arch.linear_value_heads % arch.linear_key_heads:
+        raise ArchitectureError(
+            f"{arch.linear_value_heads} linear-attention value heads are not a multiple of {arch.linear_key_heads} key heads",
+            "linear_value_heads",
+        )
+    if "M" in pattern and arch.mamba_heads % arch.ssm_groups:
+        raise ArchitectureError(
+            f"{arch.mamba_heads} Mamba heads are not a multiple of {arch.ssm_groups} groups", "ssm_groups"
+        )
+    if not pattern and given.get("separate_mlp"):
+        raise ArchitectureError("separate_mlp needs a layer_pattern with its MLP (-) layers", "separate_mlp")
+    if pattern and arch.windowed and "S" not in pattern:
+        raise ArchitectureError("with a layer_pattern, mark the sliding-window or chunked layers S", "layer_pattern")
+    if "S" in pattern and not arch.windowed:
+        raise ArchitectureError("layer_pattern has S layers but no sliding_window or attention_chunk", "layer_pattern")
+    if pattern and "sliding_layers" in given:
+        raise ArchitectureError(
+            "give the windowed layers as S in the layer_pattern, not as sliding_layers", "sliding_layers"
+        )

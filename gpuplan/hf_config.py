@@ -7,7 +7,9 @@ records, per model type, the class defaults and the facts of the modelling code 
 (source: ``transformers/models/<type>/configuration_<type>.py`` and ``modeling_<type>.py``).
 
 Also read here: nested ``text_config``/``vision_config`` (the vision tower is counted and reported
-apart), sliding-window and chunked-attention layouts, shared experts, and ``quantization_config``
+apart), sliding-window and chunked-attention layouts (any mix of windowed and full layers), the layers of
+hybrid models (Qwen3-Next's Gated DeltaNet ``layer_types``, Nemotron-H's ``hybrid_override_pattern``),
+shared experts, and ``quantization_config``
 (format, group size, and the modules a checkpoint keeps in 16-bit). Every number passes the schema's
 bounds before any arithmetic (``gpuplan.architecture.check_value``); anything gpuplan cannot size is an
 ArchitectureError (GP021), never a silent guess.
@@ -187,6 +189,46 @@ MODEL_TYPES: dict[str, ModelType] = {
         note="biased attention, experts and router; attention sinks; alternating 128-token sliding window",
     ),
     "granite": ModelType("Granite 3", False, note="Llama layout"),
+    # configuration_qwen3_next.py Qwen3NextConfig defaults; modeling_qwen3_next.py: Qwen3NextAttention's q_proj
+    # doubles for the output gate, q/k RMSNorm per head, Qwen3NextSparseMoeBlock's gated shared expert.
+    "qwen3_next": ModelType(
+        "Qwen3-Next",
+        False,
+        {"qk_norm": True, "attention_gate": True, "shared_experts": 1, "shared_expert_gate": True},
+        {
+            "head_dim": 256,
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_value_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": 32,
+            "num_experts": 512,
+            "num_experts_per_tok": 10,
+            "moe_intermediate_size": 512,
+            "shared_expert_intermediate_size": 512,
+            "max_position_embeddings": 32768,
+        },
+        "Gated DeltaNet layers and gated attention (layer_types, else every full_attention_interval-th layer); "
+        "one gated shared expert",
+    ),
+    # configuration_nemotron_h.py NemotronHConfig defaults; modeling_nemotron_h.py: one RMSNorm and one
+    # mixer per block (Mamba-2, attention without RoPE, or a two-matrix relu2 MLP).
+    "nemotron_h": ModelType(
+        "Nemotron-H",
+        False,
+        {"mlp": "plain", "norms_per_layer": 1, "separate_mlp": True},
+        {
+            "vocab_size": 131072,
+            "intermediate_size": 21504,
+            "max_position_embeddings": 4096,
+            "mamba_num_heads": 128,
+            "mamba_head_dim": 64,
+            "ssm_state_size": 128,
+            "n_groups": 8,
+            "conv_kernel": 4,
+        },
+        "each layer one mixer: Mamba-2 (M), attention (*) or MLP (-) of hybrid_override_pattern",
+    ),
     "kimi_k2": ModelType("Kimi-K2", False, {"router_bias": True}, note="DeepSeek-V3 layout"),
 }
 # Multimodal wrappers: their text_config carries the language model's own model_type.
@@ -199,6 +241,36 @@ MULTIMODAL_TYPES: dict[str, str] = {
     "kimi_vl": "Kimi-VL: MoonViT tower (read as a SigLIP-style ViT) + 2-layer projector",
 }
 _TEXT_DEFAULT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_vl": "deepseek_v3"}
+# Hybrid and state-space model types whose layers gpuplan does not size yet: read with generic keys they
+# would pass for attention models, so they are refused by name (GP021).
+UNSIZED_TYPES: dict[str, str] = {
+    "jamba": "Jamba's Mamba-1 layers",
+    "falcon_h1": "Falcon-H1's parallel attention and Mamba-2 mixers",
+    "bamba": "Bamba's Mamba-2 layers",
+    "granitemoehybrid": "Granite-4.0-H's Mamba-2 layers",
+    "zamba": "Zamba's Mamba layers",
+    "zamba2": "Zamba2's Mamba-2 layers",
+    "mamba": "Mamba's state-space layers",
+    "mamba2": "Mamba-2's state-space layers",
+    "falcon_mamba": "Falcon-Mamba's state-space layers",
+    "lfm2": "LFM2's convolution layers",
+    "minimax": "MiniMax's lightning-attention layers",
+    "plamo2": "PLaMo-2's Mamba layers",
+    "kimi_linear": "Kimi-Linear's delta-attention layers",
+    "qwen3_5_text": "Qwen3.5's Gated DeltaNet layers (its split projections)",
+    "qwen3_5_moe_text": "Qwen3.5-MoE's Gated DeltaNet layers (its split projections)",
+}
+# Keys only hybrid and state-space configs carry: in a model type gpuplan does not read specially they
+# mean layers the generic reading would take for attention.
+_HYBRID_KEYS = (
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "attn_layer_period",
+    "mamba_d_state",
+    "ssm_state_size",
+    "linear_num_value_heads",
+    "full_attention_interval",
+)
 
 
 @record
@@ -260,6 +332,7 @@ def read_hf_model(config: dict[str, Any]) -> HfModel:
     if text is not config and not text_type:
         text_type = _TEXT_DEFAULT_TYPE.get(top_type, "")
     kind = MODEL_TYPES.get(text_type)
+    _refuse_unsized(text, prefix, text_type or top_type, kind)
     values = _read_keys(text, prefix, kind, notes, text_type)
     limit = context_limit({**(kind.key_defaults if kind else {}), **text}, prefix, text_type or top_type)
     if limit is not None:
@@ -293,6 +366,22 @@ def read_hf_model(config: dict[str, Any]) -> HfModel:
 # -- text model ---------------------------------------------------------------------------------
 
 
+def _refuse_unsized(text: dict[str, Any], prefix: str, model_type: str, kind: ModelType | None) -> None:
+    """ArchitectureError for a model whose layers gpuplan cannot size: a known hybrid or state-space
+    model type it does not read, or such a model's keys in a config of a type it does not know."""
+    if model_type in UNSIZED_TYPES:
+        raise ArchitectureError(
+            f"config.json model_type {model_type!r}: gpuplan cannot size {UNSIZED_TYPES[model_type]} yet"
+        )
+    if kind is None:
+        key = next((key for key in _HYBRID_KEYS if text.get(key) is not None), None)
+        if key is not None:
+            raise ArchitectureError(
+                f"config.json {prefix}{key}: linear-attention or state-space layers of model_type "
+                f"{model_type or '(none)'!r}, which gpuplan cannot size"
+            )
+
+
 def _read_keys(
     text: dict[str, Any], prefix: str, kind: ModelType | None, notes: list[str], model_type: str
 ) -> dict[str, Any]:
@@ -303,6 +392,8 @@ def _read_keys(
     if absent:
         notes.extend(f"{prefix}{key} absent: {value} (config-class default)" for key, value in absent.items())
         text = {**absent, **text}
+    if model_type == "nemotron_h":
+        text = _nemotron_layer_count(text, prefix)
     dense = not any(text.get(key) for key in _KEYS["experts"])
     for name, keys in _KEYS.items():
         if dense and name in _MOE_FIELDS:
@@ -332,8 +423,154 @@ def _read_keys(
     else:
         for name in _MLA_FIELDS:
             values.pop(name, None)
-    _sliding_layout(text, prefix, values, notes)
+    if model_type == "qwen3_next":
+        _qwen3_next_layers(text, prefix, values, notes)
+    elif model_type == "nemotron_h":
+        _nemotron_h_layers(text, prefix, values, notes)
+    else:
+        _sliding_layout(text, prefix, values, notes)
     return values
+
+
+# -- hybrid models ------------------------------------------------------------------------------
+
+
+def _compressed(pattern: str) -> str:
+    """The shortest prefix of ``pattern`` that, repeated a whole number of times, gives ``pattern``
+    (Architecture.layer_pattern's reading): LLLA for Qwen3-Next's 48 layers."""
+    for period in range(1, len(pattern) + 1):
+        if len(pattern) % period == 0 and all(
+            letter == pattern[index % period] for index, letter in enumerate(pattern)
+        ):
+            return pattern[:period]
+    return pattern
+
+
+def _qwen3_next_layers(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
+    """Qwen3NextConfig: ``layer_types`` (linear_attention / full_attention), else every
+    ``full_attention_interval``-th layer (default 4) full attention; the Gated DeltaNet dimensions."""
+    layers = values["layers"]
+    layer_types = text.get("layer_types")
+    if layer_types is not None:
+        kinds = _string_list(layer_types, f"{prefix}layer_types", layers)
+        letters = {"linear_attention": "L", "full_attention": "A"}
+        unknown = sorted(set(kinds) - set(letters))
+        if unknown:
+            raise ArchitectureError(
+                f"config.json {prefix}layer_types names {', '.join(unknown)}: a layer kind gpuplan cannot size "
+                "in a Qwen3-Next model (linear_attention, full_attention)"
+            )
+        if len(kinds) != layers:
+            raise ArchitectureError(
+                f"config.json {prefix}layer_types lists {len(kinds)} layers, num_hidden_layers {layers}"
+            )
+        pattern = "".join(letters[kind] for kind in kinds)
+    else:
+        interval = _bounded_int(text, "full_attention_interval", 1, layers, prefix, 4)
+        pattern = "".join("A" if (index + 1) % interval == 0 else "L" for index in range(layers))
+        if "full_attention_interval" not in text:
+            notes.append(f"{prefix}full_attention_interval absent: 4 (config-class default)")
+    for name in ("sliding_window", "sliding_layers", "attention_chunk"):
+        values.pop(name, None)  # Qwen3NextAttention has no window
+    if "L" not in pattern:
+        return
+    values["layer_pattern"] = _compressed(pattern)
+    for name, key in (
+        ("linear_key_heads", "linear_num_key_heads"),
+        ("linear_value_heads", "linear_num_value_heads"),
+        ("linear_key_head_dim", "linear_key_head_dim"),
+        ("linear_value_head_dim", "linear_value_head_dim"),
+        ("conv_kernel", "linear_conv_kernel_dim"),
+    ):
+        values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
+
+
+_NEMOTRON_LETTERS = {"M": "M", "*": "A", "-": "-"}
+_NEMOTRON_TYPES = {"mamba": "M", "linear_attention": "M", "attention": "A", "full_attention": "A", "mlp": "-"}
+
+
+def _nemotron_pattern(text: dict[str, Any], prefix: str) -> str | None:
+    """Nemotron-H's layers as gpuplan letters: ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP) or
+    ``layers_block_type`` (transformers v5: linear_attention is Mamba-2 there); MoE layers (E) are refused."""
+    pattern = text.get("hybrid_override_pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str) or not 1 <= len(pattern) <= 1000:
+            raise ArchitectureError(
+                f"config.json {prefix}hybrid_override_pattern must be a string of 1 to 1,000 layer letters, "
+                f"not {show_value(pattern)}"
+            )
+        unknown = sorted(set(pattern) - set(_NEMOTRON_LETTERS))
+        if unknown:
+            raise ArchitectureError(
+                f"config.json {prefix}hybrid_override_pattern names {', '.join(repr(c) for c in unknown)}: "
+                + _unsized_nemotron(unknown, "E")
+            )
+        return "".join(_NEMOTRON_LETTERS[letter] for letter in pattern)
+    key = next((key for key in ("layers_block_type", "layer_types") if text.get(key) is not None), None)
+    if key is None:  # NemotronHConfig.attribute_map: layer_types is layers_block_type
+        return None
+    kinds = _string_list(text[key], f"{prefix}{key}", 1000)
+    unknown = sorted(set(kinds) - set(_NEMOTRON_TYPES))
+    if unknown:
+        raise ArchitectureError(
+            f"config.json {prefix}{key} names {', '.join(unknown)}: " + _unsized_nemotron(unknown, "moe")
+        )
+    return "".join(_NEMOTRON_TYPES[kind] for kind in kinds)
+
+
+def _unsized_nemotron(unknown: list[str], moe: str) -> str:
+    if moe in unknown:
+        return "Nemotron-H mixture-of-experts layers are a layer kind gpuplan cannot size yet"
+    return "a layer kind gpuplan cannot size"
+
+
+def _nemotron_layer_count(text: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """``text`` with num_hidden_layers from the pattern when it is absent; GP021 when the two disagree
+    (transformers takes the pattern's length, vLLM num_hidden_layers)."""
+    pattern = _nemotron_pattern(text, prefix)
+    if pattern is None:
+        raise ArchitectureError(f"config.json lacks {prefix}hybrid_override_pattern (or layers_block_type)")
+    stated = text.get("num_hidden_layers")
+    if stated is None:
+        return {**text, "num_hidden_layers": len(pattern)}
+    if stated != len(pattern):
+        raise ArchitectureError(
+            f"config.json {prefix}num_hidden_layers {show_value(stated)} but the layer pattern has {len(pattern)} layers"
+        )
+    return text
+
+
+def _nemotron_h_layers(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
+    """NemotronHConfig: the layer pattern and the Mamba-2 dimensions (with their legacy mamba_* spellings);
+    the recurrent state's dtype as vLLM takes it (``mamba_ssm_cache_dtype``, float32 by default)."""
+    pattern = _nemotron_pattern(text, prefix)
+    assert pattern is not None  # _nemotron_layer_count refused a config without one
+    for name in ("sliding_window", "sliding_layers", "attention_chunk"):
+        values.pop(name, None)
+    values["layer_pattern"] = _compressed(pattern)
+    if "M" in pattern:
+        for name, keys in (
+            ("mamba_heads", ("mamba_num_heads",)),
+            ("mamba_head_dim", ("mamba_head_dim",)),
+            ("ssm_state", ("ssm_state_size",)),
+            ("ssm_groups", ("mamba_n_groups", "n_groups")),
+            ("conv_kernel", ("mamba_d_conv", "conv_kernel")),
+        ):
+            key = next(key for key in keys if text.get(key) is not None)
+            values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
+        conv_key = "mamba_conv_bias" if "mamba_conv_bias" in text else "use_conv_bias"
+        values["conv_bias"] = _bool(text, conv_key, prefix, True)
+        dtype = text.get("mamba_ssm_cache_dtype")
+        if dtype is None:
+            notes.append(
+                f"{prefix}mamba_ssm_cache_dtype absent: float32 (NemotronHConfig default; vLLM keeps the SSM state in it)"
+            )
+            dtype = "float32"
+        if dtype not in ("float32", "bfloat16", "float16"):
+            raise ArchitectureError(
+                f"config.json {prefix}mamba_ssm_cache_dtype must be float32, bfloat16 or float16, not {show_value(dtype)}"
+            )
+        values["state_fp32"] = dtype == "float32"
 
 
 # -- context limit ------------------------------------------------------------------------------
@@ -502,11 +739,32 @@ def _model_type_specifics(
         values.pop("sliding_window", None)
     if model_type in ("qwen2_moe", "qwen3_moe") and not _bool(text, "use_sliding_window", prefix, False):
         values.pop("sliding_window", None)
-    if model_type == "qwen2_moe" and not text.get("shared_expert_intermediate_size"):
+    if model_type in ("qwen2_moe", "qwen3_next") and not text.get("shared_expert_intermediate_size"):
         values["shared_experts"] = 0
         values["shared_expert_gate"] = False
+    if model_type == "nemotron_h":
+        _nemotron_h_specifics(text, prefix, values, notes)
     if text.get("use_sliding_window") is False:
         values.pop("sliding_window", None)
+
+
+def _nemotron_h_specifics(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
+    """NemotronHAttention: head_dim (attention_head_dim in the first released configs, 128 by default), the
+    o_proj biased with q/k/v (attention_bias); the Mamba projections' bias (use_bias) is refused rather than
+    left uncounted; the routed-expert keys size only MoE (E) layers, which are refused with the pattern."""
+    if text.get("head_dim") is None:
+        if text.get("attention_head_dim") is not None:
+            values["head_dim"] = check_value(
+                "head_dim", text["attention_head_dim"], f"config.json {prefix}attention_head_dim"
+            )
+        else:
+            values["head_dim"] = 128
+            notes.append(f"{prefix}head_dim absent: 128 (config-class default)")
+    values["output_bias"] = values.get("attention_bias", False)
+    if _bool(text, "use_bias", prefix, False):
+        raise ArchitectureError(f"config.json {prefix}use_bias true: biased Mamba projections gpuplan does not count")
+    for name in ("experts", *_MOE_FIELDS):
+        values.pop(name, None)
 
 
 def _moe(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
@@ -549,13 +807,13 @@ def _sliding_layout(text: dict[str, Any], prefix: str, values: dict[str, Any], n
             values.pop("attention_chunk", None)
             values.pop("sliding_layers", None)
             return
-        values["sliding_layers"] = _period(windowed, f"{prefix}layer_types")
+        _windowed_layers(windowed, layers, values, f"{prefix}layer_types")
         return
     no_rope = text.get("no_rope_layers")
     if values.get("attention_chunk"):
         if isinstance(no_rope, list) and no_rope:
             flags = [bool(flag) for flag in _int_list(no_rope, f"{prefix}no_rope_layers", layers)]
-            values["sliding_layers"] = _period(flags, f"{prefix}no_rope_layers")
+            _windowed_layers(flags, layers, values, f"{prefix}no_rope_layers")
         else:
             values["sliding_layers"] = 4  # Llama4TextConfig no_rope_layer_interval: every 4th layer is global
         return
@@ -569,14 +827,32 @@ def _sliding_layout(text: dict[str, Any], prefix: str, values: dict[str, Any], n
             values.pop("sliding_layers")
 
 
-def _period(windowed: list[bool], where: str) -> int:
-    """The N of "every Nth layer is full attention" that reproduces ``windowed``, 0 when all slide."""
+def _windowed_layers(windowed: list[bool], layers: int, values: dict[str, Any], where: str) -> None:
+    """Set which layers slide (or attend in chunks) from ``windowed``, one flag a layer: as ``sliding_layers``
+    N when every Nth layer is full attention (0: all slide), else, for any other mix of a list naming every
+    layer, as a ``layer_pattern`` of S (windowed) and A (full) layers."""
+    period = _period(windowed)
+    if period is not None:
+        values["sliding_layers"] = period
+        return
+    if len(windowed) != layers:
+        raise ArchitectureError(
+            f"config.json {where} lists {len(windowed)} of {layers} layers: a mix of windowed and full layers "
+            "gpuplan cannot express"
+        )
+    values.pop("sliding_layers", None)
+    values["layer_pattern"] = _compressed("".join("S" if flag else "A" for flag in windowed))
+
+
+def _period(windowed: list[bool]) -> int | None:
+    """The N of "every Nth layer is full attention" that reproduces ``windowed``, 0 when all slide, None
+    when no period does."""
     if all(windowed):
         return 0
     for period in range(2, len(windowed) + 1):
         if all(flag == ((index + 1) % period != 0) for index, flag in enumerate(windowed)):
             return period
-    raise ArchitectureError(f"config.json {where}: a mix of windowed and full layers gpuplan cannot express")
+    return None
 
 
 # -- vision tower -------------------------------------------------------------------------------
@@ -790,13 +1066,29 @@ _MODULE_NAMES: dict[str, tuple[str, ...]] = {
     "down": ("mlp.down_proj", "mlp.fc2", "mlp.dense_4h_to_h", "mlp.c_proj", "feed_forward.down_proj"),
     "experts": ("mlp.experts", "block_sparse_moe.experts", "feed_forward.experts"),
     "shared": ("mlp.shared_experts", "mlp.shared_expert", "feed_forward.shared_expert"),
+    "linear_qkvz": ("linear_attn.in_proj_qkvz",),  # Qwen3NextGatedDeltaNet
+    "linear_ba": ("linear_attn.in_proj_ba",),
+    "linear_out": ("linear_attn.out_proj",),
+    "mamba_in": ("mixer.in_proj",),  # NemotronHMamba2Mixer
+    "mamba_out": ("mixer.out_proj",),
 }
+# Nemotron-H names every block's module "mixer": its attention and MLP linears too.
+for _module, _names in (
+    ("q", "q_proj"),
+    ("k", "k_proj"),
+    ("v", "v_proj"),
+    ("o", "o_proj"),
+    ("up", "up_proj"),
+    ("down", "down_proj"),
+):
+    _MODULE_NAMES[_module] += (f"mixer.{_names}",)
 _LAYER_PREFIXES = (
     "model.layers.{}.",
     "model.language_model.layers.{}.",
     "language_model.model.layers.{}.",
     "transformer.h.{}.",
     "gpt_neox.layers.{}.",
+    "backbone.layers.{}.",
 )
 _LAYER_INDEX = re.compile(r"(?:layers|\.h)\.(\d+)(?:\.|$)")
 _NESTED_QUANTIFIER = re.compile(r"\([^)]*[*+][^)]*\)[*+{]")

@@ -313,7 +313,8 @@ class _Resolver:
         try:
             architecture = make_architecture(values)
         except ArchitectureError as error:
-            self.problem("GP021", pointer + ("architecture",), f"model.architecture: {error}")
+            field = (error.field,) if error.field in values else ()  # the field at fault, at its line
+            self.problem("GP021", pointer + ("architecture", *field), f"model.architecture: {error}")
             return None
         return ModelRef(
             "explicit architecture",

@@ -26,6 +26,7 @@ _PATTERN_STRATEGIES = {
     "^(GP[0-9]{3}|[a-z][a-z0-9-]*)$": st.from_regex(r"\AGP[0-9]{3}\Z"),
     "^[A-Z]{3}$": st.from_regex(r"\A[A-Z]{3}\Z"),
     "^[a-z0-9][a-z0-9._-]*$": st.from_regex(r"\A[a-z0-9][a-z0-9._-]{0,20}\Z"),
+    "^[ASLM-]+$": st.from_regex(r"\A[ASLM-]{1,60}\Z"),  # architecture.layer_pattern
 }
 
 

@@ -281,16 +281,17 @@ def test_tenants_share_the_gpu():
 
 
 def test_hybrid_kv_groups_pad_the_windowed_kind():
+    # (full slots, windowed slots, group size, groups); the fifth field, state slots, is 0 without L/M layers.
     # 2 full layers, 5 sliding: groups of 2 (1.25 x 2 < 5), the sliding kind padded to 3 groups = 6 slots.
-    assert tuple(vars(kv_layout(HYBRID, range(7))).values()) == (2, 6, 2, 4)
+    assert tuple(vars(kv_layout(HYBRID, range(7))).values()) == (2, 6, 2, 4, 0)
     # Layers 0-3: 1 full (layer 2), 3 sliding; 3 >= 1.25 x 1, so groups of 1: 1 + 3 slots, 4 groups.
-    assert tuple(vars(kv_layout(HYBRID, range(4))).values()) == (1, 3, 1, 4)
+    assert tuple(vars(kv_layout(HYBRID, range(4))).values()) == (1, 3, 1, 4, 0)
     # Layers 1-2 of HYBRID: 1 full, 1 sliding; 1 < 1.25 x 1: groups of 1, 2 groups.
-    assert tuple(vars(kv_layout(HYBRID, range(1, 3))).values()) == (1, 1, 1, 2)
+    assert tuple(vars(kv_layout(HYBRID, range(1, 3))).values()) == (1, 1, 1, 2, 0)
     # Layers 0-5 without padding: 2 full, 4 sliding: groups of 2, 1 + 2 groups, 6 slots.
-    assert tuple(vars(kv_layout(HYBRID, range(6))).values()) == (2, 4, 2, 3)
+    assert tuple(vars(kv_layout(HYBRID, range(6))).values()) == (2, 4, 2, 3, 0)
     # One kind only: one group of all its layers.
-    assert tuple(vars(kv_layout(TINY, range(2))).values()) == (2, 0, 2, 1)
+    assert tuple(vars(kv_layout(TINY, range(2))).values()) == (2, 0, 2, 1, 0)
     # Full layers keep 40 tokens in 3 blocks (48); sliding layers min(8 - 1 + 8 batched, 40) = 15 tokens,
     # 1 block + 1 = 32. 16 B x (2 x 48 + 6 x 32) = 4,608.
     assert kv_bytes_per_sequence(HYBRID, 40, 2, 1, 1, 8) == 4608

@@ -21,7 +21,8 @@ Three sources, all read from schemas/workload.schema.json rather than written ou
   of a catalog id); ``repair`` keeps the set fields pinned.
 - ``hf_configs()``: Hugging Face config.json files for ``model.config``, of every family
   gpuplan/hf_config.py reads specially: dense (Llama, Qwen, Gemma 1-3, Phi, GPT-NeoX, Falcon, StarCoder),
-  MoE (Mixtral, Qwen-MoE, DeepSeek-V3 with MLA, gpt-oss, Llama 4), sliding windows (a window, a pattern,
+  MoE (Mixtral, Qwen-MoE, DeepSeek-V3 with MLA, gpt-oss, Llama 4), hybrid (Qwen3-Next's Gated DeltaNet,
+  Nemotron-H's Mamba-2 pattern), sliding windows (a window, a pattern,
   ``layer_types``), tied or untied embeddings, ``quantization_config`` (AWQ, GPTQ, fp8, MXFP4,
   compressed-tensors, bitsandbytes 8-bit, with modules kept in 16-bit) and multimodal wrappers.
 """
@@ -139,6 +140,7 @@ _PATTERN_VALUES = {
     "^(GP[0-9]{3}|[a-z][a-z0-9-]*)$": ["GP201", "GP999", "does-not-fit", "z"],
     "^[A-Z]{3}$": ["USD", "EUR", "ZZZ"],
     "^[a-z0-9][a-z0-9._-]*$": CUSTOM_GPU_IDS,
+    "^[ASLM-]+$": ["A", "LLLA", "SA", "SSSSSA", "M-", "M-M-MA-", "L", "M", "-", "LA-", "SLM"],
 }
 # Free text the schema allows: empty, one character, the longest, and what output must render safely.
 _TEXT = ["", "x", "ünïcödé 🙂", "two\nlines", "\x1b[31mred\x1b[0m", "\u202eevil\u202c", "::error::forged"]
@@ -417,7 +419,42 @@ def repair_architecture(values: dict[str, Any], pinned: frozenset[str] = frozens
         for name in ("qk_rope_head_dim", "v_head_dim"):
             if not values.get(name):
                 values[name] = 64
+    _repair_layer_pattern(values)
     return values
+
+
+_LINEAR_DIMS = {"linear_key_heads": 2, "linear_value_heads": 4, "linear_key_head_dim": 64, "linear_value_head_dim": 64}
+_MAMBA_DIMS = {"mamba_heads": 8, "mamba_head_dim": 64, "ssm_state": 16}
+
+
+def _repair_layer_pattern(values: dict[str, Any]) -> None:
+    """The layer pattern and its state layers' dimensions agree (make_architecture's _check_hybrid)."""
+    pattern = values.get("layer_pattern", "")
+    if pattern:
+        pattern = pattern[: values["layers"]]
+        if "L" in pattern and "M" in pattern:
+            pattern = pattern.replace("M", "L")
+        windowed = values.get("sliding_window") or values.get("attention_chunk")
+        if "S" in pattern and not windowed:
+            values["sliding_window"] = 4096
+        elif windowed and "S" not in pattern:
+            pattern = "S" + pattern[1:]
+        values.pop("sliding_layers", None)
+        values["layer_pattern"] = pattern
+    for letter, dims in (("L", _LINEAR_DIMS), ("M", _MAMBA_DIMS)):
+        for name, default in dims.items():
+            if letter in pattern:
+                values.setdefault(name, default)
+            else:
+                values.pop(name, None)
+    if "L" in pattern and values["linear_value_heads"] % values["linear_key_heads"]:
+        values["linear_value_heads"] = values["linear_key_heads"] * max(
+            1, values["linear_value_heads"] // values["linear_key_heads"]
+        )
+    if "M" in pattern and values["mamba_heads"] % values.get("ssm_groups", 1):
+        values["ssm_groups"] = math.gcd(values["mamba_heads"], values.get("ssm_groups", 1))
+    if not pattern:
+        values.pop("separate_mlp", None)
 
 
 def _model_experts(model: dict[str, Any], files: dict[str, Any]) -> int:
@@ -759,9 +796,21 @@ _DENSE_TYPES = [
     "starcoder2",
     "stablelm",
     "granite",
+    "nemotron_h",
     "unknown_family",
 ]
-_MOE_TYPES = ["mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "deepseek_v2", "gpt_oss", "llama4_text", "kimi_k2"]
+_MOE_TYPES = [
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v3",
+    "deepseek_v2",
+    "gpt_oss",
+    "llama4_text",
+    "kimi_k2",
+    "qwen3_next",
+]
+_HYBRID_TYPES = ("qwen3_next", "nemotron_h")
 _DIMENSION_KEYS = {  # alternative config.json spellings gpuplan reads
     "layers": ["num_hidden_layers", "n_layer", "num_layers"],
     "hidden": ["hidden_size", "n_embd", "d_model"],
@@ -840,7 +889,10 @@ def hf_configs(draw: Any) -> dict[str, Any]:
         config["use_parallel_residual"] = draw(st.booleans())
     if moe:
         _moe_keys(draw, config, model_type, dims)
-    _window_keys(draw, config, model_type, dims)
+    if model_type in _HYBRID_TYPES:
+        _hybrid_keys(draw, config, model_type, dims)
+    else:
+        _window_keys(draw, config, model_type, dims)
     if draw(st.integers(0, 2)) == 0:
         config["quantization_config"] = copy.deepcopy(draw(st.sampled_from(_QUANTIZATION_CONFIGS)))
     if draw(st.integers(0, 5)) == 0:
@@ -856,8 +908,10 @@ def _moe_keys(draw: Any, config: dict[str, Any], model_type: str, dims: dict[str
     )
     config[key] = experts
     config["num_experts_per_tok"] = per_token
-    if model_type in ("qwen2_moe", "qwen3_moe", "deepseek_v3", "deepseek_v2", "kimi_k2"):
+    if model_type in ("qwen2_moe", "qwen3_moe", "deepseek_v3", "deepseek_v2", "kimi_k2", "qwen3_next"):
         config["moe_intermediate_size"] = draw(st.sampled_from([8, 1408, 2048]))
+    if model_type == "qwen3_next" and draw(st.booleans()):  # absent: the class default, 512
+        config["shared_expert_intermediate_size"] = draw(st.sampled_from([8, 512]))
     if model_type == "qwen2_moe":
         if draw(st.booleans()):  # absent: no shared expert (0 is refused: GP021, see the issue 32 report)
             config["shared_expert_intermediate_size"] = draw(st.sampled_from([8, 5632]))
@@ -879,6 +933,50 @@ def _moe_keys(draw: Any, config: dict[str, Any], model_type: str, dims: dict[str
         config["interleave_moe_layer_step"] = draw(st.sampled_from([1, 2]))
         if draw(st.booleans()):
             config["intermediate_size_mlp"] = draw(st.sampled_from([16384, 8]))
+
+
+def _hybrid_keys(draw: Any, config: dict[str, Any], model_type: str, dims: dict[str, int]) -> None:
+    """The layers of a hybrid model: Qwen3-Next's Gated DeltaNet (layer_types or full_attention_interval, the
+    linear_* dimensions, each absent at times: the class defaults) or Nemotron-H's pattern and Mamba-2
+    dimensions; now and then a layer kind gpuplan refuses (GP021 by design)."""
+    layers = dims["layers"]
+    if model_type == "qwen3_next":
+        kind = draw(st.sampled_from(["interval", "layer_types", "default", "unknown"]))
+        if kind == "interval":
+            config["full_attention_interval"] = draw(st.integers(1, min(layers, 8)))
+        elif kind in ("layer_types", "unknown") and layers <= 200:
+            types = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)]
+            if kind == "unknown":
+                types[-1] = draw(st.sampled_from(["sliding_attention", "mamba"]))
+            config["layer_types"] = types
+        for key, values in (
+            ("linear_num_key_heads", [1, 2, 16]),
+            ("linear_key_head_dim", [4, 128]),
+            ("linear_value_head_dim", [4, 128]),
+            ("linear_conv_kernel_dim", [1, 4]),
+        ):
+            if draw(st.booleans()):
+                config[key] = draw(st.sampled_from(values))
+        if draw(st.booleans()):  # a multiple of the key heads (16 by default)
+            config["linear_num_value_heads"] = config.get("linear_num_key_heads", 16) * draw(st.sampled_from([1, 2]))
+        return
+    letters = draw(st.sampled_from(["M-", "M*-", "M-M*", "*-", "ME"]))  # E: MoE layers, refused
+    pattern = "".join(letters[i % len(letters)] for i in range(layers))
+    if draw(st.integers(0, 3)) == 0 and layers <= 200:
+        names = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+        config[draw(st.sampled_from(["layers_block_type", "layer_types"]))] = [names[c] for c in pattern]
+    else:
+        config["hybrid_override_pattern"] = pattern
+    heads = draw(st.sampled_from([8, 64, 128]))
+    config.update(mamba_num_heads=heads, mamba_head_dim=draw(st.sampled_from([4, 64])))
+    config["n_groups"] = draw(st.sampled_from([g for g in (1, 8) if heads % g == 0]))
+    if draw(st.booleans()):
+        config["ssm_state_size"] = draw(st.sampled_from([16, 128]))
+    if draw(st.booleans()):
+        config["mamba_ssm_cache_dtype"] = draw(st.sampled_from(["float32", "bfloat16"]))
+    if draw(st.booleans()):
+        config.pop("head_dim", None)
+        config["attention_head_dim"] = dims["head_dim"]
 
 
 def _window_keys(draw: Any, config: dict[str, Any], model_type: str, dims: dict[str, int]) -> None:

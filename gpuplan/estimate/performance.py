@@ -167,12 +167,13 @@ def causal_pairs(start: float, end: float, window: int = 0) -> float:
 def attention_flops(arch: Architecture, start: float, end: float) -> float:
     """Causal attention FLOPs (QK^T and PV) of query positions [start, end) of one sequence, all layers.
 
-    Sliding-window layers attend to at most ``sliding_window`` keys.
+    Sliding-window layers attend to at most ``sliding_window`` keys; linear-attention and Mamba layers
+    attend to none (their state update is linear in the tokens, counted with no FLOPs here).
     """
     d_qk, d_v = attention_dims(arch)
     per_pair = 2 * arch.heads * (d_qk + d_v)
     sliding = arch.sliding_layer_count
-    full = arch.layers - sliding
+    full = arch.attention_layers - sliding
     pairs = full * causal_pairs(start, end)
     if sliding:
         pairs += sliding * causal_pairs(start, end, arch.sliding_window)
@@ -183,7 +184,7 @@ def decode_attention_flops(arch: Architecture, context: float) -> float:
     """Attention FLOPs of one decode token at ``context`` cached tokens, all layers."""
     d_qk, d_v = attention_dims(arch, decode=True)
     sliding = arch.sliding_layer_count
-    keys = (arch.layers - sliding) * context + sliding * min(context, arch.sliding_window or context)
+    keys = (arch.attention_layers - sliding) * context + sliding * min(context, arch.sliding_window or context)
     return 2 * arch.heads * (d_qk + d_v) * keys
 
 

@@ -19,7 +19,11 @@ exposes (ten v0.19 logs on H100, re-expressed with their figures in ``benchmarks
   (v0.19 does not subtract it; it must fit in the rest of the GPU);
 - hybrid models (sliding window, chunked attention) put each attention kind into KV-cache groups of
   equal size (``_get_kv_cache_groups_uniform_page_size``), padding the short group: Gemma-3's 62
-  layers take 70 layer slots.
+  layers take 70 layer slots;
+- linear-attention and Mamba-2 layers keep a fixed state per sequence (``MambaSpec``), a group kind of
+  its own: the attention block grows until one attention page holds a layer's state, and the state is
+  padded to that page (``HybridAttentionMambaModelConfig``); without prefix caching (v0.19's default for
+  hybrid models) each state layer takes one page per sequence, whatever its length.
 """
 
 from __future__ import annotations
@@ -127,9 +131,11 @@ class ServingMemory:
     cuda_graphs: int = 0  # captured after the KV cache, outside the budget
     capacity: int = 0  # the GPU's usable bytes
     vision_weights: int = 0  # the part of ``weights`` that is the vision tower
-    kv_page_bytes: int = 0  # one 16-token block of one layer slot
+    kv_page_bytes: int = 0  # one block of one layer slot
     kv_group_size: int = 1  # layer slots per KV-cache group
     kv_groups: int = 1
+    kv_block_tokens: int = BLOCK_TOKENS  # tokens per block: 16, more when state layers share the pages
+    state_bytes_per_sequence: int = 0  # the part of kv_bytes_per_sequence that is recurrent state (padded pages)
 
     @property
     def breakdown(self) -> dict[str, int]:
@@ -174,7 +180,7 @@ class ServingMemory:
         if available <= 0 or self.kv_page_bytes <= 0:
             return 0
         blocks = available // (self.kv_page_bytes * self.kv_group_size)
-        return int(blocks // self.kv_groups * BLOCK_TOKENS)
+        return int(blocks // self.kv_groups * self.kv_block_tokens)
 
     @property
     def fits(self) -> bool:
@@ -326,45 +332,75 @@ def decode_weight_reads(setup: ServingSetup) -> tuple[float, ...]:
     return tuple(reads)
 
 
-def _windowed_tokens(arch: Architecture, context: int, max_batched: int) -> int:
+def _windowed_tokens(arch: Architecture, context: int, max_batched: int, block: int) -> int:
     """Tokens one sequence reserves in a sliding-window or chunked layer, rounded to blocks (vLLM specs)."""
     if arch.attention_chunk:
         tokens = min(arch.attention_chunk + max_batched, context)
-        return math.ceil(tokens / BLOCK_TOKENS) * BLOCK_TOKENS
+        return math.ceil(tokens / block) * block
     tokens = min(arch.sliding_window - 1 + max_batched, context)
-    return (math.ceil(tokens / BLOCK_TOKENS) + 1) * BLOCK_TOKENS
+    return (math.ceil(tokens / block) + 1) * block
 
 
-def cached_tokens(arch: Architecture, context: int, windowed: bool, max_batched: int = LARGE_GPU_BATCH[0]) -> int:
+def cached_tokens(
+    arch: Architecture,
+    context: int,
+    windowed: bool,
+    max_batched: int = LARGE_GPU_BATCH[0],
+    block: int = BLOCK_TOKENS,
+) -> int:
     """Tokens one sequence reserves in one layer's cache, rounded up to whole blocks (vLLM)."""
     if windowed and arch.windowed:
-        return _windowed_tokens(arch, context, max_batched)
-    return math.ceil(context / BLOCK_TOKENS) * BLOCK_TOKENS
+        return _windowed_tokens(arch, context, max_batched, block)
+    return math.ceil(context / block) * block
+
+
+def kv_pages(arch: Architecture, kv_bytes: float, tp: int, state_dtype_bytes: int, context: int) -> tuple[int, float]:
+    """(tokens per block, bytes of one block of one layer slot) on one GPU.
+
+    16-token blocks of attention KV, unless the model has linear-attention or Mamba layers: vLLM then
+    raises the attention block to the smallest multiple of 16 tokens whose page holds one layer's state
+    (block = 16 x ceil(state / (16 x KV bytes per token)); ``HybridAttentionMambaModelConfig.
+    verify_and_update_config``, vllm/model_executor/models/config.py, v0.19, without prefix caching) and
+    pads the state to that page (``mamba_page_size_padded``). An attention-free model pages its states
+    alone, one block of ``context`` tokens (``mamba_block_size`` = max_model_len). Blackwell (SM100) with
+    FlashInfer and 256-wide heads aligns the block to 32 tokens instead: not modelled.
+    """
+    token_bytes = arch.kv_elements_per_token_per_layer(tp) * kv_bytes
+    if not arch.state_layers:
+        return BLOCK_TOKENS, token_bytes * BLOCK_TOKENS
+    state = arch.state_bytes_per_layer(state_dtype_bytes, tp)
+    if not arch.attention_layers:
+        return context, float(state)
+    block = BLOCK_TOKENS * math.ceil(state / (BLOCK_TOKENS * token_bytes))
+    return block, token_bytes * block
 
 
 @record
 class KvLayout:
-    """KV-cache groups of one pipeline stage: layer slots per attention kind after padding."""
+    """KV-cache groups of one pipeline stage: layer slots per layer kind after padding."""
 
     full_slots: int
     windowed_slots: int
     group_size: int
     groups: int
+    state_slots: int = 0  # linear-attention and Mamba layers: one page per sequence each
 
 
 def kv_layout(arch: Architecture, layers: range) -> KvLayout:
-    """vLLM's grouping: each attention kind split into groups of equal size (the smaller kind's layer
-    count, or the larger one's when it is under 1.25x the smaller), the last group of a kind padded."""
+    """vLLM's grouping: each layer kind (full attention, windowed attention, recurrent state) split into
+    groups of equal size (the smallest kind's layer count, or the largest one's when it is under 1.25x the
+    smallest), the last group of a kind padded (``_get_kv_cache_groups_uniform_page_size``)."""
     windowed = arch.windowed_count(layers)
-    full = len(layers) - windowed
-    counts = [count for count in (full, windowed) if count]
+    state = arch.state_count(layers)
+    full = arch.attention_count(layers) - windowed
+    counts = [count for count in (full, windowed, state) if count]
     if len(counts) < 2:
         size = max(counts[0], 1) if counts else 1
-        return KvLayout(full, windowed, size, 1)
+        return KvLayout(full, windowed, size, 1, state)
     smallest, largest = min(counts), max(counts)
     size = largest if largest < 1.25 * smallest else smallest
-    full_groups, windowed_groups = math.ceil(full / size), math.ceil(windowed / size)
-    return KvLayout(full_groups * size, windowed_groups * size, size, full_groups + windowed_groups)
+    groups = [math.ceil(count / size) for count in (full, windowed, state)]
+    return KvLayout(groups[0] * size, groups[1] * size, size, sum(groups), groups[2] * size)
 
 
 def kv_bytes_per_sequence(
@@ -375,19 +411,23 @@ def kv_bytes_per_sequence(
     pp: int,
     max_batched: int = LARGE_GPU_BATCH[0],
     stage: int | None = None,
+    state_dtype_bytes: int = 2,
 ) -> float:
     """KV bytes one sequence of ``context`` tokens needs on one GPU (the stage with the most layer slots
-    unless ``stage`` is given), per attention kind, group padding included."""
+    unless ``stage`` is given), per layer kind, group padding included: attention layers by the blocks
+    their tokens fill, each state layer one page whatever the length (vLLM ``MambaSpec.
+    max_memory_usage_bytes`` without prefix caching). ``state_dtype_bytes``: the model dtype's."""
     per_layer_token = arch.kv_elements_per_token_per_layer(tp) * kv_bytes
+    block, page = kv_pages(arch, kv_bytes, tp, state_dtype_bytes, context)
     stages = arch.stage_layers(pp)
     chosen = stages if stage is None else (stages[stage],)
-    full_tokens = cached_tokens(arch, context, False, max_batched)
-    windowed_tokens = cached_tokens(arch, context, True, max_batched)
+    full_tokens = cached_tokens(arch, context, False, max_batched, block)
+    windowed_tokens = cached_tokens(arch, context, True, max_batched, block)
     best = 0.0
     for layers in chosen:
         layout = kv_layout(arch, layers)
         bytes_ = per_layer_token * (layout.full_slots * full_tokens + layout.windowed_slots * windowed_tokens)
-        best = max(best, bytes_)
+        best = max(best, bytes_ + page * layout.state_slots)
     return best
 
 
@@ -490,15 +530,23 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         for t in setup.tenants
     )
     tenant_kv = sum(
-        kv_bytes_per_sequence(t.architecture, t.context, setup.kv_dtype_bytes, tp, pp, setup.max_batched_tokens)
+        kv_bytes_per_sequence(
+            t.architecture,
+            t.context,
+            setup.kv_dtype_bytes,
+            tp,
+            pp,
+            setup.max_batched_tokens,
+            state_dtype_bytes=t.model_dtype_bytes,
+        )
         * t.concurrency
         for t in setup.tenants
     )
     budget = int(usable_bytes * setup.memory_utilization)
     runtime = runtime_bytes(tp, pp)
     stages = arch.stage_layers(pp)
-    page_elements = arch.kv_elements_per_token_per_layer(tp) * BLOCK_TOKENS
-    page = math.ceil(page_elements * setup.kv_dtype_bytes)
+    block, page_bytes = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context)
+    page = math.ceil(page_bytes)
     candidates = []
     for index, layers in enumerate(stages):
         last = index == len(stages) - 1
@@ -507,7 +555,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
             + [activation_reserve(t.architecture, setup, last) for t in setup.tenants]
         )
         per_sequence = kv_bytes_per_sequence(
-            arch, setup.context, setup.kv_dtype_bytes, tp, pp, setup.max_batched_tokens, index
+            arch, setup.context, setup.kv_dtype_bytes, tp, pp, setup.max_batched_tokens, index, setup.model_dtype_bytes
         )
         layout = kv_layout(arch, layers)
         non_kv = weights[index] + reserve + runtime + tenant_weights
@@ -531,6 +579,8 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         kv_page_bytes=page,
         kv_group_size=layout.group_size,
         kv_groups=layout.groups,
+        kv_block_tokens=block,
+        state_bytes_per_sequence=math.ceil(page_bytes * layout.state_slots),
     )
     return ServingShape(empty, per_sequence)
 
@@ -552,7 +602,15 @@ def max_context(setup: ServingSetup, memory: ServingMemory) -> int:
     while low < high:
         middle = (low + high + 1) // 2
         need = (
-            kv_bytes_per_sequence(arch, middle, setup.kv_dtype_bytes, tp, pp, setup.max_batched_tokens)
+            kv_bytes_per_sequence(
+                arch,
+                middle,
+                setup.kv_dtype_bytes,
+                tp,
+                pp,
+                setup.max_batched_tokens,
+                state_dtype_bytes=setup.model_dtype_bytes,
+            )
             * setup.concurrency
         )
         low, high = (middle, high) if need <= available else (low, middle - 1)

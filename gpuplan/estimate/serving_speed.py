@@ -14,7 +14,9 @@ The model, term by term (sources in brackets):
                   prefill tokens skip the LM head
   attention:      roofline(KV bytes of every decoding sequence / bandwidth, their QK and PV FLOPs / attention
                   rate) + the prefill tokens' causal attention FLOPs (sliding-window layers stop at the
-                  window; MLA decodes in the absorbed latent form)
+                  window; MLA decodes in the absorbed latent form); a linear-attention or Mamba layer
+                  instead reads and writes its sequence's fixed state each step (vLLM's GDN and Mamba-2
+                  decode kernels update it in place), whatever the context
   communication:  two all-reduces per layer under tensor parallelism, each latency + 2(t-1)/t x tokens x
                   hidden x 2 bytes / link bandwidth (Megatron-LM, Shoeybi et al. 2019; NCCL ring); two
                   all-to-alls per MoE layer under expert parallelism
@@ -108,6 +110,7 @@ class ServingWorkload:
     max_sequences: int | None = None
     network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
     weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven stages; decode_weight_reads)
+    state_dtype_bytes: int = 2  # the model dtype: linear-attention and Mamba states are kept in it
 
 
 @record
@@ -205,9 +208,13 @@ class _Deployment:
         self.above_mean = w.weights_above_mean
         # KV: bytes per cached token per layer on this GPU; sliding layers keep at most the window.
         self.kv_layer_bytes = arch.kv_elements_per_token_per_layer(tp) * w.kv_dtype_bytes
+        attention_layers = min(math.ceil(arch.attention_layers / pp), stage_layers)
         sliding = math.ceil(arch.sliding_layer_count / pp)
-        self.sliding_layers = min(sliding, stage_layers)
-        self.full_layers = stage_layers - self.sliding_layers
+        self.sliding_layers = min(sliding, attention_layers)
+        self.full_layers = attention_layers - self.sliding_layers
+        # Linear-attention and Mamba layers: one fixed state per sequence, read and written back each step.
+        state_layers = min(math.ceil(arch.state_layers / pp), stage_layers)
+        self.state_bytes = state_layers * arch.state_bytes_per_layer(w.state_dtype_bytes, tp)
         self.heads_share = self.stage_share / tp  # attention FLOPs split by heads over TP
         d_qk, d_v = attention_dims(arch, decode=True)
         self.decode_attention = 2 * arch.heads * (d_qk + d_v) * self.heads_share  # per cached token per layer
@@ -242,7 +249,7 @@ class _Deployment:
         """Keys one decode token attends to, summed over all the model's layers (sliding ones capped)."""
         arch = self.w.architecture
         sliding = arch.sliding_layer_count
-        return (arch.layers - sliding) * context + sliding * min(context, self.window or context)
+        return (arch.attention_layers - sliding) * context + sliding * min(context, self.window or context)
 
     def prompt_attention(self, tokens: float) -> float:
         """Causal attention FLOPs of a whole prompt of ``tokens`` (all layers, all heads), memoised."""
@@ -251,9 +258,10 @@ class _Deployment:
         return self.attention_memo[tokens]
 
     def kv_read(self, context: float) -> float:
-        """KV bytes one decoding sequence reads on this GPU per step."""
+        """KV bytes one decoding sequence holds and reads on this GPU per step (its recurrent states included)."""
         window = self.w.architecture.sliding_window or context
-        return self.kv_layer_bytes * (self.full_layers * context + self.sliding_layers * min(context, window))
+        kv = self.kv_layer_bytes * (self.full_layers * context + self.sliding_layers * min(context, window))
+        return kv + self.state_bytes
 
     def communication(self, tokens: float) -> float:
         w, arch = self.w, self.w.architecture
@@ -294,7 +302,7 @@ class _Deployment:
         reads = self.decode_memo.get(context)
         if reads is None:  # the steady state steps at one context: read and attended keys once
             reads = self.decode_memo[context] = (self.kv_read(context), self.decode_attention_keys(context))
-        kv = decode * reads[0]
+        kv = decode * (reads[0] + self.state_bytes)  # a state is read, then written back
         attention_memory = kv / self.bandwidth
         attention_compute = decode * reads[1] * self.decode_attention / self.attention_rate
         prefill_compute = prefill_attention * self.heads_share / self.attention_rate

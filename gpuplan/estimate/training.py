@@ -10,7 +10,11 @@ benchmark, ``benchmarks/data/``):
   full or selective recomputation, sequence parallelism and activation offloading;
 - the loss upcasts logits to fp32 and its backward holds two fp32 logit-sized gradients while the
   caller still holds the returned logits;
-- ``foreach`` AdamW allocates one trainable-parameter-sized temporary at the step (torch.optim.AdamW).
+- ``foreach`` AdamW allocates one trainable-parameter-sized temporary at the step (torch.optim.AdamW);
+- hybrid models sum their layers by kind: LoRA targets and MLP tensors only where a layer has them,
+  Mamba-2 layers as mamba_ssm's fused ``MambaSplitConv1dScanCombinedFn`` saves them, Gated DeltaNet layers
+  by their convolution, kernel and gated-norm tensors (the FLA kernel's own saved chunk intermediates
+  are not counted: an assumption every such estimate states).
 The peak is the maximum over the phases, not the sum of everything. Bytes moved off the GPU (offload)
 are reported as host (or NVMe) bytes, never dropped.
 """
@@ -167,7 +171,7 @@ def _adapted_shapes(arch: Architecture) -> dict[str, tuple[int, int]]:
     h = arch.hidden
     width = arch.expert_width if arch.is_moe else arch.intermediate
     return {
-        "q_proj": (h, arch.q_width),
+        "q_proj": (h, arch.q_width * (2 if arch.attention_gate else 1)),
         "k_proj": (h, arch.kv_width),
         "v_proj": (h, arch.kv_width),
         "o_proj": (arch.q_width, h),
@@ -187,12 +191,39 @@ def adapter_params_per_layer(arch: Architecture, rank: int, targets: tuple[str, 
     return sum(rank * (d_in + d_out) for d_in, d_out in adapted) + magnitude
 
 
+_ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+_MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
+
+
+@functools.lru_cache(maxsize=64)
+def layer_kinds(arch: Architecture) -> tuple[tuple[str, bool, int], ...]:
+    """(token mixer, has an MLP, how many layers) of each kind of layer the model has."""
+    counts: dict[tuple[str, bool], int] = {}
+    for index in range(arch.layers):
+        key = (arch.mixer(index), arch.has_mlp(index))
+        counts[key] = counts.get(key, 0) + 1
+    return tuple((mixer, mlp, count) for (mixer, mlp), count in counts.items())
+
+
+def layer_targets(targets: tuple[str, ...], mixer: str, mlp: bool) -> tuple[str, ...]:
+    """The LoRA targets a layer has: peft matches module names, so q/k/v/o_proj only in attention layers
+    and the MLP projections only in layers with an MLP (none in linear-attention or Mamba mixers)."""
+    return tuple(
+        name for name in targets if (name in _ATTENTION_TARGETS and mixer in "AS") or (name in _MLP_TARGETS and mlp)
+    )
+
+
 def trainable_params(setup: TrainingSetup) -> int:
     arch = setup.architecture
     if not setup.is_adapter:
         return arch.params
-    return arch.layers * adapter_params_per_layer(
-        arch, setup.job.lora_rank, setup.job.lora_targets, setup.job.lora_variant
+    job = setup.job
+    if not arch.hybrid:
+        return arch.layers * adapter_params_per_layer(arch, job.lora_rank, job.lora_targets, job.lora_variant)
+    return sum(
+        count
+        * adapter_params_per_layer(arch, job.lora_rank, layer_targets(job.lora_targets, mixer, mlp), job.lora_variant)
+        for mixer, mlp, count in layer_kinds(arch)
     )
 
 
@@ -229,16 +260,52 @@ def _attention_bytes(setup: TrainingSetup, act: int, seq: int) -> float:
     """Per token: what SDPA (or eager softmax attention) keeps for backward.
 
     A fused QKV projection hands SDPA a view of V into its output, so the whole q/k/v output stays
-    alive beside the rotated copies of q and k (GPT-NeoX, Phi-3, Falcon, litgpt).
+    alive beside the rotated copies of q and k (GPT-NeoX, Phi-3, Falcon, litgpt). A gated attention
+    (Qwen3NextAttention: ``attn_output * sigmoid(gate)``) also keeps the gate and the gated product, the
+    o_proj input apart from the attention output.
     """
     arch, t = setup.architecture, setup.tensor_parallel
     q, kv = arch.q_width / t, max(1, arch.n_kv // t) * arch.d_head
     heads = arch.heads / t
     fused = act * (q + kv) if arch.fused_qkv else 0.0
+    gated = 2 * act * q if arch.attention_gate else 0.0
     if setup.job.attention == "eager":
         probabilities = (4 + (act if act != 4 else 0)) * heads * seq  # fp32 softmax + its cast
-        return act * 4 * q + probabilities + fused  # q, repeated k and v, o_proj input
-    return act * (2 * q + 2 * kv) + 4 * heads + fused  # q, k, v, output (= o_proj input), logsumexp
+        return act * 4 * q + probabilities + fused + gated  # q, repeated k and v, o_proj input
+    return act * (2 * q + 2 * kv) + 4 * heads + fused + gated  # q, k, v, output (= o_proj input), logsumexp
+
+
+def _state_mixer_bytes(setup: TrainingSetup, act: int) -> float:
+    """Per token: what a linear-attention or Mamba-2 mixer keeps for backward (its input, the norm output,
+    is counted with the norms), on one tensor-parallel rank.
+
+    Mamba-2: transformers' NemotronHMamba2Mixer trains through mamba_ssm ``mamba_split_conv1d_scan_combined``,
+    whose ``MambaSplitConv1dScanCombinedFn.forward`` saves the in_proj output zxbcdt (2 d_inner + 2 groups x
+    d_state + heads), the pre-norm scan output out_x (d_inner) and the gated norm's fp32 rstd per group.
+    Gated DeltaNet (Qwen3NextGatedDeltaNet.forward): the conv input and output (conv_dim each; causal_conv1d
+    saves its input), q and k repeated to the value heads for the kernel, g (fp32) and beta per value head,
+    the kernel output and the gate z (the gated norm's inputs) and the out_proj input (value_dim each).
+    The FLA ``chunk_gated_delta_rule`` kernel's own saved chunk intermediates are not counted.
+    """
+    arch, t = setup.architecture, setup.tensor_parallel
+    if arch.state_kind == "M":
+        zxbcdt = 2 * arch.mamba_inner + 2 * arch.ssm_groups * arch.ssm_state + arch.mamba_heads
+        return (act * (zxbcdt + arch.mamba_inner) + 4 * arch.ssm_groups) / t
+    repeat = arch.linear_value_heads // arch.linear_key_heads
+    width = 2 * arch.conv_channels + 2 * arch.linear_key_dim * repeat + 3 * arch.linear_value_dim
+    return (act * width + (4 + act) * arch.linear_value_heads) / t
+
+
+def _state_mixer_selective_bytes(setup: TrainingSetup, act: int) -> float:
+    """Per token, under selective checkpointing: a state mixer's matmul outputs (its in_proj outputs and
+    out_proj output, split by sequence parallelism) and its kernel output, as attention keeps SDPA's."""
+    arch, t = setup.architecture, setup.tensor_parallel
+    out = act * arch.hidden / setup.sequence_shards
+    if arch.state_kind == "M":
+        zxbcdt = 2 * arch.mamba_inner + 2 * arch.ssm_groups * arch.ssm_state + arch.mamba_heads
+        return act * (zxbcdt + arch.mamba_inner) / t + out
+    projected = 2 * arch.linear_key_dim + 2 * arch.linear_value_dim + 2 * arch.linear_value_heads
+    return act * (projected + arch.linear_value_dim) / t + out
 
 
 def _mlp_bytes(setup: TrainingSetup, act: int) -> float:
@@ -277,7 +344,7 @@ def _input_widths(setup: TrainingSetup) -> dict[str, float]:
     return {"norm": norm, "norm2": norm, "attention": arch.q_width / t, "mlp": width}
 
 
-def _lora_input_bytes(setup: TrainingSetup, act: int) -> float:
+def _lora_input_bytes(setup: TrainingSetup, act: int, targets: tuple[str, ...] | None = None) -> float:
     """peft casts each adapted layer's input to the adapter dtype and saves it (plus the r-dim output).
 
     Without a cast the adapters save their input itself: once per distinct input; the o_proj input
@@ -288,35 +355,45 @@ def _lora_input_bytes(setup: TrainingSetup, act: int) -> float:
     """
     if not setup.is_adapter:
         return 0.0
+    targets = setup.job.lora_targets if targets is None else targets
+    if not targets:
+        return 0.0
     widths = _input_widths(setup)
     lora = setup.lora_bytes
-    total = float(lora * setup.job.lora_rank * len(setup.job.lora_targets)) / setup.tensor_parallel
+    total = float(lora * setup.job.lora_rank * len(targets)) / setup.tensor_parallel
     if setup.job.lora_dropout > 0:
-        total += sum((1 + lora) * widths[_INPUT_GROUP[name]] for name in setup.job.lora_targets)
+        total += sum((1 + lora) * widths[_INPUT_GROUP[name]] for name in targets)
     elif lora != act:
-        total += sum(lora * widths[_INPUT_GROUP[name]] for name in setup.job.lora_targets)
+        total += sum(lora * widths[_INPUT_GROUP[name]] for name in targets)
     else:
-        inputs = {_INPUT_GROUP[name] for name in setup.job.lora_targets} - {"attention", "mlp"}
+        inputs = {_INPUT_GROUP[name] for name in targets} - {"attention", "mlp"}
         total += sum(act * widths[group] for group in inputs)
     if setup.job.lora_variant == "dora":
         shapes = _adapted_shapes(setup.architecture)
-        total += sum(2 * lora * shapes[name][1] for name in setup.job.lora_targets if shapes[name][0])
+        total += sum(2 * lora * shapes[name][1] for name in targets if shapes[name][0])
     return total
 
 
-def _qlora_input_bytes(setup: TrainingSetup, act: int) -> float:
+def _qlora_input_bytes(
+    setup: TrainingSetup, act: int, targets: tuple[str, ...] | None = None, mixer: str = "A", mlp: bool = True
+) -> float:
     """bitsandbytes' 4-bit matmul saves the input of every quantized linear for backward
     (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``), frozen or not: the norm outputs, the attention
-    output's contiguous copy and the down_proj input, beyond what the adapters already keep."""
+    output's contiguous copy and the down_proj input, beyond what the adapters already keep. A layer
+    without an MLP (or without a mixer) has only the other half; a state mixer's out_proj input is
+    counted with the mixer."""
     if setup.job.method != "qlora":
         return 0.0
+    targets = setup.job.lora_targets if targets is None else targets
     widths = _input_widths(setup)
     kept_by_adapters = set()
     if setup.job.lora_dropout == 0 and setup.lora_bytes == act:
-        kept_by_adapters = {_INPUT_GROUP[name] for name in setup.job.lora_targets} - {"attention", "mlp"}
-    saved = sum(act * widths[group] for group in ("norm", "norm2") if group not in kept_by_adapters)
-    saved += act * widths["attention"]
-    if "down_proj" not in setup.job.lora_targets:
+        kept_by_adapters = {_INPUT_GROUP[name] for name in targets} - {"attention", "mlp"}
+    groups = (("norm",) if mixer != "-" else ()) + (("norm2",) if mlp else ())
+    saved = sum(act * widths[group] for group in groups if group not in kept_by_adapters)
+    if mixer in "AS":
+        saved += act * widths["attention"]
+    if mlp and "down_proj" not in targets:
         saved += act * widths["mlp"]
     return saved
 
@@ -329,21 +406,63 @@ def _autocast_norm_bytes(setup: TrainingSetup) -> float:
     return (2 * (4 * arch.hidden + 4 * arch.hidden) + readers * 2 * arch.hidden) / setup.sequence_shards
 
 
-def layer_activation_bytes_per_token(setup: TrainingSetup) -> float:
-    """Bytes one token saves in one decoder layer for backward (no checkpointing)."""
+def _kind_bytes_per_token(setup: TrainingSetup, mixer: str, mlp: bool) -> float:
+    """Bytes one token saves for backward in one layer of a kind (no checkpointing): its norms, its
+    mixer's tensors (attention, linear attention or Mamba-2), its MLP's, and what the adapters keep."""
     act = setup.activation_bytes
     norms = (
         _autocast_norm_bytes(setup)
         if setup.uses_autocast and not setup.is_adapter
         else (setup.architecture.norms_per_layer * _norm_bytes(setup, act))
     )
+    if mixer in "AS":
+        mixing = _attention_bytes(setup, act, setup.job.seq_len)
+    else:
+        mixing = _state_mixer_bytes(setup, act) if mixer in "LM" else 0.0
+    targets = layer_targets(setup.job.lora_targets, mixer, mlp)
     return (
         norms
-        + _attention_bytes(setup, act, setup.job.seq_len)
-        + _mlp_bytes(setup, act)
-        + _lora_input_bytes(setup, act)
-        + _qlora_input_bytes(setup, act)
+        + mixing
+        + (_mlp_bytes(setup, act) if mlp else 0.0)
+        + _lora_input_bytes(setup, act, targets)
+        + _qlora_input_bytes(setup, act, targets, mixer, mlp)
     )
+
+
+def layer_activation_bytes_per_token(setup: TrainingSetup) -> float:
+    """Bytes one token saves in one decoder layer for backward (no checkpointing); a hybrid model's
+    mean over its layers (their sum over the layer count)."""
+    arch = setup.architecture
+    if not arch.hybrid:
+        return _kind_bytes_per_token(setup, "A", True)
+    return (
+        sum(count * _kind_bytes_per_token(setup, mixer, mlp) for mixer, mlp, count in layer_kinds(arch)) / arch.layers
+    )
+
+
+def largest_layer_activation_bytes_per_token(setup: TrainingSetup) -> float:
+    """The saved bytes per token of the layer that saves most (the one a backward step holds)."""
+    arch = setup.architecture
+    if not arch.hybrid:
+        return _kind_bytes_per_token(setup, "A", True)
+    return max(_kind_bytes_per_token(setup, mixer, mlp) for mixer, mlp, _ in layer_kinds(arch))
+
+
+def _selective_kind_bytes(setup: TrainingSetup, mixer: str, mlp: bool) -> float:
+    arch, t, act = setup.architecture, setup.tensor_parallel, setup.activation_bytes
+    sharded = arch.hidden / setup.sequence_shards
+    kept = act * sharded  # the layer input
+    if mixer in "AS":
+        q, kv = arch.q_width / t, max(1, arch.n_kv // t) * arch.d_head
+        gate = act * q if arch.attention_gate else 0.0  # q_proj's second half, the gate
+        # q, k, v projections, SDPA output, logsumexp, o_proj output
+        kept += act * (2 * q + 2 * kv) + 4 * arch.heads / t + gate + act * sharded
+    elif mixer in "LM":
+        kept += _state_mixer_selective_bytes(setup, act)
+    if mlp:
+        matrices = 2 if arch.mlp == "gated" else 1
+        kept += act * (matrices * _input_widths(setup)["mlp"] + sharded)  # gate/up outputs, down output
+    return kept + _lora_input_bytes(setup, act, layer_targets(setup.job.lora_targets, mixer, mlp))
 
 
 def selective_layer_bytes_per_token(setup: TrainingSetup) -> float:
@@ -351,14 +470,19 @@ def selective_layer_bytes_per_token(setup: TrainingSetup) -> float:
     torchtitan and torchtune use it): the layer input, every matmul output (q, k, v, o_proj, gate, up,
     down) and the attention output and logsumexp are kept; norms, rotary, activation functions and
     products are recomputed. Row-parallel outputs and the layer input are split by sequence parallelism.
+    A hybrid model's mean over its layers; its state mixers keep their projections and kernel output.
     """
     arch, t, act = setup.architecture, setup.tensor_parallel, setup.activation_bytes
+    if arch.hybrid:
+        kinds = layer_kinds(arch)
+        return sum(count * _selective_kind_bytes(setup, mixer, mlp) for mixer, mlp, count in kinds) / arch.layers
     q, kv = arch.q_width / t, max(1, arch.n_kv // t) * arch.d_head
     width = _input_widths(setup)["mlp"]
     sharded = arch.hidden / setup.sequence_shards
     attention = act * (2 * q + 2 * kv) + 4 * arch.heads / t  # q, k, v projections, SDPA output, logsumexp
+    gate = act * q if arch.attention_gate else 0.0
     matrices = 2 if arch.mlp == "gated" else 1
-    return act * (3 * sharded + matrices * width) + attention + _lora_input_bytes(setup, act)
+    return act * (3 * sharded + matrices * width) + attention + gate + _lora_input_bytes(setup, act)
 
 
 def logits_bytes(setup: TrainingSetup) -> tuple[float, float, float]:
@@ -388,7 +512,14 @@ def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: i
     # Adafactor (Shazeer & Stern 2018): factored second moment, rows + columns per matrix, fp32;
     # HF's implementation updates one parameter at a time with two fp32 temporaries of its size.
     fraction = trainable / max(1, trainable_params(setup))
-    dims = arch.layers * (3 * arch.hidden + arch.q_width + 2 * arch.kv_width + 3 * (arch.hidden + arch.intermediate))
+    attention = 3 * arch.hidden + arch.q_width + 2 * arch.kv_width
+    mlp = 3 * (arch.hidden + arch.intermediate)
+    if arch.hybrid:  # rows + columns of each layer's own matrices: a state mixer's in_proj(s) and out_proj
+        state = sum(arch.hidden + weights // arch.hidden for _, weights in arch.state_mixer_modules)
+        mixers = {"A": attention, "S": attention, "L": state, "M": state, "-": 0}
+        dims = sum(count * (mixers[mixer] + (mlp if has_mlp else 0)) for mixer, has_mlp, count in layer_kinds(arch))
+    else:
+        dims = arch.layers * (attention + mlp)
     states = 4 * (dims + arch.vocab + arch.hidden) * fraction
     largest = arch.largest_linear_params() if not setup.is_adapter else arch.hidden * setup.job.lora_rank
     return states, 2 * 4 * largest
@@ -525,6 +656,7 @@ def _activations(setup: TrainingSetup) -> _Activations:
     tokens = setup.tokens
     tp = setup.tensor_parallel
     per_layer = layer_activation_bytes_per_token(setup) * tokens
+    largest_layer = largest_layer_activation_bytes_per_token(setup) * tokens if arch.hybrid else per_layer
     returned, log_softmax, upcast = logits_bytes(setup)
     final_norm = _norm_bytes(setup, act_b) * tokens
     layer_input = setup.residual_bytes * arch.hidden / setup.sequence_shards
@@ -545,7 +677,10 @@ def _activations(setup: TrainingSetup) -> _Activations:
         # (full checkpointing), masked scores, their fp32 upcast and the fp32 softmax coexist (10 B).
         forward = max(forward, (10 if setup.job.checkpointing == "full" else 2) * scores)
     # bitsandbytes dequantizes one NF4 linear at a time to bf16 (embeddings and LM head are not NF4).
-    widest = arch.hidden * max(arch.expert_width if arch.is_moe else arch.intermediate, arch.q_width)
+    widest = max(
+        arch.hidden * max(arch.expert_width if arch.is_moe else arch.intermediate, arch.q_width),
+        max((weights for _, weights in arch.state_mixer_modules), default=0),
+    )
     dequant = 2 * widest / tp if setup.job.method == "qlora" else 0.0
     # DoRA computes each adapted layer's full weight norm in the adapter dtype: an identity of d_in^2, the
     # merged B @ A, the base weight cast and their sum, for the largest adapted matrix at a time.
@@ -571,7 +706,7 @@ def _activations(setup: TrainingSetup) -> _Activations:
     return _Activations(
         saved=layers + final_norm + returned + log_softmax,
         returned_logits=returned,
-        per_layer=per_layer,
+        per_layer=largest_layer,
         checkpoint_input=layer_input * tokens if setup.job.checkpointing == "full" else 0.0,
         forward_temporaries=max(forward, dequant, dora),
         loss_gradients=loss_gradients,

@@ -8,6 +8,7 @@ from gpuplan.layout import replicas
 from gpuplan.units import (
     GIB,
     HOURS_DIGITS,
+    MIB,
     RATE_DIGITS,
     TPOT_MS_DIGITS,
     apportioned_gib,
@@ -119,8 +120,13 @@ def render_estimate(analysis: Analysis) -> str:
             f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB outside the engine budget;"
             f" KV cache size: {s.memory.kv_cache_tokens:,} tokens"
         )
+        state = (
+            f" + {s.memory.state_bytes_per_sequence / MIB:,.1f} MiB recurrent state per sequence"
+            if s.memory.state_bytes_per_sequence
+            else ""
+        )
         lines.append(
-            f"  KV cache: {s.memory.kv_bytes_per_token:,.0f} B/token per GPU; max concurrency at "
+            f"  KV cache: {s.memory.kv_bytes_per_token:,.0f} B/token per GPU{state}; max concurrency at "
             f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.setup.concurrency}: {s.max_context:,}"
         )
         speed = s.speed

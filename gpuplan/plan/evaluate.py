@@ -396,12 +396,13 @@ class ServePlanner(_Evaluator):
         TP x PP group holds less than its 1/(TP x PP) share of any (every byte sits on some GPU of the
         group; layers per stage round up; KV heads are split or replicated, never dropped).
         Sliding-window layers keep fewer tokens and uneven stages can shift full layers between GPUs, so
-        for them no KV bound is taken. A property test holds these bounds below the estimate of every
+        for them no KV bound is taken; nor for linear-attention and Mamba layers, whose state pages follow
+        a block size that changes with TP. A property test holds these bounds below the estimate of every
         layout."""
         gpu = self.job.hardware.gpu
         memory = self.memory(Layout(gpu, 1, 1, self.demand, 1))
         weights = float(memory.weights) + float(memory.tenant_weights)
-        if self.arch.sliding_layer_count:
+        if self.arch.sliding_layer_count or self.arch.state_layers:
             return weights, 0.0
         return weights, float(memory.kv_bytes_per_sequence)
 

@@ -113,8 +113,16 @@ def nodes_needed(gpu: Gpu, tensor_parallel: int, pipeline_parallel: int, copies:
 
 def heads_allow(arch: Architecture, tensor_parallel: int) -> bool:
     """TP splits whole attention heads; KV heads are split too, or replicated when TP is a multiple of
-    them (vLLM ``get_num_kv_heads``, Megatron); MLA's latent cache is replicated on every rank."""
+    them (vLLM ``get_num_kv_heads``, Megatron); MLA's latent cache is replicated on every rank. The heads
+    of linear-attention and Mamba-2 layers are split whole too (vLLM ``MambaStateShapeCalculator`` divides
+    them: Gated DeltaNet key and value heads, Mamba-2 heads)."""
     if arch.heads % tensor_parallel:
+        return False
+    if arch.state_kind == "L" and (
+        arch.linear_key_heads % tensor_parallel or arch.linear_value_heads % tensor_parallel
+    ):
+        return False
+    if arch.state_kind == "M" and arch.mamba_heads % tensor_parallel:
         return False
     return arch.is_mla or arch.n_kv % tensor_parallel == 0 or tensor_parallel % arch.n_kv == 0
 
@@ -131,7 +139,12 @@ def vocab_allows(arch: Architecture, tensor_parallel: int) -> bool:
 def tensor_parallel_problem(arch: Architecture, tensor_parallel: int, *, serving: bool) -> str | None:
     """Why a TP degree cannot run this model, or None."""
     if not heads_allow(arch, tensor_parallel):
-        return f"tensor_parallel {tensor_parallel} does not divide {arch.heads} attention heads / {arch.n_kv} KV heads"
+        heads = f"{arch.heads} attention heads / {arch.n_kv} KV heads"
+        if arch.state_kind == "L":
+            heads += f" / {arch.linear_key_heads} linear-attention key and {arch.linear_value_heads} value heads"
+        elif arch.state_kind == "M":
+            heads += f" / {arch.mamba_heads} Mamba heads"
+        return f"tensor_parallel {tensor_parallel} does not divide {heads}"
     if serving and not vocab_allows(arch, tensor_parallel):
         return (
             f"tensor_parallel {tensor_parallel} does not divide the padded vocabulary of {padded_vocab(arch):,} rows "

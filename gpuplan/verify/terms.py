@@ -117,6 +117,8 @@ def serve_estimate_terms(estimate: ServeEstimate) -> dict[str, float]:
     terms["kv_pool"] = pool
     # vLLM: num_blocks = pool // (bytes of one block over the GPU's layers); tokens = blocks x block size.
     terms["kv_tokens"] = math.floor(max(pool, 0) / per_block) * BLOCK_TOKENS if per_block > 0 else 0.0
+    if memory.state_bytes_per_sequence:  # state layers share the pages: blocks of the raised size per group
+        terms["kv_tokens"] = float(memory.kv_cache_tokens)
     terms["max_concurrency"] = max(pool, 0) / memory.kv_bytes_per_sequence if memory.kv_bytes_per_sequence else 0.0
     return terms
 
