@@ -156,6 +156,22 @@ def serve_breaks(spec: Spec, layout: Layout, demand: int) -> set[str]:
     return broken
 
 
+def assert_cheapest_or_kept(plan, option: Option) -> None:
+    """The recommendation costs no more than ``option``, unless it is the sound declared layout kept over a
+    saving that is not material: at most 10% on the same GPU kind or 20% on another, or under 100 (USD) a
+    month (serving) or a run (fine-tuning with tokens)."""
+    recommended = plan.recommended
+    if recommended is None or recommended.rate is None or option.rate is None:
+        return
+    if option.rate >= recommended.rate - 1e-9:
+        return
+    assert recommended.layout.key == plan.declared.layout.key and plan.declared.sound
+    share = (recommended.rate - option.rate) / recommended.rate
+    limit = 0.10 if option.layout.gpu.id == recommended.layout.gpu.id else 0.20
+    small = option.cost is not None and recommended.cost - option.cost < 100 + 0.01
+    assert share <= limit + 1e-9 or small, (share, limit, option.cost, recommended.cost)
+
+
 def finetune_breaks(spec: Spec, layout: Layout) -> set[str]:
     job, settings_ = spec.finetune, layout.settings
     assert job is not None and settings_ is not None
@@ -249,8 +265,7 @@ def test_every_listed_option_is_sound_every_rejected_one_breaks_a_constraint(doc
     demand = spec.serve.concurrency * spec.serve.hardware.replicas
     for option in plan.options:
         assert serve_breaks(spec, option.layout, demand) == set()
-        if plan.recommended is not None and plan.recommended.rate is not None and option.rate is not None:
-            assert option.rate >= plan.recommended.rate
+        assert_cheapest_or_kept(plan, option)
     for option in plan.rejected:
         recomputed = serve_breaks(spec, option.layout, demand)
         assert recomputed and recomputed <= set(option.broken) | {"limits"}, (option.broken, recomputed)
@@ -295,21 +310,7 @@ def test_finetuning_options_keep_the_global_batch_and_are_sound(document):
         assert settings_ is not None
         assert settings_.micro_batch * settings_.gradient_accumulation * option.layout.replicas == global_batch
         assert finetune_breaks(spec, option.layout) == set()
-        recommended = plan.recommended
-        cheaper = (
-            recommended is not None
-            and recommended.rate is not None
-            and option.rate is not None
-            and option.rate < recommended.rate - 1e-9
-        )
-        if cheaper:
-            # Only a sound declared layout is kept over a cheaper option, and only when the saving is not
-            # material: at most 10% on the same GPU kind or 20% on another, or under 100 (USD) a run.
-            assert recommended.layout.key == plan.declared.layout.key and plan.declared.sound
-            share = (recommended.rate - option.rate) / recommended.rate
-            limit = 0.10 if option.layout.gpu.id == recommended.layout.gpu.id else 0.20
-            small = option.cost is not None and recommended.cost - option.cost < 100 + 0.01
-            assert share <= limit + 1e-9 or small, (share, limit, option.cost, recommended.cost)
+        assert_cheapest_or_kept(plan, option)
     for option in plan.rejected:
         recomputed = finetune_breaks(spec, option.layout)
         assert recomputed and option.broken[0] in recomputed, (option.broken, recomputed)
