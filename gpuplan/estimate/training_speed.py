@@ -278,11 +278,15 @@ def offload_time(
     if job.offload_optimizer != "none":
         # Gradients out behind each backward: 16-bit running sums between micro-batches (out after every
         # micro-batch but the last, back in before every one but the first), fp32 at the boundary.
+        # Per micro-batch the two directions run at once: micro-batch 0 sends a running sum out (nothing
+        # comes back), the middle ones send one out and take one back, the last sends the fp32 gradients
+        # out and takes the running sum back; summed in closed form (m reaches millions in the planner).
         running = local_trainable * working / copy
-        for index in range(m):
-            out = local_trainable * OFFLOAD_GRADIENT_BYTES / copy if index == m - 1 else running
-            back = running if index > 0 else 0.0
-            exposed += max(0.0, max(out, back) - backward)  # the two directions run at once
+        final = local_trainable * OFFLOAD_GRADIENT_BYTES / copy
+        if m == 1:
+            exposed += max(0.0, final - backward)
+        else:
+            exposed += (m - 1) * max(0.0, running - backward) + max(0.0, max(final, running) - backward)
         # The step on the CPU moves the optimizer's bytes through host memory; NVMe first reads the states
         # in and afterwards writes them back; the updated 16-bit parameters go back to the GPU in tiles
         # while the step runs (ZeRO-Offload section 5.1).
