@@ -158,17 +158,18 @@ class JobPlanner:
         declared = self.declared()
         if declared.rate is None:
             return None
+        anywhere = self.cheapest(ceiling=materiality.ceiling(declared, materiality.switch_share))
+        if anywhere is not None:
+            # The cheapest of every kind under the switch ceiling: one on the declared kind costs no less,
+            # so it saves no more (and an amount too small here is too small there).
+            return anywhere if materiality.material(declared, anywhere) else None
         gpu = declared.layout.gpu.id
-        candidates = (
-            self.cheapest(ceiling=materiality.ceiling(declared, materiality.switch_share)),
-            self.cheapest(
-                ceiling=materiality.ceiling(declared, materiality.same_gpu_share),
-                where=lambda kind, tp, pp: kind.id == gpu,
-                tag=f"on {gpu}",
-            ),
+        same = self.cheapest(
+            ceiling=materiality.ceiling(declared, materiality.same_gpu_share),
+            where=lambda kind, tp, pp: kind.id == gpu,
+            tag=f"on {gpu}",
         )
-        material = [o for o in candidates if o is not None and materiality.material(declared, o)]
-        return min(material, key=Option.rank) if material else None
+        return same if same is not None and materiality.material(declared, same) else None
 
     def fewest_gpus_on(self, gpu: Gpu) -> Option | None:
         """The sound option on one GPU kind with the fewest GPUs (then the cheapest): "parallelism is
