@@ -234,6 +234,9 @@ def routed_share(arch: Architecture, tp: int, ep: int) -> float:
     return math.ceil(arch.experts / ep) / arch.experts if ep > 1 else 1 / tp
 
 
+# Weight bytes per stage do not depend on the GPU kind: a planner asks for the same TP x PP split on every
+# GPU it searches (memory shape, decode reads), and each answer loops over the model's layers.
+@functools.lru_cache(maxsize=1024)
 def stage_weights(
     arch: Architecture,
     quantization: str,
