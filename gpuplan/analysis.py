@@ -34,6 +34,7 @@ from gpuplan.estimate.training import (
     estimate_training,
     has_master_weights,
     optimizer_state_bytes,
+    states_floor,
     trainable_params,
 )
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
@@ -250,6 +251,13 @@ def finetune_memory(spec: Spec, job: Finetune) -> TrainingMemory:
     """Per-GPU memory of ``job`` as declared (no speed, no price): what estimate_finetune's fit rests on."""
     setup = training_setup(spec, job)
     return estimate_training(setup, training_overhead(setup))
+
+
+def finetune_memory_floor(spec: Spec, job: Finetune) -> int:
+    """A lower bound of ``finetune_memory(spec, job).per_gpu`` from the model states alone (the same for
+    every micro-batch, recompute and loss setting of a layout; ``training.states_floor``)."""
+    setup = training_setup(spec, job)
+    return states_floor(setup) + training_overhead(setup)
 
 
 def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:

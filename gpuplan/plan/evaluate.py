@@ -21,6 +21,7 @@ from gpuplan.analysis import (
     estimate_finetune,
     estimate_serve,
     finetune_memory,
+    finetune_memory_floor,
     finetune_speed,
     run_cost,
     serve_shape,
@@ -546,6 +547,7 @@ class FinetunePlanner(_Evaluator):
         self.declared_data_parallel = hardware.replicas
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
+        self._state_floors: dict[tuple[int, int, int, str], int] = {}  # TP, PP, DP, sharding -> memory_floor
         self._floor_job: tuple[Finetune, TrainingSetup] | None = None
         self._micro_batches: dict[int, tuple[int, ...]] = {}  # data-parallel width -> sizes
         self.declared = self.declared_layout()
@@ -602,8 +604,27 @@ class FinetunePlanner(_Evaluator):
             self._memory[key] = finetune_memory(self.spec, self._job(layout))
         return self._memory[key]
 
+    def memory_floor(self, layout: Layout) -> int:
+        """A lower bound of ``memory(layout).per_gpu`` from the model states alone: one per shape and
+        sharding, whatever the layout's micro-batch, recompute and fused loss (which the states do not
+        read; ``finetune_memory_floor``)."""
+        assert layout.settings is not None
+        key = (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, layout.settings.sharding)
+        floor = self._state_floors.get(key)
+        if floor is None:
+            floor = self._state_floors[key] = finetune_memory_floor(self.spec, self._job(layout))
+        return floor
+
     def memory_sound(self, layout: Layout) -> bool:
-        return within_headroom(self.memory(layout).per_gpu, layout.gpu.usable_bytes, self.headroom_pct)
+        """Whether the layout's per-GPU memory is within the headroom; a layout whose model states alone
+        already are not is answered without its estimate: memory_floor(layout) <= per_gpu, so
+        floor > limit implies per_gpu > limit."""
+        usable = layout.gpu.usable_bytes
+        if self._memory_key(layout) not in self._memory and not within_headroom(
+            self.memory_floor(layout), usable, self.headroom_pct
+        ):
+            return False
+        return within_headroom(self.memory(layout).per_gpu, usable, self.headroom_pct)
 
     def sync_too_slow(self, layout: Layout) -> bool:
         """Whether gradient sync alone breaks the layout, as ``evaluate`` judges it, from the speed model
