@@ -355,7 +355,7 @@ def test_the_fewest_gpus_query_looks_past_a_width_that_fits_but_breaks_gradient_
         )
     )
     gpu = gpu_catalog()["l40s"]
-    assert job._fitting_widths(gpu, 1, 8) == [4, 8]
+    assert list(job._fitting_widths(gpu, 1, 8)) == [4, 8]
     at_four = [
         job.evaluator.evaluate(Layout(gpu, 1, 8, 4, settings=choice))
         for recompute in (False, True)

@@ -457,22 +457,23 @@ class JobPlanner:
                 return [o for o in sound if ceiling is None or (o.rate is not None and o.rate < ceiling)]
         return []
 
-    def _fitting_widths(self, gpu: Gpu, tp: int, pp: int) -> list[int]:
+    def _fitting_widths(self, gpu: Gpu, tp: int, pp: int) -> Iterator[int]:
         """The data-parallel widths of a TP x PP split at which some settings are memory-sound, with or
         without full recompute (recompute usually needs less, but not always: it keeps each layer's
         checkpointed input through backward, which can outweigh what it saves when activations are
-        offloaded). Over two ranks or more, sharding over more ranks only lowers the least memory (a
-        property test holds it): the widest decides whether any fits, and the widths from the first that
-        fits on all do; one rank keeps the declared sharding and is checked alone."""
+        offloaded), narrowest first. Over two ranks or more, sharding over more ranks only lowers the
+        least memory (a property test holds it): the widest decides whether any fits, and the widths from
+        the first that fits on all do; one rank keeps the declared sharding and is checked alone.
+        Generated lazily: a caller that finds its answer at one rank never estimates the sharded widths."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
         widths = [dp for dp in evaluator.data_parallel_degrees(tp, pp) if self._within_nodes(gpu, tp, pp, dp)]
-        fitting = [dp for dp in widths if dp == 1 and self._fits_either_way(gpu, tp, pp, dp)]
+        if 1 in widths and self._fits_either_way(gpu, tp, pp, 1):
+            yield 1
         sharded = [dp for dp in widths if dp > 1]
         if sharded and self._fits_either_way(gpu, tp, pp, sharded[-1]):
             first = next(index for index, dp in enumerate(sharded) if self._fits_either_way(gpu, tp, pp, dp))
-            fitting += sharded[first:]
-        return fitting
+            yield from sharded[first:]
 
     def _fits_either_way(self, gpu: Gpu, tp: int, pp: int, dp: int) -> bool:
         """Whether any settings of a shape fit with full recompute or without it (recompute first: it is
