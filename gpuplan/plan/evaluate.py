@@ -31,7 +31,14 @@ from gpuplan.analysis import (
 )
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
-from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, latency_floors, serving_speed
+from gpuplan.estimate.serving_speed import (
+    ServingSpeed,
+    ServingWorkload,
+    latency_bounds,
+    latency_floors,
+    prepare,
+    serving_speed,
+)
 from gpuplan.estimate.training import TrainingMemory, TrainingSetup
 from gpuplan.estimate.training_speed import TrainingSpeed
 from gpuplan.layout import whole_replicas
@@ -343,7 +350,8 @@ class ServePlanner(_Evaluator):
         self._shapes: dict[tuple[object, ...], ServingShape] = {}  # GPU, TP, PP, tenants' sequences
         self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
-        self._deployments: dict[tuple[str, int, int], ServingWorkload] = {}  # GPU, TP, PP -> deployment_workload
+        # GPU, TP, PP -> (deployment_workload, its serving_speed.prepare)
+        self._deployments: dict[tuple[str, int, int], tuple[ServingWorkload, Any]] = {}
         self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
@@ -449,30 +457,50 @@ class ServePlanner(_Evaluator):
             return False
         if self.slo_out_of_reach(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel):
             return False
+        job = self.job
+        if job.ttft_ms is None and job.tpot_ms is None:
+            return True  # no latency constraint: the speed is estimated only for an option's figures
         load = self._load(layout)
         if load not in self._latency_met:
-            speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
-            self._latency_met[load] = not any(speed_slo_miss(self.job, speed, metric) for metric in ("ttft", "tpot"))
+            if layout.key not in self._speeds and self._bounds_miss(layout):
+                self._latency_met[load] = False  # as the speed model would say, without its steady state
+            else:
+                speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
+                self._latency_met[load] = not any(speed_slo_miss(job, speed, metric) for metric in ("ttft", "tpot"))
         return self._latency_met[load]
+
+    def _bounds_miss(self, layout: Layout) -> bool:
+        """Whether the speed model's lower bounds at the layout's load (``latency_bounds``) already miss
+        the SLO: then its TTFT or TPOT, at least those bounds, misses it too."""
+        workload, prepared = self._workload(layout, self.memory(layout).kv_available)
+        ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared)
+        job = self.job
+        return (job.ttft_ms is not None and ttft * 1000 > job.ttft_ms) or (
+            job.tpot_ms is not None and tpot * 1000 > job.tpot_ms
+        )
 
     def _speed(self, layout: Layout) -> ServingSpeed:
         """The serving speed ``evaluate`` gives the layout (computed once for both)."""
         key = layout.key
         if key not in self._speeds:
             memory = self.memory(layout)
-            self._speeds[key] = serving_speed(self._workload(layout, memory.kv_available), self.efficiency)
+            workload, prepared = self._workload(layout, memory.kv_available)
+            self._speeds[key] = serving_speed(workload, self.efficiency, prepared=prepared)
         return self._speeds[key]
 
-    def _workload(self, layout: Layout, kv_available: float) -> ServingWorkload:
+    def _workload(self, layout: Layout, kv_available: float) -> tuple[ServingWorkload, Any]:
         """What the speed model reads of ``layout``, with the given KV space per GPU: the
-        ``serving_workload`` of its job, from its split's deployment (the same at every load)."""
+        ``serving_workload`` of its job, from its split's deployment (the same at every load), and that
+        deployment prepared for the speed model (``serving_speed.prepare``, also the same at every load)."""
         split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
-        deployment = self._deployments.get(split)
-        if deployment is None:
+        found = self._deployments.get(split)
+        if found is None:
             job = self._job(layout)
             setup = serving_setup(self.spec, job, gpu=layout.gpu)
-            deployment = self._deployments[split] = deployment_workload(self.spec, job, setup, layout.gpu)
-        return workload_at_load(deployment, kv_available, layout.concurrency, layout.gpus)
+            deployment = deployment_workload(self.spec, job, setup, layout.gpu)
+            found = self._deployments[split] = (deployment, prepare(deployment, self.efficiency))
+        deployment, prepared = found
+        return workload_at_load(deployment, kv_available, layout.concurrency, layout.gpus), prepared
 
     def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
@@ -486,7 +514,8 @@ class ServePlanner(_Evaluator):
         if key not in self._floors:
             # The floors read no load and no KV capacity: one replica's floors are every replica count's.
             layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
-            ttft, tpot = latency_floors(self._workload(layout, 0.0), self.efficiency)
+            workload, prepared = self._workload(layout, 0.0)
+            ttft, tpot = latency_floors(workload, self.efficiency, prepared=prepared)
             self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
         ttft_ms, tpot_ms = self._floors[key]
         return (self.job.ttft_ms is not None and ttft_ms > self.job.ttft_ms) or (
