@@ -352,6 +352,7 @@ class ServePlanner(_Evaluator):
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
         # GPU, TP, PP -> (deployment_workload, its serving_speed.prepare)
         self._deployments: dict[tuple[str, int, int], tuple[ServingWorkload, Any]] = {}
+        self._splits: dict[tuple[int, int], ServingWorkload] = {}  # TP, PP -> deployment_workload (any GPU)
         self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
@@ -495,12 +496,22 @@ class ServePlanner(_Evaluator):
         split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
         found = self._deployments.get(split)
         if found is None:
-            job = self._job(layout)
-            setup = serving_setup(self.spec, job, gpu=layout.gpu)
-            deployment = deployment_workload(self.spec, job, setup, layout.gpu)
+            deployment = evolve(self._deployment_of_split(layout), gpu=layout.gpu)
             found = self._deployments[split] = (deployment, prepare(deployment, self.efficiency))
         deployment, prepared = found
         return workload_at_load(deployment, kv_available, layout.concurrency, layout.gpus), prepared
+
+    def _deployment_of_split(self, layout: Layout) -> ServingWorkload:
+        """``deployment_workload`` of the layout's TP x PP split, on the layout's GPU kind: it reads the
+        GPU kind nowhere but its ``gpu`` field (the split's weights read, the job's prompt, engine and
+        batch settings), so the split's on any other kind is this with that kind (computed once)."""
+        split = (layout.tensor_parallel, layout.pipeline_parallel)
+        found = self._splits.get(split)
+        if found is None:
+            job = self._job(layout)
+            setup = serving_setup(self.spec, job, gpu=layout.gpu)
+            found = self._splits[split] = deployment_workload(self.spec, job, setup, layout.gpu)
+        return found
 
     def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
