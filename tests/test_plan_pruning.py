@@ -362,3 +362,22 @@ def test_the_memory_shape_gives_the_memory_model_at_every_concurrency(document, 
         getattr(serving_shape, "cache_clear", lambda: None)()
         assert shape.at(concurrency) == estimate_serving(changed, usable)
         assert estimate_serving(changed, usable) == shape.at(concurrency)
+
+
+@settings(max_examples=20, deadline=None)
+@given(deployments())
+def test_a_splits_deployment_workload_is_the_same_on_every_gpu_kind_but_its_gpu(document):
+    # The serving planner derives each TP x PP split's deployment workload once and gives it each GPU kind
+    # it tries; that must be the workload the estimate itself builds on that kind.
+    from gpuplan.analysis import deployment_workload, serving_setup
+
+    spec = make_spec(document)
+    planner = planner_for(spec, default_settings()).serve
+    assert planner is not None
+    evaluator = planner.evaluator
+    for gpu in list(gpu_catalog().values())[::3]:
+        for tp, pp in ((1, 1), (2, 1), (1, 2), (4, 2)):
+            layout = evaluator.layout(gpu, tp, pp, 1)
+            job = evaluator._job(layout)
+            expected = deployment_workload(spec, job, serving_setup(spec, job, gpu=gpu), gpu)
+            assert evaluator._workload(layout, 0.0)[0] == evolve(expected, concurrency=layout.concurrency, replicas=1)
