@@ -386,13 +386,14 @@ class JobPlanner:
         sync_binds = False  # set once a choice that fits breaks gradient sync: then sync is checked first
         for settings in self._settings_choices(dp, checkpointing):
             layout = Layout(gpu, tp, pp, dp, settings=settings)
+            if not evaluator.memory_sound(layout):
+                continue
             if sync_binds and evaluator.sync_too_slow(layout):
-                continue  # the cheaper check (no memory estimate), and at this shape the likelier to fail
-            if evaluator.memory_sound(layout):
-                option = evaluator.evaluate(layout)
-                if option.sound:
-                    return option
-                sync_binds = sync_binds or "gradient_sync" in option.broken
+                continue  # at this shape the likelier to fail, and cheaper than the whole estimate
+            option = evaluator.evaluate(layout)
+            if option.sound:
+                return option
+            sync_binds = sync_binds or "gradient_sync" in option.broken
         return None
 
     def _relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> tuple[Layout, ...]:
