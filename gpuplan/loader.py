@@ -38,6 +38,7 @@ _SAFE_TAGS = frozenset(
     for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary", "merge")
 )
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SCALAR_EVENT = yaml.ScalarEvent
 _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
@@ -193,10 +194,11 @@ class _Composer:
             return
         parent = self.stack[-1]
         parent.size += size
-        if isinstance(parent.value, list):
-            pointer = parent.pointer + (len(parent.value),)
+        container = parent.value
+        if type(container) is list:  # a frame holds the plain list or dict _open made
+            pointer = parent.pointer + (len(container),)
             self.positions.setdefault(pointer, Position(mark[0], mark[1], mark[0], mark[1]))
-            parent.value.append(value)
+            container.append(value)
             return
         if parent.key_mark is None:  # this value is a key
             self._take_key(parent, value, mark)
@@ -247,9 +249,21 @@ class _Composer:
             )
 
     def feed(self, event: Any) -> None:
-        if isinstance(event, yaml.ScalarEvent):  # most events are scalars: tested first
-            self._count(event)
-            self._attach(_scalar(event, self.lines), 1, _mark(event, self.lines), event.anchor)
+        if isinstance(event, _SCALAR_EVENT):  # most events are scalars: tested first, and taken inline
+            self.nodes += 1
+            if self.nodes > MAX_NODES:
+                self._count(event, 0)  # raises
+            lines = self.lines
+            if lines.starts is None:
+                start = event.start_mark
+                mark = (start.line + 1, start.column + 1)
+            else:
+                mark = lines.at(event.start_mark)
+            try:
+                value = _scalar_value(event.tag, event.value, event.implicit)
+            except _LoadProblem as problem:
+                raise _LoadProblem(problem.code, problem.message, mark[0], mark[1], problem.hint) from None
+            self._attach(value, 1, mark, event.anchor)
         elif isinstance(event, yaml.DocumentStartEvent):
             self.documents += 1
             if self.documents > 1:
@@ -338,8 +352,13 @@ def _load(raw: bytes) -> _Composer:
     lines = _Lines(text)
     composer = _Composer(lines)
     try:
-        for event in yaml.parse(text, Loader=_Loader):
-            composer.feed(event)
+        parser = _Loader(text)  # the events of yaml.parse, without its generator
+        try:
+            feed, next_event = composer.feed, parser.get_event
+            while parser.check_event():
+                feed(next_event())
+        finally:
+            parser.dispose()
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, col = lines.at(mark) if mark else (1, 1)
