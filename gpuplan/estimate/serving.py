@@ -427,6 +427,7 @@ def runtime_bytes(tp: int, pp: int) -> int:
     return NON_TORCH_PP if pp > 1 else NON_TORCH_SINGLE
 
 
+@functools.lru_cache(maxsize=64)
 def cuda_graph_bytes(max_num_seqs: int) -> int:
     largest = min(2 * max_num_seqs, 512)
     sizes = len([size for size in (1, 2, 4) if size <= largest]) + len(range(8, min(largest, 255) + 1, 8))
@@ -487,19 +488,26 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     budget = int(usable_bytes * setup.memory_utilization)
     runtime = runtime_bytes(tp, pp)
     stages = arch.stage_layers(pp)
-    page_elements = arch.kv_elements_per_token_per_layer(tp) * BLOCK_TOKENS
-    page = math.ceil(page_elements * setup.kv_dtype_bytes)
+    elements = arch.kv_elements_per_token_per_layer(tp)
+    page = math.ceil(elements * BLOCK_TOKENS * setup.kv_dtype_bytes)
+    # kv_bytes_per_sequence of each stage, its per-token bytes and cached tokens taken once for all
+    per_layer_token = elements * setup.kv_dtype_bytes
+    full_tokens = cached_tokens(arch, setup.context, False, setup.max_batched_tokens)
+    windowed_tokens = cached_tokens(arch, setup.context, True, setup.max_batched_tokens)
+    reserves: dict[bool, float] = {}  # every stage but the last reserves the same
     candidates = []
     for index, layers in enumerate(stages):
         last = index == len(stages) - 1
-        reserve = max(
-            [activation_reserve(arch, setup, last)]
-            + [activation_reserve(t.architecture, setup, last) for t in setup.tenants]
-        )
-        per_sequence = kv_bytes_per_sequence(
-            arch, setup.context, setup.kv_dtype_bytes, tp, pp, setup.max_batched_tokens, index
-        )
+        if last not in reserves:
+            reserves[last] = max(
+                [activation_reserve(arch, setup, last)]
+                + [activation_reserve(t.architecture, setup, last) for t in setup.tenants]
+            )
+        reserve = reserves[last]
         layout = kv_layout(arch, layers)
+        per_sequence = max(
+            0.0, per_layer_token * (layout.full_slots * full_tokens + layout.windowed_slots * windowed_tokens)
+        )
         non_kv = weights[index] + reserve + runtime + tenant_weights
         room = (budget - non_kv - tenant_kv) / max(per_sequence, 1.0)
         candidates.append((room, index, reserve, per_sequence, layout))
