@@ -309,15 +309,38 @@ def decode_weight_reads(setup: ServingSetup) -> tuple[float, ...]:
     first stage, the head on the last]. The stages differ (the head's stage reads most where the
     vocabulary is large), and the stage whose memory peaks (``serving_shape``) need not read the most.
     """
-    arch, tp, ep = setup.architecture, setup.tensor_parallel, setup.expert_parallel
-    stages = model_stage_weights(setup)
-    sixteen = unquantized_bytes(setup.quantization, setup.model_dtype_bytes)
-    one_stage = setup.pipeline_parallel == 1
+    return _decode_reads(
+        setup.architecture,
+        setup.quantization,
+        setup.model_dtype_bytes,
+        setup.tensor_parallel,
+        setup.pipeline_parallel,
+        setup.group_size,
+        setup.quantized_params,
+        setup.expert_parallel,
+    )
+
+
+# What decode_weight_reads reads of a setup, remembered as stage_weights is (the same on every GPU kind).
+@functools.lru_cache(maxsize=1024)
+def _decode_reads(
+    arch: Architecture,
+    quantization: str,
+    dtype_bytes: int,
+    tp: int,
+    pp: int,
+    group_size: int,
+    quantized_params: int | None,
+    ep: int,
+) -> tuple[float, ...]:
+    stages = stage_weights(arch, quantization, dtype_bytes, tp, pp, group_size, quantized_params, ep)
+    sixteen = unquantized_bytes(quantization, dtype_bytes)
+    one_stage = pp == 1
     gathered = arch.embedding_params() - (arch.vocab * arch.hidden if arch.tie_embeddings and one_stage else 0)
     # Resident routed experts per MoE layer on one GPU: ceil(E / EP) whole experts, or 1/TP of each.
-    experts = routed_expert_bytes(arch, setup.quantization, setup.model_dtype_bytes, setup.group_size)
+    experts = routed_expert_bytes(arch, quantization, dtype_bytes, group_size)
     reads = []
-    for index, layers in enumerate(arch.stage_layers(setup.pipeline_parallel)):
+    for index, layers in enumerate(arch.stage_layers(pp)):
         resident = stage_routed_bytes(arch, experts, layers) * routed_share(arch, tp, ep) if experts else 0.0
         unread = (gathered + arch.vision_params) * sixteen / tp if index == 0 else 0.0
         reads.append(stages[index] - unread - resident)
