@@ -23,7 +23,7 @@ from gpuplan.config import default_settings
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
-from gpuplan.estimate.serving_speed import latency_bounds, latency_floors, prepare, serving_speed
+from gpuplan.estimate.serving_speed import floor_bounds, latency_bounds, latency_floors, prepare, serving_speed
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.probes import Galloping, Scan
 from gpuplan.records import evolve
@@ -150,6 +150,22 @@ def test_a_prepared_deployment_gives_the_speed_model_exactly_at_any_load(documen
         assert serving_speed(load, efficiency, prepared=prepared) == serving_speed(load, efficiency)
         assert latency_bounds(load, efficiency, prepared=prepared) == latency_bounds(load, efficiency)
         assert latency_floors(load, efficiency, prepared=prepared) == latency_floors(load, efficiency)
+
+
+@settings(max_examples=200, deadline=None)
+@given(deployments())
+def test_the_cheap_floor_bounds_never_exceed_the_floors(document):
+    # The planner rules a family out on floor_bounds before it prepares the family's deployment for the
+    # floors themselves: each bound must be at or below its floor.
+    spec = make_spec(document)
+    assert spec.serve is not None
+    efficiency = efficiency_of(default_settings())
+    workload = estimate_serve(spec, spec.serve, efficiency).workload
+    assert workload is not None
+    ttft, tpot = floor_bounds(workload, efficiency)
+    floor_ttft, floor_tpot = latency_floors(workload, efficiency)
+    assert 0 < tpot <= floor_tpot
+    assert 0 <= ttft <= floor_ttft
 
 
 @settings(max_examples=40, deadline=None)

@@ -157,17 +157,18 @@ def _roofline(memory: float, compute: float, p: float, inverse: float) -> float:
     return compute * (1 + (memory / compute) ** p) ** inverse
 
 
-class _Deployment:
-    """Per-GPU rates and per-step costs of one replica; every method is closed form."""
+class _Rates:
+    """What a step of one replica runs at on its GPU: the engine's limits, the GEMM, attention and memory
+    rates, the linear FLOPs per token and the fixed cost of one step on one GPU of a stage."""
 
     def __init__(self, w: ServingWorkload, calibration: Calibration, efficiency: Efficiency) -> None:
         arch, gpu = w.architecture, w.gpu
-        self.w, self.engine = w, calibration.engine(w.engine)
+        self.engine = calibration.engine(w.engine)
         default_tokens, default_sequences = self.engine.limits(gpu)
         self.token_budget = w.max_batched_tokens or default_tokens  # tokens one step may carry
         self.sequence_cap = w.max_sequences or default_sequences  # sequences the engine runs at once
         mechanisms = calibration.serving
-        tp, pp, ep = w.tensor_parallel, w.pipeline_parallel, w.expert_parallel
+        tp, pp = w.tensor_parallel, w.pipeline_parallel
         stage_layers = math.ceil(arch.layers / pp)
         self.stage_share = stage_layers / arch.layers
         self.stage_layers = stage_layers
@@ -187,6 +188,25 @@ class _Deployment:
         # prompt is sampled), a decode token does not.
         self.head_flops = 2 * arch.vocab * arch.hidden * self.stage_share / tp
         self.body_flops = 2 * matmul_params(arch) * self.stage_share / tp - self.head_flops
+        self.fixed = self.engine.step_overhead_s + stage_layers * mechanisms.layer_overhead_s
+        self.sharpness = mechanisms.roofline_sharpness
+        self.inverse_sharpness = 1 / self.sharpness
+
+
+class _Deployment:
+    """Per-GPU rates and per-step costs of one replica; every method is closed form."""
+
+    def __init__(self, w: ServingWorkload, calibration: Calibration, efficiency: Efficiency) -> None:
+        arch, gpu = w.architecture, w.gpu
+        rates = _Rates(w, calibration, efficiency)
+        self.w, self.engine = w, rates.engine
+        self.token_budget, self.sequence_cap = rates.token_budget, rates.sequence_cap
+        mechanisms = calibration.serving
+        tp, pp, ep = w.tensor_parallel, w.pipeline_parallel, w.expert_parallel
+        self.stage_layers, self.stage_share = rates.stage_layers, rates.stage_share
+        stage_layers = rates.stage_layers
+        self.gemm_rate, self.attention_rate, self.bandwidth = rates.gemm_rate, rates.attention_rate, rates.bandwidth
+        self.head_flops, self.body_flops = rates.head_flops, rates.body_flops
         # Weights: every step reads the stage's other weights; the routed experts this GPU holds are read
         # only when a token is routed to them.
         self.dense_bytes = w.weights_read
@@ -222,9 +242,8 @@ class _Deployment:
         ep_fast = on_fast_link(gpu, ep)
         self.ep_latency = mechanisms.allreduce_latency_nvlink_s if ep_fast else mechanisms.allreduce_latency_pcie_s
         self.moe_layers = math.ceil(arch.moe_layers / pp) if arch.is_moe else 0
-        self.fixed = self.engine.step_overhead_s + stage_layers * mechanisms.layer_overhead_s
-        self.sharpness = mechanisms.roofline_sharpness
-        self.inverse_sharpness = 1 / self.sharpness
+        self.fixed = rates.fixed
+        self.sharpness, self.inverse_sharpness = rates.sharpness, rates.inverse_sharpness
         self.sequence_overhead = self.engine.sequence_overhead_s
         self.hop = self.tp_latency if pp > 1 else 0.0  # activations handed to the next stage
         self.communicates = tp > 1 or (ep > 1 and self.moe_layers > 0)
@@ -494,6 +513,39 @@ def latency_floors(
         chunks, chunk = d.idle_chunks(passed, d.token_budget)
         ttft += chunks * chunk.mean_seconds + (w.pipeline_parallel - 1) * d.hop
     return ttft, tpot
+
+
+def floor_bounds(
+    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> tuple[float, float]:
+    """(TTFT, TPOT) at or below ``latency_floors``, from the GPU's rates and the weights each step reads
+    alone (no deployment is prepared): a planner tries these first on each layout family and prepares
+    the family's deployment only where they do not already miss the SLO.
+
+    ``latency_floors`` takes stages x one decode step's stage mean (TPOT) and the idle chunks' stage means
+    plus the first token's decode step, the stage hops and the request overhead (TTFT). Each step's mean
+    is its linear roofline over the stages' mean weights read (a mixture's experts only add to what it
+    reads), its attention roofline, the prompt chunk's attention, its collectives, the fixed costs and the
+    decode's per-sequence overhead; these keep the linear roofline, the prompt attention, the fixed
+    costs and the per-sequence overhead, and leave out the rest, which is never negative. A relative
+    1e-9 lower, for rounding. Static batching claims no TTFT floor (as ``latency_floors``)."""
+    rates = _Rates(w, calibration, efficiency or Efficiency())
+    arch, pp, engine = w.architecture, w.pipeline_parallel, rates.engine
+    p, inverse = rates.sharpness, rates.inverse_sharpness
+    mean_read = (w.weights_read - w.weights_above_mean) / rates.bandwidth
+    decode = _roofline(mean_read, (rates.body_flops + rates.head_flops) / rates.gemm_rate, p, inverse)
+    tpot = pp * (decode + rates.fixed + engine.sequence_overhead_s)
+    if w.batching == "static":
+        return 0.0, tpot * (1 - 1e-9)
+    ttft = engine.request_overhead_s
+    passed = int(w.full_prompt - 1 if engine.first_token_from_decode_step else w.full_prompt)
+    if passed > 0:
+        chunks = max(1, math.ceil(passed / rates.token_budget))
+        tokens = passed / chunks
+        linear = _roofline(mean_read, rates.body_flops * tokens / rates.gemm_rate, p, inverse)
+        attention = attention_flops(arch, 0, passed) / chunks * (rates.stage_share / w.tensor_parallel)
+        ttft += chunks * (linear + attention / rates.attention_rate + rates.fixed)
+    return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
 
 
 def latency_bounds(

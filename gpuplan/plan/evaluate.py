@@ -34,6 +34,7 @@ from gpuplan.estimate.serving import ServingMemory, ServingShape
 from gpuplan.estimate.serving_speed import (
     ServingSpeed,
     ServingWorkload,
+    floor_bounds,
     latency_bounds,
     latency_floors,
     prepare,
@@ -353,6 +354,7 @@ class ServePlanner(_Evaluator):
         # GPU, TP, PP -> (deployment_workload, its serving_speed.prepare)
         self._deployments: dict[tuple[str, int, int], tuple[ServingWorkload, Any]] = {}
         self._splits: dict[tuple[int, int], ServingWorkload] = {}  # TP, PP -> deployment_workload (any GPU)
+        self._deployments_on: dict[tuple[str, int, int], ServingWorkload] = {}  # GPU, TP, PP -> that on the GPU
         self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
@@ -496,10 +498,18 @@ class ServePlanner(_Evaluator):
         split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
         found = self._deployments.get(split)
         if found is None:
-            deployment = evolve(self._deployment_of_split(layout), gpu=layout.gpu)
+            deployment = self._deployment_on(layout)
             found = self._deployments[split] = (deployment, prepare(deployment, self.efficiency))
         deployment, prepared = found
         return workload_at_load(deployment, kv_available, layout.concurrency, layout.gpus), prepared
+
+    def _deployment_on(self, layout: Layout) -> ServingWorkload:
+        """``deployment_workload`` of the layout's split on its GPU kind (see ``_deployment_of_split``)."""
+        split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
+        found = self._deployments_on.get(split)
+        if found is None:
+            found = self._deployments_on[split] = evolve(self._deployment_of_split(layout), gpu=layout.gpu)
+        return found
 
     def _deployment_of_split(self, layout: Layout) -> ServingWorkload:
         """``deployment_workload`` of the layout's TP x PP split, on the layout's GPU kind: it reads the
@@ -517,7 +527,8 @@ class ServePlanner(_Evaluator):
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
         (``latency_floors``: one sequence decoding alone; the full prompt's chunks on an idle replica,
         without its pipeline fill) already miss it, by more than a relative 1e-9 that keeps rounding on
-        the safe side."""
+        the safe side. ``floor_bounds``, below those floors and cheaper (no deployment is prepared for
+        them), are tried first: a family they already rule out is never prepared."""
         job = self.job
         if job.ttft_ms is None and job.tpot_ms is None:
             return False
@@ -525,12 +536,19 @@ class ServePlanner(_Evaluator):
         if key not in self._floors:
             # The floors read no load and no KV capacity: one replica's floors are every replica count's.
             layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
-            workload, prepared = self._workload(layout, 0.0)
-            ttft, tpot = latency_floors(workload, self.efficiency, prepared=prepared)
+            ttft, tpot = floor_bounds(self._deployment_on(layout), self.efficiency)
             self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
-        ttft_ms, tpot_ms = self._floors[key]
-        return (self.job.ttft_ms is not None and ttft_ms > self.job.ttft_ms) or (
-            self.job.tpot_ms is not None and tpot_ms > self.job.tpot_ms
+            if not self._misses(*self._floors[key]):
+                workload, prepared = self._workload(layout, 0.0)
+                ttft, tpot = latency_floors(workload, self.efficiency, prepared=prepared)
+                self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
+        return self._misses(*self._floors[key])
+
+    def _misses(self, ttft_ms: float, tpot_ms: float) -> bool:
+        """Whether a TTFT or TPOT (ms) misses the job's SLO."""
+        job = self.job
+        return (job.ttft_ms is not None and ttft_ms > job.ttft_ms) or (
+            job.tpot_ms is not None and tpot_ms > job.tpot_ms
         )
 
     # -- options ---------------------------------------------------------------------------------
