@@ -210,15 +210,23 @@ def all_safe(value: Any) -> bool:
     """Whether ``unsafe_figures(value)`` yields nothing, without naming every number's path (lint checks
     every estimate; the path is spelt out only when one is unsafe)."""
     kind = type(value)
-    if kind is float or kind is int:
-        return math.isfinite(value) and value >= 0
     if kind is dict:
-        return all(map(all_safe, value.values()))
-    if kind is list:
-        return all(map(all_safe, value))
-    if kind is str or kind is bool or value is None:
-        return True
-    return next(unsafe_figures(value), None) is None  # anything else, as unsafe_figures judges it
+        items = value.values()
+    elif kind is list:
+        items = value
+    else:
+        items = (value,)
+    for item in items:  # the numbers of a container are judged here, without a call each
+        kind = type(item)
+        if kind is float or kind is int:
+            if not (math.isfinite(item) and item >= 0):
+                return False
+        elif kind is dict or kind is list:
+            if not all_safe(item):
+                return False
+        elif not (kind is str or kind is bool or item is None) and next(unsafe_figures(item), None) is not None:
+            return False  # anything else, as unsafe_figures judges it
+    return True
 
 
 def configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:
