@@ -40,8 +40,8 @@ from gpuplan.estimate.serving_speed import (
     prepare,
     serving_speed,
 )
-from gpuplan.estimate.training import TrainingMemory, TrainingSetup
-from gpuplan.estimate.training_speed import TrainingSpeed
+from gpuplan.estimate.training import TrainingMemory, TrainingSetup, trainable_params
+from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, seconds_per_token_floor
 from gpuplan.layout import whole_replicas
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
@@ -607,6 +607,7 @@ class FinetunePlanner(_Evaluator):
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
         self._state_floors: dict[tuple[int, int, int, str], int] = {}  # TP, PP, DP, sharding -> memory_floor
         self._floor_job: tuple[Finetune, TrainingSetup] | None = None
+        self._floor_trainable: int | None = None
         self._micro_batches: dict[int, tuple[int, ...]] = {}  # data-parallel width -> sizes
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
@@ -718,6 +719,27 @@ class FinetunePlanner(_Evaluator):
         declared micro-batch (smaller ones are never faster): no layout on this GPU kind costs less.
         Only the run's speed and price on ``gpu`` are computed, as ``estimate_finetune`` computes them (the
         search compares every GPU kind's floor first; nothing else of an estimate is read)."""
+        job, setup = self._floor_setup()
+        _, speed = finetune_speed(setup, gpu, self.efficiency)
+        price = self.spec.price_record(gpu)
+        cost = run_cost(speed, setup.gpus, None if price is None else price.per_hour)
+        return None if cost is None else cost / (job.tokens or NOMINAL_TOKENS) * 1e6
+
+    def floor_rate_bound(self, gpu: Any) -> float:
+        """A lower bound of ``floor_rate(gpu)`` (infinite unpriced) without the speed model's step: its
+        ``seconds_per_token_floor`` at the GPU's price. floor_rate is the run's cost per 1M tokens, which
+        is step time / tokens a step trains per GPU x the price per GPU-hour / 3600 x 1e6."""
+        price = self.spec.price_record(gpu)
+        if price is None:
+            return math.inf
+        _, setup = self._floor_setup()
+        if self._floor_trainable is None:
+            self._floor_trainable = trainable_params(setup)
+        workload = TrainingWorkload(setup, gpu, self._floor_trainable)
+        return seconds_per_token_floor(workload, self.efficiency) * price.per_hour / 3600 * 1e6 * (1 - 1e-9)
+
+    def _floor_setup(self) -> tuple[Finetune, TrainingSetup]:
+        """The job and setup of ``floor_rate``: one GPU, no recompute, a fused loss, the declared micro-batch."""
         if self._floor_job is None:
             declared = self.declared_settings()
             micro = declared.micro_batch
@@ -725,11 +747,7 @@ class FinetunePlanner(_Evaluator):
             layout = Layout(self.job.hardware.gpu, 1, 1, 1, settings=settings)
             job = self._job(layout)
             self._floor_job = (job, training_setup(self.spec, job))
-        job, setup = self._floor_job
-        _, speed = finetune_speed(setup, gpu, self.efficiency)
-        price = self.spec.price_record(gpu)
-        cost = run_cost(speed, setup.gpus, None if price is None else price.per_hour)
-        return None if cost is None else cost / (job.tokens or NOMINAL_TOKENS) * 1e6
+        return self._floor_job
 
 
 def _sharding_kind(sharding: str) -> str:

@@ -497,13 +497,24 @@ class JobPlanner:
         if by_gpus:
             options = [option for gpu in gpus for option in self.finetune_on(gpu, widths="fewest")]
             return min(options, key=lambda o: (o.gpus, *o.rank())) if options else None
-        kinds = sorted(gpus, key=self._floor_rate)
+        evaluator = self.evaluator
+        assert isinstance(evaluator, FinetunePlanner)
+        # GPU kinds in ascending cost floor (ties in the given order), the floors solved lazily: each kind
+        # waits in line at a lower bound of its floor until it comes first, then at its floor. A kind that
+        # comes first at its floor is the next in floor order (every other waits at or below its own), and
+        # once the line's first bound is at or above the limit so is every floor left.
+        line = [(evaluator.floor_rate_bound(gpu), number, False) for number, gpu in enumerate(gpus)]
+        heapq.heapify(line)
         best: Option | None = None
-        for gpu in kinds:
-            floor = self._floor_rate(gpu)
+        while line:
+            floor, number, solved = heapq.heappop(line)
             limit = best.rate if best is not None and best.rate is not None else ceiling
             if limit is not None and floor >= limit:
                 break
+            gpu = gpus[number]
+            if not solved:
+                heapq.heappush(line, (self._floor_rate(gpu), number, True))
+                continue
             for option in self.finetune_on(gpu, widths="per recompute", ceiling=ceiling):
                 if where is not None and not where(gpu, option.layout.tensor_parallel, option.layout.pipeline_parallel):
                     continue
