@@ -335,14 +335,15 @@ def estimate_serve(
     calibration: Calibration = CALIBRATION,
     memory: ServingMemory | None = None,
     speed: ServingSpeed | None = None,
+    workload: ServingWorkload | None = None,
 ) -> ServeEstimate:
-    """``memory`` and ``speed``: the job's serve_memory on ``gpu`` and the speed of its serving_workload
-    when the caller already has them (the planner does)."""
+    """``memory``, ``speed`` and ``workload``: the job's serve_memory on ``gpu``, the speed of its
+    serving_workload and that workload when the caller already has them (the planner does)."""
     gpu = gpu or job.hardware.gpu
     setup = serving_setup(spec, job, tp, gpu)
     memory = memory or estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
-    workload = serving_workload(spec, job, setup, memory.kv_available, gpu, count)
+    workload = workload or serving_workload(spec, job, setup, memory.kv_available, gpu, count)
     speed = speed or serving_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return ServeEstimate(

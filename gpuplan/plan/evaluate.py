@@ -560,6 +560,7 @@ class ServePlanner(_Evaluator):
             gpu=layout.gpu,
             memory=self.memory(layout),
             speed=self._speed(layout),
+            workload=self._workload(layout, self.memory(layout).kv_available)[0],
         )
         memory = estimate.memory
         nodes, checks = self._layout_checks(layout)
