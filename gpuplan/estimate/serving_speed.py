@@ -50,6 +50,7 @@ planner can call it for hundreds of layouts. Figures per engine and the shared k
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -129,6 +130,11 @@ class _Step(NamedTuple):
     memory_bound: bool
     bytes_read: float
     mean_seconds: float  # the stages' mean (their weights' mean): a stage pipeline's sum over stages / stages
+
+
+# A _Step from its fields without the named tuple's Python-level __new__ (the speed model's inner loop
+# builds some twenty per estimate).
+_new_step: Callable[[tuple[float, bool, float, float]], _Step] = functools.partial(tuple.__new__, _Step)
 
 
 def prompt_square_mean(mean: float, p90: float) -> float:
@@ -332,7 +338,7 @@ class _Deployment:
         if self.above_mean:
             mean_linear = _roofline((weights - self.above_mean) / self.bandwidth, linear_compute, p, inverse)
             mean_seconds = seconds - linear + mean_linear
-        return _Step(seconds, memory_bound, weights + kv, mean_seconds)
+        return _new_step((seconds, memory_bound, weights + kv, mean_seconds))
 
     # -- a pipeline of stages ---------------------------------------------------------------------------
     def cycle(self, step: _Step, microbatches: float) -> float:
