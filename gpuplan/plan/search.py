@@ -114,6 +114,7 @@ class JobPlanner:
         self._floor: dict[str, float] = {}
         self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
         self._fewest: dict[str, Option | None] = {}
+        self._priced: list[Gpu] | None = None  # the allowed GPUs with a price, every cost query's pool
         self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
         self._memory_searches: dict[tuple[object, ...], Galloping] = {}
         self._sound_searches: dict[tuple[object, ...], Scan] = {}
@@ -165,7 +166,10 @@ class JobPlanner:
     def _search(
         self, *, ceiling: float | None, where: Where | None, by_gpus: bool, gpus: list[Gpu] | None = None
     ) -> Option | None:
-        pool = gpus if gpus is not None else [gpu for gpu in self.gpus if self.evaluator.spec.price(gpu)[0] is not None]
+        if gpus is None and self._priced is None:
+            self._priced = [gpu for gpu in self.gpus if self.evaluator.spec.price_record(gpu) is not None]
+        pool = gpus if gpus is not None else self._priced
+        assert pool is not None
         if self.kind == "serve":
             return self._serve_search(pool, ceiling, where, by_gpus)
         return self._finetune_search(pool, ceiling, where, by_gpus)
