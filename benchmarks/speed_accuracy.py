@@ -95,6 +95,11 @@ def spec_text(record: dict[str, Any], models: dict[str, Any], overrides: dict[st
     if "ref" in model:
         model["architecture"] = dict(models[model.pop("ref")]["architecture"])
     spec.update(fragment)
+    if "serve" in spec:
+        # The calibration's serving harnesses run in process on token ids (trtllm-bench, gptSessionBenchmark,
+        # LMDeploy's profile_generation and profile_throughput): no server front end. A record measured
+        # through a server says so in its spec (`endpoint: completions`).
+        spec["serve"].setdefault("endpoint", "offline")
     for key, value in (overrides or {}).items():
         spec["serve"][key] = value
     return yaml.safe_dump(spec, sort_keys=False).encode()

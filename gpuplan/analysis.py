@@ -28,7 +28,15 @@ from gpuplan.estimate.serving import (
     sampler_requests,
     shape_at_any_load,
 )
-from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, serving_speed
+from gpuplan.estimate.serving_speed import (
+    SHORT_OUTPUT,
+    SHORT_PROMPT,
+    CategorySpeeds,
+    ServingSpeed,
+    ServingWorkload,
+    category_speeds,
+    serving_speed,
+)
 from gpuplan.estimate.training import (
     MIXED,
     REGIMES,
@@ -135,6 +143,8 @@ class ServeEstimate:
     notes: Notes = field(compare=False, repr=False)  # words `assumptions`: see there
     bands: dict[str, ErrorBand]  # speed figure (ttft, tpot, tokens_per_s) -> calibration error band
     workload: ServingWorkload | None = None  # what the speed was computed from
+    efficiency: Efficiency | None = field(default=None, compare=False, repr=False)
+    calibration: Calibration = field(default=CALIBRATION, compare=False, repr=False)
 
     @functools.cached_property
     def assumptions(self) -> tuple[tuple[str, str], ...]:
@@ -142,6 +152,15 @@ class ServeEstimate:
         estimates whose assumptions no output reads). An engine that cannot start has no steady state."""
         notes = self.notes()
         return notes if self.loads else tuple((k, NOT_LOADED if k == "steady state" else v) for k, v in notes)
+
+    @functools.cached_property
+    def categories(self) -> CategorySpeeds | None:
+        """The deployment's answer to each benchmark category (long-context input, high-throughput batch,
+        short fast output), on first use only (lint and the planner never read it); None when the engine
+        cannot start."""
+        if not self.loads or self.workload is None:
+            return None
+        return category_speeds(self.workload, self.efficiency, self.calibration)
 
     @property
     def fits(self) -> bool:
@@ -377,6 +396,8 @@ def estimate_serve(
         functools.partial(_serve_assumptions, spec, job, setup, efficiency, source, speed, calibration),
         _bands(calibration, ("ttft", "tpot", "tokens_per_s")),
         workload,
+        efficiency,
+        calibration,
     )
 
 
@@ -419,6 +440,9 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
         max_sequences=job.max_sequences,
         network_gbs=job.hardware.network_gbs,
         state_dtype_bytes=setup.model_dtype_bytes,
+        arrival=job.arrival,
+        rate_rps=job.rate_rps,
+        endpoint=job.endpoint,
     )
 
 
@@ -690,14 +714,90 @@ def _serve_assumptions(
             f" per running sequence + {calibration.serving.layer_overhead_s * 1e6:.0f} us per layer,"
             f" {engine.request_overhead_s * 1e3:.0f} ms per request",
         ),
+        ("steady state", _load_note(job, speed)),
         (
-            "steady state",
-            f"{speed.running:,.1f} sequences running per replica (limited by {speed.limited_by}); TTFT includes"
-            f" queueing and prefill beside the running batch; alone {speed.ttft_single_s * 1000:,.0f} ms",
+            "front end",
+            "none (offline: prompts as token ids, in process)"
+            if job.endpoint == "offline"
+            else f"{job.endpoint}: {speed.frontend_s * 1000:,.1f} ms per request (vLLM PR #54628, #10635)",
         ),
         ("prompt", prompt),
         ("month", f"{HOURS_PER_MONTH} hours"),
         ("price", price),
+    )
+
+
+REQUEST_RATE_DIGITS = 3  # requests/s: a few per second on large models, so decimals matter
+
+# What each serving figure measures: statistic and scope (the same words in every output).
+METRIC_CONTRACT = {
+    "ttft": "time from sending a request to its first streamed token, front end included (endpoint): mean,"
+    " median and p90 over requests; closed-loop and steady: a full-context prompt under the load; burst:"
+    " across the wave at the mean prompt",
+    "tpot": "time per output token after the first (mean inter-token latency of a running sequence), per request",
+    "tokens_per_s": "output tokens per second over the whole deployment (all replicas)",
+    "requests_per_s": "completed requests per second over the whole deployment",
+    "running_sequences": "sequences decoding at once, per replica",
+}
+
+
+def _finite_ms(seconds: float) -> float | None:
+    """A TTFT statistic in ms, or None where it has no bound (a saturated steady stream)."""
+    return milliseconds(seconds) if math.isfinite(seconds) else None
+
+
+def _categories_dict(s: ServeEstimate) -> dict[str, Any] | None:
+    c = s.categories
+    if c is None:
+        return None
+    return {
+        "long-context": {"ttft_ms": milliseconds(c.long_context_ttft_s), "prompt_tokens": c.long_context_tokens},
+        "high-throughput": {
+            "tokens_per_s": rounded(c.saturated_tokens_per_s, RATE_DIGITS),
+            "sequences_per_replica": c.saturated_sequences,
+        },
+        "short-fast": {
+            "ttft_ms": milliseconds(c.short_ttft_s),
+            "tpot_ms": milliseconds(c.short_tpot_s, TPOT_MS_DIGITS),
+            "prompt_tokens": SHORT_PROMPT,
+            "output_tokens": SHORT_OUTPUT,
+        },
+    }
+
+
+def load_phrase(job: Serve) -> str:
+    """The declared load in words: 'at 32 in flight', 'at 2.5 requests/s', 'across a burst of 64'."""
+    if job.arrival == "steady":
+        return f"at {job.rate_rps:,g} requests/s"
+    if job.arrival == "burst":
+        return f"across a burst of {job.concurrency:,} per replica"
+    return f"at {job.concurrency:,} in flight"
+
+
+def _load_note(job: Serve, speed: ServingSpeed) -> str:
+    """How the arrival shape was modelled, in words (the assumptions' "steady state")."""
+    alone = f"alone {speed.ttft_single_s * 1000:,.0f} ms"
+    if job.arrival == "burst" and job.batching == "continuous":
+        return (
+            f"a burst of {job.concurrency:,} requests per replica on an idle replica, stepped as the engine's"
+            f" scheduler runs it (decodes first, then prompt chunks in the token budget), up to"
+            f" {speed.running:,.0f} running (limited by {speed.limited_by}); TTFT across the wave; {alone}"
+        )
+    if job.arrival == "steady" and job.batching == "continuous":
+        if speed.saturated:
+            return (
+                f"requests arrive at {job.rate_rps:,g}/s, faster than the deployment completes them (at most"
+                f" {speed.requests_per_s:,.2f}/s with {speed.running:,.0f} running per replica, limited by"
+                f" {speed.limited_by}): the queue grows without bound; {alone}"
+            )
+        return (
+            f"Poisson arrivals at {job.rate_rps:,g} requests/s: {speed.running:,.1f} sequences running per replica"
+            f" (Little's law); TTFT includes the wait for the token budget (median and p90 from its"
+            f" exponential tail) and prefill beside the running batch; {alone}"
+        )
+    return (
+        f"{speed.running:,.1f} sequences running per replica (limited by {speed.limited_by}); TTFT includes"
+        f" queueing and prefill beside the running batch; {alone}"
     )
 
 
@@ -793,11 +893,24 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "engine": s.job.engine,
             # A layout that cannot start has no speed: null figures, and ``loads`` says why they are null.
             "loads": s.loads,
-            "ttft_ms": milliseconds(s.speed.ttft_s) if s.loads else None,
+            "arrival": s.job.arrival,
+            "rate_rps": s.job.rate_rps,
+            "endpoint": s.job.endpoint,
+            # TTFT statistics are null where a steady stream outruns the deployment (``saturated``).
+            "ttft_ms": _finite_ms(s.speed.ttft_s) if s.loads else None,
+            "ttft_median_ms": _finite_ms(s.speed.ttft_median_s) if s.loads else None,
+            "ttft_p90_ms": _finite_ms(s.speed.ttft_p90_s) if s.loads else None,
             "ttft_single_ms": milliseconds(s.speed.ttft_single_s) if s.loads else None,
+            "frontend_ms": milliseconds(s.speed.frontend_s),
             "tpot_ms": milliseconds(s.speed.tpot_s, TPOT_MS_DIGITS) if s.loads else None,
             "tokens_per_s": rounded(s.speed.tokens_per_s, RATE_DIGITS) if s.loads else None,
+            "requests_per_s": rounded(s.speed.requests_per_s, REQUEST_RATE_DIGITS) if s.loads else None,
+            "saturated": s.speed.saturated if s.loads else None,
+            "burst_duration_s": None
+            if s.speed.duration_s is None or not s.loads
+            else rounded(s.speed.duration_s, RATE_DIGITS),
             "running_sequences": round(s.speed.running, 1) if s.loads else None,
+            **({} if figures_only else {"metrics": METRIC_CONTRACT, "categories": _categories_dict(s)}),
             "speed_bands": _bands_dict(s.bands),
             "monthly_cost": None if s.monthly_cost is None else rounded(s.monthly_cost, CENT_DIGITS),
             "cost_per_million_tokens": None

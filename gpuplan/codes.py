@@ -100,7 +100,7 @@ CODES: dict[str, Code] = {
             "inconsistent-workload",
             "input",
             ERROR,
-            "The serving workload's lengths contradict each other or the context.",
+            "The serving workload's lengths or load contradict each other or the context.",
         ),
         Code(
             "GP025",

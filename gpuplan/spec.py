@@ -137,6 +137,10 @@ class Serve:
     prompt_p90: int | None = None
     max_batched_tokens: int | None = None  # None: the engine's default for the GPU
     max_sequences: int | None = None
+    arrival: str = "closed-loop"  # closed-loop | steady | burst (serve.arrival)
+    rate_rps: float | None = None  # steady: requests per second over the deployment
+    endpoint: str = "chat"  # chat | completions | offline (serve.endpoint)
+    ttft_statistic: str = "p90"  # which TTFT serve.slo.ttft_ms bounds: p90 | median | mean
 
     @property
     def full_prompt(self) -> int:
@@ -596,6 +600,21 @@ def _serve(
             f"serve.prompt_tokens.p90 must be at least the mean ({prompts['mean']:,}), got {prompts['p90']:,}",
         )
         return None
+    if (data["arrival"] == "steady") != ("rate_rps" in data):
+        if data["arrival"] == "steady":
+            where, message, fix = (
+                ("serve", "arrival"),
+                "serve.arrival steady needs serve.rate_rps: the requests per second the stream brings",
+                "rate_rps: 10",
+            )
+        else:
+            where, message, fix = (
+                ("serve", "rate_rps"),
+                f"serve.rate_rps applies to a steady stream, but serve.arrival is {data['arrival']}",
+                "arrival: steady",
+            )
+        resolver.problem("GP024", where, message, fix)
+        return None
     if prompts and prompts["mean"] + output_tokens > data["context"]:
         resolver.problem(
             "GP024",
@@ -624,4 +643,9 @@ def _serve(
         prompt_p90=prompts.get("p90"),
         max_batched_tokens=data.get("max_batched_tokens"),
         max_sequences=data.get("max_sequences"),
+        arrival=data["arrival"],
+        rate_rps=data.get("rate_rps"),
+        endpoint=data["endpoint"],
+        # present with its schema default whenever there is an SLO for it to qualify
+        **({"ttft_statistic": slo["ttft_statistic"]} if "ttft_statistic" in slo else {}),
     )

@@ -221,7 +221,26 @@ CHANGES_NOTHING: dict[str, Why] = {
     ),
     "serve.prompt_tokens.p90": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
     "serve.batching": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
+    "serve.arrival": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
+    "serve.endpoint": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
+    "serve.slo.ttft_statistic": Why(
+        "which TTFT the SLO bounds: the deployment meets it (or misses it) at every statistic, so no verdict moves",
+        lambda d, a: _ttft_verdict_same_at_every_statistic(a),
+    ),
 }
+
+
+def _ttft_verdict_same_at_every_statistic(analysis: Any) -> bool:
+    s = analysis.serve
+    if s is None or s.job.ttft_ms is None or not s.loads:
+        return True
+    figures = (s.speed.ttft_s, s.speed.ttft_median_s, s.speed.ttft_p90_s)
+    return len({figure * 1000 > s.job.ttft_ms for figure in figures}) == 1
+
+
+# A field meaningful only beside a sibling's value: judged on the example with the sibling set and the
+# field at a first value, against which its other values are compared.
+COMPANIONS: dict[str, tuple[dict[str, Any], Any]] = {"serve.rate_rps": ({"arrival": "steady"}, 0.5)}
 
 
 # -- the fields of an example, and other values for them ----------------------------------------------------
@@ -425,6 +444,16 @@ def verdicts(path: Path) -> dict[tuple[Any, ...], tuple[str, str, Any]]:
                     _put(data, parent, copy.deepcopy(seeds[parent]), seeds)
                 made[parents] = (data, outcome(path, data))
             reference_data, reference = made[parents]
+        if field.key in COMPANIONS:
+            siblings, first = COMPANIONS[field.key]
+            reference_data = copy.deepcopy(reference_data)
+            parent = reference_data
+            for step in field.path[:-1]:
+                parent = parent[step]
+            parent.update(siblings)
+            parent[field.path[-1]] = first
+            reference = outcome(path, reference_data)
+            field = field._replace(value=first)
         verdict, decided = "no valid value", None
         for value in values(field, top)[:8]:
             data = copy.deepcopy(reference_data)

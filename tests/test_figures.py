@@ -216,8 +216,9 @@ def test_report_and_plan_show_one_layout_the_same(example: str):
 def test_the_figures_the_user_found_split_read_the_same():
     _, plan_text, _ = run_cli("plan", str(EXAMPLES / "serve-llama-70b.yaml"))
     rows = _plan_rows(plan_text)
-    # 8 x b200-hgx TP 8: TTFT 217.5 ms (the JSON's figure) reads 218; 2 x h200-sxm 1,126.4 ms reads 1,126.
-    assert rows["8 x b200-hgx TP 8"][1] == "218" and rows["2 x h200-sxm TP 2"][1] == "1,126"
+    # The TTFT column is the p90 (the SLO's default statistic): 8 x b200-hgx TP 8's 227.2 ms (the JSON's
+    # ttft_p90_ms) reads 227; 2 x h200-sxm's 1,095.1 ms reads 1,095.
+    assert rows["8 x b200-hgx TP 8"][1] == "227" and rows["2 x h200-sxm TP 2"][1] == "1,095"
     _, plan_text, _ = run_cli("plan", str(EXAMPLES / "finetune-then-serve.yaml"))
     # 1 x l40s serving: 74.5% free (the JSON's headroom_pct) reads 75%; 1 x b200-hgx: 1,114.5 tokens/s
     # reads 1,115 (halves of an even figure are where rounding half to even would print 74% and 1,114).
@@ -227,8 +228,8 @@ def test_the_figures_the_user_found_split_read_the_same():
 
 def test_slo_findings_quote_the_estimates_figures(tmp_path: Path):
     # gemma-2-9b on 4 x L4 PP 4 at 16 sequences: TPOT 106.25 ms published (106.2499... unrounded), which
-    # `estimate` prints as 106.3; GP404 used to print the unrounded figure as 106.2. TTFT 661.6 ms reads
-    # 662, alone 607.6 reads 608, in both.
+    # `estimate` prints as 106.3; GP404 used to print the unrounded figure as 106.2. TTFT (chat endpoint's
+    # front end included) p90 659.8 ms reads 660, mean 676.8 reads 677, alone 622.7 reads 623, in both.
     spec = tmp_path / "pp4.yaml"
     spec.write_text(
         "version: 1\nname: pp4\nmodel: {id: gemma-2-9b}\nserve:\n  context: 4096\n  output_tokens: 512\n"
@@ -236,9 +237,10 @@ def test_slo_findings_quote_the_estimates_figures(tmp_path: Path):
         "  hardware: {gpu: l4, count: 4, pipeline_parallel: 4}\n"
     )
     _, text, _ = run_cli("estimate", str(spec))
-    assert "TPOT 106.3 ms" in text and "TTFT 662 ms" in text and "(alone 608 ms)" in text
+    assert "TPOT 106.3 ms" in text and "TTFT p90 660 ms" in text and "mean 677 ms" in text
+    assert "(alone 623 ms;" in text
     assert "estimated TPOT 106.3 ms at 16 sequences" in text
-    assert "estimated TTFT 662 ms for a prompt of 3,584 tokens" in text and "608 ms alone" in text
+    assert "estimated p90 TTFT 660 ms for a prompt of 3,584 tokens" in text and "623 ms alone" in text
 
 
 # --- memory breakdowns add up ------------------------------------------------------------------------

@@ -290,7 +290,10 @@ def test_plan_json_options_carry_every_documented_key():
         "cost_per_million_tokens", "sound", "meets", "reasons", "changes", "yaml",
     }  # fmt: skip
     for option in (jobs["serve"]["declared"], *jobs["serve"]["options"], *jobs["serve"]["rejected"]):
-        assert set(option) == common | {"concurrency_per_replica", "loads", "ttft_ms", "tpot_ms", "monthly_cost"}
+        assert set(option) == common | {
+            "concurrency_per_replica", "loads", "ttft_ms", "ttft_median_ms", "ttft_p90_ms", "saturated", "tpot_ms",
+            "monthly_cost",
+        }  # fmt: skip
     for option in (jobs["finetune"]["declared"], *jobs["finetune"]["options"], *jobs["finetune"]["rejected"]):
         assert set(option) == common | {"training_hours", "run_cost"}
         assert set(option["settings"]) == {

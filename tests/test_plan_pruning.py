@@ -276,8 +276,9 @@ def test_latency_floors_are_tight_for_one_sequence_alone(document, efficiency):
 
 def test_the_ttft_floor_is_the_idle_pass_less_its_pipeline_fill():
     # Two stages, one sequence, a prompt of one chunk: the idle pass takes 2 stage-times S (the chunk
-    # crosses both stages) + one hop + the request overhead o; the floor keeps one S: S + hop + o. So the
-    # floor is (idle TTFT + hop + o) / 2, with the hop an NVLink all-reduce latency on H100 SXM.
+    # crosses both stages) + one hop + the request overhead o (the engine's and the front end's); the floor
+    # keeps one S: S + hop + o. So the floor is (idle TTFT + hop + o) / 2, with the hop an NVLink
+    # all-reduce latency on H100 SXM.
     spec = make_spec(one_sequence(pipeline=2))
     assert spec.serve is not None
     efficiency = efficiency_of(default_settings())
@@ -285,7 +286,8 @@ def test_the_ttft_floor_is_the_idle_pass_less_its_pipeline_fill():
     assert estimate.workload is not None
     ttft, _ = latency_floors(estimate.workload, efficiency)
     hop = CALIBRATION.serving.allreduce_latency_nvlink_s
-    overhead = CALIBRATION.engine("vllm").request_overhead_s
+    overhead = CALIBRATION.engine("vllm").request_overhead_s + estimate.speed.frontend_s
+    assert estimate.speed.frontend_s > 0  # the chat endpoint by default
     assert ttft == pytest.approx((estimate.speed.ttft_single_s + hop + overhead) / 2, rel=1e-12)
 
 

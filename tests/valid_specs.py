@@ -500,6 +500,15 @@ def _repair_hardware(hardware: dict[str, Any], pinned: frozenset[str], serve: bo
 
 
 def _repair_serve(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt: frozenset[str]) -> None:
+    # A request rate belongs to a steady stream, and a steady stream needs one (GP024).
+    steady = serve.get("arrival") == "steady"
+    if steady != ("rate_rps" in serve):
+        if "rate_rps" in serve and "arrival" not in pinned:
+            serve["arrival"] = "steady"
+        elif "rate_rps" in serve:
+            del serve["rate_rps"]
+        else:
+            serve["rate_rps"] = 1.0
     context, output = serve["context"], serve.get("output_tokens", 256)
     if output > context:
         if "output_tokens" in pinned and "context" not in pinned:

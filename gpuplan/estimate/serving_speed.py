@@ -73,6 +73,7 @@ from gpuplan.estimate.performance import (
     matmul_params,
     on_fast_link,
 )
+from gpuplan.estimate.serving_load import P90, frontend_seconds, wait_quantile, wave
 from gpuplan.records import record
 
 ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
@@ -112,11 +113,19 @@ class ServingWorkload:
     network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
     weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven stages; decode_weight_reads)
     state_dtype_bytes: int = 2  # the model dtype: linear-attention and Mamba states are kept in it
+    arrival: str = "closed-loop"  # closed-loop | steady | burst (serving_load)
+    rate_rps: float | None = None  # steady: requests per second over the whole deployment
+    endpoint: str = "offline"  # chat | completions | offline: the front end a request crosses (none here)
 
 
 @record
 class ServingSpeed:
-    ttft_s: float  # full prompt at the declared concurrency: queueing + prefill under load + request overhead
+    """What a client measures under the workload's arrival shape. TTFT: mean, median and p90 over requests
+    (closed loop and steady stream: of the full prompt under the load; burst: across the wave, each request
+    at the mean prompt), front end and engine request overhead included; TPOT excludes the first token
+    (mean inter-token latency of a running sequence); rates over the whole deployment."""
+
+    ttft_s: float  # mean; inf when a steady stream arrives faster than the deployment serves (saturated)
     ttft_single_s: float  # the full prompt alone on an idle replica
     tpot_s: float  # time per output token of a running sequence (mean inter-token latency)
     tokens_per_s: float  # aggregate output tokens per second over all replicas
@@ -126,6 +135,13 @@ class ServingSpeed:
     engine: str
     prefill_flops: float  # of the full prompt
     decode_bytes_per_step: float  # per GPU, at the steady state
+    arrival: str = "closed-loop"
+    ttft_median_s: float = 0.0
+    ttft_p90_s: float = 0.0
+    requests_per_s: float = 0.0  # completed requests per second over all replicas
+    frontend_s: float = 0.0  # of the TTFT: the server's front end (HTTP, chat template, tokenizer)
+    saturated: bool = False  # steady: requests arrive faster than the deployment completes them
+    duration_s: float | None = None  # burst: until the wave's last token
 
 
 class _Step(NamedTuple):
@@ -431,25 +447,165 @@ def serving_speed(
     }
     limited_by = min(caps, key=lambda name: caps[name])
     slots = min(caps.values())
+    frontend = frontend_seconds(w.endpoint, w.full_prompt)
+    overhead = engine.request_overhead_s + frontend
+    ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget) + overhead
+    make: Callable[..., ServingSpeed] = functools.partial(
+        ServingSpeed,
+        engine=engine.id,
+        prefill_flops=2 * (matmul_params(arch) - arch.vocab * arch.hidden) * w.full_prompt
+        + d.prompt_attention(w.full_prompt),
+        arrival=w.arrival,
+        frontend_s=frontend,
+        ttft_single_s=ttft_single,
+    )
+    continuous = w.batching != "static"  # static batches run the declared concurrency whatever the arrivals
+    if continuous and w.arrival == "burst":
+        return _burst_speed(w, d, caps, prompt, output, overhead, make)
+    if continuous and w.arrival == "steady" and w.rate_rps:
+        return _steady_speed(w, d, caps, prompt, output, prompt_attention, square_mean, overhead, make)
     if w.batching == "static":
         state = _static(d, slots, prompt, output, prompt_attention)
     else:
         state = _continuous(d, slots, budget, prompt, output, prompt_attention, square_mean / (prompt * prompt))
+    # Requests beyond the running slots wait for one to free (the closed loop's clients keep them queued).
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
-    ttft = waiting + state.full_prompt_service(w.full_prompt) + engine.request_overhead_s
-    ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget)
-    return ServingSpeed(
-        ttft_s=ttft,
-        ttft_single_s=ttft_single + engine.request_overhead_s,
+    mean, median, p90 = _ttft_statistics(state, w.full_prompt, waiting + overhead)
+    return make(
+        ttft_s=mean,
         tpot_s=state.tpot,
         tokens_per_s=w.replicas * state.requests_per_s * output,
         decode_bound="memory" if state.decode.memory_bound else "compute",
         running=slots,
         limited_by=limited_by,
-        engine=engine.id,
-        prefill_flops=2 * (matmul_params(arch) - arch.vocab * arch.hidden) * w.full_prompt
-        + d.prompt_attention(w.full_prompt),
         decode_bytes_per_step=state.decode.bytes_read,
+        ttft_median_s=median,
+        ttft_p90_s=p90,
+        requests_per_s=w.replicas * state.requests_per_s,
+    )
+
+
+def _ttft_statistics(state: _SteadyState, prompt: int, added: float) -> tuple[float, float, float]:
+    """(mean, median, p90) TTFT of a ``prompt`` under ``state``'s load, ``added`` seconds on top: the
+    unqueued service plus the wait for the token budget at each quantile (``wait_quantile``)."""
+    queued = state.full_prompt_service(prompt)
+    unqueued = state.unqueued_service(prompt)
+    mean_wait = queued - unqueued
+    median = unqueued + wait_quantile(mean_wait, state.rho, 0.5)
+    p90 = unqueued + wait_quantile(mean_wait, state.rho, P90)
+    return queued + added, median + added, p90 + added
+
+
+def _steady_speed(
+    w: ServingWorkload,
+    d: _Deployment,
+    caps: dict[str, float],
+    prompt: float,
+    output: int,
+    prompt_attention: float,
+    square_mean: float,
+    overhead: float,
+    make: Callable[..., ServingSpeed],
+) -> ServingSpeed:
+    """Poisson arrivals at ``w.rate_rps``, split evenly over the replicas: the running sequences L are the
+    rate times a request's latency (Little's law), i.e. the closed loop's steady state at L slots whose
+    throughput is the rate. Throughput grows with the slots; past the most the caps allow the stream
+    outruns the deployment (saturated: TTFT without bound, throughput at the caps)."""
+    rate = (w.rate_rps or 0.0) / max(1, w.replicas)
+    spread = square_mean / (prompt * prompt)
+    limited_by = min(caps, key=lambda name: caps[name])
+    most = min(caps.values())
+
+    def state_at(slots: float) -> _SteadyState:
+        return _continuous(d, slots, d.token_budget, prompt, output, prompt_attention, spread)
+
+    full = state_at(most)
+    if rate >= full.requests_per_s:
+        state, slots, saturated = full, most, True
+    else:
+        # Bisection on log(slots): throughput(slots) = rate, to 0.1% of the slots (some 25 root solves).
+        low, high = math.log(min(most, 1e-6)), math.log(most)
+        state = full
+        while high - low > 1e-3:
+            middle = (low + high) / 2
+            candidate = state_at(math.exp(middle))
+            if candidate.requests_per_s < rate:
+                low = middle
+            else:
+                high, state = middle, candidate
+        slots, saturated = math.exp(high), False
+        limited_by = "arrival-rate"
+    if saturated:
+        mean = median = p90 = math.inf
+    else:
+        mean, median, p90 = _ttft_statistics(state, w.full_prompt, overhead)
+    served = min(rate, state.requests_per_s)
+    return make(
+        ttft_s=mean,
+        tpot_s=state.tpot,
+        tokens_per_s=w.replicas * served * output,
+        decode_bound="memory" if state.decode.memory_bound else "compute",
+        running=slots,
+        limited_by=limited_by,
+        decode_bytes_per_step=state.decode.bytes_read,
+        ttft_median_s=median,
+        ttft_p90_s=p90,
+        requests_per_s=w.replicas * served,
+        saturated=saturated,
+    )
+
+
+def _burst_speed(
+    w: ServingWorkload,
+    d: _Deployment,
+    caps: dict[str, float],
+    prompt: float,
+    output: int,
+    overhead: float,
+    make: Callable[..., ServingSpeed],
+) -> ServingSpeed:
+    """``w.concurrency`` requests per replica at once on an idle replica (``serving_load.wave``): the
+    scheduler stepped with this deployment's steps; the engine's front end admits one request after
+    another (its request overhead apart), and the running sequences stay within the engine's cap and the
+    sequences whose whole context the KV cache holds."""
+    pp = d.w.pipeline_parallel
+
+    def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
+        microbatches = min(pp, max(1.0, decoders))
+        step = d.step(decoders / microbatches, prefill / microbatches, context, attention / microbatches)
+        return d.cycle(step, microbatches) if decoders else d.pass_time(step, 1)
+
+    whole = d.kv_read(prompt + output)
+    kv_slots = w.kv_capacity_bytes / whole if whole > 0 else math.inf
+    cap = max(1, int(min(caps["engine"], kv_slots)))
+    requests = max(1, w.concurrency)
+    mean_prompt = max(1, round(prompt))
+    result = wave(
+        requests,
+        mean_prompt,
+        output,
+        d.token_budget,
+        cap,
+        step_time,
+        lambda start, end: attention_flops(w.architecture, start, end),
+        admission_gap=d.engine.request_overhead_s,
+        first_token_from_decode_step=d.engine.first_token_from_decode_step,
+    )
+    added = overhead
+    decode = d.step(min(requests, cap), 0, prompt + output / 2, 0.0)
+    limited_by = "concurrency" if requests <= cap else ("engine" if caps["engine"] <= kv_slots else "kv-cache")
+    return make(
+        ttft_s=result.mean_ttft + added,
+        tpot_s=result.mean_tpot,
+        tokens_per_s=w.replicas * requests * output / result.makespan,
+        decode_bound="memory" if decode.memory_bound else "compute",
+        running=float(min(requests, cap)),
+        limited_by=limited_by,
+        decode_bytes_per_step=decode.bytes_read,
+        ttft_median_s=result.quantile(0.5) + added,
+        ttft_p90_s=result.quantile(P90) + added,
+        requests_per_s=w.replicas * requests / result.makespan,
+        duration_s=result.makespan + added,
     )
 
 
@@ -522,7 +678,7 @@ def latency_floors(
     if w.batching == "static":
         return 0.0, tpot
     passed = int(d.prompt_pass(w.full_prompt))
-    ttft = d.first_token_step(1, context) + d.engine.request_overhead_s
+    ttft = d.first_token_step(1, context) + d.engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
     if passed > 0:
         chunks, chunk = d.idle_chunks(passed, d.token_budget)
         ttft += chunks * chunk.mean_seconds + (w.pipeline_parallel - 1) * d.hop
@@ -551,7 +707,7 @@ def floor_bounds(
     tpot = pp * (decode + rates.fixed + engine.sequence_overhead_s)
     if w.batching == "static":
         return 0.0, tpot * (1 - 1e-9)
-    ttft = engine.request_overhead_s
+    ttft = engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
     passed = int(w.full_prompt - 1 if engine.first_token_from_decode_step else w.full_prompt)
     if passed > 0:
         chunks = max(1, math.ceil(passed / rates.token_budget))
@@ -567,6 +723,7 @@ def latency_bounds(
     efficiency: Efficiency | None = None,
     calibration: Calibration = CALIBRATION,
     prepared: _Deployment | None = None,
+    queued: bool = True,
 ) -> tuple[float, float]:
     """(TTFT, TPOT) that ``serving_speed(w)`` does not go below at ``w``'s own load, from a few steps
     instead of the steady state's root: a planner skips the full estimate of a load whose bound already
@@ -596,7 +753,9 @@ def latency_bounds(
     steps of t / k' prompt tokens cost at least k steps of t / k, as ``latency_floors`` shows; its
     queue factor grows with rho), that TPOT where the engine samples the first token from a decode
     step, and the request overhead; the wait of requests beyond the slots only adds. Each bound is
-    taken a relative 1e-9 lower, for rounding, as the floors are."""
+    taken a relative 1e-9 lower, for rounding, as the floors are. ``queued`` False: a bound of TTFT's
+    median and p90 as well as its mean, the wait for the token budget left out (its quantiles can be 0).
+    The front end adds the same to every TTFT."""
     d = prepared or _Deployment(w, calibration, efficiency or Efficiency())
     if w.batching == "static":
         return 0.0, 0.0
@@ -639,7 +798,7 @@ def latency_bounds(
     # A chunk of infinite size: a mixture's step reads the experts of its decodes alone.
     step = d.step(running / microbatches, prefill / microbatches, context, attention / microbatches, math.inf)
     tpot = d.cycle(step, microbatches)
-    ttft = min(1.0, others) * step.seconds / 2 + engine.request_overhead_s
+    ttft = min(1.0, others) * step.seconds / 2 + engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
     if engine.first_token_from_decode_step:
         ttft += tpot
     tokens = d.prompt_pass(w.full_prompt)
@@ -660,7 +819,7 @@ def latency_bounds(
         )
         stages = (pp - 1) * (thinnest.mean_seconds + d.hop)
         rho = decoders * passed / output / max(1.0, budget - decoders)
-        ttft += (stages + chunks * chunk.mean_seconds) * queue_wait_factor(rho, spread)
+        ttft += (stages + chunks * chunk.mean_seconds) * (queue_wait_factor(rho, spread) if queued else 1.0)
     return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
 
 
@@ -670,6 +829,11 @@ class _SteadyState:
     requests_per_s: float  # per replica
     decode: _Step
     full_prompt_service: Callable[[int], float]  # prefill time of a full prompt under this load
+    # The same without the wait for the token budget (the residual step and first-token step kept), and
+    # that wait's load and spread (queue_wait_factor): a TTFT quantile adds the wait's quantile to it.
+    unqueued_service: Callable[[int], float] = lambda _: 0.0
+    rho: float = 0.0
+    spread: float = 1.0
 
 
 def _static(d: _Deployment, slots: float, prompt: float, output: int, prompt_attention: float) -> _SteadyState:
@@ -688,7 +852,7 @@ def _static(d: _Deployment, slots: float, prompt: float, output: int, prompt_att
     tpot = d.cycle(decode, microbatches)
     requests_per_s = slots / (prefill_time + output * tpot)
     to_first_token = prefill_time + d.first_token_step(slots, prompt)
-    return _SteadyState(tpot, requests_per_s, decode, lambda _: to_first_token)
+    return _SteadyState(tpot, requests_per_s, decode, lambda _: to_first_token, lambda _: to_first_token)
 
 
 def queue_wait_factor(rho: float, spread: float) -> float:
@@ -737,10 +901,10 @@ def _continuous(
         )
         return d.cycle(step, microbatches), step
 
-    def prefill_time(tokens: float, decoders: float, rho: float) -> float:
+    def prefill_time(tokens: float, decoders: float, rho: float, queued: bool = True) -> float:
         if tokens <= 0:
             return 0.0
-        if rho >= 1:
+        if rho >= 1 and queued:
             return math.inf  # the others' prompts alone fill the budget: the queue never drains
         room = max(1.0, budget - decoders)
         chunks = max(1, math.ceil(tokens / room))
@@ -749,7 +913,7 @@ def _continuous(
         # crosses every stage; the chunks after it follow at the pace of the stage that reads the most.
         microbatches = min(pp, max(1.0, decoders))
         chunk = d.step(decoders / microbatches, min(room, tokens / chunks), context, attention)
-        return d.pass_time(chunk, chunks) * queue_wait_factor(rho, spread)
+        return d.pass_time(chunk, chunks) * (queue_wait_factor(rho, spread) if queued else 1.0)
 
     def balance(phi: float) -> tuple[float, float, _Step, float]:
         """(TPOT, prefill time S, the decode step, rho) when the other slots decode a share ``phi``."""
@@ -777,11 +941,15 @@ def _continuous(
     # end before the scheduler sees it: half a step on average (the residual of equal steps). With no
     # other slot the replica is idle when it arrives.
     residual = min(1.0, others) * decode.seconds / 2
+    first = tpot if first_token else 0.0
     return _SteadyState(
         tpot,
         slots / (service + output * tpot),
         decode,
-        lambda tokens: residual + prefill_time(d.prompt_pass(tokens), decoders, rho) + (tpot if first_token else 0.0),
+        lambda tokens: residual + prefill_time(d.prompt_pass(tokens), decoders, rho) + first,
+        lambda tokens: residual + prefill_time(d.prompt_pass(tokens), decoders, rho, queued=False) + first,
+        rho,
+        spread,
     )
 
 
@@ -829,3 +997,50 @@ def _bracketed_root(function: Callable[[float], float], low: float, high: float)
 
 def engine_profile(engine_id: str, calibration: Calibration = CALIBRATION) -> EngineProfile:
     return calibration.engine(engine_id)
+
+
+# The seed's three benchmark categories, each one figure of the same deployment (metric contract in
+# ServingSpeed). A short request: 128 tokens in, 128 out, the shortest shape of TensorRT-LLM's published
+# throughput tables (docs/source/performance/perf-overview.md, ISL/OSL 128/128).
+SHORT_PROMPT = 128
+SHORT_OUTPUT = 128
+
+
+@record
+class CategorySpeeds:
+    long_context_ttft_s: float  # the full prompt alone on an idle replica (long-context input)
+    long_context_tokens: int
+    saturated_tokens_per_s: (
+        float  # closed loop at the most sequences the engine and KV cache run (high-throughput batch)
+    )
+    saturated_sequences: int  # per replica
+    short_ttft_s: float  # one short request on an idle replica (short fast output)
+    short_tpot_s: float
+
+
+def category_speeds(
+    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> CategorySpeeds:
+    """The deployment ``w`` answering each seed category, whatever its declared load."""
+    d = _Deployment(w, calibration, efficiency or Efficiency())
+    alone = serving_speed(w, efficiency, calibration, prepared=d).ttft_single_s
+    held = max(1.0, w.prompt_tokens) + max(1, w.output_tokens) / 2
+    per_sequence = d.kv_read(held)
+    kv_slots = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else math.inf
+    most = max(1, int(min(d.sequence_cap, kv_slots)))
+    saturated = serving_speed(replace(w, arrival="closed-loop", concurrency=most), efficiency, calibration, d)
+    short = serving_speed(
+        replace(
+            w,
+            arrival="closed-loop",
+            concurrency=1,
+            prompt_tokens=SHORT_PROMPT,
+            prompt_p90=SHORT_PROMPT,
+            full_prompt=SHORT_PROMPT,
+            output_tokens=SHORT_OUTPUT,
+        ),
+        efficiency,
+        calibration,
+        d,
+    )
+    return CategorySpeeds(alone, w.full_prompt, saturated.tokens_per_s, most, short.ttft_s, short.tpot_s)

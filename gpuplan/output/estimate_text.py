@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis, FinetuneEstimate
+from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate, load_phrase
 from gpuplan.estimate.calibration import ErrorBand
+from gpuplan.estimate.serving_speed import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.layout import replicas
 from gpuplan.units import (
     GIB,
@@ -131,15 +132,18 @@ def render_estimate(analysis: Analysis) -> str:
         )
         speed = s.speed
         if s.loads:
-            lines.append(
-                f"  TTFT {format_ms(speed.ttft_s, 0)} ms at {s.setup.concurrency} in flight{_band(s.bands, 'ttft')}"
-                f" (alone {format_ms(speed.ttft_single_s, 0)} ms)"
-            )
+            lines.append(f"  {_ttft_line(s)}{_band(s.bands, 'ttft')}")
             tpot = format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)
-            lines.append(f"  TPOT {tpot} ms ({speed.decode_bound}-bound){_band(s.bands, 'tpot')}")
             lines.append(
-                f"  {format_figure(speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s{_band(s.bands, 'tokens_per_s')}"
+                f"  TPOT {tpot} ms (mean inter-token latency, first token excluded; {speed.decode_bound}-bound)"
+                f"{_band(s.bands, 'tpot')}"
             )
+            lines.append(
+                f"  {format_figure(speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s,"
+                f" {speed.requests_per_s:,.2f} requests/s over the deployment"
+                f"{_band(s.bands, 'tokens_per_s')}"
+            )
+            lines += _category_lines(s)
             per_token = f"{format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"
         else:
             lines.append(f"  TTFT, TPOT and output tokens/s: {NOT_LOADED}: {s.not_loaded_reason}")
@@ -148,6 +152,37 @@ def render_estimate(analysis: Analysis) -> str:
         lines += [f"  assumption: {key}: {value}" for key, value in s.assumptions]
         lines.append("")
     return "\n".join(visible(line) for line in lines)  # names and labels come from the spec
+
+
+def _ttft_line(s: ServeEstimate) -> str:
+    """TTFT at the declared load: p90, median and mean (the SLO's statistic first), or why it has no bound."""
+    speed, load = s.speed, load_phrase(s.job)
+    alone = f"alone {format_ms(speed.ttft_single_s, 0)} ms"
+    frontend = f"; front end {format_ms(speed.frontend_s, 0)} ms" if speed.frontend_s else ""
+    if speed.saturated:
+        return (
+            f"TTFT without bound {load}: the deployment completes at most"
+            f" {speed.requests_per_s:,.2f} requests/s ({alone})"
+        )
+    return (
+        f"TTFT p90 {format_ms(speed.ttft_p90_s, 0)} ms, median {format_ms(speed.ttft_median_s, 0)} ms,"
+        f" mean {format_ms(speed.ttft_s, 0)} ms {load} ({alone}{frontend})"
+    )
+
+
+def _category_lines(s: ServeEstimate) -> list[str]:
+    """One line per benchmark category: each answered by this deployment, whatever the declared load."""
+    c = s.categories
+    if c is None:
+        return []
+    return [
+        f"  long-context input: TTFT {format_ms(c.long_context_ttft_s, 0)} ms for a {c.long_context_tokens:,}-token"
+        " prompt on an idle replica",
+        f"  high-throughput batch: {format_figure(c.saturated_tokens_per_s, 0, RATE_DIGITS)} output tokens/s at"
+        f" {c.saturated_sequences:,} sequences per replica (the most the engine and KV cache run)",
+        f"  short fast output: TTFT {format_ms(c.short_ttft_s, 0)} ms + TPOT"
+        f" {format_ms(c.short_tpot_s, 1, TPOT_MS_DIGITS)} ms for one {SHORT_PROMPT}-token prompt, {SHORT_OUTPUT} out",
+    ]
 
 
 def _replicas(gpus: int, tensor_parallel: int, pipeline_parallel: int, word: str) -> str:

@@ -73,11 +73,13 @@ def _order_note(job: dict[str, Any]) -> str:
 
 def _speed(option: dict[str, Any]) -> list[str]:
     if "ttft_ms" in option:
-        if option["ttft_ms"] is None:  # the layout cannot start (``loads`` is false): no speed to show
+        if not option["loads"]:  # the layout cannot start: no speed to show
             return ["n/a", "n/a", "n/a"]
-        # The published figures (the JSON's), rounded as every other output rounds them (gpuplan.units).
+        # The published figures (the JSON's), rounded as every other output rounds them (gpuplan.units);
+        # a steady stream the layout cannot keep up with has no TTFT.
+        ttft = option["ttft_p90_ms"]
         return [
-            format_number(option["ttft_ms"], 0),
+            "unbounded" if ttft is None else format_number(ttft, 0),
             format_number(option["tpot_ms"], 1),
             format_number(option["tokens_per_s"], 0),
         ]
@@ -113,7 +115,7 @@ def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
 
 def _headers(job: str, confidence: float) -> list[str]:
     # Throughput over every GPU of the layout (all replicas): output tokens when serving, trained ones otherwise.
-    speed = ["TTFT ms", "TPOT ms", "output tok/s"] if job == "serve" else ["hours", "train tok/s"]
+    speed = ["TTFT p90 ms", "TPOT ms", "output tok/s"] if job == "serve" else ["hours", "train tok/s"]
     # Fine-tuning is judged at its pessimistic edge (serving has no band: the column is dropped).
     planned = f"at {confidence:.0%} GiB"
     return ["", "layout", "settings", "per GPU GiB", planned, "free", *speed, "price/GPU-h", "cost"]

@@ -62,7 +62,10 @@ def option_dict(option: Option) -> dict[str, Any]:
         # its GPUs still cost their month.
         result.update(
             loads=loads,
-            ttft_ms=milliseconds(speed.ttft_s) if loads else None,
+            ttft_ms=milliseconds(speed.ttft_s) if loads and not speed.saturated else None,
+            ttft_median_ms=milliseconds(speed.ttft_median_s) if loads and not speed.saturated else None,
+            ttft_p90_ms=milliseconds(speed.ttft_p90_s) if loads and not speed.saturated else None,
+            saturated=speed.saturated if loads else None,
             tpot_ms=milliseconds(speed.tpot_s, TPOT_MS_DIGITS) if loads else None,
             tokens_per_s=rounded(speed.tokens_per_s, RATE_DIGITS) if loads else None,
             price_per_gpu_hour=option.price_per_hour,

@@ -71,7 +71,7 @@ LAYOUT_CONSTRAINTS = (
     "memory",
     "headroom",
 )
-SERVE_CONSTRAINTS = (*LAYOUT_CONSTRAINTS, "ttft_slo", "tpot_slo")
+SERVE_CONSTRAINTS = (*LAYOUT_CONSTRAINTS, "arrival_rate", "ttft_slo", "tpot_slo")
 FINETUNE_CONSTRAINTS = (*LAYOUT_CONSTRAINTS, "gradient_sync", "model_parallelism")
 
 
@@ -90,8 +90,17 @@ def speed_slo_miss(job: Serve, speed: ServingSpeed, metric: str) -> tuple[float,
     slo = getattr(job, f"{metric}_ms")
     if slo is None:
         return None
-    value = float(getattr(speed, f"{metric}_s")) * 1000
+    value = float(slo_figure(job, speed, metric)) * 1000
     return (value, float(slo)) if value > slo else None
+
+
+TTFT_FIGURES = {"mean": "ttft_s", "median": "ttft_median_s", "p90": "ttft_p90_s"}
+
+
+def slo_figure(job: Serve, speed: ServingSpeed, metric: str) -> float:
+    """The figure of ``speed`` (seconds) that ``job``'s SLO on ``metric`` bounds: TTFT at the SLO's
+    statistic (serve.slo.ttft_statistic), TPOT as the mean inter-token latency."""
+    return float(getattr(speed, TTFT_FIGURES[job.ttft_statistic] if metric == "ttft" else "tpot_s"))
 
 
 def gradient_sync_share(estimate: FinetuneEstimate) -> float | None:
@@ -478,7 +487,7 @@ class ServePlanner(_Evaluator):
         if self.slo_out_of_reach(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel):
             return False
         job = self.job
-        if job.ttft_ms is None and job.tpot_ms is None:
+        if job.ttft_ms is None and job.tpot_ms is None and job.arrival != "steady":
             return True  # no latency constraint: the speed is estimated only for an option's figures
         load = self._load(layout)
         if load not in self._latency_met:
@@ -486,15 +495,19 @@ class ServePlanner(_Evaluator):
                 self._latency_met[load] = False  # as the speed model would say, without its steady state
             else:
                 speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
-                self._latency_met[load] = not any(speed_slo_miss(job, speed, metric) for metric in ("ttft", "tpot"))
+                self._latency_met[load] = not speed.saturated and not any(
+                    speed_slo_miss(job, speed, metric) for metric in ("ttft", "tpot")
+                )
         return self._latency_met[load]
 
     def _bounds_miss(self, layout: Layout) -> bool:
         """Whether the speed model's lower bounds at the layout's load (``latency_bounds``) already miss
         the SLO: then its TTFT or TPOT, at least those bounds, misses it too."""
-        workload, prepared = self._workload(layout, self.memory(layout).kv_available)
-        ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared)
         job = self.job
+        if job.arrival != "closed-loop":
+            return False  # the bounds hold for a closed loop at the layout's concurrency, not a stream or a burst
+        workload, prepared = self._workload(layout, self.memory(layout).kv_available)
+        ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared, queued=job.ttft_statistic == "mean")
         return (job.ttft_ms is not None and ttft * 1000 > job.ttft_ms) or (
             job.tpot_ms is not None and tpot * 1000 > job.tpot_ms
         )
@@ -590,10 +603,19 @@ class ServePlanner(_Evaluator):
                 f"leaves {(memory.budget - memory.per_gpu) / memory.budget:.0%} of the engine budget free "
                 f"(margin {self.headroom_pct:g}%)"
             )
+        speed = estimate.speed
+        if speed.saturated and estimate.loads:
+            checks["arrival_rate"] = (
+                f"requests arrive at {self.job.rate_rps:,g}/s, faster than it completes them"
+                f" (at most {speed.requests_per_s:,.2f}/s)"
+            )
         for metric in ("ttft", "tpot"):
             missed = slo_miss(estimate, metric)
-            if missed:
-                checks[f"{metric}_slo"] = f"{metric.upper()} {missed[0]:,.1f} ms exceeds the SLO of {missed[1]:,.0f} ms"
+            if missed and not (metric == "ttft" and speed.saturated):
+                statistic = f"{self.job.ttft_statistic} " if metric == "ttft" else ""
+                checks[f"{metric}_slo"] = (
+                    f"{statistic}{metric.upper()} {missed[0]:,.1f} ms exceeds the SLO of {missed[1]:,.0f} ms"
+                )
         meets, reasons = _judged("serve", checks)
         return Option("serve", layout, nodes, estimate, meets, reasons, self.declared)
 

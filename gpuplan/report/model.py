@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan import __version__
-from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
+from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate, load_phrase
 from gpuplan.catalog import catalog_version
 from gpuplan.config import Settings, default_settings
 from gpuplan.decision import Amount, Decision, Verdict, decide, layout_text
+from gpuplan.estimate.serving_speed import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import replicas as layout_replicas
 from gpuplan.linter import LintResult
@@ -261,10 +262,16 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
             [
                 [
                     "Latency",
-                    f"TTFT {_ms(s.speed.ttft_s, 0)}; TPOT {_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)}"
-                    f" ({s.speed.decode_bound}-bound)",
+                    f"TTFT p90 {_ms(s.speed.ttft_p90_s, 0)}, median {_ms(s.speed.ttft_median_s, 0)}, mean"
+                    f" {_ms(s.speed.ttft_s, 0)} {load_phrase(s.job)}; TPOT {_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)}"
+                    f" (first token excluded; {s.speed.decode_bound}-bound)",
                 ],
-                ["Throughput", f"{format_figure(s.speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s"],
+                [
+                    "Throughput",
+                    f"{format_figure(s.speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s,"
+                    f" {s.speed.requests_per_s:,.2f} requests/s over the deployment",
+                ],
+                *_category_rows(s),
             ]
             if s.loads
             else [["Latency", f"{NOT_LOADED}: {s.not_loaded_reason}"], ["Throughput", NOT_LOADED]]
@@ -345,7 +352,7 @@ def _options_tables(plan: JobPlan, spec: Spec, title: str) -> list[dict[str, Any
             "",
             "Layout",
             "Free",
-            "TTFT / TPOT ms" if serving else "Training hours",
+            "TTFT p90 / TPOT ms" if serving else "Training hours",
             f"{currency}/GPU-hour",
             "Cost",
             "Verdict",
@@ -735,3 +742,20 @@ def build_report(
         "verification": _verification_tables(verification or []),
         "record": _record(result, spec, decision, record, generated, layouts, expiry_text),
     }
+
+
+def _category_rows(s: ServeEstimate) -> list[list[str]]:
+    """The deployment's answer to each benchmark category, whatever the declared load: one row."""
+    c = s.categories
+    if c is None:
+        return []
+    return [
+        [
+            "Benchmark categories",
+            f"long-context input: TTFT {_ms(c.long_context_ttft_s, 0)} ({c.long_context_tokens:,}-token prompt,"
+            f" idle); high-throughput batch: {format_figure(c.saturated_tokens_per_s, 0, RATE_DIGITS)} output"
+            f" tokens/s at {c.saturated_sequences:,} sequences per replica; short fast output: TTFT"
+            f" {_ms(c.short_ttft_s, 0)} + TPOT {_ms(c.short_tpot_s, 1, TPOT_MS_DIGITS)}"
+            f" ({SHORT_PROMPT} in, {SHORT_OUTPUT} out, one request)",
+        ]
+    ]

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuplan.analysis import NOT_LOADED
 from gpuplan.plan.describe import Saving, cost_text
-from gpuplan.plan.evaluate import Option
+from gpuplan.plan.evaluate import Option, slo_figure
 from gpuplan.plan.search import JobPlan
 from gpuplan.records import record
 from gpuplan.report.prices import price_basis
@@ -46,6 +46,7 @@ CONSTRAINT_LABELS = {
     "pipeline_parallel": "Pipeline parallelism valid",
     "memory": "Fits in memory",
     "headroom": "Headroom margin kept",
+    "arrival_rate": "Keeps up with the request rate",
     "ttft_slo": "TTFT SLO met",
     "tpot_slo": "TPOT SLO met",
     "gradient_sync": "Gradient sync affordable",
@@ -99,7 +100,9 @@ def _latency(option: Option) -> str:
     if not estimate.loads:
         return f"{NOT_LOADED}: {estimate.not_loaded_reason}"
     job, speed = estimate.job, estimate.speed
-    ttft = f"TTFT {format_ms(speed.ttft_s, 0)} ms" + (f" (SLO {job.ttft_ms:,g})" if job.ttft_ms is not None else "")
+    ttft = f"{job.ttft_statistic} TTFT {format_ms(slo_figure(job, speed, 'ttft'), 0)} ms" + (
+        f" (SLO {job.ttft_ms:,g})" if job.ttft_ms is not None else ""
+    )
     tpot = f"TPOT {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)} ms" + (
         f" (SLO {job.tpot_ms:,g})" if job.tpot_ms is not None else ""
     )
@@ -140,7 +143,10 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
     )
     rows["Latency" if option.kind == "serve" else "Training time"] = _latency(option)
     rows["Budget"] = _budget(option, spec)
+    steady = option.kind == "serve" and option.estimate.job.arrival == "steady"
     for name, ok in option.meets:
+        if name == "arrival_rate" and not steady:
+            continue  # only a steady stream has a rate to keep up with
         rows[CONSTRAINT_LABELS.get(name, name)] = _judgement(option, name, ok)
     rows["Price basis"] = price_basis(spec, option.layout.gpu).text
     return rows
@@ -155,8 +161,10 @@ def _judgement(option: Option, name: str, ok: bool) -> str:
     memory_broken = dict(option.meets).get("memory") is False
     if name == "headroom" and memory_broken:
         return "not judged (memory breaks)"
+    estimate: Any = option.estimate
+    if name == "arrival_rate" and not estimate.loads:
+        return "not judged (does not fit)"
     if name in ("ttft_slo", "tpot_slo"):
-        estimate: Any = option.estimate
         if getattr(estimate.job, name.replace("_slo", "_ms")) is None:
             return "no SLO declared"
         if not estimate.loads:
@@ -202,7 +210,7 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
             loads = option.estimate.loads
             # A layout that cannot start has no speed (the row's verdict says it breaks memory).
             speed_text = (
-                f"{format_ms(speed.ttft_s, 0)} / {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)}" if loads else "n/a"
+                f"{format_ms(speed.ttft_p90_s, 0)} / {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)}" if loads else "n/a"
             )
         else:
             speed_text = (

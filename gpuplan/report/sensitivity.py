@@ -21,7 +21,7 @@ from typing import Any
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
 from gpuplan.config import Settings
 from gpuplan.plan.configured import efficiency_of
-from gpuplan.plan.evaluate import within_headroom
+from gpuplan.plan.evaluate import slo_figure, within_headroom
 from gpuplan.records import record
 
 PRICE_MOVE = 0.20  # ±20%: GPU rental prices move by tens of percent within a quarter (GP504's rationale)
@@ -79,7 +79,9 @@ def _serve_scenario(
     end: str | None = None,
 ) -> Scenario:
     job = estimate.job
-    ttft: float | None = estimate.speed.ttft_s
+    # TTFT at the statistic the SLO bounds (serve.slo.ttft_statistic); none where a stream saturates.
+    figure = slo_figure(job, estimate.speed, "ttft")
+    ttft: float | None = figure if math.isfinite(figure) else None
     tpot: float | None = estimate.speed.tpot_s
     unbounded = []
     if end is not None:  # the speed figures at one end of their calibration bands; memory and cost do not move
@@ -89,7 +91,7 @@ def _serve_scenario(
                 unbounded.append(metric.upper())
         ttft_factor = band_factor(_within(estimate, "ttft"), end)
         tpot_factor = band_factor(_within(estimate, "tpot"), end)
-        ttft = None if ttft_factor is None else estimate.speed.ttft_s * ttft_factor
+        ttft = None if ttft_factor is None or ttft is None else ttft * ttft_factor
         tpot = None if tpot_factor is None else estimate.speed.tpot_s * tpot_factor
     if not estimate.loads:  # an engine that cannot start has no latency, and meets no SLO
         ttft = tpot = None

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuplan.analysis import ServeEstimate
+from gpuplan.analysis import ServeEstimate, load_phrase
 from gpuplan.config import Settings
 from gpuplan.findings import Finding
-from gpuplan.plan.evaluate import slo_miss
+from gpuplan.plan.evaluate import slo_figure, slo_miss
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
@@ -139,12 +139,21 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     if missed:
         s, slo = missed
         job = s.job
+        where = f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}; {format_ms(s.speed.ttft_single_s, 0)} ms alone)"
+        if s.speed.saturated:
+            message = (
+                f"TTFT grows without bound {load_phrase(job)} {where}: the deployment completes at most"
+                f" {s.speed.requests_per_s:,.2f} requests/s, so the SLO of {slo:,.0f} ms cannot hold"
+            )
+            yield ctx.finding("GP403", ("serve", "slo", "ttft_ms"), message, "more replicas or a faster GPU")
+            return
+        figure = slo_figure(job, s.speed, "ttft")
+        prompt = "" if job.arrival == "burst" else f"for a prompt of {job.full_prompt:,} tokens "
         yield ctx.finding(
             "GP403",
             ("serve", "slo", "ttft_ms"),
-            f"estimated TTFT {format_ms(s.speed.ttft_s, 0)} ms for a prompt of {job.full_prompt:,} tokens at "
-            f"{job.concurrency} in flight on {s.gpu.id} (TP {job.hardware.tensor_parallel}; "
-            f"{format_ms(s.speed.ttft_single_s, 0)} ms alone) exceeds the SLO of {slo:,.0f} ms",
+            f"estimated {job.ttft_statistic} TTFT {format_ms(figure, 0)} ms {prompt}{load_phrase(job)} {where}"
+            f" exceeds the SLO of {slo:,.0f} ms",
             "more TP, a faster GPU, or shorter prompts",
         )
 

@@ -406,14 +406,16 @@ def inconsistent_workload(*_: Any) -> Iterator[Any]:
     """
     ## What it does
     Reports a serving job whose `output_tokens` is larger than its `context`, a
-    `serve.prompt_tokens.p90` below its `mean`, and a mean prompt that leaves no room for
-    `output_tokens` within `context`.
+    `serve.prompt_tokens.p90` below its `mean`, a mean prompt that leaves no room for
+    `output_tokens` within `context`, and a load that contradicts itself: `arrival: steady`
+    without `rate_rps`, or a `rate_rps` for another arrival shape.
 
     ## Why is this bad?
     The context holds the prompt and the generated tokens together, and the speed estimate draws
     prompt lengths from the declared distribution: lengths that contradict each other or the context
     describe no real traffic, so the time per request, the KV cache and the cost built on them would
-    be computed for a workload that cannot run.
+    be computed for a workload that cannot run. A rate given for a closed loop or a burst would be
+    silently unused.
 
     ## Example
     ```yaml

@@ -1,0 +1,255 @@
+"""Serving under the load users run: the front end a request crosses, a burst's wave, a steady stream's queue.
+
+``serving_speed`` prices one forward step of a replica (``_Deployment.step``); this module turns steps into
+what a client measures under each arrival shape (``serve.arrival``):
+
+- the **front end** (``frontend_seconds``): an OpenAI-compatible server parses the HTTP request, renders the
+  chat template, tokenizes the prompt and streams tokens back; a benchmark client's TTFT includes all of it,
+  an in-process benchmark (``endpoint: offline``: trtllm-bench, LMDeploy's profile_generation, LLM.generate
+  with token ids) none. Figures: vLLM PR #54628 (client TTFT less the server's own TTFT metric) and PR #10635
+  (tokenizing a 256K-token prompt takes a few hundred milliseconds).
+- a **burst** (``wave``): N requests reach an idle replica at once (``vllm bench serve --request-rate inf``,
+  a batch job's start). The scheduler is stepped as vLLM's V1 scheduler runs it: each step first gives one
+  token to every running sequence (decodes and partly prefilled prompts, in admission order), then admits
+  waiting requests first-come-first-served into what is left of the token budget, while the running
+  sequences stay within the engine's cap and the KV cache; a prompt's first token comes at the end of the
+  step that completes its prefill. So early requests' decode steps carry later requests' prefill chunks, and
+  TTFT grows across the wave. Stretches where only decodes run are priced in one go (equal steps).
+- a **steady** stream (``steady_state``): Poisson arrivals at a rate. The running sequences are the rate
+  times a request's latency (Little's law), found on the closed loop's steady state; a prompt then waits
+  for the token budget the others' prompts use (the M/G/1 wait the closed loop already has), its
+  distribution taken as exponential with an atom at zero, P(W > t) = rho exp(-rho t / E[W]) (exact for
+  M/M/1; the usual approximation for M/G/1, Kleinrock 1975 vol. 2 sec. 2.7), so a quantile of TTFT is the
+  service of the prompt at that quantile plus the wait at it (a sum of quantiles: on the safe side).
+
+The closed loop (``arrival: closed-loop``, today's benchmark clients) stays ``serving_speed``'s own model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+
+from gpuplan.records import record
+
+ARRIVALS = ("closed-loop", "steady", "burst")
+ENDPOINTS = ("chat", "completions", "offline")
+
+# HTTP parsing, request objects, the chat template and streaming the first chunk back: a client's TTFT less
+# the engine's own TTFT metric (vllm:time_to_first_token_seconds), vLLM PR #54628, Qwen2.5-0.5B, 512 in /
+# 128 out, two rounds each: /v1/completions 8.4 and 12.0 ms, /v1/chat/completions 12.2 and 11.0 ms.
+HTTP_SECONDS = {"completions": (0.0084 + 0.0120) / 2, "chat": (0.0122 + 0.0110) / 2, "offline": 0.0}
+# The prompt's tokenization in the server process: vLLM PR #10635, "when dealing with long sequence lengths
+# (256K), tokenization can take a few hundred milliseconds" (HF fast tokenizer): about 1 microsecond a token.
+TOKENIZE_SECONDS_PER_TOKEN = 1.0e-6
+# The share of a steady stream's requests whose TTFT is quoted as "p90".
+P90 = 0.9
+
+
+def frontend_seconds(endpoint: str, prompt_tokens: float) -> float:
+    """Time a request spends in the server's front end before and after its first token's pass."""
+    if endpoint == "offline":
+        return 0.0
+    return HTTP_SECONDS[endpoint] + TOKENIZE_SECONDS_PER_TOKEN * prompt_tokens
+
+
+def wait_quantile(mean_wait: float, rho: float, share: float) -> float:
+    """The ``share`` quantile of a queueing wait with mean ``mean_wait`` and load ``rho``:
+    P(W > t) = rho exp(-rho t / mean_wait) (module docstring), so t = mean_wait / rho x ln(rho / (1 - share))
+    when more than 1 - share of arrivals wait at all, else 0."""
+    tail = 1 - share
+    if mean_wait <= 0 or rho <= tail:
+        return 0.0
+    if math.isinf(mean_wait):
+        return math.inf
+    return mean_wait / rho * math.log(rho / tail)
+
+
+# Scheduler events a wave steps through before the rest is extrapolated: a thousand steps keep one
+# wave within tens of milliseconds; bursts the size of an engine's running cap fit whole.
+MAX_EVENTS = 1024
+
+
+def _extrapolated(
+    requests: int,
+    output: int,
+    now: float,
+    step: int,
+    ttfts: list[tuple[float, int]],
+    first_tokens: int,
+    tpot_sum: float,
+    finished: int,
+    events: list[tuple[float, int]],
+) -> Wave:
+    """The wave cut after ``events``: the requests still without a first token get theirs at the rate
+    the second half of the events gave first tokens (the pace the caps allow), in 64 groups; every request
+    not finished decodes at the mean TPOT of those that did (or of the last event's step)."""
+    start_time, start_tokens = events[len(events) // 2]
+    rate = (first_tokens - start_tokens) / (now - start_time) if now > start_time else 0.0
+    if rate <= 0:
+        rate = first_tokens / now if now > 0 and first_tokens else 1.0 / max(now, 1e-9)
+    waiting = requests - first_tokens
+    out = list(ttfts)
+    groups = min(64, waiting)
+    for group in range(groups):
+        size = waiting // groups + (1 if group < waiting % groups else 0)
+        middle = sum(waiting // groups + (1 if g < waiting % groups else 0) for g in range(group)) + (size + 1) / 2
+        out.append((now + middle / rate, size))
+    last_step = (events[-1][0] - events[-2][0]) if len(events) > 1 else now
+    tpot = tpot_sum / finished if finished else last_step
+    mean_tpot = tpot if output > 1 else 0.0
+    makespan = now + waiting / rate + (output - 1) * tpot
+    return Wave(tuple(out), mean_tpot, makespan, step, requests)
+
+
+# A step's time from (decoding sequences, prefill tokens, the decoders' mean context, the prefill tokens'
+# causal attention FLOPs).
+StepTime = Callable[[float, float, float, float], float]
+
+
+@record
+class Wave:
+    """What a burst of identical requests measures on one replica, times from the burst's arrival."""
+
+    ttfts: tuple[tuple[float, int], ...]  # (TTFT, requests with it), in the order the requests got it
+    mean_tpot: float  # per request (its decode time over output - 1 tokens), averaged over requests
+    makespan: float  # until the last request's last token
+    steps: int  # scheduler steps the wave took
+    requests: int
+
+    def quantile(self, share: float) -> float:
+        """The smallest TTFT that at least ``share`` of the requests have (nearest rank)."""
+        rank = max(1, math.ceil(share * self.requests))
+        for value, count in sorted(self.ttfts):
+            rank -= count
+            if rank <= 0:
+                return value
+        return max(value for value, _ in self.ttfts)
+
+    @property
+    def mean_ttft(self) -> float:
+        return sum(value * count for value, count in self.ttfts) / self.requests
+
+
+def wave(
+    requests: int,
+    prompt: int,
+    output: int,
+    budget: int,
+    running_cap: int,
+    step_time: StepTime,
+    chunk_attention: Callable[[int, int], float],
+    admission_gap: float = 0.0,
+    first_token_from_decode_step: bool = False,
+    max_events: int = MAX_EVENTS,
+) -> Wave:
+    """A burst of ``requests`` identical requests (``prompt`` tokens in, ``output`` out) on an idle replica
+    whose steps carry at most ``budget`` tokens and ``running_cap`` sequences (the engine's cap or the KV
+    cache's, whichever is lower); ``step_time`` prices a step, ``chunk_attention(s, e)`` is the causal
+    attention FLOPs of a prompt's positions [s, e) (``performance.attention_flops``). Request k
+    reaches the scheduler k x ``admission_gap`` after the burst (the front end admits one after another).
+    Where the engine samples the first token from a decode step (``first_token_from_decode_step``), the
+    prompt's pass stops one token short and the next step, with the prompt's last token, gives it.
+
+    At most ``max_events`` scheduler events are stepped (a planner prices many layouts; a burst may be a
+    million requests): past them the wave has long reached the pace its caps allow, and the requests still
+    waiting get their first tokens at the rate of the events' second half, each then decoding at the mean
+    TPOT of those done (``_extrapolated``)."""
+    passed = prompt - 1 if first_token_from_decode_step else prompt
+    running_cap = max(1, running_cap)
+    budget = max(1, budget)
+    now, step = 0.0, 0
+    arrived, admitted, finished = 0, 0, 0
+    prefilling: list[int] = []  # tokens done of each admitted, partly prefilled prompt (admission order)
+    # Decoding cohorts: (requests, step that gave their first token, its time); a sequence decodes one token
+    # per step, so its tokens so far follow from the step counter.
+    cohorts: deque[tuple[int, int, float]] = deque()
+    decoders, start_sum = 0, 0
+    ttfts: list[tuple[float, int]] = []
+    tpot_sum = 0.0
+
+    def arrival(k: int) -> float:
+        return k * admission_gap
+
+    events: list[tuple[float, int]] = []  # (time, requests with a first token) after each event
+    first_tokens = 0
+    while finished < requests:
+        events.append((now, first_tokens))
+        if len(events) > max_events:
+            return _extrapolated(requests, output, now, step, ttfts, first_tokens, tpot_sum, finished, events)
+        while arrived < requests and arrival(arrived) <= now:
+            arrived += 1
+        running = decoders + len(prefilling)
+        can_admit = arrived > admitted and running < running_cap
+        if not prefilling and not can_admit:
+            if decoders == 0:  # idle until the next request reaches the scheduler
+                now = arrival(arrived)
+                continue
+            # Only decodes until the first cohort finishes (or, with room, the next arrival): equal steps.
+            count, first_step, first_time = cohorts[0]
+            stretch = first_step + output - 1 - step
+            mean_context = prompt + step - start_sum / decoders + stretch / 2
+            seconds = step_time(decoders, 0.0, mean_context, 0.0)
+            if arrived < requests and running < running_cap:
+                stretch = max(1, min(stretch, math.ceil((arrival(arrived) - now) / seconds)))
+            now += stretch * seconds
+            step += stretch
+            while cohorts and cohorts[0][1] + output - 1 <= step:
+                count, first_step, first_time = cohorts.popleft()
+                decoders -= count
+                start_sum -= count * first_step
+                finished += count
+                end = now - (step - (first_step + output - 1)) * seconds
+                tpot_sum += count * (end - first_time) / (output - 1)
+            continue
+        # One mixed step: every running sequence's token first, then new prompts into what is left.
+        room = budget - decoders
+        chunks: list[tuple[int, int]] = []  # (prompt index in prefilling, tokens this step)
+        for index, done in enumerate(prefilling):
+            if room <= 0:
+                break
+            take = min(passed - done, room)
+            chunks.append((index, take))
+            room -= take
+        new = 0
+        while room > 0 and admitted + new < arrived and decoders + len(prefilling) + new < running_cap:
+            take = min(passed, room)
+            prefilling.append(0)
+            chunks.append((len(prefilling) - 1, take))
+            room -= take
+            new += 1
+        admitted += new
+        tokens = sum(take for _, take in chunks)
+        attention = sum(chunk_attention(prefilling[i], prefilling[i] + take) for i, take in chunks)
+        context = prompt + step - start_sum / decoders if decoders else 0.0
+        seconds = step_time(decoders, tokens, context, attention)
+        now += seconds
+        step += 1
+        for index, take in chunks:
+            prefilling[index] += take
+        complete = sum(1 for done in prefilling if done >= passed)
+        prefilling = [done for done in prefilling if done < passed]
+        while cohorts and cohorts[0][1] + output - 1 <= step:
+            count, first_step, first_time = cohorts.popleft()
+            decoders -= count
+            start_sum -= count * first_step
+            finished += count
+            tpot_sum += count * (now - first_time) / (output - 1)
+        if complete:
+            if first_token_from_decode_step:
+                # The prompt's last token rides the next step as a decode: its first token comes then.
+                first_seconds = step_time(decoders + complete, 0.0, prompt, 0.0)
+                first_time, first_step = now + first_seconds, step + 1
+            else:
+                first_time, first_step = now, step
+            ttfts.append((first_time, complete))
+            first_tokens += complete
+            if output <= 1:
+                finished += complete
+            else:
+                cohorts.append((complete, first_step, first_time))
+                decoders += complete
+                start_sum += complete * first_step
+    mean_tpot = tpot_sum / requests if output > 1 else 0.0
+    return Wave(tuple(ttfts), mean_tpot, now, step, requests)

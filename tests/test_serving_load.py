@@ -1,0 +1,194 @@
+"""Serving under a load shape: the burst's wave, the steady stream's queue, the front end (serving_load).
+
+The wave's figures are worked out by hand from a toy step price (1 ms + 0.5 ms per token the step carries),
+scheduling as vLLM's V1 scheduler does: running sequences (decodes, then partly prefilled prompts) first,
+then waiting prompts into what is left of the token budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuplan.estimate.serving_load import (
+    HTTP_SECONDS,
+    TOKENIZE_SECONDS_PER_TOKEN,
+    frontend_seconds,
+    wait_quantile,
+    wave,
+)
+from gpuplan.estimate.serving_speed import serving_speed
+from tests.test_properties_speed import fewer_and_more, workloads
+from tests.test_serving_speed import CAL, workload
+from tests.toy_gpu import unit_ceiling  # noqa: F401  (the autouse fixture)
+
+
+def no_attention(start: int, end: int) -> float:
+    return 0.0
+
+
+def toy_step(decoders: float, prefill: float, context: float, attention: float) -> float:
+    return 1 + 0.5 * (decoders + prefill)
+
+
+def test_a_wave_of_three_prompts_sharing_the_token_budget():
+    # 3 prompts of 6 tokens, 3 out, budget 8, no cap:
+    # step 1: A's 6 tokens + B's first 2 (8 tokens) -> 1 + 4 = 5 ms; A's first token at 5.
+    # step 2: A decodes (1) + B's last 4 + C's first 3 (8) -> 5 ms, t = 10; B's first token at 10.
+    # step 3: A and B decode (2) + C's last 3 -> 1 + 2.5 = 3.5 ms, t = 13.5: C's first token; A's third, done.
+    # step 4: B and C decode -> 2 ms, t = 15.5: B done.  step 5: C -> 1.5 ms, t = 17: C done.
+    # TPOT over the 2 tokens after the first: A (13.5 - 5) / 2, B (15.5 - 10) / 2, C (17 - 13.5) / 2.
+    result = wave(3, 6, 3, 8, 10, toy_step, no_attention)
+    assert result.ttfts == ((5.0, 1), (10.0, 1), (13.5, 1))
+    assert result.makespan == 17.0
+    assert result.steps == 5
+    assert result.mean_tpot == pytest.approx((4.25 + 2.75 + 1.75) / 3)
+    assert result.mean_ttft == pytest.approx(9.5)
+    assert (result.quantile(0.5), result.quantile(0.9)) == (10.0, 13.5)
+
+
+def test_a_wave_one_sequence_at_a_time_under_a_running_cap_of_one():
+    # Cap 1: each prompt waits for the one before to finish. A: a 6-token step (4 ms), then two decode steps
+    # of 1.5 ms (priced in one stretch): done at 7. B is admitted at the next step: 7 + 4 = 11, decodes to 14;
+    # C: 14 + 4 = 18, decodes to 21.
+    result = wave(3, 6, 3, 8, 1, toy_step, no_attention)
+    assert result.ttfts == ((4.0, 1), (11.0, 1), (18.0, 1))
+    assert result.makespan == 21.0
+    assert result.mean_tpot == pytest.approx(1.5)
+
+
+def test_requests_admitted_one_after_another_by_the_front_end():
+    # Two 4-token prompts, one token out, the second reaching the scheduler 10 ms after the first: the
+    # first is a lone 3 ms step; the replica idles until 10, and the second's step ends at 13.
+    result = wave(2, 4, 1, 8, 8, toy_step, no_attention, admission_gap=10.0)
+    assert result.ttfts == ((3.0, 1), (13.0, 1))
+    assert result.mean_tpot == 0.0
+
+
+def test_the_first_token_from_the_next_decode_step():
+    # TurboMind's way: the pass covers 5 of 6 tokens (1 + 2.5 = 3.5 ms); the next step decodes the last
+    # prompt token with the one sequence (1.5 ms) and gives the first output at 5.
+    result = wave(1, 6, 2, 8, 8, toy_step, no_attention, first_token_from_decode_step=True)
+    assert result.ttfts == ((5.0, 1),)
+
+
+def test_each_chunk_carries_the_attention_of_its_own_positions():
+    # A 10-token prompt in a budget of 4: chunks [0, 4), [4, 8), [8, 10), each step priced with its
+    # positions' attention (here the count of query-key pairs of a causal prompt, e(e+1)/2 - s(s+1)/2:
+    # 10, 26 and 19).
+    seen = []
+
+    def step(decoders, prefill, context, attention):
+        seen.append(attention)
+        return 1.0
+
+    wave(1, 10, 1, 4, 8, step, lambda s, e: e * (e + 1) / 2 - s * (s + 1) / 2)
+    assert seen == [10.0, 26.0, 19.0]
+
+
+def test_front_end_of_a_one_token_prompt():
+    # One prompt token: the HTTP path's measured gap and one token's tokenization; nothing offline.
+    assert frontend_seconds("chat", 1) == pytest.approx((0.0122 + 0.0110) / 2 + 1e-6)
+    assert frontend_seconds("completions", 1) == pytest.approx((0.0084 + 0.0120) / 2 + 1e-6)
+    assert frontend_seconds("offline", 1) == 0.0
+    # Through the speed model: a one-token prompt's TTFT alone differs between the chat endpoint and an
+    # in-process run by exactly that front end.
+    one = {"prompt_tokens": 1, "prompt_p90": 1, "full_prompt": 1}
+    chat = serving_speed(workload(endpoint="chat", **one), calibration=CAL)
+    offline = serving_speed(workload(endpoint="offline", **one), calibration=CAL)
+    assert chat.ttft_single_s - offline.ttft_single_s == pytest.approx(
+        HTTP_SECONDS["chat"] + TOKENIZE_SECONDS_PER_TOKEN
+    )
+    assert chat.frontend_s == pytest.approx(HTTP_SECONDS["chat"] + TOKENIZE_SECONDS_PER_TOKEN)
+
+
+def test_wait_quantiles_of_an_exponential_tail_with_an_atom_at_zero():
+    # P(W > t) = rho exp(-rho t / mean): rho 0.5, mean 1 -> p90 at 2 ln 5; the median waits not at all
+    # (half the arrivals find no queue); a tenth never waits beyond 0 when rho <= 0.1.
+    assert wait_quantile(1.0, 0.5, 0.9) == pytest.approx(2 * math.log(5))
+    assert wait_quantile(1.0, 0.5, 0.5) == 0.0
+    assert wait_quantile(1.0, 0.1, 0.9) == pytest.approx(0.0, abs=1e-12)
+    assert wait_quantile(1.0, 0.8, 0.5) == pytest.approx(1.25 * math.log(1.6))
+
+
+def test_a_burst_on_the_toy_deployment_is_the_wave_of_its_steps():
+    # Two requests of 4 tokens, 4 out, on the unit engine: the burst's mean TTFT is the wave's mean plus
+    # the engine's request overhead (the second request reaches the scheduler one overhead later).
+    burst = serving_speed(workload(arrival="burst"), calibration=CAL)
+    single = serving_speed(workload(concurrency=1), calibration=CAL)
+    assert burst.ttft_median_s <= burst.ttft_p90_s
+    assert burst.ttft_median_s >= single.ttft_single_s
+    assert burst.duration_s is not None and burst.duration_s > burst.ttft_p90_s
+    assert burst.tokens_per_s == pytest.approx(2 * 4 / (burst.duration_s - CAL.engines["vllm"].request_overhead_s))
+
+
+def test_a_steady_stream_between_idle_and_saturated():
+    closed = serving_speed(workload(concurrency=2), calibration=CAL)
+    capacity = closed.requests_per_s
+    slow = serving_speed(workload(arrival="steady", rate_rps=capacity * 0.01), calibration=CAL)
+    busy = serving_speed(workload(arrival="steady", rate_rps=capacity * 0.9), calibration=CAL)
+    over = serving_speed(workload(arrival="steady", rate_rps=capacity * 1.1), calibration=CAL)
+    # A trickle: about one request at a time, TTFT near the prompt alone; throughput is the rate.
+    assert slow.running < 0.1
+    assert slow.requests_per_s == pytest.approx(capacity * 0.01)
+    assert slow.ttft_s == pytest.approx(slow.ttft_single_s, rel=0.05)
+    # Near capacity more run at once and each waits longer; beyond it the queue has no bound.
+    assert busy.running > slow.running and busy.ttft_s >= slow.ttft_s
+    assert not busy.saturated and over.saturated
+    assert math.isinf(over.ttft_s) and over.requests_per_s == pytest.approx(capacity)
+
+
+@given(workloads)
+def test_a_burst_never_beats_the_same_requests_arriving_one_by_one(case):
+    # Every request of a burst is at least as late to its first token as a lone request of the same prompt
+    # (the wave's first prompt is alone, the others share steps and wait), and a larger burst's p90 is no
+    # earlier than a smaller one's; across MoE, MLA, sliding windows, tied embeddings and two stages.
+    _, few, many, fits = fewer_and_more(*case)
+    if not fits or few.job.batching != "continuous":
+        return
+    lone = serving_speed(dataclasses.replace(few.workload, concurrency=1, prompt_p90=few.workload.prompt_tokens))
+    small = serving_speed(dataclasses.replace(few.workload, arrival="burst"))
+    large = serving_speed(dataclasses.replace(many.workload, arrival="burst"))
+    alone = serving_speed(
+        dataclasses.replace(
+            few.workload,
+            concurrency=1,
+            full_prompt=max(1, round(few.workload.prompt_tokens)),
+        )
+    ).ttft_single_s
+    del lone
+    assert small.ttft_median_s >= alone * (1 - 1e-9)
+    assert large.ttft_p90_s >= small.ttft_p90_s * (1 - 1e-9)
+
+
+@given(st.floats(0.05, 0.95), st.floats(0.05, 0.95))
+def test_a_busier_stream_never_starts_sooner(first, second):
+    low, high = sorted((first, second))
+    capacity = serving_speed(workload(concurrency=2), calibration=CAL).requests_per_s
+    calm = serving_speed(workload(arrival="steady", rate_rps=capacity * low), calibration=CAL)
+    busy = serving_speed(workload(arrival="steady", rate_rps=capacity * high), calibration=CAL)
+    assert busy.ttft_s >= calm.ttft_s * (1 - 1e-6)
+    assert busy.running >= calm.running * (1 - 1e-6)
+
+
+def test_a_wave_past_its_event_budget_continues_at_the_pace_it_reached():
+    # 3,000 prompts of 2,000 tokens, 200 out, 256 running at most: stepped whole, and cut after 600 events
+    # with the rest extrapolated at the rate of first tokens of the events' second half. The two agree on
+    # mean and p90 TTFT within 1% and on TPOT and the wave's end within 10%; a million-request burst costs
+    # no more events than the budget.
+    def step(decoders, prefill, context, attention):
+        return 1 + 0.0005 * (decoders + prefill)
+
+    whole = wave(3000, 2000, 200, 8192, 256, step, no_attention)
+    cut = wave(3000, 2000, 200, 8192, 256, step, no_attention, max_events=600)
+    assert cut.mean_ttft == pytest.approx(whole.mean_ttft, rel=0.01)
+    assert cut.quantile(0.9) == pytest.approx(whole.quantile(0.9), rel=0.01)
+    assert cut.mean_tpot == pytest.approx(whole.mean_tpot, rel=0.1)
+    assert cut.makespan == pytest.approx(whole.makespan, rel=0.1)
+    huge = wave(1_000_000, 2000, 200, 8192, 256, step, no_attention)
+    assert sum(count for _, count in huge.ttfts) == 1_000_000
+    assert huge.quantile(0.9) > huge.quantile(0.5) > whole.quantile(0.9)
