@@ -10,10 +10,19 @@ from typing import Any
 
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration, ErrorBand
+from gpuplan.estimate.engines import (
+    SGLANG_ENGINE,
+    TRTLLM_ENGINE,
+    TRTLLM_MAX_BATCH_SIZE,
+    TRTLLM_MAX_NUM_TOKENS,
+    default_memory_fraction,
+    engine_memory_notes,
+    memory_engine,
+    sglang_sizes,
+)
 from gpuplan.estimate.memory_bands import MemoryBand, finetune_band
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import (
-    ENGINE,
     ServingMemory,
     ServingSetup,
     ServingShape,
@@ -290,10 +299,33 @@ def checkpoint_bytes(setup: TrainingSetup) -> int:
     return math.ceil(trainable * adapter_bytes + states)
 
 
+def engine_memory_limits(job: Serve, gpu: Gpu, tp: int) -> tuple[int, int]:
+    """(tokens, sequences) the engine's memory depends on, as the engine defaults them for ``gpu`` at ``tp``
+    ranks: vLLM's profiled batch and sampler warm-up; SGLang's chunked_prefill_size (``max_batched_tokens``
+    when set) and cuda_graph_max_bs; TensorRT-LLM's profiled max_num_tokens (likewise) and max_batch_size."""
+    engine = memory_engine(job.engine)
+    if engine == SGLANG_ENGINE:
+        chunked, graph_bs = sglang_sizes(gpu.memory_bytes, tp)
+        return job.max_batched_tokens or chunked, graph_bs
+    if engine == TRTLLM_ENGINE:
+        return job.max_batched_tokens or TRTLLM_MAX_NUM_TOKENS, TRTLLM_MAX_BATCH_SIZE
+    return engine_batch_limits(gpu.memory_bytes, gpu.id)
+
+
+def memory_fraction(job: Serve, gpu: Gpu, tp: int | None = None) -> float:
+    """``serve.memory_utilization`` as the engine runs it on ``gpu``: the spec's, else the engine's default
+    (SGLang's depends on the GPU and the parallel layout)."""
+    if job.memory_utilization is not None:
+        return job.memory_utilization
+    tensor_parallel = tp or job.hardware.tensor_parallel
+    return default_memory_fraction(job.engine, gpu.memory_bytes, tensor_parallel, job.hardware.pipeline_parallel)
+
+
 def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None = None) -> ServingSetup:
     gpu = gpu or job.hardware.gpu
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
-    max_batched, max_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
+    tensor_parallel = tp or job.hardware.tensor_parallel
+    max_batched, max_seqs = engine_memory_limits(job, gpu, tensor_parallel)
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(
@@ -318,13 +350,15 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         # The checkpoint's 16-bit modules only matter when it is served in its own format.
         quantized_params=spec.model.quantized_params if job.quantization == spec.model.quantization else None,
         kv_dtype_bytes=kv_bytes,
-        tensor_parallel=tp or job.hardware.tensor_parallel,
+        tensor_parallel=tensor_parallel,
         pipeline_parallel=job.hardware.pipeline_parallel,
         expert_parallel=job.hardware.expert_parallel,
-        memory_utilization=job.memory_utilization,
+        memory_utilization=memory_fraction(job, gpu, tensor_parallel),
         max_batched_tokens=max_batched,
         max_num_seqs=max_seqs,
         tenants=tenants,
+        engine=job.engine,
+        memory_cap=job.max_gpu_total_bytes or 0,
     )
 
 
@@ -574,19 +608,14 @@ def _serve_assumptions(
         if efficiency.decode_bandwidth
         else f"{engine.bandwidth_efficiency:.0%}"
     )
+    memory_notes = engine_memory_notes(setup)
     prompt = f"{job.full_prompt:,} tokens (context - output_tokens) for TTFT"
     if job.prompt_mean:
         prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
     return (
-        ("memory model", f"{ENGINE}: {job.memory_utilization:.0%} of GPU memory, 16-token KV blocks"),
+        memory_notes[0],
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
-        (
-            "activation reserve",
-            f"the larger of a dummy forward of {setup.max_batched_tokens:,} tokens and the sampler warm-up over "
-            f"{setup.max_num_seqs:,} requests (14 B per request x vocabulary entry); CUDA graphs captured "
-            "outside the budget",
-        ),
-        ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
+        *memory_notes[1:],
         *_quantization_notes(job),
         *_model_notes(spec),
         *_sixteen_bit_notes(spec, job),
@@ -684,7 +713,7 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "vision_params": s.setup.architecture.vision_params,
             "vision_weight_bytes": s.memory.vision_weights,
             "cuda_graph_bytes": s.memory.cuda_graphs,
-            "memory_engine": ENGINE,
+            "memory_engine": memory_engine(s.job.engine),
             **({} if figures_only else {"max_concurrency": s.max_concurrency, "max_context": s.max_context}),
             "engine": s.job.engine,
             # A layout that cannot start has no speed: null figures, and ``loads`` says why they are null.

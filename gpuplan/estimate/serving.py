@@ -104,6 +104,8 @@ class ServingSetup:
     max_batched_tokens: int = LARGE_GPU_BATCH[0]
     max_num_seqs: int = LARGE_GPU_BATCH[1]
     tenants: tuple[Tenant, ...] = ()
+    engine: str = "vllm"  # serve.engine: its memory model (gpuplan.estimate.engines for SGLang, TensorRT-LLM)
+    memory_cap: int = 0  # TensorRT-LLM max_gpu_total_bytes; 0: none
 
 
 @record
@@ -125,6 +127,10 @@ class ServingMemory:
     kv_page_bytes: int = 0  # one 16-token block of one layer slot
     kv_group_size: int = 1  # layer slots per KV-cache group
     kv_groups: int = 1
+    outside_budget: int = 0  # besides CUDA graphs, held outside the budget (SGLang: prefill activations, request table)
+    kv_share: float = 1.0  # the share of the room left that becomes the pool (TensorRT-LLM free_gpu_memory_fraction)
+    kv_cap: int = 0  # the largest pool the engine allocates (TensorRT-LLM max_gpu_total_bytes); 0: none
+    block_tokens: int = BLOCK_TOKENS  # tokens of one KV block (SGLang pages of 1, TensorRT-LLM blocks of 32)
 
     @property
     def breakdown(self) -> dict[str, int]:
@@ -159,21 +165,28 @@ class ServingMemory:
 
     @property
     def kv_available(self) -> int:
-        """KV bytes the engine can allocate after everything else (may be negative)."""
-        return self.budget - (self.per_gpu - self.kv_cache)
+        """KV bytes the engine allocates after everything else (negative when nothing is left): the room
+        the budget leaves, times ``kv_share`` and within ``kv_cap`` where the engine has them."""
+        room = self.budget - (self.per_gpu - self.kv_cache)
+        if room <= 0 or (self.kv_share == 1.0 and not self.kv_cap):
+            return room
+        pool = int(room * self.kv_share)
+        return min(pool, self.kv_cap) if self.kv_cap else pool
 
     @property
     def kv_cache_tokens(self) -> int:
-        """vLLM's "GPU KV cache size: N tokens": whole blocks per group slot, over the groups."""
+        """The engine's KV cache size in tokens (vLLM "GPU KV cache size", SGLang "max_total_num_tokens",
+        TensorRT-LLM "max tokens in paged KV cache"): whole blocks per group slot, over the groups."""
         available = self.kv_available
         if available <= 0 or self.kv_page_bytes <= 0:
             return 0
         blocks = available // (self.kv_page_bytes * self.kv_group_size)
-        return int(blocks // self.kv_groups * BLOCK_TOKENS)
+        return int(blocks // self.kv_groups * self.block_tokens)
 
     @property
     def fits(self) -> bool:
-        graphs_fit = not self.capacity or self.per_gpu + self.cuda_graphs <= self.capacity
+        outside = self.cuda_graphs + self.outside_budget
+        graphs_fit = not self.capacity or self.per_gpu + outside <= self.capacity
         return self.per_gpu <= self.budget and graphs_fit
 
 
@@ -467,7 +480,12 @@ def shape_at_any_load(setup: ServingSetup, usable_bytes: int) -> ServingShape:
 
 @functools.lru_cache(maxsize=512)  # a spec's declared shapes and rules' what-ifs; about 1 MiB at most
 def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
-    """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read)."""
+    """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read),
+    under its engine's memory model: vLLM's here, SGLang's and TensorRT-LLM's in gpuplan.estimate.engines."""
+    if setup.engine in ("sglang", "trtllm"):
+        from gpuplan.estimate.engines import engine_shape  # imports this module: loaded on first use
+
+        return engine_shape(setup, usable_bytes)
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
     weights = model_stage_weights(setup)
     tenant_weights = sum(

@@ -1,0 +1,204 @@
+"""SGLang's and TensorRT-LLM's serving memory, worked by hand.
+
+The hand-derived pools follow each engine's code (gpuplan/estimate/engines.py names the functions).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from gpuplan.catalog import get_gpu, get_model
+from gpuplan.estimate.engines import (
+    SGLANG_ENGINE,
+    TRTLLM_ENGINE,
+    default_memory_fraction,
+    sglang_graph_sizes,
+    sglang_mem_fraction_static,
+    sglang_request_table,
+    sglang_sizes,
+)
+from gpuplan.estimate.serving import NON_TORCH_SINGLE, NON_TORCH_TP, ServingSetup, estimate_serving
+from gpuplan.linter import lint_bytes
+
+H100, H200, RTX5090 = get_gpu("h100-sxm"), get_gpu("h200-sxm"), get_gpu("rtx-5090")
+LLAMA_8B = get_model("llama-3.1-8b").architecture
+LLAMA_70B = get_model("llama-3.3-70b").architecture
+# Llama-3.1-8B's weights on one GPU: 8,030,261,248 x 2 bytes + the rotary cache 131,072 x 128 x 2.
+LLAMA_8B_WEIGHTS = 8_030_261_248 * 2 + 131_072 * 128 * 2
+
+
+def spec(engine: str, gpu: str, extra: str = "", count: int = 1, tp: int = 1, model: str = "llama-3.1-8b") -> str:
+    return (
+        f"version: 1\nname: {engine}-run\nmodel: {{id: {model}}}\nserve:\n  engine: {engine}\n  context: 8192\n"
+        f"  concurrency: 1\n{extra}  hardware: {{gpu: {gpu}, count: {count}, tensor_parallel: {tp}}}\n"
+    )
+
+
+def analysis(text: str):
+    result = lint_bytes("spec.yaml", text.encode())
+    assert result.analysis is not None, [finding.message for finding in result.findings]
+    return result.analysis
+
+
+# -- SGLang, by hand ------------------------------------------------------------------------------
+
+
+def test_sglang_default_fraction_follows_its_rule():
+    # server_args.py _handle_gpu_memory_settings (v0.5.3), in MiB of nvidia-smi's total:
+    # H100 (81,561.6 MiB) at TP 1: chunked prefill 8,192, graphs to 256; reserved 512 + 8,192 x 1.5 + 256 x 2
+    # + 1 x 1 / 8 x 1,024 = 13,440 (above 10,240): (81,561.6 - 13,440) / 81,561.6 = 0.8352 -> 0.835.
+    assert sglang_sizes(H100.memory_bytes, 1) == (8192, 256)
+    assert sglang_mem_fraction_static(H100.memory_bytes, 1) == 0.835
+    # H200 (143,769.6 MiB) at TP 8: graphs to 512; 512 + 12,288 + 1,024 + 1,024 = 14,848 -> 0.8967 -> 0.897.
+    assert sglang_mem_fraction_static(H200.memory_bytes, 8) == 0.897
+    # RTX 5090 (32,604 MiB, below 35 GiB): chunked 2,048, graphs to 16; 512 + 3,072 + 32 + 128 = 3,744 MiB,
+    # no 10 GiB floor under 60 GiB: (32,604.16 - 3,744) / 32,604.16 = 0.8852 -> 0.885.
+    assert sglang_sizes(RTX5090.memory_bytes, 1) == (2048, 16)
+    assert sglang_mem_fraction_static(RTX5090.memory_bytes, 1) == 0.885
+    assert default_memory_fraction("sglang", H200.memory_bytes, 8, 1) == 0.897
+    assert default_memory_fraction("trtllm", H200.memory_bytes, 8, 1) == 0.9
+    assert default_memory_fraction("vllm", H200.memory_bytes, 8, 1) == 0.9
+
+
+def test_sglang_graph_sizes_and_request_table():
+    # [1, 2, 4, 8, 12] + 16..256 step 8 (31) + 272..496 step 16 (15) + [512]: 52 sizes to 512, 36 to 256, 6 to 16
+    # (the 52 batch sizes the sgl-project/sglang#11716 log lists).
+    assert (sglang_graph_sizes(512), sglang_graph_sizes(256), sglang_graph_sizes(16)) == (52, 36, 6)
+    # max_num_reqs = min(max(418,623 / 8,192 x 512, 2,048), 4,096) = 4,096 rows of 8,196 int32.
+    assert sglang_request_table(418_623, 8192) == 4097 * 8196 * 4
+
+
+def test_sglang_pool_for_llama_8b_on_h100_by_hand():
+    setup = ServingSetup(
+        architecture=LLAMA_8B,
+        context=8192,
+        concurrency=1,
+        memory_utilization=0.835,
+        engine="sglang",
+        max_batched_tokens=8192,
+        max_num_seqs=256,
+    )
+    memory = estimate_serving(setup, H100.usable_bytes)
+    # One GPU: no communicator, so the memory free at start is usable_bytes 84,986,665,370 and the budget
+    # int(0.835 x 84,986,665,370) = 70,963,865,583 holds the weights and the pool.
+    assert memory.runtime == 0 and memory.budget == 70_963_865_583
+    assert memory.weights == LLAMA_8B_WEIGHTS == 16_094_076_928
+    # Pool 70,963,865,583 - 16,094,076,928 = 54,869,788,655 B; cell 32 layers x 8 heads x 128 x 2 x 2 B
+    # = 131,072 B; max_total_num_tokens 54,869,788,655 // 131,072 = 418,623 (pages of one token).
+    assert memory.kv_available == 54_869_788_655
+    assert memory.kv_cache_tokens == 54_869_788_655 // 131_072 == 418_623
+    # Outside the budget: the chunked prefill, 8,192 x (8 x 4,096 + 6 x 14,336) = 973,078,528 B, and the
+    # request table 4,097 x 8,196 x 4 = 134,316,048 B; graphs 36 x 29 MiB.
+    assert memory.outside_budget == 973_078_528 + 134_316_048
+    assert memory.cuda_graphs == 36 * 29 * 2**20
+
+
+def test_sglang_pool_for_llama_70b_on_h200_tp8_by_hand():
+    setup = ServingSetup(
+        architecture=LLAMA_70B,
+        context=8192,
+        concurrency=1,
+        tensor_parallel=8,
+        memory_utilization=0.897,
+        engine="sglang",
+        max_batched_tokens=8192,
+        max_num_seqs=512,
+    )
+    memory = estimate_serving(setup, H200.usable_bytes)
+    # The communicators take NON_TORCH_TP (2.07 GiB = 2,222,645,576 B) before SGLang measures: free at start
+    # 150,216,481,178 - 2,222,645,576 = 147,993,835,602; budget int(2,222,645,576 + 0.897 x that).
+    assert memory.runtime == NON_TORCH_TP == 2_222_645_576
+    assert memory.budget == int(2_222_645_576 + 0.897 * 147_993_835_602) == 134_973_116_110
+    # Weights per GPU: the 70,553,706,496 parameters less the 1,318,912 replicated norm weights, over 8
+    # ranks, in bf16: 17,638,096,896 B; the norms 2,637,824 B; the rotary cache 33,554,432 B.
+    assert memory.weights == (70_553_706_496 - 1_318_912) * 2 // 8 + 1_318_912 * 2 + 33_554_432
+    # Pool: 134,973,116,110 - 2,222,645,576 - 17,674,289,152 = 115,076,181,382 B; cell 80 layers x 1 KV head
+    # per rank x 128 x 2 x 2 B = 40,960 B -> 2,809,477 tokens.
+    assert memory.kv_available == 115_076_181_382
+    assert memory.kv_cache_tokens == 115_076_181_382 // 40_960 == 2_809_477
+
+
+# -- TensorRT-LLM, by hand ------------------------------------------------------------------------
+
+
+def test_trtllm_pool_for_llama_8b_on_h100_by_hand():
+    setup = ServingSetup(
+        architecture=LLAMA_8B,
+        context=8192,
+        concurrency=1,
+        memory_utilization=0.9,
+        engine="trtllm",
+        max_batched_tokens=8192,
+        max_num_seqs=2048,
+    )
+    memory = estimate_serving(setup, H100.usable_bytes)
+    # What the model, the profile forward of max_num_tokens 8,192 (8,192 x 118,784 = 973,078,528 B) and
+    # cuBLAS (NON_TORCH_SINGLE 268,435,456 B) leave: 84,986,665,370 - 16,094,076,928 - 973,078,528
+    # - 268,435,456 = 67,651,074,458 B; free_gpu_memory_fraction 0.9 of it: int(60,885,967,012.2).
+    assert (memory.weights, memory.activation_reserve, memory.runtime) == (
+        LLAMA_8B_WEIGHTS,
+        973_078_528,
+        NON_TORCH_SINGLE,
+    )
+    assert memory.kv_available == int(0.9 * 67_651_074_458) == 60_885_967_012
+    # Blocks of 32 tokens x 131,072 B = 4,194,304 B: 14,516 blocks, 464,512 tokens.
+    assert memory.kv_cache_tokens == 60_885_967_012 // 4_194_304 * 32 == 464_512
+    # max_gpu_total_bytes caps the pool: 40,000,000,000 // 4,194,304 = 9,536 blocks.
+    capped = estimate_serving(ServingSetup(**{**setup.__dict__, "memory_cap": 40_000_000_000}), H100.usable_bytes)
+    assert (capped.kv_available, capped.kv_cache_tokens) == (40_000_000_000, 9_536 * 32)
+
+
+def test_the_estimate_names_its_memory_engine_and_its_fraction():
+    for engine, name, words in (
+        ("sglang", SGLANG_ENGINE, "mem_fraction_static 0.835"),
+        ("trtllm", TRTLLM_ENGINE, "free_gpu_memory_fraction 0.9"),
+    ):
+        code, out, _ = run_cli_on(spec(engine, "h100-sxm"), "--format", "json")
+        serve = json.loads(out)["serve"]
+        assert code == 0 and serve["memory_engine"] == name and words in serve["assumptions"]["memory model"]
+
+
+def run_cli_on(text: str, *args: str):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "spec.yaml"
+        path.write_text(text, encoding="utf-8")
+        return run_cli("estimate", str(path), *args)
+
+
+# -- bad input ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "engine, extra, code, line",
+    [
+        ("vllm", "  max_gpu_total_bytes: 40000000000\n", "GP026", 8),  # TensorRT-LLM's cap on vLLM
+        ("sglang", "  max_gpu_total_bytes: 40000000000\n", "GP026", 8),
+        ("trtllm", "  memory_utilization: 1\n", "GP026", 8),  # TensorRT-LLM requires the fraction below 1
+        ("trtllm", "  max_gpu_total_bytes: 0\n", "GP103", 8),
+        ("trtllm", "  max_gpu_total_bytes: 40GB\n", "GP102", 8),
+        ("sglang", "  memory_utilization: 1.2\n", "GP103", 8),
+        ("sglang", "  memory_utilization: 0\n", "GP103", 8),
+    ],
+)
+def test_bad_engine_memory_settings_are_findings_at_their_line(engine, extra, code, line):
+    result = lint_bytes("spec.yaml", spec(engine, "h100-sxm", extra).encode())
+    found = [(finding.code, finding.line) for finding in result.findings if finding.code.startswith("GP")]
+    assert (code, line) in found, found
+
+
+def test_good_engine_memory_settings_pass_and_are_used():
+    fractions = {"vllm": 0.9, "sglang": 0.835, "trtllm": 0.9}  # the defaults on an H100 at TP 1
+    for engine, fraction in fractions.items():
+        assert analysis(spec(engine, "h100-sxm")).serve.setup.memory_utilization == fraction
+    capped = analysis(spec("trtllm", "h100-sxm", "  max_gpu_total_bytes: 40000000000\n"))
+    assert capped.serve.memory.kv_available == 40_000_000_000
+    # SGLang's default falls with TP; a written value is used as written.
+    assert analysis(spec("sglang", "h200-sxm", count=8, tp=8)).serve.setup.memory_utilization == 0.897
+    written = analysis(spec("sglang", "h200-sxm", "  memory_utilization: 0.8\n", count=8, tp=8))
+    assert written.serve.setup.memory_utilization == 0.8
