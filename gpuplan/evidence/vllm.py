@@ -402,6 +402,8 @@ class _Parse:
             collector.note(f"the log holds {self.starts} engine starts; the last one is read")
         if "memory_utilization" not in collector.settings and collector.settings:
             collector.setting("memory_utilization", DEFAULT_MEMORY_UTILIZATION, 0, "vLLM default")
+        if collector.settings:
+            collector.setting("engine", "vllm", 0)
         eager = collector.settings.get("enforce_eager")
         if eager is not None and eager.value == "True" and CUDA_GRAPHS not in collector.terms:
             weights = collector.terms.get(WEIGHTS)
