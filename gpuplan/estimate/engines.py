@@ -301,6 +301,16 @@ def _vision(setup: ServingSetup) -> int:
     )
 
 
+def budget_words(setup: ServingSetup) -> str:
+    """What the engine budget is, in a few words (a chart caption)."""
+    engine, fraction = memory_engine(setup.engine), setup.memory_utilization
+    if engine == SGLANG_ENGINE:
+        return f"mem_fraction_static {fraction:.3g} of the memory free at start, with the communicators"
+    if engine == TRTLLM_ENGINE:
+        return f"usable memory; free_gpu_memory_fraction {fraction:.3g} of what is left is the KV cache"
+    return f"{fraction:.0%} of usable memory"
+
+
 def engine_memory_notes(setup: ServingSetup) -> tuple[tuple[str, str], ...]:
     """The estimate's memory model in words: the model with its fraction as the engine names it, what
     stands for activations, and the runtime."""
