@@ -321,3 +321,112 @@ def test_trtllm_log_with_a_token_cap_from_nvidia_tensorrt_llm_6294_is_read():
     assert evidence.measurements[KV_TOKENS].values[0][1] == 860_320 == 26_885 * 32
     assert evidence.measurements[KV_POOL].values[0][1] == pytest.approx(860_320 * 65_536, abs=0.005 * GIB)
     assert any("token cap (860308)" in note for note in evidence.notes)
+
+
+# -- the readers on lines written in the engines' own formats (figures the tests' own) ---------------
+
+
+def sglang_lines(fraction: float = 0.835, tp: int = 1, failure: str = "") -> str:
+    """An SGLang v0.5.3 single-GPU start, each line as its format string prints it (engine.py
+    ``logger.info(f"{server_args=}")``, model_runner.py, memory_pool.py ``_finalize_allocation_log``)."""
+    lines = [
+        f"[2025-10-20 10:00:00] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', "
+        f"tokenizer_path='meta-llama/Llama-3.1-8B-Instruct', dtype='auto', kv_cache_dtype='auto', quantization=None, "
+        f"context_length=8192, mem_fraction_static={fraction}, max_running_requests=None, max_total_tokens=None, "
+        f"chunked_prefill_size=8192, max_prefill_tokens=16384, tp_size={tp}, pp_size=1, dp_size=1, "
+        "cuda_graph_max_bs=256, disable_cuda_graph=False)",
+        "[2025-10-20 10:00:05] Init torch distributed ends. mem usage=0.00 GB",
+        "[2025-10-20 10:00:05] Load weight begin. avail mem=78.65 GB",
+        "[2025-10-20 10:00:09] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=63.66 GB, "
+        "mem usage=14.99 GB.",
+    ]
+    if failure:
+        return "\n".join([*lines, f"[2025-10-20 10:00:09] {failure}"]) + "\n"
+    lines += [
+        "[2025-10-20 10:00:09] Using KV cache dtype: torch.bfloat16",
+        "[2025-10-20 10:00:09] KV Cache is allocated. #tokens: 419000, K size: 25.57 GB, V size: 25.57 GB",
+        "[2025-10-20 10:00:09] Memory pool end. avail mem=12.30 GB",
+        "[2025-10-20 10:00:12] Capture cuda graph end. Time elapsed: 3.01 s. mem usage=1.02 GB. avail mem=11.28 GB.",
+        "[2025-10-20 10:00:12] max_total_num_tokens=419000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=4096, context_len=8192, available_gpu_mem=11.28 GB",
+        "[2025-10-20 10:00:14] The server is fired up and ready to roll!",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_sglang_server_args_and_memory_lines_are_read(tmp_path):
+    path = tmp_path / "server.log"
+    path.write_text(sglang_lines(), encoding="utf-8")
+    evidence = read_evidence(str(path))
+    settings = {name: setting.value for name, setting in evidence.settings.items()}
+    assert settings == {
+        "memory_utilization": 0.835,
+        "max_model_len": 8192,
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "data_parallel": 1,
+        "quantization": "none",
+        "max_batched_tokens": 8192,
+        "cuda_graph_max_bs": 256,
+        "kv_cache_dtype": "auto",
+        "dtype": "bf16",  # "Load weight end" names what dtype 'auto' resolved to
+        "engine": "sglang",
+    }
+    assert evidence.model == "meta-llama/Llama-3.1-8B-Instruct" and evidence.ranks == ("0",)
+    by_term = {term: measurement.values[0][1] for term, measurement in evidence.measurements.items()}
+    assert by_term["weights"] == pytest.approx(14.99 * GIB) and by_term["cuda_graphs"] == pytest.approx(1.02 * GIB)
+    assert by_term[KV_POOL] == pytest.approx(51.14 * GIB) and by_term[KV_TOKENS] == 419_000
+    assert evidence.missing == () and evidence.failure is None
+
+
+def test_sglang_fraction_other_than_the_specs_is_gp802_at_memory_utilization(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(sglang_lines(fraction=0.8), encoding="utf-8")
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec("sglang", "h100-sxm"), encoding="utf-8")  # the default: 0.835 on an H100 at TP 1
+    code, out, _ = run_cli("verify", str(path), "--run", str(log), "--format", "json")
+    run = json.loads(out)["runs"][0]
+    differs = [check for check in run["settings"] if not check["matches"]]
+    assert code == 1 and [(c["setting"], c["run"], c["spec_field"]) for c in differs] == [
+        ("mem_fraction_static", "0.8", "serve.memory_utilization")
+    ]
+    assert [finding["code"] for finding in run["findings"]] == ["GP802"] and run["basis"] == "run settings"
+
+
+def test_sglang_refusing_to_start_is_gp804_with_its_own_words(tmp_path):
+    failure = (
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+        "Current value: self.server_args.mem_fraction_static=0.2"
+    )
+    log = tmp_path / "server.log"
+    log.write_text(sglang_lines(fraction=0.2, failure=failure), encoding="utf-8")
+    evidence = read_evidence(str(log))
+    assert evidence.failure is not None and evidence.failure.during == "startup" and evidence.failure.out_of_memory
+    assert evidence.failure.cause.startswith("RuntimeError: Not enough memory") and evidence.missing == ()
+
+
+def test_trtllm_profiling_lines_give_the_room_the_fraction_is_taken_of(tmp_path):
+    # _util.py KvCacheCreator (v1.0): the room is total - peak + the estimation pass's KV, 79.19 - 20.5 + 0.5.
+    lines = [
+        "[TensorRT-LLM] TensorRT-LLM version: 1.0.0",
+        "[10/01/2025-10:00:00] [TRT-LLM] [I] Memory used after loading model weights (inside torch) in memory "
+        "usage profiling: 14.99 GiB",
+        "[10/01/2025-10:00:00] [TRT-LLM] [I] Memory dynamically allocated during inference (inside torch) in memory "
+        "usage profiling: 1.10 GiB",
+        "[10/01/2025-10:00:00] [TRT-LLM] [I] Peak memory during memory usage profiling (torch + non-torch): 20.50 GiB, "
+        "available KV cache memory when calculating max tokens: 53.27 GiB, fraction is set 0.9, kv size is 131072. "
+        "device total memory 79.19 GiB, , tmp kv_mem 0.50 GiB",
+        "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 0.50 GiB for max tokens in paged KV cache (4096).",
+        "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 53.27 GiB for max tokens in paged KV cache (436384).",
+    ]
+    log = tmp_path / "trtllm.log"
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    evidence = read_evidence(str(log))
+    by_term = {term: measurement.values[0][1] for term, measurement in evidence.measurements.items()}
+    assert evidence.version == "1.0.0" and evidence.settings["memory_utilization"].value == 0.9
+    assert by_term[KV_ROOM] == pytest.approx((79.19 - 20.50 + 0.50) * GIB)  # 59.19; 0.9 x 59.19 = 53.27
+    assert by_term[KV_POOL] == pytest.approx(53.27 * GIB) and by_term[KV_TOKENS] == 436_384  # the last pool
+    assert by_term["weights"] == pytest.approx(14.99 * GIB) and by_term["torch_peak_increase"] == pytest.approx(
+        1.1 * GIB
+    )
+    assert any("sizes the KV cache 2 times" in note for note in evidence.notes)

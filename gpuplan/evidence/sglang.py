@@ -151,7 +151,7 @@ class _Parse:
             if name == "memory_utilization":
                 value = number(raw, 1.0)
                 if value is not None:
-                    collector.setting(name, value, number_, "mem_fraction_static")
+                    collector.setting(name, value, number_)
             elif name == "dtype":
                 if raw != "auto":  # "auto" is resolved by the weights; "Load weight end" names the dtype
                     collector.setting(name, _DTYPES.get(raw, clean(raw, 20)), number_, clean(raw, 20))

@@ -51,7 +51,7 @@ MARKERS = (
     "TensorRT-LLM version:",
     "for max tokens in paged KV cache",
     "when calculating max tokens in paged kv cache",
-    "in memory usage profiling",
+    "memory usage profiling",
 )
 
 _RANK = re.compile(r"\[RANK (\d{1,6})\]")
@@ -94,7 +94,7 @@ class _Parse:
             found = _VERSION.search(line)
             if found and self.collector.version is None:
                 self.collector.version = clean(found.group(1), 40)
-        elif "in memory usage profiling" in line:
+        elif "memory usage profiling" in line:
             self._profile(line, rank, number_)
         elif "when calculating max tokens in paged kv cache" in line:
             self._room(line, rank, number_)
@@ -131,7 +131,7 @@ class _Parse:
         if value is not None:
             # The fraction travels as a float32: 0.800000011920929 is 0.8.
             self.collector.settings.pop("memory_utilization", None)
-            self.collector.setting("memory_utilization", round(value, 6), number_, "free_gpu_memory_fraction")
+            self.collector.setting("memory_utilization", round(value, 6), number_)
 
     def _profile(self, line: str, rank: str, number_: int) -> None:
         for term, pattern, phrase in (
