@@ -10,10 +10,21 @@ from typing import Any
 
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration, ErrorBand
+from gpuplan.estimate.engines import (
+    SGLANG_ENGINE,
+    TRTLLM_ENGINE,
+    TRTLLM_MAX_BATCH_SIZE,
+    TRTLLM_MAX_NUM_TOKENS,
+    VLLM_ENGINE,
+    default_memory_fraction,
+    engine_memory_notes,
+    engine_short_name,
+    memory_engine,
+    sglang_sizes,
+)
 from gpuplan.estimate.memory_bands import MemoryBand, finetune_band
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import (
-    ENGINE,
     ServingMemory,
     ServingSetup,
     ServingShape,
@@ -25,7 +36,6 @@ from gpuplan.estimate.serving import (
     max_concurrency,
     max_context,
     routed_expert_bytes,
-    sampler_requests,
     shape_at_any_load,
 )
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, serving_speed
@@ -295,13 +305,36 @@ def checkpoint_bytes(setup: TrainingSetup) -> int:
     return math.ceil(trainable * adapter_bytes + states)
 
 
+def engine_memory_limits(job: Serve, gpu: Gpu, tp: int) -> tuple[int, int]:
+    """(tokens, sequences) the engine's memory depends on, the spec's where it sets them, else as the engine
+    defaults them for ``gpu`` at ``tp`` ranks: vLLM's profiled batch and sampler warm-up
+    (``max_batched_tokens``, ``max_sequences``); SGLang's chunked_prefill_size (``max_batched_tokens``) and
+    cuda_graph_max_bs; TensorRT-LLM's profiled max_num_tokens (``max_batched_tokens``) and max_batch_size."""
+    engine = memory_engine(job.engine)
+    if engine == SGLANG_ENGINE:
+        chunked, graph_bs = sglang_sizes(gpu.memory_bytes, tp)
+        return job.max_batched_tokens or chunked, graph_bs
+    if engine == TRTLLM_ENGINE:
+        return job.max_batched_tokens or TRTLLM_MAX_NUM_TOKENS, TRTLLM_MAX_BATCH_SIZE
+    default_batched, default_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
+    return job.max_batched_tokens or default_batched, job.max_sequences or default_seqs
+
+
+def memory_fraction(job: Serve, gpu: Gpu, tp: int | None = None) -> float:
+    """``serve.memory_utilization`` as the engine runs it on ``gpu``: the spec's, else the engine's default
+    (SGLang's depends on the GPU and the parallel layout)."""
+    if job.memory_utilization is not None:
+        return job.memory_utilization
+    tensor_parallel = tp or job.hardware.tensor_parallel
+    return default_memory_fraction(job.engine, gpu.memory_bytes, tensor_parallel, job.hardware.pipeline_parallel)
+
+
 def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None = None) -> ServingSetup:
     gpu = gpu or job.hardware.gpu
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
+    tensor_parallel = tp or job.hardware.tensor_parallel
     # The engine profiles with the limits it is configured with: the spec's, else its defaults for the GPU.
-    default_batched, default_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
-    max_batched = job.max_batched_tokens or default_batched
-    max_seqs = job.max_sequences or default_seqs
+    max_batched, max_seqs = engine_memory_limits(job, gpu, tensor_parallel)
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(
@@ -326,13 +359,15 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         # The checkpoint's 16-bit modules only matter when it is served in its own format.
         quantized_params=spec.model.quantized_params if job.quantization == spec.model.quantization else None,
         kv_dtype_bytes=kv_bytes,
-        tensor_parallel=tp or job.hardware.tensor_parallel,
+        tensor_parallel=tensor_parallel,
         pipeline_parallel=job.hardware.pipeline_parallel,
         expert_parallel=job.hardware.expert_parallel,
-        memory_utilization=job.memory_utilization,
+        memory_utilization=memory_fraction(job, gpu, tensor_parallel),
         max_batched_tokens=max_batched,
         max_num_seqs=max_seqs,
         tenants=tenants,
+        engine=job.engine,
+        memory_cap=job.max_gpu_total_bytes or 0,
     )
 
 
@@ -568,13 +603,25 @@ def _hybrid_finetune_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
 
 
 def _hybrid_serve_notes(setup: ServingSetup) -> tuple[tuple[str, str], ...]:
-    """How the engine holds a hybrid model's per-sequence state (vLLM v0.19's hybrid KV-cache manager)."""
+    """How the engine holds a hybrid model's per-sequence state (vLLM v0.19's hybrid KV-cache manager;
+    SGLang's and TensorRT-LLM's state pools are not modelled: ``gpuplan.estimate.engines``)."""
     arch, tp = setup.architecture, setup.tensor_parallel
     if not arch.state_layers:
         return ()
     state = arch.state_bytes_per_layer(setup.model_dtype_bytes, tp)
     block, page = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context)
     recurrent = "fp32" if arch.state_fp32 else "the model dtype"
+    if memory_engine(setup.engine) != VLLM_ENGINE:
+        pools = "max_mamba_cache_size" if memory_engine(setup.engine) == SGLANG_ENGINE else "MambaHybridCacheManager"
+        return (
+            (
+                "recurrent state",
+                f"{arch.state_layers} {_STATE_KINDS[arch.state_kind]} layers keep {state:,} B per sequence each on"
+                f" one GPU whatever its length (conv state in the model dtype, recurrent state in {recurrent}),"
+                f" counted per sequence beside its KV in the same pool; {engine_short_name(setup.engine)}'s own"
+                f" state pool ({pools}) is not sized as such",
+            ),
+        )
     paging = (
         f"padded to one attention page of {block:,} tokens ({page:,.0f} B): vLLM raises the block from 16 "
         "tokens until a page holds a state"
@@ -622,15 +669,18 @@ def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed, calibrati
 
 
 def _limits_source(job: Serve) -> str:
-    """Where the engine's batch limits of the memory model come from, in words."""
-    given = [
-        name
-        for name, value in (("max_batched_tokens", job.max_batched_tokens), ("max_sequences", job.max_sequences))
-        if value
-    ]
+    """Where the engine's batch limits of the memory model come from, in words (the settings its memory
+    model reads: ``engine_memory_limits``)."""
+    engine = memory_engine(job.engine)
+    settings = [("max_batched_tokens", job.max_batched_tokens)]
+    if engine == VLLM_ENGINE:
+        settings.append(("max_sequences", job.max_sequences))
+    given = [name for name, value in settings if value]
+    name = engine_short_name(job.engine)
     if not given:
-        return "vLLM's defaults for the GPU"
-    return " and ".join(f"serve.{name}" for name in given) + (", the rest vLLM's default" if len(given) < 2 else "")
+        return f"{name}'s defaults for the GPU"
+    rest = f", the rest {name}'s default" if len(given) < len(settings) else ""
+    return " and ".join(f"serve.{setting}" for setting in given) + rest
 
 
 def _serve_assumptions(
@@ -653,23 +703,14 @@ def _serve_assumptions(
         if efficiency.decode_bandwidth
         else f"{engine.bandwidth_efficiency:.0%}"
     )
+    memory_notes = engine_memory_notes(setup, _limits_source(job))
     prompt = f"{job.full_prompt:,} tokens (context - output_tokens) for TTFT"
     if job.prompt_mean:
         prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
     return (
-        (
-            "memory model",
-            f"{ENGINE}: {job.memory_utilization:.0%} of GPU memory, "
-            f"{kv_pages(setup.architecture, setup.kv_dtype_bytes, setup.tensor_parallel, setup.model_dtype_bytes, setup.context)[0]:,}-token KV blocks",
-        ),
+        memory_notes[0],
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
-        (
-            "activation reserve",
-            f"the larger of a dummy forward of {setup.max_batched_tokens:,} tokens and the sampler warm-up over "
-            f"{sampler_requests(setup.max_num_seqs, setup.max_batched_tokens):,} requests (14 B per request x"
-            f" vocabulary entry), at {_limits_source(job)}; CUDA graphs captured outside the budget",
-        ),
-        ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
+        *memory_notes[1:],
         *_quantization_notes(job),
         *_model_notes(spec),
         *_hybrid_serve_notes(setup),
@@ -779,7 +820,7 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "vision_params": s.setup.architecture.vision_params,
             "vision_weight_bytes": s.memory.vision_weights,
             "cuda_graph_bytes": s.memory.cuda_graphs,
-            "memory_engine": ENGINE,
+            "memory_engine": memory_engine(s.job.engine),
             **({} if figures_only else {"max_concurrency": s.max_concurrency, "max_context": s.max_context}),
             "engine": s.job.engine,
             # A layout that cannot start has no speed: null figures, and ``loads`` says why they are null.

@@ -124,7 +124,7 @@ class Serve:
     concurrency: int
     quantization: str
     kv_cache_dtype: str
-    memory_utilization: float
+    memory_utilization: float | None  # the engine's memory fraction; None: the engine's default
     category: str | None
     ttft_ms: float | None
     tpot_ms: float | None
@@ -137,6 +137,7 @@ class Serve:
     prompt_p90: int | None = None
     max_batched_tokens: int | None = None  # None: the engine's default for the GPU
     max_sequences: int | None = None
+    max_gpu_total_bytes: int | None = None  # TensorRT-LLM KvCacheConfig.max_gpu_total_bytes
 
     @property
     def full_prompt(self) -> int:
@@ -604,6 +605,8 @@ def _serve(
             f" of {data['context']:,} tokens",
         )
         return None
+    if not _engine_settings(resolver, data):
+        return None
     return Serve(
         context=data["context"],
         output_tokens=data["output_tokens"],
@@ -611,7 +614,7 @@ def _serve(
         # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
         quantization=data.get("quantization", model.quantization if model else "none"),
         kv_cache_dtype=data["kv_cache_dtype"],
-        memory_utilization=data["memory_utilization"],
+        memory_utilization=data.get("memory_utilization"),
         category=data.get("category"),
         ttft_ms=slo.get("ttft_ms"),
         tpot_ms=slo.get("tpot_ms"),
@@ -624,4 +627,28 @@ def _serve(
         prompt_p90=prompts.get("p90"),
         max_batched_tokens=data.get("max_batched_tokens"),
         max_sequences=data.get("max_sequences"),
+        max_gpu_total_bytes=data.get("max_gpu_total_bytes"),
     )
+
+
+def _engine_settings(resolver: _Resolver, data: dict[str, Any]) -> bool:
+    """Whether the memory settings are ones ``serve.engine`` takes (GP026 at the setting otherwise)."""
+    engine = data["engine"]
+    if "max_gpu_total_bytes" in data and engine != "trtllm":
+        resolver.problem(
+            "GP026",
+            ("serve", "max_gpu_total_bytes"),
+            f"serve.max_gpu_total_bytes is TensorRT-LLM's KV cache cap; serve.engine is {engine}",
+            "set engine: trtllm, or remove max_gpu_total_bytes (memory_utilization is this engine's fraction)",
+        )
+        return False
+    if engine == "trtllm" and data.get("memory_utilization") == 1:
+        resolver.problem(
+            "GP026",
+            ("serve", "memory_utilization"),
+            "with engine: trtllm, serve.memory_utilization is free_gpu_memory_fraction, which TensorRT-LLM "
+            "requires below 1 (kvCacheManager.cpp: freeMemFraction must be smaller than 1.0f)",
+            "set memory_utilization below 1, e.g. 0.95",
+        )
+        return False
+    return True

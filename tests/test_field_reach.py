@@ -221,6 +221,10 @@ CHANGES_NOTHING: dict[str, Why] = {
     ),
     "serve.prompt_tokens.p90": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
     "serve.batching": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
+    "serve.max_gpu_total_bytes": Why(
+        "TensorRT-LLM's cap on its KV cache (KvCacheConfig.max_gpu_total_bytes): GP026 rejects it with another engine",
+        lambda d, a: a.serve.job.engine != "trtllm",
+    ),
 }
 
 

@@ -499,7 +499,24 @@ def _repair_hardware(hardware: dict[str, Any], pinned: frozenset[str], serve: bo
             hardware["expert_parallel"] = _largest_divisor(hardware.get("count", 1), min(ep, experts))
 
 
+def _repair_engine(serve: dict[str, Any], pinned: frozenset[str]) -> None:
+    """GP026: TensorRT-LLM's byte cap only with engine trtllm, whose fraction must stay below 1."""
+    engine = serve.get("engine", "vllm")
+    if "max_gpu_total_bytes" in serve and engine != "trtllm":
+        if "max_gpu_total_bytes" in pinned and "engine" not in pinned:
+            serve["engine"] = engine = "trtllm"
+        else:
+            del serve["max_gpu_total_bytes"]
+    if engine == "trtllm" and serve.get("memory_utilization") == 1:
+        if "memory_utilization" not in pinned:
+            serve["memory_utilization"] = 0.95
+        elif "engine" not in pinned:
+            serve["engine"] = "vllm"
+            serve.pop("max_gpu_total_bytes", None)
+
+
 def _repair_serve(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt: frozenset[str]) -> None:
+    _repair_engine(serve, pinned)
     context, output = serve["context"], serve.get("output_tokens", 256)
     if output > context:
         if "output_tokens" in pinned and "context" not in pinned:
@@ -561,7 +578,7 @@ def _repair_finetune(tune: dict[str, Any], pinned: frozenset[str]) -> None:
 
 
 def repair(spec: GeneratedSpec, pinned: frozenset[Path_] = frozenset()) -> GeneratedSpec:
-    """Mostly satisfy the checks beyond the schema (GP021, GP023-GP025), changing no ``pinned`` path."""
+    """Mostly satisfy the checks beyond the schema (GP021, GP023-GP026), changing no ``pinned`` path."""
     data = spec.document
 
     def names(prefix: Path_) -> frozenset[str]:
@@ -587,7 +604,7 @@ def repair(spec: GeneratedSpec, pinned: frozenset[Path_] = frozenset()) -> Gener
 
 @st.composite
 def valid_specs(draw: Any, repaired: st.SearchStrategy[bool] | None = None) -> GeneratedSpec:
-    """A schema-valid spec drawn from the whole schema; nine in ten are repaired to pass GP021-GP025."""
+    """A schema-valid spec drawn from the whole schema; nine in ten are repaired to pass GP021-GP026."""
     walk = _Walk(draw)
     document = walk.mapping((), resolved(SCHEMA))
     fix = draw(repaired if repaired is not None else st.sampled_from([True] * 9 + [False]))

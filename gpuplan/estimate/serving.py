@@ -113,6 +113,8 @@ class ServingSetup:
     max_batched_tokens: int = LARGE_GPU_BATCH[0]
     max_num_seqs: int = LARGE_GPU_BATCH[1]
     tenants: tuple[Tenant, ...] = ()
+    engine: str = "vllm"  # serve.engine: its memory model (gpuplan.estimate.engines for SGLang, TensorRT-LLM)
+    memory_cap: int = 0  # TensorRT-LLM max_gpu_total_bytes; 0: none
 
 
 @record
@@ -134,8 +136,12 @@ class ServingMemory:
     kv_page_bytes: int = 0  # one block of one layer slot
     kv_group_size: int = 1  # layer slots per KV-cache group
     kv_groups: int = 1
-    kv_block_tokens: int = BLOCK_TOKENS  # tokens per block: 16, more when state layers share the pages
+    # tokens per block: vLLM's 16, more when state layers share the pages; SGLang's pages of 1, TensorRT-LLM's 32
+    kv_block_tokens: int = BLOCK_TOKENS
     state_bytes_per_sequence: int = 0  # the part of kv_bytes_per_sequence that is recurrent state (padded pages)
+    outside_budget: int = 0  # besides CUDA graphs, held outside the budget (SGLang: prefill activations, request table)
+    kv_share: float = 1.0  # the share of the room left that becomes the pool (TensorRT-LLM free_gpu_memory_fraction)
+    kv_cap: int = 0  # the largest pool the engine allocates (TensorRT-LLM max_gpu_total_bytes); 0: none
 
     @property
     def breakdown(self) -> dict[str, int]:
@@ -170,12 +176,18 @@ class ServingMemory:
 
     @property
     def kv_available(self) -> int:
-        """KV bytes the engine can allocate after everything else (may be negative)."""
-        return self.budget - (self.per_gpu - self.kv_cache)
+        """KV bytes the engine allocates after everything else (negative when nothing is left): the room
+        the budget leaves, times ``kv_share`` and within ``kv_cap`` where the engine has them."""
+        room = self.budget - (self.per_gpu - self.kv_cache)
+        if room <= 0 or (self.kv_share == 1.0 and not self.kv_cap):
+            return room
+        pool = int(room * self.kv_share)
+        return min(pool, self.kv_cap) if self.kv_cap else pool
 
     @property
     def kv_cache_tokens(self) -> int:
-        """vLLM's "GPU KV cache size: N tokens": whole blocks per group slot, over the groups."""
+        """The engine's KV cache size in tokens (vLLM "GPU KV cache size", SGLang "max_total_num_tokens",
+        TensorRT-LLM "max tokens in paged KV cache"): whole blocks per group slot, over the groups."""
         available = self.kv_available
         if available <= 0 or self.kv_page_bytes <= 0:
             return 0
@@ -184,7 +196,8 @@ class ServingMemory:
 
     @property
     def fits(self) -> bool:
-        graphs_fit = not self.capacity or self.per_gpu + self.cuda_graphs <= self.capacity
+        outside = self.cuda_graphs + self.outside_budget
+        graphs_fit = not self.capacity or self.per_gpu + outside <= self.capacity
         return self.per_gpu <= self.budget and graphs_fit
 
 
@@ -520,7 +533,12 @@ def shape_at_any_load(setup: ServingSetup, usable_bytes: int) -> ServingShape:
 
 @functools.lru_cache(maxsize=512)  # a spec's declared shapes and rules' what-ifs; about 1 MiB at most
 def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
-    """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read)."""
+    """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read),
+    under its engine's memory model: vLLM's here, SGLang's and TensorRT-LLM's in gpuplan.estimate.engines."""
+    if setup.engine in ("sglang", "trtllm"):
+        from gpuplan.estimate.engines import engine_shape  # imports this module: loaded on first use
+
+        return engine_shape(setup, usable_bytes)
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
     weights = model_stage_weights(setup)
     tenant_weights = sum(

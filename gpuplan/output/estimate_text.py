@@ -116,8 +116,13 @@ def render_estimate(analysis: Analysis) -> str:
         )
         if s.memory.vision_weights:
             lines.append(f"    {'(of which vision tower)':<28}{_gib(s.memory.vision_weights)}")
+        outside = (
+            f" and {s.memory.outside_budget / GIB:,.2f} GiB of prefill activations and request table"
+            if s.memory.outside_budget
+            else ""
+        )
         lines.append(
-            f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB outside the engine budget;"
+            f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB{outside} outside the engine budget;"
             f" KV cache size: {s.memory.kv_cache_tokens:,} tokens"
         )
         state = (
