@@ -22,6 +22,7 @@ from gpuplan.estimate.engines import (
     memory_engine,
     sglang_sizes,
 )
+from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.memory_bands import MemoryBand, finetune_band
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import (
@@ -29,6 +30,7 @@ from gpuplan.estimate.serving import (
     ServingSetup,
     ServingShape,
     Tenant,
+    added_stage_weights,
     decode_weight_reads,
     engine_batch_limits,
     estimate_serving,
@@ -39,6 +41,13 @@ from gpuplan.estimate.serving import (
     shape_at_any_load,
 )
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, serving_speed
+from gpuplan.estimate.speculative import (
+    SpeculativeWorkload,
+    expected_tokens,
+    proposer_architecture,
+    proposer_read_bytes,
+    rounds_note,
+)
 from gpuplan.estimate.training import (
     MIXED,
     REGIMES,
@@ -368,6 +377,8 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         tenants=tenants,
         engine=job.engine,
         memory_cap=job.max_gpu_total_bytes or 0,
+        lora=job.lora,
+        speculation=job.speculation,
     )
 
 
@@ -421,6 +432,10 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
     arch = spec.model.architecture
     reads = decode_weight_reads(setup)
     heaviest = max(reads)
+    # The batched LoRA kernels read the A and B of each adapter in the batch: one slot's bytes on the stage
+    # that reads the most, counted per adapter at load (workload_at_load).
+    slots, _ = added_stage_weights(setup)
+    adapter = slots[reads.index(heaviest)] / job.lora.max_adapters if job.lora else 0.0
     return ServingWorkload(
         architecture=arch,
         gpu=gpu,
@@ -445,6 +460,44 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
         max_sequences=job.max_sequences,
         network_gbs=job.hardware.network_gbs,
         state_dtype_bytes=setup.model_dtype_bytes,
+        speculation=_proposer_workload(job, setup, gpu),
+        adapter_slots=job.lora.max_adapters if job.lora else 0,
+        adapter_bytes=adapter,
+    )
+
+
+def _proposer_workload(job: Serve, setup: ServingSetup, gpu: Gpu) -> SpeculativeWorkload | None:
+    """The speculative proposer's step as a one-stage deployment of its own (None without speculation)."""
+    speculation = job.speculation
+    if speculation is None:
+        return None
+    target, tp = setup.architecture, setup.tensor_parallel
+    proposer = proposer_architecture(target, speculation)
+    experts = routed_expert_bytes(proposer, "none", setup.model_dtype_bytes)
+    return SpeculativeWorkload(
+        speculation.num_tokens,
+        speculation.acceptance_rate,
+        ServingWorkload(
+            architecture=proposer,
+            gpu=gpu,
+            weights_read=proposer_read_bytes(target, speculation, setup.model_dtype_bytes, tp) - experts / tp,
+            routed_expert_bytes=experts,
+            kv_dtype_bytes=setup.kv_dtype_bytes,
+            kv_capacity_bytes=math.inf,
+            prompt_tokens=job.mean_prompt,
+            prompt_p90=job.prompt_p90 or job.mean_prompt,
+            full_prompt=job.full_prompt,
+            output_tokens=job.output_tokens,
+            concurrency=job.concurrency,
+            quantization="none",
+            engine=job.engine,
+            tensor_parallel=tp,
+            expert_parallel=setup.expert_parallel,
+            max_batched_tokens=job.max_batched_tokens,
+            max_sequences=job.max_sequences,
+            network_gbs=job.hardware.network_gbs,
+            state_dtype_bytes=setup.model_dtype_bytes,
+        ),
     )
 
 
@@ -452,8 +505,11 @@ def workload_at_load(deployment: ServingWorkload, kv_available: float, concurren
     """``deployment`` on ``count`` GPUs with ``concurrency`` sequences per replica and the given KV space
     per GPU (negative KV space: none)."""
     replicas = layout_replicas(count, deployment.tensor_parallel, deployment.pipeline_parallel)
+    # serve.lora: a step reads the slots of the adapters in its batch, one per sequence up to the slots.
+    adapters = adapters_read(deployment.adapter_slots, concurrency) if deployment.adapter_slots else 0.0
     return evolve(
         deployment,
+        weights_read=deployment.weights_read + adapters * deployment.adapter_bytes,
         kv_capacity_bytes=max(0.0, kv_available),
         concurrency=concurrency,
         replicas=replicas,
@@ -638,6 +694,49 @@ def _hybrid_serve_notes(setup: ServingSetup) -> tuple[tuple[str, str], ...]:
     )
 
 
+def _lora_serve_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str], ...]:
+    """What multi-LoRA serving adds: the slots, the host cache and the kernels' reads."""
+    lora = job.lora
+    if lora is None:
+        return ()
+    arch = setup.architecture
+    missing = unmodelled_mixers(arch)
+    low = f"; {missing} projections not counted (low by their slots)" if missing else ""
+    host = host_bytes(arch, lora, setup.model_dtype_bytes)
+    return (
+        (
+            "lora",
+            f"{lora.max_adapters} adapter slots of rank {lora.max_rank} preallocated on each GPU (vLLM max_loras,"
+            " max_lora_rank): an A and a B stack per wrapped linear (attention, MLP, each routed expert,"
+            f" embedding, LM head) in the model dtype{low}; {lora.max_cpu_adapters} whole adapters cached in host"
+            f" memory per engine worker ({host / GIB:,.2f} GiB); each decode step reads the slots of"
+            f" {adapters_read(lora.max_adapters, job.concurrency):g} adapters in its batch (punica BGMV/SGMV)",
+        ),
+    )
+
+
+def _speculative_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str], ...]:
+    """What speculative decoding adds: the proposer, its memory and the speed-up it is credited with."""
+    speculation = job.speculation
+    if speculation is None:
+        return ()
+    proposer = {
+        "draft": f"draft model {speculation.draft_label}, its weights and KV cache beside the model's",
+        "eagle": "an EAGLE head (one decoder layer of the model's dimensions and a 2h x h fc; the model's"
+        " embedding and LM head shared), one layer of KV",
+        "mtp": "the model's MTP layer (one decoder layer of its kind and a 2h x h eh_proj; embedding and LM"
+        " head shared), one layer of KV",
+    }[speculation.method]
+    return (
+        (
+            "speculative decoding",
+            f"{proposer}; {rounds_note(speculation)}; a step verifies {speculation.num_tokens + 1} tokens per"
+            f" sequence and runs {speculation.num_tokens} proposer steps; the steady state is solved without"
+            " speculation and its decode time rescaled (gpuplan.estimate.speculative)",
+        ),
+    )
+
+
 def _sixteen_bit_notes(spec: Spec, job: Serve) -> tuple[tuple[str, str], ...]:
     """How a bf16 model is served on a GPU without bf16 tensor cores (T4): in fp16, as vLLM requires."""
     gpu = job.hardware.gpu
@@ -714,6 +813,8 @@ def _serve_assumptions(
         *_quantization_notes(job),
         *_model_notes(spec),
         *_hybrid_serve_notes(setup),
+        *_lora_serve_notes(job, setup),
+        *_speculative_notes(job, setup),
         *_sixteen_bit_notes(spec, job),
         (
             "engine",
@@ -820,6 +921,14 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "vision_params": s.setup.architecture.vision_params,
             "vision_weight_bytes": s.memory.vision_weights,
             "cuda_graph_bytes": s.memory.cuda_graphs,
+            "lora_slot_bytes": s.memory.lora_slots,
+            "lora_host_bytes_per_gpu": None
+            if s.job.lora is None
+            else math.ceil(host_bytes(s.setup.architecture, s.job.lora, s.setup.model_dtype_bytes)),
+            "draft_weight_bytes": s.memory.draft_weights,
+            "speculative_tokens_per_step": None
+            if s.job.speculation is None
+            else round(expected_tokens(s.job.speculation.acceptance_rate, s.job.speculation.num_tokens), 4),
             "memory_engine": memory_engine(s.job.engine),
             **({} if figures_only else {"max_concurrency": s.max_concurrency, "max_context": s.max_context}),
             "engine": s.job.engine,

@@ -14,6 +14,8 @@ from typing import Any
 from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
 from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.defaults import apply_defaults, property_node
+from gpuplan.estimate.lora_serving import LoraSlots
+from gpuplan.estimate.speculative import Speculation
 from gpuplan.findings import Finding, Waiver, dotted, json_pointer
 from gpuplan.layout import replicas
 from gpuplan.loader import LoadedDocument, Pointer
@@ -138,6 +140,8 @@ class Serve:
     max_batched_tokens: int | None = None  # None: the engine's default for the GPU
     max_sequences: int | None = None
     max_gpu_total_bytes: int | None = None  # TensorRT-LLM KvCacheConfig.max_gpu_total_bytes
+    lora: LoraSlots | None = None  # serve.lora: multi-LoRA serving; None without adapters
+    speculation: Speculation | None = None  # serve.speculative; None without speculative decoding
 
     @property
     def full_prompt(self) -> int:
@@ -607,6 +611,10 @@ def _serve(
         return None
     if not _engine_settings(resolver, data):
         return None
+    lora_ok, lora = _lora(resolver, data.get("lora"))
+    speculation_ok, speculation = _speculation(resolver, data.get("speculative"), model)
+    if not (lora_ok and speculation_ok):
+        return None
     return Serve(
         context=data["context"],
         output_tokens=data["output_tokens"],
@@ -628,7 +636,74 @@ def _serve(
         max_batched_tokens=data.get("max_batched_tokens"),
         max_sequences=data.get("max_sequences"),
         max_gpu_total_bytes=data.get("max_gpu_total_bytes"),
+        lora=lora,
+        speculation=speculation,
     )
+
+
+def _lora(resolver: _Resolver, data: dict[str, Any] | None) -> tuple[bool, LoraSlots | None]:
+    """(no finding, ``serve.lora`` resolved or None when absent); a finding is GP027 at the setting."""
+    if data is None:
+        return True, None
+    adapters = data["max_adapters"]
+    cached = data.get("max_cpu_adapters", adapters)
+    if cached < adapters:
+        resolver.problem(
+            "GP027",
+            ("serve", "lora", "max_cpu_adapters"),
+            f"serve.lora.max_cpu_adapters {cached:,} is below max_adapters {adapters:,}: the adapters on the GPU"
+            " are cached on the host too (vLLM refuses max_cpu_loras < max_loras)",
+            f"set max_cpu_adapters to at least {adapters:,}, or leave it out (it defaults to max_adapters)",
+        )
+        return False, None
+    return True, LoraSlots(adapters, data["max_rank"], cached)
+
+
+def _speculation(
+    resolver: _Resolver, data: dict[str, Any] | None, model: ModelRef | None
+) -> tuple[bool, Speculation | None]:
+    """(no finding, ``serve.speculative`` resolved with its draft model from the catalog, or None when
+    absent); a finding is GP027 or GP020 at the setting."""
+    if data is None:
+        return True, None
+    method, name = data["method"], data.get("draft_model")
+    pointer = ("serve", "speculative")
+    if method == "draft" and name is None:
+        resolver.problem(
+            "GP027",
+            pointer + ("method",),
+            "speculative method draft needs the draft model: serve.speculative.draft_model is missing",
+            "add draft_model: <catalog id> (e.g. llama-3.2-1b for a Llama 3.1 model), or use method eagle or mtp",
+        )
+        return False, None
+    if method != "draft" and name is not None:
+        resolver.problem(
+            "GP027",
+            pointer + ("draft_model",),
+            f"serve.speculative.draft_model is for method draft; method {method} drafts with "
+            + ("an EAGLE head" if method == "eagle" else "the model's own MTP layer"),
+            "remove draft_model, or set method: draft",
+        )
+        return False, None
+    draft, label = None, ""
+    if name is not None:
+        try:
+            entry = get_model(name)
+        except UnknownNameError as error:
+            resolver.problem("GP020", pointer + ("draft_model",), str(error), "`gpuplan catalog models` lists the ids")
+            return False, None
+        draft, label = entry.architecture, entry.id
+        if model is not None and draft.vocab != model.architecture.vocab:
+            resolver.problem(
+                "GP027",
+                pointer + ("draft_model",),
+                f"draft model {entry.id} has a vocabulary of {draft.vocab:,} tokens and {model.label} one of"
+                f" {model.architecture.vocab:,}: the model verifies the draft's token ids, so both need the same"
+                " tokenizer",
+                "choose a draft model of the same family (`gpuplan catalog models`)",
+            )
+            return False, None
+    return True, Speculation(method, data["num_tokens"], data["acceptance_rate"], draft, label)
 
 
 def _engine_settings(resolver: _Resolver, data: dict[str, Any]) -> bool:

@@ -132,7 +132,7 @@ def _sample(strategy: st.SearchStrategy[Any], count: int) -> list[Any]:
 
 def test_generated_specs_are_valid_and_mostly_reach_the_estimate():
     """The generator's own contract: every spec is schema-valid; the repaired ones (nine in ten) pass
-    GP021-GP026 and are estimated, so that the properties above reach the estimators and rules."""
+    GP021-GP027 and are estimated, so that the properties above reach the estimators and rules."""
     reached, repaired, stopped, results = 0, 0, [], []
     cases = _sample(vs.valid_specs(), 100)
     for case in cases:

@@ -51,9 +51,11 @@ from gpuplan.estimate.serving import (
     ServingMemory,
     ServingSetup,
     ServingShape,
+    added_stage_weights,
     kv_pages,
     model_stage_weights,
     prefill_transient_per_token,
+    proposer_kv,
     runtime_bytes,
     sampler_requests,
     stage_weights,
@@ -220,14 +222,27 @@ def _tenants(setup: ServingSetup, block_tokens: int) -> tuple[float, float]:
     return weights, kv
 
 
+def _loaded(setup: ServingSetup) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """(everything loaded before the engine sizes its pool, of which the LoRA slots, of which the proposer's
+    weights) on one GPU of each stage: the model's weights, the adapter slots and a speculative proposer's
+    weights on the last stage (SGLang and TensorRT-LLM load them before they measure what is free)."""
+    weights = model_stage_weights(setup)
+    lora, draft = added_stage_weights(setup)
+    drafts = tuple(draft if index == len(weights) - 1 else 0.0 for index in range(len(weights)))
+    return tuple(w + a + d for w, a, d in zip(weights, lora, drafts, strict=True)), lora, drafts
+
+
 def _tightest_stage(setup: ServingSetup, room: Callable[[int], float], tokens: int) -> tuple[int, float, int]:
     """(index, KV bytes per token, state bytes per sequence) of the pipeline stage whose ``room(index)``
     holds the fewest sequences of ``tokens`` tokens: it sizes every rank (SGLang ``init_memory_pool``
     all-reduces the MIN over the PP ranks; TensorRT-LLM's blocks are the same on every rank)."""
     arch = setup.architecture
+    stages = arch.stage_layers(setup.pipeline_parallel)
     best: tuple[float, int, float, int] | None = None
-    for index, layers in enumerate(arch.stage_layers(setup.pipeline_parallel)):
+    for index, layers in enumerate(stages):
         per_token, state = _per_token(arch, setup, layers), _state(arch, setup, layers)
+        if index == len(stages) - 1:
+            per_token += proposer_kv(setup)  # a speculative proposer's layers, in the same pool
         if per_token * tokens + state > 0:
             candidate = (room(index) / (per_token * tokens + state), index, per_token, state)
             best = candidate if best is None or candidate < best else best
@@ -248,7 +263,7 @@ def _sglang_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     the pool, ``free at start = usable - runtime - tenants`` (the CUDA context is the 0.5 GiB ``usable_bytes``
     already leaves out; ``runtime`` the communicators ``init_torch_distributed`` creates)."""
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
-    weights = model_stage_weights(setup)
+    weights, lora, draft = _loaded(setup)
     tenant_weights, tenant_kv = _tenants(setup, SGLANG_PAGE_SIZE)
     runtime = runtime_bytes(tp, pp) if tp * pp > 1 else 0  # world size 1 creates no communicator
     free_at_start = max(0.0, usable_bytes - runtime - tenant_weights - tenant_kv)
@@ -264,7 +279,7 @@ def _sglang_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     graphs = SGLANG_GRAPH_EACH * sglang_graph_sizes(setup.max_num_seqs)
     layers = max(1, arch.attention_count(stages[index]))
     empty = ServingMemory(
-        weights=math.ceil(weights[index]),
+        weights=math.ceil(weights[index] - lora[index] - draft[index]),
         kv_cache=0,
         activation_reserve=0,  # outside the budget: in outside_budget
         runtime=runtime,
@@ -282,6 +297,8 @@ def _sglang_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         kv_block_tokens=SGLANG_PAGE_SIZE,
         state_bytes_per_sequence=state,
         outside_budget=math.ceil(activations) + table,
+        lora_slots=math.ceil(lora[index]),
+        draft_weights=math.ceil(draft[index]),
     )
     return ServingShape(empty, cell * setup.context + state)
 
@@ -291,7 +308,7 @@ def _trtllm_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     ``max_num_tokens`` tokens (the activations), the communicators and cuBLAS (``runtime``, as vLLM's logs
     measure them) and other tenants leave of ``usable_bytes``, capped at ``max_gpu_total_bytes``."""
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
-    weights = model_stage_weights(setup)
+    weights, lora, draft = _loaded(setup)
     tenant_weights, tenant_kv = _tenants(setup, TRTLLM_TOKENS_PER_BLOCK)
     runtime = runtime_bytes(tp, pp)
     activations = setup.max_batched_tokens * prefill_transient_per_token(arch, tp)
@@ -302,7 +319,7 @@ def _trtllm_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     )
     layers = max(1, arch.attention_count(stages[index]))
     empty = ServingMemory(
-        weights=math.ceil(weights[index]),
+        weights=math.ceil(weights[index] - lora[index] - draft[index]),
         kv_cache=0,
         activation_reserve=math.ceil(activations),
         runtime=runtime,
@@ -321,6 +338,8 @@ def _trtllm_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         state_bytes_per_sequence=state,
         kv_share=setup.memory_utilization,
         kv_cap=setup.memory_cap,
+        lora_slots=math.ceil(lora[index]),
+        draft_weights=math.ceil(draft[index]),
     )
     return ServingShape(empty, per_token * tokens + state)
 

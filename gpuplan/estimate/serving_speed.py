@@ -72,6 +72,7 @@ from gpuplan.estimate.performance import (
     matmul_params,
     on_fast_link,
 )
+from gpuplan.estimate.speculative import SpeculativeWorkload, tpot_floor
 from gpuplan.records import record
 
 ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
@@ -111,6 +112,9 @@ class ServingWorkload:
     network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
     weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven stages; decode_weight_reads)
     state_dtype_bytes: int = 2  # the model dtype: linear-attention and Mamba states are kept in it
+    speculation: SpeculativeWorkload | None = None  # serve.speculative (gpuplan.estimate.speculative)
+    adapter_slots: int = 0  # serve.lora max_adapters: weights_read counts min(them, concurrency) adapters'
+    adapter_bytes: float = 0.0  # ... bytes each, one adapter slot on the heaviest stage (lora_serving)
 
 
 @record
@@ -393,17 +397,23 @@ def serving_speed(
     }
     limited_by = min(caps, key=lambda name: caps[name])
     slots = min(caps.values())
+    steps, gain = float(output), 1.0  # decode steps per request, tokens each yields per sequence
+    if w.speculation is not None:  # speculative rounds instead of steps: gpuplan.estimate.speculative_speed
+        from gpuplan.estimate.speculative_speed import speculative_rounds  # it imports this module
+
+        d, gain = speculative_rounds(d, prompt + output / 2, calibration, efficiency)
+        steps = output / gain
     if w.batching == "static":
-        state = _static(d, slots, prompt, output, prompt_attention)
+        state = _static(d, slots, prompt, steps, prompt_attention)
     else:
-        state = _continuous(d, slots, budget, prompt, output, prompt_attention, square_mean / (prompt * prompt))
+        state = _continuous(d, slots, budget, prompt, steps, prompt_attention, square_mean / (prompt * prompt))
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
     ttft = waiting + state.full_prompt_service(w.full_prompt) + engine.request_overhead_s
     ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget)
     return ServingSpeed(
         ttft_s=ttft,
         ttft_single_s=ttft_single + engine.request_overhead_s,
-        tpot_s=state.tpot,
+        tpot_s=state.tpot / gain,
         tokens_per_s=w.replicas * state.requests_per_s * output,
         decode_bound="memory" if state.decode.memory_bound else "compute",
         running=slots,
@@ -477,7 +487,7 @@ def latency_floors(
     d = _Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     context = prompt + output / 2  # the steady state's decode context
-    tpot = w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds
+    tpot = tpot_floor(w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds, w.speculation)
     if w.batching == "static":
         return 0.0, tpot
     passed = int(d.prompt_pass(w.full_prompt))
@@ -496,7 +506,7 @@ class _SteadyState:
     full_prompt_service: Callable[[int], float]  # prefill time of a full prompt under this load
 
 
-def _static(d: _Deployment, slots: float, prompt: float, output: int, prompt_attention: float) -> _SteadyState:
+def _static(d: _Deployment, slots: float, prompt: float, output: float, prompt_attention: float) -> _SteadyState:
     """A batch of ``slots`` sequences prefills together, then decodes together, wave after wave."""
     pp = d.w.pipeline_parallel
     microbatches = min(pp, max(1.0, slots))
@@ -529,7 +539,7 @@ def _continuous(
     slots: float,
     budget: int,
     prompt: float,
-    output: int,
+    output: float,
     prompt_attention: float,
     spread: float = 1.0,
 ) -> _SteadyState:

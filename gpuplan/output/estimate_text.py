@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis, FinetuneEstimate
 from gpuplan.estimate.calibration import ErrorBand
+from gpuplan.estimate.speculative import expected_tokens
 from gpuplan.layout import replicas
 from gpuplan.units import (
     GIB,
@@ -141,7 +142,13 @@ def render_estimate(analysis: Analysis) -> str:
                 f" (alone {format_ms(speed.ttft_single_s, 0)} ms)"
             )
             tpot = format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)
-            lines.append(f"  TPOT {tpot} ms ({speed.decode_bound}-bound){_band(s.bands, 'tpot')}")
+            proposal = s.job.speculation
+            rounds = (
+                ""
+                if proposal is None
+                else f"; speculative: {expected_tokens(proposal.acceptance_rate, proposal.num_tokens):.2f} tokens per step"
+            )
+            lines.append(f"  TPOT {tpot} ms ({speed.decode_bound}-bound{rounds}){_band(s.bands, 'tpot')}")
             lines.append(
                 f"  {format_figure(speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s{_band(s.bands, 'tokens_per_s')}"
             )

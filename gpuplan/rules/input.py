@@ -500,3 +500,33 @@ def engine_setting_mismatch(*_: Any) -> Iterator[Any]:
     ```
     """
     yield from ()
+
+
+@rule("GP027")
+@documentation_only
+def inconsistent_serving_feature(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports `serve.lora.max_cpu_adapters` below `max_adapters`, `serve.speculative.method: draft`
+    without a `draft_model`, a `draft_model` with method `eagle` or `mtp`, and a draft model whose
+    vocabulary differs from the model's. An unknown `draft_model` id is GP020 at that line.
+
+    ## Why is this bad?
+    vLLM refuses `max_cpu_loras < max_loras` (the adapters in GPU slots are cached on the host too); a
+    draft-model proposer needs its model, and EAGLE and MTP proposers draft with a head of the model's
+    own, so a draft model there describes another deployment. The model verifies the draft's token ids,
+    so a draft with another tokenizer would propose tokens that mean something else.
+
+    ## Example
+    ```yaml
+    serve:
+      speculative: {method: draft, num_tokens: 4, acceptance_rate: 0.7}
+    ```
+
+    ## Use instead
+    ```yaml
+    serve:
+      speculative: {method: draft, draft_model: llama-3.2-1b, num_tokens: 4, acceptance_rate: 0.7}
+    ```
+    """
+    yield from ()

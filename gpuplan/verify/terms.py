@@ -53,7 +53,14 @@ class Row:
 
 
 SERVE_ROWS = (
-    Row("weights", ("weights",), (WEIGHTS,), USAGE, BYTES, "weights on each GPU as loaded"),
+    Row(
+        "weights",
+        ("weights", "lora_slots", "draft_weights"),
+        (WEIGHTS,),
+        USAGE,
+        BYTES,
+        "weights on each GPU as loaded, with any LoRA slots and speculative proposer loaded beside them",
+    ),
     Row(
         "activations",
         ("activations",),
@@ -134,6 +141,8 @@ def serve_estimate_terms(estimate: ServeEstimate) -> dict[str, float]:
     pool = float(memory.kv_available)
     per_block = memory.kv_bytes_per_token * memory.kv_block_tokens
     terms: dict[str, float] = {name: float(value) for name, value in memory.breakdown.items()}
+    terms.setdefault("lora_slots", 0.0)  # loaded with the weights, as the engines measure them
+    terms.setdefault("draft_weights", 0.0)
     terms["cuda_graphs"] = float(memory.cuda_graphs)
     terms["kv_pool"] = pool
     # num_blocks = pool // (bytes of one block over the GPU's layers); tokens = blocks x block size (vLLM 16,
