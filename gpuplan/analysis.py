@@ -56,6 +56,7 @@ from gpuplan.estimate.training import (
     estimate_training,
     has_master_weights,
     optimizer_state_bytes,
+    states_floor,
     trainable_params,
 )
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
@@ -287,6 +288,13 @@ def finetune_memory(spec: Spec, job: Finetune) -> TrainingMemory:
     return estimate_training(setup, training_overhead(setup))
 
 
+def finetune_memory_floor(spec: Spec, job: Finetune) -> int:
+    """A lower bound of ``finetune_memory(spec, job).per_gpu`` from the model states alone (the same for
+    every micro-batch, recompute and loss setting of a layout; ``training.states_floor``)."""
+    setup = training_setup(spec, job)
+    return states_floor(setup) + training_overhead(setup)
+
+
 def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:
     """Per-GPU serving memory of ``job`` on ``gpu`` (no speed, no price): what estimate_serve's fit rests on."""
     return estimate_serving(serving_setup(spec, job, gpu=gpu), gpu.usable_bytes)
@@ -392,14 +400,15 @@ def estimate_serve(
     calibration: Calibration = CALIBRATION,
     memory: ServingMemory | None = None,
     speed: ServingSpeed | None = None,
+    workload: ServingWorkload | None = None,
 ) -> ServeEstimate:
-    """``memory`` and ``speed``: the job's serve_memory on ``gpu`` and the speed of its serving_workload
-    when the caller already has them (the planner does)."""
+    """``memory``, ``speed`` and ``workload``: the job's serve_memory on ``gpu``, the speed of its
+    serving_workload and that workload when the caller already has them (the planner does)."""
     gpu = gpu or job.hardware.gpu
     setup = serving_setup(spec, job, tp, gpu)
     memory = memory or estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
-    workload = serving_workload(spec, job, setup, memory.kv_available, gpu, count)
+    workload = workload or serving_workload(spec, job, setup, memory.kv_available, gpu, count)
     speed = speed or serving_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return ServeEstimate(
@@ -433,7 +442,7 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
     reads = decode_weight_reads(setup)
     heaviest = max(reads)
     # The batched LoRA kernels read the A and B of each adapter in the batch: one slot's bytes on the stage
-    # that reads the most, counted per adapter at load (workload_at_load).
+    # that reads the most, counted per adapter in each step by the speed model.
     slots, _ = added_stage_weights(setup)
     adapter = slots[reads.index(heaviest)] / job.lora.max_adapters if job.lora else 0.0
     return ServingWorkload(
@@ -505,11 +514,8 @@ def workload_at_load(deployment: ServingWorkload, kv_available: float, concurren
     """``deployment`` on ``count`` GPUs with ``concurrency`` sequences per replica and the given KV space
     per GPU (negative KV space: none)."""
     replicas = layout_replicas(count, deployment.tensor_parallel, deployment.pipeline_parallel)
-    # serve.lora: a step reads the slots of the adapters in its batch, one per sequence up to the slots.
-    adapters = adapters_read(deployment.adapter_slots, concurrency) if deployment.adapter_slots else 0.0
     return evolve(
         deployment,
-        weights_read=deployment.weights_read + adapters * deployment.adapter_bytes,
         kv_capacity_bytes=max(0.0, kv_available),
         concurrency=concurrency,
         replicas=replicas,
@@ -709,8 +715,9 @@ def _lora_serve_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str],
             f"{lora.max_adapters} adapter slots of rank {lora.max_rank} preallocated on each GPU (vLLM max_loras,"
             " max_lora_rank): an A and a B stack per wrapped linear (attention, MLP, each routed expert,"
             f" embedding, LM head) in the model dtype{low}; {lora.max_cpu_adapters} whole adapters cached in host"
-            f" memory per engine worker ({host / GIB:,.2f} GiB); each decode step reads the slots of"
-            f" {adapters_read(lora.max_adapters, job.concurrency):g} adapters in its batch (punica BGMV/SGMV)",
+            f" memory per engine worker ({host / GIB:,.2f} GiB); a decode step reads the slots of the adapters in"
+            f" its batch, one per sequence up to {lora.max_adapters} (at {job.concurrency:,} in flight:"
+            f" {adapters_read(lora.max_adapters, job.concurrency):g}; punica BGMV/SGMV)",
         ),
     )
 

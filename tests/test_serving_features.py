@@ -83,15 +83,19 @@ def test_lora_slots_take_gpu_memory_and_kv_room():
 
 
 def test_each_decode_step_reads_the_adapters_in_its_batch():
-    # The batched LoRA kernels read each adapter's A and B once per step: at 16 sequences and 4 slots, all
-    # four; at 2 sequences, two of them (at most one adapter per running sequence).
-    for concurrency, adapters in ((16, 4), (2, 2)):
-        plain, served = (
-            analysis(spec(extra, concurrency)).serve for extra in ("", "  lora: {max_adapters: 4, max_rank: 16}\n")
-        )
-        added = served.workload.weights_read - plain.workload.weights_read
-        assert added == pytest.approx(adapters * SLOTS_4_RANK_16 / 4)
-        assert served.speed.tpot_s > plain.speed.tpot_s
+    # The batched LoRA kernels read each adapter's A and B once per step, one adapter per decoding sequence
+    # up to the 4 slots: a step of 16 sequences reads all four slots more than without LoRA, one of 2 two,
+    # a prompt's pass (no decodes) one. One slot: SLOTS_4_RANK_16 / 4 bytes (one stage).
+    plain, served = (
+        _Deployment(analysis(spec(extra, 16)).serve.workload, CALIBRATION, Efficiency())
+        for extra in ("", "  lora: {max_adapters: 4, max_rank: 16}\n")
+    )
+    for decode, prefill, adapters in ((16, 0, 4), (2, 0, 2), (0, 512, 1)):
+        read = served.step(decode, prefill, 4096, 0.0).bytes_read - plain.step(decode, prefill, 4096, 0.0).bytes_read
+        assert read == pytest.approx(adapters * SLOTS_4_RANK_16 / 4)
+    assert (
+        analysis(spec("  lora: {max_adapters: 4}\n", 16)).serve.speed.tpot_s > analysis(spec("", 16)).serve.speed.tpot_s
+    )
 
 
 # -- speculative decoding -------------------------------------------------------------------------------

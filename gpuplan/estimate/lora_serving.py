@@ -28,9 +28,9 @@ intermediate (slices x tokens x rank x 4 B) and the CUDA graphs vLLM captures ap
 ModelManager``: ``LoRAModel`` tensors on the CPU, sliced to the rank's share when a slot is filled).
 
 Speed: a decode step's batched LoRA kernels (punica BGMV/SGMV: shrink by A, expand by B) read the A and B of
-every adapter its batch uses; with each sequence in flight taken to use another adapter until the slots are
-full, min(``max_adapters``, concurrency) slots' bytes join the weights each step reads (the most a step can
-read). Their FLOPs, 2 x rank x (in + out) per module and token, are the slot's share of the layers'
+every adapter its batch uses; with each decoding sequence taken to use another adapter until the slots are
+full, a step of ``d`` decodes reads min(``max_adapters``, max(1, ``d``)) slots beside the weights
+(``gpuplan.estimate.serving_speed``: the most such a step can read). Their FLOPs, 2 x rank x (in + out) per module and token, are the slot's share of the layers'
 weights (Llama-3.1-8B: 0.6% at rank 16, 2.4% at rank 64) and are not counted.
 """
 
@@ -125,9 +125,9 @@ def host_bytes(arch: Architecture, lora: LoraSlots, dtype_bytes: int) -> float:
 
 
 def adapters_read(slots: int, sequences: float) -> float:
-    """Adapters a decode step's batched LoRA kernels read: one per adapter in the batch, at most the
-    ``slots`` and at most one per sequence in flight (gpuplan takes each to use another adapter until the
-    slots are full: the most the step can read)."""
+    """Adapters a step of ``sequences`` decodes reads with its batched LoRA kernels: one per adapter in the
+    batch, at most the ``slots`` (each sequence taken to use another adapter until they are full: the most
+    the step can read; the speed model's step counts them so)."""
     return min(float(slots), max(1.0, sequences))
 
 

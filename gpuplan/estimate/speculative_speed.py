@@ -22,6 +22,7 @@ from gpuplan.estimate.calibration import Calibration
 from gpuplan.estimate.performance import Efficiency, decode_attention_flops, matmul_params
 from gpuplan.estimate.serving_speed import _Deployment, _Step
 from gpuplan.estimate.speculative import expected_tokens
+from gpuplan.records import evolve
 
 
 class _Rounds(_Deployment):
@@ -71,5 +72,6 @@ def speculative_rounds(
     """(``d`` with speculative rounds for decode steps, the tokens a round yields per sequence ``E``)."""
     spec = d.w.speculation
     assert spec is not None
-    proposer = _Deployment(spec.proposer, calibration, efficiency)
+    # The proposer runs on the model's GPUs (a planner moves a deployment to another GPU kind with its gpu).
+    proposer = _Deployment(evolve(spec.proposer, gpu=d.w.gpu), calibration, efficiency)
     return _Rounds(d, proposer, context), expected_tokens(spec.acceptance_rate, spec.num_tokens)
