@@ -10,14 +10,27 @@ from typing import Any
 
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration, ErrorBand
+from gpuplan.estimate.engines import (
+    SGLANG_ENGINE,
+    TRTLLM_ENGINE,
+    TRTLLM_MAX_BATCH_SIZE,
+    TRTLLM_MAX_NUM_TOKENS,
+    VLLM_ENGINE,
+    default_memory_fraction,
+    engine_memory_notes,
+    engine_short_name,
+    memory_engine,
+    sglang_sizes,
+)
+from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.memory_bands import MemoryBand, finetune_band
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import (
-    ENGINE,
     ServingMemory,
     ServingSetup,
     ServingShape,
     Tenant,
+    added_stage_weights,
     decode_weight_reads,
     engine_batch_limits,
     estimate_serving,
@@ -25,7 +38,6 @@ from gpuplan.estimate.serving import (
     max_concurrency,
     max_context,
     routed_expert_bytes,
-    sampler_requests,
     shape_at_any_load,
 )
 from gpuplan.estimate.serving_speed import (
@@ -36,6 +48,13 @@ from gpuplan.estimate.serving_speed import (
     ServingWorkload,
     category_speeds,
     serving_speed,
+)
+from gpuplan.estimate.speculative import (
+    SpeculativeWorkload,
+    expected_tokens,
+    proposer_architecture,
+    proposer_read_bytes,
+    rounds_note,
 )
 from gpuplan.estimate.training import (
     MIXED,
@@ -322,13 +341,36 @@ def checkpoint_bytes(setup: TrainingSetup) -> int:
     return math.ceil(trainable * adapter_bytes + states)
 
 
+def engine_memory_limits(job: Serve, gpu: Gpu, tp: int) -> tuple[int, int]:
+    """(tokens, sequences) the engine's memory depends on, the spec's where it sets them, else as the engine
+    defaults them for ``gpu`` at ``tp`` ranks: vLLM's profiled batch and sampler warm-up
+    (``max_batched_tokens``, ``max_sequences``); SGLang's chunked_prefill_size (``max_batched_tokens``) and
+    cuda_graph_max_bs; TensorRT-LLM's profiled max_num_tokens (``max_batched_tokens``) and max_batch_size."""
+    engine = memory_engine(job.engine)
+    if engine == SGLANG_ENGINE:
+        chunked, graph_bs = sglang_sizes(gpu.memory_bytes, tp)
+        return job.max_batched_tokens or chunked, graph_bs
+    if engine == TRTLLM_ENGINE:
+        return job.max_batched_tokens or TRTLLM_MAX_NUM_TOKENS, TRTLLM_MAX_BATCH_SIZE
+    default_batched, default_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
+    return job.max_batched_tokens or default_batched, job.max_sequences or default_seqs
+
+
+def memory_fraction(job: Serve, gpu: Gpu, tp: int | None = None) -> float:
+    """``serve.memory_utilization`` as the engine runs it on ``gpu``: the spec's, else the engine's default
+    (SGLang's depends on the GPU and the parallel layout)."""
+    if job.memory_utilization is not None:
+        return job.memory_utilization
+    tensor_parallel = tp or job.hardware.tensor_parallel
+    return default_memory_fraction(job.engine, gpu.memory_bytes, tensor_parallel, job.hardware.pipeline_parallel)
+
+
 def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None = None) -> ServingSetup:
     gpu = gpu or job.hardware.gpu
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
+    tensor_parallel = tp or job.hardware.tensor_parallel
     # The engine profiles with the limits it is configured with: the spec's, else its defaults for the GPU.
-    default_batched, default_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
-    max_batched = job.max_batched_tokens or default_batched
-    max_seqs = job.max_sequences or default_seqs
+    max_batched, max_seqs = engine_memory_limits(job, gpu, tensor_parallel)
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(
@@ -353,13 +395,17 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         # The checkpoint's 16-bit modules only matter when it is served in its own format.
         quantized_params=spec.model.quantized_params if job.quantization == spec.model.quantization else None,
         kv_dtype_bytes=kv_bytes,
-        tensor_parallel=tp or job.hardware.tensor_parallel,
+        tensor_parallel=tensor_parallel,
         pipeline_parallel=job.hardware.pipeline_parallel,
         expert_parallel=job.hardware.expert_parallel,
-        memory_utilization=job.memory_utilization,
+        memory_utilization=memory_fraction(job, gpu, tensor_parallel),
         max_batched_tokens=max_batched,
         max_num_seqs=max_seqs,
         tenants=tenants,
+        engine=job.engine,
+        memory_cap=job.max_gpu_total_bytes or 0,
+        lora=job.lora,
+        speculation=job.speculation,
     )
 
 
@@ -416,6 +462,10 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
     arch = spec.model.architecture
     reads = decode_weight_reads(setup)
     heaviest = max(reads)
+    # The batched LoRA kernels read the A and B of each adapter in the batch: one slot's bytes on the stage
+    # that reads the most, counted per adapter in each step by the speed model.
+    slots, _ = added_stage_weights(setup)
+    adapter = slots[reads.index(heaviest)] / job.lora.max_adapters if job.lora else 0.0
     return ServingWorkload(
         architecture=arch,
         gpu=gpu,
@@ -443,6 +493,44 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
         arrival=job.arrival,
         rate_rps=job.rate_rps,
         endpoint=job.endpoint,
+        speculation=_proposer_workload(job, setup, gpu),
+        adapter_slots=job.lora.max_adapters if job.lora else 0,
+        adapter_bytes=adapter,
+    )
+
+
+def _proposer_workload(job: Serve, setup: ServingSetup, gpu: Gpu) -> SpeculativeWorkload | None:
+    """The speculative proposer's step as a one-stage deployment of its own (None without speculation)."""
+    speculation = job.speculation
+    if speculation is None:
+        return None
+    target, tp = setup.architecture, setup.tensor_parallel
+    proposer = proposer_architecture(target, speculation)
+    experts = routed_expert_bytes(proposer, "none", setup.model_dtype_bytes)
+    return SpeculativeWorkload(
+        speculation.num_tokens,
+        speculation.acceptance_rate,
+        ServingWorkload(
+            architecture=proposer,
+            gpu=gpu,
+            weights_read=proposer_read_bytes(target, speculation, setup.model_dtype_bytes, tp) - experts / tp,
+            routed_expert_bytes=experts,
+            kv_dtype_bytes=setup.kv_dtype_bytes,
+            kv_capacity_bytes=math.inf,
+            prompt_tokens=job.mean_prompt,
+            prompt_p90=job.prompt_p90 or job.mean_prompt,
+            full_prompt=job.full_prompt,
+            output_tokens=job.output_tokens,
+            concurrency=job.concurrency,
+            quantization="none",
+            engine=job.engine,
+            tensor_parallel=tp,
+            expert_parallel=setup.expert_parallel,
+            max_batched_tokens=job.max_batched_tokens,
+            max_sequences=job.max_sequences,
+            network_gbs=job.hardware.network_gbs,
+            state_dtype_bytes=setup.model_dtype_bytes,
+        ),
     )
 
 
@@ -601,13 +689,25 @@ def _hybrid_finetune_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
 
 
 def _hybrid_serve_notes(setup: ServingSetup) -> tuple[tuple[str, str], ...]:
-    """How the engine holds a hybrid model's per-sequence state (vLLM v0.19's hybrid KV-cache manager)."""
+    """How the engine holds a hybrid model's per-sequence state (vLLM v0.19's hybrid KV-cache manager;
+    SGLang's and TensorRT-LLM's state pools are not modelled: ``gpuplan.estimate.engines``)."""
     arch, tp = setup.architecture, setup.tensor_parallel
     if not arch.state_layers:
         return ()
     state = arch.state_bytes_per_layer(setup.model_dtype_bytes, tp)
     block, page = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context)
     recurrent = "fp32" if arch.state_fp32 else "the model dtype"
+    if memory_engine(setup.engine) != VLLM_ENGINE:
+        pools = "max_mamba_cache_size" if memory_engine(setup.engine) == SGLANG_ENGINE else "MambaHybridCacheManager"
+        return (
+            (
+                "recurrent state",
+                f"{arch.state_layers} {_STATE_KINDS[arch.state_kind]} layers keep {state:,} B per sequence each on"
+                f" one GPU whatever its length (conv state in the model dtype, recurrent state in {recurrent}),"
+                f" counted per sequence beside its KV in the same pool; {engine_short_name(setup.engine)}'s own"
+                f" state pool ({pools}) is not sized as such",
+            ),
+        )
     paging = (
         f"padded to one attention page of {block:,} tokens ({page:,.0f} B): vLLM raises the block from 16 "
         "tokens until a page holds a state"
@@ -620,6 +720,50 @@ def _hybrid_serve_notes(setup: ServingSetup) -> tuple[tuple[str, str], ...]:
             f"{arch.state_layers} {_STATE_KINDS[arch.state_kind]} layers keep {state:,} B per sequence each on one "
             f"GPU whatever its length (conv state in the model dtype, recurrent state in {recurrent}), {paging}; "
             "without prefix caching (v0.19's default for hybrid models) one page per layer and sequence",
+        ),
+    )
+
+
+def _lora_serve_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str], ...]:
+    """What multi-LoRA serving adds: the slots, the host cache and the kernels' reads."""
+    lora = job.lora
+    if lora is None:
+        return ()
+    arch = setup.architecture
+    missing = unmodelled_mixers(arch)
+    low = f"; {missing} projections not counted (low by their slots)" if missing else ""
+    host = host_bytes(arch, lora, setup.model_dtype_bytes)
+    return (
+        (
+            "lora",
+            f"{lora.max_adapters} adapter slots of rank {lora.max_rank} preallocated on each GPU (vLLM max_loras,"
+            " max_lora_rank): an A and a B stack per wrapped linear (attention, MLP, each routed expert,"
+            f" embedding, LM head) in the model dtype{low}; {lora.max_cpu_adapters} whole adapters cached in host"
+            f" memory per engine worker ({host / GIB:,.2f} GiB); a decode step reads the slots of the adapters in"
+            f" its batch, one per sequence up to {lora.max_adapters} (at {job.concurrency:,} in flight:"
+            f" {adapters_read(lora.max_adapters, job.concurrency):g}; punica BGMV/SGMV)",
+        ),
+    )
+
+
+def _speculative_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str], ...]:
+    """What speculative decoding adds: the proposer, its memory and the speed-up it is credited with."""
+    speculation = job.speculation
+    if speculation is None:
+        return ()
+    proposer = {
+        "draft": f"draft model {speculation.draft_label}, its weights and KV cache beside the model's",
+        "eagle": "an EAGLE head (one decoder layer of the model's dimensions and a 2h x h fc; the model's"
+        " embedding and LM head shared), one layer of KV",
+        "mtp": "the model's MTP layer (one decoder layer of its kind and a 2h x h eh_proj; embedding and LM"
+        " head shared), one layer of KV",
+    }[speculation.method]
+    return (
+        (
+            "speculative decoding",
+            f"{proposer}; {rounds_note(speculation)}; a step verifies {speculation.num_tokens + 1} tokens per"
+            f" sequence and runs {speculation.num_tokens} proposer steps; the steady state is solved without"
+            " speculation and its decode time rescaled (gpuplan.estimate.speculative)",
         ),
     )
 
@@ -655,15 +799,18 @@ def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed, calibrati
 
 
 def _limits_source(job: Serve) -> str:
-    """Where the engine's batch limits of the memory model come from, in words."""
-    given = [
-        name
-        for name, value in (("max_batched_tokens", job.max_batched_tokens), ("max_sequences", job.max_sequences))
-        if value
-    ]
+    """Where the engine's batch limits of the memory model come from, in words (the settings its memory
+    model reads: ``engine_memory_limits``)."""
+    engine = memory_engine(job.engine)
+    settings = [("max_batched_tokens", job.max_batched_tokens)]
+    if engine == VLLM_ENGINE:
+        settings.append(("max_sequences", job.max_sequences))
+    given = [name for name, value in settings if value]
+    name = engine_short_name(job.engine)
     if not given:
-        return "vLLM's defaults for the GPU"
-    return " and ".join(f"serve.{name}" for name in given) + (", the rest vLLM's default" if len(given) < 2 else "")
+        return f"{name}'s defaults for the GPU"
+    rest = f", the rest {name}'s default" if len(given) < len(settings) else ""
+    return " and ".join(f"serve.{setting}" for setting in given) + rest
 
 
 def _serve_assumptions(
@@ -686,26 +833,19 @@ def _serve_assumptions(
         if efficiency.decode_bandwidth
         else f"{engine.bandwidth_efficiency:.0%}"
     )
+    memory_notes = engine_memory_notes(setup, _limits_source(job))
     prompt = f"{job.full_prompt:,} tokens (context - output_tokens) for TTFT"
     if job.prompt_mean:
         prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
     return (
-        (
-            "memory model",
-            f"{ENGINE}: {job.memory_utilization:.0%} of GPU memory, "
-            f"{kv_pages(setup.architecture, setup.kv_dtype_bytes, setup.tensor_parallel, setup.model_dtype_bytes, setup.context)[0]:,}-token KV blocks",
-        ),
+        memory_notes[0],
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
-        (
-            "activation reserve",
-            f"the larger of a dummy forward of {setup.max_batched_tokens:,} tokens and the sampler warm-up over "
-            f"{sampler_requests(setup.max_num_seqs, setup.max_batched_tokens):,} requests (14 B per request x"
-            f" vocabulary entry), at {_limits_source(job)}; CUDA graphs captured outside the budget",
-        ),
-        ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
+        *memory_notes[1:],
         *_quantization_notes(job),
         *_model_notes(spec),
         *_hybrid_serve_notes(setup),
+        *_lora_serve_notes(job, setup),
+        *_speculative_notes(job, setup),
         *_sixteen_bit_notes(spec, job),
         (
             "engine",
@@ -888,7 +1028,15 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "vision_params": s.setup.architecture.vision_params,
             "vision_weight_bytes": s.memory.vision_weights,
             "cuda_graph_bytes": s.memory.cuda_graphs,
-            "memory_engine": ENGINE,
+            "lora_slot_bytes": s.memory.lora_slots,
+            "lora_host_bytes_per_gpu": None
+            if s.job.lora is None
+            else math.ceil(host_bytes(s.setup.architecture, s.job.lora, s.setup.model_dtype_bytes)),
+            "draft_weight_bytes": s.memory.draft_weights,
+            "speculative_tokens_per_step": None
+            if s.job.speculation is None
+            else round(expected_tokens(s.job.speculation.acceptance_rate, s.job.speculation.num_tokens), 4),
+            "memory_engine": memory_engine(s.job.engine),
             **({} if figures_only else {"max_concurrency": s.max_concurrency, "max_context": s.max_context}),
             "engine": s.job.engine,
             # A layout that cannot start has no speed: null figures, and ``loads`` says why they are null.

@@ -110,6 +110,20 @@ CODES: dict[str, Code] = {
             "Fine-tuning settings that no framework runs together.",
         ),
         Code(
+            "GP026",
+            "engine-setting-mismatch",
+            "input",
+            ERROR,
+            "A serving memory setting the chosen engine does not take, or takes only in a narrower range.",
+        ),
+        Code(
+            "GP027",
+            "inconsistent-serving-feature",
+            "input",
+            ERROR,
+            "Multi-LoRA or speculative-decoding settings that contradict each other or the model.",
+        ),
+        Code(
             "GP100",
             "schema-violation",
             "schema",

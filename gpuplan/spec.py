@@ -14,6 +14,8 @@ from typing import Any
 from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
 from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.defaults import apply_defaults, property_node
+from gpuplan.estimate.lora_serving import LoraSlots
+from gpuplan.estimate.speculative import Speculation
 from gpuplan.findings import Finding, Waiver, dotted, json_pointer
 from gpuplan.layout import replicas
 from gpuplan.loader import LoadedDocument, Pointer
@@ -124,7 +126,7 @@ class Serve:
     concurrency: int
     quantization: str
     kv_cache_dtype: str
-    memory_utilization: float
+    memory_utilization: float | None  # the engine's memory fraction; None: the engine's default
     category: str | None
     ttft_ms: float | None
     tpot_ms: float | None
@@ -141,6 +143,9 @@ class Serve:
     rate_rps: float | None = None  # steady: requests per second over the deployment
     endpoint: str = "chat"  # chat | completions | offline (serve.endpoint)
     ttft_statistic: str = "p90"  # which TTFT serve.slo.ttft_ms bounds: p90 | median | mean
+    max_gpu_total_bytes: int | None = None  # TensorRT-LLM KvCacheConfig.max_gpu_total_bytes
+    lora: LoraSlots | None = None  # serve.lora: multi-LoRA serving; None without adapters
+    speculation: Speculation | None = None  # serve.speculative; None without speculative decoding
 
     @property
     def full_prompt(self) -> int:
@@ -623,6 +628,12 @@ def _serve(
             f" of {data['context']:,} tokens",
         )
         return None
+    if not _engine_settings(resolver, data):
+        return None
+    lora_ok, lora = _lora(resolver, data.get("lora"))
+    speculation_ok, speculation = _speculation(resolver, data.get("speculative"), model)
+    if not (lora_ok and speculation_ok):
+        return None
     return Serve(
         context=data["context"],
         output_tokens=data["output_tokens"],
@@ -630,7 +641,7 @@ def _serve(
         # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
         quantization=data.get("quantization", model.quantization if model else "none"),
         kv_cache_dtype=data["kv_cache_dtype"],
-        memory_utilization=data["memory_utilization"],
+        memory_utilization=data.get("memory_utilization"),
         category=data.get("category"),
         ttft_ms=slo.get("ttft_ms"),
         tpot_ms=slo.get("tpot_ms"),
@@ -648,4 +659,95 @@ def _serve(
         endpoint=data["endpoint"],
         # present with its schema default whenever there is an SLO for it to qualify
         **({"ttft_statistic": slo["ttft_statistic"]} if "ttft_statistic" in slo else {}),
+        max_gpu_total_bytes=data.get("max_gpu_total_bytes"),
+        lora=lora,
+        speculation=speculation,
     )
+
+
+def _lora(resolver: _Resolver, data: dict[str, Any] | None) -> tuple[bool, LoraSlots | None]:
+    """(no finding, ``serve.lora`` resolved or None when absent); a finding is GP027 at the setting."""
+    if data is None:
+        return True, None
+    adapters = data["max_adapters"]
+    cached = data.get("max_cpu_adapters", adapters)
+    if cached < adapters:
+        resolver.problem(
+            "GP027",
+            ("serve", "lora", "max_cpu_adapters"),
+            f"serve.lora.max_cpu_adapters {cached:,} is below max_adapters {adapters:,}: the adapters on the GPU"
+            " are cached on the host too (vLLM refuses max_cpu_loras < max_loras)",
+            f"set max_cpu_adapters to at least {adapters:,}, or leave it out (it defaults to max_adapters)",
+        )
+        return False, None
+    return True, LoraSlots(adapters, data["max_rank"], cached)
+
+
+def _speculation(
+    resolver: _Resolver, data: dict[str, Any] | None, model: ModelRef | None
+) -> tuple[bool, Speculation | None]:
+    """(no finding, ``serve.speculative`` resolved with its draft model from the catalog, or None when
+    absent); a finding is GP027 or GP020 at the setting."""
+    if data is None:
+        return True, None
+    method, name = data["method"], data.get("draft_model")
+    pointer = ("serve", "speculative")
+    if method == "draft" and name is None:
+        resolver.problem(
+            "GP027",
+            pointer + ("method",),
+            "speculative method draft needs the draft model: serve.speculative.draft_model is missing",
+            "add draft_model: <catalog id> (e.g. llama-3.2-1b for a Llama 3.1 model), or use method eagle or mtp",
+        )
+        return False, None
+    if method != "draft" and name is not None:
+        resolver.problem(
+            "GP027",
+            pointer + ("draft_model",),
+            f"serve.speculative.draft_model is for method draft; method {method} drafts with "
+            + ("an EAGLE head" if method == "eagle" else "the model's own MTP layer"),
+            "remove draft_model, or set method: draft",
+        )
+        return False, None
+    draft, label = None, ""
+    if name is not None:
+        try:
+            entry = get_model(name)
+        except UnknownNameError as error:
+            resolver.problem("GP020", pointer + ("draft_model",), str(error), "`gpuplan catalog models` lists the ids")
+            return False, None
+        draft, label = entry.architecture, entry.id
+        if model is not None and draft.vocab != model.architecture.vocab:
+            resolver.problem(
+                "GP027",
+                pointer + ("draft_model",),
+                f"draft model {entry.id} has a vocabulary of {draft.vocab:,} tokens and {model.label} one of"
+                f" {model.architecture.vocab:,}: the model verifies the draft's token ids, so both need the same"
+                " tokenizer",
+                "choose a draft model of the same family (`gpuplan catalog models`)",
+            )
+            return False, None
+    return True, Speculation(method, data["num_tokens"], data["acceptance_rate"], draft, label)
+
+
+def _engine_settings(resolver: _Resolver, data: dict[str, Any]) -> bool:
+    """Whether the memory settings are ones ``serve.engine`` takes (GP026 at the setting otherwise)."""
+    engine = data["engine"]
+    if "max_gpu_total_bytes" in data and engine != "trtllm":
+        resolver.problem(
+            "GP026",
+            ("serve", "max_gpu_total_bytes"),
+            f"serve.max_gpu_total_bytes is TensorRT-LLM's KV cache cap; serve.engine is {engine}",
+            "set engine: trtllm, or remove max_gpu_total_bytes (memory_utilization is this engine's fraction)",
+        )
+        return False
+    if engine == "trtllm" and data.get("memory_utilization") == 1:
+        resolver.problem(
+            "GP026",
+            ("serve", "memory_utilization"),
+            "with engine: trtllm, serve.memory_utilization is free_gpu_memory_fraction, which TensorRT-LLM "
+            "requires below 1 (kvCacheManager.cpp: freeMemFraction must be smaller than 1.0f)",
+            "set memory_utilization below 1, e.g. 0.95",
+        )
+        return False
+    return True

@@ -26,9 +26,12 @@ def with_memory(gpu_id: str, gib: float):
         ("vllm", "h100-sxm", 70, (8192, 1024)),
         ("vllm", "h100-sxm", 69.99, (2048, 256)),
         ("vllm", "a100-sxm-80gb", 80, (2048, 256)),
-        # SGLang chunked_prefill_size: 2048 below 35 GiB, 8192 below 160 GiB, 16384 from there; 4096 requests.
+        # SGLang v0.5.3 chunked_prefill_size: 2048 below 35 GiB, 4096 below 60, 8192 below 160, 16384 from
+        # there (server_args.py _handle_gpu_memory_settings); 4096 requests.
         ("sglang", "h100-sxm", 34.99, (2048, 4096)),
-        ("sglang", "h100-sxm", 35, (8192, 4096)),
+        ("sglang", "h100-sxm", 35, (4096, 4096)),
+        ("sglang", "h100-sxm", 59.99, (4096, 4096)),
+        ("sglang", "h100-sxm", 60, (8192, 4096)),
         ("sglang", "h100-sxm", 159.99, (8192, 4096)),
         ("sglang", "h100-sxm", 160, (16384, 4096)),
         ("trtllm", "l4", 24, (8192, 2048)),

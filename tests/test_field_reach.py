@@ -87,6 +87,11 @@ def _own_prices_date_nothing(data: dict[str, Any], analysis: Any) -> bool:
     return not any(estimate.gpu.id in own for estimate in (analysis.finetune, analysis.serve) if estimate)
 
 
+def _speculative(data: dict[str, Any]) -> dict[str, Any]:
+    """The example's serve.speculative as written (empty when it has none: the test seeds method eagle)."""
+    return data.get("serve", {}).get("speculative", {})
+
+
 REPORT_ONLY = "read by the report and the decision record only: no figure, finding or plan depends on it"
 CHANGES_NOTHING: dict[str, Why] = {
     # Words and signatures for people.
@@ -227,6 +232,19 @@ CHANGES_NOTHING: dict[str, Why] = {
         "which TTFT the SLO bounds: the deployment meets it (or misses it) at every statistic, so no verdict moves",
         lambda d, a: _ttft_verdict_same_at_every_statistic(a),
     ),
+    "serve.speculative.method": Why(
+        "an EAGLE head and an MTP layer are both one decoder layer of a dense model's own dimensions (they differ"
+        " where its layers are mixture-of-experts), and method draft needs serve.speculative.draft_model (GP027)",
+        lambda d, a: not a.serve.setup.architecture.is_moe and "draft_model" not in _speculative(d),
+    ),
+    "serve.speculative.draft_model": Why(
+        "the draft model of method draft only: GP027 rejects it with eagle or mtp",
+        lambda d, a: _speculative(d).get("method", "eagle") != "draft",
+    ),
+    "serve.max_gpu_total_bytes": Why(
+        "TensorRT-LLM's cap on its KV cache (KvCacheConfig.max_gpu_total_bytes): GP026 rejects it with another engine",
+        lambda d, a: a.serve.job.engine != "trtllm",
+    ),
 }
 
 
@@ -270,6 +288,7 @@ def _seed(key: str, data: dict[str, Any]) -> Any:
     gpu = next(data[job]["hardware"]["gpu"] for job in ("finetune", "serve") if job in data)
     seeds = {
         "serve.prompt_tokens": lambda: {"mean": max(1, data["serve"]["context"] // 4)},
+        "serve.speculative": lambda: {"method": "eagle", "num_tokens": 3, "acceptance_rate": 0.7},
         "budget.prices": lambda: {gpu: 3.0},
         "budget.reserved": lambda: {"prices": {gpu: 2.0}},
         "budget.purchase": lambda: {gpu: {"price_per_gpu": 30000, "hosting_per_gpu_month": 500}},
@@ -366,6 +385,8 @@ def values(field: Field, data: dict[str, Any]) -> list[Any]:
         return [g for g in GPUS if g != current]
     if key == "budget.currency":
         return ["EUR"]
+    if key == "serve.speculative.draft_model":
+        return [m for m in ("llama-3.2-1b", "llama-3.2-3b") if m != current]
     if key == "waivers[].rule":
         return [r for r in ("GP507", "GP504") if r != current]
     if "oneOf" in node:

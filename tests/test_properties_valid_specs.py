@@ -132,7 +132,7 @@ def _sample(strategy: st.SearchStrategy[Any], count: int) -> list[Any]:
 
 def test_generated_specs_are_valid_and_mostly_reach_the_estimate():
     """The generator's own contract: every spec is schema-valid; the repaired ones (nine in ten) pass
-    GP021-GP025 and are estimated, so that the properties above reach the estimators and rules."""
+    GP021-GP027 and are estimated, so that the properties above reach the estimators and rules."""
     reached, repaired, stopped, results = 0, 0, [], []
     cases = _sample(vs.valid_specs(), 100)
     for case in cases:
@@ -247,6 +247,7 @@ ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
     ("gpuplan.estimate.training", "SHARDED_WEIGHT_BYTES", ("finetune", "precision"), frozenset()),
     ("gpuplan.estimate.training", "_INPUT_GROUP", ("finetune", "lora", "targets", vs.ITEM), frozenset()),
     ("gpuplan.estimate.calibration", "ENGINE_NAMES", ("serve", "engine"), frozenset()),
+    ("gpuplan.estimate.engines", "MEMORY_ENGINES", ("serve", "engine"), frozenset()),
     ("gpuplan.architecture", "_SLIDING_WORDS", ("model", "architecture", "sliding_layers"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("model", "dtype"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("finetune", "lora", "dtype"), frozenset()),

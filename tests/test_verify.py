@@ -133,9 +133,14 @@ def test_every_serving_breakdown_key_is_mapped_exactly_once():
         for key in breakdown:
             rows = [row for row in SERVE_ROWS if row.direction == USAGE and key in row.estimate]
             assert len(rows) + (key in SERVE_NOT_MEASURED) == 1, key
-    for row in SERVE_ROWS:
-        terms = serve_estimate_terms(analysis_of(SERVE_SPEC).analysis.serve)
-        assert all(name in terms for name in row.estimate), row.name
+    # Every row is estimated for the engines whose logs it reads (every engine where it names none), and
+    # an engine-specific row for no other engine.
+    memory_utilization = {"vllm": 0.95, "sglang": 0.88, "trtllm": 0.9}
+    for engine, fraction in memory_utilization.items():
+        text = SERVE_SPEC.replace("memory_utilization: 0.95", f"memory_utilization: {fraction}\n  engine: {engine}")
+        terms = serve_estimate_terms(analysis_of(text).analysis.serve)
+        for row in SERVE_ROWS:
+            assert all(name in terms for name in row.estimate) == (not row.kinds or engine in row.kinds), row.name
 
 
 @pytest.mark.parametrize(
@@ -278,7 +283,7 @@ def test_json_gives_estimate_measured_delta_and_ratio_per_term(tmp_path, write_s
         "exit_code": 0,
     }
     terms = {t["term"]: t for t in document["runs"][0]["terms"]}
-    assert set(terms) == {row.name for row in SERVE_ROWS} | {"non-KV total"}
+    assert set(terms) == {row.name for row in SERVE_ROWS if not row.kinds} | {"non-KV total"}
     weights = terms["weights"]
     assert weights["measured"] == round(run.ranks[""].weights, 2) * GIB
     assert weights["delta"] == pytest.approx(weights["measured"] - weights["estimate"])

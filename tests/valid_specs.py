@@ -255,7 +255,7 @@ def domain_values(path: Path_) -> list[Any] | None:
     """The values of a field that names something: every catalog GPU, model id, rule; None otherwise."""
     if (path[-1:] == ("gpu",) and "hardware" in path) or path == ("plan", "gpu", ITEM):
         return GPU_IDS
-    if path[-2:] == ("model", "id"):
+    if path[-2:] == ("model", "id") or path == ("serve", "speculative", "draft_model"):
         return MODEL_IDS
     if path == ("waivers", ITEM, "rule"):
         return RULE_NAMES
@@ -457,19 +457,51 @@ def _repair_layer_pattern(values: dict[str, Any]) -> None:
         values.pop("separate_mlp", None)
 
 
-def _model_experts(model: dict[str, Any], files: dict[str, Any]) -> int:
-    """Routed experts of a spec's model (0 for a dense one or one that does not resolve)."""
+def _model_field(model: dict[str, Any], files: dict[str, Any], name: str) -> int:
+    """An architecture field of a spec's model (0 for one that does not resolve or lacks it)."""
     if "id" in model:
         entry = model_catalog().get(model["id"])
-        return entry.architecture.experts if entry else 0
+        return getattr(entry.architecture, name) if entry else 0
     if "config" in model:
         from gpuplan.hf_config import read_hf_model
 
         try:
-            return read_hf_model(files[model["config"]]).architecture.experts
+            return getattr(read_hf_model(files[model["config"]]).architecture, name)
         except (ArchitectureError, KeyError, TypeError):
             return 0
-    return int(model.get("architecture", {}).get("experts", 0))
+    return int(model.get("architecture", {}).get(name, 0))
+
+
+def _model_experts(model: dict[str, Any], files: dict[str, Any]) -> int:
+    """Routed experts of a spec's model (0 for a dense one or one that does not resolve)."""
+    return _model_field(model, files, "experts")
+
+
+def _repair_serving_features(serve: dict[str, Any], pinned: frozenset[str], vocab: int) -> None:
+    """GP027: host-cached adapters at least the GPU's; a draft model with method draft only, of the model's
+    vocabulary."""
+    lora = serve.get("lora", {})
+    if lora.get("max_cpu_adapters", lora.get("max_adapters", 1)) < lora.get("max_adapters", 1):
+        lora["max_cpu_adapters"] = lora["max_adapters"]
+    speculative = serve.get("speculative")
+    if speculative is None:
+        return
+    same = sorted(m for m, entry in model_catalog().items() if entry.architecture.vocab == vocab)
+    draft = speculative.get("draft_model")
+    if draft is not None and (model_catalog().get(draft) is None or model_catalog()[draft].architecture.vocab != vocab):
+        speculative.pop("draft_model")
+        if same:
+            speculative["draft_model"] = same[0]
+    if speculative["method"] == "draft" and "draft_model" not in speculative:
+        if same:
+            speculative["draft_model"] = same[0]
+        else:
+            speculative["method"] = "eagle"
+    if speculative["method"] != "draft" and "draft_model" in speculative:
+        if "draft_model" in pinned and same:
+            speculative["method"] = "draft"
+        else:
+            del speculative["draft_model"]
 
 
 def _largest_divisor(count: int, limit: int) -> int:
@@ -499,6 +531,22 @@ def _repair_hardware(hardware: dict[str, Any], pinned: frozenset[str], serve: bo
             hardware["expert_parallel"] = _largest_divisor(hardware.get("count", 1), min(ep, experts))
 
 
+def _repair_engine(serve: dict[str, Any], pinned: frozenset[str]) -> None:
+    """GP026: TensorRT-LLM's byte cap only with engine trtllm, whose fraction must stay below 1."""
+    engine = serve.get("engine", "vllm")
+    if "max_gpu_total_bytes" in serve and engine != "trtllm":
+        if "max_gpu_total_bytes" in pinned and "engine" not in pinned:
+            serve["engine"] = engine = "trtllm"
+        else:
+            del serve["max_gpu_total_bytes"]
+    if engine == "trtllm" and serve.get("memory_utilization") == 1:
+        if "memory_utilization" not in pinned:
+            serve["memory_utilization"] = 0.95
+        elif "engine" not in pinned:
+            serve["engine"] = "vllm"
+            serve.pop("max_gpu_total_bytes", None)
+
+
 def _repair_serve(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt: frozenset[str]) -> None:
     # A request rate belongs to a steady stream, and a steady stream needs one (GP024).
     steady = serve.get("arrival") == "steady"
@@ -509,6 +557,7 @@ def _repair_serve(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt: 
             del serve["rate_rps"]
         else:
             serve["rate_rps"] = 1.0
+    _repair_engine(serve, pinned)
     context, output = serve["context"], serve.get("output_tokens", 256)
     if output > context:
         if "output_tokens" in pinned and "context" not in pinned:
@@ -570,7 +619,7 @@ def _repair_finetune(tune: dict[str, Any], pinned: frozenset[str]) -> None:
 
 
 def repair(spec: GeneratedSpec, pinned: frozenset[Path_] = frozenset()) -> GeneratedSpec:
-    """Mostly satisfy the checks beyond the schema (GP021, GP023-GP025), changing no ``pinned`` path."""
+    """Mostly satisfy the checks beyond the schema (GP021, GP023-GP027), changing no ``pinned`` path."""
     data = spec.document
 
     def names(prefix: Path_) -> frozenset[str]:
@@ -588,6 +637,8 @@ def repair(spec: GeneratedSpec, pinned: frozenset[Path_] = frozenset()) -> Gener
             _repair_hardware(data[job]["hardware"], names((job, "hardware")), job == "serve", experts)
     if "serve" in data:
         _repair_serve(data["serve"], names(("serve",)), names(("serve", "prompt_tokens")))
+        vocab = _model_field(data["model"], spec.files, "vocab")
+        _repair_serving_features(data["serve"], names(("serve", "speculative")), vocab)
     if "finetune" in data:
         pinned_tune = names(("finetune",)) | names(("finetune", "lora")) | names(("finetune", "offload"))
         _repair_finetune(data["finetune"], pinned_tune)
@@ -596,7 +647,7 @@ def repair(spec: GeneratedSpec, pinned: frozenset[Path_] = frozenset()) -> Gener
 
 @st.composite
 def valid_specs(draw: Any, repaired: st.SearchStrategy[bool] | None = None) -> GeneratedSpec:
-    """A schema-valid spec drawn from the whole schema; nine in ten are repaired to pass GP021-GP025."""
+    """A schema-valid spec drawn from the whole schema; nine in ten are repaired to pass GP021-GP026."""
     walk = _Walk(draw)
     document = walk.mapping((), resolved(SCHEMA))
     fix = draw(repaired if repaired is not None else st.sampled_from([True] * 9 + [False]))

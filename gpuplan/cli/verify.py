@@ -24,8 +24,8 @@ from gpuplan.cli.common import (
     multiple=True,
     required=True,
     metavar="EVIDENCE",
-    help="What a real run logged: a vLLM startup log, a PyTorch memory-statistics JSON, or a Trainer, "
-    "torchtune or Accelerate log. Repeat for several runs.",
+    help="What a real run logged: a vLLM, SGLang or TensorRT-LLM startup log, a PyTorch memory-statistics JSON, "
+    "or a Trainer, torchtune or Accelerate log. Repeat for several runs.",
 )
 @click.option(
     "--kind",

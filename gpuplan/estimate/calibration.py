@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import field
 
 from gpuplan.catalog import Gpu
+from gpuplan.estimate.engines import TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, sglang_sizes
 from gpuplan.estimate.serving import engine_batch_limits
 from gpuplan.records import record
-from gpuplan.units import GIB
 
 
 @record
@@ -43,12 +43,11 @@ class EngineProfile:
         if self.id == "vllm":
             return engine_batch_limits(memory, gpu.id)  # the memory model's vLLM, with its source
         if self.id == "sglang":
-            # sglang server_args: chunked_prefill_size 2048 below 35 GiB, 8192 below 160 GiB, 16384 above;
-            # running requests bounded by the KV pool, not by a small constant.
-            tokens = 2048 if memory < 35 * GIB else 8192 if memory < 160 * GIB else 16384
-            return tokens, 4096
+            # SGLang's chunked_prefill_size by GPU memory (the memory model's rule, with its source); running
+            # requests bounded by the KV pool, not by a small constant.
+            return sglang_sizes(memory, 1)[0], 4096
         if self.id == "trtllm":
-            return 8192, 2048  # tensorrt_llm TorchLlmArgs: max_num_tokens 8192, max_batch_size 2048
+            return TRTLLM_MAX_NUM_TOKENS, TRTLLM_MAX_BATCH_SIZE  # the memory model's TorchLlmArgs defaults
         if self.id == "lmdeploy":
             return 8192, 128  # lmdeploy TurbomindEngineConfig: max_prefill_token_num 8192, max_batch_size 128
         return 8192, 256

@@ -32,6 +32,8 @@ import functools
 import math
 
 from gpuplan.architecture import Architecture
+from gpuplan.estimate.lora_serving import LoraSlots, slot_stage_bytes
+from gpuplan.estimate.speculative import Speculation, proposer_kv_per_token, proposer_weight_bytes
 from gpuplan.records import evolve, record
 from gpuplan.units import GIB, MIB
 
@@ -111,6 +113,10 @@ class ServingSetup:
     max_batched_tokens: int = LARGE_GPU_BATCH[0]
     max_num_seqs: int = LARGE_GPU_BATCH[1]
     tenants: tuple[Tenant, ...] = ()
+    engine: str = "vllm"  # serve.engine: its memory model (gpuplan.estimate.engines for SGLang, TensorRT-LLM)
+    memory_cap: int = 0  # TensorRT-LLM max_gpu_total_bytes; 0: none
+    lora: LoraSlots | None = None  # serve.lora: adapter slots (gpuplan.estimate.lora_serving)
+    speculation: Speculation | None = None  # serve.speculative: the proposer (gpuplan.estimate.speculative)
 
 
 @record
@@ -132,8 +138,15 @@ class ServingMemory:
     kv_page_bytes: int = 0  # one block of one layer slot
     kv_group_size: int = 1  # layer slots per KV-cache group
     kv_groups: int = 1
-    kv_block_tokens: int = BLOCK_TOKENS  # tokens per block: 16, more when state layers share the pages
+    # tokens per block: vLLM's 16, more when state layers share the pages; SGLang's pages of 1, TensorRT-LLM's 32
+    kv_block_tokens: int = BLOCK_TOKENS
     state_bytes_per_sequence: int = 0  # the part of kv_bytes_per_sequence that is recurrent state (padded pages)
+    outside_budget: int = 0  # besides CUDA graphs, held outside the budget (SGLang: prefill activations, request table)
+    kv_share: float = 1.0  # the share of the room left that becomes the pool (TensorRT-LLM free_gpu_memory_fraction)
+    kv_cap: int = 0  # the largest pool the engine allocates (TensorRT-LLM max_gpu_total_bytes); 0: none
+    lora_slots: int = 0  # serve.lora: the adapter slots the engine preallocates (loaded with the weights)
+    draft_weights: int = 0  # serve.speculative: the proposer's weights (loaded with the model's)
+    draft_page_bytes: int = 0  # the proposer's KV in one block, beside the model's layer slots
 
     @property
     def breakdown(self) -> dict[str, int]:
@@ -147,6 +160,10 @@ class ServingMemory:
         if self.tenant_weights or self.tenant_kv_cache:
             parts["tenant_weights"] = self.tenant_weights
             parts["tenant_kv_cache"] = self.tenant_kv_cache
+        if self.lora_slots:
+            parts["lora_slots"] = self.lora_slots
+        if self.draft_weights:
+            parts["draft_weights"] = self.draft_weights
         return parts
 
     @property
@@ -159,6 +176,8 @@ class ServingMemory:
             + self.runtime
             + self.tenant_weights
             + self.tenant_kv_cache
+            + self.lora_slots
+            + self.draft_weights
         )
 
     @property
@@ -168,21 +187,31 @@ class ServingMemory:
 
     @property
     def kv_available(self) -> int:
-        """KV bytes the engine can allocate after everything else (may be negative)."""
-        return self.budget - (self.per_gpu - self.kv_cache)
+        """KV bytes the engine allocates after everything else (negative when nothing is left): the room
+        the budget leaves, times ``kv_share`` and within ``kv_cap`` where the engine has them."""
+        room = self.budget - (self.per_gpu - self.kv_cache)
+        if room <= 0 or (self.kv_share == 1.0 and not self.kv_cap):
+            return room
+        pool = int(room * self.kv_share)
+        return min(pool, self.kv_cap) if self.kv_cap else pool
 
     @property
     def kv_cache_tokens(self) -> int:
-        """vLLM's "GPU KV cache size: N tokens": whole blocks per group slot, over the groups."""
+        """The engine's KV cache size in tokens (vLLM "GPU KV cache size", SGLang "max_total_num_tokens",
+        TensorRT-LLM "max tokens in paged KV cache"): whole blocks per group slot, over the groups."""
         available = self.kv_available
         if available <= 0 or self.kv_page_bytes <= 0:
             return 0
+        if self.draft_page_bytes:  # a proposer's layers take their blocks beside every group's
+            row = self.kv_page_bytes * self.kv_group_size * self.kv_groups + self.draft_page_bytes
+            return int(available // row * self.kv_block_tokens)
         blocks = available // (self.kv_page_bytes * self.kv_group_size)
         return int(blocks // self.kv_groups * self.kv_block_tokens)
 
     @property
     def fits(self) -> bool:
-        graphs_fit = not self.capacity or self.per_gpu + self.cuda_graphs <= self.capacity
+        outside = self.cuda_graphs + self.outside_budget
+        graphs_fit = not self.capacity or self.per_gpu + outside <= self.capacity
         return self.per_gpu <= self.budget and graphs_fit
 
 
@@ -305,6 +334,29 @@ def model_stage_weights(setup: ServingSetup) -> tuple[float, ...]:
         setup.quantized_params,
         setup.expert_parallel,
     )
+
+
+def added_stage_weights(setup: ServingSetup) -> tuple[tuple[float, ...], float]:
+    """(LoRA slot bytes on one GPU of each pipeline stage, the proposer's weights on one GPU of the last),
+    both loaded with the model's weights (vLLM ``load_model``: ``load_lora_model``, the drafter's
+    ``load_model``); zeros without ``serve.lora`` or ``serve.speculative``."""
+    arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
+    lora = (
+        slot_stage_bytes(arch, setup.lora, setup.model_dtype_bytes, tp, pp, setup.expert_parallel)
+        if setup.lora
+        else (0.0,) * len(arch.stage_layers(pp))  # stages: no more than the layers, whatever the degree
+    )
+    draft = 0.0
+    if setup.speculation:
+        draft = proposer_weight_bytes(arch, setup.speculation, setup.model_dtype_bytes, tp)
+    return lora, draft
+
+
+def proposer_kv(setup: ServingSetup) -> float:
+    """The proposer's KV bytes per token on one GPU of the last stage (0 without speculation)."""
+    if not setup.speculation:
+        return 0.0
+    return proposer_kv_per_token(setup.architecture, setup.speculation, setup.kv_dtype_bytes, setup.tensor_parallel)
 
 
 def decode_weight_reads(setup: ServingSetup) -> tuple[float, ...]:
@@ -538,7 +590,12 @@ def shape_at_any_load(setup: ServingSetup, usable_bytes: int) -> ServingShape:
 
 @functools.lru_cache(maxsize=512)  # a spec's declared shapes and rules' what-ifs; about 1 MiB at most
 def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
-    """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read)."""
+    """The memory of ``setup`` apart from its own sequences' KV cache (``setup.concurrency`` is not read),
+    under its engine's memory model: vLLM's here, SGLang's and TensorRT-LLM's in gpuplan.estimate.engines."""
+    if setup.engine in ("sglang", "trtllm"):
+        from gpuplan.estimate.engines import engine_shape  # imports this module: loaded on first use
+
+        return engine_shape(setup, usable_bytes)
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
     weights = model_stage_weights(setup)
     tenant_weights = sum(
@@ -565,6 +622,8 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     stages = arch.stage_layers(pp)
     block, page_bytes = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context)
     page = math.ceil(page_bytes)
+    lora, draft = added_stage_weights(setup)
+    draft_token = proposer_kv(setup)
     reserves: dict[bool, float] = {}  # every stage but the last reserves the same
     candidates = []
     for index, layers in enumerate(stages):
@@ -578,11 +637,15 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         per_sequence = kv_bytes_per_sequence(
             arch, setup.context, setup.kv_dtype_bytes, tp, pp, setup.max_batched_tokens, index, setup.model_dtype_bytes
         )
+        added = lora[index] + (draft if last else 0.0)
+        if last and draft_token:  # the proposer's layers: blocks of the model's size over the whole context
+            per_sequence += draft_token * math.ceil(setup.context / block) * block
         layout = kv_layout(arch, layers)
-        non_kv = weights[index] + reserve + runtime + tenant_weights
+        non_kv = weights[index] + reserve + runtime + tenant_weights + added
         room = (budget - non_kv - tenant_kv) / max(per_sequence, 1.0)
         candidates.append((room, index, reserve, per_sequence, layout))
     _, index, reserve, per_sequence, layout = min(candidates)
+    last = index == len(stages) - 1
     vision = arch.vision_params * unquantized_bytes(setup.quantization, setup.model_dtype_bytes) / tp
     empty = ServingMemory(
         weights=math.ceil(weights[index]),
@@ -593,7 +656,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         tenant_kv_cache=math.ceil(tenant_kv),
         budget=budget,
         kv_bytes_per_sequence=math.ceil(per_sequence),
-        kv_bytes_per_token=arch.kv_bytes_per_token(setup.kv_dtype_bytes, tp) / pp,
+        kv_bytes_per_token=arch.kv_bytes_per_token(setup.kv_dtype_bytes, tp) / pp + (draft_token if last else 0.0),
         cuda_graphs=cuda_graph_bytes(setup.max_num_seqs, setup.max_batched_tokens),
         capacity=usable_bytes,
         vision_weights=math.ceil(vision) if index == 0 else 0,
@@ -602,6 +665,9 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         kv_groups=layout.groups,
         kv_block_tokens=block,
         state_bytes_per_sequence=math.ceil(page_bytes * layout.state_slots),
+        lora_slots=math.ceil(lora[index]),
+        draft_weights=math.ceil(draft) if last else 0,
+        draft_page_bytes=math.ceil(draft_token * block) if last else 0,
     )
     return ServingShape(empty, per_sequence)
 
@@ -620,6 +686,7 @@ def max_context(setup: ServingSetup, memory: ServingMemory) -> int:
     if available <= 0:
         return 0
     low, high = 0, max(setup.context, arch.max_position or setup.context) * 64
+    draft_token, block = proposer_kv(setup), memory.kv_block_tokens
     while low < high:
         middle = (low + high + 1) // 2
         need = (
@@ -632,7 +699,7 @@ def max_context(setup: ServingSetup, memory: ServingMemory) -> int:
                 setup.max_batched_tokens,
                 state_dtype_bytes=setup.model_dtype_bytes,
             )
-            * setup.concurrency
-        )
+            + draft_token * math.ceil(middle / block) * block
+        ) * setup.concurrency
         low, high = (middle, high) if need <= available else (low, middle - 1)
     return low

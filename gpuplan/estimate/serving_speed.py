@@ -74,6 +74,7 @@ from gpuplan.estimate.performance import (
     on_fast_link,
 )
 from gpuplan.estimate.serving_load import P90, frontend_seconds, wait_quantile, wave
+from gpuplan.estimate.speculative import SpeculativeWorkload, tpot_floor
 from gpuplan.records import record
 
 ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
@@ -116,6 +117,9 @@ class ServingWorkload:
     arrival: str = "closed-loop"  # closed-loop | steady | burst (serving_load)
     rate_rps: float | None = None  # steady: requests per second over the whole deployment
     endpoint: str = "offline"  # chat | completions | offline: the front end a request crosses (none here)
+    speculation: SpeculativeWorkload | None = None  # serve.speculative (gpuplan.estimate.speculative)
+    adapter_slots: int = 0  # serve.lora max_adapters: a step reads min(them, its decodes) adapters' slots
+    adapter_bytes: float = 0.0  # ... of these bytes each, one slot on the stage that reads most (lora_serving)
 
 
 @record
@@ -235,6 +239,7 @@ class _Deployment:
         # Weights: every step reads the stage's other weights; the routed experts this GPU holds are read
         # only when a token is routed to them.
         self.dense_bytes = w.weights_read
+        self.adapter_slots, self.adapter_bytes = w.adapter_slots, w.adapter_bytes  # serve.lora
         if arch.is_moe and w.routed_expert_bytes:
             per_expert = w.routed_expert_bytes / arch.experts * self.stage_share
             if ep > 1:
@@ -338,6 +343,8 @@ class _Deployment:
             weights = (1 - share) * self.weights_read(decode) + share * self.weights_read(decode + chunk)
         else:
             weights = self.weights_read(tokens)
+        if self.adapter_bytes:  # the slots of the adapters in the batch, one per sequence: lora_serving
+            weights += min(self.adapter_slots, max(1.0, decode)) * self.adapter_bytes
         linear_memory = weights / self.bandwidth
         linear_compute = (self.body_flops * tokens + self.head_flops * decode) / self.gemm_rate
         reads = self.decode_memo.get(context)
@@ -447,6 +454,12 @@ def serving_speed(
     }
     limited_by = min(caps, key=lambda name: caps[name])
     slots = min(caps.values())
+    steps, gain = float(output), 1.0  # decode steps per request, tokens each yields per sequence
+    if w.speculation is not None:  # speculative rounds instead of steps: gpuplan.estimate.speculative_speed
+        from gpuplan.estimate.speculative_speed import speculative_rounds  # it imports this module
+
+        d, gain = speculative_rounds(d, prompt + output / 2, calibration, efficiency)
+        steps = output / gain
     frontend = frontend_seconds(w.endpoint, w.full_prompt)
     overhead = engine.request_overhead_s + frontend
     ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget) + overhead
@@ -461,19 +474,19 @@ def serving_speed(
     )
     continuous = w.batching != "static"  # static batches run the declared concurrency whatever the arrivals
     if continuous and w.arrival == "burst":
-        return _burst_speed(w, d, caps, prompt, output, overhead, make)
+        return _burst_speed(w, d, caps, prompt, output, steps, overhead, make)
     if continuous and w.arrival == "steady" and w.rate_rps:
-        return _steady_speed(w, d, caps, prompt, output, prompt_attention, square_mean, overhead, make)
+        return _steady_speed(w, d, caps, prompt, output, steps, prompt_attention, square_mean, overhead, make)
     if w.batching == "static":
-        state = _static(d, slots, prompt, output, prompt_attention)
+        state = _static(d, slots, prompt, steps, prompt_attention)
     else:
-        state = _continuous(d, slots, budget, prompt, output, prompt_attention, square_mean / (prompt * prompt))
+        state = _continuous(d, slots, budget, prompt, steps, prompt_attention, square_mean / (prompt * prompt))
     # Requests beyond the running slots wait for one to free (the closed loop's clients keep them queued).
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
     mean, median, p90 = _ttft_statistics(state, w.full_prompt, waiting + overhead)
     return make(
         ttft_s=mean,
-        tpot_s=state.tpot,
+        tpot_s=state.tpot / gain,
         tokens_per_s=w.replicas * state.requests_per_s * output,
         decode_bound="memory" if state.decode.memory_bound else "compute",
         running=slots,
@@ -502,6 +515,7 @@ def _steady_speed(
     caps: dict[str, float],
     prompt: float,
     output: int,
+    steps: float,
     prompt_attention: float,
     square_mean: float,
     overhead: float,
@@ -517,7 +531,7 @@ def _steady_speed(
     most = min(caps.values())
 
     def state_at(slots: float) -> _SteadyState:
-        return _continuous(d, slots, d.token_budget, prompt, output, prompt_attention, spread)
+        return _continuous(d, slots, d.token_budget, prompt, steps, prompt_attention, spread)
 
     full = state_at(most)
     if rate >= full.requests_per_s:
@@ -542,7 +556,7 @@ def _steady_speed(
     served = min(rate, state.requests_per_s)
     return make(
         ttft_s=mean,
-        tpot_s=state.tpot,
+        tpot_s=state.tpot * steps / output,  # a step's time over the tokens a step yields
         tokens_per_s=w.replicas * served * output,
         decode_bound="memory" if state.decode.memory_bound else "compute",
         running=slots,
@@ -561,6 +575,7 @@ def _burst_speed(
     caps: dict[str, float],
     prompt: float,
     output: int,
+    steps: float,
     overhead: float,
     make: Callable[..., ServingSpeed],
 ) -> ServingSpeed:
@@ -583,7 +598,7 @@ def _burst_speed(
     result = wave(
         requests,
         mean_prompt,
-        output,
+        max(1, round(steps)),  # decode steps (speculative rounds yield more than a token each)
         d.token_budget,
         cap,
         step_time,
@@ -596,7 +611,7 @@ def _burst_speed(
     limited_by = "concurrency" if requests <= cap else ("engine" if caps["engine"] <= kv_slots else "kv-cache")
     return make(
         ttft_s=result.mean_ttft + added,
-        tpot_s=result.mean_tpot,
+        tpot_s=result.mean_tpot * steps / output,
         tokens_per_s=w.replicas * requests * output / result.makespan,
         decode_bound="memory" if decode.memory_bound else "compute",
         running=float(min(requests, cap)),
@@ -674,7 +689,7 @@ def latency_floors(
     d = prepared or _Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     context = prompt + output / 2  # the steady state's decode context
-    tpot = w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds
+    tpot = tpot_floor(w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds, w.speculation)
     if w.batching == "static":
         return 0.0, tpot
     passed = int(d.prompt_pass(w.full_prompt))
@@ -704,7 +719,7 @@ def floor_bounds(
     p, inverse = rates.sharpness, rates.inverse_sharpness
     mean_read = (w.weights_read - w.weights_above_mean) / rates.bandwidth
     decode = _roofline(mean_read, (rates.body_flops + rates.head_flops) / rates.gemm_rate, p, inverse)
-    tpot = pp * (decode + rates.fixed + engine.sequence_overhead_s)
+    tpot = tpot_floor(pp * (decode + rates.fixed + engine.sequence_overhead_s), w.speculation)
     if w.batching == "static":
         return 0.0, tpot * (1 - 1e-9)
     ttft = engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
@@ -759,6 +774,8 @@ def latency_bounds(
     d = prepared or _Deployment(w, calibration, efficiency or Efficiency())
     if w.batching == "static":
         return 0.0, 0.0
+    if w.speculation is not None:  # rounds yield several tokens a step: the family's floors hold
+        return latency_floors(w, efficiency, calibration, d)
     engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel
     budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
@@ -836,7 +853,7 @@ class _SteadyState:
     spread: float = 1.0
 
 
-def _static(d: _Deployment, slots: float, prompt: float, output: int, prompt_attention: float) -> _SteadyState:
+def _static(d: _Deployment, slots: float, prompt: float, output: float, prompt_attention: float) -> _SteadyState:
     """A batch of ``slots`` sequences prefills together, then decodes together, wave after wave."""
     pp = d.w.pipeline_parallel
     microbatches = min(pp, max(1.0, slots))
@@ -869,7 +886,7 @@ def _continuous(
     slots: float,
     budget: int,
     prompt: float,
-    output: int,
+    output: float,
     prompt_attention: float,
     spread: float = 1.0,
 ) -> _SteadyState:

@@ -179,3 +179,14 @@ def first_char(stream: BinaryIO) -> bytes:
     head = stream.read(4096).lstrip(b" \t\r\n\xef\xbb\xbf")
     stream.seek(0)
     return head[:1]
+
+
+def starts_json(stream: BinaryIO) -> bool:
+    """Whether the stream holds a JSON document (then rewinds): an object, or a list of objects, lists or
+    strings. A log whose lines open with a bracket (SGLang "[2025-10-16 09:06:22 TP0]", TensorRT-LLM
+    "[TensorRT-LLM][INFO]") is not."""
+    head = stream.read(4096).lstrip(b" \t\r\n\xef\xbb\xbf")
+    stream.seek(0)
+    if head[:1] == b"{":
+        return True
+    return head[:1] == b"[" and head[1:].lstrip(b" \t\r\n")[:1] in (b"{", b"[", b"]", b'"', b"")

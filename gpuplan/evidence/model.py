@@ -24,6 +24,8 @@ KV_POOL = "kv_pool"  # bytes given to the KV cache on this rank
 REQUESTED = "requested_memory"  # gpu_memory_utilization x total memory: the engine's budget
 KV_TOKENS = "kv_tokens"  # engine-wide: tokens the KV cache holds
 MAX_CONCURRENCY = "max_concurrency"  # engine-wide: sequences of max_model_len tokens the cache holds
+FREE_AT_START = "free_at_start"  # SGLang: memory free once the communicators are up, before the weights
+KV_ROOM = "kv_room"  # TensorRT-LLM: memory free for the KV cache, of which free_gpu_memory_fraction is taken
 # Evidence terms a training run reports.
 PEAK_ALLOCATED = "peak_allocated"  # torch.cuda.max_memory_allocated: live tensors at the peak
 PEAK_RESERVED = "peak_reserved"  # torch.cuda.max_memory_reserved: the caching allocator's segments
@@ -32,7 +34,20 @@ GPU_TOTAL = "gpu_total_memory"  # memory of the device as the framework saw it
 
 SERVE, FINETUNE = "serve", "finetune"
 # Terms each GPU reports for itself; the others are engine-wide or describe the device.
-PER_RANK = frozenset({WEIGHTS, TORCH_PEAK, NON_TORCH, CUDA_GRAPHS, KV_POOL, REQUESTED, PEAK_ALLOCATED, PEAK_RESERVED})
+PER_RANK = frozenset(
+    {
+        WEIGHTS,
+        TORCH_PEAK,
+        NON_TORCH,
+        CUDA_GRAPHS,
+        KV_POOL,
+        REQUESTED,
+        PEAK_ALLOCATED,
+        PEAK_RESERVED,
+        FREE_AT_START,
+        KV_ROOM,
+    }
+)
 
 
 @record
@@ -73,7 +88,7 @@ class Failure:
 @record
 class Evidence:
     path: str  # as given, cleaned for display
-    kind: str  # reader name: vllm, torch-memory, hf-trainer, torchtune, accelerate
+    kind: str  # reader name: vllm, sglang, trtllm, torch-memory, hf-trainer, torchtune, accelerate
     job: str  # serve | finetune
     engine: str  # what produced it, for people: "vLLM", "PyTorch memory statistics"
     version: str | None = None

@@ -6,15 +6,17 @@ import re
 from types import ModuleType
 
 from gpuplan.errors import GpuplanError
-from gpuplan.evidence import accelerate, hf_trainer, torch_memory, torchtune, vllm
-from gpuplan.evidence.lines import LineReader, clean, first_char, load_json, open_regular
+from gpuplan.evidence import accelerate, hf_trainer, sglang, torch_memory, torchtune, trtllm, vllm
+from gpuplan.evidence.lines import LineReader, clean, load_json, open_regular, starts_json
 from gpuplan.evidence.model import KINDS, Evidence
 
 READERS: dict[str, ModuleType] = {
-    module.KIND: module for module in (vllm, torch_memory, hf_trainer, torchtune, accelerate)
+    module.KIND: module for module in (vllm, sglang, trtllm, torch_memory, hf_trainer, torchtune, accelerate)
 }
 # Text formats, in the order a line is tested against them.
-_LINE_MARKERS = {kind: READERS[kind].MARKERS for kind in ("vllm", "hf-trainer", "torchtune", "accelerate")}
+_LINE_MARKERS = {
+    kind: READERS[kind].MARKERS for kind in ("vllm", "sglang", "trtllm", "hf-trainer", "torchtune", "accelerate")
+}
 _ANY_MARKER = re.compile("|".join(re.escape(marker) for markers in _LINE_MARKERS.values() for marker in markers))
 
 
@@ -31,7 +33,7 @@ def read_evidence(path: str, kind: str | None = None) -> Evidence:
 def detect(path: str) -> str:
     """Which reader ``path`` is for, from its content: JSON keys, or the first known line (streamed)."""
     with open_regular(path) as stream:
-        if first_char(stream) in (b"{", b"["):
+        if starts_json(stream):
             document = load_json(stream, path)
             for module in (torch_memory, hf_trainer):
                 if module.claims(document):
@@ -46,7 +48,7 @@ def detect(path: str) -> str:
             if found:
                 return next(kind for kind, markers in _LINE_MARKERS.items() if found.group(0) in markers)
     raise GpuplanError(
-        f"cannot tell what run evidence {clean(path)} is: no vLLM, Trainer, torchtune or Accelerate memory line "
+        f"cannot tell what run evidence {clean(path)} is: no vLLM, SGLang, TensorRT-LLM, Trainer, torchtune or Accelerate memory line "
         f"in {reader.count:,} lines; name the format with --kind ({', '.join(KINDS)})"
     )
 

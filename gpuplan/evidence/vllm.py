@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from gpuplan.errors import GpuplanError
+from gpuplan.estimate.engines import VLLM_MEMORY_UTILIZATION
 from gpuplan.evidence.collect import Collector
 from gpuplan.evidence.lines import MAX_COUNT_VALUE, LineReader, clean, number, resolution, size
 from gpuplan.evidence.model import (
@@ -50,7 +51,7 @@ KIND = "vllm"
 ENGINE = "vLLM"
 KNOWN_VERSION = "0.19"  # the line formats below were read from v0.19 logs
 ROUNDED_TO = 2  # decimals: vLLM prints memory with round(x, 2), so "1.1GiB" is 1.10 +- 0.005 GiB
-DEFAULT_MEMORY_UTILIZATION = 0.9  # vLLM EngineArgs.gpu_memory_utilization when the args do not set it
+DEFAULT_MEMORY_UTILIZATION = VLLM_MEMORY_UTILIZATION  # what vLLM used when the args do not set it
 MARKERS = ("Initializing a V1 LLM engine", "Model loading took", "Available KV cache memory", "GPU KV cache size")
 
 _PREFIX = re.compile(
@@ -402,6 +403,8 @@ class _Parse:
             collector.note(f"the log holds {self.starts} engine starts; the last one is read")
         if "memory_utilization" not in collector.settings and collector.settings:
             collector.setting("memory_utilization", DEFAULT_MEMORY_UTILIZATION, 0, "vLLM default")
+        if collector.settings:
+            collector.setting("engine", "vllm", 0)
         eager = collector.settings.get("enforce_eager")
         if eager is not None and eager.value == "True" and CUDA_GRAPHS not in collector.terms:
             weights = collector.terms.get(WEIGHTS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate, load_phrase
 from gpuplan.estimate.calibration import ErrorBand
 from gpuplan.estimate.serving_speed import SHORT_OUTPUT, SHORT_PROMPT
+from gpuplan.estimate.speculative import expected_tokens
 from gpuplan.layout import replicas
 from gpuplan.units import (
     GIB,
@@ -117,8 +118,13 @@ def render_estimate(analysis: Analysis) -> str:
         )
         if s.memory.vision_weights:
             lines.append(f"    {'(of which vision tower)':<28}{_gib(s.memory.vision_weights)}")
+        outside = (
+            f" and {s.memory.outside_budget / GIB:,.2f} GiB of prefill activations and request table"
+            if s.memory.outside_budget
+            else ""
+        )
         lines.append(
-            f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB outside the engine budget;"
+            f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB{outside} outside the engine budget;"
             f" KV cache size: {s.memory.kv_cache_tokens:,} tokens"
         )
         state = (
@@ -134,9 +140,15 @@ def render_estimate(analysis: Analysis) -> str:
         if s.loads:
             lines.append(f"  {_ttft_line(s)}{_band(s.bands, 'ttft')}")
             tpot = format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)
+            proposal = s.job.speculation
+            rounds = (
+                ""
+                if proposal is None
+                else f"; speculative: {expected_tokens(proposal.acceptance_rate, proposal.num_tokens):.2f} tokens per step"
+            )
             lines.append(
-                f"  TPOT {tpot} ms (mean inter-token latency, first token excluded; {speed.decode_bound}-bound)"
-                f"{_band(s.bands, 'tpot')}"
+                f"  TPOT {tpot} ms (mean inter-token latency, first token excluded; {speed.decode_bound}-bound"
+                f"{rounds}){_band(s.bands, 'tpot')}"
             )
             lines.append(
                 f"  {format_figure(speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s,"

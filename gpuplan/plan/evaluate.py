@@ -30,6 +30,7 @@ from gpuplan.analysis import (
     workload_at_load,
 )
 from gpuplan.context_limits import context_problem
+from gpuplan.estimate.engines import budget_bound
 from gpuplan.estimate.memory_bands import finetune_band
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
@@ -430,7 +431,9 @@ class ServePlanner(_Evaluator):
     def _usable_budget(self, gpu: Any) -> float:
         """The memory a sound layout may fill per GPU: engine budget less the headroom margin (an upper
         bound of the estimator's own budget, which rounds down)."""
-        return gpu.usable_bytes * self.job.memory_utilization * (1 - self.headroom_pct / 100)
+        job = self.job
+        bound = budget_bound(job.engine, job.memory_utilization, gpu.usable_bytes, gpu.memory_bytes)
+        return bound * (1 - self.headroom_pct / 100)
 
     def fewest_replicas(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> int | None:
         """A lower bound on the replicas a sound layout needs, from the weight and KV bounds alone (no

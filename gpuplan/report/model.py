@@ -17,6 +17,7 @@ from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstima
 from gpuplan.catalog import catalog_version
 from gpuplan.config import Settings, default_settings
 from gpuplan.decision import Amount, Decision, Verdict, decide, layout_text
+from gpuplan.estimate.engines import budget_words
 from gpuplan.estimate.serving_speed import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import replicas as layout_replicas
@@ -279,7 +280,7 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
         ["Cost per month", _money(s.monthly_cost, currency)],
         ["Cost per 1M output tokens", _money(s.cost_per_million_tokens, currency) if s.loads else NOT_LOADED],
     ]
-    budget_share = f"{setup.memory_utilization:.0%} of usable memory"
+    budget_share = budget_words(setup)
     return {
         "id": "serve",
         "title": "Serving",

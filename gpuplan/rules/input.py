@@ -469,3 +469,66 @@ def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
     ```
     """
     yield from ()
+
+
+@rule("GP026")
+@documentation_only
+def engine_setting_mismatch(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports `serve.max_gpu_total_bytes` with an engine other than `trtllm` (it is TensorRT-LLM's
+    `KvCacheConfig.max_gpu_total_bytes`), and `serve.memory_utilization: 1` with `engine: trtllm`
+    (there it is `free_gpu_memory_fraction`, which TensorRT-LLM requires below 1).
+
+    ## Why is this bad?
+    `serve.memory_utilization` is each engine's own memory fraction (vLLM `gpu_memory_utilization`,
+    SGLang `mem_fraction_static`, TensorRT-LLM `free_gpu_memory_fraction`) and the estimate sizes the KV
+    cache by that engine's mechanism. A setting the engine has no use for would be ignored, and a value
+    the engine refuses (TensorRT-LLM checks `freeMemFraction < 1.0f` in `kvCacheManager.cpp`) describes
+    a server that does not start; an estimate for either is not the run the spec will get.
+
+    ## Example
+    ```yaml
+    serve:
+      engine: vllm
+      max_gpu_total_bytes: 40000000000
+    ```
+
+    ## Use instead
+    ```yaml
+    serve:
+      engine: trtllm
+      max_gpu_total_bytes: 40000000000
+    ```
+    """
+    yield from ()
+
+
+@rule("GP027")
+@documentation_only
+def inconsistent_serving_feature(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Reports `serve.lora.max_cpu_adapters` below `max_adapters`, `serve.speculative.method: draft`
+    without a `draft_model`, a `draft_model` with method `eagle` or `mtp`, and a draft model whose
+    vocabulary differs from the model's. An unknown `draft_model` id is GP020 at that line.
+
+    ## Why is this bad?
+    vLLM refuses `max_cpu_loras < max_loras` (the adapters in GPU slots are cached on the host too); a
+    draft-model proposer needs its model, and EAGLE and MTP proposers draft with a head of the model's
+    own, so a draft model there describes another deployment. The model verifies the draft's token ids,
+    so a draft with another tokenizer would propose tokens that mean something else.
+
+    ## Example
+    ```yaml
+    serve:
+      speculative: {method: draft, num_tokens: 4, acceptance_rate: 0.7}
+    ```
+
+    ## Use instead
+    ```yaml
+    serve:
+      speculative: {method: draft, draft_model: llama-3.2-1b, num_tokens: 4, acceptance_rate: 0.7}
+    ```
+    """
+    yield from ()

@@ -43,9 +43,10 @@ def measured_exceeds_estimate(*_: Any) -> Iterator[Any]:
 def run_settings_differ(*_: Any) -> Iterator[Any]:
     """
     ## What it does
-    Before comparing numbers, `gpuplan verify` checks the settings the run used (vLLM's
-    max_model_len, tensor/pipeline parallel size, dtype, KV-cache dtype, quantization,
-    gpu_memory_utilization, the model and the GPU's memory; a training run's micro_batch, seq_len,
+    Before comparing numbers, `gpuplan verify` checks the settings the run used (the serving
+    engine, max_model_len, tensor/pipeline parallel size, dtype, KV-cache dtype, quantization, the
+    engine's memory fraction (vLLM gpu_memory_utilization, SGLang mem_fraction_static, TensorRT-LLM
+    free_gpu_memory_fraction), the model and the GPU's memory; a training run's micro_batch, seq_len,
     gradient_accumulation and world size when its evidence states them) against the spec, and
     reports each difference at the spec's field. The terms are then compared with the estimate
     recomputed at the run's settings.

@@ -159,8 +159,11 @@ class _Check:
     # -- terms -------------------------------------------------------------------------------
 
     def _terms(self, comparison: Comparison, estimated: dict[str, float]) -> list[TermResult]:
+        kind = self.evidence.kind
         results = [
-            self._row(row, estimated, comparable=not comparison.unexpressible) for row in ROWS[self.evidence.job]
+            self._row(row, estimated, comparable=not comparison.unexpressible)
+            for row in ROWS[self.evidence.job]
+            if not row.kinds or kind in row.kinds
         ]
         if self.evidence.job == SERVE:
             usage = [r for r in results if r.direction == USAGE]

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from gpuplan.analysis import memory_fraction
 from gpuplan.catalog import UnknownNameError, get_model
+from gpuplan.estimate.engines import fraction_name
 from gpuplan.evidence.model import GPU_TOTAL, Evidence, Setting
 from gpuplan.findings import dotted
 from gpuplan.loader import Pointer
@@ -20,7 +22,7 @@ from gpuplan.spec import Finetune, ModelRef, Serve, Spec
 from gpuplan.units import DTYPE_BYTES, format_gib
 
 GPU_MEMORY_TOLERANCE = 0.02  # the same GPU reports its memory within a fraction of a percent across drivers
-UTILIZATION_TOLERANCE = 0.0005  # vLLM prints gpu_memory_utilization to 4 decimals
+UTILIZATION_TOLERANCE = 0.0005  # vLLM prints gpu_memory_utilization to 4 decimals, SGLang to 3
 QUANTIZED_ANY = "compressed-tensors"  # the scheme lives in the checkpoint: int8, fp8 or int4 are all possible
 SPEC_QUANTIZATION = ("none", "fp8", "int8", "int4-awq", "int4-gptq")
 
@@ -93,16 +95,34 @@ def compare_serve(spec: Spec, job: Serve, evidence: Evidence) -> Comparison:
             b.unexpressible.append(f"dtype {setting.raw or setting.value}")
     _kv_cache_dtype(b, spec, job)
     _quantization(b, job)
-    if (setting := b.run("memory_utilization")) and not b.check(
-        "gpu_memory_utilization",
-        ("serve", "memory_utilization"),
-        job.memory_utilization,
-        setting,
-        abs(float(setting.value) - job.memory_utilization) <= UTILIZATION_TOLERANCE,
-    ):
-        b.job = replace(b.job, memory_utilization=float(setting.value))
+    same_engine = _engine(b, job)
+    if (setting := b.run("memory_utilization")) is not None and not same_engine:
+        b.job = replace(b.job, memory_utilization=float(setting.value))  # the run's engine's own fraction
+    elif setting is not None:
+        declared = memory_fraction(job, hardware.gpu)
+        if not b.check(
+            fraction_name(str(b.job.engine)),
+            ("serve", "memory_utilization"),
+            declared,
+            setting,
+            abs(float(setting.value) - declared) <= UTILIZATION_TOLERANCE,
+        ):
+            b.job = replace(b.job, memory_utilization=float(setting.value))
     _gpu_memory(b, ("serve", "hardware", "gpu"))
     return b.done()
+
+
+def _engine(b: _Builder, job: Serve) -> bool:
+    """Whether the engine that wrote the log is the spec's; if not, the run is estimated with its own
+    engine's memory model (LMDeploy and generic are sized as vLLM, but a vLLM log is still a vLLM run)."""
+    setting = b.run("engine")
+    if setting is None or b.check("engine", ("serve", "engine"), job.engine, setting, setting.value == job.engine):
+        return True
+    run_engine = str(setting.value)
+    # The run's own memory fraction comes with its log (or the engine's default): the spec's is another
+    # engine's quantity.
+    b.job = replace(b.job, engine=run_engine, memory_utilization=None, max_gpu_total_bytes=None)
+    return False
 
 
 def compare_finetune(spec: Spec, job: Finetune, evidence: Evidence) -> Comparison:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import math
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate
-from gpuplan.estimate.serving import BLOCK_TOKENS
+from gpuplan.estimate.engines import SGLANG_ENGINE, TRTLLM_ENGINE, memory_engine
 from gpuplan.evidence.model import (
     BYTES,
     CUDA_GRAPHS,
     FINETUNE,
+    FREE_AT_START,
     KV_POOL,
+    KV_ROOM,
     KV_TOKENS,
     MAX_CONCURRENCY,
     NON_TORCH,
@@ -47,10 +49,18 @@ class Row:
     direction: str  # USAGE | CAPACITY
     unit: str
     meaning: str  # what the row holds, for docs/verify.md and the Markdown output
+    kinds: tuple[str, ...] = ()  # the evidence kinds the row is for; () every serving log
 
 
 SERVE_ROWS = (
-    Row("weights", ("weights",), (WEIGHTS,), USAGE, BYTES, "weights on each GPU as loaded"),
+    Row(
+        "weights",
+        ("weights", "lora_slots", "draft_weights"),
+        (WEIGHTS,),
+        USAGE,
+        BYTES,
+        "weights on each GPU as loaded, with any LoRA slots and speculative proposer loaded beside them",
+    ),
     Row(
         "activations",
         ("activations",),
@@ -68,6 +78,24 @@ SERVE_ROWS = (
         "CUDA graphs captured after the KV cache is sized (outside gpu_memory_utilization in vLLM 0.19)",
     ),
     Row("runtime", ("runtime",), (NON_TORCH,), USAGE, BYTES, "allocations outside torch: NCCL, cuBLAS, all-reduce"),
+    Row(
+        "free at start",
+        ("free_at_start",),
+        (FREE_AT_START,),
+        CAPACITY,
+        BYTES,
+        "SGLang: memory free once the communicators are up, of which mem_fraction_static is taken",
+        ("sglang",),
+    ),
+    Row(
+        "room for KV cache",
+        ("kv_room",),
+        (KV_ROOM,),
+        CAPACITY,
+        BYTES,
+        "TensorRT-LLM: memory free after the weights and the profile run, of which free_gpu_memory_fraction is taken",
+        ("trtllm",),
+    ),
     Row("KV cache pool", ("kv_pool",), (KV_POOL,), CAPACITY, BYTES, "memory left for the KV cache on each GPU"),
     Row("KV cache tokens", ("kv_tokens",), (KV_TOKENS,), CAPACITY, TOKENS, "tokens the KV cache holds"),
     Row(
@@ -111,14 +139,25 @@ def serve_estimate_terms(estimate: ServeEstimate) -> dict[str, float]:
     """The serving estimate's terms by name: its breakdown plus what vLLM logs about the KV cache."""
     memory = estimate.memory
     pool = float(memory.kv_available)
-    per_block = memory.kv_bytes_per_token * BLOCK_TOKENS
+    per_block = memory.kv_bytes_per_token * memory.kv_block_tokens
     terms: dict[str, float] = {name: float(value) for name, value in memory.breakdown.items()}
+    terms.setdefault("lora_slots", 0.0)  # loaded with the weights, as the engines measure them
+    terms.setdefault("draft_weights", 0.0)
     terms["cuda_graphs"] = float(memory.cuda_graphs)
     terms["kv_pool"] = pool
-    # vLLM: num_blocks = pool // (bytes of one block over the GPU's layers); tokens = blocks x block size.
-    terms["kv_tokens"] = math.floor(max(pool, 0) / per_block) * BLOCK_TOKENS if per_block > 0 else 0.0
+    # num_blocks = pool // (bytes of one block over the GPU's layers); tokens = blocks x block size (vLLM 16,
+    # SGLang 1, TensorRT-LLM 32).
+    terms["kv_tokens"] = math.floor(max(pool, 0) / per_block) * memory.kv_block_tokens if per_block > 0 else 0.0
     if memory.state_bytes_per_sequence:  # state layers share the pages: blocks of the raised size per group
         terms["kv_tokens"] = float(memory.kv_cache_tokens)
+    engine = memory_engine(estimate.setup.engine)
+    room = float(memory.budget - (memory.per_gpu - memory.kv_cache))
+    if engine == SGLANG_ENGINE:
+        terms["free_at_start"] = float(
+            memory.capacity - memory.runtime - memory.tenant_weights - memory.tenant_kv_cache
+        )
+    elif engine == TRTLLM_ENGINE:
+        terms["kv_room"] = room
     terms["max_concurrency"] = max(pool, 0) / memory.kv_bytes_per_sequence if memory.kv_bytes_per_sequence else 0.0
     return terms
 
