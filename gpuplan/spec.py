@@ -6,6 +6,7 @@ field that names them, with "did you mean" suggestions; nothing here raises for 
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
@@ -182,6 +183,7 @@ class Budget:
     term_months: int
     reserved: Reserved | None = None
     purchase: dict[str, Purchase] = field(default_factory=dict)
+    term_start: datetime.date | None = None  # the first day the term covers; None: the report's date
 
 
 @record
@@ -408,6 +410,7 @@ def resolve(document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> tu
             )
             for gpu_id, entry in budget_data.get("purchase", {}).items()
         },
+        term_start=_date(budget_data.get("term_start")),
     )
     waivers = tuple(
         Waiver(w["rule"], w["reason"], w.get("approved_by", ""), w.get("expires", "")) for w in data.get("waivers", [])
@@ -429,6 +432,11 @@ def resolve(document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> tu
         plan=PlanLimits.from_data(plan_data),
     )
     return spec, ()
+
+
+def _date(value: Any) -> datetime.date | None:
+    """A validated date field (YYYY-MM-DD, as a string or as YAML's date), or None when absent."""
+    return None if value is None else datetime.date.fromisoformat(str(value))
 
 
 def _reserved(data: dict[str, Any] | None) -> Reserved | None:
