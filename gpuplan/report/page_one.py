@@ -1,0 +1,332 @@
+"""The report's first page in words: the memo a finance partner signs, formatted from a Memo.
+
+Nothing here decides: every fact is the Memo's (gpuplan.decision.memo). This module words it for a reader
+who is not an ML engineer: the verdict in one sentence, the one amount to sign as a ceiling with its term
+(or "one-off" for a run), what is bought in replicas x GPUs, the price it rests on and from whom, the budget
+status (and, when no sound layout fits the budget, the cheapest one and its overrun), the stress test of
+the funded layout, the changes in words, the main risks and when the approval lapses. Technical terms it
+cannot avoid are in the glossary (gpuplan.report.glossary).
+"""
+
+from __future__ import annotations
+
+from gpuplan.codes import CODES, Approval, approval_of
+from gpuplan.decision import Amount, Verdict
+from gpuplan.decision.memo import JobMemo, Memo
+from gpuplan.decision.sensitivity import Scenario
+from gpuplan.plan.evaluate import Option
+from gpuplan.units import Shown, format_money, format_percent, plural
+
+JOB_WORDS = {"serve": "serving", "finetune": "fine-tuning"}
+
+# The stress test's scenarios as a finance reader reads them (gpuplan.decision.sensitivity's keys).
+SCENARIO_WORDS = {
+    "base": "as planned",
+    "concurrency": "twice the requests in flight",
+    "context": "requests twice as long",
+    "micro_batch": "twice the training batch",
+    "sequence": "training examples twice as long",
+    "price_up": "prices 20% higher",
+    "price_down": "prices 20% lower",
+    "speed_slow": "the slow end of the speed estimate",
+    "speed_fast": "the fast end of the speed estimate",
+    "memory_low": "memory at the low end of its estimate",
+    "memory_high": "memory at the high end of its estimate",
+}
+
+
+def money(value: float | Shown | None, currency: str) -> str:
+    return format_money(value, currency)
+
+
+def gpu_words(option: Option) -> str:
+    """``1 replica x 2 GPUs of h200-sxm (H200 SXM)``; a run: ``one run on 4 GPUs of h100-sxm (H100 SXM5 80GB)``."""
+    layout = option.layout
+    kind = f"of {layout.gpu.id} ({layout.gpu.name.split(' (')[0]})"
+    per_replica = layout.tensor_parallel * layout.pipeline_parallel
+    if option.kind == "serve":
+        return f"{plural(layout.replicas, 'replica')} x {plural(per_replica, 'GPU')} {kind}"
+    return f"one run on {plural(layout.gpus, 'GPU')} {kind}"
+
+
+def short_layout(option: Option) -> str:
+    """``2 x h200-sxm``: what a sentence names (the full layout is in the appendices)."""
+    return f"{option.layout.gpus} x {option.layout.gpu.id}"
+
+
+def _cost_per(job: JobMemo, cost: float | None, currency: str) -> str:
+    return money(cost, currency) + (" a month" if job.kind == "serve" else " for the run")
+
+
+def ceiling_text(memo: Memo) -> str:
+    """The one amount to sign, as a ceiling: the total with its parts and its term, or why there is none."""
+    decision = memo.decision
+    if decision.amount is None:
+        return "none: the spec has no estimate"
+    if decision.verdict is Verdict.REJECT:
+        declared = amount_text(decision.amount, memo)
+        return f"none: the declared plan is rejected (as declared it would cost {declared})"
+    if decision.amount.unknown:
+        return f"none can be stated: {'; '.join(decision.amount.unknown)}"
+    if memo.ceiling is None:
+        return f"none: a {decision.verdict.value} is not for signature"
+    return amount_text(memo.ceiling, memo, ceiling=True)
+
+
+def amount_text(amount: Amount, memo: Memo, *, ceiling: bool = False) -> str:
+    """``79,632 USD, not to exceed, for 2026-12-05 to 2027-12-04: serving up to 6,636 USD a month x 12``."""
+    currency = amount.currency
+    parts = []
+    if amount.finetune_run is not None:
+        parts.append(f"fine-tuning run {'up to ' if ceiling else ''}{money(amount.finetune_run, currency)} (one-off)")
+    if amount.serve_monthly is not None:
+        parts.append(
+            f"serving {'up to ' if ceiling else ''}{money(amount.serve_monthly, currency)} a month "
+            f"x {amount.term_months}"
+        )
+    if amount.unknown:
+        return f"cannot be stated: {'; '.join(amount.unknown)}"
+    total = money(amount.total_shown, currency)
+    term = memo.term
+    if term is not None:
+        since = ", from the report's date" if memo.spec is not None and memo.spec.budget.term_start is None else ""
+        span = f"{term.start.isoformat()} to {term.end.isoformat()} ({plural(term.months, 'month')}{since})"
+    else:
+        span = "one-off"
+    head = f"{total}, not to exceed, {span}" if ceiling else f"{total}, {span}"
+    return f"{head}: {' + '.join(parts)}"
+
+
+def bought_lines(memo: Memo) -> list[str]:
+    lines = []
+    for job in memo.jobs:
+        words = f"{JOB_WORDS[job.kind]}: {gpu_words(job.funded)}"
+        if job.changed:
+            words += f" (declared: {gpu_words(job.plan.declared)})"
+        lines.append(words)
+    return lines
+
+
+def price_lines(memo: Memo) -> list[str]:
+    """The price each funded GPU rests on: whose, per what unit, when; a market median said to be one."""
+    lines = []
+    for job in memo.jobs:
+        basis = job.price
+        if basis.price is None:
+            lines.append(f"{basis.gpu}: {basis.text}")
+        elif basis.origin == "catalog":
+            lines.append(
+                f"{basis.gpu}: {basis.text}; rented on demand; no vendor has quoted it: get a quote before ordering"
+            )
+        else:
+            lines.append(f"{basis.gpu}: {basis.text}; rented on demand; the spec names no vendor")
+    return list(dict.fromkeys(lines))
+
+
+def budget_lines(memo: Memo) -> list[str]:
+    """The funded layouts against the budget; when no sound layout fits it, the cheapest and its overrun."""
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    lines = []
+    for job in memo.jobs:
+        check = job.budget
+        word = JOB_WORDS[job.kind]
+        per = " a month" if job.kind == "serve" else " for the run"
+        if check.limit is None:
+            lines.append(f"{word}: no budget declared")
+            continue
+        limit = f"{money(check.limit, currency)}{per}"
+        if check.cost is None:
+            lines.append(f"{word}: unchecked against {limit} (no cost can be stated)")
+            continue
+        share = _share(check.cost, check.limit)
+        funded = "recommended" if job.changed else "declared"
+        if check.within:
+            lines.append(f"{word}: within: {money(check.cost, currency)} of {limit} ({share})")
+        else:
+            lines.append(
+                f"{word}: over: the {funded} layout costs {money(check.cost, currency)} against {limit} "
+                f"({share}), {money(check.overrun, currency)} over"
+            )
+        cheapest = check.cheapest
+        if check.nothing_fits and cheapest is not None:
+            lines.append(
+                f"no sound layout fits the {word} budget: the cheapest, {short_layout(cheapest)} at "
+                f"{_cost_per(job, cheapest.cost, currency)}, is {money(check.cheapest_overrun, currency)} "
+                f"({_share(check.cheapest_overrun.value if check.cheapest_overrun else 0, check.limit)}) over it"
+            )
+        elif not check.within and cheapest is not None and cheapest.cost is not None:
+            lines.append(
+                f"the cheapest sound layout, {short_layout(cheapest)} at {_cost_per(job, cheapest.cost, currency)}, "
+                "fits the budget"
+            )
+        elif check.cheapest is None:
+            lines.append(f"no sound layout for {word} was found within the plan's limits")
+    return lines or ["no job is priced"]
+
+
+def _share(value: float, limit: float) -> str:
+    return f"{format_percent(value / limit)} of the budget" if limit > 0 else "the budget is 0"
+
+
+def stress_lines(memo: Memo) -> list[str]:
+    """The funded layout's stress test in one or two sentences per job, and what twice the users cost."""
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    lines = []
+    for job in memo.jobs:
+        stress = job.stresses[0]
+        word = JOB_WORDS[job.kind]
+        which = "the recommended layout" if job.changed else "the declared layout"
+        weaker = job.weaker
+        failed = [s for s in stress.sensitivity.failed if s.key != "base"]
+        if weaker:
+            lines.append(f"{word}: {which} fails where the declared one holds: {_scenarios(weaker)} (Appendix C)")
+        elif failed:
+            lines.append(f"{word}: {which} fails at {_scenarios(tuple(failed))} (Appendix C)")
+        else:
+            lines.append(f"{word}: {which} holds in every scenario of the stress test (Appendix C)")
+        growth = stress.growth
+        if growth is not None:
+            if growth.option is None:
+                lines.append("twice the users: no sound layout within the plan's limits serves them")
+            elif growth.extra is not None:
+                lines.append(
+                    f"twice the users: +{money(growth.extra, currency)} a month "
+                    f"({short_layout(growth.option)} at {money(growth.option.cost, currency)} a month)"
+                )
+    return lines
+
+
+def _scenarios(scenarios: tuple[Scenario, ...]) -> str:
+    return "; ".join(SCENARIO_WORDS.get(s.key, s.name) for s in scenarios)
+
+
+def change_lines(memo: Memo) -> list[str]:
+    """The required changes in words (the fields to paste are in Appendix A)."""
+    decision = memo.decision
+    if decision.verdict is not Verdict.APPROVE_WITH_CHANGES:
+        return []
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    lines = []
+    for job in memo.jobs:
+        if job.changed:
+            lines.append(
+                f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
+                f"{short_layout(job.plan.declared)}, at {_cost_per(job, job.funded.cost, currency)}"
+            )
+    for finding in decision.deciding:
+        if finding.code == "GP507" and decision.changes:
+            continue
+        lines.append(CODES[finding.code].summary.rstrip("."))
+    return lines
+
+
+def headline(memo: Memo) -> str:
+    """The verdict in one plain sentence."""
+    decision = memo.decision
+    verdict = decision.verdict
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    if verdict is Verdict.APPROVE:
+        jobs = " and ".join(f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)}" for job in memo.jobs)
+        return f"Approve {jobs} as declared: it fits, meets its targets and is priced within what is asked."
+    if verdict is Verdict.APPROVE_WITH_CHANGES:
+        changed = [job for job in memo.jobs if job.changed]
+        if changed:
+            parts = []
+            for job in changed:
+                saving = job.plan.saving
+                why = (
+                    f"it saves {saving.text(currency)}"
+                    if saving is not None and saving.positive
+                    else "the declared layout is not sound"
+                )
+                parts.append(
+                    f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
+                    f"{short_layout(job.plan.declared)} ({why})"
+                )
+            return f"Approve with a change: {'; '.join(parts)}."
+        first = decision.deciding[0] if decision.deciding else None
+        what = CODES[first.code].summary.rstrip(".").lower() if first else "see Appendix A"
+        return f"Approve once the changes listed below are made: {what}."
+    if verdict is Verdict.REJECT:
+        first = decision.deciding[0] if decision.deciding else None
+        because = CODES[first.code].rejects_because if first else "cannot work"
+        word = "plan"
+        if first is not None:
+            word = next(
+                (JOB_WORDS[kind] for kind in ("serve", "finetune") if first.pointer.startswith(f"/{kind}")),
+                "fine-tuning" if first.code in ("GP501", "GP601") else "serving" if first.code == "GP502" else "plan",
+            )
+        way = [
+            f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} at {_cost_per(job, job.funded.cost, currency)}"
+            for job in memo.jobs
+            if job.changed
+        ]
+        forward = f" The way forward: {'; '.join(way)}." if way else ""
+        return f"Reject: the declared {word} {because}.{forward}"
+    if decision.amount is None:
+        return "Cannot approve: the spec could not be estimated (Appendix A says why)."
+    missing = [f for f in decision.deciding if approval_of(f.code) is Approval.NEEDS_INFORMATION]
+    if missing:
+        return f"Cannot approve: information is missing: {CODES[missing[0].code].summary.rstrip('.').lower()}."
+    return f"Cannot approve: no amount can be stated: {'; '.join(decision.amount.unknown)}."
+
+
+def expiry_text(memo: Memo) -> str:
+    if not memo.decision.verdict.signable:
+        return "n/a: not for signature"
+    return f"{memo.expiry.date.isoformat()} ({memo.expiry.basis})"
+
+
+def rows(memo: Memo, findings: str) -> list[list[str]]:
+    """The first page's table: label and value per row."""
+    out = [["Amount to sign", ceiling_text(memo)]]
+    if memo.spec is None:
+        return out + [["Findings", findings]]
+    decision = memo.decision
+    if decision.verdict is Verdict.APPROVE_WITH_CHANGES and decision.amount and decision.amount_with_changes:
+        out.append(["As declared it would cost", amount_text(decision.amount, memo).split(": ", 1)[0]])
+    out += [
+        ["What is bought", "\n".join(bought_lines(memo)) or "n/a"],
+        ["Vendor and price", "\n".join(price_lines(memo)) or "n/a"],
+        ["Budget", "\n".join(budget_lines(memo))],
+    ]
+    changes = change_lines(memo)
+    if changes:
+        out.append(["Changes required", "\n".join(changes) + " (Appendix A)"])
+    out += [
+        ["Stress test", "\n".join(stress_lines(memo)) or "n/a"],
+        ["Main risks", ", ".join(risk.title for risk in memo.risks) or "none computed"],
+        ["Approval expires", expiry_text(memo)],
+        ["Findings", findings],
+    ]
+    return out
+
+
+def kept_note(memo: Memo) -> str:
+    """Why a cheaper layout is not required (materiality), when the planner kept the declared one over it."""
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    notes = []
+    for job in memo.jobs:
+        plan = job.plan
+        saving = plan.immaterial_saving
+        if plan.kept_over is not None and saving is not None and saving.positive:
+            notes.append(
+                f"{short_layout(plan.kept_over)} would save {saving.text(currency)} ({saving.share_text()}) on "
+                f"{JOB_WORDS[job.kind]}: below the materiality threshold, so the declared layout stands"
+            )
+    return "; ".join(notes)
+
+
+def warnings(memo: Memo) -> list[str]:
+    """What page one must say beside the verdict: a funded layout that fails a stress scenario the declared
+    one passes, and a budget no sound layout fits."""
+    lines = []
+    for job in memo.jobs:
+        if job.weaker:
+            lines.append(
+                f"Unlike the declared layout, the recommended {JOB_WORDS[job.kind]} layout fails the stress test "
+                f"at {_scenarios(job.weaker)}."
+            )
+        if job.budget.nothing_fits:
+            lines.append(f"No sound layout fits the {JOB_WORDS[job.kind]} budget (see Budget).")
+    return lines
