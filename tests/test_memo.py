@@ -82,7 +82,7 @@ def test_the_funded_layout_is_stress_tested_beside_the_declared_one():
 
 def test_no_sound_layout_within_the_budget_is_said_on_page_one():
     # budget-over: serving 500 USD a month. The cheapest sound layout the planner finds is the declared
-    # 1 x h200-nvl at the spec's 3.10 x 730 = 2,263 USD a month: 1,763 over, 1,763 / 500 = 353% of the budget.
+    # 1 x h200-nvl at the spec's 3.10 x 730 = 2,263 USD a month: 2,263 / 500 = 453% of the budget, 1,763 over.
     memo = build_memo(lint_path(str(EXAMPLES / "findings" / "budget-over.yaml")), TODAY)
     serve = memo.job("serve")
     assert serve is not None and serve.budget.nothing_fits and serve.budget.cheapest is not None
@@ -92,8 +92,12 @@ def test_no_sound_layout_within_the_budget_is_said_on_page_one():
     first = page_one(out)
     assert "**⚠ No sound layout fits the serving budget (see Budget).**" in first
     assert (
-        "no sound layout fits the serving budget: the cheapest, 1 x h200-nvl at 2,263 USD a month, is 1,763 USD "
-        "(353% of the budget) over it" in first
+        "serving: over, and no sound layout fits the budget: the cheapest, 1 x h200-nvl (the declared layout), "
+        "costs 2,263 USD against 500 USD a month (453% of the budget), 1,763 USD over" in first
+    )
+    assert (
+        "The way forward: fine-tuning on 2 x b200-hgx at 187 USD for the run; no sound serving layout fits its "
+        "budget." in first
     )
     # The fine-tuning run's recommendation (2 x b200-hgx, 186.58 -> 187 USD) is within its 200 USD budget.
     assert "fine-tuning: within: 187 USD of 200 USD for the run (93% of the budget)" in first

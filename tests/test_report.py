@@ -63,6 +63,7 @@ def test_markdown_is_the_default_and_works_as_a_pull_request_comment():
     assert "tensor\\_parallel" not in page_one and "TTFT" not in page_one and "GP507" not in page_one
     summaries = re.findall(r"<details><summary>([^<]*)</summary>", out)
     assert [s.split(":")[0].split(" (")[0] for s in summaries] == [
+        "Terms used above",
         "A. Why, and the changes required",
         "B. Serving",
         "C. Serving",
@@ -71,7 +72,6 @@ def test_markdown_is_the_default_and_works_as_a_pull_request_comment():
         "F. Findings",
         "H. Assumptions",
         "I. Decision record",
-        "J. Glossary",
     ]
     assert out.count("<details>") == out.count("</details>")
     assert "| Spec SHA-256 (file) |" in out and "generated 2026-12-02" in out

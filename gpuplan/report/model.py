@@ -2,9 +2,10 @@
 
 The Memo holds every fact and judgement (the verdict, the amount to sign, the funded layouts, their budget
 checks and stress tests, the risks, the audit record); this module only words and formats them, and the
-templates only loop and print. The first page is the memo (gpuplan.report.page_one); everything else is an
-appendix: A the reason and the changes, B the options, C the stress test, D the risks, E the estimate, F
-the findings, G verification against runs, H assumptions, I the decision record, J the glossary. Every
+templates only loop and print. The first page is the memo (gpuplan.report.page_one), followed by the
+technical terms it uses (gpuplan.report.glossary); everything else is an appendix: A the reason and the
+changes, B the options, C the stress test, D the risks, E the estimate, F the findings, G verification
+against runs (with ``--run``), H assumptions, I the decision record. Every
 table is a ``table()`` (caption, column headers, rows whose first cell heads the row), so the HTML, the PDF
 and the Markdown all carry the same headers.
 """

@@ -14,6 +14,7 @@ from gpuplan.codes import CODES, Approval, approval_of
 from gpuplan.decision import Amount, Verdict
 from gpuplan.decision.memo import JobMemo, Memo
 from gpuplan.decision.sensitivity import Scenario
+from gpuplan.findings import Finding
 from gpuplan.plan.evaluate import Option
 from gpuplan.units import Shown, format_money, format_percent, plural
 
@@ -138,29 +139,35 @@ def budget_lines(memo: Memo) -> list[str]:
         if check.cost is None:
             lines.append(f"{word}: unchecked against {limit} (no cost can be stated)")
             continue
-        share = _share(check.cost, check.limit)
         funded = "recommended" if job.changed else "declared"
-        if check.within:
-            lines.append(f"{word}: within: {money(check.cost, currency)} of {limit} ({share})")
-        else:
-            lines.append(
-                f"{word}: over: the {funded} layout costs {money(check.cost, currency)} against {limit} "
-                f"({share}), {money(check.overrun, currency)} over"
-            )
         cheapest = check.cheapest
-        if check.nothing_fits and cheapest is not None:
+        if check.within:
             lines.append(
-                f"no sound layout fits the {word} budget: the cheapest, {short_layout(cheapest)} at "
-                f"{_cost_per(job, cheapest.cost, currency)}, is {money(check.cheapest_overrun, currency)} "
-                f"({_share(check.cheapest_overrun.value if check.cheapest_overrun else 0, check.limit)}) over it"
+                f"{word}: within: {money(check.cost, currency)} of {limit} ({_share(check.cost, check.limit)})"
             )
-        elif not check.within and cheapest is not None and cheapest.cost is not None:
+            continue
+        over = (
+            f"costs {money(check.cost, currency)} against {limit} ({_share(check.cost, check.limit)}), "
+            f"{money(check.overrun, currency)} over"
+        )
+        if cheapest is not None and check.nothing_fits and cheapest.layout.key == job.funded.layout.key:
             lines.append(
-                f"the cheapest sound layout, {short_layout(cheapest)} at {_cost_per(job, cheapest.cost, currency)}, "
-                "fits the budget"
+                f"{word}: over, and no sound layout fits the budget: the cheapest, {short_layout(cheapest)} (the "
+                f"{funded} layout), {over}"
             )
-        elif check.cheapest is None:
-            lines.append(f"no sound layout for {word} was found within the plan's limits")
+        elif cheapest is not None and check.nothing_fits and cheapest.cost is not None:
+            lines.append(
+                f"{word}: over: the {funded} layout {over}; no sound layout fits the budget: the cheapest, "
+                f"{short_layout(cheapest)}, costs {_cost_per(job, cheapest.cost, currency)} "
+                f"({_share(cheapest.cost, check.limit)}), {money(check.cheapest_overrun, currency)} over"
+            )
+        elif cheapest is not None and cheapest.cost is not None:
+            lines.append(
+                f"{word}: over: the {funded} layout {over}; the cheapest sound layout, {short_layout(cheapest)} "
+                f"at {_cost_per(job, cheapest.cost, currency)}, fits the budget"
+            )
+        else:
+            lines.append(f"{word}: over: the {funded} layout {over}; no priced sound layout was found")
     return lines or ["no job is priced"]
 
 
@@ -178,7 +185,10 @@ def stress_lines(memo: Memo) -> list[str]:
         which = "the recommended layout" if job.changed else "the declared layout"
         weaker = job.weaker
         failed = [s for s in stress.sensitivity.failed if s.key != "base"]
-        if weaker:
+        base = stress.sensitivity.scenario("base")
+        if base is not None and not base.passes:
+            lines.append(f"{word}: {which} fails as planned: {_why(base)}, so every scenario fails (Appendix C)")
+        elif weaker:
             lines.append(f"{word}: {which} fails where the declared one holds: {_scenarios(weaker)} (Appendix C)")
         elif failed:
             lines.append(f"{word}: {which} fails at {_scenarios(tuple(failed))} (Appendix C)")
@@ -194,6 +204,16 @@ def stress_lines(memo: Memo) -> list[str]:
                     f"({short_layout(growth.option)} at {money(growth.option.cost, currency)} a month)"
                 )
     return lines
+
+
+def _why(scenario: Scenario) -> str:
+    if not scenario.loads or not scenario.fits:
+        return "it does not fit in memory"
+    if not scenario.comfortable:
+        return "it fits without the memory margin"
+    if scenario.slo_met is False:
+        return "it misses its latency target"
+    return "it is over budget"
 
 
 def _scenarios(scenarios: tuple[Scenario, ...]) -> str:
@@ -227,7 +247,15 @@ def headline(memo: Memo) -> str:
     currency = memo.spec.budget.currency if memo.spec else "USD"
     if verdict is Verdict.APPROVE:
         jobs = " and ".join(f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)}" for job in memo.jobs)
-        return f"Approve {jobs} as declared: it fits, meets its targets and is priced within what is asked."
+        slo = any(
+            j.kind == "serve" and (j.funded.estimate.job.ttft_ms or j.funded.estimate.job.tpot_ms) for j in memo.jobs
+        )
+        budgeted = any(job.budget.limit is not None for job in memo.jobs)
+        facts = ["it fits in memory with the margin to spare"]
+        if slo:
+            facts.append("meets its latency target")
+        facts.append("is within budget" if budgeted else "is priced (no budget is declared)")
+        return f"Approve {jobs} as declared: {', '.join(facts[:-1])} and {facts[-1]}."
     if verdict is Verdict.APPROVE_WITH_CHANGES:
         changed = [job for job in memo.jobs if job.changed]
         if changed:
@@ -248,27 +276,36 @@ def headline(memo: Memo) -> str:
         what = CODES[first.code].summary.rstrip(".").lower() if first else "see Appendix A"
         return f"Approve once the changes listed below are made: {what}."
     if verdict is Verdict.REJECT:
-        first = decision.deciding[0] if decision.deciding else None
-        because = CODES[first.code].rejects_because if first else "cannot work"
-        word = "plan"
-        if first is not None:
-            word = next(
-                (JOB_WORDS[kind] for kind in ("serve", "finetune") if first.pointer.startswith(f"/{kind}")),
-                "fine-tuning" if first.code in ("GP501", "GP601") else "serving" if first.code == "GP502" else "plan",
-            )
-        way = [
-            f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} at {_cost_per(job, job.funded.cost, currency)}"
-            for job in memo.jobs
-            if job.changed
-        ]
+        reasons = []
+        for finding in decision.deciding:
+            word = _job_of(finding)
+            text = f"the declared {word} {CODES[finding.code].rejects_because}"
+            if text not in reasons:
+                reasons.append(text)
+        way = []
+        for job in memo.jobs:
+            if job.budget.nothing_fits:
+                way.append(f"no sound {JOB_WORDS[job.kind]} layout fits its budget")
+            elif job.changed:
+                way.append(
+                    f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} at {_cost_per(job, job.funded.cost, currency)}"
+                )
         forward = f" The way forward: {'; '.join(way)}." if way else ""
-        return f"Reject: the declared {word} {because}.{forward}"
+        return f"Reject: {'; '.join(reasons) or 'the declared plan cannot work'}.{forward}"
     if decision.amount is None:
         return "Cannot approve: the spec could not be estimated (Appendix A says why)."
     missing = [f for f in decision.deciding if approval_of(f.code) is Approval.NEEDS_INFORMATION]
     if missing:
         return f"Cannot approve: information is missing: {CODES[missing[0].code].summary.rstrip('.').lower()}."
     return f"Cannot approve: no amount can be stated: {'; '.join(decision.amount.unknown)}."
+
+
+def _job_of(finding: Finding) -> str:
+    """The job a rejecting finding is about, in words."""
+    for kind in ("serve", "finetune"):
+        if finding.pointer.startswith(f"/{kind}"):
+            return JOB_WORDS[kind]
+    return {"GP501": "fine-tuning", "GP601": "fine-tuning", "GP502": "serving"}.get(finding.code, "plan")
 
 
 def expiry_text(memo: Memo) -> str:
@@ -286,7 +323,10 @@ def rows(memo: Memo, findings: str) -> list[list[str]]:
     if decision.verdict is Verdict.APPROVE_WITH_CHANGES and decision.amount and decision.amount_with_changes:
         out.append(["As declared it would cost", amount_text(decision.amount, memo).split(": ", 1)[0]])
     out += [
-        ["What is bought", "\n".join(bought_lines(memo)) or "n/a"],
+        [
+            "What is bought" if decision.verdict.signable else "Layout proposed (not approved)",
+            "\n".join(bought_lines(memo)) or "n/a",
+        ],
         ["Vendor and price", "\n".join(price_lines(memo)) or "n/a"],
         ["Budget", "\n".join(budget_lines(memo))],
     ]
