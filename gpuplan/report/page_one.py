@@ -16,7 +16,7 @@ from gpuplan.decision.memo import JobMemo, Memo
 from gpuplan.decision.sensitivity import Scenario
 from gpuplan.findings import Finding
 from gpuplan.plan.evaluate import Option
-from gpuplan.units import Shown, format_money, format_percent, plural
+from gpuplan.units import Shown, format_money, format_percent, money_difference, plural
 
 JOB_WORDS = {"serve": "serving", "finetune": "fine-tuning"}
 
@@ -233,9 +233,10 @@ def change_lines(memo: Memo) -> list[str]:
                 f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
                 f"{short_layout(job.plan.declared)}, at {_cost_per(job, job.funded.cost, currency)}"
             )
+    changed = {JOB_WORDS[job.kind] for job in memo.jobs if job.changed}
     for finding in decision.deciding:
-        if finding.code == "GP507" and decision.changes:
-            continue
+        if (finding.code == "GP507" and decision.changes) or _job_of(finding) in changed:
+            continue  # the layout change above is what resolves it
         lines.append(CODES[finding.code].summary.rstrip("."))
     return lines
 
@@ -262,11 +263,13 @@ def headline(memo: Memo) -> str:
             parts = []
             for job in changed:
                 saving = job.plan.saving
-                why = (
-                    f"it saves {saving.text(currency)}"
-                    if saving is not None and saving.positive
-                    else "the declared layout is not sound"
-                )
+                if saving is not None and saving.positive:
+                    why = f"it saves {saving.text(currency)}"
+                else:
+                    why = f"the declared layout {_broken_words(job.plan.declared)}"
+                    cheaper = _cheaper(job, currency)
+                    if cheaper:
+                        why += f"; this one also costs {cheaper}"
                 parts.append(
                     f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
                     f"{short_layout(job.plan.declared)} ({why})"
@@ -298,6 +301,38 @@ def headline(memo: Memo) -> str:
     if missing:
         return f"Cannot approve: information is missing: {CODES[missing[0].code].summary.rstrip('.').lower()}."
     return f"Cannot approve: no amount can be stated: {'; '.join(decision.amount.unknown)}."
+
+
+# The planner's constraints (gpuplan.plan.evaluate) as a finance reader reads a layout breaking them.
+BROKEN_WORDS = {
+    "context": "takes a longer context than the model does",
+    "limits": "is outside the plan's limits",
+    "tensor_parallel": "splits the model in a way that cannot run",
+    "nvlink_domain": "splits the model across more GPUs than are linked together",
+    "pipeline_parallel": "splits the model in a way that cannot run",
+    "memory": "does not fit in memory",
+    "headroom": "leaves too little memory free",
+    "ttft_slo": "misses its latency target",
+    "tpot_slo": "misses its latency target",
+    "gradient_sync": "spends too long synchronising its GPUs",
+    "model_parallelism": "splits the model over more GPUs than it needs",
+}
+
+
+def _broken_words(option: Option) -> str:
+    words = list(dict.fromkeys(BROKEN_WORDS.get(name, f"breaks {name}") for name in option.broken))
+    return " and ".join(words) or "is not sound"
+
+
+def _cheaper(job: JobMemo, currency: str) -> str:
+    """What the funded layout saves against an unsound declared one (per month or per run), or ""."""
+    declared, funded = job.plan.declared.cost, job.funded.cost
+    if declared is None or funded is None:
+        return ""
+    saving = money_difference(declared, funded)
+    if saving.value <= 0:
+        return ""
+    return money(saving, currency) + (" less a month" if job.kind == "serve" else " less per run")
 
 
 def _job_of(finding: Finding) -> str:
