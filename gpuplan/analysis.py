@@ -37,6 +37,7 @@ from gpuplan.estimate.training import (
     estimate_training,
     has_master_weights,
     optimizer_state_bytes,
+    states_floor,
     trainable_params,
 )
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
@@ -268,6 +269,13 @@ def finetune_memory(spec: Spec, job: Finetune) -> TrainingMemory:
     return estimate_training(setup, training_overhead(setup))
 
 
+def finetune_memory_floor(spec: Spec, job: Finetune) -> int:
+    """A lower bound of ``finetune_memory(spec, job).per_gpu`` from the model states alone (the same for
+    every micro-batch, recompute and loss setting of a layout; ``training.states_floor``)."""
+    setup = training_setup(spec, job)
+    return states_floor(setup) + training_overhead(setup)
+
+
 def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:
     """Per-GPU serving memory of ``job`` on ``gpu`` (no speed, no price): what estimate_serve's fit rests on."""
     return estimate_serving(serving_setup(spec, job, gpu=gpu), gpu.usable_bytes)
@@ -346,14 +354,15 @@ def estimate_serve(
     calibration: Calibration = CALIBRATION,
     memory: ServingMemory | None = None,
     speed: ServingSpeed | None = None,
+    workload: ServingWorkload | None = None,
 ) -> ServeEstimate:
-    """``memory`` and ``speed``: the job's serve_memory on ``gpu`` and the speed of its serving_workload
-    when the caller already has them (the planner does)."""
+    """``memory``, ``speed`` and ``workload``: the job's serve_memory on ``gpu``, the speed of its
+    serving_workload and that workload when the caller already has them (the planner does)."""
     gpu = gpu or job.hardware.gpu
     setup = serving_setup(spec, job, tp, gpu)
     memory = memory or estimate_serving(setup, gpu.usable_bytes)
     count = gpus or job.hardware.count
-    workload = serving_workload(spec, job, setup, memory.kv_available, gpu, count)
+    workload = workload or serving_workload(spec, job, setup, memory.kv_available, gpu, count)
     speed = speed or serving_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
     return ServeEstimate(

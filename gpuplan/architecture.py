@@ -628,6 +628,24 @@ def make_architecture(values: dict[str, Any], where: str = "model.architecture")
     if architecture.is_moe and architecture.dense_layers >= architecture.layers:
         raise ArchitectureError("dense_layers leaves no mixture-of-experts layer")
     _check_hybrid(architecture, checked)
+    return _interned(architecture)
+
+
+# Architectures built in this process, each its own key: the specs of a repository share a few models (one
+# config.json, the same explicit dimensions), and an equal architecture already built has its derived
+# figures (parameters per layer, stage splits: cached properties) worked out. Bounded, for flat memory.
+_INTERNED: dict[Architecture, Architecture] = {}
+_INTERNED_MAX = 256
+
+
+def _interned(architecture: Architecture) -> Architecture:
+    """The equal architecture built before, if any (records are frozen: an equal one is the same model)."""
+    found = _INTERNED.get(architecture)
+    if found is not None:
+        return found
+    if len(_INTERNED) >= _INTERNED_MAX:
+        _INTERNED.clear()
+    _INTERNED[architecture] = architecture
     return architecture
 
 

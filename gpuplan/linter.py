@@ -142,7 +142,8 @@ class _Checked:
         from gpuplan.plan.configured import efficiency_of
 
         analysis = analyse(spec, efficiency_of(settings))
-        bad = next(unsafe_figures(to_dict(analysis, figures_only=True)), None)
+        figures = to_dict(analysis, figures_only=True)
+        bad = None if all_safe(figures) else next(unsafe_figures(figures), None)
         if bad is not None:
             raise FigureOutOfRange(f"the estimate's {bad[0]} is {bad[1]!r}, not a finite non-negative number")
         return analysis
@@ -203,6 +204,29 @@ def unsafe_figures(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
         yield from unsafe_figures(item, f"{where}.{key}" if where else str(key))
+
+
+def all_safe(value: Any) -> bool:
+    """Whether ``unsafe_figures(value)`` yields nothing, without naming every number's path (lint checks
+    every estimate; the path is spelt out only when one is unsafe)."""
+    kind = type(value)
+    if kind is dict:
+        items = value.values()
+    elif kind is list:
+        items = value
+    else:
+        items = (value,)
+    for item in items:  # the numbers of a container are judged here, without a call each
+        kind = type(item)
+        if kind is float or kind is int:
+            if not (math.isfinite(item) and item >= 0):
+                return False
+        elif kind is dict or kind is list:
+            if not all_safe(item):
+                return False
+        elif not (kind is str or kind is bool or item is None) and next(unsafe_figures(item), None) is not None:
+            return False  # anything else, as unsafe_figures judges it
+    return True
 
 
 def configure(findings: list[Finding], options: LintOptions) -> tuple[Finding, ...]:

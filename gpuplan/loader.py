@@ -38,6 +38,7 @@ _SAFE_TAGS = frozenset(
     for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary", "merge")
 )
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SCALAR_EVENT = yaml.ScalarEvent
 _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
@@ -193,10 +194,11 @@ class _Composer:
             return
         parent = self.stack[-1]
         parent.size += size
-        if isinstance(parent.value, list):
-            pointer = parent.pointer + (len(parent.value),)
+        container = parent.value
+        if type(container) is list:  # a frame holds the plain list or dict _open made
+            pointer = parent.pointer + (len(container),)
             self.positions.setdefault(pointer, Position(mark[0], mark[1], mark[0], mark[1]))
-            parent.value.append(value)
+            container.append(value)
             return
         if parent.key_mark is None:  # this value is a key
             self._take_key(parent, value, mark)
@@ -211,24 +213,58 @@ class _Composer:
         self.positions[pointer] = Position(key_line, key_col, mark[0], mark[1])
         parent.value[key] = value
 
+    def _attach_scalar(self, value: Any, mark: tuple[int, int], anchor: str | None) -> None:
+        """``_attach`` of a scalar, its commonest cases (a key, a mapping's value, a list item) inline."""
+        stack = self.stack
+        if anchor or not stack:
+            self._attach(value, 1, mark, anchor)
+            return
+        parent = stack[-1]
+        container = parent.value
+        key_mark = parent.key_mark
+        if type(container) is list:
+            parent.size += 1
+            pointer = parent.pointer + (len(container),)
+            self.positions.setdefault(pointer, Position(mark[0], mark[1], mark[0], mark[1]))
+            container.append(value)
+        elif key_mark is None:  # this value is a key (a scalar: never a mapping or list)
+            parent.size += 1
+            key_lines = parent.key_lines
+            if value in key_lines and value != "<<":
+                self._duplicate(parent, value, mark)
+            key_lines[value] = mark[0]
+            parent.pending_key, parent.key_mark = value, mark
+        elif parent.pending_key == "<<":
+            self._attach(value, 1, mark, anchor)
+        else:
+            parent.size += 1
+            key = parent.pending_key
+            parent.key_mark, parent.pending_key = None, None
+            pointer = parent.pointer + (key if isinstance(key, str) else str(key),)
+            self.positions[pointer] = Position(key_mark[0], key_mark[1], mark[0], mark[1])
+            container[key] = value
+
     def _take_key(self, parent: _Frame, key: Any, mark: tuple[int, int]) -> None:
         if isinstance(key, (dict, list)):
             raise _LoadProblem("GP001", "a mapping key must be a plain value, not a mapping or list", *mark)
         if key in parent.key_lines and key != "<<":
-            first = parent.key_lines[key]
-            where = dotted(parent.pointer) or "the top level"
-            self.duplicates.append(
-                _LoadProblem(
-                    "GP002",
-                    f"duplicate key {key!r} in {where}: first defined on line {first}, again on line {mark[0]}",
-                    mark[0],
-                    mark[1],
-                    "YAML keeps only the last value silently; remove one of them",
-                    pointer=parent.pointer + (_key_text(key),),
-                )
-            )
+            self._duplicate(parent, key, mark)
         parent.key_lines[key] = mark[0]
         parent.pending_key, parent.key_mark = key, mark
+
+    def _duplicate(self, parent: _Frame, key: Any, mark: tuple[int, int]) -> None:
+        first = parent.key_lines[key]
+        where = dotted(parent.pointer) or "the top level"
+        self.duplicates.append(
+            _LoadProblem(
+                "GP002",
+                f"duplicate key {key!r} in {where}: first defined on line {first}, again on line {mark[0]}",
+                mark[0],
+                mark[1],
+                "YAML keeps only the last value silently; remove one of them",
+                pointer=parent.pointer + (_key_text(key),),
+            )
+        )
 
     def _merge(self, parent: _Frame, value: Any, mark: tuple[int, int]) -> None:
         sources = value if isinstance(value, list) else [value]
@@ -247,9 +283,21 @@ class _Composer:
             )
 
     def feed(self, event: Any) -> None:
-        if isinstance(event, yaml.ScalarEvent):  # most events are scalars: tested first
-            self._count(event)
-            self._attach(_scalar(event, self.lines), 1, _mark(event, self.lines), event.anchor)
+        if isinstance(event, _SCALAR_EVENT):  # most events are scalars: tested first, and taken inline
+            self.nodes += 1
+            if self.nodes > MAX_NODES:
+                self._count(event, 0)  # raises
+            lines = self.lines
+            if lines.starts is None:
+                start = event.start_mark
+                mark = (start.line + 1, start.column + 1)
+            else:
+                mark = lines.at(event.start_mark)
+            try:
+                value = _scalar_value(event.tag, event.value, event.implicit)
+            except _LoadProblem as problem:
+                raise _LoadProblem(problem.code, problem.message, mark[0], mark[1], problem.hint) from None
+            self._attach_scalar(value, mark, event.anchor)
         elif isinstance(event, yaml.DocumentStartEvent):
             self.documents += 1
             if self.documents > 1:
@@ -338,8 +386,13 @@ def _load(raw: bytes) -> _Composer:
     lines = _Lines(text)
     composer = _Composer(lines)
     try:
-        for event in yaml.parse(text, Loader=_Loader):
-            composer.feed(event)
+        parser = _Loader(text)  # the events of yaml.parse, without its generator
+        try:
+            feed, next_event = composer.feed, parser.get_event
+            while parser.check_event():
+                feed(next_event())
+        finally:
+            parser.dispose()
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, col = lines.at(mark) if mark else (1, 1)

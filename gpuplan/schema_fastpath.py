@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from collections.abc import Callable
 from typing import Any
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -54,43 +55,197 @@ class _Unsure(Exception):
     """The fast path cannot decide; fall back to jsonschema."""
 
 
+Check = Callable[[Any], bool]  # True: the value is certainly valid at a node; raises _Unsure when it cannot say
+
+
 def certainly_valid(schema: dict[str, Any], instance: Any) -> bool:
     try:
-        return _valid(schema, schema, instance)
+        return _checker(schema)(instance)
     except _Unsure:
         return False
 
 
-def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    ref = node.get("$ref")
-    if ref is None:
-        return node
-    if not ref.startswith("#/") or len(node) > 1:
-        raise _Unsure
-    target: Any = root
-    for part in ref[2:].split("/"):
-        target = target[part]
-    return target
+# The schema, compiled once per process into one check per node (its keywords read once, not per value).
+_CHECKERS: dict[int, tuple[dict[str, Any], Check]] = {}
 
 
-def _is_type(kind: str, value: Any) -> bool:
-    if kind == "object":
-        return isinstance(value, dict)
-    if kind == "array":
-        return isinstance(value, list)
-    if kind == "string":
-        return isinstance(value, str)
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "null":
-        return value is None
+def _checker(schema: dict[str, Any]) -> Check:
+    found = _CHECKERS.get(id(schema))
+    if found is None or found[0] is not schema:
+        found = _CHECKERS[id(schema)] = (schema, _Compiler(schema).node(schema))
+    return found[1]
+
+
+def _unsure(value: Any) -> bool:
     raise _Unsure
+
+
+class _Compiler:
+    """Compiles each node of a schema into a Check; a node reached again (a recursive $ref) shares it."""
+
+    def __init__(self, root: dict[str, Any]) -> None:
+        self.root = root
+        self.compiled: dict[int, Check] = {}
+
+    def node(self, node: dict[str, Any]) -> Check:
+        key = id(node)
+        if key not in self.compiled:
+            cell: list[Check] = []
+            self.compiled[key] = lambda value: cell[0](value)  # while the node itself is being compiled
+            cell.append(self._resolved(node))
+            self.compiled[key] = cell[0]
+        return self.compiled[key]
+
+    def _resolved(self, node: dict[str, Any]) -> Check:
+        """A "$ref" node is its target (one reference followed, no further), as jsonschema reads it."""
+        ref = node.get("$ref")
+        if ref is None:
+            return self._plain(node)
+        if not ref.startswith("#/") or len(node) > 1:
+            return _unsure
+        target: Any = self.root
+        for part in ref[2:].split("/"):
+            target = target[part]
+        return self._plain(target)
+
+    def _plain(self, node: dict[str, Any]) -> Check:
+        """The checks of ``_valid``'s interpretation of a node, in its order, each only where the node has
+        its keywords (a mapping's keys must be strings wherever a mapping may stand)."""
+        if not _HANDLED.issuperset(node):
+            return _unsure
+        checks: list[Check] = []
+        kind = node.get("type")
+        if kind is not None:
+            checks.append(_TYPE_CHECKS.get(kind, _unsure))
+        if "const" in node:
+            constant = node["const"]
+            checks.append(lambda value: _same(constant, value))
+        if "enum" in node:
+            choices = node["enum"]
+            checks.append(lambda value: any(_same(choice, value) for choice in choices))
+        if node.keys() & _NUMBER_KEYWORDS:
+            checks.append(_number_check(node))
+        if node.keys() & _STRING_KEYWORDS:
+            checks.append(_string_check(node))
+        if node.keys() & _ARRAY_KEYWORDS:
+            checks.append(self._array_check(node))
+        if node.keys() & _OBJECT_KEYWORDS:
+            checks.append(self._object_check(node))
+        elif kind not in _SCALAR_TYPES:
+            checks.append(_string_keys)
+        for keyword in ("oneOf", "anyOf"):
+            if keyword in node:
+                checks.append(self._branches_check([self.node(branch) for branch in node[keyword]], keyword == "oneOf"))
+        return _all_of(tuple(checks))
+
+    @staticmethod
+    def _branches_check(branches: list[Check], exactly_one: bool) -> Check:
+        def check(value: Any) -> bool:
+            matches = sum(1 for branch in branches if branch(value))
+            return not (matches == 0 or (exactly_one and matches != 1))
+
+        return check
+
+    def _array_check(self, node: dict[str, Any]) -> Check:
+        low, high = node.get("minItems", 0), node.get("maxItems")
+        unique = node.get("uniqueItems")
+        items = None if node.get("items") is None else self.node(node["items"])
+
+        def check(value: Any) -> bool:
+            if not isinstance(value, list):
+                return True
+            if len(value) < low or (high is not None and len(value) > high):
+                return False
+            if unique:
+                if not all(isinstance(item, str) for item in value):
+                    raise _Unsure
+                if len(set(value)) != len(value):
+                    return False
+            return items is None or all(items(item) for item in value)
+
+        return check
+
+    def _object_check(self, node: dict[str, Any]) -> Check:
+        required = tuple(node.get("required", ()))
+        most, least = node.get("maxProperties"), node.get("minProperties", 0)
+        properties = {key: self.node(child) for key, child in node.get("properties", {}).items()}
+        extra = node.get("additionalProperties", True)
+        extra_check = self.node(extra) if isinstance(extra, dict) else None
+        names = None if node.get("propertyNames") is None else self.node(node["propertyNames"])
+
+        def check(value: Any) -> bool:
+            if not isinstance(value, dict):
+                return True
+            if not all(isinstance(key, str) for key in value):
+                raise _Unsure
+            if any(key not in value for key in required):
+                return False
+            if (most is not None and len(value) > most) or len(value) < least:
+                return False
+            for key, item in value.items():
+                if names is not None and not names(key):
+                    return False
+                child = properties.get(key)
+                if child is not None:
+                    if not child(item):
+                        return False
+                elif extra is False or (extra_check is not None and not extra_check(item)):
+                    return False
+            return True
+
+        return check
+
+
+def _all_of(checks: tuple[Check, ...]) -> Check:
+    if not checks:
+        return _anything
+    if len(checks) == 1:
+        return checks[0]
+
+    def check(value: Any) -> bool:
+        for each in checks:  # noqa: SIM110 (a loop: all() over a generator costs a frame per check)
+            if not each(value):
+                return False
+        return True
+
+    return check
+
+
+def _anything(value: Any) -> bool:
+    return True
+
+
+def _string_keys(value: Any) -> bool:
+    """A mapping with a key that is not a string: the fast path does not judge it."""
+    if isinstance(value, dict) and not all(isinstance(key, str) for key in value):
+        raise _Unsure
+    return True
+
+
+_NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_STRING_KEYWORDS = frozenset({"minLength", "maxLength", "pattern", "format"})
+_ARRAY_KEYWORDS = frozenset({"minItems", "maxItems", "uniqueItems", "items"})
+_OBJECT_KEYWORDS = frozenset(
+    {"required", "maxProperties", "minProperties", "properties", "additionalProperties", "propertyNames"}
+)
+_SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_TYPE_CHECKS: dict[str, Check] = {
+    "object": lambda value: isinstance(value, dict),
+    "array": lambda value: isinstance(value, list),
+    "string": lambda value: isinstance(value, str),
+    "boolean": lambda value: isinstance(value, bool),
+    "integer": lambda value: (
+        (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+    ),
+    "number": _is_number,
+    "null": lambda value: value is None,
+}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -101,87 +256,48 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _valid(root: dict[str, Any], node: dict[str, Any], value: Any) -> bool:
-    node = _resolve(root, node)
-    if not _HANDLED.issuperset(node):
-        raise _Unsure
-    kind = node.get("type")
-    if kind is not None and not _is_type(kind, value):
-        return False
-    if "const" in node and not _same(node["const"], value):
-        return False
-    if "enum" in node and not any(_same(choice, value) for choice in node["enum"]):
-        return False
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and not _number_ok(node, value):
-        return False
-    if isinstance(value, str) and not _string_ok(node, value):
-        return False
-    if isinstance(value, list) and not _array_ok(root, node, value):
-        return False
-    if isinstance(value, dict) and not _object_ok(root, node, value):
-        return False
-    for keyword in ("oneOf", "anyOf"):
-        if keyword in node:
-            matches = sum(1 for branch in node[keyword] if _valid(root, branch, value))
-            if matches == 0 or (keyword == "oneOf" and matches != 1):
+def _number_check(node: dict[str, Any]) -> Check:
+    bounds = [
+        (name, node[name]) for name in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if name in node
+    ]
+
+    def check(value: Any) -> bool:
+        if not _is_number(value):
+            return True
+        for name, bound in bounds:
+            if (
+                (name == "minimum" and value < bound)
+                or (name == "maximum" and value > bound)
+                or (name == "exclusiveMinimum" and value <= bound)
+                or (name == "exclusiveMaximum" and value >= bound)
+            ):
                 return False
-    return True
+        return True
+
+    return check
 
 
-def _number_ok(node: dict[str, Any], value: float) -> bool:
-    return not (
-        ("minimum" in node and value < node["minimum"])
-        or ("maximum" in node and value > node["maximum"])
-        or ("exclusiveMinimum" in node and value <= node["exclusiveMinimum"])
-        or ("exclusiveMaximum" in node and value >= node["exclusiveMaximum"])
-    )
+def _string_check(node: dict[str, Any]) -> Check:
+    low, high = node.get("minLength", 0), node.get("maxLength")
+    pattern = re.compile(node["pattern"]).search if "pattern" in node else None
+    form, formatted = node.get("format"), "format" in node
 
-
-def _string_ok(node: dict[str, Any], value: str) -> bool:
-    if len(value) < node.get("minLength", 0) or len(value) > node.get("maxLength", len(value)):
-        return False
-    if "pattern" in node and not re.search(node["pattern"], value):
-        return False
-    if node.get("format") == "date":
-        if not _DATE.fullmatch(value):
+    def check(value: Any) -> bool:
+        if not isinstance(value, str):
+            return True
+        if len(value) < low or (high is not None and len(value) > high):
             return False
-        try:
-            datetime.date.fromisoformat(value)
-        except ValueError:
+        if pattern is not None and not pattern(value):
             return False
-    elif "format" in node:
-        raise _Unsure
-    return True
-
-
-def _array_ok(root: dict[str, Any], node: dict[str, Any], value: list[Any]) -> bool:
-    if len(value) < node.get("minItems", 0) or len(value) > node.get("maxItems", len(value)):
-        return False
-    if node.get("uniqueItems"):
-        if not all(isinstance(item, str) for item in value):
+        if form == "date":
+            if not _DATE.fullmatch(value):
+                return False
+            try:
+                datetime.date.fromisoformat(value)
+            except ValueError:
+                return False
+        elif formatted:
             raise _Unsure
-        if len(set(value)) != len(value):
-            return False
-    items = node.get("items")
-    return items is None or all(_valid(root, items, item) for item in value)
+        return True
 
-
-def _object_ok(root: dict[str, Any], node: dict[str, Any], value: dict[Any, Any]) -> bool:
-    if not all(isinstance(key, str) for key in value):
-        raise _Unsure
-    if any(key not in value for key in node.get("required", ())):
-        return False
-    if len(value) > node.get("maxProperties", len(value)) or len(value) < node.get("minProperties", 0):
-        return False
-    properties = node.get("properties", {})
-    extra = node.get("additionalProperties", True)
-    names = node.get("propertyNames")
-    for key, item in value.items():
-        if names is not None and not _valid(root, names, key):
-            return False
-        if key in properties:
-            if not _valid(root, properties[key], item):
-                return False
-        elif extra is False or (isinstance(extra, dict) and not _valid(root, extra, item)):
-            return False
-    return True
+    return check

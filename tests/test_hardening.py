@@ -684,3 +684,23 @@ def test_spec_text_in_markdown_links_nothing(text: str):
 
     html = cmarkgfm.github_flavored_markdown_to_html(f"| a |\n|---|\n| {escape_markdown(text)} |")
     assert "<a " not in html and text in html  # the text itself is kept, readable
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, -2, {"b": float("inf")}], "ok": 0.0, "flag": True},
+        {"a": {"b": [0, 1.5, None, "x", False]}, "c": 2},
+        {"n": float("nan")},
+        [{"x": -0.0}, {"y": -1e-300}],
+        {"t": (1, -1)},  # tuples are not looked into, as unsafe_figures does not
+        3,
+        -3,
+        "text",
+        None,
+    ],
+)
+def test_all_safe_agrees_with_unsafe_figures(value):
+    from gpuplan.linter import all_safe
+
+    assert all_safe(value) == (not list(unsafe_figures(value)))

@@ -23,9 +23,10 @@ from gpuplan.config import default_settings
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
-from gpuplan.estimate.serving_speed import latency_floors
+from gpuplan.estimate.serving_speed import floor_bounds, latency_bounds, latency_floors, prepare, serving_speed
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.probes import Galloping, Scan
+from gpuplan.records import evolve
 from tests.test_properties_plan import make_spec
 
 MODELS = [
@@ -89,6 +90,82 @@ def test_latency_floors_never_exceed_the_speed_model(document):
     ttft, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()))
     assert 0 < tpot <= estimate.speed.tpot_s * (1 + 1e-12)
     assert 0 <= ttft <= estimate.speed.ttft_s * (1 + 1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(deployments(), st.integers(1, 512))
+def test_latency_bounds_never_exceed_the_speed_model_at_their_load(document, concurrency):
+    # The planner judges a load missing the SLO when a bound does, without its steady state; a bound
+    # above the model's own figure at that load would reject a layout that is sound. Drawn loads reach
+    # a budget full of others' prompts, queues near saturation, KV-limited slots and pipelines.
+    spec = make_spec(document)
+    assert spec.serve is not None
+    efficiency = efficiency_of(default_settings())
+    estimate = estimate_serve(spec, spec.serve, efficiency)
+    assert estimate.workload is not None
+    for workload in (estimate.workload, evolve(estimate.workload, concurrency=concurrency)):
+        speed = serving_speed(workload, efficiency)
+        ttft, tpot = latency_bounds(workload, efficiency)
+        assert 0 <= tpot <= speed.tpot_s
+        assert 0 <= ttft <= speed.ttft_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(deployments(), st.floats(0.3, 3), st.floats(0.3, 3))
+def test_the_latency_bounds_change_no_answer_of_the_planner(document, ttft_share, tpot_share):
+    # With SLOs around the declared layout's own figures (some layouts meet them, some do not), the
+    # fewest-GPU and cheapest answers are the same whether or not loads are rejected on their bounds.
+    spec = make_spec(document)
+    assert spec.serve is not None
+    speed = estimate_serve(spec, spec.serve, efficiency_of(default_settings())).speed
+    document["serve"]["slo"] = {
+        "ttft_ms": speed.ttft_s * 1000 * ttft_share,
+        "tpot_ms": speed.tpot_s * 1000 * tpot_share,
+    }
+    spec = make_spec(document)
+    gpu = gpu_catalog()[document["serve"]["hardware"]["gpu"]]
+    answers = []
+    for bounded in (True, False):
+        planner = planner_for(spec, default_settings()).serve
+        assert planner is not None
+        if not bounded:
+            planner.evaluator._bounds_miss = lambda layout: False  # type: ignore[method-assign]
+        found = [planner.fewest_gpus_on(gpu), planner.cheapest()]
+        answers.append([None if o is None else (o.layout.key, o.rate, o.latency_s) for o in found])
+    assert answers[0] == answers[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(deployments(), st.integers(1, 512), st.floats(0, 1e12))
+def test_a_prepared_deployment_gives_the_speed_model_exactly_at_any_load(document, concurrency, kv_bytes):
+    # The planner prepares each split's deployment once and estimates every load of it from there: the
+    # figures must be those of a deployment prepared for that load alone, to the bit.
+    spec = make_spec(document)
+    assert spec.serve is not None
+    efficiency = efficiency_of(default_settings())
+    workload = estimate_serve(spec, spec.serve, efficiency).workload
+    assert workload is not None
+    prepared = prepare(evolve(workload, concurrency=0, kv_capacity_bytes=0.0, replicas=0), efficiency)
+    for load in (workload, evolve(workload, concurrency=concurrency, kv_capacity_bytes=kv_bytes)):
+        assert serving_speed(load, efficiency, prepared=prepared) == serving_speed(load, efficiency)
+        assert latency_bounds(load, efficiency, prepared=prepared) == latency_bounds(load, efficiency)
+        assert latency_floors(load, efficiency, prepared=prepared) == latency_floors(load, efficiency)
+
+
+@settings(max_examples=200, deadline=None)
+@given(deployments())
+def test_the_cheap_floor_bounds_never_exceed_the_floors(document):
+    # The planner rules a family out on floor_bounds before it prepares the family's deployment for the
+    # floors themselves: each bound must be at or below its floor.
+    spec = make_spec(document)
+    assert spec.serve is not None
+    efficiency = efficiency_of(default_settings())
+    workload = estimate_serve(spec, spec.serve, efficiency).workload
+    assert workload is not None
+    ttft, tpot = floor_bounds(workload, efficiency)
+    floor_ttft, floor_tpot = latency_floors(workload, efficiency)
+    assert 0 < tpot <= floor_tpot
+    assert 0 <= ttft <= floor_ttft
 
 
 @settings(max_examples=40, deadline=None)
@@ -301,3 +378,22 @@ def test_the_memory_shape_gives_the_memory_model_at_every_concurrency(document, 
         getattr(serving_shape, "cache_clear", lambda: None)()
         assert shape.at(concurrency) == estimate_serving(changed, usable)
         assert estimate_serving(changed, usable) == shape.at(concurrency)
+
+
+@settings(max_examples=20, deadline=None)
+@given(deployments())
+def test_a_splits_deployment_workload_is_the_same_on_every_gpu_kind_but_its_gpu(document):
+    # The serving planner derives each TP x PP split's deployment workload once and gives it each GPU kind
+    # it tries; that must be the workload the estimate itself builds on that kind.
+    from gpuplan.analysis import deployment_workload, serving_setup
+
+    spec = make_spec(document)
+    planner = planner_for(spec, default_settings()).serve
+    assert planner is not None
+    evaluator = planner.evaluator
+    for gpu in list(gpu_catalog().values())[::3]:
+        for tp, pp in ((1, 1), (2, 1), (1, 2), (4, 2)):
+            layout = evaluator.layout(gpu, tp, pp, 1)
+            job = evaluator._job(layout)
+            expected = deployment_workload(spec, job, serving_setup(spec, job, gpu=gpu), gpu)
+            assert evaluator._workload(layout, 0.0)[0] == evolve(expected, concurrency=layout.concurrency, replicas=1)

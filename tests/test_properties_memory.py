@@ -430,3 +430,20 @@ def test_each_remembered_half_of_the_estimate_reads_none_of_the_fields_it_leaves
         name = data.draw(st.sampled_from(sorted(ignored)))
         changed = vary(setup, **{name: data.draw(FIELD_VALUES[name])})
         assert function(changed) == function(setup), name
+
+
+@settings(max_examples=300)
+@given(varied_setups(), st.data())
+def test_the_model_states_floor_is_below_every_setting_it_stands_for(setup, data):
+    # The planner skips a layout whose states_floor is over its limit, for every micro-batch, recompute
+    # and loss setting of the shape and sharding at once: the floor reads none of them, and it is below
+    # the estimate of each.
+    from gpuplan.estimate import training
+
+    setup = vary(setup, optimizer_in_backward=data.draw(FIELD_VALUES["optimizer_in_backward"]))
+    floor = training.states_floor(setup)
+    for name in sorted(training.STATES_IGNORE):
+        changed = vary(setup, **{name: data.draw(FIELD_VALUES[name])})
+        assert training.states_floor(changed) == floor, name
+        assert floor < estimate_training(changed, 0).per_gpu, name
+    assert floor < estimate_training(setup, 0).per_gpu

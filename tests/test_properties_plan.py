@@ -393,7 +393,7 @@ def test_the_fewest_gpus_query_looks_past_a_width_that_fits_but_breaks_gradient_
         )
     )
     gpu = gpu_catalog()["l40s"]
-    assert job._fitting_widths(gpu, 1, 8) == [4, 8]
+    assert list(job._fitting_widths(gpu, 1, 8)) == [4, 8]
     at_four = [
         job.evaluator.evaluate(Layout(gpu, 1, 8, 4, settings=choice))
         for recompute in (False, True)
@@ -666,3 +666,42 @@ def test_settings_that_break_gradient_sync_give_way_to_the_next_choice_before_mo
     assert best is not None and best.sound and best.layout.settings is not None
     assert (best.gpus, best.layout.tensor_parallel) == (4, 1)
     assert best.layout.settings == TrainingSettings("full", False, "zero3", 2, 1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(finetune_specs(), st.sampled_from([None, 0.3]), st.sampled_from(["bf16-mixed", "fp8-mixed", "bf16"]))
+def test_the_cost_floor_bound_is_below_every_gpu_kinds_cost_floor(document, mfu, precision):
+    # The fine-tuning search solves a GPU kind's cost floor only once its lower bound (the linear GEMMs'
+    # seconds per token at the GPU's price) comes first in line: the bound must never exceed the floor,
+    # with or without a configured MFU, on GPUs with and without fp8 units.
+    document["finetune"]["precision"] = precision
+    spec = make_spec(document)
+    settings = default_settings()
+    if mfu is not None:
+        settings = replace(settings, training_mfu=mfu)
+    job = planner_for(spec, settings).finetune
+    assert job is not None
+    evaluator = job.evaluator
+    for gpu in gpu_catalog().values():
+        floor = evaluator.floor_rate(gpu)
+        bound = evaluator.floor_rate_bound(gpu)
+        assert bound <= (math.inf if floor is None else floor), gpu.id
+
+
+@settings(max_examples=30, deadline=None)
+@given(finetune_specs(), st.floats(0.3, 1.5))
+def test_the_lazily_solved_cost_floors_change_no_cheapest_answer(document, share):
+    # The cheapest query visits GPU kinds in cost-floor order, solving floors lazily behind their bounds;
+    # with every floor solved up front (bounds of zero) the answer is the same.
+    spec = make_spec(document)
+    answers = []
+    for lazy in (True, False):
+        job = planner_for(spec, default_settings()).finetune
+        assert job is not None
+        if not lazy:
+            job.evaluator.floor_rate_bound = lambda gpu: 0.0  # type: ignore[method-assign]
+        declared = job.declared()
+        ceiling = None if declared.rate is None else declared.rate * share
+        found = job.cheapest(ceiling=ceiling)
+        answers.append(None if found is None else (found.layout.key, found.rate))
+    assert answers[0] == answers[1]

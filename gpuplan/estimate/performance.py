@@ -164,6 +164,7 @@ def causal_pairs(start: float, end: float, window: int = 0) -> float:
     return windowed(end) - windowed(start)
 
 
+@functools.lru_cache(maxsize=4096)  # the same prompts on every GPU kind and layout a planner tries
 def attention_flops(arch: Architecture, start: float, end: float) -> float:
     """Causal attention FLOPs (QK^T and PV) of query positions [start, end) of one sequence, all layers.
 

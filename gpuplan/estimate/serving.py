@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import fields
-from typing import Any
 
 from gpuplan.architecture import Architecture
 from gpuplan.records import evolve, record
@@ -245,6 +243,9 @@ def routed_share(arch: Architecture, tp: int, ep: int) -> float:
     return math.ceil(arch.experts / ep) / arch.experts if ep > 1 else 1 / tp
 
 
+# Weight bytes per stage do not depend on the GPU kind: a planner asks for the same TP x PP split on every
+# GPU it searches (memory shape, decode reads), and each answer loops over the model's layers.
+@functools.lru_cache(maxsize=1024)
 def stage_weights(
     arch: Architecture,
     quantization: str,
@@ -317,15 +318,38 @@ def decode_weight_reads(setup: ServingSetup) -> tuple[float, ...]:
     first stage, the head on the last]. The stages differ (the head's stage reads most where the
     vocabulary is large), and the stage whose memory peaks (``serving_shape``) need not read the most.
     """
-    arch, tp, ep = setup.architecture, setup.tensor_parallel, setup.expert_parallel
-    stages = model_stage_weights(setup)
-    sixteen = unquantized_bytes(setup.quantization, setup.model_dtype_bytes)
-    one_stage = setup.pipeline_parallel == 1
+    return _decode_reads(
+        setup.architecture,
+        setup.quantization,
+        setup.model_dtype_bytes,
+        setup.tensor_parallel,
+        setup.pipeline_parallel,
+        setup.group_size,
+        setup.quantized_params,
+        setup.expert_parallel,
+    )
+
+
+# What decode_weight_reads reads of a setup, remembered as stage_weights is (the same on every GPU kind).
+@functools.lru_cache(maxsize=1024)
+def _decode_reads(
+    arch: Architecture,
+    quantization: str,
+    dtype_bytes: int,
+    tp: int,
+    pp: int,
+    group_size: int,
+    quantized_params: int | None,
+    ep: int,
+) -> tuple[float, ...]:
+    stages = stage_weights(arch, quantization, dtype_bytes, tp, pp, group_size, quantized_params, ep)
+    sixteen = unquantized_bytes(quantization, dtype_bytes)
+    one_stage = pp == 1
     gathered = arch.embedding_params() - (arch.vocab * arch.hidden if arch.tie_embeddings and one_stage else 0)
     # Resident routed experts per MoE layer on one GPU: ceil(E / EP) whole experts, or 1/TP of each.
-    experts = routed_expert_bytes(arch, setup.quantization, setup.model_dtype_bytes, setup.group_size)
+    experts = routed_expert_bytes(arch, quantization, dtype_bytes, group_size)
     reads = []
-    for index, layers in enumerate(arch.stage_layers(setup.pipeline_parallel)):
+    for index, layers in enumerate(arch.stage_layers(pp)):
         resident = stage_routed_bytes(arch, experts, layers) * routed_share(arch, tp, ep) if experts else 0.0
         unread = (gathered + arch.vision_params) * sixteen / tp if index == 0 else 0.0
         reads.append(stages[index] - unread - resident)
@@ -476,6 +500,7 @@ def runtime_bytes(tp: int, pp: int) -> int:
     return NON_TORCH_PP if pp > 1 else NON_TORCH_SINGLE
 
 
+@functools.lru_cache(maxsize=64)
 def cuda_graph_bytes(max_num_seqs: int, max_batched: int) -> int:
     """The CUDA-graph pool: two modes per capture size, sizes up to min(2 x seqs, 512, batched tokens)."""
     largest = min(2 * max_num_seqs, 512, max_batched)
@@ -495,15 +520,8 @@ class ServingShape:
     per_sequence: float  # KV bytes of one sequence on the tightest stage
 
     def at(self, concurrency: int) -> ServingMemory:
-        return ServingMemory(**self._fields, kv_cache=math.ceil(self.per_sequence * concurrency))
-
-    @functools.cached_property
-    def _fields(self) -> dict[str, Any]:
-        """The empty memory's fields but the KV cache (a planner builds thousands of these: faster than
-        dataclasses.replace)."""
-        return {
-            field.name: getattr(self.empty, field.name) for field in fields(ServingMemory) if field.name != "kv_cache"
-        }
+        # evolve: a copy of the empty memory's fields (a planner builds thousands of these)
+        return evolve(self.empty, kv_cache=math.ceil(self.per_sequence * concurrency))
 
 
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
@@ -547,13 +565,16 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     stages = arch.stage_layers(pp)
     block, page_bytes = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context)
     page = math.ceil(page_bytes)
+    reserves: dict[bool, float] = {}  # every stage but the last reserves the same
     candidates = []
     for index, layers in enumerate(stages):
         last = index == len(stages) - 1
-        reserve = max(
-            [activation_reserve(arch, setup, last)]
-            + [activation_reserve(t.architecture, setup, last) for t in setup.tenants]
-        )
+        if last not in reserves:
+            reserves[last] = max(
+                [activation_reserve(arch, setup, last)]
+                + [activation_reserve(t.architecture, setup, last) for t in setup.tenants]
+            )
+        reserve = reserves[last]
         per_sequence = kv_bytes_per_sequence(
             arch, setup.context, setup.kv_dtype_bytes, tp, pp, setup.max_batched_tokens, index, setup.model_dtype_bytes
         )

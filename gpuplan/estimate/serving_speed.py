@@ -52,6 +52,7 @@ planner can call it for hundreds of layouts. Figures per engine and the shared k
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -134,6 +135,11 @@ class _Step(NamedTuple):
     mean_seconds: float  # the stages' mean (their weights' mean): a stage pipeline's sum over stages / stages
 
 
+# A _Step from its fields without the named tuple's Python-level __new__ (the speed model's inner loop
+# builds some twenty per estimate).
+_new_step: Callable[[tuple[float, bool, float, float]], _Step] = functools.partial(tuple.__new__, _Step)
+
+
 def prompt_square_mean(mean: float, p90: float) -> float:
     """E[P^2] of a lognormal prompt length through its mean and 90th percentile (attention is quadratic).
 
@@ -160,17 +166,18 @@ def _roofline(memory: float, compute: float, p: float, inverse: float) -> float:
     return compute * (1 + (memory / compute) ** p) ** inverse
 
 
-class _Deployment:
-    """Per-GPU rates and per-step costs of one replica; every method is closed form."""
+class _Rates:
+    """What a step of one replica runs at on its GPU: the engine's limits, the GEMM, attention and memory
+    rates, the linear FLOPs per token and the fixed cost of one step on one GPU of a stage."""
 
     def __init__(self, w: ServingWorkload, calibration: Calibration, efficiency: Efficiency) -> None:
         arch, gpu = w.architecture, w.gpu
-        self.w, self.engine = w, calibration.engine(w.engine)
+        self.engine = calibration.engine(w.engine)
         default_tokens, default_sequences = self.engine.limits(gpu)
         self.token_budget = w.max_batched_tokens or default_tokens  # tokens one step may carry
         self.sequence_cap = w.max_sequences or default_sequences  # sequences the engine runs at once
         mechanisms = calibration.serving
-        tp, pp, ep = w.tensor_parallel, w.pipeline_parallel, w.expert_parallel
+        tp, pp = w.tensor_parallel, w.pipeline_parallel
         stage_layers = math.ceil(arch.layers / pp)
         self.stage_share = stage_layers / arch.layers
         self.stage_layers = stage_layers
@@ -190,6 +197,25 @@ class _Deployment:
         # prompt is sampled), a decode token does not.
         self.head_flops = 2 * arch.vocab * arch.hidden * self.stage_share / tp
         self.body_flops = 2 * matmul_params(arch) * self.stage_share / tp - self.head_flops
+        self.fixed = self.engine.step_overhead_s + stage_layers * mechanisms.layer_overhead_s
+        self.sharpness = mechanisms.roofline_sharpness
+        self.inverse_sharpness = 1 / self.sharpness
+
+
+class _Deployment:
+    """Per-GPU rates and per-step costs of one replica; every method is closed form."""
+
+    def __init__(self, w: ServingWorkload, calibration: Calibration, efficiency: Efficiency) -> None:
+        arch, gpu = w.architecture, w.gpu
+        rates = _Rates(w, calibration, efficiency)
+        self.w, self.engine = w, rates.engine
+        self.token_budget, self.sequence_cap = rates.token_budget, rates.sequence_cap
+        mechanisms = calibration.serving
+        tp, pp, ep = w.tensor_parallel, w.pipeline_parallel, w.expert_parallel
+        self.stage_layers, self.stage_share = rates.stage_layers, rates.stage_share
+        stage_layers = rates.stage_layers
+        self.gemm_rate, self.attention_rate, self.bandwidth = rates.gemm_rate, rates.attention_rate, rates.bandwidth
+        self.head_flops, self.body_flops = rates.head_flops, rates.body_flops
         # Weights: every step reads the stage's other weights; the routed experts this GPU holds are read
         # only when a token is routed to them.
         self.dense_bytes = w.weights_read
@@ -229,9 +255,8 @@ class _Deployment:
         ep_fast = on_fast_link(gpu, ep)
         self.ep_latency = mechanisms.allreduce_latency_nvlink_s if ep_fast else mechanisms.allreduce_latency_pcie_s
         self.moe_layers = math.ceil(arch.moe_layers / pp) if arch.is_moe else 0
-        self.fixed = self.engine.step_overhead_s + stage_layers * mechanisms.layer_overhead_s
-        self.sharpness = mechanisms.roofline_sharpness
-        self.inverse_sharpness = 1 / self.sharpness
+        self.fixed = rates.fixed
+        self.sharpness, self.inverse_sharpness = rates.sharpness, rates.inverse_sharpness
         self.sequence_overhead = self.engine.sequence_overhead_s
         self.hop = self.tp_latency if pp > 1 else 0.0  # activations handed to the next stage
         self.communicates = tp > 1 or (ep > 1 and self.moe_layers > 0)
@@ -321,7 +346,7 @@ class _Deployment:
         if self.above_mean:
             mean_linear = _roofline((weights - self.above_mean) / self.bandwidth, linear_compute, p, inverse)
             mean_seconds = seconds - linear + mean_linear
-        return _Step(seconds, memory_bound, weights + kv, mean_seconds)
+        return _new_step((seconds, memory_bound, weights + kv, mean_seconds))
 
     # -- a pipeline of stages ---------------------------------------------------------------------------
     def cycle(self, step: _Step, microbatches: float) -> float:
@@ -370,12 +395,25 @@ class _Deployment:
         return self.pass_time(chunk, chunks) + first
 
 
-def serving_speed(
+def prepare(
     w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> _Deployment:
+    """The per-GPU rates and per-step costs of ``w``'s deployment, which its load (``concurrency``,
+    ``kv_capacity_bytes``, ``replicas``) leaves as they are: a planner that tries many loads of one
+    deployment prepares it once for ``serving_speed`` and ``latency_floors``."""
+    return _Deployment(w, calibration, efficiency or Efficiency())
+
+
+def serving_speed(
+    w: ServingWorkload,
+    efficiency: Efficiency | None = None,
+    calibration: Calibration = CALIBRATION,
+    prepared: _Deployment | None = None,
 ) -> ServingSpeed:
-    """TTFT, TPOT and tokens/s of the deployment ``w`` (see the module docstring for the model)."""
+    """TTFT, TPOT and tokens/s of the deployment ``w`` (see the module docstring for the model);
+    ``prepared``: ``prepare`` of ``w`` at any load with the same efficiency and calibration."""
     efficiency = efficiency or Efficiency()
-    d = _Deployment(w, calibration, efficiency)
+    d = prepared or _Deployment(w, calibration, efficiency)
     arch, engine = w.architecture, d.engine
     budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
@@ -452,7 +490,10 @@ def burst_ttft(
 
 
 def latency_floors(
-    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+    w: ServingWorkload,
+    efficiency: Efficiency | None = None,
+    calibration: Calibration = CALIBRATION,
+    prepared: _Deployment | None = None,
 ) -> tuple[float, float]:
     """(TTFT, TPOT) that ``serving_speed`` never goes below for this deployment, whatever its concurrency
     or replicas; a planner skips a layout family whose floors already miss the SLO.
@@ -474,7 +515,7 @@ def latency_floors(
     replica's TTFT less its pipeline fill, which more chunks shorten (under two stages, one prompt chunk
     alone crosses both, two half chunks take 3 half stage-times). Static batching prefills mean prompts
     in waves: its TTFT floor is 0 (no claim)."""
-    d = _Deployment(w, calibration, efficiency or Efficiency())
+    d = prepared or _Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     context = prompt + output / 2  # the steady state's decode context
     tpot = w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds
@@ -486,6 +527,141 @@ def latency_floors(
         chunks, chunk = d.idle_chunks(passed, d.token_budget)
         ttft += chunks * chunk.mean_seconds + (w.pipeline_parallel - 1) * d.hop
     return ttft, tpot
+
+
+def floor_bounds(
+    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> tuple[float, float]:
+    """(TTFT, TPOT) at or below ``latency_floors``, from the GPU's rates and the weights each step reads
+    alone (no deployment is prepared): a planner tries these first on each layout family and prepares
+    the family's deployment only where they do not already miss the SLO.
+
+    ``latency_floors`` takes stages x one decode step's stage mean (TPOT) and the idle chunks' stage means
+    plus the first token's decode step, the stage hops and the request overhead (TTFT). Each step's mean
+    is its linear roofline over the stages' mean weights read (a mixture's experts only add to what it
+    reads), its attention roofline, the prompt chunk's attention, its collectives, the fixed costs and the
+    decode's per-sequence overhead; these keep the linear roofline, the prompt attention, the fixed
+    costs and the per-sequence overhead, and leave out the rest, which is never negative. A relative
+    1e-9 lower, for rounding. Static batching claims no TTFT floor (as ``latency_floors``)."""
+    rates = _Rates(w, calibration, efficiency or Efficiency())
+    arch, pp, engine = w.architecture, w.pipeline_parallel, rates.engine
+    p, inverse = rates.sharpness, rates.inverse_sharpness
+    mean_read = (w.weights_read - w.weights_above_mean) / rates.bandwidth
+    decode = _roofline(mean_read, (rates.body_flops + rates.head_flops) / rates.gemm_rate, p, inverse)
+    tpot = pp * (decode + rates.fixed + engine.sequence_overhead_s)
+    if w.batching == "static":
+        return 0.0, tpot * (1 - 1e-9)
+    ttft = engine.request_overhead_s
+    passed = int(w.full_prompt - 1 if engine.first_token_from_decode_step else w.full_prompt)
+    if passed > 0:
+        chunks = max(1, math.ceil(passed / rates.token_budget))
+        tokens = passed / chunks
+        linear = _roofline(mean_read, rates.body_flops * tokens / rates.gemm_rate, p, inverse)
+        attention = attention_flops(arch, 0, passed) / chunks * (rates.stage_share / w.tensor_parallel)
+        ttft += chunks * (linear + attention / rates.attention_rate + rates.fixed)
+    return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
+
+
+def latency_bounds(
+    w: ServingWorkload,
+    efficiency: Efficiency | None = None,
+    calibration: Calibration = CALIBRATION,
+    prepared: _Deployment | None = None,
+) -> tuple[float, float]:
+    """(TTFT, TPOT) that ``serving_speed(w)`` does not go below at ``w``'s own load, from a few steps
+    instead of the steady state's root: a planner skips the full estimate of a load whose bound already
+    misses the SLO. 0 where nothing is claimed (static batching; TTFT over pipeline stages, where the
+    family's ``latency_floors`` hold).
+
+    As for ``latency_floors``, every term of a step only grows with its decoding sequences, prompt
+    tokens and prompt attention (and a mixture's weights read, concave in the tokens, are at least
+    those of the decodes alone). In the steady state (``_continuous``) the share phi of its cycle a
+    slot spends decoding is a root of implied(phi) - phi, implied(phi) = O T(phi) / (S(phi) + O T(phi)),
+    with TPOT T and prefill time S; over phi in [0, 1]:
+      T(phi) >= T0, one sequence decoding alone (the TPOT floor at this context);
+      S(phi) <= S1: the queue factor at phi = 1 (rho grows with phi; once rho(1) >= 1 no bound on S,
+        and phi is bounded by 0 only), the most chunks (phi = 1: the least room), each a step with every
+        other slot decoding beside the largest chunk (phi = 0) and its share of the prompt's attention;
+      implied(phi) >= q = O T0 / (S1 + O T0), as x / (S + x) grows with x and falls with S.
+    The root ``_bracketed_root`` returns is within PHI_TOLERANCE of the upper end of its last bracket,
+    where implied - phi < 0, so it is above q - PHI_TOLERANCE (or it is 1, or a point where implied =
+    phi). At any phi >= phi_b = q - 2 PHI_TOLERANCE a decode step carries at least 1 + others x phi_b
+    sequences and, on one stage of a dense model, at least min(others x phi_b x P / O, budget - 1 -
+    others) prompt tokens (the others' arrivals grow with phi; the room left is at least that) with
+    their share of the attention; over stages or with a mixture only the decodes are counted (a
+    microbatch's share of the prompt tokens shrinks as microbatches are added; a mixture's prompt
+    chunk is averaged over steps). TPOT, that step's cycle, grows with the decodes.
+    TTFT on one stage: at least half that decode step while another slot runs, the full prompt's
+    prefill at phi_b (with more decodes beside it the prompt takes at least as many chunks, and k' >= k
+    steps of t / k' prompt tokens cost at least k steps of t / k, as ``latency_floors`` shows; its
+    queue factor grows with rho), that TPOT where the engine samples the first token from a decode
+    step, and the request overhead; the wait of requests beyond the slots only adds. Each bound is
+    taken a relative 1e-9 lower, for rounding, as the floors are."""
+    d = prepared or _Deployment(w, calibration, efficiency or Efficiency())
+    if w.batching == "static":
+        return 0.0, 0.0
+    engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel
+    budget = d.token_budget
+    prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
+    square_mean = prompt_square_mean(prompt, w.prompt_p90)
+    spread = square_mean / (prompt * prompt)
+    held = prompt + (output if engine.reserves_full_context else output / 2)
+    per_sequence = d.kv_read(held)
+    kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
+    others = max(0.0, min(float(w.concurrency), float(d.sequence_cap), max(kv_cap, 1.0)) - 1)
+    context = prompt + output / 2
+    passed = d.prompt_pass(prompt)
+    phi = 0.0
+    if passed <= 0:
+        phi = 1 - 2 * PHI_TOLERANCE  # no prompt to prefill: the slots only decode
+    elif others * passed / output / max(1.0, budget - others) < 1:
+        least_tpot = d.cycle(d.step(1.0, 0.0, context, 0.0), 1.0)
+        widest = max(1.0, budget)
+        fewest = max(1, math.ceil(passed / widest))
+        most = max(1, math.ceil(passed / max(1.0, budget - others)))
+        microbatches = min(pp, max(1.0, others))
+        largest = d.step(
+            others / microbatches, min(widest, passed / fewest), context, d.prompt_attention(passed) / fewest
+        )
+        rho = others * passed / output / max(1.0, budget - others)
+        longest = d.pass_time(largest, most) * queue_wait_factor(rho, spread)
+        total = longest + output * least_tpot
+        if total > 0:
+            phi = max(0.0, output * least_tpot / total * (1 - 1e-9) - 2 * PHI_TOLERANCE)
+    decoders = others * phi
+    running = 1 + decoders
+    microbatches = min(pp, max(1.0, running))
+    prefill = attention = 0.0
+    if passed > 0 and (pp == 1 or running >= pp):  # as many microbatches at every phi >= phi_b
+        prefill = min(decoders * passed / output, max(0.0, budget - 1 - others))
+        prompt_attention = attention_flops(arch, 0, math.sqrt(square_mean)) * (passed / prompt) ** 2
+        attention = prefill / passed * prompt_attention
+    # A chunk of infinite size: a mixture's step reads the experts of its decodes alone.
+    step = d.step(running / microbatches, prefill / microbatches, context, attention / microbatches, math.inf)
+    tpot = d.cycle(step, microbatches)
+    ttft = min(1.0, others) * step.seconds / 2 + engine.request_overhead_s
+    if engine.first_token_from_decode_step:
+        ttft += tpot
+    tokens = d.prompt_pass(w.full_prompt)
+    if tokens > 0:
+        room = max(1.0, budget - decoders)
+        chunks = max(1, math.ceil(tokens / room))
+        microbatches = min(pp, max(1.0, decoders))
+        chunk = d.step(
+            decoders / microbatches, min(room, tokens / chunks), context, d.prompt_attention(tokens) / chunks
+        )
+        # pass_time with each chunk's step at its stages' mean: the first chunk crosses the other
+        # stages as at least the thinnest chunk (the most chunks: phi = 1) would.
+        most = max(1, math.ceil(tokens / max(1.0, budget - others)))
+        thinnest = (
+            chunk
+            if most == chunks
+            else d.step(decoders / microbatches, tokens / most, context, d.prompt_attention(tokens) / most)
+        )
+        stages = (pp - 1) * (thinnest.mean_seconds + d.hop)
+        rho = decoders * passed / output / max(1.0, budget - decoders)
+        ttft += (stages + chunks * chunk.mean_seconds) * queue_wait_factor(rho, spread)
+    return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
 
 
 @record

@@ -778,6 +778,23 @@ def _remembered_activations(keyed: _Keyed) -> _Activations:
     return _activations(keyed.setup)
 
 
+def states_floor(setup: TrainingSetup) -> int:
+    """A lower bound of ``estimate_training(setup, overhead).per_gpu - overhead`` from the model states
+    alone, which no micro-batch, recompute or loss setting changes (``STATES_IGNORE``): a planner
+    bounds every setting of a shape and sharding with one of these, before any estimate.
+
+    Why it is a bound: ``per_gpu - overhead`` is the largest phase total, and the backward phase is
+    the largest (by its float sum) of three dicts, one of which, its end, holds the fixed states and
+    the gradients: ``end = weights + optimizer + gathered + gradients`` (``largest_gradient`` under
+    optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
+    ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end part) - eps``,
+    where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
+    and one byte taken off: ``sum(floor(end part)) - 1 < sum(end part) - eps``."""
+    states = _remembered_states(_Keyed(setup, _STATES_READ))
+    gradients = states.largest_gradient if setup.job.optimizer_in_backward else states.gradients
+    return sum(math.floor(part) for part in (states.weights, states.optimizer, states.gathered, gradients)) - 1
+
+
 def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
     """Per-GPU memory of one steady-state step; ``overhead`` is the documented framework constant."""
     arch = setup.architecture

@@ -128,6 +128,39 @@ def model_flops_per_token(arch: Architecture, method: str, seq_len: int, trainab
     return 4 * matmul_params(arch) + 6 * trainable + attention
 
 
+def _gemm_rate(w: TrainingWorkload, calibration: Calibration) -> float:
+    """FLOP/s of the job's linear GEMMs on its GPU: the compute dtype's peak x its MAMF ceiling x the GEMM
+    efficiency (fp8-mixed GEMMs at the fp8 rate where the GPU has it, less the low-precision factor)."""
+    cal, gpu = calibration.training, w.gpu
+    if w.setup.job.precision == "fp8-mixed" and bool(gpu.tflops.get("fp8")):
+        fp8_rate = gpu.peak_flops("fp8") * matmul_ceiling(gpu, "fp8")
+        return fp8_rate * cal.gemm_efficiency * cal.low_precision_gemm_factor
+    return gpu.peak_flops("bf16") * matmul_ceiling(gpu, "bf16") * cal.gemm_efficiency
+
+
+def seconds_per_token_floor(
+    w: TrainingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> float:
+    """A lower bound of ``training_speed(w)``'s step time per token it trains on one GPU (step_s x tensor
+    x pipeline parallel / the tokens of a step's micro-batches): the micro-batches' linear GEMMs alone,
+    forward and backward (or, under a configured MFU, their model FLOPs at it). Every other term of a
+    micro-batch (attention, elementwise bytes, the loss, dequantization, recompute, adapters) and of a step
+    (the bubble, collectives, the optimizer, exposed sync) is never negative; a relative 1e-9 lower, for
+    rounding. A planner bounds each GPU kind's cost floor with it before solving the speed there."""
+    efficiency = efficiency or Efficiency()
+    job, arch, gpu = w.setup.job, w.setup.architecture, w.gpu
+    tp, pp = w.setup.tensor_parallel, w.setup.pipeline_parallel
+    share = math.ceil(arch.layers / pp) / arch.layers / tp
+    if efficiency.training_mfu is not None:
+        fp8 = job.precision == "fp8-mixed" and bool(gpu.tflops.get("fp8"))
+        rate = (gpu.peak_flops("fp8") if fp8 else gpu.peak_flops("bf16")) * efficiency.training_mfu
+        per_token = model_flops_per_token(arch, job.method, job.seq_len, w.trainable_params) * share / rate
+    else:
+        passes = 3 if job.method == "full" else 2
+        per_token = 2 * matmul_params(arch) * share * passes / _gemm_rate(w, calibration)
+    return per_token * tp * pp * (1 - 1e-9)
+
+
 def training_speed(
     w: TrainingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
 ) -> TrainingSpeed:
@@ -152,11 +185,7 @@ def training_speed(
         model = flops_per_token * share * tokens
         micro = (model + recompute * (linear_forward + attention_forward)) / rate
     else:
-        ceiling16 = matmul_ceiling(gpu, "bf16")
-        gemm_rate = peak16 * ceiling16 * cal.gemm_efficiency
-        if fp8:
-            fp8_rate = gpu.peak_flops("fp8") * matmul_ceiling(gpu, "fp8")
-            gemm_rate = fp8_rate * cal.gemm_efficiency * cal.low_precision_gemm_factor
+        gemm_rate = _gemm_rate(w, calibration)
         adapters = 6 * w.trainable_params * share * tokens if job.method != "full" else 0.0
         linear = linear_forward * (linear_passes + recompute) + adapters
         attention = attention_forward * (3 + recompute)

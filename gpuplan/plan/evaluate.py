@@ -21,6 +21,7 @@ from gpuplan.analysis import (
     estimate_finetune,
     estimate_serve,
     finetune_memory,
+    finetune_memory_floor,
     finetune_speed,
     run_cost,
     serve_shape,
@@ -32,9 +33,17 @@ from gpuplan.context_limits import context_problem
 from gpuplan.estimate.memory_bands import finetune_band
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
-from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, latency_floors, serving_speed
-from gpuplan.estimate.training import TrainingMemory, TrainingSetup
-from gpuplan.estimate.training_speed import TrainingSpeed
+from gpuplan.estimate.serving_speed import (
+    ServingSpeed,
+    ServingWorkload,
+    floor_bounds,
+    latency_bounds,
+    latency_floors,
+    prepare,
+    serving_speed,
+)
+from gpuplan.estimate.training import TrainingMemory, TrainingSetup, trainable_params
+from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, seconds_per_token_floor
 from gpuplan.layout import whole_replicas
 from gpuplan.plan.space import (
     POWERS_OF_TWO,
@@ -358,7 +367,10 @@ class ServePlanner(_Evaluator):
         self._shapes: dict[tuple[object, ...], ServingShape] = {}  # GPU, TP, PP, tenants' sequences
         self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
-        self._deployments: dict[tuple[str, int, int], ServingWorkload] = {}  # GPU, TP, PP -> deployment_workload
+        # GPU, TP, PP -> (deployment_workload, its serving_speed.prepare)
+        self._deployments: dict[tuple[str, int, int], tuple[ServingWorkload, Any]] = {}
+        self._splits: dict[tuple[int, int], ServingWorkload] = {}  # TP, PP -> deployment_workload (any GPU)
+        self._deployments_on: dict[tuple[str, int, int], ServingWorkload] = {}  # GPU, TP, PP -> that on the GPU
         self._weights, self._kv = self._lower_bound_bytes()
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
@@ -465,36 +477,75 @@ class ServePlanner(_Evaluator):
             return False
         if self.slo_out_of_reach(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel):
             return False
+        job = self.job
+        if job.ttft_ms is None and job.tpot_ms is None:
+            return True  # no latency constraint: the speed is estimated only for an option's figures
         load = self._load(layout)
         if load not in self._latency_met:
-            speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
-            self._latency_met[load] = not any(speed_slo_miss(self.job, speed, metric) for metric in ("ttft", "tpot"))
+            if layout.key not in self._speeds and self._bounds_miss(layout):
+                self._latency_met[load] = False  # as the speed model would say, without its steady state
+            else:
+                speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
+                self._latency_met[load] = not any(speed_slo_miss(job, speed, metric) for metric in ("ttft", "tpot"))
         return self._latency_met[load]
+
+    def _bounds_miss(self, layout: Layout) -> bool:
+        """Whether the speed model's lower bounds at the layout's load (``latency_bounds``) already miss
+        the SLO: then its TTFT or TPOT, at least those bounds, misses it too."""
+        workload, prepared = self._workload(layout, self.memory(layout).kv_available)
+        ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared)
+        job = self.job
+        return (job.ttft_ms is not None and ttft * 1000 > job.ttft_ms) or (
+            job.tpot_ms is not None and tpot * 1000 > job.tpot_ms
+        )
 
     def _speed(self, layout: Layout) -> ServingSpeed:
         """The serving speed ``evaluate`` gives the layout (computed once for both)."""
         key = layout.key
         if key not in self._speeds:
             memory = self.memory(layout)
-            self._speeds[key] = serving_speed(self._workload(layout, memory.kv_available), self.efficiency)
+            workload, prepared = self._workload(layout, memory.kv_available)
+            self._speeds[key] = serving_speed(workload, self.efficiency, prepared=prepared)
         return self._speeds[key]
 
-    def _workload(self, layout: Layout, kv_available: float) -> ServingWorkload:
+    def _workload(self, layout: Layout, kv_available: float) -> tuple[ServingWorkload, Any]:
         """What the speed model reads of ``layout``, with the given KV space per GPU: the
-        ``serving_workload`` of its job, from its split's deployment (the same at every load)."""
+        ``serving_workload`` of its job, from its split's deployment (the same at every load), and that
+        deployment prepared for the speed model (``serving_speed.prepare``, also the same at every load)."""
         split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
-        deployment = self._deployments.get(split)
-        if deployment is None:
+        found = self._deployments.get(split)
+        if found is None:
+            deployment = self._deployment_on(layout)
+            found = self._deployments[split] = (deployment, prepare(deployment, self.efficiency))
+        deployment, prepared = found
+        return workload_at_load(deployment, kv_available, layout.concurrency, layout.gpus), prepared
+
+    def _deployment_on(self, layout: Layout) -> ServingWorkload:
+        """``deployment_workload`` of the layout's split on its GPU kind (see ``_deployment_of_split``)."""
+        split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
+        found = self._deployments_on.get(split)
+        if found is None:
+            found = self._deployments_on[split] = evolve(self._deployment_of_split(layout), gpu=layout.gpu)
+        return found
+
+    def _deployment_of_split(self, layout: Layout) -> ServingWorkload:
+        """``deployment_workload`` of the layout's TP x PP split, on the layout's GPU kind: it reads the
+        GPU kind nowhere but its ``gpu`` field (the split's weights read, the job's prompt, engine and
+        batch settings), so the split's on any other kind is this with that kind (computed once)."""
+        split = (layout.tensor_parallel, layout.pipeline_parallel)
+        found = self._splits.get(split)
+        if found is None:
             job = self._job(layout)
             setup = serving_setup(self.spec, job, gpu=layout.gpu)
-            deployment = self._deployments[split] = deployment_workload(self.spec, job, setup, layout.gpu)
-        return workload_at_load(deployment, kv_available, layout.concurrency, layout.gpus)
+            found = self._splits[split] = deployment_workload(self.spec, job, setup, layout.gpu)
+        return found
 
     def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
         (``latency_floors``: one sequence decoding alone; the full prompt's chunks on an idle replica,
         without its pipeline fill) already miss it, by more than a relative 1e-9 that keeps rounding on
-        the safe side."""
+        the safe side. ``floor_bounds``, below those floors and cheaper (no deployment is prepared for
+        them), are tried first: a family they already rule out is never prepared."""
         job = self.job
         if job.ttft_ms is None and job.tpot_ms is None:
             return False
@@ -502,11 +553,19 @@ class ServePlanner(_Evaluator):
         if key not in self._floors:
             # The floors read no load and no KV capacity: one replica's floors are every replica count's.
             layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
-            ttft, tpot = latency_floors(self._workload(layout, 0.0), self.efficiency)
+            ttft, tpot = floor_bounds(self._deployment_on(layout), self.efficiency)
             self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
-        ttft_ms, tpot_ms = self._floors[key]
-        return (self.job.ttft_ms is not None and ttft_ms > self.job.ttft_ms) or (
-            self.job.tpot_ms is not None and tpot_ms > self.job.tpot_ms
+            if not self._misses(*self._floors[key]):
+                workload, prepared = self._workload(layout, 0.0)
+                ttft, tpot = latency_floors(workload, self.efficiency, prepared=prepared)
+                self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
+        return self._misses(*self._floors[key])
+
+    def _misses(self, ttft_ms: float, tpot_ms: float) -> bool:
+        """Whether a TTFT or TPOT (ms) misses the job's SLO."""
+        job = self.job
+        return (job.ttft_ms is not None and ttft_ms > job.ttft_ms) or (
+            job.tpot_ms is not None and tpot_ms > job.tpot_ms
         )
 
     # -- options ---------------------------------------------------------------------------------
@@ -518,6 +577,7 @@ class ServePlanner(_Evaluator):
             gpu=layout.gpu,
             memory=self.memory(layout),
             speed=self._speed(layout),
+            workload=self._workload(layout, self.memory(layout).kv_available)[0],
         )
         memory = estimate.memory
         nodes, checks = self._layout_checks(layout)
@@ -564,7 +624,9 @@ class FinetunePlanner(_Evaluator):
         self.declared_data_parallel = hardware.replicas
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
+        self._state_floors: dict[tuple[int, int, int, str], int] = {}  # TP, PP, DP, sharding -> memory_floor
         self._floor_job: tuple[Finetune, TrainingSetup] | None = None
+        self._floor_trainable: int | None = None
         self._micro_batches: dict[int, tuple[int, ...]] = {}  # data-parallel width -> sizes
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
@@ -625,10 +687,27 @@ class FinetunePlanner(_Evaluator):
         job's measured memory error at the plan's confidence."""
         return self.band.pessimistic(per_gpu, self.limits.confidence)
 
+    def memory_floor(self, layout: Layout) -> int:
+        """A lower bound of ``memory(layout).per_gpu`` from the model states alone: one per shape and
+        sharding, whatever the layout's micro-batch, recompute and fused loss (which the states do not
+        read; ``finetune_memory_floor``)."""
+        assert layout.settings is not None
+        key = (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, layout.settings.sharding)
+        floor = self._state_floors.get(key)
+        if floor is None:
+            floor = self._state_floors[key] = finetune_memory_floor(self.spec, self._job(layout))
+        return floor
+
     def memory_sound(self, layout: Layout) -> bool:
-        return within_headroom(
-            self.planned_bytes(self.memory(layout).per_gpu), layout.gpu.usable_bytes, self.headroom_pct
-        )
+        """Whether the layout's planned per-GPU memory (the band's edge) is within the headroom; a layout
+        whose model states alone already are not is answered without its estimate: floor <= per_gpu and the
+        edge grows with the figure (a ratio of it), so edge(floor) > limit implies edge(per_gpu) > limit."""
+        usable = layout.gpu.usable_bytes
+        if self._memory_key(layout) not in self._memory and not within_headroom(
+            self.planned_bytes(self.memory_floor(layout)), usable, self.headroom_pct
+        ):
+            return False
+        return within_headroom(self.planned_bytes(self.memory(layout).per_gpu), usable, self.headroom_pct)
 
     def sync_too_slow(self, layout: Layout) -> bool:
         """Whether gradient sync alone breaks the layout, as ``evaluate`` judges it, from the speed model
@@ -679,6 +758,27 @@ class FinetunePlanner(_Evaluator):
         one GPU its host step would be the whole model's): no layout on this GPU kind costs less.
         Only the run's speed and price on ``gpu`` are computed, as ``estimate_finetune`` computes them (the
         search compares every GPU kind's floor first; nothing else of an estimate is read)."""
+        job, setup = self._floor_setup()
+        _, speed = finetune_speed(setup, gpu, self.efficiency)
+        price = self.spec.price_record(gpu)
+        cost = run_cost(speed, setup.gpus, None if price is None else price.per_hour)
+        return None if cost is None else cost / (job.tokens or NOMINAL_TOKENS) * 1e6
+
+    def floor_rate_bound(self, gpu: Any) -> float:
+        """A lower bound of ``floor_rate(gpu)`` (infinite unpriced) without the speed model's step: its
+        ``seconds_per_token_floor`` at the GPU's price. floor_rate is the run's cost per 1M tokens, which
+        is step time / tokens a step trains per GPU x the price per GPU-hour / 3600 x 1e6."""
+        price = self.spec.price_record(gpu)
+        if price is None:
+            return math.inf
+        _, setup = self._floor_setup()
+        if self._floor_trainable is None:
+            self._floor_trainable = trainable_params(setup)
+        workload = TrainingWorkload(setup, gpu, self._floor_trainable)
+        return seconds_per_token_floor(workload, self.efficiency) * price.per_hour / 3600 * 1e6 * (1 - 1e-9)
+
+    def _floor_setup(self) -> tuple[Finetune, TrainingSetup]:
+        """The job and setup of ``floor_rate``: one GPU, no recompute, a fused loss, the declared micro-batch."""
         if self._floor_job is None:
             declared = self.declared_settings()
             micro = declared.micro_batch
@@ -686,11 +786,7 @@ class FinetunePlanner(_Evaluator):
             layout = Layout(self.job.hardware.gpu, 1, 1, 1, settings=settings)
             job = evolve(self._job(layout), offload_optimizer="none", offload_parameters="none")
             self._floor_job = (job, training_setup(self.spec, job))
-        job, setup = self._floor_job
-        _, speed = finetune_speed(setup, gpu, self.efficiency)
-        price = self.spec.price_record(gpu)
-        cost = run_cost(speed, setup.gpus, None if price is None else price.per_hour)
-        return None if cost is None else cost / (job.tokens or NOMINAL_TOKENS) * 1e6
+        return self._floor_job
 
 
 def _sharding_kind(sharding: str) -> str:

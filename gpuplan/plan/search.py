@@ -126,6 +126,7 @@ class JobPlanner:
         self._floor: dict[str, float] = {}
         self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
         self._fewest: dict[str, Option | None] = {}
+        self._priced: list[Gpu] | None = None  # the allowed GPUs with a price, every cost query's pool
         self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
         self._memory_searches: dict[tuple[object, ...], Galloping] = {}
         self._sound_searches: dict[tuple[object, ...], Scan] = {}
@@ -200,7 +201,10 @@ class JobPlanner:
     ) -> Option | None:
         if self.evaluator.context_problem is not None:
             return None  # no layout runs a context longer than the model takes (GP206)
-        pool = gpus if gpus is not None else [gpu for gpu in self.gpus if self.evaluator.spec.price(gpu)[0] is not None]
+        if gpus is None and self._priced is None:
+            self._priced = [gpu for gpu in self.gpus if self.evaluator.spec.price_record(gpu) is not None]
+        pool = gpus if gpus is not None else self._priced
+        assert pool is not None
         if self.kind == "serve":
             return self._serve_search(pool, ceiling, where, by_gpus)
         return self._finetune_search(pool, ceiling, where, by_gpus)
@@ -421,13 +425,14 @@ class JobPlanner:
         sync_binds = False  # set once a choice that fits breaks gradient sync: then sync is checked first
         for settings in self._settings_choices(dp, checkpointing):
             layout = Layout(gpu, tp, pp, dp, settings=settings)
+            if not evaluator.memory_sound(layout):
+                continue
             if sync_binds and evaluator.sync_too_slow(layout):
-                continue  # the cheaper check (no memory estimate), and at this shape the likelier to fail
-            if evaluator.memory_sound(layout):
-                option = evaluator.evaluate(layout)
-                if option.sound:
-                    return option
-                sync_binds = sync_binds or "gradient_sync" in option.broken
+                continue  # at this shape the likelier to fail, and cheaper than the whole estimate
+            option = evaluator.evaluate(layout)
+            if option.sound:
+                return option
+            sync_binds = sync_binds or "gradient_sync" in option.broken
         return None
 
     def _relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> tuple[Layout, ...]:
@@ -492,22 +497,23 @@ class JobPlanner:
                 return [o for o in sound if ceiling is None or (o.rate is not None and o.rate < ceiling)]
         return []
 
-    def _fitting_widths(self, gpu: Gpu, tp: int, pp: int) -> list[int]:
+    def _fitting_widths(self, gpu: Gpu, tp: int, pp: int) -> Iterator[int]:
         """The data-parallel widths of a TP x PP split at which some settings are memory-sound, with or
         without full recompute (recompute usually needs less, but not always: it keeps each layer's
         checkpointed input through backward, which can outweigh what it saves when activations are
-        offloaded). Over two ranks or more, sharding over more ranks only lowers the least memory (a
-        property test holds it): the widest decides whether any fits, and the widths from the first that
-        fits on all do; one rank keeps the declared sharding and is checked alone."""
+        offloaded), narrowest first. Over two ranks or more, sharding over more ranks only lowers the
+        least memory (a property test holds it): the widest decides whether any fits, and the widths from
+        the first that fits on all do; one rank keeps the declared sharding and is checked alone.
+        Generated lazily: a caller that finds its answer at one rank never estimates the sharded widths."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
         widths = [dp for dp in evaluator.data_parallel_degrees(tp, pp) if self._within_nodes(gpu, tp, pp, dp)]
-        fitting = [dp for dp in widths if dp == 1 and self._fits_either_way(gpu, tp, pp, dp)]
+        if 1 in widths and self._fits_either_way(gpu, tp, pp, 1):
+            yield 1
         sharded = [dp for dp in widths if dp > 1]
         if sharded and self._fits_either_way(gpu, tp, pp, sharded[-1]):
             first = next(index for index, dp in enumerate(sharded) if self._fits_either_way(gpu, tp, pp, dp))
-            fitting += sharded[first:]
-        return fitting
+            yield from sharded[first:]
 
     def _fits_either_way(self, gpu: Gpu, tp: int, pp: int, dp: int) -> bool:
         """Whether any settings of a shape fit with full recompute or without it (recompute first: it is
@@ -530,13 +536,24 @@ class JobPlanner:
         if by_gpus:
             options = [option for gpu in gpus for option in self.finetune_on(gpu, widths="fewest")]
             return min(options, key=lambda o: (o.gpus, *o.rank())) if options else None
-        kinds = sorted(gpus, key=self._floor_rate)
+        evaluator = self.evaluator
+        assert isinstance(evaluator, FinetunePlanner)
+        # GPU kinds in ascending cost floor (ties in the given order), the floors solved lazily: each kind
+        # waits in line at a lower bound of its floor until it comes first, then at its floor. A kind that
+        # comes first at its floor is the next in floor order (every other waits at or below its own), and
+        # once the line's first bound is at or above the limit so is every floor left.
+        line = [(evaluator.floor_rate_bound(gpu), number, False) for number, gpu in enumerate(gpus)]
+        heapq.heapify(line)
         best: Option | None = None
-        for gpu in kinds:
-            floor = self._floor_rate(gpu)
+        while line:
+            floor, number, solved = heapq.heappop(line)
             limit = best.rate if best is not None and best.rate is not None else ceiling
             if limit is not None and floor >= limit:
                 break
+            gpu = gpus[number]
+            if not solved:
+                heapq.heappush(line, (self._floor_rate(gpu), number, True))
+                continue
             for option in self.finetune_on(gpu, widths="per recompute", ceiling=ceiling):
                 if where is not None and not where(gpu, option.layout.tensor_parallel, option.layout.pipeline_parallel):
                     continue

@@ -8,6 +8,7 @@ anywhere, across nodes if need be.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from gpuplan.architecture import Architecture
@@ -175,16 +176,28 @@ def pipeline_problem(arch: Architecture, pipeline_parallel: int, *, serving: boo
 
 def tensor_parallel_degrees(arch: Architecture, gpu: Gpu, *, serving: bool) -> list[int]:
     """TP degrees the planner tries on ``gpu``: powers of two within its scale-up link that the model allows."""
-    return [
-        tp
-        for tp in POWERS_OF_TWO
-        if tp <= max_tensor_parallel(gpu) and tensor_parallel_problem(arch, tp, serving=serving) is None
-    ]
+    return list(_tensor_parallel_degrees(arch, max_tensor_parallel(gpu), serving))
 
 
 def pipeline_degrees(arch: Architecture, *, serving: bool) -> list[int]:
     """PP degrees the planner tries: powers of two up to 8 that the model (and the framework) allow."""
-    return [pp for pp in POWERS_OF_TWO if pp <= MAX_PIPELINE and pipeline_problem(arch, pp, serving=serving) is None]
+    return list(_pipeline_degrees(arch, serving))
+
+
+# The degrees depend on the model and the scale-up link's size alone; a planner asks for them on every
+# GPU kind of every search.
+@functools.lru_cache(maxsize=1024)
+def _tensor_parallel_degrees(arch: Architecture, most: int, serving: bool) -> tuple[int, ...]:
+    return tuple(
+        tp for tp in POWERS_OF_TWO if tp <= most and tensor_parallel_problem(arch, tp, serving=serving) is None
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _pipeline_degrees(arch: Architecture, serving: bool) -> tuple[int, ...]:
+    return tuple(
+        pp for pp in POWERS_OF_TWO if pp <= MAX_PIPELINE and pipeline_problem(arch, pp, serving=serving) is None
+    )
 
 
 def vendor_of(gpu: Gpu) -> str:
