@@ -142,15 +142,21 @@ def test_the_term_runs_from_term_start_and_a_run_is_one_off(write_spec):
     assert term_of(datetime.date(2027, 1, 31), 1).end == datetime.date(2027, 2, 28)
     assert term_of(datetime.date(2027, 1, 28), 1).end == datetime.date(2027, 2, 27)
     assert add_months(datetime.date(2027, 11, 30), 3) == datetime.date(2028, 2, 29)  # 2028 is a leap year
-    text = (EXAMPLES / "serve-llama-70b.yaml").read_text().replace(
-        "serve_monthly: 13000", "serve_monthly: 13000\n  term_start: 2027-01-01\n  term_months: 6"
+    text = (
+        (EXAMPLES / "serve-llama-70b.yaml")
+        .read_text()
+        .replace("serve_monthly: 13000", "serve_monthly: 13000\n  term_start: 2027-01-01\n  term_months: 6")
     )
     _, out, _ = run_cli("report", str(write_spec(text)))
     # 6 x 6,636 = 39,816 from 2027-01-01 to 2027-06-30.
-    assert "| **Amount to sign** | 39,816 USD, not to exceed, 2027-01-01 to 2027-06-30 (6 months): serving up to " in out
+    assert (
+        "| **Amount to sign** | 39,816 USD, not to exceed, 2027-01-01 to 2027-06-30 (6 months): serving up to " in out
+    )
     # A fine-tuning run alone is one-off, not "over 12 months": qlora-llama-70b (APPROVE), 40.71 USD.
     _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))
-    assert "| **Amount to sign** | 40.71 USD, not to exceed, one-off: fine-tuning run up to 40.71 USD (one-off) |" in out
+    assert (
+        "| **Amount to sign** | 40.71 USD, not to exceed, one-off: fine-tuning run up to 40.71 USD (one-off) |" in out
+    )
     assert "12 months" not in page_one(out)
 
 
@@ -185,7 +191,8 @@ def test_the_hash_as_approved_is_the_spec_with_the_change_pasted(write_spec):
     source = (EXAMPLES / "serve-llama-70b.yaml").read_text()
     memo = build_memo(lint_path(str(EXAMPLES / "serve-llama-70b.yaml")), TODAY)
     pasted = source.replace(
-        "hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}", "hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}"
+        "hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}",
+        "hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}",
     )
     assert pasted != source
     data = load_bytes("changed.yaml", pasted.encode()).data
@@ -230,4 +237,6 @@ def test_plan_and_report_state_the_same_decision():
     assert (decision["amount_to_sign"], decision["amount_to_sign_text"]) == (7103.35, "7,103.35 USD")
     assert decision["term"] == {"start": "2026-12-02", "end": "2027-12-01", "months": 12}
     _, report, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
-    assert report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,103.35 USD, not to exceed" in report
+    assert (
+        report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,103.35 USD, not to exceed" in report
+    )

@@ -16,7 +16,7 @@ from gpuplan.decision.memo import JobMemo, Memo
 from gpuplan.decision.sensitivity import Scenario
 from gpuplan.findings import Finding
 from gpuplan.plan.evaluate import Option
-from gpuplan.units import Shown, format_money, format_percent, money_difference, plural
+from gpuplan.units import Shown, format_money, format_percent, money_difference, plural, shown_money
 
 JOB_WORDS = {"serve": "serving", "finetune": "fine-tuning"}
 
@@ -172,7 +172,8 @@ def budget_lines(memo: Memo) -> list[str]:
 
 
 def _share(value: float, limit: float) -> str:
-    return f"{format_percent(value / limit)} of the budget" if limit > 0 else "the budget is 0"
+    # A budget that reads 0 (5e-324 shows "0.00") has no share to state, as it reads: not "inf%".
+    return f"{format_percent(value / limit)} of the budget" if shown_money(limit).value else "the budget reads 0"
 
 
 def stress_lines(memo: Memo) -> list[str]:
