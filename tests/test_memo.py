@@ -240,3 +240,54 @@ def test_plan_and_report_state_the_same_decision():
     assert (
         report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,103.35 USD, not to exceed" in report
     )
+
+
+QUOTED = """\
+version: 1
+name: quoted
+model: {id: llama-3.1-70b, dtype: bf16}
+serve:
+  context: 8192
+  output_tokens: 512
+  prompt_tokens: {mean: 2500, p90: 6000}
+  concurrency: 32
+  kv_cache_dtype: fp8
+  slo: {ttft_ms: 2000, tpot_ms: 60}
+  hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}
+budget:
+  serve_monthly: 13000
+  quotes:
+    h100-sxm: {provider: Lambda, price: 24.00, instance_gpus: 8, date: DATE, reference: Q-1042}
+plan: {gpu: [h100-sxm]}
+"""
+
+
+def test_a_vendor_quote_names_its_provider_unit_date_and_reference(write_spec):
+    # The price was a catalog median of up to eight providers with no vendor named. A quote of 24.00 USD per
+    # instance-hour of 8 GPUs is 24.00 / 8 = 3.00 USD per GPU-hour: 4 x 3.00 x 730 = 8,760 USD a month.
+    spec = write_spec(QUOTED.replace("DATE", "2026-11-20"))
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 0 and out.startswith("## APPROVE: quoted")
+    first = page_one(out)
+    assert (
+        "h100-sxm: quote from Lambda: 3.00 USD/GPU-hour (24.00 USD per instance-hour of 8 GPUs, billed by whole "
+        "instances), quoted 2026-11-20, reference Q-1042; rented on demand" in first
+    )
+    assert "serving up to 8,760 USD a month x 12" in first
+    # Billed by whole instances, the 4 GPUs pay for 8: 4 idle x 3.00 x 730 = 8,760 more a month, which the
+    # amount (priced per GPU-hour, as the planner compares layouts) leaves out and page one says so.
+    assert "its 4 GPUs pay for 8, +8,760 USD a month not in the amount (priced per GPU-hour)" in first
+    assert "**Whole-instance billing.** The serving quote is per instance: 4 GPUs are billed as 8" in out
+    # The approval lapses 90 days after the quote actually used: 2026-11-20 + 90 days = 2027-02-18.
+    assert "| **Approval expires** | 2027-02-18 (the h100-sxm price quoted 2026-11-20 turns 90 days old) |" in first
+
+
+def test_a_stale_quote_is_judged_on_its_own_date(write_spec):
+    # 2026-05-01 is 215 days before 2026-12-02 (30 days of May, then 30, 31, 31, 30, 31, 30 and 2): stale at
+    # the 90-day limit, and GP504 points at the quote's date and names its vendor.
+    spec = write_spec(QUOTED.replace("DATE", "2026-05-01"))
+    _, out, _ = run_cli("lint", "--format", "json", str(spec))
+    (finding,) = [f for f in json.loads(out)["findings"] if f["code"] == "GP504"]
+    assert finding["pointer"] == "/budget/quotes/h100-sxm/date"
+    assert "Lambda's quote of 2026-05-01) rests on a quote 215 days old" in finding["message"]
+    assert finding["hint"] == "ask Lambda for a current quote (budget.quotes.h100-sxm)"

@@ -50,6 +50,7 @@ from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlan, SpecPlanner
 from gpuplan.records import record
+from gpuplan.spec import HOURS_PER_MONTH
 from gpuplan.units import Shown, money_difference
 
 GROWTH = 2  # "2x users": the demand the growth line prices
@@ -132,6 +133,36 @@ class BudgetCheck:
 
 
 @record
+class Billing:
+    """A layout priced by an instance-hour quote is billed by whole instances: the GPUs it leaves idle in
+    its last instance are paid for too. The estimate, the rules and the planner price GPU-hours (the
+    instance price over its GPUs), so the amount, the budget check and the verdict do not include the idle
+    GPUs: the report states them beside the amount and as a risk, with what they cost."""
+
+    instance_gpus: int
+    gpus: int  # the layout's
+    billed_gpus: int  # the whole instances' GPUs
+    extra: float | None  # what the idle GPUs cost, per month (serving) or per run; None: no run length
+
+    @property
+    def idle(self) -> int:
+        return self.billed_gpus - self.gpus
+
+
+def billing_of(option: Option, spec: Any) -> Billing | None:
+    """Whole-instance billing of ``option`` under its GPU's quote; None for a price per GPU-hour."""
+    record = spec.price_record(option.layout.gpu)
+    if record is None or not record.instance_gpus:
+        return None
+    size, gpus = record.instance_gpus, option.gpus
+    billed = -(-gpus // size) * size
+    estimate = option.estimate
+    hours = HOURS_PER_MONTH if option.kind == "serve" else (estimate.hours if option.tokens_known else None)
+    extra = None if hours is None else (billed - gpus) * record.per_hour * hours
+    return Billing(size, gpus, billed, extra)
+
+
+@record
 class JobMemo:
     """One job of the memo."""
 
@@ -142,6 +173,7 @@ class JobMemo:
     stresses: tuple[Stress, ...]  # the funded layout's first, then the declared one's when it differs
     price: PriceBasis  # of the funded GPU
     declared_price: PriceBasis
+    billing: Billing | None = None  # the funded layout billed by whole instances (an instance-hour quote)
 
     @property
     def changed(self) -> bool:
@@ -240,7 +272,12 @@ def build_memo(
     )
     config = config_record(result.options, result.path)
     funded = [(_estimate_of(job.funded, spec, settings), job.stresses[0].sensitivity) for job in jobs]
-    risks = compute_risks(analysis, funded, result.findings, funded_bases, settings, config, generated)
+    idle = [
+        (job.kind, job.billing.gpus, job.billing.billed_gpus, job.billing.extra)
+        for job in jobs
+        if job.billing is not None and job.billing.idle
+    ]
+    risks = compute_risks(analysis, funded, result.findings, funded_bases, settings, config, generated, idle)
     signable = decision.verdict.signable
     ceiling = None
     if signable and decision.amount is not None:
@@ -277,6 +314,7 @@ def _job_memo(spec: Any, planner: SpecPlanner, plan: JobPlan, change: bool, sett
     funded = plan.recommended if change and plan.recommended is not None else declared
     job_planner = planner.job(plan.kind)
     cheapest = job_planner.cheapest() if job_planner is not None else None
+    billing = billing_of(funded, spec)
     budget = BudgetCheck(plan.kind, budget_limit(spec, plan.kind), funded.cost, cheapest)
     same = funded.layout.key == declared.layout.key
     if not same:
@@ -296,6 +334,7 @@ def _job_memo(spec: Any, planner: SpecPlanner, plan: JobPlan, change: bool, sett
         tuple(stresses),
         price_basis(spec, funded.layout.gpu),
         price_basis(spec, declared.layout.gpu),
+        billing,
     )
 
 

@@ -32,8 +32,9 @@ class PriceBasis:
 
     @property
     def is_quote(self) -> bool:
-        """Whether the price is the spec's own (a quote the team holds), not the catalog's market median."""
-        return self.origin in ("budget.prices", "gpus")
+        """Whether the price is a vendor's quote (``budget.quotes``), not the spec's own figure or the
+        catalog's market median."""
+        return self.origin == "budget.quotes"
 
 
 @record
@@ -66,6 +67,20 @@ def price_basis(spec: Spec, gpu: Gpu) -> PriceBasis:
         return PriceBasis(gpu.id, None, "none", reason, None, (), "no price")
     per_hour = f"{record.per_hour:.2f} {currency}/GPU-hour"
     date = _date(record.quoted_from)
+    if record.origin == "budget.quotes":
+        provider = record.providers[0]
+        unit = (
+            f" ({record.instance_price:,.2f} {currency} per instance-hour of {record.instance_gpus} GPUs, billed "
+            "by whole instances)"
+            if record.instance_gpus and record.instance_price is not None
+            else ""
+        )
+        dated = f"quoted {date.isoformat()}" if date else "undated"
+        reference = f", reference {record.reference}" if record.reference else ""
+        text = f"quote from {provider}: {per_hour}{unit}, {dated}{reference}"
+        return PriceBasis(
+            gpu.id, record.per_hour, record.origin, text, date, (provider,), f"{provider} quote, {date or 'undated'}"
+        )
     if record.origin == "budget.prices":
         dated = f"dated {date.isoformat()}" if date else "undated (budget.prices_date is not given)"
         text = f"spec price (budget.prices) {per_hour}, {dated}"

@@ -47,11 +47,13 @@ def compute_risks(
     settings: Settings,
     record: ConfigRecord,
     today: datetime.date,
+    idle: Sequence[tuple[str, int, int, float | None]] = (),
 ) -> list[Risk]:
     """Every risk that applies to the layouts the approver funds (``funded``: each job's estimate, the
     recommended layout's where a change is required, with its stress test), in a fixed order:
     availability, memory, latency, prices, runs, waivers, configuration. ``bases``: the price basis of
-    each funded GPU. ``analysis`` (the declared estimates) is read only for what the configuration hid."""
+    each funded GPU. ``analysis`` (the declared estimates) is read only for what the configuration hid.
+    ``idle``: per job billed by whole instances, (job, GPUs, GPUs billed, what the idle ones cost)."""
     risks: list[Risk] = []
     spec = analysis.spec if analysis else None
     currency = spec.budget.currency if spec else ""
@@ -91,6 +93,15 @@ def compute_risks(
                 )
             )
     risks.extend(_stress_risks(stress, currency))
+    for job, gpus, billed, extra in idle:
+        cost = "" if extra is None else f" (+{format_money(extra, currency)}{' a month' if job == 'serve' else ''})"
+        risks.append(
+            Risk(
+                "Whole-instance billing",
+                f"The {'serving' if job == 'serve' else 'fine-tuning'} quote is per instance: {plural(gpus, 'GPU')} "
+                f"are billed as {billed}{cost}, which the amount, priced per GPU-hour, leaves out",
+            )
+        )
     for basis in bases.values():
         if basis.price is None:
             risks.append(Risk("Unpriced GPU", f"{basis.gpu}: {basis.text}; its cost is not in the amount"))

@@ -109,7 +109,9 @@ def bought_lines(memo: Memo) -> list[str]:
 
 
 def price_lines(memo: Memo) -> list[str]:
-    """The price each funded GPU rests on: whose, per what unit, when; a market median said to be one."""
+    """The price each funded GPU rests on: whose, per what unit, when; a market median said to be one; and
+    a layout billed by whole instances, with what its idle GPUs add."""
+    currency = memo.spec.budget.currency if memo.spec else "USD"
     lines = []
     for job in memo.jobs:
         basis = job.price
@@ -119,8 +121,22 @@ def price_lines(memo: Memo) -> list[str]:
             lines.append(
                 f"{basis.gpu}: {basis.text}; rented on demand; no vendor has quoted it: get a quote before ordering"
             )
+        elif basis.is_quote:
+            lines.append(f"{basis.gpu}: {basis.text}; rented on demand")
         else:
             lines.append(f"{basis.gpu}: {basis.text}; rented on demand; the spec names no vendor")
+        billing = job.billing
+        if billing is not None and billing.idle:
+            extra = (
+                ""
+                if billing.extra is None
+                else f", +{money(billing.extra, currency)}{' a month' if job.kind == 'serve' else ' for the run'}"
+                " not in the amount (priced per GPU-hour)"
+            )
+            lines.append(
+                f"{JOB_WORDS[job.kind]} is billed by whole instances of {billing.instance_gpus} GPUs: its "
+                f"{plural(billing.gpus, 'GPU')} pay for {billing.billed_gpus}{extra}"
+            )
     return list(dict.fromkeys(lines))
 
 
