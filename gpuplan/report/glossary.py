@@ -70,6 +70,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "requests and with how many run at once.",
     ),
     ("quote", "A price a named vendor has offered, with its date and reference."),
+    (
+        "instance-hour",
+        "One hour of a whole server (an instance) with several GPUs: the unit some vendors quote and bill in, "
+        "so a layout that uses part of an instance pays for all of it.",
+    ),
     ("materiality", "The smallest saving worth a change of layout (a share of the cost and an amount)."),
 )
 
