@@ -291,3 +291,27 @@ def test_a_stale_quote_is_judged_on_its_own_date(write_spec):
     assert finding["pointer"] == "/budget/quotes/h100-sxm/date"
     assert "Lambda's quote of 2026-05-01) rests on a quote 215 days old" in finding["message"]
     assert finding["hint"] == "ask Lambda for a current quote (budget.quotes.h100-sxm)"
+
+
+def test_the_report_layer_only_formats_the_memo():
+    """Nothing in gpuplan/report decides, estimates, searches or audits: it imports none of the functions that
+    do (the verdict, the estimator, the planner, the stress test, the risks, the expiry, the hashes), only
+    the Memo's types; gpuplan/report/build.py alone asks gpuplan.decision.memo for the Memo it renders."""
+    import ast
+    from pathlib import Path
+
+    forbidden = {
+        "decide", "build_memo", "planner_for", "SpecPlanner", "sensitivity", "compute_risks", "acquisitions",
+        "approval_expiry", "content_hash", "git_state", "config_record", "analyse", "estimate_serve",
+        "estimate_finetune", "price_basis", "price_bases", "within_budget", "budget_limit",
+    }  # fmt: skip
+    allowed = {("build.py", "build_memo"), ("options.py", "within_budget"), ("options.py", "budget_limit")}
+    allowed |= {("options.py", "price_basis")}  # the price basis a table cell names, not a judgement
+    found = []
+    for path in sorted((Path(__file__).parent.parent / "gpuplan" / "report").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name in forbidden and (path.name, alias.name) not in allowed:
+                        found.append(f"{path.name}: {node.module}.{alias.name}")
+    assert not found, found

@@ -30,6 +30,7 @@ from typing import Any
 from gpuplan.analysis import FinetuneEstimate, estimate_finetune
 from gpuplan.config import Settings, default_settings
 from gpuplan.decision import Amount, Decision, Verdict, decide
+from gpuplan.decision.acquisition import Acquisition, acquisitions
 from gpuplan.decision.audit import (
     ConfigRecord,
     Expiry,
@@ -163,6 +164,30 @@ def billing_of(option: Option, spec: Any) -> Billing | None:
 
 
 @record
+class Ways:
+    """Renting on demand, reserving or buying one layout's GPUs (gpuplan.decision.acquisition), over the
+    term (serving) or the run (fine-tuning), when the spec prices more than one way."""
+
+    label: str  # "declared" | "recommended"
+    hours: float | None  # the run's hours (fine-tuning); None for serving (the term)
+    ways: tuple[Acquisition, ...]
+
+
+def ways_of(option: Option, label: str, spec: Any) -> Ways | None:
+    estimate = option.estimate
+    gpu, count, price = option.layout.gpu.id, option.gpus, option.price_per_hour
+    if option.kind == "serve":
+        found = acquisitions(spec, gpu, count, price, months=spec.budget.term_months)
+        hours = None
+    elif option.tokens_known and estimate.hours is not None:
+        hours = estimate.hours
+        found = acquisitions(spec, gpu, count, price, hours=hours)
+    else:
+        return None
+    return Ways(label, hours, tuple(found)) if found else None
+
+
+@record
 class JobMemo:
     """One job of the memo."""
 
@@ -174,6 +199,7 @@ class JobMemo:
     price: PriceBasis  # of the funded GPU
     declared_price: PriceBasis
     billing: Billing | None = None  # the funded layout billed by whole instances (an instance-hour quote)
+    ways: tuple[Ways, ...] = ()  # rent, reserve or buy: the declared layout's, then the funded one's
 
     @property
     def changed(self) -> bool:
@@ -335,6 +361,11 @@ def _job_memo(spec: Any, planner: SpecPlanner, plan: JobPlan, change: bool, sett
         price_basis(spec, funded.layout.gpu),
         price_basis(spec, declared.layout.gpu),
         billing,
+        tuple(
+            found
+            for option, word in ((declared, "declared"), *(((funded, "recommended"),) if not same else ()))
+            if (found := ways_of(option, word, spec)) is not None
+        ),
     )
 
 

@@ -20,9 +20,8 @@ from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstima
 from gpuplan.catalog import catalog_version
 from gpuplan.config import Settings
 from gpuplan.decision import Verdict, layout_text
-from gpuplan.decision.acquisition import acquisitions
 from gpuplan.decision.audit import CONTENT_HASH_DEFINITION, ConfigRecord
-from gpuplan.decision.memo import JobMemo, Memo, Stress
+from gpuplan.decision.memo import JobMemo, Memo, Stress, Ways
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.plan.describe import cost_text
@@ -411,21 +410,15 @@ def _speed_bands(estimates: list[Any]) -> str:
     return "\n".join(lines) + "\nthe sensitivity table shows both ends"
 
 
-def _acquisition_table(spec: Spec, estimate: Any, currency: str) -> dict[str, Any] | None:
-    """Rent on demand, reserve or buy the declared GPUs, when the spec prices more than one of these."""
-    serving = isinstance(estimate, ServeEstimate)
-    gpu, count, price = estimate.gpu.id, estimate.gpus, estimate.price_per_hour
-    if serving:
-        span = f"over {plural(spec.budget.term_months, 'month')}"
-        ways = acquisitions(spec, gpu, count, price, months=spec.budget.term_months)
-    elif estimate.hours is not None:
-        span = f"for the {_hours(estimate.hours)}-hour run"
-        ways = acquisitions(spec, gpu, count, price, hours=estimate.hours)
-    else:
-        return None
-    if not ways:
-        return None
-    cheapest = min(ways, key=lambda way: way.cost)
+def _acquisition_table(ways: Ways, job: str, spec: Spec, currency: str) -> dict[str, Any]:
+    """Rent on demand, reserve or buy one layout's GPUs (the memo's ``Ways``)."""
+    serving = job == "serve"
+    span = (
+        f"over {plural(spec.budget.term_months, 'month')}"
+        if ways.hours is None
+        else f"for the {_hours(ways.hours)}-hour run"
+    )
+    cheapest = min(ways.ways, key=lambda way: way.cost)
     rows = [
         [
             way.way + (" (cheapest)" if way is cheapest else ""),
@@ -434,10 +427,10 @@ def _acquisition_table(spec: Spec, estimate: Any, currency: str) -> dict[str, An
             _money(way.cost, currency),
             _money(way.cash, currency),
         ]
-        for way in ways
+        for way in ways.ways
     ]
     return table(
-        f"{'Serving' if serving else 'Fine-tuning'}: rent, reserve or buy the declared GPUs {span}",
+        f"{'Serving' if serving else 'Fine-tuning'}: rent, reserve or buy the {ways.label} GPUs {span}",
         ["Way", "GPUs", "Terms", f"Cost {span}", "Paid or committed"],
         rows,
         numeric=(3, 4),
@@ -711,11 +704,7 @@ def build_report(memo: Memo, result: LintResult, verification: list[dict[str, An
             elif analysis.finetune is not None:
                 job = _finetune_details(analysis.finetune, currency, settings)
             job["options"] = _options_tables(job_memo, spec, job["title"])
-            job["acquisition"] = [
-                found
-                for option in (job_memo.plan.declared, *((job_memo.funded,) if job_memo.changed else ()))
-                if (found := _acquisition_table(spec, option.estimate, currency)) is not None
-            ]
+            job["acquisition"] = [_acquisition_table(ways, job_memo.kind, spec, currency) for ways in job_memo.ways]
             jobs.append(job)
             stresses.append(_stress_section(job_memo, job["title"], currency))
     engineering = _engineering_rows(memo, analysis) if analysis is not None and spec is not None else []
