@@ -178,7 +178,7 @@ def _stress_risks(stress: dict[str, Sensitivity | None], currency: str) -> list[
             risks.append(
                 Risk(
                     "No room for twice the load",
-                    f"With twice the requests in flight ({doubled.name}) the layout {_why_not(doubled)}: more users "
+                    f"With twice the requests in flight per replica the layout {_why_not(doubled)}: more users "
                     "need more GPUs (the stress test prices twice the users)",
                 )
             )
