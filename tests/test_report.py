@@ -218,7 +218,7 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
     # and what is bought, in words (no ZeRO-3 or tensor_parallel on the page a finance reader signs).
     assert "APPROVE" in first and "Amount to sign" in first and "one run on 1 GPU of b200-hgx" in first
     assert re.search(r"[0-9,.]+ USD, not to exceed, 2026-12-02 to 2027-12-01 \(12 months", first)
-    assert re.search(r"fine-tuning run up to [0-9,.]+ USD \(one-off\)", first)
+    assert re.search(r"fine-tuning run up to [0-9,.]+ USD \(one-off; estimated at [0-9,.]+ USD", first)
     assert "ZeRO" not in first and "tensor_parallel" not in first
     _, markdown, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
     digest = re.search(r"\| Content hash \| ([0-9a-f]{64}) \|", markdown).group(1)  # type: ignore[union-attr]

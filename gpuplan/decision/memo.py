@@ -8,6 +8,11 @@ against the cheapest sound layout, its stress test beside the declared layout's,
 then the risks of what is funded, the date the approval lapses and the audit record. The report (Markdown,
 HTML, PDF) and ``gpuplan plan`` only format a Memo: nothing in them decides, estimates or searches.
 
+The amount to sign is a ceiling: the funded layouts' amount (the declared one's under APPROVE), with a
+fine-tuning run at the slow end of its speed band (its hours are an estimate with a measured error; a
+month of serving is GPUs x price x 730 hours, known once the price is), so the run's stress test never
+shows a cost above what was signed.
+
 The funded layout is the one the approver's signature pays for: the planner's recommendation for a job
 whose change the verdict requires (``Decision.changes``), else the declared layout. Its stress test runs the
 same scenarios as the declared layout's (gpuplan.decision.sensitivity); the scenarios the funded layout
@@ -45,7 +50,7 @@ from gpuplan.decision.audit import (
 )
 from gpuplan.decision.prices import CatalogQuote, PriceBasis, catalog_quotes, price_basis
 from gpuplan.decision.risks import Risk, compute_risks
-from gpuplan.decision.sensitivity import Scenario, Sensitivity, sensitivity
+from gpuplan.decision.sensitivity import SPEED_SLOW, Scenario, Sensitivity, sensitivity
 from gpuplan.findings import Severity
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.evaluate import Option
@@ -206,6 +211,15 @@ class JobMemo:
         return self.funded.layout.key != self.plan.declared.layout.key
 
     @property
+    def run_ceiling(self) -> float | None:
+        """Fine-tuning: what the funded run costs at the slow end of its speed band, the most the amount to
+        sign allows for it (a run's length is an estimate; a month of serving is not); None otherwise."""
+        if self.kind != "finetune":
+            return None
+        slow = self.stresses[0].sensitivity.scenario(SPEED_SLOW)
+        return None if slow is None else slow.cost
+
+    @property
     def weaker(self) -> tuple[Scenario, ...]:
         """The scenarios the funded layout fails and the declared one passes (none when they are one)."""
         if len(self.stresses) < 2:
@@ -308,6 +322,9 @@ def build_memo(
     ceiling = None
     if signable and decision.amount is not None:
         ceiling = decision.amount_with_changes if decision.changes else decision.amount
+        run = next((job.run_ceiling for job in jobs if job.kind == "finetune"), None)
+        if ceiling is not None and run is not None and ceiling.finetune_run is not None:
+            ceiling = replace(ceiling, finetune_run=max(ceiling.finetune_run, run))
     term = None
     if spec is not None and spec.serve is not None:
         start = spec.budget.term_start or generated

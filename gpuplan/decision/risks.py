@@ -201,8 +201,8 @@ def _stress_risks(stress: dict[str, Sensitivity | None], currency: str) -> list[
             Risk(
                 "The run may take longer",
                 f"At the slow end of the speed estimate's error band the run takes {slow.hours or 0:,.1f} hours "
-                f"and costs {format_money(slow.cost, currency)}, above the {format_money(base.cost, currency)} "
-                "signed for",
+                f"and costs {format_money(slow.cost, currency)} against the estimate of "
+                f"{format_money(base.cost, currency)}: the amount to sign allows for the slow end",
             )
         )
     return risks

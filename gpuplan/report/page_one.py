@@ -79,7 +79,11 @@ def amount_text(amount: Amount, memo: Memo, *, ceiling: bool = False) -> str:
     currency = amount.currency
     parts = []
     if amount.finetune_run is not None:
-        parts.append(f"fine-tuning run {'up to ' if ceiling else ''}{money(amount.finetune_run, currency)} (one-off)")
+        run = f"fine-tuning run {'up to ' if ceiling else ''}{money(amount.finetune_run, currency)} (one-off"
+        estimate = _run_estimate(memo)
+        if ceiling and estimate is not None and money(estimate, currency) != money(amount.finetune_run, currency):
+            run += f"; estimated at {money(estimate, currency)}, allowing for the slow end of the speed estimate"
+        parts.append(run + ")")
     if amount.serve_monthly is not None:
         parts.append(
             f"serving {'up to ' if ceiling else ''}{money(amount.serve_monthly, currency)} a month "
@@ -96,6 +100,11 @@ def amount_text(amount: Amount, memo: Memo, *, ceiling: bool = False) -> str:
         span = "one-off"
     head = f"{total}, not to exceed, {span}" if ceiling else f"{total}, {span}"
     return f"{head}: {' + '.join(parts)}"
+
+
+def _run_estimate(memo: Memo) -> float | None:
+    job = memo.job("finetune")
+    return None if job is None else job.funded.cost
 
 
 def bought_lines(memo: Memo) -> list[str]:
@@ -158,9 +167,14 @@ def budget_lines(memo: Memo) -> list[str]:
         funded = "recommended" if job.changed else "declared"
         cheapest = check.cheapest
         if check.within:
-            lines.append(
-                f"{word}: within: {money(check.cost, currency)} of {limit} ({_share(check.cost, check.limit)})"
-            )
+            line = f"{word}: within: {money(check.cost, currency)} of {limit} ({_share(check.cost, check.limit)})"
+            top = job.run_ceiling
+            if top is not None and top > check.limit:
+                line += (
+                    f"; at the slow end of its speed band the run costs {money(top, currency)}, "
+                    f"{money(money_difference(top, check.limit), currency)} over"
+                )
+            lines.append(line)
             continue
         over = (
             f"costs {money(check.cost, currency)} against {limit} ({_share(check.cost, check.limit)}), "
