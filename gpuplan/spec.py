@@ -6,6 +6,7 @@ field that names them, with "did you mean" suggestions; nothing here raises for 
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
@@ -182,6 +183,22 @@ class Reserved:
 
 
 @record
+class Quote:
+    """A vendor's quote for one GPU (``budget.quotes``): per GPU-hour, or per instance-hour of
+    ``instance_gpus`` GPUs."""
+
+    provider: str
+    price: float
+    instance_gpus: int | None
+    date: str | None
+    reference: str
+
+    @property
+    def per_gpu_hour(self) -> float:
+        return self.price / self.instance_gpus if self.instance_gpus else self.price
+
+
+@record
 class Budget:
     currency: str
     finetune_total: float | None
@@ -191,6 +208,8 @@ class Budget:
     term_months: int
     reserved: Reserved | None = None
     purchase: dict[str, Purchase] = field(default_factory=dict)
+    term_start: datetime.date | None = None  # the first day the term covers; None: the report's date
+    quotes: dict[str, Quote] = field(default_factory=dict)  # budget.quotes, by GPU id
 
 
 @record
@@ -249,7 +268,20 @@ class Spec:
         return (None, "no price") if record is None else (record.per_hour, record.describe())
 
     def price_record(self, gpu: Gpu) -> Price | None:
-        """The price of ``gpu`` in the spec's currency with its provenance: the spec's own, else the catalog's (USD)."""
+        """The price of ``gpu`` in the spec's currency with its provenance: a vendor's quote, else the spec's
+        own price, else the catalog's (USD)."""
+        quote = self.budget.quotes.get(gpu.id)
+        if quote is not None:
+            return Price(
+                quote.per_gpu_hour,
+                "budget.quotes",
+                quoted_from=quote.date,
+                quoted_to=quote.date,
+                providers=(quote.provider,),
+                instance_gpus=quote.instance_gpus or 0,
+                instance_price=quote.price if quote.instance_gpus else None,
+                reference=quote.reference,
+            )
         if gpu.id in self.budget.prices:
             date = self.budget.prices_date
             return Price(self.budget.prices[gpu.id], "budget.prices", quoted_from=date, quoted_to=date)
@@ -383,7 +415,7 @@ def resolve(document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> tu
     model = resolver.model(data["model"], ("model",))
     resolver.architecture = model.architecture if model else None
     budget_data = data["budget"]
-    priced: list[tuple[str, ...]] = [("prices",), ("reserved", "prices"), ("purchase",)]
+    priced: list[tuple[str, ...]] = [("prices",), ("quotes",), ("reserved", "prices"), ("purchase",)]
     for section in priced:
         entries: Any = budget_data
         for key in section:
@@ -417,6 +449,17 @@ def resolve(document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> tu
             )
             for gpu_id, entry in budget_data.get("purchase", {}).items()
         },
+        term_start=_date(budget_data.get("term_start")),
+        quotes={
+            gpu_id: Quote(
+                entry["provider"],
+                entry["price"],
+                entry.get("instance_gpus"),
+                None if entry.get("date") is None else str(entry["date"]),
+                entry.get("reference", ""),
+            )
+            for gpu_id, entry in budget_data.get("quotes", {}).items()
+        },
     )
     waivers = tuple(
         Waiver(w["rule"], w["reason"], w.get("approved_by", ""), w.get("expires", "")) for w in data.get("waivers", [])
@@ -438,6 +481,11 @@ def resolve(document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> tu
         plan=PlanLimits.from_data(plan_data),
     )
     return spec, ()
+
+
+def _date(value: Any) -> datetime.date | None:
+    """A validated date field (YYYY-MM-DD, as a string or as YAML's date), or None when absent."""
+    return None if value is None else datetime.date.fromisoformat(str(value))
 
 
 def _reserved(data: dict[str, Any] | None) -> Reserved | None:

@@ -200,13 +200,14 @@ def test_gp301_names_the_cheapest_of_any_gpu_with_catalog_hints_and_nothing_else
 def test_a_report_points_to_its_own_options_instead_of_gpuplan_plan():
     # The report shows the planner's options for each job (`gpuplan plan`'s search): its findings and
     # first-page changes name that section where lint's hint names the command.
-    from gpuplan.report.model import REPORT_POINTER, build_report
+    from gpuplan.report.build import report_model
+    from gpuplan.report.model import REPORT_POINTER
     from gpuplan.report.render import render_markdown
 
     options = LintOptions(today=TODAY)
     result = lint_bytes("spec.yaml", textwrap.dedent(KV_SHORT).encode(), options)
     assert any(f.code == "GP203" and f.hint.endswith(PLAN_POINTER) for f in result.findings)
-    markdown = render_markdown(build_report(result, TODAY))
+    markdown = render_markdown(report_model(result, TODAY))
     (row,) = [line for line in markdown.splitlines() if line.startswith("| GP203 |")]
     assert row.endswith(f"(10,220 EUR/month); {REPORT_POINTER} |")  # Markdown escapes the hint's underscores
     assert PLAN_POINTER not in markdown

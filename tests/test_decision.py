@@ -86,7 +86,9 @@ def test_fail_on_info_blocks_an_approval_on_infos(tmp_path: Path):
     assert "**Rule lowered: GP702.** unused-waiver reports at info instead of warning" in out
     code, out, _ = run_cli("report", "--fail-on", "info", str(spec))
     assert code == 1 and verdict_line(out) == "## APPROVE WITH CHANGES: legal-drafting-qlora-70b"
-    assert "1. GP702 unused-waiver:" in out.split("<details>")[0], "the change to make is on the first lines"
+    # The change to make is on the first page in words; Appendix A has the finding and its hint.
+    assert "| **Changes required** | A waiver matches no finding (Appendix A) |" in out.split("<details>")[0]
+    assert "1. GP702 unused-waiver:" in out
 
 
 def test_an_unpriced_gpu_cannot_be_approved():
@@ -94,7 +96,7 @@ def test_an_unpriced_gpu_cannot_be_approved():
     # GP503 is a warning, below the default fail level: exit 0, but no amount can be stated or signed.
     assert code == 0
     assert verdict_line(out) == "## CANNOT APPROVE: budget-missing-price"
-    assert "**Amount requested:** cannot be stated: no price per GPU-hour for h200-nvl in USD" in out
+    assert "| **Amount to sign** | none can be stated: no price per GPU-hour for h200-nvl in USD |" in out
     assert "| Approved by | not for signature | not for signature | not for signature |" in out
 
 
@@ -179,8 +181,10 @@ def test_term_months_sets_the_amount(write_spec):
         .replace("serve_monthly: 13000", "serve_monthly: 13000\n  term_months: 36")
     )
     code, out, _ = run_cli("report", str(write_spec(text)))
-    # 4 x 4.12 USD x 730 h = 12,030.40 a month -> 12,030 x 36 = 433,080 USD.
-    assert code == 0 and "**Amount requested:** 433,080 USD over 36 months: serving 12,030 USD a month x 36" in out
+    # 4 x 4.12 USD x 730 h = 12,030.40 a month -> 12,030 x 36 = 433,080 USD as declared; the required
+    # 2 x h200-sxm at 6,636 a month -> 238,896 to sign, from 2026-12-02 to the day before 2029-12-02.
+    assert code == 0 and "| **As declared it would cost** | 433,080 USD, 2026-12-02 to 2029-12-01 (36 months" in out
+    assert "| **Amount to sign** | 238,896 USD, not to exceed, 2026-12-02 to 2029-12-01 (36 months" in out
 
 
 def test_verdict_ranks_order_the_answers():
@@ -222,17 +226,21 @@ def test_a_rejected_plan_requests_no_amount_and_names_the_way_forward():
     code, out, _ = run_cli("report", str(EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml"))
     assert code == 1 and verdict_line(out) == "## REJECT: fit-70b-on-one-h100"
     # 1 x h100-sxm x 4.12 x 730 = 3,007.6, so 3,008 a month and 36,096 over 12 months: said, never requested.
-    assert out.splitlines()[2].startswith(
-        "**Amount requested:** none: the declared plan is rejected (as declared it would cost 36,096 USD over "
-        "12 months: serving 3,008 USD a month x 12)"
+    assert (
+        "| **Amount to sign** | none: the declared plan is rejected (as declared it would cost 36,096 USD, "
+        "2026-12-02 to 2027-12-01 (12 months, from the report's date): serving 3,008 USD a month x 12) |"
+    ) in out
+    # 1 x b200-hgx: 6.99 x 730 = 5,102.7 a month, shown 5,103: the way forward on page one.
+    assert out.splitlines()[2] == (
+        "**Reject: the declared serving does not fit on one GPU and declares no parallelism. The way forward: "
+        "serving on 1 x b200-hgx at 5,103 USD a month.**"
     )
     # No saving is claimed against a layout that does not fit; the recommendation is stated with its cost.
-    assert "**Saving available:**" not in out.splitlines()[2]
     assert (
-        "| Saving available | n/a: the declared layout breaks memory; 1 x b200-hgx meets every constraint for "
-        "5,103 USD/month |" in out
+        "| Saving available (serving) | n/a: the declared layout breaks memory; 1 x b200-hgx meets every "
+        "constraint for 5,103 USD/month |" in out
     )
-    assert "| Recommended layout | serving: 1 x b200-hgx |" in out
+    assert "| Funded layout (serving) | 1 x b200-hgx (5,103 USD/month) |" in out
 
 
 def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():
@@ -242,7 +250,7 @@ def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():
     #   (2026-12-03 + 90 days: 28 days of December, 31 of January, 28 of February, 3 of March);
     # - a waiver expiring 2026-12-15 comes first of all;
     # - a quote of 2026-05-07 is already 210 days old (24 days of May, then 30, 31, 31, 30, 31, 30 and 3).
-    from gpuplan.report.record import Expiry, approval_expiry
+    from gpuplan.decision.audit import Expiry, approval_expiry
 
     day = datetime.date(2026, 12, 3)
     assert approval_expiry(day, {}, {}, 90) == Expiry(
@@ -275,17 +283,22 @@ def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():
 def test_an_approval_with_changes_states_the_amount_it_commits_to():
     # serve-llama-70b: 4 x h100-sxm at 12,030 USD a month must become 2 x h200-sxm at 6,636 (GP507):
     # 12 x 6,636 = 79,632 over the term, which is 144,360 - 64,728 (the saving over 12 months). The
-    # fine-tuning example: its run of 165 USD becomes 95.35 on 1 x b200-hgx; serving stays 584 a month:
-    # 95.35 + 12 x 584 = 7,103.35 (= 7,173 - 69.65).
+    # fine-tuning example: its run of 165 USD becomes 95.35 on 1 x b200-hgx; serving stays 584 a month.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
-    assert "| Amount with the required layout | 79,632 USD over 12 months: serving 6,636 USD a month x 12 |" in out
-    _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
     assert (
-        "| Amount with the required layout | 7,103.35 USD over 12 months: fine-tuning run 95.35 USD (one-off) + "
-        "serving 584 USD a month x 12 |"
+        "| **Amount to sign** | 79,632 USD, not to exceed, 2026-12-02 to 2027-12-01 (12 months, from the report's "
+        "date): serving up to 6,636 USD a month x 12 |"
     ) in out
-    _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))  # APPROVE: no change, no row
-    assert "Amount with the required layout" not in out
+    _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
+    # The run is signed at the slow end of its speed band (throughput ±36%): 95.355 x 1.36 = 129.68, shown 130;
+    # 130 + 584 x 12 = 7,138.
+    assert (
+        "| **Amount to sign** | 7,138 USD, not to exceed, 2026-12-02 to 2027-12-01 (12 months, from the report's "
+        "date): fine-tuning run up to 130 USD (one-off; estimated at 95.35 USD, allowing for the slow end of the "
+        "speed estimate) + serving up to 584 USD a month x 12 |"
+    ) in out
+    _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))  # APPROVE: the declared amount alone
+    assert "As declared it would cost" not in out
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,7 @@ CHANGES_NOTHING: dict[str, Why] = {
     "budget.term_months": Why(
         "the report's and diff's totals over the term; estimates and rules are per month and per run"
     ),
+    "budget.term_start": Why("the first day of the report's term (its dates); estimates and rules have no dates"),
     "budget.reserved": Why(
         "committed-use prices for the report's rent / reserve / buy table; estimates, rules "
         "and the planner price on-demand hours"

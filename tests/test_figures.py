@@ -100,7 +100,9 @@ def test_report_saving_and_term_figures_add_up_for_every_example():
         text = report(path)
         monthly = re.search(r"\| Cost per month \| ([\d,]+) USD \| ([\d,]+) USD \|", text)
         over = re.search(r"\| Cost over (\d+) months \| ([\d,]+) USD \| ([\d,]+) USD \|", text)
-        saving = re.search(r"Saving available:\*\* ([\d,]+) USD a month \(([\d,]+) USD over (\d+) months\)", text)
+        saving = re.search(
+            r"\| Saving available \(serving\) \| ([\d,]+) USD a month \(([\d,]+) USD over (\d+) months\)", text
+        )
         if saving is None or monthly is None or over is None:
             continue
         declared, recommended = number(monthly.group(1)), number(monthly.group(2))

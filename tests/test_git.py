@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, run_cli
 
+from gpuplan.decision.audit import git_state
 from gpuplan.diff.git import Repository
 from gpuplan.errors import GpuplanError
 from gpuplan.git import run_git
-from gpuplan.report.record import git_state
 
 
 def git(repo: Path, *args: str) -> str:

@@ -287,7 +287,7 @@ def test_plan_json_options_carry_every_documented_key():
     common = {
         "gpu", "gpus", "tensor_parallel", "pipeline_parallel", "nodes", "replicas", "settings", "per_gpu_bytes", "planned_bytes",
         "budget_bytes", "headroom_pct", "tokens_per_s", "price_per_gpu_hour", "price_source",
-        "cost_per_million_tokens", "sound", "meets", "reasons", "changes", "yaml",
+        "cost_per_million_tokens", "within_budget", "sound", "meets", "reasons", "changes", "yaml",
     }  # fmt: skip
     for option in (jobs["serve"]["declared"], *jobs["serve"]["options"], *jobs["serve"]["rejected"]):
         assert set(option) == common | {

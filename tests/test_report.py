@@ -14,7 +14,7 @@ from pypdf import PdfReader
 
 from gpuplan.linter import lint_path
 from gpuplan.report import pdf as pdf_module
-from gpuplan.report.model import build_report
+from gpuplan.report.build import report_model
 from gpuplan.report.pdf_process import pdf_renderer
 from gpuplan.report.render import GITHUB_COMMENT_LIMIT, escape_markdown, render_html
 
@@ -41,32 +41,37 @@ def test_markdown_is_the_default_and_works_as_a_pull_request_comment():
     code, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert code == 0
     lines = out.splitlines()
-    # The first lines carry the verdict, the amount, the layout and the saving; everything else is folded away.
+    # The first lines are the memo: the verdict in one sentence, then the amount to sign as a ceiling over
+    # its term, what is bought, the price and the budget; everything else is folded away in appendices.
     # The declared layout fits and meets the SLO, but the planner's 2 x h200-sxm does too for 45% less (GP507).
     assert lines[0] == "## APPROVE WITH CHANGES: support-assistant-70b"
-    # 4 x h100-sxm x 4.12 USD x 730 h = 12,030 a month; x 12 months = 144,360 USD.
-    assert lines[2].startswith("**Amount requested:** 144,360 USD over 12 months: serving 12,030 USD a month x 12")
-    assert "**Layout:** serving: 4 x h100-sxm (TP 4)" in lines[2]
-    # 2 x h200-sxm x 4.545 x 730 = 6,635.7 a month, shown 6,636; the saving is of the shown amounts:
-    # 12,030 - 6,636 = 5,394 a month, and 5,394 x 12 = 64,728 over the term (= 144,360 - 79,632).
+    # 4 x 4.12 x 730 = 12,030 a month declared; 2 x 4.545 x 730 = 6,635.7, shown 6,636; 12,030 - 6,636 = 5,394.
+    assert lines[2] == (
+        "**Approve with a change: serving on 2 x h200-sxm instead of 4 x h100-sxm (it saves 5,394 USD a month).**"
+    )
+    # 6,636 x 12 = 79,632 to sign, from the report's date (2026-12-02) to the day before 2027-12-02.
     assert (
-        "**Saving available:** 5,394 USD a month (64,728 USD over 12 months) with 2 x h200-sxm, tensor\\_parallel 2"
-        in lines[2]
+        "| **Amount to sign** | 79,632 USD, not to exceed, 2026-12-02 to 2027-12-01 (12 months, from the report's "
+        "date): serving up to 6,636 USD a month x 12 |" in out
     )
-    assert lines[4] == (
-        "The declared layout works, but a sound layout costs less (GP507); the planner recommends serving on "
-        "2 x h200-sxm, tensor\\_parallel 2 (6,636 USD/month), saving 5,394 USD a month."
-    )
-    assert "<details>" not in "\n".join(lines[:5])
+    assert "| **As declared it would cost** | 144,360 USD, 2026-12-02 to 2027-12-01" in out  # 12,030 x 12
+    assert "| **What is bought** | serving: 1 replica x 2 GPUs of h200-sxm (H200 SXM)" in out
+    assert (
+        "| **Budget** | serving: within: 6,636 USD of 13,000 USD a month (51% of the budget) |" in out
+    )  # 6,636/13,000
+    page_one = out.split("<details>")[0]
+    assert "tensor\\_parallel" not in page_one and "TTFT" not in page_one and "GP507" not in page_one
     summaries = re.findall(r"<details><summary>([^<]*)</summary>", out)
     assert [s.split(":")[0].split(" (")[0] for s in summaries] == [
-        "The decision",
-        "Risks",
-        "Serving",
-        "Serving",
-        "Serving",
-        "Findings",
-        "Decision record",
+        "Terms used above",
+        "A. Why, and the changes required",
+        "B. Serving",
+        "C. Serving",
+        "D. Risks of the funded layout",
+        "E. Serving",
+        "F. Findings",
+        "H. Assumptions",
+        "I. Decision record",
     ]
     assert out.count("<details>") == out.count("</details>")
     assert "| Spec SHA-256 (file) |" in out and "generated 2026-12-02" in out
@@ -119,7 +124,7 @@ def test_hostile_strings_are_inert_in_markdown_and_html(write_spec, tmp_path: Pa
 
 def test_pdf_fetches_only_packaged_assets(write_spec, tmp_path: Path):
     spec = write_spec(HOSTILE)
-    html = render_html(build_report(lint_path(str(spec)), datetime.date(2026, 12, 2)), bundled_fonts=True)
+    html = render_html(report_model(lint_path(str(spec)), datetime.date(2026, 12, 2)), bundled_fonts=True)
     fetcher = pdf_module.new_fetcher()
     pdf_module.render_pdf(html, fetcher)
     assert fetcher.requested, "the fonts are fetched through the guarded fetcher"
@@ -137,7 +142,7 @@ def test_pdf_fetches_only_packaged_assets(write_spec, tmp_path: Path):
 
 def test_the_pdf_child_process_writes_the_same_bytes_and_reports_its_errors(monkeypatch: pytest.MonkeyPatch):
     html = render_html(
-        build_report(lint_path(str(EXAMPLES / "serve-llama-70b.yaml")), datetime.date(2026, 12, 2)),
+        report_model(lint_path(str(EXAMPLES / "serve-llama-70b.yaml")), datetime.date(2026, 12, 2)),
         bundled_fonts=True,
     )
     with pdf_renderer(early=True) as renderer:
@@ -209,9 +214,12 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
     # Two jobs, each with the planner's options side by side and every layout it weighed, the risks (the
     # fine-tune's headroom at 90% confidence among them) and both memory band edges: eleven pages at most.
     assert code == 0 and 2 <= len(reader.pages) <= 11
-    # The first page is the decision: the verdict, the amount requested and the layout.
-    assert "APPROVE" in first and "Amount requested" in first and "4 x h100-sxm (ZeRO-3)" in first
-    assert re.search(r"[0-9,]+ USD over 12 months: fine-tuning run [0-9,]+ USD \(one-off\)", first)
+    # The first page is the memo: the verdict, the amount to sign with its one-off run and its serving term,
+    # and what is bought, in words (no ZeRO-3 or tensor_parallel on the page a finance reader signs).
+    assert "APPROVE" in first and "Amount to sign" in first and "one run on 1 GPU of b200-hgx" in first
+    assert re.search(r"[0-9,.]+ USD, not to exceed, 2026-12-02 to 2027-12-01 \(12 months", first)
+    assert re.search(r"fine-tuning run up to [0-9,.]+ USD \(one-off; estimated at [0-9,.]+ USD", first)
+    assert "ZeRO" not in first and "tensor_parallel" not in first
     _, markdown, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
     digest = re.search(r"\| Content hash \| ([0-9a-f]{64}) \|", markdown).group(1)  # type: ignore[union-attr]
     assert digest in text.replace("\n", "")
@@ -221,7 +229,7 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
         "47.2 GiB",
         "GP204",
         "GP205",
-        "Sensitivity",
+        "stress test of the funded layout",
         "every layout the planner weighed",
         "Sign-off",
         "llama-3.2-3b",
@@ -263,7 +271,7 @@ def test_report_of_an_invalid_spec_lists_its_input_findings(write_spec, tmp_path
     spec = write_spec("version: 1\nname: x\nmodel: {id: llama-3.1-8b}\nserve: {contxt: 1}\n")
     code, out, _ = run_cli("report", str(spec))
     assert code == 1
-    assert out.startswith("## CANNOT APPROVE: x") and "cannot be stated: the spec has no estimate" in out
+    assert out.startswith("## CANNOT APPROVE: x") and "| **Amount to sign** | none: the spec has no estimate |" in out
     assert "unknown key 'contxt' in serve" in out and "| GP104 | 4:1 |" in out
     broken = write_spec("a: [\n", name="broken.yaml")
     target = tmp_path / "broken.pdf"
@@ -300,13 +308,13 @@ def test_rent_reserve_or_buy_over_the_term(write_spec):
     assert "| reserved | 4 x h100-sxm | 2.90 USD per GPU-hour, 36-month commitment | 203,232 USD | 304,848 USD |" in out
     assert "| bought (cheapest) | 4 x h100-sxm | 30,000 USD per GPU over 36 months" in out
     assert "| 113,592 USD | 153,600 USD |" in out
-    # The amount requested is still the declared, rented layout: 4 x 4.12 x 730 = 12,030 x 24 = 288,720.
-    assert "**Amount requested:** 288,720 USD over 24 months" in out
+    # The amount as declared is the declared, rented layout: 4 x 4.12 x 730 = 12,030 x 24 = 288,720.
+    assert "| **As declared it would cost** | 288,720 USD, 2026-12-02 to 2028-12-01 (24 months" in out
 
 
 def test_pdf_tables_never_break_a_word_inside(tmp_path: Path):
-    # The planner's and the sensitivity tables of a REJECT report (its figures are the longest:
-    # "n/a (does not fit)", "153.5 GiB of 71.2 GiB", "recommended", "none declared") are laid out
+    # The planner's and the stress-test tables of a REJECT report (its figures are the longest:
+    # "fails: does not fit", "recommended", "none declared") are laid out
     # with fixed column widths; each cell's words must come out of the PDF whole. With the old widths
     # the SLO column printed "none declare" / "d" on every row, "recommended" lost its "d", and the
     # memory and latency figures wrapped before their last unit.
@@ -314,14 +322,12 @@ def test_pdf_tables_never_break_a_word_inside(tmp_path: Path):
     code, _, _ = run_cli("report", "--pdf", "-o", str(out), str(EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml"))
     assert code == 1
     text = pdf_text(out.read_bytes())
-    tables = text[text.index("Serving: every layout the planner weighed") : text.index("The estimate")]
+    tables = text[text.index("Serving: every layout the planner weighed") : text.index("Appendix D")]
     words = tables.split()
     assert "recommended" in words and "declared" in words
     assert not {"recommende", "declare", "d"} & set(words)
     for figure in (
-        "143.5 GiB of 71.2 GiB",
-        "153.5 GiB of 71.2 GiB",
-        "n/a (does not fit)",
+        "fails: does not fit",
         "1 x h100-sxm none n/a 4.12",
     ):
         assert figure in tables, figure
@@ -345,7 +351,11 @@ def test_a_constraint_the_planner_could_not_judge_is_not_shown_as_met():
     assert "| Headroom margin kept | not judged (memory breaks) | meets | meets |" in out
     assert "| TTFT SLO met | no SLO declared | no SLO declared | no SLO declared |" in out
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))  # SLOs declared and met
-    assert "| TTFT SLO met | meets | meets | meets |" in out
+    # Constraints every option meets are one row (a column of "meets" per constraint said nothing more);
+    # the table's caption names them.
+    assert "| Every other constraint | meets | meets | meets |" in out
+    (caption,) = [line for line in out.splitlines() if line.startswith("**Serving: options side by side")]
+    assert "met by every option: context the model takes" in caption and "ttft slo met" in caption
 
 
 def test_the_planners_table_shows_why_other_layouts_fail():
@@ -356,7 +366,10 @@ def test_the_planners_table_shows_why_other_layouts_fail():
     table = out[out.index("**Serving: every layout the planner weighed**") :].split("\n\n")[1]
     rows = table.splitlines()[2:]
     assert len(rows) == 8 + 4 + 1
-    assert sum("meets every constraint" in row for row in rows) == 8
+    # Of the 8 sound rows, 4 x b200-hgx (20,411 USD a month) and 8 x b200-hgx (40,822) cost more than the
+    # 13,000 budget: they break it, and are not labelled as meeting every constraint.
+    assert sum("meets every constraint" in row for row in rows) == 6
+    assert sum(row.endswith("| breaks budget |") for row in rows) == 2
     assert sum("| breaks ttft\\_slo, tpot\\_slo |" in row for row in rows) == 4
     assert "8 x l40, tensor\\_parallel 4, pipeline\\_parallel 2" in rows[8]  # the cheapest rejected
     assert rows[-1].startswith("|  | 9 more sound options and 9 more rejected layouts: gpuplan plan lists them all |")

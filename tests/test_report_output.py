@@ -17,7 +17,7 @@ from conftest import EXAMPLES, run_cli
 
 from gpuplan.linter import lint_path
 from gpuplan.report import pdf as pdf_module
-from gpuplan.report.model import build_report
+from gpuplan.report.build import report_model
 from gpuplan.report.render import render_html
 from gpuplan.report.weasy import load_weasyprint
 
@@ -63,7 +63,7 @@ class _Structure(HTMLParser):
 
 def html_of(spec: Path) -> str:
     result = lint_path(str(spec))
-    return render_html(build_report(result, datetime.date(2026, 12, 2)))
+    return render_html(report_model(result, datetime.date(2026, 12, 2)))
 
 
 @pytest.mark.parametrize("spec", MAIN_EXAMPLES, ids=lambda path: path.stem)
@@ -142,7 +142,7 @@ def _flow_boxes(page: Any) -> list[Any]:
 )
 def test_pdf_pages_have_no_orphans_and_no_near_empty_last_page(spec: Path):
     result = lint_path(str(spec))
-    html = render_html(build_report(result, datetime.date(2026, 12, 2)), bundled_fonts=True)
+    html = render_html(report_model(result, datetime.date(2026, 12, 2)), bundled_fonts=True)
     pages = _pages(html)
     for number, page in enumerate(pages, start=1):
         boxes = _flow_boxes(page)

@@ -433,7 +433,7 @@ def test_report_gains_a_verified_section(tmp_path, write_spec):
     assert code == 0 and "Verified against a run" not in plain
     code, out, _ = run_cli("report", str(spec), "--run", str(log))
     assert code == 1  # the verify error counts, as in the findings table
-    assert "<summary>Verified against a run (1)</summary>" in out and "| KV cache tokens |" in out
+    assert "<summary>G. Verified against a run (1)</summary>" in out and "| KV cache tokens |" in out
     assert "| GP803 |" in out
 
 

@@ -27,8 +27,8 @@ class Price:
     oldest quote (``quoted_from``), not its newest; a spec's own price carries ``budget.prices_date``.
     """
 
-    per_hour: float
-    origin: str  # "catalog", "budget.prices" or "gpus"
+    per_hour: float  # per GPU-hour: an instance-hour quote divided by its GPUs
+    origin: str  # "catalog", "budget.quotes", "budget.prices" or "gpus"
     quoted_from: str | None = None  # YYYY-MM-DD of the oldest quote (None: undated)
     quoted_to: str | None = None  # YYYY-MM-DD of the newest quote
     quotes: int = 1
@@ -36,6 +36,9 @@ class Price:
     providers: tuple[str, ...] = ()
     low: float | None = None
     high: float | None = None
+    instance_gpus: int = 0  # a quote per instance-hour: GPUs per instance, billed whole; 0: per GPU-hour
+    instance_price: float | None = None  # the quote per instance-hour
+    reference: str = ""  # the vendor's quote reference (budget.quotes)
 
     def describe(self) -> str:
         """Where the price comes from, in words, for assumptions and report provenance (worded once: a
@@ -46,6 +49,9 @@ class Price:
     def _description(self) -> str:
         if self.origin == "budget.prices":
             return f"spec budget.prices ({self.quoted_from or 'undated'})"
+        if self.origin == "budget.quotes":
+            unit = f", {self.instance_price:g} per {self.instance_gpus}-GPU instance-hour" if self.instance_gpus else ""
+            return f"quote from {self.providers[0]}{unit} ({self.quoted_from or 'undated'})"
         if self.origin == "gpus":
             return "spec gpus section"
         span = self.quoted_from if self.quoted_from == self.quoted_to else f"{self.quoted_from} to {self.quoted_to}"

@@ -51,7 +51,9 @@ def plan_command(
     """
     import dataclasses
 
+    from gpuplan import clock
     from gpuplan.catalog import UnknownNameError, get_gpu
+    from gpuplan.decision.memo import build_memo
     from gpuplan.output.plan_text import render_markdown, render_text
     from gpuplan.plan.document import plan_document
     from gpuplan.rules.context import planner_for
@@ -77,7 +79,11 @@ def plan_command(
     )
     settings = result.settings
     planner = planner_for(spec, settings, limits)
-    document = plan_document(planner, path=result.path, top=top, cheaper_share=settings.cheaper_layout_share)
+    # The decision `gpuplan report` states, computed once by gpuplan.decision.memo (under the spec's own plan
+    # limits: the options above may widen or narrow the search, not what the spec asks to approve).
+    own = planner if limits == spec.plan else None
+    memo = build_memo(result, clock.today(), summary.fail_on, settings, own)
+    document = plan_document(planner, path=result.path, top=top, cheaper_share=settings.cheaper_layout_share, memo=memo)
     if output_format == "json":
         click.echo(json_text(document))
     elif output_format == "markdown":

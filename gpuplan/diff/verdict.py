@@ -1,8 +1,10 @@
 """The per-spec decision a diff compares, and which direction is worse.
 
-The one seam between ``gpuplan diff`` and the decision report (gpuplan/decision.py): everything in the diff
-that shows or compares a verdict goes through ``spec_decision``, ``VERDICTS`` and ``worsened``, so a diff
-says what ``gpuplan report`` would say of each version, under the same fail level and configuration.
+The one seam between ``gpuplan diff`` and the decision report (gpuplan/decision: ``decide``, on which
+gpuplan.decision.memo builds the report's Memo): everything in the diff that shows or compares a verdict
+goes through ``spec_decision``, ``VERDICTS`` and ``worsened``, so a diff says what ``gpuplan report`` would
+say of each version, under the same fail level and configuration. The diff compares the declared amounts
+(the Memo's stress tests are a report's, not a diff's).
 """
 
 from __future__ import annotations

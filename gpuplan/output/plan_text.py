@@ -88,9 +88,12 @@ def _speed(option: dict[str, Any]) -> list[str]:
 
 
 def _verdict(option: dict[str, Any]) -> str:
+    """ "meets every constraint" only for a sound layout within the budget: the planner's constraints leave
+    the budget out, and a layout over it does not meet every constraint a signer holds it to."""
+    over = option.get("within_budget") is False
     if option["sound"]:
-        return "meets every constraint"
-    broken = [name for name, ok in option["meets"].items() if not ok]
+        return "breaks budget (meets every other constraint)" if over else "meets every constraint"
+    broken = [name for name, ok in option["meets"].items() if not ok] + (["budget"] if over else [])
     return f"breaks {broken[0]}: {option['reasons'][0]}" + (f" (+{len(broken) - 1} more)" if len(broken) > 1 else "")
 
 
@@ -210,9 +213,33 @@ def _title(document: dict[str, Any]) -> str:
     return f"{document['name']} ({document['model']}): {'; '.join(scope)}; prices in {document['currency']}"
 
 
+def _decision_lines(document: dict[str, Any]) -> list[str]:
+    """The report's decision, as the plan carries it: the verdict, the amount to sign, and a budget that
+    no sound layout fits, with the cheapest sound layout and its overrun."""
+    decision = document.get("decision")
+    if decision is None:
+        return []
+    currency = document["currency"]
+    lines = [
+        f"decision (as gpuplan report states it): {decision['verdict']}; amount to sign: "
+        + (decision["amount_to_sign_text"] or "none")
+    ]
+    for check in decision["budget"]:
+        cheapest, limit = check["cheapest"], check["limit"]
+        if check["nothing_fits"] and cheapest is not None:
+            per = "a month" if check["job"] == "serve" else "per run"
+            over = money_difference(cheapest["cost"], limit)
+            lines.append(
+                f"  no sound {'serving' if check['job'] == 'serve' else 'fine-tuning'} layout fits the budget of "
+                f"{format_money(limit, currency)} {per}: the cheapest, {cheapest['layout']} at "
+                f"{format_money(cheapest['cost'], currency)}, is {format_money(over, currency)} over it"
+            )
+    return lines
+
+
 def render_text(document: dict[str, Any]) -> str:
     currency = document["currency"]
-    lines = [_title(document)]
+    lines = [_title(document), *_decision_lines(document)]
     for job in document["jobs"]:
         kind = job["job"]
         lines += ["", f"{'serving' if kind == 'serve' else 'fine-tuning'}:"]
@@ -257,6 +284,9 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
 def render_markdown(document: dict[str, Any]) -> str:
     currency = document["currency"]
     lines = [f"# GPU plan: {escape_markdown(document['name'])}", "", escape_markdown(_title(document))]
+    decision = _decision_lines(document)
+    if decision:
+        lines += ["", *(f"- {escape_markdown(line.strip())}" for line in decision)]
     for job in document["jobs"]:
         kind = job["job"]
         recommended = job["recommended"]

@@ -16,7 +16,16 @@ from gpuplan import __version__
 from gpuplan.plan.describe import Saving, block_yaml
 from gpuplan.plan.evaluate import Option
 from gpuplan.plan.search import JobPlan, SpecPlanner
-from gpuplan.units import CENT_DIGITS, HOURS_DIGITS, RATE_DIGITS, TPOT_MS_DIGITS, milliseconds, percent, rounded
+from gpuplan.units import (
+    CENT_DIGITS,
+    HOURS_DIGITS,
+    RATE_DIGITS,
+    TPOT_MS_DIGITS,
+    format_money,
+    milliseconds,
+    percent,
+    rounded,
+)
 
 FORMAT_VERSION = 1
 
@@ -25,8 +34,10 @@ def _rounded(value: float | None, digits: int) -> float | None:
     return None if value is None else rounded(value, digits)
 
 
-def option_dict(option: Option) -> dict[str, Any]:
-    """One option: its layout, memory, speed, price and verdict per constraint."""
+def option_dict(option: Option, spec: Any = None) -> dict[str, Any]:
+    """One option: its layout, memory, speed, price and verdict per constraint; with ``spec``, whether it is
+    within the job's budget (``within_budget``: null without a budget or a cost), which the planner's
+    constraints leave out."""
     layout, estimate = option.layout, option.estimate
     result: dict[str, Any] = {
         "gpu": layout.gpu.id,
@@ -83,6 +94,10 @@ def option_dict(option: Option) -> dict[str, Any]:
             run_cost=_rounded(option.cost, CENT_DIGITS),
             cost_per_million_tokens=_rounded(option.rate, 4),
         )
+    if spec is not None:
+        from gpuplan.decision.memo import within_budget
+
+        result["within_budget"] = within_budget(option, spec)
     result.update(
         sound=option.sound,
         meets=dict(option.meets),
@@ -93,13 +108,20 @@ def option_dict(option: Option) -> dict[str, Any]:
     return result
 
 
+_option_dict = option_dict
+
+
 def _saving_dict(saving: Saving | None) -> dict[str, Any] | None:
     # The difference of the two costs as this object carries them (to the cent), so it checks by hand.
     return None if saving is None else {"amount": saving.published, "share": round(saving.share, 4), "per": saving.per}
 
 
-def job_dict(plan: JobPlan, top: int | None, materiality: str = "") -> dict[str, Any]:
+def job_dict(plan: JobPlan, top: int | None, materiality: str = "", spec: Any = None) -> dict[str, Any]:
     kept = plan.kept_over
+
+    def option_dict(option: Option) -> dict[str, Any]:
+        return _option_dict(option, spec)
+
     return {
         "job": plan.kind,
         "declared": option_dict(plan.declared),
@@ -125,8 +147,48 @@ def job_dict(plan: JobPlan, top: int | None, materiality: str = "") -> dict[str,
     }
 
 
-def plan_document(planner: SpecPlanner, *, path: str, top: int | None, cheaper_share: float) -> dict[str, Any]:
-    """The whole ``gpuplan plan`` object for one spec (every job it declares)."""
+def decision_dict(memo: Any) -> dict[str, Any]:
+    """The decision ``gpuplan report`` states (gpuplan.decision.memo.Memo), as the plan carries it: the
+    verdict and its reason, the amount to sign (null under REJECT and CANNOT APPROVE), and per job the funded
+    layout's budget check with the cheapest sound layout beside it."""
+    decision = memo.decision
+    ceiling = memo.ceiling
+    return {
+        "verdict": decision.verdict.value,
+        "reason": decision.reason,
+        "amount_to_sign": None if ceiling is None or ceiling.total is None else rounded(ceiling.total, CENT_DIGITS),
+        # as every output prints it: a total keeps the cents of a run under 100 (gpuplan.units.money_sum)
+        "amount_to_sign_text": None
+        if ceiling is None or ceiling.total_shown is None
+        else format_money(ceiling.total_shown, ceiling.currency),
+        "term": None
+        if memo.term is None
+        else {"start": memo.term.start.isoformat(), "end": memo.term.end.isoformat(), "months": memo.term.months},
+        "budget": [
+            {
+                "job": job.kind,
+                "funded": "recommended" if job.changed else "declared",
+                "limit": job.budget.limit,
+                "cost": _rounded(job.budget.cost, CENT_DIGITS),
+                "within": job.budget.within,
+                "nothing_fits": job.budget.nothing_fits,
+                "cheapest": None
+                if job.budget.cheapest is None
+                else {
+                    "layout": job.budget.cheapest.layout.describe(),
+                    "cost": _rounded(job.budget.cheapest.cost, CENT_DIGITS),
+                },
+            }
+            for job in memo.jobs
+        ],
+    }
+
+
+def plan_document(
+    planner: SpecPlanner, *, path: str, top: int | None, cheaper_share: float, memo: Any = None
+) -> dict[str, Any]:
+    """The whole ``gpuplan plan`` object for one spec (every job it declares). ``memo``: the spec's decision
+    (gpuplan.decision.memo.Memo, under the spec's own plan limits), carried as ``decision``."""
     spec, limits = planner.spec, planner.limits
     jobs = [plan for kind in ("finetune", "serve") if (plan := planner.plan(kind)) is not None]
     return {
@@ -147,5 +209,6 @@ def plan_document(planner: SpecPlanner, *, path: str, top: int | None, cheaper_s
             "cheaper_layout_share": cheaper_share,
             "materiality": planner.materiality.describe(spec.budget.currency),
         },
-        "jobs": [job_dict(plan, top, planner.materiality.describe(spec.budget.currency)) for plan in jobs],
+        "jobs": [job_dict(plan, top, planner.materiality.describe(spec.budget.currency), spec) for plan in jobs],
+        "decision": None if memo is None else decision_dict(memo),
     }

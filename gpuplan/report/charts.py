@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpuplan.report.sensitivity import Sensitivity
+from gpuplan.decision.sensitivity import Sensitivity
 from gpuplan.units import apportioned_gib, format_gib, format_percent
 
 SEGMENT_COLOURS = {

@@ -1,44 +1,37 @@
-"""The report model: plain data built from the spec, its estimate, its findings and the decision.
+"""The report model: plain data formatted from a Memo (gpuplan.decision.memo) and the lint result.
 
-Every number a template shows is computed and formatted here; the templates only loop and print. Every
-table is a ``table()`` (caption, column headers, rows whose first cell heads the row), so the HTML, the
-PDF and the Markdown all carry the same headers.
+The Memo holds every fact and judgement (the verdict, the amount to sign, the funded layouts, their budget
+checks and stress tests, the risks, the audit record); this module only words and formats them, and the
+templates only loop and print. The first page is the memo (gpuplan.report.page_one), followed by the
+technical terms it uses (gpuplan.report.glossary); everything else is an appendix: A the reason and the
+changes, B the options, C the stress test, D the risks, E the estimate, F the findings, G verification
+against runs (with ``--run``), H assumptions, I the decision record. Every
+table is a ``table()`` (caption, column headers, rows whose first cell heads the row), so the HTML, the PDF
+and the Markdown all carry the same headers.
 """
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from gpuplan import __version__
 from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate, load_phrase
 from gpuplan.catalog import catalog_version
-from gpuplan.config import Settings, default_settings
-from gpuplan.decision import Amount, Decision, Verdict, decide, layout_text
+from gpuplan.config import Settings
+from gpuplan.decision import Verdict, layout_text
+from gpuplan.decision.audit import CONTENT_HASH_DEFINITION, ConfigRecord
+from gpuplan.decision.memo import JobMemo, Memo, Stress, Ways
 from gpuplan.estimate.engines import budget_words
 from gpuplan.estimate.serving_speed import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.findings import Finding, Severity
-from gpuplan.layout import replicas as layout_replicas
 from gpuplan.linter import LintResult
-from gpuplan.plan.configured import planner_for
 from gpuplan.plan.describe import cost_text
 from gpuplan.plan.search import JobPlan
-from gpuplan.report.acquisition import acquisitions
+from gpuplan.report import page_one
 from gpuplan.report.charts import memory_chart, sensitivity_chart
-from gpuplan.report.options import planner_rows, saving_of, side_by_side
-from gpuplan.report.prices import PriceBasis, price_bases
-from gpuplan.report.record import (
-    CONTENT_HASH_DEFINITION,
-    ConfigRecord,
-    approval_expiry,
-    config_record,
-    content_hash,
-    git_state,
-)
-from gpuplan.report.risks import compute_risks
-from gpuplan.report.sensitivity import Sensitivity, sensitivity
+from gpuplan.report.glossary import used_terms
+from gpuplan.report.options import EVERY_OTHER, planner_rows, saving_of, side_by_side, verdict_text
 from gpuplan.rules.fit import PLAN_POINTER
 from gpuplan.spec import Spec
 from gpuplan.units import (
@@ -53,10 +46,8 @@ from gpuplan.units import (
     format_money,
     format_ms,
     format_percent,
-    money_difference,
     money_times,
     plural,
-    shown_money,
 )
 from gpuplan.validate import load_schema
 
@@ -118,76 +109,12 @@ def _money(value: float | Shown | None, currency: str) -> str:
     return format_money(value, currency)
 
 
-def _requested_text(decision: Decision) -> str:
-    """The amount requested; under REJECT nothing is, and the declared plan's cost is said as such."""
-    text = _amount_text(decision.amount)
-    if decision.verdict is Verdict.REJECT and decision.amount is not None and not decision.amount.unknown:
-        return f"none: the declared plan is rejected (as declared it would cost {text})"
-    return text
-
-
-def _amount_text(amount: Amount | None) -> str:
-    if amount is None:
-        return "cannot be stated: the spec has no estimate"
-    currency, term = amount.currency, plural(amount.term_months, "month")
-    parts = []
-    if amount.finetune_run is not None:
-        parts.append(f"fine-tuning run {_money(amount.finetune_run, currency)} (one-off)")
-    if amount.serve_monthly is not None:
-        parts.append(f"serving {_money(amount.serve_monthly, currency)} a month x {amount.term_months}")
-    if amount.unknown:
-        known = f" (known: {'; '.join(parts)})" if parts else ""
-        return f"cannot be stated: {'; '.join(amount.unknown)}{known}"
-    return f"{_money(amount.total_shown, currency)} over {term}: {' + '.join(parts)}"
-
-
-def _with_changes(decision: Decision) -> list[list[str]]:
-    """The amount once the required layouts are made, for an APPROVE WITH CHANGES: the declared amount
-    alone left the signer to work out what the approval commits to."""
-    after = decision.amount_with_changes if decision.verdict is Verdict.APPROVE_WITH_CHANGES else None
-    return [] if after is None else [["Amount with the required layout", _amount_text(after)]]
-
-
 def _headroom(used: float, capacity: float) -> str:
     """What is left of ``capacity``, as the difference of the two figures shown beside it."""
     free = capacity - used
     if free < 0:
         return f"none: short by {format_gib_difference(used, capacity)}"
     return f"{format_gib_difference(capacity, used)} ({format_percent(free / capacity)})"
-
-
-def _job_layouts(analysis: Analysis) -> list[str]:
-    lines = []
-    if analysis.finetune:
-        f = analysis.finetune
-        lines.append(f"fine-tuning: {layout_text(f)}, {f.job.method}")
-    if analysis.serve:
-        s = analysis.serve
-        setup = s.setup
-        replicas = layout_replicas(s.gpus, setup.tensor_parallel, setup.pipeline_parallel)
-        lines.append(
-            f"serving: {layout_text(s)}, {plural(replicas, 'replica')}; "
-            f"{plural(setup.concurrency, 'sequence')} x {setup.context:,} tokens"
-        )
-    return lines
-
-
-def _budget_lines(spec: Spec, analysis: Analysis) -> list[str]:
-    currency, budget = spec.budget.currency, spec.budget
-    lines = []
-    for word, cost, limit, per in (
-        ("fine-tuning", analysis.finetune.cost if analysis.finetune else None, budget.finetune_total, ""),
-        ("serving", analysis.serve.monthly_cost if analysis.serve else None, budget.serve_monthly, " a month"),
-    ):
-        if limit is None or cost is None:
-            continue
-        share = format_percent(cost / limit) if shown_money(limit).value else "n/a"  # as it reads: 5e-324 is 0.00
-        verdict = "within" if cost <= limit else f"over by {_money(money_difference(cost, limit), currency)}"
-        lines.append(f"{word} {_money(cost, currency)} of {_money(limit, currency)}{per} ({share}): {verdict}")
-    if not lines:
-        declared = budget.finetune_total is not None or budget.serve_monthly is not None
-        lines.append("unchecked: no price" if declared else "none declared")
-    return lines
 
 
 def _finetune_details(f: FinetuneEstimate, currency: str, settings: Settings) -> dict[str, Any]:
@@ -308,44 +235,120 @@ def _ms(seconds: float | None, digits: int, published: int = MS_DIGITS) -> str:
     return "no bound" if seconds is None else f"{format_ms(seconds, digits, published)} ms"
 
 
-def _sensitivity_table(sensitivity: Sensitivity, currency: str) -> dict[str, Any]:
+def _scenario_cells(scenario: Any, serving: bool, currency: str) -> list[str]:
+    fits = "yes" if scenario.comfortable else ("tight" if scenario.fits else "no")
+    row = [f"{format_gib(scenario.per_gpu)} of {format_gib(scenario.capacity)}", fits]
+    if serving:
+        row += [
+            f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1, TPOT_MS_DIGITS)}" if scenario.loads else NOT_LOADED,
+            "none declared" if scenario.slo_met is None else ("met" if scenario.slo_met else "missed"),
+        ]
+    else:
+        row.append("n/a" if scenario.hours is None else f"{_hours(scenario.hours)} h")
+    row += [
+        _money(scenario.cost, currency),
+        "—" if scenario.within_budget is None else ("yes" if scenario.within_budget else "no"),
+    ]
+    return row
+
+
+def _sensitivity_table(stress: Stress, title: str, currency: str) -> dict[str, Any]:
+    """One layout's stress test, every figure per scenario."""
+    sensitivity = stress.sensitivity
     serving = sensitivity.job == "serve"
     columns = ["Scenario", "Memory per GPU", "Fits"]
     columns += ["TTFT / TPOT", "SLO"] if serving else ["Training time"]
     columns += ["Cost per month" if serving else "Cost of the run", "Within budget"]
-    rows = []
-    for scenario in sensitivity.scenarios:
-        fits = "yes" if scenario.comfortable else ("tight" if scenario.fits else "no")
-        row = [scenario.name, f"{format_gib(scenario.per_gpu)} of {format_gib(scenario.capacity)}", fits]
-        if serving:
-            row += [
-                f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1, TPOT_MS_DIGITS)}"
-                if scenario.loads
-                else NOT_LOADED,
-                "none declared" if scenario.slo_met is None else ("met" if scenario.slo_met else "missed"),
-            ]
-        else:
-            row.append("n/a" if scenario.hours is None else f"{_hours(scenario.hours)} h")
-        row += [
-            _money(scenario.cost, currency),
-            "—" if scenario.within_budget is None else ("yes" if scenario.within_budget else "no"),
-        ]
-        rows.append(row)
-    title = "Serving" if serving else "Fine-tuning"
+    rows = [[scenario.name, *_scenario_cells(scenario, serving, currency)] for scenario in sensitivity.scenarios]
     numeric = (1, 3, 5) if serving else (1, 3, 4)
     widths = (18, 22, 6, 21, 11, 12, 10) if serving else (27, 21, 10, 14, 16, 12)
+    layout = stress.option.layout.describe()
     return table(
-        f"{title}: the declared layout under changed assumptions", columns, rows, numeric=numeric, widths=widths
+        f"{title}: the {stress.label} layout ({layout}) under changed assumptions",
+        columns,
+        rows,
+        numeric=numeric,
+        widths=widths,
     )
 
 
-def _options_tables(plan: JobPlan, spec: Spec, title: str) -> list[dict[str, Any]]:
+def _verdict_cell(scenario: Any) -> str:
+    """A scenario's outcome in a few words: holds, or the first limit it breaks."""
+    if scenario is None:
+        return "—"
+    if scenario.passes:
+        return "holds"
+    if not scenario.loads or not scenario.fits:
+        return "fails: does not fit"
+    if not scenario.comfortable:
+        return "fails: memory margin"
+    if scenario.slo_met is False:
+        return "fails: latency target"
+    return "fails: over budget"
+
+
+def _comparison_table(job: JobMemo, title: str) -> dict[str, Any] | None:
+    """The funded layout and the declared one, scenario by scenario, when they differ."""
+    if len(job.stresses) < 2:
+        return None
+    funded, declared = job.stresses
+    rows = [
+        [
+            page_one.SCENARIO_WORDS.get(scenario.key, scenario.name),
+            _verdict_cell(scenario),
+            _verdict_cell(declared.sensitivity.scenario(scenario.key)),
+        ]
+        for scenario in funded.sensitivity.scenarios
+    ]
+    return table(
+        f"{title}: the recommended layout ({funded.option.layout.describe()}) beside the declared one "
+        f"({declared.option.layout.describe()})",
+        ["Scenario", "Recommended", "Declared"],
+        rows,
+        widths=(40, 30, 30),
+        keep=True,
+    )
+
+
+def _stress_section(job: JobMemo, title: str, currency: str) -> dict[str, Any]:
+    funded = job.stresses[0]
+    growth = funded.growth
+    growth_text = ""
+    if growth is not None:
+        if growth.option is None:
+            growth_text = "Twice the users: no sound layout within the plan's limits serves them."
+        elif growth.extra is not None:
+            growth_text = (
+                f"Twice the users ({growth.factor} x the declared demand): +{_money(growth.extra, currency)} a month, "
+                f"on {growth.option.layout.describe()} at {_money(growth.option.cost, currency)} a month, the "
+                "cheapest sound layout for that demand on the same GPU kind (or on any allowed kind when none is)."
+            )
+    weaker = job.weaker
+    return {
+        "title": title,
+        "comparison": _comparison_table(job, title),
+        "table": _sensitivity_table(funded, title, currency),
+        "chart": sensitivity_chart(funded.sensitivity),
+        "growth": growth_text,
+        "weaker": (
+            "The recommended layout fails where the declared one holds: "
+            + "; ".join(page_one.SCENARIO_WORDS.get(s.key, s.name) for s in weaker)
+            + "."
+        )
+        if weaker
+        else "",
+    }
+
+
+def _options_tables(job: JobMemo, spec: Spec, title: str) -> list[dict[str, Any]]:
     """The planner's answer for one job: declared, recommended and next best side by side, then its full table."""
+    plan = job.plan
     currency = spec.budget.currency
-    headers, rows = side_by_side(plan, spec)
+    headers, rows, met = side_by_side(plan, spec)
     width = (100 - 22) // (len(headers) - 1)
     widths = (100 - width * (len(headers) - 1), *([width] * (len(headers) - 1)))
-    compared = table(f"{title}: options side by side (the planner's)", headers, rows, widths=widths, keep=True)
+    every = f" ({EVERY_OTHER.lower()}, met by every option: {', '.join(name.lower() for name in met)})" if met else ""
+    compared = table(f"{title}: options side by side (the planner's){every}", headers, rows, widths=widths)
     serving = plan.kind == "serve"
     weighed = table(
         f"{title}: every layout the planner weighed",
@@ -358,22 +361,23 @@ def _options_tables(plan: JobPlan, spec: Spec, title: str) -> list[dict[str, Any
             "Cost",
             "Verdict",
         ],
-        planner_rows(plan, currency),
+        planner_rows(plan, spec),
         numeric=(2, 3, 4, 5),
         widths=(15, 25, 7, 14, 8, 13, 18),
     )
     return [compared, weighed]
 
 
-def _saving_text(plan: JobPlan, currency: str, term_months: int) -> str:
+def _saving_text(plan: JobPlan, spec: Spec) -> str:
     """What the recommendation saves, with its layout; "" when it saves nothing (or cannot be said)."""
+    currency, term_months = spec.budget.currency, spec.budget.term_months
     saving = saving_of(plan)
     recommended = plan.recommended
     if recommended is not None and not plan.declared.sound:
         # Nothing to save against: the declared layout would not run as declared (or breaks a constraint).
         return (
             f"n/a: the declared layout breaks {', '.join(plan.declared.broken)}; {recommended.layout.describe()} "
-            f"meets every constraint for {cost_text(recommended, currency)}"
+            f"{verdict_text(recommended, spec)} for {cost_text(recommended, currency)}"
         )
     if saving is None or recommended is None:
         return ""
@@ -414,21 +418,15 @@ def _speed_bands(estimates: list[Any]) -> str:
     return "\n".join(lines) + "\nthe sensitivity table shows both ends"
 
 
-def _acquisition_table(spec: Spec, estimate: Any, currency: str) -> dict[str, Any] | None:
-    """Rent on demand, reserve or buy the declared GPUs, when the spec prices more than one of these."""
-    serving = isinstance(estimate, ServeEstimate)
-    gpu, count, price = estimate.gpu.id, estimate.gpus, estimate.price_per_hour
-    if serving:
-        span = f"over {plural(spec.budget.term_months, 'month')}"
-        ways = acquisitions(spec, gpu, count, price, months=spec.budget.term_months)
-    elif estimate.hours is not None:
-        span = f"for the {_hours(estimate.hours)}-hour run"
-        ways = acquisitions(spec, gpu, count, price, hours=estimate.hours)
-    else:
-        return None
-    if not ways:
-        return None
-    cheapest = min(ways, key=lambda way: way.cost)
+def _acquisition_table(ways: Ways, job: str, spec: Spec, currency: str) -> dict[str, Any]:
+    """Rent on demand, reserve or buy one layout's GPUs (the memo's ``Ways``)."""
+    serving = job == "serve"
+    span = (
+        f"over {plural(spec.budget.term_months, 'month')}"
+        if ways.hours is None
+        else f"for the {_hours(ways.hours)}-hour run"
+    )
+    cheapest = min(ways.ways, key=lambda way: way.cost)
     rows = [
         [
             way.way + (" (cheapest)" if way is cheapest else ""),
@@ -437,10 +435,10 @@ def _acquisition_table(spec: Spec, estimate: Any, currency: str) -> dict[str, An
             _money(way.cost, currency),
             _money(way.cash, currency),
         ]
-        for way in ways
+        for way in ways.ways
     ]
     return table(
-        f"{'Serving' if serving else 'Fine-tuning'}: rent, reserve or buy the declared GPUs {span}",
+        f"{'Serving' if serving else 'Fine-tuning'}: rent, reserve or buy the {ways.label} GPUs {span}",
         ["Way", "GPUs", "Terms", f"Cost {span}", "Paid or committed"],
         rows,
         numeric=(3, 4),
@@ -490,22 +488,14 @@ def _findings_summary(findings: tuple[Finding, ...]) -> str:
     return ", ".join(counts) + (f", {waived} waived" if waived else "")
 
 
-def _configuration_text(record: ConfigRecord, fail_on: Severity) -> str:
-    parts = [f"{record.path} (SHA-256 {record.sha256})" if record.path else "none: the documented defaults"]
-    return "; ".join(parts)
+def _configuration_text(record: ConfigRecord) -> str:
+    return f"{record.path} (SHA-256 {record.sha256})" if record.path else "none: the documented defaults"
 
 
-def _record(
-    result: LintResult,
-    spec: Spec | None,
-    decision: Decision,
-    record: ConfigRecord,
-    generated: datetime.date,
-    layouts: list[str],
-    expiry_text: str,
-) -> dict[str, Any]:
-    raw = result.document.raw if result.document else b""
-    data = result.document.data if result.document else None
+def _record(memo: Memo) -> dict[str, Any]:
+    """The decision record (Appendix I): what is approved, the sign-off, the waivers, the unit prices and
+    what the decision was made from."""
+    decision, audit, spec = memo.decision, memo.audit, memo.spec
     signable = decision.verdict.signable
     approvals = spec.approvals if spec else {}
     signoff = []
@@ -519,11 +509,8 @@ def _record(
     if signable:
         approved = [
             ["Verdict", decision.verdict.value],
-            ["Layout", "\n".join(layouts) or "n/a"],
-            ["Amount", _amount_text(decision.amount)],
-            *_with_changes(decision),
-            ["Term", plural(decision.amount.term_months, "month") if decision.amount else "n/a"],
-            ["Valid until", expiry_text],
+            ["Amount to sign", page_one.ceiling_text(memo)],
+            ["Valid until", page_one.expiry_text(memo)],
         ]
         if decision.verdict is Verdict.APPROVE_WITH_CHANGES:
             if decision.changes:
@@ -531,23 +518,55 @@ def _record(
                 approved.append(
                     ["Required layout", "\n".join(change.sentence(currency) for change in decision.changes)]
                 )
-            approved.append(["Conditions", "the changes listed under the decision are made before spending"])
+            approved.append(["Conditions", "the changes in Appendix A are made before spending"])
     else:
         approved = [
             ["Verdict", decision.verdict.value],
             ["Approved", f"nothing: a {decision.verdict.value} is {NOT_FOR_SIGNATURE}"],
         ]
-    git = git_state(Path(result.path)) if result.document else None
-    digest = content_hash(data)
+    waivers = [
+        [entry.code, entry.reason, entry.approver or "not named", entry.expires or "never", entry.status]
+        for entry in audit.waivers
+    ]
+    currency = spec.budget.currency if spec else "USD"
+    prices = []
+    for unit in audit.prices:
+        basis = unit.basis
+        price = "n/a" if basis.price is None else f"{basis.price:.2f} {currency}/GPU-hour"
+        quotes = "; ".join(
+            f"{quote.provider} {quote.usd_per_hour:g} USD ({quote.date or 'undated'})" for quote in unit.quotes
+        )
+        source = (
+            f"{basis.text}. Quotes: {quotes} (each quote's source: gpuplan's catalog, gpu_sources.yaml)"
+            if quotes
+            else basis.text
+        )
+        prices.append([unit.gpu, price, source, basis.date.isoformat() if basis.date else "undated"])
+    git = audit.git
+    record = audit.config
     provenance = [
-        ["Spec file", Path(result.path).name],
+        ["Spec file", audit.spec_file],
         [
             "Repository",
             f"commit {git.commit}, {git.path} ({git.status})" if git else "not in a git repository (SHA-256 only)",
         ],
-        ["Spec SHA-256 (file)", hashlib.sha256(raw).hexdigest()],
-        ["Content hash", digest or "n/a: the spec did not load"],
-        ["Configuration", _configuration_text(record, decision.fail_on)],
+        ["Spec SHA-256 (file)", audit.file_sha256],
+        ["Content hash", audit.content_hash or "n/a: the spec did not load"],
+        [
+            "Content hash as approved",
+            (
+                audit.approved_hash
+                + (
+                    " (the spec with the changes in Appendix A applied)"
+                    if audit.approved_hash != audit.content_hash
+                    else ""
+                )
+            )
+            if audit.approved_hash
+            else f"n/a: nothing is approved (a {decision.verdict.value} is {NOT_FOR_SIGNATURE})",
+        ],
+        ["How the content hash is made", CONTENT_HASH_DEFINITION],
+        ["Configuration", _configuration_text(record)],
         ["Rules ignored", ", ".join(record.ignore) or "none"],
     ]
     if record.select:
@@ -562,16 +581,29 @@ def _record(
         ["gpuplan version", __version__],
         ["Schema", load_schema()["$id"]],
         ["Catalog version", catalog_version()],
-        ["Generated", generated.isoformat()],
+        ["Generated", memo.generated.isoformat()],
     ]
     return {
         "approved": table("What is approved", ["Item", "Value"], approved, kind="kv"),
         "signoff": table("Sign-off", ["Role", "Name", "Signature", "Date"], signoff, widths=(18, 30, 34, 18)),
         "signable": signable,
         "withheld": withheld,
-        "provenance": table("Provenance", ["Item", "Value"], provenance, kind="kv"),
-        "content_hash": digest or "n/a",
-        "hash_definition": CONTENT_HASH_DEFINITION,
+        "waivers": table(
+            "Waivers", ["Rule", "Reason", "Approved by", "Expires", "In this run"], waivers, widths=(10, 40, 18, 13, 19)
+        )
+        if waivers
+        else None,
+        "prices": table(
+            "Unit prices and their sources",
+            ["GPU", "Price", "Basis and source", "Date"],
+            prices,
+            widths=(16, 16, 54, 14),
+        )
+        if prices
+        else None,
+        # Read as one block (what the decision was made from), and kept on one page with its rows.
+        "provenance": table("Provenance", ["Item", "Value"], provenance, kind="kv", keep=True),
+        "content_hash": audit.content_hash or "n/a",
     }
 
 
@@ -620,111 +652,92 @@ def hint_in_report(hint: str) -> str:
     return hint.replace(PLAN_POINTER, REPORT_POINTER)
 
 
-def build_report(
-    result: LintResult,
-    generated: datetime.date,
-    settings: Settings | None = None,
-    fail_on: Severity = Severity.ERROR,
-    verification: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """The report model for one linted spec (the analysis is missing when the spec did not resolve).
+def _changes(memo: Memo) -> list[str]:
+    """Appendix A's changes, with the fields to paste (an APPROVE WITH CHANGES only)."""
+    decision = memo.decision
+    if decision.verdict is not Verdict.APPROVE_WITH_CHANGES:
+        return []
+    changes = [
+        f"{'Serve' if c.job == 'serve' else 'Fine-tune'} on {c.layout} ({c.cost}): paste {c.fragment}"
+        for c in decision.changes
+    ]
+    changes += [
+        f"{f.code} {f.name}: {hint_in_report(f.hint) or f.message}"
+        for f in decision.deciding
+        if not (f.code == "GP507" and decision.changes)  # its hint is the planner's change above
+    ]
+    return changes
+
+
+def _engineering_rows(memo: Memo, analysis: Analysis) -> list[list[str]]:
+    """Appendix A's table: the decision in engineering terms (layouts, savings, error bands)."""
+    spec = memo.spec
+    currency = spec.budget.currency
+    rows = []
+    for job in memo.jobs:
+        word = page_one.JOB_WORDS[job.kind]
+        funded = job.funded
+        if job.changed:
+            rows.append([f"Funded layout ({word})", f"{funded.layout.describe()} ({cost_text(funded, currency)})"])
+        saving = _saving_text(job.plan, spec)
+        if saving:
+            rows.append([f"Saving available ({word})", saving])
+        note = page_one.kept_note(memo) if job.plan.kept_over is not None else ""
+        if note:
+            rows.append([f"Not required ({word})", note])
+    estimates = [e for e in (analysis.finetune, analysis.serve) if e]
+    rows.append(["Error bands", f"{_memory_bands(estimates, spec.plan.confidence)}\n{_speed_bands(estimates)}"])
+    return rows
+
+
+def build_report(memo: Memo, result: LintResult, verification: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The report model of one decision (``result``: the lint result it was built from, for its findings).
 
     ``verification`` is the optional "Verified against a run" section (gpuplan.report.verified).
     """
-    settings = settings or result.settings or default_settings()
+    settings = memo.settings
     analysis: Analysis | None = result.analysis
-    spec = analysis.spec if analysis else None
-    planner = planner_for(spec, settings) if spec else None
-    decision = decide(result, fail_on, planner=planner)
+    spec = memo.spec
+    decision = memo.decision
     currency = spec.budget.currency if spec else "USD"
-    record = config_record(result.options, result.path)
-    estimates = [e for e in (analysis.finetune, analysis.serve) if e] if analysis else []
-    bases: dict[str, PriceBasis] = price_bases(spec, [e.gpu for e in estimates]) if spec else {}
-    risks = compute_risks(analysis, result.findings, bases, settings, record, generated)
-    layouts = _job_layouts(analysis) if analysis else []
-    waivers_in_force = {f.code: f.waiver.expires for f in result.findings if f.waiver and f.waiver.expires}
-    expiry = approval_expiry(
-        generated,
-        {gpu_id: basis.date for gpu_id, basis in bases.items() if basis.date},
-        waivers_in_force,
-        settings.price_max_age_days,
-    )
-    expiry_text = f"{expiry.date.isoformat()} ({expiry.basis})"
-    plans: list[tuple[Any, JobPlan]] = []
-    if analysis and planner:
-        for kind, estimate in (("finetune", analysis.finetune), ("serve", analysis.serve)):
-            plan = planner.plan(kind) if estimate is not None else None
-            if plan is not None:
-                plans.append((estimate, plan))
-    savings = [text for _, plan in plans if spec and (text := _saving_text(plan, currency, spec.budget.term_months))]
-    headline_savings = [text for text in savings if not text.startswith("n/a")]
-    recommended = [
-        f"{'serving' if plan.kind == 'serve' else 'fine-tuning'}: {plan.recommended.layout.describe()}"
-        for _, plan in plans
-        if plan.recommended is not None and plan.recommended.layout.key != plan.declared.layout.key
-    ]
-    summary_rows = [["Amount requested", _requested_text(decision)], *_with_changes(decision)]
-    if analysis and spec:
-        summary_rows += [
-            ["Layout", "\n".join(layouts)],
-            ["Budget", "\n".join(_budget_lines(spec, analysis))],
-            ["Saving available", "\n".join(savings) or "none: no sound option is cheaper"],
-        ]
-        if recommended:
-            summary_rows.append(["Recommended layout", "\n".join(recommended)])
-        summary_rows += [
-            ["Price basis", "\n".join(f"{b.gpu}: {b.text}" for b in bases.values())],
-            ["Error bands", f"{_memory_bands(estimates, spec.plan.confidence)}\n{_speed_bands(estimates)}"],
-        ]
-    summary_rows += [
-        ["Approval valid until", expiry_text if decision.verdict.signable else f"n/a: {NOT_FOR_SIGNATURE}"],
-        ["Findings", _findings_summary(result.findings)],
-    ]
-    changes = []
-    if decision.verdict is Verdict.APPROVE_WITH_CHANGES:
-        changes = [
-            f"{'Serve' if c.job == 'serve' else 'Fine-tune'} on {c.layout} ({c.cost}): paste {c.fragment}"
-            for c in decision.changes
-        ]
-        changes += [
-            f"{f.code} {f.name}: {hint_in_report(f.hint) or f.message}"
-            for f in decision.deciding
-            if not (f.code == "GP507" and decision.changes)  # its hint is the planner's change above
-        ]
+    findings_summary = _findings_summary(result.findings)
+    memo_rows = page_one.rows(memo, findings_summary)
+    headline = page_one.headline(memo)
     jobs = []
-    sensitivities = []
-    if analysis and spec:
-        for estimate, plan in plans:
-            details = _serve_details if plan.kind == "serve" else _finetune_details
-            job = details(estimate, currency, settings)
-            job["options"] = _options_tables(plan, spec, job["title"])
-            job["acquisition"] = _acquisition_table(spec, estimate, currency)
+    stresses = []
+    if analysis is not None and spec is not None:
+        for job_memo in memo.jobs:
+            if job_memo.kind == "serve" and analysis.serve is not None:
+                job = _serve_details(analysis.serve, currency, settings)
+            elif analysis.finetune is not None:
+                job = _finetune_details(analysis.finetune, currency, settings)
+            job["options"] = _options_tables(job_memo, spec, job["title"])
+            job["acquisition"] = [_acquisition_table(ways, job_memo.kind, spec, currency) for ways in job_memo.ways]
             jobs.append(job)
-            moved = sensitivity(spec, estimate, settings)
-            sensitivities.append(
-                {
-                    "title": job["title"],
-                    "table": _sensitivity_table(moved, currency),
-                    "chart": sensitivity_chart(moved),
-                }
-            )
+            stresses.append(_stress_section(job_memo, job["title"], currency))
+    engineering = _engineering_rows(memo, analysis) if analysis is not None and spec is not None else []
+    page_text = " ".join([headline, *page_one.warnings(memo), *(row[0] + " " + row[1] for row in memo_rows)])
     name = spec.name if spec else _unresolved_name(result)
     return {
         "title": f"GPU plan: {name}",
         "name": name,
         "owner": spec.owner if spec else "",
         "description": spec.description if spec else "",
-        "generated": generated.isoformat(),
+        "generated": memo.generated.isoformat(),
         "currency": currency,
-        "verdict": {"label": decision.verdict.value, "slug": decision.verdict.slug, "reason": decision.reason},
-        "headline": {
-            "amount": _requested_text(decision),
-            "layout": "; ".join(layouts) or "n/a: no estimate",
-            "saving": "; ".join(headline_savings),
+        "verdict": {
+            "label": decision.verdict.value,
+            "slug": decision.verdict.slug,
+            "reason": decision.reason,
+            "headline": headline,
+            "warnings": page_one.warnings(memo),
         },
-        "summary": table("The decision", ["Item", "Value"], summary_rows, kind="kv"),
-        "changes": changes,
-        "risks": [{"title": r.title, "detail": r.detail} for r in risks],
+        "memo": table("The decision", ["Item", "Value"], memo_rows, kind="kv", widths=(22, 78)),
+        "engineering": table("The decision in engineering terms", ["Item", "Value"], engineering, kind="kv")
+        if engineering
+        else None,
+        "changes": _changes(memo),
+        "risks": [{"title": r.title, "detail": r.detail} for r in memo.risks],
         "model": None
         if spec is None
         else table(
@@ -737,11 +750,12 @@ def build_report(
             kind="kv",
         ),
         "jobs": jobs,
-        "sensitivities": sensitivities,
+        "stresses": stresses,
         "finding_groups": _finding_groups(result.findings),
-        "findings_summary": _findings_summary(result.findings),
+        "findings_summary": findings_summary,
         "verification": _verification_tables(verification or []),
-        "record": _record(result, spec, decision, record, generated, layouts, expiry_text),
+        "record": _record(memo),
+        "glossary": [{"term": term, "definition": definition} for term, definition in used_terms(page_text)],
     }
 
 

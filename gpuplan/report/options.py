@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan.analysis import NOT_LOADED
+from gpuplan.decision.memo import budget_limit, within_budget
+from gpuplan.decision.prices import price_basis
 from gpuplan.plan.describe import Saving, cost_text
 from gpuplan.plan.evaluate import Option, slo_figure
 from gpuplan.plan.search import JobPlan
 from gpuplan.records import record
-from gpuplan.report.prices import price_basis
 from gpuplan.spec import Spec
 from gpuplan.units import (
     HOURS_DIGITS,
@@ -110,13 +111,23 @@ def _latency(option: Option) -> str:
 
 
 def _budget(option: Option, spec: Spec) -> str:
-    limit = spec.budget.serve_monthly if option.kind == "serve" else spec.budget.finetune_total
-    cost = option.cost
+    limit, cost = budget_limit(spec, option.kind), option.cost
     if limit is None:
         return "no budget declared"
     if cost is None:
         return "unchecked: no cost"
-    return "within" if cost <= limit else f"over by {format_money(money_difference(cost, limit), spec.budget.currency)}"
+    if within_budget(option, spec):
+        return "within"
+    return f"over by {format_money(money_difference(cost, limit), spec.budget.currency)}"
+
+
+def verdict_text(option: Option, spec: Spec) -> str:
+    """A row's verdict: "meets every constraint" only when the layout is sound *and* within the budget;
+    a sound layout over the budget says so (the planner's constraints leave the budget out)."""
+    broken = [*option.broken]
+    if within_budget(option, spec) is False:
+        broken.append("budget")
+    return "meets every constraint" if not broken else f"breaks {', '.join(broken)}"
 
 
 def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
@@ -148,7 +159,7 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
         if name == "arrival_rate" and not steady:
             continue  # only a steady stream has a rate to keep up with
         rows[CONSTRAINT_LABELS.get(name, name)] = _judgement(option, name, ok)
-    rows["Price basis"] = price_basis(spec, option.layout.gpu).text
+    rows["Price basis"] = price_basis(spec, option.layout.gpu).short
     return rows
 
 
@@ -172,16 +183,34 @@ def _judgement(option: Option, name: str, ok: bool) -> str:
     return "meets"
 
 
-def side_by_side(plan: JobPlan, spec: Spec) -> tuple[list[str], list[list[str]]]:
-    """(column headers, rows): one row per quantity, one column per option."""
+def side_by_side(plan: JobPlan, spec: Spec) -> tuple[list[str], list[list[str]], list[str]]:
+    """(column headers, rows, the constraints every option meets): one row per quantity, one column per
+    option; the constraints every option meets are one row."""
     picked = columns(plan)
     per_option = [_rows_for(column.option, spec) for column in picked]
     labels = list(per_option[0])
     headers = ["", *(column.label.capitalize() for column in picked)]
-    return headers, [[label, *(rows.get(label, "—") for rows in per_option)] for label in labels]
+    rows = [[label, *(rows.get(label, "—") for rows in per_option)] for label in labels]
+    # Constraints every option meets are one row (``met_by_all`` names them): a column of "meets" per
+    # constraint told the reader nothing the row's label did not, and took a page of two jobs' tables.
+    met = met_by_all(rows)
+    if len(met) > 1:
+        at = next(index for index, row in enumerate(rows) if row[0] == met[0])
+        rows = [row for row in rows if row[0] not in met]
+        rows.insert(at, [EVERY_OTHER, *(["meets"] * len(picked))])
+    return headers, rows, met if len(met) > 1 else []
 
 
-def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
+EVERY_OTHER = "Every other constraint"
+
+
+def met_by_all(rows: list[list[str]]) -> list[str]:
+    """The constraint rows of a side-by-side table that every option meets."""
+    constraints = set(CONSTRAINT_LABELS.values())
+    return [row[0] for row in rows if row[0] in constraints and all(cell == "meets" for cell in row[1:])]
+
+
+def planner_rows(plan: JobPlan, spec: Spec) -> list[list[str]]:
     """The planner's full table: declared (marked), recommended, the sound options no other beats on cost
     and latency, then layouts that break a constraint, each with the constraints it breaks."""
     rows: list[list[str]] = []
@@ -217,7 +246,6 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
                 format_figure(speed.hours, 1, HOURS_DIGITS) if option.tokens_known and speed is not None else "n/a"
             )
         price = option.price_per_hour
-        broken = option.broken
         rows.append(
             [
                 mark,
@@ -227,8 +255,8 @@ def planner_rows(plan: JobPlan, currency: str) -> list[list[str]]:
                 format_percent(option.headroom) if option.headroom >= 0 else "none",
                 speed_text,
                 "n/a" if price is None else f"{price:.2f}",
-                cost_text(option, currency),
-                "meets every constraint" if not broken else f"breaks {', '.join(broken)}",
+                cost_text(option, spec.budget.currency),
+                verdict_text(option, spec),
             ]
         )
     if any(left_out.values()):

@@ -62,10 +62,16 @@ def _first_findings(groups: list[dict[str, Any]], keep: int) -> list[dict[str, A
 
 def render_html(report: dict[str, Any], *, bundled_fonts: bool = False) -> str:
     """Standalone HTML: the stylesheet inlined, nothing to fetch. ``bundled_fonts`` adds the @font-face
-    rules that point into the packaged templates folder; only the PDF renderer, which may read them, asks."""
+    rules that point into the packaged templates folder; only the PDF renderer, which may read them, asks,
+    and for it the stress test's chart is left out: it repeats the figures of the table above it, and
+    laying out its bars took a seventh of the longest example's PDF time (benchmarks/report_speed.py)."""
     css = (resource_dir("templates") / "report.css").read_text(encoding="utf-8")
     if bundled_fonts:
         css = (resource_dir("templates") / "fonts.css").read_text(encoding="utf-8") + css
     if "</" in css:
         raise ValueError("report.css must not contain '</' (it is inlined into a <style> element)")
-    return _environment().get_template("report.html.j2").render(report=report, css=markupsafe.Markup(css))
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(report=report, css=markupsafe.Markup(css), charts=not bundled_fonts)
+    )

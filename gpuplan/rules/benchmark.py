@@ -106,9 +106,11 @@ def evidence_out_of_category(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _missed_slo(ctx: RuleContext, metric: str) -> tuple[ServeEstimate, float] | None:
-    """(serving estimate, SLO ms) when the estimated ``metric`` (ttft, tpot) misses its SLO."""
+    """(serving estimate, SLO ms) when the estimated ``metric`` (ttft, tpot) misses its SLO. A layout whose
+    engine cannot start has no latency to judge (GP201, GP203 or GP301 says why it cannot run): quoting
+    the speed model's figure for it read as a latency the deployment would have."""
     s = ctx.analysis.serve
-    missed = None if s is None else slo_miss(s, metric)
+    missed = None if s is None or not s.loads else slo_miss(s, metric)
     return None if s is None or missed is None else (s, missed[1])
 
 

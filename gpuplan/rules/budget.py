@@ -114,9 +114,9 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Compares the age of each price a cost rests on with `thresholds.price_max_age_days`: a catalog
-    price is the median of several quotes, so its age is that of its oldest quote; a price in
-    `budget.prices` is as old as `budget.prices_date`, and one without that date is reported as
-    undated.
+    price is the median of several quotes, so its age is that of its oldest quote; a vendor's quote in
+    `budget.quotes` is as old as its own `date`; a price in `budget.prices` is as old as
+    `budget.prices_date`. One without its date is reported as undated.
 
     ## Why is this bad?
     GPU rental prices move by tens of percent within a quarter; a cost computed from last year's
@@ -130,6 +130,8 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
     ## Use instead
     ```yaml
     budget: {prices: {h100-sxm: 2.49}, prices_date: 2026-11-28}
+    # or the vendor's quote itself:
+    budget: {quotes: {h100-sxm: {provider: Lambda, price: 2.49, date: 2026-11-28, reference: Q-1042}}}
     ```
     """
     seen: set[str] = set()
@@ -142,15 +144,27 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
         if price is None or price.origin == "gpus":  # no price is GP503; a custom GPU's price is its own
             continue
         gpu_id = estimate.gpu.id
+        quoted = price.origin == "budget.quotes"
         overridden = price.origin == "budget.prices"
         if price.quoted_from is None:
+            if quoted:
+                pointer: tuple[str, ...] = ("budget", "quotes", gpu_id)
+                hint = f"add budget.quotes.{gpu_id}.date: YYYY-MM-DD, the day {price.providers[0]} quoted it"
+            elif overridden:
+                pointer, hint = (
+                    ("budget", "prices", gpu_id),
+                    "add budget.prices_date: YYYY-MM-DD, the day the prices were quoted",
+                )
+            else:
+                pointer, hint = (
+                    (job_name, "hardware", "gpu"),
+                    f"add budget.prices: {{{gpu_id}: <price>}} with prices_date",
+                )
             yield ctx.finding(
                 "GP504",
-                ("budget", "prices", gpu_id) if overridden else (job_name, "hardware", "gpu"),
+                pointer,
                 f"the {gpu_id} price ({price.per_hour:.2f}/GPU-hour) is undated: its age cannot be checked",
-                "add budget.prices_date: YYYY-MM-DD, the day the prices were quoted"
-                if overridden
-                else f"add budget.prices: {{{gpu_id}: <price>}} with prices_date",
+                hint,
             )
             continue
         oldest = datetime.date.fromisoformat(price.quoted_from)
@@ -158,13 +172,21 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
         if age > ctx.settings.price_max_age_days:
             basis = (
                 f"quoted {oldest}"
-                if overridden or price.quoted_from == price.quoted_to
+                if overridden or quoted or price.quoted_from == price.quoted_to
                 else f"the median of {price.quotes} quotes from {price.quoted_from} to {price.quoted_to}"
             )
+            if quoted:
+                basis = f"{price.providers[0]}'s quote of {oldest}"
             yield ctx.finding(
                 "GP504",
-                ("budget", "prices_date") if overridden else (job_name, "hardware", "gpu"),
+                ("budget", "quotes", gpu_id, "date")
+                if quoted
+                else ("budget", "prices_date")
+                if overridden
+                else (job_name, "hardware", "gpu"),
                 f"the {gpu_id} price ({price.per_hour:.2f}/GPU-hour, {basis}) rests on a quote {age} days old "
                 f"(limit {ctx.settings.price_max_age_days})",
-                "refresh budget.prices with a current quote",
+                f"ask {price.providers[0]} for a current quote (budget.quotes.{gpu_id})"
+                if quoted
+                else "refresh budget.prices with a current quote",
             )

@@ -1,9 +1,10 @@
-"""Sensitivity of the declared layout: what happens to fit, SLO and cost when the assumptions move.
+"""The stress test of one layout: what happens to fit, SLO and cost when the assumptions move.
 
-Each scenario re-runs the estimate of the declared layout with one input changed: the workload doubled
-(serving: concurrency, then context; fine-tuning: micro-batch, then sequence length), prices moved by
-±20%, and the speed figures at either end of their calibration error band. Nothing is searched: the
-question is how close the plan as declared sits to each of its limits.
+Each scenario re-runs the estimate of the layout (the declared one, or the planner's option the approver
+funds) with one input changed: the workload doubled (serving: concurrency per replica, then context;
+fine-tuning: micro-batch, then sequence length), prices moved by ±20%, the speed figures at either end of
+their calibration error band, and (fine-tuning) the memory at either edge of its measured band. Nothing is
+searched here: the question is how close the layout sits to each of its limits.
 
 The error bands are the estimate's (``bands``: the share of calibration records whose error, estimate /
 measured - 1, lies within ±w; benchmarks/speed_accuracy.py). Within a band the real figure is the
@@ -39,8 +40,16 @@ def band_factor(within: float | None, end: str) -> float | None:
     return None if within >= 1 else 1 / (1 - within)
 
 
+# Scenario keys, in the order they are run; the same key means the same change on every layout, so a
+# funded layout and the declared one are compared scenario by scenario.
+BASE, CONCURRENCY, CONTEXT, MICRO_BATCH, SEQUENCE = "base", "concurrency", "context", "micro_batch", "sequence"
+PRICE_UP, PRICE_DOWN, SPEED_SLOW, SPEED_FAST = "price_up", "price_down", "speed_slow", "speed_fast"
+MEMORY_LOW, MEMORY_HIGH = "memory_low", "memory_high"
+
+
 @record
 class Scenario:
+    key: str  # one of the keys above
     name: str
     per_gpu: int  # bytes per GPU
     capacity: int  # bytes: the engine budget (serving) or usable memory (fine-tuning)
@@ -55,6 +64,12 @@ class Scenario:
     slo_met: bool | None = None  # None: no SLO declared (or fine-tuning)
     within_budget: bool | None = None  # None: no budget or no price
 
+    @property
+    def passes(self) -> bool:
+        """Whether the layout holds in this scenario: it starts, fits with the configured headroom, meets
+        the SLO and stays within the budget (a limit that is not declared is not broken)."""
+        return self.comfortable and self.loads and self.slo_met is not False and self.within_budget is not False
+
 
 @record
 class Sensitivity:
@@ -64,6 +79,13 @@ class Sensitivity:
     slo_tpot_s: float | None
     budget: float | None
 
+    def scenario(self, key: str) -> Scenario | None:
+        return next((scenario for scenario in self.scenarios if scenario.key == key), None)
+
+    @property
+    def failed(self) -> tuple[Scenario, ...]:
+        return tuple(scenario for scenario in self.scenarios if not scenario.passes)
+
 
 def _within(estimate: Any, metric: str) -> float | None:
     band = estimate.bands.get(metric)
@@ -71,6 +93,7 @@ def _within(estimate: Any, metric: str) -> float | None:
 
 
 def _serve_scenario(
+    key: str,
     name: str,
     estimate: ServeEstimate,
     settings: Settings,
@@ -102,6 +125,7 @@ def _serve_scenario(
         slo_met = ttft_ok and tpot_ok
     cost = None if estimate.monthly_cost is None else estimate.monthly_cost * price_factor
     return Scenario(
+        key,
         name,
         estimate.memory.per_gpu,
         estimate.memory.budget,
@@ -122,25 +146,27 @@ def _cases(
     base: Any,
     settings: Settings,
     estimate: Any,
-    workload: list[tuple[str, Any]],
+    workload: list[tuple[str, str, Any]],
     bands: list[tuple[str, str]],
-) -> list[tuple[str, Any, float, str | None]]:
-    """(name, estimate, price factor, band end) per scenario: as declared, ``workload`` changes, prices, speed."""
+) -> list[tuple[str, str, Any, float, str | None]]:
+    """(key, name, estimate, price factor, band end) per scenario: as planned, ``workload`` changes (key,
+    name, job), prices, speed."""
     efficiency = efficiency_of(settings)
     named = [(label, _within(base, metric)) for label, metric in bands]
     spread = ", ".join(f"{label} ±{within:.0%}" for label, within in named if within is not None)
     spread = f" ({spread})" if spread else ""
     return [
-        ("as declared", base, 1.0, None),
-        *((name, estimate(spec, job, efficiency), 1.0, None) for name, job in workload),
-        (f"prices +{PRICE_MOVE:.0%}", base, 1 + PRICE_MOVE, None),
-        (f"prices -{PRICE_MOVE:.0%}", base, 1 - PRICE_MOVE, None),
-        (f"speed, slow end of the bands{spread}", base, 1.0, SLOW),
-        (f"speed, fast end of the bands{spread}", base, 1.0, FAST),
+        (BASE, "as planned", base, 1.0, None),
+        *((key, name, estimate(spec, job, efficiency), 1.0, None) for key, name, job in workload),
+        (PRICE_UP, f"prices +{PRICE_MOVE:.0%}", base, 1 + PRICE_MOVE, None),
+        (PRICE_DOWN, f"prices -{PRICE_MOVE:.0%}", base, 1 - PRICE_MOVE, None),
+        (SPEED_SLOW, f"speed, slow end of the bands{spread}", base, 1.0, SLOW),
+        (SPEED_FAST, f"speed, fast end of the bands{spread}", base, 1.0, FAST),
     ]
 
 
 def _finetune_scenario(
+    key: str,
     name: str,
     estimate: FinetuneEstimate,
     settings: Settings,
@@ -160,6 +186,7 @@ def _finetune_scenario(
         cost = None if cost is None else cost * factor
     usable = estimate.gpu.usable_bytes
     return Scenario(
+        key,
         name,
         estimate.memory.per_gpu,
         usable,
@@ -173,17 +200,22 @@ def _finetune_scenario(
 
 
 def sensitivity(spec: Any, base: FinetuneEstimate | ServeEstimate, settings: Settings) -> Sensitivity:
-    """The declared layout of one job (its estimate ``base``) under each scenario."""
+    """One layout of one job (its estimate ``base``: the declared layout's, or a planner option's) under
+    each scenario. A fine-tuning ``base`` without ``finetune.tokens`` has no hours or cost to move."""
     slo: tuple[float | None, float | None] = (None, None)
     estimate_fn: Any
     scenario_fn: Any
-    workload: list[tuple[str, Any]]
+    workload: list[tuple[str, str, Any]]
     if isinstance(base, ServeEstimate):
         serve = base.job
         kind, budget, estimate_fn, scenario_fn = "serve", spec.budget.serve_monthly, estimate_serve, _serve_scenario
         workload = [
-            (f"concurrency x2 ({serve.concurrency * 2:,})", replace(serve, concurrency=serve.concurrency * 2)),
-            (f"context x2 ({serve.context * 2:,} tokens)", replace(serve, context=serve.context * 2)),
+            (
+                CONCURRENCY,
+                f"concurrency x2 ({serve.concurrency * 2:,} per replica)",
+                replace(serve, concurrency=serve.concurrency * 2),
+            ),
+            (CONTEXT, f"context x2 ({serve.context * 2:,} tokens)", replace(serve, context=serve.context * 2)),
         ]
         slo = (
             None if serve.ttft_ms is None else serve.ttft_ms / 1000,
@@ -198,13 +230,17 @@ def sensitivity(spec: Any, base: FinetuneEstimate | ServeEstimate, settings: Set
             _finetune_scenario,
         )
         workload = [
-            (f"micro-batch x2 ({train.micro_batch * 2})", replace(train, micro_batch=train.micro_batch * 2)),
-            (f"sequence x2 ({train.seq_len * 2:,} tokens)", replace(train, seq_len=train.seq_len * 2)),
+            (
+                MICRO_BATCH,
+                f"micro-batch x2 ({train.micro_batch * 2})",
+                replace(train, micro_batch=train.micro_batch * 2),
+            ),
+            (SEQUENCE, f"sequence x2 ({train.seq_len * 2:,} tokens)", replace(train, seq_len=train.seq_len * 2)),
         ]
     bands = [("TTFT", "ttft"), ("TPOT", "tpot")] if kind == "serve" else [("throughput", "training_tokens_per_s")]
     cases = _cases(spec, base, settings, estimate_fn, workload, bands)
     scenarios = tuple(
-        scenario_fn(name, estimate, settings, budget, factor, end) for name, estimate, factor, end in cases
+        scenario_fn(key, name, estimate, settings, budget, factor, end) for key, name, estimate, factor, end in cases
     )
     if isinstance(base, FinetuneEstimate):
         scenarios += _memory_edges(base, settings, budget, spec.plan.confidence)
@@ -214,21 +250,22 @@ def sensitivity(spec: Any, base: FinetuneEstimate | ServeEstimate, settings: Set
 def _memory_edges(
     estimate: FinetuneEstimate, settings: Settings, budget: float | None, confidence: float
 ) -> tuple[Scenario, ...]:
-    """The declared layout at both edges of the memory band: the figure measured runs of this kind came in
-    at, at 1 - ``confidence`` and at ``confidence`` of them (the second is what the fit verdict judges)."""
-    declared = _finetune_scenario("", estimate, settings, budget)
+    """The layout at both edges of the memory band: the figure measured runs of this kind came in at, at
+    1 - ``confidence`` and at ``confidence`` of them (the second is what the fit verdict judges)."""
+    planned = _finetune_scenario("", "", estimate, settings, budget)
     low, high = estimate.memory_band.edges(estimate.memory.per_gpu, confidence)
     usable, runs = estimate.gpu.usable_bytes, estimate.memory_band.records
     return tuple(
         replace(
-            declared,
+            planned,
+            key=key,
             name=f"memory x {ratio:.2f} ({word} edge: {share:.0%} of {runs} runs)",
             per_gpu=figure,
             fits=figure <= usable,
             comfortable=within_headroom(figure, usable, settings.headroom_pct),
         )
-        for word, figure, ratio, share in (
-            ("low", math.floor(low), low / estimate.memory.per_gpu, 1 - confidence),
-            ("high", math.ceil(high), high / estimate.memory.per_gpu, confidence),
+        for key, word, figure, ratio, share in (
+            (MEMORY_LOW, "low", math.floor(low), low / estimate.memory.per_gpu, 1 - confidence),
+            (MEMORY_HIGH, "high", math.ceil(high), high / estimate.memory.per_gpu, confidence),
         )
     )

@@ -160,3 +160,53 @@ def approval_expiry(
     if date < generated:
         return Expiry(generated, f"the day of this report only: {lapsed}")
     return Expiry(date, basis)
+
+
+def approved_data(data: Any, fragments: list[dict[str, Any]]) -> Any:
+    """The spec's data with the required changes applied: each fragment (``{"serve": {"hardware": {...}}}``,
+    the planner's, as the report tells the reader to paste it) merged into the data, mapping by mapping;
+    a fragment's value replaces the data's wherever it is not itself a mapping."""
+
+    def merged(base: Any, change: Any) -> Any:
+        if not isinstance(base, dict) or not isinstance(change, dict):
+            return change
+        out = dict(base)
+        for key, value in change.items():
+            out[key] = merged(base.get(key), value)
+        return out
+
+    for fragment in fragments:
+        data = merged(data, fragment)
+    return data
+
+
+@record
+class WaiverEntry:
+    """One of the spec's waivers as the decision record itemises it."""
+
+    code: str  # the rule's code (the spec may name it by code or by name); the text given when unknown
+    reason: str
+    approver: str  # "" when the spec names none
+    expires: str  # "" when the waiver never expires
+    status: str  # "applied to N findings", "expired", "matches no finding", "not applied (--no-waivers)"
+
+
+def waiver_entries(waivers: tuple[Any, ...], findings: tuple[Any, ...], applied: bool) -> tuple[WaiverEntry, ...]:
+    """Every waiver of the spec (gpuplan.findings.Waiver) with what it did in this run."""
+    from gpuplan.codes import lookup
+
+    entries = []
+    for waiver in waivers:
+        entry = lookup(waiver.rule)
+        code = entry.code if entry is not None else waiver.rule
+        used = sum(1 for finding in findings if finding.waiver == waiver)
+        if not applied:
+            status = "not applied (--no-waivers)"
+        elif used:
+            status = f"applied to {used} finding{'s' if used != 1 else ''}"
+        elif any(f.code == "GP701" and waiver.rule in f.message for f in findings):
+            status = "expired"
+        else:
+            status = "matches no finding"
+        entries.append(WaiverEntry(code, waiver.reason, waiver.approved_by, waiver.expires, status))
+    return tuple(entries)

@@ -1,19 +1,31 @@
-"""Risks an approver accepts by signing, computed from the estimate, the prices and the run's configuration."""
+"""Risks an approver accepts by signing, computed from the funded layouts' estimates and stress tests, the
+prices they rest on and the run's configuration."""
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from typing import Any
 
+from gpuplan.analysis import FinetuneEstimate, ServeEstimate
 from gpuplan.config import Settings
+from gpuplan.decision.audit import ConfigRecord
+from gpuplan.decision.prices import PriceBasis
+from gpuplan.decision.sensitivity import (
+    BASE,
+    CONCURRENCY,
+    PRICE_MOVE,
+    PRICE_UP,
+    SPEED_SLOW,
+    Scenario,
+    Sensitivity,
+)
 from gpuplan.findings import Finding, Severity
 from gpuplan.layout import replicas
 from gpuplan.linter import code_selected
 from gpuplan.plan.evaluate import within_headroom
 from gpuplan.records import record
-from gpuplan.report.prices import PriceBasis
-from gpuplan.report.record import ConfigRecord
-from gpuplan.units import format_gib, format_money, plural
+from gpuplan.units import format_gib, format_money, format_ms, plural
 
 
 @record
@@ -29,18 +41,25 @@ def _replicas(serve: Any) -> int:
 
 def compute_risks(
     analysis: Any,
+    funded: Sequence[tuple[Any, Sensitivity | None]],
     findings: tuple[Finding, ...],
     bases: dict[str, PriceBasis],
     settings: Settings,
     record: ConfigRecord,
     today: datetime.date,
+    idle: Sequence[tuple[str, int, int, float | None]] = (),
 ) -> list[Risk]:
-    """Every risk that applies, in a fixed order: availability, memory, prices, runs, waivers, configuration."""
+    """Every risk that applies to the layouts the approver funds (``funded``: each job's estimate, the
+    recommended layout's where a change is required, with its stress test), in a fixed order:
+    availability, memory, latency, prices, runs, waivers, configuration. ``bases``: the price basis of
+    each funded GPU. ``analysis`` (the declared estimates) is read only for what the configuration hid.
+    ``idle``: per job billed by whole instances, (job, GPUs, GPUs billed, what the idle ones cost)."""
     risks: list[Risk] = []
     spec = analysis.spec if analysis else None
     currency = spec.budget.currency if spec else ""
-    serve = analysis.serve if analysis else None
-    finetune = analysis.finetune if analysis else None
+    serve = next((e for e, _ in funded if isinstance(e, ServeEstimate)), None)
+    finetune = next((e for e, _ in funded if isinstance(e, FinetuneEstimate)), None)
+    stress = {("serve" if isinstance(e, ServeEstimate) else "finetune"): s for e, s in funded}
     if serve is not None and _replicas(serve) == 1:
         risks.append(
             Risk(
@@ -65,11 +84,24 @@ def compute_risks(
             free = capacity - figure
             risks.append(
                 Risk(
-                    "Headroom under the margin",
+                    "Memory at risk" if figure > capacity else "Headroom under the margin",
                     f"{word} leaves {format_gib(free)} ({free / capacity:.0%}) free per GPU, under the configured "
-                    f"{settings.headroom_pct:g}% margin: a longer prompt or a framework update can run out of memory",
+                    f"{settings.headroom_pct:g}% margin: a longer prompt or a framework update can run out of memory"
+                    if figure <= capacity
+                    else f"{word} needs up to {format_gib(figure)} per GPU, more than the {format_gib(capacity)} "
+                    "it has: runs like it have come in this high",
                 )
             )
+    risks.extend(_stress_risks(stress, currency))
+    for job, gpus, billed, extra in idle:
+        cost = "" if extra is None else f" (+{format_money(extra, currency)}{' a month' if job == 'serve' else ''})"
+        risks.append(
+            Risk(
+                "Whole-instance billing",
+                f"The {'serving' if job == 'serve' else 'fine-tuning'} quote is per instance: {plural(gpus, 'GPU')} "
+                f"are billed as {billed}{cost}, which the amount, priced per GPU-hour, leaves out",
+            )
+        )
     for basis in bases.values():
         if basis.price is None:
             risks.append(Risk("Unpriced GPU", f"{basis.gpu}: {basis.text}; its cost is not in the amount"))
@@ -116,6 +148,74 @@ def compute_risks(
             )
     risks.extend(_configuration_risks(analysis, findings, record, currency))
     return risks
+
+
+def _stress_risks(stress: dict[str, Sensitivity | None], currency: str) -> list[Risk]:
+    """What the funded layouts' stress tests show: an SLO missed at the slow end of the speed band, twice
+    the load not held, a price rise past the budget, a run that costs more at the slow end."""
+    risks: list[Risk] = []
+    serve, finetune = stress.get("serve"), stress.get("finetune")
+    if serve is not None:
+        base, slow = serve.scenario(BASE), serve.scenario(SPEED_SLOW)
+        if base is not None and slow is not None and base.slo_met and slow.slo_met is False:
+            figures = "; ".join(
+                f"{name} {'no bound' if value is None else format_ms(value, 0) + ' ms'} (SLO {limit * 1000:,.0f} ms)"
+                for name, value, limit in (
+                    ("TTFT", slow.ttft_s, serve.slo_ttft_s),
+                    ("TPOT", slow.tpot_s, serve.slo_tpot_s),
+                )
+                if limit is not None
+            )
+            risks.append(
+                Risk(
+                    "Latency target at the slow edge",
+                    f"At the slow end of the speed estimate's error band the service misses its latency target: "
+                    f"{figures}",
+                )
+            )
+        doubled = serve.scenario(CONCURRENCY)
+        if base is not None and base.passes and doubled is not None and not doubled.passes:
+            risks.append(
+                Risk(
+                    "No room for twice the load",
+                    f"With twice the requests in flight per replica the layout {_why_not(doubled)}: more users "
+                    "need more GPUs (the stress test prices twice the users)",
+                )
+            )
+    for job, sensitivity in (("serving", serve), ("fine-tuning", finetune)):
+        if sensitivity is None:
+            continue
+        base, up = sensitivity.scenario(BASE), sensitivity.scenario(PRICE_UP)
+        if base is not None and up is not None and base.within_budget and up.within_budget is False:
+            risks.append(
+                Risk(
+                    "A price rise breaks the budget",
+                    f"With prices {PRICE_MOVE:.0%} higher, {job} costs {format_money(up.cost, currency)}, over its "
+                    f"budget of {format_money(sensitivity.budget, currency)}",
+                )
+            )
+    base = finetune.scenario(BASE) if finetune is not None else None
+    slow = finetune.scenario(SPEED_SLOW) if finetune is not None else None
+    if base and slow and base.cost is not None and slow.cost is not None and slow.cost > base.cost:
+        risks.append(
+            Risk(
+                "The run may take longer",
+                f"At the slow end of the speed estimate's error band the run takes {slow.hours or 0:,.1f} hours "
+                f"and costs {format_money(slow.cost, currency)} against the estimate of "
+                f"{format_money(base.cost, currency)}: the amount to sign allows for the slow end",
+            )
+        )
+    return risks
+
+
+def _why_not(scenario: Scenario) -> str:
+    if not scenario.fits or not scenario.loads:
+        return "does not fit in memory"
+    if not scenario.comfortable:
+        return "fits without the configured memory margin"
+    if scenario.slo_met is False:
+        return "misses its latency target"
+    return "goes over the budget"
 
 
 def _configuration_risks(

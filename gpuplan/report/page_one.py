@@ -1,0 +1,438 @@
+"""The report's first page in words: the memo a finance partner signs, formatted from a Memo.
+
+Nothing here decides: every fact is the Memo's (gpuplan.decision.memo). This module words it for a reader
+who is not an ML engineer: the verdict in one sentence, the one amount to sign as a ceiling with its term
+(or "one-off" for a run), what is bought in replicas x GPUs, the price it rests on and from whom, the budget
+status (and, when no sound layout fits the budget, the cheapest one and its overrun), the stress test of
+the funded layout, the changes in words, the main risks and when the approval lapses. Technical terms it
+cannot avoid are in the glossary (gpuplan.report.glossary).
+"""
+
+from __future__ import annotations
+
+from gpuplan.codes import CODES, Approval, approval_of
+from gpuplan.decision import Amount, Verdict
+from gpuplan.decision.memo import JobMemo, Memo
+from gpuplan.decision.sensitivity import Scenario
+from gpuplan.findings import Finding
+from gpuplan.plan.evaluate import Option
+from gpuplan.units import Shown, format_money, format_percent, money_difference, plural, shown_money
+
+JOB_WORDS = {"serve": "serving", "finetune": "fine-tuning"}
+
+# The stress test's scenarios as a finance reader reads them (gpuplan.decision.sensitivity's keys).
+SCENARIO_WORDS = {
+    "base": "as planned",
+    "concurrency": "twice the requests in flight",
+    "context": "requests twice as long",
+    "micro_batch": "twice the training batch",
+    "sequence": "training examples twice as long",
+    "price_up": "prices 20% higher",
+    "price_down": "prices 20% lower",
+    "speed_slow": "the slow end of the speed estimate",
+    "speed_fast": "the fast end of the speed estimate",
+    "memory_low": "memory at the low end of its estimate",
+    "memory_high": "memory at the high end of its estimate",
+}
+
+
+def money(value: float | Shown | None, currency: str) -> str:
+    return format_money(value, currency)
+
+
+def gpu_words(option: Option) -> str:
+    """``1 replica x 2 GPUs of h200-sxm (H200 SXM)``; a run: ``one run on 4 GPUs of h100-sxm (H100 SXM5 80GB)``."""
+    layout = option.layout
+    kind = f"of {layout.gpu.id} ({layout.gpu.name.split(' (')[0]})"
+    per_replica = layout.tensor_parallel * layout.pipeline_parallel
+    if option.kind == "serve":
+        return f"{plural(layout.replicas, 'replica')} x {plural(per_replica, 'GPU')} {kind}"
+    return f"one run on {plural(layout.gpus, 'GPU')} {kind}"
+
+
+def short_layout(option: Option) -> str:
+    """``2 x h200-sxm``: what a sentence names (the full layout is in the appendices)."""
+    return f"{option.layout.gpus} x {option.layout.gpu.id}"
+
+
+def _cost_per(job: JobMemo, cost: float | None, currency: str) -> str:
+    return money(cost, currency) + (" a month" if job.kind == "serve" else " for the run")
+
+
+def ceiling_text(memo: Memo) -> str:
+    """The one amount to sign, as a ceiling: the total with its parts and its term, or why there is none."""
+    decision = memo.decision
+    if decision.amount is None:
+        return "none: the spec has no estimate"
+    if decision.verdict is Verdict.REJECT:
+        declared = amount_text(decision.amount, memo)
+        return f"none: the declared plan is rejected (as declared it would cost {declared})"
+    if decision.amount.unknown:
+        return f"none can be stated: {'; '.join(decision.amount.unknown)}"
+    if memo.ceiling is None:
+        return f"none: a {decision.verdict.value} is not for signature"
+    return amount_text(memo.ceiling, memo, ceiling=True)
+
+
+def amount_text(amount: Amount, memo: Memo, *, ceiling: bool = False) -> str:
+    """``79,632 USD, not to exceed, for 2026-12-05 to 2027-12-04: serving up to 6,636 USD a month x 12``."""
+    currency = amount.currency
+    parts = []
+    if amount.finetune_run is not None:
+        run = f"fine-tuning run {'up to ' if ceiling else ''}{money(amount.finetune_run, currency)} (one-off"
+        estimate = _run_estimate(memo)
+        if ceiling and estimate is not None and money(estimate, currency) != money(amount.finetune_run, currency):
+            run += f"; estimated at {money(estimate, currency)}, allowing for the slow end of the speed estimate"
+        parts.append(run + ")")
+    if amount.serve_monthly is not None:
+        parts.append(
+            f"serving {'up to ' if ceiling else ''}{money(amount.serve_monthly, currency)} a month "
+            f"x {amount.term_months}"
+        )
+    if amount.unknown:
+        return f"cannot be stated: {'; '.join(amount.unknown)}"
+    total = money(amount.total_shown, currency)
+    term = memo.term
+    if term is not None:
+        since = ", from the report's date" if memo.spec is not None and memo.spec.budget.term_start is None else ""
+        span = f"{term.start.isoformat()} to {term.end.isoformat()} ({plural(term.months, 'month')}{since})"
+    else:
+        span = "one-off"
+    head = f"{total}, not to exceed, {span}" if ceiling else f"{total}, {span}"
+    return f"{head}: {' + '.join(parts)}"
+
+
+def _run_estimate(memo: Memo) -> float | None:
+    job = memo.job("finetune")
+    return None if job is None else job.funded.cost
+
+
+def bought_lines(memo: Memo) -> list[str]:
+    lines = []
+    for job in memo.jobs:
+        words = f"{JOB_WORDS[job.kind]}: {gpu_words(job.funded)}"
+        if job.changed:
+            words += f" (declared: {gpu_words(job.plan.declared)})"
+        lines.append(words)
+    return lines
+
+
+def price_lines(memo: Memo) -> list[str]:
+    """The price each funded GPU rests on: whose, per what unit, when; a market median said to be one; and
+    a layout billed by whole instances, with what its idle GPUs add."""
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    lines = []
+    for job in memo.jobs:
+        basis = job.price
+        if basis.price is None:
+            lines.append(f"{basis.gpu}: {basis.text}")
+        elif basis.origin == "catalog":
+            lines.append(
+                f"{basis.gpu}: {basis.text}; rented on demand; no vendor has quoted it: get a quote before ordering"
+            )
+        elif basis.is_quote:
+            lines.append(f"{basis.gpu}: {basis.text}; rented on demand")
+        else:
+            lines.append(f"{basis.gpu}: {basis.text}; rented on demand; the spec names no vendor")
+        billing = job.billing
+        if billing is not None and billing.idle:
+            extra = (
+                ""
+                if billing.extra is None
+                else f", +{money(billing.extra, currency)}{' a month' if job.kind == 'serve' else ' for the run'}"
+                " not in the amount (priced per GPU-hour)"
+            )
+            lines.append(
+                f"{JOB_WORDS[job.kind]} is billed by whole instances of {billing.instance_gpus} GPUs: its "
+                f"{plural(billing.gpus, 'GPU')} pay for {billing.billed_gpus}{extra}"
+            )
+    return list(dict.fromkeys(lines))
+
+
+def budget_lines(memo: Memo) -> list[str]:
+    """The funded layouts against the budget; when no sound layout fits it, the cheapest and its overrun."""
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    lines = []
+    for job in memo.jobs:
+        check = job.budget
+        word = JOB_WORDS[job.kind]
+        per = " a month" if job.kind == "serve" else " for the run"
+        if check.limit is None:
+            lines.append(f"{word}: no budget declared")
+            continue
+        limit = f"{money(check.limit, currency)}{per}"
+        if check.cost is None:
+            lines.append(f"{word}: unchecked against {limit} (no cost can be stated)")
+            continue
+        funded = "recommended" if job.changed else "declared"
+        cheapest = check.cheapest
+        if check.within:
+            line = f"{word}: within: {money(check.cost, currency)} of {limit} ({_share(check.cost, check.limit)})"
+            top = job.run_ceiling
+            if top is not None and top > check.limit:
+                line += (
+                    f"; at the slow end of its speed band the run costs {money(top, currency)}, "
+                    f"{money(money_difference(top, check.limit), currency)} over"
+                )
+            lines.append(line)
+            continue
+        over = (
+            f"costs {money(check.cost, currency)} against {limit} ({_share(check.cost, check.limit)}), "
+            f"{money(check.overrun, currency)} over"
+        )
+        if cheapest is not None and check.nothing_fits and cheapest.layout.key == job.funded.layout.key:
+            lines.append(
+                f"{word}: over, and no sound layout fits the budget: the cheapest, {short_layout(cheapest)} (the "
+                f"{funded} layout), {over}"
+            )
+        elif cheapest is not None and check.nothing_fits and cheapest.cost is not None:
+            lines.append(
+                f"{word}: over: the {funded} layout {over}; no sound layout fits the budget: the cheapest, "
+                f"{short_layout(cheapest)}, costs {_cost_per(job, cheapest.cost, currency)} "
+                f"({_share(cheapest.cost, check.limit)}), {money(check.cheapest_overrun, currency)} over"
+            )
+        elif cheapest is not None and cheapest.cost is not None:
+            lines.append(
+                f"{word}: over: the {funded} layout {over}; the cheapest sound layout, {short_layout(cheapest)} "
+                f"at {_cost_per(job, cheapest.cost, currency)}, fits the budget"
+            )
+        else:
+            lines.append(f"{word}: over: the {funded} layout {over}; no priced sound layout was found")
+    return lines or ["no job is priced"]
+
+
+def _share(value: float, limit: float) -> str:
+    # A budget that reads 0 (5e-324 shows "0.00") has no share to state, as it reads: not "inf%".
+    return f"{format_percent(value / limit)} of the budget" if shown_money(limit).value else "the budget reads 0"
+
+
+def stress_lines(memo: Memo) -> list[str]:
+    """The funded layout's stress test in one or two sentences per job, and what twice the users cost."""
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    lines = []
+    for job in memo.jobs:
+        stress = job.stresses[0]
+        word = JOB_WORDS[job.kind]
+        which = "the recommended layout" if job.changed else "the declared layout"
+        weaker = job.weaker
+        failed = [s for s in stress.sensitivity.failed if s.key != "base"]
+        base = stress.sensitivity.scenario("base")
+        if base is not None and not base.passes:
+            lines.append(f"{word}: {which} fails as planned: {_why(base)}, so every scenario fails (Appendix C)")
+        elif weaker:
+            lines.append(f"{word}: {which} fails where the declared one holds: {_scenarios(weaker)} (Appendix C)")
+        elif failed:
+            lines.append(f"{word}: {which} fails at {_scenarios(tuple(failed))} (Appendix C)")
+        else:
+            lines.append(f"{word}: {which} holds in every scenario of the stress test (Appendix C)")
+        growth = stress.growth
+        if growth is not None:
+            if growth.option is None:
+                lines.append("twice the users: no sound layout within the plan's limits serves them")
+            elif growth.extra is not None:
+                lines.append(
+                    f"twice the users: +{money(growth.extra, currency)} a month "
+                    f"({short_layout(growth.option)} at {money(growth.option.cost, currency)} a month)"
+                )
+    return lines
+
+
+def _why(scenario: Scenario) -> str:
+    if not scenario.loads or not scenario.fits:
+        return "it does not fit in memory"
+    if not scenario.comfortable:
+        return "it fits without the memory margin"
+    if scenario.slo_met is False:
+        return "it misses its latency target"
+    return "it is over budget"
+
+
+def _scenarios(scenarios: tuple[Scenario, ...]) -> str:
+    return "; ".join(SCENARIO_WORDS.get(s.key, s.name) for s in scenarios)
+
+
+def change_lines(memo: Memo) -> list[str]:
+    """The required changes in words (the fields to paste are in Appendix A)."""
+    decision = memo.decision
+    if decision.verdict is not Verdict.APPROVE_WITH_CHANGES:
+        return []
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    lines = []
+    for job in memo.jobs:
+        if job.changed:
+            lines.append(
+                f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
+                f"{short_layout(job.plan.declared)}, at {_cost_per(job, job.funded.cost, currency)}"
+            )
+    changed = {JOB_WORDS[job.kind] for job in memo.jobs if job.changed}
+    for finding in decision.deciding:
+        if (finding.code == "GP507" and decision.changes) or _job_of(finding) in changed:
+            continue  # the layout change above is what resolves it
+        lines.append(CODES[finding.code].summary.rstrip("."))
+    return lines
+
+
+def headline(memo: Memo) -> str:
+    """The verdict in one plain sentence."""
+    decision = memo.decision
+    verdict = decision.verdict
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    if verdict is Verdict.APPROVE:
+        jobs = " and ".join(f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)}" for job in memo.jobs)
+        slo = any(
+            j.kind == "serve" and (j.funded.estimate.job.ttft_ms or j.funded.estimate.job.tpot_ms) for j in memo.jobs
+        )
+        budgeted = any(job.budget.limit is not None for job in memo.jobs)
+        facts = ["it fits in memory with the margin to spare"]
+        if slo:
+            facts.append("meets its latency target")
+        facts.append("is within budget" if budgeted else "is priced (no budget is declared)")
+        return f"Approve {jobs} as declared: {', '.join(facts[:-1])} and {facts[-1]}."
+    if verdict is Verdict.APPROVE_WITH_CHANGES:
+        changed = [job for job in memo.jobs if job.changed]
+        if changed:
+            parts = []
+            for job in changed:
+                saving = job.plan.saving
+                if saving is not None and saving.positive:
+                    why = f"it saves {saving.text(currency)}"
+                else:
+                    why = f"the declared layout {_broken_words(job.plan.declared)}"
+                    cheaper = _cheaper(job, currency)
+                    if cheaper:
+                        why += f"; this one also costs {cheaper}"
+                parts.append(
+                    f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
+                    f"{short_layout(job.plan.declared)} ({why})"
+                )
+            return f"Approve with a change: {'; '.join(parts)}."
+        first = decision.deciding[0] if decision.deciding else None
+        what = CODES[first.code].summary.rstrip(".").lower() if first else "see Appendix A"
+        return f"Approve once the changes listed below are made: {what}."
+    if verdict is Verdict.REJECT:
+        reasons = []
+        for finding in decision.deciding:
+            word = _job_of(finding)
+            text = f"the declared {word} {CODES[finding.code].rejects_because}"
+            if text not in reasons:
+                reasons.append(text)
+        way = []
+        for job in memo.jobs:
+            if job.budget.nothing_fits:
+                way.append(f"no sound {JOB_WORDS[job.kind]} layout fits its budget")
+            elif job.changed:
+                way.append(
+                    f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} at {_cost_per(job, job.funded.cost, currency)}"
+                )
+        forward = f" The way forward: {'; '.join(way)}." if way else ""
+        return f"Reject: {'; '.join(reasons) or 'the declared plan cannot work'}.{forward}"
+    if decision.amount is None:
+        return "Cannot approve: the spec could not be estimated (Appendix A says why)."
+    missing = [f for f in decision.deciding if approval_of(f.code) is Approval.NEEDS_INFORMATION]
+    if missing:
+        return f"Cannot approve: information is missing: {CODES[missing[0].code].summary.rstrip('.').lower()}."
+    return f"Cannot approve: no amount can be stated: {'; '.join(decision.amount.unknown)}."
+
+
+# The planner's constraints (gpuplan.plan.evaluate) as a finance reader reads a layout breaking them.
+BROKEN_WORDS = {
+    "context": "takes a longer context than the model does",
+    "limits": "is outside the plan's limits",
+    "tensor_parallel": "splits the model in a way that cannot run",
+    "nvlink_domain": "splits the model across more GPUs than are linked together",
+    "pipeline_parallel": "splits the model in a way that cannot run",
+    "memory": "does not fit in memory",
+    "headroom": "leaves too little memory free",
+    "ttft_slo": "misses its latency target",
+    "tpot_slo": "misses its latency target",
+    "gradient_sync": "spends too long synchronising its GPUs",
+    "model_parallelism": "splits the model over more GPUs than it needs",
+}
+
+
+def _broken_words(option: Option) -> str:
+    words = list(dict.fromkeys(BROKEN_WORDS.get(name, f"breaks {name}") for name in option.broken))
+    return " and ".join(words) or "is not sound"
+
+
+def _cheaper(job: JobMemo, currency: str) -> str:
+    """What the funded layout saves against an unsound declared one (per month or per run), or ""."""
+    declared, funded = job.plan.declared.cost, job.funded.cost
+    if declared is None or funded is None:
+        return ""
+    saving = money_difference(declared, funded)
+    if saving.value <= 0:
+        return ""
+    return money(saving, currency) + (" less a month" if job.kind == "serve" else " less per run")
+
+
+def _job_of(finding: Finding) -> str:
+    """The job a rejecting finding is about, in words."""
+    for kind in ("serve", "finetune"):
+        if finding.pointer.startswith(f"/{kind}"):
+            return JOB_WORDS[kind]
+    return {"GP501": "fine-tuning", "GP601": "fine-tuning", "GP502": "serving"}.get(finding.code, "plan")
+
+
+def expiry_text(memo: Memo) -> str:
+    if not memo.decision.verdict.signable:
+        return "n/a: not for signature"
+    return f"{memo.expiry.date.isoformat()} ({memo.expiry.basis})"
+
+
+def rows(memo: Memo, findings: str) -> list[list[str]]:
+    """The first page's table: label and value per row."""
+    out = [["Amount to sign", ceiling_text(memo)]]
+    if memo.spec is None:
+        return out + [["Findings", findings]]
+    decision = memo.decision
+    if decision.verdict is Verdict.APPROVE_WITH_CHANGES and decision.amount and decision.amount_with_changes:
+        out.append(["As declared it would cost", amount_text(decision.amount, memo).split(": ", 1)[0]])
+    out += [
+        [
+            "What is bought" if decision.verdict.signable else "Layout proposed (not approved)",
+            "\n".join(bought_lines(memo)) or "n/a",
+        ],
+        ["Vendor and price", "\n".join(price_lines(memo)) or "n/a"],
+        ["Budget", "\n".join(budget_lines(memo))],
+    ]
+    changes = change_lines(memo)
+    if changes:
+        out.append(["Changes required", "\n".join(changes) + " (Appendix A)"])
+    out += [
+        ["Stress test", "\n".join(stress_lines(memo)) or "n/a"],
+        ["Main risks", ", ".join(risk.title for risk in memo.risks) or "none computed"],
+        ["Approval expires", expiry_text(memo)],
+        ["Findings", findings],
+    ]
+    return out
+
+
+def kept_note(memo: Memo) -> str:
+    """Why a cheaper layout is not required (materiality), when the planner kept the declared one over it."""
+    currency = memo.spec.budget.currency if memo.spec else "USD"
+    notes = []
+    for job in memo.jobs:
+        plan = job.plan
+        saving = plan.immaterial_saving
+        if plan.kept_over is not None and saving is not None and saving.positive:
+            notes.append(
+                f"{short_layout(plan.kept_over)} would save {saving.text(currency)} ({saving.share_text()}) on "
+                f"{JOB_WORDS[job.kind]}: below the materiality threshold, so the declared layout stands"
+            )
+    return "; ".join(notes)
+
+
+def warnings(memo: Memo) -> list[str]:
+    """What page one must say beside the verdict: a funded layout that fails a stress scenario the declared
+    one passes, and a budget no sound layout fits."""
+    lines = []
+    for job in memo.jobs:
+        if job.weaker:
+            lines.append(
+                f"Unlike the declared layout, the recommended {JOB_WORDS[job.kind]} layout fails the stress test "
+                f"at {_scenarios(job.weaker)}."
+            )
+        if job.budget.nothing_fits:
+            lines.append(f"No sound layout fits the {JOB_WORDS[job.kind]} budget (see Budget).")
+    return lines

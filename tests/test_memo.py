@@ -1,0 +1,319 @@
+"""The decision memo (gpuplan/decision/memo.py) and the report's first page, which only formats it.
+
+Each test reproduces a defect the approver review of issue 30 found: the layout the approver funds was never
+stress-tested, a budget no sound layout fits was not said on page one, a one-off run read "over 12 months",
+the approval lapsed with the declared GPU's quote rather than the bought one's, a layout that cannot run was
+quoted a latency, waivers and unit prices were not in the record, and the hash covered only the declared spec.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+
+import pytest
+from conftest import EXAMPLES, run_cli
+
+from gpuplan.decision.audit import content_hash
+from gpuplan.decision.memo import add_months, build_memo, term_of
+from gpuplan.linter import lint_path
+from gpuplan.loader import load_bytes
+from gpuplan.report.glossary import GLOSSARY, JARGON
+from gpuplan.report.render import GITHUB_COMMENT_LIMIT
+
+TODAY = datetime.date(2026, 12, 2)  # conftest's TEST_EPOCH
+MAIN_EXAMPLES = sorted(EXAMPLES.glob("*.yaml"))
+ALL_EXAMPLES = MAIN_EXAMPLES + sorted((EXAMPLES / "findings").glob("*.yaml"))
+
+NOT_RUNNING = """\
+version: 1
+name: no-load-slo
+model: {id: llama-3.1-70b}
+serve:
+  context: 8192
+  concurrency: 8
+  kv_cache_dtype: fp8
+  slo: {ttft_ms: 2000, tpot_ms: 60}
+  hardware: {gpu: h100-sxm, count: 1}
+"""
+
+
+def page_one(markdown: str) -> str:
+    """The Markdown report's first page: everything before the first folded appendix."""
+    return markdown.split("<details>")[0]
+
+
+def test_the_funded_layout_is_stress_tested_beside_the_declared_one():
+    # serve-llama-70b: GP507 asks for 2 x h200-sxm (TP 2) instead of the declared 4 x h100-sxm (TP 4). The
+    # stress test ran only on the declared layout, which holds at twice the concurrency, twice the context
+    # and the slow end of the speed band; the layout the approver funds does not:
+    # - 64 sequences per replica: TPOT 73.5 ms against the 60 ms SLO;
+    # - 16,384-token context: TTFT 2,671 ms against 2,000;
+    # - slow end of the bands: TTFT 1,126 / (1 - 0.51) = 2,298.9 ms and TPOT 46.4 / (1 - 0.31) = 67.3 ms.
+    memo = build_memo(lint_path(str(EXAMPLES / "serve-llama-70b.yaml")), TODAY)
+    (job,) = memo.jobs
+    assert job.changed and job.funded.layout.describe() == "2 x h200-sxm, tensor_parallel 2"
+    assert [stress.label for stress in job.stresses] == ["recommended", "declared"]
+    assert [scenario.key for scenario in job.weaker] == ["concurrency", "context", "speed_slow"]
+    funded = job.stresses[0].sensitivity
+    slow = funded.scenario("speed_slow")
+    base = funded.scenario("base")
+    assert slow is not None and base is not None and slow.ttft_s is not None
+    assert slow.ttft_s == pytest.approx(base.ttft_s / (1 - 0.51), rel=0.01) and slow.slo_met is False
+    # The risks are the funded layout's: the stress test's findings among them.
+    titles = [risk.title for risk in memo.risks]
+    assert "Latency target at the slow edge" in titles and "No room for twice the load" in titles
+    # Twice the users, on the funded GPU kind: 4 x h200-sxm at 4 x 4.545 x 730 = 13,271.4 -> 13,271 a month,
+    # 13,271 - 6,636 = 6,635 more than the funded layout.
+    growth = job.stresses[0].growth
+    assert growth is not None and growth.option is not None and growth.extra is not None
+    assert growth.option.layout.describe() == "4 x h200-sxm, tensor_parallel 4" and growth.extra.value == 6635
+    _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
+    first = page_one(out)
+    assert (
+        "**⚠ Unlike the declared layout, the recommended serving layout fails the stress test at twice the "
+        "requests in flight; requests twice as long; the slow end of the speed estimate.**" in first
+    )
+    assert "twice the users: +6,635 USD a month (4 x h200-sxm at 13,271 USD a month)" in first
+    # Appendix C sets the two layouts side by side, scenario by scenario.
+    assert "| twice the requests in flight | fails: latency target | holds |" in out
+
+
+def test_no_sound_layout_within_the_budget_is_said_on_page_one():
+    # budget-over: serving 500 USD a month. The cheapest sound layout the planner finds is the declared
+    # 1 x h200-nvl at the spec's 3.10 x 730 = 2,263 USD a month: 2,263 / 500 = 453% of the budget, 1,763 over.
+    memo = build_memo(lint_path(str(EXAMPLES / "findings" / "budget-over.yaml")), TODAY)
+    serve = memo.job("serve")
+    assert serve is not None and serve.budget.nothing_fits and serve.budget.cheapest is not None
+    assert serve.budget.cheapest.layout.describe() == "1 x h200-nvl"
+    assert serve.budget.cheapest_overrun is not None and serve.budget.cheapest_overrun.value == 1763
+    _, out, _ = run_cli("report", str(EXAMPLES / "findings" / "budget-over.yaml"))
+    first = page_one(out)
+    assert "**⚠ No sound layout fits the serving budget (see Budget).**" in first
+    assert (
+        "serving: over, and no sound layout fits the budget: the cheapest, 1 x h200-nvl (the declared layout), "
+        "costs 2,263 USD against 500 USD a month (453% of the budget), 1,763 USD over" in first
+    )
+    assert (
+        "The way forward: fine-tuning on 2 x b200-hgx at 187 USD for the run; no sound serving layout fits its "
+        "budget." in first
+    )
+    # The fine-tuning run's recommendation (2 x b200-hgx, 186.58 -> 187 USD) is within its 200 USD budget.
+    assert "fine-tuning: within: 187 USD of 200 USD for the run (93% of the budget)" in first
+
+
+def test_no_row_over_the_budget_reads_as_meeting_every_constraint():
+    # budget-over: the declared 1 x h200-nvl meets every planner constraint but costs 2,263 USD a month against
+    # 500; `gpuplan plan` and the report's planner table said "meets every constraint".
+    code, out, _ = run_cli("plan", str(EXAMPLES / "findings" / "budget-over.yaml"))
+    assert code == 0
+    assert "declared     1 x h200-nvl, 2,263 USD/month — breaks budget (meets every other constraint)" in out
+    assert (
+        "no sound serving layout fits the budget of 500 USD a month: the cheapest, 1 x h200-nvl at 2,263 USD, "
+        "is 1,763 USD over it" in out
+    )
+    _, report, _ = run_cli("report", str(EXAMPLES / "findings" / "budget-over.yaml"))
+    (row,) = [line for line in report.splitlines() if line.startswith("| declared, recommended | 1 x h200-nvl |")]
+    assert row.endswith("| breaks budget |")
+    code, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "findings" / "budget-over.yaml"))
+    serve = next(job for job in json.loads(out)["jobs"] if job["job"] == "serve")
+    assert serve["declared"]["sound"] is True and serve["declared"]["within_budget"] is False
+
+
+def test_a_layout_that_cannot_run_is_quoted_no_latency(write_spec):
+    # Llama 3.1 70B on one H100 cannot start (143.5 GiB against a 71.2 GiB engine budget); GP403 still
+    # quoted the speed model's TTFT for it (102,995 ms), and the REJECT's reason led with that figure.
+    spec = write_spec(NOT_RUNNING)
+    code, out, _ = run_cli("lint", str(spec))
+    assert code == 1 and "GP301" in out
+    assert "GP403" not in out and "GP404" not in out
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 1 and out.startswith("## REJECT: no-load-slo")
+    first = page_one(out)
+    assert not re.search(r"\d ms", first)
+    assert "| as planned | holds | fails: does not fit |" in out  # the declared layout in the stress test
+
+
+def test_the_term_runs_from_term_start_and_a_run_is_one_off(write_spec):
+    # 2026-12-02 for 12 months ends 2027-12-01; 2027-01-31 for one month ends on February's last day (there
+    # is no 31 February); 2027-01-28 for one month ends 2027-02-27 (the next term starts on the 28th).
+    assert term_of(TODAY, 12).end == datetime.date(2027, 12, 1)
+    assert term_of(datetime.date(2027, 1, 31), 1).end == datetime.date(2027, 2, 28)
+    assert term_of(datetime.date(2027, 1, 28), 1).end == datetime.date(2027, 2, 27)
+    assert add_months(datetime.date(2027, 11, 30), 3) == datetime.date(2028, 2, 29)  # 2028 is a leap year
+    text = (
+        (EXAMPLES / "serve-llama-70b.yaml")
+        .read_text()
+        .replace("serve_monthly: 13000", "serve_monthly: 13000\n  term_start: 2027-01-01\n  term_months: 6")
+    )
+    _, out, _ = run_cli("report", str(write_spec(text)))
+    # 6 x 6,636 = 39,816 from 2027-01-01 to 2027-06-30.
+    assert (
+        "| **Amount to sign** | 39,816 USD, not to exceed, 2027-01-01 to 2027-06-30 (6 months): serving up to " in out
+    )
+    # A fine-tuning run alone is one-off, not "over 12 months": qlora-llama-70b (APPROVE), estimated at 40.71 USD.
+    # A ceiling covers the run at the slow end of its speed band (throughput ±36%: it takes 1.36 times as
+    # long, 40.714 x 1.36 = 55.37), so the stress test shows no cost above what is signed.
+    _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))
+    assert (
+        "| **Amount to sign** | 55.37 USD, not to exceed, one-off: fine-tuning run up to 55.37 USD (one-off; "
+        "estimated at 40.71 USD, allowing for the slow end of the speed estimate) |" in out
+    )
+    assert "12 months" not in page_one(out)
+
+
+def test_the_approval_lapses_with_the_quote_being_bought():
+    # serve-llama-70b buys 2 x h200-sxm, whose catalog quotes date from 2026-09-25: 90 days later is
+    # 2026-12-24 (5 days of September, 31 of October, 30 of November, 24 of December). The declared
+    # h100-sxm's oldest quote (2026-05-07) had made the approval lapse on the report's own day.
+    memo = build_memo(lint_path(str(EXAMPLES / "serve-llama-70b.yaml")), TODAY)
+    assert memo.expiry.date == datetime.date(2026, 12, 24)
+    assert memo.expiry.basis == "the h200-sxm price quoted 2026-09-25 turns 90 days old"
+
+
+def test_the_record_itemises_waivers_and_unit_prices():
+    _, out, _ = run_cli("report", str(EXAMPLES / "findings" / "waivers.yaml"))
+    # Each waiver: the rule's code (a name resolved to it), reason, approver, expiry and what it did here.
+    assert (
+        "| GP302 | matches the old cluster layout until the migration | platform-lead | never | applied to 1 finding |"
+        in out
+    )
+    assert "| GP311 | HGX capacity already reserved | finance | 2026-01-31 | expired |" in out
+    assert "| GP201 | kept from the 70B plan | platform-lead | never | matches no finding |" in out
+    # Unit prices with their source and date: the catalog's h100-sxm median and the quotes behind it.
+    _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
+    (row,) = [line for line in out.splitlines() if line.startswith("| h100-sxm | 4.12 USD/GPU-hour |")]
+    assert "market median, not a quote" in row and "RunPod (Community Cloud) 2.69 USD (2026-09-25)" in row
+    assert row.endswith("| 2026-05-07 |")  # the oldest quote dates the median (GP504's rule)
+
+
+def test_the_hash_as_approved_is_the_spec_with_the_change_pasted(write_spec):
+    # The content hash covered the declared spec only. As approved, serve-llama-70b runs on the planner's
+    # 2 x h200-sxm: the hash must be the content hash of the spec with that fragment pasted by hand.
+    source = (EXAMPLES / "serve-llama-70b.yaml").read_text()
+    memo = build_memo(lint_path(str(EXAMPLES / "serve-llama-70b.yaml")), TODAY)
+    pasted = source.replace(
+        "hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}",
+        "hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}",
+    )
+    assert pasted != source
+    data = load_bytes("changed.yaml", pasted.encode()).data
+    assert memo.audit.approved_hash == content_hash(data) != memo.audit.content_hash
+    # An APPROVE is approved as declared; a REJECT approves nothing.
+    approve = build_memo(lint_path(str(EXAMPLES / "qlora-llama-70b.yaml")), TODAY)
+    assert approve.audit.approved_hash == approve.audit.content_hash
+    reject = build_memo(lint_path(str(EXAMPLES / "findings" / "budget-over.yaml")), TODAY)
+    assert reject.audit.approved_hash is None
+
+
+@pytest.mark.parametrize("spec", ALL_EXAMPLES, ids=lambda path: path.stem)
+def test_the_first_page_explains_its_technical_terms(spec):
+    """No engineering word (TTFT, tensor_parallel, ZeRO, ...) on the page a finance reader signs, and every
+    glossary term it uses is explained right after it."""
+    _, out, _ = run_cli("report", str(spec))
+    first = page_one(out).replace("\\_", "_")
+    # The spec's own words (its name and description) are the team's, not the report's.
+    first = "\n".join(line for line in first.splitlines() if not line.startswith(("## ", "> ")))
+    listed = re.findall(r"^- \*\*(.+?)\*\*: ", out.split("<details><summary>Terms used above</summary>")[-1], re.M)
+    for word in JARGON:
+        if re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", first, re.I):
+            assert any(word.lower() in term.lower() for term in listed), (spec.name, word)
+    for term, _ in GLOSSARY:
+        if re.search(rf"(?<![\w-]){re.escape(term)}s?(?![\w-])", first, re.I):
+            assert term in listed, (spec.name, term)
+
+
+@pytest.mark.parametrize("spec", ALL_EXAMPLES, ids=lambda path: path.stem)
+def test_every_examples_markdown_fits_one_github_comment(spec):
+    # GitHub refuses a comment over 65,536 characters; the longest example's report is about a quarter of it.
+    _, out, _ = run_cli("report", str(spec))
+    assert len(out) < GITHUB_COMMENT_LIMIT, (spec.name, len(out))
+
+
+def test_plan_and_report_state_the_same_decision():
+    # One decision, computed once (gpuplan.decision.memo): `gpuplan plan` carries the report's verdict and
+    # amount to sign. finetune-then-serve: the run on 1 x b200-hgx at its slow end (95.355 x 1.36 = 129.68,
+    # shown 130) + 584 x 12 = 7,138 USD.
+    _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
+    decision = json.loads(out)["decision"]
+    assert decision["verdict"] == "APPROVE WITH CHANGES"
+    assert (decision["amount_to_sign"], decision["amount_to_sign_text"]) == (7138, "7,138 USD")
+    assert decision["term"] == {"start": "2026-12-02", "end": "2027-12-01", "months": 12}
+    _, report, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
+    assert report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,138 USD, not to exceed" in report
+
+
+QUOTED = """\
+version: 1
+name: quoted
+model: {id: llama-3.1-70b, dtype: bf16}
+serve:
+  context: 8192
+  output_tokens: 512
+  prompt_tokens: {mean: 2500, p90: 6000}
+  concurrency: 32
+  kv_cache_dtype: fp8
+  slo: {ttft_ms: 2000, tpot_ms: 60}
+  hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}
+budget:
+  serve_monthly: 13000
+  quotes:
+    h100-sxm: {provider: Lambda, price: 24.00, instance_gpus: 8, date: DATE, reference: Q-1042}
+plan: {gpu: [h100-sxm]}
+"""
+
+
+def test_a_vendor_quote_names_its_provider_unit_date_and_reference(write_spec):
+    # The price was a catalog median of up to eight providers with no vendor named. A quote of 24.00 USD per
+    # instance-hour of 8 GPUs is 24.00 / 8 = 3.00 USD per GPU-hour: 4 x 3.00 x 730 = 8,760 USD a month.
+    spec = write_spec(QUOTED.replace("DATE", "2026-11-20"))
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 0 and out.startswith("## APPROVE: quoted")
+    first = page_one(out)
+    assert (
+        "h100-sxm: quote from Lambda: 3.00 USD/GPU-hour (24.00 USD per instance-hour of 8 GPUs, billed by whole "
+        "instances), quoted 2026-11-20, reference Q-1042; rented on demand" in first
+    )
+    assert "serving up to 8,760 USD a month x 12" in first
+    # Billed by whole instances, the 4 GPUs pay for 8: 4 idle x 3.00 x 730 = 8,760 more a month, which the
+    # amount (priced per GPU-hour, as the planner compares layouts) leaves out and page one says so.
+    assert "its 4 GPUs pay for 8, +8,760 USD a month not in the amount (priced per GPU-hour)" in first
+    assert "**Whole-instance billing.** The serving quote is per instance: 4 GPUs are billed as 8" in out
+    # The approval lapses 90 days after the quote actually used: 2026-11-20 + 90 days = 2027-02-18.
+    assert "| **Approval expires** | 2027-02-18 (the h100-sxm price quoted 2026-11-20 turns 90 days old) |" in first
+
+
+def test_a_stale_quote_is_judged_on_its_own_date(write_spec):
+    # 2026-05-01 is 215 days before 2026-12-02 (30 days of May, then 30, 31, 31, 30, 31, 30 and 2): stale at
+    # the 90-day limit, and GP504 points at the quote's date and names its vendor.
+    spec = write_spec(QUOTED.replace("DATE", "2026-05-01"))
+    _, out, _ = run_cli("lint", "--format", "json", str(spec))
+    (finding,) = [f for f in json.loads(out)["findings"] if f["code"] == "GP504"]
+    assert finding["pointer"] == "/budget/quotes/h100-sxm/date"
+    assert "Lambda's quote of 2026-05-01) rests on a quote 215 days old" in finding["message"]
+    assert finding["hint"] == "ask Lambda for a current quote (budget.quotes.h100-sxm)"
+
+
+def test_the_report_layer_only_formats_the_memo():
+    """Nothing in gpuplan/report decides, estimates, searches or audits: it imports none of the functions that
+    do (the verdict, the estimator, the planner, the stress test, the risks, the expiry, the hashes), only
+    the Memo's types; gpuplan/report/build.py alone asks gpuplan.decision.memo for the Memo it renders."""
+    import ast
+    from pathlib import Path
+
+    forbidden = {
+        "decide", "build_memo", "planner_for", "SpecPlanner", "sensitivity", "compute_risks", "acquisitions",
+        "approval_expiry", "content_hash", "git_state", "config_record", "analyse", "estimate_serve",
+        "estimate_finetune", "price_basis", "price_bases", "within_budget", "budget_limit",
+    }  # fmt: skip
+    allowed = {("build.py", "build_memo"), ("options.py", "within_budget"), ("options.py", "budget_limit")}
+    allowed |= {("options.py", "price_basis")}  # the price basis a table cell names, not a judgement
+    found = []
+    for path in sorted((Path(__file__).parent.parent / "gpuplan" / "report").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name in forbidden and (path.name, alias.name) not in allowed:
+                        found.append(f"{path.name}: {node.module}.{alias.name}")
+    assert not found, found
