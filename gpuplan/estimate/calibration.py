@@ -71,7 +71,7 @@ class TrainingMechanisms:
     gemm_efficiency: float  # share of the GPU's achievable 16-bit GEMM rate (MAMF ceiling) in training
     attention_efficiency: float  # FlashAttention forward + backward, share of the GPU's attention ceiling
     low_precision_gemm_factor: float  # fp8 GEMMs (Transformer Engine, torchao float8): share of the above
-    elementwise_bytes: float  # bytes moved per token, per layer, per unit of hidden size, forward + backward
+    kernel_launch_s: float  # host time per kernel launch: a micro-batch takes at least its launches' time
     bandwidth_efficiency: float  # share of HBM bandwidth for elementwise kernels and the optimizer step
     link_efficiency: float  # share of per-direction link bandwidth for gradient and parameter collectives
     overlap: float  # share of a micro-batch's compute that data-parallel communication can hide behind
@@ -156,7 +156,7 @@ CALIBRATION = Calibration(
         gemm_efficiency=0.87,
         attention_efficiency=0.403,
         low_precision_gemm_factor=1,
-        elementwise_bytes=315,
+        kernel_launch_s=1e-05,
         bandwidth_efficiency=0.8,
         link_efficiency=0.666,
         overlap=1,

@@ -114,6 +114,19 @@ def attention_ceiling(gpu: Gpu, kernel: str = "flash") -> float:
     return matmul_ceiling(gpu, "bf16") * UNMEASURED_ATTENTION_RATIO
 
 
+def fp32_matmul_peak(gpu: Gpu, tf32: bool) -> tuple[float, str]:
+    """(FLOP/s, the units) fp32 matmuls run at: PyTorch's default fp32 matmul precision ("highest") keeps
+    them off the tensor cores, on the CUDA cores at the non-tensor fp32 peak; with TF32 allowed
+    (``torch.backends.cuda.matmul.allow_tf32``, ``torch.set_float32_matmul_precision("high")``, the Hugging
+    Face Trainer's ``tf32=True``) cuBLAS runs them on the tensor cores at the TF32 rate. A GPU without a
+    figure for the units falls back to its 16-bit rate (a custom GPU states only that one)."""
+    for dtype in ("tf32", "fp32") if tf32 else ("fp32",):
+        value = gpu.tflops.get(dtype)
+        if value:
+            return float(value) * 1e12, "TF32 tensor cores" if dtype == "tf32" else "CUDA cores (fp32, no TF32)"
+    return gpu.peak_flops("bf16"), "the 16-bit rate (no fp32 figure for this GPU)"
+
+
 def compute_dtype(quantization: str, gpu: Gpu) -> str:
     """The dtype of the GEMMs: the quantized format's own where the GPU has the units, else bf16."""
     wanted = QUANT_COMPUTE_DTYPE.get(quantization)
