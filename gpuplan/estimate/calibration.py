@@ -153,18 +153,18 @@ CALIBRATION = Calibration(
         roofline_sharpness=1.4,
     ),
     training=TrainingMechanisms(
-        gemm_efficiency=0.87,
-        attention_efficiency=0.403,
+        gemm_efficiency=0.799,
+        attention_efficiency=0.39,
         low_precision_gemm_factor=1,
         kernel_launch_s=1e-05,
-        bandwidth_efficiency=0.8,
-        link_efficiency=0.666,
+        bandwidth_efficiency=0.4,
+        link_efficiency=0.859,
         overlap=1,
     ),
     bands={
         "ttft": ErrorBand("ttft", 53, 0.9, 0.51, 0.008),
         "tpot": ErrorBand("tpot", 48, 0.9, 0.31, 0.059),
         "tokens_per_s": ErrorBand("tokens_per_s", 105, 0.9, 0.28, 0.0),
-        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 138, 0.9, 0.36, 0.101),
+        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 142, 0.9, 0.38, 0.092),
     },
 )
