@@ -153,18 +153,18 @@ CALIBRATION = Calibration(
         roofline_sharpness=1.4,
     ),
     training=TrainingMechanisms(
-        gemm_efficiency=0.799,
-        attention_efficiency=0.39,
-        low_precision_gemm_factor=1,
+        gemm_efficiency=0.788,
+        attention_efficiency=0.571,
+        low_precision_gemm_factor=0.982,
         kernel_launch_s=1e-05,
         bandwidth_efficiency=0.4,
-        link_efficiency=0.859,
+        link_efficiency=0.769,
         overlap=1,
     ),
     bands={
         "ttft": ErrorBand("ttft", 53, 0.9, 0.51, 0.008),
         "tpot": ErrorBand("tpot", 48, 0.9, 0.31, 0.059),
         "tokens_per_s": ErrorBand("tokens_per_s", 105, 0.9, 0.28, 0.0),
-        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 142, 0.9, 0.38, 0.092),
+        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 142, 0.9, 0.42, -0.003),
     },
 )

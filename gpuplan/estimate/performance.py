@@ -88,15 +88,16 @@ def matmul_ceiling(gpu: Gpu, dtype: str) -> float:
 #   FlashAttention to give FusedAttention preference on Hopper+", transformer_engine/pytorch/attention/
 #   dot_product_attention/utils.py), so NeMo and Megatron run it: "up to 75% speed-up over
 #   FlashAttentionV2" on H100 (PyTorch 2.5 release notes, cuDNN SDPA backend): 35% x 1.75.
-# A kernel not measured on a GPU (FlashAttention-3 exists only for Hopper) takes FlashAttention-2's
-# figure there; GPUs with no figure take their MAMF ceiling x the lower of FlashAttention-2's measured
-# ratios to it (H100's), the cautious reading until a measurement lands.
+# A kernel not measured on a GPU (FlashAttention-3 exists only for Hopper; the Triton kernel was measured on
+# A100 only) takes FlashAttention-2's figure there; GPUs with no figure take their MAMF ceiling x the lower of
+# FlashAttention-2's measured ratios to it (H100's), the cautious reading until a measurement lands.
 HOPPER = ("h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h200-nvl", "h20")
 AMPERE_DATACENTER = ("a100-sxm-80gb", "a100-sxm-40gb", "a100-pcie-80gb", "a100-pcie-40gb")
 ATTENTION_CEILING: dict[str, dict[str, float]] = {
     "flash": {**dict.fromkeys(AMPERE_DATACENTER, 0.73), **dict.fromkeys(HOPPER, 0.35)},
     "flash3": dict.fromkeys(HOPPER, 0.75),
     "cudnn": dict.fromkeys(HOPPER, 0.35 * 1.75),
+    "triton": dict.fromkeys(AMPERE_DATACENTER, 0.40),
 }
 UNMEASURED_ATTENTION_RATIO = min(
     share / MATMUL_CEILING[gpu]["bf16"] for gpu, share in ATTENTION_CEILING["flash"].items() if gpu in MATMUL_CEILING
