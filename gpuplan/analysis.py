@@ -456,10 +456,11 @@ def _finetune_assumptions(
     calibration: Calibration = CALIBRATION,
 ) -> tuple[tuple[str, str], ...]:
     regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
-    peak, units = gemm_peak(job, job.hardware.gpu)
-    regime += f"; linear GEMMs on {units}, {peak / 1e12:,.1f} TFLOPS dense on the {job.hardware.gpu.id}"
-    if job.precision == "fp32" and not job.tf32:
-        regime += " (PyTorch's default fp32 matmul precision 'highest' does not use TF32: finetune.tf32 allows it)"
+    if job.precision == "fp32":
+        peak, units = gemm_peak(job, job.hardware.gpu)
+        regime += f"; GEMMs on {units}, {peak / 1e12:,.1f} TFLOPS"
+        if not job.tf32:
+            regime += " (PyTorch's default matmul precision does not use TF32: finetune.tf32 allows it)"
     if job.precision in MIXED:
         regime += (
             "; torch.autocast over fp32 weights (fp32 residual stream, cached 16-bit weight copies)"
@@ -500,15 +501,8 @@ def _finetune_assumptions(
         lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
         if job.lora_dropout:
             lora += f", dropout {job.lora_dropout:g} (a mask and a dropped input per adapter)"
-        lora += (
-            "; per adapted linear 2 GEMMs forward and 4 backward (6 x the adapter's parameters in FLOPs), timed"
-            " at the roofline of their FLOPs and bytes, and the framework's casts, dropout, scaling and add"
-        )
-    loss = (
-        "fused/chunked cross-entropy: one kernel reads the 16-bit logits and writes their gradient in place"
-        if job.fused_loss
-        else LOSS_NOTES[job.framework]
-    )
+        lora += "; 6 small GEMMs per adapted linear at the roofline of their FLOPs and bytes"
+    loss = "fused/chunked cross-entropy" if job.fused_loss else LOSS_NOTES[job.framework]
     loss += (
         "; the training loop keeps the model outputs through backward"
         if job.loop == "manual"
@@ -629,9 +623,9 @@ def _sixteen_bit_notes(spec: Spec, job: Serve) -> tuple[tuple[str, str], ...]:
 
 
 LOSS_NOTES = {
-    "eager": "unfused: logits upcast to fp32, log-softmax and its backward as separate kernels (transformers)",
-    "compiled": "unfused, compiled: the upcast, log-softmax and their backward fused by Inductor",
-    "fused": "unfused: the fused kernels leave the loss to transformers (set fused_loss for Liger's cross-entropy)",
+    "eager": "logits upcast to fp32 for the loss, kernel by kernel (transformers)",
+    "compiled": "logits upcast to fp32 for the loss, fused by Inductor",
+    "fused": "logits upcast to fp32 for the loss (transformers'; fused_loss for Liger's)",
     "megatron": "vocabulary-parallel cross-entropy over fp32 logits (Megatron)",
 }
 
@@ -644,9 +638,8 @@ def _framework_note(job: Finetune, speed: TrainingSpeed, calibration: Calibratio
     launch_us = calibration.training.kernel_launch_s * 1e6
     paced = speed.launch_s >= speed.micro_batch_s
     note += (
-        f"; {speed.kernels:,.0f} kernel launches per micro-batch at {launch_us:.1f} µs of host time each:"
-        f" {speed.launch_s * 1000:,.1f} ms, "
-        + ("more than the GPU's work, so the host paces each micro-batch" if paced else "behind the GPU's work")
+        f"; {speed.kernels:,.0f} launches per micro-batch, {speed.launch_s * 1000:,.0f} ms of host time at"
+        f" {launch_us:g} µs each, " + ("pacing it: more than the GPU's work" if paced else "behind the GPU's work")
     )
     return note
 

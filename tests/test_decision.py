@@ -53,16 +53,16 @@ def test_an_ignored_budget_rule_is_visible_and_the_verdict_follows_the_exit_code
     config.write_text("ignore: [GP501, GP502]\n")
     code, out, _ = run_cli("report", str(spec))
     # With the budget rules off nothing at the error level is left: exit 0, and the verdict is no REJECT;
-    # GP507 (a warning: 2 x b200-hgx runs the fine-tuning for 187 USD against 323) still asks for a change.
+    # GP507 (a warning: 4 x h200-nvl runs the fine-tuning for 268 USD against 495) still asks for a change.
     assert code == 0 and verdict_line(out) == "## APPROVE WITH CHANGES: budget-over"
     assert "| Rules ignored | GP501, GP502 |" in out
     digest = hashlib.sha256(config.read_bytes()).hexdigest()
     assert f"| Configuration | .gpuplan.yaml beside the spec (SHA-256 {digest}) |" in out
     # The estimate still shows what the switched-off rules would have said, as a risk on the first page:
-    # 78.3 GPU-hours (8 x h100-sxm x 9.79 h) x 4.12 = 323 USD against 200; 1 x 3.10 x 730 = 2,263 USD a month
+    # 120.2 GPU-hours (8 x h100-sxm x 15.02 h) x 4.12 = 495 USD against 200; 1 x 3.10 x 730 = 2,263 USD a month
     # against 500.
     assert "**Over budget with the budget check off.**" in out
-    assert "; fine-tuning costs 323 USD against a budget of 200 USD (GP501 off)" in out
+    assert "; fine-tuning costs 495 USD against a budget of 200 USD (GP501 off)" in out
     assert "** Serving costs 2,263 USD a month against a budget of 500 USD (GP502 off)" in out
 
 
@@ -275,13 +275,13 @@ def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():
 def test_an_approval_with_changes_states_the_amount_it_commits_to():
     # serve-llama-70b: 4 x h100-sxm at 12,030 USD a month must become 2 x h200-sxm at 6,636 (GP507):
     # 12 x 6,636 = 79,632 over the term, which is 144,360 - 64,728 (the saving over 12 months). The
-    # fine-tuning example: its run of 165 USD becomes 95.35 on 1 x b200-hgx; serving stays 584 a month:
-    # 95.35 + 12 x 584 = 7,103.35 (= 7,173 - 69.65).
+    # fine-tuning example: its run of 242 USD becomes 147 on 1 x b200-hgx; serving stays 584 a month:
+    # 147 + 12 x 584 = 7,155 (= 7,250 - 95).
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert "| Amount with the required layout | 79,632 USD over 12 months: serving 6,636 USD a month x 12 |" in out
     _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
     assert (
-        "| Amount with the required layout | 7,103.35 USD over 12 months: fine-tuning run 95.35 USD (one-off) + "
+        "| Amount with the required layout | 7,155 USD over 12 months: fine-tuning run 147 USD (one-off) + "
         "serving 584 USD a month x 12 |"
     ) in out
     _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))  # APPROVE: no change, no row

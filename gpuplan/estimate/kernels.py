@@ -49,10 +49,10 @@ from gpuplan.estimate.training import TrainingSetup, _adapted_shapes, layer_kind
 from gpuplan.records import record
 
 FRAMEWORKS: dict[str, str] = {
-    "eager": "eager PyTorch (Hugging Face Trainer / TRL / PEFT, torchtune without compile, Composer)",
-    "compiled": "torch.compile (Inductor: pointwise chains fused between GEMMs)",
-    "fused": "fused Triton kernels on an eager model (Liger Kernel, Unsloth)",
-    "megatron": "Megatron-Core with Transformer Engine (NeMo, Megatron-Bridge)",
+    "eager": "a kernel per PyTorch operation (HF Trainer, TRL, PEFT)",
+    "compiled": "torch.compile fuses the pointwise work",
+    "fused": "Liger/Unsloth kernels for norms, rotary, SwiGLU",
+    "megatron": "Megatron-Core with Transformer Engine",
 }
 FLASH_BACKWARD_KERNELS = 3  # FlashAttention-2 backward: dot(dO, O), the dq/dk/dv loop, the dq conversion
 ADAPTER_GEMMS = 6  # x @ A and @ B forward; dA, dB and the input gradients of both backward
