@@ -3,6 +3,7 @@
     python benchmarks/speed_accuracy.py              # the shipped calibration, every record
     python benchmarks/speed_accuracy.py --held-out   # also: each half of the sources predicted by the other's fit
     python benchmarks/speed_accuracy.py --fit        # refit the calibrated figures over all records; prints them
+    python benchmarks/speed_accuracy.py --loso       # also: training tokens/s, each source predicted by the others' fit
 
 Every record of ``benchmarks/data/speed-calibration.yaml`` is turned into the spec it describes and run
 through the path users run (load -> validate -> resolve -> analyse, as ``gpuplan estimate`` does); the
@@ -355,7 +356,11 @@ TRAINING_FIGURES = {
     "gemm_efficiency": (0.3, 0.95),
     "attention_efficiency": (0.1, 0.9),
     "low_precision_gemm_factor": (0.3, 1.0),
-    "elementwise_bytes": (0.0, 600.0),
+    # Host time per kernel launch: "usually, the launch time on the CPU side is between 5-20 microseconds"
+    # (Meta's Holistic Trace Analysis, docs/source/features/cuda_kernel_launch_stats.rst).
+    "kernel_launch_s": (5e-6, 20e-6),
+    # As the engines': copy benchmarks reach about 90-95% of the datasheet bandwidth.
+    "bandwidth_efficiency": (0.4, 0.95),
     "link_efficiency": (0.2, 1.0),
     "overlap": (0.0, 1.0),
 }
@@ -722,6 +727,57 @@ def fit(
     return calibration, [serving_report, training_report]
 
 
+def leave_one_source_out(
+    records: list[Record], base: Calibration, max_nfev: int | None = None, starts: int = 1
+) -> tuple[list[Result], list[FitReport]]:
+    """Training tokens/s out of sample: each training source estimated with the training figures fitted on
+    every other training source (``fit_training``: the shared mechanism figures, never one per record)."""
+    training = [r for r in records if r.kind == "training" and r.workload is not None]
+    results: list[Result] = []
+    reports: list[FitReport] = []
+    for source in sorted({r.source for r in training}):
+        others = [r for r in training if r.source != source]
+        fitted, report = fit_training(others, base, max_nfev, f"all but {source}", starts)
+        results += evaluate_fast([r for r in training if r.source == source], fitted)
+        reports.append(report)
+    return results, reports
+
+
+@dataclass(frozen=True)
+class OutOfSample:
+    """One group of out-of-sample errors: how many, the median |error|, the signed median (bias), the share
+    of records gpuplan puts under the measurement (a pessimistic throughput) and the worst error."""
+
+    n: int
+    median_abs: float
+    bias: float
+    share_under: float
+    worst: float
+
+
+def out_of_sample(errors: list[float]) -> OutOfSample:
+    return OutOfSample(
+        len(errors),
+        statistics.median(abs(e) for e in errors),
+        statistics.median(errors),
+        sum(e < 0 for e in errors) / len(errors),
+        max(errors, key=abs),
+    )
+
+
+def print_leave_one_source_out(results: list[Result]) -> None:
+    print("Leave one source out: training tokens/s/GPU, each source estimated with the figures fitted on the others")
+    print(f"{'held-out source':<62}{'n':>4}{'median |err|':>14}{'bias':>9}{'under':>8}{'worst':>9}")
+    grouped: dict[str, list[float]] = {}
+    for result in results:
+        grouped.setdefault(result.record.source, []).append(result.error)
+    rows = [*sorted(grouped.items()), ("all records", [e for errors in grouped.values() for e in errors])]
+    for source, errors in rows:
+        s = out_of_sample(errors)
+        print(f"{source[:61]:<62}{s.n:>4}{s.median_abs:>14.1%}{s.bias:>+9.1%}{s.share_under:>8.0%}{s.worst:>+9.0%}")
+    print()
+
+
 def halves(records: list[Record]) -> tuple[set[str], set[str]]:
     """Sources split in two: alternate sources of each kind, largest first, so both halves hold both kinds."""
     first: set[str] = set()
@@ -851,6 +907,9 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="refit every figure over all records and print them")
     parser.add_argument("--held-out", action="store_true", help="fit on one half of the sources, measure the other")
     parser.add_argument(
+        "--loso", action="store_true", help="training: fit on every source but one, measure that one, for each source"
+    )
+    parser.add_argument(
         "--max-nfev",
         type=int,
         default=None,
@@ -888,6 +947,10 @@ def main() -> None:
         if args.fit:
             bands = {BAND_KEYS[m]: band(m, [r.error for r in group]) for m, group in by_metric(held).items()}
             calibration = replace(calibration, bands=bands)
+    if args.loso:
+        loso, loso_reports = leave_one_source_out(records, CALIBRATION, args.max_nfev, args.starts)
+        print_leave_one_source_out(loso)
+        reports += loso_reports
     if reports:
         print_fits(reports)
     if args.fit:

@@ -22,6 +22,7 @@ from gpuplan.estimate.engines import (
     memory_engine,
     sglang_sizes,
 )
+from gpuplan.estimate.kernels import FRAMEWORKS
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.memory_bands import MemoryBand, finetune_band
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
@@ -67,7 +68,7 @@ from gpuplan.estimate.training import (
     states_floor,
     trainable_params,
 )
-from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
+from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, gemm_peak, training_speed
 from gpuplan.layout import replicas as layout_replicas
 from gpuplan.records import evolve, record
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
@@ -567,6 +568,11 @@ def _finetune_assumptions(
     calibration: Calibration = CALIBRATION,
 ) -> tuple[tuple[str, str], ...]:
     regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
+    if job.precision == "fp32":
+        peak, units = gemm_peak(job, job.hardware.gpu)
+        regime += f"; GEMMs on {units}, {peak / 1e12:,.1f} TFLOPS"
+        if not job.tf32:
+            regime += " (PyTorch's default matmul precision does not use TF32: finetune.tf32 allows it)"
     if job.precision in MIXED:
         regime += (
             "; torch.autocast over fp32 weights (fp32 residual stream, cached 16-bit weight copies)"
@@ -607,7 +613,8 @@ def _finetune_assumptions(
         lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
         if job.lora_dropout:
             lora += f", dropout {job.lora_dropout:g} (a mask and a dropped input per adapter)"
-    loss = "fused/chunked cross-entropy" if job.fused_loss else "logits upcast to fp32 for the loss (Hugging Face)"
+        lora += "; 6 small GEMMs per adapted linear at the roofline of their FLOPs and bytes"
+    loss = "fused/chunked cross-entropy" if job.fused_loss else LOSS_NOTES[job.framework]
     loss += (
         "; the training loop keeps the model outputs through backward"
         if job.loop == "manual"
@@ -639,6 +646,7 @@ def _finetune_assumptions(
             "framework overhead",
             f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})",
         ),
+        ("framework", _framework_note(job, speed, calibration)),
         ("training speed", _training_speed_note(efficiency, speed, calibration)),
         ("network", f"{job.hardware.network_gbps:g} Gb/s per GPU between nodes (hardware.network_gbps)"),
         ("price", price),
@@ -782,6 +790,28 @@ def _sixteen_bit_notes(spec: Spec, job: Serve) -> tuple[tuple[str, str], ...]:
     )
 
 
+LOSS_NOTES = {
+    "eager": "logits upcast to fp32 for the loss, kernel by kernel (transformers)",
+    "compiled": "logits upcast to fp32 for the loss, fused by Inductor",
+    "fused": "logits upcast to fp32 for the loss (transformers'; fused_loss for Liger's)",
+    "megatron": "vocabulary-parallel cross-entropy over fp32 logits (Megatron)",
+}
+
+
+def _framework_note(job: Finetune, speed: TrainingSpeed, calibration: Calibration) -> str:
+    """The code path's kernels and whether the host's launches pace the step."""
+    note = f"{job.framework}: {FRAMEWORKS[job.framework]}"
+    if not speed.kernels:
+        return note
+    launch_us = calibration.training.kernel_launch_s * 1e6
+    paced = speed.launch_s >= speed.micro_batch_s
+    note += (
+        f"; {speed.kernels:,.0f} launches per micro-batch, {speed.launch_s * 1000:,.0f} ms of host time at"
+        f" {launch_us:g} µs each, " + ("pacing it: more than the GPU's work" if paced else "behind the GPU's work")
+    )
+    return note
+
+
 def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed, calibration: Calibration) -> str:
     t = calibration.training
     if efficiency.training_mfu is not None:
@@ -790,9 +820,9 @@ def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed, calibrati
         basis = (
             f"calibrated: GEMMs at {t.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF; fp8"
             f" x{t.low_precision_gemm_factor:.2f}),"
-            f" attention at {t.attention_efficiency:.0%} of its kernel's ceiling, elementwise"
-            f" {t.elementwise_bytes:.0f} B per token, layer and hidden unit at {t.bandwidth_efficiency:.0%} of HBM"
-            f" bandwidth, data-parallel traffic hidden behind up to {t.overlap:.0%} of compute"
+            f" attention at {t.attention_efficiency:.0%} of its kernel's ceiling, the framework's elementwise"
+            f" bytes at {t.bandwidth_efficiency:.0%} of HBM bandwidth, data-parallel traffic hidden behind up to"
+            f" {t.overlap:.0%} of compute"
         )
     note = f"{basis}; MFU {speed.mfu:.0%} of dense bf16 peak here (recompute excluded)"
     return note if speed.hours is not None else note + "; no finetune.tokens: rates only, no run length"

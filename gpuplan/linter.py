@@ -193,12 +193,18 @@ class FigureOutOfRange(ArithmeticError):
     """The estimate produced NaN, an infinity or a negative figure: never shown, reported as GP010."""
 
 
+# Figures that carry a sign: an error band's signed median is negative when gpuplan is below the measurements.
+SIGNED_FIGURES = frozenset({"signed_median"})
+
+
 def unsafe_figures(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:
-    """(path, value) of every number in ``value`` (nested dicts and lists) that is not finite and >= 0."""
+    """(path, value) of every number in ``value`` (nested dicts and lists) that is not finite and >= 0 (a
+    ``SIGNED_FIGURES`` one: not finite)."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return
     if isinstance(value, (int, float)):
-        if not (math.isfinite(value) and value >= 0):
+        signed = where.rsplit(".", 1)[-1] in SIGNED_FIGURES
+        if not (math.isfinite(value) and (value >= 0 or signed)):
             yield where or "value", value
         return
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
@@ -220,7 +226,7 @@ def all_safe(value: Any) -> bool:
         kind = type(item)
         if kind is float or kind is int:
             if not (math.isfinite(item) and item >= 0):
-                return False
+                return next(unsafe_figures(value), None) is None  # a signed figure may be negative
         elif kind is dict or kind is list:
             if not all_safe(item):
                 return False

@@ -100,6 +100,8 @@ class Finetune:
     double_quant: bool  # qlora: NF4 scales double-quantized
     offload_host_gbs: float  # GB/s of host memory per node that offload streams at (offload.host_memory_gbs)
     offload_nvme_gbs: float  # GB/s of NVMe per node that offload swaps at (offload.nvme_gbs)
+    framework: str  # eager | compiled | fused | megatron: the kernels a step runs between its GEMMs
+    tf32: bool  # fp32 matmuls on TF32 tensor cores (else on the CUDA cores)
 
 
 @record
@@ -535,6 +537,8 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         double_quant=data["double_quant"],
         offload_host_gbs=float(offload["host_memory_gbs"]),
         offload_nvme_gbs=float(offload["nvme_gbs"]),
+        framework=data["framework"],
+        tf32=data["tf32"],
     )
     for pointer, message, hint in finetune_conflicts(job):
         resolver.problem("GP025", ("finetune", *pointer), message, hint)

@@ -53,16 +53,16 @@ def test_an_ignored_budget_rule_is_visible_and_the_verdict_follows_the_exit_code
     config.write_text("ignore: [GP501, GP502]\n")
     code, out, _ = run_cli("report", str(spec))
     # With the budget rules off nothing at the error level is left: exit 0, and the verdict is no REJECT;
-    # GP507 (a warning: 2 x b200-hgx runs the fine-tuning for 187 USD against 323) still asks for a change.
+    # GP507 (a warning: 4 x h200-nvl runs the fine-tuning for 268 USD against 495) still asks for a change.
     assert code == 0 and verdict_line(out) == "## APPROVE WITH CHANGES: budget-over"
     assert "| Rules ignored | GP501, GP502 |" in out
     digest = hashlib.sha256(config.read_bytes()).hexdigest()
     assert f"| Configuration | .gpuplan.yaml beside the spec (SHA-256 {digest}) |" in out
     # The estimate still shows what the switched-off rules would have said, as a risk on the first page:
-    # 78.3 GPU-hours (8 x h100-sxm x 9.79 h) x 4.12 = 323 USD against 200; 1 x 3.10 x 730 = 2,263 USD a month
+    # 120.2 GPU-hours (8 x h100-sxm x 15.02 h) x 4.12 = 495 USD against 200; 1 x 3.10 x 730 = 2,263 USD a month
     # against 500.
     assert "**Over budget with the budget check off.**" in out
-    assert "; fine-tuning costs 323 USD against a budget of 200 USD (GP501 off)" in out
+    assert "; fine-tuning costs 495 USD against a budget of 200 USD (GP501 off)" in out
     assert "** Serving costs 2,263 USD a month against a budget of 500 USD (GP502 off)" in out
 
 
@@ -283,18 +283,19 @@ def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():
 def test_an_approval_with_changes_states_the_amount_it_commits_to():
     # serve-llama-70b: 4 x h100-sxm at 12,030 USD a month must become 2 x h200-sxm at 6,636 (GP507):
     # 12 x 6,636 = 79,632 over the term, which is 144,360 - 64,728 (the saving over 12 months). The
-    # fine-tuning example: its run of 165 USD becomes 95.35 on 1 x b200-hgx; serving stays 584 a month.
+    # fine-tuning example: its run becomes 147 USD on 1 x b200-hgx (an eager transformers loop, the default
+    # framework); serving stays 584 a month.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert (
         "| **Amount to sign** | 79,632 USD, not to exceed, 2026-12-02 to 2027-12-01 (12 months, from the report's "
         "date): serving up to 6,636 USD a month x 12 |"
     ) in out
     _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
-    # The run is signed at the slow end of its speed band (throughput ±36%): 95.355 x 1.36 = 129.68, shown 130;
-    # 130 + 584 x 12 = 7,138.
+    # The run is signed at the slow end of its speed band (throughput ±42%): 147 x 1.42 = 209;
+    # 209 + 584 x 12 = 7,217.
     assert (
-        "| **Amount to sign** | 7,138 USD, not to exceed, 2026-12-02 to 2027-12-01 (12 months, from the report's "
-        "date): fine-tuning run up to 130 USD (one-off; estimated at 95.35 USD, allowing for the slow end of the "
+        "| **Amount to sign** | 7,217 USD, not to exceed, 2026-12-02 to 2027-12-01 (12 months, from the report's "
+        "date): fine-tuning run up to 209 USD (one-off; estimated at 147 USD, allowing for the slow end of the "
         "speed estimate) + serving up to 584 USD a month x 12 |"
     ) in out
     _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))  # APPROVE: the declared amount alone

@@ -35,6 +35,9 @@ import pytest
 from conftest import EXAMPLES
 
 from gpuplan.analysis import to_dict
+from gpuplan.estimate import training_speed as training_speed_module
+from gpuplan.estimate.calibration import CALIBRATION
+from gpuplan.estimate.kernels import adapter_work
 from gpuplan.estimate.performance import scale_up_size
 from gpuplan.estimate.training import MIXED
 from gpuplan.linter import LintResult, lint_bytes
@@ -76,6 +79,21 @@ def _backward_peaks_past_the_loss(analysis: Any) -> bool:
     loss_gradients = 8 * arch.vocab // f.setup.tensor_parallel * job.micro_batch * job.seq_len
     backward = f.memory.phases["backward"]
     return f.memory.peak_phase != "backward" or backward.get("temporaries") != loss_gradients
+
+
+def _no_fp32_gemm_time(analysis: Any) -> bool:
+    """No fp32 matmul's time depends on its rate: the job is not fp32, and its adapters' GEMMs run in 16 bits
+    or, in fp32, take longer to move their bytes than to compute at the CUDA-core rate."""
+    f = analysis.finetune
+    job, setup = f.job, f.setup
+    if job.precision == "fp32":
+        return False
+    if job.method == "full" or setup.uses_autocast or setup.lora_bytes == 2:
+        return True
+    tokens = job.micro_batch * job.seq_len
+    work = adapter_work(setup, job.framework, tokens, 1.0)
+    rate = training_speed_module._adapter_rate(f.workload, CALIBRATION)
+    return work.gemm_flops / rate <= work.gemm_bytes / (f.gpu.bandwidth * CALIBRATION.training.bandwidth_efficiency)
 
 
 def _unpriced_run(analysis: Any) -> bool:
@@ -156,6 +174,11 @@ CHANGES_NOTHING: dict[str, Why] = {
         lambda d, a: _finetune(a).method == "full" or _finetune(a).checkpointing == "full",
     ),
     "finetune.double_quant": Why("QLoRA's NF4 scales only", lambda d, a: _finetune(a).method != "qlora"),
+    "finetune.tf32": Why(
+        "TF32 moves fp32 matmuls onto the tensor cores: this job's precision is not fp32, and its adapters run "
+        "under autocast, in 16 bits, or in fp32 GEMMs bound by their bytes even on the CUDA cores",
+        lambda d, a: _no_fp32_gemm_time(a),
+    ),
     "finetune.momentum": Why("SGD's only (momentum 0 keeps no buffer)", lambda d, a: _finetune(a).optimizer != "sgd"),
     "finetune.autocast": Why(
         "autocast casts fp32 weights to 16 bits: bf16 and fp32 precisions do not autocast, and a LoRA or "

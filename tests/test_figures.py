@@ -138,11 +138,12 @@ def test_plan_saving_is_the_difference_of_the_shown_costs(path: Path):
 @pytest.mark.parametrize(
     ("example", "line"),
     [
-        # 40.71 - 38.44 = 2.27, the saving of the two costs as shown; under the 100 USD materiality threshold
-        ("qlora-llama-70b.yaml", "kept: 1 x b200-hgx would save 2.27 USD per run (6%)"),
-        # 436 - 350 = 86 (the exact 435.53 - 350.13 = 85.40: the saving is the difference of the costs shown;
-        # 85.40 / 435.53 = 19.6%, shown as 20%): under the materiality thresholds, so kept
-        ("finetune-70b-fsdp-offload.yaml", "kept: 4 x b200-hgx would save 86 USD per run (20%)"),
+        # 89.84 - 76.03 = 13.81, the saving of the two costs as shown (15.4%); under the 20% share for another
+        # GPU kind and the 100 USD materiality threshold
+        ("qlora-llama-70b.yaml", "kept: 1 x b200-hgx would save 13.81 USD per run (15%)"),
+        # 488 - 389 = 99 (the exact 487.61 - 388.88 = 98.73: the saving is the difference of the costs shown;
+        # 98.73 / 487.61 = 20.2%): over the 20% share for another GPU kind but under 100 USD, so kept
+        ("finetune-70b-fsdp-offload.yaml", "kept: 4 x b200-hgx would save 99 USD per run (20%)"),
         # 12,030 - 6,636 = 5,394 (was 5,395: the exact 5,394.70)
         ("serve-llama-70b.yaml", "2 x h200-sxm TP 2, 6,636 USD/month — saves 5,394 USD per month (45%)"),
     ],

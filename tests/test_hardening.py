@@ -281,6 +281,12 @@ def test_a_non_finite_estimate_never_reaches_an_output(monkeypatch: pytest.Monke
         ("a.1", -2),
         ("a.2.b", float("inf")),
     ]
+    # An error band's signed median is a bias, negative when gpuplan is below the measurements: only a
+    # non-finite one is out of range.
+    band = {"bands": {"t": {"within": 0.42, "signed_median": -0.003}}}
+    assert list(unsafe_figures(band)) == []
+    nan = float("nan")
+    assert list(unsafe_figures({"signed_median": nan, "within": -0.1})) == [("signed_median", nan), ("within", -0.1)]
 
 
 def test_a_broken_pyproject_deep_in_a_tree_fails_only_the_specs_it_governs(tmp_path: Path):
@@ -694,6 +700,9 @@ def test_spec_text_in_markdown_links_nothing(text: str):
         {"n": float("nan")},
         [{"x": -0.0}, {"y": -1e-300}],
         {"t": (1, -1)},  # tuples are not looked into, as unsafe_figures does not
+        {"band": {"signed_median": -0.003, "within": 0.4}},
+        {"band": {"signed_median": -0.003, "within": -0.4}},
+        {"signed_median": [-1]},
         3,
         -3,
         "text",

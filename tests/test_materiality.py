@@ -32,12 +32,12 @@ def test_a_cost_tie_keeps_the_declared_layout(tmp_path):
 
 
 def test_a_small_saving_is_a_note_and_a_material_one_a_change(tmp_path):
-    # The QLoRA example: 40.71 USD a run on one H100 PCIe, 38.44 on one B200: 2.27 USD (5.6%) is neither more
+    # The QLoRA example: 89.84 USD a run on one H100 PCIe, 76.03 on one B200: 13.81 USD (15.4%) is neither more
     # than 20% (another GPU kind) nor 100 USD, so the declared layout stays and the B200 is named as kept over.
     job = plan_json(EXAMPLES / "qlora-llama-70b.yaml")
     assert job["recommended"]["gpu"] == "h100-pcie" and job["saving"]["amount"] == 0.0
     kept = job["kept_over"]
-    assert kept["option"]["gpu"] == "b200-hgx" and kept["saving"] == {"amount": 2.27, "share": 0.0559, "per": "run"}
+    assert kept["option"]["gpu"] == "b200-hgx" and kept["saving"] == {"amount": 13.81, "share": 0.1537, "per": "run"}
     # With thresholds of 5% and no minimum amount the same saving is material: the B200 is recommended, and
     # GP507 names it, as the plan does.
     (tmp_path / ".gpuplan.yaml").write_text("thresholds: {cheaper_layout_share: 0.05, min_saving: 0}\n")
@@ -45,15 +45,15 @@ def test_a_small_saving_is_a_note_and_a_material_one_a_change(tmp_path):
     spec.write_text((EXAMPLES / "qlora-llama-70b.yaml").read_text())
     job = plan_json(spec)
     assert job["recommended"]["gpu"] == "b200-hgx" and job["kept_over"] is None
-    assert job["saving"] == {"amount": 2.27, "share": 0.0559, "per": "run"}
+    assert job["saving"] == {"amount": 13.81, "share": 0.1537, "per": "run"}
     _, out, _ = run_cli("lint", "--format", "json", str(spec))
     (gp507,) = [f for f in json.loads(out)["findings"] if f["code"] == "GP507"]
-    assert gp507["message"].startswith("1 x b200-hgx") and "saving about 2.27 USD per run (6%)" in gp507["message"]
+    assert gp507["message"].startswith("1 x b200-hgx") and "saving about 13.81 USD per run (15%)" in gp507["message"]
 
 
 def test_the_text_says_why_the_declared_layout_is_kept():
     _, out, _ = run_cli("plan", str(EXAMPLES / "finetune-llama-8b-lora.yaml"))
     assert (
-        "recommended  1 x h100-sxm, 40.38 USD/run — kept: 1 x b200-hgx would save 18.55 USD per run (46%); a change "
+        "recommended  1 x h100-sxm, 93.28 USD/run — kept: 1 x b200-hgx would save 44.47 USD per run (48%); a change "
         "must save more than 10% on the same GPU kind or 20% on another, and at least 100 USD"
     ) in out

@@ -96,11 +96,18 @@ def test_no_sound_layout_within_the_budget_is_said_on_page_one():
         "costs 2,263 USD against 500 USD a month (453% of the budget), 1,763 USD over" in first
     )
     assert (
-        "The way forward: fine-tuning on 2 x b200-hgx at 187 USD for the run; no sound serving layout fits its "
-        "budget." in first
+        # the fine-tune as an eager transformers loop (the default framework): its cheapest sound layout,
+        # 4 x h200-nvl at 268 USD for the run, is over its 200 USD budget too
+        "The way forward: no sound fine-tuning layout fits its budget; no sound serving layout fits its budget."
+        in first
     )
-    # The fine-tuning run's recommendation (2 x b200-hgx, 186.58 -> 187 USD) is within its 200 USD budget.
-    assert "fine-tuning: within: 187 USD of 200 USD for the run (93% of the budget)" in first
+    # The fine-tuning run's cheapest sound layout (4 x h200-nvl, 268 USD for the run as an eager loop) is
+    # over its 200 USD budget: 268 / 200 = 134%, 68 over; page one says so for that job too.
+    assert "**⚠ No sound layout fits the fine-tuning budget (see Budget).**" in first
+    assert (
+        "fine-tuning: over, and no sound layout fits the budget: the cheapest, 4 x h200-nvl (the recommended "
+        "layout), costs 268 USD against 200 USD for the run (134% of the budget), 68 USD over" in first
+    )
 
 
 def test_no_row_over_the_budget_reads_as_meeting_every_constraint():
@@ -152,13 +159,13 @@ def test_the_term_runs_from_term_start_and_a_run_is_one_off(write_spec):
     assert (
         "| **Amount to sign** | 39,816 USD, not to exceed, 2027-01-01 to 2027-06-30 (6 months): serving up to " in out
     )
-    # A fine-tuning run alone is one-off, not "over 12 months": qlora-llama-70b (APPROVE), estimated at 40.71 USD.
-    # A ceiling covers the run at the slow end of its speed band (throughput ±36%: it takes 1.36 times as
-    # long, 40.714 x 1.36 = 55.37), so the stress test shows no cost above what is signed.
+    # A fine-tuning run alone is one-off, not "over 12 months": qlora-llama-70b (APPROVE), estimated at 89.84 USD.
+    # A ceiling covers the run at the slow end of its speed band (throughput ±42%: it takes 1.42 times as
+    # long, 89.84 x 1.42 = 127.6, shown 128), so the stress test shows no cost above what is signed.
     _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))
     assert (
-        "| **Amount to sign** | 55.37 USD, not to exceed, one-off: fine-tuning run up to 55.37 USD (one-off; "
-        "estimated at 40.71 USD, allowing for the slow end of the speed estimate) |" in out
+        "| **Amount to sign** | 128 USD, not to exceed, one-off: fine-tuning run up to 128 USD (one-off; "
+        "estimated at 89.84 USD, allowing for the slow end of the speed estimate) |" in out
     )
     assert "12 months" not in page_one(out)
 
@@ -233,15 +240,15 @@ def test_every_examples_markdown_fits_one_github_comment(spec):
 
 def test_plan_and_report_state_the_same_decision():
     # One decision, computed once (gpuplan.decision.memo): `gpuplan plan` carries the report's verdict and
-    # amount to sign. finetune-then-serve: the run on 1 x b200-hgx at its slow end (95.355 x 1.36 = 129.68,
-    # shown 130) + 584 x 12 = 7,138 USD.
+    # amount to sign. finetune-then-serve: the run on 1 x b200-hgx at its slow end (147 x 1.42 = 209)
+    # + 584 x 12 = 7,217 USD.
     _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
     decision = json.loads(out)["decision"]
     assert decision["verdict"] == "APPROVE WITH CHANGES"
-    assert (decision["amount_to_sign"], decision["amount_to_sign_text"]) == (7138, "7,138 USD")
+    assert (decision["amount_to_sign"], decision["amount_to_sign_text"]) == (7217, "7,217 USD")
     assert decision["term"] == {"start": "2026-12-02", "end": "2027-12-01", "months": 12}
     _, report, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
-    assert report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,138 USD, not to exceed" in report
+    assert report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,217 USD, not to exceed" in report
 
 
 QUOTED = """\

@@ -248,6 +248,8 @@ ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
     ("gpuplan.estimate.training", "_INPUT_GROUP", ("finetune", "lora", "targets", vs.ITEM), frozenset()),
     ("gpuplan.estimate.calibration", "ENGINE_NAMES", ("serve", "engine"), frozenset()),
     ("gpuplan.estimate.engines", "MEMORY_ENGINES", ("serve", "engine"), frozenset()),
+    ("gpuplan.estimate.kernels", "FRAMEWORKS", ("finetune", "framework"), frozenset()),
+    ("gpuplan.analysis", "LOSS_NOTES", ("finetune", "framework"), frozenset()),
     ("gpuplan.architecture", "_SLIDING_WORDS", ("model", "architecture", "sliding_layers"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("model", "dtype"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("finetune", "lora", "dtype"), frozenset()),

@@ -636,11 +636,11 @@ def test_finetune_over_budget():
     assert f.cost == f.speed.hours * 1 * 2.0
     assert finding.pointer == "/budget/finetune_total"
     # Amounts under 100 are shown to the cent, and the overrun is the difference of the amounts shown:
-    # 3.99 - 1.00 = 2.99 (the old message said "about 4 USD ... over the budget of 1 by 3").
-    assert round(f.cost, 2) == 3.99
+    # 8.70 - 1.00 = 7.70 (the old message said "about 4 USD ... over the budget of 1 by 3").
+    assert round(f.cost, 2) == 8.70
     assert finding.message == (
-        "fine-tuning costs about 3.99 USD (2.0 h x 1 x h100-sxm at 2.00/GPU-hour) "
-        "— over the budget of 1.00 USD by 2.99 USD"
+        "fine-tuning costs about 8.70 USD (4.4 h x 1 x h100-sxm at 2.00/GPU-hour) "
+        "— over the budget of 1.00 USD by 7.70 USD"
     )
     assert lint_budget({**PRICED, "finetune_total": f.cost}, ("GP501",), finetune=True).findings == ()
 

@@ -49,7 +49,7 @@ CAL = Calibration(
         link_efficiency=0.5,
         roofline_sharpness=2,
     ),
-    training=TrainingMechanisms(1.0, 0.5, 1.0, 100, 0.5, 0.5, 0.5),
+    training=TrainingMechanisms(1.0, 0.5, 1.0, 0.0, 0.5, 0.5, 0.5),
 )
 # The same engine reserving KV for prompt + output at admission, and one whose prompt pass stops a token
 # short so that the next decode step samples the first output (TurboMind's way).

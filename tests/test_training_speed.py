@@ -2,13 +2,22 @@
 
 The toy GPU (tests/toy_gpu.py, as in test_serving_speed.py): 1,000 FLOP/s bf16, 2,000 fp8, 1,000 B/s
 HBM, MAMF ceiling 1/2 and FlashAttention-2 ceiling 1/2 (set below), NVLink 1,000 B/s one way over 8 GPUs.
-Training calibration: GEMMs at the whole ceiling (500 FLOP/s), attention at 1/2 of it (250), elementwise
-traffic 100 B per token, layer and unit of hidden size, HBM at 1/2 (500 B/s), links at 1/2 (500 B/s),
-half of a micro-batch's compute hides data-parallel traffic.
+Training calibration: GEMMs at the whole ceiling (500 FLOP/s), attention at 1/2 of it (250), HBM at 1/2
+(500 B/s), links at 1/2 (500 B/s), half of a micro-batch's compute hides data-parallel traffic, and no
+host time per kernel launch (the launch floor has its own tests).
 
-TINY: 2 layers, hidden 8, vocabulary 32: 1,704 parameters, 1,448 of them multiplied per token (all but
-the embedding), 1,152 decoder linears. A 4-token sequence's causal attention: 10 pairs x 2 layers x 32
-FLOPs = 640, i.e. 160 per token.
+TINY: 2 layers, hidden 8 (2 query heads and 1 KV head of 4), MLP 16, vocabulary 32: 1,704 parameters, 1,448
+of them multiplied per token (all but the embedding), 1,152 decoder linears. A 4-token sequence's causal
+attention: 10 pairs x 2 layers x 32 FLOPs = 640, i.e. 160 per token.
+
+The jobs run ``framework: compiled`` (gpuplan/estimate/kernels.py), whose elementwise kernels are the
+fewest to count by hand. Per layer and token, with 2-byte stream and activations: two fused residual-add +
+RMSNorm kernels, forward 2 x (2 x 2 + 2 x 2) x 8 = 128 B, backward 2 x (3 x 2 + 2) x 8 = 128 B; rotary over q
+(8) and k (4), 2 x 2 B each way: 48 + 48 B; SwiGLU over 16, 3 x 2 = 6 B forward and 5 x 2 = 10 B backward:
+96 + 160 B; the input gradients of q, k, v, gate and up read by the norms' backward, 3 more readers x 8 x 2 B
+= 48 B. Forward 272 B, backward 384 B: 656 B, x 2 layers x 4 tokens = 5,248 B. The compiled loss reads the
+16-bit logits twice forward and writes and reads them once backward: 2 x 2 x 2 B x 32 x 4 = 1,024 B.
+Together 6,272 B: 12.544 s at 500 B/s.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ CAL = Calibration(
         gemm_efficiency=1.0,
         attention_efficiency=0.5,
         low_precision_gemm_factor=0.5,
-        elementwise_bytes=100,
+        kernel_launch_s=0.0,
         bandwidth_efficiency=0.5,
         link_efficiency=0.5,
         overlap=0.5,
@@ -57,7 +66,12 @@ BASE = training_workload(
     micro_batch=1,
     gradient_accumulation=1,
     sharding="none",
+    framework="compiled",
+    lora_rank=2,
+    lora_targets=("q_proj", "v_proj"),
 )
+# LoRA rank 2 on q_proj (8 -> 8) and v_proj (8 -> 4): 2 x (16 + 12) = 56 adapter parameters a layer, 112 in all.
+ADAPTERS = 112
 
 
 def run(efficiency=None, **changes):
@@ -72,27 +86,41 @@ def test_model_flops_per_token():
 
 def test_one_gpu_full_fine_tuning():
     # A micro-batch: GEMMs 3 passes x 2 x 1,448 x 4 = 34,752 / 500 = 69.504 s; attention 3 x 640 / 250 =
-    # 7.68 s; elementwise 100 x 8 x 2 layers x 4 = 6,400 B and the fp32 loss 16 x 32 x 4 = 2,048 B over
-    # 500 B/s = 16.896 s: 94.08 s. The AdamW step reads and writes weights and two states, reads the
-    # gradient: (2 x 2 + 2 + 2 x 4) = 14 B x 1,704 / 500 = 47.712 s. Step 141.792 s for 4 tokens.
+    # 7.68 s; the layers' and the loss's elementwise bytes 12.544 s (above): 89.728 s. The AdamW step reads
+    # and writes weights and two states, reads the gradient: (2 x 2 + 2 + 2 x 4) = 14 B x 1,704 / 500 =
+    # 47.712 s. Step 137.44 s for 4 tokens.
     speed = run()
     assert speed.flops_per_token == 9168
-    assert speed.step_compute_s == pytest.approx(141.792, rel=1e-12)
-    assert speed.step_s == pytest.approx(141.792, rel=1e-12)
+    assert speed.micro_batch_s == pytest.approx(89.728, rel=1e-12)
+    assert speed.step_compute_s == pytest.approx(137.44, rel=1e-12)
+    assert speed.step_s == pytest.approx(137.44, rel=1e-12)
     assert speed.gradient_sync_s == 0
-    assert speed.tokens_per_s == speed.tokens_per_s_per_gpu == pytest.approx(4 / 141.792, rel=1e-12)
-    assert speed.hours == pytest.approx(1000 / (4 / 141.792) / 3600, rel=1e-12)
-    assert speed.mfu == pytest.approx(9168 * 4 / 141.792 / 1000, rel=1e-12)
+    assert speed.tokens_per_s == speed.tokens_per_s_per_gpu == pytest.approx(4 / 137.44, rel=1e-12)
+    assert speed.hours == pytest.approx(1000 / (4 / 137.44) / 3600, rel=1e-12)
+    assert speed.mfu == pytest.approx(9168 * 4 / 137.44 / 1000, rel=1e-12)
 
 
 def test_lora_with_recompute_tensor_and_pipeline_parallel():
-    # TP 2 x PP 2 on 8 GPUs: DP 2; one layer per stage, a quarter of the model per GPU. Micro-batch:
-    # GEMMs (2 passes + 1 recompute) x 2 x 1,448 / 4 x 4 = 8,688 + adapters 6 x 112 / 4 x 4 = 672: 9,360 /
-    # 500 = 18.72 s; attention (3 + 1) x 160 = 640 / 250 = 2.56 s; elementwise 100 x 8 x 1 / 2 x 4 x 4/3 /
-    # 500 = 4.2667 s (fused loss: no logits): 25.5467 s. TP: (4 + 2 with recompute) all-reduces of 4 x 8
-    # x 2 = 64 B, 64 / 500 = 0.128 s each: 0.768 s. Optimizer: 8-bit Adam on 112 / 4 = 28 fp32 adapters:
-    # (2 x 4 + 4 + 2 x 2 + 2) = 18 B x 28 / 500 = 1.008 s. Step: (2 micro-batches + 1 bubble) x 25.5467 +
-    # 2 x 0.768 + 1.008 = 79.184 s; the gradients (28 x 4 B over 500 B/s: 0.224 s) hide behind compute.
+    # TP 2 x PP 2 on 8 GPUs: DP 2; one layer per stage, a quarter of the model per GPU. bf16-mixed over a
+    # 16-bit base: autocast, a 2-byte stream, the fp32 adapters' GEMMs in bf16. Micro-batch:
+    # - GEMMs (2 passes + 1 recompute) x 2 x 1,448 / 4 x 4 = 8,688 / 500 = 17.376 s;
+    # - attention (3 + 1) x 160 = 640 / 250 = 2.56 s;
+    # - the layer per token on a TP rank (stream 8, q 4, kv 4, MLP 8): norms 2 x 8 x 8 = 128 B forward and
+    #   2 x 8 x 8 = 128 B backward, rotary (4 + 4) x 4 = 32 B each way, SwiGLU 6 x 8 = 48 B and 10 x 8 = 80 B,
+    #   the three extra readers 3 x 8 x 2 = 48 B: 208 B forward, 288 B backward; x 4 tokens: 832 + 1,152 B,
+    #   and the recomputed forward 832 B again: 2,816 B (a fused loss moves nothing);
+    # - adapters on the rank: q_proj 4 -> 4 and v_proj 4 -> 2, rank 2: 6 x 2 x 14 = 168 FLOPs a token,
+    #   x 4 = 672 FLOPs at 500 FLOP/s = 1.344 s, above their bytes (3 x 2 B x 14 x 4 = 336 B: 0.672 s),
+    #   x (1 + 1/3 recomputed forward) = 1.792 s; around them, compiled: the scaled add forward (2 x 2 + 2
+    #   B over d_out: 24 + 12 B) and backward the scaling (4 B over d_out) and the input gradient's sum
+    #   (6 B over d_in): 16 + 24 + 8 + 24 = 72 B; 108 B a token, x 4 = 432 B, the forward's 144 B again:
+    #   576 B;
+    # - the fused loss over the rank's 4 x 32 / 2 = 64 logits, read twice and its gradient written, 3 x 2 B:
+    #   384 B. Elementwise 3,776 B / 500 = 7.552 s.
+    # Micro-batch 17.376 + 2.56 + 7.552 + 1.792 = 29.28 s. TP: (4 + 2 with recompute) all-reduces of
+    # 4 x 8 x 2 = 64 B, 64 / 500 = 0.128 s each: 0.768 s. Optimizer: 8-bit Adam on 112 / 4 = 28 fp32
+    # adapters: (2 x 4 + 4 + 2 x 2 + 2) = 18 B x 28 / 500 = 1.008 s. Step: (2 micro-batches + 1 bubble) x
+    # 29.28 + 2 x 0.768 + 1.008 = 90.384 s; the gradients (28 x 4 B over 500 B/s: 0.224 s) hide behind compute.
     speed = run(
         method="lora",
         precision="bf16-mixed",
@@ -103,10 +131,10 @@ def test_lora_with_recompute_tensor_and_pipeline_parallel():
         gpus=8,
         gradient_accumulation=2,
         fused_loss=True,
-        trainable_params=112,
+        trainable_params=ADAPTERS,
     )
-    micro = 18.72 + 2.56 + 1600 * 4 / 3 / 500
-    assert speed.step_compute_s == pytest.approx(3 * micro + 2 * 0.768 + 1.008, rel=1e-12)
+    assert speed.micro_batch_s == pytest.approx(29.28, rel=1e-12)
+    assert speed.step_compute_s == pytest.approx(90.384, rel=1e-12)
     assert speed.gradient_sync_s == 0
     # 2 x 4 tokens per step over TP x PP = 4 GPUs: 2 tokens per GPU; 8 GPUs together.
     assert speed.tokens_per_s_per_gpu == pytest.approx(2 / speed.step_s, rel=1e-12)
@@ -127,16 +155,24 @@ def test_zero3_fp8_with_an_mfu_override_exposes_its_traffic():
 
 
 def test_fp8_gemms_and_qlora_dequantization():
-    # fp8-mixed without override: GEMMs at 2,000 x the fp8 ceiling 1/4 x 1.0 x the low-precision factor
-    # 1/2 = 250 FLOP/s: 34,752 / 250 = 139.008 s (attention and elementwise as bf16: 7.68 + 16.896 s).
-    # Optimizer: 30 B x 1,704 / 500 = 102.24 s.
-    speed = run(precision="fp8-mixed")
-    assert speed.step_compute_s == pytest.approx(139.008 + 7.68 + 16.896 + 102.24, rel=1e-12)
-    # QLoRA over 2 GPUs: GEMMs 2 x 11,584 + adapters 6 x 112 x 4 = 25,856 / 500 = 51.712 s; attention
-    # 3 x 640 / 250 = 7.68 s; elementwise 6,400 + loss 2,048 + dequantizing 1,152 NF4 weights twice at
-    # 2.5 B = 5,760 B over 500: 28.416 s. Optimizer: 14 B x 112 / 500 = 3.136 s.
-    qlora = run(method="qlora", trainable_params=112, gpus=2)
-    assert qlora.step_compute_s == pytest.approx(51.712 + 7.68 + 28.416 + 3.136, rel=1e-12)
+    # fp8-mixed without autocast (16-bit working weights, as Transformer Engine runs them) and without
+    # override: GEMMs at 2,000 x the fp8 ceiling 1/4 x 1.0 x the low-precision factor 1/2 = 250 FLOP/s:
+    # 34,752 / 250 = 139.008 s (attention and elementwise as bf16: 7.68 + 12.544 s). Optimizer: 30 B x
+    # 1,704 / 500 = 102.24 s.
+    speed = run(precision="fp8-mixed", autocast=False)
+    assert speed.step_compute_s == pytest.approx(139.008 + 7.68 + 12.544 + 102.24, rel=1e-12)
+    # QLoRA over 2 GPUs, pure bf16: GEMMs 2 x 11,584 = 23,168 / 500 = 46.336 s; the fp32 adapters run
+    # without autocast in fp32 (the toy GPU has no fp32 figure: its 16-bit rate, 500 FLOP/s): 6 x 112 x 4
+    # = 2,688 FLOPs = 5.376 s, their bytes 3 x 4 B x 28 x 4 x 2 layers = 2,688 B = 5.376 s as well;
+    # attention 3 x 640 / 250 = 7.68 s. Elementwise: the layers 5,248 B and the loss 1,024 B as above,
+    # dequantizing 1,152 NF4 weights twice at 2.5 B = 5,760 B, and around the adapters (fp32 output, 2-byte
+    # input) the scaled add 2 x 2 + 4 = 8 B over d_out forward, the scaling 8 B over d_out and the input
+    # gradient's sum 6 B over d_in backward: q (8 -> 8) 64 + 112 B, v (8 -> 4) 32 + 80 B, 288 B a token
+    # and layer, x 8 = 2,304 B: 14,336 B / 500 = 28.672 s. Micro-batch 46.336 + 5.376 + 7.68 + 28.672 =
+    # 88.064 s; optimizer 14 B x 112 / 500 = 3.136 s.
+    qlora = run(method="qlora", trainable_params=ADAPTERS, gpus=2)
+    assert qlora.micro_batch_s == pytest.approx(88.064, rel=1e-12)
+    assert qlora.step_compute_s == pytest.approx(88.064 + 3.136, rel=1e-12)
     # The adapters' fp32 gradients (112 x 4 B, 448 / 500 = 0.896 s) hide behind 2/3 of the micro-batch.
     assert qlora.gradient_sync_s == 0
 
@@ -150,29 +186,30 @@ def test_mfu_override_with_recompute():
 
 
 def test_qlora_dequantizes_only_its_stage():
-    # PP 2 on 2 GPUs: half the model per GPU. GEMMs 2 passes x 2 x 1,448 / 2 x 4 = 11,584 + adapters
-    # 6 x 112 / 2 x 4 = 1,344: 12,928 / 500 = 25.856 s; attention 3 x 320 / 250 = 3.84 s; elementwise
-    # 100 x 8 x 1 layer x 4 = 3,200, loss 2,048 and dequantization 1,152 / 2 x 2.5 x 2 = 2,880 B over 500:
-    # 16.256 s. Micro-batch 45.952 s, twice (one of them the bubble); optimizer 14 B x 56 / 500 = 1.568 s.
-    speed = run(method="qlora", trainable_params=112, pipeline_parallel=2, gpus=2)
-    assert speed.step_compute_s == pytest.approx(2 * 45.952 + 1.568, rel=1e-12)
+    # PP 2 on 2 GPUs: half the model per GPU (test_fp8_gemms_and_qlora_dequantization halved where the layer
+    # is): GEMMs 11,584 / 500 = 23.168 s; adapters 1,344 FLOPs and 1,344 B: 2.688 s; attention 3 x 320 / 250
+    # = 3.84 s; elementwise: the layer 2,624 B, the loss 1,024 B (the whole vocabulary on this GPU), the
+    # stage's dequantization 1,152 / 2 x 2.5 x 2 = 2,880 B and its adapters' 1,152 B: 7,680 B / 500 =
+    # 15.36 s. Micro-batch 45.056 s, twice (one of them the bubble); optimizer 14 B x 56 / 500 = 1.568 s.
+    speed = run(method="qlora", trainable_params=ADAPTERS, pipeline_parallel=2, gpus=2)
+    assert speed.step_compute_s == pytest.approx(2 * 45.056 + 1.568, rel=1e-12)
 
 
 def test_attention_runs_at_the_kernel_s_ceiling_of_the_gpu(monkeypatch):
     # A cuDNN ceiling of 4/5 on the toy GPU: attention 3 x 640 FLOPs at 1,000 x 0.8 x 0.5 = 400 FLOP/s =
     # 4.8 s instead of 7.68 s; a kernel the GPU has no figure for (flash3) keeps FlashAttention-2's 1/2.
     monkeypatch.setitem(performance.ATTENTION_CEILING, "cudnn", {"unit-gpu": 0.8})
-    assert run(attention="cudnn").step_compute_s == pytest.approx(141.792 - 7.68 + 4.8, rel=1e-12)
-    assert run(attention="flash3").step_compute_s == pytest.approx(141.792, rel=1e-12)
+    assert run(attention="cudnn").step_compute_s == pytest.approx(137.44 - 7.68 + 4.8, rel=1e-12)
+    assert run(attention="flash3").step_compute_s == pytest.approx(137.44, rel=1e-12)
 
 
 def test_data_parallel_traffic_across_nodes_moves_at_the_node_network(monkeypatch):
     # DDP over 16 toy GPUs (two nodes of 8, one NIC per GPU at 100 B/s): a ring at 8 x 100 = 800 B/s per
     # GPU, below NVLink's 1,000, x link efficiency 1/2 = 400 B/s. bf16 gradients 3,408 B all-reduced:
-    # 2 x 15/16 x 3,408 / 400 = 15.975 s, of which 2/3 x 1/2 x 94.08 = 31.36 s of backward hides all.
-    # At 10 B/s per NIC: 80 x 1/2 = 40 B/s: 159.75 s, 128.39 s exposed.
+    # 2 x 15/16 x 3,408 / 400 = 15.975 s, of which 2/3 x 1/2 x 89.728 = 29.9093 s of backward hides all.
+    # At 10 B/s per NIC: 80 x 1/2 = 40 B/s: 159.75 s, 129.8407 s exposed.
     assert run(gpus=16, network_gbs=100e-9).gradient_sync_s == 0
-    assert run(gpus=16, network_gbs=10e-9).gradient_sync_s == pytest.approx(159.75 - 31.36, rel=1e-12)
+    assert run(gpus=16, network_gbs=10e-9).gradient_sync_s == pytest.approx(159.75 - 89.728 / 3, rel=1e-12)
 
 
 def test_mfu_override_counts_only_this_stages_share_of_the_model_flops():
@@ -188,9 +225,10 @@ def test_mfu_override_counts_only_this_stages_share_of_the_model_flops():
 # bf16-mixed AdamW, ZeRO-2 over 2 GPUs: each GPU's optimizer partition is 1,704 / 2 = 852 parameters. The
 # optimizer step moves 2 x 4 (fp32 master read and written) + 4 (fp32 gradient) + 2 x 2 x 4 (two states
 # read and written) + 2 (the 16-bit copy written) = 30 B per parameter: 852 x 30 = 25,560 B, which the GPU
-# streams at 500 B/s (51.12 s; test_zero3_fp8_...). A micro-batch computes 94.08 s (test_one_gpu_...), half
-# of which hides copies; a gradient copy hides behind its backward, 2/3 of that: 31.36 s.
-OFFLOADED = dict(precision="bf16-mixed", sharding="zero2", gpus=2)
+# streams at 500 B/s (51.12 s; test_zero3_fp8_...). Without autocast (16-bit working weights, as DeepSpeed
+# and FSDP run mixed precision) a micro-batch computes 89.728 s (test_one_gpu_...), half of which (44.864 s)
+# hides copies; a gradient copy hides behind its backward, 2/3 of that: 29.9093 s.
+OFFLOADED = dict(precision="bf16-mixed", autocast=False, sharding="zero2", gpus=2)
 
 
 def test_an_offloaded_optimizer_steps_on_the_host_at_its_memory_bandwidth():
@@ -211,14 +249,15 @@ def test_an_offloaded_optimizer_steps_on_the_host_at_its_memory_bandwidth():
 
 def test_offload_copies_beyond_the_backward_are_exposed():
     # A 10 B/s host link (pcie 2e-8 GB/s) and a fast host (2e-3 GB/s per node: 1e6 B/s per GPU), two
-    # micro-batches. Micro-batch 1 sends its 16-bit running sum out: 852 x 2 / 10 = 170.4 s, 31.36 s of it
-    # hidden: 139.04 s. Micro-batch 2 brings the sum back (170.4 s) while sending the fp32 gradients out
-    # (852 x 4 / 10 = 340.8 s; the two directions at once): 340.8 - 31.36 = 309.44 s. The CPU step takes
+    # micro-batches. Micro-batch 1 sends its 16-bit running sum out: 852 x 2 / 10 = 170.4 s, 29.9093 s of
+    # it hidden: 140.4907 s. Micro-batch 2 brings the sum back (170.4 s) while sending the fp32 gradients out
+    # (852 x 4 / 10 = 340.8 s; the two directions at once): 340.8 - 29.9093 = 310.8907 s. The CPU step takes
     # 25,560 / 1e6 = 0.02556 s, the parameters' copy back 170.4 s: the step's host side is 170.4 s.
     slow = dataclasses.replace(GPU, pcie_gbs=2e-8)
     speed = run(**OFFLOADED, gradient_accumulation=2, offload_optimizer="cpu", offload_host_gbs=2e-3, gpu=slow)
+    hidden = 89.728 / 3
     assert speed.host_step_s == pytest.approx(170.4, rel=1e-12)
-    assert speed.offload_s == pytest.approx(139.04 + 309.44 + 170.4, rel=1e-12)
+    assert speed.offload_s == pytest.approx((170.4 - hidden) + (340.8 - hidden) + 170.4, rel=1e-12)
 
 
 def test_nvme_swaps_the_optimizer_states_around_the_host_step():
@@ -233,11 +272,62 @@ def test_nvme_swaps_the_optimizer_states_around_the_host_step():
 def test_offloaded_parameters_are_fetched_for_every_forward_and_backward():
     # ZeRO-3 over 2 GPUs, parameters on the host, optimizer on the GPU, a 10 B/s link: each micro-batch
     # fetches the GPU's 852-parameter shard in 16 bits for forward and again for backward, 2 x 852 x 2 / 10
-    # = 340.8 s, half the 94.08 s micro-batch (47.04 s) hiding it: 293.76 s. After the GPU's optimizer step
-    # the updated shard goes back out: 852 x 2 / 10 = 170.4 s. Nothing runs on the CPU.
+    # = 340.8 s, half the 89.728 s micro-batch (44.864 s) hiding it: 295.936 s. After the GPU's optimizer
+    # step the updated shard goes back out: 852 x 2 / 10 = 170.4 s. Nothing runs on the CPU.
     slow = dataclasses.replace(GPU, pcie_gbs=2e-8)
-    plain = run(precision="bf16-mixed", sharding="zero3", gpus=2, gpu=slow)
-    speed = run(precision="bf16-mixed", sharding="zero3", gpus=2, gpu=slow, offload_parameters="cpu")
+    plain = run(precision="bf16-mixed", autocast=False, sharding="zero3", gpus=2, gpu=slow)
+    speed = run(precision="bf16-mixed", autocast=False, sharding="zero3", gpus=2, gpu=slow, offload_parameters="cpu")
     assert speed.host_step_s == 0
-    assert speed.offload_s == pytest.approx(293.76 + 170.4, rel=1e-12)
-    assert speed.step_s == pytest.approx(plain.step_s + 293.76 + 170.4, rel=1e-12)
+    assert speed.offload_s == pytest.approx(295.936 + 170.4, rel=1e-12)
+    assert speed.step_s == pytest.approx(plain.step_s + 295.936 + 170.4, rel=1e-12)
+
+
+# -- framework paths: launches and recompute ----------------------------------------------------------------
+# Launches of the compiled full fine-tune of TINY (module docstring), per layer: forward 2 norm + 2 rotary + 1
+# SwiGLU kernels, 7 GEMMs and the attention; backward 2 norms (each with its weight-gradient reduction: 4),
+# 2 rotary, 1 SwiGLU, 14 GEMMs (input and weight gradients) and FlashAttention-2's 3: 5 + 8 + 7 + 17 = 37,
+# x 2 layers = 74, and the compiled loss's 2: 76 launches a micro-batch.
+
+
+def test_a_micro_batch_takes_at_least_its_launches():
+    assert run().kernels == 76
+    slow_host = dataclasses.replace(CAL, training=dataclasses.replace(CAL.training, kernel_launch_s=1.0))
+    # 76 launches at 1 s each: 76 s, under the GPU's 89.728 s: the GPU paces the micro-batch.
+    paced_by_gpu = training_speed(BASE, None, calibration=slow_host)
+    assert paced_by_gpu.launch_s == pytest.approx(76.0)
+    assert paced_by_gpu.micro_batch_s == pytest.approx(89.728, rel=1e-12)
+    # At 2 s each: 152 s, over the GPU's time: the host paces it.
+    slower = dataclasses.replace(CAL, training=dataclasses.replace(CAL.training, kernel_launch_s=2.0))
+    paced_by_host = training_speed(BASE, None, calibration=slower)
+    assert paced_by_host.micro_batch_s == pytest.approx(152.0, rel=1e-12)
+    assert paced_by_host.step_s == pytest.approx(152.0 + 47.712, rel=1e-12)
+
+
+def test_selective_recompute_is_priced_per_framework():
+    # compiled: the forward's elementwise bytes again (272 B a layer and token, x 8 = 2,176 B / 500 = 4.352 s;
+    # Inductor fuses the recomputed pointwise work into the backward's kernels: no launches).
+    compiled = run(checkpointing="selective").micro_batch_s - run().micro_batch_s
+    assert compiled == pytest.approx(4.352, rel=1e-9)
+    # megatron: core attention again (Korthikanti et al. 2022): 640 forward FLOPs / 250 = 2.56 s.
+    megatron = run(framework="megatron", checkpointing="selective").micro_batch_s
+    assert megatron - run(framework="megatron").micro_batch_s == pytest.approx(2.56, rel=1e-9)
+    # eager: the forward's elementwise bytes of the eager layer again. Per token: two RMSNorms at 36 B over
+    # 8 (576 B), two residual adds at 6 B (96 B), rotary 20 B over q 8 and k 4 (240 B), repeat_kv's copies of
+    # K and V to both query heads, 2 x (4 + 8) x 2 B (48 B), SiLU and the product 10 B over 16 (160 B): 1,120 B,
+    # x 2 layers x 4 tokens = 8,960 B / 500 = 17.92 s.
+    eager = run(framework="eager", checkpointing="selective").micro_batch_s - run(framework="eager").micro_batch_s
+    assert eager == pytest.approx(17.92, rel=1e-9)
+    # full recompute runs the whole forward again whatever the framework: GEMMs 2 x 1,448 x 4 = 11,584 FLOPs /
+    # 500 = 23.168 s, attention 640 / 250 = 2.56 s, and the compiled forward's elementwise 4.352 s.
+    full = run(checkpointing="full").micro_batch_s - run().micro_batch_s
+    assert full == pytest.approx(23.168 + 2.56 + 4.352, rel=1e-9)
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_fused_and_compiled_paths_never_cost_more_than_eager(method):
+    # Per operation the fused and compiled kernels read and write no more than the eager ones they replace.
+    eager = run(framework="eager", method=method, trainable_params=ADAPTERS)
+    for framework in ("compiled", "fused"):
+        other = run(framework=framework, method=method, trainable_params=ADAPTERS)
+        assert other.micro_batch_s <= eager.micro_batch_s
+        assert other.kernels <= eager.kernels

@@ -70,7 +70,7 @@ class TrainingMechanisms:
     gemm_efficiency: float  # share of the GPU's achievable 16-bit GEMM rate (MAMF ceiling) in training
     attention_efficiency: float  # FlashAttention forward + backward, share of the GPU's attention ceiling
     low_precision_gemm_factor: float  # fp8 GEMMs (Transformer Engine, torchao float8): share of the above
-    elementwise_bytes: float  # bytes moved per token, per layer, per unit of hidden size, forward + backward
+    kernel_launch_s: float  # host time per kernel launch: a micro-batch takes at least its launches' time
     bandwidth_efficiency: float  # share of HBM bandwidth for elementwise kernels and the optimizer step
     link_efficiency: float  # share of per-direction link bandwidth for gradient and parameter collectives
     overlap: float  # share of a micro-batch's compute that data-parallel communication can hide behind
@@ -152,18 +152,18 @@ CALIBRATION = Calibration(
         roofline_sharpness=1.4,
     ),
     training=TrainingMechanisms(
-        gemm_efficiency=0.87,
-        attention_efficiency=0.403,
-        low_precision_gemm_factor=1,
-        elementwise_bytes=315,
-        bandwidth_efficiency=0.8,
-        link_efficiency=0.666,
+        gemm_efficiency=0.788,
+        attention_efficiency=0.571,
+        low_precision_gemm_factor=0.982,
+        kernel_launch_s=1e-05,
+        bandwidth_efficiency=0.4,
+        link_efficiency=0.769,
         overlap=1,
     ),
     bands={
         "ttft": ErrorBand("ttft", 53, 0.9, 0.51, 0.008),
         "tpot": ErrorBand("tpot", 48, 0.9, 0.31, 0.059),
         "tokens_per_s": ErrorBand("tokens_per_s", 105, 0.9, 0.28, 0.0),
-        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 138, 0.9, 0.36, 0.101),
+        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 142, 0.9, 0.42, -0.003),
     },
 )

@@ -88,15 +88,16 @@ def matmul_ceiling(gpu: Gpu, dtype: str) -> float:
 #   FlashAttention to give FusedAttention preference on Hopper+", transformer_engine/pytorch/attention/
 #   dot_product_attention/utils.py), so NeMo and Megatron run it: "up to 75% speed-up over
 #   FlashAttentionV2" on H100 (PyTorch 2.5 release notes, cuDNN SDPA backend): 35% x 1.75.
-# A kernel not measured on a GPU (FlashAttention-3 exists only for Hopper) takes FlashAttention-2's
-# figure there; GPUs with no figure take their MAMF ceiling x the lower of FlashAttention-2's measured
-# ratios to it (H100's), the cautious reading until a measurement lands.
+# A kernel not measured on a GPU (FlashAttention-3 exists only for Hopper; the Triton kernel was measured on
+# A100 only) takes FlashAttention-2's figure there; GPUs with no figure take their MAMF ceiling x the lower of
+# FlashAttention-2's measured ratios to it (H100's), the cautious reading until a measurement lands.
 HOPPER = ("h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h200-nvl", "h20")
 AMPERE_DATACENTER = ("a100-sxm-80gb", "a100-sxm-40gb", "a100-pcie-80gb", "a100-pcie-40gb")
 ATTENTION_CEILING: dict[str, dict[str, float]] = {
     "flash": {**dict.fromkeys(AMPERE_DATACENTER, 0.73), **dict.fromkeys(HOPPER, 0.35)},
     "flash3": dict.fromkeys(HOPPER, 0.75),
     "cudnn": dict.fromkeys(HOPPER, 0.35 * 1.75),
+    "triton": dict.fromkeys(AMPERE_DATACENTER, 0.40),
 }
 UNMEASURED_ATTENTION_RATIO = min(
     share / MATMUL_CEILING[gpu]["bf16"] for gpu, share in ATTENTION_CEILING["flash"].items() if gpu in MATMUL_CEILING
@@ -112,6 +113,19 @@ def attention_ceiling(gpu: Gpu, kernel: str = "flash") -> float:
         if gpu.id in table:
             return table[gpu.id]
     return matmul_ceiling(gpu, "bf16") * UNMEASURED_ATTENTION_RATIO
+
+
+def fp32_matmul_peak(gpu: Gpu, tf32: bool) -> tuple[float, str]:
+    """(FLOP/s, the units) fp32 matmuls run at: PyTorch's default fp32 matmul precision ("highest") keeps
+    them off the tensor cores, on the CUDA cores at the non-tensor fp32 peak; with TF32 allowed
+    (``torch.backends.cuda.matmul.allow_tf32``, ``torch.set_float32_matmul_precision("high")``, the Hugging
+    Face Trainer's ``tf32=True``) cuBLAS runs them on the tensor cores at the TF32 rate. A GPU without a
+    figure for the units falls back to its 16-bit rate (a custom GPU states only that one)."""
+    for dtype in ("tf32", "fp32") if tf32 else ("fp32",):
+        value = gpu.tflops.get(dtype)
+        if value:
+            return float(value) * 1e12, "TF32 tensor cores" if dtype == "tf32" else "CUDA cores (fp32, no TF32)"
+    return gpu.peak_flops("bf16"), "the 16-bit rate (no fp32 figure for this GPU)"
 
 
 def compute_dtype(quantization: str, gpu: Gpu) -> str:

@@ -748,7 +748,7 @@ class _Keyed:
 # run's length, its checkpoints, the GPU kind or the host's bandwidths (memory per GPU depends on none of them).
 _NOT_MEMORY = frozenset(
     {"tokens", "checkpoint_every_hours", "checkpoint_keep", "checkpoint_storage_gb", "hardware"}
-    | {"offload_host_gbs", "offload_nvme_gbs"}
+    | {"offload_host_gbs", "offload_nvme_gbs", "framework", "tf32"}
 )
 MEMORY_INPUTS: dict[str, str] = {
     "architecture": "architecture",

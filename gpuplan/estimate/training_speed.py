@@ -51,11 +51,13 @@ import math
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
+from gpuplan.estimate.kernels import adapter_work, decoder_work, layer_path, loss_work, model_linears
 from gpuplan.estimate.performance import (
     Efficiency,
     allreduce_time,
     attention_ceiling,
     attention_flops,
+    fp32_matmul_peak,
     gather_time,
     group_bandwidth,
     link_bandwidth,
@@ -64,8 +66,8 @@ from gpuplan.estimate.performance import (
 )
 from gpuplan.estimate.training import REGIMES, SHARDED_WEIGHT_BYTES, TrainingSetup
 from gpuplan.records import record
+from gpuplan.spec import Finetune
 
-LOSS_BYTES_PER_LOGIT = 16  # fp32 logits written and read by the loss, their gradient written and read (4 x 4 B)
 NF4_DEQUANT_BYTES = 2.5  # per NF4 weight per pass: read 0.5 B, write the bf16 copy (2 B) (bitsandbytes)
 # An optimizer step reads and writes the weights and each state and reads the gradient, per trainable
 # parameter. Per optimizer (every finetune.optimizer): its states per parameter and their bytes, None for
@@ -100,8 +102,8 @@ class TrainingWorkload:
 
     @property
     def recomputes(self) -> bool:
-        """Full checkpointing recomputes each layer's forward; selective recomputes only elementwise work
-        (norms, activations), counted as none."""
+        """Full checkpointing recomputes each layer's whole forward (``recompute_work`` says what selective
+        recomputes, framework by framework)."""
         return self.setup.job.checkpointing == "full"
 
 
@@ -118,6 +120,9 @@ class TrainingSpeed:
     step_s: float
     offload_s: float = 0.0  # per optimizer step: what offload adds (exposed copies and the host's step)
     host_step_s: float = 0.0  # of which the optimizer step on the CPU (NVMe swaps included)
+    micro_batch_s: float = 0.0  # one micro-batch on this GPU: the longer of its GPU time and its launches
+    launch_s: float = 0.0  # of which the host's time launching its kernels
+    kernels: float = 0.0  # kernel launches of one micro-batch on this GPU (recompute included)
 
 
 def model_flops_per_token(arch: Architecture, method: str, seq_len: int, trainable: int) -> float:
@@ -128,14 +133,46 @@ def model_flops_per_token(arch: Architecture, method: str, seq_len: int, trainab
     return 4 * matmul_params(arch) + 6 * trainable + attention
 
 
+def gemm_peak(job: Finetune, gpu: Gpu) -> tuple[float, str]:
+    """(dense FLOP/s, the units) the job's linear GEMMs run at: fp8-mixed at the fp8 peak where the GPU has
+    fp8 units, fp32 on the CUDA cores unless ``finetune.tf32`` (then TF32 tensor cores: ``fp32_matmul_peak``),
+    bf16 and fp16 on the 16-bit tensor cores."""
+    if job.precision == "fp8-mixed" and bool(gpu.tflops.get("fp8")):
+        return gpu.peak_flops("fp8"), "fp8 tensor cores"
+    if job.precision == "fp32":
+        return fp32_matmul_peak(gpu, job.tf32)
+    return gpu.peak_flops("fp16" if job.precision == "fp16-mixed" else "bf16"), "16-bit tensor cores"
+
+
 def _gemm_rate(w: TrainingWorkload, calibration: Calibration) -> float:
-    """FLOP/s of the job's linear GEMMs on its GPU: the compute dtype's peak x its MAMF ceiling x the GEMM
-    efficiency (fp8-mixed GEMMs at the fp8 rate where the GPU has it, less the low-precision factor)."""
+    """FLOP/s of the job's linear GEMMs on its GPU: the peak they run at x its MAMF ceiling x the GEMM
+    efficiency (fp8-mixed GEMMs at the fp8 rate where the GPU has it, less the low-precision factor; fp32
+    ones at the fp32 or TF32 peak x the 16-bit ceiling: the MAMF table measures none of them)."""
     cal, gpu = calibration.training, w.gpu
-    if w.setup.job.precision == "fp8-mixed" and bool(gpu.tflops.get("fp8")):
-        fp8_rate = gpu.peak_flops("fp8") * matmul_ceiling(gpu, "fp8")
-        return fp8_rate * cal.gemm_efficiency * cal.low_precision_gemm_factor
-    return gpu.peak_flops("bf16") * matmul_ceiling(gpu, "bf16") * cal.gemm_efficiency
+    peak, units = gemm_peak(w.setup.job, gpu)
+    if units.startswith("fp8"):
+        return peak * matmul_ceiling(gpu, "fp8") * cal.gemm_efficiency * cal.low_precision_gemm_factor
+    return peak * matmul_ceiling(gpu, "bf16") * cal.gemm_efficiency
+
+
+def _attention_rate(w: TrainingWorkload, calibration: Calibration) -> float:
+    """FLOP/s of attention: the kernel's share of the 16-bit peak (``attention_ceiling``) x the attention
+    efficiency. In fp32 SDPA has no flash kernel (FlashAttention takes 16-bit inputs only): the
+    memory-efficient kernel runs on the CUDA cores, taken at FlashAttention-2's share of the fp32 peak."""
+    job, gpu = w.setup.job, w.gpu
+    efficiency = calibration.training.attention_efficiency
+    if job.precision == "fp32":
+        return fp32_matmul_peak(gpu, False)[0] * attention_ceiling(gpu, "flash") * efficiency
+    return gpu.peak_flops("bf16") * attention_ceiling(gpu, job.attention) * efficiency
+
+
+def _adapter_rate(w: TrainingWorkload, calibration: Calibration) -> float:
+    """FLOP/s of the adapters' GEMMs: 16-bit under autocast or with 16-bit adapters, else fp32 (or TF32)."""
+    setup, gpu = w.setup, w.gpu
+    ceiling = matmul_ceiling(gpu, "bf16") * calibration.training.gemm_efficiency
+    if setup.uses_autocast or setup.lora_bytes == 2:
+        return gpu.peak_flops("bf16") * ceiling
+    return fp32_matmul_peak(gpu, setup.job.tf32)[0] * ceiling
 
 
 def seconds_per_token_floor(
@@ -177,29 +214,15 @@ def training_speed(
     # Compute of one micro-batch on this GPU.
     linear_forward = 2 * matmul_params(arch) * share * tokens
     attention_forward = attention_flops(arch, 0, job.seq_len) * share * job.micro_batch
-    linear_passes = 3 if job.method == "full" else 2
     recompute = 1 if w.recomputes else 0
     flops_per_token = model_flops_per_token(arch, job.method, job.seq_len, w.trainable_params)
     if efficiency.training_mfu is not None:
         rate = (gpu.peak_flops("fp8") if fp8 else peak16) * efficiency.training_mfu
         model = flops_per_token * share * tokens
         micro = (model + recompute * (linear_forward + attention_forward)) / rate
+        launch = kernels = 0.0
     else:
-        gemm_rate = _gemm_rate(w, calibration)
-        adapters = 6 * w.trainable_params * share * tokens if job.method != "full" else 0.0
-        linear = linear_forward * (linear_passes + recompute) + adapters
-        attention = attention_forward * (3 + recompute)
-        bandwidth = gpu.bandwidth * cal.bandwidth_efficiency
-        elementwise = cal.elementwise_bytes * arch.hidden * stage_layers / tp * tokens * (1 + recompute / 3)
-        loss = 0.0 if job.fused_loss else LOSS_BYTES_PER_LOGIT * arch.vocab / tp * tokens
-        dequant = 0.0
-        if job.method == "qlora":
-            dequant = arch.linear_params() * share * NF4_DEQUANT_BYTES * (2 + recompute)
-        micro = (
-            linear / gemm_rate
-            + attention / (peak16 * attention_ceiling(gpu, job.attention) * cal.attention_efficiency)
-            + (elementwise + loss + dequant) / bandwidth
-        )
+        micro, launch, kernels = micro_batch_time(w, calibration, linear_forward, attention_forward, share)
 
     # Tensor-parallel all-reduces of every micro-batch (on the critical path).
     link_efficiency = cal.link_efficiency
@@ -261,7 +284,80 @@ def training_speed(
         step_s=step,
         offload_s=offload,
         host_step_s=host_step,
+        micro_batch_s=micro,
+        launch_s=launch,
+        kernels=kernels,
     )
+
+
+def micro_batch_time(
+    w: TrainingWorkload, calibration: Calibration, linear_forward: float, attention_forward: float, share: float
+) -> tuple[float, float, float]:
+    """(seconds, of which the host's launches, launches) of one micro-batch on this GPU, by mechanism.
+
+    GPU time: the linear GEMMs (3 passes for full fine-tuning, 2 for adapters: no weight gradient) at the
+    GEMM rate; attention forward + backward (3x) at the attention rate; the framework's elementwise bytes
+    (``kernels.decoder_work``), the loss's (``kernels.loss_work``), autocast's weight casts (6 B
+    per fp32 weight each forward, 6 B per trained weight's gradient) and QLoRA's dequantization over HBM
+    bandwidth; the adapters' GEMMs at the roofline of their FLOPs and bytes (``kernels.adapter_work``).
+    Recompute (``recompute_work``) adds what it runs again at the same rates. The host launches every
+    kernel; queued ahead of a busy GPU, a micro-batch takes the longer of the two.
+    """
+    cal = calibration.training
+    setup, gpu = w.setup, w.gpu
+    job, arch = setup.job, setup.architecture
+    framework = job.framework
+    tokens = job.micro_batch * job.seq_len
+    tp = setup.tensor_parallel
+    layer_share = share * tp  # of the layers: this GPU's pipeline stage
+    bandwidth = gpu.bandwidth * cal.bandwidth_efficiency
+    work, launches = decoder_work(setup, framework, tokens, layer_share)
+    loss = loss_work(framework, setup.activation_bytes, tokens * arch.vocab / tp, job.fused_loss)
+    adapters = adapter_work(setup, framework, tokens, layer_share)
+    full = w.recomputes
+    selective = job.checkpointing == "selective"
+    # What recompute runs again: full, each layer's forward; selective, the elementwise forward (PyTorch
+    # selective activation checkpointing keeps matmul and attention outputs, as torchtune and torchtitan
+    # use it; under torch.compile the recomputed pointwise work fuses into the backward's kernels) or,
+    # under Megatron, core attention (Korthikanti et al. 2022, section 4.2; recompute_granularity
+    # selective recomputes core_attn).
+    attention_again = full or (selective and framework == "megatron")
+    again_bytes = work.forward_bytes * (full or (selective and framework != "megatron"))
+    again_bytes += adapters.elementwise.forward_bytes * full
+    again_kernels = 0.0
+    if full:
+        again_kernels = work.forward_kernels + launches.forward_kernels + adapters.elementwise.forward_kernels
+        again_kernels += adapters.gemm_kernels / 3
+    elif selective and framework in ("eager", "fused"):
+        again_kernels = work.forward_kernels
+    elif selective and framework == "megatron":
+        again_kernels = arch.attention_layers * layer_share
+
+    linear_passes = 3 if job.method == "full" else 2
+    gemm = linear_forward * (linear_passes + full) / _gemm_rate(w, calibration)
+    attention = attention_forward * (3 + attention_again) / _attention_rate(w, calibration)
+    casts = 0.0
+    if layer_path(setup, framework).autocast_fp32:
+        weights = arch.linear_params() * share + arch.vocab * arch.hidden / tp  # decoder linears and the head
+        casts = 6 * weights * (1 + full) + (6 * weights if not setup.is_adapter else 0.0)
+    dequant = 0.0
+    if job.method == "qlora":
+        dequant = arch.linear_params() * share * NF4_DEQUANT_BYTES * (2 + full)
+    streamed = work.bytes + loss.bytes + adapters.elementwise.bytes + again_bytes + casts + dequant
+    adapter_gemms = (1 + full / 3) * max(
+        adapters.gemm_flops / _adapter_rate(w, calibration), adapters.gemm_bytes / bandwidth
+    )
+    dora = (1 + full) * max(
+        adapters.weight_flops / (gpu.peak_flops("bf16") * matmul_ceiling(gpu, "bf16") * cal.gemm_efficiency),
+        adapters.weight_bytes / bandwidth,
+    )
+    gpu_time = gemm + attention + streamed / bandwidth + adapter_gemms + dora
+    kernels = work.kernels + launches.kernels + loss.kernels + adapters.elementwise.kernels + adapters.gemm_kernels
+    kernels += again_kernels
+    if job.method == "qlora":  # bitsandbytes dequantizes each NF4 linear in its own kernel, every pass
+        kernels += model_linears(arch, framework) * layer_share * (2 + full)
+    launch = kernels * cal.kernel_launch_s
+    return max(gpu_time, launch), launch, kernels
 
 
 def host_rates(w: TrainingWorkload) -> tuple[float, float, float]:

@@ -16,7 +16,10 @@ replicas (fewer sequences each) never need more memory per GPU, which the proper
 search is a scan in ascending replicas: latency is not monotone in the replicas (a batch's prefill and
 decode steps round to whole steps; a 1B model on L4 meets a 200 ms TTFT with 3 replicas, misses it with 4
 and 5, meets it with 6), so every count is tried in cost order. More GPUs, recompute or smaller
-micro-batches never lower a run's cost.
+micro-batches never lower a run's cost, with one exception the search does not look for: a layout on more
+GPUs that fits a larger micro-batch spreads what a micro-batch pays once (autocast's weight casts, QLoRA's
+dequantization, kernel launches) over more tokens, and can cost a little less per token than the fewest GPUs
+of that kind at a smaller micro-batch.
 
 Fine-tuning adds model parallelism only when needed: on a GPU kind, tensor and pipeline parallelism
 beyond the least that holds the job (with data parallelism, sharding, checkpointing, a fused loss or

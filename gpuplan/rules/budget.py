@@ -16,9 +16,10 @@ def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Estimates the run's time with the calibrated training speed model (6 x N FLOPs per token for full
-    fine-tuning, 4 x N for adapters, at the GPU's achievable matmul rate; recompute, elementwise work,
-    the optimizer step and exposed data-parallel traffic on top; `thresholds.training_mfu` overrides
-    the utilisation), and prices GPUs x hours.
+    fine-tuning, 4 x N for adapters, at the rate of the units the precision runs on; recompute, the
+    framework's elementwise kernels and launches, the adapters' GEMMs, the optimizer step and exposed
+    data-parallel traffic on top; `thresholds.training_mfu` overrides the utilisation), and prices GPUs x
+    hours.
 
     ## Why is this bad?
     The money runs out before the tokens do.
