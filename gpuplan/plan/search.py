@@ -389,8 +389,14 @@ class JobPlanner:
         assert isinstance(evaluator, FinetunePlanner)
         declared = evaluator.declared_settings()
         fused_choices = sorted({declared.fused_loss, True}, key=lambda value: value != declared.fused_loss)
-        if data_parallel == 1:
-            sharding_choices = [declared.sharding]  # nothing to shard over: leave the field as it is
+        tune = evaluator.spec.finetune
+        offloaded = tune is not None and (tune.offload_optimizer != "none" or tune.offload_parameters != "none")
+        if data_parallel == 1 and declared.sharding != "none" and not offloaded:
+            # Nothing to shard over: the paste drops the sharding (GP302 would call it needless), unless an
+            # offload rests on it (DeepSpeed and FSDP offload through their sharded optimizers).
+            sharding_choices = ["none"]
+        elif data_parallel == 1:
+            sharding_choices = [declared.sharding]
         else:
             kind = "zero3" if declared.sharding == "fsdp" else declared.sharding
             sharding_choices = [declared.sharding] + [s for s in SHARDING_ORDER if s != kind]
