@@ -208,14 +208,16 @@ def _stress_risks(stress: dict[str, Sensitivity | None], currency: str) -> list[
     return risks
 
 
+_WHY_NOT = {
+    "memory": "does not fit in memory",
+    "margin": "fits without the configured memory margin",
+    "latency": "misses its latency target",
+    "budget": "goes over the budget",
+}
+
+
 def _why_not(scenario: Scenario) -> str:
-    if not scenario.fits or not scenario.loads:
-        return "does not fit in memory"
-    if not scenario.comfortable:
-        return "fits without the configured memory margin"
-    if scenario.slo_met is False:
-        return "misses its latency target"
-    return "goes over the budget"
+    return _WHY_NOT[scenario.first_broken]
 
 
 def _configuration_risks(

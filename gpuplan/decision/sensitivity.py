@@ -70,6 +70,18 @@ class Scenario:
         the SLO and stays within the budget (a limit that is not declared is not broken)."""
         return self.comfortable and self.loads and self.slo_met is not False and self.within_budget is not False
 
+    @property
+    def first_broken(self) -> str:
+        """The first limit the layout breaks here, in the order an approver reads them: memory (it does not
+        fit or cannot start), margin (it fits without the headroom), latency (it misses the SLO), budget."""
+        if not self.loads or not self.fits:
+            return "memory"
+        if not self.comfortable:
+            return "margin"
+        if self.slo_met is False:
+            return "latency"
+        return "budget"
+
 
 @record
 class Sensitivity:

@@ -13,7 +13,7 @@ import re
 import stat
 import unicodedata
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import BinaryIO, Protocol, TypeVar
 
 from gpuplan.errors import GpuplanError
 
@@ -100,6 +100,25 @@ class LineReader:
             chunk = self.stream.readline(MAX_LINE_BYTES)
             if not chunk or chunk.endswith(b"\n"):
                 return
+
+
+Read = TypeVar("Read", covariant=True)
+
+
+class LineParser(Protocol[Read]):
+    """An engine log's parser: fed every line in turn, then asked for what it read."""
+
+    def line(self, number_: int, line: str) -> None: ...
+
+    def finish(self, path: str, reader: LineReader) -> Read: ...
+
+
+def parse_lines(stream: BinaryIO, path: str, parse: LineParser[Read]) -> Read:
+    """Feed ``parse`` every line of ``stream`` (named ``path`` in messages) through a LineReader, then finish it."""
+    reader = LineReader(stream)
+    for number_, line in reader:
+        parse.line(number_, line)
+    return parse.finish(path, reader)
 
 
 def clean(text: str, limit: int = MAX_SHOWN) -> str:

@@ -25,7 +25,7 @@ from typing import BinaryIO
 
 from gpuplan.errors import GpuplanError
 from gpuplan.evidence.collect import Collector
-from gpuplan.evidence.lines import MAX_COUNT_VALUE, LineReader, clean, number, resolution, size
+from gpuplan.evidence.lines import MAX_COUNT_VALUE, LineReader, clean, number, parse_lines, resolution, size
 from gpuplan.evidence.model import (
     BYTES,
     CUDA_GRAPHS,
@@ -89,11 +89,7 @@ _QUANTIZATION |= {"gptq_marlin": "int4-gptq", "w8a8_int8": "int8", "modelopt_fp4
 
 def read(stream: BinaryIO, path: str) -> Evidence:
     """Read an SGLang server log from ``stream`` (named ``path`` in messages). Raises GpuplanError."""
-    reader = LineReader(stream)
-    parse = _Parse()
-    for number_, line in reader:
-        parse.line(number_, line)
-    return parse.finish(path, reader)
+    return parse_lines(stream, path, _Parse())
 
 
 class _Parse:

@@ -28,7 +28,7 @@ from typing import BinaryIO
 
 from gpuplan.errors import GpuplanError
 from gpuplan.evidence.collect import Collector
-from gpuplan.evidence.lines import MAX_COUNT_VALUE, LineReader, clean, number, resolution, size
+from gpuplan.evidence.lines import MAX_COUNT_VALUE, LineReader, clean, number, parse_lines, resolution, size
 from gpuplan.evidence.model import (
     BYTES,
     GPU_TOTAL,
@@ -74,11 +74,7 @@ _OOM = re.compile(r"out of memory|OutOfMemoryError", re.I)
 
 def read(stream: BinaryIO, path: str) -> Evidence:
     """Read a TensorRT-LLM log from ``stream`` (named ``path`` in messages). Raises GpuplanError."""
-    reader = LineReader(stream)
-    parse = _Parse()
-    for number_, line in reader:
-        parse.line(number_, line)
-    return parse.finish(path, reader)
+    return parse_lines(stream, path, _Parse())
 
 
 class _Parse:

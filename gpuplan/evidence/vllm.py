@@ -28,7 +28,7 @@ from typing import BinaryIO
 from gpuplan.errors import GpuplanError
 from gpuplan.estimate.engines import VLLM_MEMORY_UTILIZATION
 from gpuplan.evidence.collect import Collector
-from gpuplan.evidence.lines import MAX_COUNT_VALUE, LineReader, clean, number, resolution, size
+from gpuplan.evidence.lines import MAX_COUNT_VALUE, LineReader, clean, number, parse_lines, resolution, size
 from gpuplan.evidence.model import (
     BYTES,
     CUDA_GRAPHS,
@@ -145,11 +145,7 @@ _OTHER = (*_STARTED, "Error", "Exception", "failed", "out of memory")
 
 def read(stream: BinaryIO, path: str) -> Evidence:
     """Read a vLLM V1 log from ``stream`` (named ``path`` in messages). Raises GpuplanError if it is not one."""
-    reader = LineReader(stream)
-    parse = _Parse()
-    for number_, line in reader:
-        parse.line(number_, line)
-    return parse.finish(path, reader)
+    return parse_lines(stream, path, _Parse())
 
 
 class _Parse:

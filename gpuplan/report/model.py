@@ -278,13 +278,15 @@ def _verdict_cell(scenario: Any) -> str:
         return "—"
     if scenario.passes:
         return "holds"
-    if not scenario.loads or not scenario.fits:
-        return "fails: does not fit"
-    if not scenario.comfortable:
-        return "fails: memory margin"
-    if scenario.slo_met is False:
-        return "fails: latency target"
-    return "fails: over budget"
+    return _FAILS[scenario.first_broken]
+
+
+_FAILS = {
+    "memory": "fails: does not fit",
+    "margin": "fails: memory margin",
+    "latency": "fails: latency target",
+    "budget": "fails: over budget",
+}
 
 
 def _comparison_table(job: JobMemo, title: str) -> dict[str, Any] | None:

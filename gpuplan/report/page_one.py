@@ -237,14 +237,16 @@ def stress_lines(memo: Memo) -> list[str]:
     return lines
 
 
+_WHY = {
+    "memory": "it does not fit in memory",
+    "margin": "it fits without the memory margin",
+    "latency": "it misses its latency target",
+    "budget": "it is over budget",
+}
+
+
 def _why(scenario: Scenario) -> str:
-    if not scenario.loads or not scenario.fits:
-        return "it does not fit in memory"
-    if not scenario.comfortable:
-        return "it fits without the memory margin"
-    if scenario.slo_met is False:
-        return "it misses its latency target"
-    return "it is over budget"
+    return _WHY[scenario.first_broken]
 
 
 def _scenarios(scenarios: tuple[Scenario, ...]) -> str:
