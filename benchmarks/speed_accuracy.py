@@ -3,7 +3,7 @@
     python benchmarks/speed_accuracy.py              # the shipped calibration, every record
     python benchmarks/speed_accuracy.py --held-out   # also: each half of the sources predicted by the other's fit
     python benchmarks/speed_accuracy.py --fit        # refit the calibrated figures over all records; prints them
-    python benchmarks/speed_accuracy.py --loso       # also: training tokens/s, each source predicted by the others' fit
+    python benchmarks/speed_accuracy.py --loso       # also: each source (serving and training) predicted by the others' fit
 
 Every record of ``benchmarks/data/speed-calibration.yaml`` is turned into the spec it describes and run
 through the path users run (load -> validate -> resolve -> analyse, as ``gpuplan estimate`` does); the
@@ -39,11 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gpuplan.analysis import Analysis, analyse  # noqa: E402
-from gpuplan.estimate.calibration import (  # noqa: E402
-    CALIBRATION,
-    Calibration,
-    ErrorBand,
-)
+from gpuplan.estimate.calibration import CALIBRATION, Calibration  # noqa: E402
 from gpuplan.estimate.performance import Efficiency  # noqa: E402
 from gpuplan.estimate.serving_speed import ServingWorkload, burst_ttft, serving_speed  # noqa: E402
 from gpuplan.estimate.training_speed import training_speed  # noqa: E402
@@ -59,8 +55,6 @@ METRIC_NAMES = {
     "tokens_per_s": "output tokens/s",
     "training_tokens_per_s_per_gpu": "training tokens/s/GPU",
 }
-BAND_KEYS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "tokens_per_s": "tokens_per_s"}
-BAND_KEYS["training_tokens_per_s_per_gpu"] = "training_tokens_per_s"
 TARGET_MEDIAN, TARGET_WITHIN, TARGET_BIAS = 0.15, 0.75, 0.10
 
 
@@ -315,15 +309,6 @@ def summarise(errors: list[float]) -> Summary:
         sum(a <= 0.20 for a in absolute) / len(errors),
         sum(a <= 0.25 for a in absolute) / len(errors),
         max(errors, key=abs),
-    )
-
-
-def band(metric: str, errors: list[float], share: float = 0.9) -> ErrorBand:
-    """The +-bound that ``share`` of the records' errors fall within (nearest-rank quantile of |error|)."""
-    absolute = sorted(abs(e) for e in errors)
-    index = min(len(absolute) - 1, math.ceil(share * len(absolute)) - 1)
-    return ErrorBand(
-        BAND_KEYS[metric], len(errors), share, round(absolute[index], 2), round(statistics.median(errors), 3)
     )
 
 
@@ -728,19 +713,45 @@ def fit(
 
 
 def leave_one_source_out(
-    records: list[Record], base: Calibration, max_nfev: int | None = None, starts: int = 1
+    records: list[Record],
+    base: Calibration,
+    max_nfev: int | None = None,
+    starts: int = 1,
+    kinds: tuple[str, ...] = ("training",),
 ) -> tuple[list[Result], list[FitReport]]:
-    """Training tokens/s out of sample: each training source estimated with the training figures fitted on
-    every other training source (``fit_training``: the shared mechanism figures, never one per record)."""
-    training = [r for r in records if r.kind == "training" and r.workload is not None]
+    """Each source of ``kinds`` estimated with the figures of its kind (``fit_serving``, ``fit_training``:
+    the shared mechanism figures, never one per record) fitted on every other source: out of sample. One
+    fit report per source, in the order of the sources, labelled "all but <source>"."""
+    fits = {"serving": fit_serving, "training": fit_training}
     results: list[Result] = []
     reports: list[FitReport] = []
-    for source in sorted({r.source for r in training}):
-        others = [r for r in training if r.source != source]
-        fitted, report = fit_training(others, base, max_nfev, f"all but {source}", starts)
-        results += evaluate_fast([r for r in training if r.source == source], fitted)
-        reports.append(report)
+    for kind in kinds:
+        of_kind = [r for r in records if r.kind == kind and r.workload is not None]
+        for source in sorted({r.source for r in of_kind}):
+            others = [r for r in of_kind if r.source != source]
+            fitted, report = fits[kind](others, base, max_nfev, f"all but {source}", starts)
+            results += evaluate_fast([r for r in of_kind if r.source == source], fitted)
+            reports.append(report)
     return results, reports
+
+
+def parameter_named(name: str) -> Parameter:
+    """The fitted figure ``block.key`` (``serving.link_efficiency``, ``vllm.gemm_efficiency``) with its bounds."""
+    block, key = name.split(".", 1)
+    if block == "serving":
+        return Parameter(block, key, SERVING_GLOBALS[key])
+    if block == "training":
+        return Parameter(block, key, TRAINING_FIGURES[key])
+    return Parameter(block, key, ENGINE_FIGURES[key])
+
+
+def with_figures(base: Calibration, figures: dict[str, float]) -> Calibration:
+    """``base`` with the fitted figures ``{block.key: value}`` of one fit set, as the fit built them."""
+    parameters = [parameter_named(name) for name in figures]
+    training = {p.key: figures[p.name] for p in parameters if p.block == "training"}
+    serving = [p for p in parameters if p.block != "training"]
+    calibration = build_serving(base, serving, [figures[p.name] for p in serving]) if serving else base
+    return replace(calibration, training=replace(calibration.training, **training))
 
 
 @dataclass(frozen=True)
@@ -766,15 +777,19 @@ def out_of_sample(errors: list[float]) -> OutOfSample:
 
 
 def print_leave_one_source_out(results: list[Result]) -> None:
-    print("Leave one source out: training tokens/s/GPU, each source estimated with the figures fitted on the others")
-    print(f"{'held-out source':<62}{'n':>4}{'median |err|':>14}{'bias':>9}{'under':>8}{'worst':>9}")
-    grouped: dict[str, list[float]] = {}
-    for result in results:
-        grouped.setdefault(result.record.source, []).append(result.error)
-    rows = [*sorted(grouped.items()), ("all records", [e for errors in grouped.values() for e in errors])]
-    for source, errors in rows:
-        s = out_of_sample(errors)
-        print(f"{source[:61]:<62}{s.n:>4}{s.median_abs:>14.1%}{s.bias:>+9.1%}{s.share_under:>8.0%}{s.worst:>+9.0%}")
+    print("Leave one source out: each source estimated with the figures fitted on every other source")
+    print(f"{'metric':<24}{'held-out source':<62}{'n':>4}{'median |err|':>14}{'bias':>9}{'under':>8}{'worst':>9}")
+    for metric, group in by_metric(results).items():
+        grouped: dict[str, list[float]] = {}
+        for result in group:
+            grouped.setdefault(result.record.source, []).append(result.error)
+        rows = [*sorted(grouped.items()), ("all records", [r.error for r in group])]
+        for source, errors in rows:
+            s = out_of_sample(errors)
+            print(
+                f"{METRIC_NAMES[metric]:<24}{source[:61]:<62}{s.n:>4}{s.median_abs:>14.1%}{s.bias:>+9.1%}"
+                f"{s.share_under:>8.0%}{s.worst:>+9.0%}"
+            )
     print()
 
 
@@ -867,11 +882,6 @@ def print_calibration(calibration: Calibration) -> None:
         for key, value in dataclasses.asdict(block).items():
             print(f"        {key}={value:.3g},")
         print("    ),")
-    if calibration.bands:
-        print("    bands={")
-        for key, b in calibration.bands.items():
-            print(f'        "{key}": ErrorBand("{key}", {b.records}, {b.share}, {b.within}, {b.signed_median}),')
-        print("    },")
     print(")")
     print()
 
@@ -907,7 +917,9 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="refit every figure over all records and print them")
     parser.add_argument("--held-out", action="store_true", help="fit on one half of the sources, measure the other")
     parser.add_argument(
-        "--loso", action="store_true", help="training: fit on every source but one, measure that one, for each source"
+        "--loso",
+        action="store_true",
+        help="fit on every source but one, measure that one, for each source (serving and training)",
     )
     parser.add_argument(
         "--max-nfev",
@@ -944,11 +956,10 @@ def main() -> None:
         print("Held-out split: half A =", ", ".join(sorted(first)))
         print("                half B =", ", ".join(sorted(second)))
         print_summary("Held out (each record estimated with the figures fitted on the other half)", held)
-        if args.fit:
-            bands = {BAND_KEYS[m]: band(m, [r.error for r in group]) for m, group in by_metric(held).items()}
-            calibration = replace(calibration, bands=bands)
     if args.loso:
-        loso, loso_reports = leave_one_source_out(records, CALIBRATION, args.max_nfev, args.starts)
+        loso, loso_reports = leave_one_source_out(
+            records, CALIBRATION, args.max_nfev, args.starts, ("serving", "training")
+        )
         print_leave_one_source_out(loso)
         reports += loso_reports
     if reports:

@@ -9,7 +9,8 @@ from dataclasses import field
 from typing import Any
 
 from gpuplan.catalog import Gpu
-from gpuplan.estimate.calibration import CALIBRATION, Calibration, ErrorBand
+from gpuplan.estimate.bands import MemoryBand, SpeedBand, finetune_band, serving_speed_bands, training_speed_bands
+from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.engines import (
     SGLANG_ENGINE,
     TRTLLM_ENGINE,
@@ -24,7 +25,6 @@ from gpuplan.estimate.engines import (
 )
 from gpuplan.estimate.kernels import FRAMEWORKS
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
-from gpuplan.estimate.memory_bands import MemoryBand, finetune_band
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import (
     ServingMemory,
@@ -77,6 +77,7 @@ from gpuplan.units import (
     DTYPE_BYTES,
     GIB,
     HOURS_DIGITS,
+    MS_DIGITS,
     RATE_DIGITS,
     TPOT_MS_DIGITS,
     milliseconds,
@@ -117,7 +118,7 @@ class FinetuneEstimate:
     price_source: str
     checkpoint_bytes: int
     notes: Notes = field(compare=False, repr=False)  # words `assumptions`: see there
-    bands: dict[str, ErrorBand]  # speed figure -> the calibration's out-of-sample error band
+    bands: dict[str, SpeedBand]  # speed figure -> its error band, measured out of sample (estimate.bands)
     workload: TrainingWorkload | None = None  # what the speed was computed from
 
     @functools.cached_property
@@ -161,7 +162,7 @@ class ServeEstimate:
     price_per_hour: float | None
     price_source: str
     notes: Notes = field(compare=False, repr=False)  # words `assumptions`: see there
-    bands: dict[str, ErrorBand]  # speed figure (ttft, tpot, tokens_per_s) -> calibration error band
+    bands: dict[str, SpeedBand]  # ttft, tpot, tokens_per_s -> the band under the job's load shape
     workload: ServingWorkload | None = None  # what the speed was computed from
     efficiency: Efficiency | None = field(default=None, compare=False, repr=False)
     calibration: Calibration = field(default=CALIBRATION, compare=False, repr=False)
@@ -222,7 +223,8 @@ class ServeEstimate:
     def cost_per_million_tokens(self) -> float | None:
         if self.price_per_hour is None or self.speed.tokens_per_s <= 0 or not self.loads:
             return None
-        return self.gpus * self.price_per_hour / (self.speed.tokens_per_s * 3600) * 1e6
+        cost = self.gpus * self.price_per_hour / (self.speed.tokens_per_s * 3600) * 1e6
+        return cost if math.isfinite(cost) else None  # a throughput too small to price (subnormal)
 
 
 @record
@@ -270,7 +272,7 @@ def estimate_finetune(
         source,
         checkpoint_bytes(setup),
         functools.partial(_finetune_assumptions, spec, job, efficiency, overhead, source, speed, calibration),
-        _bands(calibration, ("training_tokens_per_s",)),
+        training_speed_bands(),
         workload,
     )
 
@@ -441,7 +443,7 @@ def estimate_serve(
         price,
         source,
         functools.partial(_serve_assumptions, spec, job, setup, efficiency, source, speed, calibration),
-        _bands(calibration, ("ttft", "tpot", "tokens_per_s")),
+        serving_speed_bands(job.arrival),
         workload,
         efficiency,
         calibration,
@@ -545,10 +547,6 @@ def workload_at_load(deployment: ServingWorkload, kv_available: float, concurren
         concurrency=concurrency,
         replicas=replicas,
     )
-
-
-def _bands(calibration: Calibration, metrics: tuple[str, ...]) -> dict[str, ErrorBand]:
-    return {name: calibration.bands[name] for name in metrics if name in calibration.bands}
 
 
 def analyse(spec: Spec, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION) -> Analysis:
@@ -971,15 +969,20 @@ def _load_note(job: Serve, speed: ServingSpeed) -> str:
     )
 
 
-def _bands_dict(bands: dict[str, ErrorBand]) -> dict[str, dict[str, float | int]]:
+def _speed_band_dict(band: SpeedBand, figure: float | None, confidence: float, digits: int) -> dict[str, Any] | None:
+    """A speed figure's band at ``confidence``: its low and high edges (in the figure's unit, at its digits),
+    which of them is the slow one, and what it was measured on; None where the figure is not stated."""
+    if figure is None or not math.isfinite(figure):
+        return None
+    fast, slow = band.edges(figure, confidence)
     return {
-        name: {
-            "records": band.records,
-            "share": band.share,
-            "within": band.within,
-            "signed_median": band.signed_median,
-        }
-        for name, band in bands.items()
+        "low": rounded(min(fast, slow), digits),
+        "high": rounded(max(fast, slow), digits),
+        "slow": "low" if slow < fast else "high",
+        "confidence": confidence,
+        "records": band.records,
+        "pooled": band.pooled,
+        "basis": band.describe(),
     }
 
 
@@ -994,6 +997,20 @@ def _memory_band_dict(f: FinetuneEstimate, confidence: float, figure: str = "dev
         "records": band.records,
         "pooled": band.pooled,
         "basis": band.describe(),
+    }
+
+
+def _serve_speed_bands(s: ServeEstimate, confidence: float) -> dict[str, Any]:
+    figures = {
+        "ttft_ms_band": ("ttft", s.speed.ttft_s * 1000, MS_DIGITS),
+        "ttft_median_ms_band": ("ttft", s.speed.ttft_median_s * 1000, MS_DIGITS),
+        "ttft_p90_ms_band": ("ttft", s.speed.ttft_p90_s * 1000, MS_DIGITS),
+        "tpot_ms_band": ("tpot", s.speed.tpot_s * 1000, TPOT_MS_DIGITS),
+        "tokens_per_s_band": ("tokens_per_s", s.speed.tokens_per_s, RATE_DIGITS),
+    }
+    return {
+        key: _speed_band_dict(s.bands[metric], figure if s.loads else None, confidence, digits)
+        for key, (metric, figure, digits) in figures.items()
     }
 
 
@@ -1031,7 +1048,9 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "step_s": round(f.speed.step_s, 4),
             "gradient_sync_s": round(f.speed.gradient_sync_s, 4),
             "offload_s": round(f.speed.offload_s, 4),
-            "speed_bands": _bands_dict(f.bands),
+            "tokens_per_s_band": _speed_band_dict(
+                f.bands["training_tokens_per_s"], f.speed.tokens_per_s, analysis.spec.plan.confidence, RATE_DIGITS
+            ),
             "cost": None if f.cost is None else rounded(f.cost, CENT_DIGITS),
             "price_per_gpu_hour": f.price_per_hour,
             "checkpoint_bytes": f.checkpoint_bytes,
@@ -1078,6 +1097,8 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "ttft_ms": _finite_ms(s.speed.ttft_s) if s.loads else None,
             "ttft_median_ms": _finite_ms(s.speed.ttft_median_s) if s.loads else None,
             "ttft_p90_ms": _finite_ms(s.speed.ttft_p90_s) if s.loads else None,
+            # Each speed figure's band at plan.confidence, measured on runs not used to tune the model.
+            **_serve_speed_bands(s, analysis.spec.plan.confidence),
             "ttft_single_ms": milliseconds(s.speed.ttft_single_s) if s.loads else None,
             "frontend_ms": milliseconds(s.speed.frontend_s),
             "tpot_ms": milliseconds(s.speed.tpot_s, TPOT_MS_DIGITS) if s.loads else None,
@@ -1089,7 +1110,6 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             else rounded(s.speed.duration_s, RATE_DIGITS),
             "running_sequences": round(s.speed.running, 1) if s.loads else None,
             **({} if figures_only else {"metrics": METRIC_CONTRACT, "categories": _categories_dict(s)}),
-            "speed_bands": _bands_dict(s.bands),
             "monthly_cost": None if s.monthly_cost is None else rounded(s.monthly_cost, CENT_DIGITS),
             "cost_per_million_tokens": None
             if s.cost_per_million_tokens is None

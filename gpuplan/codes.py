@@ -308,6 +308,14 @@ CODES: dict[str, Code] = {
             "misses its time-per-output-token SLO",
         ),
         Code(
+            "GP405",
+            "slo-at-risk",
+            "benchmark",
+            WARNING,
+            "The latency estimate meets the SLO, but its slow edge at plan.confidence does not.",
+            Approval.NEEDS_CHANGE,
+        ),
+        Code(
             "GP501",
             "finetune-over-budget",
             "budget",

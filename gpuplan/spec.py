@@ -230,7 +230,7 @@ class PlanLimits:
     vendors: tuple[str, ...]  # only GPUs of these vendors (lower case); empty: any
     max_gpus: int
     max_nodes: int
-    confidence: float  # a sound fine-tuning layout fits at its pessimistic memory edge at this confidence
+    confidence: float  # a sound layout fits at its pessimistic memory edge and meets its SLO at its slow edge
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> PlanLimits:

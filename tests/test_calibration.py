@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from gpuplan.catalog import get_gpu
-from gpuplan.estimate.calibration import CALIBRATION, ErrorBand, _engine
+from gpuplan.estimate.calibration import CALIBRATION, _engine
 from gpuplan.units import GIB
 
 
@@ -61,8 +61,3 @@ def test_engine_record_keeps_each_figure_in_its_field():
     # Every other engine's prompt pass samples the first token itself.
     for engine_id in ("vllm", "sglang", "trtllm", "generic"):
         assert not _engine(engine_id, 0.1, 0.2, 0.3, 0.4, 0.5, True).first_token_from_decode_step
-
-
-def test_error_band_description():
-    # 0.9 -> "90%", 0.28 -> "±28%".
-    assert ErrorBand("tokens_per_s", 105, 0.9, 0.28, 0.03).describe() == "calibration: 90% of 105 records within ±28%"

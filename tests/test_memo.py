@@ -13,7 +13,7 @@ import json
 import re
 
 import pytest
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, ROOT, run_cli
 
 from gpuplan.decision.audit import content_hash
 from gpuplan.decision.memo import add_months, build_memo, term_of
@@ -39,6 +39,9 @@ serve:
 """
 
 
+SPEED_BANDS = json.loads((ROOT / "gpuplan" / "estimate" / "speed_bands.json").read_text())
+
+
 def page_one(markdown: str) -> str:
     """The Markdown report's first page: everything before the first folded appendix."""
     return markdown.split("<details>")[0]
@@ -46,24 +49,28 @@ def page_one(markdown: str) -> str:
 
 def test_the_funded_layout_is_stress_tested_beside_the_declared_one():
     # serve-llama-70b: GP507 asks for 2 x h200-sxm (TP 2) instead of the declared 4 x h100-sxm (TP 4). The
-    # stress test ran only on the declared layout, which holds at twice the concurrency, twice the context
-    # and the slow end of the speed band; the layout the approver funds does not:
-    # - 64 sequences per replica: TPOT 73.5 ms against the 60 ms SLO;
-    # - 16,384-token context: TTFT 2,671 ms against 2,000;
-    # - slow end of the bands: TTFT 1,126 / (1 - 0.51) = 2,298.9 ms and TPOT 46.4 / (1 - 0.31) = 67.3 ms.
+    # declared layout holds at twice the concurrency; the layout the approver funds does not: at 64 sequences
+    # per replica its TPOT is 73.5 ms against the 60 ms SLO. It holds at twice the context (TTFT 2,577 ms
+    # against 3,500) and at the slow edge of the bands, where the planner judged it: TTFT 1,095 ms x the 69th
+    # of 76 closed-loop TTFT ratios (about 2.82) = 3,092 ms, TPOT 46.4 ms x the 63rd of 69 TPOT ratios.
     memo = build_memo(lint_path(str(EXAMPLES / "serve-llama-70b.yaml")), TODAY)
     (job,) = memo.jobs
     assert job.changed and job.funded.layout.describe() == "2 x h200-sxm, tensor_parallel 2"
     assert [stress.label for stress in job.stresses] == ["recommended", "declared"]
-    assert [scenario.key for scenario in job.weaker] == ["concurrency", "context", "speed_slow"]
+    assert [scenario.key for scenario in job.weaker] == ["concurrency"]
     funded = job.stresses[0].sensitivity
     slow = funded.scenario("speed_slow")
     base = funded.scenario("base")
-    assert slow is not None and base is not None and slow.ttft_s is not None
-    assert slow.ttft_s == pytest.approx(base.ttft_s / (1 - 0.51), rel=0.01) and slow.slo_met is False
+    assert slow is not None and base is not None and slow.ttft_s is not None and base.tpot_s is not None
+    ttft_ratios = SPEED_BANDS["speed"]["ttft"]["closed-loop"]["ratios"]
+    tpot_ratios = SPEED_BANDS["speed"]["tpot"]["closed-loop"]["ratios"]
+    assert (len(ttft_ratios), len(tpot_ratios)) == (76, 69)  # ceil(0.9 x 76) = 69, ceil(0.9 x 69) = 63
+    assert slow.ttft_s == pytest.approx(base.ttft_s * ttft_ratios[68], rel=1e-9)
+    assert slow.tpot_s == pytest.approx(base.tpot_s * tpot_ratios[62], rel=1e-9)
+    assert slow.slo_met is True and slow.ttft_s * 1000 < 3500
     # The risks are the funded layout's: the stress test's findings among them.
     titles = [risk.title for risk in memo.risks]
-    assert "Latency target at the slow edge" in titles and "No room for twice the load" in titles
+    assert "No room for twice the load" in titles and "Latency target at the slow edge" not in titles
     # Twice the users, on the funded GPU kind: 4 x h200-sxm at 4 x 4.545 x 730 = 13,271.4 -> 13,271 a month,
     # 13,271 - 6,636 = 6,635 more than the funded layout.
     growth = job.stresses[0].growth
@@ -73,7 +80,7 @@ def test_the_funded_layout_is_stress_tested_beside_the_declared_one():
     first = page_one(out)
     assert (
         "**⚠ Unlike the declared layout, the recommended serving layout fails the stress test at twice the "
-        "requests in flight; requests twice as long; the slow end of the speed estimate.**" in first
+        "requests in flight.**" in first
     )
     assert "twice the users: +6,635 USD a month (4 x h200-sxm at 13,271 USD a month)" in first
     # Appendix C sets the two layouts side by side, scenario by scenario.
@@ -142,6 +149,21 @@ def test_a_layout_that_cannot_run_is_quoted_no_latency(write_spec):
     assert "| as planned | holds | fails: does not fit |" in out  # the declared layout in the stress test
 
 
+def test_a_layout_kept_at_risk_names_the_slow_edge_among_its_risks(write_spec):
+    # The at-risk example (one L4, p90 TTFT 1,027 ms against 1,500; about 2,900 at the slow edge) with GP405
+    # waived: the approver funds the declared L4, and its stress test misses the SLO at the slow edge of the
+    # speed band, which the risks say.
+    text = (EXAMPLES / "findings" / "benchmark-slo-at-risk.yaml").read_text() + (
+        "waivers:\n  - {rule: GP405, reason: 'internal tool, latency is best effort', approved_by: platform-lead}\n"
+    )
+    memo = build_memo(lint_path(str(write_spec(text))), TODAY)
+    (job,) = memo.jobs
+    assert not job.changed and job.funded.layout.describe() == "1 x l4"
+    slow = job.stresses[0].sensitivity.scenario("speed_slow")
+    assert slow is not None and slow.slo_met is False and slow.ttft_s * 1000 > 1500
+    assert "Latency target at the slow edge" in [risk.title for risk in memo.risks]
+
+
 def test_the_term_runs_from_term_start_and_a_run_is_one_off(write_spec):
     # 2026-12-02 for 12 months ends 2027-12-01; 2027-01-31 for one month ends on February's last day (there
     # is no 31 February); 2027-01-28 for one month ends 2027-02-27 (the next term starts on the 28th).
@@ -160,11 +182,12 @@ def test_the_term_runs_from_term_start_and_a_run_is_one_off(write_spec):
         "| **Amount to sign** | 39,816 USD, not to exceed, 2027-01-01 to 2027-06-30 (6 months): serving up to " in out
     )
     # A fine-tuning run alone is one-off, not "over 12 months": qlora-llama-70b (APPROVE), estimated at 89.84 USD.
-    # A ceiling covers the run at the slow end of its speed band (throughput ±42%: it takes 1.42 times as
-    # long, 89.84 x 1.42 = 127.6, shown 128), so the stress test shows no cost above what is signed.
+    # A ceiling covers the run at the slow edge of its speed band at 0.9 (training throughput measured /
+    # estimate at 0.1: the 15th of 142 ratios, 0.7455, so it takes 1 / 0.7455 times as long: 89.84 / 0.7455 =
+    # 120.5, shown 121), so the stress test shows no cost above what is signed.
     _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))
     assert (
-        "| **Amount to sign** | 128 USD, not to exceed, one-off: fine-tuning run up to 128 USD (one-off; "
+        "| **Amount to sign** | 121 USD, not to exceed, one-off: fine-tuning run up to 121 USD (one-off; "
         "estimated at 89.84 USD, allowing for the slow end of the speed estimate) |" in out
     )
     assert "12 months" not in page_one(out)
@@ -240,15 +263,15 @@ def test_every_examples_markdown_fits_one_github_comment(spec):
 
 def test_plan_and_report_state_the_same_decision():
     # One decision, computed once (gpuplan.decision.memo): `gpuplan plan` carries the report's verdict and
-    # amount to sign. finetune-then-serve: the run on 1 x b200-hgx at its slow end (147 x 1.42 = 209)
-    # + 584 x 12 = 7,217 USD.
+    # amount to sign. finetune-then-serve: the run on 1 x b200-hgx at its slow edge (147.4 / 0.7455 = 197.7,
+    # up to 198; test_decision.py) + 584 x 12 = 7,206 USD.
     _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
     decision = json.loads(out)["decision"]
     assert decision["verdict"] == "APPROVE WITH CHANGES"
-    assert (decision["amount_to_sign"], decision["amount_to_sign_text"]) == (7217, "7,217 USD")
+    assert (decision["amount_to_sign"], decision["amount_to_sign_text"]) == (7206, "7,206 USD")
     assert decision["term"] == {"start": "2026-12-02", "end": "2027-12-01", "months": 12}
     _, report, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
-    assert report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,217 USD, not to exceed" in report
+    assert report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,206 USD, not to exceed" in report
 
 
 QUOTED = """\

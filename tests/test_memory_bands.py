@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from test_properties_plan import finetune_specs
 
 from gpuplan.config import default_settings
-from gpuplan.estimate.memory_bands import MemoryBand
+from gpuplan.estimate.bands import MemoryBand
 from gpuplan.plan.configured import planner_for
 from gpuplan.spec import default_plan_limits
 from gpuplan.validate import load_schema

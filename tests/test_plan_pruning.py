@@ -27,7 +27,7 @@ from gpuplan.estimate.serving_speed import floor_bounds, latency_bounds, latency
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.probes import Galloping, Scan
 from gpuplan.records import evolve
-from tests.test_properties_plan import make_spec
+from tests.test_properties_plan import make_spec, slow_edge
 
 MODELS = [
     "llama-3.2-1b",  # tied embeddings
@@ -190,15 +190,18 @@ def test_the_cheap_floor_bounds_never_exceed_the_floors(document):
 def test_the_planner_never_drops_a_family_with_a_layout_that_meets_the_slo(document):
     # The planner's floors read the weights each split's decode step reads (the same at every replica
     # count), not a memory estimate's. Witness: the family's declared replica count evaluated by the
-    # planner itself; with the SLO set to that layout's own TTFT and TPOT (so it meets the SLO, exactly),
-    # the family must not be judged out of reach.
+    # planner itself; with the SLO set to that layout's own TTFT and TPOT at their slow edges at the plan's
+    # confidence (so it meets the SLO there, exactly), the family must not be judged out of reach.
     spec = make_spec(document)
     evaluator = planner_for(spec, default_settings()).serve.evaluator
     hardware = document["serve"]["hardware"]
     gpu, tp, pp = gpu_catalog()[hardware["gpu"]], hardware["tensor_parallel"], hardware["pipeline_parallel"]
     replicas = hardware["count"] // (tp * pp)
     speed = evaluator.evaluate(evaluator.layout(gpu, tp, pp, replicas)).estimate.speed
-    document["serve"]["slo"] = {"ttft_ms": speed.ttft_s * 1000, "tpot_ms": speed.tpot_s * 1000}
+    document["serve"]["slo"] = {
+        "ttft_ms": speed.ttft_s * 1000 * slow_edge(spec, "ttft"),
+        "tpot_ms": speed.tpot_s * 1000 * slow_edge(spec, "tpot"),
+    }
     evaluator = planner_for(make_spec(document), default_settings()).serve.evaluator
     assert not evaluator.slo_out_of_reach(gpu, tp, pp)
 

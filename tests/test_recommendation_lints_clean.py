@@ -2,7 +2,8 @@
 
 A recommendation that a second lint flags (a sharding kept on one GPU, a layout over a limit) would send a
 user round in circles; each example is planned, every job's `paste` fragment merged into the spec as the
-user would, and the result linted again. Information findings (a quote's age) may remain.
+user would, and the result linted again. Information findings (a quote's age) may remain, and so may the
+budget's error where the plan itself says its recommendation is over budget (no sound layout fits it).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def test_the_pasted_recommendation_lints_without_warnings(path: Path):
     spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     recommended = [job["recommended"] for job in json.loads(out)["jobs"] if job["recommended"]]
     assert recommended, path.name  # every bundled example has a sound layout to recommend
+    over_budget = {"GP501", "GP502"} if any(option["within_budget"] is False for option in recommended) else set()
     for option in recommended:
         _merge(spec, yaml.safe_load(option["yaml"]))
     pasted = path.parent / f".pasted-{path.name}"  # beside the example: its config.json paths resolve
@@ -41,4 +43,5 @@ def test_the_pasted_recommendation_lints_without_warnings(path: Path):
     finally:
         pasted.unlink()
     findings = json.loads(out)["findings"]
-    assert [(f["code"], f["message"]) for f in findings if f["severity"] in ("error", "warning")] == []
+    flagged = [(f["code"], f["message"]) for f in findings if f["severity"] in ("error", "warning")]
+    assert [(code, message) for code, message in flagged if code not in over_budget] == []

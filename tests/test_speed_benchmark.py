@@ -96,8 +96,6 @@ def test_summary_statistics_by_hand():
     # Errors -30%, -10%, 0%, +20%, +40%: median |error| 20%, signed median 0%, 3 of 5 within +-20%.
     summary = speed_accuracy.summarise([-0.3, -0.1, 0.0, 0.2, 0.4])
     assert (summary.median_abs, summary.signed_median, summary.within_20, summary.worst) == (0.2, 0.0, 0.6, 0.4)
-    band = speed_accuracy.band("tpot_ms", [-0.3, -0.1, 0.0, 0.2, 0.4], share=0.8)
-    assert (band.within, band.records, band.metric) == (0.3, 5, "tpot")
 
 
 def test_profile_generation_rows_average_the_harness_rounds(records):
@@ -239,3 +237,17 @@ def test_the_training_fit_converges_and_reports_the_figures_on_their_bounds(reco
     }
     assert calibration.training.overlap == 1.0 and calibration.training.bandwidth_efficiency == 0.4
     assert calibration.serving == speed_accuracy.CALIBRATION.serving
+
+
+def test_a_folds_stored_figures_rebuild_the_calibration_they_were_fitted_to(records):
+    # benchmarks/bands.py keeps each leave-one-source-out fold as {block.key: value} and re-scores it from
+    # those alone: every fitted figure of the shipped calibration, stored and rebuilt, gives it back.
+    calibration = speed_accuracy.CALIBRATION
+    parameters = speed_accuracy.serving_parameters([r for r in records.values() if r.kind == "serving"])
+    parameters += [speed_accuracy.Parameter("training", key, b) for key, b in speed_accuracy.TRAINING_FIGURES.items()]
+    figures = {p.name: speed_accuracy.current(calibration, p) for p in parameters}
+    assert speed_accuracy.with_figures(calibration, figures) == calibration
+    # One figure moved moves that figure only.
+    moved = speed_accuracy.with_figures(calibration, {**figures, "vllm.gemm_efficiency": 0.5})
+    assert moved.engines["vllm"].gemm_efficiency == 0.5
+    assert moved.engines["trtllm"] == calibration.engines["trtllm"] and moved.training == calibration.training

@@ -30,7 +30,7 @@ from gpuplan.visible import json_text
     "--confidence",
     type=click.FloatRange(min=0.5, max=0.99),
     default=None,
-    help="Replaces plan.confidence: how sure a sound layout must be to fit in memory (0.5-0.99).",
+    help="Replaces plan.confidence: how sure a sound layout must be to fit in memory and meet its SLO (0.5-0.99).",
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
 @_guarded

@@ -2,15 +2,13 @@
 
 Each scenario re-runs the estimate of the layout (the declared one, or the planner's option the approver
 funds) with one input changed: the workload doubled (serving: concurrency per replica, then context;
-fine-tuning: micro-batch, then sequence length), prices moved by ±20%, the speed figures at either end of
-their calibration error band, and (fine-tuning) the memory at either edge of its measured band. Nothing is
+fine-tuning: micro-batch, then sequence length), prices moved by ±20%, the speed figures at either edge of
+their measured band, and (fine-tuning) the memory at either edge of its measured band. Nothing is
 searched here: the question is how close the layout sits to each of its limits.
 
-The error bands are the estimate's (``bands``: the share of calibration records whose error, estimate /
-measured - 1, lies within ±w; benchmarks/speed_accuracy.py). Within a band the real figure is the
-estimate / (1 + e) for |e| <= w, so the slow end of a time is the estimate / (1 - w) and the fast end the
-estimate / (1 + w); a throughput the other way round. A band of 100% or more has no slow end: the
-scenario says so instead of printing a number.
+The bands are the estimate's (``bands``; gpuplan/estimate/bands.py): the ratios measured / estimate of runs
+not used to tune the model. At ``plan.confidence`` c the slow edge of a time is the estimate times the ratio
+that c of the runs stayed at or below, the fast edge the one at 1 - c; a throughput the other way round.
 """
 
 from __future__ import annotations
@@ -29,15 +27,9 @@ PRICE_MOVE = 0.20  # ±20%: GPU rental prices move by tens of percent within a q
 SLOW, FAST = "slow", "fast"
 
 
-def band_factor(within: float | None, end: str) -> float | None:
-    """What a time is multiplied by at one end of an error band of ±``within`` (estimate / measured - 1):
-    1 / (1 - w) at the slow end, 1 / (1 + w) at the fast end; None at the slow end of a band of 100% or more
-    (no bound); 1 without a band."""
-    if within is None:
-        return 1.0
-    if end == FAST:
-        return 1 / (1 + within)
-    return None if within >= 1 else 1 / (1 - within)
+def band_factor(band: Any, end: str, confidence: float) -> float:
+    """What a figure is multiplied by at one ``end`` (slow or fast) of its measured band at ``confidence``."""
+    return float(band.slow_ratio(confidence) if end == SLOW else band.fast_ratio(confidence))
 
 
 # Scenario keys, in the order they are run; the same key means the same change on every layout, so a
@@ -59,7 +51,6 @@ class Scenario:
     tpot_s: float | None = None  # serving
     hours: float | None = None  # fine-tuning
     cost: float | None = None  # per month (serving) or per run (fine-tuning), spec currency
-    unbounded: str = ""  # names the figure whose band has no slow end (its time is then not stated)
     loads: bool = True  # serving: the engine starts (ServeEstimate.loads); else it has no speed to state
     slo_met: bool | None = None  # None: no SLO declared (or fine-tuning)
     within_budget: bool | None = None  # None: no budget or no price
@@ -99,11 +90,6 @@ class Sensitivity:
         return tuple(scenario for scenario in self.scenarios if not scenario.passes)
 
 
-def _within(estimate: Any, metric: str) -> float | None:
-    band = estimate.bands.get(metric)
-    return None if band is None else float(band.within)
-
-
 def _serve_scenario(
     key: str,
     name: str,
@@ -112,22 +98,16 @@ def _serve_scenario(
     budget: float | None,
     price_factor: float = 1.0,
     end: str | None = None,
+    confidence: float = 0.9,
 ) -> Scenario:
     job = estimate.job
     # TTFT at the statistic the SLO bounds (serve.slo.ttft_statistic); none where a stream saturates.
     figure = slo_figure(job, estimate.speed, "ttft")
     ttft: float | None = figure if math.isfinite(figure) else None
     tpot: float | None = estimate.speed.tpot_s
-    unbounded = []
-    if end is not None:  # the speed figures at one end of their calibration bands; memory and cost do not move
-        for metric in ("ttft", "tpot"):
-            factor = band_factor(_within(estimate, metric), end)
-            if factor is None:
-                unbounded.append(metric.upper())
-        ttft_factor = band_factor(_within(estimate, "ttft"), end)
-        tpot_factor = band_factor(_within(estimate, "tpot"), end)
-        ttft = None if ttft_factor is None or ttft is None else ttft * ttft_factor
-        tpot = None if tpot_factor is None else estimate.speed.tpot_s * tpot_factor
+    if end is not None:  # the speed figures at one edge of their measured bands; memory and cost do not move
+        ttft = None if ttft is None else ttft * band_factor(estimate.bands["ttft"], end, confidence)
+        tpot = estimate.speed.tpot_s * band_factor(estimate.bands["tpot"], end, confidence)
     if not estimate.loads:  # an engine that cannot start has no latency, and meets no SLO
         ttft = tpot = None
     slo_met = None
@@ -148,7 +128,6 @@ def _serve_scenario(
         cost=cost,
         slo_met=slo_met,
         within_budget=None if cost is None or budget is None else cost <= budget,
-        unbounded=", ".join(unbounded),
         loads=estimate.loads,
     )
 
@@ -164,16 +143,19 @@ def _cases(
     """(key, name, estimate, price factor, band end) per scenario: as planned, ``workload`` changes (key,
     name, job), prices, speed."""
     efficiency = efficiency_of(settings)
-    named = [(label, _within(base, metric)) for label, metric in bands]
-    spread = ", ".join(f"{label} ±{within:.0%}" for label, within in named if within is not None)
-    spread = f" ({spread})" if spread else ""
+    confidence = spec.plan.confidence
+
+    def spread(end: str) -> str:
+        factors = (f"{label} x {band_factor(base.bands[metric], end, confidence):.2f}" for label, metric in bands)
+        return f" ({', '.join(factors)})"
+
     return [
         (BASE, "as planned", base, 1.0, None),
         *((key, name, estimate(spec, job, efficiency), 1.0, None) for key, name, job in workload),
         (PRICE_UP, f"prices +{PRICE_MOVE:.0%}", base, 1 + PRICE_MOVE, None),
         (PRICE_DOWN, f"prices -{PRICE_MOVE:.0%}", base, 1 - PRICE_MOVE, None),
-        (SPEED_SLOW, f"speed, slow end of the bands{spread}", base, 1.0, SLOW),
-        (SPEED_FAST, f"speed, fast end of the bands{spread}", base, 1.0, FAST),
+        (SPEED_SLOW, f"speed, slow edge of the bands at {confidence:.0%}{spread(SLOW)}", base, 1.0, SLOW),
+        (SPEED_FAST, f"speed, fast edge of the bands at {confidence:.0%}{spread(FAST)}", base, 1.0, FAST),
     ]
 
 
@@ -185,15 +167,13 @@ def _finetune_scenario(
     budget: float | None,
     price_factor: float = 1.0,
     end: str | None = None,
+    confidence: float = 0.9,
 ) -> Scenario:
     hours = estimate.hours
     cost = None if estimate.cost is None else estimate.cost * price_factor
-    unbounded = ""
     if end is not None and hours is not None:
-        # Hours run inversely to throughput: at the slow end (measured throughput = estimate / (1 + w))
-        # the run takes (1 + w) times as long; at the fast end (1 - w) times, never below zero.
-        within = _within(estimate, "training_tokens_per_s") or 0.0
-        factor = 1 + within if end == SLOW else max(1 - within, 0.0)
+        # Hours run inversely to throughput: at the slow edge the run takes 1 / (that edge's ratio) as long.
+        factor = 1 / band_factor(estimate.bands["training_tokens_per_s"], end, confidence)
         hours *= factor
         cost = None if cost is None else cost * factor
     usable = estimate.gpu.usable_bytes
@@ -207,7 +187,6 @@ def _finetune_scenario(
         hours=hours,
         cost=cost,
         within_budget=None if cost is None or budget is None else cost <= budget,
-        unbounded=unbounded,
     )
 
 
@@ -252,7 +231,8 @@ def sensitivity(spec: Any, base: FinetuneEstimate | ServeEstimate, settings: Set
     bands = [("TTFT", "ttft"), ("TPOT", "tpot")] if kind == "serve" else [("throughput", "training_tokens_per_s")]
     cases = _cases(spec, base, settings, estimate_fn, workload, bands)
     scenarios = tuple(
-        scenario_fn(key, name, estimate, settings, budget, factor, end) for key, name, estimate, factor, end in cases
+        scenario_fn(key, name, estimate, settings, budget, factor, end, spec.plan.confidence)
+        for key, name, estimate, factor, end in cases
     )
     if isinstance(base, FinetuneEstimate):
         scenarios += _memory_edges(base, settings, budget, spec.plan.confidence)

@@ -10,8 +10,6 @@ out of sample (each record predicted by the figures fitted on the other half of 
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.engines import TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, sglang_sizes
 from gpuplan.estimate.serving import engine_batch_limits
@@ -77,25 +75,10 @@ class TrainingMechanisms:
 
 
 @record
-class ErrorBand:
-    """The out-of-sample spread of one speed figure over the calibration records."""
-
-    metric: str
-    records: int
-    share: float  # e.g. 0.9: this share of records lies within +-within
-    within: float  # relative error bound, e.g. 0.25 for +-25%
-    signed_median: float  # bias: negative means gpuplan is below the measurement (optimistic for latency)
-
-    def describe(self) -> str:
-        return f"calibration: {self.share:.0%} of {self.records} records within ±{self.within:.0%}"
-
-
-@record
 class Calibration:
     engines: dict[str, EngineProfile]
     serving: ServingMechanisms
     training: TrainingMechanisms
-    bands: dict[str, ErrorBand] = field(default_factory=dict)
 
     def engine(self, engine_id: str) -> EngineProfile:
         return self.engines[engine_id]
@@ -160,10 +143,4 @@ CALIBRATION = Calibration(
         link_efficiency=0.769,
         overlap=1,
     ),
-    bands={
-        "ttft": ErrorBand("ttft", 53, 0.9, 0.51, 0.008),
-        "tpot": ErrorBand("tpot", 48, 0.9, 0.31, 0.059),
-        "tokens_per_s": ErrorBand("tokens_per_s", 105, 0.9, 0.28, 0.0),
-        "training_tokens_per_s": ErrorBand("training_tokens_per_s", 142, 0.9, 0.42, -0.003),
-    },
 )

@@ -30,8 +30,8 @@ from gpuplan.analysis import (
     workload_at_load,
 )
 from gpuplan.context_limits import context_problem
+from gpuplan.estimate.bands import SpeedBand, finetune_band, serving_speed_bands
 from gpuplan.estimate.engines import budget_bound
-from gpuplan.estimate.memory_bands import finetune_band
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
 from gpuplan.estimate.serving_speed import (
@@ -81,17 +81,25 @@ def within_headroom(per_gpu: float, capacity: float, headroom_pct: float) -> boo
     return per_gpu <= capacity * (1 - headroom_pct / 100)
 
 
-def slo_miss(estimate: ServeEstimate, metric: str) -> tuple[float, float] | None:
-    """(estimated ms, SLO ms) when the estimate's ``metric`` (ttft or tpot) misses the job's SLO."""
-    return speed_slo_miss(estimate.job, estimate.speed, metric)
+def slo_miss(estimate: ServeEstimate, metric: str, confidence: float | None = None) -> tuple[float, float] | None:
+    """(ms, SLO ms) when the estimate's ``metric`` (ttft or tpot) misses the job's SLO: the estimate itself,
+    or with ``confidence`` its slow edge (``slow_factor``)."""
+    factor = 1.0 if confidence is None else slow_factor(estimate.bands[metric], confidence)
+    return speed_slo_miss(estimate.job, estimate.speed, metric, factor)
 
 
-def speed_slo_miss(job: Serve, speed: ServingSpeed, metric: str) -> tuple[float, float] | None:
-    """(estimated ms, SLO ms) when ``speed``'s ``metric`` (ttft or tpot) misses ``job``'s SLO."""
+def slow_factor(band: SpeedBand, confidence: float) -> float:
+    """What a latency is multiplied by at the slow edge of its measured band at ``confidence``: a decision at
+    that confidence plans for it, and never for a latency below the estimate itself (at least 1)."""
+    return float(band.slow(1.0, confidence))
+
+
+def speed_slo_miss(job: Serve, speed: ServingSpeed, metric: str, factor: float = 1.0) -> tuple[float, float] | None:
+    """(ms, SLO ms) when ``speed``'s ``metric`` (ttft or tpot), times ``factor``, misses ``job``'s SLO."""
     slo = getattr(job, f"{metric}_ms")
     if slo is None:
         return None
-    value = float(slo_figure(job, speed, metric)) * 1000
+    value = float(slo_figure(job, speed, metric)) * 1000 * factor
     return (value, float(slo)) if value > slo else None
 
 
@@ -382,6 +390,10 @@ class ServePlanner(_Evaluator):
         self._splits: dict[tuple[int, int], ServingWorkload] = {}  # TP, PP -> deployment_workload (any GPU)
         self._deployments_on: dict[tuple[str, int, int], ServingWorkload] = {}  # GPU, TP, PP -> that on the GPU
         self._weights, self._kv = self._lower_bound_bytes()
+        # A layout meets an SLO at the plan's confidence when its latency's slow edge does: the estimate
+        # times the factor measured runs of the job's load shape came in at (gpuplan/estimate/bands.py).
+        bands = serving_speed_bands(self.job.arrival)
+        self.slow = {metric: slow_factor(bands[metric], limits.confidence) for metric in ("ttft", "tpot")}
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
         if self.known is not None:  # the speed and memory of the declared layout, as evaluate computes them
@@ -499,7 +511,7 @@ class ServePlanner(_Evaluator):
             else:
                 speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
                 self._latency_met[load] = not speed.saturated and not any(
-                    speed_slo_miss(job, speed, metric) for metric in ("ttft", "tpot")
+                    speed_slo_miss(job, speed, metric, self.slow[metric]) for metric in ("ttft", "tpot")
                 )
         return self._latency_met[load]
 
@@ -511,9 +523,7 @@ class ServePlanner(_Evaluator):
             return False  # the bounds hold for a closed loop at the layout's concurrency, not a stream or a burst
         workload, prepared = self._workload(layout, self.memory(layout).kv_available)
         ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared, queued=job.ttft_statistic == "mean")
-        return (job.ttft_ms is not None and ttft * 1000 > job.ttft_ms) or (
-            job.tpot_ms is not None and tpot * 1000 > job.tpot_ms
-        )
+        return self._misses(ttft * 1000, tpot * 1000)
 
     def _speed(self, layout: Layout) -> ServingSpeed:
         """The serving speed ``evaluate`` gives the layout (computed once for both)."""
@@ -578,10 +588,11 @@ class ServePlanner(_Evaluator):
         return self._misses(*self._floors[key])
 
     def _misses(self, ttft_ms: float, tpot_ms: float) -> bool:
-        """Whether a TTFT or TPOT (ms) misses the job's SLO."""
+        """Whether a TTFT or TPOT (ms) at or below the estimate's misses the job's SLO at the plan's
+        confidence: its slow edge (the figure times ``slow``, monotone in the figure) does."""
         job = self.job
-        return (job.ttft_ms is not None and ttft_ms > job.ttft_ms) or (
-            job.tpot_ms is not None and tpot_ms > job.tpot_ms
+        return (job.ttft_ms is not None and ttft_ms * self.slow["ttft"] > job.ttft_ms) or (
+            job.tpot_ms is not None and tpot_ms * self.slow["tpot"] > job.tpot_ms
         )
 
     # -- options ---------------------------------------------------------------------------------
@@ -613,11 +624,15 @@ class ServePlanner(_Evaluator):
                 f" (at most {speed.requests_per_s:,.2f}/s)"
             )
         for metric in ("ttft", "tpot"):
-            missed = slo_miss(estimate, metric)
+            missed = slo_miss(estimate, metric, self.limits.confidence)
             if missed and not (metric == "ttft" and speed.saturated):
                 statistic = f"{self.job.ttft_statistic} " if metric == "ttft" else ""
+                factor = self.slow[metric]
+                edge = (
+                    f" at the slow edge (x {factor:.2f}, {self.limits.confidence:.0%} confidence)" if factor > 1 else ""
+                )
                 checks[f"{metric}_slo"] = (
-                    f"{statistic}{metric.upper()} {missed[0]:,.1f} ms exceeds the SLO of {missed[1]:,.0f} ms"
+                    f"{statistic}{metric.upper()} {missed[0]:,.1f} ms{edge} exceeds the SLO of {missed[1]:,.0f} ms"
                 )
         meets, reasons = _judged("serve", checks)
         return Option("serve", layout, nodes, estimate, meets, reasons, self.declared)

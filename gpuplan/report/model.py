@@ -405,19 +405,17 @@ def _memory_bands(estimates: list[Any], confidence: float) -> str:
     return "\n".join(lines)
 
 
-def _speed_bands(estimates: list[Any]) -> str:
+def _speed_bands(estimates: list[Any], confidence: float) -> str:
+    """Each job's speed bands at ``confidence``: the factor from the estimate to each figure's slow edge."""
     lines = []
     for estimate in estimates:
         job = "serving" if isinstance(estimate, ServeEstimate) else "fine-tuning"
         bands = [
-            f"{SPEED_NAMES.get(name, name)} ±{band.within:.0%} ({band.share:.0%} of {band.records} records)"
+            f"{SPEED_NAMES.get(name, name)} x {band.slow_ratio(confidence):.2f} ({band.describe()})"
             for name, band in estimate.bands.items()
         ]
-        if bands:
-            lines.append(f"{job} speed, calibration: {', '.join(bands)}")
-    if not lines:
-        return "speed: no calibrated error band"
-    return "\n".join(lines) + "\nthe sensitivity table shows both ends"
+        lines.append(f"{job} speed at its slow edge at {confidence:.0%} confidence: {', '.join(bands)}")
+    return "\n".join(lines) + "\nthe sensitivity table shows both edges"
 
 
 def _acquisition_table(ways: Ways, job: str, spec: Spec, currency: str) -> dict[str, Any]:
@@ -688,7 +686,12 @@ def _engineering_rows(memo: Memo, analysis: Analysis) -> list[list[str]]:
         if note:
             rows.append([f"Not required ({word})", note])
     estimates = [e for e in (analysis.finetune, analysis.serve) if e]
-    rows.append(["Error bands", f"{_memory_bands(estimates, spec.plan.confidence)}\n{_speed_bands(estimates)}"])
+    rows.append(
+        [
+            "Error bands",
+            f"{_memory_bands(estimates, spec.plan.confidence)}\n{_speed_bands(estimates, spec.plan.confidence)}",
+        ]
+    )
     return rows
 
 

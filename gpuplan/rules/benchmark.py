@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from gpuplan.analysis import ServeEstimate, load_phrase
 from gpuplan.config import Settings
 from gpuplan.findings import Finding
-from gpuplan.plan.evaluate import slo_figure, slo_miss
+from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
@@ -193,4 +193,52 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
             f"estimated TPOT {format_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)} ms at {job.concurrency} sequences on {s.gpu.id} "
             f"({s.speed.decode_bound}-bound) exceeds the SLO of {slo:,.1f} ms",
             "more bandwidth (H200/B200), fp8 weights or KV cache, or fewer sequences per replica",
+        )
+
+
+@rule("GP405")
+def slo_at_risk(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    Reports a serving job whose estimated TTFT or TPOT meets its SLO but whose slow edge at
+    `plan.confidence` (default 0.9) does not: the estimate times the ratio measured / estimate that
+    that share of measured runs under the job's load shape (`serve.arrival`) stayed at or below. The
+    runs are ones the speed model was not tuned on: each calibration source estimated with the figures
+    fitted on the others, and published load runs nothing was fitted on (`benchmarks/bands.py`).
+
+    ## Why is this bad?
+    An estimate is off by what it has been off by before, and latency estimates have erred fast:
+    front ends, queueing behind other prompts and scheduler stalls add time no roofline shows. A
+    deployment that meets its SLO only if gpuplan is right about it misses it in production.
+
+    ## Example
+    ```yaml
+    serve: {context: 8192, concurrency: 32, slo: {ttft_ms: 1000}, hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}}
+    ```
+    estimated p90 TTFT 661 ms, while closed-loop runs came in at up to 2.8 x the estimate at 0.9.
+
+    ## Use instead
+    A layout that meets the SLO at its slow edge (more tensor parallelism, a faster GPU, fewer
+    sequences per replica: `gpuplan plan` lists them), or, knowingly, a lower `plan.confidence`.
+    """
+    s = ctx.analysis.serve
+    if s is None or not s.loads or s.speed.saturated:
+        return
+    confidence = ctx.spec.plan.confidence
+    for metric, name in (("ttft", f"{s.job.ttft_statistic} TTFT"), ("tpot", "TPOT")):
+        if slo_miss(s, metric) is not None:
+            continue  # GP403 or GP404 reports the estimate itself
+        missed = slo_miss(s, metric, confidence)
+        if missed is None:
+            continue
+        band = s.bands[metric]
+        estimate = missed[0] / slow_factor(band, confidence)
+        yield ctx.finding(
+            "GP405",
+            ("serve", "slo", f"{metric}_ms"),
+            f"estimated {name} {estimate:,.1f} ms meets the SLO of {missed[1]:,.0f} ms, but not at"
+            f" {confidence:.0%} confidence: up to {missed[0]:,.1f} ms (x {slow_factor(band, confidence):.2f},"
+            f" {band.describe()})",
+            "a layout that holds at the slow edge (more TP, a faster GPU, fewer sequences per replica;"
+            " gpuplan plan lists them), or a lower plan.confidence, knowingly",
         )
