@@ -84,7 +84,8 @@ def test_diff_between_a_fitting_and_a_non_fitting_layout(tmp_path: Path):
     fitting.write_text(NOT_FITTING.read_text().replace("count: 1}", "count: 4, tensor_parallel: 4}"))
     code, out, err = run_cli("diff", str(fitting), str(NOT_FITTING))
     assert code == 1, err  # the new GP301 error fails the guardrail
-    assert re.search(r"TTFT\s+[\d,]+ ms\s+n/a\n", out), out
+    assert re.search(r"TTFT \(the SLO's statistic\)\s+[\d,]+ ms\s+n/a\n", out), out
+    assert re.search(r"TTFT at the slow edge\s+[\d,]+ ms\s+n/a\n", out), out  # no edge for a dead engine
     assert re.search(r"Cost per 1M output tokens\s+[\d.,]+ USD\s+n/a\n", out), out
     code, out, err = run_cli("diff", "--format", "json", str(NOT_FITTING), str(fitting))
     assert code == 0, err

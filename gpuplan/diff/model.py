@@ -18,6 +18,7 @@ from gpuplan.diff.verdict import spec_decision, worsened
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.loader import Pointer, Position
+from gpuplan.plan.evaluate import TTFT_FIGURES
 from gpuplan.records import record
 from gpuplan.units import CENT_DIGITS, rounded
 from gpuplan.visible import visible
@@ -50,9 +51,12 @@ SERVE_METRICS = (
     Metric("headroom_pct", "Headroom share", "pct", free=True),
     Metric("max_concurrency", "Max sequences at the context", "count"),
     Metric("max_context", "Max context at the concurrency", "tokens"),
-    Metric("ttft_ms", "TTFT", "ms"),
+    Metric("ttft_ms", "TTFT (the SLO's statistic)", "ms"),
+    Metric("ttft_slow_ms", "TTFT at the slow edge", "ms"),
     Metric("tpot_ms", "TPOT", "ms"),
+    Metric("tpot_slow_ms", "TPOT at the slow edge", "ms"),
     Metric("tokens_per_s", "Output tokens/s", "rate"),
+    Metric("tokens_per_s_slow", "Output tokens/s at the slow edge", "rate"),
     Metric("monthly_cost", "Cost per month", "money"),
     Metric("term_cost", "Cost over the term", "money"),
     Metric("cost_per_million_tokens", "Cost per 1M output tokens", "money"),
@@ -60,9 +64,11 @@ SERVE_METRICS = (
 FINETUNE_METRICS = (
     Metric("layout", "Layout", "text"),
     Metric("per_gpu_bytes", "Memory per GPU", "bytes"),
+    Metric("planned_bytes", "Memory per GPU at the high edge", "bytes"),
     Metric("headroom_bytes", "Headroom per GPU", "bytes", free=True),
     Metric("headroom_pct", "Headroom share", "pct", free=True),
     Metric("tokens_per_s", "Training tokens/s", "rate"),
+    Metric("tokens_per_s_slow", "Training tokens/s at the slow edge", "rate"),
     Metric("training_hours", "Training time", "hours"),
     Metric("run_cost", "Cost of the run", "money"),
     Metric("cost_per_million_tokens", "Cost per 1M training tokens", "money"),
@@ -173,8 +179,11 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
             "sharding": training.job.sharding,
             "fits": f.fits,
             **_memory(shown["per_gpu_bytes"], shown["usable_bytes"]),
+            # The edges at plan.confidence the fit verdict and the planner judge (estimate --format json).
+            "planned_bytes": shown["per_gpu_bytes_band"]["high"],
             "tokens": tokens,
             "tokens_per_s": shown["tokens_per_s"],  # a rate: stated with or without finetune.tokens
+            "tokens_per_s_slow": _slow_edge(shown["tokens_per_s_band"]),
             "training_hours": shown["training_hours"],
             "price_per_gpu_hour": shown["price_per_gpu_hour"],
             "run_cost": cost,
@@ -198,15 +207,30 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
             "concurrency": setup.concurrency,
             "max_concurrency": shown["max_concurrency"],
             "max_context": shown["max_context"],
-            "ttft_ms": shown["ttft_ms"],
+            # TTFT at the statistic the SLO bounds (serve.slo.ttft_statistic), and each speed figure's slow edge
+            # at plan.confidence, as the SLO rules and the planner judge it.
+            "ttft_ms": shown[_slo_ttft_key(s.job.ttft_statistic)],
+            "ttft_slow_ms": _slow_edge(shown[f"{_slo_ttft_key(s.job.ttft_statistic)}_band"]),
             "tpot_ms": shown["tpot_ms"],
+            "tpot_slow_ms": _slow_edge(shown["tpot_ms_band"]),
             "tokens_per_s": shown["tokens_per_s"],
+            "tokens_per_s_slow": _slow_edge(shown["tokens_per_s_band"]),
             "price_per_gpu_hour": shown["price_per_gpu_hour"],
             "monthly_cost": monthly,
             "term_cost": cents(amount.serve_term),
             "cost_per_million_tokens": shown["cost_per_million_tokens"],
         }
     return jobs
+
+
+def _slo_ttft_key(statistic: str) -> str:
+    """The estimate JSON's TTFT figure at the statistic an SLO bounds (ttft_p90_s -> ttft_p90_ms)."""
+    return TTFT_FIGURES[statistic].removesuffix("_s") + "_ms"
+
+
+def _slow_edge(band: dict[str, Any] | None) -> Value:
+    """A speed figure's slow edge from its band in the estimate JSON; None where the figure is not stated."""
+    return None if band is None else band[band["slow"]]
 
 
 def _memory(per_gpu: int, capacity: int) -> dict[str, Value]:
