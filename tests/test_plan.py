@@ -292,7 +292,7 @@ def test_plan_json_options_carry_every_documented_key():
     for option in (jobs["serve"]["declared"], *jobs["serve"]["options"], *jobs["serve"]["rejected"]):
         assert set(option) == common | {
             "concurrency_per_replica", "loads", "ttft_ms", "ttft_median_ms", "ttft_p90_ms", "saturated", "tpot_ms",
-            "monthly_cost",
+            "slo_margin_pct", "monthly_cost",
         }  # fmt: skip
     for option in (jobs["finetune"]["declared"], *jobs["finetune"]["options"], *jobs["finetune"]["rejected"]):
         assert set(option) == common | {"training_hours", "run_cost"}

@@ -59,7 +59,8 @@ def check(case: vs.GeneratedSpec, commands: bool = True) -> tuple[list[str], Lin
                 "plan json": run_cli("plan", "--format", "json", str(path)),
                 "plan text": run_cli("plan", str(path)),
             }
-            found += problems(outputs, signed=frozenset({"headroom_pct"}))  # below 0: a layout that does not fit
+            # below 0: a layout that does not fit, or whose latency is over its SLO
+            found += problems(outputs, signed=frozenset({"headroom_pct", "slo_margin_pct"}))
     return found, result
 
 

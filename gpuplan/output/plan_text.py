@@ -111,6 +111,7 @@ def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
         _gib(option["planned_bytes"]) if option["settings"] is not None else "",
         f"{format_number(option['headroom_pct'], 0)}%",
         *_speed(option),
+        "" if option.get("slo_margin_pct") is None else f"{format_number(option['slo_margin_pct'], 0)}%",
         "n/a" if price is None else f"{price:.2f}",
         _cost(option, currency),
     ]
@@ -121,7 +122,9 @@ def _headers(job: str, confidence: float) -> list[str]:
     speed = ["TTFT p90 ms", "TPOT ms", "output tok/s"] if job == "serve" else ["hours", "train tok/s"]
     # Fine-tuning is judged at its pessimistic edge (serving has no band: the column is dropped).
     planned = f"at {confidence:.0%} GiB"
-    return ["", "layout", "settings", "per GPU GiB", planned, "free", *speed, "price/GPU-h", "cost"]
+    # Serving with a latency SLO: the share of the tighter SLO its slow edge at the confidence leaves.
+    margin = f"SLO margin at {confidence:.0%}"
+    return ["", "layout", "settings", "per GPU GiB", planned, "free", *speed, margin, "price/GPU-h", "cost"]
 
 
 def _keep(headers: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:

@@ -81,6 +81,8 @@ def option_dict(option: Option, spec: Any = None) -> dict[str, Any]:
             tokens_per_s=rounded(speed.tokens_per_s, RATE_DIGITS) if loads else None,
             price_per_gpu_hour=option.price_per_hour,
             price_source=estimate.price_source,
+            # the least share of a latency SLO the slow edge at the plan's confidence leaves (null: no SLO)
+            slo_margin_pct=None if option.slo_margin is None else percent(option.slo_margin),
             monthly_cost=_rounded(option.rate, CENT_DIGITS),
             cost_per_million_tokens=_rounded(estimate.cost_per_million_tokens, 3) if loads else None,
         )

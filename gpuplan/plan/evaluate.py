@@ -140,6 +140,9 @@ class Option:
     declared: Layout  # the spec's own layout, which ``changes`` and ``fragment`` are relative to
     tokens_known: bool = True  # fine-tuning: whether finetune.tokens gives a run cost
     planned_bytes: int = 0  # fine-tuning: the per-GPU figure at the plan's confidence (0: the estimate itself)
+    # serving with a latency SLO: the least share of an SLO its latency's slow edge leaves (negative: over it);
+    # None without an SLO or a speed to judge
+    slo_margin: float | None = None
 
     @functools.cached_property
     def changes(self) -> tuple[str, ...]:
@@ -635,7 +638,23 @@ class ServePlanner(_Evaluator):
                     f"{statistic}{metric.upper()} {missed[0]:,.1f} ms{edge} exceeds the SLO of {missed[1]:,.0f} ms"
                 )
         meets, reasons = _judged("serve", checks)
-        return Option("serve", layout, nodes, estimate, meets, reasons, self.declared)
+        return Option(
+            "serve", layout, nodes, estimate, meets, reasons, self.declared, slo_margin=self._slo_margin(estimate)
+        )
+
+    def _slo_margin(self, estimate: ServeEstimate) -> float | None:
+        """The least share of a declared SLO (TTFT, TPOT) left below its latency's slow edge at the plan's
+        confidence: 0.25 when the tighter one is met with a quarter to spare."""
+        job, speed = self.job, estimate.speed
+        if not estimate.loads or speed.saturated:
+            return None
+        margins = [
+            1 - slo_figure(job, speed, metric) * 1000 * self.slow[metric] / slo
+            for metric in ("ttft", "tpot")
+            if (slo := getattr(job, f"{metric}_ms")) is not None
+        ]
+        least = min(margins, default=None)
+        return least if least is None or math.isfinite(least) else None  # an SLO too small to hold a number
 
 
 class FinetunePlanner(_Evaluator):
