@@ -424,3 +424,25 @@ def test_a_gpu_without_bf16_is_planned_for_fp16_models_only(write_spec):
     assert {"t4", "l4"} <= options["fp16"]
     code, out, _ = run_cli("estimate", str(write_spec(spec.format(dtype="bf16").replace("gpu: l4", "gpu: t4"))))
     assert code == 0 and "t4 has no bf16 tensor cores: vLLM refuses a bf16 model there" in out
+
+
+def test_the_conventional_layout_is_listed_beside_a_cheapest_layout_that_is_not_one(write_spec):
+    # Qwen2.5-14B at 32,768 tokens x 8 with a 3 s TTFT target: the cheapest sound layouts are two B200s either
+    # way, 2 x 6.99 x 730 = 10,205.40 USD a month. Pipeline parallelism 2 ranks first (a shorter request end
+    # to end); tensor parallelism 2 within the B200's NVLink domain is the conventional layout, at the same
+    # cost (within 5%), so the plan lists it second and names it.
+    spec = write_spec(
+        "version: 1\nname: conv\nmodel: {id: qwen2.5-14b}\nserve:\n  context: 32768\n  output_tokens: 256\n"
+        "  concurrency: 8\n  slo: {ttft_ms: 3000}\n  hardware: {gpu: l40s, count: 1}\n"
+    )
+    (job,) = json.loads(run_cli("plan", "--format", "json", str(spec))[1])["jobs"]
+    best, usual = job["options"][0], job["options"][1]
+    assert (best["gpu"], best["tensor_parallel"], best["pipeline_parallel"]) == ("b200-hgx", 1, 2)
+    assert (usual["gpu"], usual["tensor_parallel"], usual["pipeline_parallel"]) == ("b200-hgx", 2, 1)
+    assert job["conventional"]["yaml"] == usual["yaml"]
+    assert best["monthly_cost"] == usual["monthly_cost"] == 10205.4
+    _, text, _ = run_cli("plan", str(spec))
+    assert "conventional  2 x b200-hgx TP 2" in text and "1 replica x 2 GPUs" in text
+    # serve-llama-70b's cheapest sound layout, 2 x h200-sxm TP 2, is conventional itself: nothing is added.
+    _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert json.loads(out)["jobs"][0]["conventional"] is None

@@ -13,7 +13,8 @@ import re
 from typing import Any
 
 from gpuplan.output.markdown import escape_markdown
-from gpuplan.units import format_gib, format_money, format_number, money_difference
+from gpuplan.plan.search import CONVENTIONAL_WITHIN
+from gpuplan.units import format_gib, format_money, format_number, money_difference, plural
 from gpuplan.visible import visible
 
 TEXT_COLUMNS = frozenset({"", "layout", "settings", "cost", "change", "first constraint broken"})
@@ -64,6 +65,13 @@ def _order_note(job: dict[str, Any]) -> str:
     unpriced = sum(1 for option in options if _cost(option, "") == "unpriced")
     faster = "faster end to end" if job["job"] == "serve" else "a shorter run"  # the request, TTFT + O x TPOT
     front = f"cheapest first, each {faster} than all above"
+    usual = job.get("conventional")
+    if usual is not None:  # listed after the cheapest although it may not beat the rows above it
+        front += (
+            f" (but the conventional layout, second: {plural(usual['replicas'], 'replica')} x"
+            f" {plural(usual['tensor_parallel'], 'GPU')}, tensor parallelism within one NVLink domain and no pipeline, within"
+            f" {CONVENTIONAL_WITHIN:.0%} of the cheapest)"
+        )
     if not unpriced:
         return front
     if unpriced == len(options):
@@ -151,8 +159,8 @@ def _text_table(headers: list[str], rows: list[list[str]], indent: str = "  ") -
 
 def _marks(job: dict[str, Any], option: dict[str, Any]) -> str:
     marks = []
-    for name in ("declared", "recommended"):
-        other = job[name]
+    for name in ("declared", "recommended", "conventional"):
+        other = job.get(name)
         if other is not None and other["yaml"] == option["yaml"]:
             marks.append(name)
     return "/".join(marks)

@@ -133,6 +133,9 @@ def job_dict(plan: JobPlan, top: int | None, materiality: str = "", spec: Any = 
         "kept_over": None
         if kept is None
         else {"option": option_dict(kept), "saving": _saving_dict(plan.immaterial_saving), "threshold": materiality},
+        # The conventional layout (TP within one NVLink domain, no pipeline) when the cheapest is not one and
+        # it costs at most a few percent more (also among the options).
+        "conventional": None if plan.conventional is None else option_dict(plan.conventional),
         "options": [option_dict(o) for o in plan.options[:top]],
         "options_total": len(plan.options),
         "rejected": [option_dict(o) for o in plan.rejected[:top]],

@@ -59,6 +59,14 @@ Family = tuple[Gpu, int, int]  # GPU kind, tensor parallel, pipeline parallel
 Widths = Literal["every", "per recompute", "fewest"]  # which data-parallel widths finetune_on answers with
 Where = Callable[[Gpu, int, int], bool]
 SHARDING_ORDER = ("none", "zero1", "zero2", "zero3")  # less to more memory saved
+# A serving plan lists the conventional layout beside the cheapest when it costs at most this share more: a
+# few percent buys the layout operators know (no pipeline bubbles, no tensor parallelism over PCIe).
+CONVENTIONAL_WITHIN = 0.05
+
+
+def conventional(layout: Layout) -> bool:
+    """Tensor parallelism within one NVLink domain (none on a card without NVLink), no pipeline stages."""
+    return layout.pipeline_parallel == 1 and layout.tensor_parallel <= layout.gpu.domain
 
 
 def checkpointing_mode(declared: str, full: bool) -> str:
@@ -81,6 +89,9 @@ class JobPlan:
     alternatives: tuple[Alternative, ...]
     # The declared layout is kept although this one costs less: its saving is under the materiality threshold.
     kept_over: Option | None = None
+    # Serving: the conventional layout (tensor parallelism within one NVLink domain, no pipeline, replicas
+    # beyond), when the cheapest sound layout is not one and this costs at most CONVENTIONAL_WITHIN more.
+    conventional: Option | None = None
 
     @property
     def immaterial_saving(self) -> Saving | None:
@@ -758,7 +769,10 @@ class SpecPlanner:
         # A tie (or an unpriced declared layout) keeps nothing "over" anything: only a strictly cheaper option.
         cheaper = cheapest is not None and declared.rate is not None and (cheapest.rate or 0.0) < declared.rate
         kept_over = cheapest if cheaper else None
-        return JobPlan(kind, declared, recommended, tuple(options), tuple(rejected), alternatives, kept_over)
+        usual = _conventional_beside(sound) if kind == "serve" else None
+        if usual is not None:  # second, after the cheapest it is compared with
+            options = [options[0], usual, *(o for o in options[1:] if o.layout.key != usual.layout.key)]
+        return JobPlan(kind, declared, recommended, tuple(options), tuple(rejected), alternatives, kept_over, usual)
 
     def _alternatives(self, kind: str, recommended: Option | None) -> Iterator[Alternative]:
         """The cheapest sound option under each change of numerics the job did not ask for, when it is
@@ -786,6 +800,19 @@ class SpecPlanner:
             for dotted, value in changes.items():
                 fragment[kind][dotted.split(".", 1)[1]] = value
             yield Alternative(label, changes, option, fragment)
+
+
+def _conventional_beside(sound: list[Option]) -> Option | None:
+    """The cheapest sound conventional layout, when the cheapest sound layout is not conventional and this
+    costs at most CONVENTIONAL_WITHIN more; else None."""
+    priced = sorted((o for o in sound if o.rate is not None), key=Option.rank)
+    if not priced or conventional(priced[0].layout):
+        return None
+    best = priced[0]
+    usual = next((o for o in priced if conventional(o.layout)), None)
+    if usual is None or usual.rate is None or best.rate is None:
+        return None
+    return usual if usual.rate <= best.rate * (1 + CONVENTIONAL_WITHIN) else None
 
 
 def _not_cheaper(option: Option, recommended: Option | None) -> bool:
