@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
+from gpuplan.assumptions import GPUS_PER_NODE, finetune_assumptions, serve_assumptions
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.bands import MemoryBand, SpeedBand, finetune_band, serving_speed_bands, training_speed_bands
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
@@ -16,16 +17,12 @@ from gpuplan.estimate.engines import (
     TRTLLM_ENGINE,
     TRTLLM_MAX_BATCH_SIZE,
     TRTLLM_MAX_NUM_TOKENS,
-    VLLM_ENGINE,
     default_memory_fraction,
-    engine_memory_notes,
-    engine_short_name,
     memory_engine,
     sglang_sizes,
 )
-from gpuplan.estimate.kernels import FRAMEWORKS
-from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
-from gpuplan.estimate.performance import Efficiency, attention_ceiling
+from gpuplan.estimate.lora_serving import host_bytes
+from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import (
     ServingMemory,
     ServingSetup,
@@ -35,7 +32,6 @@ from gpuplan.estimate.serving import (
     decode_weight_reads,
     engine_batch_limits,
     estimate_serving,
-    kv_pages,
     max_concurrency,
     max_context,
     routed_expert_bytes,
@@ -55,10 +51,8 @@ from gpuplan.estimate.speculative import (
     expected_tokens,
     proposer_architecture,
     proposer_read_bytes,
-    rounds_note,
 )
 from gpuplan.estimate.training import (
-    MIXED,
     REGIMES,
     TrainingMemory,
     TrainingSetup,
@@ -68,7 +62,7 @@ from gpuplan.estimate.training import (
     states_floor,
     trainable_params,
 )
-from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, gemm_peak, training_speed
+from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
 from gpuplan.layout import replicas as layout_replicas
 from gpuplan.records import evolve, record
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
@@ -88,19 +82,8 @@ from gpuplan.units import (
 # (vram-calculator blog; the calculator itself uses 1000 MiB). NCCL buffers add ~0.5 GiB multi-GPU.
 TRAINING_OVERHEAD = GIB
 NCCL_OVERHEAD = GIB // 2
-OPTIMIZER_NOTES = {
-    "adamw": "AdamW, PyTorch foreach: two states and one trainable-size temporary at the step",
-    "adamw-fused": "AdamW fused kernel: two states, no step temporary",
-    "adamw-8bit": "bitsandbytes 8-bit AdamW: two 1-byte states + block constants (block 2048)",
-    "adamw-8bit-paged": "bitsandbytes paged 8-bit AdamW: states in CUDA unified memory, outside PyTorch's "
-    "allocator (torch.cuda.max_memory_allocated does not count them); on the GPU for the step, paged to "
-    "host memory under pressure",
-    "sgd": "SGD: one momentum buffer (none with momentum 0)",
-    "adafactor": "Adafactor: factored fp32 second moment (rows + columns), no first moment",
-}
 # What a speed or per-token cost figure reads where the serving layout cannot start (ServeEstimate.loads).
 NOT_LOADED = "n/a (does not fit)"
-GPUS_PER_NODE = 8  # host memory is reported per node of 8 GPUs (HGX/DGX and most PCIe servers)
 
 
 Notes = Callable[[], tuple[tuple[str, str], ...]]  # words an estimate assumes, worded on first use
@@ -271,7 +254,7 @@ def estimate_finetune(
         price,
         source,
         checkpoint_bytes(setup),
-        functools.partial(_finetune_assumptions, spec, job, efficiency, overhead, source, speed, calibration),
+        functools.partial(finetune_assumptions, spec, job, efficiency, overhead, source, speed, calibration),
         training_speed_bands(),
         workload,
     )
@@ -442,7 +425,7 @@ def estimate_serve(
         count,
         price,
         source,
-        functools.partial(_serve_assumptions, spec, job, setup, efficiency, source, speed, calibration),
+        functools.partial(serve_assumptions, spec, job, setup, efficiency, source, speed, calibration),
         serving_speed_bands(job.arrival),
         workload,
         efficiency,
@@ -556,345 +539,6 @@ def analyse(spec: Spec, efficiency: Efficiency | None = None, calibration: Calib
     return Analysis(spec, finetune, serve)
 
 
-def _finetune_assumptions(
-    spec: Spec,
-    job: Finetune,
-    efficiency: Efficiency,
-    overhead: int,
-    price: str,
-    speed: TrainingSpeed,
-    calibration: Calibration = CALIBRATION,
-) -> tuple[tuple[str, str], ...]:
-    regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
-    if job.precision == "fp32":
-        peak, units = gemm_peak(job, job.hardware.gpu)
-        regime += f"; GEMMs on {units}, {peak / 1e12:,.1f} TFLOPS"
-        if not job.tf32:
-            regime += " (PyTorch's default matmul precision does not use TF32: finetune.tf32 allows it)"
-    if job.precision in MIXED:
-        regime += (
-            "; torch.autocast over fp32 weights (fp32 residual stream, cached 16-bit weight copies)"
-            if job.autocast
-            else "; no autocast: 16-bit working weights and activations, fp32 master weights in the optimizer"
-        )
-    optimizer = OPTIMIZER_NOTES[job.optimizer]
-    if job.optimizer == "sgd" and job.momentum == 0:
-        optimizer = "SGD without momentum: no optimizer state"
-    if job.optimizer_in_backward:
-        optimizer += "; stepped in backward, one gradient alive at a time"
-    checkpointing = {
-        "none": "none: every layer keeps its activations for backward",
-        "full": "full: each layer keeps its input and is recomputed in backward",
-        "selective": "selective: matmul and attention outputs kept, norms and activation functions recomputed",
-    }[job.checkpointing]
-    if job.activation_offloading:
-        checkpointing += "; saved activations offloaded to host, two layers' worth on the GPU"
-    if job.sequence_parallel:
-        checkpointing += f"; norm regions split over the {job.hardware.tensor_parallel} tensor-parallel ranks"
-    offload = "none"
-    if job.offload_optimizer != "none" or job.offload_parameters != "none":
-        offload = (
-            f"optimizer {job.offload_optimizer}, parameters {job.offload_parameters} (host bytes per node of"
-            f" {GPUS_PER_NODE} GPUs); copies at the {job.hardware.gpu.id}'s PCIe link"
-            f" ({job.hardware.gpu.pcie_gbs / 2:g} GB/s each way), behind the backward and forward that need them"
-        )
-        if job.offload_optimizer != "none":
-            offload += (
-                f"; the optimizer step runs on the CPU, not overlapped, at offload.host_memory_gbs"
-                f" {job.offload_host_gbs:g} GB/s per node shared by its GPUs (a peak: CPU optimizers measured in"
-                " practice sustain less)"
-            )
-        if "nvme" in (job.offload_optimizer, job.offload_parameters):
-            offload += f"; NVMe at offload.nvme_gbs {job.offload_nvme_gbs:g} GB/s per node"
-    lora = "n/a"
-    if job.method != "full":
-        lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
-        if job.lora_dropout:
-            lora += f", dropout {job.lora_dropout:g} (a mask and a dropped input per adapter)"
-        lora += "; 6 small GEMMs per adapted linear at the roofline of their FLOPs and bytes"
-    loss = "fused/chunked cross-entropy" if job.fused_loss else LOSS_NOTES[job.framework]
-    loss += (
-        "; the training loop keeps the model outputs through backward"
-        if job.loop == "manual"
-        else "; outputs released before backward (Trainer)"
-    )
-    return (
-        ("precision", regime),
-        ("optimizer", optimizer),
-        ("activation checkpointing", checkpointing),
-        ("offload", offload),
-        (
-            "attention",
-            f"{job.attention} (SDPA/FlashAttention keeps O(s) per layer; eager keeps s x s scores); its kernels reach"
-            f" {attention_ceiling(job.hardware.gpu, job.attention):.0%} of the {job.hardware.gpu.id}'s dense 16-bit"
-            " peak",
-        ),
-        ("loss", loss),
-        ("lora", lora),
-        (
-            "qlora base",
-            f"NF4{' + double quantization: 0.516' if job.double_quant else ': 0.5625'} B/param for linears; "
-            "embeddings/LM head bf16; bitsandbytes saves each 4-bit linear's input for backward"
-            if job.method == "qlora"
-            else "n/a",
-        ),
-        *_model_notes(spec),
-        *_hybrid_finetune_notes(spec),
-        (
-            "framework overhead",
-            f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})",
-        ),
-        ("framework", _framework_note(job, speed, calibration)),
-        ("training speed", _training_speed_note(efficiency, speed, calibration)),
-        ("network", f"{job.hardware.network_gbps:g} Gb/s per GPU between nodes (hardware.network_gbps)"),
-        ("price", price),
-    )
-
-
-def _quantization_notes(job: Serve) -> tuple[tuple[str, str], ...]:
-    if job.quantization != "mxfp4":
-        return ()
-    return (
-        (
-            "mxfp4",
-            "the checkpoint's layout: 4.25 bits per quantized weight (32 values + one scale byte per block); "
-            "vLLM's MoE kernels may pad expert matrices on load (llm-d measured 13.47 GiB for gpt-oss-20b, "
-            "stored 12.83 GiB)",
-        ),
-    )
-
-
-def _model_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
-    """What reading the model's config.json assumed, if anything."""
-    return (("model config", "; ".join(spec.model.notes)),) if spec.model.notes else ()
-
-
-_STATE_KINDS = {"L": "linear-attention (Gated DeltaNet)", "M": "Mamba-2"}
-
-
-def _hybrid_finetune_notes(spec: Spec) -> tuple[tuple[str, str], ...]:
-    """What the fine-tuning estimate assumes of a hybrid model's linear-attention or Mamba layers."""
-    arch = spec.model.architecture
-    if not arch.state_layers:
-        return ()
-    kind = _STATE_KINDS[arch.state_kind]
-    saved = (
-        "as mamba_ssm's fused scan saves them (its in_proj output and scan output)"
-        if arch.state_kind == "M"
-        else "as their convolution, kernel-input, gate and gated-norm tensors; the FLA chunk kernel's own "
-        "saved intermediates are not counted (a lower bound for these layers)"
-    )
-    return (
-        (
-            "hybrid layers",
-            f"{arch.state_layers} of {arch.layers} layers are {kind}: activations counted {saved}; "
-            f"{arch.attention_layers} attention and {arch.mlp_layers} MLP layers; LoRA targets adapt only "
-            "the layers that have those projections",
-        ),
-    )
-
-
-def _hybrid_serve_notes(setup: ServingSetup) -> tuple[tuple[str, str], ...]:
-    """How the engine holds a hybrid model's per-sequence state (vLLM v0.19's hybrid KV-cache manager;
-    SGLang's and TensorRT-LLM's state pools are not modelled: ``gpuplan.estimate.engines``)."""
-    arch, tp = setup.architecture, setup.tensor_parallel
-    if not arch.state_layers:
-        return ()
-    state = arch.state_bytes_per_layer(setup.model_dtype_bytes, tp)
-    block, page = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context)
-    recurrent = "fp32" if arch.state_fp32 else "the model dtype"
-    if memory_engine(setup.engine) != VLLM_ENGINE:
-        pools = "max_mamba_cache_size" if memory_engine(setup.engine) == SGLANG_ENGINE else "MambaHybridCacheManager"
-        return (
-            (
-                "recurrent state",
-                f"{arch.state_layers} {_STATE_KINDS[arch.state_kind]} layers keep {state:,} B per sequence each on"
-                f" one GPU whatever its length (conv state in the model dtype, recurrent state in {recurrent}),"
-                f" counted per sequence beside its KV in the same pool; {engine_short_name(setup.engine)}'s own"
-                f" state pool ({pools}) is not sized as such",
-            ),
-        )
-    paging = (
-        f"padded to one attention page of {block:,} tokens ({page:,.0f} B): vLLM raises the block from 16 "
-        "tokens until a page holds a state"
-        if arch.attention_layers
-        else "one page each"
-    )
-    return (
-        (
-            "recurrent state",
-            f"{arch.state_layers} {_STATE_KINDS[arch.state_kind]} layers keep {state:,} B per sequence each on one "
-            f"GPU whatever its length (conv state in the model dtype, recurrent state in {recurrent}), {paging}; "
-            "without prefix caching (v0.19's default for hybrid models) one page per layer and sequence",
-        ),
-    )
-
-
-def _lora_serve_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str], ...]:
-    """What multi-LoRA serving adds: the slots, the host cache and the kernels' reads."""
-    lora = job.lora
-    if lora is None:
-        return ()
-    arch = setup.architecture
-    missing = unmodelled_mixers(arch)
-    low = f"; {missing} projections not counted (low by their slots)" if missing else ""
-    host = host_bytes(arch, lora, setup.model_dtype_bytes)
-    return (
-        (
-            "lora",
-            f"{lora.max_adapters} adapter slots of rank {lora.max_rank} preallocated on each GPU (vLLM max_loras,"
-            " max_lora_rank): an A and a B stack per wrapped linear (attention, MLP, each routed expert,"
-            f" embedding, LM head) in the model dtype{low}; {lora.max_cpu_adapters} whole adapters cached in host"
-            f" memory per engine worker ({host / GIB:,.2f} GiB); a decode step reads the slots of the adapters in"
-            f" its batch, one per sequence up to {lora.max_adapters} (at {job.concurrency:,} in flight:"
-            f" {adapters_read(lora.max_adapters, job.concurrency):g}; punica BGMV/SGMV)",
-        ),
-    )
-
-
-def _speculative_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str], ...]:
-    """What speculative decoding adds: the proposer, its memory and the speed-up it is credited with."""
-    speculation = job.speculation
-    if speculation is None:
-        return ()
-    proposer = {
-        "draft": f"draft model {speculation.draft_label}, its weights and KV cache beside the model's",
-        "eagle": "an EAGLE head (one decoder layer of the model's dimensions and a 2h x h fc; the model's"
-        " embedding and LM head shared), one layer of KV",
-        "mtp": "the model's MTP layer (one decoder layer of its kind and a 2h x h eh_proj; embedding and LM"
-        " head shared), one layer of KV",
-    }[speculation.method]
-    return (
-        (
-            "speculative decoding",
-            f"{proposer}; {rounds_note(speculation)}; a step verifies {speculation.num_tokens + 1} tokens per"
-            f" sequence and runs {speculation.num_tokens} proposer steps; the steady state is solved without"
-            " speculation and its decode time rescaled (gpuplan.estimate.speculative)",
-        ),
-    )
-
-
-def _sixteen_bit_notes(spec: Spec, job: Serve) -> tuple[tuple[str, str], ...]:
-    """How a bf16 model is served on a GPU without bf16 tensor cores (T4): in fp16, as vLLM requires."""
-    gpu = job.hardware.gpu
-    if gpu.has_bf16 or spec.model.dtype != "bf16":
-        return ()
-    return (
-        (
-            "16-bit math",
-            f"{gpu.id} has no bf16 tensor cores: vLLM refuses a bf16 model there and serves it in fp16 with"
-            " --dtype half (the same bytes); timed at the fp16 tensor rate",
-        ),
-    )
-
-
-LOSS_NOTES = {
-    "eager": "logits upcast to fp32 for the loss, kernel by kernel (transformers)",
-    "compiled": "logits upcast to fp32 for the loss, fused by Inductor",
-    "fused": "logits upcast to fp32 for the loss (transformers'; fused_loss for Liger's)",
-    "megatron": "vocabulary-parallel cross-entropy over fp32 logits (Megatron)",
-}
-
-
-def _framework_note(job: Finetune, speed: TrainingSpeed, calibration: Calibration) -> str:
-    """The code path's kernels and whether the host's launches pace the step."""
-    note = f"{job.framework}: {FRAMEWORKS[job.framework]}"
-    if not speed.kernels:
-        return note
-    launch_us = calibration.training.kernel_launch_s * 1e6
-    paced = speed.launch_s >= speed.micro_batch_s
-    note += (
-        f"; {speed.kernels:,.0f} launches per micro-batch, {speed.launch_s * 1000:,.0f} ms of host time at"
-        f" {launch_us:g} µs each, " + ("pacing it: more than the GPU's work" if paced else "behind the GPU's work")
-    )
-    return note
-
-
-def _training_speed_note(efficiency: Efficiency, speed: TrainingSpeed, calibration: Calibration) -> str:
-    t = calibration.training
-    if efficiency.training_mfu is not None:
-        basis = f"MFU {efficiency.training_mfu:.0%} set by thresholds.training_mfu (recompute and exposed sync on top)"
-    else:
-        basis = (
-            f"calibrated: GEMMs at {t.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF; fp8"
-            f" x{t.low_precision_gemm_factor:.2f}),"
-            f" attention at {t.attention_efficiency:.0%} of its kernel's ceiling, the framework's elementwise"
-            f" bytes at {t.bandwidth_efficiency:.0%} of HBM bandwidth, data-parallel traffic hidden behind up to"
-            f" {t.overlap:.0%} of compute"
-        )
-    note = f"{basis}; MFU {speed.mfu:.0%} of dense bf16 peak here (recompute excluded)"
-    return note if speed.hours is not None else note + "; no finetune.tokens: rates only, no run length"
-
-
-def _limits_source(job: Serve) -> str:
-    """Where the engine's batch limits of the memory model come from, in words (the settings its memory
-    model reads: ``engine_memory_limits``)."""
-    engine = memory_engine(job.engine)
-    settings = [("max_batched_tokens", job.max_batched_tokens)]
-    if engine == VLLM_ENGINE:
-        settings.append(("max_sequences", job.max_sequences))
-    given = [name for name, value in settings if value]
-    name = engine_short_name(job.engine)
-    if not given:
-        return f"{name}'s defaults for the GPU"
-    rest = f", the rest {name}'s default" if len(given) < len(settings) else ""
-    return " and ".join(f"serve.{setting}" for setting in given) + rest
-
-
-def _serve_assumptions(
-    spec: Spec,
-    job: Serve,
-    setup: ServingSetup,
-    efficiency: Efficiency,
-    price: str,
-    speed: ServingSpeed,
-    calibration: Calibration = CALIBRATION,
-) -> tuple[tuple[str, str], ...]:
-    engine = calibration.engine(job.engine)
-    gemm = (
-        f"{efficiency.prefill_mfu:.0%} of dense peak (thresholds.prefill_mfu)"
-        if efficiency.prefill_mfu
-        else f"{engine.gemm_efficiency:.0%} of the GPU's matmul ceiling (MAMF)"
-    )
-    bandwidth = (
-        f"{efficiency.decode_bandwidth:.0%} (thresholds.decode_bandwidth)"
-        if efficiency.decode_bandwidth
-        else f"{engine.bandwidth_efficiency:.0%}"
-    )
-    memory_notes = engine_memory_notes(setup, _limits_source(job))
-    prompt = f"{job.full_prompt:,} tokens (context - output_tokens) for TTFT"
-    if job.prompt_mean:
-        prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
-    return (
-        memory_notes[0],
-        ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
-        *memory_notes[1:],
-        *_quantization_notes(job),
-        *_model_notes(spec),
-        *_hybrid_serve_notes(setup),
-        *_lora_serve_notes(job, setup),
-        *_speculative_notes(job, setup),
-        *_sixteen_bit_notes(spec, job),
-        (
-            "engine",
-            f"{engine.name}, {job.batching} batching: GEMMs at {gemm}, decode at {bandwidth} of HBM"
-            f" bandwidth, {engine.step_overhead_s * 1e6:,.0f} us per step + {engine.sequence_overhead_s * 1e6:.0f} us"
-            f" per running sequence + {calibration.serving.layer_overhead_s * 1e6:.0f} us per layer,"
-            f" {engine.request_overhead_s * 1e3:.0f} ms per request",
-        ),
-        ("steady state", _load_note(job, speed)),
-        (
-            "front end",
-            "none (offline: prompts as token ids, in process)"
-            if job.endpoint == "offline"
-            else f"{job.endpoint}: {speed.frontend_s * 1000:,.1f} ms per request (vLLM PR #54628, #10635)",
-        ),
-        ("prompt", prompt),
-        ("month", f"{HOURS_PER_MONTH} hours"),
-        ("price", price),
-    )
-
-
 REQUEST_RATE_DIGITS = 3  # requests/s: a few per second on large models, so decimals matter
 
 # What each serving figure measures: statistic and scope (the same words in every output).
@@ -931,42 +575,6 @@ def _categories_dict(s: ServeEstimate) -> dict[str, Any] | None:
             "output_tokens": SHORT_OUTPUT,
         },
     }
-
-
-def load_phrase(job: Serve) -> str:
-    """The declared load in words: 'at 32 in flight', 'at 2.5 requests/s', 'across a burst of 64'."""
-    if job.arrival == "steady":
-        return f"at {job.rate_rps:,g} requests/s"
-    if job.arrival == "burst":
-        return f"across a burst of {job.concurrency:,} per replica"
-    return f"at {job.concurrency:,} in flight"
-
-
-def _load_note(job: Serve, speed: ServingSpeed) -> str:
-    """How the arrival shape was modelled, in words (the assumptions' "steady state")."""
-    alone = f"alone {speed.ttft_single_s * 1000:,.0f} ms"
-    if job.arrival == "burst" and job.batching == "continuous":
-        return (
-            f"a burst of {job.concurrency:,} requests per replica on an idle replica, stepped as the engine's"
-            f" scheduler runs it (decodes first, then prompt chunks in the token budget), up to"
-            f" {speed.running:,.0f} running (limited by {speed.limited_by}); TTFT across the wave; {alone}"
-        )
-    if job.arrival == "steady" and job.batching == "continuous":
-        if speed.saturated:
-            return (
-                f"requests arrive at {job.rate_rps:,g}/s, faster than the deployment completes them (at most"
-                f" {speed.requests_per_s:,.2f}/s with {speed.running:,.0f} running per replica, limited by"
-                f" {speed.limited_by}): the queue grows without bound; {alone}"
-            )
-        return (
-            f"Poisson arrivals at {job.rate_rps:,g} requests/s: {speed.running:,.1f} sequences running per replica"
-            f" (Little's law); TTFT includes the wait for the token budget (median and p90 from its"
-            f" exponential tail) and prefill beside the running batch; {alone}"
-        )
-    return (
-        f"{speed.running:,.1f} sequences running per replica (limited by {speed.limited_by}); TTFT includes"
-        f" queueing and prefill beside the running batch; {alone}"
-    )
 
 
 def _speed_band_dict(band: SpeedBand, figure: float | None, confidence: float, digits: int) -> dict[str, Any] | None:

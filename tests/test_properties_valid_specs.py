@@ -243,14 +243,14 @@ def test_rates_below_the_schemas_floor_are_schema_errors_at_their_field(path, va
 # Each covers every value the schema allows for its field (module, table, field, values it may lack and why).
 ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
     ("gpuplan.estimate.training_speed", "OPTIMIZER_STATES", ("finetune", "optimizer"), frozenset()),
-    ("gpuplan.analysis", "OPTIMIZER_NOTES", ("finetune", "optimizer"), frozenset()),
+    ("gpuplan.assumptions", "OPTIMIZER_NOTES", ("finetune", "optimizer"), frozenset()),
     ("gpuplan.estimate.training", "REGIMES", ("finetune", "precision"), frozenset()),
     ("gpuplan.estimate.training", "SHARDED_WEIGHT_BYTES", ("finetune", "precision"), frozenset()),
     ("gpuplan.estimate.training", "_INPUT_GROUP", ("finetune", "lora", "targets", vs.ITEM), frozenset()),
     ("gpuplan.estimate.calibration", "ENGINE_NAMES", ("serve", "engine"), frozenset()),
     ("gpuplan.estimate.engines", "MEMORY_ENGINES", ("serve", "engine"), frozenset()),
     ("gpuplan.estimate.kernels", "FRAMEWORKS", ("finetune", "framework"), frozenset()),
-    ("gpuplan.analysis", "LOSS_NOTES", ("finetune", "framework"), frozenset()),
+    ("gpuplan.assumptions", "LOSS_NOTES", ("finetune", "framework"), frozenset()),
     ("gpuplan.architecture", "_SLIDING_WORDS", ("model", "architecture", "sliding_layers"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("model", "dtype"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("finetune", "lora", "dtype"), frozenset()),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from gpuplan.analysis import GPUS_PER_NODE, NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate, load_phrase
+from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
+from gpuplan.assumptions import GPUS_PER_NODE, load_phrase
 from gpuplan.estimate.bands import SpeedBand
 from gpuplan.estimate.serving_speed import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.estimate.speculative import expected_tokens

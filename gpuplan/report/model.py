@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan import __version__
-from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate, load_phrase
+from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
+from gpuplan.assumptions import load_phrase
 from gpuplan.catalog import catalog_version
 from gpuplan.config import Settings
 from gpuplan.decision import Verdict, layout_text

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuplan.analysis import ServeEstimate, load_phrase
+from gpuplan.analysis import ServeEstimate
+from gpuplan.assumptions import load_phrase
 from gpuplan.config import Settings
 from gpuplan.findings import Finding
 from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
