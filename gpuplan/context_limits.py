@@ -1,7 +1,7 @@
 """The longest context a model takes, and the jobs of a spec that ask for more (GP206, GP207).
 
 A model's limit is its architecture's ``max_position``: the catalog's (copied from the model's released
-config.json), a config.json's as vLLM derives it (``gpuplan.hf_config.context_limit``: the length keys,
+config.json), a config.json's as vLLM derives it (``gpuplan.hf_context.context_limit``: the length keys,
 then RoPE scaling), or an explicit architecture's. 0 is no known limit, and then nothing is reported.
 
 Serving beyond the limit cannot start: vLLM refuses a ``--max-model-len`` above the length it derives

@@ -9,22 +9,23 @@ records, per model type, the class defaults and the facts of the modelling code 
 Also read here: nested ``text_config``/``vision_config`` (the vision tower is counted and reported
 apart), sliding-window and chunked-attention layouts (any mix of windowed and full layers), the layers of
 hybrid models (Qwen3-Next's Gated DeltaNet ``layer_types``, Nemotron-H's ``hybrid_override_pattern``),
-shared experts, and ``quantization_config``
-(format, group size, and the modules a checkpoint keeps in 16-bit). Every number passes the schema's
+shared experts, the context limit (``gpuplan.hf_context``) and ``quantization_config`` (format, group size,
+and the modules a checkpoint keeps in 16-bit: ``gpuplan.hf_quantization``). Every number passes the schema's
 bounds before any arithmetic (``gpuplan.architecture.check_value``); anything gpuplan cannot size is an
 ArchitectureError (GP021), never a silent guess.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import re
 from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from gpuplan.architecture import Architecture, ArchitectureError, check_value, make_architecture, show_value
+from gpuplan.hf_context import context_limit
+from gpuplan.hf_quantization import Checkpoint, read_quantization
+from gpuplan.hf_values import bool_value, bounded_int, int_list, string_list, string_value
 from gpuplan.records import record
 
 # config.json keys -> Architecture fields (first key present wins).
@@ -274,15 +275,6 @@ _HYBRID_KEYS = (
 
 
 @record
-class Checkpoint:
-    """How a checkpoint stores its linears: format, group size and how many weights it quantizes."""
-
-    quantization: str = "none"
-    group_size: int = 128  # 0: one scale per output channel
-    quantized_params: int | None = None  # linear weights stored quantized; None: every decoder linear
-
-
-@record
 class HfModel:
     architecture: Architecture
     checkpoint: Checkpoint
@@ -322,13 +314,13 @@ def from_hf_config(config: dict[str, Any]) -> Architecture:
 def read_hf_model(config: dict[str, Any]) -> HfModel:
     """Architecture, checkpoint format and the assumptions made, from a parsed config.json."""
     notes: list[str] = []
-    top_type = _string(config, "model_type", "model_type")
+    top_type = string_value(config, "model_type", "model_type")
     text, prefix = config, ""
     if isinstance(config.get("text_config"), dict):
         text, prefix = config["text_config"], "text_config."
     elif "text_config" in config and config["text_config"] is not None:
         raise ArchitectureError("text_config must be a mapping")
-    text_type = _string(text, "model_type", f"{prefix}model_type") if text is not config else top_type
+    text_type = string_value(text, "model_type", f"{prefix}model_type") if text is not config else top_type
     if text is not config and not text_type:
         text_type = _TEXT_DEFAULT_TYPE.get(top_type, "")
     kind = MODEL_TYPES.get(text_type)
@@ -414,7 +406,7 @@ def _read_keys(
         raise ArchitectureError("config.json lacks " + ", ".join(missing))
     if kind is not None:
         values.update(kind.fixed)
-    elif _string(text, "hidden_act", f"{prefix}hidden_act") in _GELU:
+    elif string_value(text, "hidden_act", f"{prefix}hidden_act") in _GELU:
         values["mlp"] = "plain"
     _model_type_specifics(text, prefix, model_type, values, notes)
     _moe(text, prefix, values, notes)
@@ -452,7 +444,7 @@ def _qwen3_next_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
     layers = values["layers"]
     layer_types = text.get("layer_types")
     if layer_types is not None:
-        kinds = _string_list(layer_types, f"{prefix}layer_types", layers)
+        kinds = string_list(layer_types, f"{prefix}layer_types", layers)
         letters = {"linear_attention": "L", "full_attention": "A"}
         unknown = sorted(set(kinds) - set(letters))
         if unknown:
@@ -466,7 +458,7 @@ def _qwen3_next_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
             )
         pattern = "".join(letters[kind] for kind in kinds)
     else:
-        interval = _bounded_int(text, "full_attention_interval", 1, layers, prefix, 4)
+        interval = bounded_int(text, "full_attention_interval", 1, layers, prefix, 4)
         pattern = "".join("A" if (index + 1) % interval == 0 else "L" for index in range(layers))
         if "full_attention_interval" not in text:
             notes.append(f"{prefix}full_attention_interval absent: 4 (config-class default)")
@@ -509,7 +501,7 @@ def _nemotron_pattern(text: dict[str, Any], prefix: str) -> str | None:
     key = next((key for key in ("layers_block_type", "layer_types") if text.get(key) is not None), None)
     if key is None:  # NemotronHConfig.attribute_map: layer_types is layers_block_type
         return None
-    kinds = _string_list(text[key], f"{prefix}{key}", 1000)
+    kinds = string_list(text[key], f"{prefix}{key}", 1000)
     unknown = sorted(set(kinds) - set(_NEMOTRON_TYPES))
     if unknown:
         raise ArchitectureError(
@@ -559,7 +551,7 @@ def _nemotron_h_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
             key = next(key for key in keys if text.get(key) is not None)
             values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
         conv_key = "mamba_conv_bias" if "mamba_conv_bias" in text else "use_conv_bias"
-        values["conv_bias"] = _bool(text, conv_key, prefix, True)
+        values["conv_bias"] = bool_value(text, conv_key, prefix, True)
         dtype = text.get("mamba_ssm_cache_dtype")
         if dtype is None:
             notes.append(
@@ -573,160 +565,29 @@ def _nemotron_h_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
         values["state_fp32"] = dtype == "float32"
 
 
-# -- context limit ------------------------------------------------------------------------------
-
-# The keys vLLM reads a model's maximum length from, in its order (vllm/config/model.py,
-# _get_and_verify_max_len's possible_keys).
-_LENGTH_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "seq_length",
-    "model_max_length",
-    "max_target_positions",
-    "max_sequence_length",
-    "max_seq_length",
-    "seq_len",
-)
-# RoPE types whose max_position_embeddings already counts the scaling (vLLM multiplies the others).
-_PRESCALED_ROPE = ("su", "longrope", "llama3")
-_MAX_POSITION_BOUND = 100_000_000  # the schema's bound of max_position
-
-
-def context_limit(text: dict[str, Any], prefix: str, model_type: str) -> tuple[int, str] | None:
-    """(the longest context the model takes, how it was derived), as vLLM derives it, or None when the
-    config.json states no length (vLLM then takes the user's --max-model-len unchecked).
-
-    vLLM's ``_get_and_verify_max_len`` (vllm/config/model.py): the smallest of the length keys present;
-    ``model_max_length``, when set, replaces it; then RoPE scaling (``rope_scaling``, or Transformers v5's
-    ``rope_parameters``) of any type but su/longrope/llama3 multiplies it by ``factor`` (default 1), yarn
-    starting from ``original_max_position_embeddings``; Gemma 3's length is already scaled. A sliding
-    window lowers it only under ``--disable-sliding-window``, which a spec cannot declare. Every value is
-    checked before any arithmetic: a bad one is an ArchitectureError naming its key (GP021).
-    """
-    lengths = {
-        key: check_value("max_position", text[key], f"config.json {prefix}{key}")
-        for key in _LENGTH_KEYS
-        if text.get(key) is not None
-    }
-    if not lengths:
-        return None
-    key = min(lengths, key=lambda name: lengths[name])  # vLLM: the smallest; the first on a tie
-    if "model_max_length" in lengths:  # vLLM: "For Command-R / Cohere ... models", set wins over the rest
-        key = "model_max_length"
-    base = lengths[key]
-    source = f"config.json {prefix}{key} {base:,}"
-    scalings = _rope_scalings(text, prefix)
-    if "gemma3" in model_type:  # vLLM: "Gemma3's max_model_len (128K) is already scaled by RoPE scaling"
-        scalings = []
-    factor, yarn_start, scaled_by, counted = 1.0, None, [], []
-    for where, rope_type, rope in scalings:
-        stated = None if rope.get("factor") is None else _rope_factor(rope["factor"], f"{where}.factor")
-        if rope_type in _PRESCALED_ROPE:  # vLLM: their max_position_embeddings is the scaled length
-            counted.append(f"{where} {rope_type} is counted in it")
-            continue
-        if stated is not None:
-            factor = stated
-            scaled_by.append(f"{where} {rope_type} factor {stated:g}")
-        if rope_type == "yarn":  # vLLM: yarn scales the pre-training length
-            yarn_start = _yarn_start(rope, text, where, prefix, lengths)
-    if yarn_start is not None:
-        base, source = yarn_start
-    if counted:
-        source += f" ({'; '.join(counted)})"
-    if factor == 1.0:
-        return base, source
-    scaled = base * factor
-    if not 1 <= scaled <= _MAX_POSITION_BOUND:
-        raise ArchitectureError(
-            f"config.json {prefix}RoPE scaling gives {base:,} x {factor:g} positions, "
-            f"outside 1 to {_MAX_POSITION_BOUND:,}"
-        )
-    return int(scaled), f"{source} x {', '.join(scaled_by)}"
-
-
-def _rope_scalings(text: dict[str, Any], prefix: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """(where, RoPE type, parameters) of each RoPE scaling a config.json states: ``rope_scaling``
-    (Transformers v4) or ``rope_parameters`` (v5, flat or one per layer type, as vLLM reads it)."""
-    key = "rope_scaling" if text.get("rope_scaling") is not None else "rope_parameters"
-    rope = text.get(key)
-    where = f"{prefix}{key}"
-    if rope is not None and not isinstance(rope, dict):
-        raise ArchitectureError(f"config.json {where} must be a mapping, not {show_value(rope)}")
-    if not rope:  # absent, null or {}: no scaling
-        return []
-    # vLLM's is_rope_parameters_nested: one mapping per layer type (Gemma 3 under Transformers v5).
-    nested = bool(rope) and all(isinstance(value, dict) for value in rope.values())
-    entries = [(f"{where}.{name}", value) for name, value in rope.items()] if nested else [(where, rope)]
-    return [(place, _rope_type(value, place), value) for place, value in entries]
-
-
-def _rope_type(rope: dict[str, Any], where: str) -> str:
-    """The RoPE type as vLLM's patch_rope_parameters_dict reads it: ``rope_type``, else the legacy ``type``
-    (the two must agree; su is longrope, mrope is default)."""
-    modern, legacy = rope.get("rope_type"), rope.get("type")
-    for name, value in (("rope_type", modern), ("type", legacy)):
-        if value is not None and (not isinstance(value, str) or len(value) > 200):
-            raise ArchitectureError(f"config.json {where}.{name} must be a short string, not {show_value(value)}")
-    if modern is None and legacy is None:
-        raise ArchitectureError(f"config.json {where} names no rope_type")
-    aliases = {"su": "longrope", "mrope": "default"}
-    if modern is not None and legacy is not None and aliases.get(legacy, legacy) != aliases.get(modern, modern):
-        raise ArchitectureError(f"config.json {where}: rope_type {modern!r} and type {legacy!r} disagree")
-    rope_type = str(modern if modern is not None else legacy)
-    return aliases.get(rope_type, rope_type)
-
-
-def _rope_factor(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ArchitectureError(f"config.json {where} must be a number above 0, not {show_value(value)}")
-    return float(value)
-
-
-def _yarn_start(
-    rope: dict[str, Any], text: dict[str, Any], where: str, prefix: str, lengths: dict[str, int]
-) -> tuple[int, str] | None:
-    """The length yarn scales: its ``original_max_position_embeddings``, else the config's top-level one
-    (vLLM's patch_rope_parameters copies it in), else max_position_embeddings (Transformers' default)."""
-    for place, data in ((where, rope), (prefix.rstrip("."), text)):
-        value = data.get("original_max_position_embeddings")
-        if value is not None:
-            label = f"{place}.original_max_position_embeddings" if place else "original_max_position_embeddings"
-            start = check_value("max_position", value, f"config.json {label}")
-            return start, f"config.json {label} {start:,}"
-    return (
-        None
-        if "max_position_embeddings" not in lengths
-        else (
-            lengths["max_position_embeddings"],
-            f"config.json {prefix}max_position_embeddings {lengths['max_position_embeddings']:,}",
-        )
-    )
-
-
 def _model_type_specifics(
     text: dict[str, Any], prefix: str, model_type: str, values: dict[str, Any], notes: list[str]
 ) -> None:
-    if model_type in ("falcon", "gpt_bigcode") and _bool(text, "multi_query", prefix, False):
+    if model_type in ("falcon", "gpt_bigcode") and bool_value(text, "multi_query", prefix, False):
         values["kv_heads"] = 1
     if model_type == "falcon":
-        new_architecture = _bool(text, "new_decoder_architecture", prefix, False)
+        new_architecture = bool_value(text, "new_decoder_architecture", prefix, False)
         values["norms_per_layer"] = 2 if new_architecture else 1
-        biased = _bool(text, "bias", prefix, False)
+        biased = bool_value(text, "bias", prefix, False)
         values.update(attention_bias=biased, output_bias=biased, mlp_bias=biased)
-        if not new_architecture and not _bool(text, "multi_query", prefix, True):
+        if not new_architecture and not bool_value(text, "multi_query", prefix, True):
             values.pop("kv_heads", None)
     if model_type == "gpt_bigcode" and text.get("n_positions") is not None:
         values["position_embeddings"] = check_value("position_embeddings", text["n_positions"], f"{prefix}n_positions")
     if model_type == "gpt_neox":
-        values["parallel_attention"] = _bool(text, "use_parallel_residual", prefix, True)
-        biased = _bool(text, "attention_bias", prefix, True)
+        values["parallel_attention"] = bool_value(text, "use_parallel_residual", prefix, True)
+        biased = bool_value(text, "attention_bias", prefix, True)
         values.update(attention_bias=biased, output_bias=biased)
     if model_type == "stablelm":
-        values["parallel_attention"] = _bool(text, "use_parallel_residual", prefix, False)
+        values["parallel_attention"] = bool_value(text, "use_parallel_residual", prefix, False)
         values["qk_norm"] = False  # its q/k LayerNorms are per head; counted below as small parameters if set
     if model_type == "starcoder2":
-        biased = _bool(text, "use_bias", prefix, True)
+        biased = bool_value(text, "use_bias", prefix, True)
         values.update(attention_bias=biased, output_bias=biased, mlp_bias=biased)
     if model_type == "llama4_text":
         dense = text.get("intermediate_size_mlp")
@@ -735,9 +596,9 @@ def _model_type_specifics(
             values["intermediate"] = check_value("intermediate", dense, f"config.json {prefix}intermediate_size_mlp")
     if model_type == "gpt_oss":
         values["expert_intermediate"] = values["intermediate"]
-    if model_type == "qwen2" and not _bool(text, "use_sliding_window", prefix, False):
+    if model_type == "qwen2" and not bool_value(text, "use_sliding_window", prefix, False):
         values.pop("sliding_window", None)
-    if model_type in ("qwen2_moe", "qwen3_moe") and not _bool(text, "use_sliding_window", prefix, False):
+    if model_type in ("qwen2_moe", "qwen3_moe") and not bool_value(text, "use_sliding_window", prefix, False):
         values.pop("sliding_window", None)
     if model_type in ("qwen2_moe", "qwen3_next") and not text.get("shared_expert_intermediate_size"):
         values["shared_experts"] = 0
@@ -761,7 +622,7 @@ def _nemotron_h_specifics(text: dict[str, Any], prefix: str, values: dict[str, A
             values["head_dim"] = 128
             notes.append(f"{prefix}head_dim absent: 128 (config-class default)")
     values["output_bias"] = values.get("attention_bias", False)
-    if _bool(text, "use_bias", prefix, False):
+    if bool_value(text, "use_bias", prefix, False):
         raise ArchitectureError(f"config.json {prefix}use_bias true: biased Mamba projections gpuplan does not count")
     for name in ("experts", *_MOE_FIELDS):
         values.pop(name, None)
@@ -795,7 +656,7 @@ def _sliding_layout(text: dict[str, Any], prefix: str, values: dict[str, Any], n
     layers = values["layers"]
     layer_types = text.get("layer_types")
     if layer_types is not None:
-        kinds = _string_list(layer_types, f"{prefix}layer_types", layers)
+        kinds = string_list(layer_types, f"{prefix}layer_types", layers)
         unknown = set(kinds) - {"full_attention", "sliding_attention", "chunked_attention"}
         if unknown:
             raise ArchitectureError(
@@ -812,7 +673,7 @@ def _sliding_layout(text: dict[str, Any], prefix: str, values: dict[str, Any], n
     no_rope = text.get("no_rope_layers")
     if values.get("attention_chunk"):
         if isinstance(no_rope, list) and no_rope:
-            flags = [bool(flag) for flag in _int_list(no_rope, f"{prefix}no_rope_layers", layers)]
+            flags = [bool(flag) for flag in int_list(no_rope, f"{prefix}no_rope_layers", layers)]
             _windowed_layers(flags, layers, values, f"{prefix}no_rope_layers")
         else:
             values["sliding_layers"] = 4  # Llama4TextConfig no_rope_layer_interval: every 4th layer is global
@@ -866,13 +727,13 @@ def vision_tower_params(vision: dict[str, Any], top_type: str, text_hidden: int,
     positions. Pixtral: RMSNorm, gated MLP, no biases, no learned positions. Projectors as in each
     multimodal model's modelling code.
     """
-    vision_type = _string(vision, "model_type", "vision_config.model_type")
-    width = _bounded_int(vision, "hidden_size", 1, 1_000_000, "vision_config.")
-    depth = _bounded_int(vision, "num_hidden_layers", 1, 1000, "vision_config.")
-    mlp = _bounded_int(vision, "intermediate_size", 1, 10_000_000, "vision_config.")
-    patch = _bounded_int(vision, "patch_size", 1, 10_000, "vision_config.", 14)
-    channels = _bounded_int(vision, "num_channels", 1, 64, "vision_config.", 3)
-    image = _bounded_int(vision, "image_size", 1, 100_000, "vision_config.", 224)
+    vision_type = string_value(vision, "model_type", "vision_config.model_type")
+    width = bounded_int(vision, "hidden_size", 1, 1_000_000, "vision_config.")
+    depth = bounded_int(vision, "num_hidden_layers", 1, 1000, "vision_config.")
+    mlp = bounded_int(vision, "intermediate_size", 1, 10_000_000, "vision_config.")
+    patch = bounded_int(vision, "patch_size", 1, 10_000, "vision_config.", 14)
+    channels = bounded_int(vision, "num_channels", 1, 64, "vision_config.", 3)
+    image = bounded_int(vision, "image_size", 1, 100_000, "vision_config.", 224)
     positions = (image // patch) ** 2
     if vision_type == "pixtral":
         layer = 4 * width * width + 3 * width * mlp + 2 * width
@@ -892,15 +753,15 @@ def vision_tower_params(vision: dict[str, Any], top_type: str, text_hidden: int,
         if top_type == "llava_next":
             projector += text_hidden  # image_newline
     elif top_type == "mistral3":
-        merge = _bounded_int(config, "spatial_merge_size", 1, 64, "", 2)
+        merge = bounded_int(config, "spatial_merge_size", 1, 64, "", 2)
         bias = 1 if config.get("multimodal_projector_bias") else 0
         projector = width + width * merge * merge * width + width * text_hidden + text_hidden * text_hidden
         projector += 2 * text_hidden * bias
     elif top_type == "gemma3":
         projector = width * text_hidden + width  # mm_input_projection_weight + mm_soft_emb_norm
     elif top_type == "llama4":
-        output = _bounded_int(vision, "vision_output_dim", 1, 1_000_000, "vision_config.", width)
-        adapter = _bounded_int(vision, "projector_input_dim", 1, 1_000_000, "vision_config.", output)
+        output = bounded_int(vision, "vision_output_dim", 1, 1_000_000, "vision_config.", width)
+        adapter = bounded_int(vision, "projector_input_dim", 1, 1_000_000, "vision_config.", output)
         ratio = vision.get("pixel_shuffle_ratio", 0.5)
         if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1:
             raise ArchitectureError("config.json vision_config.pixel_shuffle_ratio must be a number in (0, 1]")
@@ -909,289 +770,3 @@ def vision_tower_params(vision: dict[str, Any], top_type: str, text_hidden: int,
     else:
         projector = width * text_hidden + text_hidden * text_hidden + 2 * text_hidden
     return encoder + projector
-
-
-# -- quantization_config ------------------------------------------------------------------------
-
-_FP8_METHODS = ("fp8", "fbgemm_fp8", "modelopt")
-_KNOWN_UNSIZED = (
-    "aqlm",
-    "bitnet",
-    "eetq",
-    "exl2",
-    "fp_quant",
-    "gguf",
-    "higgs",
-    "hqq",
-    "quanto",
-    "spqr",
-    "torchao",
-    "vptq",
-)
-
-
-def read_quantization(config: dict[str, Any], arch: Architecture) -> Checkpoint:
-    """The serving format of a pre-quantized checkpoint from its ``quantization_config``.
-
-    AWQ/GPTQ 4-bit with their group size (-1: one scale per output channel); GPTQ 8-bit and
-    compressed-tensors int8 -> int8; fp8/fbgemm_fp8/compressed-tensors float8 -> fp8; MXFP4 (gpt-oss:
-    4-bit e2m1 values in blocks of 32 with one 8-bit scale, 4.25 bits) -> mxfp4. The modules a
-    checkpoint keeps in 16-bit (``ignore``, ``modules_to_not_convert``) are matched as transformers and
-    compressed-tensors match them. Any other format is an ArchitectureError naming it.
-    """
-    quant = config.get("quantization_config")
-    if quant is None:
-        return Checkpoint()
-    if not isinstance(quant, dict):
-        raise ArchitectureError("config.json quantization_config must be a mapping")
-    method = _string(quant, "quant_method", "quantization_config.quant_method").lower()
-    bits = quant.get("bits", quant.get("w_bit"))
-    if method in ("awq", "gptq"):
-        bits = _bounded_int(quant, "bits" if "bits" in quant else "w_bit", 1, 64, "quantization_config.", 4)
-        group = _group_size(quant)
-        if bits == 4:
-            return _checkpoint(f"int4-{method}", group, quant, arch)
-        if bits == 8 and method == "gptq":
-            return _checkpoint("int8", group, quant, arch)
-        raise ArchitectureError(f"config.json quantization_config: {bits}-bit {method} is a format gpuplan cannot size")
-    if method in _FP8_METHODS:
-        return _checkpoint("fp8", 128, quant, arch)
-    if method == "mxfp4":
-        return _checkpoint("mxfp4", 32, quant, arch)
-    if method == "compressed-tensors":
-        return _checkpoint(_compressed_tensors_format(quant), _compressed_tensors_group(quant), quant, arch)
-    if method == "bitsandbytes":
-        if quant.get("load_in_8bit") is True:
-            return _checkpoint("int8", 128, quant, arch)
-        raise ArchitectureError(
-            "config.json quantization_config: a bitsandbytes 4-bit checkpoint is not a serving format gpuplan sizes"
-        )
-    label = method or "(no quant_method)"
-    if method in _KNOWN_UNSIZED or bits is not None or method:
-        raise ArchitectureError(
-            f"config.json quantization_config: quant_method {label!r} is a format gpuplan cannot size"
-        )
-    raise ArchitectureError("config.json quantization_config names no quant_method")
-
-
-def _group_size(quant: dict[str, Any]) -> int:
-    key = next((k for k in ("group_size", "q_group_size") if quant.get(k) is not None), None)
-    if key is None:
-        return 128
-    value = quant[key]
-    if not isinstance(value, int) or isinstance(value, bool) or not (value == -1 or 1 <= value <= 1_000_000):
-        raise ArchitectureError(
-            f"config.json quantization_config.{key} must be -1 or a positive group size, not {show_value(value)}"
-        )
-    return 0 if value == -1 else value
-
-
-def _compressed_tensors_format(quant: dict[str, Any]) -> str:
-    groups = quant.get("config_groups")
-    if not isinstance(groups, dict) or not groups:
-        raise ArchitectureError("config.json quantization_config: compressed-tensors without config_groups")
-    formats = set()
-    for name, group in groups.items():
-        weights = group.get("weights") if isinstance(group, dict) else None
-        if not isinstance(weights, dict):
-            raise ArchitectureError(f"config.json quantization_config.config_groups.{name} lacks weights")
-        bits, kind = weights.get("num_bits"), str(weights.get("type", "int")).lower()
-        if kind == "float" and bits == 8:
-            formats.add("fp8")
-        elif kind == "int" and bits == 8:
-            formats.add("int8")
-        elif kind == "int" and bits == 4:
-            formats.add("int4-gptq")  # packed int4 + 16-bit group scale (and zero point): at most 4 + 20/g bits
-        else:
-            raise ArchitectureError(
-                f"config.json quantization_config: compressed-tensors {show_value(bits)}-bit {kind} is a format gpuplan cannot size"
-            )
-    if len(formats) != 1:
-        raise ArchitectureError("config.json quantization_config: mixed compressed-tensors formats gpuplan cannot size")
-    return formats.pop()
-
-
-def _compressed_tensors_group(quant: dict[str, Any]) -> int:
-    for group in quant["config_groups"].values():
-        size = group["weights"].get("group_size")
-        if size is not None:
-            if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 1_000_000:
-                raise ArchitectureError("config.json quantization_config: group_size must be a positive integer")
-            return int(size)
-    return 0 if any(group["weights"].get("strategy") == "channel" for group in quant["config_groups"].values()) else 128
-
-
-def _checkpoint(quantization: str, group: int, quant: dict[str, Any], arch: Architecture) -> Checkpoint:
-    patterns: list[str] = []
-    for key in ("ignore", "modules_to_not_convert", "llm_int8_skip_modules"):
-        value = quant.get(key)
-        if value is not None:
-            patterns.extend(_string_list(value, f"quantization_config.{key}", 100_000))
-    kept = [pattern for pattern in patterns if pattern]
-    if not kept:
-        return Checkpoint(quantization, group, None)
-    return Checkpoint(quantization, group, quantized_linear_params(arch, kept))
-
-
-# Names a decoder linear goes by in Hugging Face checkpoints, per gpuplan canonical module.
-_MODULE_NAMES: dict[str, tuple[str, ...]] = {
-    "q": (
-        "self_attn.q_proj",
-        "self_attn.qkv_proj",
-        "self_attention.query_key_value",
-        "attention.query_key_value",
-        "attn.c_attn",
-    ),
-    "k": (
-        "self_attn.k_proj",
-        "self_attn.qkv_proj",
-        "self_attention.query_key_value",
-        "attention.query_key_value",
-        "attn.c_attn",
-    ),
-    "v": (
-        "self_attn.v_proj",
-        "self_attn.qkv_proj",
-        "self_attention.query_key_value",
-        "attention.query_key_value",
-        "attn.c_attn",
-    ),
-    "o": ("self_attn.o_proj", "self_attn.dense", "self_attention.dense", "attention.dense", "attn.c_proj"),
-    "q_a": ("self_attn.q_a_proj",),
-    "q_b": ("self_attn.q_b_proj",),
-    "kv_a": ("self_attn.kv_a_proj_with_mqa",),
-    "kv_b": ("self_attn.kv_b_proj",),
-    "gate": ("mlp.gate_proj", "mlp.gate_up_proj", "feed_forward.gate_proj"),
-    "up": ("mlp.up_proj", "mlp.gate_up_proj", "mlp.fc1", "mlp.dense_h_to_4h", "mlp.c_fc", "feed_forward.up_proj"),
-    "down": ("mlp.down_proj", "mlp.fc2", "mlp.dense_4h_to_h", "mlp.c_proj", "feed_forward.down_proj"),
-    "experts": ("mlp.experts", "block_sparse_moe.experts", "feed_forward.experts"),
-    "shared": ("mlp.shared_experts", "mlp.shared_expert", "feed_forward.shared_expert"),
-    "linear_qkvz": ("linear_attn.in_proj_qkvz",),  # Qwen3NextGatedDeltaNet
-    "linear_ba": ("linear_attn.in_proj_ba",),
-    "linear_out": ("linear_attn.out_proj",),
-    "mamba_in": ("mixer.in_proj",),  # NemotronHMamba2Mixer
-    "mamba_out": ("mixer.out_proj",),
-}
-# Nemotron-H names every block's module "mixer": its attention and MLP linears too.
-for _module, _names in (
-    ("q", "q_proj"),
-    ("k", "k_proj"),
-    ("v", "v_proj"),
-    ("o", "o_proj"),
-    ("up", "up_proj"),
-    ("down", "down_proj"),
-):
-    _MODULE_NAMES[_module] += (f"mixer.{_names}",)
-_LAYER_PREFIXES = (
-    "model.layers.{}.",
-    "model.language_model.layers.{}.",
-    "language_model.model.layers.{}.",
-    "transformer.h.{}.",
-    "gpt_neox.layers.{}.",
-    "backbone.layers.{}.",
-)
-_LAYER_INDEX = re.compile(r"(?:layers|\.h)\.(\d+)(?:\.|$)")
-_NESTED_QUANTIFIER = re.compile(r"\([^)]*[*+][^)]*\)[*+{]")
-
-
-def quantized_linear_params(arch: Architecture, patterns: list[str]) -> int:
-    """Decoder linear weights that no pattern keeps in 16-bit.
-
-    Plain names match as transformers matches ``modules_to_not_convert`` (the pattern is a part of the
-    module's name), ``*`` as a glob, and ``re:`` patterns as compressed-tensors does (``re.match``).
-    """
-    literal, compiled = [], []
-    for pattern in patterns:
-        if len(pattern) > 500:
-            raise ArchitectureError("config.json quantization_config: a module pattern longer than 500 characters")
-        if pattern.startswith("re:"):
-            if _NESTED_QUANTIFIER.search(pattern):
-                raise ArchitectureError(
-                    f"config.json quantization_config: regular expression {show_value(pattern)} is too complex to evaluate safely"
-                )
-            try:
-                compiled.append(re.compile(pattern[3:]))
-            except re.error:
-                raise ArchitectureError(
-                    f"config.json quantization_config: {show_value(pattern)} is not a valid regular expression"
-                ) from None
-        else:
-            literal.append(pattern)
-    layer_specific: dict[int, list[str]] = {}
-    everywhere: list[str] = []
-    for pattern in literal:
-        found = _LAYER_INDEX.search(pattern)
-        if found and "*" not in pattern:
-            layer_specific.setdefault(int(found.group(1)), []).append(pattern)
-        else:
-            everywhere.append(pattern)
-    total = 0
-    for index in range(arch.layers):
-        checks = layer_specific.get(index, []) + everywhere
-        for module, weights in arch.layer_modules(index):
-            if checks or compiled:
-                names = [prefix.format(index) + name for prefix in _LAYER_PREFIXES for name in _MODULE_NAMES[module]]
-                if any(_literal_match(pattern, name) for pattern in checks for name in names):
-                    continue
-                if any(regex.match(name) for regex in compiled for name in names[: 2 * len(_MODULE_NAMES[module])]):
-                    continue
-            total += weights
-    return total
-
-
-def _literal_match(pattern: str, name: str) -> bool:
-    if "*" in pattern or "?" in pattern:
-        return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name, pattern + ".*")
-    return pattern in name
-
-
-# -- typed access to config values --------------------------------------------------------------
-
-
-def _string(data: dict[str, Any], key: str, where: str) -> str:
-    value = data.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str) or len(value) > 200:
-        raise ArchitectureError(f"config.json {where} must be a short string, not {show_value(value)}")
-    return value
-
-
-def _bool(data: dict[str, Any], key: str, prefix: str, default: bool) -> bool:
-    value = data.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ArchitectureError(f"config.json {prefix}{key} must be true or false, not {show_value(value)}")
-    return value
-
-
-def _bounded_int(data: dict[str, Any], key: str, low: int, high: int, prefix: str, default: int | None = None) -> int:
-    value = data.get(key)
-    if value is None:
-        if default is None:
-            raise ArchitectureError(f"config.json lacks {prefix}{key}")
-        return default
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ArchitectureError(
-            f"config.json {prefix}{key} must be a whole number from {low} to {high:,}, not {show_value(value)}"
-        )
-    return int(value)
-
-
-def _string_list(value: Any, where: str, limit: int) -> list[str]:
-    if not isinstance(value, list) or len(value) > limit or not all(isinstance(item, str) for item in value):
-        raise ArchitectureError(f"config.json {where} must be a list of at most {limit:,} strings")
-    return value
-
-
-def _int_list(value: Any, where: str, limit: int) -> list[int]:
-    if (
-        not isinstance(value, list)
-        or len(value) > limit
-        or not all(isinstance(item, int) and not isinstance(item, bool) for item in value)
-    ):
-        raise ArchitectureError(f"config.json {where} must be a list of at most {limit:,} integers")
-    return value

@@ -142,7 +142,7 @@ class CatalogModel:
         reads one model of the catalog, not all of them."""
         if not self.keep_16bit:
             return None
-        from gpuplan.hf_config import quantized_linear_params  # only for checkpoints that keep layers in 16 bits
+        from gpuplan.hf_quantization import quantized_linear_params  # only for checkpoints that keep layers in 16 bits
 
         return quantized_linear_params(self.architecture, list(self.keep_16bit))
 
