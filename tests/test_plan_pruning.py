@@ -23,7 +23,8 @@ from gpuplan.config import default_settings
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
-from gpuplan.estimate.serving_speed import floor_bounds, latency_bounds, latency_floors, prepare, serving_speed
+from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latency_floors
+from gpuplan.estimate.serving_speed import prepare, serving_speed
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.probes import Galloping, Scan
 from gpuplan.records import evolve

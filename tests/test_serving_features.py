@@ -18,7 +18,8 @@ from gpuplan.catalog import get_model
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.lora_serving import LoraSlots, host_bytes, slot_stage_bytes
 from gpuplan.estimate.performance import Efficiency, decode_attention_flops, matmul_params
-from gpuplan.estimate.serving_speed import _Deployment, latency_floors, serving_speed
+from gpuplan.estimate.serving_bounds import latency_floors
+from gpuplan.estimate.serving_speed import Deployment, serving_speed
 from gpuplan.estimate.speculative import expected_tokens
 from gpuplan.linter import lint_bytes
 
@@ -87,7 +88,7 @@ def test_each_decode_step_reads_the_adapters_in_its_batch():
     # up to the 4 slots: a step of 16 sequences reads all four slots more than without LoRA, one of 2 two,
     # a prompt's pass (no decodes) one. One slot: SLOTS_4_RANK_16 / 4 bytes (one stage).
     plain, served = (
-        _Deployment(analysis(spec(extra, 16)).serve.workload, CALIBRATION, Efficiency())
+        Deployment(analysis(spec(extra, 16)).serve.workload, CALIBRATION, Efficiency())
         for extra in ("", "  lora: {max_adapters: 4, max_rank: 16}\n")
     )
     for decode, prefill, adapters in ((16, 0, 4), (2, 0, 2), (0, 512, 1)):
@@ -141,12 +142,12 @@ def test_speculative_tpot_is_a_round_over_the_expected_tokens():
     served = analysis(spec(EAGLE)).serve
     workload = served.workload
     assert workload.speculation is not None
-    d = _Deployment(workload, CALIBRATION, Efficiency())
+    d = Deployment(workload, CALIBRATION, Efficiency())
     context = 8192 - 256 + 256 / 2
     total = matmul_params(LLAMA_8B)
     with_head = total / (total - LLAMA_8B.vocab * LLAMA_8B.hidden)
     verify = d.step(1, 4 * with_head, context, 4 * decode_attention_flops(LLAMA_8B, context)).seconds
-    head = _Deployment(workload.speculation.proposer, CALIBRATION, Efficiency()).step(1, 0, context, 0.0).seconds
+    head = Deployment(workload.speculation.proposer, CALIBRATION, Efficiency()).step(1, 0, context, 0.0).seconds
     assert served.speed.tpot_s == pytest.approx((verify + 4 * head) / 3.3616, rel=1e-9)
     # Speculation is worth it here: a plain step is more than twice a round over E ...
     plain = analysis(spec()).serve

@@ -28,11 +28,11 @@ from gpuplan.estimate.calibration import (
     TrainingMechanisms,
 )
 from gpuplan.estimate.performance import Efficiency
+from gpuplan.estimate.serving_bounds import latency_floors
 from gpuplan.estimate.serving_speed import (
+    Deployment,
     ServingWorkload,
-    _Deployment,
     burst_ttft,
-    latency_floors,
     prompt_square_mean,
     serving_speed,
 )
@@ -78,8 +78,8 @@ def workload(arch=TINY, **changes) -> ServingWorkload:
     return ServingWorkload(**{**fields, **changes})
 
 
-def deployment(arch=TINY, efficiency=None, **changes) -> _Deployment:
-    return _Deployment(workload(arch, **changes), CAL, efficiency or Efficiency())
+def deployment(arch=TINY, efficiency=None, **changes) -> Deployment:
+    return Deployment(workload(arch, **changes), CAL, efficiency or Efficiency())
 
 
 def test_decode_step():
@@ -100,13 +100,11 @@ def test_a_decode_step_memory_bound_only_through_its_kv_reads():
     # against 11.584 s of GEMMs: the linears alone are compute-bound, and only with the KV reads is the
     # step's memory time (13.56 s) past its compute time (12.864 s).
     fast_attention = dataclasses.replace(CAL, serving=dataclasses.replace(CAL.serving, attention_efficiency=2.0))
-    step = _Deployment(workload(weights_read=5500.0, kv_dtype_bytes=4), fast_attention, Efficiency()).step(
-        2, 0, 10, 0.0
-    )
+    step = Deployment(workload(weights_read=5500.0, kv_dtype_bytes=4), fast_attention, Efficiency()).step(2, 0, 10, 0.0)
     assert step.memory_bound
     assert step.bytes_read == 5500 + 1280
     # 5,000 B of weights (10 s): 12.56 s of memory time against 12.864 s of compute.
-    lighter = _Deployment(workload(weights_read=5000.0, kv_dtype_bytes=4), fast_attention, Efficiency())
+    lighter = Deployment(workload(weights_read=5000.0, kv_dtype_bytes=4), fast_attention, Efficiency())
     assert not lighter.step(2, 0, 10, 0.0).memory_bound
 
 
@@ -275,13 +273,13 @@ def test_no_step_carries_more_tokens_than_the_token_budget(monkeypatch):
     # arrive at (running decodes) x 199 / 2 tokens per step, far more than the 64 - (1 + decodes) left,
     # so the decode steps are filled to the budget exactly (the capped regime this test must reach).
     sizes: list[float] = []
-    step = _Deployment.step
+    step = Deployment.step
 
     def recorded(self, decode, prefill, context, prefill_attention, chunk=0.0):
         sizes.append(decode + prefill)
         return step(self, decode, prefill, context, prefill_attention, chunk)
 
-    monkeypatch.setattr(_Deployment, "step", recorded)
+    monkeypatch.setattr(Deployment, "step", recorded)
     w = workload(
         concurrency=16, prompt_tokens=200, prompt_p90=200, full_prompt=200, output_tokens=2, max_batched_tokens=64
     )

@@ -1,6 +1,6 @@
 """Serving under the load users run: the front end a request crosses, a burst's wave, a steady stream's queue.
 
-``serving_speed`` prices one forward step of a replica (``_Deployment.step``); this module turns steps into
+``serving_speed`` prices one forward step of a replica (``Deployment.step``); this module turns steps into
 what a client measures under each arrival shape (``serve.arrival``):
 
 - the **front end** (``frontend_seconds``): an OpenAI-compatible server parses the HTTP request, renders the

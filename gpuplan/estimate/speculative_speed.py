@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from gpuplan.estimate.calibration import Calibration
 from gpuplan.estimate.performance import Efficiency, decode_attention_flops, matmul_params
-from gpuplan.estimate.serving_speed import _Deployment, _Step
+from gpuplan.estimate.serving_speed import Deployment, _Step
 from gpuplan.estimate.speculative import expected_tokens
 from gpuplan.records import evolve
 
 
-class _Rounds(_Deployment):
+class _Rounds(Deployment):
     """A deployment whose decode steps are speculative rounds, at the steady state's decode context."""
 
-    def __init__(self, base: _Deployment, proposer: _Deployment, context: float) -> None:
+    def __init__(self, base: Deployment, proposer: Deployment, context: float) -> None:
         self.__dict__.update(base.__dict__)  # the same rates and per-step costs as the model's own
         spec = base.w.speculation
         assert spec is not None
@@ -67,11 +67,11 @@ class _Rounds(_Deployment):
 
 
 def speculative_rounds(
-    d: _Deployment, context: float, calibration: Calibration, efficiency: Efficiency
-) -> tuple[_Deployment, float]:
+    d: Deployment, context: float, calibration: Calibration, efficiency: Efficiency
+) -> tuple[Deployment, float]:
     """(``d`` with speculative rounds for decode steps, the tokens a round yields per sequence ``E``)."""
     spec = d.w.speculation
     assert spec is not None
     # The proposer runs on the model's GPUs (a planner moves a deployment to another GPU kind with its gpu).
-    proposer = _Deployment(evolve(spec.proposer, gpu=d.w.gpu), calibration, efficiency)
+    proposer = Deployment(evolve(spec.proposer, gpu=d.w.gpu), calibration, efficiency)
     return _Rounds(d, proposer, context), expected_tokens(spec.acceptance_rate, spec.num_tokens)

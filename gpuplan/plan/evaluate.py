@@ -34,15 +34,8 @@ from gpuplan.estimate.bands import SpeedBand, finetune_band, serving_speed_bands
 from gpuplan.estimate.engines import budget_bound
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
-from gpuplan.estimate.serving_speed import (
-    ServingSpeed,
-    ServingWorkload,
-    floor_bounds,
-    latency_bounds,
-    latency_floors,
-    prepare,
-    serving_speed,
-)
+from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latency_floors
+from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, prepare, serving_speed
 from gpuplan.estimate.training import TrainingMemory, TrainingSetup, trainable_params
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, seconds_per_token_floor
 from gpuplan.layout import whole_replicas

@@ -1,0 +1,203 @@
+"""Lower bounds of a serving deployment's latency that the planner prunes with: ``latency_floors`` (one
+sequence decoding alone; the full prompt's chunks on an idle replica, without its pipeline fill),
+``floor_bounds`` (below those, without preparing the deployment) and ``latency_bounds`` (at a closed
+loop's load). Each is proved below what ``serving_speed`` gives for every load of the deployment; the
+planner drops a layout whose bound already misses the SLO."""
+
+from __future__ import annotations
+
+import math
+
+from gpuplan.estimate.calibration import CALIBRATION, Calibration
+from gpuplan.estimate.performance import Efficiency, attention_flops
+from gpuplan.estimate.serving_load import frontend_seconds
+from gpuplan.estimate.serving_speed import (
+    PHI_TOLERANCE,
+    Deployment,
+    Rates,
+    ServingWorkload,
+    prompt_square_mean,
+    queue_wait_factor,
+    roofline,
+)
+from gpuplan.estimate.speculative import tpot_floor
+
+
+def latency_floors(
+    w: ServingWorkload,
+    efficiency: Efficiency | None = None,
+    calibration: Calibration = CALIBRATION,
+    prepared: Deployment | None = None,
+) -> tuple[float, float]:
+    """(TTFT, TPOT) that ``serving_speed`` never goes below for this deployment, whatever its concurrency
+    or replicas; a planner skips a layout family whose floors already miss the SLO.
+
+    Every term of a step (rooflines, attention, communication, overheads) only grows with its
+    sequences and tokens, and a roofline is at least its larger bound. TPOT: every decode step of
+    either batching mode carries at least one decoding sequence per microbatch at the same context, and
+    TPOT is stages x such a step (plus hops) or an average of such values.
+
+    TTFT (continuous batching): the full prompt's pass under load is split into k' >= k chunks (the
+    others' decodes take room from the token budget; k is the idle replica's count), each a step with
+    decodes beside it, then queues (a factor >= 1); waiting, the residual step and the request overhead
+    only add. k' steps of t / k' prompt tokens cost at least k steps of t / k: the fixed costs and
+    collective latencies are paid per step; the roofline is homogeneous and grows with its bounds, and
+    the weights a step reads are concave in its tokens (a mixture's experts) and never negative, so
+    more, smaller steps read at least as much; the prompt's causal attention is the same in total. So
+    TTFT >= k idle chunk steps + the stage hops + the first token's decode step (where the engine
+    samples it from one: one sequence at the steady state's context) + the request overhead: the idle
+    replica's TTFT less its pipeline fill, which more chunks shorten (under two stages, one prompt chunk
+    alone crosses both, two half chunks take 3 half stage-times). Static batching prefills mean prompts
+    in waves: its TTFT floor is 0 (no claim)."""
+    d = prepared or Deployment(w, calibration, efficiency or Efficiency())
+    prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
+    context = prompt + output / 2  # the steady state's decode context
+    tpot = tpot_floor(w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds, w.speculation)
+    if w.batching == "static":
+        return 0.0, tpot
+    passed = int(d.prompt_pass(w.full_prompt))
+    ttft = d.first_token_step(1, context) + d.engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
+    if passed > 0:
+        chunks, chunk = d.idle_chunks(passed, d.token_budget)
+        ttft += chunks * chunk.mean_seconds + (w.pipeline_parallel - 1) * d.hop
+    return ttft, tpot
+
+
+def floor_bounds(
+    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> tuple[float, float]:
+    """(TTFT, TPOT) at or below ``latency_floors``, from the GPU's rates and the weights each step reads
+    alone (no deployment is prepared): a planner tries these first on each layout family and prepares
+    the family's deployment only where they do not already miss the SLO.
+
+    ``latency_floors`` takes stages x one decode step's stage mean (TPOT) and the idle chunks' stage means
+    plus the first token's decode step, the stage hops and the request overhead (TTFT). Each step's mean
+    is its linear roofline over the stages' mean weights read (a mixture's experts only add to what it
+    reads), its attention roofline, the prompt chunk's attention, its collectives, the fixed costs and the
+    decode's per-sequence overhead; these keep the linear roofline, the prompt attention, the fixed
+    costs and the per-sequence overhead, and leave out the rest, which is never negative. A relative
+    1e-9 lower, for rounding. Static batching claims no TTFT floor (as ``latency_floors``)."""
+    rates = Rates(w, calibration, efficiency or Efficiency())
+    arch, pp, engine = w.architecture, w.pipeline_parallel, rates.engine
+    p, inverse = rates.sharpness, rates.inverse_sharpness
+    mean_read = (w.weights_read - w.weights_above_mean) / rates.bandwidth
+    decode = roofline(mean_read, (rates.body_flops + rates.head_flops) / rates.gemm_rate, p, inverse)
+    tpot = tpot_floor(pp * (decode + rates.fixed + engine.sequence_overhead_s), w.speculation)
+    if w.batching == "static":
+        return 0.0, tpot * (1 - 1e-9)
+    ttft = engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
+    passed = int(w.full_prompt - 1 if engine.first_token_from_decode_step else w.full_prompt)
+    if passed > 0:
+        chunks = max(1, math.ceil(passed / rates.token_budget))
+        tokens = passed / chunks
+        linear = roofline(mean_read, rates.body_flops * tokens / rates.gemm_rate, p, inverse)
+        attention = attention_flops(arch, 0, passed) / chunks * (rates.stage_share / w.tensor_parallel)
+        ttft += chunks * (linear + attention / rates.attention_rate + rates.fixed)
+    return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
+
+
+def latency_bounds(
+    w: ServingWorkload,
+    efficiency: Efficiency | None = None,
+    calibration: Calibration = CALIBRATION,
+    prepared: Deployment | None = None,
+    queued: bool = True,
+) -> tuple[float, float]:
+    """(TTFT, TPOT) that ``serving_speed(w)`` does not go below at ``w``'s own load, from a few steps
+    instead of the steady state's root: a planner skips the full estimate of a load whose bound already
+    misses the SLO. 0 where nothing is claimed (static batching; TTFT over pipeline stages, where the
+    family's ``latency_floors`` hold).
+
+    As for ``latency_floors``, every term of a step only grows with its decoding sequences, prompt
+    tokens and prompt attention (and a mixture's weights read, concave in the tokens, are at least
+    those of the decodes alone). In the steady state (``_continuous``) the share phi of its cycle a
+    slot spends decoding is a root of implied(phi) - phi, implied(phi) = O T(phi) / (S(phi) + O T(phi)),
+    with TPOT T and prefill time S; over phi in [0, 1]:
+      T(phi) >= T0, one sequence decoding alone (the TPOT floor at this context);
+      S(phi) <= S1: the queue factor at phi = 1 (rho grows with phi; once rho(1) >= 1 no bound on S,
+        and phi is bounded by 0 only), the most chunks (phi = 1: the least room), each a step with every
+        other slot decoding beside the largest chunk (phi = 0) and its share of the prompt's attention;
+      implied(phi) >= q = O T0 / (S1 + O T0), as x / (S + x) grows with x and falls with S.
+    The root ``_bracketed_root`` returns is within PHI_TOLERANCE of the upper end of its last bracket,
+    where implied - phi < 0, so it is above q - PHI_TOLERANCE (or it is 1, or a point where implied =
+    phi). At any phi >= phi_b = q - 2 PHI_TOLERANCE a decode step carries at least 1 + others x phi_b
+    sequences and, on one stage of a dense model, at least min(others x phi_b x P / O, budget - 1 -
+    others) prompt tokens (the others' arrivals grow with phi; the room left is at least that) with
+    their share of the attention; over stages or with a mixture only the decodes are counted (a
+    microbatch's share of the prompt tokens shrinks as microbatches are added; a mixture's prompt
+    chunk is averaged over steps). TPOT, that step's cycle, grows with the decodes.
+    TTFT on one stage: at least half that decode step while another slot runs, the full prompt's
+    prefill at phi_b (with more decodes beside it the prompt takes at least as many chunks, and k' >= k
+    steps of t / k' prompt tokens cost at least k steps of t / k, as ``latency_floors`` shows; its
+    queue factor grows with rho), that TPOT where the engine samples the first token from a decode
+    step, and the request overhead; the wait of requests beyond the slots only adds. Each bound is
+    taken a relative 1e-9 lower, for rounding, as the floors are. ``queued`` False: a bound of TTFT's
+    median and p90 as well as its mean, the wait for the token budget left out (its quantiles can be 0).
+    The front end adds the same to every TTFT."""
+    d = prepared or Deployment(w, calibration, efficiency or Efficiency())
+    if w.batching == "static":
+        return 0.0, 0.0
+    if w.speculation is not None:  # rounds yield several tokens a step: the family's floors hold
+        return latency_floors(w, efficiency, calibration, d)
+    engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel
+    budget = d.token_budget
+    prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
+    square_mean = prompt_square_mean(prompt, w.prompt_p90)
+    spread = square_mean / (prompt * prompt)
+    held = prompt + (output if engine.reserves_full_context else output / 2)
+    per_sequence = d.kv_read(held)
+    kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
+    others = max(0.0, min(float(w.concurrency), float(d.sequence_cap), max(kv_cap, 1.0)) - 1)
+    context = prompt + output / 2
+    passed = d.prompt_pass(prompt)
+    phi = 0.0
+    if passed <= 0:
+        phi = 1 - 2 * PHI_TOLERANCE  # no prompt to prefill: the slots only decode
+    elif others * passed / output / max(1.0, budget - others) < 1:
+        least_tpot = d.cycle(d.step(1.0, 0.0, context, 0.0), 1.0)
+        widest = max(1.0, budget)
+        fewest = max(1, math.ceil(passed / widest))
+        most = max(1, math.ceil(passed / max(1.0, budget - others)))
+        microbatches = min(pp, max(1.0, others))
+        largest = d.step(
+            others / microbatches, min(widest, passed / fewest), context, d.prompt_attention(passed) / fewest
+        )
+        rho = others * passed / output / max(1.0, budget - others)
+        longest = d.pass_time(largest, most) * queue_wait_factor(rho, spread)
+        total = longest + output * least_tpot
+        if total > 0:
+            phi = max(0.0, output * least_tpot / total * (1 - 1e-9) - 2 * PHI_TOLERANCE)
+    decoders = others * phi
+    running = 1 + decoders
+    microbatches = min(pp, max(1.0, running))
+    prefill = attention = 0.0
+    if passed > 0 and (pp == 1 or running >= pp):  # as many microbatches at every phi >= phi_b
+        prefill = min(decoders * passed / output, max(0.0, budget - 1 - others))
+        prompt_attention = attention_flops(arch, 0, math.sqrt(square_mean)) * (passed / prompt) ** 2
+        attention = prefill / passed * prompt_attention
+    # A chunk of infinite size: a mixture's step reads the experts of its decodes alone.
+    step = d.step(running / microbatches, prefill / microbatches, context, attention / microbatches, math.inf)
+    tpot = d.cycle(step, microbatches)
+    ttft = min(1.0, others) * step.seconds / 2 + engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
+    if engine.first_token_from_decode_step:
+        ttft += tpot
+    tokens = d.prompt_pass(w.full_prompt)
+    if tokens > 0:
+        room = max(1.0, budget - decoders)
+        chunks = max(1, math.ceil(tokens / room))
+        microbatches = min(pp, max(1.0, decoders))
+        chunk = d.step(
+            decoders / microbatches, min(room, tokens / chunks), context, d.prompt_attention(tokens) / chunks
+        )
+        # pass_time with each chunk's step at its stages' mean: the first chunk crosses the other
+        # stages as at least the thinnest chunk (the most chunks: phi = 1) would.
+        most = max(1, math.ceil(tokens / max(1.0, budget - others)))
+        thinnest = (
+            chunk
+            if most == chunks
+            else d.step(decoders / microbatches, tokens / most, context, d.prompt_attention(tokens) / most)
+        )
+        stages = (pp - 1) * (thinnest.mean_seconds + d.hop)
+        rho = decoders * passed / output / max(1.0, budget - decoders)
+        ttft += (stages + chunks * chunk.mean_seconds) * (queue_wait_factor(rho, spread) if queued else 1.0)
+    return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
