@@ -624,8 +624,8 @@ def test_a_gpu_without_bf16_units_runs_16_bit_work_at_its_fp16_rate_and_refuses_
     from training_jobs import default_job
 
     from gpuplan.catalog import get_gpu
+    from gpuplan.conflicts import finetune_conflicts
     from gpuplan.records import evolve
-    from gpuplan.spec import finetune_conflicts
 
     turing = dataclasses.replace(
         get_gpu("l4"), id="no-bf16", tflops={"bf16": None, "fp16": 65.0, "fp8": None, "int8": 130.0}

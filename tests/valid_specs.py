@@ -43,9 +43,9 @@ from hypothesis import strategies as st
 from gpuplan.architecture import Architecture, ArchitectureError
 from gpuplan.catalog import get_model, gpu_catalog, model_catalog
 from gpuplan.codes import CODES
+from gpuplan.conflicts import BF16_PRECISIONS
 from gpuplan.defaults import resolve_ref
 from gpuplan.resources import schema_path
-from gpuplan.spec import BF16_PRECISIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA: dict[str, Any] = json.loads(schema_path().read_text())

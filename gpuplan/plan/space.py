@@ -13,8 +13,9 @@ import math
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu, gpu_catalog
+from gpuplan.conflicts import BF16_PRECISIONS
 from gpuplan.records import record
-from gpuplan.spec import BF16_PRECISIONS, PlanLimits, Spec
+from gpuplan.spec import PlanLimits, Spec
 
 HOST_GPUS = 8  # PCIe cards one server holds (8 x L40S / 8 x H100 NVL servers: two CPUs, 8 x16 slots)
 MAX_PIPELINE = 8  # pipeline stages the planner tries: beyond 8 the bubble and per-token hops dominate
