@@ -56,12 +56,11 @@ from gpuplan.estimate.training import (
     REGIMES,
     TrainingMemory,
     TrainingSetup,
-    estimate_training,
     has_master_weights,
     optimizer_state_bytes,
-    states_floor,
     trainable_params,
 )
+from gpuplan.estimate.training_memory import estimate_training, states_floor
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
 from gpuplan.layout import replicas as layout_replicas
 from gpuplan.records import evolve, record

@@ -11,7 +11,7 @@ from training_jobs import training_setup
 from gpuplan.architecture import ArchitectureError
 from gpuplan.catalog import UnknownNameError, get_gpu, get_model
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, kv_bytes_per_sequence
-from gpuplan.estimate.training import estimate_training
+from gpuplan.estimate.training_memory import estimate_training
 from gpuplan.hf_config import from_hf_config
 
 GIB = 2**30

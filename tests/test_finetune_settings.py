@@ -25,12 +25,8 @@ from training_jobs import training_setup, vary
 
 from gpuplan.analysis import to_dict
 from gpuplan.architecture import Architecture
-from gpuplan.estimate.training import (
-    TrainingSetup,
-    estimate_training,
-    layer_activation_bytes_per_token,
-    selective_layer_bytes_per_token,
-)
+from gpuplan.estimate.training import TrainingSetup, layer_activation_bytes_per_token, selective_layer_bytes_per_token
+from gpuplan.estimate.training_memory import estimate_training
 from gpuplan.linter import LintOptions, lint_bytes
 from tests.tiny_architectures import MOE, TINY
 

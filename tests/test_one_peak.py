@@ -10,7 +10,7 @@ import pytest
 from conftest import EXAMPLES, run_cli
 from training_jobs import training_setup
 
-from gpuplan.estimate.training import estimate_training
+from gpuplan.estimate.training_memory import estimate_training
 from tests.tiny_architectures import TINY
 
 FINETUNE_EXAMPLES = sorted(p for p in EXAMPLES.rglob("*.yaml") if re.search(r"^finetune:", p.read_text(), re.M))

@@ -17,7 +17,8 @@ from gpuplan.estimate.serving import (
     kv_layout,
     max_concurrency,
 )
-from gpuplan.estimate.training import TrainingSetup, estimate_training
+from gpuplan.estimate.training import TrainingSetup
+from gpuplan.estimate.training_memory import estimate_training
 
 
 def _architecture(layers, heads, group, head_dim, mult, vocab, gated, tied, moe, mla, window) -> Architecture:
@@ -420,7 +421,7 @@ def test_each_remembered_half_of_the_estimate_reads_none_of_the_fields_it_leaves
     # estimate_training remembers the model states and the activations by the setup's fields each reads;
     # changing any field left out of a key must leave that half exactly as it was, or the memo would
     # answer for another setup. (Both halves are computed afresh here, without the memo.)
-    from gpuplan.estimate import training
+    from gpuplan.estimate import training_memory as training
 
     assert FIELD_VALUES.keys() >= training.STATES_IGNORE | training.ACTIVATIONS_IGNORE
     for function, ignored in (
@@ -438,7 +439,7 @@ def test_the_model_states_floor_is_below_every_setting_it_stands_for(setup, data
     # The planner skips a layout whose states_floor is over its limit, for every micro-batch, recompute
     # and loss setting of the shape and sharding at once: the floor reads none of them, and it is below
     # the estimate of each.
-    from gpuplan.estimate import training
+    from gpuplan.estimate import training_memory as training
 
     setup = vary(setup, optimizer_in_backward=data.draw(FIELD_VALUES["optimizer_in_backward"]))
     floor = training.states_floor(setup)

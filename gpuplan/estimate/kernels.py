@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 
 from gpuplan.architecture import Architecture
-from gpuplan.estimate.training import TrainingSetup, _adapted_shapes, layer_kinds, layer_targets
+from gpuplan.estimate.training import TrainingSetup, adapted_shapes, layer_kinds, layer_targets
 from gpuplan.records import record
 
 FRAMEWORKS: dict[str, str] = {
@@ -433,7 +433,7 @@ def adapter_work(setup: TrainingSetup, framework: str, tokens: float, share: flo
     if not setup.is_adapter:
         return NO_ADAPTERS
     tp = setup.tensor_parallel
-    shapes = _adapted_shapes(arch)
+    shapes = adapted_shapes(arch)
     rank = job.lora_rank
     a, stream, w = setup.activation_bytes, setup.residual_bytes, setup.lora_bytes
     autocast = setup.uses_autocast

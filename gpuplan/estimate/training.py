@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
-from dataclasses import fields
-from typing import Any
 
 from gpuplan.architecture import Architecture
 from gpuplan.records import record
@@ -166,7 +163,7 @@ class TrainingMemory:
 # -- parameters ---------------------------------------------------------------------------------
 
 
-def _adapted_shapes(arch: Architecture) -> dict[str, tuple[int, int]]:
+def adapted_shapes(arch: Architecture) -> dict[str, tuple[int, int]]:
     """(in, out) features of each linear LoRA can adapt (experts: one expert's matrices)."""
     h = arch.hidden
     width = arch.expert_width if arch.is_moe else arch.intermediate
@@ -185,7 +182,7 @@ def _adapted_shapes(arch: Architecture) -> dict[str, tuple[int, int]]:
 def adapter_params_per_layer(arch: Architecture, rank: int, targets: tuple[str, ...], variant: str = "lora") -> int:
     """LoRA adds r x (d_in + d_out) per adapted matrix (Hu et al. 2021); DoRA adds a magnitude per output
     (Liu et al. 2024, peft ``DoraLinearLayer``)."""
-    shapes = _adapted_shapes(arch)
+    shapes = adapted_shapes(arch)
     adapted = [shapes[name] for name in targets if shapes[name][0]]
     magnitude = sum(out for _, out in adapted) if variant == "dora" else 0
     return sum(rank * (d_in + d_out) for d_in, d_out in adapted) + magnitude
@@ -227,17 +224,17 @@ def trainable_params(setup: TrainingSetup) -> int:
     )
 
 
-def _stage_fraction(setup: TrainingSetup) -> float:
+def stage_fraction(setup: TrainingSetup) -> float:
     """Share of the decoder layers held by the most loaded pipeline stage, per tensor-parallel rank."""
     layers_per_stage = math.ceil(setup.architecture.layers / setup.pipeline_parallel)
     return layers_per_stage / setup.architecture.layers / setup.tensor_parallel
 
 
-def _local_params(setup: TrainingSetup) -> float:
+def local_params(setup: TrainingSetup) -> float:
     """Parameters on the most loaded GPU: its stage's layers plus the embedding (first stage, with any
     vision tower) or the LM head and final norm (last stage); both when there is one stage."""
     arch = setup.architecture
-    layers = arch.total_layer_params * _stage_fraction(setup)
+    layers = arch.total_layer_params * stage_fraction(setup)
     first = arch.embedding_params() + arch.vision_params
     last = arch.lm_head_params() + arch.norm_params()
     edges = first + last if setup.pipeline_parallel == 1 else max(first, last)
@@ -247,7 +244,7 @@ def _local_params(setup: TrainingSetup) -> float:
 # -- activations --------------------------------------------------------------------------------
 
 
-def _norm_bytes(setup: TrainingSetup, act: int) -> float:
+def norm_bytes(setup: TrainingSetup, act: int) -> float:
     """RMSNorm upcasts its input to fp32 and saves it; LayerNorm saves its input as it is. A trainable
     weight also saves the normalised output. Sequence parallelism splits the region over TP ranks."""
     arch = setup.architecture
@@ -336,7 +333,7 @@ _INPUT_GROUP = {
 }
 
 
-def _input_widths(setup: TrainingSetup) -> dict[str, float]:
+def input_widths(setup: TrainingSetup) -> dict[str, float]:
     """Per-token width of each linear input, per GPU: norm outputs are split by sequence parallelism."""
     arch, t = setup.architecture, setup.tensor_parallel
     width = (arch.expert_width * arch.experts_per_token if arch.is_moe else arch.intermediate) / t
@@ -358,7 +355,7 @@ def _lora_input_bytes(setup: TrainingSetup, act: int, targets: tuple[str, ...] |
     targets = setup.job.lora_targets if targets is None else targets
     if not targets:
         return 0.0
-    widths = _input_widths(setup)
+    widths = input_widths(setup)
     lora = setup.lora_bytes
     total = float(lora * setup.job.lora_rank * len(targets)) / setup.tensor_parallel
     if setup.job.lora_dropout > 0:
@@ -369,7 +366,7 @@ def _lora_input_bytes(setup: TrainingSetup, act: int, targets: tuple[str, ...] |
         inputs = {_INPUT_GROUP[name] for name in targets} - {"attention", "mlp"}
         total += sum(act * widths[group] for group in inputs)
     if setup.job.lora_variant == "dora":
-        shapes = _adapted_shapes(setup.architecture)
+        shapes = adapted_shapes(setup.architecture)
         total += sum(2 * lora * shapes[name][1] for name in targets if shapes[name][0])
     return total
 
@@ -385,7 +382,7 @@ def _qlora_input_bytes(
     if setup.job.method != "qlora":
         return 0.0
     targets = setup.job.lora_targets if targets is None else targets
-    widths = _input_widths(setup)
+    widths = input_widths(setup)
     kept_by_adapters = set()
     if setup.job.lora_dropout == 0 and setup.lora_bytes == act:
         kept_by_adapters = {_INPUT_GROUP[name] for name in targets} - {"attention", "mlp"}
@@ -413,7 +410,7 @@ def _kind_bytes_per_token(setup: TrainingSetup, mixer: str, mlp: bool) -> float:
     norms = (
         _autocast_norm_bytes(setup)
         if setup.uses_autocast and not setup.is_adapter
-        else (setup.architecture.norms_per_layer * _norm_bytes(setup, act))
+        else (setup.architecture.norms_per_layer * norm_bytes(setup, act))
     )
     if mixer in "AS":
         mixing = _attention_bytes(setup, act, setup.job.seq_len)
@@ -461,7 +458,7 @@ def _selective_kind_bytes(setup: TrainingSetup, mixer: str, mlp: bool) -> float:
         kept += _state_mixer_selective_bytes(setup, act)
     if mlp:
         matrices = 2 if arch.mlp == "gated" else 1
-        kept += act * (matrices * _input_widths(setup)["mlp"] + sharded)  # gate/up outputs, down output
+        kept += act * (matrices * input_widths(setup)["mlp"] + sharded)  # gate/up outputs, down output
     return kept + _lora_input_bytes(setup, act, layer_targets(setup.job.lora_targets, mixer, mlp))
 
 
@@ -477,7 +474,7 @@ def selective_layer_bytes_per_token(setup: TrainingSetup) -> float:
         kinds = layer_kinds(arch)
         return sum(count * _selective_kind_bytes(setup, mixer, mlp) for mixer, mlp, count in kinds) / arch.layers
     q, kv = arch.q_width / t, max(1, arch.n_kv // t) * arch.d_head
-    width = _input_widths(setup)["mlp"]
+    width = input_widths(setup)["mlp"]
     sharded = arch.hidden / setup.sequence_shards
     attention = act * (2 * q + 2 * kv) + 4 * arch.heads / t  # q, k, v projections, SDPA output, logsumexp
     gate = act * q if arch.attention_gate else 0.0
@@ -523,339 +520,3 @@ def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: i
     states = 4 * (dims + arch.vocab + arch.hidden) * fraction
     largest = arch.largest_linear_params() if not setup.is_adapter else arch.hidden * setup.job.lora_rank
     return states, 2 * 4 * largest
-
-
-# -- the phases ---------------------------------------------------------------------------------
-
-
-@record
-class _States:
-    """Per-GPU model states: what lives for the whole step, what the step adds, what lives off the GPU."""
-
-    weights: float
-    gradients: float  # all of them, once backward has finished
-    optimizer: float
-    paged_optimizer: float  # bitsandbytes paged states: on the GPU for the step, evictable otherwise
-    step_temporaries: float
-    autocast_copies: float
-    gathered: float
-    largest_gradient: float  # the one gradient alive under optimizer_in_backward
-    host: float
-    nvme: float
-
-
-@record
-class _Activations:
-    """Per-GPU activation memory of one micro-batch."""
-
-    saved: float  # live at the end of forward, logits included
-    returned_logits: float  # held by the caller until it drops the output
-    per_layer: float  # one decoder layer's saved tensors (recomputed ones with checkpointing)
-    checkpoint_input: float  # one layer's input, kept beside its recomputed tensors under full checkpointing
-    forward_temporaries: float
-    loss_gradients: float  # the loss backward's two fp32 logit-sized gradients
-    layer_backward_temporaries: float
-    host: float  # activation offloading
-
-
-def _base_bytes_per_param(setup: TrainingSetup) -> float:
-    if setup.job.method == "qlora":
-        return NF4_BYTES_PER_PARAM if setup.job.double_quant else NF4_BYTES_NO_DQ
-    return float(setup.model_dtype_bytes)
-
-
-def _model_states(setup: TrainingSetup) -> _States:
-    arch = setup.architecture
-    weight_b, grad_b, state_b, _, _ = REGIMES[setup.job.precision]
-    n = setup.data_parallel
-    sharding = setup.job.sharding if n > 1 else "none"
-    local_all = _local_params(setup)
-    fraction = _stage_fraction(setup)
-    autocast = setup.uses_autocast
-    master = 0.0
-    if setup.is_adapter:
-        trainable_local = trainable_params(setup) * fraction
-        if setup.job.method == "qlora":
-            quantized = arch.linear_params() * fraction
-            base = quantized * _base_bytes_per_param(setup) + (local_all - quantized) * 2  # embeddings, norms 16-bit
-        else:
-            base = local_all * setup.model_dtype_bytes
-        weights = base + trainable_local * setup.lora_bytes
-        grad_b = state_b = setup.lora_bytes
-        # An fp32 frozen base under autocast is cast to bf16 per linear (the LM head included), and the
-        # casts live until backward: the matmul saves its bf16 weight to compute the input gradient.
-        head = arch.vocab * arch.hidden / setup.tensor_parallel
-        copies = 2 * (arch.linear_params() * fraction + head) if autocast and setup.model_dtype_bytes == 4 else 0.0
-        largest_param = max(arch.hidden, arch.intermediate) * setup.job.lora_rank / setup.tensor_parallel
-    else:
-        trainable_local = local_all
-        if sharding != "none" or (setup.job.precision in MIXED and not setup.job.autocast):
-            weight_b = grad_b = SHARDED_WEIGHT_BYTES[setup.job.precision]
-            master = 4 * trainable_local if setup.job.precision in MIXED else 0.0
-        weights = local_all * weight_b
-        tied_head = arch.vocab * arch.hidden if arch.tie_embeddings else 0
-        linears = arch.linear_params() + arch.lm_head_params() + tied_head
-        copies = 2 * linears * fraction if autocast and sharding == "none" else 0.0
-        largest_param = arch.largest_linear_params() / setup.tensor_parallel
-    grad_elements = trainable_local
-    optimizer, step_temp = optimizer_state_bytes(setup, trainable_local, state_b)
-    optimizer += master
-    if sharding != "none" and not setup.is_adapter:
-        optimizer, step_temp = optimizer / n, step_temp / n
-        if sharding in ("zero2", "zero3", "fsdp"):
-            grad_elements /= n
-    grads = grad_elements * grad_b
-    gathered = 0.0
-    streams = sharding in ("zero3", "fsdp") or setup.job.offload_parameters != "none"
-    if streams:
-        # The unit in use and the one prefetched are gathered in 16-bit (NF4 for QLoRA: FSDP-QLoRA gathers
-        # the quantized storage), with the current unit's full gradient when several ranks reduce it. Units:
-        # each decoder layer, and the embedding and output layer wrapped apart (torchtitan, FSDP2; DeepSpeed's
-        # estimator likewise sizes its buffers by the largest module), whichever is largest.
-        unit_params = max(arch.largest_layer_params, arch.embedding_params()) / setup.tensor_parallel
-        sixteen_bit = SHARDED_WEIGHT_BYTES[setup.job.precision]
-        bytes_per = _base_bytes_per_param(setup) if setup.is_adapter else sixteen_bit
-        gathered = min(2 * bytes_per * unit_params, weights)
-        if n > 1 and sharding in ("zero3", "fsdp") and not setup.is_adapter:
-            gathered += sixteen_bit * unit_params
-        if sharding in ("zero3", "fsdp"):
-            weights /= n
-    paged = 0.0
-    if setup.job.optimizer == "adamw-8bit-paged":
-        paged, optimizer = optimizer, 0.0
-    host = nvme = 0.0
-    if setup.job.offload_optimizer != "none":
-        # The step runs on the CPU: fp32 master weights, the states, an fp32 copy of the gradients and the
-        # step's own temporaries live there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision
-        # Adam; torch's foreach AdamW on CPU tensors, as FSDP cpu_offload runs it, adds its temporary).
-        moved = optimizer + paged + 4 * grad_elements + step_temp
-        optimizer = paged = step_temp = 0.0
-        if setup.job.offload_optimizer == "cpu":
-            host += moved
-        else:
-            nvme += moved
-    if setup.job.offload_parameters != "none":
-        moved = weights + (grads if setup.job.offload_optimizer != "none" else 0.0)
-        if setup.job.offload_optimizer != "none":
-            grads = 0.0
-        weights = 0.0
-        if setup.job.offload_parameters == "cpu":
-            host += moved
-        else:
-            nvme += moved
-    largest_gradient = min(grads, largest_param * grad_b) if setup.job.optimizer_in_backward else grads
-    if setup.job.optimizer_in_backward:
-        # Each parameter is stepped (and its gradient freed) as soon as its gradient is complete.
-        step_temp = step_temp * min(1.0, largest_param / max(trainable_local, 1.0))
-    return _States(weights, grads, optimizer, paged, step_temp, copies, gathered, largest_gradient, host, nvme)
-
-
-def _activations(setup: TrainingSetup) -> _Activations:
-    arch = setup.architecture
-    act_b = setup.activation_bytes
-    tokens = setup.tokens
-    tp = setup.tensor_parallel
-    per_layer = layer_activation_bytes_per_token(setup) * tokens
-    largest_layer = largest_layer_activation_bytes_per_token(setup) * tokens if arch.hybrid else per_layer
-    returned, log_softmax, upcast = logits_bytes(setup)
-    final_norm = _norm_bytes(setup, act_b) * tokens
-    layer_input = setup.residual_bytes * arch.hidden / setup.sequence_shards
-    # 1F1B pipelining keeps L layers' worth of activations in flight on the first stage, whatever PP is.
-    if setup.job.checkpointing == "full":
-        kept_per_layer = layer_input * tokens
-    elif setup.job.checkpointing == "selective":
-        kept_per_layer = selective_layer_bytes_per_token(setup) * tokens
-    else:
-        kept_per_layer = per_layer
-    on_gpu_layers = min(arch.layers, OFFLOADED_LAYERS_ON_GPU) if setup.job.activation_offloading else arch.layers
-    offloaded = kept_per_layer * (arch.layers - on_gpu_layers)
-    layers = kept_per_layer * on_gpu_layers
-    scores = arch.heads / tp * setup.job.seq_len**2 * setup.job.micro_batch
-    forward = upcast
-    if setup.job.attention == "eager":
-        # Beyond what is saved: the bf16 masked scores (2 B); when the layer keeps nothing of its own
-        # (full checkpointing), masked scores, their fp32 upcast and the fp32 softmax coexist (10 B).
-        forward = max(forward, (10 if setup.job.checkpointing == "full" else 2) * scores)
-    # bitsandbytes dequantizes one NF4 linear at a time to bf16 (embeddings and LM head are not NF4).
-    widest = max(
-        arch.hidden * max(arch.expert_width if arch.is_moe else arch.intermediate, arch.q_width),
-        max((weights for _, weights in arch.state_mixer_modules), default=0),
-    )
-    dequant = 2 * widest / tp if setup.job.method == "qlora" else 0.0
-    # DoRA computes each adapted layer's full weight norm in the adapter dtype: an identity of d_in^2, the
-    # merged B @ A, the base weight cast and their sum, for the largest adapted matrix at a time.
-    dora = 0.0
-    if setup.is_adapter and setup.job.lora_variant == "dora":
-        shapes = _adapted_shapes(arch)
-        dora = max(
-            (
-                (d_in * d_in + 3 * d_in * d_out) * setup.lora_bytes / tp
-                for d_in, d_out in (shapes[name] for name in setup.job.lora_targets)
-                if d_in
-            ),
-            default=0.0,  # no target the model has (gate_proj alone on a plain MLP): nothing adapted
-        )
-    mlp_width = _input_widths(setup)["mlp"]
-    # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate at once
-    # (3 x i per token; 2 for a plain MLP): 0.66 GiB at 8B, 1x8192, matching the ground truth.
-    layer_backward = (3 if arch.mlp == "gated" else 2) * act_b * mlp_width * tokens
-    if setup.job.attention == "eager":
-        layer_backward = max(layer_backward, 6 * scores)  # bf16 + fp32 score gradients
-    loss_gradients = 0.0 if setup.job.fused_loss else 2 * 4 * (arch.vocab / tp) * tokens
-    recomputing = setup.job.checkpointing != "none"
-    return _Activations(
-        saved=layers + final_norm + returned + log_softmax,
-        returned_logits=returned,
-        per_layer=largest_layer,
-        checkpoint_input=layer_input * tokens if setup.job.checkpointing == "full" else 0.0,
-        forward_temporaries=max(forward, dequant, dora),
-        loss_gradients=loss_gradients,
-        layer_backward_temporaries=layer_backward + dequant + (dora if recomputing else 0.0),
-        host=offloaded,
-    )
-
-
-# The planner estimates many settings of one shape: the same model states at every micro-batch, the same
-# activations at every sharding. Each half is remembered by the setup's fields it reads (all but those
-# below; a property test changes each of them and finds no difference), in a bounded lru_cache (which
-# the mutation benchmark drops, as a remembered result would hide a mutant).
-STATES_IGNORE = frozenset(
-    {"micro_batch", "seq_len", "gradient_accumulation", "checkpointing", "attention", "fused_loss"}
-    | {"activation_offloading", "sequence_parallel", "lora_dropout", "loop"}
-)
-ACTIVATIONS_IGNORE = frozenset(
-    {"optimizer", "gradient_accumulation", "sharding", "gpus", "offload_optimizer", "offload_parameters"}
-    | {"optimizer_in_backward", "momentum", "double_quant"}
-)
-
-
-class _Keyed:
-    """A setup that hashes and compares by some of its fields only: a memo key that carries the setup."""
-
-    __slots__ = ("key", "setup")
-
-    def __init__(self, setup: TrainingSetup, fields_read: operator.attrgetter[Any]) -> None:
-        self.setup, self.key = setup, fields_read(setup)
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Keyed) and self.key == other.key
-
-
-# What the memory model reads of a setup, by name: the model, the job's settings and its layout; not the
-# run's length, its checkpoints, the GPU kind or the host's bandwidths (memory per GPU depends on none of them).
-_NOT_MEMORY = frozenset(
-    {"tokens", "checkpoint_every_hours", "checkpoint_keep", "checkpoint_storage_gb", "hardware"}
-    | {"offload_host_gbs", "offload_nvme_gbs", "framework", "tf32"}
-)
-MEMORY_INPUTS: dict[str, str] = {
-    "architecture": "architecture",
-    "model_dtype_bytes": "model_dtype_bytes",
-    "gpus": "job.hardware.count",
-    "tensor_parallel": "job.hardware.tensor_parallel",
-    "pipeline_parallel": "job.hardware.pipeline_parallel",
-    **{f.name: f"job.{f.name}" for f in fields(Finetune) if f.name not in _NOT_MEMORY},
-}
-
-
-def _reading(ignored: frozenset[str]) -> operator.attrgetter[Any]:
-    return operator.attrgetter(*(path for name, path in MEMORY_INPUTS.items() if name not in ignored))
-
-
-_STATES_READ = _reading(STATES_IGNORE)
-_ACTIVATIONS_READ = _reading(ACTIVATIONS_IGNORE)
-
-
-@functools.lru_cache(maxsize=4096)
-def _remembered_states(keyed: _Keyed) -> _States:
-    return _model_states(keyed.setup)
-
-
-@functools.lru_cache(maxsize=4096)
-def _remembered_activations(keyed: _Keyed) -> _Activations:
-    return _activations(keyed.setup)
-
-
-def states_floor(setup: TrainingSetup) -> int:
-    """A lower bound of ``estimate_training(setup, overhead).per_gpu - overhead`` from the model states
-    alone, which no micro-batch, recompute or loss setting changes (``STATES_IGNORE``): a planner
-    bounds every setting of a shape and sharding with one of these, before any estimate.
-
-    Why it is a bound: ``per_gpu - overhead`` is the largest phase total, and the backward phase is
-    the largest (by its float sum) of three dicts, one of which, its end, holds the fixed states and
-    the gradients: ``end = weights + optimizer + gathered + gradients`` (``largest_gradient`` under
-    optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
-    ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end part) - eps``,
-    where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
-    and one byte taken off: ``sum(floor(end part)) - 1 < sum(end part) - eps``."""
-    states = _remembered_states(_Keyed(setup, _STATES_READ))
-    gradients = states.largest_gradient if setup.job.optimizer_in_backward else states.gradients
-    return sum(math.floor(part) for part in (states.weights, states.optimizer, states.gathered, gradients)) - 1
-
-
-def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
-    """Per-GPU memory of one steady-state step; ``overhead`` is the documented framework constant."""
-    arch = setup.architecture
-    states = _remembered_states(_Keyed(setup, _STATES_READ))
-    acts = _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ))
-    grads = states.gradients
-    accumulating = grads if setup.job.gradient_accumulation > 1 else 0.0  # grads persist across micro-batches
-    if setup.is_adapter or setup.job.optimizer_in_backward:
-        grads_before_first_layer = states.largest_gradient
-    else:
-        total = arch.total_layer_params + arch.embedding_params() + arch.lm_head_params()
-        first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
-        grads_before_first_layer = grads * (1 - first_layer_and_embedding)
-    in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
-    fixed = {"weights": states.weights, "optimizer": states.optimizer, "gathered_parameters": states.gathered}
-    forward = {
-        **fixed,
-        "gradients": accumulating,
-        "autocast_weight_copies": states.autocast_copies,
-        "activations": acts.saved,
-        "temporaries": acts.forward_temporaries,
-    }
-    # Backward peaks at its start (the loss gradients are live, and the returned logits too unless the
-    # training loop released the model outputs first, as the Hugging Face Trainer and torchtune do), while
-    # the first layer is processed (most gradients, one layer's activations), or at its end.
-    released = acts.returned_logits if setup.job.loop == "trainer" else 0.0
-    start = {
-        **fixed,
-        "gradients": accumulating,
-        "autocast_weight_copies": states.autocast_copies,
-        "activations": acts.saved - released,
-        "temporaries": acts.loss_gradients,
-    }
-    middle = {
-        **fixed,
-        "gradients": max(accumulating, grads_before_first_layer),
-        "autocast_weight_copies": states.autocast_copies / arch.layers,
-        "activations": acts.per_layer + acts.checkpoint_input,
-        "temporaries": acts.layer_backward_temporaries + in_backward_step,
-    }
-    end = {**fixed, "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads}
-    backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
-    phases = {"forward": _ints(forward), "backward": _ints(backward)}
-    if not setup.job.optimizer_in_backward:
-        phases["optimizer_step"] = _ints(
-            {
-                **fixed,
-                "gradients": grads,
-                "paged_optimizer_states": states.paged_optimizer,
-                "optimizer_step_temporaries": states.step_temporaries,
-            }
-        )
-    return TrainingMemory(
-        arch.params,
-        trainable_params(setup),
-        phases,
-        overhead,
-        host=math.ceil(states.host + acts.host),
-        nvme=math.ceil(states.nvme),
-    )
-
-
-def _ints(parts: dict[str, float]) -> dict[str, int]:
-    return {name: math.ceil(value) for name, value in parts.items() if value}
