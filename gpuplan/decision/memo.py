@@ -54,7 +54,7 @@ from gpuplan.decision.sensitivity import SPEED_SLOW, Scenario, Sensitivity, sens
 from gpuplan.findings import Severity
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.evaluate import Option
-from gpuplan.plan.search import JobPlan, SpecPlanner
+from gpuplan.plan.spec_planner import JobPlan, SpecPlanner
 from gpuplan.records import record
 from gpuplan.spec import HOURS_PER_MONTH
 from gpuplan.units import Shown, money_difference

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from gpuplan.output.markdown import escape_markdown
-from gpuplan.plan.search import CONVENTIONAL_WITHIN
+from gpuplan.plan.spec_planner import CONVENTIONAL_WITHIN
 from gpuplan.units import format_gib, format_money, format_number, money_difference, plural
 from gpuplan.visible import visible
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.plan.materiality import Materiality
-from gpuplan.plan.search import SpecPlanner
+from gpuplan.plan.spec_planner import SpecPlanner
 
 if TYPE_CHECKING:
     from gpuplan.analysis import Analysis

@@ -15,7 +15,7 @@ from typing import Any
 from gpuplan import __version__
 from gpuplan.plan.describe import Saving, block_yaml
 from gpuplan.plan.evaluate import Option
-from gpuplan.plan.search import JobPlan, SpecPlanner
+from gpuplan.plan.spec_planner import JobPlan, SpecPlanner
 from gpuplan.units import (
     CENT_DIGITS,
     HOURS_DIGITS,

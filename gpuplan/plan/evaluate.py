@@ -18,29 +18,22 @@ from gpuplan.analysis import (
     FinetuneEstimate,
     ServeEstimate,
     deployment_workload,
-    estimate_finetune,
     estimate_serve,
-    finetune_memory,
-    finetune_memory_floor,
-    finetune_speed,
-    run_cost,
     serve_shape,
     serving_setup,
-    training_setup,
     workload_at_load,
 )
 from gpuplan.context_limits import context_problem
-from gpuplan.estimate.bands import SpeedBand, finetune_band, serving_speed_bands
+from gpuplan.estimate.bands import SpeedBand, serving_speed_bands
 from gpuplan.estimate.engines import budget_bound
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
 from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latency_floors
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, prepare, serving_speed
-from gpuplan.estimate.training import TrainingMemory, TrainingSetup, trainable_params
-from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, seconds_per_token_floor
+from gpuplan.estimate.training import TrainingSetup
+from gpuplan.estimate.training_speed import TrainingSpeed
 from gpuplan.layout import whole_replicas
 from gpuplan.plan.space import (
-    POWERS_OF_TWO,
     Layout,
     TrainingSettings,
     domain_problem,
@@ -50,7 +43,7 @@ from gpuplan.plan.space import (
     tensor_parallel_problem,
 )
 from gpuplan.records import evolve, record
-from gpuplan.spec import Finetune, Hardware, PlanLimits, Serve, Spec
+from gpuplan.spec import Hardware, PlanLimits, Serve, Spec
 from gpuplan.units import format_gib
 
 NOMINAL_TOKENS = 1_000_000  # fine-tuning without finetune.tokens is ranked by its cost per 1M tokens
@@ -231,7 +224,7 @@ class Option:
         )
 
 
-def _judged(kind: str, checks: dict[str, str | None]) -> tuple[tuple[tuple[str, bool], ...], tuple[str, ...]]:
+def judged(kind: str, checks: dict[str, str | None]) -> tuple[tuple[tuple[str, bool], ...], tuple[str, ...]]:
     order = SERVE_CONSTRAINTS if kind == "serve" else FINETUNE_CONSTRAINTS
     meets = []
     reasons = []
@@ -291,7 +284,7 @@ def declared_shape(
     return Layout(hardware.gpu, hardware.tensor_parallel, hardware.pipeline_parallel, copies, concurrency, settings)
 
 
-class _Evaluator:
+class Evaluator:
     """What both jobs' evaluators share: the layout checks that need no estimate, and the memo."""
 
     kind = ""
@@ -353,7 +346,7 @@ class _Evaluator:
         }
 
 
-class ServePlanner(_Evaluator):
+class ServePlanner(Evaluator):
     """Evaluates serving layouts of one spec's deployment; memoises estimates and memory by layout.
 
     Demand is held fixed: the declared replicas x per-replica concurrency sequences in flight, split as
@@ -630,7 +623,7 @@ class ServePlanner(_Evaluator):
                 checks[f"{metric}_slo"] = (
                     f"{statistic}{metric.upper()} {missed[0]:,.1f} ms{edge} exceeds the SLO of {missed[1]:,.0f} ms"
                 )
-        meets, reasons = _judged("serve", checks)
+        meets, reasons = judged("serve", checks)
         return Option(
             "serve", layout, nodes, estimate, meets, reasons, self.declared, slo_margin=self._slo_margin(estimate)
         )
@@ -648,197 +641,6 @@ class ServePlanner(_Evaluator):
         ]
         least = min(margins, default=None)
         return least if least is None or math.isfinite(least) else None  # an SLO too small to hold a number
-
-
-class FinetunePlanner(_Evaluator):
-    """Evaluates fine-tuning layouts of one spec's run; memoises estimates and per-shape memory.
-
-    The global batch (micro_batch x gradient_accumulation x data-parallel ranks) of the declared run is
-    held fixed; micro-batches may shrink (more accumulation) but never grow.
-    """
-
-    kind = "finetune"
-
-    def __init__(
-        self,
-        spec: Spec,
-        efficiency: Efficiency,
-        headroom_pct: float,
-        sync_share: float,
-        limits: PlanLimits,
-        known: FinetuneEstimate | None = None,
-    ) -> None:
-        super().__init__(spec, efficiency, headroom_pct, limits)
-        assert spec.finetune is not None
-        self.job, self.sync_share = spec.finetune, sync_share
-        self.band = finetune_band(self.job.method)
-        hardware = self.job.hardware
-        self.declared_data_parallel = hardware.replicas
-        self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
-        self._memory: dict[tuple[object, ...], TrainingMemory] = {}
-        self._state_floors: dict[tuple[int, int, int, str], int] = {}  # TP, PP, DP, sharding -> memory_floor
-        self._floor_job: tuple[Finetune, TrainingSetup] | None = None
-        self._floor_trainable: int | None = None
-        self._micro_batches: dict[int, tuple[int, ...]] = {}  # data-parallel width -> sizes
-        self.declared = self.declared_layout()
-        self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
-        if self.known is not None:  # the declared layout's memory, as evaluate computes it
-            self._memory[self._memory_key(self.declared)] = self.known.memory
-
-    def declared_settings(self) -> TrainingSettings:
-        job = self.job
-        return TrainingSettings(
-            job.checkpointing, job.fused_loss, job.sharding, job.micro_batch, job.gradient_accumulation
-        )
-
-    def declared_layout(self) -> Layout:
-        return declared_shape(self.job.hardware, self.declared_data_parallel, settings=self.declared_settings())
-
-    def data_parallel_degrees(self, tensor_parallel: int, pipeline_parallel: int) -> list[int]:
-        """Data-parallel widths (powers of two) that keep the global batch and stay within max_gpus."""
-        most = whole_replicas(self.limits.max_gpus, tensor_parallel, pipeline_parallel)
-        return [dp for dp in POWERS_OF_TWO if dp <= most and self.global_batch % dp == 0]
-
-    def micro_batches(self, data_parallel: int) -> tuple[int, ...]:
-        """Micro-batch sizes (the declared one first, then smaller) that keep the global batch."""
-        if data_parallel not in self._micro_batches:
-            per_rank = self.global_batch // data_parallel
-            micro = self.job.micro_batch
-            self._micro_batches[data_parallel] = tuple(
-                m for m in range(micro, 0, -1) if micro % m == 0 and per_rank % m == 0
-            )
-        return self._micro_batches[data_parallel]
-
-    def _job(self, layout: Layout) -> Finetune:
-        settings = layout.settings
-        assert settings is not None
-        return evolve(
-            self.job,
-            checkpointing=settings.activation_checkpointing,
-            fused_loss=settings.fused_loss,
-            sharding=settings.sharding,
-            micro_batch=settings.micro_batch,
-            gradient_accumulation=settings.gradient_accumulation,
-            tokens=self.job.tokens or NOMINAL_TOKENS,
-            hardware=self._hardware(self.job.hardware, layout),
-        )
-
-    @staticmethod
-    def _memory_key(layout: Layout) -> tuple[object, ...]:
-        return (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, layout.settings)
-
-    def memory(self, layout: Layout) -> TrainingMemory:
-        """Per-GPU memory of a layout's shape: the same on every GPU kind (only usable memory differs)."""
-        key = self._memory_key(layout)
-        if key not in self._memory:
-            self._memory[key] = finetune_memory(self.spec, self._job(layout))
-        return self._memory[key]
-
-    def planned_bytes(self, per_gpu: float) -> float:
-        """The per-GPU figure a sound layout must fit with the headroom: the pessimistic edge of the
-        job's measured memory error at the plan's confidence."""
-        return self.band.pessimistic(per_gpu, self.limits.confidence)
-
-    def memory_floor(self, layout: Layout) -> int:
-        """A lower bound of ``memory(layout).per_gpu`` from the model states alone: one per shape and
-        sharding, whatever the layout's micro-batch, recompute and fused loss (which the states do not
-        read; ``finetune_memory_floor``)."""
-        assert layout.settings is not None
-        key = (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, layout.settings.sharding)
-        floor = self._state_floors.get(key)
-        if floor is None:
-            floor = self._state_floors[key] = finetune_memory_floor(self.spec, self._job(layout))
-        return floor
-
-    def memory_sound(self, layout: Layout) -> bool:
-        """Whether the layout's planned per-GPU memory (the band's edge) is within the headroom; a layout
-        whose model states alone already are not is answered without its estimate: floor <= per_gpu and the
-        edge grows with the figure (a ratio of it), so edge(floor) > limit implies edge(per_gpu) > limit."""
-        usable = layout.gpu.usable_bytes
-        if self._memory_key(layout) not in self._memory and not within_headroom(
-            self.planned_bytes(self.memory_floor(layout)), usable, self.headroom_pct
-        ):
-            return False
-        return within_headroom(self.planned_bytes(self.memory(layout).per_gpu), usable, self.headroom_pct)
-
-    def sync_too_slow(self, layout: Layout) -> bool:
-        """Whether gradient sync alone breaks the layout, as ``evaluate`` judges it, from the speed model
-        alone (it reads no memory estimate)."""
-        job = self._job(layout)
-        setup = training_setup(self.spec, job)
-        _, speed = finetune_speed(setup, layout.gpu, self.efficiency)
-        share = sync_share(setup, layout.gpu, speed)
-        return share is not None and share > self.sync_share
-
-    def _evaluate(self, layout: Layout) -> Option:
-        estimate = self._known_estimate(layout) or estimate_finetune(
-            self.spec, self._job(layout), self.efficiency, gpu=layout.gpu, memory=self.memory(layout)
-        )
-        per_gpu, usable = estimate.memory.per_gpu, layout.gpu.usable_bytes
-        planned = math.ceil(self.planned_bytes(per_gpu))
-        nodes, checks = self._layout_checks(layout)
-        if per_gpu > usable:
-            checks["memory"] = f"needs {format_gib(per_gpu)} per GPU; {layout.gpu.id} has {format_gib(usable)} usable"
-        elif not within_headroom(planned, usable, self.headroom_pct):
-            at = f"{self.limits.confidence:.0%} confidence"
-            checks["headroom"] = (
-                f"up to {format_gib(planned)} per GPU at {at} exceeds the {format_gib(usable)} usable"
-                if planned > usable
-                else f"leaves {(usable - planned) / usable:.0%} free at {at} (margin {self.headroom_pct:g}%)"
-            )
-        share = gradient_sync_share(estimate)
-        if share is not None and share > self.sync_share:
-            checks["gradient_sync"] = (
-                f"gradient sync takes {share:.0%} of each step's compute (threshold {self.sync_share:.0%})"
-            )
-        meets, reasons = _judged("finetune", checks)
-        return Option(
-            "finetune",
-            layout,
-            nodes,
-            estimate,
-            meets,
-            reasons,
-            self.declared,
-            tokens_known=self.job.tokens is not None,
-            planned_bytes=planned,
-        )
-
-    def floor_rate(self, gpu: Any) -> float | None:
-        """Cost per 1M tokens on one ``gpu`` with no recompute, a fused loss (never slower), the declared
-        micro-batch (smaller ones are never faster) and nothing offloaded (offload only adds time, and on
-        one GPU its host step would be the whole model's): no layout on this GPU kind costs less.
-        Only the run's speed and price on ``gpu`` are computed, as ``estimate_finetune`` computes them (the
-        search compares every GPU kind's floor first; nothing else of an estimate is read)."""
-        job, setup = self._floor_setup()
-        _, speed = finetune_speed(setup, gpu, self.efficiency)
-        price = self.spec.price_record(gpu)
-        cost = run_cost(speed, setup.gpus, None if price is None else price.per_hour)
-        return None if cost is None else cost / (job.tokens or NOMINAL_TOKENS) * 1e6
-
-    def floor_rate_bound(self, gpu: Any) -> float:
-        """A lower bound of ``floor_rate(gpu)`` (infinite unpriced) without the speed model's step: its
-        ``seconds_per_token_floor`` at the GPU's price. floor_rate is the run's cost per 1M tokens, which
-        is step time / tokens a step trains per GPU x the price per GPU-hour / 3600 x 1e6."""
-        price = self.spec.price_record(gpu)
-        if price is None:
-            return math.inf
-        _, setup = self._floor_setup()
-        if self._floor_trainable is None:
-            self._floor_trainable = trainable_params(setup)
-        workload = TrainingWorkload(setup, gpu, self._floor_trainable)
-        return seconds_per_token_floor(workload, self.efficiency) * price.per_hour / 3600 * 1e6 * (1 - 1e-9)
-
-    def _floor_setup(self) -> tuple[Finetune, TrainingSetup]:
-        """The job and setup of ``floor_rate``: one GPU, no recompute, a fused loss, the declared micro-batch."""
-        if self._floor_job is None:
-            declared = self.declared_settings()
-            micro = declared.micro_batch
-            settings = TrainingSettings("none", True, declared.sharding, micro, self.global_batch // micro)
-            layout = Layout(self.job.hardware.gpu, 1, 1, 1, settings=settings)
-            job = evolve(self._job(layout), offload_optimizer="none", offload_parameters="none")
-            self._floor_job = (job, training_setup(self.spec, job))
-        return self._floor_job
 
 
 def _sharding_kind(sharding: str) -> str:

@@ -28,7 +28,7 @@ from gpuplan.estimate.serving_speed import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.plan.describe import cost_text
-from gpuplan.plan.search import JobPlan
+from gpuplan.plan.spec_planner import JobPlan
 from gpuplan.report import page_one
 from gpuplan.report.charts import memory_chart, sensitivity_chart
 from gpuplan.report.glossary import used_terms

@@ -16,7 +16,7 @@ from gpuplan.decision.memo import budget_limit, within_budget
 from gpuplan.decision.prices import price_basis
 from gpuplan.plan.describe import Saving, cost_text
 from gpuplan.plan.evaluate import Option, slo_figure
-from gpuplan.plan.search import JobPlan
+from gpuplan.plan.spec_planner import JobPlan
 from gpuplan.records import record
 from gpuplan.spec import Spec
 from gpuplan.units import (

@@ -11,7 +11,7 @@ from gpuplan.estimate.performance import Efficiency
 from gpuplan.findings import Finding, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.plan.configured import efficiency_of, planner_for
-from gpuplan.plan.search import SpecPlanner
+from gpuplan.plan.spec_planner import SpecPlanner
 from gpuplan.records import record
 from gpuplan.spec import Spec
 

@@ -8,7 +8,8 @@ from typing import Any
 from gpuplan.analysis import ServeEstimate
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import cost_text, paste_line, summary
-from gpuplan.plan.evaluate import FinetunePlanner, ServePlanner
+from gpuplan.plan.evaluate import ServePlanner
+from gpuplan.plan.finetune_planner import FinetunePlanner
 from gpuplan.plan.space import (
     Layout,
     TrainingSettings,
