@@ -37,13 +37,10 @@ from gpuplan.estimate.serving import (
     routed_expert_bytes,
     shape_at_any_load,
 )
+from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT, CategorySpeeds, category_speeds
 from gpuplan.estimate.serving_speed import (
-    SHORT_OUTPUT,
-    SHORT_PROMPT,
-    CategorySpeeds,
     ServingSpeed,
     ServingWorkload,
-    category_speeds,
     serving_speed,
 )
 from gpuplan.estimate.speculative import (

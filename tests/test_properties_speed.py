@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, analyse
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import allreduce_time, link_bandwidth
-from gpuplan.estimate.serving_speed import burst_ttft
+from gpuplan.estimate.serving_lockstep import burst_ttft
 from gpuplan.loader import load_bytes
 from gpuplan.spec import resolve
 

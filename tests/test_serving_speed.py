@@ -29,11 +29,11 @@ from gpuplan.estimate.calibration import (
 )
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving_bounds import latency_floors
+from gpuplan.estimate.serving_load import prompt_square_mean
+from gpuplan.estimate.serving_lockstep import burst_ttft
 from gpuplan.estimate.serving_speed import (
     Deployment,
     ServingWorkload,
-    burst_ttft,
-    prompt_square_mean,
     serving_speed,
 )
 from tests.tiny_architectures import HYBRID, MOE, TINY

@@ -44,10 +44,10 @@ from gpuplan.estimate.performance import (
     on_fast_link,
 )
 from gpuplan.estimate.serving import quant_linear_bytes, routed_expert_bytes, stage_weights
+from gpuplan.estimate.serving_lockstep import burst_ttft
 from gpuplan.estimate.serving_speed import (
     ServingWorkload,
     _bracketed_root,
-    burst_ttft,
     prompt_square_mean,
     queue_wait_factor,
     serving_speed,

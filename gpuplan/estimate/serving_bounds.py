@@ -10,14 +10,12 @@ import math
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.performance import Efficiency, attention_flops
-from gpuplan.estimate.serving_load import frontend_seconds
+from gpuplan.estimate.serving_load import frontend_seconds, prompt_square_mean, queue_wait_factor
 from gpuplan.estimate.serving_speed import (
     PHI_TOLERANCE,
     Deployment,
     Rates,
     ServingWorkload,
-    prompt_square_mean,
-    queue_wait_factor,
     roofline,
 )
 from gpuplan.estimate.speculative import tpot_floor

@@ -253,3 +253,27 @@ def wave(
                 start_sum += complete * first_step
     mean_tpot = tpot_sum / requests if output > 1 else 0.0
     return Wave(tuple(ttfts), mean_tpot, now, step, requests)
+
+
+Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
+
+
+def prompt_square_mean(mean: float, p90: float) -> float:
+    """E[P^2] of a lognormal prompt length through its mean and 90th percentile (attention is quadratic).
+
+    ln(p90 / mean) = z90 sigma - sigma^2 / 2 gives sigma; E[P^2] = mean^2 exp(sigma^2). A p90 beyond the
+    lognormal's reach (more than 2.27 x the mean) is held at the widest lognormal.
+    """
+    ratio = math.log(max(p90, mean) / mean) if mean > 0 else 0.0
+    root = Z90 * Z90 - 2 * ratio
+    sigma = Z90 - math.sqrt(root) if root > 0 else Z90
+    return mean * mean * math.exp(sigma * sigma)
+
+
+def queue_wait_factor(rho: float, spread: float) -> float:
+    """Prefill time over service time for a prompt that queues for the token budget: 1 + the mean wait.
+
+    Pollaczek-Khinchine (M/G/1): wait = rho / (1 - rho) x E[S^2] / (2 E[S]); a prompt's service grows
+    with its length, so E[S^2] / E[S]^2 = E[P^2] / E[P]^2 = ``spread`` (1 for a fixed length,
+    exp(sigma^2) for a lognormal). Without bound as rho reaches 1."""
+    return math.inf if rho >= 1 else 1 + rho * spread / (2 * (1 - rho))

@@ -37,10 +37,8 @@ The model, term by term (sources in brackets):
 - the first token: most engines sample it at the end of the prompt's pass; TurboMind's context decoder
   stops one prompt token short and the next decode step of the running batch feeds it and samples the
   first output, so there TTFT = pass of P - 1 tokens + one decode step (a 1-token prompt: the step alone).
-- a burst (``burst_ttft``: C requests reaching an idle replica together, as a batch job or a lock-step
-  benchmark round does): the first wakes the scheduler and runs alone, the rest share the next pass; the
-  engine's front end admits them one after another; those the KV cache cannot admit wait as in the
-  steady state.
+- a burst under ``serve.arrival: burst``: the wave the scheduler steps through (``serving_load.wave``); a
+  lock-step benchmark round, as the calibration's LMDeploy harness runs it: ``serving_lockstep.burst_ttft``.
 - static batching: the batch prefills together, then decodes together; waves of it queue the rest.
 - pipeline parallelism: microbatches of the running batch flow through the stages; a token crosses every
   stage (TPOT = the longer of the stages' sum and microbatches x the step of the stage that reads the
@@ -55,12 +53,11 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from typing import NamedTuple
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
-from gpuplan.estimate.calibration import CALIBRATION, Calibration, EngineProfile
+from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.performance import (
     INTER_NODE_GBS,
     Efficiency,
@@ -73,12 +70,18 @@ from gpuplan.estimate.performance import (
     matmul_params,
     on_fast_link,
 )
-from gpuplan.estimate.serving_load import P90, frontend_seconds, wait_quantile, wave
+from gpuplan.estimate.serving_load import (
+    P90,
+    frontend_seconds,
+    prompt_square_mean,
+    queue_wait_factor,
+    wait_quantile,
+    wave,
+)
 from gpuplan.estimate.speculative import SpeculativeWorkload
 from gpuplan.records import record
 
 ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
-Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
 # The steady state's root: numerical settings, not measured figures. The decoding share phi lies in [0, 1];
 # the bracket is narrowed until it is PHI_TOLERANCE wide (a TPOT and a prefill time exact to about that
 # relative amount); false position with the Illinois step needs some 10-30 evaluations for it, and the
@@ -158,18 +161,6 @@ class _Step(NamedTuple):
 # A _Step from its fields without the named tuple's Python-level __new__ (the speed model's inner loop
 # builds some twenty per estimate).
 _new_step: Callable[[tuple[float, bool, float, float]], _Step] = functools.partial(tuple.__new__, _Step)
-
-
-def prompt_square_mean(mean: float, p90: float) -> float:
-    """E[P^2] of a lognormal prompt length through its mean and 90th percentile (attention is quadratic).
-
-    ln(p90 / mean) = z90 sigma - sigma^2 / 2 gives sigma; E[P^2] = mean^2 exp(sigma^2). A p90 beyond the
-    lognormal's reach (more than 2.27 x the mean) is held at the widest lognormal.
-    """
-    ratio = math.log(max(p90, mean) / mean) if mean > 0 else 0.0
-    root = Z90 * Z90 - 2 * ratio
-    sigma = Z90 - math.sqrt(root) if root > 0 else Z90
-    return mean * mean * math.exp(sigma * sigma)
 
 
 def roofline(memory: float, compute: float, p: float, inverse: float) -> float:
@@ -624,42 +615,6 @@ def _burst_speed(
     )
 
 
-def burst_ttft(
-    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
-) -> float:
-    """Mean TTFT of ``w.concurrency`` requests that reach an idle replica together (a batch job's start,
-    a benchmark's lock-step round), as opposed to ``serving_speed``'s steady state.
-
-    The first arrival wakes the idle scheduler and is scheduled alone (engines block on an empty request
-    queue and take what is queued when they wake: TurboMind's LlamaBatch, vLLM's engine core loop); the
-    others arrive during that pass and are prefilled together at the next step, their first tokens
-    coming when that batch's pass ends (under continuous batching that pass is taken as the closed loop
-    of the others; no published record measures a burst against a token budget). An engine that
-    allocates KV as tokens arrive admits whoever's prompt fits, one that reserves the full context only
-    whoever's whole sequence fits; the rest wait as in the steady state. The per-request overhead
-    (admission, tokenisation, the first sample's return) is CPU work of the engine's one front-end
-    thread: a burst is admitted one request after another, the k-th after k overheads, (C + 1) / 2 of
-    them on average (a lone request pays one)."""
-    efficiency = efficiency or Efficiency()
-    d = Deployment(w, calibration, efficiency)
-    engine = d.engine
-    steady = serving_speed(w, efficiency, calibration)
-    held = w.prompt_tokens + (w.output_tokens if engine.reserves_full_context else 0)
-    per_sequence = d.kv_read(max(1.0, held))
-    fits = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
-    admitted = max(1, min(w.concurrency, d.sequence_cap, math.floor(fits)))
-    first = steady.ttft_single_s
-    if admitted == 1:
-        rest = first
-    else:
-        together = serving_speed(
-            replace(w, concurrency=admitted - 1, kv_capacity_bytes=float("inf")), efficiency, calibration
-        )
-        rest = first - engine.request_overhead_s + together.ttft_s
-    passes = (first + (admitted - 1) * rest + (w.concurrency - admitted) * steady.ttft_s) / w.concurrency
-    return passes + (w.concurrency - 1) / 2 * engine.request_overhead_s
-
-
 @record
 class _SteadyState:
     tpot: float
@@ -690,15 +645,6 @@ def _static(d: Deployment, slots: float, prompt: float, output: float, prompt_at
     requests_per_s = slots / (prefill_time + output * tpot)
     to_first_token = prefill_time + d.first_token_step(slots, prompt)
     return _SteadyState(tpot, requests_per_s, decode, lambda _: to_first_token, lambda _: to_first_token)
-
-
-def queue_wait_factor(rho: float, spread: float) -> float:
-    """Prefill time over service time for a prompt that queues for the token budget: 1 + the mean wait.
-
-    Pollaczek-Khinchine (M/G/1): wait = rho / (1 - rho) x E[S^2] / (2 E[S]); a prompt's service grows
-    with its length, so E[S^2] / E[S]^2 = E[P^2] / E[P]^2 = ``spread`` (1 for a fixed length,
-    exp(sigma^2) for a lognormal). Without bound as rho reaches 1."""
-    return math.inf if rho >= 1 else 1 + rho * spread / (2 * (1 - rho))
 
 
 def _continuous(
@@ -830,54 +776,3 @@ def _bracketed_root(function: Callable[[float], float], low: float, high: float)
             return middle
         low, high = (middle, high) if f_middle > 0 else (low, middle)
     return low
-
-
-def engine_profile(engine_id: str, calibration: Calibration = CALIBRATION) -> EngineProfile:
-    return calibration.engine(engine_id)
-
-
-# The seed's three benchmark categories, each one figure of the same deployment (metric contract in
-# ServingSpeed). A short request: 128 tokens in, 128 out, the shortest shape of TensorRT-LLM's published
-# throughput tables (docs/source/performance/perf-overview.md, ISL/OSL 128/128).
-SHORT_PROMPT = 128
-SHORT_OUTPUT = 128
-
-
-@record
-class CategorySpeeds:
-    long_context_ttft_s: float  # the full prompt alone on an idle replica (long-context input)
-    long_context_tokens: int
-    saturated_tokens_per_s: (
-        float  # closed loop at the most sequences the engine and KV cache run (high-throughput batch)
-    )
-    saturated_sequences: int  # per replica
-    short_ttft_s: float  # one short request on an idle replica (short fast output)
-    short_tpot_s: float
-
-
-def category_speeds(
-    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
-) -> CategorySpeeds:
-    """The deployment ``w`` answering each seed category, whatever its declared load."""
-    d = Deployment(w, calibration, efficiency or Efficiency())
-    alone = serving_speed(w, efficiency, calibration, prepared=d).ttft_single_s
-    held = max(1.0, w.prompt_tokens) + max(1, w.output_tokens) / 2
-    per_sequence = d.kv_read(held)
-    kv_slots = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else math.inf
-    most = max(1, int(min(d.sequence_cap, kv_slots)))
-    saturated = serving_speed(replace(w, arrival="closed-loop", concurrency=most), efficiency, calibration, d)
-    short = serving_speed(
-        replace(
-            w,
-            arrival="closed-loop",
-            concurrency=1,
-            prompt_tokens=SHORT_PROMPT,
-            prompt_p90=SHORT_PROMPT,
-            full_prompt=SHORT_PROMPT,
-            output_tokens=SHORT_OUTPUT,
-        ),
-        efficiency,
-        calibration,
-        d,
-    )
-    return CategorySpeeds(alone, w.full_prompt, saturated.tokens_per_s, most, short.ttft_s, short.tpot_s)

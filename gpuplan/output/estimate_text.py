@@ -7,7 +7,7 @@ import math
 from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
 from gpuplan.assumptions import GPUS_PER_NODE, load_phrase
 from gpuplan.estimate.bands import SpeedBand
-from gpuplan.estimate.serving_speed import SHORT_OUTPUT, SHORT_PROMPT
+from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.estimate.speculative import expected_tokens
 from gpuplan.layout import replicas
 from gpuplan.plan.evaluate import slo_figure

@@ -24,7 +24,7 @@ from gpuplan.decision import Verdict, layout_text
 from gpuplan.decision.audit import CONTENT_HASH_DEFINITION, ConfigRecord
 from gpuplan.decision.memo import JobMemo, Memo, Stress, Ways
 from gpuplan.estimate.engines import budget_words
-from gpuplan.estimate.serving_speed import SHORT_OUTPUT, SHORT_PROMPT
+from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.plan.describe import cost_text

@@ -1,0 +1,59 @@
+"""The seed's three benchmark categories answered by one deployment, whatever its declared load:
+long-context input (the full prompt alone on an idle replica), high-throughput batch (a closed loop at the
+most sequences the engine and KV cache run) and short fast output (one short request on an idle replica)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from gpuplan.estimate.calibration import CALIBRATION, Calibration
+from gpuplan.estimate.performance import Efficiency
+from gpuplan.estimate.serving_speed import Deployment, ServingWorkload, serving_speed
+from gpuplan.records import record
+
+# The seed's three benchmark categories, each one figure of the same deployment (metric contract in
+# ServingSpeed). A short request: 128 tokens in, 128 out, the shortest shape of TensorRT-LLM's published
+# throughput tables (docs/source/performance/perf-overview.md, ISL/OSL 128/128).
+SHORT_PROMPT = 128
+SHORT_OUTPUT = 128
+
+
+@record
+class CategorySpeeds:
+    long_context_ttft_s: float  # the full prompt alone on an idle replica (long-context input)
+    long_context_tokens: int
+    saturated_tokens_per_s: (
+        float  # closed loop at the most sequences the engine and KV cache run (high-throughput batch)
+    )
+    saturated_sequences: int  # per replica
+    short_ttft_s: float  # one short request on an idle replica (short fast output)
+    short_tpot_s: float
+
+
+def category_speeds(
+    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+) -> CategorySpeeds:
+    """The deployment ``w`` answering each seed category, whatever its declared load."""
+    d = Deployment(w, calibration, efficiency or Efficiency())
+    alone = serving_speed(w, efficiency, calibration, prepared=d).ttft_single_s
+    held = max(1.0, w.prompt_tokens) + max(1, w.output_tokens) / 2
+    per_sequence = d.kv_read(held)
+    kv_slots = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else math.inf
+    most = max(1, int(min(d.sequence_cap, kv_slots)))
+    saturated = serving_speed(replace(w, arrival="closed-loop", concurrency=most), efficiency, calibration, d)
+    short = serving_speed(
+        replace(
+            w,
+            arrival="closed-loop",
+            concurrency=1,
+            prompt_tokens=SHORT_PROMPT,
+            prompt_p90=SHORT_PROMPT,
+            full_prompt=SHORT_PROMPT,
+            output_tokens=SHORT_OUTPUT,
+        ),
+        efficiency,
+        calibration,
+        d,
+    )
+    return CategorySpeeds(alone, w.full_prompt, saturated.tokens_per_s, most, short.ttft_s, short.tpot_s)
