@@ -128,3 +128,15 @@ def test_each_serving_option_states_the_share_of_its_slo_its_slow_edge_leaves():
     assert option["slo_margin_pct"] == pytest.approx(ttft * 100, abs=0.15)  # the published figures are rounded
     assert all(o["slo_margin_pct"] >= 0 for o in job["options"])  # every sound option holds at the edge
     assert job["declared"]["slo_margin_pct"] > option["slo_margin_pct"]
+
+
+def test_page_one_says_the_latency_target_is_missed_allowing_for_the_measured_error():
+    # The at-risk L4 meets its TTFT target on the estimate, so page one must not say plainly that it misses
+    # it: it would miss it once gpuplan's measured error is allowed for, which is why the change is asked.
+    _, out, _ = run_cli("report", str(AT_RISK))
+    first = out.split("<details>")[0]
+    assert first.startswith("## APPROVE WITH CHANGES: slo-at-risk")
+    assert (
+        "serving on 1 x l40s instead of 1 x l4 (the declared layout would miss its latency target, allowing for "
+        "the speed estimate's measured error)" in first
+    )

@@ -39,8 +39,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("serving", "Running the model for users around the clock; paid per month."),
     (
         "sound layout",
-        "A layout that fits in memory with the configured margin to spare, meets the latency targets and "
-        "breaks none of the plan's limits. The budget is checked separately.",
+        "A layout that fits in memory with the configured margin to spare, meets the latency targets even at "
+        "the slow end of the speed estimate's measured error, and breaks none of the plan's limits. The budget "
+        "is checked separately.",
     ),
     ("layout", "How many GPUs of which kind a job runs on, and how the work is split across them."),
     (
