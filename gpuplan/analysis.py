@@ -99,6 +99,11 @@ class FinetuneEstimate:
     notes: Notes = field(compare=False, repr=False)  # words `assumptions`: see there
     bands: dict[str, SpeedBand]  # speed figure -> its error band, measured out of sample (estimate.bands)
     workload: TrainingWorkload | None = None  # what the speed was computed from
+    billed_gpus: int = 0  # the GPUs paid for: whole instances under an instance-hour quote; 0: ``gpus``
+
+    @property
+    def paid_gpus(self) -> int:
+        return self.billed_gpus or self.gpus
 
     @functools.cached_property
     def assumptions(self) -> tuple[tuple[str, str], ...]:
@@ -127,7 +132,7 @@ class FinetuneEstimate:
 
     @property
     def cost(self) -> float | None:
-        return run_cost(self.speed, self.gpus, self.price_per_hour)
+        return run_cost(self.speed, self.paid_gpus, self.price_per_hour)
 
 
 @record
@@ -145,6 +150,11 @@ class ServeEstimate:
     workload: ServingWorkload | None = None  # what the speed was computed from
     efficiency: Efficiency | None = field(default=None, compare=False, repr=False)
     calibration: Calibration = field(default=CALIBRATION, compare=False, repr=False)
+    billed_gpus: int = 0  # the GPUs paid for: whole instances under an instance-hour quote; 0: ``gpus``
+
+    @property
+    def paid_gpus(self) -> int:
+        return self.billed_gpus or self.gpus
 
     @functools.cached_property
     def assumptions(self) -> tuple[tuple[str, str], ...]:
@@ -196,13 +206,13 @@ class ServeEstimate:
 
     @property
     def monthly_cost(self) -> float | None:
-        return None if self.price_per_hour is None else self.gpus * self.price_per_hour * HOURS_PER_MONTH
+        return None if self.price_per_hour is None else self.paid_gpus * self.price_per_hour * HOURS_PER_MONTH
 
     @property
     def cost_per_million_tokens(self) -> float | None:
         if self.price_per_hour is None or self.speed.tokens_per_s <= 0 or not self.loads:
             return None
-        cost = self.gpus * self.price_per_hour / (self.speed.tokens_per_s * 3600) * 1e6
+        cost = self.paid_gpus * self.price_per_hour / (self.speed.tokens_per_s * 3600) * 1e6
         return cost if math.isfinite(cost) else None  # a throughput too small to price (subnormal)
 
 
@@ -240,6 +250,7 @@ def estimate_finetune(
     memory = memory or estimate_training(setup, overhead)
     workload, speed = finetune_speed(setup, gpu, efficiency, calibration)
     price, source = spec.price(gpu)
+    record = spec.price_record(gpu)
     return FinetuneEstimate(
         job,
         memory,
@@ -253,6 +264,7 @@ def estimate_finetune(
         functools.partial(finetune_assumptions, spec, job, efficiency, overhead, source, speed, calibration),
         training_speed_bands(),
         workload,
+        billed_gpus=0 if record is None else record.billed_gpus(setup.gpus),
     )
 
 
@@ -412,6 +424,7 @@ def estimate_serve(
     workload = workload or serving_workload(spec, job, setup, memory.kv_available, gpu, count)
     speed = speed or serving_speed(workload, efficiency, calibration)
     price, source = spec.price(gpu)
+    record = spec.price_record(gpu)
     return ServeEstimate(
         job,
         memory,
@@ -426,6 +439,7 @@ def estimate_serve(
         workload,
         efficiency,
         calibration,
+        billed_gpus=0 if record is None else record.billed_gpus(count),
     )
 
 

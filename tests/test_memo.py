@@ -13,6 +13,7 @@ import json
 import re
 
 import pytest
+import yaml
 from conftest import EXAMPLES, ROOT, run_cli
 
 from gpuplan.decision.audit import content_hash
@@ -287,7 +288,7 @@ serve:
   slo: {ttft_ms: 2000, tpot_ms: 60}
   hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}
 budget:
-  serve_monthly: 13000
+  serve_monthly: 20000
   quotes:
     h100-sxm: {provider: Lambda, price: 24.00, instance_gpus: 8, date: DATE, reference: Q-1042}
 plan: {gpu: [h100-sxm]}
@@ -296,7 +297,8 @@ plan: {gpu: [h100-sxm]}
 
 def test_a_vendor_quote_names_its_provider_unit_date_and_reference(write_spec):
     # The price was a catalog median of up to eight providers with no vendor named. A quote of 24.00 USD per
-    # instance-hour of 8 GPUs is 24.00 / 8 = 3.00 USD per GPU-hour: 4 x 3.00 x 730 = 8,760 USD a month.
+    # instance-hour of 8 GPUs is 24.00 / 8 = 3.00 USD per GPU-hour, billed by whole instances: the declared
+    # 4 GPUs pay for one instance of 8, 8 x 3.00 x 730 = 17,520 USD a month (not 4 x 3.00 x 730 = 8,760).
     spec = write_spec(QUOTED.replace("DATE", "2026-11-20"))
     code, out, _ = run_cli("report", str(spec))
     assert code == 0 and out.startswith("## APPROVE: quoted")
@@ -305,11 +307,14 @@ def test_a_vendor_quote_names_its_provider_unit_date_and_reference(write_spec):
         "h100-sxm: quote from Lambda: 3.00 USD/GPU-hour (24.00 USD per instance-hour of 8 GPUs, billed by whole "
         "instances), quoted 2026-11-20, reference Q-1042; rented on demand" in first
     )
-    assert "serving up to 8,760 USD a month x 12" in first
-    # Billed by whole instances, the 4 GPUs pay for 8: 4 idle x 3.00 x 730 = 8,760 more a month, which the
-    # amount (priced per GPU-hour, as the planner compares layouts) leaves out and page one says so.
-    assert "its 4 GPUs pay for 8, +8,760 USD a month not in the amount (priced per GPU-hour)" in first
-    assert "**Whole-instance billing.** The serving quote is per instance: 4 GPUs are billed as 8" in out
+    assert "serving up to 17,520 USD a month x 12" in first
+    # Of that, 4 idle x 3.00 x 730 = 8,760 a month pays for the instance's GPUs the layout leaves idle: page
+    # one says so, and the risks that a layout using them (8 x h100-sxm, TP 8) costs no more.
+    assert "its 4 GPUs pay for 8, +8,760 USD a month for the idle ones, included in the amount" in first
+    assert (
+        "**Whole-instance billing.** The serving quote is per instance: 4 GPUs are billed as 8 (+8,760 USD a "
+        "month) for GPUs left idle; the amount includes them, and a layout that uses them costs no more" in out
+    )
     # The approval lapses 90 days after the quote actually used: 2026-11-20 + 90 days = 2027-02-18.
     assert "| **Approval expires** | 2027-02-18 (the h100-sxm price quoted 2026-11-20 turns 90 days old) |" in first
 
@@ -347,3 +352,53 @@ def test_the_report_layer_only_formats_the_memo():
                     if alias.name in forbidden and (path.name, alias.name) not in allowed:
                         found.append(f"{path.name}: {node.module}.{alias.name}")
     assert not found, found
+
+
+def test_billing_follows_the_quote_unit_in_the_estimate_and_the_planner(write_spec):
+    # 24.00 USD per instance-hour of 8 GPUs: 3.00 per GPU-hour, paid by whole instances. 4 GPUs pay for 8:
+    # 8 x 3.00 x 730 = 17,520 a month, as 8 GPUs do; 9 GPUs pay for 16: 35,040.
+    text = QUOTED.replace("DATE", "2026-11-20")
+    for count, tp, monthly in ((4, 4, 17520.0), (8, 8, 17520.0)):
+        spec = write_spec(text.replace("count: 4, tensor_parallel: 4", f"count: {count}, tensor_parallel: {tp}"))
+        _, out, _ = run_cli("estimate", "--format", "json", str(spec))
+        assert json.loads(out)["serve"]["monthly_cost"] == monthly, count
+    spec = write_spec(text.replace("count: 4, tensor_parallel: 4", "count: 9, tensor_parallel: 1"))
+    _, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    assert json.loads(out)["serve"]["monthly_cost"] == 35040.0
+    # At the same cost the planner ranks the layout that uses the GPUs paid for first: 8 x h100-sxm TP 8
+    # (faster) ahead of the declared 4 x TP 4, which leaves half of its instance idle.
+    _, out, _ = run_cli("plan", "--format", "json", str(write_spec(text)))
+    (job,) = json.loads(out)["jobs"]
+    first = job["options"][0]
+    assert (first["gpus"], first["tensor_parallel"], first["monthly_cost"]) == (8, 8, 17520.0)
+    assert job["declared"]["monthly_cost"] == 17520.0
+    # A fine-tuning run on one GPU of an 8-GPU instance pays for all 8: eight times the per-GPU-hour cost.
+    qlora = (EXAMPLES / "qlora-llama-70b.yaml").read_text()
+    per_gpu = qlora.replace("prices: {h100-pcie: 2.40}", "quotes: {h100-pcie: {provider: X, price: 2.40}}")
+    whole = qlora.replace(
+        "prices: {h100-pcie: 2.40}", "quotes: {h100-pcie: {provider: X, price: 19.20, instance_gpus: 8}}"
+    )
+    costs = []
+    for variant in (per_gpu, whole):
+        _, out, _ = run_cli("estimate", "--format", "json", str(write_spec(variant, "q.yaml")))
+        costs.append(json.loads(out)["finetune"]["cost"])
+    assert costs[1] == pytest.approx(8 * costs[0], abs=0.045)  # each published to the cent: 8 x 0.005 + 0.005
+
+
+def test_a_fine_tune_on_whole_instances_is_planned_on_the_gpus_it_pays_for(write_spec):
+    # The LoRA example's global batch of 2 on H100 SXM quoted at 32.00 per 8-GPU instance-hour (4.00 per GPU):
+    # one GPU pays for all 8, so spreading the batch over 2 data-parallel GPUs (micro-batch 1) runs about
+    # twice as fast for the same 32.00 an hour, at about half the run's cost. The search weighs every width
+    # under whole-instance billing, where the fewest GPUs are not the cheapest.
+    data = yaml.safe_load((EXAMPLES / "finetune-llama-8b-lora.yaml").read_text())
+    data["budget"].pop("prices", None)
+    data["budget"].pop("prices_date", None)
+    data["budget"]["quotes"] = {"h100-sxm": {"provider": "X", "price": 32.0, "instance_gpus": 8}}
+    data["plan"] = {"gpu": ["h100-sxm"]}
+    _, out, _ = run_cli("plan", "--format", "json", str(write_spec(yaml.safe_dump(data))))
+    (job,) = json.loads(out)["jobs"]
+    declared, recommended = job["declared"], job["recommended"]
+    assert (declared["gpus"], recommended["gpus"], recommended["settings"]["micro_batch"]) == (1, 2, 1)
+    for option in (declared, recommended):  # hours x 8 GPUs paid x 4.00, to the published rounding
+        assert option["run_cost"] == pytest.approx(option["training_hours"] * 8 * 4.0, rel=1e-3)
+    assert recommended["run_cost"] < 0.6 * declared["run_cost"]

@@ -40,6 +40,12 @@ class Price:
     instance_price: float | None = None  # the quote per instance-hour
     reference: str = ""  # the vendor's quote reference (budget.quotes)
 
+    def billed_gpus(self, gpus: int) -> int:
+        """The GPUs paid for when ``gpus`` are used: whole instances under an instance-hour quote (a 4-GPU
+        layout on an 8-GPU instance pays for 8), else the GPUs themselves."""
+        size = self.instance_gpus
+        return -(-gpus // size) * size if size else gpus
+
     def describe(self) -> str:
         """Where the price comes from, in words, for assumptions and report provenance (worded once: a
         catalog price is described in every estimate that uses it)."""

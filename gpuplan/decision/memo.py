@@ -141,9 +141,9 @@ class BudgetCheck:
 @record
 class Billing:
     """A layout priced by an instance-hour quote is billed by whole instances: the GPUs it leaves idle in
-    its last instance are paid for too. The estimate, the rules and the planner price GPU-hours (the
-    instance price over its GPUs), so the amount, the budget check and the verdict do not include the idle
-    GPUs: the report states them beside the amount and as a risk, with what they cost."""
+    its last instance are paid for too. The estimate prices the whole instances (``paid_gpus``), so the
+    amount, the budget check, the verdict and the planner's costs include them; the report says what the
+    idle GPUs add, beside the price and as a risk."""
 
     instance_gpus: int
     gpus: int  # the layout's

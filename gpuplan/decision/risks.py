@@ -99,7 +99,8 @@ def compute_risks(
             Risk(
                 "Whole-instance billing",
                 f"The {'serving' if job == 'serve' else 'fine-tuning'} quote is per instance: {plural(gpus, 'GPU')} "
-                f"are billed as {billed}{cost}, which the amount, priced per GPU-hour, leaves out",
+                f"are billed as {billed}{cost} for GPUs left idle; the amount includes them, and a layout that uses "
+                "them costs no more",
             )
         )
     for basis in bases.values():

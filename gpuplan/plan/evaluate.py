@@ -206,9 +206,12 @@ class Option:
         return float(hours * 3600)
 
     def rank(self) -> tuple[float, int, float, int]:
-        """The objective: cost (to the cent), then fewer GPUs, then lower latency, then fewer changes."""
+        """The objective: cost (to the cent), then fewer GPUs paid for (whole instances under an instance-hour
+        quote: a layout that uses the paid GPUs ties with one that leaves them idle), then lower latency,
+        then fewer changes."""
         rate = self.rate
-        return (math.inf if rate is None else round(rate, 2), self.gpus, self.latency_s, len(self.changes))
+        paid = int(self.estimate.paid_gpus)
+        return (math.inf if rate is None else round(rate, 2), paid, self.latency_s, len(self.changes))
 
     def with_problem(self, name: str, reason: str) -> Option:
         """The option with one more constraint broken (constraints that depend on other options)."""

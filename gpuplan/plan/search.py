@@ -33,7 +33,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import Literal
 
-from gpuplan.catalog import Gpu
+from gpuplan.catalog import Gpu, Price
 from gpuplan.plan.evaluate import Option, ServePlanner
 from gpuplan.plan.finetune_planner import FinetunePlanner
 from gpuplan.plan.materiality import Materiality
@@ -83,7 +83,7 @@ class JobPlanner:
             self.gpus = [gpu for gpu in self.gpus if gpu.has_bf16]
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
-        self._prices: dict[str, float] = {}  # GPU id -> price per GPU-hour (0 when unpriced), for the line
+        self._prices: dict[str, Price | None] = {}  # GPU id -> its price record (None: unpriced), for the line
         self._fewest: dict[str, Option | None] = {}
         self._priced: list[Gpu] | None = None  # the allowed GPUs with a price, every cost query's pool
         self._split_cache: dict[tuple[int, bool], list[tuple[int, list[tuple[int, int]]]]] = {}
@@ -194,8 +194,11 @@ class JobPlanner:
         gpu, tp, pp = family
         count = tp * pp * replicas
         if gpu.id not in self._prices:
-            self._prices[gpu.id] = self.spec.price(gpu)[0] or 0.0
-        hourly = self._prices[gpu.id] * count
+            self._prices[gpu.id] = self.spec.price_record(gpu)
+        record = self._prices[gpu.id]
+        # The exact cost before any estimate: the GPUs paid for (whole instances under an instance-hour
+        # quote, never fewer for more replicas, so the line's keys stay in order) at the price per GPU-hour.
+        hourly = 0.0 if record is None else record.per_hour * record.billed_gpus(count)
         return (count, hourly) if by_gpus else (hourly, count)
 
     def _serve_search(
@@ -519,7 +522,11 @@ class JobPlanner:
             if not solved:
                 heapq.heappush(line, (self._floor_rate(gpu), number, True))
                 continue
-            for option in self.finetune_on(gpu, widths="per recompute", ceiling=ceiling):
+            # Under whole-instance billing more GPUs can cost less (one GPU of an 8-GPU instance pays for 8 and
+            # runs slowest): every width is weighed there, not only the fewest-GPU one.
+            record = self.spec.price_record(gpu)
+            widths: Widths = "every" if record is not None and record.instance_gpus > 1 else "per recompute"
+            for option in self.finetune_on(gpu, widths=widths, ceiling=ceiling):
                 if where is not None and not where(gpu, option.layout.tensor_parallel, option.layout.pipeline_parallel):
                     continue
                 if best is None or option.rank() < best.rank():

@@ -140,7 +140,7 @@ def price_lines(memo: Memo) -> list[str]:
                 ""
                 if billing.extra is None
                 else f", +{money(billing.extra, currency)}{' a month' if job.kind == 'serve' else ' for the run'}"
-                " not in the amount (priced per GPU-hour)"
+                " for the idle ones, included in the amount"
             )
             lines.append(
                 f"{JOB_WORDS[job.kind]} is billed by whole instances of {billing.instance_gpus} GPUs: its "
