@@ -140,3 +140,15 @@ def test_page_one_says_the_latency_target_is_missed_allowing_for_the_measured_er
         "serving on 1 x l40s instead of 1 x l4 (the declared layout would miss its latency target, allowing for "
         "the speed estimate's measured error)" in first
     )
+
+
+def test_the_reports_side_by_side_table_states_each_layouts_slow_edge_and_margin():
+    # serve-llama-70b's recommended 2 x h200-sxm: p90 TTFT 1,095 ms x 2.82 (the 69th of 76 closed-loop
+    # ratios) = 3,092 ms, TPOT 46.4 ms x 1.09 (the 63rd of 69) = 50.5 ms; 1 - 3,092 / 3,500 = 12% of the TTFT
+    # SLO left, less than TPOT's 1 - 50.5 / 60 = 16%. The declared 4 x h100-sxm: 1,867 ms and 36.2 ms, 40%.
+    _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
+    row = next(line for line in out.splitlines() if line.startswith("| SLO margin at 90% confidence |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1] == "p90 TTFT up to 1,867 ms, TPOT up to 36.2 ms; 40% of the SLO left"
+    assert cells[2] == "p90 TTFT up to 3,092 ms, TPOT up to 50.5 ms; 12% of the SLO left"
+    assert round(1095 * shipped("ttft", "closed-loop", 0.9)) in range(3085, 3100)  # the 1,095 ms is rounded

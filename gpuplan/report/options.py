@@ -15,7 +15,7 @@ from gpuplan.analysis import NOT_LOADED
 from gpuplan.decision.memo import budget_limit, within_budget
 from gpuplan.decision.prices import price_basis
 from gpuplan.plan.describe import Saving, cost_text
-from gpuplan.plan.evaluate import Option, slo_figure
+from gpuplan.plan.evaluate import Option, slo_figure, slow_factor
 from gpuplan.plan.spec_planner import JobPlan
 from gpuplan.records import record
 from gpuplan.spec import Spec
@@ -110,6 +110,17 @@ def _latency(option: Option) -> str:
     return f"{ttft}\n{tpot}"
 
 
+def _slow_edge(option: Option, confidence: float) -> str:
+    """The latencies at their slow edge and the share of the tighter SLO they leave (negative: over it)."""
+    job, speed, bands = option.estimate.job, option.estimate.speed, option.estimate.bands
+    parts = [
+        f"{label} up to {format_ms(slo_figure(job, speed, metric) * slow_factor(bands[metric], confidence), digits)} ms"
+        for metric, label, digits in (("ttft", f"{job.ttft_statistic} TTFT", 0), ("tpot", "TPOT", 1))
+        if getattr(job, f"{metric}_ms") is not None
+    ]
+    return f"{', '.join(parts)}; {format_percent(option.slo_margin or 0.0)} of the SLO left"
+
+
 def _budget(option: Option, spec: Spec) -> str:
     limit, cost = budget_limit(spec, option.kind), option.cost
     if limit is None:
@@ -153,6 +164,9 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
         else f"none: short by {format_gib_difference(option.per_gpu_bytes, option.capacity_bytes)}"
     )
     rows["Latency" if option.kind == "serve" else "Training time"] = _latency(option)
+    if option.kind == "serve" and option.slo_margin is not None:
+        # What the SLO is judged on: the slow edge at the plan's confidence (gpuplan.plan.evaluate).
+        rows[f"SLO margin at {spec.plan.confidence:.0%} confidence"] = _slow_edge(option, spec.plan.confidence)
     rows["Budget"] = _budget(option, spec)
     steady = option.kind == "serve" and option.estimate.job.arrival == "steady"
     for name, ok in option.meets:
