@@ -249,8 +249,7 @@ def estimate_finetune(
     overhead = training_overhead(setup)
     memory = memory or estimate_training(setup, overhead)
     workload, speed = finetune_speed(setup, gpu, efficiency, calibration)
-    price, source = spec.price(gpu)
-    record = spec.price_record(gpu)
+    price, source, paid = spec.priced(gpu, setup.gpus)
     return FinetuneEstimate(
         job,
         memory,
@@ -264,7 +263,7 @@ def estimate_finetune(
         functools.partial(finetune_assumptions, spec, job, efficiency, overhead, source, speed, calibration),
         training_speed_bands(),
         workload,
-        billed_gpus=0 if record is None else record.billed_gpus(setup.gpus),
+        billed_gpus=paid,
     )
 
 
@@ -423,8 +422,7 @@ def estimate_serve(
     count = gpus or job.hardware.count
     workload = workload or serving_workload(spec, job, setup, memory.kv_available, gpu, count)
     speed = speed or serving_speed(workload, efficiency, calibration)
-    price, source = spec.price(gpu)
-    record = spec.price_record(gpu)
+    price, source, paid = spec.priced(gpu, count)
     return ServeEstimate(
         job,
         memory,
@@ -439,7 +437,7 @@ def estimate_serve(
         workload,
         efficiency,
         calibration,
-        billed_gpus=0 if record is None else record.billed_gpus(count),
+        billed_gpus=paid,
     )
 
 

@@ -267,8 +267,18 @@ class Spec:
 
     def price(self, gpu: Gpu) -> tuple[float | None, str]:
         """(price per GPU-hour, where it comes from) for ``gpu`` in the spec's currency."""
+        price, source, _ = self.priced(gpu, 1)
+        return price, source
+
+    def priced(self, gpu: Gpu, gpus: int) -> tuple[float | None, str, int]:
+        """(price per GPU-hour, where it comes from, the GPUs paid for: whole instances under an
+        instance-hour quote) for ``gpus`` GPUs of ``gpu``."""
         record = self.price_record(gpu)
-        return (None, "no price") if record is None else (record.per_hour, record.describe())
+        return (
+            (None, "no price", gpus)
+            if record is None
+            else (record.per_hour, record.describe(), record.billed_gpus(gpus))
+        )
 
     def price_record(self, gpu: Gpu) -> Price | None:
         """The price of ``gpu`` in the spec's currency with its provenance: a vendor's quote, else the spec's

@@ -474,18 +474,37 @@ def serving_speed(
         state = _continuous(d, slots, budget, prompt, steps, prompt_attention, square_mean / (prompt * prompt))
     # Requests beyond the running slots wait for one to free (the closed loop's clients keep them queued).
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
-    mean, median, p90 = _ttft_statistics(state, w.full_prompt, waiting + overhead)
+    ttft = _ttft_statistics(state, w.full_prompt, waiting + overhead)
+    return _from_state(make, w, state, slots, limited_by, ttft, state.tpot / gain, state.requests_per_s, output)
+
+
+def _from_state(
+    make: Callable[..., ServingSpeed],
+    w: ServingWorkload,
+    state: _SteadyState,
+    slots: float,
+    limited_by: str,
+    ttft: tuple[float, float, float],
+    tpot: float,
+    served: float,
+    output: int,
+    saturated: bool = False,
+) -> ServingSpeed:
+    """The speed a steady state gives: (mean, median, p90) ``ttft``, ``tpot``, and ``served`` requests per
+    second on each replica of ``output`` tokens (the closed loop's and the steady stream's alike)."""
+    mean, median, p90 = ttft
     return make(
         ttft_s=mean,
-        tpot_s=state.tpot / gain,
-        tokens_per_s=w.replicas * state.requests_per_s * output,
+        tpot_s=tpot,
+        tokens_per_s=w.replicas * served * output,
         decode_bound="memory" if state.decode.memory_bound else "compute",
         running=slots,
         limited_by=limited_by,
         decode_bytes_per_step=state.decode.bytes_read,
         ttft_median_s=median,
         ttft_p90_s=p90,
-        requests_per_s=w.replicas * state.requests_per_s,
+        requests_per_s=w.replicas * served,
+        saturated=saturated,
     )
 
 
@@ -540,24 +559,10 @@ def _steady_speed(
                 high, state = middle, candidate
         slots, saturated = math.exp(high), False
         limited_by = "arrival-rate"
-    if saturated:
-        mean = median = p90 = math.inf
-    else:
-        mean, median, p90 = _ttft_statistics(state, w.full_prompt, overhead)
+    ttft = (math.inf,) * 3 if saturated else _ttft_statistics(state, w.full_prompt, overhead)
     served = min(rate, state.requests_per_s)
-    return make(
-        ttft_s=mean,
-        tpot_s=state.tpot * steps / output,  # a step's time over the tokens a step yields
-        tokens_per_s=w.replicas * served * output,
-        decode_bound="memory" if state.decode.memory_bound else "compute",
-        running=slots,
-        limited_by=limited_by,
-        decode_bytes_per_step=state.decode.bytes_read,
-        ttft_median_s=median,
-        ttft_p90_s=p90,
-        requests_per_s=w.replicas * served,
-        saturated=saturated,
-    )
+    tpot = state.tpot * steps / output  # a step's time over the tokens a step yields
+    return _from_state(make, w, state, slots, limited_by, ttft, tpot, served, output, saturated)
 
 
 def _burst_speed(

@@ -233,7 +233,7 @@ def slo_at_risk(ctx: RuleContext) -> Iterator[Finding]:
         if missed is None:
             continue
         band = s.bands[metric]
-        estimate = missed[0] / slow_factor(band, confidence)
+        estimate = slo_figure(s.job, s.speed, metric) * 1000
         yield ctx.finding(
             "GP405",
             ("serve", "slo", f"{metric}_ms"),
