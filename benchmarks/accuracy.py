@@ -72,7 +72,7 @@ def estimate(record_id: str, fragment: dict[str, Any]) -> tuple[dict[str, Any] |
 
 
 def _tensor_peak(job: dict[str, Any]) -> float:
-    return (job["per_gpu_bytes"] - job["breakdown"].get("framework_overhead", 0)) / GIB
+    return job["allocated_bytes"] / GIB
 
 
 def compare_memory_records(path: Path, prefix: str) -> tuple[list[Comparison], list[dict[str, Any]]]:

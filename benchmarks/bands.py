@@ -13,8 +13,9 @@ records, so each record's out-of-sample error is its error as it stands, and the
 used: an error on a record a constant was set from says nothing about the next job.)
 
 For each fine-tuning kind (full, LoRA, QLoRA) and figure (``device``: the per-GPU figure the fit verdict
-uses, scored against counters that include the allocator's cache or the CUDA context: reserved, device,
-unknown; ``allocated``: the tensor peak, scored against max_memory_allocated) the band keeps every record's
+uses, scored against the counters that include the allocator's cache: reserved, against gpuplan's reserved
+figure, and device and unknown, against the device figure; ``allocated``: the tensor peak, scored against
+max_memory_allocated) the band keeps every record's
 ratio measured / estimate, sorted. gpuplan reads the pessimistic edge at a confidence c as the estimate
 times the ratio that at least c of the records stay at or below (gpuplan/estimate/bands.py). A kind
 with fewer than MIN_RECORDS records of a figure takes the ratios of every fine-tuning kind for it, and says

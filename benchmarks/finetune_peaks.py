@@ -11,9 +11,11 @@ construction; keep it that way (a record used to fit a constant belongs in accur
 
 Each spec goes through the path ``gpuplan estimate`` takes (``accuracy.estimate``: load, validate, resolve,
 analyse); there is no estimator code here. The measured peak is compared with gpuplan's figure for the same
-counter: the tensor peak (per-GPU bytes less the framework overhead, as accuracy.py's finetune_tensor_peak)
-for torch.cuda.max_memory_allocated and the allocator's "active" peak; the per-GPU figure for
-max_memory_reserved, for device-level readings (nvidia-smi, W&B charts) and for unknown counters. The error
+counter: the tensor peak (``allocated_bytes``, as accuracy.py's finetune_tensor_peak) for
+torch.cuda.max_memory_allocated and the allocator's "active" peak; the allocator's segments
+(``reserved_bytes``: the tensor peak and the caching allocator's cache) for max_memory_reserved; the device
+figure (``per_gpu_bytes``: those and the memory outside the allocator) for device-level readings
+(nvidia-smi, W&B charts) and for unknown counters. The error
 is (estimate - measured) / measured: negative means gpuplan is under, and an underestimate is an
 out-of-memory crash waiting to happen. The table is by job kind (full, LoRA, QLoRA) and by counter, first
 over every record, then over the records whose settings the spec expresses fully and whose source documents
@@ -75,6 +77,8 @@ def estimate_gib(record: dict[str, Any], finetune: dict[str, Any]) -> float:
     """gpuplan's figure for the counter the record's source printed."""
     if record["counter"] in TENSOR_PEAK_COUNTERS:
         return _tensor_peak(finetune)
+    if record["counter"] == "reserved":
+        return finetune["reserved_bytes"] / GIB
     return finetune["per_gpu_bytes"] / GIB
 
 

@@ -294,10 +294,12 @@ def training_overhead(setup: TrainingSetup) -> int:
     return TRAINING_OVERHEAD + (NCCL_OVERHEAD if setup.gpus > 1 else 0)
 
 
-def finetune_memory(spec: Spec, job: Finetune) -> TrainingMemory:
-    """Per-GPU memory of ``job`` as declared (no speed, no price): what estimate_finetune's fit rests on."""
+def finetune_memory(spec: Spec, job: Finetune, allocator: bool = True) -> TrainingMemory:
+    """Per-GPU memory of ``job`` as declared (no speed, no price): what estimate_finetune's fit rests on.
+    ``allocator=False`` leaves out the allocator's cache: a lower bound of the device figure from the phase
+    model alone, which a planner rules a layout out with before it runs the allocator."""
     setup = training_setup(spec, job)
-    return estimate_training(setup, training_overhead(setup))
+    return estimate_training(setup, training_overhead(setup), allocator)
 
 
 def finetune_memory_floor(spec: Spec, job: Finetune) -> int:
@@ -604,7 +606,7 @@ def _speed_band_dict(band: SpeedBand, figure: float | None, confidence: float, d
 
 def _memory_band_dict(f: FinetuneEstimate, confidence: float, figure: str = "device") -> dict[str, Any]:
     band = finetune_band(f.job.method, figure)
-    estimate = f.memory.per_gpu if figure == "device" else f.memory.tensor_peak
+    estimate = f.memory.per_gpu if figure == "device" else f.memory.allocated
     low, _ = band.edges(estimate, confidence)
     return {
         "low": math.floor(low),
@@ -648,7 +650,9 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "per_gpu_bytes_band": _memory_band_dict(f, analysis.spec.plan.confidence),
             # What PyTorch's max_memory_allocated counts (no CUDA context, no allocator cache), with its
             # own measured band; per_gpu_bytes is the device figure the fit verdict uses.
-            "allocated_bytes": f.memory.tensor_peak,
+            "allocated_bytes": f.memory.allocated,
+            # The caching allocator's segments at their peak (max_memory_reserved): allocated plus the cache.
+            "reserved_bytes": f.memory.reserved,
             "allocated_bytes_band": _memory_band_dict(f, analysis.spec.plan.confidence, "allocated"),
             "peak_phase": f.memory.peak_phase,
             "breakdown": f.memory.breakdown,

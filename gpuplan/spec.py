@@ -94,6 +94,7 @@ class Finetune:
     offload_parameters: str  # none | cpu | nvme
     optimizer_in_backward: bool
     activation_offloading: bool
+    expandable_segments: bool  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
     sequence_parallel: bool
     autocast: bool  # under bf16-mixed / fp16-mixed only
     momentum: float  # sgd only; 0 keeps no momentum buffer
@@ -541,6 +542,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         offload_parameters=offload["parameters"],
         optimizer_in_backward=data["optimizer_in_backward"],
         activation_offloading=data["activation_offloading"],
+        expandable_segments=data["expandable_segments"],
         sequence_parallel=data["sequence_parallel"],
         autocast=data["autocast"],
         momentum=float(data["momentum"]),

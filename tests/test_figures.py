@@ -138,9 +138,9 @@ def test_plan_saving_is_the_difference_of_the_shown_costs(path: Path):
 @pytest.mark.parametrize(
     ("example", "line"),
     [
-        # 89.84 - 76.03 = 13.81, the saving of the two costs as shown (15.4%); under the 20% share for another
+        # 91.58 - 76.03 = 15.55, the saving of the two costs as shown (17.0%); under the 20% share for another
         # GPU kind and the 100 USD materiality threshold
-        ("qlora-llama-70b.yaml", "kept: 1 x b200-hgx would save 13.81 USD per run (15%)"),
+        ("qlora-llama-70b.yaml", "kept: 1 x b200-hgx would save 15.55 USD per run (17%)"),
         # 488 - 389 = 99 (the exact 487.61 - 388.88 = 98.73: the saving is the difference of the costs shown;
         # 98.73 / 487.61 = 20.2%): over the 20% share for another GPU kind but under 100 USD, so kept
         ("finetune-70b-fsdp-offload.yaml", "kept: 4 x b200-hgx would save 99 USD per run (20%)"),

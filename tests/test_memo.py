@@ -182,14 +182,15 @@ def test_the_term_runs_from_term_start_and_a_run_is_one_off(write_spec):
     assert (
         "| **Amount to sign** | 39,816 USD, not to exceed, 2027-01-01 to 2027-06-30 (6 months): serving up to " in out
     )
-    # A fine-tuning run alone is one-off, not "over 12 months": qlora-llama-70b (APPROVE), estimated at 89.84 USD.
-    # A ceiling covers the run at the slow edge of its speed band at 0.9 (training throughput measured /
-    # estimate at 0.1: the 15th of 142 ratios, 0.7455, so it takes 1 / 0.7455 times as long: 89.84 / 0.7455 =
-    # 120.5, shown 121), so the stress test shows no cost above what is signed.
+    # A fine-tuning run alone is one-off, not "over 12 months": qlora-llama-70b (APPROVE), estimated at 91.58 USD
+    # (20.2 h on one h200-sxm at its catalog median). A ceiling covers the run at the slow edge of its speed
+    # band at 0.9 (training throughput measured / estimate at 0.1: the 15th of 142 ratios, 0.7455, so it takes
+    # 1 / 0.7455 times as long: 91.58 / 0.7455 = 122.8, shown 123), so the stress test shows no cost above
+    # what is signed.
     _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))
     assert (
-        "| **Amount to sign** | 121 USD, not to exceed, one-off: fine-tuning run up to 121 USD (one-off; "
-        "estimated at 89.84 USD, allowing for the slow end of the speed estimate) |" in out
+        "| **Amount to sign** | 123 USD, not to exceed, one-off: fine-tuning run up to 123 USD (one-off; "
+        "estimated at 91.58 USD, allowing for the slow end of the speed estimate) |" in out
     )
     assert "12 months" not in page_one(out)
 
@@ -374,10 +375,10 @@ def test_billing_follows_the_quote_unit_in_the_estimate_and_the_planner(write_sp
     assert job["declared"]["monthly_cost"] == 17520.0
     # A fine-tuning run on one GPU of an 8-GPU instance pays for all 8: eight times the per-GPU-hour cost.
     qlora = (EXAMPLES / "qlora-llama-70b.yaml").read_text()
-    per_gpu = qlora.replace("prices: {h100-pcie: 2.40}", "quotes: {h100-pcie: {provider: X, price: 2.40}}")
-    whole = qlora.replace(
-        "prices: {h100-pcie: 2.40}", "quotes: {h100-pcie: {provider: X, price: 19.20, instance_gpus: 8}}"
-    )
+    budget = "  finetune_total: 3000\n"
+    assert budget in qlora and "h200-sxm, count: 1" in qlora
+    per_gpu = qlora.replace(budget, budget + "  quotes: {h200-sxm: {provider: X, price: 2.40}}\n")
+    whole = qlora.replace(budget, budget + "  quotes: {h200-sxm: {provider: X, price: 19.20, instance_gpus: 8}}\n")
     costs = []
     for variant in (per_gpu, whole):
         _, out, _ = run_cli("estimate", "--format", "json", str(write_spec(variant, "q.yaml")))

@@ -20,7 +20,7 @@ from gpuplan.catalog import gpu_catalog
 from gpuplan.config import Settings
 from gpuplan.linter import LintOptions, LintResult, lint_bytes
 from gpuplan.rules.form_factor import _siblings
-from gpuplan.units import format_gib, format_ms
+from gpuplan.units import format_gib, format_gib_difference, format_ms
 
 TODAY = datetime.date(2026, 12, 2)
 
@@ -338,7 +338,7 @@ def test_activations_share_at_the_threshold():
     assert lint_at(("GP205",), activations_share=share).findings == ()  # at the threshold: not above it
     # Between the share of the whole peak and the share of the tensors alone (without the 1 GiB overhead):
     # silent, so the share is of the peak the reader sees.
-    tensor_share = (phase["activations"] + phase["temporaries"]) / f.memory.tensor_peak
+    tensor_share = (phase["activations"] + phase["temporaries"]) / f.memory.allocated
     assert lint_at(("GP205",), activations_share=(share + tensor_share) / 2).findings == ()
     (finding,) = lint_at(("GP205",), activations_share=share * 0.999).findings
     assert finding.pointer == "/finetune/seq_len"
@@ -424,7 +424,8 @@ def test_does_not_fit_messages_name_the_peak_the_shortfall_and_the_hint():
     assert finetune.pointer == "/finetune/hardware/gpu"
     assert finetune.message == (
         f"fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU at the optimizer step peak; h100-sxm has "
-        f"79.2 GiB usable — short by {format_gib(f.memory.per_gpu - f.gpu.usable_bytes)}"
+        # the shortfall is the difference of the two figures as shown (units.format_gib_difference)
+        f"79.2 GiB usable — short by {format_gib_difference(f.memory.per_gpu, f.gpu.usable_bytes)}"
     )
     assert finetune.hint.startswith("on h100-sxm: ") and "gpuplan plan compares every allowed GPU" in finetune.hint
     # Before any KV cache: the whole per-GPU figure less the KV cache the 8 sequences would need.

@@ -555,8 +555,8 @@ def test_training_runs_equal_to_or_scaled_from_the_estimate(text, scale):
     evidence = synthetic(
         "finetune",
         {
-            PEAK_ALLOCATED: ("rank 0", estimate.memory.tensor_peak * scale),
-            PEAK_RESERVED: ("rank 0", estimate.memory.per_gpu * scale),
+            PEAK_ALLOCATED: ("rank 0", estimate.memory.allocated * scale),
+            PEAK_RESERVED: ("rank 0", estimate.memory.reserved * scale),
         },
         {},
     )

@@ -121,8 +121,13 @@ class TrainingSetup:
 
 @record
 class TrainingMemory:
-    """Per-GPU bytes. ``phases`` maps each phase to its live tensors; the peak is their maximum.
+    """Per-GPU bytes. ``phases`` maps each phase to its live tensors; the tensor peak is their maximum.
 
+    Three figures, each the one above plus what it adds: ``allocated`` (the live tensors at the peak, what
+    ``torch.cuda.max_memory_allocated()`` reports), ``reserved`` (plus ``allocator_cache``, the blocks the
+    caching allocator keeps above that peak: ``max_memory_reserved()``) and ``per_gpu``, the device figure
+    (plus ``overhead``, the memory outside the allocator: CUDA context, NCCL), which is what the GPU shows
+    and what the fit verdict, the headroom rules and the planner judge.
     ``host`` and ``nvme`` are the bytes each GPU's process keeps off the GPU (offload), per GPU.
     """
 
@@ -132,12 +137,12 @@ class TrainingMemory:
     overhead: int
     host: int = 0
     nvme: int = 0
+    allocator_cache: int = 0
 
     @functools.cached_property
     def phase_totals(self) -> dict[str, int]:
-        """Bytes each phase holds per GPU, the framework overhead included: the CUDA context and workspaces
-        are there in every phase, so the largest total is ``per_gpu``, the one peak every output states
-        (summed once: the planner compares the peak of every layout it tries)."""
+        """Bytes each phase holds per GPU with the memory outside the allocator (there in every phase); the
+        allocator's cache is the step's, not a phase's, and is left out."""
         return {name: sum(parts.values()) + self.overhead for name, parts in self.phases.items()}
 
     @property
@@ -146,18 +151,28 @@ class TrainingMemory:
         return max(totals, key=lambda name: totals[name])
 
     @property
-    def per_gpu(self) -> int:
-        return max(self.phase_totals.values())
+    def allocated(self) -> int:
+        """The tensor peak: what PyTorch's allocator counts as allocated (max_memory_allocated)."""
+        return max(self.phase_totals.values()) - self.overhead
 
     @property
-    def tensor_peak(self) -> int:
-        """The peak without the framework overhead: what PyTorch's allocator counts (max_memory_allocated)."""
-        return self.per_gpu - self.overhead
+    def reserved(self) -> int:
+        """The allocator's segments at their peak (max_memory_reserved)."""
+        return self.allocated + self.allocator_cache
+
+    @property
+    def per_gpu(self) -> int:
+        """The device figure: the allocator's segments plus the memory outside it."""
+        return self.reserved + self.overhead
 
     @property
     def breakdown(self) -> dict[str, int]:
-        """The peak phase's tensors plus the framework overhead; sums to ``per_gpu``."""
-        return {**self.phases[self.peak_phase], "framework_overhead": self.overhead}
+        """The peak phase's tensors, the allocator's cache and the memory outside it; sums to ``per_gpu``."""
+        return {
+            **self.phases[self.peak_phase],
+            "allocator_cache": self.allocator_cache,
+            "framework_overhead": self.overhead,
+        }
 
 
 # -- parameters ---------------------------------------------------------------------------------

@@ -7,9 +7,11 @@ from __future__ import annotations
 import functools
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
+from gpuplan.estimate.allocator import EMPTY, Allocation, CachingAllocator, Tensors
 from gpuplan.estimate.training import (
     MIXED,
     NF4_BYTES_NO_DQ,
@@ -63,6 +65,12 @@ class _Activations:
     loss_gradients: float  # the loss backward's two fp32 logit-sized gradients
     layer_backward_temporaries: float
     host: float  # activation offloading
+    # What the allocator's model reads beside the phase totals: how the saved bytes fall into tensors.
+    kept_per_layer: float  # what one layer keeps through the step (its input alone under full checkpointing)
+    layers_kept: int  # layers whose kept tensors are on the GPU at once (2 with activation offloading)
+    log_softmax: float  # the loss's fp32 log-softmax, saved until the loss backward
+    upcast: float  # the loss's fp32 logits, freed once the loss is computed
+    layer_forward_temporaries: float  # a layer's largest transient in forward (eager scores, NF4 dequant, DoRA)
 
 
 def _base_bytes_per_param(setup: TrainingSetup) -> float:
@@ -178,11 +186,11 @@ def _activations(setup: TrainingSetup) -> _Activations:
     offloaded = kept_per_layer * (arch.layers - on_gpu_layers)
     layers = kept_per_layer * on_gpu_layers
     scores = arch.heads / tp * setup.job.seq_len**2 * setup.job.micro_batch
-    forward = upcast
+    eager_scores = 0.0
     if setup.job.attention == "eager":
         # Beyond what is saved: the bf16 masked scores (2 B); when the layer keeps nothing of its own
         # (full checkpointing), masked scores, their fp32 upcast and the fp32 softmax coexist (10 B).
-        forward = max(forward, (10 if setup.job.checkpointing == "full" else 2) * scores)
+        eager_scores = (10 if setup.job.checkpointing == "full" else 2) * scores
     # bitsandbytes dequantizes one NF4 linear at a time to bf16 (embeddings and LM head are not NF4).
     widest = max(
         arch.hidden * max(arch.expert_width if arch.is_moe else arch.intermediate, arch.q_width),
@@ -215,11 +223,159 @@ def _activations(setup: TrainingSetup) -> _Activations:
         returned_logits=returned,
         per_layer=largest_layer,
         checkpoint_input=layer_input * tokens if setup.job.checkpointing == "full" else 0.0,
-        forward_temporaries=max(forward, dequant, dora),
+        forward_temporaries=max(upcast, eager_scores, dequant, dora),
         loss_gradients=loss_gradients,
         layer_backward_temporaries=layer_backward + dequant + (dora if recomputing else 0.0),
         host=offloaded,
+        kept_per_layer=kept_per_layer,
+        layers_kept=on_gpu_layers,
+        log_softmax=log_softmax,
+        upcast=upcast,
+        layer_forward_temporaries=max(eager_scores, dequant, dora),
     )
+
+
+# -- what the caching allocator reserves ---------------------------------------------------------------
+
+
+def _split(total: float, shares: tuple[float, ...]) -> tuple[float, ...]:
+    """``total`` bytes cut into tensors in proportion to ``shares``."""
+    whole = sum(shares)
+    return tuple(total * share / whole for share in shares) if whole and total > 0 else ()
+
+
+def _parameter_shares(setup: TrainingSetup) -> tuple[tuple[float, ...], tuple[float, ...], int]:
+    """(elements of each trainable tensor of one decoder layer, of the embedding and LM head, layers) on
+    the most loaded GPU: the shapes a step's gradients, optimizer states and step temporaries take. Sharded
+    data parallelism keeps one flat shard per layer (FSDP's flat parameter, ZeRO's partition)."""
+    arch, job = setup.architecture, setup.job
+    shapes = adapted_shapes(arch)
+    layers = math.ceil(arch.layers / setup.pipeline_parallel)
+    if setup.is_adapter:
+        rank = job.lora_rank
+        layer = tuple(rank * side for name in job.lora_targets if shapes[name][0] for side in shapes[name])
+        return layer, (), layers
+    experts = {
+        name: arch.experts if arch.is_moe and name in ("gate_proj", "up_proj", "down_proj") else 1 for name in shapes
+    }
+    layer = tuple(d_in * d_out * experts[name] for name, (d_in, d_out) in shapes.items() if d_in)
+    edges = (arch.vocab * arch.hidden,) * (1 if arch.tie_embeddings else 2)
+    if setup.data_parallel > 1 and job.sharding in ("zero2", "zero3", "fsdp"):
+        return (sum(layer),), (sum(edges),), layers
+    return layer, edges, layers
+
+
+class _Step:
+    """One training step's tensors, in the order a step takes and frees them, run through the allocator:
+    the weights (loaded once); per layer in forward, its autocast weight copies and kept activations, and
+    a transient; the logits, their fp32 upcast (freed once the loss is computed) and the log-softmax; the
+    loss gradients and the LM head's gradient; per layer in backward, the recomputed tensors and the
+    backward's transients, the layer's gradients, then its activations freed; the embedding's gradient;
+    at the first step's optimizer step the states (created lazily), then the step's temporaries, then
+    the gradients freed (``zero_grad(set_to_none=True)``). Gradient accumulation runs a second micro-batch
+    with the gradients alive. Totals are the phase model's; only their split into tensors is read here."""
+
+    def __init__(self, setup: TrainingSetup, states: _States, acts: _Activations, fast_forward: bool = True) -> None:
+        arch, job = setup.architecture, setup.job
+        self.cache = CachingAllocator(expandable=job.expandable_segments, fast_forward=fast_forward)
+        self.job, self.states, self.acts = job, states, acts
+        self.layer_shares, self.edge_shares, self.layers = _parameter_shares(setup)
+        elements = self.layers * sum(self.layer_shares) + sum(self.edge_shares)
+        self.per_element = 1 / elements if elements else 0.0
+        widths = input_widths(setup)
+        q, kv = arch.q_width / setup.tensor_parallel, arch.kv_width / setup.tensor_parallel
+        matrices = 3 if arch.mlp == "gated" else 1
+        # One layer's saved tensors by width: the norms' outputs, q, k, v and the attention output, the MLP's.
+        shares = (widths["norm"], widths["norm2"], q, kv, kv, q) + (widths["mlp"],) * (matrices + 1)
+        # 1F1B keeps a whole model's activations on the first stage whatever the PP degree; offloading
+        # keeps two layers' on the GPU: per layer of this GPU, the kept bytes scale by that ratio.
+        on_gpu = acts.layers_kept / max(self.layers, 1)
+        full = job.checkpointing == "full"
+        self.kept = Tensors.of(
+            _pairs((acts.kept_per_layer * on_gpu,) if full else _split(acts.kept_per_layer * on_gpu, shares))
+        )
+        self.recompute = Tensors.of(_pairs(_split(acts.per_layer, shares) if job.checkpointing != "none" else ()))
+        self.forward_transient = Tensors.of([(acts.layer_forward_temporaries, 1)])
+        # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate (a plain
+        # MLP: two of them), as _activations counts layer_backward_temporaries.
+        gradients = 3 if arch.mlp == "gated" else 2
+        self.backward_transients = Tensors.of([(acts.layer_backward_temporaries / gradients, gradients)])
+        self.copies, self.edge_copies, _ = self._params(states.autocast_copies)
+        self.grads, self.embedding_grad, self.head_grad = self._params(states.gradients)
+
+    def _params(self, total: float, per_parameter: int = 1) -> tuple[Tensors, Tensors, Tensors]:
+        """A per-parameter total (gradients, states, copies) as tensors: one layer's, the embedding's and the
+        untied LM head's (``per_parameter`` tensors of each shape)."""
+        unit = total * self.per_element / per_parameter
+        layer = Tensors.of([(unit * share, per_parameter) for share in self.layer_shares])
+        edges = [Tensors.of([(unit * share, per_parameter)]) for share in self.edge_shares]
+        empty = Tensors((), 0)
+        return layer, (edges[0] if edges else empty), (edges[1] if len(edges) > 1 else empty)
+
+    def _take(self, tensors: Tensors, times: int = 1) -> Allocation:
+        return self.cache.take_all(tensors, times)
+
+    def _give(self, *held: Allocation) -> None:
+        for allocation in held:
+            self.cache.give(allocation)
+
+    def run(self, steps: int = 2) -> tuple[int, int]:
+        """(peak allocated, peak reserved) over ``steps`` steps, the first creating the optimizer states."""
+        states, job = self.states, self.job
+        self.cache.take(states.weights + states.gathered)  # loaded once, never freed
+        for step in range(steps):
+            grads: list[Allocation] = []
+            for micro_batch in range(2 if job.gradient_accumulation > 1 else 1):
+                grads += self._micro_batch(first=micro_batch == 0)
+            if step == 0:
+                for part in self._params(states.optimizer, 2):
+                    self._take(part)
+            if not job.optimizer_in_backward:
+                temporaries = [self._take(part) for part in self._params(states.step_temporaries)]
+                self._give(*temporaries, self.cache.take(states.paged_optimizer))
+            self._give(*grads)  # zero_grad(set_to_none=True)
+        return self.cache.peak_live, self.cache.reserved_peak()
+
+    def _micro_batch(self, first: bool) -> list[Allocation]:
+        """Forward and backward of one micro-batch, layer by layer; the gradients it creates (none but the
+        first micro-batch's: the later ones accumulate into them)."""
+        acts, job, cache = self.acts, self.job, self.cache
+        edge_copies = self._take(self.edge_copies)
+
+        def forward(_: None) -> tuple[Allocation, Allocation]:
+            held = self._take(self.copies), self._take(self.kept)
+            self._give(self._take(self.forward_transient))  # the layer's transient comes and goes
+            return held
+
+        kept = cache.repeat(forward, [None] * self.layers)
+        returned = cache.take(acts.returned_logits)
+        self._give(cache.take(acts.upcast))
+        log_softmax = cache.take(acts.log_softmax)
+        if job.loop == "trainer":
+            self._give(returned)
+        loss = cache.take(acts.loss_gradients / 2, 2)
+        grads = [self._take(self.head_grad)] if first else []
+        self._give(loss, log_softmax, *([returned] if job.loop != "trainer" else []))
+
+        def backward(held: tuple[Allocation, Allocation]) -> Allocation:
+            # The layer's gradients are taken before its activations are freed; the next layer's can use
+            # the blocks this one frees.
+            again = self._take(self.recompute)
+            self._give(self._take(self.backward_transients))
+            taken = self._take(self.grads) if first else EMPTY
+            self._give(again, *held)
+            if job.optimizer_in_backward:
+                self._give(taken)  # stepped and freed as soon as each is complete
+                return EMPTY
+            return taken
+
+        grads += cache.repeat(backward, kept[::-1])
+        self._give(edge_copies)
+        return grads + ([self._take(self.embedding_grad)] if first else [])
+
+
+def _pairs(sizes: tuple[float, ...]) -> list[tuple[float, int]]:
+    return [(size, 1) for size in sizes]
 
 
 # The planner estimates many settings of one shape: the same model states at every micro-batch, the same
@@ -228,11 +384,11 @@ def _activations(setup: TrainingSetup) -> _Activations:
 # the mutation benchmark drops, as a remembered result would hide a mutant).
 STATES_IGNORE = frozenset(
     {"micro_batch", "seq_len", "gradient_accumulation", "checkpointing", "attention", "fused_loss"}
-    | {"activation_offloading", "sequence_parallel", "lora_dropout", "loop"}
+    | {"activation_offloading", "sequence_parallel", "lora_dropout", "loop", "expandable_segments"}
 )
 ACTIVATIONS_IGNORE = frozenset(
     {"optimizer", "gradient_accumulation", "sharding", "gpus", "offload_optimizer", "offload_parameters"}
-    | {"optimizer_in_backward", "momentum", "double_quant"}
+    | {"optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
 )
 
 
@@ -241,7 +397,7 @@ class _Keyed:
 
     __slots__ = ("key", "setup")
 
-    def __init__(self, setup: TrainingSetup, fields_read: operator.attrgetter[Any]) -> None:
+    def __init__(self, setup: TrainingSetup, fields_read: Callable[[TrainingSetup], Any]) -> None:
         self.setup, self.key = setup, fields_read(setup)
 
     def __hash__(self) -> int:
@@ -285,6 +441,39 @@ def _remembered_activations(keyed: _Keyed) -> _Activations:
     return _activations(keyed.setup)
 
 
+def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
+    """What ``_Step`` reads of a setup: its model states and activations (``_States``, ``_Activations``),
+    the shapes they fall into and the order of the step; not the replica count beyond whether there are
+    several (a search tries many that share one step)."""
+    job = setup.job
+    return (
+        _remembered_states(_Keyed(setup, _STATES_READ)),
+        _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ)),
+        setup.architecture,
+        setup.pipeline_parallel,
+        setup.tensor_parallel,
+        setup.sequence_shards,
+        setup.data_parallel > 1,
+        job.method,
+        job.lora_rank,
+        job.lora_targets,
+        job.sharding,
+        job.checkpointing,
+        job.expandable_segments,
+        job.gradient_accumulation > 1,
+        job.loop,
+        job.optimizer_in_backward,
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _remembered_cache(keyed: _Keyed) -> int:
+    """The allocator's cache above the live peak over two steps."""
+    states, acts = keyed.key[:2]
+    live, reserved = _Step(keyed.setup, states, acts).run()
+    return max(0, reserved - live)
+
+
 def states_floor(setup: TrainingSetup) -> int:
     """A lower bound of ``estimate_training(setup, overhead).per_gpu - overhead`` from the model states
     alone, which no micro-batch, recompute or loss setting changes (``STATES_IGNORE``): a planner
@@ -302,8 +491,10 @@ def states_floor(setup: TrainingSetup) -> int:
     return sum(math.floor(part) for part in (states.weights, states.optimizer, states.gathered, gradients)) - 1
 
 
-def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
-    """Per-GPU memory of one steady-state step; ``overhead`` is the documented framework constant."""
+def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = True) -> TrainingMemory:
+    """Per-GPU memory of one steady-state step; ``overhead`` is the memory outside PyTorch's allocator.
+    ``allocator=False`` leaves the allocator's cache out (0): a lower bound of the device figure that
+    costs the phase model alone, which a planner rules layouts out with before it runs the allocator."""
     arch = setup.architecture
     states = _remembered_states(_Keyed(setup, _STATES_READ))
     acts = _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ))
@@ -354,6 +545,7 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
                 "optimizer_step_temporaries": states.step_temporaries,
             }
         )
+    cache = _remembered_cache(_Keyed(setup, _step_read)) if allocator else 0
     return TrainingMemory(
         arch.params,
         trainable_params(setup),
@@ -361,6 +553,7 @@ def estimate_training(setup: TrainingSetup, overhead: int) -> TrainingMemory:
         overhead,
         host=math.ceil(states.host + acts.host),
         nvme=math.ceil(states.nvme),
+        allocator_cache=cache,
     )
 
 

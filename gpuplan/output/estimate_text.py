@@ -75,7 +75,7 @@ def render_estimate(analysis: Analysis) -> str:
             f" -> {_verdict(f, spec.plan.confidence)}"
         )
         confidence = spec.plan.confidence
-        lines.append(f"    {'of which PyTorch allocates':<28}{_gib(f.memory.tensor_peak)}   (max_memory_allocated)")
+        lines.append(f"    {'of which PyTorch allocates':<28}{_gib(f.memory.allocated)}   (max_memory_allocated)")
         lines.append(
             f"    {f'at {confidence:.0%} confidence':<28}{_gib(f.planned_bytes(confidence))}"
             f"   x {f.memory_band.ratio(confidence):.2f}: measured on {f.memory_band.describe()}"

@@ -141,12 +141,22 @@ class FinetunePlanner(Evaluator):
         """Whether the layout's planned per-GPU memory (the band's edge) is within the headroom; a layout
         whose model states alone already are not is answered without its estimate: floor <= per_gpu and the
         edge grows with the figure (a ratio of it), so edge(floor) > limit implies edge(per_gpu) > limit."""
-        usable = layout.gpu.usable_bytes
-        if self._memory_key(layout) not in self._memory and not within_headroom(
-            self.planned_bytes(self.memory_floor(layout)), usable, self.headroom_pct
-        ):
+        if self._memory_key(layout) not in self._memory and not self.tensors_sound(layout):
             return False
-        return within_headroom(self.planned_bytes(self.memory(layout).per_gpu), usable, self.headroom_pct)
+        return within_headroom(
+            self.planned_bytes(self.memory(layout).per_gpu), layout.gpu.usable_bytes, self.headroom_pct
+        )
+
+    def tensors_sound(self, layout: Layout) -> bool:
+        """Whether the layout's tensors alone (the phase model, no allocator cache: a lower bound of the
+        device figure) are within the headroom at the band's edge: necessary for ``memory_sound``, and,
+        unlike the device figure, monotone in the settings a search relaxes (the allocator's cache is not:
+        a smaller micro-batch can leave holes a larger one fills), so a search may skip a shape on it."""
+        usable = layout.gpu.usable_bytes
+        if not within_headroom(self.planned_bytes(self.memory_floor(layout)), usable, self.headroom_pct):
+            return False
+        tensors = finetune_memory(self.spec, self._job(layout), allocator=False)
+        return within_headroom(self.planned_bytes(tensors.per_gpu), usable, self.headroom_pct)
 
     def sync_too_slow(self, layout: Layout) -> bool:
         """Whether gradient sync alone breaks the layout, as ``evaluate`` judges it, from the speed model

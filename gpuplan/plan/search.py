@@ -428,10 +428,12 @@ class JobPlanner:
         )
 
     def _fits_at_all(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> bool:
-        """Whether any settings of a shape are memory-sound at one recompute choice: whether one of its
-        least-memory layouts is."""
+        """Whether any settings of a shape may be memory-sound at one recompute choice: whether the tensors
+        of one of its least-memory layouts are (``tensors_sound``: the device figure adds the allocator's
+        cache, which does not order the settings as the tensors do, so each choice is judged on it after)."""
         evaluator = self.evaluator
-        return any(evaluator.memory_sound(layout) for layout in self._relaxed(gpu, tp, pp, dp, checkpointing))
+        assert isinstance(evaluator, FinetunePlanner)
+        return any(evaluator.tensors_sound(layout) for layout in self._relaxed(gpu, tp, pp, dp, checkpointing))
 
     def _most_relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int) -> Layout:
         """The layout of a shape that needs the least memory, with or without recompute (see ``_relaxed``)."""

@@ -123,12 +123,13 @@ FINETUNE_ROWS = (
         "tensors live at the peak (max_memory_allocated)",
     ),
     Row(
-        "peak with overhead",
-        ("per_gpu",),
+        "reserved peak",
+        ("reserved",),
         (PEAK_RESERVED,),
         USAGE,
         BYTES,
-        "the caching allocator's peak (max_memory_reserved); the CUDA context is in neither",
+        "the caching allocator's segments at their peak (max_memory_reserved): the tensors and the blocks it "
+        "keeps cached; the CUDA context is in neither",
     ),
 )
 ROWS = {SERVE: SERVE_ROWS, FINETUNE: FINETUNE_ROWS}
@@ -165,6 +166,6 @@ def serve_estimate_terms(estimate: ServeEstimate) -> dict[str, float]:
 def finetune_estimate_terms(estimate: FinetuneEstimate) -> dict[str, float]:
     memory = estimate.memory
     terms: dict[str, float] = {name: float(value) for name, value in memory.breakdown.items()}
-    terms["tensor_peak"] = float(memory.tensor_peak)
-    terms["per_gpu"] = float(memory.per_gpu)
+    terms["tensor_peak"] = float(memory.allocated)
+    terms["reserved"] = float(memory.reserved)
     return terms

@@ -1,0 +1,382 @@
+"""PyTorch's CUDA caching allocator, by its rules: what a sequence of allocations reserves on the device.
+
+``torch.cuda.max_memory_allocated()`` counts the blocks tensors hold; what the GPU shows (and what an
+out-of-memory error is about) is the allocator's segments, ``max_memory_reserved()``, plus memory outside
+it. The allocator never hands a freed block back to the driver: it caches it for a later request that
+fits, so a step reserves its live peak plus every cached block that a later, larger request could not
+use. The rules below are c10/cuda/CUDACachingAllocator.cpp's (PyTorch 2.x), constants by their names:
+
+- a request rounds up to a multiple of kMinBlockSize (512 B) (``round_size``); requests up to kSmallSize
+  (1 MiB) use the small pool, larger ones the large pool, and a block never moves between pools;
+- a request takes the smallest cached block of its pool that holds it (``get_free_block``: best fit),
+  and splits it when the rest is worth keeping (``should_split``: more than kSmallSize left in the large
+  pool, at least kMinBlockSize in the small one); otherwise the whole block is handed out;
+- when no cached block holds it, a new segment is mapped (``get_allocation_size``): kSmallBuffer (2 MiB)
+  for the small pool, kLargeBuffer (20 MiB) for requests under kMinLargeAlloc (10 MiB), else the request
+  rounded up to kRoundLarge (2 MiB);
+- a freed block merges with the free blocks beside it in its own segment (``free_block``); blocks of
+  different segments never merge.
+
+The model runs on populations: ``count`` tensors of one size taken or freed together (the tensors of one
+shape in a span of layers), so a step costs the same few operations at any depth. Pieces carved out of one
+cached block go back into it when their population is freed whole (their segment's neighbours are free
+again); the small pool is counted as packed (its 2 MiB segments hold any mix of small blocks).
+
+With ``expandable_segments:True`` (PYTORCH_CUDA_ALLOC_CONF) each pool is one virtual range that grows by
+2 MiB pages, and when a request finds no room the allocator unmaps the free pages of the range before it
+asks for more (``ExpandableSegment``, ``release_cached_blocks``): the step needs its live bytes rounded to
+pages, whatever the cache held before.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from gpuplan.records import record
+
+MIN_BLOCK = 512  # kMinBlockSize
+SMALL_SIZE = 1 << 20  # kSmallSize: the largest small-pool request
+SMALL_BUFFER = 2 << 20  # kSmallBuffer: a small-pool segment
+LARGE_BUFFER = 20 << 20  # kLargeBuffer: the segment of a request under kMinLargeAlloc
+MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
+ROUND_LARGE = 2 << 20  # kRoundLarge: larger segments round up to this (also the expandable page)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def round_size(size: float) -> int:
+    """``round_size``: bytes of the block a request of ``size`` bytes gets (a multiple of 512)."""
+    return max(MIN_BLOCK, math.ceil(size / MIN_BLOCK) * MIN_BLOCK)
+
+
+def segment_size(block: int) -> int:
+    """``get_allocation_size``: bytes of the segment mapped for a block no cached block holds."""
+    if block <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if block < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return math.ceil(block / ROUND_LARGE) * ROUND_LARGE
+
+
+# A carve: (hole, holes, pieces, piece, rest): ``holes`` cached blocks of ``hole`` bytes, each cut into
+# ``pieces`` blocks of ``piece`` bytes with ``rest`` bytes left free (0 when the last piece took the rest
+# whole, as should_split decides). A plain tuple: the planner runs thousands of these per estimate.
+Carve = tuple[int, int, int, int, int]
+
+
+@record
+class Allocation:
+    """What one population holds: where its blocks were cut from, and the bytes they hold (a rest taken
+    whole counts as held, as PyTorch's allocated_bytes counts a block's whole size)."""
+
+    carves: tuple[Carve, ...]
+    held: int  # both pools
+    small: int  # of which the small pool's
+
+
+@record
+class Tensors:
+    """Tensors as the allocator sees them: (block bytes, how many) of the large pool, largest first (the
+    order best fit leaves the fewest pieces in), and the small pool's bytes."""
+
+    large: tuple[tuple[int, int], ...]
+    small: int
+
+    @classmethod
+    def of(cls, tensors: list[tuple[float, int]] | tuple[tuple[float, int], ...]) -> Tensors:
+        """From (bytes each, how many) pairs."""
+        small, large = 0, dict[int, int]()
+        for size, count in tensors:
+            if count <= 0 or size <= 0:
+                continue
+            block = round_size(size)
+            if block <= SMALL_SIZE:
+                small += block * count
+            else:
+                large[block] = large.get(block, 0) + count
+        return cls(tuple(sorted(large.items(), reverse=True)), small)
+
+
+@record
+class _Effect:
+    """A run's change to the allocator (or, from ``_state``, where it stands): the cached blocks by size
+    (size, change), the counters, and how far live and reserved memory rose above where the run began."""
+
+    drift: tuple[tuple[int, int], ...]
+    live: int
+    small_live: int
+    segments: int
+    small_segments: int
+    reserved: int
+    rise_live: int
+    rise_reserved: int
+    rise_small: int
+
+    @property
+    def free(self) -> dict[int, int]:
+        return dict(self.drift)
+
+
+@dataclass
+class CachingAllocator:
+    """The large pool's cached free blocks by size, and the counters PyTorch keeps (bytes)."""
+
+    expandable: bool = False
+    free: dict[int, int] = field(default_factory=dict)  # block size -> how many are cached
+    sizes: list[int] = field(default_factory=list)  # the keys of ``free``, sorted (best fit)
+    live: int = 0  # the large pool's allocated bytes now
+    segments: int = 0  # reserved bytes of the large pool
+    small_live: int = 0  # the small pool's
+    small_segments: int = 0  # the small pool's highest live bytes (its 2 MiB segments, before rounding)
+    peak_live: int = 0  # max_memory_allocated
+    peak_reserved: int = 0  # max_memory_reserved before rounding (``reserved_peak``)
+    fast_forward: bool = True  # ``repeat`` may stand in for repetitions it has seen twice
+    # The highest live (both pools), reserved and small-pool live bytes since ``repeat`` last marked them.
+    window: list[int] = field(default_factory=lambda: [0, 0, 0])
+    lows: dict[int, int] | None = None  # while ``repeat`` watches: the fewest blocks each size came down to
+
+    def take(self, size: float, count: int = 1) -> Allocation:
+        """``count`` tensors of ``size`` bytes each."""
+        if count <= 0 or size <= 0:
+            return EMPTY
+        block = round_size(size)
+        if block <= SMALL_SIZE:
+            return self._take_small(block * count)
+        carves = self._take_large(block, count)
+        held = sum(holes * (hole - rest) for hole, holes, _, _, rest in carves)
+        self.live += held
+        self._count()
+        return Allocation(tuple(carves), held, 0)
+
+    def take_all(self, tensors: Tensors, times: int = 1) -> Allocation:
+        """A group of tensors taken one after another, ``times`` over: the large pool's by size, largest
+        first, then the small pool's."""
+        if not (tensors.large or tensors.small) or times <= 0:
+            return EMPTY
+        carves: list[Carve] = []
+        for block, count in tensors.large:
+            carves += self._take_large(block, count * times)
+        held = sum(holes * (hole - rest) for hole, holes, _, _, rest in carves)
+        self.live += held
+        small = tensors.small * times
+        self.small_live += small
+        self._count()
+        return Allocation(tuple(carves), held + small, small)
+
+    def give(self, allocation: Allocation) -> None:
+        """Free a population whole: its pieces merge back into the blocks they were cut from when the
+        rest of each is still free (nothing else was cut from it since), else they stay apart."""
+        if not allocation.held:
+            return
+        self.small_live -= allocation.small
+        self.live -= allocation.held - allocation.small
+        free = self.free
+        for hole, holes, pieces, piece, rest in allocation.carves:
+            if not rest:
+                self._add(hole, holes)
+            elif free.get(rest, 0) >= holes:
+                self._remove(rest, holes)
+                self._add(hole, holes)
+            else:
+                self._add(piece, holes * pieces)
+
+    def _take_large(self, block: int, need: int) -> list[Carve]:
+        """Best fit from the cached blocks, smallest first, then new segments for what is left."""
+        carves: list[Carve] = []
+        for hole in self.sizes[bisect.bisect_left(self.sizes, block) :]:
+            if not need:
+                return carves
+            need = self._cut(carves, hole, self.free.get(hole, 0), block, need)
+        if need:
+            hole = segment_size(block)
+            segments = -(-need // (hole // block))
+            self.segments += segments * hole
+            self._add(hole, segments)
+            self._cut(carves, hole, segments, block, need)
+        return carves
+
+    def repeat(self, once: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
+        """``once(input)`` for each input in turn, as the layers of a model run one after another: the same
+        operations on the same blocks. Once two runs in a row have had the same effect (on the cached
+        blocks, the counters and how far they rose, with the same input and result), the next runs would
+        too for as long as their input stays the same and no size of cached block they drew on runs out:
+        those are applied at once, by arithmetic, and their results are the last run's. The answer is the
+        one running each would give (a test holds it); only the work is less."""
+        results: list[R] = []
+        seen: tuple[object, object, _Effect] | None = None
+        while len(results) < len(inputs):
+            item = inputs[len(results)]
+            start = self._state()
+            self.lows = {}
+            result = once(item)
+            lows, self.lows = self.lows, None
+            results.append(result)
+            effect = self._effect(start)
+            run = (item, result, effect)
+            if self.fast_forward and run == seen and set(self.free) == set(start.free):
+                # A size a run drew down to none may not grow (a later run would take more of it, less of
+                # the next size); one that shrinks lasts while what is left covers what a run draws.
+                runs = min(
+                    [_run_length(inputs, len(results), item)]
+                    + [lows.get(size, 0) // -change for size, change in effect.drift if change < 0]
+                    + [0 for size, change in effect.drift if change > 0 and lows.get(size) == 0]
+                )
+                if runs > 0:
+                    self._advance(effect, runs)
+                    results += [result] * runs
+            seen = run
+        return results
+
+    def _state(self) -> _Effect:
+        """Where the allocator stands (as an effect from nothing: the cached blocks and the counters); resets
+        the window that records how far live and reserved memory rise from here."""
+        reserved = self._reserved_now()
+        self.window = [self.live + self.small_live, reserved, self.small_live]
+        drift = tuple(self.free.items())
+        return _Effect(drift, self.live, self.small_live, self.segments, self.small_segments, reserved, 0, 0, 0)
+
+    def _effect(self, start: _Effect) -> _Effect:
+        """What a run changed since ``start``: the cached blocks by size, each counter, and how far live and
+        reserved memory rose above where they started."""
+        free = start.free
+        sizes = sorted(set(free) | set(self.free))
+        drift = tuple((size, change) for size in sizes if (change := self.free.get(size, 0) - free.get(size, 0)))
+        return _Effect(
+            drift,
+            self.live - start.live,
+            self.small_live - start.small_live,
+            self.segments - start.segments,
+            self.small_segments - start.small_segments,
+            self._reserved_now() - start.reserved,
+            self.window[0] - (start.live + start.small_live),
+            self.window[1] - start.reserved,
+            self.window[2] - start.small_live,
+        )
+
+    def _advance(self, effect: _Effect, runs: int) -> None:
+        """Apply ``runs`` more runs of ``effect`` at once. The counts of blocks, the live bytes and the
+        segments mapped add up run by run; each run's live bytes are the last's shifted by one run's
+        change, so their highest is in the first of these runs or the last. The small pool's high water
+        is a maximum, not a sum: it is the higher of where it stood and the last run's high."""
+        first_live, first_small, first_reserved = self.live + self.small_live, self.small_live, self._reserved_now()
+        for size, change in effect.drift:
+            if change > 0:
+                self._add(size, change * runs)
+            else:
+                self._remove(size, -change * runs)
+        self.live += effect.live * runs
+        self.small_live += effect.small_live * runs
+        self.segments += effect.segments * runs
+        shift = runs - 1
+        last_small = first_small + effect.small_live * shift
+        self.small_segments = max(self.small_segments, first_small + effect.rise_small, last_small + effect.rise_small)
+        last_live = first_live + (effect.live + effect.small_live) * shift
+        self.peak_live = max(self.peak_live, first_live + effect.rise_live, last_live + effect.rise_live)
+        if self.expandable:  # reserved is the live bytes: shifted run by run as they are
+            last_reserved = first_reserved + effect.reserved * shift
+            rise = effect.rise_reserved
+            self.peak_reserved = max(self.peak_reserved, first_reserved + rise, last_reserved + rise)
+        else:  # segments and the small pool's high water only grow: the highest is where the runs end
+            self.peak_reserved = max(self.peak_reserved, self._reserved_now())
+
+    def _take_small(self, held: int) -> Allocation:
+        """Small-pool blocks of ``held`` bytes in all, packed into 2 MiB segments."""
+        self.small_live += held
+        self._count()
+        return Allocation((), held, held)
+
+    @property
+    def reserved(self) -> int:
+        """Bytes of the segments mapped now (both pools): the cache never unmaps one."""
+        return self.segments + self.small_segments
+
+    def _cut(self, carves: list[Carve], hole: int, available: int, block: int, need: int) -> int:
+        """Cut up to ``available`` cached blocks of ``hole`` bytes into ``need`` blocks of ``block`` (as many
+        whole holes as ``need`` fills, then one cut part way); what is still needed."""
+        per_hole = hole // block  # split while the rest exceeds kSmallSize; a smaller rest goes with the last
+        full = min(available, need // per_hole)
+        if full:
+            carves.append(self._carve(hole, full, per_hole, block))
+        left = need - full * per_hole
+        if left and available > full:
+            carves.append(self._carve(hole, 1, left, block))
+            left = 0
+        return left
+
+    def _carve(self, hole: int, holes: int, pieces: int, block: int) -> Carve:
+        rest = hole - pieces * block
+        if rest <= SMALL_SIZE:  # should_split is false: the last piece takes the rest whole
+            rest = 0
+        self._remove(hole, holes)
+        if rest:
+            self._add(rest, holes)
+        return (hole, holes, pieces, block, rest)
+
+    def _add(self, size: int, count: int) -> None:
+        if size not in self.free:
+            bisect.insort(self.sizes, size)
+            self.free[size] = 0
+        self.free[size] += count
+
+    def _remove(self, size: int, count: int) -> None:
+        left = self.free[size] - count
+        if left:
+            self.free[size] = left
+        else:
+            del self.free[size]
+            self.sizes.remove(size)
+        if self.lows is not None and left < self.lows.get(size, left + 1):
+            self.lows[size] = left
+
+    def reserved_peak(self) -> int:
+        """max_memory_reserved: the highest reserved bytes, with the small pool's (and, expandable, both
+        pools') bytes in whole 2 MiB segments or pages. The rounding is applied here, once, not as the
+        step runs, so that layer after layer has the same effect (``repeat``); it adds under 2 MiB (two
+        pages with expandable segments, one per pool) to what rounding each moment would give."""
+        if self.expandable:
+            pages = -(-self.peak_reserved // ROUND_LARGE) + (1 if self.small_segments else 0)
+            return pages * ROUND_LARGE
+        small = -(-self.small_segments // SMALL_BUFFER) * SMALL_BUFFER
+        return self.peak_reserved + small - self.small_segments
+
+    def _reserved_now(self) -> int:
+        """Reserved bytes now, before rounding (``reserved_peak``)."""
+        if self.expandable:  # free pages of either pool are unmapped before it grows: the live bytes
+            return self.live + self.small_live
+        return self.reserved
+
+    def _count(self) -> None:
+        live = self.live + self.small_live
+        if live > self.peak_live:
+            self.peak_live = live
+        if self.small_live > self.small_segments:  # the small pool's high water (its segments, unrounded)
+            self.small_segments = self.small_live
+        reserved = self._reserved_now()
+        if reserved > self.peak_reserved:
+            self.peak_reserved = reserved
+        window = self.window
+        if live > window[0]:
+            window[0] = live
+        if reserved > window[1]:
+            window[1] = reserved
+        if self.small_live > window[2]:
+            window[2] = self.small_live
+
+
+EMPTY = Allocation((), 0, 0)
+
+
+def _run_length(inputs: Sequence[T], start: int, item: T) -> int:
+    """How many of ``inputs`` from ``start`` on equal ``item``, in a row."""
+    count = 0
+    for other in itertools.islice(inputs, start, None):
+        if other != item:
+            break
+        count += 1
+    return count

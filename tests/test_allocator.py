@@ -1,0 +1,224 @@
+"""The caching allocator's model (gpuplan/estimate/allocator.py), on hand-worked sequences, and what it adds
+to a training step's memory (training_memory._Step): device >= reserved >= allocated, by construction of
+the three figures and never by a negative cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_properties_memory import FIELD_VALUES, varied_setups
+from training_jobs import vary
+
+from gpuplan.analysis import training_setup as spec_training_setup
+from gpuplan.estimate import training_memory
+from gpuplan.estimate.allocator import Allocation, CachingAllocator, Tensors, round_size, segment_size
+from gpuplan.estimate.training_memory import estimate_training
+from gpuplan.linter import LintOptions, lint_bytes
+
+MIB = 2**20
+RECORDS = Path(__file__).parent.parent / "benchmarks" / "data" / "published_finetune_peaks.yaml"
+
+
+def test_requests_round_to_512_bytes_and_segments_by_pool():
+    # round_size: up to the next multiple of kMinBlockSize (512 B), never below it.
+    assert [round_size(n) for n in (1, 512, 513, 3000)] == [512, 512, 1024, 3072]
+    # get_allocation_size: a small-pool block (<= 1 MiB) maps a 2 MiB segment; up to 10 MiB a 20 MiB one;
+    # from kMinLargeAlloc (10 MiB) on, the block rounded up to 2 MiB.
+    assert segment_size(MIB) == 2 * MIB
+    assert segment_size(MIB + 512) == 20 * MIB
+    assert segment_size(10 * MIB) == 10 * MIB
+    assert segment_size(11 * MIB) == 12 * MIB
+
+
+def test_a_freed_block_serves_a_request_of_its_size_again():
+    cache = CachingAllocator()
+    cache.give(cache.take(100 * MIB))
+    cache.take(100 * MIB)
+    assert (cache.peak_live, cache.reserved_peak()) == (100 * MIB, 100 * MIB)
+
+
+def test_a_smaller_freed_block_cannot_serve_a_larger_request():
+    # 64 MiB cached, 100 MiB asked: a new 100 MiB segment beside the cached one (164 MiB reserved), while
+    # at most 100 MiB is ever live: 64 MiB of cache above the live peak.
+    cache = CachingAllocator()
+    cache.give(cache.take(64 * MIB))
+    cache.take(100 * MIB)
+    assert (cache.peak_live, cache.reserved_peak()) == (100 * MIB, 164 * MIB)
+
+
+def test_a_larger_cached_block_is_split_and_keeps_a_rest_over_1_mib():
+    # A cached 100 MiB block serves two 40 MiB requests (100 // 40 = 2) and keeps 20 MiB free: nothing new
+    # is mapped.
+    cache = CachingAllocator()
+    cache.give(cache.take(100 * MIB))
+    cache.take(40 * MIB, 2)
+    assert (cache.peak_live, cache.reserved_peak()) == (100 * MIB, 100 * MIB)
+    assert cache.live == 80 * MIB and cache.free == {20 * MIB: 1}
+
+
+def test_a_rest_of_at_most_1_mib_goes_with_the_block():
+    # should_split is false when 1 MiB or less would be left: the cached 40 MiB block (a 40 MiB segment, a
+    # multiple of 2 MiB) is handed out whole for a 39.5 MiB request, and PyTorch's allocated bytes count all
+    # 40 MiB. A 38.5 MiB request leaves 1.5 MiB: that is split off and stays free.
+    cache = CachingAllocator()
+    cache.give(cache.take(40 * MIB))
+    cache.give(cache.take(39.5 * MIB))
+    assert cache.peak_live == 40 * MIB and cache.free == {40 * MIB: 1}
+    cache.take(38.5 * MIB)
+    assert cache.live == 38.5 * MIB and cache.free == {int(1.5 * MIB): 1}
+
+
+def test_pieces_merge_back_into_their_block_once_freed():
+    # Two 40 MiB pieces of a cached 100 MiB block, freed while the 20 MiB rest is still free, merge into the
+    # 100 MiB block again, which then holds a 100 MiB request: 100 MiB reserved in all.
+    cache = CachingAllocator()
+    cache.give(cache.take(100 * MIB))
+    cache.give(cache.take(40 * MIB, 2))
+    cache.take(100 * MIB)
+    assert cache.reserved_peak() == 100 * MIB
+
+
+def test_pieces_stay_apart_while_the_rest_of_their_block_is_in_use():
+    # As above, but the 20 MiB rest is taken before the pieces are freed: they come back as two 40 MiB
+    # blocks, and an 80 MiB request maps a new segment: 100 + 80 = 180 MiB reserved.
+    cache = CachingAllocator()
+    cache.give(cache.take(100 * MIB))
+    pieces = cache.take(40 * MIB, 2)
+    cache.take(20 * MIB)
+    cache.give(pieces)
+    assert cache.free == {40 * MIB: 2}
+    cache.take(80 * MIB)
+    assert cache.reserved_peak() == 180 * MIB
+
+
+def test_mid_sized_requests_share_20_mib_segments():
+    # Six 4 MiB requests: a 20 MiB segment holds five (20 // 4, no rest), the sixth maps a second one and
+    # leaves 16 MiB of it free: 40 MiB reserved for 24 MiB live.
+    cache = CachingAllocator()
+    cache.take(4 * MIB, 6)
+    assert (cache.live, cache.segments, cache.free) == (24 * MIB, 40 * MIB, {16 * MIB: 1})
+
+
+def test_small_requests_pack_into_2_mib_segments():
+    cache = CachingAllocator()
+    cache.take(1000, 3)  # 3 x 1,024 B blocks in one 2 MiB segment
+    assert (cache.small_live, cache.reserved_peak()) == (3072, 2 * MIB)
+
+
+def test_expandable_segments_need_the_live_bytes_in_whole_pages():
+    # The 64 MiB then 100 MiB sequence of the default allocator, with expandable segments: the free pages
+    # are unmapped before the range grows, so the step needs 100 MiB (50 pages), not 164.
+    cache = CachingAllocator(expandable=True)
+    cache.give(cache.take(64 * MIB))
+    cache.take(100 * MIB)
+    assert cache.reserved_peak() == 100 * MIB
+    cache = CachingAllocator(expandable=True)
+    cache.take(3 * MIB)  # 2 pages for 3 MiB
+    assert cache.reserved_peak() == 4 * MIB
+
+
+def test_a_group_is_taken_largest_first_with_its_small_tensors_pooled():
+    tensors = Tensors.of([(30 * MIB, 2), (100, 4), (50 * MIB, 1), (30 * MIB, 1)])
+    assert tensors == Tensors(((50 * MIB, 1), (30 * MIB, 3)), 4 * 512)
+    cache = CachingAllocator()
+    held = cache.take_all(tensors, times=2)
+    assert held.held == 2 * (50 + 90) * MIB + 2 * 2048 and held.small == 4096
+    cache.give(held)
+    assert (cache.live, cache.small_live) == (0, 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(varied_setups(), st.booleans())
+def test_device_is_never_below_reserved_nor_reserved_below_allocated(setup, expandable):
+    # MoE, MLA, sliding windows, tied embeddings, pipeline parallelism, LoRA, QLoRA, offloading: whatever the
+    # step, the allocator's cache is a whole number of bytes >= 0, so the three figures are ordered; with
+    # expandable segments it is the page rounding of the two pools (under 2 pages of 2 MiB).
+    memory = estimate_training(vary(setup, expandable_segments=expandable), overhead=123)
+    assert memory.allocator_cache >= 0
+    assert memory.per_gpu == memory.reserved + 123 >= memory.reserved >= memory.allocated
+    if expandable:
+        assert memory.allocator_cache < 2 * 2 * MIB
+
+
+@settings(max_examples=150, deadline=None)
+@given(varied_setups(), st.data())
+def test_the_remembered_cache_reads_every_field_the_step_reads(setup, data):
+    # The cache is remembered by _step_read: two setups with the same key must run the same step.
+    name = data.draw(st.sampled_from(sorted(FIELD_VALUES)))
+    changed = vary(setup, **{name: data.draw(FIELD_VALUES[name])})
+    if training_memory._step_read(changed) == training_memory._step_read(setup):
+        run = training_memory._Step
+        first = run(setup, *training_memory._step_read(setup)[:2]).run()
+        second = run(changed, *training_memory._step_read(changed)[:2]).run()
+        assert first == second, name
+
+
+def _published_setups() -> list[tuple[str, object]]:
+    setups = []
+    for record in yaml.safe_load(RECORDS.read_text())["records"]:
+        document = {"version": 1, "name": record["id"], **record["spec"]}
+        result = lint_bytes(f"{record['id']}.yaml", yaml.safe_dump(document).encode(), LintOptions())
+        if result.analysis is not None and result.analysis.spec.finetune is not None:
+            spec = result.analysis.spec
+            setups.append((record["id"], spec_training_setup(spec, spec.finetune)))
+    return setups
+
+
+def _both_ways(setup) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(peak allocated, peak reserved) of the step with repeat's fast-forward and running every layer."""
+    states, acts = training_memory._step_read(setup)[:2]
+    return (
+        training_memory._Step(setup, states, acts).run(),
+        training_memory._Step(setup, states, acts, fast_forward=False).run(),
+    )
+
+
+def test_skipping_repeated_layers_changes_nothing_on_the_published_runs():
+    # CachingAllocator.repeat applies the layers it has seen repeat by arithmetic: the figures must be the
+    # ones running every layer gives, to the byte.
+    setups = _published_setups()
+    assert len(setups) >= 45
+    for name, setup in setups:
+        fast, every = _both_ways(setup)
+        assert fast == every, name
+
+
+@settings(max_examples=150, deadline=None)
+@given(varied_setups(), st.booleans())
+def test_skipping_repeated_layers_changes_nothing(setup, expandable):
+    fast, every = _both_ways(vary(setup, expandable_segments=expandable))
+    assert fast == every
+
+
+def test_a_repeat_that_runs_out_of_a_block_size_stops_skipping():
+    # Eight 30 MiB tensors (eight 30 MiB segments), then four 40 MiB blocks cached. Each run takes a 40 MiB
+    # block and frees one 30 MiB tensor: runs 1 and 2 alike leave two 40 MiB blocks, enough for runs 3 and 4
+    # by arithmetic; run 5 finds none and maps a 40 MiB segment (a 30 MiB block cannot hold it), and so do
+    # runs 6 to 8: 8 x 30 + 4 x 40 + 4 x 40 = 560 MiB of segments, eight 30 MiB blocks cached, as running
+    # each gives.
+    calls: list[int] = []
+
+    def runs(fast: bool) -> CachingAllocator:
+        cache = CachingAllocator(fast_forward=fast)
+        calls.append(0)
+        thirty = [cache.take(30 * MIB) for _ in range(8)]
+        for allocation in [cache.take(40 * MIB) for _ in range(4)]:
+            cache.give(allocation)
+
+        def once(item: Allocation) -> Allocation:
+            calls[-1] += 1
+            taken = cache.take(40 * MIB)
+            cache.give(item)
+            return taken
+
+        assert len(cache.repeat(once, thirty)) == 8
+        return cache
+
+    fast, every = runs(True), runs(False)
+    assert calls == [4, 8]  # runs 1, 2, 5 and 6 ran; 3, 4, 7 and 8 were applied
+    assert (fast.segments, fast.free) == (560 * MIB, {30 * MIB: 8})
+    assert (fast.free, fast.segments, fast.peak_live) == (every.free, every.segments, every.peak_live)
+    assert fast.reserved_peak() == every.reserved_peak()
