@@ -74,8 +74,11 @@ from gpuplan.units import (
     rounded,
 )
 
-# CUDA context, cuBLAS/cuDNN workspaces and allocator slack per training process: measured 0.3-2 GiB
-# (vram-calculator blog; the calculator itself uses 1000 MiB). NCCL buffers add ~0.5 GiB multi-GPU.
+# Memory outside PyTorch's caching allocator per training process (the CUDA context and the kernel modules
+# it loads; library handles): measured 0.3-2 GiB together with the allocator's slack (vram-calculator blog;
+# the calculator itself uses 1000 MiB). The allocator's cache is now modelled apart (estimate/allocator.py)
+# and this constant was not re-derived without it: an overestimate by whatever slack those figures held.
+# NCCL buffers add ~0.5 GiB multi-GPU.
 TRAINING_OVERHEAD = GIB
 NCCL_OVERHEAD = GIB // 2
 # What a speed or per-token cost figure reads where the serving layout cannot start (ServeEstimate.loads).
