@@ -193,32 +193,159 @@ def test_skipping_repeated_layers_changes_nothing(setup, expandable):
     assert fast == every
 
 
+def _repeated(build, fast: bool) -> tuple[CachingAllocator, list[object], int]:
+    """``build(cache)`` gives (once, inputs); the cache after ``repeat``, its results and how many runs ran."""
+    cache = CachingAllocator(fast_forward=fast)
+    once, inputs = build(cache)
+    ran = [0]
+
+    def counted(item):
+        ran[0] += 1
+        return once(item)
+
+    results = cache.repeat(counted, inputs)
+    assert len(results) == len(inputs)
+    return cache, results, ran[0]
+
+
+def _fast_and_every(build) -> tuple[CachingAllocator, int]:
+    """Run ``build`` with and without fast-forward: the same state, results and peaks, or the test fails;
+    the fast cache and how many runs it ran."""
+    (fast, fast_results, ran), (every, every_results, _) = _repeated(build, True), _repeated(build, False)
+    assert fast_results == every_results
+    assert (fast.free, fast.segments, fast.live, fast.peak_live) == (
+        every.free,
+        every.segments,
+        every.live,
+        every.peak_live,
+    )
+    assert fast.reserved_peak() == every.reserved_peak()
+    return fast, ran
+
+
+def _take_forty_then_free(cache: CachingAllocator):
+    """A run that takes a 40 MiB tensor, then frees its input."""
+
+    def once(item: Allocation) -> Allocation:
+        taken = cache.take(40 * MIB)
+        cache.give(item)
+        return taken
+
+    return once
+
+
 def test_a_repeat_that_runs_out_of_a_block_size_stops_skipping():
     # Eight 30 MiB tensors (eight 30 MiB segments), then four 40 MiB blocks cached. Each run takes a 40 MiB
-    # block and frees one 30 MiB tensor: runs 1 and 2 alike leave two 40 MiB blocks, enough for runs 3 and 4
-    # by arithmetic; run 5 finds none and maps a 40 MiB segment (a 30 MiB block cannot hold it), and so do
-    # runs 6 to 8: 8 x 30 + 4 x 40 + 4 x 40 = 560 MiB of segments, eight 30 MiB blocks cached, as running
-    # each gives.
-    calls: list[int] = []
-
-    def runs(fast: bool) -> CachingAllocator:
-        cache = CachingAllocator(fast_forward=fast)
-        calls.append(0)
+    # block and frees one 30 MiB tensor. Run 1 begins with {40} cached and ends with {30, 40}; run 2 begins
+    # and ends with {30, 40}: a period of one run that drew the 40 MiB blocks down to two, one a run, so
+    # runs 3 and 4 are applied by arithmetic. Then no 40 MiB block is left: run 5 maps a 40 MiB segment (a
+    # 30 MiB block cannot hold it) and begins and ends with {30}; runs 6 to 8 do the same and are applied.
+    # 8 x 30 + 4 x 40 + 4 x 40 = 560 MiB of segments, eight 30 MiB blocks cached, as running each gives.
+    def build(cache):
         thirty = [cache.take(30 * MIB) for _ in range(8)]
         for allocation in [cache.take(40 * MIB) for _ in range(4)]:
             cache.give(allocation)
+        return _take_forty_then_free(cache), thirty
 
-        def once(item: Allocation) -> Allocation:
-            calls[-1] += 1
-            taken = cache.take(40 * MIB)
-            cache.give(item)
-            return taken
-
-        assert len(cache.repeat(once, thirty)) == 8
-        return cache
-
-    fast, every = runs(True), runs(False)
-    assert calls == [4, 8]  # runs 1, 2, 5 and 6 ran; 3, 4, 7 and 8 were applied
+    fast, ran = _fast_and_every(build)
+    assert ran == 3  # runs 1, 2 and 5
     assert (fast.segments, fast.free) == (560 * MIB, {30 * MIB: 8})
-    assert (fast.free, fast.segments, fast.peak_live) == (every.free, every.segments, every.peak_live)
-    assert fast.reserved_peak() == every.reserved_peak()
+
+
+def test_a_period_of_two_runs_is_applied_whole():
+    # Eight 30 MiB and eight 50 MiB tensors (their own segments), freed alternately, one a run, after the run
+    # takes a 40 MiB block. Runs 0 and 1 map 40 MiB segments (nothing cached holds 40 MiB); run 2 cuts the
+    # 50 MiB block run 1 freed (40 + a 10 MiB rest). From then on the runs alternate: one maps a 40 MiB
+    # segment (no 50 MiB block cached) and frees a 50, the next cuts that 50 and frees a 30. Runs 3 and 4
+    # begin with {10, 30} and {10, 30, 50} and run 4 ends with {10, 30}: a period of two, applied for runs 5
+    # to 14; run 15 runs. Segments: 8 x 30 + 8 x 50 + 40 x (2 + 7 runs that map one) = 1,000 MiB. Cached: the
+    # eight 30s, a 10 MiB rest from each of the 7 cuts (runs 2, 4, .., 14) and run 15's 50. Live peaks in
+    # run 1 at 640 + 10 (run 0 took 40, freed 30) + 40 = 690 MiB.
+    def build(cache):
+        tensors = [cache.take(size * MIB) for _ in range(8) for size in (30, 50)]
+        return _take_forty_then_free(cache), tensors
+
+    fast, ran = _fast_and_every(build)
+    assert ran == 6  # runs 0 to 4, and 15
+    assert (fast.segments, fast.free) == (1000 * MIB, {10 * MIB: 7, 30 * MIB: 8, 50 * MIB: 1})
+    assert fast.peak_live == 690 * MIB
+
+
+def test_a_freed_piece_that_could_not_merge_stops_a_size_growing_past_its_room():
+    # Each item is two 30 MiB tensors cut from two 40 MiB blocks whose 10 MiB rests were then taken (so the
+    # pieces merge back only if two 10 MiB blocks are cached when they are freed), and one of those 10 MiB
+    # tensors. A run frees the two 30s, then the 10. Run 1 begins and ends with {10, 30} cached, one more 10
+    # each time: alike by the cached sizes, but run 2 finds two 10s and merges (two 40s cached). That is
+    # the room ``give`` records (two needed, one there: none to spare), so run 1 is not applied again. From
+    # run 2 on the runs alternate merge / no merge, a period of two (runs 3-4), applied for runs 5 to 8.
+    # Of ten runs, six do not merge (0, 1, 3, 5, 7, 9: twelve 30s) and four do (2, 4, 6, 8: eight 40s, each
+    # taking two of the ten 10s).
+    def build(cache):
+        items = []
+        for _ in range(10):
+            cache.give(cache.take(40 * MIB, 2))
+            thirty = cache.take(30 * MIB, 2)
+            ten, _kept = cache.take(10 * MIB), cache.take(10 * MIB)
+            items.append((thirty, ten))
+        assert cache.free == {}
+
+        def once(item):
+            thirty, ten = item
+            cache.give(thirty)
+            cache.give(ten)
+
+        return once, items
+
+    fast, ran = _fast_and_every(build)
+    assert ran == 6  # runs 0 to 4, and 9
+    assert fast.free == {10 * MIB: 2, 30 * MIB: 12, 40 * MIB: 8}
+
+
+def test_a_draw_that_took_every_block_stops_that_size_growing():
+    # A 100 MiB block cached; each run takes three 20 MiB tensors, frees them and then an item of 20 MiB:
+    # one more 20 MiB block cached each run. Runs 0-2 want three and find fewer (0, 1, 2), so they cut the
+    # 100 MiB block for the rest: a run with more would cut it less, so none of them is applied again. Run
+    # 3 finds exactly three: it empties the size without wanting more, and runs with more take the same
+    # three, so runs 4 to 7 are applied. 8 x 20 + 100 = 260 MiB of segments; the eight items cached.
+    def build(cache):
+        items = [cache.take(20 * MIB) for _ in range(8)]
+        cache.give(cache.take(100 * MIB))
+
+        def once(item):
+            cache.give(cache.take(20 * MIB, 3))
+            cache.give(item)
+
+        return once, items
+
+    fast, ran = _fast_and_every(build)
+    assert ran == 4
+    assert (fast.segments, fast.free) == (260 * MIB, {20 * MIB: 8, 100 * MIB: 1})
+    assert fast.peak_live == (160 + 100) * MIB  # before the runs (which reach 160 + 60)
+
+
+def test_a_search_that_passed_an_emptied_size_stops_it_growing():
+    # Three 20 MiB and one 100 MiB block cached. A run takes three 20 MiB tensors, then one of 19.5 MiB,
+    # frees all four and an item of 20 MiB. Run 0 takes the three 20s exactly, so the 19.5 MiB request
+    # finds no 20 and cuts the 100 MiB block: with one more 20 cached (as run 1 has) it would take the 20
+    # whole (a 0.5 MiB rest is not split off). Run 0 is therefore not applied again though it begins and
+    # ends with {20, 100} cached; run 1 is (its 19.5 MiB comes from a 20 MiB block with more left), for runs
+    # 2 to 5. The results (the 19.5 MiB tensor's block) show which block each run cut.
+    def build(cache):
+        items = [cache.take(20 * MIB) for _ in range(6)]
+        for allocation in [cache.take(20 * MIB) for _ in range(3)] + [cache.take(100 * MIB)]:
+            cache.give(allocation)
+
+        def once(item):
+            twenties, other = cache.take(20 * MIB, 3), cache.take(19.5 * MIB)
+            cache.give(twenties)
+            cache.give(other)
+            cache.give(item)
+            return other.carves
+
+        return once, items
+
+    _, ran = _fast_and_every(build)
+    assert ran == 2
+    results = _repeated(build, True)[1]
+    assert results[0] == ((100 * MIB, 1, 1, int(19.5 * MIB), int(80.5 * MIB)),)
+    assert results[1:] == [((20 * MIB, 1, 1, int(19.5 * MIB), 0),)] * 5

@@ -31,7 +31,6 @@ pages, whatever the cache held before.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -105,8 +104,8 @@ class Tensors:
 
 @record
 class _Effect:
-    """A run's change to the allocator (or, from ``_state``, where it stands): the cached blocks by size
-    (size, change), the counters, and how far live and reserved memory rose above where the run began."""
+    """What a period of runs changed: the cached blocks by size (size, change), the counters, and how far
+    live and reserved memory rose above where the period began."""
 
     drift: tuple[tuple[int, int], ...]
     live: int
@@ -118,9 +117,44 @@ class _Effect:
     rise_reserved: int
     rise_small: int
 
-    @property
-    def free(self) -> dict[int, int]:
-        return dict(self.drift)
+
+@dataclass
+class _Mark:
+    """Where the allocator stood as one run began (the cached blocks, the counters), and, once it is over,
+    how high memory rose during it and what the run drew on: the fewest cached blocks each size it drew
+    came down to, and the sizes it found too few of to merge a freed piece back with."""
+
+    free: dict[int, int]
+    live: int
+    small_live: int
+    segments: int
+    small_segments: int
+    reserved: int
+    high_live: int = 0
+    high_reserved: int = 0
+    high_small: int = 0
+    watched: _Watch | None = None
+
+    def close(self, cache: CachingAllocator, watched: _Watch) -> None:
+        self.high_live, self.high_reserved, self.high_small = cache.window
+        self.watched = watched
+
+
+@dataclass
+class _Watch:
+    """What one run's choices hung on, by size of cached block: what it would have chosen alike with fewer
+    or more blocks of that size, and what not."""
+
+    # The fewest blocks of each size it drew on that were left.
+    lows: dict[int, int] = field(default_factory=dict)
+    # Sizes a freed piece found too few of to merge back with: how many more there could have been and it
+    # still would not have merged.
+    room: dict[int, int] = field(default_factory=dict)
+    # Sizes of which more would change a choice: a best-fit search passed the size while none was cached
+    # (a draw that took every one and wanted more is one: it went on to larger sizes).
+    fixed: set[int] = field(default_factory=set)
+    # Sizes it drew down to none that are still none.
+    empty: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -136,10 +170,10 @@ class CachingAllocator:
     small_segments: int = 0  # the small pool's highest live bytes (its 2 MiB segments, before rounding)
     peak_live: int = 0  # max_memory_allocated
     peak_reserved: int = 0  # max_memory_reserved before rounding (``reserved_peak``)
-    fast_forward: bool = True  # ``repeat`` may stand in for repetitions it has seen twice
+    fast_forward: bool = True  # ``repeat`` may apply the periods it finds by arithmetic
     # The highest live (both pools), reserved and small-pool live bytes since ``repeat`` last marked them.
     window: list[int] = field(default_factory=lambda: [0, 0, 0])
-    lows: dict[int, int] | None = None  # while ``repeat`` watches: the fewest blocks each size came down to
+    watch: _Watch | None = None  # while ``repeat`` watches a run
 
     def take(self, size: float, count: int = 1) -> Allocation:
         """``count`` tensors of ``size`` bytes each."""
@@ -185,14 +219,22 @@ class CachingAllocator:
                 self._add(hole, holes)
             else:
                 self._add(piece, holes * pieces)
+                if self.watch is not None:  # it would merge once there were ``holes`` of them
+                    room, more = self.watch.room, holes - 1 - free.get(rest, 0)
+                    room[rest] = min(more, room.get(rest, more))
 
     def _take_large(self, block: int, need: int) -> list[Carve]:
         """Best fit from the cached blocks, smallest first, then new segments for what is left."""
         carves: list[Carve] = []
+        watch = self.watch
         for hole in self.sizes[bisect.bisect_left(self.sizes, block) :]:
-            if not need:
-                return carves
             need = self._cut(carves, hole, self.free.get(hole, 0), block, need)
+            if not need:
+                if watch is not None:  # a size below this one, had it been cached, would have been cut first
+                    watch.fixed.update(size for size in watch.empty if block <= size < hole)
+                return carves
+        if watch is not None:  # as would any size from the block's up
+            watch.fixed.update(size for size in watch.empty if size >= block)
         if need:
             hole = segment_size(block)
             segments = -(-need // (hole // block))
@@ -202,51 +244,62 @@ class CachingAllocator:
         return carves
 
     def repeat(self, once: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
-        """``once(input)`` for each input in turn, as the layers of a model run one after another: the same
-        operations on the same blocks. Once two runs in a row have had the same effect (on the cached
-        blocks, the counters and how far they rose, with the same input and result), the next runs would
-        too for as long as their input stays the same and no size of cached block they drew on runs out:
-        those are applied at once, by arithmetic, and their results are the last run's. The answer is the
-        one running each would give (a test holds it); only the work is less."""
+        """``once(input)`` for each input in turn, as the layers of a model run one after another.
+
+        What a run does depends on the allocator only through which sizes of block are cached (best fit
+        searches them in order) and whether there are enough of each for what it draws. So once the cached
+        sizes are again the ones some earlier run began with, the runs since then (a period: one layer, or
+        several when blocks are cut and freed in a cycle) would repeat as they ran, for as long as the
+        inputs repeat with them, no size they drew on runs out, and no size grows that a choice hung on
+        there being so few of (``_Watch``): those periods are applied at once, by arithmetic, and their
+        results are the period's. The answer is the one running each would give, to the byte (a property
+        test holds it); only the work is less."""
         results: list[R] = []
-        seen: tuple[object, object, _Effect] | None = None
+        marks: list[_Mark] = []  # the runs since periods were last applied, the first of them run ``first``
+        first = 0
+        began: dict[tuple[int, ...], list[int]] = {}  # cached sizes -> the runs since then that began with them
         while len(results) < len(inputs):
-            item = inputs[len(results)]
-            start = self._state()
-            self.lows = {}
-            result = once(item)
-            lows, self.lows = self.lows, None
-            results.append(result)
-            effect = self._effect(start)
-            run = (item, result, effect)
-            if self.fast_forward and run == seen and set(self.free) == set(start.free):
-                # A size a run drew down to none may not grow (a later run would take more of it, less of
-                # the next size); one that shrinks lasts while what is left covers what a run draws.
-                runs = min(
-                    [_run_length(inputs, len(results), item)]
-                    + [lows.get(size, 0) // -change for size, change in effect.drift if change < 0]
-                    + [0 for size, change in effect.drift if change > 0 and lows.get(size) == 0]
-                )
-                if runs > 0:
-                    self._advance(effect, runs)
-                    results += [result] * runs
-            seen = run
+            done = len(results)
+            began.setdefault(tuple(self.sizes), []).append(done)
+            marks.append(self._mark())
+            self.watch = _Watch()
+            results.append(once(inputs[done]))
+            marks[-1].close(self, self.watch)
+            self.watch = None
+            for since in reversed(began.get(tuple(self.sizes), []) if self.fast_forward else []):
+                if done + 1 - since > MAX_PERIOD:
+                    break
+                following = _periodic_length(inputs, done + 1, done + 1 - since)
+                if periods := self._apply_periods(marks[since - first :], following):
+                    results += results[since:] * periods
+                    marks.clear()
+                    began.clear()
+                    first = len(results)
+                    break
         return results
 
-    def _state(self) -> _Effect:
-        """Where the allocator stands (as an effect from nothing: the cached blocks and the counters); resets
-        the window that records how far live and reserved memory rise from here."""
+    def _apply_periods(self, period: list[_Mark], following: int) -> int:
+        """Apply as many more runs of ``period`` as would go as it went, of the ``following`` runs whose
+        inputs repeat it; how many periods that was."""
+        effect = self._effect(period)
+        periods = _periods_that_last(effect, period, following // len(period))
+        if periods:
+            self._advance(effect, periods)
+        return periods
+
+    def _mark(self) -> _Mark:
+        """Where the allocator stands as a run begins; restarts the window of how high memory rises."""
         reserved = self._reserved_now()
         self.window = [self.live + self.small_live, reserved, self.small_live]
-        drift = tuple(self.free.items())
-        return _Effect(drift, self.live, self.small_live, self.segments, self.small_segments, reserved, 0, 0, 0)
+        return _Mark(dict(self.free), self.live, self.small_live, self.segments, self.small_segments, reserved)
 
-    def _effect(self, start: _Effect) -> _Effect:
-        """What a run changed since ``start``: the cached blocks by size, each counter, and how far live and
-        reserved memory rose above where they started."""
-        free = start.free
-        sizes = sorted(set(free) | set(self.free))
-        drift = tuple((size, change) for size in sizes if (change := self.free.get(size, 0) - free.get(size, 0)))
+    def _effect(self, period: list[_Mark]) -> _Effect:
+        """What the runs since ``period[0]`` began changed: the cached blocks by size, each counter, and
+        how far live and reserved memory rose above where the period began."""
+        start = period[0]
+        free, now = start.free, self.free
+        sizes = sorted(free.keys() | now.keys())
+        drift = tuple((size, change) for size in sizes if (change := now.get(size, 0) - free.get(size, 0)))
         return _Effect(
             drift,
             self.live - start.live,
@@ -254,9 +307,9 @@ class CachingAllocator:
             self.segments - start.segments,
             self.small_segments - start.small_segments,
             self._reserved_now() - start.reserved,
-            self.window[0] - (start.live + start.small_live),
-            self.window[1] - start.reserved,
-            self.window[2] - start.small_live,
+            max(mark.high_live for mark in period) - (start.live + start.small_live),
+            max(mark.high_reserved for mark in period) - start.reserved,
+            max(mark.high_small for mark in period) - start.small_live,
         )
 
     def _advance(self, effect: _Effect, runs: int) -> None:
@@ -322,6 +375,8 @@ class CachingAllocator:
         if size not in self.free:
             bisect.insort(self.sizes, size)
             self.free[size] = 0
+            if self.watch is not None:
+                self.watch.empty.discard(size)
         self.free[size] += count
 
     def _remove(self, size: int, count: int) -> None:
@@ -331,8 +386,12 @@ class CachingAllocator:
         else:
             del self.free[size]
             self.sizes.remove(size)
-        if self.lows is not None and left < self.lows.get(size, left + 1):
-            self.lows[size] = left
+        watch = self.watch
+        if watch is not None:
+            if left < watch.lows.get(size, left + 1):
+                watch.lows[size] = left
+            if not left:
+                watch.empty.add(size)
 
     def reserved_peak(self) -> int:
         """max_memory_reserved: the highest reserved bytes, with the small pool's (and, expandable, both
@@ -371,12 +430,42 @@ class CachingAllocator:
 
 EMPTY = Allocation((), 0, 0)
 
+# The longest period ``repeat`` looks for, in runs: cycles seen in model steps are one layer, two, or the
+# few layers it takes to cut a cached block down (eight in the corpus); a longer period would cost more to
+# check than running it.
+MAX_PERIOD = 16
 
-def _run_length(inputs: Sequence[T], start: int, item: T) -> int:
-    """How many of ``inputs`` from ``start`` on equal ``item``, in a row."""
+
+def _periods_that_last(effect: _Effect, period: list[_Mark], most: int) -> int:
+    """How many more times a period would run as it did (at most ``most``): a size it draws down lasts
+    while what is left covers a period's draw (its fewest blocks sink by the period's change each time
+    round); a size it grows may grow while no choice hung on there being no more of it (``_Watch``)."""
+    lows: dict[int, int] = {}
+    room: dict[int, int] = {}
+    fixed: set[int] = set()
+    for mark in period:
+        watched = mark.watched or _Watch()
+        for size, low in watched.lows.items():
+            lows[size] = min(low, lows.get(size, low))
+        for size, more in watched.room.items():
+            room[size] = min(more, room.get(size, more))
+        fixed |= watched.fixed
+    limits = [most]
+    for size, change in effect.drift:
+        if change < 0 and size in lows:
+            limits.append(lows[size] // -change)
+        elif change > 0 and size in fixed:
+            limits.append(0)
+        elif change > 0 and size in room:
+            limits.append(room[size] // change)
+    return min(limits)
+
+
+def _periodic_length(inputs: Sequence[T], start: int, period: int) -> int:
+    """How many of ``inputs`` from ``start`` on repeat the ones ``period`` before them, in a row."""
     count = 0
-    for other in itertools.islice(inputs, start, None):
-        if other != item:
+    for index in range(start, len(inputs)):
+        if inputs[index] != inputs[index - period]:
             break
         count += 1
     return count
