@@ -547,6 +547,21 @@ def test_layer_bytes_per_token_under_tensor_parallelism():
     assert selective_layer_bytes_per_token(odd) == 48 + 16 + 76
 
 
+def test_qlora_quantization_constants_stay_whole_on_every_rank():
+    # QLoRA r=1 on all seven linears of TINY (128 adapter parameters a layer, 256 in bf16: 512 B). The NF4
+    # codes, 0.5 B x 1,152 = 576, are the Params4bit data; without double quantization the fp32 absmax per
+    # 64 weights is 1,152 x 4 / 64 = 72 B, in each parameter's quant_state. The rest is 16-bit: 552 x 2 =
+    # 1,104. On one GPU: 576 + 72 + 1,104 + 512 = 2,264.
+    one = bf16(method="qlora", lora_rank=1, lora_bytes=2, double_quant=False)
+    assert phases(one)["forward"]["weights"] == 2264
+    # FSDP over 2 ranks shards the parameters (576 + 1,104 + 512) / 2 = 1,096, not the quant_state: + 72.
+    fsdp = vary(one, gpus=2, sharding="fsdp")
+    assert phases(fsdp)["forward"]["weights"] == 1096 + 72
+    # CPU offload moves the sharded parameters to the host; the constants stay on the GPU.
+    offloaded = vary(fsdp, offload_parameters="cpu")
+    assert phases(offloaded)["forward"]["weights"] == 72
+
+
 def test_moe_and_qlora_layer_bytes():
     # MoE, per token per layer: norms 128, SDPA 56; per routed expert its gated MLP 4 x 2 x 8 = 64 plus the
     # gathered token and weighted output 2 x 2 x 8 = 32, for 2 experts = 192; the router's fp32 logits,

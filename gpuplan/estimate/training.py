@@ -52,8 +52,11 @@ def has_master_weights(precision: str) -> bool:
 # ZeRO paper convention for mixed precision without autocast (and for sharded mixed precision):
 # 2-byte working weights and gradients, fp32 master weights + states in the optimizer.
 SHARDED_WEIGHT_BYTES = {"bf16": 2, "bf16-mixed": 2, "fp16-mixed": 2, "fp8-mixed": 2, "fp32": 4}
-NF4_BYTES_PER_PARAM = 0.5 + 1 / 64 + 4 / (64 * 256)  # QLoRA NF4 + double quantization (Dettmers 2023)
-NF4_BYTES_NO_DQ = 0.5 + 4 / 64
+NF4_PACKED_BYTES = 0.5  # two 4-bit codes a byte: the Params4bit data, what FSDP or ZeRO-3 shards and offloads
+# The quantization constants (Dettmers 2023): an fp32 absmax per block of 64, or, double-quantized, an 8-bit
+# one and an fp32 constant per 256 of those. bitsandbytes keeps them in the parameter's quant_state.
+NF4_BYTES_PER_PARAM = NF4_PACKED_BYTES + 1 / 64 + 4 / (64 * 256)
+NF4_BYTES_NO_DQ = NF4_PACKED_BYTES + 4 / 64
 ADAM8BIT_BLOCK = 2048  # bitsandbytes block-wise 8-bit optimizer block (Dettmers et al. 2022)
 FUSED_LOSS_CHUNK_TOKENS = 2048  # chunked/fused cross-entropy: one fp32 chunk of logits and its grad
 OFFLOADED_LAYERS_ON_GPU = 2  # activation offloading keeps the layer in use and the one prefetched

@@ -16,6 +16,7 @@ from gpuplan.estimate.training import (
     MIXED,
     NF4_BYTES_NO_DQ,
     NF4_BYTES_PER_PARAM,
+    NF4_PACKED_BYTES,
     OFFLOADED_LAYERS_ON_GPU,
     REGIMES,
     SHARDED_WEIGHT_BYTES,
@@ -88,11 +89,17 @@ def _model_states(setup: TrainingSetup) -> _States:
     fraction = stage_fraction(setup)
     autocast = setup.uses_autocast
     master = 0.0
+    whole = 0.0  # bytes every GPU keeps whole, however the weights are sharded or offloaded
     if setup.is_adapter:
         trainable_local = trainable_params(setup) * fraction
         if setup.job.method == "qlora":
             quantized = arch.linear_params() * fraction
-            base = quantized * _base_bytes_per_param(setup) + (local_all - quantized) * 2  # embeddings, norms 16-bit
+            base = quantized * NF4_PACKED_BYTES + (local_all - quantized) * 2  # embeddings, norms 16-bit
+            # The quantization constants live in each Params4bit's quant_state, which is neither a parameter
+            # nor a buffer: FSDP flattens, shards and offloads parameters only, ZeRO-3 partitions them only,
+            # so every rank keeps all of them on its GPU (AnswerDotAI/fsdp_qlora PR #4: "leaves the
+            # quant_state dictionary attached to all rank's Linear4bit layers").
+            whole = quantized * (_base_bytes_per_param(setup) - NF4_PACKED_BYTES)
         else:
             base = local_all * setup.model_dtype_bytes
         weights = base + trainable_local * setup.lora_bytes
@@ -129,7 +136,9 @@ def _model_states(setup: TrainingSetup) -> _States:
         # estimator likewise sizes its buffers by the largest module), whichever is largest.
         unit_params = max(arch.largest_layer_params, arch.embedding_params()) / setup.tensor_parallel
         sixteen_bit = SHARDED_WEIGHT_BYTES[setup.job.precision]
-        bytes_per = _base_bytes_per_param(setup) if setup.is_adapter else sixteen_bit
+        bytes_per = NF4_PACKED_BYTES if setup.job.method == "qlora" else sixteen_bit
+        if setup.job.method == "lora":
+            bytes_per = setup.model_dtype_bytes
         gathered = min(2 * bytes_per * unit_params, weights)
         if n > 1 and sharding in ("zero3", "fsdp") and not setup.is_adapter:
             gathered += sixteen_bit * unit_params
@@ -158,6 +167,7 @@ def _model_states(setup: TrainingSetup) -> _States:
             host += moved
         else:
             nvme += moved
+    weights += whole
     largest_gradient = min(grads, largest_param * grad_b) if setup.job.optimizer_in_backward else grads
     if setup.job.optimizer_in_backward:
         # Each parameter is stepped (and its gradient freed) as soon as its gradient is complete.
