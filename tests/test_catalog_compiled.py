@@ -58,6 +58,40 @@ def test_the_derived_field_check_sees_an_edited_figure_or_quote(tmp_path: Path):
     assert any(field.startswith(f"{quoted['id']}.price_") for field in stale)
 
 
+def test_a_median_price_is_dated_by_the_quotes_it_is():
+    # Eight quotes: the median is the mean of the 4th and 5th by price, 3.95 (dated 2026-05-07) and 4.29
+    # (2026-09-25), so 4.12 rests on those two and is as old as the older, 2026-05-07. The oldest quote of
+    # all (2.10, 2026-01-02) is far from the median and dates nothing; the newest (2026-11-09) neither.
+    from build_catalog import price_fields
+
+    quotes = [
+        {"provider": "A", "usd": 2.10, "date": "2026-01-02"},
+        {"provider": "B", "usd": 3.49, "date": "2026-09-25"},
+        {"provider": "C", "usd": 3.85, "date": "2026-09-25"},
+        {"provider": "D", "usd": 3.95, "date": "2026-05-07"},
+        {"provider": "E", "usd": 4.29, "date": "2026-09-25"},
+        {"provider": "F", "usd": 6.155, "date": "2026-10-24"},
+        {"provider": "G", "usd": 6.88, "date": "2026-11-09"},
+        {"provider": "H", "usd": 12.29, "date": "2026-11-09"},
+    ]
+    fields = price_fields(quotes)
+    assert fields["price_usd_per_hour"] == 4.12
+    assert (fields["price_quoted_from"], fields["price_median_quoted"]) == ("2026-01-02", "2026-05-07")
+    assert fields["price_median_set_by"] == ["D on 2026-05-07", "E on 2026-09-25"]
+    # An odd count: the middle quote alone. Among equal prices the newest dates the median (any of them
+    # supports it): 3.85 twice, 2026-03-01 and 2026-10-01 -> 2026-10-01. An undated quote alone at the
+    # median leaves it undated.
+    three = [
+        {"provider": "A", "usd": 3.85, "date": "2026-03-01"},
+        {"provider": "B", "usd": 3.85, "date": "2026-10-01"},
+        {"provider": "C", "usd": 5.0, "date": "2026-11-01"},
+    ]
+    assert price_fields(three)["price_median_quoted"] == "2026-10-01"
+    three[1].update(usd=4.0, date="on request")
+    assert price_fields(three)["price_median_quoted"] is None
+    assert price_fields(three)["price_median_set_by"] == ["B, undated"]
+
+
 def test_new_gpus_carry_their_datasheet_figures():
     # Hand-checked against the sources in gpu_sources.yaml (issue 31): memory_bytes is the nvidia-smi total
     # (MiB / 1024 to two decimals, x 2^30), usable_bytes 0.5 GiB less; tensor rates are dense.

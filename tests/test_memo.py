@@ -217,7 +217,9 @@ def test_the_record_itemises_waivers_and_unit_prices():
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     (row,) = [line for line in out.splitlines() if line.startswith("| h100-sxm | 4.12 USD/GPU-hour |")]
     assert "market median, not a quote" in row and "RunPod (Community Cloud) 2.69 USD (2026-09-25)" in row
-    assert row.endswith("| 2026-05-07 |")  # the oldest quote dates the median (GP504's rule)
+    # The median (3.95 and 4.29) rests on Modal's quote of 2026-05-07 and Lambda's of 2026-09-25: the older
+    # dates it (GP504's rule), here also the oldest of the eight.
+    assert row.endswith("| 2026-05-07 |")
 
 
 def test_the_hash_as_approved_is_the_spec_with_the_change_pasted(write_spec):
@@ -265,15 +267,15 @@ def test_every_examples_markdown_fits_one_github_comment(spec):
 
 def test_plan_and_report_state_the_same_decision():
     # One decision, computed once (gpuplan.decision.memo): `gpuplan plan` carries the report's verdict and
-    # amount to sign. finetune-then-serve: the run on 1 x b200-hgx at its slow edge (147.4 / 0.7455 = 197.7,
-    # up to 198; test_decision.py) + 584 x 12 = 7,206 USD.
+    # amount to sign. finetune-then-serve: the run on 1 x b200-hgx at its slow edge (141.36 / 0.7455 = 189.6,
+    # up to 190; test_decision.py) + 584 x 12 = 7,198 USD.
     _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
     decision = json.loads(out)["decision"]
     assert decision["verdict"] == "APPROVE WITH CHANGES"
-    assert (decision["amount_to_sign"], decision["amount_to_sign_text"]) == (7206, "7,206 USD")
+    assert (decision["amount_to_sign"], decision["amount_to_sign_text"]) == (7198, "7,198 USD")
     assert decision["term"] == {"start": "2026-12-02", "end": "2027-12-01", "months": 12}
     _, report, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
-    assert report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,206 USD, not to exceed" in report
+    assert report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,198 USD, not to exceed" in report
 
 
 QUOTED = """\

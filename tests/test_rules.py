@@ -203,15 +203,21 @@ def test_settings_feed_the_estimate():
     assert "GP403" in slow and "GP403" not in fast
 
 
-def test_stale_price_judges_a_median_by_its_oldest_quote_and_reports_undated_overrides():
+def test_stale_price_judges_a_median_by_the_quotes_it_is_and_reports_undated_overrides():
     serve = {"context": 8192, "concurrency": 8, "hardware": {"gpu": "h100-sxm"}}
-    # The catalog's h100-sxm price is the median of 8 quotes dated 2026-05-07 .. 2026-11-09 (gpus.yaml).
-    # Its newest quote is 23 days old on TODAY (2026-12-02), its oldest 209 days: 2026-05-07 + 209 = 2026-12-02.
+    # The catalog's h100-sxm price is the median of 8 quotes (gpu_sources.yaml): by price 2.69, 3.49, 3.85,
+    # 3.95 (Modal, 2026-05-07), 4.29 (Lambda, 2026-09-25), 6.155, 6.88, 12.29; the median 4.12 is the mean
+    # of the middle two, so it is as old as the older of them: 209 days on TODAY (2026-12-02).
     (stale,) = [f for f in lint_text(spec(serve)) if f.code == "GP504"]
     assert stale.message == (
-        "the h100-sxm price (4.12/GPU-hour, the median of 8 quotes from 2026-05-07 to 2026-11-09) "
-        "rests on a quote 209 days old (limit 90)"
+        "the h100-sxm price (4.12/GPU-hour, the median of 8 quotes, set by Modal (serverless, per-second) on "
+        "2026-05-07 and Lambda (1x H100 SXM) on 2026-09-25) rests on a quote 209 days old (limit 90)"
     )
+    # The L4's three quotes: RunPod 0.44 (2025-04-09), Modal 0.7992 (2026-05-07), AWS 0.8048 (undated). The
+    # median is Modal's quote, 209 days old; the oldest quote, 602 days, is far from it and dates nothing.
+    l4 = {**serve, "hardware": {"gpu": "l4"}}
+    (stale,) = [f for f in lint_text(spec(l4)) if f.code == "GP504"]
+    assert stale.message.endswith("set by Modal (serverless) on 2026-05-07) rests on a quote 209 days old (limit 90)")
     assert stale.pointer == "/serve/hardware/gpu"
     undated = spec(serve, budget={"prices": {"h100-sxm": 2.5}})
     (finding,) = [f for f in lint_text(undated) if f.code == "GP504"]

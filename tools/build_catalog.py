@@ -49,6 +49,8 @@ PRICE_FIELDS = (
     "price_quotes",
     "price_quoted_from",
     "price_quoted_to",
+    "price_median_quoted",
+    "price_median_set_by",
     "price_undated_quotes",
     "price_providers",
     "price_low",
@@ -66,7 +68,9 @@ HEADER = (
     "# bandwidth_tbs: peak memory bandwidth (TB/s);\n"
     "# interconnect.bandwidth_gbs: scale-up GB/s per GPU, bidirectional; domain: GPUs in that scale-up domain.\n"
     "# price_usd_per_hour: median of the on-demand quotes (indicative, not a contract); price_quoted_from/to:\n"
-    "# the dates of the oldest and newest quote it rests on; price_low/high: their range.\n"
+    "# the dates of the oldest and newest quote; price_median_quoted: the date of the quote the median is (of\n"
+    "# an even count, the older of the middle two), what ages the price; price_median_set_by: those quotes;\n"
+    "# price_low/high: the range.\n"
 )
 SOURCES_HEADER = (
     "# Where each figure in gpus.yaml comes from, and every on-demand price quote its price record rests on.\n"
@@ -111,17 +115,38 @@ def quote_date(text: Any) -> str | None:
     return f"{year}-{month}-{day or '01'}"
 
 
+def _quoted_by(quote: dict[str, Any]) -> str:
+    date = quote_date(quote["date"])
+    return f"{quote['provider']} on {date}" if date else f"{quote['provider']}, undated"
+
+
+def _median_quotes(quotes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The quote the median is, or of an even count the two it is the mean of; a price several quotes
+    share is dated by the newest of them (any of them supports it)."""
+    ordered = sorted(quotes, key=lambda q: q["usd"])
+    half = len(ordered) // 2
+    middle = ordered[half : half + 1] if len(ordered) % 2 else ordered[half - 1 : half + 1]
+    newest = [
+        max((q for q in quotes if q["usd"] == m["usd"]), key=lambda q: quote_date(q["date"]) or "") for m in middle
+    ]
+    return list({id(q): q for q in newest}.values())
+
+
 def price_fields(quotes: list[dict[str, Any]]) -> dict[str, Any]:
     """The price record of gpus.yaml: the median of the quotes, with their count, dates, providers and range."""
     if not quotes:
         return {"price_usd_per_hour": None}
     dates = sorted(date for date in (quote_date(q["date"]) for q in quotes) if date)
     providers = list(dict.fromkeys(str(q["provider"]) for q in quotes))
+    middle = _median_quotes(quotes)
+    middle_dates = [quote_date(q["date"]) for q in middle]
     return {
         "price_usd_per_hour": round(statistics.median(q["usd"] for q in quotes), 3),
         "price_quotes": len(quotes),
         "price_quoted_from": dates[0] if dates else None,
         "price_quoted_to": dates[-1] if dates else None,
+        "price_median_quoted": None if None in middle_dates else min(str(date) for date in middle_dates),
+        "price_median_set_by": [_quoted_by(q) for q in middle],
         "price_undated_quotes": len(quotes) - len(dates),
         "price_providers": providers,
         "price_low": min(q["usd"] for q in quotes),

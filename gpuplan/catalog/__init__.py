@@ -23,14 +23,17 @@ _HERE = Path(__file__).resolve().parent
 class Price:
     """A price per GPU-hour and what it rests on: where it comes from, the quotes, their dates and range.
 
-    A catalog price is the median of several providers' on-demand quotes, so it is as old as its
-    oldest quote (``quoted_from``), not its newest; a spec's own price carries ``budget.prices_date``.
+    A catalog price is the median of several providers' on-demand quotes, so it is as old as the quote
+    the median is (of an even count, the older of the middle two: ``median_quoted``), not its newest nor
+    its oldest; a spec's own price carries ``budget.prices_date``, a vendor's quote its own date.
     """
 
     per_hour: float  # per GPU-hour: an instance-hour quote divided by its GPUs
     origin: str  # "catalog", "budget.quotes", "budget.prices" or "gpus"
     quoted_from: str | None = None  # YYYY-MM-DD of the oldest quote (None: undated)
     quoted_to: str | None = None  # YYYY-MM-DD of the newest quote
+    median_quoted: str | None = None  # a catalog median: YYYY-MM-DD of the quote(s) it is (None: undated)
+    median_set_by: tuple[str, ...] = ()  # a catalog median: those quotes, "provider on date"
     quotes: int = 1
     undated_quotes: int = 0
     providers: tuple[str, ...] = ()
@@ -39,6 +42,11 @@ class Price:
     instance_gpus: int = 0  # a quote per instance-hour: GPUs per instance, billed whole; 0: per GPU-hour
     instance_price: float | None = None  # the quote per instance-hour
     reference: str = ""  # the vendor's quote reference (budget.quotes)
+
+    @property
+    def dated(self) -> str | None:
+        """YYYY-MM-DD of what the price rests on, the date that ages it (None: undated)."""
+        return self.median_quoted if self.origin == "catalog" else self.quoted_from
 
     def billed_gpus(self, gpus: int) -> int:
         """The GPUs paid for when ``gpus`` are used: whole instances under an instance-hour quote (a 4-GPU
@@ -256,6 +264,8 @@ def _catalog_price(entry: dict[str, Any]) -> Price | None:
         origin="catalog",
         quoted_from=entry.get("price_quoted_from"),
         quoted_to=entry.get("price_quoted_to"),
+        median_quoted=entry.get("price_median_quoted"),
+        median_set_by=tuple(entry.get("price_median_set_by", ())),
         quotes=int(entry.get("price_quotes", 1)),
         undated_quotes=int(entry.get("price_undated_quotes", 0)),
         providers=tuple(entry.get("price_providers", ())),

@@ -4,7 +4,7 @@ An approver signs an amount, so the report says per GPU what the price per GPU-h
 own price and the date it was quoted, or a catalog median, which is no quote at all: it is labelled "market
 median, not a quote" beside its range (how many providers' on-demand prices, from whom, when), or that there
 is none. The facts are the price record's (gpuplan.catalog.Price, resolved by Spec.price_record); the date
-that ages a price is the one GP504 judges: a catalog median is as old as its oldest quote. The catalog's
+that ages a price is the one GP504 judges: a catalog median is as old as the quote(s) it is. The catalog's
 quotes themselves (provider, price, date, source) are listed for the decision record (``catalog_quotes``).
 """
 
@@ -26,7 +26,7 @@ class PriceBasis:
     price: float | None  # per GPU-hour in the spec's currency
     origin: str  # the record's origin ("catalog", "budget.prices", "gpus"), or "none"
     text: str  # one line for people
-    date: datetime.date | None  # when the price was quoted (the oldest quote); None: undated or unknown
+    date: datetime.date | None  # when what the price rests on was quoted (Price.dated); None: undated
     providers: tuple[str, ...]  # who quoted it (catalog quotes); empty for the spec's own prices
     short: str = ""  # a few words for a table cell
 
@@ -66,7 +66,7 @@ def price_basis(spec: Spec, gpu: Gpu) -> PriceBasis:
         )
         return PriceBasis(gpu.id, None, "none", reason, None, (), "no price")
     per_hour = f"{record.per_hour:.2f} {currency}/GPU-hour"
-    date = _date(record.quoted_from)
+    date = _date(record.dated)
     if record.origin == "budget.quotes":
         provider = record.providers[0]
         unit = (
@@ -99,7 +99,8 @@ def price_basis(spec: Spec, gpu: Gpu) -> PriceBasis:
         when = f"quoted {record.quoted_from}" if record.quoted_from else "undated"
     undated = f", {record.undated_quotes} more undated" if record.undated_quotes else ""
     providers = plural(record.quotes, "provider's on-demand price", "providers' on-demand prices")
-    text = f"{MARKET_MEDIAN}: {per_hour}, the median of {providers}{spread}; {when}{undated}"
+    set_by = f"; the median rests on {' and '.join(record.median_set_by)}" if record.median_set_by else ""
+    text = f"{MARKET_MEDIAN}: {per_hour}, the median of {providers}{spread}; {when}{undated}{set_by}"
     short = f"{MARKET_MEDIAN} ({plural(record.quotes, 'provider')}{spread}); {when}"
     return PriceBasis(gpu.id, record.per_hour, record.origin, text, date, record.providers, short)
 

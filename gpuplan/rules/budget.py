@@ -115,7 +115,8 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Compares the age of each price a cost rests on with `thresholds.price_max_age_days`: a catalog
-    price is the median of several quotes, so its age is that of its oldest quote; a vendor's quote in
+    price is the median of several quotes, so its age is that of the quote the median is (of an even
+    count, the older of the middle two; a stale quote far from the median moves it little); a vendor's quote in
     `budget.quotes` is as old as its own `date`; a price in `budget.prices` is as old as
     `budget.prices_date`. One without its date is reported as undated.
 
@@ -147,7 +148,7 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
         gpu_id = estimate.gpu.id
         quoted = price.origin == "budget.quotes"
         overridden = price.origin == "budget.prices"
-        if price.quoted_from is None:
+        if price.dated is None:
             if quoted:
                 pointer: tuple[str, ...] = ("budget", "quotes", gpu_id)
                 hint = f"add budget.quotes.{gpu_id}.date: YYYY-MM-DD, the day {price.providers[0]} quoted it"
@@ -168,16 +169,15 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
                 hint,
             )
             continue
-        oldest = datetime.date.fromisoformat(price.quoted_from)
-        age = (ctx.today - oldest).days
+        dated = datetime.date.fromisoformat(price.dated)
+        age = (ctx.today - dated).days
         if age > ctx.settings.price_max_age_days:
-            basis = (
-                f"quoted {oldest}"
-                if overridden or quoted or price.quoted_from == price.quoted_to
-                else f"the median of {price.quotes} quotes from {price.quoted_from} to {price.quoted_to}"
-            )
             if quoted:
-                basis = f"{price.providers[0]}'s quote of {oldest}"
+                basis = f"{price.providers[0]}'s quote of {dated}"
+            elif overridden or price.quotes == 1:
+                basis = f"quoted {dated}"
+            else:
+                basis = f"the median of {price.quotes} quotes, set by {' and '.join(price.median_set_by)}"
             yield ctx.finding(
                 "GP504",
                 ("budget", "quotes", gpu_id, "date")
