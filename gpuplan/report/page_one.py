@@ -404,7 +404,7 @@ def rows(memo: Memo, findings: str) -> list[list[str]]:
         out.append(["Changes required", "\n".join(changes) + " (Appendix A)"])
     out += [
         ["Stress test", "\n".join(stress_lines(memo)) or "n/a"],
-        ["Main risks", ", ".join(risk.title for risk in memo.risks) or "none computed"],
+        ["Main risks", "\n".join(risk.title for risk in memo.risks) or "none computed"],
         ["Approval expires", expiry_text(memo)],
         ["Findings", findings],
     ]
