@@ -34,6 +34,7 @@ from gpuplan.estimate.serving import (
     estimate_serving,
     max_concurrency,
     max_context,
+    mxfp4_moe_alignment,
     routed_expert_bytes,
     shape_at_any_load,
 )
@@ -404,6 +405,9 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         memory_cap=job.max_gpu_total_bytes or 0,
         lora=job.lora,
         speculation=job.speculation,
+        expert_alignment=mxfp4_moe_alignment(gpu.arch)
+        if job.engine == "vllm" and job.quantization == "mxfp4"
+        else (1, 1),
     )
 
 

@@ -131,15 +131,20 @@ def finetune_assumptions(
     )
 
 
-def _quantization_notes(job: Serve) -> tuple[tuple[str, str], ...]:
+def _quantization_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str], ...]:
     if job.quantization != "mxfp4":
         return ()
+    intermediate, hidden = setup.expert_alignment
+    padding = (
+        f"; vLLM pads each expert's intermediate size to a multiple of {intermediate} and the hidden size to "
+        f"{hidden} for its MoE kernels on this GPU (the largest padding of the backends it may pick)"
+        if setup.expert_alignment != (1, 1)
+        else ""
+    )
     return (
         (
             "mxfp4",
-            "the checkpoint's layout: 4.25 bits per quantized weight (32 values + one scale byte per block); "
-            "vLLM's MoE kernels may pad expert matrices on load (llm-d measured 13.47 GiB for gpt-oss-20b, "
-            "stored 12.83 GiB)",
+            f"the checkpoint's layout: 4.25 bits per quantized weight (32 values + one scale byte per block){padding}",
         ),
     )
 
@@ -349,7 +354,7 @@ def serve_assumptions(
         memory_notes[0],
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),
         *memory_notes[1:],
-        *_quantization_notes(job),
+        *_quantization_notes(job, setup),
         *_model_notes(spec),
         *_hybrid_serve_notes(setup),
         *_lora_serve_notes(job, setup),

@@ -92,6 +92,24 @@ def test_a_median_price_is_dated_by_the_quotes_it_is():
     assert price_fields(three)["price_median_set_by"] == ["B, undated"]
 
 
+def test_every_gpu_names_its_architecture_as_the_schema_spells_it():
+    # The kernels a GPU runs (vLLM's MXFP4 expert padding, gpuplan.estimate.serving) are chosen by its
+    # architecture: every catalog GPU states it, spelt as a custom GPU's `arch` must be, and cites its source.
+    import json
+    import re
+
+    from gpuplan.catalog import gpu_catalog, gpu_sources
+
+    schema = json.loads((ROOT / "schemas" / "workload.schema.json").read_text())
+    pattern = re.compile(schema["$defs"]["custom_gpu"]["properties"]["arch"]["pattern"])
+    for gpu in gpu_catalog().values():
+        assert pattern.match(gpu.arch) or gpu.arch == "gaudi3", gpu.id
+        assert any(
+            "compute capability" in s or "LLVM target" in s or "Gaudi" in s for s in gpu_sources()[gpu.id]["sources"]
+        ), gpu.id
+    assert {gpu.id: gpu.arch for gpu in gpu_catalog().values()}["h100-sxm"] == "sm90"
+
+
 def test_new_gpus_carry_their_datasheet_figures():
     # Hand-checked against the sources in gpu_sources.yaml (issue 31): memory_bytes is the nvidia-smi total
     # (MiB / 1024 to two decimals, x 2^30), usable_bytes 0.5 GiB less; tensor rates are dense.

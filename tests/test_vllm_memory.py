@@ -34,6 +34,8 @@ from gpuplan.estimate.serving import (
     max_concurrency,
     max_context,
     model_stage_weights,
+    mxfp4_moe_alignment,
+    padded_expert_bytes,
     quant_linear_bytes,
     rope_cache_bytes,
     routed_expert_bytes,
@@ -352,6 +354,52 @@ def test_a_decode_step_reads_no_resident_quantized_expert_at_their_group_size():
 )
 def test_quantized_linear_bytes(quantization, group, row, expected):
     assert quant_linear_bytes(quantization, group, row) == pytest.approx(expected, rel=1e-12)
+
+
+GPT_OSS_20B = get_model("gpt-oss-20b").architecture  # 24 layers, 32 experts of width 2,880, hidden 2,880
+
+
+@pytest.mark.parametrize(
+    "arch, tp, ep, added",
+    [
+        # Hopper, Ampere, Ada: Marlin's padding, intermediate to 128, hidden to 256: an expert of 2,880 x 2,880
+        # holds 3 x 2,880 x 2,880 x 17/32 = 13,219,200 B of 4-bit values and scales, and 2 x (2 x 2,880 +
+        # 2,880) = 17,280 B of bias: 13,236,480; at 2,944 x 3,072, 14,413,824 + 17,920 = 14,431,744, so
+        # 1,195,264 more per expert, 32 experts a layer.
+        ("sm90", 1, 1, 32 * 1_195_264),
+        ("sm80", 1, 1, 32 * 1_195_264),
+        # TP 2: each expert's width is 1,440 per GPU, padded to 1,536: 6,621,120 B -> 7,532,544 B.
+        ("sm90", 2, 1, 32 * 911_424),
+        # EP 2: 16 whole experts a GPU, each padded as at TP 1.
+        ("sm90", 1, 2, 16 * 1_195_264),
+        # Blackwell (FlashInfer, both to 256): 3,072 x 3,072, 15,040,512 + 18,432 = 15,058,944 B.
+        ("sm100", 1, 1, 32 * 1_822_464),
+        # MI300X pads both to 128: 2,944 x 2,944, 13,813,248 + 17,664 = 13,830,912 B; T4 and Gaudi run no
+        # MXFP4 MoE kernel of vLLM's (nothing padded).
+        ("gfx942", 1, 1, 32 * 594_432),
+        ("sm75", 1, 1, 0),
+        ("gaudi3", 1, 1, 0),
+        # A custom GPU of unknown architecture, or an NVIDIA one gpuplan has no rule for, takes the largest
+        # padding, Blackwell's.
+        ("", 1, 1, 32 * 1_822_464),
+        ("sm110", 1, 1, 32 * 1_822_464),
+    ],
+)
+def test_vllm_pads_mxfp4_experts_for_its_moe_kernels(arch, tp, ep, added):
+    assert padded_expert_bytes(GPT_OSS_20B, tp, ep, mxfp4_moe_alignment(arch)) == added
+
+
+def test_gpt_oss_weights_are_counted_as_vllm_pads_them():
+    # gpt-oss-120b on one H100: 36 MoE layers x 128 experts x 1,195,264 B = 5,507,776,512 B (5.13 GiB) above
+    # the checkpoint's layout, the "about 5 GiB more weight" of the engine start that failed; the same
+    # model served by another engine, or with its experts unpadded, is the stored size.
+    arch = get_model("gpt-oss-120b").architecture
+    stored = ServingSetup(arch, context=8192, concurrency=1, quantization="mxfp4")
+    padded = dataclasses.replace(stored, expert_alignment=mxfp4_moe_alignment(H100.arch))
+    assert model_stage_weights(padded)[0] - model_stage_weights(stored)[0] == 36 * 128 * 1_195_264
+    # Another quantization of the same model is not MXFP4: nothing padded.
+    fp8 = dataclasses.replace(padded, quantization="fp8")
+    assert model_stage_weights(fp8) == model_stage_weights(dataclasses.replace(fp8, expert_alignment=(1, 1)))
 
 
 @pytest.mark.parametrize(

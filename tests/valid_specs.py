@@ -141,6 +141,18 @@ _PATTERN_VALUES = {
     "^[A-Z]{3}$": ["USD", "EUR", "ZZZ"],
     "^[a-z0-9][a-z0-9._-]*$": CUSTOM_GPU_IDS,
     "^[ASLM-]+$": ["A", "LLLA", "SA", "SSSSSA", "M-", "M-M-MA-", "L", "M", "-", "LA-", "SLM"],
+    # Every architecture gpuplan tells apart (vLLM's MXFP4 padding), and ones it does not know.
+    "^(sm[0-9]{2,3}|gfx[0-9a-f]{3,4})$": [
+        "sm75",
+        "sm80",
+        "sm90",
+        "sm100",
+        "sm120",
+        "sm999",
+        "gfx942",
+        "gfx950",
+        "gfx1100",
+    ],
 }
 # Free text the schema allows: empty, one character, the longest, and what output must render safely.
 _TEXT = ["", "x", "ünïcödé 🙂", "two\nlines", "\x1b[31mred\x1b[0m", "\u202eevil\u202c", "::error::forged"]
@@ -752,6 +764,8 @@ def _custom_copy(gpu_id: str) -> dict[str, Any]:
         "interconnect_gbs": gpu.interconnect_gbs,
         "nvlink_domain": gpu.domain,
     }
+    if gpu.arch.startswith(("sm", "gfx")):
+        entry["arch"] = gpu.arch
     if gpu.tflops.get("fp8"):
         entry["fp8_tflops"] = gpu.tflops["fp8"]
     if gpu.price_per_hour is not None:

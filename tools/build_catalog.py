@@ -65,6 +65,7 @@ HEADER = (
     "# no capture was found); usable_bytes: minus a 0.5 GiB driver reservation.\n"
     "# tflops_dense: dense (no sparsity) tensor TFLOPS, null where the GPU has no such units (or none is\n"
     "# published); fp32 is the non-tensor (CUDA-core) fp32 rate (AMD: fp32 matrix), tf32 the TF32 tensor rate;\n"
+    "# arch: the instruction set kernels are built for: NVIDIA sm<compute capability> (sm90 = 9.0), AMD gfx target;\n"
     "# bandwidth_tbs: peak memory bandwidth (TB/s);\n"
     "# interconnect.bandwidth_gbs: scale-up GB/s per GPU, bidirectional; domain: GPUs in that scale-up domain.\n"
     "# price_usd_per_hour: median of the on-demand quotes (indicative, not a contract); price_quoted_from/to:\n"

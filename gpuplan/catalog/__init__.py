@@ -94,6 +94,7 @@ class Gpu:
     price: Price | None
     memory_gb: float = 0.0
     vendor: str = ""
+    arch: str = ""  # the instruction set kernels are built for: "sm90" (compute capability 9.0), "gfx942"; "" unknown
     tdp_w: int | None = None
     mig: bool = False
     custom: bool = False
@@ -250,6 +251,7 @@ def _gpu(entry: dict[str, Any]) -> Gpu:
         price=_catalog_price(entry),
         memory_gb=float(entry["memory_gb"]),
         vendor=entry.get("vendor", ""),
+        arch=entry.get("arch", ""),
         tdp_w=entry.get("tdp_w"),
         mig=bool(entry.get("mig")),
         consumer=bool(entry.get("consumer")),
@@ -287,6 +289,7 @@ def custom_gpu(gpu_id: str, entry: dict[str, Any]) -> Gpu:
         id=gpu_id,
         name=entry.get("name", gpu_id),
         form_factor=entry["form_factor"],
+        arch=entry.get("arch", ""),
         memory_bytes=total,
         usable_bytes=total - 2**29,
         bandwidth_tbs=float(entry["bandwidth_tbs"]),

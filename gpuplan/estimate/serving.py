@@ -67,6 +67,47 @@ ROPE_CACHE_BYTES = 2  # the rotary cos/sin cache is kept in the model dtype
 FP4_BLOCK = {"nvfp4": 16, "mxfp4": 32}
 
 
+# vLLM allocates each MXFP4 expert's matrices padded for its MoE kernels (Mxfp4MoEMethod.create_weights,
+# vllm/model_executor/layers/quantization/mxfp4.py at commit 007d500): the intermediate size per partition
+# and the hidden size rounded up to the backend's alignment. Which backend runs depends on packages and
+# environment variables a spec does not state (FlashInfer, triton_kernels, VLLM_MXFP4_USE_MARLIN), so each
+# GPU takes the largest padding of the backends vLLM may pick on it, as (intermediate, hidden):
+# Blackwell data-centre GPUs (sm100, sm103): FlashInfer's TRT-LLM and BF16 MoE, (256, 256); Hopper (sm90):
+# Marlin, chosen when triton_kernels is absent, (128, 256) (the Triton backend pads only the intermediate,
+# to 64, and FlashInfer's SM90 BF16 MoE both to 128); Ampere, Ada and sm120: Marlin alone (triton_kernels
+# needs 9.0 to below 11.0), (128, 256); AMD: get_padding_alignment() (mxfp4_utils.py), 256 on gfx950, else
+# 128, both. Below compute capability 8.0 vLLM runs no MXFP4 (Mxfp4Config.get_min_capability), nor on
+# Gaudi; a GPU of unknown architecture (a custom one without ``arch``, an NVIDIA one not listed here)
+# takes the largest padding, (256, 256).
+def mxfp4_moe_alignment(arch: str) -> tuple[int, int]:
+    """(intermediate, hidden) alignment of vLLM's MXFP4 expert matrices on a GPU of ``arch``; (1, 1): none."""
+    if arch.startswith("gfx"):
+        return (256, 256) if arch == "gfx950" else (128, 128)
+    if arch in ("sm80", "sm86", "sm89", "sm90", "sm120"):
+        return (128, 256)
+    if arch == "gaudi3" or (arch.startswith("sm") and arch[2:].isdigit() and int(arch[2:]) < 80):
+        return (1, 1)
+    return (256, 256)
+
+
+def mxfp4_expert_bytes(intermediate: int, hidden: int) -> int:
+    """One MXFP4 expert as vLLM holds it: the fused gate/up matrix (2I x H) and down (H x I) at 4 bits with
+    an 8-bit scale per 32 values, and their bf16 biases (2I + H)."""
+    return 3 * intermediate * hidden * 17 // 32 + 2 * (2 * intermediate + hidden)
+
+
+def padded_expert_bytes(arch: Architecture, tp: int, ep: int, alignment: tuple[int, int]) -> float:
+    """Bytes vLLM's padding adds to one MoE layer's routed experts on one GPU (0 without padding): whole
+    experts of the full width under expert parallelism, else every expert at 1/TP of its width."""
+    if alignment == (1, 1) or not arch.is_moe:
+        return 0.0
+    width = arch.expert_width if ep > 1 else math.ceil(arch.expert_width / tp)
+    experts = math.ceil(arch.experts / ep) if ep > 1 else arch.experts
+    padded_width = -(-width // alignment[0]) * alignment[0]
+    padded_hidden = -(-arch.hidden // alignment[1]) * alignment[1]
+    return experts * (mxfp4_expert_bytes(padded_width, padded_hidden) - mxfp4_expert_bytes(width, arch.hidden))
+
+
 def quant_linear_bytes(quantization: str, group_size: int = 128, row: int = 4096) -> float:
     """Bytes per weight of a quantized linear, from the checkpoint tensor layout.
 
@@ -117,6 +158,7 @@ class ServingSetup:
     memory_cap: int = 0  # TensorRT-LLM max_gpu_total_bytes; 0: none
     lora: LoraSlots | None = None  # serve.lora: adapter slots (gpuplan.estimate.lora_serving)
     speculation: Speculation | None = None  # serve.speculative: the proposer (gpuplan.estimate.speculative)
+    expert_alignment: tuple[int, int] = (1, 1)  # vLLM's MXFP4 expert padding on the GPU (mxfp4_moe_alignment)
 
 
 @record
@@ -272,8 +314,9 @@ def routed_share(arch: Architecture, tp: int, ep: int) -> float:
     return math.ceil(arch.experts / ep) / arch.experts if ep > 1 else 1 / tp
 
 
-# Weight bytes per stage do not depend on the GPU kind: a planner asks for the same TP x PP split on every
-# GPU it searches (memory shape, decode reads), and each answer loops over the model's layers.
+# Weight bytes per stage depend on the GPU kind only through vLLM's MXFP4 expert padding (its architecture):
+# a planner asks for the same TP x PP split on every GPU it searches (memory shape, decode reads), and each
+# answer loops over the model's layers.
 @functools.lru_cache(maxsize=1024)
 def stage_weights(
     arch: Architecture,
@@ -284,6 +327,7 @@ def stage_weights(
     group_size: int = 128,
     quantized_params: int | None = None,
     ep: int = 1,
+    expert_alignment: tuple[int, int] = (1, 1),
 ) -> tuple[float, ...]:
     """Weight bytes on one GPU of each pipeline stage.
 
@@ -292,7 +336,8 @@ def stage_weights(
     embeddings and the vision tower sharded over TP ranks, norms replicated. With expert parallelism
     (``ep`` > 1) each GPU instead holds ceil(E / ep) whole routed experts of each MoE layer (vLLM
     ``--enable-expert-parallel``, SGLang ``--ep-size``); attention, shared experts and dense layers stay
-    split by TP.
+    split by TP. MXFP4 experts take the padding vLLM gives them on the GPU (``expert_alignment``,
+    ``mxfp4_moe_alignment``).
     """
     sixteen = unquantized_bytes(quantization, dtype_bytes)
     total = weight_bytes(arch, quantization, dtype_bytes, group_size, quantized_params)
@@ -306,6 +351,7 @@ def stage_weights(
     all_linear, all_small = arch.stage_params(range(arch.layers))
     experts = routed_expert_bytes(arch, quantization, dtype_bytes, group_size) if ep > 1 else 0.0
     stages = arch.stage_layers(pp)
+    padding = padded_expert_bytes(arch, tp, ep, expert_alignment) if quantization == "mxfp4" else 0.0
     result = []
     for index, stage in enumerate(stages):
         # A stage holds its own layers' share of the linears and of the small tensors, by their parameters.
@@ -314,6 +360,7 @@ def stage_weights(
         others = layer_small * stage_small / all_small if all_small else 0.0
         routed = stage_routed_bytes(arch, experts, stage)  # under EP: whole experts, not a TP slice
         bytes_ = (linear - routed) / tp + (routed * routed_share(arch, tp, ep) if routed else 0.0) + others
+        bytes_ += padding * sum(1 for layer in stage if arch.is_moe_layer(layer))
         if index == 0:
             bytes_ += (embedding + vision) / tp
         if index == len(stages) - 1:
@@ -333,6 +380,7 @@ def model_stage_weights(setup: ServingSetup) -> tuple[float, ...]:
         setup.group_size,
         setup.quantized_params,
         setup.expert_parallel,
+        setup.expert_alignment,
     )
 
 
