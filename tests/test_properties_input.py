@@ -27,6 +27,7 @@ _PATTERN_STRATEGIES = {
     "^[A-Z]{3}$": st.from_regex(r"\A[A-Z]{3}\Z"),
     "^[a-z0-9][a-z0-9._-]*$": st.from_regex(r"\A[a-z0-9][a-z0-9._-]{0,20}\Z"),
     "^[ASLM-]+$": st.from_regex(r"\A[ASLM-]{1,60}\Z"),  # architecture.layer_pattern
+    "^(sm[0-9]{2,3}|gfx[0-9a-f]{3,4})$": st.from_regex(r"\A(sm[0-9]{2,3}|gfx[0-9a-f]{3,4})\Z"),  # a custom GPU's arch
 }
 
 
