@@ -1,12 +1,39 @@
-"""Fine-tuning settings no framework runs together (optimizer-in-backward with accumulation, a precision the
-GPU has no units for, ...): each a finding at its field with a hint, checked when the spec is resolved."""
+"""Settings no framework runs together (optimizer-in-backward with accumulation, a precision the GPU has no
+units for, a quantization the serving engine refuses on the GPU, ...): each a finding at its field with a
+hint, checked when the spec is resolved; the planner never proposes a GPU a job's engine refuses."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gpuplan.catalog import Gpu
     from gpuplan.spec import Finetune
+
+# The lowest compute capability vLLM serves a quantization from (QuantizationConfig.get_min_capability:
+# Fp8Config and Mxfp4Config return 80, vllm/model_executor/layers/quantization/fp8.py and mxfp4.py; below
+# 8.9 fp8 weights run through Marlin). On a GPU below it the engine refuses the model at startup.
+VLLM_MIN_CAPABILITY = {"fp8": 80, "mxfp4": 80}
+
+
+def compute_capability(gpu: Gpu) -> int | None:
+    """An NVIDIA GPU's compute capability as vLLM compares it (8.0 -> 80), from its ``arch``; None otherwise."""
+    arch = gpu.arch
+    return int(arch[2:]) if arch.startswith("sm") and arch[2:].isdigit() else None
+
+
+def engine_refusal(engine: str, quantization: str, gpu: Gpu) -> str | None:
+    """Why ``engine`` will not serve ``quantization`` on ``gpu``, or None when it does (as far as gpuplan
+    knows: only vLLM's minimum compute capabilities are checked)."""
+    needed = VLLM_MIN_CAPABILITY.get(quantization) if engine == "vllm" else None
+    capability = compute_capability(gpu)
+    if needed is None or capability is None or capability >= needed:
+        return None
+    return (
+        f"vLLM serves {quantization} from compute capability {needed / 10:.1f} "
+        f"(get_min_capability of its {quantization} config); {gpu.id} is {capability / 10:.1f}, so the engine "
+        "refuses the model at startup"
+    )
 
 
 def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:

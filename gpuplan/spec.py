@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
 from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
-from gpuplan.conflicts import finetune_conflicts
+from gpuplan.conflicts import engine_refusal, finetune_conflicts
 from gpuplan.defaults import apply_defaults, property_node
 from gpuplan.estimate.lora_serving import LoraSlots
 from gpuplan.estimate.speculative import Speculation
@@ -631,6 +631,17 @@ def _serve(
         return None
     if not _engine_settings(resolver, data):
         return None
+    # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
+    quantization = data.get("quantization", model.quantization if model else "none")
+    refusal = engine_refusal(data["engine"], quantization, hardware.gpu)
+    if refusal is not None:
+        resolver.problem(
+            "GP026",
+            ("serve", "quantization") if "quantization" in data else ("serve", "hardware", "gpu"),
+            refusal,
+            "choose a GPU of compute capability 8.0 or above (A10, L4, A100, H100 and later)",
+        )
+        return None
     lora_ok, lora = _lora(resolver, data.get("lora"))
     speculation_ok, speculation = _speculation(resolver, data.get("speculative"), model)
     if not (lora_ok and speculation_ok):
@@ -639,8 +650,7 @@ def _serve(
         context=data["context"],
         output_tokens=data["output_tokens"],
         concurrency=data["concurrency"],
-        # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
-        quantization=data.get("quantization", model.quantization if model else "none"),
+        quantization=quantization,
         kv_cache_dtype=data["kv_cache_dtype"],
         memory_utilization=data.get("memory_utilization"),
         category=data.get("category"),

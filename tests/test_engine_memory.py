@@ -228,6 +228,52 @@ def test_bad_engine_memory_settings_are_findings_at_their_line(engine, extra, co
     assert (code, line) in found, found
 
 
+def _codes_at(text: str) -> list[tuple[str, int]]:
+    return [(f.code, f.line) for f in lint_bytes("spec.yaml", text.encode()).findings if f.code.startswith("GP0")]
+
+
+def test_vllm_refuses_fp8_and_mxfp4_below_compute_capability_8():
+    # vLLM's Fp8Config and Mxfp4Config.get_min_capability return 80: a T4 (7.5) refuses the model at
+    # startup, an L4 (8.9) serves it. fp8 asked for in the spec: GP026 at that line (line 8, where the
+    # extra line goes).
+    fp8 = "  quantization: fp8\n"
+    assert ("GP026", 8) in _codes_at(spec("vllm", "t4", fp8))
+    assert _codes_at(spec("vllm", "l4", fp8)) == []
+    # gpt-oss is stored MXFP4: nothing in the spec asks for it, so the finding is at the GPU (line 8).
+    assert ("GP026", 8) in _codes_at(spec("vllm", "t4", model="gpt-oss-20b"))
+    # Only vLLM's minimum is known to gpuplan: another engine is not held to it.
+    assert _codes_at(spec("sglang", "t4", fp8)) == []
+    # A custom GPU counts by its arch: sm75 is refused; without arch nothing is assumed.
+    custom = "gpus:\n  old-card: {memory_gib: 16, bandwidth_tbs: 0.3, bf16_tflops: 65%s}\n"
+    for arch, expected in ((", arch: sm75", [("GP026", 8)]), ("", [])):
+        text = spec("vllm", "old-card", fp8) + custom % arch
+        assert [c for c in _codes_at(text) if c[0] == "GP026"] == expected, arch
+
+
+def test_the_planner_never_proposes_a_gpu_the_engine_refuses():
+    # An fp16 Llama 3.1 8B served in fp8 on the cheapest of a T4 and an L4: the T4 (0.56 USD/GPU-hour against
+    # the L4's 0.80) holds the fp8 weights (8 GB) in its 15.5 GiB and would be recommended (407 against 583
+    # USD/month, with this filter taken out), but vLLM refuses fp8 there, so the answer is the L4 and no
+    # option or rejected row names a T4.
+    text = (
+        "version: 1\nname: p\nmodel: {id: llama-3.1-8b, dtype: fp16}\nserve:\n  context: 4096\n  concurrency: 1\n"
+        "  quantization: fp8\n  hardware: {gpu: l4}\nplan: {gpu: [t4, l4]}\n"
+    )
+    _, out, _ = run_cli_plan(text)
+    plan = json.loads(out)["jobs"][0]
+    assert plan["recommended"]["gpu"] == "l4", plan["recommended"]
+    assert all(option["gpu"] != "t4" for option in plan["options"] + plan["rejected"])
+
+
+def run_cli_plan(text: str):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "spec.yaml"
+        path.write_text(text, encoding="utf-8")
+        return run_cli("plan", "--format", "json", str(path))
+
+
 def test_good_engine_memory_settings_pass_and_are_used():
     fractions = {"vllm": 0.9, "sglang": 0.835, "trtllm": 0.9}  # the defaults on an H100 at TP 1
     for engine, fraction in fractions.items():

@@ -264,6 +264,9 @@ PARTIAL_TABLES = {
     "gpuplan.estimate.performance.UNMEASURED_CEILING",  # KV dtypes whose attention ceiling is not measured
     "gpuplan.estimate.performance.ATTENTION_CEILING",  # kernels with a measured ceiling; eager has its own model
     "gpuplan.estimate.serving.FP4_BLOCK",  # the two 4-bit float formats' block sizes
+    # Quantizations vLLM refuses below a compute capability some catalog GPU has; the others load on every
+    # catalog GPU (AWQ from 7.5, GPTQ from 6.0) or gpuplan does not know their minimum.
+    "gpuplan.conflicts.VLLM_MIN_CAPABILITY",
 }
 
 

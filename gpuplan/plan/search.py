@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 from gpuplan.catalog import Gpu, Price
+from gpuplan.conflicts import engine_refusal
 from gpuplan.plan.evaluate import Option, ServePlanner
 from gpuplan.plan.finetune_planner import FinetunePlanner
 from gpuplan.plan.materiality import Materiality
@@ -81,6 +82,9 @@ class JobPlanner:
         self.gpus = allowed_gpus(self.spec, limits)
         if computes_in_bf16(self.spec, self.kind):
             self.gpus = [gpu for gpu in self.gpus if gpu.has_bf16]
+        serve = self.spec.serve
+        if self.kind == "serve" and serve is not None:  # never a GPU the engine refuses the model on (GP026)
+            self.gpus = [gpu for gpu in self.gpus if engine_refusal(serve.engine, serve.quantization, gpu) is None]
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
         self._prices: dict[str, Price | None] = {}  # GPU id -> its price record (None: unpriced), for the line

@@ -477,14 +477,18 @@ def engine_setting_mismatch(*_: Any) -> Iterator[Any]:
     """
     ## What it does
     Reports `serve.max_gpu_total_bytes` with an engine other than `trtllm` (it is TensorRT-LLM's
-    `KvCacheConfig.max_gpu_total_bytes`), and `serve.memory_utilization: 1` with `engine: trtllm`
-    (there it is `free_gpu_memory_fraction`, which TensorRT-LLM requires below 1).
+    `KvCacheConfig.max_gpu_total_bytes`), `serve.memory_utilization: 1` with `engine: trtllm`
+    (there it is `free_gpu_memory_fraction`, which TensorRT-LLM requires below 1), and a quantization
+    vLLM does not serve on the GPU: fp8 and MXFP4 (gpt-oss) need compute capability 8.0
+    (`get_min_capability` of vLLM's `Fp8Config` and `Mxfp4Config`), which a T4 (7.5) lacks. The planner
+    never proposes such a GPU.
 
     ## Why is this bad?
     `serve.memory_utilization` is each engine's own memory fraction (vLLM `gpu_memory_utilization`,
     SGLang `mem_fraction_static`, TensorRT-LLM `free_gpu_memory_fraction`) and the estimate sizes the KV
     cache by that engine's mechanism. A setting the engine has no use for would be ignored, and a value
-    the engine refuses (TensorRT-LLM checks `freeMemFraction < 1.0f` in `kvCacheManager.cpp`) describes
+    the engine refuses (TensorRT-LLM checks `freeMemFraction < 1.0f` in `kvCacheManager.cpp`; vLLM
+    checks the GPU's compute capability against the quantization's when it loads the model) describes
     a server that does not start; an estimate for either is not the run the spec will get.
 
     ## Example
