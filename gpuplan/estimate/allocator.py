@@ -139,6 +139,10 @@ class _Mark:
         self.high_live, self.high_reserved, self.high_small = cache.window
         self.watched = watched
 
+    @property
+    def fixed(self) -> set[int]:
+        return self.watched.fixed if self.watched is not None else set()
+
 
 @dataclass
 class _Watch:
@@ -269,8 +273,7 @@ class CachingAllocator:
             for since in reversed(began.get(tuple(self.sizes), []) if self.fast_forward else []):
                 if done + 1 - since > MAX_PERIOD:
                     break
-                following = _periodic_length(inputs, done + 1, done + 1 - since)
-                if periods := self._apply_periods(marks[since - first :], following):
+                if periods := self._apply_periods(marks[since - first :], inputs, done + 1):
                     results += results[since:] * periods
                     marks.clear()
                     began.clear()
@@ -278,11 +281,20 @@ class CachingAllocator:
                     break
         return results
 
-    def _apply_periods(self, period: list[_Mark], following: int) -> int:
-        """Apply as many more runs of ``period`` as would go as it went, of the ``following`` runs whose
-        inputs repeat it; how many periods that was."""
+    def _apply_periods(self, period: list[_Mark], inputs: Sequence[T], following: int) -> int:
+        """Apply as many more runs of ``period`` as would go as it went, from input ``following`` on; how
+        many periods that was. The cheap refusals come first: too few inputs left, or a size grown that a
+        choice hung on (most periods tried end there)."""
+        length = len(period)
+        if len(inputs) - following < length:
+            return 0
+        start, free = period[0].free, self.free
+        if any(free.get(size, 0) > start.get(size, 0) for mark in period for size in mark.fixed):
+            return 0
         effect = self._effect(period)
-        periods = _periods_that_last(effect, period, following // len(period))
+        periods = _periods_that_last(effect, period, (len(inputs) - following) // length)
+        if periods:
+            periods = min(periods, _periodic_length(inputs, following, length, periods * length) // length)
         if periods:
             self._advance(effect, periods)
         return periods
@@ -461,10 +473,11 @@ def _periods_that_last(effect: _Effect, period: list[_Mark], most: int) -> int:
     return min(limits)
 
 
-def _periodic_length(inputs: Sequence[T], start: int, period: int) -> int:
-    """How many of ``inputs`` from ``start`` on repeat the ones ``period`` before them, in a row."""
+def _periodic_length(inputs: Sequence[T], start: int, period: int, most: int) -> int:
+    """How many of ``inputs`` from ``start`` on (at most ``most``) repeat the ones ``period`` before them,
+    in a row."""
     count = 0
-    for index in range(start, len(inputs)):
+    for index in range(start, min(len(inputs), start + most)):
         if inputs[index] != inputs[index - period]:
             break
         count += 1
