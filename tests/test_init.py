@@ -29,13 +29,13 @@ KINDS = {
         ["GP205", "GP504", "GP507"],
     ),
     # full fine-tuning of 8B needs ~16 B/param (150 GiB) on one GPU; ZeRO-3 over 4 H100 fits on the estimate
-    # (52.6 GiB on the device) but at the 0.9 edge of the measured error (x 1.45: 76.3 GiB) leaves 3% of the
-    # 79.2 GiB usable, under the 10% margin, so init turns activation checkpointing on (45.5 GiB, 66.2 at the
-    # edge); LoRA would fit on one (GP204, info)
+    # (52.6 GiB on the device) but not at the 0.9 edge of the full fine-tunes' measured error (x 1.93: 101.5
+    # GiB), and no setting holds it on 4 (init says so and names 8 x H100 at TP 2): GP208; LoRA would fit on
+    # one (GP204, info)
     "full": (
         ["--finetune", "full", "--gpu", "h100-sxm", "--count", "4"],
         ["llama-3.1-8b", "finetune", "full", "h100-sxm", "4", "2048"],
-        ["GP204", "GP504", "GP507"],
+        ["GP204", "GP208", "GP504", "GP507"],
     ),
 }
 
@@ -188,7 +188,7 @@ def test_init_says_when_no_settings_fit_and_names_the_fewest_gpus(tmp_path: Path
     message = err.splitlines()[1]
     assert message.startswith(
         "gpuplan: no settings hold this job on 1 x h100-sxm with a 10% headroom margin at 90% confidence in the "
-        "memory estimate: with the starter's defaults it"
+        "memory estimate: with the starter's defaults the job"
     )
     fewest = int(message.split("the fewest GPUs that do: ")[1].split(" x h100-sxm")[0])
     assert fewest >= 14

@@ -66,29 +66,29 @@ def test_plan_confidence_defaults_to_the_schema():
     assert default_plan_limits().confidence == default == 0.9
 
 
-QLORA_1K = (
+QLORA_6K = (
     (EXAMPLES / "qlora-llama-70b.yaml")
     .read_text()
-    .replace("seq_len: 2048", "seq_len: 1024")
+    .replace("seq_len: 2048", "seq_len: 6144")
     .replace("h200-sxm", "h100-pcie")
 )
 
 
 def test_a_job_that_fits_on_the_estimate_but_not_at_the_band_is_at_risk(tmp_path):
-    # QLoRA of Llama 3.1 70B at 1,024 tokens on one H100 PCIe: 42.79 GiB on the device (40.22 allocated
-    # and the allocator's cache, + 1 GiB outside it), of 79.15 GiB usable (a fit on the estimate). At 0.9
-    # the QLoRA ratio (the 14th of 15, 1.8078) makes it 77.4 GiB: under 79.15, but over 90% of it
-    # (71.2 GiB) -> GP202 at 90% confidence, and not sound. At 0.5 the ratio is the 8th of 15 (1.1339):
-    # 48.5 GiB, within the margin -> sound.
+    # QLoRA of Llama 3.1 70B at 6,144 tokens on one H100 PCIe: 52.22 GiB on the device (the tensors and
+    # the allocator's cache, + 1 GiB outside it), of 79.15 GiB usable (a fit on the estimate). At 0.9 the
+    # QLoRA ratio (the 19th of 21, 1.4542) makes it 75.9 GiB: under 79.15, but over 90% of it (71.2 GiB)
+    # -> GP202 at 90% confidence, and not sound. At 0.5 the ratio is the 11th of 21 (1.1599): 60.6 GiB,
+    # within the margin -> sound.
     spec_path = tmp_path / "qlora.yaml"
-    spec_path.write_text(QLORA_1K)
+    spec_path.write_text(QLORA_6K)
     _, out, _ = run_cli("estimate", "--format", "json", str(spec_path))
     finetune = json.loads(out)["finetune"]
     per_gpu, usable = finetune["per_gpu_bytes"], finetune["usable_bytes"]
-    assert per_gpu / GIB == pytest.approx(42.79, abs=0.01) and finetune["fits"]
+    assert per_gpu / GIB == pytest.approx(52.22, abs=0.01) and finetune["fits"]
     high = math.ceil(per_gpu * shipped("qlora", 0.9))
     band = finetune["per_gpu_bytes_band"]
-    assert band["high"] == high and band["confidence"] == 0.9 and band["records"] == 15 and not band["pooled"]
+    assert band["high"] == high and band["confidence"] == 0.9 and band["records"] == 21 and not band["pooled"]
     assert 0.9 * usable < high <= usable
     assert per_gpu * shipped("qlora", 0.5) <= 0.9 * usable
     codes = [f["code"] for f in json.loads(out)["findings"]]
@@ -102,21 +102,21 @@ def test_a_job_that_fits_on_the_estimate_but_not_at_the_band_is_at_risk(tmp_path
     (job,) = json.loads(at_50)["jobs"]
     assert job["declared"]["sound"] and job["recommended"]["gpus"] == 1 and job["recommended"]["gpu"] == "h100-pcie"
     # The spec's own plan.confidence does what the option does.
-    spec_path.write_text(QLORA_1K + "plan: {confidence: 0.5}\n")
+    spec_path.write_text(QLORA_6K + "plan: {confidence: 0.5}\n")
     code, out, _ = run_cli("lint", "--format", "json", str(spec_path))
     assert code == 0 and not [f for f in json.loads(out)["findings"] if f["code"] in ("GP202", "GP208")]
 
 
 def test_an_edge_beyond_the_usable_memory_is_gp206_with_the_planners_answer():
     # examples/findings/fit-memory-at-risk.yaml: 44.6 GiB estimated on an RTX 6000 Ada (47.5 GiB usable);
-    # x 1.6775 at 0.9 (the 14th of 15 QLoRA ratios) is 74.8 GiB, beyond the card itself. Two cards at TP 2
-    # hold it at that edge (test_estimate.py's A6000 case: 25.45 x 1.6775 = 42.7 GiB each).
+    # x 1.4542 at 0.9 (the 19th of 21 QLoRA ratios) is 64.8 GiB, beyond the card itself. Two cards at TP 2
+    # hold it at that edge (test_estimate.py's A6000 case: 25.45 x 1.4542 = 37.0 GiB each).
     code, out, _ = run_cli("lint", "--format", "json", str(EXAMPLES / "findings" / "fit-memory-at-risk.yaml"))
     (finding,) = [f for f in json.loads(out)["findings"] if f["code"] == "GP208"]
     assert code == 0 and finding["severity"] == "warning" and finding["pointer"] == "/finetune/hardware/gpu"
     assert finding["message"].startswith(
         "fine-tuning fits rtx-6000-ada on the estimate (44.6 GiB of 47.5 GiB usable) but not at 90% confidence: "
-        "up to 74.8 GiB per GPU"
+        "up to 64.8 GiB per GPU"
     )
     assert finding["hint"].startswith("on rtx-6000-ada: 2 x rtx-6000-ada")
 
@@ -126,7 +126,7 @@ def test_estimate_text_states_the_three_states(tmp_path):
     spec_path.write_text((EXAMPLES / "findings" / "fit-memory-at-risk.yaml").read_text())
     _, out, _ = run_cli("estimate", str(spec_path))
     assert "of 47.49 GiB usable -> AT RISK at 90% confidence" in out
-    assert "at 90% confidence               74.75 GiB   x 1.68: measured on 15 published QLoRA runs" in out
+    assert "at 90% confidence               64.80 GiB   x 1.45: measured on 21 published QLoRA runs" in out
     _, out, _ = run_cli("estimate", str(EXAMPLES / "qlora-llama-70b.yaml"))
     assert "usable -> fits\n" in out
 
@@ -156,7 +156,7 @@ def test_a_recommended_layout_fits_at_its_pessimistic_edge(document):
 def test_estimate_states_the_allocated_figure_beside_the_device_one():
     # The QLoRA example: PyTorch's allocated peak is the device figure less the allocator's cache (reserved
     # is allocated plus that) and less the 1 GiB outside the allocator (CUDA context, NCCL); its band is the
-    # allocated-counter runs' (one QLoRA run of its own, so every kind's 13), read from the file by hand.
+    # allocated-counter runs' (one QLoRA run of its own, so every kind's 14), read from the file by hand.
     _, out, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "qlora-llama-70b.yaml"))
     finetune = json.loads(out)["finetune"]
     breakdown = finetune["breakdown"]
@@ -165,8 +165,8 @@ def test_estimate_states_the_allocated_figure_beside_the_device_one():
     assert finetune["per_gpu_bytes"] == finetune["reserved_bytes"] + GIB
     ratios = BANDS["memory"]["qlora"]["allocated"]["ratios"]
     band = finetune["allocated_bytes_band"]
-    assert band["records"] == len(ratios) == 13 and band["pooled"]
-    assert band["high"] == math.ceil(finetune["allocated_bytes"] * max(1.0, ratios[math.ceil(0.9 * 13) - 1]))
-    assert band["low"] == math.floor(finetune["allocated_bytes"] * ratios[math.ceil(round(0.1 * 13, 9)) - 1])
+    assert band["records"] == len(ratios) == 14 and band["pooled"]
+    assert band["high"] == math.ceil(finetune["allocated_bytes"] * max(1.0, ratios[math.ceil(0.9 * 14) - 1]))
+    assert band["low"] == math.floor(finetune["allocated_bytes"] * ratios[math.ceil(round(0.1 * 14, 9)) - 1])
     _, text, _ = run_cli("estimate", str(EXAMPLES / "qlora-llama-70b.yaml"))
     assert f"of which PyTorch allocates      {finetune['allocated_bytes'] / GIB:.2f} GiB" in text

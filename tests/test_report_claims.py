@@ -12,13 +12,13 @@ GIB = 2**30
 
 
 def test_the_reports_memory_band_is_the_out_of_sample_edge():
-    # finetune-then-serve: a full fine-tune, judged by the full-fine-tuning band, which borrows every kind's
-    # runs (too few full ones of its own: pooled); serving memory has no band. The row states the edge the
-    # fit verdict uses, recomputed here from the estimate and the generated file, and no in-sample claim.
+    # finetune-then-serve: a full fine-tune, judged by the full-fine-tuning band (19 full runs of its own,
+    # not pooled); serving memory has no band. The row states the edge the fit verdict uses, recomputed here
+    # from the estimate and the generated file, and no in-sample claim.
     _, estimate, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
     per_gpu = json.loads(estimate)["finetune"]["per_gpu_bytes"]
     band = BANDS["memory"]["full"]["device"]
-    assert band["pooled"]
+    assert not band["pooled"] and band["records"] == 19
     ratio = shipped("full", 0.9)
     edge = math.ceil(per_gpu * ratio)
     _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"), "-o", "-")

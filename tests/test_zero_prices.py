@@ -23,8 +23,8 @@ CASES = {
     # Serving only: 4 x h100-sxm TP 4 holds Llama 3.1 70B; two cannot hold its 131 GiB of weights, so
     # every sound layout on the free card still needs 4 of them and costs 0.
     "serve": ("serve-llama-70b.yaml", "  prices: {h100-sxm: 0}\n", "serve"),
-    # Fine-tuning only: the declared 8 x h100-sxm FSDP run becomes free.
-    "finetune": ("finetune-70b-fsdp-offload.yaml", "  prices: {h100-sxm: 0}\n", "finetune"),
+    # Fine-tuning only: the declared 1 x h100-sxm LoRA run (sound at its memory edge) becomes free.
+    "finetune": ("finetune-llama-8b-lora.yaml", "  prices: {h100-sxm: 0}\n", "finetune"),
     # Both jobs in one spec: the serving GPU (one L4) is free, fine-tuning stays on priced H100s.
     "both": ("finetune-then-serve.yaml", "  prices: {l4: 0, h100-sxm: 4.12}\n", "serve"),
 }

@@ -179,7 +179,7 @@ class FinetunePlanner(Evaluator):
         elif not within_headroom(planned, usable, self.headroom_pct):
             at = f"{self.limits.confidence:.0%} confidence"
             checks["headroom"] = (
-                f"up to {format_gib(planned)} per GPU at {at} exceeds the {format_gib(usable)} usable"
+                f"needs up to {format_gib(planned)} per GPU at {at}, more than the {format_gib(usable)} usable"
                 if planned > usable
                 else f"leaves {(usable - planned) / usable:.0%} free at {at} (margin {self.headroom_pct:g}%)"
             )
