@@ -547,6 +547,28 @@ def test_layer_bytes_per_token_under_tensor_parallelism():
     assert selective_layer_bytes_per_token(odd) == 48 + 16 + 76
 
 
+def test_pipelining_over_fsdp_accumulates_gradients_unsharded():
+    # TINY in bf16-mixed, FSDP: with PP 2 each stage holds one layer (592 parameters) and the larger edge,
+    # the LM head and final norm (264): 856. Over 2 micro-batches the pipeline schedule defers FSDP's
+    # reduce-scatter to the last one, so the stage's gradients accumulate unsharded, in fp32 (FSDP2's reduce
+    # dtype): 856 x 4 = 3,424 B, live through the second micro-batch's forward.
+    piped = training_setup(
+        architecture=TINY,
+        method="full",
+        precision="bf16-mixed",
+        seq_len=4,
+        sharding="fsdp",
+        gpus=4,
+        pipeline_parallel=2,
+        gradient_accumulation=2,
+    )
+    assert phases(piped)["forward"]["gradients"] == 856 * 4
+    # Without pipelining the gradients are reduce-scattered every micro-batch: 1,704 / 2 ranks x 2 B.
+    assert phases(vary(piped, gpus=2, pipeline_parallel=1))["forward"]["gradients"] == 1704
+    # One micro-batch: nothing accumulates before the forward pass.
+    assert "gradients" not in phases(vary(piped, gradient_accumulation=1))["forward"]
+
+
 def test_qlora_quantization_constants_stay_whole_on_every_rank():
     # QLoRA r=1 on all seven linears of TINY (128 adapter parameters a layer, 256 in bf16: 512 B). The NF4
     # codes, 0.5 B x 1,152 = 576, are the Params4bit data; without double quantization the fp32 absmax per

@@ -105,17 +105,16 @@ def test_no_sound_layout_within_the_budget_is_said_on_page_one():
     )
     assert (
         # the fine-tune as an eager transformers loop (the default framework): its cheapest sound layout,
-        # 4 x b200-hgx at 280 USD for the run, is over its 200 USD budget too
+        # 4 x h200-nvl at 268 USD for the run, is over its 200 USD budget too
         "The way forward: no sound fine-tuning layout fits its budget; no sound serving layout fits its budget."
         in first
     )
-    # The fine-tuning run's cheapest sound layout (4 x b200-hgx, 280 USD for the run as an eager loop: with
-    # the full fine-tunes' band at 0.9, x 1.93, fewer or smaller cards no longer hold it) is over its 200 USD
-    # budget: 280 / 200 = 140%, 80 over; page one says so for that job too.
+    # The fine-tuning run's cheapest sound layout (4 x h200-nvl, 268 USD for the run as an eager loop) is
+    # over its 200 USD budget: 268 / 200 = 134%, 68 over; page one says so for that job too.
     assert "**⚠ No sound layout fits the fine-tuning budget (see Budget).**" in first
     assert (
-        "fine-tuning: over, and no sound layout fits the budget: the cheapest, 4 x b200-hgx (the recommended "
-        "layout), costs 280 USD against 200 USD for the run (140% of the budget), 80 USD over" in first
+        "fine-tuning: over, and no sound layout fits the budget: the cheapest, 4 x h200-nvl (the recommended "
+        "layout), costs 268 USD against 200 USD for the run (134% of the budget), 68 USD over" in first
     )
 
 

@@ -144,6 +144,14 @@ def _model_states(setup: TrainingSetup) -> _States:
             gathered += sixteen_bit * unit_params
         if sharding in ("zero3", "fsdp"):
             weights /= n
+        if sharding == "fsdp" and n > 1 and setup.pipeline_parallel > 1 and setup.job.gradient_accumulation > 1:
+            # Pipelining over FSDP keeps the stage's parameters unsharded from each micro-batch's forward to
+            # its backward (torchtitan: reshard_after_forward = not pp_enabled, "to avoid per-microbatch
+            # all-gathers") and accumulates their gradients unsharded until the last micro-batch's backward
+            # (torch.distributed.pipelining stage.py: set_requires_gradient_sync(last_backward)), in the
+            # reduce dtype: fp32 under mixed precision (FSDP2 FSDPParam.to_accumulated_grad_if_needed).
+            gathered = max(gathered, sixteen_bit * local_all)
+            grads = trainable_local * (4 if setup.job.precision in MIXED else grad_b)
     paged = 0.0
     if setup.job.optimizer == "adamw-8bit-paged":
         paged, optimizer = optimizer, 0.0
@@ -393,7 +401,7 @@ def _pairs(sizes: tuple[float, ...]) -> list[tuple[float, int]]:
 # below; a property test changes each of them and finds no difference), in a bounded lru_cache (which
 # the mutation benchmark drops, as a remembered result would hide a mutant).
 STATES_IGNORE = frozenset(
-    {"micro_batch", "seq_len", "gradient_accumulation", "checkpointing", "attention", "fused_loss"}
+    {"micro_batch", "seq_len", "checkpointing", "attention", "fused_loss"}
     | {"activation_offloading", "sequence_parallel", "lora_dropout", "loop", "expandable_segments"}
 )
 ACTIVATIONS_IGNORE = frozenset(

@@ -63,7 +63,7 @@ class FinetunePlanner(Evaluator):
         self.declared_data_parallel = hardware.replicas
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
-        self._state_floors: dict[tuple[int, int, int, str], int] = {}  # TP, PP, DP, sharding -> memory_floor
+        self._state_floors: dict[tuple[int, int, int, str, int], int] = {}  # TP, PP, DP, sharding, GA -> floor
         self._floor_job: tuple[Finetune, TrainingSetup] | None = None
         self._floor_trainable: int | None = None
         self._micro_batches: dict[int, tuple[int, ...]] = {}  # data-parallel width -> sizes
@@ -127,11 +127,19 @@ class FinetunePlanner(Evaluator):
         return self.band.pessimistic(per_gpu, self.limits.confidence)
 
     def memory_floor(self, layout: Layout) -> int:
-        """A lower bound of ``memory(layout).per_gpu`` from the model states alone: one per shape and
-        sharding, whatever the layout's micro-batch, recompute and fused loss (which the states do not
-        read; ``finetune_memory_floor``)."""
+        """A lower bound of ``memory(layout).per_gpu`` from the model states alone: one per shape, sharding
+        and accumulation (pipelining over FSDP keeps gradients unsharded while they accumulate), whatever
+        the layout's micro-batch, recompute and fused loss (which the states do not read;
+        ``finetune_memory_floor``)."""
         assert layout.settings is not None
-        key = (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, layout.settings.sharding)
+        settings = layout.settings
+        key = (
+            layout.tensor_parallel,
+            layout.pipeline_parallel,
+            layout.replicas,
+            settings.sharding,
+            settings.gradient_accumulation,
+        )
         floor = self._state_floors.get(key)
         if floor is None:
             floor = self._state_floors[key] = finetune_memory_floor(self.spec, self._job(layout))
