@@ -333,6 +333,25 @@ def test_pdf_tables_never_break_a_word_inside(tmp_path: Path):
         assert figure in tables, figure
 
 
+def test_the_planners_table_says_how_much_of_the_slo_each_layout_leaves_at_its_slow_edge():
+    # serve-llama-70b: the latencies in the table are estimates, the SLO is judged at their slow edge, so a
+    # layout within the SLO on its estimate can break it (4 x H100 PCIe: TPOT 59.1 ms against the 60 ms SLO).
+    # The column of the SLO left at 90% says so: negative on every row that breaks an SLO, never on a row
+    # that meets every constraint.
+    _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
+    table = out[out.index("every layout the planner weighed") : out.index("gpuplan plan lists them all")]
+    header = next(line for line in table.splitlines() if line.startswith("|  | Layout"))
+    assert "| TTFT p90 / TPOT ms | SLO left at 90% |" in header
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "x " in line]
+    verdicts = {row[1]: (row[4], row[-1]) for row in rows}
+    assert verdicts["4 x h100-pcie, tensor\\_parallel 2, pipeline\\_parallel 2"][0] == "-15%"
+    for left, verdict in verdicts.values():
+        if "slo" in verdict:
+            assert left.startswith("-"), (left, verdict)
+        elif verdict.startswith("meets every constraint"):
+            assert not left.startswith("-"), (left, verdict)
+
+
 def test_risks_read_as_sentences():
     # A risk is a bold title and a sentence after it: "**No N+1 redundancy.** One replica on 4 GPUs: ...",
     # never a lowercase start after the title's full stop (identifiers excepted: GPU ids, rule names).

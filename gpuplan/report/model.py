@@ -32,7 +32,7 @@ from gpuplan.plan.spec_planner import JobPlan
 from gpuplan.report import page_one
 from gpuplan.report.charts import memory_chart, sensitivity_chart
 from gpuplan.report.glossary import used_terms
-from gpuplan.report.options import EVERY_OTHER, planner_rows, saving_of, side_by_side, verdict_text
+from gpuplan.report.options import EVERY_OTHER, planner_rows, planner_slo_column, saving_of, side_by_side, verdict_text
 from gpuplan.rules.fit import PLAN_POINTER
 from gpuplan.spec import Spec
 from gpuplan.units import (
@@ -353,20 +353,14 @@ def _options_tables(job: JobMemo, spec: Spec, title: str) -> list[dict[str, Any]
     every = f" ({EVERY_OTHER.lower()}, met by every option: {', '.join(name.lower() for name in met)})" if met else ""
     compared = table(f"{title}: options side by side (the planner's){every}", headers, rows, widths=widths)
     serving = plan.kind == "serve"
+    slo = [f"SLO left at {spec.plan.confidence:.0%}"] if planner_slo_column(plan) else []
     weighed = table(
         f"{title}: every layout the planner weighed",
-        [
-            "",
-            "Layout",
-            "Free",
-            "TTFT p90 / TPOT ms" if serving else "Training hours",
-            f"{currency}/GPU-hour",
-            "Cost",
-            "Verdict",
-        ],
+        ["", "Layout", "Free", "TTFT p90 / TPOT ms" if serving else "Training hours", *slo]
+        + [f"{currency}/GPU-hour", "Cost", "Verdict"],
         planner_rows(plan, spec),
-        numeric=(2, 3, 4, 5),
-        widths=(15, 25, 7, 14, 8, 13, 18),
+        numeric=tuple(range(2, 6 + len(slo))),
+        widths=(15, 21, 6, 12, 7, 7, 12, 20) if slo else (15, 25, 7, 14, 8, 13, 18),
     )
     return [compared, weighed]
 

@@ -229,6 +229,7 @@ def planner_rows(plan: JobPlan, spec: Spec) -> list[list[str]]:
     and latency, then layouts that break a constraint, each with the constraints it breaks."""
     rows: list[list[str]] = []
     seen: set[tuple[object, ...]] = set()
+    with_slo = planner_slo_column(plan)
     ordered = [("declared", plan.declared)]
     if plan.recommended is not None:
         ordered.append(("recommended", plan.recommended))
@@ -260,14 +261,21 @@ def planner_rows(plan: JobPlan, spec: Spec) -> list[list[str]]:
                 format_figure(speed.hours, 1, HOURS_DIGITS) if option.tokens_known and speed is not None else "n/a"
             )
         price = option.price_per_hour
+        row = [
+            mark,
+            option.layout.describe(),
+            # A layout over its memory has no free share ("none", not a negative one; the side-by-side
+            # table says by how much it is short, and this row's verdict that it breaks memory).
+            format_percent(option.headroom) if option.headroom >= 0 else "none",
+            speed_text,
+        ]
+        if with_slo:
+            # The latencies above are the estimates; the SLO is judged at their slow edge, so a row within the
+            # SLO on the estimate can still break it: the share of the tighter SLO left there says by how much.
+            row.append("n/a" if option.slo_margin is None else format_percent(option.slo_margin))
         rows.append(
-            [
-                mark,
-                option.layout.describe(),
-                # A layout over its memory has no free share ("none", not a negative one; the side-by-side
-                # table says by how much it is short, and this row's verdict that it breaks memory).
-                format_percent(option.headroom) if option.headroom >= 0 else "none",
-                speed_text,
+            row
+            + [
                 "n/a" if price is None else f"{price:.2f}",
                 cost_text(option, spec.budget.currency),
                 verdict_text(option, spec),
@@ -276,5 +284,12 @@ def planner_rows(plan: JobPlan, spec: Spec) -> list[list[str]]:
     if any(left_out.values()):
         more = [plural(left_out["sound"], "more sound option"), plural(left_out["rejected"], "more rejected layout")]
         text = " and ".join(part for part, count in zip(more, left_out.values(), strict=True) if count)
-        rows.append(["", f"{text}: gpuplan plan lists them all", "", "", "", "", ""])
+        rows.append(["", f"{text}: gpuplan plan lists them all"] + [""] * (len(rows[0]) - 2))
     return rows
+
+
+def planner_slo_column(plan: JobPlan) -> bool:
+    """Whether the planner's table has a column for the share of the SLO left at the slow edge: a serving job
+    with a TTFT or TPOT SLO."""
+    job = plan.declared.estimate.job
+    return plan.kind == "serve" and (job.ttft_ms is not None or job.tpot_ms is not None)
