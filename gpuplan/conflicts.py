@@ -88,8 +88,9 @@ def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
             (
                 ("precision",),
                 f"precision {job.precision} computes in bf16, and {gpu.id} has no bf16 tensor cores (compute "
-                "capability below 8.0): the Hugging Face Trainer refuses bf16 there ('Your setup doesn't support "
-                "bf16/gpu')",
+                "capability below 8.0): Trainers before PyTorch's bf16 emulation refuse it ('Your setup doesn't "
+                "support bf16/gpu'); newer ones start (torch.cuda.is_bf16_supported counts emulation) and run the "
+                "bf16 math without tensor cores, far below the fp16 rate gpuplan would time it at",
                 "set precision: fp16-mixed",
             )
         )

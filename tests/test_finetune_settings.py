@@ -682,7 +682,8 @@ def test_a_gpu_without_bf16_units_runs_16_bit_work_at_its_fp16_rate_and_refuses_
 
 
 def test_a_t4_fine_tunes_in_fp16_mixed_and_refuses_bf16():
-    # Turing has no bf16 tensor cores: the Trainer refuses bf16 there (GP025: no run to estimate), and
+    # Turing has no bf16 tensor cores: older Trainers refuse bf16 there, newer ones emulate it far below the
+    # fp16 rate (GP025: no run to estimate at a speed that means anything), and
     # fp16-mixed runs at the T4's 65 TFLOPS fp16 rate, not at zero (peak_flops used to fall back to bf16's None).
     lora = {"method": "lora", "micro_batch": 1, "seq_len": 1024, "activation_checkpointing": True, "tokens": 10**6}
     refused, codes = run({**lora, "hardware": {"gpu": "t4"}}, model="llama-3.2-1b")  # bf16-mixed by default

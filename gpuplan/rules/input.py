@@ -450,8 +450,9 @@ def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
     ## Why is this bad?
     The frameworks refuse these combinations at launch (torchtune raises for optimizer-in-backward
     with accumulation; DeepSpeed streams parameters only under ZeRO-3; the Hugging Face Trainer
-    refuses bf16 below compute capability 8.0), so an estimate for them would describe a run that
-    cannot happen.
+    refused bf16 below compute capability 8.0 until PyTorch began to count emulated bf16 as supported,
+    and where it now starts, the bf16 math runs without tensor cores), so an estimate for them would
+    describe a run that cannot happen, or not at the speed it would state.
 
     ## Example
     ```yaml
