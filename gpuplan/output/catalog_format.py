@@ -22,14 +22,15 @@ def render_gpus(output_format: str) -> str:
         ]
         return json.dumps(rows, indent=2) + "\n"
     lines = [
-        f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'domain':>7}{'$/h':>8}  quoted"
+        f"{'id':<16}{'memory':>10}{'usable GiB':>12}{'TB/s':>7}{'bf16 TF':>9}  {'form':<6}{'arch':<8}{'domain':>6}"
+        f"{'$/h':>8}  quoted"
     ]
     for gpu in gpus.values():
         price = f"{gpu.price_per_hour:.2f}" if gpu.price_per_hour is not None else "-"
         rate = f"{gpu.peak_flops('bf16') / 1e12:.0f}" + ("" if gpu.has_bf16 else " fp16")
         lines.append(
             f"{gpu.id:<16}{gpu.memory_gb:>8g}GB{gpu.usable_bytes / 2**30:>12.1f}{gpu.bandwidth_tbs:>7.2f}"
-            f"{rate:>9}  {gpu.form_factor:<6}{gpu.domain:>7}{price:>8}  {_quoted(gpu.price)}"
+            f"{rate:>9}  {gpu.form_factor:<6}{gpu.arch or '-':<8}{gpu.domain:>6}{price:>8}  {_quoted(gpu.price)}"
         )
     return "".join(f"{line}\n" for line in lines)
 
