@@ -349,3 +349,61 @@ def test_a_search_that_passed_an_emptied_size_stops_it_growing():
     results = _repeated(build, True)[1]
     assert results[0] == ((100 * MIB, 1, 1, int(19.5 * MIB), int(80.5 * MIB)),)
     assert results[1:] == [((20 * MIB, 1, 1, int(19.5 * MIB), 0),)] * 5
+
+
+def test_a_size_emptied_in_one_run_and_passed_over_in_another_stops_it_growing():
+    # A period of two runs (found in review): run A takes one cached 12 MiB block (exactly what it wants,
+    # so its own search goes past nothing) and keeps it; run C holds the 20 MiB block, wants two 12 MiB
+    # blocks, takes what is cached of them and maps a 12 MiB segment for the rest, then frees all: 12 MiB
+    # grows by one a period. Had one more 12 been cached, A would have left one and C taken it instead of a
+    # new segment: C went past 12 MiB wanting more, so the period may not be applied. Segments: 12 + 20 +
+    # 2 x 12 (the first C finds none) + 5 x 12 = 116 MiB; A's six 12s are live (72 MiB).
+    def build(cache):
+        cache.give(cache.take(12 * MIB))
+        cache.give(cache.take(20 * MIB))
+
+        def once(item):
+            if item == "A":
+                cache.take(12 * MIB)
+                return ()
+            held = cache.take(20 * MIB)
+            twelves = cache.take(12 * MIB, 2)
+            cache.give(twelves)
+            cache.give(held)
+            return twelves.carves
+
+        return once, ["A", "C"] * 6
+
+    fast, _ = _fast_and_every(build)
+    assert (fast.segments, fast.free, fast.live) == (116 * MIB, {12 * MIB: 2, 20 * MIB: 1}, 72 * MIB)
+
+
+def test_a_piece_the_size_of_its_rest_does_not_count_itself_as_room_to_merge():
+    # Found in review: a 40 MiB block cut into a 20 MiB tensor and a 20 MiB rest (which another tensor then
+    # took). Freed while no 20 MiB block is cached, the piece cannot merge; its room (how many more 20s
+    # there could be and it still would not) is 1 - 1 - 0 = 0, counted before the piece itself joins the
+    # cache (it used to be counted after: -1, and a negative number of periods was applied). Each run takes
+    # a 20 MiB block, frees one such piece and a plain 20 MiB tensor: the runs alternate no merge / merge,
+    # six runs leave three 40s and a 20 cached; live: the six taken rests and the six runs' takes, 240 MiB.
+    def build(cache):
+        plain = [cache.take(20 * MIB) for _ in range(6)]
+        spare = cache.take(20 * MIB)
+        cache.give(cache.take(40 * MIB, 6))
+        items = []
+        for other in plain:
+            piece = cache.take(20 * MIB)  # cut from a 40: a 20 MiB rest cached
+            cache.take(20 * MIB)  # that rest, taken and kept
+            items.append((piece, other))
+        cache.give(spare)
+        assert cache.free == {20 * MIB: 1}
+
+        def once(item):
+            piece, other = item
+            cache.take(20 * MIB)
+            cache.give(piece)
+            cache.give(other)
+
+        return once, items
+
+    fast, _ = _fast_and_every(build)
+    assert (fast.free, fast.live, fast.segments) == ({40 * MIB: 3, 20 * MIB: 1}, 240 * MIB, 380 * MIB)

@@ -139,10 +139,6 @@ class _Mark:
         self.high_live, self.high_reserved, self.high_small = cache.window
         self.watched = watched
 
-    @property
-    def fixed(self) -> set[int]:
-        return self.watched.fixed if self.watched is not None else set()
-
 
 @dataclass
 class _Watch:
@@ -154,11 +150,11 @@ class _Watch:
     # Sizes a freed piece found too few of to merge back with: how many more there could have been and it
     # still would not have merged.
     room: dict[int, int] = field(default_factory=dict)
-    # Sizes of which more would change a choice: a best-fit search passed the size while none was cached
-    # (a draw that took every one and wanted more is one: it went on to larger sizes).
-    fixed: set[int] = field(default_factory=set)
-    # Sizes it drew down to none that are still none.
-    empty: set[int] = field(default_factory=set)
+    # The ranges of sizes [low, high) its best-fit searches went past: every block of those sizes that
+    # was cached was taken whole and more were wanted (a size absent there was skipped). Had there been
+    # more of one of them at that moment, the search would have taken it instead of going on, so none may
+    # grow over a period (high = SEARCHED_ALL: the search went on to new segments).
+    passed: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -222,10 +218,11 @@ class CachingAllocator:
                 self._remove(rest, holes)
                 self._add(hole, holes)
             else:
-                self._add(piece, holes * pieces)
-                if self.watch is not None:  # it would merge once there were ``holes`` of them
+                if self.watch is not None:  # it would merge once there were ``holes`` of them (counted
+                    # before this carve's own pieces join the cache: a piece may be the rest's size)
                     room, more = self.watch.room, holes - 1 - free.get(rest, 0)
                     room[rest] = min(more, room.get(rest, more))
+                self._add(piece, holes * pieces)
 
     def _take_large(self, block: int, need: int) -> list[Carve]:
         """Best fit from the cached blocks, smallest first, then new segments for what is left."""
@@ -234,11 +231,11 @@ class CachingAllocator:
         for hole in self.sizes[bisect.bisect_left(self.sizes, block) :]:
             need = self._cut(carves, hole, self.free.get(hole, 0), block, need)
             if not need:
-                if watch is not None:  # a size below this one, had it been cached, would have been cut first
-                    watch.fixed.update(size for size in watch.empty if block <= size < hole)
+                if watch is not None and hole > block:  # went past [block, hole) to this one
+                    watch.passed.append((block, hole))
                 return carves
-        if watch is not None:  # as would any size from the block's up
-            watch.fixed.update(size for size in watch.empty if size >= block)
+        if watch is not None:  # went past every size from the block's up
+            watch.passed.append((block, SEARCHED_ALL))
         if need:
             hole = segment_size(block)
             segments = -(-need // (hole // block))
@@ -288,16 +285,13 @@ class CachingAllocator:
         length = len(period)
         if len(inputs) - following < length:
             return 0
-        start, free = period[0].free, self.free
-        if any(free.get(size, 0) > start.get(size, 0) for mark in period for size in mark.fixed):
-            return 0
         effect = self._effect(period)
         periods = _periods_that_last(effect, period, (len(inputs) - following) // length)
-        if periods:
+        if periods > 0:
             periods = min(periods, _periodic_length(inputs, following, length, periods * length) // length)
-        if periods:
+        if periods > 0:
             self._advance(effect, periods)
-        return periods
+        return max(0, periods)
 
     def _mark(self) -> _Mark:
         """Where the allocator stands as a run begins; restarts the window of how high memory rises."""
@@ -387,8 +381,6 @@ class CachingAllocator:
         if size not in self.free:
             bisect.insort(self.sizes, size)
             self.free[size] = 0
-            if self.watch is not None:
-                self.watch.empty.discard(size)
         self.free[size] += count
 
     def _remove(self, size: int, count: int) -> None:
@@ -399,11 +391,8 @@ class CachingAllocator:
             del self.free[size]
             self.sizes.remove(size)
         watch = self.watch
-        if watch is not None:
-            if left < watch.lows.get(size, left + 1):
-                watch.lows[size] = left
-            if not left:
-                watch.empty.add(size)
+        if watch is not None and left < watch.lows.get(size, left + 1):
+            watch.lows[size] = left
 
     def reserved_peak(self) -> int:
         """max_memory_reserved: the highest reserved bytes, with the small pool's (and, expandable, both
@@ -446,31 +435,33 @@ EMPTY = Allocation((), 0, 0)
 # few layers it takes to cut a cached block down (eight in the corpus); a longer period would cost more to
 # check than running it.
 MAX_PERIOD = 16
+SEARCHED_ALL = 1 << 62  # the end of a search's range that went on to new segments (above any block size)
 
 
 def _periods_that_last(effect: _Effect, period: list[_Mark], most: int) -> int:
     """How many more times a period would run as it did (at most ``most``): a size it draws down lasts
     while what is left covers a period's draw (its fewest blocks sink by the period's change each time
-    round); a size it grows may grow while no choice hung on there being no more of it (``_Watch``)."""
+    round); a size it grows may grow while no search of any of its runs went past it and a merge that
+    found too few of it still would (``_Watch``). Never below 0."""
     lows: dict[int, int] = {}
     room: dict[int, int] = {}
-    fixed: set[int] = set()
+    passed: list[tuple[int, int]] = []
     for mark in period:
         watched = mark.watched or _Watch()
         for size, low in watched.lows.items():
             lows[size] = min(low, lows.get(size, low))
         for size, more in watched.room.items():
             room[size] = min(more, room.get(size, more))
-        fixed |= watched.fixed
+        passed += watched.passed
     limits = [most]
     for size, change in effect.drift:
         if change < 0 and size in lows:
             limits.append(lows[size] // -change)
-        elif change > 0 and size in fixed:
+        elif change > 0 and any(low <= size < high for low, high in passed):
             limits.append(0)
         elif change > 0 and size in room:
             limits.append(room[size] // change)
-    return min(limits)
+    return max(0, min(limits))
 
 
 def _periodic_length(inputs: Sequence[T], start: int, period: int, most: int) -> int:
