@@ -569,6 +569,18 @@ def test_pipelining_over_fsdp_accumulates_gradients_unsharded():
     assert "gradients" not in phases(vary(piped, gradient_accumulation=1))["forward"]
 
 
+def test_pipelining_over_fsdp_keeps_the_stage_gathered():
+    # TINY with 8 layers, PP 2: a stage holds 4 layers (4 x 592 = 2,368) and the head with the final norm
+    # (264): 2,632 parameters, 5,264 B in bf16. Without pipelining FSDP holds a unit and the next one
+    # (2 x 2 x 592 = 2,368 B) and the unit's gradient (1,184): 3,552 B. Pipelining keeps the whole stage
+    # gathered from forward to backward, with one micro-batch too: 5,264 B.
+    eight = dataclasses.replace(TINY, layers=8)
+    flat = training_setup(architecture=eight, method="full", precision="bf16-mixed", seq_len=4, sharding="fsdp", gpus=2)
+    assert phases(flat)["forward"]["gathered_parameters"] == 3552
+    piped = vary(flat, gpus=4, pipeline_parallel=2)
+    assert phases(piped)["forward"]["gathered_parameters"] == 5264
+
+
 def test_qlora_quantization_constants_stay_whole_on_every_rank():
     # QLoRA r=1 on all seven linears of TINY (128 adapter parameters a layer, 256 in bf16: 512 B). The NF4
     # codes, 0.5 B x 1,152 = 576, are the Params4bit data; without double quantization the fp32 absmax per

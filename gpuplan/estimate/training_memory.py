@@ -142,16 +142,19 @@ def _model_states(setup: TrainingSetup) -> _States:
         gathered = min(2 * bytes_per * unit_params, weights)
         if n > 1 and sharding in ("zero3", "fsdp") and not setup.is_adapter:
             gathered += sixteen_bit * unit_params
+        unsharded = weights
         if sharding in ("zero3", "fsdp"):
             weights /= n
-        if sharding == "fsdp" and n > 1 and setup.pipeline_parallel > 1 and setup.job.gradient_accumulation > 1:
-            # Pipelining over FSDP keeps the stage's parameters unsharded from each micro-batch's forward to
-            # its backward (torchtitan: reshard_after_forward = not pp_enabled, "to avoid per-microbatch
-            # all-gathers") and accumulates their gradients unsharded until the last micro-batch's backward
-            # (torch.distributed.pipelining stage.py: set_requires_gradient_sync(last_backward)), in the
-            # reduce dtype: fp32 under mixed precision (FSDP2 FSDPParam.to_accumulated_grad_if_needed).
-            gathered = max(gathered, sixteen_bit * local_all)
-            grads = trainable_local * (4 if setup.job.precision in MIXED else grad_b)
+        if sharding == "fsdp" and n > 1 and setup.pipeline_parallel > 1:
+            # Pipelining over FSDP keeps the stage's parameters unsharded, as they are stored (NF4 codes for
+            # QLoRA), from each micro-batch's forward to its backward (torchtitan: reshard_after_forward =
+            # not pp_enabled, "to avoid per-microbatch all-gathers"), and over several micro-batches
+            # accumulates their gradients unsharded until the last one's backward (torch.distributed.
+            # pipelining stage.py: set_requires_gradient_sync(last_backward)), in the reduce dtype: fp32
+            # under mixed precision (FSDP2 FSDPParam.to_accumulated_grad_if_needed).
+            gathered = max(gathered, unsharded)
+            if setup.job.gradient_accumulation > 1:
+                grads = trainable_local * (4 if setup.job.precision in MIXED else grad_b)
     paged = 0.0
     if setup.job.optimizer == "adamw-8bit-paged":
         paged, optimizer = optimizer, 0.0
