@@ -405,8 +405,9 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         memory_cap=job.max_gpu_total_bytes or 0,
         lora=job.lora,
         speculation=job.speculation,
+        # vLLM pads MXFP4 experts for its kernels (the model's or a tenant's); other engines are not modelled so
         expert_alignment=mxfp4_moe_alignment(gpu.arch)
-        if job.engine == "vllm" and job.quantization == "mxfp4"
+        if job.engine == "vllm" and "mxfp4" in (job.quantization, *(t.quantization for t in job.tenants))
         else (1, 1),
     )
 

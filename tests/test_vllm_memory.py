@@ -402,6 +402,30 @@ def test_gpt_oss_weights_are_counted_as_vllm_pads_them():
     assert model_stage_weights(fp8) == model_stage_weights(dataclasses.replace(fp8, expert_alignment=(1, 1)))
 
 
+def _serving_setup(text: str) -> ServingSetup:
+    from gpuplan.linter import LintOptions, lint_bytes
+
+    result = lint_bytes("spec.yaml", text.encode(), LintOptions())
+    assert result.analysis is not None and result.analysis.serve is not None
+    return result.analysis.serve.setup
+
+
+def test_the_padding_follows_the_engine_the_quantization_and_the_gpu():
+    # gpt-oss-20b is stored MXFP4: served by vLLM on an H100 its experts take Marlin's padding (128, 256);
+    # the same on a B200 takes FlashInfer's (256, 256); SGLang is not modelled as padding; the model served
+    # in fp8 (a quantization of the spec's own) has no MXFP4 experts to pad.
+    def setup(gpu: str, extra: str = "") -> ServingSetup:
+        return _serving_setup(
+            "version: 1\nname: t\nmodel: {id: gpt-oss-20b}\nserve:\n  context: 8192\n  concurrency: 1\n"
+            f"{extra}  hardware: {{gpu: {gpu}}}\n"
+        )
+
+    assert setup("h100-sxm").expert_alignment == (128, 256)
+    assert setup("b200-hgx").expert_alignment == (256, 256)
+    assert setup("h100-sxm", "  engine: sglang\n").expert_alignment == (1, 1)
+    assert setup("h100-sxm", "  quantization: fp8\n").expert_alignment == (1, 1)
+
+
 @pytest.mark.parametrize(
     "max_num_seqs, mib",
     [

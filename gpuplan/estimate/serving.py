@@ -380,7 +380,7 @@ def model_stage_weights(setup: ServingSetup) -> tuple[float, ...]:
         setup.group_size,
         setup.quantized_params,
         setup.expert_parallel,
-        setup.expert_alignment,
+        setup.expert_alignment if setup.quantization == "mxfp4" else (1, 1),  # one cache entry on every GPU else
     )
 
 
@@ -648,7 +648,16 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     weights = model_stage_weights(setup)
     tenant_weights = sum(
         max(
-            stage_weights(t.architecture, t.quantization, t.model_dtype_bytes, tp, pp, t.group_size, t.quantized_params)
+            stage_weights(
+                t.architecture,
+                t.quantization,
+                t.model_dtype_bytes,
+                tp,
+                pp,
+                t.group_size,
+                t.quantized_params,
+                expert_alignment=setup.expert_alignment if t.quantization == "mxfp4" else (1, 1),
+            )
         )
         for t in setup.tenants
     )
