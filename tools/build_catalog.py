@@ -146,6 +146,7 @@ def price_fields(quotes: list[dict[str, Any]]) -> dict[str, Any]:
         "price_quotes": len(quotes),
         "price_quoted_from": dates[0] if dates else None,
         "price_quoted_to": dates[-1] if dates else None,
+        # An undated quote at the median leaves the median undated (its age cannot be told).
         "price_median_quoted": None if None in middle_dates else min(str(date) for date in middle_dates),
         "price_median_set_by": [_quoted_by(q) for q in middle],
         "price_undated_quotes": len(quotes) - len(dates),
