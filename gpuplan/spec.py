@@ -569,9 +569,13 @@ def _serve(
         return None
     hardware = resolver.hardware(data["hardware"], ("serve", "hardware"), custom)
     tenants = []
+    # Each quantization the engine loads, and where the spec sets it (or names the model whose it is).
+    served: list[tuple[str, Pointer]] = []
     for index, entry in enumerate(data.get("tenants", [])):
         tenant_model = resolver.model(entry["model"], ("serve", "tenants", index, "model"))
         if tenant_model is not None:
+            setting = "quantization" if "quantization" in entry else "model"
+            served.append((entry.get("quantization", tenant_model.quantization), ("serve", "tenants", index, setting)))
             tenants.append(
                 TenantSpec(
                     entry["name"],
@@ -633,15 +637,20 @@ def _serve(
         return None
     # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
     quantization = data.get("quantization", model.quantization if model else "none")
-    refusal = engine_refusal(data["engine"], quantization, hardware.gpu)
-    if refusal is not None:
-        resolver.problem(
-            "GP026",
-            ("serve", "quantization") if "quantization" in data else ("serve", "hardware", "gpu"),
-            refusal,
-            "choose a GPU of compute capability 8.0 or above (A10, L4, A100, H100 and later)",
-        )
-        return None
+    # The model's quantization and each tenant's: the engine loads them all on the same GPU.
+    served.insert(
+        0, (quantization, ("serve", "quantization") if "quantization" in data else ("serve", "hardware", "gpu"))
+    )
+    for served_quantization, pointer in served:
+        refusal = engine_refusal(data["engine"], served_quantization, hardware.gpu)
+        if refusal is not None:
+            resolver.problem(
+                "GP026",
+                pointer,
+                refusal,
+                "choose a GPU of compute capability 8.0 or above (A10, L4, A100, H100 and later)",
+            )
+            return None
     lora_ok, lora = _lora(resolver, data.get("lora"))
     speculation_ok, speculation = _speculation(resolver, data.get("speculative"), model)
     if not (lora_ok and speculation_ok):

@@ -250,6 +250,19 @@ def test_vllm_refuses_fp8_and_mxfp4_below_compute_capability_8():
         assert [c for c in _codes_at(text) if c[0] == "GP026"] == expected, arch
 
 
+def test_a_tenant_vllm_refuses_on_the_gpu_is_gp026_at_its_line():
+    # A T4 serving Llama 3.2 1B (fp16) beside a tenant in fp8: vLLM loads both on the GPU, and refuses fp8
+    # below compute capability 8.0; the finding is at the tenant's quantization (line 9). The same tenant
+    # without a quantization is served as stored (16-bit): no finding.
+    text = (
+        "version: 1\nname: t\nmodel: {id: llama-3.2-1b, dtype: fp16}\nserve:\n  context: 2048\n  concurrency: 1\n"
+        "  tenants:\n    - name: small\n      quantization: fp8\n      model: {id: llama-3.2-1b, dtype: fp16}\n"
+        "      concurrency: 1\n  hardware: {gpu: t4}\n"
+    )
+    assert ("GP026", 9) in _codes_at(text)
+    assert [c for c in _codes_at(text.replace("      quantization: fp8\n", "")) if c[0] == "GP026"] == []
+
+
 def test_the_planner_never_proposes_a_gpu_the_engine_refuses():
     # An fp16 Llama 3.1 8B served in fp8 on the cheapest of a T4 and an L4: the T4 (0.56 USD/GPU-hour against
     # the L4's 0.80) holds the fp8 weights (8 GB) in its 15.5 GiB and would be recommended (407 against 583

@@ -83,8 +83,9 @@ class JobPlanner:
         if computes_in_bf16(self.spec, self.kind):
             self.gpus = [gpu for gpu in self.gpus if gpu.has_bf16]
         serve = self.spec.serve
-        if self.kind == "serve" and serve is not None:  # never a GPU the engine refuses the model on (GP026)
-            self.gpus = [gpu for gpu in self.gpus if engine_refusal(serve.engine, serve.quantization, gpu) is None]
+        if self.kind == "serve" and serve is not None:  # never a GPU the engine refuses a model on (GP026)
+            served = {serve.quantization, *(tenant.quantization for tenant in serve.tenants)}
+            self.gpus = [gpu for gpu in self.gpus if all(engine_refusal(serve.engine, q, gpu) is None for q in served)]
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
         self._prices: dict[str, Price | None] = {}  # GPU id -> its price record (None: unpriced), for the line

@@ -480,7 +480,7 @@ def engine_setting_mismatch(*_: Any) -> Iterator[Any]:
     Reports `serve.max_gpu_total_bytes` with an engine other than `trtllm` (it is TensorRT-LLM's
     `KvCacheConfig.max_gpu_total_bytes`), `serve.memory_utilization: 1` with `engine: trtllm`
     (there it is `free_gpu_memory_fraction`, which TensorRT-LLM requires below 1), and a quantization
-    vLLM does not serve on the GPU: fp8 and MXFP4 (gpt-oss) need compute capability 8.0
+    vLLM does not serve on the GPU, the model's or a tenant's: fp8 and MXFP4 (gpt-oss) need compute capability 8.0
     (`get_min_capability` of vLLM's `Fp8Config` and `Mxfp4Config`), which a T4 (7.5) lacks. The planner
     never proposes such a GPU.
 
