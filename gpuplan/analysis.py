@@ -407,7 +407,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         speculation=job.speculation,
         # vLLM pads MXFP4 experts for its kernels (the model's or a tenant's); other engines are not modelled so
         expert_alignment=mxfp4_moe_alignment(gpu.arch)
-        if job.engine == "vllm" and "mxfp4" in (job.quantization, *(t.quantization for t in job.tenants))
+        if job.engine == "vllm" and "mxfp4" in job.quantizations
         else (1, 1),
     )
 

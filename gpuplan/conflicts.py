@@ -6,27 +6,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpuplan.estimate.serving import VLLM_MIN_CAPABILITY
+
 if TYPE_CHECKING:
     from gpuplan.catalog import Gpu
     from gpuplan.spec import Finetune
-
-# The lowest compute capability vLLM serves a quantization from (QuantizationConfig.get_min_capability:
-# Fp8Config and Mxfp4Config return 80, vllm/model_executor/layers/quantization/fp8.py and mxfp4.py; below
-# 8.9 fp8 weights run through Marlin). On a GPU below it the engine refuses the model at startup.
-VLLM_MIN_CAPABILITY = {"fp8": 80, "mxfp4": 80}
-
-
-def compute_capability(gpu: Gpu) -> int | None:
-    """An NVIDIA GPU's compute capability as vLLM compares it (8.0 -> 80), from its ``arch``; None otherwise."""
-    arch = gpu.arch
-    return int(arch[2:]) if arch.startswith("sm") and arch[2:].isdigit() else None
 
 
 def engine_refusal(engine: str, quantization: str, gpu: Gpu) -> str | None:
     """Why ``engine`` will not serve ``quantization`` on ``gpu``, or None when it does (as far as gpuplan
     knows: only vLLM's minimum compute capabilities are checked)."""
     needed = VLLM_MIN_CAPABILITY.get(quantization) if engine == "vllm" else None
-    capability = compute_capability(gpu)
+    capability = gpu.compute_capability
     if needed is None or capability is None or capability >= needed:
         return None
     return (

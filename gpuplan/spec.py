@@ -161,6 +161,11 @@ class Serve:
     def mean_prompt(self) -> int:
         return self.prompt_mean or self.full_prompt
 
+    @property
+    def quantizations(self) -> tuple[str, ...]:
+        """The quantization of every model the engine loads: the model's, then each tenant's."""
+        return (self.quantization, *(tenant.quantization for tenant in self.tenants))
+
 
 @record
 class Purchase:

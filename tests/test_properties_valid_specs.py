@@ -266,7 +266,7 @@ PARTIAL_TABLES = {
     "gpuplan.estimate.serving.FP4_BLOCK",  # the two 4-bit float formats' block sizes
     # Quantizations vLLM refuses below a compute capability some catalog GPU has; the others load on every
     # catalog GPU (AWQ from 7.5, GPTQ from 6.0) or gpuplan does not know their minimum.
-    "gpuplan.conflicts.VLLM_MIN_CAPABILITY",
+    "gpuplan.estimate.serving.VLLM_MIN_CAPABILITY",
 }
 
 

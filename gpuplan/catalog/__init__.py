@@ -110,6 +110,11 @@ class Gpu:
         return not self.consumer
 
     @property
+    def compute_capability(self) -> int | None:
+        """The NVIDIA compute capability as the engines compare it (8.0 -> 80); None for other GPUs."""
+        return compute_capability(self.arch)
+
+    @property
     def has_bf16(self) -> bool:
         """Whether the GPU has bf16 tensor cores (compute capability 8.0 and later; not the T4)."""
         return bool(self.tflops.get("bf16"))
@@ -256,6 +261,11 @@ def _gpu(entry: dict[str, Any]) -> Gpu:
         mig=bool(entry.get("mig")),
         consumer=bool(entry.get("consumer")),
     )
+
+
+def compute_capability(arch: str) -> int | None:
+    """The compute capability an ``arch`` of the form sm<major><minor> spells (sm90 -> 90); None otherwise."""
+    return int(arch[2:]) if arch.startswith("sm") and arch[2:].isdigit() else None
 
 
 def _catalog_price(entry: dict[str, Any]) -> Price | None:

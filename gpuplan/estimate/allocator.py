@@ -121,8 +121,7 @@ class _Effect:
 @dataclass
 class _Mark:
     """Where the allocator stood as one run began (the cached blocks, the counters), and, once it is over,
-    how high memory rose during it and what the run drew on: the fewest cached blocks each size it drew
-    came down to, and the sizes it found too few of to merge a freed piece back with."""
+    how high memory rose during it and what its choices hung on (``_Watch``)."""
 
     free: dict[int, int]
     live: int
@@ -133,7 +132,7 @@ class _Mark:
     high_live: int = 0
     high_reserved: int = 0
     high_small: int = 0
-    watched: _Watch | None = None
+    watched: _Watch = field(default_factory=lambda: _Watch())
 
     def close(self, cache: CachingAllocator, watched: _Watch) -> None:
         self.high_live, self.high_reserved, self.high_small = cache.window
@@ -447,7 +446,7 @@ def _periods_that_last(effect: _Effect, period: list[_Mark], most: int) -> int:
     room: dict[int, int] = {}
     passed: list[tuple[int, int]] = []
     for mark in period:
-        watched = mark.watched or _Watch()
+        watched = mark.watched
         for size, low in watched.lows.items():
             lows[size] = min(low, lows.get(size, low))
         for size, more in watched.room.items():

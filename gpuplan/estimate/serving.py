@@ -32,6 +32,7 @@ import functools
 import math
 
 from gpuplan.architecture import Architecture
+from gpuplan.catalog import compute_capability
 from gpuplan.estimate.lora_serving import LoraSlots, slot_stage_bytes
 from gpuplan.estimate.speculative import Speculation, proposer_kv_per_token, proposer_weight_bytes
 from gpuplan.records import evolve, record
@@ -67,6 +68,12 @@ ROPE_CACHE_BYTES = 2  # the rotary cos/sin cache is kept in the model dtype
 FP4_BLOCK = {"nvfp4": 16, "mxfp4": 32}
 
 
+# The lowest compute capability vLLM serves a quantization from (QuantizationConfig.get_min_capability:
+# Fp8Config and Mxfp4Config return 80, vllm/model_executor/layers/quantization/fp8.py and mxfp4.py; below
+# 8.9 fp8 weights run through Marlin). On a GPU below it the engine refuses the model at startup (GP026).
+VLLM_MIN_CAPABILITY = {"fp8": 80, "mxfp4": 80}
+
+
 # vLLM allocates each MXFP4 expert's matrices padded for its MoE kernels (Mxfp4MoEMethod.create_weights,
 # vllm/model_executor/layers/quantization/mxfp4.py at commit 007d500): the intermediate size per partition
 # and the hidden size rounded up to the backend's alignment. Which backend runs depends on packages and
@@ -85,7 +92,8 @@ def mxfp4_moe_alignment(arch: str) -> tuple[int, int]:
         return (256, 256) if arch == "gfx950" else (128, 128)
     if arch in ("sm80", "sm86", "sm89", "sm90", "sm120"):
         return (128, 256)
-    if arch == "gaudi3" or (arch.startswith("sm") and arch[2:].isdigit() and int(arch[2:]) < 80):
+    capability = compute_capability(arch)
+    if arch == "gaudi3" or (capability is not None and capability < VLLM_MIN_CAPABILITY["mxfp4"]):
         return (1, 1)
     return (256, 256)
 

@@ -136,9 +136,8 @@ def _model_states(setup: TrainingSetup) -> _States:
         # estimator likewise sizes its buffers by the largest module), whichever is largest.
         unit_params = max(arch.largest_layer_params, arch.embedding_params()) / setup.tensor_parallel
         sixteen_bit = SHARDED_WEIGHT_BYTES[setup.job.precision]
-        bytes_per = NF4_PACKED_BYTES if setup.job.method == "qlora" else sixteen_bit
-        if setup.job.method == "lora":
-            bytes_per = setup.model_dtype_bytes
+        # Gathered as stored: NF4 codes (QLoRA), the frozen base's dtype (LoRA), 16-bit working weights.
+        bytes_per = {"qlora": NF4_PACKED_BYTES, "lora": setup.model_dtype_bytes}.get(setup.job.method, sixteen_bit)
         gathered = min(2 * bytes_per * unit_params, weights)
         if n > 1 and sharding in ("zero3", "fsdp") and not setup.is_adapter:
             gathered += sixteen_bit * unit_params

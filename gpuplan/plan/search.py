@@ -84,8 +84,11 @@ class JobPlanner:
             self.gpus = [gpu for gpu in self.gpus if gpu.has_bf16]
         serve = self.spec.serve
         if self.kind == "serve" and serve is not None:  # never a GPU the engine refuses a model on (GP026)
-            served = {serve.quantization, *(tenant.quantization for tenant in serve.tenants)}
-            self.gpus = [gpu for gpu in self.gpus if all(engine_refusal(serve.engine, q, gpu) is None for q in served)]
+            self.gpus = [
+                gpu
+                for gpu in self.gpus
+                if all(engine_refusal(serve.engine, q, gpu) is None for q in serve.quantizations)
+            ]
         self._cheapest: dict[tuple[object, ...], Option | None] = {}
         self._floor: dict[str, float] = {}
         self._prices: dict[str, Price | None] = {}  # GPU id -> its price record (None: unpriced), for the line
