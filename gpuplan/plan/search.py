@@ -452,11 +452,15 @@ class JobPlanner:
         """Sound options on one GPU kind at the least model parallelism that holds the job.
 
         ``widths``: "every", one option per data-parallel width and checkpointing choice (the full table);
-        "per recompute", only the fewest-GPU one per checkpointing choice (more GPUs never cost less, but
-        one recompute choice on more GPUs can cost less than the other on fewer); "fewest", only those at
-        the narrowest width with a sound option, one per checkpointing choice (a fewest-GPUs query needs
-        nothing wider).
+        "per recompute", only the fewest-GPU one per checkpointing choice that runs the declared
+        micro-batch (more GPUs never cost less at the same micro-batch, but one recompute choice on more GPUs
+        can cost less than the other on fewer, and where memory cuts the micro-batch on fewer GPUs, more GPUs
+        holding a larger one spread its per-micro-batch costs over more tokens and can cost less: each such
+        width is weighed until one runs the declared micro-batch); "fewest", only those at the narrowest
+        width with a sound option, one per checkpointing choice (a fewest-GPUs query needs nothing wider).
         """
+        assert isinstance(self.evaluator, FinetunePlanner)
+        declared_micro = self.evaluator.declared_settings().micro_batch
         for tp, pp in self._levels(gpu):
             sound: list[Option] = []
             done: set[bool] = set()
@@ -467,7 +471,9 @@ class JobPlanner:
                     option = self._sound_settings(gpu, tp, pp, dp, checkpointing)
                     if option is not None:
                         sound.append(option)
-                        if widths != "every":
+                        settings = option.layout.settings
+                        cut = settings is not None and settings.micro_batch < declared_micro
+                        if widths == "fewest" or (widths == "per recompute" and not cut):
                             done.add(checkpointing)
                 if len(done) == 2 or (sound and widths == "fewest"):
                     break
