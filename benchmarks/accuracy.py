@@ -71,6 +71,20 @@ def estimate(record_id: str, fragment: dict[str, Any]) -> tuple[dict[str, Any] |
     return (to_dict(result.analysis) if result.analysis is not None else None), codes
 
 
+BAD_CODES = ("GP0", "GP1")  # input and schema errors: a record's spec is broken, not the estimate
+
+
+def job_estimate(record: dict[str, Any], job: str) -> tuple[dict[str, Any], list[str]]:
+    """A record's ``job`` ("finetune" or "serve") as ``gpuplan estimate --format json`` gives it, and the codes
+    lint reported; exits naming the record when its spec does not resolve. GP010 is a rule's internal error
+    (a gpuplan bug): the estimate is still there to compare."""
+    result, codes = estimate(record["id"], record["spec"])
+    broken = [code for code in codes if code.startswith(BAD_CODES) and code != "GP010"]
+    if result is None or result.get(job) is None or broken:
+        raise SystemExit(f"{record['id']}: the spec does not resolve ({', '.join(codes)})")
+    return result[job], codes
+
+
 def _tensor_peak(job: dict[str, Any]) -> float:
     return job["allocated_bytes"] / GIB
 

@@ -38,13 +38,12 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accuracy import GIB, Comparison, _tensor_peak, estimate, summarise
+from accuracy import GIB, Comparison, _tensor_peak, job_estimate, summarise
 
 DATA = Path(__file__).resolve().parent / "data" / "published_finetune_peaks.yaml"
 KINDS = ("full", "lora", "qlora")
 COUNTERS = ("allocated", "reserved", "device", "unknown")
 TENSOR_PEAK_COUNTERS = frozenset({"allocated"})  # the others include the allocator's cache or the CUDA context
-BAD_CODES = ("GP0", "GP1")  # input and schema errors: the record's spec is broken, not the estimate
 
 
 @dataclass(frozen=True)
@@ -83,12 +82,7 @@ def estimate_gib(record: dict[str, Any], finetune: dict[str, Any]) -> float:
 
 
 def finetune_estimate(record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    result, codes = estimate(record["id"], record["spec"])
-    # GP010 is a rule's internal error (a gpuplan bug): the memory estimate is still there to compare
-    broken = [code for code in codes if code.startswith(BAD_CODES) and code != "GP010"]
-    if result is None or result.get("finetune") is None or broken:
-        raise SystemExit(f"{record['id']}: the spec does not resolve ({', '.join(codes)})")
-    return result["finetune"], codes
+    return job_estimate(record, "finetune")
 
 
 def score(data: dict[str, Any]) -> tuple[list[Scored], list[OomVerdict]]:

@@ -8,9 +8,17 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any
 
+from gpuplan.architecture import Architecture
 from gpuplan.assumptions import GPUS_PER_NODE, finetune_assumptions, serve_assumptions
 from gpuplan.catalog import Gpu
-from gpuplan.estimate.bands import MemoryBand, SpeedBand, finetune_band, serving_speed_bands, training_speed_bands
+from gpuplan.estimate.bands import (
+    MemoryBand,
+    SpeedBand,
+    finetune_band,
+    serving_band,
+    serving_speed_bands,
+    training_speed_bands,
+)
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.engines import (
     SGLANG_ENGINE,
@@ -60,6 +68,7 @@ from gpuplan.estimate.training import (
 )
 from gpuplan.estimate.training_memory import estimate_training, states_floor
 from gpuplan.estimate.training_speed import TrainingSpeed, TrainingWorkload, training_speed
+from gpuplan.estimate.vllm_releases import vllm_release
 from gpuplan.layout import replicas as layout_replicas
 from gpuplan.records import evolve, record
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
@@ -179,6 +188,24 @@ class ServeEstimate:
     @property
     def fits(self) -> bool:
         return self.memory.fits
+
+    @property
+    def kv_band(self) -> MemoryBand:
+        """The measured error of the KV cache the engine allocates (startup logs not used to tune the model)."""
+        return serving_band()
+
+    def planned_kv_pool(self, confidence: float) -> int:
+        """The KV cache a decision at ``confidence`` plans for: the band's low edge of the engine's pool."""
+        return planned_kv_pool(self.memory, confidence)
+
+    def planned_bytes(self, confidence: float) -> int:
+        """The per-GPU figure a decision at ``confidence`` plans for (``planned_serving_bytes``)."""
+        return planned_serving_bytes(self.memory, confidence)
+
+    def fits_at(self, confidence: float) -> bool:
+        """Whether the declared sequences fit the KV cache the engine allocates at the band's low edge."""
+        memory = self.memory
+        return memory.fits and self.planned_bytes(confidence) + memory.graphs_inside <= memory.budget
 
     @functools.cached_property
     def max_concurrency(self) -> int:
@@ -340,7 +367,21 @@ def checkpoint_bytes(setup: TrainingSetup) -> int:
     return math.ceil(trainable * adapter_bytes + states)
 
 
-def engine_memory_limits(job: Serve, gpu: Gpu, tp: int) -> tuple[int, int]:
+def planned_kv_pool(memory: ServingMemory, confidence: float) -> int:
+    """The KV cache the engine allocates on one GPU at the low edge of the serving band at ``confidence``
+    (an engine that allocates none stays at its estimate: it does not start either way)."""
+    pool = memory.kv_available
+    return pool if pool <= 0 else math.floor(serving_band().smallest(pool, confidence))
+
+
+def planned_serving_bytes(memory: ServingMemory, confidence: float) -> int:
+    """The per-GPU serving figure a decision at ``confidence`` plans for: the estimate plus what the KV cache
+    may come short by at the band's low edge, so that it fits the budget exactly when the declared sequences
+    fit that smaller KV cache."""
+    return memory.per_gpu + (memory.kv_available - planned_kv_pool(memory, confidence))
+
+
+def engine_memory_limits(job: Serve, gpu: Gpu, tp: int, architecture: Architecture) -> tuple[int, int]:
     """(tokens, sequences) the engine's memory depends on, the spec's where it sets them, else as the engine
     defaults them for ``gpu`` at ``tp`` ranks: vLLM's profiled batch and sampler warm-up
     (``max_batched_tokens``, ``max_sequences``); SGLang's chunked_prefill_size (``max_batched_tokens``) and
@@ -351,7 +392,12 @@ def engine_memory_limits(job: Serve, gpu: Gpu, tp: int) -> tuple[int, int]:
         return job.max_batched_tokens or chunked, graph_bs
     if engine == TRTLLM_ENGINE:
         return job.max_batched_tokens or TRTLLM_MAX_NUM_TOKENS, TRTLLM_MAX_BATCH_SIZE
-    default_batched, default_seqs = engine_batch_limits(gpu.memory_bytes, gpu.id)
+    # V0 releases turn chunked prefill on by themselves above 32K tokens, except for sliding-window models,
+    # LoRA and speculative decoding (arg_utils.py: use_sliding_window, use_lora, use_spec_decode).
+    chunks = not (architecture.windowed or job.lora or job.speculation)
+    default_batched, default_seqs = engine_batch_limits(
+        gpu.memory_bytes, gpu.id, vllm_release(job.engine_version), job.context, chunks
+    )
     return job.max_batched_tokens or default_batched, job.max_sequences or default_seqs
 
 
@@ -361,7 +407,9 @@ def memory_fraction(job: Serve, gpu: Gpu, tp: int | None = None) -> float:
     if job.memory_utilization is not None:
         return job.memory_utilization
     tensor_parallel = tp or job.hardware.tensor_parallel
-    return default_memory_fraction(job.engine, gpu.memory_bytes, tensor_parallel, job.hardware.pipeline_parallel)
+    return default_memory_fraction(
+        job.engine, gpu.memory_bytes, tensor_parallel, job.hardware.pipeline_parallel, vllm_release(job.engine_version)
+    )
 
 
 def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None = None) -> ServingSetup:
@@ -369,7 +417,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
     dtype_bytes = DTYPE_BYTES[spec.model.dtype]
     tensor_parallel = tp or job.hardware.tensor_parallel
     # The engine profiles with the limits it is configured with: the spec's, else its defaults for the GPU.
-    max_batched, max_seqs = engine_memory_limits(job, gpu, tensor_parallel)
+    max_batched, max_seqs = engine_memory_limits(job, gpu, tensor_parallel, spec.model.architecture)
     kv_bytes = dtype_bytes if job.kv_cache_dtype == "auto" else DTYPE_BYTES[job.kv_cache_dtype]
     tenants = tuple(
         Tenant(
@@ -409,6 +457,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         expert_alignment=mxfp4_moe_alignment(gpu.arch)
         if job.engine == "vllm" and "mxfp4" in job.quantizations
         else (1, 1),
+        release=vllm_release(job.engine_version),
     )
 
 
@@ -626,6 +675,36 @@ def _memory_band_dict(f: FinetuneEstimate, confidence: float, figure: str = "dev
     }
 
 
+def _kv_pool_band_dict(s: ServeEstimate, confidence: float) -> dict[str, Any] | None:
+    """The KV cache the engine allocates between the band's edges (low: the danger side); None when the
+    budget leaves it nothing (the engine does not start, whatever the error)."""
+    pool = s.memory.kv_available
+    if pool <= 0:
+        return None
+    return {
+        "low": s.planned_kv_pool(confidence),
+        "high": math.ceil(max(pool, s.kv_band.edges(pool, confidence)[1])),
+        "slow": "low",
+        "confidence": confidence,
+        "records": s.kv_band.records,
+        "pooled": s.kv_band.pooled,
+        "basis": s.kv_band.describe(),
+    }
+
+
+def _serving_band_dict(s: ServeEstimate, confidence: float) -> dict[str, Any]:
+    """The per-GPU figure within the engine budget: the estimate, and at the high edge what the KV pool may
+    come short by (``planned_serving_bytes``)."""
+    return {
+        "low": s.memory.per_gpu,
+        "high": s.planned_bytes(confidence),
+        "confidence": confidence,
+        "records": s.kv_band.records,
+        "pooled": s.kv_band.pooled,
+        "basis": s.kv_band.describe(),
+    }
+
+
 def _serve_speed_bands(s: ServeEstimate, confidence: float) -> dict[str, Any]:
     figures = {
         "ttft_ms_band": ("ttft", s.speed.ttft_s * 1000, MS_DIGITS),
@@ -693,7 +772,7 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
         result["serve"] = {
             "params": s.setup.architecture.params,
             "per_gpu_bytes": s.memory.per_gpu,
-            "per_gpu_bytes_band": None,  # no serving memory measured outside the runs the model was tuned on
+            "per_gpu_bytes_band": _serving_band_dict(s, analysis.spec.plan.confidence),
             "breakdown": s.memory.breakdown,
             "gpu": s.gpu.id,
             "gpus": s.gpus,
@@ -701,10 +780,14 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "fits": s.fits,
             "kv_bytes_per_token": s.memory.kv_bytes_per_token,
             "kv_cache_tokens": s.memory.kv_cache_tokens,
+            # the KV cache the engine allocates: what its budget leaves (negative: it refuses to start)
+            "kv_pool_bytes": s.memory.kv_available,
+            "kv_pool_bytes_band": _kv_pool_band_dict(s, analysis.spec.plan.confidence),
             "non_kv_bytes": s.memory.non_kv,
             "vision_params": s.setup.architecture.vision_params,
             "vision_weight_bytes": s.memory.vision_weights,
             "cuda_graph_bytes": s.memory.cuda_graphs,
+            "cuda_graphs_in_budget": s.memory.graphs_in_budget,
             "lora_slot_bytes": s.memory.lora_slots,
             "lora_host_bytes_per_gpu": None
             if s.job.lora is None
@@ -713,7 +796,7 @@ def to_dict(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
             "speculative_tokens_per_step": None
             if s.job.speculation is None
             else round(expected_tokens(s.job.speculation.acceptance_rate, s.job.speculation.num_tokens), 4),
-            "memory_engine": memory_engine(s.job.engine),
+            "memory_engine": s.setup.release.label if s.job.engine == "vllm" else memory_engine(s.job.engine),
             **({} if figures_only else {"max_concurrency": s.max_concurrency, "max_context": s.max_context}),
             "engine": s.job.engine,
             # A layout that cannot start has no speed: null figures, and ``loads`` says why they are null.

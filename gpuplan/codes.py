@@ -214,6 +214,22 @@ CODES: dict[str, Code] = {
             Approval.NEEDS_CHANGE,
         ),
         Code(
+            "GP209",
+            "kv-capacity-at-risk",
+            "fit",
+            WARNING,
+            "The serving estimate holds the declared sequences, but the KV cache at its low edge at plan.confidence"
+            " does not.",
+            Approval.NEEDS_CHANGE,
+        ),
+        Code(
+            "GP210",
+            "engine-version-not-modelled",
+            "fit",
+            WARNING,
+            "serve.engine_version names a vLLM release outside those gpuplan models; it is estimated as the nearest.",
+        ),
+        Code(
             "GP301",
             "parallelism-needed",
             "parallelism",
@@ -433,8 +449,16 @@ def lookup(code_or_name: str) -> Code | None:
 
 
 def suggestions(code_or_name: str) -> list[str]:
-    """Up to three codes or names close to an unknown one, for "did you mean" messages."""
+    """Up to three codes or names close to an unknown one, for "did you mean" messages: difflib's closest,
+    and among equally close ones those that differ in the fewest places (a mistyped character, GP2O1 ->
+    GP201, before a transposition, GP210)."""
     import difflib  # only on the error path
 
-    choices = list(CODES) + list(_BY_NAME)
-    return difflib.get_close_matches(code_or_name.strip(), choices, n=3, cutoff=0.6)
+    wanted = code_or_name.strip()
+    close = difflib.get_close_matches(wanted, list(CODES) + list(_BY_NAME), n=12, cutoff=0.6)
+
+    def distance(choice: str) -> tuple[float, int]:
+        ratio = difflib.SequenceMatcher(None, wanted, choice).ratio()
+        return -ratio, sum(a != b for a, b in zip(wanted, choice, strict=False)) + abs(len(wanted) - len(choice))
+
+    return sorted(close, key=distance)[:3]

@@ -193,8 +193,10 @@ class FigureOutOfRange(ArithmeticError):
     """The estimate produced NaN, an infinity or a negative figure: never shown, reported as GP010."""
 
 
-# Figures that carry a sign: an error band's signed median is negative when gpuplan is below the measurements.
-SIGNED_FIGURES = frozenset({"signed_median"})
+# Figures that carry a sign: an error band's signed median is negative when gpuplan is below the measurements;
+# the KV pool is negative when the weights and reserves exceed the engine's budget (vLLM logs it so:
+# "Available KV cache memory: -2.14 GiB", and refuses to start).
+SIGNED_FIGURES = frozenset({"signed_median", "kv_pool_bytes"})
 
 
 def unsafe_figures(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:

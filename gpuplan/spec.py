@@ -151,6 +151,7 @@ class Serve:
     max_gpu_total_bytes: int | None = None  # TensorRT-LLM KvCacheConfig.max_gpu_total_bytes
     lora: LoraSlots | None = None  # serve.lora: multi-LoRA serving; None without adapters
     speculation: Speculation | None = None  # serve.speculative; None without speculative decoding
+    engine_version: str | None = None  # serve.engine_version: the vLLM release; None: the memory model's own
 
     @property
     def full_prompt(self) -> int:
@@ -687,6 +688,7 @@ def _serve(
         max_gpu_total_bytes=data.get("max_gpu_total_bytes"),
         lora=lora,
         speculation=speculation,
+        engine_version=data.get("engine_version"),
     )
 
 
@@ -758,6 +760,15 @@ def _speculation(
 def _engine_settings(resolver: _Resolver, data: dict[str, Any]) -> bool:
     """Whether the memory settings are ones ``serve.engine`` takes (GP026 at the setting otherwise)."""
     engine = data["engine"]
+    if "engine_version" in data and engine != "vllm":
+        resolver.problem(
+            "GP026",
+            ("serve", "engine_version"),
+            f"serve.engine_version names a vLLM release; serve.engine is {engine}, whose memory gpuplan models "
+            "at one release",
+            "set engine: vllm, or remove engine_version",
+        )
+        return False
     if "max_gpu_total_bytes" in data and engine != "trtllm":
         resolver.problem(
             "GP026",

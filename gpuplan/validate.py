@@ -140,7 +140,10 @@ def _findings_for(error: Any, document: LoadedDocument, budget: _Suggestions) ->
     if keyword == "type":
         wanted = error.validator_value
         words = " or ".join(_TYPE_WORDS.get(item, item) for item in ([wanted] if isinstance(wanted, str) else wanted))
-        yield _at(document, "GP102", pointer, f"{where} must be {words}, got {_describe(value)}")
+        # YAML reads an unquoted version as a number (0.10 is 0.1): a string wanted where a number stands
+        quoted = wanted == "string" and isinstance(value, (int, float)) and not isinstance(value, bool)
+        hint = "write it in quotes: YAML reads an unquoted 0.10 as the number 0.1" if quoted else ""
+        yield _at(document, "GP102", pointer, f"{where} must be {words}, got {_describe(value)}", hint=hint)
     elif keyword in _RANGE_WORDS:
         yield _at(
             document,

@@ -265,8 +265,9 @@ def problems(results: dict[str, tuple[int, str, str]], signed: frozenset[str] = 
     """Every way the outputs of one input break the contract; ``results`` maps a command to (code, out, err).
 
     ``signed``: JSON keys whose numbers may be negative (still finite), as a plan's ``headroom_pct`` is
-    for a layout that does not fit; an error band's ``signed_median`` (a bias) always may."""
-    signed = signed | {"signed_median"}
+    for a layout that does not fit; an error band's ``signed_median`` (a bias) and the KV pool a budget
+    does not leave (``kv_pool_bytes``: vLLM prints it negative and does not start) always may."""
+    signed = signed | {"signed_median", "kv_pool_bytes"}
     found = []
     for command, (code, out, err) in results.items():
         if code not in (0, 1, 2):

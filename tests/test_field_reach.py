@@ -269,6 +269,22 @@ CHANGES_NOTHING: dict[str, Why] = {
         "TensorRT-LLM's cap on its KV cache (KvCacheConfig.max_gpu_total_bytes): GP026 rejects it with another engine",
         lambda d, a: a.serve.job.engine != "trtllm",
     ),
+    "serve.engine": Why(
+        "with serve.engine_version set, vllm is the only engine the spec takes (GP026 rejects the others)",
+        lambda d, a: "engine_version" in d["serve"],
+    ),
+    "serve.slo.ttft_ms": Why(
+        "an engine that does not start has no latency for an SLO to bound (only the fit hint's search reads it)",
+        lambda d, a: not a.serve.loads,
+    ),
+    "serve.slo.tpot_ms": Why(
+        "an engine that does not start has no latency for an SLO to bound (only the fit hint's search reads it)",
+        lambda d, a: not a.serve.loads,
+    ),
+    "serve.engine_version": Why(
+        "a vLLM release: GP026 rejects it with another engine, whose memory gpuplan models at one release",
+        lambda d, a: a.serve.job.engine != "vllm",
+    ),
 }
 
 
@@ -411,6 +427,8 @@ def values(field: Field, data: dict[str, Any]) -> list[Any]:
         return ["EUR"]
     if key == "serve.speculative.draft_model":
         return [m for m in ("llama-3.2-1b", "llama-3.2-3b") if m != current]
+    if key == "serve.engine_version":  # a V0 release profiles other batches and sorts its sampler's logits
+        return [v for v in ("0.6.4", "0.10.2") if v != current]
     if key == "waivers[].rule":
         return [r for r in ("GP507", "GP504") if r != current]
     if "oneOf" in node:

@@ -131,9 +131,62 @@ def test_estimate_text_states_the_three_states(tmp_path):
     assert "usable -> fits\n" in out
 
 
-def test_serving_memory_states_that_it_has_no_band():
-    _, out, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "serve-llama-70b.yaml"))
-    assert json.loads(out)["serve"]["per_gpu_bytes_band"] is None
+def kv_low_ratio(confidence: float) -> float:
+    """The serving band's low edge at ``confidence``, by hand: the ceil((1 - confidence) x n)-th smallest."""
+    ratios = BANDS["memory"]["serving"]["kv_pool"]["ratios"]
+    return ratios[math.ceil(round((1 - confidence) * len(ratios), 9)) - 1]
+
+
+L40S_SPEC = (
+    "version: 1\nname: kv\nmodel: {id: llama-3.1-8b}\nserve: {context: 32768, concurrency: %d, hardware: {gpu: l40s}}\n"
+)
+
+
+def test_a_kv_cache_that_holds_the_sequences_on_the_estimate_but_not_at_its_low_edge(tmp_path):
+    # Llama-3.1-8B on one L40S (47,770,773,750 B as CUDA reports it) at 32,768 tokens with vLLM v0.19's
+    # defaults for a GPU under 70 GiB (2,048 tokens, 256 sequences): budget int(0.9 x 47,770,773,750) =
+    # 42,993,696,375; weights 8,030,261,248 x 2 + rotary 131,072 x 128 x 2 = 16,094,076,928; the sampler
+    # warm-up 256 x 128,256 x 14 + 2,048 x 4,096 x 2 = 476,446,720 (over the forward 2,048 x 118,784);
+    # non-torch 268,435,456. The engine's pool: 42,993,696,375 - 16,838,959,104 = 26,154,737,271 B, 6.09
+    # sequences of 32,768 x 131,072 B = 4 GiB.
+    pool = 42_993_696_375 - (16_094_076_928 + 476_446_720 + 268_435_456)
+    low = math.floor(pool * kv_low_ratio(0.9))  # the 2nd smallest of the 16 shipped ratios
+    spec_path = tmp_path / "six.yaml"
+    spec_path.write_text(L40S_SPEC % 6)
+    _, out, _ = run_cli("estimate", "--format", "json", str(spec_path))
+    serve = json.loads(out)["serve"]
+    assert serve["kv_pool_bytes"] == pool == 26_154_737_271
+    band = serve["kv_pool_bytes_band"]
+    assert (band["low"], band["slow"], band["records"], band["confidence"]) == (low, "low", 16, 0.9)
+    assert serve["per_gpu_bytes_band"]["high"] == serve["per_gpu_bytes"] + pool - low
+    # Six sequences need 24 GiB: within the 24.36 GiB pool (a fit), beyond the low edge (20.5 GiB): GP209.
+    assert pool >= 6 * 4 * GIB and low < 6 * 4 * GIB and serve["fits"]
+    (finding,) = [f for f in json.loads(out)["findings"] if f["code"] == "GP209"]
+    assert finding["severity"] == "warning" and finding["pointer"] == "/serve/concurrency"
+    assert finding["message"].startswith(
+        f"6 x 32,768 tokens need 24.0 GiB of KV cache per GPU; at 90% confidence the engine allocates as little as "
+        f"{low / GIB:.1f} GiB (the engine's KV cache 24.4 GiB estimated x {kv_low_ratio(0.9):.2f}"
+    )
+    _, text, _ = run_cli("estimate", str(spec_path))
+    assert "of 40.04 GiB engine budget -> AT RISK at 90% confidence" in text
+    assert f"KV cache the engine allocates: 24.36 GiB; at 90% confidence {low / GIB:,.2f} GiB (x 0.84:" in text
+    # Five sequences (20 GiB) leave 10.9% of the budget on the estimate: sound at 0.5, where the low edge is
+    # the 8th ratio (1.0017, no shortfall); at 0.9 the pool may come short by pool - low, which leaves under
+    # the 10% margin: GP202 at 90% confidence, and the planner recommends two L40S instead.
+    per_gpu = 16_838_959_104 + 5 * 4 * GIB
+    assert (
+        (42_993_696_375 - per_gpu) / 42_993_696_375 > 0.1 > (42_993_696_375 - per_gpu - (pool - low)) / 42_993_696_375
+    )
+    spec_path.write_text(L40S_SPEC % 5)
+    _, out, _ = run_cli("lint", "--format", "json", str(spec_path))
+    assert [f["code"] for f in json.loads(out)["findings"] if f["code"].startswith("GP2")] == ["GP202"]
+    _, at_90, _ = run_cli("plan", "--format", "json", "--gpu", "l40s", str(spec_path))
+    (job,) = json.loads(at_90)["jobs"]
+    assert not job["declared"]["sound"] and job["declared"]["meets"]["headroom"] is False
+    assert (job["recommended"]["gpu"], job["recommended"]["gpus"]) == ("l40s", 2)
+    _, at_50, _ = run_cli("plan", "--format", "json", "--gpu", "l40s", "--confidence", "0.5", str(spec_path))
+    (job,) = json.loads(at_50)["jobs"]
+    assert job["declared"]["sound"] and (job["recommended"]["gpu"], job["recommended"]["gpus"]) == ("l40s", 1)
 
 
 @settings(max_examples=15, deadline=None)

@@ -28,6 +28,10 @@ _PATTERN_STRATEGIES = {
     "^[a-z0-9][a-z0-9._-]*$": st.from_regex(r"\A[a-z0-9][a-z0-9._-]{0,20}\Z"),
     "^[ASLM-]+$": st.from_regex(r"\A[ASLM-]{1,60}\Z"),  # architecture.layer_pattern
     "^(sm[0-9]{2,3}|gfx[0-9a-f]{3,4})$": st.from_regex(r"\A(sm[0-9]{2,3}|gfx[0-9a-f]{3,4})\Z"),  # a custom GPU's arch
+    # serve.engine_version: releases as pip and vLLM print them, in and out of the modelled range
+    "^v?[0-9]+\\.[0-9]+(\\.[0-9]+)?([.+-][0-9A-Za-z.+-]*)?$": st.from_regex(
+        r"\Av?0\.[0-9]{1,2}(\.[0-9]{1,2})?(\.post[0-9]|\.dev[0-9]{1,3}\+g[0-9a-f]{7})?\Z"
+    ),
 }
 
 

@@ -42,6 +42,7 @@ def judged_at_the_estimate():
         for kind in ("full", "lora", "qlora")
         for figure in ("device", "allocated")
     }
+    unit[("serving", "kv_pool")] = MemoryBand("serving", "kv_pool", (1.0,), pooled=False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(bands_module, "memory_bands", lambda: unit)
         yield

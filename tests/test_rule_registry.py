@@ -59,8 +59,9 @@ def test_unknown_rule_names_the_way_out():
 
 
 def test_several_suggestions_are_listed_with_commas():
-    # difflib's three closest codes to "GP20" are GP208, GP207 and GP206 (equal ratios among GP201-GP208,
-    # the later codes first): the message lists them as written, separated by ", ".
+    # "GP20" is equally close (difflib ratio 8/9) to GP201-GP209 and GP210; GP201-GP209 differ from it in one
+    # place (a character added), GP210 in two (the fourth character and one added), and among equals the
+    # later codes come first (difflib's order): GP209, GP208 and GP207, separated by ", ".
     with pytest.raises(GpuplanError) as raised:
         registry.get_rule("GP20")
-    assert str(raised.value) == "unknown rule 'GP20'; did you mean GP208, GP207, GP206?"
+    assert str(raised.value) == "unknown rule 'GP20'; did you mean GP209, GP208, GP207?"

@@ -142,11 +142,13 @@ def test_one_gpu_every_term():
     # KV per layer and token: K and V of one 4-wide head, 2 x 4 x 2 B = 16; 20 tokens fill two 16-token
     # blocks: 16 x 2 layers x 32 = 1,024 per sequence, x 400 = 409,600.
     # Torch peak: the forward of 8 tokens x (8 x 8 residual + 6 x 16 MLP = 160) = 1,280 loses to the
-    # sampler warm-up 4 x 32 x 14 + 8 x 8 x 2 = 1,920. Non-torch: 0.25 GiB on one GPU.
-    # per_gpu 3,920 + 409,600 + 1,920 + 268,435,456 = 268,850,896 within the budget 0.9 x 3e8 = 2.7e8;
-    # KV available 2.7e8 - 268,441,296 = 1,558,704: 1,558,704 // (256 B page x 2 layers) = 3,044 blocks
-    # = 48,704 tokens; 1,558,704 // 1,024 = 1,522 sequences; at 400 sequences a sequence may hold
-    # 1,558,704 / (400 x 512) = 7.6 -> 7 blocks = 112 tokens.
+    # sampler warm-up over 4 requests, which v0.19 samples by PyTorch's sort below 8 (the Triton kernel
+    # from 8): per logit bf16 2 + fp32 4 + sorted values 4 and int64 indices 8 + the sort's two int2 arrays
+    # 16 and CUB's alternate buffers 4 + 8 = 46, so 4 x 32 x 46 + 8 x 8 x 2 = 6,016. Non-torch: 0.25 GiB.
+    # per_gpu 3,920 + 409,600 + 6,016 + 268,435,456 = 268,854,992 within the budget 0.9 x 3e8 = 2.7e8;
+    # KV available 2.7e8 - 268,445,392 = 1,554,608: 1,554,608 // (256 B page x 2 layers) = 3,036 blocks
+    # = 48,576 tokens; 1,554,608 // 1,024 = 1,518 sequences; at 400 sequences a sequence may hold
+    # 1,554,608 / (400 x 512) = 7.6 -> 7 blocks = 112 tokens.
     # CUDA graphs for 4 sequences: sizes 1, 2, 4, 8, in two modes: 2 x 200 MiB + 6 x 6 MiB = 436 MiB,
     # which do not fit beside 268.9 MB in 300 MB.
     setup = ServingSetup(architecture=TINY, context=20, concurrency=400, max_batched_tokens=8, max_num_seqs=4)
@@ -154,7 +156,7 @@ def test_one_gpu_every_term():
     assert (memory.weights, memory.kv_cache, memory.activation_reserve, memory.runtime) == (
         3920,
         409600,
-        1920,
+        6016,
         NON_TORCH_SINGLE,
     )
     assert NON_TORCH_SINGLE == 268_435_456
@@ -162,14 +164,14 @@ def test_one_gpu_every_term():
     assert (memory.kv_bytes_per_sequence, memory.kv_bytes_per_token) == (1024, 32.0)
     assert (memory.kv_page_bytes, memory.kv_group_size, memory.kv_groups) == (256, 2, 1)
     assert (memory.cuda_graphs, memory.capacity, memory.vision_weights) == (436 * MIB, 300_000_000, 0)
-    assert memory.breakdown == {"weights": 3920, "kv_cache": 409600, "activations": 1920, "runtime": 268_435_456}
-    assert (memory.per_gpu, memory.non_kv, memory.kv_available) == (268_850_896, 268_441_296, 1_558_704)
-    assert memory.kv_cache_tokens == 48_704
-    assert max_concurrency(memory) == 1522
+    assert memory.breakdown == {"weights": 3920, "kv_cache": 409600, "activations": 6016, "runtime": 268_435_456}
+    assert (memory.per_gpu, memory.non_kv, memory.kv_available) == (268_854_992, 268_445_392, 1_554_608)
+    assert memory.kv_cache_tokens == 48_576
+    assert max_concurrency(memory) == 1518
     assert max_context(setup, memory) == 112
     assert not memory.fits  # the graphs do not fit beside it
     roomy = estimate_serving(setup, usable_bytes=800_000_000)
-    assert roomy.fits  # 268,850,896 + 457,179,136 = 726,030,032 <= 8e8 and within the 7.2e8 budget
+    assert roomy.fits  # 268,854,992 + 457,179,136 = 726,034,128 <= 8e8 and within the 7.2e8 budget
 
 
 def test_quantized_pipeline_and_tensor_parallel():
@@ -177,8 +179,9 @@ def test_quantized_pipeline_and_tensor_parallel():
     # Per layer: (2,400 - 512 embedding - 512 head - 80 norms) / 2 = 648 linear over TP 2 = 324, plus
     # (80 - 16 final norm) / 2 = 32 of norms. Stage 0: 356 + 512 / 2 embedding + 512 rotary = 1,124;
     # stage 1: 356 + 512 / 2 head + 16 final norm + 512 = 1,140.
-    # Torch peak on stage 1 (last): sampler 1,920 over the forward 8 x (64 + 6 x 16 / 2) = 896, plus the
-    # hidden state and residual passed between stages 2 x 8 x 8 x 2 = 256: 2,176; stage 0: 896 + 256 =
+    # Torch peak on stage 1 (last): sampler 6,016 (test_one_gpu_every_term) over the forward 8 x (64 +
+    # 6 x 16 / 2) = 896, plus the hidden state and residual passed between stages 2 x 8 x 8 x 2 = 256:
+    # 6,272; stage 0: 896 + 256 =
     # 1,152. Stage 1 has the least room: it is reported. KV: one layer, 1 B per value, the single KV head
     # replicated over TP: 2 x 4 x 1 = 8 B per token, 32 tokens: 256. Per token, all layers, per stage: 16 / 2.
     setup = ServingSetup(
@@ -195,7 +198,7 @@ def test_quantized_pipeline_and_tensor_parallel():
     )
     assert stage_weights(TINY, "awq", 2, 2, 2, 4) == (1124.0, 1140.0)
     memory = estimate_serving(setup, usable_bytes=4 * GIB)
-    assert (memory.weights, memory.activation_reserve, memory.runtime) == (1140, 2176, NON_TORCH_TP)
+    assert (memory.weights, memory.activation_reserve, memory.runtime) == (1140, 6272, NON_TORCH_TP)
     assert (memory.kv_cache, memory.kv_bytes_per_sequence, memory.kv_bytes_per_token) == (256, 256, 8.0)
     assert (memory.kv_page_bytes, memory.kv_group_size, memory.kv_groups) == (128, 1, 1)
     assert memory.budget == int(0.9 * 4 * GIB)
@@ -256,7 +259,7 @@ def test_the_stages_hold_every_parameter_once_and_the_tied_heads_copy():
 
 def test_tenants_share_the_gpu():
     # A second TINY tenant at 36 tokens (3 blocks: 16 x 2 x 48 = 1,536 B) x 2 sequences = 3,072 B of KV
-    # and its 3,920 B of weights; the torch peak is the larger of the two models' (equal here: 1,920).
+    # and its 3,920 B of weights; the torch peak is the larger of the two models' (equal here: 6,016).
     tenant = Tenant("second", TINY, "none", context=36, concurrency=2)
     setup = ServingSetup(
         architecture=TINY, context=20, concurrency=1, max_batched_tokens=8, max_num_seqs=4, tenants=(tenant,)
@@ -266,20 +269,20 @@ def test_tenants_share_the_gpu():
     assert memory.breakdown == {
         "weights": 3920,
         "kv_cache": 1024,
-        "activations": 1920,
+        "activations": 6016,
         "runtime": NON_TORCH_SINGLE,
         "tenant_weights": 3920,
         "tenant_kv_cache": 3072,
     }
-    # non-KV: per_gpu less both caches: 3,920 + 1,920 + 268,435,456 + 3,920.
-    assert memory.non_kv == 268_445_216
+    # non-KV: per_gpu less both caches: 3,920 + 6,016 + 268,435,456 + 3,920.
+    assert memory.non_kv == 268_449_312
     # KV the engine can allocate: 2.7e8 less everything but its own cache (the tenant's cache included):
-    # 2.7e8 - 268,445,216 - 3,072 = 1,551,712. The engine's pool is that, once: 1,551,712 // 1,024 B per
-    # sequence = 1,515 sequences (1,512 when the tenant's cache was subtracted a second time); blocks of
-    # 256 B x 2 layers: 1,551,712 // 512 = 3,030 blocks of 16 tokens = 48,480 tokens.
-    assert memory.kv_available == 1_551_712
-    assert max_concurrency(memory) == 1515
-    assert memory.kv_cache_tokens == 48_480
+    # 2.7e8 - 268,449,312 - 3,072 = 1,547,616. The engine's pool is that, once: 1,547,616 // 1,024 B per
+    # sequence = 1,511 sequences (1,508 when the tenant's cache was subtracted a second time); blocks of
+    # 256 B x 2 layers: 1,547,616 // 512 = 3,022 blocks of 16 tokens = 48,352 tokens.
+    assert memory.kv_available == 1_547_616
+    assert max_concurrency(memory) == 1511
+    assert memory.kv_cache_tokens == 48_352
 
 
 def test_hybrid_kv_groups_pad_the_windowed_kind():
@@ -505,13 +508,13 @@ def test_max_context_when_the_cache_is_exactly_full():
 
 
 def test_a_pool_smaller_than_one_sequence_holds_none():
-    # Not at least one: test_one_gpu_every_term's one-GPU TINY deployment leaves 1,558,704 B of KV pool
-    # for 1,024 B sequences (1,522 of them); with a budget 1,558,204 B smaller the pool is 500 B, less
+    # Not at least one: test_one_gpu_every_term's one-GPU TINY deployment leaves 1,554,608 B of KV pool
+    # for 1,024 B sequences (1,518 of them); with a budget 1,554,108 B smaller the pool is 500 B, less
     # than one sequence: 0, which GP203 reports as "at most 0".
     setup = ServingSetup(architecture=TINY, context=20, concurrency=400, max_batched_tokens=8, max_num_seqs=4)
     memory = estimate_serving(setup, usable_bytes=300_000_000)
-    assert (memory.kv_available, memory.kv_bytes_per_sequence, max_concurrency(memory)) == (1_558_704, 1024, 1522)
-    starved = dataclasses.replace(memory, budget=memory.budget - 1_558_204)
+    assert (memory.kv_available, memory.kv_bytes_per_sequence, max_concurrency(memory)) == (1_554_608, 1024, 1518)
+    starved = dataclasses.replace(memory, budget=memory.budget - 1_554_108)
     assert (starved.kv_available, max_concurrency(starved)) == (500, 0)
 
 

@@ -141,6 +141,27 @@ _PATTERN_VALUES = {
     "^[A-Z]{3}$": ["USD", "EUR", "ZZZ"],
     "^[a-z0-9][a-z0-9._-]*$": CUSTOM_GPU_IDS,
     "^[ASLM-]+$": ["A", "LLLA", "SA", "SSSSSA", "M-", "M-M-MA-", "L", "M", "-", "LA-", "SLM"],
+    # A release of every generation vllm_releases tells apart, the forms pip and vLLM print, and releases
+    # older and newer than it models.
+    "^v?[0-9]+\\.[0-9]+(\\.[0-9]+)?([.+-][0-9A-Za-z.+-]*)?$": [
+        "0.5.4",
+        "0.6.0",
+        "0.6.4.post1",
+        "0.6.5",
+        "0.7.3",
+        "0.8.0",
+        "0.8.5",
+        "0.9.1",
+        "0.10.1.dev101+gbda9d0535",
+        "0.11.0",
+        "0.11.2",
+        "0.17.0",
+        "0.19",
+        "0.20.0",
+        "0.28.0",
+        "0.34.0",
+        "v0.40",
+    ],
     # Every architecture gpuplan tells apart (vLLM's MXFP4 padding), and ones it does not know.
     "^(sm[0-9]{2,3}|gfx[0-9a-f]{3,4})$": [
         "sm75",
@@ -544,8 +565,14 @@ def _repair_hardware(hardware: dict[str, Any], pinned: frozenset[str], serve: bo
 
 
 def _repair_engine(serve: dict[str, Any], pinned: frozenset[str]) -> None:
-    """GP026: TensorRT-LLM's byte cap only with engine trtllm, whose fraction must stay below 1."""
+    """GP026: TensorRT-LLM's byte cap only with engine trtllm, whose fraction must stay below 1; a vLLM
+    release only with engine vllm."""
     engine = serve.get("engine", "vllm")
+    if "engine_version" in serve and engine != "vllm":
+        if "engine_version" in pinned and "engine" not in pinned:
+            serve["engine"] = engine = "vllm"
+        else:
+            del serve["engine_version"]
     if "max_gpu_total_bytes" in serve and engine != "trtllm":
         if "max_gpu_total_bytes" in pinned and "engine" not in pinned:
             serve["engine"] = engine = "trtllm"

@@ -8,7 +8,7 @@
 - docs/spec.md: the field reference, as ``gpuplan schema --markdown`` prints it (schemas/workload.schema.json
   through gpuplan/schema_doc.py);
 - docs/accuracy-results.md: the output of ``python benchmarks/accuracy.py --quiet``, ``python
-  benchmarks/finetune_peaks.py --quiet``, ``python benchmarks/bands.py`` and ``python
+  benchmarks/finetune_peaks.py --quiet``, ``python benchmarks/serving_memory.py``, ``python benchmarks/bands.py`` and ``python
   benchmarks/speed_accuracy.py``, and the speed error bands every estimate prints
   (gpuplan/estimate/calibration.py).
 
@@ -123,7 +123,8 @@ def accuracy_page() -> str:
     out = [
         _header(
             "`python benchmarks/accuracy.py --quiet`, `python benchmarks/finetune_peaks.py --quiet`, "
-            "`python benchmarks/bands.py` and `python benchmarks/speed_accuracy.py`"
+            "`python benchmarks/serving_memory.py`, `python benchmarks/bands.py` and "
+            "`python benchmarks/speed_accuracy.py`"
         ),
         "# Accuracy results",
         "",
@@ -151,11 +152,24 @@ def accuracy_page() -> str:
         _run_benchmark("finetune_peaks.py", "--quiet"),
         "```",
         "",
+        "## Serving memory, out of sample",
+        "",
+        "`python benchmarks/serving_memory.py`: the KV cache engines allocated in startup logs posted in public",
+        "threads (vLLM 0.6 to 0.19, each estimated at the release that ran: `serve.engine_version`; SGLang and",
+        "TensorRT-LLM), against gpuplan's figure; positive means gpuplan promised more KV cache than the engine",
+        "gave. Then the starts that failed, and whether gpuplan says the engine starts.",
+        "",
+        "```",
+        _run_benchmark("serving_memory.py"),
+        "```",
+        "",
         "## Error bands",
         "",
         "`python benchmarks/bands.py`. Memory: the ratio measured / estimate at 0.5, 0.8 and 0.9 and the worst, per",
         "kind and figure, over the records above; the fit rules and the planner judge a fine-tuning job at the",
-        "estimate times the ratio at `plan.confidence` (default 0.9). Speed: the ratio at 0.1, 0.5 and 0.9 and the",
+        "estimate times the ratio at `plan.confidence` (default 0.9). Serving (`kv_pool`): the KV cache's ratio",
+        "at 0.5, 0.2 and 0.1 and the lowest, its dangerous side; a serving job is judged with the KV cache at the",
+        "ratio at 1 - `plan.confidence`. Speed: the ratio at 0.1, 0.5 and 0.9 and the",
         "worst (the slow side: highest for a time, lowest for a throughput) per figure and serving load shape,",
         "each calibration record estimated with the figures fitted on every source but its own",
         "(leave-one-source-out) and the published load runs as they stand; the SLO rules and the planner judge a",

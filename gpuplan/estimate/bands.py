@@ -5,7 +5,8 @@ them and a test re-derives them and compares):
 
 - ``memory_bands.json``: for each fine-tuning kind (full, LoRA, QLoRA) and figure (``device``: the per-GPU
   figure the fit verdict uses; ``allocated``: the tensor peak) the sorted ratios measured / estimate of
-  published fine-tuning peaks no constant of gpuplan was set from.
+  published fine-tuning peaks no constant of gpuplan was set from; and for serving (``kv_pool``) those of
+  the KV cache the engine allocated, from engine startup logs gpuplan's serving constants were not read from.
 - ``speed_bands.json``: for each speed figure (TTFT, TPOT, output tokens/s, training tokens/s) and serving
   load shape (closed-loop, steady, burst) the sorted ratios measured / estimate, each record estimated with
   the figures fitted on every source but its own (leave-one-source-out), and the published load runs no
@@ -14,9 +15,10 @@ them and a test re-derives them and compares):
 The edge at confidence c is the estimate times the smallest ratio that at least c of the records stay at
 or below (the order statistic ceil(c x n); no distribution is assumed, so a band is only as wide as what
 was measured, and a group with few records borrows its family's, as the file says). For memory and
-latencies the pessimistic edge is the high one; for a throughput it is the low one (``Band.slow``). A job
-"fits at confidence c" when its memory's pessimistic edge fits, and meets an SLO at confidence c when the
-latency's slow edge does.
+latencies the pessimistic edge is the high one; for a throughput, and for the KV cache an engine allocates,
+it is the low one (``Band.slow``, ``MemoryBand.smallest``). A job "fits at confidence c" when its memory's
+pessimistic edge fits (a serving job: when the KV cache at its low edge holds the declared sequences), and
+meets an SLO at confidence c when the latency's slow edge does.
 """
 
 from __future__ import annotations
@@ -66,7 +68,14 @@ class MemoryBand:
         """The figure a decision at ``confidence`` plans for: never below the estimate itself."""
         return max(estimate, estimate * self.ratio(confidence))
 
+    def smallest(self, estimate: float, confidence: float) -> float:
+        """The low edge a decision at ``confidence`` plans for where less is the danger (the KV cache an engine
+        allocates): never above the estimate itself."""
+        return min(estimate, estimate * self.ratio(1 - confidence))
+
     def describe(self) -> str:
+        if self.kind == "serving":
+            return f"{self.records} published engine startup logs not used to tune the model"
         kind = {"full": "full fine-tuning", "lora": "LoRA", "qlora": "QLoRA"}[self.kind]
         runs = "fine-tuning runs of every kind" if self.pooled else f"{kind} runs"
         return f"{self.records} published {runs} not used to tune the model"
@@ -138,6 +147,11 @@ def job_kind(method: str) -> str:
 
 def finetune_band(method: str, figure: str = "device") -> MemoryBand:
     return memory_bands()[(job_kind(method), figure)]
+
+
+def serving_band() -> MemoryBand:
+    """The measured error of the KV cache an engine allocates (every engine's startup logs together)."""
+    return memory_bands()[("serving", "kv_pool")]
 
 
 def serving_speed_bands(arrival: str) -> dict[str, SpeedBand]:

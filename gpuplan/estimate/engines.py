@@ -45,9 +45,7 @@ from collections.abc import Callable
 
 from gpuplan.architecture import Architecture
 from gpuplan.estimate.serving import (
-    ENGINE as VLLM_ENGINE,
-)
-from gpuplan.estimate.serving import (
+    DEFAULT_RELEASE,
     ServingMemory,
     ServingSetup,
     ServingShape,
@@ -61,6 +59,10 @@ from gpuplan.estimate.serving import (
     stage_weights,
     unquantized_bytes,
 )
+from gpuplan.estimate.serving import (
+    ENGINE as VLLM_ENGINE,
+)
+from gpuplan.estimate.vllm_releases import VllmRelease
 from gpuplan.units import GIB, MIB
 
 SGLANG_ENGINE = "SGLang v0.5.3-v0.5.4 (mem_fraction_static of the memory free at start; 1-token pages)"
@@ -87,8 +89,8 @@ FRACTION_NAMES = {
 
 # -- defaults: the one source of each engine's memory defaults ---------------------------------------
 
-# vLLM EngineArgs.gpu_memory_utilization.
-VLLM_MEMORY_UTILIZATION = 0.9
+# vLLM EngineArgs.gpu_memory_utilization at the memory model's release (others: VllmRelease.default_utilization).
+VLLM_MEMORY_UTILIZATION = DEFAULT_RELEASE.default_utilization
 # tensorrt_llm/llmapi/llm_args.py KvCacheConfig.free_gpu_memory_fraction; TorchLlmArgs max_num_tokens and
 # max_batch_size; tokens_per_block (KvCacheConfig / TorchLlmArgs) 32.
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
@@ -152,17 +154,30 @@ def sglang_mem_fraction_static(memory_bytes: int, tensor_parallel: int, pipeline
     return max(0.0, round((mib - reserved) / mib, 3))
 
 
-def default_memory_fraction(engine_id: str, memory_bytes: int, tensor_parallel: int, pipeline_parallel: int) -> float:
-    """``serve.memory_utilization`` when the spec does not set it: each engine's own default."""
+def default_memory_fraction(
+    engine_id: str,
+    memory_bytes: int,
+    tensor_parallel: int,
+    pipeline_parallel: int,
+    release: VllmRelease = DEFAULT_RELEASE,
+) -> float:
+    """``serve.memory_utilization`` when the spec does not set it: each engine's own default (vLLM's at
+    ``release``, ``serve.engine_version``)."""
     engine = memory_engine(engine_id)
     if engine == SGLANG_ENGINE:
         return sglang_mem_fraction_static(memory_bytes, tensor_parallel, pipeline_parallel)
     if engine == TRTLLM_ENGINE:
         return TRTLLM_FREE_GPU_MEMORY_FRACTION
-    return VLLM_MEMORY_UTILIZATION
+    return release.default_utilization
 
 
-def budget_bound(engine_id: str, memory_utilization: float | None, usable_bytes: int, memory_bytes: int) -> float:
+def budget_bound(
+    engine_id: str,
+    memory_utilization: float | None,
+    usable_bytes: int,
+    memory_bytes: int,
+    release: VllmRelease = DEFAULT_RELEASE,
+) -> float:
     """An upper bound of the engine budget (``ServingMemory.budget``) on one GPU, whatever the layout: the
     planner prunes with it. SGLang's default fraction falls as TP grows, so TP 1 bounds it; TensorRT-LLM's
     budget is the whole usable memory (its fraction applies to what is left free)."""
@@ -171,7 +186,7 @@ def budget_bound(engine_id: str, memory_utilization: float | None, usable_bytes:
         return float(usable_bytes)
     fraction = memory_utilization
     if fraction is None:
-        fraction = default_memory_fraction(engine_id, memory_bytes, 1, 1)
+        fraction = default_memory_fraction(engine_id, memory_bytes, 1, 1, release)
     return usable_bytes * fraction
 
 
@@ -392,15 +407,24 @@ def engine_memory_notes(setup: ServingSetup, limits: str) -> tuple[tuple[str, st
             ),
             ("runtime", f"cuBLAS 0.25 GiB on one GPU; {communicators}), as vLLM's logs measure them"),
         )
-    arch, tp = setup.architecture, setup.tensor_parallel
-    block, _ = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context)
+    arch, tp, release = setup.architecture, setup.tensor_parallel, setup.release
+    block, _ = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context, release.block_tokens)
+    requests = sampler_requests(sequences, tokens)
+    share = f"{fraction:.0%} of GPU memory"
+    if release.extensible_kv:
+        share += " (at most what is free after warm-up, less max(1 GiB, 3/4 of the activation peak))"
+    graphs = "estimated and taken from the budget" if release.graphs_in_budget else "captured outside the budget"
+    context = "; the CUDA context counts against the budget (0.61 GiB)" if release.context_in_budget else ""
     return (
-        ("memory model", f"{engine}: {fraction:.0%} of GPU memory, {block:,}-token KV blocks"),
+        ("memory model", f"{release.label}: {share}, {block:,}-token KV blocks"),
         (
             "activation reserve",
             f"the larger of a dummy forward of {tokens:,} tokens and the sampler warm-up over"
-            f" {sampler_requests(sequences, tokens):,} requests (14 B per request x vocabulary entry), at"
-            f" {limits}; CUDA graphs captured outside the budget",
+            f" {requests:,} requests ({release.sampler_bytes_per_logit(requests)} B per request x vocabulary"
+            f" entry), at {limits}; CUDA graphs {graphs}",
         ),
-        ("runtime", "non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank"),
+        (
+            "runtime",
+            f"non-torch memory: 0.25 GiB on one GPU, 0.07 GiB per pipeline rank, 2.07 GiB per TP rank{context}",
+        ),
     )

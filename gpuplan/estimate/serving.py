@@ -1,4 +1,5 @@
-"""Serving memory per GPU, as vLLM v0.19 (V1 engine) sizes it at startup.
+"""Serving memory per GPU, as vLLM sizes it at startup: v0.19 (V1 engine) unless ``serve.engine_version``
+names another release (what differs by release: gpuplan.estimate.vllm_releases).
 
 vLLM profiles before it allocates the KV cache (vllm/v1/worker/gpu_worker.py ``determine_available_memory``):
 ``available KV = gpu_memory_utilization x total - (weights + torch peak increase + non-torch increase)``,
@@ -35,20 +36,16 @@ from gpuplan.architecture import Architecture
 from gpuplan.catalog import compute_capability
 from gpuplan.estimate.lora_serving import LoraSlots, slot_stage_bytes
 from gpuplan.estimate.speculative import Speculation, proposer_kv_per_token, proposer_weight_bytes
+from gpuplan.estimate.vllm_releases import CUDA_CONTEXT_BYTES, VllmRelease, vllm_release
 from gpuplan.records import evolve, record
 from gpuplan.units import GIB, MIB
 
-ENGINE = "vLLM v0.19 (V1 engine, OpenAI API server defaults)"
+ENGINE = "vLLM v0.19 (V1 engine, OpenAI API server defaults)"  # the memory model's key; labels: VllmRelease
+DEFAULT_RELEASE = vllm_release(None)
 BLOCK_TOKENS = 16  # vLLM default block_size on CUDA
 # vllm/engine/arg_utils.py get_batch_defaults, OpenAI API server: GPUs with >= 70 GiB other than A100
 # get 8,192 batched tokens and 1,024 sequences; others 2,048 and 256 ("Defaulting max_num_seqs to 1024").
-LARGE_GPU_BYTES = 70 * GIB
 LARGE_GPU_BATCH = (8192, 1024)
-SMALL_GPU_BATCH = (2048, 256)
-# Sampler warm-up per dummy request and vocabulary entry: bf16 logits (2) + fp32 copy (4) + fp32
-# probabilities (4) + fp32 exponential noise of the Gumbel-max draw (4); the logs' torch peak grows by
-# 14.1-14.5 B per (request x vocab entry) between Llama-3.1-8B, Qwen2.5-7B and phi-4.
-SAMPLER_BYTES_PER_LOGIT = 14
 # "non-torch forward increase memory" in the v0.19 H100 logs: 0.24-0.25 GiB on one GPU (cuBLAS/cuDNN
 # workspaces), 0.07 GiB per pipeline rank (NCCL point-to-point only), 2.07 GiB per tensor-parallel rank
 # (NCCL communicators and vLLM's custom all-reduce buffers; TP 2 on HGX H100, Llama-3.1-8B and Mixtral).
@@ -167,6 +164,7 @@ class ServingSetup:
     lora: LoraSlots | None = None  # serve.lora: adapter slots (gpuplan.estimate.lora_serving)
     speculation: Speculation | None = None  # serve.speculative: the proposer (gpuplan.estimate.speculative)
     expert_alignment: tuple[int, int] = (1, 1)  # vLLM's MXFP4 expert padding on the GPU (mxfp4_moe_alignment)
+    release: VllmRelease = DEFAULT_RELEASE  # serve.engine_version: what vLLM's sizing does (vllm_releases)
 
 
 @record
@@ -182,7 +180,8 @@ class ServingMemory:
     budget: int  # usable bytes x memory utilization
     kv_bytes_per_sequence: int
     kv_bytes_per_token: float  # all layers on one GPU, full-attention layers only
-    cuda_graphs: int = 0  # captured after the KV cache, outside the budget
+    cuda_graphs: int = 0  # captured after the KV cache; outside the budget unless ``graphs_in_budget``
+    graphs_in_budget: bool = False  # vLLM 0.20 on: their estimate is taken from the budget before the KV cache
     capacity: int = 0  # the GPU's usable bytes
     vision_weights: int = 0  # the part of ``weights`` that is the vision tower
     kv_page_bytes: int = 0  # one block of one layer slot
@@ -239,7 +238,7 @@ class ServingMemory:
     def kv_available(self) -> int:
         """KV bytes the engine allocates after everything else (negative when nothing is left): the room
         the budget leaves, times ``kv_share`` and within ``kv_cap`` where the engine has them."""
-        room = self.budget - (self.per_gpu - self.kv_cache)
+        room = self.budget - (self.per_gpu - self.kv_cache) - self.graphs_inside
         if room <= 0 or (self.kv_share == 1.0 and not self.kv_cap):
             return room
         pool = int(room * self.kv_share)
@@ -259,18 +258,28 @@ class ServingMemory:
         return int(blocks // self.kv_groups * self.kv_block_tokens)
 
     @property
+    def graphs_inside(self) -> int:
+        """The CUDA-graph bytes the budget pays for (0 where they are captured outside it)."""
+        return self.cuda_graphs if self.graphs_in_budget else 0
+
+    @property
     def fits(self) -> bool:
-        outside = self.cuda_graphs + self.outside_budget
-        graphs_fit = not self.capacity or self.per_gpu + outside <= self.capacity
-        return self.per_gpu <= self.budget and graphs_fit
+        graphs_fit = not self.capacity or self.per_gpu + self.cuda_graphs + self.outside_budget <= self.capacity
+        return self.per_gpu + self.graphs_inside <= self.budget and graphs_fit
 
 
-def engine_batch_limits(total_bytes: int, gpu_name: str) -> tuple[int, int]:
+def engine_batch_limits(
+    total_bytes: int,
+    gpu_name: str,
+    release: VllmRelease = DEFAULT_RELEASE,
+    context: int = 0,
+    chunks_by_itself: bool = True,
+) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM's API server picks for this GPU: the one source of
     these defaults, for memory (the profiled batch) and for speed (the scheduler's budget). ``total_bytes``
-    is the device's total memory as CUDA reports it (``get_device_total_memory``)."""
-    large = total_bytes >= LARGE_GPU_BYTES and "a100" not in gpu_name.lower()
-    return LARGE_GPU_BATCH if large else SMALL_GPU_BATCH
+    is the device's total memory as CUDA reports it (``get_device_total_memory``); ``context`` and
+    ``chunks_by_itself`` matter to V0 releases only (``VllmRelease.batch_defaults``)."""
+    return release.batch_defaults(total_bytes, gpu_name, context, chunks_by_itself)
 
 
 def weight_bytes(
@@ -486,12 +495,14 @@ def cached_tokens(
     return math.ceil(context / block) * block
 
 
-def kv_pages(arch: Architecture, kv_bytes: float, tp: int, state_dtype_bytes: int, context: int) -> tuple[int, float]:
+def kv_pages(
+    arch: Architecture, kv_bytes: float, tp: int, state_dtype_bytes: int, context: int, base: int = BLOCK_TOKENS
+) -> tuple[int, float]:
     """(tokens per block, bytes of one block of one layer slot) on one GPU.
 
-    16-token blocks of attention KV, unless the model has linear-attention or Mamba layers: vLLM then
-    raises the attention block to the smallest multiple of 16 tokens whose page holds one layer's state
-    (block = 16 x ceil(state / (16 x KV bytes per token)); ``HybridAttentionMambaModelConfig.
+    ``base``-token blocks of attention KV (16; 64 from vLLM 0.34), unless the model has linear-attention or
+    Mamba layers: vLLM then raises the attention block to the smallest multiple of 16 tokens whose page holds
+    one layer's state (block = 16 x ceil(state / (16 x KV bytes per token)); ``HybridAttentionMambaModelConfig.
     verify_and_update_config``, vllm/model_executor/models/config.py, v0.19, without prefix caching) and
     pads the state to that page (``mamba_page_size_padded``). An attention-free model pages its states
     alone, one block of ``context`` tokens (``mamba_block_size`` = max_model_len). Blackwell (SM100) with
@@ -499,7 +510,7 @@ def kv_pages(arch: Architecture, kv_bytes: float, tp: int, state_dtype_bytes: in
     """
     token_bytes = arch.kv_elements_per_token_per_layer(tp) * kv_bytes
     if not arch.state_layers:
-        return BLOCK_TOKENS, token_bytes * BLOCK_TOKENS
+        return base, token_bytes * base
     state = arch.state_bytes_per_layer(state_dtype_bytes, tp)
     if not arch.attention_layers:
         return context, float(state)
@@ -544,13 +555,14 @@ def kv_bytes_per_sequence(
     max_batched: int = LARGE_GPU_BATCH[0],
     stage: int | None = None,
     state_dtype_bytes: int = 2,
+    base_block: int = BLOCK_TOKENS,
 ) -> float:
     """KV bytes one sequence of ``context`` tokens needs on one GPU (the stage with the most layer slots
     unless ``stage`` is given), per layer kind, group padding included: attention layers by the blocks
     their tokens fill, each state layer one page whatever the length (vLLM ``MambaSpec.
     max_memory_usage_bytes`` without prefix caching). ``state_dtype_bytes``: the model dtype's."""
     per_layer_token = arch.kv_elements_per_token_per_layer(tp) * kv_bytes
-    block, page = kv_pages(arch, kv_bytes, tp, state_dtype_bytes, context)
+    block, page = kv_pages(arch, kv_bytes, tp, state_dtype_bytes, context, base_block)
     stages = arch.stage_layers(pp)
     chosen = stages if stage is None else (stages[stage],)
     full_tokens = cached_tokens(arch, context, False, max_batched, block)
@@ -585,10 +597,12 @@ def sampler_requests(max_num_seqs: int, max_batched: int) -> int:
     return min(max_num_seqs, max_batched)
 
 
-def sampler_warmup_bytes(arch: Architecture, max_num_seqs: int, max_batched: int) -> float:
+def sampler_warmup_bytes(
+    arch: Architecture, max_num_seqs: int, max_batched: int, release: VllmRelease = DEFAULT_RELEASE
+) -> float:
     """The sampler warm-up over the profile run's dummy requests, with the dummy batch's hidden states."""
     requests = sampler_requests(max_num_seqs, max_batched)
-    return requests * arch.vocab * SAMPLER_BYTES_PER_LOGIT + max_batched * arch.hidden * 2
+    return requests * arch.vocab * release.sampler_bytes_per_logit(requests) + max_batched * arch.hidden * 2
 
 
 def activation_reserve(arch: Architecture, setup: ServingSetup, last: bool) -> float:
@@ -596,7 +610,7 @@ def activation_reserve(arch: Architecture, setup: ServingSetup, last: bool) -> f
     profiling forward; only the last one also warms up the sampler."""
     tokens = setup.max_batched_tokens
     forward = tokens * prefill_transient_per_token(arch, setup.tensor_parallel)
-    peak = max(forward, sampler_warmup_bytes(arch, setup.max_num_seqs, tokens)) if last else forward
+    peak = max(forward, sampler_warmup_bytes(arch, setup.max_num_seqs, tokens, setup.release)) if last else forward
     if setup.pipeline_parallel > 1:
         peak += 2 * tokens * arch.hidden * 2  # hidden state and residual sent to (or received from) a neighbour
     return peak
@@ -609,13 +623,11 @@ def runtime_bytes(tp: int, pp: int) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def cuda_graph_bytes(max_num_seqs: int, max_batched: int) -> int:
-    """The CUDA-graph pool: two modes per capture size, sizes up to min(2 x seqs, 512, batched tokens)."""
-    largest = min(2 * max_num_seqs, 512, max_batched)
-    sizes = len([size for size in (1, 2, 4) if size <= largest]) + len(range(8, min(largest, 255) + 1, 8))
-    sizes += len(range(256, largest + 1, 16))
-    graphs = 2 * sizes  # PIECEWISE and FULL
-    return 2 * GRAPH_FIRST_CAPTURE + (graphs - 2) * GRAPH_EACH
+def cuda_graph_bytes(max_num_seqs: int, max_batched: int, release: VllmRelease = DEFAULT_RELEASE) -> int:
+    """The CUDA-graph pool: a first capture per mode, then each further graph (``VllmRelease.capture_sizes``:
+    from 0.11.2, two modes per size, sizes up to min(2 x seqs, 512, batched tokens))."""
+    sizes, modes = release.capture_sizes(max_num_seqs, max_batched)
+    return modes * GRAPH_FIRST_CAPTURE + (modes * sizes - modes) * GRAPH_EACH
 
 
 @record
@@ -652,7 +664,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         from gpuplan.estimate.engines import engine_shape  # imports this module: loaded on first use
 
         return engine_shape(setup, usable_bytes)
-    arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
+    arch, tp, pp, release = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel, setup.release
     weights = model_stage_weights(setup)
     tenant_weights = sum(
         max(
@@ -678,36 +690,51 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
             pp,
             setup.max_batched_tokens,
             state_dtype_bytes=t.model_dtype_bytes,
+            base_block=release.block_tokens,
         )
         * t.concurrency
         for t in setup.tenants
     )
-    budget = int(usable_bytes * setup.memory_utilization)
-    runtime = runtime_bytes(tp, pp)
     stages = arch.stage_layers(pp)
-    block, page_bytes = kv_pages(arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context)
+    # Every stage but the last reserves the same (only the last samples).
+    reserves = {
+        last: max(
+            [activation_reserve(arch, setup, last)]
+            + [activation_reserve(t.architecture, setup, last) for t in setup.tenants]
+        )
+        for last in {index == len(stages) - 1 for index in range(len(stages))}
+    }
+    budget = _budget(release, usable_bytes, setup.memory_utilization, max(reserves.values()))
+    runtime = runtime_bytes(tp, pp) + (CUDA_CONTEXT_BYTES if release.context_in_budget else 0)
+    graphs = cuda_graph_bytes(setup.max_num_seqs, setup.max_batched_tokens, release)
+    graphs_inside = graphs if release.graphs_in_budget else 0
+    block, page_bytes = kv_pages(
+        arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context, release.block_tokens
+    )
     page = math.ceil(page_bytes)
     lora, draft = added_stage_weights(setup)
     draft_token = proposer_kv(setup)
-    reserves: dict[bool, float] = {}  # every stage but the last reserves the same
     candidates = []
     for index, layers in enumerate(stages):
         last = index == len(stages) - 1
-        if last not in reserves:
-            reserves[last] = max(
-                [activation_reserve(arch, setup, last)]
-                + [activation_reserve(t.architecture, setup, last) for t in setup.tenants]
-            )
         reserve = reserves[last]
         per_sequence = kv_bytes_per_sequence(
-            arch, setup.context, setup.kv_dtype_bytes, tp, pp, setup.max_batched_tokens, index, setup.model_dtype_bytes
+            arch,
+            setup.context,
+            setup.kv_dtype_bytes,
+            tp,
+            pp,
+            setup.max_batched_tokens,
+            index,
+            setup.model_dtype_bytes,
+            release.block_tokens,
         )
         added = lora[index] + (draft if last else 0.0)
         if last and draft_token:  # the proposer's layers: blocks of the model's size over the whole context
             per_sequence += draft_token * math.ceil(setup.context / block) * block
         layout = kv_layout(arch, layers)
         non_kv = weights[index] + reserve + runtime + tenant_weights + added
-        room = (budget - non_kv - tenant_kv) / max(per_sequence, 1.0)
+        room = (budget - non_kv - tenant_kv - graphs_inside) / max(per_sequence, 1.0)
         candidates.append((room, index, reserve, per_sequence, layout))
     _, index, reserve, per_sequence, layout = min(candidates)
     last = index == len(stages) - 1
@@ -722,7 +749,8 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         budget=budget,
         kv_bytes_per_sequence=math.ceil(per_sequence),
         kv_bytes_per_token=arch.kv_bytes_per_token(setup.kv_dtype_bytes, tp) / pp + (draft_token if last else 0.0),
-        cuda_graphs=cuda_graph_bytes(setup.max_num_seqs, setup.max_batched_tokens),
+        cuda_graphs=graphs,
+        graphs_in_budget=release.graphs_in_budget,
         capacity=usable_bytes,
         vision_weights=math.ceil(vision) if index == 0 else 0,
         kv_page_bytes=page,
@@ -735,6 +763,17 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         draft_page_bytes=math.ceil(draft_token * block) if last else 0,
     )
     return ServingShape(empty, per_sequence)
+
+
+def _budget(release: VllmRelease, usable_bytes: int, utilization: float, activation_peak: float) -> int:
+    """The engine's budget on one GPU: ``utilization`` x the GPU's memory; vLLM 0.34's extensible KV cache
+    takes at most what is free after warm-up less its margin (the larger of 1 GiB and 3/4 of the activation
+    peak; the activation peak itself is in the non-KV memory: ``measure_kv_cache_bytes``), so its budget is
+    also at most the memory less the CUDA context (in use before the snapshot) and that margin."""
+    budget = usable_bytes * utilization
+    if release.extensible_kv:  # (never below 0: an activation peak beyond the GPU leaves nothing)
+        budget = max(0.0, min(budget, usable_bytes - CUDA_CONTEXT_BYTES - max(GIB, 0.75 * activation_peak)))
+    return int(budget)
 
 
 def max_concurrency(memory: ServingMemory) -> int:
@@ -763,6 +802,7 @@ def max_context(setup: ServingSetup, memory: ServingMemory) -> int:
                 pp,
                 setup.max_batched_tokens,
                 state_dtype_bytes=setup.model_dtype_bytes,
+                base_block=setup.release.block_tokens,
             )
             + draft_token * math.ceil(middle / block) * block
         ) * setup.concurrency

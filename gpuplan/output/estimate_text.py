@@ -120,9 +120,13 @@ def render_estimate(analysis: Analysis) -> str:
             f" {s.setup.concurrency} x {s.setup.context:,} tokens per replica"
         )
         lines += _breakdown(s.memory.breakdown)
+        confidence = spec.plan.confidence
+        serve_verdict = "DOES NOT FIT" if not s.fits else "fits"
+        if s.fits and not s.fits_at(confidence):
+            serve_verdict = f"AT RISK at {confidence:.0%} confidence"
         lines.append(
             f"    {'total':<28}{_gib(s.memory.per_gpu)}   of {_gib(s.memory.budget).strip()} engine budget"
-            f" -> {'fits' if s.fits else 'DOES NOT FIT'}"
+            f" -> {serve_verdict}"
         )
         if s.memory.vision_weights:
             lines.append(f"    {'(of which vision tower)':<28}{_gib(s.memory.vision_weights)}")
@@ -131,10 +135,18 @@ def render_estimate(analysis: Analysis) -> str:
             if s.memory.outside_budget
             else ""
         )
+        where = "in" if s.memory.graphs_in_budget else "outside"
         lines.append(
-            f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB{outside} outside the engine budget;"
+            f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB{outside} {where} the engine budget;"
             f" KV cache size: {s.memory.kv_cache_tokens:,} tokens"
         )
+        if s.memory.kv_available > 0:
+            band = s.kv_band
+            lines.append(
+                f"  KV cache the engine allocates: {s.memory.kv_available / GIB:,.2f} GiB; at {confidence:.0%}"
+                f" confidence {s.planned_kv_pool(confidence) / GIB:,.2f} GiB (x {band.ratio(1 - confidence):.2f}:"
+                f" measured on {band.describe()})"
+            )
         state = (
             f" + {s.memory.state_bytes_per_sequence / MIB:,.1f} MiB recurrent state per sequence"
             if s.memory.state_bytes_per_sequence

@@ -219,8 +219,7 @@ def _title(document: dict[str, Any]) -> str:
         scope.append("vendors " + ", ".join(c["vendor"]))
     scope.append(f"at most {c['max_gpus']} GPUs on {c['max_nodes']} nodes")
     scope.append(f"headroom {c['headroom_pct']:g}%")
-    if any(job["job"] == "finetune" for job in document["jobs"]):  # serving memory has no band yet
-        scope.append(f"fine-tuning memory at {c['confidence']:.0%} confidence")
+    scope.append(f"memory at {c['confidence']:.0%} confidence")  # free: at the bands' pessimistic edges
     return f"{document['name']} ({document['model']}): {'; '.join(scope)}; prices in {document['currency']}"
 
 

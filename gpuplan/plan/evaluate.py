@@ -19,6 +19,7 @@ from gpuplan.analysis import (
     ServeEstimate,
     deployment_workload,
     estimate_serve,
+    planned_serving_bytes,
     serve_shape,
     serving_setup,
     workload_at_load,
@@ -32,6 +33,7 @@ from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latenc
 from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, prepare, serving_speed
 from gpuplan.estimate.training import TrainingSetup
 from gpuplan.estimate.training_speed import TrainingSpeed
+from gpuplan.estimate.vllm_releases import vllm_release
 from gpuplan.layout import whole_replicas
 from gpuplan.plan.space import (
     Layout,
@@ -125,7 +127,7 @@ class Option:
     reasons: tuple[str, ...]  # one sentence per broken constraint, in the same order
     declared: Layout  # the spec's own layout, which ``changes`` and ``fragment`` are relative to
     tokens_known: bool = True  # fine-tuning: whether finetune.tokens gives a run cost
-    planned_bytes: int = 0  # fine-tuning: the per-GPU figure at the plan's confidence (0: the estimate itself)
+    planned_bytes: int = 0  # the per-GPU figure at the plan's confidence (0: the estimate itself)
     # serving with a latency SLO: the least share of an SLO its latency's slow edge leaves (negative: over it);
     # None without an SLO or a speed to judge
     slo_margin: float | None = None
@@ -436,7 +438,9 @@ class ServePlanner(Evaluator):
         """The memory a sound layout may fill per GPU: engine budget less the headroom margin (an upper
         bound of the estimator's own budget, which rounds down)."""
         job = self.job
-        bound = budget_bound(job.engine, job.memory_utilization, gpu.usable_bytes, gpu.memory_bytes)
+        bound = budget_bound(
+            job.engine, job.memory_utilization, gpu.usable_bytes, gpu.memory_bytes, vllm_release(job.engine_version)
+        )
         return bound * (1 - self.headroom_pct / 100)
 
     def fewest_replicas(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> int | None:
@@ -478,9 +482,14 @@ class ServePlanner(Evaluator):
         """A tenant's sequences per replica: its declared demand spread over ``replicas``."""
         return math.ceil(declared * self.declared_replicas / replicas)
 
+    def planned_bytes(self, memory: ServingMemory) -> int:
+        """The per-GPU figure a sound layout must fit the budget with the headroom: the estimate plus what the
+        KV cache may come short by at the plan's confidence, and the CUDA graphs the budget pays for."""
+        return planned_serving_bytes(memory, self.limits.confidence) + memory.graphs_inside
+
     def memory_sound(self, layout: Layout) -> bool:
         memory = self.memory(layout)
-        return memory.fits and within_headroom(memory.per_gpu, memory.budget, self.headroom_pct)
+        return memory.fits and within_headroom(self.planned_bytes(memory), memory.budget, self.headroom_pct)
 
     def sound(self, layout: Layout) -> bool:
         """Whether ``evaluate(layout).sound``, without the speed model when the layout itself or its
@@ -600,14 +609,21 @@ class ServePlanner(Evaluator):
         )
         memory = estimate.memory
         nodes, checks = self._layout_checks(layout)
+        confidence = self.limits.confidence
+        planned = self.planned_bytes(memory)
         if not memory.fits:
             checks["memory"] = (
                 f"needs {format_gib(memory.per_gpu)} per GPU; the engine budget is {format_gib(memory.budget)}"
             )
-        elif not within_headroom(memory.per_gpu, memory.budget, self.headroom_pct):
+        elif not estimate.fits_at(confidence):
+            checks["memory"] = (
+                f"its sequences need {format_gib(memory.kv_cache)} of KV cache per GPU; at {confidence:.0%}"
+                f" confidence the engine allocates {format_gib(estimate.planned_kv_pool(confidence))}"
+            )
+        elif not within_headroom(planned, memory.budget, self.headroom_pct):
             checks["headroom"] = (
-                f"leaves {(memory.budget - memory.per_gpu) / memory.budget:.0%} of the engine budget free "
-                f"(margin {self.headroom_pct:g}%)"
+                f"leaves {(memory.budget - planned) / memory.budget:.0%} of the engine budget free at"
+                f" {confidence:.0%} confidence (margin {self.headroom_pct:g}%)"
             )
         speed = estimate.speed
         if speed.saturated and estimate.loads:
@@ -628,7 +644,15 @@ class ServePlanner(Evaluator):
                 )
         meets, reasons = judged("serve", checks)
         return Option(
-            "serve", layout, nodes, estimate, meets, reasons, self.declared, slo_margin=self._slo_margin(estimate)
+            "serve",
+            layout,
+            nodes,
+            estimate,
+            meets,
+            reasons,
+            self.declared,
+            planned_bytes=planned,
+            slo_margin=self._slo_margin(estimate),
         )
 
     def _slo_margin(self, estimate: ServeEstimate) -> float | None:

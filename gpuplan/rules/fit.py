@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from gpuplan.analysis import FinetuneEstimate, estimate_finetune
+from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune
 from gpuplan.context_limits import Overrun, overruns
+from gpuplan.estimate.vllm_releases import outside_modelled
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import summary
 from gpuplan.plan.evaluate import Option, within_headroom
@@ -14,6 +15,7 @@ from gpuplan.records import evolve
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.units import format_gib, format_gib_difference, plural
+from gpuplan.visible import visible
 
 # Where a lint hint without the catalog-wide search sends the reader for the other GPUs.
 PLAN_POINTER = "gpuplan plan compares every allowed GPU"
@@ -162,16 +164,26 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
                 "activation checkpointing, a fused loss or shorter sequences buy headroom",
             )
     s = ctx.analysis.serve
-    if s is not None and s.fits:
-        free = s.memory.budget - s.memory.per_gpu
+    if s is not None and s.fits_at(confidence):
+        free = s.memory.budget - s.planned_bytes(confidence) - s.memory.graphs_inside
         if free < margin * s.memory.budget:
             yield ctx.finding(
                 "GP202",
                 ("serve", "concurrency"),
                 f"serving leaves {format_gib(free)} of the {format_gib(s.memory.budget)} engine budget free on {s.gpu.id} "
-                f"({free / s.memory.budget:.0%}, margin {margin:.0%})",
+                f"({free / s.memory.budget:.0%}, margin {margin:.0%}) at {confidence:.0%} confidence "
+                f"({kv_edge_words(s, confidence)})",
                 "an fp8 KV cache halves the cache; or lower concurrency or context",
             )
+
+
+def kv_edge_words(s: ServeEstimate, confidence: float) -> str:
+    """Where the KV cache's low edge comes from, in words: the engine's pool, the measured ratio, the logs."""
+    band = s.kv_band
+    return (
+        f"the engine's KV cache {format_gib(s.memory.kv_available)} estimated x {band.ratio(1 - confidence):.2f},"
+        f" the ratio measured / estimate that {confidence:.0%} of {band.describe()} stayed at or above"
+    )
 
 
 def edge_words(f: FinetuneEstimate, confidence: float) -> str:
@@ -255,6 +267,81 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
         f"{plural(s.max_concurrency, 'sequence')} at {job.context:,} tokens, or {s.max_context:,} tokens at "
         f"{job.concurrency}",
         layout_hint(ctx, "serve"),
+    )
+
+
+@rule("GP209")
+def kv_capacity_at_risk(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    Reports a serving job whose declared sequences fit the KV cache the engine allocates on the estimate,
+    but not the KV cache at the band's low edge at `plan.confidence` (default 0.9): the estimate times the
+    ratio measured / estimate that that share of published engine startup logs stayed at or above. The
+    logs are ones gpuplan was never tuned on (`benchmarks/serving_memory.py`; `benchmarks/bands.py`
+    generates the band).
+
+    ## Why is this bad?
+    The KV cache an engine allocates is what its budget leaves after the weights, the activation peak of
+    its profile run and its runtime, and each of those has been larger on real GPUs than any estimate
+    said. A deployment planned to the last gigabyte of KV cache serves fewer sequences than it was bought
+    for (requests queue, or are preempted and recomputed), or its engine refuses to start at the full
+    context.
+
+    ## Example
+    ```yaml
+    serve: {context: 32768, concurrency: 14, hardware: {gpu: l40s}}   # 14 sequences need 28 of the 29 GiB
+    ```
+
+    ## Use instead
+    Fewer sequences per replica, more replicas or GPUs, an fp8 KV cache, or a GPU with more memory; or,
+    knowingly, a lower `plan.confidence`.
+    """
+    s = ctx.analysis.serve
+    confidence = ctx.spec.plan.confidence
+    if s is None or not s.fits or s.fits_at(confidence):
+        return
+    yield ctx.finding(
+        "GP209",
+        ("serve", "concurrency"),
+        f"{s.job.concurrency} x {s.job.context:,} tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU;"
+        f" at {confidence:.0%} confidence the engine allocates as little as"
+        f" {format_gib(s.planned_kv_pool(confidence))} ({kv_edge_words(s, confidence)})",
+        layout_hint(ctx, "serve"),
+    )
+
+
+@rule("GP210")
+def engine_version_not_modelled(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    Reports a `serve.engine_version` older than the oldest or newer than the newest vLLM release gpuplan
+    models (0.6.0 to 0.34.0), and says which release it is estimated as instead.
+
+    ## Why is this bad?
+    How vLLM sizes its memory changes between releases: what counts against `gpu_memory_utilization`,
+    the batch it profiles, the sampler warm-up, where the CUDA graphs go, the default utilization. A
+    release gpuplan has not read may size the KV cache differently from the nearest one it has.
+
+    ## Example
+    ```yaml
+    serve: {engine_version: "0.5.4", context: 8192, concurrency: 32, hardware: {gpu: h100-sxm}}
+    ```
+
+    ## Use instead
+    A modelled release, or a startup log of the release you run (`gpuplan verify` compares one with the
+    estimate).
+    """
+    s = ctx.analysis.serve
+    if s is None or s.job.engine_version is None:
+        return
+    reason = outside_modelled(s.job.engine_version)
+    if reason is None:
+        return
+    yield ctx.finding(
+        "GP210",
+        ("serve", "engine_version"),
+        f"vLLM {visible(s.job.engine_version)} is {reason}: its memory is estimated as {s.setup.release.label}",
+        "name a release from 0.6.0 to 0.34.0, or check the estimate against the engine's startup log (gpuplan verify)",
     )
 
 

@@ -1,0 +1,177 @@
+"""What vLLM's startup memory sizing does in each release line from 0.6.0 on (``serve.engine_version``).
+
+vLLM profiles one dummy batch, then gives the KV cache what is left of ``gpu_memory_utilization`` x total.
+Which bytes count against that budget, how big the profiled batch is and what the sampler warm-up holds
+changed from release to release; each field below says what, and where in that release's own code (the
+release's source distribution, ``vllm/``):
+
+- **engine**: V0 (``vllm/worker/worker.py``) until 0.7.x; V1 (``vllm/v1/worker/gpu_worker.py``) the default
+  from 0.8.0 (``VLLM_USE_V1`` defaults to 1), V0 deleted in 0.11.0.
+- **batch defaults** for ``vllm serve`` (``EngineArgs``, vllm/engine/arg_utils.py): V0 schedules 256
+  sequences and, without chunked prefill, ``max(max_model_len, 2048)`` tokens a step; it turns chunked prefill
+  on by itself only above 32,768 tokens of context (not for sliding-window models, LoRA or speculative
+  decoding), with 512 tokens a step until 0.6.4 and 2,048 from 0.6.5 (``_DEFAULT_MAX_NUM_BATCHED_TOKENS``).
+  V1 always chunks: 0.8.0-0.8.4 1,024 sequences and 8,192 tokens on a GPU whose name says H100 or H200, else
+  2,048; 0.8.5 by memory (at least 70 GiB: 8,192 and 1,024, else 2,048 and 256); from 0.9.0 the A100 takes
+  the small pair too; from 0.28.0 a GPU of at least 160 GiB gets 16,384 tokens.
+- **sampler warm-up** (the profile run's dummy sampling with top-k and top-p): V0 and V1 until 0.16 sort
+  the fp32 logits (``apply_top_k_top_p``: ``logits.sort``); from 0.17.0 a Triton kernel masks them in place
+  when at least 8 requests are sampled (``apply_top_k_top_p_triton``, vllm/v1/sample/ops/topk_topp_sampler.py).
+- **the CUDA context in the budget**: 0.6.4 (V0) and V1 0.8.0-0.9.0 subtract everything the device has in
+  use (``peak_memory += total - free - torch allocated``), the process's own CUDA context included; the
+  other releases measure increases from a snapshot taken after the context exists.
+- **CUDA graphs in the budget**: captured after the KV cache is allocated in every release; from 0.20.0 an
+  estimate of their pool is subtracted from the budget first (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``,
+  default 1; 0.18-0.19 compute it but subtract it only when set).
+- **capture sizes** (the decode batch sizes given a graph): V0 1, 2, 4, then steps of 8 up to
+  ``max_num_seqs`` (one graph each); V1 up to 512 in steps of 8 (0.8.0), capped at twice ``max_num_seqs``
+  from 0.10.0, steps of 16 above 256 from 0.11.2; one PIECEWISE graph each until 0.10.x, FULL and PIECEWISE
+  from 0.11.0 (``CUDAGraphMode.FULL_AND_PIECEWISE``).
+- **default utilization**: 0.90; 0.92 from 0.20.0 (``CacheConfig``); 1.0 from 0.34.0, whose extensible KV
+  cache is sized after warm-up and graph capture from the memory then free, less a margin of the larger of
+  1 GiB and three quarters of the activation peak, and less that peak (``measure_kv_cache_bytes``,
+  vllm/v1/worker/extensible_kv_cache.py); its KV blocks hold 64 tokens (``DEFAULT_BLOCK_SIZE``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from gpuplan.records import record
+from gpuplan.units import GIB
+
+# The releases gpuplan models, oldest and newest; ``serve.engine_version`` outside them is estimated as
+# the nearest (GP011 says so).
+OLDEST = (0, 6, 0)
+NEWEST = (0, 34, 0)
+# The release the memory model's constants were read from (ten v0.19 startup logs): the default.
+DEFAULT_VERSION = "0.19"
+# This process's CUDA context and what torch allocates as it starts, in use before any model tensor: "Free
+# memory on device (78.57/79.18 GiB) on startup" in vLLM's startup logs on one H100 (llm-d/llm-d-benchmark,
+# config_explorer/empirical-vllm-memory-results.md).
+CUDA_CONTEXT_BYTES = round(0.61 * GIB)
+# V0 chunked prefill: turned on by itself above this context (arg_utils.py ``use_long_context``).
+V0_LONG_CONTEXT = 32 * 1024
+V0_MAX_NUM_SEQS = 256
+# The sampler warm-up per logit on the Triton path (0.17.0 on): bf16 logits (2), their fp32 copy (4), fp32
+# probabilities (4) and the fp32 exponential noise of the Gumbel-max draw (4); the v0.19 logs' torch peak
+# grows by 14.1-14.5 B per (request x vocabulary entry) between Llama-3.1-8B, Qwen2.5-7B and phi-4.
+TRITON_SAMPLER_BYTES_PER_LOGIT = 14
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of a release string ("0.6.4", "0.6.4.post1", "0.10.1.dev101+g…", "v0.8")."""
+    match = _VERSION.match(text.strip())
+    if match is None:
+        raise ValueError(f"not a vLLM version: {text!r}")
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+def version_text(version: tuple[int, int, int]) -> str:
+    return ".".join(str(part) for part in version)
+
+
+@record
+class VllmRelease:
+    """The memory-sizing behaviour of one vLLM release (module docstring: each field's source)."""
+
+    version: tuple[int, int, int]  # as the spec names it, clamped to OLDEST..NEWEST
+    engine: str  # "V0" or "V1"
+    context_in_budget: bool  # the budget also pays for the process's CUDA context
+    graphs_in_budget: bool  # the CUDA-graph pool is estimated and subtracted before the KV cache
+    sorted_sampler: bool  # the sampler warm-up sorts the logits (else the Triton kernel masks them)
+    default_utilization: float
+    extensible_kv: bool  # 0.34: the KV cache is sized after warm-up from the free memory
+    block_tokens: int  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA: 16, 64 from 0.34.0
+
+    @property
+    def label(self) -> str:
+        """'vLLM v0.19 (V1 engine, OpenAI API server defaults)', the patch level shown when it is not 0."""
+        major, minor, patch = self.version
+        name = f"{major}.{minor}" + (f".{patch}" if patch else "")
+        return f"vLLM v{name} ({self.engine} engine, OpenAI API server defaults)"
+
+    def batch_defaults(self, total_bytes: int, gpu_name: str, context: int, chunks_by_itself: bool) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) ``vllm serve`` picks: ``total_bytes`` the device's total
+        memory as CUDA reports it; ``chunks_by_itself`` whether V0 may turn chunked prefill on by itself
+        (no sliding window, LoRA or speculative decoding)."""
+        if self.engine == "V0":
+            if chunks_by_itself and context > V0_LONG_CONTEXT:
+                return (512 if self.version < (0, 6, 5) else 2048), V0_MAX_NUM_SEQS
+            return max(context, 2048), V0_MAX_NUM_SEQS
+        name = gpu_name.lower()
+        if self.version < (0, 8, 5):  # by the device's name
+            return (8192 if "h100" in name or "h200" in name else 2048), 1024
+        large = total_bytes >= 70 * GIB and (self.version < (0, 9, 0) or "a100" not in name)
+        if self.version >= (0, 28, 0) and total_bytes >= 160 * GIB:
+            return 16384, 1024
+        return (8192, 1024) if large else (2048, 256)
+
+    def sampler_bytes_per_logit(self, requests: int) -> int:
+        """Bytes the sampler warm-up holds per (request x vocabulary entry) at its peak.
+
+        The sort path (PyTorch's ``logits.sort`` of the fp32 logits, aten/src/ATen/native/cuda/SortStable.cu):
+        the bf16 logits (2) and their fp32 copy (4), the sort's outputs (fp32 values 4, int64 indices 8) and
+        its workspace, which depends on how many rows it sorts: from 128 rows ``segmented_sort_pairs`` (an
+        int64 index per element, 8, and CUB's alternate key and value buffers, 4 + 8), below 128
+        ``segmented_sort_pairs_by_full_sort`` (two int2 index-and-segment arrays, 16, and CUB's alternates,
+        4 + 8), one row ``segmented_sort_large_segments`` (CUB's alternates alone). 38 B from 128 requests:
+        the measured 38.4-38.9 B of vLLM 0.10.2's logs on an H100 (llm-d-benchmark, the same file) are this
+        figure with the batch's hidden states. The Triton path (0.17.0 on, 8 or more requests) sorts nothing.
+        """
+        if not self.sorted_sampler and requests >= 8:
+            return TRITON_SAMPLER_BYTES_PER_LOGIT
+        if requests >= 128:
+            workspace = 8 + 12
+        elif requests > 1:
+            workspace = 16 + 12
+        else:
+            workspace = 12
+        return 2 + 4 + 12 + workspace
+
+    def capture_sizes(self, max_num_seqs: int, max_batched: int) -> tuple[int, int]:
+        """(decode batch sizes captured, graphs per size) (module docstring)."""
+        if self.engine == "V0":
+            largest = -(-max_num_seqs // 8) * 8
+            return len([s for s in (1, 2, 4) if s <= largest]) + len(range(8, largest + 1, 8)), 1
+        cap = 512 if self.version < (0, 10, 0) else min(2 * max_num_seqs, 512)
+        largest = min(cap, max_batched)
+        sizes = len([s for s in (1, 2, 4) if s <= largest])
+        if self.version < (0, 11, 2):
+            sizes += len(range(8, largest + 1, 8))
+        else:
+            sizes += len(range(8, min(largest, 255) + 1, 8)) + len(range(256, largest + 1, 16))
+        return sizes, (2 if self.version >= (0, 11, 0) else 1)
+
+
+def _release(version: tuple[int, int, int]) -> VllmRelease:
+    version = max(OLDEST, min(NEWEST, version))
+    return VllmRelease(
+        version=version,
+        engine="V0" if version < (0, 8, 0) else "V1",
+        context_in_budget=(0, 6, 4) <= version < (0, 6, 5) or (0, 8, 0) <= version < (0, 9, 1),
+        graphs_in_budget=version >= (0, 20, 0),
+        sorted_sampler=version < (0, 17, 0),
+        default_utilization=1.0 if version >= (0, 34, 0) else (0.92 if version >= (0, 20, 0) else 0.9),
+        extensible_kv=version >= (0, 34, 0),
+        block_tokens=64 if version >= (0, 34, 0) else 16,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def vllm_release(version: str | None) -> VllmRelease:
+    """The release ``serve.engine_version`` names (the default, ``DEFAULT_VERSION``, when it names none)."""
+    return _release(parse_version(version or DEFAULT_VERSION))
+
+
+def outside_modelled(version: str) -> str | None:
+    """Why a named release is estimated as another one ("older than"/"newer than" the modelled range), or None."""
+    parsed = parse_version(version)
+    if parsed < OLDEST:
+        return f"older than the oldest release gpuplan models ({version_text(OLDEST)})"
+    if parsed > NEWEST:
+        return f"newer than the newest release gpuplan models ({version_text(NEWEST)})"
+    return None

@@ -1,0 +1,183 @@
+"""vLLM's memory sizing by release (``serve.engine_version``): each expected value below is read from that
+release's own code (the source distribution's ``vllm/``; the module docstring of
+gpuplan/estimate/vllm_releases.py names the function) and worked out by hand, not through the code under
+test. Then the out-of-sample startup logs (benchmarks/data/vllm_published_logs.yaml) are well formed and no
+start that failed is called a start."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT, run_cli
+
+from gpuplan.catalog import get_gpu, get_model
+from gpuplan.estimate.serving import ServingSetup, cuda_graph_bytes, estimate_serving, sampler_warmup_bytes
+from gpuplan.estimate.vllm_releases import CUDA_CONTEXT_BYTES, parse_version, vllm_release
+from gpuplan.units import GIB, MIB
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from accuracy import estimate
+from serving_memory import VLLM_LOGS, score
+
+H100 = get_gpu("h100-sxm")
+LLAMA = get_model("llama-3.1-8b").architecture
+
+
+def test_versions_parse_as_pip_and_vllm_print_them():
+    assert parse_version("0.6.4.post1") == (0, 6, 4)
+    assert parse_version("0.10.1.dev101+gbda9d0535") == (0, 10, 1)
+    assert parse_version("v0.8") == (0, 8, 0)
+    with pytest.raises(ValueError):
+        parse_version("latest")
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "context", "chunks", "expected"),
+    [
+        # V0 (vllm/engine/arg_utils.py): 256 sequences; no chunked prefill up to 32K: max(max_model_len, 2048)
+        ("0.6.4", "rtx-3090", 20_000, True, (20_000, 256)),
+        ("0.6.4", "rtx-3090", 1_000, True, (2_048, 256)),
+        # above 32K it chunks by itself: 512 tokens until 0.6.4, 2,048 from 0.6.5
+        ("0.6.4", "h100-sxm", 40_000, True, (512, 256)),
+        ("0.7.2", "h100-sxm", 40_000, True, (2_048, 256)),
+        # ... but not for a sliding-window model, LoRA or speculative decoding
+        ("0.7.2", "h100-sxm", 40_000, False, (40_000, 256)),
+        # V1 0.8.0-0.8.4: 1,024 sequences; 8,192 tokens on a GPU named H100/H200, else 2,048
+        ("0.8.0", "h100-sxm", 8_192, True, (8_192, 1_024)),
+        ("0.8.4", "l40s", 8_192, True, (2_048, 1_024)),
+        # 0.8.5: by memory, at least 70 GiB (the A100 80GB too); from 0.9.0 the A100 takes the small pair
+        ("0.8.5", "a100-sxm-80gb", 8_192, True, (8_192, 1_024)),
+        ("0.9.0", "a100-sxm-80gb", 8_192, True, (2_048, 256)),
+        ("0.19", "l40s", 8_192, True, (2_048, 256)),
+        # 0.28.0: at least 160 GiB gets 16,384 tokens; the H200's 141 GB stays at 8,192
+        ("0.28.0", "b200-hgx", 8_192, True, (16_384, 1_024)),
+        ("0.28.0", "h200-sxm", 8_192, True, (8_192, 1_024)),
+    ],
+)
+def test_batch_defaults_by_release(version, gpu, context, chunks, expected):
+    device = get_gpu(gpu)
+    assert vllm_release(version).batch_defaults(device.memory_bytes, device.id, context, chunks) == expected
+
+
+def test_the_sampler_warm_up_per_logit():
+    # The sort path: bf16 logits 2 + their fp32 copy 4 + sorted values 4 and int64 indices 8 = 18, plus
+    # the sort's workspace (aten SortStable.cu): from 128 rows an int64 index 8 and CUB's alternates 4 + 8
+    # = 38; 2-127 rows two int2 arrays 16 and CUB's 12 = 46; one row CUB's alone = 30.
+    assert vllm_release("0.10.2").sampler_bytes_per_logit(1024) == 38
+    assert vllm_release("0.6.4").sampler_bytes_per_logit(256) == 38
+    assert vllm_release("0.16.0").sampler_bytes_per_logit(64) == 46
+    assert vllm_release("0.16.0").sampler_bytes_per_logit(1) == 30
+    # 0.17.0 on: the Triton kernel from 8 rows (bf16 2 + fp32 4 + probabilities 4 + noise 4), the sort below
+    assert vllm_release("0.17.0").sampler_bytes_per_logit(8) == 14
+    assert vllm_release("0.19").sampler_bytes_per_logit(7) == 46
+    # 0.10.2's warm-up of Llama-3.1-8B on an H100 (1,024 requests of 128,256 logits, 8,192 tokens' hidden
+    # states): 1,024 x 128,256 x 38 + 8,192 x 4,096 x 2 = 5,057,675,264 B = 4.71 GiB; the 0.10.2 log of
+    # llm-d measured 4.76 (out of sample).
+    warm_up = sampler_warmup_bytes(LLAMA, 1024, 8192, vllm_release("0.10.2"))
+    assert warm_up == 1024 * 128_256 * 38 + 8192 * 4096 * 2
+    assert warm_up / GIB == pytest.approx(4.71, abs=0.005)
+
+
+def test_capture_sizes_and_modes():
+    # V0: 1, 2, 4, then 8..256 step 8 for 256 sequences: 3 + 32 = 35 graphs, one each
+    assert vllm_release("0.7.2").capture_sizes(256, 2048) == (35, 1)
+    # V1 0.8-0.9: up to 512 in steps of 8 (3 + 64 = 67), filtered to the batched tokens (2,048: all of them)
+    assert vllm_release("0.9.2").capture_sizes(256, 2048) == (67, 1)
+    # 0.10.0: capped at 2 x max_num_seqs: 128 sequences -> 256 -> 3 + 32 = 35
+    assert vllm_release("0.10.0").capture_sizes(128, 8192) == (35, 1)
+    # 0.11.0: FULL and PIECEWISE; 0.11.2: steps of 16 above 256: 3 + 31 + 17 = 51 (the v0.19 logs' 51)
+    assert vllm_release("0.11.0").capture_sizes(1024, 8192) == (67, 2)
+    assert vllm_release("0.11.2").capture_sizes(1024, 8192) == (51, 2)
+    # A first capture of 200 MiB per mode, 6 MiB for every further graph: V0's 35 graphs, 200 + 34 x 6 MiB.
+    assert cuda_graph_bytes(256, 2048, vllm_release("0.7.2")) == (200 + 34 * 6) * MIB
+
+
+@pytest.mark.parametrize(
+    ("version", "context", "graphs", "utilization", "block", "clamped"),
+    [
+        ("0.6.3", False, False, 0.9, 16, (0, 6, 3)),
+        ("0.6.4", True, False, 0.9, 16, (0, 6, 4)),  # total - free: the context counts (PR #9352)
+        ("0.6.5", False, False, 0.9, 16, (0, 6, 5)),  # memory_profiling: increases only (PR #10511)
+        ("0.8.0", True, False, 0.9, 16, (0, 8, 0)),  # V1's determine_available_memory, as 0.6.4's
+        ("0.9.1", False, False, 0.9, 16, (0, 9, 1)),  # V1 memory_profiling (PR #19312)
+        ("0.19", False, False, 0.9, 16, (0, 19, 0)),  # the graph estimate computed, not subtracted
+        ("0.20.0", False, True, 0.92, 16, (0, 20, 0)),  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1
+        ("0.34.0", False, True, 1.0, 64, (0, 34, 0)),  # the extensible KV cache, 64-token blocks
+        ("0.5.4", False, False, 0.9, 16, (0, 6, 0)),  # older than modelled: 0.6.0's
+        ("0.40", False, True, 1.0, 64, (0, 34, 0)),  # newer than modelled: 0.34.0's
+    ],
+)
+def test_what_counts_against_the_budget(version, context, graphs, utilization, block, clamped):
+    release = vllm_release(version)
+    assert (release.context_in_budget, release.graphs_in_budget, release.default_utilization) == (
+        context,
+        graphs,
+        utilization,
+    )
+    assert (release.block_tokens, release.version) == (block, clamped)
+
+
+def test_a_release_moves_the_pool_by_its_own_mechanisms():
+    # Llama-3.1-8B on one H100 at 8,192 tokens, utilization 0.9: v0.19 and 0.8.0 profile the same 8,192
+    # tokens over 1,024 requests, but 0.8.0 sorts the logits (38 B, not 14, per logit) and pays for the
+    # CUDA context (0.61 GiB): its pool is smaller by 1,024 x 128,256 x 24 + CUDA_CONTEXT_BYTES.
+    base = ServingSetup(architecture=LLAMA, context=8192, concurrency=1, memory_utilization=0.9)
+    new = estimate_serving(base, H100.usable_bytes)
+    old = estimate_serving(
+        ServingSetup(
+            architecture=LLAMA, context=8192, concurrency=1, memory_utilization=0.9, release=vllm_release("0.8.0")
+        ),
+        H100.usable_bytes,
+    )
+    assert new.kv_available - old.kv_available == 1024 * 128_256 * (38 - 14) + CUDA_CONTEXT_BYTES
+    # 0.20.0 takes its graph estimate (51 sizes x 2 modes: 2 x 200 + 100 x 6 MiB) from the budget first.
+    later = estimate_serving(
+        ServingSetup(
+            architecture=LLAMA, context=8192, concurrency=1, memory_utilization=0.9, release=vllm_release("0.20.0")
+        ),
+        H100.usable_bytes,
+    )
+    assert new.kv_available - later.kv_available == (2 * 200 + 100 * 6) * MIB
+    assert later.graphs_in_budget and not new.graphs_in_budget
+
+
+def test_engine_version_in_a_spec(tmp_path):
+    spec = tmp_path / "old.yaml"
+    spec.write_text(
+        "version: 1\nname: old\nmodel: {id: llama-3.1-8b}\n"
+        'serve: {engine_version: "0.6.4", context: 20000, concurrency: 1, hardware: {gpu: rtx-3090}}\n'
+    )
+    code, out, _ = run_cli("estimate", str(spec))
+    assert code == 0 and "vLLM v0.6.4 (V0 engine, OpenAI API server defaults)" in out
+    # YAML reads an unquoted 0.10 as the number 0.1: a type error with the way out.
+    spec.write_text(spec.read_text().replace('"0.6.4"', "0.10"))
+    code, out, _ = run_cli("lint", str(spec))
+    assert code == 1 and "GP102" in out and "write it in quotes" in out
+    # Another engine's memory is modelled at one release: GP026 at the setting.
+    spec.write_text(spec.read_text().replace("0.10", '"0.10", engine: sglang'))
+    code, out, _ = run_cli("lint", str(spec))
+    assert code == 1 and "GP026" in out and "serve.engine_version names a vLLM release" in out
+
+
+# -- the out-of-sample startup logs ------------------------------------------------------------------------
+
+LOGS = yaml.safe_load(VLLM_LOGS.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("record", LOGS["records"], ids=lambda record: record["id"])
+def test_log_records_are_well_formed(record):
+    assert record["source"].startswith("https://") and record["version"] and record["quote"]
+    assert record["outcome"] == "started" or record["outcome"].startswith("failed: ")
+    assert record["spec"]["serve"]["engine_version"]
+    result, codes = estimate(record["id"], record["spec"])
+    assert not [code for code in codes if code.startswith(("GP0", "GP1"))], codes
+    assert result is not None and result["serve"] is not None
+
+
+def test_no_start_that_failed_is_called_a_start():
+    scored, failed = score()
+    assert len(failed) >= 5 and not [start.record for start in failed if start.loads]
+    assert len(scored) >= 15
