@@ -37,6 +37,7 @@ from gpuplan.estimate.serving import (
     ServingShape,
     Tenant,
     added_stage_weights,
+    chunks_by_itself,
     decode_weight_reads,
     engine_batch_limits,
     estimate_serving,
@@ -204,8 +205,7 @@ class ServeEstimate:
 
     def fits_at(self, confidence: float) -> bool:
         """Whether the declared sequences fit the KV cache the engine allocates at the band's low edge."""
-        memory = self.memory
-        return memory.fits and self.planned_bytes(confidence) + memory.graphs_inside <= memory.budget
+        return self.memory.fits and self.memory.kv_cache <= self.planned_kv_pool(confidence)
 
     @functools.cached_property
     def max_concurrency(self) -> int:
@@ -375,10 +375,11 @@ def planned_kv_pool(memory: ServingMemory, confidence: float) -> int:
 
 
 def planned_serving_bytes(memory: ServingMemory, confidence: float) -> int:
-    """The per-GPU serving figure a decision at ``confidence`` plans for: the estimate plus what the KV cache
-    may come short by at the band's low edge, so that it fits the budget exactly when the declared sequences
-    fit that smaller KV cache."""
-    return memory.per_gpu + (memory.kv_available - planned_kv_pool(memory, confidence))
+    """The per-GPU serving figure a decision at ``confidence`` plans for: the engine budget less the KV room
+    the declared sequences leave in the pool at its low edge, so that it is within the budget exactly when
+    they fit that smaller pool (for vLLM: the estimate, the CUDA graphs the budget pays for and what the
+    pool may come short by; TensorRT-LLM's pool is a share of its room, within its cap)."""
+    return memory.budget - (planned_kv_pool(memory, confidence) - memory.kv_cache)
 
 
 def engine_memory_limits(job: Serve, gpu: Gpu, tp: int, architecture: Architecture) -> tuple[int, int]:
@@ -392,9 +393,7 @@ def engine_memory_limits(job: Serve, gpu: Gpu, tp: int, architecture: Architectu
         return job.max_batched_tokens or chunked, graph_bs
     if engine == TRTLLM_ENGINE:
         return job.max_batched_tokens or TRTLLM_MAX_NUM_TOKENS, TRTLLM_MAX_BATCH_SIZE
-    # V0 releases turn chunked prefill on by themselves above 32K tokens, except for sliding-window models,
-    # LoRA and speculative decoding (arg_utils.py: use_sliding_window, use_lora, use_spec_decode).
-    chunks = not (architecture.windowed or job.lora or job.speculation)
+    chunks = chunks_by_itself(architecture, gpu.arch, bool(job.lora), bool(job.speculation))
     default_batched, default_seqs = engine_batch_limits(
         gpu.memory_bytes, gpu.id, vllm_release(job.engine_version), job.context, chunks
     )
@@ -458,6 +457,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         if job.engine == "vllm" and "mxfp4" in job.quantizations
         else (1, 1),
         release=vllm_release(job.engine_version),
+        gpu_arch=gpu.arch,
     )
 
 
@@ -541,6 +541,7 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
         replicas=0,
         max_batched_tokens=job.max_batched_tokens,
         max_sequences=job.max_sequences,
+        engine_version=job.engine_version,
         network_gbs=job.hardware.network_gbs,
         state_dtype_bytes=setup.model_dtype_bytes,
         arrival=job.arrival,

@@ -150,16 +150,17 @@ def test_a_kv_cache_that_holds_the_sequences_on_the_estimate_but_not_at_its_low_
     # non-torch 268,435,456. The engine's pool: 42,993,696,375 - 16,838,959,104 = 26,154,737,271 B, 6.09
     # sequences of 32,768 x 131,072 B = 4 GiB.
     pool = 42_993_696_375 - (16_094_076_928 + 476_446_720 + 268_435_456)
-    low = math.floor(pool * kv_low_ratio(0.9))  # the 2nd smallest of the 16 shipped ratios
+    low = math.floor(pool * kv_low_ratio(0.9))  # the ceil(0.1 x n)-th smallest of the n shipped ratios
     spec_path = tmp_path / "six.yaml"
     spec_path.write_text(L40S_SPEC % 6)
     _, out, _ = run_cli("estimate", "--format", "json", str(spec_path))
     serve = json.loads(out)["serve"]
     assert serve["kv_pool_bytes"] == pool == 26_154_737_271
     band = serve["kv_pool_bytes_band"]
-    assert (band["low"], band["slow"], band["records"], band["confidence"]) == (low, "low", 16, 0.9)
+    logs = BANDS["memory"]["serving"]["kv_pool"]["records"]
+    assert (band["low"], band["slow"], band["records"], band["confidence"]) == (low, "low", logs, 0.9)
     assert serve["per_gpu_bytes_band"]["high"] == serve["per_gpu_bytes"] + pool - low
-    # Six sequences need 24 GiB: within the 24.36 GiB pool (a fit), beyond the low edge (20.5 GiB): GP209.
+    # Six sequences need 24 GiB: within the 24.36 GiB pool (a fit), beyond its low edge (23.3 GiB): GP209.
     assert pool >= 6 * 4 * GIB and low < 6 * 4 * GIB and serve["fits"]
     (finding,) = [f for f in json.loads(out)["findings"] if f["code"] == "GP209"]
     assert finding["severity"] == "warning" and finding["pointer"] == "/serve/concurrency"
@@ -169,7 +170,8 @@ def test_a_kv_cache_that_holds_the_sequences_on_the_estimate_but_not_at_its_low_
     )
     _, text, _ = run_cli("estimate", str(spec_path))
     assert "of 40.04 GiB engine budget -> AT RISK at 90% confidence" in text
-    assert f"KV cache the engine allocates: 24.36 GiB; at 90% confidence {low / GIB:,.2f} GiB (x 0.84:" in text
+    ratio = f"(x {kv_low_ratio(0.9):.2f}:"
+    assert f"KV cache the engine allocates: 24.36 GiB; at 90% confidence {low / GIB:,.2f} GiB {ratio}" in text
     # Five sequences (20 GiB) leave 10.9% of the budget on the estimate: sound at 0.5, where the low edge is
     # the 8th ratio (1.0017, no shortfall); at 0.9 the pool may come short by pool - low, which leaves under
     # the 10% margin: GP202 at 90% confidence, and the planner recommends two L40S instead.

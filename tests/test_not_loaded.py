@@ -70,7 +70,7 @@ def test_report_shows_no_speed_and_no_negative_free_share():
     # The planner's table: no free share ("none", not 1 - 143.54 / 71.24 = -101%) and no speed; the side-by-side
     # table says by how much it is short: 143.54 GiB needed - 71.24 GiB engine budget = 72.3 GiB.
     assert "| declared | 1 x h100-sxm | none | n/a | 4.12 |" in out
-    assert "| Headroom per GPU | none: short by 72.3 GiB |" in out
+    assert "| Headroom per GPU at 90% confidence | none: short by 72.3 GiB |" in out
     assert not re.search(r"\| -\d+% \|", out)
     assert "104,160" not in out and "65.26" not in out  # the old TTFT and cost per 1M tokens of the dead engine
     # The stress test sets the funded layout (1 x b200-hgx) beside the declared one, which does not start:

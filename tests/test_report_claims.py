@@ -6,14 +6,14 @@ import json
 import math
 
 from conftest import EXAMPLES, run_cli
-from test_memory_bands import BANDS, shipped
+from test_memory_bands import BANDS, kv_low_ratio, shipped
 
 GIB = 2**30
 
 
 def test_the_reports_memory_band_is_the_out_of_sample_edge():
     # finetune-then-serve: a full fine-tune, judged by the full-fine-tuning band (19 full runs of its own,
-    # not pooled); serving memory has no band. The row states the edge the fit verdict uses, recomputed here
+    # not pooled); serving by its KV cache at the low edge. The row states the edges the verdicts use, recomputed here
     # from the estimate and the generated file, and no in-sample claim.
     _, estimate, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
     per_gpu = json.loads(estimate)["finetune"]["per_gpu_bytes"]
@@ -27,5 +27,12 @@ def test_the_reports_memory_band_is_the_out_of_sample_edge():
         f"fine-tuning memory: up to {edge / GIB:.1f} GiB per GPU at 90% confidence (x {ratio:.2f} over "
         f"{band['records']} published runs)"
     ) in row
-    assert "serving memory: no band (no runs outside those it was tuned on)" in row
+    # Serving: the KV cache the engine allocates at its low edge, the ceil(0.1 x n)-th smallest ratio.
+    _, estimate, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
+    pool = json.loads(estimate)["serve"]["kv_pool_bytes"]
+    logs = BANDS["memory"]["serving"]["kv_pool"]["records"]
+    assert (
+        f"serving KV cache: as little as {math.floor(pool * kv_low_ratio(0.9)) / GIB:.1f} GiB per GPU at 90% "
+        f"confidence (x {kv_low_ratio(0.9):.2f} over {logs} published engine startup logs)"
+    ) in row
     assert "in sample" not in out and "calibrated on" not in out

@@ -14,13 +14,15 @@ import yaml
 from conftest import EXAMPLES, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
-from test_memory_bands import kv_low_ratio, shipped
+from test_memory_bands import BANDS, kv_low_ratio, shipped
 
 from gpuplan.catalog import gpu_catalog
 from gpuplan.config import Settings
 from gpuplan.linter import LintOptions, LintResult, lint_bytes
 from gpuplan.rules.form_factor import _siblings
 from gpuplan.units import format_gib, format_gib_difference, format_ms
+
+SERVING_LOGS = BANDS["memory"]["serving"]["kv_pool"]["records"]
 
 TODAY = datetime.date(2026, 12, 2)
 
@@ -312,7 +314,7 @@ def test_low_headroom_at_the_margin():
     planned = math.ceil(f.memory.per_gpu * ratio)
     train_free = (f.gpu.usable_bytes - planned) / f.gpu.usable_bytes
     # Serving is judged at the KV cache's low edge: the pool may come short by pool - floor(pool x r), r the
-    # 2nd smallest of the 16 shipped serving ratios; the per-GPU figure grows by that much (about 0.53 free).
+    # ceil(0.1 x n)-th smallest of the n shipped serving ratios; the per-GPU figure grows by that much (about 0.53 free).
     pool = s.memory.kv_available
     serve_planned = s.memory.per_gpu + pool - math.floor(pool * kv_low_ratio(0.9))
     serve_free = (s.memory.budget - serve_planned) / s.memory.budget
@@ -335,7 +337,7 @@ def test_low_headroom_at_the_margin():
         f"serving leaves {format_gib(s.memory.budget - serve_planned)} of the {format_gib(s.memory.budget)} "
         f"engine budget free on h100-sxm ({serve_free:.0%}, margin {serve_free * 1.001:.0%}) at 90% confidence "
         f"(the engine's KV cache {format_gib(pool)} estimated x {kv_low_ratio(0.9):.2f}, the ratio measured / "
-        "estimate that 90% of 16 published engine startup logs not used to tune the model stayed at or above)"
+        f"estimate that 90% of {SERVING_LOGS} published engine startup logs not used to tune the model stayed at or above)"
     )
     assert both[1].hint == "an fp8 KV cache halves the cache; or lower concurrency or context"
     assert len(lint_at(("GP202",), headroom_pct=serve_free * 100 * 0.999).findings) == 1

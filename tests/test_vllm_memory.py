@@ -149,7 +149,8 @@ def test_one_gpu_every_term():
     # KV available 2.7e8 - 268,445,392 = 1,554,608: 1,554,608 // (256 B page x 2 layers) = 3,036 blocks
     # = 48,576 tokens; 1,554,608 // 1,024 = 1,518 sequences; at 400 sequences a sequence may hold
     # 1,554,608 / (400 x 512) = 7.6 -> 7 blocks = 112 tokens.
-    # CUDA graphs for 4 sequences: sizes 1, 2, 4, 8, in two modes: 2 x 200 MiB + 6 x 6 MiB = 436 MiB,
+    # CUDA graphs for 4 sequences: PIECEWISE for sizes 1, 2, 4, 8 and FULL for those up to 4 (1, 2, 4):
+    # 2 first captures of 200 MiB + (3 + 2) x 6 MiB = 430 MiB,
     # which do not fit beside 268.9 MB in 300 MB.
     setup = ServingSetup(architecture=TINY, context=20, concurrency=400, max_batched_tokens=8, max_num_seqs=4)
     memory = estimate_serving(setup, usable_bytes=300_000_000)
@@ -163,7 +164,7 @@ def test_one_gpu_every_term():
     assert (memory.tenant_weights, memory.tenant_kv_cache, memory.budget) == (0, 0, 270_000_000)
     assert (memory.kv_bytes_per_sequence, memory.kv_bytes_per_token) == (1024, 32.0)
     assert (memory.kv_page_bytes, memory.kv_group_size, memory.kv_groups) == (256, 2, 1)
-    assert (memory.cuda_graphs, memory.capacity, memory.vision_weights) == (436 * MIB, 300_000_000, 0)
+    assert (memory.cuda_graphs, memory.capacity, memory.vision_weights) == (430 * MIB, 300_000_000, 0)
     assert memory.breakdown == {"weights": 3920, "kv_cache": 409600, "activations": 6016, "runtime": 268_435_456}
     assert (memory.per_gpu, memory.non_kv, memory.kv_available) == (268_854_992, 268_445_392, 1_554_608)
     assert memory.kv_cache_tokens == 48_576
@@ -171,7 +172,7 @@ def test_one_gpu_every_term():
     assert max_context(setup, memory) == 112
     assert not memory.fits  # the graphs do not fit beside it
     roomy = estimate_serving(setup, usable_bytes=800_000_000)
-    assert roomy.fits  # 268,854,992 + 457,179,136 = 726,034,128 <= 8e8 and within the 7.2e8 budget
+    assert roomy.fits  # 268,854,992 + 450,887,680 = 719,742,672 <= 8e8 and within the 7.2e8 budget
 
 
 def test_quantized_pipeline_and_tensor_parallel():
@@ -432,10 +433,11 @@ def test_the_padding_follows_the_engine_the_quantization_and_the_gpu():
 @pytest.mark.parametrize(
     "max_num_seqs, mib",
     [
-        (1, 2 * 200 + 2 * 6),  # sizes 1, 2: 4 graphs, 2 of them first captures
-        (100, 2 * 200 + 54 * 6),  # 1, 2, 4 + 8..200: 28 sizes
-        (128, 2 * 200 + 68 * 6),  # 1, 2, 4 + 8..248 + 256: 35 sizes
-        (1024, 2 * 200 + 100 * 6),  # capped at 512: 3 + 31 + 17 = 51 sizes
+        # PIECEWISE for the sizes up to min(2 x seqs, 512), FULL for those up to seqs; 2 first captures
+        (1, 2 * 200 + (1 + 0) * 6),  # PIECEWISE 1, 2; FULL 1
+        (100, 2 * 200 + (27 + 14) * 6),  # PIECEWISE 1, 2, 4 + 8..200 (28 sizes); FULL 1, 2, 4 + 8..96 (15)
+        (128, 2 * 200 + (34 + 18) * 6),  # PIECEWISE 1, 2, 4 + 8..248 + 256 (35); FULL 1, 2, 4 + 8..128 (19)
+        (1024, 2 * 200 + (50 + 50) * 6),  # capped at 512: 3 + 31 + 17 = 51 sizes in both
     ],
 )
 def test_cuda_graph_sizes(max_num_seqs, mib):
@@ -555,9 +557,9 @@ def test_the_spec_batch_limits_size_the_profiled_reserve_and_the_graphs():
     assert small.setup.max_batched_tokens == 2_048 and small.setup.max_num_seqs == 64
     # The KV cache gains what the reserve gave back (weights and runtime do not move).
     assert small.memory.kv_available - default.memory.kv_available == 1_905_786_880 - 243_269_632
-    # CUDA graphs: sizes up to min(2 x 64, 512, 2,048) = 128: 1, 2, 4 + 8..128 step 8 = 19 sizes, 38 graphs:
-    # 2 first captures of 200 MiB + 36 x 6 MiB.
-    assert small.memory.cuda_graphs == (2 * 200 + 36 * 6) * MIB
+    # CUDA graphs: PIECEWISE for sizes up to min(2 x 64, 512, 2,048) = 128: 1, 2, 4 + 8..128 step 8 = 19;
+    # FULL up to 64: 1, 2, 4 + 8..64 = 11; 2 first captures of 200 MiB + (18 + 10) x 6 MiB.
+    assert small.memory.cuda_graphs == (2 * 200 + 28 * 6) * MIB
     assert default.memory.cuda_graphs == (2 * 200 + 100 * 6) * MIB
     # Fewer tokens than sequences: vLLM's dummy run spreads 512 tokens over min(512, 1,024) = 512 requests;
     # the sampler warm-up 512 x 128,256 x 14 + 512 x 4,096 x 2 = 923,533,312 B beats the forward

@@ -6,6 +6,7 @@ start that failed is called a start."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -14,7 +15,13 @@ from conftest import ROOT, run_cli
 
 from gpuplan.catalog import get_gpu, get_model
 from gpuplan.estimate.serving import ServingSetup, cuda_graph_bytes, estimate_serving, sampler_warmup_bytes
-from gpuplan.estimate.vllm_releases import CUDA_CONTEXT_BYTES, parse_version, vllm_release
+from gpuplan.estimate.vllm_releases import (
+    CUDA_CONTEXT_BYTES,
+    SIZING_CHANGES,
+    parse_version,
+    sizing_line,
+    vllm_release,
+)
 from gpuplan.units import GIB, MIB
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -45,9 +52,12 @@ def test_versions_parse_as_pip_and_vllm_print_them():
         ("0.7.2", "h100-sxm", 40_000, True, (2_048, 256)),
         # ... but not for a sliding-window model, LoRA or speculative decoding
         ("0.7.2", "h100-sxm", 40_000, False, (40_000, 256)),
-        # V1 0.8.0-0.8.4: 1,024 sequences; 8,192 tokens on a GPU named H100/H200, else 2,048
+        # V1 0.8.0-0.8.3: 1,024 sequences on every GPU; 8,192 tokens on a GPU named H100/H200, else 2,048;
+        # 0.8.4 (PR #16158): 256 sequences off H100/H200 (arg_utils.py: default_max_num_seqs)
         ("0.8.0", "h100-sxm", 8_192, True, (8_192, 1_024)),
-        ("0.8.4", "l40s", 8_192, True, (2_048, 1_024)),
+        ("0.8.3", "l40s", 8_192, True, (2_048, 1_024)),
+        ("0.8.4", "l40s", 8_192, True, (2_048, 256)),
+        ("0.8.4", "h200-sxm", 8_192, True, (8_192, 1_024)),
         # 0.8.5: by memory, at least 70 GiB (the A100 80GB too); from 0.9.0 the A100 takes the small pair
         ("0.8.5", "a100-sxm-80gb", 8_192, True, (8_192, 1_024)),
         ("0.9.0", "a100-sxm-80gb", 8_192, True, (2_048, 256)),
@@ -82,17 +92,23 @@ def test_the_sampler_warm_up_per_logit():
 
 
 def test_capture_sizes_and_modes():
-    # V0: 1, 2, 4, then 8..256 step 8 for 256 sequences: 3 + 32 = 35 graphs, one each
-    assert vllm_release("0.7.2").capture_sizes(256, 2048) == (35, 1)
+    # V0: 1, 2, 4, then 8..256 step 8 for 256 sequences: 3 + 32 = 35 graphs, one mode
+    assert vllm_release("0.7.2").capture_sizes(256, 2048) == (35,)
     # V1 0.8-0.9: up to 512 in steps of 8 (3 + 64 = 67), filtered to the batched tokens (2,048: all of them)
-    assert vllm_release("0.9.2").capture_sizes(256, 2048) == (67, 1)
+    assert vllm_release("0.9.2").capture_sizes(256, 2048) == (67,)
     # 0.10.0: capped at 2 x max_num_seqs: 128 sequences -> 256 -> 3 + 32 = 35
-    assert vllm_release("0.10.0").capture_sizes(128, 8192) == (35, 1)
-    # 0.11.0: FULL and PIECEWISE; 0.11.2: steps of 16 above 256: 3 + 31 + 17 = 51 (the v0.19 logs' 51)
-    assert vllm_release("0.11.0").capture_sizes(1024, 8192) == (67, 2)
-    assert vllm_release("0.11.2").capture_sizes(1024, 8192) == (51, 2)
-    # A first capture of 200 MiB per mode, 6 MiB for every further graph: V0's 35 graphs, 200 + 34 x 6 MiB.
+    assert vllm_release("0.10.0").capture_sizes(128, 8192) == (35,)
+    # 0.11.0: PIECEWISE for every size, FULL for those up to max_num_seqs (all 67 at 1,024 sequences);
+    # 0.11.2: steps of 16 above 256: 3 + 31 + 17 = 51 (the v0.19 logs' 51 in both modes)
+    assert vllm_release("0.11.0").capture_sizes(1024, 8192) == (67, 67)
+    assert vllm_release("0.11.2").capture_sizes(1024, 8192) == (51, 51)
+    # 256 sequences: PIECEWISE up to 512 (51 sizes), FULL up to 256: 1, 2, 4, 8..248, 256 = 35 (0.21's log:
+    # "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=35 (largest=256)", LMCache#3430)
+    assert vllm_release("0.21.0").capture_sizes(256, 2048) == (51, 35)
+    # A first capture of 200 MiB per mode, 6 MiB for every further graph: V0's 35 graphs, 200 + 34 x 6 MiB;
+    # 0.21's 51 + 35: 2 x 200 + (50 + 34) x 6 MiB.
     assert cuda_graph_bytes(256, 2048, vllm_release("0.7.2")) == (200 + 34 * 6) * MIB
+    assert cuda_graph_bytes(256, 2048, vllm_release("0.21.0")) == (2 * 200 + 84 * 6) * MIB
 
 
 @pytest.mark.parametrize(
@@ -118,6 +134,23 @@ def test_what_counts_against_the_budget(version, context, graphs, utilization, b
         utilization,
     )
     assert (release.block_tokens, release.version) == (block, clamped)
+
+
+def test_what_differs_on_amd_and_blackwell_gpus():
+    # The graph estimate is taken from the budget on CUDA from 0.20.0 and on ROCm from 0.26.0 (0.20's
+    # gpu_worker.py: not is_rocm(); 0.21-0.25: is_cuda(); 0.26: is_cuda_alike()).
+    assert vllm_release("0.22.1").graphs_counted("sm90") and not vllm_release("0.22.1").graphs_counted("gfx942")
+    assert vllm_release("0.26.0").graphs_counted("gfx942")
+    # 0.34's extensible cache keeps at least 1 GiB free on CUDA, 3 GiB on ROCm.
+    assert (vllm_release("0.34.0").kv_margin_floor("sm90"), vllm_release("0.34.0").kv_margin_floor("gfx950")) == (
+        GIB,
+        3 * GIB,
+    )
+    # From 0.28.0 data-centre Blackwell (compute capability 10.x) captures up to 1,024: 3 + 31 + 49 sizes
+    # (256..1,024 in steps of 16), both modes at 1,024 sequences; other GPUs stop at 512 (51).
+    assert vllm_release("0.28.0").capture_sizes(1024, 16384, "sm100") == (83, 83)
+    assert vllm_release("0.28.0").capture_sizes(1024, 16384, "sm90") == (51, 51)
+    assert vllm_release("0.27.1").capture_sizes(1024, 16384, "sm100") == (51, 51)
 
 
 def test_a_release_moves_the_pool_by_its_own_mechanisms():
@@ -181,3 +214,75 @@ def test_no_start_that_failed_is_called_a_start():
     scored, failed = score()
     assert len(failed) >= 5 and not [start.record for start in failed if start.loads]
     assert len(scored) >= 15
+
+
+# -- lines of identical sizing -------------------------------------------------------------------------------
+
+
+def behaviour(version: str) -> tuple[object, ...]:
+    """Everything a release decides about memory sizing, over inputs that reach every branch."""
+    release = vllm_release(version)
+    gpus = [get_gpu(g) for g in ("h100-sxm", "a100-sxm-80gb", "l40s", "b200-hgx")]
+    batches = tuple(
+        release.batch_defaults(gpu.memory_bytes, gpu.id, context, chunks)
+        for gpu in gpus
+        for context in (4_096, 40_000)
+        for chunks in (True, False)
+    )
+    samplers = tuple(release.sampler_bytes_per_logit(rows) for rows in (1, 7, 8, 127, 128))
+    graphs = tuple(
+        release.capture_sizes(seqs, tokens, arch)
+        for seqs in (128, 256, 1024)
+        for tokens in (2048, 8192)
+        for arch in ("sm90", "sm100")
+    )
+    flags = (release.engine, release.context_in_budget, release.default_utilization, release.extensible_kv)
+    platforms = tuple((release.graphs_counted(arch), release.kv_margin_floor(arch)) for arch in ("sm90", "gfx942"))
+    return (*flags, release.block_tokens, batches, samplers, graphs, platforms)
+
+
+def test_each_sizing_change_changes_something_and_patch_releases_between_do_not():
+    changes = SIZING_CHANGES
+    for before, change, after in zip((None, *changes[:-1]), changes, (*changes[1:], None), strict=True):
+        text = ".".join(map(str, change))
+        if before is not None:  # the last release of the line before, as far as a version number goes
+            previous = (change[0], change[1], change[2] - 1) if change[2] else (change[0], change[1] - 1, 99)
+            assert behaviour(".".join(map(str, previous))) != behaviour(text), change
+            assert sizing_line(".".join(map(str, previous))) == before
+        last = (
+            (after[0], after[1], after[2] - 1)
+            if after and after[2]
+            else (after[0], after[1] - 1, 99)
+            if after
+            else change
+        )
+        assert behaviour(".".join(map(str, last))) == behaviour(text), (change, last)
+        assert sizing_line(".".join(map(str, last))) == change
+
+
+def test_verify_estimates_a_log_at_the_release_that_wrote_it(tmp_path):
+    # A log of vLLM 0.11.0 against a spec that names no release (the model's 0.19): GP802 for
+    # serve.engine_version, and the terms compared with the estimate at 0.11.0, whose sampler
+    # warm-up sorts the logits: Llama-3.1-8B on an H100 at 0.95, 1,024 requests of 128,256 logits x 38 B +
+    # 8,192 x 4,096 x 2 = 4.71 GiB of activations where 0.19 holds 1.89.
+    from evidence_samples import RankMemory, VllmRun, vllm_log
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "version: 1\nname: chat-8b\nmodel: {id: llama-3.1-8b}\n"
+        "serve:\n  context: 8192\n  concurrency: 32\n  memory_utilization: 0.95\n  hardware: {gpu: h100-sxm}\n"
+    )
+    memory = RankMemory(weights=14.99, torch_peak=4.71, non_torch=0.25, graphs=0.91, kv_pool=55.28)
+    log = tmp_path / "vllm.log"
+    log.write_text(vllm_log(VllmRun(ranks={"": memory}, kv_tokens=452_848, concurrency=55.28, version="0.11.0")))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "json")
+    assert code == 1  # GP802 is an error
+    run = json.loads(out)["runs"][0]
+    settings = {s["setting"]: s for s in run["settings"]}
+    assert settings["engine_version"]["matches"] is False and settings["engine_version"]["run"] == "0.11.0"
+    (gp802,) = [f for f in run["findings"] if f["code"] == "GP802" and "engine_version" in f["message"]]
+    assert gp802["pointer"] == "/serve/engine_version"
+    rows = {row["term"]: row for row in run["terms"]}
+    assert rows["activations"]["estimate"] / GIB == pytest.approx(4.71, abs=0.005)
+    # A patch release sizes memory as its line does; 0.11.2 changed the capture sizes, so it is a line of its own.
+    assert sizing_line("0.11.1") == sizing_line("0.11.0") != sizing_line("0.11.2")

@@ -278,15 +278,17 @@ def _job_word(finding: Finding) -> str:
 
 def _approval_reason(analysis: Any) -> str:
     parts = []
+    confidence = analysis.spec.plan.confidence
+    at = f"at {confidence:.0%} confidence"  # memory as the plan judges it: at its band's pessimistic edge
     if analysis.finetune is not None:
         f = analysis.finetune
-        free = 1 - f.memory.per_gpu / f.gpu.usable_bytes
-        parts.append(f"fine-tuning on {layout_text(f)} fits with {free:.0%} headroom")
+        free = 1 - f.planned_bytes(confidence) / f.gpu.usable_bytes
+        parts.append(f"fine-tuning on {layout_text(f)} fits with {free:.0%} headroom {at}")
     if analysis.serve is not None:
         s = analysis.serve
-        free = 1 - s.memory.per_gpu / s.memory.budget
+        free = 1 - s.planned_bytes(confidence) / s.memory.budget
         slo = "meets its latency SLOs" if s.job.ttft_ms or s.job.tpot_ms else "declares no latency SLO"
-        parts.append(f"serving on {layout_text(s)} fits with {free:.0%} headroom and {slo}")
+        parts.append(f"serving on {layout_text(s)} fits with {free:.0%} headroom {at} and {slo}")
     budget = analysis.spec.budget
     declared = budget.finetune_total is not None or budget.serve_monthly is not None
     money = "within the declared budget" if declared else "priced (no budget is declared to check against)"

@@ -76,7 +76,12 @@ def compute_risks(
             finetune.planned_bytes(confidence) if finetune else 0,
             f"Fine-tuning at {confidence:.0%} confidence in its memory estimate",
         ),
-        (serve, serve.memory.budget if serve else 0, serve.memory.per_gpu if serve else 0, "Serving"),
+        (
+            serve,
+            serve.memory.budget if serve else 0,
+            serve.planned_bytes(confidence) if serve else 0,
+            f"Serving at {confidence:.0%} confidence in the KV cache its engine allocates",
+        ),
     ):
         if estimate is None or not estimate.fits:
             continue

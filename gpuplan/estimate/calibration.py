@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.engines import TRTLLM_MAX_BATCH_SIZE, TRTLLM_MAX_NUM_TOKENS, sglang_sizes
-from gpuplan.estimate.serving import engine_batch_limits
+from gpuplan.estimate.serving import DEFAULT_RELEASE, engine_batch_limits
+from gpuplan.estimate.vllm_releases import VllmRelease
 from gpuplan.records import record
 
 
@@ -35,11 +36,14 @@ class EngineProfile:
     # process with decoder later)", InternLM/lmdeploy src/turbomind/models/llama/LlamaBatch.cc, v0.1-v0.2).
     first_token_from_decode_step: bool = False
 
-    def limits(self, gpu: Gpu) -> tuple[int, int]:
-        """(tokens one step may carry, running sequences) that the engine defaults to on ``gpu``."""
+    def limits(
+        self, gpu: Gpu, release: VllmRelease = DEFAULT_RELEASE, context: int = 0, chunks: bool = True
+    ) -> tuple[int, int]:
+        """(tokens one step may carry, running sequences) that the engine defaults to on ``gpu`` (vLLM's at
+        ``release``, for a job of ``context`` tokens that V0 may chunk by itself or not: ``chunks``)."""
         memory = gpu.memory_bytes
         if self.id == "vllm":
-            return engine_batch_limits(memory, gpu.id)  # the memory model's vLLM, with its source
+            return engine_batch_limits(memory, gpu.id, release, context, chunks)  # the memory model's vLLM
         if self.id == "sglang":
             # SGLang's chunked_prefill_size by GPU memory (the memory model's rule, with its source); running
             # requests bounded by the KV pool, not by a small constant.

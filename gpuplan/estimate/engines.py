@@ -412,8 +412,13 @@ def engine_memory_notes(setup: ServingSetup, limits: str) -> tuple[tuple[str, st
     requests = sampler_requests(sequences, tokens)
     share = f"{fraction:.0%} of GPU memory"
     if release.extensible_kv:
-        share += " (at most what is free after warm-up, less max(1 GiB, 3/4 of the activation peak))"
-    graphs = "estimated and taken from the budget" if release.graphs_in_budget else "captured outside the budget"
+        floor = release.kv_margin_floor(setup.gpu_arch) // GIB
+        share += f" (at most what is free after warm-up, less max({floor} GiB, 3/4 of the activation peak))"
+    graphs = (
+        "estimated and taken from the budget"
+        if release.graphs_counted(setup.gpu_arch)
+        else "captured outside the budget"
+    )
     context = "; the CUDA context counts against the budget (0.61 GiB)" if release.context_in_budget else ""
     return (
         ("memory model", f"{release.label}: {share}, {block:,}-token KV blocks"),

@@ -165,6 +165,7 @@ class ServingSetup:
     speculation: Speculation | None = None  # serve.speculative: the proposer (gpuplan.estimate.speculative)
     expert_alignment: tuple[int, int] = (1, 1)  # vLLM's MXFP4 expert padding on the GPU (mxfp4_moe_alignment)
     release: VllmRelease = DEFAULT_RELEASE  # serve.engine_version: what vLLM's sizing does (vllm_releases)
+    gpu_arch: str = ""  # the GPU's architecture (catalog arch): AMD GPUs and Blackwell size some things apart
 
 
 @record
@@ -264,8 +265,19 @@ class ServingMemory:
 
     @property
     def fits(self) -> bool:
+        """The declared sequences' KV cache within the pool the engine allocates (for vLLM and SGLang: the
+        per-GPU figure within the budget; TensorRT-LLM's pool is a share of its room, within its cap), and the
+        memory outside the budget within the GPU."""
         graphs_fit = not self.capacity or self.per_gpu + self.cuda_graphs + self.outside_budget <= self.capacity
-        return self.per_gpu + self.graphs_inside <= self.budget and graphs_fit
+        return self.kv_cache <= self.kv_available and graphs_fit
+
+
+def chunks_by_itself(architecture: Architecture, gpu_arch: str, lora: bool, speculation: bool) -> bool:
+    """Whether a V0 vLLM turns chunked prefill on by itself above 32K tokens for this job: on CUDA, not for a
+    sliding-window or multimodal model, nor with LoRA or speculative decoding (arg_utils.py: is_gpu and not
+    is_rocm, use_sliding_window, is_multimodal_model, use_lora, use_spec_decode)."""
+    amd = gpu_arch.startswith("gfx")
+    return not (architecture.windowed or architecture.vision_params or lora or speculation or amd)
 
 
 def engine_batch_limits(
@@ -623,11 +635,16 @@ def runtime_bytes(tp: int, pp: int) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def cuda_graph_bytes(max_num_seqs: int, max_batched: int, release: VllmRelease = DEFAULT_RELEASE) -> int:
+def cuda_graph_bytes(
+    max_num_seqs: int, max_batched: int, release: VllmRelease = DEFAULT_RELEASE, gpu_arch: str = ""
+) -> int:
     """The CUDA-graph pool: a first capture per mode, then each further graph (``VllmRelease.capture_sizes``:
-    from 0.11.2, two modes per size, sizes up to min(2 x seqs, 512, batched tokens))."""
-    sizes, modes = release.capture_sizes(max_num_seqs, max_batched)
-    return modes * GRAPH_FIRST_CAPTURE + (modes * sizes - modes) * GRAPH_EACH
+    from 0.11.2 PIECEWISE graphs for the sizes up to min(2 x seqs, 512, batched tokens), FULL ones up to seqs)."""
+    return sum(
+        GRAPH_FIRST_CAPTURE + (sizes - 1) * GRAPH_EACH
+        for sizes in release.capture_sizes(max_num_seqs, max_batched, gpu_arch)
+        if sizes
+    )
 
 
 @record
@@ -704,10 +721,11 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         )
         for last in {index == len(stages) - 1 for index in range(len(stages))}
     }
-    budget = _budget(release, usable_bytes, setup.memory_utilization, max(reserves.values()))
+    budget = _budget(release, usable_bytes, setup.memory_utilization, max(reserves.values()), setup.gpu_arch)
     runtime = runtime_bytes(tp, pp) + (CUDA_CONTEXT_BYTES if release.context_in_budget else 0)
-    graphs = cuda_graph_bytes(setup.max_num_seqs, setup.max_batched_tokens, release)
-    graphs_inside = graphs if release.graphs_in_budget else 0
+    graphs = cuda_graph_bytes(setup.max_num_seqs, setup.max_batched_tokens, release, setup.gpu_arch)
+    counted = release.graphs_counted(setup.gpu_arch)
+    graphs_inside = graphs if counted else 0
     block, page_bytes = kv_pages(
         arch, setup.kv_dtype_bytes, tp, setup.model_dtype_bytes, setup.context, release.block_tokens
     )
@@ -750,7 +768,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         kv_bytes_per_sequence=math.ceil(per_sequence),
         kv_bytes_per_token=arch.kv_bytes_per_token(setup.kv_dtype_bytes, tp) / pp + (draft_token if last else 0.0),
         cuda_graphs=graphs,
-        graphs_in_budget=release.graphs_in_budget,
+        graphs_in_budget=counted,
         capacity=usable_bytes,
         vision_weights=math.ceil(vision) if index == 0 else 0,
         kv_page_bytes=page,
@@ -765,14 +783,16 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     return ServingShape(empty, per_sequence)
 
 
-def _budget(release: VllmRelease, usable_bytes: int, utilization: float, activation_peak: float) -> int:
+def _budget(release: VllmRelease, usable_bytes: int, utilization: float, activation_peak: float, arch: str) -> int:
     """The engine's budget on one GPU: ``utilization`` x the GPU's memory; vLLM 0.34's extensible KV cache
-    takes at most what is free after warm-up less its margin (the larger of 1 GiB and 3/4 of the activation
-    peak; the activation peak itself is in the non-KV memory: ``measure_kv_cache_bytes``), so its budget is
-    also at most the memory less the CUDA context (in use before the snapshot) and that margin."""
+    takes at most what is free after warm-up less its margin (the larger of its floor, 1 GiB or 3 GiB on AMD
+    GPUs, and 3/4 of the activation peak; the activation peak itself is in the non-KV memory:
+    ``measure_kv_cache_bytes``), so its budget is also at most the memory less the CUDA context (in use
+    before the snapshot) and that margin."""
     budget = usable_bytes * utilization
     if release.extensible_kv:  # (never below 0: an activation peak beyond the GPU leaves nothing)
-        budget = max(0.0, min(budget, usable_bytes - CUDA_CONTEXT_BYTES - max(GIB, 0.75 * activation_peak)))
+        margin = max(release.kv_margin_floor(arch), 0.75 * activation_peak)
+        budget = max(0.0, min(budget, usable_bytes - CUDA_CONTEXT_BYTES - margin))
     return int(budget)
 
 

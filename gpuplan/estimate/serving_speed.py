@@ -70,6 +70,7 @@ from gpuplan.estimate.performance import (
     matmul_params,
     on_fast_link,
 )
+from gpuplan.estimate.serving import chunks_by_itself
 from gpuplan.estimate.serving_load import (
     P90,
     frontend_seconds,
@@ -79,6 +80,7 @@ from gpuplan.estimate.serving_load import (
     wave,
 )
 from gpuplan.estimate.speculative import SpeculativeWorkload
+from gpuplan.estimate.vllm_releases import vllm_release
 from gpuplan.records import record
 
 ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
@@ -123,6 +125,7 @@ class ServingWorkload:
     speculation: SpeculativeWorkload | None = None  # serve.speculative (gpuplan.estimate.speculative)
     adapter_slots: int = 0  # serve.lora max_adapters: a step reads min(them, its decodes) adapters' slots
     adapter_bytes: float = 0.0  # ... of these bytes each, one slot on the stage that reads most (lora_serving)
+    engine_version: str | None = None  # serve.engine_version: the vLLM release whose defaults the scheduler runs
 
 
 @record
@@ -184,7 +187,10 @@ class Rates:
     def __init__(self, w: ServingWorkload, calibration: Calibration, efficiency: Efficiency) -> None:
         arch, gpu = w.architecture, w.gpu
         self.engine = calibration.engine(w.engine)
-        default_tokens, default_sequences = self.engine.limits(gpu)
+        # vLLM's scheduler runs at its release's defaults for the GPU, as its memory was profiled
+        chunks = chunks_by_itself(arch, gpu.arch, w.adapter_slots > 0, w.speculation is not None)
+        release = vllm_release(w.engine_version)
+        default_tokens, default_sequences = self.engine.limits(gpu, release, w.full_prompt + w.output_tokens, chunks)
         self.token_budget = w.max_batched_tokens or default_tokens  # tokens one step may carry
         self.sequence_cap = w.max_sequences or default_sequences  # sequences the engine runs at once
         mechanisms = calibration.serving

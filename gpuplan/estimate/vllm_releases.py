@@ -11,9 +11,10 @@ release's source distribution, ``vllm/``):
   sequences and, without chunked prefill, ``max(max_model_len, 2048)`` tokens a step; it turns chunked prefill
   on by itself only above 32,768 tokens of context (not for sliding-window models, LoRA or speculative
   decoding), with 512 tokens a step until 0.6.4 and 2,048 from 0.6.5 (``_DEFAULT_MAX_NUM_BATCHED_TOKENS``).
-  V1 always chunks: 0.8.0-0.8.4 1,024 sequences and 8,192 tokens on a GPU whose name says H100 or H200, else
-  2,048; 0.8.5 by memory (at least 70 GiB: 8,192 and 1,024, else 2,048 and 256); from 0.9.0 the A100 takes
-  the small pair too; from 0.28.0 a GPU of at least 160 GiB gets 16,384 tokens.
+  V1 always chunks: 8,192 tokens on a GPU whose name says H100 or H200, else 2,048, with 1,024 sequences on
+  every GPU in 0.8.0-0.8.3 and on those two only in 0.8.4 (256 elsewhere); 0.8.5 by memory (at least 70 GiB:
+  8,192 and 1,024, else 2,048 and 256); from 0.9.0 the A100 takes the small pair too; from 0.28.0 a GPU of
+  at least 160 GiB gets 16,384 tokens.
 - **sampler warm-up** (the profile run's dummy sampling with top-k and top-p): V0 and V1 until 0.16 sort
   the fp32 logits (``apply_top_k_top_p``: ``logits.sort``); from 0.17.0 a Triton kernel masks them in place
   when at least 8 requests are sampled (``apply_top_k_top_p_triton``, vllm/v1/sample/ops/topk_topp_sampler.py).
@@ -22,14 +23,16 @@ release's source distribution, ``vllm/``):
   other releases measure increases from a snapshot taken after the context exists.
 - **CUDA graphs in the budget**: captured after the KV cache is allocated in every release; from 0.20.0 an
   estimate of their pool is subtracted from the budget first (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``,
-  default 1; 0.18-0.19 compute it but subtract it only when set).
+  default 1; 0.18-0.19 compute it but subtract it only when set), on AMD GPUs from 0.26.0 (``is_cuda_alike``;
+  0.20-0.25 gate it on CUDA).
 - **capture sizes** (the decode batch sizes given a graph): V0 1, 2, 4, then steps of 8 up to
   ``max_num_seqs`` (one graph each); V1 up to 512 in steps of 8 (0.8.0), capped at twice ``max_num_seqs``
-  from 0.10.0, steps of 16 above 256 from 0.11.2; one PIECEWISE graph each until 0.10.x, FULL and PIECEWISE
-  from 0.11.0 (``CUDAGraphMode.FULL_AND_PIECEWISE``).
+  from 0.10.0, steps of 16 above 256 from 0.11.2, up to 1,024 on data-centre Blackwell (compute capability
+  10.x) from 0.28.0; one PIECEWISE graph each until 0.10.x, from 0.11.0 also a FULL graph for each size up to
+  ``max_num_seqs`` (``CUDAGraphMode.FULL_AND_PIECEWISE``).
 - **default utilization**: 0.90; 0.92 from 0.20.0 (``CacheConfig``); 1.0 from 0.34.0, whose extensible KV
   cache is sized after warm-up and graph capture from the memory then free, less a margin of the larger of
-  1 GiB and three quarters of the activation peak, and less that peak (``measure_kv_cache_bytes``,
+  1 GiB (3 GiB on AMD GPUs) and three quarters of the activation peak, and less that peak (``measure_kv_cache_bytes``,
   vllm/v1/worker/extensible_kv_cache.py); its KV blocks hold 64 tokens (``DEFAULT_BLOCK_SIZE``).
 """
 
@@ -42,7 +45,7 @@ from gpuplan.records import record
 from gpuplan.units import GIB
 
 # The releases gpuplan models, oldest and newest; ``serve.engine_version`` outside them is estimated as
-# the nearest (GP011 says so).
+# the nearest (GP210 says so).
 OLDEST = (0, 6, 0)
 NEWEST = (0, 34, 0)
 # The release the memory model's constants were read from (ten v0.19 startup logs): the default.
@@ -87,6 +90,14 @@ class VllmRelease:
     extensible_kv: bool  # 0.34: the KV cache is sized after warm-up from the free memory
     block_tokens: int  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA: 16, 64 from 0.34.0
 
+    def graphs_counted(self, gpu_arch: str) -> bool:
+        """Whether the CUDA-graph estimate is taken from the budget on a GPU of ``gpu_arch``."""
+        return self.graphs_in_budget and (not gpu_arch.startswith("gfx") or self.version >= (0, 26, 0))
+
+    def kv_margin_floor(self, gpu_arch: str) -> int:
+        """0.34's extensible KV cache: the least margin it keeps free (``margin_floor_bytes``)."""
+        return 3 * GIB if gpu_arch.startswith("gfx") else GIB
+
     @property
     def label(self) -> str:
         """'vLLM v0.19 (V1 engine, OpenAI API server defaults)', the patch level shown when it is not 0."""
@@ -103,8 +114,11 @@ class VllmRelease:
                 return (512 if self.version < (0, 6, 5) else 2048), V0_MAX_NUM_SEQS
             return max(context, 2048), V0_MAX_NUM_SEQS
         name = gpu_name.lower()
-        if self.version < (0, 8, 5):  # by the device's name
-            return (8192 if "h100" in name or "h200" in name else 2048), 1024
+        named = "h100" in name or "h200" in name
+        if self.version < (0, 8, 4):  # tokens by the device's name, 1,024 sequences everywhere
+            return (8192 if named else 2048), 1024
+        if self.version < (0, 8, 5):  # both by the device's name (PR #16158)
+            return (8192, 1024) if named else (2048, 256)
         large = total_bytes >= 70 * GIB and (self.version < (0, 9, 0) or "a100" not in name)
         if self.version >= (0, 28, 0) and total_bytes >= 160 * GIB:
             return 16384, 1024
@@ -132,19 +146,25 @@ class VllmRelease:
             workspace = 12
         return 2 + 4 + 12 + workspace
 
-    def capture_sizes(self, max_num_seqs: int, max_batched: int) -> tuple[int, int]:
-        """(decode batch sizes captured, graphs per size) (module docstring)."""
+    def capture_sizes(self, max_num_seqs: int, max_batched: int, gpu_arch: str = "") -> tuple[int, ...]:
+        """The decode batch sizes captured, per graph mode (module docstring): from 0.11.0 PIECEWISE graphs for
+        every size and FULL ones for the sizes up to ``max_num_seqs`` (uniform decode batches;
+        ``CudagraphDispatcher.initialize_cudagraph_keys``: 51 and 35 at 256 sequences, as 0.21's log counts);
+        ``gpu_arch`` the catalog's (sm100, sm103: data-centre Blackwell)."""
         if self.engine == "V0":
             largest = -(-max_num_seqs // 8) * 8
-            return len([s for s in (1, 2, 4) if s <= largest]) + len(range(8, largest + 1, 8)), 1
-        cap = 512 if self.version < (0, 10, 0) else min(2 * max_num_seqs, 512)
+            return (len([s for s in (1, 2, 4) if s <= largest]) + len(range(8, largest + 1, 8)),)
+        blackwell = self.version >= (0, 28, 0) and gpu_arch in ("sm100", "sm103")  # is_device_capability_family(100)
+        cap = 512 if self.version < (0, 10, 0) else min(2 * max_num_seqs, 1024 if blackwell else 512)
         largest = min(cap, max_batched)
-        sizes = len([s for s in (1, 2, 4) if s <= largest])
+        sizes = [s for s in (1, 2, 4) if s <= largest]
         if self.version < (0, 11, 2):
-            sizes += len(range(8, largest + 1, 8))
+            sizes += range(8, largest + 1, 8)
         else:
-            sizes += len(range(8, min(largest, 255) + 1, 8)) + len(range(256, largest + 1, 16))
-        return sizes, (2 if self.version >= (0, 11, 0) else 1)
+            sizes += [*range(8, min(largest, 255) + 1, 8), *range(256, largest + 1, 16)]
+        if self.version < (0, 11, 0):
+            return (len(sizes),)
+        return len(sizes), len([size for size in sizes if size <= max_num_seqs])
 
 
 def _release(version: tuple[int, int, int]) -> VllmRelease:
@@ -167,11 +187,40 @@ def vllm_release(version: str | None) -> VllmRelease:
     return _release(parse_version(version or DEFAULT_VERSION))
 
 
+# The releases at which something above changes (the first release of each line of identical sizing):
+# two releases between the same neighbours size memory alike, whatever their patch level.
+SIZING_CHANGES = (
+    (0, 6, 0),
+    (0, 6, 4),  # the CUDA context in the budget (PR #9352)
+    (0, 6, 5),  # memory_profiling (PR #10511); V0 chunks 2,048 tokens
+    (0, 8, 0),  # V1 by default: its batch defaults, sampler warm-up, graphs; the context counted again
+    (0, 8, 4),  # 256 sequences off H100/H200 (PR #16158)
+    (0, 8, 5),  # batch defaults by 70 GiB
+    (0, 9, 0),  # the A100 takes the small defaults
+    (0, 9, 1),  # V1 memory_profiling: the context no longer counted (PR #19312)
+    (0, 10, 0),  # capture sizes capped at 2 x max_num_seqs
+    (0, 11, 0),  # FULL and PIECEWISE graphs
+    (0, 11, 2),  # capture sizes in steps of 16 above 256
+    (0, 17, 0),  # the Triton top-k/top-p kernel
+    (0, 20, 0),  # the CUDA-graph estimate in the budget; utilization 0.92
+    (0, 26, 0),  # ... on AMD GPUs too
+    (0, 28, 0),  # 16,384 tokens on 160 GiB GPUs; graphs up to 1,024 on data-centre Blackwell
+    (0, 34, 0),  # the extensible KV cache, 64-token blocks
+)
+
+
+def sizing_line(version: str) -> tuple[int, int, int]:
+    """The first release of the line of identical memory sizing ``version`` belongs to (SIZING_CHANGES),
+    clamped to the modelled range: two versions size memory alike exactly when their lines are equal."""
+    parsed = max(OLDEST, min(NEWEST, parse_version(version)))
+    return max(change for change in SIZING_CHANGES if change <= parsed)
+
+
 def outside_modelled(version: str) -> str | None:
     """Why a named release is estimated as another one ("older than"/"newer than" the modelled range), or None."""
     parsed = parse_version(version)
     if parsed < OLDEST:
         return f"older than the oldest release gpuplan models ({version_text(OLDEST)})"
-    if parsed > NEWEST:
+    if parsed[:2] > NEWEST[:2]:  # a patch of the newest line is that line
         return f"newer than the newest release gpuplan models ({version_text(NEWEST)})"
     return None

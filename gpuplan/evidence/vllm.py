@@ -27,6 +27,7 @@ from typing import BinaryIO
 
 from gpuplan.errors import GpuplanError
 from gpuplan.estimate.engines import VLLM_MEMORY_UTILIZATION
+from gpuplan.estimate.vllm_releases import vllm_release
 from gpuplan.evidence.collect import Collector
 from gpuplan.evidence.lines import MAX_COUNT_VALUE, LineReader, clean, number, parse_lines, resolution, size
 from gpuplan.evidence.model import (
@@ -148,6 +149,15 @@ def read(stream: BinaryIO, path: str) -> Evidence:
     return parse_lines(stream, path, _Parse())
 
 
+def _default_utilization(version: str | None) -> float:
+    """The gpu_memory_utilization vLLM ran at when its args do not set it: its release's default (0.92 from
+    0.20, 1.0 from 0.34: gpuplan.estimate.vllm_releases), the memory model's when the version is unread."""
+    try:
+        return vllm_release(version).default_utilization
+    except ValueError:  # a development build's name gpuplan cannot read
+        return DEFAULT_MEMORY_UTILIZATION
+
+
 class _Parse:
     def __init__(self) -> None:
         self.collector = Collector()
@@ -235,6 +245,7 @@ class _Parse:
         self.engine_procs.add(proc)
         collector = self.collector
         collector.version = collector.version or clean(found.group("version"), 40)
+        self._setting("engine_version", found.group("version"), number_)
         config = found.group("config")
         for name, pattern in _CONFIG.items():
             value = pattern.search(config)
@@ -271,6 +282,8 @@ class _Parse:
             value = number(raw, MAX_COUNT_VALUE)
             if value is not None:
                 collector.setting(name, int(value), number_)
+        elif name == "engine_version":
+            collector.setting(name, clean(raw, 40), number_)
         elif name == "memory_utilization":
             value = number(raw, 1.0)
             if value is not None:
@@ -398,7 +411,7 @@ class _Parse:
         if self.starts > 1:
             collector.note(f"the log holds {self.starts} engine starts; the last one is read")
         if "memory_utilization" not in collector.settings and collector.settings:
-            collector.setting("memory_utilization", DEFAULT_MEMORY_UTILIZATION, 0, "vLLM default")
+            collector.setting("memory_utilization", _default_utilization(collector.version), 0, "vLLM default")
         if collector.settings:
             collector.setting("engine", "vllm", 0)
         eager = collector.settings.get("enforce_eager")

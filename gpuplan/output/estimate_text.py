@@ -120,12 +120,15 @@ def render_estimate(analysis: Analysis) -> str:
             f" {s.setup.concurrency} x {s.setup.context:,} tokens per replica"
         )
         lines += _breakdown(s.memory.breakdown)
+        if s.memory.graphs_inside:  # vLLM 0.20 on takes their estimate from the budget before the KV cache
+            lines.append(f"    {'cuda_graphs (estimated)':<28}{_gib(s.memory.graphs_inside)}")
         confidence = spec.plan.confidence
         serve_verdict = "DOES NOT FIT" if not s.fits else "fits"
         if s.fits and not s.fits_at(confidence):
             serve_verdict = f"AT RISK at {confidence:.0%} confidence"
         lines.append(
-            f"    {'total':<28}{_gib(s.memory.per_gpu)}   of {_gib(s.memory.budget).strip()} engine budget"
+            f"    {'total':<28}{_gib(s.memory.per_gpu + s.memory.graphs_inside)}   of"
+            f" {_gib(s.memory.budget).strip()} engine budget"
             f" -> {serve_verdict}"
         )
         if s.memory.vision_weights:

@@ -483,9 +483,8 @@ class ServePlanner(Evaluator):
         return math.ceil(declared * self.declared_replicas / replicas)
 
     def planned_bytes(self, memory: ServingMemory) -> int:
-        """The per-GPU figure a sound layout must fit the budget with the headroom: the estimate plus what the
-        KV cache may come short by at the plan's confidence, and the CUDA graphs the budget pays for."""
-        return planned_serving_bytes(memory, self.limits.confidence) + memory.graphs_inside
+        """The per-GPU figure a sound layout must fit the budget with the headroom (``planned_serving_bytes``)."""
+        return planned_serving_bytes(memory, self.limits.confidence)
 
     def memory_sound(self, layout: Layout) -> bool:
         memory = self.memory(layout)

@@ -472,7 +472,9 @@ class JobPlanner:
                     if option is not None:
                         sound.append(option)
                         settings = option.layout.settings
-                        cut = settings is not None and settings.micro_batch < declared_micro
+                        # the micro-batch memory cut (a rank's share of the global batch caps it too)
+                        largest = min(declared_micro, self.evaluator.global_batch // dp)
+                        cut = settings is not None and settings.micro_batch < largest
                         if widths == "fewest" or (widths == "per recompute" and not cut):
                             done.add(checkpointing)
                 if len(done) == 2 or (sound and widths == "fewest"):

@@ -54,8 +54,6 @@ from gpuplan.validate import load_schema
 
 ROLES = (("prepared_by", "Prepared by"), ("reviewed_by", "Reviewed by"), ("approved_by", "Approved by"))
 NOT_FOR_SIGNATURE = "not for signature"
-# Serving memory has no measured runs outside those its constants were read from (docs/accuracy.md).
-NO_SERVING_MEMORY_BAND = "serving memory: no band (no runs outside those it was tuned on)"
 SPEED_NAMES = {
     "ttft": "TTFT",
     "tpot": "TPOT",
@@ -386,11 +384,17 @@ def _saving_text(plan: JobPlan, spec: Spec) -> str:
 
 
 def _memory_bands(estimates: list[Any], confidence: float) -> str:
-    """Each job's memory band as the fit verdict uses it: fine-tuning at its edge, serving without one."""
+    """Each job's memory band as the fit verdict uses it: fine-tuning at its high edge, serving's KV cache
+    at its low edge."""
     lines = []
     for estimate in estimates:
         if isinstance(estimate, ServeEstimate):
-            lines.append(NO_SERVING_MEMORY_BAND)
+            kv = estimate.kv_band
+            lines.append(
+                f"serving KV cache: as little as {format_gib(estimate.planned_kv_pool(confidence))} per GPU at "
+                f"{confidence:.0%} confidence (x {kv.ratio(1 - confidence):.2f} over {kv.records} published engine "
+                "startup logs)"
+            )
             continue
         band = estimate.memory_band
         lines.append(

@@ -157,11 +157,13 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
     else:
         rows["Cost of the run"] = format_money(option.cost, currency)
         rows["Cost per 1M training tokens"] = format_money(option.rate, currency)
-    free = option.capacity_bytes - option.per_gpu_bytes
-    rows["Headroom per GPU"] = (
-        f"{format_gib_difference(option.capacity_bytes, option.per_gpu_bytes)} ({format_percent(option.headroom)})"
+    # What the plan judges: the per-GPU figure at the plan's confidence (its band's pessimistic edge).
+    planned = max(option.per_gpu_bytes, option.planned_bytes)
+    free = option.capacity_bytes - planned
+    rows[f"Headroom per GPU at {spec.plan.confidence:.0%} confidence"] = (
+        f"{format_gib_difference(option.capacity_bytes, planned)} ({format_percent(option.headroom)})"
         if free >= 0
-        else f"none: short by {format_gib_difference(option.per_gpu_bytes, option.capacity_bytes)}"
+        else f"none: short by {format_gib_difference(planned, option.capacity_bytes)}"
     )
     rows["Latency" if option.kind == "serve" else "Training time"] = _latency(option)
     if option.kind == "serve" and option.slo_margin is not None:

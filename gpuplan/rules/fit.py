@@ -165,7 +165,7 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
             )
     s = ctx.analysis.serve
     if s is not None and s.fits_at(confidence):
-        free = s.memory.budget - s.planned_bytes(confidence) - s.memory.graphs_inside
+        free = s.memory.budget - s.planned_bytes(confidence)
         if free < margin * s.memory.budget:
             yield ctx.finding(
                 "GP202",
@@ -263,7 +263,8 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
         "GP203",
         ("serve", "concurrency"),
         f"{job.concurrency} x {job.context:,} tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU; "
-        f"{format_gib(max(0, s.memory.kv_available))} is left after weights and runtime on {s.gpu.id} — at most "
+        f"{format_gib(max(0, s.memory.kv_available))} is left after weights and runtime"
+        f"{' and the CUDA graphs' if s.memory.graphs_inside else ''} on {s.gpu.id} — at most "
         f"{plural(s.max_concurrency, 'sequence')} at {job.context:,} tokens, or {s.max_context:,} tokens at "
         f"{job.concurrency}",
         layout_hint(ctx, "serve"),

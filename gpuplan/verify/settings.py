@@ -14,6 +14,7 @@ from typing import Any
 from gpuplan.analysis import memory_fraction
 from gpuplan.catalog import UnknownNameError, get_model
 from gpuplan.estimate.engines import fraction_name
+from gpuplan.estimate.vllm_releases import DEFAULT_VERSION, sizing_line
 from gpuplan.evidence.model import GPU_TOTAL, Evidence, Setting
 from gpuplan.findings import dotted
 from gpuplan.loader import Pointer
@@ -96,6 +97,7 @@ def compare_serve(spec: Spec, job: Serve, evidence: Evidence) -> Comparison:
     _kv_cache_dtype(b, spec, job)
     _quantization(b, job)
     same_engine = _engine(b, job)
+    _engine_version(b, job)
     if (setting := b.run("memory_utilization")) is not None and not same_engine:
         b.job = replace(b.job, memory_utilization=float(setting.value))  # the run's engine's own fraction
     elif setting is not None:
@@ -123,6 +125,22 @@ def _engine(b: _Builder, job: Serve) -> bool:
     # engine's quantity.
     b.job = replace(b.job, engine=run_engine, memory_utilization=None, max_gpu_total_bytes=None)
     return False
+
+
+def _engine_version(b: _Builder, job: Serve) -> None:
+    """The vLLM release that wrote the log against ``serve.engine_version`` (default the memory model's):
+    alike when both size memory alike (``sizing_line``: patch releases between two changes do); a run of
+    another line is estimated at its own release."""
+    setting = b.run("engine_version")
+    if setting is None or b.job.engine != "vllm":
+        return
+    try:
+        run_line = sizing_line(str(setting.value))
+    except ValueError:
+        return  # a development build's name gpuplan cannot read: the default stands
+    declared = job.engine_version or DEFAULT_VERSION
+    if not b.check("engine_version", ("serve", "engine_version"), declared, setting, sizing_line(declared) == run_line):
+        b.job = replace(b.job, engine_version=str(setting.value))
 
 
 def compare_finetune(spec: Spec, job: Finetune, evidence: Evidence) -> Comparison:
