@@ -614,8 +614,8 @@ class ServePlanner(Evaluator):
             checks["memory"] = (
                 f"needs {format_gib(memory.per_gpu)} per GPU; the engine budget is {format_gib(memory.budget)}"
             )
-        elif not estimate.fits_at(confidence):
-            checks["memory"] = (
+        elif not estimate.fits_at(confidence):  # fits on the estimate, not at the edge: as fine-tuning's "headroom"
+            checks["headroom"] = (
                 f"its sequences need {format_gib(memory.kv_cache)} of KV cache per GPU; at {confidence:.0%}"
                 f" confidence the engine allocates {format_gib(estimate.planned_kv_pool(confidence))}"
             )
