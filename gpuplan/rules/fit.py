@@ -283,19 +283,22 @@ def kv_capacity_at_risk(ctx: RuleContext) -> Iterator[Finding]:
 
     ## Why is this bad?
     The KV cache an engine allocates is what its budget leaves after the weights, the activation peak of
-    its profile run and its runtime, and each of those has been larger on real GPUs than any estimate
-    said. A deployment planned to the last gigabyte of KV cache serves fewer sequences than it was bought
-    for (requests queue, or are preempted and recomputed), or its engine refuses to start at the full
-    context.
+    its profile run and its runtime, and engines have left less than gpuplan estimated (by up to 18% in
+    the published logs). A deployment planned to the last gigabyte of KV cache serves fewer sequences than
+    it was bought for (requests queue, or are preempted and recomputed), or its engine refuses to start at
+    the full context.
 
     ## Example
     ```yaml
-    serve: {context: 32768, concurrency: 14, hardware: {gpu: l40s}}   # 14 sequences need 28 of the 29 GiB
+    model: {id: llama-3.1-8b}
+    serve: {context: 16384, concurrency: 33, hardware: {gpu: h100-nvl}}   # 66 GiB of KV in a 66.8 GiB pool
     ```
 
     ## Use instead
-    Fewer sequences per replica, more replicas or GPUs, an fp8 KV cache, or a GPU with more memory; or,
-    knowingly, a lower `plan.confidence`.
+    ```yaml
+    serve: {context: 16384, concurrency: 26, hardware: {gpu: h100-nvl}}   # or kv_cache_dtype: fp8
+    ```
+    Or more replicas or GPUs, or a GPU with more memory; or, knowingly, a lower `plan.confidence`.
     """
     s = ctx.analysis.serve
     confidence = ctx.spec.plan.confidence
