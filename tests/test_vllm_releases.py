@@ -136,6 +136,26 @@ def test_what_counts_against_the_budget(version, context, graphs, utilization, b
     assert (release.block_tokens, release.version) == (block, clamped)
 
 
+def test_model_runner_v2_from_0_29():
+    # Every model runs on model runner V2 from 0.29.0 (use_v2_model_runner). Its profile samples greedily until
+    # 0.32: the bf16 logits alone (2 B), or over TP ranks the all-gather of compute_logits, 4 + 2/TP B; from
+    # 0.33 a second pass through FlashInfer's top-k/top-p holds bf16 2 + fp32 4 + masked fp32 4 + probs 4.
+    assert vllm_release("0.30.0").sampler_bytes_per_logit(1024) == 2
+    assert vllm_release("0.30.0").sampler_bytes_per_logit(1024, 4) == 4 + 2 / 4
+    assert vllm_release("0.33.0").sampler_bytes_per_logit(1024) == 14
+    assert vllm_release("0.28.0").sampler_bytes_per_logit(1024) == 14  # still the V1 runner's Triton path
+    # Its per-sequence state, counted in the budget: int32 bin counts [1,024 x 128,256] = 525,336,576 B and
+    # two int32 [1,024 x ceil(128,256 / 32) = 4,008] masks = 32,833,536 B.
+    assert vllm_release("0.29.0").sampler_state_bytes(1024, 128_256) == 525_336_576 + 32_833_536
+    assert vllm_release("0.28.0").sampler_state_bytes(1024, 128_256) == 0
+    # Llama-3.1-8B on one H100 at 0.30: the runtime term carries that state beside the 0.25 GiB non-torch.
+    memory = estimate_serving(
+        ServingSetup(architecture=LLAMA, context=8192, concurrency=1, release=vllm_release("0.30.0")),
+        H100.usable_bytes,
+    )
+    assert memory.runtime == round(0.25 * GIB) + 558_170_112
+
+
 def test_what_differs_on_amd_and_blackwell_gpus():
     # The graph estimate is taken from the budget on CUDA from 0.20.0 and on ROCm from 0.26.0 (0.20's
     # gpu_worker.py: not is_rocm(); 0.21-0.25: is_cuda(); 0.26: is_cuda_alike()).
@@ -229,7 +249,8 @@ def behaviour(version: str) -> tuple[object, ...]:
         for context in (4_096, 40_000)
         for chunks in (True, False)
     )
-    samplers = tuple(release.sampler_bytes_per_logit(rows) for rows in (1, 7, 8, 127, 128))
+    samplers = tuple(release.sampler_bytes_per_logit(rows, tp) for rows in (1, 7, 8, 127, 128) for tp in (1, 4))
+    state = release.sampler_state_bytes(1024, 128_256)
     graphs = tuple(
         release.capture_sizes(seqs, tokens, arch)
         for seqs in (128, 256, 1024)
@@ -238,7 +259,7 @@ def behaviour(version: str) -> tuple[object, ...]:
     )
     flags = (release.engine, release.context_in_budget, release.default_utilization, release.extensible_kv)
     platforms = tuple((release.graphs_counted(arch), release.kv_margin_floor(arch)) for arch in ("sm90", "gfx942"))
-    return (*flags, release.block_tokens, batches, samplers, graphs, platforms)
+    return (*flags, release.block_tokens, batches, samplers, state, graphs, platforms)
 
 
 def test_each_sizing_change_changes_something_and_patch_releases_between_do_not():

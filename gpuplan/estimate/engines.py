@@ -420,12 +420,15 @@ def engine_memory_notes(setup: ServingSetup, limits: str) -> tuple[tuple[str, st
         else "captured outside the budget"
     )
     context = "; the CUDA context counts against the budget (0.61 GiB)" if release.context_in_budget else ""
+    if release.v2_runner:
+        state = release.sampler_state_bytes(sequences, arch.vocab) / GIB
+        context += f"; model runner V2's per-sequence sampler state {state:,.2f} GiB"
     return (
         ("memory model", f"{release.label}: {share}, {block:,}-token KV blocks"),
         (
             "activation reserve",
             f"the larger of a dummy forward of {tokens:,} tokens and the sampler warm-up over"
-            f" {requests:,} requests ({release.sampler_bytes_per_logit(requests)} B per request x vocabulary"
+            f" {requests:,} requests ({release.sampler_bytes_per_logit(requests, tp):g} B per request x vocabulary"
             f" entry), at {limits}; CUDA graphs {graphs}",
         ),
         (

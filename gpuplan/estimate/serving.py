@@ -610,11 +610,16 @@ def sampler_requests(max_num_seqs: int, max_batched: int) -> int:
 
 
 def sampler_warmup_bytes(
-    arch: Architecture, max_num_seqs: int, max_batched: int, release: VllmRelease = DEFAULT_RELEASE
+    arch: Architecture,
+    max_num_seqs: int,
+    max_batched: int,
+    release: VllmRelease = DEFAULT_RELEASE,
+    tensor_parallel: int = 1,
 ) -> float:
     """The sampler warm-up over the profile run's dummy requests, with the dummy batch's hidden states."""
     requests = sampler_requests(max_num_seqs, max_batched)
-    return requests * arch.vocab * release.sampler_bytes_per_logit(requests) + max_batched * arch.hidden * 2
+    per_logit = release.sampler_bytes_per_logit(requests, tensor_parallel)
+    return requests * arch.vocab * per_logit + max_batched * arch.hidden * 2
 
 
 def activation_reserve(arch: Architecture, setup: ServingSetup, last: bool) -> float:
@@ -622,7 +627,8 @@ def activation_reserve(arch: Architecture, setup: ServingSetup, last: bool) -> f
     profiling forward; only the last one also warms up the sampler."""
     tokens = setup.max_batched_tokens
     forward = tokens * prefill_transient_per_token(arch, setup.tensor_parallel)
-    peak = max(forward, sampler_warmup_bytes(arch, setup.max_num_seqs, tokens, setup.release)) if last else forward
+    sampler = sampler_warmup_bytes(arch, setup.max_num_seqs, tokens, setup.release, setup.tensor_parallel)
+    peak = max(forward, sampler) if last else forward
     if setup.pipeline_parallel > 1:
         peak += 2 * tokens * arch.hidden * 2  # hidden state and residual sent to (or received from) a neighbour
     return peak
@@ -723,6 +729,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     }
     budget = _budget(release, usable_bytes, setup.memory_utilization, max(reserves.values()), setup.gpu_arch)
     runtime = runtime_bytes(tp, pp) + (CUDA_CONTEXT_BYTES if release.context_in_budget else 0)
+    runtime += release.sampler_state_bytes(setup.max_num_seqs, arch.vocab)  # model runner V2 (0.29 on)
     graphs = cuda_graph_bytes(setup.max_num_seqs, setup.max_batched_tokens, release, setup.gpu_arch)
     counted = release.graphs_counted(setup.gpu_arch)
     graphs_inside = graphs if counted else 0

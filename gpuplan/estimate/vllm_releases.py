@@ -30,6 +30,15 @@ release's source distribution, ``vllm/``):
   from 0.10.0, steps of 16 above 256 from 0.11.2, up to 1,024 on data-centre Blackwell (compute capability
   10.x) from 0.28.0; one PIECEWISE graph each until 0.10.x, from 0.11.0 also a FULL graph for each size up to
   ``max_num_seqs`` (``CUDAGraphMode.FULL_AND_PIECEWISE``).
+- **model runner V2** (vllm/v1/worker/gpu/): the default for every model from 0.29.0 (``use_v2_model_runner``;
+  0.22-0.28 choose it by architecture class, which a spec does not name: those releases are sized as the
+  V1 runner). Its profile samples greedily until 0.32 (bf16 logits only, 2 B per logit; with tensor
+  parallelism the all-gather of ``compute_logits`` holds 4 + 2/TP B), and from 0.33.0 adds a second pass with
+  top-k, top-p, penalties and logprobs through FlashInfer (bf16 logits, fp32 copy, masked fp32 copy, fp32
+  probabilities: 14 B). It keeps per-sequence sampler state on the GPU from the start, which the budget
+  counts from 0.27.1 (``total_consumed``): ``output_bin_counts`` int32 [max_num_seqs, vocab], the
+  ``prompt_bin_mask`` and the grammar bitmask, int32 [max_num_seqs, vocab / 32] each
+  (``PenaltiesState``, ``StructuredOutputsWorker``).
 - **default utilization**: 0.90; 0.92 from 0.20.0 (``CacheConfig``); 1.0 from 0.34.0, whose extensible KV
   cache is sized after warm-up and graph capture from the memory then free, less a margin of the larger of
   1 GiB (3 GiB on AMD GPUs) and three quarters of the activation peak, and less that peak (``measure_kv_cache_bytes``,
@@ -89,10 +98,18 @@ class VllmRelease:
     default_utilization: float
     extensible_kv: bool  # 0.34: the KV cache is sized after warm-up from the free memory
     block_tokens: int  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA: 16, 64 from 0.34.0
+    v2_runner: bool  # every model runs on model runner V2 (0.29.0 on)
 
     def graphs_counted(self, gpu_arch: str) -> bool:
         """Whether the CUDA-graph estimate is taken from the budget on a GPU of ``gpu_arch``."""
         return self.graphs_in_budget and (not gpu_arch.startswith("gfx") or self.version >= (0, 26, 0))
+
+    def sampler_state_bytes(self, max_num_seqs: int, vocab: int) -> int:
+        """Model runner V2's per-sequence sampler state on the GPU, counted in the budget (module docstring):
+        int32 output bin counts [seqs, vocab], and the prompt bin mask and grammar bitmask of [seqs, vocab/32]."""
+        if not self.v2_runner:
+            return 0
+        return 4 * max_num_seqs * vocab + 2 * 4 * max_num_seqs * -(-vocab // 32)
 
     def kv_margin_floor(self, gpu_arch: str) -> int:
         """0.34's extensible KV cache: the least margin it keeps free (``margin_floor_bytes``)."""
@@ -124,7 +141,7 @@ class VllmRelease:
             return 16384, 1024
         return (8192, 1024) if large else (2048, 256)
 
-    def sampler_bytes_per_logit(self, requests: int) -> int:
+    def sampler_bytes_per_logit(self, requests: int, tensor_parallel: int = 1) -> float:
         """Bytes the sampler warm-up holds per (request x vocabulary entry) at its peak.
 
         The sort path (PyTorch's ``logits.sort`` of the fp32 logits, aten/src/ATen/native/cuda/SortStable.cu):
@@ -135,7 +152,13 @@ class VllmRelease:
         4 + 8), one row ``segmented_sort_large_segments`` (CUB's alternates alone). 38 B from 128 requests:
         the measured 38.4-38.9 B of vLLM 0.10.2's logs on an H100 (llm-d-benchmark, the same file) are this
         figure with the batch's hidden states. The Triton path (0.17.0 on, 8 or more requests) sorts nothing.
+        Model runner V2 (module docstring): 2 B, or the logits' all-gather over TP ranks (4 + 2/TP), until
+        0.32; 14 B from 0.33.0.
         """
+        if self.v2_runner:
+            if self.version >= (0, 33, 0):
+                return 2 + 4 + 4 + 4
+            return max(2.0, 4 + 2 / tensor_parallel) if tensor_parallel > 1 else 2
         if not self.sorted_sampler and requests >= 8:
             return TRITON_SAMPLER_BYTES_PER_LOGIT
         if requests >= 128:
@@ -178,6 +201,7 @@ def _release(version: tuple[int, int, int]) -> VllmRelease:
         default_utilization=1.0 if version >= (0, 34, 0) else (0.92 if version >= (0, 20, 0) else 0.9),
         extensible_kv=version >= (0, 34, 0),
         block_tokens=64 if version >= (0, 34, 0) else 16,
+        v2_runner=version >= (0, 29, 0),
     )
 
 
@@ -205,6 +229,8 @@ SIZING_CHANGES = (
     (0, 20, 0),  # the CUDA-graph estimate in the budget; utilization 0.92
     (0, 26, 0),  # ... on AMD GPUs too
     (0, 28, 0),  # 16,384 tokens on 160 GiB GPUs; graphs up to 1,024 on data-centre Blackwell
+    (0, 29, 0),  # model runner V2 for every model
+    (0, 33, 0),  # ... and its second, full sampler pass
     (0, 34, 0),  # the extensible KV cache, 64-token blocks
 )
 
