@@ -127,11 +127,17 @@ def test_chunked_attention_reserves_chunk_plus_batch():
 def test_cuda_graphs_sit_outside_the_budget():
     # 51 capture sizes x 2 modes: two first captures of 200 MiB and 100 further graphs of 6 MiB.
     assert cuda_graph_bytes(1024, 8192) == 2 * 200 * 2**20 + 100 * 6 * 2**20
+    # The engine fills its budget with the KV pool before it captures the graphs, so they need the rest of
+    # the GPU beside the whole budget: at 0.99 of 84,986,665,370 B the budget is 84,136,798,716 B, and with
+    # the 1,048,576,000 B of graphs 85,185,374,716 B: more than the GPU, although the declared sequence fits
+    # the budget. At 0.95 the budget is 80,737,332,101 B, and 81,785,908,101 B with the graphs fit.
     setup = ServingSetup(architecture=LLAMA, context=8192, concurrency=1, memory_utilization=0.99)
     memory = estimate_serving(setup, H100.usable_bytes)
-    assert memory.per_gpu <= memory.budget  # the budget holds weights, reserve, runtime and KV
-    assert math.isclose(memory.capacity, H100.usable_bytes)
-    assert memory.fits == (memory.per_gpu + memory.cuda_graphs <= memory.capacity)
+    assert memory.per_gpu <= memory.budget == 84_136_798_716  # the budget holds weights, reserve, runtime and KV
+    assert math.isclose(memory.capacity, H100.usable_bytes) and H100.usable_bytes == 84_986_665_370
+    assert memory.kv_cache <= memory.kv_available and not memory.fits
+    roomier = estimate_serving(dataclasses.replace(setup, memory_utilization=0.95), H100.usable_bytes)
+    assert roomier.budget == 80_737_332_101 and roomier.fits
 
 
 # -- to the byte on tiny decoders --------------------------------------------------------------------------
@@ -171,8 +177,9 @@ def test_one_gpu_every_term():
     assert max_concurrency(memory) == 1518
     assert max_context(setup, memory) == 112
     assert not memory.fits  # the graphs do not fit beside it
-    roomy = estimate_serving(setup, usable_bytes=800_000_000)
-    assert roomy.fits  # 268,854,992 + 450,887,680 = 719,742,672 <= 8e8 and within the 7.2e8 budget
+    # The graphs sit beside the whole budget the engine fills: 0.9 x 5e9 + 450,887,680 = 4,950,887,680 <= 5e9.
+    roomy = estimate_serving(setup, usable_bytes=5_000_000_000)
+    assert roomy.fits and not estimate_serving(setup, usable_bytes=4_500_000_000).fits  # 4.05e9 + 4.5e8 > 4.5e9
 
 
 def test_quantized_pipeline_and_tensor_parallel():

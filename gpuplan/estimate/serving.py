@@ -17,7 +17,7 @@ exposes (ten v0.19 logs on H100, re-expressed with their figures in ``benchmarks
   one token per request;
 - non-torch increase: cuBLAS workspaces on one GPU, NCCL/custom all-reduce buffers per TP rank;
 - the CUDA-graph pool is captured after the KV cache is allocated, outside the utilization budget
-  (v0.19 does not subtract it; it must fit in the rest of the GPU);
+  (v0.19 does not subtract it; it must fit in the rest of the GPU, beside the whole budget the KV pool fills);
 - hybrid models (sliding window, chunked attention) put each attention kind into KV-cache groups of
   equal size (``_get_kv_cache_groups_uniform_page_size``), padding the short group: Gemma-3's 62
   layers take 70 layer slots;
@@ -268,8 +268,15 @@ class ServingMemory:
         """The declared sequences' KV cache within the pool the engine allocates (for vLLM and SGLang: the
         per-GPU figure within the budget; TensorRT-LLM's pool is a share of its room, within its cap), and the
         memory outside the budget within the GPU."""
-        graphs_fit = not self.capacity or self.per_gpu + self.cuda_graphs + self.outside_budget <= self.capacity
-        return self.kv_cache <= self.kv_available and graphs_fit
+        return self.kv_cache <= self.kv_available and self.outside_fits
+
+    @property
+    def outside_fits(self) -> bool:
+        """Whether what the engine holds beyond its budget fits the GPU beside it: the engine fills its budget
+        with the KV pool before it captures its CUDA graphs (vLLM's capture_model after initialize_kv_cache),
+        so the budget, not the declared sequences' share of it, sits beside them."""
+        outside = self.cuda_graphs - self.graphs_inside + self.outside_budget
+        return not self.capacity or self.budget + outside <= self.capacity
 
 
 def chunks_by_itself(architecture: Architecture, gpu_arch: str, lora: bool, speculation: bool) -> bool:
