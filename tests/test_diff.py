@@ -7,12 +7,14 @@ Money is pinned with `budget.prices` overrides so each figure is hand-derivable:
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
 from conftest import ROOT, run_cli
+from test_memory_bands import kv_low_ratio
 
 from gpuplan.diff.build import diff_files, diff_git
 from gpuplan.diff.json_format import render as render_json
@@ -385,6 +387,10 @@ def test_worse_verdict_in_two_files(tmp_path: Path):
     # the report's own sentence: GP202 (8% free at 90% confidence), and the planner's way out
     assert change.after.reason.startswith("The declared layout is not sound as it stands (GP202): serving leaves 3.3")
     assert [(f.code, f.pointer) for f in change.findings_added] == [("GP202", "/serve/concurrency")]
+    # Memory at the high edge: the 42,993,696,375 B budget less the KV room left at the pool's low edge,
+    # floor(26,154,737,271 x the 2nd of the 17 shipped ratios) - 20 GiB of KV.
+    low = math.floor(26_154_737_271 * kv_low_ratio(0.9))
+    assert change.after.jobs["serve"]["planned_bytes"] == 42_993_696_375 - (low - 20 * 2**30)
     assert run_cli("diff", str(clean), str(warned))[0] == 0  # a warning is no new error
     code, out, _ = run_cli("diff", str(clean), str(warned), "--fail-on-worse-verdict")
     assert code == 1

@@ -47,6 +47,7 @@ SERVE_METRICS = (
     Metric("layout", "Layout", "text"),
     Metric("workload", "Workload", "text"),
     Metric("per_gpu_bytes", "Memory per GPU", "bytes"),
+    Metric("planned_bytes", "Memory per GPU at the high edge", "bytes"),
     Metric("headroom_bytes", "Headroom per GPU", "bytes", free=True),
     Metric("headroom_pct", "Headroom share", "pct", free=True),
     Metric("max_concurrency", "Max sequences at the context", "count"),
@@ -203,6 +204,8 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
             "replicas": s.job.hardware.replicas,
             "fits": s.fits,
             **_memory(shown["per_gpu_bytes"], shown["usable_bytes"]),
+            # The per-GPU figure at the KV band's low edge, which the fit verdict and the planner judge.
+            "planned_bytes": shown["per_gpu_bytes_band"]["high"],
             "context": setup.context,
             "concurrency": setup.concurrency,
             "max_concurrency": shown["max_concurrency"],
