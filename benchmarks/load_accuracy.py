@@ -195,16 +195,22 @@ def spec_for(record: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 
 def measured_figures(record: dict[str, Any]) -> list[tuple[str, str, float]]:
-    """(metric, statistic, value) the record measured and the speed model states."""
+    """(metric, statistic, value) the record measured and the speed model states, less those the record
+    does not score (``not_scored``: read to identify a setting the source leaves unstated)."""
     measured, gpus = record["measured"], int(record["gpus"])
+    unscored = record.get("not_scored") or {}
     out: list[tuple[str, str, float]] = []
     for metric in ("ttft_ms", "tpot_ms"):
+        if metric in unscored:
+            continue
         figures = measured.get(metric) or (measured.get("itl_ms") if metric == "tpot_ms" else None) or {}
         for statistic in ("mean", "median", "p90", "unspecified"):
             value = _number(figures.get(statistic)) if isinstance(figures, dict) else None
             if value:
                 out.append((metric, "mean" if statistic == "unspecified" else statistic, value))
     for metric in ("output_tokens_per_s", "requests_per_s"):
+        if metric in unscored:
+            continue
         value = _number(measured.get(metric))
         per_gpu = _number(measured.get(f"{metric}_per_gpu"))
         if value is None and per_gpu is not None:
@@ -266,6 +272,8 @@ def evaluate(records: list[dict[str, Any]], baseline: bool = False) -> tuple[lis
             skipped.append((record["id"], f"gpuplan says the engine cannot start: {serve.not_loaded_reason}"))
             continue
         source = record["id"].split("-")[0]
+        for metric, why in (record.get("not_scored") or {}).items():
+            skipped.append((record["id"], f"{metric}: not scored, {why}"))
         for metric, statistic, value in measured_figures(record):
             if (metric, statistic) not in ESTIMATES:
                 continue  # a statistic the speed model does not state (TPOT's p90)
