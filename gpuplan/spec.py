@@ -32,6 +32,11 @@ def default_network_gbps() -> float:
     return float(property_node(load_schema(), "finetune", "hardware", "network_gbps")["default"])
 
 
+def default_ttft_statistic() -> str:
+    """The schema's default of ``serve.slo.ttft_statistic`` (a deployment without an SLO still names one)."""
+    return str(property_node(load_schema(), "serve", "slo", "ttft_statistic")["default"])
+
+
 @record
 class Hardware:
     gpu: Gpu
@@ -126,6 +131,9 @@ class Evidence:
 
 @record
 class Serve:
+    """A resolved serving deployment: the one record of its settings, every default the schema's (resolved
+    here, never restated); None marks a setting the spec leaves to the engine or does not use."""
+
     context: int
     output_tokens: int
     concurrency: int
@@ -138,20 +146,20 @@ class Serve:
     tenants: tuple[TenantSpec, ...]
     evidence: tuple[Evidence, ...]
     hardware: Hardware
-    engine: str = "vllm"
-    batching: str = "continuous"
-    prompt_mean: int | None = None  # None: every prompt is the full context - output_tokens
-    prompt_p90: int | None = None
-    max_batched_tokens: int | None = None  # None: the engine's default for the GPU
-    max_sequences: int | None = None
-    arrival: str = "closed-loop"  # closed-loop | steady | burst (serve.arrival)
-    rate_rps: float | None = None  # steady: requests per second over the deployment
-    endpoint: str = "chat"  # chat | completions | offline (serve.endpoint)
-    ttft_statistic: str = "p90"  # which TTFT serve.slo.ttft_ms bounds: p90 | median | mean
-    max_gpu_total_bytes: int | None = None  # TensorRT-LLM KvCacheConfig.max_gpu_total_bytes
-    lora: LoraSlots | None = None  # serve.lora: multi-LoRA serving; None without adapters
-    speculation: Speculation | None = None  # serve.speculative; None without speculative decoding
-    engine_version: str | None = None  # serve.engine_version: the vLLM release; None: the memory model's own
+    engine: str
+    batching: str
+    prompt_mean: int | None  # None: every prompt is the full context - output_tokens
+    prompt_p90: int | None
+    max_batched_tokens: int | None  # None: the engine's default for the GPU
+    max_sequences: int | None
+    arrival: str  # closed-loop | steady | burst (serve.arrival)
+    rate_rps: float | None  # steady: requests per second over the deployment
+    endpoint: str  # chat | completions | offline (serve.endpoint)
+    ttft_statistic: str  # which TTFT serve.slo.ttft_ms bounds: p90 | median | mean
+    max_gpu_total_bytes: int | None  # TensorRT-LLM KvCacheConfig.max_gpu_total_bytes
+    lora: LoraSlots | None  # serve.lora: multi-LoRA serving; None without adapters
+    speculation: Speculation | None  # serve.speculative; None without speculative decoding
+    engine_version: str | None  # serve.engine_version: the vLLM release; None: the memory model's own
 
     @property
     def full_prompt(self) -> int:
@@ -683,8 +691,8 @@ def _serve(
         arrival=data["arrival"],
         rate_rps=data.get("rate_rps"),
         endpoint=data["endpoint"],
-        # present with its schema default whenever there is an SLO for it to qualify
-        **({"ttft_statistic": slo["ttft_statistic"]} if "ttft_statistic" in slo else {}),
+        # the schema's default when there is no SLO for it to qualify (apply_defaults fills present sections)
+        ttft_statistic=slo.get("ttft_statistic", default_ttft_statistic()),
         max_gpu_total_bytes=data.get("max_gpu_total_bytes"),
         lora=lora,
         speculation=speculation,

@@ -155,7 +155,7 @@ class ServingSetup:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     expert_parallel: int = 1
-    memory_utilization: float = 0.9
+    memory_utilization: float = DEFAULT_RELEASE.default_utilization  # vLLM's, at the release it follows
     max_batched_tokens: int = LARGE_GPU_BATCH[0]
     max_num_seqs: int = LARGE_GPU_BATCH[1]
     tenants: tuple[Tenant, ...] = ()
