@@ -27,9 +27,48 @@ def engine_refusal(engine: str, quantization: str, gpu: Gpu) -> str | None:
     )
 
 
+# QLoRA under Megatron is NeMo's: the NF4 linear wrappers of the NeMo Framework 24.07 container
+# (nemo/collections/nlp/modules/common/megatron/adapters/qlora.py: "Tensor Parallel is not supported"), run by
+# Megatron's data parallelism and distributed optimizer, which shards the optimizer states (ZeRO-1). The NF4
+# weights are held outside the parameters FSDP or ZeRO-3 would shard, and NeMo 2.0 has no QLoRA. The other
+# stacks shard QLoRA every way: Hugging Face + PEFT with bitsandbytes' quant_storage under FSDP or DeepSpeed
+# ZeRO-3, torchtune under FSDP2.
+MEGATRON_QLORA_SHARDINGS = ("none", "zero1")
+
+
+def runs_sharding(method: str, framework: str, sharding: str) -> bool:
+    """Whether the training stack of ``framework`` runs ``method`` with data-parallel ``sharding``."""
+    return not (method == "qlora" and framework == "megatron") or sharding in MEGATRON_QLORA_SHARDINGS
+
+
+def runs_tensor_parallel(method: str, framework: str) -> bool:
+    """Whether the training stack of ``framework`` runs ``method`` with tensor parallelism above 1."""
+    return not (method == "qlora" and framework == "megatron")
+
+
 def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
     """Settings no framework runs together: (pointer under finetune, message, hint) for each."""
     problems: list[tuple[tuple[str, ...], str, str]] = []
+    if not runs_sharding(job.method, job.framework, job.sharding):
+        problems.append(
+            (
+                ("sharding",),
+                f"sharding {job.sharding} does not run QLoRA under Megatron: NeMo's QLoRA (its 24.07 NF4 "
+                "wrappers; NeMo 2.0 has none) keeps the 4-bit weights outside the parameters FSDP or ZeRO-3 "
+                "shard, and Megatron's distributed optimizer shards the optimizer states only (zero1)",
+                "set sharding: zero1 or none, or framework: eager (Hugging Face + PEFT runs FSDP-QLoRA and "
+                "DeepSpeed ZeRO-3 QLoRA)",
+            )
+        )
+    if job.hardware.tensor_parallel > 1 and not runs_tensor_parallel(job.method, job.framework):
+        problems.append(
+            (
+                ("hardware", "tensor_parallel"),
+                "NeMo's QLoRA NF4 linear wrappers do not support tensor parallelism "
+                "(nemo/collections/nlp/modules/common/megatron/adapters/qlora.py)",
+                "set hardware.tensor_parallel: 1 and spread the batch over data-parallel ranks, or framework: eager",
+            )
+        )
     if job.optimizer_in_backward and job.gradient_accumulation > 1:
         problems.append(
             (
@@ -54,7 +93,9 @@ def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
             (
                 ("offload", "parameters"),
                 f"offloading parameters needs them sharded (ZeRO-3 or FSDP); sharding is {job.sharding}",
-                "set sharding: zero3 (DeepSpeed) or fsdp",
+                "set sharding: zero3 (DeepSpeed) or fsdp"
+                if runs_sharding(job.method, job.framework, "zero3")
+                else "set offload.parameters: none (QLoRA under Megatron shards no parameters to offload)",
             )
         )
     if job.sequence_parallel and job.hardware.tensor_parallel == 1:

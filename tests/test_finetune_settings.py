@@ -704,3 +704,23 @@ def test_a_t4_fine_tunes_in_fp16_mixed_and_refuses_bf16():
     assert "GP025" not in codes and estimate["gpu"] == "t4" and estimate["tokens_per_s"] > 0
     on_l4, _ = run({**lora, "precision": "fp16-mixed", "hardware": {"gpu": "l4"}}, model="llama-3.2-1b")
     assert estimate["tokens_per_s"] < on_l4["tokens_per_s"]  # 65 against 121 TFLOPS
+
+
+def test_qlora_under_megatron_runs_neither_fsdp_nor_tensor_parallelism():
+    # NeMo's QLoRA (the NF4 wrappers of NeMo 24.07: "Tensor Parallel is not supported"; Megatron's
+    # distributed optimizer shards the optimizer states only): ZeRO-3 and TP 2 are each GP025 at their field.
+    # zero1 over two GPUs is not, and neither is ZeRO-3 under the eager stack (Hugging Face FSDP-QLoRA).
+    megatron = {"method": "qlora", "framework": "megatron", "hardware": {"gpu": "h200-sxm", "count": 2}}
+    for changes, field in (
+        ({"sharding": "zero3"}, "sharding zero3"),
+        ({"hardware": {"gpu": "h200-sxm", "count": 2, "tensor_parallel": 2}}, "tensor parallelism"),
+    ):
+        document = {"version": 1, "name": "t", "model": {"id": "llama-3-8b"}, "finetune": {**megatron, **changes}}
+        text = yaml.safe_dump(document, sort_keys=False)
+        result = lint_bytes("t.yaml", text.encode(), LintOptions(today=datetime.date(2026, 12, 1)))
+        (finding,) = [f for f in result.findings if f.code == "GP025"]
+        assert field in finding.message
+    _, codes = run({**megatron, "sharding": "zero1"})
+    assert "GP025" not in codes
+    _, codes = run({**megatron, "framework": "eager", "sharding": "zero3"})
+    assert "GP025" not in codes

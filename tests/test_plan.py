@@ -450,3 +450,33 @@ def test_the_conventional_layout_is_listed_beside_a_cheapest_layout_that_is_not_
     # serve-llama-70b's cheapest sound layout, 2 x h200-sxm TP 2, is conventional itself: nothing is added.
     _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert json.loads(out)["jobs"][0]["conventional"] is None
+
+
+def _plan_options(finetune: dict) -> list[dict]:
+    text = spec_text(
+        "llama-3.1-70b",
+        finetune={"method": "qlora", "seq_len": 4096, "micro_batch": 4, **finetune},
+        plan={"gpu": ["a100-sxm-80gb"]},
+    )
+    spec = EXAMPLES.parent / ".plan-framework-spec.yaml"
+    try:
+        spec.write_text(text, encoding="utf-8")
+        _, out, _ = run_cli("plan", "--format", "json", str(spec))
+    finally:
+        spec.unlink()
+    (job,) = json.loads(out)["jobs"]
+    return [*job["options"], *job["rejected"]]
+
+
+def test_qlora_under_megatron_is_never_planned_with_fsdp_or_tensor_parallelism():
+    # NeMo's QLoRA runs neither tensor parallelism (its NF4 wrappers) nor FSDP/ZeRO-2/3 (Megatron's
+    # distributed optimizer shards the optimizer states only): 70B QLoRA at 4 x 4,096 tokens on A100 80GB
+    # needs more than one GPU, and every layout the planner weighs under Megatron keeps TP 1 and at most
+    # zero1. The same job under the eager stack (FSDP-QLoRA) is planned with parameter sharding, so the
+    # restriction is the framework's, not the search's.
+    eager = _plan_options({"hardware": {"gpu": "a100-sxm-80gb", "count": 1}})
+    assert any(o["settings"]["sharding"] in ("zero3", "fsdp") for o in eager)
+    megatron = _plan_options({"framework": "megatron", "hardware": {"gpu": "a100-sxm-80gb", "count": 1}})
+    assert megatron and any(o["gpus"] > 1 for o in megatron)
+    assert all(o["tensor_parallel"] == 1 for o in megatron)
+    assert all(o["settings"]["sharding"] in ("none", "zero1") for o in megatron)

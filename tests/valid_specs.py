@@ -650,6 +650,19 @@ def _repair_finetune(tune: dict[str, Any], pinned: frozenset[str]) -> None:
             hardware.pop("pipeline_parallel", None)
         else:
             tune["sequence_parallel"] = False
+    blocked = (  # NeMo's QLoRA under Megatron shards no parameters and runs no TP (gpuplan.conflicts)
+        tune.get("sharding") in ("zero2", "zero3", "fsdp")
+        or hardware.get("tensor_parallel", 1) > 1
+        or offload.get("parameters", "none") != "none"
+    )
+    if tune.get("method") == "qlora" and tune.get("framework") == "megatron" and blocked:
+        if "framework" not in pinned:
+            tune["framework"] = "eager"
+        else:
+            if tune.get("sharding") in ("zero2", "zero3", "fsdp"):
+                tune["sharding"] = "zero1"
+            offload.pop("parameters", None)
+            hardware.pop("tensor_parallel", None)
     if tune.get("lora", {}).get("variant") == "dora" and tune["method"] == "full":
         if "variant" in pinned:
             tune["method"] = "lora"

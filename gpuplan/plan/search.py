@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 from gpuplan.catalog import Gpu, Price
-from gpuplan.conflicts import engine_refusal
+from gpuplan.conflicts import engine_refusal, runs_sharding, runs_tensor_parallel
 from gpuplan.plan.evaluate import Option, ServePlanner
 from gpuplan.plan.finetune_planner import FinetunePlanner
 from gpuplan.plan.materiality import Materiality
@@ -335,12 +335,20 @@ class JobPlanner:
     # -- fine-tuning -------------------------------------------------------------------------------
     def _levels(self, gpu: Gpu) -> list[tuple[int, int]]:
         arch = self.evaluator.arch
-        pairs = [
-            (tp, pp)
-            for tp in tensor_parallel_degrees(arch, gpu, serving=False)
-            for pp in pipeline_degrees(arch, serving=False)
-        ]
+        degrees = tensor_parallel_degrees(arch, gpu, serving=False)
+        if not runs_tensor_parallel(*self._stack()):
+            degrees = [1]  # the training stack runs the method without tensor parallelism (conflicts)
+        pairs = [(tp, pp) for tp in degrees for pp in pipeline_degrees(arch, serving=False)]
         return sorted(pairs, key=lambda pair: (pair[0] * pair[1], pair[1]))
+
+    def _stack(self) -> tuple[str, str]:
+        """(method, framework) of the fine-tuning job: what decides the shardings and TP its stack runs."""
+        job = self.evaluator.spec.finetune
+        assert job is not None, "a fine-tuning search has a fine-tuning job"
+        return job.method, job.framework
+
+    def _runs(self, sharding: str) -> bool:
+        return runs_sharding(*self._stack(), sharding)
 
     # (the search toggles full activation checkpointing on and off; checkpointing_mode maps the toggle)
     def _settings_choices(self, data_parallel: int, checkpointing: bool) -> tuple[TrainingSettings, ...]:
@@ -366,7 +374,7 @@ class JobPlanner:
             sharding_choices = [declared.sharding]
         else:
             kind = "zero3" if declared.sharding == "fsdp" else declared.sharding
-            sharding_choices = [declared.sharding] + [s for s in SHARDING_ORDER if s != kind]
+            sharding_choices = [declared.sharding] + [s for s in SHARDING_ORDER if s != kind and self._runs(s)]
         choices = [
             TrainingSettings(
                 checkpointing_mode(declared.activation_checkpointing, checkpointing),
@@ -420,12 +428,17 @@ class JobPlanner:
         the forward pass and the start of backward (``estimate_training``), which the smaller
         micro-batch's activations may not repay; within either regime memory only grows with the
         micro-batch (activations, temporaries and logits scale with it; the buffer does not).
-        Sharding (over more than one rank): ZeRO-2 and ZeRO-3. ZeRO-2 shards what ZeRO-1 does and the
+        Sharding (over more than one rank): ZeRO-2 and ZeRO-3 (where the training stack runs them, else the
+        most it shards: ``conflicts.runs_sharding``). ZeRO-2 shards what ZeRO-1 does and the
         gradients too; ZeRO-3 also shards the weights but holds gathered units, which on a few ranks can
         outweigh what it saves. A property test holds every choice at or above the least of these."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
-        shardings = ("zero3", "zero2") if dp > 1 else (evaluator.job.sharding,)
+        # where the stack runs neither, the most it shards (SHARDING_ORDER goes from less to more saved)
+        runnable = [s for s in ("zero3", "zero2") if self._runs(s)] or [
+            [s for s in SHARDING_ORDER if self._runs(s)][-1]
+        ]
+        shardings = tuple(runnable) if dp > 1 else (evaluator.job.sharding,)
         mode = checkpointing_mode(evaluator.declared_settings().activation_checkpointing, checkpointing)
         per_rank = evaluator.global_batch // dp
         micros = evaluator.micro_batches(dp)
