@@ -14,6 +14,7 @@ import bisect
 import functools
 import math
 import re
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +128,19 @@ class _Lines:
 
 
 _PLAIN_LINES = _Lines("")
+# What YAML's reader refuses (yaml.reader.Reader.NON_PRINTABLE, the YAML 1.1 printable set): the reader's
+# own error gives an offset (bytes in libyaml, characters in PyYAML), so the character is found again here.
+_UNPRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _first_unprintable(text: str, lines: _Lines) -> tuple[int, int]:
+    """(line, column) of the first character YAML does not allow in ``text`` ((1, 1) if none is found)."""
+    found = _UNPRINTABLE.search(text)
+    if found is None:
+        return 1, 1
+    index = found.start()
+    start = text.rfind("\n", 0, index) + 1
+    return lines.at(types.SimpleNamespace(line=text.count("\n", 0, index), column=index - start, index=index))
 
 
 def _mark(event: Any, lines: _Lines = _PLAIN_LINES) -> tuple[int, int]:
@@ -400,6 +414,17 @@ def _load(raw: bytes) -> _Composer:
         if "maximum nesting depth" in message:  # libyaml >= 0.2.5 stops runaway nesting itself
             raise _LoadProblem("GP003", f"nesting deeper than {MAX_DEPTH} levels", line, col) from None
         raise _LoadProblem("GP001", f"YAML syntax error: {message}", line, col) from None
+    except yaml.reader.ReaderError as error:  # a character YAML does not allow, at its own line
+        line, col = _first_unprintable(text, lines)
+        code = int(error.character)
+        escape = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+        raise _LoadProblem(
+            "GP001",
+            f"YAML syntax error: the character U+{code:04X} is not allowed in YAML",
+            line,
+            col,
+            f'remove it, or write it as an escape inside a double-quoted string ("{escape}")',
+        ) from None
     except yaml.YAMLError as error:
         raise _LoadProblem("GP001", f"YAML syntax error: {error}", 1, 1) from None
     if composer.documents == 0 or (composer.root is None and not composer.positions):

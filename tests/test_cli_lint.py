@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 from conftest import EXAMPLES, ROOT, VALID_SERVE, run_cli, run_process
 
 FOUR_PROBLEMS = """\
@@ -296,3 +297,24 @@ def test_the_command_list_is_not_cut_off():
     for line in commands:
         assert not line.rstrip().endswith("..."), line
         assert len(line) <= 80, line
+
+
+@pytest.mark.parametrize("command", ["estimate", "plan", "report", "verify"])
+def test_a_one_spec_command_refuses_a_folder_before_reading_it(tmp_path, command):
+    # lint searches a folder for specs; the commands that take one SPEC refuse one with a usage error (two
+    # specs in a folder were an internal error; one was taken, and report wrote <folder>.pdf beside it).
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    for name in ("a.yaml", "b.yaml"):
+        (folder / name).write_text((EXAMPLES / "serve-llama-70b.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    code, _, err = run_cli(command, str(folder), *(["run.log"] if command == "verify" else []))
+    assert code == 2 and "is a directory" in err and "internal error" not in err
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["specs"]
+
+
+def test_report_of_a_spec_it_cannot_read_writes_nothing(tmp_path):
+    # A report on a file that is not there once came out as a CANNOT APPROVE PDF with the SHA-256 of empty
+    # input as the spec's hash; it is an error on standard error, exit 2, and no file.
+    code, _, err = run_cli("report", str(tmp_path / "nope.yaml"), "--md", "-o", str(tmp_path / "out.md"))
+    assert code == 2 and "no report: cannot read" in err and "no such file" in err
+    assert [p for p in tmp_path.iterdir() if not p.name.startswith(".")] == []

@@ -93,3 +93,17 @@ def test_the_remembered_scalars_stay_bounded():
     load_bytes("s.yaml", "\n".join(f"k{i}: {i}" for i in range(3000)).encode())  # 6,000 distinct scalars
     memo = loader._scalar_value.cache_info()
     assert memo.maxsize is not None and 0 < memo.currsize <= memo.maxsize
+
+
+def test_a_character_yaml_refuses_is_reported_where_it_stands():
+    # The reader's own error gives libyaml's byte offset (or PyYAML's character offset) and its internal
+    # text; the finding names the character at its line and column instead, counted in characters: line 3
+    # is `owner: "café <ESC>x"`, whose ESC is the 14th character (é is one character, two bytes).
+    raw = 'version: 1\nname: t\nowner: "café \x1bx"\n'.encode()
+    (finding,) = load_bytes("s.yaml", raw).findings
+    assert (finding.code, finding.line, finding.col) == ("GP001", 3, 14)
+    assert "U+001B" in finding.message and "\x1b" not in finding.message and "position" not in finding.message
+    assert '"\\x1b"' in finding.hint
+    # in a comment too, and a character above U+00FF is escaped as \u
+    (finding,) = load_bytes("s.yaml", "version: 1\n# \ufffe\n".encode()).findings
+    assert (finding.line, finding.col) == (2, 3) and '"\\ufffe"' in finding.hint

@@ -72,6 +72,11 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+# SPEC of the commands that take one spec (estimate, plan, report, verify): a file or '-', never a folder,
+# which only lint searches for specs (a folder is a usage error, before anything is read or written).
+ONE_SPEC = click.Path(dir_okay=False, allow_dash=True)
+
+
 def _discard_stdout() -> None:
     """Point standard output at /dev/null, so that flushing what is left in its buffer at exit (which
     failed once already) does not fail again with a second, raw message."""

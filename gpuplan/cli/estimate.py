@@ -6,12 +6,12 @@ import sys
 
 import click
 
-from gpuplan.cli.common import _format_option, _guarded, _print_tracebacks, _run_options
+from gpuplan.cli.common import ONE_SPEC, _format_option, _guarded, _print_tracebacks, _run_options
 from gpuplan.visible import visible
 
 
 @click.command(short_help="Per-GPU memory, speed and cost of a spec's jobs.")
-@click.argument("spec_path", metavar="SPEC")
+@click.argument("spec_path", metavar="SPEC", type=ONE_SPEC)
 @_format_option("text", "json")
 @_run_options
 @_guarded

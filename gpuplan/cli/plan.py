@@ -7,13 +7,13 @@ from typing import Any, NoReturn
 
 import click
 
-from gpuplan.cli.common import EXIT_FINDINGS, EXIT_OK, _echo_problems, _format_option, _guarded
+from gpuplan.cli.common import EXIT_FINDINGS, EXIT_OK, ONE_SPEC, _echo_problems, _format_option, _guarded
 from gpuplan.errors import GpuplanError
 from gpuplan.visible import json_text
 
 
 @click.command("plan", short_help="Recommend the cheapest sound layout, and the options.")
-@click.argument("spec_path", metavar="SPEC")
+@click.argument("spec_path", metavar="SPEC", type=ONE_SPEC)
 @_format_option("text", "json", "markdown")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of options and rejected.")
 @click.option("--gpu", "gpus", multiple=True, help="Only this GPU id (repeatable); replaces the spec's plan.gpu.")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuplan.cli.common import _evidence_kinds, _guarded, _print_tracebacks, _run_options
+from gpuplan.cli.common import ONE_SPEC, _evidence_kinds, _guarded, _print_tracebacks, _run_options
 from gpuplan.visible import visible
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 @click.command(short_help="Render a decision report (Markdown, HTML or PDF).")
-@click.argument("spec_path", metavar="SPEC")
+@click.argument("spec_path", metavar="SPEC", type=ONE_SPEC)
 @click.option("--md", "as_md", is_flag=True, help="Markdown (the default when no format is given).")
 @click.option("--html", "as_html", is_flag=True, help="HTML with an embedded SVG memory chart.")
 @click.option("--pdf", "as_pdf", is_flag=True, help="PDF (the HTML through WeasyPrint).")

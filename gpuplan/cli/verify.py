@@ -7,6 +7,7 @@ import sys
 import click
 
 from gpuplan.cli.common import (
+    ONE_SPEC,
     SEVERITY_CHOICES,
     FiniteFloat,
     _echo_problems,
@@ -17,7 +18,7 @@ from gpuplan.cli.common import (
 
 
 @click.command(short_help="Hold a spec's estimate against a real run's logs.")
-@click.argument("spec_path", metavar="SPEC")
+@click.argument("spec_path", metavar="SPEC", type=ONE_SPEC)
 @click.option(
     "--run",
     "runs",

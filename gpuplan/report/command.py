@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from gpuplan import clock
 from gpuplan.atomic import Destination, check_destination, write_atomic
 from gpuplan.errors import GpuplanError
+from gpuplan.output.summary import UNCHECKED_CODES
 from gpuplan.records import record
 from gpuplan.report.pdf_process import pdf_renderer
 
@@ -103,6 +104,9 @@ def run_report(
             [spec_path], fail_on=fail_on, config_path=config_path, use_waivers=use_waivers, keep_analysis=True
         ).summary()
         (result,) = summary.results
+        unchecked = [finding for finding in result.findings if finding.code in UNCHECKED_CODES]
+        if unchecked:  # a spec that was never read is no report: no file, no hash of what was not there
+            raise GpuplanError(f"no report: {unchecked[0].message}")
         verification = None
         if runs:
             from dataclasses import replace
