@@ -405,3 +405,19 @@ def test_a_fine_tune_on_whole_instances_is_planned_on_the_gpus_it_pays_for(write
     for option in (declared, recommended):  # hours x 8 GPUs paid x 4.00, to the published rounding
         assert option["run_cost"] == pytest.approx(option["training_hours"] * 8 * 4.0, rel=1e-3)
     assert recommended["run_cost"] < 0.6 * declared["run_cost"]
+
+
+def test_a_catalog_price_basis_counts_quotes_not_providers():
+    # The h100-sxm median rests on 8 quotes from 7 providers (RunPod quotes its Community and Secure clouds
+    # apart): the basis said "the median of 8 providers' on-demand prices"; it counts what it has, quotes.
+    from gpuplan.catalog import get_gpu
+    from gpuplan.decision.prices import catalog_quotes, price_basis
+    from gpuplan.spec import resolve
+
+    quotes = catalog_quotes("h100-sxm")
+    assert len(quotes) == 8 and len({q.provider.split(" (")[0] for q in quotes}) == 7
+    text = "version: 1\nname: t\nmodel: {id: llama-3.1-8b}\nserve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm}}\n"
+    spec, _ = resolve(load_bytes("s.yaml", text.encode()), ROOT)
+    basis = price_basis(spec, get_gpu("h100-sxm"))
+    assert "the median of 8 on-demand quotes" in basis.text and "providers'" not in basis.text
+    assert "(8 quotes, range" in basis.short

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuplan.architecture import Architecture, make_architecture
 from gpuplan.records import record
+from gpuplan.units import plural
 
 _HERE = Path(__file__).resolve().parent
 
@@ -72,7 +73,7 @@ class Price:
         undated = f" (+{self.undated_quotes} undated)" if self.undated_quotes else ""
         spread = f", {self.low:g}-{self.high:g}" if self.low is not None and self.high != self.low else ""
         return (
-            f"catalog median of {self.quotes} quote(s){spread} from {', '.join(self.providers)}, "
+            f"catalog median of {plural(self.quotes, 'quote')}{spread} from {', '.join(self.providers)}, "
             f"quoted {span or 'undated'}{undated}"
         )
 

@@ -2,7 +2,7 @@
 
 An approver signs an amount, so the report says per GPU what the price per GPU-hour rests on: the spec's
 own price and the date it was quoted, or a catalog median, which is no quote at all: it is labelled "market
-median, not a quote" beside its range (how many providers' on-demand prices, from whom, when), or that there
+median, not a quote" beside its range (how many on-demand quotes, from whom, when), or that there
 is none. The facts are the price record's (gpuplan.catalog.Price, resolved by Spec.price_record); the date
 that ages a price is the one GP504 judges: a catalog median is as old as the quote(s) it is. The catalog's
 quotes themselves (provider, price, date, source) are listed for the decision record (``catalog_quotes``).
@@ -98,10 +98,11 @@ def price_basis(spec: Spec, gpu: Gpu) -> PriceBasis:
     else:
         when = f"quoted {record.quoted_from}" if record.quoted_from else "undated"
     undated = f", {record.undated_quotes} more undated" if record.undated_quotes else ""
-    providers = plural(record.quotes, "provider's on-demand price", "providers' on-demand prices")
+    # counted as quotes: a provider may quote twice (RunPod's Community and Secure clouds)
+    providers = plural(record.quotes, "on-demand quote")
     set_by = f"; the median rests on {' and '.join(record.median_set_by)}" if record.median_set_by else ""
     text = f"{MARKET_MEDIAN}: {per_hour}, the median of {providers}{spread}; {when}{undated}{set_by}"
-    short = f"{MARKET_MEDIAN} ({plural(record.quotes, 'provider')}{spread}); {when}"
+    short = f"{MARKET_MEDIAN} ({plural(record.quotes, 'quote')}{spread}); {when}"
     return PriceBasis(gpu.id, record.per_hour, record.origin, text, date, record.providers, short)
 
 
