@@ -43,7 +43,7 @@ MEMORY_LOW, MEMORY_HIGH = "memory_low", "memory_high"
 class Scenario:
     key: str  # one of the keys above
     name: str
-    per_gpu: int  # bytes per GPU
+    per_gpu: int  # bytes per GPU as the verdict judges them: at plan.confidence (the memory rows: their edge)
     capacity: int  # bytes: the engine budget (serving) or usable memory (fine-tuning)
     fits: bool  # holds at all
     comfortable: bool  # holds with the configured headroom
@@ -116,13 +116,14 @@ def _serve_scenario(
         tpot_ok = job.tpot_ms is None or (tpot is not None and tpot * 1000 <= job.tpot_ms)
         slo_met = ttft_ok and tpot_ok
     cost = None if estimate.monthly_cost is None else estimate.monthly_cost * price_factor
+    planned = estimate.planned_bytes(confidence)  # memory judged as the verdict judges it (KV band's edge)
     return Scenario(
         key,
         name,
-        estimate.memory.per_gpu,
+        planned,
         estimate.memory.budget,
         estimate.fits,
-        estimate.fits and within_headroom(estimate.memory.per_gpu, estimate.memory.budget, settings.headroom_pct),
+        estimate.fits_at(confidence) and within_headroom(planned, estimate.memory.budget, settings.headroom_pct),
         ttft_s=ttft,
         tpot_s=tpot,
         cost=cost,
@@ -177,13 +178,14 @@ def _finetune_scenario(
         hours *= factor
         cost = None if cost is None else cost * factor
     usable = estimate.gpu.usable_bytes
+    planned = estimate.planned_bytes(confidence)  # memory judged as the verdict judges it (the band's edge)
     return Scenario(
         key,
         name,
-        estimate.memory.per_gpu,
+        planned,
         usable,
         estimate.fits,
-        estimate.fits and within_headroom(estimate.memory.per_gpu, usable, settings.headroom_pct),
+        estimate.fits and within_headroom(planned, usable, settings.headroom_pct),
         hours=hours,
         cost=cost,
         within_budget=None if cost is None or budget is None else cost <= budget,
@@ -244,7 +246,7 @@ def _memory_edges(
 ) -> tuple[Scenario, ...]:
     """The layout at both edges of the memory band: the figure measured runs of this kind came in at, at
     1 - ``confidence`` and at ``confidence`` of them (the second is what the fit verdict judges)."""
-    planned = _finetune_scenario("", "", estimate, settings, budget)
+    planned = _finetune_scenario("", "", estimate, settings, budget, confidence=confidence)
     low, high = estimate.memory_band.edges(estimate.memory.per_gpu, confidence)
     usable, runs = estimate.gpu.usable_bytes, estimate.memory_band.records
     return tuple(

@@ -77,8 +77,13 @@ def saving_between(declared: Option, option: Option) -> Saving | None:
 
 
 def summary(option: Option, currency: str) -> str:
-    """``2 x h200-sxm, tensor_parallel 2 (6,636 USD/month)``."""
-    return f"{option.layout.describe()} ({cost_text(option, currency)})"
+    """``2 x h200-sxm, tensor_parallel 2 (6,636 USD/month)``; a fine-tune's micro-batch split too when it
+    changes (a hint followed without it could keep the declared micro-batch, which may not fit)."""
+    settings = option.layout.settings
+    split = ""
+    if settings is not None and {"finetune.micro_batch", "finetune.gradient_accumulation"} & set(option.changes):
+        split = f", micro_batch {settings.micro_batch} x gradient_accumulation {settings.gradient_accumulation}"
+    return f"{option.layout.describe()}{split} ({cost_text(option, currency)})"
 
 
 def flow_yaml(value: Any) -> str:

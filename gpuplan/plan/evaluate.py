@@ -49,6 +49,9 @@ from gpuplan.spec import Hardware, PlanLimits, Serve, Spec
 from gpuplan.units import format_gib
 
 NOMINAL_TOKENS = 1_000_000  # fine-tuning without finetune.tokens is ranked by its cost per 1M tokens
+# Costs compared to this many significant digits, not to the cent: a fine-tune's cost per 1M tokens is
+# often under 0.10, where cents tied 0.0736 with 0.0707 and let a dearer layout with fewer GPUs win.
+COST_DIGITS = 9
 
 # Constraints in the order they are checked (a rejected option names the first it breaks).
 LAYOUT_CONSTRAINTS = (
@@ -208,12 +211,13 @@ class Option:
         return float(hours * 3600)
 
     def rank(self) -> tuple[float, int, float, int]:
-        """The objective: cost (to the cent), then fewer GPUs paid for (whole instances under an instance-hour
-        quote: a layout that uses the paid GPUs ties with one that leaves them idle), then lower latency,
-        then fewer changes."""
+        """The objective: cost (to COST_DIGITS significant digits: equal costs reached by different float
+        paths tie), then fewer GPUs paid for (whole instances under an instance-hour quote: a layout that uses
+        the paid GPUs ties with one that leaves them idle), then lower latency, then fewer changes."""
         rate = self.rate
         paid = int(self.estimate.paid_gpus)
-        return (math.inf if rate is None else round(rate, 2), paid, self.latency_s, len(self.changes))
+        cost = math.inf if rate is None else float(f"{rate:.{COST_DIGITS}g}")
+        return (cost, paid, self.latency_s, len(self.changes))
 
     def with_problem(self, name: str, reason: str) -> Option:
         """The option with one more constraint broken (constraints that depend on other options)."""
