@@ -422,3 +422,18 @@ def test_a_catalog_price_basis_counts_quotes_not_providers():
     basis = price_basis(spec, get_gpu("h100-sxm"))
     assert "the median of 8 on-demand quotes" in basis.text and "providers'" not in basis.text
     assert "(8 quotes, range" in basis.short
+
+
+def test_the_stress_test_judges_memory_as_the_verdict_does():
+    # finetune-then-serve declares 4 x h100-sxm: 53.6 GiB per GPU on the estimate, x 1.56 at the 0.9 edge of
+    # the full fine-tuning band = 83.6 GiB, over the 79.2 GiB usable: the verdict says it breaks headroom.
+    # The stress test's "as planned" row judged the estimate (53.6 GiB, 32% free) and said "holds"; it judges
+    # the figure at plan.confidence, as the verdict does, so the declared column fails there too.
+    memo = build_memo(lint_path(str(EXAMPLES / "finetune-then-serve.yaml")), TODAY)
+    finetune = next(job for job in memo.jobs if job.kind == "finetune")
+    declared = next(stress for stress in finetune.stresses if stress.label == "declared").sensitivity
+    base = declared.scenario("base")
+    assert base is not None and not base.passes and base.first_broken == "margin"
+    assert base.per_gpu == pytest.approx(83.6 * 2**30, rel=0.001)
+    _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
+    assert "| as planned | holds | fails: memory margin |" in out
