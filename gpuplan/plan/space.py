@@ -75,7 +75,7 @@ class Layout:
         )
 
     def describe(self) -> str:
-        parts = [f"{self.gpus} x {self.gpu.id}"]
+        parts = [f"{self.gpus:,} x {self.gpu.id}"]
         if self.tensor_parallel > 1:
             parts.append(f"tensor_parallel {self.tensor_parallel}")
         if self.pipeline_parallel > 1:
