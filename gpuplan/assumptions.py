@@ -410,7 +410,8 @@ def _load_note(job: Serve, speed: ServingSpeed) -> str:
             f" (Little's law); TTFT includes the wait for the token budget (median and p90 from its"
             f" exponential tail) and prefill beside the running batch; {alone}"
         )
-    running = f"{speed.running:,.0f}" if float(speed.running).is_integer() else f"{speed.running:,.1f}"
+    shown = round(float(speed.running), 1)  # 31.96 is "32", not "32.0"
+    running = f"{shown:,.0f}" if shown.is_integer() else f"{shown:,.1f}"
     return (
         f"{running} sequences running per replica (limited by {speed.limited_by}); TTFT includes"
         f" queueing and prefill beside the running batch; {alone}"

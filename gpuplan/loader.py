@@ -14,7 +14,6 @@ import bisect
 import functools
 import math
 import re
-import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,8 +138,9 @@ def _first_unprintable(text: str, lines: _Lines) -> tuple[int, int]:
     if found is None:
         return 1, 1
     index = found.start()
-    start = text.rfind("\n", 0, index) + 1
-    return lines.at(types.SimpleNamespace(line=text.count("\n", 0, index), column=index - start, index=index))
+    starts = lines.starts or [0] + [match.end() for match in _EDITOR_BREAK.finditer(text, 0, index)]
+    line = bisect.bisect_right(starts, index)  # lines end where editors end them (LF, CRLF or a lone CR)
+    return line, index - starts[line - 1] + 1
 
 
 def _mark(event: Any, lines: _Lines = _PLAIN_LINES) -> tuple[int, int]:

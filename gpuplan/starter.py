@@ -120,7 +120,7 @@ class Tuning:
 
     def note(self, starter: Starter) -> str:
         """The starter's comment (and, shortened, its message): what was set and why, or that nothing fits."""
-        gpus = f"{starter.count} x {starter.gpu}"
+        gpus = f"{starter.count:,} x {starter.gpu}"
         soundly = (
             f"with a {self.headroom_pct:g}% headroom margin at {self.confidence:.0%} confidence in the memory estimate"
         )
@@ -284,7 +284,7 @@ def starter_spec(starter: Starter, tuning: Tuning | None = None) -> str:
         )
         if part
     )
-    writer.note(f"gpuplan workload spec: {jobs} of {starter.model} on {starter.count} x {starter.gpu}.", 0)
+    writer.note(f"gpuplan workload spec: {jobs} of {starter.model} on {starter.count:,} x {starter.gpu}.", 0)
     writer.note(
         "Check it with `gpuplan lint`, see the estimate with `gpuplan estimate`; `gpuplan explain CODE` explains "
         "a finding and `gpuplan schema --markdown` lists every field.",

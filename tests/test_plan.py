@@ -480,3 +480,34 @@ def test_qlora_under_megatron_is_never_planned_with_fsdp_or_tensor_parallelism()
     assert megatron and any(o["gpus"] > 1 for o in megatron)
     assert all(o["tensor_parallel"] == 1 for o in megatron)
     assert all(o["settings"]["sharding"] in ("none", "zero1") for o in megatron)
+
+
+def test_a_qlora_alternative_under_megatron_drops_a_sharding_its_stack_cannot_run(write_spec):
+    # A LoRA job under Megatron may shard with zero3 (Megatron-FSDP); its "consider QLoRA" alternative keeps
+    # the job's sharding as the declared one, which NeMo's QLoRA cannot run. The planner weighs the declared
+    # sharding only where the stack runs it, so neither the alternative's cheapest layout nor any option of
+    # its table has zero2/zero3/fsdp or TP above 1 (the reviewer's case: its cheapest was "sharding zero3").
+    from gpuplan.linter import lint_path
+    from gpuplan.plan.spec_planner import _apply_changes
+
+    path = write_spec(
+        spec_text(
+            "llama-3.1-70b",
+            finetune={
+                "method": "lora", "framework": "megatron", "precision": "bf16", "micro_batch": 1,
+                "gradient_accumulation": 8, "seq_len": 4096, "sharding": "zero3", "activation_checkpointing": "full",
+                "tokens": 50_000_000, "hardware": {"gpu": "h100-sxm", "count": 8},
+            },
+            plan={"gpu": ["h100-sxm"]},
+        )
+    )  # fmt: skip
+    analysis = lint_path(str(path)).analysis
+    assert analysis is not None
+    changed = _apply_changes(analysis.spec, "finetune", {"finetune.method": "qlora"})
+    planner = planner_for(changed, default_settings()).job("finetune")
+    assert planner is not None
+    cheapest = planner.cheapest()
+    sound, rejected, _ = planner.table()
+    options = [o for o in (cheapest, *sound, *rejected) if o is not None and o.layout.settings is not None]
+    assert options and all(o.layout.settings.sharding in ("none", "zero1") for o in options)
+    assert all(o.layout.tensor_parallel == 1 for o in options)

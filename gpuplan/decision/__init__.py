@@ -242,7 +242,9 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
         )
     unsound = [f for f in active if _unsound(f.code)]
     if unsound:
-        first = unsound[0]
+        # The declared layout's own problem before a saving (GP507 fires beside a layout that must change too:
+        # "the declared layout works" must not stand next to what breaks it)
+        first = next((f for f in unsound if f.code != "GP507"), unsound[0])
         if first.code == "GP507":  # the planner's sentence below quotes both layouts and the saving
             reason = f"The declared layout works, but a sound layout costs less ({first.code})"
         else:
@@ -310,7 +312,7 @@ def layout_text(estimate: Any) -> str:
     if hasattr(estimate, "monthly_cost") and replicas > 1:
         parts.append(f"{replicas} replicas")
     detail = f" ({', '.join(parts)})" if parts else ""
-    return f"{estimate.gpus} x {estimate.gpu.id}{detail}"
+    return f"{estimate.gpus:,} x {estimate.gpu.id}{detail}"
 
 
 def _sentence(text: str) -> str:

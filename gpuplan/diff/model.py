@@ -168,7 +168,7 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
     if analysis.finetune is not None:
         f, shown = analysis.finetune, estimate["finetune"]
         training = f.setup
-        layout = f"{f.gpus} x {f.gpu.id}, TP {training.tensor_parallel}, PP {training.pipeline_parallel}"
+        layout = f"{f.gpus:,} x {f.gpu.id}, TP {training.tensor_parallel}, PP {training.pipeline_parallel}"
         tokens = f.job.tokens
         cost = cents(shown["cost"])
         jobs["finetune"] = {
@@ -195,7 +195,7 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
         setup = s.setup
         monthly = cents(shown["monthly_cost"])
         jobs["serve"] = {
-            "layout": f"{s.gpus} x {s.gpu.id}, TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}",
+            "layout": f"{s.gpus:,} x {s.gpu.id}, TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}",
             "workload": f"{setup.concurrency:,} x {setup.context:,} tokens",
             "gpu": s.gpu.id,
             "gpus": s.gpus,

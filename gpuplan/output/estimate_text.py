@@ -64,7 +64,7 @@ def render_estimate(analysis: Analysis) -> str:
         f = analysis.finetune
         setup = f.setup
         lines.append(
-            f"fine-tuning ({setup.job.method}, {setup.job.precision}, {setup.job.optimizer}) on {f.gpus} x {f.gpu.id}:"
+            f"fine-tuning ({setup.job.method}, {setup.job.precision}, {setup.job.optimizer}) on {f.gpus:,} x {f.gpu.id}:"
             f" {_replicas(f.gpus, setup.tensor_parallel, setup.pipeline_parallel, 'data-parallel replica')}"
             f" (TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, sharding {setup.job.sharding})"
         )
@@ -116,7 +116,7 @@ def render_estimate(analysis: Analysis) -> str:
         s = analysis.serve
         tp, pp = s.setup.tensor_parallel, s.setup.pipeline_parallel
         lines.append(
-            f"serving on {s.gpus} x {s.gpu.id}: {_replicas(s.gpus, tp, pp, 'replica')} (TP {tp}, PP {pp}),"
+            f"serving on {s.gpus:,} x {s.gpu.id}: {_replicas(s.gpus, tp, pp, 'replica')} (TP {tp}, PP {pp}),"
             f" {s.setup.concurrency} x {s.setup.context:,} tokens per replica"
         )
         lines += _breakdown(s.memory.breakdown)

@@ -21,7 +21,7 @@ TEXT_COLUMNS = frozenset({"", "layout", "settings", "cost", "change", "first con
 
 
 def _layout(option: dict[str, Any]) -> str:
-    parts = [f"{option['gpus']} x {option['gpu']}"]
+    parts = [f"{option['gpus']:,} x {option['gpu']}"]
     if option["tensor_parallel"] > 1:
         parts.append(f"TP {option['tensor_parallel']}")
     if option["pipeline_parallel"] > 1:

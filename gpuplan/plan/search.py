@@ -375,6 +375,11 @@ class JobPlanner:
         else:
             kind = "zero3" if declared.sharding == "fsdp" else declared.sharding
             sharding_choices = [declared.sharding] + [s for s in SHARDING_ORDER if s != kind and self._runs(s)]
+        # the declared sharding too only where the stack runs it (a QLoRA alternative of a LoRA job keeps the
+        # job's sharding, which Megatron's QLoRA may not run: conflicts.runs_sharding)
+        sharding_choices = [s for s in sharding_choices if self._runs(s)] or [
+            [s for s in SHARDING_ORDER if self._runs(s)][-1 if data_parallel > 1 else 0]
+        ]
         choices = [
             TrainingSettings(
                 checkpointing_mode(declared.activation_checkpointing, checkpointing),
@@ -438,7 +443,8 @@ class JobPlanner:
         runnable = [s for s in ("zero3", "zero2") if self._runs(s)] or [
             [s for s in SHARDING_ORDER if self._runs(s)][-1]
         ]
-        shardings = tuple(runnable) if dp > 1 else (evaluator.job.sharding,)
+        one_rank = evaluator.job.sharding if self._runs(evaluator.job.sharding) else "none"
+        shardings = tuple(runnable) if dp > 1 else (one_rank,)
         mode = checkpointing_mode(evaluator.declared_settings().activation_checkpointing, checkpointing)
         per_rank = evaluator.global_batch // dp
         micros = evaluator.micro_batches(dp)

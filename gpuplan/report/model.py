@@ -429,7 +429,7 @@ def _acquisition_table(ways: Ways, job: str, spec: Spec, currency: str) -> dict[
     rows = [
         [
             way.way + (" (cheapest)" if way is cheapest else ""),
-            f"{way.gpus} x {way.gpu}",
+            f"{way.gpus:,} x {way.gpu}",
             way.note,
             _money(way.cost, currency),
             _money(way.cash, currency),

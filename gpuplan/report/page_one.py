@@ -52,7 +52,7 @@ def gpu_words(option: Option) -> str:
 
 def short_layout(option: Option) -> str:
     """``2 x h200-sxm``: what a sentence names (the full layout is in the appendices)."""
-    return f"{option.layout.gpus} x {option.layout.gpu.id}"
+    return f"{option.layout.gpus:,} x {option.layout.gpu.id}"
 
 
 def _cost_per(job: JobMemo, cost: float | None, currency: str) -> str:

@@ -72,7 +72,7 @@ def serve_over_budget(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP502",
             ("budget", "serve_monthly"),
-            f"serving costs {format_money(s.monthly_cost, budget.currency)} a month ({s.gpus} x {s.gpu.id} at "
+            f"serving costs {format_money(s.monthly_cost, budget.currency)} a month ({s.gpus:,} x {s.gpu.id} at "
             f"{s.price_per_hour:.2f}/GPU-hour x 730 h) — over the budget of "
             f"{format_money(budget.serve_monthly, budget.currency)} by "
             f"{format_money(money_difference(s.monthly_cost, budget.serve_monthly), budget.currency)}",

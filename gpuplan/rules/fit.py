@@ -384,7 +384,7 @@ def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "GP204",
                 ("finetune", "method"),
-                f"full fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU on {job.hardware.count} x {f.gpu.id}; "
+                f"full fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU on {job.hardware.count:,} x {f.gpu.id}; "
                 f"{method} (rank {job.lora_rank}) needs {format_gib(candidate.memory.per_gpu)} on 1 x {f.gpu.id}",
                 f"consider method: {method} if adapter quality suffices",
             )

@@ -131,7 +131,7 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
                 yield ctx.finding(
                     "GP302",
                     ("finetune", "sharding" if tune.sharding != "none" else "hardware"),
-                    f"{' and '.join(what)} is not needed: plain data parallelism on {hardware.count} x {f.gpu.id} "
+                    f"{' and '.join(what)} is not needed: plain data parallelism on {hardware.count:,} x {f.gpu.id} "
                     f"needs {format_gib(evaluator.memory(plain).per_gpu)} of {format_gib(f.gpu.usable_bytes)} per GPU",
                     "drop it; it only adds communication",
                 )

@@ -123,9 +123,8 @@ def train_and_serve_same_gpu(ctx: RuleContext) -> Iterator[Finding]:
 def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    For each job whose declared layout is sound (it fits with the headroom at `plan.confidence` and meets
-    its SLO; one that is not draws its own finding, whose hint is the change) and priced, asks the planner
-    for the cheapest sound layout within the spec's `plan` constraints: any allowed GPU, tensor and pipeline parallelism,
+    For each job whose declared layout fits and is priced, asks the planner for the cheapest sound
+    layout within the spec's `plan` constraints: any allowed GPU, tensor and pipeline parallelism,
     replicas, and for fine-tuning the settings that keep the model's numerics (activation
     checkpointing, a fused loss, ZeRO sharding, the micro-batch split of the same global batch). A
     sound layout fits with `thresholds.headroom_pct` free, meets the latency SLO and, for fine-tuning,
@@ -160,8 +159,6 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
         if estimate is None or planner is None or not estimate.fits:
             continue
         declared = planner.declared()
-        if not declared.sound:  # a layout that must change (GP208, GP403, ...) has a required change, not a saving
-            continue
         option = planner.material_change(materiality)
         if option is None:
             continue

@@ -74,6 +74,6 @@ def long_run_without_checkpoints(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP602",
             ("finetune", "tokens"),
-            f"the run takes about {f.hours:,.0f} hours on {f.gpus} x {f.gpu.id} with no checkpoints declared",
+            f"the run takes about {f.hours:,.0f} hours on {f.gpus:,} x {f.gpu.id} with no checkpoints declared",
             "add checkpoints: {every_hours: ..., keep: ..., storage_gb: ...}",
         )
