@@ -441,3 +441,20 @@ def test_the_stress_test_judges_memory_as_the_verdict_does():
     # GP507 (2 x b200-hgx saves 101 USD a run) fires beside GP208; the reason names what breaks the declared
     # layout, never "the declared layout works".
     assert "The declared layout is not sound as it stands (GP208" in out and "layout works" not in out
+
+
+def test_a_saving_beside_a_layout_the_plan_rejects_says_what_it_breaks(write_spec):
+    # Llama 3.1 8B LoRA on 3 x h100-sxm in 3 pipeline stages: 32 layers do not split in 3, which no finding
+    # reports (GP303 is about tensor parallelism) but the plan's options table does. GP507 is the only
+    # finding that makes the layout change; the reason states what the plan holds against the declared
+    # layout rather than "the declared layout works".
+    path = write_spec(
+        "version: 1\nname: t\nmodel: {id: llama-3.1-8b}\n"
+        "finetune: {method: lora, seq_len: 4096, tokens: 10000000000, activation_checkpointing: full,"
+        " hardware: {gpu: h100-sxm, count: 3, pipeline_parallel: 3}}\n"
+    )
+    memo = build_memo(lint_path(str(path)), TODAY)
+    assert memo.decision.reason.startswith(
+        "The declared layout is not sound as it stands (pipeline_parallel 3 does not divide the 32 layers)"
+    )
+    assert "works" not in memo.decision.reason

@@ -246,7 +246,15 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
         # "the declared layout works" must not stand next to what breaks it)
         first = next((f for f in unsound if f.code != "GP507"), unsound[0])
         if first.code == "GP507":  # the planner's sentence below quotes both layouts and the saving
-            reason = f"The declared layout works, but a sound layout costs less ({first.code})"
+            # what the plan holds against the declared layout that no finding reports (plan limits, a split
+            # the model cannot take), as the options table states it
+            declared = _plan_declared(analysis, planner or _planner(analysis, result.settings), first)
+            reason = (
+                f"The declared layout is not sound as it stands ({declared.reasons[0]}), and a sound layout "
+                f"costs less ({first.code})"
+                if declared is not None and declared.reasons
+                else f"The declared layout works, but a sound layout costs less ({first.code})"
+            )
         else:
             relevelled = (
                 f", re-levelled to {first.severity.value}" if approval_of(first.code) is Approval.REJECTS else ""
@@ -261,6 +269,12 @@ def _planner(analysis: Any, settings: Any) -> Any:
     from gpuplan.plan.configured import planner_for
 
     return planner_for(analysis.spec, settings or default_settings())
+
+
+def _plan_declared(analysis: Any, planner: Any, finding: Finding) -> Any:
+    """The plan's verdict on the declared layout of the job ``finding`` is about (None without a plan)."""
+    plan = planner.plan("finetune" if finding.pointer.startswith("/finetune") else "serve")
+    return None if plan is None else plan.declared
 
 
 def _unsound(code: str) -> bool:
