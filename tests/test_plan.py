@@ -511,3 +511,10 @@ def test_a_qlora_alternative_under_megatron_drops_a_sharding_its_stack_cannot_ru
     options = [o for o in (cheapest, *sound, *rejected) if o is not None and o.layout.settings is not None]
     assert options and all(o.layout.settings.sharding in ("none", "zero1") for o in options)
     assert all(o.layout.tensor_parallel == 1 for o in options)
+
+
+def test_the_options_table_says_which_costs_are_over_the_budget():
+    # serve-llama-70b's budget is 13,000 USD a month: 4 x b200-hgx at 4 x 6.99 x 730 = 20,411 is over it,
+    # the recommended 2 x h200-sxm at 6,636 is not (the report marks the same rows "breaks budget").
+    _, out, _ = run_cli("plan", str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert "20,411 USD/month, over budget" in out and "6,636 USD/month, over budget" not in out

@@ -121,7 +121,7 @@ def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
         *_speed(option),
         "" if option.get("slo_margin_pct") is None else f"{format_number(option['slo_margin_pct'], 0)}%",
         "n/a" if price is None else f"{price:.2f}",
-        _cost(option, currency),
+        _cost(option, currency) + (", over budget" if option.get("within_budget") is False else ""),
     ]
 
 
