@@ -33,12 +33,19 @@ class Destination:
 
 
 def check_destination(
-    path: Path, *, protect: tuple[Path, ...] = (), force: bool = False, mkdir: bool = False
+    path: Path,
+    *,
+    protect: tuple[Path, ...] = (),
+    force: bool = False,
+    mkdir: bool = False,
+    what: str = "a report",
+    to_stdout: str = "-o -",
 ) -> Destination:
-    """Where ``path`` may be written, or GpuplanError with one line that says why not (nothing is written)."""
+    """Where ``path`` may be written, or GpuplanError with one line that says why not (nothing is written).
+    ``what`` is written and ``to_stdout`` is how the command prints instead (init: a spec, PATH '-')."""
     absolute = Path(os.path.abspath(path))
     if len(absolute.parts) > 1 and absolute.parts[1] in _SYSTEM_FOLDERS:
-        raise GpuplanError(f"refusing to write a report into {absolute.parent}; use -o - for standard output")
+        raise GpuplanError(f"refusing to write {what} into {absolute.parent}; use {to_stdout} for standard output")
     for guarded in protect:
         if _same_file(absolute, guarded):
             raise GpuplanError(f"refusing to overwrite the spec {path} with a report; choose another -o path")

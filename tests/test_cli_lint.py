@@ -318,3 +318,20 @@ def test_report_of_a_spec_it_cannot_read_writes_nothing(tmp_path):
     code, _, err = run_cli("report", str(tmp_path / "nope.yaml"), "--md", "-o", str(tmp_path / "out.md"))
     assert code == 2 and "no report: cannot read" in err and "no such file" in err
     assert [p for p in tmp_path.iterdir() if not p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("args", [(), ("catalog",)])
+def test_a_group_given_no_command_prints_its_help_not_an_escaped_line(args):
+    # click 8.2 reports a group with no command as a usage error whose message is the whole help: squeezed
+    # through the one-line error printer it came out as "gpuplan: error: Usage: ...\n\n  Lint ...".
+    code, _, err = run_cli(*args)
+    first = err.splitlines()[0]  # the program's name is the test runner's here
+    assert code == 2 and first.startswith("Usage: ") and first.endswith(f"{' '.join(args)} [OPTIONS] COMMAND [ARGS]...")
+    assert "\\n" not in err and "gpuplan: error" not in err and "Commands:" in err
+
+
+def test_init_refusing_a_system_folder_speaks_of_the_spec(tmp_path):
+    # init shares report's guard against writing into /proc, /sys or /dev; its message spoke of "a report"
+    # and of "-o -", which init does not have (its way to print is PATH '-').
+    code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--gpu", "l40s", "/proc/nope.yaml")
+    assert code == 2 and "refusing to write a spec into /proc; use PATH - for standard output" in err

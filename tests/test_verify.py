@@ -585,3 +585,20 @@ def test_lint_loads_no_evidence_reader_and_verify_no_report_machinery(tmp_path, 
         [sys.executable, "-c", probe, "verify", str(spec), "--run", str(log)], capture_output=True, text=True
     ).stdout
     assert "EXIT 1" in verify and "'gpuplan.evidence.vllm'" in verify and "jinja2" not in verify
+
+
+def test_a_log_cut_after_its_kv_pool_is_gp805_and_checks_the_declared_load_against_that_pool(tmp_path, write_spec):
+    # SHORT_POOL's start, cut after 'Available KV cache memory: 20.5 GiB' (before 'GPU KV cache size' and
+    # 'Maximum concurrency'): it passed with exit 0 and "the run does not state its KV capacity". The pool
+    # it states holds 20.5 GiB / 1 GiB per 8,192-token sequence of Llama 3.1 8B (32 layers x 8 KV heads x
+    # 128 x 2 x 2 B = 128 KiB a token) = 20.50 sequences, under the declared 32: GP803, and GP805 says the log
+    # is cut.
+    spec = write_spec(SERVE_SPEC)
+    whole = vllm_log(SHORT_POOL)
+    lines = whole.splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if "Available KV cache memory" in line)
+    log = log_file(tmp_path, "".join(lines[: cut + 1]))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log))
+    assert code == 1
+    assert "GP805 [warning]" in out and "before the engine reported the size of its KV cache" in out
+    assert "GP803 [error] the engine holds 20.50 sequences of 8,192 tokens (the 20.5 GiB pool / 1.0 GiB per" in out

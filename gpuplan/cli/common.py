@@ -127,6 +127,11 @@ def _evidence_kinds() -> tuple[str, ...]:
     return ("auto", *KINDS)
 
 
+# click 8.2 raises this usage error, whose message is the whole help, for a group given no command (8.1
+# printed the help itself): it is shown as help, not squeezed into one escaped line.
+_NO_COMMAND: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class _OneLineErrors(click.Group):
     """click's usage errors as one line on stderr, like every other usage error of gpuplan (click prints
     the usage block, a "Try" line and the error: four lines a CI log greps badly), with the value the
@@ -138,6 +143,9 @@ class _OneLineErrors(click.Group):
             return run(*args, standalone_mode=False, **extra)
         try:
             code = run(*args, standalone_mode=False, **extra)
+        except _NO_COMMAND as error:  # `gpuplan` or `gpuplan catalog` alone: the help, as click prints it
+            click.echo(error.format_message(), err=True)  # gpuplan's own text: nothing typed to escape
+            sys.exit(EXIT_ERROR)
         except click.UsageError as error:
             where = error.ctx.command_path if error.ctx is not None else "gpuplan"
             click.echo(f"gpuplan: error: {visible(error.format_message())} (see '{where} --help')", err=True)

@@ -199,7 +199,8 @@ def init(
     from gpuplan.atomic import check_destination, write_atomic
     from gpuplan.run import lint_run
 
-    write_atomic(check_destination(target, force=force, mkdir=mkdir), text.encode())
+    destination = check_destination(target, force=force, mkdir=mkdir, what="a spec", to_stdout="PATH -")
+    write_atomic(destination, text.encode())
     summary = lint_run([path]).summary()
     click.echo(f"gpuplan: wrote {visible(path)}", err=True)
     if note:  # the settings init chose to hold the job, or that none do (also a comment in the file)

@@ -428,10 +428,9 @@ class _Parse:
             )
         incomplete = ""
         failed = collector.failure is not None and collector.failure.during == "startup"
-        if not failed and KV_TOKENS not in collector.terms and KV_POOL not in collector.terms:
-            incomplete = (
-                "the log ends before the engine reported its KV cache: truncated, or the engine was still starting"
-            )
+        if not failed and KV_TOKENS not in collector.terms:  # a V1 start states the pool, then its size in tokens
+            what = "the size of its KV cache" if KV_POOL in collector.terms else "its KV cache"
+            incomplete = f"the log ends before the engine reported {what}: truncated, or the engine was still starting"
         missing = () if failed else self._missing()
         return collector.evidence(shown, KIND, SERVE, ENGINE, reader.count, missing, incomplete)
 

@@ -185,7 +185,7 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
                 else ("budget", "prices_date")
                 if overridden
                 else (job_name, "hardware", "gpu"),
-                f"the {gpu_id} price ({price.per_hour:.2f}/GPU-hour, {basis}) rests on a quote {age} days old "
+                f"the {gpu_id} price ({price.per_hour:.2f}/GPU-hour, {basis}) rests on a quote {age:,} days old "
                 f"(limit {ctx.settings.price_max_age_days})",
                 f"ask {price.providers[0]} for a current quote (budget.quotes.{gpu_id})"
                 if quoted

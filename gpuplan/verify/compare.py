@@ -271,6 +271,15 @@ class _Check:
             line = self.evidence.measurements[KV_TOKENS].line
             capacity = tokens / job.context
             source = f"{tokens:,.0f} KV tokens / {job.context:,}, {self._where(line)}"
+        elif (stated_pool := self._smallest(KV_POOL)) is not None and estimate.memory.kv_bytes_per_sequence > 0:
+            # a log cut after the pool line (GP805 says so): the sequences the stated pool holds at the
+            # estimate's KV bytes per sequence of the context
+            line = self.evidence.measurements[KV_POOL].line
+            per_sequence = estimate.memory.kv_bytes_per_sequence
+            capacity = stated_pool / per_sequence
+            source = (
+                f"the {format_gib(stated_pool)} pool / {format_gib(per_sequence)} per sequence, {self._where(line)}"
+            )
         else:
             self.meaning.append("the run does not state its KV capacity: the declared concurrency is not checked")
             return
@@ -280,7 +289,7 @@ class _Check:
         if pool is not None:
             spare, planned = pool - need, estimate.memory.kv_available - need
             self.meaning.append(
-                f"the declared {job.concurrency} x {job.context:,} tokens need {format_gib(need)} of KV cache per GPU; "
+                f"the declared {job.concurrency:,} x {job.context:,} tokens need {format_gib(need)} of KV cache per GPU; "
                 f"the run's pool holds {format_gib(pool)}: {_spare(spare)} (the estimate planned {_spare(planned)})"
             )
         self._pool_meaning(terms, job.context)
@@ -289,8 +298,8 @@ class _Check:
                 self._finding(
                     "GP803",
                     ("serve", "concurrency"),
-                    f"the engine holds {capacity:.2f} sequences of {job.context:,} tokens ({source}); the spec "
-                    f"declares concurrency {job.concurrency}: requests beyond {int(capacity)} wait for a free slot",
+                    f"the engine holds {capacity:,.2f} sequences of {job.context:,} tokens ({source}); the spec "
+                    f"declares concurrency {job.concurrency:,}: requests beyond {int(capacity):,} wait for a free slot",
                     "lower concurrency or context, an fp8 KV cache, a higher memory_utilization, or more GPUs",
                 )
             )
