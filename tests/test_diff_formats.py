@@ -10,6 +10,7 @@ from pathlib import Path
 
 import cmarkgfm
 import pytest
+from conftest import run_cli
 from test_diff import BASE_SERVE, CLEAN, HEAD_SERVE, repo  # noqa: F401  (repo is a fixture)
 
 from gpuplan.diff import renderer
@@ -175,7 +176,15 @@ def test_text_shows_figures_findings_and_fields(repo: Path):  # noqa: F811
     assert row.split()[3:] == ["5,840", "USD", "8,760", "USD", "+2,920", "USD"]
     assert "    /serve/hardware/count: 2 → 4" in lines
     assert any(line.startswith("    + GP001 yaml-syntax at the file (line 5): YAML syntax error") for line in lines)
-    assert "1 more spec file(s) differ only in comments, layout or name." in lines
+    assert "1 more spec file differs only in comments, layout or name." in lines
+
+
+def test_a_spec_diffed_with_itself_is_identical_not_changed_in_comments(tmp_path: Path):
+    # Two identical files changed nothing at all: "1 more spec file(s) differ only in comments" said otherwise.
+    spec = tmp_path / "a.yaml"
+    spec.write_text(CLEAN, encoding="utf-8")
+    code, out, _ = run_cli("diff", str(spec), str(spec))
+    assert code == 0 and "1 spec file identical on both sides." in out and "differ" not in out.split("\n", 2)[2]
 
 
 @pytest.mark.parametrize("name", ["text", "markdown", "github", "json"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplan.diff.model import DiffResult, Revision, SpecChange
+from gpuplan.diff.model import UNCHANGED, DiffResult, Revision, SpecChange
 from gpuplan.diff.present import (
     ARROW,
     field_after,
@@ -14,6 +14,7 @@ from gpuplan.diff.present import (
     status_text,
     summary_line,
 )
+from gpuplan.units import plural
 from gpuplan.visible import visible
 
 LABEL_WIDTH = 32
@@ -29,9 +30,15 @@ def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
     lines = [f"gpuplan diff: {revision_text(result.base)} {ARROW} {revision_text(result.head)}", summary_line(result)]
     for change in ordered(result):
         lines += ["", *_spec(change)]
-    unchanged = len(result.changes) - len(result.material)
-    if unchanged:
-        lines += ["", f"{unchanged} more spec file(s) differ only in comments, layout or name."]
+    quiet = [change for change in result.changes if not change.material]
+    # the same bytes at the same path (a renamed file differs in its name)
+    identical = sum(1 for c in quiet if c.status == UNCHANGED and c.old_path in (None, c.path))
+    if len(quiet) > identical:  # changed bytes that change nothing gpuplan reads
+        count = len(quiet) - identical
+        verb = "differs" if count == 1 else "differ"
+        lines += ["", f"{plural(count, 'more spec file')} {verb} only in comments, layout or name."]
+    if identical:
+        lines += ["", f"{plural(identical, 'spec file')} identical on both sides."]
     if breaches:
         lines += ["", "Guardrails failed (exit 1):", *(f"  - {visible(reason)}" for reason in breaches)]
     return "\n".join(lines) + "\n"
