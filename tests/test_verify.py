@@ -602,3 +602,18 @@ def test_a_log_cut_after_its_kv_pool_is_gp805_and_checks_the_declared_load_again
     assert code == 1
     assert "GP805 [warning]" in out and "before the engine reported the size of its KV cache" in out
     assert "GP803 [error] the engine holds 20.50 sequences of 8,192 tokens (the 20.5 GiB pool / 1.0 GiB per" in out
+
+
+def test_a_setting_name_as_long_as_its_column_keeps_a_space_before_its_value(write_spec):
+    # TensorRT-LLM's free_gpu_memory_fraction is 24 characters, the width the settings column had: the
+    # line read "free_gpu_memory_fraction0.8". The column is as wide as its longest name and a space.
+    from conftest import ROOT
+
+    spec = write_spec(
+        "version: 1\nname: t\nmodel: {id: llama-3.1-8b}\nserve: {context: 8192, concurrency: 16, engine: trtllm,"
+        " quantization: fp8, kv_cache_dtype: fp8, hardware: {gpu: h100-sxm}}\n"
+    )
+    log = ROOT / "tests" / "fixtures" / "engine_logs" / "trtllm-6294-llama-3.1-8b-fp8-h100.log"
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log))
+    line = next(line for line in out.splitlines() if "free_gpu_memory_fraction" in line)
+    assert line.split()[:2] == ["free_gpu_memory_fraction", "0.8"]

@@ -72,9 +72,15 @@ def render_text(summary: VerifySummary) -> str:
     lines = []
     for run in summary.runs:
         lines.append(f"{summary.spec_path} against {_title(run)}")
+        # columns as wide as their longest entry and a space (TensorRT-LLM's free_gpu_memory_fraction is 24)
+        name_width = max((len(check.name) for check in run.settings), default=0) + 2
+        value_width = max(24, max((len(check.run_value) for check in run.settings), default=0) + 2)
         for check in run.settings:
             mark = "" if check.matches else "   <- differs"
-            lines.append(f"  {check.name:<24}{check.run_value:<24}{check.field} {check.spec_value}{mark}")
+            lines.append(
+                f"  {check.name:<{max(24, name_width)}}{check.run_value:<{value_width}}{check.field} "
+                f"{check.spec_value}{mark}"
+            )
         lines.append(f"  compared with {BASIS[run.basis]}; tolerance {summary.tolerance_pct:g}%")
         lines.append(f"  {'term':<20}{'estimate':>14}{'measured':>14}{'delta':>14}{'ratio':>8}  status")
         for term in run.terms:
