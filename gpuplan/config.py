@@ -136,7 +136,9 @@ def load_config(path: Path) -> Config:
         raw = read_bounded(path, SETTINGS)
     except ReadRefused as refused:
         raise ConfigError(path, [f"{path}: cannot read it: {refused.reason}"]) from None
-    document = _toml_document(path, raw) if path.name == "pyproject.toml" else load_bytes(str(path), raw)
+    # TOML by its name: pyproject.toml, or any .toml file given with --config (its [tool.gpuplan] table)
+    toml = path.name == "pyproject.toml" or path.suffix.lower() == ".toml"
+    document = _toml_document(path, raw) if toml else load_bytes(str(path), raw)
     problems = list(document.findings)
     if document.data is not None:
         from gpuplan.validate import validate

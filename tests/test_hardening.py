@@ -713,3 +713,18 @@ def test_all_safe_agrees_with_unsafe_figures(value):
     from gpuplan.linter import all_safe
 
     assert all_safe(value) == (not list(unsafe_figures(value)))
+
+
+def test_a_toml_file_given_with_config_is_read_as_toml(tmp_path: Path):
+    # --config with a TOML file not named pyproject.toml was read as YAML: "YAML syntax error: did not find
+    # expected <document start>". A .toml file is read for its [tool.gpuplan] table, as pyproject.toml is.
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(VALID_SERVE)
+    config = tmp_path / "team.toml"
+    # a 90% headroom margin no serving layout leaves (GP202), failing at warning
+    config.write_text('[tool.gpuplan]\nfail-on = "warning"\nthresholds = {headroom_pct = 90}\n')
+    code, out, err = run_cli("lint", "--config", str(config), str(spec))
+    assert "YAML" not in err and "GP202" in out and code == 1
+    config.write_text("fail-on: info\n")  # YAML in a .toml file: an invalid TOML, said as such
+    code, _, err = run_cli("lint", "--config", str(config), str(spec))
+    assert code == 2 and "invalid TOML" in err
