@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 sys.path.insert(0, str(ROOT))
 
-from gpuplan.analysis import to_dict  # noqa: E402
 from gpuplan.linter import LintOptions, lint_bytes  # noqa: E402
+from gpuplan.output.estimate_json import estimate_document  # noqa: E402
 
 GIB = 2**30
 TODAY = datetime.date(2026, 12, 1)  # fixed: the records carry no dates that expire
@@ -68,7 +68,7 @@ def estimate(record_id: str, fragment: dict[str, Any]) -> tuple[dict[str, Any] |
     text = yaml.safe_dump(document, sort_keys=False)
     result = lint_bytes(f"{record_id}.yaml", text.encode(), LintOptions(today=TODAY))
     codes = sorted({finding.code for finding in result.findings})
-    return (to_dict(result.analysis) if result.analysis is not None else None), codes
+    return (estimate_document(result.analysis) if result.analysis is not None else None), codes
 
 
 BAD_CODES = ("GP0", "GP1")  # input and schema errors: a record's spec is broken, not the estimate

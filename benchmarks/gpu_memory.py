@@ -45,9 +45,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpuplan.analysis import to_dict  # noqa: E402
 from gpuplan.catalog import get_model  # noqa: E402
 from gpuplan.linter import LintOptions, lint_bytes  # noqa: E402
+from gpuplan.output.estimate_json import estimate_document  # noqa: E402
 
 GIB = 2**30
 TRAIN = {"precision": "bf16", "optimizer": "adamw", "loop": "trainer", "attention": "flash"}
@@ -112,7 +112,7 @@ def gpuplan_figures(case: dict[str, Any]) -> dict[str, Any]:
     if result.analysis is None:
         codes = sorted({f.code for f in result.findings})
         raise SystemExit(f"{case['id']}: the spec does not resolve ({', '.join(codes)})")
-    finetune = to_dict(result.analysis)["finetune"]
+    finetune = estimate_document(result.analysis)["finetune"]
     return {
         "allocated_gib": round(finetune["allocated_bytes"] / GIB, 3),
         "device_gib": round(finetune["per_gpu_bytes"] / GIB, 3),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuplan.estimate.serving import VLLM_MIN_CAPABILITY
+from gpuplan.estimate.weights import VLLM_MIN_CAPABILITY
 
 if TYPE_CHECKING:
     from gpuplan.catalog import Gpu

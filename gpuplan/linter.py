@@ -138,11 +138,12 @@ class _Checked:
         return self._result(analysis, settings)
 
     def _analyse(self, spec: Any, settings: Any) -> Any:
-        from gpuplan.analysis import analyse, to_dict
+        from gpuplan.analysis import analyse
+        from gpuplan.output.estimate_json import estimate_document
         from gpuplan.plan.configured import efficiency_of
 
         analysis = analyse(spec, efficiency_of(settings))
-        figures = to_dict(analysis, figures_only=True)
+        figures = estimate_document(analysis, figures_only=True)
         bad = None if all_safe(figures) else next(unsafe_figures(figures), None)
         if bad is not None:
             raise FigureOutOfRange(f"the estimate's {bad[0]} is {bad[1]!r}, not a finite non-negative number")

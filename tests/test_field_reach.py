@@ -34,7 +34,6 @@ from typing import Any, NamedTuple
 import pytest
 from conftest import EXAMPLES
 
-from gpuplan.analysis import to_dict
 from gpuplan.estimate import training_speed as training_speed_module
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.kernels import adapter_work
@@ -42,6 +41,7 @@ from gpuplan.estimate.performance import scale_up_size
 from gpuplan.estimate.training import MIXED
 from gpuplan.linter import LintResult, lint_bytes
 from gpuplan.loader import load_bytes
+from gpuplan.output.estimate_json import estimate_document
 from gpuplan.plan.document import plan_document
 from gpuplan.rules.context import planner_for
 from gpuplan.validate import load_schema
@@ -468,7 +468,7 @@ def outcome(path: Path, data: dict[str, Any]) -> Outcome:
     findings = tuple(
         sorted((f.code, f.severity.value, f.message, f.pointer, f.waiver is not None) for f in result.findings)
     )
-    figures = None if result.analysis is None else json.dumps(to_dict(result.analysis, figures_only=True))
+    figures = None if result.analysis is None else json.dumps(estimate_document(result.analysis, figures_only=True))
     return Outcome(result, figures, findings)
 
 

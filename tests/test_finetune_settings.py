@@ -23,11 +23,11 @@ import pytest
 import yaml
 from training_jobs import training_setup, vary
 
-from gpuplan.analysis import to_dict
 from gpuplan.architecture import Architecture
 from gpuplan.estimate.training import TrainingSetup, layer_activation_bytes_per_token, selective_layer_bytes_per_token
 from gpuplan.estimate.training_memory import estimate_training
 from gpuplan.linter import LintOptions, lint_bytes
+from gpuplan.output.estimate_json import estimate_document
 from tests.tiny_architectures import MOE, TINY
 
 P = 8_030_261_248
@@ -41,7 +41,7 @@ def run(finetune: dict, model: str = "llama-3-8b") -> tuple[dict, list[str]]:
     text = yaml.safe_dump(document, sort_keys=False)
     result = lint_bytes("t.yaml", text.encode(), LintOptions(today=datetime.date(2026, 12, 1)))
     codes = [finding.code for finding in result.findings]
-    return (to_dict(result.analysis)["finetune"] if result.analysis else {}), codes
+    return (estimate_document(result.analysis)["finetune"] if result.analysis else {}), codes
 
 
 def step(job: dict) -> dict:

@@ -260,16 +260,16 @@ def test_one_failing_rule_is_a_finding_and_the_run_goes_on(tmp_path: Path, monke
 
 
 def test_a_non_finite_estimate_never_reaches_an_output(monkeypatch: pytest.MonkeyPatch):
-    import gpuplan.analysis as analysis
+    import gpuplan.output.estimate_json as estimate_json
 
-    real = analysis.to_dict
+    real = estimate_json.estimate_document
 
     def with_nan(result, figures_only=False):
         document = real(result, figures_only)
         document["serve"]["tpot_ms"] = float("nan")
         return document
 
-    monkeypatch.setattr(analysis, "to_dict", with_nan)
+    monkeypatch.setattr(estimate_json, "estimate_document", with_nan)
     result = lint_bytes("t.yaml", VALID_SERVE.encode())
     assert result.analysis is None
     (finding,) = result.findings

@@ -11,7 +11,7 @@ from conftest import run_cli
 
 from gpuplan.architecture import ArchitectureError
 from gpuplan.catalog import UnknownNameError, get_model
-from gpuplan.estimate.serving import weight_bytes
+from gpuplan.estimate.weights import weight_bytes
 from gpuplan.hf_config import MODEL_TYPES, from_hf_config, read_hf_model
 
 # google/gemma-2-9b config.json as published: no tie_word_embeddings key (GemmaConfig ties by default).

@@ -216,7 +216,7 @@ def test_serving_memory_grows_with_context_and_concurrency(arch, context, concur
 def test_tensor_parallel_shards_weights_without_losing_any(arch, quantization, tp):
     """Each GPU holds at least 1/TP of the weights (norms are replicated, nothing is dropped), and no more
     than a single GPU would: per-GPU weights x TP >= all weights >= per-GPU weights."""
-    from gpuplan.estimate.serving import weight_bytes
+    from gpuplan.estimate.weights import weight_bytes
 
     total = weight_bytes(arch, quantization, 2)
     one = estimate_serving(

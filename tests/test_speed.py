@@ -43,7 +43,6 @@ from gpuplan.estimate.performance import (
     matmul_params,
     on_fast_link,
 )
-from gpuplan.estimate.serving import quant_linear_bytes, routed_expert_bytes, stage_weights
 from gpuplan.estimate.serving_lockstep import burst_ttft
 from gpuplan.estimate.serving_speed import (
     ServingWorkload,
@@ -54,6 +53,7 @@ from gpuplan.estimate.serving_speed import (
 )
 from gpuplan.estimate.training import REGIMES
 from gpuplan.estimate.training_speed import TrainingWorkload, training_speed
+from gpuplan.estimate.weights import quant_linear_bytes, routed_expert_bytes, stage_weights
 from gpuplan.linter import lint_bytes
 from gpuplan.loader import load_bytes
 from gpuplan.rules.context import efficiency_of

@@ -34,12 +34,14 @@ from gpuplan.estimate.serving import (
     max_concurrency,
     max_context,
     model_stage_weights,
+    serving_shape,
+)
+from gpuplan.estimate.weights import (
     mxfp4_moe_alignment,
     padded_expert_bytes,
     quant_linear_bytes,
     rope_cache_bytes,
     routed_expert_bytes,
-    serving_shape,
     stage_weights,
 )
 from gpuplan.units import GIB, MIB

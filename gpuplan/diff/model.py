@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import field
 from typing import Any
 
-from gpuplan.analysis import Analysis, to_dict
+from gpuplan.analysis import Analysis
 from gpuplan.decision import Amount
 from gpuplan.defaults import property_node
 from gpuplan.diff.fields import FieldChange, changed_fields
@@ -18,6 +18,7 @@ from gpuplan.diff.verdict import spec_decision, worsened
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.loader import Pointer, Position
+from gpuplan.output.estimate_json import estimate_document
 from gpuplan.plan.evaluate import TTFT_FIGURES
 from gpuplan.records import record
 from gpuplan.units import CENT_DIGITS, rounded
@@ -163,7 +164,7 @@ def _declared_budget(data: Any) -> tuple[str, int]:
 
 def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Value]]:
     """Per job: the estimate's documented figures (``gpuplan estimate --format json``) plus layout and term."""
-    estimate = to_dict(analysis)
+    estimate = estimate_document(analysis)
     jobs: dict[str, dict[str, Value]] = {}
     if analysis.finetune is not None:
         f, shown = analysis.finetune, estimate["finetune"]

@@ -56,13 +56,12 @@ from gpuplan.estimate.serving import (
     proposer_kv,
     runtime_bytes,
     sampler_requests,
-    stage_weights,
-    unquantized_bytes,
 )
 from gpuplan.estimate.serving import (
     ENGINE as VLLM_ENGINE,
 )
 from gpuplan.estimate.vllm_releases import VllmRelease
+from gpuplan.estimate.weights import stage_weights, unquantized_bytes
 from gpuplan.units import GIB, MIB
 
 SGLANG_ENGINE = "SGLang v0.5.3-v0.5.4 (mem_fraction_static of the memory free at start; 1-token pages)"

@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpuplan.architecture import Architecture
+from gpuplan.estimate.weights import stage_weights
 from gpuplan.records import record
 
 if TYPE_CHECKING:
@@ -99,8 +100,6 @@ def proposer_weight_bytes(target: Architecture, speculation: Speculation, dtype_
     """The proposer's weights on one GPU: a draft model whole at TP (``stage_weights`` of one stage), a head's
     layer and fc over TP (its embedding and LM head are the target's)."""
     if speculation.method == "draft":
-        from gpuplan.estimate.serving import stage_weights  # imports this module's records
-
         return stage_weights(proposer_architecture(target, speculation), "none", dtype_bytes, tp, 1)[0]
     head = proposer_architecture(target, speculation)
     return (head.layer_params(0) + _head_extra_params(target)) * dtype_bytes / tp
