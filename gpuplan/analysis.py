@@ -351,9 +351,8 @@ def checkpoint_bytes(setup: TrainingSetup) -> int:
         master = 4 if has_master_weights(job.precision) else 0
         states, _ = optimizer_state_bytes(setup, trainable, state_bytes)
         return math.ceil(trainable * (setup.model_dtype_bytes + master) + states)
-    adapter_bytes = DTYPE_BYTES[job.lora_dtype]
-    states, _ = optimizer_state_bytes(setup, trainable, adapter_bytes)
-    return math.ceil(trainable * adapter_bytes + states)
+    states, _ = optimizer_state_bytes(setup, trainable, setup.lora_bytes)
+    return math.ceil(trainable * setup.lora_bytes + states)
 
 
 def planned_kv_pool(memory: ServingMemory, confidence: float) -> int:

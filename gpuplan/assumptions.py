@@ -18,7 +18,7 @@ from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import ServingSetup, kv_pages
 from gpuplan.estimate.serving_speed import ServingSpeed
 from gpuplan.estimate.speculative import rounds_note
-from gpuplan.estimate.training import MIXED, REGIMES
+from gpuplan.estimate.training import MIXED, REGIMES, TrainingSetup
 from gpuplan.estimate.training_speed import TrainingSpeed, gemm_peak
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import GIB
@@ -36,6 +36,17 @@ OPTIMIZER_NOTES = {
 GPUS_PER_NODE = 8  # host memory is reported per node of 8 GPUs (HGX/DGX and most PCIe servers)
 
 
+# What each k-bit preparation leaves of the unquantized weights (TrainingSetup.kbit_preparation), in words.
+KBIT_PREPARATION = {
+    "none": "embeddings, LM head and norms in 16-bit (no k-bit preparation)",
+    "peft": "embeddings, LM head and norms fp32 (PEFT's prepare_model_for_kbit_training), so the stream is fp32",
+    "trl": "prepared as TRL does: norms fp32 (so the stream and MLP are fp32), embeddings and LM head cast back to"
+    " bf16, their fp32 copies left in PyTorch's cache",
+    "axolotl": "prepared as Axolotl does: embeddings, LM head and norms upcast, then cast back to the model dtype,"
+    " their fp32 copies left in PyTorch's cache",
+}
+
+
 def finetune_assumptions(
     spec: Spec,
     job: Finetune,
@@ -46,6 +57,7 @@ def finetune_assumptions(
     calibration: Calibration = CALIBRATION,
 ) -> tuple[tuple[str, str], ...]:
     regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
+    preparation = TrainingSetup(spec.model.architecture, job, 2).kbit_preparation  # QLoRA's (model dtype unread)
     if job.precision == "fp32":
         peak, units = gemm_peak(job, job.hardware.gpu)
         regime += f"; GEMMs on {units}, {peak / 1e12:,.1f} TFLOPS"
@@ -88,7 +100,8 @@ def finetune_assumptions(
             offload += f"; NVMe at offload.nvme_gbs {job.offload_nvme_gbs:g} GB/s per node"
     lora = "n/a"
     if job.method != "full":
-        lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
+        adapters = "bf16 (TRL's preparation casts them)" if preparation == "trl" else job.lora_dtype
+        lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {adapters} on {', '.join(job.lora_targets)}"
         if job.lora_dropout:
             lora += f", dropout {job.lora_dropout:g} (a mask and a dropped input per adapter)"
         lora += "; 6 small GEMMs per adapted linear at the roofline of their FLOPs and bytes"
@@ -114,7 +127,8 @@ def finetune_assumptions(
         (
             "qlora base",
             f"NF4{' + double quantization: 0.516' if job.double_quant else ': 0.5625'} B/param for linears; "
-            "embeddings/LM head bf16; bitsandbytes saves each 4-bit linear's input for backward"
+            f"{KBIT_PREPARATION[preparation]}; "
+            "bitsandbytes saves each 4-bit linear's input for backward"
             if job.method == "qlora"
             else "n/a",
         ),

@@ -105,6 +105,7 @@ class Finetune:
     momentum: float  # sgd only; 0 keeps no momentum buffer
     loop: str  # manual (outputs kept through backward) | trainer (released first)
     double_quant: bool  # qlora: NF4 scales double-quantized
+    kbit_preparation: str  # qlora: auto | none | peft | trl | axolotl (TrainingSetup.kbit_preparation resolves auto)
     offload_host_gbs: float  # GB/s of host memory per node that offload streams at (offload.host_memory_gbs)
     offload_nvme_gbs: float  # GB/s of NVMe per node that offload swaps at (offload.nvme_gbs)
     framework: str  # eager | compiled | fused | megatron: the kernels a step runs between its GEMMs
@@ -562,6 +563,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         momentum=float(data["momentum"]),
         loop=data["loop"],
         double_quant=data["double_quant"],
+        kbit_preparation=data["kbit_preparation"],
         offload_host_gbs=float(offload["host_memory_gbs"]),
         offload_nvme_gbs=float(offload["nvme_gbs"]),
         framework=data["framework"],

@@ -174,6 +174,11 @@ CHANGES_NOTHING: dict[str, Why] = {
         lambda d, a: _finetune(a).method == "full" or _finetune(a).checkpointing == "full",
     ),
     "finetune.double_quant": Why("QLoRA's NF4 scales only", lambda d, a: _finetune(a).method != "qlora"),
+    "finetune.kbit_preparation": Why(
+        "QLoRA's unquantized weights only; where auto already resolves to none (a loop of one's own, or FSDP or "
+        "ZeRO-3 over several GPUs, where TRL skips its preparation), none changes nothing",
+        lambda d, a: _finetune(a).method != "qlora" or a.finetune.setup.kbit_preparation == "none",
+    ),
     "finetune.tf32": Why(
         "TF32 moves fp32 matmuls onto the tensor cores: this job's precision is not fp32, and its adapters run "
         "under autocast, in 16 bits, or in fp32 GEMMs bound by their bytes even on the CUDA cores",

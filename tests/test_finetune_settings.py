@@ -724,3 +724,93 @@ def test_qlora_under_megatron_runs_neither_fsdp_nor_tensor_parallelism():
     assert "GP025" not in codes
     _, codes = run({**megatron, "framework": "eager", "sharding": "zero3"})
     assert "GP025" not in codes
+
+
+def test_kbit_preparation_follows_the_stack_that_prepares_the_model():
+    # auto: a Trainer job in bf16 is prepared as TRL does, in fp16 as PEFT leaves it (TRL casts back only
+    # under args.bf16); a loop of one's own, and FSDP or ZeRO-3 over several GPUs (TRL's is_sharded_qlora), none.
+    qlora = bf16(method="qlora", loop="trainer")
+    assert qlora.kbit_preparation == "trl"
+    assert vary(qlora, precision="fp16-mixed").kbit_preparation == "peft"
+    assert vary(qlora, loop="manual").kbit_preparation == "none"
+    assert vary(qlora, gpus=2, sharding="fsdp").kbit_preparation == "none"
+    assert vary(qlora, gpus=2, sharding="zero2").kbit_preparation == "trl"  # each rank holds the whole model
+    # Stated: trl and axolotl are none where TRL and Axolotl skip it; peft is what the loop calls, sharded or
+    # not; only QLoRA has one.
+    assert vary(qlora, kbit_preparation="trl", gpus=2, sharding="zero3").kbit_preparation == "none"
+    assert vary(qlora, kbit_preparation="axolotl", gpus=2, sharding="fsdp").kbit_preparation == "none"
+    assert vary(qlora, kbit_preparation="axolotl").kbit_preparation == "axolotl"
+    assert vary(qlora, kbit_preparation="peft", gpus=2, sharding="fsdp").kbit_preparation == "peft"
+    assert vary(qlora, method="lora", kbit_preparation="peft").kbit_preparation == "none"
+
+
+def test_kbit_preparation_weights_and_layer_bytes():
+    # TINY QLoRA r=1 on all seven linears, adapters bf16, no dropout, bf16: unprepared the weights hold the
+    # embedding, LM head and norms in 16 bits (552 x 2 B). peft keeps all 552 in fp32: + 552 x 2 = 1,104 B;
+    # trl casts the embedding and head (512) back to bf16 and keeps the norms (40) fp32: + 40 x 2 = 80 B.
+    setup = bf16(method="qlora", lora_rank=1, lora_bytes=2, lora_dropout=0.0, kbit_preparation="none")
+    weights = phases(setup)["forward"]["weights"]
+    assert phases(vary(setup, kbit_preparation="peft"))["forward"]["weights"] == weights + 1104
+    assert phases(vary(setup, kbit_preparation="trl"))["forward"]["weights"] == weights + 80
+    # Axolotl casts the norms back too: the weights are as loaded, and so is every activation below.
+    axolotl = vary(setup, kbit_preparation="axolotl")
+    assert phases(axolotl)["forward"]["weights"] == weights
+    assert layer_activation_bytes_per_token(axolotl) == 310
+    # Saved bytes per token per layer, unprepared: norms 2 x 4 x 8 = 64 (RMSNorm's fp32 input), SDPA 56, the
+    # MLP's gate, up, SiLU and down input 4 x 2 x 16 = 128, adapters' rank outputs 2 x 1 x 7 = 14 and their
+    # shared bf16 norm outputs 2 x 8 x 2 = 32, the 4-bit o_proj's input 2 x 8 = 16 (the rest shared): 310.
+    assert layer_activation_bytes_per_token(setup) == 310
+    # Prepared, the norms' fp32 outputs and the fp32 MLP: each 4-bit linear saves its own bf16 cast of an fp32
+    # input, q/k/v 3 x 2 x 8 = 48, gate/up 2 x 2 x 8 = 32, down 2 x 16 = 32; o_proj's bf16 input 16; gate, up
+    # and SiLU in fp32 3 x 4 x 16 = 192; adapters: rank outputs 14, their own casts of the fp32 inputs (q, k,
+    # v 48; gate, up 32; down 32) and none for o_proj (SDPA's bf16 output): 112. 64 + 56 + 112 + 16 + 192 +
+    # 14 + 112 = 566, the same for trl and peft (both keep the norms fp32).
+    assert layer_activation_bytes_per_token(vary(setup, kbit_preparation="peft")) == 566
+    assert layer_activation_bytes_per_token(vary(setup, kbit_preparation="trl")) == 566
+    # TRL's cast also makes fp32 adapters bf16 (peft_module_casting_to_bf16 casts every BaseTunerLayer).
+    assert vary(setup, lora_bytes=4, kbit_preparation="trl").lora_bytes == 2
+    assert vary(setup, lora_bytes=4, kbit_preparation="peft").lora_bytes == 4
+
+
+def test_trl_preparation_leaves_its_fp32_copies_in_the_allocator_cache():
+    # Two layers of 1,024 wide (8 heads of 128, MLP 4,096), a 32,768-token vocabulary: the embedding and the
+    # untied LM head have n = 33,554,432 elements each (64 MiB in bf16, 128 MiB in fp32). QLoRA r=1 on all
+    # seven linears in bf16, one token, so that every tensor of the step but the weights is small.
+    # Weights as trained: NF4 with double quantization 0.5 + 1/64 + 4/16,384 B x 33,554,432 linears =
+    # 17,309,696; embedding and head bf16 2 x 2 x n = 134,217,728; norms fp32 5 x 1,024 x 4 = 20,480;
+    # adapters 2 x 23,552 x 2 B = 94,208: W = 151,642,112 B.
+    wide = Architecture(layers=2, hidden=1024, heads=8, kv_heads=8, intermediate=4096, vocab=32768, max_position=64)
+    n, mib = 33_554_432, 2**20
+    setup = training_setup(
+        architecture=wide,
+        method="qlora",
+        precision="bf16-mixed",
+        loop="trainer",
+        lora_rank=1,
+        lora_bytes=2,
+        lora_dropout=0.0,
+        seq_len=1,
+        optimizer="adamw",
+    )
+    assert setup.kbit_preparation == "trl"
+    memory = estimate_training(setup, overhead=0)
+    weights = 151_642_112
+    assert memory.phases["loading"]["weights"] == weights
+    # Loading: the embedding's fp32 copy (4n) is taken beside both bf16 tensors, then its bf16 one freed (+2n
+    # held); the head's fp32 copy takes 4n more: 6n above W at the peak, which max_memory_allocated counts.
+    assert memory.phases["loading"]["kbit_preparation_copies"] == 6 * n
+    assert memory.allocated == weights + 6 * n
+    # PEFT alone keeps the fp32 copies (W + 4n): the live bytes peak once the head's fp32 copy is taken beside
+    # its bf16 one, 2n above the prepared weights.
+    peft = estimate_training(vary(setup, kbit_preparation="peft"), overhead=0)
+    assert peft.phases["loading"] == {"weights": weights + 4 * n, "kbit_preparation_copies": 2 * n}
+    # Reserved: the rest of the model, W - 4n = 17,424,384 B, in one segment rounded to 2 MiB (18 MiB); the
+    # two bf16 tensors (64 MiB each), which the bf16 copies TRL casts back take again; the two fp32 copies
+    # (128 MiB each), freed and cached; the small pool's one 2 MiB segment. 18 + 128 + 256 + 2 = 404 MiB, and
+    # the step's own blocks come out of the cached fp32 ones.
+    assert memory.per_gpu == 404 * mib
+    # Unprepared (norms bf16: W - 5 x 1,024 x 2 B), nothing is loaded twice and no fp32 copy is cached: the
+    # device figure stays below the weights and one fp32 copy.
+    unprepared = estimate_training(vary(setup, kbit_preparation="none"), overhead=0)
+    assert "loading" not in unprepared.phases and unprepared.phases["forward"]["weights"] == weights - 10_240
+    assert unprepared.per_gpu < weights - 10_240 + 4 * n

@@ -289,6 +289,7 @@ rich_setups = st.builds(
     pipeline_parallel=st.sampled_from([1, 2]),
     gpus=st.just(4),
     sharding=st.sampled_from(["none", "zero2", "zero3"]),
+    kbit_preparation=st.sampled_from(["auto", "none", "peft", "trl", "axolotl"]),  # QLoRA's; the loop decides auto
 )
 
 
@@ -385,6 +386,7 @@ FIELD_VALUES = {
     "optimizer_in_backward": st.booleans(),
     "momentum": st.sampled_from([0.0, 0.9]),
     "double_quant": st.booleans(),
+    "kbit_preparation": st.sampled_from(["auto", "none", "peft", "trl", "axolotl"]),
     "pipeline_parallel": st.sampled_from([1, 2, 4]),
     "tensor_parallel": st.sampled_from([1, 2]),
     "method": st.sampled_from(["full", "lora", "qlora"]),
@@ -418,19 +420,22 @@ def varied_setups(draw: st.DrawFn) -> TrainingSetup:
 @settings(max_examples=300)
 @given(varied_setups(), st.data())
 def test_each_remembered_half_of_the_estimate_reads_none_of_the_fields_it_leaves_out(setup, data):
-    # estimate_training remembers the model states and the activations by the setup's fields each reads;
-    # changing any field left out of a key must leave that half exactly as it was, or the memo would
-    # answer for another setup. (Both halves are computed afresh here, without the memo.)
+    # estimate_training remembers the model states and the activations by the setup's fields each reads
+    # and by the resolved k-bit preparation (its key holds both); changing any field left out of a key must
+    # leave that half exactly as it was while the preparation stays, or the memo would answer for another
+    # setup. (Both halves are computed afresh here, without the memo.)
     from gpuplan.estimate import training_memory as training
 
     assert FIELD_VALUES.keys() >= training.STATES_IGNORE | training.ACTIVATIONS_IGNORE
+    assert "kbit_preparation" not in training.STATES_IGNORE | training.ACTIVATIONS_IGNORE
     for function, ignored in (
         (training._model_states, training.STATES_IGNORE),
         (training._activations, training.ACTIVATIONS_IGNORE),
     ):
         name = data.draw(st.sampled_from(sorted(ignored)))
         changed = vary(setup, **{name: data.draw(FIELD_VALUES[name])})
-        assert function(changed) == function(setup), name
+        if changed.kbit_preparation == setup.kbit_preparation:
+            assert function(changed) == function(setup), name
 
 
 @settings(max_examples=300)

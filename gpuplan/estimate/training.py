@@ -99,7 +99,9 @@ class TrainingSetup:
 
     @property
     def lora_bytes(self) -> int:
-        return DTYPE_BYTES[self.job.lora_dtype]
+        """The adapters' dtype: TRL's preparation casts them to bf16 with the embeddings and the LM head
+        (``peft_module_casting_to_bf16``: every ``BaseTunerLayer`` ``.to(torch.bfloat16)``)."""
+        return 2 if self.kbit_preparation == "trl" else DTYPE_BYTES[self.job.lora_dtype]
 
     @property
     def uses_autocast(self) -> bool:
@@ -108,9 +110,42 @@ class TrainingSetup:
 
     @property
     def residual_bytes(self) -> int:
-        """Bytes per element of the residual stream: fp32 when autocast runs over fp32 weights."""
+        """Bytes per element of the residual stream: fp32 when autocast runs over fp32 weights, and in a QLoRA
+        model prepared for k-bit training (``kbit_preparation``: its fp32 embeddings or norms make it fp32)."""
         fp32_weights = not self.is_adapter or self.model_dtype_bytes == 4
+        if self.fp32_norms:
+            return 4
         return 4 if self.uses_autocast and fp32_weights else self.activation_bytes
+
+    @property
+    def fp32_norms(self) -> bool:
+        """Whether a QLoRA preparation left the norms fp32 (peft, trl; Axolotl casts them back): their fp32
+        outputs make the residual stream, the MLP and each 4-bit linear's input fp32."""
+        return self.kbit_preparation in ("peft", "trl")
+
+    @property
+    def kbit_preparation(self) -> str:
+        """What the training stack did to a QLoRA model's unquantized weights (``finetune.kbit_preparation``
+        with ``auto`` resolved): none, peft (all fp32), trl (norms fp32, embeddings, LM head and adapters bf16)
+        or axolotl (all back in the model dtype).
+
+        TRL and Axolotl skip their preparation when FSDP or ZeRO-3 shards the 4-bit weights (TRL
+        ``prepare_peft_model``: ``is_sharded_qlora``, the weights are on the CPU or meta device at load;
+        Axolotl ``skip_prepare_model_for_kbit_training`` under ``qlora_fsdp``); TRL casts the embeddings and
+        LM head back only when it trains in bf16 (``peft_module_casting_to_bf16`` under ``args.bf16``): auto
+        takes a job in the Trainer's loop as TRL prepares it, in fp16 as PEFT's ``prepare_model_for_kbit_training``
+        leaves it (fp32), and a loop of one's own as unprepared."""
+        job = self.job
+        if job.method != "qlora":
+            return "none"
+        sharded = self.data_parallel > 1 and job.sharding in ("zero3", "fsdp")
+        if job.kbit_preparation in ("trl", "axolotl") and sharded:
+            return "none"
+        if job.kbit_preparation != "auto":
+            return job.kbit_preparation
+        if sharded or job.loop != "trainer":
+            return "none"  # a loop of one's own may or may not call PEFT's preparation: the spec says peft if it does
+        return "trl" if job.precision in ("bf16", "bf16-mixed") else "peft"
 
     @property
     def activation_bytes(self) -> int:
@@ -323,9 +358,13 @@ def _state_mixer_selective_bytes(setup: TrainingSetup, act: int) -> float:
     return act * (projected + arch.linear_value_dim) / t + out
 
 
-def _mlp_bytes(setup: TrainingSetup, act: int) -> float:
+def _mlp_bytes(setup: TrainingSetup, act: int, down_input: bool | None = None) -> float:
+    """Per token: the MLP's saved tensors; ``down_input``: whether the down_proj input is among them (by
+    default when down_proj trains: an adapted or full down_proj saves it)."""
     arch, t = setup.architecture, setup.tensor_parallel
-    frozen_down = setup.is_adapter and "down_proj" not in setup.job.lora_targets
+    frozen_down = (
+        (setup.is_adapter and "down_proj" not in setup.job.lora_targets) if down_input is None else not down_input
+    )
     if arch.is_moe:
         # Per routed expert: its gated MLP tensors plus the gathered copy of the token and its weighted
         # output (2h each); the router keeps fp32 logits, softmax and top-k weights (3 x 4 B per expert).
@@ -413,6 +452,47 @@ def _qlora_input_bytes(
     return saved
 
 
+# 4-bit linears that read each input group: q, k and v (one fused QKV), gate and up (one plain MLP), down_proj.
+def _group_readers(arch: Architecture) -> dict[str, int]:
+    return {"norm": 1 if arch.fused_qkv else 3, "norm2": 2 if arch.mlp == "gated" else 1, "mlp": 1}
+
+
+def _prepared_qlora_bytes(
+    setup: TrainingSetup, act: int, targets: tuple[str, ...], mixer: str = "A", mlp: bool = True
+) -> float:
+    """Per token, in a QLoRA model prepared for k-bit training with its norms left fp32 (peft, trl): the MLP's
+    tensors, what the 4-bit linears and the adapters save of their inputs.
+
+    The norms are fp32, so a norm's output is fp32 (RMSNorm returns ``weight * x.to(input_dtype)``), and
+    bitsandbytes' ``Linear4bit.forward`` returns its output in its input's dtype (``out.to(inp_dtype)``):
+    the gate and up outputs, the activation and the down_proj input are fp32 (the MLP's saved tensors at
+    4 B). Each 4-bit linear saves its own compute-dtype cast of an fp32 input (``x.to(self.compute_dtype)``
+    is what ``matmul_4bit`` saves), and each adapter its own cast to the adapter dtype (peft
+    ``_cast_input_dtype``) or, with dropout, its mask and dropped copy. The attention output reaches o_proj
+    in the compute dtype (SDPA's), shared as in an unprepared model."""
+    arch = setup.architecture
+    widths = input_widths(setup)
+    readers = _group_readers(arch)
+    fp32_groups = (("norm",) if mixer != "-" else ()) + (("norm2", "mlp") if mlp else ())
+    saved = sum(readers[group] * act * widths[group] for group in fp32_groups)
+    if mixer in "AS":
+        saved += act * widths["attention"]  # the o_proj input, in the compute dtype
+    if mlp:
+        saved += _mlp_bytes(setup, 4, down_input=False)
+    lora = setup.lora_bytes
+    saved += float(lora * setup.job.lora_rank * len(targets)) / setup.tensor_parallel
+    for name in targets:
+        group = _INPUT_GROUP[name]
+        if setup.job.lora_dropout > 0:
+            saved += (1 + lora) * widths[group]
+        elif group != "attention" or lora != act:  # an fp32 input is cast per adapter; SDPA's output is shared
+            saved += lora * widths[group]
+    if setup.job.lora_variant == "dora":
+        shapes = adapted_shapes(arch)
+        saved += sum(2 * lora * shapes[name][1] for name in targets if shapes[name][0])
+    return saved
+
+
 def _autocast_norm_bytes(setup: TrainingSetup) -> float:
     """Under autocast the residual stream is fp32: each norm saves x and x_hat in fp32, and every
     linear that reads the norm's output saves its own bf16 cast (autocast caches weights, not inputs)."""
@@ -435,6 +515,8 @@ def _kind_bytes_per_token(setup: TrainingSetup, mixer: str, mlp: bool) -> float:
     else:
         mixing = _state_mixer_bytes(setup, act) if mixer in "LM" else 0.0
     targets = layer_targets(setup.job.lora_targets, mixer, mlp)
+    if setup.fp32_norms:
+        return norms + mixing + _prepared_qlora_bytes(setup, act, targets, mixer, mlp)
     return (
         norms
         + mixing
@@ -507,6 +589,8 @@ def logits_bytes(setup: TrainingSetup) -> tuple[float, float, float]:
     if setup.job.fused_loss:
         return 0.0, 0.0, 2 * 4 * vocab * min(setup.tokens, FUSED_LOSS_CHUNK_TOKENS)
     tokens = setup.tokens
+    if setup.kbit_preparation == "peft" and not setup.uses_autocast:
+        act = 4  # PEFT's fp32 LM head on the fp32 stream returns fp32 logits: the loss has nothing to upcast
     return act * vocab * tokens, 4 * vocab * tokens, (4 * vocab * tokens if act != 4 else 0.0)
 
 

@@ -52,6 +52,10 @@ class _States:
     largest_gradient: float  # the one gradient alive under optimizer_in_backward
     host: float
     nvme: float
+    # A QLoRA model's preparation for k-bit training on this GPU (kbit_preparation): the elements of each
+    # 16-bit tensor it casts to fp32 and, with ``cast_back``, back (the embedding, an untied LM head).
+    upcast: tuple[float, ...] = ()
+    cast_back: bool = False
 
 
 @record
@@ -95,6 +99,12 @@ def _model_states(setup: TrainingSetup) -> _States:
         if setup.job.method == "qlora":
             quantized = arch.linear_params() * fraction
             base = quantized * NF4_PACKED_BYTES + (local_all - quantized) * 2  # embeddings, norms 16-bit
+            edges = _edge_tensors(setup)
+            if setup.kbit_preparation == "peft":  # every unquantized weight fp32 (prepare_model_for_kbit_training)
+                base += (local_all - quantized) * 2
+            elif setup.kbit_preparation == "trl":  # the same, then the embeddings and LM head back to bf16
+                base += (local_all - quantized - sum(edges)) * 2
+            # axolotl: everything back in the model dtype, as loaded
             # The quantization constants live in each Params4bit's quant_state, which is neither a parameter
             # nor a buffer: FSDP flattens, shards and offloads parameters only, ZeRO-3 partitions them only,
             # so every rank keeps all of them on its GPU (AnswerDotAI/fsdp_qlora PR #4: "leaves the
@@ -108,6 +118,8 @@ def _model_states(setup: TrainingSetup) -> _States:
         # casts live until backward: the matmul saves its bf16 weight to compute the input gradient.
         head = arch.vocab * arch.hidden / setup.tensor_parallel
         copies = 2 * (arch.linear_params() * fraction + head) if autocast and setup.model_dtype_bytes == 4 else 0.0
+        if autocast and setup.kbit_preparation == "peft":
+            copies = 2 * head  # the fp32 LM head's bf16 cast, saved by its matmul (the linears are NF4)
         largest_param = max(arch.hidden, arch.intermediate) * setup.job.lora_rank / setup.tensor_parallel
     else:
         trainable_local = local_all
@@ -182,7 +194,71 @@ def _model_states(setup: TrainingSetup) -> _States:
     if setup.job.optimizer_in_backward:
         # Each parameter is stepped (and its gradient freed) as soon as its gradient is complete.
         step_temp = step_temp * min(1.0, largest_param / max(trainable_local, 1.0))
-    return _States(weights, grads, optimizer, paged, step_temp, copies, gathered, largest_gradient, host, nvme)
+    # The preparation runs on the GPU once the model is loaded there, not on weights that stream from the
+    # host or from other ranks (FSDP or ZeRO-3 loads them on the CPU; offloaded ones live there).
+    upcast = _edge_tensors(setup) if setup.kbit_preparation != "none" and not streams else ()
+    return _States(
+        weights,
+        grads,
+        optimizer,
+        paged,
+        step_temp,
+        copies,
+        gathered,
+        largest_gradient,
+        host,
+        nvme,
+        upcast,
+        setup.kbit_preparation in ("trl", "axolotl"),
+    )
+
+
+def _preparation_events(states: _States) -> tuple[tuple[bool, int, float], ...]:
+    """A QLoRA preparation's allocations (True) and frees (False) in order, as (take, tensor, bytes): each
+    16-bit tensor as loaded; its fp32 copy, taken before the 16-bit one is freed (peft
+    ``prepare_model_for_kbit_training``: ``param.data = param.data.to(torch.float32)``); with ``cast_back``,
+    a bf16 copy taken before the fp32 one is freed (TRL ``peft_module_casting_to_bf16``: ``module.to``).
+    Empty without a preparation on the GPU."""
+    count = len(states.upcast)
+    events = [(True, index, 2 * elements) for index, elements in enumerate(states.upcast)]
+    for index, elements in enumerate(states.upcast):
+        events += [(True, count + index, 4 * elements), (False, index, 0.0)]
+    if states.cast_back:
+        for index, elements in enumerate(states.upcast):
+            events += [(True, 2 * count + index, 2 * elements), (False, count + index, 0.0)]
+    return tuple(events)
+
+
+def _prepared_bytes(states: _States) -> float:
+    """Bytes of the tensors a preparation leaves (part of ``states.weights``): fp32, or bf16 once cast back."""
+    return (2 if states.cast_back else 4) * sum(states.upcast)
+
+
+def _preparation_excess(states: _States) -> float:
+    """How far the live bytes rise above the prepared weights while the preparation runs (0 without one)."""
+    held: dict[int, float] = {}
+    live = peak = 0.0
+    for take, tensor, size in _preparation_events(states):
+        if take:
+            held[tensor] = size
+            live += size
+            peak = max(peak, live)
+        else:
+            live -= held.pop(tensor)
+    return peak - live
+
+
+def _edge_tensors(setup: TrainingSetup) -> tuple[float, ...]:
+    """Elements on the most loaded GPU of the embedding and of an untied LM head (``local_params``' edges:
+    both on one stage, else the larger end's), the 16-bit tensors a QLoRA preparation casts whole."""
+    arch, tp = setup.architecture, setup.tensor_parallel
+    embedding, head = arch.vocab * arch.hidden / tp, arch.lm_head_params() / tp
+    tensors: tuple[float, ...] = (embedding, head)
+    if setup.pipeline_parallel > 1:
+        first = arch.embedding_params() + arch.vision_params
+        last = arch.lm_head_params() + arch.norm_params()
+        tensors = (embedding,) if first >= last else (head,)
+    return tuple(elements for elements in tensors if elements >= arch.hidden)  # a tied head is the embedding
 
 
 def _activations(setup: TrainingSetup) -> _Activations:
@@ -339,10 +415,23 @@ class _Step:
         for allocation in held:
             self.cache.give(allocation)
 
+    def _load(self) -> None:
+        """The weights, loaded once and never freed, and a QLoRA preparation's copies in the order it makes and
+        frees them (``_preparation_events``): what it frees stays cached for the step."""
+        states = self.states
+        events = _preparation_events(states)
+        self.cache.take(states.weights + states.gathered - _prepared_bytes(states))
+        held: dict[int, Allocation] = {}
+        for take, tensor, size in events:
+            if take:
+                held[tensor] = self.cache.take(size)
+            else:
+                self.cache.give(held.pop(tensor))
+
     def run(self, steps: int = 2) -> tuple[int, int]:
         """(peak allocated, peak reserved) over ``steps`` steps, the first creating the optimizer states."""
         states, job = self.states, self.job
-        self.cache.take(states.weights + states.gathered)  # loaded once, never freed
+        self._load()
         for step in range(steps):
             grads: list[Allocation] = []
             for micro_batch in range(2 if job.gradient_accumulation > 1 else 1):
@@ -400,11 +489,12 @@ def _pairs(sizes: tuple[float, ...]) -> list[tuple[float, int]]:
 
 # The planner estimates many settings of one shape: the same model states at every micro-batch, the same
 # activations at every sharding. Each half is remembered by the setup's fields it reads (all but those
-# below; a property test changes each of them and finds no difference), in a bounded lru_cache (which
-# the mutation benchmark drops, as a remembered result would hide a mutant).
+# below) and by the resolved k-bit preparation (which reads the loop, the sharding and the GPUs); a property
+# test changes each field below and finds no difference where the preparation stays. A bounded lru_cache
+# holds them (the mutation benchmark drops it, as a remembered result would hide a mutant).
 STATES_IGNORE = frozenset(
     {"micro_batch", "seq_len", "checkpointing", "attention", "fused_loss"}
-    | {"activation_offloading", "sequence_parallel", "lora_dropout", "loop", "expandable_segments"}
+    | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments"}
 )
 ACTIVATIONS_IGNORE = frozenset(
     {"optimizer", "gradient_accumulation", "sharding", "gpus", "offload_optimizer", "offload_parameters"}
@@ -440,6 +530,8 @@ MEMORY_INPUTS: dict[str, str] = {
     "tensor_parallel": "job.hardware.tensor_parallel",
     "pipeline_parallel": "job.hardware.pipeline_parallel",
     **{f.name: f"job.{f.name}" for f in fields(Finetune) if f.name not in _NOT_MEMORY},
+    # Read resolved (auto depends on the loop, the sharding and the GPUs): one key per preparation run.
+    "kbit_preparation": "kbit_preparation",
 }
 
 
@@ -556,6 +648,8 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     end = {**fixed, "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads}
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
     phases = {"forward": _ints(forward), "backward": _ints(backward)}
+    if states.upcast:  # a QLoRA preparation: its copies come and go before training (max_memory_allocated counts them)
+        phases["loading"] = _ints({"weights": states.weights, "kbit_preparation_copies": _preparation_excess(states)})
     if not setup.job.optimizer_in_backward:
         phases["optimizer_step"] = _ints(
             {
