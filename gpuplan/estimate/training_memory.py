@@ -647,9 +647,10 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     }
     end = {**fixed, "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads}
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
-    phases = {"forward": _ints(forward), "backward": _ints(backward)}
+    phases: dict[str, dict[str, int]] = {}
     if states.upcast:  # a QLoRA preparation: its copies come and go before training (max_memory_allocated counts them)
         phases["loading"] = _ints({"weights": states.weights, "kbit_preparation_copies": _preparation_excess(states)})
+    phases |= {"forward": _ints(forward), "backward": _ints(backward)}
     if not setup.job.optimizer_in_backward:
         phases["optimizer_step"] = _ints(
             {
