@@ -40,8 +40,8 @@ GPUS_PER_NODE = 8  # host memory is reported per node of 8 GPUs (HGX/DGX and mos
 KBIT_PREPARATION = {
     "none": "embeddings, LM head and norms in 16-bit (no k-bit preparation)",
     "peft": "embeddings, LM head and norms fp32 (PEFT's prepare_model_for_kbit_training), so the stream is fp32",
-    "trl": "prepared as TRL does: norms fp32 (so the stream and MLP are fp32), embeddings and LM head cast back to"
-    " bf16, their fp32 copies left in PyTorch's cache",
+    "trl": "prepared as TRL 0.7-0.24 does: norms fp32 (so the stream and MLP are fp32), embeddings and LM head cast"
+    " back to bf16, their fp32 copies left in PyTorch's cache",
     "axolotl": "prepared as Axolotl does: embeddings, LM head and norms upcast, then cast back to the model dtype,"
     " their fp32 copies left in PyTorch's cache",
 }
@@ -100,8 +100,7 @@ def finetune_assumptions(
             offload += f"; NVMe at offload.nvme_gbs {job.offload_nvme_gbs:g} GB/s per node"
     lora = "n/a"
     if job.method != "full":
-        adapters = "bf16 (TRL's preparation casts them)" if preparation == "trl" else job.lora_dtype
-        lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {adapters} on {', '.join(job.lora_targets)}"
+        lora = f"{job.lora_variant} rank {job.lora_rank}, adapters {job.lora_dtype} on {', '.join(job.lora_targets)}"
         if job.lora_dropout:
             lora += f", dropout {job.lora_dropout:g} (a mask and a dropped input per adapter)"
         lora += "; 6 small GEMMs per adapted linear at the roofline of their FLOPs and bytes"

@@ -105,7 +105,7 @@ class Finetune:
     momentum: float  # sgd only; 0 keeps no momentum buffer
     loop: str  # manual (outputs kept through backward) | trainer (released first)
     double_quant: bool  # qlora: NF4 scales double-quantized
-    kbit_preparation: str  # qlora: auto | none | peft | trl | axolotl (TrainingSetup.kbit_preparation resolves auto)
+    kbit_preparation: str  # qlora: none | peft | trl | axolotl (TrainingSetup.kbit_preparation: as a layout holds it)
     offload_host_gbs: float  # GB/s of host memory per node that offload streams at (offload.host_memory_gbs)
     offload_nvme_gbs: float  # GB/s of NVMe per node that offload swaps at (offload.nvme_gbs)
     framework: str  # eager | compiled | fused | megatron: the kernels a step runs between its GEMMs

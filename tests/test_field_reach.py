@@ -175,8 +175,8 @@ CHANGES_NOTHING: dict[str, Why] = {
     ),
     "finetune.double_quant": Why("QLoRA's NF4 scales only", lambda d, a: _finetune(a).method != "qlora"),
     "finetune.kbit_preparation": Why(
-        "QLoRA's unquantized weights only; where auto already resolves to none (a loop of one's own, or FSDP or "
-        "ZeRO-3 over several GPUs, where TRL skips its preparation), none changes nothing",
+        "QLoRA's unquantized weights only; under FSDP or ZeRO-3 over several GPUs TRL and Axolotl skip their "
+        "preparation (trl and axolotl are none there)",
         lambda d, a: _finetune(a).method != "qlora" or a.finetune.setup.kbit_preparation == "none",
     ),
     "finetune.tf32": Why(

@@ -726,22 +726,19 @@ def test_qlora_under_megatron_runs_neither_fsdp_nor_tensor_parallelism():
     assert "GP025" not in codes
 
 
-def test_kbit_preparation_follows_the_stack_that_prepares_the_model():
-    # auto: a Trainer job in bf16 is prepared as TRL does, in fp16 as PEFT leaves it (TRL casts back only
-    # under args.bf16); a loop of one's own, and FSDP or ZeRO-3 over several GPUs (TRL's is_sharded_qlora), none.
-    qlora = bf16(method="qlora", loop="trainer")
-    assert qlora.kbit_preparation == "trl"
-    assert vary(qlora, precision="fp16-mixed").kbit_preparation == "peft"
-    assert vary(qlora, loop="manual").kbit_preparation == "none"
-    assert vary(qlora, gpus=2, sharding="fsdp").kbit_preparation == "none"
-    assert vary(qlora, gpus=2, sharding="zero2").kbit_preparation == "trl"  # each rank holds the whole model
-    # Stated: trl and axolotl are none where TRL and Axolotl skip it; peft is what the loop calls, sharded or
-    # not; only QLoRA has one.
-    assert vary(qlora, kbit_preparation="trl", gpus=2, sharding="zero3").kbit_preparation == "none"
-    assert vary(qlora, kbit_preparation="axolotl", gpus=2, sharding="fsdp").kbit_preparation == "none"
-    assert vary(qlora, kbit_preparation="axolotl").kbit_preparation == "axolotl"
-    assert vary(qlora, kbit_preparation="peft", gpus=2, sharding="fsdp").kbit_preparation == "peft"
-    assert vary(qlora, method="lora", kbit_preparation="peft").kbit_preparation == "none"
+def test_kbit_preparation_holds_where_the_stack_runs_it():
+    # TRL and Axolotl skip their preparation when FSDP or ZeRO-3 shards the 4-bit weights over several GPUs
+    # (TRL's is_sharded_qlora); ZeRO-2 leaves each rank the whole model. PEFT's is what a loop calls, sharded
+    # or not. Only QLoRA has one; unstated, none.
+    trl = bf16(method="qlora", kbit_preparation="trl")
+    assert trl.kbit_preparation == "trl" and bf16(method="qlora").kbit_preparation == "none"
+    assert vary(trl, gpus=2, sharding="fsdp").kbit_preparation == "none"
+    assert vary(trl, gpus=2, sharding="zero3").kbit_preparation == "none"
+    assert vary(trl, gpus=2, sharding="zero2").kbit_preparation == "trl"
+    assert vary(trl, kbit_preparation="axolotl", gpus=2, sharding="fsdp").kbit_preparation == "none"
+    assert vary(trl, kbit_preparation="axolotl").kbit_preparation == "axolotl"
+    assert vary(trl, kbit_preparation="peft", gpus=2, sharding="fsdp").kbit_preparation == "peft"
+    assert vary(trl, method="lora").kbit_preparation == "none"
 
 
 def test_kbit_preparation_weights_and_layer_bytes():
@@ -760,16 +757,20 @@ def test_kbit_preparation_weights_and_layer_bytes():
     # MLP's gate, up, SiLU and down input 4 x 2 x 16 = 128, adapters' rank outputs 2 x 1 x 7 = 14 and their
     # shared bf16 norm outputs 2 x 8 x 2 = 32, the 4-bit o_proj's input 2 x 8 = 16 (the rest shared): 310.
     assert layer_activation_bytes_per_token(setup) == 310
-    # Prepared, the norms' fp32 outputs and the fp32 MLP: each 4-bit linear saves its own bf16 cast of an fp32
+    # trl, the norms' fp32 outputs and the fp32 MLP: each 4-bit linear saves its own bf16 cast of an fp32
     # input, q/k/v 3 x 2 x 8 = 48, gate/up 2 x 2 x 8 = 32, down 2 x 16 = 32; o_proj's bf16 input 16; gate, up
-    # and SiLU in fp32 3 x 4 x 16 = 192; adapters: rank outputs 14, their own casts of the fp32 inputs (q, k,
-    # v 48; gate, up 32; down 32) and none for o_proj (SDPA's bf16 output): 112. 64 + 56 + 112 + 16 + 192 +
-    # 14 + 112 = 566, the same for trl and peft (both keep the norms fp32).
-    assert layer_activation_bytes_per_token(vary(setup, kbit_preparation="peft")) == 566
+    # and SiLU in fp32 3 x 4 x 16 = 192; adapters: rank outputs 14, their own bf16 casts of the fp32 inputs (q,
+    # k, v 48; gate, up 32; down 32) and none for o_proj (SDPA's bf16 output): 112. 64 + 56 + 112 + 16 + 192 +
+    # 14 + 112 = 566.
     assert layer_activation_bytes_per_token(vary(setup, kbit_preparation="trl")) == 566
-    # TRL's cast also makes fp32 adapters bf16 (peft_module_casting_to_bf16 casts every BaseTunerLayer).
-    assert vary(setup, lora_bytes=4, kbit_preparation="trl").lora_bytes == 2
-    assert vary(setup, lora_bytes=4, kbit_preparation="peft").lora_bytes == 4
+    # peft without autocast also runs attention in fp32: SDPA keeps q, k, v and its output at 4 B, 4 x (2 x 8 +
+    # 2 x 4) + logsumexp 4 x 2 = 104; o_proj's fp32 input 4 x 8 = 32 and its adapter's own bf16 cast 2 x 8 =
+    # 16. 64 + 104 + 112 + 32 + 192 + 14 + 128 = 646.
+    assert layer_activation_bytes_per_token(vary(setup, kbit_preparation="peft")) == 646
+    # fp32 adapters on the fp32 inputs save each input itself, once per input: the two norm outputs 4 x 8 x 2 =
+    # 64 and the down_proj input 4 x 16 = 64, rank outputs 4 x 7 = 28; o_proj's adapter casts SDPA's bf16 output
+    # to fp32, 4 x 8 = 32: 188 where the bf16 adapters took 126 (14 + 112). trl: 566 - 126 + 188 = 628.
+    assert layer_activation_bytes_per_token(vary(setup, kbit_preparation="trl", lora_bytes=4)) == 628
 
 
 def test_trl_preparation_leaves_its_fp32_copies_in_the_allocator_cache():
@@ -785,7 +786,7 @@ def test_trl_preparation_leaves_its_fp32_copies_in_the_allocator_cache():
         architecture=wide,
         method="qlora",
         precision="bf16-mixed",
-        loop="trainer",
+        kbit_preparation="trl",
         lora_rank=1,
         lora_bytes=2,
         lora_dropout=0.0,

@@ -289,7 +289,7 @@ rich_setups = st.builds(
     pipeline_parallel=st.sampled_from([1, 2]),
     gpus=st.just(4),
     sharding=st.sampled_from(["none", "zero2", "zero3"]),
-    kbit_preparation=st.sampled_from(["auto", "none", "peft", "trl", "axolotl"]),  # QLoRA's; the loop decides auto
+    kbit_preparation=st.sampled_from(["none", "peft", "trl", "axolotl"]),  # QLoRA's
 )
 
 
@@ -386,7 +386,7 @@ FIELD_VALUES = {
     "optimizer_in_backward": st.booleans(),
     "momentum": st.sampled_from([0.0, 0.9]),
     "double_quant": st.booleans(),
-    "kbit_preparation": st.sampled_from(["auto", "none", "peft", "trl", "axolotl"]),
+    "kbit_preparation": st.sampled_from(["none", "peft", "trl", "axolotl"]),
     "pipeline_parallel": st.sampled_from([1, 2, 4]),
     "tensor_parallel": st.sampled_from([1, 2]),
     "method": st.sampled_from(["full", "lora", "qlora"]),

@@ -257,8 +257,7 @@ ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
     ("gpuplan.units", "DTYPE_BYTES", ("serve", "kv_cache_dtype"), frozenset({"auto"})),  # auto: the model dtype
     ("gpuplan.estimate.serving_load", "HTTP_SECONDS", ("serve", "endpoint"), frozenset()),
     ("gpuplan.plan.evaluate", "TTFT_FIGURES", ("serve", "slo", "ttft_statistic"), frozenset()),
-    # auto: TrainingSetup.kbit_preparation resolves it to one of the others before the words are looked up.
-    ("gpuplan.assumptions", "KBIT_PREPARATION", ("finetune", "kbit_preparation"), frozenset({"auto"})),
+    ("gpuplan.assumptions", "KBIT_PREPARATION", ("finetune", "kbit_preparation"), frozenset()),
 ]
 # Tables keyed by some of an enum's values on purpose: the values they lack take another path.
 PARTIAL_TABLES = {

@@ -99,9 +99,7 @@ class TrainingSetup:
 
     @property
     def lora_bytes(self) -> int:
-        """The adapters' dtype: TRL's preparation casts them to bf16 with the embeddings and the LM head
-        (``peft_module_casting_to_bf16``: every ``BaseTunerLayer`` ``.to(torch.bfloat16)``)."""
-        return 2 if self.kbit_preparation == "trl" else DTYPE_BYTES[self.job.lora_dtype]
+        return DTYPE_BYTES[self.job.lora_dtype]
 
     @property
     def uses_autocast(self) -> bool:
@@ -111,7 +109,7 @@ class TrainingSetup:
     @property
     def residual_bytes(self) -> int:
         """Bytes per element of the residual stream: fp32 when autocast runs over fp32 weights, and in a QLoRA
-        model prepared for k-bit training (``kbit_preparation``: its fp32 embeddings or norms make it fp32)."""
+        model prepared for k-bit training with its norms left fp32 (their fp32 outputs make it fp32)."""
         fp32_weights = not self.is_adapter or self.model_dtype_bytes == 4
         if self.fp32_norms:
             return 4
@@ -124,28 +122,31 @@ class TrainingSetup:
         return self.kbit_preparation in ("peft", "trl")
 
     @property
+    def fp32_attention(self) -> bool:
+        """Whether attention runs in fp32 too: PEFT's preparation without autocast, where the 4-bit q, k and v
+        projections return their fp32 input's dtype (``Linear4bit.forward``: ``out.to(inp_dtype)``) and
+        nothing casts them down before SDPA; TRL trains under autocast, which runs SDPA in 16 bits."""
+        return self.kbit_preparation == "peft" and not self.uses_autocast
+
+    @property
     def kbit_preparation(self) -> str:
-        """What the training stack did to a QLoRA model's unquantized weights (``finetune.kbit_preparation``
-        with ``auto`` resolved): none, peft (all fp32), trl (norms fp32, embeddings, LM head and adapters bf16)
-        or axolotl (all back in the model dtype).
+        """What the training stack did to a QLoRA model's unquantized weights (``finetune.kbit_preparation``):
+        none, peft (all fp32), trl (TRL 0.7-0.24: norms fp32, the embeddings and LM head back in bf16) or
+        axolotl (all back in the model dtype), as it holds for this layout.
 
         TRL and Axolotl skip their preparation when FSDP or ZeRO-3 shards the 4-bit weights (TRL
         ``prepare_peft_model``: ``is_sharded_qlora``, the weights are on the CPU or meta device at load;
-        Axolotl ``skip_prepare_model_for_kbit_training`` under ``qlora_fsdp``); TRL casts the embeddings and
-        LM head back only when it trains in bf16 (``peft_module_casting_to_bf16`` under ``args.bf16``): auto
-        takes a job in the Trainer's loop as TRL prepares it, in fp16 as PEFT's ``prepare_model_for_kbit_training``
-        leaves it (fp32), and a loop of one's own as unprepared."""
+        Axolotl ``skip_prepare_model_for_kbit_training`` under ``qlora_fsdp``). TRL casts the embeddings and
+        LM head back only when it trains in bf16 (``peft_module_casting_to_bf16`` under ``args.bf16``): a TRL
+        job in fp16 keeps them fp32 as PEFT's ``prepare_model_for_kbit_training`` leaves them, which the spec
+        says with peft."""
         job = self.job
         if job.method != "qlora":
             return "none"
         sharded = self.data_parallel > 1 and job.sharding in ("zero3", "fsdp")
         if job.kbit_preparation in ("trl", "axolotl") and sharded:
             return "none"
-        if job.kbit_preparation != "auto":
-            return job.kbit_preparation
-        if sharded or job.loop != "trainer":
-            return "none"  # a loop of one's own may or may not call PEFT's preparation: the spec says peft if it does
-        return "trl" if job.precision in ("bf16", "bf16-mixed") else "peft"
+        return job.kbit_preparation
 
     @property
     def activation_bytes(self) -> int:
@@ -431,8 +432,9 @@ def _lora_input_bytes(setup: TrainingSetup, act: int, targets: tuple[str, ...] |
 def _qlora_input_bytes(
     setup: TrainingSetup, act: int, targets: tuple[str, ...] | None = None, mixer: str = "A", mlp: bool = True
 ) -> float:
-    """bitsandbytes' 4-bit matmul saves the input of every quantized linear for backward
-    (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``), frozen or not: the norm outputs, the attention
+    """bitsandbytes' 4-bit matmul saved the input of every quantized linear for backward until 0.43.2
+    (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``; since then ``(None, B)``: counted still, an
+    overestimate on current releases, as the published runs span both), frozen or not: the norm outputs, the attention
     output's contiguous copy and the down_proj input, beyond what the adapters already keep. A layer
     without an MLP (or without a mixer) has only the other half; a state mixer's out_proj input is
     counted with the mixer."""
@@ -467,26 +469,35 @@ def _prepared_qlora_bytes(
     bitsandbytes' ``Linear4bit.forward`` returns its output in its input's dtype (``out.to(inp_dtype)``):
     the gate and up outputs, the activation and the down_proj input are fp32 (the MLP's saved tensors at
     4 B). Each 4-bit linear saves its own compute-dtype cast of an fp32 input (``x.to(self.compute_dtype)``
-    is what ``matmul_4bit`` saves), and each adapter its own cast to the adapter dtype (peft
-    ``_cast_input_dtype``) or, with dropout, its mask and dropped copy. The attention output reaches o_proj
-    in the compute dtype (SDPA's), shared as in an unprepared model."""
+    is what ``matmul_4bit`` saved until bitsandbytes 0.43.2, which saves ``(None, B)``: as the unprepared
+    model's ``_qlora_input_bytes``, the older behaviour is counted, an overestimate since), and each adapter
+    its own 16-bit cast under autocast, else its cast to the adapter dtype (peft ``_cast_input_dtype``), or,
+    with dropout, its mask and dropped copy. The attention output reaches o_proj as SDPA returns it: in the
+    compute dtype, or fp32 where attention runs in fp32 (``fp32_attention``)."""
     arch = setup.architecture
     widths = input_widths(setup)
     readers = _group_readers(arch)
     fp32_groups = (("norm",) if mixer != "-" else ()) + (("norm2", "mlp") if mlp else ())
     saved = sum(readers[group] * act * widths[group] for group in fp32_groups)
+    attention = 4 if setup.fp32_attention else act  # SDPA's output: fp32 only where attention runs in fp32
     if mixer in "AS":
-        saved += act * widths["attention"]  # the o_proj input, in the compute dtype
+        saved += attention * widths["attention"]  # the o_proj input
     if mlp:
         saved += _mlp_bytes(setup, 4, down_input=False)
     lora = setup.lora_bytes
     saved += float(lora * setup.job.lora_rank * len(targets)) / setup.tensor_parallel
-    for name in targets:
-        group = _INPUT_GROUP[name]
+    # An adapter's matmul saves its input as it multiplies it: autocast's 16-bit cast, else peft's cast to the
+    # adapter dtype; one in that dtype already is the input itself, saved once for the adapters reading it.
+    cast_to = act if setup.uses_autocast else lora
+    for group in dict.fromkeys(_INPUT_GROUP[name] for name in targets):
+        adapters = sum(1 for name in targets if _INPUT_GROUP[name] == group)
+        arriving = attention if group == "attention" else 4
         if setup.job.lora_dropout > 0:
-            saved += (1 + lora) * widths[group]
-        elif group != "attention" or lora != act:  # an fp32 input is cast per adapter; SDPA's output is shared
-            saved += lora * widths[group]
+            saved += adapters * (1 + lora) * widths[group]
+        elif cast_to != arriving:
+            saved += adapters * cast_to * widths[group]
+        elif group != "attention":  # o_proj's input is counted above
+            saved += arriving * widths[group]
     if setup.job.lora_variant == "dora":
         shapes = adapted_shapes(arch)
         saved += sum(2 * lora * shapes[name][1] for name in targets if shapes[name][0])
@@ -511,7 +522,7 @@ def _kind_bytes_per_token(setup: TrainingSetup, mixer: str, mlp: bool) -> float:
         else (setup.architecture.norms_per_layer * norm_bytes(setup, act))
     )
     if mixer in "AS":
-        mixing = _attention_bytes(setup, act, setup.job.seq_len)
+        mixing = _attention_bytes(setup, 4 if setup.fp32_attention else act, setup.job.seq_len)
     else:
         mixing = _state_mixer_bytes(setup, act) if mixer in "LM" else 0.0
     targets = layer_targets(setup.job.lora_targets, mixer, mlp)

@@ -489,7 +489,7 @@ def _pairs(sizes: tuple[float, ...]) -> list[tuple[float, int]]:
 
 # The planner estimates many settings of one shape: the same model states at every micro-batch, the same
 # activations at every sharding. Each half is remembered by the setup's fields it reads (all but those
-# below) and by the resolved k-bit preparation (which reads the loop, the sharding and the GPUs); a property
+# below) and by the k-bit preparation the layout holds (which reads the sharding and the GPUs); a property
 # test changes each field below and finds no difference where the preparation stays. A bounded lru_cache
 # holds them (the mutation benchmark drops it, as a remembered result would hide a mutant).
 STATES_IGNORE = frozenset(
@@ -530,7 +530,7 @@ MEMORY_INPUTS: dict[str, str] = {
     "tensor_parallel": "job.hardware.tensor_parallel",
     "pipeline_parallel": "job.hardware.pipeline_parallel",
     **{f.name: f"job.{f.name}" for f in fields(Finetune) if f.name not in _NOT_MEMORY},
-    # Read resolved (auto depends on the loop, the sharding and the GPUs): one key per preparation run.
+    # Read as the layout holds it (TRL and Axolotl skip it under FSDP or ZeRO-3): one key per preparation run.
     "kbit_preparation": "kbit_preparation",
 }
 
