@@ -771,6 +771,11 @@ def test_kbit_preparation_weights_and_layer_bytes():
     # 64 and the down_proj input 4 x 16 = 64, rank outputs 4 x 7 = 28; o_proj's adapter casts SDPA's bf16 output
     # to fp32, 4 x 8 = 32: 188 where the bf16 adapters took 126 (14 + 112). trl: 566 - 126 + 188 = 628.
     assert layer_activation_bytes_per_token(vary(setup, kbit_preparation="trl", lora_bytes=4)) == 628
+    # MoE (2 of 4 experts of width 8), trl: a token's fp32 norm output is cast by the gate and up of each of its
+    # 2 experts, 4 x 2 x 8 = 64, beside q/k/v 48 and the experts' down inputs 2 x 16 = 32; o_proj's input 16;
+    # the routed MLP in fp32, 2 x (3 x 4 x 8 + 2 x 4 x 8 gathered token and output) + router 12 x 4 = 368;
+    # adapters 14 + 48 + 32 + 32 = 126. 64 + 56 + 144 + 16 + 368 + 126 = 774.
+    assert layer_activation_bytes_per_token(vary(setup, architecture=MOE, kbit_preparation="trl")) == 774
 
 
 def test_trl_preparation_leaves_its_fp32_copies_in_the_allocator_cache():

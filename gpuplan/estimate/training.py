@@ -454,9 +454,12 @@ def _qlora_input_bytes(
     return saved
 
 
-# 4-bit linears that read each input group: q, k and v (one fused QKV), gate and up (one plain MLP), down_proj.
-def _group_readers(arch: Architecture) -> dict[str, int]:
-    return {"norm": 1 if arch.fused_qkv else 3, "norm2": 2 if arch.mlp == "gated" else 1, "mlp": 1}
+def _group_readers(arch: Architecture, mixer: str) -> dict[str, int]:
+    """4-bit linears that read each input group, per token: q, k and v (one fused QKV) or a state mixer's
+    in-projections; gate and up (one plain MLP), in each of the experts a token is routed to; down_proj."""
+    norm = len(arch.state_mixer_modules) - 1 if mixer in "LM" else (1 if arch.fused_qkv else 3)
+    routed = arch.experts_per_token if arch.is_moe else 1
+    return {"norm": norm, "norm2": (2 if arch.mlp == "gated" else 1) * routed, "mlp": 1}
 
 
 def _prepared_qlora_bytes(
@@ -476,7 +479,7 @@ def _prepared_qlora_bytes(
     compute dtype, or fp32 where attention runs in fp32 (``fp32_attention``)."""
     arch = setup.architecture
     widths = input_widths(setup)
-    readers = _group_readers(arch)
+    readers = _group_readers(arch, mixer)
     fp32_groups = (("norm",) if mixer != "-" else ()) + (("norm2", "mlp") if mlp else ())
     saved = sum(readers[group] * act * widths[group] for group in fp32_groups)
     attention = 4 if setup.fp32_attention else act  # SDPA's output: fp32 only where attention runs in fp32
@@ -524,7 +527,8 @@ def _kind_bytes_per_token(setup: TrainingSetup, mixer: str, mlp: bool) -> float:
     if mixer in "AS":
         mixing = _attention_bytes(setup, 4 if setup.fp32_attention else act, setup.job.seq_len)
     else:
-        mixing = _state_mixer_bytes(setup, act) if mixer in "LM" else 0.0
+        # A state mixer's in-projections return their fp32 input's dtype in a model whose norms are fp32.
+        mixing = _state_mixer_bytes(setup, 4 if setup.fp32_norms else act) if mixer in "LM" else 0.0
     targets = layer_targets(setup.job.lora_targets, mixer, mlp)
     if setup.fp32_norms:
         return norms + mixing + _prepared_qlora_bytes(setup, act, targets, mixer, mlp)
