@@ -358,7 +358,8 @@ def _options_tables(job: JobMemo, spec: Spec, title: str) -> list[dict[str, Any]
         + [f"{currency}/GPU-hour", "Cost", "Verdict"],
         planner_rows(plan, spec),
         numeric=tuple(range(2, 6 + len(slo))),
-        widths=(15, 21, 6, 12, 7, 7, 12, 20) if slo else (15, 25, 7, 14, 8, 13, 18),
+        # The price column holds its header, '<currency>/GPU-hour', on two lines at most: a word apiece.
+        widths=(14, 19, 6, 12, 7, 10, 12, 20) if slo else (14, 23, 7, 14, 11, 13, 18),
     )
     return [compared, weighed]
 
