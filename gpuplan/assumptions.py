@@ -47,6 +47,18 @@ KBIT_PREPARATION = {
 }
 
 
+def _preparation_reason(job: Finetune, preparation: str) -> str:
+    """Why the preparation the estimate holds is not the one the spec states (TrainingSetup.kbit_preparation)."""
+    if preparation == job.kbit_preparation:
+        return ""
+    if preparation == "none":
+        stack = {"trl": "TRL", "axolotl": "Axolotl"}[job.kbit_preparation]
+        why = f"{stack} skips its preparation when {job.sharding} shards the 4-bit weights over several GPUs"
+    else:
+        why = f"TRL casts back in bf16 only, and this job trains in {job.precision}"
+    return f" (stated {job.kbit_preparation}: {why})"
+
+
 def finetune_assumptions(
     spec: Spec,
     job: Finetune,
@@ -126,8 +138,9 @@ def finetune_assumptions(
         (
             "qlora base",
             f"NF4{' + double quantization: 0.516' if job.double_quant else ': 0.5625'} B/param for linears; "
-            f"{KBIT_PREPARATION[preparation]}; "
-            "bitsandbytes saves each 4-bit linear's input for backward"
+            f"{KBIT_PREPARATION[preparation]}{_preparation_reason(job, preparation)}; "
+            "each 4-bit linear's input counted as saved for backward (bitsandbytes before 0.43.2; an overestimate"
+            " since)"
             if job.method == "qlora"
             else "n/a",
         ),

@@ -591,6 +591,11 @@ def test_qlora_quantization_constants_stay_whole_on_every_rank():
     # FSDP over 2 ranks shards the parameters (576 + 1,104 + 512) / 2 = 1,096, not the quant_state: + 72.
     fsdp = vary(one, gpus=2, sharding="fsdp")
     assert phases(fsdp)["forward"]["weights"] == 1096 + 72
+    # FSDP gathers the unit in use and the one prefetched, as stored: a decoder layer's NF4 codes are 592 x 0.5
+    # = 296 B, but the embedding is not quantized, 256 x 2 = 512 B (fp32 under PEFT's preparation, 1,024): the
+    # larger, twice.
+    assert phases(fsdp)["forward"]["gathered_parameters"] == 2 * 512
+    assert phases(vary(fsdp, kbit_preparation="peft"))["forward"]["gathered_parameters"] == 2 * 1024
     # CPU offload moves the sharded parameters to the host; the constants stay on the GPU.
     offloaded = vary(fsdp, offload_parameters="cpu")
     assert phases(offloaded)["forward"]["weights"] == 72
@@ -735,10 +740,28 @@ def test_kbit_preparation_holds_where_the_stack_runs_it():
     assert vary(trl, gpus=2, sharding="fsdp").kbit_preparation == "none"
     assert vary(trl, gpus=2, sharding="zero3").kbit_preparation == "none"
     assert vary(trl, gpus=2, sharding="zero2").kbit_preparation == "trl"
+    # TRL casts back under args.bf16 only: in another precision the embeddings stay fp32, as PEFT leaves them.
+    assert vary(trl, precision="fp16-mixed").kbit_preparation == "peft"
     assert vary(trl, kbit_preparation="axolotl", gpus=2, sharding="fsdp").kbit_preparation == "none"
     assert vary(trl, kbit_preparation="axolotl").kbit_preparation == "axolotl"
     assert vary(trl, kbit_preparation="peft", gpus=2, sharding="fsdp").kbit_preparation == "peft"
     assert vary(trl, method="lora").kbit_preparation == "none"
+
+
+def test_the_assumptions_say_why_a_stated_preparation_does_not_hold():
+    qlora = {"method": "qlora", "kbit_preparation": "trl", "precision": "bf16-mixed", "seq_len": 512}
+    sharded, _ = run({**qlora, "sharding": "fsdp", "hardware": {"gpu": "h100-sxm", "count": 2}})
+    assert sharded["assumptions"]["qlora base"].startswith(
+        "NF4 + double quantization: 0.516 B/param for linears; embeddings, LM head and norms in 16-bit (no k-bit "
+        "preparation) (stated trl: TRL skips its preparation when fsdp shards the 4-bit weights over several GPUs)"
+    )
+    fp16, _ = run({**qlora, "precision": "fp16-mixed"})
+    assert (
+        "(stated trl: TRL casts back in bf16 only, and this job trains in fp16-mixed)"
+        in fp16["assumptions"]["qlora base"]
+    )
+    held, _ = run(qlora)
+    assert "stated" not in held["assumptions"]["qlora base"]
 
 
 def test_kbit_preparation_weights_and_layer_bytes():

@@ -31,6 +31,7 @@ from gpuplan.evidence.model import (
     Setting,
 )
 from gpuplan.linter import lint_bytes
+from gpuplan.units import format_gib
 from gpuplan.verify.compare import OVER, UNDER, WITHIN, classify, verify_run
 from gpuplan.verify.terms import SERVE_NOT_MEASURED, SERVE_ROWS, USAGE, serve_estimate_terms
 
@@ -387,6 +388,47 @@ finetune:
     assert "spec.yaml:7:16: GP802 [error] the run used micro_batch 4" in out
     assert "one micro-batch more (micro_batch 5) adds about" in out
     assert "one batch-size step from out-of-memory" in out
+
+
+def test_a_counter_that_starts_with_training_is_held_to_the_steps_not_to_the_loading_peak(tmp_path, write_spec):
+    # TRL's preparation of a small QLoRA model (64-token batches): its loading copies are the tensor peak, which
+    # PyTorch's own counters since the start include and the Trainer's train-stage tracker does not (its init
+    # stage reports what Trainer() left allocated, not its peak).
+    text = """\
+version: 1
+name: qlora-1b
+model: {id: llama-3.2-1b}
+finetune:
+  method: qlora
+  kbit_preparation: trl
+  precision: bf16-mixed
+  loop: trainer
+  seq_len: 64
+  hardware: {gpu: h100-sxm, count: 1}
+"""
+    spec = write_spec(text)
+    memory = analysis_of(text).analysis.finetune.memory
+    assert memory.peak_phase == "loading" and memory.step_allocated < memory.allocated
+    # all_results.json's exact bytes: the steps' peak, all of it in the train stage's deltas.
+    trainer = tmp_path / "all_results.json"
+    trainer.write_text(
+        json.dumps(
+            {
+                "before_init_mem_gpu": 0,
+                "init_mem_gpu_alloc_delta": 0,
+                "train_mem_gpu_alloc_delta": 0,
+                "train_mem_gpu_peaked_delta": memory.step_allocated,
+            }
+        )
+    )
+    code, out, _ = run_cli("verify", str(spec), "--run", str(trainer))
+    assert code == 0 and "1.000  within" in out, out
+    assert f"the estimate planned {format_gib(memory.step_allocated)} for that counter" in out
+    # PyTorch's max_memory_allocated since the start, equal to the steps' peak, is below the loading peak.
+    stats = tmp_path / "stats.json"
+    stats.write_text(torch_memory_json(memory.step_allocated))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(stats))
+    assert code == 0 and "under" in out and f"the estimate planned {format_gib(memory.allocated)} for that" in out
 
 
 def test_evidence_for_a_job_the_spec_does_not_have_is_exit_2(tmp_path, write_spec):

@@ -137,15 +137,16 @@ class TrainingSetup:
         TRL and Axolotl skip their preparation when FSDP or ZeRO-3 shards the 4-bit weights (TRL
         ``prepare_peft_model``: ``is_sharded_qlora``, the weights are on the CPU or meta device at load;
         Axolotl ``skip_prepare_model_for_kbit_training`` under ``qlora_fsdp``). TRL casts the embeddings and
-        LM head back only when it trains in bf16 (``peft_module_casting_to_bf16`` under ``args.bf16``): a TRL
-        job in fp16 keeps them fp32 as PEFT's ``prepare_model_for_kbit_training`` leaves them, which the spec
-        says with peft."""
+        LM head back only when it trains in bf16 (``peft_module_casting_to_bf16`` under ``args.bf16``): in
+        another precision they stay fp32, as PEFT's ``prepare_model_for_kbit_training`` leaves them."""
         job = self.job
         if job.method != "qlora":
             return "none"
         sharded = self.data_parallel > 1 and job.sharding in ("zero3", "fsdp")
         if job.kbit_preparation in ("trl", "axolotl") and sharded:
             return "none"
+        if job.kbit_preparation == "trl" and job.precision not in ("bf16", "bf16-mixed"):
+            return "peft"
         return job.kbit_preparation
 
     @property
@@ -193,6 +194,12 @@ class TrainingMemory:
     def allocated(self) -> int:
         """The tensor peak: what PyTorch's allocator counts as allocated (max_memory_allocated)."""
         return max(self.phase_totals.values()) - self.overhead
+
+    @property
+    def step_allocated(self) -> int:
+        """The tensor peak of the training steps alone: ``allocated`` without the loading phase (a QLoRA
+        preparation's copies), what a counter that starts with training sees."""
+        return max(total for name, total in self.phase_totals.items() if name != "loading") - self.overhead
 
     @property
     def reserved(self) -> int:

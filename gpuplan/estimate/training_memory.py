@@ -148,9 +148,14 @@ def _model_states(setup: TrainingSetup) -> _States:
         # estimator likewise sizes its buffers by the largest module), whichever is largest.
         unit_params = max(arch.largest_layer_params, arch.embedding_params()) / setup.tensor_parallel
         sixteen_bit = SHARDED_WEIGHT_BYTES[setup.job.precision]
-        # Gathered as stored: NF4 codes (QLoRA), the frozen base's dtype (LoRA), 16-bit working weights.
-        bytes_per = {"qlora": NF4_PACKED_BYTES, "lora": setup.model_dtype_bytes}.get(setup.job.method, sixteen_bit)
-        gathered = min(2 * bytes_per * unit_params, weights)
+        # Gathered as stored: NF4 codes (QLoRA's decoder linears; its embedding is not quantized: 16-bit, fp32
+        # once PEFT's preparation upcast it), the frozen base's dtype (LoRA), 16-bit working weights.
+        stored = {"qlora": NF4_PACKED_BYTES, "lora": setup.model_dtype_bytes}.get(setup.job.method, sixteen_bit)
+        embedding_stored = stored
+        if setup.job.method == "qlora":
+            embedding_stored = 4 if setup.kbit_preparation == "peft" else 2
+        unit_bytes = max(arch.largest_layer_params * stored, arch.embedding_params() * embedding_stored)
+        gathered = min(2 * unit_bytes / setup.tensor_parallel, weights)
         if n > 1 and sharding in ("zero3", "fsdp") and not setup.is_adapter:
             gathered += sixteen_bit * unit_params
         unsharded = weights

@@ -60,4 +60,5 @@ def read(stream: BinaryIO, path: str) -> Evidence:
         raise GpuplanError(
             f"{shown}: no 'Total Peak Memory consumed during the train (max)' line in {reader.count:,} lines"
         )
-    return collector.evidence(shown, KIND, FINETUNE, ENGINE, reader.count)
+    # TorchTracemalloc measures each epoch's peak from the epoch's start: loading came before.
+    return collector.evidence(shown, KIND, FINETUNE, ENGINE, reader.count, peaks_from_training=True)

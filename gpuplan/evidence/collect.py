@@ -77,6 +77,7 @@ class Collector:
         lines: int,
         missing: tuple[str, ...] = (),
         incomplete: str = "",
+        peaks_from_training: bool = False,
     ) -> Evidence:
         measurements = {
             term: Measurement(
@@ -103,6 +104,7 @@ class Collector:
             incomplete=incomplete,
             notes=tuple(self.notes),
             lines=lines,
+            peaks_from_training=peaks_from_training,
         )
 
 

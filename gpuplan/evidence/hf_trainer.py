@@ -103,4 +103,6 @@ def _evidence(parts: dict[str, tuple[float, int]], path: str, lines: int, per_pa
             phrase="Trainer memory metrics (start + alloc + peaked deltas)",
             resolution=per_part_resolution * len(parts),
         )
-    return collector.evidence(shown, KIND, FINETUNE, ENGINE, lines, tuple(missing))
+    # The tracker's peaked delta is the train stage's; its init stage reports what Trainer() left allocated,
+    # not its peak (TrainerMemoryTracker), so a preparation's copies inside Trainer() are in neither.
+    return collector.evidence(shown, KIND, FINETUNE, ENGINE, lines, tuple(missing), peaks_from_training=True)

@@ -100,6 +100,9 @@ class Evidence:
     incomplete: str = ""  # why the evidence stops short of what verify needs (a truncated log), if it does
     notes: tuple[str, ...] = ()
     lines: int = 0
+    # Its peaks are the training stage's: what came before (loading the model, a QLoRA preparation) is not in
+    # them (the Trainer's per-stage memory tracker, Accelerate's per-epoch TorchTracemalloc).
+    peaks_from_training: bool = False
 
     @property
     def ranks(self) -> tuple[str, ...]:

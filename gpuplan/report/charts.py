@@ -23,11 +23,16 @@ SEGMENT_COLOURS = {
     "autocast_weight_copies": "#8ab17d",
     "optimizer_step_temporaries": "#bc5090",
     "gathered_parameters": "#6c757d",
+    "paged_optimizer_states": "#b392ac",
+    "kbit_preparation_copies": "#5e60ce",
+    "allocator_cache": "#8c6d46",
     "framework_overhead": "#adb5bd",
     "kv_cache": "#e76f51",
     "runtime": "#adb5bd",
     "tenant_weights": "#264653",
     "tenant_kv_cache": "#f4a261",
+    "lora_slots": "#90be6d",
+    "draft_weights": "#577590",
 }
 OTHER_COLOUR = "#999999"
 

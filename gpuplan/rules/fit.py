@@ -83,7 +83,7 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Compares the estimated per-GPU peak (the maximum over forward, backward and optimizer step for
-    fine-tuning; weights, runtime reserve and KV cache within the engine's memory budget for serving)
+    fine-tuning, and a prepared QLoRA model's loading; weights, runtime reserve and KV cache within the engine's memory budget for serving)
     with the GPU's usable memory, and reports the shortfall with the planner's answer: the fewest GPUs
     of the declared kind that hold the job with the configured headroom (and the SLO), then, with
     `catalog-hints` on, the cheapest sound layout of any allowed GPU (off, the hint points to

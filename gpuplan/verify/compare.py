@@ -145,7 +145,7 @@ class _Check:
         efficiency = efficiency_of(self.settings)
         if comparison.job is not job:
             basis_estimate = estimate_finetune(comparison.spec, comparison.job, efficiency)
-        terms = self._terms(comparison, finetune_estimate_terms(basis_estimate))
+        terms = self._terms(comparison, finetune_estimate_terms(basis_estimate, self.evidence.peaks_from_training))
         self._settings_findings(comparison)
         peak = self._largest(PEAK_RESERVED) or self._largest(PEAK_ALLOCATED)
         usable = self._largest(GPU_TOTAL) or float(basis_estimate.gpu.usable_bytes)
@@ -323,11 +323,19 @@ class _Check:
         self, comparison: Comparison, estimate: FinetuneEstimate, peak: float, usable: float, efficiency: Any
     ) -> None:
         free = usable - peak
-        counter = "reserved" if self._largest(PEAK_RESERVED) else "allocated"
+        reserved = self._largest(PEAK_RESERVED) is not None
+        memory = estimate.memory
+        # The plan's figure for the same counter: the run's peak is PyTorch's, without the CUDA context.
+        if reserved:
+            planned = memory.reserved
+        else:
+            planned = memory.step_allocated if self.evidence.peaks_from_training else memory.allocated
         self.meaning.append(
-            f"the training peak ({counter}) is {format_gib(peak)} of {format_gib(usable)} on {estimate.gpu.id}: "
+            f"the training peak ({'reserved' if reserved else 'allocated'}) is {format_gib(peak)} of "
+            f"{format_gib(usable)} on {estimate.gpu.id}: "
             + (f"{format_gib(free)} ({free / usable:.0%}) left" if free >= 0 else f"over by {format_gib(-free)}")
-            + f"; the estimate planned {format_gib(estimate.memory.per_gpu)}"
+            + f"; the estimate planned {format_gib(planned)} for that counter ({format_gib(memory.per_gpu)} on "
+            "the device)"
         )
         job = comparison.job
         bigger = estimate_finetune(comparison.spec, replace(job, micro_batch=job.micro_batch + 1), efficiency)

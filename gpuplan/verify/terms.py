@@ -163,9 +163,11 @@ def serve_estimate_terms(estimate: ServeEstimate) -> dict[str, float]:
     return terms
 
 
-def finetune_estimate_terms(estimate: FinetuneEstimate) -> dict[str, float]:
+def finetune_estimate_terms(estimate: FinetuneEstimate, peaks_from_training: bool = False) -> dict[str, float]:
+    """The training estimate's terms by name; ``peaks_from_training``: the evidence's peaks leave loading out
+    (``Evidence.peaks_from_training``), so its tensor peak is held to the steps' (``step_allocated``)."""
     memory = estimate.memory
     terms: dict[str, float] = {name: float(value) for name, value in memory.breakdown.items()}
-    terms["tensor_peak"] = float(memory.allocated)
+    terms["tensor_peak"] = float(memory.step_allocated if peaks_from_training else memory.allocated)
     terms["reserved"] = float(memory.reserved)
     return terms
