@@ -116,7 +116,9 @@ class _Suggestions:
         if self.left <= 0:
             return []
         self.left -= 1
-        return difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+        # A case apart is the likeliest slip (QLoRA for qlora), and difflib's ratio is case-sensitive.
+        same_letters = [name for name in known if name.lower() == word.lower()]
+        return same_letters[:1] or difflib.get_close_matches(word, known, n=1, cutoff=0.6)
 
 
 def _findings_for(error: Any, document: LoadedDocument, budget: _Suggestions) -> Iterator[Finding]:

@@ -58,6 +58,16 @@ def test_enum_suggests_closest_choice():
     )
 
 
+def test_a_value_or_key_in_the_wrong_case_is_named_as_the_one_meant():
+    # difflib rates 'QLoRA' against 'qlora' at 0.2, under its 0.6 cutoff ('Method' passes at 0.83): the
+    # case-insensitive match comes first.
+    text = VALID_SERVE + "finetune:\n  Method: lora\n  method: QLoRA\n  hardware: {gpu: h100-sxm}\n"
+    assert [found[3] for found in schema_findings(text)] == [
+        "unknown key 'Method' in finetune — did you mean 'method'?",
+        "finetune.method must be 'full', 'lora' or 'qlora', got the string 'QLoRA' — did you mean 'qlora'?",
+    ]
+
+
 def test_missing_required_key_points_at_its_section():
     text = VALID_SERVE.replace("  hardware: {gpu: l40s}\n", "")
     assert schema_findings(text) == [("GP104", 5, 1, "serve is missing the required key 'hardware'")]
