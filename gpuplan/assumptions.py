@@ -69,7 +69,8 @@ def finetune_assumptions(
     calibration: Calibration = CALIBRATION,
 ) -> tuple[tuple[str, str], ...]:
     regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
-    preparation = TrainingSetup(spec.model.architecture, job, 2).kbit_preparation  # QLoRA's (model dtype unread)
+    setup = TrainingSetup(spec.model.architecture, job, 2)  # for what QLoRA's base holds (the dtype is unread)
+    preparation = setup.kbit_preparation
     if job.precision == "fp32":
         peak, units = gemm_peak(job, job.hardware.gpu)
         regime += f"; GEMMs on {units}, {peak / 1e12:,.1f} TFLOPS"
@@ -139,8 +140,11 @@ def finetune_assumptions(
             "qlora base",
             f"NF4{' + double quantization: 0.516' if job.double_quant else ': 0.5625'} B/param for linears; "
             f"{KBIT_PREPARATION[preparation]}{_preparation_reason(job, preparation)}; "
-            "each 4-bit linear's input counted as saved for backward (bitsandbytes before 0.43.2; an overestimate"
-            " since)"
+            + (
+                f"bitsandbytes {job.bitsandbytes_version}: each 4-bit linear saves its input for backward (until 0.43.2)"
+                if setup.nf4_saves_inputs
+                else "no 4-bit linear keeps its input for backward (bitsandbytes from 0.43.2, torchao's NF4)"
+            )
             if job.method == "qlora"
             else "n/a",
         ),

@@ -22,6 +22,7 @@ from gpuplan.findings import Finding, Waiver, dotted, json_pointer
 from gpuplan.layout import replicas
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.records import record
+from gpuplan.serve_settings import engine_settings_valid, lora_section, speculative_section
 from gpuplan.validate import load_schema
 
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12, the convention of cloud monthly prices
@@ -106,6 +107,7 @@ class Finetune:
     loop: str  # manual (outputs kept through backward) | trainer (released first)
     double_quant: bool  # qlora: NF4 scales double-quantized
     kbit_preparation: str  # qlora: none | peft | trl | axolotl (TrainingSetup.kbit_preparation: as a layout holds it)
+    bitsandbytes_version: str | None  # qlora: the release; None: one from 0.43.2 on (TrainingSetup.nf4_saves_inputs)
     offload_host_gbs: float  # GB/s of host memory per node that offload streams at (offload.host_memory_gbs)
     offload_nvme_gbs: float  # GB/s of NVMe per node that offload swaps at (offload.nvme_gbs)
     framework: str  # eager | compiled | fused | megatron: the kernels a step runs between its GEMMs
@@ -564,6 +566,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         loop=data["loop"],
         double_quant=data["double_quant"],
         kbit_preparation=data["kbit_preparation"],
+        bitsandbytes_version=data.get("bitsandbytes_version"),
         offload_host_gbs=float(offload["host_memory_gbs"]),
         offload_nvme_gbs=float(offload["nvme_gbs"]),
         framework=data["framework"],
@@ -649,7 +652,7 @@ def _serve(
             f" of {data['context']:,} tokens",
         )
         return None
-    if not _engine_settings(resolver, data):
+    if not engine_settings_valid(resolver, data):
         return None
     # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
     quantization = data.get("quantization", model.quantization if model else "none")
@@ -667,8 +670,8 @@ def _serve(
                 "choose a GPU of compute capability 8.0 or above (A10, L4, A100, H100 and later)",
             )
             return None
-    lora_ok, lora = _lora(resolver, data.get("lora"))
-    speculation_ok, speculation = _speculation(resolver, data.get("speculative"), model)
+    lora_ok, lora = lora_section(resolver, data.get("lora"))
+    speculation_ok, speculation = speculative_section(resolver, data.get("speculative"), model)
     if not (lora_ok and speculation_ok):
         return None
     return Serve(
@@ -700,100 +703,3 @@ def _serve(
         speculation=speculation,
         engine_version=data.get("engine_version"),
     )
-
-
-def _lora(resolver: _Resolver, data: dict[str, Any] | None) -> tuple[bool, LoraSlots | None]:
-    """(no finding, ``serve.lora`` resolved or None when absent); a finding is GP027 at the setting."""
-    if data is None:
-        return True, None
-    adapters = data["max_adapters"]
-    cached = data.get("max_cpu_adapters", adapters)
-    if cached < adapters:
-        resolver.problem(
-            "GP027",
-            ("serve", "lora", "max_cpu_adapters"),
-            f"serve.lora.max_cpu_adapters {cached:,} is below max_adapters {adapters:,}: the adapters on the GPU"
-            " are cached on the host too (vLLM refuses max_cpu_loras < max_loras)",
-            f"set max_cpu_adapters to at least {adapters:,}, or leave it out (it defaults to max_adapters)",
-        )
-        return False, None
-    return True, LoraSlots(adapters, data["max_rank"], cached)
-
-
-def _speculation(
-    resolver: _Resolver, data: dict[str, Any] | None, model: ModelRef | None
-) -> tuple[bool, Speculation | None]:
-    """(no finding, ``serve.speculative`` resolved with its draft model from the catalog, or None when
-    absent); a finding is GP027 or GP020 at the setting."""
-    if data is None:
-        return True, None
-    method, name = data["method"], data.get("draft_model")
-    pointer = ("serve", "speculative")
-    if method == "draft" and name is None:
-        resolver.problem(
-            "GP027",
-            pointer + ("method",),
-            "speculative method draft needs the draft model: serve.speculative.draft_model is missing",
-            "add draft_model: <catalog id> (e.g. llama-3.2-1b for a Llama 3.1 model), or use method eagle or mtp",
-        )
-        return False, None
-    if method != "draft" and name is not None:
-        resolver.problem(
-            "GP027",
-            pointer + ("draft_model",),
-            f"serve.speculative.draft_model is for method draft; method {method} drafts with "
-            + ("an EAGLE head" if method == "eagle" else "the model's own MTP layer"),
-            "remove draft_model, or set method: draft",
-        )
-        return False, None
-    draft, label = None, ""
-    if name is not None:
-        try:
-            entry = get_model(name)
-        except UnknownNameError as error:
-            resolver.problem("GP020", pointer + ("draft_model",), str(error), "`gpuplan catalog models` lists the ids")
-            return False, None
-        draft, label = entry.architecture, entry.id
-        if model is not None and draft.vocab != model.architecture.vocab:
-            resolver.problem(
-                "GP027",
-                pointer + ("draft_model",),
-                f"draft model {entry.id} has a vocabulary of {draft.vocab:,} tokens and {model.label} one of"
-                f" {model.architecture.vocab:,}: the model verifies the draft's token ids, so both need the same"
-                " tokenizer",
-                "choose a draft model of the same family (`gpuplan catalog models`)",
-            )
-            return False, None
-    return True, Speculation(method, data["num_tokens"], data["acceptance_rate"], draft, label)
-
-
-def _engine_settings(resolver: _Resolver, data: dict[str, Any]) -> bool:
-    """Whether the memory settings are ones ``serve.engine`` takes (GP026 at the setting otherwise)."""
-    engine = data["engine"]
-    if "engine_version" in data and engine != "vllm":
-        resolver.problem(
-            "GP026",
-            ("serve", "engine_version"),
-            f"serve.engine_version names a vLLM release; serve.engine is {engine}, whose memory gpuplan models "
-            "at one release",
-            "set engine: vllm, or remove engine_version",
-        )
-        return False
-    if "max_gpu_total_bytes" in data and engine != "trtllm":
-        resolver.problem(
-            "GP026",
-            ("serve", "max_gpu_total_bytes"),
-            f"serve.max_gpu_total_bytes is TensorRT-LLM's KV cache cap; serve.engine is {engine}",
-            "set engine: trtllm, or remove max_gpu_total_bytes (memory_utilization is this engine's fraction)",
-        )
-        return False
-    if engine == "trtllm" and data.get("memory_utilization") == 1:
-        resolver.problem(
-            "GP026",
-            ("serve", "memory_utilization"),
-            "with engine: trtllm, serve.memory_utilization is free_gpu_memory_fraction, which TensorRT-LLM "
-            "requires below 1 (kvCacheManager.cpp: freeMemFraction must be smaller than 1.0f)",
-            "set memory_utilization below 1, e.g. 0.95",
-        )
-        return False
-    return True

@@ -174,6 +174,11 @@ CHANGES_NOTHING: dict[str, Why] = {
         lambda d, a: _finetune(a).method == "full" or _finetune(a).checkpointing == "full",
     ),
     "finetune.double_quant": Why("QLoRA's NF4 scales only", lambda d, a: _finetune(a).method != "qlora"),
+    "finetune.bitsandbytes_version": Why(
+        "QLoRA's 4-bit linears only; under full checkpointing only the layer being recomputed holds the inputs "
+        "an older release saves, which is not these jobs' peak",
+        lambda d, a: _finetune(a).method != "qlora" or _finetune(a).checkpointing == "full",
+    ),
     "finetune.kbit_preparation": Why(
         "QLoRA's unquantized weights only; under FSDP or ZeRO-3 over several GPUs TRL and Axolotl skip their "
         "preparation (trl and axolotl are none there)",
@@ -434,6 +439,8 @@ def values(field: Field, data: dict[str, Any]) -> list[Any]:
         return [m for m in ("llama-3.2-1b", "llama-3.2-3b") if m != current]
     if key == "serve.engine_version":  # a V0 release profiles other batches and sorts its sampler's logits
         return [v for v in ("0.6.4", "0.10.2") if v != current]
+    if key == "finetune.bitsandbytes_version":  # before 0.43.2 each 4-bit linear saves its input
+        return [v for v in ("0.41.1", "0.48.2") if v != current]
     if key == "waivers[].rule":
         return [r for r in ("GP507", "GP504") if r != current]
     if "oneOf" in node:

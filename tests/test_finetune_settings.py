@@ -611,11 +611,17 @@ def test_moe_and_qlora_layer_bytes():
     # and fp32 casts of their (norm) inputs 2 x 4 x 8 = 64.
     lora = bf16(architecture=MOE, method="lora", lora_rank=2, lora_targets=("q_proj", "v_proj"))
     assert layer_activation_bytes_per_token(lora) == 64 + 56 + 208 + 80
-    # QLoRA on TINY with the same adapters: bitsandbytes also saves each 4-bit linear's input: both norm
-    # outputs 2 x 2 x 8 = 32 (the fp32 adapters keep their own casts), the attention output 2 x 8 = 16 and,
-    # down_proj not being adapted, its input 2 x 16 = 32. 64 + 56 + 96 (frozen-down MLP) + 80 + 80 = 376.
-    qlora = bf16(method="qlora", lora_rank=2, lora_targets=("q_proj", "v_proj"))
-    assert layer_activation_bytes_per_token(qlora) == 376
+    # QLoRA on TINY with the same adapters, bitsandbytes 0.43.1: it also saves each 4-bit linear's input, both
+    # norm outputs 2 x 2 x 8 = 32 (the fp32 adapters keep their own casts), the attention output 2 x 8 = 16
+    # and, down_proj not being adapted, its input 2 x 16 = 32. 64 + 56 + 96 (frozen-down MLP) + 80 + 80 = 376.
+    old = bf16(method="qlora", lora_rank=2, lora_targets=("q_proj", "v_proj"), bitsandbytes_version="0.43.1")
+    assert layer_activation_bytes_per_token(old) == 376
+    # From 0.43.2 (and unstated) none of the 80: 296. An uncast adapter on o_proj keeps its input itself (2 x 8).
+    assert layer_activation_bytes_per_token(vary(old, bitsandbytes_version="0.43.2")) == 296
+    assert layer_activation_bytes_per_token(vary(old, bitsandbytes_version=None)) == 296
+    o_proj = vary(old, bitsandbytes_version=None, lora_targets=("o_proj",), lora_bytes=2, lora_dropout=0.0)
+    # r outputs 2 x 2 = 4, the o_proj input 16: 64 + 56 + 96 + 4 + 16 = 236.
+    assert layer_activation_bytes_per_token(o_proj) == 236
 
 
 def test_shared_experts_keep_a_gated_mlp_of_activations():
@@ -765,10 +771,18 @@ def test_the_assumptions_say_why_a_stated_preparation_does_not_hold():
 
 
 def test_kbit_preparation_weights_and_layer_bytes():
-    # TINY QLoRA r=1 on all seven linears, adapters bf16, no dropout, bf16: unprepared the weights hold the
+    # TINY QLoRA r=1 on all seven linears, adapters bf16, no dropout, bf16, bitsandbytes 0.43.1 (each 4-bit
+    # linear saves its input; from 0.43.2, at the end, none does): unprepared the weights hold the
     # embedding, LM head and norms in 16 bits (552 x 2 B). peft keeps all 552 in fp32: + 552 x 2 = 1,104 B;
     # trl casts the embedding and head (512) back to bf16 and keeps the norms (40) fp32: + 40 x 2 = 80 B.
-    setup = bf16(method="qlora", lora_rank=1, lora_bytes=2, lora_dropout=0.0, kbit_preparation="none")
+    setup = bf16(
+        method="qlora",
+        lora_rank=1,
+        lora_bytes=2,
+        lora_dropout=0.0,
+        kbit_preparation="none",
+        bitsandbytes_version="0.43.1",
+    )
     weights = phases(setup)["forward"]["weights"]
     assert phases(vary(setup, kbit_preparation="peft"))["forward"]["weights"] == weights + 1104
     assert phases(vary(setup, kbit_preparation="trl"))["forward"]["weights"] == weights + 80
@@ -799,6 +813,12 @@ def test_kbit_preparation_weights_and_layer_bytes():
     # the routed MLP in fp32, 2 x (3 x 4 x 8 + 2 x 4 x 8 gathered token and output) + router 12 x 4 = 368;
     # adapters 14 + 48 + 32 + 32 = 126. 64 + 56 + 144 + 16 + 368 + 126 = 774.
     assert layer_activation_bytes_per_token(vary(setup, architecture=MOE, kbit_preparation="trl")) == 774
+    # From bitsandbytes 0.43.2 no 4-bit linear saves its input: trl loses the per-linear casts (112) and
+    # o_proj's bf16 input stays, kept by its uncast adapter: 454; peft loses them and o_proj's fp32 input
+    # (32), its adapter keeping its own cast: 646 - 112 - 32 = 502.
+    current = vary(setup, bitsandbytes_version=None)
+    assert layer_activation_bytes_per_token(vary(current, kbit_preparation="trl")) == 454
+    assert layer_activation_bytes_per_token(vary(current, kbit_preparation="peft")) == 502
 
 
 def test_trl_preparation_leaves_its_fp32_copies_in_the_allocator_cache():

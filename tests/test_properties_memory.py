@@ -387,6 +387,7 @@ FIELD_VALUES = {
     "momentum": st.sampled_from([0.0, 0.9]),
     "double_quant": st.booleans(),
     "kbit_preparation": st.sampled_from(["none", "peft", "trl", "axolotl"]),
+    "bitsandbytes_version": st.sampled_from([None, "0.41.1", "0.43.1", "0.43.2", "0.48.2"]),
     "pipeline_parallel": st.sampled_from([1, 2, 4]),
     "tensor_parallel": st.sampled_from([1, 2]),
     "method": st.sampled_from(["full", "lora", "qlora"]),

@@ -15,13 +15,8 @@ from conftest import ROOT, run_cli
 
 from gpuplan.catalog import get_gpu, get_model
 from gpuplan.estimate.serving import ServingSetup, cuda_graph_bytes, estimate_serving, sampler_warmup_bytes
-from gpuplan.estimate.vllm_releases import (
-    CUDA_CONTEXT_BYTES,
-    SIZING_CHANGES,
-    parse_version,
-    sizing_line,
-    vllm_release,
-)
+from gpuplan.estimate.vllm_releases import CUDA_CONTEXT_BYTES, SIZING_CHANGES, sizing_line, vllm_release
+from gpuplan.releases import parse_version
 from gpuplan.units import GIB, MIB
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -26,6 +26,7 @@ import math
 
 from gpuplan.architecture import Architecture
 from gpuplan.records import record
+from gpuplan.releases import parse_version
 from gpuplan.spec import Finetune
 from gpuplan.units import DTYPE_BYTES
 
@@ -127,6 +128,15 @@ class TrainingSetup:
         projections return their fp32 input's dtype (``Linear4bit.forward``: ``out.to(inp_dtype)``) and
         nothing casts them down before SDPA; TRL trains under autocast, which runs SDPA in 16 bits."""
         return self.kbit_preparation == "peft" and not self.uses_autocast
+
+    @property
+    def nf4_saves_inputs(self) -> bool:
+        """Whether each 4-bit linear saves its input for backward: bitsandbytes before 0.43.2 did
+        (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``); from 0.43.2 it keeps ``(None, B)`` (#1270,
+        "delete useless buffered activation": a frozen weight's input gradient needs the weight only), as
+        torchao's ``linear_nf4`` keeps the weight alone."""
+        version = self.job.bitsandbytes_version
+        return self.job.method == "qlora" and version is not None and parse_version(version) < (0, 43, 2)
 
     @property
     def kbit_preparation(self) -> str:
@@ -439,18 +449,22 @@ def _lora_input_bytes(setup: TrainingSetup, act: int, targets: tuple[str, ...] |
 def _qlora_input_bytes(
     setup: TrainingSetup, act: int, targets: tuple[str, ...] | None = None, mixer: str = "A", mlp: bool = True
 ) -> float:
-    """bitsandbytes' 4-bit matmul saved the input of every quantized linear for backward until 0.43.2
-    (``MatMul4Bit.forward``: ``ctx.tensors = (A, B)``; since then ``(None, B)``: counted still, an
-    overestimate on current releases, as the published runs span both), frozen or not: the norm outputs, the attention
-    output's contiguous copy and the down_proj input, beyond what the adapters already keep. A layer
-    without an MLP (or without a mixer) has only the other half; a state mixer's out_proj input is
-    counted with the mixer."""
+    """What a QLoRA layer keeps of its 4-bit linears' inputs beyond what the adapters keep.
+
+    bitsandbytes before 0.43.2 saved the input of every quantized linear (``nf4_saves_inputs``), frozen or
+    not: the norm outputs, the attention output's contiguous copy and the down_proj input. From 0.43.2 it
+    saves none, and of these only o_proj's input stays, where an adapter on o_proj keeps it as it is
+    (``_lora_input_bytes`` leaves that input to the linear). A layer without an MLP (or without a mixer)
+    has only the other half; a state mixer's out_proj input is counted with the mixer."""
     if setup.job.method != "qlora":
         return 0.0
     targets = setup.job.lora_targets if targets is None else targets
     widths = input_widths(setup)
+    uncast = setup.job.lora_dropout == 0 and setup.lora_bytes == act
+    if not setup.nf4_saves_inputs:
+        return act * widths["attention"] if mixer in "AS" and "o_proj" in targets and uncast else 0.0
     kept_by_adapters = set()
-    if setup.job.lora_dropout == 0 and setup.lora_bytes == act:
+    if uncast:
         kept_by_adapters = {_INPUT_GROUP[name] for name in targets} - {"attention", "mlp"}
     groups = (("norm",) if mixer != "-" else ()) + (("norm2",) if mlp else ())
     saved = sum(act * widths[group] for group in groups if group not in kept_by_adapters)
@@ -478,9 +492,8 @@ def _prepared_qlora_bytes(
     The norms are fp32, so a norm's output is fp32 (RMSNorm returns ``weight * x.to(input_dtype)``), and
     bitsandbytes' ``Linear4bit.forward`` returns its output in its input's dtype (``out.to(inp_dtype)``):
     the gate and up outputs, the activation and the down_proj input are fp32 (the MLP's saved tensors at
-    4 B). Each 4-bit linear saves its own compute-dtype cast of an fp32 input (``x.to(self.compute_dtype)``
-    is what ``matmul_4bit`` saved until bitsandbytes 0.43.2, which saves ``(None, B)``: as the unprepared
-    model's ``_qlora_input_bytes``, the older behaviour is counted, an overestimate since), and each adapter
+    4 B). Before bitsandbytes 0.43.2 (``nf4_saves_inputs``) each 4-bit linear saved its own compute-dtype
+    cast of an fp32 input (``x.to(self.compute_dtype)`` is what ``matmul_4bit`` saved), and each adapter
     its own 16-bit cast under autocast, else its cast to the adapter dtype (peft ``_cast_input_dtype``), or,
     with dropout, its mask and dropped copy. The attention output reaches o_proj as SDPA returns it: in the
     compute dtype, or fp32 where attention runs in fp32 (``fp32_attention``)."""
@@ -488,9 +501,10 @@ def _prepared_qlora_bytes(
     widths = input_widths(setup)
     readers = _group_readers(arch, mixer)
     fp32_groups = (("norm",) if mixer != "-" else ()) + (("norm2", "mlp") if mlp else ())
-    saved = sum(readers[group] * act * widths[group] for group in fp32_groups)
+    saves = setup.nf4_saves_inputs
+    saved = sum(readers[group] * act * widths[group] for group in fp32_groups) if saves else 0.0
     attention = 4 if setup.fp32_attention else act  # SDPA's output: fp32 only where attention runs in fp32
-    if mixer in "AS":
+    if mixer in "AS" and saves:
         saved += attention * widths["attention"]  # the o_proj input
     if mlp:
         saved += _mlp_bytes(setup, 4, down_input=False)
@@ -506,7 +520,7 @@ def _prepared_qlora_bytes(
             saved += adapters * (1 + lora) * widths[group]
         elif cast_to != arriving:
             saved += adapters * cast_to * widths[group]
-        elif group != "attention":  # o_proj's input is counted above
+        elif group != "attention" or not saves:  # o_proj's input is counted above where the linear saves it
             saved += arriving * widths[group]
     if setup.job.lora_variant == "dora":
         shapes = adapted_shapes(arch)

@@ -499,7 +499,7 @@ def _pairs(sizes: tuple[float, ...]) -> list[tuple[float, int]]:
 # holds them (the mutation benchmark drops it, as a remembered result would hide a mutant).
 STATES_IGNORE = frozenset(
     {"micro_batch", "seq_len", "checkpointing", "attention", "fused_loss"}
-    | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments"}
+    | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments", "bitsandbytes_version"}
 )
 ACTIVATIONS_IGNORE = frozenset(
     {"optimizer", "gradient_accumulation", "sharding", "gpus", "offload_optimizer", "offload_parameters"}

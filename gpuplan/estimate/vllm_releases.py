@@ -48,9 +48,9 @@ release's source distribution, ``vllm/``):
 from __future__ import annotations
 
 import functools
-import re
 
 from gpuplan.records import record
+from gpuplan.releases import parse_version, version_text
 from gpuplan.units import GIB
 
 # The releases gpuplan models, oldest and newest; ``serve.engine_version`` outside them is estimated as
@@ -70,20 +70,6 @@ V0_MAX_NUM_SEQS = 256
 # probabilities (4) and the fp32 exponential noise of the Gumbel-max draw (4); the v0.19 logs' torch peak
 # grows by 14.1-14.5 B per (request x vocabulary entry) between Llama-3.1-8B, Qwen2.5-7B and phi-4.
 TRITON_SAMPLER_BYTES_PER_LOGIT = 14
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
-
-
-def parse_version(text: str) -> tuple[int, int, int]:
-    """(major, minor, patch) of a release string ("0.6.4", "0.6.4.post1", "0.10.1.dev101+g…", "v0.8")."""
-    match = _VERSION.match(text.strip())
-    if match is None:
-        raise ValueError(f"not a vLLM version: {text!r}")
-    major, minor, patch = match.groups()
-    return int(major), int(minor), int(patch or 0)
-
-
-def version_text(version: tuple[int, int, int]) -> str:
-    return ".".join(str(part) for part in version)
 
 
 @record
