@@ -616,12 +616,12 @@ def test_moe_and_qlora_layer_bytes():
     # and, down_proj not being adapted, its input 2 x 16 = 32. 64 + 56 + 96 (frozen-down MLP) + 80 + 80 = 376.
     old = bf16(method="qlora", lora_rank=2, lora_targets=("q_proj", "v_proj"), bitsandbytes_version="0.43.1")
     assert layer_activation_bytes_per_token(old) == 376
-    # From 0.43.2 (and unstated) none of the 80: 296. An uncast adapter on o_proj keeps its input itself (2 x 8).
+    # From 0.43.2 (and unstated) none of the 80: 296. An uncast adapter on o_proj keeps SDPA's output, which
+    # SDPA itself keeps (counted in its 56): rank outputs 2 x 2 = 4 alone, 64 + 56 + 96 + 4 = 220, as LoRA.
     assert layer_activation_bytes_per_token(vary(old, bitsandbytes_version="0.43.2")) == 296
     assert layer_activation_bytes_per_token(vary(old, bitsandbytes_version=None)) == 296
     o_proj = vary(old, bitsandbytes_version=None, lora_targets=("o_proj",), lora_bytes=2, lora_dropout=0.0)
-    # r outputs 2 x 2 = 4, the o_proj input 16: 64 + 56 + 96 + 4 + 16 = 236.
-    assert layer_activation_bytes_per_token(o_proj) == 236
+    assert layer_activation_bytes_per_token(o_proj) == 220
 
 
 def test_shared_experts_keep_a_gated_mlp_of_activations():
@@ -814,10 +814,10 @@ def test_kbit_preparation_weights_and_layer_bytes():
     # adapters 14 + 48 + 32 + 32 = 126. 64 + 56 + 144 + 16 + 368 + 126 = 774.
     assert layer_activation_bytes_per_token(vary(setup, architecture=MOE, kbit_preparation="trl")) == 774
     # From bitsandbytes 0.43.2 no 4-bit linear saves its input: trl loses the per-linear casts (112) and
-    # o_proj's bf16 input stays, kept by its uncast adapter: 454; peft loses them and o_proj's fp32 input
-    # (32), its adapter keeping its own cast: 646 - 112 - 32 = 502.
+    # o_proj's input (16: its uncast adapter keeps SDPA's output, counted with attention), 566 - 128 = 438;
+    # peft loses them and o_proj's fp32 input (32), its adapter keeping its own cast: 646 - 112 - 32 = 502.
     current = vary(setup, bitsandbytes_version=None)
-    assert layer_activation_bytes_per_token(vary(current, kbit_preparation="trl")) == 454
+    assert layer_activation_bytes_per_token(vary(current, kbit_preparation="trl")) == 438
     assert layer_activation_bytes_per_token(vary(current, kbit_preparation="peft")) == 502
 
 

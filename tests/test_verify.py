@@ -392,8 +392,8 @@ finetune:
 
 def test_a_counter_that_starts_with_training_is_held_to_the_steps_not_to_the_loading_peak(tmp_path, write_spec):
     # TRL's preparation of a small QLoRA model (64-token batches): its loading copies are the tensor peak, which
-    # PyTorch's own counters since the start include and the Trainer's train-stage tracker does not (its init
-    # stage reports what Trainer() left allocated, not its peak).
+    # PyTorch's own counters since the start include and the Trainer's memory metrics do not (its tracker resets
+    # the peak as each stage starts, and SFTTrainer prepares the model before Trainer.__init__'s stage begins).
     text = """\
 version: 1
 name: qlora-1b

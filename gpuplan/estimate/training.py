@@ -453,18 +453,18 @@ def _qlora_input_bytes(
 
     bitsandbytes before 0.43.2 saved the input of every quantized linear (``nf4_saves_inputs``), frozen or
     not: the norm outputs, the attention output's contiguous copy and the down_proj input. From 0.43.2 it
-    saves none, and of these only o_proj's input stays, where an adapter on o_proj keeps it as it is
-    (``_lora_input_bytes`` leaves that input to the linear). A layer without an MLP (or without a mixer)
+    saves none: what a layer keeps is then what it keeps with frozen 16-bit linears (an adapter on o_proj
+    keeps SDPA's output, already counted with attention: flash and memory-efficient SDPA return a
+    transposed view whose ``.contiguous()`` copies nothing). A layer without an MLP (or without a mixer)
     has only the other half; a state mixer's out_proj input is counted with the mixer."""
     if setup.job.method != "qlora":
         return 0.0
     targets = setup.job.lora_targets if targets is None else targets
     widths = input_widths(setup)
-    uncast = setup.job.lora_dropout == 0 and setup.lora_bytes == act
     if not setup.nf4_saves_inputs:
-        return act * widths["attention"] if mixer in "AS" and "o_proj" in targets and uncast else 0.0
+        return 0.0
     kept_by_adapters = set()
-    if uncast:
+    if setup.job.lora_dropout == 0 and setup.lora_bytes == act:
         kept_by_adapters = {_INPUT_GROUP[name] for name in targets} - {"attention", "mlp"}
     groups = (("norm",) if mixer != "-" else ()) + (("norm2",) if mlp else ())
     saved = sum(act * widths[group] for group in groups if group not in kept_by_adapters)
@@ -520,7 +520,7 @@ def _prepared_qlora_bytes(
             saved += adapters * (1 + lora) * widths[group]
         elif cast_to != arriving:
             saved += adapters * cast_to * widths[group]
-        elif group != "attention" or not saves:  # o_proj's input is counted above where the linear saves it
+        elif group != "attention":  # o_proj's input is SDPA's output, counted with attention (and above)
             saved += arriving * widths[group]
     if setup.job.lora_variant == "dora":
         shapes = adapted_shapes(arch)

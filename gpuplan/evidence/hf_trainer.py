@@ -103,6 +103,7 @@ def _evidence(parts: dict[str, tuple[float, int]], path: str, lines: int, per_pa
             phrase="Trainer memory metrics (start + alloc + peaked deltas)",
             resolution=per_part_resolution * len(parts),
         )
-    # The tracker's peaked delta is the train stage's; its init stage reports what Trainer() left allocated,
-    # not its peak (TrainerMemoryTracker), so a preparation's copies inside Trainer() are in neither.
+    # TrainerMemoryTracker resets the peak statistics as each stage starts, and TRL's SFTTrainer prepares the
+    # model before Trainer.__init__ starts the init stage: a preparation's copies are in no peak it reports
+    # (what they leave is in before_init_mem_gpu), and the train stage's peak is the steps'.
     return collector.evidence(shown, KIND, FINETUNE, ENGINE, lines, tuple(missing), peaks_from_training=True)
