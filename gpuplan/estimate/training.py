@@ -123,11 +123,17 @@ class TrainingSetup:
         return self.kbit_preparation in ("peft", "trl")
 
     @property
-    def fp32_attention(self) -> bool:
-        """Whether attention runs in fp32 too: PEFT's preparation without autocast, where the 4-bit q, k and v
-        projections return their fp32 input's dtype (``Linear4bit.forward``: ``out.to(inp_dtype)``) and
-        nothing casts them down before SDPA; TRL trains under autocast, which runs SDPA in 16 bits."""
+    def fp32_compute(self) -> bool:
+        """Whether attention and the LM head compute in fp32 too: PEFT's preparation without autocast, where the
+        4-bit q, k and v projections return their fp32 input's dtype (``Linear4bit.forward``:
+        ``out.to(inp_dtype)``), nothing casts them down before SDPA, and the fp32 head returns fp32 logits;
+        TRL trains under autocast, which runs SDPA and the head in 16 bits."""
         return self.kbit_preparation == "peft" and not self.uses_autocast
+
+    @property
+    def shards_parameters(self) -> bool:
+        """Whether FSDP or ZeRO-3 shards the parameters over several data-parallel ranks."""
+        return self.data_parallel > 1 and self.job.sharding in ("zero3", "fsdp")
 
     @property
     def nf4_saves_inputs(self) -> bool:
@@ -152,8 +158,7 @@ class TrainingSetup:
         job = self.job
         if job.method != "qlora":
             return "none"
-        sharded = self.data_parallel > 1 and job.sharding in ("zero3", "fsdp")
-        if job.kbit_preparation in ("trl", "axolotl") and sharded:
+        if job.kbit_preparation in ("trl", "axolotl") and self.shards_parameters:
             return "none"
         if job.kbit_preparation == "trl" and job.precision not in ("bf16", "bf16-mixed"):
             return "peft"
@@ -432,7 +437,7 @@ def _lora_input_bytes(setup: TrainingSetup, act: int, targets: tuple[str, ...] |
         return 0.0
     widths = input_widths(setup)
     lora = setup.lora_bytes
-    total = float(lora * setup.job.lora_rank * len(targets)) / setup.tensor_parallel
+    total = _adapter_output_bytes(setup, targets)
     if setup.job.lora_dropout > 0:
         total += sum((1 + lora) * widths[_INPUT_GROUP[name]] for name in targets)
     elif lora != act:
@@ -440,6 +445,14 @@ def _lora_input_bytes(setup: TrainingSetup, act: int, targets: tuple[str, ...] |
     else:
         inputs = {_INPUT_GROUP[name] for name in targets} - {"attention", "mlp"}
         total += sum(act * widths[group] for group in inputs)
+    return total
+
+
+def _adapter_output_bytes(setup: TrainingSetup, targets: tuple[str, ...]) -> float:
+    """Per token: what the adapters keep of their own outputs, whatever their inputs: each adapter's rank-wide
+    intermediate and, with DoRA, the base and adapter outputs in the adapter dtype."""
+    lora = setup.lora_bytes
+    total = float(lora * setup.job.lora_rank * len(targets)) / setup.tensor_parallel
     if setup.job.lora_variant == "dora":
         shapes = adapted_shapes(setup.architecture)
         total += sum(2 * lora * shapes[name][1] for name in targets if shapes[name][0])
@@ -457,12 +470,10 @@ def _qlora_input_bytes(
     keeps SDPA's output, already counted with attention: flash and memory-efficient SDPA return a
     transposed view whose ``.contiguous()`` copies nothing). A layer without an MLP (or without a mixer)
     has only the other half; a state mixer's out_proj input is counted with the mixer."""
-    if setup.job.method != "qlora":
+    if not setup.nf4_saves_inputs:  # QLoRA on a release before 0.43.2 only
         return 0.0
     targets = setup.job.lora_targets if targets is None else targets
     widths = input_widths(setup)
-    if not setup.nf4_saves_inputs:
-        return 0.0
     kept_by_adapters = set()
     if setup.job.lora_dropout == 0 and setup.lora_bytes == act:
         kept_by_adapters = {_INPUT_GROUP[name] for name in targets} - {"attention", "mlp"}
@@ -496,20 +507,20 @@ def _prepared_qlora_bytes(
     cast of an fp32 input (``x.to(self.compute_dtype)`` is what ``matmul_4bit`` saved), and each adapter
     its own 16-bit cast under autocast, else its cast to the adapter dtype (peft ``_cast_input_dtype``), or,
     with dropout, its mask and dropped copy. The attention output reaches o_proj as SDPA returns it: in the
-    compute dtype, or fp32 where attention runs in fp32 (``fp32_attention``)."""
+    compute dtype, or fp32 where attention runs in fp32 (``fp32_compute``)."""
     arch = setup.architecture
     widths = input_widths(setup)
     readers = _group_readers(arch, mixer)
     fp32_groups = (("norm",) if mixer != "-" else ()) + (("norm2", "mlp") if mlp else ())
     saves = setup.nf4_saves_inputs
     saved = sum(readers[group] * act * widths[group] for group in fp32_groups) if saves else 0.0
-    attention = 4 if setup.fp32_attention else act  # SDPA's output: fp32 only where attention runs in fp32
+    attention = 4 if setup.fp32_compute else act  # SDPA's output: fp32 only where attention runs in fp32
     if mixer in "AS" and saves:
         saved += attention * widths["attention"]  # the o_proj input
     if mlp:
         saved += _mlp_bytes(setup, 4, down_input=False)
     lora = setup.lora_bytes
-    saved += float(lora * setup.job.lora_rank * len(targets)) / setup.tensor_parallel
+    saved += _adapter_output_bytes(setup, targets)
     # An adapter's matmul saves its input as it multiplies it: autocast's 16-bit cast, else peft's cast to the
     # adapter dtype; one in that dtype already is the input itself, saved once for the adapters reading it.
     cast_to = act if setup.uses_autocast else lora
@@ -522,9 +533,6 @@ def _prepared_qlora_bytes(
             saved += adapters * cast_to * widths[group]
         elif group != "attention":  # o_proj's input is SDPA's output, counted with attention (and above)
             saved += arriving * widths[group]
-    if setup.job.lora_variant == "dora":
-        shapes = adapted_shapes(arch)
-        saved += sum(2 * lora * shapes[name][1] for name in targets if shapes[name][0])
     return saved
 
 
@@ -546,7 +554,7 @@ def _kind_bytes_per_token(setup: TrainingSetup, mixer: str, mlp: bool) -> float:
         else (setup.architecture.norms_per_layer * norm_bytes(setup, act))
     )
     if mixer in "AS":
-        mixing = _attention_bytes(setup, 4 if setup.fp32_attention else act, setup.job.seq_len)
+        mixing = _attention_bytes(setup, 4 if setup.fp32_compute else act, setup.job.seq_len)
     else:
         # A state mixer's in-projections return their fp32 input's dtype in a model whose norms are fp32.
         mixing = _state_mixer_bytes(setup, 4 if setup.fp32_norms else act) if mixer in "LM" else 0.0
@@ -625,7 +633,7 @@ def logits_bytes(setup: TrainingSetup) -> tuple[float, float, float]:
     if setup.job.fused_loss:
         return 0.0, 0.0, 2 * 4 * vocab * min(setup.tokens, FUSED_LOSS_CHUNK_TOKENS)
     tokens = setup.tokens
-    if setup.kbit_preparation == "peft" and not setup.uses_autocast:
+    if setup.fp32_compute:
         act = 4  # PEFT's fp32 LM head on the fp32 stream returns fp32 logits: the loss has nothing to upcast
     return act * vocab * tokens, 4 * vocab * tokens, (4 * vocab * tokens if act != 4 else 0.0)
 

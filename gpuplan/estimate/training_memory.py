@@ -89,6 +89,8 @@ def _model_states(setup: TrainingSetup) -> _States:
     weight_b, grad_b, state_b, _, _ = REGIMES[setup.job.precision]
     n = setup.data_parallel
     sharding = setup.job.sharding if n > 1 else "none"
+    # The embedding and an untied LM head, which a QLoRA preparation casts whole (none without one).
+    edges = _edge_tensors(setup) if setup.kbit_preparation != "none" else ()
     local_all = local_params(setup)
     fraction = stage_fraction(setup)
     autocast = setup.uses_autocast
@@ -99,7 +101,6 @@ def _model_states(setup: TrainingSetup) -> _States:
         if setup.job.method == "qlora":
             quantized = arch.linear_params() * fraction
             base = quantized * NF4_PACKED_BYTES + (local_all - quantized) * 2  # embeddings, norms 16-bit
-            edges = _edge_tensors(setup)
             if setup.kbit_preparation == "peft":  # every unquantized weight fp32 (prepare_model_for_kbit_training)
                 base += (local_all - quantized) * 2
             elif setup.kbit_preparation == "trl":  # the same, then the embeddings and LM head back to bf16
@@ -140,7 +141,7 @@ def _model_states(setup: TrainingSetup) -> _States:
             grad_elements /= n
     grads = grad_elements * grad_b
     gathered = 0.0
-    streams = sharding in ("zero3", "fsdp") or setup.job.offload_parameters != "none"
+    streams = setup.shards_parameters or setup.job.offload_parameters != "none"
     if streams:
         # The unit in use and the one prefetched are gathered in 16-bit (NF4 for QLoRA: FSDP-QLoRA gathers
         # the quantized storage), with the current unit's full gradient when several ranks reduce it. Units:
@@ -156,10 +157,10 @@ def _model_states(setup: TrainingSetup) -> _States:
             embedding_stored = 4 if setup.kbit_preparation == "peft" else 2
         unit_bytes = max(arch.largest_layer_params * stored, arch.embedding_params() * embedding_stored)
         gathered = min(2 * unit_bytes / setup.tensor_parallel, weights)
-        if n > 1 and sharding in ("zero3", "fsdp") and not setup.is_adapter:
+        if setup.shards_parameters and not setup.is_adapter:
             gathered += sixteen_bit * unit_params
         unsharded = weights
-        if sharding in ("zero3", "fsdp"):
+        if setup.shards_parameters:
             weights /= n
         if sharding == "fsdp" and n > 1 and setup.pipeline_parallel > 1:
             # Pipelining over FSDP keeps the stage's parameters unsharded, as they are stored (NF4 codes for
@@ -201,7 +202,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         step_temp = step_temp * min(1.0, largest_param / max(trainable_local, 1.0))
     # The preparation runs on the GPU once the model is loaded there, not on weights that stream from the
     # host or from other ranks (FSDP or ZeRO-3 loads them on the CPU; offloaded ones live there).
-    upcast = _edge_tensors(setup) if setup.kbit_preparation != "none" and not streams else ()
+    upcast = edges if not streams else ()
     return _States(
         weights,
         grads,

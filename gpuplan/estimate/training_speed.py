@@ -236,7 +236,7 @@ def training_speed(
     weight_bytes, grad_bytes, state_bytes, _, mixed = REGIMES[job.precision]
     replica_params = arch.params * stage_layers / arch.layers / tp  # this GPU's shard of one model replica
     trainable = (w.trainable_params if job.method != "full" else arch.params) * stage_layers / arch.layers / tp
-    sharded = job.sharding in ("zero3", "fsdp") and dp > 1
+    sharded = w.setup.shards_parameters
     ring = group_bandwidth(gpu, dp, tp, job.hardware.network_gbs)  # a data-parallel group's link, one direction per GPU
     dp_bandwidth = ring * link_efficiency
     m = job.gradient_accumulation

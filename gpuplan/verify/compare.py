@@ -326,10 +326,8 @@ class _Check:
         reserved = self._largest(PEAK_RESERVED) is not None
         memory = estimate.memory
         # The plan's figure for the same counter: the run's peak is PyTorch's, without the CUDA context.
-        if reserved:
-            planned = memory.reserved
-        else:
-            planned = memory.step_allocated if self.evidence.peaks_from_training else memory.allocated
+        estimated = finetune_estimate_terms(estimate, self.evidence.peaks_from_training)
+        planned = estimated["reserved" if reserved else "tensor_peak"]
         self.meaning.append(
             f"the training peak ({'reserved' if reserved else 'allocated'}) is {format_gib(peak)} of "
             f"{format_gib(usable)} on {estimate.gpu.id}: "
