@@ -7,7 +7,11 @@ what a client measures under each arrival shape (``serve.arrival``):
   chat template, tokenizes the prompt and streams tokens back; a benchmark client's TTFT includes all of it,
   an in-process benchmark (``endpoint: offline``: trtllm-bench, LMDeploy's profile_generation, LLM.generate
   with token ids) none. Figures: vLLM PR #54628 (client TTFT less the server's own TTFT metric) and PR #10635
-  (tokenizing a 256K-token prompt takes a few hundred milliseconds).
+  (tokenizing a 256K-token prompt takes a few hundred milliseconds). That work is done by one process for
+  every request (vLLM's API server: "the API server runs in a single process, utilizing a single CPU", RFC
+  #12705, ``--api-server-count`` 1 by default; SGLang's TokenizerManager; trtllm-serve), so requests that
+  arrive together leave it one after another: a burst's k-th request reaches the scheduler k front ends
+  after the first.
 - a **burst** (``wave``): N requests reach an idle replica at once (``vllm bench serve --request-rate inf``,
   a batch job's start). The scheduler is stepped as vLLM's V1 scheduler runs it: each step first gives one
   token to every running sequence (decodes and partly prefilled prompts, in admission order), then admits

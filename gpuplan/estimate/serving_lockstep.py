@@ -25,9 +25,10 @@ def burst_ttft(
     of the others; no published record measures a burst against a token budget). An engine that
     allocates KV as tokens arrive admits whoever's prompt fits, one that reserves the full context only
     whoever's whole sequence fits; the rest wait as in the steady state. The per-request overhead
-    (admission, tokenisation, the first sample's return) is CPU work of the engine's one front-end
-    thread: a burst is admitted one request after another, the k-th after k overheads, (C + 1) / 2 of
-    them on average (a lone request pays one)."""
+    (admission, tokenisation, the first sample's return) and the server's front end
+    (``serving_load.frontend_seconds``, none for an in-process harness) are CPU work of one process: a
+    burst is admitted one request after another, the k-th after k of them, (C + 1) / 2 on average (a
+    lone request pays one)."""
     efficiency = efficiency or Efficiency()
     d = Deployment(w, calibration, efficiency)
     engine = d.engine
@@ -37,12 +38,13 @@ def burst_ttft(
     fits = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
     admitted = max(1, min(w.concurrency, d.sequence_cap, math.floor(fits)))
     first = steady.ttft_single_s
+    gap = engine.request_overhead_s + steady.frontend_s  # one request's turn in the front-end process
     if admitted == 1:
         rest = first
     else:
         together = serving_speed(
             replace(w, concurrency=admitted - 1, kv_capacity_bytes=float("inf")), efficiency, calibration
         )
-        rest = first - engine.request_overhead_s + together.ttft_s
+        rest = first - gap + together.ttft_s
     passes = (first + (admitted - 1) * rest + (w.concurrency - admitted) * steady.ttft_s) / w.concurrency
-    return passes + (w.concurrency - 1) / 2 * engine.request_overhead_s
+    return passes + (w.concurrency - 1) / 2 * gap

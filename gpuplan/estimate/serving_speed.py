@@ -582,9 +582,10 @@ def _burst_speed(
     make: Callable[..., ServingSpeed],
 ) -> ServingSpeed:
     """``w.concurrency`` requests per replica at once on an idle replica (``serving_load.wave``): the
-    scheduler stepped with this deployment's steps; the engine's front end admits one request after
-    another (its request overhead apart), and the running sequences stay within the engine's cap and the
-    sequences whose whole context the KV cache holds."""
+    scheduler stepped with this deployment's steps; the server's front end admits one request after
+    another, its own time and the engine's request overhead apart (``serving_load.frontend_seconds``: one
+    process does that work for every request), and the running sequences stay within the engine's cap
+    and the sequences whose whole context the KV cache holds."""
     pp = d.w.pipeline_parallel
 
     def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
@@ -605,7 +606,7 @@ def _burst_speed(
         cap,
         step_time,
         lambda start, end: attention_flops(w.architecture, start, end),
-        admission_gap=d.engine.request_overhead_s,
+        admission_gap=overhead,
         first_token_from_decode_step=d.engine.first_token_from_decode_step,
     )
     added = overhead
