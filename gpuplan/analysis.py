@@ -566,8 +566,12 @@ def _proposer_workload(job: Serve, setup: ServingSetup, gpu: Gpu) -> Speculative
             concurrency=job.concurrency,
             quantization="none",
             engine=job.engine,
+            batching=job.batching,
             tensor_parallel=tp,
+            pipeline_parallel=1,  # the proposer runs on one stage (speculative.proposer_read_bytes)
             expert_parallel=setup.expert_parallel,
+            arrival=job.arrival,
+            endpoint="offline",  # it runs inside the engine: no front end of its own
             max_batched_tokens=job.max_batched_tokens,
             max_sequences=job.max_sequences,
             network_gbs=job.hardware.network_gbs,

@@ -88,17 +88,3 @@ def test_settings_take_every_threshold_default_from_the_config_schema():
         "decode_bandwidth",
     }
     assert Settings.from_thresholds({"headroom_pct": 20}).headroom_pct == 20
-
-
-def test_the_estimators_network_default_is_the_schemas():
-    """Workloads built without a spec (the planner's what-ifs, the benchmarks) default to INTER_NODE_GBS; a
-    spec to ``hardware.network_gbps``'s schema default. Both must be the same network: Gb/s / 8 = GB/s."""
-    from gpuplan.estimate.performance import INTER_NODE_GBS
-    from gpuplan.spec import default_network_gbps
-
-    assert default_network_gbps() / 8 == INTER_NODE_GBS
-    schema = load_schema()
-    for job in ("finetune", "serve"):
-        node = schema["properties"][job]["properties"]["hardware"]
-        node = resolve_ref(schema, node) if "$ref" in node else node
-        assert node["properties"]["network_gbps"]["default"] / 8 == INTER_NODE_GBS, job

@@ -74,6 +74,15 @@ def workload(arch=TINY, **changes) -> ServingWorkload:
         "full_prompt": 4,
         "output_tokens": 4,
         "concurrency": 2,
+        "quantization": "none",
+        "engine": "vllm",
+        "batching": "continuous",
+        "tensor_parallel": 1,
+        "pipeline_parallel": 1,
+        "expert_parallel": 1,
+        "arrival": "closed-loop",
+        "endpoint": "offline",  # no front end: the engine's own figures
+        "network_gbs": 50.0,
     }
     return ServingWorkload(**{**fields, **changes})
 

@@ -98,8 +98,15 @@ def workload(**changes) -> ServingWorkload:
         full_prompt=1024,
         output_tokens=128,
         concurrency=1,
+        quantization="none",
         engine="generic",
         batching="static",
+        tensor_parallel=1,
+        pipeline_parallel=1,
+        expert_parallel=1,
+        arrival="closed-loop",
+        endpoint="offline",
+        network_gbs=50.0,
     )
     values.update(changes)
     return ServingWorkload(**values)

@@ -15,9 +15,6 @@ from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 from gpuplan.records import record
 
-# One 400 Gb/s NIC per GPU for the compute fabric (NVIDIA DGX H100/B200 reference architecture: 8 x ConnectX-7
-# 400 Gb/s per 8 GPUs), GB/s one direction: workloads built without a spec (the spec's hardware.network_gbps).
-INTER_NODE_GBS = 50.0
 HOST_GPUS = 8  # GPUs one PCIe host holds; beyond it a group crosses the network
 
 

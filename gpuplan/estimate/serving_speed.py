@@ -59,7 +59,6 @@ from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.performance import (
-    INTER_NODE_GBS,
     Efficiency,
     allreduce_time,
     attention_dims,
@@ -107,21 +106,22 @@ class ServingWorkload:
     full_prompt: int  # the prompt of TTFT: context - output tokens
     output_tokens: int
     concurrency: int
-    quantization: str = "none"
-    engine: str = "vllm"
-    batching: str = "continuous"
-    tensor_parallel: int = 1
-    pipeline_parallel: int = 1
-    expert_parallel: int = 1
+    # The job's own settings, as the resolved spec holds them (its schema defaults filled in once there).
+    quantization: str
+    engine: str
+    batching: str
+    tensor_parallel: int
+    pipeline_parallel: int
+    expert_parallel: int
+    arrival: str  # closed-loop | steady | burst (serving_load)
+    endpoint: str  # chat | completions | offline: the front end a request crosses (offline: none)
+    network_gbs: float  # inter-node bandwidth per GPU, GB/s one direction
     replicas: int = 1
     max_batched_tokens: int | None = None  # None: the engine's default for the GPU
     max_sequences: int | None = None
-    network_gbs: float = INTER_NODE_GBS  # inter-node bandwidth per GPU, GB/s one direction
     weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven stages; decode_weight_reads)
     state_dtype_bytes: int = 2  # the model dtype: linear-attention and Mamba states are kept in it
-    arrival: str = "closed-loop"  # closed-loop | steady | burst (serving_load)
     rate_rps: float | None = None  # steady: requests per second over the whole deployment
-    endpoint: str = "offline"  # chat | completions | offline: the front end a request crosses (none here)
     speculation: SpeculativeWorkload | None = None  # serve.speculative (gpuplan.estimate.speculative)
     adapter_slots: int = 0  # serve.lora max_adapters: a step reads min(them, its decodes) adapters' slots
     adapter_bytes: float = 0.0  # ... of these bytes each, one slot on the stage that reads most (lora_serving)
@@ -145,7 +145,7 @@ class ServingSpeed:
     engine: str
     prefill_flops: float  # of the full prompt
     decode_bytes_per_step: float  # per GPU, at the steady state
-    arrival: str = "closed-loop"
+    arrival: str
     ttft_median_s: float = 0.0
     ttft_p90_s: float = 0.0
     requests_per_s: float = 0.0  # completed requests per second over all replicas
