@@ -402,7 +402,12 @@ def serve_assumptions(
             "front end",
             "none (offline: prompts as token ids, in process)"
             if job.endpoint == "offline"
-            else f"{job.endpoint}: {speed.frontend_s * 1000:,.1f} ms per request (vLLM PR #54628, #10635)",
+            else f"{job.endpoint}: {speed.frontend_s * 1000:,.1f} ms per request (vLLM PR #54628, #10635)"
+            + (
+                "; one process for every request, so a burst crosses it one request after another"
+                if job.arrival == "burst"
+                else ""
+            ),
         ),
         ("prompt", prompt),
         ("month", f"{HOURS_PER_MONTH} hours"),

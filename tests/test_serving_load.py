@@ -229,3 +229,24 @@ def test_across_architectures_a_busier_stream_never_starts_sooner(case, first, s
     assert not calm.saturated and not busy.saturated
     assert busy.ttft_s >= calm.ttft_s * (1 - 1e-6)
     assert busy.running >= calm.running * (1 - 1e-6)
+
+
+def test_the_front_end_assumption_says_a_burst_crosses_it_in_turn():
+    # The estimate's assumption names the front end's time per request and, for a burst only, that one
+    # process serves every request (what spaces the wave's arrivals at the scheduler).
+    from gpuplan.linter import lint_bytes
+
+    def front_end(arrival: str) -> str:
+        text = (
+            "version: 1\nname: wave\nmodel: {id: llama-3.2-1b}\n"
+            f"serve: {{context: 640, output_tokens: 128, concurrency: 50, arrival: {arrival}, endpoint: completions,"
+            " hardware: {gpu: h100-sxm, count: 1}}\n"
+        )
+        result = lint_bytes("burst.yaml", text.encode())
+        assert result.analysis is not None and result.analysis.serve is not None
+        return dict(result.analysis.serve.assumptions)["front end"]
+
+    # 512 prompt tokens: (8.4 + 12.0) / 2 ms of HTTP path + 512 x 1 us of tokenizer = 10.7 ms.
+    assert front_end("burst").startswith("completions: 10.7 ms per request")
+    assert "one process for every request" in front_end("burst")
+    assert "one process" not in front_end("closed-loop")
