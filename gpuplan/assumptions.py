@@ -16,6 +16,7 @@ from gpuplan.estimate.kernels import FRAMEWORKS
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import ServingSetup, kv_pages
+from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN, frontend_capacity
 from gpuplan.estimate.serving_speed import ServingSpeed
 from gpuplan.estimate.speculative import rounds_note
 from gpuplan.estimate.training import MIXED, REGIMES, TrainingSetup
@@ -402,16 +403,22 @@ def serve_assumptions(
             "front end",
             "none (offline: prompts as token ids, in process)"
             if job.endpoint == "offline"
-            else f"{job.endpoint}: {speed.frontend_s * 1000:,.1f} ms per request (vLLM PR #54628, #10635)"
-            + (
-                "; one process for every request, so a burst crosses it one request after another"
-                if job.arrival == "burst"
-                else ""
-            ),
+            else _frontend_note(job, speed),
         ),
         ("prompt", prompt),
         ("month", f"{HOURS_PER_MONTH} hours"),
         ("price", price),
+    )
+
+
+def _frontend_note(job: Serve, speed: ServingSpeed) -> str:
+    """The server's front end in words: its time per request and per streamed token, and what that caps."""
+    capacity = frontend_capacity(job.endpoint, job.mean_prompt, job.output_tokens)
+    burst = "; a burst crosses it one request after another" if job.arrival == "burst" else ""
+    return (
+        f"{job.endpoint}: {speed.frontend_s * 1000:,.1f} ms per request (vLLM PR #54628, #10635) and"
+        f" {STREAM_SECONDS_PER_TOKEN * 1e6:.0f} us per streamed token (PR #12287), in one process for every"
+        f" request: at most {capacity:,.0f} requests/s per replica{burst}"
     )
 
 

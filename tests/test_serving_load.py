@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from gpuplan.estimate.serving_load import (
     HTTP_SECONDS,
+    STREAM_SECONDS_PER_TOKEN,
     TOKENIZE_SECONDS_PER_TOKEN,
+    frontend_capacity,
     frontend_seconds,
     wait_quantile,
     wave,
@@ -75,7 +77,7 @@ def test_a_burst_crosses_the_front_end_one_request_after_another(monkeypatch):
     # on the chat endpoint, 11.6 ms (HTTP) + 4 x 1 us (tokenizer) + the engine's overhead; offline, the
     # overhead alone. (With this gap at the engine overhead alone, as before, a 500-request burst of 512-token
     # prompts on Qwen3-0.6B was 0.33 s of mean TTFT against 2.9 s measured; benchmarks/load_accuracy.py.)
-    import gpuplan.estimate.serving_speed as speed
+    import gpuplan.estimate.serving_load as load
 
     seen = []
 
@@ -83,7 +85,7 @@ def test_a_burst_crosses_the_front_end_one_request_after_another(monkeypatch):
         seen.append(kwargs["admission_gap"])
         return wave(*args, **kwargs)
 
-    monkeypatch.setattr(speed, "wave", recording_wave)
+    monkeypatch.setattr(load, "wave", recording_wave)
     overhead = CAL.engines["vllm"].request_overhead_s
     chat = serving_speed(workload(arrival="burst", endpoint="chat"), calibration=CAL)
     serving_speed(workload(arrival="burst", endpoint="offline"), calibration=CAL)
@@ -232,8 +234,9 @@ def test_across_architectures_a_busier_stream_never_starts_sooner(case, first, s
 
 
 def test_the_front_end_assumption_says_a_burst_crosses_it_in_turn():
-    # The estimate's assumption names the front end's time per request and, for a burst only, that one
-    # process serves every request (what spaces the wave's arrivals at the scheduler).
+    # The estimate's assumption names the front end's time per request and per streamed token, what one
+    # process for every request caps, and, for a burst, that its requests cross it in turn (what spaces the
+    # wave's arrivals at the scheduler).
     from gpuplan.linter import lint_bytes
 
     def front_end(arrival: str) -> str:
@@ -246,7 +249,71 @@ def test_the_front_end_assumption_says_a_burst_crosses_it_in_turn():
         assert result.analysis is not None and result.analysis.serve is not None
         return dict(result.analysis.serve.assumptions)["front end"]
 
-    # 512 prompt tokens: (8.4 + 12.0) / 2 ms of HTTP path + 512 x 1 us of tokenizer = 10.7 ms.
-    assert front_end("burst").startswith("completions: 10.7 ms per request")
-    assert "one process for every request" in front_end("burst")
-    assert "one process" not in front_end("closed-loop")
+    # 512 prompt tokens: (8.4 + 12.0) / 2 ms of HTTP path + 512 x 1 us of tokenizer = 10.7 ms; with 128 tokens
+    # streamed at 18.27 us, 1 / 13.05 ms = 77 requests/s per replica.
+    for arrival in ("burst", "closed-loop"):
+        assert front_end(arrival).startswith("completions: 10.7 ms per request")
+        assert "at most 77 requests/s per replica" in front_end(arrival)
+    assert front_end("burst").endswith("a burst crosses it one request after another")
+    assert "a burst crosses it" not in front_end("closed-loop")
+
+
+def _served(serve: str):
+    from gpuplan.linter import lint_bytes
+
+    text = f"version: 1\nname: front end\nmodel: {{id: llama-3.2-1b}}\nserve: {{{serve}}}\n"
+    result = lint_bytes("front.yaml", text.encode())
+    assert result.analysis is not None and result.analysis.serve is not None, result.findings
+    return result
+
+
+def test_a_replicas_server_process_caps_its_requests_per_second():
+    # One process takes each request in (HTTP path + tokenizer) and streams each token back: 1 / (10.2 ms +
+    # 225 x 1 us + 202 x 18.27 us) = 70.84 requests/s for 225-token completions of 202 tokens, whatever the GPU.
+    assert frontend_capacity("completions", 225, 202) == pytest.approx(70.84, rel=1e-9)
+    # A 1-token chat prompt with one token out: 1 / (11.6 ms + 1 us + 18.27 us).
+    assert frontend_capacity("chat", 1, 1) == pytest.approx(1 / (0.0116 + 1e-6 + STREAM_SECONDS_PER_TOKEN))
+    assert math.isclose(STREAM_SECONDS_PER_TOKEN, 18.27e-6, rel_tol=1e-3)
+    assert math.isinf(frontend_capacity("offline", 225, 202))
+
+
+def test_a_closed_loop_a_small_model_outruns_is_front_end_bound():
+    # vLLM PR #12287's run: Llama-3.2-1B on an A100, 400 clients, 225-token prompts, 202 tokens out. The GPU
+    # could complete far more than 70.84 requests/s; the server process completes that many, and by Little's
+    # law over a client's request, 400 = 70.84 x (TTFT + 201 TPOT): TPOT = (5.647 s - TTFT) / 201, about 27 ms
+    # (the PR measured 26.76 ms; its throughput set the per-token figure, its TPOT did not).
+    serve = (
+        "context: 427, output_tokens: 202, concurrency: 400, endpoint: completions,"
+        " prompt_tokens: {mean: 225}, hardware: {gpu: a100-sxm-80gb, count: 2}"
+    )
+    speed = _served(serve).analysis.serve.speed
+    assert speed.limited_by == "front-end" and speed.decode_bound == "front-end"
+    assert speed.requests_per_s == pytest.approx(2 * 70.84, rel=1e-9)  # two replicas, a process each
+    assert speed.tpot_s == pytest.approx((400 / 70.84 - speed.ttft_s) / 201, rel=1e-9)
+    assert speed.tpot_s == pytest.approx(0.02676, rel=0.05)
+    # Offline (prompts as token ids, in process) the GPUs set the pace: more requests, and no front end.
+    offline = _served(serve.replace("completions", "offline")).analysis.serve.speed
+    assert offline.requests_per_s > 1.5 * speed.requests_per_s and offline.limited_by != "front-end"
+
+
+def test_a_stream_faster_than_the_front_end_saturates_and_a_burst_ends_no_sooner():
+    serve = "context: 427, output_tokens: 202, concurrency: 400, endpoint: completions, prompt_tokens: {mean: 225},"
+    steady = _served(serve + " arrival: steady, rate_rps: 80, hardware: {gpu: a100-sxm-80gb, count: 1}")
+    speed = steady.analysis.serve.speed
+    assert speed.saturated and speed.limited_by == "front-end"
+    assert speed.requests_per_s == pytest.approx(70.84, rel=1e-9)
+    assert any(f.code == "GP403" for f in steady.findings) or math.isinf(speed.ttft_s)
+    burst = _served(serve + " arrival: burst, hardware: {gpu: a100-sxm-80gb, count: 1}").analysis.serve.speed
+    # 400 requests through one process: at least 400 / 70.84 s = 5.65 s until the last token is streamed.
+    assert burst.requests_per_s <= 70.84 * (1 + 1e-9)
+    assert burst.duration_s >= 400 / 70.84
+
+
+def test_a_front_end_bound_tpot_slo_points_at_replicas():
+    result = _served(
+        "context: 427, output_tokens: 202, concurrency: 400, endpoint: completions, prompt_tokens: {mean: 225},"
+        " slo: {tpot_ms: 10}, hardware: {gpu: a100-sxm-80gb, count: 1}"
+    )
+    (finding,) = [f for f in result.findings if f.code == "GP404"]
+    assert "(front-end-bound)" in finding.message
+    assert finding.hint.startswith("more replicas")

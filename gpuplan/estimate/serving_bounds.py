@@ -10,7 +10,12 @@ import math
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.performance import Efficiency, attention_flops
-from gpuplan.estimate.serving_load import frontend_seconds, prompt_square_mean, queue_wait_factor
+from gpuplan.estimate.serving_load import (
+    frontend_capacity,
+    frontend_seconds,
+    prompt_square_mean,
+    queue_wait_factor,
+)
 from gpuplan.estimate.serving_speed import (
     PHI_TOLERANCE,
     Deployment,
@@ -131,7 +136,8 @@ def latency_bounds(
     step, and the request overhead; the wait of requests beyond the slots only adds. Each bound is
     taken a relative 1e-9 lower, for rounding, as the floors are. ``queued`` False: a bound of TTFT's
     median and p90 as well as its mean, the wait for the token budget left out (its quantiles can be 0).
-    The front end adds the same to every TTFT."""
+    The front end adds the same to every TTFT; the sequences it lets the engine hold are bounded as the
+    code says (a front-end-bound loop holds fewer than its clients)."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
     if w.batching == "static":
         return 0.0, 0.0
@@ -145,14 +151,18 @@ def latency_bounds(
     held = prompt + (output if engine.reserves_full_context else output / 2)
     per_sequence = d.kv_read(held)
     kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
-    others = max(0.0, min(float(w.concurrency), float(d.sequence_cap), max(kv_cap, 1.0)) - 1)
     context = prompt + output / 2
+    # Behind a server process that takes in and streams back at most ``capacity`` requests a second the
+    # engine holds no more than capacity x its latency, which is at least O single-sequence decode steps.
+    single_tpot = d.cycle(d.step(1.0, 0.0, context, 0.0), 1.0)
+    fed = frontend_capacity(w.endpoint, prompt, output) * output * single_tpot
+    others = max(0.0, min(float(w.concurrency), float(d.sequence_cap), max(kv_cap, 1.0), max(fed, 1.0)) - 1)
     passed = d.prompt_pass(prompt)
     phi = 0.0
     if passed <= 0:
         phi = 1 - 2 * PHI_TOLERANCE  # no prompt to prefill: the slots only decode
     elif others * passed / output / max(1.0, budget - others) < 1:
-        least_tpot = d.cycle(d.step(1.0, 0.0, context, 0.0), 1.0)
+        least_tpot = single_tpot
         widest = max(1.0, budget)
         fewest = max(1, math.ceil(passed / widest))
         most = max(1, math.ceil(passed / max(1.0, budget - others)))

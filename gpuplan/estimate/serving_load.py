@@ -12,8 +12,8 @@ what a client measures under each arrival shape (``serve.arrival``):
   #12705, ``--api-server-count`` 1 by default; SGLang's TokenizerManager; trtllm-serve), so requests that
   arrive together leave it one after another: a burst's k-th request reaches the scheduler k front ends
   after the first.
-- a **burst** (``wave``): N requests reach an idle replica at once (``vllm bench serve --request-rate inf``,
-  a batch job's start). The scheduler is stepped as vLLM's V1 scheduler runs it: each step first gives one
+- a **burst** (``wave``; ``burst_speed``, what its clients measure): N requests reach an idle replica at
+  once (``vllm bench serve --request-rate inf``, a batch job's start). The scheduler is stepped as vLLM's V1 scheduler runs it: each step first gives one
   token to every running sequence (decodes and partly prefilled prompts, in admission order), then admits
   waiting requests first-come-first-served into what is left of the token budget, while the running
   sequences stay within the engine's cap and the KV cache; a prompt's first token comes at the end of the
@@ -34,8 +34,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from gpuplan.estimate.performance import attention_flops
 from gpuplan.records import record
+
+if TYPE_CHECKING:  # serving_speed imports this module; its types are only named here
+    from gpuplan.estimate.serving_speed import Deployment, ServingSpeed, ServingWorkload
 
 ARRIVALS = ("closed-loop", "steady", "burst")
 ENDPOINTS = ("chat", "completions", "offline")
@@ -47,6 +52,13 @@ HTTP_SECONDS = {"completions": (0.0084 + 0.0120) / 2, "chat": (0.0122 + 0.0110) 
 # The prompt's tokenization in the server process: vLLM PR #10635, "when dealing with long sequence lengths
 # (256K), tokenization can take a few hundred milliseconds" (HF fast tokenizer): about 1 microsecond a token.
 TOKENIZE_SECONDS_PER_TOKEN = 1.0e-6
+# Streaming a generated token back: the server process's own time per token (incremental detokenization, the
+# response chunk, the SSE write). vLLM PR #12287 measured its V1 front end as the bottleneck (Llama-3.2-1B-Instruct
+# on an A100, 400 clients, ShareGPT with --ignore-eos, /v1/completions): 70.84 requests/s of 202 output tokens
+# (1,211,959 over 6,000 requests), i.e. 14.12 ms of that process per request; less the front end of a 225-token
+# completion (1,350,511 prompt tokens over 6,000), 3.69 ms over 202 tokens. (Little's law then gives its clients
+# a TPOT of (400 / 70.84 s - TTFT 0.20 s) / 201 = 27.1 ms; the PR measured 26.76 ms.)
+STREAM_SECONDS_PER_TOKEN = (1 / 70.84 - (HTTP_SECONDS["completions"] + 225 * TOKENIZE_SECONDS_PER_TOKEN)) / 202
 # The share of a steady stream's requests whose TTFT is quoted as "p90".
 P90 = 0.9
 
@@ -56,6 +68,14 @@ def frontend_seconds(endpoint: str, prompt_tokens: float) -> float:
     if endpoint == "offline":
         return 0.0
     return HTTP_SECONDS[endpoint] + TOKENIZE_SECONDS_PER_TOKEN * prompt_tokens
+
+
+def frontend_capacity(endpoint: str, prompt_tokens: float, output_tokens: float) -> float:
+    """Requests per second one server process takes in and streams back (its front end for each request and
+    the stream of each generated token): the most a replica serves, whatever its GPUs; none offline."""
+    if endpoint == "offline":
+        return math.inf
+    return 1 / (frontend_seconds(endpoint, prompt_tokens) + output_tokens * STREAM_SECONDS_PER_TOKEN)
 
 
 def wait_quantile(mean_wait: float, rho: float, share: float) -> float:
@@ -281,3 +301,62 @@ def queue_wait_factor(rho: float, spread: float) -> float:
     with its length, so E[S^2] / E[S]^2 = E[P^2] / E[P]^2 = ``spread`` (1 for a fixed length,
     exp(sigma^2) for a lognormal). Without bound as rho reaches 1."""
     return math.inf if rho >= 1 else 1 + rho * spread / (2 * (1 - rho))
+
+
+def burst_speed(
+    w: ServingWorkload,
+    d: Deployment,
+    caps: dict[str, float],
+    prompt: float,
+    output: int,
+    steps: float,
+    overhead: float,
+    capacity: float,
+    make: Callable[..., ServingSpeed],
+) -> ServingSpeed:
+    """``w.concurrency`` requests per replica at once on an idle replica (``serving_load.wave``): the
+    scheduler stepped with this deployment's steps; the server's front end admits one request after
+    another, its own time and the engine's request overhead apart (``serving_load.frontend_seconds``: one
+    process does that work for every request), and the running sequences stay within the engine's cap
+    and the sequences whose whole context the KV cache holds. The wave ends no sooner than that process
+    has taken every request in and streamed every token back (``capacity`` requests per second)."""
+    pp = d.w.pipeline_parallel
+
+    def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
+        microbatches = min(pp, max(1.0, decoders))
+        step = d.step(decoders / microbatches, prefill / microbatches, context, attention / microbatches)
+        return d.cycle(step, microbatches) if decoders else d.pass_time(step, 1)
+
+    whole = d.kv_read(prompt + output)
+    kv_slots = w.kv_capacity_bytes / whole if whole > 0 else math.inf
+    cap = max(1, int(min(caps["engine"], kv_slots)))
+    requests = max(1, w.concurrency)
+    mean_prompt = max(1, round(prompt))
+    result = wave(
+        requests,
+        mean_prompt,
+        max(1, round(steps)),  # decode steps (speculative rounds yield more than a token each)
+        d.token_budget,
+        cap,
+        step_time,
+        lambda start, end: attention_flops(w.architecture, start, end),
+        admission_gap=overhead,
+        first_token_from_decode_step=d.engine.first_token_from_decode_step,
+    )
+    added = overhead
+    makespan = max(result.makespan, requests / capacity)
+    decode = d.step(min(requests, cap), 0, prompt + output / 2, 0.0)
+    limited_by = "concurrency" if requests <= cap else ("engine" if caps["engine"] <= kv_slots else "kv-cache")
+    return make(
+        ttft_s=result.mean_ttft + added,
+        tpot_s=result.mean_tpot * steps / output,
+        tokens_per_s=w.replicas * requests * output / makespan,
+        decode_bound="memory" if decode.memory_bound else "compute",
+        running=float(min(requests, cap)),
+        limited_by=limited_by,
+        decode_bytes_per_step=decode.bytes_read,
+        ttft_median_s=result.quantile(0.5) + added,
+        ttft_p90_s=result.quantile(P90) + added,
+        requests_per_s=w.replicas * requests / makespan,
+        duration_s=makespan + added,
+    )

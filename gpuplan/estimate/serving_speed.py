@@ -72,11 +72,12 @@ from gpuplan.estimate.performance import (
 from gpuplan.estimate.serving import chunks_by_itself
 from gpuplan.estimate.serving_load import (
     P90,
+    burst_speed,
+    frontend_capacity,
     frontend_seconds,
     prompt_square_mean,
     queue_wait_factor,
     wait_quantile,
-    wave,
 )
 from gpuplan.estimate.speculative import SpeculativeWorkload
 from gpuplan.estimate.vllm_releases import vllm_release
@@ -139,9 +140,9 @@ class ServingSpeed:
     ttft_single_s: float  # the full prompt alone on an idle replica
     tpot_s: float  # time per output token of a running sequence (mean inter-token latency)
     tokens_per_s: float  # aggregate output tokens per second over all replicas
-    decode_bound: str  # memory | compute: what limits the steady-state decode step
+    decode_bound: str  # memory | compute: what limits the steady-state decode step; front-end: the streaming
     running: float  # sequences decoding at once per replica in the steady state
-    limited_by: str  # what caps the running batch: concurrency | kv-cache | engine | token-budget
+    limited_by: str  # what caps the running batch: concurrency | kv-cache | engine | arrival-rate | front-end
     engine: str
     prefill_flops: float  # of the full prompt
     decode_bytes_per_step: float  # per GPU, at the steady state
@@ -470,18 +471,74 @@ def serving_speed(
         ttft_single_s=ttft_single,
     )
     continuous = w.batching != "static"  # static batches run the declared concurrency whatever the arrivals
+    # The server process takes requests in and streams tokens back at most this fast (serving_load).
+    capacity = frontend_capacity(w.endpoint, prompt, output)
     if continuous and w.arrival == "burst":
-        return _burst_speed(w, d, caps, prompt, output, steps, overhead, make)
+        return burst_speed(w, d, caps, prompt, output, steps, overhead, capacity, make)
+    spread = square_mean / (prompt * prompt)
+
+    def state_at(held: float) -> _SteadyState:
+        """The continuous-batching steady state with ``held`` sequences running."""
+        return _continuous(d, held, budget, prompt, steps, prompt_attention, spread)
+
     if continuous and w.arrival == "steady" and w.rate_rps:
-        return _steady_speed(w, d, caps, prompt, output, steps, prompt_attention, square_mean, overhead, make)
+        return _steady_speed(w, state_at, caps, output, steps, overhead, capacity, make)
     if w.batching == "static":
         state = _static(d, slots, prompt, steps, prompt_attention)
     else:
-        state = _continuous(d, slots, budget, prompt, steps, prompt_attention, square_mean / (prompt * prompt))
+        state = state_at(slots)
+        if state.requests_per_s > capacity:
+            # Bracketed by what the GPUs could run, not by the clients: the state serving the capacity is
+            # the same however many clients wait on the front end.
+            engine_most = min(caps["engine"], caps["kv-cache"])
+            return _frontend_bound(w, state_at, engine_most, output, overhead, capacity, gain, make)
     # Requests beyond the running slots wait for one to free (the closed loop's clients keep them queued).
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
     ttft = _ttft_statistics(state, w.full_prompt, waiting + overhead)
     return _from_state(make, w, state, slots, limited_by, ttft, state.tpot / gain, state.requests_per_s, output)
+
+
+def _frontend_bound(
+    w: ServingWorkload,
+    state_at: Callable[[float], _SteadyState],
+    most: float,
+    output: int,
+    overhead: float,
+    capacity: float,
+    gain: float,
+    make: Callable[..., ServingSpeed],
+) -> ServingSpeed:
+    """A closed loop whose GPUs would complete more requests than the server process takes in and streams
+    back (``serving_load.frontend_capacity``): requests complete at that capacity. The engine holds the
+    sequences that serve it (its steady state at that rate); the clients' tokens come back no faster than
+    the process streams them, so by Little's law over a client's whole request, C = X (TTFT + (O - 1)
+    TPOT), the wait the rest of each request's turn C / X holds is spread over its streamed tokens (vLLM
+    PR #12287's front-end-bound run: TTFT near the engine's, TPOT five times the decode step's); a
+    one-token answer waits for its only token."""
+    state, held = _state_at_rate(state_at, most, capacity)
+    ttft = _ttft_statistics(state, w.full_prompt, overhead)
+    decoded = state.tpot / gain
+    wait = max(0.0, w.concurrency / capacity - ttft[0] - (output - 1) * decoded)
+    if output <= 1:
+        ttft = (ttft[0] + wait, ttft[1] + wait, ttft[2] + wait)
+        return _from_state(make, w, state, held, "front-end", ttft, decoded, capacity, output)
+    tpot = decoded + wait / (output - 1)
+    return _from_state(make, w, state, held, "front-end", ttft, tpot, capacity, output, streamed=wait > 0)
+
+
+def _state_at_rate(state_at: Callable[[float], _SteadyState], most: float, rate: float) -> tuple[_SteadyState, float]:
+    """The steady state whose throughput is ``rate`` (below what ``most`` running sequences complete), and
+    its running sequences: bisection on log(slots), to 0.1% of the slots (some 25 root solves)."""
+    low, high = math.log(min(most, 1e-6)), math.log(most)
+    state = state_at(most)
+    while high - low > 1e-3:
+        middle = (low + high) / 2
+        candidate = state_at(math.exp(middle))
+        if candidate.requests_per_s < rate:
+            low = middle
+        else:
+            high, state = middle, candidate
+    return state, math.exp(high)
 
 
 def _from_state(
@@ -495,15 +552,17 @@ def _from_state(
     served: float,
     output: int,
     saturated: bool = False,
+    streamed: bool = False,
 ) -> ServingSpeed:
     """The speed a steady state gives: (mean, median, p90) ``ttft``, ``tpot``, and ``served`` requests per
-    second on each replica of ``output`` tokens (the closed loop's and the steady stream's alike)."""
+    second on each replica of ``output`` tokens (the closed loop's and the steady stream's alike);
+    ``streamed``: the TPOT is the server process's pace of streaming tokens back, not the decode step's."""
     mean, median, p90 = ttft
     return make(
         ttft_s=mean,
         tpot_s=tpot,
         tokens_per_s=w.replicas * served * output,
-        decode_bound="memory" if state.decode.memory_bound else "compute",
+        decode_bound="front-end" if streamed else "memory" if state.decode.memory_bound else "compute",
         running=slots,
         limited_by=limited_by,
         decode_bytes_per_step=state.decode.bytes_read,
@@ -527,104 +586,35 @@ def _ttft_statistics(state: _SteadyState, prompt: int, added: float) -> tuple[fl
 
 def _steady_speed(
     w: ServingWorkload,
-    d: Deployment,
+    state_at: Callable[[float], _SteadyState],
     caps: dict[str, float],
-    prompt: float,
     output: int,
     steps: float,
-    prompt_attention: float,
-    square_mean: float,
     overhead: float,
+    capacity: float,
     make: Callable[..., ServingSpeed],
 ) -> ServingSpeed:
     """Poisson arrivals at ``w.rate_rps``, split evenly over the replicas: the running sequences L are the
     rate times a request's latency (Little's law), i.e. the closed loop's steady state at L slots whose
-    throughput is the rate. Throughput grows with the slots; past the most the caps allow the stream
-    outruns the deployment (saturated: TTFT without bound, throughput at the caps)."""
+    throughput is the rate. Throughput grows with the slots; past the most the caps allow, or past what
+    the server process takes in and streams back (``capacity``), the stream outruns the deployment
+    (saturated: TTFT without bound, throughput at the caps)."""
     rate = (w.rate_rps or 0.0) / max(1, w.replicas)
-    spread = square_mean / (prompt * prompt)
     limited_by = min(caps, key=lambda name: caps[name])
     most = min(caps.values())
-
-    def state_at(slots: float) -> _SteadyState:
-        return _continuous(d, slots, d.token_budget, prompt, steps, prompt_attention, spread)
-
     full = state_at(most)
-    if rate >= full.requests_per_s:
+    if rate >= min(full.requests_per_s, capacity):
         state, slots, saturated = full, most, True
+        if capacity < full.requests_per_s:
+            state, slots = _state_at_rate(state_at, most, capacity)
+            limited_by = "front-end"
     else:
-        # Bisection on log(slots): throughput(slots) = rate, to 0.1% of the slots (some 25 root solves).
-        low, high = math.log(min(most, 1e-6)), math.log(most)
-        state = full
-        while high - low > 1e-3:
-            middle = (low + high) / 2
-            candidate = state_at(math.exp(middle))
-            if candidate.requests_per_s < rate:
-                low = middle
-            else:
-                high, state = middle, candidate
-        slots, saturated = math.exp(high), False
-        limited_by = "arrival-rate"
+        state, slots = _state_at_rate(state_at, most, rate)
+        saturated, limited_by = False, "arrival-rate"
     ttft = (math.inf,) * 3 if saturated else _ttft_statistics(state, w.full_prompt, overhead)
-    served = min(rate, state.requests_per_s)
+    served = min(rate, state.requests_per_s, capacity)
     tpot = state.tpot * steps / output  # a step's time over the tokens a step yields
     return _from_state(make, w, state, slots, limited_by, ttft, tpot, served, output, saturated)
-
-
-def _burst_speed(
-    w: ServingWorkload,
-    d: Deployment,
-    caps: dict[str, float],
-    prompt: float,
-    output: int,
-    steps: float,
-    overhead: float,
-    make: Callable[..., ServingSpeed],
-) -> ServingSpeed:
-    """``w.concurrency`` requests per replica at once on an idle replica (``serving_load.wave``): the
-    scheduler stepped with this deployment's steps; the server's front end admits one request after
-    another, its own time and the engine's request overhead apart (``serving_load.frontend_seconds``: one
-    process does that work for every request), and the running sequences stay within the engine's cap
-    and the sequences whose whole context the KV cache holds."""
-    pp = d.w.pipeline_parallel
-
-    def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
-        microbatches = min(pp, max(1.0, decoders))
-        step = d.step(decoders / microbatches, prefill / microbatches, context, attention / microbatches)
-        return d.cycle(step, microbatches) if decoders else d.pass_time(step, 1)
-
-    whole = d.kv_read(prompt + output)
-    kv_slots = w.kv_capacity_bytes / whole if whole > 0 else math.inf
-    cap = max(1, int(min(caps["engine"], kv_slots)))
-    requests = max(1, w.concurrency)
-    mean_prompt = max(1, round(prompt))
-    result = wave(
-        requests,
-        mean_prompt,
-        max(1, round(steps)),  # decode steps (speculative rounds yield more than a token each)
-        d.token_budget,
-        cap,
-        step_time,
-        lambda start, end: attention_flops(w.architecture, start, end),
-        admission_gap=overhead,
-        first_token_from_decode_step=d.engine.first_token_from_decode_step,
-    )
-    added = overhead
-    decode = d.step(min(requests, cap), 0, prompt + output / 2, 0.0)
-    limited_by = "concurrency" if requests <= cap else ("engine" if caps["engine"] <= kv_slots else "kv-cache")
-    return make(
-        ttft_s=result.mean_ttft + added,
-        tpot_s=result.mean_tpot * steps / output,
-        tokens_per_s=w.replicas * requests * output / result.makespan,
-        decode_bound="memory" if decode.memory_bound else "compute",
-        running=float(min(requests, cap)),
-        limited_by=limited_by,
-        decode_bytes_per_step=decode.bytes_read,
-        ttft_median_s=result.quantile(0.5) + added,
-        ttft_p90_s=result.quantile(P90) + added,
-        requests_per_s=w.replicas * requests / result.makespan,
-        duration_s=result.makespan + added,
-    )
 
 
 @record

@@ -170,8 +170,10 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     touch) and the KV cache of every running sequence over the GPU's bandwidth at the engine's
     calibrated efficiency (or `thresholds.decode_bandwidth`), or computes their FLOPs if that takes
     longer, carries the prefill chunks of arriving requests, and adds tensor-parallel all-reduces and
-    the engine's per-step costs; pipeline stages run at the pace of the one that reads the most.
-    Compares with `serve.slo.tpot_ms`.
+    the engine's per-step costs; pipeline stages run at the pace of the one that reads the most. Behind
+    an online endpoint, tokens reach the clients no faster than the replica's server process streams
+    them back (its time per request and per token): a small model at high concurrency is
+    front-end-bound. Compares with `serve.slo.tpot_ms`.
 
     ## Why is this bad?
     Decode is memory-bound: the whole model and cache are read for every token.
@@ -182,7 +184,8 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     ```
 
     ## Use instead
-    A GPU with more bandwidth, fp8 weights or KV cache, or lower concurrency per replica.
+    A GPU with more bandwidth, fp8 weights or KV cache, or lower concurrency per replica; when
+    front-end-bound, more replicas.
     """
     missed = _missed_slo(ctx, "tpot")
     if missed:
@@ -193,7 +196,9 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
             ("serve", "slo", "tpot_ms"),
             f"estimated TPOT {format_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)} ms at {job.concurrency} sequences on {s.gpu.id} "
             f"({s.speed.decode_bound}-bound) exceeds the SLO of {slo:,.1f} ms",
-            "more bandwidth (H200/B200), fp8 weights or KV cache, or fewer sequences per replica",
+            "more replicas (each with a server process of its own), or fewer sequences per replica"
+            if s.speed.decode_bound == "front-end"
+            else "more bandwidth (H200/B200), fp8 weights or KV cache, or fewer sequences per replica",
         )
 
 
