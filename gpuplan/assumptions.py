@@ -431,6 +431,11 @@ def load_phrase(job: Serve) -> str:
     return f"at {job.concurrency:,} in flight"
 
 
+def _limit_words(speed: ServingSpeed) -> str:
+    """What caps the running batch, in words."""
+    return "the server's front end" if speed.limited_by == "front-end" else speed.limited_by
+
+
 def _load_note(job: Serve, speed: ServingSpeed) -> str:
     """How the arrival shape was modelled, in words (the assumptions' "steady state")."""
     alone = f"alone {speed.ttft_single_s * 1000:,.0f} ms"
@@ -438,14 +443,14 @@ def _load_note(job: Serve, speed: ServingSpeed) -> str:
         return (
             f"a burst of {job.concurrency:,} requests per replica on an idle replica, stepped as the engine's"
             f" scheduler runs it (decodes first, then prompt chunks in the token budget), up to"
-            f" {speed.running:,.0f} running (limited by {speed.limited_by}); TTFT across the wave; {alone}"
+            f" {speed.running:,.0f} running (limited by {_limit_words(speed)}); TTFT across the wave; {alone}"
         )
     if job.arrival == "steady" and job.batching == "continuous":
         if speed.saturated:
             return (
                 f"requests arrive at {job.rate_rps:,g}/s, faster than the deployment completes them (at most"
                 f" {speed.requests_per_s:,.2f}/s with {speed.running:,.0f} running per replica, limited by"
-                f" {speed.limited_by}): the queue grows without bound; {alone}"
+                f" {_limit_words(speed)}): the queue grows without bound; {alone}"
             )
         return (
             f"Poisson arrivals at {job.rate_rps:,g} requests/s: {speed.running:,.1f} sequences running per replica"
@@ -455,6 +460,6 @@ def _load_note(job: Serve, speed: ServingSpeed) -> str:
     shown = round(float(speed.running), 1)  # 31.96 is "32", not "32.0"
     running = f"{shown:,.0f}" if shown.is_integer() else f"{shown:,.1f}"
     return (
-        f"{running} sequences running per replica (limited by {speed.limited_by}); TTFT includes"
+        f"{running} sequences running per replica (limited by {_limit_words(speed)}); TTFT includes"
         f" queueing and prefill beside the running batch; {alone}"
     )

@@ -49,7 +49,9 @@ def test_kv_cache_bytes_by_hand():
     # (cdiv(min(W - 1 + 8192 batched tokens, context), 16) + 1) blocks = 769 x 16 = 12,304 tokens.
     gemma = get_model("gemma-2-9b").architecture
     per_layer_token = 2 * 8 * 256 * 2
-    assert kv_bytes_per_sequence(gemma, 32768, 2, 1, 1) == (21 * 32768 + 21 * 12304) * per_layer_token
+    assert (
+        kv_bytes_per_sequence(gemma, 32768, 2, 1, 1, state_dtype_bytes=2) == (21 * 32768 + 21 * 12304) * per_layer_token
+    )
 
 
 def test_ground_truth_rows_within_three_percent():

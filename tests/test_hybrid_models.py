@@ -191,13 +191,13 @@ def test_one_sequence_of_each_model():
     assert kv_layout(QWEN, range(48)) == KvLayout(12, 0, 12, 4, 36)
     # At 262,144 tokens: ceil(262,144 / 544) = 482 blocks in each attention layer, one page in each state layer:
     # (12 x 482 + 36) x 1,114,112 = 5,820 x 1,114,112 = 6,484,131,840 B.
-    assert kv_bytes_per_sequence(QWEN, 262_144, 2, 1, 1) == 6_484_131_840
+    assert kv_bytes_per_sequence(QWEN, 262_144, 2, 1, 1, state_dtype_bytes=2) == 6_484_131_840
     # Nemotron-H: 4 attention and 24 Mamba layers (MLP layers cache nothing): groups of 4, 1 + 6 = 7 groups.
     assert kv_layout(NEMOTRON, range(52)) == KvLayout(4, 0, 4, 7, 24)
     # At 8,192 tokens: ceil(8,192 / 1,040) = 8 blocks x 4 layers + 24 pages: 56 x 4,259,840 = 238,551,040 B.
-    assert kv_bytes_per_sequence(NEMOTRON, 8192, 2, 1, 1) == 238_551_040
+    assert kv_bytes_per_sequence(NEMOTRON, 8192, 2, 1, 1, state_dtype_bytes=2) == 238_551_040
     # The state does not grow with the context: at 1,040 tokens (1 block) 28 x 4,259,840 = 119,275,520 B.
-    assert kv_bytes_per_sequence(NEMOTRON, 1040, 2, 1, 1) == 119_275_520
+    assert kv_bytes_per_sequence(NEMOTRON, 1040, 2, 1, 1, state_dtype_bytes=2) == 119_275_520
 
 
 def test_state_layers_raise_concurrency_at_long_context():
@@ -205,7 +205,7 @@ def test_state_layers_raise_concurrency_at_long_context():
         QWEN, layer_pattern="", linear_key_heads=0, linear_value_heads=0, linear_key_head_dim=0, linear_value_head_dim=0
     )
     # The same 48 layers all attention: 48 x 262,144 x 2,048 = 25,769,803,776 B a sequence (16-token blocks).
-    assert kv_bytes_per_sequence(attention_only, 262_144, 2, 1, 1) == 25_769_803_776
+    assert kv_bytes_per_sequence(attention_only, 262_144, 2, 1, 1, state_dtype_bytes=2) == 25_769_803_776
     hybrid_seq, attention_seq = 6_484_131_840, 25_769_803_776
     # 100 GiB of KV room: 107,374,182,400 // 6,484,131,840 = 16 sequences against // 25,769,803,776 = 4.
     room = 100 * GIB
@@ -243,7 +243,7 @@ def test_a_published_vllm_log_of_qwen3_next():
     # a page of 557,056 B: (557,056 - 548,864) / 548,864 = 1.49% of padding.
     assert kv_pages(QWEN, 2, 2, 2, 262_144) == (544, 557_056)
     # One sequence: (12 x 482 + 36) x 557,056 = 3,242,065,920 B.
-    per_sequence = kv_bytes_per_sequence(QWEN, 262_144, 2, 2, 1)
+    per_sequence = kv_bytes_per_sequence(QWEN, 262_144, 2, 2, 1, state_dtype_bytes=2)
     assert per_sequence == 3_242_065_920
     memory = ServingMemory(
         weights=0,
@@ -456,3 +456,21 @@ def test_spec_with_a_hybrid_catalog_model_resolves():
 
 def _fields(arch: Architecture) -> dict[str, object]:
     return {f.name: getattr(arch, f.name) for f in dataclasses.fields(arch) if getattr(arch, f.name) != f.default}
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm", "vllm"])
+def test_a_model_of_mlp_only_layers_caches_nothing_on_every_engine(engine):
+    # layer_pattern '-': no attention and no state layer, so no KV cache to size (SGLang and TensorRT-LLM size
+    # the pool on the stage with the least room; here 0 bytes a token): an estimate, not an internal error.
+    from gpuplan.linter import lint_bytes
+
+    text = (
+        "version: 1\nname: mlp\nmodel:\n  architecture: {layers: 2, hidden: 64, heads: 1, intermediate: 128,"
+        " vocab: 256, layer_pattern: '-'}\n"
+        f"serve: {{context: 16, output_tokens: 4, concurrency: 1, engine: {engine}, hardware: {{gpu: l4}}}}\n"
+    )
+    result = lint_bytes("mlp.yaml", text.encode())
+    assert not [f for f in result.findings if f.code == "GP010"]
+    assert result.analysis is not None and result.analysis.serve is not None
+    memory = result.analysis.serve.memory
+    assert memory.kv_bytes_per_token == 0 and memory.kv_bytes_per_sequence == 0

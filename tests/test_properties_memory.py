@@ -186,8 +186,8 @@ def test_adapters_train_a_small_share_of_the_parameters(setup):
 def test_kv_bytes_are_linear_in_tokens(arch, blocks, concurrency, kv_bytes):
     """Full attention caches every token; a sliding-window layer at most its window (vLLM's sliding spec)."""
     tokens = blocks * 16  # whole blocks: no rounding
-    one = kv_bytes_per_sequence(arch, tokens, kv_bytes, 1, 1)
-    two = kv_bytes_per_sequence(arch, 2 * tokens, kv_bytes, 1, 1)
+    one = kv_bytes_per_sequence(arch, tokens, kv_bytes, 1, 1, state_dtype_bytes=2)
+    two = kv_bytes_per_sequence(arch, 2 * tokens, kv_bytes, 1, 1, state_dtype_bytes=2)
     if not arch.sliding_window:
         assert two == 2 * one
         assert one == arch.kv_bytes_per_token(kv_bytes) * tokens

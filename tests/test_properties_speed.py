@@ -117,10 +117,11 @@ TWO_LAYERS = {
 @given(workloads)
 @example((TWO_LAYERS, (1, 2), "vllm", "continuous", 5000, 500, 500))  # TPOT falls by a quarter
 @example((TWO_LAYERS, (1, 2), "vllm", "continuous", 10430, 194, 194))  # found by a suite run: TPOT -2e-5
+@example(({"id": "gemma-2-9b"}, (1, 1), "vllm", "static", 64, 20, 20))  # front-end-bound at 64, not at 128
 def test_a_longer_context_never_shortens_a_request_nor_raises_throughput(workload):
     # A longer context costs every request more: its TTFT + O x TPOT (a client's cycle in the closed loop)
     # never falls, the replica's tokens/s never rises, and at a fixed batch (static batching) TPOT never
-    # falls. Under continuous batching TPOT alone can: longer prompts keep more clients prefilling, fewer
+    # falls unless its server process set the pace. Under continuous batching TPOT alone can: longer prompts keep more clients prefilling, fewer
     # sequences decode beside the tagged one, and each step's per-sequence costs shrink (a 2-layer model
     # on PP 2 with 500 clients: TPOT 7.0 ms at 5,000 tokens, 5.2 ms at 10,000, while TTFT goes from 0.36 s
     # to 1.8 s and the cycle from 2.2 s to 3.1 s), as a saturated engine's decode batch does.
@@ -133,7 +134,9 @@ def test_a_longer_context_never_shortens_a_request_nor_raises_throughput(workloa
         cycle, longer_cycle = (e.speed.ttft_s + output * e.speed.tpot_s for e in (few, longer))
         assert longer_cycle >= cycle * (1 - 1e-9)
         assert longer.speed.tokens_per_s <= few.speed.tokens_per_s * (1 + 1e-9)
-        if fields["batching"] == "static":
+        # A front-end-bound replica's TPOT holds the stream's lag behind its server process, which a longer
+        # context's slower engine may no longer outrun: the cycle above is what never falls there.
+        if fields["batching"] == "static" and few.speed.limited_by != "front-end":
             assert longer.speed.tpot_s >= few.speed.tpot_s * (1 - 1e-9)
 
 

@@ -280,17 +280,21 @@ def test_a_replicas_server_process_caps_its_requests_per_second():
 def test_a_closed_loop_a_small_model_outruns_is_front_end_bound():
     # vLLM PR #12287's run: Llama-3.2-1B on an A100, 400 clients, 225-token prompts, 202 tokens out. The GPU
     # could complete far more than 70.84 requests/s; the server process completes that many, and by Little's
-    # law over a client's request, 400 = 70.84 x (TTFT + 201 TPOT): TPOT = (5.647 s - TTFT) / 201, about 27 ms
-    # (the PR measured 26.76 ms; its throughput set the per-token figure, its TPOT did not).
+    # law over a client's request, 400 = 70.84 x (TTFT + 201 TPOT): TPOT = (5.647 s - TTFT) / 201, 28.0 ms
+    # with the model's TTFT of some 20 ms (the PR measured 26.76 ms and a TTFT of 0.20 s; its throughput set
+    # the per-token figure, its TPOT did not).
     serve = (
         "context: 427, output_tokens: 202, concurrency: 400, endpoint: completions,"
-        " prompt_tokens: {mean: 225}, hardware: {gpu: a100-sxm-80gb, count: 2}"
+        " prompt_tokens: {mean: 225}, hardware: {gpu: a100-sxm-80gb, count: 1}"
     )
     speed = _served(serve).analysis.serve.speed
     assert speed.limited_by == "front-end" and speed.decode_bound == "front-end"
-    assert speed.requests_per_s == pytest.approx(2 * 70.84, rel=1e-9)  # two replicas, a process each
+    assert speed.requests_per_s == pytest.approx(70.84, rel=1e-9)
     assert speed.tpot_s == pytest.approx((400 / 70.84 - speed.ttft_s) / 201, rel=1e-9)
-    assert speed.tpot_s == pytest.approx(0.02676, rel=0.05)
+    assert speed.tpot_s == pytest.approx(0.02676, rel=0.06)
+    # Two GPUs are two replicas, each with a server process of its own and 400 clients: twice the rate.
+    two = _served(serve.replace("count: 1", "count: 2")).analysis.serve.speed
+    assert two.requests_per_s == pytest.approx(2 * 70.84, rel=1e-9)
     # Offline (prompts as token ids, in process) the GPUs set the pace: more requests, and no front end.
     offline = _served(serve.replace("completions", "offline")).analysis.serve.speed
     assert offline.requests_per_s > 1.5 * speed.requests_per_s and offline.limited_by != "front-end"
@@ -305,7 +309,7 @@ def test_a_stream_faster_than_the_front_end_saturates_and_a_burst_ends_no_sooner
     assert any(f.code == "GP403" for f in steady.findings) or math.isinf(speed.ttft_s)
     burst = _served(serve + " arrival: burst, hardware: {gpu: a100-sxm-80gb, count: 1}").analysis.serve.speed
     # 400 requests through one process: at least 400 / 70.84 s = 5.65 s until the last token is streamed.
-    assert burst.requests_per_s <= 70.84 * (1 + 1e-9)
+    assert burst.requests_per_s == pytest.approx(70.84, rel=1e-9) and burst.limited_by == "front-end"
     assert burst.duration_s >= 400 / 70.84
 
 
@@ -317,3 +321,42 @@ def test_a_front_end_bound_tpot_slo_points_at_replicas():
     (finding,) = [f for f in result.findings if f.code == "GP404"]
     assert "(front-end-bound)" in finding.message
     assert finding.hint.startswith("more replicas")
+
+
+def test_a_steady_stream_below_the_front_ends_capacity_queues_at_it(monkeypatch):
+    # Half the capacity (35.42 of 70.84 requests/s): the process is an M/D/1 queue at load 0.5, a mean wait
+    # of 0.5 / (2 x 0.5) / 70.84 s = 7.06 ms; its median is 0 (half the arrivals find it idle) and its p90
+    # (mean / load) x ln(load / 0.1) = 14.12 ms x ln 5 = 22.7 ms, each added to the TTFT without that queue.
+    import gpuplan.estimate.serving_speed as speed_module
+
+    serve = (
+        "context: 427, output_tokens: 202, concurrency: 400, endpoint: completions, prompt_tokens: {mean: 225},"
+        " arrival: steady, rate_rps: 35.42, hardware: {gpu: a100-sxm-80gb, count: 1}"
+    )
+    queued = _served(serve).analysis.serve.speed
+    monkeypatch.setattr(speed_module, "frontend_capacity", lambda *_: math.inf)
+    unqueued = _served(serve).analysis.serve.speed
+    mean = 0.5 / (2 * 0.5) / 70.84
+    assert queued.ttft_s - unqueued.ttft_s == pytest.approx(mean, rel=1e-6)
+    assert queued.ttft_median_s == pytest.approx(unqueued.ttft_median_s, rel=1e-9)
+    assert queued.ttft_p90_s - unqueued.ttft_p90_s == pytest.approx(2 * mean * math.log(5), rel=1e-6)
+
+
+def test_static_batching_is_capped_by_the_front_end_too():
+    serve = (
+        "context: 427, output_tokens: 202, concurrency: 400, endpoint: completions, prompt_tokens: {mean: 225},"
+        " batching: static, engine: generic, hardware: {gpu: a100-sxm-80gb, count: 1}"
+    )
+    speed = _served(serve).analysis.serve.speed
+    assert speed.limited_by == "front-end" and speed.requests_per_s == pytest.approx(70.84, rel=1e-9)
+    # Little's law over a client's request, as in continuous batching.
+    assert speed.ttft_s + 201 * speed.tpot_s == pytest.approx(400 / 70.84, rel=1e-9)
+
+
+def test_a_stream_the_front_end_cannot_take_points_at_replicas():
+    result = _served(
+        "context: 427, output_tokens: 202, concurrency: 400, endpoint: completions, prompt_tokens: {mean: 225},"
+        " arrival: steady, rate_rps: 80, slo: {ttft_ms: 500}, hardware: {gpu: a100-sxm-80gb, count: 1}"
+    )
+    (finding,) = [f for f in result.findings if f.code == "GP403"]
+    assert "grows without bound" in finding.message and finding.hint == "more replicas"

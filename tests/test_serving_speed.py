@@ -83,6 +83,7 @@ def workload(arch=TINY, **changes) -> ServingWorkload:
         "arrival": "closed-loop",
         "endpoint": "offline",  # no front end: the engine's own figures
         "network_gbs": 50.0,
+        "state_dtype_bytes": 2,
     }
     return ServingWorkload(**{**fields, **changes})
 

@@ -107,6 +107,7 @@ def workload(**changes) -> ServingWorkload:
         arrival="closed-loop",
         endpoint="offline",
         network_gbs=50.0,
+        state_dtype_bytes=2,
     )
     values.update(changes)
     return ServingWorkload(**values)

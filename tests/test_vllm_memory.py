@@ -109,7 +109,7 @@ def test_gemma3_groups_its_62_layers_into_70_slots():
     assert (layout.full_slots, layout.windowed_slots, layout.group_size, layout.groups) == (10, 60, 10, 7)
     # One 32k sequence: full layers keep 32,768 tokens; sliding ones (cdiv(1,023 + 8,192, 16) + 1) x 16 =
     # 9,232 tokens; per slot and token 2 x 16 heads x 128 x 2 bytes = 8,192.
-    per_sequence = kv_bytes_per_sequence(arch, 32768, 2, 1, 1)
+    per_sequence = kv_bytes_per_sequence(arch, 32768, 2, 1, 1, state_dtype_bytes=2)
     assert per_sequence == 8_192 * (10 * 32_768 + 60 * 9_232)
     memory = estimate_serving(
         ServingSetup(architecture=arch, context=32768, concurrency=1), get_gpu("h200-sxm").usable_bytes
@@ -123,7 +123,9 @@ def test_chunked_attention_reserves_chunk_plus_batch():
     # Llama 4: 36 chunked layers reserve cdiv(min(8,192 + 8,192, 65,536), 16) x 16 = 16,384 tokens; 12 full
     # layers 65,536 (groups of 12: 12 full slots, 36 chunked slots, no padding).
     per_slot_token = 2 * 8 * 128 * 2
-    assert kv_bytes_per_sequence(arch, 65536, 2, 1, 1) == per_slot_token * (12 * 65_536 + 36 * 16_384)
+    assert kv_bytes_per_sequence(arch, 65536, 2, 1, 1, state_dtype_bytes=2) == per_slot_token * (
+        12 * 65_536 + 36 * 16_384
+    )
 
 
 def test_cuda_graphs_sit_outside_the_budget():
@@ -309,15 +311,15 @@ def test_hybrid_kv_groups_pad_the_windowed_kind():
     assert tuple(vars(kv_layout(TINY, range(2))).values()) == (2, 0, 2, 1, 0)
     # Full layers keep 40 tokens in 3 blocks (48); sliding layers min(8 - 1 + 8 batched, 40) = 15 tokens,
     # 1 block + 1 = 32. 16 B x (2 x 48 + 6 x 32) = 4,608.
-    assert kv_bytes_per_sequence(HYBRID, 40, 2, 1, 1, 8) == 4608
+    assert kv_bytes_per_sequence(HYBRID, 40, 2, 1, 1, 8, state_dtype_bytes=2) == 4608
     # The window's 7 earlier tokens beside a 10-token batch: 17 tokens, one past a block, 2 blocks + 1 = 48
     # (as many as the full layers' 40): 16 x 8 slots x 48 = 6,144.
-    assert kv_bytes_per_sequence(HYBRID, 40, 2, 1, 1, 10) == 6144
+    assert kv_bytes_per_sequence(HYBRID, 40, 2, 1, 1, 10, state_dtype_bytes=2) == 6144
     # Chunked attention (chunk 8): min(8 + 8, 40) = 16 tokens, one block: 16 x (2 x 48 + 6 x 16) = 3,072.
     chunked = Architecture(
         layers=7, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32, attention_chunk=8, sliding_layers=3
     )
-    assert kv_bytes_per_sequence(chunked, 40, 2, 1, 1, 8) == 3072
+    assert kv_bytes_per_sequence(chunked, 40, 2, 1, 1, 8, state_dtype_bytes=2) == 3072
 
 
 def test_expert_parallel_holds_whole_experts():

@@ -249,7 +249,8 @@ def _loaded(setup: ServingSetup) -> tuple[tuple[float, ...], tuple[float, ...], 
 def _tightest_stage(setup: ServingSetup, room: Callable[[int], float], tokens: int) -> tuple[int, float, int]:
     """(index, KV bytes per token, state bytes per sequence) of the pipeline stage whose ``room(index)``
     holds the fewest sequences of ``tokens`` tokens: it sizes every rank (SGLang ``init_memory_pool``
-    all-reduces the MIN over the PP ranks; TensorRT-LLM's blocks are the same on every rank)."""
+    all-reduces the MIN over the PP ranks; TensorRT-LLM's blocks are the same on every rank). A model with
+    no attention or state layer caches nothing: the stage with the least room, and no bytes per token."""
     arch = setup.architecture
     stages = arch.stage_layers(setup.pipeline_parallel)
     best: tuple[float, int, float, int] | None = None
@@ -260,8 +261,8 @@ def _tightest_stage(setup: ServingSetup, room: Callable[[int], float], tokens: i
         if per_token * tokens + state > 0:
             candidate = (room(index) / (per_token * tokens + state), index, per_token, state)
             best = candidate if best is None or candidate < best else best
-    if best is None:
-        raise ValueError("no pipeline stage holds attention or state layers")
+    if best is None:  # no stage holds a cache (MLP-only layers): the one with the least room sizes the rest
+        return min(range(len(stages)), key=room), 0.0, 0
     return best[1], best[2], best[3]
 
 

@@ -373,7 +373,8 @@ def kv_bytes_per_sequence(
     pp: int,
     max_batched: int = LARGE_GPU_BATCH[0],
     stage: int | None = None,
-    state_dtype_bytes: int = 2,
+    *,
+    state_dtype_bytes: int,
     base_block: int = BLOCK_TOKENS,
 ) -> float:
     """KV bytes one sequence of ``context`` tokens needs on one GPU (the stage with the most layer slots
@@ -558,8 +559,8 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
             pp,
             setup.max_batched_tokens,
             index,
-            setup.model_dtype_bytes,
-            release.block_tokens,
+            state_dtype_bytes=setup.model_dtype_bytes,
+            base_block=release.block_tokens,
         )
         added = lora[index] + (draft if last else 0.0)
         if last and draft_token:  # the proposer's layers: blocks of the model's size over the whole context

@@ -136,8 +136,8 @@ def latency_bounds(
     step, and the request overhead; the wait of requests beyond the slots only adds. Each bound is
     taken a relative 1e-9 lower, for rounding, as the floors are. ``queued`` False: a bound of TTFT's
     median and p90 as well as its mean, the wait for the token budget left out (its quantiles can be 0).
-    The front end adds the same to every TTFT; the sequences it lets the engine hold are bounded as the
-    code says (a front-end-bound loop holds fewer than its clients)."""
+    The front end adds the same to every TTFT; behind it, a front-end-bound loop decodes fewer sequences
+    than its clients, bounded as the code says."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
     if w.batching == "static":
         return 0.0, 0.0
@@ -151,12 +151,15 @@ def latency_bounds(
     held = prompt + (output if engine.reserves_full_context else output / 2)
     per_sequence = d.kv_read(held)
     kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
+    others = max(0.0, min(float(w.concurrency), float(d.sequence_cap), max(kv_cap, 1.0)) - 1)
     context = prompt + output / 2
-    # Behind a server process that takes in and streams back at most ``capacity`` requests a second the
-    # engine holds no more than capacity x its latency, which is at least O single-sequence decode steps.
     single_tpot = d.cycle(d.step(1.0, 0.0, context, 0.0), 1.0)
-    fed = frontend_capacity(w.endpoint, prompt, output) * output * single_tpot
-    others = max(0.0, min(float(w.concurrency), float(d.sequence_cap), max(kv_cap, 1.0), max(fed, 1.0)) - 1)
+    # A front-end-bound loop (``_frontend_bound``) runs fewer than these: the engine serves the server
+    # process's capacity X, so it decodes X x O x TPOT >= X x O x T0 sequences (T0: one decoding alone),
+    # and at least that many less the tagged one beside a prompt. Below, phi and the rooms come from
+    # ``others`` (the engine-bound loop's bounds, proved as above); the decoding others are the fewer of
+    # the two bounds, which holds in either regime.
+    fed = max(0.0, frontend_capacity(w.endpoint, prompt, output) * output * single_tpot - 1)
     passed = d.prompt_pass(prompt)
     phi = 0.0
     if passed <= 0:
@@ -175,7 +178,7 @@ def latency_bounds(
         total = longest + output * least_tpot
         if total > 0:
             phi = max(0.0, output * least_tpot / total * (1 - 1e-9) - 2 * PHI_TOLERANCE)
-    decoders = others * phi
+    decoders = min(others * phi, fed)
     running = 1 + decoders
     microbatches = min(pp, max(1.0, running))
     prefill = attention = 0.0
@@ -186,7 +189,8 @@ def latency_bounds(
     # A chunk of infinite size: a mixture's step reads the experts of its decodes alone.
     step = d.step(running / microbatches, prefill / microbatches, context, attention / microbatches, math.inf)
     tpot = d.cycle(step, microbatches)
-    ttft = min(1.0, others) * step.seconds / 2 + engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
+    busy = min(1.0, others, fed)  # another slot keeps the replica busy
+    ttft = busy * step.seconds / 2 + engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
     if engine.first_token_from_decode_step:
         ttft += tpot
     tokens = d.prompt_pass(w.full_prompt)

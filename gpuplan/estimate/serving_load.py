@@ -54,10 +54,11 @@ HTTP_SECONDS = {"completions": (0.0084 + 0.0120) / 2, "chat": (0.0122 + 0.0110) 
 TOKENIZE_SECONDS_PER_TOKEN = 1.0e-6
 # Streaming a generated token back: the server process's own time per token (incremental detokenization, the
 # response chunk, the SSE write). vLLM PR #12287 measured its V1 front end as the bottleneck (Llama-3.2-1B-Instruct
-# on an A100, 400 clients, ShareGPT with --ignore-eos, /v1/completions): 70.84 requests/s of 202 output tokens
-# (1,211,959 over 6,000 requests), i.e. 14.12 ms of that process per request; less the front end of a 225-token
-# completion (1,350,511 prompt tokens over 6,000), 3.69 ms over 202 tokens. (Little's law then gives its clients
-# a TPOT of (400 / 70.84 s - TTFT 0.20 s) / 201 = 27.1 ms; the PR measured 26.76 ms.)
+# on an A100, 400 clients, ShareGPT with --ignore-eos, /v1/completions): with the PR (and #12298), 70.84 requests/s
+# of 202 output tokens (1,211,959 over 6,000 requests), i.e. 14.12 ms of that process per request; less the front
+# end of a 225-token completion (1,350,511 prompt tokens over 6,000), 3.69 ms over 202 tokens. The front end's
+# figure is a latency (HTTP_SECONDS), at least the process's own time, so this share is if anything low. (Little's
+# law then gives its clients a TPOT of (400 / 70.84 s - TTFT 0.20 s) / 201 = 27.1 ms; the PR measured 26.76 ms.)
 STREAM_SECONDS_PER_TOKEN = (1 / 70.84 - (HTTP_SECONDS["completions"] + 225 * TOKENIZE_SECONDS_PER_TOKEN)) / 202
 # The share of a steady stream's requests whose TTFT is quoted as "p90".
 P90 = 0.9
@@ -347,6 +348,8 @@ def burst_speed(
     makespan = max(result.makespan, requests / capacity)
     decode = d.step(min(requests, cap), 0, prompt + output / 2, 0.0)
     limited_by = "concurrency" if requests <= cap else ("engine" if caps["engine"] <= kv_slots else "kv-cache")
+    if makespan > result.makespan:  # the server process, not the GPUs, set the wave's end
+        limited_by = "front-end"
     return make(
         ttft_s=result.mean_ttft + added,
         tpot_s=result.mean_tpot * steps / output,

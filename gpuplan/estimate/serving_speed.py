@@ -33,7 +33,10 @@ The model, term by term (sources in brackets):
   concave: chunks are not smeared).
   Requests beyond the slots wait: TTFT under load = (C - slots) / request rate + half the step in flight
   when another slot keeps the replica busy + the full prompt's prefill under that load + the engine's
-  request overhead; the single-request TTFT (the prompt alone) is reported beside it.
+  request overhead + the server's front end; the single-request TTFT (the prompt alone) is reported
+  beside it. Behind an online endpoint one server process per replica takes requests in and streams
+  tokens back, at most ``serving_load.frontend_capacity`` requests a second: a loop that would outrun it
+  is front-end-bound (``_frontend_bound``), a faster steady stream saturates.
 - the first token: most engines sample it at the end of the prompt's pass; TurboMind's context decoder
   stops one prompt token short and the next decode step of the running batch feeds it and samples the
   first output, so there TTFT = pass of P - 1 tokens + one decode step (a 1-token prompt: the step alone).
@@ -117,11 +120,11 @@ class ServingWorkload:
     arrival: str  # closed-loop | steady | burst (serving_load)
     endpoint: str  # chat | completions | offline: the front end a request crosses (offline: none)
     network_gbs: float  # inter-node bandwidth per GPU, GB/s one direction
+    state_dtype_bytes: int  # the model dtype: linear-attention and Mamba states are kept in it
     replicas: int = 1
     max_batched_tokens: int | None = None  # None: the engine's default for the GPU
     max_sequences: int | None = None
     weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven stages; decode_weight_reads)
-    state_dtype_bytes: int = 2  # the model dtype: linear-attention and Mamba states are kept in it
     rate_rps: float | None = None  # steady: requests per second over the whole deployment
     speculation: SpeculativeWorkload | None = None  # serve.speculative (gpuplan.estimate.speculative)
     adapter_slots: int = 0  # serve.lora max_adapters: a step reads min(them, its decodes) adapters' slots
@@ -485,6 +488,11 @@ def serving_speed(
         return _steady_speed(w, state_at, caps, output, steps, overhead, capacity, make)
     if w.batching == "static":
         state = _static(d, slots, prompt, steps, prompt_attention)
+        if state.requests_per_s > capacity:  # batches wait on the server process: its rate, the stream's lag
+            ttft = _ttft_statistics(state, w.full_prompt, max(0.0, w.concurrency - slots) / capacity + overhead)
+            lag = max(0.0, w.concurrency / capacity - ttft[0] - (output - 1) * state.tpot / gain)
+            tpot = state.tpot / gain + lag / max(1, output - 1)
+            return _from_state(make, w, state, slots, "front-end", ttft, tpot, capacity, output, streamed=lag > 0)
     else:
         state = state_at(slots)
         if state.requests_per_s > capacity:
@@ -513,8 +521,10 @@ def _frontend_bound(
     sequences that serve it (its steady state at that rate); the clients' tokens come back no faster than
     the process streams them, so by Little's law over a client's whole request, C = X (TTFT + (O - 1)
     TPOT), the wait the rest of each request's turn C / X holds is spread over its streamed tokens (vLLM
-    PR #12287's front-end-bound run: TTFT near the engine's, TPOT five times the decode step's); a
-    one-token answer waits for its only token."""
+    PR #12287's front-end-bound run, 400 clients over an engine capped at 256: TTFT near the engine's,
+    TPOT five times the decode step's); a one-token answer waits for its only token. Crossing into this
+    regime moves the clients' wait from TTFT (beyond the engine's slots, for a slot) to TPOT; the
+    throughput and each client's whole request are continuous."""
     state, held = _state_at_rate(state_at, most, capacity)
     ttft = _ttft_statistics(state, w.full_prompt, overhead)
     decoded = state.tpot / gain
@@ -529,7 +539,7 @@ def _frontend_bound(
 def _state_at_rate(state_at: Callable[[float], _SteadyState], most: float, rate: float) -> tuple[_SteadyState, float]:
     """The steady state whose throughput is ``rate`` (below what ``most`` running sequences complete), and
     its running sequences: bisection on log(slots), to 0.1% of the slots (some 25 root solves)."""
-    low, high = math.log(min(most, 1e-6)), math.log(most)
+    low, high = math.log(1e-6), math.log(most)
     state = state_at(most)
     while high - low > 1e-3:
         middle = (low + high) / 2
@@ -612,6 +622,13 @@ def _steady_speed(
         state, slots = _state_at_rate(state_at, most, rate)
         saturated, limited_by = False, "arrival-rate"
     ttft = (math.inf,) * 3 if saturated else _ttft_statistics(state, w.full_prompt, overhead)
+    if not saturated and math.isfinite(capacity):
+        # The server process is a queue of its own: Poisson arrivals, the same work for each request
+        # (M/D/1: Pollaczek-Khinchine with no spread), its quantiles as the token budget's wait's.
+        load = rate / capacity
+        mean_wait = (queue_wait_factor(load, 1.0) - 1) / capacity
+        waits = (mean_wait, wait_quantile(mean_wait, load, 0.5), wait_quantile(mean_wait, load, P90))
+        ttft = (ttft[0] + waits[0], ttft[1] + waits[1], ttft[2] + waits[2])
     served = min(rate, state.requests_per_s, capacity)
     tpot = state.tpot * steps / output  # a step's time over the tokens a step yields
     return _from_state(make, w, state, slots, limited_by, ttft, tpot, served, output, saturated)

@@ -128,7 +128,9 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
 
     ## Why is this bad?
     Prefill is compute-bound, and under load it queues behind the running batch: no amount of memory
-    makes a long prompt start faster on a slower or busier GPU.
+    makes a long prompt start faster on a slower or busier GPU. Behind an online endpoint the replica's
+    server process also takes each request in (the front end), and a stream faster than it can serve
+    saturates the replica whatever its GPUs.
 
     ## Example
     ```yaml
@@ -148,7 +150,8 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
                 f"TTFT grows without bound {load_phrase(job)} {where}: the deployment completes at most"
                 f" {s.speed.requests_per_s:,.2f} requests/s, so the SLO of {slo:,.0f} ms cannot hold"
             )
-            yield ctx.finding("GP403", ("serve", "slo", "ttft_ms"), message, "more replicas or a faster GPU")
+            hint = "more replicas" if s.speed.limited_by == "front-end" else "more replicas or a faster GPU"
+            yield ctx.finding("GP403", ("serve", "slo", "ttft_ms"), message, hint)
             return
         figure = slo_figure(job, s.speed, "ttft")
         prompt = "" if job.arrival == "burst" else f"for a prompt of {job.full_prompt:,} tokens "
@@ -157,7 +160,9 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
             ("serve", "slo", "ttft_ms"),
             f"estimated {job.ttft_statistic} TTFT {format_ms(figure, 0)} ms {prompt}{load_phrase(job)} {where}"
             f" exceeds the SLO of {slo:,.0f} ms",
-            "more TP, a faster GPU, or shorter prompts",
+            "more replicas, or fewer clients per replica (the server process is the limit)"
+            if s.speed.limited_by == "front-end" and job.output_tokens <= 1
+            else "more TP, a faster GPU, or shorter prompts",
         )
 
 
