@@ -189,6 +189,9 @@ def spec_for(record: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         serve["hardware"]["expert_parallel"] = int(record["expert_parallel"])
     if quantization in ("fp8", "nvfp4"):
         serve["quantization"] = quantization
+    kv_dtype = str(record.get("kv_dtype", "unknown")).split(" ")[0]
+    if kv_dtype in ("bf16", "fp16", "fp8"):  # stated by the source (unknown: the engine's default, auto)
+        serve["kv_cache_dtype"] = kv_dtype
     if arrival == "steady":
         serve["rate_rps"] = float(load["rate_rps"])
     return {"version": 1, "name": record["id"][:120], "model": model, "serve": serve}, ""
@@ -235,6 +238,30 @@ def finite_run(speed: Any, record: dict[str, Any], figure: float, metric: str) -
     return requests if metric == "requests_per_s" else requests * output
 
 
+# Clients that start a closed loop all at once: `vllm bench serve` (and benchmark_serving.py before it) creates
+# every request's task at a rate of inf and lets ``max_concurrency`` of them through a semaphore, so the first
+# ``max_concurrency`` requests reach the server together (vllm/benchmarks/serve.py, ``limited_request_func``).
+ALL_AT_ONCE_CLIENTS = ("vllm bench serve", "benchmark_serving")
+
+
+def closed_loop_start(record: dict[str, Any]) -> tuple[int, int] | None:
+    """(clients, prompts) of a finite closed-loop run whose client starts its clients together, when it
+    states both and runs more prompts than clients; None otherwise (the steady state alone is compared)."""
+    load = record["load"]
+    clients, prompts = _number(load.get("max_concurrency")), _number(load.get("num_prompts"))
+    if load["arrival"] != "closed-loop" or not clients or not prompts or prompts <= clients:
+        return None
+    if not any(name in str(load.get("client", "")) for name in ALL_AT_ONCE_CLIENTS):
+        return None
+    return int(clients), int(prompts)
+
+
+def run_mean_ttft(steady_mean: float, burst_mean: float, clients: int, prompts: int) -> float:
+    """A finite closed loop's mean TTFT over its prompts: its first ``clients`` requests arrive together
+    (a burst of that many on an idle replica), the rest as earlier ones finish (the steady state)."""
+    return (clients * burst_mean + (prompts - clients) * steady_mean) / prompts
+
+
 ESTIMATES = {
     ("ttft_ms", "mean"): lambda s: s.ttft_s * 1000,
     ("ttft_ms", "median"): lambda s: s.ttft_median_s * 1000,
@@ -271,6 +298,8 @@ def evaluate(records: list[dict[str, Any]], baseline: bool = False) -> tuple[lis
         if not serve.loads:
             skipped.append((record["id"], f"gpuplan says the engine cannot start: {serve.not_loaded_reason}"))
             continue
+        start = None if baseline else closed_loop_start(record)
+        burst_mean = _burst_mean_ttft(spec_data, start[0], record["id"]) if start else None
         source = record["id"].split("-")[0]
         for metric, why in (record.get("not_scored") or {}).items():
             skipped.append((record["id"], f"{metric}: not scored, {why}"))
@@ -280,11 +309,22 @@ def evaluate(records: list[dict[str, Any]], baseline: bool = False) -> tuple[lis
             estimate = ESTIMATES[(metric, statistic)](serve.speed)
             if metric in ("output_tokens_per_s", "requests_per_s"):
                 estimate = finite_run(serve.speed, record, estimate, metric)
+            if (metric, statistic) == ("ttft_ms", "mean") and start and burst_mean is not None:
+                estimate = run_mean_ttft(estimate, burst_mean, *start)
             if math.isfinite(estimate):
                 results.append(Result(record["id"], source, arrival, metric, statistic, value, estimate))
             else:
                 skipped.append((record["id"], f"{metric}: gpuplan says the stream saturates the deployment"))
     return results, skipped
+
+
+def _burst_mean_ttft(spec_data: dict[str, Any], clients: int, name: str) -> float | None:
+    """The mean TTFT (ms) of ``clients`` of the record's requests arriving together on an idle replica."""
+    burst = {**spec_data, "serve": {**spec_data["serve"], "arrival": "burst", "concurrency": clients}}
+    document = load_bytes(name, yaml.safe_dump(burst, sort_keys=False).encode())
+    spec, _ = resolve(document, ROOT)
+    serve = analyse(spec).serve if spec is not None else None
+    return serve.speed.ttft_s * 1000 if serve is not None and serve.loads else None
 
 
 def table(results: list[Result]) -> list[str]:

@@ -76,3 +76,31 @@ def test_the_identified_form_factor_follows_from_the_single_sequence_decode():
     assert rate / (get_gpu("h100-pcie").bandwidth_tbs * 1e12) == pytest.approx(0.85, abs=0.01)
     assert rate / (get_gpu("h100-sxm").bandwidth_tbs * 1e12) == pytest.approx(0.51, abs=0.01)
     assert {r["gpu"] for r in RECORDS if r["id"].startswith("gs-qwen3-32b-")} == {"h100-pcie"}
+
+
+def test_a_finite_closed_loop_starts_with_its_clients_together():
+    # vllm bench serve lets max_concurrency requests through a semaphore at once: of 128 prompts at 64 clients,
+    # the first 64 are a burst. Their mean TTFT 10 s and the rest's 1 s give (64 x 10 + 64 x 1) / 128 = 5.5 s.
+    assert load_accuracy.run_mean_ttft(1.0, 10.0, 64, 128) == pytest.approx(5.5)
+    by_id = {r["id"]: r for r in RECORDS}
+    assert load_accuracy.closed_loop_start(by_id["vllm-pr43232-qwen3-235b-fp8-4xb200-tp4-30000x1000-c64"]) == (64, 128)
+    assert load_accuracy.closed_loop_start(by_id["gs-qwen3-8b-h100sxm-vllm-sharegpt-c8"]) == (8, 100)
+    # AIPerf's concurrency mode states no prompt count; a burst is compared as a burst.
+    assert load_accuracy.closed_loop_start(by_id["nim-llama33-70b-2xh100-fp8-tp2-5000x500-c50"]) is None
+    assert load_accuracy.closed_loop_start(by_id["gs-qwen3-32b-h100-vllm-sharegpt-burst"]) is None
+    # On that run, 64 prompts of 30,000 tokens queue for the first prefills: the run's mean TTFT is far above
+    # the steady state's, where the median (compared as the steady state's) is not moved.
+    record = by_id["vllm-pr43232-qwen3-235b-fp8-4xb200-tp4-30000x1000-c64"]
+    finite = {(r.metric, r.statistic): r.estimated for r in load_accuracy.evaluate([record])[0]}
+    steady = {(r.metric, r.statistic): r.estimated for r in load_accuracy.evaluate([record], baseline=True)[0]}
+    assert finite[("ttft_ms", "mean")] > 5 * finite[("ttft_ms", "median")]
+    assert steady[("ttft_ms", "mean")] < 2 * steady[("ttft_ms", "median")]
+
+
+def test_a_stated_kv_cache_dtype_is_stated_in_the_spec():
+    # `--kv-cache-dtype fp8` on the Qwen3-235B run; "unknown (engine default)" leaves the spec at auto.
+    by_id = {r["id"]: r for r in RECORDS}
+    spec, _ = load_accuracy.spec_for(by_id["vllm-pr43232-qwen3-235b-fp8-4xb200-tp4-30000x1000-c64"])
+    assert spec["serve"]["kv_cache_dtype"] == "fp8"
+    spec, _ = load_accuracy.spec_for(by_id["gs-qwen3-8b-h100sxm-vllm-sharegpt-c8"])
+    assert "kv_cache_dtype" not in spec["serve"]

@@ -345,7 +345,9 @@ def test_the_planners_table_says_how_much_of_the_slo_each_layout_leaves_at_its_s
     assert "| TTFT p90 / TPOT ms | SLO left at 90% |" in header
     rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "x " in line]
     verdicts = {row[1]: (row[4], row[-1]) for row in rows}
-    assert verdicts["4 x h100-pcie, tensor\\_parallel 2, pipeline\\_parallel 2"][0] == "-15%"
+    # Its TPOT edge, 59.1 ms x 1.0883 = 64.3 ms, is 7% over the 60 ms SLO; its TTFT edge, 3,733.9 ms, is 6.7%
+    # over 3,500: the column gives the tighter one.
+    assert verdicts["4 x h100-pcie, tensor\\_parallel 2, pipeline\\_parallel 2"][0] == "-7%"
     for left, verdict in verdicts.values():
         if "slo" in verdict:
             assert left.startswith("-"), (left, verdict)
@@ -379,7 +381,7 @@ def test_a_constraint_the_planner_could_not_judge_is_not_shown_as_met():
 
 
 def test_the_planners_table_shows_why_other_layouts_fail():
-    # serve-llama-70b: 13 sound options and 18 rejected layouts (`gpuplan plan`). The table showed the
+    # serve-llama-70b: 13 sound options and 15 rejected layouts (`gpuplan plan`). The table showed the
     # first ten sound ones and no rejected layout; now the cheapest sound ones (8 rows with the declared),
     # the 4 cheapest rejected ones with the constraints they break, and a count of the rest.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
@@ -392,5 +394,5 @@ def test_the_planners_table_shows_why_other_layouts_fail():
     assert sum(row.endswith("| breaks budget |") for row in rows) == 2
     assert sum("| breaks ttft\\_slo, tpot\\_slo |" in row for row in rows) == 4
     assert "8 x l40, tensor\\_parallel 4, pipeline\\_parallel 2" in rows[8]  # the cheapest rejected
-    # 13 - 7 sound ones shown (the 8th row is the declared layout) = 6; 18 - 4 rejected ones shown = 14.
-    assert rows[-1].startswith("|  | 6 more sound options and 14 more rejected layouts: gpuplan plan lists them all |")
+    # 13 - 7 sound ones shown (the 8th row is the declared layout) = 6; 15 - 4 rejected ones shown = 11.
+    assert rows[-1].startswith("|  | 6 more sound options and 11 more rejected layouts: gpuplan plan lists them all |")
