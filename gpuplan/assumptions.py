@@ -416,9 +416,10 @@ def _frontend_note(job: Serve, speed: ServingSpeed) -> str:
     capacity = frontend_capacity(job.endpoint, job.mean_prompt, job.output_tokens)
     burst = "; a burst crosses it one request after another" if job.arrival == "burst" else ""
     return (
-        f"{job.endpoint}: {speed.frontend_s * 1000:,.1f} ms per request (vLLM PR #54628, #10635) and"
-        f" {STREAM_SECONDS_PER_TOKEN * 1e6:.0f} us per streamed token (PR #12287), in one process for every"
-        f" request: at most {capacity:,.0f} requests/s per replica{burst}"
+        f"{job.endpoint}: {speed.frontend_s * 1000:,.1f} ms per request of {job.full_prompt:,} tokens (vLLM PR"
+        f" #54628, #10635) and {STREAM_SECONDS_PER_TOKEN * 1e6:.0f} us per streamed token (PR #12287), in one"
+        f" process for every request: at most {capacity:,.0f} requests/s per replica at the mean prompt of"
+        f" {job.mean_prompt:,.0f} tokens and {job.output_tokens:,} out{burst}"
     )
 
 
@@ -452,13 +453,20 @@ def _load_note(job: Serve, speed: ServingSpeed) -> str:
                 f" {speed.requests_per_s:,.2f}/s with {speed.running:,.0f} running per replica, limited by"
                 f" {_limit_words(speed)}): the queue grows without bound; {alone}"
             )
+        server = " and for the server process" if job.endpoint != "offline" else ""
         return (
             f"Poisson arrivals at {job.rate_rps:,g} requests/s: {speed.running:,.1f} sequences running per replica"
-            f" (Little's law); TTFT includes the wait for the token budget (median and p90 from its"
-            f" exponential tail) and prefill beside the running batch; {alone}"
+            f" (Little's law); TTFT includes the wait for the token budget{server} (median and p90 from their"
+            f" exponential tails) and prefill beside the running batch; {alone}"
         )
     shown = round(float(speed.running), 1)  # 31.96 is "32", not "32.0"
     running = f"{shown:,.0f}" if shown.is_integer() else f"{shown:,.1f}"
+    if speed.limited_by == "front-end":
+        return (
+            f"{running} sequences running per replica (limited by {_limit_words(speed)}: the engine serves"
+            f" what that process takes in, the rest of the {job.concurrency:,} clients wait on its stream, so"
+            f" TPOT holds their wait); {alone}"
+        )
     return (
         f"{running} sequences running per replica (limited by {_limit_words(speed)}); TTFT includes"
         f" queueing and prefill beside the running batch; {alone}"

@@ -332,6 +332,15 @@ CODES: dict[str, Code] = {
             Approval.NEEDS_CHANGE,
         ),
         Code(
+            "GP406",
+            "stream-outruns-deployment",
+            "benchmark",
+            ERROR,
+            "A steady stream arrives faster than the deployment completes requests.",
+            Approval.REJECTS,
+            "cannot keep up with its request rate",
+        ),
+        Code(
             "GP501",
             "finetune-over-budget",
             "budget",

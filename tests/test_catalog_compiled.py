@@ -142,3 +142,12 @@ def test_every_gpu_names_its_sources_and_its_quotes_are_dated_or_say_so():
         assert entry["sources"] and all(isinstance(source, str) and source for source in entry["sources"])
         for quote in entry["price_quotes"]:
             assert quote["usd"] > 0 and quote["provider"] and quote["source"] and quote["date"], entry["id"]
+
+
+def test_a_catalog_prices_range_is_in_cents():
+    # The A100 SXM 80GB's quotes run from RunPod's 1.39 to AWS's 3.4309 per GPU-hour (a p4de instance over 8
+    # GPUs): the price's description gives the range as prices are shown everywhere, 1.39-3.43.
+    from gpuplan.catalog import get_gpu
+
+    price = get_gpu("a100-sxm-80gb").price
+    assert price is not None and ", 1.39-3.43 from " in price.describe()

@@ -258,9 +258,16 @@ CHANGES_NOTHING: dict[str, Why] = {
         "prompts shape the speed of a running engine: this one cannot start (it does not fit), so it has none",
         lambda d, a: not a.serve.loads,
     ),
-    "serve.prompt_tokens.p90": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
+    "serve.prompt_tokens.p90": Why(
+        "as serve.prompt_tokens.mean; or a steady stream outruns the replica's server process: TTFT has no"
+        " bound, and what the process serves follows the mean prompt, not its spread",
+        lambda d, a: not a.serve.loads or (a.serve.speed.saturated and a.serve.speed.limited_by == "front-end"),
+    ),
     "serve.batching": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
-    "serve.arrival": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
+    "serve.arrival": Why(
+        "as serve.prompt_tokens.mean; or serve.rate_rps is set, which only a steady stream takes (no other value)",
+        lambda d, a: not a.serve.loads or "rate_rps" in d["serve"],
+    ),
     "serve.endpoint": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
     "serve.slo.ttft_statistic": Why(
         "which TTFT the SLO bounds: the deployment meets it (or misses it) at every statistic, so no verdict moves",

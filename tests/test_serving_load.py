@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.serving_load import (
     HTTP_SECONDS,
     STREAM_SECONDS_PER_TOKEN,
@@ -51,6 +52,7 @@ def test_a_wave_of_three_prompts_sharing_the_token_budget():
     assert result.mean_tpot == pytest.approx((4.25 + 2.75 + 1.75) / 3)
     assert result.mean_ttft == pytest.approx(9.5)
     assert (result.quantile(0.5), result.quantile(0.9)) == (10.0, 13.5)
+    assert result.peak_running == 3  # from step 2: A decoding, B and C prefilling
 
 
 def test_a_wave_one_sequence_at_a_time_under_a_running_cap_of_one():
@@ -68,6 +70,7 @@ def test_requests_admitted_one_after_another_by_the_front_end():
     # first is a lone 3 ms step; the replica idles until 10, and the second's step ends at 13.
     result = wave(2, 4, 1, 8, 8, toy_step, no_attention, admission_gap=10.0)
     assert result.ttfts == ((3.0, 1), (13.0, 1))
+    assert result.peak_running == 1  # the first was done before the second arrived
     assert result.mean_tpot == 0.0
 
 
@@ -141,13 +144,15 @@ def test_wait_quantiles_of_an_exponential_tail_with_an_atom_at_zero():
 
 def test_a_burst_on_the_toy_deployment_is_the_wave_of_its_steps():
     # Two requests of 4 tokens, 4 out, on the unit engine: the burst's mean TTFT is the wave's mean plus
-    # the engine's request overhead (the second request reaches the scheduler one overhead later).
+    # the engine's request overhead (the second request reaches the scheduler one overhead later); its
+    # rates are over the run as a client times it, from the first send to the last token.
     burst = serving_speed(workload(arrival="burst"), calibration=CAL)
     single = serving_speed(workload(concurrency=1), calibration=CAL)
     assert burst.ttft_median_s <= burst.ttft_p90_s
     assert burst.ttft_median_s >= single.ttft_single_s
     assert burst.duration_s is not None and burst.duration_s > burst.ttft_p90_s
-    assert burst.tokens_per_s == pytest.approx(2 * 4 / (burst.duration_s - CAL.engines["vllm"].request_overhead_s))
+    assert burst.tokens_per_s == pytest.approx(2 * 4 / burst.duration_s)
+    assert burst.requests_per_s == pytest.approx(2 / burst.duration_s)
 
 
 def test_a_steady_stream_between_idle_and_saturated():
@@ -306,11 +311,18 @@ def test_a_stream_faster_than_the_front_end_saturates_and_a_burst_ends_no_sooner
     speed = steady.analysis.serve.speed
     assert speed.saturated and speed.limited_by == "front-end"
     assert speed.requests_per_s == pytest.approx(70.84, rel=1e-9)
-    assert any(f.code == "GP403" for f in steady.findings) or math.isinf(speed.ttft_s)
+    assert math.isinf(speed.ttft_s)
+    # With no TTFT SLO to miss, GP406 says the queue grows without bound, at the rate's field.
+    (finding,) = [f for f in steady.findings if f.code == "GP406"]
+    assert "at most 70.84/s, limited by the server's front end" in finding.message
+    assert finding.hint == "more replicas"
     burst = _served(serve + " arrival: burst, hardware: {gpu: a100-sxm-80gb, count: 1}").analysis.serve.speed
-    # 400 requests through one process: at least 400 / 70.84 s = 5.65 s until the last token is streamed.
-    assert burst.requests_per_s == pytest.approx(70.84, rel=1e-9) and burst.limited_by == "front-end"
-    assert burst.duration_s >= 400 / 70.84
+    # 400 requests through one process: 400 / 70.84 s = 5.65 s until the last token is streamed, and the
+    # first request's front end before its send reached the scheduler: the run as its client times it.
+    assert burst.limited_by == "front-end"
+    overhead = CALIBRATION.engines["vllm"].request_overhead_s
+    assert burst.duration_s == pytest.approx(400 / 70.84 + burst.frontend_s + overhead, rel=1e-9)
+    assert burst.requests_per_s == pytest.approx(400 / burst.duration_s, rel=1e-9)
 
 
 def test_a_front_end_bound_tpot_slo_points_at_replicas():
@@ -360,3 +372,21 @@ def test_a_stream_the_front_end_cannot_take_points_at_replicas():
     )
     (finding,) = [f for f in result.findings if f.code == "GP403"]
     assert "grows without bound" in finding.message and finding.hint == "more replicas"
+
+
+def test_the_estimates_json_says_what_limits_the_replica():
+    # The front-end-bound closed loop of PR #12287's run: what caps the batch and paces TPOT is the server's
+    # front end, whose capacity is 1 / (10.2 ms + 225 x 1 us + 202 x 18.27 us) = 70.84 requests/s; the
+    # high-throughput category at the engine's most sequences is capped by it too. Offline there is none.
+    from gpuplan.output.estimate_json import estimate_document
+
+    serve = (
+        "context: 427, output_tokens: 202, concurrency: 400, endpoint: completions,"
+        " prompt_tokens: {mean: 225}, hardware: {gpu: a100-sxm-80gb, count: 1}"
+    )
+    document = estimate_document(_served(serve).analysis)["serve"]
+    assert (document["limited_by"], document["decode_bound"]) == ("front-end", "front-end")
+    assert document["frontend_capacity_rps"] == pytest.approx(70.84, abs=0.01)
+    assert document["categories"]["high-throughput"]["limited_by"] == "front-end"
+    offline = estimate_document(_served(serve.replace("completions", "offline")).analysis)["serve"]
+    assert offline["frontend_capacity_rps"] is None and offline["limited_by"] != "front-end"

@@ -71,7 +71,7 @@ class Price:
             return "spec gpus section"
         span = self.quoted_from if self.quoted_from == self.quoted_to else f"{self.quoted_from} to {self.quoted_to}"
         undated = f" (+{self.undated_quotes} undated)" if self.undated_quotes else ""
-        spread = f", {self.low:g}-{self.high:g}" if self.low is not None and self.high != self.low else ""
+        spread = f", {self.low:.2f}-{self.high:.2f}" if self.low is not None and self.high != self.low else ""
         return (
             f"catalog median of {plural(self.quotes, 'quote')}{spread} from {', '.join(self.providers)}, "
             f"quoted {span or 'undated'}{undated}"

@@ -27,6 +27,7 @@ class CategorySpeeds:
         float  # closed loop at the most sequences the engine and KV cache run (high-throughput batch)
     )
     saturated_sequences: int  # per replica
+    saturated_limited_by: str  # what caps that batch (ServingSpeed.limited_by): front-end behind its server
     short_ttft_s: float  # one short request on an idle replica (short fast output)
     short_tpot_s: float
 
@@ -56,4 +57,6 @@ def category_speeds(
         calibration,
         d,
     )
-    return CategorySpeeds(alone, w.full_prompt, saturated.tokens_per_s, most, short.ttft_s, short.tpot_s)
+    return CategorySpeeds(
+        alone, w.full_prompt, saturated.tokens_per_s, most, saturated.limited_by, short.ttft_s, short.tpot_s
+    )

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gpuplan.estimate.performance import attention_flops
-from gpuplan.records import record
+from gpuplan.records import evolve, record
 
 if TYPE_CHECKING:  # serving_speed imports this module; its types are only named here
     from gpuplan.estimate.serving_speed import Deployment, ServingSpeed, ServingWorkload
@@ -142,6 +142,7 @@ class Wave:
     makespan: float  # until the last request's last token
     steps: int  # scheduler steps the wave took
     requests: int
+    peak_running: int = 0  # the most sequences running at once (decoding or prefilling)
 
     def quantile(self, share: float) -> float:
         """The smallest TTFT that at least ``share`` of the requests have (nearest rank)."""
@@ -193,6 +194,7 @@ def wave(
     decoders, start_sum = 0, 0
     ttfts: list[tuple[float, int]] = []
     tpot_sum = 0.0
+    peak = 0
 
     def arrival(k: int) -> float:
         return k * admission_gap
@@ -202,7 +204,8 @@ def wave(
     while finished < requests:
         events.append((now, first_tokens))
         if len(events) > max_events:
-            return _extrapolated(requests, output, now, step, ttfts, first_tokens, tpot_sum, finished, events)
+            cut = _extrapolated(requests, output, now, step, ttfts, first_tokens, tpot_sum, finished, events)
+            return evolve(cut, peak_running=peak)  # the pace its caps allow was reached by then
         while arrived < requests and arrival(arrived) <= now:
             arrived += 1
         running = decoders + len(prefilling)
@@ -245,6 +248,7 @@ def wave(
             room -= take
             new += 1
         admitted += new
+        peak = max(peak, decoders + len(prefilling))
         tokens = sum(take for _, take in chunks)
         attention = sum(chunk_attention(prefilling[i], prefilling[i] + take) for i, take in chunks)
         context = prompt + step - start_sum / decoders if decoders else 0.0
@@ -277,7 +281,7 @@ def wave(
                 decoders += complete
                 start_sum += complete * first_step
     mean_tpot = tpot_sum / requests if output > 1 else 0.0
-    return Wave(tuple(ttfts), mean_tpot, now, step, requests)
+    return Wave(tuple(ttfts), mean_tpot, now, step, requests, peak)
 
 
 Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
@@ -350,16 +354,19 @@ def burst_speed(
     limited_by = "concurrency" if requests <= cap else ("engine" if caps["engine"] <= kv_slots else "kv-cache")
     if makespan > result.makespan:  # the server process, not the GPUs, set the wave's end
         limited_by = "front-end"
+    duration = makespan + added  # from the first request's send to the last token, as a client times the run
     return make(
         ttft_s=result.mean_ttft + added,
         tpot_s=result.mean_tpot * steps / output,
-        tokens_per_s=w.replicas * requests * output / makespan,
+        tokens_per_s=w.replicas * requests * output / duration,
         decode_bound="memory" if decode.memory_bound else "compute",
-        running=float(min(requests, cap)),
+        running=float(result.peak_running),
         limited_by=limited_by,
         decode_bytes_per_step=decode.bytes_read,
         ttft_median_s=result.quantile(0.5) + added,
         ttft_p90_s=result.quantile(P90) + added,
-        requests_per_s=w.replicas * requests / makespan,
-        duration_s=makespan + added,
+        requests_per_s=w.replicas * requests / duration,
+        duration_s=duration,
+        # the k-th request reaches the scheduler k turns at the front end after the first
+        frontend_wait_s=(requests - 1) / 2 * overhead,
     )

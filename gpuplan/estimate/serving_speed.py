@@ -154,6 +154,9 @@ class ServingSpeed:
     ttft_p90_s: float = 0.0
     requests_per_s: float = 0.0  # completed requests per second over all replicas
     frontend_s: float = 0.0  # of the TTFT: the server's front end (HTTP, chat template, tokenizer)
+    # Of the mean TTFT, at least this long waiting on the server process: a burst's turn at it, a steady
+    # stream's queue at it, a one-token answer's lag behind it.
+    frontend_wait_s: float = 0.0
     saturated: bool = False  # steady: requests arrive faster than the deployment completes them
     duration_s: float | None = None  # burst: until the wave's last token
 
@@ -516,21 +519,19 @@ def _frontend_bound(
     gain: float,
     make: Callable[..., ServingSpeed],
 ) -> ServingSpeed:
-    """A closed loop whose GPUs would complete more requests than the server process takes in and streams
-    back (``serving_load.frontend_capacity``): requests complete at that capacity. The engine holds the
-    sequences that serve it (its steady state at that rate); the clients' tokens come back no faster than
-    the process streams them, so by Little's law over a client's whole request, C = X (TTFT + (O - 1)
-    TPOT), the wait the rest of each request's turn C / X holds is spread over its streamed tokens (vLLM
-    PR #12287's front-end-bound run, 400 clients over an engine capped at 256: TTFT near the engine's,
-    TPOT five times the decode step's); a one-token answer waits for its only token. Crossing into this
-    regime moves the clients' wait from TTFT (beyond the engine's slots, for a slot) to TPOT; the
-    throughput and each client's whole request are continuous."""
+    """A closed loop whose GPUs would outrun its server process (``serving_load.frontend_capacity``) completes
+    requests at that capacity X; the engine holds the sequences that serve X (its steady state there). By
+    Little's law, C = X (TTFT + (O - 1) TPOT): the rest of each client's turn C / X is the stream's lag,
+    spread over its tokens (vLLM PR #12287, 400 clients over an engine capped at 256: TTFT near the
+    engine's, TPOT five times a decode step); a one-token answer waits for its only token. Crossing into
+    this regime moves the wait from TTFT (for a slot) to TPOT; throughput and each request stay continuous."""
     state, held = _state_at_rate(state_at, most, capacity)
     ttft = _ttft_statistics(state, w.full_prompt, overhead)
     decoded = state.tpot / gain
     wait = max(0.0, w.concurrency / capacity - ttft[0] - (output - 1) * decoded)
     if output <= 1:
         ttft = (ttft[0] + wait, ttft[1] + wait, ttft[2] + wait)
+        make = functools.partial(make, frontend_wait_s=wait)
         return _from_state(make, w, state, held, "front-end", ttft, decoded, capacity, output)
     tpot = decoded + wait / (output - 1)
     return _from_state(make, w, state, held, "front-end", ttft, tpot, capacity, output, streamed=wait > 0)
@@ -629,6 +630,7 @@ def _steady_speed(
         mean_wait = (queue_wait_factor(load, 1.0) - 1) / capacity
         waits = (mean_wait, wait_quantile(mean_wait, load, 0.5), wait_quantile(mean_wait, load, P90))
         ttft = (ttft[0] + waits[0], ttft[1] + waits[1], ttft[2] + waits[2])
+        make = functools.partial(make, frontend_wait_s=mean_wait)
     served = min(rate, state.requests_per_s, capacity)
     tpot = state.tpot * steps / output  # a step's time over the tokens a step yields
     return _from_state(make, w, state, slots, limited_by, ttft, tpot, served, output, saturated)

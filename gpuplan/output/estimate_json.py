@@ -11,6 +11,7 @@ from gpuplan.estimate.bands import SpeedBand, finetune_band
 from gpuplan.estimate.engines import memory_engine
 from gpuplan.estimate.lora_serving import host_bytes
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
+from gpuplan.estimate.serving_load import frontend_capacity
 from gpuplan.estimate.speculative import expected_tokens
 from gpuplan.units import CENT_DIGITS, HOURS_DIGITS, MS_DIGITS, RATE_DIGITS, TPOT_MS_DIGITS, milliseconds, rounded
 from gpuplan.visible import json_text
@@ -39,6 +40,12 @@ def _finite_ms(seconds: float) -> float | None:
     return milliseconds(seconds) if math.isfinite(seconds) else None
 
 
+def _frontend_capacity(s: ServeEstimate) -> float | None:
+    """Requests/s one replica's server process takes in and streams back; None offline (no such process)."""
+    capacity = frontend_capacity(s.job.endpoint, s.job.mean_prompt, s.job.output_tokens)
+    return rounded(capacity, REQUEST_RATE_DIGITS) if math.isfinite(capacity) else None
+
+
 def _categories_dict(s: ServeEstimate) -> dict[str, Any] | None:
     c = s.categories
     if c is None:
@@ -48,6 +55,7 @@ def _categories_dict(s: ServeEstimate) -> dict[str, Any] | None:
         "high-throughput": {
             "tokens_per_s": rounded(c.saturated_tokens_per_s, RATE_DIGITS),
             "sequences_per_replica": c.saturated_sequences,
+            "limited_by": c.saturated_limited_by,
         },
         "short-fast": {
             "ttft_ms": milliseconds(c.short_ttft_s),
@@ -234,6 +242,11 @@ def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[st
             if s.speed.duration_s is None or not s.loads
             else rounded(s.speed.duration_s, RATE_DIGITS),
             "running_sequences": round(s.speed.running, 1) if s.loads else None,
+            # What caps the running batch (concurrency, engine, kv-cache, arrival-rate, front-end), what limits
+            # TPOT (memory, compute, front-end), and the requests/s one replica's server process serves.
+            "limited_by": s.speed.limited_by if s.loads else None,
+            "decode_bound": s.speed.decode_bound if s.loads else None,
+            "frontend_capacity_rps": _frontend_capacity(s),
             **({} if figures_only else {"metrics": METRIC_CONTRACT, "categories": _categories_dict(s)}),
             "monthly_cost": None if s.monthly_cost is None else rounded(s.monthly_cost, CENT_DIGITS),
             "cost_per_million_tokens": None

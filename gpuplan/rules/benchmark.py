@@ -160,8 +160,8 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
             ("serve", "slo", "ttft_ms"),
             f"estimated {job.ttft_statistic} TTFT {format_ms(figure, 0)} ms {prompt}{load_phrase(job)} {where}"
             f" exceeds the SLO of {slo:,.0f} ms",
-            "more replicas, or fewer clients per replica (the server process is the limit)"
-            if s.speed.limited_by == "front-end" and job.output_tokens <= 1
+            "more replicas, each with a server process of its own (its front end is most of this TTFT)"
+            if s.speed.frontend_s + s.speed.frontend_wait_s >= s.speed.ttft_s / 2
             else "more TP, a faster GPU, or shorter prompts",
         )
 
@@ -205,6 +205,43 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
             if s.speed.decode_bound == "front-end"
             else "more bandwidth (H200/B200), fp8 weights or KV cache, or fewer sequences per replica",
         )
+
+
+@rule("GP406")
+def stream_outruns_deployment(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    For a steady stream (`serve.arrival: steady`), compares `serve.rate_rps` with the requests per
+    second the deployment completes: each replica at the most sequences its engine and KV cache run,
+    and no more than its server process takes in and streams back behind an online endpoint. Reports
+    a stream it cannot keep up with when no TTFT SLO is declared (GP403 reports it where one is).
+
+    ## Why is this bad?
+    Requests that arrive faster than they complete queue without bound: every TTFT grows for as long
+    as the stream lasts, until clients time out.
+
+    ## Example
+    ```yaml
+    serve: {context: 4096, output_tokens: 256, arrival: steady, rate_rps: 200, hardware: {gpu: l4}}
+    ```
+
+    ## Use instead
+    More replicas (`hardware.count`), a faster GPU where the GPUs are the limit, or a rate the
+    deployment completes.
+    """
+    s, job = ctx.analysis.serve, ctx.spec.serve
+    if s is None or job is None or not s.loads or not s.speed.saturated or job.ttft_ms is not None:
+        return
+    front = s.speed.limited_by == "front-end"
+    limit = "the server's front end" if front else s.speed.limited_by
+    layout = f"{job.hardware.count:,} x {s.gpu.id}"
+    yield ctx.finding(
+        "GP406",
+        ("serve", "rate_rps"),
+        f"requests arrive at {job.rate_rps:,g}/s, faster than {layout} completes them (at most"
+        f" {s.speed.requests_per_s:,.2f}/s, limited by {limit}): the queue and every TTFT grow without bound",
+        "more replicas" if front else "more replicas or a faster GPU",
+    )
 
 
 @rule("GP405")

@@ -11,6 +11,7 @@ from gpuplan.plan.evaluate import Option
 from gpuplan.plan.materiality import Materiality
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
+from gpuplan.spec import Serve
 from gpuplan.units import format_gib
 
 
@@ -76,9 +77,29 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
         ("serve", "hardware", "gpu"),
         f"the deployment uses {used:.0%} of {s.gpu.id} ({format_gib(s.memory.per_gpu)} of {format_gib(s.memory.budget)}); "
         f"{option.layout.describe()} holds it ({format_gib(option.per_gpu_bytes)} of {format_gib(option.capacity_bytes)}) "
-        f"and meets the SLO for {cost_text(option, currency)}, {_saving(declared, option, currency)}",
+        f"{_and_meets(ctx.spec.serve)}for {cost_text(option, currency)}, {_saving(declared, option, currency)}",
         f"paste {paste_line(option.fragment)}",
     )
+
+
+def _serving_constraints(job: Serve | None) -> list[str]:
+    """The serving constraints a sound layout meets beyond memory and headroom, as the job declares them."""
+    if job is None:
+        return []
+    return (["the SLO"] if job.ttft_ms is not None or job.tpot_ms is not None else []) + (
+        ["the request rate"] if job.arrival == "steady" and job.rate_rps else []
+    )
+
+
+def _in_words(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + items[-1]
+
+
+def _and_meets(job: Serve | None) -> str:
+    """'and meets the SLO ' (or the request rate) where the job declares one; nothing otherwise."""
+    constraints = _serving_constraints(job)
+    return f"and meets {_in_words(constraints)} " if constraints else ""
 
 
 @rule("GP506")
@@ -165,8 +186,14 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP507",
             (kind, "hardware"),
-            f"{option.layout.describe()} meets memory, headroom"
-            + (" and the SLO" if kind == "serve" else " and gradient sync")
+            f"{option.layout.describe()} meets "
+            + _in_words(
+                [
+                    "memory",
+                    "headroom",
+                    *(_serving_constraints(ctx.spec.serve) if kind == "serve" else ["gradient sync"]),
+                ]
+            )
             + f" for {cost_text(option, currency)} against {cost_text(declared, currency)} for "
             f"{declared.layout.describe()}: {_saving(declared, option, currency)}",
             f"paste {paste_line(option.fragment)}",
