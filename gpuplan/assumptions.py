@@ -22,7 +22,7 @@ from gpuplan.estimate.speculative import rounds_note
 from gpuplan.estimate.training import MIXED, REGIMES, TrainingSetup
 from gpuplan.estimate.training_speed import TrainingSpeed, gemm_peak
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
-from gpuplan.units import GIB
+from gpuplan.units import GIB, format_ms
 
 OPTIMIZER_NOTES = {
     "adamw": "AdamW, PyTorch foreach: two states and one trainable-size temporary at the step",
@@ -439,7 +439,7 @@ def _limit_words(speed: ServingSpeed) -> str:
 
 def _load_note(job: Serve, speed: ServingSpeed) -> str:
     """How the arrival shape was modelled, in words (the assumptions' "steady state")."""
-    alone = f"alone {speed.ttft_single_s * 1000:,.0f} ms"
+    alone = f"alone {format_ms(speed.ttft_single_s, 0)} ms"  # as the TTFT line rounds it
     if job.arrival == "burst" and job.batching == "continuous":
         return (
             f"a burst of {job.concurrency:,} requests per replica on an idle replica, stepped as the engine's"

@@ -376,7 +376,7 @@ def test_a_constraint_the_planner_could_not_judge_is_not_shown_as_met():
     # Constraints every option meets are one row (a column of "meets" per constraint said nothing more);
     # the table's caption names them.
     assert "| Every other constraint | meets | meets | meets |" in out
-    (caption,) = [line for line in out.splitlines() if line.startswith("**Serving: options side by side")]
+    (caption,) = [line for line in out.splitlines() if line.startswith("**Serving: the planner's options side by side")]
     assert "met by every option: context the model takes" in caption and "ttft slo met" in caption
 
 

@@ -390,3 +390,18 @@ def test_the_estimates_json_says_what_limits_the_replica():
     assert document["categories"]["high-throughput"]["limited_by"] == "front-end"
     offline = estimate_document(_served(serve.replace("completions", "offline")).analysis)["serve"]
     assert offline["frontend_capacity_rps"] is None and offline["limited_by"] != "front-end"
+
+
+def test_the_lone_prompt_reads_the_same_in_the_ttft_line_and_the_assumption():
+    # A 1,848-token prompt of Llama-3.2-1B alone on an A100 behind completions: 32.5 ms (JSON's ttft_single_ms).
+    # The TTFT line and the "steady state" assumption both say 33 ms (half up); one said 32 (half to even).
+    from gpuplan.output.estimate_json import estimate_document
+    from gpuplan.output.estimate_text import render_estimate
+
+    result = _served(
+        "context: 2048, output_tokens: 200, prompt_tokens: {mean: 256, p90: 512}, concurrency: 400,"
+        " endpoint: completions, hardware: {gpu: a100-sxm-80gb, count: 1}"
+    )
+    assert estimate_document(result.analysis)["serve"]["ttft_single_ms"] == 32.5
+    assert dict(result.analysis.serve.assumptions)["steady state"].endswith("alone 33 ms")
+    assert "(alone 33 ms;" in render_estimate(result.analysis)

@@ -349,7 +349,7 @@ def _options_tables(job: JobMemo, spec: Spec, title: str) -> list[dict[str, Any]
     width = (100 - 22) // (len(headers) - 1)
     widths = (100 - width * (len(headers) - 1), *([width] * (len(headers) - 1)))
     every = f" ({EVERY_OTHER.lower()}, met by every option: {', '.join(name.lower() for name in met)})" if met else ""
-    compared = table(f"{title}: options side by side (the planner's){every}", headers, rows, widths=widths)
+    compared = table(f"{title}: the planner's options side by side{every}", headers, rows, widths=widths)
     serving = plan.kind == "serve"
     slo = [f"SLO left at {spec.plan.confidence:.0%}"] if planner_slo_column(plan) else []
     weighed = table(
