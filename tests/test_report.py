@@ -396,3 +396,13 @@ def test_the_planners_table_shows_why_other_layouts_fail():
     assert "8 x l40, tensor\\_parallel 4, pipeline\\_parallel 2" in rows[8]  # the cheapest rejected
     # 13 - 7 sound ones shown (the 8th row is the declared layout) = 6; 15 - 4 rejected ones shown = 11.
     assert rows[-1].startswith("|  | 6 more sound options and 11 more rejected layouts: gpuplan plan lists them all |")
+
+
+def test_a_stream_the_layout_cannot_keep_up_with_has_no_ttft_figure():
+    # examples/findings/benchmark-stream-outruns.yaml: 100 requests/s against the 76.62/s one H100's server
+    # process serves. The queue grows without bound, so its TTFT has no figure: the options say so, where they
+    # printed "inf ms" and "inf / 2.2".
+    _, out, _ = run_cli("report", str(EXAMPLES / "findings" / "benchmark-stream-outruns.yaml"))
+    assert "| Latency | p90 TTFT without bound; TPOT 2.2 ms |" in out
+    assert "| declared | 1 x h100-sxm | 83% | without bound / 2.2 |" in out
+    assert "inf" not in out.replace("info", "")

@@ -189,8 +189,13 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
             [
                 [
                     "Latency",
-                    f"TTFT p90 {_ms(s.speed.ttft_p90_s, 0)}, median {_ms(s.speed.ttft_median_s, 0)}, mean"
-                    f" {_ms(s.speed.ttft_s, 0)} {load_phrase(s.job)}; TPOT {_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)}"
+                    (
+                        f"TTFT p90 {_ms(s.speed.ttft_p90_s, 0)}, median {_ms(s.speed.ttft_median_s, 0)}, mean"
+                        f" {_ms(s.speed.ttft_s, 0)} {load_phrase(s.job)}"
+                        if not s.speed.saturated
+                        else f"TTFT without bound {load_phrase(s.job)} (the stream outruns the layout)"
+                    )
+                    + f"; TPOT {_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)}"
                     f" (first token excluded; {s.speed.decode_bound}-bound)",
                 ],
                 [

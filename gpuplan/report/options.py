@@ -9,6 +9,7 @@ it is within the budget, and what its price rests on and when it was quoted.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gpuplan.analysis import NOT_LOADED
@@ -63,6 +64,11 @@ class Column:
     option: Option
 
 
+def _ttft_ms(seconds: float, unit: str = " ms") -> str:
+    """A TTFT in whole ms, or "without bound" where a steady stream outruns the layout (its queue grows)."""
+    return f"{format_ms(seconds, 0)}{unit}" if math.isfinite(seconds) else "without bound"
+
+
 def columns(plan: JobPlan) -> list[Column]:
     """Declared, recommended (when it is another layout) and the next best sound option, in that order."""
     declared = plan.declared
@@ -101,7 +107,7 @@ def _latency(option: Option) -> str:
     if not estimate.loads:
         return f"{NOT_LOADED}: {estimate.not_loaded_reason}"
     job, speed = estimate.job, estimate.speed
-    ttft = f"{job.ttft_statistic} TTFT {format_ms(slo_figure(job, speed, 'ttft'), 0)} ms" + (
+    ttft = f"{job.ttft_statistic} TTFT {_ttft_ms(slo_figure(job, speed, 'ttft'))}" + (
         f" (SLO {job.ttft_ms:,g})" if job.ttft_ms is not None else ""
     )
     tpot = f"TPOT {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)} ms" + (
@@ -256,7 +262,7 @@ def planner_rows(plan: JobPlan, spec: Spec) -> list[list[str]]:
             loads = option.estimate.loads
             # A layout that cannot start has no speed (the row's verdict says it breaks memory).
             speed_text = (
-                f"{format_ms(speed.ttft_p90_s, 0)} / {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)}" if loads else "n/a"
+                f"{_ttft_ms(speed.ttft_p90_s, '')} / {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)}" if loads else "n/a"
             )
         else:
             speed_text = (
