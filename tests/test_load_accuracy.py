@@ -104,3 +104,30 @@ def test_a_stated_kv_cache_dtype_is_stated_in_the_spec():
     assert spec["serve"]["kv_cache_dtype"] == "fp8"
     spec, _ = load_accuracy.spec_for(by_id["gs-qwen3-8b-h100sxm-vllm-sharegpt-c8"])
     assert "kv_cache_dtype" not in spec["serve"]
+
+
+def test_the_nim_profiles_kv_cache_dtype_follows_from_its_saturated_runs():
+    # At 100 and 250 clients NIM's runs are saturated (ITL 92.91 and 93.2 ms, 917.26 and 920.12 tokens/s): by
+    # Little's law 917.26 x 0.09291 = 85.2 sequences decode at once. A bf16 cache holds fewer sequences of
+    # 5,500 tokens than that on two H100s at TP 2 (80 layers x 4 KV heads per GPU x 128 x 2 x 2 B = 163,840 B
+    # a token), an fp8 one (half) about as many: the records state fp8, and the ITL read is not scored.
+    from gpuplan.analysis import analyse
+    from gpuplan.loader import load_bytes
+    from gpuplan.spec import resolve
+
+    by_id = {r["id"]: r for r in RECORDS}
+    saturated = by_id["nim-llama33-70b-2xh100-fp8-tp2-5000x500-c100"]
+    decoding = saturated["measured"]["tokens_per_s_unlabeled"] * saturated["measured"]["itl_ms"]["unspecified"] / 1000
+    assert decoding == pytest.approx(85.2, abs=0.05)
+    spec, _ = load_accuracy.spec_for(saturated)
+    held = {}
+    for kv in ("auto", "fp8"):
+        text = yaml.safe_dump({**spec, "serve": {**spec["serve"], "kv_cache_dtype": kv}})
+        resolved, _ = resolve(load_bytes("nim.yaml", text.encode()), ROOT)
+        held[kv] = analyse(resolved).serve.max_concurrency
+    # bf16: 39 sequences of the full context, fewer than half the 85 decoding; fp8: 79 (a running sequence
+    # holds its prompt and half its output on average, so 83.5 run in gpuplan's steady state).
+    assert held["auto"] < decoding / 2 and held["fp8"] > 0.9 * decoding
+    assert spec["serve"]["kv_cache_dtype"] == "fp8"
+    assert {r["id"] for r in RECORDS if "kv_note" in r} == {r["id"] for r in RECORDS if r["id"].startswith("nim-")}
+    assert set(saturated["not_scored"]) == {"tpot_ms", "itl_ms"}

@@ -115,8 +115,8 @@ def _serving_plan(*args: str) -> dict:
 
 def test_each_serving_option_states_the_share_of_its_slo_its_slow_edge_leaves():
     # serve-llama-70b's recommendation, 2 x h200-sxm TP 2: p90 TTFT 1,095 ms x the 69th of 76 closed-loop TTFT
-    # ratios (2.617: 2,866 ms) against 3,500 leaves about 18%; TPOT 46.4 ms x the 63rd of 69 TPOT ratios
-    # (1.088: 50.5 ms) against 60 leaves about 16%. The margin is the tighter one's: TPOT's here.
+    # ratios (2.617: 2,866 ms) against 3,500 leaves about 18%; TPOT 46.4 ms x the 61st of 67 TPOT ratios
+    # (1.083: 50.3 ms) against 60 leaves about 16%. The margin is the tighter one's: TPOT's here.
     code, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert code == 0
     (job,) = json.loads(out)["jobs"]
@@ -144,12 +144,12 @@ def test_page_one_says_the_latency_target_is_missed_allowing_for_the_measured_er
 
 def test_the_reports_side_by_side_table_states_each_layouts_slow_edge_and_margin():
     # serve-llama-70b's recommended 2 x h200-sxm: p90 TTFT 1,095.1 ms x 2.617 (the 69th of 76 closed-loop
-    # ratios) = 2,866 ms, TPOT 46.44 ms x 1.0883 (the 63rd of 69) = 50.5 ms; 1 - 50.5 / 60 = 16% of the TPOT
+    # ratios) = 2,866 ms, TPOT 46.44 ms x 1.083 (the 61st of 67) = 50.3 ms; 1 - 50.3 / 60 = 16% of the TPOT
     # SLO left, less than TTFT's 1 - 2,866 / 3,500 = 18%. The declared 4 x h100-sxm: 661.4 ms x 2.617 =
-    # 1,731 ms and 33.24 x 1.0883 = 36.2 ms; 1 - 36.2 / 60 = 40%.
+    # 1,731 ms and 33.24 x 1.083 = 36.0 ms; 1 - 36.0 / 60 = 40%.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     row = next(line for line in out.splitlines() if line.startswith("| SLO margin at 90% confidence |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[1] == "p90 TTFT up to 1,731 ms, TPOT up to 36.2 ms; 40% of the SLO left"
-    assert cells[2] == "p90 TTFT up to 2,866 ms, TPOT up to 50.5 ms; 16% of the SLO left"
+    assert cells[1] == "p90 TTFT up to 1,731 ms, TPOT up to 36.0 ms; 40% of the SLO left"
+    assert cells[2] == "p90 TTFT up to 2,866 ms, TPOT up to 50.3 ms; 16% of the SLO left"
     assert round(1095.1 * shipped("ttft", "closed-loop", 0.9)) == 2866
