@@ -16,7 +16,7 @@ from gpuplan.estimate.kernels import FRAMEWORKS
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import ServingSetup, kv_pages
-from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN, frontend_capacity
+from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN
 from gpuplan.estimate.serving_speed import ServingSpeed
 from gpuplan.estimate.speculative import rounds_note
 from gpuplan.estimate.training import MIXED, REGIMES, TrainingSetup
@@ -413,7 +413,7 @@ def serve_assumptions(
 
 def _frontend_note(job: Serve, speed: ServingSpeed) -> str:
     """The server's front end in words: its time per request and per streamed token, and what that caps."""
-    capacity = frontend_capacity(job.endpoint, job.mean_prompt, job.output_tokens)
+    capacity = speed.frontend_capacity_rps
     burst = "; a burst crosses it one request after another" if job.arrival == "burst" else ""
     return (
         f"{job.endpoint}: {speed.frontend_s * 1000:,.1f} ms per request of {job.full_prompt:,} tokens (vLLM PR"

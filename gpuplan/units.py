@@ -174,6 +174,11 @@ def format_money(value: float | Shown | None, currency: str) -> str:
     return f"{amount.value:,.{amount.decimals}f} {currency}"
 
 
+def listing(items: list[str], word: str = "and") -> str:
+    """Items in a sentence: 'a', 'a and b', 'a, b and c' (``word``: 'or' for choices)."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {word} " + items[-1]
+
+
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
     """``1 GPU``, ``2 GPUs``, ``1 replica``: the count with its noun in the right number."""
     word = noun if count == 1 else (plural_form or noun + "s")

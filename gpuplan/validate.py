@@ -13,6 +13,7 @@ from gpuplan.findings import Finding, dotted, json_pointer
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.resources import schema_path
 from gpuplan.schema_fastpath import certainly_valid
+from gpuplan.units import listing
 
 _TYPE_WORDS = {
     "integer": "an integer",
@@ -251,7 +252,7 @@ def _at(
 
 def _listing(items: list[str], word: str) -> str:
     quoted = [f"'{item}'" if not item.isdigit() else item for item in items]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" {word} " + quoted[-1]
+    return listing(quoted, word)
 
 
 def _number(value: Any) -> str:

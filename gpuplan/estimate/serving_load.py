@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from gpuplan.estimate.performance import attention_flops
 from gpuplan.records import evolve, record
@@ -306,6 +306,30 @@ def queue_wait_factor(rho: float, spread: float) -> float:
     with its length, so E[S^2] / E[S]^2 = E[P^2] / E[P]^2 = ``spread`` (1 for a fixed length,
     exp(sigma^2) for a lognormal). Without bound as rho reaches 1."""
     return math.inf if rho >= 1 else 1 + rho * spread / (2 * (1 - rho))
+
+
+class _Served(Protocol):
+    @property
+    def requests_per_s(self) -> float: ...
+
+
+S = TypeVar("S", bound=_Served)
+
+
+def state_at_rate(state_at: Callable[[float], S], most: float, rate: float) -> tuple[S, float]:
+    """The steady state whose throughput is ``rate`` (below what ``most`` running sequences complete), and
+    its running sequences: bisection on log(slots), to 0.1% of the slots (some 25 root solves). The
+    throughput grows with the slots (Little's law on a closed loop)."""
+    low, high = math.log(1e-6), math.log(most)
+    state = state_at(most)
+    while high - low > 1e-3:
+        middle = (low + high) / 2
+        candidate = state_at(math.exp(middle))
+        if candidate.requests_per_s < rate:
+            low = middle
+        else:
+            high, state = middle, candidate
+    return state, math.exp(high)
 
 
 def burst_speed(

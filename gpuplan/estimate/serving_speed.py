@@ -80,6 +80,7 @@ from gpuplan.estimate.serving_load import (
     frontend_seconds,
     prompt_square_mean,
     queue_wait_factor,
+    state_at_rate,
     wait_quantile,
 )
 from gpuplan.estimate.speculative import SpeculativeWorkload
@@ -154,6 +155,7 @@ class ServingSpeed:
     ttft_p90_s: float = 0.0
     requests_per_s: float = 0.0  # completed requests per second over all replicas
     frontend_s: float = 0.0  # of the TTFT: the server's front end (HTTP, chat template, tokenizer)
+    frontend_capacity_rps: float = math.inf  # per replica's server process (frontend_capacity); inf offline
     # Of the mean TTFT, at least this long waiting on the server process: a burst's turn at it, a steady
     # stream's queue at it, a one-token answer's lag behind it.
     frontend_wait_s: float = 0.0
@@ -467,6 +469,8 @@ def serving_speed(
     frontend = frontend_seconds(w.endpoint, w.full_prompt)
     overhead = engine.request_overhead_s + frontend
     ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget) + overhead
+    # The server process takes requests in and streams tokens back at most this fast (serving_load).
+    capacity = frontend_capacity(w.endpoint, prompt, output)
     make: Callable[..., ServingSpeed] = functools.partial(
         ServingSpeed,
         engine=engine.id,
@@ -474,11 +478,10 @@ def serving_speed(
         + d.prompt_attention(w.full_prompt),
         arrival=w.arrival,
         frontend_s=frontend,
+        frontend_capacity_rps=capacity,
         ttft_single_s=ttft_single,
     )
     continuous = w.batching != "static"  # static batches run the declared concurrency whatever the arrivals
-    # The server process takes requests in and streams tokens back at most this fast (serving_load).
-    capacity = frontend_capacity(w.endpoint, prompt, output)
     if continuous and w.arrival == "burst":
         return burst_speed(w, d, caps, prompt, output, steps, overhead, capacity, make)
     spread = square_mean / (prompt * prompt)
@@ -493,9 +496,7 @@ def serving_speed(
         state = _static(d, slots, prompt, steps, prompt_attention)
         if state.requests_per_s > capacity:  # batches wait on the server process: its rate, the stream's lag
             ttft = _ttft_statistics(state, w.full_prompt, max(0.0, w.concurrency - slots) / capacity + overhead)
-            lag = max(0.0, w.concurrency / capacity - ttft[0] - (output - 1) * state.tpot / gain)
-            tpot = state.tpot / gain + lag / max(1, output - 1)
-            return _from_state(make, w, state, slots, "front-end", ttft, tpot, capacity, output, streamed=lag > 0)
+            return _streamed(make, w, state, slots, ttft, state.tpot / gain, capacity, output)
     else:
         state = state_at(slots)
         if state.requests_per_s > capacity:
@@ -520,36 +521,35 @@ def _frontend_bound(
     make: Callable[..., ServingSpeed],
 ) -> ServingSpeed:
     """A closed loop whose GPUs would outrun its server process (``serving_load.frontend_capacity``) completes
-    requests at that capacity X; the engine holds the sequences that serve X (its steady state there). By
-    Little's law, C = X (TTFT + (O - 1) TPOT): the rest of each client's turn C / X is the stream's lag,
-    spread over its tokens (vLLM PR #12287, 400 clients over an engine capped at 256: TTFT near the
-    engine's, TPOT five times a decode step); a one-token answer waits for its only token. Crossing into
-    this regime moves the wait from TTFT (for a slot) to TPOT; throughput and each request stay continuous."""
-    state, held = _state_at_rate(state_at, most, capacity)
+    requests at that capacity; the engine holds the sequences that serve it, and the clients' wait is the
+    stream's lag (``_streamed``; vLLM PR #12287, 400 clients over an engine capped at 256: TTFT near the
+    engine's, TPOT five times a decode step). Crossing into this regime moves the wait from TTFT (for a
+    slot) to TPOT; throughput and each request stay continuous."""
+    state, held = state_at_rate(state_at, most, capacity)
     ttft = _ttft_statistics(state, w.full_prompt, overhead)
-    decoded = state.tpot / gain
+    return _streamed(make, w, state, held, ttft, state.tpot / gain, capacity, output)
+
+
+def _streamed(
+    make: Callable[..., ServingSpeed],
+    w: ServingWorkload,
+    state: _SteadyState,
+    running: float,
+    ttft: tuple[float, float, float],
+    decoded: float,
+    capacity: float,
+    output: int,
+) -> ServingSpeed:
+    """A loop served at the server process's ``capacity`` X: by Little's law, C = X (TTFT + (O - 1) TPOT),
+    what is left of each client's turn C / X after its first token and its decoded tokens is the stream's
+    lag, spread over its tokens; a one-token answer waits for its only token."""
     wait = max(0.0, w.concurrency / capacity - ttft[0] - (output - 1) * decoded)
     if output <= 1:
         ttft = (ttft[0] + wait, ttft[1] + wait, ttft[2] + wait)
         make = functools.partial(make, frontend_wait_s=wait)
-        return _from_state(make, w, state, held, "front-end", ttft, decoded, capacity, output)
+        return _from_state(make, w, state, running, "front-end", ttft, decoded, capacity, output)
     tpot = decoded + wait / (output - 1)
-    return _from_state(make, w, state, held, "front-end", ttft, tpot, capacity, output, streamed=wait > 0)
-
-
-def _state_at_rate(state_at: Callable[[float], _SteadyState], most: float, rate: float) -> tuple[_SteadyState, float]:
-    """The steady state whose throughput is ``rate`` (below what ``most`` running sequences complete), and
-    its running sequences: bisection on log(slots), to 0.1% of the slots (some 25 root solves)."""
-    low, high = math.log(1e-6), math.log(most)
-    state = state_at(most)
-    while high - low > 1e-3:
-        middle = (low + high) / 2
-        candidate = state_at(math.exp(middle))
-        if candidate.requests_per_s < rate:
-            low = middle
-        else:
-            high, state = middle, candidate
-    return state, math.exp(high)
+    return _from_state(make, w, state, running, "front-end", ttft, tpot, capacity, output, streamed=wait > 0)
 
 
 def _from_state(
@@ -617,10 +617,10 @@ def _steady_speed(
     if rate >= min(full.requests_per_s, capacity):
         state, slots, saturated = full, most, True
         if capacity < full.requests_per_s:
-            state, slots = _state_at_rate(state_at, most, capacity)
+            state, slots = state_at_rate(state_at, most, capacity)
             limited_by = "front-end"
     else:
-        state, slots = _state_at_rate(state_at, most, rate)
+        state, slots = state_at_rate(state_at, most, rate)
         saturated, limited_by = False, "arrival-rate"
     ttft = (math.inf,) * 3 if saturated else _ttft_statistics(state, w.full_prompt, overhead)
     if not saturated and math.isfinite(capacity):

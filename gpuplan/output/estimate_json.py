@@ -11,7 +11,6 @@ from gpuplan.estimate.bands import SpeedBand, finetune_band
 from gpuplan.estimate.engines import memory_engine
 from gpuplan.estimate.lora_serving import host_bytes
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
-from gpuplan.estimate.serving_load import frontend_capacity
 from gpuplan.estimate.speculative import expected_tokens
 from gpuplan.units import CENT_DIGITS, HOURS_DIGITS, MS_DIGITS, RATE_DIGITS, TPOT_MS_DIGITS, milliseconds, rounded
 from gpuplan.visible import json_text
@@ -42,7 +41,7 @@ def _finite_ms(seconds: float) -> float | None:
 
 def _frontend_capacity(s: ServeEstimate) -> float | None:
     """Requests/s one replica's server process takes in and streams back; None offline (no such process)."""
-    capacity = frontend_capacity(s.job.endpoint, s.job.mean_prompt, s.job.output_tokens)
+    capacity = s.speed.frontend_capacity_rps
     return rounded(capacity, REQUEST_RATE_DIGITS) if math.isfinite(capacity) else None
 
 

@@ -12,7 +12,7 @@ from gpuplan.plan.materiality import Materiality
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
-from gpuplan.units import format_gib
+from gpuplan.units import format_gib, listing
 
 
 def _saving(declared: Option, option: Option, currency: str) -> str:
@@ -91,15 +91,10 @@ def _serving_constraints(job: Serve | None) -> list[str]:
     )
 
 
-def _in_words(items: list[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    return ", ".join(items[:-1]) + (" and " if len(items) > 1 else "") + items[-1]
-
-
 def _and_meets(job: Serve | None) -> str:
     """'and meets the SLO ' (or the request rate) where the job declares one; nothing otherwise."""
     constraints = _serving_constraints(job)
-    return f"and meets {_in_words(constraints)} " if constraints else ""
+    return f"and meets {listing(constraints)} " if constraints else ""
 
 
 @rule("GP506")
@@ -187,7 +182,7 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
             "GP507",
             (kind, "hardware"),
             f"{option.layout.describe()} meets "
-            + _in_words(
+            + listing(
                 [
                     "memory",
                     "headroom",
