@@ -67,7 +67,9 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
 CATALOG_MODELS = {
     "Qwen/Qwen3-8B": "qwen3-8b",
     "Qwen/Qwen3-14B": "qwen3-14b",
+    "Qwen/Qwen3-14B-FP8": "qwen3-14b",  # the Qwen3-14B architecture, fp8 weights (the record's quantization)
     "Qwen/Qwen3-32B-FP8": None,  # the Qwen3-32B architecture, fp8 weights
+    "openai/gpt-oss-20b": "gpt-oss-20b",
     "openai/gpt-oss-120b": "gpt-oss-120b",
     "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
     "meta-llama/Meta-Llama-3-70B-Instruct": "llama-3-70b",
@@ -185,6 +187,8 @@ def spec_for(record: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
             "tensor_parallel": int(record["tensor_parallel"]),
         },
     }
+    if isinstance(record.get("pipeline_parallel"), int) and record["pipeline_parallel"] > 1:
+        serve["hardware"]["pipeline_parallel"] = record["pipeline_parallel"]
     if record.get("expert_parallel"):
         serve["hardware"]["expert_parallel"] = int(record["expert_parallel"])
     if quantization in ("fp8", "nvfp4"):

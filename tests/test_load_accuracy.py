@@ -131,3 +131,26 @@ def test_the_nim_profiles_kv_cache_dtype_follows_from_its_saturated_runs():
     assert spec["serve"]["kv_cache_dtype"] == "fp8"
     assert {r["id"] for r in RECORDS if "kv_note" in r} == {r["id"] for r in RECORDS if r["id"].startswith("nim-")}
     assert set(saturated["not_scored"]) == {"tpot_ms", "itl_ms"}
+
+
+def test_a_pipeline_parallel_run_is_stated_with_its_stages():
+    # GPUStack's gpt-oss-120b PP2 run: `vllm serve ... -pp 2` on two GPUs is one replica of two stages, not two
+    # replicas of one GPU each; a run without pipeline parallelism states none.
+    pp2 = next(r for r in RECORDS if r["id"] == "gs-gpt-oss-120b-h100-vllm-pp2-async-sharegpt-burst")
+    spec, _ = load_accuracy.spec_for(pp2)
+    assert spec is not None
+    assert spec["serve"]["hardware"] == {"gpu": "h100-sxm", "count": 2, "tensor_parallel": 1, "pipeline_parallel": 2}
+    tp2 = next(r for r in RECORDS if r["id"] == "gs-gpt-oss-120b-h100-vllm-tp2-sharegpt-burst")
+    spec, _ = load_accuracy.spec_for(tp2)
+    assert spec is not None and "pipeline_parallel" not in spec["serve"]["hardware"]
+
+
+def test_an_fp8_checkpoint_of_a_catalog_model_is_that_model_with_fp8_weights():
+    # Qwen/Qwen3-14B-FP8 is Qwen3-14B's architecture with fp8 weights (the record's quantization); gpt-oss-20b is
+    # the catalog's own.
+    fp8 = next(r for r in RECORDS if r["id"] == "gs-qwen3-14b-fp8-h100sxm-sglang-sharegpt-burst")
+    spec, _ = load_accuracy.spec_for(fp8)
+    assert spec is not None and spec["model"] == {"id": "qwen3-14b"} and spec["serve"]["quantization"] == "fp8"
+    small = next(r for r in RECORDS if r["id"] == "gs-gpt-oss-20b-h100-vllm-sharegpt-burst")
+    spec, _ = load_accuracy.spec_for(small)
+    assert spec is not None and spec["model"] == {"id": "gpt-oss-20b"}
