@@ -8,8 +8,8 @@
 - docs/spec.md: the field reference, as ``gpuplan schema --markdown`` prints it (schemas/workload.schema.json
   through gpuplan/schema_doc.py);
 - docs/accuracy-results.md: the output of ``python benchmarks/accuracy.py --quiet``, ``python
-  benchmarks/finetune_peaks.py --quiet``, ``python benchmarks/serving_memory.py``, ``python benchmarks/bands.py`` and ``python
-  benchmarks/speed_accuracy.py``, and the speed error bands every estimate prints
+  benchmarks/finetune_peaks.py --quiet``, ``python benchmarks/serving_memory.py``, ``python benchmarks/bands.py``, ``python
+  benchmarks/speed_accuracy.py`` and ``python benchmarks/peer_speed.py``, and the speed error bands every estimate prints
   (gpuplan/estimate/calibration.py).
 
 Every generated page starts with a comment that names this command. The other pages of docs/ are written
@@ -123,8 +123,8 @@ def accuracy_page() -> str:
     out = [
         _header(
             "`python benchmarks/accuracy.py --quiet`, `python benchmarks/finetune_peaks.py --quiet`, "
-            "`python benchmarks/serving_memory.py`, `python benchmarks/bands.py` and "
-            "`python benchmarks/speed_accuracy.py`"
+            "`python benchmarks/serving_memory.py`, `python benchmarks/bands.py`, "
+            "`python benchmarks/speed_accuracy.py` and `python benchmarks/peer_speed.py`"
         ),
         "# Accuracy results",
         "",
@@ -187,6 +187,17 @@ def accuracy_page() -> str:
         "",
         "```",
         _run_benchmark("speed_accuracy.py"),
+        "```",
+        "",
+        "## Speed beside aiconfigurator",
+        "",
+        "`python benchmarks/peer_speed.py`: NVIDIA's aiconfigurator and gpuplan on the same published closed-loop",
+        "runs (none of them a calibration source of gpuplan's), each tool told the model, GPU,",
+        "engine, tensor parallelism, clients and mean lengths; aiconfigurator's figures as stored by `--run`, with",
+        "its version and the engine release of its measured operations.",
+        "",
+        "```",
+        _run_benchmark("peer_speed.py"),
         "```",
         "",
     ]

@@ -1,0 +1,292 @@
+"""gpuplan beside NVIDIA's aiconfigurator, on the same inputs: published closed-loop serving runs.
+
+    python benchmarks/peer_speed.py            # the side-by-side table, from the stored peer figures
+    python benchmarks/peer_speed.py --run      # run aiconfigurator again (pip install aiconfigurator) and store
+    python benchmarks/peer_speed.py --check    # the stored figures answer today's records and inputs
+
+aiconfigurator (``aiconfigurator cli estimate --estimate-mode agg``) prices an engine's forward steps from
+operations measured on the GPU (its "silicon" database, per engine release) and states a deployment's TTFT,
+TPOT and throughput at a batch size: a closed loop of that many clients. So the records compared here are
+the closed-loop runs of ``benchmarks/data/published_load_runs.yaml`` (bursts and steady streams have no
+counterpart there), each stated to both tools alike: the model, the GPU, the engine, the tensor
+parallelism, the clients and the run's mean prompt and output lengths (``load_accuracy.lengths``). A record
+aiconfigurator cannot state (a model it does not bundle, a GPU or engine it has no measurements of) is
+listed with the reason. gpuplan's figures are ``load_accuracy``'s own (its finite-run TTFT included), so
+both tools' errors are out of sample on the same runs.
+
+aiconfigurator's figures are stored in ``benchmarks/data/peer_aiconfigurator.yaml`` with its version, its
+database's engine release and the command line that gave each, so that the table needs no peer installed;
+``--check`` (run by the test suite) fails when a record or its inputs changed since they were stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import load_accuracy  # noqa: E402
+from load_accuracy import DANGEROUS_LOW, Result  # noqa: E402
+
+from gpuplan.catalog import model_catalog  # noqa: E402
+
+PEER_DATA = ROOT / "benchmarks" / "data" / "peer_aiconfigurator.yaml"
+
+# The GPUs aiconfigurator 0.12 has measured operations of (aiconfigurator_core/systems/data/<system>/): its
+# h100_pcie system has no measurements, so a PCIe record is not stated to it.
+SYSTEMS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm", "a100-sxm-80gb": "a100_sxm", "b200-hgx": "b200_sxm"}
+BACKENDS = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}  # NIM does not say which engine it runs
+# Model configs aiconfigurator bundles (aiconfigurator_core/model_configs/): the record's model, or the bundled
+# model of the same architecture (Llama 3.3 70B is Llama 3.1 70B's architecture, retrained; DeepSeek-R1-0528 is
+# DeepSeek-R1's; Qwen3-235B-A22B-Instruct-2507 is Qwen3-235B-A22B's, with the same FP8 block quantization).
+MODELS = {
+    "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-32B": "Qwen/Qwen3-32B",
+    "Qwen/Qwen3-0.6B": "Qwen/Qwen3-0.6B",
+    "openai/gpt-oss-120b": "openai/gpt-oss-120b",
+    "openai/gpt-oss-20b": "openai/gpt-oss-20b",
+    "meta-llama/Llama-3.3-70B-Instruct": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
+    "deepseek-ai/DeepSeek-R1-0528": "deepseek-ai/DeepSeek-R1",
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "Qwen/Qwen3-235B-A22B-FP8",
+}
+FIGURES = {  # aiconfigurator's printed line -> the metric it states
+    "TTFT": "ttft_ms",
+    "TPOT": "tpot_ms",
+    "tokens/s": "output_tokens_per_s",
+    "seq/s": "requests_per_s",
+}
+# Which of the record's statistics each of aiconfigurator's figures is compared with: it states one TTFT and
+# one TPOT of a steady batch, set beside the record's mean and median alike (as gpuplan's TPOT is).
+STATISTICS = {
+    "ttft_ms": ("mean", "median"),
+    "tpot_ms": ("mean", "median"),
+    "output_tokens_per_s": ("whole run",),
+    "requests_per_s": ("whole run",),
+}
+
+
+@dataclass(frozen=True)
+class PeerInput:
+    """What aiconfigurator is told of one record: everything its command line carries."""
+
+    record: str
+    model: str
+    system: str
+    backend: str
+    isl: int
+    osl: int
+    batch_size: int
+    tp: int
+    moe: bool
+    pp: int = 1
+    kv_fp8: bool = False  # the record states an fp8 KV cache (else the engine's default, as gpuplan takes it)
+
+    def command(self) -> list[str]:
+        """The arguments after ``aiconfigurator``. Mixture-of-experts layers are split by tensor
+        parallelism, as vLLM, SGLang and TensorRT-LLM do without expert parallelism."""
+        args = ["cli", "estimate", "--model-path", self.model, "--system", self.system, "--backend", self.backend]
+        args += ["--estimate-mode", "agg", "--isl", str(self.isl), "--osl", str(self.osl)]
+        args += ["--batch-size", str(self.batch_size), "--tp-size", str(self.tp)]
+        if self.pp > 1:
+            args += ["--pp-size", str(self.pp)]
+        if self.moe:
+            args += ["--moe-tp-size", str(self.tp), "--moe-ep-size", "1"]
+        if self.kv_fp8:
+            args += ["--kvcache-quant-mode", "fp8"]
+        return args
+
+
+def peer_input(record: dict[str, Any]) -> tuple[PeerInput | None, str]:
+    """(what aiconfigurator is told of ``record``, or None; why not)."""
+    if record["load"]["arrival"] != "closed-loop":
+        return None, "not a closed loop (aiconfigurator states a steady batch, no arrival shape)"
+    spec, why = load_accuracy.spec_for(record)
+    if spec is None:
+        return None, why
+    serve = spec["serve"]
+    model = MODELS.get(record["model"].split(" ")[0])
+    if model is None:
+        return None, f"aiconfigurator does not bundle {record['model']}"
+    system = SYSTEMS.get(serve["hardware"]["gpu"])
+    if system is None:
+        return None, f"aiconfigurator has no measurements of {serve['hardware']['gpu']}"
+    backend = BACKENDS.get(record["engine"])
+    if backend is None:
+        return None, f"the record does not say which engine {record['engine']} runs"
+    hardware = serve["hardware"]
+    tp, pp = hardware["tensor_parallel"], hardware.get("pipeline_parallel", 1)
+    if hardware["count"] != tp * pp:
+        return None, "more than one replica"
+    prompt, output = load_accuracy.lengths(record) or (0.0, 0.0)
+    shape = (round(prompt), round(output), serve["concurrency"])
+    kv_fp8 = serve.get("kv_cache_dtype") == "fp8"
+    return PeerInput(record["id"], model, system, backend, *shape, tp, _moe(spec), pp, kv_fp8), ""
+
+
+def _moe(spec: dict[str, Any]) -> bool:
+    """Whether the spec's model has mixture-of-experts layers (a catalog model's architecture, or its own)."""
+    model = spec["model"]
+    if "id" in model:
+        return model_catalog()[model["id"]].architecture.is_moe
+    return bool(model["architecture"].get("experts"))
+
+
+def parse(printed: str) -> dict[str, Any]:
+    """aiconfigurator's figures and versions from what ``cli estimate`` printed."""
+    out: dict[str, Any] = {}
+    for label, metric in FIGURES.items():
+        found = re.search(rf"^\s*{re.escape(label)}:\s+([0-9.,]+)", printed, re.MULTILINE)
+        if found:  # printed with thousands separators: 1,128.30
+            out[metric] = float(found.group(1).replace(",", ""))
+    version = re.search(r"AIConfigurator version: (\S+)", printed)
+    database = re.search(r"Loading database for system='(\w+)', backend='(\w+)', version='([^']+)'", printed)
+    if version:
+        out["aiconfigurator"] = version.group(1)
+    if database:
+        out["database"] = f"{database.group(2)} {database.group(3)} on {database.group(1)}"
+    return out
+
+
+def run_peer(inputs: list[PeerInput], executable: str) -> list[dict[str, Any]]:
+    """aiconfigurator's estimate of each input, as stored (``PEER_DATA``); a run that fails keeps its error."""
+    stored = []
+    for peer in inputs:
+        done = subprocess.run([executable, *peer.command()], capture_output=True, text=True, timeout=600)
+        figures = parse(done.stdout + done.stderr)
+        entry: dict[str, Any] = {"id": peer.record, "command": " ".join(["aiconfigurator", *peer.command()])}
+        if done.returncode != 0 or "ttft_ms" not in figures:
+            last = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
+            entry["error"] = last[0][:300]
+        else:
+            entry.update(figures)
+        stored.append(entry)
+        print(f"  {peer.record}: {entry.get('error') or 'ok'}", file=sys.stderr)
+    return stored
+
+
+def compared(records: list[dict[str, Any]], stored: dict[str, dict[str, Any]]) -> tuple[list[Result], list[Result]]:
+    """(gpuplan's results, aiconfigurator's) on the records both state, figure by figure."""
+    ours: list[Result] = []
+    theirs: list[Result] = []
+    for record in records:
+        entry = stored.get(record["id"])
+        if entry is None or "error" in entry:
+            continue
+        results, _ = load_accuracy.evaluate([record])
+        for result in results:
+            if result.statistic not in STATISTICS.get(result.metric, ()) or result.metric not in entry:
+                continue
+            ours.append(result)
+            theirs.append(Result(**{**vars(result), "estimated": float(entry[result.metric])}))
+    return ours, theirs
+
+
+def summary(name: str, results: list[Result]) -> list[str]:
+    """Per metric: records, median absolute error, bias, share on the dangerous side, worst."""
+    lines = []
+    for metric in STATISTICS:
+        errors = [r.error for r in results if r.metric == metric]
+        if not errors:
+            continue
+        dangerous = sum(e < 0 if metric in DANGEROUS_LOW else e > 0 for e in errors) / len(errors)
+        lines.append(
+            f"| {name} | {metric} | {len(errors)} | {statistics.median(abs(e) for e in errors):.0%} |"
+            f" {statistics.median(errors):+.0%} | {dangerous:.0%} | {max(errors, key=abs):+.0%} |"
+        )
+    return lines
+
+
+def check(records: list[dict[str, Any]], stored: dict[str, dict[str, Any]]) -> list[str]:
+    """What no longer agrees: a record aiconfigurator can be told of with no stored figures, a stored entry
+    whose command differs from the one the record gives today, or one for a record that is gone."""
+    problems = []
+    wanted = {}
+    for record in records:
+        peer, _ = peer_input(record)
+        if peer is not None:
+            wanted[peer.record] = " ".join(["aiconfigurator", *peer.command()])
+    for name, command in wanted.items():
+        if name not in stored:
+            problems.append(f"{name}: no stored aiconfigurator figures (python benchmarks/peer_speed.py --run)")
+        elif stored[name]["command"] != command:
+            problems.append(f"{name}: stored for `{stored[name]['command']}`, the record now gives `{command}`")
+    problems += [f"{name}: stored, but no such closed-loop record" for name in stored if name not in wanted]
+    return problems
+
+
+def load_stored() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    data = yaml.safe_load(PEER_DATA.read_text(encoding="utf-8")) if PEER_DATA.exists() else {}
+    data = data or {}
+    return data, {entry["id"]: entry for entry in data.get("records", [])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", action="store_true", help="run aiconfigurator on every record and store its figures")
+    parser.add_argument("--check", action="store_true", help="fail when the stored figures do not answer the records")
+    parser.add_argument("--aiconfigurator", default="aiconfigurator", help="the aiconfigurator executable")
+    args = parser.parse_args(argv)
+    records = yaml.safe_load(load_accuracy.DATA.read_text(encoding="utf-8"))
+    header, stored = load_stored()
+    if args.run:
+        executable = shutil.which(args.aiconfigurator)
+        if executable is None:
+            print(f"{args.aiconfigurator} not found: pip install aiconfigurator", file=sys.stderr)
+            return 2
+        inputs = [peer for peer, _ in map(peer_input, records) if peer is not None]
+        entries = run_peer(inputs, executable)
+        versions = {e["aiconfigurator"] for e in entries if "aiconfigurator" in e}
+        document = {
+            "tool": "aiconfigurator",
+            "version": ", ".join(sorted(versions)) or "unknown",
+            "run": datetime.date.today().isoformat(),
+            "records": [{k: v for k, v in e.items() if k != "aiconfigurator"} for e in entries],
+        }
+        text = (
+            "# aiconfigurator's estimates of the closed-loop records of published_load_runs.yaml, written by\n"
+            "# `python benchmarks/peer_speed.py --run` (do not edit: run it again). `command` is what it was told;\n"
+            "# `database` the engine release and GPU of its measured operations; figures as it printed them.\n"
+        )
+        PEER_DATA.write_text(text + yaml.safe_dump(document, sort_keys=False, width=200), encoding="utf-8")
+        header, stored = load_stored()
+    if args.check:
+        problems = check(records, stored)
+        for problem in problems:
+            print(problem)
+        return 1 if problems else 0
+    ours, theirs = compared(records, stored)
+    print(f"aiconfigurator {header.get('version', '?')} (run {header.get('run', '?')}) and gpuplan on the same")
+    print(f"{len({r.record for r in ours})} published closed-loop runs (estimate / measured - 1):\n")
+    print("| tool | metric | figures | median abs error | bias | share dangerous | worst |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    print("\n".join(summary("gpuplan", ours) + summary("aiconfigurator", theirs)))
+    print(f"\n{'record':52} {'metric':20} {'stat':9} {'measured':>10} {'gpuplan':>10} {'aiconfig.':>10}  errors")
+    for mine, peer in zip(ours, theirs, strict=True):
+        print(
+            f"{mine.record:52} {mine.metric:20} {mine.statistic:9} {mine.measured:10,.2f}"
+            f" {mine.estimated:10,.2f} {peer.estimated:10,.2f}  {mine.error:+.0%} {peer.error:+.0%}"
+        )
+    left = [(r["id"], why) for r, (peer, why) in zip(records, map(peer_input, records), strict=True) if peer is None]
+    failed = [(name, entry["error"]) for name, entry in stored.items() if "error" in entry]
+    closed = [(name, why) for name, why in left if not why.startswith("not a closed loop")]
+    print(f"\nClosed-loop records not compared: {len(closed) + len(failed)}")
+    for name, why in closed + [(n, f"aiconfigurator failed: {e}") for n, e in failed]:
+        print(f"  {name}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
