@@ -28,14 +28,16 @@ or training figures are refitted on every other source and the source left out i
 ``--check`` re-scores them without refitting). The published load runs of
 ``benchmarks/data/published_load_runs.yaml`` (closed-loop clients, steady streams, bursts) were never
 fitted on and are scored as they stand. For each figure (TTFT, TPOT, output tokens/s; training tokens/s)
-and serving load shape the band keeps every ratio measured / estimate, sorted; a load shape with fewer than
-MIN_RECORDS records of a figure takes every shape's.
+and serving load shape the band keeps every ratio measured / estimate, sorted; TPOT's are grouped by answer
+length too (short answers apart, where a load shape has MIN_RECORDS runs of them: gpuplan/estimate/bands.py,
+``tpot_group``); a load shape with fewer than MIN_RECORDS records of a figure takes every shape's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import yaml
 from finetune_peaks import KINDS, TENSOR_PEAK_COUNTERS, load, score
 
-from gpuplan.estimate.bands import MemoryBand, SpeedBand
+from gpuplan.estimate.bands import SHORT_ANSWERS, MemoryBand, SpeedBand, tpot_group
 from gpuplan.estimate.calibration import CALIBRATION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,8 +145,13 @@ def refit_folds() -> list[dict[str, Any]]:
     ]
 
 
+def _group(metric: str, arrival: str, output_tokens: float) -> str:
+    """The band a ratio joins: its load shape, and for TPOT its answer length's group."""
+    return tpot_group(arrival, output_tokens) if metric == "tpot" else arrival
+
+
 def speed_ratios(folds: list[dict[str, Any]]) -> list[tuple[str, str, float, str]]:
-    """(band metric, arrival, measured / estimate, source) of every speed record, out of sample."""
+    """(band metric, group, measured / estimate, source) of every speed record, out of sample."""
     import load_accuracy
     import speed_accuracy
 
@@ -154,26 +161,37 @@ def speed_ratios(folds: list[dict[str, Any]]) -> list[tuple[str, str, float, str
         fitted = speed_accuracy.with_figures(CALIBRATION, fold["figures"])
         held_out = [r for r in records if r.source == fold["held_out"]]
         for result in speed_accuracy.evaluate_fast(held_out, fitted):
-            spec = result.record.spec
-            arrival = "training" if spec is None or spec.serve is None else spec.serve.arrival
-            rows.append((SPEED_METRICS[result.metric], arrival, result.measured / result.estimate, fold["held_out"]))
+            spec, metric = result.record.spec, SPEED_METRICS[result.metric]
+            if spec is None or spec.serve is None:
+                group = "training"
+            else:
+                group = _group(metric, spec.serve.arrival, spec.serve.output_tokens)
+            rows.append((metric, group, result.measured / result.estimate, fold["held_out"]))
     load_runs = yaml.safe_load(load_accuracy.DATA.read_text(encoding="utf-8"))
+    answers = {run["id"]: (load_accuracy.lengths(run) or (0.0, math.inf))[1] for run in load_runs}
     for run in load_accuracy.evaluate(load_runs)[0]:
         if run.metric in SPEED_METRICS:
-            rows.append(
-                (SPEED_METRICS[run.metric], run.arrival, run.measured / run.estimated, f"load runs: {run.source}")
-            )
+            metric = SPEED_METRICS[run.metric]
+            group = _group(metric, run.arrival, answers[run.record])
+            rows.append((metric, group, run.measured / run.estimated, f"load runs: {run.source}"))
     return rows
 
 
 def speed_bands(folds: list[dict[str, Any]]) -> dict[str, Any]:
     ratios: dict[tuple[str, str], list[tuple[float, str]]] = {}
-    for metric, arrival, ratio, source in speed_ratios(folds):
-        ratios.setdefault((metric, arrival), []).append((ratio, source))
+    for metric, group, ratio, source in speed_ratios(folds):
+        ratios.setdefault((metric, group), []).append((ratio, source))
     speed: dict[str, Any] = {}
     for metric in dict.fromkeys(SPEED_METRICS.values()):
         shapes = ("training",) if metric == "training_tokens_per_s" else ARRIVALS
         speed[metric] = pooled_bands({shape: ratios.get((metric, shape), []) for shape in shapes})
+    # Short answers have a TPOT band of their own under a load shape with enough runs of them; under the
+    # others they keep the shape's (gpuplan/estimate/bands.py reads it so), the nearer evidence than every
+    # shape's together.
+    for arrival in ARRIVALS:
+        short = ratios.get(("tpot", f"{arrival}, {SHORT_ANSWERS}"), [])
+        if len(short) >= MIN_RECORDS:
+            speed["tpot"].update(pooled_bands({f"{arrival}, {SHORT_ANSWERS}": short}))
     return {
         "generated_by": "python benchmarks/bands.py --write",
         "records_files": ["benchmarks/data/speed-calibration.yaml", "benchmarks/data/published_load_runs.yaml"],
@@ -188,14 +206,14 @@ def speed_bands(folds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def render_speed(document: dict[str, Any]) -> str:
-    lines = [f"{'figure':<23}{'shape':<13}{'records':>8}  {'0.1':>7}{'median':>7}{'0.9':>7}{'worst':>7}  sources"]
+    lines = [f"{'figure':<23}{'shape':<27}{'records':>8}  {'0.1':>7}{'median':>7}{'0.9':>7}{'worst':>7}  sources"]
     for metric, shapes in document["speed"].items():
         for shape, data in shapes.items():
             band = SpeedBand(metric, shape, tuple(data["ratios"]), data["pooled"])
             worst = band.ratios[0] if metric in ("tokens_per_s", "training_tokens_per_s") else band.ratios[-1]
             edges = "".join(f"{band.ratio(c):>7.2f}" for c in (0.1, 0.5, 0.9)) + f"{worst:>7.2f}"
             pooled = f" (pooled; {data['own_records']} of its own)" if band.pooled else ""
-            lines.append(f"{metric:<23}{shape:<13}{band.records:>8}  {edges}  {len(data['sources'])} sources{pooled}")
+            lines.append(f"{metric:<23}{shape:<27}{band.records:>8}  {edges}  {len(data['sources'])} sources{pooled}")
     return "\n".join(lines)
 
 

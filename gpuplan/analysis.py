@@ -480,7 +480,7 @@ def estimate_serve(
         price,
         source,
         functools.partial(serve_assumptions, spec, job, setup, efficiency, source, speed, calibration),
-        serving_speed_bands(job.arrival),
+        serving_speed_bands(job.arrival, job.output_tokens),
         workload,
         efficiency,
         calibration,

@@ -166,8 +166,12 @@ SPEED_BANDS = json.loads((Path(__file__).resolve().parent.parent / "gpuplan/esti
 
 def slow_edge(spec: Spec, metric: str) -> float:
     """The factor to a latency's slow edge, by hand from the shipped file: the job's load shape's sorted
-    ratios measured / estimate, the ceil(confidence x n)-th, at least 1."""
-    ratios = SPEED_BANDS["speed"][metric][spec.serve.arrival]["ratios"]
+    ratios measured / estimate (a TPOT of answers of at most 16 tokens: the shape's short answers' where the
+    file has them), the ceil(confidence x n)-th, at least 1."""
+    bands = SPEED_BANDS["speed"][metric]
+    short = f"{spec.serve.arrival}, short answers"
+    group = short if metric == "tpot" and spec.serve.output_tokens <= 16 and short in bands else spec.serve.arrival
+    ratios = bands[group]["ratios"]
     return max(1.0, ratios[math.ceil(round(spec.plan.confidence * len(ratios), 9)) - 1])
 
 

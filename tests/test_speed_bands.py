@@ -41,8 +41,12 @@ def test_a_time_is_slow_high_and_a_throughput_slow_low():
 
 
 def test_every_figure_and_load_shape_has_a_band_of_enough_runs():
-    for metric in ("ttft", "tpot", "tokens_per_s"):
+    for metric in ("ttft", "tokens_per_s"):
         assert set(SPEED["speed"][metric]) == {"closed-loop", "steady", "burst"}
+    # TPOT has a band of short answers where a load shape has enough runs of them (bursts of four-token
+    # answers), each of its own runs only.
+    assert set(SPEED["speed"]["tpot"]) == {"closed-loop", "steady", "burst", "burst, short answers"}
+    assert not SPEED["speed"]["tpot"]["burst, short answers"]["pooled"]
     assert set(SPEED["speed"]["training_tokens_per_s"]) == {"training"}
     for shapes in SPEED["speed"].values():
         for band in shapes.values():
@@ -153,3 +157,36 @@ def test_the_reports_side_by_side_table_states_each_layouts_slow_edge_and_margin
     assert cells[1] == "p90 TTFT up to 1,650 ms, TPOT up to 36.1 ms; 40% of the SLO left"
     assert cells[2] == "p90 TTFT up to 2,733 ms, TPOT up to 50.4 ms; 16% of the SLO left"
     assert round(1095.1 * shipped("ttft", "closed-loop", 0.9)) == 2733
+
+
+def _burst_tpot_band(tmp_path, output_tokens: int, arrival: str = "burst") -> dict:
+    spec = tmp_path / f"answers-{output_tokens}-{arrival}.yaml"
+    spec.write_text(
+        "version: 1\nname: answers\nowner: t\nmodel: {id: llama-3.1-8b}\n"
+        f"serve: {{context: 2048, output_tokens: {output_tokens}, concurrency: 200, arrival: {arrival},\n"
+        "        hardware: {gpu: h100-sxm, count: 1}}\n"
+    )
+    return _serve_json(spec)
+
+
+def test_short_answers_are_judged_by_the_runs_of_short_answers(tmp_path):
+    # A burst of 16-token answers: TPOT's band is the bursts of short answers (12 ratios in the file: the
+    # 0.9 edge is the ceil(0.9 x 12) = 11th); 17 tokens is a longer answer: the bursts' own band (89 ratios,
+    # the 81st). In a closed loop no runs of short answers were published: the closed loop's band.
+    short = _burst_tpot_band(tmp_path, 16)["tpot_ms_band"]
+    longer = _burst_tpot_band(tmp_path, 17)["tpot_ms_band"]
+    closed = _burst_tpot_band(tmp_path, 16, "closed-loop")["tpot_ms_band"]
+    bands = SPEED["speed"]["tpot"]
+    assert (short["records"], longer["records"], closed["records"]) == (
+        bands["burst, short answers"]["records"],
+        bands["burst"]["records"],
+        bands["closed-loop"]["records"],
+    )
+    assert bands["burst, short answers"]["records"] == 12 and bands["burst"]["records"] == 89
+    tpot = _burst_tpot_band(tmp_path, 16)
+    edge = bands["burst, short answers"]["ratios"][10]
+    assert tpot["tpot_ms_band"]["high"] == pytest.approx(tpot["tpot_ms"] * edge, rel=1e-3)  # tpot_ms is rounded
+    longer_job = _burst_tpot_band(tmp_path, 17)
+    assert longer_job["tpot_ms_band"]["high"] == pytest.approx(
+        longer_job["tpot_ms"] * bands["burst"]["ratios"][80], rel=1e-3
+    )

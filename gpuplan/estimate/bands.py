@@ -10,7 +10,7 @@ them and a test re-derives them and compares):
 - ``speed_bands.json``: for each speed figure (TTFT, TPOT, output tokens/s, training tokens/s) and serving
   load shape (closed-loop, steady, burst) the sorted ratios measured / estimate, each record estimated with
   the figures fitted on every source but its own (leave-one-source-out), and the published load runs no
-  figure was fitted on.
+  figure was fitted on. TPOT's are split once more, by answer length (``tpot_group``).
 
 The edge at confidence c is the estimate times the smallest ratio that at least c of the records stay at
 or below (the order statistic ceil(c x n); no distribution is assumed, so a band is only as wide as what
@@ -35,6 +35,21 @@ BANDS_FILE = Path(__file__).with_name("memory_bands.json")
 SPEED_BANDS_FILE = Path(__file__).with_name("speed_bands.json")
 # Speed figures whose slow side is the low one (a throughput); the others are times.
 THROUGHPUTS = frozenset({"tokens_per_s", "training_tokens_per_s"})
+# A client's TPOT is a request's time from its first token to its last over output - 1 gaps, as its tokens
+# reach the client. A delay the server's front end holds tokens for (one process takes every request in and
+# streams every token out) falls on those few gaps in a short answer: a four-token answer carries it three
+# gaps long, a 200-token one spread over 199. The published bursts of four-token answers measured 12 to 121
+# times gpuplan's TPOT, where the bursts of longer answers stayed within 6.5 times in nine runs of ten, so
+# short answers are judged by the runs of short answers (a label, a yes/no, a short extraction: up to 16
+# tokens; no published run has answers between 4 and 77 tokens to set the line by).
+SHORT_ANSWER_TOKENS = 16
+SHORT_ANSWERS = "short answers"
+
+
+def tpot_group(arrival: str, output_tokens: float) -> str:
+    """The TPOT group a job's answers belong to: its load shape, and whether they are short answers. A load
+    shape with too few runs of short answers has no such band; its short answers take the shape's."""
+    return f"{arrival}, {SHORT_ANSWERS}" if output_tokens <= SHORT_ANSWER_TOKENS else arrival
 
 
 def order_statistic(ratios: tuple[float, ...], confidence: float) -> float:
@@ -154,9 +169,14 @@ def serving_band() -> MemoryBand:
     return memory_bands()[("serving", "kv_pool")]
 
 
-def serving_speed_bands(arrival: str) -> dict[str, SpeedBand]:
-    """TTFT, TPOT and output tokens/s bands of a serving job under its load shape."""
-    return {metric: speed_bands()[(metric, arrival)] for metric in ("ttft", "tpot", "tokens_per_s")}
+def serving_speed_bands(arrival: str, output_tokens: float) -> dict[str, SpeedBand]:
+    """TTFT, TPOT and output tokens/s bands of a serving job under its load shape (TPOT's by answer length)."""
+    bands = speed_bands()
+    return {
+        "ttft": bands[("ttft", arrival)],
+        "tpot": bands.get(("tpot", tpot_group(arrival, output_tokens))) or bands[("tpot", arrival)],
+        "tokens_per_s": bands[("tokens_per_s", arrival)],
+    }
 
 
 def training_speed_bands() -> dict[str, SpeedBand]:

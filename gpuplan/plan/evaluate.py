@@ -390,7 +390,7 @@ class ServePlanner(Evaluator):
         self._weights, self._kv = self._lower_bound_bytes()
         # A layout meets an SLO at the plan's confidence when its latency's slow edge does: the estimate
         # times the factor measured runs of the job's load shape came in at (gpuplan/estimate/bands.py).
-        bands = serving_speed_bands(self.job.arrival)
+        bands = serving_speed_bands(self.job.arrival, self.job.output_tokens)
         self.slow = {metric: slow_factor(bands[metric], limits.confidence) for metric in ("ttft", "tpot")}
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
