@@ -331,6 +331,31 @@ def _burst_mean_ttft(spec_data: dict[str, Any], clients: int, name: str) -> floa
     return serve.speed.ttft_s * 1000 if serve is not None and serve.loads else None
 
 
+@dataclass(frozen=True)
+class Scores:
+    """How a group of figures came out: the error's median size and sign, the share on the dangerous side
+    and the worst."""
+
+    median_abs: float
+    bias: float  # the signed median
+    dangerous: float
+    worst: float
+
+    @classmethod
+    def of(cls, group: list[Result]) -> Scores:
+        errors = [r.error for r in group]
+        return cls(
+            statistics.median(abs(e) for e in errors),
+            statistics.median(errors),
+            sum(r.dangerous for r in group) / len(group),
+            max(errors, key=abs),
+        )
+
+    def cells(self) -> str:
+        """The four figures as a Markdown table's cells."""
+        return f"{self.median_abs:.0%} | {self.bias:+.0%} | {self.dangerous:.0%} | {self.worst:+.0%}"
+
+
 def table(results: list[Result]) -> list[str]:
     lines = [
         "| metric | arrival | records | sources | median abs error | bias | share dangerous | worst | target |",
@@ -340,19 +365,14 @@ def table(results: list[Result]) -> list[str]:
     for result in results:
         groups.setdefault((result.metric, result.arrival), []).append(result)
     for (metric, arrival), group in sorted(groups.items()):
-        errors = [r.error for r in group]
-        worst = max(errors, key=abs)
+        scores = Scores.of(group)
         target = TARGETS.get((metric, arrival))
-        median_abs = statistics.median(abs(e) for e in errors)
-        bias = statistics.median(errors)
         verdict = ""
         if target:
-            met = median_abs <= target[0] and abs(bias) <= target[1]
+            met = scores.median_abs <= target[0] and abs(scores.bias) <= target[1]
             verdict = f"{target[0]:.0%} / ±{target[1]:.0%}: {'met' if met else 'NOT met'}"
-        lines.append(
-            f"| {metric} | {arrival} | {len(group)} | {len({r.source for r in group})} | {median_abs:.0%} |"
-            f" {bias:+.0%} | {sum(r.dangerous for r in group) / len(group):.0%} | {worst:+.0%} | {verdict} |"
-        )
+        sources = len({r.source for r in group})
+        lines.append(f"| {metric} | {arrival} | {len(group)} | {sources} | {scores.cells()} | {verdict} |")
     return lines
 
 

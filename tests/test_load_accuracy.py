@@ -154,3 +154,11 @@ def test_an_fp8_checkpoint_of_a_catalog_model_is_that_model_with_fp8_weights():
     small = next(r for r in RECORDS if r["id"] == "gs-gpt-oss-20b-h100-vllm-sharegpt-burst")
     spec, _ = load_accuracy.spec_for(small)
     assert spec is not None and spec["model"] == {"id": "gpt-oss-20b"}
+
+
+def test_a_records_lengths_state_only_the_fields_the_file_defines():
+    # A comma inside an unquoted flow-mapping value ("dataset: random (..., seed 42)") splits it into a second,
+    # empty key: the lengths then say less than the page did, with no error.
+    for record in RECORDS:
+        for field in ("input_tokens", "output_tokens"):
+            assert set(record[field]) <= {"total", "mean", "nominal", "fixed", "dataset"}, (record["id"], field)
