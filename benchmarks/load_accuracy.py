@@ -392,10 +392,13 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{r.record:60} {r.metric:20} {r.statistic:9} {r.measured:12,.2f} {r.estimated:12,.2f} {r.error:+.0%}"
             )
-    print(f"\n{len(skipped)} records or figures not compared:")
-    for name, why in skipped:
-        print(f"  {name}: {why}")
+    print("\n".join(listed(f"{len(skipped)} records or figures not compared:", skipped)))
     return 0
+
+
+def listed(heading: str, items: list[tuple[str, str]]) -> list[str]:
+    """A heading, then each (record, why) left out on a line of its own."""
+    return ["", heading, *(f"  {name}: {why}" for name, why in items)]
 
 
 if __name__ == "__main__":

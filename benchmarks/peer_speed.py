@@ -339,9 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             f" {mine.estimated:10,.2f} {peer.estimated:10,.2f}  {mine.error:+.0%} {peer.error:+.0%}"
         )
     left = not_compared(records, stored) + left
-    print(f"\nClosed-loop records or figures not compared: {len(left)}")
-    for name, why in left:
-        print(f"  {name}: {why}")
+    print("\n".join(load_accuracy.listed(f"Closed-loop records or figures not compared: {len(left)}", left)))
     return 0
 
 

@@ -432,7 +432,7 @@ def load_phrase(job: Serve) -> str:
     return f"at {job.concurrency:,} in flight"
 
 
-def _limit_words(speed: ServingSpeed) -> str:
+def limit_words(speed: ServingSpeed) -> str:
     """What caps the running batch, in words."""
     return "the server's front end" if speed.limited_by == "front-end" else speed.limited_by
 
@@ -444,14 +444,14 @@ def _load_note(job: Serve, speed: ServingSpeed) -> str:
         return (
             f"a burst of {job.concurrency:,} requests per replica on an idle replica, stepped as the engine's"
             f" scheduler runs it (decodes first, then prompt chunks in the token budget), up to"
-            f" {speed.running:,.0f} running (limited by {_limit_words(speed)}); TTFT across the wave; {alone}"
+            f" {speed.running:,.0f} running (limited by {limit_words(speed)}); TTFT across the wave; {alone}"
         )
     if job.arrival == "steady" and job.batching == "continuous":
         if speed.saturated:
             return (
                 f"requests arrive at {job.rate_rps:,g}/s, faster than the deployment completes them (at most"
                 f" {speed.requests_per_s:,.2f}/s with {speed.running:,.0f} running per replica, limited by"
-                f" {_limit_words(speed)}): the queue grows without bound; {alone}"
+                f" {limit_words(speed)}): the queue grows without bound; {alone}"
             )
         server = " and for the server process" if job.endpoint != "offline" else ""
         return (
@@ -463,11 +463,11 @@ def _load_note(job: Serve, speed: ServingSpeed) -> str:
     running = f"{shown:,.0f}" if shown.is_integer() else f"{shown:,.1f}"
     if speed.limited_by == "front-end":
         return (
-            f"{running} sequences running per replica (limited by {_limit_words(speed)}: the engine serves"
+            f"{running} sequences running per replica (limited by {limit_words(speed)}: the engine serves"
             f" what that process takes in, the rest of the {job.concurrency:,} clients wait on its stream, so"
             f" TPOT holds their wait); {alone}"
         )
     return (
-        f"{running} sequences running per replica (limited by {_limit_words(speed)}); TTFT includes"
+        f"{running} sequences running per replica (limited by {limit_words(speed)}); TTFT includes"
         f" queueing and prefill beside the running batch; {alone}"
     )

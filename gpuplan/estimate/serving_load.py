@@ -332,23 +332,29 @@ def state_at_rate(state_at: Callable[[float], S], most: float, rate: float) -> t
     return state, math.exp(high)
 
 
-def burst_speed(
-    w: ServingWorkload,
-    d: Deployment,
-    caps: dict[str, float],
-    prompt: float,
-    output: int,
-    steps: float,
-    overhead: float,
-    capacity: float,
-    make: Callable[..., ServingSpeed],
-) -> ServingSpeed:
+@record
+class LoadTerms:
+    """What every load shape prices its requests with: the caps on running sequences (by name), the tokens a
+    request yields and the decode steps that yield them, the per-request overhead (the engine's and the
+    front end's), the server process's capacity (requests per second) and the maker of the result, which
+    carries the figures every shape shares."""
+
+    caps: dict[str, float]
+    output: int
+    steps: float
+    overhead: float
+    capacity: float
+    make: Callable[..., ServingSpeed]
+
+
+def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTerms) -> ServingSpeed:
     """``w.concurrency`` requests per replica at once on an idle replica (``serving_load.wave``): the
     scheduler stepped with this deployment's steps; the server's front end admits one request after
     another, its own time and the engine's request overhead apart (``serving_load.frontend_seconds``: one
     process does that work for every request), and the running sequences stay within the engine's cap
     and the sequences whose whole context the KV cache holds. The wave ends no sooner than that process
-    has taken every request in and streamed every token back (``capacity`` requests per second)."""
+    has taken every request in and streamed every token back (``terms.capacity`` requests per second)."""
+    caps, output, steps, overhead = terms.caps, terms.output, terms.steps, terms.overhead
     pp = d.w.pipeline_parallel
 
     def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
@@ -372,23 +378,22 @@ def burst_speed(
         admission_gap=overhead,
         first_token_from_decode_step=d.engine.first_token_from_decode_step,
     )
-    added = overhead
-    makespan = max(result.makespan, requests / capacity)
+    makespan = max(result.makespan, requests / terms.capacity)
     decode = d.step(min(requests, cap), 0, prompt + output / 2, 0.0)
     limited_by = "concurrency" if requests <= cap else ("engine" if caps["engine"] <= kv_slots else "kv-cache")
     if makespan > result.makespan:  # the server process, not the GPUs, set the wave's end
         limited_by = "front-end"
-    duration = makespan + added  # from the first request's send to the last token, as a client times the run
-    return make(
-        ttft_s=result.mean_ttft + added,
+    duration = makespan + overhead  # from the first request's send to the last token, as a client times the run
+    return terms.make(
+        ttft_s=result.mean_ttft + overhead,
         tpot_s=result.mean_tpot * steps / output,
         tokens_per_s=w.replicas * requests * output / duration,
         decode_bound="memory" if decode.memory_bound else "compute",
         running=float(result.peak_running),
         limited_by=limited_by,
         decode_bytes_per_step=decode.bytes_read,
-        ttft_median_s=result.quantile(0.5) + added,
-        ttft_p90_s=result.quantile(P90) + added,
+        ttft_median_s=result.quantile(0.5) + overhead,
+        ttft_p90_s=result.quantile(P90) + overhead,
         requests_per_s=w.replicas * requests / duration,
         duration_s=duration,
         # the k-th request reaches the scheduler k turns at the front end after the first

@@ -75,6 +75,7 @@ from gpuplan.estimate.performance import (
 from gpuplan.estimate.serving import chunks_by_itself
 from gpuplan.estimate.serving_load import (
     P90,
+    LoadTerms,
     burst_speed,
     frontend_capacity,
     frontend_seconds,
@@ -482,8 +483,9 @@ def serving_speed(
         ttft_single_s=ttft_single,
     )
     continuous = w.batching != "static"  # static batches run the declared concurrency whatever the arrivals
+    terms = LoadTerms(caps, output, steps, overhead, capacity, make)
     if continuous and w.arrival == "burst":
-        return burst_speed(w, d, caps, prompt, output, steps, overhead, capacity, make)
+        return burst_speed(w, d, prompt, terms)
     spread = square_mean / (prompt * prompt)
 
     def state_at(held: float) -> _SteadyState:
@@ -491,7 +493,7 @@ def serving_speed(
         return _continuous(d, held, budget, prompt, steps, prompt_attention, spread)
 
     if continuous and w.arrival == "steady" and w.rate_rps:
-        return _steady_speed(w, state_at, caps, output, steps, overhead, capacity, make)
+        return _steady_speed(w, state_at, terms)
     if w.batching == "static":
         state = _static(d, slots, prompt, steps, prompt_attention)
         if state.requests_per_s > capacity:  # batches wait on the server process: its rate, the stream's lag
@@ -595,21 +597,13 @@ def _ttft_statistics(state: _SteadyState, prompt: int, added: float) -> tuple[fl
     return queued + added, median + added, p90 + added
 
 
-def _steady_speed(
-    w: ServingWorkload,
-    state_at: Callable[[float], _SteadyState],
-    caps: dict[str, float],
-    output: int,
-    steps: float,
-    overhead: float,
-    capacity: float,
-    make: Callable[..., ServingSpeed],
-) -> ServingSpeed:
+def _steady_speed(w: ServingWorkload, state_at: Callable[[float], _SteadyState], terms: LoadTerms) -> ServingSpeed:
     """Poisson arrivals at ``w.rate_rps``, split evenly over the replicas: the running sequences L are the
     rate times a request's latency (Little's law), i.e. the closed loop's steady state at L slots whose
     throughput is the rate. Throughput grows with the slots; past the most the caps allow, or past what
     the server process takes in and streams back (``capacity``), the stream outruns the deployment
     (saturated: TTFT without bound, throughput at the caps)."""
+    caps, capacity, make = terms.caps, terms.capacity, terms.make
     rate = (w.rate_rps or 0.0) / max(1, w.replicas)
     limited_by = min(caps, key=lambda name: caps[name])
     most = min(caps.values())
@@ -622,7 +616,7 @@ def _steady_speed(
     else:
         state, slots = state_at_rate(state_at, most, rate)
         saturated, limited_by = False, "arrival-rate"
-    ttft = (math.inf,) * 3 if saturated else _ttft_statistics(state, w.full_prompt, overhead)
+    ttft = (math.inf,) * 3 if saturated else _ttft_statistics(state, w.full_prompt, terms.overhead)
     if not saturated and math.isfinite(capacity):
         # The server process is a queue of its own: Poisson arrivals, the same work for each request
         # (M/D/1: Pollaczek-Khinchine with no spread), its quantiles as the token budget's wait's.
@@ -632,8 +626,8 @@ def _steady_speed(
         ttft = (ttft[0] + waits[0], ttft[1] + waits[1], ttft[2] + waits[2])
         make = functools.partial(make, frontend_wait_s=mean_wait)
     served = min(rate, state.requests_per_s, capacity)
-    tpot = state.tpot * steps / output  # a step's time over the tokens a step yields
-    return _from_state(make, w, state, slots, limited_by, ttft, tpot, served, output, saturated)
+    tpot = state.tpot * terms.steps / terms.output  # a step's time over the tokens a step yields
+    return _from_state(make, w, state, slots, limited_by, ttft, tpot, served, terms.output, saturated)
 
 
 @record

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuplan.analysis import ServeEstimate
-from gpuplan.assumptions import load_phrase
+from gpuplan.assumptions import limit_words, load_phrase
 from gpuplan.config import Settings
 from gpuplan.findings import Finding
 from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
@@ -233,7 +233,7 @@ def stream_outruns_deployment(ctx: RuleContext) -> Iterator[Finding]:
     if s is None or job is None or not s.loads or not s.speed.saturated or job.ttft_ms is not None:
         return
     front = s.speed.limited_by == "front-end"
-    limit = "the server's front end" if front else s.speed.limited_by
+    limit = limit_words(s.speed)
     layout = f"{job.hardware.count:,} x {s.gpu.id}"
     yield ctx.finding(
         "GP406",
