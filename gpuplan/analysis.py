@@ -444,7 +444,13 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         expert_alignment=mxfp4_moe_alignment(gpu.arch)
         if job.engine == "vllm" and "mxfp4" in job.quantizations
         else (1, 1),
-        release=vllm_release(job.engine_version),
+        release=vllm_release(job.engine_version).for_deployment(
+            spec.model.classes,
+            spec.model.architecture,
+            spec.model.quantization != "none",
+            job.speculation.method if job.speculation else "",
+            gpu.arch,
+        ),
         gpu_arch=gpu.arch,
     )
 

@@ -281,6 +281,7 @@ class HfModel:
     model_type: str
     notes: tuple[str, ...]
     context_source: str = ""  # how architecture.max_position was derived (the keys and any RoPE scaling)
+    classes: tuple[str, ...] = ()  # ``architectures``: the modelling classes (vLLM picks its model runner by them)
 
 
 def read_hf_config(path: Path) -> dict[str, Any]:
@@ -352,7 +353,18 @@ def read_hf_model(config: dict[str, Any]) -> HfModel:
         notes.append(f"vision tower of {values['vision_params']:,} parameters counted in the weights (16-bit)")
     architecture = make_architecture(values, where="config.json")
     checkpoint = read_quantization(config, architecture)
-    return HfModel(architecture, checkpoint, text_type or top_type, tuple(notes), context_source)
+    return HfModel(architecture, checkpoint, text_type or top_type, tuple(notes), context_source, _classes(config))
+
+
+def _classes(config: dict[str, Any]) -> tuple[str, ...]:
+    """config.json ``architectures``: modelling class names (Python identifiers, as Transformers names them)."""
+    value = config.get("architectures")
+    if value is None:
+        return ()
+    names = string_list(value, "architectures", 16)
+    if not all(name.isidentifier() and name.isascii() and len(name) <= 100 for name in names):
+        raise ArchitectureError(f"config.json architectures must list class names, not {show_value(value)}")
+    return tuple(names)
 
 
 # -- text model ---------------------------------------------------------------------------------

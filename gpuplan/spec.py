@@ -68,6 +68,7 @@ class ModelRef:
     quantized_params: int | None = None  # linear weights the checkpoint quantizes; None: every decoder linear
     notes: tuple[str, ...] = ()  # what was assumed reading a config.json (shown in the estimate's assumptions)
     context_source: str = ""  # where architecture.max_position, the longest context it takes, comes from
+    classes: tuple[str, ...] = ()  # config.json architectures (vLLM picks its model runner by them); () explicit
 
 
 @record
@@ -358,6 +359,7 @@ class _Resolver:
                 entry.group_size,
                 entry.quantized_params,
                 context_source=entry.context_source,
+                classes=entry.classes,
             )
         if "config" in data:
             from gpuplan.hf_config import read_hf_config, read_hf_model  # only for a model given by its config.json
@@ -380,6 +382,7 @@ class _Resolver:
                 checkpoint.quantized_params,
                 hf.notes,
                 hf.context_source,
+                hf.classes,
             )
         values = dict(data["architecture"])
         try:

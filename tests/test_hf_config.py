@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 
 from gpuplan.architecture import ArchitectureError
-from gpuplan.catalog import UnknownNameError, get_model
+from gpuplan.catalog import UnknownNameError, get_model, model_catalog
 from gpuplan.estimate.weights import weight_bytes
 from gpuplan.hf_config import MODEL_TYPES, from_hf_config, read_hf_model
 
@@ -305,6 +305,8 @@ def test_bad_nested_and_list_values_are_findings_not_tracebacks(tmp_path):
         "f.json": {**LLAMA_405B, "quantization_config": {"quant_method": "fp8", "ignore": ["re:(a+)+$"]}},
         "g.json": {**LLAMA_405B, "tie_word_embeddings": "yes"},
         "h.json": {**LLAMA_405B, "text_config": [1, 2]},
+        "i.json": {**LLAMA_405B, "architectures": ["LlamaForCausalLM\x1b[2J"]},  # not a class name
+        "j.json": {**LLAMA_405B, "architectures": "LlamaForCausalLM"},  # not a list
     }
     for name, config in cases.items():
         (tmp_path / name).write_text(json.dumps(config))
@@ -318,7 +320,17 @@ def test_bad_nested_and_list_values_are_findings_not_tracebacks(tmp_path):
         assert time.perf_counter() - started < 10, name  # never a hang
         findings = json.loads(out)["findings"]
         assert code == 1 and [f["code"] for f in findings] == ["GP021"], (name, out, err)
-        assert "Traceback" not in out + err
+        assert "Traceback" not in out + err and "\x1b" not in out + err
+
+
+def test_the_modelling_class_is_read_from_architectures_and_the_catalog_lists_each_models():
+    # vLLM picks its model runner by config.json "architectures" (VllmConfig.use_v2_model_runner).
+    assert read_hf_model(GEMMA2_9B).classes == ("Gemma2ForCausalLM",)
+    assert read_hf_model({key: value for key, value in GEMMA2_9B.items() if key != "architectures"}).classes == ()
+    for model in model_catalog().values():
+        assert model.classes and all(name.isidentifier() for name in model.classes), model.id
+    assert get_model("qwen3-8b").classes == ("Qwen3ForCausalLM",)
+    assert get_model("qwen1.5-moe-a2.7b").classes == ("Qwen2MoeForCausalLM",)
 
 
 def test_model_types_table_covers_the_documented_ones():

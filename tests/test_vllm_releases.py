@@ -151,6 +151,87 @@ def test_model_runner_v2_from_0_29():
     assert memory.runtime == round(0.25 * GIB) + 558_170_112
 
 
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        # VllmConfig.use_v2_model_runner and _is_default_v2_model_runner_model of each release (vllm/config/vllm.py),
+        # over RUNNER_MODELS' order: Qwen3 dense, Llama dense, Llama from a quantized checkpoint, Qwen2-MoE,
+        # Qwen2 dense, Mixtral (MoE), a DeepseekV4ForCausalLM MoE, Qwen3-Next (hybrid), a KimiK3 hybrid.
+        ("0.21.1", "000000000"),  # no model runner V2 by default
+        ("0.22.0", "100000000"),  # {Qwen3ForCausalLM}, not MoE, not is_quantized
+        ("0.23.0", "110000000"),  # {Llama, Mistral, Qwen3}ForCausalLM, not MoE, not is_quantized
+        ("0.24.0", "111100000"),  # those and {DeepseekV2, Qwen2Moe, GraniteMoe}, any checkpoint, MoE or not
+        ("0.25.0", "111110000"),  # not hybrid: listed (the three MoE classes) or not MoE
+        ("0.26.0", "111110000"),  # + Inkling, LongcatFlashNgram
+        ("0.27.0", "111110001"),  # a hybrid only when listed; + KimiK3ForConditionalGeneration
+        ("0.28.0", "111110101"),  # + DeepseekV4ForCausalLM
+        ("0.29.0", "111111111"),  # every model
+    ],
+)
+def test_which_models_run_on_model_runner_v2(version, expected):
+    release = vllm_release(version)
+    chosen = "".join(
+        str(int(release.for_deployment(classes, get_model(model).architecture, quantized, "", "sm90").v2_runner))
+        for model, classes, quantized in RUNNER_MODELS
+    )
+    assert chosen == expected
+
+
+def test_model_runner_v2_on_amd_gpus_and_with_a_draft_model():
+    qwen3, deepseek = get_model("qwen3-8b").architecture, get_model("deepseek-v3").architecture
+    # A separate draft model (vLLM's draft_model method) is not one V2 supports: V1 in every release.
+    assert not vllm_release("0.30.0").for_deployment(("Qwen3ForCausalLM",), qwen3, False, "draft", "sm90").v2_runner
+    assert vllm_release("0.30.0").for_deployment(("Qwen3ForCausalLM",), qwen3, False, "eagle", "sm90").v2_runner
+    # 0.29 on: DeepSeek-V3.2 and V4 keep the V1 runner on ROCm (ROCM_DEFAULT_MRV1_ARCHITECTURES) only.
+    v32 = ("DeepseekV32ForCausalLM",)
+    assert not vllm_release("0.30.0").for_deployment(v32, deepseek, False, "", "gfx942").v2_runner
+    assert vllm_release("0.30.0").for_deployment(v32, deepseek, False, "", "sm90").v2_runner
+    # 0.27 listed KimiK3 but not on ROCm (ROCM_EXCLUDED_V2_MODEL_RUNNER_ARCHITECTURES).
+    next_arch = get_model("qwen3-next-80b-a3b").architecture
+    kimi = ("KimiK3ForConditionalGeneration",)
+    assert vllm_release("0.27.0").for_deployment(kimi, next_arch, False, "", "sm90").v2_runner
+    assert not vllm_release("0.27.0").for_deployment(kimi, next_arch, False, "", "gfx942").v2_runner
+
+
+def test_model_runner_v2_before_0_29_samples_and_keeps_its_state_as_each_release_did():
+    qwen3 = get_model("qwen3-8b")
+    runner = {
+        v: vllm_release(v).for_deployment(qwen3.classes, qwen3.architecture, False, "", "sm90")
+        for v in ("0.24", "0.26", "0.27")
+    }
+    # Until 0.25 apply_sampling_params copies the bf16 logits to fp32 (2 + 4 B), above the TP all-gather (4 + 2/TP);
+    # 0.26 samples them in place, and 0.27 on the greedy dummy requests need no processing: 2 B.
+    assert runner["0.24"].sampler_bytes_per_logit(1024) == 6 and runner["0.24"].sampler_bytes_per_logit(1024, 2) == 6
+    assert runner["0.26"].sampler_bytes_per_logit(1024) == 2 and runner["0.27"].sampler_bytes_per_logit(1024, 2) == 5
+    # Qwen3-8B (vocabulary 151,936) at 1,024 sequences: bin counts 4 x 1,024 x 151,936 = 622,329,856 B and two
+    # masks of 4 x 1,024 x ceil(151,936 / 32) = 4,748, 2 x 19,447,808 = 38,895,616 B: 661,225,472 B. Made after
+    # the weights load and before the profile, it is outside what memory_profiling counts until 0.26 (weights,
+    # the profile's rise, non-torch memory) and inside total_consumed from 0.27.
+    state = 622_329_856 + 38_895_616
+    memory = {
+        v: estimate_serving(
+            ServingSetup(architecture=qwen3.architecture, context=8192, concurrency=1, release=runner[v]),
+            H100.usable_bytes,
+        )
+        for v in ("0.24", "0.26", "0.27")
+    }
+    assert (memory["0.24"].runtime, memory["0.24"].outside_budget) == (round(0.25 * GIB), state)
+    assert (memory["0.27"].runtime, memory["0.27"].outside_budget) == (round(0.25 * GIB) + state, 0)
+    assert memory["0.24"].outside_what == "model runner V2's sampler state"
+    # Beside the budget it takes no KV room (0.26 and 0.27 sample alike) but must fit the GPU beside the budget.
+    assert memory["0.26"].kv_available - memory["0.27"].kv_available == state
+    assert not estimate_serving(
+        ServingSetup(
+            architecture=qwen3.architecture,
+            context=8192,
+            concurrency=1,
+            release=runner["0.24"],
+            memory_utilization=0.995,
+        ),
+        H100.usable_bytes,
+    ).outside_fits
+
+
 def test_what_differs_on_amd_and_blackwell_gpus():
     # The graph estimate is taken from the budget on CUDA from 0.20.0 and on ROCm from 0.26.0 (0.20's
     # gpu_worker.py: not is_rocm(); 0.21-0.25: is_cuda(); 0.26: is_cuda_alike()).
@@ -210,6 +291,36 @@ def test_engine_version_in_a_spec(tmp_path):
     assert code == 1 and "GP026" in out and "serve.engine_version names a vLLM release" in out
 
 
+def test_the_runner_follows_the_config_json_class(tmp_path):
+    # The same dimensions (Llama 3.1 8B's) under two class names: 0.23 runs LlamaForCausalLM on model runner V2
+    # and keeps Qwen2ForCausalLM on V1, whose sampler warm-up (Triton, 14 B per logit) differs from V2's (6 B).
+    config = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+    }
+    labels = {}
+    for name in ("LlamaForCausalLM", "Qwen2ForCausalLM"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({**config, "architectures": [name]}))
+        spec = tmp_path / f"{name}.yaml"
+        spec.write_text(
+            f"version: 1\nname: t\nmodel: {{config: {name}.json}}\n"
+            'serve: {engine_version: "0.23.0", context: 8192, concurrency: 1, hardware: {gpu: h100-sxm}}\n'
+        )
+        code, out, _ = run_cli("estimate", "--format", "json", str(spec))
+        assert code == 0, out
+        labels[name] = json.loads(out)["serve"]["memory_engine"]
+    assert labels == {
+        "LlamaForCausalLM": "vLLM v0.23 (V1 engine, model runner V2, OpenAI API server defaults)",
+        "Qwen2ForCausalLM": "vLLM v0.23 (V1 engine, OpenAI API server defaults)",
+    }
+
+
 # -- the out-of-sample startup logs ------------------------------------------------------------------------
 
 LOGS = yaml.safe_load(VLLM_LOGS.read_text(encoding="utf-8"))
@@ -234,6 +345,20 @@ def test_no_start_that_failed_is_called_a_start():
 # -- lines of identical sizing -------------------------------------------------------------------------------
 
 
+# Models whose runner differs between releases: (catalog id, config.json architectures, quantized checkpoint).
+RUNNER_MODELS = (
+    ("qwen3-8b", ("Qwen3ForCausalLM",), False),
+    ("llama-3.1-8b", ("LlamaForCausalLM",), False),
+    ("llama-3.1-8b", ("LlamaForCausalLM",), True),
+    ("qwen1.5-moe-a2.7b", ("Qwen2MoeForCausalLM",), False),
+    ("qwen2.5-7b", ("Qwen2ForCausalLM",), False),
+    ("mixtral-8x7b", ("MixtralForCausalLM",), False),
+    ("mixtral-8x7b", ("DeepseekV4ForCausalLM",), False),  # its class as a stand-in for DeepSeek-V4's
+    ("qwen3-next-80b-a3b", ("Qwen3NextForCausalLM",), False),
+    ("qwen3-next-80b-a3b", ("KimiK3ForConditionalGeneration",), False),  # a listed hybrid class (0.27 on)
+)
+
+
 def behaviour(version: str) -> tuple[object, ...]:
     """Everything a release decides about memory sizing, over inputs that reach every branch."""
     release = vllm_release(version)
@@ -244,8 +369,16 @@ def behaviour(version: str) -> tuple[object, ...]:
         for context in (4_096, 40_000)
         for chunks in (True, False)
     )
-    samplers = tuple(release.sampler_bytes_per_logit(rows, tp) for rows in (1, 7, 8, 127, 128) for tp in (1, 4))
-    state = release.sampler_state_bytes(1024, 128_256)
+    runners = tuple(
+        release.for_deployment(classes, get_model(model).architecture, quantized, method, arch)
+        for model, classes, quantized in RUNNER_MODELS
+        for method in ("", "draft")
+        for arch in ("sm90", "gfx942")
+    )
+    samplers = tuple(
+        runner.sampler_bytes_per_logit(rows, tp) for runner in runners for rows in (1, 7, 8, 127, 128) for tp in (1, 4)
+    )
+    state = tuple((runner.sampler_state_bytes(1024, 128_256), runner.state_in_budget) for runner in runners)
     graphs = tuple(
         release.capture_sizes(seqs, tokens, arch)
         for seqs in (128, 256, 1024)

@@ -151,6 +151,7 @@ class CatalogModel:
     quantization: str = "none"  # the format the published checkpoint stores (served as stored by default)
     group_size: int = 128
     keep_16bit: tuple[str, ...] = ()  # module patterns the checkpoint keeps in 16-bit (its quantization_config)
+    classes: tuple[str, ...] = ()  # config.json architectures: the modelling class (vLLM's model runner reads it)
 
     @property
     def context_source(self) -> str:
@@ -212,12 +213,13 @@ def model_catalog() -> dict[str, CatalogModel]:
             checkpoint.get("quantization", "none"),
             checkpoint.get("group_size", 128),
             tuple(keep or ()),
+            tuple(entry.get("architectures", ())),
         )
     return models
 
 
 # Keys of a catalog entry that are not architecture fields.
-_CATALOG_KEYS = ("id", "name", "source", "hf", "checkpoint")
+_CATALOG_KEYS = ("id", "name", "source", "hf", "checkpoint", "architectures")
 
 
 @functools.lru_cache(maxsize=1)

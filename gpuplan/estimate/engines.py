@@ -312,6 +312,7 @@ def _sglang_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         kv_block_tokens=SGLANG_PAGE_SIZE,
         state_bytes_per_sequence=state,
         outside_budget=math.ceil(activations) + table,
+        outside_what="prefill activations and request table",
         lora_slots=math.ceil(lora[index]),
         draft_weights=math.ceil(draft[index]),
     )
@@ -422,7 +423,8 @@ def engine_memory_notes(setup: ServingSetup, limits: str) -> tuple[tuple[str, st
     context = "; the CUDA context counts against the budget (0.61 GiB)" if release.context_in_budget else ""
     if release.v2_runner:
         state = release.sampler_state_bytes(sequences, arch.vocab) / GIB
-        context += f"; model runner V2's per-sequence sampler state {state:,.2f} GiB"
+        where = "" if release.state_in_budget else ", beside the budget (it counts from 0.27)"
+        context += f"; model runner V2's per-sequence sampler state {state:,.2f} GiB{where}"
     return (
         ("memory model", f"{release.label}: {share}, {block:,}-token KV blocks"),
         (

@@ -121,7 +121,8 @@ class ServingMemory:
     # tokens per block: vLLM's 16, more when state layers share the pages; SGLang's pages of 1, TensorRT-LLM's 32
     kv_block_tokens: int = BLOCK_TOKENS
     state_bytes_per_sequence: int = 0  # the part of kv_bytes_per_sequence that is recurrent state (padded pages)
-    outside_budget: int = 0  # besides CUDA graphs, held outside the budget (SGLang: prefill activations, request table)
+    outside_budget: int = 0  # besides CUDA graphs, held outside the budget: ``outside_what``
+    outside_what: str = ""  # SGLang's prefill activations and request table; vLLM's V2 sampler state before 0.27
     kv_share: float = 1.0  # the share of the room left that becomes the pool (TensorRT-LLM free_gpu_memory_fraction)
     kv_cap: int = 0  # the largest pool the engine allocates (TensorRT-LLM max_gpu_total_bytes); 0: none
     lora_slots: int = 0  # serve.lora: the adapter slots the engine preallocates (loaded with the weights)
@@ -537,7 +538,10 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     }
     budget = _budget(release, usable_bytes, setup.memory_utilization, max(reserves.values()), setup.gpu_arch)
     runtime = runtime_bytes(tp, pp) + (CUDA_CONTEXT_BYTES if release.context_in_budget else 0)
-    runtime += release.sampler_state_bytes(setup.max_num_seqs, arch.vocab)  # model runner V2 (0.29 on)
+    # Model runner V2's sampler state, on the last stage (the one that samples): in the budget from 0.27.0,
+    # beside it before (VllmRelease.state_in_budget).
+    state = release.sampler_state_bytes(setup.max_num_seqs, arch.vocab)
+    state_inside = state if release.state_in_budget else 0
     graphs = cuda_graph_bytes(setup.max_num_seqs, setup.max_batched_tokens, release, setup.gpu_arch)
     counted = release.graphs_counted(setup.gpu_arch)
     graphs_inside = graphs if counted else 0
@@ -566,7 +570,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         if last and draft_token:  # the proposer's layers: blocks of the model's size over the whole context
             per_sequence += draft_token * math.ceil(setup.context / block) * block
         layout = kv_layout(arch, layers)
-        non_kv = weights[index] + reserve + runtime + tenant_weights + added
+        non_kv = weights[index] + reserve + runtime + (state_inside if last else 0) + tenant_weights + added
         room = (budget - non_kv - tenant_kv - graphs_inside) / max(per_sequence, 1.0)
         candidates.append((room, index, reserve, per_sequence, layout))
     _, index, reserve, per_sequence, layout = min(candidates)
@@ -576,7 +580,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         weights=math.ceil(weights[index]),
         kv_cache=0,
         activation_reserve=math.ceil(reserve),
-        runtime=runtime,
+        runtime=runtime + (state_inside if last else 0),
         tenant_weights=math.ceil(tenant_weights),
         tenant_kv_cache=math.ceil(tenant_kv),
         budget=budget,
@@ -594,6 +598,8 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         lora_slots=math.ceil(lora[index]),
         draft_weights=math.ceil(draft) if last else 0,
         draft_page_bytes=math.ceil(draft_token * block) if last else 0,
+        outside_budget=state - state_inside if last else 0,
+        outside_what="model runner V2's sampler state" if last and state > state_inside else "",
     )
     return ServingShape(empty, per_sequence)
 

@@ -30,15 +30,28 @@ release's source distribution, ``vllm/``):
   from 0.10.0, steps of 16 above 256 from 0.11.2, up to 1,024 on data-centre Blackwell (compute capability
   10.x) from 0.28.0; one PIECEWISE graph each until 0.10.x, from 0.11.0 also a FULL graph for each size up to
   ``max_num_seqs`` (``CUDAGraphMode.FULL_AND_PIECEWISE``).
-- **model runner V2** (vllm/v1/worker/gpu/): the default for every model from 0.29.0 (``use_v2_model_runner``;
-  0.22-0.28 choose it by architecture class, which a spec does not name: those releases are sized as the
-  V1 runner). Its profile samples greedily until 0.32 (bf16 logits only, 2 B per logit; with tensor
-  parallelism the all-gather of ``compute_logits`` holds 4 + 2/TP B), and from 0.33.0 adds a second pass with
-  top-k, top-p, penalties and logprobs through FlashInfer (bf16 logits, fp32 copy, masked fp32 copy, fp32
-  probabilities: 14 B). It keeps per-sequence sampler state on the GPU from the start, which the budget
-  counts from 0.27.1 (``total_consumed``): ``output_bin_counts`` int32 [max_num_seqs, vocab], the
-  ``prompt_bin_mask`` and the grammar bitmask, int32 [max_num_seqs, vocab / 32] each
-  (``PenaltiesState``, ``StructuredOutputsWorker``).
+- **model runner V2** (vllm/v1/worker/gpu/): which model runs on it is ``VllmConfig.use_v2_model_runner``
+  (vllm/config/vllm.py), decided by the model's config.json ``architectures`` and kind
+  (``for_deployment``): none until 0.21; 0.22 Qwen3ForCausalLM and 0.23 also LlamaForCausalLM and
+  MistralForCausalLM, dense and from an unquantized checkpoint (``is_quantized``: a ``quantization_config``);
+  0.24 those three and DeepseekV2ForCausalLM, Qwen2MoeForCausalLM and GraniteMoeForCausalLM whatever their
+  checkpoint; 0.25-0.28 every dense model and the MoE classes listed (``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``,
+  which 0.26-0.28 extend), never a hybrid (linear-attention or Mamba layers) or attention-free one, though a
+  listed hybrid from 0.27; 0.29 on every model, but on AMD GPUs DeepseekV32ForCausalLM and
+  DeepseekV4ForCausalLM (``ROCM_DEFAULT_MRV1_ARCHITECTURES``; 0.27 and 0.28 left KimiK3 and DeepseekV4 off
+  their list there). A speculative method it lacks (a separate draft model) keeps the V1 runner in every
+  release (``_get_v2_model_runner_unsupported_features``). Its profile copies the bf16 logits to fp32
+  before sampling until 0.25 (``apply_sampling_params``: 2 + 4 B per logit), samples the bf16 logits in
+  place in 0.26 and, as the profile's greedy dummy requests need no processing
+  (``_requires_logits_processing``), from 0.27 until 0.32 (2 B; with tensor parallelism the all-gather of
+  ``compute_logits`` holds 4 + 2/TP B), and from 0.33.0 adds a second pass with top-k, top-p, penalties and
+  logprobs through FlashInfer (bf16 logits, fp32 copy, masked fp32 copy, fp32 probabilities: 14 B). It keeps
+  per-sequence sampler state on the GPU, made with the sampler once the weights are loaded (``load_model``):
+  ``output_bin_counts`` int32 [max_num_seqs, vocab], the ``prompt_bin_mask`` and the grammar bitmask, int32
+  [max_num_seqs, vocab / 32] each (``PenaltiesState``, ``StructuredOutputsWorker``). Until 0.26 the budget
+  counts the weights, the profile's rise and non-torch memory (``memory_profiling``), so that state sits
+  beside the budget; from 0.27.0 it counts all the device memory consumed since start-up
+  (``total_consumed``), that state included.
 - **default utilization**: 0.90; 0.92 from 0.20.0 (``CacheConfig``); 1.0 from 0.34.0, whose extensible KV
   cache is sized after warm-up and graph capture from the memory then free, less a margin of the larger of
   1 GiB (3 GiB on AMD GPUs) and three quarters of the activation peak, and less that peak (``measure_kv_cache_bytes``,
@@ -48,10 +61,14 @@ release's source distribution, ``vllm/``):
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
-from gpuplan.records import record
+from gpuplan.records import evolve, record
 from gpuplan.releases import parse_version, version_text
 from gpuplan.units import GIB
+
+if TYPE_CHECKING:  # only named in a signature
+    from gpuplan.architecture import Architecture
 
 # The releases gpuplan models, oldest and newest; ``serve.engine_version`` outside them is estimated as
 # the nearest (GP210 says so).
@@ -84,18 +101,52 @@ class VllmRelease:
     default_utilization: float
     extensible_kv: bool  # 0.34: the KV cache is sized after warm-up from the free memory
     block_tokens: int  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA: 16, 64 from 0.34.0
-    v2_runner: bool  # every model runs on model runner V2 (0.29.0 on)
+    v2_runner: bool  # the deployment runs on model runner V2 (every model from 0.29.0; ``for_deployment``)
 
     def graphs_counted(self, gpu_arch: str) -> bool:
         """Whether the CUDA-graph estimate is taken from the budget on a GPU of ``gpu_arch``."""
         return self.graphs_in_budget and (not gpu_arch.startswith("gfx") or self.version >= (0, 26, 0))
 
     def sampler_state_bytes(self, max_num_seqs: int, vocab: int) -> int:
-        """Model runner V2's per-sequence sampler state on the GPU, counted in the budget (module docstring):
-        int32 output bin counts [seqs, vocab], and the prompt bin mask and grammar bitmask of [seqs, vocab/32]."""
+        """Model runner V2's per-sequence sampler state on the GPU (module docstring): int32 output bin counts
+        [seqs, vocab], and the prompt bin mask and grammar bitmask of [seqs, vocab/32]."""
         if not self.v2_runner:
             return 0
         return 4 * max_num_seqs * vocab + 2 * 4 * max_num_seqs * -(-vocab // 32)
+
+    @property
+    def state_in_budget(self) -> bool:
+        """Whether the budget pays for what persists from start-up beside the weights, model runner V2's
+        sampler state among it (``total_consumed``, 0.27.0 on); before, that state sits beside the budget."""
+        return self.version >= (0, 27, 0)
+
+    def for_deployment(
+        self,
+        classes: tuple[str, ...],
+        architecture: Architecture,
+        quantized_checkpoint: bool,
+        speculative_method: str,
+        gpu_arch: str,
+    ) -> VllmRelease:
+        """This release as it runs one model: on model runner V2 where ``use_v2_model_runner`` picks it
+        (module docstring) for the config.json ``classes``, the model's kind, its checkpoint, its speculative
+        ``method`` (gpuplan's: draft, eagle, mtp; "" for none) and the GPU (AMD's ``gfx`` architectures)."""
+        version = self.version
+        if version < (0, 22, 0) or speculative_method == "draft":  # vLLM's draft_model method: V1 only
+            return evolve(self, v2_runner=False)
+        amd = gpu_arch.startswith("gfx")
+        if version >= (0, 29, 0):
+            return evolve(self, v2_runner=not (amd and ROCM_V1_CLASSES.intersection(classes)))
+        listed = bool(_v2_classes(version, amd).intersection(classes))
+        if version < (0, 24, 0):
+            runs = listed and not architecture.is_moe and not quantized_checkpoint
+        elif version < (0, 25, 0):
+            runs = listed
+        else:  # never an attention-free model; a hybrid one only when listed, from 0.27
+            attention_free = architecture.state_layers == architecture.layers
+            hybrid_refused = architecture.state_layers > 0 and (version < (0, 27, 0) or not listed)
+            runs = not attention_free and not hybrid_refused and (listed or not architecture.is_moe)
+        return evolve(self, v2_runner=runs)
 
     def kv_margin_floor(self, gpu_arch: str) -> int:
         """0.34's extensible KV cache: the least margin it keeps free (``margin_floor_bytes``)."""
@@ -103,10 +154,12 @@ class VllmRelease:
 
     @property
     def label(self) -> str:
-        """'vLLM v0.19 (V1 engine, OpenAI API server defaults)', the patch level shown when it is not 0."""
+        """'vLLM v0.19 (V1 engine, OpenAI API server defaults)', the patch level shown when it is not 0, and
+        the model runner when it is V2."""
         major, minor, patch = self.version
         name = f"{major}.{minor}" + (f".{patch}" if patch else "")
-        return f"vLLM v{name} ({self.engine} engine, OpenAI API server defaults)"
+        runner = ", model runner V2" if self.v2_runner else ""
+        return f"vLLM v{name} ({self.engine} engine{runner}, OpenAI API server defaults)"
 
     def batch_defaults(self, total_bytes: int, gpu_name: str, context: int, chunks_by_itself: bool) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) ``vllm serve`` picks: ``total_bytes`` the device's total
@@ -138,12 +191,14 @@ class VllmRelease:
         4 + 8), one row ``segmented_sort_large_segments`` (CUB's alternates alone). 38 B from 128 requests:
         the measured 38.4-38.9 B of vLLM 0.10.2's logs on an H100 (llm-d-benchmark, the same file) are this
         figure with the batch's hidden states. The Triton path (0.17.0 on, 8 or more requests) sorts nothing.
-        Model runner V2 (module docstring): 2 B, or the logits' all-gather over TP ranks (4 + 2/TP), until
-        0.32; 14 B from 0.33.0.
+        Model runner V2 (module docstring): 6 B until 0.25 (the logits and their fp32 copy); 2 B, or the
+        logits' all-gather over TP ranks (4 + 2/TP), from 0.26 until 0.32; 14 B from 0.33.0.
         """
         if self.v2_runner:
             if self.version >= (0, 33, 0):
                 return 2 + 4 + 4 + 4
+            if self.version < (0, 26, 0):  # the fp32 copy: above the all-gather's 4 + 2/TP at any TP
+                return 2 + 4
             return max(2.0, 4 + 2 / tensor_parallel) if tensor_parallel > 1 else 2
         if not self.sorted_sampler and requests >= 8:
             return TRITON_SAMPLER_BYTES_PER_LOGIT
@@ -191,6 +246,36 @@ def _release(version: tuple[int, int, int]) -> VllmRelease:
     )
 
 
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (vllm/config/vllm.py), by the release that set it: the classes that run
+# on model runner V2 by default (0.22-0.24: only they; 0.25-0.28: they and every dense model).
+_FIRST_DENSE = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})
+_FIRST_MOE = frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})
+_ADDED_0_26 = frozenset({"InklingForCausalLM", "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM"})
+V2_CLASSES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
+    ((0, 22, 0), frozenset({"Qwen3ForCausalLM"})),
+    ((0, 23, 0), _FIRST_DENSE),
+    ((0, 24, 0), _FIRST_DENSE | _FIRST_MOE),
+    ((0, 25, 0), _FIRST_MOE),
+    ((0, 26, 0), _FIRST_MOE | _ADDED_0_26),
+    ((0, 27, 0), _FIRST_MOE | _ADDED_0_26 | {"KimiK3ForConditionalGeneration"}),
+    ((0, 28, 0), _FIRST_MOE | _ADDED_0_26 | {"KimiK3ForConditionalGeneration", "DeepseekV4ForCausalLM"}),
+)
+# Left off that list on AMD GPUs: 0.27 ROCM_EXCLUDED_V2_MODEL_RUNNER_ARCHITECTURES, 0.28
+# default_v2_model_runner_architectures().
+ROCM_OFF_LIST = {
+    (0, 27, 0): frozenset({"KimiK3ForConditionalGeneration"}),
+    (0, 28, 0): frozenset({"DeepseekV4ForCausalLM"}),
+}
+# 0.29 on: ROCM_DEFAULT_MRV1_ARCHITECTURES, the classes that keep the V1 runner on AMD GPUs.
+ROCM_V1_CLASSES = frozenset({"DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM"})
+
+
+def _v2_classes(version: tuple[int, int, int], amd: bool) -> frozenset[str]:
+    """The classes release ``version`` (0.22-0.28) lists for model runner V2, on an AMD GPU or not."""
+    line, classes = max((entry for entry in V2_CLASSES if entry[0] <= version), key=lambda entry: entry[0])
+    return classes - ROCM_OFF_LIST.get(line, frozenset()) if amd else classes
+
+
 @functools.lru_cache(maxsize=64)
 def vllm_release(version: str | None) -> VllmRelease:
     """The release ``serve.engine_version`` names (the default, ``DEFAULT_VERSION``, when it names none)."""
@@ -213,7 +298,12 @@ SIZING_CHANGES = (
     (0, 11, 2),  # capture sizes in steps of 16 above 256
     (0, 17, 0),  # the Triton top-k/top-p kernel
     (0, 20, 0),  # the CUDA-graph estimate in the budget; utilization 0.92
-    (0, 26, 0),  # ... on AMD GPUs too
+    (0, 22, 0),  # model runner V2 for Qwen3ForCausalLM
+    (0, 23, 0),  # ... and LlamaForCausalLM, MistralForCausalLM
+    (0, 24, 0),  # ... from quantized checkpoints too, and three MoE classes
+    (0, 25, 0),  # ... for every dense model
+    (0, 26, 0),  # the graph estimate on AMD GPUs too; V2 samples the logits in place
+    (0, 27, 0),  # the budget counts all memory consumed (V2's sampler state in it)
     (0, 28, 0),  # 16,384 tokens on 160 GiB GPUs; graphs up to 1,024 on data-centre Blackwell
     (0, 29, 0),  # model runner V2 for every model
     (0, 33, 0),  # ... and its second, full sampler pass

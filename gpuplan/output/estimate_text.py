@@ -133,16 +133,15 @@ def render_estimate(analysis: Analysis) -> str:
         )
         if s.memory.vision_weights:
             lines.append(f"    {'(of which vision tower)':<28}{_gib(s.memory.vision_weights)}")
-        outside = (
-            f" and {s.memory.outside_budget / GIB:,.2f} GiB of prefill activations and request table"
-            if s.memory.outside_budget
-            else ""
-        )
-        where = "in" if s.memory.graphs_in_budget else "outside"
-        lines.append(
-            f"  CUDA graphs: {s.memory.cuda_graphs / GIB:,.2f} GiB{outside} {where} the engine budget;"
-            f" KV cache size: {s.memory.kv_cache_tokens:,} tokens"
-        )
+        graphs = f"{s.memory.cuda_graphs / GIB:,.2f} GiB"
+        beside = f"{s.memory.outside_budget / GIB:,.2f} GiB of {s.memory.outside_what}"
+        if not s.memory.outside_budget:
+            where = f"{graphs} {'in' if s.memory.graphs_in_budget else 'outside'} the engine budget"
+        elif s.memory.graphs_in_budget:
+            where = f"{graphs} in the engine budget; {beside} outside it"
+        else:
+            where = f"{graphs} and {beside} outside the engine budget"
+        lines.append(f"  CUDA graphs: {where}; KV cache size: {s.memory.kv_cache_tokens:,} tokens")
         if s.memory.kv_available > 0:
             band = s.kv_band
             lines.append(
