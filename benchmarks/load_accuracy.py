@@ -69,6 +69,7 @@ CATALOG_MODELS = {
     "Qwen/Qwen3-14B": "qwen3-14b",
     "Qwen/Qwen3-14B-FP8": "qwen3-14b",  # the Qwen3-14B architecture, fp8 weights (the record's quantization)
     "Qwen/Qwen3-32B-FP8": None,  # the Qwen3-32B architecture, fp8 weights
+    "Qwen/Qwen2.5-32B": "qwen2.5-32b",
     "openai/gpt-oss-20b": "gpt-oss-20b",
     "openai/gpt-oss-120b": "gpt-oss-120b",
     "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
@@ -83,11 +84,13 @@ GPUS = {
     "h100": "h100-sxm",
     "h100-sxm": "h100-sxm",
     "h100-pcie": "h100-pcie",
+    "h100-nvl": "h100-nvl",
     "h200": "h200-sxm",
     "b200": "b200-hgx",
     "a100": "a100-sxm-80gb",
     "a100-80gb-pcie": "a100-pcie-80gb",
     "l40s": "l40s",
+    "a40": "a40",
 }
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm", "nim": "generic"}
 DANGEROUS_LOW = {"ttft_ms", "tpot_ms"}  # a latency estimated below the measurement is the dangerous side
@@ -198,6 +201,11 @@ def spec_for(record: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         serve["kv_cache_dtype"] = kv_dtype
     if arrival == "steady":
         serve["rate_rps"] = float(load["rate_rps"])
+    server = record.get("server") or {}  # limits the serve command set, as the spec states them
+    if "max_num_seqs" in server:
+        serve["max_sequences"] = int(server["max_num_seqs"])
+    if "max_num_batched_tokens" in server:
+        serve["max_batched_tokens"] = int(server["max_num_batched_tokens"])
     return {"version": 1, "name": record["id"][:120], "model": model, "serve": serve}, ""
 
 
