@@ -119,11 +119,7 @@ def finetune_assumptions(
             lora += f", dropout {job.lora_dropout:g} (a mask and a dropped input per adapter)"
         lora += "; 6 small GEMMs per adapted linear at the roofline of their FLOPs and bytes"
     loss = "fused/chunked cross-entropy" if job.fused_loss else LOSS_NOTES[job.framework]
-    loss += (
-        "; the training loop keeps the model outputs through backward"
-        if job.loop == "manual"
-        else "; outputs released before backward (Trainer)"
-    )
+    loss += LOOP_NOTES[job.loop]
     return (
         ("precision", regime),
         ("optimizer", optimizer),
@@ -309,6 +305,12 @@ LOSS_NOTES = {
     "compiled": "logits upcast to fp32 for the loss, fused by Inductor",
     "fused": "logits upcast to fp32 for the loss (transformers'; fused_loss for Liger's)",
     "megatron": "vocabulary-parallel cross-entropy over fp32 logits (Megatron)",
+}
+# What the training loop does with the model outputs (finetune.loop).
+LOOP_NOTES = {
+    "manual": "; the loop holds the model outputs until the next forward returns (through backward and beside it)",
+    "after-step": "; the loop holds the model outputs through backward and the optimizer step",
+    "trainer": "; outputs released before backward (Trainer)",
 }
 
 

@@ -105,7 +105,8 @@ class Finetune:
     sequence_parallel: bool
     autocast: bool  # under bf16-mixed / fp16-mixed only
     momentum: float  # sgd only; 0 keeps no momentum buffer
-    loop: str  # manual (outputs kept through backward) | trainer (released first)
+    loop: str  # manual (outputs held until the next forward returns) | after-step | trainer (released before backward)
+    use_cache: bool  # the model returns every layer's K and V with its output (Hugging Face config.use_cache)
     double_quant: bool  # qlora: NF4 scales double-quantized
     kbit_preparation: str  # qlora: none | peft | trl | axolotl (TrainingSetup.kbit_preparation: as a layout holds it)
     bitsandbytes_version: str | None  # qlora: the release; None: one from 0.43.2 on (TrainingSetup.nf4_saves_inputs)
@@ -567,6 +568,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         autocast=data["autocast"],
         momentum=float(data["momentum"]),
         loop=data["loop"],
+        use_cache=data["use_cache"],
         double_quant=data["double_quant"],
         kbit_preparation=data["kbit_preparation"],
         bitsandbytes_version=data.get("bitsandbytes_version"),

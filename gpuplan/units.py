@@ -100,6 +100,15 @@ def format_gib(value: float, digits: int = 1) -> str:
     return f"{format_number(gib(value), digits)} GiB"
 
 
+def format_gib_apart(larger: float, smaller: float) -> tuple[str, str]:
+    """Two byte counts a message compares ("needs 22.03 GiB, more than the 22.00 GiB usable") as ``format_gib``
+    shows them, with the fewest decimals from one at which they read apart, up to the published figure's."""
+    digits = 1
+    while digits < GIB_DIGITS and rounded(gib(larger), digits) == rounded(gib(smaller), digits):
+        digits += 1
+    return format_gib(larger, digits), format_gib(smaller, digits)
+
+
 def format_gib_difference(minuend: float, subtrahend: float, digits: int = 1) -> str:
     """``minuend - subtrahend`` bytes as the difference of the two as ``format_gib`` shows them (free memory
     beside the capacity and the use it is the difference of: 125.9 - 89.7 = 36.2, whatever the exact bytes)."""

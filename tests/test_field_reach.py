@@ -71,14 +71,18 @@ def _in_one_node(job: Any) -> bool:
     return max(hardware.count, hardware.tensor_parallel * hardware.pipeline_parallel) <= scale_up_size(hardware.gpu)
 
 
-def _backward_peaks_past_the_loss(analysis: Any) -> bool:
-    """The backward phase is not at its start, where the loss's two fp32 logit-sized gradients are live
-    (8 B per token and vocabulary entry on this tensor-parallel rank) beside the outputs the loop holds."""
-    f = analysis.finetune
-    job, arch = f.job, f.setup.architecture
-    loss_gradients = 8 * arch.vocab // f.setup.tensor_parallel * job.micro_batch * job.seq_len
-    backward = f.memory.phases["backward"]
-    return f.memory.peak_phase != "backward" or backward.get("temporaries") != loss_gradients
+def _holds_no_outputs(analysis: Any) -> bool:
+    """The model hands the loop nothing it could hold: a fused loss materializes no logits, and no key and
+    value states come back beyond those attention saves itself (use_cache: see ``_returns_no_extra_cache``)."""
+    job = _finetune(analysis)
+    return job.fused_loss and (not job.use_cache or _returns_no_extra_cache(analysis))
+
+
+def _returns_no_extra_cache(analysis: Any) -> bool:
+    """Without recompute a multi-head layer, or a GQA one under FlashAttention-3 or cuDNN (which take K and V
+    unrepeated), saves the very key and value states a model returns under use_cache: they cost nothing more."""
+    job, arch = _finetune(analysis), analysis.finetune.setup.architecture
+    return job.checkpointing == "none" and (arch.n_kv == arch.heads or job.attention in ("flash3", "cudnn"))
 
 
 def _no_fp32_gemm_time(analysis: Any) -> bool:
@@ -207,9 +211,14 @@ CHANGES_NOTHING: dict[str, Why] = {
         lambda d, a: _finetune(a).hardware.tensor_parallel == 1,
     ),
     "finetune.loop": Why(
-        "when the loop releases the model's outputs matters at the start of backward only: a fused loss "
-        "returns no logits, and these jobs' backward peaks at a layer or their peak is another phase",
-        lambda d, a: _finetune(a).fused_loss or _backward_peaks_past_the_loss(a),
+        "when the loop releases the model's outputs: a fused loss returns no logits and these jobs return no "
+        "key and value states beyond those attention saves",
+        lambda d, a: _holds_no_outputs(a),
+    ),
+    "finetune.use_cache": Why(
+        "the returned key and value states are the ones attention saves for backward: no recompute, and a "
+        "multi-head layer or one whose kernel takes GQA unrepeated",
+        lambda d, a: _returns_no_extra_cache(a),
     ),
     "finetune.sharding": Why(
         "ZeRO and FSDP shard over data-parallel ranks: one rank has nothing to shard",

@@ -17,7 +17,7 @@ from conftest import EXAMPLES, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuplan.units import GIB, apportioned_gib, format_money, money_difference, money_times, rounded
+from gpuplan.units import GIB, apportioned_gib, format_gib_apart, format_money, money_difference, money_times, rounded
 
 SPECS = sorted(EXAMPLES.glob("*.yaml"))
 
@@ -74,6 +74,21 @@ def test_a_saving_is_the_difference_of_the_shown_amounts():
     assert format_money(money_difference(248.53, 144.22), "USD") == "105 USD"
     # Whole units against cents: the difference keeps the cents, 180 - 45.67 = 134.33 (not 134).
     assert format_money(money_difference(180.2, 45.67), "USD") == "134.33 USD"
+
+
+def test_a_comparison_shows_its_two_figures_apart():
+    # "needs up to 22.0 GiB, more than the 22.0 GiB usable" reads as no reason at all: the figures take
+    # the fewest decimals at which they differ (22.03 against 22.00), one where one is enough.
+    # (two decimals at most: the published GiB figure's).
+    assert format_gib_apart(22.03 * GIB, 22.0 * GIB) == ("22.03 GiB", "22.00 GiB")
+    assert format_gib_apart(28.7 * GIB, 22.0 * GIB) == ("28.7 GiB", "22.0 GiB")
+
+
+@given(st.integers(min_value=1, max_value=2**42), st.integers(min_value=2**24, max_value=2**42))
+def test_a_larger_figure_never_reads_as_smaller(smaller: int, gap: int):
+    shown, other = format_gib_apart(smaller + gap, smaller)
+    assert float(shown.split()[0].replace(",", "")) >= float(other.split()[0].replace(",", ""))
+    assert shown != other  # 16 MiB apart or more (above 0.01 GiB) reads apart at two decimals
 
 
 def test_memory_terms_are_apportioned_to_their_shown_total():

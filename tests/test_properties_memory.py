@@ -377,7 +377,8 @@ FIELD_VALUES = {
     "activation_offloading": st.booleans(),
     "sequence_parallel": st.booleans(),
     "lora_dropout": st.sampled_from([0.0, 0.1]),
-    "loop": st.sampled_from(["manual", "trainer"]),
+    "loop": st.sampled_from(["manual", "after-step", "trainer"]),
+    "use_cache": st.booleans(),
     "optimizer": st.sampled_from(["adamw", "adamw-fused", "adamw-8bit", "adamw-8bit-paged", "sgd", "adafactor"]),
     "sharding": st.sampled_from(["none", "zero1", "zero2", "zero3", "fsdp"]),
     "gpus": st.sampled_from([1, 2, 4, 8, 16]),
@@ -414,6 +415,7 @@ def varied_setups(draw: st.DrawFn) -> TrainingSetup:
         gpus=setup.gpus * tp,
         lora_variant=draw(st.sampled_from(["lora", "dora"])) if setup.job.method == "lora" else "lora",
         **{name: draw(FIELD_VALUES[name]) for name in ("attention", "sequence_parallel", "lora_dropout", "loop")},
+        use_cache=draw(FIELD_VALUES["use_cache"]),
         **{name: draw(FIELD_VALUES[name]) for name in ("activation_offloading", "offload_optimizer", "momentum")},
     )
 
@@ -454,3 +456,12 @@ def test_the_model_states_floor_is_below_every_setting_it_stands_for(setup, data
         assert training.states_floor(changed) == floor, name
         assert floor < estimate_training(changed, 0).per_gpu, name
     assert floor < estimate_training(setup, 0).per_gpu
+
+
+@settings(max_examples=200)
+@given(varied_setups())
+def test_holding_the_outputs_longer_never_lowers_the_peak(setup):
+    # trainer drops the outputs before backward, after-step once the step is done, manual once the next
+    # forward has returned: each holds them over every phase the one before does, and more.
+    peaks = [estimate_training(vary(setup, loop=loop), 0).allocated for loop in ("trainer", "after-step", "manual")]
+    assert peaks == sorted(peaks)

@@ -25,7 +25,7 @@ from gpuplan.layout import replicas
 from gpuplan.linter import code_selected
 from gpuplan.plan.evaluate import within_headroom
 from gpuplan.records import record
-from gpuplan.units import format_gib, format_money, format_ms, plural
+from gpuplan.units import format_gib, format_gib_apart, format_money, format_ms, plural
 
 
 @record
@@ -87,14 +87,15 @@ def compute_risks(
             continue
         if not within_headroom(figure, capacity, settings.headroom_pct):
             free = capacity - figure
+            needs, has = format_gib_apart(figure, capacity)
             risks.append(
                 Risk(
                     "Memory at risk" if figure > capacity else "Headroom under the margin",
                     f"{word} leaves {format_gib(free)} ({free / capacity:.0%}) free per GPU, under the configured "
                     f"{settings.headroom_pct:g}% margin: a longer prompt or a framework update can run out of memory"
                     if figure <= capacity
-                    else f"{word} needs up to {format_gib(figure)} per GPU, more than the {format_gib(capacity)} "
-                    "it has: runs like it have come in this high",
+                    else f"{word} needs up to {needs} per GPU, more than the {has} it has: runs like it have come in this "
+                    "high",
                 )
             )
     risks.extend(_stress_risks(stress, currency))

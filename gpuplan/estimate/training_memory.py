@@ -64,6 +64,7 @@ class _Activations:
 
     saved: float  # live at the end of forward, logits included
     returned_logits: float  # held by the caller until it drops the output
+    returned_cache: float  # the key and value states the model returns with them (use_cache), all layers
     per_layer: float  # one decoder layer's saved tensors (recomputed ones with checkpointing)
     checkpoint_input: float  # one layer's input, kept beside its recomputed tensors under full checkpointing
     forward_temporaries: float
@@ -323,6 +324,7 @@ def _activations(setup: TrainingSetup) -> _Activations:
     return _Activations(
         saved=layers + final_norm + returned + log_softmax,
         returned_logits=returned,
+        returned_cache=_returned_cache(setup),
         per_layer=largest_layer,
         checkpoint_input=layer_input * tokens if setup.job.checkpointing == "full" else 0.0,
         forward_temporaries=max(upcast, eager_scores, dequant, dora),
@@ -335,6 +337,25 @@ def _activations(setup: TrainingSetup) -> _Activations:
         upcast=upcast,
         layer_forward_temporaries=max(eager_scores, dequant, dora),
     )
+
+
+def _returned_cache(setup: TrainingSetup) -> float:
+    """The key and value states a model returns with its output under ``use_cache`` (Hugging Face attention:
+    ``past_key_value = (key_states, value_states)`` after RoPE, before GQA's repeat; an MLA layer's full
+    per-head K and V), for every attention layer of one micro-batch. They are extra only where nothing else
+    keeps them: under recompute, where the layer saves nothing, or in a GQA layer whose attention saves
+    repeated copies instead (eager, and SDPA, which ``flash`` also names: transformers' ``repeat_kv`` runs
+    before it; FlashAttention-2's own kernel takes them unrepeated, so for it this over-counts); a multi-head
+    layer, or FlashAttention-3 and cuDNN, which take GQA as it is, save these very tensors for backward."""
+    arch, job = setup.architecture, setup.job
+    repeated = arch.n_kv < arch.heads and job.attention not in ("flash3", "cudnn")
+    if not job.use_cache or (job.checkpointing == "none" and not repeated):
+        return 0.0
+    if arch.is_mla:
+        width = arch.heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim)
+    else:
+        width = 2 * arch.kv_width
+    return arch.attention_layers * setup.tokens * width / setup.tensor_parallel * setup.activation_bytes
 
 
 # -- what the caching allocator reserves ---------------------------------------------------------------
@@ -404,6 +425,9 @@ class _Step:
         self.backward_transients = Tensors.of([(acts.layer_backward_temporaries / gradients, gradients)])
         self.copies, self.edge_copies, _ = self._params(states.autocast_copies)
         self.grads, self.embedding_grad, self.head_grad = self._params(states.gradients)
+        # A layer's returned key and value states (use_cache), and the outputs a manual loop still holds.
+        self.returned_kv = Tensors.of([(acts.returned_cache / max(self.layers, 1) / 2, 2)])
+        self.held_outputs: list[Allocation] = []
 
     def _params(self, total: float, per_parameter: int = 1) -> tuple[Tensors, Tensors, Tensors]:
         """A per-parameter total (gradients, states, copies) as tensors: one layer's, the embedding's and the
@@ -440,8 +464,11 @@ class _Step:
         self._load()
         for step in range(steps):
             grads: list[Allocation] = []
-            for micro_batch in range(2 if job.gradient_accumulation > 1 else 1):
+            micro_batches = 2 if job.gradient_accumulation > 1 else 1
+            for micro_batch in range(micro_batches):
                 grads += self._micro_batch(first=micro_batch == 0)
+                if job.loop == "after-step" and micro_batch < micro_batches - 1:
+                    self._release_outputs()  # the end of a micro-batch's iteration
             if step == 0:
                 for part in self._params(states.optimizer, 2):
                     self._take(part)
@@ -449,7 +476,14 @@ class _Step:
                 temporaries = [self._take(part) for part in self._params(states.step_temporaries)]
                 self._give(*temporaries, self.cache.take(states.paged_optimizer))
             self._give(*grads)  # zero_grad(set_to_none=True)
+            if job.loop == "after-step":
+                self._release_outputs()
         return self.cache.peak_live, self.cache.reserved_peak()
+
+    def _release_outputs(self) -> None:
+        """The loop drops the model outputs it holds (loop: manual, after-step)."""
+        self._give(*self.held_outputs)
+        self.held_outputs = []
 
     def _micro_batch(self, first: bool) -> list[Allocation]:
         """Forward and backward of one micro-batch, layer by layer; the gradients it creates (none but the
@@ -457,20 +491,27 @@ class _Step:
         acts, job, cache = self.acts, self.job, self.cache
         edge_copies = self._take(self.edge_copies)
 
-        def forward(_: None) -> tuple[Allocation, Allocation]:
+        def forward(_: None) -> tuple[tuple[Allocation, Allocation], Allocation]:
             held = self._take(self.copies), self._take(self.kept)
+            returned_kv = self._take(self.returned_kv)
             self._give(self._take(self.forward_transient))  # the layer's transient comes and goes
-            return held
+            return held, returned_kv
 
-        kept = cache.repeat(forward, [None] * self.layers)
+        layers = cache.repeat(forward, [None] * self.layers)
+        kept = [held for held, _ in layers]
         returned = cache.take(acts.returned_logits)
         self._give(cache.take(acts.upcast))
         log_softmax = cache.take(acts.log_softmax)
+        # The forward has returned: a manual loop rebinds its variable, dropping the last step's outputs.
+        self._release_outputs()
+        outputs = [returned, *(returned_kv for _, returned_kv in layers)]
         if job.loop == "trainer":
-            self._give(returned)
+            self._give(*outputs)
+        else:
+            self.held_outputs = outputs
         loss = cache.take(acts.loss_gradients / 2, 2)
         grads = [self._take(self.head_grad)] if first else []
-        self._give(loss, log_softmax, *([returned] if job.loop != "trainer" else []))
+        self._give(loss, log_softmax)
 
         def backward(held: tuple[Allocation, Allocation]) -> Allocation:
             # The layer's gradients are taken before its activations are freed; the next layer's can use
@@ -499,7 +540,7 @@ def _pairs(sizes: tuple[float, ...]) -> list[tuple[float, int]]:
 # test changes each field below and finds no difference where the preparation stays. A bounded lru_cache
 # holds them (the mutation benchmark drops it, as a remembered result would hide a mutant).
 STATES_IGNORE = frozenset(
-    {"micro_batch", "seq_len", "checkpointing", "attention", "fused_loss"}
+    {"micro_batch", "seq_len", "checkpointing", "attention", "fused_loss", "use_cache"}
     | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments", "bitsandbytes_version"}
 )
 ACTIVATIONS_IGNORE = frozenset(
@@ -633,15 +674,20 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "activations": acts.saved,
         "temporaries": acts.forward_temporaries,
     }
-    # Backward peaks at its start (the loss gradients are live, and the returned logits too unless the
-    # training loop released the model outputs first, as the Hugging Face Trainer and torchtune do), while
-    # the first layer is processed (most gradients, one layer's activations), or at its end.
-    released = acts.returned_logits if setup.job.loop == "trainer" else 0.0
+    # Backward peaks at its start (the loss gradients are live, and the model outputs too unless the
+    # training loop released them first, as the Hugging Face Trainer and torchtune do), while the first
+    # layer is processed (most gradients, one layer's activations), or at its end. A loop that holds the
+    # outputs (loop: manual, after-step) keeps them through backward and the optimizer step; one that holds
+    # them in a variable until the next step rebinds it (manual) keeps them beside the next forward too.
+    outputs = acts.returned_logits + acts.returned_cache if setup.job.loop != "trainer" else 0.0
+    forward["activations"] += acts.returned_cache
+    forward["model_outputs"] = outputs if setup.job.loop == "manual" else 0.0  # the previous step's
     start = {
         **fixed,
         "gradients": accumulating,
         "autocast_weight_copies": states.autocast_copies,
-        "activations": acts.saved - released,
+        "activations": acts.saved - acts.returned_logits,
+        "model_outputs": outputs,
         "temporaries": acts.loss_gradients,
     }
     middle = {
@@ -649,9 +695,14 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "gradients": max(accumulating, grads_before_first_layer),
         "autocast_weight_copies": states.autocast_copies / arch.layers,
         "activations": acts.per_layer + acts.checkpoint_input,
+        "model_outputs": outputs,
         "temporaries": acts.layer_backward_temporaries + in_backward_step,
     }
-    end = {**fixed, "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads}
+    end = {
+        **fixed,
+        "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads,
+        "model_outputs": outputs,
+    }
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
     phases: dict[str, dict[str, int]] = {}
     if states.upcast:  # a QLoRA preparation: its copies come and go before training (max_memory_allocated counts them)
@@ -664,6 +715,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
                 "gradients": grads,
                 "paged_optimizer_states": states.paged_optimizer,
                 "optimizer_step_temporaries": states.step_temporaries,
+                "model_outputs": outputs,
             }
         )
     cache = _remembered_cache(_Keyed(setup, _step_read)) if allocator else 0

@@ -34,7 +34,7 @@ from gpuplan.plan.evaluate import (
 from gpuplan.plan.space import POWERS_OF_TWO, Layout, TrainingSettings
 from gpuplan.records import evolve
 from gpuplan.spec import Finetune, PlanLimits, Spec
-from gpuplan.units import format_gib
+from gpuplan.units import format_gib, format_gib_apart
 
 
 class FinetunePlanner(Evaluator):
@@ -186,8 +186,9 @@ class FinetunePlanner(Evaluator):
             checks["memory"] = f"needs {format_gib(per_gpu)} per GPU; {layout.gpu.id} has {format_gib(usable)} usable"
         elif not within_headroom(planned, usable, self.headroom_pct):
             at = f"{self.limits.confidence:.0%} confidence"
+            needs, has = format_gib_apart(planned, usable)
             checks["headroom"] = (
-                f"needs up to {format_gib(planned)} per GPU at {at}, more than the {format_gib(usable)} usable"
+                f"needs up to {needs} per GPU at {at}, more than the {has} usable"
                 if planned > usable
                 else f"leaves {(usable - planned) / usable:.0%} free at {at} (margin {self.headroom_pct:g}%)"
             )

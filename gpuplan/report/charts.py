@@ -25,6 +25,7 @@ SEGMENT_COLOURS = {
     "gathered_parameters": "#6c757d",
     "paged_optimizer_states": "#b392ac",
     "kbit_preparation_copies": "#5e60ce",
+    "model_outputs": "#c9a227",
     "allocator_cache": "#8c6d46",
     "framework_overhead": "#adb5bd",
     "kv_cache": "#e76f51",
