@@ -447,7 +447,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         release=vllm_release(job.engine_version).for_deployment(
             spec.model.classes,
             spec.model.architecture,
-            spec.model.quantization != "none",
+            job.quantization != "none",  # the checkpoint served carries a quantization_config (is_quantized)
             job.speculation.method if job.speculation else "",
             gpu.arch,
         ),

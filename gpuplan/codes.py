@@ -230,6 +230,13 @@ CODES: dict[str, Code] = {
             "serve.engine_version names a vLLM release outside those gpuplan models; it is estimated as the nearest.",
         ),
         Code(
+            "GP211",
+            "training-returns-kv-cache",
+            "fit",
+            WARNING,
+            "The fine-tuned model returns its KV cache, which outlives each layer: memory training never reads.",
+        ),
+        Code(
             "GP301",
             "parallelism-needed",
             "parallelism",
@@ -457,6 +464,10 @@ def lookup(code_or_name: str) -> Code | None:
     return CODES.get(wanted.upper()) or _BY_NAME.get(wanted.lower())
 
 
+# Characters typed for the digit they look like.
+_LOOKALIKES = frozenset({("O", "0"), ("I", "1"), ("L", "1"), ("S", "5"), ("B", "8"), ("Z", "2")})
+
+
 def suggestions(code_or_name: str) -> list[str]:
     """Up to three codes or names close to an unknown one, for "did you mean" messages: difflib's closest,
     and among equally close ones those that differ in the fewest places (a mistyped character, GP2O1 ->
@@ -466,8 +477,12 @@ def suggestions(code_or_name: str) -> list[str]:
     wanted = code_or_name.strip()
     close = difflib.get_close_matches(wanted, list(CODES) + list(_BY_NAME), n=12, cutoff=0.6)
 
-    def distance(choice: str) -> tuple[float, int]:
+    def distance(choice: str) -> tuple[float, int, int]:
         ratio = difflib.SequenceMatcher(None, wanted, choice).ratio()
-        return -ratio, sum(a != b for a, b in zip(wanted, choice, strict=False)) + abs(len(wanted) - len(choice))
+        pairs = list(zip(wanted.upper(), choice.upper(), strict=False))
+        places = sum(a != b for a, b in pairs) + abs(len(wanted) - len(choice))
+        # A letter typed for the digit it looks like (GP2O1 for GP201) is closer than another digit (GP211).
+        unlike = sum(a != b and (a, b) not in _LOOKALIKES for a, b in pairs)
+        return -ratio, places, unlike
 
     return sorted(close, key=distance)[:3]

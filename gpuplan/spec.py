@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
-from gpuplan.catalog import Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
+from gpuplan.catalog import CatalogModel, Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.conflicts import engine_refusal, finetune_conflicts
 from gpuplan.defaults import apply_defaults, property_node
 from gpuplan.estimate.lora_serving import LoraSlots
@@ -69,6 +69,21 @@ class ModelRef:
     notes: tuple[str, ...] = ()  # what was assumed reading a config.json (shown in the estimate's assumptions)
     context_source: str = ""  # where architecture.max_position, the longest context it takes, comes from
     classes: tuple[str, ...] = ()  # config.json architectures (vLLM picks its model runner by them); () explicit
+
+
+def catalog_model(entry: CatalogModel, dtype: str) -> ModelRef:
+    """The model a catalog entry names, served as its checkpoint stores it, in ``dtype``."""
+    return ModelRef(
+        entry.id,
+        entry.architecture,
+        dtype,
+        entry.source,
+        entry.quantization,
+        entry.group_size,
+        entry.quantized_params,
+        context_source=entry.context_source,
+        classes=entry.classes,
+    )
 
 
 @record
@@ -351,17 +366,7 @@ class _Resolver:
             except UnknownNameError as error:
                 self.problem("GP020", pointer + ("id",), str(error), "`gpuplan catalog models` lists the ids")
                 return None
-            return ModelRef(
-                entry.id,
-                entry.architecture,
-                dtype,
-                entry.source,
-                entry.quantization,
-                entry.group_size,
-                entry.quantized_params,
-                context_source=entry.context_source,
-                classes=entry.classes,
-            )
+            return catalog_model(entry, dtype)
         if "config" in data:
             from gpuplan.hf_config import read_hf_config, read_hf_model  # only for a model given by its config.json
 

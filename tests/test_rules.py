@@ -819,3 +819,31 @@ def test_long_run_without_checkpoints_at_the_threshold():
         ).findings
         == ()
     )
+
+
+def test_a_returned_kv_cache_under_recompute_is_gp211_at_use_cache():
+    # Llama-2-7B (32 layers of 32 KV heads x 128), 4 x 2,048 tokens in bf16, full checkpointing: every
+    # layer's K and V, 2 x 32 x 8,192 x 4,096 x 2 B = 4,294,967,296 B = 4.0 GiB per micro-batch.
+    job = {
+        "method": "lora",
+        "precision": "bf16",
+        "micro_batch": 4,
+        "activation_checkpointing": "full",
+        "use_cache": True,
+        "hardware": {"gpu": "h100-sxm"},
+    }
+    text = spec(finetune=job, model="llama-2-7b")
+    (finding,) = findings(text, "GP211")
+    assert finding.pointer == "/finetune/use_cache" and finding.line == text.splitlines().index("  use_cache: true") + 1
+    assert finding.message.startswith(
+        "the model returns every layer's key and value states, 4.0 GiB per GPU and micro-batch that training"
+        " never reads, held into the next step's forward (the peak is "
+    )
+    assert "use_cache=False" in finding.hint
+    # Off, or without recompute on a multi-head model (attention saves those very tensors): nothing to say.
+    assert not findings(spec(finetune={**job, "use_cache": False}, model="llama-2-7b"), "GP211")
+    no_recompute = {**job, "activation_checkpointing": "none", "micro_batch": 1}
+    assert not findings(spec(finetune=no_recompute, model="llama-2-7b"), "GP211")
+    # The Trainer drops the outputs before backward: held to the end of the forward only.
+    (trainer,) = findings(spec(finetune={**job, "loop": "trainer"}, model="llama-2-7b"), "GP211")
+    assert "held to the end of the forward" in trainer.message

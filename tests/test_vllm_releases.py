@@ -435,3 +435,46 @@ def test_verify_estimates_a_log_at_the_release_that_wrote_it(tmp_path):
     assert rows["activations"]["estimate"] / GIB == pytest.approx(4.71, abs=0.005)
     # A patch release sizes memory as its line does; 0.11.2 changed the capture sizes, so it is a line of its own.
     assert sizing_line("0.11.1") == sizing_line("0.11.0") != sizing_line("0.11.2")
+
+
+def test_verify_re_estimates_a_logged_model_on_its_own_runner(tmp_path):
+    # A spec of Llama-3.1-8B checked against a vLLM 0.22 log that ran Qwen/Qwen3-8B: verify re-estimates at the
+    # run's model, whose config.json class (Qwen3ForCausalLM) 0.22 runs on model runner V2 (6 B per logit in
+    # its sampler warm-up, where V1's Triton path holds 14): the activations term is the Qwen3-8B spec's own.
+    from evidence_samples import RankMemory, VllmRun, vllm_log
+
+    memory = RankMemory(weights=15.27, torch_peak=1.9, non_torch=0.25, graphs=0.91, kv_pool=55.28)
+    log = tmp_path / "vllm.log"
+    run = VllmRun(ranks={"": memory}, kv_tokens=452_848, concurrency=55.28, version="0.22.0", model="Qwen/Qwen3-8B")
+    log.write_text(vllm_log(run))
+    serve = "serve: {context: 8192, concurrency: 32, memory_utilization: 0.95, engine_version: '0.22.0',"
+    serve += " hardware: {gpu: h100-sxm}}\n"
+    for model in ("llama-3.1-8b", "qwen3-8b"):
+        (tmp_path / f"{model}.yaml").write_text(f"version: 1\nname: chat\nmodel: {{id: {model}}}\n{serve}")
+    _, out, _ = run_cli("verify", str(tmp_path / "llama-3.1-8b.yaml"), "--run", str(log), "--format", "json")
+    (term,) = [t for t in json.loads(out)["runs"][0]["terms"] if t["term"] == "activations"]
+    _, direct, _ = run_cli("estimate", "--format", "json", str(tmp_path / "qwen3-8b.yaml"))
+    assert term["estimate"] == json.loads(direct)["serve"]["breakdown"]["activations"]
+
+
+def test_model_runner_v2_by_the_checkpoint_served_and_its_state_beside_any_stage(tmp_path):
+    # 0.22 and 0.23 keep a quantized checkpoint (config.json quantization_config: is_quantized) on the V1
+    # runner: an AWQ serve of Llama-3.1-8B at 0.23 is V1, the bf16 one V2.
+    def estimate(serve: str, model: str = "llama-3.1-8b") -> dict:
+        spec = tmp_path / "s.yaml"
+        spec.write_text(f"version: 1\nname: s\nmodel: {{id: {model}}}\nserve: {{{serve}}}\n")
+        code, out, _ = run_cli("estimate", "--format", "json", str(spec))
+        assert code in (0, 1), out
+        return json.loads(out)["serve"]
+
+    base = "engine_version: '0.23.0', context: 8192, concurrency: 1, hardware: {gpu: h100-sxm}"
+    assert "model runner V2" in estimate(base)["memory_engine"]
+    assert "model runner V2" not in estimate(base + ", quantization: int4-awq")["memory_engine"]
+    # Before 0.27 V2's sampler state sits beside the budget on the last stage's GPUs. Gemma-3-27B (vocabulary
+    # 262,144) at 4,096 sequences: 4 x 4,096 x 262,144 + 2 x 4 x 4,096 x 8,192 = 4,563,402,752 B (4.25 GiB).
+    # Over 4 pipeline stages of an H200 at utilization 0.97 the budget is 135.70 GiB of 139.90 usable: with
+    # the state beside it, 139.95 GiB: no start, whichever stage has the least KV room.
+    pp = "engine_version: '0.25.0', context: 8192, concurrency: 4, max_sequences: 4096, memory_utilization: {}, "
+    pp += "hardware: {{gpu: h200-sxm, count: 4, pipeline_parallel: 4}}"
+    assert not estimate(pp.format(0.97), "gemma-3-27b")["fits"]
+    assert estimate(pp.format(0.96), "gemma-3-27b")["fits"]  # 134.30 + 4.25 = 138.55 GiB

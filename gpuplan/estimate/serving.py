@@ -598,8 +598,9 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         lora_slots=math.ceil(lora[index]),
         draft_weights=math.ceil(draft) if last else 0,
         draft_page_bytes=math.ceil(draft_token * block) if last else 0,
-        outside_budget=state - state_inside if last else 0,
-        outside_what="model runner V2's sampler state" if last and state > state_inside else "",
+        # On the last stage's GPUs, beside a budget every stage shares: checked whichever stage is the tightest.
+        outside_budget=state - state_inside,
+        outside_what="model runner V2's sampler state" if state > state_inside else "",
     )
     return ServingShape(empty, per_sequence)
 

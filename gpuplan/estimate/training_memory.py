@@ -324,7 +324,7 @@ def _activations(setup: TrainingSetup) -> _Activations:
     return _Activations(
         saved=layers + final_norm + returned + log_softmax,
         returned_logits=returned,
-        returned_cache=_returned_cache(setup),
+        returned_cache=returned_cache_bytes(setup),
         per_layer=largest_layer,
         checkpoint_input=layer_input * tokens if setup.job.checkpointing == "full" else 0.0,
         forward_temporaries=max(upcast, eager_scores, dequant, dora),
@@ -339,7 +339,7 @@ def _activations(setup: TrainingSetup) -> _Activations:
     )
 
 
-def _returned_cache(setup: TrainingSetup) -> float:
+def returned_cache_bytes(setup: TrainingSetup) -> float:
     """The key and value states a model returns with its output under ``use_cache`` (Hugging Face attention:
     ``past_key_value = (key_states, value_states)`` after RoPE, before GQA's repeat; an MLA layer's full
     per-head K and V), for every attention layer of one micro-batch. They are extra only where nothing else
@@ -396,7 +396,15 @@ class _Step:
     backward's transients, the layer's gradients, then its activations freed; the embedding's gradient;
     at the first step's optimizer step the states (created lazily), then the step's temporaries, then
     the gradients freed (``zero_grad(set_to_none=True)``). Gradient accumulation runs a second micro-batch
-    with the gradients alive. Totals are the phase model's; only their split into tensors is read here."""
+    with the gradients alive. Totals are the phase model's; only their split into tensors is read here.
+
+    How long the loop holds the model outputs (``loop``), and a returned KV cache (``use_cache``), are the
+    phase model's alone: the simulation runs one lifetime for every loop, the returned logits released once
+    the loss backward is done. Simulated as each loop holds them, the held blocks filled holes the cache
+    would otherwise keep, and the cache above the live peak could fall by more than they added to the phase
+    total (a review found a job that held more reading lower; so did the Trainer against a loop that holds
+    the outputs, by a few hundred bytes): with one simulation per step shape, holding more never reads as
+    less."""
 
     def __init__(self, setup: TrainingSetup, states: _States, acts: _Activations, fast_forward: bool = True) -> None:
         arch, job = setup.architecture, setup.job
@@ -425,9 +433,6 @@ class _Step:
         self.backward_transients = Tensors.of([(acts.layer_backward_temporaries / gradients, gradients)])
         self.copies, self.edge_copies, _ = self._params(states.autocast_copies)
         self.grads, self.embedding_grad, self.head_grad = self._params(states.gradients)
-        # A layer's returned key and value states (use_cache), and the outputs a manual loop still holds.
-        self.returned_kv = Tensors.of([(acts.returned_cache / max(self.layers, 1) / 2, 2)])
-        self.held_outputs: list[Allocation] = []
 
     def _params(self, total: float, per_parameter: int = 1) -> tuple[Tensors, Tensors, Tensors]:
         """A per-parameter total (gradients, states, copies) as tensors: one layer's, the embedding's and the
@@ -464,11 +469,8 @@ class _Step:
         self._load()
         for step in range(steps):
             grads: list[Allocation] = []
-            micro_batches = 2 if job.gradient_accumulation > 1 else 1
-            for micro_batch in range(micro_batches):
+            for micro_batch in range(2 if job.gradient_accumulation > 1 else 1):
                 grads += self._micro_batch(first=micro_batch == 0)
-                if job.loop == "after-step" and micro_batch < micro_batches - 1:
-                    self._release_outputs()  # the end of a micro-batch's iteration
             if step == 0:
                 for part in self._params(states.optimizer, 2):
                     self._take(part)
@@ -476,14 +478,7 @@ class _Step:
                 temporaries = [self._take(part) for part in self._params(states.step_temporaries)]
                 self._give(*temporaries, self.cache.take(states.paged_optimizer))
             self._give(*grads)  # zero_grad(set_to_none=True)
-            if job.loop == "after-step":
-                self._release_outputs()
         return self.cache.peak_live, self.cache.reserved_peak()
-
-    def _release_outputs(self) -> None:
-        """The loop drops the model outputs it holds (loop: manual, after-step)."""
-        self._give(*self.held_outputs)
-        self.held_outputs = []
 
     def _micro_batch(self, first: bool) -> list[Allocation]:
         """Forward and backward of one micro-batch, layer by layer; the gradients it creates (none but the
@@ -491,27 +486,20 @@ class _Step:
         acts, job, cache = self.acts, self.job, self.cache
         edge_copies = self._take(self.edge_copies)
 
-        def forward(_: None) -> tuple[tuple[Allocation, Allocation], Allocation]:
+        def forward(_: None) -> tuple[Allocation, Allocation]:
             held = self._take(self.copies), self._take(self.kept)
-            returned_kv = self._take(self.returned_kv)
             self._give(self._take(self.forward_transient))  # the layer's transient comes and goes
-            return held, returned_kv
+            return held
 
-        layers = cache.repeat(forward, [None] * self.layers)
-        kept = [held for held, _ in layers]
+        kept = cache.repeat(forward, [None] * self.layers)
+        # The returned logits, released once the loss backward is done whatever the loop (the class
+        # docstring says why how long a loop holds them is the phase model's alone).
         returned = cache.take(acts.returned_logits)
         self._give(cache.take(acts.upcast))
         log_softmax = cache.take(acts.log_softmax)
-        # The forward has returned: a manual loop rebinds its variable, dropping the last step's outputs.
-        self._release_outputs()
-        outputs = [returned, *(returned_kv for _, returned_kv in layers)]
-        if job.loop == "trainer":
-            self._give(*outputs)
-        else:
-            self.held_outputs = outputs
         loss = cache.take(acts.loss_gradients / 2, 2)
         grads = [self._take(self.head_grad)] if first else []
-        self._give(loss, log_softmax)
+        self._give(loss, log_softmax, returned)
 
         def backward(held: tuple[Allocation, Allocation]) -> Allocation:
             # The layer's gradients are taken before its activations are freed; the next layer's can use
@@ -620,7 +608,6 @@ def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
         job.checkpointing,
         job.expandable_segments,
         job.gradient_accumulation > 1,
-        job.loop,
         job.optimizer_in_backward,
     )
 

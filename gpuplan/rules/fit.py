@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune
 from gpuplan.context_limits import Overrun, overruns
+from gpuplan.estimate.training_memory import returned_cache_bytes
 from gpuplan.estimate.vllm_releases import outside_modelled
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import summary
@@ -346,6 +347,50 @@ def engine_version_not_modelled(ctx: RuleContext) -> Iterator[Finding]:
         ("serve", "engine_version"),
         f"vLLM {visible(s.job.engine_version)} is {reason}: its memory is estimated as {s.setup.release.label}",
         "name a release from 0.6.0 to 0.34.0, or check the estimate against the engine's startup log (gpuplan verify)",
+    )
+
+
+@rule("GP211")
+def training_returns_kv_cache(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    Reports a fine-tuning job whose model returns its KV cache (`finetune.use_cache: true`) where those key
+    and value states outlive their layer (under activation checkpointing, or a GQA layer whose attention
+    saves repeated copies instead), with the bytes they take per GPU.
+
+    ## Why is this bad?
+    Training never reads them. A Hugging Face model returns every layer's keys and values when its
+    config.json's `use_cache` is true, as most released ones are; Hugging Face's own gradient checkpointing
+    turns that off, FSDP's and DeepSpeed's checkpointing do not. They stay until the loop drops the output,
+    beside the next forward in a loop that keeps `outputs`: 4 GiB for Llama-2-7B at 4 x 2,048 tokens
+    (llama-recipes PR #165), enough to run a card out of memory.
+
+    ## Example
+    ```yaml
+    finetune: {method: lora, activation_checkpointing: full, sharding: fsdp, use_cache: true}
+    ```
+
+    ## Use instead
+    Load the model with `use_cache=False` (`from_pretrained(..., use_cache=False)`, or
+    `model.config.use_cache = False` before training):
+    ```yaml
+    finetune: {method: lora, activation_checkpointing: full, sharding: fsdp, use_cache: false}
+    ```
+    """
+    f = ctx.analysis.finetune
+    if f is None:
+        return
+    cache = returned_cache_bytes(f.setup)
+    if not cache:
+        return
+    held = {"manual": "into the next step's forward", "after-step": "to the end of the step"}
+    yield ctx.finding(
+        "GP211",
+        ("finetune", "use_cache"),
+        f"the model returns every layer's key and value states, {format_gib(cache)} per GPU and micro-batch that"
+        f" training never reads, held {held.get(f.job.loop, 'to the end of the forward')} (the peak is"
+        f" {format_gib(f.memory.per_gpu)} per GPU)",
+        "load the model with use_cache=False (from_pretrained(..., use_cache=False)) and set use_cache: false",
     )
 
 

@@ -19,7 +19,7 @@ from gpuplan.evidence.model import GPU_TOTAL, Evidence, Setting
 from gpuplan.findings import dotted
 from gpuplan.loader import Pointer
 from gpuplan.records import record
-from gpuplan.spec import Finetune, ModelRef, Serve, Spec
+from gpuplan.spec import Finetune, Serve, Spec, catalog_model
 from gpuplan.units import DTYPE_BYTES, format_gib
 
 GPU_MEMORY_TOLERANCE = 0.02  # the same GPU reports its memory within a fraction of a percent across drivers
@@ -182,12 +182,7 @@ def _model(b: _Builder, pointer: Pointer) -> None:
     if entry.architecture == spec_model.architecture:
         return
     b.check("model", pointer, spec_model.label, Setting("model", entry.id, 0, name), False)
-    b.spec = replace(
-        b.spec,
-        model=ModelRef(
-            entry.id, entry.architecture, spec_model.dtype, entry.source, context_source=entry.context_source
-        ),
-    )
+    b.spec = replace(b.spec, model=catalog_model(entry, spec_model.dtype))
 
 
 def _kv_cache_dtype(b: _Builder, spec: Spec, job: Serve) -> None:
