@@ -847,3 +847,25 @@ def test_a_returned_kv_cache_under_recompute_is_gp211_at_use_cache():
     # The Trainer drops the outputs before backward: held to the end of the forward only.
     (trainer,) = findings(spec(finetune={**job, "loop": "trainer"}, model="llama-2-7b"), "GP211")
     assert "held to the end of the forward" in trainer.message
+
+
+def test_what_sits_beside_the_budget_is_named_when_it_is_what_does_not_fit():
+    # Gemma-3-27B over four H200 pipeline stages at vLLM 0.25 and utilization 0.97: the KV cache of 4 x 8,192
+    # tokens fits the 135.70 GiB budget, but model runner V2's sampler state (vocabulary 262,208:
+    # 4 x 4,096 x 262,208 + 2 x 4 x 4,096 x 8,194 = 4,564,516,864 B, 4.25 GiB) sits beside it: 139.95 GiB
+    # against the 139.90 usable.
+    serve = {
+        "engine_version": "0.25.0",
+        "context": 8192,
+        "concurrency": 4,
+        "max_sequences": 4096,
+        "memory_utilization": 0.97,
+        "hardware": {"gpu": "h200-sxm", "count": 4, "pipeline_parallel": 4},
+    }
+    (finding,) = findings(spec(serve=serve, model="gemma-3-27b"), "GP203")
+    assert finding.message == (
+        "the KV cache fits the engine's budget of 135.7 GiB, but with the 4.3 GiB of model runner V2's sampler"
+        " state the engine holds beside it that is 140.0 GiB per GPU, more than the 139.9 GiB of h200-sxm: it"
+        " runs out of memory as it starts"
+    )
+    assert finding.hint.startswith("lower serve.memory_utilization")

@@ -471,10 +471,12 @@ def test_model_runner_v2_by_the_checkpoint_served_and_its_state_beside_any_stage
     assert "model runner V2" in estimate(base)["memory_engine"]
     assert "model runner V2" not in estimate(base + ", quantization: int4-awq")["memory_engine"]
     # Before 0.27 V2's sampler state sits beside the budget on the last stage's GPUs. Gemma-3-27B (vocabulary
-    # 262,144) at 4,096 sequences: 4 x 4,096 x 262,144 + 2 x 4 x 4,096 x 8,192 = 4,563,402,752 B (4.25 GiB).
+    # 262,208) at 4,096 sequences: 4 x 4,096 x 262,208 + 2 x 4 x 4,096 x 8,194 = 4,564,516,864 B (4.25 GiB).
     # Over 4 pipeline stages of an H200 at utilization 0.97 the budget is 135.70 GiB of 139.90 usable: with
     # the state beside it, 139.95 GiB: no start, whichever stage has the least KV room.
     pp = "engine_version: '0.25.0', context: 8192, concurrency: 4, max_sequences: 4096, memory_utilization: {}, "
     pp += "hardware: {{gpu: h200-sxm, count: 4, pipeline_parallel: 4}}"
-    assert not estimate(pp.format(0.97), "gemma-3-27b")["fits"]
+    tight = estimate(pp.format(0.97), "gemma-3-27b")
+    assert not tight["fits"] and tight["outside_budget_bytes"] == 4_564_516_864
+    assert tight["outside_budget_what"] == "model runner V2's sampler state"
     assert estimate(pp.format(0.96), "gemma-3-27b")["fits"]  # 134.30 + 4.25 = 138.55 GiB

@@ -209,6 +209,9 @@ def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[st
             "vision_weight_bytes": s.memory.vision_weights,
             "cuda_graph_bytes": s.memory.cuda_graphs,
             "cuda_graphs_in_budget": s.memory.graphs_in_budget,
+            # Besides graphs captured outside it, what the engine holds beside its budget (the fit counts it).
+            "outside_budget_bytes": s.memory.outside_budget,
+            "outside_budget_what": s.memory.outside_what or None,
             "lora_slot_bytes": s.memory.lora_slots,
             "lora_host_bytes_per_gpu": None
             if s.job.lora is None

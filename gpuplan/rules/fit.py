@@ -15,7 +15,7 @@ from gpuplan.plan.evaluate import Option, within_headroom
 from gpuplan.records import evolve
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
-from gpuplan.units import format_gib, format_gib_difference, plural
+from gpuplan.units import format_gib, format_gib_apart, format_gib_difference, plural
 from gpuplan.visible import visible
 
 # Where a lint hint without the catalog-wide search sends the reader for the other GPUs.
@@ -239,7 +239,9 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     ## What it does
     Reports a serving job whose weights fit but whose KV cache for `concurrency` sequences of
     `context` tokens does not, with the largest concurrency at that context and the longest context at
-    that concurrency that would fit.
+    that concurrency that would fit. Where the KV cache fits the engine's budget but what the engine holds
+    beside the budget (CUDA graphs captured outside it, SGLang's prefill activations and request table,
+    vLLM's model runner V2 sampler state before 0.27) does not fit the GPU with it, it says that instead.
 
     ## Why is this bad?
     The engine will refuse to start ("no available memory for the cache blocks") or silently queue
@@ -259,7 +261,23 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     s = ctx.analysis.serve
     if s is None or s.fits or not serve_weights_fit(ctx):
         return
-    job = s.job
+    job, memory = s.job, s.memory
+    if memory.kv_cache <= memory.kv_available:  # the pool holds them; what the engine holds beside it does not fit
+        beside = [
+            (memory.cuda_graphs - memory.graphs_inside, "CUDA graphs"),
+            (memory.outside_budget, memory.outside_what),
+        ]
+        held = " and ".join(f"{format_gib(size)} of {what}" for size, what in beside if size)
+        total, capacity = format_gib_apart(memory.budget + sum(size for size, _ in beside), memory.capacity)
+        yield ctx.finding(
+            "GP203",
+            ("serve", "concurrency"),
+            f"the KV cache fits the engine's budget of {format_gib(memory.budget)}, but with the {held} the engine"
+            f" holds beside it that is {total} per GPU, more than the {capacity} of {s.gpu.id}: it runs out of"
+            " memory as it starts",
+            "lower serve.memory_utilization (or serve.max_sequences) until the budget and what sits beside it fit",
+        )
+        return
     yield ctx.finding(
         "GP203",
         ("serve", "concurrency"),
