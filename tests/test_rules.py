@@ -869,3 +869,18 @@ def test_what_sits_beside_the_budget_is_named_when_it_is_what_does_not_fit():
         " runs out of memory as it starts"
     )
     assert finding.hint.startswith("lower serve.memory_utilization")
+
+
+def test_a_pool_share_of_nothing_is_not_a_negative_shortfall():
+    # TensorRT-LLM gives its KV pool free_gpu_memory_fraction of the memory left (serve.memory_utilization):
+    # at 1e-15 of the ~21 GiB an L4 leaves beside Llama-3.2-1B, the pool is under one byte. The job's memory is
+    # not short ("short by -x GiB" was printed): the pool's share of what is left is the reason.
+    serve = {
+        "engine": "trtllm",
+        "memory_utilization": 1e-15,
+        "context": 4096,
+        "concurrency": 1,
+        "hardware": {"gpu": "l4"},
+    }
+    (finding,) = findings(spec(serve=serve, model="llama-3.2-1b"), "GP201")
+    assert "and its KV pool takes 0.0 GiB of the" in finding.message and "short by" not in finding.message

@@ -480,3 +480,21 @@ def test_model_runner_v2_by_the_checkpoint_served_and_its_state_beside_any_stage
     assert not tight["fits"] and tight["outside_budget_bytes"] == 4_564_516_864
     assert tight["outside_budget_what"] == "model runner V2's sampler state"
     assert estimate(pp.format(0.96), "gemma-3-27b")["fits"]  # 134.30 + 4.25 = 138.55 GiB
+
+
+def test_a_model_given_by_its_dimensions_is_sized_for_the_v1_runner_where_the_class_decides(tmp_path):
+    # 0.22-0.24 put a model on model runner V2 only by its config.json class; dimensions given in the spec name
+    # none, so the release runs it as V1 and the assumptions say why. From 0.25 a dense model runs on V2
+    # whatever its class.
+    dims = "{layers: 32, hidden: 4096, heads: 32, kv_heads: 8, intermediate: 14336, vocab: 128256}"
+    spec = tmp_path / "dims.yaml"
+    for version, runner in (("0.23.0", False), ("0.25.0", True)):
+        spec.write_text(
+            f"version: 1\nname: d\nmodel: {{architecture: {dims}, dtype: bf16}}\n"
+            f"serve: {{engine_version: '{version}', context: 8192, concurrency: 1, hardware: {{gpu: h100-sxm}}}}\n"
+        )
+        code, out, _ = run_cli("estimate", "--format", "json", str(spec))
+        document = json.loads(out)["serve"]
+        assert code == 0 and ("model runner V2" in document["memory_engine"]) == runner
+        noted = "picks model runner V2 by the model's config.json class" in document["assumptions"]["runtime"]
+        assert noted != runner

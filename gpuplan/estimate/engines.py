@@ -425,6 +425,11 @@ def engine_memory_notes(setup: ServingSetup, limits: str) -> tuple[tuple[str, st
         state = release.sampler_state_bytes(sequences, arch.vocab) / GIB
         where = "" if release.state_in_budget else ", beside the budget (it counts from 0.27)"
         context += f"; model runner V2's per-sequence sampler state {state:,.2f} GiB{where}"
+    elif release.class_unknown:
+        context += (
+            "; sized for the V1 model runner: this release picks model runner V2 by the model's config.json class,"
+            " which dimensions given in the spec do not name"
+        )
     return (
         ("memory model", f"{release.label}: {share}, {block:,}-token KV blocks"),
         (

@@ -102,6 +102,9 @@ class VllmRelease:
     extensible_kv: bool  # 0.34: the KV cache is sized after warm-up from the free memory
     block_tokens: int  # CacheConfig.DEFAULT_BLOCK_SIZE on CUDA: 16, 64 from 0.34.0
     v2_runner: bool  # the deployment runs on model runner V2 (every model from 0.29.0; ``for_deployment``)
+    # 0.22-0.24 choose model runner V2 by the config.json class, and this model names none (dimensions given
+    # in the spec): it is sized as the V1 runner, and the assumptions say so.
+    class_unknown: bool = False
 
     def graphs_counted(self, gpu_arch: str) -> bool:
         """Whether the CUDA-graph estimate is taken from the budget on a GPU of ``gpu_arch``."""
@@ -138,6 +141,8 @@ class VllmRelease:
         if version >= (0, 29, 0):
             return evolve(self, v2_runner=not (amd and ROCM_V1_CLASSES.intersection(classes)))
         listed = bool(_v2_classes(version, amd).intersection(classes))
+        if not classes and version < (0, 25, 0):
+            return evolve(self, v2_runner=False, class_unknown=True)
         if version < (0, 24, 0):
             runs = listed and not architecture.is_moe and not quantized_checkpoint
         elif version < (0, 25, 0):

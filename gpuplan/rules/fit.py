@@ -121,15 +121,19 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
         and not serve_weights_fit(ctx)
         and not (serve_single_gpu(ctx) and more_of_the_same_gpu(ctx, "serve"))
     ):
-        non_kv = s.memory.per_gpu - s.memory.kv_cache
-        yield ctx.finding(
-            "GP201",
-            ("serve", "hardware", "gpu"),
-            f"serving needs {format_gib(non_kv)} per GPU before any KV cache (weights {format_gib(s.memory.weights)}); "
-            f"{s.gpu.id} gives the engine {format_gib(s.memory.budget)} — short by {format_gib(s.memory.per_gpu - s.memory.budget)} "
-            f"with the KV cache",
-            layout_hint(ctx, "serve"),
+        memory = s.memory
+        non_kv = memory.per_gpu - memory.kv_cache
+        needs = (
+            f"serving needs {format_gib(non_kv)} per GPU before any KV cache (weights {format_gib(memory.weights)}); "
         )
+        if memory.per_gpu > memory.budget:
+            gives = f"{s.gpu.id} gives the engine {format_gib(memory.budget)} — short by "
+            gives += f"{format_gib(memory.per_gpu - memory.budget)} with the KV cache"
+        else:  # room is left, but the engine's share of it for the KV pool is nothing (TensorRT-LLM's fraction)
+            room = memory.budget - non_kv - memory.graphs_inside
+            gives = f"{s.gpu.id} gives the engine {format_gib(memory.budget)}, and its KV pool takes"
+            gives += f" {format_gib(max(0, memory.kv_available))} of the {format_gib(room)} left"
+        yield ctx.finding("GP201", ("serve", "hardware", "gpu"), needs + gives, layout_hint(ctx, "serve"))
 
 
 @rule("GP202")
