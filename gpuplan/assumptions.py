@@ -20,6 +20,7 @@ from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN
 from gpuplan.estimate.serving_speed import ServingSpeed
 from gpuplan.estimate.speculative import rounds_note
 from gpuplan.estimate.training import MIXED, REGIMES, TrainingSetup
+from gpuplan.estimate.training_memory import OUTPUTS_HELD
 from gpuplan.estimate.training_speed import TrainingSpeed, gemm_peak
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import GIB, format_ms
@@ -119,7 +120,7 @@ def finetune_assumptions(
             lora += f", dropout {job.lora_dropout:g} (a mask and a dropped input per adapter)"
         lora += "; 6 small GEMMs per adapted linear at the roofline of their FLOPs and bytes"
     loss = "fused/chunked cross-entropy" if job.fused_loss else LOSS_NOTES[job.framework]
-    loss += LOOP_NOTES[job.loop]
+    loss += f"; the model outputs held {OUTPUTS_HELD[job.loop]}"
     return (
         ("precision", regime),
         ("optimizer", optimizer),
@@ -305,12 +306,6 @@ LOSS_NOTES = {
     "compiled": "logits upcast to fp32 for the loss, fused by Inductor",
     "fused": "logits upcast to fp32 for the loss (transformers'; fused_loss for Liger's)",
     "megatron": "vocabulary-parallel cross-entropy over fp32 logits (Megatron)",
-}
-# What the training loop does with the model outputs (finetune.loop).
-LOOP_NOTES = {
-    "manual": "; the loop holds the model outputs until the next forward returns (through backward and beside it)",
-    "after-step": "; the loop holds the model outputs through backward and the optimizer step",
-    "trainer": "; outputs released before backward (Trainer)",
 }
 
 

@@ -251,7 +251,7 @@ ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
     ("gpuplan.estimate.engines", "MEMORY_ENGINES", ("serve", "engine"), frozenset()),
     ("gpuplan.estimate.kernels", "FRAMEWORKS", ("finetune", "framework"), frozenset()),
     ("gpuplan.assumptions", "LOSS_NOTES", ("finetune", "framework"), frozenset()),
-    ("gpuplan.assumptions", "LOOP_NOTES", ("finetune", "loop"), frozenset()),
+    ("gpuplan.estimate.training_memory", "OUTPUTS_HELD", ("finetune", "loop"), frozenset()),
     ("gpuplan.architecture", "_SLIDING_WORDS", ("model", "architecture", "sliding_layers"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("model", "dtype"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("finetune", "lora", "dtype"), frozenset()),

@@ -837,7 +837,8 @@ def test_a_returned_kv_cache_under_recompute_is_gp211_at_use_cache():
     assert finding.pointer == "/finetune/use_cache" and finding.line == text.splitlines().index("  use_cache: true") + 1
     assert finding.message.startswith(
         "the model returns every layer's key and value states, 4.0 GiB per GPU and micro-batch that training"
-        " never reads, held into the next step's forward (the peak is "
+        " never reads, held until the next step's forward returns (through backward and the optimizer step, and"
+        " beside it); the peak is "
     )
     assert "use_cache=False" in finding.hint
     # Off, or without recompute on a multi-head model (attention saves those very tensors): nothing to say.
@@ -846,7 +847,7 @@ def test_a_returned_kv_cache_under_recompute_is_gp211_at_use_cache():
     assert not findings(spec(finetune=no_recompute, model="llama-2-7b"), "GP211")
     # The Trainer drops the outputs before backward: held to the end of the forward only.
     (trainer,) = findings(spec(finetune={**job, "loop": "trainer"}, model="llama-2-7b"), "GP211")
-    assert "held to the end of the forward" in trainer.message
+    assert "held to the end of the forward (released before backward, as the Trainer does);" in trainer.message
 
 
 def test_what_sits_beside_the_budget_is_named_when_it_is_what_does_not_fit():

@@ -167,10 +167,15 @@ class ServingMemory:
         return self.per_gpu - self.kv_cache - self.tenant_kv_cache
 
     @property
+    def room(self) -> int:
+        """What the budget leaves after everything but the KV cache (negative when nothing is left)."""
+        return self.budget - (self.per_gpu - self.kv_cache) - self.graphs_inside
+
+    @property
     def kv_available(self) -> int:
         """KV bytes the engine allocates after everything else (negative when nothing is left): the room
         the budget leaves, times ``kv_share`` and within ``kv_cap`` where the engine has them."""
-        room = self.budget - (self.per_gpu - self.kv_cache) - self.graphs_inside
+        room = self.room
         if room <= 0 or (self.kv_share == 1.0 and not self.kv_cap):
             return room
         pool = int(room * self.kv_share)
@@ -206,8 +211,17 @@ class ServingMemory:
         """Whether what the engine holds beyond its budget fits the GPU beside it: the engine fills its budget
         with the KV pool before it captures its CUDA graphs (vLLM's capture_model after initialize_kv_cache),
         so the budget, not the declared sequences' share of it, sits beside them."""
-        outside = self.cuda_graphs - self.graphs_inside + self.outside_budget
-        return not self.capacity or self.budget + outside <= self.capacity
+        return not self.capacity or self.budget + self.beside_budget <= self.capacity
+
+    @property
+    def graphs_outside(self) -> int:
+        """The CUDA-graph bytes captured outside the budget (0 where the budget pays for them)."""
+        return self.cuda_graphs - self.graphs_inside
+
+    @property
+    def beside_budget(self) -> int:
+        """What the engine holds beside its budget: CUDA graphs captured outside it and ``outside_budget``."""
+        return self.graphs_outside + self.outside_budget
 
 
 def chunks_by_itself(architecture: Architecture, gpu_arch: str, lora: bool, speculation: bool) -> bool:

@@ -339,6 +339,15 @@ def _activations(setup: TrainingSetup) -> _Activations:
     )
 
 
+# How long each training loop (finetune.loop) holds the model outputs: the phases below count them so; the
+# assumptions and GP211 say it in these words.
+OUTPUTS_HELD = {
+    "manual": "until the next step's forward returns (through backward and the optimizer step, and beside it)",
+    "after-step": "through backward and the optimizer step",
+    "trainer": "to the end of the forward (released before backward, as the Trainer does)",
+}
+
+
 def returned_cache_bytes(setup: TrainingSetup) -> float:
     """The key and value states a model returns with its output under ``use_cache`` (Hugging Face attention:
     ``past_key_value = (key_states, value_states)`` after RoPE, before GQA's repeat; an MLA layer's full

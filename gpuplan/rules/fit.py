@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune
 from gpuplan.context_limits import Overrun, overruns
-from gpuplan.estimate.training_memory import returned_cache_bytes
+from gpuplan.estimate.training_memory import OUTPUTS_HELD, returned_cache_bytes
 from gpuplan.estimate.vllm_releases import outside_modelled
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import summary
@@ -130,9 +130,8 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
             gives = f"{s.gpu.id} gives the engine {format_gib(memory.budget)} — short by "
             gives += f"{format_gib(memory.per_gpu - memory.budget)} with the KV cache"
         else:  # room is left, but the engine's share of it for the KV pool is nothing (TensorRT-LLM's fraction)
-            room = memory.budget - non_kv - memory.graphs_inside
             gives = f"{s.gpu.id} gives the engine {format_gib(memory.budget)}, and its KV pool takes"
-            gives += f" {format_gib(max(0, memory.kv_available))} of the {format_gib(room)} left"
+            gives += f" {format_gib(max(0, memory.kv_available))} of the {format_gib(memory.room)} left"
         yield ctx.finding("GP201", ("serve", "hardware", "gpu"), needs + gives, layout_hint(ctx, "serve"))
 
 
@@ -267,12 +266,9 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
         return
     job, memory = s.job, s.memory
     if memory.kv_cache <= memory.kv_available:  # the pool holds them; what the engine holds beside it does not fit
-        beside = [
-            (memory.cuda_graphs - memory.graphs_inside, "CUDA graphs"),
-            (memory.outside_budget, memory.outside_what),
-        ]
+        beside = ((memory.graphs_outside, "CUDA graphs"), (memory.outside_budget, memory.outside_what))
         held = " and ".join(f"{format_gib(size)} of {what}" for size, what in beside if size)
-        total, capacity = format_gib_apart(memory.budget + sum(size for size, _ in beside), memory.capacity)
+        total, capacity = format_gib_apart(memory.budget + memory.beside_budget, memory.capacity)
         yield ctx.finding(
             "GP203",
             ("serve", "concurrency"),
@@ -405,13 +401,11 @@ def training_returns_kv_cache(ctx: RuleContext) -> Iterator[Finding]:
     cache = returned_cache_bytes(f.setup)
     if not cache:
         return
-    held = {"manual": "into the next step's forward", "after-step": "to the end of the step"}
     yield ctx.finding(
         "GP211",
         ("finetune", "use_cache"),
         f"the model returns every layer's key and value states, {format_gib(cache)} per GPU and micro-batch that"
-        f" training never reads, held {held.get(f.job.loop, 'to the end of the forward')} (the peak is"
-        f" {format_gib(f.memory.per_gpu)} per GPU)",
+        f" training never reads, held {OUTPUTS_HELD[f.job.loop]}; the peak is {format_gib(f.memory.per_gpu)} per GPU",
         "load the model with use_cache=False (from_pretrained(..., use_cache=False)) and set use_cache: false",
     )
 
