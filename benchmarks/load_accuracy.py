@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import statistics
 import sys
 from dataclasses import dataclass
@@ -201,6 +202,11 @@ def spec_for(record: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         serve["kv_cache_dtype"] = kv_dtype
     if arrival == "steady":
         serve["rate_rps"] = float(load["rate_rps"])
+    # Estimated at the release that ran, where the record states it plainly (not a client's version or a guess):
+    # the release decides the engine's startup memory, so its KV cache and the sequences a burst runs at once.
+    version = re.fullmatch(r"v?(\d+\.\d+\.\d+)(\.post\d+)?", str(record.get("engine_version", "")).strip())
+    if record["engine"] == "vllm" and version:
+        serve["engine_version"] = version.group(1)
     server = record.get("server") or {}  # limits the serve command set, as the spec states them
     if "max_num_seqs" in server:
         serve["max_sequences"] = int(server["max_num_seqs"])
