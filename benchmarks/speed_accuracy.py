@@ -639,6 +639,7 @@ def build_serving(base: Calibration, parameters: list[Parameter], values: list[f
             name=profile.name,
             reserves_full_context=profile.reserves_full_context,
             first_token_from_decode_step=profile.first_token_from_decode_step,
+            admits_by_prompt_chunk=profile.admits_by_prompt_chunk,
             **figures.get(engine_id, {}),
         )
         for engine_id, profile in base.engines.items()

@@ -35,6 +35,12 @@ class EngineProfile:
     # (TurboMind: LlamaBatch::ContextDecode, "subtract input/context len by 1 to skip last input token (will
     # process with decoder later)", InternLM/lmdeploy src/turbomind/models/llama/LlamaBatch.cc, v0.1-v0.2).
     first_token_from_decode_step: bool = False
+    # A waiting request is admitted while the KV cache has room for its prompt's next chunk, and running
+    # sequences are preempted (recomputed later) when decodes outgrow the cache: vLLM's V1 scheduler
+    # (``Scheduler.schedule``, ``KVCacheManager.allocate_slots``). Otherwise a burst runs the sequences that fit
+    # whole (TensorRT-LLM's GUARANTEED_NO_EVICT; SGLang reserves a share of each request's remaining output,
+    # 70% at first: ``SGLANG_INIT_NEW_TOKEN_RATIO``).
+    admits_by_prompt_chunk: bool = False
 
     def limits(
         self, gpu: Gpu, release: VllmRelease = DEFAULT_RELEASE, context: int = 0, chunks: bool = True
@@ -103,6 +109,8 @@ DEFAULT_ENGINE = "vllm"
 
 # Engines whose first output token comes from a decode step after the prompt's pass (see EngineProfile).
 FIRST_TOKEN_FROM_DECODE_STEP = frozenset({"lmdeploy"})
+# Engines that admit a request while its prompt's chunk fits the KV cache and preempt when it runs out.
+ADMITS_BY_PROMPT_CHUNK = frozenset({"vllm"})
 
 
 def _engine(
@@ -119,6 +127,7 @@ def _engine(
         reserves_full,
         "engine defaults",
         engine_id in FIRST_TOKEN_FROM_DECODE_STEP,
+        engine_id in ADMITS_BY_PROMPT_CHUNK,
     )
 
 

@@ -17,7 +17,9 @@ what a client measures under each arrival shape (``serve.arrival``):
   token to every running sequence (decodes and partly prefilled prompts, in admission order), then admits
   waiting requests first-come-first-served into what is left of the token budget, while the running
   sequences stay within the engine's cap and the KV cache; a prompt's first token comes at the end of the
-  step that completes its prefill. So early requests' decode steps carry later requests' prefill chunks, and
+  step that completes its prefill. vLLM admits a request while the cache has room for its prompt's next
+  chunk and preempts the last running sequence when decodes outgrow the cache (it recomputes later, from
+  what the prefix cache still holds of it); other engines run the sequences that fit whole. So early requests' decode steps carry later requests' prefill chunks, and
   TTFT grows across the wave. Stretches where only decodes run are priced in one go (equal steps).
 - a **steady** stream (``steady_state``): Poisson arrivals at a rate. The running sequences are the rate
   times a request's latency (Little's law), found on the closed loop's steady state; a prompt then waits
@@ -31,6 +33,7 @@ The closed loop (``arrival: closed-loop``, today's benchmark clients) stays ``se
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable
@@ -143,6 +146,8 @@ class Wave:
     steps: int  # scheduler steps the wave took
     requests: int
     peak_running: int = 0  # the most sequences running at once (decoding or prefilling)
+    preempted: int = 0  # sequences the scheduler preempted for want of KV cache (each recomputed later)
+    kv_bound: bool = False  # the KV cache, not a sequence cap, held a request back at some step
 
     def quantile(self, share: float) -> float:
         """The smallest TTFT that at least ``share`` of the requests have (nearest rank)."""
@@ -158,6 +163,121 @@ class Wave:
         return sum(value * count for value, count in self.ttfts) / self.requests
 
 
+class _Sequences:
+    """The running and waiting sequences of a wave, in the scheduler's order, and the KV cache they hold.
+
+    Running: decoding cohorts (sequences that produce a token every step, grouped by the step they would
+    have given their first token at: ``first_step``), then partly prefilled prompts, both in admission
+    order (prompts complete in the order they were admitted, so every prefill was admitted after every
+    decode). A sequence that produced ``g`` tokens holds ``prompt + g - 1`` tokens of KV cache. Waiting:
+    preempted sequences first (vLLM's ``waiting.prepend_request``), then requests that reached the scheduler
+    and were not yet admitted.
+
+    A preempted sequence's blocks go back to the free queue but keep their prefix-cache hashes (vLLM V1's
+    prefix caching and SGLang's radix cache are on by default): they are evicted only once the blocks
+    freed before them are used up (``KVCacheManager.free`` queues them last; ``FreeKVCacheBlockQueue``
+    hands out the oldest first), so a sequence re-admitted soon finds most of its tokens cached and
+    recomputes only what was evicted, and at least its last token (``num_computed_tokens`` stays below
+    ``num_tokens``)."""
+
+    def __init__(self, prompt: int, passed: int, kv_tokens: float) -> None:
+        self.prompt, self.passed, self.kv_tokens = prompt, passed, kv_tokens
+        # (requests, first_step, time of the first token); a member has made step - first_step + 1 tokens
+        self.cohorts: deque[tuple[int, int, float]] = deque()
+        self.decoders, self.start_sum = 0, 0
+        self.prefilling: list[list[float]] = []  # [done, target, tokens made before, first token's time]
+        # Preempted: (tokens made, first token's time, KV tokens it held, free tokens queued before them,
+        # ``allocated`` then).
+        self.resumed: deque[tuple[int, float, float, float, float]] = deque()
+        self.prefill_held = 0.0  # KV tokens the partly prefilled prompts hold
+        self.allocated = 0.0  # tokens taken from the free queue so far (new blocks and prefix-cache hits)
+        self.preempted = 0
+        # Fresh cohorts join in the order of their first steps; a recomputed sequence joins last with an
+        # earlier one, after which the first to finish is searched for.
+        self.in_order = True
+
+    def add_cohort(self, count: int, first_step: int, first_time: float) -> None:
+        if self.cohorts and first_step < self.cohorts[-1][1]:
+            self.in_order = False
+        self.cohorts.append((count, first_step, first_time))
+        self.decoders += count
+        self.start_sum += count * first_step
+
+    def earliest(self) -> tuple[int, int, float]:
+        """The cohort that finishes first (the earliest first step)."""
+        return self.cohorts[0] if self.in_order else min(self.cohorts, key=lambda cohort: cohort[1])
+
+    def pop_finished(self, last_step: int) -> list[tuple[int, int, float]]:
+        """The cohorts whose last token came by ``last_step`` (their first step at most it), taken out."""
+        cohorts = self.cohorts
+        if self.in_order:
+            done = []
+            while cohorts and cohorts[0][1] <= last_step:
+                done.append(cohorts.popleft())
+        else:
+            done = [cohort for cohort in cohorts if cohort[1] <= last_step]
+            if done:
+                kept = [cohort for cohort in cohorts if cohort[1] > last_step]
+                cohorts.clear()
+                cohorts.extend(kept)
+                self.in_order = all(a[1] <= b[1] for a, b in itertools.pairwise(kept))
+        for count, first_step, _ in done:
+            self.decoders -= count
+            self.start_sum -= count * first_step
+        return done
+
+    def free(self, step: int) -> float:
+        """KV tokens free before this step's allocations (``step`` is the last step taken)."""
+        held = self.decoders * (self.prompt + step) - self.start_sum + self.prefill_held
+        return self.kv_tokens - held
+
+    def preempt_last(self, step: int) -> int:
+        """Preempt the last running sequence (vLLM's ``self.running.pop()``): its KV freed, it waits at the
+        front to recompute its prompt and the tokens it made; how many decoders that took (0 or 1)."""
+        self.preempted += 1
+        ahead = self.free(step)
+        if self.prefilling:
+            done, _, made, first = self.prefilling.pop()
+            self.prefill_held -= done
+            # a fresh prompt (made 0) starts over as a fresh one
+            self.resumed.appendleft((int(made), first, done, ahead, self.allocated))
+            return 0
+        count, first_step, first_time = self.cohorts.pop()
+        if count > 1:
+            self.cohorts.append((count - 1, first_step, first_time))
+        self.decoders -= 1
+        self.start_sum -= first_step
+        held = self.prompt + step - first_step
+        self.resumed.appendleft((step - first_step + 1, first_time, held, ahead, self.allocated))
+        return 1
+
+    def preempt_decoders(self, step: int, need: int) -> int:
+        """Preempt from the end until ``need`` more tokens fit beside this step's decodes (each decoder takes
+        one); the decoders still running."""
+        free = self.free(step)
+        while free < self.decoders + need and self.prefilling:
+            self.preempt_last(step)
+            free = self.free(step)
+        while free < self.decoders + need and self.cohorts:
+            count, first_step, _ = self.cohorts[-1]
+            holds = self.prompt + step - first_step  # each frees its KV and its decode slot
+            short = self.decoders + need - free
+            for _ in range(min(count, math.ceil(short / (holds + 1)))):
+                self.preempt_last(step)
+            free = self.free(step)
+        return self.decoders
+
+    def next_need(self, arrived_waiting: int) -> tuple[int, int] | None:
+        """(tokens the prefix cache still holds, tokens its pass must reach) of the next waiting sequence,
+        or None when none waits."""
+        if self.resumed:
+            made, _, held, ahead, at = self.resumed[0]
+            target = self.prompt + made if made else self.passed
+            evicted = max(0.0, self.allocated - at - ahead)
+            return int(min(max(0.0, held - evicted), target - 1)), target
+        return (0, self.passed) if arrived_waiting > 0 else None
+
+
 def wave(
     requests: int,
     prompt: int,
@@ -169,14 +289,23 @@ def wave(
     admission_gap: float = 0.0,
     first_token_from_decode_step: bool = False,
     max_events: int = MAX_EVENTS,
+    kv_tokens: float = math.inf,
 ) -> Wave:
     """A burst of ``requests`` identical requests (``prompt`` tokens in, ``output`` out) on an idle replica
-    whose steps carry at most ``budget`` tokens and ``running_cap`` sequences (the engine's cap or the KV
-    cache's, whichever is lower); ``step_time`` prices a step, ``chunk_attention(s, e)`` is the causal
-    attention FLOPs of a prompt's positions [s, e) (``performance.attention_flops``). Request k
-    reaches the scheduler k x ``admission_gap`` after the burst (the front end admits one after another).
-    Where the engine samples the first token from a decode step (``first_token_from_decode_step``), the
-    prompt's pass stops one token short and the next step, with the prompt's last token, gives it.
+    whose steps carry at most ``budget`` tokens and ``running_cap`` sequences; ``step_time`` prices a step,
+    ``chunk_attention(s, e)`` is the causal attention FLOPs of a prompt's positions [s, e)
+    (``performance.attention_flops``). Request k reaches the scheduler k x ``admission_gap`` after the burst
+    (the front end admits one after another). Where the engine samples the first token from a decode step
+    (``first_token_from_decode_step``), the prompt's pass stops one token short and the next step, with the
+    prompt's last token, gives it.
+
+    ``kv_tokens``: the tokens the KV cache holds, where the engine allocates it as tokens arrive (vLLM's V1
+    scheduler, ``Scheduler.schedule``): a waiting request is admitted while the cache has room for its
+    prompt's chunk, so more requests run than whole sequences would fit; when a decode finds no room, the
+    scheduler preempts the last running sequence (``self.running.pop()``: its KV freed, the request put back
+    at the front of the queue) until the decodes fit, admits nothing that step, and a preempted request
+    recomputes its prompt and the tokens it made before it decodes on (recompute, as V1 does; its TTFT stays
+    its first). Infinite: an engine that reserves whole sequences, whose cap ``running_cap`` then carries.
 
     At most ``max_events`` scheduler events are stepped (a planner prices many layouts; a burst may be a
     million requests): past them the wave has long reached the pace its caps allow, and the requests still
@@ -187,17 +316,24 @@ def wave(
     budget = max(1, budget)
     now, step = 0.0, 0
     arrived, admitted, finished = 0, 0, 0
-    prefilling: list[int] = []  # tokens done of each admitted, partly prefilled prompt (admission order)
-    # Decoding cohorts: (requests, step that gave their first token, its time); a sequence decodes one token
-    # per step, so its tokens so far follow from the step counter.
-    cohorts: deque[tuple[int, int, float]] = deque()
-    decoders, start_sum = 0, 0
+    # An engine starts only when one whole sequence fits its cache (serving.kv_layout): never less.
+    seqs = _Sequences(prompt, passed, max(kv_tokens, prompt + output))
+    prefilling = seqs.prefilling
     ttfts: list[tuple[float, int]] = []
     tpot_sum = 0.0
     peak = 0
+    kv_bound = False
 
     def arrival(k: int) -> float:
         return k * admission_gap
+
+    def finish_cohorts(end: float, seconds: float) -> None:
+        """Take out the cohorts done by ``step`` (its steps ``seconds`` each, ending at ``end``)."""
+        nonlocal finished, tpot_sum
+        for count, first_step, first_time in seqs.pop_finished(step - output + 1):
+            finished += count
+            last_token = end - (step - (first_step + output - 1)) * seconds
+            tpot_sum += count * (last_token - first_time) / (output - 1)
 
     events: list[tuple[float, int]] = []  # (time, requests with a first token) after each event
     first_tokens = 0
@@ -205,83 +341,117 @@ def wave(
         events.append((now, first_tokens))
         if len(events) > max_events:
             cut = _extrapolated(requests, output, now, step, ttfts, first_tokens, tpot_sum, finished, events)
-            return evolve(cut, peak_running=peak)  # the pace its caps allow was reached by then
+            return evolve(cut, peak_running=peak, preempted=seqs.preempted, kv_bound=kv_bound)
         while arrived < requests and arrival(arrived) <= now:
             arrived += 1
+        decoders = seqs.decoders
         running = decoders + len(prefilling)
-        can_admit = arrived > admitted and running < running_cap
-        if not prefilling and not can_admit:
+        need = seqs.next_need(arrived - admitted)
+        free = seqs.free(step)
+        room_for_next = need is not None and free - decoders >= need[0] + min(need[1] - need[0], budget - decoders)
+        can_admit = need is not None and running < running_cap and room_for_next
+        kv_bound = kv_bound or (need is not None and running < running_cap and not room_for_next)
+        if not prefilling and not can_admit and free >= decoders:
             if decoders == 0:  # idle until the next request reaches the scheduler
                 now = arrival(arrived)
                 continue
-            # Only decodes until the first cohort finishes (or, with room, the next arrival): equal steps.
-            count, first_step, first_time = cohorts[0]
+            # Only decodes until the first cohort finishes, the cache fills (each step takes a token per
+            # decoder) or, with room, the next arrival: equal steps.
+            _, first_step, _ = seqs.earliest()
             stretch = first_step + output - 1 - step
-            mean_context = prompt + step - start_sum / decoders + stretch / 2
+            if math.isfinite(free):
+                stretch = max(1, min(stretch, int(free // decoders)))
+            mean_context = prompt + step - seqs.start_sum / decoders + stretch / 2
             seconds = step_time(decoders, 0.0, mean_context, 0.0)
             if arrived < requests and running < running_cap:
                 stretch = max(1, min(stretch, math.ceil((arrival(arrived) - now) / seconds)))
             now += stretch * seconds
             step += stretch
-            while cohorts and cohorts[0][1] + output - 1 <= step:
-                count, first_step, first_time = cohorts.popleft()
-                decoders -= count
-                start_sum -= count * first_step
-                finished += count
-                end = now - (step - (first_step + output - 1)) * seconds
-                tpot_sum += count * (end - first_time) / (output - 1)
+            seqs.allocated += decoders * stretch
+            finish_cohorts(now, seconds)
             continue
-        # One mixed step: every running sequence's token first, then new prompts into what is left.
-        room = budget - decoders
-        chunks: list[tuple[int, int]] = []  # (prompt index in prefilling, tokens this step)
-        for index, done in enumerate(prefilling):
-            if room <= 0:
-                break
-            take = min(passed - done, room)
+        # One mixed step: every running sequence's token first (preempting from the end where the cache has
+        # no room for them), then new prompts into what is left.
+        preempted_before = seqs.preempted
+        seqs.preempt_decoders(step, 0)
+        room = budget - seqs.decoders
+        chunks: list[tuple[int, int]] = []  # (index in prefilling, tokens this step)
+        taken = seqs.decoders  # KV tokens this step takes: a slot per decode, the chunks, prefix-cache hits
+        index = 0
+        while index < len(prefilling) and room > 0:
+            take = int(min(prefilling[index][1] - prefilling[index][0], room))
+            if seqs.free(step) - taken < take:
+                seqs.preempt_last(step)  # the last one, this one included: then no more this step
+                taken = seqs.decoders + sum(t for _, t in chunks)
+                continue
             chunks.append((index, take))
+            taken += take
             room -= take
-        new = 0
-        while room > 0 and admitted + new < arrived and decoders + len(prefilling) + new < running_cap:
-            take = min(passed, room)
-            prefilling.append(0)
-            chunks.append((len(prefilling) - 1, take))
-            room -= take
-            new += 1
-        admitted += new
+            index += 1
+        if seqs.preempted == preempted_before:  # vLLM admits nothing in a step that preempted
+            while room > 0 and len(prefilling) + seqs.decoders < running_cap:
+                need = seqs.next_need(arrived - admitted)
+                if need is None:
+                    break
+                hit, target = need
+                take = min(target - hit, room)
+                if seqs.free(step) - taken < hit + take:
+                    kv_bound = True
+                    break
+                if seqs.resumed:
+                    made, first = seqs.resumed.popleft()[:2]
+                    prefilling.append([hit, target, made, first])
+                else:
+                    prefilling.append([0, target, 0, math.nan])
+                    admitted += 1
+                chunks.append((len(prefilling) - 1, take))
+                taken += hit + take
+                room -= take
+        else:
+            kv_bound = True
+        seqs.allocated += taken
+        decoders = seqs.decoders
         peak = max(peak, decoders + len(prefilling))
         tokens = sum(take for _, take in chunks)
-        attention = sum(chunk_attention(prefilling[i], prefilling[i] + take) for i, take in chunks)
-        context = prompt + step - start_sum / decoders if decoders else 0.0
+        attention = sum(chunk_attention(int(prefilling[i][0]), int(prefilling[i][0]) + take) for i, take in chunks)
+        context = prompt + step - seqs.start_sum / decoders if decoders else 0.0
         seconds = step_time(decoders, tokens, context, attention)
         now += seconds
         step += 1
-        for index, take in chunks:
-            prefilling[index] += take
-        complete = sum(1 for done in prefilling if done >= passed)
-        prefilling = [done for done in prefilling if done < passed]
-        while cohorts and cohorts[0][1] + output - 1 <= step:
-            count, first_step, first_time = cohorts.popleft()
-            decoders -= count
-            start_sum -= count * first_step
-            finished += count
-            tpot_sum += count * (now - first_time) / (output - 1)
-        if complete:
+        for i, take in chunks:
+            prefilling[i][0] += take
+            seqs.prefill_held += take
+        complete = [entry for entry in prefilling if entry[0] >= entry[1]]
+        prefilling[:] = [entry for entry in prefilling if entry[0] < entry[1]]
+        seqs.prefill_held = sum(entry[0] for entry in prefilling)
+        finish_cohorts(now, 0.0)
+        fresh = sum(1 for entry in complete if entry[2] == 0)
+        if fresh:
             if first_token_from_decode_step:
                 # The prompt's last token rides the next step as a decode: its first token comes then.
-                first_seconds = step_time(decoders + complete, 0.0, prompt, 0.0)
+                first_seconds = step_time(decoders + fresh, 0.0, prompt, 0.0)
                 first_time, first_step = now + first_seconds, step + 1
             else:
                 first_time, first_step = now, step
-            ttfts.append((first_time, complete))
-            first_tokens += complete
+            ttfts.append((first_time, fresh))
+            first_tokens += fresh
             if output <= 1:
-                finished += complete
+                finished += fresh
             else:
-                cohorts.append((complete, first_step, first_time))
-                decoders += complete
-                start_sum += complete * first_step
+                seqs.add_cohort(fresh, first_step, first_time)
+        for entry in complete:
+            made, first = int(entry[2]), float(entry[3])
+            if made == 0:
+                continue
+            # A recomputed sequence makes its next token at the end of its prompt's pass: it has made
+            # made + 1 tokens, as a sequence whose first token came at step - made.
+            if made + 1 >= output:
+                finished += 1
+                tpot_sum += (now - first) / (output - 1)
+            else:
+                seqs.add_cohort(1, step - made, first)
     mean_tpot = tpot_sum / requests if output > 1 else 0.0
-    return Wave(tuple(ttfts), mean_tpot, now, step, requests, peak)
+    return Wave(tuple(ttfts), mean_tpot, now, step, requests, peak, seqs.preempted, kv_bound)
 
 
 Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
@@ -364,23 +534,42 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
 
     whole = d.kv_read(prompt + output)
     kv_slots = w.kv_capacity_bytes / whole if whole > 0 else math.inf
-    cap = max(1, int(min(caps["engine"], kv_slots)))
     requests = max(1, w.concurrency)
     mean_prompt = max(1, round(prompt))
+    decode_steps = max(1, round(steps))  # speculative rounds yield more than a token each
+    # An engine that admits while a prompt's chunk fits runs as many sequences as their tokens so far fit,
+    # and preempts when decodes outgrow the cache (``wave``'s kv_tokens; ``EngineProfile``); others run the
+    # sequences that fit whole. The tokens are counted so only where a sequence's bytes grow with its tokens
+    # alone, one step one token: no sliding-window layer, no recurrent state, no speculation; otherwise the
+    # wave keeps whole-sequence slots.
+    grows = (
+        d.engine.admits_by_prompt_chunk
+        and d.sliding_layers == 0
+        and d.state_bytes == 0
+        and decode_steps == output
+        and whole > 0
+    )
+    kv_tokens = w.kv_capacity_bytes / (whole / (prompt + output)) if grows else math.inf
+    cap = max(1, int(caps["engine"] if grows else min(caps["engine"], kv_slots)))
     result = wave(
         requests,
         mean_prompt,
-        max(1, round(steps)),  # decode steps (speculative rounds yield more than a token each)
+        decode_steps,
         d.token_budget,
         cap,
         step_time,
         lambda start, end: attention_flops(w.architecture, start, end),
         admission_gap=overhead,
         first_token_from_decode_step=d.engine.first_token_from_decode_step,
+        kv_tokens=kv_tokens,
     )
     makespan = max(result.makespan, requests / terms.capacity)
-    decode = d.step(min(requests, cap), 0, prompt + output / 2, 0.0)
-    limited_by = "concurrency" if requests <= cap else ("engine" if caps["engine"] <= kv_slots else "kv-cache")
+    # the decode step at the most sequences running: the cap, or where the cache set it, the wave's peak
+    decode = d.step(min(requests, result.peak_running if grows else cap), 0, prompt + output / 2, 0.0)
+    if grows:
+        limited_by = "kv-cache" if result.kv_bound else ("concurrency" if requests <= cap else "engine")
+    else:
+        limited_by = "concurrency" if requests <= cap else ("engine" if caps["engine"] <= kv_slots else "kv-cache")
     if makespan > result.makespan:  # the server process, not the GPUs, set the wave's end
         limited_by = "front-end"
     duration = makespan + overhead  # from the first request's send to the last token, as a client times the run
