@@ -438,10 +438,17 @@ def _load_note(job: Serve, speed: ServingSpeed) -> str:
     """How the arrival shape was modelled, in words (the assumptions' "steady state")."""
     alone = f"alone {format_ms(speed.ttft_single_s, 0)} ms"  # as the TTFT line rounds it
     if job.arrival == "burst" and job.batching == "continuous":
+        preempted = (
+            f"; the KV cache ran out: {speed.preempted:,} preemptions, each request recomputed from what the"
+            " prefix cache still held of it"
+            if speed.preempted
+            else ""
+        )
         return (
             f"a burst of {job.concurrency:,} requests per replica on an idle replica, stepped as the engine's"
             f" scheduler runs it (decodes first, then prompt chunks in the token budget), up to"
-            f" {speed.running:,.0f} running (limited by {limit_words(speed)}); TTFT across the wave; {alone}"
+            f" {speed.running:,.0f} running (limited by {limit_words(speed)}){preempted}; TTFT across the wave;"
+            f" {alone}"
         )
     if job.arrival == "steady" and job.batching == "continuous":
         if speed.saturated:

@@ -100,6 +100,45 @@ def test_a_preempted_prompt_finds_its_blocks_in_the_prefix_cache():
     assert result.mean_tpot == pytest.approx(1.0)
 
 
+def test_this_steps_decodes_evict_before_a_preempted_prompt_is_looked_up():
+    # 3 prompts of 2 tokens, 4 out, budget 3, cap 3, a cache of 10, every step 1 s. Steps 1-3: A's prompt and
+    # B's first token; B's last, C's first; C's last (first tokens at 1, 2, 3; 9 tokens held). Step 4: three
+    # decodes find 1 free: C is preempted (its 2 tokens queued behind that 1), A and B decode (taking the free
+    # one and one of C's); A is done (TPOT 1). Step 5: B's decode takes C's other token before C is looked up,
+    # so nothing of C is cached: it recomputes 3 tokens (prompt + the one it made), 2 at step 5, 1 at step 6,
+    # and makes its second token at 6; B is done at 5 (TPOT 1). C's third and fourth at 7 and 8: TPOT
+    # (8 - 3) / 3. Mean (1 + 1 + 5/3) / 3 = 11/9. Counting the cache hit before step 5's decode (1 token)
+    # would have ended at 7.
+    result = wave(3, 2, 4, 3, 3, unit_step, no_attention, kv_tokens=10)
+    assert result.ttfts == ((1.0, 1), (2.0, 1), (3.0, 1))
+    assert (result.makespan, result.preempted) == (8.0, 1)
+    assert result.mean_tpot == pytest.approx(11 / 9)
+
+
+def test_sequences_that_complete_together_run_on_in_the_order_they_were_admitted():
+    # 4 one-token prompts, 3 out, budget 3, cap 3, a cache of 4, every step 1 s. Step 1: A, B, C (first
+    # tokens at 1). Step 2: C is preempted (made 1); A and B decode. Step 3: B is preempted (made 2); A is
+    # done (TPOT 1). Step 4: B returns first with 1 token still cached and computes 2 (its third token: done,
+    # TPOT (4 - 1) / 2); C returns and computes its first of 2 (nothing cached). Step 5: C's last, making its
+    # second token, and D's prompt (its first token at 5): C was admitted before D, so it runs ahead of it.
+    # Step 6: two decodes, one free token: the last admitted, D, is preempted; C is done (TPOT (6 - 1) / 2).
+    # Step 7: D returns with its token cached, recomputes 1, makes its second; step 8 its third: TPOT
+    # (8 - 5) / 2. Mean (1 + 1.5 + 2.5 + 1.5) / 4 = 1.625 (preempting C at step 6 instead would give 1.75).
+    result = wave(4, 1, 3, 3, 3, unit_step, no_attention, kv_tokens=4)
+    assert result.ttfts == ((1.0, 3), (5.0, 1))
+    assert (result.makespan, result.preempted) == (8.0, 3)
+    assert result.mean_tpot == pytest.approx(1.625)
+
+
+def test_a_first_token_from_the_decode_step_is_priced_after_the_finished_leave():
+    # Toy steps, 2 prompts of 2 tokens, 2 out, the first token from the next decode step (a prompt's pass
+    # stops a token short), B arriving 1.7 s after A. Step 1: A's 1 token, 1.5 s; its first token rides the
+    # next step (one decode, 1.5 s): at 3.0. B arrives during that step. Step 3: A's second token and B's 1
+    # token, 2 s, to 5.0: A is done, so B's first-token step decodes B alone: 1.5 s, at 6.5.
+    result = wave(2, 2, 2, 2, 2, toy_step, no_attention, admission_gap=1.7, first_token_from_decode_step=True)
+    assert result.ttfts == ((3.0, 1), (6.5, 1))
+
+
 @given(
     st.integers(1, 30),
     st.integers(1, 40),
@@ -107,18 +146,22 @@ def test_a_preempted_prompt_finds_its_blocks_in_the_prefix_cache():
     st.integers(1, 120),
     st.integers(1, 40),
     st.floats(1.0, 6.0),
+    st.booleans(),
 )
-def test_a_cache_that_holds_less_never_ends_a_wave_sooner(requests, prompt, output, budget, cap, share):
+def test_a_cache_that_holds_less_never_ends_a_wave_sooner(requests, prompt, output, budget, cap, share, late):
     # With every step priced alike, a cache that holds fewer tokens only holds work back (admissions wait,
-    # preempted sequences recompute): no earlier end, no earlier mean first token; every request gets its
-    # first token and finishes; a cache that holds every request whole changes nothing.
+    # preempted sequences recompute): no earlier end, no earlier mean first token; every request gets one
+    # first token and finishes; a cache that holds every request whole changes nothing. Also where the
+    # first token comes from the next decode step (``late``).
     kv = (prompt + output) * share
-    tight = wave(requests, prompt, output, budget, cap, unit_step, no_attention, kv_tokens=kv)
-    free = wave(requests, prompt, output, budget, cap, unit_step, no_attention)
+    options = {"first_token_from_decode_step": late}
+    tight = wave(requests, prompt, output, budget, cap, unit_step, no_attention, kv_tokens=kv, **options)
+    free = wave(requests, prompt, output, budget, cap, unit_step, no_attention, **options)
     assert sum(count for _, count in tight.ttfts) == requests
     assert tight.makespan >= free.makespan - 1e-9
     assert tight.mean_ttft >= free.mean_ttft - 1e-9
-    roomy = wave(requests, prompt, output, budget, cap, unit_step, no_attention, kv_tokens=requests * (prompt + output))
+    whole = requests * (prompt + output)
+    roomy = wave(requests, prompt, output, budget, cap, unit_step, no_attention, kv_tokens=whole, **options)
     assert (roomy.ttfts, roomy.makespan, roomy.mean_tpot, roomy.preempted) == (
         free.ttfts,
         free.makespan,
@@ -343,10 +386,10 @@ def test_the_front_end_assumption_says_a_burst_crosses_it_in_turn():
     assert "a burst crosses it" not in front_end("closed-loop")
 
 
-def _served(serve: str):
+def _served(serve: str, model: str = "llama-3.2-1b"):
     from gpuplan.linter import lint_bytes
 
-    text = f"version: 1\nname: front end\nmodel: {{id: llama-3.2-1b}}\nserve: {{{serve}}}\n"
+    text = f"version: 1\nname: front end\nmodel: {{id: {model}}}\nserve: {{{serve}}}\n"
     result = lint_bytes("front.yaml", text.encode())
     assert result.analysis is not None and result.analysis.serve is not None, result.findings
     return result
@@ -485,3 +528,22 @@ def test_the_lone_prompt_reads_the_same_in_the_ttft_line_and_the_assumption():
     assert estimate_document(result.analysis)["serve"]["ttft_single_ms"] == 32.5
     assert dict(result.analysis.serve.assumptions)["steady state"].endswith("alone 33 ms")
     assert "(alone 33 ms;" in render_estimate(result.analysis)
+
+
+def test_a_burst_that_outgrows_the_kv_cache_says_how_often_it_preempted():
+    # Llama 3.1 8B on one L4 holds about 33,600 tokens of KV cache: 200 requests of 3,584 + 512 tokens cannot
+    # run whole more than 8 at a time. vLLM admits by the prompt's chunk, so its burst runs more and preempts
+    # as they decode; TensorRT-LLM reserves whole sequences and never preempts; a closed loop has no wave.
+    serve = "context: 4096, output_tokens: 512, concurrency: 200, endpoint: offline, hardware: {gpu: l4}"
+    from gpuplan.output.estimate_json import estimate_document
+
+    vllm = _served(f"{serve}, arrival: burst", "llama-3.1-8b")
+    document = estimate_document(vllm.analysis, figures_only=True)["serve"]
+    assert document["preempted_sequences"] > 0 and document["limited_by"] == "kv-cache"
+    assert document["running_sequences"] > document["kv_cache_tokens"] // 4096
+    note = dict(vllm.analysis.serve.assumptions)["steady state"]
+    assert f"the KV cache ran out: {document['preempted_sequences']:,} preemptions" in note
+    trtllm = _served(f"{serve}, arrival: burst, engine: trtllm", "llama-3.1-8b")
+    assert trtllm.analysis.serve.speed.preempted == 0
+    closed = _served(serve, "llama-3.1-8b")
+    assert estimate_document(closed.analysis, figures_only=True)["serve"]["preempted_sequences"] == 0

@@ -267,13 +267,14 @@ class _Sequences:
             free = self.free(step)
         return self.decoders
 
-    def next_need(self, arrived_waiting: int) -> tuple[int, int] | None:
+    def next_need(self, arrived_waiting: int, pending: float) -> tuple[int, int] | None:
         """(tokens the prefix cache still holds, tokens its pass must reach) of the next waiting sequence,
-        or None when none waits."""
+        or None when none waits; ``pending``: tokens this step already took (its decodes' slots, earlier
+        chunks), which came off the free queue before this lookup."""
         if self.resumed:
             made, _, held, ahead, at = self.resumed[0]
             target = self.prompt + made if made else self.passed
-            evicted = max(0.0, self.allocated - at - ahead)
+            evicted = max(0.0, self.allocated + pending - at - ahead)
             return int(min(max(0.0, held - evicted), target - 1)), target
         return (0, self.passed) if arrived_waiting > 0 else None
 
@@ -346,11 +347,12 @@ def wave(
             arrived += 1
         decoders = seqs.decoders
         running = decoders + len(prefilling)
-        need = seqs.next_need(arrived - admitted)
+        need = seqs.next_need(arrived - admitted, decoders)
         free = seqs.free(step)
         room_for_next = need is not None and free - decoders >= need[0] + min(need[1] - need[0], budget - decoders)
         can_admit = need is not None and running < running_cap and room_for_next
-        kv_bound = kv_bound or (need is not None and running < running_cap and not room_for_next)
+        # (with prompts still prefilling, the mixed step below says whether the cache held one back)
+        kv_bound = kv_bound or (not prefilling and need is not None and running < running_cap and not room_for_next)
         if not prefilling and not can_admit and free >= decoders:
             if decoders == 0:  # idle until the next request reaches the scheduler
                 now = arrival(arrived)
@@ -390,7 +392,7 @@ def wave(
             index += 1
         if seqs.preempted == preempted_before:  # vLLM admits nothing in a step that preempted
             while room > 0 and len(prefilling) + seqs.decoders < running_cap:
-                need = seqs.next_need(arrived - admitted)
+                need = seqs.next_need(arrived - admitted, taken)
                 if need is None:
                     break
                 hit, target = need
@@ -425,11 +427,14 @@ def wave(
         prefilling[:] = [entry for entry in prefilling if entry[0] < entry[1]]
         seqs.prefill_held = sum(entry[0] for entry in prefilling)
         finish_cohorts(now, 0.0)
-        fresh = sum(1 for entry in complete if entry[2] == 0)
+        # A prompt that never had a first token gets it now; one that had (a recomputed sequence) makes its
+        # next token at the end of its prompt's pass: made + 1 tokens, as a sequence whose first came at
+        # step - made. They join the running decodes in the order they were admitted.
+        fresh = sum(1 for entry in complete if math.isnan(entry[3]))
         if fresh:
             if first_token_from_decode_step:
                 # The prompt's last token rides the next step as a decode: its first token comes then.
-                first_seconds = step_time(decoders + fresh, 0.0, prompt, 0.0)
+                first_seconds = step_time(seqs.decoders + fresh, 0.0, prompt, 0.0)
                 first_time, first_step = now + first_seconds, step + 1
             else:
                 first_time, first_step = now, step
@@ -437,14 +442,17 @@ def wave(
             first_tokens += fresh
             if output <= 1:
                 finished += fresh
-            else:
-                seqs.add_cohort(fresh, first_step, first_time)
-        for entry in complete:
-            made, first = int(entry[2]), float(entry[3])
-            if made == 0:
+        run = 0  # fresh prompts in a row, one cohort
+        for entry in [*complete, None]:
+            if entry is not None and math.isnan(entry[3]):
+                run += 1
                 continue
-            # A recomputed sequence makes its next token at the end of its prompt's pass: it has made
-            # made + 1 tokens, as a sequence whose first token came at step - made.
+            if run and output > 1:
+                seqs.add_cohort(run, first_step, first_time)
+            run = 0
+            if entry is None:
+                break
+            made, first = int(entry[2]), float(entry[3])
             if made + 1 >= output:
                 finished += 1
                 tpot_sum += (now - first) / (output - 1)
@@ -585,6 +593,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
         ttft_p90_s=result.quantile(P90) + overhead,
         requests_per_s=w.replicas * requests / duration,
         duration_s=duration,
+        preempted=result.preempted,
         # the k-th request reaches the scheduler k turns at the front end after the first
         frontend_wait_s=(requests - 1) / 2 * overhead,
     )

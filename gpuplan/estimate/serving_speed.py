@@ -162,6 +162,7 @@ class ServingSpeed:
     frontend_wait_s: float = 0.0
     saturated: bool = False  # steady: requests arrive faster than the deployment completes them
     duration_s: float | None = None  # burst: until the wave's last token
+    preempted: int = 0  # burst: sequences preempted for want of KV cache on a replica (each recomputed later)
 
 
 class _Step(NamedTuple):

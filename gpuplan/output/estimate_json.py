@@ -244,6 +244,7 @@ def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[st
             if s.speed.duration_s is None or not s.loads
             else rounded(s.speed.duration_s, RATE_DIGITS),
             "running_sequences": round(s.speed.running, 1) if s.loads else None,
+            "preempted_sequences": s.speed.preempted if s.loads else None,  # a burst's, for want of KV cache
             # What caps the running batch (concurrency, engine, kv-cache, arrival-rate, front-end), what limits
             # TPOT (memory, compute, front-end), and the requests/s one replica's server process serves.
             "limited_by": s.speed.limited_by if s.loads else None,
