@@ -19,8 +19,8 @@ what a client measures under each arrival shape (``serve.arrival``):
   sequences stay within the engine's cap and the KV cache; a prompt's first token comes at the end of the
   step that completes its prefill. vLLM admits a request while the cache has room for its prompt's next
   chunk and preempts the last running sequence when decodes outgrow the cache (it recomputes later, from
-  what the prefix cache still holds of it); other engines run the sequences that fit whole. So early requests' decode steps carry later requests' prefill chunks, and
-  TTFT grows across the wave. Stretches where only decodes run are priced in one go (equal steps).
+  what the prefix cache still holds of it); other engines run the sequences that fit whole. So early
+  requests' decode steps carry later requests' prefill chunks, and TTFT grows across the wave. Stretches where only decodes run are priced in one go (equal steps).
 - a **steady** stream (``steady_state``): Poisson arrivals at a rate. The running sequences are the rate
   times a request's latency (Little's law), found on the closed loop's steady state; a prompt then waits
   for the token budget the others' prompts use (the M/G/1 wait the closed loop already has), its
@@ -174,7 +174,7 @@ class _Sequences:
     and were not yet admitted.
 
     A preempted sequence's blocks go back to the free queue but keep their prefix-cache hashes (vLLM V1's
-    prefix caching and SGLang's radix cache are on by default): they are evicted only once the blocks
+    prefix caching is on by default): they are evicted only once the blocks
     freed before them are used up (``KVCacheManager.free`` queues them last; ``FreeKVCacheBlockQueue``
     hands out the oldest first), so a sequence re-admitted soon finds most of its tokens cached and
     recomputes only what was evicted, and at least its last token (``num_computed_tokens`` stays below
@@ -251,21 +251,20 @@ class _Sequences:
         self.resumed.appendleft((step - first_step + 1, first_time, held, ahead, self.allocated))
         return 1
 
-    def preempt_decoders(self, step: int, need: int) -> int:
-        """Preempt from the end until ``need`` more tokens fit beside this step's decodes (each decoder takes
-        one); the decoders still running."""
+    def preempt_for_decodes(self, step: int) -> None:
+        """Preempt from the end until this step's decodes fit (a token each): the prompts still prefilling
+        first (they come last), then decoders, the last cohort's a batch at a time."""
         free = self.free(step)
-        while free < self.decoders + need and self.prefilling:
+        while free < self.decoders and self.prefilling:
             self.preempt_last(step)
             free = self.free(step)
-        while free < self.decoders + need and self.cohorts:
+        while free < self.decoders and self.cohorts:
             count, first_step, _ = self.cohorts[-1]
             holds = self.prompt + step - first_step  # each frees its KV and its decode slot
-            short = self.decoders + need - free
+            short = self.decoders - free
             for _ in range(min(count, math.ceil(short / (holds + 1)))):
                 self.preempt_last(step)
             free = self.free(step)
-        return self.decoders
 
     def next_need(self, arrived_waiting: int, pending: float) -> tuple[int, int] | None:
         """(tokens the prefix cache still holds, tokens its pass must reach) of the next waiting sequence,
@@ -375,7 +374,7 @@ def wave(
         # One mixed step: every running sequence's token first (preempting from the end where the cache has
         # no room for them), then new prompts into what is left.
         preempted_before = seqs.preempted
-        seqs.preempt_decoders(step, 0)
+        seqs.preempt_for_decodes(step)
         room = budget - seqs.decoders
         chunks: list[tuple[int, int]] = []  # (index in prefilling, tokens this step)
         taken = seqs.decoders  # KV tokens this step takes: a slot per decode, the chunks, prefix-cache hits
@@ -422,7 +421,6 @@ def wave(
         step += 1
         for i, take in chunks:
             prefilling[i][0] += take
-            seqs.prefill_held += take
         complete = [entry for entry in prefilling if entry[0] >= entry[1]]
         prefilling[:] = [entry for entry in prefilling if entry[0] < entry[1]]
         seqs.prefill_held = sum(entry[0] for entry in prefilling)
