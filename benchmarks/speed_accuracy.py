@@ -640,6 +640,7 @@ def build_serving(base: Calibration, parameters: list[Parameter], values: list[f
             reserves_full_context=profile.reserves_full_context,
             first_token_from_decode_step=profile.first_token_from_decode_step,
             admits_by_prompt_chunk=profile.admits_by_prompt_chunk,
+            mixes_prefill=profile.mixes_prefill,
             **figures.get(engine_id, {}),
         )
         for engine_id, profile in base.engines.items()

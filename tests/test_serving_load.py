@@ -100,6 +100,18 @@ def test_a_preempted_prompt_finds_its_blocks_in_the_prefix_cache():
     assert result.mean_tpot == pytest.approx(1.0)
 
 
+def test_an_engine_that_runs_prompts_first_holds_the_decodes_back():
+    # The three prompts of 6 tokens above, 3 out, budget 8, on an engine that runs a step of prompts alone
+    # whenever it can form one (SGLang): step 1: A's 6 + B's 2 (5 ms, A's first token at 5); step 2: B's
+    # last 4 + C's first 4, prompts alone (5 ms, B's first at 10); step 3: C's last 2 (1 + 1 = 2 ms, C's
+    # first at 12). Then the three decode together: two steps of 2.5 ms, all done at 17. TPOT: A (17 - 5)
+    # / 2 = 6, B 3.5, C 2.5 (mixed with the decodes: 4.25, 2.75, 1.75, and C's first token at 13.5).
+    result = wave(3, 6, 3, 8, 10, toy_step, no_attention, mixes_prefill=False)
+    assert result.ttfts == ((5.0, 1), (10.0, 1), (12.0, 1))
+    assert (result.makespan, result.steps) == (17.0, 5)
+    assert result.mean_tpot == pytest.approx((6 + 3.5 + 2.5) / 3)
+
+
 def test_this_steps_decodes_evict_before_a_preempted_prompt_is_looked_up():
     # 3 prompts of 2 tokens, 4 out, budget 3, cap 3, a cache of 10, every step 1 s. Steps 1-3: A's prompt and
     # B's first token; B's last, C's first; C's last (first tokens at 1, 2, 3; 9 tokens held). Step 4: three
@@ -147,14 +159,15 @@ def test_a_first_token_from_the_decode_step_is_priced_after_the_finished_leave()
     st.integers(1, 40),
     st.floats(1.0, 6.0),
     st.booleans(),
+    st.booleans(),
 )
-def test_a_cache_that_holds_less_never_ends_a_wave_sooner(requests, prompt, output, budget, cap, share, late):
+def test_a_cache_that_holds_less_never_ends_a_wave_sooner(requests, prompt, output, budget, cap, share, late, mixes):
     # With every step priced alike, a cache that holds fewer tokens only holds work back (admissions wait,
     # preempted sequences recompute): no earlier end, no earlier mean first token; every request gets one
     # first token and finishes; a cache that holds every request whole changes nothing. Also where the
-    # first token comes from the next decode step (``late``).
+    # first token comes from the next decode step (``late``), and where prompts run alone (not ``mixes``).
     kv = (prompt + output) * share
-    options = {"first_token_from_decode_step": late}
+    options = {"first_token_from_decode_step": late, "mixes_prefill": mixes}
     tight = wave(requests, prompt, output, budget, cap, unit_step, no_attention, kv_tokens=kv, **options)
     free = wave(requests, prompt, output, budget, cap, unit_step, no_attention, **options)
     assert sum(count for _, count in tight.ttfts) == requests

@@ -41,6 +41,10 @@ class EngineProfile:
     # whole (TensorRT-LLM's GUARANTEED_NO_EVICT; SGLang reserves a share of each request's remaining output,
     # 70% at first: ``SGLANG_INIT_NEW_TOKEN_RATIO``).
     admits_by_prompt_chunk: bool = False
+    # Prompts ride decode steps (vLLM's chunked prefill, TensorRT-LLM's in-flight batching, TurboMind);
+    # otherwise a step of prompts runs alone whenever one can be formed, the decodes waiting (SGLang 0.5,
+    # ``Scheduler.get_next_batch_to_run``: "Run prefill first if possible"; ``--enable-mixed-chunk`` off).
+    mixes_prefill: bool = True
 
     def limits(
         self, gpu: Gpu, release: VllmRelease = DEFAULT_RELEASE, context: int = 0, chunks: bool = True
@@ -111,6 +115,8 @@ DEFAULT_ENGINE = "vllm"
 FIRST_TOKEN_FROM_DECODE_STEP = frozenset({"lmdeploy"})
 # Engines that admit a request while its prompt's chunk fits the KV cache and preempt when it runs out.
 ADMITS_BY_PROMPT_CHUNK = frozenset({"vllm"})
+# Engines that run a step of prompts alone, before any decode, whenever they can form one.
+PREFILL_FIRST = frozenset({"sglang"})
 
 
 def _engine(
@@ -128,6 +134,7 @@ def _engine(
         "engine defaults",
         engine_id in FIRST_TOKEN_FROM_DECODE_STEP,
         engine_id in ADMITS_BY_PROMPT_CHUNK,
+        engine_id not in PREFILL_FIRST,
     )
 
 

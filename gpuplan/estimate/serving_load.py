@@ -20,7 +20,8 @@ what a client measures under each arrival shape (``serve.arrival``):
   step that completes its prefill. vLLM admits a request while the cache has room for its prompt's next
   chunk and preempts the last running sequence when decodes outgrow the cache (it recomputes later, from
   what the prefix cache still holds of it); other engines run the sequences that fit whole. So early
-  requests' decode steps carry later requests' prefill chunks, and TTFT grows across the wave. Stretches where only decodes run are priced in one go (equal steps).
+  requests' decode steps carry later requests' prefill chunks (SGLang instead runs a step of prompts
+  alone whenever it can form one, the decodes waiting), and TTFT grows across the wave. Stretches where only decodes run are priced in one go (equal steps).
 - a **steady** stream (``steady_state``): Poisson arrivals at a rate. The running sequences are the rate
   times a request's latency (Little's law), found on the closed loop's steady state; a prompt then waits
   for the token budget the others' prompts use (the M/G/1 wait the closed loop already has), its
@@ -290,6 +291,7 @@ def wave(
     first_token_from_decode_step: bool = False,
     max_events: int = MAX_EVENTS,
     kv_tokens: float = math.inf,
+    mixes_prefill: bool = True,
 ) -> Wave:
     """A burst of ``requests`` identical requests (``prompt`` tokens in, ``output`` out) on an idle replica
     whose steps carry at most ``budget`` tokens and ``running_cap`` sequences; ``step_time`` prices a step,
@@ -307,6 +309,11 @@ def wave(
     recomputes its prompt and the tokens it made before it decodes on (recompute, as V1 does; its TTFT stays
     its first). Infinite: an engine that reserves whole sequences, whose cap ``running_cap`` then carries.
 
+    ``mixes_prefill`` False: the engine runs a step of prompts alone whenever it can form one, and decodes
+    only when it cannot (SGLang: ``Scheduler.get_next_batch_to_run``, "Run prefill first if possible";
+    prompts ride decode steps only with ``--enable-mixed-chunk``, off by default). The running sequences
+    make no token in such a step: ``step`` counts the decode steps, the wave's ``steps`` every step.
+
     At most ``max_events`` scheduler events are stepped (a planner prices many layouts; a burst may be a
     million requests): past them the wave has long reached the pace its caps allow, and the requests still
     waiting get their first tokens at the rate of the events' second half, each then decoding at the mean
@@ -319,6 +326,7 @@ def wave(
     # An engine starts only when one whole sequence fits its cache (serving.kv_layout): never less.
     seqs = _Sequences(prompt, passed, max(kv_tokens, prompt + output))
     prefilling = seqs.prefilling
+    steps_taken = 0  # every step; ``step`` counts the decode steps (the same where prompts ride them)
     ttfts: list[tuple[float, int]] = []
     tpot_sum = 0.0
     peak = 0
@@ -368,22 +376,28 @@ def wave(
                 stretch = max(1, min(stretch, math.ceil((arrival(arrived) - now) / seconds)))
             now += stretch * seconds
             step += stretch
+            steps_taken += stretch
             seqs.allocated += decoders * stretch
             finish_cohorts(now, seconds)
             continue
-        # One mixed step: every running sequence's token first (preempting from the end where the cache has
-        # no room for them), then new prompts into what is left.
+        # One step with prompts: where they ride decode steps, every running sequence's token first
+        # (preempting from the end where the cache has no room for them), then prompts into what is left;
+        # where they do not, the prompts alone.
         preempted_before = seqs.preempted
-        seqs.preempt_for_decodes(step)
-        room = budget - seqs.decoders
+        prefill_only = not mixes_prefill and (bool(prefilling) or can_admit)
+        if not prefill_only:
+            seqs.preempt_for_decodes(step)
+        decoding = 0 if prefill_only else seqs.decoders
+        room = budget - decoding
         chunks: list[tuple[int, int]] = []  # (index in prefilling, tokens this step)
-        taken = seqs.decoders  # KV tokens this step takes: a slot per decode, the chunks, prefix-cache hits
+        taken = decoding  # KV tokens this step takes: a slot per decode, the chunks, prefix-cache hits
         index = 0
         while index < len(prefilling) and room > 0:
             take = int(min(prefilling[index][1] - prefilling[index][0], room))
             if seqs.free(step) - taken < take:
                 seqs.preempt_last(step)  # the last one, this one included: then no more this step
-                taken = seqs.decoders + sum(t for _, t in chunks)
+                decoding = 0 if prefill_only else seqs.decoders
+                taken = decoding + sum(t for _, t in chunks)
                 continue
             chunks.append((index, take))
             taken += take
@@ -410,15 +424,21 @@ def wave(
                 room -= take
         else:
             kv_bound = True
+        if prefill_only and not chunks:  # no prompt could run after all: the decodes do
+            prefill_only = False
+            seqs.preempt_for_decodes(step)
+            decoding = taken = seqs.decoders
         seqs.allocated += taken
-        decoders = seqs.decoders
-        peak = max(peak, decoders + len(prefilling))
+        peak = max(peak, seqs.decoders + len(prefilling))
+        decoders = decoding
         tokens = sum(take for _, take in chunks)
         attention = sum(chunk_attention(int(prefilling[i][0]), int(prefilling[i][0]) + take) for i, take in chunks)
         context = prompt + step - seqs.start_sum / decoders if decoders else 0.0
         seconds = step_time(decoders, tokens, context, attention)
         now += seconds
-        step += 1
+        steps_taken += 1
+        if not prefill_only:
+            step += 1
         for i, take in chunks:
             prefilling[i][0] += take
         complete = [entry for entry in prefilling if entry[0] >= entry[1]]
@@ -457,7 +477,7 @@ def wave(
             else:
                 seqs.add_cohort(1, step - made, first)
     mean_tpot = tpot_sum / requests if output > 1 else 0.0
-    return Wave(tuple(ttfts), mean_tpot, now, step, requests, peak, seqs.preempted, kv_bound)
+    return Wave(tuple(ttfts), mean_tpot, now, steps_taken, requests, peak, seqs.preempted, kv_bound)
 
 
 Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
@@ -568,6 +588,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
         admission_gap=overhead,
         first_token_from_decode_step=d.engine.first_token_from_decode_step,
         kv_tokens=kv_tokens,
+        mixes_prefill=d.engine.mixes_prefill,
     )
     makespan = max(result.makespan, requests / terms.capacity)
     # the decode step at the most sequences running: the cap, or where the cache set it, the wave's peak
