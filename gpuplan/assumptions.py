@@ -395,7 +395,7 @@ def serve_assumptions(
             f" per running sequence + {calibration.serving.layer_overhead_s * 1e6:.0f} us per layer,"
             f" {engine.request_overhead_s * 1e3:.0f} ms per request",
         ),
-        ("steady state", _load_note(job, speed)),
+        ("steady state", _load_note(job, speed, engine.mixes_prefill)),
         (
             "front end",
             "none (offline: prompts as token ids, in process)"
@@ -434,7 +434,7 @@ def limit_words(speed: ServingSpeed) -> str:
     return "the server's front end" if speed.limited_by == "front-end" else speed.limited_by
 
 
-def _load_note(job: Serve, speed: ServingSpeed) -> str:
+def _load_note(job: Serve, speed: ServingSpeed, mixes_prefill: bool) -> str:
     """How the arrival shape was modelled, in words (the assumptions' "steady state")."""
     alone = f"alone {format_ms(speed.ttft_single_s, 0)} ms"  # as the TTFT line rounds it
     if job.arrival == "burst" and job.batching == "continuous":
@@ -444,9 +444,14 @@ def _load_note(job: Serve, speed: ServingSpeed) -> str:
             if speed.preempted
             else ""
         )
+        order = (
+            "decodes first, then prompt chunks in the token budget"
+            if mixes_prefill
+            else "a step of prompts alone whenever one can be formed, the decodes waiting"
+        )
         return (
             f"a burst of {job.concurrency:,} requests per replica on an idle replica, stepped as the engine's"
-            f" scheduler runs it (decodes first, then prompt chunks in the token budget), up to"
+            f" scheduler runs it ({order}), up to"
             f" {speed.running:,.0f} running (limited by {limit_words(speed)}){preempted}; TTFT across the wave;"
             f" {alone}"
         )

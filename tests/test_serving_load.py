@@ -560,3 +560,12 @@ def test_a_burst_that_outgrows_the_kv_cache_says_how_often_it_preempted():
     assert trtllm.analysis.serve.speed.preempted == 0
     closed = _served(serve, "llama-3.1-8b")
     assert estimate_document(closed.analysis, figures_only=True)["serve"]["preempted_sequences"] == 0
+
+
+def test_the_burst_assumption_names_the_order_the_engine_steps_in():
+    # vLLM puts prompt chunks into decode steps; SGLang runs a step of prompts alone whenever it can.
+    serve = "context: 2048, output_tokens: 128, concurrency: 64, endpoint: offline, arrival: burst, hardware: {gpu: l4}"
+    vllm = dict(_served(serve).analysis.serve.assumptions)["steady state"]
+    sglang = dict(_served(f"{serve}, engine: sglang").analysis.serve.assumptions)["steady state"]
+    assert "(decodes first, then prompt chunks in the token budget)" in vllm
+    assert "(a step of prompts alone whenever one can be formed, the decodes waiting)" in sglang
