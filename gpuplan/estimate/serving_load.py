@@ -104,7 +104,7 @@ def _extrapolated(
     requests: int,
     output: int,
     now: float,
-    step: int,
+    steps: int,  # taken so far
     ttfts: list[tuple[float, int]],
     first_tokens: int,
     tpot_sum: float,
@@ -129,7 +129,7 @@ def _extrapolated(
     tpot = tpot_sum / finished if finished else last_step
     mean_tpot = tpot if output > 1 else 0.0
     makespan = now + waiting / rate + (output - 1) * tpot
-    return Wave(tuple(out), mean_tpot, makespan, step, requests)
+    return Wave(tuple(out), mean_tpot, makespan, steps, requests)
 
 
 # A step's time from (decoding sequences, prefill tokens, the decoders' mean context, the prefill tokens'
@@ -190,8 +190,10 @@ class _Sequences:
         # Preempted: (tokens made, first token's time, KV tokens it held, free tokens queued before them,
         # ``allocated`` then).
         self.resumed: deque[tuple[int, float, float, float, float]] = deque()
-        self.prefill_held = 0.0  # KV tokens the partly prefilled prompts hold
         self.allocated = 0.0  # tokens taken from the free queue so far (new blocks and prefix-cache hits)
+        # KV tokens the partly prefilled prompts held as this step began (this step's chunks and prefix-cache
+        # hits are counted apart until it ends)
+        self.prefill_held = 0.0
         self.preempted = 0
         # Fresh cohorts join in the order of their first steps; a recomputed sequence joins last with an
         # earlier one, after which the first to finish is searched for.
@@ -348,7 +350,7 @@ def wave(
     while finished < requests:
         events.append((now, first_tokens))
         if len(events) > max_events:
-            cut = _extrapolated(requests, output, now, step, ttfts, first_tokens, tpot_sum, finished, events)
+            cut = _extrapolated(requests, output, now, steps_taken, ttfts, first_tokens, tpot_sum, finished, events)
             return evolve(cut, peak_running=peak, preempted=seqs.preempted, kv_bound=kv_bound)
         while arrived < requests and arrival(arrived) <= now:
             arrived += 1
