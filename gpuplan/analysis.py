@@ -72,6 +72,7 @@ from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import (
     DTYPE_BYTES,
     GIB,
+    format_gib,
 )
 
 # Memory outside PyTorch's caching allocator per training process (the CUDA context and the kernel modules
@@ -193,8 +194,9 @@ class ServeEstimate:
         return planned_serving_bytes(self.memory, confidence)
 
     def fits_at(self, confidence: float) -> bool:
-        """Whether the declared sequences fit the KV cache the engine allocates at the band's low edge."""
-        return self.memory.fits and self.memory.kv_cache <= self.planned_kv_pool(confidence)
+        """Whether the KV cache required (the declared sequences', a burst's one) fits the KV cache the engine
+        allocates at the band's low edge."""
+        return self.memory.fits and self.memory.kv_required <= self.planned_kv_pool(confidence)
 
     @functools.cached_property
     def max_concurrency(self) -> int:
@@ -203,8 +205,13 @@ class ServeEstimate:
 
     @functools.cached_property
     def max_context(self) -> int:
-        """The longest context at the declared concurrency that fits (a binary search: on first use only)."""
-        return max_context(self.setup, self.memory)
+        """The longest context at ``required_sequences`` that fits (a binary search: on first use only)."""
+        return max_context(evolve(self.setup, concurrency=self.required_sequences), self.memory)
+
+    @property
+    def required_sequences(self) -> int:
+        """The sequences the fit asks the KV cache to hold at once: the declared concurrency, a burst's one."""
+        return 1 if self.setup.burst else self.setup.concurrency
 
     @property
     def loads(self) -> bool:
@@ -213,6 +220,19 @@ class ServeEstimate:
         engine, so the outputs state them only when it loads (the GPUs' monthly price stands either way)."""
         memory = self.memory
         return memory.kv_available > 0 and memory.kv_available >= memory.kv_bytes_per_sequence
+
+    @property
+    def kv_need_words(self) -> str:
+        """What the fit asks of the KV cache, in words: '32 x 8,192 tokens need 40.0 GiB of KV cache per GPU',
+        or in a burst 'one 4,096-token sequence needs 0.5 GiB of KV cache per GPU (the burst's others wait
+        their turn)'."""
+        job, need = self.job, format_gib(self.memory.kv_required)
+        if self.setup.burst:
+            return (
+                f"one {job.context:,}-token sequence needs {need} of KV cache per GPU"
+                " (the engine starts with room for one; the burst's others wait their turn)"
+            )
+        return f"{job.concurrency} x {job.context:,} tokens need {need} of KV cache per GPU"
 
     @property
     def not_loaded_reason(self) -> str:
@@ -364,10 +384,10 @@ def planned_kv_pool(memory: ServingMemory, confidence: float) -> int:
 
 def planned_serving_bytes(memory: ServingMemory, confidence: float) -> int:
     """The per-GPU serving figure a decision at ``confidence`` plans for: the engine budget less the KV room
-    the declared sequences leave in the pool at its low edge, so that it is within the budget exactly when
-    they fit that smaller pool (for vLLM: the estimate, the CUDA graphs the budget pays for and what the
+    the KV cache required (``ServingMemory.kv_required``) leaves in the pool at its low edge, so that it is
+    within the budget exactly when that fits the smaller pool (for vLLM: the estimate, the CUDA graphs the budget pays for and what the
     pool may come short by; TensorRT-LLM's pool is a share of its room, within its cap)."""
-    return memory.budget - (planned_kv_pool(memory, confidence) - memory.kv_cache)
+    return memory.budget - (planned_kv_pool(memory, confidence) - memory.kv_required)
 
 
 def engine_memory_limits(job: Serve, gpu: Gpu, tp: int, architecture: Architecture) -> tuple[int, int]:
@@ -423,6 +443,7 @@ def serving_setup(spec: Spec, job: Serve, tp: int | None = None, gpu: Gpu | None
         architecture=spec.model.architecture,
         context=job.context,
         concurrency=job.concurrency,
+        burst=job.arrival == "burst",
         quantization=job.quantization,
         model_dtype_bytes=dtype_bytes,
         group_size=spec.model.group_size,

@@ -204,7 +204,8 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
             "pipeline_parallel": setup.pipeline_parallel,
             "replicas": s.job.hardware.replicas,
             "fits": s.fits,
-            **_memory(shown["per_gpu_bytes"], shown["usable_bytes"]),
+            # headroom on what the fit requires (a burst's one sequence held): the band's low edge
+            **_memory(shown["per_gpu_bytes"], shown["usable_bytes"], shown["per_gpu_bytes_band"]["low"]),
             # The per-GPU figure at the KV band's low edge, which the fit verdict and the planner judge.
             "planned_bytes": shown["per_gpu_bytes_band"]["high"],
             "context": setup.context,
@@ -237,9 +238,10 @@ def _slow_edge(band: dict[str, Any] | None) -> Value:
     return None if band is None else band[band["slow"]]
 
 
-def _memory(per_gpu: int, capacity: int) -> dict[str, Value]:
-    """Per-GPU peak, the capacity it is held against (usable memory, or the serving engine's budget), headroom."""
-    headroom = capacity - per_gpu
+def _memory(per_gpu: int, capacity: int, required: int | None = None) -> dict[str, Value]:
+    """Per-GPU peak, the capacity it is held against (usable memory, or the serving engine's budget), headroom
+    (on ``required`` where the fit asks for less than the peak holds: a burst's one sequence)."""
+    headroom = capacity - (per_gpu if required is None else required)
     return {
         "per_gpu_bytes": per_gpu,
         "budget_bytes": capacity,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
-from gpuplan.assumptions import GPUS_PER_NODE, load_phrase
+from gpuplan.assumptions import GPUS_PER_NODE, load_phrase, sequences_words
 from gpuplan.estimate.bands import SpeedBand
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.estimate.speculative import expected_tokens
@@ -117,7 +117,7 @@ def render_estimate(analysis: Analysis) -> str:
         tp, pp = s.setup.tensor_parallel, s.setup.pipeline_parallel
         lines.append(
             f"serving on {s.gpus:,} x {s.gpu.id}: {_replicas(s.gpus, tp, pp, 'replica')} (TP {tp}, PP {pp}),"
-            f" {s.setup.concurrency} x {s.setup.context:,} tokens per replica"
+            f" {sequences_words(s.setup, s.memory)}"
         )
         lines += _breakdown(s.memory.breakdown)
         if s.memory.graphs_inside:  # vLLM 0.20 on takes their estimate from the budget before the KV cache
@@ -156,7 +156,7 @@ def render_estimate(analysis: Analysis) -> str:
         )
         lines.append(
             f"  KV cache: {s.memory.kv_bytes_per_token:,.0f} B/token per GPU{state}; max concurrency at "
-            f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.setup.concurrency}: {s.max_context:,}"
+            f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.required_sequences}: {s.max_context:,}"
         )
         speed = s.speed
         if s.loads:

@@ -178,9 +178,18 @@ class Option:
         return int(self.estimate.gpu.usable_bytes)
 
     @property
+    def judged_bytes(self) -> int:
+        """The per-GPU figure the headroom is judged on at the plan's confidence: the larger of what the fit
+        requires (a burst's one sequence held, not the ones its pool holds while the others wait) and the
+        figure at the band's edge."""
+        memory = self.estimate.memory
+        required = memory.per_gpu_required if self.kind == "serve" else memory.per_gpu
+        return max(int(required), self.planned_bytes)
+
+    @property
     def headroom(self) -> float:
         """Share of the capacity left free at the plan's confidence (negative when it does not fit)."""
-        return (self.capacity_bytes - max(self.per_gpu_bytes, self.planned_bytes)) / max(self.capacity_bytes, 1)
+        return (self.capacity_bytes - self.judged_bytes) / max(self.capacity_bytes, 1)
 
     @property
     def rate(self) -> float | None:
@@ -459,6 +468,8 @@ class ServePlanner(Evaluator):
         per_replica = math.floor(free / self._kv)
         if per_replica < 1:
             return None
+        if self.job.arrival == "burst":
+            return 1  # a burst's sequences beyond what the pool holds wait their turn (ServingMemory.kv_required)
         replicas = math.ceil(self.demand / per_replica)
         return replicas if replicas <= self.max_replicas(tensor_parallel, pipeline_parallel) else None
 
@@ -620,7 +631,7 @@ class ServePlanner(Evaluator):
             )
         elif not estimate.fits_at(confidence):  # fits on the estimate, not at the edge: as fine-tuning's "headroom"
             checks["headroom"] = (
-                f"its sequences need {format_gib(memory.kv_cache)} of KV cache per GPU; at {confidence:.0%}"
+                f"{estimate.kv_need_words}; at {confidence:.0%}"
                 f" confidence the engine allocates {format_gib(estimate.planned_kv_pool(confidence))}"
             )
         elif not within_headroom(planned, memory.budget, self.headroom_pct):

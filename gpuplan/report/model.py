@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuplan import __version__
 from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
-from gpuplan.assumptions import load_phrase
+from gpuplan.assumptions import load_phrase, sequences_words
 from gpuplan.catalog import catalog_version
 from gpuplan.config import Settings
 from gpuplan.decision import Verdict, layout_text
@@ -173,16 +173,24 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
         ["Layout", layout_text(s)],
         [
             "Workload",
-            f"{plural(setup.concurrency, 'sequence')} x {setup.context:,} tokens, weights "
+            f"{sequences_words(setup, s.memory)}, weights "
             f"{'unquantized' if setup.quantization == 'none' else setup.quantization}, "
             f"KV cache {setup.kv_dtype_bytes * 8}-bit",
         ],
         ["Peak per GPU", f"{format_gib(s.memory.per_gpu)} of a {format_gib(s.memory.budget)} engine budget"],
-        ["Headroom", _headroom(s.memory.per_gpu, s.memory.budget)],
+        [
+            "Headroom",
+            _headroom(s.memory.per_gpu_required, s.memory.budget)
+            + (
+                " with one sequence held (the engine starts with one; the burst's others take turns)"
+                if setup.burst
+                else ""
+            ),
+        ],
         [
             "Capacity",
             f"at most {plural(s.max_concurrency, 'sequence')} at {setup.context:,} tokens; "
-            f"at most {s.max_context:,} tokens at {plural(setup.concurrency, 'sequence')}; "
+            f"at most {s.max_context:,} tokens at {plural(s.required_sequences, 'sequence')}; "
             f"KV cache {s.memory.kv_cache_tokens:,} tokens",
         ],
         *(

@@ -164,7 +164,7 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
         rows["Cost of the run"] = format_money(option.cost, currency)
         rows["Cost per 1M training tokens"] = format_money(option.rate, currency)
     # What the plan judges: the per-GPU figure at the plan's confidence (its band's pessimistic edge).
-    planned = max(option.per_gpu_bytes, option.planned_bytes)
+    planned = option.judged_bytes
     free = option.capacity_bytes - planned
     rows[f"Headroom per GPU at {spec.plan.confidence:.0%} confidence"] = (
         f"{format_gib_difference(option.capacity_bytes, planned)} ({format_percent(option.headroom)})"

@@ -245,6 +245,8 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     that concurrency that would fit. Where the KV cache fits the engine's budget but what the engine holds
     beside the budget (CUDA graphs captured outside it, SGLang's prefill activations and request table,
     vLLM's model runner V2 sampler state before 0.27) does not fit the GPU with it, it says that instead.
+    A burst (`arrival: burst`) asks the KV cache for one sequence: its other requests wait in the engine's
+    queue (the speed model prices the wait), so only a pool that cannot hold one sequence is reported.
 
     ## Why is this bad?
     The engine will refuse to start ("no available memory for the cache blocks") or silently queue
@@ -265,7 +267,7 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     if s is None or s.fits or not serve_weights_fit(ctx):
         return
     job, memory = s.job, s.memory
-    if memory.kv_cache <= memory.kv_available:  # the pool holds them; what the engine holds beside it does not fit
+    if memory.kv_required <= memory.kv_available:  # the pool holds them; what the engine holds beside it does not fit
         beside = ((memory.graphs_outside, "CUDA graphs"), (memory.outside_budget, memory.outside_what))
         held = " and ".join(f"{format_gib(size)} of {what}" for size, what in beside if size)
         total, capacity = format_gib_apart(memory.budget + memory.beside_budget, memory.capacity)
@@ -281,11 +283,10 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
     yield ctx.finding(
         "GP203",
         ("serve", "concurrency"),
-        f"{job.concurrency} x {job.context:,} tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU; "
-        f"{format_gib(max(0, s.memory.kv_available))} is left after weights and runtime"
+        f"{s.kv_need_words}; {format_gib(max(0, s.memory.kv_available))} is left after weights and runtime"
         f"{' and the CUDA graphs' if s.memory.graphs_inside else ''} on {s.gpu.id} — at most "
         f"{plural(s.max_concurrency, 'sequence')} at {job.context:,} tokens, or {s.max_context:,} tokens at "
-        f"{job.concurrency}",
+        f"{s.required_sequences}",
         layout_hint(ctx, "serve"),
     )
 
@@ -294,8 +295,9 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
 def kv_capacity_at_risk(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Reports a serving job whose declared sequences fit the KV cache the engine allocates on the estimate,
-    but not the KV cache at the band's low edge at `plan.confidence` (default 0.9): the estimate times the
+    Reports a serving job whose declared sequences (a burst's one, as GP203 counts it) fit the KV cache the
+    engine allocates on the estimate, but not the KV cache at the band's low edge at `plan.confidence`
+    (default 0.9): the estimate times the
     ratio measured / estimate that that share of published engine startup logs stayed at or above. The
     logs are ones gpuplan was never tuned on (`benchmarks/serving_memory.py`; `benchmarks/bands.py`
     generates the band).
@@ -326,8 +328,7 @@ def kv_capacity_at_risk(ctx: RuleContext) -> Iterator[Finding]:
     yield ctx.finding(
         "GP209",
         ("serve", "concurrency"),
-        f"{s.job.concurrency} x {s.job.context:,} tokens need {format_gib(s.memory.kv_cache)} of KV cache per GPU;"
-        f" at {confidence:.0%} confidence the engine allocates as little as"
+        f"{s.kv_need_words}; at {confidence:.0%} confidence the engine allocates as little as"
         f" {format_gib(s.planned_kv_pool(confidence))} ({kv_edge_words(s, confidence)})",
         layout_hint(ctx, "serve"),
     )

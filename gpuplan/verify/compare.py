@@ -132,7 +132,7 @@ class _Check:
             )
         pool = self._smallest(KV_POOL)
         budget = self._largest(REQUESTED) or float(estimate.memory.budget)
-        headroom_gone = pool is not None and pool - estimate.memory.kv_cache < self._margin() * budget
+        headroom_gone = pool is not None and pool - estimate.memory.kv_required < self._margin() * budget
         self._usage_findings(terms, headroom_gone, ("serve", "hardware", "gpu"))
         self._capacity(estimate, terms)
         self._failure(("serve",))
@@ -285,21 +285,26 @@ class _Check:
             return
         assert capacity is not None
         pool = self._smallest(KV_POOL)
-        need = estimate.memory.kv_cache
+        need = estimate.memory.kv_required
         if pool is not None:
             spare, planned = pool - need, estimate.memory.kv_available - need
             self.meaning.append(
-                f"the declared {job.concurrency:,} x {job.context:,} tokens need {format_gib(need)} of KV cache per GPU; "
+                f"{'' if estimate.setup.burst else 'the declared '}{estimate.kv_need_words}; "
                 f"the run's pool holds {format_gib(pool)}: {_spare(spare)} (the estimate planned {_spare(planned)})"
             )
         self._pool_meaning(terms, job.context)
-        if capacity < job.concurrency:
+        if capacity < estimate.required_sequences:
+            declared = (
+                "a burst's engine needs room for one to start"
+                if estimate.setup.burst
+                else f"the spec declares concurrency {job.concurrency:,}: requests beyond {int(capacity):,} wait for a"
+                " free slot"
+            )
             self.findings.append(
                 self._finding(
                     "GP803",
                     ("serve", "concurrency"),
-                    f"the engine holds {capacity:,.2f} sequences of {job.context:,} tokens ({source}); the spec "
-                    f"declares concurrency {job.concurrency:,}: requests beyond {int(capacity):,} wait for a free slot",
+                    f"the engine holds {capacity:,.2f} sequences of {job.context:,} tokens ({source}); {declared}",
                     "lower concurrency or context, an fp8 KV cache, a higher memory_utilization, or more GPUs",
                 )
             )

@@ -1,0 +1,134 @@
+"""A burst asks the KV cache for one sequence: the engine holds what its pool takes and queues the rest.
+
+The figures are derived by hand from Llama-3.1-8B's config.json: 32 layers x 8 KV heads x 128 dims, K and
+V in bf16, is 2 x 32 x 8 x 128 x 2 = 131,072 B of KV cache per token; a 4,096-token sequence is 4,096 x
+131,072 = 536,870,912 B (0.5 GiB), a 65,536-token one 8 GiB. One L4 leaves vLLM a pool of about 4.1 GiB
+after the weights (15.0 GiB) and its reserves: 8 sequences of 4,096 tokens, none of 65,536.
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from conftest import run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_properties_memory import rich_architectures
+from test_rules import lint, spec
+from test_verify import SERVE_SPEC, SHORT_POOL, log_file, vllm_log
+
+from gpuplan.estimate.serving import ServingSetup, estimate_serving, max_concurrency
+from gpuplan.records import evolve
+
+SEQUENCE_4K = 4096 * 131_072  # bytes of KV cache of one 4,096-token Llama-3.1-8B sequence (bf16)
+BATCH = {
+    "context": 4096,
+    "output_tokens": 256,
+    "prompt_tokens": {"mean": 1500, "p90": 3000},
+    "concurrency": 200,
+    "arrival": "burst",
+    "engine": "vllm",
+    "hardware": {"gpu": "l4", "count": 1},
+}
+
+
+def estimate_json(serve: dict, tmp_path) -> dict:
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec(serve))
+    _, out, err = run_cli("estimate", str(path), "--format", "json")
+    assert err == ""
+    return json.loads(out)
+
+
+def test_a_burst_holds_the_sequences_its_pool_takes_and_fits(tmp_path):
+    document = estimate_json(BATCH, tmp_path)
+    serve = document["serve"]
+    pool = serve["kv_pool_bytes"]
+    assert pool // SEQUENCE_4K == 8  # 4.1 GiB / 0.5 GiB
+    assert serve["breakdown"]["kv_cache"] == 8 * SEQUENCE_4K and serve["kv_sequences_held"] == 8
+    assert serve["fits"] is True and serve["loads"] is True
+    codes = {f["code"] for f in document["findings"]}
+    assert not codes & {"GP201", "GP202", "GP203", "GP209"}
+    path = tmp_path / "spec.yaml"
+    _, text, _ = run_cli("estimate", str(path))
+    assert "a burst of 200 x 4,096 tokens per replica, 8 held at once (the rest wait in the engine's queue)" in text
+    assert "engine budget -> fits" in text and "max context at 1: " in text
+
+
+def test_the_same_sequences_in_a_closed_loop_must_all_fit():
+    closed = {**BATCH, "arrival": "closed-loop"}
+    (finding,) = lint(spec(closed), select=("GP203",)).findings
+    # 200 x 0.5 GiB of KV cache: the declared sequences all run at once in a closed loop
+    assert finding.message.startswith("200 x 4,096 tokens need 100.0 GiB of KV cache per GPU;")
+
+
+def test_a_burst_whose_pool_cannot_hold_one_sequence_cannot_start(tmp_path):
+    long = {**BATCH, "context": 65536}
+    (finding,) = lint(spec(long), select=("GP203",)).findings
+    assert finding.message.startswith(
+        "one 65,536-token sequence needs 8.0 GiB of KV cache per GPU (the engine starts with room for one;"
+    )
+    assert "at most 0 sequences at 65,536 tokens" in finding.message
+    serve = estimate_json(long, tmp_path)["serve"]
+    assert serve["fits"] is False and serve["loads"] is False
+
+
+def test_a_burst_is_planned_by_its_latency_not_by_holding_it_whole(tmp_path):
+    def recommended(serve: dict) -> dict:
+        path = tmp_path / "spec.yaml"
+        path.write_text(spec(serve))
+        _, out, _ = run_cli("plan", str(path), "--format", "json")
+        (job,) = json.loads(out)["jobs"]
+        return job["recommended"]
+
+    # No SLO: the declared L4 starts the engine, and no layout is cheaper than it.
+    alone = recommended(BATCH)
+    assert (alone["gpu"], alone["gpus"]) == ("l4", 1)
+    # The same 200 sequences in a closed loop need 100 GiB of KV cache: several GPUs.
+    assert recommended({**BATCH, "arrival": "closed-loop"})["gpus"] > 1
+    # A TTFT SLO the L4's wave misses (p90 about 196 s) buys a faster GPU, judged at the band's slow edge.
+    fast = recommended({**BATCH, "slo": {"ttft_ms": 30000}})
+    assert fast["sound"] and fast["gpu"] != "l4"
+
+
+def test_a_burst_larger_than_the_measured_pool_is_no_capacity_finding(tmp_path, write_spec):
+    # The log's pool holds 20.5 sequences of the 32 declared: a closed loop's shortfall (GP803), a burst's wait.
+    burst = yaml.safe_load(SERVE_SPEC)
+    burst["serve"]["arrival"] = "burst"
+    path = write_spec(yaml.safe_dump(burst, sort_keys=False))
+    log = log_file(tmp_path, vllm_log(SHORT_POOL))
+    _, out, _ = run_cli("verify", str(path), "--run", str(log))
+    assert "GP803" not in out
+    _, out, _ = run_cli("verify", str(write_spec(SERVE_SPEC, "closed.yaml")), "--run", str(log))
+    assert "GP803" in out
+
+
+@settings(max_examples=60)
+@given(
+    rich_architectures(),
+    st.integers(1, 65536),
+    st.integers(1, 512),
+    st.sampled_from(["vllm", "sglang", "trtllm"]),
+    st.sampled_from([1, 2]),
+    st.sampled_from([1, 2]),
+    st.integers(1, 200),  # from GPUs too small for the weights (no pool) to ones that hold every burst
+)
+def test_a_burst_fits_exactly_where_one_sequence_does(arch, context, burst, engine, tp, pp, gib):
+    """Over MoE, MLA, sliding-window, tied and hybrid models and every engine: a burst fits where one
+    sequence of the same closed loop does, holds at least one sequence and at most what the pool takes
+    (never more than the burst), and never asks for more memory than the closed loop of all of them."""
+    if arch.heads % tp or arch.layers < pp:
+        return
+    closed = ServingSetup(
+        architecture=arch, context=context, concurrency=burst, engine=engine, tensor_parallel=tp, pipeline_parallel=pp
+    )
+    usable = gib * 2**30
+    memory = estimate_serving(evolve(closed, burst=True), usable)
+    one = estimate_serving(evolve(closed, concurrency=1), usable)
+    assert memory.fits == one.fits
+    assert 1 <= memory.sequences <= burst
+    if memory.fits:
+        assert memory.sequences == min(burst, max_concurrency(memory))
+        assert memory.kv_cache <= memory.kv_available
+    assert memory.per_gpu_required <= estimate_serving(closed, usable).per_gpu_required
