@@ -194,9 +194,9 @@ class ServeEstimate:
         return planned_serving_bytes(self.memory, confidence)
 
     def fits_at(self, confidence: float) -> bool:
-        """Whether the KV cache required (the declared sequences', a burst's one) fits the KV cache the engine
-        allocates at the band's low edge."""
-        return self.memory.fits and self.memory.kv_required <= self.planned_kv_pool(confidence)
+        """Whether the declared sequences (a burst's one) fit the KV cache the engine allocates at the band's
+        low edge."""
+        return self.memory.fits and self.memory.kv_cache <= self.planned_kv_pool(confidence)
 
     @functools.cached_property
     def max_concurrency(self) -> int:
@@ -210,7 +210,7 @@ class ServeEstimate:
 
     @property
     def required_sequences(self) -> int:
-        """The sequences the fit asks the KV cache to hold at once: the declared concurrency, a burst's one."""
+        """The sequences the KV cache is sized for: the declared concurrency, a burst's one (``ServingShape.at``)."""
         return 1 if self.setup.burst else self.setup.concurrency
 
     @property
@@ -226,7 +226,7 @@ class ServeEstimate:
         """What the fit asks of the KV cache, in words: '32 x 8,192 tokens need 40.0 GiB of KV cache per GPU',
         or in a burst 'one 4,096-token sequence needs 0.5 GiB of KV cache per GPU (the burst's others wait
         their turn)'."""
-        job, need = self.job, format_gib(self.memory.kv_required)
+        job, need = self.job, format_gib(self.memory.kv_cache)
         if self.setup.burst:
             return (
                 f"one {job.context:,}-token sequence needs {need} of KV cache per GPU"
@@ -384,10 +384,10 @@ def planned_kv_pool(memory: ServingMemory, confidence: float) -> int:
 
 def planned_serving_bytes(memory: ServingMemory, confidence: float) -> int:
     """The per-GPU serving figure a decision at ``confidence`` plans for: the engine budget less the KV room
-    the KV cache required (``ServingMemory.kv_required``) leaves in the pool at its low edge, so that it is
-    within the budget exactly when that fits the smaller pool (for vLLM: the estimate, the CUDA graphs the budget pays for and what the
+    the declared sequences leave in the pool at its low edge, so that it is within the budget exactly when
+    they fit that smaller pool (for vLLM: the estimate, the CUDA graphs the budget pays for and what the
     pool may come short by; TensorRT-LLM's pool is a share of its room, within its cap)."""
-    return memory.budget - (planned_kv_pool(memory, confidence) - memory.kv_required)
+    return memory.budget - (planned_kv_pool(memory, confidence) - memory.kv_cache)
 
 
 def engine_memory_limits(job: Serve, gpu: Gpu, tp: int, architecture: Architecture) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from gpuplan.estimate.engines import (
 from gpuplan.estimate.kernels import FRAMEWORKS
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
-from gpuplan.estimate.serving import ServingMemory, ServingSetup, kv_pages
+from gpuplan.estimate.serving import ServingMemory, ServingSetup, kv_pages, max_concurrency
 from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN
 from gpuplan.estimate.serving_speed import ServingSpeed
 from gpuplan.estimate.speculative import rounds_note
@@ -430,15 +430,20 @@ def load_phrase(job: Serve) -> str:
 
 
 def sequences_words(setup: ServingSetup, memory: ServingMemory) -> str:
-    """The sequences each replica's KV cache is sized for, in words: '32 x 8,192 tokens per replica', or for a
-    burst the pool's share of it: 'a burst of 200 x 4,096 tokens per replica, 8 held at once (the rest wait
-    in the engine's queue)'."""
+    """The sequences each replica's KV cache is sized for, in words: '32 x 8,192 tokens per replica', or a
+    burst and what its pool holds of it: 'a burst of 200 x 4,096 tokens per replica, sized for one sequence
+    (the KV cache holds 8 at the full context; the others wait their turn)'."""
     sequences = f"{setup.concurrency:,} x {setup.context:,} tokens per replica"
     if not setup.burst:
         return sequences
-    if memory.sequences >= setup.concurrency:
-        return f"a burst of {sequences}, all held at once"
-    return f"a burst of {sequences}, {memory.sequences:,} held at once (the rest wait in the engine's queue)"
+    held = max_concurrency(memory)
+    if held <= 0:
+        holds = "the KV cache holds none at the full context: the engine cannot start"
+    elif held >= setup.concurrency:
+        holds = "the KV cache holds all of them at the full context"
+    else:
+        holds = f"the KV cache holds {held:,} at the full context; the others wait their turn"
+    return f"a burst of {sequences}, sized for one sequence ({holds})"
 
 
 def limit_words(speed: ServingSpeed) -> str:

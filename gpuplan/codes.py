@@ -434,7 +434,8 @@ CODES: dict[str, Code] = {
             "measured-capacity-below-declared",
             "verify",
             ERROR,
-            "The serving engine holds fewer sequences of the declared context than the declared concurrency.",
+            "The serving engine holds fewer sequences of the declared context than the declared concurrency"
+            " (a burst: than one, or than the estimate planned).",
         ),
         Code("GP804", "run-failed", "verify", ERROR, "The run failed to start, or ran out of memory."),
         Code(

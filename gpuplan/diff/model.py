@@ -52,7 +52,7 @@ SERVE_METRICS = (
     Metric("headroom_bytes", "Headroom per GPU", "bytes", free=True),
     Metric("headroom_pct", "Headroom share", "pct", free=True),
     Metric("max_concurrency", "Max sequences at the context", "count"),
-    Metric("max_context", "Max context at the concurrency", "tokens"),
+    Metric("max_context", "Max context at the concurrency (a burst: one sequence)", "tokens"),
     Metric("ttft_ms", "TTFT (the SLO's statistic)", "ms"),
     Metric("ttft_slow_ms", "TTFT at the slow edge", "ms"),
     Metric("tpot_ms", "TPOT", "ms"),
@@ -197,15 +197,14 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
         monthly = cents(shown["monthly_cost"])
         jobs["serve"] = {
             "layout": f"{s.gpus:,} x {s.gpu.id}, TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}",
-            "workload": f"{setup.concurrency:,} x {setup.context:,} tokens",
+            "workload": f"{'a burst of ' if setup.burst else ''}{setup.concurrency:,} x {setup.context:,} tokens",
             "gpu": s.gpu.id,
             "gpus": s.gpus,
             "tensor_parallel": setup.tensor_parallel,
             "pipeline_parallel": setup.pipeline_parallel,
             "replicas": s.job.hardware.replicas,
             "fits": s.fits,
-            # headroom on what the fit requires (a burst's one sequence held): the band's low edge
-            **_memory(shown["per_gpu_bytes"], shown["usable_bytes"], shown["per_gpu_bytes_band"]["low"]),
+            **_memory(shown["per_gpu_bytes"], shown["usable_bytes"]),
             # The per-GPU figure at the KV band's low edge, which the fit verdict and the planner judge.
             "planned_bytes": shown["per_gpu_bytes_band"]["high"],
             "context": setup.context,
@@ -238,10 +237,9 @@ def _slow_edge(band: dict[str, Any] | None) -> Value:
     return None if band is None else band[band["slow"]]
 
 
-def _memory(per_gpu: int, capacity: int, required: int | None = None) -> dict[str, Value]:
-    """Per-GPU peak, the capacity it is held against (usable memory, or the serving engine's budget), headroom
-    (on ``required`` where the fit asks for less than the peak holds: a burst's one sequence)."""
-    headroom = capacity - (per_gpu if required is None else required)
+def _memory(per_gpu: int, capacity: int) -> dict[str, Value]:
+    """Per-GPU peak, the capacity it is held against (usable memory, or the serving engine's budget), headroom."""
+    headroom = capacity - per_gpu
     return {
         "per_gpu_bytes": per_gpu,
         "budget_bytes": capacity,

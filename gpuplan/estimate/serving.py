@@ -97,7 +97,7 @@ class ServingSetup:
     release: VllmRelease = DEFAULT_RELEASE  # serve.engine_version: what vLLM's sizing does (vllm_releases)
     gpu_arch: str = ""  # the GPU's architecture (catalog arch): AMD GPUs and Blackwell size some things apart
     # serve.arrival burst: ``concurrency`` requests arrive at once; the engine runs the sequences its KV pool
-    # holds and queues the rest (``ServingShape.at``), so the fit asks for room for one sequence, not for all.
+    # holds and queues the rest, so the KV cache is sized for one sequence, not for all (``ServingShape.at``).
     burst: bool = False
 
 
@@ -131,8 +131,6 @@ class ServingMemory:
     lora_slots: int = 0  # serve.lora: the adapter slots the engine preallocates (loaded with the weights)
     draft_weights: int = 0  # serve.speculative: the proposer's weights (loaded with the model's)
     draft_page_bytes: int = 0  # the proposer's KV in one block, beside the model's layer slots
-    sequences: int = 0  # the sequences whose KV cache ``kv_cache`` is
-    burst: bool = False  # a burst: the engine holds the sequences its pool takes, the rest wait (ServingSetup.burst)
 
     @property
     def breakdown(self) -> dict[str, int]:
@@ -205,25 +203,11 @@ class ServingMemory:
         return self.cuda_graphs if self.graphs_in_budget else 0
 
     @property
-    def kv_required(self) -> int:
-        """The KV cache the fit asks the pool for: the declared sequences', or in a burst one sequence's. A
-        burst's requests wait in the engine's queue until its pool has room (vLLM's scheduler admits while the
-        cache has room and preempts when it runs out; SGLang's and TensorRT-LLM's likewise), so a pool smaller
-        than the burst slows it (the speed model steps the wave) but stops nothing; the engine only needs room
-        for one sequence of the full context to start (vLLM's check at start-up)."""
-        return self.kv_bytes_per_sequence if self.burst else self.kv_cache
-
-    @property
-    def per_gpu_required(self) -> int:
-        """``per_gpu`` with ``kv_required`` in place of the sequences held: the figure a headroom is judged on."""
-        return self.per_gpu - self.kv_cache + self.kv_required
-
-    @property
     def fits(self) -> bool:
-        """The KV cache required (``kv_required``) within the pool the engine allocates (for vLLM and SGLang:
-        the per-GPU figure within the budget; TensorRT-LLM's pool is a share of its room, within its cap), and
-        the memory outside the budget within the GPU."""
-        return self.kv_required <= self.kv_available and self.outside_fits
+        """The declared sequences' KV cache within the pool the engine allocates (for vLLM and SGLang: the
+        per-GPU figure within the budget; TensorRT-LLM's pool is a share of its room, within its cap), and the
+        memory outside the budget within the GPU."""
+        return self.kv_cache <= self.kv_available and self.outside_fits
 
     @property
     def outside_fits(self) -> bool:
@@ -503,15 +487,17 @@ class ServingShape:
 
     empty: ServingMemory  # kv_cache 0
     per_sequence: float  # KV bytes of one sequence on the tightest stage
+    burst: bool = False  # ServingSetup.burst
 
     def at(self, concurrency: int) -> ServingMemory:
-        """The memory with ``concurrency`` sequences running; in a burst, with as many of them as the pool
-        holds at the full context (at least one: an engine that cannot hold one does not start), the others
-        waiting in the engine's queue."""
-        if self.empty.burst:
-            concurrency = min(concurrency, max(1, max_concurrency(self.empty)))
+        """The memory with the KV cache of ``concurrency`` sequences, or of one in a burst. A burst's requests
+        wait in the engine's queue until its pool has room (vLLM's scheduler admits while the cache has room
+        and preempts when it runs out; SGLang and TensorRT-LLM queue likewise), so a pool smaller than the
+        burst slows it, which the speed model's wave prices, but stops nothing: the engine needs room for one
+        sequence of the full context to start (vLLM's check at start-up), and that is what the fit asks."""
+        sequences = 1 if self.burst else concurrency
         # evolve: a copy of the empty memory's fields (a planner builds thousands of these)
-        return evolve(self.empty, kv_cache=math.ceil(self.per_sequence * concurrency), sequences=concurrency)
+        return evolve(self.empty, kv_cache=math.ceil(self.per_sequence * sequences))
 
 
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
@@ -522,9 +508,9 @@ def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
 
 def shape_at_any_load(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     """``serving_shape`` of ``setup``, memoised without its concurrency (which the shape does not read):
-    one cached shape serves every load; a burst's shape is the same memory, marked as one."""
+    one cached shape serves every load; a burst's shape is the same, marked as one."""
     shape = serving_shape(evolve(setup, concurrency=0, burst=False), usable_bytes)
-    return evolve(shape, empty=evolve(shape.empty, burst=True)) if setup.burst else shape
+    return evolve(shape, burst=True) if setup.burst else shape
 
 
 @functools.lru_cache(maxsize=512)  # a spec's declared shapes and rules' what-ifs; about 1 MiB at most

@@ -114,11 +114,10 @@ def _kv_pool_band_dict(s: ServeEstimate, confidence: float) -> dict[str, Any] | 
 
 
 def _serving_band_dict(s: ServeEstimate, confidence: float) -> dict[str, Any]:
-    """The per-GPU figure within the engine budget the fit judges: the estimate (a burst's with one sequence
-    held, ``per_gpu_required``), and at the high edge what the KV pool may come short by
-    (``planned_serving_bytes``)."""
+    """The per-GPU figure within the engine budget: the estimate, and at the high edge what the KV pool may
+    come short by (``planned_serving_bytes``)."""
     return {
-        "low": s.memory.per_gpu_required,
+        "low": s.memory.per_gpu,
         "high": s.planned_bytes(confidence),
         "confidence": confidence,
         "records": s.kv_band.records,
@@ -202,8 +201,6 @@ def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[st
             "fits": s.fits,
             "kv_bytes_per_token": s.memory.kv_bytes_per_token,
             "kv_cache_tokens": s.memory.kv_cache_tokens,
-            # the sequences the breakdown's kv_cache holds: the concurrency, or what the pool takes of a burst
-            "kv_sequences_held": s.memory.sequences,
             # the KV cache the engine allocates: what its budget leaves (negative: it refuses to start)
             "kv_pool_bytes": s.memory.kv_available,
             "kv_pool_bytes_band": _kv_pool_band_dict(s, analysis.spec.plan.confidence),

@@ -63,7 +63,7 @@ def option_dict(option: Option, spec: Any = None) -> dict[str, Any]:
     result.update(
         per_gpu_bytes=option.per_gpu_bytes,
         # fine-tuning: the pessimistic edge at the plan's confidence, which headroom_pct is taken from
-        planned_bytes=max(option.per_gpu_bytes, option.planned_bytes),
+        planned_bytes=option.judged_bytes,
         budget_bytes=option.capacity_bytes,
         headroom_pct=percent(option.headroom),
     )

@@ -179,12 +179,9 @@ class Option:
 
     @property
     def judged_bytes(self) -> int:
-        """The per-GPU figure the headroom is judged on at the plan's confidence: the larger of what the fit
-        requires (a burst's one sequence held, not the ones its pool holds while the others wait) and the
-        figure at the band's edge."""
-        memory = self.estimate.memory
-        required = memory.per_gpu_required if self.kind == "serve" else memory.per_gpu
-        return max(int(required), self.planned_bytes)
+        """The per-GPU figure the headroom is judged on at the plan's confidence: the estimate, or its band's
+        pessimistic edge where that is higher."""
+        return max(self.per_gpu_bytes, self.planned_bytes)
 
     @property
     def headroom(self) -> float:
@@ -469,7 +466,7 @@ class ServePlanner(Evaluator):
         if per_replica < 1:
             return None
         if self.job.arrival == "burst":
-            return 1  # a burst's sequences beyond what the pool holds wait their turn (ServingMemory.kv_required)
+            return 1  # a burst's KV cache is sized for one sequence, whatever its size (ServingShape.at)
         replicas = math.ceil(self.demand / per_replica)
         return replicas if replicas <= self.max_replicas(tensor_parallel, pipeline_parallel) else None
 

@@ -178,15 +178,7 @@ def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[
             f"KV cache {setup.kv_dtype_bytes * 8}-bit",
         ],
         ["Peak per GPU", f"{format_gib(s.memory.per_gpu)} of a {format_gib(s.memory.budget)} engine budget"],
-        [
-            "Headroom",
-            _headroom(s.memory.per_gpu_required, s.memory.budget)
-            + (
-                " with one sequence held (the engine starts with one; the burst's others take turns)"
-                if setup.burst
-                else ""
-            ),
-        ],
+        ["Headroom", _headroom(s.memory.per_gpu, s.memory.budget)],
         [
             "Capacity",
             f"at most {plural(s.max_concurrency, 'sequence')} at {setup.context:,} tokens; "

@@ -74,7 +74,9 @@ def measured_capacity_below_declared(*_: Any) -> Iterator[Any]:
     ## What it does
     Reads the serving engine's own capacity, vLLM's `Maximum concurrency for N tokens per request`
     (or its KV-cache tokens divided by the spec's context when the log's max_model_len differs),
-    and reports it when it is below `serve.concurrency`.
+    and reports it when it is below `serve.concurrency`. A burst (`arrival: burst`) waits for the pool
+    anyway: it is reported when the engine holds less than one sequence (it cannot start), and as a
+    warning when it holds fewer than the estimate planned (the wave runs fewer at once than it priced).
 
     ## Why is this bad?
     The engine cannot hold the declared number of full-length requests at once: the rest wait in

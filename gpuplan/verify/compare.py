@@ -132,7 +132,7 @@ class _Check:
             )
         pool = self._smallest(KV_POOL)
         budget = self._largest(REQUESTED) or float(estimate.memory.budget)
-        headroom_gone = pool is not None and pool - estimate.memory.kv_required < self._margin() * budget
+        headroom_gone = pool is not None and pool - estimate.memory.kv_cache < self._margin() * budget
         self._usage_findings(terms, headroom_gone, ("serve", "hardware", "gpu"))
         self._capacity(estimate, terms)
         self._failure(("serve",))
@@ -285,7 +285,7 @@ class _Check:
             return
         assert capacity is not None
         pool = self._smallest(KV_POOL)
-        need = estimate.memory.kv_required
+        need = estimate.memory.kv_cache
         if pool is not None:
             spare, planned = pool - need, estimate.memory.kv_available - need
             self.meaning.append(
@@ -293,21 +293,34 @@ class _Check:
                 f"the run's pool holds {format_gib(pool)}: {_spare(spare)} (the estimate planned {_spare(planned)})"
             )
         self._pool_meaning(terms, job.context)
-        if capacity < estimate.required_sequences:
-            declared = (
-                "a burst's engine needs room for one to start"
-                if estimate.setup.burst
-                else f"the spec declares concurrency {job.concurrency:,}: requests beyond {int(capacity):,} wait for a"
-                " free slot"
-            )
+        holds = f"the engine holds {capacity:,.2f} sequences of {job.context:,} tokens ({source})"
+        if not estimate.setup.burst and capacity < job.concurrency:
             self.findings.append(
                 self._finding(
                     "GP803",
                     ("serve", "concurrency"),
-                    f"the engine holds {capacity:,.2f} sequences of {job.context:,} tokens ({source}); {declared}",
+                    f"{holds}; the spec declares concurrency {job.concurrency:,}: requests beyond {int(capacity):,} wait"
+                    " for a free slot",
                     "lower concurrency or context, an fp8 KV cache, a higher memory_utilization, or more GPUs",
                 )
             )
+        elif estimate.setup.burst and int(capacity) < min(job.concurrency, estimate.max_concurrency):
+            # A burst's requests wait for the pool anyway: less than one sequence cannot start (an error), fewer
+            # than the estimate planned run a slower wave than it priced (a warning).
+            starts = capacity >= 1
+            finding = self._finding(
+                "GP803",
+                ("serve", "context"),
+                f"{holds}; "
+                + (
+                    f"the estimate planned {estimate.max_concurrency:,} at once: the burst's wave runs fewer,"
+                    " so its TTFT and throughput are slower than estimated"
+                    if starts
+                    else "the engine needs room for one to start"
+                ),
+                "an fp8 KV cache, a shorter context, a higher memory_utilization, or more GPUs",
+            )
+            self.findings.append(finding.with_severity(Severity.WARNING) if starts else finding)
 
     def _pool_meaning(self, terms: list[TermResult], context: int) -> None:
         rows = {term.name: term for term in terms}
