@@ -120,8 +120,8 @@ class _Effect:
 
 @dataclass
 class _Mark:
-    """Where the allocator stood as one run began (the cached blocks, the counters), and, once it is over,
-    how high memory rose during it and what its choices hung on (``_Watch``)."""
+    """Where the allocator stood as one run began (the cached blocks, the counters), how high memory rose
+    during it and what its choices hung on (``_Watch``)."""
 
     free: dict[int, int]
     live: int
@@ -129,14 +129,10 @@ class _Mark:
     segments: int
     small_segments: int
     reserved: int
-    high_live: int = 0
-    high_reserved: int = 0
-    high_small: int = 0
-    watched: _Watch = field(default_factory=lambda: _Watch())
-
-    def close(self, cache: CachingAllocator, watched: _Watch) -> None:
-        self.high_live, self.high_reserved, self.high_small = cache.window
-        self.watched = watched
+    # The highest live (both pools), reserved and small-pool live bytes in the run: the allocator's
+    # ``window`` while it runs (``_count`` raises it), kept as it was when the run ended.
+    high: list[int]
+    watched: _Watch
 
 
 @dataclass
@@ -258,15 +254,16 @@ class CachingAllocator:
         marks: list[_Mark] = []  # the runs since periods were last applied, the first of them run ``first``
         first = 0
         began: dict[tuple[int, ...], list[int]] = {}  # cached sizes -> the runs since then that began with them
-        while len(results) < len(inputs):
-            done = len(results)
-            began.setdefault(tuple(self.sizes), []).append(done)
-            marks.append(self._mark())
-            self.watch = _Watch()
+        sizes = tuple(self.sizes)  # as the next run begins
+        while (done := len(results)) < len(inputs):
+            began.setdefault(sizes, []).append(done)
+            mark = self._mark()
+            marks.append(mark)
+            self.watch = mark.watched
             results.append(once(inputs[done]))
-            marks[-1].close(self, self.watch)
             self.watch = None
-            for since in reversed(began.get(tuple(self.sizes), []) if self.fast_forward else []):
+            sizes = tuple(self.sizes)
+            for since in reversed(began.get(sizes, []) if self.fast_forward else []):
                 if done + 1 - since > MAX_PERIOD:
                     break
                 if periods := self._apply_periods(marks[since - first :], inputs, done + 1):
@@ -274,6 +271,7 @@ class CachingAllocator:
                     marks.clear()
                     began.clear()
                     first = len(results)
+                    sizes = tuple(self.sizes)
                     break
         return results
 
@@ -296,15 +294,24 @@ class CachingAllocator:
         """Where the allocator stands as a run begins; restarts the window of how high memory rises."""
         reserved = self._reserved_now()
         self.window = [self.live + self.small_live, reserved, self.small_live]
-        return _Mark(dict(self.free), self.live, self.small_live, self.segments, self.small_segments, reserved)
+        return _Mark(
+            self.free.copy(),
+            self.live,
+            self.small_live,
+            self.segments,
+            self.small_segments,
+            reserved,
+            self.window,
+            _Watch(),
+        )
 
     def _effect(self, period: list[_Mark]) -> _Effect:
         """What the runs since ``period[0]`` began changed: the cached blocks by size, each counter, and
         how far live and reserved memory rose above where the period began."""
         start = period[0]
         free, now = start.free, self.free
-        sizes = sorted(free.keys() | now.keys())
-        drift = tuple((size, change) for size in sizes if (change := now.get(size, 0) - free.get(size, 0)))
+        # The period began with the sizes cached now (``repeat`` tries no other): only their counts changed.
+        drift = tuple((size, change) for size in self.sizes if (change := now[size] - free[size]))
         return _Effect(
             drift,
             self.live - start.live,
@@ -312,9 +319,9 @@ class CachingAllocator:
             self.segments - start.segments,
             self.small_segments - start.small_segments,
             self._reserved_now() - start.reserved,
-            max(mark.high_live for mark in period) - (start.live + start.small_live),
-            max(mark.high_reserved for mark in period) - start.reserved,
-            max(mark.high_small for mark in period) - start.small_live,
+            max(mark.high[0] for mark in period) - (start.live + start.small_live),
+            max(mark.high[1] for mark in period) - start.reserved,
+            max(mark.high[2] for mark in period) - start.small_live,
         )
 
     def _advance(self, effect: _Effect, runs: int) -> None:
@@ -442,24 +449,18 @@ def _periods_that_last(effect: _Effect, period: list[_Mark], most: int) -> int:
     while what is left covers a period's draw (its fewest blocks sink by the period's change each time
     round); a size it grows may grow while no search of any of its runs went past it and a merge that
     found too few of it still would (``_Watch``). Never below 0."""
-    lows: dict[int, int] = {}
-    room: dict[int, int] = {}
-    passed: list[tuple[int, int]] = []
-    for mark in period:
-        watched = mark.watched
-        for size, low in watched.lows.items():
-            lows[size] = min(low, lows.get(size, low))
-        for size, more in watched.room.items():
-            room[size] = min(more, room.get(size, more))
-        passed += watched.passed
+    watches = [mark.watched for mark in period]
+    passed = [span for watched in watches for span in watched.passed]
     limits = [most]
     for size, change in effect.drift:
-        if change < 0 and size in lows:
-            limits.append(lows[size] // -change)
-        elif change > 0 and any(low <= size < high for low, high in passed):
-            limits.append(0)
-        elif change > 0 and size in room:
-            limits.append(room[size] // change)
+        if change < 0:
+            lows = [watched.lows[size] for watched in watches if size in watched.lows]
+            if lows:
+                limits.append(min(lows) // -change)
+        elif any(low <= size < high for low, high in passed):
+            return 0
+        elif rooms := [watched.room[size] for watched in watches if size in watched.room]:
+            limits.append(min(rooms) // change)
     return max(0, min(limits))
 
 
