@@ -177,26 +177,25 @@ class CachingAllocator:
         block = round_size(size)
         if block <= SMALL_SIZE:
             return self._take_small(block * count)
-        carves = self._take_large(block, count)
-        held = sum(holes * (hole - rest) for hole, holes, _, _, rest in carves)
-        self.live += held
+        live = self.live
+        carves: list[Carve] = []
+        self._take_large(carves, block, count)
         self._count()
-        return Allocation(tuple(carves), held, 0)
+        return Allocation(tuple(carves), self.live - live, 0)
 
     def take_all(self, tensors: Tensors, times: int = 1) -> Allocation:
         """A group of tensors taken one after another, ``times`` over: the large pool's by size, largest
         first, then the small pool's."""
         if not (tensors.large or tensors.small) or times <= 0:
             return EMPTY
+        live = self.live
         carves: list[Carve] = []
         for block, count in tensors.large:
-            carves += self._take_large(block, count * times)
-        held = sum(holes * (hole - rest) for hole, holes, _, _, rest in carves)
-        self.live += held
+            self._take_large(carves, block, count * times)
         small = tensors.small * times
         self.small_live += small
         self._count()
-        return Allocation(tuple(carves), held + small, small)
+        return Allocation(tuple(carves), self.live - live + small, small)
 
     def give(self, allocation: Allocation) -> None:
         """Free a population whole: its pieces merge back into the blocks they were cut from when the
@@ -219,16 +218,17 @@ class CachingAllocator:
                     room[rest] = min(more, room.get(rest, more))
                 self._add(piece, holes * pieces)
 
-    def _take_large(self, block: int, need: int) -> list[Carve]:
-        """Best fit from the cached blocks, smallest first, then new segments for what is left."""
-        carves: list[Carve] = []
-        watch = self.watch
-        for hole in self.sizes[bisect.bisect_left(self.sizes, block) :]:
-            need = self._cut(carves, hole, self.free.get(hole, 0), block, need)
+    def _take_large(self, carves: list[Carve], block: int, need: int) -> None:
+        """``need`` blocks of ``block`` bytes, their carves added to ``carves``: best fit from the cached
+        blocks, smallest first, then new segments for what is left."""
+        free, sizes, watch = self.free, self.sizes, self.watch
+        # The sizes to search, copied: a cut removes its hole and adds a smaller rest, neither one still to search.
+        for hole in sizes[bisect.bisect_left(sizes, block) :]:
+            need = self._cut(carves, hole, free[hole], block, need)
             if not need:
                 if watch is not None and hole > block:  # went past [block, hole) to this one
                     watch.passed.append((block, hole))
-                return carves
+                return
         if watch is not None:  # went past every size from the block's up
             watch.passed.append((block, SEARCHED_ALL))
         if need:
@@ -237,7 +237,6 @@ class CachingAllocator:
             self.segments += segments * hole
             self._add(hole, segments)
             self._cut(carves, hole, segments, block, need)
-        return carves
 
     def repeat(self, once: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
         """``once(input)`` for each input in turn, as the layers of a model run one after another.
@@ -375,26 +374,31 @@ class CachingAllocator:
         return left
 
     def _carve(self, hole: int, holes: int, pieces: int, block: int) -> Carve:
+        """``holes`` cached blocks of ``hole`` bytes cut into ``pieces`` blocks of ``block``, now live."""
         rest = hole - pieces * block
         if rest <= SMALL_SIZE:  # should_split is false: the last piece takes the rest whole
             rest = 0
         self._remove(hole, holes)
         if rest:
             self._add(rest, holes)
+        self.live += holes * (hole - rest)
         return (hole, holes, pieces, block, rest)
 
     def _add(self, size: int, count: int) -> None:
-        if size not in self.free:
+        free = self.free
+        if size in free:
+            free[size] += count
+        else:
             bisect.insort(self.sizes, size)
-            self.free[size] = 0
-        self.free[size] += count
+            free[size] = count
 
     def _remove(self, size: int, count: int) -> None:
-        left = self.free[size] - count
+        free = self.free
+        left = free[size] - count
         if left:
-            self.free[size] = left
+            free[size] = left
         else:
-            del self.free[size]
+            del free[size]
             self.sizes.remove(size)
         watch = self.watch
         if watch is not None and left < watch.lows.get(size, left + 1):
