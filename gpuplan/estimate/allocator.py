@@ -277,16 +277,18 @@ class CachingAllocator:
     def _apply_periods(self, period: list[_Mark], inputs: Sequence[T], following: int) -> int:
         """Apply as many more runs of ``period`` as would go as it went, from input ``following`` on; how
         many periods that was. The cheap refusals come first: too few inputs left, or a size grown that a
-        choice hung on (most periods tried end there)."""
+        choice hung on (most periods tried end there), before the rest of the period's effect is summed."""
         length = len(period)
         if len(inputs) - following < length:
             return 0
-        effect = self._effect(period)
-        periods = _periods_that_last(effect, period, (len(inputs) - following) // length)
+        # The period began with the sizes cached now (``repeat`` tries no other): only their counts changed.
+        free, now = period[0].free, self.free
+        drift = tuple((size, change) for size in self.sizes if (change := now[size] - free[size]))
+        periods = _periods_that_last(drift, period, (len(inputs) - following) // length)
         if periods > 0:
             periods = min(periods, _periodic_length(inputs, following, length, periods * length) // length)
         if periods > 0:
-            self._advance(effect, periods)
+            self._advance(self._effect(period, drift), periods)
         return max(0, periods)
 
     def _mark(self) -> _Mark:
@@ -304,13 +306,10 @@ class CachingAllocator:
             _Watch(),
         )
 
-    def _effect(self, period: list[_Mark]) -> _Effect:
-        """What the runs since ``period[0]`` began changed: the cached blocks by size, each counter, and
-        how far live and reserved memory rose above where the period began."""
+    def _effect(self, period: list[_Mark], drift: tuple[tuple[int, int], ...]) -> _Effect:
+        """What the runs since ``period[0]`` began changed: the cached blocks by size (``drift``), each
+        counter, and how far live and reserved memory rose above where the period began."""
         start = period[0]
-        free, now = start.free, self.free
-        # The period began with the sizes cached now (``repeat`` tries no other): only their counts changed.
-        drift = tuple((size, change) for size in self.sizes if (change := now[size] - free[size]))
         return _Effect(
             drift,
             self.live - start.live,
@@ -448,15 +447,16 @@ MAX_PERIOD = 16
 SEARCHED_ALL = 1 << 62  # the end of a search's range that went on to new segments (above any block size)
 
 
-def _periods_that_last(effect: _Effect, period: list[_Mark], most: int) -> int:
-    """How many more times a period would run as it did (at most ``most``): a size it draws down lasts
-    while what is left covers a period's draw (its fewest blocks sink by the period's change each time
-    round); a size it grows may grow while no search of any of its runs went past it and a merge that
-    found too few of it still would (``_Watch``). Never below 0."""
+def _periods_that_last(drift: tuple[tuple[int, int], ...], period: list[_Mark], most: int) -> int:
+    """How many more times a period would run as it did (at most ``most``), ``drift`` the change it made
+    to the count of each cached size: a size it draws down lasts while what is left covers a period's
+    draw (its fewest blocks sink by the period's change each time round); a size it grows may grow while
+    no search of any of its runs went past it and a merge that found too few of it still would
+    (``_Watch``). Never below 0."""
     watches = [mark.watched for mark in period]
     passed = [span for watched in watches for span in watched.passed]
     limits = [most]
-    for size, change in effect.drift:
+    for size, change in drift:
         if change < 0:
             lows = [watched.lows[size] for watched in watches if size in watched.lows]
             if lows:
