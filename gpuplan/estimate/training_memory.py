@@ -493,11 +493,12 @@ class _Step:
         """Forward and backward of one micro-batch, layer by layer; the gradients it creates (none but the
         first micro-batch's: the later ones accumulate into them)."""
         acts, job, cache = self.acts, self.job, self.cache
-        edge_copies = self._take(self.edge_copies)
+        take, give = cache.take_all, cache.give  # bound once: the layers below call them thousands of times
+        edge_copies = take(self.edge_copies)
 
         def forward(_: None) -> tuple[Allocation, Allocation]:
-            held = self._take(self.copies), self._take(self.kept)
-            self._give(self._take(self.forward_transient))  # the layer's transient comes and goes
+            held = take(self.copies), take(self.kept)
+            give(take(self.forward_transient))  # the layer's transient comes and goes
             return held
 
         kept = cache.repeat(forward, [None] * self.layers)
@@ -507,18 +508,19 @@ class _Step:
         self._give(cache.take(acts.upcast))
         log_softmax = cache.take(acts.log_softmax)
         loss = cache.take(acts.loss_gradients / 2, 2)
-        grads = [self._take(self.head_grad)] if first else []
+        grads = [take(self.head_grad)] if first else []
         self._give(loss, log_softmax, returned)
 
         def backward(held: tuple[Allocation, Allocation]) -> Allocation:
             # The layer's gradients are taken before its activations are freed; the next layer's can use
             # the blocks this one frees.
-            again = self._take(self.recompute)
-            self._give(self._take(self.backward_transients))
-            taken = self._take(self.grads) if first else EMPTY
-            self._give(again, *held)
+            again = take(self.recompute)
+            give(take(self.backward_transients))
+            taken = take(self.grads) if first else EMPTY
+            for allocation in (again, *held):
+                give(allocation)
             if job.optimizer_in_backward:
-                self._give(taken)  # stepped and freed as soon as each is complete
+                give(taken)  # stepped and freed as soon as each is complete
                 return EMPTY
             return taken
 
