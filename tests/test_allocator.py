@@ -407,3 +407,26 @@ def test_a_piece_the_size_of_its_rest_does_not_count_itself_as_room_to_merge():
 
     fast, _ = _fast_and_every(build)
     assert (fast.free, fast.live, fast.segments) == ({40 * MIB: 3, 20 * MIB: 1}, 240 * MIB, 380 * MIB)
+
+
+def test_a_period_rises_as_high_as_its_highest_run_not_its_last():
+    # Run A keeps a 30 MiB tensor and takes and frees a 40 MiB one (each a new segment: nothing cached holds
+    # them), so it peaks 70 MiB above where it began and leaves a 40 MiB block cached; run B keeps 30 MiB cut
+    # from that block, leaving a 10 MiB rest: 60 MiB more live a period, one more 10 MiB block cached. Runs
+    # A1 and B1 begin and end with {10} cached: a period of two, applied for runs 4 to 9. Its rise is A's
+    # (70 MiB above A1's 60 MiB), not B's (60): the last A, run 8, begins at 60 x 4 = 240 MiB and peaks at
+    # 310 MiB. Segments: 70 MiB a period, five periods; the five rests cached.
+    def build(cache):
+        def once(item):
+            if item == "A":
+                cache.take(30 * MIB)
+                cache.give(cache.take(40 * MIB))
+            else:
+                cache.take(30 * MIB)
+
+        return once, ["A", "B"] * 5
+
+    fast, ran = _fast_and_every(build)
+    assert ran == 4
+    assert (fast.peak_live, fast.live) == (310 * MIB, 300 * MIB)
+    assert (fast.segments, fast.free) == (350 * MIB, {10 * MIB: 5})
