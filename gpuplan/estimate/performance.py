@@ -260,3 +260,17 @@ def gather_time(size: float, group: int, bandwidth: float) -> float:
     if group <= 1:
         return 0.0
     return (group - 1) / group * size / bandwidth
+
+
+def roofline(memory: float, compute: float, p: float, inverse: float) -> float:
+    """Time of a kernel class that must stream ``memory`` seconds and compute ``compute`` seconds, with
+    the sharpness ``p`` and ``inverse`` = 1 / p given (the step's hot path passes its deployment's).
+
+    Near the ridge point neither bound is reached; the p-norm (sharpness p) is the usual smooth roofline
+    (p -> infinity gives max), as measured GEMM curves bend between the two regimes.
+    """
+    if not memory or not compute:
+        return memory + compute
+    if memory >= compute:
+        return memory * (1 + (compute / memory) ** p) ** inverse
+    return compute * (1 + (memory / compute) ** p) ** inverse

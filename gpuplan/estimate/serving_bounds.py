@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
-from gpuplan.estimate.performance import Efficiency, attention_flops
+from gpuplan.estimate.performance import Efficiency, attention_flops, roofline
 from gpuplan.estimate.serving_load import (
     frontend_capacity,
     frontend_seconds,
@@ -21,7 +21,6 @@ from gpuplan.estimate.serving_speed import (
     Deployment,
     Rates,
     ServingWorkload,
-    roofline,
 )
 from gpuplan.estimate.speculative import tpot_floor
 
@@ -61,8 +60,8 @@ def latency_floors(
     passed = int(d.prompt_pass(w.full_prompt))
     ttft = d.first_token_step(1, context) + d.engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
     if passed > 0:
-        chunks, chunk = d.idle_chunks(passed, d.token_budget)
-        ttft += chunks * chunk.mean_seconds + (w.pipeline_parallel - 1) * d.hop
+        whole, full, last = d.chunks(passed, d.token_budget, lambda tokens, attention: d.step(0, tokens, 0, attention))
+        ttft += full * whole.mean_seconds + (last.mean_seconds if last else 0.0) + (w.pipeline_parallel - 1) * d.hop
     return ttft, tpot
 
 
@@ -195,21 +194,17 @@ def latency_bounds(
         ttft += tpot
     tokens = d.prompt_pass(w.full_prompt)
     if tokens > 0:
-        room = max(1.0, budget - decoders)
-        chunks = max(1, math.ceil(tokens / room))
-        microbatches = min(pp, max(1.0, decoders))
-        chunk = d.step(
-            decoders / microbatches, min(room, tokens / chunks), context, d.prompt_attention(tokens) / chunks
+        alongside = decoders / min(pp, max(1.0, decoders))  # the decodes in a chunk's microbatch
+        whole, full, last = d.chunks(
+            tokens, max(1.0, budget - decoders), lambda size, attention: d.step(alongside, size, context, attention)
         )
-        # pass_time with each chunk's step at its stages' mean: the first chunk crosses the other
-        # stages as at least the thinnest chunk (the most chunks: phi = 1) would.
-        most = max(1, math.ceil(tokens / max(1.0, budget - others)))
-        thinnest = (
-            chunk
-            if most == chunks
-            else d.step(decoders / microbatches, tokens / most, context, d.prompt_attention(tokens) / most)
+        # chunked_pass with each chunk's step at its stages' mean: the first chunk crosses the other
+        # stages as at least the thinnest first chunk (the least room: phi = 1) would.
+        thinnest, _, _ = d.chunks(
+            tokens, max(1.0, budget - others), lambda size, attention: d.step(alongside, size, context, attention)
         )
         stages = (pp - 1) * (thinnest.mean_seconds + d.hop)
         rho = decoders * passed / output / max(1.0, budget - decoders)
-        ttft += (stages + chunks * chunk.mean_seconds) * (queue_wait_factor(rho, spread) if queued else 1.0)
+        pass_ = stages + full * whole.mean_seconds + (last.mean_seconds if last else 0.0)
+        ttft += pass_ * (queue_wait_factor(rho, spread) if queued else 1.0)
     return ttft * (1 - 1e-9), tpot * (1 - 1e-9)

@@ -71,6 +71,7 @@ from gpuplan.estimate.performance import (
     matmul_ceiling,
     matmul_params,
     on_fast_link,
+    roofline,
 )
 from gpuplan.estimate.serving import chunks_by_itself
 from gpuplan.estimate.serving_load import (
@@ -175,20 +176,6 @@ class _Step(NamedTuple):
 # A _Step from its fields without the named tuple's Python-level __new__ (the speed model's inner loop
 # builds some twenty per estimate).
 _new_step: Callable[[tuple[float, bool, float, float]], _Step] = functools.partial(tuple.__new__, _Step)
-
-
-def roofline(memory: float, compute: float, p: float, inverse: float) -> float:
-    """Time of a kernel class that must stream ``memory`` seconds and compute ``compute`` seconds, with
-    the sharpness ``p`` and ``inverse`` = 1 / p given (the step's hot path passes its deployment's).
-
-    Near the ridge point neither bound is reached; the p-norm (sharpness p) is the usual smooth roofline
-    (p -> infinity gives max), as measured GEMM curves bend between the two regimes.
-    """
-    if not memory or not compute:
-        return memory + compute
-    if memory >= compute:
-        return memory * (1 + (compute / memory) ** p) ** inverse
-    return compute * (1 + (memory / compute) ** p) ** inverse
 
 
 class Rates:
@@ -410,11 +397,28 @@ class Deployment:
         microbatches = min(self.w.pipeline_parallel, max(1.0, decoders))
         return self.cycle(self.step(decoders / microbatches, 0, context, 0.0), microbatches)
 
-    def idle_chunks(self, tokens: int, budget: int | None) -> tuple[int, _Step]:
-        """(chunks, one chunk's step) of a pass over ``tokens`` prompt tokens on an idle replica, in chunks
-        of ``budget`` tokens (None: one pass)."""
-        chunks = 1 if budget is None else max(1, math.ceil(tokens / budget))
-        return chunks, self.step(0, tokens / chunks, 0, self.prompt_attention(tokens) / chunks)
+    def chunked_pass(self, tokens: float, room: float | None, chunk: Callable[[float, float], _Step]) -> float:
+        """A pass over ``tokens`` prompt tokens cut as vLLM's chunked prefill cuts it, filling each step's
+        budget: chunks of ``room`` tokens, the rest last (None: one chunk), each priced by ``chunk(tokens,
+        attention FLOPs)``. The first crosses every stage, the others follow at the pace of the stage that
+        reads the most (chunks that never grow wait for none before them: a flow shop of equal stages); an
+        even split would shorten the fill as chunks multiply, starting a prompt sooner under more load."""
+        pp = self.w.pipeline_parallel
+        whole, full, last = self.chunks(tokens, room, chunk)
+        time = pp * whole.mean_seconds + (full - 1) * whole.seconds + (pp - 1) * self.hop
+        return time + (last.seconds if last is not None else 0.0)
+
+    def chunks(
+        self, tokens: float, room: float | None, chunk: Callable[[float, float], _Step]
+    ) -> tuple[_Step, int, _Step | None]:
+        """(a whole chunk's step, how many whole chunks, the last, smaller chunk's step or None) of a pass
+        over ``tokens`` prompt tokens in chunks of ``room`` (``chunked_pass``)."""
+        per_token = self.prompt_attention(tokens) / tokens
+        size = tokens if room is None else min(room, tokens)
+        full = max(1, math.floor(tokens / size * (1 + 1e-12)))  # a float quotient a hair short of a whole one
+        rest = tokens - full * size
+        last = chunk(rest, per_token * rest) if rest > 1e-9 * tokens else None
+        return chunk(size, per_token * size), full, last
 
     def prefill_alone(self, prompt: int, budget: int | None) -> float:
         """The prompt through an idle replica: chunks of ``budget`` tokens (None: one pass), to its first token."""
@@ -422,8 +426,7 @@ class Deployment:
         prompt = int(self.prompt_pass(prompt))
         if prompt <= 0:
             return first
-        chunks, chunk = self.idle_chunks(prompt, budget)
-        return self.pass_time(chunk, chunks) + first
+        return self.chunked_pass(prompt, budget, lambda tokens, attention: self.step(0, tokens, 0, attention)) + first
 
 
 def prepare(
@@ -705,14 +708,16 @@ def _continuous(
             return 0.0
         if rho >= 1 and queued:
             return math.inf  # the others' prompts alone fill the budget: the queue never drains
-        room = max(1.0, budget - decoders)
-        chunks = max(1, math.ceil(tokens / room))
-        attention = d.prompt_attention(tokens) / chunks
         # A chunk of one prompt rides one microbatch whole (the decoders split over the microbatches) and
         # crosses every stage; the chunks after it follow at the pace of the stage that reads the most.
         microbatches = min(pp, max(1.0, decoders))
-        chunk = d.step(decoders / microbatches, min(room, tokens / chunks), context, attention)
-        return d.pass_time(chunk, chunks) * (queue_wait_factor(rho, spread) if queued else 1.0)
+        alongside = decoders / microbatches
+        passes = d.chunked_pass(
+            tokens,
+            max(1.0, budget - decoders),
+            lambda chunk, attention: d.step(alongside, chunk, context, attention),
+        )
+        return passes * (queue_wait_factor(rho, spread) if queued else 1.0)
 
     def balance(phi: float) -> tuple[float, float, _Step, float]:
         """(TPOT, prefill time S, the decode step, rho) when the other slots decode a share ``phi``."""
