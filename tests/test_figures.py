@@ -245,9 +245,9 @@ def test_the_figures_the_user_found_split_read_the_same():
 
 
 def test_slo_findings_quote_the_estimates_figures(tmp_path: Path):
-    # gemma-2-9b on 4 x L4 PP 4 at 14 sequences: TPOT 103.35 ms published (103.3498... unrounded), which
+    # gemma-2-9b on 4 x L4 PP 4 at 14 sequences: TPOT 103.35 ms published (103.3492... unrounded), which
     # `estimate` prints as 103.4; GP404 printing the unrounded figure would say 103.3. TTFT (chat endpoint's
-    # front end included) p90 702.3 ms reads 702, mean 717.9 reads 718, alone 671.2 reads 671, in both.
+    # front end included) p90 704.1 ms reads 704, mean 719.7 reads 720, alone 671.2 reads 671, in both.
     spec = tmp_path / "pp4.yaml"
     spec.write_text(
         "version: 1\nname: pp4\nmodel: {id: gemma-2-9b}\nserve:\n  context: 4096\n  output_tokens: 512\n"
@@ -255,10 +255,10 @@ def test_slo_findings_quote_the_estimates_figures(tmp_path: Path):
         "  hardware: {gpu: l4, count: 4, pipeline_parallel: 4}\n"
     )
     _, text, _ = run_cli("estimate", str(spec))
-    assert "TPOT 103.4 ms" in text and "TTFT p90 702 ms" in text and "mean 718 ms" in text
+    assert "TPOT 103.4 ms" in text and "TTFT p90 704 ms" in text and "mean 720 ms" in text
     assert "(alone 671 ms;" in text
     assert "estimated TPOT 103.4 ms at 14 sequences" in text
-    assert "estimated p90 TTFT 702 ms for a prompt of 3,584 tokens" in text and "671 ms alone" in text
+    assert "estimated p90 TTFT 704 ms for a prompt of 3,584 tokens" in text and "671 ms alone" in text
 
 
 # --- memory breakdowns add up ------------------------------------------------------------------------

@@ -35,8 +35,13 @@ BIG_GPU = {
     }
 }
 
-explicit_models = st.builds(
-    lambda layers, heads, group, mult, moe, window, tied: {
+
+def explicit_model(
+    layers: int, heads: int, group: int, mult: int, moe: bool = False, window: int = 0, tied: bool = False
+) -> dict:
+    """A model given by its dimensions: 128-wide heads, ``group`` query heads per KV head, an MLP ``mult``
+    times the hidden size, and optionally 8 experts (2 per token), alternate sliding windows, tied embeddings."""
+    return {
         "architecture": {
             "layers": layers,
             "hidden": heads * 128,
@@ -48,7 +53,11 @@ explicit_models = st.builds(
             **({"experts": 8, "experts_per_token": 2} if moe else {}),
             **({"sliding_window": window, "sliding_layers": "alternate"} if window else {}),
         }
-    },
+    }
+
+
+explicit_models = st.builds(
+    explicit_model,
     st.integers(2, 40),
     st.sampled_from([8, 16, 32]),
     st.sampled_from([1, 2, 4, 8]),

@@ -39,18 +39,18 @@ def latency_floors(
     either batching mode carries at least one decoding sequence per microbatch at the same context, and
     TPOT is stages x such a step (plus hops) or an average of such values.
 
-    TTFT (continuous batching): the full prompt's pass under load is split into k' >= k chunks (the
-    others' decodes take room from the token budget; k is the idle replica's count), each a step with
-    decodes beside it, then queues (a factor >= 1); waiting, the residual step and the request overhead
-    only add. k' steps of t / k' prompt tokens cost at least k steps of t / k: the fixed costs and
-    collective latencies are paid per step; the roofline is homogeneous and grows with its bounds, and
-    the weights a step reads are concave in its tokens (a mixture's experts) and never negative, so
-    more, smaller steps read at least as much; the prompt's causal attention is the same in total. So
-    TTFT >= k idle chunk steps + the stage hops + the first token's decode step (where the engine
+    TTFT (continuous batching): the full prompt's pass under load is cut as the scheduler cuts it
+    (``Deployment.chunked_pass``): steps that fill the token budget, D decodes of the chunk's microbatch
+    taking room from it, then the rest; then it queues (a factor >= 1); waiting, the residual step and
+    the request overhead only add. A whole step holds D decodes and budget - D prompt tokens where the
+    idle replica's holds budget prompt tokens, and a decode costs at least a prompt token in its place
+    (the same body FLOPs and weights, a mixture's experts touched alike, plus the LM head, its KV read
+    and the per-sequence overhead; the prompt's causal attention is the same in total, at its mean per
+    token); there are at least as many whole steps, and with as many a rest at least as large. So
+    TTFT >= the idle chunks' stage means + the stage hops + the first token's decode step (where the engine
     samples it from one: one sequence at the steady state's context) + the request overhead: the idle
-    replica's TTFT less its pipeline fill, which more chunks shorten (under two stages, one prompt chunk
-    alone crosses both, two half chunks take 3 half stage-times). Static batching prefills mean prompts
-    in waves: its TTFT floor is 0 (no claim)."""
+    replica's TTFT less its pipeline fill, which a smaller first chunk beside decodes shortens. Static
+    batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     context = prompt + output / 2  # the steady state's decode context
@@ -107,8 +107,8 @@ def latency_bounds(
 ) -> tuple[float, float]:
     """(TTFT, TPOT) that ``serving_speed(w)`` does not go below at ``w``'s own load, from a few steps
     instead of the steady state's root: a planner skips the full estimate of a load whose bound already
-    misses the SLO. 0 where nothing is claimed (static batching; TTFT over pipeline stages, where the
-    family's ``latency_floors`` hold).
+    misses the SLO. 0 where nothing is claimed (static batching; with speculative decoding the family's
+    ``latency_floors`` are returned).
 
     As for ``latency_floors``, every term of a step only grows with its decoding sequences, prompt
     tokens and prompt attention (and a mixture's weights read, concave in the tokens, are at least
@@ -118,7 +118,8 @@ def latency_bounds(
       T(phi) >= T0, one sequence decoding alone (the TPOT floor at this context);
       S(phi) <= S1: the queue factor at phi = 1 (rho grows with phi; once rho(1) >= 1 no bound on S,
         and phi is bounded by 0 only), the most chunks (phi = 1: the least room), each a step with every
-        other slot decoding beside the largest chunk (phi = 0) and its share of the prompt's attention;
+        other slot of its microbatch decoding beside the scheduler's whole chunk at the most room (phi =
+        0), with that chunk's share of the prompt's attention;
       implied(phi) >= q = O T0 / (S1 + O T0), as x / (S + x) grows with x and falls with S.
     The root ``_bracketed_root`` returns is within PHI_TOLERANCE of the upper end of its last bracket,
     where implied - phi < 0, so it is above q - PHI_TOLERANCE (or it is 1, or a point where implied =
@@ -129,10 +130,11 @@ def latency_bounds(
     microbatch's share of the prompt tokens shrinks as microbatches are added; a mixture's prompt
     chunk is averaged over steps). TPOT, that step's cycle, grows with the decodes.
     TTFT on one stage: at least half that decode step while another slot runs, the full prompt's
-    prefill at phi_b (with more decodes beside it the prompt takes at least as many chunks, and k' >= k
-    steps of t / k' prompt tokens cost at least k steps of t / k, as ``latency_floors`` shows; its
-    queue factor grows with rho), that TPOT where the engine samples the first token from a decode
-    step, and the request overhead; the wait of requests beyond the slots only adds. Each bound is
+    prefill at phi_b (with more decodes beside it the scheduler's cut costs at least as much, as
+    ``latency_floors`` shows, and its first chunk crosses the stages as at least the thinnest first
+    chunk, at phi = 1, does; its queue factor grows with rho), that TPOT where the engine samples the
+    first token from a decode step, and the request overhead; the wait of requests beyond the slots only
+    adds. Each bound is
     taken a relative 1e-9 lower, for rounding, as the floors are. ``queued`` False: a bound of TTFT's
     median and p90 as well as its mean, the wait for the token budget left out (its quantiles can be 0).
     The front end adds the same to every TTFT; behind it, a front-end-bound loop decodes fewer sequences
@@ -165,13 +167,10 @@ def latency_bounds(
         phi = 1 - 2 * PHI_TOLERANCE  # no prompt to prefill: the slots only decode
     elif others * passed / output / max(1.0, budget - others) < 1:
         least_tpot = single_tpot
-        widest = max(1.0, budget)
-        fewest = max(1, math.ceil(passed / widest))
         most = max(1, math.ceil(passed / max(1.0, budget - others)))
         microbatches = min(pp, max(1.0, others))
-        largest = d.step(
-            others / microbatches, min(widest, passed / fewest), context, d.prompt_attention(passed) / fewest
-        )
+        size = min(max(1.0, budget), passed)  # the scheduler's whole chunk at phi = 0, the most room
+        largest = d.step(others / microbatches, size, context, d.prompt_attention(passed) / passed * size)
         rho = others * passed / output / max(1.0, budget - others)
         longest = d.pass_time(largest, most) * queue_wait_factor(rho, spread)
         total = longest + output * least_tpot
@@ -196,7 +195,7 @@ def latency_bounds(
     if tokens > 0:
         alongside = decoders / min(pp, max(1.0, decoders))  # the decodes in a chunk's microbatch
         whole, full, last = d.chunks(
-            tokens, max(1.0, budget - decoders), lambda size, attention: d.step(alongside, size, context, attention)
+            tokens, max(1.0, budget - alongside), lambda size, attention: d.step(alongside, size, context, attention)
         )
         # chunked_pass with each chunk's step at its stages' mean: the first chunk crosses the other
         # stages as at least the thinnest first chunk (the least room: phi = 1) would.

@@ -514,16 +514,22 @@ class _Served(Protocol):
 S = TypeVar("S", bound=_Served)
 
 
-def state_at_rate(state_at: Callable[[float], S], most: float, rate: float) -> tuple[S, float]:
+def state_at_rate(
+    state_at: Callable[[float], S], most: float, rate: float, beyond: float = math.inf
+) -> tuple[S, float]:
     """The steady state whose throughput is ``rate`` (below what ``most`` running sequences complete), and
     its running sequences: bisection on log(slots), to 0.1% of the slots (some 25 root solves). The
-    throughput grows with the slots (Little's law on a closed loop)."""
+    throughput grows with the slots (Little's law on a closed loop), but where prompts queue for the token
+    budget it can peak and fall again: ``beyond``, slots known to outrun the rate (a closed loop's own),
+    counts every state from there on as above it, so that the first crossing is found (searched to
+    ``most`` alone, the fall past the peak read as below it, and seven clients ran 128 sequences), and the
+    same one at any ``beyond`` past it."""
     low, high = math.log(1e-6), math.log(most)
     state = state_at(most)
     while high - low > 1e-3:
         middle = (low + high) / 2
         candidate = state_at(math.exp(middle))
-        if candidate.requests_per_s < rate:
+        if candidate.requests_per_s < rate and math.exp(middle) < beyond:
             low = middle
         else:
             high, state = middle, candidate

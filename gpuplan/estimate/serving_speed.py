@@ -506,10 +506,9 @@ def serving_speed(
     else:
         state = state_at(slots)
         if state.requests_per_s > capacity:
-            # Bracketed by what the GPUs could run, not by the clients: the state serving the capacity is
-            # the same however many clients wait on the front end.
-            engine_most = min(caps["engine"], caps["kv-cache"])
-            return _frontend_bound(w, state_at, engine_most, output, overhead, capacity, gain, make)
+            # Searched up to what the GPUs could run: the same state however many clients wait on the front end.
+            most = min(caps["engine"], caps["kv-cache"])
+            return _frontend_bound(w, state_at, (most, slots), output, overhead, capacity, gain, make)
     # Requests beyond the running slots wait for one to free (the closed loop's clients keep them queued).
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
     ttft = _ttft_statistics(state, w.full_prompt, waiting + overhead)
@@ -519,7 +518,7 @@ def serving_speed(
 def _frontend_bound(
     w: ServingWorkload,
     state_at: Callable[[float], _SteadyState],
-    most: float,
+    bracket: tuple[float, float],
     output: int,
     overhead: float,
     capacity: float,
@@ -530,8 +529,9 @@ def _frontend_bound(
     requests at that capacity; the engine holds the sequences that serve it, and the clients' wait is the
     stream's lag (``_streamed``; vLLM PR #12287, 400 clients over an engine capped at 256: TTFT near the
     engine's, TPOT five times a decode step). Crossing into this regime moves the wait from TTFT (for a
-    slot) to TPOT; throughput and each request stay continuous."""
-    state, held = state_at_rate(state_at, most, capacity)
+    slot) to TPOT; throughput and each request stay continuous. ``bracket``: (what the engine could run, the
+    loop's own slots, which outrun the capacity: ``state_at_rate``'s ``beyond``)."""
+    state, held = state_at_rate(state_at, bracket[0], capacity, beyond=bracket[1])
     ttft = _ttft_statistics(state, w.full_prompt, overhead)
     return _streamed(make, w, state, held, ttft, state.tpot / gain, capacity, output)
 
@@ -709,12 +709,13 @@ def _continuous(
         if rho >= 1 and queued:
             return math.inf  # the others' prompts alone fill the budget: the queue never drains
         # A chunk of one prompt rides one microbatch whole (the decoders split over the microbatches) and
-        # crosses every stage; the chunks after it follow at the pace of the stage that reads the most.
-        microbatches = min(pp, max(1.0, decoders))
-        alongside = decoders / microbatches
+        # crosses every stage; the chunks after it follow at the pace of the stage that reads the most. Each
+        # microbatch is a batch the scheduler forms with its own token budget (vLLM runs one per stage in
+        # flight), so the room for the chunk is what that batch's decodes leave of it.
+        alongside = decoders / min(pp, max(1.0, decoders))
         passes = d.chunked_pass(
             tokens,
-            max(1.0, budget - decoders),
+            max(1.0, budget - alongside),
             lambda chunk, attention: d.step(alongside, chunk, context, attention),
         )
         return passes * (queue_wait_factor(rho, spread) if queued else 1.0)
