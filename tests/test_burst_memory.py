@@ -142,3 +142,20 @@ def test_a_burst_of_any_size_is_sized_as_one_sequence(arch, context, burst, engi
     assert memory.per_gpu <= estimate_serving(closed, usable).per_gpu
     if memory.fits and memory.kv_bytes_per_sequence:
         assert max_concurrency(memory) >= 1
+
+
+def test_a_saving_without_a_latency_slo_says_what_it_costs_in_time(tmp_path):
+    # The same burst on one H200: with no SLO, one L4 is sound and 82% cheaper (GP507), and its wave is
+    # some 30 times as long; the finding quotes both layouts' p90 TTFT and output tokens/s, each as
+    # `estimate` gives it for that layout. With a TTFT SLO the planner bounds the latency: no such clause.
+    on_h200 = {**BATCH, "hardware": {"gpu": "h200-sxm", "count": 1}}
+    h200 = estimate_json(on_h200, tmp_path)["serve"]
+    l4 = estimate_json(BATCH, tmp_path)["serve"]
+    (finding,) = lint(spec(on_h200), select=("GP507",)).findings
+    assert finding.message.startswith("1 x l4 meets memory and headroom for 583 USD/month")
+    assert finding.message.endswith(
+        f"; no latency SLO is declared, and it is slower: p90 TTFT {h200['ttft_p90_ms']:,.0f} ->"
+        f" {l4['ttft_p90_ms']:,.0f} ms, {h200['tokens_per_s']:,.0f} -> {l4['tokens_per_s']:,.0f} output tokens/s"
+    )
+    bounded = {**on_h200, "slo": {"ttft_ms": 30000}}
+    assert all("no latency SLO" not in f.message for f in lint(spec(bounded), select=("GP507",)).findings)

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from gpuplan.catalog import Gpu
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import cost_text, paste_line, saving_between
-from gpuplan.plan.evaluate import Option
+from gpuplan.plan.evaluate import Option, slo_figure
 from gpuplan.plan.materiality import Materiality
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
-from gpuplan.units import format_gib, listing
+from gpuplan.units import format_gib, format_ms, listing
 
 
 def _saving(declared: Option, option: Option, currency: str) -> str:
@@ -148,7 +148,8 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
     than `thresholds.cheaper_layout_share` (default 20%) of the declared cost on another GPU kind, or
     `thresholds.settings_change_share` (default 10%) on the declared kind, and at least
     `thresholds.min_saving` (default 100 in the spec's currency, per month or per run). It quotes both
-    costs; the hint is the YAML to paste. `gpuplan plan` recommends exactly the layout GP507 names, and
+    costs, and where the deployment declares no latency SLO and the cheaper layout is slower, both
+    layouts' TTFT and output tokens/s; the hint is the YAML to paste. `gpuplan plan` recommends exactly the layout GP507 names, and
     keeps a sound declared layout when no saving is material.
 
     ## Why is this bad?
@@ -190,6 +191,27 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
                 ]
             )
             + f" for {cost_text(option, currency)} against {cost_text(declared, currency)} for "
-            f"{declared.layout.describe()}: {_saving(declared, option, currency)}",
+            f"{declared.layout.describe()}: {_saving(declared, option, currency)}"
+            + (_unbounded_latency(ctx.spec.serve, declared, option) if kind == "serve" else ""),
             f"paste {paste_line(option.fragment)}",
         )
+
+
+def _unbounded_latency(job: Serve | None, declared: Option, option: Option) -> str:
+    """Where no latency SLO bounds the cheaper layout and it is slower: what the saving costs in time, TTFT at
+    the statistic an SLO would bound and output tokens/s of each (a burst's wave 30 times as long reads as a
+    saving otherwise)."""
+    if job is None or job.ttft_ms is not None or job.tpot_ms is not None:
+        return ""
+    if not (option.estimate.loads and declared.estimate.loads):
+        return ""
+    speeds = (declared.estimate.speed, option.estimate.speed)
+    ttfts = [slo_figure(job, speed, "ttft") for speed in speeds]
+    if ttfts[1] <= ttfts[0] and speeds[1].tokens_per_s >= speeds[0].tokens_per_s:
+        return ""
+    ttft = [format_ms(seconds, 0) for seconds in ttfts]
+    tokens = [f"{speed.tokens_per_s:,.0f}" for speed in speeds]
+    return (
+        f"; no latency SLO is declared, and it is slower: {job.ttft_statistic} TTFT {ttft[0]} -> {ttft[1]} ms,"
+        f" {tokens[0]} -> {tokens[1]} output tokens/s"
+    )
