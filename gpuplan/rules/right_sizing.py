@@ -149,8 +149,8 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
     `thresholds.settings_change_share` (default 10%) on the declared kind, and at least
     `thresholds.min_saving` (default 100 in the spec's currency, per month or per run). It quotes both
     costs, and where the deployment declares no latency SLO and the cheaper layout is slower, both
-    layouts' TTFT and output tokens/s; the hint is the YAML to paste. `gpuplan plan` recommends exactly the layout GP507 names, and
-    keeps a sound declared layout when no saving is material.
+    layouts' TTFT and output tokens/s; the hint is the YAML to paste. `gpuplan plan` recommends exactly
+    the layout GP507 names, and keeps a sound declared layout when no saving is material.
 
     ## Why is this bad?
     A layout that fits is not yet a good plan: serving runs every hour of every month, and a
