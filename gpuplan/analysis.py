@@ -222,6 +222,12 @@ class ServeEstimate:
         return memory.kv_available > 0 and memory.kv_available >= memory.kv_bytes_per_sequence
 
     @property
+    def kv_field(self) -> tuple[str, str]:
+        """Where a finding about the KV cache points: the concurrency it is sized for, or a burst's context
+        (its cache is sized for one sequence: ``ServingShape.at``)."""
+        return ("serve", "context") if self.setup.burst else ("serve", "concurrency")
+
+    @property
     def kv_need_words(self) -> str:
         """What the fit asks of the KV cache, in words: '32 x 8,192 tokens need 40.0 GiB of KV cache per GPU',
         or in a burst 'one 4,096-token sequence needs 0.5 GiB of KV cache per GPU (the burst's others wait

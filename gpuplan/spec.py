@@ -191,6 +191,11 @@ class Serve:
         return self.prompt_mean or self.full_prompt
 
     @property
+    def has_latency_slo(self) -> bool:
+        """Whether a TTFT or TPOT SLO bounds the deployment's latency (serve.slo)."""
+        return self.ttft_ms is not None or self.tpot_ms is not None
+
+    @property
     def quantizations(self) -> tuple[str, ...]:
         """The quantization of every model the engine loads: the model's, then each tenant's."""
         return (self.quantization, *(tenant.quantization for tenant in self.tenants))

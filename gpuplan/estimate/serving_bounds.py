@@ -60,8 +60,8 @@ def latency_floors(
     passed = int(d.prompt_pass(w.full_prompt))
     ttft = d.first_token_step(1, context) + d.engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
     if passed > 0:
-        whole, full, last = d.chunks(passed, d.token_budget, lambda tokens, attention: d.step(0, tokens, 0, attention))
-        ttft += full * whole.mean_seconds + (last.mean_seconds if last else 0.0) + (w.pipeline_parallel - 1) * d.hop
+        means = d.stage_means(passed, d.token_budget, lambda tokens, attention: d.step(0, tokens, 0, attention))
+        ttft += means + (w.pipeline_parallel - 1) * d.hop
     return ttft, tpot
 
 
@@ -168,7 +168,7 @@ def latency_bounds(
     elif others * passed / output / max(1.0, budget - others) < 1:
         least_tpot = single_tpot
         most = max(1, math.ceil(passed / max(1.0, budget - others)))
-        microbatches = min(pp, max(1.0, others))
+        microbatches = d.microbatches(others)
         size = min(max(1.0, budget), passed)  # the scheduler's whole chunk at phi = 0, the most room
         largest = d.step(others / microbatches, size, context, d.prompt_attention(passed) / passed * size)
         rho = others * passed / output / max(1.0, budget - others)
@@ -178,7 +178,7 @@ def latency_bounds(
             phi = max(0.0, output * least_tpot / total * (1 - 1e-9) - 2 * PHI_TOLERANCE)
     decoders = min(others * phi, fed)
     running = 1 + decoders
-    microbatches = min(pp, max(1.0, running))
+    microbatches = d.microbatches(running)
     prefill = attention = 0.0
     if passed > 0 and (pp == 1 or running >= pp):  # as many microbatches at every phi >= phi_b
         prefill = min(decoders * passed / output, max(0.0, budget - 1 - others))
@@ -193,8 +193,8 @@ def latency_bounds(
         ttft += tpot
     tokens = d.prompt_pass(w.full_prompt)
     if tokens > 0:
-        alongside = decoders / min(pp, max(1.0, decoders))  # the decodes in a chunk's microbatch
-        whole, full, last = d.chunks(
+        alongside = decoders / d.microbatches(decoders)  # the decodes in a chunk's microbatch
+        means = d.stage_means(
             tokens, max(1.0, budget - alongside), lambda size, attention: d.step(alongside, size, context, attention)
         )
         # chunked_pass with each chunk's step at its stages' mean: the first chunk crosses the other
@@ -204,6 +204,5 @@ def latency_bounds(
         )
         stages = (pp - 1) * (thinnest.mean_seconds + d.hop)
         rho = decoders * passed / output / max(1.0, budget - decoders)
-        pass_ = stages + full * whole.mean_seconds + (last.mean_seconds if last else 0.0)
-        ttft += pass_ * (queue_wait_factor(rho, spread) if queued else 1.0)
+        ttft += (stages + means) * (queue_wait_factor(rho, spread) if queued else 1.0)
     return ttft * (1 - 1e-9), tpot * (1 - 1e-9)

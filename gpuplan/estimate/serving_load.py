@@ -559,10 +559,9 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     and the sequences whose whole context the KV cache holds. The wave ends no sooner than that process
     has taken every request in and streamed every token back (``terms.capacity`` requests per second)."""
     caps, output, steps, overhead = terms.caps, terms.output, terms.steps, terms.overhead
-    pp = d.w.pipeline_parallel
 
     def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
-        microbatches = min(pp, max(1.0, decoders))
+        microbatches = d.microbatches(decoders)
         step = d.step(decoders / microbatches, prefill / microbatches, context, attention / microbatches)
         return d.cycle(step, microbatches) if decoders else d.pass_time(step, 1)
 

@@ -176,6 +176,7 @@ class _Step(NamedTuple):
 # A _Step from its fields without the named tuple's Python-level __new__ (the speed model's inner loop
 # builds some twenty per estimate).
 _new_step: Callable[[tuple[float, bool, float, float]], _Step] = functools.partial(tuple.__new__, _Step)
+ChunkStep = Callable[[float, float], _Step]  # a prompt chunk's step from its tokens and attention FLOPs
 
 
 class Rates:
@@ -377,6 +378,10 @@ class Deployment:
         pp = self.w.pipeline_parallel
         return max(pp * step.mean_seconds, microbatches * step.seconds) + (pp - 1) * self.hop
 
+    def microbatches(self, sequences: float) -> float:
+        """The microbatches ``sequences`` running sequences split into: one per stage, at most one each."""
+        return min(self.w.pipeline_parallel, max(1.0, sequences))
+
     def pass_time(self, step: _Step, chunks: float) -> float:
         """``chunks`` prompt chunks, each a ``step``, one after another through every stage: the first
         crosses them all, the others follow at the pace of the stage that reads the most."""
@@ -394,30 +399,29 @@ class Deployment:
         ``decoders`` sequences (the new one included) decode at ``context``; a token crosses every stage."""
         if not self.engine.first_token_from_decode_step:
             return 0.0
-        microbatches = min(self.w.pipeline_parallel, max(1.0, decoders))
+        microbatches = self.microbatches(decoders)
         return self.cycle(self.step(decoders / microbatches, 0, context, 0.0), microbatches)
 
-    def chunked_pass(self, tokens: float, room: float | None, chunk: Callable[[float, float], _Step]) -> float:
-        """A pass over ``tokens`` prompt tokens cut as vLLM's chunked prefill cuts it, filling each step's
-        budget: chunks of ``room`` tokens, the rest last (None: one chunk), each priced by ``chunk(tokens,
-        attention FLOPs)``. The first crosses every stage, the others follow at the pace of the stage that
-        reads the most (chunks that never grow wait for none before them: a flow shop of equal stages); an
-        even split would shorten the fill as chunks multiply, starting a prompt sooner under more load."""
-        pp = self.w.pipeline_parallel
+    def chunked_pass(self, tokens: float, room: float | None, chunk: ChunkStep) -> float:
+        """A pass over ``tokens`` prompt tokens cut as vLLM's chunked prefill cuts it: chunks of ``room``, the
+        rest last (None: one chunk), each priced by ``chunk(tokens, attention FLOPs)``, through ``pass_time``
+        (chunks that never grow wait for none before them: a flow shop of equal stages). An even split
+        would shorten the fill as chunks multiply, starting a prompt sooner under more load."""
         whole, full, last = self.chunks(tokens, room, chunk)
-        time = pp * whole.mean_seconds + (full - 1) * whole.seconds + (pp - 1) * self.hop
-        return time + (last.seconds if last is not None else 0.0)
+        return self.pass_time(whole, full) + (last.seconds if last is not None else 0.0)
 
-    def chunks(
-        self, tokens: float, room: float | None, chunk: Callable[[float, float], _Step]
-    ) -> tuple[_Step, int, _Step | None]:
-        """(a whole chunk's step, how many whole chunks, the last, smaller chunk's step or None) of a pass
-        over ``tokens`` prompt tokens in chunks of ``room`` (``chunked_pass``)."""
+    def stage_means(self, tokens: float, room: float | None, chunk: ChunkStep) -> float:
+        """The pass of ``chunked_pass`` with each chunk at its stages' mean: without its pipeline fill."""
+        whole, full, last = self.chunks(tokens, room, chunk)
+        return full * whole.mean_seconds + (last.mean_seconds if last is not None else 0.0)
+
+    def chunks(self, tokens: float, room: float | None, chunk: ChunkStep) -> tuple[_Step, int, _Step | None]:
+        """(a whole chunk's step, how many whole chunks, the smaller last one's step or None): ``chunked_pass``'s cut."""
         per_token = self.prompt_attention(tokens) / tokens
         size = tokens if room is None else min(room, tokens)
         full = max(1, math.floor(tokens / size * (1 + 1e-12)))  # a float quotient a hair short of a whole one
         rest = tokens - full * size
-        last = chunk(rest, per_token * rest) if rest > 1e-9 * tokens else None
+        last = chunk(rest, per_token * rest) if rest > 1e-9 * tokens else None  # float noise is no chunk
         return chunk(size, per_token * size), full, last
 
     def prefill_alone(self, prompt: int, budget: int | None) -> float:
@@ -506,9 +510,8 @@ def serving_speed(
     else:
         state = state_at(slots)
         if state.requests_per_s > capacity:
-            # Searched up to what the GPUs could run: the same state however many clients wait on the front end.
-            most = min(caps["engine"], caps["kv-cache"])
-            return _frontend_bound(w, state_at, (most, slots), output, overhead, capacity, gain, make)
+            most = min(caps["engine"], caps["kv-cache"])  # the same state however many clients wait
+            return _frontend_bound(w, state_at, most, slots, output, overhead, capacity, gain, make)
     # Requests beyond the running slots wait for one to free (the closed loop's clients keep them queued).
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
     ttft = _ttft_statistics(state, w.full_prompt, waiting + overhead)
@@ -518,7 +521,8 @@ def serving_speed(
 def _frontend_bound(
     w: ServingWorkload,
     state_at: Callable[[float], _SteadyState],
-    bracket: tuple[float, float],
+    most: float,
+    slots: float,
     output: int,
     overhead: float,
     capacity: float,
@@ -529,9 +533,9 @@ def _frontend_bound(
     requests at that capacity; the engine holds the sequences that serve it, and the clients' wait is the
     stream's lag (``_streamed``; vLLM PR #12287, 400 clients over an engine capped at 256: TTFT near the
     engine's, TPOT five times a decode step). Crossing into this regime moves the wait from TTFT (for a
-    slot) to TPOT; throughput and each request stay continuous. ``bracket``: (what the engine could run, the
-    loop's own slots, which outrun the capacity: ``state_at_rate``'s ``beyond``)."""
-    state, held = state_at_rate(state_at, bracket[0], capacity, beyond=bracket[1])
+    slot) to TPOT; throughput and each request stay continuous. Searched up to ``most``, what the engine could
+    run, the loop's own ``slots`` outrunning the capacity (``state_at_rate``'s ``beyond``)."""
+    state, held = state_at_rate(state_at, most, capacity, beyond=slots)
     ttft = _ttft_statistics(state, w.full_prompt, overhead)
     return _streamed(make, w, state, held, ttft, state.tpot / gain, capacity, output)
 
@@ -649,8 +653,7 @@ class _SteadyState:
 
 def _static(d: Deployment, slots: float, prompt: float, output: float, prompt_attention: float) -> _SteadyState:
     """A batch of ``slots`` sequences prefills together, then decodes together, wave after wave."""
-    pp = d.w.pipeline_parallel
-    microbatches = min(pp, max(1.0, slots))
+    microbatches = d.microbatches(slots)
     passed = d.prompt_pass(prompt)
     prefill_time = 0.0
     if passed > 0:
@@ -688,7 +691,6 @@ def _continuous(
     is at least 0 at phi = 0 and at most 1 at phi = 1, so a root lies in [0, 1]: bracketed and found by
     the Illinois variant of false position, to PHI_TOLERANCE (Little's law holds at the root exactly).
     """
-    pp = d.w.pipeline_parallel
     others = max(0.0, slots - 1)
     context = prompt + output / 2
     first_token = d.engine.first_token_from_decode_step  # the prompt's last token rides a decode step
@@ -697,7 +699,7 @@ def _continuous(
 
     def decode_cycle(decoders: float, prefill: float, attention: float, chunk: float) -> tuple[float, _Step]:
         """(TPOT, one microbatch's step) of ``decoders`` sequences decoding beside ``prefill`` prompt tokens."""
-        microbatches = min(pp, max(1.0, decoders))
+        microbatches = d.microbatches(decoders)
         step = d.step(
             decoders / microbatches, prefill / microbatches, context, attention / microbatches, chunk / microbatches
         )
@@ -708,11 +710,9 @@ def _continuous(
             return 0.0
         if rho >= 1 and queued:
             return math.inf  # the others' prompts alone fill the budget: the queue never drains
-        # A chunk of one prompt rides one microbatch whole (the decoders split over the microbatches) and
-        # crosses every stage; the chunks after it follow at the pace of the stage that reads the most. Each
-        # microbatch is a batch the scheduler forms with its own token budget (vLLM runs one per stage in
-        # flight), so the room for the chunk is what that batch's decodes leave of it.
-        alongside = decoders / min(pp, max(1.0, decoders))
+        # A chunk of one prompt rides one microbatch whole, a batch the scheduler forms with its own token
+        # budget (vLLM runs one per stage in flight): its room is what that batch's decodes leave.
+        alongside = decoders / d.microbatches(decoders)
         passes = d.chunked_pass(
             tokens,
             max(1.0, budget - alongside),

@@ -514,7 +514,7 @@ class ServePlanner(Evaluator):
         if self.slo_out_of_reach(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel):
             return False
         job = self.job
-        if job.ttft_ms is None and job.tpot_ms is None and job.arrival != "steady":
+        if not job.has_latency_slo and job.arrival != "steady":
             return True  # no latency constraint: the speed is estimated only for an option's figures
         load = self._load(layout)
         if load not in self._latency_met:
@@ -585,7 +585,7 @@ class ServePlanner(Evaluator):
         the safe side. ``floor_bounds``, below those floors and cheaper (no deployment is prepared for
         them), are tried first: a family they already rule out is never prepared."""
         job = self.job
-        if job.ttft_ms is None and job.tpot_ms is None:
+        if not job.has_latency_slo:
             return False
         key = (gpu.id, tensor_parallel, pipeline_parallel)
         if key not in self._floors:

@@ -300,4 +300,4 @@ def planner_slo_column(plan: JobPlan) -> bool:
     """Whether the planner's table has a column for the share of the SLO left at the slow edge: a serving job
     with a TTFT or TPOT SLO."""
     job = plan.declared.estimate.job
-    return plan.kind == "serve" and (job.ttft_ms is not None or job.tpot_ms is not None)
+    return plan.kind == "serve" and job.has_latency_slo

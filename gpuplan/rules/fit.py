@@ -173,19 +173,13 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
         if free < margin * s.memory.budget:
             yield ctx.finding(
                 "GP202",
-                kv_field(s),
+                s.kv_field,
                 f"serving leaves {format_gib(free)} of the {format_gib(s.memory.budget)} engine budget free on {s.gpu.id} "
                 f"({free / s.memory.budget:.0%}, margin {margin:.0%}) at {confidence:.0%} confidence "
                 f"({kv_edge_words(s, confidence)})",
                 "an fp8 KV cache halves the cache; or "
                 + ("a shorter context" if s.setup.burst else "lower concurrency or context"),
             )
-
-
-def kv_field(s: ServeEstimate) -> tuple[str, str]:
-    """Where a finding about the KV cache points: the concurrency it is sized for, or a burst's context (its
-    cache is sized for one sequence: ``ServingShape.at``)."""
-    return ("serve", "context") if s.setup.burst else ("serve", "concurrency")
 
 
 def kv_edge_words(s: ServeEstimate, confidence: float) -> str:
@@ -280,7 +274,7 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
         total, capacity = format_gib_apart(memory.budget + memory.beside_budget, memory.capacity)
         yield ctx.finding(
             "GP203",
-            kv_field(s),
+            s.kv_field,
             f"the KV cache fits the engine's budget of {format_gib(memory.budget)}, but with the {held} the engine"
             f" holds beside it that is {total} per GPU, more than the {capacity} of {s.gpu.id}: it runs out of"
             " memory as it starts",
@@ -289,7 +283,7 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
         return
     yield ctx.finding(
         "GP203",
-        kv_field(s),
+        s.kv_field,
         f"{s.kv_need_words}; {format_gib(max(0, s.memory.kv_available))} is left after weights and runtime"
         f"{' and the CUDA graphs' if s.memory.graphs_inside else ''} on {s.gpu.id} — at most "
         f"{plural(s.max_concurrency, 'sequence')} at {job.context:,} tokens, or {s.max_context:,} tokens at "
@@ -334,7 +328,7 @@ def kv_capacity_at_risk(ctx: RuleContext) -> Iterator[Finding]:
         return
     yield ctx.finding(
         "GP209",
-        kv_field(s),
+        s.kv_field,
         f"{s.kv_need_words}; at {confidence:.0%} confidence the engine allocates as little as"
         f" {format_gib(s.planned_kv_pool(confidence))} ({kv_edge_words(s, confidence)})",
         layout_hint(ctx, "serve"),

@@ -86,7 +86,7 @@ def _serving_constraints(job: Serve | None) -> list[str]:
     """The serving constraints a sound layout meets beyond memory and headroom, as the job declares them."""
     if job is None:
         return []
-    return (["the SLO"] if job.ttft_ms is not None or job.tpot_ms is not None else []) + (
+    return (["the SLO"] if job.has_latency_slo else []) + (
         ["the request rate"] if job.arrival == "steady" and job.rate_rps else []
     )
 
@@ -201,9 +201,7 @@ def _unbounded_latency(job: Serve | None, declared: Option, option: Option) -> s
     """Where no latency SLO bounds the cheaper layout and it is slower: what the saving costs in time, TTFT at
     the statistic an SLO would bound and output tokens/s of each (a burst's wave 30 times as long reads as a
     saving otherwise)."""
-    if job is None or job.ttft_ms is not None or job.tpot_ms is not None:
-        return ""
-    if not (option.estimate.loads and declared.estimate.loads):
+    if job is None or job.has_latency_slo or not (option.estimate.loads and declared.estimate.loads):
         return ""
     speeds = (declared.estimate.speed, option.estimate.speed)
     ttfts = [slo_figure(job, speed, "ttft") for speed in speeds]

@@ -310,7 +310,7 @@ class _Check:
             starts = capacity >= 1
             finding = self._finding(
                 "GP803",
-                ("serve", "context"),
+                estimate.kv_field,
                 f"{holds}; "
                 + (
                     f"the estimate planned {estimate.max_concurrency:,} at once: the burst's wave runs fewer,"
