@@ -4,7 +4,8 @@ The document is built from PyYAML's *event* stream by an iterative composer of o
 - duplicate keys are reported (PyYAML's loaders silently keep the last one);
 - nesting depth, alias expansion and file size are bounded before anything large is built
   ("billion laughs" documents are refused after a few thousand events, in constant memory);
-- only the YAML 1.1 core tags are accepted (no ``!!python/...``), and timestamps stay strings;
+- only the YAML 1.1 core tags are accepted (no ``!!python/...``), and timestamps stay strings; a number
+  in YAML 1.2's exponent form (``1.3e4``) is a float, as editors and check-jsonschema read it;
 - every problem is a :class:`~gpuplan.findings.Finding` with a position, never an exception.
 """
 
@@ -39,7 +40,20 @@ _SAFE_TAGS = frozenset(
 )
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCALAR_EVENT = yaml.ScalarEvent
-_RESOLVER = yaml.resolver.Resolver()
+
+
+class _SpecResolver(yaml.resolver.Resolver):
+    """YAML 1.1's resolver that also reads a number in exponent form without a dot or a sign in its exponent
+    (``1.3e4``, ``2e9``) as a float, as YAML 1.2 does: under 1.1 alone that text is a string, which the
+    schema then refuses where editors and check-jsonschema (YAML 1.2) read the same file as a number."""
+
+
+_SpecResolver.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+_RESOLVER = _SpecResolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 
 

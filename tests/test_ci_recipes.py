@@ -86,6 +86,11 @@ def test_github_recipe_posts_the_diff_of_the_base_branch():
     assert 'gpuplan diff --git "origin/$BASE_REF" --format markdown' in text
     assert "gpuplan lint --format sarif . > gpuplan.sarif" in text
     assert "github/codeql-action/upload-sarif" in text
+    # A fork's pull request has a read-only token: the steps that write (the SARIF upload, the comment) would
+    # fail the job with 403, so both are skipped for it and the last step alone judges it.
+    for step in ("uses: github/codeql-action/upload-sarif@v3", "name: Comment on the pull request"):
+        condition = text.split(step, 1)[1].split("\n        if: ", 1)[1].split("\n", 1)[0]
+        assert "!github.event.pull_request.head.repo.fork" in condition, step
 
 
 @pytest.mark.parametrize("name", list(RECIPES))

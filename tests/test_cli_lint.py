@@ -267,6 +267,25 @@ def test_a_reader_that_goes_away_is_no_internal_error():
     assert completed.stderr == "" and completed.stdout == "G"
 
 
+def test_a_reader_that_goes_away_leaves_the_exit_code(tmp_path: Path):
+    """`set -o pipefail; gpuplan CMD ... 2>&1 | true` (a reader gone before the first line) exits with the
+    command's own code: 2 for a spec that cannot be read and for a plan of a spec that does not resolve,
+    where click alone exits 1 at the first write to the closed pipe, as if there were findings."""
+    import subprocess
+
+    gpuplan = shutil.which("gpuplan", path=str(Path(sys.executable).parent)) or "gpuplan"
+    typo = tmp_path / "typo.yaml"
+    typo.write_text((EXAMPLES / "serve-llama-70b.yaml").read_text().replace("model:", "modle:", 1))
+    for command in (f"estimate {tmp_path / 'missing.yaml'}", f"plan {typo}"):
+        completed = subprocess.run(
+            ["bash", "-c", f"set -o pipefail; {gpuplan} {command} 2>&1 | true"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert completed.returncode == 2, (command, completed.stderr)
+
+
 def test_a_symlinked_spec_is_governed_by_its_targets_configuration(tmp_path: Path):
     # Specs of one folder share the configuration search, except a symlink, which follows its target:
     # a/ ignores GP301 and b/ does not, so of two copies of a spec that needs tensor parallelism (GP301)

@@ -116,3 +116,12 @@ def test_a_refused_character_is_placed_on_lines_as_editors_end_them():
         raw = newline.join(["version: 1", "name: t", 'model: {id: "llama\x1b-3.1-8b"}', ""]).encode()
         (finding,) = load_bytes("s.yaml", raw).findings
         assert (finding.line, finding.col) == (3, 19), repr(newline)
+
+
+def test_a_number_in_yaml_1_2_exponent_form_is_a_number():
+    # YAML 1.1 (PyYAML) reads 1.3e4 and 2e9 as strings: its float needs a dot and a signed exponent
+    # (1.3e+4). YAML 1.2, which editors and check-jsonschema read specs with, reads them as numbers, and
+    # so does the loader; text that is no number in either version stays a string.
+    doc = load_bytes("s.yaml", b"a: 1.3e4\nb: 2e9\nc: 1.0e+3\nd: -3E2\ne: 1e\nf: v1e4\ng: 12\n")
+    assert doc.data == {"a": 13000.0, "b": 2e9, "c": 1000.0, "d": -300.0, "e": "1e", "f": "v1e4", "g": 12}
+    assert isinstance(doc.data["a"], float) and isinstance(doc.data["g"], int) and not doc.findings

@@ -201,6 +201,13 @@ def test_the_output_name_chooses_the_format_when_no_option_does(tmp_path: Path, 
     assert code == 0 and (tmp_path / name).read_bytes().startswith(magic)
 
 
+@pytest.mark.parametrize(("option", "name"), [("--html", "r.pdf"), ("--md", "r.html"), ("--html", "r.md")])
+def test_an_output_name_that_contradicts_the_format_option_is_refused(tmp_path: Path, option: str, name: str):
+    # `--html -o r.pdf` wrote HTML into r.pdf without a word: a file whose name lies about its content.
+    code, _, err = run_cli("report", option, "-o", str(tmp_path / name), str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert code == 2 and f"-o {tmp_path / name} names a" in err and not (tmp_path / name).exists()
+
+
 def test_an_unwritable_folder_is_refused_before_any_rendering(tmp_path: Path, monkeypatch):
     # A read-only file system (or folder) is found before the report is rendered (seconds for a PDF),
     # not at the last write. os.access is what the check asks; root bypasses mode bits, so it is faked.

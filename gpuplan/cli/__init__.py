@@ -10,10 +10,12 @@ I/O or internal error (see ``gpuplan.cli.common``).
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from gpuplan import __version__
-from gpuplan.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, _LazyCommands
+from gpuplan.cli.common import EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, PipeTolerant, _LazyCommands
 
 # Each command: the module and attribute that define it (imported when the command runs or --help lists it).
 COMMANDS = {
@@ -38,6 +40,7 @@ def cli() -> None:
 
 
 def main() -> None:
+    sys.stdout, sys.stderr = PipeTolerant(sys.stdout), PipeTolerant(sys.stderr)
     cli(prog_name="gpuplan")
 
 

@@ -77,6 +77,38 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
 ONE_SPEC = click.Path(dir_okay=False, allow_dash=True)
 
 
+class PipeTolerant:
+    """A text stream whose reader may go away (`gpuplan plan SPEC | head`): the first write or flush that finds
+    the pipe closed points the stream at /dev/null, and the command runs on to the exit code it would have
+    had, which is what `set -o pipefail` reads (click alone would exit 1 there, as if there were findings)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._silence()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._silence()
+
+    def _silence(self) -> None:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())  # what is left in the buffer now goes nowhere, quietly
+        except (OSError, AttributeError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:  # isatty, encoding, buffer, fileno: the stream's own
+        return getattr(self._stream, name)
+
+
 def _discard_stdout() -> None:
     """Point standard output at /dev/null, so that flushing what is left in its buffer at exit (which
     failed once already) does not fail again with a second, raw message."""

@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # imported after the PDF child forks (run_report), never at s
     from gpuplan.output.summary import RunSummary
 
 FORMATS = ("md", "html", "pdf")
-_FORMAT_OF_SUFFIX = {".pdf": ("pdf",), ".html": ("html",), ".htm": ("html",)}
+_FORMAT_OF_SUFFIX = {".pdf": ("pdf",), ".html": ("html",), ".htm": ("html",), ".md": ("md",), ".markdown": ("md",)}
+_FORMAT_NAMES = {"md": "Markdown", "html": "HTML", "pdf": "PDF"}
 
 
 @record
@@ -55,9 +56,13 @@ def report_outputs(
     ``output`` '-' or None with one text format: standard output. Otherwise files: ``output`` itself for
     one format, its name with each format's suffix for several, or next to the spec (<name>.md/.html/.pdf)."""
     formats = tuple(name for name in FORMATS if name in requested)
-    if not formats and output not in (None, "-"):  # no format asked for: -o report.pdf means a PDF
-        formats = _FORMAT_OF_SUFFIX.get(os.path.splitext(output)[1].lower(), ())
-    formats = formats or ("md",)
+    named = _FORMAT_OF_SUFFIX.get(os.path.splitext(output)[1].lower(), ()) if output not in (None, "-") else ()
+    if len(formats) == 1 and named and named != formats:  # --html -o x.pdf: HTML in a file that reads as a PDF
+        raise GpuplanError(
+            f"-o {output} names a {_FORMAT_NAMES[named[0]]} file, but --{formats[0]} asks for "
+            f"{_FORMAT_NAMES[formats[0]]}: give one of them (a .{formats[0]} name, or no format option)"
+        )
+    formats = formats or named or ("md",)  # no format asked for: -o report.pdf means a PDF
     if spec_path == "-":
         raise GpuplanError("report needs a spec file, not standard input")
     to_stdout = output == "-" or (output is None and len(formats) == 1 and formats[0] != "pdf")
