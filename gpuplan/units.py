@@ -91,6 +91,16 @@ def format_percent(fraction: float, digits: int = 0) -> str:
     return f"{format_number(percent(fraction), digits)}%"
 
 
+def format_share_under(fraction: float, limit: float) -> str:
+    """A share below ``limit`` at the fewest decimals (up to two) at which it still reads below it: 0.0975
+    under a 10% margin is ``9.8%``, never ``10%``, which would read as the margin met (past two decimals
+    the share is cut, not rounded: 0.09999 is ``9.99%``)."""
+    for digits in (0, 1, 2):
+        if rounded(fraction * 100, digits) < limit * 100:
+            return f"{format_number(fraction * 100, digits)}%"
+    return f"{math.floor(fraction * 10_000) / 100:,.2f}%"
+
+
 def gib(value: float) -> float:
     """Bytes as their published figure in GiB (two decimals)."""
     return rounded(value / GIB, GIB_DIGITS)
@@ -181,6 +191,15 @@ def format_money(value: float | Shown | None, currency: str) -> str:
         return "n/a"
     amount = value if isinstance(value, Shown) else shown_money(value)
     return f"{amount.value:,.{amount.decimals}f} {currency}"
+
+
+def format_price(per_hour: float | None) -> str:
+    """A price per GPU-hour as it is used: two decimals, or up to four where it has them (a median of two
+    quotes, 4.545), so that GPUs x hours x the price shown gives the cost shown beside it; "n/a" for none."""
+    if per_hour is None:
+        return "n/a"
+    text = f"{per_hour:,.4f}".rstrip("0")
+    return text + "0" * max(0, 2 - len(text.split(".")[1]))
 
 
 def listing(items: list[str], word: str = "and") -> str:

@@ -17,7 +17,17 @@ from conftest import EXAMPLES, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuplan.units import GIB, apportioned_gib, format_gib_apart, format_money, money_difference, money_times, rounded
+from gpuplan.units import (
+    GIB,
+    apportioned_gib,
+    format_gib_apart,
+    format_money,
+    format_price,
+    format_share_under,
+    money_difference,
+    money_times,
+    rounded,
+)
 
 SPECS = sorted(EXAMPLES.glob("*.yaml"))
 
@@ -82,6 +92,35 @@ def test_a_comparison_shows_its_two_figures_apart():
     # (two decimals at most: the published GiB figure's).
     assert format_gib_apart(22.03 * GIB, 22.0 * GIB) == ("22.03 GiB", "22.00 GiB")
     assert format_gib_apart(28.7 * GIB, 22.0 * GIB) == ("28.7 GiB", "22.0 GiB")
+
+
+def test_a_share_under_a_margin_reads_under_it():
+    # GP202 said "1.9 GiB free (10%, margin 10%)" for 9.75% free: rounded to whole percents the share
+    # reads as the margin met. It takes the fewest decimals at which it reads below: 9.75 -> 9.8; 9.99 ->
+    # 9.99 (10 and 10.0 at fewer); 9.999 rounds to 10.00 even at two decimals, so it is cut: 9.99.
+    assert format_share_under(0.0975, 0.10) == "9.8%"
+    assert format_share_under(0.05, 0.10) == "5%"
+    assert format_share_under(0.0999, 0.10) == "9.99%"
+    assert format_share_under(0.09999, 0.10) == "9.99%"
+
+
+def test_a_price_shows_the_decimals_its_cost_was_computed_with():
+    # The h200-sxm median of an even number of quotes is 4.545 a GPU-hour: 2 GPUs x 730 h x 4.545 = 6,635.7,
+    # shown 6,636; printed at two decimals (4.54 x 2 x 730 = 6,628.4) the cost would not add up.
+    assert (format_price(4.545), format_price(0.8), format_price(2.69), format_price(1.23456)) == (
+        "4.545",
+        "0.80",
+        "2.69",
+        "1.2346",
+    )
+    _, out, _ = run_cli("plan", str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert re.search(r"2 x h200-sxm TP 2 .* 4\.545  6,636 USD/month", out)
+
+
+@given(st.floats(min_value=0.0, max_value=0.99), st.floats(min_value=0.001, max_value=0.5))
+def test_a_share_under_a_margin_never_reads_at_or_above_it(low: float, gap: float):
+    margin = low + gap
+    assert float(format_share_under(low, margin).rstrip("%").replace(",", "")) < margin * 100
 
 
 @given(st.integers(min_value=1, max_value=2**42), st.integers(min_value=2**24, max_value=2**42))

@@ -20,7 +20,7 @@ from gpuplan.catalog import gpu_catalog
 from gpuplan.config import Settings
 from gpuplan.linter import LintOptions, LintResult, lint_bytes
 from gpuplan.rules.form_factor import _siblings
-from gpuplan.units import format_gib, format_gib_difference, format_ms
+from gpuplan.units import format_gib, format_gib_difference, format_ms, format_share_under
 
 SERVING_LOGS = BANDS["memory"]["serving"]["kv_pool"]["records"]
 
@@ -325,7 +325,8 @@ def test_low_headroom_at_the_margin():
     assert finding.pointer == "/finetune/hardware/gpu"
     assert finding.message == (
         f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on h100-sxm "
-        f"({train_free:.0%}, margin {train_free * 1.001:.0%}) at 90% confidence ({format_gib(f.memory.per_gpu)} "
+        f"({format_share_under(train_free, train_free * 1.001)}, margin {train_free * 100.1:g}%) at 90% confidence "
+        f"({format_gib(f.memory.per_gpu)} "
         f"estimated x {ratio:.2f}, the ratio measured / estimate that 90% of 21 published LoRA runs not used to "
         "tune the model stayed within)"
     )
@@ -335,7 +336,8 @@ def test_low_headroom_at_the_margin():
     assert [x.pointer for x in both] == ["/finetune/hardware/gpu", "/serve/concurrency"]
     assert both[1].message == (
         f"serving leaves {format_gib(s.memory.budget - serve_planned)} of the {format_gib(s.memory.budget)} "
-        f"engine budget free on h100-sxm ({serve_free:.0%}, margin {serve_free * 1.001:.0%}) at 90% confidence "
+        f"engine budget free on h100-sxm ({format_share_under(serve_free, serve_free * 1.001)}, margin "
+        f"{serve_free * 100.1:g}%) at 90% confidence "
         f"(the engine's KV cache {format_gib(pool)} estimated x {kv_low_ratio(0.9):.2f}, the ratio measured / "
         f"estimate that 90% of {SERVING_LOGS} published engine startup logs not used to tune the model stayed at or above)"
     )

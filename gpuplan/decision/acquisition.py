@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpuplan.records import record
 from gpuplan.spec import HOURS_PER_MONTH, Spec
-from gpuplan.units import money_times
+from gpuplan.units import format_price, money_times
 
 
 @record
@@ -42,7 +42,9 @@ def acquisitions(
     found = []
     if on_demand is not None:
         cost = over(on_demand)
-        found.append(Acquisition("on demand", gpu, gpus, hours, cost, cost, f"{on_demand:.2f} {currency} per GPU-hour"))
+        found.append(
+            Acquisition("on demand", gpu, gpus, hours, cost, cost, f"{format_price(on_demand)} {currency} per GPU-hour")
+        )
     reserved = spec.budget.reserved
     if reserved is not None and gpu in reserved.prices:
         rate = reserved.prices[gpu]
@@ -58,7 +60,7 @@ def acquisitions(
                 hours,
                 over(rate),
                 max(over(rate), committed),
-                f"{rate:.2f} {currency} per GPU-hour, {commitment}-month commitment",
+                f"{format_price(rate)} {currency} per GPU-hour, {commitment}-month commitment",
             )
         )
     purchase = spec.budget.purchase.get(gpu)

@@ -15,7 +15,7 @@ import datetime
 from gpuplan.catalog import Gpu
 from gpuplan.records import record
 from gpuplan.spec import Spec
-from gpuplan.units import plural
+from gpuplan.units import format_price, plural
 
 MARKET_MEDIAN = "market median, not a quote"
 
@@ -65,7 +65,7 @@ def price_basis(spec: Spec, gpu: Gpu) -> PriceBasis:
             else f"no price in {currency}: catalog prices are USD; give budget.prices"
         )
         return PriceBasis(gpu.id, None, "none", reason, None, (), "no price")
-    per_hour = f"{record.per_hour:.2f} {currency}/GPU-hour"
+    per_hour = f"{format_price(record.per_hour)} {currency}/GPU-hour"
     date = _date(record.dated)
     if record.origin == "budget.quotes":
         provider = record.providers[0]
@@ -89,7 +89,7 @@ def price_basis(spec: Spec, gpu: Gpu) -> PriceBasis:
         text = f"spec price (gpus section) {per_hour}, undated"
         return PriceBasis(gpu.id, record.per_hour, record.origin, text, None, (), "spec price, undated")
     spread = (
-        f", range {record.low:.2f}–{record.high:.2f}"
+        f", range {format_price(record.low)}–{format_price(record.high)}"
         if record.low is not None and record.high is not None and record.high != record.low
         else ""
     )

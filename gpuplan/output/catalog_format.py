@@ -6,6 +6,8 @@ import dataclasses
 import json
 from typing import Any
 
+from gpuplan.units import format_price
+
 
 def render_gpus(output_format: str) -> str:
     """GPUs: memory, bandwidth, dense BF16 TFLOPS (FP16's, marked, on a GPU without bf16 units: the T4),
@@ -26,7 +28,7 @@ def render_gpus(output_format: str) -> str:
         f"{'$/h':>8}  quoted"
     ]
     for gpu in gpus.values():
-        price = f"{gpu.price_per_hour:.2f}" if gpu.price_per_hour is not None else "-"
+        price = format_price(gpu.price_per_hour) if gpu.price_per_hour is not None else "-"
         rate = f"{gpu.peak_flops('bf16') / 1e12:.0f}" + ("" if gpu.has_bf16 else " fp16")
         lines.append(
             f"{gpu.id:<16}{gpu.memory_gb:>8g}GB{gpu.usable_bytes / 2**30:>12.1f}{gpu.bandwidth_tbs:>7.2f}"

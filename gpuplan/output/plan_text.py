@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuplan.output.markdown import escape_markdown
 from gpuplan.plan.spec_planner import CONVENTIONAL_WITHIN
-from gpuplan.units import format_gib, format_money, format_number, money_difference, plural
+from gpuplan.units import format_gib, format_money, format_number, format_price, money_difference, plural
 from gpuplan.visible import visible
 
 TEXT_COLUMNS = frozenset({"", "layout", "settings", "cost", "change", "first constraint broken"})
@@ -120,7 +120,7 @@ def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
         f"{format_number(option['headroom_pct'], 0)}%",
         *_speed(option),
         "" if option.get("slo_margin_pct") is None else f"{format_number(option['slo_margin_pct'], 0)}%",
-        "n/a" if price is None else f"{price:.2f}",
+        "n/a" if price is None else format_price(price),
         _cost(option, currency) + (", over budget" if option.get("within_budget") is False else ""),
     ]
 
@@ -217,7 +217,7 @@ def _title(document: dict[str, Any]) -> str:
         scope.append("GPUs " + ", ".join(c["gpu"]))
     if c["vendor"]:
         scope.append("vendors " + ", ".join(c["vendor"]))
-    scope.append(f"at most {c['max_gpus']} GPUs on {c['max_nodes']} nodes")
+    scope.append(f"at most {plural(c['max_gpus'], 'GPU')} on {plural(c['max_nodes'], 'node')}")
     scope.append(f"headroom {c['headroom_pct']:g}%")
     scope.append(f"memory at {c['confidence']:.0%} confidence")  # free: at the bands' pessimistic edges
     return f"{document['name']} ({document['model']}): {'; '.join(scope)}; prices in {document['currency']}"
@@ -230,8 +230,11 @@ def _decision_lines(document: dict[str, Any]) -> list[str]:
     if decision is None:
         return []
     currency = document["currency"]
+    # The report judges the spec under its own plan: section; options given to `plan` change the search above
+    # the decision, not what the spec asks to approve, and the line says so where they differ.
+    under = ", under the spec's own plan constraints, not the command line's" if decision["constraints_differ"] else ""
     lines = [
-        f"decision (as gpuplan report states it): {decision['verdict']}; amount to sign: "
+        f"decision (as gpuplan report states it{under}): {decision['verdict']}; amount to sign: "
         + (decision["amount_to_sign_text"] or "none")
     ]
     for check in decision["budget"]:

@@ -193,7 +193,8 @@ def plan_document(
     planner: SpecPlanner, *, path: str, top: int | None, cheaper_share: float, memo: Any = None
 ) -> dict[str, Any]:
     """The whole ``gpuplan plan`` object for one spec (every job it declares). ``memo``: the spec's decision
-    (gpuplan.decision.memo.Memo, under the spec's own plan limits), carried as ``decision``."""
+    (gpuplan.decision.memo.Memo, under the spec's own plan limits), carried as ``decision``, with
+    ``constraints_differ`` true where the planner's limits (the command line's) are not the spec's."""
     spec, limits = planner.spec, planner.limits
     jobs = [plan for kind in ("finetune", "serve") if (plan := planner.plan(kind)) is not None]
     return {
@@ -215,5 +216,5 @@ def plan_document(
             "materiality": planner.materiality.describe(spec.budget.currency),
         },
         "jobs": [job_dict(plan, top, planner.materiality.describe(spec.budget.currency), spec) for plan in jobs],
-        "decision": None if memo is None else decision_dict(memo),
+        "decision": None if memo is None else {**decision_dict(memo), "constraints_differ": limits != spec.plan},
     }

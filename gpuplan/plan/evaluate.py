@@ -46,7 +46,7 @@ from gpuplan.plan.space import (
 )
 from gpuplan.records import evolve, record
 from gpuplan.spec import Hardware, PlanLimits, Serve, Spec
-from gpuplan.units import format_gib
+from gpuplan.units import format_gib, format_share_under
 
 NOMINAL_TOKENS = 1_000_000  # fine-tuning without finetune.tokens is ranked by its cost per 1M tokens
 # Costs compared to this many significant digits, not to the cent: a fine-tune's cost per 1M tokens is
@@ -633,7 +633,8 @@ class ServePlanner(Evaluator):
             )
         elif not within_headroom(planned, memory.budget, self.headroom_pct):
             checks["headroom"] = (
-                f"leaves {(memory.budget - planned) / memory.budget:.0%} of the engine budget free at"
+                f"leaves {format_share_under((memory.budget - planned) / memory.budget, self.headroom_pct / 100)}"
+                " of the engine budget free at"
                 f" {confidence:.0%} confidence (margin {self.headroom_pct:g}%)"
             )
         speed = estimate.speed

@@ -34,7 +34,7 @@ from gpuplan.plan.evaluate import (
 from gpuplan.plan.space import POWERS_OF_TWO, Layout, TrainingSettings
 from gpuplan.records import evolve
 from gpuplan.spec import Finetune, PlanLimits, Spec
-from gpuplan.units import format_gib, format_gib_apart
+from gpuplan.units import format_gib, format_gib_apart, format_share_under
 
 
 class FinetunePlanner(Evaluator):
@@ -190,7 +190,8 @@ class FinetunePlanner(Evaluator):
             checks["headroom"] = (
                 f"needs up to {needs} per GPU at {at}, more than the {has} usable"
                 if planned > usable
-                else f"leaves {(usable - planned) / usable:.0%} free at {at} (margin {self.headroom_pct:g}%)"
+                else f"leaves {format_share_under((usable - planned) / usable, self.headroom_pct / 100)} free at {at}"
+                f" (margin {self.headroom_pct:g}%)"
             )
         share = gradient_sync_share(estimate)
         if share is not None and share > self.sync_share:

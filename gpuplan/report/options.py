@@ -28,6 +28,7 @@ from gpuplan.units import (
     format_money,
     format_ms,
     format_percent,
+    format_price,
     money_difference,
     money_times,
     plural,
@@ -284,7 +285,7 @@ def planner_rows(plan: JobPlan, spec: Spec) -> list[list[str]]:
         rows.append(
             row
             + [
-                "n/a" if price is None else f"{price:.2f}",
+                "n/a" if price is None else format_price(price),
                 cost_text(option, spec.budget.currency),
                 verdict_text(option, spec),
             ]

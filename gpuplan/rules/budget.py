@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from gpuplan.findings import Finding
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
-from gpuplan.units import format_money, money_difference
+from gpuplan.units import format_money, format_price, money_difference
 
 
 @rule("GP501")
@@ -41,7 +41,7 @@ def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
             "GP501",
             ("budget", "finetune_total"),
             f"fine-tuning costs about {format_money(f.cost, budget.currency)} ({f.hours:,.1f} h x {f.gpus} x "
-            f"{f.gpu.id} at {f.price_per_hour:.2f}/GPU-hour) — over the budget of "
+            f"{f.gpu.id} at {format_price(f.price_per_hour)}/GPU-hour) — over the budget of "
             f"{format_money(budget.finetune_total, budget.currency)} by "
             f"{format_money(money_difference(f.cost, budget.finetune_total), budget.currency)}",
         )
@@ -73,7 +73,7 @@ def serve_over_budget(ctx: RuleContext) -> Iterator[Finding]:
             "GP502",
             ("budget", "serve_monthly"),
             f"serving costs {format_money(s.monthly_cost, budget.currency)} a month ({s.gpus:,} x {s.gpu.id} at "
-            f"{s.price_per_hour:.2f}/GPU-hour x 730 h) — over the budget of "
+            f"{format_price(s.price_per_hour)}/GPU-hour x 730 h) — over the budget of "
             f"{format_money(budget.serve_monthly, budget.currency)} by "
             f"{format_money(money_difference(s.monthly_cost, budget.serve_monthly), budget.currency)}",
         )
@@ -165,7 +165,7 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "GP504",
                 pointer,
-                f"the {gpu_id} price ({price.per_hour:.2f}/GPU-hour) is undated: its age cannot be checked",
+                f"the {gpu_id} price ({format_price(price.per_hour)}/GPU-hour) is undated: its age cannot be checked",
                 hint,
             )
             continue
@@ -185,7 +185,7 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
                 else ("budget", "prices_date")
                 if overridden
                 else (job_name, "hardware", "gpu"),
-                f"the {gpu_id} price ({price.per_hour:.2f}/GPU-hour, {basis}) rests on a quote {age:,} days old "
+                f"the {gpu_id} price ({format_price(price.per_hour)}/GPU-hour, {basis}) rests on a quote {age:,} days old "
                 f"(limit {ctx.settings.price_max_age_days})",
                 f"ask {price.providers[0]} for a current quote (budget.quotes.{gpu_id})"
                 if quoted

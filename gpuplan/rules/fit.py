@@ -15,7 +15,7 @@ from gpuplan.plan.evaluate import Option, within_headroom
 from gpuplan.records import evolve
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
-from gpuplan.units import format_gib, format_gib_apart, format_gib_difference, plural
+from gpuplan.units import format_gib, format_gib_apart, format_gib_difference, format_share_under, plural
 from gpuplan.visible import visible
 
 # Where a lint hint without the catalog-wide search sends the reader for the other GPUs.
@@ -37,7 +37,7 @@ def layout_hint(ctx: RuleContext, kind: str) -> str:
     declared_gpu = planner.declared().layout.gpu
     on_declared = planner.fewest_gpus_on(declared_gpu)
     limits = planner.limits
-    within = f"within {limits.max_gpus} GPUs and {limits.max_nodes} nodes"
+    within = f"within {plural(limits.max_gpus, 'GPU')} and {plural(limits.max_nodes, 'node')}"
     parts = []
     if on_declared is not None:
         parts.append(f"on {declared_gpu.id}: {summary(on_declared, currency)}")
@@ -163,7 +163,7 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
                 "GP202",
                 ("finetune", "hardware", "gpu"),
                 f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on {f.gpu.id} "
-                f"({free / f.gpu.usable_bytes:.0%}, margin {margin:.0%}) at {confidence:.0%} confidence "
+                f"({format_share_under(free / f.gpu.usable_bytes, margin)}, margin {ctx.settings.headroom_pct:g}%) at {confidence:.0%} confidence "
                 f"({edge_words(f, confidence)})",
                 "activation checkpointing, a fused loss or shorter sequences buy headroom",
             )
@@ -175,7 +175,7 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
                 "GP202",
                 s.kv_field,
                 f"serving leaves {format_gib(free)} of the {format_gib(s.memory.budget)} engine budget free on {s.gpu.id} "
-                f"({free / s.memory.budget:.0%}, margin {margin:.0%}) at {confidence:.0%} confidence "
+                f"({format_share_under(free / s.memory.budget, margin)}, margin {ctx.settings.headroom_pct:g}%) at {confidence:.0%} confidence "
                 f"({kv_edge_words(s, confidence)})",
                 "an fp8 KV cache halves the cache; or "
                 + ("a shorter context" if s.setup.burst else "lower concurrency or context"),
