@@ -89,6 +89,14 @@ NOT_LOADED = "n/a (does not fit)"
 Notes = Callable[[], tuple[tuple[str, str], ...]]  # words an estimate assumes, worded on first use
 
 
+def fit_verdict(fits: bool, fits_at_confidence: bool, confidence: float) -> str:
+    """The three states of a fit, in the words every output uses: the estimate does not fit; it fits but its
+    pessimistic edge at ``confidence`` does not (GP208, GP209); it fits."""
+    if not fits:
+        return "does not fit"
+    return "fits" if fits_at_confidence else f"at risk at {confidence:.0%} confidence"
+
+
 @record
 class FinetuneEstimate:
     job: Finetune
@@ -128,6 +136,13 @@ class FinetuneEstimate:
     def planned_bytes(self, confidence: float) -> int:
         """The per-GPU figure a decision at ``confidence`` plans for: the band's pessimistic edge."""
         return math.ceil(self.memory_band.pessimistic(self.memory.per_gpu, confidence))
+
+    def fits_at(self, confidence: float) -> bool:
+        """Whether the band's pessimistic edge at ``confidence`` fits the usable memory too."""
+        return self.fits and self.planned_bytes(confidence) <= self.gpu.usable_bytes
+
+    def fit_verdict(self, confidence: float) -> str:
+        return fit_verdict(self.fits, self.fits_at(confidence), confidence)
 
     @property
     def hours(self) -> float | None:
@@ -197,6 +212,9 @@ class ServeEstimate:
         """Whether the declared sequences (a burst's one) fit the KV cache the engine allocates at the band's
         low edge."""
         return self.memory.fits and self.memory.kv_cache <= self.planned_kv_pool(confidence)
+
+    def fit_verdict(self, confidence: float) -> str:
+        return fit_verdict(self.fits, self.fits_at(confidence), confidence)
 
     @functools.cached_property
     def max_concurrency(self) -> int:

@@ -278,6 +278,25 @@ def test_plan_and_report_state_the_same_decision():
     _, report, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
     assert report.startswith("## APPROVE WITH CHANGES:") and "| **Amount to sign** | 7,198 USD, not to exceed" in report
 
+    # The declared amount beside it is on the same basis: the declared run (4 x h100-sxm, 241.56 USD on the
+    # estimate) at the slow end of its speed band, 241.56 / 0.7455 = 324.0, + 7,008 = 7,332 USD (on the
+    # estimate alone it would read 7,250 and the two rows would differ by 52 USD, not the 134 they do).
+    assert "| **As declared it would cost** | 7,332 USD, 2026-12-02 to 2027-12-01" in report
+
+
+def test_plan_says_when_its_options_are_not_the_decisions_constraints():
+    # `--gpu l4` narrows the search to L4s (no sound layout there), but the decision stays the report's,
+    # under the spec's own plan: section; the JSON flags it and the text's decision line says so.
+    path = str(EXAMPLES / "serve-llama-70b.yaml")
+    _, same, _ = run_cli("plan", "--format", "json", path)
+    code, narrowed, _ = run_cli("plan", "--format", "json", "--gpu", "l4", path)
+    assert json.loads(same)["decision"]["constraints_differ"] is False
+    assert code == 1 and json.loads(narrowed)["decision"]["constraints_differ"] is True
+    _, text, _ = run_cli("plan", "--gpu", "l4", path)
+    assert (
+        "decision (as gpuplan report states it, under the spec's own plan constraints, not the command line's)" in text
+    )
+
 
 QUOTED = """\
 version: 1
@@ -429,7 +448,8 @@ def test_the_stress_test_judges_memory_as_the_verdict_does():
     # the full fine-tuning band = 83.6 GiB, over the 79.2 GiB usable: the verdict says it breaks headroom.
     # The stress test's "as planned" row judged the estimate (53.6 GiB, 32% free) and said "holds"; it judges
     # the figure at plan.confidence, as the verdict does, so the declared column fails there too: 83.6 GiB is
-    # over the 79.2 usable, "does not fit" (not "tight", which is a fit without the margin).
+    # over the 79.2 usable, a fit on the estimate but not at that edge: "memory at risk" (not "tight", which is
+    # a fit without the margin, nor "does not fit", which the estimate itself would be).
     memo = build_memo(lint_path(str(EXAMPLES / "finetune-then-serve.yaml")), TODAY)
     finetune = next(job for job in memo.jobs if job.kind == "finetune")
     declared = next(stress for stress in finetune.stresses if stress.label == "declared").sensitivity
@@ -437,7 +457,7 @@ def test_the_stress_test_judges_memory_as_the_verdict_does():
     assert base is not None and not base.passes and not base.fits and base.first_broken == "memory"
     assert base.per_gpu == pytest.approx(83.6 * 2**30, rel=0.001)
     _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
-    assert "| as planned | holds | fails: does not fit |" in out
+    assert "| as planned | holds | fails: memory at risk |" in out
     # GP507 (2 x b200-hgx saves 101 USD a run) fires beside GP208; the reason names what breaks the declared
     # layout, never "the declared layout works".
     assert "The declared layout is not sound as it stands (GP208" in out and "layout works" not in out

@@ -61,12 +61,20 @@ def test_estimate_json_nulls_the_speed_of_a_layout_that_cannot_start():
     assert all(isinstance(fitting[key], float) and fitting[key] > 0 for key in SPEED_KEYS)
 
 
-def test_report_shows_no_speed_and_no_negative_free_share():
+def test_report_shows_no_speed_and_no_negative_free_share(tmp_path: Path):
+    # Appendix E details the layout the memo funds (here the planner's 1 x b200-hgx) with the declared one's
+    # verdict beside it; confined to one H100 the plan has nothing better, and the declared layout itself,
+    # which cannot start, is detailed with no speed.
     code, out, err = run_cli("report", "--md", "-o", "-", str(NOT_FITTING))
     assert code == 1, err
-    assert "| Latency | n/a (does not fit): the weights and the engine's reserves" in out
-    assert "| Throughput | n/a (does not fit) |" in out
-    assert "| Cost per 1M output tokens | n/a (does not fit) |" in out
+    assert "The declared layout (1 x h100-sxm): does not fit, 143.5 GiB per GPU estimated" in out
+    confined = tmp_path / "confined.yaml"
+    confined.write_text(NOT_FITTING.read_text() + "plan: {gpu: [h100-sxm], max_gpus: 1}\n")
+    _, alone, _ = run_cli("report", "--md", "-o", "-", str(confined))
+    assert "E. Serving: the estimate of 1 x h100-sxm (does not fit)" in alone
+    assert "| Latency | n/a (does not fit): the weights and the engine's reserves" in alone
+    assert "| Throughput | n/a (does not fit) |" in alone
+    assert "| Cost per 1M output tokens | n/a (does not fit) |" in alone
     # The planner's table: no free share ("none", not 1 - 143.54 / 71.24 = -101%) and no speed; the side-by-side
     # table says by how much it is short: 143.54 GiB needed - 71.24 GiB engine budget = 72.3 GiB.
     assert "| declared | 1 x h100-sxm | none | n/a | 4.12 |" in out

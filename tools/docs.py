@@ -12,17 +12,25 @@
   benchmarks/speed_accuracy.py`` and ``python benchmarks/peer_speed.py``, and the speed error bands every estimate prints
   (gpuplan/estimate/calibration.py).
 
-Every generated page starts with a comment that names this command. The other pages of docs/ are written
-by hand. A test (tests/test_docs_and_examples.py) fails while a generated page and its sources disagree.
+Every generated page starts with a comment that names this command. The other pages of docs/ and README.md
+are written by hand, but their console examples are not: a ```console block whose first line is
+``$ gpuplan ...`` holds what that command prints now (standard output, then standard error), run from the
+repository root (``init``, which writes a file, from an empty folder) on the date ``EXAMPLES_DATE``, so that
+an age in days does not change the page every day; a block whose last line is ``...`` keeps as many lines of
+the output as it shows. A test (tests/test_docs_and_examples.py) fails while a page and its sources disagree.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import difflib
+import os
 import re
+import shlex
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -211,9 +219,49 @@ PAGES: dict[str, Callable[[], str]] = {
 }
 
 
+# The day the console examples are run as of (SOURCE_DATE_EPOCH): the ages of price quotes they print.
+EXAMPLES_DATE = datetime.date(2026, 12, 5)
+_CONSOLE = re.compile(r"^```console\n(\$ gpuplan [^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+_CUT = "..."
+
+
+def _console_output(command: str) -> str:
+    """What ``gpuplan ARGS`` prints (standard output, then standard error) as of EXAMPLES_DATE."""
+    args = shlex.split(command)[1:]
+    epoch = int(datetime.datetime.combine(EXAMPLES_DATE, datetime.time(), datetime.UTC).timestamp())
+    env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
+    with tempfile.TemporaryDirectory() as empty:
+        folder = empty if args[:1] == ["init"] else str(ROOT)
+        completed = subprocess.run(
+            [sys.executable, "-m", "gpuplan", *args], cwd=folder, env=env, capture_output=True, text=True, check=False
+        )
+    return completed.stdout + completed.stderr
+
+
+def _with_console_examples(text: str) -> str:
+    """``text`` with each console example's output as its command prints it now."""
+
+    def rerun(match: re.Match[str]) -> str:
+        prompt, shown = match.group(1), match.group(2)
+        output = _console_output(prompt[2:])
+        lines = shown.splitlines()
+        if lines and lines[-1].strip() == _CUT:  # a cut example keeps its length and its cut line
+            output = "".join(line + "\n" for line in output.splitlines()[: len(lines) - 1]) + lines[-1] + "\n"
+        return f"```console\n{prompt}\n{output}```"
+
+    return _CONSOLE.sub(rerun, text)
+
+
 def generated() -> dict[Path, str]:
-    """{path: the text it should hold} for every generated page."""
-    return {DOCS / name: page() for name, page in PAGES.items()}
+    """{path: the text it should hold} for every generated page, and for each hand-written page with a
+    console example."""
+    pages = {DOCS / name: page() for name, page in PAGES.items()}
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        if path not in pages:
+            text = path.read_text(encoding="utf-8")
+            if _CONSOLE.search(text):
+                pages[path] = _with_console_examples(text)
+    return pages
 
 
 def stale(pages: dict[Path, str]) -> list[str]:

@@ -214,9 +214,17 @@ class JobMemo:
     def run_ceiling(self) -> float | None:
         """Fine-tuning: what the funded run costs at the slow end of its speed band, the most the amount to
         sign allows for it (a run's length is an estimate; a month of serving is not); None otherwise."""
+        return self._slow_cost(self.stresses[0])
+
+    @property
+    def declared_run_ceiling(self) -> float | None:
+        """``run_ceiling`` of the declared layout: the declared amount on the amount to sign's basis."""
+        return self._slow_cost(self.stresses[-1])
+
+    def _slow_cost(self, stress: Stress) -> float | None:
         if self.kind != "finetune":
             return None
-        slow = self.stresses[0].sensitivity.scenario(SPEED_SLOW)
+        slow = stress.sensitivity.scenario(SPEED_SLOW)
         return None if slow is None else slow.cost
 
     @property
@@ -269,6 +277,9 @@ class Memo:
     expiry: Expiry
     risks: tuple[Risk, ...]
     audit: Audit
+    # the declared layouts' amount on the same basis as ``ceiling`` (the run at its slow end), which an
+    # APPROVE WITH CHANGES sets beside it; None where ``ceiling`` is
+    declared_ceiling: Amount | None = None
 
     @property
     def verdict(self) -> Verdict:
@@ -319,12 +330,12 @@ def build_memo(
     ]
     risks = compute_risks(analysis, funded, result.findings, funded_bases, settings, config, generated, idle)
     signable = decision.verdict.signable
-    ceiling = None
+    ceiling = declared_ceiling = None
     if signable and decision.amount is not None:
+        finetune = next((job for job in jobs if job.kind == "finetune"), None)
         ceiling = decision.amount_with_changes if decision.changes else decision.amount
-        run = next((job.run_ceiling for job in jobs if job.kind == "finetune"), None)
-        if ceiling is not None and run is not None and ceiling.finetune_run is not None:
-            ceiling = replace(ceiling, finetune_run=max(ceiling.finetune_run, run))
+        ceiling = _allowing_slow_run(ceiling, finetune.run_ceiling if finetune else None)
+        declared_ceiling = _allowing_slow_run(decision.amount, finetune.declared_run_ceiling if finetune else None)
     term = None
     if spec is not None and spec.serve is not None:
         start = spec.budget.term_start or generated
@@ -349,7 +360,17 @@ def build_memo(
             for gpu, basis in sorted(bases.items())
         ),
     )
-    return Memo(decision, generated, settings, spec, tuple(jobs), ceiling, term, expiry, tuple(risks), audit)
+    return Memo(
+        decision, generated, settings, spec, tuple(jobs), ceiling, term, expiry, tuple(risks), audit, declared_ceiling
+    )
+
+
+def _allowing_slow_run(amount: Amount | None, slow_run: float | None) -> Amount | None:
+    """``amount`` with its fine-tuning run at the slow end of its speed band where that costs more: a run's
+    length is an estimate, so the amount to sign (and the declared amount beside it) allows for it."""
+    if amount is None or slow_run is None or amount.finetune_run is None:
+        return amount
+    return replace(amount, finetune_run=max(amount.finetune_run, slow_run))
 
 
 def _job_memo(spec: Any, planner: SpecPlanner, plan: JobPlan, change: bool, settings: Settings) -> JobMemo:

@@ -47,6 +47,7 @@ class Scenario:
     capacity: int  # bytes: the engine budget (serving) or usable memory (fine-tuning)
     fits: bool  # holds at all
     comfortable: bool  # holds with the configured headroom
+    estimated: int = 0  # bytes per GPU on the point estimate (the memory rows: their edge, as per_gpu)
     ttft_s: float | None = None  # serving
     tpot_s: float | None = None  # serving
     hours: float | None = None  # fine-tuning
@@ -124,6 +125,7 @@ def _serve_scenario(
         estimate.memory.budget,
         estimate.fits_at(confidence),
         estimate.fits_at(confidence) and within_headroom(planned, estimate.memory.budget, settings.headroom_pct),
+        estimated=estimate.memory.per_gpu,
         ttft_s=ttft,
         tpot_s=tpot,
         cost=cost,
@@ -186,6 +188,7 @@ def _finetune_scenario(
         usable,
         planned <= usable,
         within_headroom(planned, usable, settings.headroom_pct),
+        estimated=estimate.memory.per_gpu,
         hours=hours,
         cost=cost,
         within_budget=None if cost is None or budget is None else cost <= budget,
@@ -255,6 +258,7 @@ def _memory_edges(
             key=key,
             name=f"memory x {ratio:.2f} ({word} edge: {share:.0%} of {runs} runs)",
             per_gpu=figure,
+            estimated=figure,
             fits=figure <= usable,
             comfortable=within_headroom(figure, usable, settings.headroom_pct),
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
+from gpuplan.analysis import NOT_LOADED, Analysis, ServeEstimate
 from gpuplan.assumptions import GPUS_PER_NODE, load_phrase, sequences_words
 from gpuplan.estimate.bands import SpeedBand
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
@@ -49,11 +49,11 @@ def _seconds(value: float) -> str:
     return f"{value:,.2f} s" if value >= 1 else f"{value * 1000:,.0f} ms"
 
 
-def _verdict(f: FinetuneEstimate, confidence: float) -> str:
-    """Three states: the estimate does not fit; it fits but its pessimistic edge does not (GP208); it fits."""
-    if not f.fits:
-        return "DOES NOT FIT"
-    return "fits" if f.planned_bytes(confidence) <= f.gpu.usable_bytes else f"AT RISK at {confidence:.0%} confidence"
+def _shouted(verdict: str) -> str:
+    """A fit verdict as the terminal prints it: a failing one in capitals, so that it stands out."""
+    return (
+        verdict if verdict == "fits" else verdict.replace("does not fit", "DOES NOT FIT").replace("at risk", "AT RISK")
+    )
 
 
 def render_estimate(analysis: Analysis) -> str:
@@ -72,7 +72,7 @@ def render_estimate(analysis: Analysis) -> str:
         lines += _breakdown(f.memory.breakdown)
         lines.append(
             f"    {'total':<28}{_gib(f.memory.per_gpu)}   of {_gib(f.gpu.usable_bytes).strip()} usable"
-            f" -> {_verdict(f, spec.plan.confidence)}"
+            f" -> {_shouted(f.fit_verdict(spec.plan.confidence))}"
         )
         confidence = spec.plan.confidence
         lines.append(f"    {'of which PyTorch allocates':<28}{_gib(f.memory.allocated)}   (max_memory_allocated)")
@@ -123,9 +123,7 @@ def render_estimate(analysis: Analysis) -> str:
         if s.memory.graphs_inside:  # vLLM 0.20 on takes their estimate from the budget before the KV cache
             lines.append(f"    {'cuda_graphs (estimated)':<28}{_gib(s.memory.graphs_inside)}")
         confidence = spec.plan.confidence
-        serve_verdict = "DOES NOT FIT" if not s.fits else "fits"
-        if s.fits and not s.fits_at(confidence):
-            serve_verdict = f"AT RISK at {confidence:.0%} confidence"
+        serve_verdict = _shouted(s.fit_verdict(confidence))
         lines.append(
             f"    {'total':<28}{_gib(s.memory.per_gpu + s.memory.graphs_inside)}   of"
             f" {_gib(s.memory.budget).strip()} engine budget"

@@ -16,37 +16,27 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan import __version__
-from gpuplan.analysis import NOT_LOADED, Analysis, FinetuneEstimate, ServeEstimate
-from gpuplan.assumptions import load_phrase, sequences_words
+from gpuplan.analysis import NOT_LOADED, Analysis, ServeEstimate
 from gpuplan.catalog import catalog_version
-from gpuplan.config import Settings
-from gpuplan.decision import Verdict, layout_text
+from gpuplan.decision import Verdict
 from gpuplan.decision.audit import CONTENT_HASH_DEFINITION, ConfigRecord
 from gpuplan.decision.memo import JobMemo, Memo, Stress, Ways
-from gpuplan.estimate.engines import budget_words
-from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.plan.describe import cost_text
 from gpuplan.plan.spec_planner import JobPlan
 from gpuplan.report import page_one
-from gpuplan.report.charts import memory_chart, sensitivity_chart
+from gpuplan.report.charts import sensitivity_chart
+from gpuplan.report.estimate_section import funded_details
 from gpuplan.report.glossary import used_terms
 from gpuplan.report.options import EVERY_OTHER, planner_rows, planner_slo_column, saving_of, side_by_side, verdict_text
+from gpuplan.report.tables import hours, money, ms, table
 from gpuplan.rules.fit import PLAN_POINTER
 from gpuplan.spec import Spec
 from gpuplan.units import (
-    HOURS_DIGITS,
-    MS_DIGITS,
-    RATE_DIGITS,
     TPOT_MS_DIGITS,
-    Shown,
-    format_figure,
     format_gib,
-    format_gib_difference,
-    format_money,
-    format_ms,
-    format_percent,
+    format_price,
     money_times,
     plural,
 )
@@ -62,208 +52,49 @@ SPEED_NAMES = {
 }
 
 
-SHORT_TABLE_ROWS = 14  # a table this short is kept on one page rather than split with a row or two alone
-KV_WIDTHS = (26, 74)
-
-
-def table(
-    caption: str,
-    columns: list[str],
-    rows: list[list[str]],
-    *,
-    numeric: tuple[int, ...] = (),
-    kind: str = "grid",
-    widths: tuple[int, ...] = (),
-    keep: bool = False,
-) -> dict[str, Any]:
-    """One table as the templates print it: a caption, column headers, and rows whose first cell heads the row.
-
-    ``numeric`` lists the columns aligned right; ``kind`` is "grid" or "kv" (label/value pairs); ``widths``
-    are column widths in percent (the PDF lays tables out with fixed widths: fast, and the same every time).
-    A cell's lines (``\n``) are line breaks in HTML and "; " in Markdown. ``keep`` keeps a longer table
-    on one page too (one that fits a page and reads only whole, as options compared side by side).
-    """
-    if kind == "kv" and not widths:
-        widths = KV_WIDTHS
-    assert not widths or (len(widths) == len(columns) and sum(widths) == 100), (caption, widths)
-    return {
-        "caption": caption,
-        "columns": [
-            {"label": label, "num": index in numeric, "width": widths[index] if widths else None}
-            for index, label in enumerate(columns)
-        ],
-        "rows": [
-            [
-                {"text": "; ".join(cell.split("\n")), "lines": cell.split("\n"), "num": index in numeric}
-                for index, cell in enumerate(row)
-            ]
-            for row in rows
-        ],
-        "kind": kind,
-        "short": keep or len(rows) <= SHORT_TABLE_ROWS,
-    }
-
-
-def _money(value: float | Shown | None, currency: str) -> str:
-    return format_money(value, currency)
-
-
-def _headroom(used: float, capacity: float) -> str:
-    """What is left of ``capacity``, as the difference of the two figures shown beside it."""
-    free = capacity - used
-    if free < 0:
-        return f"none: short by {format_gib_difference(used, capacity)}"
-    return f"{format_gib_difference(capacity, used)} ({format_percent(free / capacity)})"
-
-
-def _finetune_details(f: FinetuneEstimate, currency: str, settings: Settings) -> dict[str, Any]:
-    job = f.setup.job
-    peak = f.memory.per_gpu
-    peak_phase = f.memory.peak_phase.replace("_", " ")
-    speed = f.speed
-    rows = [
-        ["Method", f"{job.method} ({job.precision}, {job.optimizer})"],
-        ["Layout", layout_text(f)],
-        [
-            "Shape",
-            f"micro-batch {job.micro_batch} x {job.seq_len:,} tokens"
-            + (f", {job.checkpointing} activation checkpointing" if job.checkpointing != "none" else ""),
-        ],
-        ["Peak per GPU", f"{format_gib(peak)} at the {peak_phase} of {format_gib(f.gpu.usable_bytes)} usable"],
-        ["Headroom", _headroom(peak, f.gpu.usable_bytes)],
-        ["Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"],
-        *(
-            [["Offloaded", f"{format_gib(f.memory.host)} host, {format_gib(f.memory.nvme)} NVMe per GPU"]]
-            if f.memory.host or f.memory.nvme
-            else []
-        ),
-        [
-            "Throughput",
-            f"{format_figure(speed.tokens_per_s, 0, RATE_DIGITS)} tokens/s ({speed.tokens_per_s_per_gpu:,.0f} per GPU),"
-            f" MFU {speed.mfu:.0%}"
-            + (f", of each {speed.step_s:,.2f} s step {speed.offload_s:,.2f} s offload" if speed.offload_s else ""),
-        ],
-        [
-            "Training time",
-            "n/a (finetune.tokens is not given)"
-            if f.hours is None
-            else f"{_hours(f.hours)} h ({_hours(f.hours * f.gpus)} GPU-hours)",
-        ],
-        ["Cost of the run", _money(f.cost, currency)],
-        ["Resumable checkpoint", f"{f.checkpoint_bytes / 1e9:,.1f} GB of storage"],
-    ]
-    phases = "; ".join(f"{name.replace('_', ' ')} {format_gib(total)}" for name, total in f.memory.phase_totals.items())
-    return {
-        "id": "finetune",
-        "title": "Fine-tuning",
-        "fits": f.fits,
-        "table": table("Fine-tuning: memory, time and cost", ["Item", "Value"], rows, kind="kv"),
-        "chart": memory_chart(f.memory.breakdown, peak, f.gpu.usable_bytes, f"usable on {f.gpu.id}"),
-        "chart_caption": f"Per-GPU memory at the {peak_phase} (the peak) against {f.gpu.id}'s usable memory",
-        "phases": f"Phase totals per GPU, framework overhead included: {phases}." if phases else "",
-        "assumptions": table(
-            "Fine-tuning assumptions", ["Assumption", "Value"], [[k, v] for k, v in f.assumptions], kind="kv"
-        ),
-    }
-
-
-def _serve_details(s: ServeEstimate, currency: str, settings: Settings) -> dict[str, Any]:
-    setup = s.setup
-    rows = [
-        ["Layout", layout_text(s)],
-        [
-            "Workload",
-            f"{sequences_words(setup, s.memory)}, weights "
-            f"{'unquantized' if setup.quantization == 'none' else setup.quantization}, "
-            f"KV cache {setup.kv_dtype_bytes * 8}-bit",
-        ],
-        ["Peak per GPU", f"{format_gib(s.memory.per_gpu)} of a {format_gib(s.memory.budget)} engine budget"],
-        ["Headroom", _headroom(s.memory.per_gpu, s.memory.budget)],
-        [
-            "Capacity",
-            f"at most {plural(s.max_concurrency, 'sequence')} at {setup.context:,} tokens; "
-            f"at most {s.max_context:,} tokens at {plural(s.required_sequences, 'sequence')}; "
-            f"KV cache {s.memory.kv_cache_tokens:,} tokens",
-        ],
-        *(
-            [
-                [
-                    "Latency",
-                    (
-                        f"TTFT p90 {_ms(s.speed.ttft_p90_s, 0)}, median {_ms(s.speed.ttft_median_s, 0)}, mean"
-                        f" {_ms(s.speed.ttft_s, 0)} {load_phrase(s.job)}"
-                        if not s.speed.saturated
-                        else f"TTFT without bound {load_phrase(s.job)} (the stream outruns the layout)"
-                    )
-                    + f"; TPOT {_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)}"
-                    f" (first token excluded; {s.speed.decode_bound}-bound)",
-                ],
-                [
-                    "Throughput",
-                    f"{format_figure(s.speed.tokens_per_s, 0, RATE_DIGITS)} output tokens/s,"
-                    f" {s.speed.requests_per_s:,.2f} requests/s over the deployment",
-                ],
-                *_category_rows(s),
-            ]
-            if s.loads
-            else [["Latency", f"{NOT_LOADED}: {s.not_loaded_reason}"], ["Throughput", NOT_LOADED]]
-        ),
-        ["Cost per month", _money(s.monthly_cost, currency)],
-        ["Cost per 1M output tokens", _money(s.cost_per_million_tokens, currency) if s.loads else NOT_LOADED],
-    ]
-    budget_share = budget_words(setup)
-    return {
-        "id": "serve",
-        "title": "Serving",
-        "fits": s.fits,
-        "table": table("Serving: memory, speed and cost", ["Item", "Value"], rows, kind="kv"),
-        "chart": memory_chart(s.memory.breakdown, s.memory.per_gpu, s.memory.budget, "engine budget"),
-        "chart_caption": f"Per-GPU memory against the engine budget on {s.gpu.id} ({budget_share})",
-        "phases": "",
-        "assumptions": table(
-            "Serving assumptions", ["Assumption", "Value"], [[k, v] for k, v in s.assumptions], kind="kv"
-        ),
-    }
-
-
 def _mark(value: bool | None, yes: str = "✓", no: str = "✗") -> str:
     return "—" if value is None else (yes if value else no)
 
 
-def _hours(hours: float) -> str:
-    return format_figure(hours, 1, HOURS_DIGITS)
+def _memory_cell(scenario: Any, confidence: float, capacity_shown: bool) -> str:
+    """The estimate per GPU and, where it differs, the figure at the band's edge the Fits column judges; the
+    capacity too unless the column's header states it (one capacity in every scenario of the layout)."""
+    cell = format_gib(scenario.per_gpu)
+    if scenario.estimated != scenario.per_gpu:  # a memory row's figure is the band's edge itself
+        cell = f"{format_gib(scenario.estimated)} ({cell.removesuffix(' GiB')} at {confidence:.0%})"
+    return cell if capacity_shown else f"{cell} of {format_gib(scenario.capacity)}"
 
 
-def _ms(seconds: float | None, digits: int, published: int = MS_DIGITS) -> str:
-    """Milliseconds, or "no bound" where the error band gives none (a band of 100% or more)."""
-    return "no bound" if seconds is None else f"{format_ms(seconds, digits, published)} ms"
-
-
-def _scenario_cells(scenario: Any, serving: bool, currency: str) -> list[str]:
+def _scenario_cells(scenario: Any, serving: bool, currency: str, confidence: float, capacity_shown: bool) -> list[str]:
     fits = "yes" if scenario.comfortable else ("tight" if scenario.fits else "no")
-    row = [f"{format_gib(scenario.per_gpu)} of {format_gib(scenario.capacity)}", fits]
+    row = [_memory_cell(scenario, confidence, capacity_shown), fits]
     if serving:
         row += [
-            f"{_ms(scenario.ttft_s, 0)} / {_ms(scenario.tpot_s, 1, TPOT_MS_DIGITS)}" if scenario.loads else NOT_LOADED,
+            f"{ms(scenario.ttft_s, 0)} / {ms(scenario.tpot_s, 1, TPOT_MS_DIGITS)}" if scenario.loads else NOT_LOADED,
             "none declared" if scenario.slo_met is None else ("met" if scenario.slo_met else "missed"),
         ]
     else:
-        row.append("n/a" if scenario.hours is None else f"{_hours(scenario.hours)} h")
+        row.append("n/a" if scenario.hours is None else f"{hours(scenario.hours)} h")
     row += [
-        _money(scenario.cost, currency),
+        money(scenario.cost, currency),
         "—" if scenario.within_budget is None else ("yes" if scenario.within_budget else "no"),
     ]
     return row
 
 
-def _sensitivity_table(stress: Stress, title: str, currency: str) -> dict[str, Any]:
+def _sensitivity_table(stress: Stress, title: str, currency: str, confidence: float) -> dict[str, Any]:
     """One layout's stress test, every figure per scenario."""
     sensitivity = stress.sensitivity
     serving = sensitivity.job == "serve"
-    columns = ["Scenario", "Memory per GPU", "Fits"]
+    capacities = {scenario.capacity for scenario in sensitivity.scenarios}
+    one = len(capacities) == 1
+    columns = ["Scenario", f"Memory per GPU, of {format_gib(capacities.pop())}" if one else "Memory per GPU", "Fits"]
     columns += ["TTFT / TPOT", "SLO"] if serving else ["Training time"]
     columns += ["Cost per month" if serving else "Cost of the run", "Within budget"]
-    rows = [[scenario.name, *_scenario_cells(scenario, serving, currency)] for scenario in sensitivity.scenarios]
+    rows = [
+        [scenario.name, *_scenario_cells(scenario, serving, currency, confidence, one)]
+        for scenario in sensitivity.scenarios
+    ]
     numeric = (1, 3, 5) if serving else (1, 3, 4)
     widths = (18, 22, 6, 21, 11, 12, 10) if serving else (27, 21, 10, 14, 16, 12)
     layout = stress.option.layout.describe()
@@ -282,6 +113,8 @@ def _verdict_cell(scenario: Any) -> str:
         return "—"
     if scenario.passes:
         return "holds"
+    if scenario.first_broken == "memory" and scenario.loads and scenario.estimated <= scenario.capacity:
+        return "fails: memory at risk"  # fits on the estimate, not at the band's edge
     return _FAILS[scenario.first_broken]
 
 
@@ -316,7 +149,7 @@ def _comparison_table(job: JobMemo, title: str) -> dict[str, Any] | None:
     )
 
 
-def _stress_section(job: JobMemo, title: str, currency: str) -> dict[str, Any]:
+def _stress_section(job: JobMemo, title: str, currency: str, confidence: float) -> dict[str, Any]:
     funded = job.stresses[0]
     growth = funded.growth
     growth_text = ""
@@ -325,15 +158,15 @@ def _stress_section(job: JobMemo, title: str, currency: str) -> dict[str, Any]:
             growth_text = "Twice the users: no sound layout within the plan's limits serves them."
         elif growth.extra is not None:
             growth_text = (
-                f"Twice the users ({growth.factor} x the declared demand): +{_money(growth.extra, currency)} a month, "
-                f"on {growth.option.layout.describe()} at {_money(growth.option.cost, currency)} a month, the "
+                f"Twice the users ({growth.factor} x the declared demand): +{money(growth.extra, currency)} a month, "
+                f"on {growth.option.layout.describe()} at {money(growth.option.cost, currency)} a month, the "
                 "cheapest sound layout for that demand on the same GPU kind (or on any allowed kind when none is)."
             )
     weaker = job.weaker
     return {
         "title": title,
         "comparison": _comparison_table(job, title),
-        "table": _sensitivity_table(funded, title, currency),
+        "table": _sensitivity_table(funded, title, currency, confidence),
         "chart": sensitivity_chart(funded.sensitivity),
         "growth": growth_text,
         "weaker": (
@@ -384,7 +217,7 @@ def _saving_text(plan: JobPlan, spec: Spec) -> str:
         return ""
     layout = recommended.layout.describe()
     if saving.per == "month":
-        over = format_money(money_times(saving.amount, term_months), currency)  # the shown saving x the months
+        over = money(money_times(saving.amount, term_months), currency)  # the shown saving x the months
         return f"{saving.text(currency)} ({over} over {plural(term_months, 'month')}) with {layout}"
     return f"{saving.text(currency)} with {layout}"
 
@@ -420,7 +253,7 @@ def _speed_bands(estimates: list[Any], confidence: float) -> str:
             for name, band in estimate.bands.items()
         ]
         lines.append(f"{job} speed at its slow edge at {confidence:.0%} confidence: {', '.join(bands)}")
-    return "\n".join(lines) + "\nthe sensitivity table shows both edges"
+    return "\n".join(lines) + "\nthe stress test (Appendix C) shows both edges"
 
 
 def _acquisition_table(ways: Ways, job: str, spec: Spec, currency: str) -> dict[str, Any]:
@@ -429,7 +262,7 @@ def _acquisition_table(ways: Ways, job: str, spec: Spec, currency: str) -> dict[
     span = (
         f"over {plural(spec.budget.term_months, 'month')}"
         if ways.hours is None
-        else f"for the {_hours(ways.hours)}-hour run"
+        else f"for the {hours(ways.hours)}-hour run"
     )
     cheapest = min(ways.ways, key=lambda way: way.cost)
     rows = [
@@ -437,8 +270,8 @@ def _acquisition_table(ways: Ways, job: str, spec: Spec, currency: str) -> dict[
             way.way + (" (cheapest)" if way is cheapest else ""),
             f"{way.gpus:,} x {way.gpu}",
             way.note,
-            _money(way.cost, currency),
-            _money(way.cash, currency),
+            money(way.cost, currency),
+            money(way.cash, currency),
         ]
         for way in ways.ways
     ]
@@ -537,7 +370,7 @@ def _record(memo: Memo) -> dict[str, Any]:
     prices = []
     for unit in audit.prices:
         basis = unit.basis
-        price = "n/a" if basis.price is None else f"{basis.price:.2f} {currency}/GPU-hour"
+        price = "n/a" if basis.price is None else f"{format_price(basis.price)} {currency}/GPU-hour"
         quotes = "; ".join(
             f"{quote.provider} {quote.usd_per_hour:g} USD ({quote.date or 'undated'})" for quote in unit.quotes
         )
@@ -666,11 +499,7 @@ def _changes(memo: Memo) -> list[str]:
         f"{'Serve' if c.job == 'serve' else 'Fine-tune'} on {c.layout} ({c.cost}): paste {c.fragment}"
         for c in decision.changes
     ]
-    changes += [
-        f"{f.code} {f.name}: {hint_in_report(f.hint) or f.message}"
-        for f in decision.deciding
-        if not (f.code == "GP507" and decision.changes)  # its hint is the planner's change above
-    ]
+    changes += [f"{f.code} {f.name}: {hint_in_report(f.hint) or f.message}" for f in page_one.findings_left(memo)]
     return changes
 
 
@@ -717,14 +546,11 @@ def build_report(memo: Memo, result: LintResult, verification: list[dict[str, An
     stresses = []
     if analysis is not None and spec is not None:
         for job_memo in memo.jobs:
-            if job_memo.kind == "serve" and analysis.serve is not None:
-                job = _serve_details(analysis.serve, currency, settings)
-            elif analysis.finetune is not None:
-                job = _finetune_details(analysis.finetune, currency, settings)
+            job = funded_details(job_memo, currency, settings, spec.plan.confidence)
             job["options"] = _options_tables(job_memo, spec, job["title"])
             job["acquisition"] = [_acquisition_table(ways, job_memo.kind, spec, currency) for ways in job_memo.ways]
             jobs.append(job)
-            stresses.append(_stress_section(job_memo, job["title"], currency))
+            stresses.append(_stress_section(job_memo, job["title"], currency, spec.plan.confidence))
     engineering = _engineering_rows(memo, analysis) if analysis is not None and spec is not None else []
     page_text = " ".join([headline, *page_one.warnings(memo), *(row[0] + " " + row[1] for row in memo_rows)])
     name = spec.name if spec else _unresolved_name(result)
@@ -767,20 +593,3 @@ def build_report(memo: Memo, result: LintResult, verification: list[dict[str, An
         "record": _record(memo),
         "glossary": [{"term": term, "definition": definition} for term, definition in used_terms(page_text)],
     }
-
-
-def _category_rows(s: ServeEstimate) -> list[list[str]]:
-    """The deployment's answer to each benchmark category, whatever the declared load: one row."""
-    c = s.categories
-    if c is None:
-        return []
-    return [
-        [
-            "Benchmark categories",
-            f"long-context input: TTFT {_ms(c.long_context_ttft_s, 0)} ({c.long_context_tokens:,}-token prompt,"
-            f" idle); high-throughput batch: {format_figure(c.saturated_tokens_per_s, 0, RATE_DIGITS)} output"
-            f" tokens/s at {c.saturated_sequences:,} sequences per replica; short fast output: TTFT"
-            f" {_ms(c.short_ttft_s, 0)} + TPOT {_ms(c.short_tpot_s, 1, TPOT_MS_DIGITS)}"
-            f" ({SHORT_PROMPT} in, {SHORT_OUTPUT} out, one request)",
-        ]
-    ]

@@ -266,12 +266,21 @@ def change_lines(memo: Memo) -> list[str]:
                 f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
                 f"{short_layout(job.plan.declared)}, at {_cost_per(job, job.funded.cost, currency)}"
             )
-    changed = {JOB_WORDS[job.kind] for job in memo.jobs if job.changed}
-    for finding in decision.deciding:
-        if (finding.code == "GP507" and decision.changes) or _job_of(finding) in changed:
-            continue  # the layout change above is what resolves it
-        lines.append(CODES[finding.code].summary.rstrip("."))
+    lines += [CODES[finding.code].summary.rstrip(".") for finding in findings_left(memo)]
     return lines
+
+
+def findings_left(memo: Memo) -> list[Finding]:
+    """The deciding findings a required layout change does not resolve: a finding about a job whose layout
+    the planner changes is resolved by the change (a recommended layout draws no finding of its own), and
+    GP507's hint is that change."""
+    decision = memo.decision
+    changed = {JOB_WORDS[job.kind] for job in memo.jobs if job.changed}
+    return [
+        finding
+        for finding in decision.deciding
+        if not ((finding.code == "GP507" and decision.changes) or _job_of(finding) in changed)
+    ]
 
 
 def headline(memo: Memo) -> str:
@@ -389,8 +398,12 @@ def rows(memo: Memo, findings: str) -> list[list[str]]:
     if memo.spec is None:
         return out + [["Findings", findings]]
     decision = memo.decision
-    if decision.verdict is Verdict.APPROVE_WITH_CHANGES and decision.amount and decision.amount_with_changes:
-        out.append(["As declared it would cost", amount_text(decision.amount, memo).split(": ", 1)[0]])
+    declared = memo.declared_ceiling
+    if decision.verdict is Verdict.APPROVE_WITH_CHANGES and declared is not None and decision.amount_with_changes:
+        basis = ""
+        if declared.finetune_run is not None and declared != decision.amount:
+            basis = "; the run at the slow end of its speed estimate, as in the amount to sign"
+        out.append(["As declared it would cost", amount_text(declared, memo).split(": ", 1)[0] + basis])
     out += [
         [
             "What is bought" if decision.verdict.signable else "Layout proposed (not approved)",
