@@ -48,11 +48,10 @@ class _SpecResolver(yaml.resolver.Resolver):
     schema then refuses where editors and check-jsonschema (YAML 1.2) read the same file as a number."""
 
 
-_SpecResolver.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+# YAML 1.2's float in exponent form, which YAML 1.1 reads as a string: a writer of specs quotes such a string.
+EXPONENT_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
+EXPONENT_FIRST = list("-+0123456789.")
+_SpecResolver.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, EXPONENT_FIRST)
 _RESOLVER = _SpecResolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 

@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
 
 from gpuplan.cli import cli
+from gpuplan.loader import EXPONENT_FIRST, EXPONENT_FLOAT
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -114,6 +116,19 @@ def run_cli(*args: str, input: str | bytes | None = None) -> tuple[int, str, str
     """Run the CLI in-process; returns (exit code, stdout, stderr)."""
     result = CliRunner().invoke(cli, list(args), input=input, catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
+
+
+class _SpecDumper(yaml.SafeDumper):
+    """PyYAML's dumper (YAML 1.1), which also quotes a string the loader reads as a number (YAML 1.2's 1e5)."""
+
+
+_SpecDumper.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, EXPONENT_FIRST)
+
+
+def spec_yaml(data: object, **options: object) -> str:
+    """``data`` as YAML that gpuplan's loader reads back as the same data (yaml.safe_dump writes a string
+    such as '0E0' plain, which YAML 1.2 and the loader read as a number)."""
+    return yaml.dump(data, Dumper=_SpecDumper, **options)  # type: ignore[call-overload]
 
 
 def make_spec(text: str, base_dir: Path | None = None):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from conftest import spec_yaml
 from hypothesis import strategies as st
 from valid_specs import any_valid_spec
 
@@ -146,7 +147,7 @@ def mutated_data(draw: Any, seed: Any) -> Any:
 
 
 def dump_yaml(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10_000)
+    return spec_yaml(data, sort_keys=False, allow_unicode=True, width=10_000)
 
 
 @st.composite

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import yaml
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, run_cli, spec_yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -132,7 +132,7 @@ def test_cli_exit_code_follows_the_findings(text: str):
 
 @given(instances(SCHEMA))
 def test_documents_built_from_the_schema_validate(document: dict[str, Any]):
-    raw = yaml.safe_dump(document, sort_keys=False, allow_unicode=True).encode()
+    raw = spec_yaml(document, sort_keys=False, allow_unicode=True).encode()
     loaded = load_bytes("gen.yaml", raw)
     assert loaded.findings == ()
     assert validate(loaded) == ()
@@ -182,7 +182,7 @@ def test_single_mutation_is_found_at_the_mutated_key(example: tuple[str, bytes],
         mutated = data.draw(st.sampled_from(candidates))
         container = _get(document, mutated[:-1])
         container[mutated[-1]] = -(10**15) if kind == "out-of-range" else [["not", "a", "scalar"]]
-    text = yaml.safe_dump(document, sort_keys=False)
+    text = spec_yaml(document, sort_keys=False)
     loaded = load_bytes("m.yaml", text.encode())
     expected_line = loaded.positions[mutated].line
     assert re.search(rf"\b{re.escape(str(mutated[-1]))}\b", text.splitlines()[expected_line - 1])
@@ -231,7 +231,7 @@ def test_any_valid_spec_lints_without_crashing(document: dict[str, Any], model: 
         document["serve"]["hardware"]["gpu"] = serve_gpu
         for tenant in document["serve"].get("tenants", []):
             tenant["model"] = {"id": "llama-3.2-1b"}
-    raw = yaml.safe_dump(document, sort_keys=False, allow_unicode=True).encode()
+    raw = spec_yaml(document, sort_keys=False, allow_unicode=True).encode()
     result = lint_bytes("fuzz.yaml", raw)
     codes = {f.code for f in result.findings}
     assert not codes & {"GP001", "GP101", "GP102", "GP103", "GP104", "GP105", "GP106", "GP107"}

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import spec_yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -62,7 +62,7 @@ GPUS = ["l4", "a10g", "l40s", "a100-sxm-80gb", "h100-pcie", "h100-sxm", "h200-sx
 
 
 def make_spec(document: dict) -> Spec:
-    spec, findings = resolve(load_bytes("s.yaml", yaml.safe_dump(document).encode()), Path.cwd())
+    spec, findings = resolve(load_bytes("s.yaml", spec_yaml(document).encode()), Path.cwd())
     assert spec is not None, findings
     return spec
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import yaml
+from conftest import spec_yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -85,7 +85,7 @@ def serve(model: dict, tp: int, pp: int, gpu: str = "big", **fields) -> ServeEst
     tp = tp if heads % tp == 0 and kv_heads % tp == 0 else 1
     job = {"hardware": {"gpu": gpu, "count": tp * pp, "tensor_parallel": tp, "pipeline_parallel": pp}, **fields}
     document = {"version": 1, "name": "p", "model": model, "serve": job, "gpus": BIG_GPU}
-    spec, findings = resolve(load_bytes("p.yaml", yaml.safe_dump(document).encode()), Path("."))
+    spec, findings = resolve(load_bytes("p.yaml", spec_yaml(document).encode()), Path("."))
     assert spec is not None, findings
     estimate = analyse(spec).serve
     assert estimate is not None
@@ -207,7 +207,7 @@ def finetune(model: dict, gpus: int, network_gbps: float = 400, tp: int = 1, **f
     hardware = {"gpu": "h100-sxm", "count": gpus, "network_gbps": network_gbps, "tensor_parallel": tp}
     job = {"hardware": hardware, "tokens": 10**9, **fields}
     document = {"version": 1, "name": "t", "model": model, "finetune": job}
-    spec, findings = resolve(load_bytes("t.yaml", yaml.safe_dump(document).encode()), Path("."))
+    spec, findings = resolve(load_bytes("t.yaml", spec_yaml(document).encode()), Path("."))
     assert spec is not None, findings
     estimate = analyse(spec).finetune
     assert estimate is not None and estimate.speed is not None

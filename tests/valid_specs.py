@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from conftest import spec_yaml
 from hypothesis import strategies as st
 
 from gpuplan.architecture import Architecture, ArchitectureError
@@ -332,7 +333,7 @@ class GeneratedSpec:
     repaired: bool = True
 
     def yaml(self) -> str:
-        return yaml.safe_dump(self.document, sort_keys=False, allow_unicode=True, width=10_000)
+        return spec_yaml(self.document, sort_keys=False, allow_unicode=True, width=10_000)
 
     def write(self, folder: Path) -> Path:
         """Write the spec (spec.yaml) and its config.json files into ``folder``; return the spec's path."""
