@@ -429,6 +429,15 @@ def load_phrase(job: Serve) -> str:
     return f"at {job.concurrency:,} in flight"
 
 
+def ttft_tail_words(speed: ServingSpeed) -> str:
+    """Why a mean TTFT stands above its p90, where it does: fewer than one request in ten queues for the
+    token budget or the server process (P(wait) = rho below 0.1: the p90 waits for nothing,
+    serving_load.wait_quantile), and those that queue wait long; "" otherwise."""
+    if speed.saturated or speed.ttft_s <= speed.ttft_p90_s:
+        return ""
+    return "the mean is above the p90: fewer than 1 request in 10 queues, and those that do queue long"
+
+
 def sequences_words(setup: ServingSetup, memory: ServingMemory) -> str:
     """The sequences each replica's KV cache is sized for, in words: '32 x 8,192 tokens per replica', or a
     burst and what its pool holds of it: 'a burst of 200 x 4,096 tokens per replica, sized for one sequence
