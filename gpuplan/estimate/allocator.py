@@ -204,39 +204,62 @@ class CachingAllocator:
             return
         self.small_live -= allocation.small
         self.live -= allocation.held - allocation.small
-        free = self.free
+        free, sizes, watch = self.free, self.sizes, self.watch
         for hole, holes, pieces, piece, rest in allocation.carves:
-            if not rest:
-                self._add(hole, holes)
-            elif free.get(rest, 0) >= holes:
-                self._remove(rest, holes)
-                self._add(hole, holes)
+            if rest:
+                cached = free.get(rest, 0)
+                if cached >= holes:  # merge back: the rests go, the holes come back
+                    left = cached - holes
+                    if left:
+                        free[rest] = left
+                    else:
+                        del free[rest]
+                        sizes.remove(rest)
+                    if watch is not None and left < watch.lows.get(rest, left + 1):
+                        watch.lows[rest] = left
+                else:
+                    if watch is not None:  # it would merge once there were ``holes`` of them (counted
+                        # before this carve's own pieces join the cache: a piece may be the rest's size)
+                        room, more = watch.room, holes - 1 - cached
+                        room[rest] = min(more, room.get(rest, more))
+                    hole, holes = piece, holes * pieces  # the pieces are cached apart
+            if hole in free:
+                free[hole] += holes
             else:
-                if self.watch is not None:  # it would merge once there were ``holes`` of them (counted
-                    # before this carve's own pieces join the cache: a piece may be the rest's size)
-                    room, more = self.watch.room, holes - 1 - free.get(rest, 0)
-                    room[rest] = min(more, room.get(rest, more))
-                self._add(piece, holes * pieces)
+                bisect.insort(sizes, hole)
+                free[hole] = holes
 
     def _take_large(self, carves: list[Carve], block: int, need: int) -> None:
         """``need`` blocks of ``block`` bytes, their carves added to ``carves``: best fit from the cached
-        blocks, smallest first, then new segments for what is left."""
+        blocks, smallest first (as many whole holes of a size as ``need`` fills, then one cut part way),
+        then new segments for what is left."""
         free, sizes, watch = self.free, self.sizes, self.watch
         # The sizes to search, copied: a cut removes its hole and adds a smaller rest, neither one still to search.
         for hole in sizes[bisect.bisect_left(sizes, block) :]:
-            need = self._cut(carves, hole, free[hole], block, need)
+            # Split while the rest exceeds kSmallSize; a smaller rest goes with the last piece (``_carve``).
+            available, per_hole = free[hole], hole // block
+            full = min(available, need // per_hole)
+            if full:
+                carves.append(self._carve(hole, full, per_hole, block))
+                need -= full * per_hole
+            if need and available > full:
+                carves.append(self._carve(hole, 1, need, block))
+                need = 0
             if not need:
                 if watch is not None and hole > block:  # went past [block, hole) to this one
                     watch.passed.append((block, hole))
                 return
         if watch is not None:  # went past every size from the block's up
             watch.passed.append((block, SEARCHED_ALL))
-        if need:
-            hole = segment_size(block)
-            segments = -(-need // (hole // block))
-            self.segments += segments * hole
-            self._add(hole, segments)
-            self._cut(carves, hole, segments, block, need)
+        hole = segment_size(block)  # new segments: as many cut whole as ``need`` fills, then one part way
+        per_hole = hole // block
+        segments = -(-need // per_hole)
+        self.segments += segments * hole
+        self._add(hole, segments)
+        if need // per_hole:
+            carves.append(self._carve(hole, need // per_hole, per_hole, block))
+        if need % per_hole:
+            carves.append(self._carve(hole, 1, need % per_hole, block))
 
     def repeat(self, once: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
         """``once(input)`` for each input in turn, as the layers of a model run one after another.
@@ -359,30 +382,31 @@ class CachingAllocator:
         """Bytes of the segments mapped now (both pools): the cache never unmaps one."""
         return self.segments + self.small_segments
 
-    def _cut(self, carves: list[Carve], hole: int, available: int, block: int, need: int) -> int:
-        """Cut up to ``available`` cached blocks of ``hole`` bytes into ``need`` blocks of ``block`` (as many
-        whole holes as ``need`` fills, then one cut part way); what is still needed."""
-        per_hole = hole // block  # split while the rest exceeds kSmallSize; a smaller rest goes with the last
-        full = min(available, need // per_hole)
-        if full:
-            carves.append(self._carve(hole, full, per_hole, block))
-        left = need - full * per_hole
-        if left and available > full:
-            carves.append(self._carve(hole, 1, left, block))
-            left = 0
-        return left
-
     def _carve(self, hole: int, holes: int, pieces: int, block: int) -> Carve:
         """``holes`` cached blocks of ``hole`` bytes cut into ``pieces`` blocks of ``block``, now live."""
+        free = self.free
         rest = hole - pieces * block
+        left = free[hole] - holes
+        if left:
+            free[hole] = left
+        else:
+            del free[hole]
+            self.sizes.remove(hole)
+        watch = self.watch
+        if watch is not None and left < watch.lows.get(hole, left + 1):
+            watch.lows[hole] = left
         if rest <= SMALL_SIZE:  # should_split is false: the last piece takes the rest whole
             rest = 0
-        self._remove(hole, holes)
-        if rest:
-            self._add(rest, holes)
+        elif rest in free:
+            free[rest] += holes
+        else:
+            bisect.insort(self.sizes, rest)
+            free[rest] = holes
         self.live += holes * (hole - rest)
         return (hole, holes, pieces, block, rest)
 
+    # ``_add`` and ``_remove`` keep ``free``, ``sizes`` and the watch's lows in step; ``give`` and ``_carve``
+    # write them out: they are the hot paths of the simulation, and these were its two most frequent calls.
     def _add(self, size: int, count: int) -> None:
         free = self.free
         if size in free:
@@ -421,12 +445,15 @@ class CachingAllocator:
         return self.reserved
 
     def _count(self) -> None:
-        live = self.live + self.small_live
+        """Raise the peaks and the window to where memory stands now (``_reserved_now`` written out: this
+        runs after every take)."""
+        small_live = self.small_live
+        live = self.live + small_live
         if live > self.peak_live:
             self.peak_live = live
-        if self.small_live > self.small_segments:  # the small pool's high water (its segments, unrounded)
-            self.small_segments = self.small_live
-        reserved = self._reserved_now()
+        if small_live > self.small_segments:  # the small pool's high water (its segments, unrounded)
+            self.small_segments = small_live
+        reserved = live if self.expandable else self.segments + self.small_segments
         if reserved > self.peak_reserved:
             self.peak_reserved = reserved
         window = self.window
@@ -434,8 +461,8 @@ class CachingAllocator:
             window[0] = live
         if reserved > window[1]:
             window[1] = reserved
-        if self.small_live > window[2]:
-            window[2] = self.small_live
+        if small_live > window[2]:
+            window[2] = small_live
 
 
 EMPTY = Allocation((), 0, 0)
