@@ -118,10 +118,12 @@ class _Effect:
     rise_small: int
 
 
-@dataclass
+@dataclass(slots=True)
 class _Mark:
-    """Where the allocator stood as one run began (the cached blocks, the counters), how high memory rose
-    during it and what its choices hung on (``_Watch``)."""
+    """One run as ``repeat`` watched it: where the allocator stood as it began (the cached blocks, the
+    counters), how high memory rose during it, and what its choices hung on, by size of cached block (what
+    it would have chosen alike with fewer or more blocks of that size, and what not). The allocator's
+    ``watch`` while the run goes."""
 
     free: dict[int, int]
     live: int
@@ -132,14 +134,6 @@ class _Mark:
     # The highest live (both pools), reserved and small-pool live bytes in the run: the allocator's
     # ``window`` while it runs (``_count`` raises it), kept as it was when the run ended.
     high: list[int]
-    watched: _Watch
-
-
-@dataclass
-class _Watch:
-    """What one run's choices hung on, by size of cached block: what it would have chosen alike with fewer
-    or more blocks of that size, and what not."""
-
     # The fewest blocks of each size it drew on that were left.
     lows: dict[int, int] = field(default_factory=dict)
     # Sizes a freed piece found too few of to merge back with: how many more there could have been and it
@@ -168,7 +162,7 @@ class CachingAllocator:
     fast_forward: bool = True  # ``repeat`` may apply the periods it finds by arithmetic
     # The highest live (both pools), reserved and small-pool live bytes since ``repeat`` last marked them.
     window: list[int] = field(default_factory=lambda: [0, 0, 0])
-    watch: _Watch | None = None  # while ``repeat`` watches a run
+    watch: _Mark | None = None  # the run ``repeat`` watches
 
     def take(self, size: float, count: int = 1) -> Allocation:
         """``count`` tensors of ``size`` bytes each."""
@@ -269,7 +263,7 @@ class CachingAllocator:
         sizes are again the ones some earlier run began with, the runs since then (a period: one layer, or
         several when blocks are cut and freed in a cycle) would repeat as they ran, for as long as the
         inputs repeat with them, no size they drew on runs out, and no size grows that a choice hung on
-        there being so few of (``_Watch``): those periods are applied at once, by arithmetic, and their
+        there being so few of (``_Mark``): those periods are applied at once, by arithmetic, and their
         results are the period's. The answer is the one running each would give, to the byte (a property
         test holds it); only the work is less."""
         results: list[R] = []
@@ -278,10 +272,12 @@ class CachingAllocator:
         began: dict[tuple[int, ...], list[int]] = {}  # cached sizes -> the runs since then that began with them
         sizes = tuple(self.sizes)  # as the next run begins
         while (done := len(results)) < len(inputs):
-            began.setdefault(sizes, []).append(done)
-            mark = self._mark()
-            marks.append(mark)
-            self.watch = mark.watched
+            if sizes in began:
+                began[sizes].append(done)
+            else:
+                began[sizes] = [done]
+            self.watch = self._mark()
+            marks.append(self.watch)
             results.append(once(inputs[done]))
             self.watch = None
             sizes = tuple(self.sizes)
@@ -302,12 +298,15 @@ class CachingAllocator:
         many periods that was. The cheap refusals come first: too few inputs left, or a size grown that a
         choice hung on (most periods tried end there), before the rest of the period's effect is summed."""
         length = len(period)
-        if len(inputs) - following < length:
+        most = (len(inputs) - following) // length
+        if not most:
             return 0
         # The period began with the sizes cached now (``repeat`` tries no other): only their counts changed.
         free, now = period[0].free, self.free
-        drift = tuple((size, change) for size in self.sizes if (change := now[size] - free[size]))
-        periods = _periods_that_last(drift, period, (len(inputs) - following) // length)
+        drift: tuple[tuple[int, int], ...] = ()
+        if free != now:
+            drift = tuple((size, change) for size in self.sizes if (change := now[size] - free[size]))
+        periods = _periods_that_last(drift, period, most)
         if periods > 0:
             periods = min(periods, _periodic_length(inputs, following, length, periods * length) // length)
         if periods > 0:
@@ -316,23 +315,16 @@ class CachingAllocator:
 
     def _mark(self) -> _Mark:
         """Where the allocator stands as a run begins; restarts the window of how high memory rises."""
-        reserved = self._reserved_now()
-        self.window = [self.live + self.small_live, reserved, self.small_live]
-        return _Mark(
-            self.free.copy(),
-            self.live,
-            self.small_live,
-            self.segments,
-            self.small_segments,
-            reserved,
-            self.window,
-            _Watch(),
-        )
+        live, small_live = self.live, self.small_live
+        reserved = live + small_live if self.expandable else self.segments + self.small_segments
+        self.window = [live + small_live, reserved, small_live]
+        return _Mark(self.free.copy(), live, small_live, self.segments, self.small_segments, reserved, self.window)
 
     def _effect(self, period: list[_Mark], drift: tuple[tuple[int, int], ...]) -> _Effect:
         """What the runs since ``period[0]`` began changed: the cached blocks by size (``drift``), each
         counter, and how far live and reserved memory rose above where the period began."""
         start = period[0]
+        high_live, high_reserved, high_small = map(max, zip(*(mark.high for mark in period), strict=True))
         return _Effect(
             drift,
             self.live - start.live,
@@ -340,9 +332,9 @@ class CachingAllocator:
             self.segments - start.segments,
             self.small_segments - start.small_segments,
             self._reserved_now() - start.reserved,
-            max(mark.high[0] for mark in period) - (start.live + start.small_live),
-            max(mark.high[1] for mark in period) - start.reserved,
-            max(mark.high[2] for mark in period) - start.small_live,
+            high_live - (start.live + start.small_live),
+            high_reserved - start.reserved,
+            high_small - start.small_live,
         )
 
     def _advance(self, effect: _Effect, runs: int) -> None:
@@ -479,18 +471,19 @@ def _periods_that_last(drift: tuple[tuple[int, int], ...], period: list[_Mark], 
     to the count of each cached size: a size it draws down lasts while what is left covers a period's
     draw (its fewest blocks sink by the period's change each time round); a size it grows may grow while
     no search of any of its runs went past it and a merge that found too few of it still would
-    (``_Watch``). Never below 0."""
-    watches = [mark.watched for mark in period]
-    passed = [span for watched in watches for span in watched.passed]
+    (``_Mark``). Never below 0."""
     limits = [most]
+    passed: list[tuple[int, int]] | None = None  # of all the period's runs, gathered once a size grows
     for size, change in drift:
         if change < 0:
-            lows = [watched.lows[size] for watched in watches if size in watched.lows]
-            if lows:
+            if lows := [mark.lows[size] for mark in period if size in mark.lows]:
                 limits.append(min(lows) // -change)
-        elif any(low <= size < high for low, high in passed):
+            continue
+        if passed is None:
+            passed = [span for mark in period for span in mark.passed]
+        if any(low <= size < high for low, high in passed):
             return 0
-        elif rooms := [watched.room[size] for watched in watches if size in watched.room]:
+        if rooms := [mark.room[size] for mark in period if size in mark.room]:
             limits.append(min(rooms) // change)
     return max(0, min(limits))
 
