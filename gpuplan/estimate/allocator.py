@@ -209,13 +209,14 @@ class CachingAllocator:
                     else:
                         del free[rest]
                         sizes.remove(rest)
-                    if watch is not None and left < watch.lows.get(rest, left + 1):
+                    if watch is not None and (rest not in watch.lows or left < watch.lows[rest]):
                         watch.lows[rest] = left
                 else:
                     if watch is not None:  # it would merge once there were ``holes`` of them (counted
                         # before this carve's own pieces join the cache: a piece may be the rest's size)
                         room, more = watch.room, holes - 1 - cached
-                        room[rest] = min(more, room.get(rest, more))
+                        if rest not in room or more < room[rest]:
+                            room[rest] = more
                     hole, holes = piece, holes * pieces  # the pieces are cached apart
             if hole in free:
                 free[hole] += holes
@@ -385,7 +386,7 @@ class CachingAllocator:
             del free[hole]
             self.sizes.remove(hole)
         watch = self.watch
-        if watch is not None and left < watch.lows.get(hole, left + 1):
+        if watch is not None and (hole not in watch.lows or left < watch.lows[hole]):
             watch.lows[hole] = left
         if rest <= SMALL_SIZE:  # should_split is false: the last piece takes the rest whole
             rest = 0
@@ -416,7 +417,7 @@ class CachingAllocator:
             del free[size]
             self.sizes.remove(size)
         watch = self.watch
-        if watch is not None and left < watch.lows.get(size, left + 1):
+        if watch is not None and (size not in watch.lows or left < watch.lows[size]):
             watch.lows[size] = left
 
     def reserved_peak(self) -> int:
@@ -491,8 +492,11 @@ def _periods_that_last(drift: tuple[tuple[int, int], ...], period: list[_Mark], 
 def _periodic_length(inputs: Sequence[T], start: int, period: int, most: int) -> int:
     """How many of ``inputs`` from ``start`` on (at most ``most``) repeat the ones ``period`` before them,
     in a row."""
+    end = min(len(inputs), start + most)
+    if inputs[start:end] == inputs[start - period : end - period]:  # most do, to the end: one comparison
+        return end - start
     count = 0
-    for index in range(start, min(len(inputs), start + most)):
+    for index in range(start, end):
         if inputs[index] != inputs[index - period]:
             break
         count += 1
