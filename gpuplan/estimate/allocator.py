@@ -198,8 +198,26 @@ class CachingAllocator:
             return
         self.small_live -= allocation.small
         self.live -= allocation.held - allocation.small
+        self._free(allocation.carves)
+
+    def cycle(self, tensors: Tensors) -> None:
+        """Tensors taken and freed at once, as a layer's transients: ``give(take_all(tensors))`` without the
+        allocation between them."""
+        live = self.live
+        carves: list[Carve] = []
+        for block, count in tensors.large:
+            self._take_large(carves, block, count)
+        self.small_live += tensors.small
+        self._count()
+        self.small_live -= tensors.small
+        self.live = live
+        self._free(carves)
+
+    def _free(self, carves: Sequence[Carve]) -> None:
+        """Give back, in order, the pieces ``carves`` cut: each merges back into its block when the block's
+        rest is still cached, else the pieces are cached apart (``give``, ``cycle``)."""
         free, sizes, watch = self.free, self.sizes, self.watch
-        for hole, holes, pieces, piece, rest in allocation.carves:
+        for hole, holes, pieces, piece, rest in carves:
             if rest:
                 cached = free.get(rest, 0)
                 if cached >= holes:  # merge back: the rests go, the holes come back
