@@ -197,8 +197,9 @@ class CachingAllocator:
         if not allocation.held:
             return
         self.small_live -= allocation.small
-        self.live -= allocation.held - allocation.small
-        self._free(allocation.carves)
+        if allocation.carves:  # none: the small pool's alone (a LoRA layer's gradients), nothing to merge
+            self.live -= allocation.held - allocation.small
+            self._free(allocation.carves)
 
     def cycle(self, tensors: Tensors) -> None:
         """Tensors taken and freed at once, as a layer's transients: ``give(take_all(tensors))`` without the
@@ -416,7 +417,7 @@ class CachingAllocator:
         self.live += holes * (hole - rest)
         return (hole, holes, pieces, block, rest)
 
-    # ``_add`` and ``_remove`` keep ``free``, ``sizes`` and the watch's lows in step; ``give`` and ``_carve``
+    # ``_add`` and ``_remove`` keep ``free``, ``sizes`` and the watch's lows in step; ``_free`` and ``_carve``
     # write them out: they are the hot paths of the simulation, and these were its two most frequent calls.
     def _add(self, size: int, count: int) -> None:
         free = self.free
