@@ -130,6 +130,22 @@ def test_a_group_is_taken_largest_first_with_its_small_tensors_pooled():
     assert (cache.live, cache.small_live) == (0, 0)
 
 
+def test_a_transient_cycle_is_a_take_then_a_give():
+    # cycle(tensors) is give(take_all(tensors)) without the allocation between them. A cached 100 MiB block
+    # serves the two 40 MiB tensors (a 20 MiB rest split off); nothing cached holds the 30 MiB one, which
+    # maps its own 30 MiB segment: 110 MiB live at the peak, 130 MiB mapped. Freed, the 40s merge back into
+    # the 100 MiB block and the 30 MiB segment stays cached.
+    tensors = Tensors.of([(40 * MIB, 2), (30 * MIB, 1)])
+    caches = CachingAllocator(), CachingAllocator()
+    for cache in caches:
+        cache.give(cache.take(100 * MIB))
+    caches[0].cycle(tensors)
+    caches[1].give(caches[1].take_all(tensors))
+    for cache in caches:
+        assert (cache.live, cache.peak_live, cache.segments) == (0, 110 * MIB, 130 * MIB)
+        assert cache.free == {30 * MIB: 1, 100 * MIB: 1} and cache.sizes == [30 * MIB, 100 * MIB]
+
+
 @settings(max_examples=150, deadline=None)
 @given(varied_setups(), st.booleans())
 def test_device_is_never_below_reserved_nor_reserved_below_allocated(setup, expandable):

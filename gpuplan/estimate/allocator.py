@@ -118,10 +118,12 @@ class _Effect:
     rise_small: int
 
 
-@dataclass
+@dataclass(slots=True)
 class _Mark:
-    """Where the allocator stood as one run began (the cached blocks, the counters), how high memory rose
-    during it and what its choices hung on (``_Watch``)."""
+    """One run as ``repeat`` watched it: where the allocator stood as it began (the cached blocks, the
+    counters), how high memory rose during it, and what its choices hung on, by size of cached block (what
+    it would have chosen alike with fewer or more blocks of that size, and what not). The allocator's
+    ``watch`` while the run goes."""
 
     free: dict[int, int]
     live: int
@@ -132,14 +134,6 @@ class _Mark:
     # The highest live (both pools), reserved and small-pool live bytes in the run: the allocator's
     # ``window`` while it runs (``_count`` raises it), kept as it was when the run ended.
     high: list[int]
-    watched: _Watch
-
-
-@dataclass
-class _Watch:
-    """What one run's choices hung on, by size of cached block: what it would have chosen alike with fewer
-    or more blocks of that size, and what not."""
-
     # The fewest blocks of each size it drew on that were left.
     lows: dict[int, int] = field(default_factory=dict)
     # Sizes a freed piece found too few of to merge back with: how many more there could have been and it
@@ -168,7 +162,7 @@ class CachingAllocator:
     fast_forward: bool = True  # ``repeat`` may apply the periods it finds by arithmetic
     # The highest live (both pools), reserved and small-pool live bytes since ``repeat`` last marked them.
     window: list[int] = field(default_factory=lambda: [0, 0, 0])
-    watch: _Watch | None = None  # while ``repeat`` watches a run
+    watch: _Mark | None = None  # the run ``repeat`` watches
 
     def take(self, size: float, count: int = 1) -> Allocation:
         """``count`` tensors of ``size`` bytes each."""
@@ -203,40 +197,83 @@ class CachingAllocator:
         if not allocation.held:
             return
         self.small_live -= allocation.small
-        self.live -= allocation.held - allocation.small
-        free = self.free
-        for hole, holes, pieces, piece, rest in allocation.carves:
-            if not rest:
-                self._add(hole, holes)
-            elif free.get(rest, 0) >= holes:
-                self._remove(rest, holes)
-                self._add(hole, holes)
+        if allocation.carves:  # none: the small pool's alone (a LoRA layer's gradients), nothing to merge
+            self.live -= allocation.held - allocation.small
+            self._free(allocation.carves)
+
+    def cycle(self, tensors: Tensors) -> None:
+        """Tensors taken and freed at once, as a layer's transients: ``give(take_all(tensors))`` without the
+        allocation between them."""
+        live = self.live
+        carves: list[Carve] = []
+        for block, count in tensors.large:
+            self._take_large(carves, block, count)
+        self.small_live += tensors.small
+        self._count()
+        self.small_live -= tensors.small
+        self.live = live
+        self._free(carves)
+
+    def _free(self, carves: Sequence[Carve]) -> None:
+        """Give back, in order, the pieces ``carves`` cut: each merges back into its block when the block's
+        rest is still cached, else the pieces are cached apart (``give``, ``cycle``)."""
+        free, sizes, watch = self.free, self.sizes, self.watch
+        for hole, holes, pieces, piece, rest in carves:
+            if rest:
+                cached = free.get(rest, 0)
+                if cached >= holes:  # merge back: the rests go, the holes come back
+                    left = cached - holes
+                    if left:
+                        free[rest] = left
+                    else:
+                        del free[rest]
+                        sizes.remove(rest)
+                    if watch is not None and (rest not in watch.lows or left < watch.lows[rest]):
+                        watch.lows[rest] = left
+                else:
+                    if watch is not None:  # it would merge once there were ``holes`` of them (counted
+                        # before this carve's own pieces join the cache: a piece may be the rest's size)
+                        room, more = watch.room, holes - 1 - cached
+                        if rest not in room or more < room[rest]:
+                            room[rest] = more
+                    hole, holes = piece, holes * pieces  # the pieces are cached apart
+            if hole in free:
+                free[hole] += holes
             else:
-                if self.watch is not None:  # it would merge once there were ``holes`` of them (counted
-                    # before this carve's own pieces join the cache: a piece may be the rest's size)
-                    room, more = self.watch.room, holes - 1 - free.get(rest, 0)
-                    room[rest] = min(more, room.get(rest, more))
-                self._add(piece, holes * pieces)
+                bisect.insort(sizes, hole)
+                free[hole] = holes
 
     def _take_large(self, carves: list[Carve], block: int, need: int) -> None:
         """``need`` blocks of ``block`` bytes, their carves added to ``carves``: best fit from the cached
-        blocks, smallest first, then new segments for what is left."""
+        blocks, smallest first (as many whole holes of a size as ``need`` fills, then one cut part way),
+        then new segments for what is left."""
         free, sizes, watch = self.free, self.sizes, self.watch
         # The sizes to search, copied: a cut removes its hole and adds a smaller rest, neither one still to search.
         for hole in sizes[bisect.bisect_left(sizes, block) :]:
-            need = self._cut(carves, hole, free[hole], block, need)
+            # Split while the rest exceeds kSmallSize; a smaller rest goes with the last piece (``_carve``).
+            available, per_hole = free[hole], hole // block
+            full = min(available, need // per_hole)
+            if full:
+                carves.append(self._carve(hole, full, per_hole, block))
+                need -= full * per_hole
+            if need and available > full:
+                carves.append(self._carve(hole, 1, need, block))
+                need = 0
             if not need:
                 if watch is not None and hole > block:  # went past [block, hole) to this one
                     watch.passed.append((block, hole))
                 return
         if watch is not None:  # went past every size from the block's up
             watch.passed.append((block, SEARCHED_ALL))
-        if need:
-            hole = segment_size(block)
-            segments = -(-need // (hole // block))
-            self.segments += segments * hole
-            self._add(hole, segments)
-            self._cut(carves, hole, segments, block, need)
+        hole = segment_size(block)  # new segments: as many cut whole as ``need`` fills, then one part way
+        per_hole = hole // block
+        segments = -(-need // per_hole)
+        self.segments += segments * hole
+        self._add(hole, segments)
+        if need // per_hole:
+            carves.append(self._carve(hole, need // per_hole, per_hole, block))
+        if need % per_hole:
+            carves.append(self._carve(hole, 1, need % per_hole, block))
 
     def repeat(self, once: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
         """``once(input)`` for each input in turn, as the layers of a model run one after another.
@@ -246,7 +283,7 @@ class CachingAllocator:
         sizes are again the ones some earlier run began with, the runs since then (a period: one layer, or
         several when blocks are cut and freed in a cycle) would repeat as they ran, for as long as the
         inputs repeat with them, no size they drew on runs out, and no size grows that a choice hung on
-        there being so few of (``_Watch``): those periods are applied at once, by arithmetic, and their
+        there being so few of (``_Mark``): those periods are applied at once, by arithmetic, and their
         results are the period's. The answer is the one running each would give, to the byte (a property
         test holds it); only the work is less."""
         results: list[R] = []
@@ -255,10 +292,12 @@ class CachingAllocator:
         began: dict[tuple[int, ...], list[int]] = {}  # cached sizes -> the runs since then that began with them
         sizes = tuple(self.sizes)  # as the next run begins
         while (done := len(results)) < len(inputs):
-            began.setdefault(sizes, []).append(done)
-            mark = self._mark()
-            marks.append(mark)
-            self.watch = mark.watched
+            if sizes in began:
+                began[sizes].append(done)
+            else:
+                began[sizes] = [done]
+            self.watch = self._mark()
+            marks.append(self.watch)
             results.append(once(inputs[done]))
             self.watch = None
             sizes = tuple(self.sizes)
@@ -279,12 +318,15 @@ class CachingAllocator:
         many periods that was. The cheap refusals come first: too few inputs left, or a size grown that a
         choice hung on (most periods tried end there), before the rest of the period's effect is summed."""
         length = len(period)
-        if len(inputs) - following < length:
+        most = (len(inputs) - following) // length
+        if not most:
             return 0
         # The period began with the sizes cached now (``repeat`` tries no other): only their counts changed.
         free, now = period[0].free, self.free
-        drift = tuple((size, change) for size in self.sizes if (change := now[size] - free[size]))
-        periods = _periods_that_last(drift, period, (len(inputs) - following) // length)
+        drift: tuple[tuple[int, int], ...] = ()
+        if free != now:
+            drift = tuple((size, change) for size in self.sizes if (change := now[size] - free[size]))
+        periods = _periods_that_last(drift, period, most)
         if periods > 0:
             periods = min(periods, _periodic_length(inputs, following, length, periods * length) // length)
         if periods > 0:
@@ -293,23 +335,16 @@ class CachingAllocator:
 
     def _mark(self) -> _Mark:
         """Where the allocator stands as a run begins; restarts the window of how high memory rises."""
-        reserved = self._reserved_now()
-        self.window = [self.live + self.small_live, reserved, self.small_live]
-        return _Mark(
-            self.free.copy(),
-            self.live,
-            self.small_live,
-            self.segments,
-            self.small_segments,
-            reserved,
-            self.window,
-            _Watch(),
-        )
+        live, small_live = self.live, self.small_live
+        reserved = live + small_live if self.expandable else self.segments + self.small_segments
+        self.window = [live + small_live, reserved, small_live]
+        return _Mark(self.free.copy(), live, small_live, self.segments, self.small_segments, reserved, self.window)
 
     def _effect(self, period: list[_Mark], drift: tuple[tuple[int, int], ...]) -> _Effect:
         """What the runs since ``period[0]`` began changed: the cached blocks by size (``drift``), each
         counter, and how far live and reserved memory rose above where the period began."""
         start = period[0]
+        high_live, high_reserved, high_small = map(max, zip(*(mark.high for mark in period), strict=True))
         return _Effect(
             drift,
             self.live - start.live,
@@ -317,9 +352,9 @@ class CachingAllocator:
             self.segments - start.segments,
             self.small_segments - start.small_segments,
             self._reserved_now() - start.reserved,
-            max(mark.high[0] for mark in period) - (start.live + start.small_live),
-            max(mark.high[1] for mark in period) - start.reserved,
-            max(mark.high[2] for mark in period) - start.small_live,
+            high_live - (start.live + start.small_live),
+            high_reserved - start.reserved,
+            high_small - start.small_live,
         )
 
     def _advance(self, effect: _Effect, runs: int) -> None:
@@ -359,30 +394,31 @@ class CachingAllocator:
         """Bytes of the segments mapped now (both pools): the cache never unmaps one."""
         return self.segments + self.small_segments
 
-    def _cut(self, carves: list[Carve], hole: int, available: int, block: int, need: int) -> int:
-        """Cut up to ``available`` cached blocks of ``hole`` bytes into ``need`` blocks of ``block`` (as many
-        whole holes as ``need`` fills, then one cut part way); what is still needed."""
-        per_hole = hole // block  # split while the rest exceeds kSmallSize; a smaller rest goes with the last
-        full = min(available, need // per_hole)
-        if full:
-            carves.append(self._carve(hole, full, per_hole, block))
-        left = need - full * per_hole
-        if left and available > full:
-            carves.append(self._carve(hole, 1, left, block))
-            left = 0
-        return left
-
     def _carve(self, hole: int, holes: int, pieces: int, block: int) -> Carve:
         """``holes`` cached blocks of ``hole`` bytes cut into ``pieces`` blocks of ``block``, now live."""
+        free = self.free
         rest = hole - pieces * block
+        left = free[hole] - holes
+        if left:
+            free[hole] = left
+        else:
+            del free[hole]
+            self.sizes.remove(hole)
+        watch = self.watch
+        if watch is not None and (hole not in watch.lows or left < watch.lows[hole]):
+            watch.lows[hole] = left
         if rest <= SMALL_SIZE:  # should_split is false: the last piece takes the rest whole
             rest = 0
-        self._remove(hole, holes)
-        if rest:
-            self._add(rest, holes)
+        elif rest in free:
+            free[rest] += holes
+        else:
+            bisect.insort(self.sizes, rest)
+            free[rest] = holes
         self.live += holes * (hole - rest)
         return (hole, holes, pieces, block, rest)
 
+    # ``_add`` and ``_remove`` keep ``free``, ``sizes`` and the watch's lows in step; ``_free`` and ``_carve``
+    # write them out: they are the hot paths of the simulation, and these were its two most frequent calls.
     def _add(self, size: int, count: int) -> None:
         free = self.free
         if size in free:
@@ -400,7 +436,7 @@ class CachingAllocator:
             del free[size]
             self.sizes.remove(size)
         watch = self.watch
-        if watch is not None and left < watch.lows.get(size, left + 1):
+        if watch is not None and (size not in watch.lows or left < watch.lows[size]):
             watch.lows[size] = left
 
     def reserved_peak(self) -> int:
@@ -421,12 +457,15 @@ class CachingAllocator:
         return self.reserved
 
     def _count(self) -> None:
-        live = self.live + self.small_live
+        """Raise the peaks and the window to where memory stands now (``_reserved_now`` written out: this
+        runs after every take)."""
+        small_live = self.small_live
+        live = self.live + small_live
         if live > self.peak_live:
             self.peak_live = live
-        if self.small_live > self.small_segments:  # the small pool's high water (its segments, unrounded)
-            self.small_segments = self.small_live
-        reserved = self._reserved_now()
+        if small_live > self.small_segments:  # the small pool's high water (its segments, unrounded)
+            self.small_segments = small_live
+        reserved = live if self.expandable else self.segments + self.small_segments
         if reserved > self.peak_reserved:
             self.peak_reserved = reserved
         window = self.window
@@ -434,8 +473,8 @@ class CachingAllocator:
             window[0] = live
         if reserved > window[1]:
             window[1] = reserved
-        if self.small_live > window[2]:
-            window[2] = self.small_live
+        if small_live > window[2]:
+            window[2] = small_live
 
 
 EMPTY = Allocation((), 0, 0)
@@ -452,18 +491,19 @@ def _periods_that_last(drift: tuple[tuple[int, int], ...], period: list[_Mark], 
     to the count of each cached size: a size it draws down lasts while what is left covers a period's
     draw (its fewest blocks sink by the period's change each time round); a size it grows may grow while
     no search of any of its runs went past it and a merge that found too few of it still would
-    (``_Watch``). Never below 0."""
-    watches = [mark.watched for mark in period]
-    passed = [span for watched in watches for span in watched.passed]
+    (``_Mark``). Never below 0."""
     limits = [most]
+    passed: list[tuple[int, int]] | None = None  # of all the period's runs, gathered once a size grows
     for size, change in drift:
         if change < 0:
-            lows = [watched.lows[size] for watched in watches if size in watched.lows]
-            if lows:
+            if lows := [mark.lows[size] for mark in period if size in mark.lows]:
                 limits.append(min(lows) // -change)
-        elif any(low <= size < high for low, high in passed):
+            continue
+        if passed is None:
+            passed = [span for mark in period for span in mark.passed]
+        if any(low <= size < high for low, high in passed):
             return 0
-        elif rooms := [watched.room[size] for watched in watches if size in watched.room]:
+        if rooms := [mark.room[size] for mark in period if size in mark.room]:
             limits.append(min(rooms) // change)
     return max(0, min(limits))
 
@@ -471,8 +511,11 @@ def _periods_that_last(drift: tuple[tuple[int, int], ...], period: list[_Mark], 
 def _periodic_length(inputs: Sequence[T], start: int, period: int, most: int) -> int:
     """How many of ``inputs`` from ``start`` on (at most ``most``) repeat the ones ``period`` before them,
     in a row."""
+    end = min(len(inputs), start + most)
+    if inputs[start:end] == inputs[start - period : end - period]:  # most do, to the end: one comparison
+        return end - start
     count = 0
-    for index in range(start, min(len(inputs), start + most)):
+    for index in range(start, end):
         if inputs[index] != inputs[index - period]:
             break
         count += 1

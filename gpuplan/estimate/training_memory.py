@@ -493,12 +493,13 @@ class _Step:
         """Forward and backward of one micro-batch, layer by layer; the gradients it creates (none but the
         first micro-batch's: the later ones accumulate into them)."""
         acts, job, cache = self.acts, self.job, self.cache
-        take, give = cache.take_all, cache.give  # bound once: the layers below call them thousands of times
+        # Bound once: the layers below call them thousands of times.
+        take, give, cycle = cache.take_all, cache.give, cache.cycle
         edge_copies = take(self.edge_copies)
 
         def forward(_: None) -> tuple[Allocation, Allocation]:
             held = take(self.copies), take(self.kept)
-            give(take(self.forward_transient))  # the layer's transient comes and goes
+            cycle(self.forward_transient)  # the layer's transient comes and goes
             return held
 
         kept = cache.repeat(forward, [None] * self.layers)
@@ -515,7 +516,7 @@ class _Step:
             # The layer's gradients are taken before its activations are freed; the next layer's can use
             # the blocks this one frees.
             again = take(self.recompute)
-            give(take(self.backward_transients))
+            cycle(self.backward_transients)
             taken = take(self.grads) if first else EMPTY
             for allocation in (again, *held):
                 give(allocation)
