@@ -151,22 +151,27 @@ def test_a_longer_context_never_shortens_a_request_nor_raises_throughput(workloa
 
 @given(workloads)
 @example((TWO_LAYERS, (1, 1), "vllm", "continuous", 8826, 351, 352))  # found by a run: the bound's example
+@example((explicit_model(3, 16, 1, 3), (1, 1), "sglang", "continuous", 10207, 372, 504))  # and the others' prompts
 def test_throughput_never_falls_as_concurrency_grows(workload):
     # Issue 10 asks for this up to the compute bound. Beyond it the steady state may lose a little: once
     # the others' prompts fill the token budget, each extra running sequence takes a token of every step
     # from the prompts and adds its KV reads (DeepSeek-V3 at a 9,772-token prompt, 261 -> 262 clients:
     # 149.96846 -> 149.96831 tokens/s), as a saturated engine does.
     # The loss is bounded by that mechanism: where a full prompt does not fit one step beside the running
-    # decodes, prefill runs at what the budget B leaves them, B - N tokens a step, and each of the extra
-    # clients takes one: at most (high - low) / (B - high) of the throughput (a 2-layer model at an
-    # 8,570-token prompt, 351 -> 352 clients under vLLM's 8,192-token budget: 7e-6 of 1 / 7,840).
+    # decodes, or the prompts the others bring (each of N sequences one prompt per ``output`` steps) fill the
+    # steps beside them, prefill runs at what the budget B leaves them, B - N tokens a step, and each of the
+    # extra clients takes one: at most (high - low) / (B - high) of the throughput (a 2-layer model at an
+    # 8,570-token prompt, 351 -> 352 clients under vLLM's 8,192-token budget: 7e-6 of 1 / 7,840; a 3-layer
+    # model at a 9,951-token prompt under SGLang's 16,384-token budget, 372 -> 504 clients, 256 tokens out:
+    # 504 x 9,951 / 256 = 19,589 prompt tokens a step, 4e-5 lost of a bound of 132 / 15,880).
     _, few, many, fits = fewer_and_more(*workload)
     if fits and few.speed.decode_bound == "memory":
         budget = CALIBRATION.engine(many.job.engine).limits(many.workload.gpu)[0]
         if many.job.max_batched_tokens:
             budget = many.job.max_batched_tokens
         low, high = few.setup.concurrency, many.setup.concurrency
-        filled = many.workload.full_prompt + high > budget
+        prompts = max(many.workload.full_prompt, high * many.workload.full_prompt / many.job.output_tokens)
+        filled = prompts + high > budget
         if filled and budget <= high:
             return  # the running decodes alone fill the budget: prefill starves, no bound to state
         loss = (high - low) / (budget - high) if filled else 0.0
