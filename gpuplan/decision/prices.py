@@ -70,7 +70,7 @@ def price_basis(spec: Spec, gpu: Gpu) -> PriceBasis:
     if record.origin == "budget.quotes":
         provider = record.providers[0]
         unit = (
-            f" ({record.instance_price:,.2f} {currency} per instance-hour of {record.instance_gpus} GPUs, billed "
+            f" ({format_price(record.instance_price)} {currency} per instance-hour of {record.instance_gpus} GPUs, billed "
             "by whole instances)"
             if record.instance_gpus and record.instance_price is not None
             else ""
