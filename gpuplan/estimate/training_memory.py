@@ -48,10 +48,16 @@ class _States:
     paged_optimizer: float  # bitsandbytes paged states: on the GPU for the step, evictable otherwise
     step_temporaries: float
     autocast_copies: float
-    gathered: float
+    gathered: float  # unsharded while backward runs a layer: the most at once (the allocator model's, all step)
     largest_gradient: float  # the one gradient alive under optimizer_in_backward
     host: float
     nvme: float
+    # Unsharded in forward, at backward's start (the loss), at its end and through the optimizer step: all
+    # ``gathered`` but under FSDP, whose root unit and decoder units come and go (_model_states).
+    gathered_forward: float
+    gathered_loss: float
+    gathered_end: float
+    gathered_step: float
     # A QLoRA model's preparation for k-bit training on this GPU (kbit_preparation): the elements of each
     # 16-bit tensor it casts to fp32 and, with ``cast_back``, back (the embedding, an untied LM head).
     upcast: tuple[float, ...] = ()
@@ -141,7 +147,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         if sharding in ("zero2", "zero3", "fsdp"):
             grad_elements /= n
     grads = grad_elements * grad_b
-    gathered = 0.0
+    gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = 0.0
     streams = setup.shards_parameters or setup.job.offload_parameters != "none"
     if streams:
         # The unit in use and the one prefetched are gathered in 16-bit (NF4 for QLoRA: FSDP-QLoRA gathers
@@ -156,10 +162,28 @@ def _model_states(setup: TrainingSetup) -> _States:
         embedding_stored = stored
         if setup.job.method == "qlora":
             embedding_stored = 4 if setup.kbit_preparation == "peft" else 2
-        unit_bytes = max(arch.largest_layer_params * stored, arch.embedding_params() * embedding_stored)
-        gathered = min(2 * unit_bytes / setup.tensor_parallel, weights)
-        if setup.shards_parameters and not setup.is_adapter:
-            gathered += sixteen_bit * unit_params
+        tp = setup.tensor_parallel
+        layer_bytes = arch.largest_layer_params * stored / tp
+        unit_bytes = max(layer_bytes, arch.embedding_params() * embedding_stored / tp)
+        unit_gradient = sixteen_bit * unit_params if setup.shards_parameters and not setup.is_adapter else 0.0
+        gathered = min(2 * unit_bytes, weights) + unit_gradient
+        gathered_forward = gathered_loss = gathered_end = gathered_step = gathered
+        if sharding == "fsdp" and setup.pipeline_parallel == 1:
+            # FSDP's root unit, what no wrapped decoder layer holds (the embedding, an untied LM head, the
+            # final norm), stays unsharded from forward's start to backward's end (pytorch/pytorch
+            # torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: "Do not free the root's
+            # parameters in the post-forward"; _catch_all_reshard; FSDP2's _fsdp_state.py FSDPState._lazy_init:
+            # the root's post_forward_mesh_info = None). Decoder units are gathered one at a time in forward
+            # (FSDP1 without forward_prefetch; FSDP2 keeps the current one's all-gather output until the next
+            # one's copy-out: _fsdp_param_group.py FSDPParamGroup.wait_for_unshard) and two in backward, the
+            # current one and the one prefetched (_runtime_utils.py _pre_backward_hook -> _prefetch_handle;
+            # FSDP2 FSDPParamGroup._backward_prefetch; the root's hook prefetches the last layer at the loss);
+            # none through the step (_post_backward_final_callback reshards them all).
+            root = (arch.embedding_params() + arch.lm_head_params() + arch.norm_params()) * embedding_stored / tp
+            both = min(2, arch.layers) * layer_bytes
+            gathered_forward = root + (both if setup.job.fsdp_version == 2 else layer_bytes)
+            gathered_loss = root + layer_bytes
+            gathered, gathered_end, gathered_step = root + both + unit_gradient, root + unit_gradient, 0.0
         unsharded = weights
         if setup.shards_parameters:
             weights /= n
@@ -170,7 +194,7 @@ def _model_states(setup: TrainingSetup) -> _States:
             # accumulates their gradients unsharded until the last one's backward (torch.distributed.
             # pipelining stage.py: set_requires_gradient_sync(last_backward)), in the reduce dtype: fp32
             # under mixed precision (FSDP2 FSDPParam.to_accumulated_grad_if_needed).
-            gathered = max(gathered, unsharded)
+            gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = max(gathered, unsharded)
             if setup.job.gradient_accumulation > 1:
                 grads = trainable_local * (4 if setup.job.precision in MIXED else grad_b)
     paged = 0.0
@@ -215,6 +239,10 @@ def _model_states(setup: TrainingSetup) -> _States:
         largest_gradient,
         host,
         nvme,
+        gathered_forward,
+        gathered_loss,
+        gathered_end,
+        gathered_step,
         upcast,
         setup.kbit_preparation in ("trl", "axolotl"),
     )
@@ -543,8 +571,8 @@ STATES_IGNORE = frozenset(
     | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments", "bitsandbytes_version"}
 )
 ACTIVATIONS_IGNORE = frozenset(
-    {"optimizer", "gradient_accumulation", "sharding", "gpus", "offload_optimizer", "offload_parameters"}
-    | {"optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
+    {"optimizer", "gradient_accumulation", "sharding", "fsdp_version", "gpus", "offload_optimizer"}
+    | {"offload_parameters", "optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
 )
 
 
@@ -638,14 +666,15 @@ def states_floor(setup: TrainingSetup) -> int:
 
     Why it is a bound: ``per_gpu - overhead`` is the largest phase total, and the backward phase is
     the largest (by its float sum) of three dicts, one of which, its end, holds the fixed states and
-    the gradients: ``end = weights + optimizer + gathered + gradients`` (``largest_gradient`` under
+    the gradients: ``end = weights + optimizer + gathered_end + gradients`` (``largest_gradient`` under
     optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
     ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end part) - eps``,
     where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
     and one byte taken off: ``sum(floor(end part)) - 1 < sum(end part) - eps``."""
     states = _remembered_states(_Keyed(setup, _STATES_READ))
     gradients = states.largest_gradient if setup.job.optimizer_in_backward else states.gradients
-    return sum(math.floor(part) for part in (states.weights, states.optimizer, states.gathered, gradients)) - 1
+    parts = (states.weights, states.optimizer, states.gathered_end, gradients)
+    return sum(math.floor(part) for part in parts) - 1
 
 
 def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = True) -> TrainingMemory:
@@ -664,9 +693,10 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
         grads_before_first_layer = grads * (1 - first_layer_and_embedding)
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
-    fixed = {"weights": states.weights, "optimizer": states.optimizer, "gathered_parameters": states.gathered}
+    fixed = {"weights": states.weights, "optimizer": states.optimizer}
     forward = {
         **fixed,
+        "gathered_parameters": states.gathered_forward,
         "gradients": accumulating,
         "autocast_weight_copies": states.autocast_copies,
         "activations": acts.saved,
@@ -682,6 +712,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     forward["model_outputs"] = outputs if setup.job.loop == "manual" else 0.0  # the previous step's
     start = {
         **fixed,
+        "gathered_parameters": states.gathered_loss,
         "gradients": accumulating,
         "autocast_weight_copies": states.autocast_copies,
         "activations": acts.saved - acts.returned_logits,
@@ -690,6 +721,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     }
     middle = {
         **fixed,
+        "gathered_parameters": states.gathered,
         "gradients": max(accumulating, grads_before_first_layer),
         "autocast_weight_copies": states.autocast_copies / arch.layers,
         "activations": acts.per_layer + acts.checkpoint_input,
@@ -698,6 +730,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     }
     end = {
         **fixed,
+        "gathered_parameters": states.gathered_end,
         "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads,
         "model_outputs": outputs,
     }
@@ -710,6 +743,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         phases["optimizer_step"] = _ints(
             {
                 **fixed,
+                "gathered_parameters": states.gathered_step,
                 "gradients": grads,
                 "paged_optimizer_states": states.paged_optimizer,
                 "optimizer_step_temporaries": states.step_temporaries,
