@@ -45,6 +45,17 @@ def test_fsdp_keeps_its_root_unit_from_forward_to_the_end_of_backward():
     assert points(lora(sharding="zero3")) == (2 * UNIT,) * 5
 
 
+def test_fsdp_shards_the_adapters_gradients_and_states():
+    # 256 adapter parameters in bf16: AdamW's two states 2 x 2 x 256 = 1,024 B, the gradients 512, the foreach
+    # temporary 512. FSDP wraps each LoRA linear as a unit and shards it: half of each over 2 ranks. DDP and
+    # ZeRO-2 keep the adapters' whole (as gpuplan models ZeRO-1/2 for adapters).
+    step = estimate_training(lora(), 0).phases["optimizer_step"]
+    assert (step["optimizer"], step["gradients"], step["optimizer_step_temporaries"]) == (512, 256, 256)
+    for sharding in ("none", "zero2"):
+        step = estimate_training(lora(sharding=sharding), 0).phases["optimizer_step"]
+        assert (step["optimizer"], step["gradients"], step["optimizer_step_temporaries"]) == (1024, 512, 512)
+
+
 def test_the_root_unit_of_llama_2_7b():
     # Llama-2-7B, LoRA over 2 GPUs with FSDP: the root unit is the embedding and the untied LM head, 32,000 x
     # 4,096 = 131,072,000 each, and the final norm, 4,096: 262,148,096 x 2 B = 524,296,192 B. A decoder layer

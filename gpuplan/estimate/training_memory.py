@@ -142,7 +142,10 @@ def _model_states(setup: TrainingSetup) -> _States:
     grad_elements = trainable_local
     optimizer, step_temp = optimizer_state_bytes(setup, trainable_local, state_b)
     optimizer += master
-    if sharding != "none" and not setup.is_adapter:
+    # FSDP shards every unit's flat parameter, the adapters' too: each LoRA linear is a unit of its own
+    # (AnswerDotAI/fsdp_qlora train.py get_wrapping_policy, lambda_policy_fn; huggingface/peft utils/other.py
+    # fsdp_auto_wrap_policy, which transformers' Trainer._fsdp_qlora_plugin_updates sets for a PEFT model).
+    if sharding != "none" and (not setup.is_adapter or sharding == "fsdp"):
         optimizer, step_temp = optimizer / n, step_temp / n
         if sharding in ("zero2", "zero3", "fsdp"):
             grad_elements /= n
