@@ -10,7 +10,7 @@ the optimizer step.
 
 from __future__ import annotations
 
-from training_jobs import training_setup
+from training_jobs import training_setup, vary
 
 from gpuplan.catalog import get_model
 from gpuplan.estimate.training_memory import _model_states, estimate_training
@@ -54,6 +54,22 @@ def test_fsdp_shards_the_adapters_gradients_and_states():
     for sharding in ("none", "zero2"):
         step = estimate_training(lora(sharding=sharding), 0).phases["optimizer_step"]
         assert (step["optimizer"], step["gradients"], step["optimizer_step_temporaries"]) == (1024, 512, 512)
+
+
+def test_fsdp_parameter_offload_stages_shards_and_keeps_gradient_shards_until_backward_ends():
+    # Offloaded, each shard is copied to the GPU before its all-gather: the root's (1,040 / 2 = 520) or the two
+    # units' of a backward step (2 x 1,184 / 2 = 1,184), whichever is larger, through forward and backward:
+    # 2,224 + 1,184 = 3,408 in forward and at the loss, 3,408 + 1,184 = 4,592 in a layer's backward, 1,040 +
+    # 1,184 = 2,224 at the end; nothing at the step.
+    offloaded = lora(offload_parameters="cpu", offload_optimizer="cpu")
+    assert points(offloaded) == (3408, 3408, 4592, 2224, 0)
+    # FSDP1 keeps each unit's reduced gradient shard on the GPU until backward ends: 256 / 2 x 2 B = 256; the
+    # host holds the parameters, gradients and states. FSDP2 drops each shard once copied to the host.
+    assert _model_states(offloaded).saved_grad_shards == 256
+    assert _model_states(offloaded).gradients == 0
+    assert _model_states(vary(offloaded, fsdp_version=2)).saved_grad_shards == 0
+    phases = estimate_training(offloaded, 0).phases
+    assert set(phases["optimizer_step"]) == {"model_outputs"}
 
 
 def test_the_root_unit_of_llama_2_7b():

@@ -58,6 +58,7 @@ class _States:
     gathered_loss: float
     gathered_end: float
     gathered_step: float
+    saved_grad_shards: float  # FSDP parameter offload: gradient shards on the GPU until backward ends
     # A QLoRA model's preparation for k-bit training on this GPU (kbit_preparation): the elements of each
     # 16-bit tensor it casts to fp32 and, with ``cast_back``, back (the embedding, an untied LM head).
     upcast: tuple[float, ...] = ()
@@ -187,6 +188,14 @@ def _model_states(setup: TrainingSetup) -> _States:
             gathered_forward = root + (both if setup.job.fsdp_version == 2 else layer_bytes)
             gathered_loss = root + layer_bytes
             gathered, gathered_end, gathered_step = root + both + unit_gradient, root + unit_gradient, 0.0
+            if setup.job.offload_parameters != "none":
+                # Offloaded, each shard is copied to the GPU before its all-gather (_flat_param.py
+                # FlatParamHandle.pre_unshard -> flat_param_to(self.device); FSDP2 _fsdp_param.py
+                # FSDPParam.all_gather_inputs): the root's, or the two units' of a backward step, held
+                # through forward and backward (inferred: blocks of a side stream the default one never reuses).
+                staging = max(root, both) / n
+                gathered_forward, gathered_loss = gathered_forward + staging, gathered_loss + staging
+                gathered, gathered_end = gathered + staging, gathered_end + staging
         unsharded = weights
         if setup.shards_parameters:
             weights /= n
@@ -203,7 +212,7 @@ def _model_states(setup: TrainingSetup) -> _States:
     paged = 0.0
     if setup.job.optimizer == "adamw-8bit-paged":
         paged, optimizer = optimizer, 0.0
-    host = nvme = 0.0
+    host = nvme = saved_grad_shards = 0.0
     if setup.job.offload_optimizer != "none":
         # The step runs on the CPU: fp32 master weights, the states, an fp32 copy of the gradients and the
         # step's own temporaries live there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision
@@ -217,6 +226,12 @@ def _model_states(setup: TrainingSetup) -> _States:
     if setup.job.offload_parameters != "none":
         moved = weights + (grads if setup.job.offload_optimizer != "none" else 0.0)
         if setup.job.offload_optimizer != "none":
+            if sharding == "fsdp" and setup.job.fsdp_version == 1:
+                # FSDP1 keeps each unit's reduced gradient shard on the GPU beside its host copy until backward
+                # ends (_runtime_utils.py _accumulate_sharded_grad: flat_param._saved_grad_shard; freed by
+                # FlatParamHandle.prepare_gradient_for_optim); FSDP2 drops it once copied to the host
+                # (_fsdp_collectives.py foreach_reduce: "we can free it here by not keeping a ref").
+                saved_grad_shards = grads
             grads = 0.0
         weights = 0.0
         if setup.job.offload_parameters == "cpu":
@@ -246,6 +261,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         gathered_loss,
         gathered_end,
         gathered_step,
+        saved_grad_shards,
         upcast,
         setup.kbit_preparation in ("trl", "axolotl"),
     )
@@ -669,14 +685,14 @@ def states_floor(setup: TrainingSetup) -> int:
 
     Why it is a bound: ``per_gpu - overhead`` is the largest phase total, and the backward phase is
     the largest (by its float sum) of three dicts, one of which, its end, holds the fixed states and
-    the gradients: ``end = weights + optimizer + gathered_end + gradients`` (``largest_gradient`` under
-    optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
+    the gradients: ``end = weights + optimizer + gathered_end + gradients + saved_grad_shards``
+    (``largest_gradient`` under optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
     ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end part) - eps``,
     where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
     and one byte taken off: ``sum(floor(end part)) - 1 < sum(end part) - eps``."""
     states = _remembered_states(_Keyed(setup, _STATES_READ))
     gradients = states.largest_gradient if setup.job.optimizer_in_backward else states.gradients
-    parts = (states.weights, states.optimizer, states.gathered_end, gradients)
+    parts = (states.weights, states.optimizer, states.gathered_end, gradients, states.saved_grad_shards)
     return sum(math.floor(part) for part in parts) - 1
 
 
@@ -725,7 +741,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     middle = {
         **fixed,
         "gathered_parameters": states.gathered,
-        "gradients": max(accumulating, grads_before_first_layer),
+        "gradients": max(accumulating, grads_before_first_layer) + states.saved_grad_shards,
         "autocast_weight_copies": states.autocast_copies / arch.layers,
         "activations": acts.per_layer + acts.checkpoint_input,
         "model_outputs": outputs,
@@ -734,7 +750,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     end = {
         **fixed,
         "gathered_parameters": states.gathered_end,
-        "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads,
+        "gradients": (states.largest_gradient if setup.job.optimizer_in_backward else grads) + states.saved_grad_shards,
         "model_outputs": outputs,
     }
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
