@@ -267,9 +267,9 @@ def test_every_examples_markdown_fits_one_github_comment(spec):
 
 def test_plan_and_report_state_the_same_decision():
     # One decision, computed once (gpuplan.decision.memo): `gpuplan plan` carries the report's verdict and
-    # amount to sign. finetune-then-serve: the run on 2 x b200-hgx at its slow edge (141.36 / 0.7455 = 189.6,
-    # up to 190; test_decision.py) + 584 x 12 = 7,198 USD. (Until the planner compared costs to more than the
-    # cent, 1 x b200-hgx at 147.29 tied it at 0.07 USD per 1M tokens and won on fewer GPUs: 7,206 USD.)
+    # amount to sign. finetune-then-serve: the run on 1 x b200-hgx at its slow edge (141.36 / 0.7455 = 189.6,
+    # up to 190; test_decision.py) + 584 x 12 = 7,198 USD. (It was 2 x b200-hgx at the same cost while the full
+    # fine-tuning band's 0.9 edge, x 1.56, left one B200 short of its margin; at x 1.43 one holds it.)
     _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
     decision = json.loads(out)["decision"]
     assert decision["verdict"] == "APPROVE WITH CHANGES"
