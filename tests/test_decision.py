@@ -285,7 +285,7 @@ def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():
 def test_an_approval_with_changes_states_the_amount_it_commits_to():
     # serve-llama-70b: 4 x h100-sxm at 12,030 USD a month must become 2 x h200-sxm at 6,636 (GP507):
     # 12 x 6,636 = 79,632 over the term, which is 144,360 - 64,728 (the saving over 12 months). The
-    # fine-tuning example: its run becomes 141 USD on 2 x b200-hgx (an eager transformers loop, the default
+    # fine-tuning example: its run becomes 141 USD on 1 x b200-hgx (an eager transformers loop, the default
     # framework); serving stays 584 a month.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert (

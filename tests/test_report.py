@@ -217,7 +217,7 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
     assert code == 0 and 2 <= len(reader.pages) <= 12
     # The first page is the memo: the verdict, the amount to sign with its one-off run and its serving term,
     # and what is bought, in words (no ZeRO-3 or tensor_parallel on the page a finance reader signs).
-    assert "APPROVE" in first and "Amount to sign" in first and "one run on 2 GPUs of b200-hgx" in first
+    assert "APPROVE" in first and "Amount to sign" in first and "one run on 1 GPU of b200-hgx" in first
     assert re.search(r"[0-9,.]+ USD, not to exceed, 2026-12-02 to 2027-12-01 \(12 months", first)
     assert re.search(r"fine-tuning run up to [0-9,.]+ USD \(one-off; estimated at [0-9,.]+ USD", first)
     assert "ZeRO" not in first and "tensor_parallel" not in first

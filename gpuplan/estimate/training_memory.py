@@ -48,10 +48,17 @@ class _States:
     paged_optimizer: float  # bitsandbytes paged states: on the GPU for the step, evictable otherwise
     step_temporaries: float
     autocast_copies: float
-    gathered: float
+    gathered: float  # unsharded while backward runs a layer: the most at once (the allocator model's, all step)
     largest_gradient: float  # the one gradient alive under optimizer_in_backward
     host: float
     nvme: float
+    # Unsharded in forward, at backward's start (the loss), at its end and through the optimizer step: all
+    # ``gathered`` but under FSDP, whose root unit and decoder units come and go (_model_states).
+    gathered_forward: float
+    gathered_loss: float
+    gathered_end: float
+    gathered_step: float
+    saved_grad_shards: float  # FSDP parameter offload: gradient shards on the GPU until backward ends
     # A QLoRA model's preparation for k-bit training on this GPU (kbit_preparation): the elements of each
     # 16-bit tensor it casts to fp32 and, with ``cast_back``, back (the embedding, an untied LM head).
     upcast: tuple[float, ...] = ()
@@ -136,12 +143,15 @@ def _model_states(setup: TrainingSetup) -> _States:
     grad_elements = trainable_local
     optimizer, step_temp = optimizer_state_bytes(setup, trainable_local, state_b)
     optimizer += master
-    if sharding != "none" and not setup.is_adapter:
+    # FSDP shards every unit's flat parameter, the adapters' too: each LoRA linear is a unit of its own
+    # (AnswerDotAI/fsdp_qlora train.py get_wrapping_policy, lambda_policy_fn; huggingface/peft utils/other.py
+    # fsdp_auto_wrap_policy, which transformers' Trainer._fsdp_qlora_plugin_updates sets for a PEFT model).
+    if sharding != "none" and (not setup.is_adapter or sharding == "fsdp"):
         optimizer, step_temp = optimizer / n, step_temp / n
         if sharding in ("zero2", "zero3", "fsdp"):
             grad_elements /= n
     grads = grad_elements * grad_b
-    gathered = 0.0
+    gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = 0.0
     streams = setup.shards_parameters or setup.job.offload_parameters != "none"
     if streams:
         # The unit in use and the one prefetched are gathered in 16-bit (NF4 for QLoRA: FSDP-QLoRA gathers
@@ -156,10 +166,36 @@ def _model_states(setup: TrainingSetup) -> _States:
         embedding_stored = stored
         if setup.job.method == "qlora":
             embedding_stored = 4 if setup.kbit_preparation == "peft" else 2
-        unit_bytes = max(arch.largest_layer_params * stored, arch.embedding_params() * embedding_stored)
-        gathered = min(2 * unit_bytes / setup.tensor_parallel, weights)
-        if setup.shards_parameters and not setup.is_adapter:
-            gathered += sixteen_bit * unit_params
+        tp = setup.tensor_parallel
+        layer_bytes = arch.largest_layer_params * stored / tp
+        unit_bytes = max(layer_bytes, arch.embedding_params() * embedding_stored / tp)
+        unit_gradient = sixteen_bit * unit_params if setup.shards_parameters and not setup.is_adapter else 0.0
+        gathered = min(2 * unit_bytes, weights) + unit_gradient
+        gathered_forward = gathered_loss = gathered_end = gathered_step = gathered
+        if sharding == "fsdp" and setup.pipeline_parallel == 1:
+            # FSDP's root unit, what no wrapped decoder layer holds (the embedding, an untied LM head, the
+            # final norm), stays unsharded from forward's start to backward's end (pytorch/pytorch
+            # torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: "Do not free the root's
+            # parameters in the post-forward"; _catch_all_reshard; FSDP2's _fsdp_state.py FSDPState._lazy_init:
+            # the root's post_forward_mesh_info = None). Decoder units are gathered one at a time in forward
+            # (FSDP1 without forward_prefetch; FSDP2 keeps the current one's all-gather output until the next
+            # one's copy-out: _fsdp_param_group.py FSDPParamGroup.wait_for_unshard) and two in backward, the
+            # current one and the one prefetched (_runtime_utils.py _pre_backward_hook -> _prefetch_handle;
+            # FSDP2 FSDPParamGroup._backward_prefetch; the root's hook prefetches the last layer at the loss);
+            # none through the step (_post_backward_final_callback reshards them all).
+            root = (arch.embedding_params() + arch.lm_head_params() + arch.norm_params()) * embedding_stored / tp
+            both = min(2, arch.layers) * layer_bytes
+            gathered_forward = root + (both if setup.job.fsdp_version == 2 else layer_bytes)
+            gathered_loss = root + layer_bytes
+            gathered, gathered_end, gathered_step = root + both + unit_gradient, root + unit_gradient, 0.0
+            if setup.job.offload_parameters != "none":
+                # Offloaded, each shard is copied to the GPU before its all-gather (_flat_param.py
+                # FlatParamHandle.pre_unshard -> flat_param_to(self.device); FSDP2 _fsdp_param.py
+                # FSDPParam.all_gather_inputs): the root's, or the two units' of a backward step, held
+                # through forward and backward (inferred: blocks of a side stream the default one never reuses).
+                staging = max(root, both) / n
+                gathered_forward, gathered_loss = gathered_forward + staging, gathered_loss + staging
+                gathered, gathered_end = gathered + staging, gathered_end + staging
         unsharded = weights
         if setup.shards_parameters:
             weights /= n
@@ -170,13 +206,13 @@ def _model_states(setup: TrainingSetup) -> _States:
             # accumulates their gradients unsharded until the last one's backward (torch.distributed.
             # pipelining stage.py: set_requires_gradient_sync(last_backward)), in the reduce dtype: fp32
             # under mixed precision (FSDP2 FSDPParam.to_accumulated_grad_if_needed).
-            gathered = max(gathered, unsharded)
+            gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = max(gathered, unsharded)
             if setup.job.gradient_accumulation > 1:
                 grads = trainable_local * (4 if setup.job.precision in MIXED else grad_b)
     paged = 0.0
     if setup.job.optimizer == "adamw-8bit-paged":
         paged, optimizer = optimizer, 0.0
-    host = nvme = 0.0
+    host = nvme = saved_grad_shards = 0.0
     if setup.job.offload_optimizer != "none":
         # The step runs on the CPU: fp32 master weights, the states, an fp32 copy of the gradients and the
         # step's own temporaries live there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision
@@ -190,6 +226,12 @@ def _model_states(setup: TrainingSetup) -> _States:
     if setup.job.offload_parameters != "none":
         moved = weights + (grads if setup.job.offload_optimizer != "none" else 0.0)
         if setup.job.offload_optimizer != "none":
+            if sharding == "fsdp" and setup.job.fsdp_version == 1:
+                # FSDP1 keeps each unit's reduced gradient shard on the GPU beside its host copy until backward
+                # ends (_runtime_utils.py _accumulate_sharded_grad: flat_param._saved_grad_shard; freed by
+                # FlatParamHandle.prepare_gradient_for_optim); FSDP2 drops it once copied to the host
+                # (_fsdp_collectives.py foreach_reduce: "we can free it here by not keeping a ref").
+                saved_grad_shards = grads
             grads = 0.0
         weights = 0.0
         if setup.job.offload_parameters == "cpu":
@@ -215,6 +257,11 @@ def _model_states(setup: TrainingSetup) -> _States:
         largest_gradient,
         host,
         nvme,
+        gathered_forward,
+        gathered_loss,
+        gathered_end,
+        gathered_step,
+        saved_grad_shards,
         upcast,
         setup.kbit_preparation in ("trl", "axolotl"),
     )
@@ -544,8 +591,8 @@ STATES_IGNORE = frozenset(
     | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments", "bitsandbytes_version"}
 )
 ACTIVATIONS_IGNORE = frozenset(
-    {"optimizer", "gradient_accumulation", "sharding", "gpus", "offload_optimizer", "offload_parameters"}
-    | {"optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
+    {"optimizer", "gradient_accumulation", "sharding", "fsdp_version", "gpus", "offload_optimizer"}
+    | {"offload_parameters", "optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
 )
 
 
@@ -639,14 +686,15 @@ def states_floor(setup: TrainingSetup) -> int:
 
     Why it is a bound: ``per_gpu - overhead`` is the largest phase total, and the backward phase is
     the largest (by its float sum) of three dicts, one of which, its end, holds the fixed states and
-    the gradients: ``end = weights + optimizer + gathered + gradients`` (``largest_gradient`` under
-    optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
+    the gradients: ``end = weights + optimizer + gathered_end + gradients + saved_grad_shards``
+    (``largest_gradient`` under optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
     ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end part) - eps``,
     where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
     and one byte taken off: ``sum(floor(end part)) - 1 < sum(end part) - eps``."""
     states = _remembered_states(_Keyed(setup, _STATES_READ))
     gradients = states.largest_gradient if setup.job.optimizer_in_backward else states.gradients
-    return sum(math.floor(part) for part in (states.weights, states.optimizer, states.gathered, gradients)) - 1
+    parts = (states.weights, states.optimizer, states.gathered_end, gradients, states.saved_grad_shards)
+    return sum(math.floor(part) for part in parts) - 1
 
 
 def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = True) -> TrainingMemory:
@@ -665,9 +713,10 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
         grads_before_first_layer = grads * (1 - first_layer_and_embedding)
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
-    fixed = {"weights": states.weights, "optimizer": states.optimizer, "gathered_parameters": states.gathered}
+    fixed = {"weights": states.weights, "optimizer": states.optimizer}
     forward = {
         **fixed,
+        "gathered_parameters": states.gathered_forward,
         "gradients": accumulating,
         "autocast_weight_copies": states.autocast_copies,
         "activations": acts.saved,
@@ -683,6 +732,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     forward["model_outputs"] = outputs if setup.job.loop == "manual" else 0.0  # the previous step's
     start = {
         **fixed,
+        "gathered_parameters": states.gathered_loss,
         "gradients": accumulating,
         "autocast_weight_copies": states.autocast_copies,
         "activations": acts.saved - acts.returned_logits,
@@ -691,7 +741,8 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     }
     middle = {
         **fixed,
-        "gradients": max(accumulating, grads_before_first_layer),
+        "gathered_parameters": states.gathered,
+        "gradients": max(accumulating, grads_before_first_layer) + states.saved_grad_shards,
         "autocast_weight_copies": states.autocast_copies / arch.layers,
         "activations": acts.per_layer + acts.checkpoint_input,
         "model_outputs": outputs,
@@ -699,7 +750,8 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     }
     end = {
         **fixed,
-        "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads,
+        "gathered_parameters": states.gathered_end,
+        "gradients": (states.largest_gradient if setup.job.optimizer_in_backward else grads) + states.saved_grad_shards,
         "model_outputs": outputs,
     }
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
@@ -711,6 +763,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         phases["optimizer_step"] = _ints(
             {
                 **fixed,
+                "gathered_parameters": states.gathered_step,
                 "gradients": grads,
                 "paged_optimizer_states": states.paged_optimizer,
                 "optimizer_step_temporaries": states.step_temporaries,
