@@ -10,9 +10,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties_memory import FIELD_VALUES, varied_setups
-from training_jobs import vary
+from training_jobs import training_setup, vary
 
 from gpuplan.analysis import training_setup as spec_training_setup
+from gpuplan.catalog import get_model
 from gpuplan.estimate import training_memory
 from gpuplan.estimate.allocator import (
     STREAM_SPAN,
@@ -24,6 +25,7 @@ from gpuplan.estimate.allocator import (
 )
 from gpuplan.estimate.training_memory import estimate_training
 from gpuplan.linter import LintOptions, lint_bytes
+from tests.tiny_architectures import TINY
 
 MIB = 2**20
 RECORDS = Path(__file__).parent.parent / "benchmarks" / "data" / "published_finetune_peaks.yaml"
@@ -598,3 +600,49 @@ def test_a_side_streams_small_pool_rises_in_skipped_runs_as_in_run_ones():
     fast, ran = _fast_and_every(build)
     assert ran == 2
     assert (fast.side[1].small, fast.side[1].small_high, fast.reserved_peak()) == (4096, 4096, 2 * MIB)
+
+
+@settings(max_examples=100, deadline=None)
+@given(varied_setups(), st.sampled_from([1, 2]), st.sampled_from(["none", "cpu"]), st.booleans())
+def test_fsdp_steps_skip_repeated_layers_exactly(setup, version, offload, expandable):
+    # FSDP gathers its units on their own streams (training_step._Units): the step's figures are the ones
+    # running every layer gives, whatever the version, parameter offload or expandable segments, and the
+    # three figures stay ordered.
+    setup = vary(
+        setup,
+        sharding="fsdp",
+        fsdp_version=version,
+        offload_parameters=offload,
+        offload_optimizer=offload,
+        pipeline_parallel=1,
+        expandable_segments=expandable,
+    )
+    fast, every = _both_ways(setup)
+    assert fast == every
+    memory = estimate_training(setup, overhead=123)
+    assert memory.per_gpu == memory.reserved + 123 >= memory.reserved >= memory.allocated
+
+
+def test_an_fsdp_lora_job_reserves_its_side_streams_pools():
+    # TINY (tests/tiny_architectures.py) with LoRA rank 1 over 2 GPUs under FSDP1: every tensor is under 1 MiB,
+    # so each stream packs its tensors in one 2 MiB small segment. The unshard stream holds the root unit
+    # (1,040 B, a 1,536 B block) and at most two decoder units (1,184 B, 1,536 B each): 4,608 B; the
+    # post-backward stream the adapters' gradient shards, fourteen tensors a layer of 512 B blocks each, two
+    # layers: 14,336 B. Reserved: three segments, 6 MiB; DDP allocates all of it on the default stream: 2 MiB.
+    lora = training_setup(
+        architecture=TINY, method="lora", precision="bf16", lora_rank=1, lora_bytes=2, seq_len=4, gpus=2
+    )
+    for sharding, reserved, pools in (("fsdp", 6 * MIB, {1: 4608, 3: 14336}), ("none", 2 * MIB, {})):
+        setup = vary(lora, sharding=sharding)
+        step = training_memory._Step(setup, *training_memory._step_read(setup)[:2])
+        assert step.run()[1] == reserved
+        assert {stream: pool.small_high for stream, pool in step.cache.side.items()} == pools
+    # Llama-2-7B, the same over 2 GPUs at 1 x 2,048: the root unit is 524,296,192 B (a 251 x 2 MiB segment,
+    # 526,385,152 B), a decoder unit 404,766,720 B (194 x 2 MiB, 406,847,488 B). The unshard stream maps the
+    # root's segment and a unit's in forward, a second unit's when backward gathers one ahead; once the step
+    # ends all three are cached there, 1,340,080,128 B the default stream never reuses.
+    setup = vary(lora, architecture=get_model("llama-2-7b").architecture, lora_rank=8, seq_len=2048, sharding="fsdp")
+    step = training_memory._Step(setup, *training_memory._step_read(setup)[:2])
+    step.run()
+    unshard = {key + STREAM_SPAN: count for key, count in step.cache.free.items() if -STREAM_SPAN <= key < 0}
+    assert unshard == {526_385_152: 1, 406_847_488: 2}

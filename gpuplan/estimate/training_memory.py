@@ -33,7 +33,7 @@ from gpuplan.estimate.training import (
     stage_fraction,
     trainable_params,
 )
-from gpuplan.estimate.training_step import _preparation_events, _Step
+from gpuplan.estimate.training_step import Gathering, _preparation_events, _Step
 from gpuplan.records import record
 from gpuplan.spec import Finetune
 
@@ -63,6 +63,9 @@ class _States:
     # 16-bit tensor it casts to fp32 and, with ``cast_back``, back (the embedding, an untied LM head).
     upcast: tuple[float, ...] = ()
     cast_back: bool = False
+    # FSDP's units as the allocator's model gathers them, layer by layer on their streams (None: ``gathered``
+    # is one block held all step, as for ZeRO-3: training_step.GATHER's comment says why).
+    gathering: Gathering | None = None
 
 
 @record
@@ -152,6 +155,7 @@ def _model_states(setup: TrainingSetup) -> _States:
             grad_elements /= n
     grads = grad_elements * grad_b
     gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = 0.0
+    gathering: tuple[str, float, float, float, float, float] | None = None  # Gathering's, but ``reduced``
     streams = setup.shards_parameters or setup.job.offload_parameters != "none"
     if streams:
         # The unit in use and the one prefetched are gathered in 16-bit (NF4 for QLoRA: FSDP-QLoRA gathers
@@ -188,14 +192,18 @@ def _model_states(setup: TrainingSetup) -> _States:
             gathered_forward = root + (both if setup.job.fsdp_version == 2 else layer_bytes)
             gathered_loss = root + layer_bytes
             gathered, gathered_end, gathered_step = root + both + unit_gradient, root + unit_gradient, 0.0
+            staged = 0.0
             if setup.job.offload_parameters != "none":
-                # Offloaded, each shard is copied to the GPU before its all-gather (_flat_param.py
-                # FlatParamHandle.pre_unshard -> flat_param_to(self.device); FSDP2 _fsdp_param.py
-                # FSDPParam.all_gather_inputs): the root's, or the two units' of a backward step, held
-                # through forward and backward (inferred: blocks of a side stream the default one never reuses).
-                staging = max(root, both) / n
-                gathered_forward, gathered_loss = gathered_forward + staging, gathered_loss + staging
-                gathered, gathered_end = gathered + staging, gathered_end + staging
+                # Offloaded, each shard is copied to the GPU before its all-gather and freed once the unshard
+                # returns (_flat_param.py FlatParamHandle.pre_unshard -> flat_param_to(self.device), unshard ->
+                # _use_unsharded_flat_param drops the copy; FSDP2 _fsdp_param.py FSDPParam.all_gather_inputs,
+                # _fsdp_collectives.py foreach_all_gather: del param_all_gather_inputs): one unit's copy is live
+                # while a layer's backward prefetches the next unit, and at the loss, which prefetches the last.
+                # The blocks these copies leave on their own stream are the allocator's (training_step._Units).
+                staged = 1 / n
+                gathered_loss, gathered = gathered_loss + layer_bytes / n, gathered + layer_bytes / n
+            framework = f"fsdp{setup.job.fsdp_version}"
+            gathering = (framework, root, layer_bytes, root * staged, layer_bytes * staged, unit_gradient)
         unsharded = weights
         if setup.shards_parameters:
             weights /= n
@@ -212,7 +220,7 @@ def _model_states(setup: TrainingSetup) -> _States:
     paged = 0.0
     if setup.job.optimizer == "adamw-8bit-paged":
         paged, optimizer = optimizer, 0.0
-    host = nvme = saved_grad_shards = 0.0
+    host = nvme = saved_grad_shards = reduced = 0.0
     if setup.job.offload_optimizer != "none":
         # The step runs on the CPU: fp32 master weights, the states, an fp32 copy of the gradients and the
         # step's own temporaries live there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision
@@ -232,6 +240,8 @@ def _model_states(setup: TrainingSetup) -> _States:
                 # FlatParamHandle.prepare_gradient_for_optim); FSDP2 drops it once copied to the host
                 # (_fsdp_collectives.py foreach_reduce: "we can free it here by not keeping a ref").
                 saved_grad_shards = grads
+            elif sharding == "fsdp":
+                reduced = grads
             grads = 0.0
         weights = 0.0
         if setup.job.offload_parameters == "cpu":
@@ -264,6 +274,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         saved_grad_shards,
         upcast,
         setup.kbit_preparation in ("trl", "axolotl"),
+        Gathering(*gathering, reduced) if gathering is not None else None,
     )
 
 
