@@ -32,10 +32,11 @@ Every pool is a CUDA stream's: a cached block serves only requests on the stream
 header; ``BlockComparatorSize`` orders a pool by stream first and ``get_free_block``'s search key carries
 the request's stream, so the search ends at the first block of another stream), and a freed block goes
 back to its own stream's pool whatever stream frees it. max_memory_reserved counts every stream's
-segments. Expandable segments are per stream too: ``find_expandable_block`` looks for free or unmapped
-room only in the request stream's ranges and maps a new range for that stream (``ExpandableSegment``
-holds its stream), so a stream's range stays as large as the most it held until memory runs out. The
-default stream is stream 0; a side stream s (``take``'s ``stream``) keys its cached blocks ``size - s *
+segments. Expandable segments are per stream too (``find_expandable_block`` maps and searches ranges of
+the request's stream alone), but when one must grow and the device is full the allocator unmaps the free
+pages of every stream's ranges (``release_cached_blocks`` -> ``release_blocks`` -> ``unmap_block``), so
+what the step needs is still its live bytes, all streams', in whole pages: a range per stream and pool
+only rounds apart. The default stream is stream 0; a side stream s (``take``'s ``stream``) keys its cached blocks ``size - s *
 STREAM_SPAN``: below every other stream's, as the pool sorts them, so best fit searches each stream's
 blocks alone and the default stream's keys are its sizes, as they were.
 """
@@ -130,23 +131,21 @@ class _Effect:
     rise_live: int
     rise_reserved: int
     rise_small: int
-    # Each side stream's (in ``CachingAllocator.side``'s order): the change of its live and small-pool live
-    # bytes and of its small pool's high water, and how far its live and small-pool bytes rose.
-    sides: tuple[tuple[int, int, int, int, int], ...] = ()
+    # Each side stream's (in ``CachingAllocator.side``'s order): the change of its small pool's live bytes
+    # and high water, and how far its small pool's live bytes rose.
+    sides: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(slots=True)
 class _SidePool:
-    """A side stream's counters beside its cached blocks (kept in ``CachingAllocator.free`` by their keys).
-    Its bytes count in the allocator's totals too: its live bytes (both pools) in ``live``, its small
-    pool's high water in ``segments``, so the peaks read every stream's."""
+    """A side stream's small pool (its large blocks are in ``CachingAllocator.free``, by their keys). Its
+    bytes count in the allocator's totals too: its live bytes in ``live``, its high water in ``segments``,
+    so the peaks read every stream's."""
 
-    live: int = 0  # both pools' allocated bytes on this stream
-    small: int = 0  # of which the small pool's
-    small_high: int = 0  # its small pool's high water: its 2 MiB segments, before rounding
-    high: int = 0  # its live high water: what its expandable ranges map
-    # The highest live and small-pool bytes since ``repeat`` last marked them.
-    window: list[int] = field(default_factory=lambda: [0, 0])
+    small: int = 0  # the small pool's allocated bytes on this stream
+    small_high: int = 0  # its high water: its 2 MiB segments, before rounding
+    window: list[int] = field(default_factory=lambda: [0])  # its highest since ``repeat`` last marked it
+    ranged: bool = False  # whether it mapped a large segment (with expandable segments: a range of its own)
 
 
 @dataclass(slots=True)
@@ -165,8 +164,8 @@ class _Mark:
     # The highest live (both pools), reserved and small-pool live bytes in the run: the allocator's
     # ``window`` while it runs (``_count`` raises it), kept as it was when the run ended.
     high: list[int]
-    # Each side stream's counters as the run began (live, small, small_high, high) and its window.
-    sides: tuple[tuple[int, int, int, int, list[int]], ...]
+    # Each side stream's small pool as the run began (live bytes, high water) and its window.
+    sides: tuple[tuple[int, int, list[int]], ...]
     # The fewest blocks of each size it drew on that were left.
     lows: dict[int, int] = field(default_factory=dict)
     # Sizes a freed piece found too few of to merge back with: how many more there could have been and it
@@ -191,13 +190,12 @@ class CachingAllocator:
     small_live: int = 0  # the small pool's
     small_segments: int = 0  # the small pool's highest live bytes (its 2 MiB segments, before rounding)
     peak_live: int = 0  # max_memory_allocated
-    peak_reserved: int = 0  # max_memory_reserved before rounding (``reserved_peak``; expandable: the default stream's)
+    peak_reserved: int = 0  # max_memory_reserved before rounding (``reserved_peak``)
     fast_forward: bool = True  # ``repeat`` may apply the periods it finds by arithmetic
     # The highest live (both pools), reserved and small-pool live bytes since ``repeat`` last marked them.
     window: list[int] = field(default_factory=lambda: [0, 0, 0])
     watch: _Mark | None = None  # the run ``repeat`` watches
     side: dict[int, _SidePool] = field(default_factory=dict)  # the side streams', by stream
-    side_live: int = 0  # the side streams' live bytes (both pools), of ``live``
     # What one run hands the next beside the cache (an all-gathered unit that a later layer frees): the runs
     # ``repeat`` finds alike began with the same one.
     carry: Allocation | None = None
@@ -342,26 +340,15 @@ class CachingAllocator:
                 self.segments += pool.small - pool.small_high
                 pool.small_high = pool.small
             self.live += small
-        held = self.live - live
-        pool.live += held  # its counters, high water and window (the default stream's are ``_count``'s)
-        self.side_live += held
-        if pool.live > pool.high:
-            pool.high = pool.live
-        window = pool.window
-        if pool.live > window[0]:
-            window[0] = pool.live
-        if pool.small > window[1]:
-            window[1] = pool.small
+            if pool.small > pool.window[0]:
+                pool.window[0] = pool.small
         self._count()
-        return Allocation(tuple(carves), held, small, stream)
+        return Allocation(tuple(carves), self.live - live, small, stream)
 
     def _give_side(self, allocation: Allocation) -> None:
         """``give`` of a side stream's allocation: its blocks go back to that stream's pool."""
-        pool, held = self.side[allocation.stream], allocation.held
-        self.live -= held
-        self.side_live -= held
-        pool.live -= held
-        pool.small -= allocation.small
+        self.live -= allocation.held
+        self.side[allocation.stream].small -= allocation.small
         if allocation.carves:
             self._free(allocation.carves)
 
@@ -391,6 +378,7 @@ class CachingAllocator:
         per_hole = hole // block
         segments = -(-need // per_hole)
         self.segments += segments * hole
+        self.side[-base // STREAM_SPAN].ranged = True
         self._add(base + hole, segments)
         if need // per_hole:
             carves.append(self._carve_side(base, hole, need // per_hole, per_hole, block))
@@ -490,14 +478,14 @@ class CachingAllocator:
     def _mark(self) -> _Mark:
         """Where the allocator stands as a run begins; restarts the window of how high memory rises."""
         live, small_live = self.live, self.small_live
-        reserved = live + small_live - self.side_live if self.expandable else self.segments + self.small_segments
+        reserved = live + small_live if self.expandable else self.segments + self.small_segments
         self.window = [live + small_live, reserved, small_live]
-        sides: tuple[tuple[int, int, int, int, list[int]], ...] = ()
+        sides: tuple[tuple[int, int, list[int]], ...] = ()
         if self.side:
             marked = []
             for pool in self.side.values():
-                window = pool.window = [pool.live, pool.small]
-                marked.append((pool.live, pool.small, pool.small_high, pool.high, window))
+                window = pool.window = [pool.small]
+                marked.append((pool.small, pool.small_high, window))
             sides = tuple(marked)
         return _Mark(
             self.free.copy(), live, small_live, self.segments, self.small_segments, reserved, self.window, sides
@@ -522,18 +510,12 @@ class CachingAllocator:
             sides,
         )
 
-    def _side_effects(self, period: list[_Mark]) -> tuple[tuple[int, int, int, int, int], ...]:
-        """Each side stream's part of ``_Effect``: what its counters changed since ``period[0]`` began, and
-        how far its live and small-pool bytes rose above where they began."""
+    def _side_effects(self, period: list[_Mark]) -> tuple[tuple[int, int, int], ...]:
+        """Each side stream's part of ``_Effect``: what its small pool's live bytes and high water changed
+        since ``period[0]`` began, and how far its live bytes rose above where they began."""
         return tuple(
-            (
-                pool.live - live,
-                pool.small - small,
-                pool.small_high - small_high,
-                max(mark.sides[index][4][0] for mark in period) - live,
-                max(mark.sides[index][4][1] for mark in period) - small,
-            )
-            for index, (pool, (live, small, small_high, _, _)) in enumerate(
+            (pool.small - small, pool.small_high - small_high, max(mark.sides[index][2][0] for mark in period) - small)
+            for index, (pool, (small, small_high, _)) in enumerate(
                 zip(self.side.values(), period[0].sides, strict=True)
             )
         )
@@ -567,21 +549,16 @@ class CachingAllocator:
             self.peak_reserved = max(self.peak_reserved, self._reserved_now())
 
     def _advance_sides(self, effect: _Effect, runs: int) -> None:
-        """``_advance`` of each side stream's counters: its small pool's and its live high water as the
-        default stream's small pool's (its small pool's high water is in ``segments``, which ``_advance``
-        added as if it grew alike each period)."""
+        """``_advance`` of each side stream's small pool, as of the default stream's: its high water is the
+        higher of where it stood and the last run's high (it is in ``segments``, which ``_advance`` added as
+        if it grew alike each period)."""
         shift = runs - 1
-        for pool, (live, small, small_high, rise_live, rise_small) in zip(
-            self.side.values(), effect.sides, strict=True
-        ):
-            began_live, began_small = pool.live, pool.small
-            pool.live += live * runs
+        for pool, (small, small_high, rise) in zip(self.side.values(), effect.sides, strict=True):
+            began = pool.small
             pool.small += small * runs
-            self.side_live += live * runs
-            high = max(pool.small_high, began_small + rise_small, began_small + small * shift + rise_small)
+            high = max(pool.small_high, began + rise, began + small * shift + rise)
             self.segments += high - pool.small_high - small_high * runs
             pool.small_high = high
-            pool.high = max(pool.high, began_live + rise_live, began_live + live * shift + rise_live)
 
     def _take_small(self, held: int) -> Allocation:
         """Small-pool blocks of ``held`` bytes in all, packed into 2 MiB segments."""
@@ -644,10 +621,9 @@ class CachingAllocator:
         pools') bytes in whole 2 MiB segments or pages. The rounding is applied here, once, not as the
         step runs, so that layer after layer has the same effect (``repeat``); it adds under 2 MiB (two
         pages with expandable segments, one per pool) to what rounding each moment would give."""
-        if self.expandable:  # each stream's ranges: the default stream's peak, and each side stream's
+        if self.expandable:  # and a page for each side stream's range and small pool: each rounds apart
             pages = -(-self.peak_reserved // ROUND_LARGE) + (1 if self.small_segments else 0)
-            for pool in self.side.values():
-                pages += -(-pool.high // ROUND_LARGE) + (1 if pool.small_high else 0)
+            pages += sum(pool.ranged + (pool.small_high > 0) for pool in self.side.values())
             return pages * ROUND_LARGE
         small = -(-self.small_segments // SMALL_BUFFER) * SMALL_BUFFER - self.small_segments
         for pool in self.side.values():
@@ -656,9 +632,8 @@ class CachingAllocator:
 
     def _reserved_now(self) -> int:
         """Reserved bytes now, before rounding (``reserved_peak``)."""
-        if self.expandable:  # free pages of either pool are unmapped before it grows: the live bytes (the
-            # default stream's: a side stream's ranges are its own, ``reserved_peak`` adds their high water)
-            return self.live + self.small_live - self.side_live
+        if self.expandable:  # free pages of every pool and stream are unmapped before one grows: the live bytes
+            return self.live + self.small_live
         return self.reserved
 
     def _count(self) -> None:
@@ -670,7 +645,7 @@ class CachingAllocator:
             self.peak_live = live
         if small_live > self.small_segments:  # the small pool's high water (its segments, unrounded)
             self.small_segments = small_live
-        reserved = live - self.side_live if self.expandable else self.segments + self.small_segments
+        reserved = live if self.expandable else self.segments + self.small_segments
         if reserved > self.peak_reserved:
             self.peak_reserved = reserved
         window = self.window
