@@ -109,14 +109,14 @@ def test_a_job_that_fits_on_the_estimate_but_not_at_the_band_is_at_risk(tmp_path
 
 def test_an_edge_beyond_the_usable_memory_is_gp206_with_the_planners_answer():
     # examples/findings/fit-memory-at-risk.yaml: 44.4 GiB estimated on an RTX 6000 Ada (47.5 GiB usable);
-    # x 1.4003 at 0.9 (the 19th of 21 QLoRA ratios) is 62.2 GiB, beyond the card itself. Two cards at TP 2
-    # hold it at that edge (test_estimate.py's A6000 case: 25.53 x 1.4003 = 35.7 GiB each).
+    # x 1.397 at 0.9 (the 19th of 21 QLoRA ratios) is 62.0 GiB, beyond the card itself. Two cards at TP 2
+    # hold it at that edge (test_estimate.py's A6000 case: 25.53 x 1.397 = 35.7 GiB each).
     code, out, _ = run_cli("lint", "--format", "json", str(EXAMPLES / "findings" / "fit-memory-at-risk.yaml"))
     (finding,) = [f for f in json.loads(out)["findings"] if f["code"] == "GP208"]
     assert code == 0 and finding["severity"] == "warning" and finding["pointer"] == "/finetune/hardware/gpu"
     assert finding["message"].startswith(
         "fine-tuning fits rtx-6000-ada on the estimate (44.4 GiB of 47.5 GiB usable) but not at 90% confidence: "
-        "up to 62.2 GiB per GPU"
+        "up to 62.0 GiB per GPU"
     )
     assert finding["hint"].startswith("on rtx-6000-ada: 2 x rtx-6000-ada")
 
@@ -126,7 +126,8 @@ def test_estimate_text_states_the_three_states(tmp_path):
     spec_path.write_text((EXAMPLES / "findings" / "fit-memory-at-risk.yaml").read_text())
     _, out, _ = run_cli("estimate", str(spec_path))
     assert "of 47.49 GiB usable -> AT RISK at 90% confidence" in out
-    assert "at 90% confidence               62.18 GiB   x 1.40: measured on 21 published QLoRA runs" in out
+    # 47,676,066,304 B x 1.397 = 62.03 GiB
+    assert "at 90% confidence               62.03 GiB   x 1.40: measured on 21 published QLoRA runs" in out
     _, out, _ = run_cli("estimate", str(EXAMPLES / "qlora-llama-70b.yaml"))
     assert "usable -> fits\n" in out
 
