@@ -105,6 +105,7 @@ class Finetune:
     attention: str
     fused_loss: bool
     sharding: str
+    fsdp_version: int  # 1 (FullyShardedDataParallel) | 2 (fully_shard), under sharding: fsdp
     tokens: int | None
     checkpoint_every_hours: float | None
     checkpoint_keep: int | None
@@ -562,6 +563,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         attention=data["attention"],
         fused_loss=data["fused_loss"],
         sharding=data["sharding"],
+        fsdp_version=data["fsdp_version"],
         tokens=data.get("tokens"),
         checkpoint_every_hours=checkpoints.get("every_hours"),
         checkpoint_keep=checkpoints.get("keep"),

@@ -10,13 +10,22 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties_memory import FIELD_VALUES, varied_setups
-from training_jobs import vary
+from training_jobs import training_setup, vary
 
 from gpuplan.analysis import training_setup as spec_training_setup
+from gpuplan.catalog import get_model
 from gpuplan.estimate import training_memory
-from gpuplan.estimate.allocator import Allocation, CachingAllocator, Tensors, round_size, segment_size
+from gpuplan.estimate.allocator import (
+    STREAM_SPAN,
+    Allocation,
+    CachingAllocator,
+    Tensors,
+    round_size,
+    segment_size,
+)
 from gpuplan.estimate.training_memory import estimate_training
 from gpuplan.linter import LintOptions, lint_bytes
+from tests.tiny_architectures import TINY
 
 MIB = 2**20
 RECORDS = Path(__file__).parent.parent / "benchmarks" / "data" / "published_finetune_peaks.yaml"
@@ -120,6 +129,70 @@ def test_expandable_segments_need_the_live_bytes_in_whole_pages():
     assert cache.reserved_peak() == 4 * MIB
 
 
+def test_a_block_freed_on_a_side_stream_serves_only_that_stream():
+    # A 100 MiB block freed on stream 1 stays in stream 1's pool: a 100 MiB request on the default stream maps
+    # a segment of its own, 200 MiB reserved for 100 MiB ever live; on stream 1 the request takes the block
+    # again (100 MiB), as it does when both are the default stream's.
+    cache = CachingAllocator()
+    cache.give(cache.take(100 * MIB, stream=1))
+    cache.take(100 * MIB)
+    assert (cache.peak_live, cache.reserved_peak()) == (100 * MIB, 200 * MIB)
+    assert cache.free == {100 * MIB - STREAM_SPAN: 1}  # keyed below every default-stream block
+    cache = CachingAllocator()  # and the other way round
+    cache.give(cache.take(100 * MIB))
+    cache.take(100 * MIB, stream=1)
+    assert (cache.peak_live, cache.reserved_peak()) == (100 * MIB, 200 * MIB)
+    for stream in (1, 0):
+        cache = CachingAllocator()
+        cache.give(cache.take(100 * MIB, stream=stream))
+        cache.take(100 * MIB, stream=stream)
+        assert (cache.peak_live, cache.reserved_peak()) == (100 * MIB, 100 * MIB)
+
+
+def test_each_stream_packs_its_small_tensors_in_segments_of_its_own():
+    # Three 1,024 B blocks on stream 1, freed, then three on the default stream: one 2 MiB small segment each,
+    # 4 MiB reserved (2 MiB when both groups are the default stream's).
+    cache = CachingAllocator()
+    cache.give(cache.take(1000, 3, stream=1))
+    cache.take(1000, 3)
+    assert (cache.peak_live, cache.reserved_peak()) == (3072, 4 * MIB)
+
+
+def test_expandable_segments_need_every_streams_live_bytes_with_a_range_each():
+    # The 64 MiB then 100 MiB sequence of the expandable test above with the 64 MiB tensor on stream 1: when
+    # the default stream's range must grow on a full device, stream 1's free pages are unmapped as its own
+    # would be (release_cached_blocks), so the step needs its 100 MiB live (50 pages) and a page for stream
+    # 1's range, which rounds apart: 102 MiB (max_memory_reserved on a device with room would read 164).
+    cache = CachingAllocator(expandable=True)
+    cache.give(cache.take(64 * MIB, stream=1))
+    cache.take(100 * MIB)
+    assert cache.reserved_peak() == 102 * MIB
+
+
+def test_a_side_streams_unit_stays_reserved_beside_the_default_streams_blocks():
+    # FSDP's pattern: each of eight runs gathers a 40 MiB unit on stream 1, frees it, then keeps a 40 MiB
+    # activation on the default stream. One stream: the activation takes the unit's freed block, so each run
+    # maps one 40 MiB segment: 320 MiB reserved for 320 MiB live at the end. Run 0 begins and ends with
+    # nothing cached: a period of one run, applied for runs 1 to 7. Two streams: the unit's block stays in
+    # stream 1's pool (each later unit takes it again) and every activation maps its own segment: 40 + 8 x 40
+    # = 360 MiB reserved, the same 320 MiB live; run 0 ends with stream 1's block cached, run 1 begins and
+    # ends so: a period from run 1, applied for runs 2 to 7.
+    def build(unit_stream):
+        def built(cache):
+            def once(_):
+                cache.give(cache.take(40 * MIB, stream=unit_stream))
+                return cache.take(40 * MIB)
+
+            return once, [None] * 8
+
+        return built
+
+    for unit_stream, reserved, ran in ((0, 320, 1), (1, 360, 2)):
+        fast, runs = _fast_and_every(build(unit_stream))
+        assert runs == ran
+        assert (fast.peak_live, fast.live, fast.reserved_peak()) == (320 * MIB, 320 * MIB, reserved * MIB)
+
+
 def test_a_group_is_taken_largest_first_with_its_small_tensors_pooled():
     tensors = Tensors.of([(30 * MIB, 2), (100, 4), (50 * MIB, 1), (30 * MIB, 1)])
     assert tensors == Tensors(((50 * MIB, 1), (30 * MIB, 3)), 4 * 512)
@@ -209,9 +282,9 @@ def test_skipping_repeated_layers_changes_nothing(setup, expandable):
     assert fast == every
 
 
-def _repeated(build, fast: bool) -> tuple[CachingAllocator, list[object], int]:
+def _repeated(build, fast: bool, expandable: bool = False) -> tuple[CachingAllocator, list[object], int]:
     """``build(cache)`` gives (once, inputs); the cache after ``repeat``, its results and how many runs ran."""
-    cache = CachingAllocator(fast_forward=fast)
+    cache = CachingAllocator(expandable=expandable, fast_forward=fast)
     once, inputs = build(cache)
     ran = [0]
 
@@ -224,10 +297,11 @@ def _repeated(build, fast: bool) -> tuple[CachingAllocator, list[object], int]:
     return cache, results, ran[0]
 
 
-def _fast_and_every(build) -> tuple[CachingAllocator, int]:
+def _fast_and_every(build, expandable: bool = False) -> tuple[CachingAllocator, int]:
     """Run ``build`` with and without fast-forward: the same state, results and peaks, or the test fails;
     the fast cache and how many runs it ran."""
-    (fast, fast_results, ran), (every, every_results, _) = _repeated(build, True), _repeated(build, False)
+    (fast, fast_results, ran) = _repeated(build, True, expandable)
+    (every, every_results, _) = _repeated(build, False, expandable)
     assert fast_results == every_results
     assert (fast.free, fast.segments, fast.live, fast.peak_live) == (
         every.free,
@@ -235,6 +309,9 @@ def _fast_and_every(build) -> tuple[CachingAllocator, int]:
         every.live,
         every.peak_live,
     )
+    assert (fast.small_live, fast.small_segments, fast.carry) == (every.small_live, every.small_segments, every.carry)
+    sides = [{stream: (p.small, p.small_high, p.ranged) for stream, p in c.side.items()} for c in (fast, every)]
+    assert sides[0] == sides[1]
     assert fast.reserved_peak() == every.reserved_peak()
     return fast, ran
 
@@ -446,3 +523,125 @@ def test_a_period_rises_as_high_as_its_highest_run_not_its_last():
     assert ran == 4
     assert (fast.peak_live, fast.live) == (310 * MIB, 300 * MIB)
     assert (fast.segments, fast.free) == (350 * MIB, {10 * MIB: 5})
+
+
+# Programs of several streams for the property below: a few kinds of run, each a fixed list of steps, and a
+# pattern of runs repeated (so that ``repeat`` finds periods), each run with an input: a 12 MiB tensor taken
+# first (a segment of its own, so inputs on one stream are alike) on a stream of its own. A step takes
+# tensors on a stream and keeps them to the run's end, frees them at once, hands them to a later run (the
+# allocator's carry, freed when the next carry is taken) or frees the run's input.
+SIZES_MIB = (1 / 2048, 0.7, 3, 12, 20, 30, 40)  # small-pool blocks, 20 MiB segments, segments of their own
+STREAMS = (0, 0, 1, 2)
+STEP = st.tuples(
+    st.sampled_from(("keep", "free", "carry", "input")),
+    st.sampled_from(SIZES_MIB),
+    st.integers(1, 3),
+    st.sampled_from(STREAMS),
+)
+
+
+@st.composite
+def stream_programs(draw: st.DrawFn):
+    kinds = draw(st.lists(st.lists(STEP, min_size=1, max_size=5), min_size=1, max_size=3))
+    run = st.tuples(st.integers(0, len(kinds) - 1), st.sampled_from(STREAMS))
+    pattern = draw(st.lists(run, min_size=1, max_size=3))
+    runs = pattern * draw(st.integers(2, 8)) + draw(st.lists(run, max_size=2))
+    before = draw(st.lists(st.tuples(st.sampled_from(SIZES_MIB), st.sampled_from(STREAMS), st.booleans())))
+
+    def build(cache: CachingAllocator):
+        inputs = [(kind, cache.take(12 * MIB, stream=stream)) for kind, stream in runs]
+        for size, stream, freed in before:  # a cache to start from, some of it freed
+            taken = cache.take(size * MIB, stream=stream)
+            if freed:
+                cache.give(taken)
+
+        def once(item):
+            kind, given = item
+            kept = []
+            for action, size, count, stream in kinds[kind]:
+                if action == "input":
+                    cache.give(given)
+                    continue
+                taken = cache.take(size * MIB, count, stream=stream)
+                if action == "keep":
+                    kept.append(taken)
+                elif action == "free":
+                    cache.give(taken)
+                else:
+                    if cache.carry is not None:
+                        cache.give(cache.carry)
+                    cache.carry = taken
+            return kept
+
+        return once, inputs
+
+    return build
+
+
+@settings(max_examples=300, deadline=None)
+@given(stream_programs(), st.booleans())
+def test_skipping_repeated_runs_changes_nothing_on_several_streams(build, expandable):
+    # Runs on the default stream and two side streams, with a carry between runs: applying the periods
+    # ``repeat`` finds by arithmetic leaves every stream's pool and counters, the carry and the peaks as
+    # running each run does.
+    _fast_and_every(build, expandable)
+
+
+def test_a_side_streams_small_pool_rises_in_skipped_runs_as_in_run_ones():
+    # Each of eight runs keeps a 512 B tensor on stream 1: runs 1 to 7 are one period applied by arithmetic
+    # after run 1 (run 0 maps stream 1's small segment); stream 1's small pool holds 8 x 512 = 4,096 B at the
+    # end, its high water, as running each run gives.
+    def build(cache):
+        return (lambda _: cache.take(512, stream=1)), [None] * 8
+
+    fast, ran = _fast_and_every(build)
+    assert ran == 2
+    assert (fast.side[1].small, fast.side[1].small_high, fast.reserved_peak()) == (4096, 4096, 2 * MIB)
+
+
+@settings(max_examples=100, deadline=None)
+@given(varied_setups(), st.sampled_from([1, 2]), st.sampled_from(["none", "cpu"]), st.booleans())
+def test_fsdp_steps_skip_repeated_layers_exactly(setup, version, offload, expandable):
+    # FSDP gathers its units on their own streams (training_step._Units): the step's figures are the ones
+    # running every layer gives, whatever the version, parameter offload or expandable segments, and the
+    # three figures stay ordered.
+    setup = vary(
+        setup,
+        sharding="fsdp",
+        fsdp_version=version,
+        offload_parameters=offload,
+        offload_optimizer=offload,
+        pipeline_parallel=1,
+        expandable_segments=expandable,
+    )
+    fast, every = _both_ways(setup)
+    assert fast == every
+    memory = estimate_training(setup, overhead=123)
+    assert memory.per_gpu == memory.reserved + 123 >= memory.reserved >= memory.allocated
+    if expandable:  # the pages of the default stream's two pools and of each side stream's (three at most)
+        assert memory.allocator_cache < (2 + 2 * 3) * 2 * MIB
+
+
+def test_an_fsdp_lora_job_reserves_its_side_streams_pools():
+    # TINY (tests/tiny_architectures.py) with LoRA rank 1 over 2 GPUs under FSDP1: every tensor is under 1 MiB,
+    # so each stream packs its tensors in one 2 MiB small segment. The unshard stream holds the root unit
+    # (1,040 B, a 1,536 B block) and at most two decoder units (1,184 B, 1,536 B each): 4,608 B; the
+    # post-backward stream the adapters' gradient shards, fourteen tensors a layer of 512 B blocks each, two
+    # layers: 14,336 B. Reserved: three segments, 6 MiB; DDP allocates all of it on the default stream: 2 MiB.
+    lora = training_setup(
+        architecture=TINY, method="lora", precision="bf16", lora_rank=1, lora_bytes=2, seq_len=4, gpus=2
+    )
+    for sharding, reserved, pools in (("fsdp", 6 * MIB, {1: 4608, 3: 14336}), ("none", 2 * MIB, {})):
+        setup = vary(lora, sharding=sharding)
+        step = training_memory._Step(setup, *training_memory._step_read(setup)[:2])
+        assert step.run()[1] == reserved
+        assert {stream: pool.small_high for stream, pool in step.cache.side.items()} == pools
+    # Llama-2-7B, the same over 2 GPUs at 1 x 2,048: the root unit is 524,296,192 B (a 251 x 2 MiB segment,
+    # 526,385,152 B), a decoder unit 404,766,720 B (194 x 2 MiB, 406,847,488 B). The unshard stream maps the
+    # root's segment and a unit's in forward, a second unit's when backward gathers one ahead; once the step
+    # ends all three are cached there, 1,340,080,128 B the default stream never reuses.
+    setup = vary(lora, architecture=get_model("llama-2-7b").architecture, lora_rank=8, seq_len=2048, sharding="fsdp")
+    step = training_memory._Step(setup, *training_memory._step_read(setup)[:2])
+    step.run()
+    unshard = {key + STREAM_SPAN: count for key, count in step.cache.free.items() if -STREAM_SPAN <= key < 0}
+    assert unshard == {526_385_152: 1, 406_847_488: 2}

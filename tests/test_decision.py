@@ -285,7 +285,7 @@ def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():
 def test_an_approval_with_changes_states_the_amount_it_commits_to():
     # serve-llama-70b: 4 x h100-sxm at 12,030 USD a month must become 2 x h200-sxm at 6,636 (GP507):
     # 12 x 6,636 = 79,632 over the term, which is 144,360 - 64,728 (the saving over 12 months). The
-    # fine-tuning example: its run becomes 141 USD on 2 x b200-hgx (an eager transformers loop, the default
+    # fine-tuning example: its run becomes 138 USD on 4 x b200-hgx (an eager transformers loop, the default
     # framework); serving stays 584 a month.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert (
@@ -294,11 +294,11 @@ def test_an_approval_with_changes_states_the_amount_it_commits_to():
     ) in out
     _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
     # The run is signed at the slow edge of its speed band at 0.9: training throughput measured / estimate at
-    # 0.1 is the 15th of 142 ratios in gpuplan/estimate/speed_bands.json, 0.7455, so 141.36 / 0.7455 = 189.6,
-    # up to 190 (the estimate is 141.36 before rounding); 190 + 584 x 12 = 7,198.
+    # 0.1 is the 15th of 142 ratios in gpuplan/estimate/speed_bands.json, 0.7455, so 138.39 / 0.7455 = 185.6,
+    # up to 186 (the estimate is 138.39 before rounding: 4.95 h x 4 GPUs x 6.99 USD); 186 + 584 x 12 = 7,194.
     assert (
-        "| **Amount to sign** | 7,198 USD, not to exceed, 2026-12-02 to 2027-12-01 (12 months, from the report's "
-        "date): fine-tuning run up to 190 USD (one-off; estimated at 141 USD, allowing for the slow end of the "
+        "| **Amount to sign** | 7,194 USD, not to exceed, 2026-12-02 to 2027-12-01 (12 months, from the report's "
+        "date): fine-tuning run up to 186 USD (one-off; estimated at 138 USD, allowing for the slow end of the "
         "speed estimate) + serving up to 584 USD a month x 12 |"
     ) in out
     _, out, _ = run_cli("report", str(EXAMPLES / "qlora-llama-70b.yaml"))  # APPROVE: the declared amount alone

@@ -224,6 +224,15 @@ CHANGES_NOTHING: dict[str, Why] = {
         "ZeRO and FSDP shard over data-parallel ranks: one rank has nothing to shard",
         lambda d, a: a.finetune.setup.data_parallel == 1,
     ),
+    "finetune.fsdp_version": Why(
+        "which FSDP shards the parameters: the job does not shard them with FSDP over several data-parallel ranks "
+        "(or pipelines over them, which keeps a stage gathered either way)",
+        lambda d, a: (
+            _finetune(a).sharding != "fsdp"
+            or a.finetune.setup.data_parallel == 1
+            or _finetune(a).hardware.pipeline_parallel > 1
+        ),
+    ),
     "finetune.offload.host_memory_gbs": Why(
         "the host's bandwidth for what is offloaded: nothing is", lambda d, a: not _offloaded(a, "cpu", "nvme")
     ),

@@ -667,12 +667,13 @@ def test_pipelining_over_fsdp_accumulates_gradients_unsharded():
 
 def test_pipelining_over_fsdp_keeps_the_stage_gathered():
     # TINY with 8 layers, PP 2: a stage holds 4 layers (4 x 592 = 2,368) and the head with the final norm
-    # (264): 2,632 parameters, 5,264 B in bf16. Without pipelining FSDP holds a unit and the next one
-    # (2 x 2 x 592 = 2,368 B) and the unit's gradient (1,184): 3,552 B. Pipelining keeps the whole stage
-    # gathered from forward to backward, with one micro-batch too: 5,264 B.
+    # (264): 2,632 parameters, 5,264 B in bf16. Without pipelining FSDP holds in forward its root unit (the
+    # embedding 256, the head 256 and the final norm 8: 520 x 2 = 1,040 B) and one layer (2 x 592 = 1,184):
+    # 2,224 B. Pipelining keeps the whole stage gathered from forward to backward, with one micro-batch
+    # too: 5,264 B.
     eight = dataclasses.replace(TINY, layers=8)
     flat = training_setup(architecture=eight, method="full", precision="bf16-mixed", seq_len=4, sharding="fsdp", gpus=2)
-    assert phases(flat)["forward"]["gathered_parameters"] == 3552
+    assert phases(flat)["forward"]["gathered_parameters"] == 2224
     piped = vary(flat, gpus=4, pipeline_parallel=2)
     assert phases(piped)["forward"]["gathered_parameters"] == 5264
 
@@ -687,11 +688,11 @@ def test_qlora_quantization_constants_stay_whole_on_every_rank():
     # FSDP over 2 ranks shards the parameters (576 + 1,104 + 512) / 2 = 1,096, not the quant_state: + 72.
     fsdp = vary(one, gpus=2, sharding="fsdp")
     assert phases(fsdp)["forward"]["weights"] == 1096 + 72
-    # FSDP gathers the unit in use and the one prefetched, as stored: a decoder layer's NF4 codes are 592 x 0.5
-    # = 296 B, but the embedding is not quantized, 256 x 2 = 512 B (fp32 under PEFT's preparation, 1,024): the
-    # larger, twice.
-    assert phases(fsdp)["forward"]["gathered_parameters"] == 2 * 512
-    assert phases(vary(fsdp, kbit_preparation="peft"))["forward"]["gathered_parameters"] == 2 * 1024
+    # FSDP gathers as stored: in forward its root unit, which is not quantized (the embedding, the head and
+    # the final norm, 520 x 2 = 1,040 B; fp32 under PEFT's preparation, 2,080), and one decoder layer, whose
+    # NF4 codes are 592 x 0.5 = 296 B.
+    assert phases(fsdp)["forward"]["gathered_parameters"] == 1040 + 296
+    assert phases(vary(fsdp, kbit_preparation="peft"))["forward"]["gathered_parameters"] == 2080 + 296
     # CPU offload moves the sharded parameters to the host; the constants stay on the GPU.
     offloaded = vary(fsdp, offload_parameters="cpu")
     assert phases(offloaded)["forward"]["weights"] == 72

@@ -98,10 +98,10 @@ def test_report_peak_is_the_largest_phase_total():
     phases = re.search(r"Phase totals per GPU, framework overhead included: (.*?)\.(?: |$)", out, re.M).group(1)
     cache = re.search(r"allocator cache ([\d.]+) GiB", out).group(1)
     totals = [float(part.split()[-2]) for part in phases.split("; ")]
-    # Appendix E details the funded layout, 2 x b200-hgx under ZeRO-3: of Llama 3.2 3B's 3.21e9 parameters each
-    # rank keeps half the bf16 weights (3.0 GiB), of the 12 B per parameter of fp32 masters and Adam moments
-    # (18.0 GiB) and of the bf16 gradients (3.0 GiB); with gathered parameters 2.2, activations 38.7, model
-    # outputs 2.0, temporaries 7.8 and framework 1.5 GiB the backward phase holds 76.1 GiB (rounded parts sum to
-    # 76.2); the peak adds the allocator's cache to it.
-    assert max(totals) == 76.1
-    assert float(peak) == pytest.approx(76.1 + float(cache), abs=0.11)  # two figures rounded to 0.05 each
+    # Appendix E details the funded layout, 4 x b200-hgx under ZeRO-3 at micro-batch 4: of Llama 3.2 3B's 3.21e9
+    # parameters each rank keeps a quarter of the bf16 weights (1.5 GiB) and of the 12 B per parameter of fp32
+    # masters and Adam moments (9.0 GiB); at backward's start (one micro-batch a step: no gradients yet), with
+    # gathered parameters 2.2, activations 77.4, model outputs 3.9, temporaries 15.6 and framework 1.5 GiB, the
+    # backward phase holds 111.1 GiB (the rounded parts sum to 111.1); the peak adds the allocator's cache to it.
+    assert max(totals) == 111.1
+    assert float(peak) == pytest.approx(111.1 + float(cache), abs=0.11)  # two figures rounded to 0.05 each

@@ -82,7 +82,10 @@ def test_report_lint_and_diff_against_a_free_declared_layout(tmp_path, case):
 
 def test_a_free_declared_layout_has_no_share_to_save(tmp_path):
     path, _ = free_spec(tmp_path, "both")
-    spec = make_spec(path.read_text(encoding="utf-8"), EXAMPLES)
+    # At 4,608 tokens a sequence the fine-tune's 4 x h100-sxm keep 8% free at the 0.9 edge (58.75 GiB x 1.2461 =
+    # 73.2 of 79.2 GiB), inside the 10% margin (test_memo); the example's own 4,096 hold it.
+    text = path.read_text(encoding="utf-8").replace("  seq_len: 4096", "  seq_len: 4608")
+    spec = make_spec(text, EXAMPLES)
     planner = planner_for(spec, default_settings(), spec.plan)
     finetune, serve = planner.plan("finetune"), planner.plan("serve")
     assert serve is not None and serve.recommended is not None and serve.declared.rate == 0

@@ -26,6 +26,19 @@ With ``expandable_segments:True`` (PYTORCH_CUDA_ALLOC_CONF) each pool is one vir
 2 MiB pages, and when a request finds no room the allocator unmaps the free pages of the range before it
 asks for more (``ExpandableSegment``, ``release_cached_blocks``): the step needs its live bytes rounded to
 pages, whatever the cache held before.
+
+Every pool is a CUDA stream's: a cached block serves only requests on the stream it was allocated on
+("Once freed, blocks can be re-allocated on the same stream, but not on any other stream": the file's
+header; ``BlockComparatorSize`` orders a pool by stream first and ``get_free_block``'s search key carries
+the request's stream, so the search ends at the first block of another stream), and a freed block goes
+back to its own stream's pool whatever stream frees it. max_memory_reserved counts every stream's
+segments. Expandable segments are per stream too (``find_expandable_block`` maps and searches ranges of
+the request's stream alone), but when one must grow and the device is full the allocator unmaps the free
+pages of every stream's ranges (``release_cached_blocks`` -> ``release_blocks`` -> ``unmap_block``), so
+what the step needs is still its live bytes, all streams', in whole pages: a range per stream and pool
+only rounds apart. The default stream is stream 0; a side stream s (``take``'s ``stream``) keys its cached blocks ``size - s *
+STREAM_SPAN``: below every other stream's, as the pool sorts them, so best fit searches each stream's
+blocks alone and the default stream's keys are its sizes, as they were.
 """
 
 from __future__ import annotations
@@ -44,6 +57,7 @@ SMALL_BUFFER = 2 << 20  # kSmallBuffer: a small-pool segment
 LARGE_BUFFER = 20 << 20  # kLargeBuffer: the segment of a request under kMinLargeAlloc
 MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
 ROUND_LARGE = 2 << 20  # kRoundLarge: larger segments round up to this (also the expandable page)
+STREAM_SPAN = 1 << 50  # the keys of one side stream's cached blocks: above any block size (a PiB)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -77,6 +91,7 @@ class Allocation:
     carves: tuple[Carve, ...]
     held: int  # both pools
     small: int  # of which the small pool's
+    stream: int = 0  # the stream it was allocated on (0: the default stream), whose pool takes it back
 
 
 @record
@@ -116,6 +131,21 @@ class _Effect:
     rise_live: int
     rise_reserved: int
     rise_small: int
+    # Each side stream's (in ``CachingAllocator.side``'s order): the change of its small pool's live bytes
+    # and high water, and how far its small pool's live bytes rose.
+    sides: tuple[tuple[int, int, int], ...] = ()
+
+
+@dataclass(slots=True)
+class _SidePool:
+    """A side stream's small pool (its large blocks are in ``CachingAllocator.free``, by their keys). Its
+    bytes count in the allocator's totals too: its live bytes in ``live``, its high water in ``segments``,
+    so the peaks read every stream's."""
+
+    small: int = 0  # the small pool's allocated bytes on this stream
+    small_high: int = 0  # its high water: its 2 MiB segments, before rounding
+    window: list[int] = field(default_factory=lambda: [0])  # its highest since ``repeat`` last marked it
+    ranged: bool = False  # whether it mapped a large segment (with expandable segments: a range of its own)
 
 
 @dataclass(slots=True)
@@ -134,6 +164,8 @@ class _Mark:
     # The highest live (both pools), reserved and small-pool live bytes in the run: the allocator's
     # ``window`` while it runs (``_count`` raises it), kept as it was when the run ended.
     high: list[int]
+    # Each side stream's small pool as the run began (live bytes, high water) and its window.
+    sides: tuple[tuple[int, int, list[int]], ...]
     # The fewest blocks of each size it drew on that were left.
     lows: dict[int, int] = field(default_factory=dict)
     # Sizes a freed piece found too few of to merge back with: how many more there could have been and it
@@ -163,12 +195,20 @@ class CachingAllocator:
     # The highest live (both pools), reserved and small-pool live bytes since ``repeat`` last marked them.
     window: list[int] = field(default_factory=lambda: [0, 0, 0])
     watch: _Mark | None = None  # the run ``repeat`` watches
+    side: dict[int, _SidePool] = field(default_factory=dict)  # the side streams', by stream
+    # What one run hands the next beside the cache (an all-gathered unit that a later layer frees): the runs
+    # ``repeat`` finds alike began with the same one.
+    carry: Allocation | None = None
 
-    def take(self, size: float, count: int = 1) -> Allocation:
-        """``count`` tensors of ``size`` bytes each."""
+    def take(self, size: float, count: int = 1, stream: int = 0) -> Allocation:
+        """``count`` tensors of ``size`` bytes each, on ``stream``."""
         if count <= 0 or size <= 0:
             return EMPTY
         block = round_size(size)
+        if stream:
+            if block <= SMALL_SIZE:
+                return self._take_side(stream, (), block * count, 1)
+            return self._take_side(stream, ((block, count),), 0, 1)
         if block <= SMALL_SIZE:
             return self._take_small(block * count)
         live = self.live
@@ -177,16 +217,18 @@ class CachingAllocator:
         self._count()
         return Allocation(tuple(carves), self.live - live, 0)
 
-    def take_all(self, tensors: Tensors, times: int = 1) -> Allocation:
-        """A group of tensors taken one after another, ``times`` over: the large pool's by size, largest
-        first, then the small pool's."""
+    def take_all(self, tensors: Tensors, times: int = 1, stream: int = 0) -> Allocation:
+        """A group of tensors taken one after another, ``times`` over, on ``stream``: the large pool's by
+        size, largest first, then the small pool's."""
         if not (tensors.large or tensors.small) or times <= 0:
             return EMPTY
+        small = tensors.small * times
+        if stream:
+            return self._take_side(stream, tensors.large, small, times)
         live = self.live
         carves: list[Carve] = []
         for block, count in tensors.large:
             self._take_large(carves, block, count * times)
-        small = tensors.small * times
         self.small_live += small
         self._count()
         return Allocation(tuple(carves), self.live - live + small, small)
@@ -196,14 +238,20 @@ class CachingAllocator:
         rest of each is still free (nothing else was cut from it since), else they stay apart."""
         if not allocation.held:
             return
+        if allocation.stream:
+            self._give_side(allocation)
+            return
         self.small_live -= allocation.small
         if allocation.carves:  # none: the small pool's alone (a LoRA layer's gradients), nothing to merge
             self.live -= allocation.held - allocation.small
             self._free(allocation.carves)
 
-    def cycle(self, tensors: Tensors) -> None:
+    def cycle(self, tensors: Tensors, stream: int = 0) -> None:
         """Tensors taken and freed at once, as a layer's transients: ``give(take_all(tensors))`` without the
         allocation between them."""
+        if stream:
+            self._give_side(self._take_side(stream, tensors.large, tensors.small, 1))
+            return
         live = self.live
         carves: list[Carve] = []
         for block, count in tensors.large:
@@ -275,6 +323,91 @@ class CachingAllocator:
         if need % per_hole:
             carves.append(self._carve(hole, 1, need % per_hole, block))
 
+    def _take_side(self, stream: int, large: tuple[tuple[int, int], ...], small: int, times: int) -> Allocation:
+        """``take_all`` on a side stream: its large blocks (block bytes, how many, ``times`` over) from its own
+        cached blocks (``_take_large_side``), its ``small`` bytes packed in its own small pool."""
+        pool = self.side.get(stream)
+        if pool is None:
+            pool = self.side[stream] = _SidePool()
+        base = -stream * STREAM_SPAN
+        live = self.live
+        carves: list[Carve] = []
+        for block, count in large:
+            self._take_large_side(carves, base, block, count * times)
+        if small:
+            pool.small += small
+            if pool.small > pool.small_high:  # its small segments grow: reserved bytes, as ``segments``
+                self.segments += pool.small - pool.small_high
+                pool.small_high = pool.small
+            self.live += small
+            if pool.small > pool.window[0]:
+                pool.window[0] = pool.small
+        self._count()
+        return Allocation(tuple(carves), self.live - live, small, stream)
+
+    def _give_side(self, allocation: Allocation) -> None:
+        """``give`` of a side stream's allocation: its blocks go back to that stream's pool."""
+        self.live -= allocation.held
+        self.side[allocation.stream].small -= allocation.small
+        if allocation.carves:
+            self._free(allocation.carves)
+
+    def _take_large_side(self, carves: list[Carve], base: int, block: int, need: int) -> None:
+        """``_take_large`` on the side stream whose keys start at ``base``: best fit among its own cached
+        blocks (the search stops at the next stream's keys, as ``get_free_block`` stops at another stream's
+        block), then new segments of its own."""
+        free, sizes, watch = self.free, self.sizes, self.watch
+        end = base + STREAM_SPAN
+        for key in sizes[bisect.bisect_left(sizes, base + block) : bisect.bisect_left(sizes, end)]:
+            hole = key - base
+            available, per_hole = free[key], hole // block
+            full = min(available, need // per_hole)
+            if full:
+                carves.append(self._carve_side(base, hole, full, per_hole, block))
+                need -= full * per_hole
+            if need and available > full:
+                carves.append(self._carve_side(base, hole, 1, need, block))
+                need = 0
+            if not need:
+                if watch is not None and hole > block:
+                    watch.passed.append((base + block, key))
+                return
+        if watch is not None:  # went past every size of this stream from the block's up
+            watch.passed.append((base + block, end))
+        hole = segment_size(block)
+        per_hole = hole // block
+        segments = -(-need // per_hole)
+        self.segments += segments * hole
+        self.side[-base // STREAM_SPAN].ranged = True
+        self._add(base + hole, segments)
+        if need // per_hole:
+            carves.append(self._carve_side(base, hole, need // per_hole, per_hole, block))
+        if need % per_hole:
+            carves.append(self._carve_side(base, hole, 1, need % per_hole, block))
+
+    def _carve_side(self, base: int, hole: int, holes: int, pieces: int, block: int) -> Carve:
+        """``_carve`` of a side stream's cached blocks (sizes ``hole`` and ``block``, keys from ``base``); the
+        carve it returns holds keys, which ``_free`` gives back to that stream's pool as they are."""
+        free, key = self.free, base + hole
+        left = free[key] - holes
+        if left:
+            free[key] = left
+        else:
+            del free[key]
+            self.sizes.remove(key)
+        watch = self.watch
+        if watch is not None and (key not in watch.lows or left < watch.lows[key]):
+            watch.lows[key] = left
+        rest = hole - pieces * block
+        rest_key = 0
+        if rest <= SMALL_SIZE:  # should_split is false: the last piece takes the rest whole
+            rest = 0
+        else:
+            rest_key = base + rest
+            self._add(rest_key, holes)
+        self.live += holes * (hole - rest)
+        return (key, holes, pieces, base + block, rest_key)
+
     def repeat(self, once: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
         """``once(input)`` for each input in turn, as the layers of a model run one after another.
 
@@ -289,8 +422,8 @@ class CachingAllocator:
         results: list[R] = []
         marks: list[_Mark] = []  # the runs since periods were last applied, the first of them run ``first``
         first = 0
-        began: dict[tuple[int, ...], list[int]] = {}  # cached sizes -> the runs since then that began with them
-        sizes = tuple(self.sizes)  # as the next run begins
+        began: dict[object, list[int]] = {}  # cached sizes (and carry) -> the runs since then that began with them
+        sizes = self._began()  # as the next run begins
         while (done := len(results)) < len(inputs):
             if sizes in began:
                 began[sizes].append(done)
@@ -300,7 +433,7 @@ class CachingAllocator:
             marks.append(self.watch)
             results.append(once(inputs[done]))
             self.watch = None
-            sizes = tuple(self.sizes)
+            sizes = tuple(self.sizes) if self.carry is None else self._began()
             for since in reversed(began.get(sizes, []) if self.fast_forward else []):
                 if done + 1 - since > MAX_PERIOD:
                     break
@@ -309,9 +442,16 @@ class CachingAllocator:
                     marks.clear()
                     began.clear()
                     first = len(results)
-                    sizes = tuple(self.sizes)
+                    sizes = self._began()
                     break
         return results
+
+    def _began(self) -> object:
+        """What ``repeat`` compares runs by as they begin: the cached sizes, and the carry when one is held."""
+        carry = self.carry
+        if carry is None:
+            return tuple(self.sizes)
+        return tuple(self.sizes), carry.carves, carry.held, carry.stream  # the carry's fields hash in C
 
     def _apply_periods(self, period: list[_Mark], inputs: Sequence[T], following: int) -> int:
         """Apply as many more runs of ``period`` as would go as it went, from input ``following`` on; how
@@ -329,6 +469,8 @@ class CachingAllocator:
         periods = _periods_that_last(drift, period, most)
         if periods > 0:
             periods = min(periods, _periodic_length(inputs, following, length, periods * length) // length)
+        if periods > 0 and len(period[0].sides) != len(self.side):  # a stream first used within the period
+            return 0
         if periods > 0:
             self._advance(self._effect(period, drift), periods)
         return max(0, periods)
@@ -338,13 +480,23 @@ class CachingAllocator:
         live, small_live = self.live, self.small_live
         reserved = live + small_live if self.expandable else self.segments + self.small_segments
         self.window = [live + small_live, reserved, small_live]
-        return _Mark(self.free.copy(), live, small_live, self.segments, self.small_segments, reserved, self.window)
+        sides: tuple[tuple[int, int, list[int]], ...] = ()
+        if self.side:
+            marked = []
+            for pool in self.side.values():
+                window = pool.window = [pool.small]
+                marked.append((pool.small, pool.small_high, window))
+            sides = tuple(marked)
+        return _Mark(
+            self.free.copy(), live, small_live, self.segments, self.small_segments, reserved, self.window, sides
+        )
 
     def _effect(self, period: list[_Mark], drift: tuple[tuple[int, int], ...]) -> _Effect:
         """What the runs since ``period[0]`` began changed: the cached blocks by size (``drift``), each
         counter, and how far live and reserved memory rose above where the period began."""
         start = period[0]
         high_live, high_reserved, high_small = map(max, zip(*(mark.high for mark in period), strict=True))
+        sides = self._side_effects(period) if self.side else ()
         return _Effect(
             drift,
             self.live - start.live,
@@ -355,6 +507,17 @@ class CachingAllocator:
             high_live - (start.live + start.small_live),
             high_reserved - start.reserved,
             high_small - start.small_live,
+            sides,
+        )
+
+    def _side_effects(self, period: list[_Mark]) -> tuple[tuple[int, int, int], ...]:
+        """Each side stream's part of ``_Effect``: what its small pool's live bytes and high water changed
+        since ``period[0]`` began, and how far its live bytes rose above where they began."""
+        return tuple(
+            (pool.small - small, pool.small_high - small_high, max(mark.sides[index][2][0] for mark in period) - small)
+            for index, (pool, (small, small_high, _)) in enumerate(
+                zip(self.side.values(), period[0].sides, strict=True)
+            )
         )
 
     def _advance(self, effect: _Effect, runs: int) -> None:
@@ -372,6 +535,8 @@ class CachingAllocator:
         self.small_live += effect.small_live * runs
         self.segments += effect.segments * runs
         shift = runs - 1
+        if self.side:
+            self._advance_sides(effect, runs)
         last_small = first_small + effect.small_live * shift
         self.small_segments = max(self.small_segments, first_small + effect.rise_small, last_small + effect.rise_small)
         last_live = first_live + (effect.live + effect.small_live) * shift
@@ -382,6 +547,18 @@ class CachingAllocator:
             self.peak_reserved = max(self.peak_reserved, first_reserved + rise, last_reserved + rise)
         else:  # segments and the small pool's high water only grow: the highest is where the runs end
             self.peak_reserved = max(self.peak_reserved, self._reserved_now())
+
+    def _advance_sides(self, effect: _Effect, runs: int) -> None:
+        """``_advance`` of each side stream's small pool, as of the default stream's: its high water is the
+        higher of where it stood and the last run's high (it is in ``segments``, which ``_advance`` added as
+        if it grew alike each period)."""
+        shift = runs - 1
+        for pool, (small, small_high, rise) in zip(self.side.values(), effect.sides, strict=True):
+            began = pool.small
+            pool.small += small * runs
+            high = max(pool.small_high, began + rise, began + small * shift + rise)
+            self.segments += high - pool.small_high - small_high * runs
+            pool.small_high = high
 
     def _take_small(self, held: int) -> Allocation:
         """Small-pool blocks of ``held`` bytes in all, packed into 2 MiB segments."""
@@ -444,15 +621,18 @@ class CachingAllocator:
         pools') bytes in whole 2 MiB segments or pages. The rounding is applied here, once, not as the
         step runs, so that layer after layer has the same effect (``repeat``); it adds under 2 MiB (two
         pages with expandable segments, one per pool) to what rounding each moment would give."""
-        if self.expandable:
+        if self.expandable:  # and a page for each side stream's range and small pool: each rounds apart
             pages = -(-self.peak_reserved // ROUND_LARGE) + (1 if self.small_segments else 0)
+            pages += sum(pool.ranged + (pool.small_high > 0) for pool in self.side.values())
             return pages * ROUND_LARGE
-        small = -(-self.small_segments // SMALL_BUFFER) * SMALL_BUFFER
-        return self.peak_reserved + small - self.small_segments
+        small = -(-self.small_segments // SMALL_BUFFER) * SMALL_BUFFER - self.small_segments
+        for pool in self.side.values():
+            small += -(-pool.small_high // SMALL_BUFFER) * SMALL_BUFFER - pool.small_high
+        return self.peak_reserved + small
 
     def _reserved_now(self) -> int:
         """Reserved bytes now, before rounding (``reserved_peak``)."""
-        if self.expandable:  # free pages of either pool are unmapped before it grows: the live bytes
+        if self.expandable:  # free pages of every pool and stream are unmapped before one grows: the live bytes
             return self.live + self.small_live
         return self.reserved
 

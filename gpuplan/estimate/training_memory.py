@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from gpuplan.estimate.allocator import EMPTY, Allocation, CachingAllocator, Tensors
 from gpuplan.estimate.training import (
     MIXED,
     NF4_BYTES_NO_DQ,
@@ -34,6 +33,7 @@ from gpuplan.estimate.training import (
     stage_fraction,
     trainable_params,
 )
+from gpuplan.estimate.training_step import Gathering, _preparation_events, _Step
 from gpuplan.records import record
 from gpuplan.spec import Finetune
 
@@ -48,14 +48,24 @@ class _States:
     paged_optimizer: float  # bitsandbytes paged states: on the GPU for the step, evictable otherwise
     step_temporaries: float
     autocast_copies: float
-    gathered: float
+    gathered: float  # unsharded while backward runs a layer: the most at once (the allocator model's, all step)
     largest_gradient: float  # the one gradient alive under optimizer_in_backward
     host: float
     nvme: float
+    # Unsharded in forward, at backward's start (the loss), at its end and through the optimizer step: all
+    # ``gathered`` but under FSDP, whose root unit and decoder units come and go (_model_states).
+    gathered_forward: float
+    gathered_loss: float
+    gathered_end: float
+    gathered_step: float
+    saved_grad_shards: float  # FSDP parameter offload: gradient shards on the GPU until backward ends
     # A QLoRA model's preparation for k-bit training on this GPU (kbit_preparation): the elements of each
     # 16-bit tensor it casts to fp32 and, with ``cast_back``, back (the embedding, an untied LM head).
     upcast: tuple[float, ...] = ()
     cast_back: bool = False
+    # FSDP's units as the allocator's model gathers them, layer by layer on their streams (None: ``gathered``
+    # is one block held all step, as for ZeRO-3: training_step.GATHER's comment says why).
+    gathering: Gathering | None = None
 
 
 @record
@@ -136,12 +146,16 @@ def _model_states(setup: TrainingSetup) -> _States:
     grad_elements = trainable_local
     optimizer, step_temp = optimizer_state_bytes(setup, trainable_local, state_b)
     optimizer += master
-    if sharding != "none" and not setup.is_adapter:
+    # FSDP shards every unit's flat parameter, the adapters' too: each LoRA linear is a unit of its own
+    # (AnswerDotAI/fsdp_qlora train.py get_wrapping_policy, lambda_policy_fn; huggingface/peft utils/other.py
+    # fsdp_auto_wrap_policy, which transformers' Trainer._fsdp_qlora_plugin_updates sets for a PEFT model).
+    if sharding != "none" and (not setup.is_adapter or sharding == "fsdp"):
         optimizer, step_temp = optimizer / n, step_temp / n
         if sharding in ("zero2", "zero3", "fsdp"):
             grad_elements /= n
     grads = grad_elements * grad_b
-    gathered = 0.0
+    gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = 0.0
+    gathering: tuple[str, float, float, float, float, float] | None = None  # Gathering's, but ``reduced``
     streams = setup.shards_parameters or setup.job.offload_parameters != "none"
     if streams:
         # The unit in use and the one prefetched are gathered in 16-bit (NF4 for QLoRA: FSDP-QLoRA gathers
@@ -156,10 +170,40 @@ def _model_states(setup: TrainingSetup) -> _States:
         embedding_stored = stored
         if setup.job.method == "qlora":
             embedding_stored = 4 if setup.kbit_preparation == "peft" else 2
-        unit_bytes = max(arch.largest_layer_params * stored, arch.embedding_params() * embedding_stored)
-        gathered = min(2 * unit_bytes / setup.tensor_parallel, weights)
-        if setup.shards_parameters and not setup.is_adapter:
-            gathered += sixteen_bit * unit_params
+        tp = setup.tensor_parallel
+        layer_bytes = arch.largest_layer_params * stored / tp
+        unit_bytes = max(layer_bytes, arch.embedding_params() * embedding_stored / tp)
+        unit_gradient = sixteen_bit * unit_params if setup.shards_parameters and not setup.is_adapter else 0.0
+        gathered = min(2 * unit_bytes, weights) + unit_gradient
+        gathered_forward = gathered_loss = gathered_end = gathered_step = gathered
+        if sharding == "fsdp" and setup.pipeline_parallel == 1:
+            # FSDP's root unit, what no wrapped decoder layer holds (the embedding, an untied LM head, the
+            # final norm), stays unsharded from forward's start to backward's end (pytorch/pytorch
+            # torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: "Do not free the root's
+            # parameters in the post-forward"; _catch_all_reshard; FSDP2's _fsdp_state.py FSDPState._lazy_init:
+            # the root's post_forward_mesh_info = None). Decoder units are gathered one at a time in forward
+            # (FSDP1 without forward_prefetch; FSDP2 keeps the current one's all-gather output until the next
+            # one's copy-out: _fsdp_param_group.py FSDPParamGroup.wait_for_unshard) and two in backward, the
+            # current one and the one prefetched (_runtime_utils.py _pre_backward_hook -> _prefetch_handle;
+            # FSDP2 FSDPParamGroup._backward_prefetch; the root's hook prefetches the last layer at the loss);
+            # none through the step (_post_backward_final_callback reshards them all).
+            root = (arch.embedding_params() + arch.lm_head_params() + arch.norm_params()) * embedding_stored / tp
+            both = min(2, arch.layers) * layer_bytes
+            gathered_forward = root + (both if setup.job.fsdp_version == 2 else layer_bytes)
+            gathered_loss = root + layer_bytes
+            gathered, gathered_end, gathered_step = root + both + unit_gradient, root + unit_gradient, 0.0
+            staged = 0.0
+            if setup.job.offload_parameters != "none":
+                # Offloaded, each shard is copied to the GPU before its all-gather and freed once the unshard
+                # returns (_flat_param.py FlatParamHandle.pre_unshard -> flat_param_to(self.device), unshard ->
+                # _use_unsharded_flat_param drops the copy; FSDP2 _fsdp_param.py FSDPParam.all_gather_inputs,
+                # _fsdp_collectives.py foreach_all_gather: del param_all_gather_inputs): one unit's copy is live
+                # while a layer's backward prefetches the next unit, and at the loss, which prefetches the last.
+                # The blocks these copies leave on their own stream are the allocator's (training_step._Units).
+                staged = 1 / n
+                gathered_loss, gathered = gathered_loss + layer_bytes / n, gathered + layer_bytes / n
+            framework = f"fsdp{setup.job.fsdp_version}"
+            gathering = (framework, root, layer_bytes, root * staged, layer_bytes * staged, unit_gradient)
         unsharded = weights
         if setup.shards_parameters:
             weights /= n
@@ -170,13 +214,13 @@ def _model_states(setup: TrainingSetup) -> _States:
             # accumulates their gradients unsharded until the last one's backward (torch.distributed.
             # pipelining stage.py: set_requires_gradient_sync(last_backward)), in the reduce dtype: fp32
             # under mixed precision (FSDP2 FSDPParam.to_accumulated_grad_if_needed).
-            gathered = max(gathered, unsharded)
+            gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = max(gathered, unsharded)
             if setup.job.gradient_accumulation > 1:
                 grads = trainable_local * (4 if setup.job.precision in MIXED else grad_b)
     paged = 0.0
     if setup.job.optimizer == "adamw-8bit-paged":
         paged, optimizer = optimizer, 0.0
-    host = nvme = 0.0
+    host = nvme = saved_grad_shards = reduced = 0.0
     if setup.job.offload_optimizer != "none":
         # The step runs on the CPU: fp32 master weights, the states, an fp32 copy of the gradients and the
         # step's own temporaries live there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision
@@ -190,6 +234,14 @@ def _model_states(setup: TrainingSetup) -> _States:
     if setup.job.offload_parameters != "none":
         moved = weights + (grads if setup.job.offload_optimizer != "none" else 0.0)
         if setup.job.offload_optimizer != "none":
+            if sharding == "fsdp" and setup.job.fsdp_version == 1:
+                # FSDP1 keeps each unit's reduced gradient shard on the GPU beside its host copy until backward
+                # ends (_runtime_utils.py _accumulate_sharded_grad: flat_param._saved_grad_shard; freed by
+                # FlatParamHandle.prepare_gradient_for_optim); FSDP2 drops it once copied to the host
+                # (_fsdp_collectives.py foreach_reduce: "we can free it here by not keeping a ref").
+                saved_grad_shards = grads
+            elif sharding == "fsdp":
+                reduced = grads
             grads = 0.0
         weights = 0.0
         if setup.job.offload_parameters == "cpu":
@@ -215,30 +267,15 @@ def _model_states(setup: TrainingSetup) -> _States:
         largest_gradient,
         host,
         nvme,
+        gathered_forward,
+        gathered_loss,
+        gathered_end,
+        gathered_step,
+        saved_grad_shards,
         upcast,
         setup.kbit_preparation in ("trl", "axolotl"),
+        Gathering(*gathering, reduced) if gathering is not None else None,
     )
-
-
-def _preparation_events(states: _States) -> tuple[tuple[bool, int, float], ...]:
-    """A QLoRA preparation's allocations (True) and frees (False) in order, as (take, tensor, bytes): each
-    16-bit tensor as loaded; its fp32 copy, taken before the 16-bit one is freed (peft
-    ``prepare_model_for_kbit_training``: ``param.data = param.data.to(torch.float32)``); with ``cast_back``,
-    a bf16 copy taken before the fp32 one is freed (TRL ``peft_module_casting_to_bf16``: ``module.to``).
-    Empty without a preparation on the GPU."""
-    count = len(states.upcast)
-    events = [(True, index, 2 * elements) for index, elements in enumerate(states.upcast)]
-    for index, elements in enumerate(states.upcast):
-        events += [(True, count + index, 4 * elements), (False, index, 0.0)]
-    if states.cast_back:
-        for index, elements in enumerate(states.upcast):
-            events += [(True, 2 * count + index, 2 * elements), (False, count + index, 0.0)]
-    return tuple(events)
-
-
-def _prepared_bytes(states: _States) -> float:
-    """Bytes of the tensors a preparation leaves (part of ``states.weights``): fp32, or bf16 once cast back."""
-    return (2 if states.cast_back else 4) * sum(states.upcast)
 
 
 def _preparation_excess(states: _States) -> float:
@@ -367,173 +404,6 @@ def returned_cache_bytes(setup: TrainingSetup) -> float:
     return arch.attention_layers * setup.tokens * width / setup.tensor_parallel * setup.activation_bytes
 
 
-# -- what the caching allocator reserves ---------------------------------------------------------------
-
-
-def _split(total: float, shares: tuple[float, ...]) -> tuple[float, ...]:
-    """``total`` bytes cut into tensors in proportion to ``shares``."""
-    whole = sum(shares)
-    return tuple(total * share / whole for share in shares) if whole and total > 0 else ()
-
-
-def _parameter_shares(setup: TrainingSetup) -> tuple[tuple[float, ...], tuple[float, ...], int]:
-    """(elements of each trainable tensor of one decoder layer, of the embedding and LM head, layers) on
-    the most loaded GPU: the shapes a step's gradients, optimizer states and step temporaries take. Sharded
-    data parallelism keeps one flat shard per layer (FSDP's flat parameter, ZeRO's partition)."""
-    arch, job = setup.architecture, setup.job
-    shapes = adapted_shapes(arch)
-    layers = math.ceil(arch.layers / setup.pipeline_parallel)
-    if setup.is_adapter:
-        rank = job.lora_rank
-        layer = tuple(rank * side for name in job.lora_targets if shapes[name][0] for side in shapes[name])
-        return layer, (), layers
-    experts = {
-        name: arch.experts if arch.is_moe and name in ("gate_proj", "up_proj", "down_proj") else 1 for name in shapes
-    }
-    layer = tuple(d_in * d_out * experts[name] for name, (d_in, d_out) in shapes.items() if d_in)
-    edges = (arch.vocab * arch.hidden,) * (1 if arch.tie_embeddings else 2)
-    if setup.data_parallel > 1 and job.sharding in ("zero2", "zero3", "fsdp"):
-        return (sum(layer),), (sum(edges),), layers
-    return layer, edges, layers
-
-
-class _Step:
-    """One training step's tensors, in the order a step takes and frees them, run through the allocator:
-    the weights (loaded once); per layer in forward, its autocast weight copies and kept activations, and
-    a transient; the logits, their fp32 upcast (freed once the loss is computed) and the log-softmax; the
-    loss gradients and the LM head's gradient; per layer in backward, the recomputed tensors and the
-    backward's transients, the layer's gradients, then its activations freed; the embedding's gradient;
-    at the first step's optimizer step the states (created lazily), then the step's temporaries, then
-    the gradients freed (``zero_grad(set_to_none=True)``). Gradient accumulation runs a second micro-batch
-    with the gradients alive. Totals are the phase model's; only their split into tensors is read here.
-
-    How long the loop holds the model outputs (``loop``), and a returned KV cache (``use_cache``), are the
-    phase model's alone: the simulation runs one lifetime for every loop, the returned logits released once
-    the loss backward is done. Simulated as each loop holds them, the held blocks filled holes the cache
-    would otherwise keep, and the cache above the live peak could fall by more than they added to the phase
-    total (a review found a job that held more reading lower; so did the Trainer against a loop that holds
-    the outputs, by a few hundred bytes): with one simulation per step shape, holding more never reads as
-    less."""
-
-    def __init__(self, setup: TrainingSetup, states: _States, acts: _Activations, fast_forward: bool = True) -> None:
-        arch, job = setup.architecture, setup.job
-        self.cache = CachingAllocator(expandable=job.expandable_segments, fast_forward=fast_forward)
-        self.job, self.states, self.acts = job, states, acts
-        self.layer_shares, self.edge_shares, self.layers = _parameter_shares(setup)
-        elements = self.layers * sum(self.layer_shares) + sum(self.edge_shares)
-        self.per_element = 1 / elements if elements else 0.0
-        widths = input_widths(setup)
-        q, kv = arch.q_width / setup.tensor_parallel, arch.kv_width / setup.tensor_parallel
-        matrices = 3 if arch.mlp == "gated" else 1
-        # One layer's saved tensors by width: the norms' outputs, q, k, v and the attention output, the MLP's.
-        shares = (widths["norm"], widths["norm2"], q, kv, kv, q) + (widths["mlp"],) * (matrices + 1)
-        # 1F1B keeps a whole model's activations on the first stage whatever the PP degree; offloading
-        # keeps two layers' on the GPU: per layer of this GPU, the kept bytes scale by that ratio.
-        on_gpu = acts.layers_kept / max(self.layers, 1)
-        full = job.checkpointing == "full"
-        self.kept = Tensors.of(
-            _pairs((acts.kept_per_layer * on_gpu,) if full else _split(acts.kept_per_layer * on_gpu, shares))
-        )
-        self.recompute = Tensors.of(_pairs(_split(acts.per_layer, shares) if job.checkpointing != "none" else ()))
-        self.forward_transient = Tensors.of([(acts.layer_forward_temporaries, 1)])
-        # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate (a plain
-        # MLP: two of them), as _activations counts layer_backward_temporaries.
-        gradients = 3 if arch.mlp == "gated" else 2
-        self.backward_transients = Tensors.of([(acts.layer_backward_temporaries / gradients, gradients)])
-        self.copies, self.edge_copies, _ = self._params(states.autocast_copies)
-        self.grads, self.embedding_grad, self.head_grad = self._params(states.gradients)
-
-    def _params(self, total: float, per_parameter: int = 1) -> tuple[Tensors, Tensors, Tensors]:
-        """A per-parameter total (gradients, states, copies) as tensors: one layer's, the embedding's and the
-        untied LM head's (``per_parameter`` tensors of each shape)."""
-        unit = total * self.per_element / per_parameter
-        layer = Tensors.of([(unit * share, per_parameter) for share in self.layer_shares])
-        edges = [Tensors.of([(unit * share, per_parameter)]) for share in self.edge_shares]
-        empty = Tensors((), 0)
-        return layer, (edges[0] if edges else empty), (edges[1] if len(edges) > 1 else empty)
-
-    def _take(self, tensors: Tensors, times: int = 1) -> Allocation:
-        return self.cache.take_all(tensors, times)
-
-    def _give(self, *held: Allocation) -> None:
-        for allocation in held:
-            self.cache.give(allocation)
-
-    def _load(self) -> None:
-        """The weights, loaded once and never freed, and a QLoRA preparation's copies in the order it makes and
-        frees them (``_preparation_events``): what it frees stays cached for the step."""
-        states = self.states
-        events = _preparation_events(states)
-        self.cache.take(states.weights + states.gathered - _prepared_bytes(states))
-        held: dict[int, Allocation] = {}
-        for take, tensor, size in events:
-            if take:
-                held[tensor] = self.cache.take(size)
-            else:
-                self.cache.give(held.pop(tensor))
-
-    def run(self, steps: int = 2) -> tuple[int, int]:
-        """(peak allocated, peak reserved) over ``steps`` steps, the first creating the optimizer states."""
-        states, job = self.states, self.job
-        self._load()
-        for step in range(steps):
-            grads: list[Allocation] = []
-            for micro_batch in range(2 if job.gradient_accumulation > 1 else 1):
-                grads += self._micro_batch(first=micro_batch == 0)
-            if step == 0:
-                for part in self._params(states.optimizer, 2):
-                    self._take(part)
-            if not job.optimizer_in_backward:
-                temporaries = [self._take(part) for part in self._params(states.step_temporaries)]
-                self._give(*temporaries, self.cache.take(states.paged_optimizer))
-            self._give(*grads)  # zero_grad(set_to_none=True)
-        return self.cache.peak_live, self.cache.reserved_peak()
-
-    def _micro_batch(self, first: bool) -> list[Allocation]:
-        """Forward and backward of one micro-batch, layer by layer; the gradients it creates (none but the
-        first micro-batch's: the later ones accumulate into them)."""
-        acts, job, cache = self.acts, self.job, self.cache
-        # Bound once: the layers below call them thousands of times.
-        take, give, cycle = cache.take_all, cache.give, cache.cycle
-        edge_copies = take(self.edge_copies)
-
-        def forward(_: None) -> tuple[Allocation, Allocation]:
-            held = take(self.copies), take(self.kept)
-            cycle(self.forward_transient)  # the layer's transient comes and goes
-            return held
-
-        kept = cache.repeat(forward, [None] * self.layers)
-        # The returned logits, released once the loss backward is done whatever the loop (the class
-        # docstring says why how long a loop holds them is the phase model's alone).
-        returned = cache.take(acts.returned_logits)
-        self._give(cache.take(acts.upcast))
-        log_softmax = cache.take(acts.log_softmax)
-        loss = cache.take(acts.loss_gradients / 2, 2)
-        grads = [take(self.head_grad)] if first else []
-        self._give(loss, log_softmax, returned)
-
-        def backward(held: tuple[Allocation, Allocation]) -> Allocation:
-            # The layer's gradients are taken before its activations are freed; the next layer's can use
-            # the blocks this one frees.
-            again = take(self.recompute)
-            cycle(self.backward_transients)
-            taken = take(self.grads) if first else EMPTY
-            for allocation in (again, *held):
-                give(allocation)
-            if job.optimizer_in_backward:
-                give(taken)  # stepped and freed as soon as each is complete
-                return EMPTY
-            return taken
-
-        grads += cache.repeat(backward, kept[::-1])
-        self._give(edge_copies)
-        return grads + ([self._take(self.embedding_grad)] if first else [])
-
-
-def _pairs(sizes: tuple[float, ...]) -> list[tuple[float, int]]:
-    return [(size, 1) for size in sizes]
-
-
 # The planner estimates many settings of one shape: the same model states at every micro-batch, the same
 # activations at every sharding. Each half is remembered by the setup's fields it reads (all but those
 # below) and by the k-bit preparation the layout holds (which reads the sharding and the GPUs); a property
@@ -544,8 +414,8 @@ STATES_IGNORE = frozenset(
     | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments", "bitsandbytes_version"}
 )
 ACTIVATIONS_IGNORE = frozenset(
-    {"optimizer", "gradient_accumulation", "sharding", "gpus", "offload_optimizer", "offload_parameters"}
-    | {"optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
+    {"optimizer", "gradient_accumulation", "sharding", "fsdp_version", "gpus", "offload_optimizer"}
+    | {"offload_parameters", "optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
 )
 
 
@@ -639,14 +509,15 @@ def states_floor(setup: TrainingSetup) -> int:
 
     Why it is a bound: ``per_gpu - overhead`` is the largest phase total, and the backward phase is
     the largest (by its float sum) of three dicts, one of which, its end, holds the fixed states and
-    the gradients: ``end = weights + optimizer + gathered + gradients`` (``largest_gradient`` under
-    optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
+    the gradients: ``end = weights + optimizer + gathered_end + gradients + saved_grad_shards``
+    (``largest_gradient`` under optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
     ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end part) - eps``,
     where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
     and one byte taken off: ``sum(floor(end part)) - 1 < sum(end part) - eps``."""
     states = _remembered_states(_Keyed(setup, _STATES_READ))
     gradients = states.largest_gradient if setup.job.optimizer_in_backward else states.gradients
-    return sum(math.floor(part) for part in (states.weights, states.optimizer, states.gathered, gradients)) - 1
+    parts = (states.weights, states.optimizer, states.gathered_end, gradients, states.saved_grad_shards)
+    return sum(math.floor(part) for part in parts) - 1
 
 
 def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = True) -> TrainingMemory:
@@ -665,9 +536,10 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
         grads_before_first_layer = grads * (1 - first_layer_and_embedding)
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
-    fixed = {"weights": states.weights, "optimizer": states.optimizer, "gathered_parameters": states.gathered}
+    fixed = {"weights": states.weights, "optimizer": states.optimizer}
     forward = {
         **fixed,
+        "gathered_parameters": states.gathered_forward,
         "gradients": accumulating,
         "autocast_weight_copies": states.autocast_copies,
         "activations": acts.saved,
@@ -683,6 +555,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     forward["model_outputs"] = outputs if setup.job.loop == "manual" else 0.0  # the previous step's
     start = {
         **fixed,
+        "gathered_parameters": states.gathered_loss,
         "gradients": accumulating,
         "autocast_weight_copies": states.autocast_copies,
         "activations": acts.saved - acts.returned_logits,
@@ -691,7 +564,8 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     }
     middle = {
         **fixed,
-        "gradients": max(accumulating, grads_before_first_layer),
+        "gathered_parameters": states.gathered,
+        "gradients": max(accumulating, grads_before_first_layer) + states.saved_grad_shards,
         "autocast_weight_copies": states.autocast_copies / arch.layers,
         "activations": acts.per_layer + acts.checkpoint_input,
         "model_outputs": outputs,
@@ -699,7 +573,8 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     }
     end = {
         **fixed,
-        "gradients": states.largest_gradient if setup.job.optimizer_in_backward else grads,
+        "gathered_parameters": states.gathered_end,
+        "gradients": (states.largest_gradient if setup.job.optimizer_in_backward else grads) + states.saved_grad_shards,
         "model_outputs": outputs,
     }
     backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
@@ -711,6 +586,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         phases["optimizer_step"] = _ints(
             {
                 **fixed,
+                "gathered_parameters": states.gathered_step,
                 "gradients": grads,
                 "paged_optimizer_states": states.paged_optimizer,
                 "optimizer_step_temporaries": states.step_temporaries,

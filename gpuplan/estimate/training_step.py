@@ -1,0 +1,437 @@
+"""One training step's tensors run through PyTorch's caching allocator (gpuplan/estimate/allocator.py), in
+the order a step takes and frees them: what ``max_memory_reserved`` adds to the tensors' peak
+(training_memory.estimate_training reads it as the allocator's cache)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from gpuplan.estimate.allocator import EMPTY, Allocation, CachingAllocator, Tensors
+from gpuplan.estimate.training import TrainingSetup, adapted_shapes, input_widths
+from gpuplan.records import record
+
+if TYPE_CHECKING:
+    from gpuplan.estimate.training_memory import _Activations, _States
+
+# The CUDA streams a step allocates on besides the default (compute) stream, 0; the allocator keeps a pool
+# per stream. GATHER: the all-gather outputs, FSDP1's "unshard" stream (pytorch/pytorch
+# torch/distributed/fsdp/_runtime_utils.py _init_streams: "allocating the all-gather destination tensors"),
+# FSDP2's all-gather copy-in stream (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
+# foreach_all_gather: all_gather_output allocated under all_gather_copy_in_stream). STAGE: FSDP1's "pre_unshard" stream, an
+# offloaded shard's H2D copy (_init_streams: "allocations and writes for CPU offloading (H2D copy)"; FSDP2
+# makes its copy on the copy-in stream, FSDPParam.all_gather_inputs). REDUCE: the reduce-scatter outputs,
+# the sharded gradients, FSDP1's "post_backward" stream (_post_backward_hook: new_sharded_grad, kept as
+# _saved_grad_shard, then .grad) and FSDP2's reduce_scatter_stream (_fsdp_collectives.py foreach_reduce:
+# "The RS output is allocated in the RS stream and used in the default stream (for optimizer)").
+# DeepSpeed ZeRO-3 gathers on a stream of its own too (deepspeed/runtime/zero/partitioned_param_coordinator.py
+# __all_gather_params_: all_gather_coalesced under __allgather_stream, its own when overlap_comm, which stage
+# 3 turns on by default: runtime/zero/config.py overlap_comm_valid), but submodule by submodule in prefetch
+# buckets, not a layer at a time; gpuplan holds its two units all step (``_States.gathered``, one block), as
+# a pool of their own would hold them.
+GATHER, STAGE, REDUCE = 1, 2, 3
+
+
+@record
+class Gathering:
+    """What FSDP all-gathers, unit by unit, as ``_Units`` allocates it (bytes; the phase model counts the
+    same units in ``_States.gathered``)."""
+
+    framework: str  # fsdp1 | fsdp2
+    root: float  # FSDP's root unit (the embedding, an untied LM head, the final norm), as stored
+    unit: float  # a decoder unit as stored
+    staged_root: float  # an offloaded shard's GPU copy before its all-gather: the root's, a unit's (0: no offload)
+    staged_unit: float
+    unit_gradient: float  # a unit's unsharded gradient (full fine-tuning), on the default stream
+    reduced: float  # FSDP2 with parameter offload: the gradient shards, each freed once copied to the host
+
+
+def _preparation_events(states: _States) -> tuple[tuple[bool, int, float], ...]:
+    """A QLoRA preparation's allocations (True) and frees (False) in order, as (take, tensor, bytes): each
+    16-bit tensor as loaded; its fp32 copy, taken before the 16-bit one is freed (peft
+    ``prepare_model_for_kbit_training``: ``param.data = param.data.to(torch.float32)``); with ``cast_back``,
+    a bf16 copy taken before the fp32 one is freed (TRL ``peft_module_casting_to_bf16``: ``module.to``).
+    Empty without a preparation on the GPU."""
+    count = len(states.upcast)
+    events = [(True, index, 2 * elements) for index, elements in enumerate(states.upcast)]
+    for index, elements in enumerate(states.upcast):
+        events += [(True, count + index, 4 * elements), (False, index, 0.0)]
+    if states.cast_back:
+        for index, elements in enumerate(states.upcast):
+            events += [(True, 2 * count + index, 2 * elements), (False, count + index, 0.0)]
+    return tuple(events)
+
+
+def _prepared_bytes(states: _States) -> float:
+    """Bytes of the tensors a preparation leaves (part of ``states.weights``): fp32, or bf16 once cast back."""
+    return (2 if states.cast_back else 4) * sum(states.upcast)
+
+
+def _split(total: float, shares: tuple[float, ...]) -> tuple[float, ...]:
+    """``total`` bytes cut into tensors in proportion to ``shares``."""
+    whole = sum(shares)
+    return tuple(total * share / whole for share in shares) if whole and total > 0 else ()
+
+
+def _parameter_shares(setup: TrainingSetup) -> tuple[tuple[float, ...], tuple[float, ...], int]:
+    """(elements of each trainable tensor of one decoder layer, of the embedding and LM head, layers) on
+    the most loaded GPU: the shapes a step's gradients, optimizer states and step temporaries take. Sharded
+    data parallelism keeps one flat shard per layer (FSDP's flat parameter, ZeRO's partition)."""
+    arch, job = setup.architecture, setup.job
+    shapes = adapted_shapes(arch)
+    layers = math.ceil(arch.layers / setup.pipeline_parallel)
+    if setup.is_adapter:
+        rank = job.lora_rank
+        layer = tuple(rank * side for name in job.lora_targets if shapes[name][0] for side in shapes[name])
+        return layer, (), layers
+    experts = {
+        name: arch.experts if arch.is_moe and name in ("gate_proj", "up_proj", "down_proj") else 1 for name in shapes
+    }
+    layer = tuple(d_in * d_out * experts[name] for name, (d_in, d_out) in shapes.items() if d_in)
+    edges = (arch.vocab * arch.hidden,) * (1 if arch.tie_embeddings else 2)
+    if setup.data_parallel > 1 and job.sharding in ("zero2", "zero3", "fsdp"):
+        return (sum(layer),), (sum(edges),), layers
+    return layer, edges, layers
+
+
+class _Units:
+    """FSDP's gathered units, taken and freed in the order FSDP takes and frees them, each on its stream;
+    what one layer hands the next (FSDP2's all-gather output, kept until the next copy-out, or a unit
+    gathered ahead) is the allocator's ``carry``, which ``repeat`` compares runs by.
+
+    FSDP1: the root unit is gathered as forward begins and kept to backward's end (_runtime_utils.py
+    _post_forward_reshard: "Do not free the root's parameters in the post-forward"; _catch_all_reshard);
+    each decoder unit is gathered before its layer's forward and freed after it (_pre_forward_unshard,
+    _post_forward_reshard; no forward_prefetch); at the loss the root's pre-backward hook prefetches the last
+    layer's unit, and each layer's pre-backward hook the next one's (_pre_backward_hook -> _prefetch_handles,
+    BACKWARD_PRE), which its post-backward hook frees (_post_backward_hook -> _reshard). An offloaded shard's
+    GPU copy is made on the pre-unshard stream before its all-gather and freed once the unshard returns
+    (_flat_param.py FlatParamHandle.pre_unshard -> flat_param_to; unshard -> _use_unsharded_flat_param drops
+    the last reference).
+
+    FSDP2 (_fsdp_param_group.py FSDPParamGroup): each group's all-gather output is allocated on the copy-in
+    stream and its parameters copied out on the default stream (wait_for_unshard ->
+    foreach_all_gather_copy_out). In forward the output is kept until the next group's copy-out ("Defer free
+    to allow for overlap of this copy-out with next all-gather"), and the last is flushed as forward ends; in
+    backward it is freed at its copy-out, after which the group prefetches the next (pre_backward ->
+    _backward_prefetch). The root group's parameters stay from forward to backward's end.
+
+    FSDP1's units are all one size, so which of them is live is all the allocator sees: the unit a layer's
+    forward gathers and frees is held across the forward loop (its block is the one each layer's unit
+    takes again), and in backward one unit is held while each layer gathers and frees a second one (the
+    next unit takes the block the current one frees): the same live bytes at every allocation and the same
+    cached blocks between layers as gathering and freeing each unit, without a carry between layers."""
+
+    def __init__(self, cache: CachingAllocator, gathering: Gathering) -> None:
+        self.cache, self.gathering = cache, gathering
+        self.unit = Tensors.of([(gathering.unit, 1)])
+        self.staging = STAGE if gathering.framework == "fsdp1" else GATHER
+        self.root: list[Allocation] = []
+        self.held = EMPTY  # FSDP1: the unit held across a loop
+        # Whether a layer's forward allocates anything of FSDP's (FSDP1: its unit is held, the class docstring).
+        self.gathers_in_forward = gathering.framework == "fsdp2" or gathering.staged_unit > 0
+
+    def _gather(self, size: float, staged: float) -> Allocation:
+        """One unit's all-gather output, after its shard's GPU copy (offloaded), which it frees."""
+        cache = self.cache
+        if not staged:
+            return cache.take(size, stream=GATHER)
+        copy = cache.take(staged, stream=self.staging)
+        gathered = cache.take(size, stream=GATHER)
+        cache.give(copy)
+        return gathered
+
+    def _carried(self) -> Allocation:
+        return self.cache.carry or EMPTY
+
+    def forward_begins(self) -> None:
+        gathering, cache = self.gathering, self.cache
+        if gathering.framework == "fsdp1":
+            self.root = [self._gather(gathering.root, gathering.staged_root)]
+            self.held = cache.take(gathering.unit, stream=GATHER)  # the forward's unit (its copy: each layer's)
+        else:
+            cache.carry = self._gather(gathering.root, gathering.staged_root)
+            self.root = [cache.take(gathering.root)]
+
+    def layer_forward(self) -> Allocation:
+        """Before a layer's forward: what the caller frees after it (FSDP2: the copied-out parameters)."""
+        gathering, cache = self.gathering, self.cache
+        if gathering.framework == "fsdp1":  # the unit is held (the class docstring); a shard's copy comes and goes
+            if gathering.staged_unit:
+                cache.give(cache.take(gathering.staged_unit, stream=STAGE))
+            return EMPTY
+        gathered = self._gather(gathering.unit, gathering.staged_unit)
+        current = self._carried()
+        cache.carry = gathered
+        cache.give(current)  # the previous group's all-gather output, freed before this copy-out
+        return cache.take(gathering.unit)
+
+    def forward_ends(self) -> None:
+        if self.gathering.framework == "fsdp1":
+            self.cache.give(self.held)
+        else:  # the last group's all-gather output, flushed
+            self.cache.give(self._carried())
+            self.cache.carry = None
+
+    def loss(self) -> None:
+        """The root's pre-backward hook prefetches the last layer's unit."""
+        gathered = self._gather(self.gathering.unit, self.gathering.staged_unit)
+        if self.gathering.framework == "fsdp1":
+            self.held = gathered
+        else:
+            self.cache.carry = gathered
+
+    def layer_backward(self, prefetch: bool) -> Allocation:
+        """Before a layer's backward: what the caller frees when the layer's gradients are reduced (its unit);
+        the next layer's unit is gathered ahead unless this is the first layer."""
+        gathering, cache = self.gathering, self.cache
+        if gathering.framework == "fsdp1":  # a second unit while a layer runs, the held one after the last
+            if prefetch:
+                if gathering.staged_unit:
+                    return self._gather(gathering.unit, gathering.staged_unit)
+                return cache.take_all(self.unit, stream=GATHER)
+            held, self.held = self.held, EMPTY
+            return held
+        params = cache.take(gathering.unit)  # copied out; the all-gather output freed at once in backward
+        cache.give(self._carried())
+        cache.carry = self._gather(gathering.unit, gathering.staged_unit) if prefetch else None
+        return params
+
+    def backward_ends(self) -> None:
+        for allocation in self.root:
+            self.cache.give(allocation)
+        self.root = []
+        self.cache.carry = None
+
+
+class _Step:
+    """One training step's tensors, in the order a step takes and frees them, run through the allocator:
+    the weights (loaded once); per layer in forward, its autocast weight copies and kept activations, and
+    a transient; the logits, their fp32 upcast (freed once the loss is computed) and the log-softmax; the
+    loss gradients and the LM head's gradient; per layer in backward, the recomputed tensors and the
+    backward's transients, the layer's gradients, then its activations freed; the embedding's gradient;
+    at the first step's optimizer step the states (created lazily), then the step's temporaries, then
+    the gradients freed (``zero_grad(set_to_none=True)``). Gradient accumulation runs a second micro-batch
+    with the gradients alive. Totals are the phase model's; only their split into tensors is read here.
+
+    How long the loop holds the model outputs (``loop``), and a returned KV cache (``use_cache``), are the
+    phase model's alone: the simulation runs one lifetime for every loop, the returned logits released once
+    the loss backward is done. Simulated as each loop holds them, the held blocks filled holes the cache
+    would otherwise keep, and the cache above the live peak could fall by more than they added to the phase
+    total (a review found a job that held more reading lower; so did the Trainer against a loop that holds
+    the outputs, by a few hundred bytes): with one simulation per step shape, holding more never reads as
+    less."""
+
+    def __init__(self, setup: TrainingSetup, states: _States, acts: _Activations, fast_forward: bool = True) -> None:
+        arch, job = setup.architecture, setup.job
+        self.cache = CachingAllocator(expandable=job.expandable_segments, fast_forward=fast_forward)
+        self.job, self.states, self.acts = job, states, acts
+        self.layer_shares, self.edge_shares, self.layers = _parameter_shares(setup)
+        elements = self.layers * sum(self.layer_shares) + sum(self.edge_shares)
+        self.per_element = 1 / elements if elements else 0.0
+        widths = input_widths(setup)
+        q, kv = arch.q_width / setup.tensor_parallel, arch.kv_width / setup.tensor_parallel
+        matrices = 3 if arch.mlp == "gated" else 1
+        # One layer's saved tensors by width: the norms' outputs, q, k, v and the attention output, the MLP's.
+        shares = (widths["norm"], widths["norm2"], q, kv, kv, q) + (widths["mlp"],) * (matrices + 1)
+        # 1F1B keeps a whole model's activations on the first stage whatever the PP degree; offloading
+        # keeps two layers' on the GPU: per layer of this GPU, the kept bytes scale by that ratio.
+        on_gpu = acts.layers_kept / max(self.layers, 1)
+        full = job.checkpointing == "full"
+        self.kept = Tensors.of(
+            _pairs((acts.kept_per_layer * on_gpu,) if full else _split(acts.kept_per_layer * on_gpu, shares))
+        )
+        self.recompute = Tensors.of(_pairs(_split(acts.per_layer, shares) if job.checkpointing != "none" else ()))
+        self.forward_transient = Tensors.of([(acts.layer_forward_temporaries, 1)])
+        # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate (a plain
+        # MLP: two of them), as _activations counts layer_backward_temporaries.
+        gradients = 3 if arch.mlp == "gated" else 2
+        self.backward_transients = Tensors.of([(acts.layer_backward_temporaries / gradients, gradients)])
+        self.copies, self.edge_copies, _ = self._params(states.autocast_copies)
+        self.grads, self.embedding_grad, self.head_grad = self._params(states.gradients)
+        gathering = states.gathering
+        self.units = _Units(self.cache, gathering) if gathering is not None else None
+        if gathering is not None:
+            # FSDP1 parameter offload keeps each shard on the GPU until backward ends (_States.saved_grad_shards).
+            self.saved = states.saved_grad_shards > 0
+            if self.saved:
+                self.grads, self.embedding_grad, self.head_grad = self._params(states.saved_grad_shards)
+            self.reduced = self._params(gathering.reduced)
+            self.unit_gradient = gathering.unit_gradient
+
+    def _params(self, total: float, per_parameter: int = 1) -> tuple[Tensors, Tensors, Tensors]:
+        """A per-parameter total (gradients, states, copies) as tensors: one layer's, the embedding's and the
+        untied LM head's (``per_parameter`` tensors of each shape)."""
+        unit = total * self.per_element / per_parameter
+        layer = Tensors.of([(unit * share, per_parameter) for share in self.layer_shares])
+        edges = [Tensors.of([(unit * share, per_parameter)]) for share in self.edge_shares]
+        empty = Tensors((), 0)
+        return layer, (edges[0] if edges else empty), (edges[1] if len(edges) > 1 else empty)
+
+    def _take(self, tensors: Tensors, times: int = 1) -> Allocation:
+        return self.cache.take_all(tensors, times)
+
+    def _give(self, *held: Allocation) -> None:
+        for allocation in held:
+            self.cache.give(allocation)
+
+    def _load(self) -> None:
+        """The weights, loaded once and never freed, and a QLoRA preparation's copies in the order it makes and
+        frees them (``_preparation_events``): what it frees stays cached for the step."""
+        states = self.states
+        events = _preparation_events(states)
+        gathered = states.gathered if self.units is None else 0.0  # gathered unit by unit (_Units) otherwise
+        self.cache.take(states.weights + gathered - _prepared_bytes(states))
+        held: dict[int, Allocation] = {}
+        for take, tensor, size in events:
+            if take:
+                held[tensor] = self.cache.take(size)
+            else:
+                self.cache.give(held.pop(tensor))
+
+    def run(self, steps: int = 2) -> tuple[int, int]:
+        """(peak allocated, peak reserved) over ``steps`` steps, the first creating the optimizer states."""
+        states, job = self.states, self.job
+        self._load()
+        for step in range(steps):
+            grads: list[Allocation] = []
+            micro_batch_run = self._micro_batch if self.units is None else self._gathered_micro_batch
+            for micro_batch in range(2 if job.gradient_accumulation > 1 else 1):
+                grads += micro_batch_run(first=micro_batch == 0)
+            if step == 0:
+                for part in self._params(states.optimizer, 2):
+                    self._take(part)
+            if not job.optimizer_in_backward:
+                temporaries = [self._take(part) for part in self._params(states.step_temporaries)]
+                self._give(*temporaries, self.cache.take(states.paged_optimizer))
+            self._give(*grads)  # zero_grad(set_to_none=True)
+        return self.cache.peak_live, self.cache.reserved_peak()
+
+    def _micro_batch(self, first: bool) -> list[Allocation]:
+        """Forward and backward of one micro-batch, layer by layer; the gradients it creates (none but the
+        first micro-batch's: the later ones accumulate into them)."""
+        acts, job, cache = self.acts, self.job, self.cache
+        # Bound once: the layers below call them thousands of times.
+        take, give, cycle = cache.take_all, cache.give, cache.cycle
+        copies, kept_tensors, forward_transient = self.copies, self.kept, self.forward_transient
+        edge_copies = take(self.edge_copies)
+
+        def forward(_: None) -> tuple[Allocation, Allocation]:
+            held = take(copies), take(kept_tensors)
+            cycle(forward_transient)  # the layer's transient comes and goes
+            return held
+
+        kept = cache.repeat(forward, [None] * self.layers)
+        # The returned logits, released once the loss backward is done whatever the loop (the class
+        # docstring says why how long a loop holds them is the phase model's alone).
+        returned = cache.take(acts.returned_logits)
+        self._give(cache.take(acts.upcast))
+        log_softmax = cache.take(acts.log_softmax)
+        loss = cache.take(acts.loss_gradients / 2, 2)
+        grads = [take(self.head_grad)] if first else []
+        self._give(loss, log_softmax, returned)
+
+        recompute, backward_transients, layer_grads = self.recompute, self.backward_transients, self.grads
+        in_backward = job.optimizer_in_backward
+
+        def backward(held: tuple[Allocation, Allocation]) -> Allocation:
+            # The layer's gradients are taken before its activations are freed; the next layer's can use
+            # the blocks this one frees.
+            again = take(recompute)
+            cycle(backward_transients)
+            taken = take(layer_grads) if first else EMPTY
+            give(again)
+            give(held[0])
+            give(held[1])
+            if in_backward:
+                give(taken)  # stepped and freed as soon as each is complete
+                return EMPTY
+            return taken
+
+        grads += cache.repeat(backward, kept[::-1])
+        self._give(edge_copies)
+        return grads + ([self._take(self.embedding_grad)] if first else [])
+
+    def _gathered_micro_batch(self, first: bool) -> list[Allocation]:
+        """``_micro_batch`` under FSDP: the units gathered around each layer (``_Units``), each unit's
+        unsharded gradient, and the sharded gradients on the stream that reduces them: the first
+        micro-batch's kept, a later one's allocated, added to them and freed (_post_backward_hook:
+        _saved_grad_shard += new_sharded_grad; FSDP2 foreach_reduce)."""
+        acts, job, cache = self.acts, self.job, self.cache
+        units = self.units
+        assert units is not None
+        take, give, cycle = cache.take_all, cache.give, cache.cycle
+        stream, saved = REDUCE, self.saved
+        creates = first or saved  # gradients a micro-batch allocates and keeps
+
+        def reduce(tensors: Tensors, reduced: Tensors) -> Allocation:
+            """A unit's gradients reduced: kept (the first micro-batch's, or FSDP1 offload's shards), or
+            allocated, added to the kept ones and freed; FSDP2 offload's copied to the host and freed."""
+            if reduced.large or reduced.small:
+                cycle(reduced, stream)
+            if creates:
+                return take(tensors, stream=stream)
+            cycle(tensors, stream)
+            return EMPTY
+
+        edge_copies = take(self.edge_copies)
+        units.forward_begins()
+        gathers = units.gathers_in_forward
+
+        def forward(_: None) -> tuple[Allocation, Allocation]:
+            unit = units.layer_forward() if gathers else EMPTY
+            held = take(self.copies), take(self.kept)
+            cycle(self.forward_transient)
+            give(unit)  # resharded after the layer's forward
+            return held
+
+        kept = cache.repeat(forward, [None] * self.layers)
+        units.forward_ends()
+        returned = cache.take(acts.returned_logits)
+        self._give(cache.take(acts.upcast))
+        log_softmax = cache.take(acts.log_softmax)
+        loss = cache.take(acts.loss_gradients / 2, 2)
+        units.loss()
+        head = reduce(self.head_grad, self.reduced[2])
+        self._give(loss, log_softmax, returned)
+        unit_gradient, layer_grads, layer_reduced = self.unit_gradient, self.grads, self.reduced[0]
+        recompute, backward_transients = self.recompute, self.backward_transients
+        # The common case, bound once: an FSDP1 unit gathered ahead without a staged copy, the gradients kept.
+        plain = units.gathering.framework == "fsdp1" and not units.gathering.staged_unit
+        plain_reduce = creates and not (layer_reduced.large or layer_reduced.small)
+        unit_tensors = units.unit
+
+        def backward_layer(held: tuple[Allocation, Allocation], prefetch: bool) -> Allocation:
+            unit = take(unit_tensors, stream=GATHER) if plain and prefetch else units.layer_backward(prefetch)
+            again = take(recompute)
+            cycle(backward_transients)
+            gradient = cache.take(unit_gradient) if unit_gradient else EMPTY  # autograd's, until it is reduced
+            give(unit)  # the post-backward hook reshards, then reduce-scatters
+            taken = take(layer_grads, stream=stream) if plain_reduce else reduce(layer_grads, layer_reduced)
+            give(gradient)
+            give(again)
+            give(held[0])
+            give(held[1])
+            if job.optimizer_in_backward:
+                give(taken)
+                return EMPTY
+            return taken
+
+        def backward(held: tuple[Allocation, Allocation]) -> Allocation:
+            return backward_layer(held, True)
+
+        # Every layer but the first gathers the next one's unit ahead; the first runs apart.
+        layers = kept[::-1]
+        grads = [head, *cache.repeat(backward, layers[:-1])]
+        grads += [backward_layer(held, False) for held in layers[-1:]]
+        self._give(edge_copies)
+        grads.append(reduce(self.embedding_grad, self.reduced[1]))
+        units.backward_ends()
+        if saved:  # prepare_gradient_for_optim frees each _saved_grad_shard: the host holds the gradients
+            self._give(*grads)
+            return []
+        return grads
+
+
+def _pairs(sizes: tuple[float, ...]) -> list[tuple[float, int]]:
+    return [(size, 1) for size in sizes]

@@ -1,0 +1,85 @@
+"""What FSDP keeps unsharded, and shards, phase by phase, derived by hand.
+
+TINY (tests/tiny_architectures.py): 2 layers of 592 parameters, an untied embedding and LM head of 32 x 8 =
+256 each and a final RMSNorm of 8. FSDP's root unit is what no wrapped decoder layer holds: 256 + 256 + 8 =
+520 parameters, 1,040 B in bf16; a decoder unit is 592 x 2 = 1,184 B. LoRA rank 1 on all seven linears in
+bf16: q 8 + 8, k 8 + 4, v 8 + 4, o 8 + 8, gate, up and down 8 + 16 each: 128 adapter parameters a layer, 256
+in all. The points of ``_States``: forward, backward's start (the loss), the layers of backward, its end,
+the optimizer step.
+"""
+
+from __future__ import annotations
+
+from training_jobs import training_setup, vary
+
+from gpuplan.catalog import get_model
+from gpuplan.estimate.training_memory import _model_states, estimate_training
+from tests.tiny_architectures import TINY
+
+ROOT, UNIT = 1040, 1184
+
+
+def points(setup):
+    states = _model_states(setup)
+    return (states.gathered_forward, states.gathered_loss, states.gathered, states.gathered_end, states.gathered_step)
+
+
+def lora(**changes):
+    settings = {"method": "lora", "precision": "bf16", "lora_rank": 1, "lora_bytes": 2, "seq_len": 4}
+    return training_setup(architecture=TINY, **{**settings, "sharding": "fsdp", "gpus": 2, **changes})
+
+
+def test_fsdp_keeps_its_root_unit_from_forward_to_the_end_of_backward():
+    # Forward: the root and the layer in use, 1,040 + 1,184 = 2,224; the loss: the root and the last layer,
+    # prefetched, 2,224; a layer's backward: the root, that layer and the one prefetched, 1,040 + 2 x 1,184 =
+    # 3,408; the end of backward: the root alone, 1,040; the optimizer step: nothing.
+    assert points(lora()) == (ROOT + UNIT, ROOT + UNIT, ROOT + 2 * UNIT, ROOT, 0)
+    phases = estimate_training(lora(), 0).phases
+    assert phases["forward"]["gathered_parameters"] == ROOT + UNIT
+    assert phases["backward"]["gathered_parameters"] in (ROOT + UNIT, ROOT + 2 * UNIT, ROOT)
+    assert "gathered_parameters" not in phases["optimizer_step"]
+    # FSDP2 keeps the current layer's all-gather output beside its parameters until the next copy-out: two
+    # units in forward, 1,040 + 2,368 = 3,408; the rest as FSDP1.
+    assert points(lora(fsdp_version=2)) == (ROOT + 2 * UNIT, ROOT + UNIT, ROOT + 2 * UNIT, ROOT, 0)
+    # ZeRO-3 has no root unit: the larger unit (a layer, 1,184 > 512) and the next, 2,368, at every point.
+    assert points(lora(sharding="zero3")) == (2 * UNIT,) * 5
+
+
+def test_fsdp_shards_the_adapters_gradients_and_states():
+    # 256 adapter parameters in bf16: AdamW's two states 2 x 2 x 256 = 1,024 B, the gradients 512, the foreach
+    # temporary 512. FSDP wraps each LoRA linear as a unit and shards it: half of each over 2 ranks. DDP and
+    # ZeRO-2 keep the adapters' whole (as gpuplan models ZeRO-1/2 for adapters).
+    step = estimate_training(lora(), 0).phases["optimizer_step"]
+    assert (step["optimizer"], step["gradients"], step["optimizer_step_temporaries"]) == (512, 256, 256)
+    for sharding in ("none", "zero2"):
+        step = estimate_training(lora(sharding=sharding), 0).phases["optimizer_step"]
+        assert (step["optimizer"], step["gradients"], step["optimizer_step_temporaries"]) == (1024, 512, 512)
+
+
+def test_fsdp_parameter_offload_stages_shards_and_keeps_gradient_shards_until_backward_ends():
+    # Offloaded, each shard is copied to the GPU before its all-gather and freed once gathered: a unit's copy,
+    # 1,184 / 2 = 592, is live while the loss prefetches the last unit and while a layer's backward prefetches
+    # the next: 2,224 + 592 = 2,816 at the loss, 3,408 + 592 = 4,000 in a layer's backward; forward (its last
+    # layer's copy freed before the layer ran), the end of backward and the step hold none: 2,224, 1,040, 0.
+    # The blocks the copies leave on their stream are the allocator's (test_allocator).
+    offloaded = lora(offload_parameters="cpu", offload_optimizer="cpu")
+    assert points(offloaded) == (2224, 2816, 4000, 1040, 0)
+    # FSDP1 keeps each unit's reduced gradient shard on the GPU until backward ends: 256 / 2 x 2 B = 256; the
+    # host holds the parameters, gradients and states. FSDP2 drops each shard once copied to the host.
+    assert _model_states(offloaded).saved_grad_shards == 256
+    assert _model_states(offloaded).gradients == 0
+    assert _model_states(vary(offloaded, fsdp_version=2)).saved_grad_shards == 0
+    phases = estimate_training(offloaded, 0).phases
+    assert set(phases["optimizer_step"]) == {"model_outputs"}
+
+
+def test_the_root_unit_of_llama_2_7b():
+    # Llama-2-7B, LoRA over 2 GPUs with FSDP: the root unit is the embedding and the untied LM head, 32,000 x
+    # 4,096 = 131,072,000 each, and the final norm, 4,096: 262,148,096 x 2 B = 524,296,192 B. A decoder layer
+    # is 4 x 4,096^2 + 3 x 4,096 x 11,008 + 2 x 4,096 = 202,383,360 x 2 B = 404,766,720 B. Forward holds
+    # both: 929,062,912 B (2 x 404,766,720 = 809,533,440 before the root unit was modelled).
+    arch = get_model("llama-2-7b").architecture
+    setup = training_setup(architecture=arch, method="lora", precision="bf16", sharding="fsdp", gpus=2)
+    phases = estimate_training(setup, 0).phases
+    assert phases["forward"]["gathered_parameters"] == 524_296_192 + 404_766_720
+    assert "gathered_parameters" not in phases["optimizer_step"]
