@@ -236,15 +236,17 @@ class CachingAllocator:
     def give(self, allocation: Allocation) -> None:
         """Free a population whole: its pieces merge back into the blocks they were cut from when the
         rest of each is still free (nothing else was cut from it since), else they stay apart."""
-        if not allocation.held:
+        held = allocation.held
+        if not held:
             return
         if allocation.stream:
             self._give_side(allocation)
             return
-        self.small_live -= allocation.small
-        if allocation.carves:  # none: the small pool's alone (a LoRA layer's gradients), nothing to merge
-            self.live -= allocation.held - allocation.small
-            self._free(allocation.carves)
+        small, carves = allocation.small, allocation.carves
+        self.small_live -= small
+        if carves:  # none: the small pool's alone (a LoRA layer's gradients), nothing to merge
+            self.live -= held - small
+            self._free(carves)
 
     def cycle(self, tensors: Tensors, stream: int = 0) -> None:
         """Tensors taken and freed at once, as a layer's transients: ``give(take_all(tensors))`` without the
