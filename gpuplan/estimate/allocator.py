@@ -390,16 +390,8 @@ class CachingAllocator:
     def _carve_side(self, base: int, hole: int, holes: int, pieces: int, block: int) -> Carve:
         """``_carve`` of a side stream's cached blocks (sizes ``hole`` and ``block``, keys from ``base``); the
         carve it returns holds keys, which ``_free`` gives back to that stream's pool as they are."""
-        free, key = self.free, base + hole
-        left = free[key] - holes
-        if left:
-            free[key] = left
-        else:
-            del free[key]
-            self.sizes.remove(key)
-        watch = self.watch
-        if watch is not None and (key not in watch.lows or left < watch.lows[key]):
-            watch.lows[key] = left
+        key = base + hole
+        self._remove(key, holes)
         rest = hole - pieces * block
         rest_key = 0
         if rest <= SMALL_SIZE:  # should_split is false: the last piece takes the rest whole
@@ -577,6 +569,7 @@ class CachingAllocator:
         """``holes`` cached blocks of ``hole`` bytes cut into ``pieces`` blocks of ``block``, now live."""
         free = self.free
         rest = hole - pieces * block
+        # ``_remove`` written out: the default stream's carve is the simulation's hottest call
         left = free[hole] - holes
         if left:
             free[hole] = left
