@@ -42,7 +42,8 @@ from gpuplan.analysis import Analysis, analyse  # noqa: E402
 from gpuplan.estimate.calibration import CALIBRATION, Calibration  # noqa: E402
 from gpuplan.estimate.performance import Efficiency  # noqa: E402
 from gpuplan.estimate.serving_lockstep import burst_ttft  # noqa: E402
-from gpuplan.estimate.serving_speed import ServingWorkload, serving_speed  # noqa: E402
+from gpuplan.estimate.serving_speed import serving_speed  # noqa: E402
+from gpuplan.estimate.serving_workload import ServingWorkload  # noqa: E402
 from gpuplan.estimate.training_speed import training_speed  # noqa: E402
 from gpuplan.loader import load_bytes  # noqa: E402
 from gpuplan.spec import Spec, resolve  # noqa: E402

@@ -44,11 +44,8 @@ from gpuplan.estimate.serving import (
     shape_at_any_load,
 )
 from gpuplan.estimate.serving_categories import CategorySpeeds, category_speeds
-from gpuplan.estimate.serving_speed import (
-    ServingSpeed,
-    ServingWorkload,
-    serving_speed,
-)
+from gpuplan.estimate.serving_speed import serving_speed
+from gpuplan.estimate.serving_workload import ServingSpeed, ServingWorkload
 from gpuplan.estimate.speculative import (
     SpeculativeWorkload,
     proposer_architecture,
@@ -570,6 +567,7 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
         prompt_p90=job.prompt_p90 or job.mean_prompt,
         full_prompt=job.full_prompt,
         output_tokens=job.output_tokens,
+        output_p90=job.output_p90 or 0,
         concurrency=0,
         quantization=job.quantization,
         engine=job.engine,

@@ -13,11 +13,12 @@ from gpuplan.estimate.engines import (
     memory_engine,
 )
 from gpuplan.estimate.kernels import FRAMEWORKS
+from gpuplan.estimate.lengths import through
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import ServingMemory, ServingSetup, kv_pages, max_concurrency
 from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN
-from gpuplan.estimate.serving_speed import ServingSpeed
+from gpuplan.estimate.serving_workload import ServingSpeed
 from gpuplan.estimate.speculative import rounds_note
 from gpuplan.estimate.training import MIXED, REGIMES, TrainingSetup
 from gpuplan.estimate.training_memory import OUTPUTS_HELD
@@ -378,6 +379,12 @@ def serve_assumptions(
     prompt = f"{job.full_prompt:,} tokens (context - output_tokens) for TTFT"
     if job.prompt_mean:
         prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
+    if job.output_p90 and job.output_p90 > job.output_tokens:
+        prompt += (
+            f"; answers of mean {job.output_tokens:,}, p90 {job.output_p90:,} tokens (a lognormal, none longer than"
+            f" {job.context - job.mean_prompt:,}): a running sequence holds {through(job.output_tokens, job.output_p90, job.context - job.mean_prompt).held():,.0f} generated tokens"
+            f" on average, not {job.output_tokens / 2:,.0f}"
+        )
     return (
         memory_notes[0],
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),

@@ -171,6 +171,7 @@ class Serve:
     batching: str
     prompt_mean: int | None  # None: every prompt is the full context - output_tokens
     prompt_p90: int | None
+    output_p90: int | None  # None: every request generates output_tokens
     max_batched_tokens: int | None  # None: the engine's default for the GPU
     max_sequences: int | None
     arrival: str  # closed-loop | steady | burst (serve.arrival)
@@ -598,6 +599,41 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
 CHECKPOINTING_ALIASES: dict[Any, str] = {True: "full", False: "none"}
 
 
+def _output_spread_valid(resolver: _Resolver, data: dict[str, Any], prompts: dict[str, Any]) -> bool:
+    """Whether ``serve.output_tokens_p90`` describes answers the context can hold: at least the mean, and
+    room for the longer answers beside the mean prompt (without ``prompt_tokens`` every prompt is
+    context - output_tokens, which leaves none); a GP024 at the field where not."""
+    p90, output = data.get("output_tokens_p90"), data["output_tokens"]
+    if p90 is None:
+        return True
+    where = ("serve", "output_tokens_p90")
+    if p90 < output:
+        resolver.problem(
+            "GP024", where, f"serve.output_tokens_p90 must be at least output_tokens ({output:,}), got {p90:,}"
+        )
+        return False
+    if p90 > output and not prompts:
+        resolver.problem(
+            "GP024",
+            where,
+            "serve.output_tokens_p90 needs serve.prompt_tokens: without it every prompt is context - output_tokens,"
+            " which leaves no room for an answer longer than output_tokens",
+            f"prompt_tokens: {{mean: {max(1, (data['context'] - p90) // 2)}}}",
+        )
+        return False
+    room = data["context"] - prompts.get("mean", 0)
+    if p90 > room:
+        resolver.problem(
+            "GP024",
+            where,
+            f"serve.output_tokens_p90 {p90:,} is more than the context leaves after the mean prompt"
+            f" ({data['context']:,} - {prompts['mean']:,} = {room:,} tokens): one answer in ten would not fit",
+            f"raise context to at least {prompts['mean'] + p90:,}, or lower output_tokens_p90",
+        )
+        return False
+    return True
+
+
 def _serve(
     resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu], model: ModelRef | None
 ) -> Serve | None:
@@ -669,6 +705,8 @@ def _serve(
             f" of {data['context']:,} tokens",
         )
         return None
+    if not _output_spread_valid(resolver, data, prompts):
+        return None
     if not engine_settings_valid(resolver, data):
         return None
     # A pre-quantized checkpoint is served as it is stored unless the spec says otherwise.
@@ -708,6 +746,7 @@ def _serve(
         batching=data["batching"],
         prompt_mean=prompts.get("mean"),
         prompt_p90=prompts.get("p90"),
+        output_p90=data.get("output_tokens_p90"),
         max_batched_tokens=data.get("max_batched_tokens"),
         max_sequences=data.get("max_sequences"),
         arrival=data["arrival"],

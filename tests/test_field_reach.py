@@ -281,6 +281,7 @@ CHANGES_NOTHING: dict[str, Why] = {
         " bound, and what the process serves follows the mean prompt, not its spread",
         lambda d, a: not a.serve.loads or (a.serve.speed.saturated and a.serve.speed.limited_by == "front-end"),
     ),
+    "serve.output_tokens_p90": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
     "serve.batching": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
     "serve.arrival": Why(
         "as serve.prompt_tokens.mean; or serve.rate_rps is set, which only a steady stream takes (no other value)",
@@ -333,7 +334,11 @@ def _ttft_verdict_same_at_every_statistic(analysis: Any) -> bool:
 
 # A field meaningful only beside a sibling's value: judged on the example with the sibling set and the
 # field at a first value, against which its other values are compared.
-COMPANIONS: dict[str, tuple[dict[str, Any], Any]] = {"serve.rate_rps": ({"arrival": "steady"}, 0.5)}
+COMPANIONS: dict[str, tuple[dict[str, Any], Any]] = {
+    "serve.rate_rps": ({"arrival": "steady"}, 0.5),
+    # answers that vary need room beside the mean prompt (GP024): a short mean prompt, the p90 at the mean first
+    "serve.output_tokens_p90": ({"prompt_tokens": {"mean": 64}, "output_tokens": 100}, 100),
+}
 
 
 # -- the fields of an example, and other values for them ----------------------------------------------------

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuplan.estimate.calibration import CALIBRATION
+from gpuplan.estimate.lengths import Lengths
 from gpuplan.estimate.serving_load import (
     HTTP_SECONDS,
     STREAM_SECONDS_PER_TOKEN,
@@ -53,6 +54,30 @@ def test_a_wave_of_three_prompts_sharing_the_token_budget():
     assert result.mean_ttft == pytest.approx(9.5)
     assert (result.quantile(0.5), result.quantile(0.9)) == (10.0, 13.5)
     assert result.peak_running == 3  # from step 2: A decoding, B and C prefilling
+
+
+def test_a_wave_whose_answers_vary_ends_with_its_longest():
+    # As above (3 prompts of 6 tokens, budget 8, no cap) with answers of 2 or 4 tokens, half each (a mean of
+    # 3): the k-th request draws frac(1/2 + k / golden ratio) = 0.5, 0.118, 0.736, so A and C make 4, B 2.
+    # Steps 1-3 as above: first tokens at 5 (A), 10 (B), 13.5 (C); B's second token ends it at 13.5.
+    # Step 4: A and C decode, 1 + 1 = 2 ms, t = 15.5: A's fourth token, done. Steps 5-6: C alone, 1.5 ms
+    # each, t = 18.5: done. TPOT: A (15.5 - 5) / 3 = 3.5, B (13.5 - 10) / 1 = 3.5, C (18.5 - 13.5) / 3.
+    # The same mean fixed (the test above) ends at 17: the longest answers decode last, with fewer others.
+    answers = Lengths(((0.5, 2), (0.5, 4)))
+    result = wave(3, 6, answers, 8, 10, toy_step, no_attention)
+    assert result.ttfts == ((5.0, 1), (10.0, 1), (13.5, 1))
+    assert result.makespan == 18.5
+    assert result.steps == 6
+    assert result.mean_tpot == pytest.approx((3.5 + 3.5 + 5 / 3) / 3)
+
+
+def test_one_token_answers_end_at_their_first_token_and_have_no_tpot():
+    # Answers of 1 or 3 tokens: A (0.5 -> the second class) makes 3, B (0.118) 1. One step of both prompts
+    # (12 tokens, budget 16): 1 + 6 = 7 ms, both first tokens; B is done. A decodes twice alone: 1.5 ms
+    # each, t = 10. TPOT is A's alone: (10 - 7) / 2.
+    result = wave(2, 6, Lengths(((0.5, 1), (0.5, 3))), 16, 10, toy_step, no_attention)
+    assert (result.ttfts, result.makespan) == (((7.0, 2),), 10.0)
+    assert result.mean_tpot == pytest.approx(1.5)
 
 
 def test_a_wave_one_sequence_at_a_time_under_a_running_cap_of_one():

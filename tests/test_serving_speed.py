@@ -27,15 +27,12 @@ from gpuplan.estimate.calibration import (
     ServingMechanisms,
     TrainingMechanisms,
 )
+from gpuplan.estimate.lengths import lognormal_square_mean
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving_bounds import latency_floors
-from gpuplan.estimate.serving_load import prompt_square_mean
 from gpuplan.estimate.serving_lockstep import burst_ttft
-from gpuplan.estimate.serving_speed import (
-    Deployment,
-    ServingWorkload,
-    serving_speed,
-)
+from gpuplan.estimate.serving_speed import Deployment, serving_speed
+from gpuplan.estimate.serving_workload import ServingWorkload
 from tests.tiny_architectures import HYBRID, MOE, TINY
 from tests.toy_gpu import GPU, unit_ceiling  # noqa: F401  (the autouse fixture)
 
@@ -224,14 +221,14 @@ def test_moe_weights_read_by_routed_tokens():
 
 def test_prompt_square_mean():
     # A fixed prompt: sigma 0, E[P^2] = P^2.
-    assert prompt_square_mean(100, 100) == 10000
-    assert prompt_square_mean(0, 0) == 0
+    assert lognormal_square_mean(100, 100) == 10000
+    assert lognormal_square_mean(0, 0) == 0
     # p90 = 1.5 x mean: ln 1.5 = z sigma - sigma^2 / 2 -> sigma = z - sqrt(z^2 - 2 ln 1.5).
     z = 1.2816
     sigma = z - math.sqrt(z * z - 2 * math.log(1.5))
-    assert prompt_square_mean(100, 150) == pytest.approx(10000 * math.exp(sigma * sigma), rel=1e-12)
+    assert lognormal_square_mean(100, 150) == pytest.approx(10000 * math.exp(sigma * sigma), rel=1e-12)
     # Beyond the lognormal's reach (3 x the mean): held at sigma = z.
-    assert prompt_square_mean(100, 300) == pytest.approx(10000 * math.exp(z * z), rel=1e-12)
+    assert lognormal_square_mean(100, 300) == pytest.approx(10000 * math.exp(z * z), rel=1e-12)
 
 
 def test_static_batching_end_to_end():
@@ -260,6 +257,22 @@ def test_running_slots_and_what_caps_them():
     # Requests beyond the slots wait: TTFT grows by (8 - 3) / the request rate.
     alone = serving_speed(workload(concurrency=3, max_sequences=3), calibration=CAL)
     assert capped.ttft_s > alone.ttft_s
+
+
+def test_answers_that_vary_hold_more_of_the_kv_cache():
+    # Answers of mean 4, p90 8, none longer than the context of 24 leaves after the mean prompt of 4 (20):
+    # sigma = 1.2816 - sqrt(1.2816^2 - 2 ln 2) = 0.7755, the classes 2, 4, 6, 10, 14, 20 tokens at shares 0.5,
+    # 0.25, 0.15, 0.06, 0.03, 0.01 (mean 4.12 after rounding; the lengths tests work the classes out).
+    # A running sequence holds 4 + E[O^2] / (2 E[O]) = 4 + (0.5 x 4 + 0.25 x 16 + 0.15 x 36 + 0.06 x 100
+    # + 0.03 x 196 + 0.01 x 400) / (2 x 4.12) = 4 + 27.28 / 8.24 = 7.311 tokens, 32 B each: 4,000 B of KV
+    # hold 17.10 sequences, where answers of 4 tokens each hold 4 + 2 = 6 tokens and 20.83 run.
+    varied = serving_speed(
+        workload(concurrency=50, kv_capacity_bytes=4000.0, full_prompt=20, output_p90=8), calibration=CAL
+    )
+    fixed = serving_speed(workload(concurrency=50, kv_capacity_bytes=4000.0, full_prompt=20), calibration=CAL)
+    assert (varied.limited_by, fixed.limited_by) == ("kv-cache", "kv-cache")
+    assert varied.running == pytest.approx(4000 / (32 * (4 + 27.28 / 8.24)), rel=1e-9)
+    assert fixed.running == pytest.approx(4000 / (32 * 6), rel=1e-9)
 
 
 def test_continuous_batching_with_one_slot():

@@ -26,6 +26,7 @@ from gpuplan.estimate.calibration import (
     ServingMechanisms,
     TrainingMechanisms,
 )
+from gpuplan.estimate.lengths import lognormal_square_mean
 from gpuplan.estimate.performance import (
     Efficiency,
     allreduce_time,
@@ -44,13 +45,8 @@ from gpuplan.estimate.performance import (
     on_fast_link,
 )
 from gpuplan.estimate.serving_lockstep import burst_ttft
-from gpuplan.estimate.serving_speed import (
-    ServingWorkload,
-    _bracketed_root,
-    prompt_square_mean,
-    queue_wait_factor,
-    serving_speed,
-)
+from gpuplan.estimate.serving_speed import _bracketed_root, queue_wait_factor, serving_speed
+from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.estimate.training import REGIMES
 from gpuplan.estimate.training_speed import TrainingWorkload, training_speed
 from gpuplan.estimate.weights import quant_linear_bytes, routed_expert_bytes, stage_weights
@@ -458,7 +454,7 @@ def test_prompt_length_spread_lengthens_the_queue_for_the_budget():
     loaded = dict(batching="continuous", concurrency=64, max_batched_tokens=2048, prompt_tokens=1024, full_prompt=1024)
     fixed = serving_speed(workload(prompt_p90=1024, **loaded), Efficiency(), TEST)
     spread = serving_speed(workload(prompt_p90=1536, **loaded), Efficiency(), TEST)
-    assert prompt_square_mean(1024, 1536) / 1024**2 == pytest.approx(1.1465, abs=1e-4)
+    assert lognormal_square_mean(1024, 1536) / 1024**2 == pytest.approx(1.1465, abs=1e-4)
     assert spread.ttft_s > fixed.ttft_s
 
 
@@ -498,8 +494,8 @@ def test_prompt_distribution_raises_the_attention_work():
     # A lognormal with p90 = 2 x mean: ln 2 = 1.2816 sigma - sigma^2 / 2 gives sigma = 1.2816 -
     # sqrt(1.2816^2 - 2 ln 2) = 0.7754, so E[P^2] = mean^2 x exp(0.6013) = 1.8245 x mean^2 (a fixed length:
     # mean^2). Attention of such traffic costs 82% more than the mean prompt suggests.
-    assert prompt_square_mean(1000, 1000) == pytest.approx(1e6)
-    assert prompt_square_mean(1000, 2000) == pytest.approx(1.8245e6, rel=1e-3)
+    assert lognormal_square_mean(1000, 1000) == pytest.approx(1e6)
+    assert lognormal_square_mean(1000, 2000) == pytest.approx(1.8245e6, rel=1e-3)
 
 
 def test_fp4_block_formats_carry_their_scales():
@@ -759,6 +755,18 @@ def test_new_serve_fields_resolve_and_change_the_estimate():
     assert tuned.analysis.serve.memory.weights < plain.analysis.serve.memory.weights
 
 
+def test_answers_that_vary_resolve_and_are_stated_as_an_assumption():
+    plain = lint(extra="  prompt_tokens: {mean: 1000}\n")
+    varied = lint(extra="  prompt_tokens: {mean: 1000}\n  output_tokens_p90: 700\n")
+    assert not [f for f in varied.findings if f.severity.value == "error"]
+    assert (plain.analysis.spec.serve.output_p90, varied.analysis.spec.serve.output_p90) == (None, 700)
+    # 16 clients, concurrency-bound either way: the same sequences run, each holding more KV, read every step
+    assert varied.analysis.serve.speed.running == plain.analysis.serve.speed.running == 16
+    assert varied.analysis.serve.speed.tpot_s > plain.analysis.serve.speed.tpot_s
+    notes = " ".join(text for _, text in varied.analysis.serve.assumptions)
+    assert "answers of mean 256, p90 700 tokens (a lognormal, none longer than 3,096)" in notes
+
+
 @pytest.mark.parametrize(
     "extra, hw, model, count, code, pointer",
     [
@@ -768,6 +776,18 @@ def test_new_serve_fields_resolve_and_change_the_estimate():
         ("", ", expert_parallel: 16", "mixtral-8x7b", 16, "GP023", "/serve/hardware/expert_parallel"),
         ("  prompt_tokens: {mean: 2000, p90: 1000}\n", "", "llama-3.1-8b", 1, "GP024", "/serve/prompt_tokens/p90"),
         ("  prompt_tokens: {mean: 4000}\n", "", "llama-3.1-8b", 1, "GP024", "/serve/prompt_tokens/mean"),
+        # answers' p90 below their mean (256), with no prompt_tokens to leave room for longer answers, and
+        # longer than the 4,096 - 3,800 = 296 tokens the mean prompt leaves
+        ("  output_tokens_p90: 100\n", "", "llama-3.1-8b", 1, "GP024", "/serve/output_tokens_p90"),
+        ("  output_tokens_p90: 600\n", "", "llama-3.1-8b", 1, "GP024", "/serve/output_tokens_p90"),
+        (
+            "  prompt_tokens: {mean: 3800}\n  output_tokens_p90: 600\n",
+            "",
+            "llama-3.1-8b",
+            1,
+            "GP024",
+            "/serve/output_tokens_p90",
+        ),
         ("  engine: tgi\n", "", "llama-3.1-8b", 1, "GP105", "/serve/engine"),
     ],
 )

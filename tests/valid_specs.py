@@ -604,6 +604,12 @@ def _repair_serve(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt: 
             serve["context"] = context = output
         else:
             serve["output_tokens"] = output = max(1, context // 2)
+    _repair_prompts(serve, pinned, pinned_prompt)
+    _repair_output_spread(serve, pinned)
+
+
+def _repair_prompts(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt: frozenset[str]) -> None:
+    context, output = serve["context"], serve.get("output_tokens", 256)
     prompts = serve.get("prompt_tokens")
     if prompts is None:
         return
@@ -622,6 +628,28 @@ def _repair_serve(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt: 
             return
     if prompts.get("p90", prompts["mean"]) < prompts["mean"]:
         prompts["p90"] = prompts["mean"]
+
+
+def _repair_output_spread(serve: dict[str, Any], pinned: frozenset[str]) -> None:
+    # output_tokens_p90: at least the mean, and room for it after the mean prompt, which needs prompt_tokens
+    # (GP024).
+    p90 = serve.get("output_tokens_p90")
+    if p90 is None:
+        return
+    context, output = serve["context"], serve.get("output_tokens", 256)
+    if p90 < output:
+        serve["output_tokens_p90"] = p90 = output
+    if p90 == output:
+        return
+    prompts = serve.get("prompt_tokens")
+    if prompts is None and context - p90 >= 1 and "output_tokens_p90" in pinned:
+        serve["prompt_tokens"] = prompts = {"mean": context - p90}
+    if prompts is None:
+        serve["output_tokens_p90"] = output
+        return
+    room = context - prompts["mean"]
+    if p90 > room:
+        serve["output_tokens_p90"] = room  # at least output: the prompts were repaired to leave it
 
 
 def _repair_finetune(tune: dict[str, Any], pinned: frozenset[str]) -> None:

@@ -9,19 +9,15 @@ from __future__ import annotations
 import math
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
+from gpuplan.estimate.lengths import lognormal_square_mean
 from gpuplan.estimate.performance import Efficiency, attention_flops, roofline
 from gpuplan.estimate.serving_load import (
     frontend_capacity,
     frontend_seconds,
-    prompt_square_mean,
     queue_wait_factor,
 )
-from gpuplan.estimate.serving_speed import (
-    PHI_TOLERANCE,
-    Deployment,
-    Rates,
-    ServingWorkload,
-)
+from gpuplan.estimate.serving_speed import PHI_TOLERANCE, Deployment, Rates, held_tokens
+from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.estimate.speculative import tpot_floor
 
 
@@ -53,7 +49,8 @@ def latency_floors(
     batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
-    context = prompt + output / 2  # the steady state's decode context
+    # The least decode context of a steady state: E[O^2] / (2 E[O]) >= E[O] / 2 (``Lengths.held``).
+    context = prompt + output / 2
     tpot = tpot_floor(w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds, w.speculation)
     if w.batching == "static":
         return 0.0, tpot
@@ -147,13 +144,13 @@ def latency_bounds(
     engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel
     budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
-    square_mean = prompt_square_mean(prompt, w.prompt_p90)
+    square_mean = lognormal_square_mean(prompt, w.prompt_p90)
     spread = square_mean / (prompt * prompt)
-    held = prompt + (output if engine.reserves_full_context else output / 2)
-    per_sequence = d.kv_read(held)
+    outputs = w.outputs()
+    per_sequence = d.kv_read(held_tokens(prompt, outputs, engine.reserves_full_context))
     kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
     others = max(0.0, min(float(w.concurrency), float(d.sequence_cap), max(kv_cap, 1.0)) - 1)
-    context = prompt + output / 2
+    context = prompt + outputs.held()  # the steady state's, as ``serving_speed`` takes it
     single_tpot = d.cycle(d.step(1.0, 0.0, context, 0.0), 1.0)
     # A front-end-bound loop (``_frontend_bound``) runs fewer than these: the engine serves the server
     # process's capacity X, so it decodes X x O x TPOT >= X x O x T0 sequences (T0: one decoding alone),

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.serving_speed import Deployment, ServingWorkload, serving_speed
+from gpuplan.estimate.serving_speed import Deployment, held_tokens, serving_speed
+from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.records import record
 
 # The seed's three benchmark categories, each one figure of the same deployment (metric contract in
@@ -38,8 +39,7 @@ def category_speeds(
     """The deployment ``w`` answering each seed category, whatever its declared load."""
     d = Deployment(w, calibration, efficiency or Efficiency())
     alone = serving_speed(w, efficiency, calibration, prepared=d).ttft_single_s
-    held = max(1.0, w.prompt_tokens) + max(1, w.output_tokens) / 2
-    per_sequence = d.kv_read(held)
+    per_sequence = d.kv_read(held_tokens(max(1.0, w.prompt_tokens), w.outputs(), d.engine.reserves_full_context))
     kv_slots = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else math.inf
     most = max(1, int(min(d.sequence_cap, kv_slots)))
     saturated = serving_speed(replace(w, arrival="closed-loop", concurrency=most), efficiency, calibration, d)
@@ -52,6 +52,7 @@ def category_speeds(
             prompt_p90=SHORT_PROMPT,
             full_prompt=SHORT_PROMPT,
             output_tokens=SHORT_OUTPUT,
+            output_p90=0.0,
         ),
         efficiency,
         calibration,

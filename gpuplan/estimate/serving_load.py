@@ -38,13 +38,15 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from gpuplan.estimate.lengths import Lengths, fixed
 from gpuplan.estimate.performance import attention_flops
 from gpuplan.records import evolve, record
 
 if TYPE_CHECKING:  # serving_speed imports this module; its types are only named here
-    from gpuplan.estimate.serving_speed import Deployment, ServingSpeed, ServingWorkload
+    from gpuplan.estimate.serving_speed import Deployment
+    from gpuplan.estimate.serving_workload import ServingSpeed, ServingWorkload
 
 ARRIVALS = ("closed-loop", "steady", "burst")
 ENDPOINTS = ("chat", "completions", "offline")
@@ -102,18 +104,19 @@ MAX_EVENTS = 1024
 
 def _extrapolated(
     requests: int,
-    output: int,
+    longest: int,
     now: float,
     steps: int,  # taken so far
     ttfts: list[tuple[float, int]],
     first_tokens: int,
     tpot_sum: float,
-    finished: int,
+    tpot_count: int,
     events: list[tuple[float, int]],
 ) -> Wave:
     """The wave cut after ``events``: the requests still without a first token get theirs at the rate
     the second half of the events gave first tokens (the pace the caps allow), in 64 groups; every request
-    not finished decodes at the mean TPOT of those that did (or of the last event's step)."""
+    not finished decodes at the mean TPOT of those that did (or of the last event's step), and the wave
+    ends when the last of them has made the ``longest`` output."""
     start_time, start_tokens = events[len(events) // 2]
     rate = (first_tokens - start_tokens) / (now - start_time) if now > start_time else 0.0
     if rate <= 0:
@@ -126,9 +129,9 @@ def _extrapolated(
         middle = sum(waiting // groups + (1 if g < waiting % groups else 0) for g in range(group)) + (size + 1) / 2
         out.append((now + middle / rate, size))
     last_step = (events[-1][0] - events[-2][0]) if len(events) > 1 else now
-    tpot = tpot_sum / finished if finished else last_step
-    mean_tpot = tpot if output > 1 else 0.0
-    makespan = now + waiting / rate + (output - 1) * tpot
+    tpot = tpot_sum / tpot_count if tpot_count else last_step
+    mean_tpot = tpot if longest > 1 else 0.0
+    makespan = now + waiting / rate + (longest - 1) * tpot
     return Wave(tuple(out), mean_tpot, makespan, steps, requests)
 
 
@@ -167,12 +170,18 @@ class Wave:
 class _Sequences:
     """The running and waiting sequences of a wave, in the scheduler's order, and the KV cache they hold.
 
-    Running: decoding cohorts (sequences that produce a token every step, grouped by the step they would
-    have given their first token at: ``first_step``), then partly prefilled prompts, both in admission
-    order (prompts complete in the order they were admitted, so every prefill was admitted after every
-    decode). A sequence that produced ``g`` tokens holds ``prompt + g - 1`` tokens of KV cache. Waiting:
-    preempted sequences first (vLLM's ``waiting.prepend_request``), then requests that reached the scheduler
-    and were not yet admitted.
+    Running: decoding cohorts (sequences of one output length that produce a token every step, grouped by
+    the step they would have given their first token at: ``first_step``), then partly prefilled prompts,
+    both in admission order (prompts complete in the order they were admitted, so every prefill was
+    admitted after every decode). A sequence that produced ``g`` tokens holds ``prompt + g - 1`` tokens of
+    KV cache. Waiting: preempted sequences first (vLLM's ``waiting.prepend_request``), then requests that
+    reached the scheduler and were not yet admitted.
+
+    A cohort is ``[count, first_step, first_time, output]``, shared by two views: ``running``, every cohort
+    in admission order (the scheduler preempts from its end), and ``lines``, the cohorts of each output
+    length in admission order, which finish in that order (their last step is ``first_step + output - 1``)
+    unless a recomputed sequence joined a line late. A cohort that finished or was preempted whole is
+    emptied (count 0) and dropped from a view when it reaches the end that view is read from.
 
     A preempted sequence's blocks go back to the free queue but keep their prefix-cache hashes (vLLM V1's
     prefix caching is on by default): they are evicted only once the blocks
@@ -183,51 +192,78 @@ class _Sequences:
 
     def __init__(self, prompt: int, passed: int, kv_tokens: float) -> None:
         self.prompt, self.passed, self.kv_tokens = prompt, passed, kv_tokens
-        # (requests, first_step, time of the first token); a member has made step - first_step + 1 tokens
-        self.cohorts: deque[tuple[int, int, float]] = deque()
+        self.running: deque[list[Any]] = deque()
+        self.lines: dict[int, deque[list[Any]]] = {}
+        self.out_of_order: set[int] = set()  # lines a recomputed sequence joined ahead of its place
         self.decoders, self.start_sum = 0, 0
-        self.prefilling: list[list[float]] = []  # [done, target, tokens made before, first token's time]
+        # [done, target, tokens made before, first token's time, output]
+        self.prefilling: list[list[Any]] = []
         # Preempted: (tokens made, first token's time, KV tokens it held, free tokens queued before them,
-        # ``allocated`` then).
-        self.resumed: deque[tuple[int, float, float, float, float]] = deque()
+        # ``allocated`` then, output).
+        self.resumed: deque[tuple[int, float, float, float, float, int]] = deque()
         self.allocated = 0.0  # tokens taken from the free queue so far (new blocks and prefix-cache hits)
         # KV tokens the partly prefilled prompts held as this step began (this step's chunks and prefix-cache
         # hits are counted apart until it ends)
         self.prefill_held = 0.0
         self.preempted = 0
-        # Fresh cohorts join in the order of their first steps; a recomputed sequence joins last with an
-        # earlier one, after which the first to finish is searched for.
-        self.in_order = True
 
-    def add_cohort(self, count: int, first_step: int, first_time: float) -> None:
-        if self.cohorts and first_step < self.cohorts[-1][1]:
-            self.in_order = False
-        self.cohorts.append((count, first_step, first_time))
+    def add_cohort(self, count: int, first_step: int, first_time: float, output: int) -> None:
+        cohort = [count, first_step, first_time, output]
+        self.running.append(cohort)
+        line = self.lines.get(output)
+        if line is None:
+            line = self.lines[output] = deque()
+        while line and not line[-1][0]:
+            line.pop()
+        if line and first_step < line[-1][1]:
+            self.out_of_order.add(output)
+        line.append(cohort)
         self.decoders += count
         self.start_sum += count * first_step
 
-    def earliest(self) -> tuple[int, int, float]:
-        """The cohort that finishes first (the earliest first step)."""
-        return self.cohorts[0] if self.in_order else min(self.cohorts, key=lambda cohort: cohort[1])
+    def earliest_end(self) -> int:
+        """The step at which the first running cohort to finish makes its last token."""
+        ends = []
+        for output, line in self.lines.items():
+            while line and not line[0][0]:
+                line.popleft()
+            if line:
+                first = min(c[1] for c in line if c[0]) if output in self.out_of_order else line[0][1]
+                ends.append(first + output - 1)
+        return min(ends)
 
-    def pop_finished(self, last_step: int) -> list[tuple[int, int, float]]:
-        """The cohorts whose last token came by ``last_step`` (their first step at most it), taken out."""
-        cohorts = self.cohorts
-        if self.in_order:
-            done = []
-            while cohorts and cohorts[0][1] <= last_step:
-                done.append(cohorts.popleft())
-        else:
-            done = [cohort for cohort in cohorts if cohort[1] <= last_step]
-            if done:
-                kept = [cohort for cohort in cohorts if cohort[1] > last_step]
-                cohorts.clear()
-                cohorts.extend(kept)
-                self.in_order = all(a[1] <= b[1] for a, b in itertools.pairwise(kept))
-        for count, first_step, _ in done:
+    def pop_finished(self, step: int) -> list[tuple[int, int, float, int]]:
+        """The cohorts whose last token came by ``step`` (count, first_step, first_time, output), taken out."""
+        done: list[list[Any]] = []
+        for output, line in self.lines.items():
+            last_first = step - output + 1
+            if output not in self.out_of_order:
+                while line and (not line[0][0] or line[0][1] <= last_first):
+                    cohort = line.popleft()
+                    if cohort[0]:
+                        done.append(cohort)
+            elif any(c[0] and c[1] <= last_first for c in line):
+                done.extend(c for c in line if c[0] and c[1] <= last_first)
+                kept = [c for c in line if c[0] and c[1] > last_first]
+                line.clear()
+                line.extend(kept)
+                if all(a[1] <= b[1] for a, b in itertools.pairwise(kept)):
+                    self.out_of_order.discard(output)
+        out = []
+        for cohort in done:
+            count, first_step, first_time, output = cohort
+            cohort[0] = 0
             self.decoders -= count
             self.start_sum -= count * first_step
-        return done
+            out.append((count, first_step, first_time, output))
+        return out
+
+    def last_running(self) -> list[Any] | None:
+        """The cohort admitted last that still runs, or None."""
+        running = self.running
+        while running and not running[-1][0]:
+            running.pop()
+        return running[-1] if running else None
 
     def free(self, step: int) -> float:
         """KV tokens free before this step's allocations (``step`` is the last step taken)."""
@@ -240,18 +276,19 @@ class _Sequences:
         self.preempted += 1
         ahead = self.free(step)
         if self.prefilling:
-            done, _, made, first = self.prefilling.pop()
+            done, _, made, first, output = self.prefilling.pop()
             self.prefill_held -= done
             # a fresh prompt (made 0) starts over as a fresh one
-            self.resumed.appendleft((int(made), first, done, ahead, self.allocated))
+            self.resumed.appendleft((int(made), first, done, ahead, self.allocated, output))
             return 0
-        count, first_step, first_time = self.cohorts.pop()
-        if count > 1:
-            self.cohorts.append((count - 1, first_step, first_time))
+        cohort = self.last_running()
+        assert cohort is not None, "a decode to preempt"
+        _, first_step, first_time, output = cohort
+        cohort[0] -= 1
         self.decoders -= 1
         self.start_sum -= first_step
         held = self.prompt + step - first_step
-        self.resumed.appendleft((step - first_step + 1, first_time, held, ahead, self.allocated))
+        self.resumed.appendleft((step - first_step + 1, first_time, held, ahead, self.allocated, output))
         return 1
 
     def preempt_for_decodes(self, step: int) -> None:
@@ -261,11 +298,13 @@ class _Sequences:
         while free < self.decoders and self.prefilling:
             self.preempt_last(step)
             free = self.free(step)
-        while free < self.decoders and self.cohorts:
-            count, first_step, _ = self.cohorts[-1]
-            holds = self.prompt + step - first_step  # each frees its KV and its decode slot
+        while free < self.decoders:
+            cohort = self.last_running()
+            if cohort is None:
+                break
+            holds = self.prompt + step - cohort[1]  # each frees its KV and its decode slot
             short = self.decoders - free
-            for _ in range(min(count, math.ceil(short / (holds + 1)))):
+            for _ in range(min(cohort[0], math.ceil(short / (holds + 1)))):
                 self.preempt_last(step)
             free = self.free(step)
 
@@ -274,7 +313,7 @@ class _Sequences:
         or None when none waits; ``pending``: tokens this step already took (its decodes' slots, earlier
         chunks), which came off the free queue before this lookup."""
         if self.resumed:
-            made, _, held, ahead, at = self.resumed[0]
+            made, _, held, ahead, at, _ = self.resumed[0]
             target = self.prompt + made if made else self.passed
             evicted = max(0.0, self.allocated + pending - at - ahead)
             return int(min(max(0.0, held - evicted), target - 1)), target
@@ -284,7 +323,7 @@ class _Sequences:
 def wave(
     requests: int,
     prompt: int,
-    output: int,
+    output: int | Lengths,
     budget: int,
     running_cap: int,
     step_time: StepTime,
@@ -295,8 +334,8 @@ def wave(
     kv_tokens: float = math.inf,
     mixes_prefill: bool = True,
 ) -> Wave:
-    """A burst of ``requests`` identical requests (``prompt`` tokens in, ``output`` out) on an idle replica
-    whose steps carry at most ``budget`` tokens and ``running_cap`` sequences; ``step_time`` prices a step,
+    """A burst of ``requests`` requests (``prompt`` tokens in, ``output`` out: a number, or the lengths the
+    k-th request draws from, ``Lengths.of(k)``) on an idle replica whose steps carry at most ``budget`` tokens and ``running_cap`` sequences; ``step_time`` prices a step,
     ``chunk_attention(s, e)`` is the causal attention FLOPs of a prompt's positions [s, e)
     (``performance.attention_flops``). Request k reaches the scheduler k x ``admission_gap`` after the burst
     (the front end admits one after another). Where the engine samples the first token from a decode step
@@ -320,17 +359,19 @@ def wave(
     million requests): past them the wave has long reached the pace its caps allow, and the requests still
     waiting get their first tokens at the rate of the events' second half, each then decoding at the mean
     TPOT of those done (``_extrapolated``)."""
+    lengths = output if isinstance(output, Lengths) else fixed(output)
+    longest = lengths.longest
     passed = prompt - 1 if first_token_from_decode_step else prompt
     running_cap = max(1, running_cap)
     budget = max(1, budget)
     now, step = 0.0, 0
     arrived, admitted, finished = 0, 0, 0
     # An engine starts only when one whole sequence fits its cache (serving.kv_layout): never less.
-    seqs = _Sequences(prompt, passed, max(kv_tokens, prompt + output))
+    seqs = _Sequences(prompt, passed, max(kv_tokens, prompt + longest))
     prefilling = seqs.prefilling
     steps_taken = 0  # every step; ``step`` counts the decode steps (the same where prompts ride them)
     ttfts: list[tuple[float, int]] = []
-    tpot_sum = 0.0
+    tpot_sum, tpot_count = 0.0, 0  # over the finished requests with a TPOT (more than one token)
     peak = 0
     kv_bound = False
 
@@ -339,18 +380,19 @@ def wave(
 
     def finish_cohorts(end: float, seconds: float) -> None:
         """Take out the cohorts done by ``step`` (its steps ``seconds`` each, ending at ``end``)."""
-        nonlocal finished, tpot_sum
-        for count, first_step, first_time in seqs.pop_finished(step - output + 1):
+        nonlocal finished, tpot_sum, tpot_count
+        for count, first_step, first_time, made in seqs.pop_finished(step):
             finished += count
-            last_token = end - (step - (first_step + output - 1)) * seconds
-            tpot_sum += count * (last_token - first_time) / (output - 1)
+            tpot_count += count
+            last_token = end - (step - (first_step + made - 1)) * seconds
+            tpot_sum += count * (last_token - first_time) / (made - 1)
 
     events: list[tuple[float, int]] = []  # (time, requests with a first token) after each event
     first_tokens = 0
     while finished < requests:
         events.append((now, first_tokens))
         if len(events) > max_events:
-            cut = _extrapolated(requests, output, now, steps_taken, ttfts, first_tokens, tpot_sum, finished, events)
+            cut = _extrapolated(requests, longest, now, steps_taken, ttfts, first_tokens, tpot_sum, tpot_count, events)
             return evolve(cut, peak_running=peak, preempted=seqs.preempted, kv_bound=kv_bound)
         while arrived < requests and arrival(arrived) <= now:
             arrived += 1
@@ -368,8 +410,7 @@ def wave(
                 continue
             # Only decodes until the first cohort finishes, the cache fills (each step takes a token per
             # decoder) or, with room, the next arrival: equal steps.
-            _, first_step, _ = seqs.earliest()
-            stretch = first_step + output - 1 - step
+            stretch = seqs.earliest_end() - step
             if math.isfinite(free):
                 stretch = max(1, min(stretch, int(free // decoders)))
             mean_context = prompt + step - seqs.start_sum / decoders + stretch / 2
@@ -416,10 +457,10 @@ def wave(
                     kv_bound = True
                     break
                 if seqs.resumed:
-                    made, first = seqs.resumed.popleft()[:2]
-                    prefilling.append([hit, target, made, first])
+                    made, first, *_, length = seqs.resumed.popleft()
+                    prefilling.append([hit, target, made, first, length])
                 else:
-                    prefilling.append([0, target, 0, math.nan])
+                    prefilling.append([0, target, 0, math.nan, lengths.of(admitted)])
                     admitted += 1
                 chunks.append((len(prefilling) - 1, take))
                 taken += hit + take
@@ -460,41 +501,28 @@ def wave(
                 first_time, first_step = now, step
             ttfts.append((first_time, fresh))
             first_tokens += fresh
-            if output <= 1:
-                finished += fresh
-        run = 0  # fresh prompts in a row, one cohort
+        run: dict[int, int] = {}  # fresh prompts in a row: how many of each output length
         for entry in [*complete, None]:
             if entry is not None and math.isnan(entry[3]):
-                run += 1
+                run[entry[4]] = run.pop(entry[4], 0) + 1  # each length after the others with a later member
                 continue
-            if run and output > 1:
-                seqs.add_cohort(run, first_step, first_time)
-            run = 0
+            for length, count in run.items():  # one cohort a length, the last admitted last
+                if length > 1:
+                    seqs.add_cohort(count, first_step, first_time, length)
+                else:
+                    finished += count  # its only token was its first
+            run = {}
             if entry is None:
                 break
-            made, first = int(entry[2]), float(entry[3])
-            if made + 1 >= output:
+            made, first, length = int(entry[2]), float(entry[3]), entry[4]
+            if made + 1 >= length:
                 finished += 1
-                tpot_sum += (now - first) / (output - 1)
+                tpot_count += 1
+                tpot_sum += (now - first) / (length - 1)
             else:
-                seqs.add_cohort(1, step - made, first)
-    mean_tpot = tpot_sum / requests if output > 1 else 0.0
+                seqs.add_cohort(1, step - made, first, length)
+    mean_tpot = tpot_sum / tpot_count if tpot_count else 0.0
     return Wave(tuple(ttfts), mean_tpot, now, steps_taken, requests, peak, seqs.preempted, kv_bound)
-
-
-Z90 = 1.2816  # standard normal 90th percentile, for the lognormal prompt-length distribution
-
-
-def prompt_square_mean(mean: float, p90: float) -> float:
-    """E[P^2] of a lognormal prompt length through its mean and 90th percentile (attention is quadratic).
-
-    ln(p90 / mean) = z90 sigma - sigma^2 / 2 gives sigma; E[P^2] = mean^2 exp(sigma^2). A p90 beyond the
-    lognormal's reach (more than 2.27 x the mean) is held at the widest lognormal.
-    """
-    ratio = math.log(max(p90, mean) / mean) if mean > 0 else 0.0
-    root = Z90 * Z90 - 2 * ratio
-    sigma = Z90 - math.sqrt(root) if root > 0 else Z90
-    return mean * mean * math.exp(sigma * sigma)
 
 
 def queue_wait_factor(rho: float, spread: float) -> float:
@@ -539,9 +567,9 @@ def state_at_rate(
 @record
 class LoadTerms:
     """What every load shape prices its requests with: the caps on running sequences (by name), the tokens a
-    request yields and the decode steps that yield them, the per-request overhead (the engine's and the
-    front end's), the server process's capacity (requests per second) and the maker of the result, which
-    carries the figures every shape shares."""
+    request yields (its mean, and the lengths they vary over) and the decode steps that yield them, the
+    per-request overhead (the engine's and the front end's), the server process's capacity (requests per
+    second) and the maker of the result, which carries the figures every shape shares."""
 
     caps: dict[str, float]
     output: int
@@ -549,6 +577,7 @@ class LoadTerms:
     overhead: float
     capacity: float
     make: Callable[..., ServingSpeed]
+    outputs: Lengths
 
 
 def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTerms) -> ServingSpeed:
@@ -557,8 +586,10 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     another, its own time and the engine's request overhead apart (``serving_load.frontend_seconds``: one
     process does that work for every request), and the running sequences stay within the engine's cap
     and the sequences whose whole context the KV cache holds. The wave ends no sooner than that process
-    has taken every request in and streamed every token back (``terms.capacity`` requests per second)."""
-    caps, output, steps, overhead = terms.caps, terms.output, terms.steps, terms.overhead
+    has taken every request in and streamed every token back (``terms.capacity`` requests per second).
+    Where the outputs vary (``terms.outputs``), the k-th request makes the k-th length (``Lengths.of``): the
+    wave ends with its longest answers, decoding with fewer and fewer others."""
+    caps, output, steps, overhead, outputs = terms.caps, terms.output, terms.steps, terms.overhead, terms.outputs
 
     def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
         microbatches = d.microbatches(decoders)
@@ -587,7 +618,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     result = wave(
         requests,
         mean_prompt,
-        decode_steps,
+        outputs.in_steps(output / steps) if outputs.varies else decode_steps,
         d.token_budget,
         cap,
         step_time,
@@ -599,7 +630,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     )
     makespan = max(result.makespan, requests / terms.capacity)
     # the decode step at the most sequences running: the cap, or where the cache set it, the wave's peak
-    decode = d.step(min(requests, result.peak_running if grows else cap), 0, prompt + output / 2, 0.0)
+    decode = d.step(min(requests, result.peak_running if grows else cap), 0, prompt + outputs.held(), 0.0)
     if grows:
         limited_by = "kv-cache" if result.kv_bound else ("concurrency" if requests <= cap else "engine")
     else:
@@ -610,7 +641,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     return terms.make(
         ttft_s=result.mean_ttft + overhead,
         tpot_s=result.mean_tpot * steps / output,
-        tokens_per_s=w.replicas * requests * output / duration,
+        tokens_per_s=w.replicas * requests * outputs.mean / duration,
         decode_bound="memory" if decode.memory_bound else "compute",
         running=float(result.peak_running),
         limited_by=limited_by,

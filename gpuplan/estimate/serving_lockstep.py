@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.serving_speed import Deployment, ServingWorkload, serving_speed
+from gpuplan.estimate.serving_speed import Deployment, serving_speed
+from gpuplan.estimate.serving_workload import ServingWorkload
 
 
 def burst_ttft(

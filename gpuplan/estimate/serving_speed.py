@@ -58,9 +58,8 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from gpuplan.architecture import Architecture
-from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
+from gpuplan.estimate.lengths import Lengths, lognormal_square_mean
 from gpuplan.estimate.performance import (
     Efficiency,
     allreduce_time,
@@ -80,12 +79,11 @@ from gpuplan.estimate.serving_load import (
     burst_speed,
     frontend_capacity,
     frontend_seconds,
-    prompt_square_mean,
     queue_wait_factor,
     state_at_rate,
     wait_quantile,
 )
-from gpuplan.estimate.speculative import SpeculativeWorkload
+from gpuplan.estimate.serving_workload import ServingSpeed, ServingWorkload
 from gpuplan.estimate.vllm_releases import vllm_release
 from gpuplan.records import record
 
@@ -96,74 +94,6 @@ ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all 
 # bound on steps is never reached (bisection alone would be done in 40).
 PHI_TOLERANCE = 1e-9
 ROOT_STEPS = 100
-
-
-@record
-class ServingWorkload:
-    """What the serving speed depends on, resolved from a spec and its memory estimate (per replica)."""
-
-    architecture: Architecture
-    gpu: Gpu
-    weights_read: float  # bytes a decode step reads on one GPU of the heaviest stage, routed experts apart
-    routed_expert_bytes: float  # all routed experts of the model, in their stored format (0 if dense)
-    kv_dtype_bytes: float
-    kv_capacity_bytes: float  # KV bytes one GPU can hold after weights and reserves
-    prompt_tokens: float  # mean prompt length
-    prompt_p90: float  # 90th percentile (= mean when the prompt length is fixed)
-    full_prompt: int  # the prompt of TTFT: context - output tokens
-    output_tokens: int
-    concurrency: int
-    # The job's own settings, as the resolved spec holds them (its schema defaults filled in once there).
-    quantization: str
-    engine: str
-    batching: str
-    tensor_parallel: int
-    pipeline_parallel: int
-    expert_parallel: int
-    arrival: str  # closed-loop | steady | burst (serving_load)
-    endpoint: str  # chat | completions | offline: the front end a request crosses (offline: none)
-    network_gbs: float  # inter-node bandwidth per GPU, GB/s one direction
-    state_dtype_bytes: int  # the model dtype: linear-attention and Mamba states are kept in it
-    replicas: int = 1
-    max_batched_tokens: int | None = None  # None: the engine's default for the GPU
-    max_sequences: int | None = None
-    weights_above_mean: float = 0.0  # weights_read less the stages' mean (uneven stages; decode_weight_reads)
-    rate_rps: float | None = None  # steady: requests per second over the whole deployment
-    speculation: SpeculativeWorkload | None = None  # serve.speculative (gpuplan.estimate.speculative)
-    adapter_slots: int = 0  # serve.lora max_adapters: a step reads min(them, its decodes) adapters' slots
-    adapter_bytes: float = 0.0  # ... of these bytes each, one slot on the stage that reads most (lora_serving)
-    engine_version: str | None = None  # serve.engine_version: the vLLM release whose defaults the scheduler runs
-
-
-@record
-class ServingSpeed:
-    """What a client measures under the workload's arrival shape. TTFT: mean, median and p90 over requests
-    (closed loop and steady stream: of the full prompt under the load; burst: across the wave, each request
-    at the mean prompt), front end and engine request overhead included; TPOT excludes the first token
-    (mean inter-token latency of a running sequence); rates over the whole deployment."""
-
-    ttft_s: float  # mean; inf when a steady stream arrives faster than the deployment serves (saturated)
-    ttft_single_s: float  # the full prompt alone on an idle replica
-    tpot_s: float  # time per output token of a running sequence (mean inter-token latency)
-    tokens_per_s: float  # aggregate output tokens per second over all replicas
-    decode_bound: str  # memory | compute: what limits the steady-state decode step; front-end: the streaming
-    running: float  # sequences decoding at once per replica in the steady state
-    limited_by: str  # what caps the running batch: concurrency | kv-cache | engine | arrival-rate | front-end
-    engine: str
-    prefill_flops: float  # of the full prompt
-    decode_bytes_per_step: float  # per GPU, at the steady state
-    arrival: str
-    ttft_median_s: float = 0.0
-    ttft_p90_s: float = 0.0
-    requests_per_s: float = 0.0  # completed requests per second over all replicas
-    frontend_s: float = 0.0  # of the TTFT: the server's front end (HTTP, chat template, tokenizer)
-    frontend_capacity_rps: float = math.inf  # per replica's server process (frontend_capacity); inf offline
-    # Of the mean TTFT, at least this long waiting on the server process: a burst's turn at it, a steady
-    # stream's queue at it, a one-token answer's lag behind it.
-    frontend_wait_s: float = 0.0
-    saturated: bool = False  # steady: requests arrive faster than the deployment completes them
-    duration_s: float | None = None  # burst: until the wave's last token
-    preempted: int = 0  # burst: sequences preempted for want of KV cache on a replica (each recomputed later)
 
 
 class _Step(NamedTuple):
@@ -455,12 +385,15 @@ def serving_speed(
     arch, engine = w.architecture, d.engine
     budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
+    outputs = w.outputs()
+    context = prompt + outputs.held()  # a running sequence's, caught in proportion to its run
     # Attention of a prompt drawn from the distribution: quadratic, so it follows E[P^2], not E[P]^2.
-    square_mean = prompt_square_mean(prompt, w.prompt_p90)
+    square_mean = lognormal_square_mean(prompt, w.prompt_p90)
     prompt_attention = attention_flops(arch, 0, math.sqrt(square_mean))
     # Running slots: the declared concurrency, unless the engine's cap or the KV cache holds fewer.
-    held = prompt + (output if engine.reserves_full_context else output / 2)
-    per_sequence = d.kv_read(held)  # bytes one running sequence holds on this GPU
+    per_sequence = d.kv_read(
+        held_tokens(prompt, outputs, engine.reserves_full_context)
+    )  # bytes one running sequence holds on this GPU
     kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
     caps = {
         "concurrency": float(w.concurrency),
@@ -473,7 +406,7 @@ def serving_speed(
     if w.speculation is not None:  # speculative rounds instead of steps: gpuplan.estimate.speculative_speed
         from gpuplan.estimate.speculative_speed import speculative_rounds  # it imports this module
 
-        d, gain = speculative_rounds(d, prompt + output / 2, calibration, efficiency)
+        d, gain = speculative_rounds(d, context, calibration, efficiency)
         steps = output / gain
     frontend = frontend_seconds(w.endpoint, w.full_prompt)
     overhead = engine.request_overhead_s + frontend
@@ -491,14 +424,14 @@ def serving_speed(
         ttft_single_s=ttft_single,
     )
     continuous = w.batching != "static"  # static batches run the declared concurrency whatever the arrivals
-    terms = LoadTerms(caps, output, steps, overhead, capacity, make)
+    terms = LoadTerms(caps, output, steps, overhead, capacity, make, outputs)
     if continuous and w.arrival == "burst":
         return burst_speed(w, d, prompt, terms)
     spread = square_mean / (prompt * prompt)
 
     def state_at(held: float) -> _SteadyState:
         """The continuous-batching steady state with ``held`` sequences running."""
-        return _continuous(d, held, budget, prompt, steps, prompt_attention, spread)
+        return _continuous(d, held, budget, prompt, steps, prompt_attention, spread, context)
 
     if continuous and w.arrival == "steady" and w.rate_rps:
         return _steady_speed(w, state_at, terms)
@@ -676,7 +609,8 @@ def _continuous(
     prompt: float,
     output: float,
     prompt_attention: float,
-    spread: float = 1.0,
+    spread: float,
+    context: float,
 ) -> _SteadyState:
     """Each of ``slots`` running sequences cycles: prefill (chunks beside the others' decodes), then decode.
 
@@ -692,7 +626,6 @@ def _continuous(
     the Illinois variant of false position, to PHI_TOLERANCE (Little's law holds at the root exactly).
     """
     others = max(0.0, slots - 1)
-    context = prompt + output / 2
     first_token = d.engine.first_token_from_decode_step  # the prompt's last token rides a decode step
     passed = d.prompt_pass(prompt)
     prompt_attention *= (passed / prompt) ** 2
@@ -756,6 +689,13 @@ def _continuous(
         rho,
         spread,
     )
+
+
+def held_tokens(prompt: float, outputs: Lengths, whole: bool) -> float:
+    """KV tokens a running sequence holds on average: its prompt and the tokens it has made, a sequence
+    caught in proportion to its run (``Lengths.held``); where the engine reserves a sequence's whole length
+    up front (``whole``), that length, in the same proportion: E[O^2] / E[O] = 2 x held."""
+    return prompt + outputs.held() * (2 if whole else 1)
 
 
 def _bracketed_root(function: Callable[[float], float], low: float, high: float) -> float:

@@ -36,7 +36,7 @@ from gpuplan.estimate.weights import stage_weights
 from gpuplan.records import record
 
 if TYPE_CHECKING:
-    from gpuplan.estimate.serving_speed import ServingWorkload
+    from gpuplan.estimate.serving_workload import ServingWorkload
 
 
 @record

@@ -30,7 +30,8 @@ from gpuplan.estimate.engines import budget_bound
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
 from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latency_floors
-from gpuplan.estimate.serving_speed import ServingSpeed, ServingWorkload, prepare, serving_speed
+from gpuplan.estimate.serving_speed import prepare, serving_speed
+from gpuplan.estimate.serving_workload import ServingSpeed, ServingWorkload
 from gpuplan.estimate.training import TrainingSetup
 from gpuplan.estimate.training_speed import TrainingSpeed
 from gpuplan.estimate.vllm_releases import vllm_release

@@ -407,8 +407,10 @@ def inconsistent_workload(*_: Any) -> Iterator[Any]:
     ## What it does
     Reports a serving job whose `output_tokens` is larger than its `context`, a
     `serve.prompt_tokens.p90` below its `mean`, a mean prompt that leaves no room for
-    `output_tokens` within `context`, and a load that contradicts itself: `arrival: steady`
-    without `rate_rps`, or a `rate_rps` for another arrival shape.
+    `output_tokens` within `context`, an `output_tokens_p90` below `output_tokens` or longer than
+    the context leaves after the mean prompt (without `prompt_tokens`, every prompt is
+    `context - output_tokens` and leaves no room for a longer answer), and a load that contradicts
+    itself: `arrival: steady` without `rate_rps`, or a `rate_rps` for another arrival shape.
 
     ## Why is this bad?
     The context holds the prompt and the generated tokens together, and the speed estimate draws
