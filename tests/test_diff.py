@@ -344,14 +344,48 @@ def test_local_model_config_is_read_from_the_same_revision(tmp_path: Path):
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "base")
     write(root, {"svc/model/config.json": json.dumps({**config, "num_hidden_layers": 32})})
-    result = diff_git("main", cwd=root)
-    assert result.changes == ()  # the spec itself did not change
+    # The spec's bytes are the same, yet the model it reads changed: modified, saying which file.
+    (change,) = diff_git("main", cwd=root).changes
+    assert (change.status, change.inputs_changed, change.material) == ("modified", ("svc/model/config.json",), True)
     (root / "svc/spec.yaml").write_text(spec.replace("concurrency: 4", "concurrency: 2"))
     (change,) = diff_git("main", cwd=root).changes
+    assert change.inputs_changed == ("svc/model/config.json",)
     # KV cache per token: layers x 8 KV heads x 64 (2048 / 32) x 2 (K, V) x 2 bytes; 16 layers before, 32 after
     before, after = change.before.jobs["serve"], change.after.jobs["serve"]
     assert before["per_gpu_bytes"] < after["per_gpu_bytes"]  # twice the layers on the new side
     assert [f.code for f in change.findings_added if f.code == "GP021"] == []
+    # Under a pathspec that leaves the spec out, it is not listed; one that takes it in, it is.
+    assert diff_git("main", pathspecs=("other/",), cwd=root).changes == ()
+    assert [c.path for c in diff_git("main", pathspecs=("svc/",), cwd=root).changes] == ["svc/spec.yaml"]
+
+
+def test_a_config_json_change_fails_the_new_error_guardrail_and_a_configuration_change_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # A PR that edits only the config.json a spec reads (16 -> 160 layers: the weights no longer fit an l4)
+    # is a modified spec with a new error, exit 1; a PR that edits only .gpuplan.yaml is named, exit 0.
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "ci@example.com")
+    git(root, "config", "user.name", "CI")
+    spec = "version: 1\nname: local\nmodel: {config: m/config.json}\nserve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
+    write(root, {"spec.yaml": spec, "m/config.json": json.dumps(LOCAL_CONFIG)})
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "base")
+    monkeypatch.chdir(root)
+    write(root, {"m/config.json": json.dumps({**LOCAL_CONFIG, "num_hidden_layers": 160})})
+    code, out, _ = run_cli("diff", "--git", "main")
+    assert code == 1, out
+    assert "spec.yaml (modified; 1 file it reads changed: m/config.json)" in out
+    assert "new error GP" in out
+    git(root, "checkout", "-q", "--", "m/config.json")
+    (root / ".gpuplan.yaml").write_text("ignore: [GP504]\n")
+    code, out, _ = run_cli("diff", "--git", "main", "--format", "json")
+    document = json.loads(out)
+    assert (code, document["configuration_changed"], document["specs"]) == (0, [".gpuplan.yaml"], [])
+    code, out, _ = run_cli("diff", "--git", "main")
+    assert "Configuration changed: .gpuplan.yaml." in out
 
 
 def test_two_files_and_properties_of_diff(tmp_path: Path):

@@ -179,6 +179,20 @@ def test_text_shows_figures_findings_and_fields(repo: Path):  # noqa: F811
     assert "1 more spec file differs only in comments, layout or name." in lines
 
 
+def test_the_max_context_row_says_one_sequence_only_for_a_burst(tmp_path: Path):
+    # A burst's engine need hold one of its sequences (the rest wait their turn): its row says so; a closed
+    # loop's does not.
+    labels = {}
+    for name, spec in (("closed", CLEAN), ("burst", CLEAN.replace("serve:\n", "serve:\n  arrival: burst\n"))):
+        before, after = tmp_path / f"{name}-4.yaml", tmp_path / f"{name}-8.yaml"
+        before.write_text(spec.replace("concurrency: 8", "concurrency: 4"))
+        after.write_text(spec)
+        text = renderer("text")(diff_files(str(before), str(after)), [], 0)
+        labels[name] = next(line for line in text.splitlines() if "Max context at the concurrency" in line)
+    assert "(a burst: one sequence)" in labels["burst"]
+    assert "(a burst" not in labels["closed"]
+
+
 def test_a_spec_diffed_with_itself_is_identical_not_changed_in_comments(tmp_path: Path):
     # Two identical files changed nothing at all: "1 more spec file(s) differ only in comments" said otherwise.
     spec = tmp_path / "a.yaml"

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gpuplan.config import Config, ConfigError, load_config
+from gpuplan.config import CONFIG_FILE, Config, ConfigError, load_config
 from gpuplan.diff.git import Change, Content, Repository, Unreadable, read_working_file
 from gpuplan.diff.model import DiffResult, Revision, SpecChange, SpecSide, compare, side_from_result
 from gpuplan.discovery import SPEC_SUFFIXES, is_spec_file
@@ -103,7 +103,13 @@ def diff_git(
             base_commit = repository.merge_base(base_commit, repository.commit(tip))
         base = Revision("git", base_ref if not merge_base else f"merge base with {base_ref}", base_commit)
     head = Revision("git", head_ref, head_commit) if head_ref else Revision("worktree", "working tree")
-    changes = [c for c in repository.changes(base_commit, head_commit, pathspecs) if _yaml_named(c)]
+    every = repository.changes(base_commit, head_commit, pathspecs)
+    changes = [c for c in every if _yaml_named(c)]
+    # A spec whose own bytes did not change still changes when a file it reads (model.config) does.
+    changed = {path for c in repository.changes(base_commit, head_commit) for path in (c.old_path, c.new_path) if path}
+    inputs = _changed_inputs(repository, head_commit, pathspecs, changed)
+    listed = {c.new_path for c in changes}
+    changes += [Change("M", path, path) for path in inputs if path not in listed]
     old = repository.read(base_commit, [c.old_path for c in changes if c.old_path])
     new = repository.read(head_commit, [c.new_path for c in changes if c.new_path])
     configs = _Configs(options)
@@ -129,8 +135,42 @@ def diff_git(
                 else _revision_side(repository, head_commit, change.new_path, after_raw, lint)
             )
         old_path = change.old_path if change.old_path != path and after is not None else None
-        results.append(compare(path, old_path, before, after, before_raw == after_raw))
-    return DiffResult(base, head, tuple(sorted(results, key=lambda c: c.path)))
+        read = inputs.get(change.new_path or "", ())
+        results.append(compare(path, old_path, before, after, before_raw == after_raw and not read, read))
+    configuration = _configuration_changed(repository, base_commit, head_commit, changed)
+    return DiffResult(base, head, tuple(sorted(results, key=lambda c: c.path)), configuration)
+
+
+def _changed_inputs(
+    repository: Repository, head: str | None, pathspecs: tuple[str, ...], changed: set[str]
+) -> dict[str, tuple[str, ...]]:
+    """The specs at ``head`` (under ``pathspecs``) that read a ``changed`` file, each with those files."""
+    candidates = [path for path in repository.files(head, pathspecs) if path.endswith(SPEC_SUFFIXES)]
+    if not candidates or not any(not path.endswith(SPEC_SUFFIXES) for path in changed):
+        return {}  # only a file of another kind (config.json) is read: no change of one, no spec to add
+    found = {}
+    for path, content in repository.read(head, candidates).items():
+        if isinstance(content, bytes) and is_spec_file(path, content):
+            read = tuple(sorted(set(_referenced_files(path, content)) & changed))
+            if read:
+                found[path] = read
+    return found
+
+
+def _configuration_changed(repository: Repository, base: str, head: str | None, changed: set[str]) -> tuple[str, ...]:
+    """The configuration files among the ``changed`` paths: every .gpuplan.yaml, and a pyproject.toml that
+    names gpuplan on either side. Both sides of a diff are linted with one configuration, so a change to one
+    is said, not diffed."""
+    named = sorted(path for path in changed if posixpath.basename(path) == CONFIG_FILE)
+    projects = [path for path in changed if posixpath.basename(path) == "pyproject.toml"]
+    if projects:
+        sides = (repository.read(base, projects), repository.read(head, projects))
+        named += [
+            path
+            for path in projects
+            if any(isinstance(content := side[path], bytes) and b"gpuplan" in content for side in sides)
+        ]
+    return tuple(sorted(named))
 
 
 def _yaml_named(change: Change) -> bool:

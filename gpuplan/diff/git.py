@@ -124,6 +124,19 @@ class Repository:
             changes.extend(Change("A", None, path) for path in untracked if path)
         return changes
 
+    def files(self, revision: str | None, pathspecs: Iterable[str] = ()) -> list[str]:
+        """The paths of the files at ``revision`` (None: the working tree, untracked files not ignored too)
+        under ``pathspecs``, every file of the repository without them (as ``changes`` lists them)."""
+        wanted = list(pathspecs)
+        if revision is None:
+            args = ["ls-files", "--cached", "--others", "--exclude-standard", "-z", "--full-name", "--"]
+            listed = self.git(*args, *(wanted or [":/"]))
+        elif wanted:
+            listed = self.git("ls-tree", "-r", "-z", "--name-only", "--full-name", revision, "--", *wanted)
+        else:
+            listed = self.git("ls-tree", "-r", "-z", "--name-only", "--full-tree", revision)
+        return sorted({path for path in listed.decode("utf-8", "surrogateescape").split("\0") if path})
+
     def read(self, revision: str | None, paths: Iterable[str]) -> dict[str, Content]:
         """Each path's bytes at ``revision`` (None: the working tree), at most SPEC_MAX_BYTES + 1 of them (one
         byte past the limit says a file is too large, as ``gpuplan lint`` reads one); None where the path is

@@ -26,6 +26,7 @@ def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
         "totals": _totals(totals[0]),
         "other_currency_totals": [_totals(t) for t in totals[1:]],
         "guardrails": {"passed": not breaches, "breaches": breaches, "exit_code": exit_code},
+        "configuration_changed": list(result.configuration_changed),
         "specs": [_spec(change) for change in result.changes],
     }
     # ASCII only: spec strings keep their value for a JSON reader, but no raw control or bidi character
@@ -113,4 +114,5 @@ def _spec(change: SpecChange) -> dict[str, Any]:
             }
             for field in change.fields_changed
         ],
+        "inputs_changed": list(change.inputs_changed),
     }

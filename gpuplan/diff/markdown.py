@@ -11,6 +11,7 @@ from __future__ import annotations
 from gpuplan.diff.model import SERVE_METRICS, DiffResult, SpecChange
 from gpuplan.diff.present import (
     ARROW,
+    configuration_note,
     cost_change_text,
     field_after,
     field_before,
@@ -39,6 +40,9 @@ def md(text: str) -> str:
 def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
     head = [f"**{md(summary_line(result))}**", ""]
     head.append(f"<sub>gpuplan diff {md(revision_text(result.base))} {ARROW} {md(revision_text(result.head))}</sub>")
+    note = configuration_note(result)
+    if note:
+        head += ["", md(note)]
     if breaches:
         head += ["", "**Guardrails failed:**", *(f"- {md(reason)}" for reason in breaches)]
     changes = ordered(result)

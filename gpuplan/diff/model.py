@@ -52,7 +52,7 @@ SERVE_METRICS = (
     Metric("headroom_bytes", "Headroom per GPU", "bytes", free=True),
     Metric("headroom_pct", "Headroom share", "pct", free=True),
     Metric("max_concurrency", "Max sequences at the context", "count"),
-    Metric("max_context", "Max context at the concurrency (a burst: one sequence)", "tokens"),
+    Metric("max_context", "Max context at the concurrency", "tokens"),
     Metric("ttft_ms", "TTFT (the SLO's statistic)", "ms"),
     Metric("ttft_slow_ms", "TTFT at the slow edge", "ms"),
     Metric("tpot_ms", "TPOT", "ms"),
@@ -105,7 +105,9 @@ class SpecSide:
 
     @property
     def term_cost(self) -> float | None:
-        """The report's amount requested: the run plus the monthly cost (whole units) times the term."""
+        """The declared layout over the term, at its estimate: the run plus the monthly cost (whole units) times
+        the term (``decision.amount``; the report's amount to sign allows for the speed band's slow end and
+        funds the planner's layout under APPROVE WITH CHANGES, so it can differ)."""
         total = self.amount.total if self.amount is not None else None
         return cents(total)
 
@@ -260,6 +262,7 @@ class SpecChange:
     findings_added: tuple[Finding, ...] = ()
     findings_resolved: tuple[Finding, ...] = ()
     fields_changed: tuple[FieldChange, ...] = ()
+    inputs_changed: tuple[str, ...] = ()  # files the spec reads (model.config) that changed, its bytes or not
 
     @property
     def currency(self) -> str:
@@ -348,9 +351,15 @@ class SpecChange:
 
 
 def compare(
-    path: str, old_path: str | None, before: SpecSide | None, after: SpecSide | None, same_bytes: bool
+    path: str,
+    old_path: str | None,
+    before: SpecSide | None,
+    after: SpecSide | None,
+    same_bytes: bool,
+    inputs_changed: tuple[str, ...] = (),
 ) -> SpecChange:
-    """The change of one spec between its two sides (either may be absent, not both)."""
+    """The change of one spec between its two sides (either may be absent, not both); ``inputs_changed``:
+    the files it reads that changed (a spec whose bytes are the same is then modified all the same)."""
     if before is None and after is None:
         raise ValueError("a spec change needs at least one side")
     if before is None:
@@ -364,7 +373,7 @@ def compare(
     fields: tuple[FieldChange, ...] = ()
     if before is not None and after is not None and before.data is not None and after.data is not None:
         fields = changed_fields(before.data, after.data)
-    return SpecChange(path, old_path, status, before, after, added, resolved, fields)
+    return SpecChange(path, old_path, status, before, after, added, resolved, fields, inputs_changed)
 
 
 def finding_key(finding: Finding) -> tuple[str, str]:
@@ -451,6 +460,7 @@ class DiffResult:
     base: Revision
     head: Revision
     changes: tuple[SpecChange, ...]
+    configuration_changed: tuple[str, ...] = ()  # configuration files the diff changes (not diffed: said)
 
     @property
     def currencies(self) -> tuple[str, ...]:

@@ -139,9 +139,25 @@ def reason_text(change: SpecChange) -> str:
 
 
 def status_text(change: SpecChange) -> str:
+    status = change.status
     if change.old_path:
-        return f"{change.status}, renamed from {visible(change.old_path)}"
-    return change.status
+        status = f"{status}, renamed from {visible(change.old_path)}"
+    if change.inputs_changed:
+        status += f"; {plural(len(change.inputs_changed), 'file')} it reads changed: "
+        status += ", ".join(visible(path) for path in change.inputs_changed)
+    return status
+
+
+def configuration_note(result: DiffResult) -> str | None:
+    """What the diff says of the configuration files it changes, or None: both sides are linted with the
+    working tree's configuration (docs/diff.md), so such a change is named rather than left unseen."""
+    if not result.configuration_changed:
+        return None
+    named = ", ".join(visible(path) for path in result.configuration_changed)
+    return (
+        f"Configuration changed: {named}. Both sides are linted with the working tree's configuration, so what"
+        " it changes for the specs is not shown here; gpuplan lint shows the specs under it."
+    )
 
 
 def summary_line(result: DiffResult) -> str:
@@ -225,6 +241,9 @@ def rows(change: SpecChange) -> list[Row]:
         for metric in METRICS[job]:
             before, after, change_ = pair_texts(metric, *change.figure_pair(job, metric.key), currency)
             label = metric.label
+            bursts = any(str(job_.get("workload", "")).startswith("a burst") for job_ in (old or {}, new or {}))
+            if metric.key == "max_context" and bursts:  # a burst's engine holds one sequence at a time at least
+                label += " (a burst: one sequence)"
             if metric.key == "term_cost":
                 terms = list(dict.fromkeys(side.term_months for side in (change.before, change.after) if side))
                 label += f" ({f' {ARROW} '.join(map(str, terms))} months)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpuplan.diff.model import UNCHANGED, DiffResult, Revision, SpecChange
 from gpuplan.diff.present import (
     ARROW,
+    configuration_note,
     field_after,
     field_before,
     finding_text,
@@ -28,6 +29,9 @@ def revision_text(revision: Revision) -> str:
 
 def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
     lines = [f"gpuplan diff: {revision_text(result.base)} {ARROW} {revision_text(result.head)}", summary_line(result)]
+    note = configuration_note(result)
+    if note:
+        lines.append(note)
     for change in ordered(result):
         lines += ["", *_spec(change)]
     quiet = [change for change in result.changes if not change.material]
