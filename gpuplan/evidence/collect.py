@@ -112,6 +112,21 @@ _RANK_PARTS = re.compile(r"(DP|PP|PCP|TP|DCP|rank ?)(\d{1,9})")
 _PART_ORDER = {"DP": 0, "PP": 1, "PCP": 2, "TP": 3, "DCP": 4}
 
 
+def parallel_degree(first_lines: dict[str, int], kind: str) -> tuple[int, int, str]:
+    """The degree of ``kind`` ("TP", "PP") that rank labels imply, the line it is first seen on, and how:
+    the highest index + 1 (TP0..TP7: 8), or 1 when no label names ``kind`` (SGLang names a kind in its
+    prefixes only when its degree is above 1: scheduler.py ``run_scheduler_process``). ``first_lines`` maps
+    each label to the first line it is on, and must hold the labels of lines every rank prints."""
+    highest, at = -1, min(first_lines.values(), default=0)
+    for label, line in first_lines.items():
+        for part, index in _RANK_PARTS.findall(label):
+            if part == kind and (int(index), -line) > (highest, -at):
+                highest, at = int(index), line
+    if highest < 0:
+        return 1, at, f"no rank named {kind}"
+    return highest + 1, at, f"ranks {kind}0-{kind}{highest}"
+
+
 def rank_order(label: str) -> tuple[tuple[int, int], ...]:
     """Sort key: data-parallel rank, then pipeline stage, then tensor rank (vLLM's process naming order)."""
     parts = _RANK_PARTS.findall(label)
