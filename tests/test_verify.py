@@ -458,6 +458,30 @@ def test_unreadable_evidence_is_exit_2(tmp_path, write_spec):
     assert code == 2 and "not a regular file (a character device)" in err
 
 
+def test_training_evidence_in_gib_or_mb_is_exit_2_not_a_pass(tmp_path, write_spec):
+    """A person writing GiB (40.5) or copying the Trainer's printed MB into all_results.json (15,000 + 2,000 +
+    20,000 = 37,000) gives peaks of 40 and 37,000 bytes: read as bytes they were 0.00 GiB, "under", exit 0."""
+    spec = write_spec(
+        "version: 1\nname: ft\nmodel: {id: llama-3.1-8b}\nfinetune:\n  method: lora\n  hardware: {gpu: h100-sxm}\n"
+    )
+    for name, document, unit in (
+        ("stats.json", {"max_memory_allocated": 40.5}, "GiB"),
+        (
+            "all_results.json",
+            {
+                "init_mem_gpu_alloc_delta": 15_000,
+                "train_mem_gpu_alloc_delta": 2_000,
+                "train_mem_gpu_peaked_delta": 20_000,
+            },
+            "MB",
+        ),
+    ):
+        evidence = tmp_path / name
+        evidence.write_text(json.dumps(document))
+        code, out, err = run_cli("verify", str(spec), "--run", str(evidence))
+        assert (code, out) == (2, "") and f"it looks like {unit}" in err, err
+
+
 def test_explain_documents_the_verify_codes():
     for code, name in (
         ("GP801", "measured-exceeds-estimate"),

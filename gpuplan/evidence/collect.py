@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuplan.evidence.model import Evidence, Failure, Measurement, Setting
+from gpuplan.errors import GpuplanError
+from gpuplan.evidence.model import PEAK_ALLOCATED, PEAK_RESERVED, Evidence, Failure, Measurement, Setting
+from gpuplan.units import format_gib
 
 MAX_RANKS = 4096  # more distinct ranks than any real job: the rest are ignored (a hostile log cannot grow memory)
 MAX_NOTES = 20
@@ -106,6 +108,24 @@ class Collector:
             lines=lines,
             peaks_from_training=peaks_from_training,
         )
+
+
+def refuse_allocated_above_reserved(collector: Collector, shown: str) -> None:
+    """GpuplanError when a rank's allocated peak is above its reserved peak beyond the two printings: the
+    caching allocator's reserved segments hold every allocation, so at every instant, and so at the peaks,
+    reserved >= allocated (PyTorch's CUDA caching allocator). The two are swapped, or from different runs."""
+    allocated, reserved = collector.terms.get(PEAK_ALLOCATED), collector.terms.get(PEAK_RESERVED)
+    if allocated is None or reserved is None:
+        return
+    allowed = allocated.resolution + reserved.resolution
+    for rank, value in allocated.values.items():
+        held = reserved.values.get(rank)
+        if held is not None and value - held > allowed:
+            raise GpuplanError(
+                f"{shown}: {rank}: {allocated.phrase} ({format_gib(value, 2)}) is above {reserved.phrase} "
+                f"({format_gib(held, 2)}): impossible, as the reserved memory holds every allocation; are the "
+                "two swapped, or from different runs?"
+            )
 
 
 _RANK_PARTS = re.compile(r"(DP|PP|PCP|TP|DCP|rank ?)(\d{1,9})")
