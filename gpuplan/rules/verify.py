@@ -18,8 +18,8 @@ def measured_exceeds_estimate(*_: Any) -> Iterator[Any]:
     the run spent more on than `estimate x (1 + thresholds.verify_tolerance_pct / 100)` plus the
     evidence's printing precision (vLLM rounds to 0.01 GiB). It is an error when the measured memory
     leaves less than `thresholds.headroom_pct` free (for serving: the measured KV pool minus the
-    declared concurrency's need; for training: the GPU's memory minus the measured peak), a warning
-    otherwise.
+    declared concurrency's need at the run's own bytes per sequence, as GP803 counts them; for
+    training: the GPU's memory minus the measured peak), a warning otherwise.
 
     ## Why is this bad?
     The plan was approved on the estimate. A term that costs more in reality eats the headroom
@@ -75,8 +75,10 @@ def measured_capacity_below_declared(*_: Any) -> Iterator[Any]:
     """
     ## What it does
     Reads the serving engine's own capacity, vLLM's `Maximum concurrency for N tokens per request`
-    (or its KV-cache tokens divided by the spec's context when the log's max_model_len differs),
-    and reports it when it is below `serve.concurrency`. A burst (`arrival: burst`) waits for the pool
+    (or its KV-cache tokens divided by the spec's context when the log's max_model_len differs or
+    the engine prints no concurrency), and reports it when it is below `serve.concurrency`. The
+    KV-cache line `gpuplan verify` prints under its table counts the same sequences, so it says
+    "short by" exactly when this fires. A burst (`arrival: burst`) waits for the pool
     anyway: it is reported when the engine holds less than one sequence (it cannot start), and as a
     warning when it holds fewer than the estimate planned (the wave runs fewer at once than it priced).
 

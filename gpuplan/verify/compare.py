@@ -130,11 +130,16 @@ class _Check:
                 "the spec's tenants share these GPUs, but one vLLM engine serves one model: the estimated KV pool "
                 "is what the tenants leave the main model, so the run's pool is larger"
             )
-        pool = self._smallest(KV_POOL)
+        basis = _declared_basis(estimate, basis_estimate)
+        held = self._held(estimate, basis)
         budget = self._largest(REQUESTED) or float(estimate.memory.budget)
-        headroom_gone = pool is not None and pool - estimate.memory.kv_cache < self._margin() * budget
+        spare = held.spare if held else None
+        headroom_gone = spare is not None and spare < self._margin() * budget
         self._usage_findings(terms, headroom_gone, ("serve", "hardware", "gpu"))
-        self._capacity(estimate, terms)
+        if held is None:
+            self.meaning.append("the run does not state its KV capacity: the declared concurrency is not checked")
+        else:
+            self._capacity(estimate, basis, held, terms)
         self._failure(("serve",))
         return self._result(SERVE, comparison, terms)
 
@@ -257,40 +262,44 @@ class _Check:
             )
             self.findings.append(finding.with_severity(Severity.ERROR) if headroom_gone else finding)
 
-    def _capacity(self, estimate: ServeEstimate, terms: list[TermResult]) -> None:
+    def _held(self, estimate: ServeEstimate, basis: ServeEstimate) -> Held | None:
+        """The sequences of the declared context the run's KV cache holds, on the run's own basis where its
+        log states one: vLLM's 'Maximum concurrency' at that context, else its KV tokens / the context; for
+        a log cut after the pool line, the sequences the stated pool holds at ``basis``'s bytes per
+        sequence. None when the run states none of them."""
         job = estimate.job
         stated = self.evidence.settings.get("concurrency_context")
         concurrency = self.evidence.measurements.get(MAX_CONCURRENCY)
         tokens = self._smallest(KV_TOKENS)
+        pool = self._smallest(KV_POOL)
         if concurrency and stated and stated.value == job.context:
-            capacity, source = (
-                self._smallest(MAX_CONCURRENCY),
-                f"'Maximum concurrency' ({self._where(concurrency.line)})",
-            )
+            sequences = self._smallest(MAX_CONCURRENCY)
+            assert sequences is not None
+            source = f"'Maximum concurrency' ({self._where(concurrency.line)})"
         elif tokens is not None:
             line = self.evidence.measurements[KV_TOKENS].line
-            capacity = tokens / job.context
+            sequences = tokens / job.context
             source = f"{tokens:,.0f} KV tokens / {job.context:,}, {self._where(line)}"
-        elif (stated_pool := self._smallest(KV_POOL)) is not None and estimate.memory.kv_bytes_per_sequence > 0:
-            # a log cut after the pool line (GP805 says so): the sequences the stated pool holds at the
-            # estimate's KV bytes per sequence of the context
+        elif pool is not None and basis.memory.kv_bytes_per_sequence > 0:
             line = self.evidence.measurements[KV_POOL].line
-            per_sequence = estimate.memory.kv_bytes_per_sequence
-            capacity = stated_pool / per_sequence
-            source = (
-                f"the {format_gib(stated_pool)} pool / {format_gib(per_sequence)} per sequence, {self._where(line)}"
-            )
+            per_sequence = basis.memory.kv_bytes_per_sequence
+            sequences = pool / per_sequence
+            source = f"the {format_gib(pool)} pool / {format_gib(per_sequence)} per sequence, {self._where(line)}"
         else:
-            self.meaning.append("the run does not state its KV capacity: the declared concurrency is not checked")
-            return
-        assert capacity is not None
-        pool = self._smallest(KV_POOL)
-        need = estimate.memory.kv_cache
-        if pool is not None:
-            spare, planned = pool - need, estimate.memory.kv_available - need
+            return None
+        return Held(sequences, source, pool, estimate.required_sequences)
+
+    def _capacity(self, estimate: ServeEstimate, basis: ServeEstimate, held: Held, terms: list[TermResult]) -> None:
+        job = estimate.job
+        capacity, source = held.sequences, held.source
+        if held.pool is not None and held.need is not None and held.spare is not None:
+            # What the estimate planned for the same load, on the basis the terms are compared with.
+            planned = basis.memory.kv_available - basis.memory.kv_cache
+            who = "the estimate" if basis is estimate else "the estimate at the run's settings"
             self.meaning.append(
-                f"{'' if estimate.setup.burst else 'the declared '}{estimate.kv_need_words}; "
-                f"the run's pool holds {format_gib(pool)}: {_spare(spare)} (the estimate planned {_spare(planned)})"
+                f"{'' if estimate.setup.burst else 'the declared '}{estimate.kv_need_text(held.need)}; the run's "
+                f"pool holds {format_gib(held.pool)}, {capacity:,.2f} sequences at {format_gib(held.pool / capacity, 2)}"
+                f" each: {_spare(held.spare)} ({who} planned {_spare(planned)})"
             )
         self._pool_meaning(terms, job.context)
         holds = f"the engine holds {capacity:,.2f} sequences of {job.context:,} tokens ({source})"
@@ -411,6 +420,37 @@ class _Check:
             sorted_findings(self.findings),
             comparison.unexpressible,
         )
+
+
+@record
+class Held:
+    """What the run's KV cache holds of the declared load, on one basis for the meaning line, GP803 and
+    GP801's headroom: ``sequences`` of the declared context (and where that comes from), ``pool`` the
+    smallest rank's KV bytes if stated, ``required`` the sequences the load needs at once (a burst: one)."""
+
+    sequences: float
+    source: str
+    pool: float | None
+    required: int
+
+    @property
+    def need(self) -> float | None:
+        """The pool's bytes the required sequences take, at the bytes a sequence takes in this run."""
+        if self.pool is None or self.sequences <= 0:
+            return None
+        return self.pool * self.required / self.sequences
+
+    @property
+    def spare(self) -> float | None:
+        """The pool less the need: negative exactly when fewer than ``required`` sequences fit."""
+        need = self.need
+        return None if need is None or self.pool is None else self.pool - need
+
+
+def _declared_basis(estimate: ServeEstimate, basis: ServeEstimate) -> ServeEstimate:
+    """The estimate to hold the declared load's bytes to: the one at the run's settings (its TP, KV dtype, GPU)
+    unless the run's context differs, whose sequences are not the declared ones (then the spec's)."""
+    return basis if basis.job.context == estimate.job.context else estimate
 
 
 def _spare(amount: float) -> str:
