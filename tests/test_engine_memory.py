@@ -522,6 +522,19 @@ def test_sglang_fraction_other_than_the_specs_is_gp802_at_memory_utilization(tmp
     assert [finding["code"] for finding in run["findings"]] == ["GP802"] and run["basis"] == "run settings"
 
 
+def test_a_term_the_estimate_does_not_have_is_said_so_not_as_an_infinite_percentage(tmp_path):
+    # One GPU creates no communicator, so the SGLang estimate's runtime is 0 (engines._sglang_shape); a log
+    # whose 'Init torch distributed ends' took 0.50 GB is over it by more than the 0.005 GiB printing: GP801,
+    # once printed "(+inf%; tolerance 10%)".
+    log = tmp_path / "server.log"
+    log.write_text(sglang_lines().replace("mem usage=0.00 GB", "mem usage=0.50 GB"), encoding="utf-8")
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec("sglang", "h100-sxm"), encoding="utf-8")
+    _, out, _ = run_cli("verify", str(path), "--run", str(log))
+    assert "GP801 [warning] runtime: the run used 0.5 GiB per GPU; the estimate has no such term" in out
+    assert "inf%" not in out
+
+
 def test_sglang_refusing_to_start_is_gp804_with_its_own_words(tmp_path):
     failure = (
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "

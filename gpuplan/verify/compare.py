@@ -248,11 +248,14 @@ class _Check:
             if term.direction != USAGE or term.status != OVER or term.name == TOTAL_ROW:
                 continue
             assert term.estimate is not None and term.measured is not None
-            ratio = term.measured / term.estimate - 1 if term.estimate else float("inf")
-            message = (
-                f"{term.name}: the run used {format_gib(term.measured)} per GPU, the estimate {format_gib(term.estimate)} "
-                f"({ratio:+.0%}; tolerance {self.tolerance:.0%})"
-            )
+            used = f"{term.name}: the run used {format_gib(term.measured)} per GPU"
+            if term.estimate:
+                ratio = term.measured / term.estimate - 1
+                message = (
+                    f"{used}, the estimate {format_gib(term.estimate)} ({ratio:+.0%}; tolerance {self.tolerance:.0%})"
+                )
+            else:  # no percentage of nothing: the estimate left the mechanism out (one GPU's communicators)
+                message = f"{used}; the estimate has no such term"
             finding = self._finding(
                 "GP801",
                 pointer,
