@@ -358,7 +358,25 @@ def test_failed_start_is_gp804_with_its_cause(tmp_path, write_spec):
         "spec.yaml:5:1: GP804 [error] the run failed to start: ValueError: No available memory for the cache blocks."
         in out
     )
-    assert "hint: out of memory: the terms above show which part the estimate missed" in out
+    # The start died before it logged a memory term: no measured term can show what the estimate missed.
+    assert "hint: out of memory before the run logged what it used: hold the cause's figures" in out
+    assert "the terms above" not in out
+    # A start that loaded its weights first has a measured term to point at.
+    loaded = vllm_log(SHORT_POOL, stop_after_loading=True) + (
+        "(EngineCore pid=242) ERROR 04-22 00:04:21 [v1/engine/core.py:1108] torch.OutOfMemoryError: CUDA out of "
+        "memory. Tried to allocate 1.96 GiB.\n"
+    )
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, loaded)))
+    assert "hint: out of memory: the measured terms show which part the estimate missed" in out
+
+
+def test_the_gp802_hint_does_not_say_where_the_terms_are_printed(tmp_path, write_spec):
+    # Text prints the findings after the table ("the terms below" pointed up), JSON in another list.
+    spec = write_spec(SERVE_SPEC)
+    run = replace(equal_run(analysis_of(SERVE_SPEC)), utilization=0.9)
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, vllm_log(run))))
+    assert "GP802 [error]" in out and "below" not in out and "above" not in out
+    assert "hint: make the spec say what runs, or rerun with the spec's settings; the terms are compared" in out
 
 
 def test_truncated_log_is_a_gp805_warning(tmp_path, write_spec):

@@ -119,8 +119,8 @@ def run_failed(*_: Any) -> Iterator[Any]:
     ```
 
     ## Use instead
-    Fix the cause (for out of memory: the terms `gpuplan verify` prints show which one), rerun,
-    and verify again.
+    Fix the cause (for out of memory: the terms `gpuplan verify` measured show which one; a start
+    that died before logging any holds only the cause's own figures), rerun, and verify again.
     """
     yield from ()
 

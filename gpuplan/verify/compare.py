@@ -140,7 +140,7 @@ class _Check:
             self.meaning.append("the run does not state its KV capacity: the declared concurrency is not checked")
         else:
             self._capacity(estimate, basis, held, terms)
-        self._failure(("serve",))
+        self._failure(("serve",), terms)
         return self._result(SERVE, comparison, terms)
 
     def finetune(self, analysis: Analysis, estimate: FinetuneEstimate) -> RunVerification:
@@ -158,7 +158,7 @@ class _Check:
         self._usage_findings(terms, headroom_gone, ("finetune", "hardware", "gpu"))
         if peak is not None:
             self._training_meaning(comparison, basis_estimate, peak, usable, efficiency)
-        self._failure(("finetune",))
+        self._failure(("finetune",), terms)
         return self._result(FINETUNE, comparison, terms)
 
     # -- terms -------------------------------------------------------------------------------
@@ -236,8 +236,8 @@ class _Check:
                     check.pointer,
                     f"the run used {check.name} {check.run_value} ({self._where(check.run_line)}); the spec declares "
                     f"{check.field} {check.spec_value}{declared}",
-                    "make the spec say what runs, or rerun with the spec's settings; the terms below are compared "
-                    "with the estimate recomputed at the run's settings",
+                    "make the spec say what runs, or rerun with the spec's settings; the terms are compared with "
+                    "the estimate recomputed at the run's settings",
                 )
             )
         for what in comparison.unexpressible:
@@ -374,7 +374,7 @@ class _Check:
                 "the run is one batch-size step from out-of-memory"
             )
 
-    def _failure(self, pointer: Pointer) -> None:
+    def _failure(self, pointer: Pointer, terms: list[TermResult]) -> None:
         failure = self.evidence.failure
         if self.evidence.incomplete:
             self.findings.append(
@@ -388,11 +388,15 @@ class _Check:
         if failure is None:
             return
         when = "failed to start" if failure.during == "startup" else "ran out of memory while running"
-        hint = (
-            "out of memory: the terms above show which part the estimate missed"
-            if failure.out_of_memory
-            else "not a memory problem: fix the cause and rerun to verify the estimate"
-        )
+        if not failure.out_of_memory:
+            hint = "not a memory problem: fix the cause and rerun to verify the estimate"
+        elif any(term.measured is not None for term in terms):
+            hint = "out of memory: the measured terms show which part the estimate missed"
+        else:  # it died before logging a term: the cause's own figures are all there is
+            hint = (
+                "out of memory before the run logged what it used: hold the cause's figures (what it tried to "
+                "allocate, what was free) against the estimate's terms"
+            )
         self.findings.append(
             self._finding("GP804", pointer, f"the run {when}: {failure.cause} ({self._where(failure.line)})", hint)
         )
