@@ -543,6 +543,17 @@ def test_training_evidence_in_gib_or_mb_is_exit_2_not_a_pass(tmp_path, write_spe
         assert (code, out) == (2, "") and f"it looks like {unit}" in err, err
 
 
+def test_the_same_evidence_given_twice_is_refused_not_counted_twice(tmp_path, write_spec):
+    # It counted "2 runs" with every finding twice; a second spelling of the same file is the same run.
+    spec = write_spec(SERVE_SPEC)
+    log = log_file(tmp_path, vllm_log(SHORT_POOL))
+    for again in (str(log), f"{tmp_path}/./{log.name}"):
+        code, out, err = run_cli("verify", str(spec), "--run", str(log), "--run", again)
+        assert (code, out) == (2, "") and f"--run names {log} twice" in err, err
+    code, _, err = run_cli("report", str(spec), "--run", str(log), "--run", str(log))
+    assert code == 2 and "twice" in err
+
+
 def test_explain_documents_the_verify_codes():
     for code, name in (
         ("GP801", "measured-exceeds-estimate"),
