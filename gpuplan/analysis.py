@@ -247,7 +247,11 @@ class ServeEstimate:
         """What the fit asks of the KV cache, in words: '32 x 8,192 tokens need 40.0 GiB of KV cache per GPU',
         or in a burst 'one 4,096-token sequence needs 0.5 GiB of KV cache per GPU (the burst's others wait
         their turn)'."""
-        job, need = self.job, format_gib(self.memory.kv_cache)
+        return self.kv_need_text(self.memory.kv_cache)
+
+    def kv_need_text(self, need_bytes: float) -> str:
+        """``kv_need_words`` for a need of ``need_bytes`` (verify's: at a run's own bytes per sequence)."""
+        job, need = self.job, format_gib(need_bytes)
         if self.setup.burst:
             return (
                 f"one {job.context:,}-token sequence needs {need} of KV cache per GPU"

@@ -24,7 +24,7 @@ from gpuplan.estimate.engines import (
     sglang_sizes,
 )
 from gpuplan.estimate.serving import NON_TORCH_SINGLE, NON_TORCH_TP, ServingSetup, estimate_serving
-from gpuplan.evidence.model import FREE_AT_START, GPU_TOTAL, KV_POOL, KV_ROOM, KV_TOKENS, NON_TORCH
+from gpuplan.evidence.model import FREE_AT_START, GPU_AT_LEAST, GPU_TOTAL, KV_POOL, KV_ROOM, KV_TOKENS, NON_TORCH
 from gpuplan.evidence.read import read_evidence
 from gpuplan.linter import lint_bytes
 from gpuplan.units import GIB
@@ -313,6 +313,8 @@ def test_sglang_log_from_sgl_project_sglang_11716_is_read():
     assert {value for _, value in tokens.values} == {2_795_207}
     assert evidence.measurements[FREE_AT_START].by_rank()["TP0"] == pytest.approx(137.34 * GIB)
     assert max(value for _, value in evidence.measurements[NON_TORCH].values) == pytest.approx(2.01 * GIB)
+    # Free at start plus the communicators, rank by rank: 137.29 + 2.01 on TP1-TP6, 137.34 + 1.96 on TP0.
+    assert max(value for _, value in evidence.measurements[GPU_AT_LEAST].values) == pytest.approx(139.30 * GIB)
     assert "'Load weight end ... mem usage' (weights)" in evidence.missing
 
 
@@ -338,6 +340,47 @@ def test_sglang_pool_from_a_real_log_is_within_one_percent(tmp_path):
     assert 0.99 < pool["ratio"] < 1.0 and 0.99 < tokens["ratio"] < 1.0  # measured / estimate: -0.5%
     assert tokens["estimate"] == 2_809_477 and tokens["measured"] == 2_795_207
     assert terms["runtime"]["status"] == "within"  # 2.01 GiB measured (largest rank) against 2.07
+
+
+def test_the_sglang_log_of_8_x_h200_against_a_spec_of_4_x_h100_is_gp802_at_tp_and_at_the_gpu(tmp_path):
+    """The excerpt has no server_args line. Its ranks are TP0..TP7, and SGLang names TP ranks only when
+    tp_size > 1 (scheduler.py run_scheduler_process), so it ran TP 8. Free at start plus what the
+    communicators took before it is the most the device had: 137.29 + 2.01 = 137.34 + 1.96 = 139.30 GiB
+    (TP1-TP6, TP0; TP7 137.52 + 1.77 = 139.29), against 79.15 GiB usable on an H100 SXM (84,986,665,370 B).
+    Neither is a rounding difference, so each is GP802 at the spec's field, and the terms are compared
+    on the run's layout: the free at start and the pool estimated for the device the log implies."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec("sglang", "h100-sxm", count=4, tp=4, model="llama-3.3-70b"), encoding="utf-8")
+    code, out, _ = run_cli("verify", str(path), "--run", str(SGLANG_LOG), "--format", "json")
+    run = json.loads(out)["runs"][0]
+    differs = {check["spec_field"]: check for check in run["settings"] if not check["matches"]}
+    assert code == 1 and sorted(differs) == ["serve.hardware.gpu", "serve.hardware.tensor_parallel"]
+    assert differs["serve.hardware.tensor_parallel"]["run"] == "8 (ranks TP0-TP7)"
+    assert differs["serve.hardware.gpu"]["run"] == "at least 139.3 GiB"
+    assert differs["serve.hardware.gpu"]["spec"] == "h100-sxm, 79.2 GiB"
+    assert [finding["code"] for finding in run["findings"]] == ["GP802", "GP802"] and run["basis"] == "run settings"
+    terms = {term["term"]: term for term in run["terms"]}
+    assert terms["free at start"]["status"] == terms["KV cache pool"]["status"] == "within"
+
+
+def test_sglang_ranks_give_the_parallel_degrees_a_log_without_server_args_ran(tmp_path):
+    # SGLang prefixes a scheduler's lines with PP<n> when pp_size > 1 and TP<n> when tp_size > 1, and with
+    # neither on one GPU: the highest index + 1 is the degree, and a ranked log naming none ran both at 1.
+    args = sglang_lines().splitlines()[0]
+    ranked = [
+        f"[2025-10-20 10:00:05 PP{pp} TP{tp}] Load weight begin. avail mem=78.65 GB" for pp in (0, 1) for tp in (0, 1)
+    ]
+    for lines, degrees in (
+        (ranked, {"tensor_parallel": (2, "2 (ranks TP0-TP1)"), "pipeline_parallel": (2, "2 (ranks PP0-PP1)")}),
+        (sglang_lines().splitlines()[1:], {"tensor_parallel": (1, "1 (no rank named TP)")}),
+        ([args, *ranked], {"tensor_parallel": (1, "1"), "pipeline_parallel": (1, "1")}),  # the server's args win
+    ):
+        log = tmp_path / "server.log"
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        settings = read_evidence(str(log), "sglang").settings
+        for name, (value, shown) in degrees.items():
+            setting = settings[name]
+            assert setting.value == value and (f"{value} ({setting.raw})" if setting.raw else f"{value}") == shown
 
 
 def test_a_vllm_spec_against_the_sglang_log_is_gp802_and_sized_as_sglang(tmp_path):
@@ -477,6 +520,19 @@ def test_sglang_fraction_other_than_the_specs_is_gp802_at_memory_utilization(tmp
         ("mem_fraction_static", "0.8", "serve.memory_utilization")
     ]
     assert [finding["code"] for finding in run["findings"]] == ["GP802"] and run["basis"] == "run settings"
+
+
+def test_a_term_the_estimate_does_not_have_is_said_so_not_as_an_infinite_percentage(tmp_path):
+    # One GPU creates no communicator, so the SGLang estimate's runtime is 0 (engines._sglang_shape); a log
+    # whose 'Init torch distributed ends' took 0.50 GB is over it by more than the 0.005 GiB printing: GP801,
+    # once printed "(+inf%; tolerance 10%)".
+    log = tmp_path / "server.log"
+    log.write_text(sglang_lines().replace("mem usage=0.00 GB", "mem usage=0.50 GB"), encoding="utf-8")
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec("sglang", "h100-sxm"), encoding="utf-8")
+    _, out, _ = run_cli("verify", str(path), "--run", str(log))
+    assert "GP801 [warning] runtime: the run used 0.5 GiB per GPU; the estimate has no such term" in out
+    assert "inf%" not in out
 
 
 def test_sglang_refusing_to_start_is_gp804_with_its_own_words(tmp_path):

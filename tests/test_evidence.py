@@ -309,9 +309,13 @@ def test_raw_memory_stats_dump_and_a_list_of_ranks(tmp_path):
     [
         ('{"max_memory_allocated": NaN}', "not valid JSON"),
         ('{"max_memory_allocated": Infinity}', "not valid JSON"),
-        ('{"max_memory_allocated": true}', "a JSON document without memory statistics"),
-        ('{"max_memory_allocated": 1e400}', "a JSON document without memory statistics"),
-        ('{"max_memory_allocated": -5}', "a JSON document without memory statistics"),
+        # A key that is there with a value that cannot be a byte count is named as invalid, not as missing.
+        ('{"max_memory_allocated": true}', "max_memory_allocated is true: not a byte count"),
+        ('{"max_memory_allocated": 1e400}', "max_memory_allocated is inf: beyond any GPU's memory"),
+        ('{"max_memory_allocated": -5}', "max_memory_allocated is -5: a byte count cannot be negative"),
+        ('{"max_memory_allocated": "40000000000"}', "max_memory_allocated is '40000000000' .text.: a byte count is"),
+        ('{"max_memory_allocated": "20000MB"}', "max_memory_allocated is '20000MB' .text.: a byte count is"),
+        ('{"memory_stats": {"reserved_bytes.all.peak": null}}', "reserved_bytes.all.peak is null: not a byte count"),
         ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
         ('{"a": 1', "not valid JSON"),
     ],
@@ -319,6 +323,35 @@ def test_raw_memory_stats_dump_and_a_list_of_ranks(tmp_path):
 def test_bad_json_is_a_clear_error(tmp_path, text, message):
     with pytest.raises(GpuplanError, match=message):
         read_evidence(write(tmp_path, text, "stats.json"))
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        # 40.5 bytes, or 0.00 GiB: no training step's peak; a person wrote GiB.
+        ({"max_memory_allocated": 40.5}, "max_memory_allocated is 40.5: .* it looks like GiB"),
+        # 20,000 bytes (0.02 MiB): the MB a printed figure shows.
+        ({"max_memory_allocated": 42 * GIB, "max_memory_reserved": 20_000}, "max_memory_reserved is 20,000: .* MB"),
+        ({"max_memory_allocated": 0}, "max_memory_allocated is 0: "),
+        ({"max_memory_allocated": 42 * GIB, "total_memory": 80}, "total_memory is 80: .* it looks like GiB"),
+    ],
+)
+def test_a_byte_count_under_a_mebibyte_is_refused_as_another_unit(tmp_path, document, message):
+    import json
+
+    with pytest.raises(GpuplanError, match=message):
+        read_evidence(write(tmp_path, json.dumps(document), "stats.json"))
+
+
+def test_an_allocated_peak_above_the_reserved_one_is_refused(tmp_path):
+    # Reserved segments hold every allocation, so no rank can allocate more than it reserved: 40e9 > 30e9 B.
+    text = torch_memory_json(40_000_000_000, 30_000_000_000)
+    with pytest.raises(GpuplanError, match=r"rank 0: max_memory_allocated \(37.25 GiB\) is above max_memory_reserved"):
+        read_evidence(write(tmp_path, text, "stats.json"))
+    # torchtune rounds both to 0.01 GiB: equal is consistent; 0.03 GiB above is beyond the two roundings.
+    assert read_evidence(write(tmp_path, torchtune_steps([(17.0, 17.61, 17.61)]), "tt.log")).missing == ()
+    with pytest.raises(GpuplanError, match=r"peak_memory_alloc \(17.64 GiB\) is above peak_memory_reserved"):
+        read_evidence(write(tmp_path, torchtune_steps([(17.0, 17.64, 17.61)]), "tt.log"))
 
 
 def test_a_huge_json_is_refused_unread(tmp_path):
@@ -348,15 +381,41 @@ def test_hf_trainer_results_json_has_exact_bytes(tmp_path):
     import json
 
     document = {
-        "before_init_mem_gpu": 1000,
-        "init_mem_gpu_alloc_delta": 2000,
+        "before_init_mem_gpu": 1_000_000_000,
+        "init_mem_gpu_alloc_delta": 2_000_000_000,
         "train_mem_gpu_alloc_delta": -500,
-        "train_mem_gpu_peaked_delta": 4000,
+        "train_mem_gpu_peaked_delta": 4_000_000_000,
         "train_loss": 1.2,
     }
     evidence = read_evidence(write(tmp_path, json.dumps(document), "all_results.json"))
     assert evidence.kind == "hf-trainer"
-    assert evidence.measurements[PEAK_ALLOCATED].by_rank() == {"rank 0": 1000 + 2000 - 500 + 4000}
+    assert evidence.measurements[PEAK_ALLOCATED].by_rank() == {"rank 0": 7_000_000_000 - 500}
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        # The MB the printed block shows, copied into the JSON: 15,000 + 2,000 + 20,000 = 37,000 "bytes".
+        (
+            {
+                "init_mem_gpu_alloc_delta": 15_000,
+                "train_mem_gpu_alloc_delta": 2_000,
+                "train_mem_gpu_peaked_delta": 20_000,
+            },
+            "add up to 37,000: .* it looks like MB",
+        ),
+        (
+            {"train_mem_gpu_alloc_delta": 2e9, "train_mem_gpu_peaked_delta": "20000MB"},
+            "train_mem_gpu_peaked_delta is '20000MB'",
+        ),
+        ({"train_mem_gpu_alloc_delta": -3e9, "train_mem_gpu_peaked_delta": 1e9}, "add up to -2,000,000,000: "),
+    ],
+)
+def test_hf_trainer_results_in_another_unit_or_invalid_are_refused(tmp_path, document, message):
+    import json
+
+    with pytest.raises(GpuplanError, match=message):
+        read_evidence(write(tmp_path, json.dumps(document), "all_results.json"))
 
 
 def test_hf_trainer_without_the_training_deltas_is_refused(tmp_path):

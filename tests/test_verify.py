@@ -244,6 +244,49 @@ def test_capacity_is_derived_from_kv_tokens_when_the_log_ran_another_context(tmp
     assert "compared with the estimate recomputed at the run's settings" in out
 
 
+def test_the_kv_meaning_and_gp803_count_the_same_sequences(tmp_path, write_spec):
+    """A TP 2 log against the TP 1 spec: the engine holds 36.60 sequences of 8,192 tokens (its 'Maximum
+    concurrency'), at least the declared 32, so no GP803; its 19.5 GiB pool (the smaller rank's) holds them at
+    19.5 / 36.6 = 0.53 GiB a sequence, so the 32 take 17.05 GiB (17.1 from that published figure) and leave
+    19.5 x (1 - 32 / 36.6) = 2.45 GiB. The line said "need 32.0 GiB ... short by 12.5 GiB": the spec's TP 1
+    bytes against a TP 2 rank's pool."""
+    spec = write_spec(SERVE_SPEC)
+    run = VllmRun(
+        ranks={"TP0": RankMemory(7.5, 1.9, 2.07, 0.76, 20.0), "TP1": RankMemory(7.5, 1.9, 2.07, 0.76, 19.5)},
+        kv_tokens=300_000,
+        concurrency=36.6,
+        tp=2,
+    )
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, vllm_log(run))))
+    assert code == 1 and "GP802" in out and "GP803" not in out and "short by" not in out
+    assert (
+        "the declared 32 x 8,192 tokens need 17.1 GiB of KV cache per GPU; the run's pool holds 19.5 GiB, 36.60 "
+        "sequences at 0.53 GiB each: 2.5 GiB to spare (the estimate at the run's settings planned"
+    ) in out
+    # Below the declared load, the same basis says "short by" and GP803 fires: 20.5 GiB holds 20.50 sequences
+    # at 1.00 GiB each; the 32 need 32.0 GiB, 11.5 GiB more than the pool.
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, vllm_log(SHORT_POOL))))
+    assert "the run's pool holds 20.5 GiB, 20.50 sequences at 1.00 GiB each: short by 11.5 GiB" in out
+    assert "GP803 [error]" in out
+
+
+def test_the_kv_meaning_of_an_fp8_kv_trtllm_run_counts_the_tokens_it_logged(write_spec):
+    """TensorRT-LLM stored 263,008 tokens (fp8 KV, which its log does not name) in 16.05 GiB: 32.11 sequences of
+    8,192 tokens, so the declared 32 fit (no GP803) with 16.05 x (1 - 32 / 32.11) = 0.05 GiB to spare; the
+    line said "need 32.0 GiB ... short by 16.0 GiB" from the spec's bf16 KV bytes. (The estimate at the run's
+    settings, bf16 KV on the RTX 5090, planned short: that is the estimate's plan, said as such.)"""
+    from conftest import ROOT
+
+    spec = write_spec(
+        "version: 1\nname: t\nmodel: {id: llama-3.1-8b}\nserve: {context: 8192, concurrency: 32, engine: trtllm,"
+        " quantization: fp8, hardware: {gpu: h100-sxm}}\n"
+    )
+    log = ROOT / "tests" / "fixtures" / "engine_logs" / "trtllm-4275-llama-3.1-8b-fp8-rtx5090.log"
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log))
+    assert "GP803" not in out
+    assert "the run's pool holds 16.1 GiB, 32.11 sequences at 0.50 GiB each: 0.1 GiB to spare (the estimate at" in out
+
+
 def test_settings_mismatch_points_at_the_specs_line(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC)
     run = replace(equal_run(analysis_of(SERVE_SPEC)), kv_cache_dtype="fp8", utilization=0.9)
@@ -315,7 +358,25 @@ def test_failed_start_is_gp804_with_its_cause(tmp_path, write_spec):
         "spec.yaml:5:1: GP804 [error] the run failed to start: ValueError: No available memory for the cache blocks."
         in out
     )
-    assert "hint: out of memory: the terms above show which part the estimate missed" in out
+    # The start died before it logged a memory term: no measured term can show what the estimate missed.
+    assert "hint: out of memory before the run logged what it used: hold the cause's figures" in out
+    assert "the terms above" not in out
+    # A start that loaded its weights first has a measured term to point at.
+    loaded = vllm_log(SHORT_POOL, stop_after_loading=True) + (
+        "(EngineCore pid=242) ERROR 04-22 00:04:21 [v1/engine/core.py:1108] torch.OutOfMemoryError: CUDA out of "
+        "memory. Tried to allocate 1.96 GiB.\n"
+    )
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, loaded)))
+    assert "hint: out of memory: the measured terms show which part the estimate missed" in out
+
+
+def test_the_gp802_hint_does_not_say_where_the_terms_are_printed(tmp_path, write_spec):
+    # Text prints the findings after the table ("the terms below" pointed up), JSON in another list.
+    spec = write_spec(SERVE_SPEC)
+    run = replace(equal_run(analysis_of(SERVE_SPEC)), utilization=0.9)
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, vllm_log(run))))
+    assert "GP802 [error]" in out and "below" not in out and "above" not in out
+    assert "hint: make the spec say what runs, or rerun with the spec's settings; the terms are compared" in out
 
 
 def test_truncated_log_is_a_gp805_warning(tmp_path, write_spec):
@@ -456,6 +517,41 @@ def test_unreadable_evidence_is_exit_2(tmp_path, write_spec):
     assert (code, out) == (2, "") and "cannot read run evidence" in err
     code, _, err = run_cli("verify", str(spec), "--run", "/dev/null")
     assert code == 2 and "not a regular file (a character device)" in err
+
+
+def test_training_evidence_in_gib_or_mb_is_exit_2_not_a_pass(tmp_path, write_spec):
+    """A person writing GiB (40.5) or copying the Trainer's printed MB into all_results.json (15,000 + 2,000 +
+    20,000 = 37,000) gives peaks of 40 and 37,000 bytes: read as bytes they were 0.00 GiB, "under", exit 0."""
+    spec = write_spec(
+        "version: 1\nname: ft\nmodel: {id: llama-3.1-8b}\nfinetune:\n  method: lora\n  hardware: {gpu: h100-sxm}\n"
+    )
+    for name, document, unit in (
+        ("stats.json", {"max_memory_allocated": 40.5}, "GiB"),
+        (
+            "all_results.json",
+            {
+                "init_mem_gpu_alloc_delta": 15_000,
+                "train_mem_gpu_alloc_delta": 2_000,
+                "train_mem_gpu_peaked_delta": 20_000,
+            },
+            "MB",
+        ),
+    ):
+        evidence = tmp_path / name
+        evidence.write_text(json.dumps(document))
+        code, out, err = run_cli("verify", str(spec), "--run", str(evidence))
+        assert (code, out) == (2, "") and f"it looks like {unit}" in err, err
+
+
+def test_the_same_evidence_given_twice_is_refused_not_counted_twice(tmp_path, write_spec):
+    # It counted "2 runs" with every finding twice; a second spelling of the same file is the same run.
+    spec = write_spec(SERVE_SPEC)
+    log = log_file(tmp_path, vllm_log(SHORT_POOL))
+    for again in (str(log), f"{tmp_path}/./{log.name}"):
+        code, out, err = run_cli("verify", str(spec), "--run", str(log), "--run", again)
+        assert (code, out) == (2, "") and f"--run names {log} twice" in err, err
+    code, _, err = run_cli("report", str(spec), "--run", str(log), "--run", str(log))
+    assert code == 2 and "twice" in err
 
 
 def test_explain_documents_the_verify_codes():

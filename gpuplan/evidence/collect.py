@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuplan.evidence.model import Evidence, Failure, Measurement, Setting
+from gpuplan.errors import GpuplanError
+from gpuplan.evidence.model import PEAK_ALLOCATED, PEAK_RESERVED, Evidence, Failure, Measurement, Setting
+from gpuplan.units import format_gib
 
 MAX_RANKS = 4096  # more distinct ranks than any real job: the rest are ignored (a hostile log cannot grow memory)
 MAX_NOTES = 20
@@ -108,8 +110,41 @@ class Collector:
         )
 
 
+def refuse_allocated_above_reserved(collector: Collector, shown: str) -> None:
+    """GpuplanError when a rank's allocated peak is above its reserved peak beyond the two printings: the
+    caching allocator's reserved segments hold every allocation, so at every instant, and so at the peaks,
+    reserved >= allocated (PyTorch's CUDA caching allocator). The two are swapped, or from different runs."""
+    allocated, reserved = collector.terms.get(PEAK_ALLOCATED), collector.terms.get(PEAK_RESERVED)
+    if allocated is None or reserved is None:
+        return
+    allowed = allocated.resolution + reserved.resolution
+    for rank, value in allocated.values.items():
+        held = reserved.values.get(rank)
+        if held is not None and value - held > allowed:
+            raise GpuplanError(
+                f"{shown}: {rank}: {allocated.phrase} ({format_gib(value, 2)}) is above {reserved.phrase} "
+                f"({format_gib(held, 2)}): impossible, as the reserved memory holds every allocation; are the "
+                "two swapped, or from different runs?"
+            )
+
+
 _RANK_PARTS = re.compile(r"(DP|PP|PCP|TP|DCP|rank ?)(\d{1,9})")
 _PART_ORDER = {"DP": 0, "PP": 1, "PCP": 2, "TP": 3, "DCP": 4}
+
+
+def parallel_degree(first_lines: dict[str, int], kind: str) -> tuple[int, int, str]:
+    """The degree of ``kind`` ("TP", "PP") that rank labels imply, the line it is first seen on, and how:
+    the highest index + 1 (TP0..TP7: 8), or 1 when no label names ``kind`` (SGLang names a kind in its
+    prefixes only when its degree is above 1: scheduler.py ``run_scheduler_process``). ``first_lines`` maps
+    each label to the first line it is on, and must hold the labels of lines every rank prints."""
+    highest, at = -1, min(first_lines.values(), default=0)
+    for label, line in first_lines.items():
+        for part, index in _RANK_PARTS.findall(label):
+            if part == kind and (int(index), -line) > (highest, -at):
+                highest, at = int(index), line
+    if highest < 0:
+        return 1, at, f"no rank named {kind}"
+    return highest + 1, at, f"ranks {kind}0-{kind}{highest}"
 
 
 def rank_order(label: str) -> tuple[tuple[int, int], ...]:

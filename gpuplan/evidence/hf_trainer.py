@@ -27,7 +27,9 @@ from gpuplan.evidence.lines import (
     LineReader,
     clean,
     first_char,
+    json_number,
     load_json,
+    memory_bytes,
     number,
 )
 from gpuplan.evidence.model import BYTES, FINETUNE, PEAK_ALLOCATED, Evidence
@@ -68,15 +70,15 @@ def read(stream: BinaryIO, path: str) -> Evidence:
 
 
 def from_document(document: dict[str, Any], path: str) -> Evidence:
-    parts = {}
-    for key in PARTS:
-        value = document.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) <= MAX_BYTES_VALUE:
-            parts[key] = (float(value), 0)
-    return _evidence(parts, path, 0, per_part_resolution=0.0)
+    shown = clean(path)
+    # save_metrics writes bytes as JSON numbers; the deltas may be negative (memory freed).
+    parts = {key: (json_number(document[key], key, shown), 0) for key in PARTS if key in document}
+    return _evidence(parts, path, 0, per_part_resolution=0.0, from_json=True)
 
 
-def _evidence(parts: dict[str, tuple[float, int]], path: str, lines: int, per_part_resolution: float) -> Evidence:
+def _evidence(
+    parts: dict[str, tuple[float, int]], path: str, lines: int, per_part_resolution: float, from_json: bool = False
+) -> Evidence:
     shown = clean(path)
     absent = [key for key in REQUIRED if key not in parts]
     if absent:
@@ -93,16 +95,21 @@ def _evidence(parts: dict[str, tuple[float, int]], path: str, lines: int, per_pa
         missing.append("init_mem_gpu_alloc_delta")
     peak = sum(value for value, _ in parts.values())
     line = min(at for _, at in parts.values())
-    if 0 <= peak <= MAX_BYTES_VALUE:
-        collector.measure(
-            PEAK_ALLOCATED,
-            "rank 0",
-            peak,
-            unit=BYTES,
-            line=line,
-            phrase="Trainer memory metrics (start + alloc + peaked deltas)",
-            resolution=per_part_resolution * len(parts),
-        )
+    advice = (
+        "the JSON holds bytes (the printed block shows MB)"
+        if from_json
+        else "run the Trainer on the GPU with skip_memory_metrics=False"
+    )
+    memory_bytes(peak, f"{' + '.join(parts)} add up to", shown, advice)
+    collector.measure(
+        PEAK_ALLOCATED,
+        "rank 0",
+        peak,
+        unit=BYTES,
+        line=line,
+        phrase="Trainer memory metrics (start + alloc + peaked deltas)",
+        resolution=per_part_resolution * len(parts),
+    )
     # TrainerMemoryTracker resets the peak statistics as each stage starts, and TRL's SFTTrainer prepares the
     # model before Trainer.__init__ starts the init stage: a preparation's copies are in no peak it reports
     # (what they leave is in before_init_mem_gpu), and the train stage's peak is the steps'.

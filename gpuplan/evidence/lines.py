@@ -186,11 +186,53 @@ def load_json(stream: BinaryIO, path: str) -> object:
         raise GpuplanError(f"{shown}: not valid JSON ({clean(str(error), 80)})") from None
 
 
-def byte_count(value: object) -> float | None:
-    """A JSON number that can be a byte count: not a bool, finite, within [0, 1 EiB]."""
+# The least memory a GPU measurement in bytes can be: a training step's peak holds at least its weights, a
+# device's memory is gigabytes. A figure in GiB (under 1,024 for any GPU) or in MB (under 1,048,576 for a
+# GPU of less than 1 TiB) written where bytes belong is always below it.
+MIN_MEMORY_BYTES = MIB
+
+
+def json_number(value: object, key: str, shown: str) -> float:
+    """The finite number a JSON key of run evidence holds, or GpuplanError naming the key and what is there."""
+    if isinstance(value, str):
+        raise GpuplanError(f"{shown}: {key} is {clean(value, 40)!r} (text): a byte count is a JSON number, unquoted")
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) and 0 <= value <= MAX_BYTES_VALUE else None
+        import json  # only to show the value as the file spells it
+
+        raise GpuplanError(f"{shown}: {key} is {clean(json.dumps(value), 40)}: not a byte count")
+    if not math.isfinite(value) or abs(value) > MAX_BYTES_VALUE:
+        raise GpuplanError(f"{shown}: {key} is {_plain(value)}: beyond any GPU's memory (1 EiB)")
+    return float(value)
+
+
+BYTES_ADVICE = "give bytes, as PyTorch's counters return them"
+
+
+def memory_bytes(value: float, what: str, shown: str, advice: str = BYTES_ADVICE) -> float:
+    """``value`` if it can be a GPU's memory in bytes, else GpuplanError saying ``{what} {value}`` and why:
+    negative, or below MIN_MEMORY_BYTES (a figure in another unit, which one told by its size)."""
+    if MIN_MEMORY_BYTES <= value <= MAX_BYTES_VALUE:
+        return value
+    if value > MAX_BYTES_VALUE:
+        why = "beyond any GPU's memory (1 EiB)"
+    elif value < 0:
+        why = "a byte count cannot be negative"
+    elif value == 0:
+        why = "no GPU's memory and no training step's peak"
+    else:
+        unit = "GiB" if value < 1024 else "MB"
+        why = f"bytes cannot be a GPU's memory or a training step's peak (under 1 MiB); it looks like {unit}"
+    raise GpuplanError(f"{shown}: {what} {_plain(value)}: {why}; {advice}")
+
+
+def _plain(value: float) -> str:
+    """A number as a person wrote it: 20,000 and 40.5, not 20000.0 or 2e+04."""
+    return f"{int(value):,}" if math.isfinite(value) and value == int(value) else f"{value:,g}"
+
+
+def json_bytes(value: object, key: str, shown: str) -> float:
+    """The GPU memory in bytes a JSON key states, or GpuplanError saying why the value cannot be one."""
+    return memory_bytes(json_number(value, key, shown), f"{key} is", shown)
 
 
 def first_char(stream: BinaryIO) -> bytes:

@@ -31,6 +31,9 @@ PEAK_ALLOCATED = "peak_allocated"  # torch.cuda.max_memory_allocated: live tenso
 PEAK_RESERVED = "peak_reserved"  # torch.cuda.max_memory_reserved: the caching allocator's segments
 # Either kind of run.
 GPU_TOTAL = "gpu_total_memory"  # memory of the device as the framework saw it
+# SGLang: free at start plus what the communicators took before it, the memory the engine found on the device
+# once the CUDA context was up; the device had no less (less: other processes held the rest).
+GPU_AT_LEAST = "gpu_memory_at_least"
 
 SERVE, FINETUNE = "serve", "finetune"
 # Terms each GPU reports for itself; the others are engine-wide or describe the device.

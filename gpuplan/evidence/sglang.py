@@ -14,6 +14,11 @@ each prefixed ``[YYYY-MM-DD hh:mm:ss TP3]`` (``DP``/``PP``/``TP`` name the rank;
 - ``max_total_num_tokens=N, ..., context_len=L, available_gpu_mem=X GB`` (rank 0): the pool in tokens;
 - ``Capture cuda graph end. Time elapsed: S s. mem usage=X GB.``: the CUDA graphs.
 
+Without the ``server_args`` line (an excerpt), the ranks those lines name give tp_size and pp_size
+(:func:`~gpuplan.evidence.collect.parallel_degree`), and free at start plus what the communicators took
+before it is the least memory the device had (``GPU_AT_LEAST``: the memory ``get_available_gpu_memory``
+found once the CUDA context was up, before ``init_torch_distributed``).
+
 SGLang prints memory in GiB (``/ (1 << 30)``) with the unit "GB", to two decimals. A failed start is the
 first exception line before "The server is fired up"; "Not enough memory" is SGLang's own refusal.
 """
@@ -24,12 +29,13 @@ import re
 from typing import BinaryIO
 
 from gpuplan.errors import GpuplanError
-from gpuplan.evidence.collect import Collector
+from gpuplan.evidence.collect import MAX_RANKS, Collector, parallel_degree
 from gpuplan.evidence.lines import MAX_COUNT_VALUE, LineReader, clean, number, parse_lines, resolution, size
 from gpuplan.evidence.model import (
     BYTES,
     CUDA_GRAPHS,
     FREE_AT_START,
+    GPU_AT_LEAST,
     KV_POOL,
     KV_TOKENS,
     NON_TORCH,
@@ -98,6 +104,8 @@ class _Parse:
         self.started = False
         self.starts = 0
         self.cause: tuple[str, int] | None = None
+        # The first line of each rank label on the memory lines every scheduler prints ("0": none named).
+        self.rank_lines: dict[str, int] = {}
 
     def line(self, number_: int, line: str) -> None:
         prefixed = _PREFIX.search(line)
@@ -105,22 +113,31 @@ class _Parse:
         rank = ("_".join(prefixed.group("ranks").split()) or "0") if prefixed else "0"
         if "server_args=ServerArgs(" in message:
             self._args(message, number_)
-        elif "Init torch distributed ends" in message:
+            return
+        if "Init torch distributed ends" in message:
             self._bytes(NON_TORCH, rank, _DIST, message, number_, "Init torch distributed ends")
         elif "Load weight begin" in message:
             self._bytes(FREE_AT_START, rank, _LOAD_BEGIN, message, number_, "Load weight begin")
         elif "Load weight end" in message:
             self._weights(message, rank, number_)
-        elif "Using KV cache dtype" in message:
+        elif "KV Cache is allocated" in message:
+            self._pool(message, rank, number_)
+        elif "Capture cuda graph end" in message:
+            self._bytes(CUDA_GRAPHS, rank, _GRAPHS, message, number_, "Capture cuda graph end")
+        else:
+            self._other(message, number_)
+            return
+        # A memory line every scheduler prints: its prefix names the rank (the server's own lines name none).
+        if prefixed and len(self.rank_lines) < MAX_RANKS:
+            self.rank_lines.setdefault(rank, number_)
+
+    def _other(self, message: str, number_: int) -> None:
+        if "Using KV cache dtype" in message:
             found = _KV_DTYPE.search(message)
             if found:
                 self._kv_dtype(found.group(1), number_)
-        elif "KV Cache is allocated" in message:
-            self._pool(message, rank, number_)
         elif "max_total_num_tokens=" in message:
             self._tokens(message, number_)
-        elif "Capture cuda graph end" in message:
-            self._bytes(CUDA_GRAPHS, rank, _GRAPHS, message, number_, "Capture cuda graph end")
         elif _STARTED in message:
             self.started = True
         elif "Error" in message or "Exception" in message or "Not enough memory" in message:
@@ -134,7 +151,7 @@ class _Parse:
             notes = self.collector.notes
             self.collector = Collector()
             self.collector.notes = notes
-            self.started, self.cause = False, None
+            self.started, self.cause, self.rank_lines = False, None, {}
         collector = self.collector
         model = _MODEL.search(message)
         if model:
@@ -223,6 +240,31 @@ class _Parse:
         if context is not None:
             self.collector.setting("max_model_len", int(context), number_, "context_len")
 
+    def _layout(self) -> None:
+        """What the log says of the GPUs without its server_args: the parallel degrees its ranks name, and
+        the least memory each device had."""
+        collector = self.collector
+        if self.rank_lines:
+            for name, kind in (("tensor_parallel", "TP"), ("pipeline_parallel", "PP")):
+                degree, line, how = parallel_degree(self.rank_lines, kind)
+                collector.setting(name, degree, line, how)  # a server_args value read earlier stands
+        free = collector.terms.get(FREE_AT_START)
+        if free is None:
+            return
+        runtime = collector.terms.get(NON_TORCH)
+        before = runtime.values if runtime else {}
+        step = free.resolution + (runtime.resolution if runtime else 0.0)
+        for rank, value in free.values.items():
+            collector.measure(
+                GPU_AT_LEAST,
+                rank,
+                value + before.get(rank, 0.0),
+                unit=BYTES,
+                line=free.line,
+                phrase="Load weight begin. avail mem + Init torch distributed ends. mem usage",
+                resolution=step,
+            )
+
     def _problem(self, message: str, number_: int) -> None:
         text = message.strip()
         if self.started:
@@ -244,6 +286,7 @@ class _Parse:
             )
         if collector.settings or collector.terms:
             collector.setting("engine", "sglang", 0)
+        self._layout()
         never_up = not self.started and KV_POOL not in collector.terms
         if self.cause and collector.failure is None and never_up:
             cause, at = self.cause

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any, BinaryIO
 
 from gpuplan.errors import GpuplanError
-from gpuplan.evidence.collect import Collector
-from gpuplan.evidence.lines import MAX_COUNT_VALUE, byte_count, clean, load_json
+from gpuplan.evidence.collect import Collector, refuse_allocated_above_reserved
+from gpuplan.evidence.lines import MAX_COUNT_VALUE, clean, json_bytes, load_json
 from gpuplan.evidence.model import BYTES, FINETUNE, GPU_TOTAL, PEAK_ALLOCATED, PEAK_RESERVED, Evidence
 
 KIND = "torch-memory"
@@ -30,8 +30,9 @@ MAX_RANK_OBJECTS = 4096
 
 
 def claims(document: object) -> bool:
-    """Whether a parsed JSON document looks like memory statistics."""
-    return any(_peak(item, keys) is not None for item in _ranks(document)[:1] for keys in PEAKS.values())
+    """Whether a parsed JSON document looks like memory statistics: it names a peak (whatever its value: a
+    value that cannot be a byte count is the reader's to refuse, by name)."""
+    return any(_peak_key(item, keys) is not None for item in _ranks(document)[:1] for keys in PEAKS.values())
 
 
 def read(stream: BinaryIO, path: str) -> Evidence:
@@ -46,12 +47,14 @@ def from_document(document: object, path: str) -> Evidence:
         raise GpuplanError(f"{shown}: expected a JSON object of memory statistics (or a list of them, one per rank)")
     for index, item in enumerate(ranks[:MAX_RANK_OBJECTS]):
         rank = _rank_label(item, index)
+        named = f"{rank}: " if len(ranks) > 1 else ""
         for term, keys in PEAKS.items():
-            value = _peak(item, keys)
-            if value is not None:
+            if (found := _peak_key(item, keys)) is not None:
+                source, key = found
+                value = json_bytes(source[key], named + key, shown)
                 collector.measure(term, rank, value, unit=BYTES, line=0, phrase=keys[0])
-        total = byte_count(item.get("total_memory"))
-        if total is not None:
+        if "total_memory" in item:
+            total = json_bytes(item["total_memory"], named + "total_memory", shown)
             collector.measure(GPU_TOTAL, rank, total, unit=BYTES, line=0, phrase="total_memory")
         _settings(collector, item)
         _pressure(collector, item, rank)
@@ -60,6 +63,7 @@ def from_document(document: object, path: str) -> Evidence:
             f"{shown}: no peak memory in it (looked for max_memory_allocated, max_memory_reserved, "
             "allocated_bytes.all.peak, reserved_bytes.all.peak)"
         )
+    refuse_allocated_above_reserved(collector, shown)
     missing = tuple(
         f"{keys[0]} (or memory_stats['{keys[1]}'])" for term, keys in PEAKS.items() if term not in collector.terms
     )
@@ -73,13 +77,14 @@ def _ranks(document: object) -> list[dict[str, Any]]:
     return [item for item in items if isinstance(item, dict)]
 
 
-def _peak(item: dict[str, Any], keys: tuple[str, str]) -> float | None:
+def _peak_key(item: dict[str, Any], keys: tuple[str, str]) -> tuple[dict[str, Any], str] | None:
+    """Where ``item`` states a peak: the object and key (``max_memory_allocated``, else
+    ``memory_stats['allocated_bytes.all.peak']``, else that key at the top level), or None."""
     top, inner = keys
     stats = item.get("memory_stats")
-    for value in (item.get(top), stats.get(inner) if isinstance(stats, dict) else None, item.get(inner)):
-        counted = byte_count(value)
-        if counted is not None:
-            return counted
+    for source, key in ((item, top), (stats, inner), (item, inner)):
+        if isinstance(source, dict) and key in source:
+            return source, key
     return None
 
 

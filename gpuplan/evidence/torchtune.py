@@ -16,7 +16,7 @@ import re
 from typing import BinaryIO
 
 from gpuplan.errors import GpuplanError
-from gpuplan.evidence.collect import Collector
+from gpuplan.evidence.collect import Collector, refuse_allocated_above_reserved
 from gpuplan.evidence.lines import GIB, MAX_BYTES_VALUE, LineReader, clean, number, resolution
 from gpuplan.evidence.model import BYTES, FINETUNE, PEAK_ALLOCATED, PEAK_RESERVED, Evidence
 
@@ -56,5 +56,6 @@ def read(stream: BinaryIO, path: str) -> Evidence:
         advice = "set log_peak_memory_stats: True in the recipe config to log the training peak"
         what = "only the memory after model init" if init_only else "no peak_memory_alloc/peak_memory_reserved"
         raise GpuplanError(f"{shown}: {what} in {reader.count:,} lines; {advice}")
+    refuse_allocated_above_reserved(collector, shown)
     missing = tuple(f"peak_memory_{which}" for which, term in _TERMS.items() if term not in collector.terms)
     return collector.evidence(shown, KIND, FINETUNE, ENGINE, reader.count, missing)

@@ -18,8 +18,8 @@ def measured_exceeds_estimate(*_: Any) -> Iterator[Any]:
     the run spent more on than `estimate x (1 + thresholds.verify_tolerance_pct / 100)` plus the
     evidence's printing precision (vLLM rounds to 0.01 GiB). It is an error when the measured memory
     leaves less than `thresholds.headroom_pct` free (for serving: the measured KV pool minus the
-    declared concurrency's need; for training: the GPU's memory minus the measured peak), a warning
-    otherwise.
+    declared concurrency's need at the run's own bytes per sequence, as GP803 counts them; for
+    training: the GPU's memory minus the measured peak), a warning otherwise.
 
     ## Why is this bad?
     The plan was approved on the estimate. A term that costs more in reality eats the headroom
@@ -48,7 +48,9 @@ def run_settings_differ(*_: Any) -> Iterator[Any]:
     engine's memory fraction (vLLM gpu_memory_utilization, SGLang mem_fraction_static, TensorRT-LLM
     free_gpu_memory_fraction), the model and the GPU's memory; a training run's micro_batch, seq_len,
     gradient_accumulation and world size when its evidence states them) against the spec, and
-    reports each difference at the spec's field. The terms are then compared with the estimate
+    reports each difference at the spec's field. An SGLang log without its `server_args` line
+    still names its tensor and pipeline ranks (`TP0`..`TP7`), and the memory it found free at start
+    is more than a smaller GPU has. The terms are then compared with the estimate
     recomputed at the run's settings.
 
     ## Why is this bad?
@@ -73,8 +75,10 @@ def measured_capacity_below_declared(*_: Any) -> Iterator[Any]:
     """
     ## What it does
     Reads the serving engine's own capacity, vLLM's `Maximum concurrency for N tokens per request`
-    (or its KV-cache tokens divided by the spec's context when the log's max_model_len differs),
-    and reports it when it is below `serve.concurrency`. A burst (`arrival: burst`) waits for the pool
+    (or its KV-cache tokens divided by the spec's context when the log's max_model_len differs or
+    the engine prints no concurrency), and reports it when it is below `serve.concurrency`. The
+    KV-cache line `gpuplan verify` prints under its table counts the same sequences, so it says
+    "short by" exactly when this fires. A burst (`arrival: burst`) waits for the pool
     anyway: it is reported when the engine holds less than one sequence (it cannot start), and as a
     warning when it holds fewer than the estimate planned (the wave runs fewer at once than it priced).
 
@@ -115,8 +119,8 @@ def run_failed(*_: Any) -> Iterator[Any]:
     ```
 
     ## Use instead
-    Fix the cause (for out of memory: the terms `gpuplan verify` prints show which one), rerun,
-    and verify again.
+    Fix the cause (for out of memory: the terms `gpuplan verify` measured show which one; a start
+    that died before logging any holds only the cause's own figures), rerun, and verify again.
     """
     yield from ()
 

@@ -8,11 +8,13 @@ findings, so exit codes mean what they mean for ``lint``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
 from gpuplan.config import load_config
 from gpuplan.errors import GpuplanError
+from gpuplan.evidence.lines import clean
 from gpuplan.evidence.model import Evidence
 from gpuplan.evidence.read import read_evidence
 from gpuplan.findings import Finding, Severity, sorted_findings
@@ -74,6 +76,7 @@ def verify_spec(
     """Verify the spec at ``spec_path`` against each evidence file in ``runs``. Raises GpuplanError."""
     if spec_path == "-":
         raise GpuplanError("verify needs a spec file, not standard input")
+    _refuse_repeated(runs)
     config = load_config(Path(config_path)) if config_path else config_for(spec_path)
     options = lint_options(config)
     result = lint_path(spec_path, options)
@@ -83,6 +86,23 @@ def verify_spec(
     tolerance = options.settings.verify_tolerance_pct if tolerance_pct is None else tolerance_pct
     threshold = Severity(fail_on) if fail_on else (config.fail_on or Severity.ERROR)
     return VerifySummary(spec_path, verify_evidence(result, evidence, options, tolerance), threshold, tolerance)
+
+
+def _refuse_repeated(runs: list[str]) -> None:
+    """GpuplanError when two ``--run`` paths name one file (the same spelling, or another: ./a.log, a link):
+    it is one run, and counted twice it would repeat each finding and the run count."""
+    seen: dict[tuple[int, int] | str, str] = {}
+    for path in runs:
+        try:
+            status = os.stat(path)
+            identity: tuple[int, int] | str = (status.st_dev, status.st_ino)
+        except OSError:  # reading it says why; until then, its spelling
+            identity = os.path.normpath(os.path.abspath(path))
+        if identity in seen:
+            first = seen[identity]
+            spelled = "" if first == path else f" (as {clean(first)} and {clean(path)})"
+            raise GpuplanError(f"--run names {clean(first)} twice{spelled}: each run is verified once; give it once")
+        seen[identity] = path
 
 
 def verify_evidence(
@@ -110,6 +130,7 @@ def verify_linted(
         raise GpuplanError(f"{result.path} cannot be verified until its problems are fixed")
     config = load_config(Path(config_path)) if config_path else config_for(result.path)
     options = lint_options(config, use_waivers=use_waivers)
+    _refuse_repeated(runs)
     evidence = [read_evidence(path, kind) for path in runs]
     verified = verify_evidence(result, evidence, options, options.settings.verify_tolerance_pct)
     added = tuple(finding for run in verified for finding in run.findings)

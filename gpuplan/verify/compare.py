@@ -130,12 +130,17 @@ class _Check:
                 "the spec's tenants share these GPUs, but one vLLM engine serves one model: the estimated KV pool "
                 "is what the tenants leave the main model, so the run's pool is larger"
             )
-        pool = self._smallest(KV_POOL)
+        basis = _declared_basis(estimate, basis_estimate)
+        held = self._held(estimate, basis)
         budget = self._largest(REQUESTED) or float(estimate.memory.budget)
-        headroom_gone = pool is not None and pool - estimate.memory.kv_cache < self._margin() * budget
+        spare = held.spare if held else None
+        headroom_gone = spare is not None and spare < self._margin() * budget
         self._usage_findings(terms, headroom_gone, ("serve", "hardware", "gpu"))
-        self._capacity(estimate, terms)
-        self._failure(("serve",))
+        if held is None:
+            self.meaning.append("the run does not state its KV capacity: the declared concurrency is not checked")
+        else:
+            self._capacity(estimate, basis, held, terms)
+        self._failure(("serve",), terms)
         return self._result(SERVE, comparison, terms)
 
     def finetune(self, analysis: Analysis, estimate: FinetuneEstimate) -> RunVerification:
@@ -153,7 +158,7 @@ class _Check:
         self._usage_findings(terms, headroom_gone, ("finetune", "hardware", "gpu"))
         if peak is not None:
             self._training_meaning(comparison, basis_estimate, peak, usable, efficiency)
-        self._failure(("finetune",))
+        self._failure(("finetune",), terms)
         return self._result(FINETUNE, comparison, terms)
 
     # -- terms -------------------------------------------------------------------------------
@@ -231,8 +236,8 @@ class _Check:
                     check.pointer,
                     f"the run used {check.name} {check.run_value} ({self._where(check.run_line)}); the spec declares "
                     f"{check.field} {check.spec_value}{declared}",
-                    "make the spec say what runs, or rerun with the spec's settings; the terms below are compared "
-                    "with the estimate recomputed at the run's settings",
+                    "make the spec say what runs, or rerun with the spec's settings; the terms are compared with "
+                    "the estimate recomputed at the run's settings",
                 )
             )
         for what in comparison.unexpressible:
@@ -243,11 +248,14 @@ class _Check:
             if term.direction != USAGE or term.status != OVER or term.name == TOTAL_ROW:
                 continue
             assert term.estimate is not None and term.measured is not None
-            ratio = term.measured / term.estimate - 1 if term.estimate else float("inf")
-            message = (
-                f"{term.name}: the run used {format_gib(term.measured)} per GPU, the estimate {format_gib(term.estimate)} "
-                f"({ratio:+.0%}; tolerance {self.tolerance:.0%})"
-            )
+            used = f"{term.name}: the run used {format_gib(term.measured)} per GPU"
+            if term.estimate:
+                ratio = term.measured / term.estimate - 1
+                message = (
+                    f"{used}, the estimate {format_gib(term.estimate)} ({ratio:+.0%}; tolerance {self.tolerance:.0%})"
+                )
+            else:  # no percentage of nothing: the estimate left the mechanism out (one GPU's communicators)
+                message = f"{used}; the estimate has no such term"
             finding = self._finding(
                 "GP801",
                 pointer,
@@ -257,40 +265,44 @@ class _Check:
             )
             self.findings.append(finding.with_severity(Severity.ERROR) if headroom_gone else finding)
 
-    def _capacity(self, estimate: ServeEstimate, terms: list[TermResult]) -> None:
+    def _held(self, estimate: ServeEstimate, basis: ServeEstimate) -> Held | None:
+        """The sequences of the declared context the run's KV cache holds, on the run's own basis where its
+        log states one: vLLM's 'Maximum concurrency' at that context, else its KV tokens / the context; for
+        a log cut after the pool line, the sequences the stated pool holds at ``basis``'s bytes per
+        sequence. None when the run states none of them."""
         job = estimate.job
         stated = self.evidence.settings.get("concurrency_context")
         concurrency = self.evidence.measurements.get(MAX_CONCURRENCY)
         tokens = self._smallest(KV_TOKENS)
+        pool = self._smallest(KV_POOL)
         if concurrency and stated and stated.value == job.context:
-            capacity, source = (
-                self._smallest(MAX_CONCURRENCY),
-                f"'Maximum concurrency' ({self._where(concurrency.line)})",
-            )
+            sequences = self._smallest(MAX_CONCURRENCY)
+            assert sequences is not None
+            source = f"'Maximum concurrency' ({self._where(concurrency.line)})"
         elif tokens is not None:
             line = self.evidence.measurements[KV_TOKENS].line
-            capacity = tokens / job.context
+            sequences = tokens / job.context
             source = f"{tokens:,.0f} KV tokens / {job.context:,}, {self._where(line)}"
-        elif (stated_pool := self._smallest(KV_POOL)) is not None and estimate.memory.kv_bytes_per_sequence > 0:
-            # a log cut after the pool line (GP805 says so): the sequences the stated pool holds at the
-            # estimate's KV bytes per sequence of the context
+        elif pool is not None and basis.memory.kv_bytes_per_sequence > 0:
             line = self.evidence.measurements[KV_POOL].line
-            per_sequence = estimate.memory.kv_bytes_per_sequence
-            capacity = stated_pool / per_sequence
-            source = (
-                f"the {format_gib(stated_pool)} pool / {format_gib(per_sequence)} per sequence, {self._where(line)}"
-            )
+            per_sequence = basis.memory.kv_bytes_per_sequence
+            sequences = pool / per_sequence
+            source = f"the {format_gib(pool)} pool / {format_gib(per_sequence)} per sequence, {self._where(line)}"
         else:
-            self.meaning.append("the run does not state its KV capacity: the declared concurrency is not checked")
-            return
-        assert capacity is not None
-        pool = self._smallest(KV_POOL)
-        need = estimate.memory.kv_cache
-        if pool is not None:
-            spare, planned = pool - need, estimate.memory.kv_available - need
+            return None
+        return Held(sequences, source, pool, estimate.required_sequences)
+
+    def _capacity(self, estimate: ServeEstimate, basis: ServeEstimate, held: Held, terms: list[TermResult]) -> None:
+        job = estimate.job
+        capacity, source = held.sequences, held.source
+        if held.pool is not None and held.need is not None and held.spare is not None:
+            # What the estimate planned for the same load, on the basis the terms are compared with.
+            planned = basis.memory.kv_available - basis.memory.kv_cache
+            who = "the estimate" if basis is estimate else "the estimate at the run's settings"
             self.meaning.append(
-                f"{'' if estimate.setup.burst else 'the declared '}{estimate.kv_need_words}; "
-                f"the run's pool holds {format_gib(pool)}: {_spare(spare)} (the estimate planned {_spare(planned)})"
+                f"{'' if estimate.setup.burst else 'the declared '}{estimate.kv_need_text(held.need)}; the run's "
+                f"pool holds {format_gib(held.pool)}, {capacity:,.2f} sequences at {format_gib(held.pool / capacity, 2)}"
+                f" each: {_spare(held.spare)} ({who} planned {_spare(planned)})"
             )
         self._pool_meaning(terms, job.context)
         holds = f"the engine holds {capacity:,.2f} sequences of {job.context:,} tokens ({source})"
@@ -362,7 +374,7 @@ class _Check:
                 "the run is one batch-size step from out-of-memory"
             )
 
-    def _failure(self, pointer: Pointer) -> None:
+    def _failure(self, pointer: Pointer, terms: list[TermResult]) -> None:
         failure = self.evidence.failure
         if self.evidence.incomplete:
             self.findings.append(
@@ -376,11 +388,15 @@ class _Check:
         if failure is None:
             return
         when = "failed to start" if failure.during == "startup" else "ran out of memory while running"
-        hint = (
-            "out of memory: the terms above show which part the estimate missed"
-            if failure.out_of_memory
-            else "not a memory problem: fix the cause and rerun to verify the estimate"
-        )
+        if not failure.out_of_memory:
+            hint = "not a memory problem: fix the cause and rerun to verify the estimate"
+        elif any(term.measured is not None for term in terms):
+            hint = "out of memory: the measured terms show which part the estimate missed"
+        else:  # it died before logging a term: the cause's own figures are all there is
+            hint = (
+                "out of memory before the run logged what it used: hold the cause's figures (what it tried to "
+                "allocate, what was free) against the estimate's terms"
+            )
         self.findings.append(
             self._finding("GP804", pointer, f"the run {when}: {failure.cause} ({self._where(failure.line)})", hint)
         )
@@ -411,6 +427,37 @@ class _Check:
             sorted_findings(self.findings),
             comparison.unexpressible,
         )
+
+
+@record
+class Held:
+    """What the run's KV cache holds of the declared load, on one basis for the meaning line, GP803 and
+    GP801's headroom: ``sequences`` of the declared context (and where that comes from), ``pool`` the
+    smallest rank's KV bytes if stated, ``required`` the sequences the load needs at once (a burst: one)."""
+
+    sequences: float
+    source: str
+    pool: float | None
+    required: int
+
+    @property
+    def need(self) -> float | None:
+        """The pool's bytes the required sequences take, at the bytes a sequence takes in this run."""
+        if self.pool is None or self.sequences <= 0:
+            return None
+        return self.pool * self.required / self.sequences
+
+    @property
+    def spare(self) -> float | None:
+        """The pool less the need: negative exactly when fewer than ``required`` sequences fit."""
+        need = self.need
+        return None if need is None or self.pool is None else self.pool - need
+
+
+def _declared_basis(estimate: ServeEstimate, basis: ServeEstimate) -> ServeEstimate:
+    """The estimate to hold the declared load's bytes to: the one at the run's settings (its TP, KV dtype, GPU)
+    unless the run's context differs, whose sequences are not the declared ones (then the spec's)."""
+    return basis if basis.job.context == estimate.job.context else estimate
 
 
 def _spare(amount: float) -> str:

@@ -15,7 +15,7 @@ from gpuplan.analysis import memory_fraction
 from gpuplan.catalog import UnknownNameError, get_model
 from gpuplan.estimate.engines import fraction_name
 from gpuplan.estimate.vllm_releases import DEFAULT_VERSION, sizing_line
-from gpuplan.evidence.model import GPU_TOTAL, Evidence, Setting
+from gpuplan.evidence.model import GPU_AT_LEAST, GPU_TOTAL, Evidence, Setting
 from gpuplan.findings import dotted
 from gpuplan.loader import Pointer
 from gpuplan.records import record
@@ -223,15 +223,25 @@ def _quantization(b: _Builder, job: Serve) -> None:
 
 
 def _gpu_memory(b: _Builder, pointer: Pointer) -> None:
-    measured = b.evidence.measurements.get(GPU_TOTAL)
-    if measured is None or not measured.values:
-        return
-    total = max(value for _, value in measured.values)
+    """The device's memory: as the run states it (GPU_TOTAL), or at least what the engine found free
+    (GPU_AT_LEAST, SGLang), which differs from the spec's GPU only when the declared one has less."""
     gpu = b.job.hardware.gpu
-    same = abs(total - gpu.usable_bytes) <= GPU_MEMORY_TOLERANCE * gpu.usable_bytes
-    setting = Setting("gpu_total_memory", format_gib(total), measured.line, "")
+    tolerance = GPU_MEMORY_TOLERANCE * gpu.usable_bytes
+    if (measured := b.evidence.measurements.get(GPU_TOTAL)) and measured.values:
+        total = max(value for _, value in measured.values)
+        shown, same = format_gib(total), abs(total - gpu.usable_bytes) <= tolerance
+    elif (measured := b.evidence.measurements.get(GPU_AT_LEAST)) and measured.values:
+        total = max(value for _, value in measured.values)
+        shown, same = f"at least {format_gib(total)}", total - gpu.usable_bytes <= tolerance
+    else:
+        return
+    setting = Setting("gpu_total_memory", shown, measured.line, "")
     if not b.check("GPU memory", pointer, f"{gpu.id}, {format_gib(gpu.usable_bytes)}", setting, same):
-        as_run = replace(gpu, id=f"{gpu.id} (as run)", usable_bytes=int(total), custom=True)
+        # The device as run: the catalog's CUDA context allowance on top (SGLang's default fraction reads it).
+        context = gpu.memory_bytes - gpu.usable_bytes
+        as_run = replace(
+            gpu, id=f"{gpu.id} (as run)", usable_bytes=int(total), memory_bytes=int(total) + context, custom=True
+        )
         b.job = replace(b.job, hardware=replace(b.job.hardware, gpu=as_run))
 
 
