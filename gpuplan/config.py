@@ -139,7 +139,9 @@ def load_config(path: Path) -> Config:
     # TOML by its name: pyproject.toml, or any .toml file given with --config (its [tool.gpuplan] table)
     toml = path.name == "pyproject.toml" or path.suffix.lower() == ".toml"
     document = _toml_document(path, raw) if toml else load_bytes(str(path), raw)
-    problems = list(document.findings)
+    # A file that holds no document (empty, or comments alone: a template's placeholder) sets nothing, as
+    # {} does: every key is optional, so it means the defaults, not a configuration that stops every spec.
+    problems = [finding for finding in document.findings if finding.code != "GP006"]
     if document.data is not None:
         from gpuplan.validate import validate
 

@@ -440,7 +440,7 @@ def _load(raw: bytes) -> _Composer:
         ) from None
     except yaml.YAMLError as error:
         raise _LoadProblem("GP001", f"YAML syntax error: {error}", 1, 1) from None
-    if composer.documents == 0 or (composer.root is None and not composer.positions):
+    if composer.documents == 0 or composer.root is None:  # nothing, comments, or a document of null alone
         raise _LoadProblem("GP006", "the file is empty", 1, 1, "a spec starts with 'version: 1'")
     if not isinstance(composer.root, dict):
         root = composer.positions.get((), Position(1, 1, 1, 1))

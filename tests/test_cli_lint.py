@@ -307,6 +307,19 @@ def test_a_symlinked_spec_is_governed_by_its_targets_configuration(tmp_path: Pat
         assert "GP301" in codes[own] and "GP301" not in codes[linked], (order, codes)
 
 
+@pytest.mark.parametrize("text", ["", "# gpuplan settings, to fill in\n", "---\n"])
+def test_a_configuration_that_holds_nothing_means_the_defaults(tmp_path: Path, text: str):
+    # An empty or comment-only .gpuplan.yaml (a template's placeholder) sets nothing, as {} does: the spec
+    # below it is linted with the defaults (exit 0 and no GP012), not stopped with exit 2.
+    (tmp_path / ".git").mkdir(exist_ok=True)  # the search for a configuration stops at a repository root
+    (tmp_path / ".gpuplan.yaml").write_text(text)
+    (tmp_path / "specs").mkdir()
+    spec = tmp_path / "specs" / "s.yaml"
+    spec.write_text((EXAMPLES / "serve-llama-70b.yaml").read_text())
+    code, out, _ = run_cli("lint", "--format", "json", str(spec))
+    assert code == 0 and "GP012" not in out
+
+
 def test_the_command_list_is_not_cut_off():
     # click cuts a command's first docstring line to fit an 80-column terminal ("Show what a change to
     # specs does to memory, speed, cost,..."); every command carries a summary that fits whole.

@@ -59,6 +59,7 @@ def test_file_over_one_mebibyte_is_refused():
 def test_input_problems_are_findings_with_positions():
     assert codes(b"") == [("GP006", 1, 1)]
     assert codes(b"# only a comment\n") == [("GP006", 1, 1)]
+    assert codes(b"---\n") == codes(b"# a placeholder\n---\n...\n") == codes(b"null\n") == [("GP006", 1, 1)]
     assert codes(b"- a\n- b\n") == [("GP008", 1, 1)]
     assert codes(b"a: 1\n---\nb: 2\n") == [("GP007", 2, 1)]
     assert codes(b"a: 1\nb: \xff\n") == [("GP005", 2, 4)]
