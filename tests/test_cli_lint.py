@@ -56,6 +56,25 @@ def test_sarif_validates_against_the_2_1_0_schema(write_spec):
     assert all(rule_ids[r["ruleIndex"]] == r["ruleId"] for r in results)
 
 
+def test_sarif_locations_are_uri_references(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # SARIF's artifactLocation.uri is a URI reference (RFC 3986): a space is %20, an absolute path a file URI.
+    folder = tmp_path / "specs dir"
+    folder.mkdir()
+    (folder / "a b.yaml").write_text(FOUR_PROBLEMS)
+    monkeypatch.chdir(tmp_path)
+    for argument, expected in (
+        ("specs dir", "specs%20dir/a%20b.yaml"),
+        (str(folder), (folder / "a b.yaml").as_uri()),
+    ):
+        _, out, _ = run_cli("lint", "--format", "sarif", argument)
+        uris = {
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in json.loads(out)["runs"][0]["results"]
+        }
+        assert uris == {expected}
+    assert (folder / "a b.yaml").as_uri().startswith("file:///") and "%20" in (folder / "a b.yaml").as_uri()
+
+
 def test_json_output_is_the_documented_object(write_spec):
     path = write_spec(FOUR_PROBLEMS)
     code, out, _ = run_cli("lint", "--format", "json", str(path))

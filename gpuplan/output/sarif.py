@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from gpuplan import __version__
 from gpuplan.output.summary import RunSummary
@@ -15,7 +16,15 @@ _LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 
 
 def _uri(path: str) -> str:
-    return Path(path).as_posix() if path != "<stdin>" else "stdin"
+    """A URI reference for the file (SARIF 2.1.0, 3.10.2: artifactLocation.uri is one, RFC 3986): an absolute
+    path as a file:// URI, a relative one percent-encoded ("specs dir/a.yaml" -> "specs%20dir/a.yaml"), so code
+    scanning maps it to the file."""
+    if path == "<stdin>":
+        return "stdin"
+    location = Path(path)
+    if location.is_absolute():
+        return location.as_uri()
+    return quote(location.as_posix(), safe="/")
 
 
 def render(summary: RunSummary) -> str:
