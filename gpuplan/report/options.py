@@ -141,10 +141,17 @@ def _budget(option: Option, spec: Spec) -> str:
 
 def verdict_text(option: Option, spec: Spec) -> str:
     """A row's verdict: "meets every constraint" only when the layout is sound *and* within the budget;
-    a sound layout over the budget says so (the planner's constraints leave the budget out)."""
+    a sound layout over the budget says so (the planner's constraints leave the budget out), and one without
+    a price under a budget says the budget could not be checked."""
     broken = [*option.broken]
-    if within_budget(option, spec) is False:
+    within = within_budget(option, spec)
+    if within is False:
         broken.append("budget")
+    unchecked = within is None and budget_limit(spec, option.kind) is not None
+    if unchecked:
+        return ("meets every other constraint" if not broken else f"breaks {', '.join(broken)}") + (
+            "; budget unchecked: no price"
+        )
     return "meets every constraint" if not broken else f"breaks {', '.join(broken)}"
 
 
