@@ -427,8 +427,16 @@ CODES: dict[str, Code] = {
             "verify",
             WARNING,
             "A real run used more memory than the estimate, beyond the tolerance (an error when it leaves no headroom).",
+            Approval.NEEDS_CHANGE,
         ),
-        Code("GP802", "run-settings-differ", "verify", ERROR, "The run used other settings than the spec declares."),
+        Code(
+            "GP802",
+            "run-settings-differ",
+            "verify",
+            ERROR,
+            "The run used other settings than the spec declares.",
+            Approval.NEEDS_INFORMATION,  # the run does not test the declared plan
+        ),
         Code(
             "GP803",
             "measured-capacity-below-declared",
@@ -436,8 +444,18 @@ CODES: dict[str, Code] = {
             ERROR,
             "The serving engine holds fewer sequences of the declared context than the declared concurrency"
             " (a burst: than one, or than the estimate planned).",
+            Approval.REJECTS,
+            "holds fewer sequences in a real run than it declares",
         ),
-        Code("GP804", "run-failed", "verify", ERROR, "The run failed to start, or ran out of memory."),
+        Code(
+            "GP804",
+            "run-failed",
+            "verify",
+            ERROR,
+            "The run failed to start, or ran out of memory.",
+            Approval.REJECTS,
+            "failed in a real run",
+        ),
         Code(
             "GP805",
             "incomplete-evidence",

@@ -573,6 +573,11 @@ def test_report_gains_a_verified_section(tmp_path, write_spec):
     assert code == 1  # the verify error counts, as in the findings table
     assert "<summary>G. Verified against a run (1)</summary>" in out and "| KV cache tokens |" in out
     assert "| GP803 |" in out
+    # A real run that holds fewer sequences than declared disproves the declared plan: the report rejects it
+    # (it read APPROVE WITH CHANGES with an amount to sign for that layout, the rule's summary as the change).
+    assert out.startswith("## REJECT:"), out[:200]
+    assert "holds fewer sequences in a real run than it declares" in out
+    assert "none: the declared plan is rejected" in out
 
 
 # -- properties ---------------------------------------------------------------------------------------
