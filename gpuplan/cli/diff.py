@@ -91,7 +91,15 @@ def diff(
     from gpuplan import clock
     from gpuplan.diff import renderer
     from gpuplan.diff.build import DiffOptions, diff_files, diff_git
-    from gpuplan.diff.guardrails import Guardrails, breaches, configured_section, should_print
+    from gpuplan.diff.git import Repository
+    from gpuplan.diff.guardrails import (
+        Guardrails,
+        breaches,
+        configured_section,
+        guardrail_config,
+        other_sections,
+        should_print,
+    )
 
     options = DiffOptions(
         config_path, use_waivers=not no_waivers, today=clock.today(), fail_on=Severity(fail_on) if fail_on else None
@@ -107,7 +115,18 @@ def diff(
         if merge_base and not git_ref:
             raise click.UsageError("--merge-base needs a REF: --git REF --merge-base")
         result = diff_git(git_ref or None, head_ref, paths, merge_base=merge_base, options=options)
-        start = Path.cwd()
+        # The repository root's configuration, wherever the command runs (a CI job's folder must not
+        # decide whether the same change passes).
+        start = Repository.find(Path.cwd()).root
+    used = guardrail_config(config_path, start)
+    if git_ref is not None and not config_path:
+        folders = [(start / change.path).parent for change in result.changes]
+        for other in other_sections(folders, used):
+            click.echo(
+                f"gpuplan: note: {visible(str(other))} sets diff keys that this diff does not apply: the guardrails"
+                f" come from {visible(str(used)) if used else 'the defaults'} (the repository root's configuration)",
+                err=True,
+            )
     guardrails = Guardrails.from_config(
         configured_section(config_path, start),
         max_monthly_increase=max_monthly_increase,

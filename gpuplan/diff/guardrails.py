@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpuplan.config import find_config, load_config
+from gpuplan.config import ConfigError, find_config, load_config
 from gpuplan.defaults import apply_defaults
 from gpuplan.diff.model import DiffResult
 from gpuplan.diff.present import MONEY, pair_texts
@@ -81,5 +81,26 @@ def should_print(result: DiffResult, comment_on: str) -> bool:
 
 def configured_section(config_path: str | None, start: Path) -> dict[str, Any]:
     """The ``diff`` section of ``--config``, else of the configuration found upward from ``start``."""
-    location = Path(config_path) if config_path else find_config(start.resolve())
+    location = guardrail_config(config_path, start)
     return load_config(location).diff if location else {}
+
+
+def guardrail_config(config_path: str | None, start: Path) -> Path | None:
+    """The configuration file the guardrails come from: ``--config``, else the one found upward from ``start``."""
+    return Path(config_path) if config_path else find_config(start.resolve())
+
+
+def other_sections(folders: list[Path], used: Path | None) -> list[Path]:
+    """Configurations governing ``folders`` (the changed specs') other than ``used`` that set ``diff`` keys:
+    the guardrails of one diff come from one configuration, so theirs are not applied (and are said so)."""
+    found: list[Path] = []
+    for folder in folders:
+        location = find_config(folder.resolve())
+        if location is None or location == used or location in found:
+            continue
+        try:
+            if load_config(location).diff:
+                found.append(location)
+        except ConfigError:  # linting the specs under it already reports it
+            continue
+    return found
