@@ -45,12 +45,18 @@ def apply_waivers(
         result.append(finding)
     for index, waiver in enumerate(waivers):
         if _expired(waiver, today):
+            # Whether a finding it would waive is there to apply again, or nothing matches it any more.
+            now = (
+                "its finding applies again"
+                if any(_matches(waiver, finding) for finding in findings)
+                else "it matches no finding in this spec now"
+            )
             result.append(
                 _at(
                     document,
                     "GP701",
                     ("waivers", index, "expires"),
-                    f"the waiver of {waiver.rule} expired on {waiver.expires}; its finding applies again",
+                    f"the waiver of {waiver.rule} expired on {waiver.expires}; {now}",
                 )
             )
         elif index not in used and _code_of(waiver) not in unjudged:

@@ -154,6 +154,21 @@ def test_waivers_are_reported_and_can_be_ignored():
     assert codes == ["GP302", "GP504", "GP505", "GP507"] and not any(f["waived"] for f in json.loads(out)["findings"])
 
 
+def test_an_expired_waiver_says_whether_its_finding_applies_again():
+    # waivers.yaml: the expired waiver of GP311 matches no finding (the spec draws no GP311); expired on GP302,
+    # which fires, the finding applies again.
+    text = (EXAMPLES / "findings" / "waivers.yaml").read_text()
+    messages = {
+        f.message for f in lint_bytes("w.yaml", text.encode(), LintOptions(today=datetime.date(2026, 12, 6))).findings
+    }
+    assert "the waiver of GP311 expired on 2026-01-31; it matches no finding in this spec now" in messages
+    again = text.replace("approved_by: platform-lead}", "approved_by: platform-lead, expires: 2026-02-01}", 1)
+    messages = {
+        f.message for f in lint_bytes("w.yaml", again.encode(), LintOptions(today=datetime.date(2026, 12, 6))).findings
+    }
+    assert "the waiver of GP302 expired on 2026-02-01; its finding applies again" in messages
+
+
 def test_sarif_marks_waived_findings_as_suppressed():
     code, out, _ = run_cli("lint", "--format", "sarif", str(EXAMPLES / "findings" / "waivers.yaml"))
     assert code == 0
