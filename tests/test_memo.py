@@ -88,6 +88,15 @@ def test_the_funded_layout_is_stress_tested_beside_the_declared_one():
     assert "| twice the requests in flight | fails: latency target | holds |" in out
 
 
+def test_twice_the_users_on_the_funded_layout_itself_costs_nothing_more_and_says_so():
+    # fit-70b-on-one-h100: the planner funds 8 x l40, which serves twice the users too: no extra cost, not
+    # "+0 USD a month".
+    _, out, _ = run_cli("report", str(EXAMPLES / "findings" / "fit-70b-on-one-h100.yaml"))
+    first = page_one(out)
+    assert "twice the users: no extra cost (8 x l40 at 5,665 USD a month serves them too)" in first
+    assert "+0 USD" not in first
+
+
 def test_no_sound_layout_within_the_budget_is_said_on_page_one():
     # budget-over: serving 500 USD a month. The cheapest sound layout the planner finds is the declared
     # 1 x h200-nvl at the spec's 3.10 x 730 = 2,263 USD a month: 2,263 / 500 = 453% of the budget, 1,763 over.

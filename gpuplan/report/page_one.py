@@ -229,6 +229,11 @@ def stress_lines(memo: Memo) -> list[str]:
         if growth is not None:
             if growth.option is None:
                 lines.append("twice the users: no sound layout within the plan's limits serves them")
+            elif growth.extra is not None and growth.extra.value == 0:  # "+0 USD" read as a price of nothing
+                lines.append(
+                    f"twice the users: no extra cost ({short_layout(growth.option)} at"
+                    f" {money(growth.option.cost, currency)} a month serves them too)"
+                )
             elif growth.extra is not None:
                 lines.append(
                     f"twice the users: +{money(growth.extra, currency)} a month "
