@@ -98,6 +98,17 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path, monkeypatch: py
     assert (tmp_path / "workload.yaml").read_text().startswith("# gpuplan workload spec: serving of llama-3.1-8b")
 
 
+def test_init_refuses_a_file_name_the_hook_would_never_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # x.txt or a name without a suffix: the pre-commit hook and lint DIR read .yaml and .yml alone; refused
+    # before any question (exit 2), nothing written.
+    monkeypatch.chdir(tmp_path)
+    for name in ("x.txt", "workload"):
+        code, out, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", name)
+        assert (code, out) == (2, "") and "does not end in .yaml or .yml" in err
+        assert not (tmp_path / name).exists()
+    assert run_cli("init", "--model", "llama-3.1-8b", "--serve", "a.yml")[0] == 0
+
+
 def test_init_rejects_unknown_names_and_missing_choices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     code, _, err = run_cli("init", "--model", "llama-3.1-8", "--serve")

@@ -158,7 +158,14 @@ def init(
     from pathlib import Path
 
     from gpuplan import starter
+    from gpuplan.discovery import SPEC_SUFFIXES
 
+    if path != "-" and path.strip() and not path.endswith(SPEC_SUFFIXES):  # before any question is asked
+        raise click.BadParameter(
+            f"{visible(path)} does not end in .yaml or .yml: the pre-commit hook and gpuplan lint DIR read only"
+            " those, so the spec would never be checked",
+            param_hint="PATH",
+        )
     if interactive is None:
         interactive = sys.stdin.isatty() and (model is None or (not serve and finetune is None))
     if interactive:
