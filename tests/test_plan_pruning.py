@@ -22,7 +22,7 @@ from gpuplan.catalog import gpu_catalog
 from gpuplan.config import default_settings
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape
+from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape, shape_at_any_load
 from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latency_floors
 from gpuplan.estimate.serving_speed import prepare, serving_speed
 from gpuplan.plan.configured import efficiency_of, planner_for
@@ -72,6 +72,9 @@ def deployments(draw: st.DrawFn) -> dict:
     if draw(st.booleans()):
         mean = draw(st.integers(1, context - output))
         serve["prompt_tokens"] = {"mean": mean, "p90": draw(st.integers(mean, max(mean, context - output)))}
+        if draw(st.booleans()):  # answers that vary: room beside the mean prompt
+            serve["output_tokens_p90"] = draw(st.integers(output, max(output, context - mean)))
+    serve["arrival"] = draw(st.sampled_from(["closed-loop", "closed-loop", "burst"]))
     if draw(st.booleans()):
         serve["max_batched_tokens"] = draw(st.integers(1, 65536))
     if draw(st.booleans()):
@@ -90,7 +93,8 @@ def test_latency_floors_never_exceed_the_speed_model(document):
     estimate = estimate_serve(spec, spec.serve, efficiency_of(default_settings()))
     assert estimate.workload is not None
     ttft, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()))
-    assert 0 < tpot <= estimate.speed.tpot_s * (1 + 1e-12)
+    assert 0 <= tpot <= estimate.speed.tpot_s * (1 + 1e-12)
+    assert tpot > 0 or document["serve"]["arrival"] == "burst"  # a burst claims no TPOT floor
     assert 0 <= ttft <= estimate.speed.ttft_s * (1 + 1e-12)
 
 
@@ -120,10 +124,9 @@ def test_the_latency_bounds_change_no_answer_of_the_planner(document, ttft_share
     spec = make_spec(document)
     assert spec.serve is not None
     speed = estimate_serve(spec, spec.serve, efficiency_of(default_settings())).speed
-    document["serve"]["slo"] = {
-        "ttft_ms": speed.ttft_s * 1000 * ttft_share,
-        "tpot_ms": speed.tpot_s * 1000 * tpot_share,
-    }
+    document["serve"]["slo"] = {"ttft_ms": speed.ttft_s * 1000 * ttft_share}
+    if speed.tpot_s > 0:  # a burst of one-token answers has no TPOT (and an SLO must be above 0)
+        document["serve"]["slo"]["tpot_ms"] = speed.tpot_s * 1000 * tpot_share
     spec = make_spec(document)
     gpu = gpu_catalog()[document["serve"]["hardware"]["gpu"]]
     answers = []
@@ -166,7 +169,8 @@ def test_the_cheap_floor_bounds_never_exceed_the_floors(document):
     assert workload is not None
     ttft, tpot = floor_bounds(workload, efficiency)
     floor_ttft, floor_tpot = latency_floors(workload, efficiency)
-    assert 0 < tpot <= floor_tpot
+    assert 0 <= tpot <= floor_tpot
+    assert tpot > 0 or document["serve"]["arrival"] == "burst"
     assert 0 <= ttft <= floor_ttft
 
 
@@ -380,7 +384,7 @@ def test_the_memory_shape_gives_the_memory_model_at_every_concurrency(document, 
     estimate = estimate_serve(spec, spec.serve, efficiency_of(default_settings()))
     setup: ServingSetup = estimate.setup
     usable = estimate.gpu.usable_bytes
-    shape = serving_shape(setup, usable)
+    shape = shape_at_any_load(setup, usable)  # a burst's shape is marked as one there
     for concurrency in concurrencies:
         changed = ServingSetup(**{**setup.__dict__, "concurrency": concurrency})
         # The reference below must not come from the cache (the mutation run drops lru_cache: no cache_clear).

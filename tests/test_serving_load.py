@@ -58,21 +58,23 @@ def test_a_wave_of_three_prompts_sharing_the_token_budget():
 
 def test_a_wave_whose_answers_vary_ends_with_its_longest():
     # As above (3 prompts of 6 tokens, budget 8, no cap) with answers of 2 or 4 tokens, half each (a mean of
-    # 3): the k-th request draws frac(1/2 + k / golden ratio) = 0.5, 0.118, 0.736, so A and C make 4, B 2.
-    # Steps 1-3 as above: first tokens at 5 (A), 10 (B), 13.5 (C); B's second token ends it at 13.5.
-    # Step 4: A and C decode, 1 + 1 = 2 ms, t = 15.5: A's fourth token, done. Steps 5-6: C alone, 1.5 ms
-    # each, t = 18.5: done. TPOT: A (15.5 - 5) / 3 = 3.5, B (13.5 - 10) / 1 = 3.5, C (18.5 - 13.5) / 3.
-    # The same mean fixed (the test above) ends at 17: the longest answers decode last, with fewer others.
+    # 3). Three requests cut the answers into three equal strata: 2, (2 + 4) / 2 = 3 and 4 tokens; the k-th
+    # request's point frac(1/2 + k / golden ratio) = 0.5, 0.118, 0.736 ranks A second, B first, C third:
+    # A makes 3, B 2, C 4. Steps 1-3 as above: first tokens at 5 (A), 10 (B), 13.5 (C); step 3 gives A its
+    # third token and B its second: both done at 13.5. Steps 4-6: C alone, 1.5 ms each, t = 18. TPOT: A
+    # (13.5 - 5) / 2 = 4.25, B (13.5 - 10) / 1 = 3.5, C (18 - 13.5) / 3 = 1.5. The same mean fixed (the test
+    # above) ends at 17: the longest answer decodes last, alone.
     answers = Lengths(((0.5, 2), (0.5, 4)))
     result = wave(3, 6, answers, 8, 10, toy_step, no_attention)
     assert result.ttfts == ((5.0, 1), (10.0, 1), (13.5, 1))
-    assert result.makespan == 18.5
+    assert result.makespan == 18.0
     assert result.steps == 6
-    assert result.mean_tpot == pytest.approx((3.5 + 3.5 + 5 / 3) / 3)
+    assert result.mean_tpot == pytest.approx((4.25 + 3.5 + 1.5) / 3)
 
 
 def test_one_token_answers_end_at_their_first_token_and_have_no_tpot():
-    # Answers of 1 or 3 tokens: A (0.5 -> the second class) makes 3, B (0.118) 1. One step of both prompts
+    # Answers of 1 or 3 tokens, two requests: the shorter half (1) and the longer (3); A's point 0.5 ranks
+    # above B's 0.118, so A makes 3, B 1. One step of both prompts
     # (12 tokens, budget 16): 1 + 6 = 7 ms, both first tokens; B is done. A decodes twice alone: 1.5 ms
     # each, t = 10. TPOT is A's alone: (10 - 7) / 2.
     result = wave(2, 6, Lengths(((0.5, 1), (0.5, 3))), 16, 10, toy_step, no_attention)

@@ -9,11 +9,14 @@ scheduler simulation gives its requests, and the moments the steady states read.
   E[X; X <= x_q] = mean Phi(z_q - sigma) (the lognormal's partial expectation: Johnson, Kotz and
   Balakrishnan, *Continuous Univariate Distributions*, vol. 1, ch. 14), so the share between quantiles a and
   b has mean x (Phi(z_b - sigma) - Phi(z_a - sigma)) / (b - a). A class longer than the context allows is
-  held at that length, and the others scaled to keep the stated mean.
-- **Which request has which length**: the k-th request draws the class holding frac(1/2 + k / golden ratio)
-  (a Weyl sequence, the most evenly spread of its kind: Kuipers and Niederreiter, *Uniform Distribution of
-  Sequences*, 1974, ch. 1), so every stretch of arrivals holds the classes at about their shares, and the
-  estimate stays deterministic.
+  held at that length, one shorter than a token at one, and the others scaled to keep the stated mean.
+- **Which request has which length** (``Lengths.drawn``): a burst of n requests is cut into n equal strata
+  of the classes' distribution (at most ``STRATA``), each request the mean of its stratum, so any n keeps the
+  mean (two requests: the shorter half's mean and the longer half's). The k-th request takes the stratum
+  that frac(1/2 + k / golden ratio) ranks it to, a Weyl sequence (the most evenly spread of its kind:
+  Kuipers and Niederreiter, *Uniform Distribution of Sequences*, 1974, ch. 1), so every stretch of arrivals
+  holds the lengths at about their shares, and the estimate stays deterministic. Past ``STRATA`` requests
+  the k-th takes the stratum holding that point itself: the sequence spreads evenly over the strata.
 - **What a running sequence holds**: a steady state catches a request in proportion to how long it runs,
   one decode step a token, so a sequence seen decoding has made E[O^2] / (2 E[O]) tokens on average, not
   E[O] / 2 (the renewal process's mean age at a random time: Feller, *An Introduction to Probability Theory
@@ -34,6 +37,7 @@ Z90 = 1.2816  # standard normal 90th percentile
 # 0.2%: in a burst of a thousand requests, two of them).
 CUTS = (0.5, 0.75, 0.9, 0.96, 0.99, 0.998)
 GOLDEN = (math.sqrt(5) - 1) / 2  # 1 / golden ratio
+STRATA = 256  # the most strata a burst's lengths are cut into: some dozen distinct lengths, whatever the burst
 _NORMAL = NormalDist()
 
 
@@ -75,20 +79,67 @@ class Lengths:
         """Tokens a running sequence has made on average, caught in proportion to its run: E[L^2] / (2 E[L])."""
         return self.square_mean() / (2 * self.mean)
 
-    def of(self, k: int) -> int:
-        """The length of the ``k``-th request (0 first) of a stream (module docstring)."""
-        point = (0.5 + k * GOLDEN) % 1.0
-        for share, tokens in self.classes:
-            point -= share
-            if point < 0:
-                return tokens
-        return self.classes[-1][1]  # the shares' float sum a hair short of 1
+    def strata(self, count: int) -> list[float]:
+        """The mean length of each of ``count`` equal strata of the classes' distribution, shortest first:
+        they average to ``mean`` exactly (the classes' step function integrated over each stratum)."""
+        out, index, start = [], 0, 0.0  # the class the next stratum starts in, and where that class starts
+        for stratum in range(count):
+            low, high = stratum / count, (stratum + 1) / count
+            total = 0.0
+            while index < len(self.classes):
+                share, tokens = self.classes[index]
+                end = start + share if index < len(self.classes) - 1 else 1.0
+                total += tokens * max(0.0, min(high, end) - max(low, start))
+                if end > high:
+                    break
+                index, start = index + 1, end
+            out.append(total * count)
+        return out
+
+    def drawn(self, requests: int) -> Drawn:
+        """The lengths of a burst of ``requests`` (module docstring)."""
+        if not self.varies:
+            return Drawn((self.classes[0][1],), exact=False)  # every request alike
+        count = min(requests, STRATA)
+        means = [max(1, round(value)) for value in self.strata(count)]
+        if requests > STRATA:
+            return Drawn(tuple(means), exact=False)
+        points = sorted(range(requests), key=lambda k: (0.5 + k * GOLDEN) % 1.0)
+        table = [0] * requests
+        for rank, k in enumerate(points):
+            table[k] = means[rank]
+        return Drawn(tuple(table), exact=True)
 
     def in_steps(self, tokens_per_step: float) -> Lengths:
         """The same requests counted in decode steps that yield ``tokens_per_step`` tokens each (speculation)."""
         if tokens_per_step == 1:
             return self
         return Lengths(tuple((share, max(1, round(tokens / tokens_per_step))) for share, tokens in self.classes))
+
+
+@record
+class Drawn:
+    """Each request's length in a burst: the table itself (``exact``, one a request), or its strata, which
+    the k-th request of a longer burst takes by its point frac(1/2 + k / golden ratio)."""
+
+    table: tuple[int, ...]
+    exact: bool
+
+    def of(self, k: int) -> int:
+        if self.exact:
+            return self.table[k]
+        return self.table[int((0.5 + k * GOLDEN) % 1.0 * len(self.table))]
+
+    @property
+    def longest(self) -> int:
+        return max(self.table)
+
+    def total(self, requests: int) -> float:
+        """The tokens ``requests`` requests make: the table's sum, or the strata's mean times the requests
+        (past a few hundred requests the points spread evenly over the strata)."""
+        if self.exact:
+            return float(sum(self.table[:requests]))
+        return requests * sum(self.table) / len(self.table)
 
 
 def through(mean: int, p90: float | None, most: int) -> Lengths:
@@ -114,22 +165,27 @@ def lognormal(mean: int, p90: float, most: int) -> Lengths:
     below = [0.0, *(_NORMAL.cdf(_NORMAL.inv_cdf(q) - sigma) for q in CUTS), 1.0]
     shares = [high - low for low, high in itertools.pairwise(edges)]
     means = [mean * (b - a) / share for (a, b), share in zip(itertools.pairwise(below), shares, strict=True)]
-    # The classes above ``most`` are held there; the others grow to keep the stated mean (a lognormal is only
-    # the shape of traffic whose answers never outgrow the context), until none grows past it.
-    held = [False] * len(means)
+    # A class is held at ``most`` when it would outgrow the context (a lognormal is only the shape of traffic
+    # whose answers never outgrow it) and at one token when it would fall below one (no answer is shorter);
+    # the others scale to keep the stated mean, until no class crosses a bound. Each round holds at least
+    # one more class, so it ends within as many rounds as there are classes.
+    held: list[int | None] = [None] * len(means)  # the length a class is held at, or None
     scale = 1.0
     while True:
-        capped = sum(share * most for share, at in zip(shares, held, strict=True) if at)
-        free = sum(share * value for share, value, at in zip(shares, means, held, strict=True) if not at)
-        scale = (mean - capped) / free if free > 0 else 1.0
-        over = [not at and value * scale > most for value, at in zip(means, held, strict=True)]
-        if not any(over):
+        fixed_part = sum(share * at for share, at in zip(shares, held, strict=True) if at is not None)
+        free = sum(share * value for share, value, at in zip(shares, means, held, strict=True) if at is None)
+        scale = max(0.0, mean - fixed_part) / free if free > 0 else 1.0
+        bounded = [
+            (most if value * scale > most else 1 if value * scale < 1 else None) if at is None else at
+            for value, at in zip(means, held, strict=True)
+        ]
+        if bounded == held:
             break
-        held = [at or grows for at, grows in zip(held, over, strict=True)]
+        held = bounded
     classes: list[tuple[float, int]] = []
     for share, value, at in zip(shares, means, held, strict=True):
-        tokens = most if at else min(most, max(1, round(value * scale)))
-        if classes and classes[-1][1] == tokens:  # a cap or rounding that makes two classes one
+        tokens = at if at is not None else min(most, max(1, round(value * scale)))
+        if classes and classes[-1][1] == tokens:  # bounds or rounding that make two classes one
             classes[-1] = (classes[-1][0] + share, tokens)
         else:
             classes.append((share, tokens))

@@ -49,13 +49,17 @@ def latency_floors(
     batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
-    # The least decode context of a steady state: E[O^2] / (2 E[O]) >= E[O] / 2 (``Lengths.held``).
+    burst = w.arrival == "burst" and w.batching != "static"  # serving_speed's burst_speed
+    # The least decode context of a steady state: a running sequence holds E[O^2] / (2 E[O]) >= E[O] / 2
+    # (``Lengths.held``). A burst's TPOT is each request's own over its wave (a one-token answer has none,
+    # and past its event budget the wave extrapolates a pace): no TPOT floor is claimed for it.
     context = prompt + output / 2
-    tpot = tpot_floor(w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds, w.speculation)
+    tpot = 0.0 if burst else tpot_floor(w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds, w.speculation)
     if w.batching == "static":
         return 0.0, tpot
-    passed = int(d.prompt_pass(w.full_prompt))
-    ttft = d.first_token_step(1, context) + d.engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
+    passed = int(d.prompt_pass(max(1, round(prompt)) if burst else w.full_prompt))
+    first = d.first_token_step(1, prompt if burst else context)  # a burst's first token: at its prompt
+    ttft = first + d.engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
     if passed > 0:
         means = d.stage_means(passed, d.token_budget, lambda tokens, attention: d.step(0, tokens, 0, attention))
         ttft += means + (w.pipeline_parallel - 1) * d.hop
@@ -76,6 +80,8 @@ def floor_bounds(
     decode's per-sequence overhead; these keep the linear roofline, the prompt attention, the fixed
     costs and the per-sequence overhead, and leave out the rest, which is never negative. A relative
     1e-9 lower, for rounding. Static batching claims no TTFT floor (as ``latency_floors``)."""
+    if w.arrival == "burst" and w.batching != "static":  # the floors' own answer (no TPOT, the mean prompt)
+        return latency_floors(w, efficiency, calibration)
     rates = Rates(w, calibration, efficiency or Efficiency())
     arch, pp, engine = w.architecture, w.pipeline_parallel, rates.engine
     p, inverse = rates.sharpness, rates.inverse_sharpness
@@ -141,6 +147,9 @@ def latency_bounds(
         return 0.0, 0.0
     if w.speculation is not None:  # rounds yield several tokens a step: the family's floors hold
         return latency_floors(w, efficiency, calibration, d)
+    if w.arrival == "burst":  # no steady state: the floors, which a burst of one request meets, a rounding lower
+        ttft, tpot = latency_floors(w, efficiency, calibration, d)
+        return ttft * (1 - 1e-9), tpot
     engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel
     budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)

@@ -256,6 +256,9 @@ class _Sequences:
             self.decoders -= count
             self.start_sum -= count * first_step
             out.append((count, first_step, first_time, output))
+        running = self.running
+        while running and not running[0][0]:  # finished at the front: no longer read, so no longer kept
+            running.popleft()
         return out
 
     def last_running(self) -> list[Any] | None:
@@ -335,7 +338,7 @@ def wave(
     mixes_prefill: bool = True,
 ) -> Wave:
     """A burst of ``requests`` requests (``prompt`` tokens in, ``output`` out: a number, or the lengths the
-    k-th request draws from, ``Lengths.of(k)``) on an idle replica whose steps carry at most ``budget`` tokens and ``running_cap`` sequences; ``step_time`` prices a step,
+    lengths the burst draws, ``Lengths.drawn``) on an idle replica whose steps carry at most ``budget`` tokens and ``running_cap`` sequences; ``step_time`` prices a step,
     ``chunk_attention(s, e)`` is the causal attention FLOPs of a prompt's positions [s, e)
     (``performance.attention_flops``). Request k reaches the scheduler k x ``admission_gap`` after the burst
     (the front end admits one after another). Where the engine samples the first token from a decode step
@@ -359,11 +362,15 @@ def wave(
     million requests): past them the wave has long reached the pace its caps allow, and the requests still
     waiting get their first tokens at the rate of the events' second half, each then decoding at the mean
     TPOT of those done (``_extrapolated``)."""
-    lengths = output if isinstance(output, Lengths) else fixed(output)
-    longest = lengths.longest
+    drawn = (output if isinstance(output, Lengths) else fixed(output)).drawn(requests)
+    longest = drawn.longest  # the longest any request of this burst makes
+    alike = len(drawn.table) == 1  # one length: no draw per request
     passed = prompt - 1 if first_token_from_decode_step else prompt
     running_cap = max(1, running_cap)
     budget = max(1, budget)
+    # A prompt that takes more steps than the events allow would be cut before its first token: step a few
+    # prompts whole however small the budget (the cut extrapolates a pace, not a prompt's own pass).
+    max_events = max(max_events, 4 * math.ceil(passed / budget))
     now, step = 0.0, 0
     arrived, admitted, finished = 0, 0, 0
     # An engine starts only when one whole sequence fits its cache (serving.kv_layout): never less.
@@ -372,6 +379,7 @@ def wave(
     steps_taken = 0  # every step; ``step`` counts the decode steps (the same where prompts ride them)
     ttfts: list[tuple[float, int]] = []
     tpot_sum, tpot_count = 0.0, 0  # over the finished requests with a TPOT (more than one token)
+    last_first = 0.0  # the latest first token of a one-token answer (it may come a step after its prompt)
     peak = 0
     kv_bound = False
 
@@ -460,7 +468,7 @@ def wave(
                     made, first, *_, length = seqs.resumed.popleft()
                     prefilling.append([hit, target, made, first, length])
                 else:
-                    prefilling.append([0, target, 0, math.nan, lengths.of(admitted)])
+                    prefilling.append([0, target, 0, math.nan, longest if alike else drawn.of(admitted)])
                     admitted += 1
                 chunks.append((len(prefilling) - 1, take))
                 taken += hit + take
@@ -501,7 +509,11 @@ def wave(
                 first_time, first_step = now, step
             ttfts.append((first_time, fresh))
             first_tokens += fresh
-        run: dict[int, int] = {}  # fresh prompts in a row: how many of each output length
+        # Fresh prompts in a row: how many of each output length. One cohort a length, in the order of each
+        # length's last member: among prompts completing in one step, the scheduler's order (vLLM's
+        # running.pop() preempts the last admitted) is kept between lengths only as far as that goes; the
+        # members share their first step and first token, so only which length is preempted first can differ.
+        run: dict[int, int] = {}
         for entry in [*complete, None]:
             if entry is not None and math.isnan(entry[3]):
                 run[entry[4]] = run.pop(entry[4], 0) + 1  # each length after the others with a later member
@@ -511,6 +523,7 @@ def wave(
                     seqs.add_cohort(count, first_step, first_time, length)
                 else:
                     finished += count  # its only token was its first
+                    last_first = max(last_first, first_time)
             run = {}
             if entry is None:
                 break
@@ -522,7 +535,8 @@ def wave(
             else:
                 seqs.add_cohort(1, step - made, first, length)
     mean_tpot = tpot_sum / tpot_count if tpot_count else 0.0
-    return Wave(tuple(ttfts), mean_tpot, now, steps_taken, requests, peak, seqs.preempted, kv_bound)
+    makespan = max(now, last_first)
+    return Wave(tuple(ttfts), mean_tpot, makespan, steps_taken, requests, peak, seqs.preempted, kv_bound)
 
 
 def queue_wait_factor(rho: float, spread: float) -> float:
@@ -641,7 +655,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     return terms.make(
         ttft_s=result.mean_ttft + overhead,
         tpot_s=result.mean_tpot * steps / output,
-        tokens_per_s=w.replicas * requests * outputs.mean / duration,
+        tokens_per_s=w.replicas * outputs.drawn(requests).total(requests) / duration,
         decode_bound="memory" if decode.memory_bound else "compute",
         running=float(result.peak_running),
         limited_by=limited_by,
