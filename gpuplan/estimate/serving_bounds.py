@@ -50,11 +50,16 @@ def latency_floors(
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     burst = w.arrival == "burst" and w.batching != "static"  # serving_speed's burst_speed
-    # The least decode context of a steady state: a running sequence holds E[O^2] / (2 E[O]) >= E[O] / 2
-    # (``Lengths.held``). A burst's TPOT is each request's own over its wave (a one-token answer has none,
-    # and past its event budget the wave extrapolates a pace): no TPOT floor is claimed for it.
-    context = prompt + output / 2
-    tpot = 0.0 if burst else tpot_floor(w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds, w.speculation)
+    # The least decode context: a steady state's running sequence holds E[O^2] / (2 E[O]) >= E[O] / 2
+    # (``Lengths.held``); a burst's TPOT is each request's own, and a short answer decodes at little more than
+    # its prompt (the wave's requests are each the mean prompt), each of its tokens a step of at least one
+    # sequence (a wave cut past its event budget paces the rest at such steps or slower).
+    context = max(0.0, prompt - 1) if burst else prompt + output / 2  # (a first token from a decode step: -1)
+    tpot = tpot_floor(w.pipeline_parallel * d.step(1, 0, context, 0.0).mean_seconds, w.speculation)
+    if burst and output <= 1:
+        # A burst of one request makes the mean answer, here its first token alone: no TPOT to bound (a
+        # larger burst's longer answers come with a TPOT of their own, at or above the floor above).
+        tpot = 0.0
     if w.batching == "static":
         return 0.0, tpot
     passed = int(d.prompt_pass(max(1, round(prompt)) if burst else w.full_prompt))
@@ -149,7 +154,7 @@ def latency_bounds(
         return latency_floors(w, efficiency, calibration, d)
     if w.arrival == "burst":  # no steady state: the floors, which a burst of one request meets, a rounding lower
         ttft, tpot = latency_floors(w, efficiency, calibration, d)
-        return ttft * (1 - 1e-9), tpot
+        return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
     engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel
     budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)

@@ -112,11 +112,13 @@ def _extrapolated(
     tpot_sum: float,
     tpot_count: int,
     events: list[tuple[float, int]],
+    decode_step: float,
 ) -> Wave:
     """The wave cut after ``events``: the requests still without a first token get theirs at the rate
     the second half of the events gave first tokens (the pace the caps allow), in 64 groups; every request
-    not finished decodes at the mean TPOT of those that did (or of the last event's step), and the wave
-    ends when the last of them has made the ``longest`` output."""
+    not finished decodes at the mean TPOT of those that did (or, none done yet, at ``decode_step``: a step
+    of the sequences running then, decoding alone), and the wave ends when the last of them has made the
+    ``longest`` output."""
     start_time, start_tokens = events[len(events) // 2]
     rate = (first_tokens - start_tokens) / (now - start_time) if now > start_time else 0.0
     if rate <= 0:
@@ -128,8 +130,7 @@ def _extrapolated(
         size = waiting // groups + (1 if group < waiting % groups else 0)
         middle = sum(waiting // groups + (1 if g < waiting % groups else 0) for g in range(group)) + (size + 1) / 2
         out.append((now + middle / rate, size))
-    last_step = (events[-1][0] - events[-2][0]) if len(events) > 1 else now
-    tpot = tpot_sum / tpot_count if tpot_count else last_step
+    tpot = tpot_sum / tpot_count if tpot_count else decode_step
     mean_tpot = tpot if longest > 1 else 0.0
     makespan = now + waiting / rate + (longest - 1) * tpot
     return Wave(tuple(out), mean_tpot, makespan, steps, requests)
@@ -400,7 +401,10 @@ def wave(
     while finished < requests:
         events.append((now, first_tokens))
         if len(events) > max_events:
-            cut = _extrapolated(requests, longest, now, steps_taken, ttfts, first_tokens, tpot_sum, tpot_count, events)
+            pace = step_time(max(1, seqs.decoders + len(prefilling)), 0.0, prompt, 0.0)  # none done: a decode step
+            cut = _extrapolated(
+                requests, longest, now, steps_taken, ttfts, first_tokens, tpot_sum, tpot_count, events, pace
+            )
             return evolve(cut, peak_running=peak, preempted=seqs.preempted, kv_bound=kv_bound)
         while arrived < requests and arrival(arrived) <= now:
             arrived += 1
