@@ -33,7 +33,9 @@ def property_node(schema: dict[str, Any], *path: str) -> dict[str, Any]:
 
 
 def apply_defaults(data: Any, schema: dict[str, Any]) -> Any:
-    """A copy of schema-valid ``data`` with every absent property that has a ``default`` filled in.
+    """A copy of schema-valid ``data`` with every absent property that has a ``default`` filled in, and
+    every integer written as an integral float (``4.0``, which JSON Schema's ``integer`` accepts) made an
+    ``int``, so that no later count reaches ``range`` or a date as a float.
 
     Defaults apply inside present mappings (and inside a mapping created from its own ``default``,
     such as ``finetune.lora: {}``); absent optional sections stay absent.
@@ -56,6 +58,19 @@ def _filler(schema: dict[str, Any]) -> Filler:
 
 def _unchanged(value: Any) -> Any:
     return value
+
+
+def _integer(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _integer_only(node: dict[str, Any]) -> bool:
+    """Whether the node's type (or its alternatives') takes integers and no other number."""
+    types: set[str] = set()
+    for candidate in (node, *node.get("oneOf", ()), *node.get("anyOf", ())):
+        kind = candidate.get("type") if isinstance(candidate, dict) else None
+        types.update([kind] if isinstance(kind, str) else kind or ())
+    return "integer" in types and "number" not in types
 
 
 def _compile(node: dict[str, Any], schema: dict[str, Any], done: dict[int, Filler | None]) -> Filler | None:
@@ -96,5 +111,7 @@ def _compile(node: dict[str, Any], schema: dict[str, Any], done: dict[int, Fille
         return value
 
     compiled = fill if fills or extra is not None or items is not None else None
+    if compiled is None and _integer_only(resolved):
+        compiled = _integer
     done[id(node)] = compiled
     return compiled
