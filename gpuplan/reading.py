@@ -88,6 +88,9 @@ def read_head(path: str | os.PathLike[str], count: int) -> bytes:
 
 
 def _read_regular(path: str | os.PathLike[str], limit: Limit, *, whole: bool) -> bytes:
+    name = os.fspath(path)
+    if ("\0" if isinstance(name, str) else b"\0") in name:  # the OS takes no such name (stat: ValueError)
+        raise ReadRefused("its name holds a NUL character, which no file name can")
     try:
         before = os.stat(path)
     except OSError as error:

@@ -754,3 +754,29 @@ def test_an_integer_written_as_an_integral_float_reads_as_the_integer(old: str, 
         assert code == plain_code and "internal error" not in out + err, (command, out[-500:], err)
         if command == ("plan",):  # the same plan, named by its file ("4 x 8,192 tokens", not "4.0 x")
             assert out.replace(str(spec), "SPEC") == plain_out.replace(str(plain), "SPEC")
+
+
+def test_a_model_config_name_with_a_nul_is_a_finding_at_its_line(tmp_path: Path):
+    # os.stat raises ValueError (not OSError) for a name with a NUL: it was GP010, an internal error.
+    spec = tmp_path / "n.yaml"
+    spec.write_text(
+        'version: 1\nname: n\nmodel: {config: "a\\0b.json"}\nserve:\n  context: 4096\n  concurrency: 4\n'
+        "  hardware: {gpu: l4}\n"
+    )
+    code, out, _ = run_cli("lint", str(spec))
+    assert code == 1 and ":3:17: GP021 [error] a\\x00b.json: cannot read it: its name holds a NUL character" in out
+
+
+def test_a_price_age_past_a_century_and_a_confidence_of_nan_are_refused(tmp_path: Path):
+    # A price age of 3,000,000 days overflowed the approval's expiry date (an internal error in plan and
+    # report); nan passed click's FloatRange (an internal error in plan).
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    (tmp_path / ".gpuplan.yaml").write_text("thresholds: {price_max_age_days: 3000000}\n")
+    spec = tmp_path / "s.yaml"
+    spec.write_text((EXAMPLES / "serve-llama-70b.yaml").read_text())
+    code, out, err = run_cli("plan", str(spec))
+    assert code == 2 and "price_max_age_days must be at most 36,500, got 3,000,000" in out + err
+    assert "internal" not in out + err
+    (tmp_path / ".gpuplan.yaml").unlink()
+    code, _, err = run_cli("plan", str(spec), "--confidence", "nan")
+    assert code == 2 and "'nan' is not a finite number" in err

@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 
 import click
 
-from gpuplan.cli.common import EXIT_FINDINGS, EXIT_OK, ONE_SPEC, _echo_problems, _format_option, _guarded
+from gpuplan.cli.common import EXIT_FINDINGS, EXIT_OK, ONE_SPEC, FiniteFloat, _echo_problems, _format_option, _guarded
 from gpuplan.errors import GpuplanError
 from gpuplan.visible import json_text
 
@@ -28,7 +28,7 @@ from gpuplan.visible import json_text
 @click.option("--max-nodes", type=click.IntRange(min=1, max=512), default=None, help="Replaces plan.max_nodes.")
 @click.option(
     "--confidence",
-    type=click.FloatRange(min=0.5, max=0.99),
+    type=FiniteFloat(min=0.5, max=0.99),
     default=None,
     help="Replaces plan.confidence: how sure a sound layout must be to fit in memory and meet its SLO (0.5-0.99).",
 )
