@@ -35,20 +35,22 @@ class Destination:
 def check_destination(
     path: Path,
     *,
-    protect: tuple[Path, ...] = (),
+    protect: tuple[tuple[Path, str], ...] = (),
     force: bool = False,
     mkdir: bool = False,
     what: str = "a report",
     to_stdout: str = "-o -",
 ) -> Destination:
     """Where ``path`` may be written, or GpuplanError with one line that says why not (nothing is written).
-    ``what`` is written and ``to_stdout`` is how the command prints instead (init: a spec, PATH '-')."""
+    ``protect``: the command's inputs, each with what it is (``the spec``), which no output replaces, however
+    named (a link, another spelling). ``what`` is written and ``to_stdout`` is how the command prints
+    instead (init: a spec, PATH '-')."""
     absolute = Path(os.path.abspath(path))
     if len(absolute.parts) > 1 and absolute.parts[1] in _SYSTEM_FOLDERS:
         raise GpuplanError(f"refusing to write {what} into {absolute.parent}; use {to_stdout} for standard output")
-    for guarded in protect:
+    for guarded, role in protect:
         if _same_file(absolute, guarded):
-            raise GpuplanError(f"refusing to overwrite the spec {path} with a report; choose another -o path")
+            raise GpuplanError(f"refusing to overwrite {role} {path} with {what}; choose another -o path")
     try:
         info = os.lstat(absolute)
     except FileNotFoundError:

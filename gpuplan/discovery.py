@@ -6,6 +6,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from gpuplan.reading import ReadRefused, read_head
 
@@ -58,3 +59,15 @@ def discover(paths: list[str], *, only_specs: bool = False) -> Iterator[str]:
                 candidate = Path(root) / name
                 if candidate.suffix in SPEC_SUFFIXES and looks_like_spec(candidate):
                     yield str(candidate)
+
+
+def model_config_names(data: Any) -> Iterator[str]:
+    """The ``model.config`` file names a spec's data holds (the job's model, tenants' too), as written."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == "model" and isinstance(value, dict) and isinstance(value.get("config"), str):
+                yield value["config"]
+            yield from model_config_names(value)
+    elif isinstance(data, list):
+        for item in data:
+            yield from model_config_names(item)

@@ -255,6 +255,35 @@ def test_pdf_defaults_next_to_the_spec_and_never_overwrites_it(tmp_path: Path):
     assert code == 2 and "refusing to overwrite the spec" in err and spec.read_bytes() == before
 
 
+def test_a_report_never_replaces_what_it_reads(tmp_path: Path):
+    # The model's config.json, a --run log and the --config file were replaced with Markdown without
+    # --force; like the spec, each is refused (exit 2), with what it is, and left as it was.
+    (tmp_path / "m").mkdir()
+    config_json = tmp_path / "m" / "config.json"
+    config_json.write_text("{}")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "version: 1\nname: s\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 4096\n  concurrency: 4\n"
+        "  hardware: {gpu: l40s}\n# model.config is named below for the check, not used\n"
+    )
+    local = tmp_path / "local.yaml"
+    local.write_text(spec.read_text().replace("model: {id: llama-3.1-8b}", "model: {config: m/config.json}"))
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("fail-on: error\n")
+    log = tmp_path / "run.log"
+    log.write_text("not a log\n")
+    cases = (
+        ((str(local),), config_json, "the model's config file"),
+        ((str(spec), "--run", str(log)), log, "the run's evidence"),
+        ((str(spec), "--config", str(settings)), settings, "the configuration"),
+    )
+    for arguments, target, role in cases:
+        before = target.read_bytes()
+        code, _, err = run_cli("report", "--md", "-o", str(target), *arguments)
+        assert code == 2 and f"refusing to overwrite {role} {target}" in err, err
+        assert target.read_bytes() == before
+
+
 def test_failed_render_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     def broken(html: str, fetcher: object = None) -> bytes:
         raise RuntimeError("renderer crashed")

@@ -59,12 +59,12 @@ def report(
 
     Every destination is checked before anything is rendered or written: a report never writes
     through a symlink, onto a device, FIFO or read-only file, into a missing folder (unless --mkdir),
-    or over its spec; files are written atomically and keep the mode of the file they replace.
+    or over a file it reads (the spec, its model.config, a --run file, the --config file); files are written atomically and keep the mode of the file they replace.
     """
     from gpuplan.report.command import report_outputs, run_report
 
     requested = tuple(name for name, wanted in (("md", as_md), ("html", as_html), ("pdf", as_pdf)) if wanted)
-    outputs = report_outputs(spec_path, requested, output, force=force, mkdir=mkdir)
+    outputs = report_outputs(spec_path, requested, output, force=force, mkdir=mkdir, runs=runs, config_path=config_path)
     interactive = sys.stderr.isatty()
 
     def progress(message: str) -> None:

@@ -14,12 +14,11 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from gpuplan.config import CONFIG_FILE, Config, ConfigError, load_config
 from gpuplan.diff.git import Change, Content, Repository, Unreadable, read_working_file
 from gpuplan.diff.model import DiffResult, Revision, SpecChange, SpecSide, compare, side_from_result
-from gpuplan.discovery import SPEC_SUFFIXES, is_spec_file
+from gpuplan.discovery import SPEC_SUFFIXES, is_spec_file, model_config_names
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Severity
 from gpuplan.linter import LintOptions, LintResult, lint_bytes, lint_path
@@ -236,23 +235,12 @@ def _referenced_files(path: str, raw: bytes) -> Iterator[str]:
     if len(raw) > SPEC_MAX_BYTES:  # linting reports it as too large (GP003) and reads nothing it names
         return
     folder = posixpath.dirname(path)
-    for value in _model_configs(load_bytes(path, raw).data):
+    for value in model_config_names(load_bytes(path, raw).data):
         if posixpath.isabs(value):
             continue
         joined = posixpath.normpath(posixpath.join(folder, value))
         if joined != ".." and not joined.startswith("../"):
             yield joined
-
-
-def _model_configs(data: Any) -> Iterator[str]:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            if key == "model" and isinstance(value, dict) and isinstance(value.get("config"), str):
-                yield value["config"]
-            yield from _model_configs(value)
-    elif isinstance(data, list):
-        for item in data:
-            yield from _model_configs(item)
 
 
 def _relabelled(result: LintResult, display: str, folder: Path | None) -> LintResult:

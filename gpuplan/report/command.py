@@ -16,8 +16,11 @@ from typing import TYPE_CHECKING
 
 from gpuplan import clock
 from gpuplan.atomic import Destination, check_destination, write_atomic
+from gpuplan.discovery import model_config_names
 from gpuplan.errors import GpuplanError
+from gpuplan.loader import load_bytes
 from gpuplan.output.summary import UNCHECKED_CODES
+from gpuplan.reading import ReadRefused, read_bounded
 from gpuplan.records import record
 from gpuplan.report.pdf_process import pdf_renderer
 
@@ -48,13 +51,22 @@ class ReportRun:
 
 
 def report_outputs(
-    spec_path: str, requested: tuple[str, ...], output: str | None, *, force: bool = False, mkdir: bool = False
+    spec_path: str,
+    requested: tuple[str, ...],
+    output: str | None,
+    *,
+    force: bool = False,
+    mkdir: bool = False,
+    runs: tuple[str, ...] = (),
+    config_path: str | None = None,
 ) -> ReportOutputs:
     """The formats (``requested``, in FORMATS' order; none: the ``output`` name's suffix, else Markdown)
     and their destinations, each checked (GpuplanError with one line when one may not be written).
 
     ``output`` '-' or None with one text format: standard output. Otherwise files: ``output`` itself for
-    one format, its name with each format's suffix for several, or next to the spec (<name>.md/.html/.pdf)."""
+    one format, its name with each format's suffix for several, or next to the spec (<name>.md/.html/.pdf).
+    None replaces an input of the report: the spec, the model.config files it names, the ``runs`` and the
+    configuration file (``config_path``)."""
     formats = tuple(name for name in FORMATS if name in requested)
     named = _FORMAT_OF_SUFFIX.get(os.path.splitext(output)[1].lower(), ()) if output not in (None, "-") else ()
     if len(formats) == 1 and named and named != formats:  # --html -o x.pdf: HTML in a file that reads as a PDF
@@ -70,14 +82,29 @@ def report_outputs(
         raise GpuplanError("-o - writes one Markdown or HTML report; a PDF or several formats need a file name")
     spec = Path(spec_path)
     destinations = {}
+    inputs = _inputs(spec, runs, config_path) if not to_stdout else ()
     if not to_stdout:
         for name in formats:
             if output is None:
                 target = spec.with_suffix(f".{name}")
             else:
                 target = Path(output) if len(formats) == 1 else Path(output).with_suffix(f".{name}")
-            destinations[name] = check_destination(target, protect=(spec,), force=force, mkdir=mkdir)
+            destinations[name] = check_destination(target, protect=inputs, force=force, mkdir=mkdir)
     return ReportOutputs(formats, to_stdout, destinations)
+
+
+def _inputs(spec: Path, runs: tuple[str, ...], config_path: str | None) -> tuple[tuple[Path, str], ...]:
+    """The files a report reads, each with what it is: no output may replace one."""
+    found = [(spec, "the spec")]
+    try:
+        data = load_bytes(str(spec), read_bounded(spec)).data
+    except ReadRefused:  # linting it says why; the spec itself stays protected
+        data = None
+    found += [(spec.parent / name, "the model's config file") for name in model_config_names(data)]
+    found += [(Path(run), "the run's evidence") for run in runs]
+    if config_path:
+        found.append((Path(config_path), "the configuration"))
+    return tuple(found)
 
 
 def run_report(
