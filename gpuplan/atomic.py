@@ -32,6 +32,15 @@ class Destination:
     mode: int | None
 
 
+def refuse_inputs(path: Path, protect: tuple[tuple[Path, str], ...], what: str = "a report") -> None:
+    """GpuplanError when ``path`` is one of the command's inputs (``protect``: each with what it is), however
+    named (a link, another spelling)."""
+    absolute = Path(os.path.abspath(path))
+    for guarded, role in protect:
+        if _same_file(absolute, guarded):
+            raise GpuplanError(f"refusing to overwrite {role} {path} with {what}; choose another -o path")
+
+
 def check_destination(
     path: Path,
     *,
@@ -48,9 +57,7 @@ def check_destination(
     absolute = Path(os.path.abspath(path))
     if len(absolute.parts) > 1 and absolute.parts[1] in _SYSTEM_FOLDERS:
         raise GpuplanError(f"refusing to write {what} into {absolute.parent}; use {to_stdout} for standard output")
-    for guarded, role in protect:
-        if _same_file(absolute, guarded):
-            raise GpuplanError(f"refusing to overwrite {role} {path} with {what}; choose another -o path")
+    refuse_inputs(path, protect, what)
     try:
         info = os.lstat(absolute)
     except FileNotFoundError:

@@ -15,12 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuplan import clock
-from gpuplan.atomic import Destination, check_destination, write_atomic
+from gpuplan.atomic import Destination, check_destination, refuse_inputs, write_atomic
 from gpuplan.discovery import model_config_names
 from gpuplan.errors import GpuplanError
-from gpuplan.loader import load_bytes
 from gpuplan.output.summary import UNCHECKED_CODES
-from gpuplan.reading import ReadRefused, read_bounded
 from gpuplan.records import record
 from gpuplan.report.pdf_process import pdf_renderer
 
@@ -82,7 +80,7 @@ def report_outputs(
         raise GpuplanError("-o - writes one Markdown or HTML report; a PDF or several formats need a file name")
     spec = Path(spec_path)
     destinations = {}
-    inputs = _inputs(spec, runs, config_path) if not to_stdout else ()
+    inputs = _inputs(spec, runs, config_path)
     if not to_stdout:
         for name in formats:
             if output is None:
@@ -94,17 +92,20 @@ def report_outputs(
 
 
 def _inputs(spec: Path, runs: tuple[str, ...], config_path: str | None) -> tuple[tuple[Path, str], ...]:
-    """The files a report reads, each with what it is: no output may replace one."""
-    found = [(spec, "the spec")]
-    try:
-        data = load_bytes(str(spec), read_bounded(spec)).data
-    except ReadRefused:  # linting it says why; the spec itself stays protected
-        data = None
-    found += [(spec.parent / name, "the model's config file") for name in model_config_names(data)]
-    found += [(Path(run), "the run's evidence") for run in runs]
+    """The files a report reads that are known before the spec is read, each with what it is: no output may
+    replace one (the model.config files the spec names are checked once it is read: ``_model_configs``)."""
+    found = [(spec, "the spec"), *((Path(run), "the run's evidence") for run in runs)]
     if config_path:
         found.append((Path(config_path), "the configuration"))
     return tuple(found)
+
+
+def _check_model_configs(outputs: ReportOutputs, spec: Path, data: object) -> None:
+    """GpuplanError when a destination is one of the model.config files the read spec names (nothing is
+    written yet): the spec is read after the PDF renderer forks, so that WeasyPrint's import overlaps it."""
+    configs = tuple((spec.parent / name, "the model's config file") for name in model_config_names(data))
+    for destination in outputs.destinations.values():
+        refuse_inputs(destination.path, configs)
 
 
 def run_report(
@@ -139,6 +140,8 @@ def run_report(
         unchecked = [finding for finding in result.findings if finding.code in UNCHECKED_CODES]
         if unchecked:  # a spec that was never read is no report: no file, no hash of what was not there
             raise GpuplanError(f"no report: {unchecked[0].message}")
+        if result.document is not None:
+            _check_model_configs(outputs, Path(spec_path), result.document.data)
         verification = None
         if runs:
             from dataclasses import replace
