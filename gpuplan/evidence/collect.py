@@ -132,11 +132,13 @@ _RANK_PARTS = re.compile(r"(DP|PP|PCP|TP|DCP|rank ?)(\d{1,9})")
 _PART_ORDER = {"DP": 0, "PP": 1, "PCP": 2, "TP": 3, "DCP": 4}
 
 
-def parallel_degree(first_lines: dict[str, int], kind: str) -> tuple[int, int, str]:
+def parallel_degree(first_lines: dict[str, int], kind: str) -> tuple[int, int, str] | None:
     """The degree of ``kind`` ("TP", "PP") that rank labels imply, the line it is first seen on, and how:
     the highest index + 1 (TP0..TP7: 8), or 1 when no label names ``kind`` (SGLang names a kind in its
-    prefixes only when its degree is above 1: scheduler.py ``run_scheduler_process``). ``first_lines`` maps
-    each label to the first line it is on, and must hold the labels of lines every rank prints."""
+    prefixes only when its degree is above 1: scheduler.py ``run_scheduler_process``). None when rank 0 of
+    ``kind`` alone is named: its label proves a degree of 2 or more, and an excerpt of rank 0's lines (a
+    common way to cut a log down) says no more. ``first_lines`` maps each label to the first line it is
+    on, and must hold the labels of lines every rank prints."""
     highest, at = -1, min(first_lines.values(), default=0)
     for label, line in first_lines.items():
         for part, index in _RANK_PARTS.findall(label):
@@ -144,6 +146,8 @@ def parallel_degree(first_lines: dict[str, int], kind: str) -> tuple[int, int, s
                 highest, at = int(index), line
     if highest < 0:
         return 1, at, f"no rank named {kind}"
+    if highest == 0:
+        return None
     return highest + 1, at, f"ranks {kind}0-{kind}{highest}"
 
 

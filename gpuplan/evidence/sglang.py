@@ -246,8 +246,9 @@ class _Parse:
         collector = self.collector
         if self.rank_lines:
             for name, kind in (("tensor_parallel", "TP"), ("pipeline_parallel", "PP")):
-                degree, line, how = parallel_degree(self.rank_lines, kind)
-                collector.setting(name, degree, line, how)  # a server_args value read earlier stands
+                implied = parallel_degree(self.rank_lines, kind)
+                if implied is not None:  # (rank 0 alone: an excerpt, whose degree the log does not say)
+                    collector.setting(name, *implied)  # a server_args value read earlier stands
         free = collector.terms.get(FREE_AT_START)
         if free is None:
             return
