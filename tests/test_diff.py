@@ -331,24 +331,28 @@ def test_untracked_spec_counts_as_added(repo: Path):
     assert change.cost_delta("monthly_cost") == 1460.0
 
 
-def test_the_guardrails_come_from_the_root_configuration_wherever_the_command_runs(
+def test_the_guardrails_are_the_strictest_of_the_configurations_wherever_the_command_runs(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ):
     # specs/.gpuplan.yaml caps the monthly increase at 100 (the change adds 2,920): run from the repository
-    # root it passed and from specs/ it failed. Both now use the root's configuration (none: the defaults,
-    # under which only the broken spec's new error fails) and name the other section on standard error.
+    # root it passed and from specs/ it failed. The root's configuration (none: the defaults) and each
+    # changed spec's own now give every guardrail at its strictest, from either folder, and say so.
     (repo / "specs/.gpuplan.yaml").write_text("diff:\n  max-monthly-increase: 100\n")
     quiet = ("--format", "json", "--no-fail-on-new-error")
     for folder in (repo, repo / "specs"):
         monkeypatch.chdir(folder)
-        code, _, err = run_cli("diff", "--git", "main", *quiet)
-        assert code == 0, folder
-        assert "specs/.gpuplan.yaml sets diff keys that this diff does not apply" in err
-    # A root configuration's keys apply, from either folder.
-    (repo / ".gpuplan.yaml").write_text("diff:\n  max-monthly-increase: 100\n")
-    for folder in (repo, repo / "specs"):
-        monkeypatch.chdir(folder)
-        assert run_cli("diff", "--git", "main", *quiet)[0] == 1
+        code, out, err = run_cli("diff", "--git", "main", *quiet)
+        assert code == 1, folder
+        assert "the guardrails also take" in err and "specs/.gpuplan.yaml's diff keys" in err
+        assert any(
+            "more than max-monthly-increase 100" in reason for reason in json.loads(out)["guardrails"]["breaches"]
+        )
+    # A looser root limit does not loosen the spec's own: 100 still applies beside 10,000.
+    (repo / ".gpuplan.yaml").write_text("diff:\n  max-monthly-increase: 10000\n")
+    monkeypatch.chdir(repo)
+    assert run_cli("diff", "--git", "main", *quiet)[0] == 1
+    (repo / "specs/.gpuplan.yaml").unlink()
+    assert run_cli("diff", "--git", "main", *quiet)[0] == 0
 
 
 def test_local_model_config_is_read_from_the_same_revision(tmp_path: Path):

@@ -99,6 +99,7 @@ def diff(
         guardrail_config,
         other_sections,
         should_print,
+        strictest,
     )
 
     options = DiffOptions(
@@ -119,16 +120,18 @@ def diff(
         # decide whether the same change passes).
         start = Repository.find(Path.cwd()).root
     used = guardrail_config(config_path, start)
+    sections = [configured_section(config_path, start)]
     if git_ref is not None and not config_path:
-        folders = [(start / change.path).parent for change in result.changes]
-        for other in other_sections(folders, used):
+        # A changed spec's own configuration may guard it more tightly: every guardrail at its strictest.
+        for other, section in other_sections([(start / change.path).parent for change in result.changes], used):
             click.echo(
-                f"gpuplan: note: {visible(str(other))} sets diff keys that this diff does not apply: the guardrails"
-                f" come from {visible(str(used)) if used else 'the defaults'} (the repository root's configuration)",
+                f"gpuplan: note: the guardrails also take {visible(str(other))}'s diff keys (the strictest of"
+                f" each applies, beside {visible(str(used)) if used else 'the defaults'})",
                 err=True,
             )
+            sections.append(section)
     guardrails = Guardrails.from_config(
-        configured_section(config_path, start),
+        strictest(sections),
         max_monthly_increase=max_monthly_increase,
         max_monthly_increase_pct=max_monthly_increase_pct,
         fail_on_worse_verdict=fail_on_worse_verdict,

@@ -105,7 +105,8 @@ def diff_git(
     every = repository.changes(base_commit, head_commit, pathspecs)
     changes = [c for c in every if _yaml_named(c)]
     # A spec whose own bytes did not change still changes when a file it reads (model.config) does.
-    changed = {path for c in repository.changes(base_commit, head_commit) for path in (c.old_path, c.new_path) if path}
+    listing = repository.changes(base_commit, head_commit) if pathspecs else every  # a config.json may lie outside them
+    changed = {path for c in listing for path in (c.old_path, c.new_path) if path}
     inputs = _changed_inputs(repository, head_commit, pathspecs, changed)
     listed = {c.new_path for c in changes}
     changes += [Change("M", path, path) for path in inputs if path not in listed]
@@ -144,9 +145,9 @@ def _changed_inputs(
     repository: Repository, head: str | None, pathspecs: tuple[str, ...], changed: set[str]
 ) -> dict[str, tuple[str, ...]]:
     """The specs at ``head`` (under ``pathspecs``) that read a ``changed`` file, each with those files."""
+    if not any(path.endswith(".json") for path in changed):
+        return {}  # a spec's model.config is a config.json: with none changed, no spec is read again
     candidates = [path for path in repository.files(head, pathspecs) if path.endswith(SPEC_SUFFIXES)]
-    if not candidates or not any(not path.endswith(SPEC_SUFFIXES) for path in changed):
-        return {}  # only a file of another kind (config.json) is read: no change of one, no spec to add
     found = {}
     for path, content in repository.read(head, candidates).items():
         if isinstance(content, bytes) and is_spec_file(path, content):

@@ -90,17 +90,39 @@ def guardrail_config(config_path: str | None, start: Path) -> Path | None:
     return Path(config_path) if config_path else find_config(start.resolve())
 
 
-def other_sections(folders: list[Path], used: Path | None) -> list[Path]:
-    """Configurations governing ``folders`` (the changed specs') other than ``used`` that set ``diff`` keys:
-    the guardrails of one diff come from one configuration, so theirs are not applied (and are said so)."""
-    found: list[Path] = []
+def other_sections(folders: list[Path], used: Path | None) -> list[tuple[Path, dict[str, Any]]]:
+    """Configurations governing ``folders`` (the changed specs') other than ``used`` that set ``diff`` keys,
+    each with its section."""
+    found: list[tuple[Path, dict[str, Any]]] = []
     for folder in folders:
         location = find_config(folder.resolve())
-        if location is None or location == used or location in found:
+        if location is None or location == used or any(location == seen for seen, _ in found):
             continue
         try:
-            if load_config(location).diff:
-                found.append(location)
+            section = load_config(location).diff
         except ConfigError:  # linting the specs under it already reports it
             continue
+        if section:
+            found.append((location, section))
     return found
+
+
+# How each guardrail key is made stricter: the lower limit, or a check any configuration turns on.
+_STRICTER = {
+    "max-monthly-increase": min,
+    "max-monthly-increase-pct": min,
+    "fail-on-worse-verdict": max,
+    "fail-on-new-error": max,
+}
+
+
+def strictest(sections: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ``diff`` section from several: each guardrail at its strictest among those that set it (a spec's
+    own configuration may guard it more tightly than the repository's; none loosens another's), the first
+    section's other keys (``comment-on``: how the diff is printed, not whether it passes)."""
+    merged = dict(sections[0]) if sections else {}
+    for section in sections[1:]:
+        for key, value in section.items():
+            if key in _STRICTER:
+                merged[key] = _STRICTER[key](merged[key], value) if key in merged else value
+    return merged
