@@ -13,7 +13,7 @@ from gpuplan.estimate.engines import (
     memory_engine,
 )
 from gpuplan.estimate.kernels import FRAMEWORKS
-from gpuplan.estimate.lengths import through
+from gpuplan.estimate.lengths import WIDEST_P90_RATIO, through
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import ServingMemory, ServingSetup, kv_pages, max_concurrency
@@ -382,9 +382,15 @@ def serve_assumptions(
     if job.output_p90 and job.output_p90 > job.output_tokens:
         prompt += (
             f"; answers of mean {job.output_tokens:,}, p90 {job.output_p90:,} tokens (a lognormal, none longer than"
-            f" {job.context - job.mean_prompt:,}): a running sequence holds {through(job.output_tokens, job.output_p90, job.context - job.mean_prompt).held():,.0f} generated tokens"
+            f" {job.answer_room:,}): a running sequence holds"
+            f" {through(job.output_tokens, job.output_p90, job.answer_room).held():,.0f} generated tokens"
             f" on average, not {job.output_tokens / 2:,.0f}"
         )
+        widest = job.output_tokens * WIDEST_P90_RATIO
+        if job.output_p90 > widest:
+            prompt += f" (no lognormal of that mean has a p90 above {widest:,.0f}: the spread is held at that)"
+        if job.batching == "static":
+            prompt += "; static batching decodes each batch at the mean answer (the spread applies to continuous)"
     return (
         memory_notes[0],
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),

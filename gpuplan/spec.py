@@ -193,6 +193,11 @@ class Serve:
         return self.prompt_mean or self.full_prompt
 
     @property
+    def answer_room(self) -> int:
+        """The longest answer the context holds beside the mean prompt: the cap of answers that vary."""
+        return self.context - self.mean_prompt
+
+    @property
     def has_latency_slo(self) -> bool:
         """Whether a TTFT or TPOT SLO bounds the deployment's latency (serve.slo)."""
         return self.ttft_ms is not None or self.tpot_ms is not None
@@ -610,6 +615,14 @@ def _output_spread_valid(resolver: _Resolver, data: dict[str, Any], prompts: dic
     if p90 < output:
         resolver.problem(
             "GP024", where, f"serve.output_tokens_p90 must be at least output_tokens ({output:,}), got {p90:,}"
+        )
+        return False
+    if p90 >= data["context"]:
+        resolver.problem(
+            "GP024",
+            where,
+            f"serve.output_tokens_p90 {p90:,} leaves no room in the context of {data['context']:,} tokens for a prompt",
+            f"raise context above {p90:,}, or lower output_tokens_p90",
         )
         return False
     if p90 > output and not prompts:

@@ -765,6 +765,12 @@ def test_answers_that_vary_resolve_and_are_stated_as_an_assumption():
     assert varied.analysis.serve.speed.tpot_s > plain.analysis.serve.speed.tpot_s
     notes = " ".join(text for _, text in varied.analysis.serve.assumptions)
     assert "answers of mean 256, p90 700 tokens (a lognormal, none longer than 3,096)" in notes
+    # A p90 past 2.27 x the mean (256 x 2.273 = 582) is beyond any lognormal of that mean: said, as is static
+    # batching's mean answer.
+    wide = lint(extra="  batching: static\n  prompt_tokens: {mean: 1000}\n  output_tokens_p90: 2000\n")
+    notes = " ".join(text for _, text in wide.analysis.serve.assumptions)
+    assert "no lognormal of that mean has a p90 above 582: the spread is held at that" in notes
+    assert "static batching decodes each batch at the mean answer" in notes
 
 
 @pytest.mark.parametrize(
@@ -779,6 +785,7 @@ def test_answers_that_vary_resolve_and_are_stated_as_an_assumption():
         # answers' p90 below their mean (256), with no prompt_tokens to leave room for longer answers, and
         # longer than the 4,096 - 3,800 = 296 tokens the mean prompt leaves
         ("  output_tokens_p90: 100\n", "", "llama-3.1-8b", 1, "GP024", "/serve/output_tokens_p90"),
+        ("  output_tokens_p90: 4096\n", "", "llama-3.1-8b", 1, "GP024", "/serve/output_tokens_p90"),
         ("  output_tokens_p90: 600\n", "", "llama-3.1-8b", 1, "GP024", "/serve/output_tokens_p90"),
         (
             "  prompt_tokens: {mean: 3800}\n  output_tokens_p90: 600\n",

@@ -33,6 +33,7 @@ from statistics import NormalDist
 from gpuplan.records import record
 
 Z90 = 1.2816  # standard normal 90th percentile
+WIDEST_P90_RATIO = math.exp(Z90 * Z90 / 2)  # 2.27: the p90 over the mean of the widest lognormal (sigma = z90)
 # Quantiles the classes are cut at: halves, then ever finer shares of the tail (the last class is the longest
 # 0.2%: in a burst of a thousand requests, two of them).
 CUTS = (0.5, 0.75, 0.9, 0.96, 0.99, 0.998)
@@ -190,3 +191,10 @@ def lognormal(mean: int, p90: float, most: int) -> Lengths:
         else:
             classes.append((share, tokens))
     return Lengths(tuple(classes))
+
+
+def held_tokens(prompt: float, outputs: Lengths, whole: bool) -> float:
+    """KV tokens a running sequence holds on average: its prompt and the tokens it has made, a sequence
+    caught in proportion to its run (``Lengths.held``); where the engine reserves a sequence's whole length
+    up front (``whole``), that length, in the same proportion: E[O^2] / E[O] = 2 x held."""
+    return prompt + outputs.held() * (2 if whole else 1)

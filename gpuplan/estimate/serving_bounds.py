@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
-from gpuplan.estimate.lengths import lognormal_square_mean
+from gpuplan.estimate.lengths import held_tokens, lognormal_square_mean
 from gpuplan.estimate.performance import Efficiency, attention_flops, roofline
 from gpuplan.estimate.serving_load import (
     frontend_capacity,
     frontend_seconds,
     queue_wait_factor,
 )
-from gpuplan.estimate.serving_speed import PHI_TOLERANCE, Deployment, Rates, held_tokens
+from gpuplan.estimate.serving_speed import PHI_TOLERANCE, Deployment, Rates
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.estimate.speculative import tpot_floor
 

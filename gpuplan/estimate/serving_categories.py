@@ -8,8 +8,9 @@ import math
 from dataclasses import replace
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
+from gpuplan.estimate.lengths import held_tokens
 from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.serving_speed import Deployment, held_tokens, serving_speed
+from gpuplan.estimate.serving_speed import Deployment, serving_speed
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.records import record
 

@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from gpuplan.estimate.lengths import Lengths, fixed
+from gpuplan.estimate.lengths import Lengths, fixed, held_tokens
 from gpuplan.estimate.performance import attention_flops
 from gpuplan.records import evolve, record
 
@@ -615,7 +615,10 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
         return d.cycle(step, microbatches) if decoders else d.pass_time(step, 1)
 
     whole = d.kv_read(prompt + output)
-    kv_slots = w.kv_capacity_bytes / whole if whole > 0 else math.inf
+    # An engine that reserves whole sequences holds a running one's whole length, caught in proportion to its
+    # run (``held_tokens``), as the steady state counts it.
+    reserved = d.kv_read(held_tokens(prompt, outputs, True))
+    kv_slots = w.kv_capacity_bytes / reserved if reserved > 0 else math.inf
     requests = max(1, w.concurrency)
     mean_prompt = max(1, round(prompt))
     decode_steps = max(1, round(steps))  # speculative rounds yield more than a token each

@@ -59,7 +59,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
-from gpuplan.estimate.lengths import Lengths, lognormal_square_mean
+from gpuplan.estimate.lengths import held_tokens, lognormal_square_mean
 from gpuplan.estimate.performance import (
     Efficiency,
     allreduce_time,
@@ -689,13 +689,6 @@ def _continuous(
         rho,
         spread,
     )
-
-
-def held_tokens(prompt: float, outputs: Lengths, whole: bool) -> float:
-    """KV tokens a running sequence holds on average: its prompt and the tokens it has made, a sequence
-    caught in proportion to its run (``Lengths.held``); where the engine reserves a sequence's whole length
-    up front (``whole``), that length, in the same proportion: E[O^2] / E[O] = 2 x held."""
-    return prompt + outputs.held() * (2 if whole else 1)
 
 
 def _bracketed_root(function: Callable[[float], float], low: float, high: float) -> float:
