@@ -227,6 +227,19 @@ def test_kv_pool_below_the_declared_concurrency_is_gp803_exit_1(tmp_path, write_
     assert "requests beyond 20 wait" in gp803[0]["message"]
 
 
+def test_an_estimate_with_no_room_for_a_kv_pool_shows_none_not_a_negative_pool(tmp_path, write_spec):
+    # At memory_utilization 0.1, 8 GiB of an H100 hold no pool beside 15 GiB of weights: the estimate's pool
+    # is negative (the engine cannot start). Verified against a log at the same setting, the row showed
+    # -9.10 GiB and a ratio of -6.4; it shows none, and JSON holds 0 and no ratio.
+    spec = write_spec(SERVE_SPEC.replace("memory_utilization: 0.95", "memory_utilization: 0.1"))
+    log = log_file(tmp_path, vllm_log(replace(SHORT_POOL, utilization=0.1)))
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "json")
+    (pool,) = [t for t in json.loads(out)["runs"][0]["terms"] if t["term"] == "KV cache pool"]
+    assert (pool["estimate"], pool["ratio"]) == (0.0, None)
+    _, text, _ = run_cli("verify", str(spec), "--run", str(log))
+    assert "-9." not in text and "KV cache pool             0.00 GiB" in text
+
+
 def test_capacity_is_derived_from_kv_tokens_when_the_log_ran_another_context(tmp_path, write_spec):
     spec = write_spec(SERVE_SPEC)
     # max_model_len 4096 (GP802); 98,304 KV tokens / the spec's 8,192 = 12.00 sequences < 32.

@@ -145,7 +145,7 @@ def serve_estimate_terms(estimate: ServeEstimate) -> dict[str, float]:
     terms.setdefault("lora_slots", 0.0)  # loaded with the weights, as the engines measure them
     terms.setdefault("draft_weights", 0.0)
     terms["cuda_graphs"] = float(memory.cuda_graphs)
-    terms["kv_pool"] = pool
+    terms["kv_pool"] = max(pool, 0.0)  # no room for a pool (weights and reserves over the budget): none, not below
     # num_blocks = pool // (bytes of one block over the GPU's layers); tokens = blocks x block size (vLLM 16,
     # SGLang 1, TensorRT-LLM 32).
     terms["kv_tokens"] = math.floor(max(pool, 0) / per_block) * memory.kv_block_tokens if per_block > 0 else 0.0
