@@ -2,8 +2,10 @@
 scheduler simulation gives its requests, and the moments the steady states read.
 
 - **The lognormal** through (mean, p90): its mean is exp(mu + sigma^2 / 2), so ln(p90 / mean) = z90 sigma -
-  sigma^2 / 2, whose smaller root is sigma. A p90 beyond the lognormal's reach (more than 2.27 x the mean,
-  where the root is z90) is held at the widest one. E[X^2] = mean^2 exp(sigma^2).
+  sigma^2 / 2, whose smaller root is sigma: the least spread lognormal through both (the larger root passes
+  through them too, with its median far below the mean and a heavier tail, a shape the two figures do not
+  ask for). A p90 beyond the lognormal's reach (more than 2.27 x the mean, where the root is z90) is held at
+  the widest one, which the assumption line says. E[X^2] = mean^2 exp(sigma^2).
 - **The classes**: the lognormal cut at the quantiles ``CUTS``, finer toward the tail (the few longest
   requests decide when a burst ends, with few sequences left to batch), each class the mean of its share:
   E[X; X <= x_q] = mean Phi(z_q - sigma) (the lognormal's partial expectation: Johnson, Kotz and
