@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -279,6 +280,17 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
             f" holds beside it that is {total} per GPU, more than the {capacity} of {s.gpu.id}: it runs out of"
             " memory as it starts",
             "lower serve.memory_utilization (or serve.max_sequences) until the budget and what sits beside it fit",
+        )
+        return
+    if memory.kv_cap and memory.kv_available == memory.kv_cap:  # the cap, not what is left, sets the pool
+        yield ctx.finding(
+            "GP203",
+            ("serve", "max_gpu_total_bytes"),
+            f"{s.kv_need_words}; serve.max_gpu_total_bytes caps the KV cache at {format_gib(memory.kv_cap)} on"
+            f" {s.gpu.id} — at most {plural(s.max_concurrency, 'sequence')} at {job.context:,} tokens, or"
+            f" {s.max_context:,} tokens at {s.required_sequences}",
+            f"raise serve.max_gpu_total_bytes to at least {math.ceil(memory.kv_cache)} ({format_gib(memory.kv_cache)}),"
+            " or remove it: the engine then takes its fraction of the free memory",
         )
         return
     yield ctx.finding(
