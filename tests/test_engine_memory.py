@@ -161,17 +161,14 @@ def test_trtllm_pool_for_llama_8b_on_h100_by_hand():
     assert (capped.kv_available, capped.kv_cache_tokens) == (40_000_000_000, 9_536 * 32)
 
 
-def test_a_kv_cap_too_small_for_the_load_is_gp203_at_the_cap(tmp_path):
+def test_a_kv_cap_too_small_for_the_load_is_gp203_at_the_cap(write_spec):
     # serve.max_gpu_total_bytes 4 GB on an H100 (llama-3.1-8b, bf16 KV of 128 KiB a token): 8 x 8,192 tokens
     # need 8 GiB; the pool is the cap (3.73 GiB) while some 55 GiB is left after the weights. GP203 said
     # "3.7 GiB is left after weights and runtime" at serve.concurrency, with a hint of more GPUs; it now
     # names the cap, at its line, with the bytes that hold the load (8 x 8,192 x 131,072 = 8,589,934,592).
-    spec = tmp_path / "cap.yaml"
-    spec.write_text(
-        "version: 1\nname: cap\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 8192\n  concurrency: 8\n"
-        "  engine: trtllm\n  max_gpu_total_bytes: 4000000000\n  hardware: {gpu: h100-sxm, count: 1}\n"
-    )
-    code, out, _ = run_cli("lint", str(spec))
+    text = spec("trtllm", "h100-sxm", extra="  max_gpu_total_bytes: 4000000000\n")
+    path = write_spec(text.replace("concurrency: 1", "concurrency: 8"))
+    code, out, _ = run_cli("lint", str(path))
     assert code == 1
     assert ":8:24: GP203 [error] 8 x 8,192 tokens need 8.0 GiB of KV cache per GPU; serve.max_gpu_total_bytes" in out
     assert "caps the KV cache at 3.7 GiB on h100-sxm" in out
