@@ -130,7 +130,7 @@ def _findings_for(error: Any, document: LoadedDocument, budget: _Suggestions) ->
         known = sorted(error.schema.get("properties", {}))
         for key in error.instance:
             if key not in known:
-                yield _unknown_key(document, pointer, str(key), known, budget)
+                yield _unknown_key(document, pointer, key, known, budget)
         return
     if keyword == "required":
         missing = error.message.split("'")[1] if "'" in error.message else error.message
@@ -163,15 +163,18 @@ def _findings_for(error: Any, document: LoadedDocument, budget: _Suggestions) ->
 
 
 def _unknown_key(
-    document: LoadedDocument, parent: Pointer, key: str, known: list[str], budget: _Suggestions
+    document: LoadedDocument, parent: Pointer, key: object, known: list[str], budget: _Suggestions
 ) -> Finding:
     where = dotted(parent) or "the top level"
-    close = budget.closest(key, known)
-    message = f"unknown key '{key}' in {where}"
+    text = key if isinstance(key, str) else str(key)  # the loader's name for it, which positions are kept by
+    close = budget.closest(text, known) if isinstance(key, str) else []
+    # as YAML wrote it: a `~` key is null and `yes` true, not Python's None and True
+    shown = "null" if key is None else str(key).lower() if isinstance(key, bool) else text
+    message = f"unknown key '{shown}' in {where}"
     if close:
         message += f" — did you mean '{close[0]}'?"
     hint = "known keys: " + ", ".join(known)
-    return _at(document, "GP101", parent + (key,), message, on_key=True, hint=hint)
+    return _at(document, "GP101", parent + (text,), message, on_key=True, hint=hint)
 
 
 def _choice(
@@ -203,8 +206,11 @@ def _choice_value(
 ) -> Finding:
     choices = [error.validator_value] if error.validator == "const" else list(error.validator_value)
     message = f"{where} must be {_listing([str(choice) for choice in choices], 'or')}, got {_describe(value)}"
+    unquoted = [c for c in choices if not isinstance(c, str) and isinstance(value, str) and str(c) == value]
     close = budget.closest(value, [str(choice) for choice in choices]) if isinstance(value, str) else []
-    if close:
+    if unquoted:  # '1' for 1: the text is right, its quotes make it a string
+        message += f" — write it without quotes: {unquoted[0]}"
+    elif close:
         message += f" — did you mean '{close[0]}'?"
     return _at(document, "GP105", pointer, message)
 

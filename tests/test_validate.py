@@ -68,6 +68,16 @@ def test_a_value_or_key_in_the_wrong_case_is_named_as_the_one_meant():
     ]
 
 
+def test_a_quoted_number_and_a_null_key_are_named_as_yaml_wrote_them():
+    # version: '1' said "did you mean '1'?" (the same text: its quotes make it a string); a `~` key said
+    # 'None', Python's name for YAML's null.
+    text = VALID_SERVE.replace("version: 1", "version: '1'") + "~: 3\n"
+    assert [found[3] for found in schema_findings(text)] == [
+        "version must be 1, got the string '1' — write it without quotes: 1",
+        "unknown key 'null' in the top level",
+    ]
+
+
 def test_missing_required_key_points_at_its_section():
     text = VALID_SERVE.replace("  hardware: {gpu: l40s}\n", "")
     assert schema_findings(text) == [("GP104", 5, 1, "serve is missing the required key 'hardware'")]
