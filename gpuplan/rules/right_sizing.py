@@ -209,6 +209,8 @@ def _unbounded_latency(job: Serve | None, declared: Option, option: Option) -> s
         return ""
     ttft = [format_ms(seconds, 0) for seconds in ttfts]
     tokens = [f"{speed.tokens_per_s:,.0f}" for speed in speeds]
+    if ttft[0] == ttft[1] and tokens[0] == tokens[1]:  # slower by less than the figures show: no cost to state
+        return ""
     return (
         f"; no latency SLO is declared, and it is slower: {job.ttft_statistic} TTFT {ttft[0]} -> {ttft[1]} ms,"
         f" {tokens[0]} -> {tokens[1]} output tokens/s"
