@@ -161,7 +161,7 @@ def test_a_saving_without_a_latency_slo_says_what_it_costs_in_time(tmp_path):
     assert all("no latency SLO" not in f.message for f in lint(spec(bounded), select=("GP507",)).findings)
 
 
-def test_a_saving_slower_by_less_than_its_figures_show_states_no_time_cost(tmp_path):
+def test_a_saving_slower_by_less_than_its_figures_show_states_no_time_cost(tmp_path, write_spec):
     # A one-layer model of a hidden size of 16 (a fuzzed spec's): an L4 in place of the declared A10 is
     # slower by a hair, "p90 TTFT 12 -> 12 ms, 86 -> 86 output tokens/s" as GP507 printed it. Where the shown
     # figures are equal there is no time cost to state: the saving stands alone.
@@ -181,12 +181,11 @@ def test_a_saving_slower_by_less_than_its_figures_show_states_no_time_cost(tmp_p
             }
         )
     )
-    path = tmp_path / "s.yaml"
-    path.write_text(
+    speculative = "{method: eagle, num_tokens: 1, acceptance_rate: 0.0}"
+    path = write_spec(
         "version: 1\nname: tiny\nmodel: {config: m/config.json}\nserve:\n  context: 1\n  output_tokens: 1\n"
-        "  concurrency: 1\n  max_sequences: 1\n  speculative: {method: eagle, num_tokens: 1, acceptance_rate: 0.0}\n"
-        "  hardware: {gpu: a10}\n"
+        f"  concurrency: 1\n  max_sequences: 1\n  speculative: {speculative}\n  hardware: {{gpu: a10}}\n"
     )
-    code, out, _ = run_cli("lint", "--select", "GP507", str(path))
+    _, out, _ = run_cli("lint", "--select", "GP507", str(path))
     assert "GP507" in out and "saving about 359 USD a month (38%)" in out
     assert "it is slower" not in out
