@@ -756,12 +756,12 @@ def test_an_integer_written_as_an_integral_float_reads_as_the_integer(old: str, 
             assert out.replace(str(spec), "SPEC") == plain_out.replace(str(plain), "SPEC")
 
 
-def test_a_model_config_name_with_a_nul_is_a_finding_at_its_line(tmp_path: Path):
+def test_a_model_config_name_with_a_nul_is_a_finding_at_its_line(write_spec):
     # os.stat raises ValueError (not OSError) for a name with a NUL: it was GP010, an internal error.
-    spec = tmp_path / "n.yaml"
-    spec.write_text(
+    spec = write_spec(
         'version: 1\nname: n\nmodel: {config: "a\\0b.json"}\nserve:\n  context: 4096\n  concurrency: 4\n'
-        "  hardware: {gpu: l4}\n"
+        "  hardware: {gpu: l4}\n",
+        "n.yaml",
     )
     code, out, _ = run_cli("lint", str(spec))
     assert code == 1 and ":3:17: GP021 [error] a\\x00b.json: cannot read it: its name holds a NUL character" in out
