@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
-from gpuplan.estimate.lengths import held_tokens, lognormal_square_mean
+from gpuplan.estimate.lengths import lognormal_square_mean
 from gpuplan.estimate.performance import Efficiency, attention_flops, roofline
 from gpuplan.estimate.serving_load import (
     frontend_capacity,
     frontend_seconds,
     queue_wait_factor,
 )
-from gpuplan.estimate.serving_speed import PHI_TOLERANCE, Deployment, Rates
+from gpuplan.estimate.serving_speed import PHI_TOLERANCE, Deployment, Rates, kv_sequences
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.estimate.speculative import tpot_floor
 
@@ -161,9 +161,7 @@ def latency_bounds(
     square_mean = lognormal_square_mean(prompt, w.prompt_p90)
     spread = square_mean / (prompt * prompt)
     outputs = w.outputs()
-    per_sequence = d.kv_read(held_tokens(prompt, outputs, engine.reserves_full_context))
-    kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
-    others = max(0.0, min(float(w.concurrency), float(d.sequence_cap), max(kv_cap, 1.0)) - 1)
+    others = max(0.0, min(float(w.concurrency), float(d.sequence_cap), max(kv_sequences(w, d), 1.0)) - 1)
     context = prompt + outputs.held()  # the steady state's, as ``serving_speed`` takes it
     single_tpot = d.cycle(d.step(1.0, 0.0, context, 0.0), 1.0)
     # A front-end-bound loop (``_frontend_bound``) runs fewer than these: the engine serves the server

@@ -4,13 +4,11 @@ most sequences the engine and KV cache run) and short fast output (one short req
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
-from gpuplan.estimate.lengths import held_tokens
 from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.serving_speed import Deployment, serving_speed
+from gpuplan.estimate.serving_speed import Deployment, kv_sequences, serving_speed
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.records import record
 
@@ -40,9 +38,7 @@ def category_speeds(
     """The deployment ``w`` answering each seed category, whatever its declared load."""
     d = Deployment(w, calibration, efficiency or Efficiency())
     alone = serving_speed(w, efficiency, calibration, prepared=d).ttft_single_s
-    per_sequence = d.kv_read(held_tokens(max(1.0, w.prompt_tokens), w.outputs(), d.engine.reserves_full_context))
-    kv_slots = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else math.inf
-    most = max(1, int(min(d.sequence_cap, kv_slots)))
+    most = max(1, int(min(d.sequence_cap, kv_sequences(w, d))))
     saturated = serving_speed(replace(w, arrival="closed-loop", concurrency=most), efficiency, calibration, d)
     short = serving_speed(
         replace(

@@ -372,6 +372,13 @@ def prepare(
     return Deployment(w, calibration, efficiency or Efficiency())
 
 
+def kv_sequences(w: ServingWorkload, d: Deployment) -> float:
+    """Running sequences the KV cache of one GPU holds: its bytes over one sequence's (its prompt and the
+    tokens it holds on average, ``held_tokens``); unbounded where a sequence holds none on this GPU."""
+    per_sequence = d.kv_read(held_tokens(max(1.0, w.prompt_tokens), w.outputs(), d.engine.reserves_full_context))
+    return w.kv_capacity_bytes / per_sequence if per_sequence > 0 else math.inf
+
+
 def serving_speed(
     w: ServingWorkload,
     efficiency: Efficiency | None = None,
@@ -391,14 +398,10 @@ def serving_speed(
     square_mean = lognormal_square_mean(prompt, w.prompt_p90)
     prompt_attention = attention_flops(arch, 0, math.sqrt(square_mean))
     # Running slots: the declared concurrency, unless the engine's cap or the KV cache holds fewer.
-    per_sequence = d.kv_read(
-        held_tokens(prompt, outputs, engine.reserves_full_context)
-    )  # bytes one running sequence holds on this GPU
-    kv_cap = w.kv_capacity_bytes / per_sequence if per_sequence > 0 else float("inf")
     caps = {
         "concurrency": float(w.concurrency),
         "engine": float(d.sequence_cap),
-        "kv-cache": max(kv_cap, 1.0),
+        "kv-cache": max(kv_sequences(w, d), 1.0),
     }
     limited_by = min(caps, key=lambda name: caps[name])
     slots = min(caps.values())
