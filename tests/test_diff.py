@@ -17,6 +17,7 @@ from conftest import ROOT, run_cli
 from test_memory_bands import kv_low_ratio
 
 from gpuplan.diff.build import diff_files, diff_git
+from gpuplan.diff.guardrails import Guardrails, strictest
 from gpuplan.diff.json_format import render as render_json
 
 PRICED = "budget:\n  prices: {{{prices}}}\n  prices_date: 2026-11-20\n"
@@ -353,6 +354,20 @@ def test_the_guardrails_are_the_strictest_of_the_configurations_wherever_the_com
     assert run_cli("diff", "--git", "main", *quiet)[0] == 1
     (repo / "specs/.gpuplan.yaml").unlink()
     assert run_cli("diff", "--git", "main", *quiet)[0] == 0
+
+
+def test_a_section_silent_on_a_guardrail_keeps_its_default_in_the_strictest():
+    # The schema's defaults (schemas/config.schema.json): fail-on-new-error on, fail-on-worse-verdict off. A
+    # root with no diff section left them out of the merge, so a spec folder's `false` turned the first off.
+    loose = {"fail-on-new-error": False, "fail-on-worse-verdict": False}
+    merged = Guardrails.from_config(strictest([{}, loose]))
+    assert merged.fail_on_new_error is True and merged.fail_on_worse_verdict is False
+    assert Guardrails.from_config(strictest([{}, {"fail-on-worse-verdict": True}])).fail_on_worse_verdict is True
+    # A limit no section sets stays unset; one section's limit is the strictest of one.
+    assert Guardrails.from_config(strictest([{}, {"max-monthly-increase": 100}])).max_monthly_increase == 100
+    assert Guardrails.from_config(strictest([{}, {}])).max_monthly_increase is None
+    # Where the root turns a check off, a spec's configuration may turn it back on.
+    assert Guardrails.from_config(strictest([loose, {"fail-on-new-error": True}])).fail_on_new_error is True
 
 
 def test_local_model_config_is_read_from_the_same_revision(tmp_path: Path):

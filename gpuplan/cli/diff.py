@@ -89,13 +89,13 @@ def diff(
     from pathlib import Path
 
     from gpuplan import clock
+    from gpuplan.config import load_config
     from gpuplan.diff import renderer
     from gpuplan.diff.build import DiffOptions, diff_files, diff_git
     from gpuplan.diff.git import Repository
     from gpuplan.diff.guardrails import (
         Guardrails,
         breaches,
-        configured_section,
         guardrail_config,
         other_sections,
         should_print,
@@ -120,7 +120,7 @@ def diff(
         # decide whether the same change passes).
         start = Repository.find(Path.cwd()).root
     used = guardrail_config(config_path, start)
-    sections = [configured_section(config_path, start)]
+    sections = [load_config(used).diff if used else {}]
     if git_ref is not None and not config_path:
         # A changed spec's own configuration may guard it more tightly: every guardrail at its strictest.
         for other, section in other_sections([(start / change.path).parent for change in result.changes], used):

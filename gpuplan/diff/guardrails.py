@@ -30,14 +30,18 @@ class Guardrails:
     @classmethod
     def from_config(cls, section: dict[str, Any], **flags: Any) -> Guardrails:
         """The configuration's ``diff`` section, its defaults filled in, then every flag that was given."""
-        from gpuplan.validate import load_schema
-
-        values = apply_defaults({"diff": section}, load_schema("config"))["diff"]
-        merged = {key.replace("-", "_"): value for key, value in values.items()}
+        merged = {key.replace("-", "_"): value for key, value in _with_defaults(section).items()}
         merged.update({key: value for key, value in flags.items() if value is not None})
         merged.setdefault("max_monthly_increase", None)
         merged.setdefault("max_monthly_increase_pct", None)
         return cls(**merged)
+
+
+def _with_defaults(section: dict[str, Any]) -> dict[str, Any]:
+    """A ``diff`` section with the schema's defaults filled in where it is silent."""
+    from gpuplan.validate import load_schema
+
+    return apply_defaults({"diff": section}, load_schema("config"))["diff"]
 
 
 def breaches(result: DiffResult, guardrails: Guardrails) -> list[str]:
@@ -79,12 +83,6 @@ def should_print(result: DiffResult, comment_on: str) -> bool:
     return False
 
 
-def configured_section(config_path: str | None, start: Path) -> dict[str, Any]:
-    """The ``diff`` section of ``--config``, else of the configuration found upward from ``start``."""
-    location = guardrail_config(config_path, start)
-    return load_config(location).diff if location else {}
-
-
 def guardrail_config(config_path: str | None, start: Path) -> Path | None:
     """The configuration file the guardrails come from: ``--config``, else the one found upward from ``start``."""
     return Path(config_path) if config_path else find_config(start.resolve())
@@ -117,11 +115,13 @@ _STRICTER = {
 
 
 def strictest(sections: list[dict[str, Any]]) -> dict[str, Any]:
-    """One ``diff`` section from several: each guardrail at its strictest among those that set it (a spec's
-    own configuration may guard it more tightly than the repository's; none loosens another's), the first
-    section's other keys (``comment-on``: how the diff is printed, not whether it passes)."""
-    merged = dict(sections[0]) if sections else {}
-    for section in sections[1:]:
+    """One ``diff`` section from several: each guardrail at its strictest among them, a section silent on
+    one taken at its default (a spec's own configuration may guard it more tightly than the repository's;
+    none loosens another's, nor the defaults a section leaves in force), the first section's other keys
+    (``comment-on``: how the diff is printed, not whether it passes)."""
+    filled = [_with_defaults(section) for section in sections]
+    merged = dict(filled[0]) if filled else {}
+    for section in filled[1:]:
         for key, value in section.items():
             if key in _STRICTER:
                 merged[key] = _STRICTER[key](merged[key], value) if key in merged else value
