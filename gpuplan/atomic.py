@@ -100,7 +100,7 @@ def _check_folder(folder: Path, shown: Path, mkdir: bool) -> None:
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a name with a NUL (os.stat refuses it before any OSError)
         return False
 
 

@@ -765,6 +765,13 @@ def test_a_model_config_name_with_a_nul_is_a_finding_at_its_line(write_spec):
     )
     code, out, _ = run_cli("lint", str(spec))
     assert code == 1 and ":3:17: GP021 [error] a\\x00b.json: cannot read it: its name holds a NUL character" in out
+    # The report's check that no output replaces that file compared it with os.path.samefile, which raises
+    # ValueError too: an internal error once the output existed. Now the report says why it cannot approve.
+    target = spec.with_name("n.md")
+    target.write_text("old\n")
+    code, _, err = run_cli("report", "--md", "-o", str(target), str(spec))
+    assert code == 1 and "internal error" not in err, err
+    assert target.read_text().startswith("## CANNOT APPROVE: n\n")
 
 
 def test_a_price_age_past_a_century_and_a_confidence_of_nan_are_refused(tmp_path: Path):

@@ -264,16 +264,22 @@ def test_a_report_never_replaces_what_it_reads(tmp_path: Path):
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "version: 1\nname: s\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 4096\n  concurrency: 4\n"
-        "  hardware: {gpu: l40s}\n# model.config is named below for the check, not used\n"
+        "  hardware: {gpu: l40s}\n"
     )
     local = tmp_path / "local.yaml"
     local.write_text(spec.read_text().replace("model: {id: llama-3.1-8b}", "model: {config: m/config.json}"))
+    # Through a symlink in another folder the spec still reads m/config.json beside its real file
+    # (linter.base_dir): that file is the one protected, not link/m/config.json.
+    (tmp_path / "link").mkdir()
+    linked = tmp_path / "link" / "local.yaml"
+    linked.symlink_to(local)
     settings = tmp_path / "settings.yaml"
     settings.write_text("fail-on: error\n")
     log = tmp_path / "run.log"
     log.write_text("not a log\n")
     cases = (
         ((str(local),), config_json, "the model's config file"),
+        ((str(linked),), config_json, "the model's config file"),
         ((str(spec), "--run", str(log)), log, "the run's evidence"),
         ((str(spec), "--config", str(settings)), settings, "the configuration"),
     )

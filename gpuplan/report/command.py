@@ -93,7 +93,7 @@ def report_outputs(
 
 def _inputs(spec: Path, runs: tuple[str, ...], config_path: str | None) -> tuple[tuple[Path, str], ...]:
     """The files a report reads that are known before the spec is read, each with what it is: no output may
-    replace one (the model.config files the spec names are checked once it is read: ``_model_configs``)."""
+    replace one (the model.config files the spec names are checked once it is read: ``_check_model_configs``)."""
     found = [(spec, "the spec"), *((Path(run), "the run's evidence") for run in runs)]
     if config_path:
         found.append((Path(config_path), "the configuration"))
@@ -103,7 +103,10 @@ def _inputs(spec: Path, runs: tuple[str, ...], config_path: str | None) -> tuple
 def _check_model_configs(outputs: ReportOutputs, spec: Path, data: object) -> None:
     """GpuplanError when a destination is one of the model.config files the read spec names (nothing is
     written yet): the spec is read after the PDF renderer forks, so that WeasyPrint's import overlaps it."""
-    configs = tuple((spec.parent / name, "the model's config file") for name in model_config_names(data))
+    from gpuplan.linter import base_dir  # where the linter reads them from: the real spec's folder
+
+    folder = base_dir(str(spec))
+    configs = tuple((folder / name, "the model's config file") for name in model_config_names(data))
     for destination in outputs.destinations.values():
         refuse_inputs(destination.path, configs)
 
