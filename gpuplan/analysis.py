@@ -572,7 +572,6 @@ def deployment_workload(spec: Spec, job: Serve, setup: ServingSetup, gpu: Gpu) -
         full_prompt=job.full_prompt,
         output_tokens=job.output_tokens,
         output_p90=job.output_p90 or 0,
-        output_room=job.answer_room,
         concurrency=0,
         quantization=job.quantization,
         engine=job.engine,

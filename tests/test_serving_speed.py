@@ -267,7 +267,7 @@ def test_answers_that_vary_hold_more_of_the_kv_cache():
     # + 0.03 x 196 + 0.01 x 400) / (2 x 4.12) = 4 + 27.28 / 8.24 = 7.311 tokens, 32 B each: 4,000 B of KV
     # hold 17.10 sequences, where answers of 4 tokens each hold 4 + 2 = 6 tokens and 20.83 run.
     varied = serving_speed(
-        workload(concurrency=50, kv_capacity_bytes=4000.0, full_prompt=20, output_p90=8, output_room=20),
+        workload(concurrency=50, kv_capacity_bytes=4000.0, full_prompt=20, output_p90=8),
         calibration=CAL,
     )
     fixed = serving_speed(workload(concurrency=50, kv_capacity_bytes=4000.0, full_prompt=20), calibration=CAL)

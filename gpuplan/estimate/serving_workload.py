@@ -49,7 +49,12 @@ class ServingWorkload:
     adapter_bytes: float = 0.0  # ... of these bytes each, one slot on the stage that reads most (lora_serving)
     engine_version: str | None = None  # serve.engine_version: the vLLM release whose defaults the scheduler runs
     output_p90: float = 0.0  # serve.output_tokens_p90; at most output_tokens: every request makes that many
-    output_room: int = 0  # the longest answer the context holds beside the mean prompt (Serve.answer_room)
+
+    @property
+    def output_room(self) -> int:
+        """The longest answer the context holds beside the mean prompt (``Serve.answer_room``): the context
+        is the full prompt and the mean answer."""
+        return round(self.full_prompt + self.output_tokens - self.prompt_tokens)
 
     def outputs(self) -> Lengths:
         """The generated tokens per request (``lengths``): a lognormal through the mean and the p90, none
