@@ -166,7 +166,7 @@ def _unknown_key(
     document: LoadedDocument, parent: Pointer, key: object, known: list[str], budget: _Suggestions
 ) -> Finding:
     where = dotted(parent) or "the top level"
-    text = key if isinstance(key, str) else str(key)  # the loader's name for it, which positions are kept by
+    text = str(key)  # the loader's name for it, which positions are kept by
     close = budget.closest(text, known) if isinstance(key, str) else []
     # as YAML wrote it: a `~` key is null and `yes` true, not Python's None and True
     shown = "null" if key is None else str(key).lower() if isinstance(key, bool) else text

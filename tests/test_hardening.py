@@ -777,7 +777,6 @@ def test_a_model_config_name_with_a_nul_is_a_finding_at_its_line(write_spec):
 def test_a_price_age_past_a_century_and_a_confidence_of_nan_are_refused(tmp_path: Path):
     # A price age of 3,000,000 days overflowed the approval's expiry date (an internal error in plan and
     # report); nan passed click's FloatRange (an internal error in plan).
-    (tmp_path / ".git").mkdir(exist_ok=True)
     (tmp_path / ".gpuplan.yaml").write_text("thresholds: {price_max_age_days: 3000000}\n")
     spec = tmp_path / "s.yaml"
     spec.write_text((EXAMPLES / "serve-llama-70b.yaml").read_text())

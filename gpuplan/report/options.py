@@ -148,11 +148,9 @@ def verdict_text(option: Option, spec: Spec) -> str:
     if within is False:
         broken.append("budget")
     unchecked = within is None and budget_limit(spec, option.kind) is not None
-    if unchecked:
-        return ("meets every other constraint" if not broken else f"breaks {', '.join(broken)}") + (
-            "; budget unchecked: no price"
-        )
-    return "meets every constraint" if not broken else f"breaks {', '.join(broken)}"
+    met = "meets every other constraint" if unchecked else "meets every constraint"
+    text = f"breaks {', '.join(broken)}" if broken else met
+    return f"{text}; budget unchecked: no price" if unchecked else text
 
 
 def _rows_for(option: Option, spec: Spec) -> dict[str, str]:

@@ -227,14 +227,15 @@ def _gpu_memory(b: _Builder, pointer: Pointer) -> None:
     (GPU_AT_LEAST, SGLang), which differs from the spec's GPU only when the declared one has less."""
     gpu = b.job.hardware.gpu
     tolerance = GPU_MEMORY_TOLERANCE * gpu.usable_bytes
-    if (measured := b.evidence.measurements.get(GPU_TOTAL)) and measured.values:
-        total = max(value for _, value in measured.values)
-        shown, same = format_gib(total), abs(total - gpu.usable_bytes) <= tolerance
-    elif (measured := b.evidence.measurements.get(GPU_AT_LEAST)) and measured.values:
-        total = max(value for _, value in measured.values)
-        shown, same = f"at least {format_gib(total)}", total - gpu.usable_bytes <= tolerance
-    else:
+    stated = b.evidence.measurements.get(GPU_TOTAL)
+    at_least = stated is None or not stated.values
+    measured = b.evidence.measurements.get(GPU_AT_LEAST) if at_least else stated
+    if measured is None or not measured.values:
         return
+    total = max(value for _, value in measured.values)
+    excess = total - gpu.usable_bytes  # a lower bound (at least) differs only where it is above the GPU's
+    shown = f"at least {format_gib(total)}" if at_least else format_gib(total)
+    same = (excess if at_least else abs(excess)) <= tolerance
     setting = Setting("gpu_total_memory", shown, measured.line, "")
     if not b.check("GPU memory", pointer, f"{gpu.id}, {format_gib(gpu.usable_bytes)}", setting, same):
         # The device as run: the catalog's CUDA context allowance on top (SGLang's default fraction reads it).
