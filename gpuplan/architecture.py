@@ -28,6 +28,7 @@ from typing import Any
 
 from gpuplan.records import record
 from gpuplan.resources import schema_path
+from gpuplan.units import whole_number
 
 
 @record
@@ -576,8 +577,7 @@ def check_value(name: str, value: Any, where: str) -> Any:
             raise ArchitectureError(f"{where} must be all, alternate or a layer period, not {shown}")
         return _SLIDING_WORDS[value]
     if name in _INTEGER_FIELDS:
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
-            value = int(value)
+        value = whole_number(value)
         if not isinstance(value, int) or isinstance(value, bool):
             raise ArchitectureError(f"{where} must be a whole number, not {shown}")
         if rule is not None:

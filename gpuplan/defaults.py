@@ -12,6 +12,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from gpuplan.units import whole_number
+
 
 def resolve_ref(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     """``node`` with a local ``$ref`` ("#/$defs/x") replaced by its target, sibling keywords kept."""
@@ -58,10 +60,6 @@ def _filler(schema: dict[str, Any]) -> Filler:
 
 def _unchanged(value: Any) -> Any:
     return value
-
-
-def _integer(value: Any) -> Any:
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _integer_only(node: dict[str, Any]) -> bool:
@@ -112,6 +110,6 @@ def _compile(node: dict[str, Any], schema: dict[str, Any], done: dict[int, Fille
 
     compiled = fill if fills or extra is not None or items is not None else None
     if compiled is None and _integer_only(resolved):
-        compiled = _integer
+        compiled = whole_number
     done[id(node)] = compiled
     return compiled

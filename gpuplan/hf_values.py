@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan.architecture import ArchitectureError, show_value
+from gpuplan.units import whole_number
 
 
 def string_value(data: dict[str, Any], key: str, where: str) -> str:
@@ -32,8 +33,7 @@ def bounded_int(data: dict[str, Any], key: str, low: int, high: int, prefix: str
         if default is None:
             raise ArchitectureError(f"config.json lacks {prefix}{key}")
         return default
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        value = int(value)
+    value = whole_number(value)
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise ArchitectureError(
             f"config.json {prefix}{key} must be a whole number from {low} to {high:,}, not {show_value(value)}"

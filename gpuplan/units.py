@@ -44,6 +44,14 @@ RATE_DIGITS = 1  # tokens per second
 _EVERY_DIGIT = Context(prec=400)
 
 
+def whole_number(value: object) -> object:
+    """An integral float as the int it writes (JSON and YAML read 8.0 as a float), below 2**53 where every
+    integer is a float; any other value as it is."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
 def rounded(value: float, digits: int) -> float:
     """``value`` at ``digits`` decimals, halves away from zero, read as the decimal Python prints for it."""
     if not math.isfinite(value):
