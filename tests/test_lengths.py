@@ -13,24 +13,25 @@ from gpuplan.estimate.lengths import Lengths, fixed, lognormal, lognormal_sigma,
 
 
 def test_the_lognormal_through_a_mean_and_its_p90():
-    # p90 / mean = 450 / 200 = 2.25: ln 2.25 = 0.81093 = 1.2816 s - s^2 / 2, the smaller root
-    # s = 1.2816 - sqrt(1.2816^2 - 2 x 0.81093) = 1.2816 - sqrt(0.02064) = 1.13794.
-    assert lognormal_sigma(200, 450) == pytest.approx(1.13794, abs=1e-5)
+    # p90 / mean = 450 / 200 = 2.25: ln 2.25 = 0.81093 = z s - s^2 / 2 (z = 1.281552, the normal's 90th
+    # percentile), the smaller root s = 1.281552 - sqrt(1.642374 - 2 x 0.810930) = 1.281552 - sqrt(0.020514)
+    # = 1.281552 - 0.143227 = 1.138325.
+    assert lognormal_sigma(200, 450) == pytest.approx(1.138325, abs=1e-5)
     lengths = lognormal(200, 450, 10**6)
-    # The shorter half: E[X; X <= median] = mean x Phi(0 - s) = 200 x Phi(-1.13794) = 200 x 0.127573 = 25.51,
-    # over its share 0.5: 51 tokens. The longest 0.2%: z(0.998) = 2.87816, 1 - Phi(2.87816 - 1.13794) =
-    # 1 - Phi(1.74022) = 0.040910, 200 x 0.040910 / 0.002 = 4,091 tokens.
+    # The shorter half: E[X; X <= median] = mean x Phi(0 - s) = 200 x Phi(-1.138325) = 200 x 0.127492 = 25.50,
+    # over its share 0.5: 51 tokens. The longest 0.2%: z(0.998) = 2.878162, 1 - Phi(2.878162 - 1.138325) =
+    # 1 - Phi(1.739837) = 0.040944, 200 x 0.040944 / 0.002 = 4,094 tokens.
     assert lengths.classes[0] == (0.5, 51)
-    assert lengths.classes[-1] == (pytest.approx(0.002), 4091)
+    assert lengths.classes[-1] == (pytest.approx(0.002), 4094)
     assert [share for share, _ in lengths.classes] == pytest.approx([0.5, 0.25, 0.15, 0.06, 0.03, 0.008, 0.002])
     assert lengths.mean == pytest.approx(200, abs=0.5)  # each class rounded to a whole token
 
 
 def test_classes_past_the_context_are_held_there_and_the_rest_keep_the_mean():
-    # As above, no answer longer than 1,000: the classes from the 96th percentile on (1,018, 1,911 and 4,091
-    # tokens) are held at 1,000, 0.04 x 1,000 = 40 of the mean. The four shorter classes (51.03, 155.16, 314.10,
-    # 576.27 before rounding: 0.5 x 51.03 + 0.25 x 155.16 + 0.15 x 314.10 + 0.06 x 576.27 = 146.00) grow by
-    # (200 - 40) / 146.00 = 1.0959: 55.9, 170.0, 344.2, 631.5.
+    # As above, no answer longer than 1,000: the classes from the 96th percentile on (1,018, 1,912 and 4,094
+    # tokens) are held at 1,000, 0.04 x 1,000 = 40 of the mean. The four shorter classes (51.00, 155.11, 314.08,
+    # 576.35 before rounding: 0.5 x 51.00 + 0.25 x 155.11 + 0.15 x 314.08 + 0.06 x 576.35 = 145.97) grow by
+    # (200 - 40) / 145.97 = 1.0961: 55.9, 170.0, 344.3, 631.7.
     lengths = lognormal(200, 450, 1000)
     assert [tokens for _, tokens in lengths.classes] == [56, 170, 344, 632, 1000]
     assert lengths.classes[-1][0] == pytest.approx(0.04)
@@ -79,8 +80,8 @@ def test_a_p90_at_the_mean_or_no_room_above_it_is_a_fixed_length():
 
 
 def test_the_square_mean_of_prompts():
-    # E[P^2] = mean^2 exp(s^2): 200^2 x exp(1.13794^2) = 40,000 x 3.6500 = 146,000.
-    assert lognormal_square_mean(200, 450) == pytest.approx(146000, rel=1e-3)
+    # E[P^2] = mean^2 exp(s^2): 200^2 x exp(1.138325^2) = 40,000 x exp(1.295784) = 40,000 x 3.65385 = 146,154.
+    assert lognormal_square_mean(200, 450) == pytest.approx(146154, rel=1e-5)
 
 
 @given(st.integers(1, 100_000), st.floats(1.0, 5.0), st.integers(0, 400_000))

@@ -34,14 +34,14 @@ from statistics import NormalDist
 
 from gpuplan.records import record
 
-Z90 = 1.2816  # standard normal 90th percentile
+_NORMAL = NormalDist()
+Z90 = _NORMAL.inv_cdf(0.9)  # 1.28155: the standard normal's 90th percentile, the one the class cuts take
 WIDEST_P90_RATIO = math.exp(Z90 * Z90 / 2)  # 2.27: the p90 over the mean of the widest lognormal (sigma = z90)
 # Quantiles the classes are cut at: halves, then ever finer shares of the tail (the last class is the longest
 # 0.2%: in a burst of a thousand requests, two of them).
 CUTS = (0.5, 0.75, 0.9, 0.96, 0.99, 0.998)
 GOLDEN = (math.sqrt(5) - 1) / 2  # 1 / golden ratio
 STRATA = 256  # the most strata a burst's lengths are cut into: some dozen distinct lengths, whatever the burst
-_NORMAL = NormalDist()
 
 
 def lognormal_sigma(mean: float, p90: float) -> float:
