@@ -1,5 +1,5 @@
 """The caching allocator's model (gpuplan/estimate/allocator.py), on hand-worked sequences, and what it adds
-to a training step's memory (training_memory._Step): device >= reserved >= allocated, by construction of
+to a training step's memory (training_step.SimulatedStep): device >= reserved >= allocated, by construction of
 the three figures and never by a negative cache."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from training_jobs import training_setup, vary
 
 from gpuplan.analysis import training_setup as spec_training_setup
 from gpuplan.catalog import get_model
-from gpuplan.estimate import training_memory
+from gpuplan.estimate import training_memory, training_step
 from gpuplan.estimate.allocator import (
     STREAM_SPAN,
     Allocation,
@@ -239,7 +239,7 @@ def test_the_remembered_cache_reads_every_field_the_step_reads(setup, data):
     name = data.draw(st.sampled_from(sorted(FIELD_VALUES)))
     changed = vary(setup, **{name: data.draw(FIELD_VALUES[name])})
     if training_memory._step_read(changed) == training_memory._step_read(setup):
-        run = training_memory._Step
+        run = training_step.SimulatedStep
         first = run(setup, *training_memory._step_read(setup)[:2]).run()
         second = run(changed, *training_memory._step_read(changed)[:2]).run()
         assert first == second, name
@@ -260,8 +260,8 @@ def _both_ways(setup) -> tuple[tuple[int, int], tuple[int, int]]:
     """(peak allocated, peak reserved) of the step with repeat's fast-forward and running every layer."""
     states, acts = training_memory._step_read(setup)[:2]
     return (
-        training_memory._Step(setup, states, acts).run(),
-        training_memory._Step(setup, states, acts, fast_forward=False).run(),
+        training_step.SimulatedStep(setup, states, acts).run(),
+        training_step.SimulatedStep(setup, states, acts, fast_forward=False).run(),
     )
 
 
@@ -633,7 +633,7 @@ def test_an_fsdp_lora_job_reserves_its_side_streams_pools():
     )
     for sharding, reserved, pools in (("fsdp", 6 * MIB, {1: 4608, 3: 14336}), ("none", 2 * MIB, {})):
         setup = vary(lora, sharding=sharding)
-        step = training_memory._Step(setup, *training_memory._step_read(setup)[:2])
+        step = training_step.SimulatedStep(setup, *training_memory._step_read(setup)[:2])
         assert step.run()[1] == reserved
         assert {stream: pool.small_high for stream, pool in step.cache.side.items()} == pools
     # Llama-2-7B, the same over 2 GPUs at 1 x 2,048: the root unit is 524,296,192 B (a 251 x 2 MiB segment,
@@ -641,7 +641,7 @@ def test_an_fsdp_lora_job_reserves_its_side_streams_pools():
     # root's segment and a unit's in forward, a second unit's when backward gathers one ahead; once the step
     # ends all three are cached there, 1,340,080,128 B the default stream never reuses.
     setup = vary(lora, architecture=get_model("llama-2-7b").architecture, lora_rank=8, seq_len=2048, sharding="fsdp")
-    step = training_memory._Step(setup, *training_memory._step_read(setup)[:2])
+    step = training_step.SimulatedStep(setup, *training_memory._step_read(setup)[:2])
     step.run()
     unshard = {key + STREAM_SPAN: count for key, count in step.cache.free.items() if -STREAM_SPAN <= key < 0}
     assert unshard == {526_385_152: 1, 406_847_488: 2}

@@ -96,17 +96,17 @@ PHI_TOLERANCE = 1e-9
 ROOT_STEPS = 100
 
 
-class _Step(NamedTuple):
+class StepCost(NamedTuple):
     seconds: float  # on one GPU of the stage that reads the most weights
     memory_bound: bool
     bytes_read: float
     mean_seconds: float  # the stages' mean (their weights' mean): a stage pipeline's sum over stages / stages
 
 
-# A _Step from its fields without the named tuple's Python-level __new__ (the speed model's inner loop
+# A StepCost from its fields without the named tuple's Python-level __new__ (the speed model's inner loop
 # builds some twenty per estimate).
-_new_step: Callable[[tuple[float, bool, float, float]], _Step] = functools.partial(tuple.__new__, _Step)
-ChunkStep = Callable[[float, float], _Step]  # a prompt chunk's step from its tokens and attention FLOPs
+_new_step: Callable[[tuple[float, bool, float, float]], StepCost] = functools.partial(tuple.__new__, StepCost)
+ChunkStep = Callable[[float, float], StepCost]  # a prompt chunk's step from its tokens and attention FLOPs
 
 
 class Rates:
@@ -254,7 +254,7 @@ class Deployment:
 
     def step(
         self, decode: float, prefill: float, context: float, prefill_attention: float, chunk: float = 0.0
-    ) -> _Step:
+    ) -> StepCost:
         """A step of ``decode`` decoding sequences at ``context`` and ``prefill`` prompt tokens.
 
         ``prefill`` may be a mean over steps of prompts that arrive as whole chunks of ``chunk`` tokens in
@@ -298,7 +298,7 @@ class Deployment:
         return _new_step((seconds, memory_bound, weights + kv, mean_seconds))
 
     # -- a pipeline of stages ---------------------------------------------------------------------------
-    def cycle(self, step: _Step, microbatches: float) -> float:
+    def cycle(self, step: StepCost, microbatches: float) -> float:
         """A decode token's time through every stage with ``microbatches`` in flight, each a ``step``.
 
         A token crosses every stage in turn (their sum: stages x their mean), and the stage that reads the
@@ -312,7 +312,7 @@ class Deployment:
         """The microbatches ``sequences`` running sequences split into: one per stage, at most one each."""
         return min(self.w.pipeline_parallel, max(1.0, sequences))
 
-    def pass_time(self, step: _Step, chunks: float) -> float:
+    def pass_time(self, step: StepCost, chunks: float) -> float:
         """``chunks`` prompt chunks, each a ``step``, one after another through every stage: the first
         crosses them all, the others follow at the pace of the stage that reads the most."""
         pp = self.w.pipeline_parallel
@@ -345,7 +345,7 @@ class Deployment:
         whole, full, last = self.chunks(tokens, room, chunk)
         return full * whole.mean_seconds + (last.mean_seconds if last is not None else 0.0)
 
-    def chunks(self, tokens: float, room: float | None, chunk: ChunkStep) -> tuple[_Step, int, _Step | None]:
+    def chunks(self, tokens: float, room: float | None, chunk: ChunkStep) -> tuple[StepCost, int, StepCost | None]:
         """(a whole chunk's step, how many whole chunks, the smaller last one's step or None): ``chunked_pass``'s cut."""
         per_token = self.prompt_attention(tokens) / tokens
         size = tokens if room is None else min(room, tokens)
@@ -578,7 +578,7 @@ def _steady_speed(w: ServingWorkload, state_at: Callable[[float], _SteadyState],
 class _SteadyState:
     tpot: float
     requests_per_s: float  # per replica
-    decode: _Step
+    decode: StepCost
     full_prompt_service: Callable[[int], float]  # prefill time of a full prompt under this load
     # The same without the wait for the token budget (the residual step and first-token step kept), and
     # that wait's load and spread (queue_wait_factor): a TTFT quantile adds the wait's quantile to it.
@@ -633,7 +633,7 @@ def _continuous(
     passed = d.prompt_pass(prompt)
     prompt_attention *= (passed / prompt) ** 2
 
-    def decode_cycle(decoders: float, prefill: float, attention: float, chunk: float) -> tuple[float, _Step]:
+    def decode_cycle(decoders: float, prefill: float, attention: float, chunk: float) -> tuple[float, StepCost]:
         """(TPOT, one microbatch's step) of ``decoders`` sequences decoding beside ``prefill`` prompt tokens."""
         microbatches = d.microbatches(decoders)
         step = d.step(
@@ -656,7 +656,7 @@ def _continuous(
         )
         return passes * (queue_wait_factor(rho, spread) if queued else 1.0)
 
-    def balance(phi: float) -> tuple[float, float, _Step, float]:
+    def balance(phi: float) -> tuple[float, float, StepCost, float]:
         """(TPOT, prefill time S, the decode step, rho) when the other slots decode a share ``phi``."""
         decoding_others = others * phi
         with_tagged = 1 + decoding_others
@@ -669,7 +669,7 @@ def _continuous(
         rho = arriving / max(1.0, budget - decoding_others)
         return tpot, prefill_time(passed, decoding_others, rho), decode, rho
 
-    balances: dict[float, tuple[float, float, _Step, float]] = {}
+    balances: dict[float, tuple[float, float, StepCost, float]] = {}
 
     def excess(phi: float) -> float:
         tpot, service, _, _ = balances[phi] = balance(phi)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from gpuplan.estimate.calibration import Calibration
 from gpuplan.estimate.performance import Efficiency, decode_attention_flops, matmul_params
-from gpuplan.estimate.serving_speed import Deployment, _Step
+from gpuplan.estimate.serving_speed import Deployment, StepCost
 from gpuplan.estimate.speculative import expected_tokens
 from gpuplan.records import evolve
 
@@ -42,7 +42,7 @@ class _Rounds(Deployment):
 
     def step(
         self, decode: float, prefill: float, context: float, prefill_attention: float, chunk: float = 0.0
-    ) -> _Step:
+    ) -> StepCost:
         """A round: the verify pass of ``decode`` sequences (``k + 1`` positions each) beside ``prefill``
         prompt tokens, then ``k`` proposer steps; ``context`` is the solver's, replaced by the real decode
         context (the solver is given ``output / E`` steps, which would shorten it)."""
@@ -58,7 +58,7 @@ class _Rounds(Deployment):
         )
         draft = self.proposer.step(decode, 0, self.context, 0.0)
         extra = self.drafted * draft.seconds
-        return _Step(
+        return StepCost(
             verify.seconds + extra,
             verify.memory_bound,
             verify.bytes_read + self.drafted * draft.bytes_read,

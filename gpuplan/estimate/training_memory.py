@@ -33,8 +33,8 @@ from gpuplan.estimate.training import (
     stage_fraction,
     trainable_params,
 )
-from gpuplan.estimate.training_step import Gathering, _preparation_events, _Step
-from gpuplan.records import record
+from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
+from gpuplan.records import evolve, record
 from gpuplan.spec import Finetune
 
 
@@ -155,7 +155,7 @@ def _model_states(setup: TrainingSetup) -> _States:
             grad_elements /= n
     grads = grad_elements * grad_b
     gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = 0.0
-    gathering: tuple[str, float, float, float, float, float] | None = None  # Gathering's, but ``reduced``
+    gathering: Gathering | None = None  # its ``reduced`` known once the offload is
     streams = setup.shards_parameters or setup.job.offload_parameters != "none"
     if streams:
         # The unit in use and the one prefetched are gathered in 16-bit (NF4 for QLoRA: FSDP-QLoRA gathers
@@ -203,7 +203,7 @@ def _model_states(setup: TrainingSetup) -> _States:
                 staged = 1 / n
                 gathered_loss, gathered = gathered_loss + layer_bytes / n, gathered + layer_bytes / n
             framework = f"fsdp{setup.job.fsdp_version}"
-            gathering = (framework, root, layer_bytes, root * staged, layer_bytes * staged, unit_gradient)
+            gathering = Gathering(framework, root, layer_bytes, root * staged, layer_bytes * staged, unit_gradient, 0.0)
         unsharded = weights
         if setup.shards_parameters:
             weights /= n
@@ -274,7 +274,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         saved_grad_shards,
         upcast,
         setup.kbit_preparation in ("trl", "axolotl"),
-        Gathering(*gathering, reduced) if gathering is not None else None,
+        evolve(gathering, reduced=reduced) if gathering is not None else None,
     )
 
 
@@ -282,7 +282,7 @@ def _preparation_excess(states: _States) -> float:
     """How far the live bytes rise above the prepared weights while the preparation runs (0 without one)."""
     held: dict[int, float] = {}
     live = peak = 0.0
-    for take, tensor, size in _preparation_events(states):
+    for take, tensor, size in preparation_events(states):
         if take:
             held[tensor] = size
             live += size
@@ -471,7 +471,7 @@ def _remembered_activations(keyed: _Keyed) -> _Activations:
 
 
 def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
-    """What ``_Step`` reads of a setup: its model states and activations (``_States``, ``_Activations``),
+    """What ``SimulatedStep`` reads of a setup: its model states and activations (``_States``, ``_Activations``),
     the shapes they fall into and the order of the step; not the replica count beyond whether there are
     several (a search tries many that share one step)."""
     job = setup.job
@@ -498,7 +498,7 @@ def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
 def _remembered_cache(keyed: _Keyed) -> int:
     """The allocator's cache above the live peak over two steps."""
     states, acts = keyed.key[:2]
-    live, reserved = _Step(keyed.setup, states, acts).run()
+    live, reserved = SimulatedStep(keyed.setup, states, acts).run()
     return max(0, reserved - live)
 
 

@@ -46,7 +46,7 @@ class Gathering:
     reduced: float  # FSDP2 with parameter offload: the gradient shards, each freed once copied to the host
 
 
-def _preparation_events(states: _States) -> tuple[tuple[bool, int, float], ...]:
+def preparation_events(states: _States) -> tuple[tuple[bool, int, float], ...]:
     """A QLoRA preparation's allocations (True) and frees (False) in order, as (take, tensor, bytes): each
     16-bit tensor as loaded; its fp32 copy, taken before the 16-bit one is freed (peft
     ``prepare_model_for_kbit_training``: ``param.data = param.data.to(torch.float32)``); with ``cast_back``,
@@ -204,7 +204,7 @@ class _Units:
         self.cache.carry = None
 
 
-class _Step:
+class SimulatedStep:
     """One training step's tensors, in the order a step takes and frees them, run through the allocator:
     the weights (loaded once); per layer in forward, its autocast weight copies and kept activations, and
     a transient; the logits, their fp32 upcast (freed once the loss is computed) and the log-softmax; the
@@ -277,9 +277,9 @@ class _Step:
 
     def _load(self) -> None:
         """The weights, loaded once and never freed, and a QLoRA preparation's copies in the order it makes and
-        frees them (``_preparation_events``): what it frees stays cached for the step."""
+        frees them (``preparation_events``): what it frees stays cached for the step."""
         states = self.states
-        events = _preparation_events(states)
+        events = preparation_events(states)
         gathered = states.gathered if self.units is None else 0.0  # gathered unit by unit (_Units) otherwise
         self.cache.take(states.weights + gathered - _prepared_bytes(states))
         held: dict[int, Allocation] = {}
@@ -307,10 +307,21 @@ class _Step:
             self._give(*grads)  # zero_grad(set_to_none=True)
         return self.cache.peak_live, self.cache.reserved_peak()
 
+    def _loss(self) -> tuple[Allocation, Allocation, Allocation]:
+        """The loss after the last layer's forward: the returned logits, the upcast copy (taken and freed), the
+        log-softmax and the loss gradients in two halves; the caller frees the three it returns once the loss
+        backward is done. The returned logits go then whatever the loop (the class docstring says why how long
+        a loop holds them is the phase model's alone)."""
+        acts, cache = self.acts, self.cache
+        returned = cache.take(acts.returned_logits)
+        self._give(cache.take(acts.upcast))
+        log_softmax = cache.take(acts.log_softmax)
+        return cache.take(acts.loss_gradients / 2, 2), log_softmax, returned
+
     def _micro_batch(self, first: bool) -> list[Allocation]:
         """Forward and backward of one micro-batch, layer by layer; the gradients it creates (none but the
         first micro-batch's: the later ones accumulate into them)."""
-        acts, job, cache = self.acts, self.job, self.cache
+        job, cache = self.job, self.cache
         # Bound once: the layers below call them thousands of times.
         take, give, cycle = cache.take_all, cache.give, cache.cycle
         copies, kept_tensors, forward_transient = self.copies, self.kept, self.forward_transient
@@ -322,14 +333,9 @@ class _Step:
             return held
 
         kept = cache.repeat(forward, [None] * self.layers)
-        # The returned logits, released once the loss backward is done whatever the loop (the class
-        # docstring says why how long a loop holds them is the phase model's alone).
-        returned = cache.take(acts.returned_logits)
-        self._give(cache.take(acts.upcast))
-        log_softmax = cache.take(acts.log_softmax)
-        loss = cache.take(acts.loss_gradients / 2, 2)
+        loss = self._loss()
         grads = [take(self.head_grad)] if first else []
-        self._give(loss, log_softmax, returned)
+        self._give(*loss)
 
         recompute, backward_transients, layer_grads = self.recompute, self.backward_transients, self.grads
         in_backward = job.optimizer_in_backward
@@ -357,7 +363,7 @@ class _Step:
         unsharded gradient, and the sharded gradients on the stream that reduces them: the first
         micro-batch's kept, a later one's allocated, added to them and freed (_post_backward_hook:
         _saved_grad_shard += new_sharded_grad; FSDP2 foreach_reduce)."""
-        acts, job, cache = self.acts, self.job, self.cache
+        job, cache = self.job, self.cache
         units = self.units
         assert units is not None
         take, give, cycle = cache.take_all, cache.give, cache.cycle
@@ -387,13 +393,10 @@ class _Step:
 
         kept = cache.repeat(forward, [None] * self.layers)
         units.forward_ends()
-        returned = cache.take(acts.returned_logits)
-        self._give(cache.take(acts.upcast))
-        log_softmax = cache.take(acts.log_softmax)
-        loss = cache.take(acts.loss_gradients / 2, 2)
+        loss = self._loss()
         units.loss()
         head = reduce(self.head_grad, self.reduced[2])
-        self._give(loss, log_softmax, returned)
+        self._give(*loss)
         unit_gradient, layer_grads, layer_reduced = self.unit_gradient, self.grads, self.reduced[0]
         recompute, backward_transients = self.recompute, self.backward_transients
         # The common case, bound once: an FSDP1 unit gathered ahead without a staged copy, the gradients kept.
