@@ -390,7 +390,11 @@ def serve_assumptions(
         if job.output_p90 > widest:
             prompt += f" (no lognormal of that mean has a p90 above {widest:,.0f}: the spread is held at that)"
         if job.batching == "static":
-            prompt += "; static batching decodes each batch at the mean answer (the spread applies to continuous)"
+            outputs = through(job.output_tokens, job.output_p90, job.answer_room)
+            prompt += (
+                f"; a static batch of {speed.running:,.0f} decodes until its longest answer ends:"
+                f" {outputs.longest_of(speed.running):,.0f} tokens on average"
+            )
     return (
         memory_notes[0],
         ("kv cache dtype", job.kv_cache_dtype if job.kv_cache_dtype != "auto" else f"auto ({spec.model.dtype})"),

@@ -95,3 +95,31 @@ def test_the_classes_keep_the_mean_under_the_cap(mean, ratio, room):
     assert lengths.mean == pytest.approx(mean, abs=0.5)
     # Jensen: E[O^2] >= E[O]^2, so a running sequence holds at least half the mean
     assert lengths.held() >= lengths.mean / 2 * (1 - 1e-12)
+
+
+def test_the_longest_of_a_batch_and_the_quantiles_of_its_classes():
+    # Half the answers 100 tokens, half 300 (mean 200). The longest of n is 100 only when all n are:
+    # 0.5^n; else 300. n = 2: 100 x 0.25 + 300 x 0.75 = 250; n = 3: 100 x 0.125 + 300 x 0.875 = 275.
+    halves = Lengths(((0.5, 300), (0.5, 100)))  # in any order: the classes are read shortest first
+    assert halves.longest_of(2) == pytest.approx(250)
+    assert halves.longest_of(3) == pytest.approx(275)
+    assert halves.longest_of(1) == halves.longest_of(0.5) == halves.mean == 200  # one answer: its mean
+    # A fractional batch (as the KV cache sizes one): n = 1.5, 0.5^1.5 = 0.353553: 100 x 0.353553 + 300 x
+    # 0.646447 = 229.29.
+    assert halves.longest_of(1.5) == pytest.approx(229.289, rel=1e-5)
+    assert fixed(200).longest_of(64) == 200
+    # Nearest rank, shortest first: the 10th and 50th percentiles fall in the short half, the 60th in the long.
+    assert (halves.quantile(0.1), halves.quantile(0.5), halves.quantile(0.6), halves.quantile(1.0)) == (
+        100,
+        100,
+        300,
+        300,
+    )
+
+
+@given(st.integers(1, 10_000), st.floats(1.0, 3.0), st.integers(1, 4096))
+def test_the_longest_of_a_batch_grows_with_it_between_the_mean_and_the_longest(mean, ratio, batch):
+    lengths = through(mean, mean * ratio, 100 * mean)
+    longest = lengths.longest_of(batch)
+    assert lengths.mean * (1 - 1e-12) <= longest <= lengths.longest * (1 + 1e-12)
+    assert lengths.longest_of(batch + 1) >= longest * (1 - 1e-12)

@@ -27,7 +27,7 @@ from gpuplan.estimate.calibration import (
     ServingMechanisms,
     TrainingMechanisms,
 )
-from gpuplan.estimate.lengths import lognormal_square_mean
+from gpuplan.estimate.lengths import Lengths, lognormal_square_mean
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving_bounds import latency_floors
 from gpuplan.estimate.serving_lockstep import burst_ttft
@@ -427,3 +427,22 @@ def test_latency_floor_of_a_prompt_in_chunks():
     ttft, tpot = latency_floors(w, calibration=CAL)
     assert ttft == pytest.approx(2 * chunk + 0.01, rel=1e-12)
     assert tpot == pytest.approx(2.896 * math.sqrt(13) + 0.64 * math.sqrt(17) + 0.0013, rel=1e-12)
+
+
+def test_static_batching_decodes_until_the_longest_answer_and_a_client_waits_for_it(monkeypatch):
+    # As test_static_batching_end_to_end, the answers half 2 tokens and half 6 (mean 4): a batch of two
+    # decodes until its longest, 2 only when both are (1/4), so 2 x 1/4 + 6 x 3/4 = 5 steps, at
+    # 4 + 5/2 = 6.5 tokens of context: KV 2 x 16 x 2 x 6.5 = 416 B (0.832 s) against 2 x 13 x 32 / 250 =
+    # 3.328 s, 0.832 sqrt(17); GEMMs 14.48 s, 1.4 ms.
+    monkeypatch.setattr(ServingWorkload, "outputs", lambda self: Lengths(((0.5, 2), (0.5, 6))))
+    prefill = math.hypot(8.688, 38.144) + 5.12 + 0.0012
+    tpot = 14.48 + 0.832 * math.sqrt(17) + 0.0014
+    speed = serving_speed(workload(batching="static"), calibration=CAL)
+    assert speed.tpot_s == pytest.approx(tpot, rel=1e-12)
+    # Two requests a batch of prefill + 5 steps, 4 tokens each on average.
+    assert speed.tokens_per_s == pytest.approx(2 / (prefill + 5 * tpot) * 4, rel=1e-12)
+    # A client's next request waits for the batch's longest after its own: 5 - 4 = 1 step on average; the
+    # median and p90 waits are the short half's (5 - 2 = 3 steps).
+    assert speed.ttft_s == pytest.approx(prefill + 0.01 + 1 * tpot, rel=1e-12)
+    assert speed.ttft_median_s == pytest.approx(prefill + 0.01 + 3 * tpot, rel=1e-12)
+    assert speed.ttft_p90_s == pytest.approx(prefill + 0.01 + 3 * tpot, rel=1e-12)

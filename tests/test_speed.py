@@ -765,12 +765,14 @@ def test_answers_that_vary_resolve_and_are_stated_as_an_assumption():
     assert varied.analysis.serve.speed.tpot_s > plain.analysis.serve.speed.tpot_s
     notes = " ".join(text for _, text in varied.analysis.serve.assumptions)
     assert "answers of mean 256, p90 700 tokens (a lognormal, none longer than 3,096)" in notes
-    # A p90 past 2.27 x the mean (256 x 2.273 = 582) is beyond any lognormal of that mean: said, as is static
-    # batching's mean answer.
+    # A p90 past 2.27 x the mean (256 x 2.273 = 582) is beyond any lognormal of that mean: said, as is how
+    # long a static batch of 16 decodes. Its classes (tokens at the cumulative share: 53 to 0.5, 182 to 0.75,
+    # 402 to 0.9, 795 to 0.96, 1,511 to 0.99, 3,070 to 0.998, 3,096 to 1) and F^16 at those shares (1.5e-5,
+    # 0.01002, 0.18530, 0.52040, 0.85146, 0.96848, 1): 1.8 + 70.5 + 266.4 + 500.2 + 359.3 + 97.6 = 1,296.
     wide = lint(extra="  batching: static\n  prompt_tokens: {mean: 1000}\n  output_tokens_p90: 2000\n")
     notes = " ".join(text for _, text in wide.analysis.serve.assumptions)
     assert "no lognormal of that mean has a p90 above 582: the spread is held at that" in notes
-    assert "static batching decodes each batch at the mean answer" in notes
+    assert "a static batch of 16 decodes until its longest answer ends: 1,296 tokens on average" in notes
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,32 @@ class Lengths:
         """Tokens a running sequence has made on average, caught in proportion to its run: E[L^2] / (2 E[L])."""
         return self.square_mean() / (2 * self.mean)
 
+    def longest_of(self, count: float) -> float:
+        """The mean of the longest of ``count`` independent lengths: P(longest <= x) = F(x)^count (the largest
+        order statistic), so over the classes, shortest first, sum of tokens x (F_i^count - F_(i-1)^count).
+        ``count`` may be fractional (a batch the KV cache sizes); one length or fewer: the mean."""
+        if count <= 1 or not self.varies:
+            return self.mean
+        total, below = 0.0, 0.0  # the distribution function up to the previous class, to the power count
+        cumulative = 0.0
+        for share, tokens in sorted(self.classes, key=lambda item: item[1]):
+            cumulative = min(1.0, cumulative + share)
+            at = cumulative**count
+            total += tokens * (at - below)
+            below = at
+        return total
+
+    def quantile(self, share: float) -> int:
+        """The length at ``share`` of the requests, at the classes' resolution: the class the share falls in
+        (nearest rank, shortest first)."""
+        cumulative = 0.0
+        ordered = sorted(self.classes, key=lambda item: item[1])
+        for class_share, tokens in ordered:
+            cumulative += class_share
+            if cumulative >= share - 1e-12:
+                return tokens
+        return ordered[-1][1]
+
     def strata(self, count: int) -> list[float]:
         """The mean length of each of ``count`` equal strata of the classes' distribution, shortest first:
         they average to ``mean`` exactly (the classes' step function integrated over each stratum)."""

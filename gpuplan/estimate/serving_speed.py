@@ -42,7 +42,9 @@ The model, term by term (sources in brackets):
   first output, so there TTFT = pass of P - 1 tokens + one decode step (a 1-token prompt: the step alone).
 - a burst under ``serve.arrival: burst``: the wave the scheduler steps through (``serving_load.wave``); a
   lock-step benchmark round, as the calibration's LMDeploy harness runs it: ``serving_lockstep.burst_ttft``.
-- static batching: the batch prefills together, then decodes together; waves of it queue the rest.
+- static batching: the batch prefills together, then decodes together until its longest answer ends (the
+  mean of the longest of the batch's answers, ``Lengths.longest_of``); a client whose answer ended sooner
+  waits for it before its next request starts; waves of it queue the rest.
 - pipeline parallelism: microbatches of the running batch flow through the stages; a token crosses every
   stage (TPOT = the longer of the stages' sum and microbatches x the step of the stage that reads the
   most weights, which paces the pipeline), and with fewer sequences than stages it idles (bubbles).
@@ -438,10 +440,22 @@ def serving_speed(
 
     if continuous and w.arrival == "steady" and w.rate_rps:
         return _steady_speed(w, state_at, terms)
+    behind = (0.0, 0.0, 0.0)  # (mean, median, p90) of a static batch's wait for its longest answer
     if w.batching == "static":
-        state = _static(d, slots, prompt, steps, prompt_attention)
+        # A batch decodes until its longest answer ends: that many steps, its finished sequences still in it.
+        longest = steps * outputs.longest_of(slots) / outputs.mean
+        state = _static(d, slots, prompt, longest, prompt_attention)
+        # A client whose answer ended sends its next request, which waits for the batch's longest to end:
+        # (E[longest] - its own) steps (Little's law gives the mean: C / X less prefill and own decode),
+        # its quantiles those of the shorter answers (the p90 wait is the 10th-percentile answer's).
+        mean_wait, median_wait, p90_wait = (
+            max(0.0, longest - steps * own / outputs.mean) * state.tpot
+            for own in (outputs.mean, outputs.quantile(0.5), outputs.quantile(1 - P90))
+        )
+        behind = (mean_wait, median_wait, p90_wait)
         if state.requests_per_s > capacity:  # batches wait on the server process: its rate, the stream's lag
-            ttft = _ttft_statistics(state, w.full_prompt, max(0.0, w.concurrency - slots) / capacity + overhead)
+            queued = max(0.0, w.concurrency - slots) / capacity
+            ttft = _ttft_statistics(state, w.full_prompt, queued + overhead, behind)
             return _streamed(make, w, state, slots, ttft, state.tpot / gain, capacity, output)
     else:
         state = state_at(slots)
@@ -450,7 +464,7 @@ def serving_speed(
             return _frontend_bound(w, state_at, most, slots, output, overhead, capacity, gain, make)
     # Requests beyond the running slots wait for one to free (the closed loop's clients keep them queued).
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
-    ttft = _ttft_statistics(state, w.full_prompt, waiting + overhead)
+    ttft = _ttft_statistics(state, w.full_prompt, waiting + overhead, behind)
     return _from_state(make, w, state, slots, limited_by, ttft, state.tpot / gain, state.requests_per_s, output)
 
 
@@ -530,15 +544,18 @@ def _from_state(
     )
 
 
-def _ttft_statistics(state: _SteadyState, prompt: int, added: float) -> tuple[float, float, float]:
-    """(mean, median, p90) TTFT of a ``prompt`` under ``state``'s load, ``added`` seconds on top: the
-    unqueued service plus the wait for the token budget at each quantile (``wait_quantile``)."""
+def _ttft_statistics(
+    state: _SteadyState, prompt: int, added: float, behind: tuple[float, float, float] = (0.0, 0.0, 0.0)
+) -> tuple[float, float, float]:
+    """(mean, median, p90) TTFT of a ``prompt`` under ``state``'s load, ``added`` seconds on top and each
+    statistic's own wait in ``behind`` (a static batch's): the unqueued service plus the wait for the token
+    budget at each quantile (``wait_quantile``)."""
     queued = state.full_prompt_service(prompt)
     unqueued = state.unqueued_service(prompt)
     mean_wait = queued - unqueued
     median = unqueued + wait_quantile(mean_wait, state.rho, 0.5)
     p90 = unqueued + wait_quantile(mean_wait, state.rho, P90)
-    return queued + added, median + added, p90 + added
+    return queued + added + behind[0], median + added + behind[1], p90 + added + behind[2]
 
 
 def _steady_speed(w: ServingWorkload, state_at: Callable[[float], _SteadyState], terms: LoadTerms) -> ServingSpeed:
@@ -587,8 +604,10 @@ class _SteadyState:
     spread: float = 1.0
 
 
-def _static(d: Deployment, slots: float, prompt: float, output: float, prompt_attention: float) -> _SteadyState:
-    """A batch of ``slots`` sequences prefills together, then decodes together, wave after wave."""
+def _static(d: Deployment, slots: float, prompt: float, longest: float, prompt_attention: float) -> _SteadyState:
+    """A batch of ``slots`` sequences prefills together, then decodes together, wave after wave, for the
+    ``longest`` steps its longest answer takes: a sequence that ends sooner keeps its place (and its cache,
+    padded) until the batch ends (transformers ``generate``: finished sequences take pad tokens)."""
     microbatches = d.microbatches(slots)
     passed = d.prompt_pass(prompt)
     prefill_time = 0.0
@@ -598,9 +617,9 @@ def _static(d: Deployment, slots: float, prompt: float, output: float, prompt_at
         # The microbatches follow one another through the stages, and the activations cross each stage
         # boundary once on the way (as in ``prefill_alone`` and the continuous pass).
         prefill_time = d.pass_time(prefill, microbatches)
-    decode = d.step(slots / microbatches, 0, prompt + output / 2, 0.0)
+    decode = d.step(slots / microbatches, 0, prompt + longest / 2, 0.0)
     tpot = d.cycle(decode, microbatches)
-    requests_per_s = slots / (prefill_time + output * tpot)
+    requests_per_s = slots / (prefill_time + longest * tpot)
     to_first_token = prefill_time + d.first_token_step(slots, prompt)
     return _SteadyState(tpot, requests_per_s, decode, lambda _: to_first_token, lambda _: to_first_token)
 
