@@ -17,6 +17,7 @@ from conftest import ROOT, run_cli
 from test_memory_bands import kv_low_ratio
 
 from gpuplan.diff.build import diff_files, diff_git
+from gpuplan.diff.git import Repository
 from gpuplan.diff.guardrails import Guardrails, strictest
 from gpuplan.diff.json_format import render as render_json
 
@@ -108,15 +109,30 @@ def write(repo: Path, files: dict[str, str]) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+def new_repo(root: Path) -> None:
+    """An empty repository at ``root`` on branch main, with a committer."""
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "ci@example.com")
+    git(root, "config", "user.name", "CI")
+
+
+def config_repo(root: Path) -> Path:
+    """A repository at ``root`` whose one commit holds spec.yaml, which reads m/config.json (LOCAL_CONFIG)."""
+    new_repo(root)
+    spec = "version: 1\nname: local\nmodel: {config: m/config.json}\nserve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
+    write(root, {"spec.yaml": spec, "m/config.json": json.dumps(LOCAL_CONFIG)})
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "base")
+    return root
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """main: five specs, a Kubernetes manifest and notes; feature (checked out): one spec modified, one
     renamed, one deleted, one broken (YAML syntax error), one added, the non-spec files changed."""
     root = tmp_path / "infra"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.email", "ci@example.com")
-    git(root, "config", "user.name", "CI")
+    new_repo(root)
     write(
         root,
         {
@@ -373,10 +389,7 @@ def test_a_section_silent_on_a_guardrail_keeps_its_default_in_the_strictest():
 def test_local_model_config_is_read_from_the_same_revision(tmp_path: Path):
     """A spec naming a config.json gets the config.json of its own revision, not the working tree's."""
     root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.email", "ci@example.com")
-    git(root, "config", "user.name", "CI")
+    new_repo(root)
     config = LOCAL_CONFIG
     spec = "version: 1\nname: local\nmodel: {config: model/config.json}\nserve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
     write(root, {"svc/spec.yaml": spec, "svc/model/config.json": json.dumps(config)})
@@ -398,20 +411,31 @@ def test_local_model_config_is_read_from_the_same_revision(tmp_path: Path):
     assert [c.path for c in diff_git("main", pathspecs=("svc/",), cwd=root).changes] == ["svc/spec.yaml"]
 
 
+def test_a_spec_found_by_the_config_json_it_reads_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # Finding the specs that read a changed config.json reads every spec at the head; the spec's own side
+    # is then taken from that read, not read again (one revision, one read of each path).
+    root = config_repo(tmp_path / "repo")
+    write(root, {"m/config.json": json.dumps({**LOCAL_CONFIG, "num_hidden_layers": 32})})
+    reads: list[tuple[str | None, str]] = []
+    original = Repository.read
+
+    def counted(self, revision, paths):
+        paths = list(paths)
+        reads.extend((revision, path) for path in paths)
+        return original(self, revision, paths)
+
+    monkeypatch.setattr(Repository, "read", counted)
+    (change,) = diff_git("main", cwd=root).changes
+    assert change.inputs_changed == ("m/config.json",)
+    assert reads.count((None, "spec.yaml")) == 1, reads
+
+
 def test_a_config_json_change_fails_the_new_error_guardrail_and_a_configuration_change_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     # A PR that edits only the config.json a spec reads (16 -> 160 layers: the weights no longer fit an l4)
     # is a modified spec with a new error, exit 1; a PR that edits only .gpuplan.yaml is named, exit 0.
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    git(root, "config", "user.email", "ci@example.com")
-    git(root, "config", "user.name", "CI")
-    spec = "version: 1\nname: local\nmodel: {config: m/config.json}\nserve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
-    write(root, {"spec.yaml": spec, "m/config.json": json.dumps(LOCAL_CONFIG)})
-    git(root, "add", ".")
-    git(root, "commit", "-q", "-m", "base")
+    root = config_repo(tmp_path / "repo")
     monkeypatch.chdir(root)
     write(root, {"m/config.json": json.dumps({**LOCAL_CONFIG, "num_hidden_layers": 160})})
     code, out, _ = run_cli("diff", "--git", "main")

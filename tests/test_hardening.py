@@ -741,19 +741,33 @@ def test_a_toml_file_given_with_config_is_read_as_toml(tmp_path: Path):
 )
 def test_an_integer_written_as_an_integral_float_reads_as_the_integer(old: str, new: str, tmp_path: Path):
     # JSON Schema's integer takes 4.0; it reached range() and datetime.date() as a float: GP010 in lint, an
-    # internal error in plan and report. It now reads as 4, and every command gives what 4 gives.
+    # internal error in plan and report. It now reads as 4, and every command gives what 4 gives: the same
+    # findings, plan and report as the spec with the integers written plainly, the report's content hash
+    # too (4.0 is 4: canonical JSON writes a whole number as an integer); only the file's own SHA-256 differs.
     text = (EXAMPLES / "finetune-then-serve.yaml").read_text()
     assert old in text
-    spec = tmp_path / "f.yaml"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    spec, plain = tmp_path / "a" / "spec.yaml", tmp_path / "b" / "spec.yaml"
     spec.write_text(text.replace(old, new, 1))
-    plain = tmp_path / "plain.yaml"
-    plain.write_text(text)
-    for command in (("lint",), ("plan",), ("report", "-o", "-")):
+    plain.write_text(text.replace(old, new.replace(".0", ""), 1))
+    for command in (("lint", "--format", "json"), ("plan",), ("report", "-o", "-")):
         code, out, err = run_cli(*command, str(spec))
         plain_code, plain_out, _ = run_cli(*command, str(plain))
         assert code == plain_code and "internal error" not in out + err, (command, out[-500:], err)
-        if command == ("plan",):  # the same plan, named by its file ("4 x 8,192 tokens", not "4.0 x")
-            assert out.replace(str(spec), "SPEC") == plain_out.replace(str(plain), "SPEC")
+        if command[0] == "lint":  # the same findings, where the text allows the same columns
+            found, plain_found = (
+                [(f["code"], f["message"], f["line"]) for f in json.loads(text)["findings"]]
+                for text in (out, plain_out)
+            )
+            assert found == plain_found
+            continue
+        lines = out.replace(str(spec.parent), "SPECS").splitlines()
+        plain_lines = plain_out.replace(str(plain.parent), "SPECS").splitlines()
+        differing = [
+            line.split("|")[1].strip() for line, other in zip(lines, plain_lines, strict=True) if line != other
+        ]
+        assert differing == (["Spec SHA-256 (file)"] if command[0] == "report" else [])
 
 
 def test_a_model_config_name_with_a_nul_is_a_finding_at_its_line(write_spec):

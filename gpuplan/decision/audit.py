@@ -2,8 +2,9 @@
 
 The content hash identifies what was reviewed independently of who signed: it is the SHA-256 of the
 spec's data without its ``approvals`` section, written as canonical JSON (keys sorted, no insignificant
-whitespace, UTF-8). Adding or changing signatures, comments, key order or YAML formatting leaves it
-unchanged; any other value changes it. The raw file's SHA-256 is recorded beside it.
+whitespace, UTF-8, a number that is a whole number written as an integer: 4.0 and 4 are one value, as
+RFC 8785's canonical JSON writes them). Adding or changing signatures, comments, key order or YAML
+formatting leaves it unchanged; any other value changes it. The raw file's SHA-256 is recorded beside it.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from typing import Any
 from gpuplan.errors import GpuplanError
 from gpuplan.git import run_git
 from gpuplan.records import record
+from gpuplan.units import whole_number
 
 CONTENT_HASH_DEFINITION = (
     "SHA-256 of the spec's data without its approvals section, as canonical JSON (keys sorted, no "
-    "insignificant whitespace, UTF-8): signatures, comments and formatting do not change it; any other value does."
+    "insignificant whitespace, UTF-8, whole numbers as integers): signatures, comments and formatting (4.0 for 4) "
+    "do not change it; any other value does."
 )
 GIT_TIMEOUT_S = 5  # a local repository answers in milliseconds; a hung filesystem must not hang a report
 
@@ -31,8 +34,19 @@ def content_hash(data: Any) -> str | None:
     if data is None:
         return None
     reviewed = {key: value for key, value in data.items() if key != "approvals"} if isinstance(data, dict) else data
-    canonical = json.dumps(reviewed, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    canonical = json.dumps(
+        _numbers_as_values(reviewed), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _numbers_as_values(data: Any) -> Any:
+    """``data`` with every integral float as the int it equals (``units.whole_number``), at any depth."""
+    if isinstance(data, dict):
+        return {key: _numbers_as_values(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_numbers_as_values(value) for value in data]
+    return whole_number(data)
 
 
 @record

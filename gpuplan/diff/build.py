@@ -107,11 +107,12 @@ def diff_git(
     # A spec whose own bytes did not change still changes when a file it reads (model.config) does.
     listing = repository.changes(base_commit, head_commit) if pathspecs else every  # a config.json may lie outside them
     changed = {path for c in listing for path in (c.old_path, c.new_path) if path}
-    inputs = _changed_inputs(repository, head_commit, pathspecs, changed)
+    inputs, read_at_head = _changed_inputs(repository, head_commit, pathspecs, changed)
     listed = {c.new_path for c in changes}
     changes += [Change("M", path, path) for path in inputs if path not in listed]
     old = repository.read(base_commit, [c.old_path for c in changes if c.old_path])
-    new = repository.read(head_commit, [c.new_path for c in changes if c.new_path])
+    unread = [c.new_path for c in changes if c.new_path and c.new_path not in read_at_head]
+    new = {**read_at_head, **repository.read(head_commit, unread)}
     configs = _Configs(options)
     results = []
     for change in changes:
@@ -143,18 +144,20 @@ def diff_git(
 
 def _changed_inputs(
     repository: Repository, head: str | None, pathspecs: tuple[str, ...], changed: set[str]
-) -> dict[str, tuple[str, ...]]:
-    """The specs at ``head`` (under ``pathspecs``) that read a ``changed`` file, each with those files."""
+) -> tuple[dict[str, tuple[str, ...]], dict[str, Content]]:
+    """The specs at ``head`` (under ``pathspecs``) that read a ``changed`` file, each with those files; and
+    every YAML file read at ``head`` to find them (their contents, so that none is read twice)."""
     if not any(path.endswith(".json") for path in changed):
-        return {}  # a spec's model.config is a config.json: with none changed, no spec is read again
+        return {}, {}  # a spec's model.config is a config.json: with none changed, no spec is read again
     candidates = [path for path in repository.files(head, pathspecs) if path.endswith(SPEC_SUFFIXES)]
+    contents = repository.read(head, candidates)
     found = {}
-    for path, content in repository.read(head, candidates).items():
+    for path, content in contents.items():
         if isinstance(content, bytes) and is_spec_file(path, content):
             read = tuple(sorted(set(_referenced_files(path, content)) & changed))
             if read:
                 found[path] = read
-    return found
+    return found, contents
 
 
 def _configuration_changed(repository: Repository, base: str, head: str | None, changed: set[str]) -> tuple[str, ...]:
