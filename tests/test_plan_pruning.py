@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from gpuplan.analysis import estimate_serve
 from gpuplan.catalog import gpu_catalog
 from gpuplan.config import default_settings
+from gpuplan.estimate import serving_bounds
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape, shape_at_any_load
@@ -172,6 +173,40 @@ def test_the_cheap_floor_bounds_never_exceed_the_floors(document):
     assert 0 <= tpot <= floor_tpot
     assert tpot > 0 or document["serve"]["output_tokens"] <= 1
     assert 0 <= ttft <= floor_ttft
+
+
+def test_the_cheap_floor_bounds_of_a_burst_prepare_no_deployment(monkeypatch):
+    # A family's floor bounds are worth trying first only if they cost no deployment; for a burst they once
+    # answered with latency_floors, which prepares one. They now take the burst's mean prompt from the rates.
+    document = {
+        "version": 1,
+        "name": "b",
+        "model": {"id": "llama-3.1-70b"},
+        "serve": {
+            "context": 8192,
+            "output_tokens": 512,
+            "prompt_tokens": {"mean": 2500, "p90": 6000},
+            "concurrency": 256,
+            "arrival": "burst",
+            "hardware": {"gpu": "h100-sxm", "count": 4, "tensor_parallel": 4},
+        },
+    }
+    spec = make_spec(document)
+    assert spec.serve is not None
+    efficiency = efficiency_of(default_settings())
+    workload = estimate_serve(spec, spec.serve, efficiency).workload
+    assert workload is not None
+    floors = latency_floors(workload, efficiency)
+
+    def refused(*_: object, **__: object) -> None:
+        raise AssertionError("floor_bounds prepared a deployment")
+
+    monkeypatch.setattr(serving_bounds, "Deployment", refused)
+    ttft, tpot = floor_bounds(workload, efficiency)
+    # below the floors, and of the mean prompt's pass (2,500 tokens), not the full prompt's (7,680)
+    assert 0 < ttft <= floors[0] and 0 < tpot <= floors[1]
+    full = floor_bounds(evolve(workload, arrival="closed-loop"), efficiency)[0]
+    assert ttft < full / 2
 
 
 @settings(max_examples=40, deadline=None)

@@ -84,19 +84,23 @@ def floor_bounds(
     reads), its attention roofline, the prompt chunk's attention, its collectives, the fixed costs and the
     decode's per-sequence overhead; these keep the linear roofline, the prompt attention, the fixed
     costs and the per-sequence overhead, and leave out the rest, which is never negative. A relative
-    1e-9 lower, for rounding. Static batching claims no TTFT floor (as ``latency_floors``)."""
-    if w.arrival == "burst" and w.batching != "static":  # the floors' own answer (no TPOT, the mean prompt)
-        return latency_floors(w, efficiency, calibration)
+    1e-9 lower, for rounding. Static batching claims no TTFT floor (as ``latency_floors``). A burst's floors
+    take its mean prompt's pass, and no TPOT where the mean answer is its first token alone, as
+    ``latency_floors`` does; the decode roofline above reads no KV, so it bounds the burst's TPOT at any context."""
+    burst = w.arrival == "burst" and w.batching != "static"  # serving_speed's burst_speed
     rates = Rates(w, calibration, efficiency or Efficiency())
     arch, pp, engine = w.architecture, w.pipeline_parallel, rates.engine
     p, inverse = rates.sharpness, rates.inverse_sharpness
     mean_read = (w.weights_read - w.weights_above_mean) / rates.bandwidth
     decode = roofline(mean_read, (rates.body_flops + rates.head_flops) / rates.gemm_rate, p, inverse)
     tpot = tpot_floor(pp * (decode + rates.fixed + engine.sequence_overhead_s), w.speculation)
+    if burst and max(1, w.output_tokens) <= 1:
+        tpot = 0.0
     if w.batching == "static":
         return 0.0, tpot * (1 - 1e-9)
     ttft = engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
-    passed = int(w.full_prompt - 1 if engine.first_token_from_decode_step else w.full_prompt)
+    prompt = max(1, round(max(1.0, w.prompt_tokens))) if burst else w.full_prompt
+    passed = int(prompt - 1 if engine.first_token_from_decode_step else prompt)
     if passed > 0:
         chunks = max(1, math.ceil(passed / rates.token_budget))
         tokens = passed / chunks
