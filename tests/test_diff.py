@@ -558,6 +558,28 @@ def test_json_matches_its_schema(repo: Path, tmp_path: Path):
     assert statuses == {"added", "removed", "modified", "unchanged"}  # every branch of the schema is exercised
 
 
+def test_a_stream_that_outruns_its_deployment_diffs_as_without_bound_and_matches_the_schema(tmp_path: Path):
+    # At 3 requests/s one H100 running llama-3.1-8b with 8k-token prompts completes fewer than it receives:
+    # its TTFT figures are null in the JSON (the schema once required numbers there) and "without bound" in
+    # the text, as estimate and lint say, not "n/a"; at 0.1 requests/s the stream is served.
+    served = "version: 1\nname: s\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 8192\n  concurrency: 64\n"
+    served += "  arrival: steady\n  rate_rps: 0.1\n  hardware: {gpu: h100-sxm}\n"
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(served.replace("rate_rps: 0.1", "rate_rps: 3"))
+    b.write_text(served)
+    result = diff_files(str(a), str(b))
+    document = json.loads(render_json(result, [], 0))
+    validator = jsonschema.Draft202012Validator(json.loads((ROOT / "schemas" / "diff.schema.json").read_text()))
+    assert [e.message for e in validator.iter_errors(document)] == []
+    (spec,) = document["specs"]
+    before, after = spec["before"]["jobs"]["serve"], spec["after"]["jobs"]["serve"]
+    assert (before["saturated"], before["ttft_ms"], after["saturated"]) == (True, None, False)
+    assert after["ttft_ms"] > 0
+    _, out, _ = run_cli("diff", str(a), str(b))
+    (line,) = [line for line in out.splitlines() if "TTFT (the SLO's statistic)" in line]
+    assert line.split()[4:6] == ["without", "bound"], line
+
+
 def test_schema_requires_every_key_the_output_has():
     """additionalProperties: false and every property required, everywhere: the validation above then
     fails on a key the output adds as well as on one it drops."""

@@ -233,3 +233,24 @@ def test_markdown_diff_imports_no_template_or_pdf_machinery(tmp_path: Path):
     assert "verdicts: 1 APPROVE → APPROVE WITH CHANGES" in out
     assert "**Monthly GPU cost will increase by 2,920 USD (+50%), from 5,840 to 8,760 USD" in out
     assert "EXIT 0" in out and "HEAVY []" in out
+
+
+def test_long_values_keep_the_text_columns_apart_and_a_fine_tune_alone_shows_its_run_cost(tmp_path: Path):
+    # A sharded fine-tune's layout ("8 x h100-sxm, TP 1, PP 1, sharding fsdp", 40 characters) is longer than
+    # the 30-character column: the column widens, so before and after never run together. In the Markdown
+    # overview, a spec that serves on neither side has no monthly cost ("-", not 0.00) and its change is the
+    # run's cost (8 -> 16 GPUs: the same tokens cost about the same, so only the sign is not pinned).
+    spec = (
+        "version: 1\nname: f\nmodel: {id: llama-3.1-8b}\nfinetune:\n  method: full\n  seq_len: 4096\n"
+        "  micro_batch: 1\n  sharding: fsdp\n  tokens: 100000000\n  hardware: {gpu: h100-sxm, count: 8}\n"
+    )
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(spec)
+    b.write_text(spec.replace("count: 8", "count: 16"))
+    _, out, _ = run_cli("diff", str(a), str(b))
+    (layout,) = [line for line in out.splitlines() if line.strip().startswith("Layout")]
+    assert "sharding fsdp  16 x h100-sxm" in layout or "sharding fsdp   16 x" in layout, layout
+    _, out, _ = run_cli("diff", "--format", "markdown", str(a), str(b))
+    (row,) = [line for line in out.splitlines() if line.startswith("| ") and "| modified |" in line]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[3:5] == ["-", "-"] and cells[5].startswith("run "), cells

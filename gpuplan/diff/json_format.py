@@ -78,12 +78,16 @@ def _side(side: SpecSide | None) -> dict[str, Any] | None:
     }
 
 
+# Yes-or-no figures, which a side may leave null (an engine that cannot start): no difference to take.
+FLAGS = ("saturated",)
+
+
 def _delta(change: SpecChange) -> dict[str, Any]:
     """After minus before for every cost, and per job for every numeric figure (not layout, GPU id, fits)."""
     jobs: dict[str, Any] = {}
     for side in (change.after, change.before):
         for job, figures in (side.jobs if side else {}).items():
-            numeric = [key for key, value in figures.items() if not isinstance(value, (str, bool))]
+            numeric = [key for key, value in figures.items() if not isinstance(value, (str, bool)) and key not in FLAGS]
             jobs.setdefault(job, {key: change.figure_delta(job, key) for key in numeric})
     return {**{key: change.cost_delta(key) for key in COSTS}, "jobs": dict(sorted(jobs.items()))}
 

@@ -88,10 +88,15 @@ def _cell(text: str) -> str:
 
 def _overview_row(change: SpecChange) -> str:
     currency = change.currency
-    before = value_text(_MONTHLY, change.cost_before("monthly_cost"), currency) if change.before else "-"
-    after = value_text(_MONTHLY, change.cost_after("monthly_cost"), currency) if change.after else "-"
+    # A side without a serving job has no monthly cost ("-", not 0); a spec serving on neither side states
+    # the change in its fine-tuning run's cost instead.
+    serving = [side is not None and "serve" in side.jobs for side in (change.before, change.after)]
+    before = value_text(_MONTHLY, change.cost_before("monthly_cost"), currency) if serving[0] else "-"
+    after = value_text(_MONTHLY, change.cost_after("monthly_cost"), currency) if serving[1] else "-"
     cells = [change.path, status_text(change), verdict_text(change), before, after]
-    cells.append(cost_change_text(change, "monthly_cost"))
+    cells.append(
+        cost_change_text(change, "monthly_cost") if any(serving) else f"run {cost_change_text(change, 'run_cost')}"
+    )
     return "| " + " | ".join(_cell(cell) for cell in cells) + " |"
 
 

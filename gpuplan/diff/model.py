@@ -217,6 +217,7 @@ def _job_figures(analysis: Analysis, amount: Amount) -> dict[str, dict[str, Valu
             # at plan.confidence, as the SLO rules and the planner judge it.
             "ttft_ms": shown[_slo_ttft_key(s.job.ttft_statistic)],
             "ttft_slow_ms": _slow_edge(shown[f"{_slo_ttft_key(s.job.ttft_statistic)}_band"]),
+            "saturated": shown["saturated"],  # a steady stream that outruns the deployment: TTFT without bound
             "tpot_ms": shown["tpot_ms"],
             "tpot_slow_ms": _slow_edge(shown["tpot_ms_band"]),
             "tokens_per_s": shown["tokens_per_s"],

@@ -247,6 +247,11 @@ def rows(change: SpecChange) -> list[Row]:
             if metric.key == "term_cost":
                 terms = list(dict.fromkeys(side.term_months for side in (change.before, change.after) if side))
                 label += f" ({f' {ARROW} '.join(map(str, terms))} months)"
+            if metric.key.startswith("ttft"):  # a stream that outruns the deployment waits without bound
+                before, after = (
+                    "without bound" if side is not None and side.get("saturated") and text == "n/a" else text
+                    for side, text in ((old, before), (new, after))
+                )
             table.append(Row(label, "-" if old is None else before, "-" if new is None else after, change_))
     return table
 

@@ -52,11 +52,14 @@ def _spec(change: SpecChange) -> list[str]:
     lines = [f"{visible(change.path)} ({status_text(change)})", f"  {reason_text(change)}"]
     table = rows(change)
     width = max(LABEL_WIDTH, *(len(row.label) + 2 for row in table))
+    # A value longer than the column (a sharded layout's description) widens it: the columns stay apart.
+    before_width = max(VALUE_WIDTH, *(len(row.before) + 1 for row in table if not row.heading))
+    after_width = max(VALUE_WIDTH, *(len(row.after) + 1 for row in table if not row.heading))
     for row in table:
         if row.heading:
             lines.append(f"  {row.label}")
             continue
-        line = f"    {row.label:<{width}}{row.before:<{VALUE_WIDTH}} {row.after:<{VALUE_WIDTH}} {row.change}"
+        line = f"    {row.label:<{width}}{row.before:<{before_width}} {row.after:<{after_width}} {row.change}"
         lines.append(line.rstrip())
     if change.findings_added:
         lines.append("  findings added:")
