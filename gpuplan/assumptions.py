@@ -407,7 +407,9 @@ def serve_assumptions(
         *_sixteen_bit_notes(spec, job),
         (
             "engine",
-            f"{engine.name}, {job.batching} batching: GEMMs at {gemm}, decode at {bandwidth} of HBM"
+            # static batching, as declared, instead of the engine's own scheduling (its name's parenthesis)
+            f"{engine.name if job.batching != 'static' else engine.name.split(' (')[0]}, {job.batching} batching:"
+            f" GEMMs at {gemm}, decode at {bandwidth} of HBM"
             f" bandwidth, {engine.step_overhead_s * 1e6:,.0f} us per step + {engine.sequence_overhead_s * 1e6:.0f} us"
             f" per running sequence + {calibration.serving.layer_overhead_s * 1e6:.0f} us per layer,"
             f" {engine.request_overhead_s * 1e3:.0f} ms per request",
@@ -450,8 +452,8 @@ def ttft_tail_words(speed: ServingSpeed) -> str:
     """Why a mean TTFT stands above its p90, where it does: fewer than one request in ten queues for the
     token budget or the server process (P(wait) = rho below 0.1: the p90 waits for nothing,
     serving_load.wait_quantile), and those that queue wait long; "" otherwise."""
-    if speed.saturated or speed.ttft_s <= speed.ttft_p90_s:
-        return ""
+    if speed.saturated or round(speed.ttft_s * 1000) <= round(speed.ttft_p90_s * 1000):
+        return ""  # as the figures print (whole milliseconds), not above
     return "the mean is above the p90: fewer than 1 request in 10 queues, and those that do queue long"
 
 
@@ -518,6 +520,12 @@ def _load_note(job: Serve, speed: ServingSpeed, mixes_prefill: bool) -> str:
             f"{running} sequences running per replica (limited by {limit_words(speed)}: the engine serves"
             f" what that process takes in, the rest of the {job.concurrency:,} clients wait on its stream, so"
             f" TPOT holds their wait); {alone}"
+        )
+    if job.batching == "static":
+        return (
+            f"{running} sequences running per replica (limited by {limit_words(speed)}) in static batches:"
+            f" each prefills together and decodes until its longest answer ends; TTFT includes the wait for"
+            f" a batch to start and its prefill; {alone}"
         )
     return (
         f"{running} sequences running per replica (limited by {limit_words(speed)}); TTFT includes"

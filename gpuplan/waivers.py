@@ -71,6 +71,10 @@ def apply_waivers(
     return result
 
 
+# What to do about each: an expired waiver may still be wanted; one that matches nothing is not.
+_HINTS = {"GP701": "renew or delete the waiver", "GP702": "delete the waiver, or fix its rule or field to match"}
+
+
 def _at(document: LoadedDocument, code: str, pointer: tuple[str | int, ...], message: str) -> Finding:
     position = document.position(pointer)
     return Finding.make(
@@ -80,5 +84,5 @@ def _at(document: LoadedDocument, code: str, pointer: tuple[str | int, ...], mes
         line=position.line,
         col=position.col,
         pointer=json_pointer(pointer),
-        hint="renew or delete the waiver",
+        hint=_HINTS[code],
     )

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, make_spec, run_cli
 from training_jobs import training_setup
 
+from gpuplan.analysis import analyse
 from gpuplan.architecture import ArchitectureError
+from gpuplan.assumptions import ttft_tail_words
 from gpuplan.catalog import UnknownNameError, get_gpu, get_model
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, kv_bytes_per_sequence
 from gpuplan.estimate.training_memory import estimate_training
 from gpuplan.hf_config import from_hf_config
+from gpuplan.records import evolve
 
 GIB = 2**30
 
@@ -358,3 +361,38 @@ def test_a_mean_ttft_above_its_p90_is_explained():
         assert ("the mean is above the p90: fewer than 1 request in 10 queues" in text) == above, name
     _, text, _ = run_cli("estimate", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert "mean 692 ms at 32 in flight (alone 641 ms; front end 19 ms; the mean is above the p90" in text
+
+
+def test_the_text_says_where_a_band_leans_and_caps_the_longest_context_at_the_model(write_spec):
+    # llama-3.1-8b on one h100-sxm, a burst of 64: the burst TPOT band's fast edge is 1.21 x the estimate at
+    # 0.9 (speed_bands.json), so 90% of such runs measured above it, and the line says so; the TTFT band
+    # straddles its estimate and says nothing of the kind. The KV cache of one sequence would hold more tokens
+    # than the model's 131,072 positions: the longest context is the model's, the cache's figure beside it.
+    spec = write_spec(
+        "version: 1\nname: b\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 8192\n  concurrency: 64\n"
+        "  arrival: burst\n  hardware: {gpu: h100-sxm}\n"
+    )
+    _, out, _ = run_cli("estimate", str(spec))
+    (tpot,) = [line for line in out.splitlines() if line.strip().startswith("TPOT")]
+    (ttft,) = [line for line in out.splitlines() if line.strip().startswith("TTFT")]
+    assert tpot.endswith("not used to tune the model; 90% of them measured above the estimate)")
+    assert "measured above" not in ttft and "measured below" not in ttft
+    (kv,) = [line for line in out.splitlines() if "max context at 1:" in line]
+    assert "max context at 1: 131,072, the model's limit (the KV cache holds " in kv
+
+
+def test_static_batching_is_worded_as_static_and_a_mean_ttft_above_its_p90_only_as_printed(write_spec):
+    # TensorRT-LLM with static batching: not "(in-flight batching), static batching", and TTFT waits for a
+    # batch, not "beside the running batch".
+    spec = write_spec(
+        "version: 1\nname: s\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 4096\n  concurrency: 32\n"
+        "  engine: trtllm\n  batching: static\n  hardware: {gpu: h100-sxm}\n"
+    )
+    _, out, _ = run_cli("estimate", str(spec))
+    assert "assumption: engine: TensorRT-LLM, static batching: GEMMs" in out
+    assert "in static batches: each prefills together and decodes until its longest answer ends" in out
+    assert "beside the running batch" not in out
+    # The mean is said to stand above the p90 only where the printed figures (whole milliseconds) show it.
+    speed = analyse(make_spec((EXAMPLES / "serve-llama-70b.yaml").read_text())).serve.speed
+    assert round(speed.ttft_s * 1000) > round(speed.ttft_p90_s * 1000) and ttft_tail_words(speed)
+    assert ttft_tail_words(evolve(speed, ttft_s=0.6611, ttft_p90_s=0.6609)) == ""  # both print as 661 ms

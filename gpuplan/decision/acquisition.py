@@ -24,27 +24,37 @@ class Acquisition:
 
 
 def acquisitions(
-    spec: Spec, gpu: str, gpus: int, on_demand: float | None, *, months: int | None = None, hours: float = 0.0
+    spec: Spec,
+    gpu: str,
+    gpus: int,
+    on_demand: float | None,
+    *,
+    months: int | None = None,
+    hours: float = 0.0,
+    billed: int | None = None,
 ) -> list[Acquisition]:
     """Every way the spec prices ``gpus`` x ``gpu``: for ``months`` of serving (each month's cost in whole
     units times the months, as the amount requested counts it) or for a run of ``hours``; empty when only one
-    way is known."""
+    way is known. ``billed``: the GPUs the on-demand price is paid for (whole instances under an instance-hour
+    quote, as the estimate and the amount count them); default ``gpus``."""
     currency = spec.budget.currency
     if months is not None:
         hours = months * HOURS_PER_MONTH
 
-    def over(per_hour: float) -> float:
-        """``gpus`` at ``per_hour`` each for the hours, counted as the amount requested counts them."""
+    def over(per_hour: float, count: int = gpus) -> float:
+        """``count`` GPUs at ``per_hour`` each for the hours, counted as the amount requested counts them."""
         if months is None:
-            return gpus * per_hour * hours
-        return money_times(gpus * per_hour * HOURS_PER_MONTH, months).value
+            return count * per_hour * hours
+        return money_times(count * per_hour * HOURS_PER_MONTH, months).value
 
     found = []
     if on_demand is not None:
-        cost = over(on_demand)
-        found.append(
-            Acquisition("on demand", gpu, gpus, hours, cost, cost, f"{format_price(on_demand)} {currency} per GPU-hour")
-        )
+        paid = billed or gpus
+        cost = over(on_demand, paid)
+        note = f"{format_price(on_demand)} {currency} per GPU-hour"
+        if paid != gpus:
+            note += f", billed by whole instances: {paid} GPUs paid for"
+        found.append(Acquisition("on demand", gpu, paid, hours, cost, cost, note))
     reserved = spec.budget.reserved
     if reserved is not None and gpu in reserved.prices:
         rate = reserved.prices[gpu]

@@ -182,11 +182,11 @@ def ways_of(option: Option, label: str, spec: Any) -> Ways | None:
     estimate = option.estimate
     gpu, count, price = option.layout.gpu.id, option.gpus, option.price_per_hour
     if option.kind == "serve":
-        found = acquisitions(spec, gpu, count, price, months=spec.budget.term_months)
+        found = acquisitions(spec, gpu, count, price, months=spec.budget.term_months, billed=estimate.paid_gpus)
         hours = None
     elif option.tokens_known and estimate.hours is not None:
         hours = estimate.hours
-        found = acquisitions(spec, gpu, count, price, hours=hours)
+        found = acquisitions(spec, gpu, count, price, hours=hours, billed=estimate.paid_gpus)
     else:
         return None
     return Ways(label, hours, tuple(found)) if found else None

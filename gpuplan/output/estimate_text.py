@@ -41,7 +41,14 @@ def _band(band: SpeedBand, figure: float, confidence: float, unit: str, digits: 
     """`` (90% band 120-340 ms over 76 measured runs ... not used to tune the model)``: the figure's edges at
     ``confidence``, what they were measured on."""
     low, high = sorted(band.edges(figure, confidence))
-    return f" ({confidence:.0%} band {low:,.{digits}f}-{high:,.{digits}f}{unit} over {band.describe()})"
+    # A band wholly on one side says the estimate itself leans: each edge is the ratio measured / estimate
+    # that a share ``confidence`` of the runs stayed on the far side of.
+    leans = ""
+    if low > figure:
+        leans = f"; {confidence:.0%} of them measured above the estimate"
+    elif high < figure:
+        leans = f"; {confidence:.0%} of them measured below the estimate"
+    return f" ({confidence:.0%} band {low:,.{digits}f}-{high:,.{digits}f}{unit} over {band.describe()}{leans})"
 
 
 def _seconds(value: float) -> str:
@@ -152,9 +159,13 @@ def render_estimate(analysis: Analysis) -> str:
             if s.memory.state_bytes_per_sequence
             else ""
         )
+        longest = f"{s.max_context:,}"
+        limit = spec.model.architecture.max_position
+        if limit and s.max_context > limit:  # the cache would hold more than the model takes
+            longest = f"{limit:,}, the model's limit (the KV cache holds {s.max_context:,})"
         lines.append(
             f"  KV cache: {s.memory.kv_bytes_per_token:,.0f} B/token per GPU{state}; max concurrency at "
-            f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.required_sequences}: {s.max_context:,}"
+            f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.required_sequences}: {longest}"
         )
         speed = s.speed
         if s.loads:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterator
 
+from gpuplan.analysis import FinetuneEstimate, ServeEstimate
 from gpuplan.findings import Finding
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
@@ -40,8 +41,8 @@ def finetune_over_budget(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP501",
             ("budget", "finetune_total"),
-            f"fine-tuning costs about {format_money(f.cost, budget.currency)} ({f.hours:,.1f} h x {f.gpus} x "
-            f"{f.gpu.id} at {format_price(f.price_per_hour)}/GPU-hour) — over the budget of "
+            f"fine-tuning costs about {format_money(f.cost, budget.currency)} ({f.hours:,.1f} h x {paid_words(f)} at "
+            f"{format_price(f.price_per_hour)}/GPU-hour) — over the budget of "
             f"{format_money(budget.finetune_total, budget.currency)} by "
             f"{format_money(money_difference(f.cost, budget.finetune_total), budget.currency)}",
         )
@@ -72,11 +73,18 @@ def serve_over_budget(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP502",
             ("budget", "serve_monthly"),
-            f"serving costs {format_money(s.monthly_cost, budget.currency)} a month ({s.gpus:,} x {s.gpu.id} at "
+            f"serving costs {format_money(s.monthly_cost, budget.currency)} a month ({paid_words(s)} at "
             f"{format_price(s.price_per_hour)}/GPU-hour x 730 h) — over the budget of "
             f"{format_money(budget.serve_monthly, budget.currency)} by "
             f"{format_money(money_difference(s.monthly_cost, budget.serve_monthly), budget.currency)}",
         )
+
+
+def paid_words(estimate: FinetuneEstimate | ServeEstimate) -> str:
+    """The GPUs a cost is paid for, in words: '2 x h100-sxm', or under an instance-hour quote that leaves
+    some idle, '8 x h100-sxm paid for, whole instances for the 2 used,'."""
+    paid, gpus, gpu = estimate.paid_gpus, estimate.gpus, estimate.gpu.id
+    return f"{gpus:,} x {gpu}" if paid == gpus else f"{paid:,} x {gpu} paid for, whole instances for the {gpus:,} used,"
 
 
 @rule("GP503")

@@ -178,7 +178,7 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
                 f"serving leaves {format_gib(free)} of the {format_gib(s.memory.budget)} engine budget free on {s.gpu.id} "
                 f"({format_share_under(free / s.memory.budget, margin)}, margin {ctx.settings.headroom_pct:g}%) at {confidence:.0%} confidence "
                 f"({kv_edge_words(s, confidence)})",
-                "an fp8 KV cache halves the cache; or "
+                ("an fp8 KV cache halves the cache; or " if s.job.kv_cache_dtype != "fp8" else "")
                 + ("a shorter context" if s.setup.burst else "lower concurrency or context"),
             )
 
