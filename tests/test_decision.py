@@ -230,19 +230,23 @@ def test_a_rejected_plan_requests_no_amount_and_names_the_way_forward():
         "| **Amount to sign** | none: the declared plan is rejected (as declared it would cost 36,096 USD, "
         "2026-12-02 to 2027-12-01 (12 months, from the report's date): serving 3,008 USD a month x 12) |"
     ) in out
-    # 8 x l40 (TP 4, PP 2): 8 x 0.97 x 730 = 5,664.8 a month, shown 5,665: the way forward on page one. (One
-    # B200 holds the 143.5 GiB on the estimate, 89% of its 160.7 GiB budget, but its 27.2 GiB KV pool may
-    # come short by 16% at 0.9: 92%, over the 90% margin.)
+    # 8 x l40 (two replicas of 4 pipeline stages: an L40 has no NVLink, so no TP over PCIe is proposed):
+    # 8 x 0.97 x 730 = 5,664.8 a month, shown 5,665: the way forward on page one. (One B200 holds the
+    # 143.5 GiB on the estimate, 89% of its 160.7 GiB budget, but its 27.2 GiB KV pool may come short by 16%
+    # at 0.9: 92%, over the 90% margin.)
     assert out.splitlines()[2] == (
         "**Reject: the declared serving does not fit on one GPU and declares no parallelism. The way forward: "
         "serving on 8 x l40 at 5,665 USD a month.**"
     )
     # No saving is claimed against a layout that does not fit; the recommendation is stated with its cost.
     assert (
-        "| Saving available (serving) | n/a: the declared layout breaks memory; 8 x l40, tensor\\_parallel 4, "
-        "pipeline\\_parallel 2 meets every constraint for 5,665 USD/month |" in out
+        "| Saving available (serving) | n/a: the declared layout breaks memory; 8 x l40, pipeline\\_parallel 4, "
+        "2 replicas of 4 sequences meets every constraint for 5,665 USD/month |" in out
     )
-    assert "| Funded layout (serving) | 8 x l40, tensor\\_parallel 4, pipeline\\_parallel 2 (5,665 USD/month) |" in out
+    assert (
+        "| Funded layout (serving) | 8 x l40, pipeline\\_parallel 4, 2 replicas of 4 sequences (5,665 USD/month) |"
+        in out
+    )
 
 
 def test_the_approval_lapses_at_the_first_stale_price_or_expired_waiver():

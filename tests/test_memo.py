@@ -132,7 +132,7 @@ def test_no_row_over_the_budget_reads_as_meeting_every_constraint():
     # budget-over: the declared 1 x h200-nvl meets every planner constraint but costs 2,263 USD a month against
     # 500; `gpuplan plan` and the report's planner table said "meets every constraint".
     code, out, _ = run_cli("plan", str(EXAMPLES / "findings" / "budget-over.yaml"))
-    assert code == 0
+    assert code == 1  # no sound layout within its constraints, the budget one of them (README, exit codes)
     assert "declared     1 x h200-nvl, 2,263 USD/month — breaks budget (meets every other constraint)" in out
     assert (
         "no sound serving layout fits the budget of 500 USD a month: the cheapest, 1 x h200-nvl at 2,263 USD, "

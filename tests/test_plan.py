@@ -40,36 +40,35 @@ def codes(text: str, settings: Settings | None = None) -> dict[str, object]:
     return {finding.code: finding for finding in result.findings}
 
 
-def test_70b_bf16_on_l40s_only_needs_eight_cards_at_tensor_parallel_8():
+def test_70b_bf16_on_l40s_needs_eight_cards_in_pipeline_stages_not_tensor_parallelism_over_pcie():
     # Llama 3.1 70B: 70,553,706,496 parameters x 2 B = 131.4 GiB of bf16 weights. An L40S has 44.49 GiB
     # usable, an engine budget of 40.04 GiB, and 36.04 GiB with the 10% margin. On 4 cards each holds
     # 131.4 / 4 = 32.9 GiB of weights, leaving 3.2 GiB for 8 x 4,096 tokens of KV cache (320 KiB per
     # token: 10 GiB, 2.5 GiB per card), the runtime and the prefill reserve (1 GiB of CUDA graphs
-    # alone): over. 8 cards hold 16.4 GiB of weights each, as TP 8 or TP 4 x PP 2 (both divide the 64
-    # heads and 8 KV heads and fit one PCIe server). Same cost, so the faster split wins the tie. Which one
-    # is faster is the speed model's call: each token crosses both stages of TP 4 x PP 2 and a prompt's
-    # chunk crosses them whole (a pipeline overlaps different requests, not one prompt's halves), so at 8
-    # clients TP 8's per-layer PCIe all-reduces (2 x 80 x ~30 us per step) cost less than the second
-    # stage does. vLLM's guidance to prefer pipeline parallelism without NVLink ("GPUs lack NVLink (e.g.,
-    # L40S)") concerns large all-reduce payloads; the planner would follow the model there too.
+    # alone): over. 8 cards hold 16.4 GiB of weights each. The L40S has no NVLink: tensor parallelism
+    # would all-reduce over PCIe on every token (GP312 warns of it), so the planner proposes it at TP 1 and
+    # spreads the 80 layers over 8 pipeline stages of 10 (vLLM's guidance for GPUs that "lack NVLink (e.g.,
+    # L40S)" is pipeline parallelism), which cross PCIe once a stage. Two replicas of 4 stages hold the 8
+    # sequences too: each carries 4 (KV 1.25 GiB a card beside 33.9 GiB of weights, where 8 took 2.5 GiB),
+    # at the same cost, and a token crosses 4 stages instead of 8: the faster of the two, as the tie-break
+    # (cost, GPUs, then latency) picks.
     spec = make_spec(spec_text("llama-3.1-70b", serve={"context": 4096, "concurrency": 8, "hardware": {"gpu": "l40s"}}))
     planner = planner_for(spec, default_settings(), limits(gpu=["l40s"]))
     plan = planner.plan("serve")
     assert plan is not None and plan.recommended is not None
     layout = plan.recommended.layout
-    assert (layout.gpu.id, layout.gpus, layout.tensor_parallel * layout.pipeline_parallel) == ("l40s", 8, 8)
+    assert (layout.gpu.id, layout.gpus, layout.tensor_parallel, layout.pipeline_parallel) == ("l40s", 8, 1, 4)
+    assert not any(option.layout.tensor_parallel > 1 for option in (*plan.options, *plan.rejected))
+    # A declared TP over PCIe is still judged as declared: TP 8 holds the model too, at the same cost.
     evaluator = planner.serve.evaluator
-    tp8, pp2 = (evaluator.evaluate(evaluator.layout(spec.serve.hardware.gpu, tp, pp, 1)) for tp, pp in ((8, 1), (4, 2)))
-    assert tp8.sound and pp2.sound and tp8.rate == pp2.rate
-    faster = tp8 if tp8.latency_s < pp2.latency_s else pp2
-    assert (layout.tensor_parallel, layout.pipeline_parallel) == (
-        faster.layout.tensor_parallel,
-        faster.layout.pipeline_parallel,
-    )
+    tp8, pp8 = (evaluator.evaluate(evaluator.layout(spec.serve.hardware.gpu, tp, pp, 1)) for tp, pp in ((8, 1), (1, 8)))
+    assert tp8.sound and pp8.sound and tp8.rate == pp8.rate == plan.recommended.rate
+    assert plan.recommended.latency_s <= pp8.latency_s
     # The pipelined prompt is never faster under load than alone (it once was: halves of one prompt
     # overlapped across the stages as if they were two requests).
-    assert pp2.estimate.speed.ttft_s >= pp2.estimate.speed.ttft_single_s
-    assert plan.recommended.estimate.memory.weights == pytest.approx(131.4 / 8 * GIB, rel=0.02)
+    assert pp8.estimate.speed.ttft_s >= pp8.estimate.speed.ttft_single_s
+    # a stage of 20 layers and the embedding or the LM head: a quarter of the weights and a little more
+    assert plan.recommended.estimate.memory.weights == pytest.approx(131.4 / 4 * GIB, rel=0.04)
     assert all(option.gpus >= 8 for option in plan.options)
     for tp, pp in ((4, 1), (2, 2), (1, 4)):
         four = evaluator.evaluate(evaluator.layout(spec.serve.hardware.gpu, tp, pp, 1))
@@ -278,6 +277,28 @@ def test_plan_command_formats_and_exit_codes(write_spec):
     )
     code, _, err = run_cli("plan", str(broken))
     assert code == 2 and "GP020" in err and "cannot be planned" in err
+
+
+def test_a_recommendation_over_budget_or_unpriced_says_so_and_over_budget_exits_1(tmp_path):
+    # serve-llama-70b on H200s only (its H100s are then outside the limits, so not sound) under a 5,000 USD
+    # budget: the cheapest sound layout, 2 x h200-sxm TP 2 (2 x 4.545 x 730 = 6,635.70), is over it. The
+    # plan says so instead of "meets every constraint", and exits 1: no sound layout within the constraints.
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        (EXAMPLES / "serve-llama-70b.yaml").read_text().replace("serve_monthly: 13000", "serve_monthly: 5000")
+    )
+    code, out, _ = run_cli("plan", "--gpu", "h200-sxm", str(spec))
+    assert code == 1
+    assert (
+        "recommended  2 x h200-sxm TP 2, 6,636 USD/month — the cheapest sound layout: over budget (meets every "
+        "other constraint)" in out
+    )
+    # AMD GPUs only: none has a price, so the recommendation is not "the cheapest" but the fewest GPUs.
+    code, out, _ = run_cli("plan", "--vendor", "AMD", str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert code == 0 and (
+        "recommended  1 x mi355x, unpriced — the layout with the fewest GPUs that meets every constraint (no sound "
+        "layout is priced)" in out
+    )
 
 
 def test_plan_json_options_carry_every_documented_key():

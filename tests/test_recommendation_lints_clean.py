@@ -1,9 +1,13 @@
 """The layout `gpuplan plan` recommends, pasted into the spec, draws no warning or error of its own.
 
-A recommendation that a second lint flags (a sharding kept on one GPU, a layout over a limit) would send a
-user round in circles; each example is planned, every job's `paste` fragment merged into the spec as the
-user would, and the result linted again. Information findings (a quote's age) may remain, and so may the
-budget's error where the plan itself says its recommendation is over budget (no sound layout fits it).
+A recommendation that a second lint flags (a sharding kept on one GPU, a layout over a limit, tensor
+parallelism over PCIe) would send a user round in circles; each example is planned, every job's `paste`
+fragment merged into the spec as the user would (its `hardware` mapping replaces the declared one whole, as
+docs/planning.md says), and the result linted again. Information findings (a quote's age) may remain, and
+so may the budget's error where the plan itself says its recommendation is over budget (no sound layout
+fits it). The examples of single findings (examples/findings/) keep what they were written to show (a
+category mismatch stays one), so there the pasted spec may keep the original's findings, but gains none,
+and draws none about its layout.
 """
 
 from __future__ import annotations
@@ -19,29 +23,58 @@ from conftest import EXAMPLES, run_cli
 SPECS = sorted(EXAMPLES.glob("*.yaml"))
 
 
+FINDINGS = sorted((EXAMPLES / "findings").glob("*.yaml"))
+# What a layout itself draws: needless or over-wide parallelism, TP over PCIe, a cheaper layout.
+LAYOUT_CODES = {"GP302", "GP304", "GP312", "GP507"}
+
+
 def _merge(target: dict[str, Any], fragment: dict[str, Any]) -> None:
     for key, value in fragment.items():
-        if isinstance(value, dict) and isinstance(target.get(key), dict):
+        if isinstance(value, dict) and isinstance(target.get(key), dict) and key != "hardware":
             _merge(target[key], value)
         else:
             target[key] = value
 
 
-@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
-def test_the_pasted_recommendation_lints_without_warnings(path: Path):
+def _flagged(path: Path) -> list[tuple[str, str]]:
+    _, out, _ = run_cli("lint", "--format", "json", str(path))
+    return [(f["code"], f["message"]) for f in json.loads(out)["findings"] if f["severity"] in ("error", "warning")]
+
+
+def _pasted_findings(path: Path) -> tuple[list[tuple[str, str]], set[str]] | None:
+    """The errors and warnings of ``path`` with the plan's recommendations pasted, and the budget codes its
+    plan said the recommendation breaks; None without a recommendation."""
     _, out, _ = run_cli("plan", "--format", "json", str(path))
     spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     recommended = [job["recommended"] for job in json.loads(out)["jobs"] if job["recommended"]]
-    assert recommended, path.name  # every bundled example has a sound layout to recommend
+    if not recommended:
+        return None
     over_budget = {"GP501", "GP502"} if any(option["within_budget"] is False for option in recommended) else set()
     for option in recommended:
         _merge(spec, yaml.safe_load(option["yaml"]))
     pasted = path.parent / f".pasted-{path.name}"  # beside the example: its config.json paths resolve
     try:
         pasted.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-        _, out, _ = run_cli("lint", "--format", "json", str(pasted))
+        return _flagged(pasted), over_budget
     finally:
         pasted.unlink()
-    findings = json.loads(out)["findings"]
-    flagged = [(f["code"], f["message"]) for f in findings if f["severity"] in ("error", "warning")]
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_the_pasted_recommendation_lints_without_warnings(path: Path):
+    found = _pasted_findings(path)
+    assert found is not None, path.name  # every bundled example has a sound layout to recommend
+    flagged, over_budget = found
     assert [(code, message) for code, message in flagged if code not in over_budget] == []
+
+
+@pytest.mark.parametrize("path", FINDINGS, ids=lambda p: p.stem)
+def test_a_pasted_recommendation_adds_no_finding_and_none_about_its_layout(path: Path):
+    found = _pasted_findings(path)
+    if found is None:
+        pytest.skip("no layout to recommend")
+    flagged, over_budget = found
+    before = {code for code, _ in _flagged(path)}
+    added = [(code, message) for code, message in flagged if code not in before | over_budget]
+    about_layout = [(code, message) for code, message in flagged if code in LAYOUT_CODES]
+    assert (added, about_layout) == ([], [])

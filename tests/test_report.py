@@ -352,6 +352,23 @@ def test_rent_reserve_or_buy_over_the_term(write_spec):
     assert "| **As declared it would cost** | 288,720 USD, 2026-12-02 to 2028-12-01 (24 months" in out
 
 
+def test_on_demand_under_an_instance_quote_pays_for_the_whole_instances(write_spec):
+    # The same 4 GPUs rented under a quote of 32.96 per 8-GPU instance-hour (4.12 a GPU-hour): the estimate,
+    # GP502 and the amount pay for the whole instance, 8 x 4.12 x 730 = 24,061 a month (24,060.8), x 24 =
+    # 577,464; the on-demand row counted the 4 used (288,720), below the amount it sits beside. Reserved
+    # and bought GPUs are counted one by one, as their prices are.
+    quoted = BUY_OR_RENT.replace(
+        "  term_months: 24\n",
+        "  term_months: 24\n  quotes:\n    h100-sxm: {provider: Acme, price: 32.96, instance_gpus: 8, date: 2026-11-20}\n",
+    )
+    _, out, _ = run_cli("report", str(write_spec(quoted)))
+    row = (
+        "| on demand | 8 x h100-sxm | 4.12 USD per GPU-hour, billed by whole instances: 8 GPUs paid for | 577,464 USD |"
+    )
+    assert row in out
+    assert "| reserved | 4 x h100-sxm | 2.90 USD per GPU-hour, 36-month commitment | 203,232 USD | 304,848 USD |" in out
+
+
 def test_pdf_tables_never_break_a_word_inside(tmp_path: Path):
     # The planner's and the stress-test tables of a REJECT report (its figures are the longest:
     # "fails: does not fit", "recommended", "none declared") are laid out
@@ -420,7 +437,7 @@ def test_a_constraint_the_planner_could_not_judge_is_not_shown_as_met():
 
 
 def test_the_planners_table_shows_why_other_layouts_fail():
-    # serve-llama-70b: 13 sound options and 15 rejected layouts (`gpuplan plan`). The table showed the
+    # serve-llama-70b: 12 sound options and 15 rejected layouts (`gpuplan plan`). The table showed the
     # first ten sound ones and no rejected layout; now the cheapest sound ones (8 rows with the declared),
     # the 4 cheapest rejected ones with the constraints they break, and a count of the rest.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
@@ -434,9 +451,10 @@ def test_the_planners_table_shows_why_other_layouts_fail():
     assert sum("| meets every other constraint; budget unchecked: no price |" in row for row in rows) == 3
     assert sum(row.endswith("| breaks budget |") for row in rows) == 2
     assert sum("| breaks ttft\\_slo, tpot\\_slo |" in row for row in rows) == 4
-    assert "8 x l40, tensor\\_parallel 4, pipeline\\_parallel 2" in rows[8]  # the cheapest rejected
-    # 13 - 7 sound ones shown (the 8th row is the declared layout) = 6; 15 - 4 rejected ones shown = 11.
-    assert rows[-1].startswith("|  | 6 more sound options and 11 more rejected layouts: gpuplan plan lists them all |")
+    # the cheapest rejected: eight L40s in pipeline stages (cards without NVLink are proposed at TP 1)
+    assert "8 x l40, pipeline\\_parallel 8" in rows[8]
+    # 12 - 7 sound ones shown (the 8th row is the declared layout) = 5; 15 - 4 rejected ones shown = 11.
+    assert rows[-1].startswith("|  | 5 more sound options and 11 more rejected layouts: gpuplan plan lists them all |")
 
 
 def test_a_stream_the_layout_cannot_keep_up_with_has_no_ttft_figure():
@@ -447,3 +465,21 @@ def test_a_stream_the_layout_cannot_keep_up_with_has_no_ttft_figure():
     assert "| Latency | p90 TTFT without bound; TPOT 2.2 ms |" in out
     assert "| declared | 1 x h100-sxm | 83% | without bound / 2.2 |" in out
     assert "inf" not in out.replace("info", "")
+
+
+def test_a_recommendation_that_fails_as_planned_says_why_once(write_spec):
+    # A burst of 64 on 2 x l40s meets its SLO on the estimate, not at the slow edge (GP405): the change goes
+    # to 1 x b200-hgx (6.99 x 730 = 5,103 a month), over the 3,000 budget. Over budget as planned, it fails
+    # every stress scenario; the warning said "fails the stress test at as planned; twice the requests ...".
+    spec = write_spec(
+        "version: 1\nname: b\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 8192\n  output_tokens: 300\n"
+        "  output_tokens_p90: 900\n  prompt_tokens: {mean: 1500, p90: 4000}\n  concurrency: 64\n  arrival: burst\n"
+        "  slo: {ttft_ms: 30000, tpot_ms: 100}\n  hardware: {gpu: l40s, count: 2}\n"
+        "budget: {currency: USD, serve_monthly: 3000}\n"
+    )
+    _, out, _ = run_cli("report", str(spec))
+    assert (
+        "**⚠ Unlike the declared layout, the recommended serving layout fails as planned: it is over budget, so "
+        "every scenario of the stress test fails.**" in out
+    )
+    assert "at as planned" not in out

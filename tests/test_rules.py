@@ -465,7 +465,10 @@ def test_does_not_fit_messages_name_the_peak_the_shortfall_and_the_hint():
         f"serving needs {format_gib(s.memory.per_gpu - s.memory.kv_cache)} per GPU before any KV cache "
         f"(weights {format_gib(s.memory.weights)}); l4 gives the engine {format_gib(s.memory.budget)}"
     )
-    assert serve.hint.startswith("on l4: ")
+    # No layout of L4s holds it: the planner spreads a model over cards without NVLink by pipeline stages
+    # alone (TP over PCIe draws GP312), and 8 stages leave each card 131.4 / 8 = 16.4 GiB of weights beside
+    # 8 x 8,192 tokens of KV (20 GiB over the 8): past the margin of an L4's budget.
+    assert serve.hint.startswith("no layout of l4 within 64 GPUs and 8 nodes holds it soundly")
 
 
 def test_one_gpu_that_more_of_the_same_would_hold_is_gp301_not_gp201():
@@ -902,3 +905,48 @@ def test_a_pool_share_of_nothing_is_not_a_negative_shortfall():
     }
     (finding,) = findings(spec(serve=serve, model="llama-3.2-1b"), "GP201")
     assert "and its KV pool takes 0.0 GiB of the" in finding.message and "short by" not in finding.message
+
+
+def test_hints_leave_out_what_the_spec_already_has():
+    # GP404 on an h100-sxm at 8 sequences of 2,048 tokens (memory-bound: each step reads the 16 GB of
+    # weights) asks for more bandwidth than the h100-sxm's, fp8 weights and KV cache, or fewer sequences;
+    # with both fp8 ones declared, neither is asked for again. Compute-bound (128 sequences of 8,192 tokens:
+    # the attention's and GEMMs' FLOPs), no fp8 KV cache is offered: the step waits on compute, not on bytes.
+    base = {"context": 2048, "concurrency": 8, "slo": {"tpot_ms": 2}, "hardware": {"gpu": "h100-sxm"}}
+    (plain,) = findings(spec(base), "GP404")
+    assert "memory-bound" in plain.message
+    assert plain.hint == (
+        "a GPU with more memory bandwidth than h100-sxm's, fp8 weights or KV cache, or fewer sequences per replica"
+    )
+    (done,) = findings(spec({**base, "quantization": "fp8", "kv_cache_dtype": "fp8"}), "GP404")
+    assert done.hint == "a GPU with more memory bandwidth than h100-sxm's, or fewer sequences per replica"
+    (bound,) = findings(spec({**base, "context": 8192, "concurrency": 128}), "GP404")
+    assert "compute-bound" in bound.message
+    assert bound.hint == (
+        "a GPU that computes faster than h100-sxm, fp8 weights (fp8 GEMMs on a GPU that has them), or fewer "
+        "sequences per replica"
+    )
+    # GP202 (92 sequences of 8,192 tokens leave under 10% of an h100-sxm's budget): on a bf16 cache it offers
+    # fp8, on a cache already fp8 it does not offer to halve it again.
+    tight = {"context": 8192, "concurrency": 92, "hardware": {"gpu": "h100-sxm"}}
+    (bf16,) = findings(spec({**tight, "concurrency": 46}), "GP202")
+    assert bf16.hint == "an fp8 KV cache halves the cache; or lower concurrency or context"
+    (fp8,) = findings(spec({**tight, "kv_cache_dtype": "fp8"}), "GP202")
+    assert fp8.hint == "lower concurrency or context"
+
+
+def test_an_instance_quote_is_priced_for_the_gpus_paid_for_and_says_so():
+    # 2 x h100-sxm under a quote of 20.00 per 8-GPU instance-hour (2.50 a GPU-hour): one whole instance is
+    # paid for, 8 x 2.50 x 730 = 14,600 a month, not 2 x 2.50 x 730 = 3,650. GP502 names the 8 paid for.
+    text = spec(
+        {"context": 4096, "concurrency": 8, "hardware": {"gpu": "h100-sxm", "count": 2}},
+        budget={
+            "serve_monthly": 8000,
+            "quotes": {"h100-sxm": {"provider": "Acme", "price": 20.0, "instance_gpus": 8, "date": "2026-11-30"}},
+        },
+    )
+    (finding,) = findings(text, "GP502")
+    assert finding.message.startswith(
+        "serving costs 14,600 USD a month (8 x h100-sxm paid for, whole instances for the 2 used, at "
+        "2.50/GPU-hour x 730 h) — over the budget of 8,000 USD by 6,600 USD"
+    )

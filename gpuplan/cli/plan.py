@@ -90,7 +90,12 @@ def plan_command(
         click.echo(render_markdown(document), nl=False)
     else:
         click.echo(render_text(document), nl=False)
-    sys.exit(EXIT_OK if all(job["recommended"] is not None for job in document["jobs"]) else EXIT_FINDINGS)
+    # Within the constraints: a sound layout within the job's budget (over it, the recommendation is the
+    # cheapest sound layout, and the plan says so).
+    within = all(
+        job["recommended"] is not None and job["recommended"]["within_budget"] is not False for job in document["jobs"]
+    )
+    sys.exit(EXIT_OK if within else EXIT_FINDINGS)
 
 
 def _stop_unresolved(result: Any, spec_path: str, done: str) -> NoReturn:

@@ -169,7 +169,14 @@ def _marks(job: dict[str, Any], option: dict[str, Any]) -> str:
 def _saving_text(job: dict[str, Any], currency: str) -> str:
     saving = job["saving"]
     if saving is None:
-        return "" if job["declared"]["sound"] else "the cheapest layout that meets every constraint"
+        if job["declared"]["sound"]:
+            return ""
+        recommended = job["recommended"]
+        if recommended["within_budget"] is False:  # sound, and no sound layout fits the budget
+            return "the cheapest sound layout: over budget (meets every other constraint)"
+        if recommended["price_per_gpu_hour"] is None:  # unpriced ones come after every priced sound one
+            return "the layout with the fewest GPUs that meets every constraint (no sound layout is priced)"
+        return "the cheapest layout that meets every constraint"
     # The difference of the two costs as this text shows them (gpuplan.units.money_difference), not the
     # JSON's amount to the cent: 12,030 - 6,636 reads 5,394 here, 12,030.40 - 6,635.70 = 5,394.70 there.
     key = "monthly_cost" if job["job"] == "serve" else ("run_cost" if saving["per"] == "run" else None)

@@ -47,6 +47,7 @@ from gpuplan.plan.space import (
     gpu_not_allowed,
     nodes_needed,
     pipeline_degrees,
+    proposed_serving_tensor_parallel,
     tensor_parallel_degrees,
 )
 from gpuplan.spec import HOURS_PER_MONTH, PlanLimits
@@ -181,7 +182,7 @@ class JobPlanner:
         arch = self.evaluator.arch
         pipelines = pipeline_degrees(arch, serving=True)
         for gpu in gpus:
-            for tp in tensor_parallel_degrees(arch, gpu, serving=True):
+            for tp in proposed_serving_tensor_parallel(arch, gpu):
                 for pp in pipelines:
                     if where is None or where(gpu, tp, pp):
                         yield gpu, tp, pp
@@ -192,7 +193,7 @@ class JobPlanner:
         if key not in self._split_cache:
             arch = self.evaluator.arch
             by_size: dict[int, list[tuple[int, int]]] = {}
-            for tp in tensor_parallel_degrees(arch, gpu, serving=True):
+            for tp in proposed_serving_tensor_parallel(arch, gpu):
                 for pp in pipeline_degrees(arch, serving=True):
                     by_size.setdefault(tp * pp, []).append((tp, pp))
             self._split_cache[key] = sorted(by_size.items())
@@ -588,7 +589,7 @@ class JobPlanner:
         arch = evaluator.arch
         for gpu in self.gpus:
             tried: list[Option] = []
-            for tp in tensor_parallel_degrees(arch, gpu, serving=True):
+            for tp in proposed_serving_tensor_parallel(arch, gpu):
                 for pp in pipeline_degrees(arch, serving=True):
                     fewest = evaluator.fewest_replicas(gpu, tp, pp)
                     if fewest is None or not self._within_nodes(gpu, tp, pp, fewest):
@@ -615,7 +616,7 @@ class JobPlanner:
         evaluator = self.evaluator
         assert isinstance(evaluator, ServePlanner)
         arch = evaluator.arch
-        tp = max(tensor_parallel_degrees(arch, gpu, serving=True))
+        tp = max(proposed_serving_tensor_parallel(arch, gpu))
         pp = max(p for p in pipeline_degrees(arch, serving=True) if tp * p <= self.limits.max_gpus or p == 1)
         return evaluator.evaluate(evaluator.layout(gpu, tp, pp, 1))
 

@@ -180,6 +180,15 @@ def tensor_parallel_degrees(arch: Architecture, gpu: Gpu, *, serving: bool) -> l
     return list(_tensor_parallel_degrees(arch, max_tensor_parallel(gpu), serving))
 
 
+def proposed_serving_tensor_parallel(arch: Architecture, gpu: Gpu) -> list[int]:
+    """TP degrees the serving planner proposes on ``gpu``: those it allows, but only TP 1 on a card without a
+    scale-up link, where tensor parallelism all-reduces over PCIe on every token (GP312 warns of that); the
+    planner spreads a model over such cards by pipeline stages, which cross PCIe once per stage, or
+    proposes GPUs that link. A recommended layout then draws no GP312 (the declared one is judged as it is)."""
+    degrees = tensor_parallel_degrees(arch, gpu, serving=True)
+    return degrees if gpu.has_nvlink else degrees[:1]
+
+
 def pipeline_degrees(arch: Architecture, *, serving: bool) -> list[int]:
     """PP degrees the planner tries: powers of two up to 8 that the model (and the framework) allow."""
     return list(_pipeline_degrees(arch, serving))

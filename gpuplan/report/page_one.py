@@ -449,10 +449,17 @@ def warnings(memo: Memo) -> list[str]:
     one passes, and a budget no sound layout fits."""
     lines = []
     for job in memo.jobs:
-        if job.weaker:
+        weaker = job.weaker
+        base = next((scenario for scenario in weaker if scenario.key == "base"), None)
+        if base is not None:  # it fails as planned, so in every scenario: say why, once
+            lines.append(
+                f"Unlike the declared layout, the recommended {JOB_WORDS[job.kind]} layout fails as planned: "
+                f"{_why(base)}, so every scenario of the stress test fails."
+            )
+        elif weaker:
             lines.append(
                 f"Unlike the declared layout, the recommended {JOB_WORDS[job.kind]} layout fails the stress test "
-                f"at {_scenarios(job.weaker)}."
+                f"at {_scenarios(weaker)}."
             )
         if job.budget.nothing_fits:
             lines.append(f"No sound layout fits the {JOB_WORDS[job.kind]} budget (see Budget).")

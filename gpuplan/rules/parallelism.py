@@ -91,7 +91,9 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     Re-estimates the job without the declared TP/PP (and without sharding) and reports when it still
     fits with the configured headroom. For serving it quotes the speed model's figures for the same
     GPUs run as replicas at TP 1 against the declared split (TPOT and tokens/s, with the all-reduces
-    over NVLink or PCIe as the GPU has them); for fine-tuning, the memory of plain data parallelism.
+    over NVLink or PCIe as the GPU has them), unless those replicas break a constraint the split meets
+    (a TTFT SLO that only a split prefill of long prompts meets); for fine-tuning, the memory of plain
+    data parallelism.
 
     ## Why is this bad?
     Every TP rank adds two all-reduces per layer to every token; replicas (`count` with
@@ -150,6 +152,8 @@ def _serve_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         return
     memory = evaluator.memory(single)
     spread = evaluator.evaluate(evaluator.layout(gpu, 1, 1, declared.gpus))  # the same GPUs as replicas
+    if not set(spread.broken) <= set(declared.broken):
+        return  # the split meets a constraint the replicas break (a latency SLO a long prompt needs it for)
     tp, pp = hardware.tensor_parallel, hardware.pipeline_parallel
     split = f"tensor_parallel {tp}" + (f" x pipeline_parallel {pp}" if pp > 1 else "")
     link = "NVLink" if gpu.has_nvlink and tp <= gpu.domain else "PCIe"
