@@ -483,3 +483,5 @@ def test_a_recommendation_that_fails_as_planned_says_why_once(write_spec):
         "every scenario of the stress test fails.**" in out
     )
     assert "at as planned" not in out
+    # The approval states its condition: the funded layout needs the budget raised, 5,103 - 3,000 = 2,103.
+    assert "which needs the serving budget raised by 2,103 USD a month (to 5,103 USD).**" in out

@@ -270,9 +270,23 @@ def change_lines(memo: Memo) -> list[str]:
             lines.append(
                 f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
                 f"{short_layout(job.plan.declared)}, at {_cost_per(job, job.funded.cost, currency)}"
+                + _budget_raise(job, currency)
             )
     lines += [CODES[finding.code].summary.rstrip(".") for finding in findings_left(memo)]
     return lines
+
+
+def _budget_raise(job: JobMemo, currency: str) -> str:
+    """', which needs the serving budget raised by 2,103 USD a month (to 5,103)' where the funded layout
+    is over its job's budget (no sound layout fits it: the warning beside the verdict says so), else ''."""
+    overrun, limit = job.budget.overrun, job.budget.limit
+    if overrun is None or limit is None:
+        return ""
+    per = " a month" if job.kind == "serve" else " for the run"
+    return (
+        f", which needs the {JOB_WORDS[job.kind]} budget raised by {money(overrun, currency)}{per}"
+        f" (to {money(job.budget.cost, currency)})"
+    )
 
 
 def findings_left(memo: Memo) -> list[Finding]:
@@ -319,7 +333,7 @@ def headline(memo: Memo) -> str:
                         why += f"; this one also costs {cheaper}"
                 parts.append(
                     f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
-                    f"{short_layout(job.plan.declared)} ({why})"
+                    f"{short_layout(job.plan.declared)} ({why}){_budget_raise(job, currency)}"
                 )
             return f"Approve with a change: {'; '.join(parts)}."
         first = decision.deciding[0] if decision.deciding else None
