@@ -710,6 +710,27 @@ def _serve(
             )
         resolver.problem("GP024", where, message, fix)
         return None
+    if data["batching"] == "static" and data["arrival"] != "closed-loop":
+        # Static batches form from the clients waiting at the declared concurrency; a Poisson stream's or a
+        # burst's static batches are not modelled, and their figures must not pass for the closed loop's.
+        resolver.problem(
+            "GP024",
+            ("serve", "batching"),
+            f"serve.batching static is estimated for a closed loop of clients; serve.arrival {data['arrival']}"
+            " under static batching is not modelled",
+            "batching: continuous (what the serving engines run), or arrival: closed-loop",
+        )
+        return None
+    if prompts and "p90" in prompts and prompts["p90"] > data["context"] - output_tokens:
+        resolver.problem(
+            "GP024",
+            ("serve", "prompt_tokens", "p90"),
+            f"serve.prompt_tokens.p90 {prompts['p90']:,} is more than the context leaves for a prompt"
+            f" ({data['context']:,} - output_tokens {output_tokens:,} = {data['context'] - output_tokens:,}):"
+            " one prompt in ten would not fit",
+            f"raise context to at least {prompts['p90'] + output_tokens:,}, or lower prompt_tokens.p90",
+        )
+        return None
     if prompts and prompts["mean"] + output_tokens > data["context"]:
         resolver.problem(
             "GP024",

@@ -441,8 +441,24 @@ def test_static_batching_decodes_until_the_longest_answer_and_a_client_waits_for
     assert speed.tpot_s == pytest.approx(tpot, rel=1e-12)
     # Two requests a batch of prefill + 5 steps, 4 tokens each on average.
     assert speed.tokens_per_s == pytest.approx(2 / (prefill + 5 * tpot) * 4, rel=1e-12)
-    # A client's next request waits for the batch's longest after its own: 5 - 4 = 1 step on average; the
-    # median and p90 waits are the short half's (5 - 2 = 3 steps).
+    # A client's next request waits for the batch's longest after its own: 5 - 4 = 1 step on average. The
+    # median and p90 waits are a short answer's: its batch-mate runs 6 - 2 = 4 steps past it half the time,
+    # and ends with it otherwise, so 2 steps (the mean, 1, is that half the time, as a long answer waits 0).
     assert speed.ttft_s == pytest.approx(prefill + 0.01 + 1 * tpot, rel=1e-12)
-    assert speed.ttft_median_s == pytest.approx(prefill + 0.01 + 3 * tpot, rel=1e-12)
-    assert speed.ttft_p90_s == pytest.approx(prefill + 0.01 + 3 * tpot, rel=1e-12)
+    assert speed.ttft_median_s == pytest.approx(prefill + 0.01 + 2 * tpot, rel=1e-12)
+    assert speed.ttft_p90_s == pytest.approx(prefill + 0.01 + 2 * tpot, rel=1e-12)
+    # One client alone waits for no one: its answer ends its batch.
+    alone = serving_speed(workload(batching="static", concurrency=1), calibration=CAL)
+    assert alone.ttft_s == alone.ttft_median_s == alone.ttft_p90_s
+
+
+def test_a_static_batch_prices_a_full_prompt_among_mean_ones():
+    # Two clients, mean prompt 4 tokens, full prompt 8 (the context's): the TTFT a full prompt sees is its
+    # batch's prefill, its 8 tokens beside the other's 4: 12 x 2,384 / 500 = 57.216 s beside 8.688 s of
+    # weights; attention 640 (the 4-token prompt, 2 x 10 pairs x 32) + 2 x 36 pairs x 32 = 2,304 for the
+    # 8-token one: 2,944 / 250 = 11.776 s; fixed 1.2 ms. It was priced as the mean prompt's batch, 28 ms
+    # below a full prompt alone on the real GPU.
+    full = math.hypot(8.688, 57.216) + 11.776 + 0.0012
+    speed = serving_speed(workload(batching="static", full_prompt=8), calibration=CAL)
+    assert speed.ttft_s == pytest.approx(full + 0.01, rel=1e-12)
+    assert speed.ttft_s >= speed.ttft_single_s

@@ -798,6 +798,11 @@ def test_answers_that_vary_resolve_and_are_stated_as_an_assumption():
             "/serve/output_tokens_p90",
         ),
         ("  engine: tgi\n", "", "llama-3.1-8b", 1, "GP105", "/serve/engine"),
+        # a prompt p90 longer than the 4,096 - 256 = 3,840 tokens the context leaves beside the answer
+        ("  prompt_tokens: {mean: 1000, p90: 3841}\n", "", "llama-3.1-8b", 1, "GP024", "/serve/prompt_tokens/p90"),
+        # static batching is estimated for a closed loop: a stream's or a burst's static batches are not
+        ("  batching: static\n  arrival: steady\n  rate_rps: 1\n", "", "llama-3.1-8b", 1, "GP024", "/serve/batching"),
+        ("  batching: static\n  arrival: burst\n", "", "llama-3.1-8b", 1, "GP024", "/serve/batching"),
     ],
 )
 def test_inconsistent_speed_fields_are_findings_at_the_field(extra, hw, model, count, code, pointer):
@@ -947,3 +952,14 @@ def test_the_70b_offload_example_pays_for_its_cpu_optimizer_step():
     code, out, _ = run_cli("plan", str(path))
     assert code == 0
     assert f"declared     8 x h100-sxm, {offloaded.cost:,.0f} USD/run" in out
+
+
+def test_a_request_rate_too_small_to_mean_traffic_is_refused_at_its_line(tmp_path):
+    # rate_rps 1e-300 was taken: the cost per 1M tokens printed some 300 digits. The schema's minimum is one
+    # request in under three hours.
+    spec = tmp_path / "r.yaml"
+    spec.write_text(
+        SPEC.format(model="llama-3.1-8b", extra="  arrival: steady\n  rate_rps: 1.0e-300\n", count=1, tp=1, hw="")
+    )
+    code, out, _ = run_cli("lint", str(spec))
+    assert code == 1 and ":9:13: GP103 [error] serve.rate_rps must be at least 0.0001, got 1e-300" in out

@@ -97,6 +97,19 @@ class Lengths:
             below = at
         return total
 
+    def longest_beyond(self, count: float, length: float) -> float:
+        """E[max(0, longest of ``count`` lengths - ``length``)]: how far the longest of the others in a batch
+        runs past one answer of ``length`` (the same order statistic as ``longest_of``); 0 with no others."""
+        if count <= 0:
+            return 0.0
+        total, below, cumulative = 0.0, 0.0, 0.0
+        for share, tokens in sorted(self.classes, key=lambda item: item[1]):
+            cumulative = min(1.0, cumulative + share)
+            at = cumulative**count
+            total += max(0.0, tokens - length) * (at - below)
+            below = at
+        return total
+
     def quantile(self, share: float) -> int:
         """The length at ``share`` of the requests, at the classes' resolution: the class the share falls in
         (nearest rank, shortest first)."""

@@ -446,13 +446,17 @@ def serving_speed(
         longest = steps * outputs.longest_of(slots) / outputs.mean
         state = _static(d, slots, prompt, longest, prompt_attention)
         # A client whose answer ended sends its next request, which waits for the batch's longest to end:
-        # (E[longest] - its own) steps (Little's law gives the mean: C / X less prefill and own decode),
-        # its quantiles those of the shorter answers (the p90 wait is the 10th-percentile answer's).
-        mean_wait, median_wait, p90_wait = (
-            max(0.0, longest - steps * own / outputs.mean) * state.tpot
-            for own in (outputs.mean, outputs.quantile(0.5), outputs.quantile(1 - P90))
+        # on average (E[longest] - E[own]) steps (Little's law: C / X less prefill and own decode); a client
+        # whose answer is x waits E[max(0, longest of the others - x)], so the median and p90 waits are
+        # those of the median and the 10th-percentile answers (the shorter an answer, the longer its wait).
+        # One client alone waits for no one.
+        scale = steps / outputs.mean  # decode steps per token
+        others = slots - 1
+        behind = (
+            (longest - steps) * state.tpot,
+            outputs.longest_beyond(others, outputs.quantile(0.5)) * scale * state.tpot,
+            outputs.longest_beyond(others, outputs.quantile(1 - P90)) * scale * state.tpot,
         )
-        behind = (mean_wait, median_wait, p90_wait)
         if state.requests_per_s > capacity:  # batches wait on the server process: its rate, the stream's lag
             queued = max(0.0, w.concurrency - slots) / capacity
             ttft = _ttft_statistics(state, w.full_prompt, queued + overhead, behind)
@@ -620,8 +624,24 @@ def _static(d: Deployment, slots: float, prompt: float, longest: float, prompt_a
     decode = d.step(slots / microbatches, 0, prompt + longest / 2, 0.0)
     tpot = d.cycle(decode, microbatches)
     requests_per_s = slots / (prefill_time + longest * tpot)
-    to_first_token = prefill_time + d.first_token_step(slots, prompt)
-    return _SteadyState(tpot, requests_per_s, decode, lambda _: to_first_token, lambda _: to_first_token)
+    first_step = d.first_token_step(slots, prompt)
+
+    def to_first_token(tagged: float) -> float:
+        """A prompt of ``tagged`` tokens' first token: its batch's prefill, the others at the mean prompt, then
+        the step that samples it."""
+        own = d.prompt_pass(tagged)
+        others = max(0.0, slots - 1)
+        tokens = others * passed + own
+        if tokens <= 0:
+            return first_step
+        # causal attention is quadratic in the tokens: each prompt's scaled to the tokens its pass computes
+        attention = (others * prompt_attention * (passed / prompt) ** 2) + d.prompt_attention(tagged) * (
+            own / tagged
+        ) ** 2
+        step = d.step(0, tokens / microbatches, 0, attention / microbatches)
+        return d.pass_time(step, microbatches) + first_step
+
+    return _SteadyState(tpot, requests_per_s, decode, to_first_token, to_first_token)
 
 
 def _continuous(

@@ -406,11 +406,13 @@ def inconsistent_workload(*_: Any) -> Iterator[Any]:
     """
     ## What it does
     Reports a serving job whose `output_tokens` is larger than its `context`, a
-    `serve.prompt_tokens.p90` below its `mean`, a mean prompt that leaves no room for
-    `output_tokens` within `context`, an `output_tokens_p90` below `output_tokens` or longer than
-    the context leaves after the mean prompt (without `prompt_tokens`, every prompt is
-    `context - output_tokens` and leaves no room for a longer answer), and a load that contradicts
-    itself: `arrival: steady` without `rate_rps`, or a `rate_rps` for another arrival shape.
+    `serve.prompt_tokens.p90` below its `mean` or longer than the context leaves beside
+    `output_tokens`, a mean prompt that leaves no room for `output_tokens` within `context`, an
+    `output_tokens_p90` below `output_tokens` or longer than the context leaves after the mean prompt
+    (without `prompt_tokens`, every prompt is `context - output_tokens` and leaves no room for a longer
+    answer), and a load that contradicts itself or the model: `arrival: steady` without `rate_rps`, a
+    `rate_rps` for another arrival shape, or `batching: static` under a steady stream or a burst (static
+    batching is estimated for a closed loop of clients).
 
     ## Why is this bad?
     The context holds the prompt and the generated tokens together, and the speed estimate draws
