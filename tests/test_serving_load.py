@@ -20,6 +20,7 @@ from gpuplan.estimate.serving_load import (
     HTTP_SECONDS,
     STREAM_SECONDS_PER_TOKEN,
     TOKENIZE_SECONDS_PER_TOKEN,
+    Wave,
     frontend_capacity,
     frontend_seconds,
     wait_quantile,
@@ -596,3 +597,54 @@ def test_the_burst_assumption_names_the_order_the_engine_steps_in():
     sglang = dict(_served(f"{serve}, engine: sglang").analysis.serve.assumptions)["steady state"]
     assert "(decodes first, then prompt chunks in the token budget)" in vllm
     assert "(a step of prompts alone whenever one can be formed, the decodes waiting)" in sglang
+
+
+@pytest.mark.parametrize("output", [2, 3, 4, 5])
+def test_a_speculative_burst_of_short_answers_has_a_tpot(output):
+    # EAGLE with 4 draft tokens at 0.8 acceptance yields 3.36 tokens a round: 4 tokens are 1.19 rounds,
+    # which rounded to one, the first token's, and read a TPOT of 0 (any TPOT SLO passed). An answer of
+    # more than one token takes at least one round after its first token.
+    from conftest import make_spec
+
+    from gpuplan.analysis import analyse
+
+    text = (
+        "version: 1\nname: s\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 2048\n"
+        f"  output_tokens: {output}\n  concurrency: 8\n  arrival: burst\n"
+        "  speculative: {method: eagle, num_tokens: 4, acceptance_rate: 0.8}\n  hardware: {gpu: h100-sxm}\n"
+    )
+    speed = analyse(make_spec(text)).serve.speed
+    assert speed.tpot_s > 0
+
+
+@pytest.mark.parametrize("mixes", [True, False])
+def test_a_lone_long_prompt_is_priced_in_one_go_as_stepping_it_would(mixes, monkeypatch):
+    # A burst of 3 requests of 100,000 prompt tokens at a budget of 64 tokens a step, arriving 1 s apart:
+    # each prompt is alone while it prefills (the next arrives later), so its whole chunks (1,561 of 64
+    # tokens) are priced in one go. A step here costs 1 ms + 1 us a token + 10 us a decoder + 1e-12 s per
+    # attention FLOP (linear in the attention, as Deployment.step is), and a chunk's attention is
+    # end^2 - start^2 (additive over chunks): the wave must equal the one stepped chunk by chunk.
+    import gpuplan.estimate.serving_load as serving_load
+
+    calls = []
+
+    def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
+        calls.append(prefill)
+        return 1e-3 + prefill * 1e-6 + decoders * 1e-5 + attention * 1e-12
+
+    def run() -> Wave:
+        return wave(3, 100_000, 8, 64, 16, step_time, lambda s, e: float(e * e - s * s), 1.0, mixes_prefill=mixes)
+
+    fast = run()
+    priced = len(calls)
+    monkeypatch.setattr(serving_load, "LONE_CHUNKS", 10**9)
+    stepped = run()
+    # The chunks were priced in one go, not stepped: every prompt's where prompts ride decode steps; the
+    # first one's where they do not (SGLang: the others prefill while the first one's decode waits beside).
+    assert priced < (100 if mixes else 2 * 1600) < len(calls) - priced
+    assert fast.steps == stepped.steps and fast.requests == stepped.requests
+    assert [count for _, count in fast.ttfts] == [count for _, count in stepped.ttfts]
+    for (a, _), (b, _) in zip(fast.ttfts, stepped.ttfts, strict=True):
+        assert a == pytest.approx(b, rel=1e-9)
+    assert fast.makespan == pytest.approx(stepped.makespan, rel=1e-9)
+    assert fast.mean_tpot == pytest.approx(stepped.mean_tpot, rel=1e-9)

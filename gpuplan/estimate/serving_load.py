@@ -97,6 +97,8 @@ def wait_quantile(mean_wait: float, rho: float, share: float) -> float:
     return mean_wait / rho * math.log(rho / tail)
 
 
+# Whole chunks of a lone prompt from which they are priced in one go rather than stepped (``wave``).
+LONE_CHUNKS = 16
 # Scheduler events a wave steps through before the rest is extrapolated: a thousand steps keep one
 # wave within tens of milliseconds; bursts the size of an engine's running cap fit whole.
 MAX_EVENTS = 1024
@@ -435,6 +437,25 @@ def wave(
             seqs.allocated += decoders * stretch
             finish_cohorts(now, seconds)
             continue
+        if not seqs.decoders and len(prefilling) == 1 and arrived == admitted and not seqs.resumed:
+            # A lone prompt with nothing beside it or waiting: its next whole chunks are equal steps of
+            # ``budget`` tokens that admit nothing (no room is left in them) and differ only in their
+            # attention, which a step's time is linear in (``Deployment.step`` adds it outside the rooflines):
+            # priced in one go, as decode stretches are, so a long prompt at a small budget is not stepped
+            # chunk by chunk (a million-token prompt at a budget of 1 took seconds).
+            start, target = int(prefilling[0][0]), int(prefilling[0][1])
+            whole = (target - start) // budget - 1  # the last chunk, whole or not, is stepped as usual
+            if whole >= LONE_CHUNKS:
+                plain = step_time(0.0, float(budget), 0.0, 0.0)
+                attention = chunk_attention(start, start + whole * budget)
+                now += whole * plain + (step_time(0.0, float(budget), 0.0, attention) - plain)
+                steps_taken += whole
+                if mixes_prefill:
+                    step += whole
+                prefilling[0][0] = start + whole * budget
+                seqs.allocated += whole * budget
+                seqs.prefill_held = prefilling[0][0]
+                continue
         # One step with prompts: where they ride decode steps, every running sequence's token first
         # (preempting from the end where the cache has no room for them), then prompts into what is left;
         # where they do not, the prompts alone.
@@ -621,7 +642,9 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     kv_slots = w.kv_capacity_bytes / reserved if reserved > 0 else math.inf
     requests = max(1, w.concurrency)
     mean_prompt = max(1, round(prompt))
-    decode_steps = max(1, round(steps))  # speculative rounds yield more than a token each
+    # Speculative rounds yield more than a token each; an answer of more than one token takes at least one
+    # round after its first token (a short answer's rounds rounded to none read a TPOT of 0).
+    decode_steps = max(1 if output <= 1 else 2, round(steps))
     # An engine that admits while a prompt's chunk fits runs as many sequences as their tokens so far fit,
     # and preempts when decodes outgrow the cache (``wave``'s kv_tokens; ``EngineProfile``); others run the
     # sequences that fit whole. The tokens are counted so only where a sequence's bytes grow with its tokens
