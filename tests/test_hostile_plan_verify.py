@@ -190,3 +190,29 @@ def test_plan_and_verify_never_print_raw_spec_text(case):
                 inert(out)
             if output_format == "markdown":
                 assert not LIVE_MARKDOWN.search(out), (where, LIVE_MARKDOWN.search(out))
+
+
+@pytest.mark.parametrize(
+    "setting", ["tensor_parallel_size=0, pipeline_parallel_size=1", "tensor_parallel_size=1, pipeline_parallel_size=0"]
+)
+def test_a_log_claiming_a_parallel_degree_of_zero_exits_2_at_its_line(tmp_path, write_spec, setting):
+    # A degree of 0 reached the layout and divided by it: "internal error: ZeroDivisionError". No run has
+    # one: a value that cannot be what it claims exits 2 with the file and line, as a byte count in the
+    # wrong unit does.
+    spec = write_spec(
+        "version: 1\nname: v\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 8192\n  concurrency: 32\n"
+        "  hardware: {gpu: h100-sxm}\n"
+    )
+    log = tmp_path / "run.log"
+    log.write_text(
+        "(EngineCore pid=242) INFO 04-22 00:03:46 [v1/engine/core.py:105] Initializing a V1 LLM engine (v0.19.0)"
+        " with config: model='meta-llama/Llama-3.1-8B-Instruct', dtype=torch.bfloat16, max_seq_len=8192, "
+        f"{setting}, quantization=None, kv_cache_dtype=auto\n"
+        "(EngineCore pid=242) INFO 04-22 00:04:02 [v1/worker/gpu_model_runner.py:4820] Model loading took "
+        "14.99 GiB memory and 14.429680 seconds\n"
+        "(EngineCore pid=242) INFO 04-22 00:04:20 [v1/worker/gpu_worker.py:436] Available KV cache memory: 58.11 GiB\n"
+    )
+    for extra in ((), ("--format", "json")):
+        code, _, err = run_cli("verify", str(spec), "--run", str(log), *extra)
+        assert code == 2 and "internal error" not in err, err
+        assert f"{log}:1: " in err and "is 0: impossible, it is at least 1 in any run" in err

@@ -7,11 +7,12 @@ judged unused (GP702): its rule did not run, so whether it matches is unknown.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import replace
 
 import pytest
-from conftest import ROOT
+from conftest import EXAMPLES, ROOT, run_cli
 
 import gpuplan.rules.registry as registry
 from gpuplan.linter import LintOptions, lint_bytes, lint_path
@@ -113,3 +114,16 @@ def test_a_waiver_of_an_ignored_rule_is_not_called_unused():
     for ignore in (("GP505",), ("oversized-serving-gpu",), ("GP50",)):
         ignored = lint_bytes("spec.yaml", raw, replace(options, ignore=ignore))
         assert unused(ignored) == ["the waiver of GP311 matches no finding in this spec"], ignore
+
+
+def test_select_and_ignore_take_comma_separated_lists_as_ruff_does():
+    # `--select GP024,GP025` was one unknown rule "GP024,GP025" with a suggestion of the two it named.
+    spec = str(EXAMPLES / "serve-llama-70b.yaml")
+    code, out, err = run_cli("lint", "--select", "GP504,GP507", spec)
+    assert code == 0 and err == "" and {"GP504", "GP507"} == set(re.findall(r"GP\d{3}", out))
+    code, out, _ = run_cli("lint", "--ignore", "GP504,GP507", spec)
+    assert code == 0 and "GP504" not in out and "GP507" not in out
+    code, _, err = run_cli("lint", "--select", "GP504,GP2O1", spec)
+    assert code == 2 and "unknown rule 'GP2O1'; did you mean GP201" in err
+    code, _, err = run_cli("lint", "--select", "GP504,", spec)
+    assert code == 2 and "an empty pattern would match every rule" in err

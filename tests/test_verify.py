@@ -773,3 +773,17 @@ def test_a_setting_name_as_long_as_its_column_keeps_a_space_before_its_value(wri
     _, out, _ = run_cli("verify", str(spec), "--run", str(log))
     line = next(line for line in out.splitlines() if "free_gpu_memory_fraction" in line)
     assert line.split()[:2] == ["free_gpu_memory_fraction", "0.8"]
+
+
+def test_an_auto_kv_cache_that_resolves_differently_says_to_what(tmp_path, write_spec):
+    # A run whose model dtype was fp16 with kv_cache_dtype auto, against a bf16 spec with auto: the GP802 read
+    # "the run used kv_cache_dtype auto ...; the spec declares serve.kv_cache_dtype auto", a difference that
+    # did not show. Each auto is said with the dtype it resolves to.
+    spec = write_spec(SERVE_SPEC)
+    run = replace(equal_run(analysis_of(SERVE_SPEC)), dtype="float16")
+    log = log_file(tmp_path, vllm_log(run))
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log), "--format", "json")
+    gp802 = {f["pointer"]: f for f in json.loads(out)["runs"][0]["findings"] if f["code"] == "GP802"}
+    message = gp802["/serve/kv_cache_dtype"]["message"]
+    assert message.startswith("the run used kv_cache_dtype auto (fp16, the run's model dtype) (")
+    assert message.endswith("the spec declares serve.kv_cache_dtype auto (bf16, the model's dtype)")

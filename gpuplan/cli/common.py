@@ -240,14 +240,16 @@ def _rule_patterns(ctx: click.Context, param: click.Parameter, values: tuple[str
     from gpuplan.codes import suggestions
     from gpuplan.config import matches_any_code
 
-    for value in values:
-        if not value.strip():
+    # Repeated or comma-separated (--select GP2,GP4), as ruff takes them.
+    patterns = tuple(part.strip() for value in values for part in value.split(","))
+    for value in patterns:
+        if not value:
             raise click.BadParameter("an empty pattern would match every rule; name a code, prefix or rule", ctx, param)
         if not matches_any_code(value):
             close = suggestions(value)
             hint = f"did you mean {', '.join(close)}?" if close else "`gpuplan rules` lists them"
             raise click.BadParameter(f"unknown rule {value!r}; {hint}", ctx, param)
-    return values
+    return patterns
 
 
 def _print_tracebacks(summary: RunSummary | LintResult) -> None:

@@ -27,9 +27,17 @@ if TYPE_CHECKING:  # the linter is imported when the command runs
 )
 @_run_options
 @click.option(
-    "--select", multiple=True, callback=_rule_patterns, help="Only these codes, code prefixes (GP2) or rule names."
+    "--select",
+    multiple=True,
+    callback=_rule_patterns,
+    help="Only these codes, code prefixes (GP2) or rule names; repeated or comma-separated.",
 )
-@click.option("--ignore", multiple=True, callback=_rule_patterns, help="Skip these codes, code prefixes or rule names.")
+@click.option(
+    "--ignore",
+    multiple=True,
+    callback=_rule_patterns,
+    help="Skip these codes, code prefixes or rule names; repeated or comma-separated.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when there is nothing to report.")
 @click.option(
     "--only-specs",

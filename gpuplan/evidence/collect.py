@@ -22,6 +22,12 @@ class _Term:
     resolution: float = 0.0
 
 
+# Settings that are counts of GPUs, sequences or tokens: at least 1 in any run.
+AT_LEAST_ONE = frozenset(
+    {"tensor_parallel", "pipeline_parallel", "data_parallel", "max_model_len", "max_num_seqs", "max_num_batched_tokens"}
+)
+
+
 class Collector:
     """What has been read so far: first value per term and rank, settings, notes, a failure."""
 
@@ -81,6 +87,13 @@ class Collector:
         incomplete: str = "",
         peaks_from_training: bool = False,
     ) -> Evidence:
+        for name, setting in self.settings.items():
+            if name in AT_LEAST_ONE and isinstance(setting.value, (int, float)) and setting.value < 1:
+                # a count of GPUs or sequences or tokens that is 0 is no setting a run had (exit 2, as a byte
+                # count in the wrong unit is): a degree of 0 would divide a layout by zero
+                raise GpuplanError(
+                    f"{path}:{setting.line}: {name} is {setting.value}: impossible, it is at least 1 in any run"
+                )
         measurements = {
             term: Measurement(
                 term,

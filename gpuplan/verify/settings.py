@@ -193,9 +193,11 @@ def _kv_cache_dtype(b: _Builder, spec: Spec, job: Serve) -> None:
     run_model_dtype = str(run_dtype.value) if run_dtype else spec.model.dtype
     run_effective = run_model_dtype if setting.value == "auto" else str(setting.value)
     spec_effective = spec.model.dtype if job.kv_cache_dtype == "auto" else job.kv_cache_dtype
-    if b.check(
-        "kv_cache_dtype", ("serve", "kv_cache_dtype"), job.kv_cache_dtype, setting, run_effective == spec_effective
-    ):
+    # "auto" is the model's dtype on each side: said with what it resolves to, so that a difference reads as one
+    # ("auto (fp8)" against "auto (bf16)", not "auto" against "auto").
+    shown = replace(setting, raw=f"{run_effective}, the run's model dtype") if setting.value == "auto" else setting
+    declared = f"auto ({spec_effective}, the model's dtype)" if job.kv_cache_dtype == "auto" else job.kv_cache_dtype
+    if b.check("kv_cache_dtype", ("serve", "kv_cache_dtype"), declared, shown, run_effective == spec_effective):
         return
     if run_effective in ("bf16", "fp16", "fp8"):
         b.job = replace(b.job, kv_cache_dtype="auto" if setting.value == "auto" else run_effective)
