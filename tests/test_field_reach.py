@@ -282,7 +282,11 @@ CHANGES_NOTHING: dict[str, Why] = {
         lambda d, a: not a.serve.loads or (a.serve.speed.saturated and a.serve.speed.limited_by == "front-end"),
     ),
     "serve.output_tokens_p90": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
-    "serve.batching": Why("as serve.prompt_tokens.mean", lambda d, a: not a.serve.loads),
+    "serve.batching": Why(
+        "as serve.prompt_tokens.mean; or serve.arrival is a steady stream or a burst, which static batching"
+        " does not take (GP024: no other value)",
+        lambda d, a: not a.serve.loads or d["serve"].get("arrival", "closed-loop") != "closed-loop",
+    ),
     "serve.arrival": Why(
         "as serve.prompt_tokens.mean; or serve.rate_rps is set, which only a steady stream takes (no other value)",
         lambda d, a: not a.serve.loads or "rate_rps" in d["serve"],

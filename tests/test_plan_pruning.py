@@ -75,7 +75,9 @@ def deployments(draw: st.DrawFn) -> dict:
         serve["prompt_tokens"] = {"mean": mean, "p90": draw(st.integers(mean, max(mean, context - output)))}
         if draw(st.booleans()):  # answers that vary: room beside the mean prompt
             serve["output_tokens_p90"] = draw(st.integers(output, max(output, context - mean)))
-    serve["arrival"] = draw(st.sampled_from(["closed-loop", "closed-loop", "burst"]))
+    # static batching is estimated for a closed loop alone (a burst's static batches are GP024)
+    arrivals = ["closed-loop", "closed-loop", "burst"] if serve["batching"] == "continuous" else ["closed-loop"]
+    serve["arrival"] = draw(st.sampled_from(arrivals))
     if draw(st.booleans()):
         serve["max_batched_tokens"] = draw(st.integers(1, 65536))
     if draw(st.booleans()):
