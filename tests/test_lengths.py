@@ -123,3 +123,16 @@ def test_the_longest_of_a_batch_grows_with_it_between_the_mean_and_the_longest(m
     longest = lengths.longest_of(batch)
     assert lengths.mean * (1 - 1e-12) <= longest <= lengths.longest * (1 + 1e-12)
     assert lengths.longest_of(batch + 1) >= longest * (1 - 1e-12)
+
+
+def test_how_far_the_longest_of_the_others_runs_past_an_answer():
+    # Halves of 100 and 300 tokens, one other answer: past an answer drawn apart it runs 300 - 100 = 200 when
+    # that answer is short and the other long (1/4), else 0: the median is 0, the p90 200. Three others: the
+    # longest of them is 100 only with 1/8, so 200 past a short answer with 1/2 x 7/8 = 7/16: median 0
+    # (9/16 wait none), p90 200. No other: nothing to wait for.
+    halves = Lengths(((0.5, 100), (0.5, 300)))
+    assert (halves.longest_past(1, 0.5), halves.longest_past(1, 0.9)) == (0.0, 200.0)
+    assert (halves.longest_past(3, 0.5), halves.longest_past(3, 0.9)) == (0.0, 200.0)
+    assert halves.longest_past(3, 0.4) == 0.0 and halves.longest_past(0, 0.9) == 0.0
+    # Speculative steps: an answer of more than one token takes at least one step past its first.
+    assert Lengths(((0.5, 1), (0.5, 4))).in_steps(3.36).classes == ((0.5, 1), (0.5, 2))

@@ -97,18 +97,26 @@ class Lengths:
             below = at
         return total
 
-    def longest_beyond(self, count: float, length: float) -> float:
-        """E[max(0, longest of ``count`` lengths - ``length``)]: how far the longest of the others in a batch
-        runs past one answer of ``length`` (the same order statistic as ``longest_of``); 0 with no others."""
+    def longest_past(self, count: float, share: float) -> float:
+        """The ``share`` quantile (nearest rank) of max(0, M - X): how far the longest of ``count`` other
+        lengths M (the same order statistic as ``longest_of``) runs past one more, X, drawn apart; 0 with no
+        others. Over the classes' pairs: X's share times M's mass, P(M = t_i) = F_i^count - F_(i-1)^count."""
         if count <= 0:
             return 0.0
-        total, below, cumulative = 0.0, 0.0, 0.0
-        for share, tokens in sorted(self.classes, key=lambda item: item[1]):
-            cumulative = min(1.0, cumulative + share)
+        ordered = sorted(self.classes, key=lambda item: item[1])
+        longest, below, cumulative = [], 0.0, 0.0
+        for class_share, tokens in ordered:
+            cumulative = min(1.0, cumulative + class_share)
             at = cumulative**count
-            total += max(0.0, tokens - length) * (at - below)
+            longest.append((at - below, tokens))
             below = at
-        return total
+        past = sorted((max(0.0, float(m - x)), p * q) for q, x in ordered for p, m in longest)
+        reached = 0.0
+        for value, mass in past:
+            reached += mass
+            if reached >= share - 1e-12:
+                return value
+        return past[-1][0]
 
     def quantile(self, share: float) -> int:
         """The length at ``share`` of the requests, at the classes' resolution: the class the share falls in
@@ -156,7 +164,12 @@ class Lengths:
         """The same requests counted in decode steps that yield ``tokens_per_step`` tokens each (speculation)."""
         if tokens_per_step == 1:
             return self
-        return Lengths(tuple((share, max(1, round(tokens / tokens_per_step))) for share, tokens in self.classes))
+        # an answer of more than one token takes at least one step after its first token's
+        return Lengths(
+            tuple(
+                (share, max(1 if tokens <= 1 else 2, round(tokens / tokens_per_step))) for share, tokens in self.classes
+            )
+        )
 
 
 @record

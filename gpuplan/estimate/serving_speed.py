@@ -446,16 +446,15 @@ def serving_speed(
         longest = steps * outputs.longest_of(slots) / outputs.mean
         state = _static(d, slots, prompt, longest, prompt_attention)
         # A client whose answer ended sends its next request, which waits for the batch's longest to end:
-        # on average (E[longest] - E[own]) steps (Little's law: C / X less prefill and own decode); a client
-        # whose answer is x waits E[max(0, longest of the others - x)], so the median and p90 waits are
-        # those of the median and the 10th-percentile answers (the shorter an answer, the longer its wait).
-        # One client alone waits for no one.
+        # max(0, longest of the others - its own answer) steps. On average (E[longest] - E[own]) steps
+        # (Little's law: C / X less prefill and own decode); its median and p90 are the quantiles of that
+        # wait over both draws (``Lengths.longest_past``). One client alone waits for no one.
         scale = steps / outputs.mean  # decode steps per token
         others = slots - 1
         behind = (
             (longest - steps) * state.tpot,
-            outputs.longest_beyond(others, outputs.quantile(0.5)) * scale * state.tpot,
-            outputs.longest_beyond(others, outputs.quantile(1 - P90)) * scale * state.tpot,
+            outputs.longest_past(others, 0.5) * scale * state.tpot,
+            outputs.longest_past(others, P90) * scale * state.tpot,
         )
         if state.requests_per_s > capacity:  # batches wait on the server process: its rate, the stream's lag
             queued = max(0.0, w.concurrency - slots) / capacity
@@ -626,20 +625,38 @@ def _static(d: Deployment, slots: float, prompt: float, longest: float, prompt_a
     requests_per_s = slots / (prefill_time + longest * tpot)
     first_step = d.first_token_step(slots, prompt)
 
+    mean_attention = prompt_attention * (passed / prompt) ** 2  # quadratic in the tokens a pass computes
+
     def to_first_token(tagged: float) -> float:
         """A prompt of ``tagged`` tokens' first token: its batch's prefill, the others at the mean prompt, then
-        the step that samples it."""
+        the step that samples it. The prompt sits in one microbatch, beside the mean ones of its share; the
+        other microbatches hold mean prompts. Microbatches that take the same time on every stage end a
+        pipeline after the sum of their times plus stages - 1 times the longest (a flow shop of identical
+        machines), which is ``pass_time`` where all are alike."""
         own = d.prompt_pass(tagged)
-        others = max(0.0, slots - 1)
-        tokens = others * passed + own
-        if tokens <= 0:
+        share = slots / microbatches  # sequences a microbatch holds
+        beside = max(0.0, share - 1)
+        if beside * passed + own <= 0:
             return first_step
-        # causal attention is quadratic in the tokens: each prompt's scaled to the tokens its pass computes
-        attention = (others * prompt_attention * (passed / prompt) ** 2) + d.prompt_attention(tagged) * (
-            own / tagged
-        ) ** 2
-        step = d.step(0, tokens / microbatches, 0, attention / microbatches)
-        return d.pass_time(step, microbatches) + first_step
+        heavy = d.step(
+            0,
+            beside * passed + own,
+            0,
+            beside * mean_attention + d.prompt_attention(tagged) * (own / tagged) ** 2,
+        )
+        if microbatches <= 1:
+            return d.pass_time(heavy, 1) + first_step
+        other = d.step(0, share * passed, 0, share * mean_attention)
+        stages = d.w.pipeline_parallel
+        slowest = max(heavy.seconds, other.seconds)
+        return (
+            stages * max(heavy.mean_seconds, other.mean_seconds)
+            + heavy.seconds
+            + (microbatches - 1) * other.seconds
+            - slowest
+            + (stages - 1) * d.hop
+            + first_step
+        )
 
     return _SteadyState(tpot, requests_per_s, decode, to_first_token, to_first_token)
 
