@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, ROOT, run_cli
 from evidence_samples import RankMemory, VllmRun, vllm_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -216,3 +216,21 @@ def test_a_log_claiming_a_parallel_degree_of_zero_exits_2_at_its_line(tmp_path, 
         code, _, err = run_cli("verify", str(spec), "--run", str(log), *extra)
         assert code == 2 and "internal error" not in err, err
         assert f"{log}:1: " in err and "is 0: impossible, it is at least 1 in any run" in err
+
+
+@pytest.mark.parametrize("zero", ["max_num_requests=0", "max_num_tokens=0"])
+def test_a_tensorrt_llm_log_claiming_a_cap_of_zero_exits_2(tmp_path, write_spec, zero):
+    # TensorRT-LLM's caps are recorded as max_sequences and max_batched_tokens: a 0 there was read as a run's
+    # setting (verify exited 1 with ordinary findings), where vLLM's own names were refused.
+    fixture = ROOT / "tests" / "fixtures" / "engine_logs" / "trtllm-6294-llama-3.1-8b-fp8-h100.log"
+    text = fixture.read_text()
+    field = zero.split("=")[0]
+    original = next(part for part in text.split() if part.startswith(f"{field}="))
+    log = tmp_path / "trt.log"
+    log.write_text(text.replace(original, zero.rstrip(",") + ("," if original.endswith(",") else ""), 1))
+    spec = write_spec(
+        "version: 1\nname: t\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 157\n  output_tokens: 28\n"
+        "  concurrency: 4\n  engine: trtllm\n  quantization: fp8\n  hardware: {gpu: h100-sxm}\n"
+    )
+    code, _, err = run_cli("verify", str(spec), "--run", str(log))
+    assert code == 2 and f"{log}:5: " in err and "is 0: impossible, it is at least 1 in any run" in err, err

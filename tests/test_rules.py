@@ -950,3 +950,13 @@ def test_an_instance_quote_is_priced_for_the_gpus_paid_for_and_says_so():
         "serving costs 14,600 USD a month (8 x h100-sxm paid for, whole instances for the 2 used, at "
         "2.50/GPU-hour x 730 h) — over the budget of 8,000 USD by 6,600 USD"
     )
+
+
+def test_a_tp_that_does_not_divide_on_a_card_without_nvlink_is_told_tp_1():
+    # GP303's hint listed every TP degree the heads allow (1, 2, 4, 8 on an L40S), which GP312 then warns of:
+    # on a card without NVLink the planner proposes TP 1, in pipeline stages where one card cannot hold it.
+    (finding,) = findings(
+        spec({"context": 4096, "concurrency": 4, "hardware": {"gpu": "l40s", "count": 3, "tensor_parallel": 3}}),
+        "GP303",
+    )
+    assert finding.hint == "use tensor_parallel 1 on l40s, with pipeline_parallel where one card cannot hold a replica"

@@ -22,9 +22,19 @@ class _Term:
     resolution: float = 0.0
 
 
-# Settings that are counts of GPUs, sequences or tokens: at least 1 in any run.
+# Settings that are counts of GPUs, sequences or tokens: at least 1 in any run (vLLM's names, and
+# TensorRT-LLM's and SGLang's caps as their readers record them).
 AT_LEAST_ONE = frozenset(
-    {"tensor_parallel", "pipeline_parallel", "data_parallel", "max_model_len", "max_num_seqs", "max_num_batched_tokens"}
+    {
+        "tensor_parallel",
+        "pipeline_parallel",
+        "data_parallel",
+        "max_model_len",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "max_sequences",
+        "max_batched_tokens",
+    }
 )
 
 

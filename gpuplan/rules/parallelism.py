@@ -205,13 +205,13 @@ def tp_does_not_divide_heads(ctx: RuleContext) -> Iterator[Finding]:
         serving = job_name == "serve"
         problem = tensor_parallel_problem(arch, job.hardware.tensor_parallel, serving=serving)
         if problem:
-            degrees = tensor_parallel_degrees(arch, job.hardware.gpu, serving=serving)
-            yield ctx.finding(
-                "GP303",
-                (job_name, "hardware", "tensor_parallel"),
-                problem,
-                f"use one of {', '.join(str(d) for d in degrees)} on {job.hardware.gpu.id}",
-            )
+            gpu = job.hardware.gpu
+            if serving and not gpu.has_nvlink:  # what the planner proposes there (GP312 warns of TP over PCIe)
+                hint = f"use tensor_parallel 1 on {gpu.id}, with pipeline_parallel where one card cannot hold a replica"
+            else:
+                degrees = tensor_parallel_degrees(arch, gpu, serving=serving)
+                hint = f"use one of {', '.join(str(d) for d in degrees)} on {gpu.id}"
+            yield ctx.finding("GP303", (job_name, "hardware", "tensor_parallel"), problem, hint)
 
 
 @rule("GP304")
