@@ -428,7 +428,7 @@ def serving_speed(
         frontend_capacity_rps=capacity,
         ttft_single_s=ttft_single,
     )
-    continuous = w.batching != "static"  # static batches run the declared concurrency whatever the arrivals
+    continuous = w.batching != "static"  # static: a closed loop (GP024 refuses other arrivals)
     terms = LoadTerms(caps, output, steps, overhead, capacity, make, outputs)
     if continuous and w.arrival == "burst":
         return burst_speed(w, d, prompt, terms)
