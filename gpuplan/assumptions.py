@@ -380,17 +380,16 @@ def serve_assumptions(
     if job.prompt_mean:
         prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
     if job.output_p90 and job.output_p90 > job.output_tokens:
+        outputs = through(job.output_tokens, job.output_p90, job.answer_room)
         prompt += (
             f"; answers of mean {job.output_tokens:,}, p90 {job.output_p90:,} tokens (a lognormal, none longer than"
-            f" {job.answer_room:,}): a running sequence holds"
-            f" {through(job.output_tokens, job.output_p90, job.answer_room).held():,.0f} generated tokens"
+            f" {job.answer_room:,}): a running sequence holds {outputs.held():,.0f} generated tokens"
             f" on average, not {job.output_tokens / 2:,.0f}"
         )
         widest = job.output_tokens * WIDEST_P90_RATIO
         if job.output_p90 > widest:
             prompt += f" (no lognormal of that mean has a p90 above {widest:,.0f}: the spread is held at that)"
         if job.batching == "static":
-            outputs = through(job.output_tokens, job.output_p90, job.answer_room)
             prompt += (
                 f"; a static batch of {speed.running:,.0f} decodes until its longest answer ends:"
                 f" {outputs.longest_of(speed.running):,.0f} tokens on average"

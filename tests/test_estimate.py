@@ -363,16 +363,21 @@ def test_a_mean_ttft_above_its_p90_is_explained():
     assert "mean 692 ms at 32 in flight (alone 641 ms; front end 19 ms; the mean is above the p90" in text
 
 
+def estimate_text(write_spec, serve: str) -> str:
+    """``gpuplan estimate``'s text for llama-3.1-8b served with the ``serve`` section's lines."""
+    spec = write_spec(f"version: 1\nname: s\nmodel: {{id: llama-3.1-8b}}\nserve:\n{serve}")
+    _, out, _ = run_cli("estimate", str(spec))
+    return out
+
+
 def test_the_text_says_where_a_band_leans_and_caps_the_longest_context_at_the_model(write_spec):
     # llama-3.1-8b on one h100-sxm, a burst of 64: the burst TPOT band's fast edge is 1.21 x the estimate at
     # 0.9 (speed_bands.json), so 90% of such runs measured above it, and the line says so; the TTFT band
     # straddles its estimate and says nothing of the kind. The KV cache of one sequence would hold more tokens
     # than the model's 131,072 positions: the longest context is the model's, the cache's figure beside it.
-    spec = write_spec(
-        "version: 1\nname: b\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 8192\n  concurrency: 64\n"
-        "  arrival: burst\n  hardware: {gpu: h100-sxm}\n"
+    out = estimate_text(
+        write_spec, "  context: 8192\n  concurrency: 64\n  arrival: burst\n  hardware: {gpu: h100-sxm}\n"
     )
-    _, out, _ = run_cli("estimate", str(spec))
     (tpot,) = [line for line in out.splitlines() if line.strip().startswith("TPOT")]
     (ttft,) = [line for line in out.splitlines() if line.strip().startswith("TTFT")]
     assert tpot.endswith("not used to tune the model; 90% of them measured above the estimate)")
@@ -384,11 +389,10 @@ def test_the_text_says_where_a_band_leans_and_caps_the_longest_context_at_the_mo
 def test_static_batching_is_worded_as_static_and_a_mean_ttft_above_its_p90_only_as_printed(write_spec):
     # TensorRT-LLM with static batching: not "(in-flight batching), static batching", and TTFT waits for a
     # batch, not "beside the running batch".
-    spec = write_spec(
-        "version: 1\nname: s\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 4096\n  concurrency: 32\n"
-        "  engine: trtllm\n  batching: static\n  hardware: {gpu: h100-sxm}\n"
+    out = estimate_text(
+        write_spec,
+        "  context: 4096\n  concurrency: 32\n  engine: trtllm\n  batching: static\n  hardware: {gpu: h100-sxm}\n",
     )
-    _, out, _ = run_cli("estimate", str(spec))
     assert "assumption: engine: TensorRT-LLM, static batching: GEMMs" in out
     assert "in static batches: each prefills together and decodes until its longest answer ends" in out
     assert "beside the running batch" not in out

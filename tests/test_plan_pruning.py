@@ -26,6 +26,7 @@ from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape, shape_at_any_load
 from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latency_floors
 from gpuplan.estimate.serving_speed import prepare, serving_speed
+from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.probes import Galloping, Scan
 from gpuplan.records import evolve
@@ -143,16 +144,22 @@ def test_the_latency_bounds_change_no_answer_of_the_planner(document, ttft_share
     assert answers[0] == answers[1]
 
 
-@settings(max_examples=40, deadline=None)
-@given(deployments(), st.integers(1, 512), st.floats(0, 1e12))
-def test_a_prepared_deployment_gives_the_speed_model_exactly_at_any_load(document, concurrency, kv_bytes):
-    # The planner prepares each split's deployment once and estimates every load of it from there: the
-    # figures must be those of a deployment prepared for that load alone, to the bit.
+def serve_workload(document: dict) -> tuple[Efficiency, ServingWorkload]:
+    """The default settings' efficiency and the serving workload of ``document``'s declared layout."""
     spec = make_spec(document)
     assert spec.serve is not None
     efficiency = efficiency_of(default_settings())
     workload = estimate_serve(spec, spec.serve, efficiency).workload
     assert workload is not None
+    return efficiency, workload
+
+
+@settings(max_examples=40, deadline=None)
+@given(deployments(), st.integers(1, 512), st.floats(0, 1e12))
+def test_a_prepared_deployment_gives_the_speed_model_exactly_at_any_load(document, concurrency, kv_bytes):
+    # The planner prepares each split's deployment once and estimates every load of it from there: the
+    # figures must be those of a deployment prepared for that load alone, to the bit.
+    efficiency, workload = serve_workload(document)
     prepared = prepare(evolve(workload, concurrency=0, kv_capacity_bytes=0.0, replicas=0), efficiency)
     for load in (workload, evolve(workload, concurrency=concurrency, kv_capacity_bytes=kv_bytes)):
         assert serving_speed(load, efficiency, prepared=prepared) == serving_speed(load, efficiency)
@@ -165,11 +172,7 @@ def test_a_prepared_deployment_gives_the_speed_model_exactly_at_any_load(documen
 def test_the_cheap_floor_bounds_never_exceed_the_floors(document):
     # The planner rules a family out on floor_bounds before it prepares the family's deployment for the
     # floors themselves: each bound must be at or below its floor.
-    spec = make_spec(document)
-    assert spec.serve is not None
-    efficiency = efficiency_of(default_settings())
-    workload = estimate_serve(spec, spec.serve, efficiency).workload
-    assert workload is not None
+    efficiency, workload = serve_workload(document)
     ttft, tpot = floor_bounds(workload, efficiency)
     floor_ttft, floor_tpot = latency_floors(workload, efficiency)
     assert 0 <= tpot <= floor_tpot
@@ -193,11 +196,7 @@ def test_the_cheap_floor_bounds_of_a_burst_prepare_no_deployment(monkeypatch):
             "hardware": {"gpu": "h100-sxm", "count": 4, "tensor_parallel": 4},
         },
     }
-    spec = make_spec(document)
-    assert spec.serve is not None
-    efficiency = efficiency_of(default_settings())
-    workload = estimate_serve(spec, spec.serve, efficiency).workload
-    assert workload is not None
+    efficiency, workload = serve_workload(document)
     floors = latency_floors(workload, efficiency)
 
     def refused(*_: object, **__: object) -> None:

@@ -82,52 +82,42 @@ class Lengths:
         """Tokens a running sequence has made on average, caught in proportion to its run: E[L^2] / (2 E[L])."""
         return self.square_mean() / (2 * self.mean)
 
-    def longest_of(self, count: float) -> float:
-        """The mean of the longest of ``count`` independent lengths: P(longest <= x) = F(x)^count (the largest
-        order statistic), so over the classes, shortest first, sum of tokens x (F_i^count - F_(i-1)^count).
-        ``count`` may be fractional (a batch the KV cache sizes); one length or fewer: the mean."""
-        if count <= 1 or not self.varies:
-            return self.mean
-        total, below = 0.0, 0.0  # the distribution function up to the previous class, to the power count
-        cumulative = 0.0
-        for share, tokens in sorted(self.classes, key=lambda item: item[1]):
+    def _shortest_first(self) -> list[tuple[float, int]]:
+        return sorted(self.classes, key=lambda item: item[1])
+
+    def _longest_masses(self, count: float) -> list[tuple[float, int]]:
+        """(P(M = t), t) of the longest M of ``count`` independent lengths, shortest first: P(M <= x) =
+        F(x)^count (the largest order statistic), so P(M = t_i) = F_i^count - F_(i-1)^count. ``count`` may
+        be fractional (a batch the KV cache sizes)."""
+        masses, below, cumulative = [], 0.0, 0.0
+        for share, tokens in self._shortest_first():
             cumulative = min(1.0, cumulative + share)
             at = cumulative**count
-            total += tokens * (at - below)
+            masses.append((at - below, tokens))
             below = at
-        return total
+        return masses
+
+    def longest_of(self, count: float) -> float:
+        """The mean of the longest of ``count`` independent lengths (``_longest_masses``); one length or
+        fewer: the mean."""
+        if count <= 1 or not self.varies:
+            return self.mean
+        return sum(mass * tokens for mass, tokens in self._longest_masses(count))
 
     def longest_past(self, count: float, share: float) -> float:
         """The ``share`` quantile (nearest rank) of max(0, M - X): how far the longest of ``count`` other
-        lengths M (the same order statistic as ``longest_of``) runs past one more, X, drawn apart; 0 with no
-        others. Over the classes' pairs: X's share times M's mass, P(M = t_i) = F_i^count - F_(i-1)^count."""
+        lengths M (``_longest_masses``) runs past one more, X, drawn apart; 0 with no others. Over the
+        classes' pairs: X's share times M's mass."""
         if count <= 0:
             return 0.0
-        ordered = sorted(self.classes, key=lambda item: item[1])
-        longest, below, cumulative = [], 0.0, 0.0
-        for class_share, tokens in ordered:
-            cumulative = min(1.0, cumulative + class_share)
-            at = cumulative**count
-            longest.append((at - below, tokens))
-            below = at
-        past = sorted((max(0.0, float(m - x)), p * q) for q, x in ordered for p, m in longest)
+        longest = self._longest_masses(count)
+        past = sorted((max(0.0, float(m - x)), p * q) for q, x in self._shortest_first() for p, m in longest)
         reached = 0.0
         for value, mass in past:
             reached += mass
             if reached >= share - 1e-12:
                 return value
         return past[-1][0]
-
-    def quantile(self, share: float) -> int:
-        """The length at ``share`` of the requests, at the classes' resolution: the class the share falls in
-        (nearest rank, shortest first)."""
-        cumulative = 0.0
-        ordered = sorted(self.classes, key=lambda item: item[1])
-        for class_share, tokens in ordered:
-            cumulative += class_share
-            if cumulative >= share - 1e-12:
-                return tokens
-        return ordered[-1][1]
 
     def strata(self, count: int) -> list[float]:
         """The mean length of each of ``count`` equal strata of the classes' distribution, shortest first:
@@ -164,12 +154,7 @@ class Lengths:
         """The same requests counted in decode steps that yield ``tokens_per_step`` tokens each (speculation)."""
         if tokens_per_step == 1:
             return self
-        # an answer of more than one token takes at least one step after its first token's
-        return Lengths(
-            tuple(
-                (share, max(1 if tokens <= 1 else 2, round(tokens / tokens_per_step))) for share, tokens in self.classes
-            )
-        )
+        return Lengths(tuple((share, whole_steps(tokens / tokens_per_step, tokens)) for share, tokens in self.classes))
 
 
 @record
@@ -195,6 +180,13 @@ class Drawn:
         if self.exact:
             return float(sum(self.table[:requests]))
         return requests * sum(self.table) / len(self.table)
+
+
+def whole_steps(steps: float, tokens: float) -> int:
+    """The decode steps (speculative rounds) an answer of ``tokens`` tokens takes, ``steps`` of them on
+    average, whole: at least one, and one past its first token's where it has more than one token (rounded
+    to none, a short answer's rounds read a TPOT of 0)."""
+    return max(1 if tokens <= 1 else 2, round(steps))
 
 
 def through(mean: int, p90: float | None, most: int) -> Lengths:

@@ -49,7 +49,7 @@ def latency_floors(
     batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
-    burst = w.arrival == "burst" and w.batching != "static"  # serving_speed's burst_speed
+    burst = w.burst
     # The least decode context: a steady state's running sequence holds E[O^2] / (2 E[O]) >= E[O] / 2
     # (``Lengths.held``); a burst's TPOT is each request's own, and a short answer decodes at little more than
     # its prompt (the wave's requests are each the mean prompt), each of its tokens a step of at least one
@@ -62,7 +62,7 @@ def latency_floors(
         tpot = 0.0
     if w.batching == "static":
         return 0.0, tpot
-    passed = int(d.prompt_pass(max(1, round(prompt)) if burst else w.full_prompt))
+    passed = int(d.prompt_pass(w.ttft_prompt))
     first = d.first_token_step(1, prompt if burst else context)  # a burst's first token: at its prompt
     ttft = first + d.engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
     if passed > 0:
@@ -87,19 +87,18 @@ def floor_bounds(
     1e-9 lower, for rounding. Static batching claims no TTFT floor (as ``latency_floors``). A burst's floors
     take its mean prompt's pass, and no TPOT where the mean answer is its first token alone, as
     ``latency_floors`` does; the decode roofline above reads no KV, so it bounds the burst's TPOT at any context."""
-    burst = w.arrival == "burst" and w.batching != "static"  # serving_speed's burst_speed
     rates = Rates(w, calibration, efficiency or Efficiency())
     arch, pp, engine = w.architecture, w.pipeline_parallel, rates.engine
     p, inverse = rates.sharpness, rates.inverse_sharpness
     mean_read = (w.weights_read - w.weights_above_mean) / rates.bandwidth
     decode = roofline(mean_read, (rates.body_flops + rates.head_flops) / rates.gemm_rate, p, inverse)
     tpot = tpot_floor(pp * (decode + rates.fixed + engine.sequence_overhead_s), w.speculation)
-    if burst and max(1, w.output_tokens) <= 1:
+    if w.burst and max(1, w.output_tokens) <= 1:
         tpot = 0.0
     if w.batching == "static":
         return 0.0, tpot * (1 - 1e-9)
     ttft = engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
-    prompt = max(1, round(max(1.0, w.prompt_tokens))) if burst else w.full_prompt
+    prompt = w.ttft_prompt
     passed = int(prompt - 1 if engine.first_token_from_decode_step else prompt)
     if passed > 0:
         chunks = max(1, math.ceil(passed / rates.token_budget))
@@ -156,7 +155,7 @@ def latency_bounds(
         return 0.0, 0.0
     if w.speculation is not None:  # rounds yield several tokens a step: the family's floors hold
         return latency_floors(w, efficiency, calibration, d)
-    if w.arrival == "burst":  # no steady state: the floors, which a burst of one request meets, a rounding lower
+    if w.burst:  # no steady state: the floors, which a burst of one request meets, a rounding lower
         ttft, tpot = latency_floors(w, efficiency, calibration, d)
         return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
     engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel

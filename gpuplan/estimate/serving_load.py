@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from gpuplan.estimate.lengths import Lengths, fixed, held_tokens
+from gpuplan.estimate.lengths import Lengths, fixed, held_tokens, whole_steps
 from gpuplan.estimate.performance import attention_flops
 from gpuplan.records import evolve, record
 
@@ -643,10 +643,8 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     reserved = d.kv_read(held_tokens(prompt, outputs, True))
     kv_slots = w.kv_capacity_bytes / reserved if reserved > 0 else math.inf
     requests = max(1, w.concurrency)
-    mean_prompt = max(1, round(prompt))
-    # Speculative rounds yield more than a token each; an answer of more than one token takes at least one
-    # round after its first token (a short answer's rounds rounded to none read a TPOT of 0).
-    decode_steps = max(1 if output <= 1 else 2, round(steps))
+    mean_prompt = w.ttft_prompt
+    decode_steps = whole_steps(steps, output)  # speculative rounds yield more than a token each
     # An engine that admits while a prompt's chunk fits runs as many sequences as their tokens so far fit,
     # and preempts when decodes outgrow the cache (``wave``'s kv_tokens; ``EngineProfile``); others run the
     # sequences that fit whole. The tokens are counted so only where a sequence's bytes grow with its tokens

@@ -320,6 +320,16 @@ class Deployment:
         pp = self.w.pipeline_parallel
         return pp * step.mean_seconds + (chunks - 1) * step.seconds + (pp - 1) * self.hop
 
+    def pass_beside(self, one: StepCost, other: StepCost, others: float) -> float:
+        """A microbatch ``one`` and ``others`` microbatches ``other`` through every stage. Microbatches that
+        take the same time on every stage end a pipeline after the sum of their times plus stages - 1 times
+        the longest (a flow shop of identical machines: the order does not matter), the crossing at the
+        stages' means and hops: ``pass_time`` where all are alike."""
+        pp = self.w.pipeline_parallel
+        slowest = max(one.seconds, other.seconds)
+        crossing = pp * max(one.mean_seconds, other.mean_seconds) + (pp - 1) * self.hop
+        return crossing + one.seconds + others * other.seconds - slowest
+
     # -- prefill of one prompt --------------------------------------------------------------------------
     def prompt_pass(self, prompt: float) -> float:
         """Tokens of a prompt that its forward pass computes: one fewer where a decode step feeds the last."""
@@ -430,7 +440,7 @@ def serving_speed(
     )
     continuous = w.batching != "static"  # static: a closed loop (GP024 refuses other arrivals)
     terms = LoadTerms(caps, output, steps, overhead, capacity, make, outputs)
-    if continuous and w.arrival == "burst":
+    if w.burst:
         return burst_speed(w, d, prompt, terms)
     spread = square_mean / (prompt * prompt)
 
@@ -630,9 +640,7 @@ def _static(d: Deployment, slots: float, prompt: float, longest: float, prompt_a
     def to_first_token(tagged: float) -> float:
         """A prompt of ``tagged`` tokens' first token: its batch's prefill, the others at the mean prompt, then
         the step that samples it. The prompt sits in one microbatch, beside the mean ones of its share; the
-        other microbatches hold mean prompts. Microbatches that take the same time on every stage end a
-        pipeline after the sum of their times plus stages - 1 times the longest (a flow shop of identical
-        machines), which is ``pass_time`` where all are alike."""
+        other microbatches hold mean prompts (``Deployment.pass_beside``)."""
         own = d.prompt_pass(tagged)
         share = slots / microbatches  # sequences a microbatch holds
         beside = max(0.0, share - 1)
@@ -647,16 +655,7 @@ def _static(d: Deployment, slots: float, prompt: float, longest: float, prompt_a
         if microbatches <= 1:
             return d.pass_time(heavy, 1) + first_step
         other = d.step(0, share * passed, 0, share * mean_attention)
-        stages = d.w.pipeline_parallel
-        slowest = max(heavy.seconds, other.seconds)
-        return (
-            stages * max(heavy.mean_seconds, other.mean_seconds)
-            + heavy.seconds
-            + (microbatches - 1) * other.seconds
-            - slowest
-            + (stages - 1) * d.hop
-            + first_step
-        )
+        return d.pass_beside(heavy, other, microbatches - 1) + first_step
 
     return _SteadyState(tpot, requests_per_s, decode, to_first_token, to_first_token)
 

@@ -51,6 +51,18 @@ class ServingWorkload:
     output_p90: float = 0.0  # serve.output_tokens_p90; at most output_tokens: every request makes that many
 
     @property
+    def burst(self) -> bool:
+        """Whether the load is a burst's wave (``serving_load.burst_speed``): continuous batching under
+        ``arrival: burst`` (static batching is estimated for a closed loop alone)."""
+        return self.arrival == "burst" and self.batching != "static"
+
+    @property
+    def ttft_prompt(self) -> int:
+        """The prompt a TTFT is priced for: a burst's requests each the mean prompt, whole (the wave's), any
+        other load's the full prompt (``context - output_tokens``)."""
+        return max(1, round(max(1.0, self.prompt_tokens))) if self.burst else self.full_prompt
+
+    @property
     def output_room(self) -> int:
         """The longest answer the context holds beside the mean prompt (``Serve.answer_room``): the context
         is the full prompt and the mean answer."""
