@@ -916,14 +916,14 @@ def test_hints_leave_out_what_the_spec_already_has():
     (plain,) = findings(spec(base), "GP404")
     assert "memory-bound" in plain.message
     assert plain.hint == (
-        "a GPU with more memory bandwidth than h100-sxm's, fp8 weights or KV cache, or fewer sequences per replica"
+        "a GPU with more memory bandwidth than h100-sxm's, fp8 weights, an fp8 KV cache or fewer sequences per replica"
     )
     (done,) = findings(spec({**base, "quantization": "fp8", "kv_cache_dtype": "fp8"}), "GP404")
-    assert done.hint == "a GPU with more memory bandwidth than h100-sxm's, or fewer sequences per replica"
+    assert done.hint == "a GPU with more memory bandwidth than h100-sxm's or fewer sequences per replica"
     (bound,) = findings(spec({**base, "context": 8192, "concurrency": 128}), "GP404")
     assert "compute-bound" in bound.message
     assert bound.hint == (
-        "a GPU that computes faster than h100-sxm, fp8 weights (fp8 GEMMs on a GPU that has them), or fewer "
+        "a GPU that computes faster than h100-sxm, fp8 weights (fp8 GEMMs on a GPU that has them) or fewer "
         "sequences per replica"
     )
     # GP202 (92 sequences of 8,192 tokens leave under 10% of an h100-sxm's budget): on a bf16 cache it offers

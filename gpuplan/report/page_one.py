@@ -55,8 +55,13 @@ def short_layout(option: Option) -> str:
     return f"{option.layout.gpus:,} x {option.layout.gpu.id}"
 
 
+def _per(job: JobMemo) -> str:
+    """What a job's amounts are per: serving's a month, fine-tuning's the run."""
+    return " a month" if job.kind == "serve" else " for the run"
+
+
 def _cost_per(job: JobMemo, cost: float | None, currency: str) -> str:
-    return money(cost, currency) + (" a month" if job.kind == "serve" else " for the run")
+    return money(cost, currency) + _per(job)
 
 
 def ceiling_text(memo: Memo) -> str:
@@ -139,8 +144,7 @@ def price_lines(memo: Memo) -> list[str]:
             extra = (
                 ""
                 if billing.extra is None
-                else f", +{money(billing.extra, currency)}{' a month' if job.kind == 'serve' else ' for the run'}"
-                " for the idle ones, included in the amount"
+                else f", +{money(billing.extra, currency)}{_per(job)} for the idle ones, included in the amount"
             )
             lines.append(
                 f"{JOB_WORDS[job.kind]} is billed by whole instances of {billing.instance_gpus} GPUs: its "
@@ -156,7 +160,7 @@ def budget_lines(memo: Memo) -> list[str]:
     for job in memo.jobs:
         check = job.budget
         word = JOB_WORDS[job.kind]
-        per = " a month" if job.kind == "serve" else " for the run"
+        per = _per(job)
         if check.limit is None:
             lines.append(f"{word}: no budget declared")
             continue
@@ -282,9 +286,8 @@ def _budget_raise(job: JobMemo, currency: str) -> str:
     overrun, limit = job.budget.overrun, job.budget.limit
     if overrun is None or limit is None:
         return ""
-    per = " a month" if job.kind == "serve" else " for the run"
     return (
-        f", which needs the {JOB_WORDS[job.kind]} budget raised by {money(overrun, currency)}{per}"
+        f", which needs the {JOB_WORDS[job.kind]} budget raised by {money(overrun, currency)}{_per(job)}"
         f" (to {money(job.budget.cost, currency)})"
     )
 

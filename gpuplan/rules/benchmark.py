@@ -12,7 +12,7 @@ from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
-from gpuplan.units import TPOT_MS_DIGITS, format_ms
+from gpuplan.units import TPOT_MS_DIGITS, format_ms, listing
 
 
 def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
@@ -217,16 +217,13 @@ def _tpot_hint(s: ServeEstimate) -> str:
     ]
     # fp8 weights halve the bytes a step reads and, on a GPU with fp8 tensor cores, its GEMMs' time; an fp8
     # KV cache halves the cache's bytes alone, which a compute-bound step does not wait for.
-    smaller = [
-        what
-        for what, done in (("weights", job.quantization != "none"), ("KV cache", job.kv_cache_dtype == "fp8"))
-        if not done and (memory_bound or what == "weights")
-    ]
-    if smaller:
-        ways.append(f"fp8 {' or '.join(smaller)}" + ("" if memory_bound else " (fp8 GEMMs on a GPU that has them)"))
+    if job.quantization == "none":
+        ways.append("fp8 weights" + ("" if memory_bound else " (fp8 GEMMs on a GPU that has them)"))
+    if memory_bound and job.kv_cache_dtype != "fp8":
+        ways.append("an fp8 KV cache")
     if job.concurrency > 1:
         ways.append("fewer sequences per replica")
-    return ", ".join(ways[:-1]) + f", or {ways[-1]}" if len(ways) > 1 else ways[0]
+    return listing(ways, "or")
 
 
 @rule("GP406")

@@ -15,6 +15,7 @@ from gpuplan.plan.space import (
     TrainingSettings,
     domain_problem,
     max_tensor_parallel,
+    proposed_serving_tensor_parallel,
     tensor_parallel_degrees,
     tensor_parallel_problem,
 )
@@ -206,11 +207,17 @@ def tp_does_not_divide_heads(ctx: RuleContext) -> Iterator[Finding]:
         problem = tensor_parallel_problem(arch, job.hardware.tensor_parallel, serving=serving)
         if problem:
             gpu = job.hardware.gpu
-            if serving and not gpu.has_nvlink:  # what the planner proposes there (GP312 warns of TP over PCIe)
-                hint = f"use tensor_parallel 1 on {gpu.id}, with pipeline_parallel where one card cannot hold a replica"
-            else:
-                degrees = tensor_parallel_degrees(arch, gpu, serving=serving)
-                hint = f"use one of {', '.join(str(d) for d in degrees)} on {gpu.id}"
+            # the degrees the planner proposes there: TP 1 alone on a card without NVLink (GP312)
+            degrees = (
+                proposed_serving_tensor_parallel(arch, gpu)
+                if serving
+                else tensor_parallel_degrees(arch, gpu, serving=False)
+            )
+            hint = (
+                f"use tensor_parallel 1 on {gpu.id}, with pipeline_parallel where one card cannot hold a replica"
+                if degrees == [1] and serving
+                else f"use one of {', '.join(str(d) for d in degrees)} on {gpu.id}"
+            )
             yield ctx.finding("GP303", (job_name, "hardware", "tensor_parallel"), problem, hint)
 
 
