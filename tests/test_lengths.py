@@ -129,3 +129,12 @@ def test_how_far_the_longest_of_the_others_runs_past_an_answer():
     assert halves.longest_past(3, 0.4) == 0.0 and halves.longest_past(0, 0.9) == 0.0
     # Speculative steps: an answer of more than one token takes at least one step past its first.
     assert Lengths(((0.5, 1), (0.5, 4))).in_steps(3.36).classes == ((0.5, 1), (0.5, 2))
+
+
+def test_z90_is_the_normals_own_90th_percentile():
+    # Written out so that lint's start-up need not import statistics: it must be NormalDist's value, to the bit.
+    from statistics import NormalDist
+
+    from gpuplan.estimate.lengths import Z90
+
+    assert NormalDist().inv_cdf(0.9) == Z90

@@ -30,12 +30,13 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from statistics import NormalDist
 
 from gpuplan.records import record
 
-_NORMAL = NormalDist()
-Z90 = _NORMAL.inv_cdf(0.9)  # 1.28155: the standard normal's 90th percentile, the one the class cuts take
+# The standard normal's 90th percentile, statistics.NormalDist().inv_cdf(0.9) to the last bit (a test holds
+# it there): written out, as importing statistics would cost lint's start-up some 10 ms (its random and
+# fractions), where only answers that vary need the normal's functions (``lognormal`` imports it then).
+Z90 = 1.2815515655446008
 WIDEST_P90_RATIO = math.exp(Z90 * Z90 / 2)  # 2.27: the p90 over the mean of the widest lognormal (sigma = z90)
 # Quantiles the classes are cut at: halves, then ever finer shares of the tail (the last class is the longest
 # 0.2%: in a burst of a thousand requests, two of them).
@@ -209,7 +210,10 @@ def lognormal(mean: int, p90: float, most: int) -> Lengths:
     if sigma <= 0 or most <= mean:
         return fixed(min(mean, most) if most >= 1 else mean)
     edges = (0.0, *CUTS, 1.0)
-    below = [0.0, *(_NORMAL.cdf(_NORMAL.inv_cdf(q) - sigma) for q in CUTS), 1.0]
+    from statistics import NormalDist  # here, not at import: see Z90
+
+    normal = NormalDist()
+    below = [0.0, *(normal.cdf(normal.inv_cdf(q) - sigma) for q in CUTS), 1.0]
     shares = [high - low for low, high in itertools.pairwise(edges)]
     means = [mean * (b - a) / share for (a, b), share in zip(itertools.pairwise(below), shares, strict=True)]
     # A class is held at ``most`` when it would outgrow the context (a lognormal is only the shape of traffic
