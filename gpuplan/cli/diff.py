@@ -92,7 +92,6 @@ def diff(
     from gpuplan.config import load_config
     from gpuplan.diff import renderer
     from gpuplan.diff.build import DiffOptions, diff_files, diff_git
-    from gpuplan.diff.git import Repository
     from gpuplan.diff.guardrails import (
         Guardrails,
         breaches,
@@ -118,7 +117,8 @@ def diff(
         result = diff_git(git_ref or None, head_ref, paths, merge_base=merge_base, options=options)
         # The repository root's configuration, wherever the command runs (a CI job's folder must not
         # decide whether the same change passes).
-        start = Repository.find(Path.cwd()).root
+        assert result.repository_root is not None, "a git diff knows its work tree"
+        start = result.repository_root
     used = guardrail_config(config_path, start)
     sections = [load_config(used).diff if used else {}]
     if git_ref is not None and not config_path:

@@ -139,7 +139,7 @@ def diff_git(
         read = inputs.get(change.new_path or "", ())
         results.append(compare(path, old_path, before, after, before_raw == after_raw and not read, read))
     configuration = _configuration_changed(repository, base_commit, head_commit, changed)
-    return DiffResult(base, head, tuple(sorted(results, key=lambda c: c.path)), configuration)
+    return DiffResult(base, head, tuple(sorted(results, key=lambda c: c.path)), configuration, repository.root)
 
 
 def _changed_inputs(

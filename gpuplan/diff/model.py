@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import field
+from pathlib import Path
 from typing import Any
 
 from gpuplan.analysis import Analysis
@@ -462,6 +463,7 @@ class DiffResult:
     head: Revision
     changes: tuple[SpecChange, ...]
     configuration_changed: tuple[str, ...] = ()  # configuration files the diff changes (not diffed: said)
+    repository_root: Path | None = None  # the work tree of a git diff (whose root configuration governs it)
 
     @property
     def currencies(self) -> tuple[str, ...]:
