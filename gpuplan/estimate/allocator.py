@@ -293,41 +293,49 @@ class CachingAllocator:
                 bisect.insort(sizes, hole)
                 free[hole] = holes
 
-    def _take_large(self, carves: list[Carve], block: int, need: int) -> None:
+    def _take_large(self, carves: list[Carve], block: int, need: int, base: int = 0) -> None:
         """``need`` blocks of ``block`` bytes, their carves added to ``carves``: best fit from the cached
         blocks, smallest first (as many whole holes of a size as ``need`` fills, then one cut part way),
-        then new segments for what is left."""
+        then new segments for what is left. ``base``: where the keys of the stream's cached blocks start
+        (0 for the default stream's; a side stream's below, ``_take_side``): the search stops at the next
+        stream's keys, as ``get_free_block`` stops at another stream's block."""
         free, sizes, watch = self.free, self.sizes, self.watch
-        # The sizes to search, copied: a cut removes its hole and adds a smaller rest, neither one still to search.
-        for hole in sizes[bisect.bisect_left(sizes, block) :]:
+        low = bisect.bisect_left(sizes, base + block)
+        # The keys to search, copied: a cut removes its hole and adds a smaller rest, neither one still to
+        # search. The default stream's keys are the highest (a side stream's are negative): its search runs
+        # to the end.
+        for key in sizes[low:] if not base else sizes[low : bisect.bisect_left(sizes, base + STREAM_SPAN)]:
             # Split while the rest exceeds kSmallSize; a smaller rest goes with the last piece (``_carve``).
-            available, per_hole = free[hole], hole // block
+            hole = key - base
+            available, per_hole = free[key], hole // block
             full = min(available, need // per_hole)
             if full:
-                carves.append(self._carve(hole, full, per_hole, block))
+                carves.append(self._carve(hole, full, per_hole, block, base))
                 need -= full * per_hole
             if need and available > full:
-                carves.append(self._carve(hole, 1, need, block))
+                carves.append(self._carve(hole, 1, need, block, base))
                 need = 0
             if not need:
                 if watch is not None and hole > block:  # went past [block, hole) to this one
-                    watch.passed.append((block, hole))
+                    watch.passed.append((base + block, key))
                 return
-        if watch is not None:  # went past every size from the block's up
-            watch.passed.append((block, SEARCHED_ALL))
+        if watch is not None:  # went past every size of the stream from the block's up
+            watch.passed.append((base + block, base + STREAM_SPAN if base else SEARCHED_ALL))
         hole = segment_size(block)  # new segments: as many cut whole as ``need`` fills, then one part way
         per_hole = hole // block
         segments = -(-need // per_hole)
         self.segments += segments * hole
-        self._add(hole, segments)
+        if base:
+            self.side[-base // STREAM_SPAN].ranged = True
+        self._add(base + hole, segments)
         if need // per_hole:
-            carves.append(self._carve(hole, need // per_hole, per_hole, block))
+            carves.append(self._carve(hole, need // per_hole, per_hole, block, base))
         if need % per_hole:
-            carves.append(self._carve(hole, 1, need % per_hole, block))
+            carves.append(self._carve(hole, 1, need % per_hole, block, base))
 
     def _take_side(self, stream: int, large: tuple[tuple[int, int], ...], small: int, times: int) -> Allocation:
         """``take_all`` on a side stream: its large blocks (block bytes, how many, ``times`` over) from its own
-        cached blocks (``_take_large_side``), its ``small`` bytes packed in its own small pool."""
+        cached blocks (``_take_large`` from its keys' base), its ``small`` bytes packed in its own small pool."""
         pool = self.side.get(stream)
         if pool is None:
             pool = self.side[stream] = _SidePool()
@@ -335,7 +343,7 @@ class CachingAllocator:
         live = self.live
         carves: list[Carve] = []
         for block, count in large:
-            self._take_large_side(carves, base, block, count * times)
+            self._take_large(carves, block, count * times, base)
         if small:
             pool.small += small
             if pool.small > pool.small_high:  # its small segments grow: reserved bytes, as ``segments``
@@ -353,54 +361,6 @@ class CachingAllocator:
         self.side[allocation.stream].small -= allocation.small
         if allocation.carves:
             self._free(allocation.carves)
-
-    def _take_large_side(self, carves: list[Carve], base: int, block: int, need: int) -> None:
-        """``_take_large`` on the side stream whose keys start at ``base``: best fit among its own cached
-        blocks (the search stops at the next stream's keys, as ``get_free_block`` stops at another stream's
-        block), then new segments of its own."""
-        free, sizes, watch = self.free, self.sizes, self.watch
-        end = base + STREAM_SPAN
-        for key in sizes[bisect.bisect_left(sizes, base + block) : bisect.bisect_left(sizes, end)]:
-            hole = key - base
-            available, per_hole = free[key], hole // block
-            full = min(available, need // per_hole)
-            if full:
-                carves.append(self._carve_side(base, hole, full, per_hole, block))
-                need -= full * per_hole
-            if need and available > full:
-                carves.append(self._carve_side(base, hole, 1, need, block))
-                need = 0
-            if not need:
-                if watch is not None and hole > block:
-                    watch.passed.append((base + block, key))
-                return
-        if watch is not None:  # went past every size of this stream from the block's up
-            watch.passed.append((base + block, end))
-        hole = segment_size(block)
-        per_hole = hole // block
-        segments = -(-need // per_hole)
-        self.segments += segments * hole
-        self.side[-base // STREAM_SPAN].ranged = True
-        self._add(base + hole, segments)
-        if need // per_hole:
-            carves.append(self._carve_side(base, hole, need // per_hole, per_hole, block))
-        if need % per_hole:
-            carves.append(self._carve_side(base, hole, 1, need % per_hole, block))
-
-    def _carve_side(self, base: int, hole: int, holes: int, pieces: int, block: int) -> Carve:
-        """``_carve`` of a side stream's cached blocks (sizes ``hole`` and ``block``, keys from ``base``); the
-        carve it returns holds keys, which ``_free`` gives back to that stream's pool as they are."""
-        key = base + hole
-        self._remove(key, holes)
-        rest = hole - pieces * block
-        rest_key = 0
-        if rest <= SMALL_SIZE:  # should_split is false: the last piece takes the rest whole
-            rest = 0
-        else:
-            rest_key = base + rest
-            self._add(rest_key, holes)
-        self.live += holes * (hole - rest)
-        return (key, holes, pieces, base + block, rest_key)
 
     def repeat(self, once: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
         """``once(input)`` for each input in turn, as the layers of a model run one after another.
@@ -565,29 +525,33 @@ class CachingAllocator:
         """Bytes of the segments mapped now (both pools): the cache never unmaps one."""
         return self.segments + self.small_segments
 
-    def _carve(self, hole: int, holes: int, pieces: int, block: int) -> Carve:
-        """``holes`` cached blocks of ``hole`` bytes cut into ``pieces`` blocks of ``block``, now live."""
+    def _carve(self, hole: int, holes: int, pieces: int, block: int, base: int = 0) -> Carve:
+        """``holes`` cached blocks of ``hole`` bytes cut into ``pieces`` blocks of ``block``, now live; ``base``:
+        where the stream's keys start (``_take_large``). The carve holds keys, which ``_free`` gives back to
+        that stream's pool as they are."""
         free = self.free
+        key = base + hole
         rest = hole - pieces * block
         # ``_remove`` written out: the default stream's carve is the simulation's hottest call
-        left = free[hole] - holes
+        left = free[key] - holes
         if left:
-            free[hole] = left
+            free[key] = left
         else:
-            del free[hole]
-            self.sizes.remove(hole)
+            del free[key]
+            self.sizes.remove(key)
         watch = self.watch
-        if watch is not None and (hole not in watch.lows or left < watch.lows[hole]):
-            watch.lows[hole] = left
+        if watch is not None and (key not in watch.lows or left < watch.lows[key]):
+            watch.lows[key] = left
+        self.live += holes * (hole - rest if rest > SMALL_SIZE else hole)
         if rest <= SMALL_SIZE:  # should_split is false: the last piece takes the rest whole
-            rest = 0
-        elif rest in free:
+            return (key, holes, pieces, base + block, 0)
+        rest += base
+        if rest in free:
             free[rest] += holes
         else:
             bisect.insort(self.sizes, rest)
             free[rest] = holes
-        self.live += holes * (hole - rest)
-        return (hole, holes, pieces, block, rest)
+        return (key, holes, pieces, base + block, rest)
 
     # ``_add`` and ``_remove`` keep ``free``, ``sizes`` and the watch's lows in step; ``_free`` and ``_carve``
     # write them out: they are the hot paths of the simulation, and these were its two most frequent calls.
