@@ -98,6 +98,15 @@ def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
                 else "set offload.parameters: none (QLoRA under Megatron shards no parameters to offload)",
             )
         )
+    if job.fsdp_loading != "sharded" and job.sharding == "fsdp" and job.fsdp_version == 2:
+        problems.append(
+            (
+                ("fsdp_loading",),
+                f"fsdp_loading {job.fsdp_loading} describes FullyShardedDataParallel's wrap (fsdp_version 1); how"
+                " fully_shard (fsdp_version 2) receives a model loaded on the CPU is not modelled",
+                "set fsdp_loading: sharded (each rank loads its own shards), or fsdp_version: 1",
+            )
+        )
     if job.sequence_parallel and job.hardware.tensor_parallel == 1:
         problems.append(
             (

@@ -106,6 +106,7 @@ class Finetune:
     fused_loss: bool
     sharding: str
     fsdp_version: int  # 1 (FullyShardedDataParallel) | 2 (fully_shard), under sharding: fsdp
+    fsdp_loading: str  # sharded | from-cpu | broadcast: how FSDP1 receives the model as it wraps it
     tokens: int | None
     checkpoint_every_hours: float | None
     checkpoint_keep: int | None
@@ -570,6 +571,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         fused_loss=data["fused_loss"],
         sharding=data["sharding"],
         fsdp_version=data["fsdp_version"],
+        fsdp_loading=data["fsdp_loading"],
         tokens=data.get("tokens"),
         checkpoint_every_hours=checkpoints.get("every_hours"),
         checkpoint_keep=checkpoints.get("keep"),

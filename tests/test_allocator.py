@@ -645,3 +645,67 @@ def test_an_fsdp_lora_job_reserves_its_side_streams_pools():
     step.run()
     unshard = {key + STREAM_SPAN: count for key, count in step.cache.free.items() if -STREAM_SPAN <= key < 0}
     assert unshard == {526_385_152: 1, 406_847_488: 2}
+
+
+def test_broadcast_buckets_close_at_250_mib_as_take_tensors_does():
+    # Llama-2-7B in bf16: q, k, v, o 4096 x 4096 x 2 = 33,554,432 bytes each; gate, up, down 4096 x 11008 x 2 =
+    # 90,177,536; two norms of 8,192. A bucket closes once it holds 250 MiB (262,144,000) or more: after up
+    # (4 x 33,554,432 + 2 x 90,177,536 = 314,572,800, six tensors), and the rest (down and the norms,
+    # 90,193,920) is the last. The root: the embedding, 32,000 x 4,096 x 2 = 262,144,000, is 250 MiB exactly
+    # and closes alone (a view, no copy); the final norm and the LM head make 262,152,192.
+    layer, root = training_step.wrapped_unit_elements(get_model("llama-2-7b").architecture)
+    assert training_step.broadcast_buckets([2 * e for e in layer]) == [(314_572_800, 6), (90_193_920, 3)]
+    assert training_step.broadcast_buckets([2 * e for e in root]) == [(262_144_000, 1), (262_152_192, 2)]
+
+
+def test_wrapping_from_the_cpu_leaves_each_units_transients_cached_by_hand():
+    # One decoder unit of a 20 and a 12 MiB tensor, then a root of two 10 MiB tensors, sharded over 2 ranks
+    # (every block 10 MiB or more: a segment is the block rounded to 2 MiB). The unit: 20 and 12 map their own
+    # segments, the 32 MiB flat parameter a third, its 16 MiB shard a fourth (80 MiB mapped, 80 live); the flat
+    # parameter and the originals are freed (cached: 12, 20, 32; live 16). The root: the first 10 is cut from
+    # the 12 (best fit; its 2 MiB rest, over 1 MiB, split off), the second from the 20 (a 10 MiB rest), the
+    # 20 MiB flat parameter from the 32 (a 12 MiB rest), its 10 MiB shard is the 20's rest; the flat parameter
+    # merges back into the 32 (its rest still free), the first original into the 12, the second stays a 10
+    # (its rest is the shard). No new segment: 80 MiB mapped, the two shards live (16 + 10 = 26 MiB).
+    cache = CachingAllocator()
+    kept = training_step.wrap_model(cache, (20 * MIB, 12 * MIB), (10 * MIB, 10 * MIB), 1, 2, False, False)
+    assert kept == 26 * MIB
+    assert (cache.live, cache.segments, cache.peak_live) == (26 * MIB, 80 * MIB, 80 * MIB)
+    assert cache.free == {10 * MIB: 1, 12 * MIB: 1, 32 * MIB: 1}
+    cache.reset_peaks()  # the script's reset_peak_memory_stats: live starts again, the segments stay
+    assert (cache.peak_live, cache.reserved_peak()) == (26 * MIB, 80 * MIB)
+
+
+def test_a_broadcast_bucket_of_several_tensors_is_copied_and_an_offloaded_shard_leaves():
+    # The same unit broadcast: its two tensors (32 MiB, under 250) are one bucket, flattened into a 32 MiB copy
+    # (its own segment) and freed; the flat parameter then takes that cached block, so the unit maps 20 + 12 +
+    # 32 + 16 = 80 MiB as without the broadcast. Offloaded, each shard goes to the host as soon as it is cut,
+    # so nothing is left live; the root's tensors, its 20 MiB copy, flat parameter and shard are all cut from
+    # the four cached blocks (12, 16, 20, 32), which take every piece back: no segment is added.
+    cache = CachingAllocator()
+    kept = training_step.wrap_model(cache, (20 * MIB, 12 * MIB), (10 * MIB, 10 * MIB), 1, 2, True, True)
+    assert (kept, cache.live, cache.segments) == (0, 0, 80 * MIB)
+    # Two buckets: 200 + 60 MiB closes at 260, 30 + 20 is the last. Their copies (260, 50) map segments of
+    # their own beside the 310 MiB of originals, and are freed; the 310 MiB flat parameter fits neither (a
+    # segment of its own); its 155 MiB shard is cut from the 260 copy's block (a 105 MiB rest): 930 MiB mapped,
+    # 155 live. Moved from the CPU without the broadcast, the shard maps its own segment, 155 MiB rounded up to
+    # 2 MiB, whose 1 MiB rest (not over kSmallSize) it holds whole: 310 + 310 + 156 = 776 mapped, 156 live.
+    for broadcast, live, mapped in ((True, 155 * MIB, 930 * MIB), (False, 156 * MIB, 776 * MIB)):
+        cache = CachingAllocator()
+        root = (200 * MIB, 60 * MIB, 30 * MIB, 20 * MIB)
+        assert training_step.wrap_model(cache, (), root, 0, 2, broadcast, False) == 155 * MIB
+        assert (cache.live, cache.segments) == (live, mapped)
+
+
+@settings(max_examples=60, deadline=None)
+@given(varied_setups(), st.sampled_from(["from-cpu", "broadcast"]), st.sampled_from(["none", "cpu"]))
+def test_a_wrapped_fsdp_model_keeps_the_figures_ordered_and_repeat_exact(setup, loading, offload):
+    # FSDP1 wrapping the model on the GPU (MoE, MLA, sliding windows, tied embeddings in the strategies):
+    # the device figure is never below the reserved nor that below the allocated, the wrap's cache reads
+    # the same whether repeat applies the units it finds alike by arithmetic or runs every one.
+    fsdp = vary(setup, sharding="fsdp", fsdp_version=1, pipeline_parallel=1, offload_parameters=offload)
+    wrapped = vary(fsdp, fsdp_loading=loading)
+    memory = estimate_training(wrapped, overhead=123)
+    assert memory.per_gpu == memory.reserved + 123 >= memory.reserved >= memory.allocated
+    fast, every = _both_ways(wrapped)
+    assert fast == every

@@ -233,6 +233,16 @@ CHANGES_NOTHING: dict[str, Why] = {
             or _finetune(a).hardware.pipeline_parallel > 1
         ),
     ),
+    "finetune.fsdp_loading": Why(
+        "what FullyShardedDataParallel's wrap leaves in the allocator's cache: the job is not wrapped by FSDP1 over"
+        " several data-parallel ranks (or pipelines over them)",
+        lambda d, a: (
+            _finetune(a).sharding != "fsdp"
+            or _finetune(a).fsdp_version != 1
+            or a.finetune.setup.data_parallel == 1
+            or _finetune(a).hardware.pipeline_parallel > 1
+        ),
+    ),
     "finetune.offload.host_memory_gbs": Why(
         "the host's bandwidth for what is offloaded: nothing is", lambda d, a: not _offloaded(a, "cpu", "nvme")
     ),

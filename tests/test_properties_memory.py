@@ -382,6 +382,7 @@ FIELD_VALUES = {
     "optimizer": st.sampled_from(["adamw", "adamw-fused", "adamw-8bit", "adamw-8bit-paged", "sgd", "adafactor"]),
     "sharding": st.sampled_from(["none", "zero1", "zero2", "zero3", "fsdp"]),
     "fsdp_version": st.sampled_from([1, 2]),
+    "fsdp_loading": st.sampled_from(["sharded", "from-cpu", "broadcast"]),
     "gpus": st.sampled_from([1, 2, 4, 8, 16]),
     "offload_optimizer": st.sampled_from(["none", "cpu", "nvme"]),
     "offload_parameters": st.sampled_from(["none", "cpu", "nvme"]),

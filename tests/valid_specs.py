@@ -597,6 +597,13 @@ def _repair_serve(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt: 
             del serve["rate_rps"]
         else:
             serve["rate_rps"] = 1.0
+    # Static batching is estimated for a closed loop of clients only (GP024).
+    if serve.get("batching") == "static" and serve.get("arrival", "closed-loop") != "closed-loop":
+        if "batching" in pinned:
+            serve["arrival"] = "closed-loop"
+            serve.pop("rate_rps", None)
+        else:
+            serve["batching"] = "continuous"
     _repair_engine(serve, pinned)
     context, output = serve["context"], serve.get("output_tokens", 256)
     if output > context:
@@ -673,6 +680,12 @@ def _repair_finetune(tune: dict[str, Any], pinned: frozenset[str]) -> None:
             offload["parameters"] = "none"
         else:
             tune["sharding"] = "fsdp"
+    fsdp2 = tune.get("sharding") == "fsdp" and tune.get("fsdp_version", 1) == 2
+    if fsdp2 and tune.get("fsdp_loading", "sharded") != "sharded":  # FSDP2's wrap is not modelled (GP025)
+        if "fsdp_loading" in pinned:
+            tune["fsdp_version"] = 1
+        else:
+            tune["fsdp_loading"] = "sharded"
     if tune.get("sequence_parallel") and hardware.get("tensor_parallel", 1) == 1:
         if "sequence_parallel" in pinned and hardware.get("count", 1) % 2 == 0:
             hardware["tensor_parallel"] = 2

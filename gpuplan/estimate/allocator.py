@@ -575,6 +575,12 @@ class CachingAllocator:
         if watch is not None and (size not in watch.lows or left < watch.lows[size]):
             watch.lows[size] = left
 
+    def reset_peaks(self) -> None:
+        """``torch.cuda.reset_peak_memory_stats``: each peak to where it stands now (``reset_peak_stat``: peak =
+        current), so the segments mapped so far stay in the reserved peak and the live bytes start again."""
+        self.peak_live = self.live + self.small_live
+        self.peak_reserved = self._reserved_now()
+
     def reserved_peak(self) -> int:
         """max_memory_reserved: the highest reserved bytes, with the small pool's (and, expandable, both
         pools') bytes in whole 2 MiB segments or pages. The rounding is applied here, once, not as the

@@ -412,10 +412,12 @@ def returned_cache_bytes(setup: TrainingSetup) -> float:
 STATES_IGNORE = frozenset(
     {"micro_batch", "seq_len", "checkpointing", "attention", "fused_loss", "use_cache"}
     | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments", "bitsandbytes_version"}
+    | {"fsdp_loading"}
 )
 ACTIVATIONS_IGNORE = frozenset(
     {"optimizer", "gradient_accumulation", "sharding", "fsdp_version", "gpus", "offload_optimizer"}
     | {"offload_parameters", "optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
+    | {"fsdp_loading"}
 )
 
 
@@ -482,13 +484,16 @@ def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
         setup.pipeline_parallel,
         setup.tensor_parallel,
         setup.sequence_shards,
-        setup.data_parallel > 1,
+        # the ranks a wrap shards each unit over (SimulatedStep._wrap); else only whether there are several
+        setup.data_parallel if job.fsdp_loading != "sharded" else setup.data_parallel > 1,
         job.method,
         job.lora_rank,
         job.lora_targets,
         job.sharding,
         job.checkpointing,
         job.expandable_segments,
+        job.fsdp_loading,
+        job.offload_parameters,
         job.gradient_accumulation > 1,
         job.optimizer_in_backward,
     )

@@ -5,6 +5,8 @@ the order a step takes and frees them: what ``max_memory_reserved`` adds to the 
 from __future__ import annotations
 
 import math
+from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpuplan.estimate.allocator import EMPTY, Allocation, CachingAllocator, Tensors
@@ -12,6 +14,7 @@ from gpuplan.estimate.training import TrainingSetup, adapted_shapes, input_width
 from gpuplan.records import record
 
 if TYPE_CHECKING:
+    from gpuplan.architecture import Architecture
     from gpuplan.estimate.training_memory import _Activations, _States
 
 # The CUDA streams a step allocates on besides the default (compute) stream, 0; the allocator keeps a pool
@@ -44,6 +47,87 @@ class Gathering:
     staged_unit: float
     unit_gradient: float  # a unit's unsharded gradient (full fine-tuning), on the default stream
     reduced: float  # FSDP2 with parameter offload: the gradient shards, each freed once copied to the host
+
+
+# FSDP1 broadcasts a unit's tensors from rank 0 as it wraps it (sync_module_states) in buckets of this many bytes
+# (torch/distributed/fsdp/_init_utils.py PARAM_BROADCAST_BUCKET_SIZE, handed to _sync_params_and_buffers), at
+# most two of them in flight (torch/csrc/distributed/c10d/comm.cpp broadcast_coalesced: kMaxInFlight).
+BROADCAST_BUCKET = 250 * 2**20
+BROADCASTS_IN_FLIGHT = 2
+
+
+def broadcast_buckets(sizes: Sequence[float]) -> list[tuple[float, int]]:
+    """(bytes, tensors) of each bucket ``broadcast_coalesced`` cuts tensors of ``sizes`` bytes into, in order: a
+    bucket closes once it holds BROADCAST_BUCKET bytes or more, and the last takes what is left
+    (torch/csrc/utils/tensor_flatten.cpp take_tensors, one dtype: a unit's tensors share the model's)."""
+    buckets: list[tuple[float, int]] = []
+    held, count = 0.0, 0
+    for size in sizes:
+        held, count = held + size, count + 1
+        if held >= BROADCAST_BUCKET:
+            buckets.append((held, count))
+            held, count = 0.0, 0
+    if count:
+        buckets.append((held, count))
+    return buckets
+
+
+def wrapped_unit_elements(arch: Architecture) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Elements of each parameter of a decoder unit and of FSDP's root unit, in ``module.parameters()`` order
+    (a Llama-style layer: q, k, v, o, the MLP's matrices, each expert's apart, then its two norms; the root:
+    the embedding, the final norm, an untied LM head): how FSDP1 moves and broadcasts them as it wraps."""
+    layer: list[int] = []
+    for name, (d_in, d_out) in adapted_shapes(arch).items():
+        if d_in:
+            layer += [d_in * d_out] * (
+                arch.experts if arch.is_moe and name.endswith(("gate_proj", "up_proj", "down_proj")) else 1
+            )
+    head = () if arch.tie_embeddings else (arch.vocab * arch.hidden,)
+    return (*layer, arch.hidden, arch.hidden), (arch.vocab * arch.hidden, arch.hidden, *head)
+
+
+def wrap_model(
+    cache: CachingAllocator,
+    layer: tuple[float, ...],
+    root: tuple[float, ...],
+    layers: int,
+    world: int,
+    broadcast: bool,
+    offloaded: bool,
+) -> float:
+    """FSDP1 wrapping a model that is not yet on the GPU (``fsdp_loading`` from-cpu or broadcast): ``layers``
+    decoder units of tensors ``layer`` (bytes as stored), then the root unit's ``root`` (auto_wrap wraps a
+    module's children before it), on the default stream, each unit in turn: its tensors moved to the GPU
+    (torch/distributed/fsdp/_init_utils.py _move_states_to_device); with ``broadcast``, sent from rank 0 in
+    buckets whose flat copies come and go (_sync_module_params_and_buffers -> broadcast_coalesced; a bucket of
+    one tensor is a view of it: flatten_dense_tensors); concatenated into the flat parameter (_flat_param.py
+    flatten_tensors: torch.cat), whose shard over ``world`` ranks is cloned (_get_shard: chunk.clone()) before
+    its storage is freed (FlatParamHandle.shard: _resize_(0)); then the originals dropped (FSDP keeps views
+    into the flat parameter only); ``offloaded``, the shard goes to the host as well (flat_param_to(cpu)).
+    What they free stays cached. The shards' bytes left on the GPU."""
+
+    def unit(tensors: tuple[float, ...]) -> float:
+        originals = [cache.take(size) for size in tensors]
+        if broadcast:
+            flying: deque[Allocation] = deque()
+            for size, count in broadcast_buckets(tensors):
+                if len(flying) == BROADCASTS_IN_FLIGHT:
+                    cache.give(flying.popleft())
+                flying.append(cache.take(size) if count > 1 else EMPTY)
+            for copy in flying:
+                cache.give(copy)
+        whole = sum(tensors)
+        flat = cache.take(whole)
+        shard = cache.take(whole / world)
+        cache.give(flat)
+        for original in originals:
+            cache.give(original)
+        if offloaded:
+            cache.give(shard)
+            return 0.0
+        return whole / world
+
+    return sum(cache.repeat(lambda _: unit(layer), [None] * layers)) + unit(root)
 
 
 def preparation_events(states: _States) -> tuple[tuple[bool, int, float], ...]:
@@ -258,6 +342,11 @@ class SimulatedStep:
                 self.grads, self.embedding_grad, self.head_grad = self._params(states.saved_grad_shards)
             self.reduced = self._params(gathering.reduced)
             self.unit_gradient = gathering.unit_gradient
+        # FSDP1 wrapping a model that is not yet on the GPU (``wrap_model``): each unit's tensors as stored, and FSDP's root.
+        self.wrapping: tuple[tuple[float, ...], tuple[float, ...], int] | None = None
+        if gathering is not None and gathering.framework == "fsdp1" and job.fsdp_loading != "sharded":
+            layer, root = wrapped_unit_elements(arch)
+            self.wrapping = (_split(gathering.unit, layer), _split(gathering.root, root), setup.data_parallel)
 
     def _params(self, total: float, per_parameter: int = 1) -> tuple[Tensors, Tensors, Tensors]:
         """A per-parameter total (gradients, states, copies) as tensors: one layer's, the embedding's and the
@@ -276,12 +365,22 @@ class SimulatedStep:
             self.cache.give(allocation)
 
     def _load(self) -> None:
-        """The weights, loaded once and never freed, and a QLoRA preparation's copies in the order it makes and
-        frees them (``preparation_events``): what it frees stays cached for the step."""
+        """The weights, loaded once and never freed (as FSDP1 wraps them where the model is not yet on the GPU,
+        ``wrap_model``), and a QLoRA preparation's copies in the order it makes and frees them
+        (``preparation_events``): what either frees stays cached for the step."""
         states = self.states
         events = preparation_events(states)
         gathered = states.gathered if self.units is None else 0.0  # gathered unit by unit (_Units) otherwise
-        self.cache.take(states.weights + gathered - _prepared_bytes(states))
+        weights = states.weights + gathered - _prepared_bytes(states)
+        if self.wrapping is not None:
+            job = self.job
+            broadcast, offloaded = job.fsdp_loading == "broadcast", job.offload_parameters != "none"
+            layer, root, world = self.wrapping
+            weights -= wrap_model(self.cache, layer, root, self.layers, world, broadcast, offloaded)
+            # The training script resets the peaks before its first step (reset_peak_memory_stats): the live
+            # bytes start again from the shards, the reserved ones from the segments the wrap mapped.
+            self.cache.reset_peaks()
+        self.cache.take(weights)
         held: dict[int, Allocation] = {}
         for take, tensor, size in events:
             if take:
