@@ -50,7 +50,7 @@ from gpuplan.decision.audit import (
 )
 from gpuplan.decision.prices import CatalogQuote, PriceBasis, catalog_quotes, price_basis
 from gpuplan.decision.risks import Risk, compute_risks
-from gpuplan.decision.sensitivity import SPEED_SLOW, Scenario, Sensitivity, sensitivity
+from gpuplan.decision.sensitivity import SPEED_SLOW, Scenario, Sensitivity, more_users, sensitivity
 from gpuplan.findings import Severity
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.evaluate import Option
@@ -426,10 +426,10 @@ def _stress(
 
 
 def _growth(spec: Any, planner: SpecPlanner, option: Option, settings: Settings) -> Growth:
-    """The cheapest sound layout for ``GROWTH`` times the declared demand (concurrency per replica x the
-    declared replicas), on the option's GPU kind, else on any allowed kind; and what it adds a month."""
-    serve = spec.serve
-    grown = replace(spec, serve=replace(serve, concurrency=serve.concurrency * GROWTH))
+    """The cheapest sound layout for ``GROWTH`` times the declared users (``more_users``: the requests in
+    flight and a steady stream's rate), on the option's GPU kind, else on any allowed kind; and what it adds
+    a month."""
+    grown = replace(spec, serve=more_users(spec.serve, GROWTH))
     job = planner_for(grown, settings, planner.limits).job("serve")
     gpu = option.layout.gpu.id
     found = None

@@ -164,7 +164,8 @@ def _stress_risks(stress: dict[str, Sensitivity | None], currency: str) -> list[
     serve, finetune = stress.get("serve"), stress.get("finetune")
     if serve is not None:
         base, slow = serve.scenario(BASE), serve.scenario(SPEED_SLOW)
-        if base is not None and slow is not None and base.slo_met and slow.slo_met is False:
+        # met on the estimate, missed at the slow edge (the verdict's: base.slo_met is judged there)
+        if base is not None and slow is not None and base.slo_estimate_met and slow.slo_met is False:
             figures = "; ".join(
                 f"{name} {'no bound' if value is None else format_ms(value, 0) + ' ms'} (SLO {limit * 1000:,.0f} ms)"
                 for name, value, limit in (
@@ -185,7 +186,7 @@ def _stress_risks(stress: dict[str, Sensitivity | None], currency: str) -> list[
             risks.append(
                 Risk(
                     "No room for twice the load",
-                    f"With twice the requests in flight per replica the layout {_why_not(doubled)}: more users "
+                    f"With twice the users per replica the layout {_why_not(doubled)}: more users "
                     "need more GPUs (the stress test prices twice the users)",
                 )
             )
@@ -218,6 +219,7 @@ def _stress_risks(stress: dict[str, Sensitivity | None], currency: str) -> list[
 _WHY_NOT = {
     "memory": "does not fit in memory",
     "margin": "fits without the configured memory margin",
+    "rate": "cannot keep up with its request rate",
     "latency": "misses its latency target",
     "budget": "goes over the budget",
 }

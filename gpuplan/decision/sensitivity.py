@@ -1,10 +1,12 @@
 """The stress test of one layout: what happens to fit, SLO and cost when the assumptions move.
 
 Each scenario re-runs the estimate of the layout (the declared one, or the planner's option the approver
-funds) with one input changed: the workload doubled (serving: concurrency per replica, then context;
+funds) with one input changed: the workload doubled (serving: the users, ``more_users``, then context;
 fine-tuning: micro-batch, then sequence length), prices moved by ±20%, the speed figures at either edge of
 their measured band, and (fine-tuning) the memory at either edge of its measured band. Nothing is
-searched here: the question is how close the layout sits to each of its limits.
+searched here: the question is how close the layout sits to each of its limits. A scenario holds as the
+verdict judges a layout: memory at the edge of its band, an SLO at the slow edge of its latency's band
+(the speed rows: at the figures of their edge), and a steady stream kept up with.
 
 The bands are the estimate's (``bands``; gpuplan/estimate/bands.py): the ratios measured / estimate of runs
 not used to tune the model. At ``plan.confidence`` c the slow edge of a time is the estimate times the ratio
@@ -20,7 +22,7 @@ from typing import Any
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
 from gpuplan.config import Settings
 from gpuplan.plan.configured import efficiency_of
-from gpuplan.plan.evaluate import slo_figure, within_headroom
+from gpuplan.plan.evaluate import slo_figure, slow_factor, within_headroom
 from gpuplan.records import record
 
 PRICE_MOVE = 0.20  # ±20%: GPU rental prices move by tens of percent within a quarter (GP504's rationale)
@@ -30,6 +32,13 @@ SLOW, FAST = "slow", "fast"
 def band_factor(band: Any, end: str, confidence: float) -> float:
     """What a figure is multiplied by at one ``end`` (slow or fast) of its measured band at ``confidence``."""
     return float(band.slow_ratio(confidence) if end == SLOW else band.fast_ratio(confidence))
+
+
+def more_users(serve: Any, factor: int) -> Any:
+    """The serving job with ``factor`` times its users: the requests in flight and, for a steady stream, the
+    requests a second too (more users send more requests, not only longer-lived ones)."""
+    rate = None if serve.rate_rps is None else serve.rate_rps * factor
+    return replace(serve, concurrency=serve.concurrency * factor, rate_rps=rate)
 
 
 # Scenario keys, in the order they are run; the same key means the same change on every layout, so a
@@ -48,28 +57,42 @@ class Scenario:
     fits: bool  # holds at all
     comfortable: bool  # holds with the configured headroom
     estimated: int = 0  # bytes per GPU on the point estimate (the memory rows: their edge, as per_gpu)
-    ttft_s: float | None = None  # serving
+    ttft_s: float | None = None  # serving, the estimate (the speed rows: their edge's)
     tpot_s: float | None = None  # serving
     hours: float | None = None  # fine-tuning
     cost: float | None = None  # per month (serving) or per run (fine-tuning), spec currency
     loads: bool = True  # serving: the engine starts (ServeEstimate.loads); else it has no speed to state
-    slo_met: bool | None = None  # None: no SLO declared (or fine-tuning)
+    slo_met: bool | None = None  # None: no SLO declared (or fine-tuning); else at the slow edge, as the verdict
+    slo_estimate_met: bool | None = None  # the same on the estimate itself (met there, missed at the edge: at risk)
+    keeps_up: bool = True  # serving: a steady stream's requests are completed as fast as they arrive
+    # serving: what the verdict multiplies TTFT and TPOT by (their bands' slow edge; 1 in a speed row, whose
+    # figures are already at its edge)
+    edge: tuple[float, float] = (1.0, 1.0)
     within_budget: bool | None = None  # None: no budget or no price
 
     @property
     def passes(self) -> bool:
-        """Whether the layout holds in this scenario: it starts, fits with the configured headroom, meets
-        the SLO and stays within the budget (a limit that is not declared is not broken)."""
-        return self.comfortable and self.loads and self.slo_met is not False and self.within_budget is not False
+        """Whether the layout holds in this scenario: it starts, fits with the configured headroom, keeps up
+        with its requests, meets the SLO and stays within the budget (a limit not declared is not broken)."""
+        return (
+            self.comfortable
+            and self.loads
+            and self.keeps_up
+            and self.slo_met is not False
+            and self.within_budget is not False
+        )
 
     @property
     def first_broken(self) -> str:
         """The first limit the layout breaks here, in the order an approver reads them: memory (it does not
-        fit or cannot start), margin (it fits without the headroom), latency (it misses the SLO), budget."""
+        fit or cannot start), margin (it fits without the headroom), rate (it cannot keep up with a steady
+        stream), latency (it misses the SLO), budget."""
         if not self.loads or not self.fits:
             return "memory"
         if not self.comfortable:
             return "margin"
+        if not self.keeps_up:
+            return "rate"
         if self.slo_met is False:
             return "latency"
         return "budget"
@@ -111,11 +134,21 @@ def _serve_scenario(
         tpot = estimate.speed.tpot_s * band_factor(estimate.bands["tpot"], end, confidence)
     if not estimate.loads:  # an engine that cannot start has no latency, and meets no SLO
         ttft = tpot = None
-    slo_met = None
-    if job.ttft_ms is not None or job.tpot_ms is not None:
-        ttft_ok = job.ttft_ms is None or (ttft is not None and ttft * 1000 <= job.ttft_ms)
-        tpot_ok = job.tpot_ms is None or (tpot is not None and tpot * 1000 <= job.tpot_ms)
-        slo_met = ttft_ok and tpot_ok
+
+    def met(ttft_factor: float, tpot_factor: float) -> bool | None:
+        """Whether the SLO holds with the figures times these factors; None without an SLO."""
+        if job.ttft_ms is None and job.tpot_ms is None:
+            return None
+        ttft_ok = job.ttft_ms is None or (ttft is not None and ttft * ttft_factor * 1000 <= job.ttft_ms)
+        return ttft_ok and (job.tpot_ms is None or (tpot is not None and tpot * tpot_factor * 1000 <= job.tpot_ms))
+
+    slo_estimate_met = met(1.0, 1.0)
+    # Judged as the verdict judges a layout: at the slow edge of each latency's band (plan.evaluate.slo_miss);
+    # a speed row's figures are already at their edge.
+    edge = (
+        (1.0, 1.0) if end is not None else tuple(slow_factor(estimate.bands[m], confidence) for m in ("ttft", "tpot"))
+    )
+    slo_met = met(*edge)
     cost = None if estimate.monthly_cost is None else estimate.monthly_cost * price_factor
     planned = estimate.planned_bytes(confidence)  # memory judged as the verdict judges it (KV band's edge)
     return Scenario(
@@ -130,6 +163,9 @@ def _serve_scenario(
         tpot_s=tpot,
         cost=cost,
         slo_met=slo_met,
+        slo_estimate_met=slo_estimate_met,
+        keeps_up=not (estimate.loads and estimate.speed.saturated),
+        edge=(edge[0], edge[1]),
         within_budget=None if cost is None or budget is None else cost <= budget,
         loads=estimate.loads,
     )
@@ -205,12 +241,9 @@ def sensitivity(spec: Any, base: FinetuneEstimate | ServeEstimate, settings: Set
     if isinstance(base, ServeEstimate):
         serve = base.job
         kind, budget, estimate_fn, scenario_fn = "serve", spec.budget.serve_monthly, estimate_serve, _serve_scenario
+        rate = "" if serve.rate_rps is None else f", {serve.rate_rps * 2:,g} requests/s"
         workload = [
-            (
-                CONCURRENCY,
-                f"concurrency x2 ({serve.concurrency * 2:,} per replica)",
-                replace(serve, concurrency=serve.concurrency * 2),
-            ),
+            (CONCURRENCY, f"users x2 ({serve.concurrency * 2:,} per replica{rate})", more_users(serve, 2)),
             (CONTEXT, f"context x2 ({serve.context * 2:,} tokens)", replace(serve, context=serve.context * 2)),
         ]
         slo = (

@@ -83,7 +83,7 @@ def memory_chart(breakdown: dict[str, int], peak: int, capacity: int, capacity_n
 SENSITIVITY_MAX_SHARE = 2.0  # bars are drawn up to twice the limit; longer ones are clipped and say so
 MEASURES = (  # (key, legend, colour)
     ("memory", "memory per GPU / capacity", "#3b6ea5"),
-    ("latency", "latency / SLO (the larger of TTFT and TPOT)", "#7a5195"),
+    ("latency", "latency at the slow edge / SLO (the larger of TTFT and TPOT)", "#7a5195"),
     ("cost", "cost / budget", "#d9822b"),
 )
 
@@ -134,10 +134,12 @@ def _shares(scenario: Any, sensitivity: Sensitivity) -> dict[str, float | None]:
     latency = []
     # A time the error band does not bound (None at its slow end) is drawn past the plot, never as met;
     # a layout that cannot start has no time at all (its memory bar shows why).
+    # Judged as the verdict judges them: at the slow edge of their bands (``Scenario.edge``), as memory is.
+    ttft_edge, tpot_edge = scenario.edge
     if sensitivity.slo_ttft_s and scenario.loads:
-        latency.append(math.inf if scenario.ttft_s is None else scenario.ttft_s / sensitivity.slo_ttft_s)
+        latency.append(math.inf if scenario.ttft_s is None else scenario.ttft_s * ttft_edge / sensitivity.slo_ttft_s)
     if sensitivity.slo_tpot_s and scenario.loads:
-        latency.append(math.inf if scenario.tpot_s is None else scenario.tpot_s / sensitivity.slo_tpot_s)
+        latency.append(math.inf if scenario.tpot_s is None else scenario.tpot_s * tpot_edge / sensitivity.slo_tpot_s)
     return {
         "memory": scenario.per_gpu / scenario.capacity if scenario.capacity else None,
         "latency": max(latency) if latency else None,

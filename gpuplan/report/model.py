@@ -71,7 +71,7 @@ def _scenario_cells(scenario: Any, serving: bool, currency: str, confidence: flo
     if serving:
         row += [
             f"{ms(scenario.ttft_s, 0)} / {ms(scenario.tpot_s, 1, TPOT_MS_DIGITS)}" if scenario.loads else NOT_LOADED,
-            "none declared" if scenario.slo_met is None else ("met" if scenario.slo_met else "missed"),
+            _slo_cell(scenario),
         ]
     else:
         row.append("n/a" if scenario.hours is None else f"{hours(scenario.hours)} h")
@@ -80,6 +80,15 @@ def _scenario_cells(scenario: Any, serving: bool, currency: str, confidence: flo
         "—" if scenario.within_budget is None else ("yes" if scenario.within_budget else "no"),
     ]
     return row
+
+
+def _slo_cell(scenario: Any) -> str:
+    """Met, missed, or at risk: met on the estimate, missed at the slow edge the verdict judges."""
+    if scenario.slo_met is None:
+        return "none declared"
+    if scenario.slo_met:
+        return "met"
+    return "at risk" if scenario.slo_estimate_met else "missed"
 
 
 def _sensitivity_table(stress: Stress, title: str, currency: str, confidence: float) -> dict[str, Any]:
@@ -115,12 +124,15 @@ def _verdict_cell(scenario: Any) -> str:
         return "holds"
     if scenario.first_broken == "memory" and scenario.loads and scenario.estimated <= scenario.capacity:
         return "fails: memory at risk"  # fits on the estimate, not at the band's edge
+    if scenario.first_broken == "latency" and scenario.slo_estimate_met:
+        return "fails: latency at risk"  # meets the SLO on the estimate, not at the slow edge
     return _FAILS[scenario.first_broken]
 
 
 _FAILS = {
     "memory": "fails: does not fit",
     "margin": "fails: memory margin",
+    "rate": "fails: request rate",
     "latency": "fails: latency target",
     "budget": "fails: over budget",
 }

@@ -23,7 +23,7 @@ JOB_WORDS = {"serve": "serving", "finetune": "fine-tuning"}
 # The stress test's scenarios as a finance reader reads them (gpuplan.decision.sensitivity's keys).
 SCENARIO_WORDS = {
     "base": "as planned",
-    "concurrency": "twice the requests in flight",
+    "concurrency": "twice the users",
     "context": "requests twice as long",
     "micro_batch": "twice the training batch",
     "sequence": "training examples twice as long",
@@ -249,6 +249,7 @@ def stress_lines(memo: Memo) -> list[str]:
 _WHY = {
     "memory": "it does not fit in memory",
     "margin": "it fits without the memory margin",
+    "rate": "it cannot keep up with its request rate",
     "latency": "it misses its latency target",
     "budget": "it is over budget",
 }
@@ -467,11 +468,14 @@ def warnings(memo: Memo) -> list[str]:
     lines = []
     for job in memo.jobs:
         weaker = job.weaker
-        base = next((scenario for scenario in weaker if scenario.key == "base"), None)
-        if base is not None:  # it fails as planned, so in every scenario: say why, once
+        funded = job.stresses[0].sensitivity.scenario("base") if len(job.stresses) > 1 else None
+        if funded is not None and not funded.passes:  # it fails as planned, so in every scenario: say why, once
+            # "unlike the declared layout" only where the declared one holds as planned (it may fail too,
+            # for another reason: then the scenarios it alone holds in say nothing about the change)
+            unlike = "Unlike the declared layout, the" if any(s.key == "base" for s in weaker) else "The"
             lines.append(
-                f"Unlike the declared layout, the recommended {JOB_WORDS[job.kind]} layout fails as planned: "
-                f"{_why(base)}, so every scenario of the stress test fails."
+                f"{unlike} recommended {JOB_WORDS[job.kind]} layout fails as planned: "
+                f"{_why(funded)}, so every scenario of the stress test fails."
             )
         elif weaker:
             lines.append(
