@@ -254,3 +254,26 @@ def test_long_values_keep_the_text_columns_apart_and_a_fine_tune_alone_shows_its
     (row,) = [line for line in out.splitlines() if line.startswith("| ") and "| modified |" in line]
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[3:5] == ["-", "-"] and cells[5].startswith("run "), cells
+
+
+def test_a_change_of_currency_states_each_side_in_its_own_and_adds_nothing_up(tmp_path: Path):
+    # Only budget.currency moves (USD to EUR) with the same 3.20 per GPU-hour: the base costs 3.20 x 730 =
+    # 2,336 USD a month, the head 2,336 EUR. No exchange rate is known, so the two are not comparable: each
+    # is stated in its own currency, no difference is computed, and the totals leave the spec out.
+    spec = (
+        "version: 1\nname: c\nmodel: {id: llama-3.1-8b}\n"
+        "serve: {context: 8192, concurrency: 16, hardware: {gpu: h100-sxm, count: 1}}\n"
+        "budget: {currency: %s, prices: {h100-sxm: 3.20}, prices_date: 2026-11-20}\n"
+    )
+    base, head = tmp_path / "usd.yaml", tmp_path / "eur.yaml"
+    base.write_text(spec % "USD")
+    head.write_text(spec % "EUR")
+    result = diff_files(str(base), str(head))
+    (change,) = result.changes
+    assert change.currencies == ("USD", "EUR") and change.cost_delta("monthly_cost") is None
+    assert result.totals[0].monthly.uncosted == (str(head),)
+    text = renderer("text")(result, [], 0)
+    assert re.search(r"Cost per month +2,336 USD +2,336 EUR +not comparable", text), text
+    assert "whose currency changed left out of the totals (not comparable)" in text
+    markdown = renderer("markdown")(result, [], 0)
+    assert "| 2,336 USD | 2,336 EUR | not comparable |" in markdown

@@ -87,11 +87,11 @@ def _cell(text: str) -> str:
 
 
 def _overview_row(change: SpecChange) -> str:
-    currency = change.currency
+    was, currency = change.currencies
     # A side without a serving job has no monthly cost ("-", not 0); a spec serving on neither side states
     # the change in its fine-tuning run's cost instead.
     serving = [side is not None and "serve" in side.jobs for side in (change.before, change.after)]
-    before = value_text(_MONTHLY, change.cost_before("monthly_cost"), currency) if serving[0] else "-"
+    before = value_text(_MONTHLY, change.cost_before("monthly_cost"), was) if serving[0] else "-"
     after = value_text(_MONTHLY, change.cost_after("monthly_cost"), currency) if serving[1] else "-"
     cells = [change.path, status_text(change), verdict_text(change), before, after]
     cells.append(

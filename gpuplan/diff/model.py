@@ -273,6 +273,11 @@ class SpecChange:
         return side.currency
 
     @property
+    def currencies(self) -> tuple[str, str]:
+        """The currency of each side's figures (a side that is not there: the other's)."""
+        return (self.before.currency if self.before else self.currency), self.currency
+
+    @property
     def verdict_before(self) -> str | None:
         return self.before.verdict if self.before else None
 
@@ -308,8 +313,12 @@ class SpecChange:
         return self.after.cost(key) if self.after else 0.0
 
     def cost_delta(self, key: str) -> float | None:
+        """After minus before; None when either is unknown, or in another currency (no rate between them is
+        known: the amounts are not comparable)."""
         old, new = self.cost_before(key), self.cost_after(key)
-        return None if old is None or new is None else cents(new - old)
+        if old is None or new is None or self.currencies[0] != self.currencies[1]:
+            return None
+        return cents(new - old)
 
     def figure_pair(self, job: str, key: str) -> tuple[Value, Value]:
         """A job's figure before and after; a job that appears (disappears) from an estimated side, or with its

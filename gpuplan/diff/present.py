@@ -41,6 +41,8 @@ def cost_change_text(change: SpecChange, key: str) -> str:
     before, after = change.cost_before(key), change.cost_after(key)
     if before is None or after is None:
         return "n/a"
+    if change.currencies[0] != change.currencies[1]:
+        return "not comparable"
     return pair_texts(MONEY, before, after, change.currency)[2] or "±0"
 
 
@@ -102,9 +104,15 @@ def value_text(metric: Metric, value: Value, currency: str) -> str:
     return _figure_text(metric, value, _places(metric, value), currency)
 
 
-def pair_texts(metric: Metric, before: Value, after: Value, currency: str) -> tuple[str, str, str]:
+def pair_texts(
+    metric: Metric, before: Value, after: Value, currency: str, before_currency: str | None = None
+) -> tuple[str, str, str]:
     """Two figures and their signed change, all at the finer of the two precisions, so the shown numbers
-    add up (the change is empty when there is none, or nothing to subtract)."""
+    add up (the change is empty when there is none, or nothing to subtract). Amounts in two currencies
+    (``before_currency`` differs) are each stated in their own, and have no difference: "not comparable"."""
+    if metric.kind == "money" and before_currency not in (None, currency):
+        assert before_currency is not None
+        return value_text(metric, before, before_currency), value_text(metric, after, currency), "not comparable"
     if metric.kind == "text" or not (_numeric(before) and _numeric(after)):
         return value_text(metric, before, currency), value_text(metric, after, currency), ""
     assert isinstance(before, (int, float)) and isinstance(after, (int, float))
@@ -170,8 +178,13 @@ def summary_line(result: DiffResult) -> str:
     clauses = [_money_clause(totals) for totals in result.totals if totals.specs]
     clauses.append(_specs_clause(material))
     uncosted = sorted({path for totals in result.totals for path in totals.uncosted})
-    if uncosted:
-        clauses.append(f"{plural(len(uncosted), 'spec')} without a known cost left out of the totals")
+    moved = {change.path for change in result.changes if change.currencies[0] != change.currencies[1]}
+    if set(uncosted) - moved:
+        count = len(set(uncosted) - moved)
+        clauses.append(f"{plural(count, 'spec')} without a known cost left out of the totals")
+    if moved & set(uncosted):
+        count = len(moved & set(uncosted))
+        clauses.append(f"{plural(count, 'spec')} whose currency changed left out of the totals (not comparable)")
     sentence = "; ".join(clause for clause in clauses if clause)
     return sentence[0].upper() + sentence[1:]
 
@@ -230,7 +243,7 @@ class Row:
 
 def rows(change: SpecChange) -> list[Row]:
     """The verdict, then per job (fine-tuning, serving) every figure before and after, with its change."""
-    currency = change.currency
+    was, currency = change.currencies
     table = [Row("Verdict", change.verdict_before or "-", change.verdict_after or "-", _verdict_move(change))]
     for job in JOBS:
         old = change.before.jobs.get(job) if change.before else None
@@ -239,7 +252,7 @@ def rows(change: SpecChange) -> list[Row]:
             continue
         table.append(Row(JOB_TITLES[job], heading=True))
         for metric in METRICS[job]:
-            before, after, change_ = pair_texts(metric, *change.figure_pair(job, metric.key), currency)
+            before, after, change_ = pair_texts(metric, *change.figure_pair(job, metric.key), currency, was)
             label = metric.label
             bursts = any(str(job_.get("workload", "")).startswith("a burst") for job_ in (old or {}, new or {}))
             if metric.key == "max_context" and bursts:  # a burst's engine holds one sequence at a time at least
