@@ -519,3 +519,28 @@ def test_a_saving_beside_a_layout_the_plan_rejects_says_what_it_breaks(write_spe
         "The declared layout is not sound as it stands (pipeline_parallel 3 does not divide the 32 layers)"
     )
     assert "works" not in memo.decision.reason
+
+
+def test_an_unpriced_sound_layout_stands_and_twice_its_users_are_sized_without_a_price(write_spec):
+    # Prices in EUR and none declared: the catalog's are USD, so no layout is priced. The declared 1 x h100-sxm
+    # is sound; plan recommended 1 x gb300 (the fewest GPUs, then the lowest latency) while the report kept the
+    # declared layout, and twice the users read "no sound layout serves them" (only priced layouts were
+    # searched) beside a stress row where they were met. Nothing priced shows a change to be worth it: the
+    # declared layout stands, and twice the users are sized on the fewest H100s that hold them, unpriced.
+    spec = write_spec(
+        "version: 1\nname: e\nmodel: {id: llama-3.1-8b}\n"
+        "serve: {context: 8192, output_tokens: 256, concurrency: 16, slo: {ttft_ms: 2000, tpot_ms: 50},"
+        " hardware: {gpu: h100-sxm, count: 1}}\n"
+        "budget: {currency: EUR, serve_monthly: 2500}\n"
+    )
+    _, out, _ = run_cli("plan", "--format", "json", str(spec))
+    (job,) = json.loads(out)["jobs"]
+    assert job["declared"]["sound"] and job["recommended"]["yaml"] == job["declared"]["yaml"]
+    memo = build_memo(lint_path(str(spec)), TODAY)
+    (serve,) = memo.jobs
+    growth = serve.stresses[0].growth
+    assert growth is not None and growth.option is not None and growth.option.cost is None
+    assert growth.option.layout.gpu.id == "h100-sxm"
+    _, out, _ = run_cli("report", str(spec))
+    assert "no sound layout within the plan's limits serves them" not in out
+    assert f"twice the users: {growth.option.layout.gpus} x h100-sxm serves them (unpriced)" in out

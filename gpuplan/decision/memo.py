@@ -427,14 +427,16 @@ def _stress(
 
 def _growth(spec: Any, planner: SpecPlanner, option: Option, settings: Settings) -> Growth:
     """The cheapest sound layout for ``GROWTH`` times the declared users (``more_users``: the requests in
-    flight and a steady stream's rate), on the option's GPU kind, else on any allowed kind; and what it adds
-    a month."""
+    flight and a steady stream's rate), on the option's GPU kind, else on any allowed kind (where no sound
+    layout is priced: the fewest GPUs of the option's kind that hold them); and what it adds a month."""
     grown = replace(spec, serve=more_users(spec.serve, GROWTH))
     job = planner_for(grown, settings, planner.limits).job("serve")
     gpu = option.layout.gpu.id
     found = None
     if job is not None:
         found = job.cheapest(where=lambda kind, tp, pp: kind.id == gpu, tag=f"on {gpu}") or job.cheapest()
+        # nothing priced holds it: the fewest GPUs of the same kind that do (unpriced: no amount to add)
+        found = found or job.fewest_gpus_on(option.layout.gpu)
     extra = None
     if found is not None and found.cost is not None and option.cost is not None:
         extra = money_difference(found.cost, option.cost)

@@ -143,15 +143,19 @@ class SpecPlanner:
 
     def recommend(self, planner: JobPlanner, declared: Option) -> Option | None:
         """A sound, priced ``declared`` layout (as the plan judges it) unless a change saves enough to be
-        worth it (materiality); else the cheapest sound priced option; without any, the sound option with
-        the fewest GPUs."""
+        worth it (materiality); else the cheapest sound priced option; without any, a sound declared layout
+        on no more GPUs than any other needs (nothing priced shows a change to be worth it), else the sound
+        option with the fewest GPUs."""
         if declared.sound and declared.rate is not None:
             return planner.material_change(self.materiality) or declared
         best = planner.cheapest()
         if best is not None:
             return best
         unpriced = [o for gpu in planner.gpus if (o := planner.fewest_gpus_on(gpu)) is not None]
-        return min(unpriced, key=lambda o: (o.gpus, o.latency_s, len(o.changes))) if unpriced else None
+        fewest = min(unpriced, key=lambda o: (o.gpus, o.latency_s, len(o.changes))) if unpriced else None
+        if declared.sound and (fewest is None or declared.gpus <= fewest.gpus):
+            return declared
+        return fewest
 
     def plan(self, kind: str) -> JobPlan | None:
         """The full plan of one job: declared verdict, recommendation, Pareto options, rejected, alternatives."""

@@ -174,6 +174,11 @@ def _stress_section(job: JobMemo, title: str, currency: str, confidence: float) 
                 f"on {growth.option.layout.describe()} at {money(growth.option.cost, currency)} a month, the "
                 "cheapest sound layout for that demand on the same GPU kind (or on any allowed kind when none is)."
             )
+        elif growth.option.cost is None:
+            growth_text = (
+                f"Twice the users ({growth.factor} x the declared demand): {growth.option.layout.describe()} serves"
+                " them, the fewest GPUs of the same kind that do (unpriced: no cost to add)."
+            )
     weaker = job.weaker
     return {
         "title": title,

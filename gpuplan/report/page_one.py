@@ -243,6 +243,8 @@ def stress_lines(memo: Memo) -> list[str]:
                     f"twice the users: +{money(growth.extra, currency)} a month "
                     f"({short_layout(growth.option)} at {money(growth.option.cost, currency)} a month)"
                 )
+            elif growth.option.cost is None:
+                lines.append(f"twice the users: {short_layout(growth.option)} serves them (unpriced)")
     return lines
 
 
