@@ -340,3 +340,19 @@ def test_information_problems_and_unsound_layouts_are_classed_in_the_code_table(
     assert approval_of("GP302") is Approval.NONE
     for entry in CODES.values():
         assert bool(entry.rejects_because) == (entry.approval is Approval.REJECTS), entry.code
+
+
+def test_a_rejected_plan_states_the_declared_cost_on_the_basis_an_approval_signs(tmp_path):
+    # finetune-then-serve approved with changes says the declared layouts would cost 7,332 USD: serving
+    # 584 x 12 = 7,008 and the fine-tuning run at the slow end of its speed band, 324 (the basis of an amount
+    # to sign). The same spec with a 150 USD run budget is rejected, and its "as declared it would cost" said
+    # 7,250: the run on its estimate (242). The same layouts cost the same on page one whatever the verdict.
+    text = (EXAMPLES / "finetune-then-serve.yaml").read_text()
+    _, approved, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
+    assert "| **As declared it would cost** | 7,332 USD, " in approved
+    spec = tmp_path / "fts.yaml"
+    spec.write_text(text.replace("finetune_total: 1500", "finetune_total: 150"))
+    code, out, _ = run_cli("report", str(spec))
+    assert code == 1 and verdict_line(out).startswith("## REJECT")
+    assert "(as declared it would cost 7,332 USD, " in out
+    assert "fine-tuning run 324 USD (one-off) + serving 584 USD a month x 12; the run at the slow end" in out

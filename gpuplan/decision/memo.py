@@ -278,7 +278,7 @@ class Memo:
     risks: tuple[Risk, ...]
     audit: Audit
     # the declared layouts' amount on the same basis as ``ceiling`` (the run at its slow end), which an
-    # APPROVE WITH CHANGES sets beside it; None where ``ceiling`` is
+    # APPROVE WITH CHANGES sets beside it and a REJECT states; None without an amount
     declared_ceiling: Amount | None = None
 
     @property
@@ -331,11 +331,13 @@ def build_memo(
     risks = compute_risks(analysis, funded, result.findings, funded_bases, settings, config, generated, idle)
     signable = decision.verdict.signable
     ceiling = declared_ceiling = None
-    if signable and decision.amount is not None:
+    if decision.amount is not None:
         finetune = next((job for job in jobs if job.kind == "finetune"), None)
-        ceiling = decision.amount_with_changes if decision.changes else decision.amount
-        ceiling = _allowing_slow_run(ceiling, finetune.run_ceiling if finetune else None)
+        # what the declared layouts cost on the amount's basis: beside an approval, and in a rejection's words
         declared_ceiling = _allowing_slow_run(decision.amount, finetune.declared_run_ceiling if finetune else None)
+        if signable:
+            ceiling = decision.amount_with_changes if decision.changes else decision.amount
+            ceiling = _allowing_slow_run(ceiling, finetune.run_ceiling if finetune else None)
     term = None
     if spec is not None and spec.serve is not None:
         start = spec.budget.term_start or generated

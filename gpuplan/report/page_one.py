@@ -69,14 +69,22 @@ def ceiling_text(memo: Memo) -> str:
     decision = memo.decision
     if decision.amount is None:
         return "none: the spec has no estimate"
-    if decision.verdict is Verdict.REJECT:
-        declared = amount_text(decision.amount, memo)
-        return f"none: the declared plan is rejected (as declared it would cost {declared})"
+    if decision.verdict is Verdict.REJECT:  # on the basis an approval signs: the run at its slow end
+        declared = memo.declared_ceiling or decision.amount
+        return f"none: the declared plan is rejected (as declared it would cost {amount_text(declared, memo)}{_basis(memo)})"
     if decision.amount.unknown:
         return f"none can be stated: {'; '.join(decision.amount.unknown)}"
     if memo.ceiling is None:
         return f"none: a {decision.verdict.value} is not for signature"
     return amount_text(memo.ceiling, memo, ceiling=True)
+
+
+def _basis(memo: Memo) -> str:
+    """What the declared amount allows for beyond the estimate: the run at the slow end of its speed band."""
+    declared = memo.declared_ceiling
+    if declared is None or declared.finetune_run is None or declared == memo.decision.amount:
+        return ""
+    return "; the run at the slow end of its speed estimate, as an amount to sign allows"
 
 
 def amount_text(amount: Amount, memo: Memo, *, ceiling: bool = False) -> str:
@@ -425,10 +433,7 @@ def rows(memo: Memo, findings: str) -> list[list[str]]:
     decision = memo.decision
     declared = memo.declared_ceiling
     if decision.verdict is Verdict.APPROVE_WITH_CHANGES and declared is not None and decision.amount_with_changes:
-        basis = ""
-        if declared.finetune_run is not None and declared != decision.amount:
-            basis = "; the run at the slow end of its speed estimate, as in the amount to sign"
-        out.append(["As declared it would cost", amount_text(declared, memo).split(": ", 1)[0] + basis])
+        out.append(["As declared it would cost", amount_text(declared, memo).split(": ", 1)[0] + _basis(memo)])
     out += [
         [
             "What is bought" if decision.verdict.signable else "Layout proposed (not approved)",
