@@ -539,3 +539,19 @@ def test_the_options_table_says_which_costs_are_over_the_budget():
     # the recommended 2 x h200-sxm at 6,636 is not (the report marks the same rows "breaks budget").
     _, out, _ = run_cli("plan", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert "20,411 USD/month, over budget" in out and "6,636 USD/month, over budget" not in out
+
+
+def test_a_change_of_numerics_is_listed_only_below_the_cheapest_layout_that_keeps_them():
+    # finetune-llama-8b-lora keeps its 1 x h100-sxm (93.28 USD a run): 1 x b200-hgx would save 44.47, under
+    # the 100 USD materiality amount. "Cheaper if you accept a change of the model's numerics" listed QLoRA on
+    # 1 x b200-hgx at 49.62 (dearer than the same B200 with the numerics kept, 48.81) and 8-bit AdamW states at
+    # 48.81 (the same figure, a fraction of a cent below). A change of numerics is worth listing only where it
+    # is cheaper, as shown, than both the recommendation and the cheapest sound layout that keeps them.
+    _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-llama-8b-lora.yaml"))
+    (job,) = json.loads(out)["jobs"]
+    assert job["recommended"]["run_cost"] == 93.28 and job["kept_over"]["option"]["run_cost"] == 48.81
+    assert job["alternatives"] == []
+    # serve-llama-70b's fp8 weights on 1 x h200-sxm (3,318 a month) are below its 6,636: listed.
+    _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "serve-llama-70b.yaml"))
+    (job,) = json.loads(out)["jobs"]
+    assert [a["label"] for a in job["alternatives"]][:1] == ["fp8 weights"]

@@ -179,7 +179,11 @@ class SpecPlanner:
         recommended = self.recommend(planner, declared)
         cheapest = planner.cheapest() if recommended is declared else None
         options = pareto(sound)
-        alternatives = tuple(self._alternatives(kind, recommended))
+        # A change of numerics is worth listing only below every layout that keeps them: the recommendation,
+        # and the cheapest sound one (which a materiality threshold may have kept from being recommended).
+        cheapest_kept = planner.cheapest()
+        baseline = min((o for o in (recommended, cheapest_kept) if o is not None), key=Option.rank, default=None)
+        alternatives = tuple(self._alternatives(kind, baseline))
         rejected.sort(key=lambda o: (o.rate is None, o.rate or 0.0, o.gpus))
         # A tie (or an unpriced declared layout) keeps nothing "over" anything: only a strictly cheaper option.
         cheaper = cheapest is not None and declared.rate is not None and (cheapest.rate or 0.0) < declared.rate
@@ -189,10 +193,20 @@ class SpecPlanner:
             options = [options[0], usual, *(o for o in options[1:] if o.layout.key != usual.layout.key)]
         return JobPlan(kind, declared, recommended, tuple(options), tuple(rejected), alternatives, kept_over, usual)
 
-    def _alternatives(self, kind: str, recommended: Option | None) -> Iterator[Alternative]:
+    @staticmethod
+    def _worth_listing(option: Option, baseline: Option | None) -> bool:
+        """Whether a change of numerics is cheaper than ``baseline`` as the costs are shown (the same figure,
+        or one a fraction of a cent lower, is no saving to list); anything without two prices is listed."""
+        if baseline is None or baseline.rate is None or option.rate is None:
+            return True
+        saving = saving_between(baseline, option)
+        return saving is not None and saving.positive
+
+    def _alternatives(self, kind: str, baseline: Option | None) -> Iterator[Alternative]:
         """The cheapest sound option under each change of numerics the job did not ask for, when it is
-        cheaper than the recommendation and not the same layout at the same cost as one listed above
-        (QLoRA where LoRA already gets there)."""
+        cheaper, as shown, than ``baseline`` (the least of the recommendation and the cheapest sound layout
+        that keeps the numerics: ``_worth_listing``) and is not the same layout at the same cost as one listed
+        above (QLoRA where LoRA already gets there)."""
         listed: set[tuple[object, ...]] = set()
         for label, changes in numerics_changes(self.spec, kind):
             changed = _apply_changes(self.spec, kind, changes)
@@ -208,7 +222,7 @@ class SpecPlanner:
             option = planner.cheapest()
             if option is None:
                 continue
-            if _not_cheaper(option, recommended) or (option.layout.key, option.rate) in listed:
+            if not self._worth_listing(option, baseline) or (option.layout.key, option.rate) in listed:
                 continue
             listed.add((option.layout.key, option.rate))
             fragment = {kind: dict(option.fragment[kind])}
@@ -228,13 +242,6 @@ def _conventional_beside(sound: list[Option]) -> Option | None:
     if usual is None or usual.rate is None or best.rate is None:
         return None
     return usual if usual.rate <= best.rate * (1 + CONVENTIONAL_WITHIN) else None
-
-
-def _not_cheaper(option: Option, recommended: Option | None) -> bool:
-    """Whether ``option`` saves nothing against the recommendation (both priced and it costs as much)."""
-    if recommended is None or recommended.rate is None or option.rate is None:
-        return False
-    return option.rate >= recommended.rate
 
 
 def numerics_changes(spec: Spec, kind: str) -> list[tuple[str, dict[str, Any]]]:
