@@ -116,7 +116,7 @@ def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
         _layout(option),
         _settings(option),
         f"{_gib(option['per_gpu_bytes'])} / {_gib(option['budget_bytes'])}",
-        _gib(option["planned_bytes"]) if option["settings"] is not None else "",
+        _gib(option["planned_bytes"]),
         f"{format_number(option['headroom_pct'], 0)}%",
         *_speed(option),
         "" if option.get("slo_margin_pct") is None else f"{format_number(option['slo_margin_pct'], 0)}%",
@@ -128,7 +128,8 @@ def _row(option: dict[str, Any], currency: str, mark: str = "") -> list[str]:
 def _headers(job: str, confidence: float) -> list[str]:
     # Throughput over every GPU of the layout (all replicas): output tokens when serving, trained ones otherwise.
     speed = ["TTFT p90 ms", "TPOT ms", "output tok/s"] if job == "serve" else ["hours", "train tok/s"]
-    # Fine-tuning is judged at its pessimistic edge (serving has no band: the column is dropped).
+    # Memory is judged at its pessimistic edge, the figure the free share is of: fine-tuning's band edge;
+    # serving's engine budget less the room the sequences leave in the KV pool at its low edge.
     planned = f"at {confidence:.0%} GiB"
     # Serving with a latency SLO: the share of the tighter SLO its slow edge at the confidence leaves.
     margin = f"SLO margin at {confidence:.0%}"
@@ -275,8 +276,10 @@ def render_text(document: dict[str, Any]) -> str:
             lines += _text_table(_headers(kind, document["constraints"]["confidence"]), rows)
         if job["rejected"]:
             lines += ["", f"  rejected ({job['rejected_total']}; the fewest GPUs tried on each GPU kind, and why):"]
-            for option in job["rejected"]:
-                lines.append(f"    {_layout(option):<28} {_cost(option, currency):>16}  {_verdict(option)}")
+            # The columns as wide as their longest cell (a layout of several replicas outgrows any fixed width).
+            cells = [(_layout(o), _cost(o, currency), _verdict(o)) for o in job["rejected"]]
+            wide = [max(len(cell[i]) for cell in cells) for i in (0, 1)]
+            lines += [f"    {layout:<{wide[0]}}  {cost:>{wide[1]}}  {verdict}" for layout, cost, verdict in cells]
         if job["alternatives"]:
             lines += ["", "  cheaper if you accept a change of the model's numerics (never recommended):"]
             for alternative in job["alternatives"]:
