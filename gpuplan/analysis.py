@@ -257,7 +257,7 @@ class ServeEstimate:
                 f"one {job.context:,}-token sequence needs {need} of KV cache per GPU"
                 " (the engine starts with room for one; the burst's others wait their turn)"
             )
-        return f"{job.concurrency} x {job.context:,} tokens need {need} of KV cache per GPU"
+        return f"{job.concurrency:,} x {job.context:,} tokens need {need} of KV cache per GPU"
 
     @property
     def not_loaded_reason(self) -> str:

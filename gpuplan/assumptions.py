@@ -448,12 +448,13 @@ def load_phrase(job: Serve) -> str:
 
 
 def ttft_tail_words(speed: ServingSpeed) -> str:
-    """Why a mean TTFT stands above its p90, where it does: fewer than one request in ten queues for the
-    token budget or the server process (P(wait) = rho below 0.1: the p90 waits for nothing,
-    serving_load.wait_quantile), and those that queue wait long; "" otherwise."""
+    """What a mean TTFT above its p90 says, where it is: at most one request in ten takes longer than the
+    p90 (its definition), so those few take much longer, enough to lift the mean over it. Only that: the
+    cause differs (a steady stream's rare queue, P(wait) = rho below 0.1, serving_load.wait_quantile; a
+    closed loop's clients waiting their turn at a KV cache that holds fewer); "" otherwise."""
     if speed.saturated or round(speed.ttft_s * 1000) <= round(speed.ttft_p90_s * 1000):
         return ""  # as the figures print (whole milliseconds), not above
-    return "the mean is above the p90: fewer than 1 request in 10 queues, and those that do queue long"
+    return "the mean is above the p90: at most 1 request in 10 takes longer, and those take much longer"
 
 
 def sequences_words(setup: ServingSetup, memory: ServingMemory) -> str:
@@ -514,19 +515,20 @@ def _load_note(job: Serve, speed: ServingSpeed, mixes_prefill: bool) -> str:
         )
     shown = round(float(speed.running), 1)  # 31.96 is "32", not "32.0"
     running = f"{shown:,.0f}" if shown.is_integer() else f"{shown:,.1f}"
+    running += " sequence" if shown == 1 else " sequences"
     if speed.limited_by == "front-end":
         return (
-            f"{running} sequences running per replica (limited by {limit_words(speed)}: the engine serves"
+            f"{running} running per replica (limited by {limit_words(speed)}: the engine serves"
             f" what that process takes in, the rest of the {job.concurrency:,} clients wait on its stream, so"
             f" TPOT holds their wait); {alone}"
         )
     if job.batching == "static":
         return (
-            f"{running} sequences running per replica (limited by {limit_words(speed)}) in static batches:"
+            f"{running} running per replica (limited by {limit_words(speed)}) in static batches:"
             f" each prefills together and decodes until its longest answer ends; TTFT includes the wait for"
             f" a batch to start and its prefill; {alone}"
         )
     return (
-        f"{running} sequences running per replica (limited by {limit_words(speed)}); TTFT includes"
+        f"{running} running per replica (limited by {limit_words(speed)}); TTFT includes"
         f" queueing and prefill beside the running batch; {alone}"
     )

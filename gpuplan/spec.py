@@ -23,6 +23,7 @@ from gpuplan.layout import replicas
 from gpuplan.loader import LoadedDocument, Pointer
 from gpuplan.records import record
 from gpuplan.serve_settings import engine_settings_valid, lora_section, speculative_section
+from gpuplan.units import plural
 from gpuplan.validate import load_schema
 
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12, the convention of cloud monthly prices
@@ -434,7 +435,7 @@ class _Resolver:
             self.problem(
                 "GP023",
                 pointer + ("count",),
-                f"{count} GPUs is not a multiple of tensor_parallel x pipeline_parallel = {tp * pp}",
+                f"{plural(count, 'GPU')} is not a multiple of tensor_parallel x pipeline_parallel = {tp * pp}",
                 f"use count: {replicas(count, tp, pp) * tp * pp}",
             )
             return None

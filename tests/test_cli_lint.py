@@ -386,3 +386,26 @@ def test_init_refusing_a_system_folder_speaks_of_the_spec(tmp_path):
     # and of "-o -", which init does not have (its way to print is PATH '-').
     code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--gpu", "l40s", "/proc/nope.yaml")
     assert code == 2 and "refusing to write a spec into /proc; use PATH - for standard output" in err
+
+
+def test_counts_read_in_their_number_and_with_thousands_separators(write_spec):
+    # A review's finds: "at 1 sequences on l4", "1 GPUs is not a multiple of ...", "5000 x 131,072 tokens ...
+    # or 128 tokens at 5000" beside GP403's "5,000 in flight". One sequence is a sequence; a count has commas.
+    one = write_spec(
+        "version: 1\nname: p\nmodel: {id: llama-3.2-1b}\n"
+        "serve: {context: 2048, output_tokens: 128, concurrency: 1, slo: {ttft_ms: 1, tpot_ms: 1},"
+        " hardware: {gpu: l4, count: 1, tensor_parallel: 2}}\n",
+        name="one.yaml",
+    )
+    _, out, _ = run_cli("lint", str(one))
+    assert "1 GPU is not a multiple of tensor_parallel x pipeline_parallel = 2" in out, out
+    one.write_text(one.read_text().replace(", tensor_parallel: 2", ""))
+    _, out, _ = run_cli("lint", str(one))
+    assert " at 1 sequence on l4 " in out and "1 sequences" not in out, out
+    many = write_spec(
+        "version: 1\nname: m\nmodel: {id: llama-3.1-8b}\n"
+        "serve: {context: 131072, concurrency: 5000, hardware: {gpu: h100-sxm, count: 1}}\n",
+        name="many.yaml",
+    )
+    _, out, _ = run_cli("lint", str(many))
+    assert "GP203" in out and "5,000 x 131,072 tokens need" in out and "tokens at 5,000" in out, out

@@ -165,7 +165,7 @@ def render_estimate(analysis: Analysis) -> str:
             longest = f"{limit:,}, the model's limit (the KV cache holds {s.max_context:,})"
         lines.append(
             f"  KV cache: {s.memory.kv_bytes_per_token:,.0f} B/token per GPU{state}; max concurrency at "
-            f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.required_sequences}: {longest}"
+            f"{s.setup.context:,} tokens: {s.max_concurrency:,}; max context at {s.required_sequences:,}: {longest}"
         )
         speed = s.speed
         if s.loads:
@@ -227,7 +227,7 @@ def _category_lines(s: ServeEstimate) -> list[str]:
         f"  long-context input: TTFT {format_ms(c.long_context_ttft_s, 0)} ms for a {c.long_context_tokens:,}-token"
         " prompt on an idle replica",
         f"  high-throughput batch: {format_figure(c.saturated_tokens_per_s, 0, RATE_DIGITS)} output tokens/s at"
-        f" {c.saturated_sequences:,} sequences per replica (the most the engine and KV cache run"
+        f" {plural(c.saturated_sequences, 'sequence')} per replica (the most the engine and KV cache run"
         + ("; the server's front end caps it)" if c.saturated_limited_by == "front-end" else ")"),
         f"  short fast output: TTFT {format_ms(c.short_ttft_s, 0)} ms + TPOT"
         f" {format_ms(c.short_tpot_s, 1, TPOT_MS_DIGITS)} ms for one {SHORT_PROMPT}-token prompt, {SHORT_OUTPUT} out",

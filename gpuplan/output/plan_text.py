@@ -27,7 +27,7 @@ def _layout(option: dict[str, Any]) -> str:
     if option["pipeline_parallel"] > 1:
         parts.append(f"PP {option['pipeline_parallel']}")
     if option["settings"] is None and option["replicas"] > 1:
-        parts.append(f"{option['replicas']} replicas of {option['concurrency_per_replica']}")
+        parts.append(f"{option['replicas']:,} replicas of {option['concurrency_per_replica']:,}")
     return " ".join(parts)
 
 

@@ -81,7 +81,7 @@ class Layout:
         if self.pipeline_parallel > 1:
             parts.append(f"pipeline_parallel {self.pipeline_parallel}")
         if self.settings is None and self.replicas > 1:
-            parts.append(f"{self.replicas} replicas of {self.concurrency} sequences")
+            parts.append(f"{self.replicas:,} replicas of {self.concurrency:,} sequences")
         if self.settings is not None:
             if self.settings.sharding != "none" and self.replicas > 1:
                 parts.append(f"sharding {self.settings.sharding}")

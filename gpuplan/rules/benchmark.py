@@ -12,7 +12,7 @@ from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
-from gpuplan.units import TPOT_MS_DIGITS, format_ms, listing
+from gpuplan.units import TPOT_MS_DIGITS, format_ms, listing, plural
 
 
 def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
@@ -199,7 +199,7 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP404",
             ("serve", "slo", "tpot_ms"),
-            f"estimated TPOT {format_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)} ms at {job.concurrency} sequences on {s.gpu.id} "
+            f"estimated TPOT {format_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)} ms at {plural(job.concurrency, 'sequence')} on {s.gpu.id} "
             f"({s.speed.decode_bound}-bound) exceeds the SLO of {slo:,.1f} ms",
             _tpot_hint(s),
         )

@@ -288,7 +288,7 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
             ("serve", "max_gpu_total_bytes"),
             f"{s.kv_need_words}; serve.max_gpu_total_bytes caps the KV cache at {format_gib(memory.kv_cap)} on"
             f" {s.gpu.id} — at most {plural(s.max_concurrency, 'sequence')} at {job.context:,} tokens, or"
-            f" {s.max_context:,} tokens at {s.required_sequences}",
+            f" {s.max_context:,} tokens at {s.required_sequences:,}",
             f"raise serve.max_gpu_total_bytes to at least {math.ceil(memory.kv_cache)} ({format_gib(memory.kv_cache)}),"
             " or remove it: the engine then takes its fraction of the free memory",
         )
@@ -299,7 +299,7 @@ def kv_capacity_exceeded(ctx: RuleContext) -> Iterator[Finding]:
         f"{s.kv_need_words}; {format_gib(max(0, s.memory.kv_available))} is left after weights and runtime"
         f"{' and the CUDA graphs' if s.memory.graphs_inside else ''} on {s.gpu.id} — at most "
         f"{plural(s.max_concurrency, 'sequence')} at {job.context:,} tokens, or {s.max_context:,} tokens at "
-        f"{s.required_sequences}",
+        f"{s.required_sequences:,}",
         layout_hint(ctx, "serve"),
     )
 
