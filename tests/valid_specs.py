@@ -548,7 +548,9 @@ def _repair_hardware(hardware: dict[str, Any], pinned: frozenset[str], serve: bo
     if count % (tp * pp):
         if "count" not in pinned:
             if tp * pp > 100_000 and "pipeline_parallel" not in pinned:
-                pp = 100_000 // tp
+                pp = max(1, 100_000 // tp)
+            if tp * pp > 100_000 and "tensor_parallel" not in pinned:
+                tp = max(1, 100_000 // pp)
             if tp * pp <= 100_000:  # the next multiple of tp x pp, within the schema's bound
                 count = min(100_000 // (tp * pp), -(-count // (tp * pp))) * tp * pp
         else:
