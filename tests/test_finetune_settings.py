@@ -303,18 +303,22 @@ def test_full_bf16_adamw_manual_loop():
     # = 256. Saved: 2,496 + 256 + 256 + 512 = 3,520. Loss gradients 2 x 4 x 32 x 4 = 1,024.
     # The manual loop holds the returned logits (256) until the next step's forward returns: beside that
     # forward (the last step's, model_outputs), through backward and the optimizer step.
-    # Backward at its start: 3,408 + 6,816 + 3,264 + 256 + 1,024 = 14,768; in the first layer: half the
-    # gradients 1,704 + one layer 1,248 + the MLP backward 3 x 2 x 16 x 4 = 384 + 256 -> 13,816; at its end
-    # 13,888. Optimizer step: 3,408 + 6,816 + 3,408 + 3,408 + 256 = 17,296, the peak.
+    # Backward at its start: 3,408 + 6,816 + 3,264 + 256 + 1,024 = 14,768; in the last layer, the first one
+    # backward runs (the loss gradients freed with the LM head's backward): the LM head's and that layer's
+    # gradients, (256 + 592) / 1,696 of the 3,408 = 1,704, beside every kept tensor but the returned logits
+    # 3,264, its MLP backward 3 x 2 x 16 x 4 = 384 and the held 256 -> 15,832; in the first layer: half the
+    # gradients 1,704 + one layer 1,248 + 384 + 256 -> 13,816; at its end 13,888. Optimizer step: 3,408 +
+    # 6,816 + 3,408 + 3,408 + 256 = 17,296, the peak.
     memory = estimate_training(training_setup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
     assert memory.phases == {
         "forward": {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 512, "model_outputs": 256},
         "backward": {
             "weights": 3408,
             "optimizer": 6816,
+            "gradients": 1704,
             "activations": 3264,
             "model_outputs": 256,
-            "temporaries": 1024,
+            "temporaries": 384,
         },
         "optimizer_step": {
             "weights": 3408,
@@ -374,7 +378,10 @@ def test_lora_with_dropout_full_checkpointing_fused_loss():
     # and a dropped fp32 copy of each input (1 + 4) x 8 x 2 = 80: 96. 312 x 4 tokens = 1,248 per layer.
     # Full checkpointing keeps each layer's input 2 x 8 x 4 = 64: 128 for both; final norm 32 x 4 = 128;
     # fused loss: no logits saved, one fp32 chunk and its gradient 2 x 4 x 32 x 4 = 1,024 of temporaries.
-    # Backward peaks in the first layer: 3,856 + 896 + 448 + (1,248 + 64) + 384 = 6,896.
+    # Backward peaks in the last layer, the first it runs: both layers' inputs 128 and the final norm's 128
+    # still kept beside its recomputed 1,248 (1,504), its MLP backward 384 and the adapters' gradients 448:
+    # 3,856 + 896 + 448 + 1,504 + 384 = 7,088; in the first layer 3,856 + 896 + 448 + (1,248 + 64) + 384 =
+    # 6,896.
     memory = estimate_training(
         training_setup(
             architecture=TINY,
@@ -392,7 +399,7 @@ def test_lora_with_dropout_full_checkpointing_fused_loss():
     assert memory.trainable_params == 112
     assert memory.phases == {
         "forward": {"weights": 3856, "optimizer": 896, "activations": 256, "temporaries": 1024},
-        "backward": {"weights": 3856, "optimizer": 896, "gradients": 448, "activations": 1312, "temporaries": 384},
+        "backward": {"weights": 3856, "optimizer": 896, "gradients": 448, "activations": 1504, "temporaries": 384},
         "optimizer_step": {"weights": 3856, "optimizer": 896, "gradients": 448, "optimizer_step_temporaries": 448},
     }
 
@@ -409,6 +416,11 @@ def test_qlora_dora_selective_checkpointing_8bit_adam():
     # Forward temporaries: DoRA's weight norm of down_proj (16^2 + 3 x 16 x 8) x 2 B = 1,280, above the
     # upcast 512 and the NF4 dequantization 2 x 8 x 16 = 256. Peak forward: 2,520 + 769.5 + 4,656 +
     # 1,280 + the last step's logits the manual loop holds, 256 = 9,481.5 -> 9,482 once each part is rounded up.
+    # Backward, in the last layer: every kept tensor but the returned logits (4,656 - 256 = 4,400) and what
+    # selective checkpointing did not keep of it, recomputed: the layer saves 550 B a token without
+    # checkpointing, 470 with it: 80 x 4 = 320; its backward's MLP gradients 3 x 2 x 16 x 4 = 384, the NF4
+    # dequantization 256 and DoRA's weight norm 1,280 (1,920); the adapters' gradients 768 and the held
+    # logits 256: 2,520 + 770 + 768 + 4,720 + 1,920 + 256 = 10,954, the peak (the backward's start: 8,970).
     memory = estimate_training(
         training_setup(
             architecture=TINY,
@@ -427,7 +439,14 @@ def test_qlora_dora_selective_checkpointing_8bit_adam():
     assert memory.trainable_params == 384
     assert memory.phases == {
         "forward": {"weights": 2520, "optimizer": 770, "activations": 4656, "temporaries": 1280, "model_outputs": 256},
-        "backward": {"weights": 2520, "optimizer": 770, "activations": 4400, "model_outputs": 256, "temporaries": 1024},
+        "backward": {
+            "weights": 2520,
+            "optimizer": 770,
+            "gradients": 768,
+            "activations": 4720,
+            "model_outputs": 256,
+            "temporaries": 1920,
+        },
         "optimizer_step": {"weights": 2520, "optimizer": 770, "gradients": 768, "model_outputs": 256},
     }
 
@@ -481,7 +500,6 @@ def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
 # logits (model_outputs 256) beside the next forward and through backward and the optimizer step.
 HELD = {"model_outputs": 256}
 BASE_FORWARD = {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 512, **HELD}
-BASE_BACKWARD = {"weights": 3408, "optimizer": 6816, "activations": 3264, **HELD, "temporaries": 1024}
 
 
 def bf16(**changes) -> TrainingSetup:
@@ -518,12 +536,22 @@ def test_fp32_and_mixed_without_autocast():
     # fp32: 4 B everything. Activations at 4 B per token per layer: norms 2 x (4 x 8 + 2 x 4 x 8) = 192,
     # SDPA 4 x 24 + 8 = 104, MLP 4 x 4 x 16 = 256: 552 x 4 = 2,208 per layer; logits 4 x 32 x 4 = 512
     # returned and 512 log-softmax, no upcast; final norm 96 x 4 = 384: saved 4,416 + 384 + 1,024 = 5,824.
-    # The manual loop holds the 512 B of logits: backward's start 20,448 + 5,312 + 512 + 1,024 = 27,296 is
-    # below its end, the gradients 6,816 beside them: 27,776.
+    # The manual loop holds the 512 B of logits: backward's start 20,448 + 5,312 + 512 + 1,024 = 27,296 and
+    # its end, the gradients 6,816 beside them (27,776), are below its last layer, the first it runs: the LM
+    # head's and that layer's gradients (256 + 592) / 1,696 of 6,816 = 3,408, every kept tensor but the
+    # returned logits 5,312 and the MLP backward 3 x 4 x 16 x 4 = 768: 20,448 + 3,408 + 5,312 + 768 + 512 =
+    # 30,448.
     held = {"model_outputs": 512}
     assert phases(bf16(precision="fp32")) == {
         "forward": {"weights": 6816, "optimizer": 13632, "activations": 5824, **held},
-        "backward": {"weights": 6816, "optimizer": 13632, "gradients": 6816, **held},
+        "backward": {
+            "weights": 6816,
+            "optimizer": 13632,
+            "gradients": 3408,
+            "activations": 5312,
+            "temporaries": 768,
+            **held,
+        },
         "optimizer_step": {
             "weights": 6816,
             "optimizer": 13632,
@@ -543,17 +571,19 @@ def test_fp32_and_mixed_without_autocast():
     }
 
 
-def test_full_checkpointing_moves_the_backward_peak_into_the_first_layer():
+def test_full_checkpointing_peaks_in_the_last_layer_with_every_input_beside_its_recomputed_tensors():
     # Two sequences of 4 (8 tokens). Kept: each layer's input 2 x 8 x 8 = 128 (256 for both) + final norm
     # 64 x 8 = 512 + logits 512 + 1,024 = 2,304. Backward start 3,408 + 6,816 + 2,304 + 2 x 4 x 32 x 8 =
     # 14,576; end 3,408 + 6,816 + 3,408 = 13,632; in the first layer: half the gradients 1,704 + the
     # recomputed layer 312 x 8 = 2,496 + its input 128 + MLP backward 3 x 2 x 16 x 8 = 768 + the logits the
-    # manual loop holds, 512: 15,832.
+    # manual loop holds, 512: 15,832. In the last layer, the first backward runs, both inputs are still kept
+    # beside its recomputed tensors: every kept tensor but the returned logits (2,304 - 512 = 1,792) + 2,496
+    # = 4,288, the LM head's and its gradients (256 + 592) / 1,696 of 3,408 = 1,704, 768 and 512: 17,496.
     assert phases(bf16(checkpointing="full", micro_batch=2))["backward"] == {
         "weights": 3408,
         "optimizer": 6816,
         "gradients": 1704,
-        "activations": 2624,
+        "activations": 4288,
         "model_outputs": 512,
         "temporaries": 768,
     }
@@ -565,14 +595,29 @@ def test_full_checkpointing_moves_the_backward_peak_into_the_first_layer():
 
 def test_optimizer_in_backward():
     # Each gradient is applied at once: no optimizer-step phase; at most the largest matrix's gradient
-    # (256 x 2 B = 512) and its step temporary (3,408 x 256 / 1,704 = 512) in the first layer, which stays
-    # below the backward start (14,768): 3,408 + 6,816 + 512 + 1,248 + 384 + 512 + the held logits 256 = 13,136.
-    assert phases(bf16(optimizer_in_backward=True)) == {"forward": BASE_FORWARD, "backward": BASE_BACKWARD}
+    # (256 x 2 B = 512) and its step temporary (3,408 x 256 / 1,704 = 512). In the first layer 3,408 + 6,816 +
+    # 512 + 1,248 + 384 + 512 + the held logits 256 = 13,136, below the backward start (14,768); in the last
+    # layer every kept tensor but the returned logits, 3,264, beside them: 3,408 + 6,816 + 512 + 3,264 +
+    # (384 + 512) + 256 = 15,152, the peak.
+    assert phases(bf16(optimizer_in_backward=True)) == {
+        "forward": BASE_FORWARD,
+        "backward": {
+            "weights": 3408,
+            "optimizer": 6816,
+            "gradients": 512,
+            "activations": 3264,
+            "temporaries": 896,
+            **HELD,
+        },
+    }
 
 
 def test_activation_offloading_keeps_two_layers():
     # Three layers (2,296 parameters: weights 4,592, Adam 9,184): two layers' 1,248 B stay, the third
-    # goes to the host. Saved 2,496 + 256 + 256 + 512 = 3,520; backward ends with all gradients 4,592.
+    # goes to the host. Saved 2,496 + 256 + 256 + 512 = 3,520; backward ends with all gradients 4,592
+    # (18,624 with the held logits); its last layer, the first it runs, holds the two layers' kept tensors and
+    # the final norm's (3,520 - 256 = 3,264), the MLP backward 384 and the LM head's and that layer's
+    # gradients, (256 + 592) / 2,288 of 4,592 = 1,701.9 -> 1,702: 19,382, the backward's peak.
     three = Architecture(layers=3, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32)
     memory = estimate_training(bf16(architecture=three, activation_offloading=True), overhead=0)
     assert memory.host == 1248
@@ -583,7 +628,14 @@ def test_activation_offloading_keeps_two_layers():
         "temporaries": 512,
         **HELD,
     }
-    assert memory.phases["backward"] == {"weights": 4592, "optimizer": 9184, "gradients": 4592, **HELD}
+    assert memory.phases["backward"] == {
+        "weights": 4592,
+        "optimizer": 9184,
+        "gradients": 1702,
+        "activations": 3264,
+        "temporaries": 384,
+        **HELD,
+    }
 
 
 def test_tensor_parallel_with_sequence_parallelism():
@@ -592,10 +644,20 @@ def test_tensor_parallel_with_sequence_parallelism():
     # KV head replicated (4), 1 head: 2 x (8 + 8) + 4 = 36; MLP 8 wide: 4 x 2 x 8 = 64; 164 x 4 = 656.
     # Logits over 16 of the vocabulary: 128 + 256 + upcast 256; final norm 32 x 4: saved 1,312 + 128 +
     # 384 = 1,824. Loss gradients 2 x 4 x 16 x 4 = 512. The manual loop holds this rank's logits, 128.
+    # Backward's start 1,704 + 3,408 + 1,696 + 128 + 512 = 7,448; its last layer, the first it runs: the LM
+    # head's and that layer's gradients, half of 1,704 (their share of the whole model, 848 / 1,696) = 852,
+    # beside 1,696 and the MLP backward 3 x 2 x 8 x 4 = 192: 7,980.
     held = {"model_outputs": 128}
     assert phases(bf16(tensor_parallel=2, gpus=2, sequence_parallel=True)) == {
         "forward": {"weights": 1704, "optimizer": 3408, "activations": 1824, "temporaries": 256, **held},
-        "backward": {"weights": 1704, "optimizer": 3408, "activations": 1696, **held, "temporaries": 512},
+        "backward": {
+            "weights": 1704,
+            "optimizer": 3408,
+            "gradients": 852,
+            "activations": 1696,
+            **held,
+            "temporaries": 192,
+        },
         "optimizer_step": {
             "weights": 1704,
             "optimizer": 3408,
@@ -749,12 +811,15 @@ def test_fp32_adapter_base_under_autocast_caches_bf16_copies():
 
 def test_fused_loss_leaves_no_loss_gradients():
     # Two sequences of 4: layers 2 x 312 x 8 = 4,992 + final norm 512, no logits: 5,504 saved; the backward
-    # start (3,408 + 6,816 + 5,504 = 15,728) beats the first layer (10,224 + 1,704 + 2,496 + 768 = 15,192)
-    # and holds no loss temporaries.
+    # start (3,408 + 6,816 + 5,504 = 15,728) holds no loss temporaries; the last layer, the first backward
+    # runs, adds to it the MLP backward 3 x 2 x 16 x 8 = 768 and the LM head's and that layer's gradients,
+    # 1,704: 18,200, above the first layer (10,224 + 1,704 + 2,496 + 768 = 15,192).
     assert phases(bf16(fused_loss=True, micro_batch=2))["backward"] == {
         "weights": 3408,
         "optimizer": 6816,
+        "gradients": 1704,
         "activations": 5504,
+        "temporaries": 768,
     }
 
 

@@ -540,6 +540,19 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         total = arch.total_layer_params + arch.embedding_params() + arch.lm_head_params()
         first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
         grads_before_first_layer = grads * (1 - first_layer_and_embedding)
+    # Gradients as the last layer's backward (the first a step runs) makes them: one parameter's at a time
+    # where each is stepped as it completes (optimizer_in_backward) or for adapters (each a few small
+    # tensors), else the LM head's and that layer's.
+    if setup.is_adapter or setup.job.optimizer_in_backward:
+        grads_of_last_layer = states.largest_gradient
+    else:
+        total = arch.total_layer_params + arch.embedding_params() + arch.lm_head_params()
+        grads_of_last_layer = grads * (arch.layer_params(arch.layers - 1) + arch.lm_head_params()) / total
+    # What a layer's backward recomputes beside what it kept: all of its tensors under full checkpointing
+    # (it kept only its input), those selective checkpointing did not keep, none without checkpointing.
+    recomputed = {"full": acts.per_layer, "selective": acts.per_layer - acts.kept_per_layer}.get(
+        setup.job.checkpointing, 0.0
+    )
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer}
     forward = {
@@ -567,6 +580,18 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "model_outputs": outputs,
         "temporaries": acts.loss_gradients,
     }
+    # The last layer's backward, the first a step runs: every layer's kept tensors still live (the loss's
+    # gradients freed once the LM head's backward is done), beside that layer's recomputed tensors, its
+    # backward's transients and the gradients it makes (training_step.SimulatedStep's first backward layer).
+    last_layer = {
+        **fixed,
+        "gathered_parameters": states.gathered,
+        "gradients": max(accumulating, grads_of_last_layer) + states.saved_grad_shards,
+        "autocast_weight_copies": states.autocast_copies,
+        "activations": acts.saved - acts.returned_logits + recomputed,
+        "model_outputs": outputs,
+        "temporaries": acts.layer_backward_temporaries + in_backward_step,
+    }
     middle = {
         **fixed,
         "gathered_parameters": states.gathered,
@@ -582,7 +607,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "gradients": (states.largest_gradient if setup.job.optimizer_in_backward else grads) + states.saved_grad_shards,
         "model_outputs": outputs,
     }
-    backward = max((start, middle, end), key=lambda parts: sum(parts.values()))
+    backward = max((start, last_layer, middle, end), key=lambda parts: sum(parts.values()))
     phases: dict[str, dict[str, int]] = {}
     if states.upcast:  # a QLoRA preparation: its copies come and go before training (max_memory_allocated counts them)
         phases["loading"] = _ints({"weights": states.weights, "kbit_preparation_copies": _preparation_excess(states)})

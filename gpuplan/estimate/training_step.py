@@ -325,7 +325,10 @@ class SimulatedStep:
         self.kept = Tensors.of(
             _pairs((acts.kept_per_layer * on_gpu,) if full else _split(acts.kept_per_layer * on_gpu, shares))
         )
-        self.recompute = Tensors.of(_pairs(_split(acts.per_layer, shares) if job.checkpointing != "none" else ()))
+        # What a layer's backward recomputes: all its tensors under full checkpointing (it kept its input alone),
+        # those selective checkpointing did not keep (the phase model's ``recomputed``), none without.
+        recomputed = {"full": acts.per_layer, "selective": acts.per_layer - acts.kept_per_layer}
+        self.recompute = Tensors.of(_pairs(_split(recomputed.get(job.checkpointing, 0.0), shares)))
         self.forward_transient = Tensors.of([(acts.layer_forward_temporaries, 1)])
         # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate (a plain
         # MLP: two of them), as _activations counts layer_backward_temporaries.

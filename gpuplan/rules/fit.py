@@ -216,8 +216,8 @@ def memory_at_risk(ctx: RuleContext) -> Iterator[Finding]:
     A job that fits only if gpuplan is right about it runs out of memory partway through training.
 
     ## Example
-    A QLoRA job of a 70B model estimated at 42.5 GiB on a 48 GB GPU (47.5 GiB usable), where
-    measured QLoRA peaks reached 1.6 x the estimate at 0.9 confidence.
+    A QLoRA job of a 70B model estimated at 45.2 GiB on a 48 GB GPU (47.5 GiB usable), where
+    measured QLoRA peaks reached 1.18 x the estimate at 0.9 confidence (53.2 GiB).
 
     ## Use instead
     The layout the hint names (more GPUs or one with more memory), or memory-saving settings
