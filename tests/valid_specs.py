@@ -637,6 +637,11 @@ def _repair_prompts(serve: dict[str, Any], pinned: frozenset[str], pinned_prompt
             return
     if prompts.get("p90", prompts["mean"]) < prompts["mean"]:
         prompts["p90"] = prompts["mean"]
+    if prompts.get("p90", 0) > context - output:  # a p90 prompt beside the answer must fit the context (GP024)
+        if "p90" in pinned_prompt and "context" not in pinned and output + prompts["p90"] <= 10_000_000:
+            serve["context"] = output + prompts["p90"]
+        else:
+            prompts["p90"] = max(prompts["mean"], context - output)
 
 
 def _repair_output_spread(serve: dict[str, Any], pinned: frozenset[str]) -> None:
