@@ -4,6 +4,7 @@ on the changed lines, terminal text, and no raw control characters from a spec i
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -277,3 +278,26 @@ def test_a_change_of_currency_states_each_side_in_its_own_and_adds_nothing_up(tm
     assert "whose currency changed left out of the totals (not comparable)" in text
     markdown = renderer("markdown")(result, [], 0)
     assert "| 2,336 USD | 2,336 EUR | not comparable |" in markdown
+
+
+def test_a_change_of_currency_breaks_the_cost_guardrails_and_has_no_money_deltas(tmp_path: Path):
+    # A review's case: 1 x h100-sxm at 3.20 USD (2,336 a month) -> 8 x h100-sxm at 30.00 EUR (175,200 a month).
+    # Left out of the totals as not comparable, it passed --max-monthly-increase 100 unseen and the JSON
+    # subtracted the two currencies per job (172,864). The cost guardrails now fail on it, saying why; the
+    # comment shows on --comment-on increase; no money figure has a delta.
+    spec = (
+        "version: 1\nname: c\nmodel: {id: llama-3.1-8b}\n"
+        "serve: {context: 8192, concurrency: 16, hardware: {gpu: h100-sxm, count: %d}}\n"
+        "budget: {currency: %s, prices: {h100-sxm: %s}, prices_date: 2026-11-20}\n"
+    )
+    base, head = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    base.write_text(spec % (1, "USD", "3.20"))
+    head.write_text(spec % (8, "EUR", "30.00"))
+    code, out, err = run_cli("diff", str(base), str(head), "--max-monthly-increase", "100", "--comment-on", "increase")
+    assert code == 1 and "monthly cost not comparable (USD -> EUR)" in out + err, (out, err)
+    assert "2,336 USD" in out and "175,200 EUR" in out
+    code, out, _ = run_cli("diff", str(base), str(head), "--format", "json")
+    (changed,) = json.loads(out)["specs"]
+    money = {"monthly_cost", "term_cost", "cost_per_million_tokens", "price_per_gpu_hour"}
+    assert all(changed["delta"]["jobs"]["serve"].get(key) is None for key in money), changed["delta"]
+    assert changed["delta"]["monthly_cost"] is None

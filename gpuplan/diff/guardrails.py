@@ -60,6 +60,14 @@ def breaches(result: DiffResult, guardrails: Guardrails) -> list[str]:
         if share is not None and monthly.delta > 0 and (monthly.percent is None or monthly.percent > share):
             rise = "from nothing" if monthly.percent is None else f"by {monthly.percent:.1f}%"
             found.append(f"monthly cost rises {rise}, more than max-monthly-increase-pct {share:g}%")
+    if guardrails.max_monthly_increase is not None or guardrails.max_monthly_increase_pct is not None:
+        # A cost in another currency cannot be held to the limit: say so rather than let it pass unseen.
+        for change in result.changes:
+            if change.currency_changed:
+                was, now = change.currencies
+                found.append(
+                    f"{change.path}: monthly cost not comparable ({was} -> {now}), so no cost guardrail holds it"
+                )
     if guardrails.fail_on_worse_verdict:
         for change in result.changes:
             if change.verdict_worsened:
@@ -78,8 +86,9 @@ def should_print(result: DiffResult, comment_on: str) -> bool:
         return True
     if comment_on == "any":
         return bool(result.material)
-    if comment_on == "increase":
-        return any(t.monthly.delta > 0 or t.run.delta > 0 for t in result.totals)
+    if comment_on == "increase":  # an amount in another currency may be one: it is shown
+        rises = any(t.monthly.delta > 0 or t.run.delta > 0 for t in result.totals)
+        return rises or any(change.currency_changed for change in result.changes)
     return False
 
 

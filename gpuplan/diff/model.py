@@ -77,6 +77,10 @@ FINETUNE_METRICS = (
     Metric("cost_per_million_tokens", "Cost per 1M training tokens", "money"),
 )
 METRICS = {"finetune": FINETUNE_METRICS, "serve": SERVE_METRICS}
+# A job's figures in its spec's currency: across a change of currency no difference of them is known.
+MONEY_FIGURES = frozenset(m.key for metrics in METRICS.values() for m in metrics if m.kind == "money") | {
+    "price_per_gpu_hour"
+}
 
 
 def cents(value: float | None) -> float | None:
@@ -316,7 +320,7 @@ class SpecChange:
         """After minus before; None when either is unknown, or in another currency (no rate between them is
         known: the amounts are not comparable)."""
         old, new = self.cost_before(key), self.cost_after(key)
-        if old is None or new is None or self.currencies[0] != self.currencies[1]:
+        if old is None or new is None or self.currency_changed:
             return None
         return cents(new - old)
 
@@ -335,8 +339,16 @@ class SpecChange:
                 new_value = 0.0
         return old_value, new_value
 
+    @property
+    def currency_changed(self) -> bool:
+        """Whether the two sides state their amounts in different currencies (none is comparable)."""
+        return self.currencies[0] != self.currencies[1]
+
     def figure_delta(self, job: str, key: str) -> Value:
-        """After minus before, for a numeric figure known on both sides (see ``figure_pair``)."""
+        """After minus before, for a numeric figure known on both sides (see ``figure_pair``); no amount
+        across a change of currency."""
+        if key in MONEY_FIGURES and self.currency_changed:
+            return None
         old_value, new_value = self.figure_pair(job, key)
         old_number, new_number = _number(old_value), _number(new_value)
         if old_number is None or new_number is None:

@@ -41,7 +41,7 @@ def cost_change_text(change: SpecChange, key: str) -> str:
     before, after = change.cost_before(key), change.cost_after(key)
     if before is None or after is None:
         return "n/a"
-    if change.currencies[0] != change.currencies[1]:
+    if change.currency_changed:
         return "not comparable"
     return pair_texts(MONEY, before, after, change.currency)[2] or "±0"
 
@@ -178,7 +178,7 @@ def summary_line(result: DiffResult) -> str:
     clauses = [_money_clause(totals) for totals in result.totals if totals.specs]
     clauses.append(_specs_clause(material))
     uncosted = sorted({path for totals in result.totals for path in totals.uncosted})
-    moved = {change.path for change in result.changes if change.currencies[0] != change.currencies[1]}
+    moved = {change.path for change in result.changes if change.currency_changed}
     if set(uncosted) - moved:
         count = len(set(uncosted) - moved)
         clauses.append(f"{plural(count, 'spec')} without a known cost left out of the totals")
