@@ -304,19 +304,19 @@ def test_full_bf16_adamw_manual_loop():
     # The manual loop holds the returned logits (256) until the next step's forward returns: beside that
     # forward (the last step's, model_outputs), through backward and the optimizer step.
     # Backward at its start: 3,408 + 6,816 + 3,264 + 256 + 1,024 = 14,768; in the last layer, the first one
-    # backward runs (the loss gradients freed with the LM head's backward): the LM head's and that layer's
-    # gradients, (256 + 592) / 1,696 of the 3,408 = 1,704, beside every kept tensor but the returned logits
-    # 3,264, its MLP backward 3 x 2 x 16 x 4 = 384 and the held 256 -> 15,832; in the first layer: half the
-    # gradients 1,704 + one layer 1,248 + 384 + 256 -> 13,816; at its end 13,888. Optimizer step: 3,408 +
-    # 6,816 + 3,408 + 3,408 + 256 = 17,296, the peak.
+    # backward runs (the loss gradients, the log-softmax and the final norm's input freed with their backward):
+    # the LM head's and that layer's gradients, (256 + 592) / 1,704 of the 3,408 = 1,696, beside both layers'
+    # 2,496, its MLP backward 3 x 2 x 16 x 4 = 384 and the held 256 -> 15,056; in the first layer: all but its
+    # and the embedding's gradients, 856 / 1,704 of 3,408 = 1,712 + one layer 1,248 + 384 + 256 -> 13,824; at
+    # its end 13,888. Optimizer step: 3,408 + 6,816 + 3,408 + 3,408 + 256 = 17,296, the peak.
     memory = estimate_training(training_setup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
     assert memory.phases == {
         "forward": {"weights": 3408, "optimizer": 6816, "activations": 3520, "temporaries": 512, "model_outputs": 256},
         "backward": {
             "weights": 3408,
             "optimizer": 6816,
-            "gradients": 1704,
-            "activations": 3264,
+            "gradients": 1696,
+            "activations": 2496,
             "model_outputs": 256,
             "temporaries": 384,
         },
@@ -378,10 +378,10 @@ def test_lora_with_dropout_full_checkpointing_fused_loss():
     # and a dropped fp32 copy of each input (1 + 4) x 8 x 2 = 80: 96. 312 x 4 tokens = 1,248 per layer.
     # Full checkpointing keeps each layer's input 2 x 8 x 4 = 64: 128 for both; final norm 32 x 4 = 128;
     # fused loss: no logits saved, one fp32 chunk and its gradient 2 x 4 x 32 x 4 = 1,024 of temporaries.
-    # Backward peaks in the last layer, the first it runs: both layers' inputs 128 and the final norm's 128
-    # still kept beside its recomputed 1,248 (1,504), its MLP backward 384 and the adapters' gradients 448:
-    # 3,856 + 896 + 448 + 1,504 + 384 = 7,088; in the first layer 3,856 + 896 + 448 + (1,248 + 64) + 384 =
-    # 6,896.
+    # Backward peaks in the last layer, the first it runs: both layers' inputs 128 still kept (the final
+    # norm's went with its backward) beside its recomputed 1,248 (1,376), its MLP backward 384 and the
+    # adapters' gradients 448: 3,856 + 896 + 448 + 1,376 + 384 = 6,960; in the first layer 3,856 + 896 + 448 +
+    # (1,248 + 64) + 384 = 6,896.
     memory = estimate_training(
         training_setup(
             architecture=TINY,
@@ -399,7 +399,7 @@ def test_lora_with_dropout_full_checkpointing_fused_loss():
     assert memory.trainable_params == 112
     assert memory.phases == {
         "forward": {"weights": 3856, "optimizer": 896, "activations": 256, "temporaries": 1024},
-        "backward": {"weights": 3856, "optimizer": 896, "gradients": 448, "activations": 1504, "temporaries": 384},
+        "backward": {"weights": 3856, "optimizer": 896, "gradients": 448, "activations": 1376, "temporaries": 384},
         "optimizer_step": {"weights": 3856, "optimizer": 896, "gradients": 448, "optimizer_step_temporaries": 448},
     }
 
@@ -416,11 +416,11 @@ def test_qlora_dora_selective_checkpointing_8bit_adam():
     # Forward temporaries: DoRA's weight norm of down_proj (16^2 + 3 x 16 x 8) x 2 B = 1,280, above the
     # upcast 512 and the NF4 dequantization 2 x 8 x 16 = 256. Peak forward: 2,520 + 769.5 + 4,656 +
     # 1,280 + the last step's logits the manual loop holds, 256 = 9,481.5 -> 9,482 once each part is rounded up.
-    # Backward, in the last layer: every kept tensor but the returned logits (4,656 - 256 = 4,400) and what
-    # selective checkpointing did not keep of it, recomputed: the layer saves 550 B a token without
-    # checkpointing, 470 with it: 80 x 4 = 320; its backward's MLP gradients 3 x 2 x 16 x 4 = 384, the NF4
-    # dequantization 256 and DoRA's weight norm 1,280 (1,920); the adapters' gradients 768 and the held
-    # logits 256: 2,520 + 770 + 768 + 4,720 + 1,920 + 256 = 10,954, the peak (the backward's start: 8,970).
+    # Backward, in the last layer: both layers' kept 3,760 (the logits, log-softmax and final norm gone with
+    # their backward) and what selective checkpointing did not keep of it, recomputed: the layer saves 550 B
+    # a token without checkpointing, 470 with it: 80 x 4 = 320; its backward's MLP gradients 3 x 2 x 16 x 4
+    # = 384, the NF4 dequantization 256 and DoRA's weight norm 1,280 (1,920); the adapters' gradients 768 and
+    # the held logits 256: 2,520 + 770 + 768 + 4,080 + 1,920 + 256 = 10,314, the peak (the start: 8,970).
     memory = estimate_training(
         training_setup(
             architecture=TINY,
@@ -443,7 +443,7 @@ def test_qlora_dora_selective_checkpointing_8bit_adam():
             "weights": 2520,
             "optimizer": 770,
             "gradients": 768,
-            "activations": 4720,
+            "activations": 4080,
             "model_outputs": 256,
             "temporaries": 1920,
         },
@@ -538,17 +538,17 @@ def test_fp32_and_mixed_without_autocast():
     # returned and 512 log-softmax, no upcast; final norm 96 x 4 = 384: saved 4,416 + 384 + 1,024 = 5,824.
     # The manual loop holds the 512 B of logits: backward's start 20,448 + 5,312 + 512 + 1,024 = 27,296 and
     # its end, the gradients 6,816 beside them (27,776), are below its last layer, the first it runs: the LM
-    # head's and that layer's gradients (256 + 592) / 1,696 of 6,816 = 3,408, every kept tensor but the
-    # returned logits 5,312 and the MLP backward 3 x 4 x 16 x 4 = 768: 20,448 + 3,408 + 5,312 + 768 + 512 =
-    # 30,448.
+    # head's and that layer's gradients (256 + 592) / 1,704 of 6,816 = 3,392, both layers' 4,416 (the logits,
+    # log-softmax and final norm gone with their backward) and the MLP backward 3 x 4 x 16 x 4 = 768: 20,448 +
+    # 3,392 + 4,416 + 768 + 512 = 29,536.
     held = {"model_outputs": 512}
     assert phases(bf16(precision="fp32")) == {
         "forward": {"weights": 6816, "optimizer": 13632, "activations": 5824, **held},
         "backward": {
             "weights": 6816,
             "optimizer": 13632,
-            "gradients": 3408,
-            "activations": 5312,
+            "gradients": 3392,
+            "activations": 4416,
             "temporaries": 768,
             **held,
         },
@@ -576,14 +576,15 @@ def test_full_checkpointing_peaks_in_the_last_layer_with_every_input_beside_its_
     # 64 x 8 = 512 + logits 512 + 1,024 = 2,304. Backward start 3,408 + 6,816 + 2,304 + 2 x 4 x 32 x 8 =
     # 14,576; end 3,408 + 6,816 + 3,408 = 13,632; in the first layer: half the gradients 1,704 + the
     # recomputed layer 312 x 8 = 2,496 + its input 128 + MLP backward 3 x 2 x 16 x 8 = 768 + the logits the
-    # manual loop holds, 512: 15,832. In the last layer, the first backward runs, both inputs are still kept
-    # beside its recomputed tensors: every kept tensor but the returned logits (2,304 - 512 = 1,792) + 2,496
-    # = 4,288, the LM head's and its gradients (256 + 592) / 1,696 of 3,408 = 1,704, 768 and 512: 17,496.
+    # manual loop holds, 512 (with the first layer's and the embedding's gradients not yet made, 856 / 1,704
+    # of 3,408 = 1,712): 15,840. In the last layer, the first backward runs, both inputs 256 are still kept
+    # beside its recomputed 2,496 (2,752), with the LM head's and its gradients (256 + 592) / 1,704 of 3,408 =
+    # 1,696, 768 and 512: 15,952.
     assert phases(bf16(checkpointing="full", micro_batch=2))["backward"] == {
         "weights": 3408,
         "optimizer": 6816,
-        "gradients": 1704,
-        "activations": 4288,
+        "gradients": 1696,
+        "activations": 2752,
         "model_outputs": 512,
         "temporaries": 768,
     }
@@ -596,28 +597,21 @@ def test_full_checkpointing_peaks_in_the_last_layer_with_every_input_beside_its_
 def test_optimizer_in_backward():
     # Each gradient is applied at once: no optimizer-step phase; at most the largest matrix's gradient
     # (256 x 2 B = 512) and its step temporary (3,408 x 256 / 1,704 = 512). In the first layer 3,408 + 6,816 +
-    # 512 + 1,248 + 384 + 512 + the held logits 256 = 13,136, below the backward start (14,768); in the last
-    # layer every kept tensor but the returned logits, 3,264, beside them: 3,408 + 6,816 + 512 + 3,264 +
-    # (384 + 512) + 256 = 15,152, the peak.
+    # 512 + 1,248 + 384 + 512 + the held logits 256 = 13,136; in the last layer both layers' 2,496 beside them:
+    # 3,408 + 6,816 + 512 + 2,496 + (384 + 512) + 256 = 14,384; both below the backward's start, 3,408 +
+    # 6,816 + 3,264 + 256 + the loss gradients 1,024 = 14,768.
     assert phases(bf16(optimizer_in_backward=True)) == {
         "forward": BASE_FORWARD,
-        "backward": {
-            "weights": 3408,
-            "optimizer": 6816,
-            "gradients": 512,
-            "activations": 3264,
-            "temporaries": 896,
-            **HELD,
-        },
+        "backward": {"weights": 3408, "optimizer": 6816, "activations": 3264, **HELD, "temporaries": 1024},
     }
 
 
 def test_activation_offloading_keeps_two_layers():
     # Three layers (2,296 parameters: weights 4,592, Adam 9,184): two layers' 1,248 B stay, the third
     # goes to the host. Saved 2,496 + 256 + 256 + 512 = 3,520; backward ends with all gradients 4,592
-    # (18,624 with the held logits); its last layer, the first it runs, holds the two layers' kept tensors and
-    # the final norm's (3,520 - 256 = 3,264), the MLP backward 384 and the LM head's and that layer's
-    # gradients, (256 + 592) / 2,288 of 4,592 = 1,701.9 -> 1,702: 19,382, the backward's peak.
+    # (18,624 with the held logits), the backward's peak: its last layer, the first it runs, holds the two
+    # layers' kept 2,496, the MLP backward 384 and the LM head's and that layer's gradients, (256 + 592) /
+    # 2,296 of 4,592 = 1,696: 18,608 with the held logits.
     three = Architecture(layers=3, hidden=8, heads=2, kv_heads=1, intermediate=16, vocab=32)
     memory = estimate_training(bf16(architecture=three, activation_offloading=True), overhead=0)
     assert memory.host == 1248
@@ -628,14 +622,7 @@ def test_activation_offloading_keeps_two_layers():
         "temporaries": 512,
         **HELD,
     }
-    assert memory.phases["backward"] == {
-        "weights": 4592,
-        "optimizer": 9184,
-        "gradients": 1702,
-        "activations": 3264,
-        "temporaries": 384,
-        **HELD,
-    }
+    assert memory.phases["backward"] == {"weights": 4592, "optimizer": 9184, "gradients": 4592, **HELD}
 
 
 def test_tensor_parallel_with_sequence_parallelism():
@@ -645,16 +632,16 @@ def test_tensor_parallel_with_sequence_parallelism():
     # Logits over 16 of the vocabulary: 128 + 256 + upcast 256; final norm 32 x 4: saved 1,312 + 128 +
     # 384 = 1,824. Loss gradients 2 x 4 x 16 x 4 = 512. The manual loop holds this rank's logits, 128.
     # Backward's start 1,704 + 3,408 + 1,696 + 128 + 512 = 7,448; its last layer, the first it runs: the LM
-    # head's and that layer's gradients, half of 1,704 (their share of the whole model, 848 / 1,696) = 852,
-    # beside 1,696 and the MLP backward 3 x 2 x 8 x 4 = 192: 7,980.
+    # head's and that layer's gradients, (592 + 256) / 2 of this rank's 852 parameters, 1,704 x 424 / 852 =
+    # 848, beside both layers' 1,312 and the MLP backward 3 x 2 x 8 x 4 = 192: 7,592.
     held = {"model_outputs": 128}
     assert phases(bf16(tensor_parallel=2, gpus=2, sequence_parallel=True)) == {
         "forward": {"weights": 1704, "optimizer": 3408, "activations": 1824, "temporaries": 256, **held},
         "backward": {
             "weights": 1704,
             "optimizer": 3408,
-            "gradients": 852,
-            "activations": 1696,
+            "gradients": 848,
+            "activations": 1312,
             **held,
             "temporaries": 192,
         },
@@ -812,13 +799,14 @@ def test_fp32_adapter_base_under_autocast_caches_bf16_copies():
 def test_fused_loss_leaves_no_loss_gradients():
     # Two sequences of 4: layers 2 x 312 x 8 = 4,992 + final norm 512, no logits: 5,504 saved; the backward
     # start (3,408 + 6,816 + 5,504 = 15,728) holds no loss temporaries; the last layer, the first backward
-    # runs, adds to it the MLP backward 3 x 2 x 16 x 8 = 768 and the LM head's and that layer's gradients,
-    # 1,704: 18,200, above the first layer (10,224 + 1,704 + 2,496 + 768 = 15,192).
+    # runs, holds both layers' 4,992 (the final norm's went with its backward), the MLP backward 3 x 2 x 16 x 8
+    # = 768 and the LM head's and that layer's gradients, 1,696: 17,680, above the first layer (10,224 +
+    # 1,712 + 2,496 + 768 = 15,200).
     assert phases(bf16(fused_loss=True, micro_batch=2))["backward"] == {
         "weights": 3408,
         "optimizer": 6816,
-        "gradients": 1704,
-        "activations": 5504,
+        "gradients": 1696,
+        "activations": 4992,
         "temporaries": 768,
     }
 
@@ -1025,3 +1013,21 @@ def test_trl_preparation_leaves_its_fp32_copies_in_the_allocator_cache():
     unprepared = estimate_training(vary(setup, kbit_preparation="none"), overhead=0)
     assert "loading" not in unprepared.phases and unprepared.phases["forward"]["weights"] == weights - 10_240
     assert unprepared.per_gpu < weights - 10_240 + 4 * n
+
+
+def test_the_gradients_made_by_backwards_last_and_first_layers_follow_the_gpus_parameters():
+    # Of this GPU's gradients: the share made once its last layer's backward runs, and before its first
+    # layer's. TINY untied on one stage: 1,704 parameters (embedding 256, head 256, two layers of 592, final
+    # norm 8): the head's and the last layer's (256 + 592) / 1,704; all but the first layer's and the
+    # embedding's 856 / 1,704. Tied: 1,448 parameters; the LM head's gradient of the shared weight waits in
+    # its input buffer for the embedding's backward, so it is made at the last layer, and not subtracted
+    # before the first: (592 + 256) / 1,448 and (1,448 - 592) / 1,448. Two stages: the most loaded GPU holds a
+    # layer and the head and final norm (264 > the embedding's 256): 856 parameters, (592 + 256) / 856 at the
+    # last layer, (856 - 592) / 856 before the first (no embedding on this stage).
+    from gpuplan.estimate.training_memory import _gradient_shares
+
+    assert _gradient_shares(bf16()) == pytest.approx((848 / 1704, 856 / 1704), rel=1e-12)
+    tied = dataclasses.replace(TINY, tie_embeddings=True)
+    assert _gradient_shares(bf16(architecture=tied)) == pytest.approx((848 / 1448, 856 / 1448), rel=1e-12)
+    two = bf16(pipeline_parallel=2, gpus=2)
+    assert _gradient_shares(two) == pytest.approx((848 / 856, 264 / 856), rel=1e-12)

@@ -119,8 +119,8 @@ def test_no_sound_layout_within_the_budget_is_said_on_page_one():
         "The way forward: no sound fine-tuning layout fits its budget; no sound serving layout fits its budget."
         in first
     )
-    # The fine-tuning run's cheapest sound layout (2 x h200-nvl, 268 USD for the run as an eager loop: 97.0 GiB
-    # per GPU, x 1.2461 = 120.9 of 139.9 GiB usable at the 0.9 edge, 14% free) is over its 200 USD budget:
+    # The fine-tuning run's cheapest sound layout (2 x h200-nvl, 268 USD for the run as an eager loop: 96.5 GiB
+    # per GPU, x 1.3012 = 125.6 of 139.9 GiB usable at the 0.9 edge, 10.2% free) is over its 200 USD budget:
     # 268 / 200 = 134%, 68 over; page one says so for that job too.
     assert "**⚠ No sound layout fits the fine-tuning budget (see Budget).**" in first
     assert (
@@ -281,7 +281,7 @@ def test_plan_and_report_state_the_same_decision():
     # amount to sign. finetune-then-serve: the run on 4 x b200-hgx at its slow edge (138.39 / 0.7455 = 185.6,
     # up to 186; test_decision.py) + 584 x 12 = 7,194 USD. (It was 1 x b200-hgx at 141 USD while the full
     # fine-tuning band's 0.9 edge, x 1.4257, left four B200 at micro-batch 4 inside their margin: 117.7 GiB x
-    # 1.4257 = 167.8 of 178.6 GiB, 6% free; at x 1.2461, 146.7 GiB, 18% free, they hold it and cost 3 USD less.)
+    # 1.4257 = 167.8 of 178.6 GiB, 6% free; at x 1.3012, 153.5 GiB, 14% free, they hold it and cost 3 USD less.)
     _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
     decision = json.loads(out)["decision"]
     assert decision["verdict"] == "APPROVE WITH CHANGES"
@@ -456,12 +456,12 @@ def test_a_catalog_price_basis_counts_quotes_not_providers():
 
 
 def test_the_stress_test_judges_memory_as_the_verdict_does(write_spec):
-    # finetune-then-serve at 4,608 tokens a sequence declares 4 x h100-sxm: 58.75 GiB per GPU on the estimate,
-    # x 1.2461 at the 0.9 edge of the full fine-tuning band = 73.2 GiB, under the 79.2 GiB usable but 8% free,
+    # finetune-then-serve at 4,608 tokens a sequence declares 4 x h100-sxm: 59.96 GiB per GPU on the estimate,
+    # x 1.3012 at the 0.9 edge of the full fine-tuning band = 78.0 GiB, under the 79.2 GiB usable but 1% free,
     # inside the 10% margin: the verdict says it breaks headroom (GP202). The stress test's "as planned" row
-    # judged the estimate (58.75 GiB, 26% free) and said "holds"; it judges the figure at plan.confidence, as the
-    # verdict does, so the declared column fails there too: 73.2 GiB fits without the margin, "memory margin".
-    # (The example itself, at 4,096 tokens, holds its margin at the edge: 66.9 GiB, 16% free.)
+    # judged the estimate (59.96 GiB, 24% free) and said "holds"; it judges the figure at plan.confidence, as the
+    # verdict does, so the declared column fails there too: 78.0 GiB fits without the margin, "memory margin".
+    # (The example itself, at 4,096 tokens, holds its margin at the edge: 70.1 GiB, 11% free.)
     text = (EXAMPLES / "finetune-then-serve.yaml").read_text(encoding="utf-8")
     spec = write_spec(text.replace("  seq_len: 4096", "  seq_len: 4608"))
     memo = build_memo(lint_path(str(spec)), TODAY)
@@ -470,7 +470,7 @@ def test_the_stress_test_judges_memory_as_the_verdict_does(write_spec):
     base = declared.scenario("base")
     assert base is not None and not base.passes and base.fits and not base.comfortable
     assert base.first_broken == "margin"
-    assert base.per_gpu == pytest.approx(73.2 * 2**30, rel=0.001)
+    assert base.per_gpu == pytest.approx(78.03 * 2**30, rel=0.001)
     _, out, _ = run_cli("report", str(spec))
     assert "| as planned | holds | fails: memory margin |" in out
     # GP507 (1 x b200-hgx costs less a run) fires beside GP202; the reason names what breaks the declared

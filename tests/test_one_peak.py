@@ -43,12 +43,12 @@ finetune: {method: lora, seq_len: 16384, hardware: {gpu: h200-sxm, count: 1}}
 def test_phase_totals_include_the_framework_overhead():
     # The tiny decoder of test_finetune_settings.py (full bf16 AdamW, 4 tokens), whose phases are derived
     # there: forward 3,408 + 6,816 + 3,520 + 512 + the last step's logits the manual loop holds 256 = 14,512;
-    # backward at its last layer 3,408 + 6,816 + 1,704 + 3,264 + 384 + 256 = 15,832; optimizer step 3,408 +
+    # backward at its last layer 3,408 + 6,816 + 1,696 + 2,496 + 384 + 256 = 15,056; optimizer step 3,408 +
     # 6,816 + 3,408 + 3,408 + 256 = 17,296. Each holds the 100 B overhead too.
     # Every tensor is under 1 MiB, so the caching allocator packs them into one 2 MiB small-pool segment
     # (kSmallBuffer): the cache is that segment less what the step holds in it, above 0 and under 2 MiB.
     memory = estimate_training(training_setup(architecture=TINY, precision="bf16", seq_len=4), overhead=100)
-    assert memory.phase_totals == {"forward": 14612, "backward": 15932, "optimizer_step": 17396}
+    assert memory.phase_totals == {"forward": 14612, "backward": 15156, "optimizer_step": 17396}
     assert (memory.allocated, memory.peak_phase) == (17296, "optimizer_step")
     assert 0 < memory.allocator_cache < 2**21
     assert memory.per_gpu == 17296 + memory.allocator_cache + 100 == sum(memory.breakdown.values())
@@ -71,7 +71,9 @@ def _assert_one_peak(text: str) -> None:
     # The device figure is the largest phase total plus the allocator's cache (the step's, not a phase's).
     assert max(phases) == pytest.approx(total, abs=0.011), text
     device = float(re.search(r"^    total\s+([\d,.]+) GiB", text, re.M).group(1).replace(",", ""))
-    assert all(figure == f"{device:,.1f}" for figure in stated), (device, stated)
+    # The findings state the figure to 0.1 GiB, the breakdown to 0.01: rounding the printed 22.45 again gives
+    # 22.4 where the exact 22.4547 reads 22.5, so a stated figure is within half a tenth of the printed one.
+    assert all(abs(float(figure.replace(",", "")) - device) <= 0.05 + 1e-9 for figure in stated), (device, stated)
 
 
 @pytest.mark.parametrize("path", FINETUNE_EXAMPLES, ids=lambda p: p.stem)

@@ -225,13 +225,13 @@ def test_pdf_reads_as_a_reviewer_would(tmp_path: Path):
     digest = re.search(r"\| Content hash \| ([0-9a-f]{64}) \|", markdown).group(1)  # type: ignore[union-attr]
     assert digest in text.replace("\n", "")
     for expected in (
-        # Appendix E describes the funded layout, with the declared one's verdict beside it (53.6 GiB estimated,
-        # 53.6 x 1.2461 = 66.8, 66.9 rounded up, at 90%: it fits, with less room than the funded one); 117.7 GiB
-        # is the funded layout's peak.
+        # Appendix E describes the funded layout, with the declared one's verdict beside it (53.88 GiB estimated,
+        # x 1.3012 = 70.1 at 90%: it fits, with less room than the funded one); 118.0 GiB is the funded
+        # layout's peak.
         "Fine-tuning — 4 x b200-hgx, sharding zero3: fits",
         "Serving — 1 x l4: fits",
-        "66.9 GiB",
-        "117.7 GiB",
+        "70.1 GiB",
+        "118.0 GiB",
         "GP204",
         "GP205",
         "stress test of the funded layout",

@@ -76,7 +76,11 @@ class _Activations:
     returned_logits: float  # held by the caller until it drops the output
     returned_cache: float  # the key and value states the model returns with them (use_cache), all layers
     per_layer: float  # one decoder layer's saved tensors (recomputed ones with checkpointing)
+    # What a layer's backward recomputes beside what it kept: all its tensors under full checkpointing (it
+    # kept its input alone), those selective checkpointing did not keep, none without checkpointing.
+    recomputed: float
     checkpoint_input: float  # one layer's input, kept beside its recomputed tensors under full checkpointing
+    final_norm: float  # the final norm's saved input, part of ``saved`` until its backward
     forward_temporaries: float
     loss_gradients: float  # the loss backward's two fp32 logit-sized gradients
     layer_backward_temporaries: float
@@ -363,6 +367,10 @@ def _activations(setup: TrainingSetup) -> _Activations:
         returned_logits=returned,
         returned_cache=returned_cache_bytes(setup),
         per_layer=largest_layer,
+        recomputed={"full": largest_layer, "selective": largest_layer - kept_per_layer}.get(
+            setup.job.checkpointing, 0.0
+        ),
+        final_norm=final_norm,
         checkpoint_input=layer_input * tokens if setup.job.checkpointing == "full" else 0.0,
         forward_temporaries=max(upcast, eager_scores, dequant, dora),
         loss_gradients=loss_gradients,
@@ -534,25 +542,14 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     acts = _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ))
     grads = states.gradients
     accumulating = grads if setup.job.gradient_accumulation > 1 else 0.0  # grads persist across micro-batches
+    made_at_last, made_by_first = _gradient_shares(setup)
     if setup.is_adapter or setup.job.optimizer_in_backward:
-        grads_before_first_layer = states.largest_gradient
+        # One parameter's at a time where each is stepped as it completes; the adapters' are small: all of
+        # them (largest_gradient), the bound, at either moment.
+        grads_at_last_layer = grads_before_first_layer = states.largest_gradient
     else:
-        total = arch.total_layer_params + arch.embedding_params() + arch.lm_head_params()
-        first_layer_and_embedding = (arch.layer_params(0) + arch.embedding_params()) / total
-        grads_before_first_layer = grads * (1 - first_layer_and_embedding)
-    # Gradients as the last layer's backward (the first a step runs) makes them: one parameter's at a time
-    # where each is stepped as it completes (optimizer_in_backward) or for adapters (each a few small
-    # tensors), else the LM head's and that layer's.
-    if setup.is_adapter or setup.job.optimizer_in_backward:
-        grads_of_last_layer = states.largest_gradient
-    else:
-        total = arch.total_layer_params + arch.embedding_params() + arch.lm_head_params()
-        grads_of_last_layer = grads * (arch.layer_params(arch.layers - 1) + arch.lm_head_params()) / total
-    # What a layer's backward recomputes beside what it kept: all of its tensors under full checkpointing
-    # (it kept only its input), those selective checkpointing did not keep, none without checkpointing.
-    recomputed = {"full": acts.per_layer, "selective": acts.per_layer - acts.kept_per_layer}.get(
-        setup.job.checkpointing, 0.0
-    )
+        grads_at_last_layer = grads * made_at_last
+        grads_before_first_layer = grads * made_by_first
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer}
     forward = {
@@ -581,14 +578,17 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "temporaries": acts.loss_gradients,
     }
     # The last layer's backward, the first a step runs: every layer's kept tensors still live (the loss's
-    # gradients freed once the LM head's backward is done), beside that layer's recomputed tensors, its
-    # backward's transients and the gradients it makes (training_step.SimulatedStep's first backward layer).
+    # gradients, its log-softmax and the final norm's input freed once theirs is done), beside that layer's
+    # recomputed tensors, its backward's transients and the gradients made so far
+    # (training_step.SimulatedStep's first backward layer).
     last_layer = {
         **fixed,
         "gathered_parameters": states.gathered,
-        "gradients": max(accumulating, grads_of_last_layer) + states.saved_grad_shards,
+        # FSDP1 offload's gradient shards stay on the GPU as each unit's is reduced: the same share so far
+        "gradients": max(accumulating, grads_at_last_layer) + states.saved_grad_shards * made_at_last,
         "autocast_weight_copies": states.autocast_copies,
-        "activations": acts.saved - acts.returned_logits + recomputed,
+        # the loss's log-softmax and the final norm's input went with their backward, before this layer's
+        "activations": acts.saved - acts.returned_logits - acts.log_softmax - acts.final_norm + acts.recomputed,
         "model_outputs": outputs,
         "temporaries": acts.layer_backward_temporaries + in_backward_step,
     }
@@ -637,3 +637,21 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:
     return {name: math.ceil(value) for name, value in parts.items() if value}
+
+
+def _gradient_shares(setup: TrainingSetup) -> tuple[float, float]:
+    """Of this GPU's gradients (``local_params``): the share made when its last layer's backward runs, the
+    first decoder layer backward runs (that layer's, and the LM head's where the GPU holds it: a tied head's
+    gradient waits in the shared weight's input buffer until the embedding's backward adds its own), and the
+    share made before its first layer's (all but that layer's and an untied embedding's)."""
+    arch, tp = setup.architecture, setup.tensor_parallel
+    first = arch.embedding_params() + arch.vision_params
+    last = arch.lm_head_params() + arch.norm_params()
+    one_stage = setup.pipeline_parallel == 1
+    holds_head, holds_embedding = one_stage or last >= first, one_stage or first > last  # local_params' edge
+    head = arch.lm_head_params() or (arch.embedding_params() if arch.tie_embeddings and one_stage else 0)
+    local = local_params(setup)
+    at_last = (arch.layer_params(arch.layers - 1) + (head if holds_head else 0)) / tp / local
+    embedding = arch.embedding_params() if holds_embedding and not arch.tie_embeddings else 0
+    before_first = 1 - (arch.layer_params(0) + embedding) / tp / local
+    return min(1.0, at_last), max(0.0, before_first)

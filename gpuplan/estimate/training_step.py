@@ -325,10 +325,7 @@ class SimulatedStep:
         self.kept = Tensors.of(
             _pairs((acts.kept_per_layer * on_gpu,) if full else _split(acts.kept_per_layer * on_gpu, shares))
         )
-        # What a layer's backward recomputes: all its tensors under full checkpointing (it kept its input alone),
-        # those selective checkpointing did not keep (the phase model's ``recomputed``), none without.
-        recomputed = {"full": acts.per_layer, "selective": acts.per_layer - acts.kept_per_layer}
-        self.recompute = Tensors.of(_pairs(_split(recomputed.get(job.checkpointing, 0.0), shares)))
+        self.recompute = Tensors.of(_pairs(_split(acts.recomputed, shares)))
         self.forward_transient = Tensors.of([(acts.layer_forward_temporaries, 1)])
         # A layer's backward holds the gradients of the down_proj input, of act and up, and of gate (a plain
         # MLP: two of them), as _activations counts layer_backward_temporaries.
@@ -345,6 +342,14 @@ class SimulatedStep:
                 self.grads, self.embedding_grad, self.head_grad = self._params(states.saved_grad_shards)
             self.reduced = self._params(gathering.reduced)
             self.unit_gradient = gathering.unit_gradient
+        if arch.tie_embeddings:
+            # A tied LM head's gradient of the shared weight is made at the loss and waits in its input buffer
+            # for the embedding's backward, which adds to it (training_memory._gradient_shares): the shared
+            # weight's gradient is taken as the head's, none at the embedding.
+            self.embedding_grad, self.head_grad = self.head_grad, self.embedding_grad
+            if gathering is not None:
+                reduced_layer, reduced_embedding, reduced_head = self.reduced
+                self.reduced = (reduced_layer, reduced_head, reduced_embedding)
         # FSDP1 wrapping a model that is not yet on the GPU (``wrap_model``): each unit's tensors as stored, and FSDP's root.
         self.wrapping: tuple[tuple[float, ...], tuple[float, ...], int] | None = None
         if gathering is not None and gathering.framework == "fsdp1" and job.fsdp_loading != "sharded":
@@ -362,6 +367,12 @@ class SimulatedStep:
 
     def _take(self, tensors: Tensors, times: int = 1) -> Allocation:
         return self.cache.take_all(tensors, times)
+
+    def _take_all_layers(self, parts: tuple[Tensors, Tensors, Tensors]) -> list[Allocation]:
+        """A per-parameter total as ``_params`` splits it (one layer's tensors, the embedding's, the LM
+        head's), taken for every layer of this GPU and the edges."""
+        layer, embedding, head = parts
+        return [self._take(layer, self.layers), self._take(embedding), self._take(head)]
 
     def _give(self, *held: Allocation) -> None:
         for allocation in held:
@@ -400,11 +411,10 @@ class SimulatedStep:
             micro_batch_run = self._micro_batch if self.units is None else self._gathered_micro_batch
             for micro_batch in range(2 if job.gradient_accumulation > 1 else 1):
                 grads += micro_batch_run(first=micro_batch == 0)
-            if step == 0:
-                for part in self._params(states.optimizer, 2):
-                    self._take(part)
+            if step == 0:  # every layer's states (``_params`` gives one layer's tensors), then the edges'
+                self._take_all_layers(self._params(states.optimizer, 2))
             if not job.optimizer_in_backward:
-                temporaries = [self._take(part) for part in self._params(states.step_temporaries)]
+                temporaries = self._take_all_layers(self._params(states.step_temporaries))
                 self._give(*temporaries, self.cache.take(states.paged_optimizer))
             self._give(*grads)  # zero_grad(set_to_none=True)
         return self.cache.peak_live, self.cache.reserved_peak()

@@ -217,7 +217,7 @@ def memory_at_risk(ctx: RuleContext) -> Iterator[Finding]:
 
     ## Example
     A QLoRA job of a 70B model estimated at 45.2 GiB on a 48 GB GPU (47.5 GiB usable), where
-    measured QLoRA peaks reached 1.18 x the estimate at 0.9 confidence (53.2 GiB).
+    measured QLoRA peaks reached 1.22 x the estimate at 0.9 confidence (55.2 GiB).
 
     ## Use instead
     The layout the hint names (more GPUs or one with more memory), or memory-saving settings
