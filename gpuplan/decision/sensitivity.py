@@ -24,14 +24,23 @@ from gpuplan.config import Settings
 from gpuplan.plan.configured import efficiency_of
 from gpuplan.plan.evaluate import slo_figure, slow_factor, within_headroom
 from gpuplan.records import record
+from gpuplan.units import format_number
 
 PRICE_MOVE = 0.20  # ±20%: GPU rental prices move by tens of percent within a quarter (GP504's rationale)
 SLOW, FAST = "slow", "fast"
 
 
 def band_factor(band: Any, end: str, confidence: float) -> float:
-    """What a figure is multiplied by at one ``end`` (slow or fast) of its measured band at ``confidence``."""
-    return float(band.slow_ratio(confidence) if end == SLOW else band.fast_ratio(confidence))
+    """What a figure is multiplied by at one ``end`` (slow or fast) of its measured band at ``confidence``; the
+    slow end as a decision plans for it (``slow_factor``: never below the estimate, so the stress test's slow
+    row judges as its "as planned" row and the verdict do)."""
+    return slow_factor(band, confidence) if end == SLOW else float(band.fast_ratio(confidence))
+
+
+def _per_second(rate: float) -> str:
+    """A rate in plain figures (``:g`` wrote 1.2e+06 of the schema's largest doubled): 200, 2.5, 0.0002."""
+    text = format_number(rate, 4)
+    return text.rstrip("0").rstrip(".")
 
 
 def more_users(serve: Any, factor: int) -> Any:
@@ -241,9 +250,10 @@ def sensitivity(spec: Any, base: FinetuneEstimate | ServeEstimate, settings: Set
     if isinstance(base, ServeEstimate):
         serve = base.job
         kind, budget, estimate_fn, scenario_fn = "serve", spec.budget.serve_monthly, estimate_serve, _serve_scenario
-        rate = "" if serve.rate_rps is None else f", {serve.rate_rps * 2:,g} requests/s"
+        grown = more_users(serve, 2)
+        rate = "" if grown.rate_rps is None else f", {_per_second(grown.rate_rps)} requests/s"
         workload = [
-            (CONCURRENCY, f"users x2 ({serve.concurrency * 2:,} per replica{rate})", more_users(serve, 2)),
+            (CONCURRENCY, f"users x2 ({grown.concurrency:,} per replica{rate})", grown),
             (CONTEXT, f"context x2 ({serve.context * 2:,} tokens)", replace(serve, context=serve.context * 2)),
         ]
         slo = (

@@ -51,7 +51,7 @@ class Gathering:
 
 # FSDP1 broadcasts a unit's tensors from rank 0 as it wraps it (sync_module_states) in buckets of this many bytes
 # (torch/distributed/fsdp/_init_utils.py PARAM_BROADCAST_BUCKET_SIZE, handed to _sync_params_and_buffers), at
-# most two of them in flight (torch/csrc/distributed/c10d/comm.cpp broadcast_coalesced: kMaxInFlight).
+# most two of them in flight (torch/csrc/distributed/c10d/comm.cpp broadcast_coalesced: max_in_flight = 2).
 BROADCAST_BUCKET = 250 * 2**20
 BROADCASTS_IN_FLIGHT = 2
 
@@ -59,7 +59,9 @@ BROADCASTS_IN_FLIGHT = 2
 def broadcast_buckets(sizes: Sequence[float]) -> list[tuple[float, int]]:
     """(bytes, tensors) of each bucket ``broadcast_coalesced`` cuts tensors of ``sizes`` bytes into, in order: a
     bucket closes once it holds BROADCAST_BUCKET bytes or more, and the last takes what is left
-    (torch/csrc/utils/tensor_flatten.cpp take_tensors, one dtype: a unit's tensors share the model's)."""
+    (torch/csrc/distributed/c10d/reducer.cpp compute_bucket_assignment_by_size, which keeps a bucket per dtype
+    and device: one here, a unit's tensors taken as the model's dtype; an fp32 adapter or buffer among bf16
+    weights would open a bucket of its own)."""
     buckets: list[tuple[float, int]] = []
     held, count = 0.0, 0
     for size in sizes:
@@ -88,15 +90,14 @@ def wrapped_unit_elements(arch: Architecture) -> tuple[tuple[int, ...], tuple[in
 
 def wrap_model(
     cache: CachingAllocator,
-    layer: tuple[float, ...],
+    layers: Sequence[tuple[float, ...]],
     root: tuple[float, ...],
-    layers: int,
     world: int,
     broadcast: bool,
     offloaded: bool,
 ) -> float:
-    """FSDP1 wrapping a model that is not yet on the GPU (``fsdp_loading`` from-cpu or broadcast): ``layers``
-    decoder units of tensors ``layer`` (bytes as stored), then the root unit's ``root`` (auto_wrap wraps a
+    """FSDP1 wrapping a model that is not yet on the GPU (``fsdp_loading`` from-cpu or broadcast): the decoder
+    units, each of its tensors ``layers[i]`` (bytes as stored), then the root unit's ``root`` (auto_wrap wraps a
     module's children before it), on the default stream, each unit in turn: its tensors moved to the GPU
     (torch/distributed/fsdp/_init_utils.py _move_states_to_device); with ``broadcast``, sent from rank 0 in
     buckets whose flat copies come and go (_sync_module_params_and_buffers -> broadcast_coalesced; a bucket of
@@ -127,7 +128,7 @@ def wrap_model(
             return 0.0
         return whole / world
 
-    return sum(cache.repeat(lambda _: unit(layer), [None] * layers)) + unit(root)
+    return sum(cache.repeat(unit, list(layers))) + unit(root)
 
 
 def preparation_events(states: _States) -> tuple[tuple[bool, int, float], ...]:
@@ -351,10 +352,16 @@ class SimulatedStep:
                 reduced_layer, reduced_embedding, reduced_head = self.reduced
                 self.reduced = (reduced_layer, reduced_head, reduced_embedding)
         # FSDP1 wrapping a model that is not yet on the GPU (``wrap_model``): each unit's tensors as stored, and FSDP's root.
-        self.wrapping: tuple[tuple[float, ...], tuple[float, ...], int] | None = None
+        self.wrapping: tuple[tuple[tuple[float, ...], ...], tuple[float, ...], int] | None = None
         if gathering is not None and gathering.framework == "fsdp1" and job.fsdp_loading != "sharded":
             layer, root = wrapped_unit_elements(arch)
-            self.wrapping = (_split(gathering.unit, layer), _split(gathering.root, root), setup.data_parallel)
+            # Each decoder unit at its own size (a hybrid's or an MoE's dense layers are smaller than the largest,
+            # which the gathered unit is sized by), split as a standard layer's tensors are.
+            largest = arch.largest_layer_params
+            units = tuple(
+                _split(gathering.unit * arch.layer_params(index) / largest, layer) for index in range(self.layers)
+            )
+            self.wrapping = (units, _split(gathering.root, root), setup.data_parallel)
 
     def _params(self, total: float, per_parameter: int = 1) -> tuple[Tensors, Tensors, Tensors]:
         """A per-parameter total (gradients, states, copies) as tensors: one layer's, the embedding's and the
@@ -389,8 +396,8 @@ class SimulatedStep:
         if self.wrapping is not None:
             job = self.job
             broadcast, offloaded = job.fsdp_loading == "broadcast", job.offload_parameters != "none"
-            layer, root, world = self.wrapping
-            weights -= wrap_model(self.cache, layer, root, self.layers, world, broadcast, offloaded)
+            units, root, world = self.wrapping
+            weights -= wrap_model(self.cache, units, root, world, broadcast, offloaded)
             # The training script resets the peaks before its first step (reset_peak_memory_stats): the live
             # bytes start again from the shards, the reserved ones from the segments the wrap mapped.
             self.cache.reset_peaks()
