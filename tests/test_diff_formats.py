@@ -257,18 +257,24 @@ def test_long_values_keep_the_text_columns_apart_and_a_fine_tune_alone_shows_its
     assert cells[3:5] == ["-", "-"] and cells[5].startswith("run "), cells
 
 
+def _currency_pair(folder: Path, base: tuple[int, str, str], head: tuple[int, str, str]) -> tuple[Path, Path]:
+    """Two serving specs of llama-3.1-8b on h100-sxm, each (GPUs, currency, price per GPU-hour)."""
+    spec = (
+        "version: 1\nname: c\nmodel: {id: llama-3.1-8b}\n"
+        "serve: {context: 8192, concurrency: 16, hardware: {gpu: h100-sxm, count: %d}}\n"
+        "budget: {currency: %s, prices: {h100-sxm: %s}, prices_date: 2026-11-20}\n"
+    )
+    paths = folder / "base.yaml", folder / "head.yaml"
+    for path, side in zip(paths, (base, head), strict=True):
+        path.write_text(spec % side)
+    return paths
+
+
 def test_a_change_of_currency_states_each_side_in_its_own_and_adds_nothing_up(tmp_path: Path):
     # Only budget.currency moves (USD to EUR) with the same 3.20 per GPU-hour: the base costs 3.20 x 730 =
     # 2,336 USD a month, the head 2,336 EUR. No exchange rate is known, so the two are not comparable: each
     # is stated in its own currency, no difference is computed, and the totals leave the spec out.
-    spec = (
-        "version: 1\nname: c\nmodel: {id: llama-3.1-8b}\n"
-        "serve: {context: 8192, concurrency: 16, hardware: {gpu: h100-sxm, count: 1}}\n"
-        "budget: {currency: %s, prices: {h100-sxm: 3.20}, prices_date: 2026-11-20}\n"
-    )
-    base, head = tmp_path / "usd.yaml", tmp_path / "eur.yaml"
-    base.write_text(spec % "USD")
-    head.write_text(spec % "EUR")
+    base, head = _currency_pair(tmp_path, (1, "USD", "3.20"), (1, "EUR", "3.20"))
     result = diff_files(str(base), str(head))
     (change,) = result.changes
     assert change.currencies == ("USD", "EUR") and change.cost_delta("monthly_cost") is None
@@ -285,14 +291,7 @@ def test_a_change_of_currency_breaks_the_cost_guardrails_and_has_no_money_deltas
     # Left out of the totals as not comparable, it passed --max-monthly-increase 100 unseen and the JSON
     # subtracted the two currencies per job (172,864). The cost guardrails now fail on it, saying why; the
     # comment shows on --comment-on increase; no money figure has a delta.
-    spec = (
-        "version: 1\nname: c\nmodel: {id: llama-3.1-8b}\n"
-        "serve: {context: 8192, concurrency: 16, hardware: {gpu: h100-sxm, count: %d}}\n"
-        "budget: {currency: %s, prices: {h100-sxm: %s}, prices_date: 2026-11-20}\n"
-    )
-    base, head = tmp_path / "a.yaml", tmp_path / "b.yaml"
-    base.write_text(spec % (1, "USD", "3.20"))
-    head.write_text(spec % (8, "EUR", "30.00"))
+    base, head = _currency_pair(tmp_path, (1, "USD", "3.20"), (8, "EUR", "30.00"))
     code, out, err = run_cli("diff", str(base), str(head), "--max-monthly-increase", "100", "--comment-on", "increase")
     assert code == 1 and "monthly cost not comparable (USD -> EUR)" in out + err, (out, err)
     assert "2,336 USD" in out and "175,200 EUR" in out
