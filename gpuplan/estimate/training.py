@@ -268,6 +268,12 @@ _ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
 
 
+def matrix_copies(arch: Architecture, name: str) -> int:
+    """How many of ``adapted_shapes``' matrix ``name`` a decoder layer holds: one per expert for an MoE's
+    MLP matrices, else one."""
+    return arch.experts if arch.is_moe and name in _MLP_TARGETS else 1
+
+
 @functools.lru_cache(maxsize=64)
 def layer_kinds(arch: Architecture) -> tuple[tuple[str, bool, int], ...]:
     """(token mixer, has an MLP, how many layers) of each kind of layer the model has."""
@@ -306,15 +312,25 @@ def stage_fraction(setup: TrainingSetup) -> float:
     return layers_per_stage / setup.architecture.layers / setup.tensor_parallel
 
 
-def local_params(setup: TrainingSetup) -> float:
-    """Parameters on the most loaded GPU: its stage's layers plus the embedding (first stage, with any
-    vision tower) or the LM head and final norm (last stage); both when there is one stage."""
+def stage_edges(setup: TrainingSetup) -> tuple[bool, bool]:
+    """Whether the most loaded GPU holds the embedding (with any vision tower) and whether it holds the LM
+    head and final norm: both when there is one stage; else the heavier edge's stage, the last on a tie."""
+    if setup.pipeline_parallel == 1:
+        return True, True
     arch = setup.architecture
-    layers = arch.total_layer_params * stage_fraction(setup)
     first = arch.embedding_params() + arch.vision_params
     last = arch.lm_head_params() + arch.norm_params()
-    edges = first + last if setup.pipeline_parallel == 1 else max(first, last)
-    return layers + edges / setup.tensor_parallel
+    return first > last, last >= first
+
+
+def local_params(setup: TrainingSetup) -> float:
+    """Parameters on the most loaded GPU: its stage's layers plus the edges ``stage_edges`` gives it."""
+    arch = setup.architecture
+    layers = arch.total_layer_params * stage_fraction(setup)
+    holds_embedding, holds_head = stage_edges(setup)
+    first = arch.embedding_params() + arch.vision_params if holds_embedding else 0
+    last = arch.lm_head_params() + arch.norm_params() if holds_head else 0
+    return layers + (first + last) / setup.tensor_parallel
 
 
 # -- activations --------------------------------------------------------------------------------

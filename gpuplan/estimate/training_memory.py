@@ -30,6 +30,7 @@ from gpuplan.estimate.training import (
     norm_bytes,
     optimizer_state_bytes,
     selective_layer_bytes_per_token,
+    stage_edges,
     stage_fraction,
     trainable_params,
 )
@@ -492,7 +493,7 @@ def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
         setup.pipeline_parallel,
         setup.tensor_parallel,
         setup.sequence_shards,
-        # the ranks a wrap shards each unit over (SimulatedStep._wrap); else only whether there are several
+        # the ranks a wrap shards each unit over (training_step.wrap_model); else only whether there are several
         setup.data_parallel if job.fsdp_loading != "sharded" else setup.data_parallel > 1,
         job.method,
         job.lora_rank,
@@ -645,10 +646,8 @@ def _gradient_shares(setup: TrainingSetup) -> tuple[float, float]:
     gradient waits in the shared weight's input buffer until the embedding's backward adds its own), and the
     share made before its first layer's (all but that layer's and an untied embedding's)."""
     arch, tp = setup.architecture, setup.tensor_parallel
-    first = arch.embedding_params() + arch.vision_params
-    last = arch.lm_head_params() + arch.norm_params()
+    holds_embedding, holds_head = stage_edges(setup)
     one_stage = setup.pipeline_parallel == 1
-    holds_head, holds_embedding = one_stage or last >= first, one_stage or first > last  # local_params' edge
     head = arch.lm_head_params() or (arch.embedding_params() if arch.tie_embeddings and one_stage else 0)
     local = local_params(setup)
     at_last = (arch.layer_params(arch.layers - 1) + (head if holds_head else 0)) / tp / local

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpuplan.estimate.allocator import EMPTY, Allocation, CachingAllocator, Tensors
-from gpuplan.estimate.training import TrainingSetup, adapted_shapes, input_widths
+from gpuplan.estimate.training import TrainingSetup, adapted_shapes, input_widths, matrix_copies
 from gpuplan.records import record
 
 if TYPE_CHECKING:
@@ -78,12 +78,12 @@ def wrapped_unit_elements(arch: Architecture) -> tuple[tuple[int, ...], tuple[in
     """Elements of each parameter of a decoder unit and of FSDP's root unit, in ``module.parameters()`` order
     (a Llama-style layer: q, k, v, o, the MLP's matrices, each expert's apart, then its two norms; the root:
     the embedding, the final norm, an untied LM head): how FSDP1 moves and broadcasts them as it wraps."""
-    layer: list[int] = []
-    for name, (d_in, d_out) in adapted_shapes(arch).items():
-        if d_in:
-            layer += [d_in * d_out] * (
-                arch.experts if arch.is_moe and name.endswith(("gate_proj", "up_proj", "down_proj")) else 1
-            )
+    layer = [
+        d_in * d_out
+        for name, (d_in, d_out) in adapted_shapes(arch).items()
+        if d_in
+        for _ in range(matrix_copies(arch, name))
+    ]
     head = () if arch.tie_embeddings else (arch.vocab * arch.hidden,)
     return (*layer, arch.hidden, arch.hidden), (arch.vocab * arch.hidden, arch.hidden, *head)
 
@@ -169,10 +169,7 @@ def _parameter_shares(setup: TrainingSetup) -> tuple[tuple[float, ...], tuple[fl
         rank = job.lora_rank
         layer = tuple(rank * side for name in job.lora_targets if shapes[name][0] for side in shapes[name])
         return layer, (), layers
-    experts = {
-        name: arch.experts if arch.is_moe and name in ("gate_proj", "up_proj", "down_proj") else 1 for name in shapes
-    }
-    layer = tuple(d_in * d_out * experts[name] for name, (d_in, d_out) in shapes.items() if d_in)
+    layer = tuple(d_in * d_out * matrix_copies(arch, name) for name, (d_in, d_out) in shapes.items() if d_in)
     edges = (arch.vocab * arch.hidden,) * (1 if arch.tie_embeddings else 2)
     if setup.data_parallel > 1 and job.sharding in ("zero2", "zero3", "fsdp"):
         return (sum(layer),), (sum(edges),), layers
