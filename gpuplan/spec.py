@@ -108,6 +108,8 @@ class Finetune:
     sharding: str
     fsdp_version: int  # 1 (FullyShardedDataParallel) | 2 (fully_shard), under sharding: fsdp
     fsdp_loading: str  # sharded | from-cpu | broadcast: how FSDP1 receives the model as it wraps it
+    reduce_bucket_size: int | None  # DeepSpeed ZeRO's gradient bucket, elements; None: "auto" (hidden_size squared)
+    overlap_comm: bool  # DeepSpeed ZeRO-1/2: two buckets through backward
     tokens: int | None
     checkpoint_every_hours: float | None
     checkpoint_keep: int | None
@@ -549,14 +551,10 @@ def _reserved(data: dict[str, Any] | None) -> Reserved | None:
 
 
 def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu]) -> Finetune | None:
-    if data is None:
+    if data is None or (hardware := resolver.hardware(data["hardware"], ("finetune", "hardware"), custom)) is None:
         return None
-    hardware = resolver.hardware(data["hardware"], ("finetune", "hardware"), custom)
-    if hardware is None:
-        return None
-    lora = data["lora"]
+    lora, offload, deepspeed = data["lora"], data["offload"], data["deepspeed"]
     checkpoints = data.get("checkpoints", {})
-    offload = data["offload"]
     job = Finetune(
         method=data["method"],
         precision=data["precision"],
@@ -573,6 +571,8 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         sharding=data["sharding"],
         fsdp_version=data["fsdp_version"],
         fsdp_loading=data["fsdp_loading"],
+        reduce_bucket_size=None if deepspeed["reduce_bucket_size"] == "auto" else deepspeed["reduce_bucket_size"],
+        overlap_comm=deepspeed["overlap_comm"],
         tokens=data.get("tokens"),
         checkpoint_every_hours=checkpoints.get("every_hours"),
         checkpoint_keep=checkpoints.get("keep"),

@@ -648,6 +648,26 @@ def test_an_fsdp_lora_job_reserves_its_side_streams_pools():
     assert unshard == {526_385_152: 1, 406_847_488: 2}
 
 
+def test_deepspeed_buckets_map_one_large_segment():
+    # TINY's tensors are all under 1 MiB, the small pool's. A DeepSpeed bucket of 2**21 elements x 2 B = 4 MiB is a
+    # large-pool request under kMinLargeAlloc (10 MiB): it maps a kLargeBuffer segment, 20 MiB. ZeRO-3 takes it as
+    # its optimizer initialises and keeps it: the live peak rises by the 4 MiB. ZeRO-2's is freed once each
+    # backward's gradients are reduced, cached, and taken again from that segment by the next step's backward;
+    # overlap_comm's second bucket is cut from the first's segment, whose 16 MiB rest is left cached (more than
+    # kSmallSize: should_split). Either way the reserved bytes rise by the one segment.
+    base = training_setup(architecture=TINY, precision="bf16-mixed", seq_len=4, gpus=2)
+
+    def run(**changes: object) -> tuple[int, int]:
+        setup = vary(base, **changes)
+        return training_step.SimulatedStep(setup, *training_memory._step_read(setup)[:2]).run()
+
+    for sharding, overlap, buckets in (("zero3", False, 1), ("zero2", False, 1), ("zero2", True, 2)):
+        live, reserved = run(sharding=sharding, overlap_comm=overlap, reduce_bucket_size=2**21)
+        live_without, reserved_without = run(sharding=sharding, overlap_comm=overlap, reduce_bucket_size=0)
+        assert reserved - reserved_without == 20 * MIB
+        assert live - live_without == 4 * MIB * buckets if sharding == "zero3" else live >= 4 * MIB * buckets
+
+
 def test_broadcast_buckets_close_at_250_mib_as_compute_bucket_assignment_by_size_does():
     # Llama-2-7B in bf16: q, k, v, o 4096 x 4096 x 2 = 33,554,432 bytes each; gate, up, down 4096 x 11008 x 2 =
     # 90,177,536; two norms of 8,192. A bucket closes once it holds 250 MiB (262,144,000) or more: after up

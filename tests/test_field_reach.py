@@ -243,6 +243,15 @@ CHANGES_NOTHING: dict[str, Why] = {
             or _finetune(a).hardware.pipeline_parallel > 1
         ),
     ),
+    "finetune.deepspeed.reduce_bucket_size": Why(
+        "the size of DeepSpeed ZeRO's gradient buckets: the job does not run DeepSpeed ZeRO (sharding zero1, zero2 "
+        "or zero3 outside Megatron)",
+        lambda d, a: _finetune(a).sharding not in ("zero1", "zero2", "zero3") or _finetune(a).framework == "megatron",
+    ),
+    "finetune.deepspeed.overlap_comm": Why(
+        "the second bucket ZeRO-1 and ZeRO-2 keep through backward: the job runs neither (ZeRO-3 keeps one either way)",
+        lambda d, a: _finetune(a).sharding not in ("zero1", "zero2") or _finetune(a).framework == "megatron",
+    ),
     "finetune.offload.host_memory_gbs": Why(
         "the host's bandwidth for what is offloaded: nothing is", lambda d, a: not _offloaded(a, "cpu", "nvme")
     ),
@@ -487,6 +496,8 @@ def values(field: Field, data: dict[str, Any]) -> list[Any]:
         return [v for v in ("0.41.1", "0.48.2") if v != current]
     if key == "waivers[].rule":
         return [r for r in ("GP507", "GP504") if r != current]
+    if key == "finetune.deepspeed.reduce_bucket_size":  # elements, or the Hugging Face Trainer's "auto"
+        return [v for v in ("auto", 0, 1_000_000_000) if v != current]
     if "oneOf" in node:
         return [v for v in ("all", "alternate", 2) if v != current]
     return []  # model.config: a path, another file; model.id varies the model

@@ -458,9 +458,14 @@ def test_zero3_over_four_gpus():
     # its full 16-bit gradient 1,184: 3,552. No autocast copies once sharded.
     # Activations as the bf16 case but with autocast norms: (208 + 56 + 128) x 4 = 1,568 per layer, saved
     # 3,136 + 256 + 256 + 512 = 4,160, of which the manual loop holds the logits (256) as model_outputs from
-    # backward on. Backward start: 852 + 5,112 + 3,552 + 3,904 + 256 + 1,024 = 14,700.
-    fixed = {"weights": 852, "optimizer": 5112, "gathered_parameters": 3552}
-    assert phases(training_setup(architecture=TINY, precision="bf16-mixed", sharding="zero3", gpus=4, seq_len=4)) == {
+    # backward on. DeepSpeed's gradient bucket, 100 elements in the 16-bit working dtype, 200, from the
+    # optimizer's initialisation on: in every phase. Backward start: 852 + 5,112 + 200 + 3,552 + 3,904 + 256 +
+    # 1,024 = 14,900.
+    fixed = {"weights": 852, "optimizer": 5112, "reduce_buckets": 200, "gathered_parameters": 3552}
+    zero3 = training_setup(
+        architecture=TINY, precision="bf16-mixed", sharding="zero3", gpus=4, seq_len=4, reduce_bucket_size=100
+    )
+    assert phases(zero3) == {
         "forward": {**fixed, "activations": 4160, "temporaries": 512, "model_outputs": 256},
         "backward": {**fixed, "activations": 3904, "model_outputs": 256, "temporaries": 1024},
         "optimizer_step": {**fixed, "gradients": 852, "optimizer_step_temporaries": 1704, "model_outputs": 256},
@@ -472,7 +477,7 @@ def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
     # elements x 2 B = 1,704. Optimizer offload to NVMe moves the states plus an fp32 gradient copy:
     # 1,704 + 4 x 852 = 5,112. Parameter offload to the host moves the weights 3,408 and the gradients
     # 1,704: 5,112. What stays is the streamed layer, 2 x 2 B x 592 = 2,368, and the logits (256) the manual
-    # loop holds.
+    # loop holds, and through backward alone DeepSpeed's gradient bucket, 100 elements x 2 B = 200.
     memory = estimate_training(
         training_setup(
             architecture=TINY,
@@ -483,15 +488,49 @@ def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
             offload_parameters="cpu",
             optimizer="sgd",
             seq_len=4,
+            reduce_bucket_size=100,
         ),
         overhead=0,
     )
     assert memory.phases == {
         "forward": {"gathered_parameters": 2368, "activations": 3520, "temporaries": 512, "model_outputs": 256},
-        "backward": {"gathered_parameters": 2368, "activations": 3264, "model_outputs": 256, "temporaries": 1024},
+        "backward": {
+            "gathered_parameters": 2368,
+            "activations": 3264,
+            "model_outputs": 256,
+            "temporaries": 1024,
+            "reduce_buckets": 200,
+        },
         "optimizer_step": {"gathered_parameters": 2368, "model_outputs": 256},
     }
     assert (memory.host, memory.nvme) == (5112, 5112)
+
+
+def test_deepspeed_buckets_by_stage_and_setting():
+    """DeepSpeed's gradient buckets, hand-counted from its sources (training.reduce_bucket_bytes cites them): the
+    bucket's elements x the trainable dtype's bytes, on each GPU, whatever the world size."""
+
+    def buckets(**changes) -> dict[str, int]:
+        setup = training_setup(**{"architecture": TINY, "precision": "bf16-mixed", "seq_len": 4, "gpus": 2, **changes})
+        return {phase: parts.get("reduce_buckets", 0) for phase, parts in phases(setup).items()}
+
+    # DeepSpeed's default, 500,000,000 elements, in the 16-bit working dtype: 1e9 B, ZeRO-3's from the optimizer's
+    # initialisation, so in the forward and the optimizer step as well.
+    assert buckets(sharding="zero3") == {"forward": 10**9, "backward": 10**9, "optimizer_step": 10**9}
+    # "auto": hidden_size squared, 8 x 8 = 64 elements, 128 B; fp32 training keeps them in fp32: 256 B.
+    assert buckets(sharding="zero3", reduce_bucket_size=None)["forward"] == 128
+    assert buckets(sharding="zero3", reduce_bucket_size=None, precision="fp32")["forward"] == 256
+    # ZeRO-2: through backward only; overlap_comm doubles them, 2 x 100 x 2 = 400 (ZeRO-3 keeps one either way).
+    assert buckets(sharding="zero2", reduce_bucket_size=100) == {"forward": 0, "backward": 200, "optimizer_step": 0}
+    assert buckets(sharding="zero2", reduce_bucket_size=100, overlap_comm=True)["backward"] == 400
+    assert buckets(sharding="zero3", reduce_bucket_size=100, overlap_comm=True)["backward"] == 200
+    # ZeRO-1 reduces at the accumulation boundary only: a micro-batch's bucket lives on through the next forward.
+    assert buckets(sharding="zero1", reduce_bucket_size=100)["forward"] == 0
+    assert buckets(sharding="zero1", reduce_bucket_size=100, gradient_accumulation=4)["forward"] == 200
+    assert buckets(sharding="zero2", reduce_bucket_size=100, gradient_accumulation=4)["forward"] == 0
+    # Megatron's zero1 (its distributed optimizer), FSDP and plain DDP have none of DeepSpeed's buckets.
+    for changes in ({"sharding": "zero1", "framework": "megatron"}, {"sharding": "fsdp"}, {"sharding": "none"}):
+        assert set(buckets(**changes).values()) == {0}
 
 
 # -- one setting changed from test_full_bf16_adamw_manual_loop ------------------------------------

@@ -682,3 +682,31 @@ def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: i
     states = 4 * (dims + arch.vocab + arch.hidden) * fraction
     largest = arch.largest_linear_params() if not setup.is_adapter else arch.hidden * setup.job.lora_rank
     return states, 2 * 4 * largest
+
+
+# -- DeepSpeed's gradient buckets ---------------------------------------------------------------
+
+ZERO_STAGES = ("zero1", "zero2", "zero3")
+
+
+def reduce_buckets(setup: TrainingSetup) -> tuple[int, int]:
+    """(buckets, elements each) of DeepSpeed ZeRO's gradient buckets while they live ((0, 0) without DeepSpeed):
+    flat buffers of ``zero_optimization.reduce_bucket_size`` elements, allocated on every GPU whatever the world
+    size (contiguous_gradients, on by default). ZeRO-3 keeps one all run (deepspeed/runtime/zero/stage3.py:
+    __ipg_bucket_flat_buffer, allocated as the optimizer initialises); ZeRO-1 and ZeRO-2 one, or two under
+    overlap_comm, from each backward's start until the gradients are reduced (stage_1_and_2.py: backward,
+    _release_ipg_buffers). "auto" (None here) is the Hugging Face Trainer's hidden_size squared (transformers
+    integrations/deepspeed.py, trainer_config_finalize). Megatron's zero1 is its distributed optimizer, which
+    has no such bucket."""
+    job = setup.job
+    if job.sharding not in ZERO_STAGES or job.framework == "megatron":
+        return 0, 0
+    elements = job.reduce_bucket_size if job.reduce_bucket_size is not None else setup.architecture.hidden**2
+    return (2 if job.overlap_comm and job.sharding != "zero3" else 1), elements
+
+
+def reduce_bucket_bytes(setup: TrainingSetup) -> float:
+    """Bytes of ``reduce_buckets`` in the dtype of the optimizer's first parameter (stage3.py, stage_1_and_2.py:
+    self.dtype): the 16-bit working copy DeepSpeed casts the model to under bf16 or fp16, fp32 without them."""
+    count, elements = reduce_buckets(setup)
+    return count * elements * SHARDED_WEIGHT_BYTES[setup.job.precision]

@@ -29,6 +29,7 @@ from gpuplan.estimate.training import (
     logits_bytes,
     norm_bytes,
     optimizer_state_bytes,
+    reduce_bucket_bytes,
     selective_layer_bytes_per_token,
     stage_edges,
     stage_fraction,
@@ -67,6 +68,10 @@ class _States:
     # FSDP's units as the allocator's model gathers them, layer by layer on their streams (None: ``gathered``
     # is one block held all step, as for ZeRO-3: training_step.GATHER's comment says why).
     gathering: Gathering | None = None
+    # DeepSpeed ZeRO's gradient buckets (``reduce_bucket_bytes``): ZeRO-3's live all step, ZeRO-1/2's through
+    # backward (``buckets_all_step`` false).
+    reduce_buckets: float = 0.0
+    buckets_all_step: bool = False
 
 
 @record
@@ -280,6 +285,8 @@ def _model_states(setup: TrainingSetup) -> _States:
         upcast,
         setup.kbit_preparation in ("trl", "axolotl"),
         evolve(gathering, reduced=reduced) if gathering is not None else None,
+        reduce_bucket_bytes(setup),
+        setup.job.sharding == "zero3",
     )
 
 
@@ -426,7 +433,7 @@ STATES_IGNORE = frozenset(
 ACTIVATIONS_IGNORE = frozenset(
     {"optimizer", "gradient_accumulation", "sharding", "fsdp_version", "gpus", "offload_optimizer"}
     | {"offload_parameters", "optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
-    | {"fsdp_loading"}
+    | {"fsdp_loading", "reduce_bucket_size", "overlap_comm", "framework"}
 )
 
 
@@ -449,7 +456,7 @@ class _Keyed:
 # run's length, its checkpoints, the GPU kind or the host's bandwidths (memory per GPU depends on none of them).
 _NOT_MEMORY = frozenset(
     {"tokens", "checkpoint_every_hours", "checkpoint_keep", "checkpoint_storage_gb", "hardware"}
-    | {"offload_host_gbs", "offload_nvme_gbs", "framework", "tf32"}
+    | {"offload_host_gbs", "offload_nvme_gbs", "tf32"}
 )
 MEMORY_INPUTS: dict[str, str] = {
     "architecture": "architecture",
@@ -523,14 +530,21 @@ def states_floor(setup: TrainingSetup) -> int:
 
     Why it is a bound: ``per_gpu - overhead`` is the largest phase total, and the backward phase is
     the largest (by its float sum) of three dicts, one of which, its end, holds the fixed states and
-    the gradients: ``end = weights + optimizer + gathered_end + gradients + saved_grad_shards``
-    (``largest_gradient`` under optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
+    the gradients and DeepSpeed's buckets: ``end = weights + optimizer + gathered_end + gradients +
+    saved_grad_shards + reduce_buckets`` (``largest_gradient`` under optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
     ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end part) - eps``,
     where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
     and one byte taken off: ``sum(floor(end part)) - 1 < sum(end part) - eps``."""
     states = _remembered_states(_Keyed(setup, _STATES_READ))
     gradients = states.largest_gradient if setup.job.optimizer_in_backward else states.gradients
-    parts = (states.weights, states.optimizer, states.gathered_end, gradients, states.saved_grad_shards)
+    parts = (
+        states.weights,
+        states.optimizer,
+        states.gathered_end,
+        gradients,
+        states.saved_grad_shards,
+        states.reduce_buckets,
+    )
     return sum(math.floor(part) for part in parts) - 1
 
 
@@ -553,6 +567,12 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         grads_before_first_layer = grads * made_by_first
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer}
+    # ZeRO-3's bucket lives all step; ZeRO-1/2's from each backward's start until its gradients are reduced, so
+    # ZeRO-1, which reduces at the accumulation boundary only, keeps it through the next micro-batch's forward.
+    buckets = {"reduce_buckets": states.reduce_buckets}
+    backward_buckets = {} if states.buckets_all_step else buckets
+    if states.buckets_all_step:
+        fixed |= buckets
     forward = {
         **fixed,
         "gathered_parameters": states.gathered_forward,
@@ -561,6 +581,8 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "activations": acts.saved,
         "temporaries": acts.forward_temporaries,
     }
+    if setup.job.sharding == "zero1" and setup.job.gradient_accumulation > 1:
+        forward |= backward_buckets
     # Backward peaks at its start (the loss gradients are live, and the model outputs too unless the
     # training loop released them first, as the Hugging Face Trainer and torchtune do), while the first
     # layer is processed (most gradients, one layer's activations), or at its end. A loop that holds the
@@ -577,6 +599,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "activations": acts.saved - acts.returned_logits,
         "model_outputs": outputs,
         "temporaries": acts.loss_gradients,
+        **backward_buckets,
     }
     # The last layer's backward, the first a step runs: every layer's kept tensors still live (the loss's
     # gradients, its log-softmax and the final norm's input freed once theirs is done), beside that layer's
@@ -592,6 +615,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "activations": acts.saved - acts.returned_logits - acts.log_softmax - acts.final_norm + acts.recomputed,
         "model_outputs": outputs,
         "temporaries": acts.layer_backward_temporaries + in_backward_step,
+        **backward_buckets,
     }
     middle = {
         **fixed,
@@ -601,12 +625,14 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "activations": acts.per_layer + acts.checkpoint_input,
         "model_outputs": outputs,
         "temporaries": acts.layer_backward_temporaries + in_backward_step,
+        **backward_buckets,
     }
     end = {
         **fixed,
         "gathered_parameters": states.gathered_end,
         "gradients": (states.largest_gradient if setup.job.optimizer_in_backward else grads) + states.saved_grad_shards,
         "model_outputs": outputs,
+        **backward_buckets,
     }
     backward = max((start, last_layer, middle, end), key=lambda parts: sum(parts.values()))
     phases: dict[str, dict[str, int]] = {}

@@ -434,18 +434,16 @@ class JobPlanner:
         the forward pass and the start of backward (``estimate_training``), which the smaller
         micro-batch's activations may not repay; within either regime memory only grows with the
         micro-batch (activations, temporaries and logits scale with it; the buffer does not).
-        Sharding (over more than one rank): ZeRO-2 and ZeRO-3 (where the training stack runs them, else the
-        most it shards: ``conflicts.runs_sharding``). ZeRO-2 shards what ZeRO-1 does and the
-        gradients too; ZeRO-3 also shards the weights but holds gathered units, which on a few ranks can
-        outweigh what it saves. A property test holds every choice at or above the least of these."""
+        Sharding: each the choices try but ZeRO-1 beside ZeRO-2, which shards what ZeRO-1 does and the
+        gradients too, with the same DeepSpeed buckets. No other ordering holds: ZeRO-3 also shards the
+        weights but holds gathered units, which on a few ranks can outweigh what it saves, and DeepSpeed's
+        gradient buckets (``training.reduce_bucket_bytes``, 0.93 GiB by default) can outweigh what any ZeRO
+        stage saves of a small model or of adapters, where plain DDP or FSDP carries none. A property test
+        holds every choice at or above the least of these."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
-        # where the stack runs neither, the most it shards (SHARDING_ORDER goes from less to more saved)
-        runnable = [s for s in ("zero3", "zero2") if self._runs(s)] or [
-            [s for s in SHARDING_ORDER if self._runs(s)][-1]
-        ]
-        one_rank = evaluator.job.sharding if self._runs(evaluator.job.sharding) else "none"
-        shardings = tuple(runnable) if dp > 1 else (one_rank,)
+        tried = {settings.sharding for settings in self._settings_choices(dp, checkpointing)}
+        shardings = tuple(sorted(tried - ({"zero1"} if "zero2" in tried else set())))
         mode = checkpointing_mode(evaluator.declared_settings().activation_checkpointing, checkpointing)
         per_rank = evaluator.global_batch // dp
         micros = evaluator.micro_batches(dp)
