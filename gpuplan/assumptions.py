@@ -20,7 +20,14 @@ from gpuplan.estimate.serving import ServingMemory, ServingSetup, kv_pages, max_
 from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN
 from gpuplan.estimate.serving_workload import ServingSpeed
 from gpuplan.estimate.speculative import rounds_note
-from gpuplan.estimate.training import MIXED, REGIMES, TrainingSetup, reduce_bucket_bytes, reduce_buckets
+from gpuplan.estimate.training import (
+    MIXED,
+    REGIMES,
+    TrainingSetup,
+    holds_ddp_buckets,
+    reduce_bucket_bytes,
+    reduce_buckets,
+)
 from gpuplan.estimate.training_memory import OUTPUTS_HELD
 from gpuplan.estimate.training_speed import TrainingSpeed, gemm_peak
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
@@ -122,10 +129,15 @@ def finetune_assumptions(
         lora += "; 6 small GEMMs per adapted linear at the roofline of their FLOPs and bytes"
     buckets = "n/a"
     count, elements = reduce_buckets(setup)
-    if count:
+    if holds_ddp_buckets(setup):
+        buckets = (
+            "PyTorch DDP: flat buckets as large as the trainable gradients, all step, beside them"
+            " (gradient_as_bucket_view false, PyTorch's and accelerate's default)"
+        )
+    elif count:
         bucket_bytes = reduce_bucket_bytes(setup)
         buckets = (
-            f"{count} x {elements:,} elements, {bucket_bytes / GIB:.2f} GiB per GPU"
+            f"DeepSpeed ZeRO-{job.sharding[-1]}: {count} x {elements:,} elements, {bucket_bytes / GIB:.2f} GiB per GPU"
             f" {'all step' if job.sharding == 'zero3' else 'from each backward until its gradients are reduced'}"
             f" (finetune.deepspeed.reduce_bucket_size{': auto, hidden_size squared' if job.reduce_bucket_size is None else ''}"
             f"{', overlap_comm' if count == 2 else ''})"
@@ -137,7 +149,7 @@ def finetune_assumptions(
         ("optimizer", optimizer),
         ("activation checkpointing", checkpointing),
         ("offload", offload),
-        ("deepspeed buckets", buckets),
+        ("gradient buckets", buckets),
         (
             "attention",
             f"{job.attention} (SDPA/FlashAttention keeps O(s) per layer; eager keeps s x s scores); its kernels reach"

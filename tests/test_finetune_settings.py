@@ -528,9 +528,27 @@ def test_deepspeed_buckets_by_stage_and_setting():
     assert buckets(sharding="zero1", reduce_bucket_size=100)["forward"] == 0
     assert buckets(sharding="zero1", reduce_bucket_size=100, gradient_accumulation=4)["forward"] == 200
     assert buckets(sharding="zero2", reduce_bucket_size=100, gradient_accumulation=4)["forward"] == 0
-    # Megatron's zero1 (its distributed optimizer), FSDP and plain DDP have none of DeepSpeed's buckets.
-    for changes in ({"sharding": "zero1", "framework": "megatron"}, {"sharding": "fsdp"}, {"sharding": "none"}):
+    # Megatron's zero1 (its distributed optimizer) and FSDP have no such buckets (DDP's: the next test).
+    for changes in ({"sharding": "zero1", "framework": "megatron"}, {"sharding": "fsdp"}):
         assert set(buckets(**changes).values()) == {0}
+
+
+def test_ddp_buckets_hold_the_trainable_bytes_again_all_step():
+    # Plain data parallelism over several ranks is PyTorch DDP, whose buckets hold every trainable parameter in
+    # its dtype from the wrap on (reducer.cpp, Reducer::initialize_buckets), beside the gradients: TINY's 1,704
+    # parameters x 2 B = 3,408 under bf16, x 4 B = 6,816 under bf16-mixed with autocast (fp32 parameters). One
+    # GPU is not wrapped; Megatron keeps its gradients in a buffer of its own.
+    def buckets(**changes) -> set[int]:
+        setup = training_setup(**{"architecture": TINY, "precision": "bf16", "seq_len": 4, "gpus": 2, **changes})
+        return {parts.get("reduce_buckets", 0) for parts in phases(setup).values()}
+
+    assert buckets() == {3408}
+    assert buckets(precision="bf16-mixed") == {6816}
+    assert buckets(gpus=1) == buckets(framework="megatron") == {0}
+    assert (
+        phases(training_setup(architecture=TINY, precision="bf16", seq_len=4, gpus=2))["optimizer_step"]["gradients"]
+        == 3408
+    )
 
 
 # -- one setting changed from test_full_bf16_adamw_manual_loop ------------------------------------

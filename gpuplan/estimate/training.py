@@ -684,7 +684,7 @@ def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: i
     return states, 2 * 4 * largest
 
 
-# -- DeepSpeed's gradient buckets ---------------------------------------------------------------
+# -- the data-parallel gradient buckets ---------------------------------------------------------
 
 ZERO_STAGES = ("zero1", "zero2", "zero3")
 
@@ -710,3 +710,11 @@ def reduce_bucket_bytes(setup: TrainingSetup) -> float:
     self.dtype): the 16-bit working copy DeepSpeed casts the model to under bf16 or fp16, fp32 without them."""
     count, elements = reduce_buckets(setup)
     return count * elements * SHARDED_WEIGHT_BYTES[setup.job.precision]
+
+
+def holds_ddp_buckets(setup: TrainingSetup) -> bool:
+    """Whether PyTorch DDP wraps the model: data parallelism over several ranks with nothing sharded (the Hugging
+    Face Trainer's and accelerate's multi-GPU default); its buckets hold the trainable gradients' bytes again,
+    all step (training_memory._model_states). Megatron's data parallelism keeps its gradients in a buffer of
+    its own instead."""
+    return setup.job.sharding == "none" and setup.data_parallel > 1 and setup.job.framework != "megatron"

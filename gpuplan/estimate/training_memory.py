@@ -22,6 +22,7 @@ from gpuplan.estimate.training import (
     TrainingMemory,
     TrainingSetup,
     adapted_shapes,
+    holds_ddp_buckets,
     input_widths,
     largest_layer_activation_bytes_per_token,
     layer_activation_bytes_per_token,
@@ -68,8 +69,8 @@ class _States:
     # FSDP's units as the allocator's model gathers them, layer by layer on their streams (None: ``gathered``
     # is one block held all step, as for ZeRO-3: training_step.GATHER's comment says why).
     gathering: Gathering | None = None
-    # DeepSpeed ZeRO's gradient buckets (``reduce_bucket_bytes``): ZeRO-3's live all step, ZeRO-1/2's through
-    # backward (``buckets_all_step`` false).
+    # The data-parallel gradient buckets: PyTorch DDP's and DeepSpeed ZeRO-3's live all step, ZeRO-1/2's through
+    # backward (``buckets_all_step`` false; training.reduce_bucket_bytes, holds_ddp_buckets).
     reduce_buckets: float = 0.0
     buckets_all_step: bool = False
 
@@ -164,6 +165,11 @@ def _model_states(setup: TrainingSetup) -> _States:
         if sharding in ("zero2", "zero3", "fsdp"):
             grad_elements /= n
     grads = grad_elements * grad_b
+    # PyTorch DDP reduces the gradients through flat buckets that together hold every trainable parameter in its
+    # dtype, allocated as it wraps the model and kept (torch/csrc/distributed/c10d/reducer.cpp,
+    # Reducer::initialize_buckets: bucket.gradients = at::empty(...)); under gradient_as_bucket_view false,
+    # PyTorch's and accelerate's default, the gradients are tensors of their own, copied in as each is ready.
+    buckets = grads if holds_ddp_buckets(setup) else reduce_bucket_bytes(setup)
     gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = 0.0
     gathering: Gathering | None = None  # its ``reduced`` known once the offload is
     streams = setup.shards_parameters or setup.job.offload_parameters != "none"
@@ -285,8 +291,8 @@ def _model_states(setup: TrainingSetup) -> _States:
         upcast,
         setup.kbit_preparation in ("trl", "axolotl"),
         evolve(gathering, reduced=reduced) if gathering is not None else None,
-        reduce_bucket_bytes(setup),
-        setup.job.sharding == "zero3",
+        buckets,
+        setup.job.sharding == "zero3" or holds_ddp_buckets(setup),
     )
 
 
@@ -567,7 +573,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         grads_before_first_layer = grads * made_by_first
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer}
-    # ZeRO-3's bucket lives all step; ZeRO-1/2's from each backward's start until its gradients are reduced, so
+    # DDP's and ZeRO-3's buckets live all step; ZeRO-1/2's from each backward's start until its gradients are reduced, so
     # ZeRO-1, which reduces at the accumulation boundary only, keeps it through the next micro-batch's forward.
     buckets = {"reduce_buckets": states.reduce_buckets}
     backward_buckets = {} if states.buckets_all_step else buckets

@@ -293,8 +293,8 @@ class SimulatedStep:
     loss gradients and the LM head's gradient; per layer in backward, the recomputed tensors and the
     backward's transients, the layer's gradients, then its activations freed; the embedding's gradient;
     at the first step's optimizer step the states (created lazily), then the step's temporaries, then
-    the gradients freed (``zero_grad(set_to_none=True)``). DeepSpeed ZeRO's gradient buckets: ZeRO-3's taken
-    with the weights, ZeRO-1/2's as each backward begins until its gradients are reduced. Gradient accumulation runs a second micro-batch
+    the gradients freed (``zero_grad(set_to_none=True)``). The data-parallel gradient buckets: DDP's and ZeRO-3's
+    taken with the weights, ZeRO-1/2's as each backward begins until its gradients are reduced. Gradient accumulation runs a second micro-batch
     with the gradients alive. Totals are the phase model's; only their split into tensors is read here.
 
     How long the loop holds the model outputs (``loop``), and a returned KV cache (``use_cache``), are the
@@ -401,7 +401,7 @@ class SimulatedStep:
             # bytes start again from the shards, the reserved ones from the segments the wrap mapped.
             self.cache.reset_peaks()
         self.cache.take(weights)
-        if states.buckets_all_step:  # ZeRO-3's bucket, allocated as its optimizer initialises
+        if states.buckets_all_step:  # DDP's buckets, as it wraps the model; ZeRO-3's, as its optimizer initialises
             self.cache.take(states.reduce_buckets)
         held: dict[int, Allocation] = {}
         for take, tensor, size in events:
