@@ -73,6 +73,26 @@ def test_fsdp_parameter_offload_stages_shards_and_keeps_gradient_shards_until_ba
     assert set(phases["optimizer_step"]) == {"model_outputs"}
 
 
+def test_fsdp_mixed_precision_gathers_an_fp32_model_in_16_bit():
+    # An fp32 model under bf16-mixed: FSDP's MixedPrecision casts each shard and gathers the unit in bf16, so the
+    # points are the bf16 model's (ROOT 1,040, UNIT 1,184), while the shards stay fp32: the frozen base's 1,704
+    # parameters x 4 B and the adapters' 256 x 2 B, 7,328 over 2 ranks, 3,664. FSDP1 wraps the units as stored
+    # (wrap_model): 520 x 4 = 2,080 and 592 x 4 = 2,368. Autocast has nothing to copy: the gathered weights are
+    # bf16 already (DDP, over the same 2 GPUs, copies both layers' linears, 2 x 576, and the LM head, 256, in
+    # bf16: 2 x 1,408 = 2,816).
+    fp32 = lora(precision="bf16-mixed", model_dtype_bytes=4, autocast=False)
+    assert points(fp32) == (ROOT + UNIT, ROOT + UNIT, ROOT + 2 * UNIT, ROOT, 0)
+    states = _model_states(fp32)
+    assert states.weights == 3664
+    assert states.gathering is not None
+    assert (states.gathering.stored_root, states.gathering.stored_unit) == (2080, 2368)
+    assert (states.gathering.root, states.gathering.unit) == (ROOT, UNIT)
+    assert _model_states(vary(fp32, autocast=True)).autocast_copies == 0
+    assert _model_states(vary(fp32, autocast=True, sharding="none")).autocast_copies == 2816
+    # Pure bf16 has no MixedPrecision to cast with: an fp32 model is gathered as stored.
+    assert points(vary(fp32, precision="bf16")) == (2080 + 2368, 2080 + 2368, 2080 + 2 * 2368, 2080, 0)
+
+
 def test_the_root_unit_of_llama_2_7b():
     # Llama-2-7B, LoRA over 2 GPUs with FSDP: the root unit is the embedding and the untied LM head, 32,000 x
     # 4,096 = 131,072,000 each, and the final norm, 4,096: 262,148,096 x 2 B = 524,296,192 B. A decoder layer

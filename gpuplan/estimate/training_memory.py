@@ -116,6 +116,12 @@ def _model_states(setup: TrainingSetup) -> _States:
     local_all = local_params(setup)
     fraction = stage_fraction(setup)
     autocast = setup.uses_autocast
+    # FSDP's MixedPrecision, which accelerate (and so the Hugging Face Trainer) sets to the 16-bit dtype under
+    # bf16 or fp16 mixed precision, gathers each flat parameter in that dtype whatever it is stored in: the shard
+    # is cast to a low-precision copy and all-gathered into a 16-bit unsharded flat parameter (torch/distributed/
+    # fsdp/_flat_param.py FlatParamHandle._use_low_precision_shard, _fwd_bwd_param_dtype), so an fp32 model's
+    # weights reach the layers in 16-bit and autocast copies none of them.
+    fsdp_casts = sharding == "fsdp" and setup.job.precision in MIXED
     master = 0.0
     whole = 0.0  # bytes every GPU keeps whole, however the weights are sharded or offloaded
     if setup.is_adapter:
@@ -143,6 +149,8 @@ def _model_states(setup: TrainingSetup) -> _States:
         copies = 2 * (arch.linear_params() * fraction + head) if autocast and setup.model_dtype_bytes == 4 else 0.0
         if autocast and setup.kbit_preparation == "peft":
             copies = 2 * head  # the fp32 LM head's bf16 cast, saved by its matmul (the linears are NF4)
+        if fsdp_casts:
+            copies = 0.0
         largest_param = max(arch.hidden, arch.intermediate) * setup.job.lora_rank / setup.tensor_parallel
     else:
         trainable_local = local_all
@@ -187,8 +195,13 @@ def _model_states(setup: TrainingSetup) -> _States:
         if setup.job.method == "qlora":
             embedding_stored = 4 if setup.kbit_preparation == "peft" else 2
         tp = setup.tensor_parallel
-        layer_bytes = arch.largest_layer_params * stored / tp
-        unit_bytes = max(layer_bytes, arch.embedding_params() * embedding_stored / tp)
+        # as FSDP gathers them: in the 16-bit dtype under its MixedPrecision (``fsdp_casts``)
+        gathered_as, embedding_gathered_as = stored, embedding_stored
+        if fsdp_casts:
+            gathered_as, embedding_gathered_as = min(stored, sixteen_bit), min(embedding_stored, sixteen_bit)
+        layer_stored = arch.largest_layer_params * stored / tp
+        layer_bytes = arch.largest_layer_params * gathered_as / tp
+        unit_bytes = max(layer_bytes, arch.embedding_params() * embedding_gathered_as / tp)
         unit_gradient = sixteen_bit * unit_params if setup.shards_parameters and not setup.is_adapter else 0.0
         gathered = min(2 * unit_bytes, weights) + unit_gradient
         gathered_forward = gathered_loss = gathered_end = gathered_step = gathered
@@ -203,7 +216,8 @@ def _model_states(setup: TrainingSetup) -> _States:
             # current one and the one prefetched (_runtime_utils.py _pre_backward_hook -> _prefetch_handle;
             # FSDP2 FSDPParamGroup._backward_prefetch; the root's hook prefetches the last layer at the loss);
             # none through the step (_post_backward_final_callback reshards them all).
-            root = (arch.embedding_params() + arch.lm_head_params() + arch.norm_params()) * embedding_stored / tp
+            root_params = (arch.embedding_params() + arch.lm_head_params() + arch.norm_params()) / tp
+            root, root_stored = root_params * embedding_gathered_as, root_params * embedding_stored
             both = min(2, arch.layers) * layer_bytes
             gathered_forward = root + (both if setup.job.fsdp_version == 2 else layer_bytes)
             gathered_loss = root + layer_bytes
@@ -217,9 +231,19 @@ def _model_states(setup: TrainingSetup) -> _States:
                 # while a layer's backward prefetches the next unit, and at the loss, which prefetches the last.
                 # The blocks these copies leave on their own stream are the allocator's (training_step._Units).
                 staged = 1 / n
-                gathered_loss, gathered = gathered_loss + layer_bytes / n, gathered + layer_bytes / n
+                gathered_loss, gathered = gathered_loss + layer_stored / n, gathered + layer_stored / n
             framework = f"fsdp{setup.job.fsdp_version}"
-            gathering = Gathering(framework, root, layer_bytes, root * staged, layer_bytes * staged, unit_gradient, 0.0)
+            gathering = Gathering(
+                framework,
+                root,
+                layer_bytes,
+                root_stored * staged,  # the stored shard's copy
+                layer_stored * staged,
+                unit_gradient,
+                0.0,
+                root_stored,
+                layer_stored,
+            )
         unsharded = weights
         if setup.shards_parameters:
             weights /= n

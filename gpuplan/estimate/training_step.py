@@ -41,12 +41,14 @@ class Gathering:
     same units in ``_States.gathered``)."""
 
     framework: str  # fsdp1 | fsdp2
-    root: float  # FSDP's root unit (the embedding, an untied LM head, the final norm), as stored
-    unit: float  # a decoder unit as stored
+    root: float  # FSDP's root unit (the embedding, an untied LM head, the final norm), as gathered
+    unit: float  # a decoder unit as gathered (in 16-bit under FSDP's MixedPrecision, else as stored)
     staged_root: float  # an offloaded shard's GPU copy before its all-gather: the root's, a unit's (0: no offload)
     staged_unit: float
     unit_gradient: float  # a unit's unsharded gradient (full fine-tuning), on the default stream
     reduced: float  # FSDP2 with parameter offload: the gradient shards, each freed once copied to the host
+    stored_root: float  # the root and a decoder unit as stored, as FSDP1 wraps them (``wrap_model``)
+    stored_unit: float
 
 
 # FSDP1 broadcasts a unit's tensors from rank 0 as it wraps it (sync_module_states) in buckets of this many bytes
@@ -358,9 +360,10 @@ class SimulatedStep:
             # which the gathered unit is sized by), split as a standard layer's tensors are.
             largest = arch.largest_layer_params
             units = tuple(
-                _split(gathering.unit * arch.layer_params(index) / largest, layer) for index in range(self.layers)
+                _split(gathering.stored_unit * arch.layer_params(index) / largest, layer)
+                for index in range(self.layers)
             )
-            self.wrapping = (units, _split(gathering.root, root), setup.data_parallel)
+            self.wrapping = (units, _split(gathering.stored_root, root), setup.data_parallel)
 
     def _params(self, total: float, per_parameter: int = 1) -> tuple[Tensors, Tensors, Tensors]:
         """A per-parameter total (gradients, states, copies) as tensors: one layer's, the embedding's and the
