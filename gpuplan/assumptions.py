@@ -4,6 +4,7 @@ when an output reads them (``FinetuneEstimate.assumptions``, ``ServeEstimate.ass
 
 from __future__ import annotations
 
+from gpuplan.defaults import property_node
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.engines import (
     SGLANG_ENGINE,
@@ -32,6 +33,7 @@ from gpuplan.estimate.training_memory import OUTPUTS_HELD
 from gpuplan.estimate.training_speed import TrainingSpeed, gemm_peak
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import GIB, format_ms
+from gpuplan.validate import load_schema
 
 OPTIMIZER_NOTES = {
     "adamw": "AdamW, PyTorch foreach: two states and one trainable-size temporary at the step",
@@ -67,6 +69,9 @@ def _preparation_reason(job: Finetune, preparation: str) -> str:
     else:
         why = f"TRL casts back in bf16 only, and this job trains in {job.precision}"
     return f" (stated {job.kbit_preparation}: {why})"
+
+
+DEEPSPEED_BUCKET = ("finetune", "deepspeed", "reduce_bucket_size")  # its schema default is DeepSpeed's own
 
 
 def finetune_assumptions(
@@ -135,12 +140,20 @@ def finetune_assumptions(
             " (gradient_as_bucket_view false, PyTorch's and accelerate's default)"
         )
     elif count:
-        bucket_bytes = reduce_bucket_bytes(setup)
+        lifetime = "all step"
+        if job.sharding != "zero3":
+            lifetime = "from each backward until its gradients are reduced"
+            if job.sharding == "zero1" and job.gradient_accumulation > 1:
+                lifetime += " (ZeRO-1: at the accumulation boundary, so through the forwards between)"
+        source = "finetune.deepspeed.reduce_bucket_size"
+        if job.reduce_bucket_size is None:
+            source += ": auto, hidden_size squared"
+        elif job.reduce_bucket_size == property_node(load_schema(), *DEEPSPEED_BUCKET)["default"]:
+            source = f"DeepSpeed's default; {source}"
         buckets = (
-            f"DeepSpeed ZeRO-{job.sharding[-1]}: {count} x {elements:,} elements, {bucket_bytes / GIB:.2f} GiB per GPU"
-            f" {'all step' if job.sharding == 'zero3' else 'from each backward until its gradients are reduced'}"
-            f" (finetune.deepspeed.reduce_bucket_size{': auto, hidden_size squared' if job.reduce_bucket_size is None else ''}"
-            f"{', overlap_comm' if count == 2 else ''})"
+            f"DeepSpeed ZeRO-{job.sharding[-1]}: {count} x {elements:,} elements,"
+            f" {reduce_bucket_bytes(setup) / GIB:.2f} GiB per GPU {lifetime}"
+            f" ({source}{', overlap_comm' if count == 2 else ''})"
         )
     loss = "fused/chunked cross-entropy" if job.fused_loss else LOSS_NOTES[job.framework]
     loss += f"; the model outputs held {OUTPUTS_HELD[job.loop]}"

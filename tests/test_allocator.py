@@ -653,19 +653,22 @@ def test_deepspeed_buckets_map_one_large_segment():
     # large-pool request under kMinLargeAlloc (10 MiB): it maps a kLargeBuffer segment, 20 MiB. ZeRO-3 takes it as
     # its optimizer initialises and keeps it: the live peak rises by the 4 MiB. ZeRO-2's is freed once each
     # backward's gradients are reduced, cached, and taken again from that segment by the next step's backward;
-    # overlap_comm's second bucket is cut from the first's segment, whose 16 MiB rest is left cached (more than
-    # kSmallSize: should_split). Either way the reserved bytes rise by the one segment.
+    # overlap_comm's second bucket, a tensor of its own, is cut from the 16 MiB the first left of its segment
+    # (more than kSmallSize: should_split). ZeRO-1 under accumulation keeps a micro-batch's bucket through the next
+    # forward, until the next backward drops it and takes another. Either way the live peak rises by the buckets
+    # (the backward's peak is the step's here) and the reserved bytes by the one segment.
     base = training_setup(architecture=TINY, precision="bf16-mixed", seq_len=4, gpus=2)
 
     def run(**changes: object) -> tuple[int, int]:
         setup = vary(base, **changes)
         return training_step.SimulatedStep(setup, *training_memory._step_read(setup)[:2]).run()
 
-    for sharding, overlap, buckets in (("zero3", False, 1), ("zero2", False, 1), ("zero2", True, 2)):
-        live, reserved = run(sharding=sharding, overlap_comm=overlap, reduce_bucket_size=2**21)
-        live_without, reserved_without = run(sharding=sharding, overlap_comm=overlap, reduce_bucket_size=0)
-        assert reserved - reserved_without == 20 * MIB
-        assert live - live_without == 4 * MIB * buckets if sharding == "zero3" else live >= 4 * MIB * buckets
+    cases = (("zero3", False, 1, 1), ("zero2", False, 1, 1), ("zero2", True, 2, 1), ("zero1", False, 1, 4))
+    for sharding, overlap, buckets, accumulation in cases:
+        changes = {"sharding": sharding, "overlap_comm": overlap, "gradient_accumulation": accumulation}
+        live, reserved = run(**changes, reduce_bucket_size=2**21)
+        live_without, reserved_without = run(**changes, reduce_bucket_size=0)
+        assert (live - live_without, reserved - reserved_without) == (4 * MIB * buckets, 20 * MIB), sharding
 
 
 def test_broadcast_buckets_close_at_250_mib_as_compute_bucket_assignment_by_size_does():

@@ -515,8 +515,9 @@ def test_deepspeed_buckets_by_stage_and_setting():
         return {phase: parts.get("reduce_buckets", 0) for phase, parts in phases(setup).items()}
 
     # DeepSpeed's default, 500,000,000 elements, in the 16-bit working dtype: 1e9 B, ZeRO-3's from the optimizer's
-    # initialisation, so in the forward and the optimizer step as well.
+    # initialisation, so in the forward and the optimizer step as well. One GPU is modelled unsharded: none.
     assert buckets(sharding="zero3") == {"forward": 10**9, "backward": 10**9, "optimizer_step": 10**9}
+    assert set(buckets(sharding="zero3", gpus=1).values()) == {0}
     # "auto": hidden_size squared, 8 x 8 = 64 elements, 128 B; fp32 training keeps them in fp32: 256 B.
     assert buckets(sharding="zero3", reduce_bucket_size=None)["forward"] == 128
     assert buckets(sharding="zero3", reduce_bucket_size=None, precision="fp32")["forward"] == 256
@@ -544,6 +545,8 @@ def test_ddp_buckets_hold_the_trainable_bytes_again_all_step():
 
     assert buckets() == {3408}
     assert buckets(precision="bf16-mixed") == {6816}
+    # LoRA: the adapters alone are trainable, rank 1 on TINY's seven linears, 128 a layer, 256 x 2 B = 512.
+    assert buckets(method="lora", lora_rank=1, lora_bytes=2) == {512}
     assert buckets(gpus=1) == buckets(framework="megatron") == {0}
     assert (
         phases(training_setup(architecture=TINY, precision="bf16", seq_len=4, gpus=2))["optimizer_step"]["gradients"]

@@ -13,7 +13,8 @@ from __future__ import annotations
 from training_jobs import training_setup, vary
 
 from gpuplan.catalog import get_model
-from gpuplan.estimate.training_memory import _model_states, estimate_training
+from gpuplan.estimate.training_memory import _model_states, _step_read, estimate_training
+from gpuplan.estimate.training_step import SimulatedStep
 from tests.tiny_architectures import TINY
 
 ROOT, UNIT = 1040, 1184
@@ -74,22 +75,34 @@ def test_fsdp_parameter_offload_stages_shards_and_keeps_gradient_shards_until_ba
 
 
 def test_fsdp_mixed_precision_gathers_an_fp32_model_in_16_bit():
-    # An fp32 model under bf16-mixed: FSDP's MixedPrecision casts each shard and gathers the unit in bf16, so the
-    # points are the bf16 model's (ROOT 1,040, UNIT 1,184), while the shards stay fp32: the frozen base's 1,704
-    # parameters x 4 B and the adapters' 256 x 2 B, 7,328 over 2 ranks, 3,664. FSDP1 wraps the units as stored
-    # (wrap_model): 520 x 4 = 2,080 and 592 x 4 = 2,368. Autocast has nothing to copy: the gathered weights are
+    # An fp32 model under bf16-mixed: FSDP's MixedPrecision casts each shard to a bf16 copy and gathers the unit
+    # in bf16, so the units are the bf16 model's (ROOT 1,040, UNIT 1,184), with a unit's 16-bit shard copy, 1,184
+    # / 2 = 592, live at the loss and in a layer's backward (as an offloaded shard's copy is): 1,040 + 1,184 +
+    # 592 = 2,816 and 1,040 + 2 x 1,184 + 592 = 4,000. The shards stay fp32: the frozen base's 1,704 parameters x
+    # 4 B and the adapters' 256 x 2 B, 7,328 over 2 ranks, 3,664. FSDP1 wraps the units as stored (wrap_model):
+    # 520 x 4 = 2,080 and 592 x 4 = 2,368. Autocast has nothing to copy: the gathered weights are
     # bf16 already (DDP, over the same 2 GPUs, copies both layers' linears, 2 x 576, and the LM head, 256, in
     # bf16: 2 x 1,408 = 2,816).
     fp32 = lora(precision="bf16-mixed", model_dtype_bytes=4, autocast=False)
-    assert points(fp32) == (ROOT + UNIT, ROOT + UNIT, ROOT + 2 * UNIT, ROOT, 0)
+    assert points(fp32) == (ROOT + UNIT, 2816, 4000, ROOT, 0)
     states = _model_states(fp32)
     assert states.weights == 3664
     assert states.gathering is not None
     assert (states.gathering.stored_root, states.gathering.stored_unit) == (2080, 2368)
     assert (states.gathering.root, states.gathering.unit) == (ROOT, UNIT)
+    assert (states.gathering.staged_root, states.gathering.staged_unit) == (ROOT / 2, UNIT / 2)
+    # Offloaded, the shard's copy is still the 16-bit one the all-gather reads (the fp32 copy made for it goes at
+    # once), and the wrap moves each unit's tensors as stored, the fp32 ones (its broadcast bucket splits them).
+    offloaded = _model_states(vary(fp32, offload_parameters="cpu", offload_optimizer="cpu")).gathering
+    assert offloaded is not None and offloaded.staged_unit == UNIT / 2
+    broadcast = vary(fp32, fsdp_loading="broadcast")
+    step = SimulatedStep(broadcast, *_step_read(broadcast)[:2])
+    assert step.wrapping is not None
+    units, root, _ = step.wrapping
+    assert [round(sum(unit)) for unit in units] == [2368, 2368] and round(sum(root)) == 2080
     assert _model_states(vary(fp32, autocast=True)).autocast_copies == 0
     assert _model_states(vary(fp32, autocast=True, sharding="none")).autocast_copies == 2816
-    # Pure bf16 has no MixedPrecision to cast with: an fp32 model is gathered as stored.
+    # Pure bf16 has no MixedPrecision to cast with: an fp32 model is gathered as stored, with no shard copy.
     assert points(vary(fp32, precision="bf16")) == (2080 + 2368, 2080 + 2368, 2080 + 2 * 2368, 2080, 0)
 
 

@@ -692,14 +692,17 @@ ZERO_STAGES = ("zero1", "zero2", "zero3")
 def reduce_buckets(setup: TrainingSetup) -> tuple[int, int]:
     """(buckets, elements each) of DeepSpeed ZeRO's gradient buckets while they live ((0, 0) without DeepSpeed):
     flat buffers of ``zero_optimization.reduce_bucket_size`` elements, allocated on every GPU whatever the world
-    size (contiguous_gradients, on by default). ZeRO-3 keeps one all run (deepspeed/runtime/zero/stage3.py:
+    size (contiguous_gradients, on by default; ZeRO-1's since DeepSpeed 0.13.0). ZeRO-3 keeps one all run (deepspeed/runtime/zero/stage3.py:
     __ipg_bucket_flat_buffer, allocated as the optimizer initialises); ZeRO-1 and ZeRO-2 one, or two under
     overlap_comm, from each backward's start until the gradients are reduced (stage_1_and_2.py: backward,
     _release_ipg_buffers). "auto" (None here) is the Hugging Face Trainer's hidden_size squared (transformers
     integrations/deepspeed.py, trainer_config_finalize). Megatron's zero1 is its distributed optimizer, which
     has no such bucket."""
     job = setup.job
-    if job.sharding not in ZERO_STAGES or job.framework == "megatron":
+    # Over one data-parallel rank gpuplan models the job unsharded (training_memory._model_states, as the
+    # planner's paste drops the sharding there), so not with DeepSpeed's buckets either, though DeepSpeed
+    # would allocate them.
+    if job.sharding not in ZERO_STAGES or job.framework == "megatron" or setup.data_parallel == 1:
         return 0, 0
     elements = job.reduce_bucket_size if job.reduce_bucket_size is not None else setup.architecture.hidden**2
     return (2 if job.overlap_comm and job.sharding != "zero3" else 1), elements

@@ -31,6 +31,7 @@ from gpuplan.estimate.training import (
     norm_bytes,
     optimizer_state_bytes,
     reduce_bucket_bytes,
+    reduce_buckets,
     selective_layer_bytes_per_token,
     stage_edges,
     stage_fraction,
@@ -73,6 +74,7 @@ class _States:
     # backward (``buckets_all_step`` false; training.reduce_bucket_bytes, holds_ddp_buckets).
     reduce_buckets: float = 0.0
     buckets_all_step: bool = False
+    bucket_tensors: int = 1  # DeepSpeed's buckets are separate tensors (two under overlap_comm)
 
 
 @record
@@ -222,27 +224,27 @@ def _model_states(setup: TrainingSetup) -> _States:
             gathered_forward = root + (both if setup.job.fsdp_version == 2 else layer_bytes)
             gathered_loss = root + layer_bytes
             gathered, gathered_end, gathered_step = root + both + unit_gradient, root + unit_gradient, 0.0
-            staged = 0.0
-            if setup.job.offload_parameters != "none":
-                # Offloaded, each shard is copied to the GPU before its all-gather and freed once the unshard
-                # returns (_flat_param.py FlatParamHandle.pre_unshard -> flat_param_to(self.device), unshard ->
+            staged_root = staged_unit = 0.0
+            if fsdp_casts:
+                # Under MixedPrecision each shard is first cast to a 16-bit copy on the GPU, the all-gather's
+                # input, and freed once the unshard returns (_flat_param.py FlatParamHandle.pre_unshard ->
+                # _use_low_precision_shard: flat_param._mp_shard, an offloaded shard's own copy made for it and
+                # dropped at once; post_unshard -> _free_low_precision_sharded_param; FSDP2 FSDPParam.
+                # all_gather_inputs casts to param_dtype, freed after the copy-in).
+                staged_root, staged_unit = root / n, layer_bytes / n
+            elif setup.job.offload_parameters != "none":
+                # Offloaded, each shard is copied to the GPU as stored before its all-gather and freed once the
+                # unshard returns (FlatParamHandle.pre_unshard -> flat_param_to(self.device), unshard ->
                 # _use_unsharded_flat_param drops the copy; FSDP2 _fsdp_param.py FSDPParam.all_gather_inputs,
-                # _fsdp_collectives.py foreach_all_gather: del param_all_gather_inputs): one unit's copy is live
-                # while a layer's backward prefetches the next unit, and at the loss, which prefetches the last.
-                # The blocks these copies leave on their own stream are the allocator's (training_step._Units).
-                staged = 1 / n
-                gathered_loss, gathered = gathered_loss + layer_stored / n, gathered + layer_stored / n
+                # _fsdp_collectives.py foreach_all_gather: del param_all_gather_inputs).
+                staged_root, staged_unit = root_stored / n, layer_stored / n
+            # One unit's copy is live while a layer's backward prefetches the next unit, and at the loss, which
+            # prefetches the last; the blocks these copies leave on their own stream are the allocator's
+            # (training_step._Units).
+            gathered_loss, gathered = gathered_loss + staged_unit, gathered + staged_unit
             framework = f"fsdp{setup.job.fsdp_version}"
             gathering = Gathering(
-                framework,
-                root,
-                layer_bytes,
-                root_stored * staged,  # the stored shard's copy
-                layer_stored * staged,
-                unit_gradient,
-                0.0,
-                root_stored,
-                layer_stored,
+                framework, root, layer_bytes, staged_root, staged_unit, unit_gradient, 0.0, root_stored, layer_stored
             )
         unsharded = weights
         if setup.shards_parameters:
@@ -317,6 +319,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         evolve(gathering, reduced=reduced) if gathering is not None else None,
         buckets,
         setup.job.sharding == "zero3" or holds_ddp_buckets(setup),
+        max(1, reduce_buckets(setup)[0]),
     )
 
 

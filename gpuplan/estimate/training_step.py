@@ -405,7 +405,7 @@ class SimulatedStep:
             self.cache.reset_peaks()
         self.cache.take(weights)
         if states.buckets_all_step:  # DDP's buckets, as it wraps the model; ZeRO-3's, as its optimizer initialises
-            self.cache.take(states.reduce_buckets)
+            self.cache.take(states.reduce_buckets / states.bucket_tensors, states.bucket_tensors)
         held: dict[int, Allocation] = {}
         for take, tensor, size in events:
             if take:
@@ -451,7 +451,7 @@ class SimulatedStep:
             # (stage_1_and_2.py backward: ``self.ipg_buffer = []``, then the new ones)
             if self.bucket is not None:
                 self._give(self.bucket)
-            self.bucket = cache.take(states.reduce_buckets)
+            self.bucket = cache.take(states.reduce_buckets / states.bucket_tensors, states.bucket_tensors)
         return cache.take(acts.loss_gradients / 2, 2), log_softmax, returned
 
     def _micro_batch(self, first: bool) -> list[Allocation]:

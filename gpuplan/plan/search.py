@@ -438,7 +438,8 @@ class JobPlanner:
         gradients too, with the same DeepSpeed buckets. No other ordering holds: ZeRO-3 also shards the
         weights but holds gathered units, which on a few ranks can outweigh what it saves, and DeepSpeed's
         gradient buckets (``training.reduce_bucket_bytes``, 0.93 GiB by default) can outweigh what any ZeRO
-        stage saves of a small model or of adapters, where plain DDP or FSDP carries none. A property test
+        stage saves of a small model or of adapters, where FSDP carries none and plain DDP's are the trainable
+        gradients' bytes (``training.holds_ddp_buckets``). A property test
         holds every choice at or above the least of these."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
