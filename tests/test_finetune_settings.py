@@ -461,7 +461,7 @@ def test_zero3_over_four_gpus():
     # backward on. DeepSpeed's gradient bucket, 100 elements in the 16-bit working dtype, 200, from the
     # optimizer's initialisation on: in every phase. Backward start: 852 + 5,112 + 200 + 3,552 + 3,904 + 256 +
     # 1,024 = 14,900.
-    fixed = {"weights": 852, "optimizer": 5112, "reduce_buckets": 200, "gathered_parameters": 3552}
+    fixed = {"weights": 852, "optimizer": 5112, "gradient_buckets": 200, "gathered_parameters": 3552}
     zero3 = training_setup(
         architecture=TINY, precision="bf16-mixed", sharding="zero3", gpus=4, seq_len=4, reduce_bucket_size=100
     )
@@ -499,7 +499,7 @@ def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
             "activations": 3264,
             "model_outputs": 256,
             "temporaries": 1024,
-            "reduce_buckets": 200,
+            "gradient_buckets": 200,
         },
         "optimizer_step": {"gathered_parameters": 2368, "model_outputs": 256},
     }
@@ -512,7 +512,7 @@ def test_deepspeed_buckets_by_stage_and_setting():
 
     def buckets(**changes) -> dict[str, int]:
         setup = training_setup(**{"architecture": TINY, "precision": "bf16-mixed", "seq_len": 4, "gpus": 2, **changes})
-        return {phase: parts.get("reduce_buckets", 0) for phase, parts in phases(setup).items()}
+        return {phase: parts.get("gradient_buckets", 0) for phase, parts in phases(setup).items()}
 
     # DeepSpeed's default, 500,000,000 elements, in the 16-bit working dtype: 1e9 B, ZeRO-3's from the optimizer's
     # initialisation, so in the forward and the optimizer step as well. One GPU is modelled unsharded: none.
@@ -541,7 +541,7 @@ def test_ddp_buckets_hold_the_trainable_bytes_again_all_step():
     # GPU is not wrapped; Megatron keeps its gradients in a buffer of its own.
     def buckets(**changes) -> set[int]:
         setup = training_setup(**{"architecture": TINY, "precision": "bf16", "seq_len": 4, "gpus": 2, **changes})
-        return {parts.get("reduce_buckets", 0) for parts in phases(setup).values()}
+        return {parts.get("gradient_buckets", 0) for parts in phases(setup).values()}
 
     assert buckets() == {3408}
     assert buckets(precision="bf16-mixed") == {6816}

@@ -602,7 +602,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     fixed = {"weights": states.weights, "optimizer": states.optimizer}
     # DDP's and ZeRO-3's buckets live all step; ZeRO-1/2's from each backward's start until its gradients are reduced, so
     # ZeRO-1, which reduces at the accumulation boundary only, keeps it through the next micro-batch's forward.
-    buckets = {"reduce_buckets": states.reduce_buckets}
+    buckets = {"gradient_buckets": states.reduce_buckets}
     backward_buckets = {} if states.buckets_all_step else buckets
     if states.buckets_all_step:
         fixed |= buckets

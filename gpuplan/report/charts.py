@@ -23,7 +23,7 @@ SEGMENT_COLOURS = {
     "autocast_weight_copies": "#8ab17d",
     "optimizer_step_temporaries": "#bc5090",
     "gathered_parameters": "#6c757d",
-    "reduce_buckets": "#495057",
+    "gradient_buckets": "#495057",
     "paged_optimizer_states": "#b392ac",
     "kbit_preparation_copies": "#5e60ce",
     "model_outputs": "#c9a227",
