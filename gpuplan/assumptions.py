@@ -136,7 +136,10 @@ def finetune_assumptions(
     count, elements = reduce_buckets(setup)
     if holds_ddp_buckets(setup):
         buckets = (
-            "PyTorch DDP: flat buckets as large as the trainable gradients, all step, beside them"
+            "PyTorch DDP: flat buckets as large as the trainable gradients, all step, and the gradients views"
+            " into them (finetune.ddp.gradient_as_bucket_view)"
+            if job.gradient_as_bucket_view
+            else "PyTorch DDP: flat buckets as large as the trainable gradients, all step, beside them"
             " (gradient_as_bucket_view false, PyTorch's and accelerate's default)"
         )
     elif count:

@@ -110,6 +110,7 @@ class Finetune:
     fsdp_loading: str  # sharded | from-cpu | broadcast: how FSDP1 receives the model as it wraps it
     reduce_bucket_size: int | None  # DeepSpeed ZeRO's gradient bucket, elements; None: "auto" (hidden_size squared)
     overlap_comm: bool  # DeepSpeed ZeRO-1/2: two buckets through backward
+    gradient_as_bucket_view: bool  # PyTorch DDP: the gradients are views into its buckets
     tokens: int | None
     checkpoint_every_hours: float | None
     checkpoint_keep: int | None
@@ -553,7 +554,7 @@ def _reserved(data: dict[str, Any] | None) -> Reserved | None:
 def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu]) -> Finetune | None:
     if data is None or (hardware := resolver.hardware(data["hardware"], ("finetune", "hardware"), custom)) is None:
         return None
-    lora, offload, deepspeed = data["lora"], data["offload"], data["deepspeed"]
+    lora, offload, deepspeed, ddp = data["lora"], data["offload"], data["deepspeed"], data["ddp"]
     checkpoints = data.get("checkpoints", {})
     job = Finetune(
         method=data["method"],
@@ -573,6 +574,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         fsdp_loading=data["fsdp_loading"],
         reduce_bucket_size=None if deepspeed["reduce_bucket_size"] == "auto" else deepspeed["reduce_bucket_size"],
         overlap_comm=deepspeed["overlap_comm"],
+        gradient_as_bucket_view=ddp["gradient_as_bucket_view"],
         tokens=data.get("tokens"),
         checkpoint_every_hours=checkpoints.get("every_hours"),
         checkpoint_keep=checkpoints.get("keep"),

@@ -38,7 +38,7 @@ from gpuplan.estimate import training_speed as training_speed_module
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.kernels import adapter_work
 from gpuplan.estimate.performance import scale_up_size
-from gpuplan.estimate.training import MIXED
+from gpuplan.estimate.training import MIXED, holds_ddp_buckets
 from gpuplan.linter import LintResult, lint_bytes
 from gpuplan.loader import load_bytes
 from gpuplan.output.estimate_json import estimate_document
@@ -251,6 +251,10 @@ CHANGES_NOTHING: dict[str, Why] = {
     "finetune.deepspeed.overlap_comm": Why(
         "the second bucket ZeRO-1 and ZeRO-2 keep through backward: the job runs neither (ZeRO-3 keeps one either way)",
         lambda d, a: _finetune(a).sharding not in ("zero1", "zero2") or _finetune(a).framework == "megatron",
+    ),
+    "finetune.ddp.gradient_as_bucket_view": Why(
+        "where PyTorch DDP's gradients live: the job does not run DDP (sharding none over several GPUs, not Megatron)",
+        lambda d, a: not holds_ddp_buckets(a.finetune.setup),
     ),
     "finetune.offload.host_memory_gbs": Why(
         "the host's bandwidth for what is offloaded: nothing is", lambda d, a: not _offloaded(a, "cpu", "nvme")

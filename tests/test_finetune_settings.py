@@ -548,6 +548,13 @@ def test_ddp_buckets_hold_the_trainable_bytes_again_all_step():
     # LoRA: the adapters alone are trainable, rank 1 on TINY's seven linears, 128 a layer, 256 x 2 B = 512.
     assert buckets(method="lora", lora_rank=1, lora_bytes=2) == {512}
     assert buckets(gpus=1) == buckets(framework="megatron") == {0}
+    # gradient_as_bucket_view: the gradients are views into the buckets, so no gradient tensor of their own at the
+    # optimizer step (where plain DDP holds 3,408 beside the buckets' 3,408), the buckets as before.
+    viewed = phases(
+        training_setup(architecture=TINY, precision="bf16", seq_len=4, gpus=2, gradient_as_bucket_view=True)
+    )
+    assert {parts.get("gradient_buckets", 0) for parts in viewed.values()} == {3408}
+    assert "gradients" not in viewed["optimizer_step"]
     assert (
         phases(training_setup(architecture=TINY, precision="bf16", seq_len=4, gpus=2))["optimizer_step"]["gradients"]
         == 3408

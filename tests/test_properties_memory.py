@@ -408,6 +408,7 @@ FIELD_VALUES = {
     "expandable_segments": st.booleans(),
     "reduce_bucket_size": st.sampled_from([None, 0, 100, 500_000_000]),
     "overlap_comm": st.booleans(),
+    "gradient_as_bucket_view": st.booleans(),
     "framework": st.sampled_from(["eager", "compiled", "fused", "megatron"]),
 }
 
@@ -426,7 +427,10 @@ def varied_setups(draw: st.DrawFn) -> TrainingSetup:
         **{name: draw(FIELD_VALUES[name]) for name in ("attention", "sequence_parallel", "lora_dropout", "loop")},
         use_cache=draw(FIELD_VALUES["use_cache"]),
         **{name: draw(FIELD_VALUES[name]) for name in ("activation_offloading", "offload_optimizer", "momentum")},
-        **{name: draw(FIELD_VALUES[name]) for name in ("reduce_bucket_size", "overlap_comm", "framework")},
+        **{
+            name: draw(FIELD_VALUES[name])
+            for name in ("reduce_bucket_size", "overlap_comm", "framework", "gradient_as_bucket_view")
+        },
     )
 
 

@@ -178,8 +178,11 @@ def _model_states(setup: TrainingSetup) -> _States:
     # PyTorch DDP reduces the gradients through flat buckets that together hold every trainable parameter in its
     # dtype, allocated as it wraps the model and kept (torch/csrc/distributed/c10d/reducer.cpp,
     # Reducer::initialize_buckets: bucket.gradients = at::empty(...)); under gradient_as_bucket_view false,
-    # PyTorch's and accelerate's default, the gradients are tensors of their own, copied in as each is ready.
+    # PyTorch's and accelerate's default, the gradients are tensors of their own, copied in as each is ready;
+    # under true they are views into the buckets (Reducer::initialize_bucket_views), held there all step.
     buckets = grads if holds_ddp_buckets(setup) else reduce_bucket_bytes(setup)
+    if holds_ddp_buckets(setup) and setup.job.gradient_as_bucket_view:
+        grads = 0.0
     gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = 0.0
     gathering: Gathering | None = None  # its ``reduced`` known once the offload is
     streams = setup.shards_parameters or setup.job.offload_parameters != "none"
@@ -466,7 +469,7 @@ STATES_IGNORE = frozenset(
 ACTIVATIONS_IGNORE = frozenset(
     {"optimizer", "gradient_accumulation", "sharding", "fsdp_version", "gpus", "offload_optimizer"}
     | {"offload_parameters", "optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
-    | {"fsdp_loading", "reduce_bucket_size", "overlap_comm", "framework"}
+    | {"fsdp_loading", "reduce_bucket_size", "overlap_comm", "framework", "gradient_as_bucket_view"}
 )
 
 
