@@ -25,6 +25,7 @@ from gpuplan.estimate.training import (
     MIXED,
     REGIMES,
     TrainingSetup,
+    bucket_lifetime,
     holds_ddp_buckets,
     reduce_bucket_bytes,
     reduce_buckets,
@@ -143,11 +144,12 @@ def finetune_assumptions(
             " (gradient_as_bucket_view false, PyTorch's and accelerate's default)"
         )
     elif count:
-        lifetime = "all step"
-        if job.sharding != "zero3":
-            lifetime = "from each backward until its gradients are reduced"
-            if job.sharding == "zero1" and job.gradient_accumulation > 1:
-                lifetime += " (ZeRO-1: at the accumulation boundary, so through the forwards between)"
+        lifetime = {
+            "step": "all step",
+            "backward": "from each backward until its gradients are reduced",
+            "accumulation": "from each backward until its gradients are reduced (ZeRO-1: at the accumulation"
+            " boundary, so through the forwards between)",
+        }[bucket_lifetime(setup)]
         source = "finetune.deepspeed.reduce_bucket_size"
         if job.reduce_bucket_size is None:
             source += ": auto, hidden_size squared"

@@ -692,12 +692,10 @@ ZERO_STAGES = ("zero1", "zero2", "zero3")
 def reduce_buckets(setup: TrainingSetup) -> tuple[int, int]:
     """(buckets, elements each) of DeepSpeed ZeRO's gradient buckets while they live ((0, 0) without DeepSpeed):
     flat buffers of ``zero_optimization.reduce_bucket_size`` elements, allocated on every GPU whatever the world
-    size (contiguous_gradients, on by default; ZeRO-1's since DeepSpeed 0.13.0). ZeRO-3 keeps one all run (deepspeed/runtime/zero/stage3.py:
-    __ipg_bucket_flat_buffer, allocated as the optimizer initialises); ZeRO-1 and ZeRO-2 one, or two under
-    overlap_comm, from each backward's start until the gradients are reduced (stage_1_and_2.py: backward,
-    _release_ipg_buffers). "auto" (None here) is the Hugging Face Trainer's hidden_size squared (transformers
-    integrations/deepspeed.py, trainer_config_finalize). Megatron's zero1 is its distributed optimizer, which
-    has no such bucket."""
+    size (contiguous_gradients, on by default; ZeRO-1's since DeepSpeed 0.13.0): one, or two under overlap_comm
+    at ZeRO-1/2 (``bucket_lifetime`` says when). "auto" (None here) is the Hugging Face Trainer's hidden_size
+    squared (transformers integrations/deepspeed.py, trainer_config_finalize). Megatron's zero1 is its
+    distributed optimizer, which has no such bucket."""
     job = setup.job
     # Over one data-parallel rank gpuplan models the job unsharded (training_memory._model_states, as the
     # planner's paste drops the sharding there), so not with DeepSpeed's buckets either, though DeepSpeed
@@ -713,6 +711,22 @@ def reduce_bucket_bytes(setup: TrainingSetup) -> float:
     self.dtype): the 16-bit working copy DeepSpeed casts the model to under bf16 or fp16, fp32 without them."""
     count, elements = reduce_buckets(setup)
     return count * elements * SHARDED_WEIGHT_BYTES[setup.job.precision]
+
+
+def bucket_lifetime(setup: TrainingSetup) -> str:
+    """When the data-parallel gradient buckets live, "" without any: "step" for DDP's (allocated as it wraps the
+    model) and ZeRO-3's (deepspeed/runtime/zero/stage3.py: __ipg_bucket_flat_buffer, allocated as the optimizer
+    initialises), kept all run; "backward" for ZeRO-2's, from each backward's start until its gradients are
+    reduced (stage_1_and_2.py: backward, then _release_ipg_buffers in the epilogue every micro-step); ZeRO-1
+    reduces at the accumulation boundary only, so under accumulation its bucket lives from a backward through
+    the forward after it, until the next backward drops it ("accumulation"), else as ZeRO-2's."""
+    if holds_ddp_buckets(setup):
+        return "step"
+    if not reduce_buckets(setup)[0]:
+        return ""
+    if setup.job.sharding == "zero3":
+        return "step"
+    return "accumulation" if setup.job.sharding == "zero1" and setup.job.gradient_accumulation > 1 else "backward"
 
 
 def holds_ddp_buckets(setup: TrainingSetup) -> bool:

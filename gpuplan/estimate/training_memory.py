@@ -22,6 +22,7 @@ from gpuplan.estimate.training import (
     TrainingMemory,
     TrainingSetup,
     adapted_shapes,
+    bucket_lifetime,
     holds_ddp_buckets,
     input_widths,
     largest_layer_activation_bytes_per_token,
@@ -70,10 +71,10 @@ class _States:
     # FSDP's units as the allocator's model gathers them, layer by layer on their streams (None: ``gathered``
     # is one block held all step, as for ZeRO-3: training_step.GATHER's comment says why).
     gathering: Gathering | None = None
-    # The data-parallel gradient buckets: PyTorch DDP's and DeepSpeed ZeRO-3's live all step, ZeRO-1/2's through
-    # backward (``buckets_all_step`` false; training.reduce_bucket_bytes, holds_ddp_buckets).
+    # The data-parallel gradient buckets, PyTorch DDP's or DeepSpeed ZeRO's (training.reduce_bucket_bytes,
+    # holds_ddp_buckets), and when they live.
     reduce_buckets: float = 0.0
-    buckets_all_step: bool = False
+    bucket_lifetime: str = ""  # training.bucket_lifetime
     bucket_tensors: int = 1  # DeepSpeed's buckets are separate tensors (two under overlap_comm)
 
 
@@ -180,8 +181,9 @@ def _model_states(setup: TrainingSetup) -> _States:
     # Reducer::initialize_buckets: bucket.gradients = at::empty(...)); under gradient_as_bucket_view false,
     # PyTorch's and accelerate's default, the gradients are tensors of their own, copied in as each is ready;
     # under true they are views into the buckets (Reducer::initialize_bucket_views), held there all step.
-    buckets = grads if holds_ddp_buckets(setup) else reduce_bucket_bytes(setup)
-    if holds_ddp_buckets(setup) and setup.job.gradient_as_bucket_view:
+    ddp = holds_ddp_buckets(setup)
+    buckets = grads if ddp else reduce_bucket_bytes(setup)
+    if ddp and setup.job.gradient_as_bucket_view:
         grads = 0.0
     gathered = gathered_forward = gathered_loss = gathered_end = gathered_step = 0.0
     gathering: Gathering | None = None  # its ``reduced`` known once the offload is
@@ -321,7 +323,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         setup.kbit_preparation in ("trl", "axolotl"),
         evolve(gathering, reduced=reduced) if gathering is not None else None,
         buckets,
-        setup.job.sharding == "zero3" or holds_ddp_buckets(setup),
+        bucket_lifetime(setup),
         max(1, reduce_buckets(setup)[0]),
     )
 
@@ -603,11 +605,11 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         grads_before_first_layer = grads * made_by_first
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer}
-    # DDP's and ZeRO-3's buckets live all step; ZeRO-1/2's from each backward's start until its gradients are reduced, so
-    # ZeRO-1, which reduces at the accumulation boundary only, keeps it through the next micro-batch's forward.
+    # The gradient buckets in every phase, through backward, or through backward and the forward after it
+    # (training.bucket_lifetime).
     buckets = {"gradient_buckets": states.reduce_buckets}
-    backward_buckets = {} if states.buckets_all_step else buckets
-    if states.buckets_all_step:
+    backward_buckets = buckets if states.bucket_lifetime in ("backward", "accumulation") else {}
+    if states.bucket_lifetime == "step":
         fixed |= buckets
     forward = {
         **fixed,
@@ -617,8 +619,8 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "activations": acts.saved,
         "temporaries": acts.forward_temporaries,
     }
-    if setup.job.sharding == "zero1" and setup.job.gradient_accumulation > 1:
-        forward |= backward_buckets
+    if states.bucket_lifetime == "accumulation":
+        forward |= buckets
     # Backward peaks at its start (the loss gradients are live, and the model outputs too unless the
     # training loop released them first, as the Hugging Face Trainer and torchtune do), while the first
     # layer is processed (most gradients, one layer's activations), or at its end. A loop that holds the

@@ -295,9 +295,9 @@ class SimulatedStep:
     loss gradients and the LM head's gradient; per layer in backward, the recomputed tensors and the
     backward's transients, the layer's gradients, then its activations freed; the embedding's gradient;
     at the first step's optimizer step the states (created lazily), then the step's temporaries, then
-    the gradients freed (``zero_grad(set_to_none=True)``). The data-parallel gradient buckets: DDP's and ZeRO-3's
-    taken with the weights, ZeRO-1/2's as each backward begins until its gradients are reduced. Gradient accumulation runs a second micro-batch
-    with the gradients alive. Totals are the phase model's; only their split into tensors is read here.
+    the gradients freed (``zero_grad(set_to_none=True)``). The data-parallel gradient buckets as
+    ``training.bucket_lifetime`` has them: taken with the weights, or as each backward begins and freed once its
+    gradients are reduced. Gradient accumulation runs a second micro-batch with the gradients alive. Totals are the phase model's; only their split into tensors is read here.
 
     How long the loop holds the model outputs (``loop``), and a returned KV cache (``use_cache``), are the
     phase model's alone: the simulation runs one lifetime for every loop, the returned logits released once
@@ -311,7 +311,7 @@ class SimulatedStep:
         arch, job = setup.architecture, setup.job
         self.cache = CachingAllocator(expandable=job.expandable_segments, fast_forward=fast_forward)
         self.job, self.states, self.acts = job, states, acts
-        self.bucket: Allocation | None = None  # DeepSpeed ZeRO-1/2's gradient buckets while they live
+        self.bucket: Allocation | None = None  # the buckets a backward took, while they live
         self.layer_shares, self.edge_shares, self.layers = _parameter_shares(setup)
         elements = self.layers * sum(self.layer_shares) + sum(self.edge_shares)
         self.per_element = 1 / elements if elements else 0.0
@@ -404,7 +404,7 @@ class SimulatedStep:
             # bytes start again from the shards, the reserved ones from the segments the wrap mapped.
             self.cache.reset_peaks()
         self.cache.take(weights)
-        if states.buckets_all_step:  # DDP's buckets, as it wraps the model; ZeRO-3's, as its optimizer initialises
+        if states.bucket_lifetime == "step":  # DDP's, as it wraps the model; ZeRO-3's, as its optimizer initialises
             self.cache.take(states.reduce_buckets / states.bucket_tensors, states.bucket_tensors)
         held: dict[int, Allocation] = {}
         for take, tensor, size in events:
@@ -423,8 +423,9 @@ class SimulatedStep:
             micro_batches = 2 if job.gradient_accumulation > 1 else 1
             for micro_batch in range(micro_batches):
                 grads += micro_batch_run(first=micro_batch == 0)
-                # ZeRO-1/2's buckets go once the gradients are reduced: ZeRO-1's at the accumulation boundary only
-                if self.bucket is not None and (micro_batch == micro_batches - 1 or job.sharding != "zero1"):
+                # a backward's buckets go once its gradients are reduced, at the accumulation boundary under "accumulation"
+                last = micro_batch == micro_batches - 1
+                if self.bucket is not None and (last or states.bucket_lifetime != "accumulation"):
                     self._give(self.bucket)
                     self.bucket = None
             if step == 0:  # every layer's states (``_params`` gives one layer's tensors), then the edges'
@@ -437,16 +438,15 @@ class SimulatedStep:
 
     def _loss(self) -> tuple[Allocation, Allocation, Allocation]:
         """The loss after the last layer's forward: the returned logits, the upcast copy (taken and freed), the
-        log-softmax, DeepSpeed ZeRO-1/2's buckets as backward begins (``bucket``, which ``run`` frees) and the loss
-        gradients in two halves; the caller frees the three it returns once the loss
-        backward is done. The returned logits go then whatever the loop (the class docstring says why how long
+        log-softmax, the buckets a backward takes as it begins (``bucket``, which ``run`` frees) and the loss
+        gradients in two halves; the caller frees the three it returns once the loss backward is done. The returned logits go then whatever the loop (the class docstring says why how long
         a loop holds them is the phase model's alone)."""
         acts, cache = self.acts, self.cache
         returned = cache.take(acts.returned_logits)
         self._give(cache.take(acts.upcast))
         log_softmax = cache.take(acts.log_softmax)
         states = self.states
-        if states.reduce_buckets and not states.buckets_all_step:
+        if states.reduce_buckets and states.bucket_lifetime in ("backward", "accumulation"):
             # DeepSpeed ZeRO-1/2 allocate their buckets as backward begins, dropping the last micro-batch's first
             # (stage_1_and_2.py backward: ``self.ipg_buffer = []``, then the new ones)
             if self.bucket is not None:

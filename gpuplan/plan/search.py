@@ -434,13 +434,13 @@ class JobPlanner:
         the forward pass and the start of backward (``estimate_training``), which the smaller
         micro-batch's activations may not repay; within either regime memory only grows with the
         micro-batch (activations, temporaries and logits scale with it; the buffer does not).
-        Sharding: each the choices try but ZeRO-1 beside ZeRO-2, which shards what ZeRO-1 does and the
-        gradients too, with the same DeepSpeed buckets. No other ordering holds: ZeRO-3 also shards the
+        Sharding: every sharding the choices try, but ZeRO-1 beside ZeRO-2, which shards what ZeRO-1 does and
+        the gradients too, with the same DeepSpeed buckets. No other ordering holds: ZeRO-3 also shards the
         weights but holds gathered units, which on a few ranks can outweigh what it saves, and DeepSpeed's
         gradient buckets (``training.reduce_bucket_bytes``, 0.93 GiB by default) can outweigh what any ZeRO
         stage saves of a small model or of adapters, where FSDP carries none and plain DDP's are the trainable
-        gradients' bytes (``training.holds_ddp_buckets``). A property test
-        holds every choice at or above the least of these."""
+        gradients' bytes (``training.holds_ddp_buckets``). A property test holds every choice at or above the
+        least of these."""
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
         tried = {settings.sharding for settings in self._settings_choices(dp, checkpointing)}
