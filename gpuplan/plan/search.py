@@ -581,33 +581,40 @@ class JobPlanner:
         return self._finetune_table()
 
     def _serve_table(self) -> tuple[list[Option], list[Option]]:
+        """Each GPU kind's sound families at their fewest sound replicas, and the kind's fewest-GPU unsound
+        layout when it uses fewer GPUs than the kind's best sound one (``_why_not``). Soundness is judged by
+        ``ServePlanner.sound`` (the speed model only where its bounds do not already decide), so a layout is
+        estimated in full only if the table shows it."""
         evaluator = self.evaluator
         assert isinstance(evaluator, ServePlanner)
         sound: list[Option] = []
         rejected: list[Option] = []
         arch = evaluator.arch
         for gpu in self.gpus:
-            tried: list[Option] = []
+            tried: list[Layout] = []
             for tp in proposed_serving_tensor_parallel(arch, gpu):
                 for pp in pipeline_degrees(arch, serving=True):
                     fewest = evaluator.fewest_replicas(gpu, tp, pp)
                     if fewest is None or not self._within_nodes(gpu, tp, pp, fewest):
                         continue
                     memory_ok = self._replicas_with_memory((gpu, tp, pp), fewest)
-                    option = evaluator.evaluate(evaluator.layout(gpu, tp, pp, memory_ok or fewest))
-                    if memory_ok is not None and not option.sound:
+                    layout = evaluator.layout(gpu, tp, pp, memory_ok or fewest)
+                    is_sound = evaluator.sound(layout)
+                    if memory_ok is not None and not is_sound:
                         more = self._replicas_sound((gpu, tp, pp), memory_ok + 1)
                         if more is not None:
-                            option = evaluator.evaluate(evaluator.layout(gpu, tp, pp, more))
-                    if option.sound and self._within_nodes(gpu, tp, pp, option.layout.replicas):
-                        sound.append(option)
-                        if option.layout.replicas == 1:
+                            layout = evaluator.layout(gpu, tp, pp, more)
+                            is_sound = evaluator.sound(layout)
+                    if is_sound and self._within_nodes(gpu, tp, pp, layout.replicas):
+                        sound.append(evaluator.evaluate(layout))
+                        if layout.replicas == 1:
                             break  # more stages: more GPUs, and no token gets faster through more hops
                     else:
-                        tried.append(option)
+                        tried.append(layout)
             if not tried and not any(o.layout.gpu.id == gpu.id for o in sound):
-                tried.append(self._serve_most_relaxed(gpu))
-            rejected.extend(self._why_not(gpu, tried, sound))
+                rejected.append(self._serve_most_relaxed(gpu))
+            else:
+                rejected.extend(self._why_not(gpu, tried, sound))
         return sound, rejected
 
     def _serve_most_relaxed(self, gpu: Gpu) -> Option:
@@ -619,14 +626,17 @@ class JobPlanner:
         pp = max(p for p in pipeline_degrees(arch, serving=True) if tp * p <= self.limits.max_gpus or p == 1)
         return evaluator.evaluate(evaluator.layout(gpu, tp, pp, 1))
 
-    @staticmethod
-    def _why_not(gpu: Gpu, tried: list[Option], sound: list[Option]) -> list[Option]:
-        """The fewest-GPU unsound layout of a GPU kind, when it uses fewer GPUs than its best sound one."""
+    def _why_not(self, gpu: Gpu, tried: list[Layout], sound: list[Option]) -> list[Option]:
+        """The fewest-GPU unsound layout of a GPU kind (the best ranked of those that tie on GPUs), when it
+        uses fewer GPUs than its best sound one; only those tied layouts are estimated."""
         if not tried:
             return []
-        fewest = min(tried, key=lambda o: (o.gpus, o.rank()))
+        least = min(layout.gpus for layout in tried)
         on_gpu = [o.gpus for o in sound if o.layout.gpu.id == gpu.id]
-        return [fewest] if not on_gpu or fewest.gpus < min(on_gpu) else []
+        if on_gpu and least >= min(on_gpu):
+            return []
+        tied = [self.evaluator.evaluate(layout) for layout in tried if layout.gpus == least]
+        return [min(tied, key=lambda o: o.rank())]
 
     def _finetune_table(self) -> tuple[list[Option], list[Option], int]:
         evaluator = self.evaluator
