@@ -13,7 +13,7 @@ every rule on each spec. gpuplan's bytecode is compiled first, as any installati
 
 The `plan` cases run `gpuplan plan --format json` over the whole catalog (every allowed GPU, TP, PP and
 replica count; fine-tuning settings too) for two examples, a serving job and a fine-tune-then-serve spec,
-each as a whole process: target <= 0.3 s per spec. Wall time on a shared machine includes waiting for a
+and for the serving job as a burst of 1,000 requests, each as a whole process: target <= 0.3 s per spec. Wall time on a shared machine includes waiting for a
 core, so the CPU time of the process tree (user + sys) is printed beside it for every case.
 
 A new case is one more `Case` in `cases()`: a name, the gpuplan arguments and (optionally) the
@@ -92,11 +92,18 @@ def timed(
 PLAN_EXAMPLES = ("serve-llama-70b.yaml", "finetune-then-serve.yaml")
 
 
-def plan_cases() -> list[Case]:
-    """`gpuplan plan` over the full catalog for each example (no check-jsonschema counterpart)."""
+def plan_cases(folder: Path) -> list[Case]:
+    """`gpuplan plan` over the full catalog for each example (no check-jsonschema counterpart), and for the
+    serving example as a burst of 1,000 requests at once (its SLO judged on each layout's wave)."""
+    import yaml
+
+    burst = yaml.safe_load((ROOT / "examples" / PLAN_EXAMPLES[0]).read_text())
+    burst["serve"].update(concurrency=1000, arrival="burst")
+    (folder / "burst-1000.yaml").write_text(yaml.safe_dump(burst, sort_keys=False))
+    examples = [(name.removesuffix(".yaml"), ROOT / "examples" / name) for name in PLAN_EXAMPLES]
     return [
-        Case(f"plan {name.removesuffix('.yaml')}", ["plan", "--format", "json", str(ROOT / "examples" / name)], None)
-        for name in PLAN_EXAMPLES
+        Case(f"plan {name}", ["plan", "--format", "json", str(path)], None)
+        for name, path in [*examples, ("burst-1000", folder / "burst-1000.yaml")]
     ]
 
 
@@ -138,7 +145,7 @@ def main() -> None:
             if size > 1:
                 write_corpus(folder / f"set{size}", size)
         rows = []
-        for case in cases(folder, sizes, checker, schema) + (plan_cases() if "plan" in chosen else []):
+        for case in cases(folder, sizes, checker, schema) + (plan_cases(folder) if "plan" in chosen else []):
             runs = args.runs if "10,000" not in case.name else max(1, args.runs // 2)
             rows.append((case.name, *timed([gpuplan, *case.gpuplan], case.checker, runs, folder)))
     print(

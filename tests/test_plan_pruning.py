@@ -25,6 +25,7 @@ from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingSetup, estimate_serving, serving_shape, shape_at_any_load
 from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latency_floors
+from gpuplan.estimate.serving_load import wave as load_wave
 from gpuplan.estimate.serving_speed import prepare, serving_speed
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.plan.configured import efficiency_of, planner_for
@@ -115,9 +116,10 @@ def test_latency_bounds_never_exceed_the_speed_model_at_their_load(document, con
     assert estimate.workload is not None
     for workload in (estimate.workload, evolve(estimate.workload, concurrency=concurrency)):
         speed = serving_speed(workload, efficiency)
-        ttft, tpot = latency_bounds(workload, efficiency)
-        assert 0 <= tpot <= speed.tpot_s
-        assert 0 <= ttft <= speed.ttft_s
+        for statistic, figure in (("mean", speed.ttft_s), ("median", speed.ttft_median_s), ("p90", speed.ttft_p90_s)):
+            ttft, tpot = latency_bounds(workload, efficiency, statistic=statistic)
+            assert 0 <= tpot <= speed.tpot_s
+            assert 0 <= ttft <= figure, statistic
 
 
 @settings(max_examples=40, deadline=None)
@@ -501,3 +503,60 @@ def test_a_front_end_bound_loop_runs_no_more_sequences_than_its_clients():
     assert all(speed.running <= clients for speed, clients in zip(speeds, range(5, 11), strict=True))
     ttfts = [speed.ttft_s for speed in speeds]
     assert ttfts == sorted(ttfts)
+
+
+def burst_of_a_thousand(**serve: object) -> dict:
+    """1,000 requests of 2,000-token prompts at once on one H100 (vLLM, chat endpoint), and ``serve``."""
+    return {
+        "version": 1,
+        "name": "p",
+        "model": {"id": "llama-3.1-8b"},
+        "serve": {
+            "context": 2512,
+            "output_tokens": 512,
+            "concurrency": 1000,
+            "arrival": "burst",
+            "endpoint": "chat",
+            "engine": "vllm",
+            "hardware": {"gpu": "h100-sxm", "count": 1},
+            **serve,
+        },
+    }
+
+
+def test_a_bursts_ttft_bound_is_its_front_end_queue():
+    # 1,000 requests of 2,000-token prompts (context 2,512 less 512 out) on vLLM's chat endpoint reach the
+    # scheduler G = 0.768 ms (vLLM's request overhead, the calibration's) + 11.6 ms (HTTP and chat template,
+    # the mean of 12.2 and 11.0 ms) + 2,000 x 1 us (tokenizer) = 14.368 ms apart, and request k gets its
+    # first token no sooner than k x G, its client G later: mean >= G (999 / 2 + 1) = 7.191184 s; median
+    # (rank 500) >= 500 G = 7.184 s; p90 (rank 900) >= 900 G = 12.9312 s. The idle prompt's floor (tens of
+    # ms on an H100) is far below.
+    from gpuplan.estimate.serving_bounds import burst_arrival_bound
+
+    efficiency, workload = serve_workload(burst_of_a_thousand())
+    overhead = CALIBRATION.engines["vllm"].request_overhead_s
+    assert overhead == 0.000768
+    assert burst_arrival_bound(workload, "mean", overhead) == pytest.approx(7.191184)
+    assert burst_arrival_bound(workload, "median", overhead) == pytest.approx(7.184)
+    assert latency_bounds(workload, efficiency, statistic="p90")[0] == pytest.approx(12.9312)
+    speed = serving_speed(workload, efficiency)
+    assert speed.ttft_p90_s >= 12.9312 and speed.ttft_median_s >= 7.184 and speed.ttft_s >= 7.191184
+
+
+def test_a_burst_whose_front_end_queue_misses_the_slo_is_rejected_without_its_wave(monkeypatch):
+    # The same burst with a p90 TTFT SLO of 5 s, judged at the band's slow edge (x 2.91): one replica's bound
+    # (12.93 s) misses it, so the planner judges that layout without stepping its wave; eight replicas (125
+    # requests each: p90 rank 113, 113 x 14.368 ms = 1.624 s, x 2.91 = 4.73 s) are not ruled out by it.
+    import gpuplan.estimate.serving_load as load
+
+    document = burst_of_a_thousand(slo={"ttft_ms": 5000, "ttft_statistic": "p90"})
+    planner = planner_for(make_spec(document), default_settings()).serve
+    assert planner is not None
+    evaluator = planner.evaluator
+    stepped = []
+    monkeypatch.setattr(load, "wave", lambda *args, **kwargs: stepped.append(args) or load_wave(*args, **kwargs))
+    gpu = gpu_catalog()["h100-sxm"]
+    assert evaluator.slow["ttft"] == pytest.approx(2.91, abs=0.005)
+    assert evaluator._bounds_miss(evaluator.layout(gpu, 1, 1, 1))
+    assert not evaluator.sound(evaluator.layout(gpu, 1, 1, 1)) and not stepped
+    assert not evaluator._bounds_miss(evaluator.layout(gpu, 1, 1, 8))

@@ -385,6 +385,45 @@ def test_a_wave_past_its_event_budget_continues_at_the_pace_it_reached():
     assert huge.quantile(0.9) > huge.quantile(0.5) > whole.quantile(0.9)
 
 
+def test_a_cut_wave_gives_no_request_its_first_token_before_it_arrives():
+    # 200 one-token prompts of 4 tokens, the front end admitting one every 10 ms, each prompt a 3 ms step
+    # (toy_step: 1 + 0.5 x 4): request k's first token at 10 k + 3 ms. Cut after 9 events, five have theirs
+    # (3, 13, ..., 43); the 195 left (64 groups: 3 of 4, 61 of 3) came, before the fix, at the pace the
+    # events' second half measured: the group of requests 5-8 at 68 ms, though request 8 arrives at 80,
+    # and the last group (197-199) at 1,983 ms, though 199 arrives at 1,990. Now each group's first token
+    # comes no sooner than its last request's arrival: 80 ms and 1,990 ms.
+    cut = wave(200, 4, 1, 8, 8, toy_step, no_attention, admission_gap=10.0, max_events=9)
+    expanded = sorted(value for value, count in cut.ttfts for _ in range(count))
+    assert len(expanded) == 200
+    assert all(value >= 10.0 * rank for rank, value in enumerate(expanded))
+    assert cut.ttfts[5] == (80.0, 4)
+    assert max(expanded) == 1990.0
+
+
+@given(
+    st.integers(2, 3000),
+    st.integers(1, 4096),
+    st.integers(1, 300),
+    st.integers(1, 8192),
+    st.integers(1, 512),
+    st.floats(0.0, 0.05),
+    st.integers(4, 200),
+)
+def test_the_r_th_first_token_of_a_burst_comes_no_sooner_than_r_front_ends(
+    requests, prompt, output, budget, cap, gap, events
+):
+    # What the planner's burst bound (serving_bounds.burst_arrival_bound) rests on: request k reaches the
+    # scheduler k x gap after the burst and gets its first token no sooner, stepped or extrapolated past
+    # the event budget, so the r-th smallest TTFT (from 0) is at least r x gap.
+    def step(decoders, prefill, context, attention):
+        return 0.004 + 1e-5 * (decoders + prefill)
+
+    result = wave(requests, prompt, output, budget, cap, step, no_attention, admission_gap=gap, max_events=events)
+    expanded = sorted(value for value, count in result.ttfts for _ in range(count))
+    assert len(expanded) == requests
+    assert all(value >= gap * rank * (1 - 1e-12) for rank, value in enumerate(expanded))
+
+
 @given(workloads, st.floats(0.05, 0.95), st.floats(0.05, 0.95))
 def test_across_architectures_a_busier_stream_never_starts_sooner(case, first, second):
     # The same property on the models that stress the speed model (MoE, MLA, sliding windows, tied

@@ -1,7 +1,7 @@
 """Lower bounds of a serving deployment's latency that the planner prunes with: ``latency_floors`` (one
 sequence decoding alone; the full prompt's chunks on an idle replica, without its pipeline fill),
 ``floor_bounds`` (below those, without preparing the deployment) and ``latency_bounds`` (at a closed
-loop's load). Each is proved below what ``serving_speed`` gives for every load of the deployment; the
+loop's load; a burst's front-end queue). Each is proved below what ``serving_speed`` gives for every load of the deployment; the
 planner drops a layout whose bound already misses the SLO."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.lengths import lognormal_square_mean
 from gpuplan.estimate.performance import Efficiency, attention_flops, roofline
 from gpuplan.estimate.serving_load import (
+    TTFT_SHARES,
     frontend_capacity,
     frontend_seconds,
     queue_wait_factor,
+    request_overhead,
 )
 from gpuplan.estimate.serving_speed import PHI_TOLERANCE, Deployment, Rates, kv_sequences
 from gpuplan.estimate.serving_workload import ServingWorkload
@@ -114,7 +116,7 @@ def latency_bounds(
     efficiency: Efficiency | None = None,
     calibration: Calibration = CALIBRATION,
     prepared: Deployment | None = None,
-    queued: bool = True,
+    statistic: str = "mean",
 ) -> tuple[float, float]:
     """(TTFT, TPOT) that ``serving_speed(w)`` does not go below at ``w``'s own load, from a few steps
     instead of the steady state's root: a planner skips the full estimate of a load whose bound already
@@ -146,8 +148,10 @@ def latency_bounds(
     chunk, at phi = 1, does; its queue factor grows with rho), that TPOT where the engine samples the
     first token from a decode step, and the request overhead; the wait of requests beyond the slots only
     adds. Each bound is
-    taken a relative 1e-9 lower, for rounding, as the floors are. ``queued`` False: a bound of TTFT's
-    median and p90 as well as its mean, the wait for the token budget left out (its quantiles can be 0).
+    taken a relative 1e-9 lower, for rounding, as the floors are. ``statistic``: the TTFT figure bounded,
+    "mean", "median" or "p90" (serve.slo.ttft_statistic); for a quantile the wait for the token budget is
+    left out (its quantiles can be 0). A burst's is the higher of its floors and its front-end queue
+    (``burst_arrival_bound``).
     The front end adds the same to every TTFT; behind it, a front-end-bound loop decodes fewer sequences
     than its clients, bounded as the code says."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
@@ -157,7 +161,7 @@ def latency_bounds(
         return latency_floors(w, efficiency, calibration, d)
     if w.burst:  # no steady state: the floors, which a burst of one request meets, a rounding lower
         ttft, tpot = latency_floors(w, efficiency, calibration, d)
-        return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
+        return max(ttft, burst_arrival_bound(w, statistic, d.engine.request_overhead_s)) * (1 - 1e-9), tpot * (1 - 1e-9)
     engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel
     budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
@@ -216,5 +220,19 @@ def latency_bounds(
         )
         stages = (pp - 1) * (thinnest.mean_seconds + d.hop)
         rho = decoders * passed / output / max(1.0, budget - decoders)
-        ttft += (stages + means) * (queue_wait_factor(rho, spread) if queued else 1.0)
+        ttft += (stages + means) * (queue_wait_factor(rho, spread) if statistic == "mean" else 1.0)
     return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
+
+
+def burst_arrival_bound(w: ServingWorkload, statistic: str, engine_overhead_s: float) -> float:
+    """A lower bound of a burst's TTFT at ``statistic`` ("mean", "median", "p90") from its front end alone:
+    request k reaches the scheduler k x the request overhead G after the burst (``serving_load.burst_speed``)
+    and gets its first token no sooner (``serving_load.wave``, extrapolated groups included), so the r-th
+    smallest first token comes at (r - 1) x G or later, and a client's TTFT adds G once more. Over N
+    requests the mean is then at least G (N - 1) / 2 + G, the nearest-rank quantile of a share s at least
+    (ceil(s N) - 1) G + G."""
+    gap = request_overhead(engine_overhead_s, w.endpoint, w.full_prompt)
+    requests = max(1, w.concurrency)
+    share = TTFT_SHARES[statistic]
+    waited = (requests - 1) / 2 if share is None else math.ceil(share * requests) - 1
+    return gap * (waited + 1)

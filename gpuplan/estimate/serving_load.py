@@ -68,6 +68,8 @@ TOKENIZE_SECONDS_PER_TOKEN = 1.0e-6
 STREAM_SECONDS_PER_TOKEN = (1 / 70.84 - (HTTP_SECONDS["completions"] + 225 * TOKENIZE_SECONDS_PER_TOKEN)) / 202
 # The share of a steady stream's requests whose TTFT is quoted as "p90".
 P90 = 0.9
+# The nearest-rank share of each TTFT statistic (serve.slo.ttft_statistic); None: the mean.
+TTFT_SHARES: dict[str, float | None] = {"mean": None, "median": 0.5, "p90": P90}
 
 
 def frontend_seconds(endpoint: str, prompt_tokens: float) -> float:
@@ -75,6 +77,12 @@ def frontend_seconds(endpoint: str, prompt_tokens: float) -> float:
     if endpoint == "offline":
         return 0.0
     return HTTP_SECONDS[endpoint] + TOKENIZE_SECONDS_PER_TOKEN * prompt_tokens
+
+
+def request_overhead(engine_overhead_s: float, endpoint: str, prompt_tokens: float) -> float:
+    """A request's own time before its first prefill step: the engine's per-request overhead and the front
+    end's; a burst's requests reach the scheduler this far apart (``burst_speed``)."""
+    return engine_overhead_s + frontend_seconds(endpoint, prompt_tokens)
 
 
 def frontend_capacity(endpoint: str, prompt_tokens: float, output_tokens: float) -> float:
@@ -115,9 +123,12 @@ def _extrapolated(
     tpot_count: int,
     events: list[tuple[float, int]],
     decode_step: float,
+    admission_gap: float,
 ) -> Wave:
     """The wave cut after ``events``: the requests still without a first token get theirs at the rate
-    the second half of the events gave first tokens (the pace the caps allow), in 64 groups; every request
+    the second half of the events gave first tokens (the pace the caps allow), in 64 groups, a group no
+    sooner than its last request reaches the scheduler (request k at k x ``admission_gap``; the requests
+    get first tokens in the order they arrive, so those waiting are the last ones); every request
     not finished decodes at the mean TPOT of those that did (or, none done yet, at ``decode_step``: a step
     of the sequences running then, decoding alone), and the wave ends when the last of them has made the
     ``longest`` output."""
@@ -128,13 +139,17 @@ def _extrapolated(
     waiting = requests - first_tokens
     out = list(ttfts)
     groups = min(64, waiting)
+    before = 0  # waiting requests in the groups so far
+    last_first = now
     for group in range(groups):
         size = waiting // groups + (1 if group < waiting % groups else 0)
-        middle = sum(waiting // groups + (1 if g < waiting % groups else 0) for g in range(group)) + (size + 1) / 2
-        out.append((now + middle / rate, size))
+        last_arrival = (first_tokens + before + size - 1) * admission_gap
+        last_first = max(now + (before + (size + 1) / 2) / rate, last_arrival)
+        out.append((last_first, size))
+        before += size
     tpot = tpot_sum / tpot_count if tpot_count else decode_step
     mean_tpot = tpot if longest > 1 else 0.0
-    makespan = now + waiting / rate + (longest - 1) * tpot
+    makespan = max(now + waiting / rate, last_first) + (longest - 1) * tpot
     return Wave(tuple(out), mean_tpot, makespan, steps, requests)
 
 
@@ -405,7 +420,17 @@ def wave(
         if len(events) > max_events:
             pace = step_time(max(1, seqs.decoders + len(prefilling)), 0.0, prompt, 0.0)  # none done: a decode step
             cut = _extrapolated(
-                requests, longest, now, steps_taken, ttfts, first_tokens, tpot_sum, tpot_count, events, pace
+                requests,
+                longest,
+                now,
+                steps_taken,
+                ttfts,
+                first_tokens,
+                tpot_sum,
+                tpot_count,
+                events,
+                pace,
+                admission_gap,
             )
             return evolve(cut, peak_running=peak, preempted=seqs.preempted, kv_bound=kv_bound)
         while arrived < requests and arrival(arrived) <= now:

@@ -82,6 +82,7 @@ from gpuplan.estimate.serving_load import (
     frontend_capacity,
     frontend_seconds,
     queue_wait_factor,
+    request_overhead,
     state_at_rate,
     wait_quantile,
 )
@@ -424,7 +425,7 @@ def serving_speed(
         d, gain = speculative_rounds(d, context, calibration, efficiency)
         steps = output / gain
     frontend = frontend_seconds(w.endpoint, w.full_prompt)
-    overhead = engine.request_overhead_s + frontend
+    overhead = request_overhead(engine.request_overhead_s, w.endpoint, w.full_prompt)
     ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget) + overhead
     # The server process takes requests in and streams tokens back at most this fast (serving_load).
     capacity = frontend_capacity(w.endpoint, prompt, output)

@@ -532,10 +532,10 @@ class ServePlanner(Evaluator):
         """Whether the speed model's lower bounds at the layout's load (``latency_bounds``) already miss
         the SLO: then its TTFT or TPOT, at least those bounds, misses it too."""
         job = self.job
-        if job.arrival != "closed-loop":
-            return False  # the bounds hold for a closed loop at the layout's concurrency, not a stream or a burst
+        if job.arrival == "steady":
+            return False  # the bounds hold for a closed loop or a burst at the layout's concurrency, not a stream
         workload, prepared = self._workload(layout, self.memory(layout).kv_available)
-        ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared, queued=job.ttft_statistic == "mean")
+        ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared, statistic=job.ttft_statistic)
         return self._misses(ttft * 1000, tpot * 1000)
 
     def _speed(self, layout: Layout) -> ServingSpeed:
