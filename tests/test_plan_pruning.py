@@ -506,13 +506,13 @@ def test_a_front_end_bound_loop_runs_no_more_sequences_than_its_clients():
 
 
 def burst_of_a_thousand(**serve: object) -> dict:
-    """1,000 requests of 2,000-token prompts at once on one H100 (vLLM, chat endpoint), and ``serve``."""
+    """1,000 requests of 100-token prompts at once on one H100 (vLLM, chat endpoint), and ``serve``."""
     return {
         "version": 1,
         "name": "p",
         "model": {"id": "llama-3.1-8b"},
         "serve": {
-            "context": 2512,
+            "context": 612,
             "output_tokens": 512,
             "concurrency": 1000,
             "arrival": "burst",
@@ -524,29 +524,29 @@ def burst_of_a_thousand(**serve: object) -> dict:
     }
 
 
-def test_a_bursts_ttft_bound_is_its_front_end_queue():
-    # 1,000 requests of 2,000-token prompts (context 2,512 less 512 out) on vLLM's chat endpoint reach the
+def test_a_bursts_ttft_bound_is_its_front_end_queue_where_that_is_longer_than_its_prefill():
+    # 1,000 requests of 100-token prompts (context 612 less 512 out) on vLLM's chat endpoint reach the
     # scheduler G = 0.768 ms (vLLM's request overhead, the calibration's) + 11.6 ms (HTTP and chat template,
-    # the mean of 12.2 and 11.0 ms) + 2,000 x 1 us (tokenizer) = 14.368 ms apart, and request k gets its
-    # first token no sooner than k x G, its client G later: mean >= G (999 / 2 + 1) = 7.191184 s; median
-    # (rank 500) >= 500 G = 7.184 s; p90 (rank 900) >= 900 G = 12.9312 s. The idle prompt's floor (tens of
-    # ms on an H100) is far below.
-    from gpuplan.estimate.serving_bounds import burst_arrival_bound
+    # the mean of 12.2 and 11.0 ms) + 100 x 1 us (tokenizer) = 12.468 ms apart, and request k gets its first
+    # token no sooner than k x G, its client G later: mean >= G (999 / 2 + 1) = 6.240234 s; median (rank
+    # 500) >= 500 G = 6.234 s; p90 (rank 900) >= 900 G = 11.2212 s. An H100 prefills 900 such prompts in
+    # about 2 s (25 us a token of Llama 3.1 8B at its GEMM rate), so the front end sets the bound.
+    from gpuplan.estimate.serving_bounds import burst_ttft_bound
 
     efficiency, workload = serve_workload(burst_of_a_thousand())
-    overhead = CALIBRATION.engines["vllm"].request_overhead_s
-    assert overhead == 0.000768
-    assert burst_arrival_bound(workload, "mean", overhead) == pytest.approx(7.191184)
-    assert burst_arrival_bound(workload, "median", overhead) == pytest.approx(7.184)
-    assert latency_bounds(workload, efficiency, statistic="p90")[0] == pytest.approx(12.9312)
+    assert CALIBRATION.engines["vllm"].request_overhead_s == 0.000768
+    deployment = prepare(workload, efficiency)
+    assert burst_ttft_bound(workload, deployment, "mean") == pytest.approx(6.240234)
+    assert burst_ttft_bound(workload, deployment, "median") == pytest.approx(6.234)
+    assert latency_bounds(workload, efficiency, statistic="p90")[0] == pytest.approx(11.2212)
     speed = serving_speed(workload, efficiency)
-    assert speed.ttft_p90_s >= 12.9312 and speed.ttft_median_s >= 7.184 and speed.ttft_s >= 7.191184
+    assert speed.ttft_p90_s >= 11.2212 and speed.ttft_median_s >= 6.234 and speed.ttft_s >= 6.240234
 
 
 def test_a_burst_whose_front_end_queue_misses_the_slo_is_rejected_without_its_wave(monkeypatch):
     # The same burst with a p90 TTFT SLO of 5 s, judged at the band's slow edge (x 2.91): one replica's bound
-    # (12.93 s) misses it, so the planner judges that layout without stepping its wave; eight replicas (125
-    # requests each: p90 rank 113, 113 x 14.368 ms = 1.624 s, x 2.91 = 4.73 s) are not ruled out by it.
+    # (11.22 s) misses it, so the planner judges that layout without stepping its wave; eight replicas (125
+    # requests each: p90 rank 113, 113 x 12.468 ms = 1.409 s, x 2.91 = 4.1 s) are not ruled out by it.
     import gpuplan.estimate.serving_load as load
 
     document = burst_of_a_thousand(slo={"ttft_ms": 5000, "ttft_statistic": "p90"})

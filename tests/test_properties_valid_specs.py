@@ -243,6 +243,7 @@ def test_rates_below_the_schemas_floor_are_schema_errors_at_their_field(path, va
 # Each covers every value the schema allows for its field (module, table, field, values it may lack and why).
 ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
     ("gpuplan.estimate.training_speed", "OPTIMIZER_STATES", ("finetune", "optimizer"), frozenset()),
+    ("gpuplan.estimate.serving_load", "TTFT_SHARES", ("serve", "slo", "ttft_statistic"), frozenset()),
     ("gpuplan.assumptions", "OPTIMIZER_NOTES", ("finetune", "optimizer"), frozenset()),
     ("gpuplan.estimate.training", "REGIMES", ("finetune", "precision"), frozenset()),
     ("gpuplan.estimate.training", "SHARDED_WEIGHT_BYTES", ("finetune", "precision"), frozenset()),

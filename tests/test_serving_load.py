@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from gpuplan.estimate.calibration import CALIBRATION
 from gpuplan.estimate.lengths import Lengths
+from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving_load import (
     HTTP_SECONDS,
     STREAM_SECONDS_PER_TOKEN,
@@ -412,16 +413,39 @@ def test_a_cut_wave_gives_no_request_its_first_token_before_it_arrives():
 def test_the_r_th_first_token_of_a_burst_comes_no_sooner_than_r_front_ends(
     requests, prompt, output, budget, cap, gap, events
 ):
-    # What the planner's burst bound (serving_bounds.burst_arrival_bound) rests on: request k reaches the
-    # scheduler k x gap after the burst and gets its first token no sooner, stepped or extrapolated past
-    # the event budget, so the r-th smallest TTFT (from 0) is at least r x gap.
+    # What the planner's burst bound (serving_bounds.burst_ttft_bound) rests on: request k reaches the
+    # scheduler k x gap after the burst and gets its first token no sooner, and r first tokens need r
+    # prompts' pass, each step of x <= budget prompt tokens taking at least x / budget of a full one (this
+    # step's time per token falls with its tokens), stepped or extrapolated past the event budget: the
+    # r-th smallest TTFT (from 0) is at least r x gap and (r + 1) x prompt x step(0, budget) / budget.
     def step(decoders, prefill, context, attention):
         return 0.004 + 1e-5 * (decoders + prefill)
 
     result = wave(requests, prompt, output, budget, cap, step, no_attention, admission_gap=gap, max_events=events)
     expanded = sorted(value for value, count in result.ttfts for _ in range(count))
     assert len(expanded) == requests
+    per_prompt = prompt * step(0, budget, 0, 0) / budget
     assert all(value >= gap * rank * (1 - 1e-12) for rank, value in enumerate(expanded))
+    assert all(value >= (rank + 1) * per_prompt * (1 - 1e-12) for rank, value in enumerate(expanded))
+
+
+def test_a_bursts_ttft_bound_on_the_toy_deployment_is_its_prefill():
+    # Ten 4-token prompts at once, offline (no front end: G = the unit engine's 10 ms of request overhead),
+    # a budget of 4 tokens: an idle step of 4 prompt tokens is hypot(8.688 s of weights, 4 x 2,384 / 500 =
+    # 19.072 s of GEMMs) + 1.2 ms fixed = 20.95884 s (test_serving_speed's prefill step, without its
+    # attention), so the r-th first token comes no sooner than r x 20.95884 s: p90 (rank 9) 188.6395 s,
+    # median (rank 5) 104.8042 s, mean (rank 5.5) 115.2836 s, each with G; the front end's 9 G is far below.
+    from gpuplan.estimate.serving_bounds import burst_ttft_bound
+    from gpuplan.estimate.serving_speed import Deployment
+
+    burst = workload(arrival="burst", concurrency=10, max_batched_tokens=4)
+    d = Deployment(burst, CAL, Efficiency())
+    assert CAL.engines["vllm"].request_overhead_s == 0.01
+    assert burst_ttft_bound(burst, d, "p90") == pytest.approx(188.63952857, rel=1e-9)
+    assert burst_ttft_bound(burst, d, "median") == pytest.approx(104.80418254, rel=1e-9)
+    assert burst_ttft_bound(burst, d, "mean") == pytest.approx(115.28360079, rel=1e-9)
+    speed = serving_speed(burst, calibration=CAL)
+    assert speed.ttft_p90_s >= 188.6395 and speed.ttft_median_s >= 104.8042 and speed.ttft_s >= 115.2836
 
 
 @given(workloads, st.floats(0.05, 0.95), st.floats(0.05, 0.95))

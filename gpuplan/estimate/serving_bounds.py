@@ -1,7 +1,7 @@
 """Lower bounds of a serving deployment's latency that the planner prunes with: ``latency_floors`` (one
 sequence decoding alone; the full prompt's chunks on an idle replica, without its pipeline fill),
 ``floor_bounds`` (below those, without preparing the deployment) and ``latency_bounds`` (at a closed
-loop's load; a burst's front-end queue). Each is proved below what ``serving_speed`` gives for every load of the deployment; the
+loop's load; a burst's front-end queue and prefill). Each is proved below what ``serving_speed`` gives for every load of the deployment; the
 planner drops a layout whose bound already misses the SLO."""
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def latency_bounds(
     taken a relative 1e-9 lower, for rounding, as the floors are. ``statistic``: the TTFT figure bounded,
     "mean", "median" or "p90" (serve.slo.ttft_statistic); for a quantile the wait for the token budget is
     left out (its quantiles can be 0). A burst's is the higher of its floors and its front-end queue
-    (``burst_arrival_bound``).
+    (``burst_ttft_bound``).
     The front end adds the same to every TTFT; behind it, a front-end-bound loop decodes fewer sequences
     than its clients, bounded as the code says."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
@@ -161,7 +161,7 @@ def latency_bounds(
         return latency_floors(w, efficiency, calibration, d)
     if w.burst:  # no steady state: the floors, which a burst of one request meets, a rounding lower
         ttft, tpot = latency_floors(w, efficiency, calibration, d)
-        return max(ttft, burst_arrival_bound(w, statistic, d.engine.request_overhead_s)) * (1 - 1e-9), tpot * (1 - 1e-9)
+        return max(ttft, burst_ttft_bound(w, d, statistic)) * (1 - 1e-9), tpot * (1 - 1e-9)
     engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel
     budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
@@ -224,15 +224,24 @@ def latency_bounds(
     return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
 
 
-def burst_arrival_bound(w: ServingWorkload, statistic: str, engine_overhead_s: float) -> float:
-    """A lower bound of a burst's TTFT at ``statistic`` ("mean", "median", "p90") from its front end alone:
-    request k reaches the scheduler k x the request overhead G after the burst (``serving_load.burst_speed``)
-    and gets its first token no sooner (``serving_load.wave``, extrapolated groups included), so the r-th
-    smallest first token comes at (r - 1) x G or later, and a client's TTFT adds G once more. Over N
-    requests the mean is then at least G (N - 1) / 2 + G, the nearest-rank quantile of a share s at least
-    (ceil(s N) - 1) G + G."""
-    gap = request_overhead(engine_overhead_s, w.endpoint, w.full_prompt)
+def burst_ttft_bound(w: ServingWorkload, d: Deployment, statistic: str) -> float:
+    """A lower bound of a burst's TTFT at ``statistic`` ("mean", "median", "p90"), from what the r-th first
+    token (counted from 1) waits for in ``serving_load.wave``, stepped or extrapolated past its event budget:
+    - the front end: request k reaches the scheduler k x the request overhead G after the burst
+      (``burst_speed``) and gets its first token no sooner, so the r-th comes at (r - 1) G or later;
+    - the prefill: r first tokens need r prompts' pass of P tokens each (a preempted one recomputes: more),
+      and on one stage a step carrying x <= B prompt tokens (B the token budget) takes at least an idle
+      step of x, whose time per token falls with x (fixed costs, weights read once, rooflines that are the
+      larger of two such terms): the r-th comes at r P c(B) / B or later, c(B) an idle step of B tokens.
+      Over stages the microbatches' steps are not bounded so; the front end's alone is claimed there.
+    A client's TTFT adds G once more. The nearest-rank quantile of a share s is the bound at rank ceil(s N)
+    over N requests; the mean is at least the larger of the two bounds' means over the ranks."""
+    gap = request_overhead(d.engine.request_overhead_s, w.endpoint, w.full_prompt)
     requests = max(1, w.concurrency)
+    per_prompt = 0.0
+    if w.pipeline_parallel == 1:
+        budget = max(1, d.token_budget)
+        per_prompt = d.prompt_pass(w.ttft_prompt) * d.pass_time(d.step(0.0, float(budget), 0.0, 0.0), 1) / budget
     share = TTFT_SHARES[statistic]
-    waited = (requests - 1) / 2 if share is None else math.ceil(share * requests) - 1
-    return gap * (waited + 1)
+    rank = (requests + 1) / 2 if share is None else math.ceil(share * requests)  # the mean rank for the mean
+    return max((rank - 1) * gap, rank * per_prompt) + gap
