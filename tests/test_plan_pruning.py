@@ -560,3 +560,48 @@ def test_a_burst_whose_front_end_queue_misses_the_slo_is_rejected_without_its_wa
     assert evaluator._bounds_miss(evaluator.layout(gpu, 1, 1, 1))
     assert not evaluator.sound(evaluator.layout(gpu, 1, 1, 1)) and not stepped
     assert not evaluator._bounds_miss(evaluator.layout(gpu, 1, 1, 8))
+
+
+@settings(max_examples=60, deadline=None)
+@given(deployments(), st.integers(1, 3000), st.sampled_from(["mean", "median", "p90"]))
+@example(  # the review's case: the unrounded floor one ulp above the burst of one's p90 TTFT
+    {
+        "version": 1,
+        "name": "p",
+        "model": {"id": "llama-3.2-1b"},
+        "serve": {
+            "context": 1300,
+            "output_tokens": 495,
+            "quantization": "int4-awq",
+            "engine": "trtllm",
+            "endpoint": "completions",
+            "hardware": {"gpu": "h100-pcie", "count": 1, "tensor_parallel": 1, "pipeline_parallel": 1},
+            "prompt_tokens": {"mean": 769, "p90": 769},
+            "max_batched_tokens": 46,
+        },
+    },
+    1,
+    "p90",
+)
+def test_a_speculative_bursts_bounds_never_exceed_the_speed_model(document, concurrency, statistic):
+    # Speculative rounds (EAGLE, 2 tokens proposed) on a drawn deployment as a burst: the bounds are the
+    # family's floors with the burst's front-end queue and prefill, a rounding lower. A review found the
+    # floors returned unrounded one ulp above a burst of one's TTFT (llama-3.2-1b, trtllm, int4-awq).
+    document["serve"].update(
+        arrival="burst",
+        batching="continuous",
+        concurrency=concurrency,
+        speculative={"method": "eagle", "num_tokens": 2, "acceptance_rate": 0.6},
+    )
+    document["serve"].pop("output_tokens_p90", None)
+    spec = make_spec(document)
+    assert spec.serve is not None
+    efficiency = efficiency_of(default_settings())
+    estimate = estimate_serve(spec, spec.serve, efficiency)
+    if estimate.workload is None:
+        return
+    speed = serving_speed(estimate.workload, efficiency)
+    figure = {"mean": speed.ttft_s, "median": speed.ttft_median_s, "p90": speed.ttft_p90_s}[statistic]
+    ttft, tpot = latency_bounds(estimate.workload, efficiency, statistic=statistic)
+    assert 0 <= ttft <= figure
+    assert 0 <= tpot <= speed.tpot_s

@@ -14,7 +14,7 @@ from gpuplan.estimate.performance import Efficiency, attention_flops, roofline
 from gpuplan.estimate.serving_load import (
     TTFT_SHARES,
     frontend_capacity,
-    frontend_seconds,
+    prefill_pace,
     queue_wait_factor,
     request_overhead,
 )
@@ -66,7 +66,7 @@ def latency_floors(
         return 0.0, tpot
     passed = int(d.prompt_pass(w.ttft_prompt))
     first = d.first_token_step(1, prompt if burst else context)  # a burst's first token: at its prompt
-    ttft = first + d.engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
+    ttft = first + request_overhead(d.engine.request_overhead_s, w.endpoint, w.full_prompt)
     if passed > 0:
         means = d.stage_means(passed, d.token_budget, lambda tokens, attention: d.step(0, tokens, 0, attention))
         ttft += means + (w.pipeline_parallel - 1) * d.hop
@@ -99,7 +99,7 @@ def floor_bounds(
         tpot = 0.0
     if w.batching == "static":
         return 0.0, tpot * (1 - 1e-9)
-    ttft = engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
+    ttft = request_overhead(engine.request_overhead_s, w.endpoint, w.full_prompt)
     prompt = w.ttft_prompt
     passed = int(prompt - 1 if engine.first_token_from_decode_step else prompt)
     if passed > 0:
@@ -120,8 +120,9 @@ def latency_bounds(
 ) -> tuple[float, float]:
     """(TTFT, TPOT) that ``serving_speed(w)`` does not go below at ``w``'s own load, from a few steps
     instead of the steady state's root: a planner skips the full estimate of a load whose bound already
-    misses the SLO. 0 where nothing is claimed (static batching; with speculative decoding the family's
-    ``latency_floors`` are returned).
+    misses the SLO. 0 where nothing is claimed (static batching); with speculative decoding the family's
+    ``latency_floors`` are returned, a rounding lower, and for a burst (no steady state) the higher of those
+    and ``burst_ttft_bound``.
 
     As for ``latency_floors``, every term of a step only grows with its decoding sequences, prompt
     tokens and prompt attention (and a mixture's weights read, concave in the tokens, are at least
@@ -157,11 +158,14 @@ def latency_bounds(
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
     if w.batching == "static":
         return 0.0, 0.0
-    if w.speculation is not None:  # rounds yield several tokens a step: the family's floors hold
-        return latency_floors(w, efficiency, calibration, d)
-    if w.burst:  # no steady state: the floors, which a burst of one request meets, a rounding lower
+    if w.speculation is not None or w.burst:
+        # Rounds yielding several tokens a step (speculation): the family's floors hold. A burst has no steady
+        # state: the floors, which a burst of one request meets, and its queue at the front end and its
+        # prefill (a round with no decodes is a step of the base deployment, whose prefill this bounds).
         ttft, tpot = latency_floors(w, efficiency, calibration, d)
-        return max(ttft, burst_ttft_bound(w, d, statistic)) * (1 - 1e-9), tpot * (1 - 1e-9)
+        if w.burst:
+            ttft = max(ttft, burst_ttft_bound(w, d, statistic))
+        return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
     engine, arch, pp = d.engine, w.architecture, w.pipeline_parallel
     budget = d.token_budget
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
@@ -204,7 +208,7 @@ def latency_bounds(
     step = d.step(running / microbatches, prefill / microbatches, context, attention / microbatches, math.inf)
     tpot = d.cycle(step, microbatches)
     busy = min(1.0, others, fed)  # another slot keeps the replica busy
-    ttft = busy * step.seconds / 2 + engine.request_overhead_s + frontend_seconds(w.endpoint, w.full_prompt)
+    ttft = busy * step.seconds / 2 + request_overhead(engine.request_overhead_s, w.endpoint, w.full_prompt)
     if engine.first_token_from_decode_step:
         ttft += tpot
     tokens = d.prompt_pass(w.full_prompt)
@@ -230,18 +234,13 @@ def burst_ttft_bound(w: ServingWorkload, d: Deployment, statistic: str) -> float
     - the front end: request k reaches the scheduler k x the request overhead G after the burst
       (``burst_speed``) and gets its first token no sooner, so the r-th comes at (r - 1) G or later;
     - the prefill: r first tokens need r prompts' pass of P tokens each (a preempted one recomputes: more),
-      and on one stage a step carrying x <= B prompt tokens (B the token budget) takes at least an idle
-      step of x, whose time per token falls with x (fixed costs, weights read once, rooflines that are the
-      larger of two such terms): the r-th comes at r P c(B) / B or later, c(B) an idle step of B tokens.
-      Over stages the microbatches' steps are not bounded so; the front end's alone is claimed there.
+      each prompt token at least ``serving_load.prefill_pace`` (one stage; none claimed over stages), so the
+      r-th comes at r P x that pace or later.
     A client's TTFT adds G once more. The nearest-rank quantile of a share s is the bound at rank ceil(s N)
     over N requests; the mean is at least the larger of the two bounds' means over the ranks."""
     gap = request_overhead(d.engine.request_overhead_s, w.endpoint, w.full_prompt)
     requests = max(1, w.concurrency)
-    per_prompt = 0.0
-    if w.pipeline_parallel == 1:
-        budget = max(1, d.token_budget)
-        per_prompt = d.prompt_pass(w.ttft_prompt) * d.pass_time(d.step(0.0, float(budget), 0.0, 0.0), 1) / budget
+    per_prompt = d.prompt_pass(w.ttft_prompt) * prefill_pace(d)
     share = TTFT_SHARES[statistic]
     rank = (requests + 1) / 2 if share is None else math.ceil(share * requests)  # the mean rank for the mean
     return max((rank - 1) * gap, rank * per_prompt) + gap

@@ -68,8 +68,9 @@ TOKENIZE_SECONDS_PER_TOKEN = 1.0e-6
 STREAM_SECONDS_PER_TOKEN = (1 / 70.84 - (HTTP_SECONDS["completions"] + 225 * TOKENIZE_SECONDS_PER_TOKEN)) / 202
 # The share of a steady stream's requests whose TTFT is quoted as "p90".
 P90 = 0.9
+MEDIAN = 0.5
 # The nearest-rank share of each TTFT statistic (serve.slo.ttft_statistic); None: the mean.
-TTFT_SHARES: dict[str, float | None] = {"mean": None, "median": 0.5, "p90": P90}
+TTFT_SHARES: dict[str, float | None] = {"mean": None, "median": MEDIAN, "p90": P90}
 
 
 def frontend_seconds(endpoint: str, prompt_tokens: float) -> float:
@@ -83,6 +84,18 @@ def request_overhead(engine_overhead_s: float, endpoint: str, prompt_tokens: flo
     """A request's own time before its first prefill step: the engine's per-request overhead and the front
     end's; a burst's requests reach the scheduler this far apart (``burst_speed``)."""
     return engine_overhead_s + frontend_seconds(endpoint, prompt_tokens)
+
+
+def prefill_pace(d: Deployment) -> float:
+    """The least time a prompt token takes in any step of a one-stage replica: an idle step of the whole token
+    budget, over the budget. A step's time per prompt token falls with its tokens (fixed costs, weights read
+    once, expert weights touched more slowly than tokens, collectives' latency plus a linear term, a roofline
+    that scales with its terms), and decodes or attention beside them only add. Over stages the steps of
+    microbatches are not bounded so: 0, no floor claimed."""
+    if d.w.pipeline_parallel > 1:
+        return 0.0
+    budget = max(1, d.token_budget)
+    return d.pass_time(d.step(0.0, float(budget), 0.0, 0.0), 1) / budget
 
 
 def frontend_capacity(endpoint: str, prompt_tokens: float, output_tokens: float) -> float:
@@ -130,7 +143,7 @@ def _extrapolated(
     the second half of the events gave first tokens (the pace the caps allow), in 64 groups, a group no
     sooner than its last request reaches the scheduler (request k at k x ``admission_gap``; the requests
     get first tokens in the order they arrive, so those waiting are the last ones) nor than the prompts of
-    every request up to it take at the fullest step's pace (``prefill_floor`` each); every request
+    every request up to it take at ``prefill_floor`` each (``prefill_pace``; 0 where none is claimed); every request
     not finished decodes at the mean TPOT of those that did (or, none done yet, at ``decode_step``: a step
     of the sequences running then, decoding alone), and the wave ends when the last of them has made the
     ``longest`` output."""
@@ -356,6 +369,7 @@ def wave(
     max_events: int = MAX_EVENTS,
     kv_tokens: float = math.inf,
     mixes_prefill: bool = True,
+    token_pace: float = 0.0,
 ) -> Wave:
     """A burst of ``requests`` requests (``prompt`` tokens in, ``output`` out: a number, or the lengths the
     lengths the burst draws, ``Lengths.drawn``) on an idle replica whose steps carry at most ``budget`` tokens and ``running_cap`` sequences; ``step_time`` prices a step,
@@ -380,8 +394,9 @@ def wave(
 
     At most ``max_events`` scheduler events are stepped (a planner prices many layouts; a burst may be a
     million requests): past them the wave has long reached the pace its caps allow, and the requests still
-    waiting get their first tokens at the rate of the events' second half, each then decoding at the mean
-    TPOT of those done (``_extrapolated``)."""
+    waiting get their first tokens at the rate of the events' second half, no sooner than they arrive nor
+    than their prompts take at ``token_pace`` seconds a prompt token (``prefill_pace``), each then decoding
+    at the mean TPOT of those done (``_extrapolated``)."""
     drawn = (output if isinstance(output, Lengths) else fixed(output)).drawn(requests)
     longest = drawn.longest  # the longest any request of this burst makes
     alike = len(drawn.table) == 1  # one length: no draw per request
@@ -433,7 +448,7 @@ def wave(
                 events,
                 pace,
                 admission_gap,
-                passed * step_time(0.0, float(budget), 0.0, 0.0) / budget,
+                passed * token_pace,
             )
             return evolve(cut, peak_running=peak, preempted=seqs.preempted, kv_bound=kv_bound)
         while arrived < requests and arrival(arrived) <= now:
@@ -699,6 +714,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
         first_token_from_decode_step=d.engine.first_token_from_decode_step,
         kv_tokens=kv_tokens,
         mixes_prefill=d.engine.mixes_prefill,
+        token_pace=prefill_pace(d),
     )
     makespan = max(result.makespan, requests / terms.capacity)
     # the decode step at the most sequences running: the cap, or where the cache set it, the wave's peak
@@ -718,7 +734,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
         running=float(result.peak_running),
         limited_by=limited_by,
         decode_bytes_per_step=decode.bytes_read,
-        ttft_median_s=result.quantile(0.5) + overhead,
+        ttft_median_s=result.quantile(MEDIAN) + overhead,
         ttft_p90_s=result.quantile(P90) + overhead,
         requests_per_s=w.replicas * requests / duration,
         duration_s=duration,
