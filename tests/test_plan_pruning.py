@@ -13,6 +13,8 @@ concurrency.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -605,3 +607,40 @@ def test_a_speculative_bursts_bounds_never_exceed_the_speed_model(document, conc
     ttft, tpot = latency_bounds(estimate.workload, efficiency, statistic=statistic)
     assert 0 <= ttft <= figure
     assert 0 <= tpot <= speed.tpot_s
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    deployments(),
+    st.sampled_from(["closed-loop", "burst"]),
+    st.sampled_from(["mean", "median", "p90"]),
+    st.floats(0.2, 4),
+    st.sampled_from(["h100-sxm", "l40s", "mi300x"]),
+)
+def test_the_planners_soundness_check_is_its_full_judgement(document, arrival, statistic, share, gpu_id):
+    # The full table judges each family with ServePlanner.sound and estimates in full only what it shows:
+    # sound(layout) must be evaluate(layout).sound, each from a planner of its own (no cache shared), with a
+    # TTFT SLO around the declared layout's own figure at its statistic (some layouts meet it, some do not).
+    from gpuplan.plan.space import pipeline_degrees, proposed_serving_tensor_parallel
+
+    if document["serve"]["batching"] == "static":
+        arrival = "closed-loop"  # a burst of static batches is GP024
+    document["serve"]["arrival"] = arrival
+    spec = make_spec(document)
+    assert spec.serve is not None
+    speed = estimate_serve(spec, spec.serve, efficiency_of(default_settings())).speed
+    figure = {"mean": speed.ttft_s, "median": speed.ttft_median_s, "p90": speed.ttft_p90_s}[statistic]
+    if figure > 0 and math.isfinite(figure):
+        document["serve"]["slo"] = {"ttft_ms": figure * 1000 * share, "ttft_statistic": statistic}
+    spec = make_spec(document)
+    judged, estimated = (planner_for(spec, default_settings()).serve for _ in range(2))
+    assert judged is not None and estimated is not None
+    gpu = gpu_catalog()[gpu_id]
+    arch = judged.evaluator.arch
+    for tp in proposed_serving_tensor_parallel(arch, gpu):
+        for pp in pipeline_degrees(arch, serving=True):
+            for replicas in (1, 2, 5):
+                if tp * pp * replicas > 16 or replicas > judged.evaluator.max_replicas(tp, pp):
+                    continue
+                layout = judged.evaluator.layout(gpu, tp, pp, replicas)
+                assert judged.evaluator.sound(layout) == estimated.evaluator.evaluate(layout).sound, layout.key
