@@ -757,3 +757,32 @@ def test_a_pipelined_burst_cut_past_its_event_budget_continues_as_stepping_it_wo
     assert whole.steps > 3000 > cut.steps
     assert cut.mean_ttft == pytest.approx(whole.mean_ttft, rel=0.01)
     assert cut.quantile(0.9) == pytest.approx(whole.quantile(0.9), rel=0.03)
+
+
+def test_long_prompts_at_a_budget_of_one_token_are_priced_not_stepped_while_others_wait():
+    # 2,000 requests of 100,000-token prompts, 2 tokens out, a budget of 1 token, one reaching the scheduler
+    # every millisecond. Each prompt's whole chunks are equal one-token steps that leave no room to admit the
+    # requests waiting: priced in one go (a stretch, one event), so the first request's first token comes
+    # after 100,000 steps of toy_step(0, 1) = 1.5 s, 150,000 s. Stepped token by token while others waited
+    # (and the event budget raised to 4 x 100,000 chunks to reach a first token), the wave priced 400,000
+    # steps; a fuzz run's burst of a million 10,000,000-token prompts kept lint in it for minutes. Now at most
+    # MAX_RAISED_EVENTS events, each a step or a stretch or a few steps' bookkeeping.
+    from gpuplan.estimate.serving_load import MAX_RAISED_EVENTS
+
+    priced = []
+
+    def counted(decoders, prefill, context, attention):
+        priced.append(1)
+        return toy_step(decoders, prefill, context, attention)
+
+    result = wave(2000, 100_000, 2, 1, 256, counted, no_attention, admission_gap=0.001)
+    assert result.ttfts[0] == (pytest.approx(150_000.0), 1)
+    assert sum(count for _, count in result.ttfts) == 2000
+    assert len(priced) < 2 * MAX_RAISED_EVENTS
+    # Beside decodes (a budget of 2: a decode and a prompt token a step, answers of 1,000 tokens) a prompt is
+    # stepped chunk by chunk; the event budget, raised to reach a first token, stops at MAX_RAISED_EVENTS
+    # (4 x 50,000 chunks unbounded: as many steps priced) and the rest is extrapolated.
+    priced.clear()
+    beside = wave(2000, 100_000, 1000, 2, 256, counted, no_attention, admission_gap=0.001)
+    assert sum(count for _, count in beside.ttfts) == 2000
+    assert len(priced) < 2 * MAX_RAISED_EVENTS

@@ -123,6 +123,9 @@ LONE_CHUNKS = 16
 # Scheduler events a wave steps through before the rest is extrapolated: a thousand steps keep one
 # wave within tens of milliseconds; bursts the size of an engine's running cap fit whole.
 MAX_EVENTS = 1024
+# The most the event budget is raised to step a few long prompts to their first tokens (``wave``): a few
+# tenths of a second of stepping.
+MAX_RAISED_EVENTS = 16 * MAX_EVENTS
 
 
 def _extrapolated(
@@ -404,8 +407,11 @@ def wave(
     running_cap = max(1, running_cap)
     budget = max(1, budget)
     # A prompt that takes more steps than the events allow would be cut before its first token: step a few
-    # prompts whole however small the budget (the cut extrapolates a pace, not a prompt's own pass).
-    max_events = max(max_events, 4 * math.ceil(passed / budget))
+    # prompts whole however small the budget (the cut extrapolates a pace, not a prompt's own pass). A prompt
+    # with no decode beside it takes a few events whatever its length (its whole chunks are one stretch,
+    # below); beside decodes it is stepped chunk by chunk, which MAX_RAISED_EVENTS bounds (a million-token
+    # prompt at a budget of 1 would otherwise keep a wave, and lint, for minutes).
+    max_events = max(max_events, min(4 * math.ceil(passed / budget), MAX_RAISED_EVENTS))
     now, step = 0.0, 0
     arrived, admitted, finished = 0, 0, 0
     # An engine starts only when one whole sequence fits its cache (serving.kv_layout): never less.
@@ -480,9 +486,10 @@ def wave(
             seqs.allocated += decoders * stretch
             finish_cohorts(now, seconds)
             continue
-        if not seqs.decoders and len(prefilling) == 1 and arrived == admitted and not seqs.resumed:
-            # A lone prompt with nothing beside it or waiting: its next whole chunks are equal steps of
-            # ``budget`` tokens that admit nothing (no room is left in them) and differ only in their
+        if not seqs.decoders and len(prefilling) == 1 and not seqs.resumed:
+            # A lone prompt, no decode or other prompt beside it: its next whole chunks are equal steps of
+            # ``budget`` tokens that admit nothing, requests waiting or not (no room is left in them), and
+            # differ only in their
             # attention, which a step's time is linear in (``Deployment.step`` adds it outside the rooflines):
             # priced in one go, as decode stretches are, so a long prompt at a small budget is not stepped
             # chunk by chunk (a million-token prompt at a budget of 1 took seconds). Equal to stepping them,
