@@ -1,8 +1,9 @@
 """Lower bounds of a serving deployment's latency that the planner prunes with: ``latency_floors`` (one
 sequence decoding alone; the full prompt's chunks on an idle replica, without its pipeline fill),
 ``floor_bounds`` (below those, without preparing the deployment) and ``latency_bounds`` (at a closed
-loop's load; a burst's front-end queue and prefill). Each is proved below what ``serving_speed`` gives for every load of the deployment; the
-planner drops a layout whose bound already misses the SLO."""
+loop's load; for a burst, ``burst_ttft_bound``: its front-end queue and its prefill). Each is proved below
+what ``serving_speed`` gives for every load of the deployment; the planner drops a layout whose bound
+already misses the SLO."""
 
 from __future__ import annotations
 
@@ -151,8 +152,8 @@ def latency_bounds(
     adds. Each bound is
     taken a relative 1e-9 lower, for rounding, as the floors are. ``statistic``: the TTFT figure bounded,
     "mean", "median" or "p90" (serve.slo.ttft_statistic); for a quantile the wait for the token budget is
-    left out (its quantiles can be 0). A burst's is the higher of its floors and its front-end queue
-    (``burst_ttft_bound``).
+    left out (its quantiles can be 0). A burst's is the higher of its floors and ``burst_ttft_bound`` (its
+    front-end queue and its prefill).
     The front end adds the same to every TTFT; behind it, a front-end-bound loop decodes fewer sequences
     than its clients, bounded as the code says."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())

@@ -489,12 +489,11 @@ def wave(
         if not seqs.decoders and len(prefilling) == 1 and not seqs.resumed:
             # A lone prompt, no decode or other prompt beside it: its next whole chunks are equal steps of
             # ``budget`` tokens that admit nothing, requests waiting or not (no room is left in them), and
-            # differ only in their
-            # attention, which a step's time is linear in (``Deployment.step`` adds it outside the rooflines):
-            # priced in one go, as decode stretches are, so a long prompt at a small budget is not stepped
-            # chunk by chunk (a million-token prompt at a budget of 1 took seconds). Equal to stepping them,
-            # but for the event budget: the stretch is one event, so a wave long enough to be cut is cut later
-            # (more of it stepped, less extrapolated).
+            # differ only in their attention, which a step's time is linear in (``Deployment.step`` adds it
+            # outside the rooflines): priced in one go, as decode stretches are, so a long prompt at a small
+            # budget is not stepped chunk by chunk (a million-token prompt at a budget of 1 took seconds). Equal
+            # to stepping them, but for the event budget: the stretch is one event, so a wave long enough to be
+            # cut is cut later (more of it stepped, less extrapolated).
             start, target = int(prefilling[0][0]), int(prefilling[0][1])
             whole = (target - start) // budget - 1  # the last chunk, whole or not, is stepped as usual
             if whole >= LONE_CHUNKS:
