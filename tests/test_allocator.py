@@ -648,6 +648,39 @@ def test_an_fsdp_lora_job_reserves_its_side_streams_pools():
     assert unshard == {526_385_152: 1, 406_847_488: 2}
 
 
+def test_an_offloaded_fp32_shard_cast_for_its_all_gather_leaves_its_copy_cached():
+    # Llama-2-7B with an fp32 base, LoRA over 2 GPUs under bf16 mixed precision, parameters offloaded: FSDP1 casts
+    # each shard to a 16-bit copy on the pre-unshard stream (stream 2), allocating the copy, then the shard as
+    # stored, fp32, moved to the GPU for the cast to read and dropped once it is made (_use_low_precision_shard).
+    # The root (262,148,096 parameters): its 16-bit shard 262,148,096 B maps 126 x 2 MiB = 264,241,152 B, its fp32
+    # shard 524,296,192 B 251 x 2 MiB = 526,385,152 B. A decoder unit (202,383,360 parameters): 202,383,360 B
+    # and 404,766,720 B, each cut from the smallest cached block that holds it (best fit), and merged back. The
+    # stream ends the step with both blocks cached; without the fp32 copy (a bf16 base, nothing to cast) only the
+    # first, and the device figure is 526,385,152 B less (the base is on the host either way).
+    lora = training_setup(
+        architecture=get_model("llama-2-7b").architecture,
+        method="lora",
+        precision="bf16-mixed",
+        autocast=False,
+        lora_rank=8,
+        lora_bytes=2,
+        seq_len=2048,
+        gpus=2,
+        sharding="fsdp",
+        offload_parameters="cpu",
+        offload_optimizer="cpu",
+    )
+    figures = {}
+    for stored, pool in ((4, {526_385_152: 1, 264_241_152: 1}), (2, {264_241_152: 1})):
+        setup = vary(lora, model_dtype_bytes=stored)
+        step = training_step.SimulatedStep(setup, *training_memory._step_read(setup)[:2])
+        step.run()
+        free = step.cache.free
+        assert {key + 2 * STREAM_SPAN: n for key, n in free.items() if -2 * STREAM_SPAN <= key < -STREAM_SPAN} == pool
+        figures[stored] = estimate_training(setup, 0).per_gpu
+    assert figures[4] - figures[2] == 526_385_152
+
+
 def test_deepspeed_buckets_map_one_large_segment():
     # TINY's tensors are all under 1 MiB, the small pool's. A DeepSpeed bucket of 2**21 elements x 2 B = 4 MiB is a
     # large-pool request under kMinLargeAlloc (10 MiB): it maps a kLargeBuffer segment, 20 MiB. ZeRO-3 takes it as

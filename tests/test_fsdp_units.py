@@ -91,10 +91,20 @@ def test_fsdp_mixed_precision_gathers_an_fp32_model_in_16_bit():
     assert (states.gathering.stored_root, states.gathering.stored_unit) == (2080, 2368)
     assert (states.gathering.root, states.gathering.unit) == (ROOT, UNIT)
     assert (states.gathering.staged_root, states.gathering.staged_unit) == (ROOT / 2, UNIT / 2)
-    # Offloaded, the shard's copy is still the 16-bit one the all-gather reads (the fp32 copy made for it goes at
-    # once), and the wrap moves each unit's tensors as stored, the fp32 ones (its broadcast bucket splits them).
-    offloaded = _model_states(vary(fp32, offload_parameters="cpu", offload_optimizer="cpu")).gathering
+    # Offloaded, the shard's copy is still the 16-bit one the all-gather reads; the shard first reaches the GPU as
+    # stored, fp32, for the cast to read: the root's 2,080 / 2 = 1,040, a unit's 2,368 / 2 = 1,184, gone before
+    # the unit is gathered and no larger than it, so no point changes (the allocator caches its block:
+    # test_allocator). The wrap moves each unit's tensors as stored, the fp32 ones (its broadcast bucket splits
+    # them).
+    offloaded_setup = vary(fp32, offload_parameters="cpu", offload_optimizer="cpu")
+    offloaded = _model_states(offloaded_setup).gathering
     assert offloaded is not None and offloaded.staged_unit == UNIT / 2
+    assert (offloaded.cast_root, offloaded.cast_unit) == (1040, 1184)
+    assert points(offloaded_setup) == points(fp32)
+    # Stored in bf16 there is nothing to cast, nor without the offload (the shard is on the GPU already).
+    stored_bf16 = _model_states(vary(offloaded_setup, model_dtype_bytes=2)).gathering
+    assert stored_bf16 is not None and (stored_bf16.cast_root, stored_bf16.cast_unit) == (0, 0)
+    assert (states.gathering.cast_root, states.gathering.cast_unit) == (0, 0)
     broadcast = vary(fp32, fsdp_loading="broadcast")
     step = SimulatedStep(broadcast, *_step_read(broadcast)[:2])
     assert step.wrapping is not None

@@ -229,14 +229,18 @@ def _model_states(setup: TrainingSetup) -> _States:
             gathered_forward = root + (both if setup.job.fsdp_version == 2 else layer_bytes)
             gathered_loss = root + layer_bytes
             gathered, gathered_end, gathered_step = root + both + unit_gradient, root + unit_gradient, 0.0
-            staged_root = staged_unit = 0.0
+            staged_root = staged_unit = cast_root = cast_unit = 0.0
             if fsdp_casts:
                 # Under MixedPrecision each shard is first cast to a 16-bit copy on the GPU, the all-gather's
                 # input, and freed once the unshard returns (_flat_param.py FlatParamHandle.pre_unshard ->
-                # _use_low_precision_shard: flat_param._mp_shard, an offloaded shard's own copy made for it and
-                # dropped at once; post_unshard -> _free_low_precision_sharded_param; FSDP2 FSDPParam.
-                # all_gather_inputs casts to param_dtype, freed after the copy-in).
+                # _use_low_precision_shard: flat_param._mp_shard; post_unshard -> _free_low_precision_sharded_param;
+                # FSDP2 FSDPParam.all_gather_inputs casts to param_dtype, freed after the copy-in).
                 staged_root, staged_unit = root / n, layer_bytes / n
+                if setup.job.offload_parameters != "none" and stored > gathered_as:
+                    # An offloaded shard reaches the GPU as stored before the cast reads it (_use_low_precision_
+                    # shard: _local_shard.to(self.device); FSDP2: sharded_param_data.to(self.device)), a copy
+                    # dropped once the cast is made, before the all-gather allocates its output.
+                    cast_root, cast_unit = root_stored / n, layer_stored / n
             elif setup.job.offload_parameters != "none":
                 # Offloaded, each shard is copied to the GPU as stored before its all-gather and freed once the
                 # unshard returns (FlatParamHandle.pre_unshard -> flat_param_to(self.device), unshard ->
@@ -245,11 +249,22 @@ def _model_states(setup: TrainingSetup) -> _States:
                 staged_root, staged_unit = root_stored / n, layer_stored / n
             # One unit's copy is live while a layer's backward prefetches the next unit, and at the loss, which
             # prefetches the last; the blocks these copies leave on their own stream are the allocator's
-            # (training_step._Units).
+            # (training_step._Units). A cast's copy as stored adds to no point: it goes before the prefetched
+            # unit is gathered and is no larger (a shard over n >= 2 ranks, at most 4 / 2 of the 16-bit unit).
             gathered_loss, gathered = gathered_loss + staged_unit, gathered + staged_unit
             framework = f"fsdp{setup.job.fsdp_version}"
             gathering = Gathering(
-                framework, root, layer_bytes, staged_root, staged_unit, unit_gradient, 0.0, root_stored, layer_stored
+                framework,
+                root,
+                layer_bytes,
+                staged_root,
+                staged_unit,
+                unit_gradient,
+                0.0,
+                root_stored,
+                layer_stored,
+                cast_root,
+                cast_unit,
             )
         unsharded = weights
         if setup.shards_parameters:

@@ -49,6 +49,10 @@ class Gathering:
     reduced: float  # FSDP2 with parameter offload: the gradient shards, each freed once copied to the host
     stored_root: float  # the root and a decoder unit as stored, as FSDP1 wraps them (``wrap_model``)
     stored_unit: float
+    # An offloaded shard cast under MixedPrecision: its GPU copy as stored, which the cast to the staged 16-bit
+    # copy reads and drops at once (the root's, a unit's; 0: no such cast).
+    cast_root: float = 0.0
+    cast_unit: float = 0.0
 
 
 # FSDP1 broadcasts a unit's tensors from rank 0 as it wraps it (sync_module_states) in buckets of this many bytes
@@ -215,12 +219,30 @@ class _Units:
         # Whether a layer's forward allocates anything of FSDP's (FSDP1: its unit is held, the class docstring).
         self.gathers_in_forward = gathering.framework == "fsdp2" or gathering.staged_unit > 0
 
-    def _gather(self, size: float, staged: float) -> Allocation:
-        """One unit's all-gather output, after its shard's GPU copy (offloaded), which it frees."""
+    def _stage(self, staged: float, cast: float) -> Allocation:
+        """A shard's GPU copy for its all-gather; an offloaded one cast under MixedPrecision first comes to the
+        GPU as stored, and that copy goes once the cast is made. FSDP1 allocates the 16-bit copy before it
+        moves the shard (FlatParamHandle._use_low_precision_shard: _alloc_storage(_mp_shard), then
+        _mp_shard.copy_(_local_shard.to(device))); FSDP2 moves, then casts (FSDPParam.all_gather_inputs:
+        sharded_param_data.to(device), then _to_dtype_if_needed), the moved copy dropped as it returns."""
+        cache, stream = self.cache, self.staging
+        if not cast:
+            return cache.take(staged, stream=stream)
+        if self.gathering.framework == "fsdp1":
+            copy = cache.take(staged, stream=stream)
+            cache.give(cache.take(cast, stream=stream))
+            return copy
+        moved = cache.take(cast, stream=stream)
+        copy = cache.take(staged, stream=stream)
+        cache.give(moved)
+        return copy
+
+    def _gather(self, size: float, staged: float, cast: float) -> Allocation:
+        """One unit's all-gather output, after its shard's GPU copy (offloaded or cast), which it frees."""
         cache = self.cache
         if not staged:
             return cache.take(size, stream=GATHER)
-        copy = cache.take(staged, stream=self.staging)
+        copy = self._stage(staged, cast)
         gathered = cache.take(size, stream=GATHER)
         cache.give(copy)
         return gathered
@@ -231,10 +253,10 @@ class _Units:
     def forward_begins(self) -> None:
         gathering, cache = self.gathering, self.cache
         if gathering.framework == "fsdp1":
-            self.root = [self._gather(gathering.root, gathering.staged_root)]
+            self.root = [self._gather(gathering.root, gathering.staged_root, gathering.cast_root)]
             self.held = cache.take(gathering.unit, stream=GATHER)  # the forward's unit (its copy: each layer's)
         else:
-            cache.carry = self._gather(gathering.root, gathering.staged_root)
+            cache.carry = self._gather(gathering.root, gathering.staged_root, gathering.cast_root)
             self.root = [cache.take(gathering.root)]
 
     def layer_forward(self) -> Allocation:
@@ -242,9 +264,9 @@ class _Units:
         gathering, cache = self.gathering, self.cache
         if gathering.framework == "fsdp1":  # the unit is held (the class docstring); a shard's copy comes and goes
             if gathering.staged_unit:
-                cache.give(cache.take(gathering.staged_unit, stream=STAGE))
+                cache.give(self._stage(gathering.staged_unit, gathering.cast_unit))
             return EMPTY
-        gathered = self._gather(gathering.unit, gathering.staged_unit)
+        gathered = self._gather(gathering.unit, gathering.staged_unit, gathering.cast_unit)
         current = self._carried()
         cache.carry = gathered
         cache.give(current)  # the previous group's all-gather output, freed before this copy-out
@@ -259,7 +281,7 @@ class _Units:
 
     def loss(self) -> None:
         """The root's pre-backward hook prefetches the last layer's unit."""
-        gathered = self._gather(self.gathering.unit, self.gathering.staged_unit)
+        gathered = self._gather(self.gathering.unit, self.gathering.staged_unit, self.gathering.cast_unit)
         if self.gathering.framework == "fsdp1":
             self.held = gathered
         else:
@@ -272,13 +294,13 @@ class _Units:
         if gathering.framework == "fsdp1":  # a second unit while a layer runs, the held one after the last
             if prefetch:
                 if gathering.staged_unit:
-                    return self._gather(gathering.unit, gathering.staged_unit)
+                    return self._gather(gathering.unit, gathering.staged_unit, gathering.cast_unit)
                 return cache.take_all(self.unit, stream=GATHER)
             held, self.held = self.held, EMPTY
             return held
         params = cache.take(gathering.unit)  # copied out; the all-gather output freed at once in backward
         cache.give(self._carried())
-        cache.carry = self._gather(gathering.unit, gathering.staged_unit) if prefetch else None
+        cache.carry = self._gather(gathering.unit, gathering.staged_unit, gathering.cast_unit) if prefetch else None
         return params
 
     def backward_ends(self) -> None:
