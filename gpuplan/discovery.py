@@ -16,6 +16,9 @@ _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__",
 # Kubernetes manifests, pre-commit configs) in the same repository is left alone.
 _MODEL_KEY = re.compile(rb"^model\s*:", re.MULTILINE)
 _JOB_KEY = re.compile(rb"^(finetune|serve)\s*:", re.MULTILINE)
+# A spec with one of those two keys misspelled still has the spec's other required keys, `version:` and `name:`.
+_SPEC_MARKS = (re.compile(rb"^version\s*:", re.MULTILINE), re.compile(rb"^name\s*:", re.MULTILINE))
+_TOP_KEY = re.compile(rb"^([A-Za-z_][\w-]*)\s*:", re.MULTILINE)
 
 
 _HEAD_BYTES = 256 * 1024  # the keys sit at the top of a spec; a long comment block stays well inside this
@@ -31,9 +34,20 @@ def looks_like_spec(path: Path) -> bool:
 
 
 def content_looks_like_spec(content: bytes) -> bool:
-    """The hook's test on a file's bytes (also applied to git objects by ``gpuplan diff --git``)."""
+    """The hook's test on a file's bytes (also applied to git objects by ``gpuplan diff --git``): a top-level
+    `model:` and `finetune:` or `serve:`; or, beside `version:` and `name:`, one of them and a key that lint's
+    "did you mean" would take for the other (`modle:`, `Serve:`), so that a typo is reported, not skipped."""
     head = content[:_HEAD_BYTES]
-    return bool(_MODEL_KEY.search(head) and _JOB_KEY.search(head))
+    model, job = _MODEL_KEY.search(head), _JOB_KEY.search(head)
+    if model and job:
+        return True
+    if not (model or job) or not all(mark.search(head) for mark in _SPEC_MARKS):
+        return False
+    from gpuplan.validate import closest_name  # only for a file with a spec's other keys
+
+    wanted = ["finetune", "serve"] if model else ["model"]
+    keys = (key.decode("ascii") for key in _TOP_KEY.findall(head))
+    return any(closest_name(key, wanted) for key in keys if key not in ("version", "name", "model"))
 
 
 def is_spec_file(name: str, content: bytes) -> bool:

@@ -107,6 +107,13 @@ def _too_many(document: LoadedDocument, pointer: Pointer, keyword: str, limit: i
     return _at(document, "GP106", pointer, message, on_key=True)
 
 
+def closest_name(word: str, known: list[str]) -> list[str]:
+    """The known name a "did you mean" offers for ``word`` (none, or one)."""
+    # A case apart is the likeliest slip (QLoRA for qlora), and difflib's ratio is case-sensitive.
+    same_letters = [name for name in known if name.lower() == word.lower()]
+    return same_letters[:1] or difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+
+
 class _Suggestions:
     """How many "did you mean" look-ups are left for this document."""
 
@@ -117,9 +124,7 @@ class _Suggestions:
         if self.left <= 0:
             return []
         self.left -= 1
-        # A case apart is the likeliest slip (QLoRA for qlora), and difflib's ratio is case-sensitive.
-        same_letters = [name for name in known if name.lower() == word.lower()]
-        return same_letters[:1] or difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+        return closest_name(word, known)
 
 
 def _findings_for(error: Any, document: LoadedDocument, budget: _Suggestions) -> Iterator[Finding]:

@@ -128,6 +128,20 @@ def test_stdin_and_directories(tmp_path: Path):
     assert (code, out) == (0, "passed: 0 errors, 0 warnings, 0 info in 1 file\n")
 
 
+def test_a_directory_search_reports_a_misspelled_top_level_key_instead_of_skipping_the_spec(tmp_path: Path):
+    # A file with a spec's `version:` and `name:`, one of `model:` / `serve:` and a key lint's "did you mean" takes
+    # for the other is a spec with a typo: found and reported (GP101). YAML without both marks is left alone,
+    # however close its keys: a CI file's `name:` + `server:`, a config's `version:` + `models:` and no job key.
+    (tmp_path / "modle.yaml").write_text(VALID_SERVE.replace("model:", "modle:"))
+    (tmp_path / "serv.yaml").write_text(VALID_SERVE.replace("serve:", "Serv:"))
+    (tmp_path / "ci.yaml").write_text("name: build\nmodel: x\nserver: {port: 80}\n")
+    (tmp_path / "app.yaml").write_text("version: 2\nname: app\nmodels: [a]\nserver: {port: 80}\n")
+    code, out, _ = run_cli("lint", str(tmp_path))
+    unknown = sorted(line.split(": GP101")[0].rsplit("/", 1)[1] for line in out.splitlines() if ": GP101" in line)
+    assert code == 1 and unknown == ["modle.yaml:3:1", "serv.yaml:5:1"]
+    assert "in 2 files" in out.splitlines()[-1]
+
+
 def test_only_specs_skips_other_yaml(tmp_path: Path):
     other = tmp_path / ".pre-commit-config.yaml"
     other.write_text("repos: []\n")
