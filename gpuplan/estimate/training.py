@@ -689,6 +689,15 @@ def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: i
 ZERO_STAGES = ("zero1", "zero2", "zero3")
 
 
+def runs_deepspeed_zero(setup: TrainingSetup) -> bool:
+    """Whether DeepSpeed's ZeRO optimizer runs the job: a ZeRO stage over several data-parallel ranks, not
+    Megatron's (its zero1 is its distributed optimizer). Over one rank gpuplan models the job unsharded
+    (training_memory._model_states, as the planner's paste drops the sharding there), though DeepSpeed would
+    still wrap it."""
+    job = setup.job
+    return job.sharding in ZERO_STAGES and job.framework != "megatron" and setup.data_parallel > 1
+
+
 def reduce_buckets(setup: TrainingSetup) -> tuple[int, int]:
     """(buckets, elements each) of DeepSpeed ZeRO's gradient buckets while they live ((0, 0) without DeepSpeed):
     flat buffers of ``zero_optimization.reduce_bucket_size`` elements, allocated on every GPU whatever the world
@@ -697,10 +706,7 @@ def reduce_buckets(setup: TrainingSetup) -> tuple[int, int]:
     squared (transformers integrations/deepspeed.py, trainer_config_finalize). Megatron's zero1 is its
     distributed optimizer, which has no such bucket."""
     job = setup.job
-    # Over one data-parallel rank gpuplan models the job unsharded (training_memory._model_states, as the
-    # planner's paste drops the sharding there), so not with DeepSpeed's buckets either, though DeepSpeed
-    # would allocate them.
-    if job.sharding not in ZERO_STAGES or job.framework == "megatron" or setup.data_parallel == 1:
+    if not runs_deepspeed_zero(setup):
         return 0, 0
     elements = job.reduce_bucket_size if job.reduce_bucket_size is not None else setup.architecture.hidden**2
     return (2 if job.overlap_comm and job.sharding != "zero3" else 1), elements

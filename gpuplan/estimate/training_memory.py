@@ -33,12 +33,14 @@ from gpuplan.estimate.training import (
     optimizer_state_bytes,
     reduce_bucket_bytes,
     reduce_buckets,
+    runs_deepspeed_zero,
     selective_layer_bytes_per_token,
     stage_edges,
     stage_fraction,
     trainable_params,
 )
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
+from gpuplan.estimate.zero_step import ZeroStep, zero_step
 from gpuplan.records import evolve, record
 from gpuplan.spec import Finetune
 
@@ -76,6 +78,7 @@ class _States:
     reduce_buckets: float = 0.0
     bucket_lifetime: str = ""  # training.bucket_lifetime
     bucket_tensors: int = 1  # DeepSpeed's buckets are separate tensors (two under overlap_comm)
+    zero_step: ZeroStep | None = None  # DeepSpeed ZeRO's optimizer step on the GPU (zero_step)
 
 
 @record
@@ -171,8 +174,9 @@ def _model_states(setup: TrainingSetup) -> _States:
     # FSDP shards every unit's flat parameter, the adapters' too: each LoRA linear is a unit of its own
     # (AnswerDotAI/fsdp_qlora train.py get_wrapping_policy, lambda_policy_fn; huggingface/peft utils/other.py
     # fsdp_auto_wrap_policy, which transformers' Trainer._fsdp_qlora_plugin_updates sets for a PEFT model).
+    partition = trainable_local  # the trainable elements this rank's optimizer steps
     if sharding != "none" and (not setup.is_adapter or sharding == "fsdp"):
-        optimizer, step_temp = optimizer / n, step_temp / n
+        optimizer, step_temp, partition = optimizer / n, step_temp / n, partition / n
         if sharding in ("zero2", "zero3", "fsdp"):
             grad_elements /= n
     grads = grad_elements * grad_b
@@ -318,6 +322,12 @@ def _model_states(setup: TrainingSetup) -> _States:
     # The preparation runs on the GPU once the model is loaded there, not on weights that stream from the
     # host or from other ranks (FSDP or ZeRO-3 loads them on the CPU; offloaded ones live there).
     upcast = edges if not streams else ()
+    zero = None
+    if runs_deepspeed_zero(setup) and setup.job.offload_optimizer == "none" and not setup.job.optimizer_in_backward:
+        # ZeRO-3 partitions each parameter: the norm's largest copy is one parameter's partition.
+        largest = largest_param / n if sharding == "zero3" else largest_param
+        master_bytes = 4 if setup.job.precision in MIXED else grad_b
+        zero = zero_step(sharding, partition, grad_b, master_bytes, largest)
     return _States(
         weights,
         grads,
@@ -340,6 +350,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         buckets,
         bucket_lifetime(setup),
         max(1, reduce_buckets(setup)[0]),
+        zero,
     )
 
 
@@ -609,7 +620,9 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     states = _remembered_states(_Keyed(setup, _STATES_READ))
     acts = _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ))
     grads = states.gradients
-    accumulating = grads if setup.job.gradient_accumulation > 1 else 0.0  # grads persist across micro-batches
+    zero = states.zero_step
+    # Gradients persist across micro-batches; ZeRO-3's live in a buffer allocated as its optimizer initialises.
+    accumulating = grads if setup.job.gradient_accumulation > 1 or (zero and zero.keeps_gradients) else 0.0
     made_at_last, made_by_first = _gradient_shares(setup)
     if setup.is_adapter or setup.job.optimizer_in_backward:
         # One parameter's at a time where each is stepped as it completes; the adapters' are small: all of
@@ -693,13 +706,16 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         phases["loading"] = _ints({"weights": states.weights, "kbit_preparation_copies": _preparation_excess(states)})
     phases |= {"forward": _ints(forward), "backward": _ints(backward)}
     if not setup.job.optimizer_in_backward:
+        # The step's largest moment: its gradients and temporaries, or DeepSpeed ZeRO's copies (zero_step).
+        moments = zero.moments(states.step_temporaries) if zero else ((grads, states.step_temporaries),)
+        step_gradients, step_copies = max(moments, key=sum)
         phases["optimizer_step"] = _ints(
             {
                 **fixed,
                 "gathered_parameters": states.gathered_step,
-                "gradients": grads,
+                "gradients": step_gradients,
                 "paged_optimizer_states": states.paged_optimizer,
-                "optimizer_step_temporaries": states.step_temporaries,
+                "optimizer_step_temporaries": step_copies,
                 "model_outputs": outputs,
             }
         )

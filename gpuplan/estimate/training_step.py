@@ -16,6 +16,7 @@ from gpuplan.records import record
 if TYPE_CHECKING:
     from gpuplan.architecture import Architecture
     from gpuplan.estimate.training_memory import _Activations, _States
+    from gpuplan.estimate.zero_step import ZeroStep
 
 # The CUDA streams a step allocates on besides the default (compute) stream, 0; the allocator keeps a pool
 # per stream. GATHER: the all-gather outputs, FSDP1's "unshard" stream (pytorch/pytorch
@@ -357,6 +358,11 @@ class SimulatedStep:
         self.backward_transients = Tensors.of([(acts.layer_backward_temporaries / gradients, gradients)])
         self.copies, self.edge_copies, _ = self._params(states.autocast_copies)
         self.grads, self.embedding_grad, self.head_grad = self._params(states.gradients)
+        # DeepSpeed ZeRO-3 reduces every gradient into a flat buffer it allocates as it initialises and keeps
+        # (zero_step): one block taken with the weights, none a layer's backward takes.
+        self.gradient_buffer = states.gradients if states.zero_step and states.zero_step.keeps_gradients else 0.0
+        if self.gradient_buffer:
+            self.grads = self.embedding_grad = self.head_grad = Tensors((), 0)
         gathering = states.gathering
         self.units = _Units(self.cache, gathering) if gathering is not None else None
         if gathering is not None:
@@ -426,6 +432,8 @@ class SimulatedStep:
             # bytes start again from the shards, the reserved ones from the segments the wrap mapped.
             self.cache.reset_peaks()
         self.cache.take(weights)
+        if self.gradient_buffer:
+            self.cache.take(self.gradient_buffer)
         if states.bucket_lifetime == "step":  # DDP's, as it wraps the model; ZeRO-3's, as its optimizer initialises
             self.cache.take(states.reduce_buckets / states.bucket_tensors, states.bucket_tensors)
         held: dict[int, Allocation] = {}
@@ -452,11 +460,45 @@ class SimulatedStep:
                     self.bucket = None
             if step == 0:  # every layer's states (``_params`` gives one layer's tensors), then the edges'
                 self._take_all_layers(self._params(states.optimizer, 2))
-            if not job.optimizer_in_backward:
+            if states.zero_step is not None:
+                grads = self._zero_step(states.zero_step, grads)
+            elif not job.optimizer_in_backward:
                 temporaries = self._take_all_layers(self._params(states.step_temporaries))
                 self._give(*temporaries, self.cache.take(states.paged_optimizer))
             self._give(*grads)  # zero_grad(set_to_none=True)
         return self.cache.peak_live, self.cache.reserved_peak()
+
+    def _zero_step(self, zero: ZeroStep, grads: list[Allocation]) -> list[Allocation]:
+        """DeepSpeed ZeRO's step (zero_step's moments), on rank 0 (its partition opens with the embedding,
+        then the first layers): ZeRO-1's gradients outside the partition dropped (whole parameters kept where
+        the partition cuts one), the norm's fp64 copy taken and freed, then per sub-group the gradients
+        flattened, cast to fp32 (the flat copy freed) and, but under ZeRO-3, the 16-bit gradients released
+        before the update steps the fp32 partition. The gradients still held, for ``run`` to free."""
+        cache, states = self.cache, self.states
+        if zero.stage == "zero1":
+            kept: list[Allocation] = []
+            held = 0
+            for allocation in reversed(grads):  # the embedding's, then the first layer's, and on
+                if held < zero.partition_gradients and allocation.held:
+                    kept.append(allocation)
+                    held += allocation.held
+                else:
+                    cache.give(allocation)
+            grads = kept
+        cache.cycle(Tensors.of([(zero.norm_copy, 1)]))
+        # ZeRO-3's sub-groups one after another, each the largest's size (the blocks each takes back, alike).
+        share = zero.sub_group_share
+        for _ in range(max(1, round(1 / share))):
+            flat = cache.take(zero.flat_copy)
+            gradient = cache.take(zero.fp32_gradients) if zero.fp32_gradients else flat
+            if zero.fp32_gradients:
+                cache.give(flat)
+            if not zero.keeps_gradients:
+                self._give(*grads)
+                grads = []
+            temporaries = cache.take(states.step_temporaries * share)
+            self._give(temporaries, cache.take(states.paged_optimizer * share), gradient)
+        return grads
 
     def _loss(self) -> tuple[Allocation, Allocation, Allocation]:
         """The loss after the last layer's forward: the returned logits, the upcast copy (taken and freed), the

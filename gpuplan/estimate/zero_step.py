@@ -1,0 +1,81 @@
+"""DeepSpeed ZeRO's optimizer step on the GPU: the copies it makes of the gradients, moment by moment.
+
+A step without optimizer offload (microsoft/DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py
+``DeepSpeedZeroOptimizer.step``, stage3.py ``DeepSpeedZeroOptimizer_Stage3.step``):
+
+0. By then only the partition's gradients are left: backward's epilogue keeps this rank's pieces in
+   ``averaged_gradients`` and drops every parameter's ``.grad`` (``independent_gradient_partition_epilogue``:
+   ``self.zero_grad(set_to_none=True)``, "All gradients required by the step are in
+   self.averaged_gradients"), ZeRO-1's whole gradients outside the partition with them.
+1. **The norm** (``scaled_global_norm`` -> ``get_grad_norm_direct``): for each gradient of this rank's
+   partition, ``torch.linalg.vector_norm(g.data.double())`` (ZeRO-3: ``g.double().norm(2)``), an fp64 copy
+   of one gradient at a time.
+2. **The flatten**: ``self.flatten(averaged_gradients)`` copies the partition's gradients into one flat
+   tensor in their dtype and ``.to(fp32)`` casts it to the master weights' dtype, a second copy (``.to``
+   returns the flat copy itself where the dtypes agree); the 16-bit flat copy goes as the statement ends.
+   ZeRO-3 does the same per sub-group, one at a time (``_prepare_fp32_grad_for_sub_group``): its parameters'
+   partitions in order until they reach ``sub_group_size`` elements (``_create_fp16_sub_groups``), so the
+   largest is under ``sub_group_size`` plus one parameter's partition.
+3. **The update**: ZeRO-1 and ZeRO-2 release the 16-bit gradients (``averaged_gradients[i] = None``, the
+   last reference to their contiguous buffer) and step the fp32 partition with its fp32 gradient, then
+   drop it (``single_partition_of_fp32_groups[i].grad = None``). ZeRO-3's gradients live in a flat
+   buffer it allocates as it initialises and keeps all run (``grad_partitions_flat_buffer``), so they stay
+   beside each sub-group's fp32 gradient.
+
+With optimizer offload the step runs on the host from gradients copied there during backward: none of this
+is on the GPU. Megatron's distributed optimizer is not DeepSpeed's: none of this either.
+"""
+
+from __future__ import annotations
+
+from gpuplan.records import record
+
+# zero_optimization.sub_group_size's default (deepspeed/runtime/zero/config.py: Field(pp_int(1e9))).
+SUB_GROUP_ELEMENTS = 10**9
+FP64_BYTES = 8
+
+
+@record
+class ZeroStep:
+    """The gradient copies of one rank's step (bytes), and what stays beside them."""
+
+    stage: str  # zero1, zero2 or zero3
+    partition_gradients: float  # the 16-bit gradients left for the step: the partition's
+    norm_copy: float  # the fp64 copy of the largest gradient (piece) in the partition
+    flat_copy: float  # the largest sub-group's gradients flattened, in their dtype
+    fp32_gradients: float  # their cast to the master weights' dtype (0 where the dtypes agree)
+    sub_group_share: float  # the largest sub-group's share of the partition (ZeRO-3; else 1)
+    keeps_gradients: bool  # ZeRO-3: the gradients' flat buffer lives all run, through the update
+
+    @property
+    def step_gradient(self) -> float:
+        """The gradient one sub-group's update reads: its fp32 cast, or the flat copy itself."""
+        return self.fp32_gradients or self.flat_copy
+
+    def moments(self, step_temporaries: float) -> tuple[tuple[float, float], ...]:
+        """(16-bit gradients live, the step's copies and temporaries) at the norm, the flatten and the update
+        (module docstring); ``step_temporaries``: the optimizer's own over the whole partition (a sub-group's
+        share at a time)."""
+        kept = self.partition_gradients
+        return (
+            (kept, self.norm_copy),
+            (kept, self.flat_copy + self.fp32_gradients),
+            (kept if self.keeps_gradients else 0.0, self.step_gradient + step_temporaries * self.sub_group_share),
+        )
+
+
+def zero_step(stage: str, partition: float, gradient_bytes: float, master_bytes: float, largest: float) -> ZeroStep:
+    """The step of ZeRO ``stage`` (zero1, zero2, zero3) over a ``partition`` of that many elements per rank,
+    whose gradients are ``gradient_bytes`` an element and master weights ``master_bytes``; ``largest``: the
+    elements of the largest gradient the norm copies (ZeRO-1 and ZeRO-2 hold whole parameters, cut at the
+    partition's edges; ZeRO-3 each parameter's own partition)."""
+    sub_group = min(partition, SUB_GROUP_ELEMENTS + largest) if stage == "zero3" else partition
+    return ZeroStep(
+        stage=stage,
+        partition_gradients=partition * gradient_bytes,
+        norm_copy=FP64_BYTES * min(largest, partition),
+        flat_copy=gradient_bytes * sub_group,
+        fp32_gradients=master_bytes * sub_group if master_bytes != gradient_bytes else 0.0,
+        sub_group_share=sub_group / partition if partition > 0 else 1.0,
+        keeps_gradients=stage == "zero3",
+    )

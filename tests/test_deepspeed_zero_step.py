@@ -1,0 +1,91 @@
+"""DeepSpeed ZeRO's optimizer step on the GPU (gpuplan.estimate.zero_step), derived by hand.
+
+Llama 3.1 8B, full fine-tuning under bf16 mixed precision (16-bit working weights, fp32 master weights), fused
+AdamW (no step temporary), 8 data-parallel ranks: 8,030,261,248 parameters, a partition of 1,003,782,656 per
+rank. The largest parameter is the embedding (equally the untied LM head), 128,256 x 4,096 = 525,336,576.
+"""
+
+from __future__ import annotations
+
+from training_jobs import training_setup, vary
+
+from gpuplan.catalog import get_model
+from gpuplan.estimate.training_memory import _model_states, estimate_training
+from gpuplan.estimate.zero_step import zero_step
+
+PARTITION = 1_003_782_656
+EMBEDDING = 525_336_576
+
+
+def _full(sharding: str, **changes: object):
+    arch = get_model("llama-3.1-8b").architecture
+    settings = {"precision": "bf16-mixed", "autocast": False, "optimizer": "adamw-fused", "seq_len": 2048}
+    return training_setup(architecture=arch, method="full", sharding=sharding, gpus=8, **{**settings, **changes})
+
+
+def test_zero2_flattens_the_partition_and_casts_it_to_fp32_beside_its_16_bit_gradients():
+    # The partition's 16-bit gradients 2 x 1,003,782,656 = 2,007,565,312; the norm's fp64 copy of the embedding's
+    # gradient 8 x 525,336,576 = 4,202,692,608; the flat 16-bit copy 2,007,565,312 and its fp32 cast
+    # 4,015,130,624. Moments: the norm 2,007,565,312 + 4,202,692,608 = 6,210,257,920; the flatten 2,007,565,312 +
+    # 6,022,695,936 = 8,030,261,248; the update, the 16-bit gradients released, 4,015,130,624. The flatten is the
+    # step's peak: 8 bytes a partition element more than the optimizer's states, 6 of them copies.
+    zero = _model_states(_full("zero2")).zero_step
+    assert zero is not None
+    assert (zero.partition_gradients, zero.norm_copy) == (2 * PARTITION, 8 * EMBEDDING)
+    assert (zero.flat_copy, zero.fp32_gradients, zero.sub_group_share, zero.keeps_gradients) == (
+        2 * PARTITION,
+        4 * PARTITION,
+        1,
+        False,
+    )
+    step = estimate_training(_full("zero2"), 0).phases["optimizer_step"]
+    assert (step["gradients"], step["optimizer_step_temporaries"]) == (2_007_565_312, 6_022_695_936)
+
+
+def test_zero1_steps_from_the_partition_once_backward_has_dropped_the_other_gradients():
+    # ZeRO-1 holds every 16-bit gradient through backward (8,030,261,248 x 2 at its end), but the epilogue keeps
+    # only the partition's pieces (zero_grad(set_to_none=True)): the step's moments are ZeRO-2's.
+    assert _model_states(_full("zero1")).gradients == 2 * 8_030_261_248
+    step = estimate_training(_full("zero1"), 0).phases["optimizer_step"]
+    assert (step["gradients"], step["optimizer_step_temporaries"]) == (2_007_565_312, 6_022_695_936)
+
+
+def test_zero3_steps_in_sub_groups_beside_its_gradient_buffer():
+    # ZeRO-3 partitions each parameter: the norm copies the embedding's partition, 525,336,576 / 8 x 8 =
+    # 525,336,576. Its sub-groups close once they reach sub_group_size (1e9) elements, so the largest is under
+    # 1e9 + 65,667,072 (the embedding's partition): here the whole partition, 1,003,782,656. The flatten: the
+    # gradient buffer 2,007,565,312 + the 16-bit copy 2,007,565,312 + its fp32 cast 4,015,130,624 =
+    # 8,030,261,248; the update: the buffer + the fp32 gradient, 6,022,695,936. The buffer is there from the
+    # optimizer's initialisation: in forward too.
+    zero = _model_states(_full("zero3")).zero_step
+    assert zero is not None and zero.keeps_gradients and zero.sub_group_share == 1
+    assert (zero.norm_copy, zero.flat_copy, zero.fp32_gradients) == (EMBEDDING, 2 * PARTITION, 4 * PARTITION)
+    phases = estimate_training(_full("zero3"), 0).phases
+    step = phases["optimizer_step"]
+    assert (step["gradients"], step["optimizer_step_temporaries"]) == (2_007_565_312, 6_022_695_936)
+    assert phases["forward"]["gradients"] == 2_007_565_312
+    # Over 2 ranks (4,015,130,624 a partition) the largest sub-group is 1e9 + 262,668,288 elements: its copies,
+    # and the optimizer's temporaries a sub-group's share at a time.
+    wide = zero_step("zero3", 4_015_130_624, 2, 4, EMBEDDING / 2)
+    assert wide.flat_copy == 2 * 1_262_668_288 and wide.sub_group_share == 1_262_668_288 / 4_015_130_624
+    assert wide.moments(8e9)[2] == (2 * 4_015_130_624, 4 * 1_262_668_288 + 8e9 * wide.sub_group_share)
+
+
+def test_a_step_in_the_gradients_own_dtype_casts_nothing_and_updates_from_the_flat_copy():
+    # Pure bf16 (no fp32 master weights) with torch's foreach AdamW: .to() returns the flat copy itself, which the
+    # update reads beside the optimizer's temporary (one 2-byte state's worth, 2 x 1,003,782,656).
+    zero = _model_states(_full("zero2", precision="bf16", optimizer="adamw")).zero_step
+    assert zero is not None and zero.fp32_gradients == 0 and zero.step_gradient == zero.flat_copy == 2 * PARTITION
+    assert zero.moments(2 * PARTITION)[2] == (0.0, 4 * PARTITION)
+
+
+def test_no_gpu_step_where_deepspeed_does_not_step_on_the_gpu():
+    # Optimizer offload steps on the host; Megatron's zero1 is its distributed optimizer; one data-parallel rank
+    # is modelled unsharded; a step fused into backward has no step.
+    for changes in (
+        {"offload_optimizer": "cpu"},
+        {"framework": "megatron"},
+        {"gpus": 1},
+        {"optimizer_in_backward": True},
+    ):
+        assert _model_states(vary(_full("zero2"), **changes)).zero_step is None, changes
