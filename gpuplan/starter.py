@@ -14,7 +14,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from gpuplan.catalog import UnknownNameError, get_gpu, get_model, gpu_catalog
+from gpuplan.catalog import UnknownNameError, get_gpu, get_model
 from gpuplan.defaults import property_node
 from gpuplan.errors import GpuplanError
 from gpuplan.records import record
@@ -33,17 +33,6 @@ _COMMENT_WIDTH = 100
 
 # "8k" and "32K" as people write context lengths: 8 x 1,024 tokens (Llama's "8K context" is 8,192).
 TOKEN_UNITS = {"": 1, "k": 1024, "m": 1024**2}
-
-
-def catalog_gpu_id(text: str) -> str:
-    """The catalog GPU id ``text`` names, in any case ("L4" is l4): the id the spec writes. Raises
-    UnknownNameError (with "did you mean") for none."""
-    wanted = text.strip()
-    known = gpu_catalog()
-    match = next((gpu_id for gpu_id in known if gpu_id.lower() == wanted.lower()), None)
-    if match is None:
-        raise UnknownNameError("GPU", wanted, sorted(known))
-    return match
 
 
 def catalog_model_id(text: str) -> str:

@@ -56,6 +56,22 @@ def test_sarif_validates_against_the_2_1_0_schema(write_spec):
     assert all(rule_ids[r["ruleIndex"]] == r["ruleId"] for r in results)
 
 
+def test_sarif_of_a_run_that_cannot_start_is_a_valid_log_saying_why(tmp_path: Path):
+    # A folder with no spec is a usage error (exit 2, the message on stderr); a CI step that uploads the SARIF
+    # file still gets a valid log: no results, an unsuccessful invocation with the error as its notification.
+    code, out, err = run_cli("lint", "--format", "sarif", str(tmp_path))
+    assert code == 2 and err.startswith("gpuplan: error: no spec files found")
+    log = json.loads(out)
+    jsonschema.Draft4Validator(json.loads((ROOT / "tests/fixtures/sarif-schema-2.1.0.json").read_text())).validate(log)
+    (run,) = log["runs"]
+    assert run["results"] == []
+    (invocation,) = run["invocations"]
+    assert invocation["executionSuccessful"] is False
+    assert invocation["toolExecutionNotifications"][0]["message"]["text"] == f"no spec files found in {tmp_path}"
+    # Other formats print nothing on stdout for it.
+    assert run_cli("lint", "--format", "json", str(tmp_path))[:2] == (2, "")
+
+
 def test_sarif_locations_are_uri_references(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # SARIF's artifactLocation.uri is a URI reference (RFC 3986): a space is %20, an absolute path a file URI.
     folder = tmp_path / "specs dir"

@@ -270,6 +270,8 @@ def test_plan_command_formats_and_exit_codes(write_spec):
     assert code == 0 and {o["gpu"] for o in json.loads(out)["jobs"][0]["options"]} <= amd and "mi355x" in amd
     code, out, _ = run_cli("plan", "--gpu", "h100-sxm", "--max-gpus", "2", path)
     assert code == 1 and "recommended  none —" in out  # 131 GiB of weights do not fit two 80 GB GPUs
+    # a GPU id typed in another case is the catalog's (as init's --gpu takes it)
+    assert run_cli("plan", "--gpu", "H100-SXM", "--max-gpus", "2", path)[:2] == (code, out)
     code, _, err = run_cli("plan", "--gpu", "h100-sxn", path)
     assert code == 2 and "--gpu: unknown GPU 'h100-sxn' — did you mean 'h100-sxm'" in err
     broken = write_spec(

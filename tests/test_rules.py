@@ -538,9 +538,10 @@ def test_unneeded_tensor_parallelism_points_at_the_hardware_block():
     assert finding.message.startswith("tensor_parallel 2 is not needed: plain data parallelism on 2 x h100-sxm")
 
 
-def test_parallelism_needed_says_tensor_parallelism_for_serving_only():
-    # Serving is told "tensor parallelism is needed"; fine-tuning, whose answer may shard or pipeline,
-    # "parallelism is needed".
+def test_parallelism_needed_names_the_parallelism_of_the_layout_it_found():
+    # The message names what the layout found uses: 70B serving on H100s tensor parallelism (4 x TP 4); on L40S,
+    # without NVLink, pipeline parallelism (8 x PP 8: the planner keeps TP inside an NVLink domain); a 70B full
+    # fine-tune on H100s both (32 x TP 8 x PP 4).
     (serve,) = findings(
         """
         version: 1
@@ -560,7 +561,19 @@ def test_parallelism_needed_says_tensor_parallelism_for_serving_only():
         """,
         "GP301",
     )
-    assert "; parallelism is needed: " in finetune.message and "tensor parallelism" not in finetune.message
+    assert "; tensor and pipeline parallelism are needed: 32 x h100-sxm, tensor_parallel 8, pipeline_parallel 4" in (
+        finetune.message
+    )
+    (pipelined,) = findings(
+        """
+        version: 1
+        name: t
+        model: {id: llama-3.1-70b}
+        serve: {context: 8192, concurrency: 8, hardware: {gpu: l40s, count: 1}}
+        """,
+        "GP301",
+    )
+    assert "; pipeline parallelism is needed: 8 x l40s, pipeline_parallel 8 fits" in pipelined.message
     # ... and each at its own job's hardware, named as the job it is.
     assert (serve.pointer, finetune.pointer) == ("/serve/hardware", "/finetune/hardware")
     assert serve.message.startswith("serving needs ") and finetune.message.startswith("fine-tuning needs ")

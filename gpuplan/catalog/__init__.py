@@ -328,6 +328,18 @@ def get_gpu(gpu_id: str, custom: dict[str, Gpu] | None = None) -> Gpu:
     raise UnknownNameError("GPU", gpu_id, sorted(known))
 
 
+def gpu_id_in_any_case(text: str, custom: dict[str, Gpu] | None = None) -> str:
+    """The GPU id (the catalog's, or a spec's own ``gpus:``) that ``text`` names in any case: what a person types
+    on the command line ("L4" is l4); a spec writes the id itself. Raises UnknownNameError (with "did you
+    mean") for none."""
+    wanted = text.strip()
+    known = {**gpu_catalog(), **(custom or {})}
+    match = next((gpu_id for gpu_id in known if gpu_id.lower() == wanted.lower()), None)
+    if match is None:
+        raise UnknownNameError("GPU", wanted, sorted(known))
+    return match
+
+
 def get_model(model_id: str) -> CatalogModel:
     """A catalog model by id or Hugging Face repo id, case-insensitively.
 

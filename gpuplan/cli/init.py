@@ -53,9 +53,9 @@ def _model_id(text: str) -> str:
 
 
 def _gpu_id(text: str) -> str:
-    from gpuplan.starter import catalog_gpu_id
+    from gpuplan.catalog import gpu_id_in_any_case
 
-    return catalog_gpu_id(text)
+    return gpu_id_in_any_case(text)
 
 
 MODEL = _Named("model", _model_id, "models")

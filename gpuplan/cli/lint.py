@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuplan.cli.common import EXIT_OK, _discard_stdout, _guarded, _print_tracebacks, _rule_patterns, _run_options
+from gpuplan.errors import GpuplanError
 from gpuplan.output import FORMAT_MODULES
 
 if TYPE_CHECKING:  # the linter is imported when the command runs
@@ -69,16 +70,23 @@ def lint(
     """
     from gpuplan.run import lint_run
 
-    run = lint_run(
-        list(paths),
-        fail_on=fail_on,
-        select=select,
-        ignore=ignore,
-        config_path=config_path,
-        use_waivers=not no_waivers,
-        only_specs=only_specs,
-        catalog_hints=catalog_hints,
-    )
+    try:
+        run = lint_run(
+            list(paths),
+            fail_on=fail_on,
+            select=select,
+            ignore=ignore,
+            config_path=config_path,
+            use_waivers=not no_waivers,
+            only_specs=only_specs,
+            catalog_hints=catalog_hints,
+        )
+    except GpuplanError as error:
+        if output_format == "sarif":  # a CI step uploads the file whatever happened: a valid log saying why
+            from gpuplan.output.sarif import render_failure
+
+            _echo_while_read(render_failure(" ".join(error.lines())))
+        raise  # the error on stderr, exit 2 (_guarded)
     from gpuplan.output import formatter, streamed
 
     stream = streamed(output_format)

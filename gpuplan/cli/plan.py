@@ -52,7 +52,7 @@ def plan_command(
     import dataclasses
 
     from gpuplan import clock
-    from gpuplan.catalog import UnknownNameError, get_gpu
+    from gpuplan.catalog import UnknownNameError, gpu_id_in_any_case
     from gpuplan.decision.memo import build_memo
     from gpuplan.output.plan_text import render_markdown, render_text
     from gpuplan.plan.document import plan_document
@@ -64,11 +64,10 @@ def plan_command(
     if result.analysis is None:
         _stop_unresolved(result, spec_path, "planned")
     spec = result.analysis.spec
-    for gpu_id in gpus:
-        try:
-            get_gpu(gpu_id, spec.custom_gpus)
-        except UnknownNameError as error:
-            raise GpuplanError(f"--gpu: {error}") from None
+    try:
+        gpus = tuple(gpu_id_in_any_case(gpu_id, spec.custom_gpus) for gpu_id in gpus)  # "H100-SXM" is h100-sxm
+    except UnknownNameError as error:
+        raise GpuplanError(f"--gpu: {error}") from None
     limits = dataclasses.replace(  # the options replace the spec's plan: section, field by field
         spec.plan,
         gpus=tuple(dict.fromkeys(gpus)) or spec.plan.gpus,

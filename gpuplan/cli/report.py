@@ -81,8 +81,8 @@ def report(
         use_waivers=not no_waivers,
         runs=runs,
         kind=kind,
-        progress=progress if interactive else None,
-        wrote=wrote if interactive else None,
+        progress=progress if interactive else None,  # progress on a terminal; where a file went, always (as init)
+        wrote=wrote,
     )
     if done.stdout is not None:
         click.echo(done.stdout, nl=False)

@@ -8,7 +8,7 @@ from gpuplan.cli.common import _format_option, _guarded
 
 
 @click.command()
-@click.option("--markdown", is_flag=True, help="Print the field reference table (as in the README) instead.")
+@click.option("--markdown", is_flag=True, help="Print the field reference table (as in docs/spec.md) instead.")
 def schema(markdown: bool) -> None:
     """Print the spec's JSON Schema (2020-12)."""
     from gpuplan.resources import schema_path

@@ -53,6 +53,19 @@ def render(summary: RunSummary) -> str:
                 {"kind": "inSource", "status": "accepted", "justification": finding.waiver.reason}
             ]
         results.append(result)
+    return _log(results)
+
+
+def render_failure(message: str) -> str:
+    """A SARIF log of a run that could not start (no spec found, a bad --config): no results, the tool's
+    error as a notification of an unsuccessful invocation (SARIF 2.1.0, 3.20.14 and 3.20.21), so a CI step
+    that uploads the file has a valid one to upload and code scanning shows why it is empty."""
+    notification = {"level": "error", "message": {"text": message}}
+    return _log([], [{"executionSuccessful": False, "toolExecutionNotifications": [notification]}])
+
+
+def _log(results: list[dict[str, Any]], invocations: list[dict[str, Any]] | None = None) -> str:
+    rules = all_rules()
     driver = {
         "name": "gpuplan",
         "version": __version__,
@@ -70,9 +83,8 @@ def render(summary: RunSummary) -> str:
             for rule in rules
         ],
     }
-    log = {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [{"tool": {"driver": driver}, "results": results, "columnKind": "unicodeCodePoints"}],
-    }
+    run: dict[str, Any] = {"tool": {"driver": driver}, "results": results, "columnKind": "unicodeCodePoints"}
+    if invocations is not None:
+        run["invocations"] = invocations
+    log = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
     return json_text(log) + "\n"

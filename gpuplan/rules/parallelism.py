@@ -32,7 +32,8 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
     For a job declared on a single GPU that does not fit, asks the planner for the fewest GPUs of the
     same kind that hold it with the configured headroom (and the SLO): tensor or pipeline parallelism
     for serving; data-parallel sharding, activation checkpointing or, only when those do not suffice,
-    tensor or pipeline parallelism for fine-tuning. With `catalog-hints` on, the message adds the
+    tensor or pipeline parallelism for fine-tuning; the message names the parallelism that layout uses.
+    With `catalog-hints` on, the message adds the
     cheapest sound layout of any allowed GPU when it differs (`gpuplan plan` compares every GPU); the
     hint is the YAML to paste for the declared GPU.
 
@@ -66,7 +67,14 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
             if isinstance(estimate, ServeEstimate)
             else f"{format_gib(estimate.gpu.usable_bytes)} usable"
         )
-        what = "tensor parallelism is" if kind == "serve" else "parallelism is"
+        layout = option.layout
+        # name the parallelism the layout found uses (a serving layout may pipeline without tensor parallelism)
+        kinds = [
+            name
+            for name, degree in (("tensor", layout.tensor_parallel), ("pipeline", layout.pipeline_parallel))
+            if degree > 1
+        ]
+        what = f"{' and '.join(kinds)} parallelism {'are' if len(kinds) > 1 else 'is'}" if kinds else "parallelism is"
         currency = ctx.spec.budget.currency
         elsewhere = ""  # the message states what the declared GPU needs; `gpuplan plan` compares the others
         if ctx.catalog_hints:
