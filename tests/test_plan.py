@@ -122,6 +122,21 @@ def test_an_activation_bound_full_finetune_gets_checkpointing_on_its_gpu_before_
 SEVENTY_B = {"context": 4096, "concurrency": 8, "hardware": {"gpu": "h100-sxm", "count": 4, "tensor_parallel": 4}}
 
 
+def test_a_kept_declared_layout_off_the_front_is_listed_among_the_options_and_marked():
+    # The LoRA example's 1 x H100 is kept (one B200 saves 48%, but under 100 USD a run: immaterial) though one
+    # and two B200s are both cheaper and faster: the front passes over it, yet a plan lists what it
+    # recommends, third, where its cost puts it, marked, and says so in its caption.
+    code, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-llama-8b-lora.yaml"))
+    (job,) = json.loads(out)["jobs"]
+    assert code == 0 and job["recommended_off_front"] is True
+    listed = [(o["gpu"], o["gpus"]) for o in job["options"][:3]]
+    assert listed == [("b200-hgx", 1), ("b200-hgx", 2), ("h100-sxm", 1)]
+    assert job["options"][2]["yaml"] == job["recommended"]["yaml"] == job["declared"]["yaml"]
+    _, text, _ = run_cli("plan", str(EXAMPLES / "finetune-llama-8b-lora.yaml"))
+    assert "and the recommended layout where its cost puts it" in text
+    assert re.search(r"\n  declared/recommended  1 x h100-sxm ", text)
+
+
 def test_an_unpriced_gpu_is_never_recommended_while_a_priced_one_holds_the_job():
     # The H200 NVL has no catalog price; one H100 SXM node does the job at 4.12 USD/GPU-hour.
     spec = make_spec(spec_text("llama-3.1-70b", serve=SEVENTY_B))

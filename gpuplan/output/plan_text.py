@@ -72,6 +72,8 @@ def _order_note(job: dict[str, Any]) -> str:
             f" {plural(usual['tensor_parallel'], 'GPU')}, tensor parallelism within one NVLink domain and no pipeline, within"
             f" {CONVENTIONAL_WITHIN:.0%} of the cheapest)"
         )
+    if job.get("recommended_off_front"):  # a kept layout, listed where its cost puts it
+        front += ", and the recommended layout where its cost puts it"
     if not unpriced:
         return front
     if unpriced == len(options):

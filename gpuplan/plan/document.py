@@ -138,6 +138,8 @@ def job_dict(plan: JobPlan, top: int | None, materiality: str = "", spec: Any = 
         "conventional": None if plan.conventional is None else option_dict(plan.conventional),
         "options": [option_dict(o) for o in plan.options[:top]],
         "options_total": len(plan.options),
+        # whether the recommended layout is among the options although the cost-latency front passes over it
+        "recommended_off_front": plan.listed_off_front,
         "rejected": [option_dict(o) for o in plan.rejected[:top]],
         "rejected_total": len(plan.rejected),
         "alternatives": [

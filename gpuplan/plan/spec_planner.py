@@ -46,6 +46,9 @@ class JobPlan:
     # Serving: the conventional layout (tensor parallelism within one NVLink domain, no pipeline, replicas
     # beyond), when the cheapest sound layout is not one and this costs at most CONVENTIONAL_WITHIN more.
     conventional: Option | None = None
+    # The recommended layout, listed among the options where its cost puts it although the front passes over
+    # it (a kept declared layout that a cheaper and a faster one both beat): a plan lists what it recommends.
+    listed_off_front: bool = False
 
     @property
     def immaterial_saving(self) -> Saving | None:
@@ -191,7 +194,14 @@ class SpecPlanner:
         usual = _conventional_beside(sound) if kind == "serve" else None
         if usual is not None:  # second, after the cheapest it is compared with
             options = [options[0], usual, *(o for o in options[1:] if o.layout.key != usual.layout.key)]
-        return JobPlan(kind, declared, recommended, tuple(options), tuple(rejected), alternatives, kept_over, usual)
+        off_front = recommended is not None and all(o.layout.key != recommended.layout.key for o in options)
+        if off_front and recommended is not None:  # after the priced options that rank before it
+            rank = Option.rank(recommended)
+            at = next((i for i, o in enumerate(options) if o.rate is None or Option.rank(o) > rank), len(options))
+            options.insert(at, recommended)
+        return JobPlan(
+            kind, declared, recommended, tuple(options), tuple(rejected), alternatives, kept_over, usual, off_front
+        )
 
     @staticmethod
     def _worth_listing(option: Option, baseline: Option | None) -> bool:
