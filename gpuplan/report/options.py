@@ -186,21 +186,26 @@ def _rows_for(option: Option, spec: Spec) -> dict[str, str]:
     for name, ok in option.meets:
         if name == "arrival_rate" and not steady:
             continue  # only a steady stream has a rate to keep up with
-        rows[CONSTRAINT_LABELS.get(name, name)] = _judgement(option, name, ok)
+        rows[CONSTRAINT_LABELS.get(name, name)] = _judgement(option, name, ok, spec.plan.confidence)
     rows["Price basis"] = price_basis(spec, option.layout.gpu).short
     return rows
 
 
-def _judgement(option: Option, name: str, ok: bool) -> str:
+def _judgement(option: Option, name: str, ok: bool, confidence: float) -> str:
     """ "meets" or "breaks", or why a constraint was not judged: the planner counts a check it could not
     make as passed, which a signer must not read as a pass (a layout over its memory has no headroom
-    to keep, one that cannot start no latency; an SLO that is not declared is not met, just absent)."""
+    to keep, one that cannot start no latency; an SLO that is not declared is not met, just absent). An
+    SLO the estimate meets and its slow edge does not is "at risk", as lint's GP405 says of it."""
+    estimate: Any = option.estimate
     if not ok:
+        if name in ("ttft_slo", "tpot_slo") and estimate.loads:
+            metric = name.removesuffix("_slo")
+            if slo_figure(estimate.job, estimate.speed, metric) <= getattr(estimate.job, f"{metric}_ms") / 1000:
+                return f"at risk: met on the estimate, not at {confidence:.0%} confidence"
         return "breaks"
     memory_broken = dict(option.meets).get("memory") is False
     if name == "headroom" and memory_broken:
         return "not judged (memory breaks)"
-    estimate: Any = option.estimate
     if name == "arrival_rate" and not estimate.loads:
         return "not judged (does not fit)"
     if name in ("ttft_slo", "tpot_slo"):
