@@ -26,9 +26,10 @@ def _layout(option: dict[str, Any]) -> str:
         parts.append(f"TP {option['tensor_parallel']}")
     if option["pipeline_parallel"] > 1:
         parts.append(f"PP {option['pipeline_parallel']}")
-    if option["settings"] is None and option["replicas"] > 1:
-        parts.append(f"{option['replicas']:,} replicas of {option['concurrency_per_replica']:,}")
-    return " ".join(parts)
+    text = " ".join(parts)
+    if option["settings"] is None and option["replicas"] > 1:  # as Layout.describe words them
+        text += f", {option['replicas']:,} replicas of {option['concurrency_per_replica']:,} sequences"
+    return text
 
 
 def _settings(option: dict[str, Any]) -> str:
