@@ -94,7 +94,8 @@ def render_estimate(analysis: Analysis) -> str:
                 f" {f.memory.host * min(f.gpus, GPUS_PER_NODE) / GIB:,.1f} GiB)"
             )
         phases = ", ".join(f"{name} {total / GIB:.2f}" for name, total in f.memory.phase_totals.items())
-        lines.append(f"  phases (GiB, framework overhead included): {phases}")
+        # The allocator's cache is the whole step's (what it keeps between the phases): in the total, not here.
+        lines.append(f"  phases (GiB, framework overhead included, the allocator's cache not): {phases}")
         lines.append(f"  trainable parameters: {f.memory.trainable_params:,}")
         hours = f.hours
         lines.append(

@@ -77,7 +77,9 @@ def finetune_details(f: FinetuneEstimate, currency: str, settings: Settings, con
         "table": table("Fine-tuning: memory, time and cost", ["Item", "Value"], rows, kind="kv"),
         "chart": memory_chart(f.memory.breakdown, peak, f.gpu.usable_bytes, f"usable on {f.gpu.id}"),
         "chart_caption": f"Per-GPU memory at the {peak_phase} (the peak) against {f.gpu.id}'s usable memory",
-        "phases": f"Phase totals per GPU, framework overhead included: {phases}." if phases else "",
+        "phases": f"Phase totals per GPU, framework overhead included, the allocator's cache not: {phases}."
+        if phases
+        else "",
         "assumptions": table(
             "Fine-tuning assumptions", ["Assumption", "Value"], [[k, v] for k, v in f.assumptions], kind="kv"
         ),
