@@ -148,7 +148,7 @@ def init(
     force: bool,
     mkdir: bool,
 ) -> None:
-    """Write a commented starter spec to PATH (default workload.yaml; '-' prints it), then lint it.
+    """Write a commented starter spec to PATH (default workload.yaml), then lint it; '-' prints it, for a pipe.
 
     \b
     gpuplan init --model llama-3.1-8b --serve --gpu l40s --context 8192 --concurrency 16

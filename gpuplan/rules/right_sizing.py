@@ -147,7 +147,8 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
     keeps gradient sync under `thresholds.gradient_sync_share`. Warns when the saving is material: more
     than `thresholds.cheaper_layout_share` (default 20%) of the declared cost on another GPU kind, or
     `thresholds.settings_change_share` (default 10%) on the declared kind, and at least
-    `thresholds.min_saving` (default 100 in the spec's currency, per month or per run). It quotes both
+    `thresholds.min_saving` (default 100 in the spec's currency, per month or per run; a fine-tune without
+    `finetune.tokens` is priced per 1M tokens, no amount of money, so there the share alone decides). It quotes both
     costs, and where the deployment declares no latency SLO and the cheaper layout is slower, both
     layouts' TTFT and output tokens/s; the hint is the YAML to paste. `gpuplan plan` recommends exactly
     the layout GP507 names, and keeps a sound declared layout when no saving is material.
