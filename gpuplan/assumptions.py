@@ -488,6 +488,13 @@ def load_phrase(job: Serve) -> str:
     return f"at {job.concurrency:,} in flight"
 
 
+def ttft_prompt_phrase(job: Serve) -> str:
+    """The prompt a TTFT figure is priced at, as words before ``load_phrase``: 'for a prompt of 7,680 tokens '
+    (context - output_tokens: every request, whatever ``prompt_tokens`` says of the load); '' for a burst,
+    whose wave draws its prompts."""
+    return "" if job.arrival == "burst" else f"for a prompt of {job.full_prompt:,} tokens "
+
+
 def ttft_tail_words(speed: ServingSpeed) -> str:
     """What a mean TTFT above its p90 says, where it is: at most one request in ten takes longer than the
     p90 (its definition), so those few take much longer, enough to lift the mean over it. Only that: the

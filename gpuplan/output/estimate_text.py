@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from gpuplan.analysis import NOT_LOADED, Analysis, ServeEstimate
-from gpuplan.assumptions import GPUS_PER_NODE, load_phrase, sequences_words, ttft_tail_words
+from gpuplan.assumptions import GPUS_PER_NODE, load_phrase, sequences_words, ttft_prompt_phrase, ttft_tail_words
 from gpuplan.estimate.bands import SpeedBand
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.estimate.speculative import expected_tokens
@@ -215,7 +215,7 @@ def _ttft_line(s: ServeEstimate) -> str:
     tail = f"; {tail_words}" if tail_words else ""
     return (
         f"TTFT p90 {format_ms(speed.ttft_p90_s, 0)} ms, median {format_ms(speed.ttft_median_s, 0)} ms,"
-        f" mean {format_ms(speed.ttft_s, 0)} ms {load} ({alone}{frontend}{tail})"
+        f" mean {format_ms(speed.ttft_s, 0)} ms {ttft_prompt_phrase(s.job)}{load} ({alone}{frontend}{tail})"
     )
 
 

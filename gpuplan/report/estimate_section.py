@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan.analysis import NOT_LOADED, FinetuneEstimate, ServeEstimate
-from gpuplan.assumptions import load_phrase, sequences_words, ttft_tail_words
+from gpuplan.assumptions import load_phrase, sequences_words, ttft_prompt_phrase, ttft_tail_words
 from gpuplan.config import Settings
 from gpuplan.decision import layout_text
 from gpuplan.decision.memo import JobMemo
@@ -110,7 +110,7 @@ def serve_details(s: ServeEstimate, currency: str, settings: Settings, confidenc
                     "Latency",
                     (
                         f"TTFT p90 {ms(s.speed.ttft_p90_s, 0)}, median {ms(s.speed.ttft_median_s, 0)}, mean"
-                        f" {ms(s.speed.ttft_s, 0)} {load_phrase(s.job)}"
+                        f" {ms(s.speed.ttft_s, 0)} {ttft_prompt_phrase(s.job)}{load_phrase(s.job)}"
                         + (f" ({tail})" if (tail := ttft_tail_words(s.speed)) else "")
                         if not s.speed.saturated
                         else f"TTFT without bound {load_phrase(s.job)} (the stream outruns the layout)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuplan.analysis import ServeEstimate
-from gpuplan.assumptions import limit_words, load_phrase
+from gpuplan.assumptions import limit_words, load_phrase, ttft_prompt_phrase
 from gpuplan.config import Settings
 from gpuplan.findings import Finding
 from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
@@ -154,11 +154,11 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
             yield ctx.finding("GP403", ("serve", "slo", "ttft_ms"), message, hint)
             return
         figure = slo_figure(job, s.speed, "ttft")
-        prompt = "" if job.arrival == "burst" else f"for a prompt of {job.full_prompt:,} tokens "
         yield ctx.finding(
             "GP403",
             ("serve", "slo", "ttft_ms"),
-            f"estimated {job.ttft_statistic} TTFT {format_ms(figure, 0)} ms {prompt}{load_phrase(job)} {where}"
+            f"estimated {job.ttft_statistic} TTFT {format_ms(figure, 0)} ms {ttft_prompt_phrase(job)}{load_phrase(job)}"
+            f" {where}"
             f" exceeds the SLO of {slo:,.0f} ms",
             "more replicas, each with a server process of its own (its front end is most of this TTFT)"
             if s.speed.frontend_s + s.speed.frontend_wait_s >= s.speed.ttft_s / 2
