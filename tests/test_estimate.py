@@ -370,7 +370,10 @@ def test_a_mean_ttft_above_its_p90_is_explained():
         assert ("the mean is above the p90: at most 1 request in 10 takes longer" in text) == above, name
         assert "queues" not in text, name
     _, text, _ = run_cli("estimate", str(EXAMPLES / "serve-llama-70b.yaml"))
-    assert "mean 692 ms for a prompt of 7,680 tokens at 32 in flight (alone 641 ms; front end 19 ms; the mean is above the p90" in text
+    assert (
+        "mean 692 ms for a prompt of 7,680 tokens at 32 in flight (alone 641 ms; front end 19 ms; the mean is above the p90"
+        in text
+    )
 
 
 def estimate_text(write_spec, serve: str) -> str:
