@@ -356,3 +356,21 @@ def test_a_rejected_plan_states_the_declared_cost_on_the_basis_an_approval_signs
     assert code == 1 and verdict_line(out).startswith("## REJECT")
     assert "(as declared it would cost 7,332 USD, " in out
     assert "fine-tuning run 324 USD (one-off) + serving 584 USD a month x 12; the run at the slow end" in out
+
+
+def test_the_changes_line_names_training_settings_the_funded_layout_changes_too():
+    # finetune-then-serve: the funded 4 x b200-hgx runs without activation checkpointing (the declared layout
+    # has it on): the first page says so in words (its paste in Appendix A carries the field), never by its
+    # field names, and a changed layout that keeps the settings says nothing more (the serving examples).
+    code, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"))
+    first = out.split("<details>")[0]
+    assert (
+        code == 0
+        and (
+            "| **Changes required** | fine-tuning on 4 x b200-hgx instead of 4 x h100-sxm, with activation checkpointing"
+            " changed too, at 138 USD for the run (Appendix A) |"
+        )
+        in first
+    )
+    _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert "changed too" not in out.split("<details>")[0]

@@ -77,6 +77,27 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "so a layout that uses part of an instance pays for all of it.",
     ),
     ("materiality", "The smallest saving worth a change of layout (a share of the cost and an amount)."),
+    # The training settings a required change of a fine-tune may name (report.page_one.SETTING_WORDS).
+    (
+        "activation checkpointing",
+        "A training setting that saves GPU memory by recomputing intermediate results instead of keeping "
+        "them, for about a third more computing time; off, a run is faster where memory allows.",
+    ),
+    ("fused loss", "A training setting that scores the model's output in small pieces, to save GPU memory."),
+    (
+        "memory sharding",
+        "Splitting the training state across the GPUs instead of keeping a full copy on each: less memory on "
+        "each GPU, more traffic between them.",
+    ),
+    (
+        "micro-batch",
+        "How many training examples each GPU works on at once: smaller uses less memory, larger runs faster.",
+    ),
+    (
+        "gradient accumulation",
+        "Adding several micro-batches together before each update, so that a smaller micro-batch keeps the same "
+        "training batch.",
+    ),
 )
 
 _PATTERNS = tuple(

@@ -284,11 +284,34 @@ def change_lines(memo: Memo) -> list[str]:
         if job.changed:
             lines.append(
                 f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
-                f"{short_layout(job.plan.declared)}, at {_cost_per(job, job.funded.cost, currency)}"
+                f"{short_layout(job.plan.declared)}{_settings_changed(job)}, at {_cost_per(job, job.funded.cost, currency)}"
                 + _budget_raise(job, currency)
             )
     lines += [CODES[finding.code].summary.rstrip(".") for finding in findings_left(memo)]
     return lines
+
+
+# A fine-tune's settings as the changes line names them (plain words: the fields are in Appendix A).
+SETTING_WORDS = {
+    "activation_checkpointing": "activation checkpointing",
+    "fused_loss": "fused loss",
+    "sharding": "memory sharding",
+    "micro_batch": "micro-batch",
+    "gradient_accumulation": "gradient accumulation",
+}
+
+
+def _settings_changed(job: JobMemo) -> str:
+    """', with activation checkpointing and micro-batch changed too' where the funded fine-tuning layout also
+    changes the declared training settings (the paste in Appendix A carries them), else ''."""
+    funded, declared = job.funded.layout.settings, job.plan.declared.layout.settings
+    if funded is None or declared is None:
+        return ""
+    changed = [words for name, words in SETTING_WORDS.items() if getattr(funded, name) != getattr(declared, name)]
+    if not changed:
+        return ""
+    listed = changed[0] if len(changed) == 1 else f"{', '.join(changed[:-1])} and {changed[-1]}"
+    return f", with {listed} changed too"
 
 
 def _budget_raise(job: JobMemo, currency: str) -> str:
