@@ -6,7 +6,9 @@ from typing import Any
 
 from gpuplan.units import HOURS_DIGITS, MS_DIGITS, Shown, format_figure, format_money, format_ms
 
-SHORT_TABLE_ROWS = 14  # a table this short is kept on one page rather than split with a row or two alone
+# A table this short is kept on one page; a longer one may split (report.css keeps two rows on each side of the
+# break), as moving it whole left most of a page blank.
+SHORT_TABLE_ROWS = 8
 KV_WIDTHS = (26, 74)
 
 
