@@ -126,3 +126,23 @@ def test_the_root_unit_of_llama_2_7b():
     phases = estimate_training(setup, 0).phases
     assert phases["forward"]["gathered_parameters"] == 524_296_192 + 404_766_720
     assert "gathered_parameters" not in phases["optimizer_step"]
+
+
+def test_a_full_fine_tune_holds_the_root_units_gradients_until_backward_ends():
+    # Full fine-tuning in pure bf16 over 2 ranks: each decoder unit's unsharded gradient, 592 x 2 = 1,184, lives
+    # until its post-backward reduces it; the root unit's are reduced only as backward ends (its parameters are
+    # views of one flat parameter: the LM head's weight gradient, made at the loss, 32 x 8 x 2 = 512, waits for the
+    # embedding's, 512, and the flat gradient, 520 x 2 = 1,040, is built beside both). Forward: the root and a
+    # unit, 1,040 + 1,184 = 2,224; the loss: + the head's gradient, 2,736; a layer's backward: the root, two units,
+    # the layer's gradient and the head's, 1,040 + 2,368 + 1,184 + 512 = 5,104; backward's end: the root, the
+    # head's and the embedding's gradients and the flat one, 1,040 + 512 + 512 + 1,040 = 3,104; the step: none.
+    # (Before: one embedding-sized unit gradient stood for all of these, 4,592 in a layer and 2,224 at the end.)
+    full = training_setup(architecture=TINY, method="full", precision="bf16", sharding="fsdp", gpus=2, seq_len=4)
+    assert points(full) == (ROOT + UNIT, 2736, 5104, 3104, 0)
+    gathering = _model_states(full).gathering
+    assert gathering is not None
+    assert (gathering.unit_gradient, gathering.head_gradient, gathering.embedding_gradient) == (UNIT, 512, 512)
+    assert gathering.root_gradient == ROOT
+    # FSDP2 keeps two units in forward (as for LoRA); the rest alike. Adapters (LoRA) reduce no full gradient.
+    assert points(vary(full, fsdp_version=2)) == (ROOT + 2 * UNIT, 2736, 5104, 3104, 0)
+    assert _model_states(lora()).gathering.root_gradient == 0  # type: ignore[union-attr]

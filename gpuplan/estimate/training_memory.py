@@ -231,8 +231,24 @@ def _model_states(setup: TrainingSetup) -> _States:
             root, root_stored = root_params * embedding_gathered_as, root_params * embedding_stored
             both = min(2, arch.layers) * layer_bytes
             gathered_forward = root + (both if setup.job.fsdp_version == 2 else layer_bytes)
-            gathered_loss = root + layer_bytes
-            gathered, gathered_end, gathered_step = root + both + unit_gradient, root + unit_gradient, 0.0
+            head_gradient = embedding_gradient = root_gradient = 0.0
+            if unit_gradient:
+                # Full fine-tuning: each decoder unit's unsharded gradient lives until its post-backward reduces
+                # it; the root unit's are reduced only as backward ends. Its parameters are views of one flat
+                # parameter (FSDP1 _flat_param.py _use_unsharded_views: flat_param.split(_numels)), so the LM
+                # head's weight gradient, made at the loss, waits in SplitWithSizesBackward's input buffer until
+                # the embedding's arrives, and the flat gradient is then built beside both (split's backward:
+                # a cat); FSDP2 reduces its root group in the final callback (_fsdp_state.py
+                # _root_post_backward_final_callback), copying the gradients into one reduce-scatter input
+                # (_fsdp_collectives.py foreach_reduce) before they go. A tied head's gradient of the shared
+                # weight waits the same way.
+                unit_gradient = sixteen_bit * arch.largest_layer_params / tp
+                head_gradient = sixteen_bit * arch.vocab * arch.hidden / tp
+                embedding_gradient = sixteen_bit * arch.embedding_params() / tp
+                root_gradient = sixteen_bit * root_params
+            gathered_loss = root + layer_bytes + head_gradient
+            gathered = root + both + unit_gradient + head_gradient
+            gathered_end, gathered_step = root + head_gradient + embedding_gradient + root_gradient, 0.0
             staged_root = staged_unit = cast_root = cast_unit = 0.0
             if fsdp_casts:
                 # Under MixedPrecision each shard is first cast to a 16-bit copy on the GPU, the all-gather's
@@ -269,6 +285,9 @@ def _model_states(setup: TrainingSetup) -> _States:
                 layer_stored,
                 cast_root,
                 cast_unit,
+                head_gradient,
+                embedding_gradient,
+                root_gradient,
             )
         unsharded = weights
         if setup.shards_parameters:

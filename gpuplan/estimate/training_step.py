@@ -54,6 +54,12 @@ class Gathering:
     # copy reads and drops at once (the root's, a unit's; 0: no such cast).
     cast_root: float = 0.0
     cast_unit: float = 0.0
+    # Full fine-tuning: the root unit's unsharded gradients, reduced only as backward ends: the LM head's weight
+    # gradient, held from the loss, the embedding's, and the root's flat gradient built beside them
+    # (training_memory._model_states says why).
+    head_gradient: float = 0.0
+    embedding_gradient: float = 0.0
+    root_gradient: float = 0.0
 
 
 # FSDP1 broadcasts a unit's tensors from rank 0 as it wraps it (sync_module_states) in buckets of this many bytes
@@ -595,7 +601,11 @@ class SimulatedStep:
         units.forward_ends()
         loss = self._loss()
         units.loss()
-        head = reduce(self.head_grad, self.reduced[2])
+        gathering = units.gathering
+        # The LM head's unsharded weight gradient waits for the root's post-backward (full fine-tuning);
+        # otherwise the head's gradients are reduced at once.
+        held_head = cache.take(gathering.head_gradient) if gathering.root_gradient else EMPTY
+        head = EMPTY if gathering.root_gradient else reduce(self.head_grad, self.reduced[2])
         self._give(*loss)
         unit_gradient, layer_grads, layer_reduced = self.unit_gradient, self.grads, self.reduced[0]
         recompute, backward_transients = self.recompute, self.backward_transients
@@ -628,7 +638,15 @@ class SimulatedStep:
         grads = [head, *cache.repeat(backward, layers[:-1])]
         grads += [backward_layer(held, False) for held in layers[-1:]]
         self._give(edge_copies)
-        grads.append(reduce(self.embedding_grad, self.reduced[1]))
+        if gathering.root_gradient:  # the root's gradients: the embedding's, the flat one beside them, reduced
+            embedding = cache.take(gathering.embedding_gradient)
+            flat = cache.take(gathering.root_gradient)
+            self._give(held_head, embedding)
+            grads.append(reduce(self.head_grad, self.reduced[2]))
+            grads.append(reduce(self.embedding_grad, self.reduced[1]))
+            cache.give(flat)
+        else:
+            grads.append(reduce(self.embedding_grad, self.reduced[1]))
         units.backward_ends()
         if saved:  # prepare_gradient_for_optim frees each _saved_grad_shard: the host holds the gradients
             self._give(*grads)
