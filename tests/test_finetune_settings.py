@@ -457,11 +457,12 @@ def test_zero3_over_four_gpus():
     # 1,704. Gathered: the largest unit (a layer, 592 > 256) twice in 16-bit, 2 x 2 x 592 = 2,368, plus
     # its full 16-bit gradient 1,184: 3,552. No autocast copies once sharded.
     # Activations as the bf16 case but with autocast norms: (208 + 56 + 128) x 4 = 1,568 per layer, saved
-    # 3,136 + 256 + 256 + 512 = 4,160, of which the manual loop holds the logits (256) as model_outputs from
-    # backward on. DeepSpeed's gradient bucket, 100 elements in the 16-bit working dtype, 200, from the
-    # optimizer's initialisation on: in every phase, as is the flat buffer its gradients are reduced into
-    # (stage3.py grad_partitions_flat_buffer, 852). Backward start: 852 + 5,112 + 200 + 3,552 + 852 + 3,904 +
-    # 256 + 1,024 = 15,752.
+    # 3,136 + 256 + 256 + 512 = 4,160, of which the manual loop holds the logits as model_outputs from backward
+    # on, in fp32 as autocast's framework hands them back (accelerate's convert_outputs_to_fp32): 2 x 256 = 512.
+    # DeepSpeed's gradient bucket, 100 elements in the 16-bit working dtype, 200, from the optimizer's
+    # initialisation on: in every phase, as is the flat buffer its gradients are reduced into (stage3.py
+    # grad_partitions_flat_buffer, 852). Backward start: 852 + 5,112 + 200 + 3,552 + 852 + 3,904 + 512 + 1,024
+    # = 16,008.
     # The step (zero_step): the norm copies the largest gradient piece in fp64, the embedding's partition 256 / 4
     # x 8 = 512; the flatten copies the partition, 426 x 2 = 852, and casts it to fp32, 426 x 4 = 1,704; the
     # update keeps the buffer, 852, beside the fp32 gradient 1,704 and the foreach temporary 1,704. The moments:
@@ -471,10 +472,13 @@ def test_zero3_over_four_gpus():
         architecture=TINY, precision="bf16-mixed", sharding="zero3", gpus=4, seq_len=4, reduce_bucket_size=100
     )
     assert phases(zero3) == {
-        "forward": {**fixed, "activations": 4160, "temporaries": 512, "model_outputs": 256},
-        "backward": {**fixed, "activations": 3904, "model_outputs": 256, "temporaries": 1024},
-        "optimizer_step": {**fixed, "optimizer_step_temporaries": 3408, "model_outputs": 256},
+        "forward": {**fixed, "activations": 4160, "temporaries": 512, "model_outputs": 512},
+        "backward": {**fixed, "activations": 3904, "model_outputs": 512, "temporaries": 1024},
+        "optimizer_step": {**fixed, "optimizer_step_temporaries": 3408, "model_outputs": 512},
     }
+    # Without autocast (16-bit working weights) the outputs stay bf16: 256.
+    plain = phases(vary(zero3, autocast=False))
+    assert plain["backward"]["model_outputs"] == 256
 
 
 def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():

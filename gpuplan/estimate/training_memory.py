@@ -674,6 +674,12 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     # outputs (loop: manual, after-step) keeps them through backward and the optimizer step; one that holds
     # them in a variable until the next step rebinds it (manual) keeps them beside the next forward too.
     outputs = acts.returned_logits + acts.returned_cache if setup.job.loop != "trainer" else 0.0
+    if setup.uses_autocast and setup.activation_bytes == 2:
+        # Under autocast the loop's framework hands the model's 16-bit outputs back in fp32 (accelerate's
+        # prepare_model wraps forward in convert_outputs_to_fp32; Lightning Fabric's precision plugin
+        # convert_output likewise): a loop that holds them holds fp32 copies. The copy is made as forward
+        # returns, after the loss freed its own upcast: no moment holds more than the loss did.
+        outputs *= 2
     forward["activations"] += acts.returned_cache
     forward["model_outputs"] = outputs if setup.job.loop == "manual" else 0.0  # the previous step's
     start = {
