@@ -71,12 +71,26 @@ def test_zero3_steps_in_sub_groups_beside_its_gradient_buffer():
     assert wide.moments(8e9)[2] == (2 * 4_015_130_624, 4 * 1_262_668_288 + 8e9 * wide.sub_group_share)
 
 
-def test_a_step_in_the_gradients_own_dtype_casts_nothing_and_updates_from_the_flat_copy():
-    # Pure bf16 (no fp32 master weights) with torch's foreach AdamW: .to() returns the flat copy itself, which the
-    # update reads beside the optimizer's temporary (one 2-byte state's worth, 2 x 1,003,782,656).
-    zero = _model_states(_full("zero2", precision="bf16", optimizer="adamw")).zero_step
-    assert zero is not None and zero.fp32_gradients == 0 and zero.step_gradient == zero.flat_copy == 2 * PARTITION
-    assert zero.moments(2 * PARTITION)[2] == (0.0, 4 * PARTITION)
+def test_the_flat_copy_is_cast_to_fp32_whatever_the_precision_unless_it_is_fp32_already():
+    # DeepSpeed keeps fp32 partitions of the parameters under any precision (.clone().float()): pure bf16 still
+    # casts the flat 2-byte copy to fp32. fp32 gradients are flattened in fp32 and .to() returns that copy,
+    # which the update reads beside torch's foreach AdamW temporary (one 4-byte state, 4 x 1,003,782,656).
+    bf16 = _model_states(_full("zero2", precision="bf16")).zero_step
+    assert bf16 is not None and (bf16.flat_copy, bf16.fp32_gradients) == (2 * PARTITION, 4 * PARTITION)
+    fp32 = _model_states(_full("zero2", precision="fp32", optimizer="adamw")).zero_step
+    assert fp32 is not None and fp32.fp32_gradients == 0 and fp32.step_gradient == fp32.flat_copy == 4 * PARTITION
+    assert fp32.moments(4 * PARTITION)[2] == (0.0, 8 * PARTITION)
+
+
+def test_zero1_copies_the_partition_beside_every_gradient_as_backward_ends():
+    # ZeRO-1 reduces once backward is done and copies the partition's 16-bit gradients into a buffer of their own
+    # (copy_grads_in_partition) while every whole gradient is still there: backward's end holds the 8,030,261,248
+    # x 2 B gradients and the 2,007,565,312 B buffer.
+    # (Full recompute, one 2,048-token sequence: the end is backward's largest moment, beside DeepSpeed's
+    # default bucket of 500,000,000 elements x 2 B.)
+    backward = estimate_training(_full("zero1", checkpointing="full"), 0).phases["backward"]
+    assert backward["gradients"] == 16_060_522_496 + 2_007_565_312
+    assert backward["gradient_buckets"] == 1_000_000_000
 
 
 def test_no_gpu_step_where_deepspeed_does_not_step_on_the_gpu():

@@ -343,10 +343,14 @@ def _model_states(setup: TrainingSetup) -> _States:
     upcast = edges if not streams else ()
     zero = None
     if runs_deepspeed_zero(setup) and setup.job.offload_optimizer == "none" and not setup.job.optimizer_in_backward:
-        # ZeRO-3 partitions each parameter: the norm's largest copy is one parameter's partition.
+        # ZeRO-3 partitions each parameter: the norm's largest copy is one parameter's partition. DeepSpeed keeps
+        # fp32 partitions of the parameters whatever the precision (stage_1_and_2.py, stage3.py: .clone().float()),
+        # so the flattened gradients are cast to fp32 unless they are fp32 already.
         largest = largest_param / n if sharding == "zero3" else largest_param
-        master_bytes = 4 if setup.job.precision in MIXED else grad_b
-        zero = zero_step(sharding, partition, grad_b, master_bytes, largest)
+        zero = zero_step(sharding, partition, grad_b, 4, largest)
+        if sharding == "zero3":
+            # The step releases every gathered parameter first (stage3.py step: _partition_all_parameters).
+            gathered_step = 0.0
     return _States(
         weights,
         grads,
@@ -718,10 +722,16 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "temporaries": acts.layer_backward_temporaries + in_backward_step,
         **backward_buckets,
     }
+    # DeepSpeed ZeRO-1 copies the partition's gradients into a buffer of their own as backward ends
+    # (stage_1_and_2.py copy_grads_in_partition, contiguous_gradients), beside every gradient until the
+    # epilogue drops them (zero_step).
+    partition_copy = zero.partition_gradients if zero and zero.stage == "zero1" else 0.0
     end = {
         **fixed,
         "gathered_parameters": states.gathered_end,
-        "gradients": (states.largest_gradient if setup.job.optimizer_in_backward else grads) + states.saved_grad_shards,
+        "gradients": (states.largest_gradient if setup.job.optimizer_in_backward else grads)
+        + states.saved_grad_shards
+        + partition_copy,
         "model_outputs": outputs,
         **backward_buckets,
     }

@@ -475,22 +475,16 @@ class SimulatedStep:
         return self.cache.peak_live, self.cache.reserved_peak()
 
     def _zero_step(self, zero: ZeroStep, grads: list[Allocation]) -> list[Allocation]:
-        """DeepSpeed ZeRO's step (zero_step's moments), on rank 0 (its partition opens with the embedding,
-        then the first layers): ZeRO-1's gradients outside the partition dropped (whole parameters kept where
-        the partition cuts one), the norm's fp64 copy taken and freed, then per sub-group the gradients
-        flattened, cast to fp32 (the flat copy freed) and, but under ZeRO-3, the 16-bit gradients released
-        before the update steps the fp32 partition. The gradients still held, for ``run`` to free."""
+        """DeepSpeed ZeRO's step (zero_step's moments): ZeRO-1 copies the partition's gradients into a buffer of
+        their own as backward ends and drops every gradient; the norm's fp64 copy comes and goes; then per
+        sub-group the gradients are flattened, cast to fp32 (the flat copy freed) and, but under ZeRO-3, the
+        16-bit gradients released before the update steps the fp32 partition. The gradients still held, for
+        ``run`` to free."""
         cache, states = self.cache, self.states
-        if zero.stage == "zero1":
-            kept: list[Allocation] = []
-            held = 0
-            for allocation in reversed(grads):  # the embedding's, then the first layer's, and on
-                if held < zero.partition_gradients and allocation.held:
-                    kept.append(allocation)
-                    held += allocation.held
-                else:
-                    cache.give(allocation)
-            grads = kept
+        if zero.stage == "zero1":  # the partition's gradients copied into a buffer, then every gradient dropped
+            buffer = cache.take(zero.partition_gradients)
+            self._give(*grads)
+            grads = [buffer]
         cache.cycle(Tensors.of([(zero.norm_copy, 1)]))
         # ZeRO-3's sub-groups one after another, each the largest's size (the blocks each takes back, alike).
         share = zero.sub_group_share

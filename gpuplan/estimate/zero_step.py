@@ -6,7 +6,9 @@ A step without optimizer offload (microsoft/DeepSpeed deepspeed/runtime/zero/sta
 0. By then only the partition's gradients are left: backward's epilogue keeps this rank's pieces in
    ``averaged_gradients`` and drops every parameter's ``.grad`` (``independent_gradient_partition_epilogue``:
    ``self.zero_grad(set_to_none=True)``, "All gradients required by the step are in
-   self.averaged_gradients"), ZeRO-1's whole gradients outside the partition with them.
+   self.averaged_gradients"). ZeRO-1, which reduces once backward is done, first copies the partition's
+   gradients into a buffer of their own beside every whole gradient (``copy_grads_in_partition`` under
+   contiguous_gradients, the default): the phase model's end of backward holds both.
 1. **The norm** (``scaled_global_norm`` -> ``get_grad_norm_direct``): for each gradient of this rank's
    partition, ``torch.linalg.vector_norm(g.data.double())`` (ZeRO-3: ``g.double().norm(2)``), an fp64 copy
    of one gradient at a time.
