@@ -41,6 +41,16 @@ def runs_sharding(method: str, framework: str, sharding: str) -> bool:
     return not (method == "qlora" and framework == "megatron") or sharding in MEGATRON_QLORA_SHARDINGS
 
 
+# DeepSpeed's pipeline engine takes ZeRO-1 alone (deepspeed/runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are
+# incompatible with pipeline parallelism"); pipelining over sharded parameters is FSDP's (torchtitan).
+PIPELINE_SHARDINGS = ("none", "zero1", "fsdp")
+
+
+def runs_pipeline(sharding: str, pipeline_parallel: int) -> bool:
+    """Whether a training stack runs data-parallel ``sharding`` with ``pipeline_parallel`` stages."""
+    return pipeline_parallel == 1 or sharding in PIPELINE_SHARDINGS
+
+
 def runs_tensor_parallel(method: str, framework: str) -> bool:
     """Whether the training stack of ``framework`` runs ``method`` with tensor parallelism above 1."""
     return not (method == "qlora" and framework == "megatron")
@@ -67,6 +77,16 @@ def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
                 "NeMo's QLoRA NF4 linear wrappers do not support tensor parallelism "
                 "(nemo/collections/nlp/modules/common/megatron/adapters/qlora.py)",
                 "set hardware.tensor_parallel: 1 and spread the batch over data-parallel ranks, or framework: eager",
+            )
+        )
+    if not runs_pipeline(job.sharding, job.hardware.pipeline_parallel):
+        problems.append(
+            (
+                ("sharding",),
+                f"sharding {job.sharding} does not run with pipeline parallelism: DeepSpeed's pipeline engine takes "
+                'ZeRO-1 alone (deepspeed/runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline '
+                'parallelism")',
+                "set sharding: zero1, or fsdp (torchtitan pipelines over FSDP2), or hardware.pipeline_parallel: 1",
             )
         )
     if job.optimizer_in_backward and job.gradient_accumulation > 1:

@@ -275,7 +275,8 @@ CHANGES_NOTHING: dict[str, Why] = {
         "degrees divide the GPU count: on one GPU no other is valid", lambda d, a: _finetune(a).hardware.count == 1
     ),
     "finetune.hardware.pipeline_parallel": Why(
-        "as finetune.hardware.tensor_parallel", lambda d, a: _finetune(a).hardware.count == 1
+        "as finetune.hardware.tensor_parallel; DeepSpeed's ZeRO-2 and ZeRO-3 do not pipeline (GP025)",
+        lambda d, a: _finetune(a).hardware.count == 1 or _finetune(a).sharding in ("zero2", "zero3"),
     ),
     "finetune.hardware.expert_parallel": Why("serving only: a fine-tuning job rejects it (GP1xx)"),
     "finetune.hardware.network_gbps": Why(

@@ -21,13 +21,18 @@ import datetime
 
 import pytest
 import yaml
+from conftest import make_spec
 from training_jobs import training_setup, vary
 
 from gpuplan.architecture import Architecture
+from gpuplan.catalog import gpu_catalog
+from gpuplan.config import default_settings
 from gpuplan.estimate.training import TrainingSetup, layer_activation_bytes_per_token, selective_layer_bytes_per_token
 from gpuplan.estimate.training_memory import estimate_training
 from gpuplan.linter import LintOptions, lint_bytes
 from gpuplan.output.estimate_json import estimate_document
+from gpuplan.plan.configured import planner_for
+from gpuplan.plan.space import Layout, TrainingSettings
 from tests.tiny_architectures import MOE, TINY
 
 P = 8_030_261_248
@@ -1111,3 +1116,24 @@ def test_the_gradients_made_by_backwards_last_and_first_layers_follow_the_gpus_p
     assert _gradient_shares(bf16(architecture=tied)) == pytest.approx((848 / 1448, 856 / 1448), rel=1e-12)
     two = bf16(pipeline_parallel=2, gpus=2)
     assert _gradient_shares(two) == pytest.approx((848 / 856, 264 / 856), rel=1e-12)
+
+
+def test_deepspeed_zero2_and_zero3_do_not_pipeline():
+    # DeepSpeed's pipeline engine takes ZeRO-1 alone ("ZeRO-2 and ZeRO-3 are incompatible with pipeline
+    # parallelism"): GP025 at finetune.sharding; ZeRO-1 and FSDP (torchtitan pipelines over FSDP2) pipeline.
+    hardware = {"gpu": "h100-sxm", "count": 4, "pipeline_parallel": 2}
+    for sharding, codes in (("zero2", ["GP025"]), ("zero3", ["GP025"]), ("zero1", []), ("fsdp", [])):
+        _, found = run({"precision": "bf16-mixed", "sharding": sharding, "hardware": hardware})
+        assert [c for c in found if c == "GP025"] == codes, sharding
+    # The planner never proposes one: a layout of either over several stages is not sound.
+    spec = make_spec(
+        "version: 1\nname: p\nmodel: {id: llama-3.1-8b}\nfinetune: {method: full, hardware: {gpu: h100-sxm, count: 4}}\n"
+    )
+    job = planner_for(spec, default_settings()).finetune
+    assert job is not None
+    gpu = gpu_catalog()["h100-sxm"]
+    for sharding in ("zero2", "zero3"):
+        settings = TrainingSettings("full", False, sharding, 1, 1)
+        assert "pipeline_parallel" in job.evaluator.evaluate(Layout(gpu, 1, 2, 2, settings=settings)).broken
+    settings = TrainingSettings("full", False, "zero1", 1, 1)
+    assert "pipeline_parallel" not in job.evaluator.evaluate(Layout(gpu, 1, 2, 2, settings=settings)).broken

@@ -413,9 +413,9 @@ def test_the_fewest_gpus_query_looks_past_a_width_that_fits_but_breaks_gradient_
     # leaves the most traffic exposed), with a gradient sync threshold of 6%. At TP 2 without pipelining, 16 and
     # 32 data-parallel ranks fit only with ZeRO-3 at a smaller micro-batch, whose parameter gathers cross PCIe on
     # every micro-batch: 77% of a step's compute at 16 ranks and micro-batch 2, more at 1 (over the threshold).
-    # Pipelining over 2 stages halves what each rank holds and gathers: TP 2 x PP 2 x 8 ranks, the same 32 GPUs,
-    # holds it with ZeRO-3 at micro-batch 4, within the threshold (bands at ratio 1 here: judged_at_the_estimate). The
-    # query must not stop at the first width that fits: its layout there is not sound.
+    # Pipelining takes ZeRO-1 alone (DeepSpeed's pipeline engine): over 4 stages, TP 2 x PP 4 x 8 ranks = 64
+    # GPUs hold it with ZeRO-1 and the fused loss at micro-batch 4, within the threshold (bands at ratio 1 here:
+    # judged_at_the_estimate). The query must not stop at the first width that fits: its layout is not sound.
     _, job = finetune_planner(
         finetune_document(
             "qwen2.5-72b",
@@ -446,8 +446,9 @@ def test_the_fewest_gpus_query_looks_past_a_width_that_fits_but_breaks_gradient_
     found = job.fewest_gpus_on(gpu)
     assert found is not None and found.sound
     layout = found.layout
-    assert (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, found.gpus) == (2, 2, 8, 32)
-    assert layout.settings is not None and (layout.settings.sharding, layout.settings.micro_batch) == ("zero3", 4)
+    assert (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, found.gpus) == (2, 4, 8, 64)
+    assert layout.settings is not None
+    assert (layout.settings.sharding, layout.settings.fused_loss, layout.settings.micro_batch) == ("zero1", True, 4)
 
 
 def first_sound_choice(job: JobPlanner, gpu, tp: int, pp: int, dp: int, recompute: bool) -> Option | None:
@@ -476,12 +477,11 @@ def test_the_settings_search_answers_as_judging_every_choice_in_full(document, g
 
 
 def test_a_shape_where_gradient_sync_binds_is_searched_sync_first_to_the_same_answer():
-    # Mixtral-8x7B, full bf16-mixed fine-tune with Adafactor and ZeRO-3, 32 sequences of 2,048 tokens per
-    # step, on H100 PCIe at TP 2, PP 2 and 4 data-parallel ranks (8 micro-batches of one sequence per rank)
-    # with full recompute. The declared ZeRO-3 fits, but gathers the parameters and reduce-scatters the
-    # gradients over PCIe on every one of the 8 micro-batches: gradient sync breaks. From there the search
-    # checks sync before memory; ZeRO-2 is the first sound choice (ZeRO-1 keeps every gradient and, with
-    # DeepSpeed's step copies of the partition's, does not fit), as judging every choice in full finds.
+    # Mixtral-8x7B, full bf16-mixed fine-tune with Adafactor and ZeRO-3, 64 sequences of 2,048 tokens per
+    # step, on H200 NVL at TP 2 and 4 data-parallel ranks (16 micro-batches of one sequence per rank) with full
+    # recompute. The declared ZeRO-3 fits, but gathers the parameters and reduce-scatters the gradients over
+    # PCIe on every one of the 16 micro-batches: gradient sync breaks. From there the search checks sync before
+    # memory; ZeRO-2 is the first sound choice, as judging every choice in full finds.
     _, job = finetune_planner(
         finetune_document(
             "mixtral-8x7b",
@@ -490,18 +490,18 @@ def test_a_shape_where_gradient_sync_binds_is_searched_sync_first_to_the_same_an
             optimizer="adafactor",
             micro_batch=1,
             seq_len=2048,
-            gradient_accumulation=4,
+            gradient_accumulation=8,
             activation_checkpointing=True,
             sharding="zero3",
-            hardware={"gpu": "h100-pcie", "count": 8},
+            hardware={"gpu": "h200-nvl", "count": 8},
         )
     )
-    gpu = gpu_catalog()["h100-pcie"]
-    declared = job.evaluator.evaluate(Layout(gpu, 2, 2, 4, settings=job._settings_choices(4, True)[0]))
+    gpu = gpu_catalog()["h200-nvl"]
+    declared = job.evaluator.evaluate(Layout(gpu, 2, 1, 4, settings=job._settings_choices(4, True)[0]))
     assert declared.layout.settings.sharding == "zero3" and declared.broken == ("gradient_sync",)
-    found = job._sound_settings(gpu, 2, 2, 4, True)
+    found = job._sound_settings(gpu, 2, 1, 4, True)
     assert found is not None and found.layout.settings.sharding == "zero2"
-    assert found == first_sound_choice(job, gpu, 2, 2, 4, True)
+    assert found == first_sound_choice(job, gpu, 2, 1, 4, True)
 
 
 def test_the_slo_search_finds_the_fewest_replicas_when_latency_is_not_monotone(monkeypatch):

@@ -16,6 +16,7 @@ from gpuplan.analysis import (
     run_cost,
     training_setup,
 )
+from gpuplan.conflicts import runs_pipeline
 from gpuplan.estimate.bands import finetune_band
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.training import TrainingMemory, TrainingSetup, trainable_params
@@ -182,6 +183,11 @@ class FinetunePlanner(Evaluator):
         per_gpu, usable = estimate.memory.per_gpu, layout.gpu.usable_bytes
         planned = math.ceil(self.planned_bytes(per_gpu))
         nodes, checks = self._layout_checks(layout)
+        assert layout.settings is not None
+        if not runs_pipeline(layout.settings.sharding, layout.pipeline_parallel):
+            checks["pipeline_parallel"] = (
+                f"{layout.settings.sharding} does not run with pipeline parallelism (DeepSpeed's pipeline engine takes ZeRO-1 alone)"
+            )
         if per_gpu > usable:
             checks["memory"] = f"needs {format_gib(per_gpu)} per GPU; {layout.gpu.id} has {format_gib(usable)} usable"
         elif not within_headroom(planned, usable, self.headroom_pct):

@@ -447,8 +447,9 @@ def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
     ## What it does
     Reports fine-tuning settings that cannot run together: `optimizer_in_backward` with gradient
     accumulation or with an offloaded optimizer, parameter offload without ZeRO-3/FSDP sharding on
-    several GPUs, `sequence_parallel` without tensor parallelism, `lora.variant: dora` on a full
-    fine-tune, and a bf16 precision (`bf16`, `bf16-mixed`, `fp8-mixed`) on a GPU without bf16 tensor
+    several GPUs, ZeRO-2 or ZeRO-3 with pipeline parallelism (DeepSpeed's pipeline engine takes ZeRO-1
+    alone; the planner never proposes it), `sequence_parallel` without tensor parallelism,
+    `lora.variant: dora` on a full fine-tune, and a bf16 precision (`bf16`, `bf16-mixed`, `fp8-mixed`) on a GPU without bf16 tensor
     cores (the T4).
 
     ## Why is this bad?
