@@ -68,7 +68,7 @@ def test_zero3_steps_in_sub_groups_beside_its_gradient_buffer():
     # and the optimizer's temporaries a sub-group's share at a time.
     wide = zero_step("zero3", 4_015_130_624, 2, 4, EMBEDDING / 2)
     assert wide.flat_copy == 2 * 1_262_668_288 and wide.sub_group_share == 1_262_668_288 / 4_015_130_624
-    assert wide.moments(8e9)[2] == (2 * 4_015_130_624, 4 * 1_262_668_288 + 8e9 * wide.sub_group_share)
+    assert wide.moments(8e9)[3] == (2 * 4_015_130_624, 4 * 1_262_668_288 + 8e9 * wide.sub_group_share)
 
 
 def test_the_flat_copy_is_cast_to_fp32_whatever_the_precision_unless_it_is_fp32_already():
@@ -79,7 +79,7 @@ def test_the_flat_copy_is_cast_to_fp32_whatever_the_precision_unless_it_is_fp32_
     assert bf16 is not None and (bf16.flat_copy, bf16.fp32_gradients) == (2 * PARTITION, 4 * PARTITION)
     fp32 = _model_states(_full("zero2", precision="fp32", optimizer="adamw")).zero_step
     assert fp32 is not None and fp32.fp32_gradients == 0 and fp32.step_gradient == fp32.flat_copy == 4 * PARTITION
-    assert fp32.moments(4 * PARTITION)[2] == (0.0, 8 * PARTITION)
+    assert fp32.moments(4 * PARTITION)[3] == (0.0, 8 * PARTITION)
 
 
 def test_zero1_copies_the_partition_beside_every_gradient_as_backward_ends():
@@ -103,3 +103,22 @@ def test_no_gpu_step_where_deepspeed_does_not_step_on_the_gpu():
         {"optimizer_in_backward": True},
     ):
         assert _model_states(vary(_full("zero2"), **changes)).zero_step is None, changes
+
+
+def test_fp16_checks_the_gradients_for_overflow_before_the_norm():
+    # Loss-scaled fp16: ZeRO-1/2 test each gradient of the partition in turn (_has_inf_or_nan): an fp32 copy, three
+    # bool tensors and the union's fp32 copy, 4 + 1 + 1 + 1 + 4 bytes an element of the largest piece. Over 8 ranks
+    # that is the embedding, 525,336,576 elements: 11 x = 5,778,702,336 B beside the 2,007,565,312 of 16-bit
+    # gradients, under the flatten's 8,030,261,248. ZeRO-3 tests its buffer a byte an element (isinf, then isnan):
+    # 1,003,782,656. bf16 has no loss scale and no check.
+    zero2 = _model_states(_full("zero2", precision="fp16-mixed")).zero_step
+    assert zero2 is not None and sum(zero2.overflow_check) == 11 * EMBEDDING
+    assert zero2.moments(0)[0] == (2 * PARTITION, 11 * EMBEDDING)
+    zero3 = _model_states(_full("zero3", precision="fp16-mixed")).zero_step
+    assert zero3 is not None and zero3.overflow_check == (PARTITION,)
+    bf16 = _model_states(_full("zero2")).zero_step
+    assert bf16 is not None and bf16.overflow_check == ()
+    # Over 64 ranks a partition of 125,000,000 elements is all embedding: the check, 250,000,000 + 11 x
+    # 125,000,000 = 1,625,000,000 B, outweighs the flatten, 250,000,000 + 750,000,000: it is the step's peak.
+    wide = zero_step("zero2", 125_000_000, 2, 4, EMBEDDING, fp16=True)
+    assert max(wide.moments(0), key=sum) == (250_000_000, 1_375_000_000)

@@ -347,7 +347,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         # fp32 partitions of the parameters whatever the precision (stage_1_and_2.py, stage3.py: .clone().float()),
         # so the flattened gradients are cast to fp32 unless they are fp32 already.
         largest = largest_param / n if sharding == "zero3" else largest_param
-        zero = zero_step(sharding, partition, grad_b, 4, largest)
+        zero = zero_step(sharding, partition, grad_b, 4, largest, fp16=setup.job.precision == "fp16-mixed")
         if sharding == "zero3":
             # The step releases every gathered parameter first (stage3.py step: _partition_all_parameters).
             gathered_step = 0.0

@@ -485,6 +485,8 @@ class SimulatedStep:
             buffer = cache.take(zero.partition_gradients)
             self._give(*grads)
             grads = [buffer]
+        if zero.overflow_check:  # fp16: ZeRO-3 checks its buffer on its reduce-and-partition stream
+            cache.cycle(Tensors.of(_pairs(zero.overflow_check)), stream=REDUCE if zero.keeps_gradients else 0)
         cache.cycle(Tensors.of([(zero.norm_copy, 1)]))
         # ZeRO-3's sub-groups one after another, each the largest's size (the blocks each takes back, alike).
         share = zero.sub_group_share

@@ -9,7 +9,12 @@ A step without optimizer offload (microsoft/DeepSpeed deepspeed/runtime/zero/sta
    self.averaged_gradients"). ZeRO-1, which reduces once backward is done, first copies the partition's
    gradients into a buffer of their own beside every whole gradient (``copy_grads_in_partition`` under
    contiguous_gradients, the default): the phase model's end of backward holds both.
-1. **The norm** (``scaled_global_norm`` -> ``get_grad_norm_direct``): for each gradient of this rank's
+1. **Under fp16, the overflow check** first (``check_overflow``): ZeRO-1 and ZeRO-2 test each gradient of the
+   partition in turn (``_has_inf_or_nan``: an fp32 copy, isnan, isinf and their union as bools, and that as
+   fp32: 4 + 1 + 1 + 1 + 4 bytes an element of one gradient, all live as it returns); ZeRO-3 tests its whole
+   gradient buffer (``torch.isinf(grad_partitions_flat_buffer).any()``, then isnan: a byte an element of the
+   partition, on its reduce-and-partition stream).
+   **The norm** (``scaled_global_norm`` -> ``get_grad_norm_direct``): for each gradient of this rank's
    partition, ``torch.linalg.vector_norm(g.data.double())`` (ZeRO-3: ``g.double().norm(2)``), an fp64 copy
    of one gradient at a time.
 2. **The flatten**: ``self.flatten(averaged_gradients)`` copies the partition's gradients into one flat
@@ -35,6 +40,9 @@ from gpuplan.records import record
 # zero_optimization.sub_group_size's default (deepspeed/runtime/zero/config.py: Field(pp_int(1e9))).
 SUB_GROUP_ELEMENTS = 10**9
 FP64_BYTES = 8
+# ZeRO-1/2's fp16 overflow check of one gradient, bytes an element (_has_inf_or_nan): an fp32 copy, three bool
+# tensors and the union's fp32 copy, as the module docstring lists them.
+OVERFLOW_CHECK_PARTS = (4, 1, 1, 1, 4)
 
 
 @record
@@ -48,6 +56,9 @@ class ZeroStep:
     fp32_gradients: float  # their cast to the master weights' dtype (0 where the dtypes agree)
     sub_group_share: float  # the largest sub-group's share of the partition (ZeRO-3; else 1)
     keeps_gradients: bool  # ZeRO-3: the gradients' flat buffer lives all run, through the update
+    # Under fp16: the overflow check's tensors (bytes each, taken together and freed), ZeRO-1/2's of one
+    # gradient, ZeRO-3's of its buffer (a side stream's); () otherwise.
+    overflow_check: tuple[float, ...] = ()
 
     @property
     def step_gradient(self) -> float:
@@ -55,23 +66,31 @@ class ZeroStep:
         return self.fp32_gradients or self.flat_copy
 
     def moments(self, step_temporaries: float) -> tuple[tuple[float, float], ...]:
-        """(16-bit gradients live, the step's copies and temporaries) at the norm, the flatten and the update
-        (module docstring); ``step_temporaries``: the optimizer's own over the whole partition (a sub-group's
+        """(16-bit gradients live, the step's copies and temporaries) at the fp16 overflow check, the norm, the
+        flatten and the update (module docstring); ``step_temporaries``: the optimizer's own over the whole partition (a sub-group's
         share at a time)."""
         kept = self.partition_gradients
         return (
+            (kept, sum(self.overflow_check)),
             (kept, self.norm_copy),
             (kept, self.flat_copy + self.fp32_gradients),
             (kept if self.keeps_gradients else 0.0, self.step_gradient + step_temporaries * self.sub_group_share),
         )
 
 
-def zero_step(stage: str, partition: float, gradient_bytes: float, master_bytes: float, largest: float) -> ZeroStep:
+def zero_step(
+    stage: str, partition: float, gradient_bytes: float, master_bytes: float, largest: float, fp16: bool = False
+) -> ZeroStep:
     """The step of ZeRO ``stage`` (zero1, zero2, zero3) over a ``partition`` of that many elements per rank,
     whose gradients are ``gradient_bytes`` an element and master weights ``master_bytes``; ``largest``: the
     elements of the largest gradient the norm copies (ZeRO-1 and ZeRO-2 hold whole parameters, cut at the
-    partition's edges; ZeRO-3 each parameter's own partition)."""
+    partition's edges; ZeRO-3 each parameter's own partition); ``fp16``: loss-scaled fp16, whose step checks
+    the gradients for overflow first."""
     sub_group = min(partition, SUB_GROUP_ELEMENTS + largest) if stage == "zero3" else partition
+    overflow: tuple[float, ...] = ()
+    if fp16:
+        piece = min(largest, partition)
+        overflow = (float(partition),) if stage == "zero3" else tuple(part * piece for part in OVERFLOW_CHECK_PARTS)
     return ZeroStep(
         stage=stage,
         partition_gradients=partition * gradient_bytes,
@@ -80,4 +99,5 @@ def zero_step(stage: str, partition: float, gradient_bytes: float, master_bytes:
         fp32_gradients=master_bytes * sub_group if master_bytes != gradient_bytes else 0.0,
         sub_group_share=sub_group / partition if partition > 0 else 1.0,
         keeps_gradients=stage == "zero3",
+        overflow_check=overflow,
     )
