@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 from gpuplan.architecture import Architecture, ArchitectureError
 from gpuplan.catalog import get_model, gpu_catalog, model_catalog
 from gpuplan.codes import CODES
-from gpuplan.conflicts import BF16_PRECISIONS
+from gpuplan.conflicts import BF16_PRECISIONS, runs_pipeline
 from gpuplan.defaults import resolve_ref
 from gpuplan.resources import schema_path
 
@@ -686,6 +686,11 @@ def _repair_finetune(tune: dict[str, Any], pinned: frozenset[str]) -> None:
         if "sharding" in pinned:
             offload["parameters"] = "none"
         else:
+            tune["sharding"] = "fsdp"
+    if not runs_pipeline(tune.get("sharding", "none"), hardware.get("pipeline_parallel", 1)):
+        if "sharding" in pinned:  # DeepSpeed's ZeRO-2/3 do not pipeline (gpuplan.conflicts)
+            hardware.pop("pipeline_parallel", None)
+        else:  # FSDP pipelines (torchtitan) and keeps a parameter offload valid
             tune["sharding"] = "fsdp"
     fsdp2 = tune.get("sharding") == "fsdp" and tune.get("fsdp_version", 1) == 2
     if fsdp2 and tune.get("fsdp_loading", "sharded") != "sharded":  # FSDP2's wrap is not modelled (GP025)
