@@ -247,7 +247,11 @@ def _model_states(setup: TrainingSetup) -> _States:
                 embedding_gradient = sixteen_bit * arch.embedding_params() / tp
                 root_gradient = sixteen_bit * root_params
             gathered_loss = root + layer_bytes + head_gradient
-            gathered = root + both + unit_gradient + head_gradient
+            # FSDP2 keeps a group's reduce-scatter input, its gradients copied flat, until the next group's
+            # post-backward (_fsdp_param_group.py post_backward: comm_ctx.reduce_scatter_state), beside that
+            # group's own unsharded gradient.
+            held_input = unit_gradient if setup.job.fsdp_version == 2 else 0.0
+            gathered = root + both + unit_gradient + held_input + head_gradient
             gathered_end, gathered_step = root + head_gradient + embedding_gradient + root_gradient, 0.0
             staged_root = staged_unit = cast_root = cast_unit = 0.0
             if fsdp_casts:

@@ -607,6 +607,7 @@ class SimulatedStep:
         recompute, backward_transients = self.recompute, self.backward_transients
         # The common case, bound once: an FSDP1 unit gathered ahead without a staged copy, the gradients kept.
         plain = units.gathering.framework == "fsdp1" and not units.gathering.staged_unit
+        fsdp2_inputs = units.gathering.framework == "fsdp2" and bool(unit_gradient)
         plain_reduce = creates and not (layer_reduced.large or layer_reduced.small)
         unit_tensors = units.unit
 
@@ -616,8 +617,12 @@ class SimulatedStep:
             cycle(backward_transients)
             gradient = cache.take(unit_gradient) if unit_gradient else EMPTY  # autograd's, until it is reduced
             give(unit)  # the post-backward hook reshards, then reduce-scatters
+            # FSDP2 copies the gradients into a reduce-scatter input it keeps until the next group's post-backward
+            # (the phase model counts it there; here it goes with this layer, the same blocks a layer later)
+            scatter = cache.take(unit_gradient) if fsdp2_inputs else EMPTY
             taken = take(layer_grads, stream=stream) if plain_reduce else reduce(layer_grads, layer_reduced)
             give(gradient)
+            give(scatter)
             give(again)
             give(held[0])
             give(held[1])
