@@ -11,10 +11,14 @@ from training_jobs import training_setup, vary
 
 from gpuplan.catalog import get_model
 from gpuplan.estimate.training_memory import _model_states, estimate_training
-from gpuplan.estimate.zero_step import zero_step
+from gpuplan.estimate.zero_step import held_partition, zero_step
 
 PARTITION = 1_003_782_656
 EMBEDDING = 525_336_576
+# ZeRO-1/2 keep whole parameters' gradients (held_partition): the worst rank's partition (the sixth) runs from
+# the first parameter of a layer to the last of the fifth after it, 5 x 218,112,000 elements (q and o 16,777,216,
+# k and v 4,194,304, gate, up and down 58,720,256, two norms of 4,096).
+HELD = 5 * 218_112_000
 
 
 def _full(sharding: str, **changes: object):
@@ -24,14 +28,15 @@ def _full(sharding: str, **changes: object):
 
 
 def test_zero2_flattens_the_partition_and_casts_it_to_fp32_beside_its_16_bit_gradients():
-    # The partition's 16-bit gradients 2 x 1,003,782,656 = 2,007,565,312; the norm's fp64 copy of the embedding's
-    # gradient 8 x 525,336,576 = 4,202,692,608; the flat 16-bit copy 2,007,565,312 and its fp32 cast
-    # 4,015,130,624. Moments: the norm 2,007,565,312 + 4,202,692,608 = 6,210,257,920; the flatten 2,007,565,312 +
-    # 6,022,695,936 = 8,030,261,248; the update, the 16-bit gradients released, 4,015,130,624. The flatten is the
-    # step's peak: 8 bytes a partition element more than the optimizer's states, 6 of them copies.
+    # The 16-bit gradients the worst rank keeps, whole parameters, 2 x 1,090,560,000 = 2,181,120,000; the norm's
+    # fp64 copy of the embedding's gradient 8 x 525,336,576 = 4,202,692,608; the flat 16-bit copy of the partition
+    # 2,007,565,312 and its fp32 cast 4,015,130,624. Moments: the norm 2,181,120,000 + 4,202,692,608; the flatten
+    # 2,181,120,000 + 6,022,695,936 = 8,203,815,936; the update, the 16-bit gradients released, 4,015,130,624.
+    # The flatten is the step's peak.
     zero = _model_states(_full("zero2")).zero_step
     assert zero is not None
-    assert (zero.partition_gradients, zero.norm_copy) == (2 * PARTITION, 8 * EMBEDDING)
+    assert (zero.partition_gradients, zero.norm_copy) == (2 * HELD, 8 * EMBEDDING)
+    assert _model_states(_full("zero2")).gradients == 2 * HELD  # the same buffer through backward
     assert (zero.flat_copy, zero.fp32_gradients, zero.sub_group_share, zero.keeps_gradients) == (
         2 * PARTITION,
         4 * PARTITION,
@@ -39,15 +44,25 @@ def test_zero2_flattens_the_partition_and_casts_it_to_fp32_beside_its_16_bit_gra
         False,
     )
     step = estimate_training(_full("zero2"), 0).phases["optimizer_step"]
-    assert (step["gradients"], step["optimizer_step_temporaries"]) == (2_007_565_312, 6_022_695_936)
+    assert (step["gradients"], step["optimizer_step_temporaries"]) == (2_181_120_000, 6_022_695_936)
+
+
+def test_a_rank_keeps_the_whole_gradient_of_every_parameter_its_partition_touches():
+    # Parameters of 6, 1, 1, 1, 1 elements over 2 ranks (partitions of 5): the first rank touches the first
+    # parameter alone, 6; the second the first's last element and the four others, 6 + 4 = 10. An embedding
+    # spanning several partitions counts whole on each: 525,336,576 + ten 58,720,256 matrices over 64 ranks.
+    assert held_partition([6, 1, 1, 1, 1], 2) == 10
+    assert held_partition([4, 4, 4], 3) == 4
+    assert held_partition([EMBEDDING] + [58_720_256] * 10, 64) == EMBEDDING + 58_720_256
+    assert held_partition([5, 5], 1) == 10
 
 
 def test_zero1_steps_from_the_partition_once_backward_has_dropped_the_other_gradients():
     # ZeRO-1 holds every 16-bit gradient through backward (8,030,261,248 x 2 at its end), but the epilogue keeps
-    # only the partition's pieces (zero_grad(set_to_none=True)): the step's moments are ZeRO-2's.
+    # only the partition's pieces (zero_grad(set_to_none=True)), whole parameters: the step's moments are ZeRO-2's.
     assert _model_states(_full("zero1")).gradients == 2 * 8_030_261_248
     step = estimate_training(_full("zero1"), 0).phases["optimizer_step"]
-    assert (step["gradients"], step["optimizer_step_temporaries"]) == (2_007_565_312, 6_022_695_936)
+    assert (step["gradients"], step["optimizer_step_temporaries"]) == (2 * HELD, 6_022_695_936)
 
 
 def test_zero3_steps_in_sub_groups_beside_its_gradient_buffer():
@@ -83,13 +98,13 @@ def test_the_flat_copy_is_cast_to_fp32_whatever_the_precision_unless_it_is_fp32_
 
 
 def test_zero1_copies_the_partition_beside_every_gradient_as_backward_ends():
-    # ZeRO-1 reduces once backward is done and copies the partition's 16-bit gradients into a buffer of their own
-    # (copy_grads_in_partition) while every whole gradient is still there: backward's end holds the 8,030,261,248
-    # x 2 B gradients and the 2,007,565,312 B buffer.
+    # ZeRO-1 reduces once backward is done and copies the partition's 16-bit gradients, whole parameters, into a
+    # buffer of their own (copy_grads_in_partition) while every whole gradient is still there: backward's end
+    # holds the 8,030,261,248 x 2 B gradients and the 2 x 1,090,560,000 B buffer.
     # (Full recompute, one 2,048-token sequence: the end is backward's largest moment, beside DeepSpeed's
     # default bucket of 500,000,000 elements x 2 B.)
     backward = estimate_training(_full("zero1", checkpointing="full"), 0).phases["backward"]
-    assert backward["gradients"] == 16_060_522_496 + 2_007_565_312
+    assert backward["gradients"] == 16_060_522_496 + 2 * HELD
     assert backward["gradient_buckets"] == 1_000_000_000
 
 
@@ -108,12 +123,12 @@ def test_no_gpu_step_where_deepspeed_does_not_step_on_the_gpu():
 def test_fp16_checks_the_gradients_for_overflow_before_the_norm():
     # Loss-scaled fp16: ZeRO-1/2 test each gradient of the partition in turn (_has_inf_or_nan): an fp32 copy, three
     # bool tensors and the union's fp32 copy, 4 + 1 + 1 + 1 + 4 bytes an element of the largest piece. Over 8 ranks
-    # that is the embedding, 525,336,576 elements: 11 x = 5,778,702,336 B beside the 2,007,565,312 of 16-bit
-    # gradients, under the flatten's 8,030,261,248. ZeRO-3 tests its buffer a byte an element (isinf, then isnan):
+    # that is the embedding, 525,336,576 elements: 11 x = 5,778,702,336 B beside the 2 x 1,090,560,000 of 16-bit
+    # gradients, under the flatten's. ZeRO-3 tests its buffer a byte an element (isinf, then isnan):
     # 1,003,782,656. bf16 has no loss scale and no check.
     zero2 = _model_states(_full("zero2", precision="fp16-mixed")).zero_step
     assert zero2 is not None and sum(zero2.overflow_check) == 11 * EMBEDDING
-    assert zero2.moments(0)[0] == (2 * PARTITION, 11 * EMBEDDING)
+    assert zero2.moments(0)[0] == (2 * HELD, 11 * EMBEDDING)
     zero3 = _model_states(_full("zero3", precision="fp16-mixed")).zero_step
     assert zero3 is not None and zero3.overflow_check == (PARTITION,)
     bf16 = _model_states(_full("zero2")).zero_step

@@ -413,8 +413,8 @@ def test_the_fewest_gpus_query_looks_past_a_width_that_fits_but_breaks_gradient_
     # leaves the most traffic exposed), with a gradient sync threshold of 6%. At TP 2 without pipelining, 16 and
     # 32 data-parallel ranks fit only with ZeRO-3 at a smaller micro-batch, whose parameter gathers cross PCIe on
     # every micro-batch: 77% of a step's compute at 16 ranks and micro-batch 2, more at 1 (over the threshold).
-    # Pipelining takes ZeRO-1 alone (DeepSpeed's pipeline engine): over 4 stages, TP 2 x PP 4 x 8 ranks = 64
-    # GPUs hold it with ZeRO-1 and the fused loss at micro-batch 4, within the threshold (bands at ratio 1 here:
+    # Pipelining takes ZeRO-1 alone (DeepSpeed's pipeline engine): over 8 stages, TP 2 x PP 8 x 4 ranks = 64
+    # GPUs hold it with ZeRO-1 at micro-batch 4 accumulated twice, within the threshold (bands at ratio 1 here:
     # judged_at_the_estimate). The query must not stop at the first width that fits: its layout is not sound.
     _, job = finetune_planner(
         finetune_document(
@@ -446,9 +446,13 @@ def test_the_fewest_gpus_query_looks_past_a_width_that_fits_but_breaks_gradient_
     found = job.fewest_gpus_on(gpu)
     assert found is not None and found.sound
     layout = found.layout
-    assert (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, found.gpus) == (2, 4, 8, 64)
+    assert (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, found.gpus) == (2, 8, 4, 64)
     assert layout.settings is not None
-    assert (layout.settings.sharding, layout.settings.fused_loss, layout.settings.micro_batch) == ("zero1", True, 4)
+    assert (layout.settings.sharding, layout.settings.micro_batch, layout.settings.gradient_accumulation) == (
+        "zero1",
+        4,
+        2,
+    )
 
 
 def first_sound_choice(job: JobPlanner, gpu, tp: int, pp: int, dp: int, recompute: bool) -> Option | None:

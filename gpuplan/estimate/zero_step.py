@@ -35,6 +35,11 @@ is on the GPU. Megatron's distributed optimizer is not DeepSpeed's: none of this
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import math
+from collections.abc import Sequence
+
 from gpuplan.records import record
 
 # zero_optimization.sub_group_size's default (deepspeed/runtime/zero/config.py: Field(pp_int(1e9))).
@@ -50,7 +55,7 @@ class ZeroStep:
     """The gradient copies of one rank's step (bytes), and what stays beside them."""
 
     stage: str  # zero1, zero2 or zero3
-    partition_gradients: float  # the 16-bit gradients left for the step: the partition's
+    partition_gradients: float  # the 16-bit gradients left for the step: the partition's (whole parameters)
     norm_copy: float  # the fp64 copy of the largest gradient (piece) in the partition
     flat_copy: float  # the largest sub-group's gradients flattened, in their dtype
     fp32_gradients: float  # their cast to the master weights' dtype (0 where the dtypes agree)
@@ -79,13 +84,20 @@ class ZeroStep:
 
 
 def zero_step(
-    stage: str, partition: float, gradient_bytes: float, master_bytes: float, largest: float, fp16: bool = False
+    stage: str,
+    partition: float,
+    gradient_bytes: float,
+    master_bytes: float,
+    largest: float,
+    fp16: bool = False,
+    held: float | None = None,
 ) -> ZeroStep:
     """The step of ZeRO ``stage`` (zero1, zero2, zero3) over a ``partition`` of that many elements per rank,
     whose gradients are ``gradient_bytes`` an element and master weights ``master_bytes``; ``largest``: the
     elements of the largest gradient the norm copies (ZeRO-1 and ZeRO-2 hold whole parameters, cut at the
     partition's edges; ZeRO-3 each parameter's own partition); ``fp16``: loss-scaled fp16, whose step checks
-    the gradients for overflow first."""
+    the gradients for overflow first; ``held``: the gradient elements ZeRO-1/2 keep for the step, whole
+    parameters (``held_partition``; the partition where not given)."""
     sub_group = min(partition, SUB_GROUP_ELEMENTS + largest) if stage == "zero3" else partition
     overflow: tuple[float, ...] = ()
     if fp16:
@@ -93,7 +105,7 @@ def zero_step(
         overflow = (float(partition),) if stage == "zero3" else tuple(part * piece for part in OVERFLOW_CHECK_PARTS)
     return ZeroStep(
         stage=stage,
-        partition_gradients=partition * gradient_bytes,
+        partition_gradients=(partition if held is None or stage == "zero3" else max(held, partition)) * gradient_bytes,
         norm_copy=FP64_BYTES * min(largest, partition),
         flat_copy=gradient_bytes * sub_group,
         fp32_gradients=master_bytes * sub_group if master_bytes != gradient_bytes else 0.0,
@@ -101,3 +113,26 @@ def zero_step(
         keeps_gradients=stage == "zero3",
         overflow_check=overflow,
     )
+
+
+def held_partition(elements: Sequence[float], ranks: int) -> float:
+    """The most gradient elements a rank of ZeRO-1/2 keeps for its step: the group's parameters are flattened in
+    order and cut into ``ranks`` equal partitions, and a rank keeps the whole gradient of every parameter its
+    partition touches (stage_1_and_2.py copy_grads_in_partition: ``total_size += param_in_partition.numel()``;
+    the pieces it reads are views into them), so a parameter cut at a partition's edge counts whole, and one
+    that spans several partitions (an embedding over many ranks) counts whole on each. ``elements``: each
+    parameter's, in the order the optimizer holds them."""
+    ends = list(itertools.accumulate(elements, initial=0.0))
+    total = ends[-1]
+    if ranks <= 1 or total <= 0:
+        return total
+    size = math.ceil(total / ranks)
+    held = 0.0
+    for rank in range(ranks):
+        low, high = rank * size, min((rank + 1) * size, total)
+        if low >= high:
+            break
+        first = bisect.bisect_right(ends, low) - 1  # the parameter holding element ``low``
+        last = bisect.bisect_left(ends, high) - 1  # the parameter holding element ``high - 1``
+        held = max(held, ends[last + 1] - ends[first])
+    return held
