@@ -39,8 +39,8 @@ from gpuplan.estimate.training import (
     stage_fraction,
     trainable_params,
 )
-from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events, wrapped_unit_elements
-from gpuplan.estimate.zero_step import ZeroStep, held_partition, zero_step
+from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
+from gpuplan.estimate.zero_step import ZeroStep, held_partition, optimizer_order, zero_step
 from gpuplan.records import evolve, record
 from gpuplan.spec import Finetune
 
@@ -352,7 +352,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         # so the flattened gradients are cast to fp32 unless they are fp32 already.
         largest = largest_param / n if sharding == "zero3" else largest_param
         held = (
-            held_partition(_optimizer_order(setup), n) if sharding != "zero3" and partition < trainable_local else None
+            held_partition(optimizer_order(setup), n) if sharding != "zero3" and partition < trainable_local else None
         )
         zero = zero_step(sharding, partition, grad_b, 4, largest, fp16=setup.job.precision == "fp16-mixed", held=held)
         if sharding == "zero2":  # its gradient buffer holds whole parameters (held_partition) from backward on
@@ -617,22 +617,6 @@ def _remembered_cache(keyed: _Keyed) -> int:
     states, acts = keyed.key[:2]
     live, reserved = SimulatedStep(keyed.setup, states, acts).run()
     return max(0, reserved - live)
-
-
-def _optimizer_order(setup: TrainingSetup) -> list[float]:
-    """The elements of each parameter on the most loaded GPU in the order a full fine-tune's optimizer holds them,
-    the model's (training_step.wrapped_unit_elements: the embedding, each layer's matrices and norms, the final
-    norm, an untied LM head), its stage's, per tensor-parallel rank: what ZeRO flattens and partitions (the
-    Trainer's no-decay group of norms and biases, partitioned apart, is counted with the rest: a few
-    elements)."""
-    arch, tp = setup.architecture, setup.tensor_parallel
-    layer, (embedding, norm, *head) = wrapped_unit_elements(arch)
-    holds_embedding, holds_head = stage_edges(setup)
-    layers = math.ceil(arch.layers / setup.pipeline_parallel)
-    order = [embedding] if holds_embedding else []
-    order += list(layer) * layers
-    order += [norm, *head] if holds_head else []
-    return [elements / tp for elements in order]
 
 
 def states_floor(setup: TrainingSetup) -> int:

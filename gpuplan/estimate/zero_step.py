@@ -39,8 +39,14 @@ import bisect
 import itertools
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from gpuplan.estimate.training import stage_edges
+from gpuplan.estimate.training_step import wrapped_unit_elements
 from gpuplan.records import record
+
+if TYPE_CHECKING:
+    from gpuplan.estimate.training import TrainingSetup
 
 # zero_optimization.sub_group_size's default (deepspeed/runtime/zero/config.py: Field(pp_int(1e9))).
 SUB_GROUP_ELEMENTS = 10**9
@@ -136,3 +142,19 @@ def held_partition(elements: Sequence[float], ranks: int) -> float:
         last = bisect.bisect_left(ends, high) - 1  # the parameter holding element ``high - 1``
         held = max(held, ends[last + 1] - ends[first])
     return held
+
+
+def optimizer_order(setup: TrainingSetup) -> list[float]:
+    """The elements of each parameter on the most loaded GPU in the order a full fine-tune's optimizer holds them,
+    the model's (training_step.wrapped_unit_elements: the embedding, each layer's matrices and norms, the final
+    norm, an untied LM head), its stage's, per tensor-parallel rank: what ZeRO flattens and partitions (the
+    Trainer's no-decay group of norms and biases, partitioned apart, is counted with the rest: a few
+    elements)."""
+    arch, tp = setup.architecture, setup.tensor_parallel
+    layer, (embedding, norm, *head) = wrapped_unit_elements(arch)
+    holds_embedding, holds_head = stage_edges(setup)
+    layers = math.ceil(arch.layers / setup.pipeline_parallel)
+    order = [embedding] if holds_embedding else []
+    order += list(layer) * layers
+    order += [norm, *head] if holds_head else []
+    return [elements / tp for elements in order]
