@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import json
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -973,3 +974,12 @@ def test_a_tp_that_does_not_divide_on_a_card_without_nvlink_is_told_tp_1():
         "GP303",
     )
     assert finding.hint == "use tensor_parallel 1 on l40s, with pipeline_parallel where one card cannot hold a replica"
+
+
+def test_gp405_states_its_figures_as_estimate_prints_them():
+    # The at-risk example's p90 TTFT reads in whole milliseconds, as `gpuplan estimate` prints it (a reader once
+    # saw 1,175.5 ms in the finding beside 1,176 ms in the estimate), and so does its slow edge.
+    text = (EXAMPLES / "findings" / "benchmark-slo-at-risk.yaml").read_bytes()
+    (finding,) = [f for f in lint_bytes("s.yaml", text, LintOptions(today=TODAY)).findings if f.code == "GP405"]
+    pattern = r"estimated p90 TTFT [\d,]+ ms meets the SLO of [\d,]+ ms, but not at 90% confidence: up to [\d,]+ ms .*"
+    assert re.fullmatch(pattern, finding.message), finding.message

@@ -12,7 +12,7 @@ from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
-from gpuplan.units import TPOT_MS_DIGITS, format_ms, listing, plural
+from gpuplan.units import MS_DIGITS, TPOT_MS_DIGITS, format_ms, listing, plural
 
 
 def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
@@ -299,12 +299,16 @@ def slo_at_risk(ctx: RuleContext) -> Iterator[Finding]:
         if missed is None:
             continue
         band = s.bands[metric]
-        estimate = slo_figure(s.job, s.speed, metric) * 1000
+        # as estimate prints them: TTFT in whole ms, TPOT to a tenth
+        digits = (0, MS_DIGITS) if metric == "ttft" else (1, TPOT_MS_DIGITS)
+        estimate, edge = (
+            format_ms(seconds, *digits) for seconds in (slo_figure(s.job, s.speed, metric), missed[0] / 1000)
+        )
         yield ctx.finding(
             "GP405",
             ("serve", "slo", f"{metric}_ms"),
-            f"estimated {name} {estimate:,.1f} ms meets the SLO of {missed[1]:,.0f} ms, but not at"
-            f" {confidence:.0%} confidence: up to {missed[0]:,.1f} ms (x {slow_factor(band, confidence):.2f},"
+            f"estimated {name} {estimate} ms meets the SLO of {missed[1]:,.0f} ms, but not at"
+            f" {confidence:.0%} confidence: up to {edge} ms (x {slow_factor(band, confidence):.2f},"
             f" {band.describe()})",
             "a layout that holds at the slow edge (more TP, a faster GPU, fewer sequences per replica;"
             " gpuplan plan lists them), or a lower plan.confidence, knowingly",
