@@ -89,6 +89,11 @@ def format_ms(seconds: float, digits: int, published: int = MS_DIGITS) -> str:
     return format_figure(seconds * 1000, digits, published)
 
 
+def format_latency_ms(metric: str, seconds: float) -> str:
+    """A latency as every text prints it: a TTFT in whole ms, a TPOT (``metric`` "tpot") to a tenth (no unit)."""
+    return format_ms(seconds, 1, TPOT_MS_DIGITS) if metric == "tpot" else format_ms(seconds, 0)
+
+
 def percent(fraction: float) -> float:
     """A share's published figure in percent (JSON's ``headroom_pct``)."""
     return rounded(fraction * 100, PCT_DIGITS)

@@ -21,7 +21,7 @@ from gpuplan.catalog import gpu_catalog
 from gpuplan.config import Settings
 from gpuplan.linter import LintOptions, LintResult, lint_bytes
 from gpuplan.rules.form_factor import _siblings
-from gpuplan.units import format_gib, format_gib_difference, format_ms, format_share_under
+from gpuplan.units import format_gib, format_gib_difference, format_latency_ms, format_ms, format_share_under
 
 SERVING_LOGS = BANDS["memory"]["serving"]["kv_pool"]["records"]
 
@@ -983,3 +983,5 @@ def test_gp405_states_its_figures_as_estimate_prints_them():
     (finding,) = [f for f in lint_bytes("s.yaml", text, LintOptions(today=TODAY)).findings if f.code == "GP405"]
     pattern = r"estimated p90 TTFT [\d,]+ ms meets the SLO of [\d,]+ ms, but not at 90% confidence: up to [\d,]+ ms .*"
     assert re.fullmatch(pattern, finding.message), finding.message
+    # One helper for every text: a TTFT in whole ms, a TPOT to a tenth (the plan's rejected rows too).
+    assert (format_latency_ms("ttft", 1.0273), format_latency_ms("tpot", 0.04644)) == ("1,027", "46.4")

@@ -47,7 +47,7 @@ from gpuplan.plan.space import (
 )
 from gpuplan.records import evolve, record
 from gpuplan.spec import Hardware, PlanLimits, Serve, Spec
-from gpuplan.units import format_gib, format_share_under
+from gpuplan.units import format_gib, format_latency_ms, format_share_under
 
 NOMINAL_TOKENS = 1_000_000  # fine-tuning without finetune.tokens is ranked by its cost per 1M tokens
 # Costs compared to this many significant digits, not to the cent: a fine-tune's cost per 1M tokens is
@@ -653,7 +653,8 @@ class ServePlanner(Evaluator):
                     f" at the slow edge (x {factor:.2f}, {self.limits.confidence:.0%} confidence)" if factor > 1 else ""
                 )
                 checks[f"{metric}_slo"] = (
-                    f"{statistic}{metric.upper()} {missed[0]:,.1f} ms{edge} exceeds the SLO of {missed[1]:,.0f} ms"
+                    f"{statistic}{metric.upper()} {format_latency_ms(metric, missed[0] / 1000)} ms{edge} exceeds the SLO"
+                    f" of {missed[1]:,.0f} ms"
                 )
         meets, reasons = judged("serve", checks)
         return Option(

@@ -12,7 +12,7 @@ from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
-from gpuplan.units import MS_DIGITS, TPOT_MS_DIGITS, format_ms, listing, plural
+from gpuplan.units import TPOT_MS_DIGITS, format_latency_ms, format_ms, listing, plural
 
 
 def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
@@ -299,11 +299,8 @@ def slo_at_risk(ctx: RuleContext) -> Iterator[Finding]:
         if missed is None:
             continue
         band = s.bands[metric]
-        # as estimate prints them: TTFT in whole ms, TPOT to a tenth
-        digits = (0, MS_DIGITS) if metric == "ttft" else (1, TPOT_MS_DIGITS)
-        estimate, edge = (
-            format_ms(seconds, *digits) for seconds in (slo_figure(s.job, s.speed, metric), missed[0] / 1000)
-        )
+        estimate = format_latency_ms(metric, slo_figure(s.job, s.speed, metric))  # as estimate prints them
+        edge = format_latency_ms(metric, missed[0] / 1000)
         yield ctx.finding(
             "GP405",
             ("serve", "slo", f"{metric}_ms"),
