@@ -81,7 +81,7 @@ def test_zero3_steps_in_sub_groups_beside_its_gradient_buffer():
     assert phases["forward"]["gradients"] == 2_007_565_312
     # Over 2 ranks (4,015,130,624 a partition) the largest sub-group is 1e9 + 262,668,288 elements: its copies,
     # and the optimizer's temporaries a sub-group's share at a time.
-    wide = zero_step("zero3", 4_015_130_624, 2, 4, EMBEDDING / 2)
+    wide = zero_step("zero3", 4_015_130_624, 2, EMBEDDING / 2)
     assert wide.flat_copy == 2 * 1_262_668_288 and wide.sub_group_share == 1_262_668_288 / 4_015_130_624
     assert wide.moments(8e9)[3] == (2 * 4_015_130_624, 4 * 1_262_668_288 + 8e9 * wide.sub_group_share)
 
@@ -135,5 +135,5 @@ def test_fp16_checks_the_gradients_for_overflow_before_the_norm():
     assert bf16 is not None and bf16.overflow_check == ()
     # Over 64 ranks a partition of 125,000,000 elements is all embedding: the check, 250,000,000 + 11 x
     # 125,000,000 = 1,625,000,000 B, outweighs the flatten, 250,000,000 + 750,000,000: it is the step's peak.
-    wide = zero_step("zero2", 125_000_000, 2, 4, EMBEDDING, fp16=True)
+    wide = zero_step("zero2", 125_000_000, 2, EMBEDDING, fp16=True)
     assert max(wide.moments(0), key=sum) == (250_000_000, 1_375_000_000)

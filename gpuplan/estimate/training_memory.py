@@ -278,20 +278,20 @@ def _model_states(setup: TrainingSetup) -> _States:
             gathered_loss, gathered = gathered_loss + staged_unit, gathered + staged_unit
             framework = f"fsdp{setup.job.fsdp_version}"
             gathering = Gathering(
-                framework,
-                root,
-                layer_bytes,
-                staged_root,
-                staged_unit,
-                unit_gradient,
-                0.0,
-                root_stored,
-                layer_stored,
-                cast_root,
-                cast_unit,
-                head_gradient,
-                embedding_gradient,
-                root_gradient,
+                framework=framework,
+                root=root,
+                unit=layer_bytes,
+                staged_root=staged_root,
+                staged_unit=staged_unit,
+                unit_gradient=unit_gradient,
+                reduced=0.0,
+                stored_root=root_stored,
+                stored_unit=layer_stored,
+                cast_root=cast_root,
+                cast_unit=cast_unit,
+                head_gradient=head_gradient,
+                embedding_gradient=embedding_gradient,
+                root_gradient=root_gradient,
             )
         unsharded = weights
         if setup.shards_parameters:
@@ -347,14 +347,13 @@ def _model_states(setup: TrainingSetup) -> _States:
     upcast = edges if not streams else ()
     zero = None
     if runs_deepspeed_zero(setup) and setup.job.offload_optimizer == "none" and not setup.job.optimizer_in_backward:
-        # ZeRO-3 partitions each parameter: the norm's largest copy is one parameter's partition. DeepSpeed keeps
-        # fp32 partitions of the parameters whatever the precision (stage_1_and_2.py, stage3.py: .clone().float()),
-        # so the flattened gradients are cast to fp32 unless they are fp32 already.
+        # ZeRO-3 partitions each parameter: the norm's largest copy is one parameter's partition (the fp32 cast of
+        # the flattened gradients: zero_step.FP32_MASTER_BYTES).
         largest = largest_param / n if sharding == "zero3" else largest_param
         held = (
             held_partition(optimizer_order(setup), n) if sharding != "zero3" and partition < trainable_local else None
         )
-        zero = zero_step(sharding, partition, grad_b, 4, largest, fp16=setup.job.precision == "fp16-mixed", held=held)
+        zero = zero_step(sharding, partition, grad_b, largest, fp16=setup.job.precision == "fp16-mixed", held=held)
         if sharding == "zero2":  # its gradient buffer holds whole parameters (held_partition) from backward on
             grads = zero.partition_gradients
         if sharding == "zero3":

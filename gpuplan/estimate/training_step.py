@@ -254,16 +254,26 @@ class _Units:
         cache.give(copy)
         return gathered
 
+    def _gather_root(self) -> Allocation:
+        """The root unit's all-gather output (``_gather``)."""
+        gathering = self.gathering
+        return self._gather(gathering.root, gathering.staged_root, gathering.cast_root)
+
+    def _gather_unit(self) -> Allocation:
+        """A decoder unit's all-gather output (``_gather``)."""
+        gathering = self.gathering
+        return self._gather(gathering.unit, gathering.staged_unit, gathering.cast_unit)
+
     def _carried(self) -> Allocation:
         return self.cache.carry or EMPTY
 
     def forward_begins(self) -> None:
         gathering, cache = self.gathering, self.cache
         if gathering.framework == "fsdp1":
-            self.root = [self._gather(gathering.root, gathering.staged_root, gathering.cast_root)]
+            self.root = [self._gather_root()]
             self.held = cache.take(gathering.unit, stream=GATHER)  # the forward's unit (its copy: each layer's)
         else:
-            cache.carry = self._gather(gathering.root, gathering.staged_root, gathering.cast_root)
+            cache.carry = self._gather_root()
             self.root = [cache.take(gathering.root)]
 
     def layer_forward(self) -> Allocation:
@@ -273,7 +283,7 @@ class _Units:
             if gathering.staged_unit:
                 cache.give(self._stage(gathering.staged_unit, gathering.cast_unit))
             return EMPTY
-        gathered = self._gather(gathering.unit, gathering.staged_unit, gathering.cast_unit)
+        gathered = self._gather_unit()
         current = self._carried()
         cache.carry = gathered
         cache.give(current)  # the previous group's all-gather output, freed before this copy-out
@@ -288,7 +298,7 @@ class _Units:
 
     def loss(self) -> None:
         """The root's pre-backward hook prefetches the last layer's unit."""
-        gathered = self._gather(self.gathering.unit, self.gathering.staged_unit, self.gathering.cast_unit)
+        gathered = self._gather_unit()
         if self.gathering.framework == "fsdp1":
             self.held = gathered
         else:
@@ -301,13 +311,13 @@ class _Units:
         if gathering.framework == "fsdp1":  # a second unit while a layer runs, the held one after the last
             if prefetch:
                 if gathering.staged_unit:
-                    return self._gather(gathering.unit, gathering.staged_unit, gathering.cast_unit)
+                    return self._gather_unit()
                 return cache.take_all(self.unit, stream=GATHER)
             held, self.held = self.held, EMPTY
             return held
         params = cache.take(gathering.unit)  # copied out; the all-gather output freed at once in backward
         cache.give(self._carried())
-        cache.carry = self._gather(gathering.unit, gathering.staged_unit, gathering.cast_unit) if prefetch else None
+        cache.carry = self._gather_unit() if prefetch else None
         return params
 
     def backward_ends(self) -> None:

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 # zero_optimization.sub_group_size's default (deepspeed/runtime/zero/config.py: Field(pp_int(1e9))).
 SUB_GROUP_ELEMENTS = 10**9
 FP64_BYTES = 8
+# DeepSpeed keeps the partition's master weights in fp32 whatever the training dtype
+# (stage_1_and_2.py / stage3.py: ``.clone().float().detach()`` of each 16-bit partition).
+FP32_MASTER_BYTES = 4
 # ZeRO-1/2's fp16 overflow check of one gradient, bytes an element (_has_inf_or_nan): an fp32 copy, three bool
 # tensors and the union's fp32 copy, as the module docstring lists them.
 OVERFLOW_CHECK_PARTS = (4, 1, 1, 1, 4)
@@ -78,8 +81,10 @@ class ZeroStep:
 
     def moments(self, step_temporaries: float) -> tuple[tuple[float, float], ...]:
         """(16-bit gradients live, the step's copies and temporaries) at the fp16 overflow check, the norm, the
-        flatten and the update (module docstring); ``step_temporaries``: the optimizer's own over the whole partition (a sub-group's
-        share at a time)."""
+        flatten and the update (module docstring).
+
+        ``step_temporaries``: the optimizer's own over the whole partition (a sub-group's share at a time).
+        """
         kept = self.partition_gradients
         return (
             (kept, sum(self.overflow_check)),
@@ -93,13 +98,12 @@ def zero_step(
     stage: str,
     partition: float,
     gradient_bytes: float,
-    master_bytes: float,
     largest: float,
     fp16: bool = False,
     held: float | None = None,
 ) -> ZeroStep:
     """The step of ZeRO ``stage`` (zero1, zero2, zero3) over a ``partition`` of that many elements per rank,
-    whose gradients are ``gradient_bytes`` an element and master weights ``master_bytes``; ``largest``: the
+    whose gradients are ``gradient_bytes`` an element (master weights: fp32); ``largest``: the
     elements of the largest gradient the norm copies (ZeRO-1 and ZeRO-2 hold whole parameters, cut at the
     partition's edges; ZeRO-3 each parameter's own partition); ``fp16``: loss-scaled fp16, whose step checks
     the gradients for overflow first; ``held``: the gradient elements ZeRO-1/2 keep for the step, whole
@@ -114,7 +118,7 @@ def zero_step(
         partition_gradients=(partition if held is None or stage == "zero3" else max(held, partition)) * gradient_bytes,
         norm_copy=FP64_BYTES * min(largest, partition),
         flat_copy=gradient_bytes * sub_group,
-        fp32_gradients=master_bytes * sub_group if master_bytes != gradient_bytes else 0.0,
+        fp32_gradients=FP32_MASTER_BYTES * sub_group if gradient_bytes != FP32_MASTER_BYTES else 0.0,
         sub_group_share=sub_group / partition if partition > 0 else 1.0,
         keeps_gradients=stage == "zero3",
         overflow_check=overflow,
