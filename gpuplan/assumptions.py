@@ -33,7 +33,7 @@ from gpuplan.estimate.training import (
 from gpuplan.estimate.training_memory import OUTPUTS_HELD
 from gpuplan.estimate.training_speed import TrainingSpeed, gemm_peak
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
-from gpuplan.units import GIB, format_ms
+from gpuplan.units import GIB, format_latency_ms
 from gpuplan.validate import load_schema
 
 OPTIMIZER_NOTES = {
@@ -529,7 +529,7 @@ def limit_words(speed: ServingSpeed) -> str:
 
 def _load_note(job: Serve, speed: ServingSpeed, mixes_prefill: bool) -> str:
     """How the arrival shape was modelled, in words (the assumptions' "steady state")."""
-    alone = f"alone {format_ms(speed.ttft_single_s, 0)} ms"  # as the TTFT line rounds it
+    alone = f"alone {format_latency_ms('ttft', speed.ttft_single_s)} ms"  # as the TTFT line rounds it
     if job.arrival == "burst" and job.batching == "continuous":
         preempted = (
             f"; the KV cache ran out: {speed.preempted:,} preemptions, each request recomputed from what the"

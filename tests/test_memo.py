@@ -177,6 +177,24 @@ def test_a_layout_kept_at_risk_names_the_slow_edge_among_its_risks(write_spec):
     assert "Latency target at the slow edge" in [risk.title for risk in memo.risks]
 
 
+def test_the_slow_edge_risk_states_each_latency_as_every_text_does(write_spec):
+    # The at-risk example with its TPOT SLO tightened to 45 ms: TPOT is estimated at 43.0 ms and its closed-loop
+    # band's slow edge is x 1.08 at 0.9 (GP405 prints "up to 46.6 ms"), so both SLOs are missed at the edge and
+    # both GP405 findings are waived by one waiver. The risk states TTFT in whole ms and TPOT to a tenth, as
+    # estimate and GP405 do (it printed "TPOT 47 ms"), each SLO as the spec states it; page one names the one
+    # waiver once, not once per finding it accepts.
+    text = (EXAMPLES / "findings" / "benchmark-slo-at-risk.yaml").read_text().replace("tpot_ms: 50", "tpot_ms: 45")
+    text += "waivers:\n  - {rule: GP405, reason: 'best effort', approved_by: platform-lead}\n"
+    path = write_spec(text)
+    memo = build_memo(lint_path(str(path)), TODAY)
+    (risk,) = [risk for risk in memo.risks if risk.title == "Latency target at the slow edge"]
+    assert re.search(r": TTFT [\d,]+ ms \(SLO 1,500 ms\); TPOT 46\.6 ms \(SLO 45 ms\)$", risk.detail), risk.detail
+    assert [risk.title for risk in memo.risks].count("Waiver in force: GP405") == 2
+    _, out, _ = run_cli("report", str(path))
+    (main,) = [line for line in page_one(out).splitlines() if line.startswith("| **Main risks** |")]
+    assert main.count("Waiver in force: GP405") == 1
+
+
 def test_the_term_runs_from_term_start_and_a_run_is_one_off(write_spec):
     # 2026-12-02 for 12 months ends 2027-12-01; 2027-01-31 for one month ends on February's last day (there
     # is no 31 February); 2027-01-28 for one month ends 2027-02-27 (the next term starts on the 28th).

@@ -25,7 +25,7 @@ from gpuplan.layout import replicas
 from gpuplan.linter import code_selected
 from gpuplan.plan.evaluate import within_headroom
 from gpuplan.records import record
-from gpuplan.units import format_gib, format_gib_apart, format_money, format_ms, plural
+from gpuplan.units import format_gib, format_gib_apart, format_latency_ms, format_money, plural
 
 
 @record
@@ -167,7 +167,8 @@ def _stress_risks(stress: dict[str, Sensitivity | None], currency: str) -> list[
         # met on the estimate, missed at the slow edge (the verdict's: base.slo_met is judged there)
         if base is not None and slow is not None and base.slo_estimate_met and slow.slo_met is False:
             figures = "; ".join(
-                f"{name} {'no bound' if value is None else format_ms(value, 0) + ' ms'} (SLO {limit * 1000:,.0f} ms)"
+                f"{name} {'no bound' if value is None else format_latency_ms(name.lower(), value) + ' ms'}"
+                f" (SLO {limit * 1000:,g} ms)"  # the SLO as the spec states it
                 for name, value, limit in (
                     ("TTFT", slow.ttft_s, serve.slo_ttft_s),
                     ("TPOT", slow.tpot_s, serve.slo_tpot_s),

@@ -16,10 +16,10 @@ from gpuplan.units import (
     HOURS_DIGITS,
     MIB,
     RATE_DIGITS,
-    TPOT_MS_DIGITS,
     apportioned_gib,
     format_figure,
     format_gib,
+    format_latency_ms,
     format_money,
     format_ms,
     plural,
@@ -174,7 +174,7 @@ def render_estimate(analysis: Analysis) -> str:
             ttft = slo_figure(s.job, speed, "ttft") * 1000
             ttft_band = _band(s.bands["ttft"], ttft, confidence, " ms") if math.isfinite(ttft) else ""
             lines.append(f"  {_ttft_line(s)}{ttft_band.replace(' band', f' band of the {s.job.ttft_statistic}', 1)}")
-            tpot = format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)
+            tpot = format_latency_ms("tpot", speed.tpot_s)
             proposal = s.job.speculation
             rounds = (
                 ""
@@ -204,7 +204,7 @@ def render_estimate(analysis: Analysis) -> str:
 def _ttft_line(s: ServeEstimate) -> str:
     """TTFT at the declared load: p90, median and mean (the SLO's statistic first), or why it has no bound."""
     speed, load = s.speed, load_phrase(s.job)
-    alone = f"alone {format_ms(speed.ttft_single_s, 0)} ms"
+    alone = f"alone {format_latency_ms('ttft', speed.ttft_single_s)} ms"
     frontend = f"; front end {format_ms(speed.frontend_s, 0)} ms" if speed.frontend_s else ""
     if speed.saturated:
         return (
@@ -213,9 +213,10 @@ def _ttft_line(s: ServeEstimate) -> str:
         )
     tail_words = ttft_tail_words(speed)
     tail = f"; {tail_words}" if tail_words else ""
+    p90, median, mean = (format_latency_ms("ttft", t) for t in (speed.ttft_p90_s, speed.ttft_median_s, speed.ttft_s))
     return (
-        f"TTFT p90 {format_ms(speed.ttft_p90_s, 0)} ms, median {format_ms(speed.ttft_median_s, 0)} ms,"
-        f" mean {format_ms(speed.ttft_s, 0)} ms {ttft_prompt_phrase(s.job)}{load} ({alone}{frontend}{tail})"
+        f"TTFT p90 {p90} ms, median {median} ms, mean {mean} ms"
+        f" {ttft_prompt_phrase(s.job)}{load} ({alone}{frontend}{tail})"
     )
 
 
@@ -225,13 +226,13 @@ def _category_lines(s: ServeEstimate) -> list[str]:
     if c is None:
         return []
     return [
-        f"  long-context input: TTFT {format_ms(c.long_context_ttft_s, 0)} ms for a {c.long_context_tokens:,}-token"
-        " prompt on an idle replica",
+        f"  long-context input: TTFT {format_latency_ms('ttft', c.long_context_ttft_s)} ms"
+        f" for a {c.long_context_tokens:,}-token prompt on an idle replica",
         f"  high-throughput batch: {format_figure(c.saturated_tokens_per_s, 0, RATE_DIGITS)} output tokens/s at"
         f" {plural(c.saturated_sequences, 'sequence')} per replica (the most the engine and KV cache run"
         + ("; the server's front end caps it)" if c.saturated_limited_by == "front-end" else ")"),
-        f"  short fast output: TTFT {format_ms(c.short_ttft_s, 0)} ms + TPOT"
-        f" {format_ms(c.short_tpot_s, 1, TPOT_MS_DIGITS)} ms for one {SHORT_PROMPT}-token prompt, {SHORT_OUTPUT} out",
+        f"  short fast output: TTFT {format_latency_ms('ttft', c.short_ttft_s)} ms + TPOT"
+        f" {format_latency_ms('tpot', c.short_tpot_s)} ms for one {SHORT_PROMPT}-token prompt, {SHORT_OUTPUT} out",
     ]
 
 

@@ -22,9 +22,9 @@ from gpuplan.records import record
 from gpuplan.spec import Spec
 from gpuplan.units import (
     HOURS_DIGITS,
-    TPOT_MS_DIGITS,
     format_figure,
     format_gib_difference,
+    format_latency_ms,
     format_money,
     format_ms,
     format_percent,
@@ -67,7 +67,7 @@ class Column:
 
 def _ttft_ms(seconds: float, unit: str = " ms") -> str:
     """A TTFT in whole ms, or "without bound" where a steady stream outruns the layout (its queue grows)."""
-    return f"{format_ms(seconds, 0)}{unit}" if math.isfinite(seconds) else "without bound"
+    return f"{format_latency_ms('ttft', seconds)}{unit}" if math.isfinite(seconds) else "without bound"
 
 
 def columns(plan: JobPlan) -> list[Column]:
@@ -111,7 +111,7 @@ def _latency(option: Option) -> str:
     ttft = f"{job.ttft_statistic} TTFT {_ttft_ms(slo_figure(job, speed, 'ttft'))}" + (
         f" (SLO {job.ttft_ms:,g})" if job.ttft_ms is not None else ""
     )
-    tpot = f"TPOT {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)} ms" + (
+    tpot = f"TPOT {format_latency_ms('tpot', speed.tpot_s)} ms" + (
         f" (SLO {job.tpot_ms:,g})" if job.tpot_ms is not None else ""
     )
     return f"{ttft}\n{tpot}"
@@ -273,7 +273,7 @@ def planner_rows(plan: JobPlan, spec: Spec) -> list[list[str]]:
             loads = option.estimate.loads
             # A layout that cannot start has no speed (the row's verdict says it breaks memory).
             speed_text = (
-                f"{_ttft_ms(speed.ttft_p90_s, '')} / {format_ms(speed.tpot_s, 1, TPOT_MS_DIGITS)}" if loads else "n/a"
+                f"{_ttft_ms(speed.ttft_p90_s, '')} / {format_latency_ms('tpot', speed.tpot_s)}" if loads else "n/a"
             )
         else:
             speed_text = (

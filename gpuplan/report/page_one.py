@@ -470,7 +470,8 @@ def rows(memo: Memo, findings: str) -> list[list[str]]:
         out.append(["Changes required", "\n".join(changes) + " (Appendix A)"])
     out += [
         ["Stress test", "\n".join(stress_lines(memo)) or "n/a"],
-        ["Main risks", "\n".join(risk.title for risk in memo.risks) or "none computed"],
+        # a title once, however many risks share it (two findings one waiver accepts)
+        ["Main risks", "\n".join(dict.fromkeys(risk.title for risk in memo.risks)) or "none computed"],
         ["Approval expires", expiry_text(memo)],
         ["Findings", findings],
     ]

@@ -12,7 +12,7 @@ from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
-from gpuplan.units import TPOT_MS_DIGITS, format_latency_ms, format_ms, listing, plural
+from gpuplan.units import format_latency_ms, listing, plural
 
 
 def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
@@ -144,7 +144,8 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     if missed:
         s, slo = missed
         job = s.job
-        where = f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}; {format_ms(s.speed.ttft_single_s, 0)} ms alone)"
+        alone = format_latency_ms("ttft", s.speed.ttft_single_s)
+        where = f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}; {alone} ms alone)"
         if s.speed.saturated:
             message = (
                 f"TTFT grows without bound {load_phrase(job)} {where}: the deployment completes at most"
@@ -157,7 +158,8 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP403",
             ("serve", "slo", "ttft_ms"),
-            f"estimated {job.ttft_statistic} TTFT {format_ms(figure, 0)} ms {ttft_prompt_phrase(job)}{load_phrase(job)}"
+            f"estimated {job.ttft_statistic} TTFT {format_latency_ms('ttft', figure)} ms"
+            f" {ttft_prompt_phrase(job)}{load_phrase(job)}"
             f" {where}"
             f" exceeds the SLO of {slo:,.0f} ms",
             "more replicas, each with a server process of its own (its front end is most of this TTFT)"
@@ -199,7 +201,8 @@ def tpot_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP404",
             ("serve", "slo", "tpot_ms"),
-            f"estimated TPOT {format_ms(s.speed.tpot_s, 1, TPOT_MS_DIGITS)} ms at {plural(job.concurrency, 'sequence')} on {s.gpu.id} "
+            f"estimated TPOT {format_latency_ms('tpot', s.speed.tpot_s)} ms"
+            f" at {plural(job.concurrency, 'sequence')} on {s.gpu.id} "
             f"({s.speed.decode_bound}-bound) exceeds the SLO of {slo:,.1f} ms",
             _tpot_hint(s),
         )

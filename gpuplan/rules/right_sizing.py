@@ -12,7 +12,7 @@ from gpuplan.plan.materiality import Materiality
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
-from gpuplan.units import format_gib, format_ms, listing
+from gpuplan.units import format_gib, format_latency_ms, listing
 
 
 def _saving(declared: Option, option: Option, currency: str) -> str:
@@ -208,7 +208,7 @@ def _unbounded_latency(job: Serve | None, declared: Option, option: Option) -> s
     ttfts = [slo_figure(job, speed, "ttft") for speed in speeds]
     if ttfts[1] <= ttfts[0] and speeds[1].tokens_per_s >= speeds[0].tokens_per_s:
         return ""
-    ttft = [format_ms(seconds, 0) for seconds in ttfts]
+    ttft = [format_latency_ms("ttft", seconds) for seconds in ttfts]
     tokens = [f"{speed.tokens_per_s:,.0f}" for speed in speeds]
     if ttft[0] == ttft[1] and tokens[0] == tokens[1]:  # slower by less than the figures show: no cost to state
         return ""
