@@ -65,6 +65,7 @@ class FinetunePlanner(Evaluator):
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
         self._state_floors: dict[tuple[int, int, int, str, int], int] = {}  # TP, PP, DP, sharding, GA -> floor
+        self._tensors_sound: dict[tuple[object, ...], bool] = {}  # usable bytes and memory key -> tensors_sound
         self._floor_job: tuple[Finetune, TrainingSetup] | None = None
         self._floor_trainable: int | None = None
         self._micro_batches: dict[int, tuple[int, ...]] = {}  # data-parallel width -> sizes
@@ -161,6 +162,12 @@ class FinetunePlanner(Evaluator):
         device figure) are within the headroom at the band's edge: necessary for ``memory_sound``, and,
         unlike the device figure, monotone in the settings a search relaxes (the allocator's cache is not:
         a smaller micro-batch can leave holes a larger one fills), so a search may skip a shape on it."""
+        key = (layout.gpu.usable_bytes, *self._memory_key(layout))
+        if key not in self._tensors_sound:
+            self._tensors_sound[key] = self._tensors_within(layout)
+        return self._tensors_sound[key]
+
+    def _tensors_within(self, layout: Layout) -> bool:
         usable = layout.gpu.usable_bytes
         if not within_headroom(self.planned_bytes(self.memory_floor(layout)), usable, self.headroom_pct):
             return False
