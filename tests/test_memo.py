@@ -16,11 +16,13 @@ import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, run_cli
 
+from gpuplan.decision import Verdict
 from gpuplan.decision.audit import content_hash
 from gpuplan.decision.memo import add_months, build_memo, term_of
 from gpuplan.linter import lint_path
 from gpuplan.loader import load_bytes
 from gpuplan.report.glossary import GLOSSARY, JARGON
+from gpuplan.report.page_one import headline
 from gpuplan.report.render import GITHUB_COMMENT_LIMIT
 
 TODAY = datetime.date(2026, 12, 2)  # conftest's TEST_EPOCH
@@ -175,6 +177,16 @@ def test_a_layout_kept_at_risk_names_the_slow_edge_among_its_risks(write_spec):
     slow = job.stresses[0].sensitivity.scenario("speed_slow")
     assert slow is not None and slow.slo_met is False and slow.ttft_s * 1000 > 1500
     assert "Latency target at the slow edge" in [risk.title for risk in memo.risks]
+    # The headline claims the SLO as the estimate meets it, naming the waiver that accepts its slow edge; the
+    # same spec without the waiver is no plain approval at all (GP405 needs a change), so the bare claim
+    # "meets its latency target" is never printed over a slow edge that misses it.
+    line = headline(memo)
+    assert "meets its latency target on the estimate (the slow edge of its speed band misses it: GP405, waived)" in line
+    assert "fits in memory with the margin to spare and" in line or "margin to spare, meets" in line
+    bare = build_memo(
+        lint_path(str(write_spec((EXAMPLES / "findings" / "benchmark-slo-at-risk.yaml").read_text()))), TODAY
+    )
+    assert bare.verdict is not Verdict.APPROVE
 
 
 def test_the_slow_edge_risk_states_each_latency_as_every_text_does(write_spec):
@@ -567,3 +579,17 @@ def test_an_unpriced_sound_layout_stands_and_twice_its_users_are_sized_without_a
     (limits,) = [line for line in out.splitlines() if line.startswith("Share of each limit used")]
     latency = limits.split("users x2 (32 per replica): ")[1].split(";")[0]
     assert latency.startswith("memory ") and int(latency.split("latency ")[1].rstrip("%")) < 100
+
+
+def test_a_waived_kv_cache_at_risk_is_named_in_the_headline(write_spec):
+    # The KV-at-risk example (one H100 NVL: the estimate's KV cache holds the declared sequences, its low edge at
+    # 0.9 does not: GP209) with GP209 waived is approved as declared; the headline states the fit as the estimate
+    # has it and names the waived finding, instead of "fits in memory with the margin to spare" alone.
+    text = (EXAMPLES / "findings" / "fit-kv-at-risk.yaml").read_text()
+    text += "waivers:\n  - {rule: GP209, reason: 'short bursts only', approved_by: platform-lead}\n"
+    memo = build_memo(lint_path(str(write_spec(text))), TODAY)
+    assert memo.verdict is Verdict.APPROVE
+    assert (
+        "margin to spare on the estimate (its KV cache at the low edge does not hold the sequences: GP209, waived)"
+        in (headline(memo))
+    )

@@ -203,6 +203,7 @@ class WaiverEntry:
     approver: str  # "" when the spec names none
     expires: str  # "" when the waiver never expires
     status: str  # "applied to N findings", "expired", "matches no finding", "not applied (--no-waivers)"
+    applied: int = 0  # the findings it waived in this run
 
 
 def waiver_entries(waivers: tuple[Any, ...], findings: tuple[Any, ...], applied: bool) -> tuple[WaiverEntry, ...]:
@@ -222,5 +223,7 @@ def waiver_entries(waivers: tuple[Any, ...], findings: tuple[Any, ...], applied:
             status = "expired"
         else:
             status = "matches no finding"
-        entries.append(WaiverEntry(code, waiver.reason, waiver.approved_by, waiver.expires, status))
+        entries.append(
+            WaiverEntry(code, waiver.reason, waiver.approved_by, waiver.expires, status, used if applied else 0)
+        )
     return tuple(entries)

@@ -339,6 +339,23 @@ def findings_left(memo: Memo) -> list[Finding]:
     ]
 
 
+# The at-risk findings (the estimate holds, its band's edge does not) and the edge each names.
+EDGE_MISSED = {
+    "GP208": "its memory at the pessimistic edge does not fit",
+    "GP209": "its KV cache at the low edge does not hold the sequences",
+    "GP405": "the slow edge of its speed band misses it",
+}
+
+
+def _with_waiver(fact: str, waived: set[str], codes: tuple[str, ...]) -> str:
+    """A verdict's fact as the estimate states it, naming a waived at-risk finding that says its edge does not hold."""
+    named = [code for code in codes if code in waived]
+    if not named:
+        return fact
+    edges = "; ".join(f"{EDGE_MISSED[code]}: {code}, waived" for code in named)
+    return f"{fact} on the estimate ({edges})"
+
+
 def headline(memo: Memo) -> str:
     """The verdict in one plain sentence."""
     decision = memo.decision
@@ -350,9 +367,11 @@ def headline(memo: Memo) -> str:
             j.kind == "serve" and (j.funded.estimate.job.ttft_ms or j.funded.estimate.job.tpot_ms) for j in memo.jobs
         )
         budgeted = any(job.budget.limit is not None for job in memo.jobs)
-        facts = ["it fits in memory with the margin to spare"]
+        # A waived at-risk finding (the estimate holds, its pessimistic edge does not) is named, not claimed away.
+        waived = {entry.code for entry in memo.audit.waivers if entry.applied}
+        facts = [_with_waiver("it fits in memory with the margin to spare", waived, ("GP208", "GP209"))]
         if slo:
-            facts.append("meets its latency target")
+            facts.append(_with_waiver("meets its latency target", waived, ("GP405",)))
         facts.append("is within budget" if budgeted else "is priced (no budget is declared)")
         return f"Approve {jobs} as declared: {', '.join(facts[:-1])} and {facts[-1]}."
     if verdict is Verdict.APPROVE_WITH_CHANGES:
