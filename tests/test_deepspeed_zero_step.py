@@ -24,7 +24,7 @@ HELD = 5 * 218_112_000
 def _full(sharding: str, **changes: object):
     arch = get_model("llama-3.1-8b").architecture
     settings = {"precision": "bf16-mixed", "autocast": False, "optimizer": "adamw-fused", "seq_len": 2048}
-    return training_setup(architecture=arch, method="full", sharding=sharding, gpus=8, **{**settings, **changes})
+    return training_setup(architecture=arch, method="full", sharding=sharding, **{"gpus": 8, **settings, **changes})
 
 
 def test_zero2_flattens_the_partition_and_casts_it_to_fp32_beside_its_16_bit_gradients():
@@ -109,12 +109,11 @@ def test_zero1_copies_the_partition_beside_every_gradient_as_backward_ends():
 
 
 def test_no_gpu_step_where_deepspeed_does_not_step_on_the_gpu():
-    # Optimizer offload steps on the host; Megatron's zero1 is its distributed optimizer; one data-parallel rank
-    # is modelled unsharded; a step fused into backward has no step.
+    # Optimizer offload steps on the host; Megatron's zero1 is its distributed optimizer; a step fused into backward
+    # has no step. (One rank: ZeRO-1/2 still step there, ZeRO-3 is modelled unsharded; the test below.)
     for changes in (
         {"offload_optimizer": "cpu"},
         {"framework": "megatron"},
-        {"gpus": 1},
         {"optimizer_in_backward": True},
     ):
         assert _model_states(vary(_full("zero2"), **changes)).zero_step is None, changes
@@ -137,3 +136,28 @@ def test_fp16_checks_the_gradients_for_overflow_before_the_norm():
     # 125,000,000 = 1,625,000,000 B, outweighs the flatten, 250,000,000 + 750,000,000: it is the step's peak.
     wide = zero_step("zero2", 125_000_000, 2, EMBEDDING, fp16=True)
     assert max(wide.moments(0), key=sum) == (250_000_000, 1_375_000_000)
+
+
+def test_zero2_on_one_gpu_runs_deepspeeds_optimizer_whatever_it_shards():
+    # DeepSpeed builds its ZeRO-1/2 optimizer whatever the world size (a partition_count of 1 here): the partition
+    # is the whole model, 8,030,261,248 elements, and one rank keeps every gradient whole. The 16-bit gradients
+    # 2 x 8,030,261,248 = 16,060,522,496 live in ZeRO-2's buffer from backward on; the step flattens them, a
+    # 16-bit copy 16,060,522,496, and casts that to fp32, 32,121,044,992: 48,181,567,488 of copies beside the
+    # gradients at the flatten. Weights: the 16-bit working copy, 16,060,522,496; the optimizer: fp32 master
+    # weights and AdamW's two moments, 12 x 8,030,261,248 = 96,363,134,976. The gradient bucket, DeepSpeed's
+    # default reduce_bucket_size (one bucket without overlap_comm): 500,000,000 elements x 2 B. Modelled
+    # unsharded, as it was, none of the buckets or the step's copies were counted.
+    one = _full("zero2", gpus=1)
+    states = _model_states(one)
+    zero = states.zero_step
+    assert zero is not None and zero.partition_gradients == 2 * 8_030_261_248
+    assert (states.weights, states.optimizer, states.gradients) == (
+        16_060_522_496,
+        96_363_134_976,
+        16_060_522_496,
+    )
+    step = estimate_training(one, 0).phases["optimizer_step"]
+    assert (step["gradients"], step["optimizer_step_temporaries"]) == (16_060_522_496, 48_181_567_488)
+    assert estimate_training(one, 0).phases["backward"]["gradient_buckets"] == 1_000_000_000
+    # ZeRO-3 over one rank is still modelled unsharded: no step of DeepSpeed's
+    assert _model_states(_full("zero3", gpus=1)).zero_step is None

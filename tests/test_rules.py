@@ -531,6 +531,21 @@ def test_unneeded_sharding_points_at_sharding():
     assert finding.hint == "drop it; it only adds communication"
 
 
+def test_unneeded_sharding_on_one_gpu_names_what_deepspeed_adds_there():
+    # ZeRO-2 on one H100: nothing to shard, but DeepSpeed's optimizer runs all the same (runs_deepspeed_zero), so
+    # the declared figure carries its gradient bucket (500,000,000 elements x 2 B, 0.93 GiB) and the step's flat
+    # copies, which plain training does not: the hint says how much more the declared layout needs.
+    text = SHARDED_LORA.replace("count: 2", "count: 1") % ("zero2", 1)
+    result = lint(text, select=("GP302",))
+    (finding,) = result.findings
+    declared = result.analysis.finetune.memory.per_gpu
+    plain = float(finding.message.split(" needs ")[1].split(" GiB")[0]) * 2**30
+    assert finding.hint.startswith("drop it: one GPU shards nothing, and DeepSpeed's ZeRO optimizer adds ")
+    added = float(finding.hint.split(" adds ")[1].split(" GiB")[0])
+    assert added >= 0.9  # the bucket alone is 0.93 GiB
+    assert abs(added * 2**30 - (declared - plain)) <= 0.06 * 2**30  # both printed to a tenth
+
+
 def test_unneeded_tensor_parallelism_points_at_the_hardware_block():
     (finding,) = lint_sharded("none", 2)
     assert finding.pointer == "/finetune/hardware"

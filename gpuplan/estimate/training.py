@@ -690,12 +690,17 @@ ZERO_STAGES = ("zero1", "zero2", "zero3")
 
 
 def runs_deepspeed_zero(setup: TrainingSetup) -> bool:
-    """Whether DeepSpeed's ZeRO optimizer runs the job: a ZeRO stage over several data-parallel ranks, not
-    Megatron's (its zero1 is its distributed optimizer). Over one rank gpuplan models the job unsharded
-    (training_memory._model_states, as the planner's paste drops the sharding there), though DeepSpeed would
-    still wrap it."""
+    """Whether DeepSpeed's ZeRO optimizer runs the job: a ZeRO stage, not Megatron's (its zero1 is its
+    distributed optimizer). ZeRO-1 and ZeRO-2 run on one rank too: DeepSpeed builds its ZeRO optimizer whatever
+    the world size (stage_1_and_2.py: ``partition_count = dist.get_world_size(group=self.dp_process_group)``, 1
+    there), so the 16-bit flat copy of the model, its fp32 partition (the whole model), the gradient buckets and
+    the step's flat copies are all on the GPU, beside nothing sharded: the same states as plain mixed precision
+    and the machinery on top. ZeRO-3 over one rank is modelled unsharded (its fetch of each whole parameter from
+    a partition of one is not)."""
     job = setup.job
-    return job.sharding in ZERO_STAGES and job.framework != "megatron" and setup.data_parallel > 1
+    if job.sharding not in ZERO_STAGES or job.framework == "megatron":
+        return False
+    return setup.data_parallel > 1 or job.sharding != "zero3"
 
 
 def reduce_buckets(setup: TrainingSetup) -> tuple[int, int]:

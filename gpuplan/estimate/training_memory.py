@@ -116,7 +116,8 @@ def _model_states(setup: TrainingSetup) -> _States:
     arch = setup.architecture
     weight_b, grad_b, state_b, _, _ = REGIMES[setup.job.precision]
     n = setup.data_parallel
-    sharding = setup.job.sharding if n > 1 else "none"
+    # One rank shards nothing, but DeepSpeed's ZeRO-1/2 optimizer runs there all the same (runs_deepspeed_zero).
+    sharding = setup.job.sharding if n > 1 or runs_deepspeed_zero(setup) else "none"
     # The embedding and an untied LM head, which a QLoRA preparation casts whole (none without one).
     edges = _edge_tensors(setup) if setup.kbit_preparation != "none" else ()
     local_all = local_params(setup)

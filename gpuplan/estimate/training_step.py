@@ -10,7 +10,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpuplan.estimate.allocator import EMPTY, Allocation, CachingAllocator, Tensors
-from gpuplan.estimate.training import TrainingSetup, adapted_shapes, input_widths, matrix_copies
+from gpuplan.estimate.training import (
+    TrainingSetup,
+    adapted_shapes,
+    input_widths,
+    matrix_copies,
+    runs_deepspeed_zero,
+)
 from gpuplan.records import record
 
 if TYPE_CHECKING:
@@ -184,7 +190,8 @@ def _parameter_shares(setup: TrainingSetup) -> tuple[tuple[float, ...], tuple[fl
         return layer, (), layers
     layer = tuple(d_in * d_out * matrix_copies(arch, name) for name, (d_in, d_out) in shapes.items() if d_in)
     edges = (arch.vocab * arch.hidden,) * (1 if arch.tie_embeddings else 2)
-    if setup.data_parallel > 1 and job.sharding in ("zero2", "zero3", "fsdp"):
+    # ZeRO-2's gradients live in its flat buffer on one rank too (runs_deepspeed_zero)
+    if (setup.data_parallel > 1 or runs_deepspeed_zero(setup)) and job.sharding in ("zero2", "zero3", "fsdp"):
         return (sum(layer),), (sum(edges),), layers
     return layer, edges, layers
 

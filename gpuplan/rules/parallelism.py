@@ -22,7 +22,7 @@ from gpuplan.plan.space import (
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.fit import finetune_single_gpu, more_of_the_same_gpu, serve_single_gpu, serve_weights_fit
 from gpuplan.rules.registry import rule
-from gpuplan.units import format_gib
+from gpuplan.units import format_gib, format_gib_difference
 
 
 @rule("GP301")
@@ -136,6 +136,15 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
             )
             plain = Layout(f.gpu, 1, 1, hardware.count, settings=settings)
             if evaluator.memory_sound(plain):
+                needs = evaluator.memory(plain).per_gpu
+                hint = "drop it; it only adds communication"
+                if hardware.count == 1 and f.memory.per_gpu > needs:
+                    # one GPU shards nothing, yet DeepSpeed's ZeRO-1/2 optimizer runs there (runs_deepspeed_zero)
+                    hint = (
+                        f"drop it: one GPU shards nothing, and DeepSpeed's ZeRO optimizer adds "
+                        f"{format_gib_difference(f.memory.per_gpu, needs)} per GPU (its gradient buckets, the "
+                        "step's flat copies and the blocks the allocator caches of them)"
+                    )
                 what = [f"tensor_parallel {hardware.tensor_parallel}"] if hardware.tensor_parallel > 1 else []
                 what += [f"pipeline_parallel {hardware.pipeline_parallel}"] if hardware.pipeline_parallel > 1 else []
                 what += [f"sharding {tune.sharding}"] if tune.sharding != "none" else []
@@ -143,8 +152,8 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
                     "GP302",
                     ("finetune", "sharding" if tune.sharding != "none" else "hardware"),
                     f"{' and '.join(what)} is not needed: plain data parallelism on {hardware.count:,} x {f.gpu.id} "
-                    f"needs {format_gib(evaluator.memory(plain).per_gpu)} of {format_gib(f.gpu.usable_bytes)} per GPU",
-                    "drop it; it only adds communication",
+                    f"needs {format_gib(needs)} of {format_gib(f.gpu.usable_bytes)} per GPU",
+                    hint,
                 )
 
 
