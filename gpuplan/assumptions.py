@@ -24,6 +24,7 @@ from gpuplan.estimate.speculative import rounds_note
 from gpuplan.estimate.training import (
     MIXED,
     REGIMES,
+    SHARDED_WEIGHT_BYTES,
     TrainingSetup,
     bucket_lifetime,
     holds_ddp_buckets,
@@ -84,8 +85,11 @@ def finetune_assumptions(
     speed: TrainingSpeed,
     calibration: Calibration = CALIBRATION,
 ) -> tuple[tuple[str, str], ...]:
-    regime = f"{job.precision}: weights/grads/states/activations bytes {REGIMES[job.precision][:4]}"
     setup = TrainingSetup(spec.model.architecture, job, 2)  # for what QLoRA's base holds (the dtype is unread)
+    weight, grad, state, activation, _ = REGIMES[job.precision]
+    if setup.sixteen_bit_working_weights:
+        weight = grad = SHARDED_WEIGHT_BYTES[job.precision]  # fp32 master weights in the optimizer's states
+    regime = f"{job.precision}: weights/grads/states/activations bytes {(weight, grad, state, activation)}"
     preparation = setup.kbit_preparation
     if job.precision == "fp32":
         peak, units = gemm_peak(job, job.hardware.gpu)
@@ -93,11 +97,15 @@ def finetune_assumptions(
         if not job.tf32:
             regime += " (PyTorch's default matmul precision does not use TF32: finetune.tf32 allows it)"
     if job.precision in MIXED:
-        regime += (
-            "; torch.autocast over fp32 weights (fp32 residual stream, cached 16-bit weight copies)"
-            if job.autocast
-            else "; no autocast: 16-bit working weights and activations, fp32 master weights in the optimizer"
-        )
+        if not job.autocast:
+            regime += "; no autocast: 16-bit working weights and activations, fp32 master weights in the optimizer"
+        elif setup.sixteen_bit_working_weights:
+            regime += (
+                f"; {job.sharding}: 16-bit working weights and gradients, fp32 master weights in the optimizer"
+                " (fp32 residual stream under autocast)"
+            )
+        else:
+            regime += "; torch.autocast over fp32 weights (fp32 residual stream, cached 16-bit weight copies)"
     optimizer = OPTIMIZER_NOTES[job.optimizer]
     if job.optimizer == "sgd" and job.momentum == 0:
         optimizer = "SGD without momentum: no optimizer state"

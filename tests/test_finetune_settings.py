@@ -1137,3 +1137,26 @@ def test_deepspeed_zero2_and_zero3_do_not_pipeline():
         assert "pipeline_parallel" in job.evaluator.evaluate(Layout(gpu, 1, 2, 2, settings=settings)).broken
     settings = TrainingSettings("full", False, "zero1", 1, 1)
     assert "pipeline_parallel" not in job.evaluator.evaluate(Layout(gpu, 1, 2, 2, settings=settings)).broken
+
+
+def test_the_precision_assumption_states_the_bytes_a_sharded_full_fine_tune_holds():
+    # bf16-mixed under autocast keeps fp32 weights and gradients (4, 4) unsharded; sharded (ZeRO-2 over 2 GPUs, and
+    # ZeRO-2 on one, which DeepSpeed runs all the same) the working weights and gradients are 16-bit beside the
+    # fp32 master weights in the optimizer's states (2, 2): the assumption said "(4, 4, 4, 2); torch.autocast over
+    # fp32 weights" for both. LoRA keeps its own wording whatever the sharding.
+    plain, _ = run({"precision": "bf16-mixed", "hardware": {"gpu": "h200-sxm", "count": 2}})
+    assert plain["assumptions"]["precision"].startswith(
+        "bf16-mixed: weights/grads/states/activations bytes (4, 4, 4, 2); torch.autocast over fp32 weights"
+    )
+    for count in (1, 2):
+        sharded, _ = run(
+            {"precision": "bf16-mixed", "sharding": "zero2", "hardware": {"gpu": "h200-sxm", "count": count}}
+        )
+        assert sharded["assumptions"]["precision"].startswith(
+            "bf16-mixed: weights/grads/states/activations bytes (2, 2, 4, 2); zero2: 16-bit working weights and "
+            "gradients, fp32 master weights in the optimizer"
+        ), count
+    lora, _ = run(
+        {"method": "lora", "precision": "bf16-mixed", "sharding": "zero2", "hardware": {"gpu": "h200-sxm", "count": 2}}
+    )
+    assert "torch.autocast over fp32 weights" in lora["assumptions"]["precision"]

@@ -90,6 +90,21 @@ class TrainingSetup:
         return self.job.hardware.replicas
 
     @property
+    def running_sharding(self) -> str:
+        """The sharding that runs: the declared one over several data-parallel ranks, and DeepSpeed's ZeRO-1/2 on
+        one too (``runs_deepspeed_zero``); over one rank any other shards nothing ("none")."""
+        return self.job.sharding if self.data_parallel > 1 or runs_deepspeed_zero(self) else "none"
+
+    @property
+    def sixteen_bit_working_weights(self) -> bool:
+        """Whether a mixed-precision full fine-tune keeps 16-bit working weights and gradients beside fp32 master
+        weights in its optimizer (``training_memory._model_states``): without autocast, and wherever it is sharded
+        (DeepSpeed casts the model to 16 bits; gpuplan counts FSDP's working copies so too)."""
+        if self.job.precision not in MIXED:
+            return False
+        return not self.job.autocast or (not self.is_adapter and self.running_sharding != "none")
+
+    @property
     def tokens(self) -> int:
         """Tokens of one micro-batch on one data-parallel rank."""
         return self.job.micro_batch * self.job.seq_len

@@ -116,8 +116,7 @@ def _model_states(setup: TrainingSetup) -> _States:
     arch = setup.architecture
     weight_b, grad_b, state_b, _, _ = REGIMES[setup.job.precision]
     n = setup.data_parallel
-    # One rank shards nothing, but DeepSpeed's ZeRO-1/2 optimizer runs there all the same (runs_deepspeed_zero).
-    sharding = setup.job.sharding if n > 1 or runs_deepspeed_zero(setup) else "none"
+    sharding = setup.running_sharding
     # The embedding and an untied LM head, which a QLoRA preparation casts whole (none without one).
     edges = _edge_tensors(setup) if setup.kbit_preparation != "none" else ()
     local_all = local_params(setup)
@@ -161,7 +160,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         largest_param = max(arch.hidden, arch.intermediate) * setup.job.lora_rank / setup.tensor_parallel
     else:
         trainable_local = local_all
-        if sharding != "none" or (setup.job.precision in MIXED and not setup.job.autocast):
+        if setup.sixteen_bit_working_weights or sharding != "none":
             weight_b = grad_b = SHARDED_WEIGHT_BYTES[setup.job.precision]
             master = 4 * trainable_local if setup.job.precision in MIXED else 0.0
         weights = local_all * weight_b
