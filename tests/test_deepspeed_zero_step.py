@@ -110,7 +110,7 @@ def test_zero1_copies_the_partition_beside_every_gradient_as_backward_ends():
 
 def test_no_gpu_step_where_deepspeed_does_not_step_on_the_gpu():
     # Optimizer offload steps on the host; Megatron's zero1 is its distributed optimizer; a step fused into backward
-    # has no step. (One rank: ZeRO-1/2 still step there, ZeRO-3 is modelled unsharded; the test below.)
+    # has no step. (One rank steps as DeepSpeed does: the tests below.)
     for changes in (
         {"offload_optimizer": "cpu"},
         {"framework": "megatron"},
@@ -159,5 +159,22 @@ def test_zero2_on_one_gpu_runs_deepspeeds_optimizer_whatever_it_shards():
     step = estimate_training(one, 0).phases["optimizer_step"]
     assert (step["gradients"], step["optimizer_step_temporaries"]) == (16_060_522_496, 48_181_567_488)
     assert estimate_training(one, 0).phases["backward"]["gradient_buckets"] == 1_000_000_000
-    # ZeRO-3 over one rank is still modelled unsharded: no step of DeepSpeed's
-    assert _model_states(_full("zero3", gpus=1)).zero_step is None
+
+
+def test_zero3_on_one_gpu_steps_in_sub_groups_and_gathers_nothing():
+    # ZeRO-3 over one rank: a partition of one is the whole parameter, and DeepSpeed's fetch hands the parameter its
+    # partition without a gather (all_gather_coalesced: num_partitions == 1), so no unit is gathered. Its gradient
+    # buffer holds the whole model in 16 bits, 16,060,522,496, from the optimizer's initialisation (in forward
+    # too), and the step goes by sub-groups: each closes once it reaches sub_group_size (1e9) elements, the largest
+    # under 1e9 + 525,336,576 (the embedding, whole here) = 1,525,336,576, flattened in 16 bits (3,050,673,152) and
+    # cast to fp32 (6,101,346,304): 9,152,019,456 of copies at the step, where ZeRO-2 on one GPU flattens the
+    # whole model at once (48,181,567,488, the test above).
+    one = _full("zero3", gpus=1)
+    states = _model_states(one)
+    zero = states.zero_step
+    assert zero is not None and zero.keeps_gradients and states.gathered == 0
+    assert (zero.flat_copy, zero.fp32_gradients) == (3_050_673_152, 6_101_346_304)
+    phases = estimate_training(one, 0).phases
+    assert phases["forward"]["gradients"] == 16_060_522_496
+    step = phases["optimizer_step"]
+    assert (step["gradients"], step["optimizer_step_temporaries"]) == (16_060_522_496, 9_152_019_456)

@@ -91,8 +91,8 @@ class TrainingSetup:
 
     @property
     def running_sharding(self) -> str:
-        """The sharding that runs: the declared one over several data-parallel ranks, and DeepSpeed's ZeRO-1/2 on
-        one too (``runs_deepspeed_zero``); over one rank any other shards nothing ("none")."""
+        """The sharding that runs: the declared one over several data-parallel ranks, and DeepSpeed's ZeRO on one
+        too (``runs_deepspeed_zero``); over one rank FSDP is taken as nothing ("none")."""
         return self.job.sharding if self.data_parallel > 1 or runs_deepspeed_zero(self) else "none"
 
     @property
@@ -706,16 +706,15 @@ ZERO_STAGES = ("zero1", "zero2", "zero3")
 
 def runs_deepspeed_zero(setup: TrainingSetup) -> bool:
     """Whether DeepSpeed's ZeRO optimizer runs the job: a ZeRO stage, not Megatron's (its zero1 is its
-    distributed optimizer). ZeRO-1 and ZeRO-2 run on one rank too: DeepSpeed builds its ZeRO optimizer whatever
-    the world size (stage_1_and_2.py: ``partition_count = dist.get_world_size(group=self.dp_process_group)``, 1
-    there), so the 16-bit flat copy of the model, its fp32 partition (the whole model), the gradient buckets and
-    the step's flat copies are all on the GPU, beside nothing sharded: the same states as plain mixed precision
-    and the machinery on top. ZeRO-3 over one rank is modelled unsharded (its fetch of each whole parameter from
-    a partition of one is not)."""
+    distributed optimizer), on any number of data-parallel ranks. DeepSpeed builds its ZeRO optimizer whatever
+    the world size (stage_1_and_2.py and stage3.py: ``partition_count = dist.get_world_size(...)``, 1 on one
+    rank), so one GPU carries its 16-bit flat copy of the model, its fp32 partition (the whole model), the
+    gradient buckets and the step's flat copies (ZeRO-3 also its gradient buffer), beside nothing sharded. ZeRO-3
+    gathers nothing there: a partition of one is the whole parameter (partition_parameters.py
+    all_gather_coalesced: ``if self.num_partitions == 1: return _no_gather_coalesced(params)``, which points the
+    parameter at its partition), so no unit is gathered unless its parameters are offloaded."""
     job = setup.job
-    if job.sharding not in ZERO_STAGES or job.framework == "megatron":
-        return False
-    return setup.data_parallel > 1 or job.sharding != "zero3"
+    return job.sharding in ZERO_STAGES and job.framework != "megatron"
 
 
 def reduce_buckets(setup: TrainingSetup) -> tuple[int, int]:

@@ -190,7 +190,7 @@ def _parameter_shares(setup: TrainingSetup) -> tuple[tuple[float, ...], tuple[fl
         return layer, (), layers
     layer = tuple(d_in * d_out * matrix_copies(arch, name) for name, (d_in, d_out) in shapes.items() if d_in)
     edges = (arch.vocab * arch.hidden,) * (1 if arch.tie_embeddings else 2)
-    # ZeRO-2's gradients live in its flat buffer on one rank too (runs_deepspeed_zero)
+    # ZeRO-2's and ZeRO-3's gradients live in their flat buffers on one rank too (runs_deepspeed_zero)
     if (setup.data_parallel > 1 or runs_deepspeed_zero(setup)) and job.sharding in ("zero2", "zero3", "fsdp"):
         return (sum(layer),), (sum(edges),), layers
     return layer, edges, layers

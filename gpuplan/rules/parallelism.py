@@ -139,7 +139,7 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
                 needs = evaluator.memory(plain).per_gpu
                 hint = "drop it; it only adds communication"
                 if hardware.count == 1 and f.memory.per_gpu > needs:
-                    # one GPU shards nothing, yet DeepSpeed's ZeRO-1/2 optimizer runs there (runs_deepspeed_zero)
+                    # one GPU shards nothing, yet DeepSpeed's ZeRO optimizer runs there (runs_deepspeed_zero)
                     hint = (
                         f"drop it: one GPU shards nothing, and DeepSpeed's ZeRO optimizer adds "
                         f"{format_gib_difference(f.memory.per_gpu, needs)} per GPU (its gradient buckets, the "
