@@ -540,6 +540,7 @@ def test_unneeded_sharding_on_one_gpu_names_what_deepspeed_adds_there():
     (finding,) = result.findings
     declared = result.analysis.finetune.memory.per_gpu
     plain = float(finding.message.split(" needs ")[1].split(" GiB")[0]) * 2**30
+    assert finding.message.startswith("sharding zero2 is not needed: plain training on 1 x h100-sxm needs ")
     assert finding.hint.startswith("drop it: one GPU shards nothing, and DeepSpeed's ZeRO optimizer adds ")
     added = float(finding.hint.split(" adds ")[1].split(" GiB")[0])
     assert added >= 0.9  # the bucket alone is 0.93 GiB

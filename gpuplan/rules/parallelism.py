@@ -138,20 +138,22 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
             if evaluator.memory_sound(plain):
                 needs = evaluator.memory(plain).per_gpu
                 hint = "drop it; it only adds communication"
-                if hardware.count == 1 and f.memory.per_gpu > needs:
-                    # one GPU shards nothing, yet DeepSpeed's ZeRO optimizer runs there (runs_deepspeed_zero)
-                    hint = (
-                        f"drop it: one GPU shards nothing, and DeepSpeed's ZeRO optimizer adds "
-                        f"{format_gib_difference(f.memory.per_gpu, needs)} per GPU (its gradient buckets, the "
-                        "step's flat copies and the blocks the allocator caches of them)"
-                    )
+                if hardware.count == 1:  # no communication, but DeepSpeed's ZeRO optimizer runs (runs_deepspeed_zero)
+                    hint = "drop it: one GPU shards nothing"
+                    if f.memory.per_gpu > needs:
+                        hint += (
+                            f", and DeepSpeed's ZeRO optimizer adds {format_gib_difference(f.memory.per_gpu, needs)}"
+                            " per GPU (its gradient buckets, the step's flat copies and the blocks the allocator"
+                            " caches of them)"
+                        )
                 what = [f"tensor_parallel {hardware.tensor_parallel}"] if hardware.tensor_parallel > 1 else []
                 what += [f"pipeline_parallel {hardware.pipeline_parallel}"] if hardware.pipeline_parallel > 1 else []
                 what += [f"sharding {tune.sharding}"] if tune.sharding != "none" else []
                 yield ctx.finding(
                     "GP302",
                     ("finetune", "sharding" if tune.sharding != "none" else "hardware"),
-                    f"{' and '.join(what)} is not needed: plain data parallelism on {hardware.count:,} x {f.gpu.id} "
+                    f"{' and '.join(what)} is not needed: {'plain data parallelism' if hardware.count > 1 else 'plain training'}"
+                    f" on {hardware.count:,} x {f.gpu.id} "
                     f"needs {format_gib(needs)} of {format_gib(f.gpu.usable_bytes)} per GPU",
                     hint,
                 )
