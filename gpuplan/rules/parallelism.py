@@ -107,7 +107,9 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     ## Why is this bad?
     Every TP rank adds two all-reduces per layer to every token; replicas (`count` with
     `tensor_parallel: 1`) give the same throughput without the latency. ZeRO-3 moves 1.5x the
-    gradient traffic of plain data parallelism.
+    gradient traffic of plain data parallelism. On one GPU DeepSpeed's ZeRO shards nothing, yet its
+    optimizer runs all the same: its gradient bucket and the step's flat copies take memory plain
+    training does not (the hint says how much).
 
     ## Example
     ```yaml
