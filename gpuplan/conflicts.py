@@ -108,7 +108,10 @@ def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
             )
         )
     data_parallel = job.hardware.replicas
-    if job.offload_parameters != "none" and data_parallel > 1 and job.sharding not in ("zero3", "fsdp"):
+    # DeepSpeed's ZeRO-1/2 optimizer never reads offload_param (engine.py hands it to the stage-3 classes alone;
+    # config.py: "Valid only with stage 3"), on one GPU too; over several, plain DDP has no offload either.
+    unsharded = data_parallel > 1 and job.sharding not in ("zero3", "fsdp")
+    if job.offload_parameters != "none" and (unsharded or job.sharding in ("zero1", "zero2")):
         problems.append(
             (
                 ("offload", "parameters"),

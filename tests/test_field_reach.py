@@ -221,7 +221,8 @@ CHANGES_NOTHING: dict[str, Why] = {
         lambda d, a: _returns_no_extra_cache(a),
     ),
     "finetune.sharding": Why(
-        "ZeRO and FSDP shard over data-parallel ranks: one rank has nothing to shard",
+        "FSDP shards over data-parallel ranks: over one rank gpuplan models it unsharded (DeepSpeed's ZeRO runs its "
+        "optimizer there all the same, and changes the estimate)",
         lambda d, a: a.finetune.setup.data_parallel == 1,
     ),
     "finetune.fsdp_version": Why(

@@ -162,7 +162,7 @@ def test_sharding_and_tensor_parallel_reduce_per_gpu_memory(setup, gpus):
     arch = setup.architecture
     unit = max(arch.largest_layer_params, arch.embedding_params())
     if arch.params / setup.pipeline_parallel >= 8 * unit:
-        zero3 = _model_states(vary(spread, sharding="zero3")).zero_step  # None over one data-parallel rank
+        zero3 = _model_states(vary(spread, sharding="zero3")).zero_step  # None where it steps on the host
         assert z3 <= z2 + bucket + (zero3.partition_gradients if zero3 else 0)
     heads = setup.architecture.heads
     tp_values = [t for t in (1, 2, 4, 8) if heads % t == 0]

@@ -547,6 +547,19 @@ def test_unneeded_sharding_on_one_gpu_names_what_deepspeed_adds_there():
     assert abs(added * 2**30 - (declared - plain)) <= 0.06 * 2**30  # both printed to a tenth
 
 
+def test_a_sharding_an_offload_rests_on_is_not_called_needless():
+    # DeepSpeed and FSDP offload through their sharded optimizers (the Trainer has no optimizer offload without
+    # them), so ZeRO-2 with its optimizer on the host, one GPU, draws no GP302; and ZeRO-1/2 offload no
+    # parameters on any number of GPUs (DeepSpeed reads offload_param at stage 3 alone): GP025, on one GPU too.
+    text = SHARDED_LORA.replace("count: 2", "count: 1") % ("zero2", 1)
+    offloaded = text.replace("  sharding: zero2\n", "  sharding: zero2\n  offload: {optimizer: cpu}\n")
+    assert offloaded != text
+    assert not lint(offloaded, select=("GP302",)).findings
+    parameters = text.replace("  sharding: zero2\n", "  sharding: zero2\n  offload: {parameters: cpu}\n")
+    (conflict,) = lint(parameters, select=("GP025",)).findings
+    assert "offloading parameters needs them sharded (ZeRO-3 or FSDP); sharding is zero2" in conflict.message
+
+
 def test_unneeded_tensor_parallelism_points_at_the_hardware_block():
     (finding,) = lint_sharded("none", 2)
     assert finding.pointer == "/finetune/hardware"

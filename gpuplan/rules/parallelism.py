@@ -129,19 +129,23 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     if f is not None and f.fits:
         tune = f.job
         hardware = tune.hardware
-        if hardware.tensor_parallel * hardware.pipeline_parallel > 1 or tune.sharding != "none":
+        # An offload rests on its sharding (DeepSpeed and FSDP offload through their sharded optimizers, as the
+        # planner keeps it): the plain layout keeps that sharding, and only TP or PP can be needless.
+        offloaded = tune.offload_optimizer != "none" or tune.offload_parameters != "none"
+        kept = tune.sharding if offloaded else "none"
+        if hardware.tensor_parallel * hardware.pipeline_parallel > 1 or tune.sharding != kept:
             planner = ctx.plans.finetune
             assert planner is not None and isinstance(planner.evaluator, FinetunePlanner)
             evaluator = planner.evaluator
             settings = TrainingSettings(
-                tune.checkpointing, tune.fused_loss, "none", tune.micro_batch, tune.gradient_accumulation
+                tune.checkpointing, tune.fused_loss, kept, tune.micro_batch, tune.gradient_accumulation
             )
             plain = Layout(f.gpu, 1, 1, hardware.count, settings=settings)
             if evaluator.memory_sound(plain):
                 needs = evaluator.memory(plain).per_gpu
                 hint = "drop it; it only adds communication"
-                if hardware.count == 1:  # no communication, but DeepSpeed's ZeRO optimizer runs (runs_deepspeed_zero)
-                    hint = "drop it: one GPU shards nothing"
+                if hardware.replicas == 1 and tune.sharding != kept:  # DeepSpeed's ZeRO runs (runs_deepspeed_zero)
+                    hint = f"drop it: {'one GPU' if hardware.count == 1 else 'one data-parallel rank'} shards nothing"
                     if f.memory.per_gpu > needs:
                         hint += (
                             f", and DeepSpeed's ZeRO optimizer adds {format_gib_difference(f.memory.per_gpu, needs)}"
@@ -150,10 +154,10 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
                         )
                 what = [f"tensor_parallel {hardware.tensor_parallel}"] if hardware.tensor_parallel > 1 else []
                 what += [f"pipeline_parallel {hardware.pipeline_parallel}"] if hardware.pipeline_parallel > 1 else []
-                what += [f"sharding {tune.sharding}"] if tune.sharding != "none" else []
+                what += [f"sharding {tune.sharding}"] if tune.sharding != kept else []
                 yield ctx.finding(
                     "GP302",
-                    ("finetune", "sharding" if tune.sharding != "none" else "hardware"),
+                    ("finetune", "sharding" if tune.sharding != kept else "hardware"),
                     f"{' and '.join(what)} is not needed: {'plain data parallelism' if hardware.count > 1 else 'plain training'}"
                     f" on {hardware.count:,} x {f.gpu.id} "
                     f"needs {format_gib(needs)} of {format_gib(f.gpu.usable_bytes)} per GPU",
