@@ -30,9 +30,11 @@ from gpuplan.estimate.training import (
     holds_ddp_buckets,
     reduce_bucket_bytes,
     reduce_buckets,
+    runs_deepspeed_zero,
 )
 from gpuplan.estimate.training_memory import OUTPUTS_HELD
 from gpuplan.estimate.training_speed import TrainingSpeed, gemm_peak
+from gpuplan.estimate.zero_step import FP32_MASTER_BYTES
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import GIB, format_latency_ms
 from gpuplan.validate import load_schema
@@ -87,8 +89,11 @@ def finetune_assumptions(
 ) -> tuple[tuple[str, str], ...]:
     setup = TrainingSetup(spec.model.architecture, job, 2)  # for what QLoRA's base holds (the dtype is unread)
     weight, grad, state, activation, _ = REGIMES[job.precision]
-    if setup.sixteen_bit_working_weights:
+    zero = runs_deepspeed_zero(setup) and not setup.is_adapter  # training_memory._model_states: DeepSpeed's bytes
+    if setup.sixteen_bit_working_weights or zero:
         weight = grad = SHARDED_WEIGHT_BYTES[job.precision]  # fp32 master weights in the optimizer's states
+    if zero:
+        state = FP32_MASTER_BYTES
     regime = f"{job.precision}: weights/grads/states/activations bytes {(weight, grad, state, activation)}"
     preparation = setup.kbit_preparation
     if job.precision == "fp32":
@@ -96,13 +101,23 @@ def finetune_assumptions(
         regime += f"; GEMMs on {units}, {peak / 1e12:,.1f} TFLOPS"
         if not job.tf32:
             regime += " (PyTorch's default matmul precision does not use TF32: finetune.tf32 allows it)"
-    if job.precision in MIXED:
+    if zero:
+        regime += (
+            f"; DeepSpeed {job.sharding}: working weights and gradients in the training dtype, fp32 master weights and"
+            " fp32 optimizer states in its partition whatever the precision"
+        )
+        if setup.uses_autocast:
+            regime += (
+                "; activations with autocast's fp32 residual stream, as the spec states (accelerate runs no autocast"
+                " under DeepSpeed: on the safe side)"
+            )
+    elif job.precision in MIXED:
         if not job.autocast:
             regime += "; no autocast: 16-bit working weights and activations, fp32 master weights in the optimizer"
         elif setup.sixteen_bit_working_weights:
             regime += (
-                f"; {job.sharding}: 16-bit working weights and gradients, fp32 master weights in the optimizer"
-                " (fp32 residual stream under autocast)"
+                f"; {job.sharding} mixed precision: fp32 sharded parameters and gradients, gathered in 16 bits"
+                " (counted as 16-bit working copies beside fp32 master weights: the same bytes)"
             )
         else:
             regime += "; torch.autocast over fp32 weights (fp32 residual stream, cached 16-bit weight copies)"

@@ -178,3 +178,13 @@ def test_zero3_on_one_gpu_steps_in_sub_groups_and_gathers_nothing():
     assert phases["forward"]["gradients"] == 16_060_522_496
     step = phases["optimizer_step"]
     assert (step["gradients"], step["optimizer_step_temporaries"]) == (16_060_522_496, 9_152_019_456)
+
+
+def test_zero_keeps_fp32_master_weights_and_states_under_pure_bf16():
+    # DeepSpeed clones every trainable parameter into its fp32 partition whatever the precision (.clone().float())
+    # and its optimizer steps that partition: pure bf16 under ZeRO-2 holds 4 B of master weights and AdamW's two fp32
+    # moments, 8 B, beside the 2 B working weight: optimizer 12 x 8,030,261,248 = 96,363,134,976 (fused AdamW, no
+    # step temporary), as under bf16-mixed. Unsharded pure bf16 keeps 2 B moments and no master: 4 x 8,030,261,248.
+    zero = _model_states(_full("zero2", gpus=1, precision="bf16"))
+    assert (zero.weights, zero.optimizer) == (16_060_522_496, 96_363_134_976)
+    assert _model_states(_full("none", gpus=1, precision="bf16")).optimizer == 4 * 8_030_261_248

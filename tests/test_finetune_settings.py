@@ -491,10 +491,11 @@ def test_zero3_over_four_gpus():
 
 
 def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
-    # ZeRO-2 over 2 ranks, bf16, SGD with momentum: one 2 B state, 3,408 / 2 = 1,704; gradients 852
-    # elements x 2 B = 1,704. Optimizer offload to NVMe moves the states plus an fp32 gradient copy:
-    # 1,704 + 4 x 852 = 5,112. Parameter offload to the host moves the weights 3,408 and the gradients
-    # 1,704: 5,112. What stays is the streamed layer, 2 x 2 B x 592 = 2,368, and the logits (256) the manual
+    # ZeRO-2 over 2 ranks, bf16, SGD with momentum: DeepSpeed steps its fp32 partition whatever the precision, so
+    # one fp32 state and the fp32 master, 852 elements x (4 + 4) = 6,816; gradients 852 elements x 2 B = 1,704.
+    # Optimizer offload to NVMe moves those plus an fp32 gradient copy: 6,816 + 4 x 852 = 10,224. Parameter offload
+    # to the host moves the weights 3,408 and the gradients 1,704: 5,112. (A spec pairing ZeRO-2 with parameter
+    # offload is GP025, DeepSpeed offloading parameters at stage 3 alone; this pins the estimator's arithmetic.) What stays is the streamed layer, 2 x 2 B x 592 = 2,368, and the logits (256) the manual
     # loop holds, and through backward alone DeepSpeed's gradient bucket, 100 elements x 2 B = 200.
     memory = estimate_training(
         training_setup(
@@ -521,7 +522,7 @@ def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
         },
         "optimizer_step": {"gathered_parameters": 2368, "model_outputs": 256},
     }
-    assert (memory.host, memory.nvme) == (5112, 5112)
+    assert (memory.host, memory.nvme) == (5112, 10224)
 
 
 def test_deepspeed_buckets_by_stage_and_setting():
@@ -1141,23 +1142,25 @@ def test_deepspeed_zero2_and_zero3_do_not_pipeline():
 
 
 def test_the_precision_assumption_states_the_bytes_a_sharded_full_fine_tune_holds():
-    # bf16-mixed under autocast keeps fp32 weights and gradients (4, 4) unsharded; sharded (ZeRO-2 over 2 GPUs, and
-    # ZeRO-2 on one, which DeepSpeed runs all the same) the working weights and gradients are 16-bit beside the
-    # fp32 master weights in the optimizer's states (2, 2): the assumption said "(4, 4, 4, 2); torch.autocast over
-    # fp32 weights" for both. LoRA keeps its own wording whatever the sharding.
+    # bf16-mixed under autocast keeps fp32 weights and gradients (4, 4) unsharded. Under DeepSpeed ZeRO (over 2 GPUs,
+    # and on one, where it runs all the same) the working weights and gradients are 16-bit beside an fp32 master
+    # copy and fp32 states in its partition, whatever the precision (pure bf16 too: its states are fp32), and no
+    # autocast runs (accelerate sets none under DeepSpeed): (2, 2, 4, 2). It said "(4, 4, 4, 2); torch.autocast over
+    # fp32 weights" for all of them, and "(2, 2, 2, 2)" for pure bf16. FSDP's mixed precision keeps fp32 shards.
     plain, _ = run({"precision": "bf16-mixed", "hardware": {"gpu": "h200-sxm", "count": 2}})
     assert plain["assumptions"]["precision"].startswith(
         "bf16-mixed: weights/grads/states/activations bytes (4, 4, 4, 2); torch.autocast over fp32 weights"
     )
-    for count in (1, 2):
-        sharded, _ = run(
-            {"precision": "bf16-mixed", "sharding": "zero2", "hardware": {"gpu": "h200-sxm", "count": count}}
-        )
+    for precision, count in (("bf16-mixed", 1), ("bf16-mixed", 2), ("bf16", 1)):
+        hardware = {"gpu": "h200-sxm", "count": count}
+        sharded, _ = run({"precision": precision, "sharding": "zero2", "hardware": hardware})
         assert sharded["assumptions"]["precision"].startswith(
-            "bf16-mixed: weights/grads/states/activations bytes (2, 2, 4, 2); zero2: 16-bit working weights and "
-            "gradients, fp32 master weights in the optimizer"
-        ), count
+            f"{precision}: weights/grads/states/activations bytes (2, 2, 4, 2); DeepSpeed zero2: working weights and "
+            "gradients in the training dtype, fp32 master weights and fp32 optimizer states in its partition"
+        ), (precision, count)
+    fsdp, _ = run({"precision": "bf16-mixed", "sharding": "fsdp", "hardware": {"gpu": "h200-sxm", "count": 2}})
+    assert "fsdp mixed precision: fp32 sharded parameters and gradients" in fsdp["assumptions"]["precision"]
     lora, _ = run(
-        {"method": "lora", "precision": "bf16-mixed", "sharding": "zero2", "hardware": {"gpu": "h200-sxm", "count": 2}}
+        {"method": "lora", "precision": "bf16-mixed", "sharding": "fsdp", "hardware": {"gpu": "h200-sxm", "count": 2}}
     )
     assert "torch.autocast over fp32 weights" in lora["assumptions"]["precision"]

@@ -151,9 +151,13 @@ def test_sharding_and_tensor_parallel_reduce_per_gpu_memory(setup, gpus):
     bucket = reduce_bucket_bytes(vary(spread, sharding="zero1"))
     # Over one data-parallel rank (pipeline stages take every GPU) ZeRO-1/2 shard nothing and add DeepSpeed's step
     # copies (test_deepspeed_zero_step.py::test_zero2_on_one_gpu_runs_deepspeeds_optimizer_whatever_it_shards):
-    # what sharding saves is compared over several ranks.
+    # what sharding saves is compared over several ranks. Under pure bf16 DeepSpeed steps an fp32 partition (fp32
+    # master weights and states, where plain bf16 keeps 16-bit states and no master: ...keeps_fp32_master_weights...),
+    # which a few ranks do not repay: ZeRO-1 is compared with plain training where the states are alike.
     if spread.data_parallel > 1:
-        assert z2 <= z1 <= none + bucket
+        assert z2 <= z1
+        if setup.job.precision != "bf16":
+            assert z1 <= none + bucket
     # ZeRO-3 adds the gathered current and prefetched units and one unit's gradient (3 units: a layer, or
     # the embedding when that is larger), and keeps its gradient partition through the optimizer step where
     # ZeRO-2 releases it before the update (zero_step): it only pays off once a stage holds far more than

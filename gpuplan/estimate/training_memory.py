@@ -40,7 +40,7 @@ from gpuplan.estimate.training import (
     trainable_params,
 )
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
-from gpuplan.estimate.zero_step import ZeroStep, held_partition, optimizer_order, zero_step
+from gpuplan.estimate.zero_step import FP32_MASTER_BYTES, ZeroStep, held_partition, optimizer_order, zero_step
 from gpuplan.records import evolve, record
 from gpuplan.spec import Finetune
 
@@ -163,6 +163,11 @@ def _model_states(setup: TrainingSetup) -> _States:
         if setup.sixteen_bit_working_weights or sharding != "none":
             weight_b = grad_b = SHARDED_WEIGHT_BYTES[setup.job.precision]
             master = 4 * trainable_local if setup.job.precision in MIXED else 0.0
+            if runs_deepspeed_zero(setup):
+                # DeepSpeed's ZeRO keeps an fp32 partition of every trainable parameter whatever the precision
+                # (stage_1_and_2.py, stage3.py: ``.clone().float()``), and its optimizer steps that partition:
+                # fp32 master weights and fp32 states under pure bf16 and fp32 training too.
+                master, state_b = FP32_MASTER_BYTES * trainable_local, FP32_MASTER_BYTES
         weights = local_all * weight_b
         tied_head = arch.vocab * arch.hidden if arch.tie_embeddings else 0
         linears = arch.linear_params() + arch.lm_head_params() + tied_head
