@@ -707,9 +707,10 @@ ZERO_STAGES = ("zero1", "zero2", "zero3")
 def runs_deepspeed_zero(setup: TrainingSetup) -> bool:
     """Whether DeepSpeed's ZeRO optimizer runs the job: a ZeRO stage, not Megatron's (its zero1 is its
     distributed optimizer), on any number of data-parallel ranks. DeepSpeed builds its ZeRO optimizer whatever
-    the world size (stage_1_and_2.py and stage3.py: ``partition_count = dist.get_world_size(...)``, 1 on one
-    rank), so one GPU carries its 16-bit flat copy of the model, its fp32 partition (the whole model), the
-    gradient buckets and the step's flat copies (ZeRO-3 also its gradient buffer), beside nothing sharded. ZeRO-3
+    the world size (stage_1_and_2.py: ``dp_size = dist.get_world_size(...)``, ``partition_count = [dp_size ...]``;
+    stage3.py: ``partition_count = dist.get_world_size(...)``; 1 on one rank), so one GPU carries its 16-bit flat
+    copy of the model, its fp32 partition (the whole model), the gradient buckets and the step's flat copies
+    (ZeRO-3 also its gradient buffer), beside nothing sharded. ZeRO-3
     gathers nothing there: a partition of one is the whole parameter (partition_parameters.py
     all_gather_coalesced: ``if self.num_partitions == 1: return _no_gather_coalesced(params)``, which points the
     parameter at its partition), so no unit is gathered unless its parameters are offloaded."""
