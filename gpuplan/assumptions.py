@@ -24,9 +24,9 @@ from gpuplan.estimate.speculative import rounds_note
 from gpuplan.estimate.training import (
     MIXED,
     REGIMES,
-    SHARDED_WEIGHT_BYTES,
     TrainingSetup,
     bucket_lifetime,
+    full_state_bytes,
     holds_ddp_buckets,
     reduce_bucket_bytes,
     reduce_buckets,
@@ -34,7 +34,6 @@ from gpuplan.estimate.training import (
 )
 from gpuplan.estimate.training_memory import OUTPUTS_HELD
 from gpuplan.estimate.training_speed import TrainingSpeed, gemm_peak
-from gpuplan.estimate.zero_step import FP32_MASTER_BYTES
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
 from gpuplan.units import GIB, format_latency_ms
 from gpuplan.validate import load_schema
@@ -89,11 +88,9 @@ def finetune_assumptions(
 ) -> tuple[tuple[str, str], ...]:
     setup = TrainingSetup(spec.model.architecture, job, 2)  # for what QLoRA's base holds (the dtype is unread)
     weight, grad, state, activation, _ = REGIMES[job.precision]
-    zero = runs_deepspeed_zero(setup) and not setup.is_adapter  # training_memory._model_states: DeepSpeed's bytes
-    if setup.sixteen_bit_working_weights or zero:
-        weight = grad = SHARDED_WEIGHT_BYTES[job.precision]  # fp32 master weights in the optimizer's states
-    if zero:
-        state = FP32_MASTER_BYTES
+    if not setup.is_adapter:  # a full fine-tune's bytes as the memory model counts them (fp32 master in states)
+        weight, grad, state, _ = full_state_bytes(setup)
+    zero = runs_deepspeed_zero(setup) and not setup.is_adapter
     regime = f"{job.precision}: weights/grads/states/activations bytes {(weight, grad, state, activation)}"
     preparation = setup.kbit_preparation
     if job.precision == "fp32":

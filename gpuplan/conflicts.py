@@ -51,6 +51,12 @@ def runs_pipeline(sharding: str, pipeline_parallel: int) -> bool:
     return pipeline_parallel == 1 or sharding in PIPELINE_SHARDINGS
 
 
+def offload_rests_on_sharding(job: Finetune) -> bool:
+    """Whether the job offloads through its sharding: DeepSpeed and FSDP offload through their sharded optimizers
+    (the Hugging Face Trainer offloads nothing without them), so a plain layout keeps the declared sharding."""
+    return job.offload_optimizer != "none" or job.offload_parameters != "none"
+
+
 def runs_tensor_parallel(method: str, framework: str) -> bool:
     """Whether the training stack of ``framework`` runs ``method`` with tensor parallelism above 1."""
     return not (method == "qlora" and framework == "megatron")

@@ -702,6 +702,26 @@ def optimizer_state_bytes(setup: TrainingSetup, trainable: float, state_bytes: i
 # -- the data-parallel gradient buckets ---------------------------------------------------------
 
 ZERO_STAGES = ("zero1", "zero2", "zero3")
+# DeepSpeed keeps the partition's master weights in fp32 whatever the training dtype
+# (stage_1_and_2.py / stage3.py: ``.clone().float().detach()`` of each 16-bit partition).
+FP32_MASTER_BYTES = 4
+
+
+def full_state_bytes(setup: TrainingSetup) -> tuple[int, int, int, int]:
+    """Bytes per trainable parameter of a full fine-tune as it runs: (weights, gradients, each optimizer state,
+    fp32 master weights). The precision's regime (REGIMES); 16-bit working weights and gradients where
+    ``sixteen_bit_working_weights`` or sharded, with fp32 master weights under mixed precision; under DeepSpeed
+    ZeRO an fp32 master and fp32 states whatever the precision, its optimizer stepping the fp32 partition it
+    clones (``FP32_MASTER_BYTES``)."""
+    precision = setup.job.precision
+    weight, gradient, state, _, _ = REGIMES[precision]
+    master = 0
+    if setup.sixteen_bit_working_weights or setup.running_sharding != "none":
+        weight = gradient = SHARDED_WEIGHT_BYTES[precision]
+        master = 4 if precision in MIXED else 0
+        if runs_deepspeed_zero(setup):
+            master = state = FP32_MASTER_BYTES
+    return weight, gradient, state, master
 
 
 def runs_deepspeed_zero(setup: TrainingSetup) -> bool:

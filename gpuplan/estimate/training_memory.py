@@ -23,6 +23,7 @@ from gpuplan.estimate.training import (
     TrainingSetup,
     adapted_shapes,
     bucket_lifetime,
+    full_state_bytes,
     holds_ddp_buckets,
     input_widths,
     largest_layer_activation_bytes_per_token,
@@ -40,7 +41,7 @@ from gpuplan.estimate.training import (
     trainable_params,
 )
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
-from gpuplan.estimate.zero_step import FP32_MASTER_BYTES, ZeroStep, held_partition, optimizer_order, zero_step
+from gpuplan.estimate.zero_step import ZeroStep, held_partition, optimizer_order, zero_step
 from gpuplan.records import evolve, record
 from gpuplan.spec import Finetune
 
@@ -160,14 +161,8 @@ def _model_states(setup: TrainingSetup) -> _States:
         largest_param = max(arch.hidden, arch.intermediate) * setup.job.lora_rank / setup.tensor_parallel
     else:
         trainable_local = local_all
-        if setup.sixteen_bit_working_weights or sharding != "none":
-            weight_b = grad_b = SHARDED_WEIGHT_BYTES[setup.job.precision]
-            master = 4 * trainable_local if setup.job.precision in MIXED else 0.0
-            if runs_deepspeed_zero(setup):
-                # DeepSpeed's ZeRO keeps an fp32 partition of every trainable parameter whatever the precision
-                # (stage_1_and_2.py, stage3.py: ``.clone().float()``), and its optimizer steps that partition:
-                # fp32 master weights and fp32 states under pure bf16 and fp32 training too.
-                master, state_b = FP32_MASTER_BYTES * trainable_local, FP32_MASTER_BYTES
+        weight_b, grad_b, state_b, master_b = full_state_bytes(setup)
+        master = master_b * trainable_local
         weights = local_all * weight_b
         tied_head = arch.vocab * arch.hidden if arch.tie_embeddings else 0
         linears = arch.linear_params() + arch.lm_head_params() + tied_head
@@ -353,7 +348,7 @@ def _model_states(setup: TrainingSetup) -> _States:
     zero = None
     if runs_deepspeed_zero(setup) and setup.job.offload_optimizer == "none" and not setup.job.optimizer_in_backward:
         # ZeRO-3 partitions each parameter: the norm's largest copy is one parameter's partition (the fp32 cast of
-        # the flattened gradients: zero_step.FP32_MASTER_BYTES).
+        # the flattened gradients: training.FP32_MASTER_BYTES).
         largest = largest_param / n if sharding == "zero3" else largest_param
         held = (
             held_partition(optimizer_order(setup), n) if sharding != "zero3" and partition < trainable_local else None

@@ -41,7 +41,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gpuplan.estimate.training import stage_edges
+from gpuplan.estimate.training import FP32_MASTER_BYTES, stage_edges
 from gpuplan.estimate.training_step import wrapped_unit_elements
 from gpuplan.records import record
 
@@ -51,9 +51,6 @@ if TYPE_CHECKING:
 # zero_optimization.sub_group_size's default (deepspeed/runtime/zero/config.py: Field(pp_int(1e9))).
 SUB_GROUP_ELEMENTS = 10**9
 FP64_BYTES = 8
-# DeepSpeed keeps the partition's master weights in fp32 whatever the training dtype
-# (stage_1_and_2.py / stage3.py: ``.clone().float().detach()`` of each 16-bit partition).
-FP32_MASTER_BYTES = 4
 # ZeRO-1/2's fp16 overflow check of one gradient, bytes an element (_has_inf_or_nan): an fp32 copy, three bool
 # tensors and the union's fp32 copy, as the module docstring lists them.
 OVERFLOW_CHECK_PARTS = (4, 1, 1, 1, 4)

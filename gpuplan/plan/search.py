@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 from gpuplan.catalog import Gpu, Price
-from gpuplan.conflicts import engine_refusal, runs_sharding, runs_tensor_parallel
+from gpuplan.conflicts import engine_refusal, offload_rests_on_sharding, runs_sharding, runs_tensor_parallel
 from gpuplan.plan.evaluate import Option, ServePlanner
 from gpuplan.plan.finetune_planner import FinetunePlanner
 from gpuplan.plan.materiality import Materiality
@@ -366,10 +366,10 @@ class JobPlanner:
         declared = evaluator.declared_settings()
         fused_choices = sorted({declared.fused_loss, True}, key=lambda value: value != declared.fused_loss)
         tune = evaluator.spec.finetune
-        offloaded = tune is not None and (tune.offload_optimizer != "none" or tune.offload_parameters != "none")
+        offloaded = tune is not None and offload_rests_on_sharding(tune)
         if data_parallel == 1 and declared.sharding != "none" and not offloaded:
             # Nothing to shard over: the paste drops the sharding (GP302 would call it needless), unless an
-            # offload rests on it (DeepSpeed and FSDP offload through their sharded optimizers).
+            # offload rests on it.
             sharding_choices = ["none"]
         elif data_parallel == 1:
             sharding_choices = [declared.sharding]

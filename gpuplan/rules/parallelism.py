@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gpuplan.analysis import ServeEstimate
+from gpuplan.analysis import FinetuneEstimate, ServeEstimate
+from gpuplan.conflicts import offload_rests_on_sharding
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import cost_text, paste_line, summary
 from gpuplan.plan.evaluate import ServePlanner
@@ -127,42 +128,44 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         yield from _serve_parallelism_not_needed(ctx)
     f = ctx.analysis.finetune
     if f is not None and f.fits:
-        tune = f.job
-        hardware = tune.hardware
-        # An offload rests on its sharding (DeepSpeed and FSDP offload through their sharded optimizers, as the
-        # planner keeps it): the plain layout keeps that sharding, and only TP or PP can be needless.
-        offloaded = tune.offload_optimizer != "none" or tune.offload_parameters != "none"
-        kept = tune.sharding if offloaded else "none"
-        if hardware.tensor_parallel * hardware.pipeline_parallel > 1 or tune.sharding != kept:
-            planner = ctx.plans.finetune
-            assert planner is not None and isinstance(planner.evaluator, FinetunePlanner)
-            evaluator = planner.evaluator
-            settings = TrainingSettings(
-                tune.checkpointing, tune.fused_loss, kept, tune.micro_batch, tune.gradient_accumulation
+        yield from _finetune_parallelism_not_needed(ctx, f)
+
+
+def _finetune_parallelism_not_needed(ctx: RuleContext, f: FinetuneEstimate) -> Iterator[Finding]:
+    """The declared TP, PP or sharding against plain training on the same GPUs; a sharding an offload rests on is
+    kept in the plain layout (as the planner keeps it), so then only TP or PP can be needless."""
+    tune = f.job
+    hardware = tune.hardware
+    kept = tune.sharding if offload_rests_on_sharding(tune) else "none"
+    what = [f"tensor_parallel {hardware.tensor_parallel}"] if hardware.tensor_parallel > 1 else []
+    what += [f"pipeline_parallel {hardware.pipeline_parallel}"] if hardware.pipeline_parallel > 1 else []
+    what += [f"sharding {tune.sharding}"] if tune.sharding != kept else []
+    if not what:
+        return
+    planner = ctx.plans.finetune
+    assert planner is not None and isinstance(planner.evaluator, FinetunePlanner)
+    evaluator = planner.evaluator
+    settings = TrainingSettings(tune.checkpointing, tune.fused_loss, kept, tune.micro_batch, tune.gradient_accumulation)
+    plain = Layout(f.gpu, 1, 1, hardware.count, settings=settings)
+    if not evaluator.memory_sound(plain):
+        return
+    needs = evaluator.memory(plain).per_gpu
+    hint = "drop it; it only adds communication"
+    if hardware.replicas == 1 and tune.sharding != kept:  # nothing to shard over, yet DeepSpeed's ZeRO runs
+        hint = f"drop it: {'one GPU' if hardware.count == 1 else 'one data-parallel rank'} shards nothing"
+        if f.memory.per_gpu > needs:
+            hint += (
+                f", and DeepSpeed's ZeRO optimizer adds {format_gib_difference(f.memory.per_gpu, needs)} per GPU"
+                " (its gradient buckets, the step's flat copies and the blocks the allocator caches of them)"
             )
-            plain = Layout(f.gpu, 1, 1, hardware.count, settings=settings)
-            if evaluator.memory_sound(plain):
-                needs = evaluator.memory(plain).per_gpu
-                hint = "drop it; it only adds communication"
-                if hardware.replicas == 1 and tune.sharding != kept:  # DeepSpeed's ZeRO runs (runs_deepspeed_zero)
-                    hint = f"drop it: {'one GPU' if hardware.count == 1 else 'one data-parallel rank'} shards nothing"
-                    if f.memory.per_gpu > needs:
-                        hint += (
-                            f", and DeepSpeed's ZeRO optimizer adds {format_gib_difference(f.memory.per_gpu, needs)}"
-                            " per GPU (its gradient buckets, the step's flat copies and the blocks the allocator"
-                            " caches of them)"
-                        )
-                what = [f"tensor_parallel {hardware.tensor_parallel}"] if hardware.tensor_parallel > 1 else []
-                what += [f"pipeline_parallel {hardware.pipeline_parallel}"] if hardware.pipeline_parallel > 1 else []
-                what += [f"sharding {tune.sharding}"] if tune.sharding != kept else []
-                yield ctx.finding(
-                    "GP302",
-                    ("finetune", "sharding" if tune.sharding != kept else "hardware"),
-                    f"{' and '.join(what)} is not needed: {'plain data parallelism' if hardware.count > 1 else 'plain training'}"
-                    f" on {hardware.count:,} x {f.gpu.id} "
-                    f"needs {format_gib(needs)} of {format_gib(f.gpu.usable_bytes)} per GPU",
-                    hint,
-                )
+    plain_words = "plain data parallelism" if hardware.count > 1 else "plain training"
+    yield ctx.finding(
+        "GP302",
+        ("finetune", "sharding" if tune.sharding != kept else "hardware"),
+        f"{' and '.join(what)} is not needed: {plain_words} on {hardware.count:,} x {f.gpu.id} needs "
+        f"{format_gib(needs)} of {format_gib(f.gpu.usable_bytes)} per GPU",
+        hint,
+    )
 
 
 def _serve_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
