@@ -652,9 +652,9 @@ class ServePlanner(Evaluator):
                 edge = (
                     f" at the slow edge (x {factor:.2f}, {self.limits.confidence:.0%} confidence)" if factor > 1 else ""
                 )
+                latency = format_latency_ms(metric, missed[0] / 1000)
                 checks[f"{metric}_slo"] = (
-                    f"{statistic}{metric.upper()} {format_latency_ms(metric, missed[0] / 1000)} ms{edge} exceeds the SLO"
-                    f" of {missed[1]:,.0f} ms"
+                    f"{statistic}{metric.upper()} {latency} ms{edge} exceeds the SLO of {missed[1]:,.0f} ms"
                 )
         meets, reasons = judged("serve", checks)
         return Option(

@@ -193,7 +193,8 @@ class FinetunePlanner(Evaluator):
         assert layout.settings is not None
         if not runs_pipeline(layout.settings.sharding, layout.pipeline_parallel):
             checks["pipeline_parallel"] = (
-                f"{layout.settings.sharding} does not run with pipeline parallelism (DeepSpeed's pipeline engine takes ZeRO-1 alone)"
+                f"{layout.settings.sharding} does not run with pipeline parallelism"
+                " (DeepSpeed's pipeline engine takes ZeRO-1 alone)"
             )
         if per_gpu > usable:
             checks["memory"] = f"needs {format_gib(per_gpu)} per GPU; {layout.gpu.id} has {format_gib(usable)} usable"

@@ -284,8 +284,8 @@ def change_lines(memo: Memo) -> list[str]:
         if job.changed:
             lines.append(
                 f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} instead of "
-                f"{short_layout(job.plan.declared)}{_settings_changed(job)}, at {_cost_per(job, job.funded.cost, currency)}"
-                + _budget_raise(job, currency)
+                f"{short_layout(job.plan.declared)}{_settings_changed(job)}, "
+                f"at {_cost_per(job, job.funded.cost, currency)}" + _budget_raise(job, currency)
             )
     lines += [CODES[finding.code].summary.rstrip(".") for finding in findings_left(memo)]
     return lines
