@@ -689,7 +689,10 @@ def test_deepspeed_buckets_map_one_large_segment():
     # overlap_comm's second bucket, a tensor of its own, is cut from the 16 MiB the first left of its segment
     # (more than kSmallSize: should_split). ZeRO-1 under accumulation keeps a micro-batch's bucket through the next
     # forward, until the next backward drops it and takes another. Either way the live peak rises by the buckets
-    # (the backward's peak is the step's here) and the reserved bytes by the one segment.
+    # (the backward's peak is the step's here) and the reserved bytes by the one segment. Without a bucket ZeRO-2's
+    # first reduce comes at once (zero_step.layers_before_first_reduce), with this one only at the epilogue: its
+    # gradient buffer (the partition's few KiB) is live from backward's start in the run without, so there the
+    # live peaks differ by the buckets less at most that buffer.
     base = training_setup(architecture=TINY, precision="bf16-mixed", seq_len=4, gpus=2)
 
     def run(**changes: object) -> tuple[int, int]:
@@ -701,7 +704,10 @@ def test_deepspeed_buckets_map_one_large_segment():
         changes = {"sharding": sharding, "overlap_comm": overlap, "gradient_accumulation": accumulation}
         live, reserved = run(**changes, reduce_bucket_size=2**21)
         live_without, reserved_without = run(**changes, reduce_bucket_size=0)
-        assert (live - live_without, reserved - reserved_without) == (4 * MIB * buckets, 20 * MIB), sharding
+        assert reserved - reserved_without == 20 * MIB, sharding
+        zero = training_memory._model_states(vary(base, **changes)).zero_step
+        earlier_buffer = zero.partition_gradients if sharding == "zero2" else 0
+        assert 4 * MIB * buckets - earlier_buffer <= live - live_without <= 4 * MIB * buckets, sharding
 
 
 def test_broadcast_buckets_close_at_250_mib_as_compute_bucket_assignment_by_size_does():

@@ -11,7 +11,7 @@ from training_jobs import training_setup, vary
 
 from gpuplan.catalog import get_model
 from gpuplan.estimate.training_memory import _model_states, estimate_training
-from gpuplan.estimate.zero_step import held_partition, zero_step
+from gpuplan.estimate.zero_step import held_partition, layers_before_first_reduce, zero_step
 
 PARTITION = 1_003_782_656
 EMBEDDING = 525_336_576
@@ -45,6 +45,34 @@ def test_zero2_flattens_the_partition_and_casts_it_to_fp32_beside_its_16_bit_gra
     )
     step = estimate_training(_full("zero2"), 0).phases["optimizer_step"]
     assert (step["gradients"], step["optimizer_step_temporaries"]) == (2_181_120_000, 6_022_695_936)
+
+
+def test_zero2s_first_bucket_reduce_comes_once_the_gradients_overflow_the_bucket():
+    # Llama 3.1 8B: the untied LM head's 525,336,576 gradient elements alone overflow DeepSpeed's default bucket
+    # of 500,000,000, so the reduce at the next parameter (the final norm) allocates the buffer before any layer.
+    assert layers_before_first_reduce(EMBEDDING, 218_112_000, 32, 500_000_000) == 0
+    # Llama 3.2 1B ties its head (no gradient until the embedding's backward): layers of 973,144,064 / 16 =
+    # 60,821,504 elements, 8 of them 486,572,032 <= 500,000,000, the ninth's overflows: 8 layers run before.
+    assert layers_before_first_reduce(0, 60_821_504, 16, 500_000_000) == 8
+    # A bucket larger than every gradient is reduced at the epilogue alone: all 16 layers run first.
+    assert layers_before_first_reduce(0, 60_821_504, 16, 10**10) == 16
+    # The Hugging Face Trainer's "auto" bucket, hidden_size squared (16,777,216 for the 8B): at once.
+    assert _model_states(_full("zero2")).zero_step.buffer_after_layers == 0
+
+
+def test_zero2_holds_its_whole_gradient_buffer_from_the_first_reduce_and_two_under_accumulation():
+    # Full checkpointing and 256 tokens keep the activations small, so backward peaks at its last layer, where the
+    # buffer the first reduce allocated holds the worst rank's whole partition, 2 x 1,090,560,000 = 2,181,120,000
+    # bytes (not the head's and one layer's share made so far). Under accumulation the first micro-batch's buffer
+    # stays while the second's is allocated at its own first reduce: 2 x 2,181,120,000 = 4,362,240,000.
+    small = {"seq_len": 256, "checkpointing": True}
+    for accumulation, gradients in ((1, 2 * HELD), (2, 4 * HELD)):
+        backward = estimate_training(_full("zero2", gradient_accumulation=accumulation, **small), 0).phases["backward"]
+        assert backward["gradients"] == gradients, accumulation
+        assert backward["temporaries"] < 10**8  # a layer's backward, not the loss's
+    # The step still holds one buffer: the second is added to the first and freed at its epilogue.
+    step = estimate_training(_full("zero2", gradient_accumulation=2, **small), 0).phases["optimizer_step"]
+    assert step["gradients"] == 2 * HELD
 
 
 def test_a_rank_keeps_the_whole_gradient_of_every_parameter_its_partition_touches():

@@ -1111,13 +1111,13 @@ def test_the_gradients_made_by_backwards_last_and_first_layers_follow_the_gpus_p
     # before the first: (592 + 256) / 1,448 and (1,448 - 592) / 1,448. Two stages: the most loaded GPU holds a
     # layer and the head and final norm (264 > the embedding's 256): 856 parameters, (592 + 256) / 856 at the
     # last layer, (856 - 592) / 856 before the first (no embedding on this stage).
-    from gpuplan.estimate.training_memory import _gradient_shares
+    from gpuplan.estimate.training import gradient_shares
 
-    assert _gradient_shares(bf16()) == pytest.approx((848 / 1704, 856 / 1704), rel=1e-12)
+    assert gradient_shares(bf16()) == pytest.approx((848 / 1704, 856 / 1704), rel=1e-12)
     tied = dataclasses.replace(TINY, tie_embeddings=True)
-    assert _gradient_shares(bf16(architecture=tied)) == pytest.approx((848 / 1448, 856 / 1448), rel=1e-12)
+    assert gradient_shares(bf16(architecture=tied)) == pytest.approx((848 / 1448, 856 / 1448), rel=1e-12)
     two = bf16(pipeline_parallel=2, gpus=2)
-    assert _gradient_shares(two) == pytest.approx((848 / 856, 264 / 856), rel=1e-12)
+    assert gradient_shares(two) == pytest.approx((848 / 856, 264 / 856), rel=1e-12)
 
 
 def test_deepspeed_zero2_and_zero3_do_not_pipeline():

@@ -348,6 +348,22 @@ def local_params(setup: TrainingSetup) -> float:
     return layers + (first + last) / setup.tensor_parallel
 
 
+def gradient_shares(setup: TrainingSetup) -> tuple[float, float]:
+    """Of this GPU's gradients (``local_params``): the share made when its last layer's backward runs, the
+    first decoder layer backward runs (that layer's, and the LM head's where the GPU holds it: a tied head's
+    gradient waits in the shared weight's input buffer until the embedding's backward adds its own), and the
+    share made before its first layer's (all but that layer's and an untied embedding's)."""
+    arch, tp = setup.architecture, setup.tensor_parallel
+    holds_embedding, holds_head = stage_edges(setup)
+    one_stage = setup.pipeline_parallel == 1
+    head = arch.lm_head_params() or (arch.embedding_params() if arch.tie_embeddings and one_stage else 0)
+    local = local_params(setup)
+    at_last = (arch.layer_params(arch.layers - 1) + (head if holds_head else 0)) / tp / local
+    embedding = arch.embedding_params() if holds_embedding and not arch.tie_embeddings else 0
+    before_first = 1 - (arch.layer_params(0) + embedding) / tp / local
+    return min(1.0, at_last), max(0.0, before_first)
+
+
 # -- activations --------------------------------------------------------------------------------
 
 

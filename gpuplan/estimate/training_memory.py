@@ -24,6 +24,7 @@ from gpuplan.estimate.training import (
     adapted_shapes,
     bucket_lifetime,
     full_state_bytes,
+    gradient_shares,
     holds_ddp_buckets,
     input_widths,
     largest_layer_activation_bytes_per_token,
@@ -36,12 +37,17 @@ from gpuplan.estimate.training import (
     reduce_buckets,
     runs_deepspeed_zero,
     selective_layer_bytes_per_token,
-    stage_edges,
     stage_fraction,
     trainable_params,
 )
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
-from gpuplan.estimate.zero_step import ZeroStep, held_partition, optimizer_order, zero_step
+from gpuplan.estimate.zero_step import (
+    ZeroStep,
+    held_partition,
+    optimizer_order,
+    zero2_first_reduce,
+    zero_step,
+)
 from gpuplan.records import evolve, record
 from gpuplan.spec import Finetune
 
@@ -353,7 +359,9 @@ def _model_states(setup: TrainingSetup) -> _States:
         held = (
             held_partition(optimizer_order(setup), n) if sharding != "zero3" and partition < trainable_local else None
         )
-        zero = zero_step(sharding, partition, grad_b, largest, fp16=setup.job.precision == "fp16-mixed", held=held)
+        first_reduce = zero2_first_reduce(setup, trainable_local) if sharding == "zero2" else None
+        fp16 = setup.job.precision == "fp16-mixed"
+        zero = zero_step(sharding, partition, grad_b, largest, fp16=fp16, held=held, buffer_after_layers=first_reduce)
         if sharding == "zero2":  # its gradient buffer holds whole parameters (held_partition) from backward on
             grads = zero.partition_gradients
         if sharding == "zero3":
@@ -654,7 +662,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     zero = states.zero_step
     # Gradients persist across micro-batches; ZeRO-3's live in a buffer allocated as its optimizer initialises.
     accumulating = grads if setup.job.gradient_accumulation > 1 or (zero and zero.keeps_gradients) else 0.0
-    made_at_last, made_by_first = _gradient_shares(setup)
+    made_at_last, made_by_first = gradient_shares(setup)
     if setup.is_adapter or setup.job.optimizer_in_backward:
         # One parameter's at a time where each is stepped as it completes; the adapters' are small: all of
         # them (largest_gradient), the bound, at either moment.
@@ -662,6 +670,16 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     else:
         grads_at_last_layer = grads * made_at_last
         grads_before_first_layer = grads * made_by_first
+    # DeepSpeed ZeRO-2 keeps the partition's gradients in a buffer that a backward's first bucket reduce
+    # allocates whole (zero_step.layers_before_first_reduce), one a micro-batch: under accumulation the first's
+    # stays (averaged_gradients holds views of it) while a later backward allocates its own, added to the
+    # first's at that backward's epilogue and then freed (independent_gradient_partition_epilogue).
+    buffer_from = zero.buffer_after_layers if zero else None
+    buffered = accumulating + grads if buffer_from is not None else 0.0
+    if buffer_from is not None and buffer_from == 0:
+        grads_at_last_layer = buffered
+    if buffer_from is not None and buffer_from < math.ceil(arch.layers / setup.pipeline_parallel):
+        grads_before_first_layer = buffered
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer}
     # The gradient buckets in every phase, through backward, or through backward and the forward after it
@@ -734,12 +752,14 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     # (stage_1_and_2.py copy_grads_in_partition, contiguous_gradients), beside every gradient until the
     # epilogue drops them (zero_step).
     partition_copy = zero.partition_gradients if zero and zero.stage == "zero1" else 0.0
+    end_gradients = (states.largest_gradient if setup.job.optimizer_in_backward else grads) + states.saved_grad_shards
+    end_gradients = (
+        buffered or end_gradients + partition_copy
+    )  # ZeRO-2: a later micro-batch's buffer beside the first's
     end = {
         **fixed,
         "gathered_parameters": states.gathered_end,
-        "gradients": (states.largest_gradient if setup.job.optimizer_in_backward else grads)
-        + states.saved_grad_shards
-        + partition_copy,
+        "gradients": end_gradients,
         "model_outputs": outputs,
         **backward_buckets,
     }
@@ -776,19 +796,3 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:
     return {name: math.ceil(value) for name, value in parts.items() if value}
-
-
-def _gradient_shares(setup: TrainingSetup) -> tuple[float, float]:
-    """Of this GPU's gradients (``local_params``): the share made when its last layer's backward runs, the
-    first decoder layer backward runs (that layer's, and the LM head's where the GPU holds it: a tied head's
-    gradient waits in the shared weight's input buffer until the embedding's backward adds its own), and the
-    share made before its first layer's (all but that layer's and an untied embedding's)."""
-    arch, tp = setup.architecture, setup.tensor_parallel
-    holds_embedding, holds_head = stage_edges(setup)
-    one_stage = setup.pipeline_parallel == 1
-    head = arch.lm_head_params() or (arch.embedding_params() if arch.tie_embeddings and one_stage else 0)
-    local = local_params(setup)
-    at_last = (arch.layer_params(arch.layers - 1) + (head if holds_head else 0)) / tp / local
-    embedding = arch.embedding_params() if holds_embedding and not arch.tie_embeddings else 0
-    before_first = 1 - (arch.layer_params(0) + embedding) / tp / local
-    return min(1.0, at_last), max(0.0, before_first)

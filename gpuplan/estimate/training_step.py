@@ -386,6 +386,12 @@ class SimulatedStep:
         self.gradient_buffer = states.gradients if states.zero_step and states.zero_step.keeps_gradients else 0.0
         if self.gradient_buffer:
             self.grads = self.embedding_grad = self.head_grad = Tensors((), 0)
+        # DeepSpeed ZeRO-2 copies each gradient autograd makes into its bucket and frees it (contiguous_gradients:
+        # ``grad_reduc.data = new_grad_tensor.data``), in every micro-batch; the first reduce allocates its buffer
+        # whole, a backward's own (zero_step.layers_before_first_reduce).
+        zero = states.zero_step
+        self.buffer_after_layers = zero.buffer_after_layers if zero is not None else None
+        self.buffer_bytes = zero.partition_gradients if zero is not None else 0.0
         gathering = states.gathering
         self.units = _Units(self.cache, gathering) if gathering is not None else None
         if gathering is not None:
@@ -397,7 +403,7 @@ class SimulatedStep:
             self.unit_gradient = gathering.unit_gradient
         if arch.tie_embeddings:
             # A tied LM head's gradient of the shared weight is made at the loss and waits in its input buffer
-            # for the embedding's backward, which adds to it (training_memory._gradient_shares): the shared
+            # for the embedding's backward, which adds to it (training.gradient_shares): the shared
             # weight's gradient is taken as the head's, none at the embedding.
             self.embedding_grad, self.head_grad = self.head_grad, self.embedding_grad
             if gathering is not None:
@@ -553,7 +559,10 @@ class SimulatedStep:
 
         kept = cache.repeat(forward, [None] * self.layers)
         loss = self._loss()
-        grads = [take(self.head_grad)] if first else []
+        copied = self.buffer_after_layers is not None  # ZeRO-2: each gradient copied into the bucket and freed
+        if copied:
+            cycle(self.head_grad)
+        grads = [take(self.head_grad)] if first and not copied else []
         self._give(*loss)
 
         recompute, backward_transients, layer_grads = self.recompute, self.backward_transients, self.grads
@@ -564,7 +573,9 @@ class SimulatedStep:
             # the blocks this one frees.
             again = take(recompute)
             cycle(backward_transients)
-            taken = take(layer_grads) if first else EMPTY
+            if copied:
+                cycle(layer_grads)
+            taken = take(layer_grads) if first and not copied else EMPTY
             give(again)
             give(held[0])
             give(held[1])
@@ -573,9 +584,22 @@ class SimulatedStep:
                 return EMPTY
             return taken
 
-        grads += cache.repeat(backward, kept[::-1])
+        if self.buffer_after_layers is None:
+            grads += cache.repeat(backward, kept[::-1])
+        else:
+            # ZeRO-2: the first micro-batch's buffer is kept for the step; a later one's is added to it and freed
+            before, after = kept[::-1][: self.buffer_after_layers], kept[::-1][self.buffer_after_layers :]
+            cache.repeat(backward, before)
+            buffer = cache.take(self.buffer_bytes)
+            cache.repeat(backward, after)
+            if first:
+                grads.append(buffer)
+            else:
+                give(buffer)
         self._give(edge_copies)
-        return grads + ([self._take(self.embedding_grad)] if first else [])
+        if copied:
+            cycle(self.embedding_grad)
+        return grads + ([self._take(self.embedding_grad)] if first and not copied else [])
 
     def _gathered_micro_batch(self, first: bool) -> list[Allocation]:
         """``_micro_batch`` under FSDP: the units gathered around each layer (``_Units``), each unit's

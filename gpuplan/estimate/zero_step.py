@@ -8,7 +8,11 @@ A step without optimizer offload (microsoft/DeepSpeed deepspeed/runtime/zero/sta
    ``self.zero_grad(set_to_none=True)``, "All gradients required by the step are in
    self.averaged_gradients"). ZeRO-1, which reduces once backward is done, first copies the partition's
    gradients into a buffer of their own beside every whole gradient (``copy_grads_in_partition`` under
-   contiguous_gradients, the default): the phase model's end of backward holds both.
+   contiguous_gradients, the default): the phase model's end of backward holds both. ZeRO-2 copies them into
+   that buffer during backward, as each bucket is reduced: it allocates it whole at the first reduce
+   (``layers_before_first_reduce``), a new one every micro-batch, the first micro-batch's kept by
+   ``averaged_gradients``' views and the later ones added to it at their epilogue (DeepSpeed 0.16's
+   ``accumulated_grad.add_(new_avg_grad)``; 0.17.6 and later ``all_grad_tensors``), so a later backward holds two.
 1. **Under fp16, the overflow check** first (``check_overflow``): ZeRO-1 and ZeRO-2 test each gradient of the
    partition in turn (``_has_inf_or_nan``: an fp32 copy, isnan, isinf and their union as bools, and that as
    fp32: 4 + 1 + 1 + 1 + 4 bytes an element of one gradient, all live as it returns); ZeRO-3 tests its whole
@@ -41,7 +45,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gpuplan.estimate.training import FP32_MASTER_BYTES, stage_edges
+from gpuplan.estimate.training import FP32_MASTER_BYTES, reduce_buckets, stage_edges
 from gpuplan.estimate.training_step import wrapped_unit_elements
 from gpuplan.records import record
 
@@ -70,6 +74,9 @@ class ZeroStep:
     # Under fp16: the overflow check's tensors (bytes each, taken together and freed), ZeRO-1/2's of one
     # gradient, ZeRO-3's of its buffer (a side stream's); () otherwise.
     overflow_check: tuple[float, ...] = ()
+    # ZeRO-2: the decoder layers whose backward completes before the first bucket reduce allocates its gradient
+    # buffer whole (``layers_before_first_reduce``); None for the other stages.
+    buffer_after_layers: int | None = None
 
     @property
     def step_gradient(self) -> float:
@@ -98,13 +105,15 @@ def zero_step(
     largest: float,
     fp16: bool = False,
     held: float | None = None,
+    buffer_after_layers: int | None = None,
 ) -> ZeroStep:
     """The step of ZeRO ``stage`` (zero1, zero2, zero3) over a ``partition`` of that many elements per rank,
     whose gradients are ``gradient_bytes`` an element (master weights: fp32); ``largest``: the
     elements of the largest gradient the norm copies (ZeRO-1 and ZeRO-2 hold whole parameters, cut at the
     partition's edges; ZeRO-3 each parameter's own partition); ``fp16``: loss-scaled fp16, whose step checks
     the gradients for overflow first; ``held``: the gradient elements ZeRO-1/2 keep for the step, whole
-    parameters (``held_partition``; the partition where not given)."""
+    parameters (``held_partition``; the partition where not given); ``buffer_after_layers``: ZeRO-2's
+    ``layers_before_first_reduce``."""
     sub_group = min(partition, SUB_GROUP_ELEMENTS + largest) if stage == "zero3" else partition
     overflow: tuple[float, ...] = ()
     if fp16:
@@ -119,7 +128,38 @@ def zero_step(
         sub_group_share=sub_group / partition if partition > 0 else 1.0,
         keeps_gradients=stage == "zero3",
         overflow_check=overflow,
+        buffer_after_layers=buffer_after_layers if stage == "zero2" else None,
     )
+
+
+def layers_before_first_reduce(head: float, layer: float, layers: int, bucket: float) -> int:
+    """The decoder layers of this GPU whose backward completes before ZeRO-2's first bucket reduce, which
+    allocates its gradient buffer whole: ``copy_grads_in_partition`` runs ``torch.empty(total_size)`` over every
+    parameter of the rank's partition the first time a reduce holds one of them (stage_1_and_2.py, DeepSpeed
+    0.16 to 0.19), and the rank whose partition ends the model (the LM head, the last layers) meets its own
+    gradients in the very first. A reduce comes when the next gradient would overflow the bucket
+    (``reduce_independent_p_g_buckets_and_remove_grads``: ``bucket.elements + param.numel() >
+    reduce_bucket_size``): the untied LM head's gradient (``head`` elements; none where tied, whose gradient
+    completes at the embedding) and then ``layer`` elements a layer, so during the first layer j (counted from
+    the last) with head + j x layer > bucket, after floor((bucket - head) / layer) whole layers; none before the
+    epilogue (``layers``) where the gradients never fill it. Until then they sit in the bucket itself."""
+    if head > bucket:
+        return 0
+    if layer <= 0:
+        return layers
+    return min(layers, math.floor((bucket - head) / layer))
+
+
+def zero2_first_reduce(setup: TrainingSetup, trainable_local: float) -> int:
+    """``layers_before_first_reduce`` for this GPU: the untied LM head's gradient first, then a
+    layer's (the adapters' alone under LoRA, which has no head gradient); ZeRO-2 never pipelines (GP025)."""
+    arch, tp = setup.architecture, setup.tensor_parallel
+    layers = math.ceil(arch.layers / setup.pipeline_parallel)
+    if setup.is_adapter:
+        head, layer = 0.0, trainable_local / layers
+    else:
+        head, layer = arch.lm_head_params() / tp, arch.total_layer_params / arch.layers / tp
+    return layers_before_first_reduce(head, layer, layers, reduce_buckets(setup)[1])
 
 
 def held_partition(elements: Sequence[float], ranks: int) -> float:
