@@ -225,12 +225,13 @@ def test_a_transient_cycle_is_a_take_then_a_give():
 def test_device_is_never_below_reserved_nor_reserved_below_allocated(setup, expandable):
     # MoE, MLA, sliding windows, tied embeddings, pipeline parallelism, LoRA, QLoRA, offloading: whatever the
     # step, the allocator's cache is a whole number of bytes >= 0, so the three figures are ordered; with
-    # expandable segments it is the page rounding of the two pools (under 2 pages of 2 MiB).
+    # expandable segments it is the page rounding of the two pools on each stream the step uses (under 2 pages of
+    # 2 MiB each; the default stream and at most three side ones: GATHER, STAGE, REDUCE).
     memory = estimate_training(vary(setup, expandable_segments=expandable), overhead=123)
     assert memory.allocator_cache >= 0
     assert memory.per_gpu == memory.reserved + 123 >= memory.reserved >= memory.allocated
     if expandable:
-        assert memory.allocator_cache < 2 * 2 * MIB
+        assert memory.allocator_cache < 4 * 2 * 2 * MIB
 
 
 @settings(max_examples=150, deadline=None)
@@ -692,7 +693,9 @@ def test_deepspeed_buckets_map_one_large_segment():
     # (the backward's peak is the step's here) and the reserved bytes by the one segment. Without a bucket ZeRO-2's
     # first reduce comes at once (zero_step.layers_before_first_reduce), with this one only at the epilogue: its
     # gradient buffer (the partition's few KiB) is live from backward's start in the run without, so there the
-    # live peaks differ by the buckets less at most that buffer.
+    # live peaks differ by the buckets less at most that buffer. ZeRO-3 also copies the bucket's gradients as its
+    # epilogue reduce-scatters them (zero_step.scatter_copy: TINY's few KiB of LoRA gradients, none without a
+    # bucket, where each gradient is reduced alone), on the reduce stream: a small-pool segment there, 2 MiB.
     base = training_setup(architecture=TINY, precision="bf16-mixed", seq_len=4, gpus=2)
 
     def run(**changes: object) -> tuple[int, int]:
@@ -704,7 +707,7 @@ def test_deepspeed_buckets_map_one_large_segment():
         changes = {"sharding": sharding, "overlap_comm": overlap, "gradient_accumulation": accumulation}
         live, reserved = run(**changes, reduce_bucket_size=2**21)
         live_without, reserved_without = run(**changes, reduce_bucket_size=0)
-        assert reserved - reserved_without == 20 * MIB, sharding
+        assert reserved - reserved_without == 20 * MIB + (2 * MIB if sharding == "zero3" else 0), sharding
         zero = training_memory._model_states(vary(base, **changes)).zero_step
         earlier_buffer = zero.partition_gradients if sharding == "zero2" else 0
         assert 4 * MIB * buckets - earlier_buffer <= live - live_without <= 4 * MIB * buckets, sharding

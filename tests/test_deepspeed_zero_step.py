@@ -75,6 +75,23 @@ def test_zero2_holds_its_whole_gradient_buffer_from_the_first_reduce_and_two_und
     assert step["gradients"] == 2 * HELD
 
 
+def test_zero3_copies_a_buckets_gradients_as_it_reduce_scatters_them():
+    # reduce_scatter_coalesced's torch.cat of a bucket's gradients, 2 bytes an element under bf16-mixed. DeepSpeed's
+    # default bucket of 500,000,000 elements: 1,000,000,000 bytes, while a layer's backward runs (the 8B's
+    # 8,030,261,248 gradient elements outgrow the bucket, so reduces come then) and at the epilogue. The Trainer's
+    # auto bucket, 4,096^2 = 16,777,216 elements: 33,554,432 bytes. A bucket larger than every gradient: one
+    # reduce, at the epilogue, of all of them, 2 x 8,030,261,248 = 16,060,522,496 bytes.
+    assert _model_states(_full("zero3", reduce_bucket_size=500_000_000)).scatter_copy == (10**9, 10**9)
+    assert _model_states(_full("zero3", reduce_bucket_size=None)).scatter_copy == (33_554_432, 33_554_432)
+    assert _model_states(_full("zero3", reduce_bucket_size=10**10)).scatter_copy == (0, 16_060_522_496)
+    assert _model_states(_full("zero2")).scatter_copy == (0, 0)  # not ZeRO-3's path
+    # With 256 tokens and full checkpointing the backward peaks at its last layer: its transients (the gradients of
+    # down_proj's input, of act and up, and of gate: 3 x 256 x 14,336 x 2 = 22,020,096 bytes) beside the copy.
+    small = {"seq_len": 256, "checkpointing": True, "reduce_bucket_size": 500_000_000}
+    backward = estimate_training(_full("zero3", **small), 0).phases["backward"]
+    assert backward["temporaries"] == 22_020_096 + 10**9
+
+
 def test_a_rank_keeps_the_whole_gradient_of_every_parameter_its_partition_touches():
     # Parameters of 6, 1, 1, 1, 1 elements over 2 ranks (partitions of 5): the first rank touches the first
     # parameter alone, 6; the second the first's last element and the four others, 6 + 4 = 10. An embedding

@@ -45,6 +45,7 @@ from gpuplan.estimate.zero_step import (
     ZeroStep,
     held_partition,
     optimizer_order,
+    scatter_copy,
     zero2_first_reduce,
     zero_step,
 )
@@ -86,6 +87,7 @@ class _States:
     bucket_lifetime: str = ""  # training.bucket_lifetime
     bucket_tensors: int = 1  # DeepSpeed's buckets are separate tensors (two under overlap_comm)
     zero_step: ZeroStep | None = None  # DeepSpeed ZeRO's optimizer step on the GPU (zero_step)
+    scatter_copy: tuple[float, float] = (0.0, 0.0)  # ZeRO-3's in a layer's backward and at its end (zero_step)
 
 
 @record
@@ -390,6 +392,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         bucket_lifetime(setup),
         max(1, reduce_buckets(setup)[0]),
         zero,
+        scatter_copy(setup, trainable_local),
     )
 
 
@@ -670,16 +673,14 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     else:
         grads_at_last_layer = grads * made_at_last
         grads_before_first_layer = grads * made_by_first
-    # DeepSpeed ZeRO-2 keeps the partition's gradients in a buffer that a backward's first bucket reduce
-    # allocates whole (zero_step.layers_before_first_reduce), one a micro-batch: under accumulation the first's
-    # stays (averaged_gradients holds views of it) while a later backward allocates its own, added to the
-    # first's at that backward's epilogue and then freed (independent_gradient_partition_epilogue).
+    # DeepSpeed ZeRO-2's buffer, allocated whole at a backward's first bucket reduce, one a micro-batch: under
+    # accumulation a later backward's beside the first's until its epilogue (zero_step's module docstring).
     buffer_from = zero.buffer_after_layers if zero else None
     buffered = accumulating + grads if buffer_from is not None else 0.0
-    if buffer_from is not None and buffer_from == 0:
-        grads_at_last_layer = buffered
-    if buffer_from is not None and buffer_from < math.ceil(arch.layers / setup.pipeline_parallel):
-        grads_before_first_layer = buffered
+    if buffer_from is not None:
+        grads_at_last_layer = buffered if buffer_from == 0 else grads_at_last_layer
+        layers = math.ceil(arch.layers / setup.pipeline_parallel)
+        grads_before_first_layer = buffered if buffer_from < layers else grads_before_first_layer
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer}
     # The gradient buckets in every phase, through backward, or through backward and the forward after it
@@ -735,7 +736,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         # the loss's log-softmax and the final norm's input went with their backward, before this layer's
         "activations": acts.saved - acts.returned_logits - acts.log_softmax - acts.final_norm + acts.recomputed,
         "model_outputs": outputs,
-        "temporaries": acts.layer_backward_temporaries + in_backward_step,
+        "temporaries": acts.layer_backward_temporaries + in_backward_step + states.scatter_copy[0],
         **backward_buckets,
     }
     middle = {
@@ -745,7 +746,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "autocast_weight_copies": states.autocast_copies / arch.layers,
         "activations": acts.per_layer + acts.checkpoint_input,
         "model_outputs": outputs,
-        "temporaries": acts.layer_backward_temporaries + in_backward_step,
+        "temporaries": acts.layer_backward_temporaries + in_backward_step + states.scatter_copy[0],
         **backward_buckets,
     }
     # DeepSpeed ZeRO-1 copies the partition's gradients into a buffer of their own as backward ends
@@ -761,6 +762,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "gathered_parameters": states.gathered_end,
         "gradients": end_gradients,
         "model_outputs": outputs,
+        "temporaries": states.scatter_copy[1],
         **backward_buckets,
     }
     backward = max((start, last_layer, middle, end), key=lambda parts: sum(parts.values()))

@@ -45,7 +45,13 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gpuplan.estimate.training import FP32_MASTER_BYTES, reduce_buckets, stage_edges
+from gpuplan.estimate.training import (
+    FP32_MASTER_BYTES,
+    SHARDED_WEIGHT_BYTES,
+    reduce_buckets,
+    runs_deepspeed_zero,
+    stage_edges,
+)
 from gpuplan.estimate.training_step import wrapped_unit_elements
 from gpuplan.records import record
 
@@ -160,6 +166,22 @@ def zero2_first_reduce(setup: TrainingSetup, trainable_local: float) -> int:
     else:
         head, layer = arch.lm_head_params() / tp, arch.total_layer_params / arch.layers / tp
     return layers_before_first_reduce(head, layer, layers, reduce_buckets(setup)[1])
+
+
+def scatter_copy(setup: TrainingSetup, trainable_local: float) -> tuple[float, float]:
+    """ZeRO-3's copy of a bucket's gradients as it reduce-scatters them, bytes (while a layer's backward runs, at
+    backward's epilogue). With ``reduce_scatter`` on, DeepSpeed's default, ``__reduce_and_partition_ipg_grads``
+    hands the bucket's gradients to ``__avg_scatter_grads`` -> ``reduce_scatter_coalesced``
+    (runtime/comm/coalesced_collectives.py), which interleaves every rank's chunk of each into one tensor with
+    ``torch.cat`` (no copy only for a lone gradient that splits evenly), on the reduce stream, until
+    ``partition_grads`` has copied this rank's pieces out (on one rank too). A reduce holds at most the bucket's
+    elements (it comes when the next gradient would overflow them), in the gradients' dtype; one comes during a
+    layer's backward only where the gradients outgrow the bucket, else once, at the epilogue, with all of them."""
+    if setup.job.sharding != "zero3" or not runs_deepspeed_zero(setup):
+        return 0.0, 0.0
+    bucket = reduce_buckets(setup)[1]
+    copy = min(bucket, trainable_local) * SHARDED_WEIGHT_BYTES[setup.job.precision]
+    return (copy if trainable_local > bucket else 0.0), copy
 
 
 def held_partition(elements: Sequence[float], ranks: int) -> float:
