@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
-from collections.abc import Callable
-from dataclasses import fields
-from typing import Any
 
 from gpuplan.estimate.training import (
     MIXED,
@@ -40,6 +36,7 @@ from gpuplan.estimate.training import (
     stage_fraction,
     trainable_params,
 )
+from gpuplan.estimate.training_keys import ACTIVATIONS_IGNORE, STATES_IGNORE, Keyed, reading
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
 from gpuplan.estimate.zero_step import (
     ZeroStep,
@@ -50,7 +47,6 @@ from gpuplan.estimate.zero_step import (
     zero_step,
 )
 from gpuplan.records import evolve, record
-from gpuplan.spec import Finetune
 
 
 @record
@@ -526,71 +522,17 @@ def returned_cache_bytes(setup: TrainingSetup) -> float:
     return arch.attention_layers * setup.tokens * width / setup.tensor_parallel * setup.activation_bytes
 
 
-# The planner estimates many settings of one shape: the same model states at every micro-batch, the same
-# activations at every sharding. Each half is remembered by the setup's fields it reads (all but those
-# below) and by the k-bit preparation the layout holds (which reads the sharding and the GPUs); a property
-# test changes each field below and finds no difference where the preparation stays. A bounded lru_cache
-# holds them (the mutation benchmark drops it, as a remembered result would hide a mutant).
-STATES_IGNORE = frozenset(
-    {"micro_batch", "seq_len", "checkpointing", "attention", "fused_loss", "use_cache"}
-    | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments", "bitsandbytes_version"}
-    | {"fsdp_loading"}
-)
-ACTIVATIONS_IGNORE = frozenset(
-    {"optimizer", "gradient_accumulation", "sharding", "fsdp_version", "gpus", "offload_optimizer"}
-    | {"offload_parameters", "optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
-    | {"fsdp_loading", "reduce_bucket_size", "overlap_comm", "framework", "gradient_as_bucket_view"}
-)
-
-
-class _Keyed:
-    """A setup that hashes and compares by some of its fields only: a memo key that carries the setup."""
-
-    __slots__ = ("key", "setup")
-
-    def __init__(self, setup: TrainingSetup, fields_read: Callable[[TrainingSetup], Any]) -> None:
-        self.setup, self.key = setup, fields_read(setup)
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Keyed) and self.key == other.key
-
-
-# What the memory model reads of a setup, by name: the model, the job's settings and its layout; not the
-# run's length, its checkpoints, the GPU kind or the host's bandwidths (memory per GPU depends on none of them).
-_NOT_MEMORY = frozenset(
-    {"tokens", "checkpoint_every_hours", "checkpoint_keep", "checkpoint_storage_gb", "hardware"}
-    | {"offload_host_gbs", "offload_nvme_gbs", "tf32"}
-)
-MEMORY_INPUTS: dict[str, str] = {
-    "architecture": "architecture",
-    "model_dtype_bytes": "model_dtype_bytes",
-    "gpus": "job.hardware.count",
-    "tensor_parallel": "job.hardware.tensor_parallel",
-    "pipeline_parallel": "job.hardware.pipeline_parallel",
-    **{f.name: f"job.{f.name}" for f in fields(Finetune) if f.name not in _NOT_MEMORY},
-    # Read as the layout holds it (TRL and Axolotl skip it under FSDP or ZeRO-3): one key per preparation run.
-    "kbit_preparation": "kbit_preparation",
-}
-
-
-def _reading(ignored: frozenset[str]) -> operator.attrgetter[Any]:
-    return operator.attrgetter(*(path for name, path in MEMORY_INPUTS.items() if name not in ignored))
-
-
-_STATES_READ = _reading(STATES_IGNORE)
-_ACTIVATIONS_READ = _reading(ACTIVATIONS_IGNORE)
+_STATES_READ = reading(STATES_IGNORE)
+_ACTIVATIONS_READ = reading(ACTIVATIONS_IGNORE)
 
 
 @functools.lru_cache(maxsize=4096)
-def _remembered_states(keyed: _Keyed) -> _States:
+def _remembered_states(keyed: Keyed) -> _States:
     return _model_states(keyed.setup)
 
 
 @functools.lru_cache(maxsize=4096)
-def _remembered_activations(keyed: _Keyed) -> _Activations:
+def _remembered_activations(keyed: Keyed) -> _Activations:
     return _activations(keyed.setup)
 
 
@@ -600,8 +542,8 @@ def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
     several (a search tries many that share one step)."""
     job = setup.job
     return (
-        _remembered_states(_Keyed(setup, _STATES_READ)),
-        _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ)),
+        _remembered_states(Keyed(setup, _STATES_READ)),
+        _remembered_activations(Keyed(setup, _ACTIVATIONS_READ)),
         setup.architecture,
         setup.pipeline_parallel,
         setup.tensor_parallel,
@@ -622,7 +564,7 @@ def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _remembered_cache(keyed: _Keyed) -> int:
+def _remembered_cache(keyed: Keyed) -> int:
     """The allocator's cache above the live peak over two steps."""
     states, acts = keyed.key[:2]
     live, reserved = SimulatedStep(keyed.setup, states, acts).run()
@@ -641,7 +583,7 @@ def states_floor(setup: TrainingSetup) -> int:
     ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end part) - eps``,
     where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
     and one byte taken off: ``sum(floor(end part)) - 1 < sum(end part) - eps``."""
-    states = _remembered_states(_Keyed(setup, _STATES_READ))
+    states = _remembered_states(Keyed(setup, _STATES_READ))
     gradients = states.largest_gradient if setup.job.optimizer_in_backward else states.gradients
     parts = (
         states.weights,
@@ -659,8 +601,8 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     ``allocator=False`` leaves the allocator's cache out (0): a lower bound of the device figure that
     costs the phase model alone, which a planner rules layouts out with before it runs the allocator."""
     arch = setup.architecture
-    states = _remembered_states(_Keyed(setup, _STATES_READ))
-    acts = _remembered_activations(_Keyed(setup, _ACTIVATIONS_READ))
+    states = _remembered_states(Keyed(setup, _STATES_READ))
+    acts = _remembered_activations(Keyed(setup, _ACTIVATIONS_READ))
     grads = states.gradients
     zero = states.zero_step
     # Gradients persist across micro-batches; ZeRO-3's live in a buffer allocated as its optimizer initialises.
@@ -784,7 +726,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
                 "model_outputs": outputs,
             }
         )
-    cache = _remembered_cache(_Keyed(setup, _step_read)) if allocator else 0
+    cache = _remembered_cache(Keyed(setup, _step_read)) if allocator else 0
     return TrainingMemory(
         arch.params,
         trainable_params(setup),
