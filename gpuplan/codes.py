@@ -48,6 +48,8 @@ class Code:
     summary: str  # one sentence, shown by `gpuplan rules` and as the first line of `gpuplan explain`
     approval: Approval = Approval.NONE
     rejects_because: str = ""  # REJECTS: the words a verdict uses ("The declared deployment <...>: ...")
+    # An at-risk code (the estimate holds, its band's edge does not): the edge it names, as page one says it
+    edge_missed: str = ""
 
 
 CODES: dict[str, Code] = {
@@ -212,6 +214,7 @@ CODES: dict[str, Code] = {
             WARNING,
             "The fine-tuning estimate fits, but its pessimistic edge at plan.confidence does not.",
             Approval.NEEDS_CHANGE,
+            edge_missed="its memory at the pessimistic edge does not fit",
         ),
         Code(
             "GP209",
@@ -221,6 +224,7 @@ CODES: dict[str, Code] = {
             "The serving estimate holds the declared sequences, but the KV cache at its low edge at plan.confidence"
             " does not.",
             Approval.NEEDS_CHANGE,
+            edge_missed="its KV cache at the low edge does not hold the sequences",
         ),
         Code(
             "GP210",
@@ -337,6 +341,7 @@ CODES: dict[str, Code] = {
             WARNING,
             "The latency estimate meets the SLO, but its slow edge at plan.confidence does not.",
             Approval.NEEDS_CHANGE,
+            edge_missed="the slow edge of its speed band misses it",
         ),
         Code(
             "GP406",

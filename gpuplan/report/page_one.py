@@ -339,12 +339,8 @@ def findings_left(memo: Memo) -> list[Finding]:
     ]
 
 
-# The at-risk findings (the estimate holds, its band's edge does not) and the edge each names.
-EDGE_MISSED = {
-    "GP208": "its memory at the pessimistic edge does not fit",
-    "GP209": "its KV cache at the low edge does not hold the sequences",
-    "GP405": "the slow edge of its speed band misses it",
-}
+# The at-risk findings (the estimate holds, its band's edge does not) and the edge each names (the code table's).
+EDGE_MISSED = {entry.code: entry.edge_missed for entry in CODES.values() if entry.edge_missed}
 
 
 def _with_waiver(fact: str, waived: set[str], codes: tuple[str, ...]) -> str:
