@@ -202,8 +202,15 @@ class WaiverEntry:
     reason: str
     approver: str  # "" when the spec names none
     expires: str  # "" when the waiver never expires
-    status: str  # "applied to N findings", "expired", "matches no finding", "not applied (--no-waivers)"
+    outcome: str  # "applied", "expired", "unmatched" or "off" (--no-waivers)
     applied: int = 0  # the findings it waived in this run
+
+    @property
+    def status(self) -> str:
+        """What it did, in the decision record's words."""
+        if self.outcome == "applied":
+            return f"applied to {self.applied} finding{'s' if self.applied != 1 else ''}"
+        return {"expired": "expired", "unmatched": "matches no finding"}.get(self.outcome, "not applied (--no-waivers)")
 
 
 def waiver_entries(waivers: tuple[Any, ...], findings: tuple[Any, ...], applied: bool) -> tuple[WaiverEntry, ...]:
@@ -214,16 +221,14 @@ def waiver_entries(waivers: tuple[Any, ...], findings: tuple[Any, ...], applied:
     for waiver in waivers:
         entry = lookup(waiver.rule)
         code = entry.code if entry is not None else waiver.rule
-        used = sum(1 for finding in findings if finding.waiver == waiver)
+        used = sum(1 for finding in findings if finding.waiver == waiver) if applied else 0
         if not applied:
-            status = "not applied (--no-waivers)"
+            outcome = "off"
         elif used:
-            status = f"applied to {used} finding{'s' if used != 1 else ''}"
+            outcome = "applied"
         elif any(f.code == "GP701" and waiver.rule in f.message for f in findings):
-            status = "expired"
+            outcome = "expired"
         else:
-            status = "matches no finding"
-        entries.append(
-            WaiverEntry(code, waiver.reason, waiver.approved_by, waiver.expires, status, used if applied else 0)
-        )
+            outcome = "unmatched"
+        entries.append(WaiverEntry(code, waiver.reason, waiver.approved_by, waiver.expires, outcome, used))
     return tuple(entries)
