@@ -81,15 +81,31 @@ def test_zero3_copies_a_buckets_gradients_as_it_reduce_scatters_them():
     # 8,030,261,248 gradient elements outgrow the bucket, so reduces come then) and at the epilogue. The Trainer's
     # auto bucket, 4,096^2 = 16,777,216 elements: 33,554,432 bytes. A bucket larger than every gradient: one
     # reduce, at the epilogue, of all of them, 2 x 8,030,261,248 = 16,060,522,496 bytes.
-    assert _model_states(_full("zero3", reduce_bucket_size=500_000_000)).scatter_copy == (10**9, 10**9)
-    assert _model_states(_full("zero3", reduce_bucket_size=None)).scatter_copy == (33_554_432, 33_554_432)
-    assert _model_states(_full("zero3", reduce_bucket_size=10**10)).scatter_copy == (0, 16_060_522_496)
-    assert _model_states(_full("zero2")).scatter_copy == (0, 0)  # not ZeRO-3's path
+    assert _model_states(_full("zero3", reduce_bucket_size=500_000_000)).reduce_copies == (10**9, 10**9)
+    assert _model_states(_full("zero3", reduce_bucket_size=None)).reduce_copies == (33_554_432, 33_554_432)
+    assert _model_states(_full("zero3", reduce_bucket_size=10**10)).reduce_copies == (0, 16_060_522_496)
+    assert _model_states(_full("zero2")).reduce_copies == (0, 0)  # not ZeRO-3's path
     # With 256 tokens and full checkpointing the backward peaks at its last layer: its transients (the gradients of
     # down_proj's input, of act and up, and of gate: 3 x 256 x 14,336 x 2 = 22,020,096 bytes) beside the copy.
     small = {"seq_len": 256, "checkpointing": True, "reduce_bucket_size": 500_000_000}
     backward = estimate_training(_full("zero3", **small), 0).phases["backward"]
     assert backward["temporaries"] == 22_020_096 + 10**9
+
+
+def test_zero2_with_its_optimizer_on_the_host_keeps_no_gradient_on_the_gpu():
+    # ZeRO-Offload, stage 2: each partition gradient goes to the host as its bucket is reduced (param.grad = None),
+    # so none is kept. The GPU keeps a buffer of the largest parameter (the 128,256 x 4,096 embedding and head):
+    # 2 x 525,336,576 = 1,050,673,152 bytes, all run; and at each gradient the whole of it checked for overflow,
+    # 11 bytes an element live at once: 11 x 525,336,576 = 5,778,702,336 (more than the norm's fp64 copy, 8 bytes
+    # an element, made and freed before it), in backward and at its end. The same on one GPU, where the partition
+    # is the whole model: its 16,060,522,496 bytes of 16-bit gradients are on the host, not the GPU.
+    for gpus in (8, 1):
+        states = _model_states(_full("zero2", offload_optimizer="cpu", gpus=gpus))
+        assert (states.gradients, states.optimizer) == (0, 1_050_673_152), gpus
+        assert states.reduce_copies == (5_778_702_336, 5_778_702_336), gpus
+    small = {"seq_len": 256, "checkpointing": True, "offload_optimizer": "cpu"}
+    backward = estimate_training(_full("zero2", **small), 0).phases["backward"]
+    assert backward["temporaries"] == 22_020_096 + 5_778_702_336  # the last layer's, as the ZeRO-3 case derives
 
 
 def test_a_rank_keeps_the_whole_gradient_of_every_parameter_its_partition_touches():

@@ -494,9 +494,14 @@ def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
     # ZeRO-2 over 2 ranks, bf16, SGD with momentum: DeepSpeed steps its fp32 partition whatever the precision, so
     # one fp32 state and the fp32 master, 852 elements x (4 + 4) = 6,816; gradients 852 elements x 2 B = 1,704.
     # Optimizer offload to NVMe moves those plus an fp32 gradient copy: 6,816 + 4 x 852 = 10,224. Parameter offload
-    # to the host moves the weights 3,408 and the gradients 1,704: 5,112. (A spec pairing ZeRO-2 with parameter
-    # offload is GP025, DeepSpeed offloading parameters at stage 3 alone; this pins the estimator's arithmetic.) What stays is the streamed layer, 2 x 2 B x 592 = 2,368, and the logits (256) the manual
-    # loop holds, and through backward alone DeepSpeed's gradient bucket, 100 elements x 2 B = 200.
+    # to the host moves the weights, 3,408: ZeRO-2 under optimizer offload keeps no gradient (each goes to the host as
+    # its bucket is reduced). (A spec pairing ZeRO-2 with parameter offload is GP025, DeepSpeed offloading parameters
+    # at stage 3 alone; this pins the estimator's arithmetic.) What stays is the streamed layer, 2 x 2 B x 592 =
+    # 2,368, the logits (256) the manual loop holds, ZeRO-Offload's buffer of the largest parameter (the 32 x 8
+    # embedding, 256 x 2 B = 512) and, through backward alone, DeepSpeed's gradient bucket, 100 elements x 2 B = 200.
+    # Backward peaks at its last layer: the layer's transients (3 x 4 tokens x 16 x 2 B = 384) beside the overflow
+    # check of the largest gradient (11 x 256 = 2,816), the activations the start's 3,264 less the log-softmax
+    # (4 x 32 x 4 B = 512) and the final norm's saved input and output (4 x (8 x 4 + 2 x 2 x 8) = 256).
     memory = estimate_training(
         training_setup(
             architecture=TINY,
@@ -512,17 +517,24 @@ def test_zero2_with_optimizer_on_nvme_and_parameters_on_host():
         overhead=0,
     )
     assert memory.phases == {
-        "forward": {"gathered_parameters": 2368, "activations": 3520, "temporaries": 512, "model_outputs": 256},
-        "backward": {
+        "forward": {
+            "optimizer": 512,
             "gathered_parameters": 2368,
-            "activations": 3264,
+            "activations": 3520,
+            "temporaries": 512,
             "model_outputs": 256,
-            "temporaries": 1024,
+        },
+        "backward": {
+            "optimizer": 512,
+            "gathered_parameters": 2368,
+            "activations": 2496,
+            "model_outputs": 256,
+            "temporaries": 384 + 2816,
             "gradient_buckets": 200,
         },
-        "optimizer_step": {"gathered_parameters": 2368, "model_outputs": 256},
+        "optimizer_step": {"optimizer": 512, "gathered_parameters": 2368, "model_outputs": 256},
     }
-    assert (memory.host, memory.nvme) == (5112, 10224)
+    assert (memory.host, memory.nvme) == (3408, 10224)
 
 
 def test_deepspeed_buckets_by_stage_and_setting():

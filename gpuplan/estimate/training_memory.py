@@ -39,6 +39,8 @@ from gpuplan.estimate.training import (
 from gpuplan.estimate.training_keys import ACTIVATIONS_IGNORE, STATES_IGNORE, Keyed, reading
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
 from gpuplan.estimate.zero_step import (
+    FP64_BYTES,
+    OVERFLOW_CHECK_PARTS,
     ZeroStep,
     held_partition,
     optimizer_order,
@@ -83,7 +85,9 @@ class _States:
     bucket_lifetime: str = ""  # training.bucket_lifetime
     bucket_tensors: int = 1  # DeepSpeed's buckets are separate tensors (two under overlap_comm)
     zero_step: ZeroStep | None = None  # DeepSpeed ZeRO's optimizer step on the GPU (zero_step)
-    scatter_copy: tuple[float, float] = (0.0, 0.0)  # ZeRO-3's in a layer's backward and at its end (zero_step)
+    # Copies made as a bucket is reduced, in a layer's backward and at its end: ZeRO-3's of the bucket
+    # (zero_step.scatter_copy), ZeRO-2's norm and overflow copies of a gradient under optimizer offload.
+    reduce_copies: tuple[float, float] = (0.0, 0.0)
 
 
 @record
@@ -313,13 +317,24 @@ def _model_states(setup: TrainingSetup) -> _States:
     paged = 0.0
     if setup.job.optimizer == "adamw-8bit-paged":
         paged, optimizer = optimizer, 0.0
-    host = nvme = saved_grad_shards = reduced = 0.0
+    host = nvme = saved_grad_shards = reduced = offload_copies = 0.0
     if setup.job.offload_optimizer != "none":
         # The step runs on the CPU: fp32 master weights, the states, an fp32 copy of the gradients and the
         # step's own temporaries live there (DeepSpeed ZeRO-Offload: 16 B/param on the host for mixed-precision
         # Adam; torch's foreach AdamW on CPU tensors, as FSDP cpu_offload runs it, adds its temporary).
         moved = optimizer + paged + 4 * grad_elements + step_temp
         optimizer = paged = step_temp = 0.0
+        if sharding == "zero2" and runs_deepspeed_zero(setup):
+            # ZeRO-2 copies each partition gradient to the host as its bucket is reduced and drops it (stage_1_and_2.py
+            # copy_grads_in_partition under cpu_offload: async_inplace_copy_grad_to_fp32_buffer_from_gpu, then
+            # param.grad = None; the other ranks' cleared): none stays on the GPU past its bucket. It keeps a GPU
+            # buffer of the largest parameter's size all run (temp_grad_buffer_for_gpu_offload), and at each gradient
+            # copies its piece to fp64 for the norm (set_norm_for_param_grad_in_gpu: .double().norm(2)), frees it,
+            # then checks the whole gradient for overflow whatever the precision (update_overflow_tracker_for_param_
+            # grad -> _has_inf_or_nan: 11 bytes an element live at once, zero_step.OVERFLOW_CHECK_PARTS).
+            grads = 0.0
+            optimizer = largest_param * SHARDED_WEIGHT_BYTES[setup.job.precision]
+            offload_copies = max(FP64_BYTES, sum(OVERFLOW_CHECK_PARTS)) * largest_param
         if setup.job.offload_optimizer == "cpu":
             host += moved
         else:
@@ -388,7 +403,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         bucket_lifetime(setup),
         max(1, reduce_buckets(setup)[0]),
         zero,
-        scatter_copy(setup, trainable_local),
+        (offload_copies, offload_copies) if offload_copies else scatter_copy(setup, trainable_local),
     )
 
 
@@ -678,7 +693,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         # the loss's log-softmax and the final norm's input went with their backward, before this layer's
         "activations": acts.saved - acts.returned_logits - acts.log_softmax - acts.final_norm + acts.recomputed,
         "model_outputs": outputs,
-        "temporaries": acts.layer_backward_temporaries + in_backward_step + states.scatter_copy[0],
+        "temporaries": acts.layer_backward_temporaries + in_backward_step + states.reduce_copies[0],
         **backward_buckets,
     }
     middle = {
@@ -688,7 +703,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "autocast_weight_copies": states.autocast_copies / arch.layers,
         "activations": acts.per_layer + acts.checkpoint_input,
         "model_outputs": outputs,
-        "temporaries": acts.layer_backward_temporaries + in_backward_step + states.scatter_copy[0],
+        "temporaries": acts.layer_backward_temporaries + in_backward_step + states.reduce_copies[0],
         **backward_buckets,
     }
     # DeepSpeed ZeRO-1 copies the partition's gradients into a buffer of their own as backward ends
@@ -704,7 +719,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         "gathered_parameters": states.gathered_end,
         "gradients": end_gradients,
         "model_outputs": outputs,
-        "temporaries": states.scatter_copy[1],
+        "temporaries": states.reduce_copies[1],
         **backward_buckets,
     }
     backward = max((start, last_layer, middle, end), key=lambda parts: sum(parts.values()))

@@ -568,7 +568,9 @@ class SimulatedStep:
         recompute, backward_transients, layer_grads = self.recompute, self.backward_transients, self.grads
         in_backward = job.optimizer_in_backward
 
-        scatter = Tensors.of([(self.states.scatter_copy[0], 1)])  # ZeRO-3's, on the reduce stream
+        # the copies a bucket's reduce makes: ZeRO-3's on its reduce stream, ZeRO-2 offload's norm copy on the default
+        scatter = Tensors.of([(self.states.reduce_copies[0], 1)])
+        copy_stream = REDUCE if job.sharding == "zero3" else 0
 
         def backward(held: tuple[Allocation, Allocation]) -> Allocation:
             # The layer's gradients are taken before its activations are freed; the next layer's can use
@@ -576,7 +578,7 @@ class SimulatedStep:
             again = take(recompute)
             cycle(backward_transients)
             if scatter.large or scatter.small:
-                cycle(scatter, REDUCE)
+                cycle(scatter, copy_stream)
             if copied:
                 cycle(layer_grads)
             taken = take(layer_grads) if first and not copied else EMPTY
@@ -590,8 +592,8 @@ class SimulatedStep:
 
         if self.buffer_after_layers is None:
             grads += cache.repeat(backward, kept[::-1])
-            if self.states.scatter_copy[1]:  # ZeRO-3's epilogue reduces what is left in its bucket
-                cycle(Tensors.of([(self.states.scatter_copy[1], 1)]), REDUCE)
+            if self.states.reduce_copies[1]:  # the epilogue reduces what is left in the bucket
+                cycle(Tensors.of([(self.states.reduce_copies[1], 1)]), copy_stream)
         else:
             # ZeRO-2: the first micro-batch's buffer is kept for the step; a later one's is added to it and freed
             before, after = kept[::-1][: self.buffer_after_layers], kept[::-1][self.buffer_after_layers :]
