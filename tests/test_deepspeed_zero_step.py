@@ -108,6 +108,18 @@ def test_zero2_with_its_optimizer_on_the_host_keeps_no_gradient_on_the_gpu():
     assert backward["temporaries"] == 22_020_096 + 5_778_702_336  # the last layer's, as the ZeRO-3 case derives
 
 
+def test_zero3_with_its_optimizer_on_the_host_keeps_its_gradient_partition_there():
+    # ZeRO-3 under optimizer offload allocates its flat 16-bit gradient partition on the host (grad_partitions_flat_
+    # buffer on self.device, the CPU): over 8 ranks, 1,003,782,656 elements x 2 B beside the 16 B of fp32 master,
+    # moments and fp32 gradient, 18 x 1,003,782,656 = 18,068,087,808 bytes of host memory, none of it on the GPU.
+    # On the GPU each reduced piece is copied back and cast to fp32 as it is stored, the largest (the embedding's
+    # partition, 525,336,576 / 8 = 65,667,072 elements) 2 + 4 bytes an element, 394,002,432 bytes beside the bucket's
+    # reduce-scatter copy (DeepSpeed's default bucket: 10^9).
+    states = _model_states(_full("zero3", offload_optimizer="cpu", reduce_bucket_size=500_000_000))
+    assert (states.gradients, states.host) == (0, 18_068_087_808)
+    assert states.reduce_copies == (10**9 + 394_002_432, 10**9 + 394_002_432)
+
+
 def test_a_rank_keeps_the_whole_gradient_of_every_parameter_its_partition_touches():
     # Parameters of 6, 1, 1, 1, 1 elements over 2 ranks (partitions of 5): the first rank touches the first
     # parameter alone, 6; the second the first's last element and the four others, 6 + 4 = 10. An embedding

@@ -8,6 +8,7 @@ import functools
 import math
 
 from gpuplan.estimate.training import (
+    FP32_MASTER_BYTES,
     MIXED,
     NF4_BYTES_NO_DQ,
     NF4_BYTES_PER_PARAM,
@@ -335,6 +336,14 @@ def _model_states(setup: TrainingSetup) -> _States:
             grads = 0.0
             optimizer = largest_param * SHARDED_WEIGHT_BYTES[setup.job.precision]
             offload_copies = max(FP64_BYTES, sum(OVERFLOW_CHECK_PARTS)) * largest_param
+        if sharding == "zero3" and runs_deepspeed_zero(setup):
+            # ZeRO-3 keeps its flat 16-bit gradient partition on the host (stage3.py: grad_partitions_flat_buffer on
+            # self.device, the CPU under any optimizer offload, pinned); each reduced piece is copied there, and on the
+            # GPU copied back (.to(device)) and cast to fp32 for the fp32 gradient one parameter at a time
+            # (partition_grads), beside the bucket's reduce-scatter copy.
+            host += grads
+            grads = 0.0
+            offload_copies = (grad_b + FP32_MASTER_BYTES) * largest_param / n
         if setup.job.offload_optimizer == "cpu":
             host += moved
         else:
@@ -380,6 +389,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         if sharding == "zero3":
             # The step releases every gathered parameter first (stage3.py step: _partition_all_parameters).
             gathered_step = 0.0
+    scatter = scatter_copy(setup, trainable_local)
     return _States(
         weights,
         grads,
@@ -403,7 +413,7 @@ def _model_states(setup: TrainingSetup) -> _States:
         bucket_lifetime(setup),
         max(1, reduce_buckets(setup)[0]),
         zero,
-        (offload_copies, offload_copies) if offload_copies else scatter_copy(setup, trainable_local),
+        (scatter[0] + offload_copies, scatter[1] + offload_copies),
     )
 
 
