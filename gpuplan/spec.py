@@ -127,6 +127,8 @@ class Finetune:
     autocast: bool  # under bf16-mixed / fp16-mixed only
     momentum: float  # sgd only; 0 keeps no momentum buffer
     loop: str  # manual (outputs held until the next forward returns) | after-step | trainer (released before backward)
+    eval_micro_batch: int | None  # finetune.evaluation.micro_batch; None: no evaluation counted
+    eval_seq_len: int | None  # finetune.evaluation.seq_len; None: the training seq_len
     use_cache: bool  # the model returns every layer's K and V with its output (Hugging Face config.use_cache)
     double_quant: bool  # qlora: NF4 scales double-quantized
     kbit_preparation: str  # qlora: none | peft | trl | axolotl (TrainingSetup.kbit_preparation: as a layout holds it)
@@ -555,7 +557,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
     if data is None or (hardware := resolver.hardware(data["hardware"], ("finetune", "hardware"), custom)) is None:
         return None
     lora, offload, deepspeed, ddp = data["lora"], data["offload"], data["deepspeed"], data["ddp"]
-    checkpoints = data.get("checkpoints", {})
+    checkpoints, evaluation = data.get("checkpoints", {}), data.get("evaluation")
     job = Finetune(
         method=data["method"],
         precision=data["precision"],
@@ -591,6 +593,8 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         autocast=data["autocast"],
         momentum=float(data["momentum"]),
         loop=data["loop"],
+        eval_micro_batch=evaluation["micro_batch"] if evaluation is not None else None,
+        eval_seq_len=evaluation.get("seq_len") if evaluation is not None else None,
         use_cache=data["use_cache"],
         double_quant=data["double_quant"],
         kbit_preparation=data["kbit_preparation"],

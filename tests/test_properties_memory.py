@@ -405,6 +405,8 @@ FIELD_VALUES = {
     "sharding": st.sampled_from(["none", "zero1", "zero2", "zero3", "fsdp"]),
     "fsdp_version": st.sampled_from([1, 2]),
     "fsdp_loading": st.sampled_from(["sharded", "from-cpu", "broadcast"]),
+    "eval_micro_batch": st.sampled_from([None, 1, 8]),
+    "eval_seq_len": st.sampled_from([None, 256, 4096]),
     "gpus": st.sampled_from([1, 2, 4, 8, 16]),
     "offload_optimizer": st.sampled_from(["none", "cpu", "nvme"]),
     "offload_parameters": st.sampled_from(["none", "cpu", "nvme"]),

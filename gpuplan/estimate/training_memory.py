@@ -751,6 +751,8 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
                 "model_outputs": outputs,
             }
         )
+    if setup.job.eval_micro_batch:
+        phases["evaluation"] = _ints(_evaluation(setup, states, fixed, outputs))
     cache = _remembered_cache(Keyed(setup, _step_read)) if allocator else 0
     return TrainingMemory(
         arch.params,
@@ -761,6 +763,28 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
         nvme=math.ceil(states.nvme),
         allocator_cache=cache,
     )
+
+
+def _evaluation(setup: TrainingSetup, states: _States, fixed: dict[str, float], outputs: float) -> dict[str, float]:
+    """An evaluation forward between steps (finetune.evaluation: the Trainer's evaluation_loop -> prediction_step,
+    ``with torch.no_grad(): loss, outputs = self.compute_loss(model, inputs, return_outputs=True)``), on its own
+    micro-batch: the weights and optimizer states, the units a sharded forward gathers, autocast's weight copies
+    (cached through the forward), no gradient (zero_grad(set_to_none=True) after each step) but ZeRO-3's buffer,
+    and, as nothing is saved for backward, the larger of one layer's tensors and the loss's moment: the logits,
+    their fp32 copy (transformers ForCausalLMLoss: ``logits.float()``) and cross_entropy's fp32 log-softmax."""
+    job = setup.job
+    evaluated = evolve(job, micro_batch=job.eval_micro_batch, seq_len=job.eval_seq_len or job.seq_len)
+    acts = _remembered_activations(Keyed(evolve(setup, job=evaluated), _ACTIVATIONS_READ))
+    zero = states.zero_step
+    loss = acts.returned_logits + acts.upcast + acts.log_softmax
+    return {
+        **fixed,
+        "gathered_parameters": states.gathered_forward,
+        "gradients": states.gradients if zero is not None and zero.keeps_gradients else 0.0,
+        "autocast_weight_copies": states.autocast_copies,
+        "activations": max(loss, acts.per_layer + acts.layer_forward_temporaries),
+        "model_outputs": outputs,
+    }
 
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:

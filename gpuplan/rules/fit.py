@@ -472,11 +472,13 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     ## What it does
     Reports when activations plus temporaries exceed `thresholds.activations_share` (default 50%) of
     the per-GPU peak (the figure `gpuplan estimate` and GP201 state, framework overhead included),
-    naming the switches not yet used.
+    naming the switches not yet used. Where the peak is an evaluation forward (`finetune.evaluation`), it
+    points there: no recompute applies to it, its own batch and the loss's logits do.
 
     ## Why is this bad?
     LoRA and sharding do not shrink activations; at long sequences they, and the fp32 logits the
-    loss keeps, decide which GPU is needed.
+    loss keeps, decide which GPU is needed. An evaluation batch (the Hugging Face Trainer's
+    per_device_eval_batch_size, 8 by default) makes the logits of 8 sequences at once.
 
     ## Example
     ```yaml
@@ -498,20 +500,24 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     share = (phase.get("activations", 0) + phase.get("temporaries", 0)) / f.memory.per_gpu
     if share <= ctx.settings.activations_share:
         return
-    remedies = [
-        name
-        for name, used in (
-            ("activation_checkpointing: full", job.checkpointing != "none"),
-            ("fused_loss: true", job.fused_loss),
-        )
-        if not used
-    ]
-    remedies.append(f"a shorter seq_len than {job.seq_len:,} or a smaller micro_batch")
+    if f.memory.peak_phase == "evaluation":  # no recompute there: its own batch and the loss's logits
+        remedies = [] if job.fused_loss else ["fused_loss: true"]
+        remedies.append(f"a smaller evaluation.micro_batch than {job.eval_micro_batch:,}")
+        where: tuple[str, ...] = ("finetune", "evaluation")
+        what = f"the evaluation's activations and loss temporaries are {share:.0%}"
+    else:
+        remedies = [
+            name
+            for name, used in (
+                ("activation_checkpointing: full", job.checkpointing != "none"),
+                ("fused_loss: true", job.fused_loss),
+            )
+            if not used
+        ]
+        remedies.append(f"a shorter seq_len than {job.seq_len:,} or a smaller micro_batch")
+        where, what = ("finetune", "seq_len"), f"activations and loss temporaries are {share:.0%}"
     yield ctx.finding(
-        "GP205",
-        ("finetune", "seq_len"),
-        f"activations and loss temporaries are {share:.0%} of the {format_gib(f.memory.per_gpu)} peak per GPU",
-        "try " + ", ".join(remedies),
+        "GP205", where, f"{what} of the {format_gib(f.memory.per_gpu)} peak per GPU", "try " + ", ".join(remedies)
     )
 
 
