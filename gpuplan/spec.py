@@ -29,14 +29,10 @@ from gpuplan.validate import load_schema
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12, the convention of cloud monthly prices
 
 
-def default_network_gbps() -> float:
-    """The schema's default of ``hardware.network_gbps`` (for hardware built without a spec's mapping)."""
-    return float(property_node(load_schema(), "finetune", "hardware", "network_gbps")["default"])
-
-
-def default_ttft_statistic() -> str:
-    """The schema's default of ``serve.slo.ttft_statistic`` (a deployment without an SLO still names one)."""
-    return str(property_node(load_schema(), "serve", "slo", "ttft_statistic")["default"])
+def schema_default(*path: str) -> Any:
+    """The schema's default of the property at ``path``: for records built without a spec's mapping (hardware's
+    ``network_gbps``), and for a deployment without an SLO, which still names its ``ttft_statistic``."""
+    return property_node(load_schema(), *path)["default"]
 
 
 @record
@@ -46,7 +42,8 @@ class Hardware:
     tensor_parallel: int
     pipeline_parallel: int
     expert_parallel: int = 1
-    network_gbps: float = field(default_factory=default_network_gbps)  # Gb/s per GPU, inter-node
+    # Gb/s per GPU, inter-node
+    network_gbps: float = field(default_factory=lambda: float(schema_default("finetune", "hardware", "network_gbps")))
 
     @property
     def network_gbs(self) -> float:
@@ -548,9 +545,7 @@ def _date(value: Any) -> datetime.date | None:
 
 
 def _reserved(data: dict[str, Any] | None) -> Reserved | None:
-    if data is None:
-        return None
-    return Reserved(dict(data["prices"]), data["commitment_months"], data.get("prices_date"))
+    return None if data is None else Reserved(dict(data["prices"]), data["commitment_months"], data.get("prices_date"))
 
 
 def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu]) -> Finetune | None:
@@ -796,7 +791,7 @@ def _serve(
         rate_rps=data.get("rate_rps"),
         endpoint=data["endpoint"],
         # the schema's default when there is no SLO for it to qualify (apply_defaults fills present sections)
-        ttft_statistic=slo.get("ttft_statistic", default_ttft_statistic()),
+        ttft_statistic=slo.get("ttft_statistic", schema_default("serve", "slo", "ttft_statistic")),
         max_gpu_total_bytes=data.get("max_gpu_total_bytes"),
         lora=lora,
         speculation=speculation,

@@ -53,7 +53,7 @@ from gpuplan.estimate.weights import quant_linear_bytes, routed_expert_bytes, st
 from gpuplan.linter import lint_bytes
 from gpuplan.loader import load_bytes
 from gpuplan.rules.context import efficiency_of
-from gpuplan.spec import default_network_gbps, resolve
+from gpuplan.spec import resolve, schema_default
 from tests.tiny_architectures import HYBRID, TINY
 
 TEST = Calibration(
@@ -695,7 +695,7 @@ def test_network_gbps_is_a_hardware_field_with_the_schema_default(tmp_path):
         return spec.finetune.hardware, estimate
 
     hardware, default = finetune("")
-    assert hardware.network_gbps == default_network_gbps() == 400
+    assert hardware.network_gbps == schema_default("finetune", "hardware", "network_gbps") == 400
     assert default.workload.setup.job.hardware.network_gbs == 50.0  # 400 Gb/s = 50 GB/s
     _, slow = finetune(", network_gbps: 100")
     assert slow.workload.setup.job.hardware.network_gbs == 12.5
