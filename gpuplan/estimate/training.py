@@ -734,7 +734,7 @@ def full_state_bytes(setup: TrainingSetup) -> tuple[int, int, int, int]:
     master = 0
     if setup.sixteen_bit_working_weights or setup.running_sharding != "none":
         weight = gradient = SHARDED_WEIGHT_BYTES[precision]
-        master = 4 if precision in MIXED else 0
+        master = FP32_MASTER_BYTES if precision in MIXED else 0
         if runs_deepspeed_zero(setup):
             master = state = FP32_MASTER_BYTES
     return weight, gradient, state, master

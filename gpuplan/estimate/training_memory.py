@@ -644,10 +644,10 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     # accumulation a later backward's beside the first's until its epilogue (zero_step's module docstring).
     buffer_from = zero.buffer_after_layers if zero else None
     buffered = accumulating + grads if buffer_from is not None else 0.0
-    if buffer_from is not None:
-        grads_at_last_layer = buffered if buffer_from == 0 else grads_at_last_layer
-        layers = math.ceil(arch.layers / setup.pipeline_parallel)
-        grads_before_first_layer = buffered if buffer_from < layers else grads_before_first_layer
+    if buffer_from == 0:  # allocated before the last layer's backward
+        grads_at_last_layer = buffered
+    if buffer_from is not None and buffer_from < math.ceil(arch.layers / setup.pipeline_parallel):
+        grads_before_first_layer = buffered  # allocated before the first layer's backward
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer}
     # The gradient buckets in every phase, through backward, or through backward and the forward after it
@@ -720,10 +720,11 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     # (stage_1_and_2.py copy_grads_in_partition, contiguous_gradients), beside every gradient until the
     # epilogue drops them (zero_step).
     partition_copy = zero.partition_gradients if zero and zero.stage == "zero1" else 0.0
-    end_gradients = (states.largest_gradient if setup.job.optimizer_in_backward else grads) + states.saved_grad_shards
-    end_gradients = (
-        buffered or end_gradients + partition_copy
-    )  # ZeRO-2: a later micro-batch's buffer beside the first's
+    if buffer_from is None:
+        gradients = states.largest_gradient if setup.job.optimizer_in_backward else grads
+        end_gradients = gradients + states.saved_grad_shards + partition_copy
+    else:  # ZeRO-2: a later micro-batch's buffer beside the first's until its epilogue
+        end_gradients = buffered
     end = {
         **fixed,
         "gathered_parameters": states.gathered_end,

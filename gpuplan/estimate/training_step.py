@@ -392,6 +392,11 @@ class SimulatedStep:
         zero = states.zero_step
         self.buffer_after_layers = zero.buffer_after_layers if zero is not None else None
         self.buffer_bytes = zero.partition_gradients if zero is not None else 0.0
+        # The copies a bucket's reduce makes (in a layer's backward, at the epilogue): ZeRO-3's on its reduce
+        # stream, ZeRO-2 offload's norm and overflow copies on the default one.
+        during, after = states.reduce_copies
+        self.reduce_copies = Tensors.of([(during, 1)]), Tensors.of([(after, 1)])
+        self.copy_stream = REDUCE if job.sharding == "zero3" else 0
         gathering = states.gathering
         self.units = _Units(self.cache, gathering) if gathering is not None else None
         if gathering is not None:
@@ -568,9 +573,7 @@ class SimulatedStep:
         recompute, backward_transients, layer_grads = self.recompute, self.backward_transients, self.grads
         in_backward = job.optimizer_in_backward
 
-        # the copies a bucket's reduce makes: ZeRO-3's on its reduce stream, ZeRO-2 offload's norm copy on the default
-        scatter = Tensors.of([(self.states.reduce_copies[0], 1)])
-        copy_stream = REDUCE if job.sharding == "zero3" else 0
+        (scatter, epilogue), copy_stream = self.reduce_copies, self.copy_stream
 
         def backward(held: tuple[Allocation, Allocation]) -> Allocation:
             # The layer's gradients are taken before its activations are freed; the next layer's can use
@@ -592,8 +595,8 @@ class SimulatedStep:
 
         if self.buffer_after_layers is None:
             grads += cache.repeat(backward, kept[::-1])
-            if self.states.reduce_copies[1]:  # the epilogue reduces what is left in the bucket
-                cycle(Tensors.of([(self.states.reduce_copies[1], 1)]), copy_stream)
+            if epilogue.large or epilogue.small:  # the epilogue reduces what is left in the bucket
+                cycle(epilogue, copy_stream)
         else:
             # ZeRO-2: the first micro-batch's buffer is kept for the step; a later one's is added to it and freed
             before, after = kept[::-1][: self.buffer_after_layers], kept[::-1][self.buffer_after_layers :]
