@@ -4,7 +4,7 @@ TINY (tests/tiny_architectures.py): 2 layers of 592 parameters, an untied embedd
 256 each and a final RMSNorm of 8. FSDP's root unit is what no wrapped decoder layer holds: 256 + 256 + 8 =
 520 parameters, 1,040 B in bf16; a decoder unit is 592 x 2 = 1,184 B. LoRA rank 1 on all seven linears in
 bf16: q 8 + 8, k 8 + 4, v 8 + 4, o 8 + 8, gate, up and down 8 + 16 each: 128 adapter parameters a layer, 256
-in all. The points of ``_States``: forward, backward's start (the loss), the layers of backward, its end,
+in all. The points of ``ModelStates``: forward, backward's start (the loss), the layers of backward, its end,
 the optimizer step.
 """
 

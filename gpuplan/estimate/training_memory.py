@@ -39,81 +39,17 @@ from gpuplan.estimate.training import (
 )
 from gpuplan.estimate.training_keys import ACTIVATIONS_IGNORE, STATES_IGNORE, Keyed, reading
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
+from gpuplan.estimate.training_tensors import MicroBatchActivations, ModelStates
 from gpuplan.estimate.zero_step import (
     FP64_BYTES,
     OVERFLOW_CHECK_PARTS,
-    ZeroStep,
     held_partition,
     optimizer_order,
     scatter_copy,
     zero2_first_reduce,
     zero_step,
 )
-from gpuplan.records import evolve, record
-
-
-@record
-class _States:
-    """Per-GPU model states: what lives for the whole step, what the step adds, what lives off the GPU."""
-
-    weights: float
-    gradients: float  # all of them, once backward has finished
-    optimizer: float
-    paged_optimizer: float  # bitsandbytes paged states: on the GPU for the step, evictable otherwise
-    step_temporaries: float
-    autocast_copies: float
-    gathered: float  # unsharded while backward runs a layer: the most at once (the allocator model's, all step)
-    largest_gradient: float  # the one gradient alive under optimizer_in_backward
-    host: float
-    nvme: float
-    # Unsharded in forward, at backward's start (the loss), at its end and through the optimizer step: all
-    # ``gathered`` but under FSDP, whose root unit and decoder units come and go (_model_states).
-    gathered_forward: float
-    gathered_loss: float
-    gathered_end: float
-    gathered_step: float
-    saved_grad_shards: float  # FSDP parameter offload: gradient shards on the GPU until backward ends
-    # A QLoRA model's preparation for k-bit training on this GPU (kbit_preparation): the elements of each
-    # 16-bit tensor it casts to fp32 and, with ``cast_back``, back (the embedding, an untied LM head).
-    upcast: tuple[float, ...] = ()
-    cast_back: bool = False
-    # FSDP's units as the allocator's model gathers them, layer by layer on their streams (None: ``gathered``
-    # is one block held all step, as for ZeRO-3: training_step.GATHER's comment says why).
-    gathering: Gathering | None = None
-    # The data-parallel gradient buckets, PyTorch DDP's or DeepSpeed ZeRO's (training.reduce_bucket_bytes,
-    # holds_ddp_buckets), and when they live.
-    reduce_buckets: float = 0.0
-    bucket_lifetime: str = ""  # training.bucket_lifetime
-    bucket_tensors: int = 1  # DeepSpeed's buckets are separate tensors (two under overlap_comm)
-    zero_step: ZeroStep | None = None  # DeepSpeed ZeRO's optimizer step on the GPU (zero_step)
-    # Copies made as a bucket is reduced, in a layer's backward and at its end: ZeRO-3's of the bucket
-    # (zero_step.scatter_copy), ZeRO-2's norm and overflow copies of a gradient under optimizer offload.
-    reduce_copies: tuple[float, float] = (0.0, 0.0)
-
-
-@record
-class _Activations:
-    """Per-GPU activation memory of one micro-batch."""
-
-    saved: float  # live at the end of forward, logits included
-    returned_logits: float  # held by the caller until it drops the output
-    returned_cache: float  # the key and value states the model returns with them (use_cache), all layers
-    per_layer: float  # one decoder layer's saved tensors (recomputed ones with checkpointing)
-    # What a layer's backward recomputes beside what it kept: all its tensors under full checkpointing (it
-    # kept its input alone), those selective checkpointing did not keep, none without checkpointing.
-    recomputed: float
-    checkpoint_input: float  # one layer's input, kept beside its recomputed tensors under full checkpointing
-    final_norm: float  # the final norm's saved input, part of ``saved`` until its backward
-    forward_temporaries: float
-    loss_gradients: float  # the loss backward's two fp32 logit-sized gradients
-    layer_backward_temporaries: float
-    host: float  # activation offloading
-    # What the allocator's model reads beside the phase totals: how the saved bytes fall into tensors.
-    kept_per_layer: float  # what one layer keeps through the step (its input alone under full checkpointing)
-    layers_kept: int  # layers whose kept tensors are on the GPU at once (2 with activation offloading)
-    log_softmax: float  # the loss's fp32 log-softmax, saved until the loss backward
-    upcast: float  # the loss's fp32 logits, freed once the loss is computed
-    layer_forward_temporaries: float  # a layer's largest transient in forward (eager scores, NF4 dequant, DoRA)
+from gpuplan.records import evolve
 
 
 def _base_bytes_per_param(setup: TrainingSetup) -> float:
@@ -122,7 +58,7 @@ def _base_bytes_per_param(setup: TrainingSetup) -> float:
     return float(setup.model_dtype_bytes)
 
 
-def _model_states(setup: TrainingSetup) -> _States:
+def _model_states(setup: TrainingSetup) -> ModelStates:
     arch = setup.architecture
     weight_b, grad_b, state_b, _, _ = REGIMES[setup.job.precision]
     n = setup.data_parallel
@@ -390,7 +326,7 @@ def _model_states(setup: TrainingSetup) -> _States:
             # The step releases every gathered parameter first (stage3.py step: _partition_all_parameters).
             gathered_step = 0.0
     scatter = scatter_copy(setup, trainable_local)
-    return _States(
+    return ModelStates(
         weights,
         grads,
         optimizer,
@@ -417,7 +353,7 @@ def _model_states(setup: TrainingSetup) -> _States:
     )
 
 
-def _preparation_excess(states: _States) -> float:
+def _preparation_excess(states: ModelStates) -> float:
     """How far the live bytes rise above the prepared weights while the preparation runs (0 without one)."""
     held: dict[int, float] = {}
     live = peak = 0.0
@@ -444,7 +380,7 @@ def _edge_tensors(setup: TrainingSetup) -> tuple[float, ...]:
     return tuple(elements for elements in tensors if elements >= arch.hidden)  # a tied head is the embedding
 
 
-def _activations(setup: TrainingSetup) -> _Activations:
+def _activations(setup: TrainingSetup) -> MicroBatchActivations:
     arch = setup.architecture
     act_b = setup.activation_bytes
     tokens = setup.tokens
@@ -497,7 +433,7 @@ def _activations(setup: TrainingSetup) -> _Activations:
         layer_backward = max(layer_backward, 6 * scores)  # bf16 + fp32 score gradients
     loss_gradients = 0.0 if setup.job.fused_loss else 2 * 4 * (arch.vocab / tp) * tokens
     recomputing = setup.job.checkpointing != "none"
-    return _Activations(
+    return MicroBatchActivations(
         saved=layers + final_norm + returned + log_softmax,
         returned_logits=returned,
         returned_cache=returned_cache_bytes(setup),
@@ -552,23 +488,24 @@ _ACTIVATIONS_READ = reading(ACTIVATIONS_IGNORE)
 
 
 @functools.lru_cache(maxsize=4096)
-def _remembered_states(keyed: Keyed) -> _States:
+def _remembered_states(keyed: Keyed) -> ModelStates:
     return _model_states(keyed.setup)
 
 
 @functools.lru_cache(maxsize=4096)
-def _remembered_activations(keyed: Keyed) -> _Activations:
+def _remembered_activations(keyed: Keyed) -> MicroBatchActivations:
     return _activations(keyed.setup)
 
 
 def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
-    """What ``SimulatedStep`` reads of a setup: its model states and activations (``_States``, ``_Activations``),
+    """What ``SimulatedStep`` reads of a setup: its model states and activations (``ModelStates``, ``MicroBatchActivations``),
     the shapes they fall into and the order of the step; not the replica count beyond whether there are
     several (a search tries many that share one step)."""
     job = setup.job
     return (
         _remembered_states(Keyed(setup, _STATES_READ)),
         _remembered_activations(Keyed(setup, _ACTIVATIONS_READ)),
+        _evaluation_activations(setup),
         setup.architecture,
         setup.pipeline_parallel,
         setup.tensor_parallel,
@@ -590,9 +527,9 @@ def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
 
 @functools.lru_cache(maxsize=1024)
 def _remembered_cache(keyed: Keyed) -> int:
-    """The allocator's cache above the live peak over two steps."""
-    states, acts = keyed.key[:2]
-    live, reserved = SimulatedStep(keyed.setup, states, acts).run()
+    """The allocator's cache above the live peak over two steps and the evaluation after them, if any."""
+    states, acts, evaluation = keyed.key[:3]
+    live, reserved = SimulatedStep(keyed.setup, states, acts, evaluation).run()
     return max(0, reserved - live)
 
 
@@ -766,16 +703,15 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     )
 
 
-def _evaluation(setup: TrainingSetup, states: _States, fixed: dict[str, float], outputs: float) -> dict[str, float]:
+def _evaluation(setup: TrainingSetup, states: ModelStates, fixed: dict[str, float], outputs: float) -> dict[str, float]:
     """An evaluation forward between steps (finetune.evaluation: the Trainer's evaluation_loop -> prediction_step,
     ``with torch.no_grad(): loss, outputs = self.compute_loss(model, inputs, return_outputs=True)``), on its own
     micro-batch: the weights and optimizer states, the units a sharded forward gathers, autocast's weight copies
     (cached through the forward), no gradient (zero_grad(set_to_none=True) after each step) but ZeRO-3's buffer,
     and, as nothing is saved for backward, the larger of one layer's tensors and the loss's moment: the logits,
     their fp32 copy (transformers ForCausalLMLoss: ``logits.float()``) and cross_entropy's fp32 log-softmax."""
-    job = setup.job
-    evaluated = evolve(job, micro_batch=job.eval_micro_batch, seq_len=job.eval_seq_len or job.seq_len)
-    acts = _remembered_activations(Keyed(evolve(setup, job=evaluated), _ACTIVATIONS_READ))
+    acts = _evaluation_activations(setup)
+    assert acts is not None, "an evaluation phase needs finetune.evaluation"
     zero = states.zero_step
     loss = acts.returned_logits + acts.upcast + acts.log_softmax
     return {
@@ -786,6 +722,16 @@ def _evaluation(setup: TrainingSetup, states: _States, fixed: dict[str, float], 
         "activations": max(loss, acts.per_layer + acts.layer_forward_temporaries),
         "model_outputs": outputs,
     }
+
+
+def _evaluation_activations(setup: TrainingSetup) -> MicroBatchActivations | None:
+    """The activations of an evaluation forward (finetune.evaluation: its own micro-batch and sequence length),
+    remembered as any micro-batch's; None without an evaluation."""
+    job = setup.job
+    if not job.eval_micro_batch:
+        return None
+    evaluated = evolve(job, micro_batch=job.eval_micro_batch, seq_len=job.eval_seq_len or job.seq_len)
+    return _remembered_activations(Keyed(evolve(setup, job=evaluated), _ACTIVATIONS_READ))
 
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:

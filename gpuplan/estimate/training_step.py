@@ -21,7 +21,7 @@ from gpuplan.records import record
 
 if TYPE_CHECKING:
     from gpuplan.architecture import Architecture
-    from gpuplan.estimate.training_memory import _Activations, _States
+    from gpuplan.estimate.training_tensors import MicroBatchActivations, ModelStates
     from gpuplan.estimate.zero_step import ZeroStep
 
 # The CUDA streams a step allocates on besides the default (compute) stream, 0; the allocator keeps a pool
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # DeepSpeed ZeRO-3 gathers on a stream of its own too (deepspeed/runtime/zero/partitioned_param_coordinator.py
 # __all_gather_params_: all_gather_coalesced under __allgather_stream, its own when overlap_comm, which stage
 # 3 turns on by default: runtime/zero/config.py overlap_comm_valid), but submodule by submodule in prefetch
-# buckets, not a layer at a time; gpuplan holds its two units all step (``_States.gathered``, one block), as
+# buckets, not a layer at a time; gpuplan holds its two units all step (``ModelStates.gathered``, one block), as
 # a pool of their own would hold them.
 GATHER, STAGE, REDUCE = 1, 2, 3
 
@@ -45,7 +45,7 @@ GATHER, STAGE, REDUCE = 1, 2, 3
 @record
 class Gathering:
     """What FSDP all-gathers, unit by unit, as ``_Units`` allocates it (bytes; the phase model counts the
-    same units in ``_States.gathered``)."""
+    same units in ``ModelStates.gathered``)."""
 
     framework: str  # fsdp1 | fsdp2
     root: float  # FSDP's root unit (the embedding, an untied LM head, the final norm), as gathered
@@ -150,7 +150,7 @@ def wrap_model(
     return sum(cache.repeat(unit, list(layers))) + unit(root)
 
 
-def preparation_events(states: _States) -> tuple[tuple[bool, int, float], ...]:
+def preparation_events(states: ModelStates) -> tuple[tuple[bool, int, float], ...]:
     """A QLoRA preparation's allocations (True) and frees (False) in order, as (take, tensor, bytes): each
     16-bit tensor as loaded; its fp32 copy, taken before the 16-bit one is freed (peft
     ``prepare_model_for_kbit_training``: ``param.data = param.data.to(torch.float32)``); with ``cast_back``,
@@ -166,7 +166,7 @@ def preparation_events(states: _States) -> tuple[tuple[bool, int, float], ...]:
     return tuple(events)
 
 
-def _prepared_bytes(states: _States) -> float:
+def _prepared_bytes(states: ModelStates) -> float:
     """Bytes of the tensors a preparation leaves (part of ``states.weights``): fp32, or bf16 once cast back."""
     return (2 if states.cast_back else 4) * sum(states.upcast)
 
@@ -353,10 +353,17 @@ class SimulatedStep:
     the outputs, by a few hundred bytes): with one simulation per step shape, holding more never reads as
     less."""
 
-    def __init__(self, setup: TrainingSetup, states: _States, acts: _Activations, fast_forward: bool = True) -> None:
+    def __init__(
+        self,
+        setup: TrainingSetup,
+        states: ModelStates,
+        acts: MicroBatchActivations,
+        evaluation: MicroBatchActivations | None = None,
+        fast_forward: bool = True,
+    ) -> None:
         arch, job = setup.architecture, setup.job
         self.cache = CachingAllocator(expandable=job.expandable_segments, fast_forward=fast_forward)
-        self.job, self.states, self.acts = job, states, acts
+        self.job, self.states, self.acts, self.evaluation = job, states, acts, evaluation
         self.bucket: Allocation | None = None  # the buckets a backward took, while they live
         self.layer_shares, self.edge_shares, self.layers = _parameter_shares(setup)
         elements = self.layers * sum(self.layer_shares) + sum(self.edge_shares)
@@ -366,6 +373,7 @@ class SimulatedStep:
         matrices = 3 if arch.mlp == "gated" else 1
         # One layer's saved tensors by width: the norms' outputs, q, k, v and the attention output, the MLP's.
         shares = (widths["norm"], widths["norm2"], q, kv, kv, q) + (widths["mlp"],) * (matrices + 1)
+        self.layer_widths = shares
         # 1F1B keeps a whole model's activations on the first stage whatever the PP degree; offloading
         # keeps two layers' on the GPU: per layer of this GPU, the kept bytes scale by that ratio.
         on_gpu = acts.layers_kept / max(self.layers, 1)
@@ -400,7 +408,7 @@ class SimulatedStep:
         gathering = states.gathering
         self.units = _Units(self.cache, gathering) if gathering is not None else None
         if gathering is not None:
-            # FSDP1 parameter offload keeps each shard on the GPU until backward ends (_States.saved_grad_shards).
+            # FSDP1 parameter offload keeps each shard on the GPU until backward ends (ModelStates.saved_grad_shards).
             self.saved = states.saved_grad_shards > 0
             if self.saved:
                 self.grads, self.embedding_grad, self.head_grad = self._params(states.saved_grad_shards)
@@ -500,7 +508,42 @@ class SimulatedStep:
                 temporaries = self._take_all_layers(self._params(states.step_temporaries))
                 self._give(*temporaries, self.cache.take(states.paged_optimizer))
             self._give(*grads)  # zero_grad(set_to_none=True)
+        if self.evaluation is not None:
+            self._evaluate(self.evaluation)
         return self.cache.peak_live, self.cache.reserved_peak()
+
+    def _evaluate(self, acts: MicroBatchActivations) -> None:
+        """An evaluation forward after the steps (finetune.evaluation; training_memory._evaluation, whose totals
+        these are): per layer its autocast weight copies, cached through the forward, and, as nothing is saved
+        for backward, its tensors (split by width, as a training layer's) and transient taken and freed (FSDP's
+        units gathered as in training); then
+        the logits, their fp32 upcast and the log-softmax cross_entropy makes of it, all live at once (as the phase
+        model has them), freed as the evaluation ends. Run in the blocks the steps left cached, so its tensors make new segments only where
+        those blocks cannot hold them: a batch's logits larger than any cached block are a segment of their own,
+        however much the steps' activations freed."""
+        cache, units = self.cache, self.units
+        layer = Tensors.of([*_pairs(_split(acts.per_layer, self.layer_widths)), (acts.layer_forward_temporaries, 1)])
+        gathers = units is not None and units.gathers_in_forward
+        edge_copies = cache.take_all(self.edge_copies)
+        if units is not None:
+            units.forward_begins()
+
+        def forward(_: None) -> Allocation:
+            unit = units.layer_forward() if units is not None and gathers else EMPTY
+            copies = cache.take_all(self.copies)
+            cache.cycle(layer)
+            cache.give(unit)
+            return copies
+
+        copies = cache.repeat(forward, [None] * self.layers)
+        if units is not None:
+            units.forward_ends()
+        returned = cache.take(acts.returned_logits)
+        upcast = cache.take(acts.upcast)
+        log_softmax = cache.take(acts.log_softmax)  # cross_entropy's, of the upcast logits, which live until it returns
+        self._give(upcast, returned, log_softmax, *copies, edge_copies)
+        if units is not None:
+            units.backward_ends()  # the root unit resharded (FSDP1 keeps it gathered from forward on)
 
     def _zero_step(self, zero: ZeroStep, grads: list[Allocation]) -> list[Allocation]:
         """DeepSpeed ZeRO's step (zero_step's moments): ZeRO-1 copies the partition's gradients into a buffer of
