@@ -198,7 +198,8 @@ def finetune_assumptions(
         (
             "evaluation",
             f"{job.eval_micro_batch} x {job.eval_seq_len or job.seq_len:,} tokens between steps under no_grad: the"
-            " logits, their fp32 copy and the loss's log-softmax of that batch, no gradients (finetune.evaluation)"
+            " logits, their fp32 copy and the loss's log-softmax of that batch, no gradients, in the blocks training"
+            " left cached (what fits none maps segments of its own) (finetune.evaluation)"
             if job.eval_micro_batch
             else "none counted (finetune.evaluation states one; the Hugging Face Trainer evaluates"
             " per_device_eval_batch_size sequences at once, 8 by default)",

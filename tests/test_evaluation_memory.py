@@ -14,7 +14,8 @@ import datetime
 from training_jobs import training_setup
 
 from gpuplan.catalog import get_model
-from gpuplan.estimate.training_memory import estimate_training
+from gpuplan.estimate.training_memory import _step_read, estimate_training
+from gpuplan.estimate.training_step import SimulatedStep
 from gpuplan.linter import LintOptions, lint_bytes
 
 VOCAB = 128_256
@@ -83,3 +84,32 @@ def test_a_spec_evaluating_at_the_trainers_default_batch_peaks_there():
     smaller = SPEC.replace("evaluation: {}", "evaluation: {micro_batch: 1}")
     memory = lint_bytes("spec.yaml", smaller.encode(), LintOptions(today=datetime.date(2026, 12, 6)))
     assert memory.analysis.finetune.memory.peak_phase != "evaluation"
+
+
+def _simulated_reserved(setup, evaluation: bool) -> int:
+    states, acts, evaluated = _step_read(setup)[:3]
+    step = SimulatedStep(setup, states, acts, evaluated if evaluation else None)
+    step.run()
+    return step.cache.reserved_peak()
+
+
+def test_the_evaluations_logits_take_segments_of_their_own_beside_the_cache_training_left():
+    # The caching allocator keeps the steps' freed blocks reserved, and a block serves only a request it can hold:
+    # trained at 2 x 4,096 tokens with full recompute, the largest block training frees is its fp32 logits copy,
+    # 8,192 x 128,256 x 4 B = 4,202,692,608 B; the evaluation of 8 x 4,096 = 32,768 tokens holds its bf16 logits
+    # (8,405,385,216 B), their fp32 copy and the log-softmax (16,810,770,432 B each) at once, none of which fits
+    # there, each a whole number of 2 MiB pages (128,256 x 65,536 B = 4,008 x 2 MiB): they add exactly their
+    # 32,768 x 128,256 x 10 = 42,026,926,080 B to the reserved peak. A layer's tensors in the evaluation forward
+    # (the largest, an MLP activation, 32,768 x 14,336 x 2 B = 939,524,096 B) are cut from blocks training left
+    # and freed whole again before the loss, so they add nothing.
+    setup = _lora(micro_batch=2, seq_len=4096, checkpointing="full", eval_micro_batch=8)
+    assert _simulated_reserved(setup, True) - _simulated_reserved(setup, False) == 32_768 * VOCAB * 10
+    assert 32_768 * VOCAB * 10 == 42_026_926_080
+    # At the training's own batch every tensor the evaluation takes fits a block the steps left: nothing is added.
+    same = _lora(micro_batch=2, seq_len=4096, checkpointing="full", eval_micro_batch=2)
+    assert _simulated_reserved(same, True) == _simulated_reserved(same, False)
+    # The device figure holds them: the allocator's cache above the evaluation's peak is what training left,
+    # where it was the evaluation's live bytes above training's peak that the phase model alone could count.
+    memory = estimate_training(setup, 0)
+    assert memory.peak_phase == "evaluation"
+    assert memory.reserved >= _simulated_reserved(setup, True)
