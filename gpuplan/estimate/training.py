@@ -82,6 +82,12 @@ class TrainingSetup:
         return self.job.hardware.pipeline_parallel
 
     @property
+    def stage_layers(self) -> int:
+        """Decoder layers on the most loaded pipeline stage (every stage but the last takes one of a remainder:
+        ``Architecture.stage_layers``)."""
+        return math.ceil(self.architecture.layers / self.pipeline_parallel)
+
+    @property
     def gpus(self) -> int:
         return self.job.hardware.count
 
@@ -323,8 +329,7 @@ def trainable_params(setup: TrainingSetup) -> int:
 
 def stage_fraction(setup: TrainingSetup) -> float:
     """Share of the decoder layers held by the most loaded pipeline stage, per tensor-parallel rank."""
-    layers_per_stage = math.ceil(setup.architecture.layers / setup.pipeline_parallel)
-    return layers_per_stage / setup.architecture.layers / setup.tensor_parallel
+    return setup.stage_layers / setup.architecture.layers / setup.tensor_parallel
 
 
 def stage_edges(setup: TrainingSetup) -> tuple[bool, bool]:

@@ -583,7 +583,7 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     buffered = accumulating + grads if buffer_from is not None else 0.0
     if buffer_from == 0:  # allocated before the last layer's backward
         grads_at_last_layer = buffered
-    if buffer_from is not None and buffer_from < math.ceil(arch.layers / setup.pipeline_parallel):
+    if buffer_from is not None and buffer_from < setup.stage_layers:
         grads_before_first_layer = buffered  # allocated before the first layer's backward
     in_backward_step = states.step_temporaries if setup.job.optimizer_in_backward else 0.0  # one parameter's
     fixed = {"weights": states.weights, "optimizer": states.optimizer}

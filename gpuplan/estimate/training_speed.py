@@ -46,8 +46,6 @@ whichever is lower.
 
 from __future__ import annotations
 
-import math
-
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
@@ -64,7 +62,7 @@ from gpuplan.estimate.performance import (
     matmul_ceiling,
     matmul_params,
 )
-from gpuplan.estimate.training import REGIMES, SHARDED_WEIGHT_BYTES, TrainingSetup
+from gpuplan.estimate.training import REGIMES, SHARDED_WEIGHT_BYTES, TrainingSetup, stage_fraction
 from gpuplan.records import record
 from gpuplan.spec import Finetune
 
@@ -187,7 +185,7 @@ def seconds_per_token_floor(
     efficiency = efficiency or Efficiency()
     job, arch, gpu = w.setup.job, w.setup.architecture, w.gpu
     tp, pp = w.setup.tensor_parallel, w.setup.pipeline_parallel
-    share = math.ceil(arch.layers / pp) / arch.layers / tp
+    share = stage_fraction(w.setup)
     if efficiency.training_mfu is not None:
         fp8 = job.precision == "fp8-mixed" and bool(gpu.tflops.get("fp8"))
         rate = (gpu.peak_flops("fp8") if fp8 else gpu.peak_flops("bf16")) * efficiency.training_mfu
@@ -205,8 +203,8 @@ def training_speed(
     cal = calibration.training
     job, arch, gpu = w.setup.job, w.setup.architecture, w.gpu
     tp, pp, dp = w.setup.tensor_parallel, w.setup.pipeline_parallel, w.setup.data_parallel
-    stage_layers = math.ceil(arch.layers / pp)
-    share = stage_layers / arch.layers / tp  # of the model's layers (and heads) on this GPU
+    stage_layers = w.setup.stage_layers
+    share = stage_fraction(w.setup)  # of the model's layers (and heads) on this GPU
     tokens = job.micro_batch * job.seq_len
     fp8 = job.precision == "fp8-mixed" and bool(gpu.tflops.get("fp8"))
     peak16 = gpu.peak_flops("bf16")

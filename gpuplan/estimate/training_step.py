@@ -4,7 +4,6 @@ the order a step takes and frees them: what ``max_memory_reserved`` adds to the 
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -183,7 +182,7 @@ def _parameter_shares(setup: TrainingSetup) -> tuple[tuple[float, ...], tuple[fl
     data parallelism keeps one flat shard per layer (FSDP's flat parameter, ZeRO's partition)."""
     arch, job = setup.architecture, setup.job
     shapes = adapted_shapes(arch)
-    layers = math.ceil(arch.layers / setup.pipeline_parallel)
+    layers = setup.stage_layers
     if setup.is_adapter:
         rank = job.lora_rank
         layer = tuple(rank * side for name in job.lora_targets if shapes[name][0] for side in shapes[name])

@@ -160,7 +160,7 @@ def zero2_first_reduce(setup: TrainingSetup, trainable_local: float) -> int:
     """``layers_before_first_reduce`` for this GPU: the untied LM head's gradient first, then a
     layer's (the adapters' alone under LoRA, which has no head gradient); ZeRO-2 never pipelines (GP025)."""
     arch, tp = setup.architecture, setup.tensor_parallel
-    layers = math.ceil(arch.layers / setup.pipeline_parallel)
+    layers = setup.stage_layers
     if setup.is_adapter:
         head, layer = 0.0, trainable_local / layers
     else:
@@ -216,7 +216,7 @@ def optimizer_order(setup: TrainingSetup) -> list[float]:
     arch, tp = setup.architecture, setup.tensor_parallel
     layer, (embedding, norm, *head) = wrapped_unit_elements(arch)
     holds_embedding, holds_head = stage_edges(setup)
-    layers = math.ceil(arch.layers / setup.pipeline_parallel)
+    layers = setup.stage_layers
     order = [embedding] if holds_embedding else []
     order += list(layer) * layers
     order += [norm, *head] if holds_head else []
