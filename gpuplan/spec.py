@@ -6,13 +6,13 @@ field that names them, with "did you mean" suggestions; nothing here raises for 
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
+from gpuplan.budget import Budget, budget_from
 from gpuplan.catalog import CatalogModel, Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
 from gpuplan.conflicts import engine_refusal, finetune_conflicts
 from gpuplan.defaults import apply_defaults, property_node
@@ -210,60 +210,6 @@ class Serve:
     def quantizations(self) -> tuple[str, ...]:
         """The quantization of every model the engine loads: the model's, then each tenant's."""
         return (self.quantization, *(tenant.quantization for tenant in self.tenants))
-
-
-@record
-class Purchase:
-    """Buying one GPU instead of renting it (``budget.purchase.<gpu>``), in the spec's currency."""
-
-    price_per_gpu: float
-    amortisation_months: int
-    hosting_per_gpu_month: float
-    date: str | None
-
-    @property
-    def monthly(self) -> float:
-        """What one owned GPU costs a month: its price written off over the amortisation, plus hosting."""
-        return self.price_per_gpu / self.amortisation_months + self.hosting_per_gpu_month
-
-
-@record
-class Reserved:
-    """Committed-use prices per GPU-hour (``budget.reserved``)."""
-
-    prices: dict[str, float]
-    commitment_months: int
-    prices_date: str | None
-
-
-@record
-class Quote:
-    """A vendor's quote for one GPU (``budget.quotes``): per GPU-hour, or per instance-hour of
-    ``instance_gpus`` GPUs."""
-
-    provider: str
-    price: float
-    instance_gpus: int | None
-    date: str | None
-    reference: str
-
-    @property
-    def per_gpu_hour(self) -> float:
-        return self.price / self.instance_gpus if self.instance_gpus else self.price
-
-
-@record
-class Budget:
-    currency: str
-    finetune_total: float | None
-    serve_monthly: float | None
-    prices: dict[str, float]
-    prices_date: str | None
-    term_months: int
-    reserved: Reserved | None = None
-    purchase: dict[str, Purchase] = field(default_factory=dict)
-    term_start: datetime.date | None = None  # the first day the term covers; None: the report's date
-    quotes: dict[str, Quote] = field(default_factory=dict)  # budget.quotes, by GPU id
 
 
 @record
@@ -491,32 +437,7 @@ def resolve(document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> tu
     serve = _serve(resolver, data.get("serve"), custom, model)
     if resolver.findings or model is None:
         return None, tuple(resolver.findings)
-    budget = Budget(
-        currency=budget_data["currency"],
-        finetune_total=budget_data.get("finetune_total"),
-        serve_monthly=budget_data.get("serve_monthly"),
-        prices=dict(budget_data.get("prices", {})),
-        prices_date=budget_data.get("prices_date"),
-        term_months=budget_data["term_months"],
-        reserved=_reserved(budget_data.get("reserved")),
-        purchase={
-            gpu_id: Purchase(
-                entry["price_per_gpu"], entry["amortisation_months"], entry["hosting_per_gpu_month"], entry.get("date")
-            )
-            for gpu_id, entry in budget_data.get("purchase", {}).items()
-        },
-        term_start=_date(budget_data.get("term_start")),
-        quotes={
-            gpu_id: Quote(
-                entry["provider"],
-                entry["price"],
-                entry.get("instance_gpus"),
-                None if entry.get("date") is None else str(entry["date"]),
-                entry.get("reference", ""),
-            )
-            for gpu_id, entry in budget_data.get("quotes", {}).items()
-        },
-    )
+    budget = budget_from(budget_data)
     waivers = tuple(
         Waiver(w["rule"], w["reason"], w.get("approved_by", ""), w.get("expires", "")) for w in data.get("waivers", [])
     )
@@ -537,15 +458,6 @@ def resolve(document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> tu
         plan=PlanLimits.from_data(plan_data),
     )
     return spec, ()
-
-
-def _date(value: Any) -> datetime.date | None:
-    """A validated date field (YYYY-MM-DD, as a string or as YAML's date), or None when absent."""
-    return None if value is None else datetime.date.fromisoformat(str(value))
-
-
-def _reserved(data: dict[str, Any] | None) -> Reserved | None:
-    return None if data is None else Reserved(dict(data["prices"]), data["commitment_months"], data.get("prices_date"))
 
 
 def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str, Gpu]) -> Finetune | None:

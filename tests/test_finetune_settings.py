@@ -27,7 +27,8 @@ from training_jobs import training_setup, vary
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import gpu_catalog
 from gpuplan.config import default_settings
-from gpuplan.estimate.training import TrainingSetup, layer_activation_bytes_per_token, selective_layer_bytes_per_token
+from gpuplan.estimate.training import TrainingSetup
+from gpuplan.estimate.training_activations import layer_activation_bytes_per_token, selective_layer_bytes_per_token
 from gpuplan.estimate.training_memory import estimate_training
 from gpuplan.linter import LintOptions, lint_bytes
 from gpuplan.output.estimate_json import estimate_document
@@ -921,7 +922,7 @@ def test_autocast_norms_of_a_plain_mlp_have_one_reader_fewer():
     # and every linear that reads the norm's output saves its own bf16 cast (2 x 8 = 16 B): q, k and v
     # read the first norm; gate and up read the second in a gated MLP (5 readers: 208 B), up alone in a
     # plain one (4 readers: 192 B).
-    from gpuplan.estimate.training import _autocast_norm_bytes
+    from gpuplan.estimate.training_activations import _autocast_norm_bytes
 
     gated = training_setup(architecture=TINY, precision="bf16-mixed")
     plain = training_setup(architecture=dataclasses.replace(TINY, mlp="plain"), precision="bf16-mixed")

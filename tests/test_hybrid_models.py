@@ -29,10 +29,10 @@ from gpuplan.estimate.serving import (
     kv_pages,
     max_concurrency,
 )
-from gpuplan.estimate.training import (
+from gpuplan.estimate.training import trainable_params
+from gpuplan.estimate.training_activations import (
     largest_layer_activation_bytes_per_token,
     layer_activation_bytes_per_token,
-    trainable_params,
 )
 from gpuplan.hf_config import read_hf_model
 from gpuplan.plan.space import tensor_parallel_problem

@@ -247,7 +247,7 @@ ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
     ("gpuplan.assumptions", "OPTIMIZER_NOTES", ("finetune", "optimizer"), frozenset()),
     ("gpuplan.estimate.training", "REGIMES", ("finetune", "precision"), frozenset()),
     ("gpuplan.estimate.training", "SHARDED_WEIGHT_BYTES", ("finetune", "precision"), frozenset()),
-    ("gpuplan.estimate.training", "_INPUT_GROUP", ("finetune", "lora", "targets", vs.ITEM), frozenset()),
+    ("gpuplan.estimate.training_activations", "_INPUT_GROUP", ("finetune", "lora", "targets", vs.ITEM), frozenset()),
     ("gpuplan.estimate.calibration", "ENGINE_NAMES", ("serve", "engine"), frozenset()),
     ("gpuplan.estimate.engines", "MEMORY_ENGINES", ("serve", "engine"), frozenset()),
     ("gpuplan.estimate.kernels", "FRAMEWORKS", ("finetune", "framework"), frozenset()),

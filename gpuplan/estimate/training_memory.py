@@ -1,6 +1,7 @@
 """Per-GPU memory of one fine-tuning step, phase by phase: which tensors are live when (forward; the start,
 middle and end of backward; the optimizer step), from the model states and one micro-batch's activations
-(gpuplan/estimate/training.py sizes the parameters, the activations per token and the optimizer states)."""
+(gpuplan/estimate/training.py sizes the parameters and the optimizer states, training_activations.py the activations
+per token)."""
 
 from __future__ import annotations
 
@@ -23,19 +24,21 @@ from gpuplan.estimate.training import (
     full_state_bytes,
     gradient_shares,
     holds_ddp_buckets,
-    input_widths,
-    largest_layer_activation_bytes_per_token,
-    layer_activation_bytes_per_token,
     local_params,
-    logits_bytes,
-    norm_bytes,
     optimizer_state_bytes,
     reduce_bucket_bytes,
     reduce_buckets,
     runs_deepspeed_zero,
-    selective_layer_bytes_per_token,
     stage_fraction,
     trainable_params,
+)
+from gpuplan.estimate.training_activations import (
+    input_widths,
+    largest_layer_activation_bytes_per_token,
+    layer_activation_bytes_per_token,
+    logits_bytes,
+    norm_bytes,
+    selective_layer_bytes_per_token,
 )
 from gpuplan.estimate.training_keys import ACTIVATIONS_IGNORE, STATES_IGNORE, Keyed, reading
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events

@@ -9,13 +9,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpuplan.estimate.allocator import EMPTY, Allocation, CachingAllocator, Tensors
-from gpuplan.estimate.training import (
-    TrainingSetup,
-    adapted_shapes,
-    input_widths,
-    matrix_copies,
-    runs_deepspeed_zero,
-)
+from gpuplan.estimate.training import TrainingSetup, adapted_shapes, matrix_copies, runs_deepspeed_zero
+from gpuplan.estimate.training_activations import input_widths
 from gpuplan.records import record
 
 if TYPE_CHECKING:
