@@ -199,7 +199,7 @@ def finetune_assumptions(
             "evaluation",
             f"{job.eval_micro_batch} x {job.eval_seq_len or job.seq_len:,} tokens between steps under no_grad: the"
             " logits, their fp32 copy and the loss's log-softmax of that batch, no gradients, in the blocks training"
-            " left cached (what fits none maps segments of its own) (finetune.evaluation)"
+            f" left cached (what fits none maps segments of its own); {_kept_predictions(job)} (finetune.evaluation)"
             if job.eval_micro_batch
             else "none counted (finetune.evaluation states one; the Hugging Face Trainer evaluates"
             " per_device_eval_batch_size sequences at once, 8 by default)",
@@ -608,4 +608,20 @@ def _load_note(job: Serve, speed: ServingSpeed, mixes_prefill: bool) -> str:
     return (
         f"{running} running per replica (limited by {limit_words(speed)}); TTFT includes"
         f" queueing and prefill beside the running batch; {alone}"
+    )
+
+
+def _kept_predictions(job: Finetune) -> str:
+    """What the evaluation keeps of its batches for compute_metrics, in the evaluation assumption's words."""
+    if job.eval_predictions == "none":
+        return "no predictions kept (no compute_metrics: the loss alone)"
+    what = "logits" if job.eval_predictions == "logits" else "argmax token ids"
+    until = (
+        f"moved to the host every {job.eval_accumulation_steps:,} batches"
+        if job.eval_accumulation_steps
+        else "kept to the evaluation's end"
+    )
+    return (
+        f"every batch's {what} of {job.eval_samples:,} samples gathered from all ranks and concatenated on the"
+        f" GPU, {until} (compute_metrics)"
     )

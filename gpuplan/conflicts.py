@@ -152,6 +152,15 @@ def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
                 "set method: lora, or remove lora.variant",
             )
         )
+    if job.eval_predictions != "none" and job.eval_samples is None:
+        problems.append(
+            (
+                ("evaluation", "predictions"),
+                f"evaluation.predictions {job.eval_predictions} keeps every evaluation batch's predictions on the GPU"
+                " until accumulation_steps moves them: how many batches there are takes the evaluation set's size",
+                "set evaluation.samples to len(eval_dataset)",
+            )
+        )
     gpu = job.hardware.gpu
     if job.precision in BF16_PRECISIONS and not gpu.has_bf16:
         problems.append(

@@ -126,6 +126,9 @@ class Finetune:
     loop: str  # manual (outputs held until the next forward returns) | after-step | trainer (released before backward)
     eval_micro_batch: int | None  # finetune.evaluation.micro_batch; None: no evaluation counted
     eval_seq_len: int | None  # finetune.evaluation.seq_len; None: the training seq_len
+    eval_samples: int | None  # finetune.evaluation.samples: the evaluation set's sequences
+    eval_predictions: str  # none | logits | argmax: what the Trainer keeps of each batch for compute_metrics
+    eval_accumulation_steps: int | None  # eval_accumulation_steps; None: predictions kept to the evaluation's end
     use_cache: bool  # the model returns every layer's K and V with its output (Hugging Face config.use_cache)
     double_quant: bool  # qlora: NF4 scales double-quantized
     kbit_preparation: str  # qlora: none | peft | trl | axolotl (TrainingSetup.kbit_preparation: as a layout holds it)
@@ -502,6 +505,9 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         loop=data["loop"],
         eval_micro_batch=evaluation["micro_batch"] if evaluation is not None else None,
         eval_seq_len=evaluation.get("seq_len") if evaluation is not None else None,
+        eval_samples=evaluation.get("samples") if evaluation is not None else None,
+        eval_predictions=evaluation["predictions"] if evaluation is not None else "none",
+        eval_accumulation_steps=evaluation.get("accumulation_steps") if evaluation is not None else None,
         use_cache=data["use_cache"],
         double_quant=data["double_quant"],
         kbit_preparation=data["kbit_preparation"],

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import datetime
 
-from training_jobs import training_setup
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_properties_memory import varied_setups
+from training_jobs import training_setup, vary
 
 from gpuplan.catalog import get_model
 from gpuplan.estimate.training_memory import _step_read, estimate_training
@@ -113,3 +116,84 @@ def test_the_evaluations_logits_take_segments_of_their_own_beside_the_cache_trai
     memory = estimate_training(setup, 0)
     assert memory.peak_phase == "evaluation"
     assert memory.reserved >= _simulated_reserved(setup, True)
+
+
+# compute_metrics: the Trainer's evaluation_loop keeps each batch's predictions, gathered from every rank
+# (gather_for_metrics), concatenated on the GPU (EvalLoopContainer.add -> nested_concat -> torch.cat).
+BATCH_LOGITS = 8 * 2048 * VOCAB * 2  # one GPU's batch of 8 x 2,048 tokens of bf16 logits: 4,202,692,608 B
+LOSS_MOMENT = 8 * 2048 * VOCAB * 10  # the evaluation forward's loss moment (the first test): 21,013,463,040 B
+
+
+def _kept(**evaluation: object):
+    settings = {"seq_len": 2048, "checkpointing": "full", "eval_micro_batch": 8, "eval_samples": 100}
+    return estimate_training(_lora(**{**settings, **evaluation}), 0).phases["evaluation"]
+
+
+def test_compute_metrics_keeps_every_batchs_logits_until_the_evaluation_ends():
+    # 100 samples in batches of 8: 13 batches. At the last one the 12 kept batches, the gathered 13th and their
+    # concatenation (13 batches) live at once: 26 x 4,202,692,608 = 109,270,007,808 B, above the last forward's
+    # moment (its loss, 21,013,463,040 B, beside the 12 kept: 71,445,774,336 B), which then holds none of its own.
+    assert BATCH_LOGITS == 4_202_692_608
+    phase = _kept(eval_predictions="logits")
+    assert phase["predictions"] == 26 * BATCH_LOGITS == 109_270_007_808
+    assert "activations" not in phase and "autocast_weight_copies" not in phase
+    # Moved to the host every 2 batches: a concatenation holds 2 x 2 x 4.2 GB = 16.8 GB, below the forward's
+    # moment, the loss beside one kept batch.
+    phase = _kept(eval_predictions="logits", eval_accumulation_steps=2)
+    assert (phase["activations"], phase["predictions"]) == (LOSS_MOMENT, BATCH_LOGITS)
+    # Token ids (preprocess_logits_for_metrics returning argmax): 8 B a token, 131,072 B a batch; the forward's
+    # moment keeps 12 of them.
+    phase = _kept(eval_predictions="argmax")
+    assert (phase["activations"], phase["predictions"]) == (LOSS_MOMENT, 12 * 8 * 8 * 2048)
+    # Without compute_metrics nothing is kept, whatever the set's size.
+    assert "predictions" not in _kept(eval_predictions="none")
+
+
+def test_every_rank_keeps_all_ranks_predictions():
+    # Four data-parallel GPUs: a batch step evaluates 4 x 8 sequences, ceil(100 / 32) = 4 batches, and gathers all
+    # four ranks' logits onto each: 4 x 4,202,692,608 B a batch; the last concatenation holds 2 x 4 x that.
+    phase = _kept(eval_predictions="logits", gpus=4)
+    assert phase["predictions"] == 2 * 4 * 4 * BATCH_LOGITS
+
+
+def test_the_kept_predictions_and_their_concatenation_map_segments_of_their_own():
+    # In the allocator's model the 12 kept batches are one tensor, taken before the last batch's forward, where no
+    # cached block holds it: a segment of 12 x 4.2 GB. The forward's logits, fp32 copy and log-softmax map theirs as
+    # without predictions; once freed, the gathered batch takes the freed logits' block (the same size), and the
+    # concatenation of 13 batches maps a segment of its own: 25 batches' bytes more than without predictions.
+    kept = _lora(seq_len=2048, checkpointing="full", eval_micro_batch=8, eval_samples=100, eval_predictions="logits")
+    plain = _lora(seq_len=2048, checkpointing="full", eval_micro_batch=8, eval_samples=100)
+    assert _simulated_reserved(kept, True) - _simulated_reserved(plain, True) == 25 * BATCH_LOGITS
+
+
+def test_predictions_kept_without_the_sets_size_are_refused():
+    spec = SPEC.replace("evaluation: {}", "evaluation: {predictions: logits}")
+    result = lint_bytes("spec.yaml", spec.encode(), LintOptions(today=datetime.date(2026, 12, 7)))
+    assert [(f.code, f.pointer) for f in result.findings if f.code == "GP025"] == [
+        ("GP025", "/finetune/evaluation/predictions")
+    ]
+    assert "evaluation.samples" in next(f.hint for f in result.findings if f.code == "GP025")
+    spec = SPEC.replace("evaluation: {}", "evaluation: {predictions: logits, samples: 64}")
+    result = lint_bytes("spec.yaml", spec.encode(), LintOptions(today=datetime.date(2026, 12, 7)))
+    by_code = {finding.code: finding for finding in result.findings}
+    assert "GP025" not in by_code
+    assert "predictions the evaluation keeps" in by_code["GP205"].message
+    assert by_code["GP205"].hint.startswith("try evaluation.accumulation_steps: 1, predictions: argmax")
+
+
+@settings(max_examples=60, deadline=None)
+@given(varied_setups(), st.sampled_from([1, 8]), st.sampled_from([1, 9, 1000]))
+def test_keeping_more_predictions_never_lowers_the_evaluation(setup, micro_batch, samples):
+    # Across the strategies' models (MoE, MLA, hybrids, tied heads, pipelines, sharding): the evaluation keeps
+    # nothing without compute_metrics, token ids below logits, and a window cut short by accumulation_steps below
+    # the whole evaluation. (A fused loss makes no logits and compute_metrics reads them, so keeping predictions
+    # turns it off for the evaluation: never below the evaluation without. The device figure adds the allocator's
+    # cache, which blocks held longer can shrink a little, SimulatedStep's docstring says why: the phase is held.)
+    def evaluation(**changes: object) -> int:
+        memory = estimate_training(vary(setup, eval_micro_batch=micro_batch, eval_samples=samples, **changes), 0)
+        return sum(memory.phases["evaluation"].values())
+
+    plain, argmax, logits = (evaluation(eval_predictions=kept) for kept in ("none", "argmax", "logits"))
+    flushed = evaluation(eval_predictions="logits", eval_accumulation_steps=1)
+    assert plain <= argmax <= logits
+    assert plain <= flushed <= logits

@@ -367,6 +367,10 @@ COMPANIONS: dict[str, tuple[dict[str, Any], Any]] = {
     "serve.rate_rps": ({"arrival": "steady"}, 0.5),
     # answers that vary need room beside the mean prompt (GP024): a short mean prompt, the p90 at the mean first
     "serve.output_tokens_p90": ({"prompt_tokens": {"mean": 64}, "output_tokens": 100}, 100),
+    # kept predictions are counted over the evaluation set: each of the three reads the other two
+    "finetune.evaluation.samples": ({"predictions": "logits"}, 1),
+    "finetune.evaluation.predictions": ({"samples": 1000}, "none"),
+    "finetune.evaluation.accumulation_steps": ({"predictions": "logits", "samples": 1000}, 1),
 }
 
 

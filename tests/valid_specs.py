@@ -726,6 +726,9 @@ def _repair_finetune(tune: dict[str, Any], pinned: frozenset[str]) -> None:
                 tune["sharding"] = "zero1"
             offload.pop("parameters", None)
             hardware.pop("tensor_parallel", None)
+    evaluation = tune.get("evaluation")
+    if evaluation is not None and evaluation.get("predictions", "none") != "none" and "samples" not in evaluation:
+        evaluation["samples"] = 64  # kept predictions are counted over the evaluation set (gpuplan.conflicts)
     if tune.get("lora", {}).get("variant") == "dora" and tune["method"] == "full":
         if "variant" in pinned:
             tune["method"] = "lora"

@@ -24,13 +24,21 @@ if TYPE_CHECKING:
 STATES_IGNORE = frozenset(
     {"micro_batch", "seq_len", "checkpointing", "attention", "fused_loss", "use_cache"}
     | {"activation_offloading", "sequence_parallel", "lora_dropout", "expandable_segments", "bitsandbytes_version"}
-    | {"fsdp_loading", "eval_micro_batch", "eval_seq_len"}
+    | {
+        "fsdp_loading",
+        "eval_micro_batch",
+        "eval_seq_len",
+        "eval_samples",
+        "eval_predictions",
+        "eval_accumulation_steps",
+    }
 )
 ACTIVATIONS_IGNORE = frozenset(
     {"optimizer", "gradient_accumulation", "sharding", "fsdp_version", "gpus", "offload_optimizer"}
     | {"offload_parameters", "optimizer_in_backward", "momentum", "double_quant", "expandable_segments"}
     | {"fsdp_loading", "reduce_bucket_size", "overlap_comm", "framework", "gradient_as_bucket_view"}
-    | {"eval_micro_batch", "eval_seq_len"}  # the evaluation's activations are remembered as a micro-batch of its own
+    # the evaluation's activations are remembered as a micro-batch of its own; what it keeps is counted apart
+    | {"eval_micro_batch", "eval_seq_len", "eval_samples", "eval_predictions", "eval_accumulation_steps"}
 )
 
 

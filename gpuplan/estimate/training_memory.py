@@ -42,7 +42,7 @@ from gpuplan.estimate.training_activations import (
 )
 from gpuplan.estimate.training_keys import ACTIVATIONS_IGNORE, STATES_IGNORE, Keyed, reading
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
-from gpuplan.estimate.training_tensors import MicroBatchActivations, ModelStates
+from gpuplan.estimate.training_tensors import Evaluation, MicroBatchActivations, ModelStates
 from gpuplan.estimate.zero_step import (
     FP64_BYTES,
     OVERFLOW_CHECK_PARTS,
@@ -486,6 +486,8 @@ def returned_cache_bytes(setup: TrainingSetup) -> float:
     return arch.attention_layers * setup.tokens * width / setup.tensor_parallel * setup.activation_bytes
 
 
+# preprocess_logits_for_metrics returning logits.argmax(-1): a token's prediction as an int64 id.
+ARGMAX_BYTES = 8
 _STATES_READ = reading(STATES_IGNORE)
 _ACTIVATIONS_READ = reading(ACTIVATIONS_IGNORE)
 
@@ -508,7 +510,7 @@ def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
     return (
         _remembered_states(Keyed(setup, _STATES_READ)),
         _remembered_activations(Keyed(setup, _ACTIVATIONS_READ)),
-        _evaluation_activations(setup),
+        _evaluation_read(setup),
         setup.architecture,
         setup.pipeline_parallel,
         setup.tensor_parallel,
@@ -712,29 +714,56 @@ def _evaluation(setup: TrainingSetup, states: ModelStates, fixed: dict[str, floa
     micro-batch: the weights and optimizer states, the units a sharded forward gathers, autocast's weight copies
     (cached through the forward), no gradient (zero_grad(set_to_none=True) after each step) but ZeRO-3's buffer,
     and, as nothing is saved for backward, the larger of one layer's tensors and the loss's moment: the logits,
-    their fp32 copy (transformers ForCausalLMLoss: ``logits.float()``) and cross_entropy's fp32 log-softmax."""
-    acts = _evaluation_activations(setup)
-    assert acts is not None, "an evaluation phase needs finetune.evaluation"
+    their fp32 copy (transformers ForCausalLMLoss: ``logits.float()``) and cross_entropy's fp32 log-softmax.
+
+    With compute_metrics the predictions of the window's earlier batches are kept beside that forward, and once it
+    returns (the autocast cache cleared with its context, the units resharded) the batch's own are gathered from
+    every rank and concatenated to them: ``nested_concat`` -> torch.cat makes the longer tensor while the kept one
+    and the gathered batch still live, 2 x window x gathered at once (``Evaluation``)."""
+    evaluation = _evaluation_read(setup)
+    assert evaluation is not None, "an evaluation phase needs finetune.evaluation"
+    acts = evaluation.activations
     zero = states.zero_step
-    loss = acts.returned_logits + acts.upcast + acts.log_softmax
-    return {
+    base = {
         **fixed,
-        "gathered_parameters": states.gathered_forward,
         "gradients": states.gradients if zero is not None and zero.keeps_gradients else 0.0,
-        "autocast_weight_copies": states.autocast_copies,
-        "activations": max(loss, acts.per_layer + acts.layer_forward_temporaries),
         "model_outputs": outputs,
     }
+    loss = acts.returned_logits + acts.upcast + acts.log_softmax
+    forward = {
+        **base,
+        "gathered_parameters": states.gathered_forward,
+        "autocast_weight_copies": states.autocast_copies,
+        "activations": max(loss, acts.per_layer + acts.layer_forward_temporaries),
+        "predictions": evaluation.kept,
+    }
+    concatenation = {**base, "predictions": evaluation.kept + (evaluation.window + 1) * evaluation.gathered}
+    return max(forward, concatenation, key=lambda parts: sum(parts.values()))
 
 
-def _evaluation_activations(setup: TrainingSetup) -> MicroBatchActivations | None:
-    """The activations of an evaluation forward (finetune.evaluation: its own micro-batch and sequence length),
-    remembered as any micro-batch's; None without an evaluation."""
+def _evaluation_read(setup: TrainingSetup) -> Evaluation | None:
+    """The evaluation (finetune.evaluation) as the memory model runs it, None without one: its own micro-batch and
+    sequence length's activations (remembered as any micro-batch's) and, where the Trainer keeps predictions for
+    compute_metrics, its window of batches and what each adds per GPU: the logits of every data-parallel rank's
+    batch over the whole vocabulary in their own dtype, or their argmax as int64 token ids (8 B a token)."""
     job = setup.job
     if not job.eval_micro_batch:
         return None
-    evaluated = evolve(job, micro_batch=job.eval_micro_batch, seq_len=job.eval_seq_len or job.seq_len)
-    return _remembered_activations(Keyed(evolve(setup, job=evaluated), _ACTIVATIONS_READ))
+    seq_len = job.eval_seq_len or job.seq_len
+    # compute_metrics reads the logits the model returns (or their argmax), so no fused loss skips making them.
+    fused = job.fused_loss and job.eval_predictions == "none"
+    evaluated = evolve(job, micro_batch=job.eval_micro_batch, seq_len=seq_len, fused_loss=fused)
+    acts = _remembered_activations(Keyed(evolve(setup, job=evaluated), _ACTIVATIONS_READ))
+    if job.eval_predictions == "none" or job.eval_samples is None:
+        return Evaluation(acts)
+    ranks = setup.data_parallel
+    batches = math.ceil(job.eval_samples / (job.eval_micro_batch * ranks))
+    window = min(job.eval_accumulation_steps or batches, batches)
+    # A rank's logits before the gather: the returned ones, whose vocabulary tensor parallelism splits.
+    per_rank = acts.returned_logits * setup.tensor_parallel
+    if job.eval_predictions == "argmax":
+        per_rank = ARGMAX_BYTES * job.eval_micro_batch * seq_len
+    return Evaluation(acts, window, per_rank * ranks)
 
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:

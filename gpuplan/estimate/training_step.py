@@ -15,7 +15,7 @@ from gpuplan.records import record
 
 if TYPE_CHECKING:
     from gpuplan.architecture import Architecture
-    from gpuplan.estimate.training_tensors import MicroBatchActivations, ModelStates
+    from gpuplan.estimate.training_tensors import Evaluation, MicroBatchActivations, ModelStates
     from gpuplan.estimate.zero_step import ZeroStep
 
 # The CUDA streams a step allocates on besides the default (compute) stream, 0; the allocator keeps a pool
@@ -352,7 +352,7 @@ class SimulatedStep:
         setup: TrainingSetup,
         states: ModelStates,
         acts: MicroBatchActivations,
-        evaluation: MicroBatchActivations | None = None,
+        evaluation: Evaluation | None = None,
         fast_forward: bool = True,
     ) -> None:
         arch, job = setup.architecture, setup.job
@@ -506,7 +506,7 @@ class SimulatedStep:
             self._evaluate(self.evaluation)
         return self.cache.peak_live, self.cache.reserved_peak()
 
-    def _evaluate(self, acts: MicroBatchActivations) -> None:
+    def _evaluate(self, evaluation: Evaluation) -> None:
         """An evaluation forward after the steps (finetune.evaluation; training_memory._evaluation, whose totals
         these are): per layer its autocast weight copies, cached through the forward, and, as nothing is saved
         for backward, its tensors (split by width, as a training layer's) and transient taken and freed (FSDP's
@@ -514,8 +514,11 @@ class SimulatedStep:
         the logits, their fp32 upcast and the log-softmax cross_entropy makes of it, all live at once (as the phase
         model has them), freed as the evaluation ends. Run in the blocks the steps left cached, so its tensors make new segments only where
         those blocks cannot hold them: a batch's logits larger than any cached block are a segment of their own,
-        however much the steps' activations freed."""
-        cache, units = self.cache, self.units
+        however much the steps' activations freed. Predictions kept for compute_metrics: the window's earlier
+        batches' as one tensor through the forward, then the batch's gathered ones and their concatenation with
+        them, the kept and the gathered freed once it is made (``Evaluation``)."""
+        cache, units, acts = self.cache, self.units, evaluation.activations
+        kept = cache.take(evaluation.kept)
         layer = Tensors.of([*_pairs(_split(acts.per_layer, self.layer_widths)), (acts.layer_forward_temporaries, 1)])
         gathers = units is not None and units.gathers_in_forward
         edge_copies = cache.take_all(self.edge_copies)
@@ -538,6 +541,9 @@ class SimulatedStep:
         self._give(upcast, returned, log_softmax, *copies, edge_copies)
         if units is not None:
             units.backward_ends()  # the root unit resharded (FSDP1 keeps it gathered from forward on)
+        gathered = cache.take(evaluation.gathered)
+        concatenated = cache.take(evaluation.window * evaluation.gathered)
+        self._give(kept, gathered, concatenated)
 
     def _zero_step(self, zero: ZeroStep, grads: list[Allocation]) -> list[Allocation]:
         """DeepSpeed ZeRO's step (zero_step's moments): ZeRO-1 copies the partition's gradients into a buffer of

@@ -75,3 +75,21 @@ class MicroBatchActivations:
     log_softmax: float  # the loss's fp32 log-softmax, saved until the loss backward
     upcast: float  # the loss's fp32 logits, freed once the loss is computed
     layer_forward_temporaries: float  # a layer's largest transient in forward (eager scores, NF4 dequant, DoRA)
+
+
+@record
+class Evaluation:
+    """An evaluation (finetune.evaluation) as the memory model runs it: its micro-batch's activations, and what the
+    Hugging Face Trainer keeps of each batch for compute_metrics (evaluation.predictions) at its worst batch, the
+    last of a window of ``window`` batches (eval_accumulation_steps, else every batch of the evaluation) whose
+    predictions stay on the GPU: ``gathered`` bytes a batch adds on every GPU (all data-parallel ranks' after
+    gather_for_metrics); 0 where nothing is kept."""
+
+    activations: MicroBatchActivations
+    window: int = 0
+    gathered: float = 0.0
+
+    @property
+    def kept(self) -> float:
+        """The predictions kept before the window's last batch: its earlier batches', concatenated."""
+        return max(0, self.window - 1) * self.gathered

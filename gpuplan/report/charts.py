@@ -27,6 +27,7 @@ SEGMENT_COLOURS = {
     "paged_optimizer_states": "#b392ac",
     "kbit_preparation_copies": "#5e60ce",
     "model_outputs": "#c9a227",
+    "predictions": "#f28482",
     "allocator_cache": "#8c6d46",
     "framework_overhead": "#adb5bd",
     "kv_cache": "#e76f51",

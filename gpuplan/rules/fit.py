@@ -473,12 +473,15 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     Reports when activations plus temporaries exceed `thresholds.activations_share` (default 50%) of
     the per-GPU peak (the figure `gpuplan estimate` and GP201 state, framework overhead included),
     naming the switches not yet used. Where the peak is an evaluation forward (`finetune.evaluation`), it
-    points there: no recompute applies to it, its own batch and the loss's logits do.
+    points there: no recompute applies to it, its own batch and the loss's logits do, and, where the Trainer
+    keeps every batch's predictions for compute_metrics (`evaluation.predictions`), moving them to the host
+    sooner (`accumulation_steps`) or keeping token ids instead of logits.
 
     ## Why is this bad?
     LoRA and sharding do not shrink activations; at long sequences they, and the fp32 logits the
     loss keeps, decide which GPU is needed. An evaluation batch (the Hugging Face Trainer's
-    per_device_eval_batch_size, 8 by default) makes the logits of 8 sequences at once.
+    per_device_eval_batch_size, 8 by default) makes the logits of 8 sequences at once, and with
+    compute_metrics the Trainer keeps every batch's logits, all GPUs', on each GPU until the evaluation ends.
 
     ## Example
     ```yaml
@@ -497,14 +500,21 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     phase = f.memory.phases[f.memory.peak_phase]
     # Against the per-GPU peak every output states (framework overhead included), so the share is of a
     # figure the reader sees in the estimate, in GP201/GP204 and in the report.
-    share = (phase.get("activations", 0) + phase.get("temporaries", 0)) / f.memory.per_gpu
+    share = (phase.get("activations", 0) + phase.get("temporaries", 0) + phase.get("predictions", 0)) / f.memory.per_gpu
     if share <= ctx.settings.activations_share:
         return
-    if f.memory.peak_phase == "evaluation":  # no recompute there: its own batch and the loss's logits
-        remedies = [] if job.fused_loss else ["fused_loss: true"]
-        remedies.append(f"a smaller evaluation.micro_batch than {job.eval_micro_batch:,}")
+    if f.memory.peak_phase == "evaluation":  # no recompute there: its own batch, the loss's logits, what it keeps
+        if phase.get("predictions", 0) > phase.get("activations", 0):
+            remedies = [] if job.eval_accumulation_steps == 1 else ["evaluation.accumulation_steps: 1"]
+            if job.eval_predictions == "logits":
+                remedies.append("predictions: argmax (a preprocess_logits_for_metrics that returns logits.argmax(-1))")
+            what = f"the predictions the evaluation keeps for compute_metrics are {share:.0%}"
+        else:
+            # compute_metrics needs the logits a fused loss would not make (training_memory._evaluation_read)
+            remedies = [] if job.fused_loss or job.eval_predictions != "none" else ["fused_loss: true"]
+            remedies.append(f"a smaller evaluation.micro_batch than {job.eval_micro_batch:,}")
+            what = f"the evaluation's activations and loss temporaries are {share:.0%}"
         where: tuple[str, ...] = ("finetune", "evaluation")
-        what = f"the evaluation's activations and loss temporaries are {share:.0%}"
     else:
         remedies = [
             name
