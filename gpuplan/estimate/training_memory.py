@@ -750,9 +750,11 @@ def _evaluation_read(setup: TrainingSetup) -> Evaluation | None:
     if not job.eval_micro_batch:
         return None
     seq_len = job.eval_seq_len or job.seq_len
-    # compute_metrics reads the logits the model returns (or their argmax), so no fused loss skips making them.
-    fused = job.fused_loss and job.eval_predictions == "none"
-    evaluated = evolve(job, micro_batch=job.eval_micro_batch, seq_len=seq_len, fused_loss=fused)
+    # No fused loss in evaluation: Liger's (the Trainer's use_liger_kernel) skips the logits in training mode alone
+    # (lce_forward: ``skip_logits = self.training and labels is not None``), so a model in eval mode makes them and
+    # the standard loss; compute_metrics reads them anyway. (Cut Cross Entropy fuses in eval mode too unless
+    # train_only: under it this errs on the safe side.)
+    evaluated = evolve(job, micro_batch=job.eval_micro_batch, seq_len=seq_len, fused_loss=False)
     acts = _remembered_activations(Keyed(evolve(setup, job=evaluated), _ACTIVATIONS_READ))
     if job.eval_predictions == "none" or job.eval_samples is None:
         return Evaluation(acts)

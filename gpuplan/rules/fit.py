@@ -473,7 +473,8 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     Reports when activations plus temporaries exceed `thresholds.activations_share` (default 50%) of
     the per-GPU peak (the figure `gpuplan estimate` and GP201 state, framework overhead included),
     naming the switches not yet used. Where the peak is an evaluation forward (`finetune.evaluation`), it
-    points there: no recompute applies to it, its own batch and the loss's logits do, and, where the Trainer
+    points there: no recompute or fused loss applies to it (Liger's makes the logits in eval mode), its own
+    batch does, and, where the Trainer
     keeps every batch's predictions for compute_metrics (`evaluation.predictions`), moving them to the host
     sooner (`accumulation_steps`) or keeping token ids instead of logits.
 
@@ -510,9 +511,8 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
                 remedies.append("predictions: argmax (a preprocess_logits_for_metrics that returns logits.argmax(-1))")
             what = f"the predictions the evaluation keeps for compute_metrics are {share:.0%}"
         else:
-            # compute_metrics needs the logits a fused loss would not make (training_memory._evaluation_read)
-            remedies = [] if job.fused_loss or job.eval_predictions != "none" else ["fused_loss: true"]
-            remedies.append(f"a smaller evaluation.micro_batch than {job.eval_micro_batch:,}")
+            # no fused loss runs in evaluation (training_memory._evaluation_read): a smaller batch does
+            remedies = [f"a smaller evaluation.micro_batch than {job.eval_micro_batch:,}"]
             what = f"the evaluation's activations and loss temporaries are {share:.0%}"
         where: tuple[str, ...] = ("finetune", "evaluation")
     else:
