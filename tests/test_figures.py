@@ -332,9 +332,9 @@ def test_report_headroom_is_the_capacity_less_the_peak_shown(path: Path):
     pairs = re.findall(
         r"\| Peak per GPU \| ([\d,.]+) GiB of an? ([\d,.]+) GiB[^|]*\|\n\| Headroom \| ([\d,.]+) GiB", text
     )
-    # Fine-tuning's row reads "X GiB at the <phase> peak of Y GiB usable"; serving's "X GiB of a Y GiB engine budget".
+    # Fine-tuning's row reads "X GiB of Y GiB usable, in the <phase> phase"; serving's "X GiB of a Y GiB engine budget".
     pairs += re.findall(
-        r"\| Peak per GPU \| ([\d,.]+) GiB [^|]*? of ([\d,.]+) GiB usable[^|]*\|\n\| Headroom \| ([\d,.]+) GiB", text
+        r"\| Peak per GPU \| ([\d,.]+) GiB of ([\d,.]+) GiB usable[^|]*\|\n\| Headroom \| ([\d,.]+) GiB", text
     )
     assert pairs, path.name
     for peak, capacity, free in pairs:

@@ -98,7 +98,7 @@ def test_hand_built_specs_state_one_peak(name: str, tmp_path: Path):
 def test_report_peak_is_the_largest_phase_total():
     code, out, err = run_cli("report", "--md", "-o", "-", str(EXAMPLES / "finetune-then-serve.yaml"))
     assert code == 0, err
-    peak = re.search(r"\| Peak per GPU \| ([\d.]+) GiB at the backward of", out).group(1)
+    peak = re.search(r"\| Peak per GPU \| ([\d.]+) GiB of [\d.]+ GiB usable, in the backward phase", out).group(1)
     phases = re.search(
         r"Phase totals per GPU, framework overhead included, the allocator's cache not: (.*?)\.(?: |$)", out, re.M
     )[1]

@@ -46,7 +46,7 @@ def finetune_details(f: FinetuneEstimate, currency: str, settings: Settings, con
             f"micro-batch {job.micro_batch} x {job.seq_len:,} tokens"
             + (f", {job.checkpointing} activation checkpointing" if job.checkpointing != "none" else ""),
         ],
-        ["Peak per GPU", f"{format_gib(peak)} at the {peak_phase} of {format_gib(f.gpu.usable_bytes)} usable"],
+        ["Peak per GPU", f"{format_gib(peak)} of {format_gib(f.gpu.usable_bytes)} usable, in the {peak_phase} phase"],
         ["Headroom", _headroom(peak, f.gpu.usable_bytes)],
         ["Trainable parameters", f"{f.memory.trainable_params:,} of {f.memory.params:,}"],
         *(
