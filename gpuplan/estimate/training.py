@@ -227,6 +227,16 @@ class TrainingMemory:
         return max(totals, key=lambda name: totals[name])
 
     @property
+    def peak_phase_name(self) -> str:
+        """The peak phase in words: "optimizer step"."""
+        return self.peak_phase.replace("_", " ")
+
+    @property
+    def peak_words(self) -> str:
+        """Where the peak is, as the findings and ``estimate`` word it: "at the optimizer step peak"."""
+        return f"at the {self.peak_phase_name} peak"
+
+    @property
     def allocated(self) -> int:
         """The tensor peak: what PyTorch's allocator counts as allocated (max_memory_allocated)."""
         return max(self.phase_totals.values()) - self.overhead

@@ -75,7 +75,7 @@ def render_estimate(analysis: Analysis) -> str:
             f" {_replicas(f.gpus, setup.tensor_parallel, setup.pipeline_parallel, 'data-parallel replica')}"
             f" (TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, sharding {setup.job.sharding})"
         )
-        lines.append(f"  per GPU, at the {f.memory.peak_phase.replace('_', ' ')} peak:")
+        lines.append(f"  per GPU, {f.memory.peak_words}:")
         lines += _breakdown(f.memory.breakdown)
         lines.append(
             f"    {'total':<28}{_gib(f.memory.per_gpu)}   of {_gib(f.gpu.usable_bytes).strip()} usable"

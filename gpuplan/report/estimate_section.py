@@ -36,7 +36,7 @@ def _headroom(used: float, capacity: float) -> str:
 def finetune_details(f: FinetuneEstimate, currency: str, settings: Settings, confidence: float) -> dict[str, Any]:
     job = f.setup.job
     peak = f.memory.per_gpu
-    peak_phase = f.memory.peak_phase.replace("_", " ")
+    peak_phase = f.memory.peak_phase_name
     speed = f.speed
     rows = [
         ["Method", f"{job.method} ({job.precision}, {job.optimizer})"],

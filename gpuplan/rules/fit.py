@@ -111,7 +111,7 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP201",
             ("finetune", "hardware", "gpu"),
-            f"fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU at the {f.memory.peak_phase.replace('_', ' ')} peak; "
+            f"fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU {f.memory.peak_words}; "
             f"{f.gpu.id} has {format_gib(f.gpu.usable_bytes)} usable — short by {format_gib_difference(f.memory.per_gpu, f.gpu.usable_bytes)}",
             layout_hint(ctx, "finetune"),
         )

@@ -63,11 +63,10 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
         option = more_of_the_same_gpu(ctx, kind)
         if option is None:
             continue
-        capacity = (
-            f"engine budget {format_gib(estimate.memory.budget)}"
-            if isinstance(estimate, ServeEstimate)
-            else f"{format_gib(estimate.gpu.usable_bytes)} usable"
-        )
+        if isinstance(estimate, ServeEstimate):
+            capacity, peak = f"engine budget {format_gib(estimate.memory.budget)}", ""
+        else:  # a fine-tune says which phase peaks: an evaluation's own batch can be the reason
+            capacity, peak = f"{format_gib(estimate.gpu.usable_bytes)} usable", f" {estimate.memory.peak_words}"
         layout = option.layout
         # name the parallelism the layout found uses (a serving layout may pipeline without tensor parallelism)
         kinds = [
@@ -87,7 +86,7 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP301",
             (kind, "hardware"),
-            f"{'serving' if kind == 'serve' else 'fine-tuning'} needs {format_gib(estimate.memory.per_gpu)} on one "
+            f"{'serving' if kind == 'serve' else 'fine-tuning'} needs {format_gib(estimate.memory.per_gpu)}{peak} on one "
             f"{estimate.gpu.id} ({capacity}); {what} needed: {option.layout.describe()} fits "
             f"({cost_text(option, currency)}){elsewhere}",
             f"paste {paste_line(option.fragment)}",
