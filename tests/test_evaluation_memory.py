@@ -129,9 +129,10 @@ def test_the_evaluations_logits_take_segments_of_their_own_beside_the_cache_trai
     assert memory.reserved >= _simulated_reserved(setup, True)
 
 
-# compute_metrics: the Trainer's evaluation_loop keeps each batch's predictions, gathered from every rank
+# compute_metrics: the Trainer's evaluation_loop keeps each batch's predictions and labels, gathered from every rank
 # (gather_for_metrics), concatenated on the GPU (EvalLoopContainer.add -> nested_concat -> torch.cat).
-BATCH_LOGITS = 8 * 2048 * VOCAB * 2  # one GPU's batch of 8 x 2,048 tokens of bf16 logits: 4,202,692,608 B
+# One GPU's batch of 8 x 2,048 tokens: bf16 logits and int64 labels, 16,384 x (128,256 x 2 + 8) = 4,202,823,680 B.
+BATCH_LOGITS = 8 * 2048 * (VOCAB * 2 + 8)
 LOSS_MOMENT = 8 * 2048 * VOCAB * 10  # the evaluation forward's loss moment (the first test): 21,013,463,040 B
 
 
@@ -142,39 +143,43 @@ def _kept(**evaluation: object):
 
 def test_compute_metrics_keeps_every_batchs_logits_until_the_evaluation_ends():
     # 100 samples in batches of 8: 13 batches. At the last one the 12 kept batches, the gathered 13th and their
-    # concatenation (13 batches) live at once: 26 x 4,202,692,608 = 109,270,007,808 B, above the last forward's
-    # moment (its loss, 21,013,463,040 B, beside the 12 kept: 71,445,774,336 B), which then holds none of its own.
-    assert BATCH_LOGITS == 4_202_692_608
+    # concatenation (13 batches) live at once: 26 x 4,202,823,680 = 109,273,415,680 B, above the last forward's
+    # moment (its loss, 21,013,463,040 B, beside the 12 kept: 71,447,347,200 B), which then holds none of its own.
+    assert BATCH_LOGITS == 4_202_823_680
     phase = _kept(eval_predictions="logits")
-    assert phase["predictions"] == 26 * BATCH_LOGITS == 109_270_007_808
+    assert phase["predictions"] == 26 * BATCH_LOGITS == 109_273_415_680
     assert "activations" not in phase and "autocast_weight_copies" not in phase
     # Moved to the host every 2 batches: a concatenation holds 2 x 2 x 4.2 GB = 16.8 GB, below the forward's
     # moment, the loss beside one kept batch.
     phase = _kept(eval_predictions="logits", eval_accumulation_steps=2)
     assert (phase["activations"], phase["predictions"]) == (LOSS_MOMENT, BATCH_LOGITS)
-    # Token ids (preprocess_logits_for_metrics returning argmax): 8 B a token, 131,072 B a batch; the forward's
-    # moment keeps 12 of them.
+    # Token ids (preprocess_logits_for_metrics returning argmax) and labels: 8 + 8 B a token, 262,144 B a batch; the
+    # forward's moment keeps 12 of them.
     phase = _kept(eval_predictions="argmax")
-    assert (phase["activations"], phase["predictions"]) == (LOSS_MOMENT, 12 * 8 * 8 * 2048)
+    assert (phase["activations"], phase["predictions"]) == (LOSS_MOMENT, 12 * 16 * 8 * 2048)
     # Without compute_metrics nothing is kept, whatever the set's size.
     assert "predictions" not in _kept(eval_predictions="none")
 
 
 def test_every_rank_keeps_all_ranks_predictions():
     # Four data-parallel GPUs: a batch step evaluates 4 x 8 sequences, ceil(100 / 32) = 4 batches, and gathers all
-    # four ranks' logits onto each: 4 x 4,202,692,608 B a batch; the last concatenation holds 2 x 4 x that.
+    # four ranks' logits and labels onto each: 4 x 4,202,823,680 B a batch; the last concatenation holds 2 x 4 x that.
     phase = _kept(eval_predictions="logits", gpus=4)
     assert phase["predictions"] == 2 * 4 * 4 * BATCH_LOGITS
 
 
 def test_the_kept_predictions_and_their_concatenation_map_segments_of_their_own():
     # In the allocator's model the 12 kept batches are one tensor, taken before the last batch's forward, where no
-    # cached block holds it: a segment of 12 x 4.2 GB. The forward's logits, fp32 copy and log-softmax map theirs as
-    # without predictions; once freed, the gathered batch takes the freed logits' block (the same size), and the
-    # concatenation of 13 batches maps a segment of its own: 25 batches' bytes more than without predictions.
+    # cached block holds it: a segment of 12 x 4,202,823,680 = 50,433,884,160 B, rounded up to 2 MiB pages
+    # (24,049 of them: 50,434,408,448 B). The forward's logits, fp32 copy and log-softmax map theirs as without
+    # predictions; once freed, the gathered batch, 131,072 B larger than the freed bf16 logits' block (its labels),
+    # is cut from a freed fp32 block (best fit), and the concatenation of 13 batches, 54,636,707,840 B, maps a
+    # segment of its own (26,053 pages: 54,637,101,056 B).
     kept = _lora(seq_len=2048, checkpointing="full", eval_micro_batch=8, eval_samples=100, eval_predictions="logits")
     plain = _lora(seq_len=2048, checkpointing="full", eval_micro_batch=8, eval_samples=100)
-    assert _simulated_reserved(kept, True) - _simulated_reserved(plain, True) == 25 * BATCH_LOGITS
+    pages = 2 * 1024 * 1024
+    assert (12 * BATCH_LOGITS, 13 * BATCH_LOGITS) == (50_433_884_160, 54_636_707_840)
+    assert _simulated_reserved(kept, True) - _simulated_reserved(plain, True) == (24_049 + 26_053) * pages
 
 
 def test_predictions_kept_without_the_sets_size_are_refused():

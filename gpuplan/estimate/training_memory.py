@@ -486,8 +486,9 @@ def returned_cache_bytes(setup: TrainingSetup) -> float:
     return arch.attention_layers * setup.tokens * width / setup.tensor_parallel * setup.activation_bytes
 
 
-# preprocess_logits_for_metrics returning logits.argmax(-1): a token's prediction as an int64 id.
-ARGMAX_BYTES = 8
+# preprocess_logits_for_metrics returning logits.argmax(-1): a token's prediction as an int64 id; the labels
+# prediction_step returns beside the predictions, which evaluation_loop gathers and keeps alike, are int64 ids too.
+ARGMAX_BYTES = LABEL_BYTES = 8
 _STATES_READ = reading(STATES_IGNORE)
 _ACTIVATIONS_READ = reading(ACTIVATIONS_IGNORE)
 
@@ -745,7 +746,9 @@ def _evaluation_read(setup: TrainingSetup) -> Evaluation | None:
     """The evaluation (finetune.evaluation) as the memory model runs it, None without one: its own micro-batch and
     sequence length's activations (remembered as any micro-batch's) and, where the Trainer keeps predictions for
     compute_metrics, its window of batches and what each adds per GPU: the logits of every data-parallel rank's
-    batch over the whole vocabulary in their own dtype, or their argmax as int64 token ids (8 B a token)."""
+    batch over the whole vocabulary in their own dtype, or their argmax as int64 token ids (8 B a token), and the
+    batch's int64 labels, kept in a container of their own (counted with the predictions, as if one: the labels'
+    own concatenation comes after the predictions', so this is an upper bound by at most a window of labels)."""
     job = setup.job
     if not job.eval_micro_batch:
         return None
@@ -762,10 +765,11 @@ def _evaluation_read(setup: TrainingSetup) -> Evaluation | None:
     batches = math.ceil(job.eval_samples / (job.eval_micro_batch * ranks))
     window = min(job.eval_accumulation_steps or batches, batches)
     # A rank's logits before the gather: the returned ones, whose vocabulary tensor parallelism splits.
-    per_rank = acts.returned_logits * setup.tensor_parallel
+    tokens = job.eval_micro_batch * seq_len
+    predictions = acts.returned_logits * setup.tensor_parallel
     if job.eval_predictions == "argmax":
-        per_rank = ARGMAX_BYTES * job.eval_micro_batch * seq_len
-    return Evaluation(acts, window, per_rank * ranks)
+        predictions = ARGMAX_BYTES * tokens
+    return Evaluation(acts, window, (predictions + LABEL_BYTES * tokens) * ranks)
 
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:
