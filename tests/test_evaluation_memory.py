@@ -182,6 +182,20 @@ def test_the_kept_predictions_and_their_concatenation_map_segments_of_their_own(
     assert _simulated_reserved(kept, True) - _simulated_reserved(plain, True) == (24_049 + 26_053) * pages
 
 
+def test_the_concatenation_holds_what_stays_between_steps():
+    # After the evaluation's forward the units are as between steps (the optimizer step's: ZeRO-3 gathers none there)
+    # and ZeRO-3's gradient buffer stays. Eight ranks of 8 x 2,048 tokens: 1,000 samples make ceil(1,000 / 64) = 16
+    # batches of 8 x 4,202,823,680 B on each GPU; the last concatenation holds 2 x 16 of them.
+    arch = get_model("llama-3.1-8b").architecture
+    full = {"method": "full", "precision": "bf16-mixed", "autocast": False, "sharding": "zero3", "gpus": 8}
+    evaluation = {"eval_micro_batch": 8, "eval_samples": 1000, "eval_predictions": "logits", "seq_len": 2048}
+    phases = estimate_training(training_setup(architecture=arch, **full, **evaluation), 0).phases
+    phase, step = phases["evaluation"], phases["optimizer_step"]
+    assert phase["predictions"] == 2 * 16 * 8 * BATCH_LOGITS
+    assert phase.get("gathered_parameters", 0) == step.get("gathered_parameters", 0)
+    assert phase["gradients"] == step["gradients"] == 2 * 8_030_261_248 // 8
+
+
 def test_predictions_kept_without_the_sets_size_are_refused():
     spec = SPEC.replace("evaluation: {}", "evaluation: {predictions: logits}")
     result = lint_bytes("spec.yaml", spec.encode(), LintOptions(today=datetime.date(2026, 12, 7)))

@@ -718,9 +718,9 @@ def _evaluation(setup: TrainingSetup, states: ModelStates, fixed: dict[str, floa
     their fp32 copy (transformers ForCausalLMLoss: ``logits.float()``) and cross_entropy's fp32 log-softmax.
 
     With compute_metrics the predictions of the window's earlier batches are kept beside that forward, and once it
-    returns (the autocast cache cleared with its context, the units resharded) the batch's own are gathered from
-    every rank and concatenated to them: ``nested_concat`` -> torch.cat makes the longer tensor while the kept one
-    and the gathered batch still live, 2 x window x gathered at once (``Evaluation``)."""
+    returns (the autocast cache cleared with its context, the units as between steps) the batch's own are gathered
+    from every rank and concatenated to them: ``nested_concat`` -> torch.cat makes the longer tensor while the kept
+    one and the gathered batch still live, 2 x window x gathered at once (``Evaluation``)."""
     evaluation = _evaluation_read(setup)
     assert evaluation is not None, "an evaluation phase needs finetune.evaluation"
     acts = evaluation.activations
@@ -738,7 +738,12 @@ def _evaluation(setup: TrainingSetup, states: ModelStates, fixed: dict[str, floa
         "activations": max(loss, acts.per_layer + acts.layer_forward_temporaries),
         "predictions": evaluation.kept,
     }
-    concatenation = {**base, "predictions": evaluation.kept + (evaluation.window + 1) * evaluation.gathered}
+    # After the forward: what stays gathered between steps (ZeRO-3's units, held all step; FSDP's resharded).
+    concatenation = {
+        **base,
+        "gathered_parameters": states.gathered_step,
+        "predictions": evaluation.kept + (evaluation.window + 1) * evaluation.gathered,
+    }
     return max(forward, concatenation, key=lambda parts: sum(parts.values()))
 
 
