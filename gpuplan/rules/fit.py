@@ -470,13 +470,13 @@ def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
 def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Reports when activations plus temporaries exceed `thresholds.activations_share` (default 50%) of
-    the per-GPU peak (the figure `gpuplan estimate` and GP201 state, framework overhead included),
-    naming the switches not yet used. Where the peak is an evaluation forward (`finetune.evaluation`), it
-    points there: no recompute or fused loss applies to it (Liger's makes the logits in eval mode), its own
-    batch does, and, where the Trainer
-    keeps every batch's predictions for compute_metrics (`evaluation.predictions`), moving them to the host
-    sooner (`accumulation_steps`) or keeping token ids instead of logits.
+    Reports when activations plus temporaries (and an evaluation's kept predictions) exceed
+    `thresholds.activations_share` (default 50%) of the per-GPU peak (the figure `gpuplan estimate` and
+    GP201 state, framework overhead included), naming the switches not yet used. Where the peak is an
+    evaluation (`finetune.evaluation`), it points there: no recompute or fused loss applies to it (Liger's
+    makes the logits in eval mode), its own batch does, and, where the Trainer keeps every batch's
+    predictions for compute_metrics (`evaluation.predictions`), moving them to the host sooner
+    (`accumulation_steps`) or keeping token ids instead of logits.
 
     ## Why is this bad?
     LoRA and sharding do not shrink activations; at long sequences they, and the fp32 logits the
