@@ -9,7 +9,6 @@ import functools
 import math
 
 from gpuplan.estimate.training import (
-    FP32_MASTER_BYTES,
     MIXED,
     NF4_BYTES_NO_DQ,
     NF4_BYTES_PER_PARAM,
@@ -44,6 +43,7 @@ from gpuplan.estimate.training_keys import ACTIVATIONS_IGNORE, STATES_IGNORE, Ke
 from gpuplan.estimate.training_step import Gathering, SimulatedStep, preparation_events
 from gpuplan.estimate.training_tensors import Evaluation, MicroBatchActivations, ModelStates
 from gpuplan.estimate.zero_step import (
+    FP32_BYTES,
     FP64_BYTES,
     OVERFLOW_CHECK_PARTS,
     held_partition,
@@ -282,7 +282,7 @@ def _model_states(setup: TrainingSetup) -> ModelStates:
             # (partition_grads), beside the bucket's reduce-scatter copy.
             host += grads
             grads = 0.0
-            offload_copies = (grad_b + FP32_MASTER_BYTES) * largest_param / n
+            offload_copies = (grad_b + FP32_BYTES) * largest_param / n
         if setup.job.offload_optimizer == "cpu":
             host += moved
         else:
@@ -315,7 +315,7 @@ def _model_states(setup: TrainingSetup) -> ModelStates:
     zero = None
     if runs_deepspeed_zero(setup) and setup.job.offload_optimizer == "none" and not setup.job.optimizer_in_backward:
         # ZeRO-3 partitions each parameter: the norm's largest copy is one parameter's partition (the fp32 cast of
-        # the flattened gradients: training.FP32_MASTER_BYTES).
+        # the flattened gradients: zero_step.FP32_BYTES).
         largest = largest_param / n if sharding == "zero3" else largest_param
         held = (
             held_partition(optimizer_order(setup), n) if sharding != "zero3" and partition < trainable_local else None

@@ -46,7 +46,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpuplan.estimate.training import (
-    FP32_MASTER_BYTES,
     SHARDED_WEIGHT_BYTES,
     reduce_buckets,
     runs_deepspeed_zero,
@@ -54,6 +53,7 @@ from gpuplan.estimate.training import (
 )
 from gpuplan.estimate.training_step import wrapped_unit_elements
 from gpuplan.records import record
+from gpuplan.units import DTYPE_BYTES
 
 if TYPE_CHECKING:
     from gpuplan.estimate.training import TrainingSetup
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 # zero_optimization.sub_group_size's default (deepspeed/runtime/zero/config.py: Field(pp_int(1e9))).
 SUB_GROUP_ELEMENTS = 10**9
 FP64_BYTES = 8
+FP32_BYTES = DTYPE_BYTES["fp32"]  # a ``.float()`` cast (of the flattened gradients, of an offloaded piece)
 # ZeRO-1/2's fp16 overflow check of one gradient, bytes an element (_has_inf_or_nan): an fp32 copy, three bool
 # tensors and the union's fp32 copy, as the module docstring lists them.
 OVERFLOW_CHECK_PARTS = (4, 1, 1, 1, 4)
@@ -130,7 +131,7 @@ def zero_step(
         partition_gradients=(partition if held is None or stage == "zero3" else max(held, partition)) * gradient_bytes,
         norm_copy=FP64_BYTES * min(largest, partition),
         flat_copy=gradient_bytes * sub_group,
-        fp32_gradients=FP32_MASTER_BYTES * sub_group if gradient_bytes != FP32_MASTER_BYTES else 0.0,
+        fp32_gradients=FP32_BYTES * sub_group if gradient_bytes != FP32_BYTES else 0.0,
         sub_group_share=sub_group / partition if partition > 0 else 1.0,
         keeps_gradients=stage == "zero3",
         overflow_check=overflow,
