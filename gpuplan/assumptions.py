@@ -198,8 +198,10 @@ def finetune_assumptions(
         (
             "evaluation",
             f"{job.eval_micro_batch} x {job.eval_seq_len or job.seq_len:,} tokens between steps under no_grad: the"
-            " logits, their fp32 copy and the loss's log-softmax of that batch, no gradients, in the blocks training"
-            f" left cached (what fits none maps segments of its own); {_kept_predictions(job)} (finetune.evaluation)"
+            " logits, their fp32 copy and the loss's log-softmax of that batch"
+            f"{KEYS_AND_VALUES if job.use_cache else ''}, no gradients, in the blocks"
+            f" training left cached (what fits none maps segments of its own); {_kept_predictions(job)}"
+            " (finetune.evaluation)"
             if job.eval_micro_batch
             else "none counted (finetune.evaluation states one; the Hugging Face Trainer evaluates"
             " per_device_eval_batch_size sequences at once, 8 by default)",
@@ -611,17 +613,24 @@ def _load_note(job: Serve, speed: ServingSpeed, mixes_prefill: bool) -> str:
     )
 
 
+# What an evaluation forward adds where the model's config keeps use_cache (eval mode does not turn it off).
+KEYS_AND_VALUES = ", every layer's keys and values (use_cache)"
+
+
 def _kept_predictions(job: Finetune) -> str:
     """What the evaluation keeps of its batches for compute_metrics, in the evaluation assumption's words."""
     if job.eval_predictions == "none":
         return "no predictions kept (no compute_metrics: the loss alone)"
     what = "logits" if job.eval_predictions == "logits" else "argmax token ids"
+    steps = job.eval_accumulation_steps
     until = (
-        f"moved to the host every {job.eval_accumulation_steps:,} batches"
-        if job.eval_accumulation_steps
-        else "kept to the evaluation's end"
+        "kept to the evaluation's end"
+        if steps is None
+        else "moved to the host after every batch"
+        if steps == 1
+        else f"moved to the host every {steps:,} batches"
     )
     return (
-        f"every batch's {what} of {job.eval_samples:,} samples gathered from all ranks and concatenated on the"
-        f" GPU, {until} (compute_metrics)"
+        f"every batch's {what} of {job.eval_samples:,} samples gathered from all ranks and kept on the GPU,"
+        f" {until} (compute_metrics)"
     )

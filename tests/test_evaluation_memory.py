@@ -130,9 +130,10 @@ def test_the_evaluations_logits_take_segments_of_their_own_beside_the_cache_trai
 
 
 # compute_metrics: the Trainer's evaluation_loop keeps each batch's predictions and labels, gathered from every rank
-# (gather_for_metrics), concatenated on the GPU (EvalLoopContainer.add -> nested_concat -> torch.cat).
-# One GPU's batch of 8 x 2,048 tokens: bf16 logits and int64 labels, 16,384 x (128,256 x 2 + 8) = 4,202,823,680 B.
-BATCH_LOGITS = 8 * 2048 * (VOCAB * 2 + 8)
+# (gather_for_metrics), concatenated on the GPU (EvalLoopContainer.add -> nested_concat -> torch.cat). Under autocast
+# (these jobs: bf16-mixed) accelerate hands the model's logits back in fp32 (convert_outputs_to_fp32). One GPU's batch
+# of 8 x 2,048 tokens: fp32 logits and int64 labels, 16,384 x (128,256 x 4 + 8) = 8,405,516,288 B.
+BATCH = 8 * 2048 * (VOCAB * 4 + 8)
 LOSS_MOMENT = 8 * 2048 * VOCAB * 10  # the evaluation forward's loss moment (the first test): 21,013,463,040 B
 
 
@@ -143,18 +144,22 @@ def _kept(**evaluation: object):
 
 def test_compute_metrics_keeps_every_batchs_logits_until_the_evaluation_ends():
     # 100 samples in batches of 8: 13 batches. At the last one the 12 kept batches, the gathered 13th and their
-    # concatenation (13 batches) live at once: 26 x 4,202,823,680 = 109,273,415,680 B, above the last forward's
-    # moment (its loss, 21,013,463,040 B, beside the 12 kept: 71,447,347,200 B), which then holds none of its own.
-    assert BATCH_LOGITS == 4_202_823_680
+    # concatenation (13 batches) live at once: 26 x 8,405,516,288 = 218,543,423,488 B, above the last forward's
+    # moment (its loss, 21,013,463,040 B, beside the 12 kept), which then holds none of its own.
+    assert BATCH == 8_405_516_288
     phase = _kept(eval_predictions="logits")
-    assert phase["predictions"] == 26 * BATCH_LOGITS == 109_273_415_680
+    assert phase["predictions"] == 26 * BATCH == 218_543_423_488
     assert "activations" not in phase and "autocast_weight_copies" not in phase
-    # Moved to the host every 2 batches: a concatenation holds 2 x 2 x 4.2 GB = 16.8 GB, below the forward's
-    # moment, the loss beside one kept batch.
+    # Moved to the host every 2 batches: the second's concatenation holds 1 + 1 + 2 batches, 33,622,065,152 B, above
+    # the forward's moment beside one kept batch (21,013,463,040 + 8,405,516,288 = 29,418,979,328 B).
     phase = _kept(eval_predictions="logits", eval_accumulation_steps=2)
-    assert (phase["activations"], phase["predictions"]) == (LOSS_MOMENT, BATCH_LOGITS)
-    # Token ids (preprocess_logits_for_metrics returning argmax) and labels: 8 + 8 B a token, 262,144 B a batch; the
-    # forward's moment keeps 12 of them.
+    assert (phase["predictions"], "activations" in phase) == (4 * BATCH, False)
+    # Every batch: a window's first batch is kept as it is (no concatenation), and on one GPU the gather hands it
+    # back: one batch, below the forward's moment, which holds nothing kept.
+    phase = _kept(eval_predictions="logits", eval_accumulation_steps=1)
+    assert (phase["activations"], "predictions" in phase) == (LOSS_MOMENT, False)
+    # Token ids (preprocess_logits_for_metrics returning argmax) and labels: 8 + 8 B a token, 262,144 B a batch, never
+    # widened; the forward's moment keeps 12 of them.
     phase = _kept(eval_predictions="argmax")
     assert (phase["activations"], phase["predictions"]) == (LOSS_MOMENT, 12 * 16 * 8 * 2048)
     # Without compute_metrics nothing is kept, whatever the set's size.
@@ -163,37 +168,48 @@ def test_compute_metrics_keeps_every_batchs_logits_until_the_evaluation_ends():
 
 def test_every_rank_keeps_all_ranks_predictions():
     # Four data-parallel GPUs: a batch step evaluates 4 x 8 sequences, ceil(100 / 32) = 4 batches, and gathers all
-    # four ranks' logits and labels onto each: 4 x 4,202,823,680 B a batch; the last concatenation holds 2 x 4 x that.
+    # four ranks' logits and labels onto each: 4 x 8,405,516,288 B a batch; the last concatenation holds 2 x 4 of them.
     phase = _kept(eval_predictions="logits", gpus=4)
-    assert phase["predictions"] == 2 * 4 * 4 * BATCH_LOGITS
+    assert phase["predictions"] == 2 * 4 * 4 * BATCH
+    # Every batch moved to the host: the gather copies the rank's own batch into the four ranks' one, 5 batches' bytes.
+    phase = _kept(eval_predictions="logits", gpus=4, eval_accumulation_steps=1)
+    assert phase["predictions"] == 5 * BATCH
 
 
 def test_the_kept_predictions_and_their_concatenation_map_segments_of_their_own():
     # In the allocator's model the 12 kept batches are one tensor, taken before the last batch's forward, where no
-    # cached block holds it: a segment of 12 x 4,202,823,680 = 50,433,884,160 B, rounded up to 2 MiB pages
-    # (24,049 of them: 50,434,408,448 B). The forward's logits, fp32 copy and log-softmax map theirs as without
-    # predictions; once freed, the gathered batch, 131,072 B larger than the freed bf16 logits' block (its labels),
-    # is cut from a freed fp32 block (best fit), and the concatenation of 13 batches, 54,636,707,840 B, maps a
-    # segment of its own (26,053 pages: 54,637,101,056 B).
+    # cached block holds it: 12 x 8,405,516,288 = 100,866,195,456 B, a segment of 48,097 pages of 2 MiB. The forward's
+    # logits, fp32 copy and log-softmax map theirs as without predictions; once freed, the gathered batch is 131,072 B
+    # (its labels) larger than the freed fp32 blocks (16,384 x 128,256 x 4 B: 4,008 pages exactly), so it maps 4,009
+    # pages, and the concatenation of 13 batches, 109,271,711,744 B, 52,105 pages.
     kept = _lora(seq_len=2048, checkpointing="full", eval_micro_batch=8, eval_samples=100, eval_predictions="logits")
     plain = _lora(seq_len=2048, checkpointing="full", eval_micro_batch=8, eval_samples=100)
     pages = 2 * 1024 * 1024
-    assert (12 * BATCH_LOGITS, 13 * BATCH_LOGITS) == (50_433_884_160, 54_636_707_840)
-    assert _simulated_reserved(kept, True) - _simulated_reserved(plain, True) == (24_049 + 26_053) * pages
+    assert (12 * BATCH, 13 * BATCH) == (100_866_195_456, 109_271_711_744)
+    assert _simulated_reserved(kept, True) - _simulated_reserved(plain, True) == (48_097 + 4_009 + 52_105) * pages
+
+
+def test_the_evaluation_builds_the_key_value_cache_the_config_keeps():
+    # Eval mode leaves config.use_cache on (transformers drops it under gradient checkpointing in training alone), so
+    # the forward builds every layer's keys and values: Llama 3.1 8B, 32 layers x 16,384 tokens x 2 x 1,024 (8 KV
+    # heads x 128) x 2 B = 2,147,483,648 B beside the loss's moment, whatever the training step's recompute saved.
+    phase = _kept(use_cache=True)
+    assert phase["activations"] == LOSS_MOMENT + 32 * 16_384 * 2 * 1_024 * 2 == 23_160_946_688
 
 
 def test_the_concatenation_holds_what_stays_between_steps():
-    # After the evaluation's forward the units are as between steps (the optimizer step's: ZeRO-3 gathers none there)
-    # and ZeRO-3's gradient buffer stays. Eight ranks of 8 x 2,048 tokens: 1,000 samples make ceil(1,000 / 64) = 16
-    # batches of 8 x 4,202,823,680 B on each GPU; the last concatenation holds 2 x 16 of them.
+    # After the evaluation's forward the units are as between steps and ZeRO-3's gradient buffer stays. Without
+    # autocast (DeepSpeed casts the model itself) the logits come back in bf16: 16,384 x (128,256 x 2 + 8) =
+    # 4,202,823,680 B a rank's batch. Eight ranks: 1,000 samples make ceil(1,000 / 64) = 16 batches of 8 of them on
+    # each GPU; the last concatenation holds 2 x 16.
     arch = get_model("llama-3.1-8b").architecture
     full = {"method": "full", "precision": "bf16-mixed", "autocast": False, "sharding": "zero3", "gpus": 8}
     evaluation = {"eval_micro_batch": 8, "eval_samples": 1000, "eval_predictions": "logits", "seq_len": 2048}
     phases = estimate_training(training_setup(architecture=arch, **full, **evaluation), 0).phases
-    phase, step = phases["evaluation"], phases["optimizer_step"]
-    assert phase["predictions"] == 2 * 16 * 8 * BATCH_LOGITS
-    assert phase.get("gathered_parameters", 0) == step.get("gathered_parameters", 0)
-    assert phase["gradients"] == step["gradients"] == 2 * 8_030_261_248 // 8
+    phase = phases["evaluation"]
+    assert phase["predictions"] == 2 * 16 * 8 * 4_202_823_680
+    assert "gathered_parameters" not in phase and "gathered_parameters" not in phases["optimizer_step"]
+    assert phase["gradients"] == phases["optimizer_step"]["gradients"] == 2 * 8_030_261_248 // 8
 
 
 def test_predictions_kept_without_the_sets_size_are_refused():
@@ -208,7 +224,7 @@ def test_predictions_kept_without_the_sets_size_are_refused():
     by_code = {finding.code: finding for finding in result.findings}
     assert "GP025" not in by_code
     assert "predictions the evaluation keeps" in by_code["GP205"].message
-    assert by_code["GP205"].hint.startswith("try evaluation.accumulation_steps: 1, predictions: argmax")
+    assert by_code["GP205"].hint.startswith("try evaluation.accumulation_steps: 1, evaluation.predictions: argmax")
 
 
 @settings(max_examples=60, deadline=None)

@@ -479,11 +479,24 @@ def returned_cache_bytes(setup: TrainingSetup) -> float:
     repeated = arch.n_kv < arch.heads and job.attention not in ("flash3", "cudnn")
     if not job.use_cache or (job.checkpointing == "none" and not repeated):
         return 0.0
+    return key_value_bytes(setup)
+
+
+def key_value_bytes(setup: TrainingSetup) -> float:
+    """Every attention layer's key and value states for one micro-batch, as a Hugging Face model caches them."""
+    arch = setup.architecture
     if arch.is_mla:
         width = arch.heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim)
     else:
         width = 2 * arch.kv_width
     return arch.attention_layers * setup.tokens * width / setup.tensor_parallel * setup.activation_bytes
+
+
+def _outputs_widened(setup: TrainingSetup) -> int:
+    """How many times its 16-bit size a model's output is when the loop gets it: under autocast the framework
+    hands it back in fp32 (accelerate's prepare_model wraps forward in convert_outputs_to_fp32; Lightning Fabric's
+    precision plugin convert_output likewise), 2; else 1."""
+    return 2 if setup.uses_autocast and setup.activation_bytes == 2 else 1
 
 
 # preprocess_logits_for_metrics returning logits.argmax(-1): a token's prediction as an int64 id; the labels
@@ -504,9 +517,10 @@ def _remembered_activations(keyed: Keyed) -> MicroBatchActivations:
 
 
 def _step_read(setup: TrainingSetup) -> tuple[object, ...]:
-    """What ``SimulatedStep`` reads of a setup: its model states and activations (``ModelStates``, ``MicroBatchActivations``),
-    the shapes they fall into and the order of the step; not the replica count beyond whether there are
-    several (a search tries many that share one step)."""
+    """What ``SimulatedStep`` reads of a setup: its model states and activations (``ModelStates``,
+    ``MicroBatchActivations``), its evaluation (which reads the replica count where predictions are kept), the shapes
+    they fall into and the order of the step; else not the replica count beyond whether there are several (a search
+    tries many that share one step)."""
     job = setup.job
     return (
         _remembered_states(Keyed(setup, _STATES_READ)),
@@ -615,12 +629,9 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     # outputs (loop: manual, after-step) keeps them through backward and the optimizer step; one that holds
     # them in a variable until the next step rebinds it (manual) keeps them beside the next forward too.
     outputs = acts.returned_logits + acts.returned_cache if setup.job.loop != "trainer" else 0.0
-    if setup.uses_autocast and setup.activation_bytes == 2:
-        # Under autocast the loop's framework hands the model's 16-bit outputs back in fp32 (accelerate's
-        # prepare_model wraps forward in convert_outputs_to_fp32; Lightning Fabric's precision plugin
-        # convert_output likewise): a loop that holds them holds fp32 copies. The copy is made as forward
-        # returns, after the loss freed its own upcast: no moment holds more than the loss did.
-        outputs *= 2
+    # A loop that holds them holds them as the framework hands them back (``_outputs_widened``). The copy is made as
+    # forward returns, after the loss freed its own upcast: no moment holds more than the loss did.
+    outputs *= _outputs_widened(setup)
     forward["activations"] += acts.returned_cache
     forward["model_outputs"] = outputs if setup.job.loop == "manual" else 0.0  # the previous step's
     start = {
@@ -720,7 +731,9 @@ def _evaluation(setup: TrainingSetup, states: ModelStates, fixed: dict[str, floa
     With compute_metrics the predictions of the window's earlier batches are kept beside that forward, and once it
     returns (the autocast cache cleared with its context, the units as between steps) the batch's own are gathered
     from every rank and concatenated to them: ``nested_concat`` -> torch.cat makes the longer tensor while the kept
-    one and the gathered batch still live, 2 x window x gathered at once (``Evaluation``)."""
+    one and the gathered batch still live, 2 x window x gathered at once (a window of one batch keeps it as it is:
+    ``Evaluation.after_forward``). Where the config keeps ``use_cache``, the forward builds every attention layer's
+    keys and values, eval mode not turning it off (``Evaluation.cache``)."""
     evaluation = _evaluation_read(setup)
     assert evaluation is not None, "an evaluation phase needs finetune.evaluation"
     acts = evaluation.activations
@@ -735,14 +748,15 @@ def _evaluation(setup: TrainingSetup, states: ModelStates, fixed: dict[str, floa
         **base,
         "gathered_parameters": states.gathered_forward,
         "autocast_weight_copies": states.autocast_copies,
-        "activations": max(loss, acts.per_layer + acts.layer_forward_temporaries),
+        "activations": max(loss, acts.per_layer + acts.layer_forward_temporaries) + evaluation.cache,
         "predictions": evaluation.kept,
     }
-    # After the forward: what stays gathered between steps (ZeRO-3's units, held all step; FSDP's resharded).
+    # After the forward (its outputs, the key/value cache among them, dropped as prediction_step returns): what
+    # stays gathered between steps (ZeRO-3's units, FSDP's resharded), and the window's predictions.
     concatenation = {
         **base,
         "gathered_parameters": states.gathered_step,
-        "predictions": evaluation.kept + (evaluation.window + 1) * evaluation.gathered,
+        "predictions": evaluation.kept + sum(evaluation.after_forward),
     }
     return max(forward, concatenation, key=lambda parts: sum(parts.values()))
 
@@ -763,18 +777,23 @@ def _evaluation_read(setup: TrainingSetup) -> Evaluation | None:
     # the standard loss; compute_metrics reads them anyway. (Cut Cross Entropy fuses in eval mode too unless
     # train_only: under it this errs on the safe side.)
     evaluated = evolve(job, micro_batch=job.eval_micro_batch, seq_len=seq_len, fused_loss=False)
-    acts = _remembered_activations(Keyed(evolve(setup, job=evaluated), _ACTIVATIONS_READ))
+    evaluated_setup = evolve(setup, job=evaluated)
+    acts = _remembered_activations(Keyed(evaluated_setup, _ACTIVATIONS_READ))
+    # Eval mode keeps the config's use_cache (transformers drops it under gradient checkpointing in training alone):
+    # with no_grad nothing else holds these, so all of them count, however the training step saved its own.
+    cache = key_value_bytes(evaluated_setup) if job.use_cache else 0.0
     if job.eval_predictions == "none" or job.eval_samples is None:
-        return Evaluation(acts)
+        return Evaluation(acts, cache)
     ranks = setup.data_parallel
     batches = math.ceil(job.eval_samples / (job.eval_micro_batch * ranks))
     window = min(job.eval_accumulation_steps or batches, batches)
-    # A rank's logits before the gather: the returned ones, whose vocabulary tensor parallelism splits.
+    # A rank's logits as prediction_step gets them: the returned ones, whose vocabulary tensor parallelism splits,
+    # in fp32 where the framework widens the model's outputs.
     tokens = job.eval_micro_batch * seq_len
-    predictions = acts.returned_logits * setup.tensor_parallel
+    predictions = acts.returned_logits * setup.tensor_parallel * _outputs_widened(setup)
     if job.eval_predictions == "argmax":
         predictions = ARGMAX_BYTES * tokens
-    return Evaluation(acts, window, (predictions + LABEL_BYTES * tokens) * ranks)
+    return Evaluation(acts, cache, window, (predictions + LABEL_BYTES * tokens) * ranks, ranks)
 
 
 def _ints(parts: dict[str, float]) -> dict[str, int]:

@@ -507,32 +507,32 @@ class SimulatedStep:
         return self.cache.peak_live, self.cache.reserved_peak()
 
     def _evaluate(self, evaluation: Evaluation) -> None:
-        """An evaluation forward after the steps (finetune.evaluation; training_memory._evaluation, whose totals
-        these are): per layer its autocast weight copies, cached through the forward, and, as nothing is saved
-        for backward, its tensors (split by width, as a training layer's) and transient taken and freed (FSDP's
-        units gathered as in training); then
-        the logits, their fp32 upcast and the log-softmax cross_entropy makes of it, all live at once (as the phase
-        model has them), freed as the evaluation ends. Run in the blocks the steps left cached, so its tensors make new segments only where
-        those blocks cannot hold them: a batch's logits larger than any cached block are a segment of their own,
-        however much the steps' activations freed. Predictions kept for compute_metrics: the window's earlier
-        batches' as one tensor through the forward, then the batch's gathered ones and their concatenation with
-        them, the kept and the gathered freed once it is made (``Evaluation``)."""
+        """An evaluation after the steps (finetune.evaluation; training_memory._evaluation, whose totals these are),
+        in the blocks the steps left cached, so that its tensors map new segments only where no cached block holds
+        them (a batch's logits larger than any block training freed are a segment of their own). The predictions
+        kept for compute_metrics, as one tensor through the forward; per layer its autocast weight copies and its
+        keys and values (use_cache), held through the forward, and its tensors (split by width, as a training
+        layer's) and transient, taken and freed, as nothing is saved for backward (FSDP's units gathered as in
+        training); the logits, their fp32 upcast and cross_entropy's log-softmax of it, live at once; then, the
+        forward's tensors freed, what the window's last batch adds (``Evaluation.after_forward``)."""
         cache, units, acts = self.cache, self.units, evaluation.activations
         kept = cache.take(evaluation.kept)
+        # Each layer's keys and values where the model caches them (use_cache), held to the forward's end.
+        layer_cache = Tensors.of([(evaluation.cache / max(self.layers, 1) / 2, 2)])
         layer = Tensors.of([*_pairs(_split(acts.per_layer, self.layer_widths)), (acts.layer_forward_temporaries, 1)])
         gathers = units is not None and units.gathers_in_forward
         edge_copies = cache.take_all(self.edge_copies)
         if units is not None:
             units.forward_begins()
 
-        def forward(_: None) -> Allocation:
+        def forward(_: None) -> tuple[Allocation, Allocation]:
             unit = units.layer_forward() if units is not None and gathers else EMPTY
-            copies = cache.take_all(self.copies)
+            held = cache.take_all(self.copies), cache.take_all(layer_cache)
             cache.cycle(layer)
             cache.give(unit)
-            return copies
+            return held
 
-        copies = cache.repeat(forward, [None] * self.layers)
+        copies = [allocation for held in cache.repeat(forward, [None] * self.layers) for allocation in held]
         if units is not None:
             units.forward_ends()
         returned = cache.take(acts.returned_logits)
@@ -541,9 +541,7 @@ class SimulatedStep:
         self._give(upcast, returned, log_softmax, *copies, edge_copies)
         if units is not None:
             units.backward_ends()  # the root unit resharded (FSDP1 keeps it gathered from forward on)
-        gathered = cache.take(evaluation.gathered)
-        concatenated = cache.take(evaluation.window * evaluation.gathered)
-        self._give(kept, gathered, concatenated)
+        self._give(kept, *[cache.take(size) for size in evaluation.after_forward])
 
     def _zero_step(self, zero: ZeroStep, grads: list[Allocation]) -> list[Allocation]:
         """DeepSpeed ZeRO's step (zero_step's moments): ZeRO-1 copies the partition's gradients into a buffer of

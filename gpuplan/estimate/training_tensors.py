@@ -79,17 +79,32 @@ class MicroBatchActivations:
 
 @record
 class Evaluation:
-    """An evaluation (finetune.evaluation) as the memory model runs it: its micro-batch's activations, and what the
-    Hugging Face Trainer keeps of each batch for compute_metrics (evaluation.predictions) at its worst batch, the
-    last of a window of ``window`` batches (eval_accumulation_steps, else every batch of the evaluation) whose
-    predictions stay on the GPU: ``gathered`` bytes a batch adds on every GPU (all data-parallel ranks' after
-    gather_for_metrics); 0 where nothing is kept."""
+    """An evaluation (finetune.evaluation) as the memory model runs it: its micro-batch's activations, the key and
+    value states its forward builds where the model's config keeps ``use_cache`` (``cache``: every attention
+    layer's, which eval mode does not turn off), and what the Hugging Face Trainer keeps of each batch for
+    compute_metrics (evaluation.predictions) at its worst batch, the last of a window of ``window`` batches
+    (eval_accumulation_steps, else every batch of the evaluation) whose predictions stay on the GPU: ``gathered``
+    bytes a batch adds on every GPU (all ``ranks``' after gather_for_metrics); 0 where nothing is kept."""
 
     activations: MicroBatchActivations
+    cache: float = 0.0
     window: int = 0
     gathered: float = 0.0
+    ranks: int = 1
 
     @property
     def kept(self) -> float:
         """The predictions kept before the window's last batch: its earlier batches', concatenated."""
         return max(0, self.window - 1) * self.gathered
+
+    @property
+    def after_forward(self) -> tuple[float, ...]:
+        """The tensors the window's last batch adds once its forward returned, beside ``kept``. EvalLoopContainer.add
+        keeps a window's first batch as it is and concatenates each later one to the kept tensor (nested_concat ->
+        torch.cat: the gathered batch and the longer copy at once); gather_for_metrics copies a rank's batch into
+        the all-ranks one (several ranks; on one it hands the batch back)."""
+        if self.window == 0:
+            return ()
+        if self.window == 1:
+            return (self.gathered / self.ranks, self.gathered) if self.ranks > 1 else (self.gathered,)
+        return (self.gathered, self.window * self.gathered)

@@ -482,7 +482,8 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     LoRA and sharding do not shrink activations; at long sequences they, and the fp32 logits the
     loss keeps, decide which GPU is needed. An evaluation batch (the Hugging Face Trainer's
     per_device_eval_batch_size, 8 by default) makes the logits of 8 sequences at once, and with
-    compute_metrics the Trainer keeps every batch's logits, all GPUs', on each GPU until the evaluation ends.
+    compute_metrics the Trainer keeps every batch's logits, all GPUs', on each GPU until
+    eval_accumulation_steps moves them to the host or the evaluation ends.
 
     ## Example
     ```yaml
@@ -508,7 +509,10 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
         if phase.get("predictions", 0) > phase.get("activations", 0):
             remedies = [] if job.eval_accumulation_steps == 1 else ["evaluation.accumulation_steps: 1"]
             if job.eval_predictions == "logits":
-                remedies.append("predictions: argmax (a preprocess_logits_for_metrics that returns logits.argmax(-1))")
+                remedies.append(
+                    "evaluation.predictions: argmax (a preprocess_logits_for_metrics that returns logits.argmax(-1))"
+                )
+            remedies.append(f"a smaller evaluation.micro_batch than {job.eval_micro_batch:,}")  # never empty
             what = f"the predictions the evaluation keeps for compute_metrics are {share:.0%}"
         else:
             # no fused loss runs in evaluation (training_memory._evaluation_read): a smaller batch does
