@@ -199,7 +199,7 @@ def finetune_assumptions(
             "evaluation",
             f"{job.eval_micro_batch} x {job.eval_seq_len or job.seq_len:,} tokens between steps under no_grad: the"
             " logits, their fp32 copy and the loss's log-softmax of that batch"
-            f"{KEYS_AND_VALUES if job.use_cache else ''}, no gradients, in the blocks"
+            f"{_cached_keys_and_values(job)}, no gradients, in the blocks"
             f" training left cached (what fits none maps segments of its own); {_kept_predictions(job)}"
             " (finetune.evaluation)"
             if job.eval_micro_batch
@@ -613,8 +613,9 @@ def _load_note(job: Serve, speed: ServingSpeed, mixes_prefill: bool) -> str:
     )
 
 
-# What an evaluation forward adds where the model's config keeps use_cache (eval mode does not turn it off).
-KEYS_AND_VALUES = ", every layer's keys and values (use_cache)"
+def _cached_keys_and_values(job: Finetune) -> str:
+    """What an evaluation forward adds where the model's config keeps use_cache (eval mode does not turn it off)."""
+    return ", every layer's keys and values (use_cache)" if job.use_cache else ""
 
 
 def _kept_predictions(job: Finetune) -> str:
@@ -623,13 +624,12 @@ def _kept_predictions(job: Finetune) -> str:
         return "no predictions kept (no compute_metrics: the loss alone)"
     what = "logits" if job.eval_predictions == "logits" else "argmax token ids"
     steps = job.eval_accumulation_steps
-    until = (
-        "kept to the evaluation's end"
-        if steps is None
-        else "moved to the host after every batch"
-        if steps == 1
-        else f"moved to the host every {steps:,} batches"
-    )
+    if steps is None:
+        until = "kept to the evaluation's end"
+    elif steps == 1:
+        until = "moved to the host after every batch"
+    else:
+        until = f"moved to the host every {steps:,} batches"
     return (
         f"every batch's {what} of {job.eval_samples:,} samples gathered from all ranks and kept on the GPU,"
         f" {until} (compute_metrics)"

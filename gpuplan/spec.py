@@ -467,7 +467,8 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
     if data is None or (hardware := resolver.hardware(data["hardware"], ("finetune", "hardware"), custom)) is None:
         return None
     lora, offload, deepspeed, ddp = data["lora"], data["offload"], data["deepspeed"], data["ddp"]
-    checkpoints, evaluation = data.get("checkpoints", {}), data.get("evaluation")
+    # An absent evaluation is none counted: its fields None (the schema's defaults apply where one is written).
+    checkpoints, evaluation = data.get("checkpoints", {}), data.get("evaluation", {})
     job = Finetune(
         method=data["method"],
         precision=data["precision"],
@@ -503,11 +504,11 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         autocast=data["autocast"],
         momentum=float(data["momentum"]),
         loop=data["loop"],
-        eval_micro_batch=evaluation["micro_batch"] if evaluation is not None else None,
-        eval_seq_len=evaluation.get("seq_len") if evaluation is not None else None,
-        eval_samples=evaluation.get("samples") if evaluation is not None else None,
-        eval_predictions=evaluation["predictions"] if evaluation is not None else "none",
-        eval_accumulation_steps=evaluation.get("accumulation_steps") if evaluation is not None else None,
+        eval_micro_batch=evaluation.get("micro_batch"),
+        eval_seq_len=evaluation.get("seq_len"),
+        eval_samples=evaluation.get("samples"),
+        eval_predictions=evaluation.get("predictions", "none"),
+        eval_accumulation_steps=evaluation.get("accumulation_steps"),
         use_cache=data["use_cache"],
         double_quant=data["double_quant"],
         kbit_preparation=data["kbit_preparation"],

@@ -22,6 +22,8 @@ from gpuplan.estimate.training_step import SimulatedStep
 from gpuplan.linter import LintOptions, lint_bytes
 
 VOCAB = 128_256
+# A full fine-tune under DeepSpeed ZeRO-3 over eight GPUs, which casts the model itself (no autocast).
+ZERO3_8_GPUS = {"method": "full", "precision": "bf16-mixed", "autocast": False, "sharding": "zero3", "gpus": 8}
 
 
 def _lora(**changes: object):
@@ -60,8 +62,7 @@ def test_zero3_keeps_its_gradient_buffer_through_the_evaluation():
     # ZeRO-3's flat gradient buffer lives from the optimizer's initialisation (stage3.py grad_partitions_flat_buffer)
     # and its units are gathered for the forward: the evaluation holds both, as the training forward does.
     arch = get_model("llama-3.1-8b").architecture
-    full = {"method": "full", "precision": "bf16-mixed", "autocast": False, "sharding": "zero3", "gpus": 8}
-    memory = estimate_training(training_setup(architecture=arch, eval_micro_batch=8, **full), 0)
+    memory = estimate_training(training_setup(architecture=arch, eval_micro_batch=8, **ZERO3_8_GPUS), 0)
     evaluation, forward = memory.phases["evaluation"], memory.phases["forward"]
     assert evaluation["gradients"] == forward["gradients"] == 2 * 8_030_261_248 // 8
     assert evaluation["gathered_parameters"] == forward["gathered_parameters"]
@@ -86,13 +87,13 @@ def test_a_spec_evaluating_at_the_trainers_default_batch_peaks_there():
     # evaluation: {} takes the Trainer's batch of 8 (the schema's default) at the training seq_len: 32,768 tokens x
     # 128,256 x 10 B = 42,026,926,080 bytes of logits and loss copies, far above the checkpointed training step's
     # peak; the findings point at the evaluation. One L40S cannot hold it at any setting the planner tries (no fused
-    # loss runs in evaluation), so GP301 names the parallel layout that can.
+    # loss runs in evaluation), so GP301 names the parallel layout that can, and where the one GPU falls short.
     result = lint_bytes("spec.yaml", SPEC.encode(), LintOptions(today=datetime.date(2026, 12, 6)))
     memory = result.analysis.finetune.memory
     assert memory.peak_phase == "evaluation"
     assert memory.phases["evaluation"]["activations"] == 32_768 * VOCAB * 10
     by_code = {finding.code: finding for finding in result.findings}
-    assert "GP201" not in by_code and " on one l40s " in by_code["GP301"].message
+    assert "GP201" not in by_code and " at the evaluation peak on one l40s " in by_code["GP301"].message
     assert by_code["GP205"].pointer == "/finetune/evaluation"
     assert by_code["GP205"].hint == "try a smaller evaluation.micro_batch than 8"
     smaller = SPEC.replace("evaluation: {}", "evaluation: {micro_batch: 1}")
@@ -203,9 +204,8 @@ def test_the_concatenation_holds_what_stays_between_steps():
     # 4,202,823,680 B a rank's batch. Eight ranks: 1,000 samples make ceil(1,000 / 64) = 16 batches of 8 of them on
     # each GPU; the last concatenation holds 2 x 16.
     arch = get_model("llama-3.1-8b").architecture
-    full = {"method": "full", "precision": "bf16-mixed", "autocast": False, "sharding": "zero3", "gpus": 8}
     evaluation = {"eval_micro_batch": 8, "eval_samples": 1000, "eval_predictions": "logits", "seq_len": 2048}
-    phases = estimate_training(training_setup(architecture=arch, **full, **evaluation), 0).phases
+    phases = estimate_training(training_setup(architecture=arch, **ZERO3_8_GPUS, **evaluation), 0).phases
     phase = phases["evaluation"]
     assert phase["predictions"] == 2 * 16 * 8 * 4_202_823_680
     assert "gathered_parameters" not in phase and "gathered_parameters" not in phases["optimizer_step"]

@@ -499,9 +499,6 @@ def _outputs_widened(setup: TrainingSetup) -> int:
     return 2 if setup.uses_autocast and setup.activation_bytes == 2 else 1
 
 
-# preprocess_logits_for_metrics returning logits.argmax(-1): a token's prediction as an int64 id; the labels
-# prediction_step returns beside the predictions, which evaluation_loop gathers and keeps alike, are int64 ids too.
-ARGMAX_BYTES = LABEL_BYTES = 8
 _STATES_READ = reading(STATES_IGNORE)
 _ACTIVATIONS_READ = reading(ACTIVATIONS_IGNORE)
 
@@ -706,8 +703,9 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
                 "model_outputs": outputs,
             }
         )
-    if setup.job.eval_micro_batch:
-        phases["evaluation"] = _ints(_evaluation(setup, states, fixed, outputs))
+    evaluation = _evaluation_read(setup)
+    if evaluation is not None:
+        phases["evaluation"] = _ints(_evaluation(states, evaluation, fixed, outputs))
     cache = _remembered_cache(Keyed(setup, _step_read)) if allocator else 0
     return TrainingMemory(
         arch.params,
@@ -720,7 +718,9 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     )
 
 
-def _evaluation(setup: TrainingSetup, states: ModelStates, fixed: dict[str, float], outputs: float) -> dict[str, float]:
+def _evaluation(
+    states: ModelStates, evaluation: Evaluation, fixed: dict[str, float], outputs: float
+) -> dict[str, float]:
     """An evaluation forward between steps (finetune.evaluation: the Trainer's evaluation_loop -> prediction_step,
     ``with torch.no_grad(): loss, outputs = self.compute_loss(model, inputs, return_outputs=True)``), on its own
     micro-batch: the weights and optimizer states, the units a sharded forward gathers, autocast's weight copies
@@ -734,8 +734,6 @@ def _evaluation(setup: TrainingSetup, states: ModelStates, fixed: dict[str, floa
     one and the gathered batch still live, 2 x window x gathered at once (a window of one batch keeps it as it is:
     ``Evaluation.after_forward``). Where the config keeps ``use_cache``, the forward builds every attention layer's
     keys and values, eval mode not turning it off (``Evaluation.cache``)."""
-    evaluation = _evaluation_read(setup)
-    assert evaluation is not None, "an evaluation phase needs finetune.evaluation"
     acts = evaluation.activations
     zero = states.zero_step
     base = {
@@ -759,6 +757,11 @@ def _evaluation(setup: TrainingSetup, states: ModelStates, fixed: dict[str, floa
         "predictions": evaluation.kept + sum(evaluation.after_forward),
     }
     return max(forward, concatenation, key=lambda parts: sum(parts.values()))
+
+
+# preprocess_logits_for_metrics returning logits.argmax(-1): a token's prediction as an int64 id; the labels
+# prediction_step returns beside the predictions, which evaluation_loop gathers and keeps alike, are int64 ids too.
+ARGMAX_BYTES = LABEL_BYTES = 8
 
 
 def _evaluation_read(setup: TrainingSetup) -> Evaluation | None:

@@ -506,18 +506,18 @@ def activations_dominate(ctx: RuleContext) -> Iterator[Finding]:
     if share <= ctx.settings.activations_share:
         return
     if f.memory.peak_phase == "evaluation":  # no recompute there: its own batch, the loss's logits, what it keeps
+        remedies = []
+        what = f"the evaluation's activations and loss temporaries are {share:.0%}"
         if phase.get("predictions", 0) > phase.get("activations", 0):
-            remedies = [] if job.eval_accumulation_steps == 1 else ["evaluation.accumulation_steps: 1"]
+            what = f"the predictions the evaluation keeps for compute_metrics are {share:.0%}"
+            if job.eval_accumulation_steps != 1:
+                remedies.append("evaluation.accumulation_steps: 1")
             if job.eval_predictions == "logits":
                 remedies.append(
                     "evaluation.predictions: argmax (a preprocess_logits_for_metrics that returns logits.argmax(-1))"
                 )
-            remedies.append(f"a smaller evaluation.micro_batch than {job.eval_micro_batch:,}")  # never empty
-            what = f"the predictions the evaluation keeps for compute_metrics are {share:.0%}"
-        else:
-            # no fused loss runs in evaluation (training_memory._evaluation_read): a smaller batch does
-            remedies = [f"a smaller evaluation.micro_batch than {job.eval_micro_batch:,}"]
-            what = f"the evaluation's activations and loss temporaries are {share:.0%}"
+        # no fused loss runs in evaluation (training_memory._evaluation_read): a smaller batch does
+        remedies.append(f"a smaller evaluation.micro_batch than {job.eval_micro_batch:,}")
         where: tuple[str, ...] = ("finetune", "evaluation")
     else:
         remedies = [
