@@ -1,6 +1,7 @@
 """Activation bytes per token of a training step: what each decoder layer saves for backward (by kind of layer,
 under full or selective recomputation, with adapters, QLoRA's dequantised inputs and autocast's casts), the
-widths its saved tensors split into, and the logits and the loss's fp32 copies. ``training_memory`` sizes a
+widths its saved tensors split into, the logits and the loss's fp32 copies, and what the model returns with them
+(its key and value states under use_cache; the outputs as the training loop gets them). ``training_memory`` sizes a
 micro-batch's activations from them; see ``training``'s docstring for the sources."""
 
 from __future__ import annotations
@@ -331,3 +332,35 @@ def logits_bytes(setup: TrainingSetup) -> tuple[float, float, float]:
     if setup.fp32_compute:
         act = 4  # PEFT's fp32 LM head on the fp32 stream returns fp32 logits: the loss has nothing to upcast
     return act * vocab * tokens, 4 * vocab * tokens, (4 * vocab * tokens if act != 4 else 0.0)
+
+
+def returned_cache_bytes(setup: TrainingSetup) -> float:
+    """The key and value states a model returns with its output under ``use_cache`` (Hugging Face attention:
+    ``past_key_value = (key_states, value_states)`` after RoPE, before GQA's repeat; an MLA layer's full
+    per-head K and V), for every attention layer of one micro-batch. They are extra only where nothing else
+    keeps them: under recompute, where the layer saves nothing, or in a GQA layer whose attention saves
+    repeated copies instead (eager, and SDPA, which ``flash`` also names: transformers' ``repeat_kv`` runs
+    before it; FlashAttention-2's own kernel takes them unrepeated, so for it this over-counts); a multi-head
+    layer, or FlashAttention-3 and cuDNN, which take GQA as it is, save these very tensors for backward."""
+    arch, job = setup.architecture, setup.job
+    repeated = arch.n_kv < arch.heads and job.attention not in ("flash3", "cudnn")
+    if not job.use_cache or (job.checkpointing == "none" and not repeated):
+        return 0.0
+    return key_value_bytes(setup)
+
+
+def key_value_bytes(setup: TrainingSetup) -> float:
+    """Every attention layer's key and value states for one micro-batch, as a Hugging Face model caches them."""
+    arch = setup.architecture
+    if arch.is_mla:
+        width = arch.heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim)
+    else:
+        width = 2 * arch.kv_width
+    return arch.attention_layers * setup.tokens * width / setup.tensor_parallel * setup.activation_bytes
+
+
+def outputs_widened(setup: TrainingSetup) -> int:
+    """How many times its 16-bit size a model's output is when the loop gets it: under autocast the framework
+    hands it back in fp32 (accelerate's prepare_model wraps forward in convert_outputs_to_fp32; Lightning Fabric's
+    precision plugin convert_output likewise), 2; else 1."""
+    return 2 if setup.uses_autocast and setup.activation_bytes == 2 else 1

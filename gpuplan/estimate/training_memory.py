@@ -33,10 +33,13 @@ from gpuplan.estimate.training import (
 )
 from gpuplan.estimate.training_activations import (
     input_widths,
+    key_value_bytes,
     largest_layer_activation_bytes_per_token,
     layer_activation_bytes_per_token,
     logits_bytes,
     norm_bytes,
+    outputs_widened,
+    returned_cache_bytes,
     selective_layer_bytes_per_token,
 )
 from gpuplan.estimate.training_keys import ACTIVATIONS_IGNORE, STATES_IGNORE, Keyed, reading
@@ -467,38 +470,6 @@ OUTPUTS_HELD = {
 }
 
 
-def returned_cache_bytes(setup: TrainingSetup) -> float:
-    """The key and value states a model returns with its output under ``use_cache`` (Hugging Face attention:
-    ``past_key_value = (key_states, value_states)`` after RoPE, before GQA's repeat; an MLA layer's full
-    per-head K and V), for every attention layer of one micro-batch. They are extra only where nothing else
-    keeps them: under recompute, where the layer saves nothing, or in a GQA layer whose attention saves
-    repeated copies instead (eager, and SDPA, which ``flash`` also names: transformers' ``repeat_kv`` runs
-    before it; FlashAttention-2's own kernel takes them unrepeated, so for it this over-counts); a multi-head
-    layer, or FlashAttention-3 and cuDNN, which take GQA as it is, save these very tensors for backward."""
-    arch, job = setup.architecture, setup.job
-    repeated = arch.n_kv < arch.heads and job.attention not in ("flash3", "cudnn")
-    if not job.use_cache or (job.checkpointing == "none" and not repeated):
-        return 0.0
-    return key_value_bytes(setup)
-
-
-def key_value_bytes(setup: TrainingSetup) -> float:
-    """Every attention layer's key and value states for one micro-batch, as a Hugging Face model caches them."""
-    arch = setup.architecture
-    if arch.is_mla:
-        width = arch.heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim)
-    else:
-        width = 2 * arch.kv_width
-    return arch.attention_layers * setup.tokens * width / setup.tensor_parallel * setup.activation_bytes
-
-
-def _outputs_widened(setup: TrainingSetup) -> int:
-    """How many times its 16-bit size a model's output is when the loop gets it: under autocast the framework
-    hands it back in fp32 (accelerate's prepare_model wraps forward in convert_outputs_to_fp32; Lightning Fabric's
-    precision plugin convert_output likewise), 2; else 1."""
-    return 2 if setup.uses_autocast and setup.activation_bytes == 2 else 1
-
-
 _STATES_READ = reading(STATES_IGNORE)
 _ACTIVATIONS_READ = reading(ACTIVATIONS_IGNORE)
 
@@ -626,9 +597,9 @@ def estimate_training(setup: TrainingSetup, overhead: int, allocator: bool = Tru
     # outputs (loop: manual, after-step) keeps them through backward and the optimizer step; one that holds
     # them in a variable until the next step rebinds it (manual) keeps them beside the next forward too.
     outputs = acts.returned_logits + acts.returned_cache if setup.job.loop != "trainer" else 0.0
-    # A loop that holds them holds them as the framework hands them back (``_outputs_widened``). The copy is made as
+    # A loop that holds them holds them as the framework hands them back (``outputs_widened``). The copy is made as
     # forward returns, after the loss freed its own upcast: no moment holds more than the loss did.
-    outputs *= _outputs_widened(setup)
+    outputs *= outputs_widened(setup)
     forward["activations"] += acts.returned_cache
     forward["model_outputs"] = outputs if setup.job.loop == "manual" else 0.0  # the previous step's
     start = {
@@ -793,7 +764,7 @@ def _evaluation_read(setup: TrainingSetup) -> Evaluation | None:
     # A rank's logits as prediction_step gets them: the returned ones, whose vocabulary tensor parallelism splits,
     # in fp32 where the framework widens the model's outputs.
     tokens = job.eval_micro_batch * seq_len
-    predictions = acts.returned_logits * setup.tensor_parallel * _outputs_widened(setup)
+    predictions = acts.returned_logits * setup.tensor_parallel * outputs_widened(setup)
     if job.eval_predictions == "argmax":
         predictions = ARGMAX_BYTES * tokens
     return Evaluation(acts, cache, window, (predictions + LABEL_BYTES * tokens) * ranks, ranks)

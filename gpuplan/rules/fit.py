@@ -8,7 +8,8 @@ from dataclasses import replace
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune
 from gpuplan.context_limits import Overrun, overruns
-from gpuplan.estimate.training_memory import OUTPUTS_HELD, returned_cache_bytes
+from gpuplan.estimate.training_activations import returned_cache_bytes
+from gpuplan.estimate.training_memory import OUTPUTS_HELD
 from gpuplan.estimate.vllm_releases import outside_modelled
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import summary
