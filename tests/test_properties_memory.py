@@ -17,7 +17,7 @@ from gpuplan.estimate.serving import (
     kv_layout,
     max_concurrency,
 )
-from gpuplan.estimate.training import MIXED, TrainingSetup, reduce_bucket_bytes
+from gpuplan.estimate.training import MIXED, TrainingSetup, reduce_bucket_bytes, runs_deepspeed_zero
 from gpuplan.estimate.training_memory import _model_states, estimate_training
 
 
@@ -329,6 +329,18 @@ def test_offload_never_raises_gpu_memory_and_never_loses_bytes(setup, where, wha
     )
     gpu, _ = _gpu_and_off_gpu(setup)
     off_gpu, total = _gpu_and_off_gpu(offloaded)
+    states = _model_states(offloaded)
+    if (
+        offloaded.job.sharding == "zero2"
+        and offloaded.job.offload_optimizer != "none"
+        and runs_deepspeed_zero(offloaded)
+    ):
+        # DeepSpeed ZeRO-2 with its optimizer offloaded keeps GPU buffers a step on the GPU does not (the largest
+        # parameter in 16 bits, all run; its norm's and overflow check's copies: CQ's hand-derived test), and its
+        # step on the GPU keeps whole parameters' gradients, one buffer a micro-batch, where the host holds the
+        # partition's fp32 copy: offload may raise the GPU by those buffers, and the moved bytes are not comparable.
+        assert off_gpu <= gpu + states.optimizer + states.reduce_copies[0]
+        return
     assert off_gpu <= gpu
     # Offload moves bytes: what the GPU no longer holds at its peak is on the host or NVMe. DeepSpeed's step on
     # the GPU makes copies of the gradients (zero_step) that a step on the host does not: left out.
