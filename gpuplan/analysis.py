@@ -28,6 +28,7 @@ from gpuplan.estimate.engines import (
     memory_engine,
     sglang_sizes,
 )
+from gpuplan.estimate.nccl import nccl_bytes
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import (
     ServingMemory,
@@ -76,9 +77,8 @@ from gpuplan.units import (
 # it loads; library handles): measured 0.3-2 GiB together with the allocator's slack (vram-calculator blog;
 # the calculator itself uses 1000 MiB). The allocator's cache is now modelled apart (estimate/allocator.py)
 # and this constant was not re-derived without it: an overestimate by whatever slack those figures held.
-# NCCL buffers add ~0.5 GiB multi-GPU.
+# NCCL's buffers, outside the allocator too, are counted by communicator (estimate/nccl.py).
 TRAINING_OVERHEAD = GIB
-NCCL_OVERHEAD = GIB // 2
 # What a speed or per-token cost figure reads where the serving layout cannot start (ServeEstimate.loads).
 NOT_LOADED = "n/a (does not fit)"
 
@@ -355,23 +355,33 @@ def run_cost(speed: TrainingSpeed, gpus: int, price_per_hour: float | None) -> f
 
 
 def training_overhead(setup: TrainingSetup) -> int:
-    """Framework bytes per GPU beside the tensors: CUDA context and workspaces, plus NCCL when multi-GPU."""
-    return TRAINING_OVERHEAD + (NCCL_OVERHEAD if setup.gpus > 1 else 0)
+    """Framework bytes per GPU beside the tensors: CUDA context and workspaces, plus the buffers of the NCCL
+    communicators the job opens (none on one GPU)."""
+    return TRAINING_OVERHEAD + nccl_bytes(setup.job.hardware.gpu, setup.communicators)
 
 
-def finetune_memory(spec: Spec, job: Finetune, allocator: bool = True) -> TrainingMemory:
-    """Per-GPU memory of ``job`` as declared (no speed, no price): what estimate_finetune's fit rests on.
-    ``allocator=False`` leaves out the allocator's cache: a lower bound of the device figure from the phase
-    model alone, which a planner rules a layout out with before it runs the allocator."""
+def finetune_memory(spec: Spec, job: Finetune) -> TrainingMemory:
+    """Per-GPU memory of ``job`` as declared (no speed, no price): what estimate_finetune's fit rests on."""
     setup = training_setup(spec, job)
-    return estimate_training(setup, training_overhead(setup), allocator)
+    return estimate_training(setup, training_overhead(setup))
 
 
 def finetune_memory_floor(spec: Spec, job: Finetune) -> int:
     """A lower bound of ``finetune_memory(spec, job).per_gpu`` from the model states alone (the same for
-    every micro-batch, recompute and loss setting of a layout; ``training.states_floor``)."""
+    every micro-batch, recompute and loss setting of a layout; ``training.states_floor``), and the CUDA
+    context: NCCL's buffers are left out, so that the bound never grows with the data-parallel ranks (the
+    tensors shrink or stay as the ranks grow; the communicators' buffers grow)."""
+    return states_floor(training_setup(spec, job)) + TRAINING_OVERHEAD
+
+
+def finetune_tensor_bound(spec: Spec, job: Finetune) -> int:
+    """A lower bound of ``finetune_memory(spec, job).per_gpu`` from the phase model (its tensors, no allocator
+    cache) and the CUDA context, NCCL's buffers left out as ``finetune_memory_floor`` leaves them: a planner
+    rules a layout's shape out on it before it runs the allocator, and a wider shape's is never above it."""
     setup = training_setup(spec, job)
-    return states_floor(setup) + training_overhead(setup)
+    return estimate_training(setup, training_overhead(setup), allocator=False).per_gpu - nccl_bytes(
+        setup.job.hardware.gpu, setup.communicators
+    )
 
 
 def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:

@@ -16,6 +16,7 @@ from gpuplan.estimate.engines import (
 from gpuplan.estimate.kernels import FRAMEWORKS
 from gpuplan.estimate.lengths import WIDEST_P90_RATIO, through
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
+from gpuplan.estimate.nccl import describe, nccl_bytes
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import ServingMemory, ServingSetup, kv_pages, max_concurrency
 from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN
@@ -221,15 +222,22 @@ def finetune_assumptions(
         ),
         *_model_notes(spec),
         *_hybrid_finetune_notes(spec),
-        (
-            "framework overhead",
-            f"{overhead / GIB:.1f} GiB per GPU (CUDA context, workspaces{', NCCL' if overhead > GIB else ''})",
-        ),
+        ("framework overhead", _overhead_note(job, setup, overhead)),
         ("framework", _framework_note(job, speed, calibration)),
         ("training speed", _training_speed_note(efficiency, speed, calibration)),
         ("network", f"{job.hardware.network_gbps:g} Gb/s per GPU between nodes (hardware.network_gbps)"),
         ("price", price),
     )
+
+
+def _overhead_note(job: Finetune, setup: TrainingSetup, overhead: int) -> str:
+    """The bytes outside the allocator: the CUDA context's, and NCCL's by communicator (``estimate.nccl``)."""
+    communicators = setup.communicators
+    nccl = nccl_bytes(job.hardware.gpu, communicators)
+    context = f"{(overhead - nccl) / GIB:.1f} GiB per GPU (CUDA context, workspaces)"
+    if not nccl:
+        return context
+    return f"{context} + NCCL {nccl / GIB:.2f} GiB: {describe(job.hardware.gpu, communicators)}"
 
 
 def _quantization_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str], ...]:

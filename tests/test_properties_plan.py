@@ -16,11 +16,12 @@ from conftest import spec_yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuplan.analysis import estimate_finetune, estimate_serve
+from gpuplan.analysis import estimate_finetune, estimate_serve, finetune_tensor_bound, training_setup
 from gpuplan.catalog import gpu_catalog
 from gpuplan.config import Settings, default_settings
 from gpuplan.estimate import bands as bands_module
 from gpuplan.estimate.bands import MemoryBand
+from gpuplan.estimate.nccl import nccl_bytes
 from gpuplan.loader import load_bytes
 from gpuplan.plan.configured import efficiency_of, planner_for
 from gpuplan.plan.evaluate import Option
@@ -573,9 +574,15 @@ def test_no_settings_of_a_shape_need_less_memory_than_its_least_memory_layouts(d
     tp, pp = split
 
     def tensors(layout: Layout) -> int:
+        """What the skip judges: the tensors and the CUDA context, NCCL's buffers (which grow with the ranks)
+        left out (``analysis.finetune_tensor_bound``)."""
         memory = evaluator.memory(layout)
         assert memory.per_gpu >= memory.allocated + memory.overhead
-        return memory.allocated + memory.overhead
+        job_ = evaluator._job(layout)
+        bound = finetune_tensor_bound(evaluator.spec, job_)
+        communicators = training_setup(evaluator.spec, job_).communicators
+        assert bound == memory.allocated + memory.overhead - nccl_bytes(layout.gpu, communicators)
+        return bound
 
     least = min(tensors(layout) for layout in job._relaxed(gpu, tp, pp, dp, recompute))
     for settings_ in job._settings_choices(dp, recompute):

@@ -25,6 +25,7 @@ import functools
 import math
 
 from gpuplan.architecture import Architecture
+from gpuplan.estimate.nccl import Communicator, training_communicators
 from gpuplan.records import record
 from gpuplan.releases import parse_version
 from gpuplan.spec import Finetune
@@ -94,6 +95,13 @@ class TrainingSetup:
     @property
     def data_parallel(self) -> int:
         return self.job.hardware.replicas
+
+    @property
+    def communicators(self) -> tuple[Communicator, ...]:
+        """The NCCL communicators the job opens on each GPU (``nccl.training_communicators``)."""
+        return training_communicators(
+            self.gpus, self.data_parallel, self.tensor_parallel, self.pipeline_parallel, runs_deepspeed_zero(self)
+        )
 
     @property
     def running_sharding(self) -> str:

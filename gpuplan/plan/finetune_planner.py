@@ -13,11 +13,13 @@ from gpuplan.analysis import (
     finetune_memory,
     finetune_memory_floor,
     finetune_speed,
+    finetune_tensor_bound,
     run_cost,
     training_setup,
 )
 from gpuplan.conflicts import runs_pipeline
 from gpuplan.estimate.bands import finetune_band
+from gpuplan.estimate.nccl import topology_key
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.training import TrainingMemory, TrainingSetup, trainable_params
 from gpuplan.estimate.training_speed import TrainingWorkload, seconds_per_token_floor
@@ -64,7 +66,8 @@ class FinetunePlanner(Evaluator):
         self.declared_data_parallel = hardware.replicas
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
-        self._state_floors: dict[tuple[int, int, int, str, int], int] = {}  # TP, PP, DP, sharding, GA -> floor
+        # TP, PP, DP, sharding, GA, NCCL topology -> floor
+        self._state_floors: dict[tuple[object, ...], int] = {}
         self._tensors_sound: dict[tuple[object, ...], bool] = {}  # usable bytes and memory key -> tensors_sound
         self._floor_job: tuple[Finetune, TrainingSetup] | None = None
         self._floor_trainable: int | None = None
@@ -114,10 +117,17 @@ class FinetunePlanner(Evaluator):
 
     @staticmethod
     def _memory_key(layout: Layout) -> tuple[object, ...]:
-        return (layout.tensor_parallel, layout.pipeline_parallel, layout.replicas, layout.settings)
+        return (
+            layout.tensor_parallel,
+            layout.pipeline_parallel,
+            layout.replicas,
+            layout.settings,
+            topology_key(layout.gpu),
+        )
 
     def memory(self, layout: Layout) -> TrainingMemory:
-        """Per-GPU memory of a layout's shape: the same on every GPU kind (only usable memory differs)."""
+        """Per-GPU memory of a layout's shape: the same on every GPU kind whose NCCL buffers are alike
+        (``nccl.topology_key``; the tensors and the allocator's cache are the same on any kind)."""
         key = self._memory_key(layout)
         if key not in self._memory:
             self._memory[key] = finetune_memory(self.spec, self._job(layout))
@@ -141,6 +151,7 @@ class FinetunePlanner(Evaluator):
             layout.replicas,
             settings.sharding,
             settings.gradient_accumulation,
+            topology_key(layout.gpu),
         )
         floor = self._state_floors.get(key)
         if floor is None:
@@ -171,8 +182,8 @@ class FinetunePlanner(Evaluator):
         usable = layout.gpu.usable_bytes
         if not within_headroom(self.planned_bytes(self.memory_floor(layout)), usable, self.headroom_pct):
             return False
-        tensors = finetune_memory(self.spec, self._job(layout), allocator=False)
-        return within_headroom(self.planned_bytes(tensors.per_gpu), usable, self.headroom_pct)
+        tensors = finetune_tensor_bound(self.spec, self._job(layout))
+        return within_headroom(self.planned_bytes(tensors), usable, self.headroom_pct)
 
     def sync_too_slow(self, layout: Layout) -> bool:
         """Whether gradient sync alone breaks the layout, as ``evaluate`` judges it, from the speed model
