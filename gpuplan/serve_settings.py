@@ -106,6 +106,17 @@ def engine_settings_valid(resolver: Problems, data: dict[str, Any]) -> bool:
             "set engine: trtllm, or remove max_gpu_total_bytes (memory_utilization is this engine's fraction)",
         )
         return False
+    tokens, sequences = data.get("max_batched_tokens"), data.get("max_sequences")
+    if engine == "vllm" and tokens is not None and sequences is not None and tokens < sequences:
+        resolver.problem(
+            "GP026",
+            ("serve", "max_batched_tokens"),
+            f"serve.max_batched_tokens ({tokens:,}) is below serve.max_sequences ({sequences:,}), which vLLM refuses"
+            " at startup (vllm/config/scheduler.py SchedulerConfig: max_num_batched_tokens must be greater than or"
+            " equal to max_num_seqs): every running sequence takes a token of each step",
+            f"raise max_batched_tokens to {sequences:,} or more, or lower max_sequences to {tokens:,} or less",
+        )
+        return False
     if engine == "trtllm" and data.get("memory_utilization") == 1:
         resolver.problem(
             "GP026",

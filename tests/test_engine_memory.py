@@ -242,6 +242,18 @@ def test_bad_engine_memory_settings_are_findings_at_their_line(engine, extra, co
     assert (code, line) in found, found
 
 
+def test_vllm_refuses_a_token_budget_below_its_running_sequences():
+    # vLLM's SchedulerConfig raises when max_num_batched_tokens < max_num_seqs: GP026 at the budget (line 8,
+    # max_sequences is line 9); equal is fine, and another engine is not held to vLLM's check.
+    budget = "  max_batched_tokens: 255\n  max_sequences: 256\n"
+    result = lint_bytes("spec.yaml", spec("vllm", "h100-sxm", budget).encode())
+    (finding,) = [f for f in result.findings if f.code == "GP026"]
+    assert finding.line == 8 and "(255) is below serve.max_sequences (256)" in finding.message
+    assert "raise max_batched_tokens to 256 or more, or lower max_sequences to 255 or less" in finding.hint
+    assert _codes_at(spec("vllm", "h100-sxm", budget.replace("255", "256"))) == []
+    assert _codes_at(spec("sglang", "h100-sxm", budget)) == []
+
+
 def _codes_at(text: str) -> list[tuple[str, int]]:
     return [(f.code, f.line) for f in lint_bytes("spec.yaml", text.encode()).findings if f.code.startswith("GP0")]
 

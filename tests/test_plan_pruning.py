@@ -85,7 +85,9 @@ def deployments(draw: st.DrawFn) -> dict:
     if draw(st.booleans()):
         serve["max_batched_tokens"] = draw(st.integers(1, 65536))
     if draw(st.booleans()):
-        serve["max_sequences"] = draw(st.integers(1, 1024))
+        # vLLM refuses fewer tokens a step than running sequences (GP026): a cap within the budget there
+        most = serve.get("max_batched_tokens", 1024) if serve["engine"] == "vllm" else 1024
+        serve["max_sequences"] = draw(st.integers(1, min(1024, most)))
     return {"version": 1, "name": "p", "model": {"id": model}, "serve": serve}
 
 

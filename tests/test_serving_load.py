@@ -386,6 +386,25 @@ def test_a_wave_past_its_event_budget_continues_at_the_pace_it_reached():
     assert huge.quantile(0.9) > huge.quantile(0.5) > whole.quantile(0.9)
 
 
+def test_a_prompt_beside_a_decode_is_priced_in_stretches_as_stepping_would():
+    # Two requests of 1,000-token prompts and 100-token answers, a budget of 2 tokens, 2 running, toy_step's
+    # 1 + 0.5 x tokens a step. The first prompt alone: 500 steps of 2 -> its first token at 1,000. Then each
+    # step carries its decode and one token of the second prompt (step(1, 1) = 2) for its 99 decodes, to
+    # 1,198, when 901 prompt tokens are left alone: 450 steps of 2 and one of 1.5 -> 2,099.5; its 99 decodes
+    # at step(1, 0) = 1.5 end the wave at 2,248; TPOTs 2 and 1.5. Stepped, that is 1,149 steps; priced in
+    # stretches (the equal steps beside the decode, the prompt's whole chunks alone), 13.
+    priced = []
+
+    def counted(decoders, prefill, context, attention):
+        priced.append(1)
+        return toy_step(decoders, prefill, context, attention)
+
+    result = wave(2, 1000, 100, 2, 2, counted, no_attention)
+    assert result.ttfts == ((1000.0, 1), (2099.5, 1))
+    assert result.makespan == 2248.0 and result.mean_tpot == 1.75 and result.steps == 1149
+    assert len(priced) == 13
+
+
 def test_a_cut_wave_gives_no_request_its_first_token_before_it_arrives():
     # 200 one-token prompts of 4 tokens, the front end admitting one every 10 ms, each prompt a 3 ms step
     # (toy_step: 1 + 0.5 x 4): request k's first token at 10 k + 3 ms. Cut after 9 events, five have theirs
@@ -779,10 +798,10 @@ def test_long_prompts_at_a_budget_of_one_token_are_priced_not_stepped_while_othe
     assert result.ttfts[0] == (pytest.approx(150_000.0), 1)
     assert sum(count for _, count in result.ttfts) == 2000
     assert len(priced) < 2 * MAX_RAISED_EVENTS
-    # Beside decodes (a budget of 2: a decode and a prompt token a step, answers of 1,000 tokens) a prompt is
-    # stepped chunk by chunk; the event budget, raised to reach a first token, stops at MAX_RAISED_EVENTS
-    # (4 x 50,000 chunks unbounded: as many steps priced) and the rest is extrapolated.
+    # Beside decodes (a budget of 2: a decode and a prompt token a step, answers of 1,000 tokens) a prompt's
+    # steps are equal too while no decode ends: priced in stretches (``test_a_prompt_beside_a_decode_...``),
+    # a few events a request, the wave cut once some have first tokens and the rest extrapolated.
     priced.clear()
     beside = wave(2000, 100_000, 1000, 2, 256, counted, no_attention, admission_gap=0.001)
     assert sum(count for _, count in beside.ttfts) == 2000
-    assert len(priced) < 2 * MAX_RAISED_EVENTS
+    assert len(priced) < MAX_RAISED_EVENTS // 4

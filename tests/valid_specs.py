@@ -569,7 +569,7 @@ def _repair_hardware(hardware: dict[str, Any], pinned: frozenset[str], serve: bo
 
 def _repair_engine(serve: dict[str, Any], pinned: frozenset[str]) -> None:
     """GP026: TensorRT-LLM's byte cap only with engine trtllm, whose fraction must stay below 1; a vLLM
-    release only with engine vllm."""
+    release only with engine vllm; vLLM's token budget at least its running sequences."""
     engine = serve.get("engine", "vllm")
     if "engine_version" in serve and engine != "vllm":
         if "engine_version" in pinned and "engine" not in pinned:
@@ -581,6 +581,12 @@ def _repair_engine(serve: dict[str, Any], pinned: frozenset[str]) -> None:
             serve["engine"] = engine = "trtllm"
         else:
             del serve["max_gpu_total_bytes"]
+    tokens, sequences = serve.get("max_batched_tokens"), serve.get("max_sequences")
+    if engine == "vllm" and tokens is not None and sequences is not None and tokens < sequences:
+        if "max_batched_tokens" in pinned:
+            serve["max_sequences"] = tokens
+        else:
+            serve["max_batched_tokens"] = sequences
     if engine == "trtllm" and serve.get("memory_utilization") == 1:
         if "memory_utilization" not in pinned:
             serve["memory_utilization"] = 0.95

@@ -126,6 +126,8 @@ MAX_EVENTS = 1024
 # The most the event budget is raised to step a few long prompts to their first tokens (``wave``): a few
 # tenths of a second of stepping.
 MAX_RAISED_EVENTS = 16 * MAX_EVENTS
+# First tokens a wave has before it is cut and the rest extrapolated at their pace (``wave``).
+FIRST_TOKENS_BEFORE_CUT = 4
 
 
 def _extrapolated(
@@ -406,12 +408,6 @@ def wave(
     passed = prompt - 1 if first_token_from_decode_step else prompt
     running_cap = max(1, running_cap)
     budget = max(1, budget)
-    # A prompt that takes more steps than the events allow would be cut before its first token: step a few
-    # prompts whole however small the budget (the cut extrapolates a pace, not a prompt's own pass). A prompt
-    # with no decode beside it takes a few events whatever its length (its whole chunks are one stretch,
-    # below); beside decodes it is stepped chunk by chunk, which MAX_RAISED_EVENTS bounds (a million-token
-    # prompt at a budget of 1 would otherwise keep a wave, and lint, for minutes).
-    max_events = max(max_events, min(4 * math.ceil(passed / budget), MAX_RAISED_EVENTS))
     now, step = 0.0, 0
     arrived, admitted, finished = 0, 0, 0
     # An engine starts only when one whole sequence fits its cache (serving.kv_layout): never less.
@@ -440,7 +436,11 @@ def wave(
     first_tokens = 0
     while finished < requests:
         events.append((now, first_tokens))
-        if len(events) > max_events:
+        # A wave cut before a few requests have their first tokens would extrapolate a pace it never saw: past
+        # ``max_events`` it goes on until FIRST_TOKENS_BEFORE_CUT have theirs, at most to MAX_RAISED_EVENTS (a
+        # prompt alone, or beside decodes alone, takes a few events whatever its length: its chunks are priced
+        # in stretches, below; several prompts at once are stepped chunk by chunk, which the bound stops).
+        if len(events) > max_events and (first_tokens >= FIRST_TOKENS_BEFORE_CUT or len(events) > MAX_RAISED_EVENTS):
             pace = step_time(max(1, seqs.decoders + len(prefilling)), 0.0, prompt, 0.0)  # none done: a decode step
             cut = _extrapolated(
                 requests,
@@ -505,6 +505,31 @@ def wave(
                     step += whole
                 prefilling[0][0] = start + whole * budget
                 seqs.allocated += whole * budget
+                seqs.prefill_held = prefilling[0][0]
+                continue
+        if mixes_prefill and seqs.decoders and len(prefilling) == 1 and not seqs.resumed:
+            # A prompt beside decodes: while its chunks take the whole room the decodes leave, no request is
+            # admitted (none is left), and while no decode ends nor outgrows the cache, its steps are equal
+            # but for their attention and the decodes' growing context: priced in one go, the decodes'
+            # context at the stretch's middle (as a decode stretch has it) and the chunks' attention summed
+            # (a step's time is linear in it). A small budget beside decodes would otherwise step a long
+            # prompt chunk by chunk (two tokens a step over 8,000-token prompts kept a plan for minutes).
+            decoders = seqs.decoders
+            room = budget - decoders
+            start, target = int(prefilling[0][0]), int(prefilling[0][1])
+            stretch = min((target - start) // room - 1, seqs.earliest_end() - step - 1) if room > 0 else 0
+            free = seqs.free(step)
+            if math.isfinite(free):
+                stretch = min(stretch, int(free // (decoders + room)))
+            if stretch >= LONE_CHUNKS:
+                mean_context = prompt + step - seqs.start_sum / decoders + stretch / 2
+                plain = step_time(decoders, float(room), mean_context, 0.0)
+                attention = chunk_attention(start, start + stretch * room)
+                now += stretch * plain + (step_time(decoders, float(room), mean_context, attention) - plain)
+                step += stretch
+                steps_taken += stretch
+                prefilling[0][0] = start + stretch * room
+                seqs.allocated += stretch * (decoders + room)
                 seqs.prefill_held = prefilling[0][0]
                 continue
         # One step with prompts: where they ride decode steps, every running sequence's token first

@@ -487,7 +487,9 @@ def engine_setting_mismatch(*_: Any) -> Iterator[Any]:
     (there it is `free_gpu_memory_fraction`, which TensorRT-LLM requires below 1), and a quantization
     vLLM does not serve on the GPU, the model's or a tenant's: fp8 and MXFP4 (gpt-oss) need compute capability 8.0
     (`get_min_capability` of vLLM's `Fp8Config` and `Mxfp4Config`), which a T4 (7.5) lacks. The planner
-    never proposes such a GPU.
+    never proposes such a GPU. With `engine: vllm`, a `serve.max_batched_tokens` below
+    `serve.max_sequences` (vLLM's `SchedulerConfig` requires `max_num_batched_tokens >= max_num_seqs`:
+    every running sequence takes a token of each step).
 
     ## Why is this bad?
     `serve.memory_utilization` is each engine's own memory fraction (vLLM `gpu_memory_utilization`,
