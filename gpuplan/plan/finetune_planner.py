@@ -66,8 +66,7 @@ class FinetunePlanner(Evaluator):
         self.declared_data_parallel = hardware.replicas
         self.global_batch = self.job.micro_batch * self.job.gradient_accumulation * self.declared_data_parallel
         self._memory: dict[tuple[object, ...], TrainingMemory] = {}
-        # TP, PP, DP, sharding, GA, NCCL topology -> floor
-        self._state_floors: dict[tuple[object, ...], int] = {}
+        self._state_floors: dict[tuple[int, int, int, str, int], int] = {}  # TP, PP, DP, sharding, GA -> floor
         self._tensors_sound: dict[tuple[object, ...], bool] = {}  # usable bytes and memory key -> tensors_sound
         self._floor_job: tuple[Finetune, TrainingSetup] | None = None
         self._floor_trainable: int | None = None
@@ -141,8 +140,8 @@ class FinetunePlanner(Evaluator):
     def memory_floor(self, layout: Layout) -> int:
         """A lower bound of ``memory(layout).per_gpu`` from the model states alone: one per shape, sharding
         and accumulation (pipelining over FSDP keeps gradients unsharded while they accumulate), whatever
-        the layout's micro-batch, recompute and fused loss (which the states do not read;
-        ``finetune_memory_floor``)."""
+        the layout's micro-batch, recompute and fused loss (which the states do not read) and GPU kind (NCCL's
+        buffers, which alone differ by kind, are left out: ``finetune_memory_floor``)."""
         assert layout.settings is not None
         settings = layout.settings
         key = (
@@ -151,7 +150,6 @@ class FinetunePlanner(Evaluator):
             layout.replicas,
             settings.sharding,
             settings.gradient_accumulation,
-            topology_key(layout.gpu),
         )
         floor = self._state_floors.get(key)
         if floor is None:
