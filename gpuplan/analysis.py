@@ -378,10 +378,7 @@ def finetune_tensor_bound(spec: Spec, job: Finetune) -> int:
     """A lower bound of ``finetune_memory(spec, job).per_gpu`` from the phase model (its tensors, no allocator
     cache) and the CUDA context, NCCL's buffers left out as ``finetune_memory_floor`` leaves them: a planner
     rules a layout's shape out on it before it runs the allocator, and a wider shape's is never above it."""
-    setup = training_setup(spec, job)
-    return estimate_training(setup, training_overhead(setup), allocator=False).per_gpu - nccl_bytes(
-        setup.job.hardware.gpu, setup.communicators
-    )
+    return estimate_training(training_setup(spec, job), TRAINING_OVERHEAD, allocator=False).per_gpu
 
 
 def serve_memory(spec: Spec, job: Serve, gpu: Gpu) -> ServingMemory:

@@ -222,7 +222,7 @@ def finetune_assumptions(
         ),
         *_model_notes(spec),
         *_hybrid_finetune_notes(spec),
-        ("framework overhead", _overhead_note(job, setup, overhead)),
+        ("framework overhead", _overhead_note(setup, overhead)),
         ("framework", _framework_note(job, speed, calibration)),
         ("training speed", _training_speed_note(efficiency, speed, calibration)),
         ("network", f"{job.hardware.network_gbps:g} Gb/s per GPU between nodes (hardware.network_gbps)"),
@@ -230,14 +230,14 @@ def finetune_assumptions(
     )
 
 
-def _overhead_note(job: Finetune, setup: TrainingSetup, overhead: int) -> str:
+def _overhead_note(setup: TrainingSetup, overhead: int) -> str:
     """The bytes outside the allocator: the CUDA context's, and NCCL's by communicator (``estimate.nccl``)."""
-    communicators = setup.communicators
-    nccl = nccl_bytes(job.hardware.gpu, communicators)
+    gpu, communicators = setup.job.hardware.gpu, setup.communicators
+    nccl = nccl_bytes(gpu, communicators)
     context = f"{(overhead - nccl) / GIB:.1f} GiB per GPU (CUDA context, workspaces)"
     if not nccl:
         return context
-    return f"{context} + NCCL {nccl / GIB:.2f} GiB: {describe(job.hardware.gpu, communicators)}"
+    return f"{context} + NCCL {nccl / GIB:.2f} GiB: {describe(gpu, communicators)}"
 
 
 def _quantization_notes(job: Serve, setup: ServingSetup) -> tuple[tuple[str, str], ...]:

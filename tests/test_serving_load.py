@@ -724,7 +724,7 @@ def test_a_lone_long_prompt_is_priced_in_one_go_as_stepping_it_would(mixes, monk
 
     fast = run()
     priced = len(calls)
-    monkeypatch.setattr(serving_load, "LONE_CHUNKS", 10**9)
+    monkeypatch.setattr(serving_load, "STRETCH_CHUNKS", 10**9)
     stepped = run()
     # The chunks were priced in one go, not stepped: every prompt's where prompts ride decode steps; the
     # first one's where they do not (SGLang: the others prefill while the first one's decode waits beside).

@@ -49,11 +49,14 @@ CHANNEL_TABLES = 3 * CUMEM_GRANULE  # peers, shared peers, ring ranks per channe
 NVLS_CHANNEL_TABLE = CUMEM_GRANULE  # per NVLS channel (channel.cc 98)
 COMMUNICATOR_STRUCTURES = 4 * MIB  # the communicator's own device structures (init.cc 587-589)
 CONNECTION_PAIR = 12 * MIB  # one send and one receive, every protocol's buffer (p2p.cc 410, 486-491)
-NVLS_BUFFER = 1 * MIB  # a 128 KiB chunk x 8 steps per NVLS channel and head, twice (nvls.cc 424-430)
+NVLS_BUFFER = 1 * MIB  # a 128 KiB chunk x 8 steps, two per NVLS channel and head (nvls.cc 424-430)
 
-# (collective, point-to-point per peer, NVLS) channels by how the GPUs connect.
+# (collective, point-to-point per peer) channels by how the GPUs connect: NCCL's ring search (src/graph/search.cc,
+# duplicated in connect.cc 460) prints "24 coll channels ... 32 p2p channels, 32 p2p channels per peer" over NVLink
+# on 8 x H100 and A100 SXM (and 32 per peer in the all-to-all of NVIDIA/nccl#1685), 2 and 2 between PCIe GPUs.
 NVLINK_CHANNELS = (24, 32)
 PCIE_CHANNELS = (2, 2)
+# NVLS channels: 16 on Hopper (NCCL_NVLS_NCHANNELS), 24 on Blackwell (nvls.cc 155-157).
 NVLS_CHANNELS = {"hopper": 16, "blackwell": 24}
 
 
@@ -83,20 +86,28 @@ def channels(gpu: Gpu) -> tuple[int, int]:
     return NVLINK_CHANNELS if gpu.domain > 1 else PCIE_CHANNELS
 
 
-def communicator_bytes(gpu: Gpu, communicator: Communicator) -> int:
-    """Device bytes ``communicator`` holds on each of its GPUs once a step has run (module docstring)."""
+def _holdings(gpu: Gpu, communicator: Communicator) -> dict[str, int]:
+    """What ``communicator`` holds on each of its GPUs once a step has run, by part (module docstring): its
+    tables and structures, and what it connected (ring, tree, NVLS, sends to its neighbours)."""
     if communicator.ranks < 2:
-        return 0
+        return {}
     collective, p2p = channels(gpu)
     nvls = nvls_channels(gpu, communicator.ranks)
-    held = max(collective, p2p) * CHANNEL_TABLES + nvls * NVLS_CHANNEL_TABLE + COMMUNICATOR_STRUCTURES
+    held = {"tables": max(collective, p2p) * CHANNEL_TABLES + nvls * NVLS_CHANNEL_TABLE + COMMUNICATOR_STRUCTURES}
     if communicator.all_reduce:
-        held += collective * CONNECTION_PAIR  # the ring
-        if communicator.ranks > 2:
-            held += collective * CONNECTION_PAIR  # the tree's other neighbour
-        held += nvls * 2 * NVLS_BUFFER * min(communicator.ranks, gpu.domain)
-    held += communicator.peers * p2p * CONNECTION_PAIR
+        held["ring"] = collective * CONNECTION_PAIR
+        if communicator.ranks > 2:  # over two ranks the ring's connection to the same peer serves the tree
+            held["tree"] = collective * CONNECTION_PAIR
+        if nvls:
+            held["NVLS"] = nvls * 2 * NVLS_BUFFER * min(communicator.ranks, gpu.domain)
+    if communicator.peers:
+        held["sends"] = communicator.peers * p2p * CONNECTION_PAIR
     return held
+
+
+def communicator_bytes(gpu: Gpu, communicator: Communicator) -> int:
+    """Device bytes ``communicator`` holds on each of its GPUs once a step has run (module docstring)."""
+    return sum(_holdings(gpu, communicator).values())
 
 
 def training_communicators(
@@ -132,13 +143,9 @@ def describe(gpu: Gpu, communicators: tuple[Communicator, ...]) -> str:
     collective, p2p = channels(gpu)
     parts = []
     for communicator in communicators:
-        if communicator.all_reduce:
-            held = "ring, tree" if communicator.ranks > 2 else "ring"
-            if nvls_channels(gpu, communicator.ranks):
-                held += ", NVLS"
-        else:
-            held = (
-                f"sends to {communicator.peers} neighbour{'s' if communicator.peers > 1 else ''}, {p2p} channels each"
-            )
-        parts.append(f"{communicator.name} over {communicator.ranks:,} GPUs ({held})")
+        held = [part for part in _holdings(gpu, communicator) if part != "tables"]
+        if "sends" in held:
+            plural = "s" if communicator.peers > 1 else ""
+            held[held.index("sends")] = f"sends to {communicator.peers} neighbour{plural}, {p2p} channels each"
+        parts.append(f"{communicator.name} over {communicator.ranks:,} GPUs ({', '.join(held)})")
     return f"{'; '.join(parts)}; {collective} collective channels, NCCL 2.22 or later"

@@ -118,8 +118,9 @@ def wait_quantile(mean_wait: float, rho: float, share: float) -> float:
     return mean_wait / rho * math.log(rho / tail)
 
 
-# Whole chunks of a lone prompt from which they are priced in one go rather than stepped (``wave``).
-LONE_CHUNKS = 16
+# Whole chunks of a prompt (alone or beside decodes) from which they are priced in one go rather than stepped
+# (``wave``).
+STRETCH_CHUNKS = 16
 # Scheduler events a wave steps through before the rest is extrapolated: a thousand steps keep one
 # wave within tens of milliseconds; bursts the size of an engine's running cap fit whole.
 MAX_EVENTS = 1024
@@ -397,7 +398,8 @@ def wave(
     prompts ride decode steps only with ``--enable-mixed-chunk``, off by default). The running sequences
     make no token in such a step: ``step`` counts the decode steps, the wave's ``steps`` every step.
 
-    At most ``max_events`` scheduler events are stepped (a planner prices many layouts; a burst may be a
+    At most ``max_events`` scheduler events are stepped, more only until a few requests have first tokens
+    (``FIRST_TOKENS_BEFORE_CUT``, at most ``MAX_RAISED_EVENTS``; a planner prices many layouts, a burst may be a
     million requests): past them the wave has long reached the pace its caps allow, and the requests still
     waiting get their first tokens at the rate of the events' second half, no sooner than they arrive nor
     than their prompts take at ``token_pace`` seconds a prompt token (``prefill_pace``), each then decoding
@@ -486,48 +488,32 @@ def wave(
             seqs.allocated += decoders * stretch
             finish_cohorts(now, seconds)
             continue
-        if not seqs.decoders and len(prefilling) == 1 and not seqs.resumed:
-            # A lone prompt, no decode or other prompt beside it: its next whole chunks are equal steps of
-            # ``budget`` tokens that admit nothing, requests waiting or not (no room is left in them), and
-            # differ only in their attention, which a step's time is linear in (``Deployment.step`` adds it
-            # outside the rooflines): priced in one go, as decode stretches are, so a long prompt at a small
-            # budget is not stepped chunk by chunk (a million-token prompt at a budget of 1 took seconds). Equal
-            # to stepping them, but for the event budget: the stretch is one event, so a wave long enough to be
-            # cut is cut later (more of it stepped, less extrapolated).
-            start, target = int(prefilling[0][0]), int(prefilling[0][1])
-            whole = (target - start) // budget - 1  # the last chunk, whole or not, is stepped as usual
-            if whole >= LONE_CHUNKS:
-                plain = step_time(0.0, float(budget), 0.0, 0.0)
-                attention = chunk_attention(start, start + whole * budget)
-                now += whole * plain + (step_time(0.0, float(budget), 0.0, attention) - plain)
-                steps_taken += whole
-                if mixes_prefill:
-                    step += whole
-                prefilling[0][0] = start + whole * budget
-                seqs.allocated += whole * budget
-                seqs.prefill_held = prefilling[0][0]
-                continue
-        if mixes_prefill and seqs.decoders and len(prefilling) == 1 and not seqs.resumed:
-            # A prompt beside decodes: while its chunks take the whole room the decodes leave, no request is
-            # admitted (none is left), and while no decode ends nor outgrows the cache, its steps are equal
-            # but for their attention and the decodes' growing context: priced in one go, the decodes'
-            # context at the stretch's middle (as a decode stretch has it) and the chunks' attention summed
-            # (a step's time is linear in it). A small budget beside decodes would otherwise step a long
-            # prompt chunk by chunk (two tokens a step over 8,000-token prompts kept a plan for minutes).
+        if len(prefilling) == 1 and not seqs.resumed and (mixes_prefill or not seqs.decoders):
+            # One prompt, alone or beside decodes: while its chunks take the whole room the decodes leave
+            # (``budget`` alone), no request is admitted, waiting or not (none is left), and while no decode
+            # ends nor outgrows the cache, its steps are equal but for their attention, which a step's time is
+            # linear in (``Deployment.step`` adds it outside the rooflines), and the decodes' growing context:
+            # priced in one go, as decode stretches are, the decodes' context at the stretch's middle. A long
+            # prompt at a small budget is then not stepped chunk by chunk (a million-token prompt alone at a
+            # budget of 1 took seconds; two tokens a step beside a decode over 8,000-token prompts kept a plan
+            # for minutes). The stretch is one event, so a wave long enough to be cut is cut later.
             decoders = seqs.decoders
             room = budget - decoders
             start, target = int(prefilling[0][0]), int(prefilling[0][1])
-            stretch = min((target - start) // room - 1, seqs.earliest_end() - step - 1) if room > 0 else 0
-            free = seqs.free(step)
-            if math.isfinite(free):
-                stretch = min(stretch, int(free // (decoders + room)))
-            if stretch >= LONE_CHUNKS:
-                mean_context = prompt + step - seqs.start_sum / decoders + stretch / 2
-                plain = step_time(decoders, float(room), mean_context, 0.0)
+            stretch = (target - start) // room - 1 if room > 0 else 0  # the last chunk is stepped as usual
+            if decoders:
+                stretch = min(stretch, seqs.earliest_end() - step - 1)
+                free = seqs.free(step)
+                if math.isfinite(free):
+                    stretch = min(stretch, int(free // (decoders + room)))
+            if stretch >= STRETCH_CHUNKS:
+                context = prompt + step - seqs.start_sum / decoders + stretch / 2 if decoders else 0.0
+                plain = step_time(decoders, float(room), context, 0.0)
                 attention = chunk_attention(start, start + stretch * room)
-                now += stretch * plain + (step_time(decoders, float(room), mean_context, attention) - plain)
-                step += stretch
+                now += stretch * plain + (step_time(decoders, float(room), context, attention) - plain)
                 steps_taken += stretch
+                if mixes_prefill:
+                    step += stretch
                 prefilling[0][0] = start + stretch * room
                 seqs.allocated += stretch * (decoders + room)
                 seqs.prefill_held = prefilling[0][0]
