@@ -29,6 +29,16 @@ UPDATE_PINNED = "--update-pinned"
 _PIN_CHANGES = pytest.StashKey[list[str]]()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # The suite runs on every core (pytest-xdist, addopts "-n auto"), but the diff of the pins rewritten is
+    # gathered in this process's stash and printed by its terminal summary: a worker's would never reach
+    # it. So --update-pinned runs the tests here, serially (xdist's own pytest_configure, trylast, then
+    # starts no workers).
+    if config.getoption(UPDATE_PINNED) and getattr(config.option, "dist", "no") != "no":
+        config.option.dist, config.option.numprocesses, config.option.tx = "no", None, []
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         UPDATE_PINNED,
