@@ -14,12 +14,12 @@ from gpuplan.estimate.engines import (
     memory_engine,
 )
 from gpuplan.estimate.kernels import FRAMEWORKS
-from gpuplan.estimate.lengths import WIDEST_P90_RATIO, through
+from gpuplan.estimate.lengths import P90, WIDEST_P90_RATIO, stated_quantile, through
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.nccl import describe, nccl_bytes
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import ServingMemory, ServingSetup, kv_pages, max_concurrency
-from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN
+from gpuplan.estimate.serving_load import MEDIAN, STREAM_SECONDS_PER_TOKEN
 from gpuplan.estimate.serving_workload import ServingSpeed
 from gpuplan.estimate.speculative import rounds_note
 from gpuplan.estimate.training import (
@@ -456,9 +456,7 @@ def serve_assumptions(
         else f"{engine.bandwidth_efficiency:.0%}"
     )
     memory_notes = engine_memory_notes(setup, _limits_source(job))
-    prompt = f"{job.full_prompt:,} tokens (context - output_tokens) for TTFT"
-    if job.prompt_mean:
-        prompt += f"; load from prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90 or job.prompt_mean:,}"
+    prompt = _prompt_note(job)
     if job.output_p90 and job.output_p90 > job.output_tokens:
         outputs = through(job.output_tokens, job.output_p90, job.answer_room)
         prompt += (
@@ -506,6 +504,22 @@ def serve_assumptions(
     )
 
 
+def _prompt_note(job: Serve) -> str:
+    """The prompts the load and TTFT are priced over, in words (``ServingWorkload.ttft_prompts``)."""
+    if not job.prompt_mean:
+        return f"{job.full_prompt:,} tokens (context - output_tokens), for the load and TTFT"
+    p90 = job.prompt_p90 or job.prompt_mean
+    if p90 <= job.prompt_mean:
+        return f"{job.prompt_mean:,} tokens each, for the load and TTFT"
+    at = {share: stated_quantile(job.prompt_mean, p90, share, job.full_prompt) for share in (P90, MEDIAN)}
+    return (
+        f"mean {job.prompt_mean:,}, p90 {p90:,} tokens (a lognormal through both, none longer than"
+        f" {job.full_prompt:,}: context - output_tokens), for the load and TTFT: its p90 at a prompt of"
+        f" {at[P90]:,} tokens, its median at {at[MEDIAN]:,} (the lognormal's), its mean over the prompts'"
+        f" classes; the long-context line prices the longest"
+    )
+
+
 def _frontend_note(job: Serve, speed: ServingSpeed) -> str:
     """The server's front end in words: its time per request and per streamed token, and what that caps."""
     capacity = speed.frontend_capacity_rps
@@ -528,10 +542,14 @@ def load_phrase(job: Serve) -> str:
 
 
 def ttft_prompt_phrase(job: Serve) -> str:
-    """The prompt a TTFT figure is priced at, as words before ``load_phrase``: 'for a prompt of 7,680 tokens '
-    (context - output_tokens: every request, whatever ``prompt_tokens`` says of the load); '' for a burst,
-    whose wave draws its prompts."""
-    return "" if job.arrival == "burst" else f"for a prompt of {job.full_prompt:,} tokens "
+    """The prompts TTFT figures are priced over, as words before ``load_phrase``: 'over prompts of mean 2,500,
+    p90 6,000 tokens ' (serve.prompt_tokens), 'for a prompt of 7,680 tokens ' (one length: the stated mean, or
+    context - output_tokens where none is stated); '' for a burst, whose wave draws its prompts."""
+    if job.arrival == "burst":
+        return ""
+    if job.prompt_mean and job.prompt_p90 and job.prompt_p90 > job.prompt_mean:
+        return f"over prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90:,} tokens "
+    return f"for a prompt of {job.mean_prompt:,} tokens "
 
 
 def ttft_tail_words(speed: ServingSpeed) -> str:
@@ -566,9 +584,16 @@ def limit_words(speed: ServingSpeed) -> str:
     return "the server's front end" if speed.limited_by == "front-end" else speed.limited_by
 
 
+def alone_words(job: Serve, speed: ServingSpeed) -> str:
+    """The TTFT of the full prompt on an idle replica, in words: 'alone 641 ms', or 'a 7,680-token prompt
+    alone 641 ms' where the TTFT figures are over other prompts (``ttft_prompt_phrase``), rounded as they are."""
+    alone = f"alone {format_latency_ms('ttft', speed.ttft_single_s)} ms"
+    return alone if job.mean_prompt == job.full_prompt else f"a {job.full_prompt:,}-token prompt {alone}"
+
+
 def _load_note(job: Serve, speed: ServingSpeed, mixes_prefill: bool) -> str:
     """How the arrival shape was modelled, in words (the assumptions' "steady state")."""
-    alone = f"alone {format_latency_ms('ttft', speed.ttft_single_s)} ms"  # as the TTFT line rounds it
+    alone = alone_words(job, speed)
     if job.arrival == "burst" and job.batching == "continuous":
         preempted = (
             f"; the KV cache ran out: {speed.preempted:,} preemptions, each request recomputed from what the"

@@ -271,9 +271,9 @@ def test_report_and_plan_show_one_layout_the_same(example: str):
 def test_the_figures_the_user_found_split_read_the_same():
     _, plan_text, _ = run_cli("plan", str(EXAMPLES / "serve-llama-70b.yaml"))
     rows = _plan_rows(plan_text)
-    # The TTFT column is the p90 (the SLO's default statistic): 8 x b200-hgx TP 8's 227.2 ms (the JSON's
-    # ttft_p90_ms) reads 227; 2 x h200-sxm's 1,095.1 ms reads 1,095.
-    assert rows["8 x b200-hgx TP 8"][1] == "227" and rows["2 x h200-sxm TP 2"][1] == "1,095"
+    # The TTFT column is the p90 (the SLO's default statistic): 8 x b200-hgx TP 8's 181.3 ms (the JSON's
+    # ttft_p90_ms) reads 181; 2 x h200-sxm's 839.9 ms reads 840 (rounded, not cut).
+    assert rows["8 x b200-hgx TP 8"][1] == "181" and rows["2 x h200-sxm TP 2"][1] == "840"
     _, plan_text, _ = run_cli("plan", str(EXAMPLES / "finetune-then-serve.yaml"))
     # 1 x l40s serving: 71.4% free at 90% confidence (the JSON's headroom_pct) reads 71%; 1 x b200-hgx:
     # 1,114.5 tokens/s reads 1,115 (a half of an even figure is where rounding half to even would print 1,114).
@@ -295,7 +295,7 @@ def test_slo_findings_quote_the_estimates_figures(tmp_path: Path):
     assert "TPOT 103.4 ms" in text and "TTFT p90 704 ms" in text and "mean 720 ms" in text
     assert "(alone 671 ms;" in text
     assert "estimated TPOT 103.4 ms at 14 sequences" in text
-    assert "estimated p90 TTFT 704 ms for a prompt of 3,584 tokens" in text and "671 ms alone" in text
+    assert "estimated p90 TTFT 704 ms for a prompt of 3,584 tokens" in text and "(TP 1; alone 671 ms)" in text
 
 
 # --- memory breakdowns add up ------------------------------------------------------------------------

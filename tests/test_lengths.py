@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuplan.estimate.lengths import Lengths, fixed, lognormal, lognormal_sigma, lognormal_square_mean, through
+from gpuplan.estimate.lengths import (
+    Lengths,
+    fixed,
+    lognormal,
+    lognormal_sigma,
+    lognormal_square_mean,
+    stated_quantile,
+    through,
+)
 
 
 def test_the_lognormal_through_a_mean_and_its_p90():
@@ -138,3 +146,19 @@ def test_z90_is_the_normals_own_90th_percentile():
     from gpuplan.estimate.lengths import Z90
 
     assert NormalDist().inv_cdf(0.9) == Z90
+
+
+def test_the_prompt_at_a_stated_quantile():
+    # Mean 2,500 and p90 6,000 (a support assistant's prompts in an 8,192-token context, 512 out): the p90 is
+    # the statement itself; 6,000 / 2,500 = 2.4 is beyond the widest lognormal's 2.27, so sigma is held at z90
+    # = 1.28155 and the median is 2,500 exp(-1.28155^2 / 2) = 2,500 x 0.43991 = 1,099.8: 1,100.
+    assert stated_quantile(2500, 6000, 0.9, 7680) == 6000
+    assert stated_quantile(2500, 6000, 0.5, 7680) == 1100
+    # None longer than the most: a p90 past the full prompt is read at it.
+    assert stated_quantile(2500, 9000, 0.9, 7680) == 7680
+    # Fixed lengths (no p90, or one at the mean): every quantile is the mean.
+    assert stated_quantile(2500, None, 0.5, 7680) == stated_quantile(2500, 2500, 0.9, 7680) == 2500
+    # Another share: the lognormal's own quantile, mean exp(sigma z - sigma^2 / 2); at 0.9 through (4, 8) it
+    # would be 8 exactly (that is what the sigma is solved for), so 0.75: z = 0.67449, sigma 0.77550,
+    # 4 exp(0.52307 - 0.30070) = 4 x 1.24905 = 4.996: 5.
+    assert stated_quantile(4, 8, 0.75, 100) == 5

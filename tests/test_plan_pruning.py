@@ -31,6 +31,7 @@ from gpuplan.estimate.serving_load import wave as load_wave
 from gpuplan.estimate.serving_speed import prepare, serving_speed
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.plan.configured import efficiency_of, planner_for
+from gpuplan.plan.evaluate import slo_figure
 from gpuplan.plan.probes import Galloping, Scan
 from gpuplan.records import evolve
 from tests.test_properties_plan import make_spec, slow_edge
@@ -101,10 +102,14 @@ def test_latency_floors_never_exceed_the_speed_model(document):
     assert spec.serve is not None
     estimate = estimate_serve(spec, spec.serve, efficiency_of(default_settings()))
     assert estimate.workload is not None
-    ttft, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()))
-    assert 0 <= tpot <= estimate.speed.tpot_s * (1 + 1e-12)
-    assert tpot > 0 or estimate.speed.tpot_s == 0  # none only where a burst's answers are one token each
-    assert 0 <= ttft <= estimate.speed.ttft_s * (1 + 1e-12)
+    # Each TTFT statistic is priced at its own prompts (``ServingWorkload.ttft_prompts``: with stated prompts
+    # the p90 at the stated p90, the median lower), so each has its own floor.
+    speed = estimate.speed
+    for statistic, figure in (("mean", speed.ttft_s), ("median", speed.ttft_median_s), ("p90", speed.ttft_p90_s)):
+        ttft, tpot = latency_floors(estimate.workload, efficiency_of(default_settings()), statistic=statistic)
+        assert 0 <= tpot <= speed.tpot_s * (1 + 1e-12)
+        assert tpot > 0 or speed.tpot_s == 0  # none only where a burst's answers are one token each
+        assert 0 <= ttft <= figure * (1 + 1e-12), statistic
 
 
 @settings(max_examples=300, deadline=None)
@@ -179,11 +184,12 @@ def test_the_cheap_floor_bounds_never_exceed_the_floors(document):
     # The planner rules a family out on floor_bounds before it prepares the family's deployment for the
     # floors themselves: each bound must be at or below its floor.
     efficiency, workload = serve_workload(document)
-    ttft, tpot = floor_bounds(workload, efficiency)
-    floor_ttft, floor_tpot = latency_floors(workload, efficiency)
-    assert 0 <= tpot <= floor_tpot
-    assert tpot > 0 or document["serve"]["output_tokens"] <= 1
-    assert 0 <= ttft <= floor_ttft
+    for statistic in ("mean", "median", "p90"):
+        ttft, tpot = floor_bounds(workload, efficiency, statistic=statistic)
+        floor_ttft, floor_tpot = latency_floors(workload, efficiency, statistic=statistic)
+        assert 0 <= tpot <= floor_tpot
+        assert tpot > 0 or document["serve"]["output_tokens"] <= 1
+        assert 0 <= ttft <= floor_ttft, statistic
 
 
 def test_the_cheap_floor_bounds_of_a_burst_prepare_no_deployment(monkeypatch):
@@ -212,7 +218,8 @@ def test_the_cheap_floor_bounds_of_a_burst_prepare_no_deployment(monkeypatch):
     ttft, tpot = floor_bounds(workload, efficiency)
     # below the floors, and of the mean prompt's pass (2,500 tokens), not the full prompt's (7,680)
     assert 0 < ttft <= floors[0] and 0 < tpot <= floors[1]
-    full = floor_bounds(evolve(workload, arrival="closed-loop"), efficiency)[0]
+    # (a closed loop with every prompt the full one prices its TTFT there)
+    full = floor_bounds(evolve(workload, arrival="closed-loop", prompt_tokens=7680, prompt_p90=7680), efficiency)[0]
     assert ttft < full / 2
 
 
@@ -238,16 +245,18 @@ def test_the_cheap_floor_bounds_of_a_burst_prepare_no_deployment(monkeypatch):
 def test_the_planner_never_drops_a_family_with_a_layout_that_meets_the_slo(document):
     # The planner's floors read the weights each split's decode step reads (the same at every replica
     # count), not a memory estimate's. Witness: the family's declared replica count evaluated by the
-    # planner itself; with the SLO set to that layout's own TTFT and TPOT at their slow edges at the plan's
-    # confidence (so it meets the SLO there, exactly), the family must not be judged out of reach.
+    # planner itself; with the SLO set to that layout's own TTFT (at the statistic the SLO bounds, p90 by
+    # default, each priced at its own prompts) and TPOT at their slow edges at the plan's confidence (so it
+    # meets the SLO there, exactly), the family must not be judged out of reach.
     spec = make_spec(document)
     evaluator = planner_for(spec, default_settings()).serve.evaluator
     hardware = document["serve"]["hardware"]
     gpu, tp, pp = gpu_catalog()[hardware["gpu"]], hardware["tensor_parallel"], hardware["pipeline_parallel"]
     replicas = hardware["count"] // (tp * pp)
     speed = evaluator.evaluate(evaluator.layout(gpu, tp, pp, replicas)).estimate.speed
+    assert spec.serve is not None
     document["serve"]["slo"] = {
-        "ttft_ms": speed.ttft_s * 1000 * slow_edge(spec, "ttft"),
+        "ttft_ms": slo_figure(spec.serve, speed, "ttft") * 1000 * slow_edge(spec, "ttft"),
         "tpot_ms": speed.tpot_s * 1000 * slow_edge(spec, "tpot"),
     }
     evaluator = planner_for(make_spec(document), default_settings()).serve.evaluator

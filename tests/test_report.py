@@ -392,18 +392,17 @@ def test_pdf_tables_never_break_a_word_inside(tmp_path: Path):
 
 def test_the_planners_table_says_how_much_of_the_slo_each_layout_leaves_at_its_slow_edge():
     # serve-llama-70b: the latencies in the table are estimates, the SLO is judged at their slow edge, so a
-    # layout within the SLO on its estimate can break it (4 x H100 PCIe: TPOT 59.1 ms against the 60 ms SLO).
-    # The column of the SLO left at 90% says so: negative on every row that breaks an SLO, never on a row
-    # that meets every constraint.
+    # layout within the SLO on its estimate can break it. The column of the SLO left at 90% says how far:
+    # negative on every row that breaks an SLO, never on a row that meets every constraint.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     table = out[out.index("every layout the planner weighed") : out.index("gpuplan plan lists them all")]
     header = next(line for line in table.splitlines() if line.startswith("|  | Layout"))
     assert "| TTFT p90 / TPOT ms | SLO left at 90% |" in header
     rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "x " in line]
     verdicts = {row[1]: (row[4], row[-1]) for row in rows}
-    # Its TPOT edge, 59.1 ms x 1.0883 = 64.3 ms, is 7% over the 60 ms SLO; its TTFT edge, 3,733.9 ms, is 6.7%
-    # over 3,500: the column gives the tighter one.
-    assert verdicts["4 x h100-pcie, tensor\\_parallel 2, pipeline\\_parallel 2"][0] == "-7%"
+    # 4 x A100 SXM TP 2 PP 2: its TPOT edge, 73.0 ms x 1.083 = 79.1 ms, is 32% over the 60 ms SLO; its TTFT
+    # edge, 1,549 ms x 2.617 = 4,054 ms, is 16% over 3,500: the column gives the tighter one.
+    assert verdicts["4 x a100-sxm-80gb, tensor\\_parallel 2, pipeline\\_parallel 2"][0] == "-32%"
     for left, verdict in verdicts.values():
         if "slo" in verdict:
             assert left.startswith("-"), (left, verdict)
@@ -486,7 +485,7 @@ def test_a_stream_the_layout_cannot_keep_up_with_has_no_ttft_figure():
 
 def test_a_recommendation_that_fails_as_planned_says_why_once(write_spec):
     # A burst of 64 on 2 x l40s meets its SLO on the estimate, not at the slow edge (GP405): the change goes
-    # to 1 x b200-hgx (6.99 x 730 = 5,103 a month), over the 3,000 budget. Over budget as planned, it fails
+    # to 3 x h100-sxm (3 x 4.12 x 730 = 9,023 a month), over the 3,000 budget. Over budget as planned, it fails
     # every stress scenario; the warning said "fails the stress test at as planned; twice the requests ...".
     spec = write_spec(
         "version: 1\nname: b\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 8192\n  output_tokens: 300\n"
@@ -503,5 +502,5 @@ def test_a_recommendation_that_fails_as_planned_says_why_once(write_spec):
     )
     assert "Unlike the declared layout" not in out
     assert "at as planned" not in out
-    # The approval states its condition: the funded layout needs the budget raised, 5,103 - 3,000 = 2,103.
-    assert "which needs the serving budget raised by 2,103 USD a month (to 5,103 USD).**" in out
+    # The approval states its condition: the funded layout needs the budget raised, 9,023 - 3,000 = 6,023.
+    assert "which needs the serving budget raised by 6,023 USD a month (to 9,023 USD).**" in out

@@ -295,7 +295,7 @@ def test_ttft_slo_message_names_the_prompt_the_load_and_the_idle_figure():
     # The SLO bounds the p90 by default (serve.slo.ttft_statistic), and the message names it.
     assert finding.message == (
         f"estimated p90 TTFT {format_ms(speed.ttft_p90_s, 0)} ms for a prompt of 32,512 tokens at 8 in flight on l40s "
-        f"(TP 1; {format_ms(speed.ttft_single_s, 0)} ms alone) exceeds the SLO of 1 ms"
+        f"(TP 1; alone {format_ms(speed.ttft_single_s, 0)} ms) exceeds the SLO of 1 ms"
     )
     assert finding.hint == "more TP, a faster GPU, or shorter prompts"
 

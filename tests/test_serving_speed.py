@@ -33,6 +33,7 @@ from gpuplan.estimate.serving_bounds import latency_floors
 from gpuplan.estimate.serving_lockstep import burst_ttft
 from gpuplan.estimate.serving_speed import Deployment, serving_speed
 from gpuplan.estimate.serving_workload import ServingWorkload
+from gpuplan.records import evolve
 from tests.tiny_architectures import HYBRID, MOE, TINY
 from tests.toy_gpu import GPU, unit_ceiling  # noqa: F401  (the autouse fixture)
 
@@ -291,6 +292,32 @@ def test_continuous_batching_with_one_slot():
     assert (speed.decode_bound, speed.decode_bytes_per_step, speed.running) == ("memory", 4344 + 192, 1)
 
 
+def test_ttft_statistics_are_priced_at_the_stated_prompts(monkeypatch):
+    # One slot, prompts of mean 4 and p90 8 (the full prompt 8), a budget of 8: no other slot, so each TTFT is
+    # its prompt's pass alone, in one chunk, plus the 0.01 s request overhead.
+    def alone(tokens: int) -> float:  # GEMMs 2,384 FLOPs a token / 500 beside 8.688 s of weights; attention
+        pairs = tokens * (tokens + 1) // 2  # 32 FLOPs a (query, key) pair on each of 2 layers, at 250 FLOP/s
+        return math.hypot(8.688, tokens * 2384 / 500) + 64 * pairs / 250 + 0.0012 + 0.01
+
+    w = workload(concurrency=1, max_batched_tokens=8, prompt_tokens=4, prompt_p90=8, full_prompt=8)
+    speed = serving_speed(w, calibration=CAL)
+    # p90: the stated p90 itself, 8 tokens (the full prompt's figure: alone, as ttft_single_s).
+    assert speed.ttft_p90_s == pytest.approx(alone(8), rel=1e-12) == pytest.approx(speed.ttft_single_s, rel=1e-12)
+    # median: the lognormal through mean 4 and p90 8 has sigma = z90 - sqrt(z90^2 - 2 ln 2) = 1.28155 - 0.50605
+    # = 0.77550, so its median is 4 exp(-0.77550^2 / 2) = 2.961: 3 tokens.
+    assert speed.ttft_median_s == pytest.approx(alone(3), rel=1e-12)
+    # Every prompt the stated mean where no p90 is stated: all three at 4 tokens, not at the full prompt's 8.
+    fixed = serving_speed(evolve(w, prompt_p90=4), calibration=CAL)
+    assert fixed.ttft_s == fixed.ttft_median_s == fixed.ttft_p90_s == pytest.approx(alone(4), rel=1e-12)
+    # mean: each class of the prompts at its share; two classes set here, half 2 tokens and half 6.
+    classes = ((0.5, 2), (0.5, 6))
+    original = ServingWorkload.ttft_prompts
+    monkeypatch.setattr(
+        ServingWorkload, "ttft_prompts", lambda self, share: classes if share is None else original(self, share)
+    )
+    assert serving_speed(w, calibration=CAL).ttft_s == pytest.approx((alone(2) + alone(6)) / 2, rel=1e-12)
+
+
 def test_no_step_carries_more_tokens_than_the_token_budget(monkeypatch):
     # The scheduler's budget caps every forward step: decodes plus prompt tokens <= max_batched_tokens.
     # 16 clients with 200-token prompts and 2-token outputs under a 64-token budget: the others' prompts
@@ -452,15 +479,17 @@ def test_static_batching_decodes_until_the_longest_answer_and_a_client_waits_for
     assert alone.ttft_s == alone.ttft_median_s == alone.ttft_p90_s
 
 
-def test_a_static_batch_prices_a_full_prompt_among_mean_ones():
-    # Two clients, mean prompt 4 tokens, full prompt 8 (the context's): the TTFT a full prompt sees is its
+def test_a_static_batch_prices_a_long_prompt_among_mean_ones(monkeypatch):
+    # Two clients, mean prompt 4 tokens, and TTFT priced at an 8-token prompt (the full prompt, as a p90 of
+    # the prompts would be: ``ttft_prompts`` set to it, the load's prompts unchanged): the TTFT it sees is its
     # batch's prefill, its 8 tokens beside the other's 4: 12 x 2,384 / 500 = 57.216 s beside 8.688 s of
     # weights; attention 640 (the 4-token prompt, 2 x 10 pairs x 32) + 2 x 36 pairs x 32 = 2,304 for the
     # 8-token one: 2,944 / 250 = 11.776 s; fixed 1.2 ms. It was priced as the mean prompt's batch, 28 ms
     # below a full prompt alone on the real GPU.
+    monkeypatch.setattr(ServingWorkload, "ttft_prompts", lambda self, share: ((1.0, 8),))
     full = math.hypot(8.688, 57.216) + 11.776 + 0.0012
     speed = serving_speed(workload(batching="static", full_prompt=8), calibration=CAL)
-    assert speed.ttft_s == pytest.approx(full + 0.01, rel=1e-12)
+    assert speed.ttft_s == speed.ttft_median_s == speed.ttft_p90_s == pytest.approx(full + 0.01, rel=1e-12)
     assert speed.ttft_s >= speed.ttft_single_s
     # Over two stages (one layer each: 2,000 B of weights, 4 s; a prefill token 1,192 FLOPs, 2.384 s; half the
     # attention) the two sequences are two microbatches: the 8-token prompt's alone (19.072 s of GEMMs beside

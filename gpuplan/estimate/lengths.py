@@ -37,6 +37,7 @@ from gpuplan.records import record
 # it there): written out, as importing statistics would cost lint's start-up some 10 ms (its random and
 # fractions), where only answers that vary need the normal's functions (``lognormal`` imports it then).
 Z90 = 1.2815515655446008
+P90 = 0.9  # the share of the requests a stated p90 (and a quoted p90 TTFT) is the quantile of
 WIDEST_P90_RATIO = math.exp(Z90 * Z90 / 2)  # 2.27: the p90 over the mean of the widest lognormal (sigma = z90)
 # Quantiles the classes are cut at: halves, then ever finer shares of the tail (the last class is the longest
 # 0.2%: in a burst of a thousand requests, two of them).
@@ -50,6 +51,24 @@ def lognormal_sigma(mean: float, p90: float) -> float:
     ratio = math.log(max(p90, mean) / mean) if mean > 0 else 0.0
     root = Z90 * Z90 - 2 * ratio
     return Z90 - math.sqrt(root) if root > 0 else Z90
+
+
+def stated_quantile(mean: int, p90: float | None, share: float, most: int) -> int:
+    """The length at the ``share`` quantile of lengths stated by a mean and a p90 (``through``), none above
+    ``most``: at 0.9 the stated p90 itself (where it is beyond the widest lognormal's reach, the statement
+    rather than the lognormal), elsewhere the lognormal's, mean exp(sigma z - sigma^2 / 2) (the median: z = 0)."""
+    p90 = max(p90 or mean, mean)
+    if share == P90:
+        at = p90
+    else:
+        sigma = lognormal_sigma(mean, p90)
+        z = 0.0
+        if share != 0.5:
+            from statistics import NormalDist  # here, not at import: see Z90
+
+            z = NormalDist().inv_cdf(share)
+        at = mean * math.exp(sigma * z - sigma * sigma / 2)
+    return max(1, min(most, round(at)))
 
 
 def lognormal_square_mean(mean: float, p90: float) -> float:

@@ -8,6 +8,7 @@ already misses the SLO."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.lengths import lognormal_square_mean
@@ -29,9 +30,10 @@ def latency_floors(
     efficiency: Efficiency | None = None,
     calibration: Calibration = CALIBRATION,
     prepared: Deployment | None = None,
+    statistic: str = "mean",
 ) -> tuple[float, float]:
-    """(TTFT, TPOT) that ``serving_speed`` never goes below for this deployment, whatever its concurrency
-    or replicas; a planner skips a layout family whose floors already miss the SLO.
+    """(TTFT at ``statistic``, TPOT) that ``serving_speed`` never goes below for this deployment, whatever its
+    concurrency or replicas; a planner skips a layout family whose floors already miss the SLO.
 
     Every term of a step (rooflines, attention, communication, overheads) only grows with its
     sequences and tokens, and a roofline is at least its larger bound. TPOT: every decode step of
@@ -48,8 +50,9 @@ def latency_floors(
     token); there are at least as many whole steps, and with as many a rest at least as large. So
     TTFT >= the idle chunks' stage means + the stage hops + the first token's decode step (where the engine
     samples it from one: one sequence at the steady state's context) + the request overhead: the idle
-    replica's TTFT less its pipeline fill, which a smaller first chunk beside decodes shortens. Static
-    batching prefills mean prompts in waves: its TTFT floor is 0 (no claim)."""
+    replica's TTFT less its pipeline fill, which a smaller first chunk beside decodes shortens. That holds
+    for each prompt a TTFT statistic is priced at (``_over_prompts``). Static batching prefills mean
+    prompts in waves: its TTFT floor is 0 (no claim)."""
     d = prepared or Deployment(w, calibration, efficiency or Efficiency())
     prompt, output = max(1.0, w.prompt_tokens), max(1, w.output_tokens)
     burst = w.burst
@@ -65,17 +68,24 @@ def latency_floors(
         tpot = 0.0
     if w.batching == "static":
         return 0.0, tpot
-    passed = int(d.prompt_pass(w.ttft_prompt))
     first = d.first_token_step(1, prompt if burst else context)  # a burst's first token: at its prompt
-    ttft = first + request_overhead(d.engine.request_overhead_s, w.endpoint, w.full_prompt)
-    if passed > 0:
-        means = d.stage_means(passed, d.token_budget, lambda tokens, attention: d.step(0, tokens, 0, attention))
-        ttft += means + (w.pipeline_parallel - 1) * d.hop
-    return ttft, tpot
+
+    def floor(tokens: int) -> float:
+        ttft = request_overhead(d.engine.request_overhead_s, w.endpoint, tokens)
+        passed = int(d.prompt_pass(tokens))
+        if passed > 0:
+            means = d.stage_means(passed, d.token_budget, lambda size, attention: d.step(0, size, 0, attention))
+            ttft += means + (w.pipeline_parallel - 1) * d.hop
+        return ttft
+
+    return first + _over_prompts(w, statistic, floor), tpot
 
 
 def floor_bounds(
-    w: ServingWorkload, efficiency: Efficiency | None = None, calibration: Calibration = CALIBRATION
+    w: ServingWorkload,
+    efficiency: Efficiency | None = None,
+    calibration: Calibration = CALIBRATION,
+    statistic: str = "mean",
 ) -> tuple[float, float]:
     """(TTFT, TPOT) at or below ``latency_floors``, from the GPU's rates and the weights each step reads
     alone (no deployment is prepared): a planner tries these first on each layout family and prepares
@@ -100,16 +110,19 @@ def floor_bounds(
         tpot = 0.0
     if w.batching == "static":
         return 0.0, tpot * (1 - 1e-9)
-    ttft = request_overhead(engine.request_overhead_s, w.endpoint, w.full_prompt)
-    prompt = w.ttft_prompt
-    passed = int(prompt - 1 if engine.first_token_from_decode_step else prompt)
-    if passed > 0:
-        chunks = max(1, math.ceil(passed / rates.token_budget))
-        tokens = passed / chunks
-        linear = roofline(mean_read, rates.body_flops * tokens / rates.gemm_rate, p, inverse)
-        attention = attention_flops(arch, 0, passed) / chunks * (rates.stage_share / w.tensor_parallel)
-        ttft += chunks * (linear + attention / rates.attention_rate + rates.fixed)
-    return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
+
+    def floor(prompt: int) -> float:
+        ttft = request_overhead(engine.request_overhead_s, w.endpoint, prompt)
+        passed = int(prompt - 1 if engine.first_token_from_decode_step else prompt)
+        if passed > 0:
+            chunks = max(1, math.ceil(passed / rates.token_budget))
+            tokens = passed / chunks
+            linear = roofline(mean_read, rates.body_flops * tokens / rates.gemm_rate, p, inverse)
+            attention = attention_flops(arch, 0, passed) / chunks * (rates.stage_share / w.tensor_parallel)
+            ttft += chunks * (linear + attention / rates.attention_rate + rates.fixed)
+        return ttft
+
+    return _over_prompts(w, statistic, floor) * (1 - 1e-9), tpot * (1 - 1e-9)
 
 
 def latency_bounds(
@@ -163,7 +176,7 @@ def latency_bounds(
         # Rounds yielding several tokens a step (speculation): the family's floors hold. A burst has no steady
         # state: the floors, which a burst of one request meets, and its queue at the front end and its
         # prefill (a round with no decodes is a step of the base deployment, whose prefill this bounds).
-        ttft, tpot = latency_floors(w, efficiency, calibration, d)
+        ttft, tpot = latency_floors(w, efficiency, calibration, d, statistic)
         if w.burst:
             ttft = max(ttft, burst_ttft_bound(w, d, statistic))
         return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
@@ -209,12 +222,18 @@ def latency_bounds(
     step = d.step(running / microbatches, prefill / microbatches, context, attention / microbatches, math.inf)
     tpot = d.cycle(step, microbatches)
     busy = min(1.0, others, fed)  # another slot keeps the replica busy
-    ttft = busy * step.seconds / 2 + request_overhead(engine.request_overhead_s, w.endpoint, w.full_prompt)
+    ttft = busy * step.seconds / 2
     if engine.first_token_from_decode_step:
         ttft += tpot
-    tokens = d.prompt_pass(w.full_prompt)
-    if tokens > 0:
-        alongside = decoders / d.microbatches(decoders)  # the decodes in a chunk's microbatch
+    alongside = decoders / d.microbatches(decoders)  # the decodes in a chunk's microbatch
+    rho = decoders * passed / output / max(1.0, budget - decoders)
+    queued = queue_wait_factor(rho, spread) if statistic == "mean" else 1.0
+
+    def bound(prompt: int) -> float:
+        own = request_overhead(engine.request_overhead_s, w.endpoint, prompt)
+        tokens = d.prompt_pass(prompt)
+        if tokens <= 0:
+            return own
         means = d.stage_means(
             tokens, max(1.0, budget - alongside), lambda size, attention: d.step(alongside, size, context, attention)
         )
@@ -223,10 +242,17 @@ def latency_bounds(
         thinnest, _, _ = d.chunks(
             tokens, max(1.0, budget - others), lambda size, attention: d.step(alongside, size, context, attention)
         )
-        stages = (pp - 1) * (thinnest.mean_seconds + d.hop)
-        rho = decoders * passed / output / max(1.0, budget - decoders)
-        ttft += (stages + means) * (queue_wait_factor(rho, spread) if statistic == "mean" else 1.0)
-    return ttft * (1 - 1e-9), tpot * (1 - 1e-9)
+        return own + ((pp - 1) * (thinnest.mean_seconds + d.hop) + means) * queued
+
+    return (ttft + _over_prompts(w, statistic, bound)) * (1 - 1e-9), tpot * (1 - 1e-9)
+
+
+def _over_prompts(w: ServingWorkload, statistic: str, bound: Callable[[int], float]) -> float:
+    """A TTFT ``statistic``'s bound from ``bound``, a bound of one request's TTFT less what every request shares,
+    for a prompt of that many tokens, at the prompts the statistic is priced at (``ServingWorkload.ttft_prompts``):
+    at a quantile's prompt, its bound; for the mean, the classes' bounds at their shares (a class's TTFT is at
+    least its bound, so their mean is at least the bounds')."""
+    return sum(share * bound(tokens) for share, tokens in w.ttft_prompts(TTFT_SHARES[statistic]))
 
 
 def burst_ttft_bound(w: ServingWorkload, d: Deployment, statistic: str) -> float:
@@ -239,7 +265,7 @@ def burst_ttft_bound(w: ServingWorkload, d: Deployment, statistic: str) -> float
       r-th comes at r P x that pace or later.
     A client's TTFT adds G once more. The nearest-rank quantile of a share s is the bound at rank ceil(s N)
     over N requests; the mean is at least the larger of the two bounds' means over the ranks."""
-    gap = request_overhead(d.engine.request_overhead_s, w.endpoint, w.full_prompt)
+    gap = request_overhead(d.engine.request_overhead_s, w.endpoint, w.ttft_prompt)
     requests = max(1, w.concurrency)
     per_prompt = d.prompt_pass(w.ttft_prompt) * prefill_pace(d)
     share = TTFT_SHARES[statistic]

@@ -40,12 +40,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from gpuplan.estimate.lengths import Lengths, fixed, held_tokens, whole_steps
+from gpuplan.estimate.lengths import P90, Lengths, fixed, held_tokens, whole_steps
 from gpuplan.estimate.performance import attention_flops
 from gpuplan.records import evolve, record
 
 if TYPE_CHECKING:  # serving_speed imports this module; its types are only named here
-    from gpuplan.estimate.serving_speed import Deployment
+    from gpuplan.estimate.serving_speed import Deployment, SteadyState
     from gpuplan.estimate.serving_workload import ServingSpeed, ServingWorkload
 
 ARRIVALS = ("closed-loop", "steady", "burst")
@@ -66,8 +66,6 @@ TOKENIZE_SECONDS_PER_TOKEN = 1.0e-6
 # figure is a latency (HTTP_SECONDS), at least the process's own time, so this share is if anything low. (Little's
 # law then gives its clients a TPOT of (400 / 70.84 s - TTFT 0.20 s) / 201 = 27.1 ms; the PR measured 26.76 ms.)
 STREAM_SECONDS_PER_TOKEN = (1 / 70.84 - (HTTP_SECONDS["completions"] + 225 * TOKENIZE_SECONDS_PER_TOKEN)) / 202
-# The share of a steady stream's requests whose TTFT is quoted as "p90".
-P90 = 0.9
 MEDIAN = 0.5
 # The nearest-rank share of each TTFT statistic (serve.slo.ttft_statistic); None: the mean.
 TTFT_SHARES: dict[str, float | None] = {"mean": None, "median": MEDIAN, "p90": P90}
@@ -635,6 +633,30 @@ def queue_wait_factor(rho: float, spread: float) -> float:
     return math.inf if rho >= 1 else 1 + rho * spread / (2 * (1 - rho))
 
 
+def ttft_statistics(
+    state: SteadyState,
+    w: ServingWorkload,
+    overhead: Callable[[float], float],
+    added: float = 0.0,
+    behind: tuple[float, float, float] = (0.0, 0.0, 0.0),
+) -> tuple[float, float, float]:
+    """(mean, median, p90) TTFT under ``state``'s load at the prompts each is priced at (``ttft_prompts``), with
+    each one's ``overhead``, ``added`` seconds and each statistic's own wait in ``behind`` (a static batch's): a
+    quantile's unqueued service plus the wait at it (``wait_quantile``), the mean's queued service."""
+
+    def statistic(share: float | None) -> float:
+        total = 0.0
+        for part, tokens in w.ttft_prompts(share):
+            queued = state.full_prompt_service(tokens)
+            if share is not None:  # the unqueued service and the wait at the quantile
+                unqueued = state.unqueued_service(tokens)
+                queued = unqueued + wait_quantile(queued - unqueued, state.rho, share)
+            total += part * (queued + (added + overhead(tokens)))
+        return total
+
+    return statistic(None) + behind[0], statistic(MEDIAN) + behind[1], statistic(P90) + behind[2]
+
+
 class _Served(Protocol):
     @property
     def requests_per_s(self) -> float: ...
@@ -675,7 +697,7 @@ class LoadTerms:
     caps: dict[str, float]
     output: int
     steps: float
-    overhead: float
+    overhead: Callable[[float], float]  # a request's, for a prompt of that many tokens (``request_overhead``)
     capacity: float
     make: Callable[..., ServingSpeed]
     outputs: Lengths
@@ -690,7 +712,8 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     has taken every request in and streamed every token back (``terms.capacity`` requests per second).
     Where the outputs vary (``terms.outputs``), the k-th request makes the k-th length (``Lengths.of``): the
     wave ends with its longest answers, decoding with fewer and fewer others."""
-    caps, output, steps, overhead, outputs = terms.caps, terms.output, terms.steps, terms.overhead, terms.outputs
+    caps, output, steps, outputs = terms.caps, terms.output, terms.steps, terms.outputs
+    overhead = terms.overhead(w.ttft_prompt)  # each request the mean prompt: its tokenization's time too
 
     def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
         microbatches = d.microbatches(decoders)

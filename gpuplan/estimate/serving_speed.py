@@ -32,10 +32,10 @@ The model, term by term (sources in brackets):
   touches the experts of its decodes and, in a share of steps, of a whole prompt chunk (touching is
   concave: chunks are not smeared).
   Requests beyond the slots wait: TTFT under load = (C - slots) / request rate + half the step in flight
-  when another slot keeps the replica busy + the full prompt's prefill under that load + the engine's
-  request overhead + the server's front end; the single-request TTFT (the prompt alone) is reported
-  beside it. Behind an online endpoint one server process per replica takes requests in and streams
-  tokens back, at most ``serving_load.frontend_capacity`` requests a second: a loop that would outrun it
+  when another slot keeps the replica busy + the prompt's prefill under that load + the engine's
+  request overhead + the server's front end, at the prompts each statistic is priced at
+  (``ServingWorkload.ttft_prompts``); the single-request TTFT (the full prompt alone) is reported beside
+  it. Behind an online endpoint one server process per replica takes requests in and streams tokens back, at most ``serving_load.frontend_capacity`` requests a second: a loop that would outrun it
   is front-end-bound (``_frontend_bound``), a faster steady stream saturates.
 - the first token: most engines sample it at the end of the prompt's pass; TurboMind's context decoder
   stops one prompt token short and the next decode step of the running batch feeds it and samples the
@@ -84,6 +84,7 @@ from gpuplan.estimate.serving_load import (
     queue_wait_factor,
     request_overhead,
     state_at_rate,
+    ttft_statistics,
     wait_quantile,
 )
 from gpuplan.estimate.serving_workload import ServingSpeed, ServingWorkload
@@ -425,8 +426,9 @@ def serving_speed(
         d, gain = speculative_rounds(d, context, calibration, efficiency)
         steps = output / gain
     frontend = frontend_seconds(w.endpoint, w.full_prompt)
-    overhead = request_overhead(engine.request_overhead_s, w.endpoint, w.full_prompt)
-    ttft_single = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget) + overhead
+    overhead_of = functools.partial(request_overhead, engine.request_overhead_s, w.endpoint)  # of a prompt
+    alone = d.prefill_alone(w.full_prompt, None if w.batching == "static" else budget)
+    ttft_single = alone + overhead_of(w.full_prompt)
     # The server process takes requests in and streams tokens back at most this fast (serving_load).
     capacity = frontend_capacity(w.endpoint, prompt, output)
     make: Callable[..., ServingSpeed] = functools.partial(
@@ -440,12 +442,12 @@ def serving_speed(
         ttft_single_s=ttft_single,
     )
     continuous = w.batching != "static"  # static: a closed loop (GP024 refuses other arrivals)
-    terms = LoadTerms(caps, output, steps, overhead, capacity, make, outputs)
+    terms = LoadTerms(caps, output, steps, overhead_of, capacity, make, outputs)
     if w.burst:
         return burst_speed(w, d, prompt, terms)
     spread = square_mean / (prompt * prompt)
 
-    def state_at(held: float) -> _SteadyState:
+    def state_at(held: float) -> SteadyState:
         """The continuous-batching steady state with ``held`` sequences running."""
         return _continuous(d, held, budget, prompt, steps, prompt_attention, spread, context)
 
@@ -469,26 +471,26 @@ def serving_speed(
         )
         if state.requests_per_s > capacity:  # batches wait on the server process: its rate, the stream's lag
             queued = max(0.0, w.concurrency - slots) / capacity
-            ttft = _ttft_statistics(state, w.full_prompt, queued + overhead, behind)
+            ttft = ttft_statistics(state, w, overhead_of, queued, behind)
             return _streamed(make, w, state, slots, ttft, state.tpot / gain, capacity, output)
     else:
         state = state_at(slots)
         if state.requests_per_s > capacity:
             most = min(caps["engine"], caps["kv-cache"])  # the same state however many clients wait
-            return _frontend_bound(w, state_at, most, slots, output, overhead, capacity, gain, make)
+            return _frontend_bound(w, state_at, most, slots, output, overhead_of, capacity, gain, make)
     # Requests beyond the running slots wait for one to free (the closed loop's clients keep them queued).
     waiting = max(0.0, w.concurrency - slots) / state.requests_per_s
-    ttft = _ttft_statistics(state, w.full_prompt, waiting + overhead, behind)
+    ttft = ttft_statistics(state, w, overhead_of, waiting, behind)
     return _from_state(make, w, state, slots, limited_by, ttft, state.tpot / gain, state.requests_per_s, output)
 
 
 def _frontend_bound(
     w: ServingWorkload,
-    state_at: Callable[[float], _SteadyState],
+    state_at: Callable[[float], SteadyState],
     most: float,
     slots: float,
     output: int,
-    overhead: float,
+    overhead_of: Callable[[float], float],
     capacity: float,
     gain: float,
     make: Callable[..., ServingSpeed],
@@ -500,14 +502,14 @@ def _frontend_bound(
     slot) to TPOT; throughput and each request stay continuous. Searched up to ``most``, what the engine could
     run, the loop's own ``slots`` outrunning the capacity (``state_at_rate``'s ``beyond``)."""
     state, held = state_at_rate(state_at, most, capacity, beyond=slots)
-    ttft = _ttft_statistics(state, w.full_prompt, overhead)
+    ttft = ttft_statistics(state, w, overhead_of)
     return _streamed(make, w, state, held, ttft, state.tpot / gain, capacity, output)
 
 
 def _streamed(
     make: Callable[..., ServingSpeed],
     w: ServingWorkload,
-    state: _SteadyState,
+    state: SteadyState,
     running: float,
     ttft: tuple[float, float, float],
     decoded: float,
@@ -529,7 +531,7 @@ def _streamed(
 def _from_state(
     make: Callable[..., ServingSpeed],
     w: ServingWorkload,
-    state: _SteadyState,
+    state: SteadyState,
     slots: float,
     limited_by: str,
     ttft: tuple[float, float, float],
@@ -558,21 +560,7 @@ def _from_state(
     )
 
 
-def _ttft_statistics(
-    state: _SteadyState, prompt: int, added: float, behind: tuple[float, float, float] = (0.0, 0.0, 0.0)
-) -> tuple[float, float, float]:
-    """(mean, median, p90) TTFT of a ``prompt`` under ``state``'s load, ``added`` seconds on top and each
-    statistic's own wait in ``behind`` (a static batch's): the unqueued service plus the wait for the token
-    budget at each quantile (``wait_quantile``)."""
-    queued = state.full_prompt_service(prompt)
-    unqueued = state.unqueued_service(prompt)
-    mean_wait = queued - unqueued
-    median = unqueued + wait_quantile(mean_wait, state.rho, 0.5)
-    p90 = unqueued + wait_quantile(mean_wait, state.rho, P90)
-    return queued + added + behind[0], median + added + behind[1], p90 + added + behind[2]
-
-
-def _steady_speed(w: ServingWorkload, state_at: Callable[[float], _SteadyState], terms: LoadTerms) -> ServingSpeed:
+def _steady_speed(w: ServingWorkload, state_at: Callable[[float], SteadyState], terms: LoadTerms) -> ServingSpeed:
     """Poisson arrivals at ``w.rate_rps``, split evenly over the replicas: the running sequences L are the
     rate times a request's latency (Little's law), i.e. the closed loop's steady state at L slots whose
     throughput is the rate. Throughput grows with the slots; past the most the caps allow, or past what
@@ -591,7 +579,7 @@ def _steady_speed(w: ServingWorkload, state_at: Callable[[float], _SteadyState],
     else:
         state, slots = state_at_rate(state_at, most, rate)
         saturated, limited_by = False, "arrival-rate"
-    ttft = (math.inf,) * 3 if saturated else _ttft_statistics(state, w.full_prompt, terms.overhead)
+    ttft = (math.inf,) * 3 if saturated else ttft_statistics(state, w, terms.overhead)
     if not saturated and math.isfinite(capacity):
         # The server process is a queue of its own: Poisson arrivals, the same work for each request
         # (M/D/1: Pollaczek-Khinchine with no spread), its quantiles as the token budget's wait's.
@@ -606,7 +594,7 @@ def _steady_speed(w: ServingWorkload, state_at: Callable[[float], _SteadyState],
 
 
 @record
-class _SteadyState:
+class SteadyState:
     tpot: float
     requests_per_s: float  # per replica
     decode: StepCost
@@ -618,7 +606,7 @@ class _SteadyState:
     spread: float = 1.0
 
 
-def _static(d: Deployment, slots: float, prompt: float, longest: float, prompt_attention: float) -> _SteadyState:
+def _static(d: Deployment, slots: float, prompt: float, longest: float, prompt_attention: float) -> SteadyState:
     """A batch of ``slots`` sequences prefills together, then decodes together, wave after wave, for the
     ``longest`` steps its longest answer takes: a sequence that ends sooner keeps its place (and its cache,
     padded) until the batch ends (transformers ``generate``: finished sequences take pad tokens)."""
@@ -658,7 +646,7 @@ def _static(d: Deployment, slots: float, prompt: float, longest: float, prompt_a
         other = d.step(0, share * passed, 0, share * mean_attention)
         return d.pass_beside(heavy, other, microbatches - 1) + first_step
 
-    return _SteadyState(tpot, requests_per_s, decode, to_first_token, to_first_token)
+    return SteadyState(tpot, requests_per_s, decode, to_first_token, to_first_token)
 
 
 def _continuous(
@@ -670,7 +658,7 @@ def _continuous(
     prompt_attention: float,
     spread: float,
     context: float,
-) -> _SteadyState:
+) -> SteadyState:
     """Each of ``slots`` running sequences cycles: prefill (chunks beside the others' decodes), then decode.
 
     The steady state is one number: the share phi of its cycle a slot spends decoding. Given phi, the
@@ -739,7 +727,7 @@ def _continuous(
     # other slot the replica is idle when it arrives.
     residual = min(1.0, others) * decode.seconds / 2
     first = tpot if first_token else 0.0
-    return _SteadyState(
+    return SteadyState(
         tpot,
         slots / (service + output * tpot),
         decode,

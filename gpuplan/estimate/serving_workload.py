@@ -8,7 +8,7 @@ import math
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu
-from gpuplan.estimate.lengths import Lengths, through
+from gpuplan.estimate.lengths import Lengths, stated_quantile, through
 from gpuplan.estimate.speculative import SpeculativeWorkload
 from gpuplan.records import record
 
@@ -62,6 +62,20 @@ class ServingWorkload:
         other load's the full prompt (``context - output_tokens``)."""
         return max(1, round(max(1.0, self.prompt_tokens))) if self.burst else self.full_prompt
 
+    def ttft_prompts(self, share: float | None) -> tuple[tuple[float, int], ...]:
+        """The prompts (share of the requests, tokens) a TTFT statistic is priced at. For the ``share`` quantile
+        the prompt at that quantile (a quantile of TTFT is the service of the prompt at it plus the wait at it,
+        a sum of quantiles: ``serving_load``), ``stated_quantile``; for the mean (None), the prompts' classes
+        (``lognormal``), each at its share. None longer than the full prompt (the context holds it beside a
+        mean answer); without stated prompts, every one the full prompt. A burst's: each request the mean
+        prompt (``ttft_prompt``)."""
+        if self.burst:
+            return ((1.0, self.ttft_prompt),)
+        mean, most = max(1, round(self.prompt_tokens)), self.full_prompt
+        if share is None:
+            return through(mean, self.prompt_p90, most).classes
+        return ((1.0, stated_quantile(mean, self.prompt_p90, share, most)),)
+
     @property
     def output_room(self) -> int:
         """The longest answer the context holds beside the mean prompt (``Serve.answer_room``): the context
@@ -77,8 +91,9 @@ class ServingWorkload:
 @record
 class ServingSpeed:
     """What a client measures under the workload's arrival shape. TTFT: mean, median and p90 over requests
-    (closed loop and steady stream: of the full prompt under the load; burst: across the wave, each request
-    at the mean prompt), front end and engine request overhead included; TPOT excludes the first token
+    (closed loop and steady stream: over the prompts under the load, ``ServingWorkload.ttft_prompts``; burst:
+    across the wave, each request at the mean prompt), front end and engine request overhead included; TPOT
+    excludes the first token
     (mean inter-token latency of a running sequence); rates over the whole deployment."""
 
     ttft_s: float  # mean; inf when a steady stream arrives faster than the deployment serves (saturated)

@@ -25,8 +25,9 @@ REQUEST_RATE_DIGITS = 3  # requests/s: a few per second on large models, so deci
 # What each serving figure measures: statistic and scope (the same words in every output).
 METRIC_CONTRACT = {
     "ttft": "time from sending a request to its first streamed token, front end included (endpoint): mean,"
-    " median and p90 over requests; closed-loop and steady: a full-context prompt under the load; burst:"
-    " across the wave at the mean prompt",
+    " median and p90 over requests; closed-loop and steady: over the stated prompts under the load (p90 at"
+    " the prompts' p90, median at their median; without serve.prompt_tokens each the full prompt, context -"
+    " output_tokens); burst: across the wave at the mean prompt",
     "tpot": "time per output token after the first (mean inter-token latency of a running sequence), per request",
     "tokens_per_s": "output tokens per second over the whole deployment (all replicas)",
     "requests_per_s": "completed requests per second over the whole deployment",

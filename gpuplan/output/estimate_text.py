@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 
 from gpuplan.analysis import NOT_LOADED, Analysis, ServeEstimate
-from gpuplan.assumptions import GPUS_PER_NODE, load_phrase, sequences_words, ttft_prompt_phrase, ttft_tail_words
+from gpuplan.assumptions import (
+    GPUS_PER_NODE,
+    alone_words,
+    load_phrase,
+    sequences_words,
+    ttft_prompt_phrase,
+    ttft_tail_words,
+)
 from gpuplan.estimate.bands import SpeedBand
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.estimate.speculative import expected_tokens
@@ -204,7 +211,7 @@ def render_estimate(analysis: Analysis) -> str:
 def _ttft_line(s: ServeEstimate) -> str:
     """TTFT at the declared load: p90, median and mean (the SLO's statistic first), or why it has no bound."""
     speed, load = s.speed, load_phrase(s.job)
-    alone = f"alone {format_latency_ms('ttft', speed.ttft_single_s)} ms"
+    alone = alone_words(s.job, speed)
     frontend = f"; front end {format_ms(speed.frontend_s, 0)} ms" if speed.frontend_s else ""
     if speed.saturated:
         return (

@@ -592,11 +592,11 @@ class ServePlanner(Evaluator):
         if key not in self._floors:
             # The floors read no load and no KV capacity: one replica's floors are every replica count's.
             layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
-            ttft, tpot = floor_bounds(self._deployment_on(layout), self.efficiency)
+            ttft, tpot = floor_bounds(self._deployment_on(layout), self.efficiency, statistic=job.ttft_statistic)
             self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
             if not self._misses(*self._floors[key]):
                 workload, prepared = self._workload(layout, 0.0)
-                ttft, tpot = latency_floors(workload, self.efficiency, prepared=prepared)
+                ttft, tpot = latency_floors(workload, self.efficiency, prepared=prepared, statistic=job.ttft_statistic)
                 self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
         return self._misses(*self._floors[key])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gpuplan.analysis import ServeEstimate
-from gpuplan.assumptions import limit_words, load_phrase, ttft_prompt_phrase
+from gpuplan.assumptions import alone_words, limit_words, load_phrase, ttft_prompt_phrase
 from gpuplan.config import Settings
 from gpuplan.findings import Finding
 from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
@@ -119,8 +119,9 @@ def _missed_slo(ctx: RuleContext, metric: str) -> tuple[ServeEstimate, float] | 
 def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Estimates the time to first token of a full prompt (`context - output_tokens`) at the declared
-    concurrency: waiting for a running slot when the engine or the KV cache holds fewer sequences,
+    Estimates the time to first token at the declared load, at the SLO's statistic over the prompts
+    (`serve.prompt_tokens`: the p90 at their p90; without it every prompt is `context - output_tokens`):
+    waiting for a running slot when the engine or the KV cache holds fewer sequences,
     then the prompt's prefill chunks (2 x active parameters x tokens + causal attention, over the
     tensor-parallel GPUs' achievable GEMM rate at the engine's calibrated efficiency, or
     `thresholds.prefill_mfu` of dense peak) in steps shared with the running batch's decodes, plus the
@@ -144,8 +145,7 @@ def ttft_slo_missed(ctx: RuleContext) -> Iterator[Finding]:
     if missed:
         s, slo = missed
         job = s.job
-        alone = format_latency_ms("ttft", s.speed.ttft_single_s)
-        where = f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}; {alone} ms alone)"
+        where = f"on {s.gpu.id} (TP {job.hardware.tensor_parallel}; {alone_words(job, s.speed)})"
         if s.speed.saturated:
             message = (
                 f"TTFT grows without bound {load_phrase(job)} {where}: the deployment completes at most"
