@@ -271,9 +271,9 @@ def test_report_and_plan_show_one_layout_the_same(example: str):
 def test_the_figures_the_user_found_split_read_the_same():
     _, plan_text, _ = run_cli("plan", str(EXAMPLES / "serve-llama-70b.yaml"))
     rows = _plan_rows(plan_text)
-    # The TTFT column is the p90 (the SLO's default statistic): 8 x b200-hgx TP 8's 181.3 ms (the JSON's
-    # ttft_p90_ms) reads 181; 2 x h200-sxm's 839.9 ms reads 840 (rounded, not cut).
-    assert rows["8 x b200-hgx TP 8"][1] == "181" and rows["2 x h200-sxm TP 2"][1] == "840"
+    # The TTFT column is the p90 (the SLO's default statistic): 8 x b200-hgx TP 8's 188.4 ms (the JSON's
+    # ttft_p90_ms) reads 188; 2 x h200-sxm's 915.7 ms reads 916 (rounded, not cut).
+    assert rows["8 x b200-hgx TP 8"][1] == "188" and rows["2 x h200-sxm TP 2"][1] == "916"
     _, plan_text, _ = run_cli("plan", str(EXAMPLES / "finetune-then-serve.yaml"))
     # 1 x l40s serving: 71.4% free at 90% confidence (the JSON's headroom_pct) reads 71%; 1 x b200-hgx:
     # 1,114.5 tokens/s reads 1,115 (a half of an even figure is where rounding half to even would print 1,114).
@@ -284,7 +284,7 @@ def test_the_figures_the_user_found_split_read_the_same():
 def test_slo_findings_quote_the_estimates_figures(tmp_path: Path):
     # gemma-2-9b on 4 x L4 PP 4 at 14 sequences: TPOT 103.35 ms published (103.3492... unrounded), which
     # `estimate` prints as 103.4; GP404 printing the unrounded figure would say 103.3. TTFT (chat endpoint's
-    # front end included) p90 704.1 ms reads 704, mean 719.7 reads 720, alone 671.2 reads 671, in both.
+    # front end included) p90 704.8 ms reads 705, mean 720.4 reads 720, alone 671.2 reads 671, in both.
     spec = tmp_path / "pp4.yaml"
     spec.write_text(
         "version: 1\nname: pp4\nmodel: {id: gemma-2-9b}\nserve:\n  context: 4096\n  output_tokens: 512\n"
@@ -292,10 +292,10 @@ def test_slo_findings_quote_the_estimates_figures(tmp_path: Path):
         "  hardware: {gpu: l4, count: 4, pipeline_parallel: 4}\n"
     )
     _, text, _ = run_cli("estimate", str(spec))
-    assert "TPOT 103.4 ms" in text and "TTFT p90 704 ms" in text and "mean 720 ms" in text
+    assert "TPOT 103.4 ms" in text and "TTFT p90 705 ms" in text and "mean 720 ms" in text
     assert "(alone 671 ms;" in text
     assert "estimated TPOT 103.4 ms at 14 sequences" in text
-    assert "estimated p90 TTFT 704 ms for a prompt of 3,584 tokens" in text and "(TP 1; alone 671 ms)" in text
+    assert "estimated p90 TTFT 705 ms for a prompt of 3,584 tokens" in text and "(TP 1; alone 671 ms)" in text
 
 
 # --- memory breakdowns add up ------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from gpuplan.estimate.lengths import Lengths, lognormal_square_mean
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving_bounds import latency_floors
 from gpuplan.estimate.serving_lockstep import burst_ttft
-from gpuplan.estimate.serving_speed import Deployment, serving_speed
+from gpuplan.estimate.serving_speed import Deployment, _residual_step, serving_speed
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.records import evolve
 from tests.tiny_architectures import HYBRID, MOE, TINY
@@ -316,6 +316,26 @@ def test_ttft_statistics_are_priced_at_the_stated_prompts(monkeypatch):
         ServingWorkload, "ttft_prompts", lambda self, share: classes if share is None else original(self, share)
     )
     assert serving_speed(w, calibration=CAL).ttft_s == pytest.approx((alone(2) + alone(6)) / 2, rel=1e-12)
+
+
+def test_an_arrival_waits_longer_for_steps_that_carry_whole_chunks():
+    # One other sequence decoding (two with the tagged one) at 10 tokens of context, its prompts of 4 tokens
+    # arriving at 1 token a step under a budget of 8: a step has room for 6, a prompt rides one step whole,
+    # so one step in four carries a 4-token chunk and three carry none. The decode step: 14.48 s of GEMMs
+    # with the weights, 1.28 x sqrt(17) of KV, 1.4 ms (test_decode_step). With the chunk: GEMMs (2 x 2,896 +
+    # 4 x 2,384) / 500 = 30.656 s beside 8.688 s, the chunk's attention 640 / 250 = 2.56 s. An arrival lands
+    # in a step in proportion to its length: E[S^2] / (2 E[S]), above the half of the even step.
+    d = deployment(max_batched_tokens=8)
+    plain = 14.48 + 1.28 * math.sqrt(17) + 0.0014
+    carrying = math.hypot(8.688, 30.656) + 1.28 * math.sqrt(17) + 2.56 + 0.0014
+    expected = (0.75 * plain**2 + 0.25 * carrying**2) / (0.75 * plain + 0.25 * carrying) / 2
+    even = d.step(2, 1, 10, 160.0, 4)  # the average token a step carries, spread evenly
+    assert _residual_step(d, even, 1.0, 1.0, 8, 4.0, 10, 640.0) == pytest.approx(expected, rel=1e-12)
+    assert expected > even.seconds / 2
+    # Steps that each carry as many chunks as the budget holds are alike: half a step. No prompt: the same.
+    full = d.step(2, 4, 10, 640.0, 4)
+    assert _residual_step(d, full, 1.0, 4.0, 8, 4.0, 10, 640.0) == full.seconds / 2
+    assert _residual_step(d, full, 1.0, 0.0, 8, 0.0, 10, 0.0) == full.seconds / 2
 
 
 def test_no_step_carries_more_tokens_than_the_token_budget(monkeypatch):

@@ -18,6 +18,7 @@ from gpuplan.analysis import analyse
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import get_gpu, get_model
 from gpuplan.config import default_settings
+from gpuplan.estimate import roots
 from gpuplan.estimate import serving_speed as serving_speed_module
 from gpuplan.estimate.calibration import (
     CALIBRATION,
@@ -44,8 +45,9 @@ from gpuplan.estimate.performance import (
     matmul_params,
     on_fast_link,
 )
+from gpuplan.estimate.roots import bracketed_root
 from gpuplan.estimate.serving_lockstep import burst_ttft
-from gpuplan.estimate.serving_speed import _bracketed_root, queue_wait_factor, serving_speed
+from gpuplan.estimate.serving_speed import queue_wait_factor, serving_speed
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.estimate.training import REGIMES
 from gpuplan.estimate.training_speed import TrainingWorkload, training_speed
@@ -399,7 +401,7 @@ def test_bracketed_root_finds_the_sign_change(function, low, high, root):
         seen.append(x)
         return function(x)
 
-    found = _bracketed_root(recorded, low, high)
+    found = bracketed_root(recorded, low, high)
     assert found == pytest.approx(root, abs=2e-9)
     assert function(found) >= 0
     assert all(low <= x <= high for x in seen)
@@ -415,7 +417,7 @@ def test_bracketed_root_stops_once_within_the_tolerance():
         calls.append(x)
         return 1.0 if x < 0.4 else -1.0
 
-    assert _bracketed_root(jump, 0.0, 1.0) == pytest.approx(0.4, abs=2e-9)
+    assert bracketed_root(jump, 0.0, 1.0) == pytest.approx(0.4, abs=2e-9)
     assert len(calls) <= 50
 
 
@@ -434,7 +436,7 @@ def test_overloaded_steady_state_is_converged(monkeypatch):
         max_sequences=512,
     )
     shipped = serving_speed(heavy, Efficiency(), TEST)
-    monkeypatch.setattr(serving_speed_module, "PHI_TOLERANCE", 1e-15)
+    monkeypatch.setattr(roots, "PHI_TOLERANCE", 1e-15)
     tighter = serving_speed(heavy, Efficiency(), TEST)
     for field in ("ttft_s", "tpot_s", "tokens_per_s"):
         assert getattr(tighter, field) == pytest.approx(getattr(shipped, field), rel=1e-6)
@@ -852,7 +854,7 @@ def test_every_steady_state_of_the_examples_solves_in_few_balances(monkeypatch):
     from gpuplan.linter import LintOptions, lint_bytes
 
     counts: list[int] = []
-    original = serving_speed_module._bracketed_root
+    original = serving_speed_module.bracketed_root
 
     def counted(function, low, high):
         calls = [0]
@@ -865,7 +867,7 @@ def test_every_steady_state_of_the_examples_solves_in_few_balances(monkeypatch):
         counts.append(calls[0])
         return result
 
-    monkeypatch.setattr(serving_speed_module, "_bracketed_root", counted)
+    monkeypatch.setattr(serving_speed_module, "bracketed_root", counted)
     examples = Path(__file__).resolve().parent.parent / "examples"
     for example in sorted(examples.rglob("*.yaml")):
         lint_bytes(str(example), example.read_bytes(), LintOptions())

@@ -147,16 +147,16 @@ def test_page_one_says_the_latency_target_is_missed_allowing_for_the_measured_er
 
 
 def test_the_reports_side_by_side_table_states_each_layouts_slow_edge_and_margin():
-    # serve-llama-70b's recommended 2 x h200-sxm: p90 TTFT 839.9 ms (at its prompts' p90, 6,000 tokens) x 2.617
-    # (the 71st of 78 closed-loop ratios) = 2,198 ms, TPOT 46.44 ms x 1.083 (the 63rd of 69) = 50.3 ms;
-    # 1 - 50.3 / 60 = 16% of the TPOT SLO left, less than TTFT's 1 - 2,198 / 3,500 = 37%. The declared
-    # 4 x h100-sxm: 512.8 ms x 2.617 = 1,342 ms and 33.24 x 1.083 = 36.0 ms; 1 - 36.0 / 60 = 40%.
+    # serve-llama-70b's recommended 2 x h200-sxm: p90 TTFT 915.7 ms (at its prompts' p90, 6,000 tokens) x 2.617
+    # (the 71st of 78 closed-loop ratios) = 2,396 ms, TPOT 46.44 ms x 1.083 (the 63rd of 69) = 50.3 ms;
+    # 1 - 50.3 / 60 = 16% of the TPOT SLO left, less than TTFT's 1 - 2,396 / 3,500 = 32%. The declared
+    # 4 x h100-sxm: 548.7 ms x 2.617 = 1,436 ms and 33.24 x 1.083 = 36.0 ms; 1 - 36.0 / 60 = 40%.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     row = next(line for line in out.splitlines() if line.startswith("| SLO margin at 90% confidence |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[1] == "p90 TTFT up to 1,342 ms, TPOT up to 36.0 ms; 40% of the SLO left"
-    assert cells[2] == "p90 TTFT up to 2,198 ms, TPOT up to 50.3 ms; 16% of the SLO left"
-    assert round(839.9 * shipped("ttft", "closed-loop", 0.9)) == 2198
+    assert cells[1] == "p90 TTFT up to 1,436 ms, TPOT up to 36.0 ms; 40% of the SLO left"
+    assert cells[2] == "p90 TTFT up to 2,396 ms, TPOT up to 50.3 ms; 16% of the SLO left"
+    assert round(915.7 * shipped("ttft", "closed-loop", 0.9)) == 2396
 
 
 def _burst_tpot_band(tmp_path, output_tokens: int, arrival: str = "burst") -> dict:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
 from gpuplan.estimate.lengths import lognormal_square_mean
 from gpuplan.estimate.performance import Efficiency, attention_flops, roofline
+from gpuplan.estimate.roots import PHI_TOLERANCE
 from gpuplan.estimate.serving_load import (
     TTFT_SHARES,
     frontend_capacity,
@@ -20,7 +21,7 @@ from gpuplan.estimate.serving_load import (
     queue_wait_factor,
     request_overhead,
 )
-from gpuplan.estimate.serving_speed import PHI_TOLERANCE, Deployment, Rates, kv_sequences
+from gpuplan.estimate.serving_speed import Deployment, Rates, kv_sequences
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.estimate.speculative import tpot_floor
 
@@ -149,7 +150,7 @@ def latency_bounds(
         other slot of its microbatch decoding beside the scheduler's whole chunk at the most room (phi =
         0), with that chunk's share of the prompt's attention;
       implied(phi) >= q = O T0 / (S1 + O T0), as x / (S + x) grows with x and falls with S.
-    The root ``_bracketed_root`` returns is within PHI_TOLERANCE of the upper end of its last bracket,
+    The root ``bracketed_root`` returns is within PHI_TOLERANCE of the upper end of its last bracket,
     where implied - phi < 0, so it is above q - PHI_TOLERANCE (or it is 1, or a point where implied =
     phi). At any phi >= phi_b = q - 2 PHI_TOLERANCE a decode step carries at least 1 + others x phi_b
     sequences and, on one stage of a dense model, at least min(others x phi_b x P / O, budget - 1 -
@@ -265,9 +266,9 @@ def burst_ttft_bound(w: ServingWorkload, d: Deployment, statistic: str) -> float
       r-th comes at r P x that pace or later.
     A client's TTFT adds G once more. The nearest-rank quantile of a share s is the bound at rank ceil(s N)
     over N requests; the mean is at least the larger of the two bounds' means over the ranks."""
-    gap = request_overhead(d.engine.request_overhead_s, w.endpoint, w.ttft_prompt)
+    gap = request_overhead(d.engine.request_overhead_s, w.endpoint, w.burst_prompt)
     requests = max(1, w.concurrency)
-    per_prompt = d.prompt_pass(w.ttft_prompt) * prefill_pace(d)
+    per_prompt = d.prompt_pass(w.burst_prompt) * prefill_pace(d)
     share = TTFT_SHARES[statistic]
     rank = (requests + 1) / 2 if share is None else math.ceil(share * requests)  # the mean rank for the mean
     return max((rank - 1) * gap, rank * per_prompt) + gap

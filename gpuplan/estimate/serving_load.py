@@ -713,7 +713,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     Where the outputs vary (``terms.outputs``), the k-th request makes the k-th length (``Lengths.of``): the
     wave ends with its longest answers, decoding with fewer and fewer others."""
     caps, output, steps, outputs = terms.caps, terms.output, terms.steps, terms.outputs
-    overhead = terms.overhead(w.ttft_prompt)  # each request the mean prompt: its tokenization's time too
+    overhead = terms.overhead(w.burst_prompt)  # each request the mean prompt: its tokenization's time too
 
     def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
         microbatches = d.microbatches(decoders)
@@ -726,7 +726,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
     reserved = d.kv_read(held_tokens(prompt, outputs, True))
     kv_slots = w.kv_capacity_bytes / reserved if reserved > 0 else math.inf
     requests = max(1, w.concurrency)
-    mean_prompt = w.ttft_prompt
+    mean_prompt = w.burst_prompt
     decode_steps = whole_steps(steps, output)  # speculative rounds yield more than a token each
     # An engine that admits while a prompt's chunk fits runs as many sequences as their tokens so far fit,
     # and preempts when decodes outgrow the cache (``wave``'s kv_tokens; ``EngineProfile``); others run the

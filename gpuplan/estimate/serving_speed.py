@@ -31,8 +31,8 @@ The model, term by term (sources in brackets):
   (Pollaczek-Khinchine, the service's spread following the prompt lengths'); a mixture-of-experts step
   touches the experts of its decodes and, in a share of steps, of a whole prompt chunk (touching is
   concave: chunks are not smeared).
-  Requests beyond the slots wait: TTFT under load = (C - slots) / request rate + half the step in flight
-  when another slot keeps the replica busy + the prompt's prefill under that load + the engine's
+  Requests beyond the slots wait: TTFT under load = (C - slots) / request rate + the rest of the step in
+  flight when another slot keeps the replica busy (``_residual_step``) + the prompt's prefill under that load + the engine's
   request overhead + the server's front end, at the prompts each statistic is priced at
   (``ServingWorkload.ttft_prompts``); the single-request TTFT (the full prompt alone) is reported beside
   it. Behind an online endpoint one server process per replica takes requests in and streams tokens back, at most ``serving_load.frontend_capacity`` requests a second: a loop that would outrun it
@@ -74,6 +74,7 @@ from gpuplan.estimate.performance import (
     on_fast_link,
     roofline,
 )
+from gpuplan.estimate.roots import bracketed_root
 from gpuplan.estimate.serving import chunks_by_itself
 from gpuplan.estimate.serving_load import (
     P90,
@@ -92,12 +93,6 @@ from gpuplan.estimate.vllm_releases import vllm_release
 from gpuplan.records import record
 
 ACTIVATION_BYTES = 2  # bf16 activations on the wire (all-reduce and all-to-all payloads)
-# The steady state's root: numerical settings, not measured figures. The decoding share phi lies in [0, 1];
-# the bracket is narrowed until it is PHI_TOLERANCE wide (a TPOT and a prefill time exact to about that
-# relative amount); false position with the Illinois step needs some 10-30 evaluations for it, and the
-# bound on steps is never reached (bisection alone would be done in 40).
-PHI_TOLERANCE = 1e-9
-ROOT_STEPS = 100
 
 
 class StepCost(NamedTuple):
@@ -719,13 +714,14 @@ def _continuous(
         tpot, service, _, _ = balances[phi] = balance(phi)
         return output * tpot / (service + output * tpot) - phi
 
-    phi = _bracketed_root(excess, 0.0, 1.0)
-    tpot, service, decode, rho = balances[phi]  # _bracketed_root returns one of the shares it evaluated
+    phi = bracketed_root(excess, 0.0, 1.0)
+    tpot, service, decode, rho = balances[phi]  # bracketed_root returns one of the shares it evaluated
     decoders = others * phi
     # A request that arrives while another slot keeps the replica busy waits for the step in flight to
-    # end before the scheduler sees it: half a step on average (the residual of equal steps). With no
-    # other slot the replica is idle when it arrives.
-    residual = min(1.0, others) * decode.seconds / 2
+    # end before the scheduler sees it; with no other slot the replica is idle when it arrives.
+    residual = min(1.0, others) * _residual_step(
+        d, decode, decoders, passed / output, budget, passed, context, prompt_attention
+    )
     first = tpot if first_token else 0.0
     return SteadyState(
         tpot,
@@ -738,43 +734,43 @@ def _continuous(
     )
 
 
-def _bracketed_root(function: Callable[[float], float], low: float, high: float) -> float:
-    """A root of ``function`` in [low, high], where it is >= 0 at low and <= 0 at high (Illinois method),
-    always one of the points it evaluated ``function`` at.
+def _residual_step(
+    d: Deployment,
+    decode: StepCost,
+    decoders: float,
+    per_decode: float,
+    budget: int,
+    passed: float,
+    context: float,
+    prompt_attention: float,
+) -> float:
+    """The mean time an arrival waits for the step in flight to end: E[S^2] / (2 E[S]) over the steps
+    (the residual life of a renewal process at a random moment: Feller, vol. 2, XI.4), half a step where all
+    are alike. The others' prompts arrive at ``decoders`` x ``per_decode`` tokens a step and ride the steps
+    in whole chunks, so a step carries the fewest whole chunks that average that (n or n + 1 of them), not
+    the average itself: the steps carrying one are longer, and an arrival more often lands in one. Never
+    below half the step with the tokens spread evenly (``decode``)."""
+    with_tagged = 1 + decoders
+    room = max(1.0, budget - with_tagged)
+    arriving = decoders * per_decode
+    if passed <= 0 or arriving <= 0:
+        return decode.seconds / 2
+    chunk = passed / max(1, math.ceil(passed / room))  # the size a prompt is split into (as ``balance``)
+    chunks = arriving / chunk
+    if chunks >= max(1, math.floor(room / chunk)):
+        return decode.seconds / 2  # every step as full as the budget lets it be: equal steps
+    microbatches = d.microbatches(with_tagged)
+    whole = math.floor(chunks)
 
-    False position with the Illinois halving of a stale end (Dowell and Jarratt 1971): the bracket always
-    holds a sign change, so the answer is within PHI_TOLERANCE of one, and convergence is superlinear.
-    At a jump of the function (a prompt crossing into one more chunk) it is the jump's location, taken
-    on its non-negative side: beyond a jump to where the others' prompts fill the token budget, the
-    prefill queue never drains, and the steady state is the last share before it (a closed loop of
-    sequences always drains; only the queueing formula has no finite value there)."""
-    f_low, f_high = function(low), function(high)
-    if f_low <= 0:
-        return low
-    if f_high >= 0:
-        return high
-    side = 0
-    for _ in range(ROOT_STEPS):
-        middle = (low * f_high - high * f_low) / (f_high - f_low)
-        if not low < middle < high or high - low <= PHI_TOLERANCE:
-            middle = (low + high) / 2
-        f_middle = function(middle)
-        if f_middle == 0 or high - low <= PHI_TOLERANCE:
-            return middle if f_middle >= 0 else low
-        if f_middle > 0:
-            low, f_low = middle, f_middle
-            if side == 1:
-                f_high /= 2
-            side = 1
-        else:
-            high, f_high = middle, f_middle
-            if side == -1:
-                f_low /= 2
-            side = -1
-    while high - low > PHI_TOLERANCE:  # false position stalled for ROOT_STEPS: halve the bracket to the tolerance
-        middle = (low + high) / 2
-        f_middle = function(middle)
-        if f_middle == 0:
-            return middle
-        low, high = (middle, high) if f_middle > 0 else (low, middle)
-    return low
+    def seconds(count: int) -> float:
+        tokens = count * chunk
+        attention = tokens / passed * prompt_attention
+        return d.step(
+            with_tagged / microbatches, tokens / microbatches, context, attention / microbatches, chunk / microbatches
+        ).seconds
+
+    share = chunks - whole
+    fewer, more = seconds(whole), seconds(whole + 1)
+    mean = (1 - share) * fewer + share * more
+    square = (1 - share) * fewer * fewer + share * more * more
+    return max(decode.seconds, square / mean) / 2

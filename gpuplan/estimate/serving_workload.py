@@ -57,10 +57,9 @@ class ServingWorkload:
         return self.arrival == "burst" and self.batching != "static"
 
     @property
-    def ttft_prompt(self) -> int:
-        """The prompt a TTFT is priced for: a burst's requests each the mean prompt, whole (the wave's), any
-        other load's the full prompt (``context - output_tokens``)."""
-        return max(1, round(max(1.0, self.prompt_tokens))) if self.burst else self.full_prompt
+    def burst_prompt(self) -> int:
+        """The prompt each request of a burst's wave carries: the mean prompt, whole."""
+        return max(1, round(max(1.0, self.prompt_tokens)))
 
     def ttft_prompts(self, share: float | None) -> tuple[tuple[float, int], ...]:
         """The prompts (share of the requests, tokens) a TTFT statistic is priced at. For the ``share`` quantile
@@ -68,9 +67,9 @@ class ServingWorkload:
         a sum of quantiles: ``serving_load``), ``stated_quantile``; for the mean (None), the prompts' classes
         (``lognormal``), each at its share. None longer than the full prompt (the context holds it beside a
         mean answer); without stated prompts, every one the full prompt. A burst's: each request the mean
-        prompt (``ttft_prompt``)."""
+        prompt (``burst_prompt``)."""
         if self.burst:
-            return ((1.0, self.ttft_prompt),)
+            return ((1.0, self.burst_prompt),)
         mean, most = max(1, round(self.prompt_tokens)), self.full_prompt
         if share is None:
             return through(mean, self.prompt_p90, most).classes
