@@ -508,9 +508,9 @@ def _prompt_note(job: Serve) -> str:
     """The prompts the load and TTFT are priced over, in words (``ServingWorkload.ttft_prompts``)."""
     if not job.prompt_mean:
         return f"{job.full_prompt:,} tokens (context - output_tokens), for the load and TTFT"
-    p90 = job.prompt_p90 or job.prompt_mean
-    if p90 <= job.prompt_mean:
+    if not job.prompts_vary:
         return f"{job.prompt_mean:,} tokens each, for the load and TTFT"
+    p90 = job.prompt_p90
     at = {share: stated_quantile(job.prompt_mean, p90, share, job.full_prompt) for share in (P90, MEDIAN)}
     return (
         f"mean {job.prompt_mean:,}, p90 {p90:,} tokens (a lognormal through both, none longer than"
@@ -547,7 +547,7 @@ def ttft_prompt_phrase(job: Serve) -> str:
     context - output_tokens where none is stated); '' for a burst, whose wave draws its prompts."""
     if job.arrival == "burst":
         return ""
-    if job.prompt_mean and job.prompt_p90 and job.prompt_p90 > job.prompt_mean:
+    if job.prompts_vary:
         return f"over prompts of mean {job.prompt_mean:,}, p90 {job.prompt_p90:,} tokens "
     return f"for a prompt of {job.mean_prompt:,} tokens "
 
@@ -588,7 +588,8 @@ def alone_words(job: Serve, speed: ServingSpeed) -> str:
     """The TTFT of the full prompt on an idle replica, in words: 'alone 641 ms', or 'a 7,680-token prompt
     alone 641 ms' where the TTFT figures are over other prompts (``ttft_prompt_phrase``), rounded as they are."""
     alone = f"alone {format_latency_ms('ttft', speed.ttft_single_s)} ms"
-    return alone if job.mean_prompt == job.full_prompt else f"a {job.full_prompt:,}-token prompt {alone}"
+    over_full = job.mean_prompt == job.full_prompt and not job.prompts_vary
+    return alone if over_full else f"a {job.full_prompt:,}-token prompt {alone}"
 
 
 def _load_note(job: Serve, speed: ServingSpeed, mixes_prefill: bool) -> str:

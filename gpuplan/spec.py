@@ -200,6 +200,11 @@ class Serve:
         return self.prompt_mean or self.full_prompt
 
     @property
+    def prompts_vary(self) -> bool:
+        """Whether the stated prompts vary (serve.prompt_tokens with a p90 above its mean)."""
+        return bool(self.prompt_mean and self.prompt_p90 and self.prompt_p90 > self.prompt_mean)
+
+    @property
     def answer_room(self) -> int:
         """The longest answer the context holds beside the mean prompt: the cap of answers that vary."""
         return self.context - self.mean_prompt
