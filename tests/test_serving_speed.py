@@ -330,12 +330,16 @@ def test_an_arrival_waits_longer_for_steps_that_carry_whole_chunks():
     carrying = math.hypot(8.688, 30.656) + 1.28 * math.sqrt(17) + 2.56 + 0.0014
     expected = (0.75 * plain**2 + 0.25 * carrying**2) / (0.75 * plain + 0.25 * carrying) / 2
     even = d.step(2, 1, 10, 160.0, 4)  # the average token a step carries, spread evenly
-    assert _residual_step(d, even, 1.0, 1.0, 8, 4.0, 10, 640.0) == pytest.approx(expected, rel=1e-12)
+
+    def carrying(tokens: float) -> float:
+        return d.step(2, tokens, 10, tokens / 4 * 640.0, 4).seconds
+
+    assert _residual_step(even, 1.0, 4.0, 6.0, carrying) == pytest.approx(expected, rel=1e-12)
     assert expected > even.seconds / 2
     # Steps that each carry as many chunks as the budget holds are alike: half a step. No prompt: the same.
     full = d.step(2, 4, 10, 640.0, 4)
-    assert _residual_step(d, full, 1.0, 4.0, 8, 4.0, 10, 640.0) == full.seconds / 2
-    assert _residual_step(d, full, 1.0, 0.0, 8, 0.0, 10, 0.0) == full.seconds / 2
+    assert _residual_step(full, 4.0, 4.0, 6.0, carrying) == full.seconds / 2
+    assert _residual_step(full, 0.0, 0.0, 6.0, carrying) == full.seconds / 2
 
 
 def test_no_step_carries_more_tokens_than_the_token_budget(monkeypatch):

@@ -32,11 +32,12 @@ The model, term by term (sources in brackets):
   touches the experts of its decodes and, in a share of steps, of a whole prompt chunk (touching is
   concave: chunks are not smeared).
   Requests beyond the slots wait: TTFT under load = (C - slots) / request rate + the rest of the step in
-  flight when another slot keeps the replica busy (``_residual_step``) + the prompt's prefill under that load + the engine's
-  request overhead + the server's front end, at the prompts each statistic is priced at
-  (``ServingWorkload.ttft_prompts``); the single-request TTFT (the full prompt alone) is reported beside
-  it. Behind an online endpoint one server process per replica takes requests in and streams tokens back, at most ``serving_load.frontend_capacity`` requests a second: a loop that would outrun it
-  is front-end-bound (``_frontend_bound``), a faster steady stream saturates.
+  flight when another slot keeps the replica busy (``_residual_step``) + the prompt's prefill under that
+  load + the engine's request overhead + the server's front end, at the prompts each statistic is priced
+  at (``ServingWorkload.ttft_prompts``); the single-request TTFT (the full prompt alone) is reported beside
+  it. Behind an online endpoint one server process per replica takes requests in and streams tokens back,
+  at most ``serving_load.frontend_capacity`` requests a second: a loop that would outrun it is
+  front-end-bound (``_frontend_bound``), a faster steady stream saturates.
 - the first token: most engines sample it at the end of the prompt's pass; TurboMind's context decoder
   stops one prompt token short and the next decode step of the running batch feeds it and samples the
   first output, so there TTFT = pass of P - 1 tokens + one decode step (a 1-token prompt: the step alone).
@@ -703,7 +704,7 @@ def _continuous(
         chunk_tokens = min(arriving, max(0.0, budget - with_tagged))
         chunk_attention = chunk_tokens / passed * prompt_attention if passed > 0 else 0.0
         room = max(1.0, budget - with_tagged)
-        chunk = passed / max(1, math.ceil(passed / room))  # the size a prompt is split into
+        chunk = _chunk(passed, room)
         tpot, decode = decode_cycle(with_tagged, chunk_tokens, chunk_attention, chunk)
         rho = arriving / max(1.0, budget - decoding_others)
         return tpot, prefill_time(passed, decoding_others, rho), decode, rho
@@ -719,9 +720,13 @@ def _continuous(
     decoders = others * phi
     # A request that arrives while another slot keeps the replica busy waits for the step in flight to
     # end before the scheduler sees it; with no other slot the replica is idle when it arrives.
-    residual = min(1.0, others) * _residual_step(
-        d, decode, decoders, passed / output, budget, passed, context, prompt_attention
-    )
+    room = max(1.0, budget - 1 - decoders)
+    chunk = _chunk(passed, room) if passed > 0 else 0.0
+
+    def carrying(tokens: float) -> float:  # a step of the decodes with ``tokens`` of whole chunks beside them
+        return decode_cycle(1 + decoders, tokens, tokens / passed * prompt_attention, chunk)[1].seconds
+
+    residual = min(1.0, others) * _residual_step(decode, decoders * passed / output, chunk, room, carrying)
     first = tpot if first_token else 0.0
     return SteadyState(
         tpot,
@@ -735,42 +740,28 @@ def _continuous(
 
 
 def _residual_step(
-    d: Deployment,
-    decode: StepCost,
-    decoders: float,
-    per_decode: float,
-    budget: int,
-    passed: float,
-    context: float,
-    prompt_attention: float,
+    decode: StepCost, arriving: float, chunk: float, room: float, step: Callable[[float], float]
 ) -> float:
     """The mean time an arrival waits for the step in flight to end: E[S^2] / (2 E[S]) over the steps
     (the residual life of a renewal process at a random moment: Feller, vol. 2, XI.4), half a step where all
-    are alike. The others' prompts arrive at ``decoders`` x ``per_decode`` tokens a step and ride the steps
-    in whole chunks, so a step carries the fewest whole chunks that average that (n or n + 1 of them), not
-    the average itself: the steps carrying one are longer, and an arrival more often lands in one. Never
-    below half the step with the tokens spread evenly (``decode``)."""
-    with_tagged = 1 + decoders
-    room = max(1.0, budget - with_tagged)
-    arriving = decoders * per_decode
-    if passed <= 0 or arriving <= 0:
+    are alike. The others' prompts arrive at ``arriving`` tokens a step and ride the steps in whole chunks of
+    ``chunk`` tokens, as many as ``room`` holds, so a step carries the fewest whole chunks that average that
+    (n or n + 1 of them; ``step``: the seconds of a step with that many prompt tokens), not the average
+    itself: the steps carrying one are longer, and an arrival more often lands in one. Never below half the
+    step with the tokens spread evenly (``decode``)."""
+    if arriving <= 0 or chunk <= 0:
         return decode.seconds / 2
-    chunk = passed / max(1, math.ceil(passed / room))  # the size a prompt is split into (as ``balance``)
     chunks = arriving / chunk
     if chunks >= max(1, math.floor(room / chunk)):
         return decode.seconds / 2  # every step as full as the budget lets it be: equal steps
-    microbatches = d.microbatches(with_tagged)
     whole = math.floor(chunks)
-
-    def seconds(count: int) -> float:
-        tokens = count * chunk
-        attention = tokens / passed * prompt_attention
-        return d.step(
-            with_tagged / microbatches, tokens / microbatches, context, attention / microbatches, chunk / microbatches
-        ).seconds
-
     share = chunks - whole
-    fewer, more = seconds(whole), seconds(whole + 1)
+    fewer, more = step(whole * chunk), step((whole + 1) * chunk)
     mean = (1 - share) * fewer + share * more
     square = (1 - share) * fewer * fewer + share * more * more
     return max(decode.seconds, square / mean) / 2
+
+
+def _chunk(passed: float, room: float) -> float:
+    """The size a prompt of ``passed`` tokens is cut into where a step has ``room`` for it: equal whole chunks."""
+    return passed / max(1, math.ceil(passed / room))

@@ -92,8 +92,7 @@ class ServingSpeed:
     """What a client measures under the workload's arrival shape. TTFT: mean, median and p90 over requests
     (closed loop and steady stream: over the prompts under the load, ``ServingWorkload.ttft_prompts``; burst:
     across the wave, each request at the mean prompt), front end and engine request overhead included; TPOT
-    excludes the first token
-    (mean inter-token latency of a running sequence); rates over the whole deployment."""
+    excludes the first token (mean inter-token latency of a running sequence); rates over the whole deployment."""
 
     ttft_s: float  # mean; inf when a steady stream arrives faster than the deployment serves (saturated)
     ttft_single_s: float  # the full prompt alone on an idle replica
