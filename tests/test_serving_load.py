@@ -297,6 +297,17 @@ def test_front_end_of_a_one_token_prompt():
     assert chat.frontend_s == pytest.approx(HTTP_SECONDS["chat"] + TOKENIZE_SECONDS_PER_TOKEN)
 
 
+def test_a_bursts_requests_cross_the_front_end_with_their_own_prompt():
+    # Three requests of 4-token prompts in a context whose full prompt is 1,004 tokens: each crosses the front
+    # end in the engine's 10 ms + the chat path + 4 tokens' tokenization, so the wait at the front end is
+    # (3 - 1) / 2 of that on average; tokenizing the full prompt would add 1,000 x 1 us to each.
+    burst = workload(arrival="burst", endpoint="chat", concurrency=3, prompt_tokens=4, prompt_p90=4, full_prompt=1004)
+    speed = serving_speed(burst, calibration=CAL)
+    assert speed.frontend_wait_s == pytest.approx(
+        0.01 + HTTP_SECONDS["chat"] + 4 * TOKENIZE_SECONDS_PER_TOKEN, rel=1e-12
+    )
+
+
 def test_wait_quantiles_of_an_exponential_tail_with_an_atom_at_zero():
     # P(W > t) = rho exp(-rho t / mean): rho 0.5, mean 1 -> p90 at 2 ln 5; the median waits not at all
     # (half the arrivals find no queue); a tenth never waits beyond 0 when rho <= 0.1.

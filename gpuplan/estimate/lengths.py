@@ -38,6 +38,7 @@ from gpuplan.records import record
 # fractions), where only answers that vary need the normal's functions (``lognormal`` imports it then).
 Z90 = 1.2815515655446008
 P90 = 0.9  # the share of the requests a stated p90 (and a quoted p90 TTFT) is the quantile of
+MEDIAN = 0.5
 WIDEST_P90_RATIO = math.exp(Z90 * Z90 / 2)  # 2.27: the p90 over the mean of the widest lognormal (sigma = z90)
 # Quantiles the classes are cut at: halves, then ever finer shares of the tail (the last class is the longest
 # 0.2%: in a burst of a thousand requests, two of them).
@@ -63,7 +64,7 @@ def stated_quantile(mean: int, p90: float | None, share: float, most: int) -> in
     else:
         sigma = lognormal_sigma(mean, p90)
         z = 0.0
-        if share != 0.5:
+        if share != MEDIAN:  # the median's z is 0
             from statistics import NormalDist  # here, not at import: see Z90
 
             z = NormalDist().inv_cdf(share)

@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from gpuplan.estimate.lengths import P90, Lengths, fixed, held_tokens, whole_steps
+from gpuplan.estimate.lengths import MEDIAN, P90, Lengths, fixed, held_tokens, whole_steps
 from gpuplan.estimate.performance import attention_flops
 from gpuplan.records import evolve, record
 
@@ -66,7 +66,6 @@ TOKENIZE_SECONDS_PER_TOKEN = 1.0e-6
 # figure is a latency (HTTP_SECONDS), at least the process's own time, so this share is if anything low. (Little's
 # law then gives its clients a TPOT of (400 / 70.84 s - TTFT 0.20 s) / 201 = 27.1 ms; the PR measured 26.76 ms.)
 STREAM_SECONDS_PER_TOKEN = (1 / 70.84 - (HTTP_SECONDS["completions"] + 225 * TOKENIZE_SECONDS_PER_TOKEN)) / 202
-MEDIAN = 0.5
 # The nearest-rank share of each TTFT statistic (serve.slo.ttft_statistic); None: the mean.
 TTFT_SHARES: dict[str, float | None] = {"mean": None, "median": MEDIAN, "p90": P90}
 
@@ -644,12 +643,15 @@ def ttft_statistics(
     each one's ``overhead``, ``added`` seconds and each statistic's own wait in ``behind`` (a static batch's): a
     quantile's unqueued service plus the wait at it (``wait_quantile``), the mean's queued service."""
 
+    services: dict[int, tuple[float, float]] = {}  # a prompt's (queued, unqueued) service: statistics share prompts
+
     def statistic(share: float | None) -> float:
         total = 0.0
         for part, tokens in w.ttft_prompts(share):
-            queued = state.full_prompt_service(tokens)
+            if tokens not in services:
+                services[tokens] = (state.full_prompt_service(tokens), state.unqueued_service(tokens))
+            queued, unqueued = services[tokens]
             if share is not None:  # the unqueued service and the wait at the quantile
-                unqueued = state.unqueued_service(tokens)
                 queued = unqueued + wait_quantile(queued - unqueued, state.rho, share)
             total += part * (queued + (added + overhead(tokens)))
         return total
