@@ -271,6 +271,15 @@ def test_plan_command_formats_and_exit_codes(write_spec):
     assert code == 0 and document["format_version"] == 1
     (job,) = document["jobs"]
     assert job["job"] == "serve" and len(job["options"]) == 3 and job["options_total"] > 3
+    # The text's headings count every row found and say how many --top let through, and how to see all.
+    total, rejected = job["options_total"], job["rejected_total"]
+    code, out, _ = run_cli("plan", "--top", "3", path)
+    assert f"  options ({total}, 3 shown; --top {total} lists all; cheapest first" in out
+    assert f"  rejected ({rejected}, 3 shown; --top {rejected} lists all; the fewest" in out
+    code, out, _ = run_cli("plan", "--format", "markdown", "--top", "3", path)
+    assert f"### Options ({total}, 3 shown; --top {total} lists all)" in out
+    code, out, _ = run_cli("plan", "--top", str(max(total, rejected)), path)
+    assert f"  options ({total}; priced ones" in out and f"  rejected ({rejected}; the fewest" in out
     # 12,030.40 - 6,635.70 = 5,394.70 USD a month, 44.84% of the declared cost.
     assert job["saving"] == {"amount": 5394.7, "share": 0.4484, "per": "month"}
     declared = job["declared"]

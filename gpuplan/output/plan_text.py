@@ -58,6 +58,13 @@ def _cost(option: dict[str, Any], currency: str) -> str:
     return "unpriced"
 
 
+def _counted(job: dict[str, Any], rows: str) -> str:
+    """How many ``rows`` ("options" or "rejected") the plan found, and how many ``--top`` let through when
+    it cut the list: a reader who counts fewer rows than the heading says learns why, and how to see all."""
+    total, shown = job[f"{rows}_total"], len(job[rows])
+    return f"{total}" if shown >= total else f"{total}, {shown} shown; --top {total} lists all"
+
+
 def _order_note(job: dict[str, Any]) -> str:
     """How the options are ordered: the priced ones are a cost-latency front (``pareto``: latency is a
     request end to end for serving, the run for fine-tuning); unpriced ones, which cannot be placed on
@@ -274,11 +281,11 @@ def render_text(document: dict[str, Any]) -> str:
             lines.append("  paste:")
             lines += ["    " + line for line in recommended["yaml"].splitlines()]
         if job["options"]:
-            lines += ["", f"  options ({job['options_total']}; {_order_note(job)}):"]
+            lines += ["", f"  options ({_counted(job, 'options')}; {_order_note(job)}):"]
             rows = [_row(o, currency, _marks(job, o)) for o in job["options"]]
             lines += _text_table(_headers(kind, document["constraints"]["confidence"]), rows)
         if job["rejected"]:
-            lines += ["", f"  rejected ({job['rejected_total']}; the fewest GPUs tried on each GPU kind, and why):"]
+            lines += ["", f"  rejected ({_counted(job, 'rejected')}; the fewest GPUs tried on each GPU kind, and why):"]
             # The columns as wide as their longest cell (a layout of several replicas outgrows any fixed width).
             cells = [(_layout(o), _cost(o, currency), _verdict(o)) for o in job["rejected"]]
             wide = [max(len(cell[i]) for cell in cells) for i in (0, 1)]
@@ -325,7 +332,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         if recommended is not None:
             lines += ["", *_fenced(recommended["yaml"], "yaml")]
         if job["options"]:
-            lines += ["", f"### Options ({job['options_total']})", ""]
+            lines += ["", f"### Options ({_counted(job, 'options')})", ""]
             lines.append(f"Sound options: {_order_note(job)}.")
             lines.append("")
             lines += _md_table(
@@ -333,7 +340,7 @@ def render_markdown(document: dict[str, Any]) -> str:
                 [_row(o, currency, _marks(job, o)) for o in job["options"]],
             )
         if job["rejected"]:
-            lines += ["", f"### Rejected ({job['rejected_total']})", ""]
+            lines += ["", f"### Rejected ({_counted(job, 'rejected')})", ""]
             lines += _md_table(
                 ["layout", "cost", "first constraint broken"],
                 [[_layout(o), _cost(o, currency), _verdict(o)] for o in job["rejected"]],
