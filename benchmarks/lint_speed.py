@@ -13,8 +13,9 @@ every rule on each spec. gpuplan's bytecode is compiled first, as any installati
 
 The `plan` cases run `gpuplan plan --format json` over the whole catalog (every allowed GPU, TP, PP and
 replica count; fine-tuning settings too) for two examples, a serving job and a fine-tune-then-serve spec,
-and for the serving job as a burst of 1,000 requests, each as a whole process: target <= 0.3 s per spec. Wall time on a shared machine includes waiting for a
-core, so the CPU time of the process tree (user + sys) is printed beside it for every case.
+and for the serving job as a burst of 1,000 requests, each as a whole process: target <= 0.3 s per spec. Wall time on
+a shared machine includes waiting for a core, so the CPU time of the process tree (user + sys) is printed beside it
+for every case.
 
 A new case is one more `Case` in `cases()`: a name, the gpuplan arguments and (optionally) the
 check-jsonschema command to compare with.
@@ -165,7 +166,8 @@ def main() -> None:
         )
     load = os.getloadavg()[0]
     print(
-        f"{os.cpu_count()} cores, load average {load_before:.1f} before, {load:.1f} after; targets: 1 spec ratio <= 0.5; 1,000 specs "
+        f"{os.cpu_count()} cores, load average {load_before:.1f} before, {load:.1f} after; targets: 1 spec ratio <= "
+        "0.5; 1,000 specs "
         "<= 2 s; 10,000 specs with flat memory; plan <= 0.3 s per spec (gpuplan also resolves, estimates and "
         "runs every rule)"
     )

@@ -182,7 +182,8 @@ def _isolated(gpuplan: str, paths: list[str], folder: Path) -> tuple[float, floa
     """Run one case from a fresh Python process, so RUSAGE_CHILDREN holds this case's child alone."""
     code = (
         "import sys, json; sys.path.insert(0, sys.argv[1]); import resources; "
-        "print(json.dumps(resources.run(sys.argv[2], json.loads(sys.argv[3]), __import__('pathlib').Path(sys.argv[4]))))"
+        "print(json.dumps(resources.run(sys.argv[2], json.loads(sys.argv[3]), "
+        "__import__('pathlib').Path(sys.argv[4]))))"
     )
     import json
 

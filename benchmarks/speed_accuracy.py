@@ -3,7 +3,7 @@
     python benchmarks/speed_accuracy.py              # the shipped calibration, every record
     python benchmarks/speed_accuracy.py --held-out   # also: each half of the sources predicted by the other's fit
     python benchmarks/speed_accuracy.py --fit        # refit the calibrated figures over all records; prints them
-    python benchmarks/speed_accuracy.py --loso       # also: each source (serving and training) predicted by the others' fit
+    python benchmarks/speed_accuracy.py --loso       # also: each source (serving, training) predicted by the rest's fit
 
 Every record of ``benchmarks/data/speed-calibration.yaml`` is turned into the spec it describes and run
 through the path users run (load -> validate -> resolve -> analyse, as ``gpuplan estimate`` does); the
@@ -820,7 +820,8 @@ def halves(records: list[Record]) -> tuple[set[str], set[str]]:
 def print_summary(title: str, results: list[Result]) -> None:
     print(title)
     print(
-        f"{'metric':<24}{'n':>5}{'median |err|':>14}{'signed median':>15}{'within 20%':>12}{'within 25%':>12}{'worst':>9}  targets"
+        f"{'metric':<24}{'n':>5}{'median |err|':>14}{'signed median':>15}"
+        f"{'within 20%':>12}{'within 25%':>12}{'worst':>9}  targets"
     )
     for metric, group in by_metric(results).items():
         s = summarise([r.error for r in group])

@@ -80,7 +80,8 @@ def main() -> None:
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     print(f"log {size / 1e6:,.0f} MB; exit {done.returncode}; {done.stdout.strip().splitlines()[-1]}")
     print(
-        f"gpuplan verify: median {statistics.median(samples):.2f} s over {args.runs} runs; peak RSS {peak_kib / 1024:.0f} MiB"
+        f"gpuplan verify: median {statistics.median(samples):.2f} s over {args.runs} runs; peak RSS "
+        f"{peak_kib / 1024:.0f} MiB"
     )
 
 

@@ -669,7 +669,8 @@ def _check_hybrid(arch: Architecture, given: dict[str, Any]) -> None:
                 )
     if "L" in pattern and arch.linear_value_heads % arch.linear_key_heads:
         raise ArchitectureError(
-            f"{arch.linear_value_heads} linear-attention value heads are not a multiple of {arch.linear_key_heads} key heads",
+            f"{arch.linear_value_heads} linear-attention value heads are not a multiple of {arch.linear_key_heads} "
+            "key heads",
             "linear_value_heads",
         )
     if "M" in pattern and arch.mamba_heads % arch.ssm_groups:

@@ -213,7 +213,8 @@ def finetune_assumptions(
             f"NF4{' + double quantization: 0.516' if job.double_quant else ': 0.5625'} B/param for linears; "
             f"{KBIT_PREPARATION[preparation]}{_preparation_reason(job, preparation)}; "
             + (
-                f"bitsandbytes {job.bitsandbytes_version}: each 4-bit linear saves its input for backward (until 0.43.2)"
+                f"bitsandbytes {job.bitsandbytes_version}: each 4-bit linear saves its input for backward (until "
+                "0.43.2)"
                 if setup.nf4_saves_inputs
                 else "no 4-bit linear keeps its input for backward (bitsandbytes from 0.43.2, torchao's NF4)"
             )

@@ -431,7 +431,8 @@ CODES: dict[str, Code] = {
             "measured-exceeds-estimate",
             "verify",
             WARNING,
-            "A real run used more memory than the estimate, beyond the tolerance (an error when it leaves no headroom).",
+            "A real run used more memory than the estimate, beyond the tolerance (an error when it leaves no "
+            "headroom).",
             Approval.NEEDS_CHANGE,
         ),
         Code(

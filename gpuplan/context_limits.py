@@ -60,7 +60,10 @@ class Overrun:
 
     def sentence(self) -> str:
         """``serve.context 16,384 is more than llama-2-7b takes: at most 4,096 tokens (where from)``."""
-        return f"{self.field} {self.tokens:,} is more than {self.whose} takes: at most {self.limit:,} tokens ({self.source})"
+        return (
+            f"{self.field} {self.tokens:,} is more than {self.whose} takes: "
+            f"at most {self.limit:,} tokens ({self.source})"
+        )
 
 
 def _over(model: ModelRef, tokens: int) -> bool:

@@ -539,7 +539,8 @@ def _nemotron_layer_count(text: dict[str, Any], prefix: str) -> dict[str, Any]:
         return {**text, "num_hidden_layers": len(pattern)}
     if stated != len(pattern):
         raise ArchitectureError(
-            f"config.json {prefix}num_hidden_layers {show_value(stated)} but the layer pattern has {len(pattern)} layers"
+            f"config.json {prefix}num_hidden_layers {show_value(stated)} but the layer pattern has {len(pattern)} "
+            "layers"
         )
     return text
 
@@ -567,12 +568,14 @@ def _nemotron_h_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
         dtype = text.get("mamba_ssm_cache_dtype")
         if dtype is None:
             notes.append(
-                f"{prefix}mamba_ssm_cache_dtype absent: float32 (NemotronHConfig default; vLLM keeps the SSM state in it)"
+                f"{prefix}mamba_ssm_cache_dtype absent: float32 (NemotronHConfig default; vLLM keeps the SSM state "
+                "in it)"
             )
             dtype = "float32"
         if dtype not in ("float32", "bfloat16", "float16"):
             raise ArchitectureError(
-                f"config.json {prefix}mamba_ssm_cache_dtype must be float32, bfloat16 or float16, not {show_value(dtype)}"
+                f"config.json {prefix}mamba_ssm_cache_dtype must be float32, bfloat16 or float16, not "
+                f"{show_value(dtype)}"
             )
         values["state_fp32"] = dtype == "float32"
 

@@ -112,7 +112,8 @@ def _compressed_tensors_format(quant: dict[str, Any]) -> str:
             formats.add("int4-gptq")  # packed int4 + 16-bit group scale (and zero point): at most 4 + 20/g bits
         else:
             raise ArchitectureError(
-                f"config.json quantization_config: compressed-tensors {show_value(bits)}-bit {kind} is a format gpuplan cannot size"
+                f"config.json quantization_config: compressed-tensors {show_value(bits)}-bit {kind} is a format "
+                "gpuplan cannot size"
             )
     if len(formats) != 1:
         raise ArchitectureError("config.json quantization_config: mixed compressed-tensors formats gpuplan cannot size")
@@ -215,7 +216,8 @@ def quantized_linear_params(arch: Architecture, patterns: list[str]) -> int:
         if pattern.startswith("re:"):
             if _NESTED_QUANTIFIER.search(pattern):
                 raise ArchitectureError(
-                    f"config.json quantization_config: regular expression {show_value(pattern)} is too complex to evaluate safely"
+                    f"config.json quantization_config: regular expression {show_value(pattern)} is too complex to "
+                    "evaluate safely"
                 )
             try:
                 compiled.append(re.compile(pattern[3:]))

@@ -125,7 +125,10 @@ class Tuning:
             if self.fewest
             else "nor does any layout of this GPU within the planner's limits (`gpuplan plan` searches other GPUs)"
         )
-        return f"no settings hold this job on {gpus} {soundly}: with the starter's defaults the job {self.problem}; {fewest}."
+        return (
+            f"no settings hold this job on {gpus} {soundly}: "
+            f"with the starter's defaults the job {self.problem}; {fewest}."
+        )
 
 
 def fitted_starter(starter: Starter) -> tuple[str, str]:

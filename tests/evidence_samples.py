@@ -82,7 +82,8 @@ def vllm_header(run: VllmRun) -> list[str]:
                 "Worker pid=442" if run.tp * run.pp > 1 else engine,
                 "DEBUG",
                 "v1/worker/gpu_worker.py:284",
-                f"worker init memory snapshot: torch_peak=0.0GiB, free_memory=78.68GiB, total_memory={_gib(first.total)}GiB, "
+                "worker init memory snapshot: torch_peak=0.0GiB, free_memory=78.68GiB, "
+                f"total_memory={_gib(first.total)}GiB, "
                 "cuda_memory=0.51GiB, torch_memory=0.0GiB, non_torch_memory=0.51GiB, auto_measure=True",
                 "00:03:47",
             )
@@ -231,7 +232,8 @@ def vllm_failed_start(run: VllmRun, cause: str) -> str:
                 proc,
                 "ERROR",
                 where,
-                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 323, in load_model',
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 323, in '
+                "load_model",
                 "00:27:44",
             ),
             _line(
@@ -257,7 +259,8 @@ def vllm_failed_start(run: VllmRun, cause: str) -> str:
             "00:27:46",
         ),
         "(APIServer pid=1) Traceback (most recent call last):",
-        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {}",
     ]
     return "\n".join(lines) + "\n"
 

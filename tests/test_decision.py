@@ -370,8 +370,8 @@ def test_the_changes_line_names_training_settings_the_funded_layout_changes_too(
     assert (
         code == 0
         and (
-            "| **Changes required** | fine-tuning on 4 x b200-hgx instead of 4 x h100-sxm, with activation checkpointing"
-            " changed too, at 138 USD for the run (Appendix A) |"
+            "| **Changes required** | fine-tuning on 4 x b200-hgx instead of 4 x h100-sxm, with activation "
+            "checkpointing changed too, at 138 USD for the run (Appendix A) |"
         )
         in first
     )

@@ -120,7 +120,10 @@ def new_repo(root: Path) -> None:
 def config_repo(root: Path) -> Path:
     """A repository at ``root`` whose one commit holds spec.yaml, which reads m/config.json (LOCAL_CONFIG)."""
     new_repo(root)
-    spec = "version: 1\nname: local\nmodel: {config: m/config.json}\nserve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
+    spec = (
+        "version: 1\nname: local\nmodel: {config: m/config.json}\n"
+        "serve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
+    )
     write(root, {"spec.yaml": spec, "m/config.json": json.dumps(LOCAL_CONFIG)})
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "base")
@@ -391,7 +394,10 @@ def test_local_model_config_is_read_from_the_same_revision(tmp_path: Path):
     root = tmp_path / "repo"
     new_repo(root)
     config = LOCAL_CONFIG
-    spec = "version: 1\nname: local\nmodel: {config: model/config.json}\nserve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
+    spec = (
+        "version: 1\nname: local\nmodel: {config: model/config.json}\n"
+        "serve:\n  context: 4096\n  concurrency: 4\n  hardware: {gpu: l4}\n"
+    )
     write(root, {"svc/spec.yaml": spec, "svc/model/config.json": json.dumps(config)})
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "base")

@@ -18,7 +18,10 @@ from gpuplan.diff.build import diff_files, diff_git
 from gpuplan.diff.git import Repository
 from gpuplan.reading import SPEC_MAX_BYTES
 
-LOCAL = "version: 1\nname: local\nmodel: {{config: {config}}}\nserve:\n  context: 4096\n  concurrency: 4\n  hardware: {{gpu: l4}}\n"
+LOCAL = (
+    "version: 1\nname: local\nmodel: {{config: {config}}}\n"
+    "serve:\n  context: 4096\n  concurrency: 4\n  hardware: {{gpu: l4}}\n"
+)
 
 
 def new_repo(root: Path) -> Path:

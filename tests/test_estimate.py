@@ -139,7 +139,8 @@ def test_unknown_names_suggest_close_matches():
 
 def test_lint_suggests_the_catalog_id_of_an_a6000(write_spec):
     path = write_spec(
-        "version: 1\nname: t\nmodel: {id: llama-3.1-8b}\nserve: {context: 4096, concurrency: 4, hardware: {gpu: a6000}}\n"
+        "version: 1\nname: t\nmodel: {id: llama-3.1-8b}\nserve: {context: 4096, concurrency: 4, hardware: {gpu: "
+        "a6000}}\n"
     )
     code, out, _ = run_cli("lint", str(path))
     assert code == 1 and "GP022 [error] unknown GPU 'a6000' — did you mean 'rtx-a6000'" in out

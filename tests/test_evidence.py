@@ -131,7 +131,10 @@ def test_failed_start_reports_the_root_cause_not_the_wrappers(tmp_path):
 
 
 def test_out_of_memory_at_start_is_marked(tmp_path):
-    cause = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
+    cause = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 0 has a total capacity of 79.19 GiB"
+    )
     evidence = read_evidence(write(tmp_path, vllm_failed_start(ONE_GPU, cause)))
     assert evidence.failure is not None and evidence.failure.out_of_memory
     assert evidence.failure.cause.startswith("torch.OutOfMemoryError: CUDA out of memory")

@@ -251,7 +251,10 @@ def _report_rows(text: str) -> dict[str, tuple[str, str]]:
 
 def _plan_rows(text: str) -> dict[str, tuple[str, str]]:
     rows = {}
-    pattern = r"^ +(?:recommended|declared)? +(\d+ x [\w.-]+(?: TP \d+)?(?: PP \d+)?) +[\d.]+ / [\d.]+ +[\d.]+ +(\d+%) +([\d,]+) "
+    pattern = (
+        r"^ +(?:recommended|declared)? +(\d+ x [\w.-]+(?: TP \d+)?(?: PP \d+)?)"
+        r" +[\d.]+ / [\d.]+ +[\d.]+ +(\d+%) +([\d,]+) "
+    )
     for match in re.finditer(pattern, text, re.MULTILINE):
         rows[match.group(1)] = (match.group(2), match.group(3))
     return rows

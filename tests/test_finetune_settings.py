@@ -305,7 +305,8 @@ def test_full_bf16_adamw_manual_loop():
     # bf16: 2 B weights, gradients, Adam states. weights 1,704 x 2 = 3,408; Adam 2 states x 2 B x 1,704
     # = 6,816; foreach temporary 2 B x 1,704 = 3,408; gradients 3,408.
     # Per token per layer: each RMSNorm saves its fp32 input 4 x 8 = 32 and, its weight being trainable,
-    # the bf16 output for the weight gradient, 2 x 2 x 8 = 32: 64 each, 128; SDPA: 2 x (2 x 8 q + 2 x 4 kv) + 4 B x 2 heads = 56;
+    # the bf16 output for the weight gradient, 2 x 2 x 8 = 32: 64 each, 128;
+    # SDPA: 2 x (2 x 8 q + 2 x 4 kv) + 4 B x 2 heads = 56;
     # gated MLP 4 x 2 B x 16 = 128. 312 B x 4 tokens = 1,248 per layer, 2,496 for both.
     # Logits 2 x 32 x 4 = 256 returned, fp32 log-softmax 4 x 32 x 4 = 512, upcast 512; final norm 64 x 4
     # = 256. Saved: 2,496 + 256 + 256 + 512 = 3,520. Loss gradients 2 x 4 x 32 x 4 = 1,024.
@@ -1142,7 +1143,8 @@ def test_deepspeed_zero2_and_zero3_do_not_pipeline():
         assert [c for c in found if c == "GP025"] == codes, sharding
     # The planner never proposes one: a layout of either over several stages is not sound.
     spec = make_spec(
-        "version: 1\nname: p\nmodel: {id: llama-3.1-8b}\nfinetune: {method: full, hardware: {gpu: h100-sxm, count: 4}}\n"
+        "version: 1\nname: p\nmodel: {id: llama-3.1-8b}\nfinetune: {method: full, hardware: {gpu: h100-sxm, count: "
+        "4}}\n"
     )
     job = planner_for(spec, default_settings()).finetune
     assert job is not None

@@ -165,7 +165,8 @@ def test_output_tokens_beyond_the_context_is_a_finding_not_a_clamp():
     (finding,) = result.findings
     assert (finding.code, finding.line, finding.pointer) == ("GP024", 8, "/serve/output_tokens")
     assert finding.message == (
-        "serve.output_tokens 9,000 is larger than serve.context 8,192: the context holds the prompt and the output together"
+        "serve.output_tokens 9,000 is larger than serve.context 8,192: the context holds the prompt and the output "
+        "together"
     )
     assert result.analysis is None
 
@@ -353,8 +354,8 @@ def test_toml_nan_and_inf_are_refused_at_their_key(tmp_path: Path, value: str):
     code, _, err = run_cli("lint", "--config", str(config), str(tmp_path / "spec.yaml"))
     assert code == 2
     assert (
-        err
-        == f"gpuplan: error: invalid configuration: {config}:3:1: thresholds.headroom_pct is {float(value)!r}: write a finite number\n"
+        err == f"gpuplan: error: invalid configuration: {config}:3:1: "
+        f"thresholds.headroom_pct is {float(value)!r}: write a finite number\n"
     )
     config.write_text(f"[tool.gpuplan.diff]\nmax-monthly-increase = {value}\n")
     code, _, err = run_cli("lint", "--config", str(config), str(tmp_path / "spec.yaml"))
@@ -403,8 +404,8 @@ def test_waiver_reasons_are_shown_escaped(write_spec):
     code, text, _ = run_cli("lint", str(write_spec(spec)))
     assert code == 0
     assert (
-        "    waived: ok\\n::error file=x.yaml,line=1::forged\\n::add-mask::secret\\x1b]0;t\\x07 (approved by \\u202eevil)"
-        in text
+        "    waived: ok\\n::error file=x.yaml,line=1::forged\\n::add-mask::secret\\x1b]0;t\\x07 (approved by "
+        "\\u202eevil)" in text
     )
     assert len(text.splitlines()) == 4  # finding, hint, waiver, summary
 
@@ -483,8 +484,8 @@ def test_report_missing_folders_need_mkdir_and_dash_is_stdout(tmp_path: Path):
     code, _, err = run_cli("report", "-o", str(target), spec)
     assert code == 2
     assert (
-        err
-        == f"gpuplan: error: cannot write {target}: the folder {target.parent} does not exist (pass --mkdir to create it)\n"
+        err == f"gpuplan: error: cannot write {target}: "
+        f"the folder {target.parent} does not exist (pass --mkdir to create it)\n"
     )
     assert not (tmp_path / "new").exists()
     assert run_cli("report", "--mkdir", "-o", str(target), spec)[0] == 0 and target.is_file()

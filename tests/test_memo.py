@@ -479,7 +479,10 @@ def test_a_catalog_price_basis_counts_quotes_not_providers():
 
     quotes = catalog_quotes("h100-sxm")
     assert len(quotes) == 8 and len({q.provider.split(" (")[0] for q in quotes}) == 7
-    text = "version: 1\nname: t\nmodel: {id: llama-3.1-8b}\nserve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm}}\n"
+    text = (
+        "version: 1\nname: t\nmodel: {id: llama-3.1-8b}\n"
+        "serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm}}\n"
+    )
     spec, _ = resolve(load_bytes("s.yaml", text.encode()), ROOT)
     basis = price_basis(spec, get_gpu("h100-sxm"))
     assert "the median of 8 on-demand quotes" in basis.text and "providers'" not in basis.text

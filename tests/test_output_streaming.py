@@ -114,8 +114,8 @@ def test_the_streamed_formats_are_the_ones_that_print_file_by_file():
 )
 def test_a_reader_that_goes_away_leaves_the_runs_exit_code(tmp_path, output_format, unreadable, expected):
     # 300 specs print about 130 KB (json about 400 KB), more than a pipe holds: after the reader closes
-    # its end (`| head -1`) the next write fails. The run goes on silently and exits with its own code, as `set -o pipefail`
-    # reads it: 0 for specs that only warn, 2 when one file cannot be read.
+    # its end (`| head -1`) the next write fails. The run goes on silently and exits with its own code, as
+    # `set -o pipefail` reads it: 0 for specs that only warn, 2 when one file cannot be read.
     text = (EXAMPLES / "serve-llama-70b.yaml").read_text()
     for index in range(300):
         (tmp_path / f"spec{index:03d}.yaml").write_text(text)

@@ -29,7 +29,7 @@ PRINTED = """\
   tokens/s/gpu:     1,128.30
   tokens/s/user:    146.12
   seq/s:            5.129
-"""
+"""  # noqa: E501 (a verbatim log line)
 QUANT = (
     "17:02:44 [aiconfigurator] [I] [helpers.py:772] Resolved quant modes for GptOssForCausalLM: "
     "gemm=GEMMQuantMode.bfloat16 moe=MoEQuantMode.w4a16_mxfp4 kvcache=KVCacheQuantMode.bfloat16 "

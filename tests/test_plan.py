@@ -332,7 +332,8 @@ def test_plan_json_options_carry_every_documented_key():
     assert code == 0
     jobs = {job["job"]: job for job in json.loads(out)["jobs"]}
     common = {
-        "gpu", "gpus", "tensor_parallel", "pipeline_parallel", "nodes", "replicas", "settings", "per_gpu_bytes", "planned_bytes",
+        "gpu", "gpus", "tensor_parallel", "pipeline_parallel", "nodes", "replicas", "settings", "per_gpu_bytes",
+        "planned_bytes",
         "budget_bytes", "headroom_pct", "tokens_per_s", "price_per_gpu_hour", "price_source",
         "cost_per_million_tokens", "within_budget", "sound", "meets", "reasons", "changes", "yaml",
     }  # fmt: skip
@@ -463,7 +464,10 @@ def test_plan_gives_no_speed_for_a_layout_that_cannot_start():
 def test_a_gpu_without_bf16_is_planned_for_fp16_models_only(write_spec):
     # A bf16 model on a T4 is served in fp16 (vLLM refuses bf16 there): a change of the model's numerics,
     # which the planner never recommends; declared in fp16, the T4 is a candidate like any other GPU.
-    spec = "version: 1\nname: t\nmodel: {{id: llama-3.2-1b, dtype: {dtype}}}\nserve: {{context: 2048, concurrency: 2, hardware: {{gpu: l4}}}}\n"
+    spec = (
+        "version: 1\nname: t\nmodel: {{id: llama-3.2-1b, dtype: {dtype}}}\n"
+        "serve: {{context: 2048, concurrency: 2, hardware: {{gpu: l4}}}}\n"
+    )
     options = {}
     for dtype in ("bf16", "fp16"):
         code, out, _ = run_cli(

@@ -130,7 +130,8 @@ TWO_LAYERS = {
 def test_a_longer_context_never_shortens_a_request_nor_raises_throughput(workload):
     # A longer context costs every request more: its TTFT + O x TPOT (a client's cycle in the closed loop)
     # never falls, the replica's tokens/s never rises, and at a fixed batch (static batching) TPOT never
-    # falls unless its server process set the pace. Under continuous batching TPOT alone can: longer prompts keep more clients prefilling, fewer
+    # falls unless its server process set the pace. Under continuous batching TPOT alone can: longer prompts keep
+    # more clients prefilling, fewer
     # sequences decode beside the tagged one, and each step's per-sequence costs shrink (a 2-layer model
     # on PP 2 with 500 clients: TPOT 7.0 ms at 5,000 tokens, 5.2 ms at 10,000, while TTFT goes from 0.36 s
     # to 1.8 s and the cycle from 2.2 s to 3.1 s), as a saturated engine's decode batch does.

@@ -359,7 +359,8 @@ def test_on_demand_under_an_instance_quote_pays_for_the_whole_instances(write_sp
     # and bought GPUs are counted one by one, as their prices are.
     quoted = BUY_OR_RENT.replace(
         "  term_months: 24\n",
-        "  term_months: 24\n  quotes:\n    h100-sxm: {provider: Acme, price: 32.96, instance_gpus: 8, date: 2026-11-20}\n",
+        "  term_months: 24\n  quotes:\n    h100-sxm: {provider: Acme, price: 32.96, instance_gpus: 8, date: "
+        "2026-11-20}\n",
     )
     _, out, _ = run_cli("report", str(write_spec(quoted)))
     row = (

@@ -330,7 +330,8 @@ def test_low_headroom_at_the_margin():
     planned = math.ceil(f.memory.per_gpu * ratio)
     train_free = (f.gpu.usable_bytes - planned) / f.gpu.usable_bytes
     # Serving is judged at the KV cache's low edge: the pool may come short by pool - floor(pool x r), r the
-    # ceil(0.1 x n)-th smallest of the n shipped serving ratios; the per-GPU figure grows by that much (about 0.53 free).
+    # ceil(0.1 x n)-th smallest of the n shipped serving ratios; the per-GPU figure grows by that much (about
+    # 0.53 free).
     pool = s.memory.kv_available
     serve_planned = s.memory.per_gpu + pool - math.floor(pool * kv_low_ratio(0.9))
     serve_free = (s.memory.budget - serve_planned) / s.memory.budget
@@ -355,7 +356,8 @@ def test_low_headroom_at_the_margin():
         f"engine budget free on h100-sxm ({format_share_under(serve_free, serve_free * 1.001)}, margin "
         f"{serve_free * 100.1:g}%) at 90% confidence "
         f"(the engine's KV cache {format_gib(pool)} estimated x {kv_low_ratio(0.9):.2f}, the ratio measured / "
-        f"estimate that 90% of {SERVING_LOGS} published engine startup logs not used to tune the model stayed at or above)"
+        f"estimate that 90% of {SERVING_LOGS} published engine startup logs not used to tune the model stayed at or "
+        "above)"
     )
     assert both[1].hint == "an fp8 KV cache halves the cache; or lower concurrency or context"
     assert len(lint_at(("GP202",), headroom_pct=serve_free * 100 * 0.999).findings) == 1

@@ -752,7 +752,8 @@ def test_a_lone_long_prompt_is_priced_in_one_go_as_stepping_it_would(mixes, monk
 def test_a_pipelined_burst_cut_past_its_event_budget_continues_as_stepping_it_would(monkeypatch):
     # Llama 3.1 70B over 2 x 4 H100s (TP 2, PP 4), 3,000 requests of 1,920-token prompts and 128 out at once,
     # a budget of 2,048 tokens: cut at the event budget (1,024 events), the wave's mean and p90 TTFT are those
-    # of the same wave stepped whole (3,122 steps), within 1% and 3%. Over stages no prefill pace floors the cut (serving_load.prefill_pace: 0): an
+    # of the same wave stepped whole (3,122 steps), within 1% and 3%. Over stages no prefill pace floors the cut
+    # (serving_load.prefill_pace: 0): an
     # idle chunk's pass through every stage, taken as one, was about 1.8 times the stepped pace and more than
     # doubled such a cut's TTFT (a review's finding).
     import gpuplan.estimate.serving_load as load

@@ -8,9 +8,9 @@
 - docs/spec.md: the field reference, as ``gpuplan schema --markdown`` prints it (schemas/workload.schema.json
   through gpuplan/schema_doc.py);
 - docs/accuracy-results.md: the output of ``python benchmarks/accuracy.py --quiet``, ``python
-  benchmarks/finetune_peaks.py --quiet``, ``python benchmarks/serving_memory.py``, ``python benchmarks/bands.py``, ``python
-  benchmarks/speed_accuracy.py`` and ``python benchmarks/peer_speed.py``, and the speed error bands every estimate prints
-  (gpuplan/estimate/calibration.py).
+  benchmarks/finetune_peaks.py --quiet``, ``python benchmarks/serving_memory.py``, ``python benchmarks/bands.py``,
+  ``python benchmarks/speed_accuracy.py`` and ``python benchmarks/peer_speed.py``, and the speed error bands every
+  estimate prints (gpuplan/estimate/calibration.py).
 
 Every generated page starts with a comment that names this command. The other pages of docs/ and README.md
 are written by hand, but their console examples are not: a ```console block whose first line is

@@ -70,8 +70,8 @@ def price_basis(spec: Spec, gpu: Gpu) -> PriceBasis:
     if record.origin == "budget.quotes":
         provider = record.providers[0]
         unit = (
-            f" ({format_price(record.instance_price)} {currency} per instance-hour of {record.instance_gpus} GPUs, billed "
-            "by whole instances)"
+            f" ({format_price(record.instance_price)} {currency} per instance-hour of {record.instance_gpus} GPUs, "
+            "billed by whole instances)"
             if record.instance_gpus and record.instance_price is not None
             else ""
         )

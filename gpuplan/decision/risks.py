@@ -94,8 +94,8 @@ def compute_risks(
                     f"{word} leaves {format_gib(free)} ({free / capacity:.0%}) free per GPU, under the configured "
                     f"{settings.headroom_pct:g}% margin: a longer prompt or a framework update can run out of memory"
                     if figure <= capacity
-                    else f"{word} needs up to {needs} per GPU, more than the {has} it has: runs like it have come in this "
-                    "high",
+                    else f"{word} needs up to {needs} per GPU, more than the {has} it has: "
+                    "runs like it have come in this high",
                 )
             )
     risks.extend(_stress_risks(stress, currency))

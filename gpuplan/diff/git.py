@@ -1,10 +1,10 @@
 """Just enough git for ``gpuplan diff --git``: the repository, revisions, changed paths and file contents.
 
-git runs through ``gpuplan.git``, the one runner the report shares. Contents come from git's object store (``git cat-file
---batch-check`` for the sizes, then ``--batch`` by object id, and only the head of a blob over the spec limit),
-so nothing is checked out and the working tree is never touched.
-Every failure of git is a GpuplanError in one line (exit 2 at the command line); a file that cannot be read is
-not a failure of the diff but an ``Unreadable`` content, which the diff reports as that side's finding.
+git runs through ``gpuplan.git``, the one runner the report shares. Contents come from git's object store (``git
+cat-file --batch-check`` for the sizes, then ``--batch`` by object id, and only the head of a blob over the spec
+limit), so nothing is checked out and the working tree is never touched. Every failure of git is a GpuplanError in one
+line (exit 2 at the command line); a file that cannot be read is not a failure of the diff but an ``Unreadable``
+content, which the diff reports as that side's finding.
 """
 
 from __future__ import annotations

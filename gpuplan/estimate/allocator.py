@@ -36,8 +36,8 @@ segments. Expandable segments are per stream too (``find_expandable_block`` maps
 the request's stream alone), but when one must grow and the device is full the allocator unmaps the free
 pages of every stream's ranges (``release_cached_blocks`` -> ``release_blocks`` -> ``unmap_block``), so
 what the step needs is still its live bytes, all streams', in whole pages: a range per stream and pool
-only rounds apart. The default stream is stream 0; a side stream s (``take``'s ``stream``) keys its cached blocks ``size - s *
-STREAM_SPAN``: below every other stream's, as the pool sorts them, so best fit searches each stream's
+only rounds apart. The default stream is stream 0; a side stream s (``take``'s ``stream``) keys its cached blocks
+``size - s * STREAM_SPAN``: below every other stream's, as the pool sorts them, so best fit searches each stream's
 blocks alone and the default stream's keys are its sizes, as they were.
 """
 

@@ -30,8 +30,9 @@ ModelManager``: ``LoRAModel`` tensors on the CPU, sliced to the rank's share whe
 Speed: a decode step's batched LoRA kernels (punica BGMV/SGMV: shrink by A, expand by B) read the A and B of
 every adapter its batch uses; with each decoding sequence taken to use another adapter until the slots are
 full, a step of ``d`` decodes reads min(``max_adapters``, max(1, ``d``)) slots beside the weights
-(``gpuplan.estimate.serving_speed``: the most such a step can read). Their FLOPs, 2 x rank x (in + out) per module and token, are the slot's share of the layers'
-weights (Llama-3.1-8B: 0.6% at rank 16, 2.4% at rank 64) and are not counted.
+(``gpuplan.estimate.serving_speed``: the most such a step can read). Their FLOPs, 2 x rank x (in + out) per module and
+token, are the slot's share of the layers' weights (Llama-3.1-8B: 0.6% at rank 16, 2.4% at rank 64) and are not
+counted.
 """
 
 from __future__ import annotations

@@ -54,8 +54,8 @@ NON_TORCH_PP = round(0.07 * GIB)
 NON_TORCH_TP = round(2.07 * GIB)
 # CUDA graphs: PIECEWISE (mixed prefill-decode) and FULL (decode) modes, captured for the batch sizes
 # [1, 2, 4] + 8..248 step 8 + 256..max step 16, max = min(2 x max_num_seqs, 512, max_num_batched_tokens)
-# (vllm/config/vllm.py _set_cudagraph_sizes; 51 sizes at the defaults). The logs' estimates: a first capture of 84-328 MiB per mode, 2-26 MiB per further graph;
-# 0.65-1.07 GiB taken in all. gpuplan uses the medians: 200 MiB and 6 MiB.
+# (vllm/config/vllm.py _set_cudagraph_sizes; 51 sizes at the defaults). The logs' estimates: a first capture of 84-328
+# MiB per mode, 2-26 MiB per further graph; 0.65-1.07 GiB taken in all. gpuplan uses the medians: 200 MiB and 6 MiB.
 GRAPH_FIRST_CAPTURE = 200 * MIB
 GRAPH_EACH = 6 * MIB
 

@@ -13,15 +13,15 @@ what a client measures under each arrival shape (``serve.arrival``):
   arrive together leave it one after another: a burst's k-th request reaches the scheduler k front ends
   after the first.
 - a **burst** (``wave``; ``burst_speed``, what its clients measure): N requests reach an idle replica at
-  once (``vllm bench serve --request-rate inf``, a batch job's start). The scheduler is stepped as vLLM's V1 scheduler runs it: each step first gives one
-  token to every running sequence (decodes and partly prefilled prompts, in admission order), then admits
-  waiting requests first-come-first-served into what is left of the token budget, while the running
-  sequences stay within the engine's cap and the KV cache; a prompt's first token comes at the end of the
-  step that completes its prefill. vLLM admits a request while the cache has room for its prompt's next
-  chunk and preempts the last running sequence when decodes outgrow the cache (it recomputes later, from
-  what the prefix cache still holds of it); other engines run the sequences that fit whole. So early
-  requests' decode steps carry later requests' prefill chunks (SGLang instead runs a step of prompts
-  alone whenever it can form one, the decodes waiting), and TTFT grows across the wave. Stretches where only decodes run are priced in one go (equal steps).
+  once (``vllm bench serve --request-rate inf``, a batch job's start). The scheduler is stepped as vLLM's V1 scheduler
+  runs it: each step first gives one token to every running sequence (decodes and partly prefilled prompts, in
+  admission order), then admits waiting requests first-come-first-served into what is left of the token budget, while
+  the running sequences stay within the engine's cap and the KV cache; a prompt's first token comes at the end of the
+  step that completes its prefill. vLLM admits a request while the cache has room for its prompt's next chunk and
+  preempts the last running sequence when decodes outgrow the cache (it recomputes later, from what the prefix cache
+  still holds of it); other engines run the sequences that fit whole. So early requests' decode steps carry later
+  requests' prefill chunks (SGLang instead runs a step of prompts alone whenever it can form one, the decodes
+  waiting), and TTFT grows across the wave. Stretches where only decodes run are priced in one go (equal steps).
 - a **steady** stream (``steady_state``): Poisson arrivals at a rate. The running sequences are the rate
   times a request's latency (Little's law), found on the closed loop's steady state; a prompt then waits
   for the token budget the others' prompts use (the M/G/1 wait the closed loop already has), its
@@ -375,12 +375,12 @@ def wave(
     token_pace: float = 0.0,
 ) -> Wave:
     """A burst of ``requests`` requests (``prompt`` tokens in, ``output`` out: a number, or the lengths the
-    lengths the burst draws, ``Lengths.drawn``) on an idle replica whose steps carry at most ``budget`` tokens and ``running_cap`` sequences; ``step_time`` prices a step,
-    ``chunk_attention(s, e)`` is the causal attention FLOPs of a prompt's positions [s, e)
-    (``performance.attention_flops``). Request k reaches the scheduler k x ``admission_gap`` after the burst
-    (the front end admits one after another). Where the engine samples the first token from a decode step
-    (``first_token_from_decode_step``), the prompt's pass stops one token short and the next step, with the
-    prompt's last token, gives it.
+    lengths the burst draws, ``Lengths.drawn``) on an idle replica whose steps carry at most ``budget`` tokens and
+    ``running_cap`` sequences; ``step_time`` prices a step, ``chunk_attention(s, e)`` is the causal attention FLOPs of
+    a prompt's positions [s, e) (``performance.attention_flops``). Request k reaches the scheduler k x
+    ``admission_gap`` after the burst (the front end admits one after another). Where the engine samples the first
+    token from a decode step (``first_token_from_decode_step``), the prompt's pass stops one token short and the next
+    step, with the prompt's last token, gives it.
 
     ``kv_tokens``: the tokens the KV cache holds, where the engine allocates it as tokens arrive (vLLM's V1
     scheduler, ``Scheduler.schedule``): a waiting request is admitted while the cache has room for its

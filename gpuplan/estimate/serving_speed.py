@@ -356,7 +356,8 @@ class Deployment:
         return full * whole.mean_seconds + (last.mean_seconds if last is not None else 0.0)
 
     def chunks(self, tokens: float, room: float | None, chunk: ChunkStep) -> tuple[StepCost, int, StepCost | None]:
-        """(a whole chunk's step, how many whole chunks, the smaller last one's step or None): ``chunked_pass``'s cut."""
+        """(a whole chunk's step, how many whole chunks, the smaller last one's step or None):
+        ``chunked_pass``'s cut."""
         per_token = self.prompt_attention(tokens) / tokens
         size = tokens if room is None else min(room, tokens)
         full = max(1, math.floor(tokens / size * (1 + 1e-12)))  # a float quotient a hair short of a whole one

@@ -529,9 +529,9 @@ def states_floor(setup: TrainingSetup) -> int:
     Why it is a bound: ``per_gpu - overhead`` is the largest phase total, and the backward phase is
     the largest (by its float sum) of three dicts, one of which, its end, holds the fixed states and
     the gradients and DeepSpeed's buckets: ``end = weights + optimizer + gathered_end + gradients +
-    saved_grad_shards + reduce_buckets`` (``largest_gradient`` under optimizer_in_backward). The phase's total rounds each part up (``_ints``), so
-    ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end part) - eps``,
-    where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
+    saved_grad_shards + reduce_buckets`` (``largest_gradient`` under optimizer_in_backward). The phase's total rounds
+    each part up (``_ints``), so ``per_gpu - overhead >= sum(ceil(backward part)) >= sum(backward part) >= sum(end
+    part) - eps``, where eps (float sums that tie or nearly tie) is far below a byte. Each part is rounded down here
     and one byte taken off: ``sum(floor(end part)) - 1 < sum(end part) - eps``."""
     states = _remembered_states(Keyed(setup, _STATES_READ))
     gradients = states.largest_gradient if setup.job.optimizer_in_backward else states.gradients

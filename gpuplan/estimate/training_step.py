@@ -22,17 +22,16 @@ if TYPE_CHECKING:
 # per stream. GATHER: the all-gather outputs, FSDP1's "unshard" stream (pytorch/pytorch
 # torch/distributed/fsdp/_runtime_utils.py _init_streams: "allocating the all-gather destination tensors"),
 # FSDP2's all-gather copy-in stream (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
-# foreach_all_gather: all_gather_output allocated under all_gather_copy_in_stream). STAGE: FSDP1's "pre_unshard" stream, an
-# offloaded shard's H2D copy (_init_streams: "allocations and writes for CPU offloading (H2D copy)"; FSDP2
-# makes its copy on the copy-in stream, FSDPParam.all_gather_inputs). REDUCE: the reduce-scatter outputs,
-# the sharded gradients, FSDP1's "post_backward" stream (_post_backward_hook: new_sharded_grad, kept as
-# _saved_grad_shard, then .grad) and FSDP2's reduce_scatter_stream (_fsdp_collectives.py foreach_reduce:
-# "The RS output is allocated in the RS stream and used in the default stream (for optimizer)").
-# DeepSpeed ZeRO-3 gathers on a stream of its own too (deepspeed/runtime/zero/partitioned_param_coordinator.py
-# __all_gather_params_: all_gather_coalesced under __allgather_stream, its own when overlap_comm, which stage
-# 3 turns on by default: runtime/zero/config.py overlap_comm_valid), but submodule by submodule in prefetch
-# buckets, not a layer at a time; gpuplan holds its two units all step (``ModelStates.gathered``, one block), as
-# a pool of their own would hold them.
+# foreach_all_gather: all_gather_output allocated under all_gather_copy_in_stream). STAGE: FSDP1's "pre_unshard"
+# stream, an offloaded shard's H2D copy (_init_streams: "allocations and writes for CPU offloading (H2D copy)"; FSDP2
+# makes its copy on the copy-in stream, FSDPParam.all_gather_inputs). REDUCE: the reduce-scatter outputs, the sharded
+# gradients, FSDP1's "post_backward" stream (_post_backward_hook: new_sharded_grad, kept as _saved_grad_shard, then
+# .grad) and FSDP2's reduce_scatter_stream (_fsdp_collectives.py foreach_reduce: "The RS output is allocated in the RS
+# stream and used in the default stream (for optimizer)"). DeepSpeed ZeRO-3 gathers on a stream of its own too
+# (deepspeed/runtime/zero/partitioned_param_coordinator.py __all_gather_params_: all_gather_coalesced under
+# __allgather_stream, its own when overlap_comm, which stage 3 turns on by default: runtime/zero/config.py
+# overlap_comm_valid), but submodule by submodule in prefetch buckets, not a layer at a time; gpuplan holds its two
+# units all step (``ModelStates.gathered``, one block), as a pool of their own would hold them.
 GATHER, STAGE, REDUCE = 1, 2, 3
 
 
@@ -337,7 +336,8 @@ class SimulatedStep:
     at the first step's optimizer step the states (created lazily), then the step's temporaries, then
     the gradients freed (``zero_grad(set_to_none=True)``). The data-parallel gradient buckets as
     ``training.bucket_lifetime`` has them: taken with the weights, or as each backward begins and freed once its
-    gradients are reduced. Gradient accumulation runs a second micro-batch with the gradients alive. Totals are the phase model's; only their split into tensors is read here.
+    gradients are reduced. Gradient accumulation runs a second micro-batch with the gradients alive. Totals are the
+    phase model's; only their split into tensors is read here.
 
     How long the loop holds the model outputs (``loop``), and a returned KV cache (``use_cache``), are the
     phase model's alone: the simulation runs one lifetime for every loop, the returned logits released once
@@ -416,7 +416,8 @@ class SimulatedStep:
             if gathering is not None:
                 reduced_layer, reduced_embedding, reduced_head = self.reduced
                 self.reduced = (reduced_layer, reduced_head, reduced_embedding)
-        # FSDP1 wrapping a model that is not yet on the GPU (``wrap_model``): each unit's tensors as stored, and FSDP's root.
+        # FSDP1 wrapping a model that is not yet on the GPU (``wrap_model``): each unit's tensors as stored, and
+        # FSDP's root.
         self.wrapping: tuple[tuple[tuple[float, ...], ...], tuple[float, ...], int] | None = None
         if gathering is not None and gathering.framework == "fsdp1" and job.fsdp_loading != "sharded":
             layer, root = wrapped_unit_elements(arch)
@@ -489,7 +490,8 @@ class SimulatedStep:
             micro_batches = 2 if job.gradient_accumulation > 1 else 1
             for micro_batch in range(micro_batches):
                 grads += micro_batch_run(first=micro_batch == 0)
-                # a backward's buckets go once its gradients are reduced, at the accumulation boundary under "accumulation"
+                # a backward's buckets go once its gradients are reduced, at the accumulation boundary under
+                # "accumulation"
                 last = micro_batch == micro_batches - 1
                 if self.bucket is not None and (last or states.bucket_lifetime != "accumulation"):
                     self._give(self.bucket)
@@ -574,8 +576,9 @@ class SimulatedStep:
     def _loss(self) -> tuple[Allocation, Allocation, Allocation]:
         """The loss after the last layer's forward: the returned logits, the upcast copy (taken and freed), the
         log-softmax, the buckets a backward takes as it begins (``bucket``, which ``run`` frees) and the loss
-        gradients in two halves; the caller frees the three it returns once the loss backward is done. The returned logits go then whatever the loop (the class docstring says why how long
-        a loop holds them is the phase model's alone)."""
+        gradients in two halves; the caller frees the three it returns once the loss backward is done. The returned
+        logits go then whatever the loop (the class docstring says why how long a loop holds them is the phase model's
+        alone)."""
         acts, cache = self.acts, self.cache
         returned = cache.take(acts.returned_logits)
         self._give(cache.take(acts.upcast))

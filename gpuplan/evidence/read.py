@@ -48,8 +48,8 @@ def detect(path: str) -> str:
             if found:
                 return next(kind for kind, markers in _LINE_MARKERS.items() if found.group(0) in markers)
     raise GpuplanError(
-        f"cannot tell what run evidence {clean(path)} is: no vLLM, SGLang, TensorRT-LLM, Trainer, torchtune or Accelerate memory line "
-        f"in {reader.count:,} lines; name the format with --kind ({', '.join(KINDS)})"
+        f"cannot tell what run evidence {clean(path)} is: no vLLM, SGLang, TensorRT-LLM, Trainer, torchtune or "
+        f"Accelerate memory line in {reader.count:,} lines; name the format with --kind ({', '.join(KINDS)})"
     )
 
 

@@ -78,8 +78,8 @@ def render_estimate(analysis: Analysis) -> str:
         f = analysis.finetune
         setup = f.setup
         lines.append(
-            f"fine-tuning ({setup.job.method}, {setup.job.precision}, {setup.job.optimizer}) on {f.gpus:,} x {f.gpu.id}:"
-            f" {_replicas(f.gpus, setup.tensor_parallel, setup.pipeline_parallel, 'data-parallel replica')}"
+            f"fine-tuning ({setup.job.method}, {setup.job.precision}, {setup.job.optimizer}) on {f.gpus:,} x "
+            f"{f.gpu.id}: {_replicas(f.gpus, setup.tensor_parallel, setup.pipeline_parallel, 'data-parallel replica')}"
             f" (TP {setup.tensor_parallel}, PP {setup.pipeline_parallel}, sharding {setup.job.sharding})"
         )
         lines.append(f"  per GPU, {f.memory.peak_words}:")
@@ -186,7 +186,8 @@ def render_estimate(analysis: Analysis) -> str:
             rounds = (
                 ""
                 if proposal is None
-                else f"; speculative: {expected_tokens(proposal.acceptance_rate, proposal.num_tokens):.2f} tokens per step"
+                else f"; speculative: {expected_tokens(proposal.acceptance_rate, proposal.num_tokens):.2f} "
+                "tokens per step"
             )
             lines.append(
                 f"  TPOT {tpot} ms (mean inter-token latency, first token excluded; {speed.decode_bound}-bound"
@@ -245,4 +246,5 @@ def _category_lines(s: ServeEstimate) -> list[str]:
 
 def _replicas(gpus: int, tensor_parallel: int, pipeline_parallel: int, word: str) -> str:
     """A layout as replicas x GPUs per replica: ``2 replicas x 4 GPUs``."""
-    return f"{plural(replicas(gpus, tensor_parallel, pipeline_parallel), word)} x {plural(tensor_parallel * pipeline_parallel, 'GPU')}"
+    per_replica = plural(tensor_parallel * pipeline_parallel, "GPU")
+    return f"{plural(replicas(gpus, tensor_parallel, pipeline_parallel), word)} x {per_replica}"

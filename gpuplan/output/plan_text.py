@@ -77,8 +77,8 @@ def _order_note(job: dict[str, Any]) -> str:
     if usual is not None:  # listed after the cheapest although it may not beat the rows above it
         front += (
             f" (but the conventional layout, second: {plural(usual['replicas'], 'replica')} x"
-            f" {plural(usual['tensor_parallel'], 'GPU')}, tensor parallelism within one NVLink domain and no pipeline, within"
-            f" {CONVENTIONAL_WITHIN:.0%} of the cheapest)"
+            f" {plural(usual['tensor_parallel'], 'GPU')}, tensor parallelism within one NVLink domain and no "
+            f"pipeline, within {CONVENTIONAL_WITHIN:.0%} of the cheapest)"
         )
     if job.get("recommended_off_front"):  # a kept layout, listed where its cost puts it
         front += ", and the recommended layout where its cost puts it"

@@ -177,7 +177,8 @@ class SpecPlanner:
             if least_level and level > least_level:
                 declared = declared.with_problem(
                     "model_parallelism",
-                    f"tensor x pipeline parallelism {level} where {least_level} holds the job on {declared.layout.gpu.id}",
+                    f"tensor x pipeline parallelism {level} where {least_level} holds the job on "
+                    f"{declared.layout.gpu.id}",
                 )
         recommended = self.recommend(planner, declared)
         cheapest = planner.cheapest() if recommended is declared else None

@@ -71,7 +71,10 @@ def ceiling_text(memo: Memo) -> str:
         return "none: the spec has no estimate"
     if decision.verdict is Verdict.REJECT:  # on the basis an approval signs: the run at its slow end
         declared = memo.declared_ceiling or decision.amount
-        return f"none: the declared plan is rejected (as declared it would cost {amount_text(declared, memo)}{_basis(memo)})"
+        return (
+            "none: the declared plan is rejected "
+            f"(as declared it would cost {amount_text(declared, memo)}{_basis(memo)})"
+        )
     if decision.amount.unknown:
         return f"none can be stated: {'; '.join(decision.amount.unknown)}"
     if memo.ceiling is None:
@@ -404,7 +407,8 @@ def headline(memo: Memo) -> str:
                 way.append(f"no sound {JOB_WORDS[job.kind]} layout fits its budget")
             elif job.changed:
                 way.append(
-                    f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} at {_cost_per(job, job.funded.cost, currency)}"
+                    f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} at "
+                    f"{_cost_per(job, job.funded.cost, currency)}"
                 )
         forward = f" The way forward: {'; '.join(way)}." if way else ""
         return f"Reject: {'; '.join(reasons) or 'the declared plan cannot work'}.{forward}"

@@ -283,7 +283,11 @@ def slo_at_risk(ctx: RuleContext) -> Iterator[Finding]:
 
     ## Example
     ```yaml
-    serve: {context: 8192, concurrency: 32, slo: {ttft_ms: 1000}, hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}}
+    serve:
+      context: 8192
+      concurrency: 32
+      slo: {ttft_ms: 1000}
+      hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}
     ```
     estimated p90 TTFT 661 ms, while 90% of closed-loop runs came in at up to 2.62 x their estimate: 1,732 ms.
 

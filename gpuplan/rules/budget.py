@@ -113,7 +113,8 @@ def missing_price(ctx: RuleContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "GP503",
                 (job_name, "hardware", "gpu"),
-                f"no price per GPU-hour for {estimate.gpu.id} in {ctx.spec.budget.currency}: cost and budget are unchecked",
+                f"no price per GPU-hour for {estimate.gpu.id} in {ctx.spec.budget.currency}: cost and budget are "
+                "unchecked",
                 f"add budget.prices: {{{estimate.gpu.id}: <price>}} with prices_date",
             )
 
@@ -193,8 +194,8 @@ def stale_price(ctx: RuleContext) -> Iterator[Finding]:
                 else ("budget", "prices_date")
                 if overridden
                 else (job_name, "hardware", "gpu"),
-                f"the {gpu_id} price ({format_price(price.per_hour)}/GPU-hour, {basis}) rests on a quote {age:,} days old "
-                f"(limit {ctx.settings.price_max_age_days})",
+                f"the {gpu_id} price ({format_price(price.per_hour)}/GPU-hour, {basis}) rests on a quote {age:,} "
+                f"days old (limit {ctx.settings.price_max_age_days})",
                 f"ask {price.providers[0]} for a current quote (budget.quotes.{gpu_id})"
                 if quoted
                 else "refresh budget.prices with a current quote",

@@ -86,12 +86,12 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
     Compares the estimated per-GPU peak (the maximum over forward, backward and optimizer step for
-    fine-tuning, and a prepared QLoRA model's loading; weights, runtime reserve and KV cache within the engine's memory budget for serving)
-    with the GPU's usable memory, and reports the shortfall with the planner's answer: the fewest GPUs
-    of the declared kind that hold the job with the configured headroom (and the SLO), then, with
-    `catalog-hints` on, the cheapest sound layout of any allowed GPU (off, the hint points to
-    `gpuplan plan`, which searches every GPU). A single-GPU job that more GPUs of the same kind would
-    hold is GP301 instead; a serving job whose weights fit but whose KV cache does not is GP203.
+    fine-tuning, and a prepared QLoRA model's loading; weights, runtime reserve and KV cache within the engine's
+    memory budget for serving) with the GPU's usable memory, and reports the shortfall with the planner's answer: the
+    fewest GPUs of the declared kind that hold the job with the configured headroom (and the SLO), then, with
+    `catalog-hints` on, the cheapest sound layout of any allowed GPU (off, the hint points to `gpuplan plan`, which
+    searches every GPU). A single-GPU job that more GPUs of the same kind would hold is GP301 instead; a serving job
+    whose weights fit but whose KV cache does not is GP203.
 
     ## Why is this bad?
     The job will fail with an out-of-memory error after the GPUs are paid for.
@@ -113,7 +113,8 @@ def does_not_fit(ctx: RuleContext) -> Iterator[Finding]:
             "GP201",
             ("finetune", "hardware", "gpu"),
             f"fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU {f.memory.peak_words}; "
-            f"{f.gpu.id} has {format_gib(f.gpu.usable_bytes)} usable — short by {format_gib_difference(f.memory.per_gpu, f.gpu.usable_bytes)}",
+            f"{f.gpu.id} has {format_gib(f.gpu.usable_bytes)} usable — short by "
+            f"{format_gib_difference(f.memory.per_gpu, f.gpu.usable_bytes)}",
             layout_hint(ctx, "finetune"),
         )
     s = ctx.analysis.serve
@@ -165,8 +166,8 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
                 "GP202",
                 ("finetune", "hardware", "gpu"),
                 f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on {f.gpu.id} "
-                f"({format_share_under(free / f.gpu.usable_bytes, margin)}, margin {ctx.settings.headroom_pct:g}%) at {confidence:.0%} confidence "
-                f"({edge_words(f, confidence)})",
+                f"({format_share_under(free / f.gpu.usable_bytes, margin)}, margin {ctx.settings.headroom_pct:g}%) "
+                f"at {confidence:.0%} confidence ({edge_words(f, confidence)})",
                 "activation checkpointing, a fused loss or shorter sequences buy headroom",
             )
     s = ctx.analysis.serve
@@ -176,9 +177,10 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "GP202",
                 s.kv_field,
-                f"serving leaves {format_gib(free)} of the {format_gib(s.memory.budget)} engine budget free on {s.gpu.id} "
-                f"({format_share_under(free / s.memory.budget, margin)}, margin {ctx.settings.headroom_pct:g}%) at {confidence:.0%} confidence "
-                f"({kv_edge_words(s, confidence)})",
+                f"serving leaves {format_gib(free)} of the {format_gib(s.memory.budget)} engine budget free "
+                f"on {s.gpu.id} "
+                f"({format_share_under(free / s.memory.budget, margin)}, margin {ctx.settings.headroom_pct:g}%) "
+                f"at {confidence:.0%} confidence ({kv_edge_words(s, confidence)})",
                 ("an fp8 KV cache halves the cache; or " if s.job.kv_cache_dtype != "fp8" else "")
                 + ("a shorter context" if s.setup.burst else "lower concurrency or context"),
             )
@@ -460,8 +462,9 @@ def full_finetune_fits_as_adapter(ctx: RuleContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "GP204",
                 ("finetune", "method"),
-                f"full fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU on {job.hardware.count:,} x {f.gpu.id}; "
-                f"{method} (rank {job.lora_rank}) needs {format_gib(candidate.memory.per_gpu)} on 1 x {f.gpu.id}",
+                f"full fine-tuning needs {format_gib(f.memory.per_gpu)} per GPU "
+                f"on {job.hardware.count:,} x {f.gpu.id}; {method} (rank {job.lora_rank}) "
+                f"needs {format_gib(candidate.memory.per_gpu)} on 1 x {f.gpu.id}",
                 f"consider method: {method} if adapter quality suffices",
             )
             return
@@ -591,7 +594,10 @@ def context_exceeds_model(ctx: RuleContext) -> Iterator[Finding]:
         overrun = _at_its_field(ctx, overrun)
         if overrun.kind == "serve":
             why = "the serving engine refuses to start with a longer maximum length"
-            hint = f"lower {overrun.field} to at most {overrun.limit:,}, or serve a model that takes {overrun.tokens:,} tokens"
+            hint = (
+                f"lower {overrun.field} to at most {overrun.limit:,}, "
+                f"or serve a model that takes {overrun.tokens:,} tokens"
+            )
         else:
             why = (
                 f"its learned position table has {overrun.model.architecture.position_embeddings:,} rows, so a "

@@ -22,8 +22,9 @@ def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
     the gradients, 2(n-1)/n x gradient bytes; ZeRO-3/FSDP: parameters gathered for forward and for
     backward and gradients reduce-scattered on every micro-batch, 3x the parameter bytes) over the
     per-direction link bandwidth, keeps the part that overlap with compute cannot hide, and warns when
-    that exposed part exceeds `thresholds.gradient_sync_share` (default 25%) of the step's compute. A step's share needs no token
-    count: it is checked with or without `finetune.tokens`. The planner rejects layouts above the same share.
+    that exposed part exceeds `thresholds.gradient_sync_share` (default 25%) of the step's compute. A step's share
+    needs no token count: it is checked with or without `finetune.tokens`. The planner rejects layouts above the same
+    share.
 
     ## Why is this bad?
     Llama-3-8B's bf16 gradients are 16 GB: about 70 ms per step over NVLink, over a second through
@@ -111,8 +112,8 @@ def single_gpu_serving_on_sxm(ctx: RuleContext) -> Iterator[Finding]:
         "GP311",
         ("serve", "hardware", "gpu"),
         f"one {s.gpu.id} per replica never uses its NVLink switch; {option.layout.describe()} holds the deployment "
-        f"({format_gib(option.per_gpu_bytes)} of {format_gib(option.capacity_bytes)}) for {cost_text(option, currency)} "
-        f"against {cost_text(declared, currency)}",
+        f"({format_gib(option.per_gpu_bytes)} of {format_gib(option.capacity_bytes)}) for "
+        f"{cost_text(option, currency)} against {cost_text(declared, currency)}",
         f"paste {paste_line(option.fragment)}",
     )
 

@@ -449,8 +449,8 @@ def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
     accumulation or with an offloaded optimizer, parameter offload without ZeRO-3/FSDP sharding on
     several GPUs, ZeRO-2 or ZeRO-3 with pipeline parallelism (DeepSpeed's pipeline engine takes ZeRO-1
     alone; the planner never proposes it), `sequence_parallel` without tensor parallelism,
-    `lora.variant: dora` on a full fine-tune, and a bf16 precision (`bf16`, `bf16-mixed`, `fp8-mixed`) on a GPU without bf16 tensor
-    cores (the T4).
+    `lora.variant: dora` on a full fine-tune, and a bf16 precision (`bf16`, `bf16-mixed`, `fp8-mixed`) on a GPU
+    without bf16 tensor cores (the T4).
 
     ## Why is this bad?
     The frameworks refuse these combinations at launch (torchtune raises for optimizer-in-backward

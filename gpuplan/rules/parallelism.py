@@ -86,8 +86,8 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.finding(
             "GP301",
             (kind, "hardware"),
-            f"{'serving' if kind == 'serve' else 'fine-tuning'} needs {format_gib(estimate.memory.per_gpu)}{peak} on one "
-            f"{estimate.gpu.id} ({capacity}); {what} needed: {option.layout.describe()} fits "
+            f"{'serving' if kind == 'serve' else 'fine-tuning'} needs {format_gib(estimate.memory.per_gpu)}{peak} on "
+            f"one {estimate.gpu.id} ({capacity}); {what} needed: {option.layout.describe()} fits "
             f"({cost_text(option, currency)}){elsewhere}",
             f"paste {paste_line(option.fragment)}",
         )
@@ -196,8 +196,8 @@ def _serve_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         f"one {gpu.id} holds a replica of this deployment ({format_gib(memory.per_gpu)} of "
         f"{format_gib(memory.budget)}); the same {declared.gpus} GPUs as {declared.gpus} single-GPU replicas "
         f"would serve {spread.estimate.speed.tokens_per_s:,.0f} tokens/s at TPOT "
-        f"{spread.estimate.speed.tpot_s * 1000:,.1f} ms, against {declared.estimate.speed.tokens_per_s:,.0f} tokens/s at "
-        f"{declared.estimate.speed.tpot_s * 1000:,.1f} ms with {split} ({wait})",
+        f"{spread.estimate.speed.tpot_s * 1000:,.1f} ms, against {declared.estimate.speed.tokens_per_s:,.0f} "
+        f"tokens/s at {declared.estimate.speed.tpot_s * 1000:,.1f} ms with {split} ({wait})",
         f"use {ones} and count for replicas: paste {paste_line(spread.fragment)}",
     )
 

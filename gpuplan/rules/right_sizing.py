@@ -75,8 +75,9 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
     yield ctx.finding(
         "GP505",
         ("serve", "hardware", "gpu"),
-        f"the deployment uses {used:.0%} of {s.gpu.id} ({format_gib(s.memory.per_gpu)} of {format_gib(s.memory.budget)}); "
-        f"{option.layout.describe()} holds it ({format_gib(option.per_gpu_bytes)} of {format_gib(option.capacity_bytes)}) "
+        f"the deployment uses {used:.0%} of {s.gpu.id} ({format_gib(s.memory.per_gpu)} of "
+        f"{format_gib(s.memory.budget)}); {option.layout.describe()} holds it ({format_gib(option.per_gpu_bytes)} of "
+        f"{format_gib(option.capacity_bytes)}) "
         f"{_and_meets(ctx.spec.serve)}for {cost_text(option, currency)}, {_saving(declared, option, currency)}",
         f"paste {paste_line(option.fragment)}",
     )
@@ -130,7 +131,8 @@ def train_and_serve_same_gpu(ctx: RuleContext) -> Iterator[Finding]:
         "GP506",
         ("serve", "hardware", "gpu"),
         f"serving on the training GPU ({s.gpu.id}) uses {used:.0%} of it ({format_gib(s.memory.per_gpu)}); "
-        f"{option.layout.describe()} serves it for {cost_text(option, currency)}, {_saving(declared, option, currency)}",
+        f"{option.layout.describe()} serves it for {cost_text(option, currency)}, "
+        f"{_saving(declared, option, currency)}",
         f"paste {paste_line(option.fragment)}",
     )
 

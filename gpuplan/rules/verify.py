@@ -28,7 +28,7 @@ def measured_exceeds_estimate(*_: Any) -> Iterator[Any]:
 
     ## Example
     ```text
-    spec.yaml:14:26: GP801 [warning] activations: the run used 2.8 GiB per GPU, the estimate 2.0 GiB (+43%; tolerance 10%)
+    ft.yaml:14:26: GP801 [warning] activations: the run used 2.8 GiB per GPU, the estimate 2.0 GiB (+43%; tolerance 10%)
     ```
 
     ## Use instead

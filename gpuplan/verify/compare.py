@@ -301,8 +301,8 @@ class _Check:
             who = "the estimate" if basis is estimate else "the estimate at the run's settings"
             self.meaning.append(
                 f"{'' if estimate.setup.burst else 'the declared '}{estimate.kv_need_text(held.need)}; the run's "
-                f"pool holds {format_gib(held.pool)}, {capacity:,.2f} sequences at {format_gib(held.pool / capacity, 2)}"
-                f" each: {_spare(held.spare)} ({who} planned {_spare(planned)})"
+                f"pool holds {format_gib(held.pool)}, {capacity:,.2f} sequences at "
+                f"{format_gib(held.pool / capacity, 2)} each: {_spare(held.spare)} ({who} planned {_spare(planned)})"
             )
         self._pool_meaning(terms, job.context)
         holds = f"the engine holds {capacity:,.2f} sequences of {job.context:,} tokens ({source})"
@@ -311,8 +311,8 @@ class _Check:
                 self._finding(
                     "GP803",
                     ("serve", "concurrency"),
-                    f"{holds}; the spec declares concurrency {job.concurrency:,}: requests beyond {int(capacity):,} wait"
-                    " for a free slot",
+                    f"{holds}; the spec declares concurrency {job.concurrency:,}: requests beyond {int(capacity):,} "
+                    "wait for a free slot",
                     "lower concurrency or context, an fp8 KV cache, a higher memory_utilization, or more GPUs",
                 )
             )
