@@ -283,13 +283,12 @@ def slo_at_risk(ctx: RuleContext) -> Iterator[Finding]:
 
     ## Example
     ```yaml
-    serve:
-      context: 8192
-      concurrency: 32
-      slo: {ttft_ms: 1000}
-      hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}
+    model: {id: llama-3.1-70b}
+    serve: {context: 8192, output_tokens: 512, prompt_tokens: {mean: 2500, p90: 6000}, concurrency: 32,
+            kv_cache_dtype: fp8, slo: {ttft_ms: 1000},
+            hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}}
     ```
-    estimated p90 TTFT 661 ms, while 90% of closed-loop runs came in at up to 2.62 x their estimate: 1,732 ms.
+    estimated p90 TTFT 549 ms, while 90% of closed-loop runs came in at up to 2.62 x their estimate: 1,436 ms.
 
     ## Use instead
     A layout that meets the SLO at its slow edge (more tensor parallelism, a faster GPU, fewer

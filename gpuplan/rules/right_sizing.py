@@ -162,14 +162,14 @@ def cheaper_layout_available(ctx: RuleContext) -> Iterator[Finding]:
     ## Example
     ```yaml
     model: {id: llama-3.1-70b}
-    serve: {context: 8192, concurrency: 32, kv_cache_dtype: fp8,
+    serve: {context: 8192, output_tokens: 512, prompt_tokens: {mean: 2500, p90: 6000}, concurrency: 32,
+            kv_cache_dtype: fp8, slo: {ttft_ms: 3500, tpot_ms: 60},
             hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}}   # 12,030 USD a month
     ```
 
     ## Use instead
     ```yaml
-    serve: {context: 8192, concurrency: 32, kv_cache_dtype: fp8,
-            hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}   # 6,636 USD a month
+    serve: {hardware: {gpu: h200-sxm, count: 2, tensor_parallel: 2}}   # 6,636 USD a month
     ```
     """
     materiality = Materiality.of(ctx.settings)
