@@ -485,34 +485,37 @@ def wave(
             seqs.allocated += decoders * stretch
             finish_cohorts(now, seconds)
             continue
-        if len(prefilling) == 1 and not seqs.resumed and (mixes_prefill or not seqs.decoders):
+        if len(prefilling) == 1 and not seqs.resumed:
             # One prompt, alone or beside decodes: while its chunks take the whole room the decodes leave
             # (``budget`` alone), no request is admitted, waiting or not (none is left), and while no decode
             # ends nor outgrows the cache, its steps are equal but for their attention, which a step's time is
             # linear in (``Deployment.step`` adds it outside the rooflines), and the decodes' growing context:
-            # priced in one go, as decode stretches are, the decodes' context at the stretch's middle. A long
-            # prompt at a small budget is then not stepped chunk by chunk (a million-token prompt alone at a
-            # budget of 1 took seconds; two tokens a step beside a decode over 8,000-token prompts kept a plan
-            # for minutes). The stretch is one event, so a wave long enough to be cut is cut later.
-            decoders = seqs.decoders
-            room = budget - decoders
+            # priced in one go, as decode stretches are, the decodes' context at the stretch's middle. Where
+            # prompts do not ride decode steps (SGLang), the running sequences wait through the prompt's steps
+            # of prompt tokens alone: the steps are equal, none of them decodes, and the decodes' cache does not
+            # grow. A long prompt at a small budget is then not stepped chunk by chunk (a million-token prompt
+            # alone at a budget of 1 took seconds; two tokens a step beside a decode over 8,000-token prompts
+            # kept a plan for minutes, and 131,072-token prompts at 16 tokens a step on SGLang 81 s). The
+            # stretch is one event, so a wave long enough to be cut is cut later.
+            riding = seqs.decoders if mixes_prefill else 0  # the decodes in the prompt's steps
+            room = budget - riding
             start, target = int(prefilling[0][0]), int(prefilling[0][1])
             stretch = (target - start) // room - 1 if room > 0 else 0  # the last chunk is stepped as usual
-            if decoders:
+            if riding:
                 stretch = min(stretch, seqs.earliest_end() - step - 1)
-                free = seqs.free(step)
-                if math.isfinite(free):
-                    stretch = min(stretch, int(free // (decoders + room)))
+            free = seqs.free(step)
+            if math.isfinite(free):
+                stretch = min(stretch, int(free // (riding + room)))
             if stretch >= STRETCH_CHUNKS:
-                context = prompt + step - seqs.start_sum / decoders + stretch / 2 if decoders else 0.0
-                plain = step_time(decoders, float(room), context, 0.0)
+                context = prompt + step - seqs.start_sum / riding + stretch / 2 if riding else 0.0
+                plain = step_time(riding, float(room), context, 0.0)
                 attention = chunk_attention(start, start + stretch * room)
-                now += stretch * plain + (step_time(decoders, float(room), context, attention) - plain)
+                now += stretch * plain + (step_time(riding, float(room), context, attention) - plain)
                 steps_taken += stretch
                 if mixes_prefill:
                     step += stretch
                 prefilling[0][0] = start + stretch * room
-                seqs.allocated += stretch * (decoders + room)
+                seqs.allocated += stretch * (riding + room)
                 seqs.prefill_held = prefilling[0][0]
                 continue
         # One step with prompts: where they ride decode steps, every running sequence's token first
