@@ -17,7 +17,7 @@ from gpuplan.estimate.roots import PHI_TOLERANCE
 from gpuplan.estimate.serving_load import (
     TTFT_SHARES,
     frontend_capacity,
-    prefill_pace,
+    prompt_floor,
     queue_wait_factor,
     request_overhead,
 )
@@ -262,13 +262,13 @@ def burst_ttft_bound(w: ServingWorkload, d: Deployment, statistic: str) -> float
     - the front end: request k reaches the scheduler k x the request overhead G after the burst
       (``burst_speed``) and gets its first token no sooner, so the r-th comes at (r - 1) G or later;
     - the prefill: r first tokens need r prompts' pass of P tokens each (a preempted one recomputes: more),
-      each prompt token at least ``serving_load.prefill_pace`` (one stage; none claimed over stages), so the
-      r-th comes at r P x that pace or later.
+      each at least ``serving_load.prompt_floor`` (its tokens at the prefill pace and its causal attention;
+      one stage, none claimed over stages), so the r-th comes at r x that floor or later.
     A client's TTFT adds G once more. The nearest-rank quantile of a share s is the bound at rank ceil(s N)
     over N requests; the mean is at least the larger of the two bounds' means over the ranks."""
     gap = request_overhead(d.engine.request_overhead_s, w.endpoint, w.burst_prompt)
     requests = max(1, w.concurrency)
-    per_prompt = d.prompt_pass(w.burst_prompt) * prefill_pace(d)
+    per_prompt = prompt_floor(d, w.burst_prompt)
     share = TTFT_SHARES[statistic]
     rank = (requests + 1) / 2 if share is None else math.ceil(share * requests)  # the mean rank for the mean
     return max((rank - 1) * gap, rank * per_prompt) + gap

@@ -83,6 +83,19 @@ def request_overhead(engine_overhead_s: float, endpoint: str, prompt_tokens: flo
     return engine_overhead_s + frontend_seconds(endpoint, prompt_tokens)
 
 
+def prompt_floor(d: Deployment, prompt: float) -> float:
+    """The least time one prompt's pass takes in a one-stage replica's steps, however they are chunked and
+    whatever rides beside them: its tokens at ``prefill_pace`` each, and its causal attention at the
+    attention rate, which ``Deployment.step`` adds outside the rooflines (linear in a chunk's attention
+    FLOPs, and the chunks' attention sums to the whole prompt's: ``performance.attention_flops``). At long
+    prompts the attention is most of a pass (Llama 3.1 8B at 130,816 tokens: seven eighths of it on an
+    H100), which the tokens' pace alone leaves out. Over stages none is claimed: 0 (``prefill_pace``)."""
+    if d.w.pipeline_parallel > 1:
+        return 0.0
+    passed = d.prompt_pass(prompt)
+    return passed * prefill_pace(d) + d.prompt_attention(passed) * d.heads_share / d.attention_rate
+
+
 def prefill_pace(d: Deployment) -> float:
     """The least time a prompt token takes in any step of a one-stage replica: an idle step of the whole token
     budget, over the budget. A step's time per prompt token falls with its tokens (fixed costs, weights read
@@ -146,7 +159,7 @@ def _extrapolated(
     the second half of the events gave first tokens (the pace the caps allow), in 64 groups, a group no
     sooner than its last request reaches the scheduler (request k at k x ``admission_gap``; the requests
     get first tokens in the order they arrive, so those waiting are the last ones) nor than the prompts of
-    every request up to it take at ``prefill_floor`` each (``prefill_pace``; 0 where none is claimed); every request
+    every request up to it take at ``prefill_floor`` each (``prompt_floor``; 0 where none is claimed); every request
     not finished decodes at the mean TPOT of those that did (or, none done yet, at ``decode_step``: a step
     of the sequences running then, decoding alone), and the wave ends when the last of them has made the
     ``longest`` output."""
@@ -372,7 +385,7 @@ def wave(
     max_events: int = MAX_EVENTS,
     kv_tokens: float = math.inf,
     mixes_prefill: bool = True,
-    token_pace: float = 0.0,
+    prompt_floor_s: float = 0.0,
 ) -> Wave:
     """A burst of ``requests`` requests (``prompt`` tokens in, ``output`` out: a number, or the lengths the
     lengths the burst draws, ``Lengths.drawn``) on an idle replica whose steps carry at most ``budget`` tokens and
@@ -399,7 +412,7 @@ def wave(
     (``FIRST_TOKENS_BEFORE_CUT``, at most ``MAX_RAISED_EVENTS``; a planner prices many layouts, a burst may be a
     million requests): past them the wave has long reached the pace its caps allow, and the requests still
     waiting get their first tokens at the rate of the events' second half, no sooner than they arrive nor
-    than their prompts take at ``token_pace`` seconds a prompt token (``prefill_pace``), each then decoding
+    than their prompts take at ``prompt_floor_s`` seconds a prompt (``prompt_floor``), each then decoding
     at the mean TPOT of those done (``_extrapolated``)."""
     drawn = (output if isinstance(output, Lengths) else fixed(output)).drawn(requests)
     longest = drawn.longest  # the longest any request of this burst makes
@@ -453,7 +466,7 @@ def wave(
                 events,
                 pace,
                 admission_gap,
-                passed * token_pace,
+                prompt_floor_s,
             )
             return evolve(cut, peak_running=peak, preempted=seqs.preempted, kv_bound=kv_bound)
         while arrived < requests and arrival(arrived) <= now:
@@ -759,7 +772,7 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
         first_token_from_decode_step=d.engine.first_token_from_decode_step,
         kv_tokens=kv_tokens,
         mixes_prefill=d.engine.mixes_prefill,
-        token_pace=prefill_pace(d),
+        prompt_floor_s=prompt_floor(d, mean_prompt),
     )
     makespan = max(result.makespan, requests / terms.capacity)
     # the decode step at the most sequences running: the cap, or where the cache set it, the wave's peak
