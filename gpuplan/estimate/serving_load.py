@@ -153,13 +153,13 @@ def _extrapolated(
     events: list[tuple[float, int]],
     decode_step: float,
     admission_gap: float,
-    prefill_floor: float,
+    prompt_floor_s: float,
 ) -> Wave:
     """The wave cut after ``events``: the requests still without a first token get theirs at the rate
     the second half of the events gave first tokens (the pace the caps allow), in 64 groups, a group no
     sooner than its last request reaches the scheduler (request k at k x ``admission_gap``; the requests
     get first tokens in the order they arrive, so those waiting are the last ones) nor than the prompts of
-    every request up to it take at ``prefill_floor`` each (``prompt_floor``; 0 where none is claimed); every request
+    every request up to it take at ``prompt_floor_s`` each (``prompt_floor``; 0 where none is claimed); every request
     not finished decodes at the mean TPOT of those that did (or, none done yet, at ``decode_step``: a step
     of the sequences running then, decoding alone), and the wave ends when the last of them has made the
     ``longest`` output."""
@@ -175,7 +175,7 @@ def _extrapolated(
     for group in range(groups):
         size = waiting // groups + (1 if group < waiting % groups else 0)
         last = first_tokens + before + size  # the group's last request, counted from 1
-        last_first = max(now + (before + (size + 1) / 2) / rate, (last - 1) * admission_gap, last * prefill_floor)
+        last_first = max(now + (before + (size + 1) / 2) / rate, (last - 1) * admission_gap, last * prompt_floor_s)
         out.append((last_first, size))
         before += size
     tpot = tpot_sum / tpot_count if tpot_count else decode_step
