@@ -84,12 +84,10 @@ def request_overhead(engine_overhead_s: float, endpoint: str, prompt_tokens: flo
 
 
 def prompt_floor(d: Deployment, prompt: float) -> float:
-    """The least time one prompt's pass takes in a one-stage replica's steps, however they are chunked and
-    whatever rides beside them: its tokens at ``prefill_pace`` each, and its causal attention at the
-    attention rate, which ``Deployment.step`` adds outside the rooflines (linear in a chunk's attention
-    FLOPs, and the chunks' attention sums to the whole prompt's: ``performance.attention_flops``). At long
-    prompts the attention is most of a pass (Llama 3.1 8B at 130,816 tokens: seven eighths of it on an
-    H100), which the tokens' pace alone leaves out. Over stages none is claimed: 0 (``prefill_pace``)."""
+    """The least time one prompt's pass takes in a one-stage replica's steps, however chunked and whatever rides
+    beside it: its tokens at ``prefill_pace``, and its causal attention, which ``Deployment.step`` adds outside the
+    rooflines, linear in a chunk's attention (the chunks' sum to the prompt's): seven eighths of a 130,816-token
+    pass of Llama 3.1 8B on an H100. Over stages none is claimed: 0 (``prefill_pace``)."""
     if d.w.pipeline_parallel > 1:
         return 0.0
     passed = d.prompt_pass(prompt)
@@ -503,13 +501,11 @@ def wave(
             # (``budget`` alone), no request is admitted, waiting or not (none is left), and while no decode
             # ends nor outgrows the cache, its steps are equal but for their attention, which a step's time is
             # linear in (``Deployment.step`` adds it outside the rooflines), and the decodes' growing context:
-            # priced in one go, as decode stretches are, the decodes' context at the stretch's middle. Where
-            # prompts do not ride decode steps (SGLang), the running sequences wait through the prompt's steps
-            # of prompt tokens alone: the steps are equal, none of them decodes, and the decodes' cache does not
-            # grow. A long prompt at a small budget is then not stepped chunk by chunk (a million-token prompt
-            # alone at a budget of 1 took seconds; two tokens a step beside a decode over 8,000-token prompts
-            # kept a plan for minutes, and 131,072-token prompts at 16 tokens a step on SGLang 81 s). The
-            # stretch is one event, so a wave long enough to be cut is cut later.
+            # priced in one go, as decode stretches are, the decodes' context at the stretch's middle (where
+            # prompts do not ride decode steps, SGLang, the running sequences wait through its equal steps). A long
+            # prompt at a small budget is then not stepped chunk by chunk (a million-token prompt alone at a budget
+            # of 1 took seconds; 2 tokens a step beside a decode over 8,000-token prompts, or 16 on SGLang over
+            # 131,072-token ones, kept a plan for minutes). The stretch is one event: a wave is cut later.
             riding = seqs.decoders if mixes_prefill else 0  # the decodes in the prompt's steps
             room = budget - riding
             start, target = int(prefilling[0][0]), int(prefilling[0][1])
