@@ -763,6 +763,30 @@ def test_a_lone_long_prompt_is_priced_in_one_go_as_stepping_it_would(mixes, monk
     assert fast.mean_tpot == pytest.approx(stepped.mean_tpot, rel=1e-9)
 
 
+def test_a_prompt_beside_decodes_is_priced_as_stepping_it_would_at_the_decodes_context(monkeypatch):
+    # Two requests of 10,000-token prompts and 2,000 out, a budget of 64, the second reaching the scheduler
+    # 0.5 s after the first: by then the first decodes, and the second's chunks of 63 tokens ride its decode
+    # steps, a stretch priced in one go. Here a step's time also grows by 10 us a token of the decodes' context
+    # (linear, as a decode's KV read is), so the stretch must take its decodes' mean context, the one each
+    # stepped step sees before it adds its token: step + (stretch - 1) / 2. At step + stretch / 2, half a
+    # token too many, each step of such a stretch came out 5 us a decoder long (0.78 ms on the second TTFT).
+    import gpuplan.estimate.serving_load as serving_load
+
+    def step_time(decoders: float, prefill: float, context: float, attention: float) -> float:
+        return 1e-3 + prefill * 1e-6 + decoders * (1e-5 + context * 1e-5) + attention * 1e-12
+
+    def run() -> Wave:
+        return wave(2, 10_000, 2_000, 64, 4, step_time, lambda s, e: float(e * e - s * s), admission_gap=0.5)
+
+    priced = run()
+    monkeypatch.setattr(serving_load, "STRETCH_CHUNKS", 10**9)
+    stepped = run()
+    assert priced.steps == stepped.steps
+    for (a, _), (b, _) in zip(priced.ttfts, stepped.ttfts, strict=True):
+        assert a == pytest.approx(b, rel=1e-12)
+    assert priced.makespan == pytest.approx(stepped.makespan, rel=1e-12)
+
+
 def test_a_pipelined_burst_cut_past_its_event_budget_continues_as_stepping_it_would(monkeypatch):
     # Llama 3.1 70B over 2 x 4 H100s (TP 2, PP 4), 3,000 requests of 1,920-token prompts and 128 out at once,
     # a budget of 2,048 tokens: cut at the event budget (1,024 events), the wave's mean and p90 TTFT are those

@@ -516,7 +516,7 @@ def wave(
             if math.isfinite(free):
                 stretch = min(stretch, int(free // (riding + room)))
             if stretch >= STRETCH_CHUNKS:
-                context = prompt + step - seqs.start_sum / riding + stretch / 2 if riding else 0.0
+                context = prompt + step - seqs.start_sum / riding + (stretch - 1) / 2 if riding else 0.0
                 plain = step_time(riding, float(room), context, 0.0)
                 attention = chunk_attention(start, start + stretch * room)
                 now += stretch * plain + (step_time(riding, float(room), context, attention) - plain)
