@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from conftest import EXAMPLES, ROOT, run_cli
 
@@ -152,13 +153,12 @@ def test_estimation_page_lists_every_model_type_read():
         assert f"| `{model_type}` |" in page, model_type
 
 
-def _doc_example(code: str) -> tuple[str, str]:
-    """(the YAML of a rule's Example section, the prose after it)."""
-    (rule,) = [rule for rule in all_rules() if rule.code == code]
-    example = rule.body.split("## Example", 1)[1].split("## Use instead", 1)[0]
+def _doc_example(rule: Any) -> tuple[str, str, str]:
+    """(the YAML of a rule's Example section, the prose after it, its Use instead section)."""
+    example, instead = rule.body.split("## Example", 1)[1].split("## Use instead", 1)
     match = re.search(r"```yaml\n(.*?)```(.*)", example, re.S)
-    assert match, f"{code}'s example has a YAML block"
-    return match.group(1), match.group(2)
+    assert match, f"{rule.code}'s example has a YAML block"
+    return match.group(1), match.group(2), instead
 
 
 def test_rule_doc_examples_that_are_whole_jobs_yield_their_rule_with_the_figures_they_quote(write_spec):
@@ -170,7 +170,7 @@ def test_rule_doc_examples_that_are_whole_jobs_yield_their_rule_with_the_figures
     for rule in all_rules():
         if "```yaml\nmodel:" not in rule.body.split("## Use instead")[0]:
             continue
-        example, prose = _doc_example(rule.code)
+        example, prose, instead = _doc_example(rule)
         path = write_spec(f"version: 1\nname: example\n{example}", f"{rule.code}.yaml")
         _, out, _ = run_cli("lint", "--format", "json", str(path))
         findings = json.loads(out)["findings"]
@@ -178,18 +178,16 @@ def test_rule_doc_examples_that_are_whole_jobs_yield_their_rule_with_the_figures
             continue  # a fragment
         messages = [f["message"] + " " + (f["hint"] or "") for f in findings if f["code"] == rule.code]
         assert messages, f"{rule.code}'s example does not yield {rule.code}"
-        whole.append((rule.code, example, prose, messages[0]))
+        whole.append((rule.code, example, prose, instead, messages[0]))
     assert {code for code, *_ in whole} >= {"GP107", "GP209", "GP301", "GP302", "GP405", "GP505", "GP507"}
-    for code, example, prose, message in whole:
+    for code, example, prose, instead, message in whole:
         if code == "GP405":  # "estimated p90 TTFT 549 ms, ... at up to 2.62 x their estimate: 1,436 ms."
             quoted = re.search(r"p90 TTFT ([\d,]+) ms.* up to ([\d.]+) x their estimate: ([\d,]+) ms", prose)
             assert quoted, prose
             ttft, ratio, edge = quoted.groups()
             assert f"estimated p90 TTFT {ttft} ms" in message and f"up to {edge} ms (x {ratio}," in message
         if code == "GP507":  # the declared cost in the example's comment, the cheaper one in Use instead's
-            (rule,) = [rule for rule in all_rules() if rule.code == code]
             declared = re.search(r"# ([\d,]+) USD a month", example).group(1)
-            instead = rule.body.split("## Use instead", 1)[1]
             cheaper = re.search(r"# ([\d,]+) USD a month", instead).group(1)
             assert f"for {cheaper} USD/month against {declared} USD/month" in message
             assert "paste " + re.search(r"(serve: \{hardware: \{[^}]*\}\})", instead).group(1) in message
