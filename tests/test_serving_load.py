@@ -790,10 +790,12 @@ def test_a_prompt_beside_decodes_is_priced_as_stepping_it_would_at_the_decodes_c
 def test_a_pipelined_burst_cut_past_its_event_budget_continues_as_stepping_it_would(monkeypatch):
     # Llama 3.1 70B over 2 x 4 H100s (TP 2, PP 4), 3,000 requests of 1,920-token prompts and 128 out at once,
     # a budget of 2,048 tokens: cut at the event budget (1,024 events), the wave's mean and p90 TTFT are those
-    # of the same wave stepped whole (3,122 steps), within 1% and 3%. Over stages no prefill pace floors the cut
-    # (serving_load.prompt_floor: 0): an
-    # idle chunk's pass through every stage, taken as one, was about 1.8 times the stepped pace and more than
-    # doubled such a cut's TTFT (a review's finding).
+    # of the same wave stepped whole (3,122 steps), within 1% and 3%. Over stages the cut is floored at a stage's
+    # share of a prompt (serving_load.prompt_floor: the idle step's stages' mean per budget token): an idle
+    # chunk's pass through every stage, taken as one, was about 1.8 times the stepped pace and more than doubled
+    # such a cut's TTFT (a review's finding). The floor is a floor of the stepped wave: its r-th first token
+    # comes no sooner than r floors. And it is no lower than the prompt's GEMMs at the H100's dense peak:
+    # 2 x 70.6e9 parameters x 1,920 tokens over 8 GPUs (TP 2 x PP 4) at 989 TFLOP/s = 34 ms.
     import gpuplan.estimate.serving_load as load
     from gpuplan.analysis import estimate_serve
     from gpuplan.config import default_settings
@@ -821,9 +823,12 @@ def test_a_pipelined_burst_cut_past_its_event_budget_continues_as_stepping_it_wo
     efficiency = efficiency_of(default_settings())
     estimate_serve(spec, spec.serve, efficiency)
     args, kwargs = calls[-1]
-    assert kwargs["prompt_floor_s"] == 0.0
+    floor = kwargs["prompt_floor_s"]
+    assert floor > 2 * 70.6e9 * 1920 / 8 / 989e12 > 0.034
     cut = wave(*args, **kwargs)  # cut at the event budget
     whole = wave(*args, **{**kwargs, "max_events": 10**7})
+    expanded = sorted(value for value, count in whole.ttfts for _ in range(count))
+    assert all(value >= (rank + 1) * floor * (1 - 1e-12) for rank, value in enumerate(expanded))
     assert whole.steps > 3000 > cut.steps
     assert cut.mean_ttft == pytest.approx(whole.mean_ttft, rel=0.01)
     assert cut.quantile(0.9) == pytest.approx(whole.quantile(0.9), rel=0.03)

@@ -262,8 +262,8 @@ def burst_ttft_bound(w: ServingWorkload, d: Deployment, statistic: str) -> float
     - the front end: request k reaches the scheduler k x the request overhead G after the burst
       (``burst_speed``) and gets its first token no sooner, so the r-th comes at (r - 1) G or later;
     - the prefill: r first tokens need r prompts' pass of P tokens each (a preempted one recomputes: more),
-      each at least ``serving_load.prompt_floor`` (its tokens at the prefill pace and its causal attention;
-      one stage, none claimed over stages), so the r-th comes at r x that floor or later.
+      each at least ``serving_load.prompt_floor`` (its tokens at the prefill pace and its causal attention; over
+      stages at a stage's share), so the r-th comes at r x that floor or later.
     A client's TTFT adds G once more. The nearest-rank quantile of a share s is the bound at rank ceil(s N)
     over N requests; the mean is at least the larger of the two bounds' means over the ranks."""
     gap = request_overhead(d.engine.request_overhead_s, w.endpoint, w.burst_prompt)

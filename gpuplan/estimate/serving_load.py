@@ -84,26 +84,27 @@ def request_overhead(engine_overhead_s: float, endpoint: str, prompt_tokens: flo
 
 
 def prompt_floor(d: Deployment, prompt: float) -> float:
-    """The least time one prompt's pass takes in a one-stage replica's steps, however chunked and whatever rides
-    beside it: its tokens at ``prefill_pace``, and its causal attention, which ``Deployment.step`` adds outside the
-    rooflines, linear in a chunk's attention (the chunks' sum to the prompt's): seven eighths of a 130,816-token
-    pass of Llama 3.1 8B on an H100. Over stages none is claimed: 0 (``prefill_pace``)."""
-    if d.w.pipeline_parallel > 1:
-        return 0.0
+    """The least time the wave's steps spend on one prompt's pass, however chunked and whatever rides beside it: its
+    tokens at ``prefill_pace``, and its causal attention, which ``Deployment.step`` adds outside the rooflines,
+    linear in a chunk's attention (the chunks' sum to the prompt's): seven eighths of a 130,816-token pass of
+    Llama 3.1 8B on an H100. Over stages the attention adds to each microbatch's stage step, and a cycle of m
+    microbatches at least pp >= m times their stages' mean (``Deployment.cycle``, ``pass_time``): at least the
+    whole prompt's attention at one stage's share of the heads, as on one stage."""
     passed = d.prompt_pass(prompt)
     return passed * prefill_pace(d) + d.prompt_attention(passed) * d.heads_share / d.attention_rate
 
 
 def prefill_pace(d: Deployment) -> float:
-    """The least time a prompt token takes in any step of a one-stage replica: an idle step of the whole token
-    budget, over the budget. A step's time per prompt token falls with its tokens (fixed costs, weights read
-    once, expert weights touched more slowly than tokens, collectives' latency plus a linear term, a roofline
-    that scales with its terms), and decodes or attention beside them only add. Over stages the steps of
-    microbatches are not bounded so: 0, no floor claimed."""
-    if d.w.pipeline_parallel > 1:
-        return 0.0
+    """The least time a prompt token takes in any step the wave prices: an idle step of the whole token budget at
+    its stages' mean, over the budget. A step's time per prompt token falls with its tokens (fixed costs, weights
+    read once, expert weights touched more slowly than tokens, collectives' latency plus a linear term, a roofline
+    that scales with its terms), and decodes or attention beside them only add. On one stage that is the step
+    itself. Over pp stages a step of m <= pp microbatches, x <= budget / m prompt tokens each, is a cycle of at
+    least pp x the stages' mean of one (``Deployment.cycle``; ``pass_time``, a prompt alone, pp x it), so its
+    tokens take at least (pp / m) x mean(step(x)) / x >= mean(step(budget)) / budget each: about a stage's share
+    of a one-stage replica's pace, a floor that holds however the scheduler splits the microbatches."""
     budget = max(1, d.token_budget)
-    return d.pass_time(d.step(0.0, float(budget), 0.0, 0.0), 1) / budget
+    return d.step(0.0, float(budget), 0.0, 0.0).mean_seconds / budget
 
 
 def frontend_capacity(endpoint: str, prompt_tokens: float, output_tokens: float) -> float:
