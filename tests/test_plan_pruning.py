@@ -169,10 +169,13 @@ def serve_workload(document: dict) -> tuple[Efficiency, ServingWorkload]:
 @given(deployments(), st.integers(1, 512), st.floats(0, 1e12))
 def test_a_prepared_deployment_gives_the_speed_model_exactly_at_any_load(document, concurrency, kv_bytes):
     # The planner prepares each split's deployment once and estimates every load of it from there: the
-    # figures must be those of a deployment prepared for that load alone, to the bit.
+    # figures must be those of a deployment prepared for that load alone, to the bit. The loads include a
+    # replica scan's (the concurrency spread over 1 to 4 replicas), whose steady states the deployment
+    # remembers from one load to the next (``Deployment.state_memo``).
     efficiency, workload = serve_workload(document)
     prepared = prepare(evolve(workload, concurrency=0, kv_capacity_bytes=0.0, replicas=0), efficiency)
-    for load in (workload, evolve(workload, concurrency=concurrency, kv_capacity_bytes=kv_bytes)):
+    scan = [evolve(workload, concurrency=-(-concurrency // r), replicas=r) for r in (1, 2, 3, 4)]
+    for load in (workload, evolve(workload, concurrency=concurrency, kv_capacity_bytes=kv_bytes), *scan):
         assert serving_speed(load, efficiency, prepared=prepared) == serving_speed(load, efficiency)
         assert latency_bounds(load, efficiency, prepared=prepared) == latency_bounds(load, efficiency)
         assert latency_floors(load, efficiency, prepared=prepared) == latency_floors(load, efficiency)

@@ -194,6 +194,9 @@ class Deployment:
         self.window = arch.sliding_window
         self.attention_memo: dict[float, float] = {}
         self.decode_memo: dict[float, tuple[float, float]] = {}  # context -> (KV bytes read, keys attended)
+        # The continuous-batching steady state by its arguments (``serving_speed``'s ``state_at``): a planner's
+        # replica counts of one family search the same states (their root searches begin alike).
+        self.state_memo: dict[tuple[float, ...], SteadyState] = {}
         # Collectives: two all-reduces per layer over the TP group; two all-to-alls per MoE layer under EP.
         self.tp_bandwidth = link_bandwidth(gpu, tp, w.network_gbs) * mechanisms.link_efficiency
         fast = on_fast_link(gpu, tp)
@@ -445,8 +448,12 @@ def serving_speed(
     spread = square_mean / (prompt * prompt)
 
     def state_at(held: float) -> SteadyState:
-        """The continuous-batching steady state with ``held`` sequences running."""
-        return _continuous(d, held, budget, prompt, steps, prompt_attention, spread, context)
+        """The continuous-batching steady state with ``held`` sequences running (memoised on the deployment)."""
+        key = (held, budget, prompt, steps, prompt_attention, spread, context)
+        state = d.state_memo.get(key)
+        if state is None:
+            state = d.state_memo[key] = _continuous(d, held, budget, prompt, steps, prompt_attention, spread, context)
+        return state
 
     if continuous and w.arrival == "steady" and w.rate_rps:
         return _steady_speed(w, state_at, terms)

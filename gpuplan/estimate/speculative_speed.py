@@ -30,6 +30,7 @@ class _Rounds(Deployment):
 
     def __init__(self, base: Deployment, proposer: Deployment, context: float) -> None:
         self.__dict__.update(base.__dict__)  # the same rates and per-step costs as the model's own
+        self.state_memo = {}  # its steps are rounds: none of the model's own steady states holds here
         spec = base.w.speculation
         assert spec is not None
         arch = base.w.architecture
