@@ -127,10 +127,8 @@ def wait_quantile(mean_wait: float, rho: float, share: float) -> float:
     return mean_wait / rho * math.log(rho / tail)
 
 
-# Whole chunks of a prompt (alone or beside decodes) from which they are priced in one go rather than stepped
-# (``wave``): any run of two or more, as a stretch is priced as stepping prices it (a step's time is linear in
-# its attention; the decodes beside take their mean context over the stretch). It was 16: a KV cache that held
-# a prompt beside a few more chunks stepped those chunk by chunk, and such waves spent their event budget on them.
+# Whole chunks of a prompt (alone or beside decodes) priced in one go rather than stepped (``wave``): from two, as a
+# stretch is priced as its steps are (linear in attention; the decodes at their mean context over it).
 STRETCH_CHUNKS = 2
 # Scheduler events a wave steps through before the rest is extrapolated: a thousand steps keep one
 # wave within tens of milliseconds; bursts the size of an engine's running cap fit whole.
