@@ -377,3 +377,49 @@ def test_the_changes_line_names_training_settings_the_funded_layout_changes_too(
     )
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert "changed too" not in out.split("<details>")[0]
+
+
+WAIVED_UNFIT = """\
+version: 1
+name: waived-unfit
+model: {id: llama-3.1-8b}
+serve:
+  context: 8192
+  concurrency: 8
+  memory_utilization: %s
+  hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}
+budget: {serve_monthly: 1000}
+waivers:
+- rule: does-not-fit
+  reason: kept from the 70B plan
+  approved_by: platform-lead
+- rule: GP502
+  reason: finance signed the overrun
+  approved_by: finance
+"""
+
+
+@pytest.mark.parametrize("utilization", ["0.1", "5.0e-324"])
+def test_an_approval_on_waivers_says_what_they_waived_never_the_claim_they_deny(write_spec, utilization):
+    # Llama 3.1 8B over 2 x H100 (TP 2) needs 15.4 GiB a GPU (7.5 GiB of weights, 4.0 of KV cache, 1.8 of
+    # activations, 2.1 of runtime); at memory_utilization 0.1 the engine's budget is 7.9 GiB (0.1 x 79.2), and at
+    # 5e-324 (the schema's least positive number) it is 0 bytes: GP201 either way, and 2 x 4.12 x 730 = 6,015 USD
+    # a month against the 1,000 budgeted is GP502. Both are waived, so the run passes and the verdict is APPROVE;
+    # it said the deployment "fits with -94% headroom" (and divided by the 0-byte budget: an internal error), and
+    # the report's headline that it "fits in memory with the margin to spare" and "is within budget".
+    path = write_spec(WAIVED_UNFIT % utilization)
+    result = lint_path(str(path))
+    assert {f.code for f in result.findings if f.waived} >= {"GP201", "GP502"}
+    decision = decide(result, Severity.ERROR)
+    assert decision.verdict is Verdict.APPROVE and decision.exit_code == 0
+    assert "does not fit in GPU memory (GP201, waived)" in decision.reason
+    assert "it is over budget (GP502, waived)" in decision.reason
+    assert "approved on waivers: GP201 (kept from the 70B plan); GP502 (finance signed the overrun)" in decision.reason
+    assert "headroom" not in decision.reason and "within the declared budget" not in decision.reason
+    code, out, err = run_cli("report", str(path))
+    assert code == 0, err
+    headline = next(line for line in out.splitlines() if line.startswith("**Approve"))
+    assert headline == (
+        "**Approve serving on 2 x h100-sxm as declared: it does not fit in GPU memory (GP201, waived) and it is over "
+        "budget (GP502, waived).**"
+    )

@@ -29,6 +29,7 @@ This module imports no Jinja or WeasyPrint: ``gpuplan diff`` compares verdicts w
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -261,7 +262,8 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
             )
             reason = f"The declared layout is not sound as it stands ({first.code}{relevelled}): {first.message}"
         return verdict(Verdict.APPROVE_WITH_CHANGES, reason, unsound, amount)
-    return verdict(Verdict.APPROVE, _approval_reason(analysis), [], amount)
+    overridden = [f for f in result.findings if f.waived and _unsound(f.code)]
+    return verdict(Verdict.APPROVE, _approval_reason(analysis, overridden), [], amount)
 
 
 def _planner(analysis: Any, settings: Any) -> Any:
@@ -292,23 +294,68 @@ def _job_word(finding: Finding) -> str:
     return "plan"
 
 
-def _approval_reason(analysis: Any) -> str:
+# What an APPROVE states of the declared layouts, and the code families whose findings say otherwise. A waiver lets
+# a run pass with such a finding; the verdict then says what was waived, never the claim the finding denies.
+CLAIMS = {"memory": ("fit", "parallelism"), "latency": ("benchmark",), "budget": ("budget", "storage")}
+
+
+def waived_against(codes: Iterable[str], claim: str) -> list[str]:
+    """Of the waived ``codes``, those whose findings deny ``claim`` (a key of ``CLAIMS``) and would have kept the
+    layout from approval as declared, in code order."""
+    return sorted({c for c in codes if _unsound(c) and c in CODES and CODES[c].family in CLAIMS[claim]})
+
+
+def denial(code: str) -> str:
+    """What a waived finding of ``code`` says of the layout, in words that follow "it", with the code."""
+    entry = CODES[code]
+    if entry.rejects_because:
+        words = entry.rejects_because
+    elif entry.edge_missed:
+        words = f"holds on the estimate only ({entry.edge_missed})"
+    else:
+        words = entry.summary.rstrip(".").removeprefix("The job ").lower()
+    return f"{words} ({code}, waived)"
+
+
+def _approval_reason(analysis: Any, overridden: list[Finding]) -> str:
+    """An APPROVE's reason: each job's fit (the estimate's own verdict), latency and money, as they stand, and the
+    waived findings the approval rests on (``overridden``: ones that would have kept the layout from approval)."""
     parts = []
     confidence = analysis.spec.plan.confidence
     at = f"at {confidence:.0%} confidence"  # memory as the plan judges it: at its band's pessimistic edge
-    if analysis.finetune is not None:
-        f = analysis.finetune
-        free = 1 - f.planned_bytes(confidence) / f.gpu.usable_bytes
-        parts.append(f"fine-tuning on {layout_text(f)} fits with {free:.0%} headroom {at}")
-    if analysis.serve is not None:
-        s = analysis.serve
-        free = 1 - s.planned_bytes(confidence) / s.memory.budget
-        slo = "meets its latency SLOs" if s.job.ttft_ms or s.job.tpot_ms else "declares no latency SLO"
-        parts.append(f"serving on {layout_text(s)} fits with {free:.0%} headroom {at} and {slo}")
+    waived = {job: [f.code for f in overridden if _job_word(f) == job] for job in ("fine-tuning run", "deployment")}
+    for word, estimate, usable in (
+        ("fine-tuning", analysis.finetune, lambda e: e.gpu.usable_bytes),
+        ("serving", analysis.serve, lambda e: e.memory.budget),
+    ):
+        if estimate is None:
+            continue
+        fit = estimate.fit_verdict(confidence)
+        memory = waived_against(waived["fine-tuning run" if word == "fine-tuning" else "deployment"], "memory")
+        if fit == "fits" and not memory:
+            fit = f"fits with {1 - estimate.planned_bytes(confidence) / usable(estimate):.0%} headroom {at}"
+        elif memory:
+            fit = "; ".join(map(denial, memory))
+        elif fit != "does not fit":  # at risk, its finding not selected
+            fit = f"is {fit}"
+        part = f"{word} on {layout_text(estimate)} {fit}"
+        if word == "serving":
+            late = waived_against(waived["deployment"], "latency")
+            slo = "meets its latency SLOs" if estimate.job.has_latency_slo else "declares no latency SLO"
+            part += f" and {'; '.join(map(denial, late)) if late else slo}"
+        parts.append(part)
     budget = analysis.spec.budget
     declared = budget.finetune_total is not None or budget.serve_monthly is not None
     money = "within the declared budget" if declared else "priced (no budget is declared to check against)"
-    return f"The declared {' and '.join(parts)}; every job is {money}"
+    over = waived_against([f.code for f in overridden], "budget")
+    costs = f"it {'; '.join(map(denial, over))}" if over else f"every job is {money}"
+    reason = f"The declared {' and '.join(parts)}; {costs}"
+    if overridden:
+        reason += "; approved on waivers: " + "; ".join(
+            f"{f.code} ({f.waiver.reason})" if f.waiver is not None and f.waiver.reason else f.code
+            for f in sorted(overridden, key=lambda f: f.code)
+        )
+    return reason
 
 
 def layout_text(estimate: Any) -> str:

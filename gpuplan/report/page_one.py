@@ -11,7 +11,7 @@ cannot avoid are in the glossary (gpuplan.report.glossary).
 from __future__ import annotations
 
 from gpuplan.codes import CODES, Approval, approval_of
-from gpuplan.decision import Amount, Verdict
+from gpuplan.decision import Amount, Verdict, denial, waived_against
 from gpuplan.decision.memo import JobMemo, Memo
 from gpuplan.decision.sensitivity import Scenario
 from gpuplan.findings import Finding
@@ -346,11 +346,15 @@ def findings_left(memo: Memo) -> list[Finding]:
 EDGE_MISSED = {entry.code: entry.edge_missed for entry in CODES.values() if entry.edge_missed}
 
 
-def _with_waiver(fact: str, waived: set[str], codes: tuple[str, ...]) -> str:
-    """A verdict's fact as the estimate states it, naming a waived at-risk finding that says its edge does not hold."""
-    named = [code for code in codes if code in waived]
+def _with_waiver(fact: str, waived: set[str], claim: str) -> str:
+    """An APPROVE's fact as the estimate states it, naming a waived at-risk finding that says its edge does not hold;
+    where a waived finding denies the fact itself (the layout does not fit, misses its SLO, is over budget), what
+    that finding says instead (``decision.waived_against``)."""
+    named = waived_against(waived, claim)
     if not named:
         return fact
+    if any(code not in EDGE_MISSED for code in named):
+        return "it " + "; ".join(map(denial, named))
     edges = "; ".join(f"{EDGE_MISSED[code]}: {code}, waived" for code in named)
     return f"{fact} on the estimate ({edges})"
 
@@ -368,10 +372,12 @@ def headline(memo: Memo) -> str:
         budgeted = any(job.budget.limit is not None for job in memo.jobs)
         # A waived at-risk finding (the estimate holds, its pessimistic edge does not) is named, not claimed away.
         waived = {entry.code for entry in memo.audit.waivers if entry.applied}
-        facts = [_with_waiver("it fits in memory with the margin to spare", waived, ("GP208", "GP209"))]
+        facts = [_with_waiver("it fits in memory with the margin to spare", waived, "memory")]
         if slo:
-            facts.append(_with_waiver("meets its latency target", waived, ("GP405",)))
-        facts.append("is within budget" if budgeted else "is priced (no budget is declared)")
+            facts.append(_with_waiver("meets its latency target", waived, "latency"))
+        facts.append(
+            _with_waiver("is within budget" if budgeted else "is priced (no budget is declared)", waived, "budget")
+        )
         return f"Approve {jobs} as declared: {', '.join(facts[:-1])} and {facts[-1]}."
     if verdict is Verdict.APPROVE_WITH_CHANGES:
         changed = [job for job in memo.jobs if job.changed]
