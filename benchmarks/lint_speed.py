@@ -93,18 +93,38 @@ def timed(
 PLAN_EXAMPLES = ("serve-llama-70b.yaml", "finetune-then-serve.yaml")
 
 
+# Plans that once took tens of seconds (found by timing generated specs), kept as cases so that a change that
+# brings the search back to stepping every replica count shows here: 256 prompts of 131,072 tokens at once on an
+# 8B model under a loose TTFT SLO (every pipelined family's replica counts ran a whole wave: 28 s), and 100 clients
+# of two-token answers under a TPOT SLO (each replica count's front-end-bound loop solved its steady states anew: 5 s).
+HARD_PLANS = {
+    "burst-256x131k": {
+        "model": {"id": "llama-3.1-8b"},
+        "serve": {"context": 131072, "output_tokens": 128, "concurrency": 256, "arrival": "burst",
+                  "slo": {"ttft_ms": 600000}, "hardware": {"gpu": "h100-sxm", "count": 1}},
+    },
+    "2-tokens-100-loop": {
+        "model": {"id": "llama-3.2-3b"},
+        "serve": {"context": 17, "output_tokens": 2, "concurrency": 100, "slo": {"tpot_ms": 50},
+                  "hardware": {"gpu": "h100-pcie", "count": 8, "tensor_parallel": 8}},
+    },
+}  # fmt: skip
+
+
 def plan_cases(folder: Path) -> list[Case]:
-    """`gpuplan plan` over the full catalog for each example (no check-jsonschema counterpart), and for the
-    serving example as a burst of 1,000 requests at once (its SLO judged on each layout's wave)."""
+    """`gpuplan plan` over the full catalog for each example (no check-jsonschema counterpart), for the serving
+    example as a burst of 1,000 requests at once (its SLO judged on each layout's wave), and ``HARD_PLANS``."""
     import yaml
 
     burst = yaml.safe_load((ROOT / "examples" / PLAN_EXAMPLES[0]).read_text())
     burst["serve"].update(concurrency=1000, arrival="burst")
-    (folder / "burst-1000.yaml").write_text(yaml.safe_dump(burst, sort_keys=False))
+    written = {"burst-1000": burst} | {name: {"version": 1, "name": name, **spec} for name, spec in HARD_PLANS.items()}
+    for name, spec in written.items():
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     examples = [(name.removesuffix(".yaml"), ROOT / "examples" / name) for name in PLAN_EXAMPLES]
     return [
         Case(f"plan {name}", ["plan", "--format", "json", str(path)], None)
-        for name, path in [*examples, ("burst-1000", folder / "burst-1000.yaml")]
+        for name, path in [*examples, *((name, folder / f"{name}.yaml") for name in written)]
     ]
 
 
