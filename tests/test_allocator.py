@@ -18,6 +18,7 @@ from gpuplan.catalog import get_model
 from gpuplan.estimate import training_memory, training_step
 from gpuplan.estimate.allocator import (
     STREAM_SPAN,
+    Alike,
     Allocation,
     CachingAllocator,
     Tensors,
@@ -797,3 +798,54 @@ def test_a_wrap_leaves_the_shards_a_sharded_load_leaves(model, loading):
     assert _resident_after_load(wrapped) == pytest.approx(
         _resident_after_load(sharded), abs=2 * MIB * (arch.layers + 1)
     )
+
+
+def _sub_groups(cache: CachingAllocator, flat: int, temporaries: int, grads: list[Allocation]):
+    """ZeRO-3's step over its sub-groups, as ``training_step._zero_step`` runs it: each takes a flat fp32 copy and
+    the step's temporaries and gives both back; the first also drops the 16-bit gradients."""
+
+    def once(_: object) -> None:
+        copy = cache.take(flat)
+        if grads:
+            cache.give(grads.pop())
+        cache.give(cache.take(temporaries))
+        cache.give(copy)
+
+    return once
+
+
+def test_a_step_of_a_million_million_sub_groups_runs_a_few_and_applies_the_rest():
+    # Sub-groups that read nothing (Alike: no list of them) and keep no results. A 100 MiB gradient is live; the
+    # first sub-group takes a 60 MiB copy (a segment of its own: the gradient holds its block), drops the gradient,
+    # cuts 30 MiB of temporaries from its 100 MiB block (merged back when given) and gives the copy back: 60 and
+    # 100 MiB blocks cached. Each later one takes the 60 whole and cuts 30 from the 100: the same cached sizes
+    # after each, a period of one run from the second on, applied by arithmetic to the 10^12 - 2 left. The state
+    # is the one 1,000 sub-groups stepped one by one leave: 160 MiB of segments, the 60 and 100 MiB blocks cached,
+    # a peak of 160 MiB live (the gradient beside the first copy).
+    def run(count: int, fast: bool) -> tuple[CachingAllocator, int]:
+        cache = CachingAllocator(fast_forward=fast)
+        grads = [cache.take(100 * MIB)]
+        ran = [0]
+        once = _sub_groups(cache, 60 * MIB, 30 * MIB, grads)
+
+        def counted(item: object) -> None:
+            ran[0] += 1
+            once(item)
+
+        assert cache.repeat(counted, Alike(count), keep=False) == []
+        return cache, ran[0]
+
+    huge, ran = run(10**12, True)
+    every, stepped = run(1000, False)
+    assert ran <= 4 and stepped == 1000
+    state = (huge.free, huge.segments, huge.live, huge.peak_live, huge.reserved_peak())
+    assert state == (every.free, every.segments, every.live, every.peak_live, every.reserved_peak())
+    assert state == ({60 * MIB: 1, 100 * MIB: 1}, 160 * MIB, 0, 160 * MIB, 160 * MIB)
+
+
+def test_alike_inputs_are_a_sequence_of_none_without_their_list():
+    inputs = Alike(5)
+    assert len(inputs) == 5 and list(inputs) == [None] * 5
+    assert inputs[1:4] == Alike(3) and inputs[1:4] != Alike(2) and inputs[::2] == Alike(3)
+    with pytest.raises(IndexError):
+        inputs[5]

@@ -47,7 +47,7 @@ import bisect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from gpuplan.records import record
 
@@ -362,7 +362,7 @@ class CachingAllocator:
         if allocation.carves:
             self._free(allocation.carves)
 
-    def repeat(self, once: Callable[[T], R], inputs: Sequence[T]) -> list[R]:
+    def repeat(self, once: Callable[[T], R], inputs: Sequence[T], keep: bool = True) -> list[R]:
         """``once(input)`` for each input in turn, as the layers of a model run one after another.
 
         What a run does depends on the allocator only through which sizes of block are cached (best fit
@@ -372,30 +372,37 @@ class CachingAllocator:
         inputs repeat with them, no size they drew on runs out, and no size grows that a choice hung on
         there being so few of (``_Mark``): those periods are applied at once, by arithmetic, and their
         results are the period's. The answer is the one running each would give, to the byte (a property
-        test holds it); only the work is less."""
+        test holds it); only the work is less. ``keep`` False
+        keeps no results (runs that return none, millions of them)."""
         results: list[R] = []
         marks: list[_Mark] = []  # the runs since periods were last applied, the first of them run ``first``
         first = 0
         began: dict[object, list[int]] = {}  # cached sizes (and carry) -> the runs since then that began with them
         sizes = self._began()  # as the next run begins
-        while (done := len(results)) < len(inputs):
+        done = 0  # inputs run or applied
+        while done < len(inputs):
             if sizes in began:
                 began[sizes].append(done)
             else:
                 began[sizes] = [done]
             self.watch = self._mark()
             marks.append(self.watch)
-            results.append(once(inputs[done]))
+            result = once(inputs[done])
+            if keep:
+                results.append(result)
+            done += 1
             self.watch = None
             sizes = tuple(self.sizes) if self.carry is None else self._began()
             for since in reversed(began.get(sizes, []) if self.fast_forward else []):
-                if done + 1 - since > MAX_PERIOD:
+                if done - since > MAX_PERIOD:
                     break
-                if periods := self._apply_periods(marks[since - first :], inputs, done + 1):
-                    results += results[since:] * periods
+                if periods := self._apply_periods(marks[since - first :], inputs, done):
+                    if keep:
+                        results += results[since:] * periods
+                    done += (done - since) * periods
                     marks.clear()
                     began.clear()
-                    first = len(results)
+                    first = done
                     sizes = self._began()
                     break
         return results
@@ -623,6 +630,32 @@ class CachingAllocator:
 
 
 EMPTY = Allocation((), 0, 0)
+
+
+class Alike(Sequence[None]):
+    """``length`` inputs to ``repeat`` that are all alike (None), for runs that read none, without a list of them: a
+    ZeRO-3 step's sub-groups are the partition over 1e9 elements, millions of them for the largest models."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    @overload
+    def __getitem__(self, index: int) -> None: ...
+    @overload
+    def __getitem__(self, index: slice) -> Alike: ...
+    def __getitem__(self, index: int | slice) -> Alike | None:
+        if isinstance(index, slice):
+            return Alike(len(range(*index.indices(self.length))))
+        if not -self.length <= index < self.length:
+            raise IndexError(index)
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Alike) and other.length == self.length
+
 
 # The longest period ``repeat`` looks for, in runs: cycles seen in model steps are one layer, two, or the
 # few layers it takes to cut a cached block down (eight in the corpus); a longer period would cost more to

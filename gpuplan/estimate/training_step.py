@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gpuplan.estimate.allocator import EMPTY, Allocation, CachingAllocator, Tensors
+from gpuplan.estimate.allocator import EMPTY, Alike, Allocation, CachingAllocator, Tensors
 from gpuplan.estimate.training import TrainingSetup, adapted_shapes, matrix_copies, runs_deepspeed_zero
 from gpuplan.estimate.training_activations import input_widths
 from gpuplan.records import record
@@ -559,19 +559,24 @@ class SimulatedStep:
         if zero.overflow_check:  # fp16: ZeRO-3 checks its buffer on its reduce-and-partition stream
             cache.cycle(Tensors.of(_pairs(zero.overflow_check)), stream=REDUCE if zero.keeps_gradients else 0)
         cache.cycle(Tensors.of([(zero.norm_copy, 1)]))
-        # ZeRO-3's sub-groups one after another, each the largest's size (the blocks each takes back, alike).
+        # ZeRO-3's sub-groups one after another, each the largest's size (the blocks each takes back, alike): run as
+        # layers are (``repeat``), since a model of millions of sub-groups (1e9 elements each) steps them alike.
         share = zero.sub_group_share
-        for _ in range(max(1, round(1 / share))):
+        held = [grads]
+
+        def sub_group(_: None) -> None:
             flat = cache.take(zero.flat_copy)
             gradient = cache.take(zero.fp32_gradients) if zero.fp32_gradients else flat
             if zero.fp32_gradients:
                 cache.give(flat)
-            if not zero.keeps_gradients:
-                self._give(*grads)
-                grads = []
+            if not zero.keeps_gradients and held[0]:
+                self._give(*held[0])
+                held[0] = []
             temporaries = cache.take(states.step_temporaries * share)
             self._give(temporaries, cache.take(states.paged_optimizer * share), gradient)
-        return grads
+
+        cache.repeat(sub_group, Alike(max(1, round(1 / share))), keep=False)
+        return held[0]
 
     def _loss(self) -> tuple[Allocation, Allocation, Allocation]:
         """The loss after the last layer's forward: the returned logits, the upcast copy (taken and freed), the
