@@ -658,3 +658,52 @@ def test_the_planners_soundness_check_is_its_full_judgement(document, arrival, s
                     continue
                 layout = judged.evaluator.layout(gpu, tp, pp, replicas)
                 assert judged.evaluator.sound(layout) == estimated.evaluator.evaluate(layout).sound, layout.key
+
+
+def test_a_steady_streams_layouts_are_judged_at_each_replica_counts_own_rate():
+    # Llama 3.1 8B on H100s, 100 sequences in flight and Poisson arrivals at 46 requests/s, spread over the
+    # replicas: each count carries ceil(100 / r) sequences and 46 / r requests/s. The planner judges a load once
+    # and reuses the answer for every replica count that carries the same sequences (TTFT and TPOT depend on
+    # nothing else at a closed loop), but a stream's rate per replica falls as the count grows: 15 and 16
+    # replicas both carry 7 sequences, at 3.07 and 2.88 requests/s each, and the first outruns them where the
+    # second does not. Judged in one planner, the counts the search reached after a smaller one of the same
+    # sequences (16, 18, 19, 21-24) took that one's "outruns" and were never offered; each count must get the
+    # answer it gets alone.
+    spec = make_spec(
+        {
+            "version": 1,
+            "name": "s",
+            "model": {"id": "llama-3.1-8b"},
+            "serve": {
+                "context": 4096,
+                "output_tokens": 256,
+                "concurrency": 100,
+                "arrival": "steady",
+                "rate_rps": 46,
+                "hardware": {"gpu": "h100-sxm"},
+            },
+        }
+    )
+    h100 = gpu_catalog()["h100-sxm"]
+
+    def fresh():
+        return planner_for(spec, default_settings()).job("serve").evaluator
+
+    shared = fresh()
+    judged = [shared.sound(shared.layout(h100, 1, 1, r)) for r in range(1, 30)]
+    alone = [fresh().sound(fresh().layout(h100, 1, 1, r)) for r in range(1, 30)]
+    assert judged == alone
+    assert not alone[14] and alone[15]  # 15 replicas outrun, 16 do not (both of 7 sequences)
+
+
+@settings(max_examples=60, deadline=None)
+@given(deployments(), st.floats(-2, 6), st.sampled_from([1, 2, 3, 8]))
+def test_a_stream_that_outruns_the_front_end_saturates_the_speed_model(document, log_rate, replicas):
+    # The planner refuses a steady stream's layout without its steady state when the rate per replica reaches the
+    # server process's capacity (serving_bounds.outruns_front_end); the speed model must call every such load
+    # saturated, at any rate (10^-2 to 10^6 requests/s) and replica count.
+    document["serve"].update(batching="continuous", arrival="steady", rate_rps=10**log_rate)
+    efficiency, workload = serve_workload(document)
+    load = evolve(workload, replicas=replicas)
+    if serving_bounds.outruns_front_end(load):
+        assert serving_speed(load, efficiency).saturated

@@ -29,7 +29,7 @@ from gpuplan.estimate.bands import SpeedBand, serving_speed_bands
 from gpuplan.estimate.engines import budget_bound
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
-from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latency_floors
+from gpuplan.estimate.serving_bounds import floor_bounds, latency_bounds, latency_floors, outruns_front_end
 from gpuplan.estimate.serving_speed import prepare, serving_speed
 from gpuplan.estimate.serving_workload import ServingSpeed, ServingWorkload
 from gpuplan.estimate.training import TrainingSetup
@@ -518,6 +518,8 @@ class ServePlanner(Evaluator):
         if not job.has_latency_slo and job.arrival != "steady":
             return True  # no latency constraint: the speed is estimated only for an option's figures
         load = self._load(layout)
+        if job.arrival == "steady":  # the stream's rate is split over the replicas: each count a load of its own
+            load = (*load, layout.replicas)
         if load not in self._latency_met:
             if layout.key not in self._speeds and self._bounds_miss(layout):
                 self._latency_met[load] = False  # as the speed model would say, without its steady state
@@ -532,9 +534,9 @@ class ServePlanner(Evaluator):
         """Whether the speed model's lower bounds at the layout's load (``latency_bounds``) already miss
         the SLO: then its TTFT or TPOT, at least those bounds, misses it too."""
         job = self.job
-        if job.arrival == "steady":
-            return False  # the bounds hold for a closed loop or a burst at the layout's concurrency, not a stream
         workload, prepared = self._workload(layout, self.memory(layout).kv_available)
+        if job.arrival == "steady":  # the bounds hold for a closed loop or a burst, not a stream: but its rate can
+            return outruns_front_end(workload)  # outrun the server process, which saturates it (not sound)
         ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared, statistic=job.ttft_statistic)
         return self._misses(ttft * 1000, tpot * 1000)
 
