@@ -323,15 +323,15 @@ def _approval_reason(analysis: Any, overridden: list[Finding]) -> str:
     parts = []
     confidence = analysis.spec.plan.confidence
     at = f"at {confidence:.0%} confidence"  # memory as the plan judges it: at its band's pessimistic edge
-    waived = {job: [f.code for f in overridden if _job_word(f) == job] for job in ("fine-tuning run", "deployment")}
-    for word, estimate, usable in (
-        ("fine-tuning", analysis.finetune, lambda e: e.gpu.usable_bytes),
-        ("serving", analysis.serve, lambda e: e.memory.budget),
+    for word, job, estimate, usable in (
+        ("fine-tuning", "fine-tuning run", analysis.finetune, lambda e: e.gpu.usable_bytes),
+        ("serving", "deployment", analysis.serve, lambda e: e.memory.budget),
     ):
         if estimate is None:
             continue
+        waived = [f.code for f in overridden if _job_word(f) == job]
         fit = estimate.fit_verdict(confidence)
-        memory = waived_against(waived["fine-tuning run" if word == "fine-tuning" else "deployment"], "memory")
+        memory = waived_against(waived, "memory")
         if fit == "fits" and not memory:
             fit = f"fits with {1 - estimate.planned_bytes(confidence) / usable(estimate):.0%} headroom {at}"
         elif memory:
@@ -340,7 +340,7 @@ def _approval_reason(analysis: Any, overridden: list[Finding]) -> str:
             fit = f"is {fit}"
         part = f"{word} on {layout_text(estimate)} {fit}"
         if word == "serving":
-            late = waived_against(waived["deployment"], "latency")
+            late = waived_against(waived, "latency")
             slo = "meets its latency SLOs" if estimate.job.has_latency_slo else "declares no latency SLO"
             part += f" and {'; '.join(map(denial, late)) if late else slo}"
         parts.append(part)

@@ -372,8 +372,8 @@ class CachingAllocator:
         inputs repeat with them, no size they drew on runs out, and no size grows that a choice hung on
         there being so few of (``_Mark``): those periods are applied at once, by arithmetic, and their
         results are the period's. The answer is the one running each would give, to the byte (a property
-        test holds it); only the work is less. ``keep`` False
-        keeps no results (runs that return none, millions of them)."""
+        test holds it); only the work is less. With ``keep`` False no results are kept (runs that return
+        none, millions of them)."""
         results: list[R] = []
         marks: list[_Mark] = []  # the runs since periods were last applied, the first of them run ``first``
         first = 0
