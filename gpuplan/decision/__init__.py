@@ -108,6 +108,8 @@ class Decision:
     fail_on: Severity
     exit_code: int  # the run's exit code under the same findings and fail level
     changes: tuple[Change, ...] = ()  # the planner's recommended layout per job where it differs from the declared
+    # APPROVE: the waived findings it rests on, ones that would have kept the layout from approval (``CLAIMS``)
+    waived: tuple[Finding, ...] = ()
 
     @property
     def amount_with_changes(self) -> Amount | None:
@@ -263,7 +265,8 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
             reason = f"The declared layout is not sound as it stands ({first.code}{relevelled}): {first.message}"
         return verdict(Verdict.APPROVE_WITH_CHANGES, reason, unsound, amount)
     overridden = [f for f in result.findings if f.waived and _unsound(f.code)]
-    return verdict(Verdict.APPROVE, _approval_reason(analysis, overridden), [], amount)
+    approved = verdict(Verdict.APPROVE, _approval_reason(analysis, overridden), [], amount)
+    return replace(approved, waived=tuple(overridden))
 
 
 def _planner(analysis: Any, settings: Any) -> Any:
@@ -303,6 +306,11 @@ def waived_against(codes: Iterable[str], claim: str) -> list[str]:
     """Of the waived ``codes``, those whose findings deny ``claim`` (a key of ``CLAIMS``) and would have kept the
     layout from approval as declared, in code order."""
     return sorted({c for c in codes if _unsound(c) and c in CODES and CODES[c].family in CLAIMS[claim]})
+
+
+def denying(findings: Iterable[Finding], claim: str) -> list[Finding]:
+    """The waived ``findings`` that deny ``claim`` (``waived_against``), in code order."""
+    return sorted((f for f in findings if f.code in waived_against([f.code], claim)), key=lambda f: f.code)
 
 
 def denial(code: str) -> str:
@@ -347,8 +355,8 @@ def _approval_reason(analysis: Any, overridden: list[Finding]) -> str:
     budget = analysis.spec.budget
     declared = budget.finetune_total is not None or budget.serve_monthly is not None
     money = "within the declared budget" if declared else "priced (no budget is declared to check against)"
-    over = waived_against([f.code for f in overridden], "budget")
-    costs = f"it {'; '.join(map(denial, over))}" if over else f"every job is {money}"
+    over = denying(overridden, "budget")
+    costs = "; ".join(f"the {_job_word(f)} {denial(f.code)}" for f in over) if over else f"every job is {money}"
     reason = f"The declared {' and '.join(parts)}; {costs}"
     if overridden:
         reason += "; approved on waivers: " + "; ".join(

@@ -11,7 +11,7 @@ cannot avoid are in the glossary (gpuplan.report.glossary).
 from __future__ import annotations
 
 from gpuplan.codes import CODES, Approval, approval_of
-from gpuplan.decision import Amount, Verdict, denial, waived_against
+from gpuplan.decision import Amount, Verdict, denial, denying
 from gpuplan.decision.memo import JobMemo, Memo
 from gpuplan.decision.sensitivity import Scenario
 from gpuplan.findings import Finding
@@ -346,16 +346,16 @@ def findings_left(memo: Memo) -> list[Finding]:
 EDGE_MISSED = {entry.code: entry.edge_missed for entry in CODES.values() if entry.edge_missed}
 
 
-def _with_waiver(fact: str, waived: set[str], claim: str) -> str:
+def _with_waiver(fact: str, memo: Memo, claim: str) -> str:
     """An APPROVE's fact as the estimate states it, naming a waived at-risk finding that says its edge does not hold;
     where a waived finding denies the fact itself (the layout does not fit, misses its SLO, is over budget), what
-    that finding says instead (``decision.waived_against``)."""
-    named = waived_against(waived, claim)
+    that finding says instead (``decision.denying``), of the job it is about where the spec has two."""
+    named = denying(memo.decision.waived, claim)
     if not named:
         return fact
-    if any(code not in EDGE_MISSED for code in named):
-        return "it " + "; ".join(map(denial, named))
-    edges = "; ".join(f"{EDGE_MISSED[code]}: {code}, waived" for code in named)
+    if any(f.code not in EDGE_MISSED for f in named):
+        return "; ".join(f"{'it' if len(memo.jobs) == 1 else _job_of(f)} {denial(f.code)}" for f in named)
+    edges = "; ".join(f"{EDGE_MISSED[f.code]}: {f.code}, waived" for f in named)
     return f"{fact} on the estimate ({edges})"
 
 
@@ -371,12 +371,11 @@ def headline(memo: Memo) -> str:
         )
         budgeted = any(job.budget.limit is not None for job in memo.jobs)
         # A waived at-risk finding (the estimate holds, its pessimistic edge does not) is named, not claimed away.
-        waived = {entry.code for entry in memo.audit.waivers if entry.applied}
-        facts = [_with_waiver("it fits in memory with the margin to spare", waived, "memory")]
+        facts = [_with_waiver("it fits in memory with the margin to spare", memo, "memory")]
         if slo:
-            facts.append(_with_waiver("meets its latency target", waived, "latency"))
+            facts.append(_with_waiver("meets its latency target", memo, "latency"))
         facts.append(
-            _with_waiver("is within budget" if budgeted else "is priced (no budget is declared)", waived, "budget")
+            _with_waiver("is within budget" if budgeted else "is priced (no budget is declared)", memo, "budget")
         )
         return f"Approve {jobs} as declared: {', '.join(facts[:-1])} and {facts[-1]}."
     if verdict is Verdict.APPROVE_WITH_CHANGES:
