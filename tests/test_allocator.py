@@ -832,7 +832,8 @@ def test_a_step_of_a_million_million_sub_groups_runs_a_few_and_applies_the_rest(
             ran[0] += 1
             once(item)
 
-        assert cache.repeat(counted, Alike(count), keep=False) == []
+        counted(None)  # the first drops the gradient: runs that change more than the cache are not repeated
+        assert cache.repeat(counted, Alike(count - 1), keep=False) == []
         return cache, ran[0]
 
     huge, ran = run(10**12, True)

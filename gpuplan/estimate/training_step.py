@@ -575,7 +575,10 @@ class SimulatedStep:
             temporaries = cache.take(states.step_temporaries * share)
             self._give(temporaries, cache.take(states.paged_optimizer * share), gradient)
 
-        cache.repeat(sub_group, Alike(max(1, round(1 / share))), keep=False)
+        # The first frees the gradients (ZeRO-1 and -2, one sub-group); ``repeat`` takes the rest, whose runs read
+        # the cache alone, as its periods require.
+        sub_group(None)
+        cache.repeat(sub_group, Alike(max(1, round(1 / share)) - 1), keep=False)
         return held[0]
 
     def _loss(self) -> tuple[Allocation, Allocation, Allocation]:
