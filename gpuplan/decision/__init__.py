@@ -302,15 +302,12 @@ def _job_word(finding: Finding) -> str:
 CLAIMS = {"memory": ("fit", "parallelism"), "latency": ("benchmark",), "budget": ("budget", "storage")}
 
 
-def waived_against(codes: Iterable[str], claim: str) -> list[str]:
-    """Of the waived ``codes``, those whose findings deny ``claim`` (a key of ``CLAIMS``) and would have kept the
-    layout from approval as declared, in code order."""
-    return sorted({c for c in codes if _unsound(c) and c in CODES and CODES[c].family in CLAIMS[claim]})
-
-
 def denying(findings: Iterable[Finding], claim: str) -> list[Finding]:
-    """The waived ``findings`` that deny ``claim`` (``waived_against``), in code order."""
-    return sorted((f for f in findings if f.code in waived_against([f.code], claim)), key=lambda f: f.code)
+    """Of the waived ``findings``, those that deny ``claim`` (a key of ``CLAIMS``) and would have kept the layout
+    from approval as declared, in code order."""
+    families = CLAIMS[claim]
+    found = (f for f in findings if _unsound(f.code) and f.code in CODES and CODES[f.code].family in families)
+    return sorted(found, key=lambda f: f.code)
 
 
 def denial(code: str) -> str:
@@ -337,20 +334,20 @@ def _approval_reason(analysis: Any, overridden: list[Finding]) -> str:
     ):
         if estimate is None:
             continue
-        waived = [f.code for f in overridden if _job_word(f) == job]
+        waived = [f for f in overridden if _job_word(f) == job]
         fit = estimate.fit_verdict(confidence)
-        memory = waived_against(waived, "memory")
+        memory = denying(waived, "memory")
         if fit == "fits" and not memory:
             fit = f"fits with {1 - estimate.planned_bytes(confidence) / usable(estimate):.0%} headroom {at}"
         elif memory:
-            fit = "; ".join(map(denial, memory))
+            fit = "; ".join(denial(f.code) for f in memory)
         elif fit != "does not fit":  # at risk, its finding not selected
             fit = f"is {fit}"
         part = f"{word} on {layout_text(estimate)} {fit}"
         if word == "serving":
-            late = waived_against(waived, "latency")
+            late = "; ".join(denial(f.code) for f in denying(waived, "latency"))
             slo = "meets its latency SLOs" if estimate.job.has_latency_slo else "declares no latency SLO"
-            part += f" and {'; '.join(map(denial, late)) if late else slo}"
+            part += f" and {late or slo}"
         parts.append(part)
     budget = analysis.spec.budget
     declared = budget.finetune_total is not None or budget.serve_monthly is not None

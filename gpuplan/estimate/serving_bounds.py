@@ -282,4 +282,4 @@ def outruns_front_end(w: ServingWorkload) -> bool:
     if w.arrival != "steady" or not w.rate_rps:
         return False
     capacity = frontend_capacity(w.endpoint, max(1.0, w.prompt_tokens), max(1, w.output_tokens))
-    return w.rate_rps / max(1, w.replicas) >= capacity
+    return w.replica_rate >= capacity

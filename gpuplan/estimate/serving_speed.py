@@ -571,7 +571,7 @@ def _steady_speed(w: ServingWorkload, state_at: Callable[[float], SteadyState], 
     the server process takes in and streams back (``capacity``), the stream outruns the deployment
     (saturated: TTFT without bound, throughput at the caps)."""
     caps, capacity, make = terms.caps, terms.capacity, terms.make
-    rate = (w.rate_rps or 0.0) / max(1, w.replicas)
+    rate = w.replica_rate
     limited_by = min(caps, key=lambda name: caps[name])
     most = min(caps.values())
     full = state_at(most)

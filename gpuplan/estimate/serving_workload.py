@@ -57,6 +57,11 @@ class ServingWorkload:
         return self.arrival == "burst" and self.batching != "static"
 
     @property
+    def replica_rate(self) -> float:
+        """A steady stream's requests per second on each replica (split evenly over them); 0 without a rate."""
+        return (self.rate_rps or 0.0) / max(1, self.replicas)
+
+    @property
     def burst_prompt(self) -> int:
         """The prompt each request of a burst's wave carries: the mean prompt, whole."""
         return max(1, round(max(1.0, self.prompt_tokens)))

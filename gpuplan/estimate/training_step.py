@@ -562,24 +562,22 @@ class SimulatedStep:
         # ZeRO-3's sub-groups one after another, each the largest's size (the blocks each takes back, alike): run as
         # layers are (``repeat``), since a model of millions of sub-groups (1e9 elements each) steps them alike.
         share = zero.sub_group_share
-        held = [grads]
 
-        def sub_group(_: None) -> None:
+        def sub_group(freed: tuple[Allocation, ...]) -> None:
             flat = cache.take(zero.flat_copy)
             gradient = cache.take(zero.fp32_gradients) if zero.fp32_gradients else flat
             if zero.fp32_gradients:
                 cache.give(flat)
-            if not zero.keeps_gradients and held[0]:
-                self._give(*held[0])
-                held[0] = []
+            self._give(*freed)
             temporaries = cache.take(states.step_temporaries * share)
             self._give(temporaries, cache.take(states.paged_optimizer * share), gradient)
 
-        # The first frees the gradients (ZeRO-1 and -2, one sub-group); ``repeat`` takes the rest, whose runs read
-        # the cache alone, as its periods require.
-        sub_group(None)
-        cache.repeat(sub_group, Alike(max(1, round(1 / share)) - 1), keep=False)
-        return held[0]
+        # The first frees the 16-bit gradients but under ZeRO-3 (ZeRO-1 and -2: their one sub-group); ``repeat``
+        # takes the rest, which free nothing else: runs that read the cache alone, as its periods require.
+        kept = grads if zero.keeps_gradients else []
+        sub_group(() if zero.keeps_gradients else tuple(grads))
+        cache.repeat(lambda _: sub_group(()), Alike(max(1, round(1 / share)) - 1), keep=False)
+        return kept
 
     def _loss(self) -> tuple[Allocation, Allocation, Allocation]:
         """The loss after the last layer's forward: the returned logits, the upcast copy (taken and freed), the
