@@ -12,6 +12,7 @@ import pytest
 from conftest import EXAMPLES, run_cli
 
 from gpuplan.decision import Amount, Verdict, decide
+from gpuplan.decision.audit import content_hash
 from gpuplan.findings import Severity
 from gpuplan.linter import lint_path
 from gpuplan.run import lint_run
@@ -160,6 +161,21 @@ def test_adding_approvals_leaves_the_content_hash_unchanged(write_spec):
     file_hash = re.compile(r"\| Spec SHA-256 \(file\) \| ([0-9a-f]{64}) \|")
     assert file_hash.search(plain).group(1) != file_hash.search(signed).group(1)  # type: ignore[union-attr]
     assert "SHA-256 of the spec's data without its approvals section" in plain
+
+
+def test_keys_that_are_not_strings_hash_as_json_writes_them(write_spec):
+    # YAML reads `1:`, `true:`, `null:` and `2.0:` as an int, a bool, None and a float; the schema rejects them, but
+    # the report of such a spec (CANNOT APPROVE) still records its content hash, and sorting those keys beside
+    # strings raised TypeError (an internal error). Written by hand, as json.dumps writes such keys and with the
+    # keys sorted as strings ("2" < "null" < "true"; 2.0 is the whole number 2):
+    canonical = '{"1":2,"a":{"2":3,"null":2,"true":1}}'
+    data = {1: 2, "a": {True: 1, None: 2, 2.0: 3}, "approvals": [{"by": "x"}]}
+    assert content_hash(data) == hashlib.sha256(canonical.encode()).hexdigest()
+    text = (EXAMPLES / "serve-llama-70b.yaml").read_text()
+    for key in ("1", "true", "null", "2.5"):
+        code, out, err = run_cli("report", str(write_spec(text + f"{key}: 2\n", f"{key}.yaml")))
+        assert (code, err) == (1, ""), key  # the report is written; its GP101 error is at the fail level
+        assert "CANNOT APPROVE" in out and re.search(r"\| Content hash \| [0-9a-f]{64} \|", out), key
 
 
 def test_the_amount_is_the_run_plus_the_monthly_figure_times_the_term():

@@ -5,6 +5,9 @@ spec's data without its ``approvals`` section, written as canonical JSON (keys s
 whitespace, UTF-8, a number that is a whole number written as an integer: 4.0 and 4 are one value, as
 RFC 8785's canonical JSON writes them). Adding or changing signatures, comments, key order or YAML
 formatting leaves it unchanged; any other value changes it. The raw file's SHA-256 is recorded beside it.
+A YAML key that is not a string (``1:``, ``true:``, ``null:``: the schema rejects it, and a report of such a spec
+says it cannot be approved) is written as JSON writes a key, its JSON text as a string (1, true, null), so that the
+keys sort as strings do.
 """
 
 from __future__ import annotations
@@ -41,12 +44,19 @@ def content_hash(data: Any) -> str | None:
 
 
 def _numbers_as_values(data: Any) -> Any:
-    """``data`` with every integral float as the int it equals (``units.whole_number``), at any depth."""
+    """``data`` with every integral float as the int it equals (``units.whole_number``), at any depth, and every
+    key a string (a key that is not one as its JSON text)."""
     if isinstance(data, dict):
-        return {key: _numbers_as_values(value) for key, value in data.items()}
+        return {_key_text(key): _numbers_as_values(value) for key, value in data.items()}
     if isinstance(data, list):
         return [_numbers_as_values(value) for value in data]
     return whole_number(data)
+
+
+def _key_text(key: Any) -> str:
+    """A mapping key as canonical JSON writes it: a string as itself, any other scalar as its JSON text (json.dumps
+    writes 1, true and null as the keys "1", "true" and "null"; sorting them beside strings would fail)."""
+    return key if isinstance(key, str) else json.dumps(whole_number(key), ensure_ascii=False, default=str)
 
 
 @record
