@@ -78,6 +78,9 @@ CATALOG_MODELS = {
     "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b",
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
     "deepseek-ai/DeepSeek-R1-0528": "deepseek-v3",  # the DeepSeek-V3 architecture
+    # NVIDIA's NVFP4 checkpoint of DeepSeek-R1-0528 (ModelOpt): the same model, its linears in FP4 (the record's
+    # quantization, nvfp4)
+    "nvidia/DeepSeek-R1-0528-FP4-v2": "deepseek-v3",
     "deepseek-ai/DeepSeek-V3": "deepseek-v3",
 }
 # The sources' GPU names; a form factor the source does not state is the SXM board cloud providers rent.

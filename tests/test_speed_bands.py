@@ -85,9 +85,9 @@ def test_the_json_states_each_speed_figures_band_at_the_plans_confidence(tmp_pat
 
 def test_an_slo_met_on_the_estimate_but_not_at_the_band_is_at_risk(tmp_path):
     # The example serves Llama 3.2 3B on one L4: p90 TTFT 1,027.3 ms estimated against an SLO of 1,500 ms (met).
-    # Closed-loop runs came in at up to about 2.62 x the estimate at 0.9 (the 69th of 76 ratios):
-    # about 2,690 ms > 1,500 -> GP405 at serve.slo.ttft_ms, and the planner does not keep the L4. At 0.5
-    # the ratio is the 38th of 76 (about 1.03): about 1,058 ms < 1,500 -> no GP405, and the L4 (the
+    # Closed-loop runs came in at up to about 2.68 x the estimate at 0.9 (the 72nd of 80 ratios, 2.678):
+    # about 2,751 ms > 1,500 -> GP405 at serve.slo.ttft_ms, and the planner does not keep the L4. At 0.5
+    # the ratio is the 40th of 80 (1.040): about 1,068 ms < 1,500 -> no GP405, and the L4 (the
     # cheapest sound layout) is recommended.
     serve = _serve_json(AT_RISK)
     ttft = serve["ttft_p90_ms"]
@@ -118,8 +118,8 @@ def _serving_plan(*args: str) -> dict:
 
 
 def test_each_serving_option_states_the_share_of_its_slo_its_slow_edge_leaves():
-    # serve-llama-70b's recommendation, 2 x h200-sxm TP 2: p90 TTFT 1,095 ms x the 71st of 78 closed-loop TTFT
-    # ratios (2.617: 2,866 ms) against 3,500 leaves about 18%; TPOT 46.4 ms x the 63rd of 69 TPOT ratios
+    # serve-llama-70b's recommendation, 2 x h200-sxm TP 2: p90 TTFT 915.7 ms x the 72nd of 80 closed-loop TTFT
+    # ratios (2.678: 2,452 ms) against 3,500 leaves about 30%; TPOT 46.4 ms x the 63rd of 69 TPOT ratios
     # (1.083: 50.3 ms) against 60 leaves about 16%. The margin is the tighter one's: TPOT's here.
     code, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "serve-llama-70b.yaml"))
     assert code == 0
@@ -147,16 +147,16 @@ def test_page_one_says_the_latency_target_is_missed_allowing_for_the_measured_er
 
 
 def test_the_reports_side_by_side_table_states_each_layouts_slow_edge_and_margin():
-    # serve-llama-70b's recommended 2 x h200-sxm: p90 TTFT 915.7 ms (at its prompts' p90, 6,000 tokens) x 2.617
-    # (the 71st of 78 closed-loop ratios) = 2,396 ms, TPOT 46.44 ms x 1.083 (the 63rd of 69) = 50.3 ms;
-    # 1 - 50.3 / 60 = 16% of the TPOT SLO left, less than TTFT's 1 - 2,396 / 3,500 = 32%. The declared
-    # 4 x h100-sxm: 548.7 ms x 2.617 = 1,436 ms and 33.24 x 1.083 = 36.0 ms; 1 - 36.0 / 60 = 40%.
+    # serve-llama-70b's recommended 2 x h200-sxm: p90 TTFT 915.7 ms (at its prompts' p90, 6,000 tokens) x 2.6777
+    # (the 72nd of 80 closed-loop ratios) = 2,452 ms, TPOT 46.44 ms x 1.083 (the 63rd of 69) = 50.3 ms;
+    # 1 - 50.3 / 60 = 16% of the TPOT SLO left, less than TTFT's 1 - 2,452 / 3,500 = 30%. The declared
+    # 4 x h100-sxm: 548.7 ms x 2.6777 = 1,469 ms and 33.24 x 1.083 = 36.0 ms; 1 - 36.0 / 60 = 40%.
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     row = next(line for line in out.splitlines() if line.startswith("| SLO margin at 90% confidence |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells[1] == "p90 TTFT up to 1,436 ms, TPOT up to 36.0 ms; 40% of the SLO left"
-    assert cells[2] == "p90 TTFT up to 2,396 ms, TPOT up to 50.3 ms; 16% of the SLO left"
-    assert round(915.7 * shipped("ttft", "closed-loop", 0.9)) == 2396
+    assert cells[1] == "p90 TTFT up to 1,469 ms, TPOT up to 36.0 ms; 40% of the SLO left"
+    assert cells[2] == "p90 TTFT up to 2,452 ms, TPOT up to 50.3 ms; 16% of the SLO left"
+    assert round(915.7 * shipped("ttft", "closed-loop", 0.9)) == 2452
 
 
 def _burst_tpot_band(tmp_path, output_tokens: int, arrival: str = "burst") -> dict:
