@@ -561,7 +561,10 @@ def _nemotron_h_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
             ("ssm_groups", ("mamba_n_groups", "n_groups")),
             ("conv_kernel", ("mamba_d_conv", "conv_kernel")),
         ):
-            key = next(key for key in keys if text.get(key) is not None)
+            key = next((key for key in keys if text.get(key) is not None), None)
+            if key is None:  # absent, it took the config class's default above: null, a size the layers lack
+                stated = " and ".join(prefix + key for key in reversed(keys) if key in text)
+                raise ArchitectureError(f"config.json {stated}: null, where the Mamba-2 (M) layers need a size")
             values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
         conv_key = "mamba_conv_bias" if "mamba_conv_bias" in text else "use_conv_bias"
         values["conv_bias"] = bool_value(text, conv_key, prefix, True)
@@ -778,8 +781,13 @@ def vision_tower_params(vision: dict[str, Any], top_type: str, text_hidden: int,
         output = bounded_int(vision, "vision_output_dim", 1, 1_000_000, "vision_config.", width)
         adapter = bounded_int(vision, "projector_input_dim", 1, 1_000_000, "vision_config.", output)
         ratio = vision.get("pixel_shuffle_ratio", 0.5)
-        if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1:
-            raise ArchitectureError("config.json vision_config.pixel_shuffle_ratio must be a number in (0, 1]")
+        grid = image // patch  # patches a side; the shuffle keeps ratio x grid of them (at least one)
+        if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0 < ratio <= 1 or ratio * grid < 1:
+            raise ArchitectureError(
+                "config.json vision_config.pixel_shuffle_ratio must be a number in (0, 1] that keeps at least one of"
+                f" the image's {grid} patches a side (image_size {image} // patch_size {patch})"
+                + (f": 1 / {grid} or more" if grid else ": the image holds none")
+            )
         shuffled = int(width / (ratio * ratio))
         projector = shuffled * adapter + adapter * output + output * text_hidden
     else:

@@ -155,6 +155,24 @@ def test_llama4_shared_expert_and_chunked_attention():
     assert arch.params - without_shared.architecture.params >= 48 * 125_829_120
 
 
+def test_llama4_pixel_shuffle_keeps_at_least_one_patch_a_side():
+    # meta-llama/Llama-4-Scout-17B-16E's vision_config: 336-pixel images in 14-pixel patches, a 24 x 24 grid that
+    # the pixel shuffle cuts by its ratio each side (0.5: 12 x 12, each token four patches' channels). A ratio
+    # under 1 / 24 leaves no patch; 1e-200 squared is 0.0, which divided the projector's width by zero.
+    vision = {
+        "model_type": "llama4_vision_model", "hidden_size": 1408, "num_hidden_layers": 34, "intermediate_size": 5632,
+        "image_size": 336, "patch_size": 14, "projector_input_dim": 4096, "vision_output_dim": 4096,
+    }  # fmt: skip
+    config = {"model_type": "llama4", "text_config": LLAMA4_SCOUT_TEXT}
+    for ratio in (0.5, 1 / 24, 1.0):
+        read_hf_model({**config, "vision_config": {**vision, "pixel_shuffle_ratio": ratio}})
+    for ratio in (1e-200, 1 / 25, 0, -0.5, 1.5, True, "0.5"):
+        with pytest.raises(ArchitectureError, match=r"24 patches a side .*: 1 / 24 or more"):
+            read_hf_model({**config, "vision_config": {**vision, "pixel_shuffle_ratio": ratio}})
+    with pytest.raises(ArchitectureError, match="the image holds none"):
+        read_hf_model({**config, "vision_config": {**vision, "patch_size": 400}})
+
+
 def test_qwen_moe_shared_expert_and_phi2_biases():
     qwen = read_hf_model(
         {

@@ -118,6 +118,29 @@ def test_config_json_reads_as_the_catalog_entry():
     assert NEMOTRON.state_fp32 and any("mamba_ssm_cache_dtype absent" in note for note in nemotron.notes)
 
 
+@pytest.mark.parametrize(
+    "keys",
+    [("mamba_num_heads",), ("mamba_head_dim",), ("ssm_state_size",), ("n_groups",), ("conv_kernel",)],
+)
+def test_a_mamba_dimension_stated_null_is_named_not_an_internal_error(keys):
+    # Absent, each size of the Mamba-2 layers takes NemotronHConfig's default (a note says so); stated null it is
+    # no size, and it was a StopIteration reported as an internal error (GP010). Its legacy spelling alone reads
+    # as its name does.
+    (key,) = keys
+    legacy = {"n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv"}.get(key)
+    with pytest.raises(ArchitectureError, match=f"config.json {key}: null, where the Mamba-2"):
+        read_hf_model({**NEMOTRON_H_8B, key: None})
+    if legacy:
+        with pytest.raises(ArchitectureError, match=f"config.json {key} and {legacy}: null, where the Mamba-2"):
+            read_hf_model({**NEMOTRON_H_8B, key: None, legacy: None})
+    absent = read_hf_model({k: v for k, v in NEMOTRON_H_8B.items() if k != key})
+    assert f"{key} absent: {NEMOTRON_H_8B[key]} (config-class default)" in absent.notes
+    assert absent.architecture == NEMOTRON
+    if legacy:
+        renamed = {**NEMOTRON_H_8B, key: None, legacy: NEMOTRON_H_8B[key]}
+        assert read_hf_model(renamed).architecture == NEMOTRON
+
+
 def test_parameters_against_the_published_totals():
     # Qwen3-Next-80B-A3B (transformers modeling_qwen3_next.py):
     #   embedding + untied LM head 2 x 151,936 x 2,048 = 622,329,856; final norm 2,048.
