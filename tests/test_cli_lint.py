@@ -393,6 +393,36 @@ def test_a_one_spec_command_refuses_a_folder_before_reading_it(tmp_path, command
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["specs"]
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["estimate", ""],
+        ["plan", ""],
+        ["report", ""],
+        ["report", "--pdf", ""],
+        ["verify", "", "--run", "run.log"],
+        ["lint", ""],
+        ["diff", ""],
+        ["lint", "--config", "", "a.yaml"],
+        ["plan", "--config", "", "a.yaml"],
+        ["report", "-o", "", "a.yaml"],
+        ["init", "--model", "llama-3.1-8b", "--serve", "--gpu", "l4", ""],
+    ],
+)
+def test_an_empty_path_is_a_usage_error_not_the_current_folder(tmp_path, monkeypatch, args):
+    # A shell passes '' for an unset variable (`gpuplan plan "$SPEC"`), which the file system reads as the
+    # current folder: with two specs there the one-spec commands were an internal error ("too many values to
+    # unpack"), with one they took it, `report --pdf ''` failed on "PosixPath('.') has an empty name" and
+    # `lint ''` linted the whole folder. Every path argument and option refuses it before reading anything.
+    for name in ("a.yaml", "b.yaml"):
+        (tmp_path / name).write_text((EXAMPLES / "serve-llama-70b.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(*args)
+    assert code == 2 and "'' names no path (an unset variable?)" in err and "internal error" not in err, err
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("."))
+    assert out == "" and left == ["a.yaml", "b.yaml"]
+
+
 def test_report_of_a_spec_it_cannot_read_writes_nothing(tmp_path):
     # A report on a file that is not there once came out as a CANNOT APPROVE PDF with the SHA-256 of empty
     # input as the spec's hash; it is an error on standard error, exit 2, and no file.

@@ -603,7 +603,7 @@ def test_a_token_budget_the_prompts_saturate_is_a_long_wait_not_an_internal_erro
         (("diff", "a.yaml", "b.yaml", "--max-monthly-increase", "nan"), "'nan' is not a finite number"),
         (("diff", "a.yaml", "b.yaml", "--max-monthly-increase-pct", "inf"), "'inf' is not a finite number"),
         (("init", "--model", "llama-3.1-8b", "--serve", "--count", "99999999999", "x.yaml"), "must be at most"),
-        (("init", "--model", "llama-3.1-8b", "--serve", ""), "an empty path names no file"),
+        (("init", "--model", "llama-3.1-8b", "--serve", "  "), "'  ' names no path (an unset variable?)"),
     ],
 )
 def test_a_bad_command_line_value_is_one_line_and_exit_2(tmp_path: Path, monkeypatch, args, message):

@@ -72,9 +72,21 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+class NamedPath(click.Path):
+    """A path that names something: click.Path, less a blank one. The file system reads '' as the current folder, and a
+    shell passes it for an unset variable (`gpuplan plan "$SPEC"`): a one-spec command then read every spec of the
+    folder, or a report was written to a file named '.'."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} names no path (an unset variable?)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 # SPEC of the commands that take one spec (estimate, plan, report, verify): a file or '-', never a folder,
 # which only lint searches for specs (a folder is a usage error, before anything is read or written).
-ONE_SPEC = click.Path(dir_okay=False, allow_dash=True)
+ONE_SPEC = NamedPath(dir_okay=False, allow_dash=True)
+CONFIG_FILE = NamedPath(dir_okay=False)  # --config: a configuration file
 
 
 class PipeTolerant:
@@ -140,7 +152,7 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--config",
             "config_path",
-            type=click.Path(dir_okay=False),
+            type=CONFIG_FILE,
             default=None,
             help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.",
         ),

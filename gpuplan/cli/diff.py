@@ -6,13 +6,22 @@ import sys
 
 import click
 
-from gpuplan.cli.common import EXIT_FINDINGS, EXIT_OK, SEVERITY_CHOICES, FiniteFloat, _format_option, _guarded
+from gpuplan.cli.common import (
+    CONFIG_FILE,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    SEVERITY_CHOICES,
+    FiniteFloat,
+    NamedPath,
+    _format_option,
+    _guarded,
+)
 from gpuplan.findings import Severity
 from gpuplan.visible import visible
 
 
 @click.command(short_help="What a change to specs does to memory, speed and cost.")
-@click.argument("paths", nargs=-1)
+@click.argument("paths", nargs=-1, type=NamedPath(allow_dash=True))
 @click.option(
     "--git",
     "git_ref",
@@ -25,7 +34,7 @@ from gpuplan.visible import visible
 @click.option("--head", "head_ref", default=None, help="With --git: compare to this revision, not the working tree.")
 @click.option("--merge-base", is_flag=True, help="With --git REF: start from the merge base of REF and the head.")
 @_format_option("text", "markdown", "json", "github")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
+@click.option("--config", "config_path", type=CONFIG_FILE, default=None, help="Configuration file.")
 @click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers on both sides.")
 @click.option(
     "--fail-on",

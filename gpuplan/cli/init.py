@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gpuplan.cli.common import _guarded
+from gpuplan.cli.common import NamedPath, _guarded
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Severity
 from gpuplan.visible import visible
@@ -110,7 +110,7 @@ def _ask(
 
 
 @click.command(short_help="Write a commented starter spec, then lint it.")
-@click.argument("path", default="workload.yaml", required=False)
+@click.argument("path", default="workload.yaml", required=False, type=NamedPath(allow_dash=True))
 @click.option("--model", type=MODEL, default=None, help="Model id from `gpuplan catalog models`, or a Hugging Face id.")
 @click.option("--serve", "serve", is_flag=True, default=None, help="A serving deployment.")
 @click.option("--finetune", type=click.Choice(["full", "lora", "qlora"]), default=None, help="A fine-tuning job.")
@@ -183,8 +183,6 @@ def init(
     elif model is None or (not serve and finetune is None):
         raise click.UsageError("give --model and --serve and/or --finetune METHOD (or run in a terminal to be asked)")
     assert model is not None
-    if not path.strip():
-        raise click.BadParameter("an empty path names no file; give a file name, or - for standard output")
     choices = starter.Starter(
         model=model,
         gpu=gpu or starter.STARTER_GPU,

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuplan.cli.common import EXIT_OK, _discard_stdout, _guarded, _print_tracebacks, _rule_patterns, _run_options
+from gpuplan.cli.common import (
+    EXIT_OK,
+    NamedPath,
+    _discard_stdout,
+    _guarded,
+    _print_tracebacks,
+    _rule_patterns,
+    _run_options,
+)
 from gpuplan.errors import GpuplanError
 from gpuplan.output import FORMAT_MODULES
 
@@ -17,7 +25,7 @@ if TYPE_CHECKING:  # the linter is imported when the command runs
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1, required=True, type=NamedPath(allow_dash=True))
 @click.option(
     "--format",
     "output_format",

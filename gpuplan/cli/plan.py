@@ -7,7 +7,16 @@ from typing import Any, NoReturn
 
 import click
 
-from gpuplan.cli.common import EXIT_FINDINGS, EXIT_OK, ONE_SPEC, FiniteFloat, _echo_problems, _format_option, _guarded
+from gpuplan.cli.common import (
+    CONFIG_FILE,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    ONE_SPEC,
+    FiniteFloat,
+    _echo_problems,
+    _format_option,
+    _guarded,
+)
 from gpuplan.errors import GpuplanError
 from gpuplan.visible import json_text
 
@@ -32,7 +41,7 @@ from gpuplan.visible import json_text
     default=None,
     help="Replaces plan.confidence: how sure a sound layout must be to fit in memory and meet its SLO (0.5-0.99).",
 )
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Configuration file.")
+@click.option("--config", "config_path", type=CONFIG_FILE, default=None, help="Configuration file.")
 @_guarded
 def plan_command(
     spec_path: str,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuplan.cli.common import ONE_SPEC, _evidence_kinds, _guarded, _print_tracebacks, _run_options
+from gpuplan.cli.common import ONE_SPEC, NamedPath, _evidence_kinds, _guarded, _print_tracebacks, _run_options
 from gpuplan.visible import visible
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, allow_dash=True),
+    type=NamedPath(dir_okay=False, allow_dash=True),
     default=None,
     help="Output file ('-': standard output, one text format only); with no format option, a .pdf or .html "
     "name chooses that format; with several formats, its suffix is replaced per format. Default: one "
