@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.catalog import UnknownNameError, get_gpu, get_model
+from gpuplan.conflicts import BF16_PRECISIONS
 from gpuplan.defaults import property_node
 from gpuplan.errors import GpuplanError
 from gpuplan.records import record
@@ -329,7 +330,12 @@ def _finetune(writer: _Writer, starter: Starter, tuning: Tuning | None) -> None:
     if tuning is not None:
         writer.note(f"gpuplan init: {tuning.note(starter)}", 1)
     writer.field(("finetune", "method"), starter.finetune)
-    writer.field(("finetune", "precision"), default=True)
+    precision = writer.schema.default("finetune", "precision")
+    if precision in BF16_PRECISIONS and not get_gpu(starter.gpu).has_bf16:  # the default would be GP025 there
+        writer.note(f"gpuplan init: {starter.gpu} has no bf16 tensor cores: 16-bit training runs in fp16 there", 1)
+        writer.field(("finetune", "precision"), "fp16-mixed")
+    else:
+        writer.field(("finetune", "precision"), default=True)
     writer.field(("finetune", "optimizer"), default=True)
     if starter.finetune != "full":
         rank = writer.schema.default("finetune", "lora", "rank")

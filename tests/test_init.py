@@ -245,3 +245,23 @@ def test_what_is_no_token_count_is_refused_with_an_example(text: str, tmp_path: 
     code, _, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--context", text, "x.yaml")
     assert code == 2 and "Invalid value for '--context'" in err
     assert list(tmp_path.glob("*.yaml")) == []
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_every_starter_resolves_on_every_catalog_gpu(method: str):
+    # init plans a starter's fine-tuning job after resolving it (starter._tuning asserts that it resolves): a default
+    # that conflicts with a GPU was an internal error there. The T4 has no bf16 tensor cores, and the schema's
+    # precision, bf16-mixed, is GP025 on it: its starter writes fp16-mixed, with a note saying why.
+    from gpuplan.catalog import gpu_catalog
+    from gpuplan.loader import load_bytes
+    from gpuplan.spec import resolve
+    from gpuplan.starter import Starter, starter_spec
+
+    for gpu in gpu_catalog().values():
+        text = starter_spec(Starter(model="llama-3.2-1b", gpu=gpu.id, serve=True, finetune=method))
+        spec, findings = resolve(load_bytes("starter.yaml", text.encode()), Path("."))
+        assert spec is not None, (gpu.id, [f.message for f in findings])
+        assert ("precision: fp16-mixed" in text) == (not gpu.has_bf16), gpu.id
+        assert ("has no bf16 tensor cores" in text) == (not gpu.has_bf16), gpu.id
+    code, out, err = run_cli("init", "--model", "llama-3.1-8b", "--finetune", method, "--gpu", "t4", "-")
+    assert code == 0 and "precision: fp16-mixed" in out and "internal error" not in err
