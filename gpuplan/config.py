@@ -24,8 +24,6 @@ from gpuplan.loader import LoadedDocument, Position, load_bytes
 from gpuplan.reading import SETTINGS, ReadRefused, read_bounded
 from gpuplan.records import record
 
-CONFIG_FILE = ".gpuplan.yaml"
-
 
 @record
 class Settings:
@@ -89,45 +87,6 @@ class ConfigError(GpuplanError):
         if len(self.problems) == 1:
             return [f"invalid configuration: {self.problems[0]}"]
         return ["invalid configuration:", *self.problems]
-
-
-def find_config(start: Path) -> Path | None:
-    """The nearest .gpuplan.yaml, or pyproject.toml with a [tool.gpuplan] table, at or above ``start``.
-
-    A pyproject.toml that cannot be read is taken as governing (loading it then reports why), so a
-    broken file is never skipped silently in favour of one further up.
-    """
-    for folder in (start, *start.parents):
-        candidate = folder / CONFIG_FILE
-        if candidate.exists() or candidate.is_symlink():
-            return candidate
-        pyproject = folder / "pyproject.toml"
-        if (pyproject.exists() or pyproject.is_symlink()) and _configures_gpuplan(pyproject):
-            return pyproject
-        if (folder / ".git").exists():
-            return None
-    return None
-
-
-def _configures_gpuplan(pyproject: Path) -> bool:
-    """Whether a pyproject.toml has a tool.gpuplan key, in any TOML spelling (``[tool.gpuplan]``,
-    ``[ tool.gpuplan ]``, ``[tool."gpuplan"]``, dotted keys, an inline table). A file that cannot be read,
-    or is not valid TOML but names gpuplan, is taken as governing (loading it then reports why), so a
-    broken configuration is never skipped silently in favour of one further up; one that never names
-    gpuplan is some other tool's, and is not parsed at all."""
-    try:
-        raw = read_bounded(pyproject, SETTINGS)
-    except ReadRefused:
-        return True
-    if b"gpuplan" not in raw:
-        return False
-    import tomllib
-
-    try:
-        tool = tomllib.loads(raw.decode("utf-8")).get("tool")
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
-        return True
-    return isinstance(tool, dict) and "gpuplan" in tool
 
 
 def load_config(path: Path) -> Config:

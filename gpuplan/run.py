@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gpuplan import clock
-from gpuplan.config import Config, ConfigError, find_config, load_config
+from gpuplan.config import Config, ConfigError, load_config
+from gpuplan.config_files import find_config, spec_folder
 from gpuplan.discovery import discover
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Finding, Severity
@@ -150,7 +151,7 @@ def _config_or_error(path: str, found: dict[Path | str, Config | ConfigError]) -
     written = os.path.dirname(path) + os.sep
     if path != "-" and written in found and not os.path.islink(path):
         return found[written]  # a plain file lies in the folder its path names
-    folder = Path.cwd() if path == "-" else _folder(path)
+    folder = spec_folder(path)
     if folder not in found:
         try:
             location = find_config(folder)
@@ -160,13 +161,6 @@ def _config_or_error(path: str, found: dict[Path | str, Config | ConfigError]) -
     if path != "-" and not os.path.islink(path):
         found[written] = found[folder]
     return found[folder]
-
-
-def _folder(path: str) -> Path:
-    try:
-        return Path(path).resolve().parent
-    except (OSError, RuntimeError):  # a symlink loop: the read reports it
-        return Path(os.path.abspath(path)).parent
 
 
 def lint_options(

@@ -290,6 +290,26 @@ def test_a_report_never_replaces_what_it_reads(tmp_path: Path):
         assert target.read_bytes() == before
 
 
+def test_report_never_replaces_the_configuration_it_found_upward(tmp_path: Path):
+    # Without --config a report reads the configuration found upward from its spec, as lint does (its fail-on set
+    # the exit code): `report -o .gpuplan.yaml spec.yaml` wrote the report over it, and every later lint of the
+    # folder then failed on GP012 (an invalid configuration). A pyproject.toml with [tool.gpuplan] alike.
+    text = (EXAMPLES / "serve-llama-70b.yaml").read_text(encoding="utf-8")
+    for folder, name, content in (
+        ("a", ".gpuplan.yaml", "fail-on: warning\nignore: [GP504]\n"),
+        ("b", "pyproject.toml", "[tool.gpuplan]\nfail-on = 'warning'\n"),
+    ):
+        (tmp_path / folder / "deeper").mkdir(parents=True)
+        configuration = tmp_path / folder / name
+        configuration.write_text(content)
+        spec = tmp_path / folder / "deeper" / "spec.yaml"
+        spec.write_text(text, encoding="utf-8")
+        code, _, err = run_cli("report", "-o", str(configuration), str(spec))
+        assert code == 2 and f"refusing to overwrite the configuration {configuration}" in err, err
+        assert configuration.read_text() == content
+        assert sorted(p.name for p in spec.parent.iterdir()) == ["spec.yaml"]
+
+
 def test_failed_render_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     def broken(html: str, fetcher: object = None) -> bytes:
         raise RuntimeError("renderer crashed")

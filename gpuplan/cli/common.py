@@ -86,7 +86,7 @@ class NamedPath(click.Path):
 # SPEC of the commands that take one spec (estimate, plan, report, verify): a file or '-', never a folder,
 # which only lint searches for specs (a folder is a usage error, before anything is read or written).
 ONE_SPEC = NamedPath(dir_okay=False, allow_dash=True)
-CONFIG_FILE = NamedPath(dir_okay=False)  # --config: a configuration file
+CONFIG_PATH = NamedPath(dir_okay=False)  # --config: a configuration file
 
 
 class PipeTolerant:
@@ -152,7 +152,7 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--config",
             "config_path",
-            type=CONFIG_FILE,
+            type=CONFIG_PATH,
             default=None,
             help="Configuration file (.gpuplan.yaml or pyproject.toml); default: found upward from each spec.",
         ),

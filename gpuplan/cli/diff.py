@@ -7,7 +7,7 @@ import sys
 import click
 
 from gpuplan.cli.common import (
-    CONFIG_FILE,
+    CONFIG_PATH,
     EXIT_FINDINGS,
     EXIT_OK,
     SEVERITY_CHOICES,
@@ -34,7 +34,7 @@ from gpuplan.visible import visible
 @click.option("--head", "head_ref", default=None, help="With --git: compare to this revision, not the working tree.")
 @click.option("--merge-base", is_flag=True, help="With --git REF: start from the merge base of REF and the head.")
 @_format_option("text", "markdown", "json", "github")
-@click.option("--config", "config_path", type=CONFIG_FILE, default=None, help="Configuration file.")
+@click.option("--config", "config_path", type=CONFIG_PATH, default=None, help="Configuration file.")
 @click.option("--no-waivers", is_flag=True, help="Ignore the specs' waivers on both sides.")
 @click.option(
     "--fail-on",

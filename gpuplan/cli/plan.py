@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 import click
 
 from gpuplan.cli.common import (
-    CONFIG_FILE,
+    CONFIG_PATH,
     EXIT_FINDINGS,
     EXIT_OK,
     ONE_SPEC,
@@ -41,7 +41,7 @@ from gpuplan.visible import json_text
     default=None,
     help="Replaces plan.confidence: how sure a sound layout must be to fit in memory and meet its SLO (0.5-0.99).",
 )
-@click.option("--config", "config_path", type=CONFIG_FILE, default=None, help="Configuration file.")
+@click.option("--config", "config_path", type=CONFIG_PATH, default=None, help="Configuration file.")
 @_guarded
 def plan_command(
     spec_path: str,

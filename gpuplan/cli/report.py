@@ -59,8 +59,8 @@ def report(
 
     Every destination is checked before anything is rendered or written: a report never writes
     through a symlink, onto a device, FIFO or read-only file, into a missing folder (unless --mkdir),
-    or over a file it reads (the spec, its model.config, a --run file, the --config file); files are written
-    atomically and keep the mode of the file they replace.
+    or over a file it reads (the spec, its model.config, a --run file, the configuration: --config, else the
+    one found upward); files are written atomically and keep the mode of the file they replace.
     """
     from gpuplan.report.command import report_outputs, run_report
 

@@ -7,7 +7,7 @@ import sys
 import click
 
 from gpuplan.cli.common import (
-    CONFIG_FILE,
+    CONFIG_PATH,
     ONE_SPEC,
     SEVERITY_CHOICES,
     FiniteFloat,
@@ -44,7 +44,7 @@ from gpuplan.cli.common import (
     help="Percent a measured term may differ from its estimate [default: 10, or thresholds.verify_tolerance_pct].",
 )
 @click.option("--fail-on", type=SEVERITY_CHOICES, default=None, help="Lowest severity that exits 1 [default: error].")
-@click.option("--config", "config_path", type=CONFIG_FILE, default=None, help="Configuration file.")
+@click.option("--config", "config_path", type=CONFIG_PATH, default=None, help="Configuration file.")
 @_guarded
 def verify(
     spec_path: str,

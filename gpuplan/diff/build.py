@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from gpuplan.config import CONFIG_FILE, Config, ConfigError, load_config
+from gpuplan.config import Config, ConfigError, load_config
+from gpuplan.config_files import CONFIG_FILE
 from gpuplan.diff.git import Change, Content, Repository, Unreadable, read_working_file
 from gpuplan.diff.model import DiffResult, Revision, SpecChange, SpecSide, compare, side_from_result
 from gpuplan.discovery import SPEC_SUFFIXES, is_spec_file, model_config_names

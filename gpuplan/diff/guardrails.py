@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpuplan.config import ConfigError, find_config, load_config
+from gpuplan.config import ConfigError, load_config
+from gpuplan.config_files import find_config
 from gpuplan.defaults import apply_defaults
 from gpuplan.diff.model import DiffResult
 from gpuplan.diff.present import MONEY, pair_texts

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from gpuplan import clock
 from gpuplan.atomic import Destination, check_destination, refuse_inputs, write_atomic
+from gpuplan.config_files import config_location
 from gpuplan.discovery import model_config_names
 from gpuplan.errors import GpuplanError
 from gpuplan.output.summary import UNCHECKED_CODES
@@ -93,10 +94,12 @@ def report_outputs(
 
 def _inputs(spec: Path, runs: tuple[str, ...], config_path: str | None) -> tuple[tuple[Path, str], ...]:
     """The files a report reads that are known before the spec is read, each with what it is: no output may
-    replace one (the model.config files the spec names are checked once it is read: ``_check_model_configs``)."""
+    replace one (the model.config files the spec names are checked once it is read: ``_check_model_configs``). The
+    configuration is --config's, else the one found upward from the spec, as the lint of the report reads it."""
     found = [(spec, "the spec"), *((Path(run), "the run's evidence") for run in runs)]
-    if config_path:
-        found.append((Path(config_path), "the configuration"))
+    configuration = Path(config_path) if config_path else config_location(str(spec))  # --config, else found upward
+    if configuration is not None:
+        found.append((configuration, "the configuration"))
     return tuple(found)
 
 
