@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,8 +117,30 @@ def _lint_all(jobs: list[_Job], keep_analysis: bool, workers: int | None) -> Ite
 
     _warm_up()  # forked workers inherit the imported rules and parsed catalogs
     context = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-    with concurrent.futures.ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=count, mp_context=context, initializer=end_with_parent, initargs=(os.getpid(),)
+    ) as pool:
         yield from pool.map(_lint_job_light, jobs, chunksize=_CHUNK)
+
+
+# prctl's PR_SET_PDEATHSIG (linux/prctl.h): the signal the kernel sends a process when its parent exits.
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent(parent: int) -> None:
+    """A worker's first act (Linux): ask the kernel to end it when ``parent``, the lint that started it, ends. A lint
+    killed by a hook's or CI's timeout otherwise leaves its workers linting the chunks they hold for as long as those
+    take."""
+    if not sys.platform.startswith("linux"):
+        return
+    import contextlib
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):  # no C library to call: it ends when its queue does
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent was gone before the request: no signal will come
+        os._exit(0)
 
 
 def _warm_up() -> None:

@@ -8,6 +8,8 @@ import importlib
 import json
 import shutil
 import subprocess
+import sys
+import time
 
 import pytest
 from conftest import EXAMPLES, gpuplan_executable, run_cli
@@ -131,3 +133,39 @@ def test_a_reader_that_goes_away_leaves_the_runs_exit_code(tmp_path, output_form
         errors = process.stderr.read()
         assert process.wait(timeout=120) == expected
     assert errors == b""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_a_lint_worker_ends_when_the_lint_that_started_it_is_killed(tmp_path):
+    # A lint killed by a hook's or CI's timeout (SIGKILL: no cleanup runs) left its forked workers linting the chunks
+    # they held, for over a minute at `lint /`. Each worker starts with end_with_parent: here a process forks a
+    # "worker" that runs it and then sleeps for a minute, and kills itself; the worker must be gone at once.
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import os, signal, sys, time\n"
+        "from gpuplan.run import end_with_parent\n"
+        "parent = os.getpid()\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    end_with_parent(parent)\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "print(child, flush=True)\n"
+        "time.sleep(0.5)\n"  # the worker has asked for the signal
+        "os.kill(parent, signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
+    worker = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(worker):
+        time.sleep(0.05)
+    assert not _alive(worker)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, reaped by init soon, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
