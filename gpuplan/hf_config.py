@@ -44,7 +44,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "experts_per_token": ("num_experts_per_tok", "moe_top_k", "experts_per_token"),
     "expert_intermediate": ("moe_intermediate_size",),
     "shared_experts": ("n_shared_experts",),
-    "shared_expert_intermediate": ("shared_expert_intermediate_size",),
+    "shared_expert_intermediate": ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"),
     "moe_every": ("decoder_sparse_step", "interleave_moe_layer_step"),
     "dense_layers": ("first_k_dense_replace",),
     "q_lora_rank": ("q_lora_rank",),
@@ -489,13 +489,23 @@ def _qwen3_next_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
         values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
 
 
-_NEMOTRON_LETTERS = {"M": "M", "*": "A", "-": "-"}
-_NEMOTRON_TYPES = {"mamba": "M", "linear_attention": "M", "attention": "A", "full_attention": "A", "mlp": "-"}
+# E: a mixture-of-experts block in place of the MLP (NemotronHMoE); gpuplan's pattern writes it "-" once the
+# experts are read (every MLP layer of an MoE model is an MoE layer: Architecture.is_moe_layer).
+_NEMOTRON_LETTERS = {"M": "M", "*": "A", "-": "-", "E": "E"}
+_NEMOTRON_TYPES = {
+    "mamba": "M",
+    "linear_attention": "M",
+    "attention": "A",
+    "full_attention": "A",
+    "mlp": "-",
+    "moe": "E",
+}
 
 
 def _nemotron_pattern(text: dict[str, Any], prefix: str) -> str | None:
-    """Nemotron-H's layers as gpuplan letters: ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP) or
-    ``layers_block_type`` (transformers v5: linear_attention is Mamba-2 there); MoE layers (E) are refused."""
+    """Nemotron-H's layers as gpuplan letters: ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP, E
+    mixture of experts) or ``layers_block_type`` (transformers v5: linear_attention is Mamba-2 there); E stays E
+    until ``_nemotron_h_layers`` reads the experts."""
     pattern = text.get("hybrid_override_pattern")
     if pattern is not None:
         if not isinstance(pattern, str) or not 1 <= len(pattern) <= 1000:
@@ -507,7 +517,7 @@ def _nemotron_pattern(text: dict[str, Any], prefix: str) -> str | None:
         if unknown:
             raise ArchitectureError(
                 f"config.json {prefix}hybrid_override_pattern names {', '.join(repr(c) for c in unknown)}: "
-                + _unsized_nemotron(unknown, "E")
+                "a layer kind gpuplan cannot size"
             )
         return "".join(_NEMOTRON_LETTERS[letter] for letter in pattern)
     key = next((key for key in ("layers_block_type", "layer_types") if text.get(key) is not None), None)
@@ -517,15 +527,9 @@ def _nemotron_pattern(text: dict[str, Any], prefix: str) -> str | None:
     unknown = sorted(set(kinds) - set(_NEMOTRON_TYPES))
     if unknown:
         raise ArchitectureError(
-            f"config.json {prefix}{key} names {', '.join(unknown)}: " + _unsized_nemotron(unknown, "moe")
+            f"config.json {prefix}{key} names {', '.join(unknown)}: a layer kind gpuplan cannot size"
         )
     return "".join(_NEMOTRON_TYPES[kind] for kind in kinds)
-
-
-def _unsized_nemotron(unknown: list[str], moe: str) -> str:
-    if moe in unknown:
-        return "Nemotron-H mixture-of-experts layers are a layer kind gpuplan cannot size yet"
-    return "a layer kind gpuplan cannot size"
 
 
 def _nemotron_layer_count(text: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -552,6 +556,11 @@ def _nemotron_h_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
     assert pattern is not None  # _nemotron_layer_count refused a config without one
     for name in ("sliding_window", "sliding_layers", "attention_chunk"):
         values.pop(name, None)
+    if "E" in pattern:
+        pattern = _nemotron_moe(text, prefix, pattern, values)
+    else:  # the routed-expert keys size only MoE (E) layers
+        for name in ("experts", "router_bias", *_MOE_FIELDS):
+            values.pop(name, None)
     values["layer_pattern"] = _compressed(pattern)
     if "M" in pattern:
         for name, keys in (
@@ -581,6 +590,30 @@ def _nemotron_h_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
                 f"{show_value(dtype)}"
             )
         values["state_fp32"] = dtype == "float32"
+
+
+def _nemotron_moe(text: dict[str, Any], prefix: str, pattern: str, values: dict[str, Any]) -> str:
+    """A Nemotron-H with mixture-of-experts (E) layers (NemotronHMoE, Nemotron 3 Nano): each E layer's routed experts
+    (n_routed_experts of moe_intermediate_size, num_experts_per_tok a token) and shared expert
+    (moe_shared_expert_intermediate_size), relu2 MLPs of two matrices as the dense layers', and a router with
+    NemotronHTopkRouter's score-correction bias (e_score_correction_bias, DeepSeek-V3's). gpuplan makes every MLP
+    layer of an MoE model an MoE layer, so E is written as an MLP layer (-); a pattern with both, dense MLP and MoE
+    layers, and a latent MoE (moe_latent_size: projections around the experts) are layouts it cannot express."""
+    if "-" in pattern:
+        raise ArchitectureError(
+            f"config.json {prefix}hybrid_override_pattern mixes dense MLP (-) and mixture-of-experts (E) layers: "
+            "a layout gpuplan cannot express"
+        )
+    if not values.get("experts"):
+        raise ArchitectureError(
+            f"config.json lacks {prefix}n_routed_experts, which its mixture-of-experts (E) layers need"
+        )
+    if text.get("moe_latent_size") is not None:
+        raise ArchitectureError(
+            f"config.json {prefix}moe_latent_size: a latent mixture of experts, which gpuplan cannot size yet"
+        )
+    values["router_bias"] = True
+    return pattern.replace("E", "-")
 
 
 def _model_type_specifics(
@@ -630,7 +663,7 @@ def _model_type_specifics(
 def _nemotron_h_specifics(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
     """NemotronHAttention: head_dim (attention_head_dim in the first released configs, 128 by default), the
     o_proj biased with q/k/v (attention_bias); the Mamba projections' bias (use_bias) is refused rather than
-    left uncounted; the routed-expert keys size only MoE (E) layers, which are refused with the pattern."""
+    left uncounted; the routed-expert keys are read with the pattern (``_nemotron_h_layers``)."""
     if text.get("head_dim") is None:
         if text.get("attention_head_dim") is not None:
             values["head_dim"] = check_value(
@@ -642,8 +675,6 @@ def _nemotron_h_specifics(text: dict[str, Any], prefix: str, values: dict[str, A
     values["output_bias"] = values.get("attention_bias", False)
     if bool_value(text, "use_bias", prefix, False):
         raise ArchitectureError(f"config.json {prefix}use_bias true: biased Mamba projections gpuplan does not count")
-    for name in ("experts", *_MOE_FIELDS):
-        values.pop(name, None)
 
 
 def _moe(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:

@@ -100,6 +100,42 @@ NEMOTRON_H_8B = {
     "use_conv_bias": True,
     "vocab_size": 131072,
 }
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 config.json (the keys gpuplan reads): 23 Mamba-2 (M), 23 mixture-of-experts
+# (E) and 6 attention (*) layers; NVIDIA gives 31.6B parameters, 3.6B active with the embeddings.
+NEMOTRON_3_NANO = {
+    "architectures": ["NemotronHForCausalLM"],
+    "attention_bias": False,
+    "chunk_size": 128,
+    "conv_kernel": 4,
+    "expand": 2,
+    "head_dim": 128,
+    "hidden_size": 2688,
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "intermediate_size": 1856,
+    "mamba_head_dim": 64,
+    "mamba_num_heads": 64,
+    "mamba_proj_bias": False,
+    "max_position_embeddings": 262144,
+    "mlp_bias": False,
+    "mlp_hidden_act": "relu2",
+    "model_type": "nemotron_h",
+    "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712,
+    "n_group": 1,
+    "n_groups": 8,
+    "n_routed_experts": 128,
+    "n_shared_experts": 1,
+    "num_attention_heads": 32,
+    "num_experts_per_tok": 6,
+    "num_hidden_layers": 52,
+    "num_key_value_heads": 2,
+    "ssm_state_size": 128,
+    "tie_word_embeddings": False,
+    "topk_group": 1,
+    "use_bias": False,
+    "use_conv_bias": True,
+    "vocab_size": 131072,
+}
 QWEN = get_model("qwen3-next-80b-a3b").architecture
 NEMOTRON = get_model("nemotron-h-8b").architecture
 
@@ -139,6 +175,54 @@ def test_a_mamba_dimension_stated_null_is_named_not_an_internal_error(keys):
     if legacy:
         renamed = {**NEMOTRON_H_8B, key: None, legacy: NEMOTRON_H_8B[key]}
         assert read_hf_model(renamed).architecture == NEMOTRON
+
+
+def test_nemotron_h_mixture_of_experts_layers_are_read():
+    # Nemotron 3 Nano's E layers: NemotronHMoE, 128 routed relu2 experts (up and down, 2 x 2,688 x 1,856 =
+    # 9,977,856 each), one shared expert of 3,712 (2 x 2,688 x 3,712 = 19,955,712), a router (128 x 2,688 =
+    # 344,064) with its score-correction bias (128) and one RMSNorm (2,688): 1,297,468,160 a layer, x 23.
+    # M layers: in_proj 2,688 x (2 x 4,096 + 2 x 8 x 128 + 64) = 27,697,152, conv1d (4,096 + 2,048) x 4 + 6,144 =
+    # 30,720, dt_bias, A_log and D 3 x 64, the gated norm 4,096, out_proj 4,096 x 2,688 = 11,010,048, the RMSNorm:
+    # 38,744,896, x 23. * layers: q and o 2 x 2,688 x 4,096 = 22,020,096, k and v 2 x 2,688 x 256 = 1,376,256, the
+    # RMSNorm: 23,399,040, x 6. Untied embeddings 2 x 131,072 x 2,688 = 704,643,072, the final norm 2,688.
+    # Total 31,577,940,288: NVIDIA's 31.6B. Active: 6 of 128 experts, 3,580,076,352 (NVIDIA: 3.6B with embeddings).
+    arch = read_hf_model(NEMOTRON_3_NANO).architecture
+    assert (arch.attention_layers, arch.state_layers, arch.mlp_layers, arch.moe_layers) == (6, 23, 23, 23)
+    assert (arch.experts, arch.experts_per_token, arch.expert_width, arch.shared_experts, arch.shared_width) == (
+        128,
+        6,
+        1856,
+        1,
+        3712,
+    )
+    assert arch.params == 23 * 1_297_468_160 + 23 * 38_744_896 + 6 * 23_399_040 + 704_643_072 + 2_688
+    assert arch.params == 31_577_940_288
+    unused = 23 * (128 - 6) * 9_977_856
+    assert arch.active_params == arch.params - unused == 3_580_076_352
+    # A pattern mixing dense MLP (-) and MoE (E) layers, a latent MoE, or E layers without experts are refused.
+    for config, refusal in (
+        ({**NEMOTRON_3_NANO, "hybrid_override_pattern": "M-M*" + "EMEM" * 12}, "mixes dense MLP"),
+        ({**NEMOTRON_3_NANO, "moe_latent_size": 1024}, "latent mixture of experts"),
+        ({k: v for k, v in NEMOTRON_3_NANO.items() if k != "n_routed_experts"}, "lacks n_routed_experts"),
+    ):
+        with pytest.raises(ArchitectureError, match=refusal):
+            read_hf_model(config)
+
+
+def test_a_nemotron_3_nano_spec_estimates_serving_and_fine_tuning(tmp_path):
+    # From its config.json: served on one H100 (bf16 weights 58.8 GiB) and LoRA fine-tuned on one, each estimated
+    # without an internal error, the MoE hybrid's KV cache holding attention layers' K and V and the Mamba state.
+    (tmp_path / "config.json").write_text(json.dumps(NEMOTRON_3_NANO))
+    for job in (
+        "serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm}}",
+        "finetune: {method: lora, lora: {rank: 16}, seq_len: 2048, hardware: {gpu: h100-sxm}}",
+    ):
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(f"version: 1\nname: nano\nmodel: {{config: config.json}}\n{job}\n")
+        code, out, err = run_cli("estimate", str(spec))
+        assert code == 0, out + err  # no error finding: the serving fits, the fine-tune is at risk (a warning)
+        assert "internal error" not in out + err and "GP010" not in out, out + err
+        assert "31,577,940,288 parameters" in out, out
 
 
 def test_parameters_against_the_published_totals():
@@ -351,15 +435,16 @@ def test_mamba_layer_activations_hand_derived():
 def test_gp021_names_an_unknown_layer_kind(tmp_path: Path, write_spec):
     cases = {
         "pattern.json": ({**NEMOTRON_H_8B, "hybrid_override_pattern": "M-X*" + "M-" * 24}, "names 'X'"),
-        "moe.json": ({**NEMOTRON_H_8B, "hybrid_override_pattern": "ME" * 26}, "mixture-of-experts layers"),
+        "moe.json": ({**NEMOTRON_H_8B, "hybrid_override_pattern": "ME" * 26}, "lacks n_routed_experts"),
         "types.json": ({**QWEN3_NEXT, "layer_types": ["linear_attention"] * 47 + ["mamba"]}, "names mamba"),
-        "blocks.json": ({**NEMOTRON_H_8B, "layers_block_type": ["mamba", "moe"] * 26}, "names moe"),
+        "blocks.json": ({**NEMOTRON_H_8B, "layers_block_type": ["mamba", "moe"] * 26}, "lacks n_routed_experts"),
+        "kinds.json": ({**NEMOTRON_H_8B, "layers_block_type": ["mamba", "conv"] * 26}, "names conv"),
         "jamba.json": ({"model_type": "jamba", "hidden_size": 64}, "Jamba's Mamba-1 layers"),
         "other.json": ({"model_type": "acme", "hidden_size": 64, "ssm_state_size": 16}, "ssm_state_size"),
         "count.json": ({**NEMOTRON_H_8B, "num_hidden_layers": 50}, "num_hidden_layers 50 but the layer pattern has 52"),
     }
     for name, (config, words) in cases.items():
-        if name == "blocks.json":
+        if name in ("blocks.json", "kinds.json"):
             config = {k: v for k, v in config.items() if k != "hybrid_override_pattern"}
         (tmp_path / name).write_text(json.dumps(config))
         spec = write_spec(

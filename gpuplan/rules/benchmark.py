@@ -288,7 +288,7 @@ def slo_at_risk(ctx: RuleContext) -> Iterator[Finding]:
             kv_cache_dtype: fp8, slo: {ttft_ms: 1000},
             hardware: {gpu: h100-sxm, count: 4, tensor_parallel: 4}}
     ```
-    estimated p90 TTFT 549 ms, while 90% of closed-loop runs came in at up to 2.68 x their estimate: 1,469 ms.
+    estimated p90 TTFT 549 ms, while 90% of closed-loop runs came in at up to 3.26 x their estimate: 1,788 ms.
 
     ## Use instead
     A layout that meets the SLO at its slow edge (more tensor parallelism, a faster GPU, fewer

@@ -327,7 +327,7 @@ def invalid_model_config(*_: Any) -> Iterator[Any]:
     vocab_size), a value outside the bounds an explicit architecture has (0, negative, NaN,
     fractional, a list or a string where a dimension belongs, 1e30 layers), naming the key; a
     layer kind gpuplan cannot size (a `layer_types` entry or a `hybrid_override_pattern` letter it
-    does not know, Nemotron-H mixture-of-experts layers), naming it; a hybrid or state-space model
+    does not know, a Nemotron-H latent mixture of experts), naming it; a hybrid or state-space model
     type it does not size yet (Jamba, Falcon-H1, Bamba, Mamba, ...); a `quantization_config`
     format gpuplan cannot size (HQQ, AQLM, GGUF, 3-bit GPTQ, ...); or an explicit architecture that
     is inconsistent (a `layer_pattern` whose linear-attention or Mamba layers lack their
