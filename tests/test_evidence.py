@@ -351,6 +351,9 @@ def test_raw_memory_stats_dump_and_a_list_of_ranks(tmp_path):
         # A key that is there with a value that cannot be a byte count is named as invalid, not as missing.
         ('{"max_memory_allocated": true}', "max_memory_allocated is true: not a byte count"),
         ('{"max_memory_allocated": 1e400}', "max_memory_allocated is inf: beyond any GPU's memory"),
+        # a JSON integer past a float's range was an internal error (OverflowError, converting it to compare)
+        ('{"max_memory_allocated": 1' + "0" * 309 + "}", "is an integer of 310 digits: beyond any GPU's memory"),
+        ('{"max_memory_allocated": -1' + "0" * 309 + "}", "is an integer of 310 digits: beyond any GPU's memory"),
         ('{"max_memory_allocated": -5}', "max_memory_allocated is -5: a byte count cannot be negative"),
         ('{"max_memory_allocated": "40000000000"}', "max_memory_allocated is '40000000000' .text.: a byte count is"),
         ('{"max_memory_allocated": "20000MB"}', "max_memory_allocated is '20000MB' .text.: a byte count is"),

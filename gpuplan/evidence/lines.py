@@ -222,7 +222,8 @@ def json_number(value: object, key: str, shown: str) -> float:
         import json  # only to show the value as the file spells it
 
         raise GpuplanError(f"{shown}: {key} is {clean(json.dumps(value), 40)}: not a byte count")
-    if not math.isfinite(value) or abs(value) > MAX_BYTES_VALUE:
+    # an int past a float's range (a 309-digit byte count) is compared as an int: float() of it raises
+    if (isinstance(value, float) and not math.isfinite(value)) or abs(value) > MAX_BYTES_VALUE:
         raise GpuplanError(f"{shown}: {key} is {_plain(value)}: beyond any GPU's memory (1 EiB)")
     return float(value)
 
@@ -248,7 +249,10 @@ def memory_bytes(value: float, what: str, shown: str, advice: str = BYTES_ADVICE
 
 
 def _plain(value: float) -> str:
-    """A number as a person wrote it: 20,000 and 40.5, not 20000.0 or 2e+04."""
+    """A number as a person wrote it: 20,000 and 40.5, not 20000.0 or 2e+04; an int of more digits than a line
+    holds by its size (10^309 written out is 309 zeros)."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an integer of {len(str(abs(value))):,} digits"
     return f"{int(value):,}" if math.isfinite(value) and value == int(value) else f"{value:,g}"
 
 
