@@ -538,6 +538,23 @@ def test_an_unusable_source_date_epoch_is_a_usage_error(monkeypatch: pytest.Monk
     assert code == 2 and "is not a number of seconds since 1970-01-01" in err
 
 
+@pytest.mark.parametrize("name", ["training_mfu", "prefill_mfu", "decode_bandwidth"])
+def test_an_efficiency_override_below_one_percent_is_a_configuration_error(tmp_path: Path, name: str):
+    # The schema took any efficiency above 0: at 1e-200 the latencies came out infinite, printed "TTFT inf ms" by
+    # lint and failed estimate, report and plan --format json on an internal error. An efficiency is at least 1%
+    # of the peak (no kernel runs slower): below it the configuration is invalid (GP012, its line named); at 0.01
+    # every output is finite.
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(VALID_SERVE)
+    (tmp_path / ".gpuplan.yaml").write_text(f"thresholds:\n  {name}: 1e-200\n")
+    code, out, _ = run_cli("lint", str(spec))
+    assert code == 2 and "GP012" in out and ".gpuplan.yaml:2:" in out and f"{name} must be at least 0.01" in out
+    (tmp_path / ".gpuplan.yaml").write_text(f"thresholds:\n  {name}: 0.01\n")
+    for command in (("estimate",), ("plan", "--format", "json"), ("report", "-o", "-")):
+        code, out, err = run_cli(*command, str(spec))
+        assert code in (0, 1) and "internal error" not in err and " inf " not in out, (command, err)
+
+
 def test_estimate_uses_the_configuration_and_exits_as_lint_does(tmp_path: Path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(VALID_SERVE)
