@@ -34,6 +34,14 @@ def visible(text: str) -> str:
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
 
 
+def visible_path(path: str) -> str:
+    """A file's path where a line starts with it (``path:line:col: ...``): :func:`visible`, and a relative path that
+    begins with ``::`` behind ``./``. A file name is as untrusted as its text (a pull request names its files), and
+    a CI log reads a line that begins ``::error::`` as a workflow command."""
+    shown = visible(path)
+    return f"./{shown}" if shown.startswith("::") else shown
+
+
 def visible_prose(text: str) -> str:
     """Like :func:`visible`, but line breaks and tabs become one space (multi-line descriptions in reports)."""
     return visible(_WHITESPACE_CONTROLS.sub(" ", text))

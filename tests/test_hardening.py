@@ -8,6 +8,7 @@ import json
 import math
 import os
 import stat
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -395,6 +396,24 @@ def test_spec_text_cannot_forge_lines_or_reach_the_terminal_raw(write_spec):
         assert len(out.splitlines()) == {"text": 3, "github": 2}[output]
     _, text, _ = run_cli("lint", str(path))
     assert "unknown key 'k\\n::error file=x.yaml,line=1::forged\\n::add-mask::secret\\x1b]0;t\\x07'" in text
+
+
+def test_a_file_name_cannot_forge_a_workflow_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # A pull request names its files: one called `::error::forged.yaml`, linted from its folder, began the finding's
+    # line, which a CI log reads as a workflow command; so did its line in `diff --git` text. It is shown as
+    # ./::error::forged.yaml (the same file); the github format percent-encodes it in file= as before.
+    monkeypatch.chdir(tmp_path)
+    Path("README").write_text("specs\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for command in (["init", "-q"], ["add", "README"], ["commit", "-qm", "first"]):
+        subprocess.run([*git, *command], check=True)
+    Path("::error::forged.yaml").write_text(VALID_SERVE + "k: 1\n")  # an unknown key: GP101
+    code, out, _ = run_cli("lint", ".")
+    assert code == 1 and out.startswith("./::error::forged.yaml:")
+    code, out, _ = run_cli("diff", "--git", "HEAD")
+    assert "./::error::forged.yaml (added)" in out
+    for text in (run_cli("lint", ".")[1], out):
+        assert not [line for line in text.splitlines() if line.startswith("::")]
 
 
 def test_waiver_reasons_are_shown_escaped(write_spec):

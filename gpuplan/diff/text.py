@@ -16,7 +16,7 @@ from gpuplan.diff.present import (
     summary_line,
 )
 from gpuplan.units import plural
-from gpuplan.visible import visible
+from gpuplan.visible import visible, visible_path
 
 LABEL_WIDTH = 32
 VALUE_WIDTH = 30
@@ -49,7 +49,7 @@ def render(result: DiffResult, breaches: list[str], exit_code: int) -> str:
 
 
 def _spec(change: SpecChange) -> list[str]:
-    lines = [f"{visible(change.path)} ({status_text(change)})", f"  {reason_text(change)}"]
+    lines = [f"{visible_path(change.path)} ({status_text(change)})", f"  {reason_text(change)}"]
     table = rows(change)
     width = max(LABEL_WIDTH, *(len(row.label) + 2 for row in table))
     # A value longer than the column (a sharded layout's description) widens it: the columns stay apart.

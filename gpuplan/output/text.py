@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from gpuplan.findings import Finding
 from gpuplan.output.summary import RunSummary, Tally, rendered
-from gpuplan.visible import visible
+from gpuplan.visible import visible, visible_path
 
 if TYPE_CHECKING:
     from gpuplan.linter import LintResult
@@ -19,9 +19,8 @@ def finding_lines(finding: Finding) -> list[str]:
     """One finding as lint prints it: the located line, then its hint and waiver (every command that
     prints findings as text uses this, so spec text in them is escaped the one way)."""
     label = finding.severity.value + (", waived" if finding.waived else "")
-    lines = [
-        f"{visible(finding.file)}:{finding.line}:{finding.col}: {finding.code} [{label}] {visible(finding.message)}"
-    ]
+    where = f"{visible_path(finding.file)}:{finding.line}:{finding.col}"
+    lines = [f"{where}: {finding.code} [{label}] {visible(finding.message)}"]
     if finding.hint:
         lines.append(f"    hint: {visible(finding.hint)}")
     if finding.waiver is not None:
