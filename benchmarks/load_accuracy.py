@@ -58,18 +58,6 @@ ARCHITECTURES: dict[str, dict[str, Any]] = {
         "layers": 28, "hidden": 1024, "heads": 16, "kv_heads": 8, "head_dim": 128, "intermediate": 3072,
         "vocab": 151936, "qk_norm": True, "tie_embeddings": True, "max_position": 40960,
     },
-    # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B config.json (hybrid_override_pattern MEMEM*EMEMEM*...: 23 Mamba-2, 23
-    # mixture-of-experts and 6 attention layers, as gpuplan.hf_config reads them; 128 relu2 experts of 1856, 6 per
-    # token, one shared of 3712; Mamba-2 64 heads x 64, state 128, 8 groups); the record's fp8 is the checkpoint's
-    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8": {
-        "layers": 52, "hidden": 2688, "heads": 32, "kv_heads": 2, "head_dim": 128, "intermediate": 1856,
-        "vocab": 131072, "mlp": "plain", "norms_per_layer": 1, "separate_mlp": True,
-        "layer_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME".replace("E", "-").replace("*", "A"),
-        "experts": 128, "experts_per_token": 6, "expert_intermediate": 1856, "shared_experts": 1,
-        "shared_expert_intermediate": 3712, "router_bias": True, "mamba_heads": 64, "mamba_head_dim": 64,
-        "ssm_state": 128, "ssm_groups": 8, "conv_kernel": 4, "conv_bias": True, "state_fp32": True,
-        "max_position": 262144,
-    },
     # Qwen/Qwen3-235B-A22B-Instruct-2507-FP8 config.json (128 experts, 8 per token, width 1536)
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": {
         "layers": 94, "hidden": 4096, "heads": 64, "kv_heads": 4, "head_dim": 128, "intermediate": 12288,
@@ -94,6 +82,8 @@ CATALOG_MODELS = {
     # quantization, nvfp4)
     "nvidia/DeepSeek-R1-0528-FP4-v2": "deepseek-v3",
     "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    # the Nemotron 3 Nano architecture, its checkpoint in FP8 (the record's quantization)
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8": "nemotron-3-nano-30b-a3b",
 }
 # The sources' GPU names; a form factor the source does not state is the SXM board cloud providers rent.
 GPUS = {

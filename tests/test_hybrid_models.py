@@ -143,6 +143,7 @@ NEMOTRON = get_model("nemotron-h-8b").architecture
 def test_config_json_reads_as_the_catalog_entry():
     # The catalog entries are these config.json files, as gpuplan reads them: the same architecture.
     assert read_hf_model(QWEN3_NEXT).architecture == QWEN
+    assert read_hf_model(NEMOTRON_3_NANO).architecture == get_model("nemotron-3-nano-30b-a3b").architecture
     nemotron = read_hf_model(NEMOTRON_H_8B)
     assert nemotron.architecture == NEMOTRON
     # 4 x M-: the pattern repeats no shorter prefix of it a whole number of times, so it is kept whole.
