@@ -601,8 +601,8 @@ def _nemotron_moe(text: dict[str, Any], prefix: str, pattern: str, values: dict[
     layers, and a latent MoE (moe_latent_size: projections around the experts) are layouts it cannot express."""
     if "-" in pattern:
         raise ArchitectureError(
-            f"config.json {prefix}hybrid_override_pattern mixes dense MLP (-) and mixture-of-experts (E) layers: "
-            "a layout gpuplan cannot express"
+            f"config.json {prefix}layer pattern mixes dense MLP (- or mlp) and mixture-of-experts (E or moe) "
+            "layers: a layout gpuplan cannot express"
         )
     if not values.get("experts"):
         raise ArchitectureError(

@@ -202,7 +202,7 @@ def test_nemotron_h_mixture_of_experts_layers_are_read():
     assert arch.active_params == arch.params - unused == 3_580_076_352
     # A pattern mixing dense MLP (-) and MoE (E) layers, a latent MoE, or E layers without experts are refused.
     for config, refusal in (
-        ({**NEMOTRON_3_NANO, "hybrid_override_pattern": "M-M*" + "EMEM" * 12}, "mixes dense MLP"),
+        ({**NEMOTRON_3_NANO, "hybrid_override_pattern": "M-M*" + "EMEM" * 12}, "layer pattern mixes dense MLP"),
         ({**NEMOTRON_3_NANO, "moe_latent_size": 1024}, "latent mixture of experts"),
         ({k: v for k, v in NEMOTRON_3_NANO.items() if k != "n_routed_experts"}, "lacks n_routed_experts"),
     ):
