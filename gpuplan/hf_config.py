@@ -605,9 +605,16 @@ def _nemotron_moe(text: dict[str, Any], prefix: str, pattern: str, values: dict[
             f"config.json {prefix}layer pattern mixes dense MLP (- or mlp) and mixture-of-experts (E or moe) "
             "layers: a layout gpuplan cannot express"
         )
-    if not values.get("experts"):
+    # Each size the E layers read is stated in the file: absent, gpuplan would take another key's (the dense MLP's
+    # width, no shared expert) where NemotronHConfig takes its own defaults.
+    needed = ["n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts"]
+    if text.get("n_shared_experts"):
+        needed.append("moe_shared_expert_intermediate_size")
+    missing = [key for key in needed if text.get(key) is None]
+    if missing:
         raise ArchitectureError(
-            f"config.json lacks {prefix}n_routed_experts, which its mixture-of-experts (E) layers need"
+            f"config.json lacks {', '.join(prefix + key for key in missing)}, which its mixture-of-experts (E) layers"
+            " need"
         )
     if text.get("moe_latent_size") is not None:
         raise ArchitectureError(

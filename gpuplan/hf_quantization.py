@@ -21,7 +21,10 @@ class Checkpoint:
     quantized_params: int | None = None  # linear weights stored quantized; None: every decoder linear
 
 
-_FP8_METHODS = ("fp8", "fbgemm_fp8", "modelopt")
+_FP8_METHODS = ("fp8", "fbgemm_fp8")
+# NVIDIA ModelOpt checkpoints name their format in quant_algo (hf_quant_config.json's, copied into config.json's
+# quantization_config; vLLM's ModelOptFp8Config and ModelOptNvFp4Config read it): FP8, or NVFP4 in blocks of 16.
+_MODELOPT_ALGOS = {"FP8": ("fp8", 128), "NVFP4": ("nvfp4", 16)}
 _KNOWN_UNSIZED = (
     "aqlm",
     "bitnet",
@@ -42,7 +45,8 @@ def read_quantization(config: dict[str, Any], arch: Architecture) -> Checkpoint:
     """The serving format of a pre-quantized checkpoint from its ``quantization_config``.
 
     AWQ/GPTQ 4-bit with their group size (-1: one scale per output channel); GPTQ 8-bit and
-    compressed-tensors int8 -> int8; fp8/fbgemm_fp8/compressed-tensors float8 -> fp8; MXFP4 (gpt-oss:
+    compressed-tensors int8 -> int8; fp8/fbgemm_fp8/compressed-tensors float8 and ModelOpt FP8 -> fp8; ModelOpt NVFP4
+    -> nvfp4 (its quant_algo; another is refused); MXFP4 (gpt-oss:
     4-bit e2m1 values in blocks of 32 with one 8-bit scale, 4.25 bits) -> mxfp4. The modules a
     checkpoint keeps in 16-bit (``ignore``, ``modules_to_not_convert``) are matched as transformers and
     compressed-tensors match them. Any other format is an ArchitectureError naming it.
@@ -64,6 +68,14 @@ def read_quantization(config: dict[str, Any], arch: Architecture) -> Checkpoint:
         raise ArchitectureError(f"config.json quantization_config: {bits}-bit {method} is a format gpuplan cannot size")
     if method in _FP8_METHODS:
         return _checkpoint("fp8", 128, quant, arch)
+    if method == "modelopt":
+        algo = (string_value(quant, "quant_algo", "quantization_config.quant_algo") or "FP8").upper()  # FP8 alone once
+        if algo not in _MODELOPT_ALGOS:
+            raise ArchitectureError(
+                f"config.json quantization_config.quant_algo {algo!r}: a ModelOpt format gpuplan cannot size"
+                f" (it sizes {', '.join(_MODELOPT_ALGOS)})"
+            )
+        return _checkpoint(*_MODELOPT_ALGOS[algo], quant, arch)
     if method == "mxfp4":
         return _checkpoint("mxfp4", 32, quant, arch)
     if method == "compressed-tensors":
@@ -173,8 +185,8 @@ _MODULE_NAMES: dict[str, tuple[str, ...]] = {
     "gate": ("mlp.gate_proj", "mlp.gate_up_proj", "feed_forward.gate_proj"),
     "up": ("mlp.up_proj", "mlp.gate_up_proj", "mlp.fc1", "mlp.dense_h_to_4h", "mlp.c_fc", "feed_forward.up_proj"),
     "down": ("mlp.down_proj", "mlp.fc2", "mlp.dense_4h_to_h", "mlp.c_proj", "feed_forward.down_proj"),
-    "experts": ("mlp.experts", "block_sparse_moe.experts", "feed_forward.experts"),
-    "shared": ("mlp.shared_experts", "mlp.shared_expert", "feed_forward.shared_expert"),
+    "experts": ("mlp.experts", "block_sparse_moe.experts", "feed_forward.experts", "mixer.experts"),
+    "shared": ("mlp.shared_experts", "mlp.shared_expert", "feed_forward.shared_expert", "mixer.shared_experts"),
     "linear_qkvz": ("linear_attn.in_proj_qkvz",),  # Qwen3NextGatedDeltaNet
     "linear_ba": ("linear_attn.in_proj_ba",),
     "linear_out": ("linear_attn.out_proj",),

@@ -205,9 +205,38 @@ def test_nemotron_h_mixture_of_experts_layers_are_read():
         ({**NEMOTRON_3_NANO, "hybrid_override_pattern": "M-M*" + "EMEM" * 12}, "layer pattern mixes dense MLP"),
         ({**NEMOTRON_3_NANO, "moe_latent_size": 1024}, "latent mixture of experts"),
         ({k: v for k, v in NEMOTRON_3_NANO.items() if k != "n_routed_experts"}, "lacks n_routed_experts"),
+        # absent, these took the dense MLP's width (1,856 here; 5,000 gave 81.3B parameters) and no shared expert
+        ({k: v for k, v in NEMOTRON_3_NANO.items() if k != "moe_intermediate_size"}, "lacks moe_intermediate_size"),
+        ({k: v for k, v in NEMOTRON_3_NANO.items() if k != "n_shared_experts"}, "lacks n_shared_experts"),
+        (
+            {k: v for k, v in NEMOTRON_3_NANO.items() if k != "moe_shared_expert_intermediate_size"},
+            "lacks moe_shared_expert_intermediate_size",
+        ),
     ):
         with pytest.raises(ArchitectureError, match=refusal):
             read_hf_model(config)
+
+
+def test_nemotron_3_nano_checkpoints_read_their_format_and_16_bit_modules():
+    # NVIDIA publishes Nemotron 3 Nano as ModelOpt checkpoints: quant_algo names the format (ModelOpt was read as
+    # FP8 whatever it named: an NVFP4 checkpoint came out at the fp8 size). Its E layers' modules are
+    # backbone.layers.N.mixer.experts / .shared_experts: kept 16-bit by modules_to_not_convert, they were counted
+    # quantized (the names listed only mlp.* and feed_forward.*).
+    def checkpoint(quantization_config: dict) -> tuple[str, int, int | None]:
+        read = read_hf_model({**NEMOTRON_3_NANO, "quantization_config": quantization_config})
+        return read.checkpoint.quantization, read.checkpoint.group_size, read.checkpoint.quantized_params
+
+    fp8 = checkpoint({"quant_method": "modelopt", "quant_algo": "FP8"})
+    assert fp8[:2] == ("fp8", 128) and checkpoint({"quant_method": "fp8"}) == fp8
+    assert checkpoint({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16})[:2] == ("nvfp4", 16)
+    with pytest.raises(ArchitectureError, match="quant_algo 'W4A16_AWQ': a ModelOpt format gpuplan cannot size"):
+        checkpoint({"quant_method": "modelopt", "quant_algo": "W4A16_AWQ"})
+    # Experts and shared experts kept in 16-bit: of the 23 E layers' 29.8B, 23 x (1,277,165,568 + 19,955,712) stay
+    # out of the quantized count.
+    kept = checkpoint({"quant_method": "fp8", "modules_to_not_convert": ["mixer.experts", "mixer.shared_experts"]})
+    every = checkpoint({"quant_method": "fp8", "modules_to_not_convert": ["lm_head"]})  # no decoder linear kept
+    assert kept[2] is not None and every[2] is not None
+    assert every[2] - kept[2] == 23 * (1_277_165_568 + 19_955_712)
 
 
 def test_a_nemotron_3_nano_spec_estimates_serving_and_fine_tuning(tmp_path):

@@ -483,9 +483,10 @@ def test_a_gpu_without_bf16_is_planned_for_fp16_models_only(write_spec):
 
 def test_the_conventional_layout_is_listed_beside_a_cheapest_layout_that_is_not_one(write_spec):
     # Qwen2.5-14B at 32,768 tokens x 8 with a 4 s TTFT target (p90 TTFTs of about 1.0-1.1 s, x 3.26 at the slow
-    # edge): the cheapest sound layouts are two B200s either way, 2 x 6.99 x 730 = 10,205.40 USD a month. Pipeline parallelism 2 ranks first (a shorter request end
-    # to end); tensor parallelism 2 within the B200's NVLink domain is the conventional layout, at the same
-    # cost (within 5%), so the plan lists it second and names it.
+    # edge): the cheapest sound layouts are two B200s either way, 2 x 6.99 x 730 = 10,205.40 USD a month.
+    # Pipeline parallelism 2 ranks first (a shorter request end to end); tensor parallelism 2 within the B200's
+    # NVLink domain is the conventional layout, at the same cost (within 5%), so the plan lists it second and
+    # names it.
     spec = write_spec(
         "version: 1\nname: conv\nmodel: {id: qwen2.5-14b}\nserve:\n  context: 32768\n  output_tokens: 256\n"
         "  concurrency: 8\n  slo: {ttft_ms: 4000}\n  hardware: {gpu: l40s, count: 1}\n"
