@@ -10,6 +10,7 @@ from typing import Any
 from gpuplan.architecture import Architecture, ArchitectureError, show_value
 from gpuplan.hf_values import bounded_int, string_list, string_value
 from gpuplan.records import record
+from gpuplan.units import FP4_BLOCK
 
 
 @record
@@ -24,7 +25,7 @@ class Checkpoint:
 _FP8_METHODS = ("fp8", "fbgemm_fp8")
 # NVIDIA ModelOpt checkpoints name their format in quant_algo (hf_quant_config.json's, copied into config.json's
 # quantization_config; vLLM's ModelOptFp8Config and ModelOptNvFp4Config read it): FP8, or NVFP4 in blocks of 16.
-_MODELOPT_ALGOS = {"FP8": ("fp8", 128), "NVFP4": ("nvfp4", 16)}
+_MODELOPT_ALGOS = {"FP8": ("fp8", 128), "NVFP4": ("nvfp4", FP4_BLOCK["nvfp4"])}
 _KNOWN_UNSIZED = (
     "aqlm",
     "bitnet",
@@ -77,7 +78,7 @@ def read_quantization(config: dict[str, Any], arch: Architecture) -> Checkpoint:
             )
         return _checkpoint(*_MODELOPT_ALGOS[algo], quant, arch)
     if method == "mxfp4":
-        return _checkpoint("mxfp4", 32, quant, arch)
+        return _checkpoint("mxfp4", FP4_BLOCK["mxfp4"], quant, arch)
     if method == "compressed-tensors":
         return _checkpoint(_compressed_tensors_format(quant), _compressed_tensors_group(quant), quant, arch)
     if method == "bitsandbytes":

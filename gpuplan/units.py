@@ -28,6 +28,12 @@ from gpuplan.records import record
 GIB = 2**30
 MIB = 2**20
 
+# Values per scale of the FP4 block formats (NVFP4: an fp8 scale per 16, NVIDIA ModelOpt / TensorRT-LLM; MXFP4: an
+# e8m0 scale per 32, OCP Microscaling Formats v1.0): a checkpoint's group and the bytes a weight takes
+# (gpuplan.estimate.weights.quant_linear_bytes).
+FP4_BLOCK = {"nvfp4": 16, "mxfp4": 32}
+
+
 # Bytes per element of each dtype a spec can name (model.dtype, lora.dtype, kv_cache_dtype).
 DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 

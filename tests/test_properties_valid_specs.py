@@ -266,7 +266,7 @@ PARTIAL_TABLES = {
     "gpuplan.estimate.performance.QUANT_COMPUTE_DTYPE",  # formats with their own GEMM dtype; others compute in 16-bit
     "gpuplan.estimate.performance.UNMEASURED_CEILING",  # KV dtypes whose attention ceiling is not measured
     "gpuplan.estimate.performance.ATTENTION_CEILING",  # kernels with a measured ceiling; eager has its own model
-    "gpuplan.estimate.weights.FP4_BLOCK",  # the two 4-bit float formats' block sizes
+    "gpuplan.units.FP4_BLOCK",  # the two 4-bit float formats' block sizes
     # Quantizations vLLM refuses below a compute capability some catalog GPU has; the others load on every
     # catalog GPU (AWQ from 7.5, GPTQ from 6.0) or gpuplan does not know their minimum.
     "gpuplan.estimate.weights.VLLM_MIN_CAPABILITY",

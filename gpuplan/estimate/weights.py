@@ -10,12 +10,9 @@ import math
 
 from gpuplan.architecture import Architecture
 from gpuplan.catalog import compute_capability
+from gpuplan.units import FP4_BLOCK
 
 ROPE_CACHE_BYTES = 2  # the rotary cos/sin cache is kept in the model dtype
-
-
-# Values per scale of the FP4 block formats (NVFP4: fp8 scale per 16; MXFP4: e8m0 scale per 32).
-FP4_BLOCK = {"nvfp4": 16, "mxfp4": 32}
 
 
 # The lowest compute capability vLLM serves a quantization from (QuantizationConfig.get_min_capability:
