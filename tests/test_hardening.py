@@ -574,6 +574,21 @@ def test_an_efficiency_override_below_one_percent_is_a_configuration_error(tmp_p
         assert code in (0, 1) and "internal error" not in err and " inf " not in out, (command, err)
 
 
+def test_an_infinite_latency_that_is_not_a_saturated_stream_is_gp010_never_printed():
+    # The schema keeps an efficiency override at 0.01 or more; a path to an infinite latency it does not close must
+    # not reach an output either. The estimate's JSON wrote any infinite TTFT as null (as a saturated steady stream's
+    # is), so its range check passed and GP403 printed "p90 TTFT inf ms". Settings past the schema's bound (as a
+    # program may build them) give one: it is GP010, the only finding.
+    from gpuplan.config import Settings
+    from gpuplan.linter import LintOptions, lint_bytes
+
+    text = (EXAMPLES / "serve-llama-70b.yaml").read_bytes()
+    options = LintOptions(settings=Settings.from_thresholds({"decode_bandwidth": 1e-200}))
+    findings = lint_bytes("spec.yaml", text, options).findings
+    assert [finding.code for finding in findings] == ["GP010"]
+    assert "serve.ttft_ms is inf, not a finite non-negative number" in findings[0].message
+
+
 def test_estimate_uses_the_configuration_and_exits_as_lint_does(tmp_path: Path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(VALID_SERVE)

@@ -35,9 +35,11 @@ METRIC_CONTRACT = {
 }
 
 
-def _finite_ms(seconds: float) -> float | None:
-    """A TTFT statistic in ms, or None where it has no bound (a saturated steady stream)."""
-    return milliseconds(seconds) if math.isfinite(seconds) else None
+def _finite_ms(seconds: float, saturated: bool) -> float | None:
+    """A TTFT statistic in ms, or None where it has no bound: a saturated steady stream's. Any other infinite one is
+    kept, so that the estimate's range check (linter.unsafe_figures) makes it a GP010 and no output prints it (a
+    near-zero efficiency override once printed "p90 TTFT inf ms")."""
+    return None if saturated and not math.isfinite(seconds) else milliseconds(seconds)
 
 
 def _frontend_capacity(s: ServeEstimate) -> float | None:
@@ -230,9 +232,9 @@ def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[st
             "rate_rps": s.job.rate_rps,
             "endpoint": s.job.endpoint,
             # TTFT statistics are null where a steady stream outruns the deployment (``saturated``).
-            "ttft_ms": _finite_ms(s.speed.ttft_s) if s.loads else None,
-            "ttft_median_ms": _finite_ms(s.speed.ttft_median_s) if s.loads else None,
-            "ttft_p90_ms": _finite_ms(s.speed.ttft_p90_s) if s.loads else None,
+            "ttft_ms": _finite_ms(s.speed.ttft_s, s.speed.saturated) if s.loads else None,
+            "ttft_median_ms": _finite_ms(s.speed.ttft_median_s, s.speed.saturated) if s.loads else None,
+            "ttft_p90_ms": _finite_ms(s.speed.ttft_p90_s, s.speed.saturated) if s.loads else None,
             # Each speed figure's band at plan.confidence, measured on runs not used to tune the model.
             **_serve_speed_bands(s, analysis.spec.plan.confidence),
             "ttft_single_ms": milliseconds(s.speed.ttft_single_s) if s.loads else None,
