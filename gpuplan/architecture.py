@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import fields
 from functools import cached_property
 from typing import Any
@@ -599,8 +600,16 @@ def show_value(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def make_architecture(values: dict[str, Any], where: str = "model.architecture") -> Architecture:
-    """An Architecture from field values, each checked against the schema's bounds, then for consistency."""
+def make_architecture(
+    values: dict[str, Any], where: str = "model.architecture", spelled: Mapping[str, str] | None = None
+) -> Architecture:
+    """An Architecture from field values, each checked against the schema's bounds, then for consistency.
+    ``spelled``: how the source names a field (a config.json key), for the consistency messages; else the
+    field's own name (a spec's finding already begins with ``where``)."""
+
+    def named(name: str) -> str:
+        return spelled[name] if spelled and name in spelled else name
+
     unknown = set(values) - ARCHITECTURE_FIELDS
     if unknown:
         raise ArchitectureError("unknown architecture fields: " + ", ".join(sorted(unknown)))
@@ -618,15 +627,27 @@ def make_architecture(values: dict[str, Any], where: str = "model.architecture")
             f"hidden size {architecture.hidden} is not a multiple of {architecture.heads} heads; give head_dim"
         )
     if architecture.is_moe and not architecture.experts_per_token:
-        raise ArchitectureError("a mixture-of-experts model needs experts_per_token")
+        raise ArchitectureError(
+            f"{named('experts')} {architecture.experts} makes a mixture of experts, which needs "
+            f"{named('experts_per_token')}",
+            "experts",
+        )
     if architecture.experts_per_token > max(architecture.experts, 0) and architecture.is_moe:
-        raise ArchitectureError("experts_per_token exceeds the number of experts")
+        raise ArchitectureError(
+            f"{named('experts_per_token')} {architecture.experts_per_token} exceeds {named('experts')} "
+            f"{architecture.experts}",
+            "experts_per_token",
+        )
     if architecture.sliding_layers == 1:
         raise ArchitectureError("sliding_layers: 1 would make every layer full attention; leave sliding_window out")
     if architecture.is_mla and not (architecture.qk_rope_head_dim and architecture.v_head_dim):
         raise ArchitectureError("multi-head latent attention needs qk_rope_head_dim and v_head_dim")
     if architecture.is_moe and architecture.dense_layers >= architecture.layers:
-        raise ArchitectureError("dense_layers leaves no mixture-of-experts layer")
+        raise ArchitectureError(
+            f"{named('dense_layers')} {architecture.dense_layers} leaves no mixture-of-experts layer of "
+            f"{architecture.layers}",
+            "dense_layers",
+        )
     _check_hybrid(architecture, checked)
     return _interned(architecture)
 

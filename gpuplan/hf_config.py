@@ -24,8 +24,9 @@ from typing import Any
 
 from gpuplan.architecture import Architecture, ArchitectureError, check_value, make_architecture, show_value
 from gpuplan.hf_context import context_limit
+from gpuplan.hf_nemotron import nemotron_h_layers, nemotron_h_specifics, nemotron_layer_count
 from gpuplan.hf_quantization import Checkpoint, read_quantization
-from gpuplan.hf_values import bool_value, bounded_int, int_list, string_list, string_value
+from gpuplan.hf_values import bool_value, bounded_int, compressed_pattern, int_list, string_list, string_value
 from gpuplan.hf_vision import vision_tower_params
 from gpuplan.records import record
 
@@ -77,6 +78,9 @@ class ModelType:
     fixed: dict[str, Any] = field(default_factory=dict)  # Architecture fields set by the modelling code
     key_defaults: dict[str, Any] = field(default_factory=dict)  # config-class defaults of keys gpuplan reads
     note: str = ""
+    # The key of the routed experts' count when every MoE layer of the modelling code routes among them
+    # (MixtralSparseMoeBlock, GptOssMLP, ...): none stated is no model, not a dense one.
+    experts_key: str = ""
 
 
 _LAYER_NORM_BIASED = {"norm": "layer", "attention_bias": True, "output_bias": True, "mlp_bias": True, "mlp": "plain"}
@@ -86,7 +90,7 @@ MODEL_TYPES: dict[str, ModelType] = {
     "mistral": ModelType(
         "Mistral", False, key_defaults={"sliding_window": 4096}, note="absent sliding_window: 4096 (class default)"
     ),
-    "mixtral": ModelType("Mixtral", False, note="routed experts, no shared expert"),
+    "mixtral": ModelType("Mixtral", False, note="routed experts, no shared expert", experts_key="num_local_experts"),
     "qwen2": ModelType(
         "Qwen2/2.5",
         False,
@@ -164,12 +168,18 @@ MODEL_TYPES: dict[str, ModelType] = {
         {"sliding_window": 4096},
         "tied; biased LayerNorm and linears (use_bias)",
     ),
-    "deepseek_v2": ModelType("DeepSeek-V2", False, note="MLA; n_shared_experts x moe_intermediate_size shared"),
+    "deepseek_v2": ModelType(
+        "DeepSeek-V2",
+        False,
+        note="MLA; n_shared_experts x moe_intermediate_size shared",
+        experts_key="n_routed_experts",
+    ),
     "deepseek_v3": ModelType(
         "DeepSeek-V3 / Kimi-K2",
         False,
         {"router_bias": True},
         note="MLA; score-correction router bias; first_k_dense_replace dense layers; MTP module not counted",
+        experts_key="n_routed_experts",
     ),
     "llama4_text": ModelType(
         "Llama 4",
@@ -177,6 +187,7 @@ MODEL_TYPES: dict[str, ModelType] = {
         {"shared_experts": 1},
         note="one shared expert; intermediate_size is the expert width, intermediate_size_mlp the dense one; "
         "chunked attention on 3 of 4 layers",
+        experts_key="num_local_experts",
     ),
     "gpt_oss": ModelType(
         "gpt-oss",
@@ -189,6 +200,7 @@ MODEL_TYPES: dict[str, ModelType] = {
             "attention_sinks": True,
         },
         note="biased attention, experts and router; attention sinks; alternating 128-token sliding window",
+        experts_key="num_local_experts",
     ),
     "granite": ModelType("Granite 3", False, note="Llama layout"),
     # configuration_qwen3_next.py Qwen3NextConfig defaults; modeling_qwen3_next.py: Qwen3NextAttention's q_proj
@@ -231,7 +243,9 @@ MODEL_TYPES: dict[str, ModelType] = {
         },
         "each layer one mixer: Mamba-2 (M), attention (*) or MLP (-) of hybrid_override_pattern",
     ),
-    "kimi_k2": ModelType("Kimi-K2", False, {"router_bias": True}, note="DeepSeek-V3 layout"),
+    "kimi_k2": ModelType(
+        "Kimi-K2", False, {"router_bias": True}, note="DeepSeek-V3 layout", experts_key="n_routed_experts"
+    ),
 }
 # Multimodal wrappers: their text_config carries the language model's own model_type.
 MULTIMODAL_TYPES: dict[str, str] = {
@@ -327,7 +341,9 @@ def read_hf_model(config: dict[str, Any]) -> HfModel:
         text_type = _TEXT_DEFAULT_TYPE.get(top_type, "")
     kind = MODEL_TYPES.get(text_type)
     _refuse_unsized(text, prefix, text_type or top_type, kind)
-    values = _read_keys(text, prefix, kind, notes, text_type)
+    # How the file names each field, for make_architecture's messages: the key read, else the first spelling.
+    spelled = {name: f"config.json {prefix}{keys[0]}" for name, keys in _KEYS.items()}
+    values = _read_keys(text, prefix, kind, notes, text_type, spelled)
     limit = context_limit({**(kind.key_defaults if kind else {}), **text}, prefix, text_type or top_type)
     if limit is not None:
         values["max_position"], context_source = limit
@@ -352,7 +368,7 @@ def read_hf_model(config: dict[str, Any]) -> HfModel:
             raise ArchitectureError("vision_config must be a mapping")
         values["vision_params"] = vision_tower_params(vision, top_type, values["hidden"], config)
         notes.append(f"vision tower of {values['vision_params']:,} parameters counted in the weights (16-bit)")
-    architecture = make_architecture(values, where="config.json")
+    architecture = make_architecture(values, "config.json", spelled)
     checkpoint = read_quantization(config, architecture)
     return HfModel(architecture, checkpoint, text_type or top_type, tuple(notes), context_source, _classes(config))
 
@@ -378,6 +394,11 @@ def _refuse_unsized(text: dict[str, Any], prefix: str, model_type: str, kind: Mo
         raise ArchitectureError(
             f"config.json model_type {model_type!r}: gpuplan cannot size {UNSIZED_TYPES[model_type]} yet"
         )
+    if kind is not None and kind.experts_key and not text.get(kind.experts_key):  # absent, null or 0
+        raise ArchitectureError(
+            f"config.json {prefix}{kind.experts_key}: {show_value(text.get(kind.experts_key))}, where every "
+            f"mixture-of-experts layer of {kind.label} routes among that many experts"
+        )
     if kind is None:
         key = next((key for key in _HYBRID_KEYS if text.get(key) is not None), None)
         if key is not None:
@@ -388,7 +409,12 @@ def _refuse_unsized(text: dict[str, Any], prefix: str, model_type: str, kind: Mo
 
 
 def _read_keys(
-    text: dict[str, Any], prefix: str, kind: ModelType | None, notes: list[str], model_type: str
+    text: dict[str, Any],
+    prefix: str,
+    kind: ModelType | None,
+    notes: list[str],
+    model_type: str,
+    spelled: dict[str, str],
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
     defaults = kind.key_defaults if kind else {}
@@ -398,7 +424,7 @@ def _read_keys(
         notes.extend(f"{prefix}{key} absent: {value} (config-class default)" for key, value in absent.items())
         text = {**absent, **text}
     if model_type == "nemotron_h":
-        text = _nemotron_layer_count(text, prefix)
+        text = nemotron_layer_count(text, prefix)
     dense = not any(text.get(key) for key in _KEYS["experts"])
     for name, keys in _KEYS.items():
         if dense and name in _MOE_FIELDS:
@@ -407,7 +433,8 @@ def _read_keys(
             if name == "shared_expert_intermediate" and text.get(key) == 0:
                 break  # a zero-width shared expert is none (Qwen2-MoE's own reading of 0), not a bad dimension
             if text.get(key) is not None:
-                values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
+                spelled[name] = f"config.json {prefix}{key}"
+                values[name] = check_value(name, text[key], spelled[name])
                 break
     missing = [name for name in ("layers", "hidden", "heads", "vocab") if name not in values]
     if "intermediate" not in values and model_type in ("gpt_bigcode", "falcon", "gpt2") and "hidden" in values:
@@ -422,7 +449,7 @@ def _read_keys(
     elif string_value(text, "hidden_act", f"{prefix}hidden_act") in _GELU:
         values["mlp"] = "plain"
     _model_type_specifics(text, prefix, model_type, values, notes)
-    _moe(text, prefix, values, notes)
+    _moe(text, prefix, values, notes, spelled)
     if values.get("kv_lora_rank"):
         values["kv_heads"] = values["heads"]
     else:
@@ -431,24 +458,15 @@ def _read_keys(
     if model_type == "qwen3_next":
         _qwen3_next_layers(text, prefix, values, notes)
     elif model_type == "nemotron_h":
-        _nemotron_h_layers(text, prefix, values, notes)
+        nemotron_h_layers(text, prefix, values, notes)
+        if not values.get("experts"):  # its routed-expert keys size only MoE (E) layers
+            _drop_moe(values)
     else:
         _sliding_layout(text, prefix, values, notes)
     return values
 
 
 # -- hybrid models ------------------------------------------------------------------------------
-
-
-def _compressed(pattern: str) -> str:
-    """The shortest prefix of ``pattern`` that, repeated a whole number of times, gives ``pattern``
-    (Architecture.layer_pattern's reading): LLLA for Qwen3-Next's 48 layers."""
-    for period in range(1, len(pattern) + 1):
-        if len(pattern) % period == 0 and all(
-            letter == pattern[index % period] for index, letter in enumerate(pattern)
-        ):
-            return pattern[:period]
-    return pattern
 
 
 def _qwen3_next_layers(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
@@ -479,7 +497,7 @@ def _qwen3_next_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
         values.pop(name, None)  # Qwen3NextAttention has no window
     if "L" not in pattern:
         return
-    values["layer_pattern"] = _compressed(pattern)
+    values["layer_pattern"] = compressed_pattern(pattern)
     for name, key in (
         ("linear_key_heads", "linear_num_key_heads"),
         ("linear_value_heads", "linear_num_value_heads"),
@@ -488,140 +506,6 @@ def _qwen3_next_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
         ("conv_kernel", "linear_conv_kernel_dim"),
     ):
         values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
-
-
-# E: a mixture-of-experts block in place of the MLP (NemotronHMoE); gpuplan's pattern writes it "-" once the
-# experts are read (every MLP layer of an MoE model is an MoE layer: Architecture.is_moe_layer).
-_NEMOTRON_LETTERS = {"M": "M", "*": "A", "-": "-", "E": "E"}
-_NEMOTRON_TYPES = {
-    "mamba": "M",
-    "linear_attention": "M",
-    "attention": "A",
-    "full_attention": "A",
-    "mlp": "-",
-    "moe": "E",
-}
-
-
-def _nemotron_pattern(text: dict[str, Any], prefix: str) -> str | None:
-    """Nemotron-H's layers as gpuplan letters: ``hybrid_override_pattern`` (M Mamba-2, * attention, - MLP, E
-    mixture of experts) or ``layers_block_type`` (transformers v5: linear_attention is Mamba-2 there); E stays E
-    until ``_nemotron_h_layers`` reads the experts."""
-    pattern = text.get("hybrid_override_pattern")
-    if pattern is not None:
-        if not isinstance(pattern, str) or not 1 <= len(pattern) <= 1000:
-            raise ArchitectureError(
-                f"config.json {prefix}hybrid_override_pattern must be a string of 1 to 1,000 layer letters, "
-                f"not {show_value(pattern)}"
-            )
-        unknown = sorted(set(pattern) - set(_NEMOTRON_LETTERS))
-        if unknown:
-            raise ArchitectureError(
-                f"config.json {prefix}hybrid_override_pattern names {', '.join(repr(c) for c in unknown)}: "
-                "a layer kind gpuplan cannot size"
-            )
-        return "".join(_NEMOTRON_LETTERS[letter] for letter in pattern)
-    key = next((key for key in ("layers_block_type", "layer_types") if text.get(key) is not None), None)
-    if key is None:  # NemotronHConfig.attribute_map: layer_types is layers_block_type
-        return None
-    kinds = string_list(text[key], f"{prefix}{key}", 1000)
-    unknown = sorted(set(kinds) - set(_NEMOTRON_TYPES))
-    if unknown:
-        raise ArchitectureError(
-            f"config.json {prefix}{key} names {', '.join(unknown)}: a layer kind gpuplan cannot size"
-        )
-    return "".join(_NEMOTRON_TYPES[kind] for kind in kinds)
-
-
-def _nemotron_layer_count(text: dict[str, Any], prefix: str) -> dict[str, Any]:
-    """``text`` with num_hidden_layers from the pattern when it is absent; GP021 when the two disagree
-    (transformers takes the pattern's length, vLLM num_hidden_layers)."""
-    pattern = _nemotron_pattern(text, prefix)
-    if pattern is None:
-        raise ArchitectureError(f"config.json lacks {prefix}hybrid_override_pattern (or layers_block_type)")
-    stated = text.get("num_hidden_layers")
-    if stated is None:
-        return {**text, "num_hidden_layers": len(pattern)}
-    if stated != len(pattern):
-        raise ArchitectureError(
-            f"config.json {prefix}num_hidden_layers {show_value(stated)} but the layer pattern has {len(pattern)} "
-            "layers"
-        )
-    return text
-
-
-def _nemotron_h_layers(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
-    """NemotronHConfig: the layer pattern and the Mamba-2 dimensions (with their legacy mamba_* spellings);
-    the recurrent state's dtype as vLLM takes it (``mamba_ssm_cache_dtype``, float32 by default)."""
-    pattern = _nemotron_pattern(text, prefix)
-    assert pattern is not None  # _nemotron_layer_count refused a config without one
-    for name in ("sliding_window", "sliding_layers", "attention_chunk"):
-        values.pop(name, None)
-    if "E" in pattern:
-        pattern = _nemotron_moe(text, prefix, pattern, values)
-    else:  # the routed-expert keys size only MoE (E) layers
-        for name in ("experts", "router_bias", *_MOE_FIELDS):
-            values.pop(name, None)
-    values["layer_pattern"] = _compressed(pattern)
-    if "M" in pattern:
-        for name, keys in (
-            ("mamba_heads", ("mamba_num_heads",)),
-            ("mamba_head_dim", ("mamba_head_dim",)),
-            ("ssm_state", ("ssm_state_size",)),
-            ("ssm_groups", ("mamba_n_groups", "n_groups")),
-            ("conv_kernel", ("mamba_d_conv", "conv_kernel")),
-        ):
-            key = next((key for key in keys if text.get(key) is not None), None)
-            if key is None:  # absent, it took the config class's default above: null, a size the layers lack
-                stated = " and ".join(prefix + key for key in reversed(keys) if key in text)
-                raise ArchitectureError(f"config.json {stated}: null, where the Mamba-2 (M) layers need a size")
-            values[name] = check_value(name, text[key], f"config.json {prefix}{key}")
-        conv_key = "mamba_conv_bias" if "mamba_conv_bias" in text else "use_conv_bias"
-        values["conv_bias"] = bool_value(text, conv_key, prefix, True)
-        dtype = text.get("mamba_ssm_cache_dtype")
-        if dtype is None:
-            notes.append(
-                f"{prefix}mamba_ssm_cache_dtype absent: float32 (NemotronHConfig default; vLLM keeps the SSM state "
-                "in it)"
-            )
-            dtype = "float32"
-        if dtype not in ("float32", "bfloat16", "float16"):
-            raise ArchitectureError(
-                f"config.json {prefix}mamba_ssm_cache_dtype must be float32, bfloat16 or float16, not "
-                f"{show_value(dtype)}"
-            )
-        values["state_fp32"] = dtype == "float32"
-
-
-def _nemotron_moe(text: dict[str, Any], prefix: str, pattern: str, values: dict[str, Any]) -> str:
-    """A Nemotron-H with mixture-of-experts (E) layers (NemotronHMoE, Nemotron 3 Nano): each E layer's routed experts
-    (n_routed_experts of moe_intermediate_size, num_experts_per_tok a token) and shared expert
-    (moe_shared_expert_intermediate_size), relu2 MLPs of two matrices as the dense layers', and a router with
-    NemotronHTopkRouter's score-correction bias (e_score_correction_bias, DeepSeek-V3's). gpuplan makes every MLP
-    layer of an MoE model an MoE layer, so E is written as an MLP layer (-); a pattern with both, dense MLP and MoE
-    layers, and a latent MoE (moe_latent_size: projections around the experts) are layouts it cannot express."""
-    if "-" in pattern:
-        raise ArchitectureError(
-            f"config.json {prefix}layer pattern mixes dense MLP (- or mlp) and mixture-of-experts (E or moe) "
-            "layers: a layout gpuplan cannot express"
-        )
-    # Each size the E layers read is stated in the file: absent, gpuplan would take another key's (the dense MLP's
-    # width, no shared expert) where NemotronHConfig takes its own defaults.
-    needed = ["n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts"]
-    if text.get("n_shared_experts"):
-        needed.append("moe_shared_expert_intermediate_size")
-    missing = [key for key in needed if text.get(key) is None]
-    if missing:
-        raise ArchitectureError(
-            f"config.json lacks {', '.join(prefix + key for key in missing)}, which its mixture-of-experts (E) layers"
-            " need"
-        )
-    if text.get("moe_latent_size") is not None:
-        raise ArchitectureError(
-            f"config.json {prefix}moe_latent_size: a latent mixture of experts, which gpuplan cannot size yet"
-        )
-    values["router_bias"] = True
-    return pattern.replace("E", "-")
 
 
 def _model_type_specifics(
@@ -663,32 +547,20 @@ def _model_type_specifics(
         values["shared_experts"] = 0
         values["shared_expert_gate"] = False
     if model_type == "nemotron_h":
-        _nemotron_h_specifics(text, prefix, values, notes)
+        nemotron_h_specifics(text, prefix, values, notes)
     if text.get("use_sliding_window") is False:
         values.pop("sliding_window", None)
 
 
-def _nemotron_h_specifics(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
-    """NemotronHAttention: head_dim (attention_head_dim in the first released configs, 128 by default), the
-    o_proj biased with q/k/v (attention_bias); the Mamba projections' bias (use_bias) is refused rather than
-    left uncounted; the routed-expert keys are read with the pattern (``_nemotron_h_layers``)."""
-    if text.get("head_dim") is None:
-        if text.get("attention_head_dim") is not None:
-            values["head_dim"] = check_value(
-                "head_dim", text["attention_head_dim"], f"config.json {prefix}attention_head_dim"
-            )
-        else:
-            values["head_dim"] = 128
-            notes.append(f"{prefix}head_dim absent: 128 (config-class default)")
-    values["output_bias"] = values.get("attention_bias", False)
-    if bool_value(text, "use_bias", prefix, False):
-        raise ArchitectureError(f"config.json {prefix}use_bias true: biased Mamba projections gpuplan does not count")
+def _drop_moe(values: dict[str, Any]) -> None:
+    """Leave out every mixture-of-experts field: a model that routes no layer among experts."""
+    for name in (*_MOE_FIELDS, "experts", "router_bias", "shared_expert_gate"):
+        values.pop(name, None)
 
 
-def _moe(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str]) -> None:
+def _moe(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[str], spelled: dict[str, str]) -> None:
     if not values.get("experts"):
-        for name in (*_MOE_FIELDS, "experts", "router_bias", "shared_expert_gate"):
-            values.pop(name, None)
+        _drop_moe(values)
         return
     skipped = text.get("mlp_only_layers")
     if skipped:
@@ -698,7 +570,8 @@ def _moe(text: dict[str, Any], prefix: str, values: dict[str, Any], notes: list[
             raise ArchitectureError(
                 f"config.json {prefix}mlp_only_layers other than the leading layers is a layout gpuplan cannot express"
             )
-        values["dense_layers"] = check_value("dense_layers", len(skipped), f"config.json {prefix}mlp_only_layers")
+        spelled["dense_layers"] = f"config.json {prefix}mlp_only_layers' count"
+        values["dense_layers"] = check_value("dense_layers", len(skipped), spelled["dense_layers"])
     frequency = text.get("moe_layer_freq")
     if frequency not in (None, 1):
         raise ArchitectureError(
@@ -759,7 +632,7 @@ def _windowed_layers(windowed: list[bool], layers: int, values: dict[str, Any], 
             "gpuplan cannot express"
         )
     values.pop("sliding_layers", None)
-    values["layer_pattern"] = _compressed("".join("S" if flag else "A" for flag in windowed))
+    values["layer_pattern"] = compressed_pattern("".join("S" if flag else "A" for flag in windowed))
 
 
 def _period(windowed: list[bool]) -> int | None:

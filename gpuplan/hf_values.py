@@ -55,3 +55,14 @@ def int_list(value: Any, where: str, limit: int) -> list[int]:
     ):
         raise ArchitectureError(f"config.json {where} must be a list of at most {limit:,} integers")
     return value
+
+
+def compressed_pattern(pattern: str) -> str:
+    """The shortest prefix of ``pattern`` that, repeated a whole number of times, gives ``pattern``
+    (Architecture.layer_pattern's reading): LLLA for Qwen3-Next's 48 layers."""
+    for period in range(1, len(pattern) + 1):
+        if len(pattern) % period == 0 and all(
+            letter == pattern[index % period] for index, letter in enumerate(pattern)
+        ):
+            return pattern[:period]
+    return pattern

@@ -425,3 +425,66 @@ def test_a_qwen2_moe_shared_expert_of_width_zero_is_none_not_a_bad_dimension():
     assert (none.shared_experts, none.shared_expert_gate) == (0, False)
     assert one.shared_experts == 1
     assert one.params - none.params == 24_704
+
+
+_MIXTRAL = {
+    "model_type": "mixtral",
+    "num_hidden_layers": 4,
+    "hidden_size": 512,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "intermediate_size": 1024,
+    "vocab_size": 1000,
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "words"),
+    [
+        # the consistency checks name the keys the file states, not gpuplan's field names
+        ({**_MIXTRAL, "num_local_experts": 4, "num_experts_per_tok": 8}, "num_experts_per_tok 8 exceeds config.json "),
+        ({**_MIXTRAL, "num_local_experts": 4}, "which needs config.json num_experts_per_tok"),
+        (
+            {
+                **_MIXTRAL,
+                "model_type": "qwen3_moe",
+                "num_experts": 8,
+                "num_experts_per_tok": 2,
+                "mlp_only_layers": [0, 1, 2, 3],
+            },
+            "config.json mlp_only_layers' count 4 leaves no mixture-of-experts layer of 4",
+        ),
+        # a model type whose every MoE layer routes (MixtralSparseMoeBlock, GptOssMLP, Llama4TextMoe,
+        # DeepseekV3MoE) with no expert count is no model: it was sized as a dense one
+        (dict(_MIXTRAL), "num_local_experts: null, where every mixture-of-experts layer of Mixtral routes"),
+        ({**_MIXTRAL, "num_local_experts": 0}, "num_local_experts: 0, where"),
+        ({**_MIXTRAL, "model_type": "gpt_oss", "num_local_experts": 0}, "of gpt-oss routes"),
+        ({**_MIXTRAL, "model_type": "llama4_text", "num_experts_per_tok": 1}, "of Llama 4 routes"),
+        ({**_MIXTRAL, "model_type": "deepseek_v3", "n_routed_experts": 0}, "n_routed_experts: 0, where"),
+    ],
+)
+def test_moe_key_errors_name_the_config_json_keys(config, words):
+    with pytest.raises(ArchitectureError) as error:
+        read_hf_model(config)
+    assert words in str(error.value)
+
+
+def test_qwen_moe_with_no_experts_is_dense_as_transformers_builds_it():
+    # Qwen3MoeDecoderLayer uses its sparse block only where config.num_experts > 0: with none, every layer has
+    # the dense MLP of intermediate_size, so the model counts as a dense one (4 layers of 3 x 512 x 1,024).
+    dense = read_hf_model({**_MIXTRAL, "model_type": "qwen3_moe", "num_experts": 0}).architecture
+    llama = read_hf_model({**_MIXTRAL, "model_type": "qwen3"}).architecture
+    assert not dense.is_moe and dense.params == llama.params
+
+
+def test_an_explicit_architecture_error_points_at_the_field_it_names(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "version: 1\nname: t\nmodel:\n  architecture:\n    layers: 2\n    hidden: 64\n    heads: 4\n"
+        "    intermediate: 128\n    vocab: 100\n    experts: 4\n    experts_per_token: 8\n"
+        "serve: {context: 1024, concurrency: 1, hardware: {gpu: l4}}\n"
+    )
+    code, out, _ = run_cli("lint", "--format", "json", str(spec))
+    (finding,) = json.loads(out)["findings"]
+    assert code == 1 and finding["code"] == "GP021" and finding["line"] == 11  # experts_per_token's line
+    assert finding["message"] == "model.architecture: experts_per_token 8 exceeds experts 4"

@@ -217,6 +217,20 @@ def test_nemotron_h_mixture_of_experts_layers_are_read():
             read_hf_model(config)
 
 
+def test_nemotron_h_layer_lists_that_disagree_are_refused():
+    # transformers v4's NemotronHConfig reads hybrid_override_pattern, v5's layers_block_type: a file stating both
+    # is read alike only when they agree (gpuplan read the pattern and left the list unread).
+    pattern = NEMOTRON_H_8B["hybrid_override_pattern"]
+    kinds = {"M": "mamba", "*": "attention", "-": "mlp"}
+    agreeing = [kinds[letter] for letter in pattern]
+    assert read_hf_model({**NEMOTRON_H_8B, "layers_block_type": agreeing}).architecture == NEMOTRON
+    swapped = ["attention", *agreeing[1:]]  # the first layer, Mamba-2 in the pattern, listed as attention
+    assert pattern[0] == "M"
+    with pytest.raises(ArchitectureError, match="hybrid_override_pattern and layers_block_type state different") as e:
+        read_hf_model({**NEMOTRON_H_8B, "layers_block_type": swapped})
+    assert f'"{pattern[:10]}' in str(e.value) and f'against "*{pattern[1:10]}' in str(e.value)  # the list, as letters
+
+
 def test_nemotron_3_nano_checkpoints_read_their_format_and_16_bit_modules():
     # NVIDIA publishes Nemotron 3 Nano as ModelOpt checkpoints: quant_algo names the format (ModelOpt was read as
     # FP8 whatever it named: an NVFP4 checkpoint came out at the fp8 size). Its E layers' modules are
