@@ -254,7 +254,7 @@ CODES: dict[str, Code] = {
             "parallelism-not-needed",
             "parallelism",
             WARNING,
-            "Tensor or pipeline parallelism (or sharding) is declared although one GPU holds the job.",
+            "Serving splits a replica one GPU holds, or fine-tuning shards model states each rank holds whole.",
         ),
         Code(
             "GP303",
@@ -280,6 +280,14 @@ CODES: dict[str, Code] = {
             "parallelism",
             INFO,
             "Tensor parallelism over smaller GPUs where one larger GPU per replica holds the job for less.",
+        ),
+        Code(
+            "GP306",
+            "model-parallelism-not-needed",
+            "parallelism",
+            WARNING,
+            "Fine-tuning splits the model over more GPUs per replica than its GPU kind needs to hold the job.",
+            Approval.NEEDS_CHANGE,
         ),
         Code(
             "GP310",

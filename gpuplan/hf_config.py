@@ -8,7 +8,7 @@ records, per model type, the class defaults and the facts of the modelling code 
 
 Also read here: nested ``text_config``/``vision_config`` (the vision tower is counted and reported
 apart), sliding-window and chunked-attention layouts (any mix of windowed and full layers), the layers of
-hybrid models (Qwen3-Next's Gated DeltaNet ``layer_types``, Nemotron-H's ``hybrid_override_pattern``),
+hybrid models (Qwen3-Next's Gated DeltaNet ``layer_types``; Nemotron-H's pattern in ``gpuplan.hf_nemotron``),
 shared experts, the context limit (``gpuplan.hf_context``) and ``quantization_config`` (format, group size,
 and the modules a checkpoint keeps in 16-bit: ``gpuplan.hf_quantization``). Every number passes the schema's
 bounds before any arithmetic (``gpuplan.architecture.check_value``); anything gpuplan cannot size is an

@@ -567,12 +567,36 @@ def test_a_sharding_an_offload_rests_on_is_not_called_needless():
     assert "offloading parameters needs them sharded (ZeRO-3 or FSDP); sharding is zero2" in conflict.message
 
 
-def test_unneeded_tensor_parallelism_points_at_the_hardware_block():
-    (finding,) = lint_sharded("none", 2)
-    assert finding.pointer == "/finetune/hardware"
-    # The hardware mapping spans lines 9-11: the finding sits on its key, line 8, column 3.
-    assert (finding.line, finding.col) == (8, 3)
-    assert finding.message.startswith("tensor_parallel 2 is not needed: plain data parallelism on 2 x h100-sxm")
+def test_unneeded_tensor_parallelism_points_at_tensor_parallel_and_names_the_planners_layout():
+    # A 1B LoRA job at TP 2: the planner's fewest H100s that hold it are one GPU, unsplit (GP306, the planner's own
+    # model_parallelism judgement); GP302 (sharding) has nothing to say of a job that shards nothing.
+    text = SHARDED_LORA % ("none", 2)
+    assert lint(text, select=("GP302",)).findings == ()
+    result = lint(text, select=("GP306",))
+    (finding,) = result.findings
+    assert finding.pointer == "/finetune/hardware/tensor_parallel"
+    assert (finding.line, finding.col) == (11, 22)  # the value of `tensor_parallel: 2`
+    assert finding.message.startswith("tensor_parallel 2 is not needed: 1 x h100-sxm")
+    assert "hardware: {gpu: h100-sxm, count: 1}" in finding.hint
+
+
+def test_a_model_split_the_planner_calls_needless_is_a_change_the_approval_asks_for(tmp_path):
+    # The declared 4 x PP 4 fits, yet two H100 NVL sharding with FSDP hold the job: `plan` marks the declared
+    # layout `model_parallelism` and recommends its cheapest sound layout (two B200s), lint says the split is not
+    # needed (GP306, naming the two H100 NVL), and the decision follows: APPROVE WITH CHANGES funding the plan's
+    # layout, where it approved the split as declared (GP507 stays silent: the saving is below min_saving).
+    spec = tmp_path / "split.yaml"
+    spec.write_text((EXAMPLES / "findings" / "parallelism-model-split-not-needed.yaml").read_text())
+    _, out, _ = run_cli("plan", "--format", "json", str(spec))
+    (job,) = json.loads(out)["jobs"]
+    assert job["declared"]["meets"]["model_parallelism"] is False
+    assert (job["recommended"]["gpu"], job["recommended"]["gpus"]) == ("b200-hgx", 2)
+    _, out, _ = run_cli("lint", "--format", "json", str(spec))
+    (split,) = [f for f in json.loads(out)["findings"] if f["code"] == "GP306"]
+    assert split["message"].startswith("pipeline_parallel 4 is not needed: 2 x h100-nvl, sharding fsdp")
+    run_cli("report", str(spec), "-o", str(tmp_path / "r.md"))
+    page = (tmp_path / "r.md").read_text()
+    assert page.startswith("## APPROVE WITH CHANGES") and "on 2 x b200-hgx instead of 4 x h100-nvl" in page
 
 
 def test_parallelism_needed_names_the_parallelism_of_the_layout_it_found():

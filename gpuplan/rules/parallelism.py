@@ -97,12 +97,13 @@ def parallelism_needed(ctx: RuleContext) -> Iterator[Finding]:
 def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     """
     ## What it does
-    Re-estimates the job without the declared TP/PP (and without sharding) and reports when it still
-    fits with the configured headroom. For serving it quotes the speed model's figures for the same
-    GPUs run as replicas at TP 1 against the declared split (TPOT and tokens/s, with the all-reduces
-    over NVLink or PCIe as the GPU has them), unless those replicas break a constraint the split meets
-    (a TTFT SLO that only a split prefill of long prompts meets); for fine-tuning, the memory of plain
-    data parallelism.
+    Serving: re-estimates a deployment with tensor or pipeline parallelism at one GPU per replica and
+    reports when that still fits with the configured headroom, quoting the speed model's figures for the
+    same GPUs run as replicas at TP 1 against the declared split (TPOT and tokens/s, with the all-reduces
+    over NVLink or PCIe as the GPU has them), unless those replicas break a constraint the split meets (a
+    TTFT SLO that only a split prefill of long prompts meets). Fine-tuning: re-estimates a sharded job
+    (FSDP or ZeRO) without the sharding, at the declared tensor and pipeline parallelism and settings, and
+    reports when plain data parallelism fits (a split of the model itself is GP306's).
 
     ## Why is this bad?
     Every TP rank adds two all-reduces per layer to every token; replicas (`count` with
@@ -127,43 +128,108 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         yield from _serve_parallelism_not_needed(ctx)
     f = ctx.analysis.finetune
     if f is not None and f.fits:
-        yield from _finetune_parallelism_not_needed(ctx, f)
+        yield from _sharding_not_needed(ctx, f)
 
 
-def _finetune_parallelism_not_needed(ctx: RuleContext, f: FinetuneEstimate) -> Iterator[Finding]:
-    """The declared TP, PP or sharding against plain training on the same GPUs; a sharding an offload rests on is
-    kept in the plain layout (as the planner keeps it), so then only TP or PP can be needless."""
+def _sharding_not_needed(ctx: RuleContext, f: FinetuneEstimate) -> Iterator[Finding]:
+    """The declared sharding against plain data parallelism on the same GPUs, split as declared; a sharding an
+    offload rests on is kept (as the planner keeps it)."""
     tune = f.job
     hardware = tune.hardware
-    kept = tune.sharding if offload_rests_on_sharding(tune) else "none"
-    what = [f"tensor_parallel {hardware.tensor_parallel}"] if hardware.tensor_parallel > 1 else []
-    what += [f"pipeline_parallel {hardware.pipeline_parallel}"] if hardware.pipeline_parallel > 1 else []
-    what += [f"sharding {tune.sharding}"] if tune.sharding != kept else []
-    if not what:
+    if tune.sharding == "none" or offload_rests_on_sharding(tune):
         return
     planner = ctx.plans.finetune
     assert planner is not None and isinstance(planner.evaluator, FinetunePlanner)
     evaluator = planner.evaluator
-    settings = TrainingSettings(tune.checkpointing, tune.fused_loss, kept, tune.micro_batch, tune.gradient_accumulation)
-    plain = Layout(f.gpu, 1, 1, hardware.count, settings=settings)
+    settings = TrainingSettings(
+        tune.checkpointing, tune.fused_loss, "none", tune.micro_batch, tune.gradient_accumulation
+    )
+    plain = Layout(f.gpu, hardware.tensor_parallel, hardware.pipeline_parallel, hardware.replicas, settings=settings)
     if not evaluator.memory_sound(plain):
         return
     needs = evaluator.memory(plain).per_gpu
     hint = "drop it; it only adds communication"
-    if hardware.replicas == 1 and tune.sharding != kept:  # nothing to shard over, yet DeepSpeed's ZeRO runs
+    if hardware.replicas == 1:  # nothing to shard over, yet DeepSpeed's ZeRO runs
         hint = f"drop it: {'one GPU' if hardware.count == 1 else 'one data-parallel rank'} shards nothing"
         if f.memory.per_gpu > needs:
             hint += (
                 f", and DeepSpeed's ZeRO optimizer adds {format_gib_difference(f.memory.per_gpu, needs)} per GPU"
                 " (its gradient buckets, the step's flat copies and the blocks the allocator caches of them)"
             )
-    plain_words = "plain data parallelism" if hardware.count > 1 else "plain training"
+    plain_words = "plain data parallelism" if hardware.replicas > 1 else "plain training"
     yield ctx.finding(
         "GP302",
-        ("finetune", "sharding" if tune.sharding != kept else "hardware"),
-        f"{' and '.join(what)} is not needed: {plain_words} on {hardware.count:,} x {f.gpu.id} needs "
+        ("finetune", "sharding"),
+        f"sharding {tune.sharding} is not needed: {plain_words} on {hardware.count:,} x {f.gpu.id} needs "
         f"{format_gib(needs)} of {format_gib(f.gpu.usable_bytes)} per GPU",
         hint,
+    )
+
+
+@rule("GP306")
+def model_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    For a fine-tune that fits with tensor or pipeline parallelism, asks the planner for the fewest GPUs of
+    the declared kind that hold the job soundly (memory at the plan's confidence with the headroom, gradient
+    sync), with the settings it may change (sharding over data-parallel ranks, micro-batch, recompute, fused
+    loss), and reports when that layout splits the model over fewer GPUs per replica. It is the planner's own
+    judgement (`model_parallelism` in `gpuplan plan`), so the report asks for the same change.
+
+    ## Why is this bad?
+    Parallelism is needed the moment one GPU cannot hold the job, not a moment before. Tensor parallelism
+    all-reduces activations twice per layer and a pipeline idles in its bubble, where sharding the model
+    states over data-parallel ranks (FSDP, ZeRO) holds the same model while every rank runs whole layers.
+
+    ## Example
+    ```yaml
+    model: {id: llama-2-7b}
+    finetune:
+      method: full
+      sharding: fsdp
+      seq_len: 1024
+      micro_batch: 4
+      hardware: {gpu: h100-nvl, count: 4, pipeline_parallel: 4}
+    ```
+
+    ## Use instead
+    ```yaml
+    finetune:
+      method: full
+      sharding: fsdp
+      seq_len: 1024
+      activation_checkpointing: full
+      micro_batch: 1
+      gradient_accumulation: 2
+      hardware: {gpu: h100-nvl, count: 2}
+    ```
+    """
+    f = ctx.analysis.finetune
+    if f is None or not f.fits:  # a layout that does not fit is GP201's, with the planner's layout in its hint
+        return
+    hardware = f.job.hardware
+    level = hardware.tensor_parallel * hardware.pipeline_parallel
+    if level == 1:
+        return
+    planner = ctx.plans.finetune
+    assert planner is not None
+    fewest = planner.fewest_gpus_on(f.gpu)
+    if fewest is None or fewest.layout.tensor_parallel * fewest.layout.pipeline_parallel >= level:
+        return
+    split = [
+        f"{name} {degree}"
+        for name, degree in (
+            ("tensor_parallel", hardware.tensor_parallel),
+            ("pipeline_parallel", hardware.pipeline_parallel),
+        )
+        if degree > 1
+    ]
+    yield ctx.finding(
+        "GP306",
+        ("finetune", "hardware", "tensor_parallel" if hardware.tensor_parallel > 1 else "pipeline_parallel"),
+        f"{' x '.join(split)} is not needed: {summary(fewest, ctx.spec.budget.currency)} holds the job at "
+        f"{format_gib(fewest.estimate.memory.per_gpu)} of {format_gib(f.gpu.usable_bytes)} per GPU",
+        f"paste {paste_line(fewest.fragment)}",
     )
 
 
