@@ -185,6 +185,20 @@ class Architecture:
         return sum(1 for index in range(self.layers) if self.has_mlp(index))
 
     @cached_property
+    def _block_prefix(self) -> tuple[int, ...]:
+        """Token-mixer and MLP blocks among the first i layers, for i = 0..layers."""
+        counts = [0]
+        for index in range(self.layers):
+            counts.append(counts[-1] + (self.mixer(index) != "-") + self.has_mlp(index))
+        return tuple(counts)
+
+    def block_count(self, layers: range) -> int:
+        """Token-mixer and MLP blocks in ``layers``: two a decoder layer, one a Nemotron-H layer (its mixer or its
+        MLP). Each block ends in one row-parallel projection (o_proj, out_proj, down_proj): one all-reduce under
+        tensor parallelism (Megatron-LM's layout, which vLLM's and SGLang's layers follow)."""
+        return self._block_prefix[layers.stop] - self._block_prefix[layers.start]
+
+    @cached_property
     def moe_layers(self) -> int:
         return sum(1 for index in range(self.layers) if self.is_moe_layer(index))
 

@@ -489,7 +489,7 @@ def serve_assumptions(
             f"{engine.name if job.batching != 'static' else engine.name.split(' (')[0]}, {job.batching} batching:"
             f" GEMMs at {gemm}, decode at {bandwidth} of HBM"
             f" bandwidth, {engine.step_overhead_s * 1e6:,.0f} us per step + {engine.sequence_overhead_s * 1e6:.0f} us"
-            f" per running sequence + {calibration.serving.layer_overhead_s * 1e6:.0f} us per layer,"
+            f" per running sequence + {calibration.serving.layer_overhead_s * 1e6:.0f} us per decoder layer,"
             f" {engine.request_overhead_s * 1e3:.0f} ms per request",
         ),
         ("steady state", _load_note(job, speed, engine.mixes_prefill)),

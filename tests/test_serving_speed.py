@@ -205,6 +205,22 @@ def test_tensor_and_expert_parallel_communication():
     assert (far.tp_latency, far.tp_bandwidth) == (1.0, 500)
 
 
+def test_a_layer_of_one_block_costs_half_a_decoder_layer():
+    # Nemotron-H's layout: each layer holds its mixer or its MLP (separate_mlp). TINY's two decoder layers laid out
+    # as four such layers (attention, MLP, attention, MLP) have the same four blocks: each block ends in one
+    # row-parallel projection, one all-reduce under TP 2 (4 x 0.628 s, as TINY's 2 layers x 2), and the fixed cost
+    # is per block, half a decoder layer's 0.1 ms (4 x 0.05 ms, as TINY's 2 x 0.1 ms). Counted per layer, as
+    # before, it was 4 x 0.1 ms and 8 all-reduces: a 52-layer Nemotron 3 Nano's TPOT at one client read +115%.
+    split = dataclasses.replace(TINY, layers=4, layer_pattern="A-", separate_mlp=True)
+    assert (split.block_count(range(4)), TINY.block_count(range(2))) == (4, 4)
+    assert split.block_count(range(1, 2)) == 1  # the MLP layer alone
+    assert deployment(split).fixed == pytest.approx(deployment().fixed, rel=1e-12) == pytest.approx(0.0012)
+    assert deployment(split, tensor_parallel=2).communication(4) == pytest.approx(4 * 0.628, rel=1e-12)
+    # two stages: each carries two of the four layers, two blocks, half the all-reduces
+    staged = deployment(split, tensor_parallel=2, pipeline_parallel=2)
+    assert staged.communication(4) == pytest.approx(2 * 0.628, rel=1e-12)
+
+
 def test_moe_weights_read_by_routed_tokens():
     # Routed experts 2 layers x 4 x 192 x 2 B = 3,072: 768 B per expert (both layers); every step reads
     # the 1,928 B of other weights (weights_read: the routed experts apart).

@@ -70,7 +70,9 @@ class ServingMechanisms:
     """Figures shared by every engine: they describe kernels and links, not schedulers."""
 
     attention_efficiency: float  # FlashAttention-style kernels: share of the GPU's achievable 16-bit GEMM rate
-    layer_overhead_s: float  # per decoder layer per step: minimum kernel durations of ~10 kernels
+    # per decoder layer (an attention and an MLP block) per step: minimum kernel durations of ~10 kernels; a
+    # layer of one block (Nemotron-H) costs half (``Architecture.block_count``)
+    layer_overhead_s: float
     allreduce_latency_nvlink_s: float  # one small all-reduce over NVLink (custom all-reduce, one shot)
     allreduce_latency_pcie_s: float  # one small all-reduce through PCIe or the network
     link_efficiency: float  # share of the link's per-direction bandwidth a large all-reduce reaches

@@ -17,10 +17,12 @@ The model, term by term (sources in brackets):
                   window; MLA decodes in the absorbed latent form); a linear-attention or Mamba layer
                   instead reads and writes its sequence's fixed state each step (vLLM's GDN and Mamba-2
                   decode kernels update it in place), whatever the context
-  communication:  two all-reduces per layer under tensor parallelism, each latency + 2(t-1)/t x tokens x
+  communication:  an all-reduce per block (attention or state mixer, MLP: a decoder layer has two, a
+                  Nemotron-H layer one) under tensor parallelism, each latency + 2(t-1)/t x tokens x
                   hidden x 2 bytes / link bandwidth (Megatron-LM, Shoeybi et al. 2019; NCCL ring); two
                   all-to-alls per MoE layer under expert parallelism
-  fixed costs:    the engine's per-step and per-running-sequence overheads + a per-layer kernel floor
+  fixed costs:    the engine's per-step and per-running-sequence overheads + a kernel floor per block (half
+                  the fitted per-decoder-layer figure)
 - continuous batching at concurrency C is a closed loop (each finished request replaced at once, as
   benchmark clients do). The running slots (C, unless the engine's sequence cap or the KV cache holds
   fewer) each cycle through a prefill, in chunks of the token budget beside the other slots' decodes,
@@ -143,7 +145,10 @@ class Rates:
         # prompt is sampled), a decode token does not.
         self.head_flops = 2 * arch.vocab * arch.hidden * self.stage_share / tp
         self.body_flops = 2 * matmul_params(arch) * self.stage_share / tp - self.head_flops
-        self.fixed = self.engine.step_overhead_s + stage_layers * mechanisms.layer_overhead_s
+        # Blocks of this stage: a decoder layer is two (an attention and an MLP block), a Nemotron-H layer one, with
+        # about half a decoder layer's kernels (a norm, the mixer's or MLP's kernels, its output projection).
+        self.stage_blocks = arch.block_count(range(stage_layers))  # the first stage's (stages differ by a layer)
+        self.fixed = self.engine.step_overhead_s + self.stage_blocks / 2 * mechanisms.layer_overhead_s
         self.sharpness = mechanisms.roofline_sharpness
         self.inverse_sharpness = 1 / self.sharpness
 
@@ -159,6 +164,7 @@ class Deployment:
         mechanisms = calibration.serving
         tp, pp, ep = w.tensor_parallel, w.pipeline_parallel, w.expert_parallel
         self.stage_layers, self.stage_share = rates.stage_layers, rates.stage_share
+        self.stage_blocks = rates.stage_blocks
         stage_layers = rates.stage_layers
         self.gemm_rate, self.attention_rate, self.bandwidth = rates.gemm_rate, rates.attention_rate, rates.bandwidth
         self.head_flops, self.body_flops = rates.head_flops, rates.body_flops
@@ -197,7 +203,7 @@ class Deployment:
         # The continuous-batching steady state by its arguments (``serving_speed``'s ``state_at``): a planner's
         # replica counts of one family search the same states (their root searches begin alike).
         self.state_memo: dict[tuple[float, ...], SteadyState] = {}
-        # Collectives: two all-reduces per layer over the TP group; two all-to-alls per MoE layer under EP.
+        # Collectives: an all-reduce per block over the TP group; two all-to-alls per MoE layer under EP.
         self.tp_bandwidth = link_bandwidth(gpu, tp, w.network_gbs) * mechanisms.link_efficiency
         fast = on_fast_link(gpu, tp)
         self.tp_latency = mechanisms.allreduce_latency_nvlink_s if fast else mechanisms.allreduce_latency_pcie_s
@@ -243,12 +249,9 @@ class Deployment:
         seconds = 0.0
         payload = tokens * arch.hidden * ACTIVATION_BYTES
         if w.tensor_parallel > 1:
-            per_layer = 2 if w.expert_parallel <= 1 or not self.moe_layers else 1
-            seconds += (
-                self.stage_layers
-                * per_layer
-                * allreduce_time(payload, w.tensor_parallel, self.tp_bandwidth, self.tp_latency)
-            )
+            # one all-reduce a block (``Architecture.blocks``); under EP an MoE block exchanges tokens all-to-all
+            reduces = self.stage_blocks - (self.moe_layers if w.expert_parallel > 1 else 0)
+            seconds += reduces * allreduce_time(payload, w.tensor_parallel, self.tp_bandwidth, self.tp_latency)
         if w.expert_parallel > 1 and self.moe_layers:
             ep = w.expert_parallel
             routed = payload * arch.experts_per_token * (ep - 1) / ep
