@@ -25,7 +25,7 @@ SPECS = sorted(EXAMPLES.glob("*.yaml"))
 
 FINDINGS = sorted((EXAMPLES / "findings").glob("*.yaml"))
 # What a layout itself draws: needless or over-wide parallelism, TP over PCIe, a cheaper layout.
-LAYOUT_CODES = {"GP302", "GP304", "GP312", "GP507"}
+LAYOUT_CODES = {"GP302", "GP304", "GP306", "GP312", "GP507"}
 
 
 def _merge(target: dict[str, Any], fragment: dict[str, Any]) -> None:
@@ -78,3 +78,39 @@ def test_a_pasted_recommendation_adds_no_finding_and_none_about_its_layout(path:
     added = [(code, message) for code, message in flagged if code not in before | over_budget]
     about_layout = [(code, message) for code, message in flagged if code in LAYOUT_CODES]
     assert (added, about_layout) == ([], [])
+
+
+# Declared fields a paste must restate, since its hardware mapping replaces the declared one whole: the plan
+# judged every layout with them (from a helper's hunt over 549 specs).
+RESTATED = {
+    # sequence parallelism declared with TP 2; the recommendation drops TP, and the paste left
+    # `sequence_parallel: true` beside tensor_parallel 1: GP025, an error, and a spec plan refuses
+    "sequence-parallel": (
+        "finetune: {method: full, precision: bf16-mixed, optimizer: adamw-fused, seq_len: 4096, tokens: 100000000,"
+        " sequence_parallel: true, hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}}",
+        "sequence_parallel: false",
+    ),
+    # a 10 Gb/s network between nodes: the paste dropped it, and the pasted spec, judged at the default 400 Gb/s,
+    # drew GP507 for a 16-GPU ZeRO-3 layout whose gradient sync takes 17 times its compute at 10 Gb/s
+    "network": (
+        "finetune: {method: full, precision: bf16-mixed, optimizer: adamw-fused, seq_len: 4096,"
+        " activation_checkpointing: full, tokens: 1000000000, sharding: fsdp,"
+        " hardware: {gpu: h100-sxm, count: 32, network_gbps: 10}}",
+        "network_gbps: 10",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESTATED))
+def test_a_paste_restates_the_declared_fields_its_layout_was_judged_with(name, tmp_path):
+    model = "llama-3.2-3b" if name == "sequence-parallel" else "llama-3.1-70b"
+    job, restated = RESTATED[name]
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"version: 1\nname: {name}\nmodel: {{id: {model}}}\n{job}\n", encoding="utf-8")
+    _, out, _ = run_cli("plan", "--format", "json", str(path))
+    (plan,) = json.loads(out)["jobs"]
+    assert restated in plan["recommended"]["yaml"]
+    found = _pasted_findings(path)
+    assert found is not None
+    flagged, _ = found
+    assert [(code, message) for code, message in flagged if code in LAYOUT_CODES or code == "GP025"] == []

@@ -46,7 +46,7 @@ from gpuplan.plan.space import (
     tensor_parallel_problem,
 )
 from gpuplan.records import evolve, record
-from gpuplan.spec import Hardware, PlanLimits, Serve, Spec
+from gpuplan.spec import Finetune, Hardware, PlanLimits, Serve, Spec, schema_default
 from gpuplan.units import format_gib, format_latency_ms, format_share_under
 
 NOMINAL_TOKENS = 1_000_000  # fine-tuning without finetune.tokens is ranked by its cost per 1M tokens
@@ -135,6 +135,8 @@ class Option:
     # serving with a latency SLO: the least share of an SLO its latency's slow edge leaves (negative: over it);
     # None without an SLO or a speed to judge
     slo_margin: float | None = None
+    # Declared fields the paste restates beside the layout's (``Evaluator.restated``), as (key, value) in the job
+    restated: tuple[tuple[str, Any], ...] = ()
 
     @functools.cached_property
     def changes(self) -> tuple[str, ...]:
@@ -144,7 +146,7 @@ class Option:
     @functools.cached_property
     def fragment(self) -> dict[str, Any]:
         """The spec fields to paste for this layout: the whole hardware mapping plus any other change."""
-        return layout_fragment(self.kind, self.layout, self.changes)
+        return layout_fragment(self.kind, self.layout, self.changes, self.restated)
 
     @property
     def sound(self) -> bool:
@@ -275,14 +277,18 @@ def layout_changes(kind: str, declared: Layout, layout: Layout) -> tuple[str, ..
     return tuple(name for name, before, after in pairs if before != after)
 
 
-def layout_fragment(kind: str, layout: Layout, changes: tuple[str, ...]) -> dict[str, Any]:
-    """The spec fields to paste for a layout: its whole hardware mapping, and every other changed field."""
+def layout_fragment(
+    kind: str, layout: Layout, changes: tuple[str, ...], restated: tuple[tuple[str, Any], ...] = ()
+) -> dict[str, Any]:
+    """The spec fields to paste for a layout: its whole hardware mapping (with the declared keys it restates,
+    ``Evaluator.restated``), and every other changed or restated field."""
     hardware: dict[str, Any] = {"gpu": layout.gpu.id, "count": layout.gpus}
     if layout.tensor_parallel > 1:
         hardware["tensor_parallel"] = layout.tensor_parallel
     if layout.pipeline_parallel > 1:
         hardware["pipeline_parallel"] = layout.pipeline_parallel
-    body: dict[str, Any] = {}
+    hardware.update((key.removeprefix("hardware."), value) for key, value in restated if key.startswith("hardware."))
+    body: dict[str, Any] = {key: value for key, value in restated if not key.startswith("hardware.")}
     if kind == "serve" and "serve.concurrency" in changes:
         body["concurrency"] = layout.concurrency
     if layout.settings is not None:
@@ -339,6 +345,20 @@ class Evaluator:
             pipeline_parallel=layout.pipeline_parallel,
             expert_parallel=1,
         )
+
+    def restated(self, layout: Layout) -> tuple[tuple[str, Any], ...]:
+        """Declared fields the paste of ``layout`` must restate, since its hardware mapping replaces the declared
+        one whole and every layout is judged with them: a stated inter-node network (``hardware.network_gbps``),
+        and ``sequence_parallel: false`` where a fine-tune's layout drops tensor parallelism (on by itself it is
+        GP025 there)."""
+        job = self.spec.finetune if self.kind == "finetune" else self.spec.serve
+        assert job is not None
+        restated: list[tuple[str, Any]] = []
+        if job.hardware.network_gbps != schema_default(self.kind, "hardware", "network_gbps"):
+            restated.append(("hardware.network_gbps", job.hardware.network_gbps))
+        if isinstance(job, Finetune) and job.sequence_parallel and layout.tensor_parallel == 1:
+            restated.append(("sequence_parallel", False))
+        return tuple(restated)
 
     def evaluate(self, layout: Layout) -> Option:
         key = layout.key
@@ -669,6 +689,7 @@ class ServePlanner(Evaluator):
             self.declared,
             planned_bytes=planned,
             slo_margin=self._slo_margin(estimate),
+            restated=self.restated(layout),
         )
 
     def _slo_margin(self, estimate: ServeEstimate) -> float | None:

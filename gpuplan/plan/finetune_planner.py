@@ -232,6 +232,7 @@ class FinetunePlanner(Evaluator):
             self.declared,
             tokens_known=self.job.tokens is not None,
             planned_bytes=planned,
+            restated=self.restated(layout),
         )
 
     def floor_rate(self, gpu: Any) -> float | None:
