@@ -187,7 +187,11 @@ def assert_cheapest_or_kept(plan, option: Option) -> None:
         return
     if _amortises_more(option, recommended):
         return
-    assert recommended.layout.key == plan.declared.layout.key and plan.declared.sound
+    declared = plan.declared.layout
+    kept = {declared.key}  # kept, or (fine-tuning) kept without a sharding it does not need (GP302)
+    if declared.settings is not None:
+        kept.add(replace(declared, settings=replace(declared.settings, sharding="none")).key)
+    assert recommended.layout.key in kept and plan.declared.sound
     share = (recommended.rate - option.rate) / recommended.rate
     limit = 0.10 if option.layout.gpu.id == recommended.layout.gpu.id else 0.20
     small = option.cost is not None and recommended.cost - option.cost < 100 + 0.01
@@ -457,11 +461,13 @@ def test_the_fewest_gpus_query_looks_past_a_width_that_fits_but_breaks_gradient_
 
 
 def first_sound_choice(job: JobPlanner, gpu, tp: int, pp: int, dp: int, recompute: bool) -> Option | None:
-    """The reference for _sound_settings: every settings choice in order, each judged in full."""
+    """The reference for _sound_settings: every settings choice in order, each judged in full; the first sound
+    one without a sharding it does not need (GP302's judgement, which a recommendation never draws)."""
     for choice in job._settings_choices(dp, recompute):
         option = job.evaluator.evaluate(Layout(gpu, tp, pp, dp, settings=choice))
         if option.sound:
-            return option
+            plain = job.evaluator.unsharded(option)
+            return plain if plain is not None and plain.sound else option
     return None
 
 

@@ -567,6 +567,55 @@ def test_a_sharding_an_offload_rests_on_is_not_called_needless():
     assert "offloading parameters needs them sharded (ZeRO-3 or FSDP); sharding is zero2" in conflict.message
 
 
+SHARDED_FULL = """\
+version: 1
+name: t
+model: {architecture: {layers: 48, hidden: 4096, heads: 32, kv_heads: 8, intermediate: 12288, vocab: 32000}}
+finetune:
+  method: full
+  precision: bf16
+  optimizer: adafactor
+  micro_batch: 1
+  seq_len: 2048
+  activation_checkpointing: true
+  tokens: 100000000
+  sharding: %s
+  hardware: {gpu: h200-sxm, count: 8}
+"""
+
+
+def test_a_sharding_that_speeds_the_run_is_not_needless():
+    # A 10B full fine-tune on 8 H200s: plain data parallelism fits (58.3 GiB), but every rank then runs the whole
+    # optimizer step, which FSDP shards eight ways: the sharded run is the faster (40,329 against 37,899 tokens/s),
+    # so GP302 ("drop it; it only adds communication") would cost 6%. The planner judges it so (its paste keeps
+    # FSDP), and GP302 is its judgement (FinetunePlanner.unsharded): silent. Judged on memory alone, it fired.
+    fsdp = lint(SHARDED_FULL % "fsdp")
+    plain = lint(SHARDED_FULL % "none")
+    assert plain.analysis.finetune.speed.tokens_per_s < fsdp.analysis.finetune.speed.tokens_per_s * 0.995
+    assert [f.code for f in fsdp.findings if f.code == "GP302"] == []
+
+
+def test_a_kept_layout_drops_the_sharding_it_does_not_need(tmp_path):
+    # ZeRO-3 on one A100 shards nothing and runs no faster: the plan keeps the declared layout (no cheaper one is
+    # material) without the sharding, and the paste says so; pasted, GP302 is gone (it stayed, the plan having
+    # recommended the declared layout as it was).
+    spec = tmp_path / "z3.yaml"
+    text = (
+        "version: 1\nname: t\nmodel: {id: falcon-7b}\nfinetune: {method: lora, precision: bf16, optimizer: adamw-8bit,"
+        " seq_len: 2048, activation_checkpointing: full, tokens: 20000000, sharding: %s,"
+        " hardware: {gpu: a100-sxm-40gb, count: 1}}\n"
+    )
+    spec.write_text(text % "zero3")
+    assert [f.code for f in lint(spec.read_text()).findings if f.code == "GP302"] == ["GP302"]
+    _, out, _ = run_cli("plan", str(spec))
+    assert "recommended  1 x a100-sxm-40gb" in out and "without a sharding it does not need (GP302)" in out
+    _, out, _ = run_cli("plan", "--format", "json", str(spec))
+    (job,) = json.loads(out)["jobs"]
+    assert job["recommended"]["changes"] == ["finetune.sharding"] and "sharding: none" in job["recommended"]["yaml"]
+    spec.write_text(text % "none")
+    assert [f.code for f in lint(spec.read_text()).findings if f.code in ("GP302", "GP507")] == []
+
+
 def test_unneeded_tensor_parallelism_points_at_tensor_parallel_and_names_the_planners_layout():
     # A 1B LoRA job at TP 2: the planner's fewest H100s that hold it are one GPU, unsplit (GP306, the planner's own
     # model_parallelism judgement); GP302 (sharding) has nothing to say of a job that shards nothing.

@@ -198,6 +198,8 @@ def _saving_text(job: dict[str, Any], currency: str) -> str:
     else:
         amount = money_difference(job["declared"][key], job["recommended"][key])
     if amount.value <= 0:
+        if job["recommended"]["changes"] == ["finetune.sharding"]:  # FinetunePlanner.without_needless_sharding
+            return "the declared layout without a sharding it does not need (GP302)"
         return _kept_text(job, currency) or "the declared layout is the cheapest sound one"
     return f"saves {format_money(amount, currency)} per {saving['per']} ({format_number(saving['share'] * 100, 0)}%)"
 

@@ -423,7 +423,7 @@ class JobPlanner:
                 continue
             option = evaluator.evaluate(layout)
             if option.sound:
-                return option
+                return evaluator.without_needless_sharding(option)
         return None
 
     def _relaxed(self, gpu: Gpu, tp: int, pp: int, dp: int, checkpointing: bool) -> tuple[Layout, ...]:

@@ -150,15 +150,21 @@ class SpecPlanner:
         on no more GPUs than any other needs (nothing priced shows a change to be worth it), else the sound
         option with the fewest GPUs."""
         if declared.sound and declared.rate is not None:
-            return planner.material_change(self.materiality) or declared
+            return planner.material_change(self.materiality) or self._kept(planner, declared)
         best = planner.cheapest()
         if best is not None:
             return best
         unpriced = [o for gpu in planner.gpus if (o := planner.fewest_gpus_on(gpu)) is not None]
         fewest = min(unpriced, key=lambda o: (o.gpus, o.latency_s, len(o.changes))) if unpriced else None
         if declared.sound and (fewest is None or declared.gpus <= fewest.gpus):
-            return declared
+            return self._kept(planner, declared)
         return fewest
+
+    @staticmethod
+    def _kept(planner: JobPlanner, declared: Option) -> Option:
+        """The declared layout, kept: a fine-tune's without a sharding plain data parallelism does not need."""
+        evaluator = planner.evaluator
+        return evaluator.without_needless_sharding(declared) if isinstance(evaluator, FinetunePlanner) else declared
 
     def plan(self, kind: str) -> JobPlan | None:
         """The full plan of one job: declared verdict, recommendation, Pareto options, rejected, alternatives."""

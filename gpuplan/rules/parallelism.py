@@ -6,14 +6,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate
-from gpuplan.conflicts import offload_rests_on_sharding
 from gpuplan.findings import Finding
 from gpuplan.plan.describe import cost_text, paste_line, summary
 from gpuplan.plan.evaluate import ServePlanner
 from gpuplan.plan.finetune_planner import FinetunePlanner
 from gpuplan.plan.space import (
-    Layout,
-    TrainingSettings,
     domain_problem,
     max_tensor_parallel,
     proposed_serving_tensor_parallel,
@@ -103,7 +100,9 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     over NVLink or PCIe as the GPU has them), unless those replicas break a constraint the split meets (a
     TTFT SLO that only a split prefill of long prompts meets). Fine-tuning: re-estimates a sharded job
     (FSDP or ZeRO) without the sharding, at the declared tensor and pipeline parallelism and settings, and
-    reports when plain data parallelism fits (a split of the model itself is GP306's).
+    reports when plain data parallelism fits and runs no slower (a sharded optimizer step can make the
+    sharded run the faster, and then the sharding earns its place); the planner judges it alike and drops
+    such a sharding from what it recommends. A split of the model itself is GP306's.
 
     ## Why is this bad?
     Every TP rank adds two all-reduces per layer to every token; replicas (`count` with
@@ -132,22 +131,19 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _sharding_not_needed(ctx: RuleContext, f: FinetuneEstimate) -> Iterator[Finding]:
-    """The declared sharding against plain data parallelism on the same GPUs, split as declared; a sharding an
-    offload rests on is kept (as the planner keeps it)."""
+    """The declared sharding against plain data parallelism on the same GPUs, split as declared, as the planner
+    judges it (``FinetunePlanner.unsharded``: a sharding an offload rests on is kept, and one that makes the run
+    faster is no waste)."""
     tune = f.job
     hardware = tune.hardware
-    if tune.sharding == "none" or offload_rests_on_sharding(tune):
+    if tune.sharding == "none":
         return
     planner = ctx.plans.finetune
     assert planner is not None and isinstance(planner.evaluator, FinetunePlanner)
-    evaluator = planner.evaluator
-    settings = TrainingSettings(
-        tune.checkpointing, tune.fused_loss, "none", tune.micro_batch, tune.gradient_accumulation
-    )
-    plain = Layout(f.gpu, hardware.tensor_parallel, hardware.pipeline_parallel, hardware.replicas, settings=settings)
-    if not evaluator.memory_sound(plain):
+    plain = planner.evaluator.unsharded(planner.declared())
+    if plain is None:
         return
-    needs = evaluator.memory(plain).per_gpu
+    needs = plain.estimate.memory.per_gpu
     hint = "drop it; it only adds communication"
     if hardware.replicas == 1:  # nothing to shard over, yet DeepSpeed's ZeRO runs
         hint = f"drop it: {'one GPU' if hardware.count == 1 else 'one data-parallel rank'} shards nothing"
