@@ -129,6 +129,23 @@ def test_selective_checkpointing_keeps_matmul_and_attention_outputs():
     assert off == none
 
 
+def test_selective_checkpointing_of_lora_keeps_the_adapters_matmul_outputs_not_their_inputs():
+    # The save list keeps matmul outputs; an adapter's input (the norm output, or peft's cast of it) is no
+    # matmul's output, so SAC recomputes it as it does for the frozen linears' own weight gradients. Per token and
+    # layer, LoRA with bf16 adapters on its default targets (all seven linears, rank 16) keeps the full
+    # fine-tune's 102,528 bytes plus each adapter's rank-16 intermediate, 7 x 16 x 2 = 224 bytes, against full
+    # recompute's layer input (2 x 4,096). It kept the two norm outputs too (2 x 2 x 4,096 = 16,384 bytes more a
+    # layer-token), and a LoRA of Llama 3.1 8B then needed more memory than its full fine-tune.
+    lora = {"method": "lora", "lora": {"dtype": "bf16"}, "precision": "bf16", "loop": "trainer"}
+    selective, _ = run({**lora, "activation_checkpointing": "selective"})
+    full, _ = run({**lora, "activation_checkpointing": "full"})
+    forward = selective["phases"]["forward"]["activations"] - full["phases"]["forward"]["activations"]
+    tokens = 2048
+    assert forward == 32 * tokens * (102_528 + 224 - 2 * 4096)
+    full_tune, _ = run({"precision": "bf16", "loop": "trainer", "activation_checkpointing": "selective"})
+    assert selective["per_gpu_bytes"] < full_tune["per_gpu_bytes"]
+
+
 def test_activation_offloading_keeps_two_layers_on_the_gpu():
     settings = {"method": "lora", "precision": "bf16", "loop": "trainer"}
     kept, _ = run(settings)
@@ -419,17 +436,17 @@ def test_qlora_dora_selective_checkpointing_8bit_adam():
     # Weights: NF4 without double quantization 0.5 + 4/64 = 0.5625 B x 1,152 = 648, the rest 552 x 2 =
     # 1,104, adapters 384 x 2 = 768: 2,520. 8-bit Adam 384 x (2 + 8/2048) = 769.5; gradients 768.
     # Selective checkpointing per token per layer: input and row outputs 3 x 2 x 8 = 48, gate and up
-    # 2 x 2 x 16 = 64, SDPA 56, the adapters' tensors (r outputs 2 x 1 x 7 = 14; bf16 adapters on bf16
-    # inputs save the two norm outputs 2 x 8 x 2 = 32; DoRA outputs 2 x 2 x 64 = 256): 302 -> 470 x 4
-    # tokens x 2 layers = 3,760. Final norm 128, logits 256 + 512 + upcast 512. Saved 4,656.
+    # 2 x 2 x 16 = 64, SDPA 56, the adapters' matmul outputs (r outputs 2 x 1 x 7 = 14; DoRA outputs
+    # 2 x 2 x 64 = 256; their inputs, the norm outputs, are recomputed): 270 -> 438 x 4 tokens x 2 layers =
+    # 3,504. Final norm 128, logits 256 + 512 + upcast 512. Saved 4,400.
     # Forward temporaries: DoRA's weight norm of down_proj (16^2 + 3 x 16 x 8) x 2 B = 1,280, above the
-    # upcast 512 and the NF4 dequantization 2 x 8 x 16 = 256. Peak forward: 2,520 + 769.5 + 4,656 +
-    # 1,280 + the last step's logits the manual loop holds, 256 = 9,481.5 -> 9,482 once each part is rounded up.
-    # Backward, in the last layer: both layers' kept 3,760 (the logits, log-softmax and final norm gone with
+    # upcast 512 and the NF4 dequantization 2 x 8 x 16 = 256. Peak forward: 2,520 + 769.5 + 4,400 +
+    # 1,280 + the last step's logits the manual loop holds, 256 = 9,225.5 -> 9,226 once each part is rounded up.
+    # Backward, in the last layer: both layers' kept 3,504 (the logits, log-softmax and final norm gone with
     # their backward) and what selective checkpointing did not keep of it, recomputed: the layer saves 550 B
-    # a token without checkpointing, 470 with it: 80 x 4 = 320; its backward's MLP gradients 3 x 2 x 16 x 4
+    # a token without checkpointing, 438 with it: 112 x 4 = 448; its backward's MLP gradients 3 x 2 x 16 x 4
     # = 384, the NF4 dequantization 256 and DoRA's weight norm 1,280 (1,920); the adapters' gradients 768 and
-    # the held logits 256: 2,520 + 770 + 768 + 4,080 + 1,920 + 256 = 10,314, the peak (the start: 8,970).
+    # the held logits 256: 2,520 + 770 + 768 + 3,952 + 1,920 + 256 = 10,186, the peak.
     memory = estimate_training(
         training_setup(
             architecture=TINY,
@@ -447,12 +464,12 @@ def test_qlora_dora_selective_checkpointing_8bit_adam():
     )
     assert memory.trainable_params == 384
     assert memory.phases == {
-        "forward": {"weights": 2520, "optimizer": 770, "activations": 4656, "temporaries": 1280, "model_outputs": 256},
+        "forward": {"weights": 2520, "optimizer": 770, "activations": 4400, "temporaries": 1280, "model_outputs": 256},
         "backward": {
             "weights": 2520,
             "optimizer": 770,
             "gradients": 768,
-            "activations": 4080,
+            "activations": 3952,
             "model_outputs": 256,
             "temporaries": 1920,
         },

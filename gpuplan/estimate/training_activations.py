@@ -299,7 +299,15 @@ def _selective_kind_bytes(setup: TrainingSetup, mixer: str, mlp: bool) -> float:
     if mlp:
         matrices = 2 if arch.mlp == "gated" else 1
         kept += act * (matrices * input_widths(setup)["mlp"] + sharded)  # gate/up outputs, down output
-    return kept + _lora_input_bytes(setup, act, layer_targets(setup.job.lora_targets, mixer, mlp))
+    return kept + _selective_adapter_bytes(setup, layer_targets(setup.job.lora_targets, mixer, mlp))
+
+
+def _selective_adapter_bytes(setup: TrainingSetup, targets: tuple[str, ...]) -> float:
+    """What the adapters keep under selective checkpointing: their own matmul outputs (the rank-wide
+    intermediates; DoRA's outputs), which the save list keeps as it keeps every matmul's. Their inputs (the norm
+    outputs, or peft's cast of them to the adapter dtype, and the dropout) are no matmul's output: recomputed,
+    as the frozen linears' weight gradients recompute theirs."""
+    return _adapter_output_bytes(setup, targets) if setup.is_adapter and targets else 0.0
 
 
 def selective_layer_bytes_per_token(setup: TrainingSetup) -> float:
@@ -319,7 +327,12 @@ def selective_layer_bytes_per_token(setup: TrainingSetup) -> float:
     attention = act * (2 * q + 2 * kv) + 4 * arch.heads / t  # q, k, v projections, SDPA output, logsumexp
     gate = act * q if arch.attention_gate else 0.0
     matrices = 2 if arch.mlp == "gated" else 1
-    return act * (3 * sharded + matrices * width) + attention + gate + _lora_input_bytes(setup, act)
+    return (
+        act * (3 * sharded + matrices * width)
+        + attention
+        + gate
+        + _selective_adapter_bytes(setup, setup.job.lora_targets)
+    )
 
 
 def logits_bytes(setup: TrainingSetup) -> tuple[float, float, float]:
