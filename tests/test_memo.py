@@ -79,7 +79,10 @@ def test_the_funded_layout_is_stress_tested_beside_the_declared_one():
     # 13,271 - 6,636 = 6,635 more than the funded layout.
     growth = job.stresses[0].growth
     assert growth is not None and growth.option is not None and growth.extra is not None
-    assert growth.option.layout.describe() == "4 x h200-sxm, tensor_parallel 4" and growth.extra.value == 6635
+    # twice the users on the funded kind: 4 x h200-sxm, as two TP-2 replicas rather than one TP-4 split at the same
+    # cost (a tie goes to the smaller split: parallelism is needed only where one copy's GPUs cannot hold it)
+    described = "4 x h200-sxm, tensor_parallel 2, 2 replicas of 32 sequences"
+    assert growth.option.layout.describe() == described and growth.extra.value == 6635
     _, out, _ = run_cli("report", str(EXAMPLES / "serve-llama-70b.yaml"))
     first = page_one(out)
     assert (

@@ -114,3 +114,28 @@ def test_a_paste_restates_the_declared_fields_its_layout_was_judged_with(name, t
     assert found is not None
     flagged, _ = found
     assert [(code, message) for code, message in flagged if code in LAYOUT_CODES or code == "GP025"] == []
+
+
+def test_a_cost_tie_goes_to_the_smaller_split(tmp_path):
+    # Gemma 2 27B on two H200 NVL cards (priced at 2.38 an hour), statically batched: one card holds a replica,
+    # and two single-card replicas meet the SLOs at the same 3,475 USD/month as one TP-2 split. The planner broke
+    # the tie on latency and recommended the split, which GP302 then flagged once pasted; the tie now goes to the
+    # fewer GPUs per model copy.
+    path = tmp_path / "tie.yaml"
+    path.write_text(
+        "version: 1\nname: tie\nmodel: {id: gemma-2-27b}\n"
+        "serve: {context: 1024, output_tokens: 256, prompt_tokens: {mean: 76, p90: 152}, concurrency: 16,"
+        " slo: {ttft_ms: 1000, tpot_ms: 100}, batching: static, hardware: {gpu: h100-sxm, count: 4}}\n"
+        "budget: {prices: {h200-nvl: 2.38}, prices_date: '2026-11-20'}\n",
+        encoding="utf-8",
+    )
+    _, out, _ = run_cli("plan", "--format", "json", str(path))
+    (job,) = json.loads(out)["jobs"]
+    recommended = job["recommended"]
+    assert (recommended["gpu"], recommended["gpus"], recommended["tensor_parallel"]) == ("h200-nvl", 2, 1)
+    split = [o for o in job["options"] if o["gpu"] == "h200-nvl" and o["tensor_parallel"] == 2]
+    assert split and split[0]["monthly_cost"] == recommended["monthly_cost"]  # the tie it broke
+    found = _pasted_findings(path)
+    assert found is not None
+    flagged, _ = found
+    assert [(code, message) for code, message in flagged if code in LAYOUT_CODES] == []

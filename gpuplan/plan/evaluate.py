@@ -219,14 +219,17 @@ class Option:
         assert hours is not None  # the planner's jobs carry a run length (finetune.tokens or NOMINAL_TOKENS)
         return float(hours * 3600)
 
-    def rank(self) -> tuple[float, int, float, int]:
+    def rank(self) -> tuple[float, int, int, int, float, int]:
         """The objective: cost (to COST_DIGITS significant digits: equal costs reached by different float
-        paths tie), then fewer GPUs paid for (whole instances under an instance-hour quote: a layout that uses
-        the paid GPUs ties with one that leaves them idle), then lower latency, then fewer changes."""
+        paths tie), then fewer GPUs paid for (whole instances under an instance-hour quote), then more of them
+        in use (a paid GPU left idle helps nothing), then fewer GPUs a model copy is split over (parallelism is
+        needed the moment one GPU cannot hold the job, not a moment before: GP302 and GP306 say so of a split
+        a tie did not need), then lower latency, then fewer changes."""
         rate = self.rate
         paid = int(self.estimate.paid_gpus)
         cost = math.inf if rate is None else float(f"{rate:.{COST_DIGITS}g}")
-        return (cost, paid, self.latency_s, len(self.changes))
+        split = self.layout.tensor_parallel * self.layout.pipeline_parallel
+        return (cost, paid, -self.gpus, split, self.latency_s, len(self.changes))
 
     def with_problem(self, name: str, reason: str) -> Option:
         """The option with one more constraint broken (constraints that depend on other options)."""
@@ -522,6 +525,18 @@ class ServePlanner(Evaluator):
     def memory_sound(self, layout: Layout) -> bool:
         memory = self.memory(layout)
         return memory.fits and within_headroom(self.planned_bytes(memory), memory.budget, self.headroom_pct)
+
+    def unsplit(self, option: Option) -> Option | None:
+        """The same GPUs as single-GPU replicas where the split is needless (GP302): one GPU holds a replica
+        (memory sound), and the replicas break no constraint the split meets (a TTFT SLO only a split prefill of
+        long prompts meets); else None."""
+        layout = option.layout
+        if layout.tensor_parallel * layout.pipeline_parallel == 1:
+            return None
+        if not self.memory_sound(self.layout(layout.gpu, 1, 1, layout.replicas)):
+            return None
+        spread = self.evaluate(self.layout(layout.gpu, 1, 1, layout.gpus))
+        return spread if set(spread.broken) <= set(option.broken) else None
 
     def sound(self, layout: Layout) -> bool:
         """Whether ``evaluate(layout).sound``, without the speed model when the layout itself or its

@@ -162,9 +162,15 @@ class SpecPlanner:
 
     @staticmethod
     def _kept(planner: JobPlanner, declared: Option) -> Option:
-        """The declared layout, kept: a fine-tune's without a sharding plain data parallelism does not need."""
+        """The declared layout, kept: a fine-tune's without a sharding plain data parallelism does not need, a
+        deployment's as single-GPU replicas where one GPU holds a replica (GP302), at no more cost."""
         evaluator = planner.evaluator
-        return evaluator.without_needless_sharding(declared) if isinstance(evaluator, FinetunePlanner) else declared
+        if isinstance(evaluator, FinetunePlanner):
+            return evaluator.without_needless_sharding(declared)
+        assert isinstance(evaluator, ServePlanner)
+        spread = evaluator.unsplit(declared) if declared.sound else None
+        costs_more = spread is not None and (spread.rate or 0.0) > (declared.rate or 0.0)
+        return spread if spread is not None and spread.sound and not costs_more else declared
 
     def plan(self, kind: str) -> JobPlan | None:
         """The full plan of one job: declared verdict, recommendation, Pareto options, rejected, alternatives."""

@@ -237,13 +237,10 @@ def _serve_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     declared = planner.declared()
     gpu, hardware = declared.layout.gpu, ctx.spec.serve.hardware if ctx.spec.serve else None
     assert hardware is not None
-    single = evaluator.layout(gpu, 1, 1, evaluator.declared_replicas)  # one GPU per declared replica
-    if not evaluator.memory_sound(single):
+    spread = evaluator.unsplit(declared)  # the same GPUs as replicas, as the planner judges the split
+    if spread is None:
         return
-    memory = evaluator.memory(single)
-    spread = evaluator.evaluate(evaluator.layout(gpu, 1, 1, declared.gpus))  # the same GPUs as replicas
-    if not set(spread.broken) <= set(declared.broken):
-        return  # the split meets a constraint the replicas break (a latency SLO a long prompt needs it for)
+    memory = evaluator.memory(evaluator.layout(gpu, 1, 1, declared.layout.replicas))  # one GPU a declared replica
     tp, pp = hardware.tensor_parallel, hardware.pipeline_parallel
     split = f"tensor_parallel {tp}" + (f" x pipeline_parallel {pp}" if pp > 1 else "")
     link = "NVLink" if gpu.has_nvlink and tp <= gpu.domain else "PCIe"
