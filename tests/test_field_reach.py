@@ -273,7 +273,9 @@ CHANGES_NOTHING: dict[str, Why] = {
         lambda d, a: _finetune(a).checkpoint_storage_gb is None,
     ),
     "finetune.hardware.tensor_parallel": Why(
-        "degrees divide the GPU count: on one GPU no other is valid", lambda d, a: _finetune(a).hardware.count == 1
+        "tensor x pipeline parallelism divides the GPU count: where the pipeline takes every GPU (one GPU, or count"
+        " stages) no other degree is valid",
+        lambda d, a: _finetune(a).hardware.count == _finetune(a).hardware.pipeline_parallel,
     ),
     "finetune.hardware.pipeline_parallel": Why(
         "as finetune.hardware.tensor_parallel; DeepSpeed's ZeRO-2 and ZeRO-3 do not pipeline (GP025)",
