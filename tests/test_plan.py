@@ -559,7 +559,7 @@ def test_a_qlora_alternative_under_megatron_drops_a_sharding_its_stack_cannot_ru
     planner = planner_for(changed, default_settings()).job("finetune")
     assert planner is not None
     cheapest = planner.cheapest()
-    sound, rejected, _ = planner.table()
+    sound, rejected = planner.table()
     options = [o for o in (cheapest, *sound, *rejected) if o is not None and o.layout.settings is not None]
     assert options and all(o.layout.settings.sharding in ("none", "zero1") for o in options)
     assert all(o.layout.tensor_parallel == 1 for o in options)

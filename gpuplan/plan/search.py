@@ -148,6 +148,13 @@ class JobPlanner:
             self._fewest[gpu.id] = self._search(ceiling=None, where=None, by_gpus=True, gpus=[gpu])
         return self._fewest[gpu.id]
 
+    def least_split(self, gpu: Gpu) -> int:
+        """Fine-tuning: the fewest GPUs a model copy is split over (TP x PP) among the sound layouts of one GPU
+        kind (the level ``finetune_on`` stops at: its fewest-GPU option's), or 0 when none is sound. A declared
+        split beyond it breaks ``model_parallelism`` (the plan) and draws GP306 (lint)."""
+        fewest = self.fewest_gpus_on(gpu)
+        return 0 if fewest is None else fewest.layout.tensor_parallel * fewest.layout.pipeline_parallel
+
     def settings_for_declared_shape(self) -> Option | None:
         """Fine-tuning: the sound option on the declared GPUs (kind, TP x PP x data-parallel ranks) with the
         fewest settings changes from the declared ones, keeping the declared recompute choice if any
@@ -572,13 +579,13 @@ class JobPlanner:
         return best
 
     # -- the full table ----------------------------------------------------------------------------
-    def table(self) -> tuple[list[Option], list[Option], int]:
-        """(sound options, rejected options, least model-parallel degree on the declared GPU (fine-tuning)).
-        Nothing when the job's context is longer than its model takes: every layout breaks it alike."""
+    def table(self) -> tuple[list[Option], list[Option]]:
+        """(sound options, rejected options). Nothing when the job's context is longer than its model takes:
+        every layout breaks it alike."""
         if self.evaluator.context_problem is not None:
-            return [], [], 0
+            return [], []
         if self.kind == "serve":
-            return (*self._serve_table(), 0)
+            return self._serve_table()
         return self._finetune_table()
 
     def _serve_table(self) -> tuple[list[Option], list[Option]]:
@@ -639,24 +646,17 @@ class JobPlanner:
         tied = [self.evaluator.evaluate(layout) for layout in tried if layout.gpus == least]
         return [min(tied, key=lambda o: o.rank())]
 
-    def _finetune_table(self) -> tuple[list[Option], list[Option], int]:
+    def _finetune_table(self) -> tuple[list[Option], list[Option]]:
         evaluator = self.evaluator
         assert isinstance(evaluator, FinetunePlanner)
         sound: list[Option] = []
         rejected: list[Option] = []
-        declared_gpu = evaluator.declared_layout().gpu
-        least_level = 0
-        kinds = self.gpus + ([] if any(g.id == declared_gpu.id for g in self.gpus) else [declared_gpu])
-        for gpu in kinds:
+        for gpu in self.gpus:
             found = self.finetune_on(gpu, widths="every")
-            if gpu.id == declared_gpu.id and found:
-                least_level = found[0].layout.tensor_parallel * found[0].layout.pipeline_parallel
-            if gpu.id == declared_gpu.id and gpu not in self.gpus:
-                continue
             sound.extend(found)
             least = min((o.gpus for o in found), default=None)
             if least is None or least > 1:
                 attempt = evaluator.evaluate(self._most_relaxed(gpu, 1, 1, 1))
                 if not attempt.sound:
                     rejected.append(attempt)
-        return sound, rejected, least_level
+        return sound, rejected

@@ -182,10 +182,11 @@ class SpecPlanner:
         planner = self.job(kind)
         if planner is None:
             return None
-        sound, rejected, least_level = planner.table()
+        sound, rejected = planner.table()
         declared = planner.declared()
         if kind == "finetune":
             level = declared.layout.tensor_parallel * declared.layout.pipeline_parallel
+            least_level = planner.least_split(declared.layout.gpu) if level > 1 else 0
             if least_level and level > least_level:
                 declared = declared.with_problem(
                     "model_parallelism",

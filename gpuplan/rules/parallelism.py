@@ -209,8 +209,9 @@ def model_parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
         return
     planner = ctx.plans.finetune
     assert planner is not None
+    least = planner.least_split(f.gpu)
     fewest = planner.fewest_gpus_on(f.gpu)
-    if fewest is None or fewest.layout.tensor_parallel * fewest.layout.pipeline_parallel >= level:
+    if not least or least >= level or fewest is None:
         return
     split = [
         f"{name} {degree}"
