@@ -249,7 +249,7 @@ class Deployment:
         seconds = 0.0
         payload = tokens * arch.hidden * ACTIVATION_BYTES
         if w.tensor_parallel > 1:
-            # one all-reduce a block (``Architecture.blocks``); under EP an MoE block exchanges tokens all-to-all
+            # one all-reduce a block (``Architecture.block_count``); under EP an MoE block exchanges tokens all-to-all
             reduces = self.stage_blocks - (self.moe_layers if w.expert_parallel > 1 else 0)
             seconds += reduces * allreduce_time(payload, w.tensor_parallel, self.tp_bandwidth, self.tp_latency)
         if w.expert_parallel > 1 and self.moe_layers:
