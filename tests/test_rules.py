@@ -643,6 +643,9 @@ def test_a_model_split_the_planner_calls_needless_is_a_change_the_approval_asks_
     _, out, _ = run_cli("lint", "--format", "json", str(spec))
     (split,) = [f for f in json.loads(out)["findings"] if f["code"] == "GP306"]
     assert split["message"].startswith("pipeline_parallel 4 is not needed: 2 x h100-nvl, sharding fsdp")
+    # FSDP over the declared one data-parallel rank shards nothing, yet GP302 stays silent: its "drop it" taken
+    # first would leave GP306's two GPUs (which keep the declared sharding) without the FSDP they need
+    assert "GP302" not in {f["code"] for f in json.loads(out)["findings"]}
     run_cli("report", str(spec), "-o", str(tmp_path / "r.md"))
     page = (tmp_path / "r.md").read_text()
     assert page.startswith("## APPROVE WITH CHANGES") and "on 2 x b200-hgx instead of 4 x h100-nvl" in page

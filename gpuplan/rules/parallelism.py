@@ -102,7 +102,8 @@ def parallelism_not_needed(ctx: RuleContext) -> Iterator[Finding]:
     (FSDP or ZeRO) without the sharding, at the declared tensor and pipeline parallelism and settings, and
     reports when plain data parallelism fits and runs no slower (a sharded optimizer step can make the
     sharded run the faster, and then the sharding earns its place); the planner judges it alike and drops
-    such a sharding from what it recommends. A split of the model itself is GP306's.
+    such a sharding from what it recommends. A split of the model itself is GP306's, and where GP306 fires this
+    says nothing of the sharding (the layout GP306 names keeps the sharding it needs).
 
     ## Why is this bad?
     Every TP rank adds two all-reduces per layer to every token; replicas (`count` with
@@ -140,6 +141,9 @@ def _sharding_not_needed(ctx: RuleContext, f: FinetuneEstimate) -> Iterator[Find
         return
     planner = ctx.plans.finetune
     assert planner is not None and isinstance(planner.evaluator, FinetunePlanner)
+    split = hardware.tensor_parallel * hardware.pipeline_parallel
+    if split > 1 and 0 < planner.least_split(f.gpu) < split:
+        return  # the split goes first (GP306), and the layout GP306 names keeps the sharding it needs
     plain = planner.evaluator.unsharded(planner.declared())
     if plain is None:
         return
