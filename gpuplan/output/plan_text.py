@@ -179,9 +179,10 @@ def _marks(job: dict[str, Any], option: dict[str, Any]) -> str:
 
 def _saving_text(job: dict[str, Any], currency: str) -> str:
     saving = job["saving"]
+    unsharded = job["recommended"] is not None and job["recommended"]["changes"] == ["finetune.sharding"]
     if saving is None:
-        if job["declared"]["sound"]:
-            return ""
+        if job["declared"]["sound"]:  # FinetunePlanner.without_needless_sharding: kept, up to a tie's share longer
+            return "the declared layout without a sharding it does not need (GP302)" if unsharded else ""
         recommended = job["recommended"]
         if recommended["within_budget"] is False:  # sound, and no sound layout fits the budget
             return "the cheapest sound layout: over budget (meets every other constraint)"
@@ -198,7 +199,7 @@ def _saving_text(job: dict[str, Any], currency: str) -> str:
     else:
         amount = money_difference(job["declared"][key], job["recommended"][key])
     if amount.value <= 0:
-        if job["recommended"]["changes"] == ["finetune.sharding"]:  # FinetunePlanner.without_needless_sharding
+        if unsharded:
             return "the declared layout without a sharding it does not need (GP302)"
         return _kept_text(job, currency) or "the declared layout is the cheapest sound one"
     return f"saves {format_money(amount, currency)} per {saving['per']} ({format_number(saving['share'] * 100, 0)}%)"

@@ -40,7 +40,8 @@ from gpuplan.spec import Finetune, PlanLimits, Spec
 from gpuplan.units import format_gib, format_gib_apart, format_share_under
 
 # A sharded run faster than plain data parallelism by less than this share ties with it: below what a run's hours
-# or tokens/s are printed to, and far inside the speed band, so the sharding earns no place by speed.
+# or tokens/s are printed to, and far inside the speed band, so the sharding earns no place by speed (and a plan
+# drops it even where the plain run's cost is higher by that little: no saving is then stated).
 SHARDING_SPEED_TIE = 0.005
 
 

@@ -63,7 +63,10 @@ class JobPlan:
         declared, recommended = self.declared, self.recommended
         if recommended is None or not declared.sound:
             return None
-        return saving_between(declared, recommended)
+        saving = saving_between(declared, recommended)
+        # None, not a negative share: the declared layout kept without a sharding it does not need can run up to
+        # a tie's share longer (finetune_planner.SHARDING_SPEED_TIE), which is no saving
+        return None if saving is not None and saving.share < 0 else saving
 
 
 @record
@@ -162,8 +165,9 @@ class SpecPlanner:
 
     @staticmethod
     def _kept(planner: JobPlanner, declared: Option) -> Option:
-        """The declared layout, kept: a fine-tune's without a sharding plain data parallelism does not need, a
-        deployment's as single-GPU replicas where one GPU holds a replica (GP302), at no more cost."""
+        """The declared layout, kept: a fine-tune's without a sharding plain data parallelism does not need (its
+        run no slower within a tie's share), a deployment's as single-GPU replicas where one GPU holds a replica
+        (GP302) at no more cost."""
         evaluator = planner.evaluator
         if isinstance(evaluator, FinetunePlanner):
             return evaluator.without_needless_sharding(declared)
