@@ -50,6 +50,9 @@ class Code:
     rejects_because: str = ""  # REJECTS: the words a verdict uses ("The declared deployment <...>: ...")
     # An at-risk code (the estimate holds, its band's edge does not): the edge it names, as page one says it
     edge_missed: str = ""
+    # The planner's judgement of the declared layout (a cheaper sound layout, a split it does not need): a verdict
+    # on it states the plan's own first reason against the declared layout
+    planner_judged: bool = False
 
 
 CODES: dict[str, Code] = {
@@ -288,6 +291,7 @@ CODES: dict[str, Code] = {
             WARNING,
             "Fine-tuning splits the model over more GPUs per replica than its GPU kind needs to hold the job.",
             Approval.NEEDS_CHANGE,
+            planner_judged=True,
         ),
         Code(
             "GP310",
@@ -415,6 +419,7 @@ CODES: dict[str, Code] = {
             WARNING,
             "A sound layout costs materially less than the declared one (thresholds: the shares and `min_saving`).",
             Approval.NEEDS_CHANGE,
+            planner_judged=True,
         ),
         Code(
             "GP601",

@@ -247,8 +247,8 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
     if unsound:
         # The declared layout's own problem before a saving (GP507 fires beside a layout that must change too:
         # "the declared layout works" must not stand next to what breaks it)
-        first = next((f for f in unsound if f.code not in _PLANNER_JUDGED), unsound[0])
-        if first.code in _PLANNER_JUDGED:  # the planner's sentence below quotes both layouts and the saving
+        first = next((f for f in unsound if not CODES[f.code].planner_judged), unsound[0])
+        if CODES[first.code].planner_judged:  # the planner's sentence below quotes both layouts and the saving
             # what the plan holds against the declared layout, as the options table states it first: also what
             # no finding reports (plan limits, a split the model cannot take)
             declared = _plan_declared(analysis, planner or _planner(analysis, result.settings), first)
@@ -268,11 +268,6 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
     overridden = [f for f in result.findings if f.waived and _unsound(f.code)]
     approved = verdict(Verdict.APPROVE, _approval_reason(analysis, overridden), [], amount)
     return replace(approved, waived=tuple(overridden))
-
-
-# Codes that are the planner's judgement of the declared layout (a cheaper sound layout; a model split the job does
-# not need): a verdict on them states the plan's own first reason against the declared layout.
-_PLANNER_JUDGED = ("GP306", "GP507")
 
 
 def _planner(analysis: Any, settings: Any) -> Any:
