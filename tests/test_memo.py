@@ -19,6 +19,7 @@ from conftest import EXAMPLES, ROOT, run_cli
 from gpuplan.decision import Verdict
 from gpuplan.decision.audit import content_hash
 from gpuplan.decision.memo import add_months, build_memo, term_of
+from gpuplan.decision.sensitivity import more_users
 from gpuplan.linter import lint_path
 from gpuplan.loader import load_bytes
 from gpuplan.report.glossary import GLOSSARY, JARGON
@@ -537,6 +538,18 @@ def test_the_stress_test_judges_latency_and_the_request_rate_as_the_verdict_does
     _, out, _ = run_cli("report", str(EXAMPLES / "findings" / "benchmark-stream-outruns.yaml"))
     assert "| as planned | holds | fails: request rate |" in out
     assert "| users x2 (256 per replica, 200 requests/s) |" in out
+
+
+def test_twice_the_users_of_a_stream_double_its_rate_not_its_cap():
+    # benchmark-stream-outruns: 256 in flight at most per replica, 100 requests/s. Under a steady stream
+    # `concurrency` caps each replica's engine (docs/spec.md), so twice the users send 200 requests/s to replicas
+    # still capped at 256; doubling the cap too asked each replica's KV cache to hold 512 sequences, a memory the
+    # doubled users never need. A closed loop's users are its clients: 32 per replica become 64.
+    stream = lint_path(str(EXAMPLES / "findings" / "benchmark-stream-outruns.yaml")).analysis.spec.serve
+    grown = more_users(stream, 2)
+    assert (grown.concurrency, grown.rate_rps) == (256, 200)
+    loop = lint_path(str(EXAMPLES / "serve-llama-70b.yaml")).analysis.spec.serve
+    assert (more_users(loop, 2).concurrency, more_users(loop, 2).rate_rps) == (64, None)
 
 
 def test_a_saving_beside_a_layout_the_plan_rejects_says_what_it_breaks(write_spec):

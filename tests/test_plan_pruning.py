@@ -661,14 +661,13 @@ def test_the_planners_soundness_check_is_its_full_judgement(document, arrival, s
 
 
 def test_a_steady_streams_layouts_are_judged_at_each_replica_counts_own_rate():
-    # Llama 3.1 8B on H100s, 100 sequences in flight and Poisson arrivals at 46 requests/s, spread over the
-    # replicas: each count carries ceil(100 / r) sequences and 46 / r requests/s. The planner judges a load once
-    # and reuses the answer for every replica count that carries the same sequences (TTFT and TPOT depend on
-    # nothing else at a closed loop), but a stream's rate per replica falls as the count grows: 15 and 16
-    # replicas both carry 7 sequences, at 3.07 and 2.88 requests/s each, and the first outruns them where the
-    # second does not. Judged in one planner, the counts the search reached after a smaller one of the same
-    # sequences (16, 18, 19, 21-24) took that one's "outruns" and were never offered; each count must get the
-    # answer it gets alone.
+    # Llama 3.1 8B on H100s, at most 16 requests in flight per replica and Poisson arrivals at 46 requests/s,
+    # spread over the replicas: every count runs the declared cap of 16 (it caps a replica's engine, docs/spec.md)
+    # at 46 / r requests/s each. All counts share one load of sequences, which the planner judges once for a
+    # closed loop; a stream's rate per replica falls as the count grows, so each count needs a verdict of its
+    # own. One replica completes at most X requests/s at its cap (the estimate of r = 1, saturated), and r
+    # replicas r x X, so the first count that keeps up is the smallest r with r x X > 46: judged in one planner
+    # or alone, every count below it outruns the stream and every count from it on does not.
     spec = make_spec(
         {
             "version": 1,
@@ -677,7 +676,7 @@ def test_a_steady_streams_layouts_are_judged_at_each_replica_counts_own_rate():
             "serve": {
                 "context": 4096,
                 "output_tokens": 256,
-                "concurrency": 100,
+                "concurrency": 16,
                 "arrival": "steady",
                 "rate_rps": 46,
                 "hardware": {"gpu": "h100-sxm"},
@@ -689,11 +688,15 @@ def test_a_steady_streams_layouts_are_judged_at_each_replica_counts_own_rate():
     def fresh():
         return planner_for(spec, default_settings()).job("serve").evaluator
 
+    one = fresh().evaluate(fresh().layout(h100, 1, 1, 1))
+    assert one.estimate.speed.saturated and one.layout.concurrency == 16
+    first = math.floor(46 / one.estimate.speed.requests_per_s) + 1
+    assert 2 < first < 29
     shared = fresh()
     judged = [shared.sound(shared.layout(h100, 1, 1, r)) for r in range(1, 30)]
     alone = [fresh().sound(fresh().layout(h100, 1, 1, r)) for r in range(1, 30)]
-    assert judged == alone
-    assert not alone[14] and alone[15]  # 15 replicas outrun, 16 do not (both of 7 sequences)
+    assert judged == alone == [r >= first for r in range(1, 30)]
+    assert {shared.layout(h100, 1, 1, r).concurrency for r in range(1, 30)} == {16}
 
 
 @settings(max_examples=60, deadline=None)

@@ -139,3 +139,32 @@ def test_a_cost_tie_goes_to_the_smaller_split(tmp_path):
     assert found is not None
     flagged, _ = found
     assert [(code, message) for code, message in flagged if code in LAYOUT_CODES] == []
+
+
+def test_a_steady_streams_recommendation_keeps_the_cap_and_plans_the_same_once_pasted(tmp_path):
+    # Qwen3-14B in FP8 at 20 requests/s, at most 16 in flight per replica, declared on one MI300X (which completes
+    # at most about 5 a second). `concurrency` caps each replica's engine under a steady stream (docs/spec.md); the
+    # planner spread it as a total instead: 16 over 13 B200s ran 2 each (26 in flight, the rounding's), the paste
+    # said `concurrency: 2`, and each paste planned again raised it further (a helper's hunt: 15 x 2, then 7 x 5,
+    # then 4 x 9). Every replica keeps the cap now, the paste leaves it alone, and the pasted spec's plan is its
+    # own declared layout.
+    path = tmp_path / "stream.yaml"
+    path.write_text(
+        "version: 1\nname: stream\nmodel: {id: qwen3-14b}\n"
+        "serve: {context: 4096, output_tokens: 256, concurrency: 16, arrival: steady, rate_rps: 20,"
+        " quantization: fp8, hardware: {gpu: mi300x, count: 1}}\n",
+        encoding="utf-8",
+    )
+    _, out, _ = run_cli("plan", "--format", "json", str(path))
+    (job,) = json.loads(out)["jobs"]
+    recommended = job["recommended"]
+    assert recommended["concurrency_per_replica"] == 16
+    assert {option["concurrency_per_replica"] for option in job["options"]} == {16}
+    assert "concurrency" not in recommended["yaml"]
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    _merge(spec, yaml.safe_load(recommended["yaml"]))
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    _, out, _ = run_cli("plan", "--format", "json", str(path))
+    (again,) = json.loads(out)["jobs"]
+    assert (again["recommended"]["gpu"], again["recommended"]["gpus"]) == (recommended["gpu"], recommended["gpus"])
+    assert again["recommended"]["monthly_cost"] == again["declared"]["monthly_cost"]

@@ -428,9 +428,10 @@ def _stress(
 
 
 def _growth(spec: Any, planner: SpecPlanner, option: Option, settings: Settings) -> Growth:
-    """The cheapest sound layout for ``GROWTH`` times the declared users (``more_users``: the requests in
-    flight and a steady stream's rate), on the option's GPU kind, else on any allowed kind (where no sound
-    layout is priced: the fewest GPUs of the option's kind that hold them); and what it adds a month."""
+    """The cheapest sound layout for ``GROWTH`` times the declared users (``more_users``: a closed loop's
+    clients, a burst's requests or a steady stream's rate), on the option's GPU kind, else on any allowed kind
+    (where no sound layout is priced: the fewest GPUs of the option's kind that hold them); and what it adds a
+    month."""
     grown = replace(spec, serve=more_users(spec.serve, GROWTH))
     job = planner_for(grown, settings, planner.limits).job("serve")
     gpu = option.layout.gpu.id

@@ -44,10 +44,12 @@ def _per_second(rate: float) -> str:
 
 
 def more_users(serve: Any, factor: int) -> Any:
-    """The serving job with ``factor`` times its users: the requests in flight and, for a steady stream, the
-    requests a second too (more users send more requests, not only longer-lived ones)."""
-    rate = None if serve.rate_rps is None else serve.rate_rps * factor
-    return replace(serve, concurrency=serve.concurrency * factor, rate_rps=rate)
+    """The serving job with ``factor`` times its users: a closed loop's clients and a burst's requests, or a
+    steady stream's requests a second. A stream's ``concurrency`` caps each replica's engine (docs/spec.md), a
+    setting more users do not change: its requests in flight grow with the rate (Little's law)."""
+    if serve.arrival == "steady" and serve.rate_rps is not None:
+        return replace(serve, rate_rps=serve.rate_rps * factor)
+    return replace(serve, concurrency=serve.concurrency * factor)
 
 
 # Scenario keys, in the order they are run; the same key means the same change on every layout, so a

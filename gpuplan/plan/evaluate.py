@@ -433,11 +433,24 @@ class ServePlanner(Evaluator):
         return declared_shape(self.job.hardware, self.declared_replicas, concurrency=self.job.concurrency)
 
     def layout(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int, replicas: int) -> Layout:
-        return Layout(gpu, tensor_parallel, pipeline_parallel, replicas, math.ceil(self.demand / replicas))
+        return Layout(gpu, tensor_parallel, pipeline_parallel, replicas, self.concurrency_at(replicas))
+
+    def concurrency_at(self, replicas: int) -> int:
+        """Each replica's sequences in flight over ``replicas``. A closed loop's clients and a burst's requests are
+        the load: the declared demand, spread evenly. A steady stream's load is its rate (split over the replicas,
+        ``ServingWorkload.replica_rate``), and ``concurrency`` caps each replica's running requests (docs/spec.md):
+        every replica keeps the declared cap. Spreading it instead made the cap a load the rounding grew: 16
+        over 13 replicas ran 26, a paste of that planned again raised it further, and the planner bought replicas
+        for the sequences they could run rather than the rate they could serve."""
+        if self.job.arrival == "steady":
+            return self.job.concurrency
+        return math.ceil(self.demand / replicas)
 
     def max_replicas(self, tensor_parallel: int, pipeline_parallel: int) -> int:
-        """More replicas than sequences in flight would idle; more GPUs than max_gpus are not allowed."""
-        return min(self.demand, whole_replicas(self.limits.max_gpus, tensor_parallel, pipeline_parallel))
+        """More replicas than sequences in flight would idle (a steady stream's count is bounded by its GPUs
+        alone: each replica runs the declared cap); more GPUs than max_gpus are not allowed."""
+        most = whole_replicas(self.limits.max_gpus, tensor_parallel, pipeline_parallel)
+        return most if self.job.arrival == "steady" else min(self.demand, most)
 
     def _job(self, layout: Layout) -> Serve:
         replicas = layout.replicas
@@ -491,6 +504,8 @@ class ServePlanner(Evaluator):
             return None
         if self.job.arrival == "burst":
             return 1  # a burst's KV cache is sized for one sequence, whatever its size (ServingShape.at)
+        if self.job.arrival == "steady":  # every replica holds the declared cap (concurrency_at)
+            return 1 if per_replica >= self.job.concurrency else None
         replicas = math.ceil(self.demand / per_replica)
         return replicas if replicas <= self.max_replicas(tensor_parallel, pipeline_parallel) else None
 
