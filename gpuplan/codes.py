@@ -365,6 +365,16 @@ CODES: dict[str, Code] = {
             "cannot keep up with its request rate",
         ),
         Code(
+            "GP407",
+            "stream-at-risk",
+            "benchmark",
+            WARNING,
+            "The deployment keeps up with a steady stream on the estimate, but not at the slow edge of its throughput"
+            " band at plan.confidence.",
+            Approval.NEEDS_CHANGE,
+            edge_missed="the slow edge of its throughput band falls short of the request rate",
+        ),
+        Code(
             "GP501",
             "finetune-over-budget",
             "budget",

@@ -358,7 +358,7 @@ def test_information_problems_and_unsound_layouts_are_classed_in_the_code_table(
         assert bool(entry.rejects_because) == (entry.approval is Approval.REJECTS), entry.code
         # an at-risk code (the estimate holds, its band's edge does not) names that edge for page one's headline
         assert bool(entry.edge_missed) == entry.name.endswith("-at-risk"), entry.code
-    assert {entry.code for entry in CODES.values() if entry.edge_missed} == {"GP208", "GP209", "GP405"}
+    assert {entry.code for entry in CODES.values() if entry.edge_missed} == {"GP208", "GP209", "GP405", "GP407"}
 
 
 def test_a_rejected_plan_states_the_declared_cost_on_the_basis_an_approval_signs(tmp_path):

@@ -93,6 +93,8 @@ def serve_specs(draw: st.DrawFn) -> dict:
             "tensor_parallel": tp,
         },
     }
+    if draw(st.integers(0, 3)) == 0:  # a steady stream: its rate is the load, concurrency each replica's cap
+        serve.update(arrival="steady", rate_rps=draw(st.floats(0.05, 40)))
     slo = {}
     if draw(st.booleans()):
         slo["tpot_ms"] = draw(st.floats(15, 200))
@@ -134,7 +136,7 @@ def serve_breaks(spec: Spec, layout: Layout, demand: int) -> set[str]:
     assert job is not None
     gpu, tp, pp = layout.gpu, layout.tensor_parallel, layout.pipeline_parallel
     hardware = Hardware(gpu, layout.gpus, tp, pp)
-    changed = replace(job, concurrency=math.ceil(demand / layout.replicas), hardware=hardware)
+    changed = replace(job, concurrency=per_replica(spec, demand, layout.replicas), hardware=hardware)
     estimate = estimate_serve(spec, changed, efficiency_of(default_settings()), gpu=gpu)
     arch = spec.model.architecture
     broken = set()
@@ -154,12 +156,28 @@ def serve_breaks(spec: Spec, layout: Layout, demand: int) -> set[str]:
         broken.add("ttft_slo")
     if job.tpot_ms is not None and estimate.speed.tpot_s * 1000 * slow_edge(spec, "tpot") > job.tpot_ms:
         broken.add("tpot_slo")
+    # A steady stream is kept up with at the slow edge of the most the layout completes: that times the closed-loop
+    # throughput band's ratio a share 1 - confidence of the runs stayed at or below (the floor(...)-th, at most 1).
+    if job.arrival == "steady" and estimate.loads:
+        ceiling = estimate.speed.stream_capacity_rps
+        if ceiling is None or job.rate_rps >= ceiling * capacity_edge(spec):
+            broken.add("arrival_rate")
     if layout.gpus > 64:
         broken.add("limits")
     models = [(spec.model.architecture, job.context)] + [(t.model.architecture, t.context) for t in job.tenants]
     if any(0 < model.max_position < context for model, context in models):  # the engine refuses to start
         broken.add("context")
     return broken
+
+
+def per_replica(spec: Spec, demand: int, replicas: int) -> int:
+    """Sequences per replica: a closed loop's clients spread evenly; a steady stream's declared cap on each."""
+    return spec.serve.concurrency if spec.serve.arrival == "steady" else math.ceil(demand / replicas)
+
+
+def most_replicas(spec: Spec, demand: int, group: int) -> int:
+    """More replicas than a closed loop's clients would idle; a stream's are bounded by the GPUs alone."""
+    return 64 // group if spec.serve.arrival == "steady" else min(demand, 64 // group)
 
 
 SPEED_BANDS = json.loads((Path(__file__).resolve().parent.parent / "gpuplan/estimate/speed_bands.json").read_text())
@@ -174,6 +192,13 @@ def slow_edge(spec: Spec, metric: str) -> float:
     group = short if metric == "tpot" and spec.serve.output_tokens <= 16 and short in bands else spec.serve.arrival
     ratios = bands[group]["ratios"]
     return max(1.0, ratios[math.ceil(round(spec.plan.confidence * len(ratios), 9)) - 1])
+
+
+def capacity_edge(spec: Spec) -> float:
+    """The factor to the slow edge of the most requests/s a deployment completes, by hand from the shipped file:
+    the closed loop's sorted tokens/s ratios, the one a share 1 - confidence of them stayed at or below, at most 1."""
+    ratios = SPEED_BANDS["speed"]["tokens_per_s"]["closed-loop"]["ratios"]
+    return min(1.0, ratios[max(1, math.ceil(round((1 - spec.plan.confidence) * len(ratios), 9))) - 1])
 
 
 def assert_cheapest_or_kept(plan, option: Option) -> None:
@@ -272,7 +297,7 @@ def test_serving_recommendation_is_sound_and_no_cheaper_layout_is(document):
     if best is not None:
         assert serve_breaks(spec, best.layout, demand) == set()
         assert best.rate == monthly(best)
-        assert best.layout.concurrency * best.layout.replicas >= demand
+        assert best.layout.concurrency * best.layout.replicas >= demand or spec.serve.arrival == "steady"
     # Exhaustively: no sound layout of a priced catalog GPU is cheaper (TP and PP powers of two), and
     # without a recommendation no layout is sound. Every replica count is checked: latency is not
     # monotone in the replicas (see the regression test below), so the largest count proves nothing.
@@ -284,13 +309,13 @@ def test_serving_recommendation_is_sound_and_no_cheaper_layout_is(document):
             continue  # the planner's pool: no consumer card, no T4 for bf16 weights
         for tp in (1, 2, 4, 8) if gpu.has_nvlink else (1,):
             for pp in (1, 2, 4, 8):
-                most = min(demand, 64 // (tp * pp))
+                most = most_replicas(spec, demand, tp * pp)
                 if best is not None:
                     most = min(
                         most, math.ceil(monthly(best) / (price * tp * pp * HOURS_PER_MONTH) - 1e-9) - 1
                     )  # cheaper only
                 for replicas in range(1, most + 1):
-                    layout = Layout(gpu, tp, pp, replicas, math.ceil(demand / replicas))
+                    layout = Layout(gpu, tp, pp, replicas, per_replica(spec, demand, replicas))
                     nodes = math.ceil(layout.gpus / max(gpu.domain, 8))
                     if nodes <= 8:
                         broken = serve_breaks(spec, layout, demand)

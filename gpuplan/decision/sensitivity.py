@@ -21,8 +21,9 @@ from typing import Any
 
 from gpuplan.analysis import FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
 from gpuplan.config import Settings
+from gpuplan.estimate.bands import capacity_band
 from gpuplan.plan.configured import efficiency_of
-from gpuplan.plan.evaluate import slo_figure, slow_factor, within_headroom
+from gpuplan.plan.evaluate import capacity_factor, slo_figure, slow_factor, stream_outrun, within_headroom
 from gpuplan.records import record
 from gpuplan.units import format_number
 
@@ -75,7 +76,8 @@ class Scenario:
     loads: bool = True  # serving: the engine starts (ServeEstimate.loads); else it has no speed to state
     slo_met: bool | None = None  # None: no SLO declared (or fine-tuning); else at the slow edge, as the verdict
     slo_estimate_met: bool | None = None  # the same on the estimate itself (met there, missed at the edge: at risk)
-    keeps_up: bool = True  # serving: a steady stream's requests are completed as fast as they arrive
+    keeps_up: bool = True  # serving: a steady stream's requests are completed as fast as they arrive (at the edge)
+    keeps_up_estimate: bool = True  # the same on the estimate itself (kept up with there, not at the edge: at risk)
     # serving: what the verdict multiplies TTFT and TPOT by (their bands' slow edge; 1 in a speed row, whose
     # figures are already at its edge)
     edge: tuple[float, float] = (1.0, 1.0)
@@ -160,6 +162,9 @@ def _serve_scenario(
         (1.0, 1.0) if end is not None else tuple(slow_factor(estimate.bands[m], confidence) for m in ("ttft", "tpot"))
     )
     slo_met = met(*edge)
+    # A steady stream kept up with as the verdict judges it: at the slow edge of the most the deployment completes
+    # (plan.evaluate.capacity_factor), a speed row at its own edge.
+    rate_edge = capacity_factor(confidence) if end is None else band_factor(capacity_band(), end, confidence)
     cost = None if estimate.monthly_cost is None else estimate.monthly_cost * price_factor
     planned = estimate.planned_bytes(confidence)  # memory judged as the verdict judges it (KV band's edge)
     return Scenario(
@@ -175,7 +180,8 @@ def _serve_scenario(
         cost=cost,
         slo_met=slo_met,
         slo_estimate_met=slo_estimate_met,
-        keeps_up=not (estimate.loads and estimate.speed.saturated),
+        keeps_up=not (estimate.loads and stream_outrun(job, estimate.speed, rate_edge)),
+        keeps_up_estimate=not (estimate.loads and estimate.speed.saturated),
         edge=(edge[0], edge[1]),
         within_budget=None if cost is None or budget is None else cost <= budget,
         loads=estimate.loads,

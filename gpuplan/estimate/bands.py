@@ -179,5 +179,12 @@ def serving_speed_bands(arrival: str, output_tokens: float) -> dict[str, SpeedBa
     }
 
 
+def capacity_band() -> SpeedBand:
+    """The band of the most requests per second a deployment completes, which a steady stream's rate must stay
+    under: every replica at its cap is a closed loop at that concurrency (``serving_speed._steady_speed``), so its
+    error is a closed loop's throughput's. A stream's own tokens/s band measures what it was sent, not that."""
+    return speed_bands()[("tokens_per_s", "closed-loop")]
+
+
 def training_speed_bands() -> dict[str, SpeedBand]:
     return {"training_tokens_per_s": speed_bands()[("training_tokens_per_s", "training")]}

@@ -578,6 +578,7 @@ def _steady_speed(w: ServingWorkload, state_at: Callable[[float], SteadyState], 
     limited_by = min(caps, key=lambda name: caps[name])
     most = min(caps.values())
     full = state_at(most)
+    make = functools.partial(make, stream_capacity_rps=w.replicas * min(full.requests_per_s, capacity))
     if rate >= min(full.requests_per_s, capacity):
         state, slots, saturated = full, most, True
         if capacity < full.requests_per_s:

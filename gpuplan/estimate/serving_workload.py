@@ -119,5 +119,8 @@ class ServingSpeed:
     # stream's queue at it, a one-token answer's lag behind it.
     frontend_wait_s: float = 0.0
     saturated: bool = False  # steady: requests arrive faster than the deployment completes them
+    # steady: the most requests per second the deployment completes (every replica at its caps, no more than its
+    # server process takes in), which the stream's rate must stay under; None under other load shapes
+    stream_capacity_rps: float | None = None
     duration_s: float | None = None  # burst: until the wave's last token
     preempted: int = 0  # burst: sequences preempted for want of KV cache on a replica (each recomputed later)

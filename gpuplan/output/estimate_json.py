@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.assumptions import GPUS_PER_NODE
-from gpuplan.estimate.bands import SpeedBand, finetune_band
+from gpuplan.estimate.bands import SpeedBand, capacity_band, finetune_band
 from gpuplan.estimate.engines import memory_engine
 from gpuplan.estimate.lora_serving import host_bytes
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
@@ -46,6 +46,13 @@ def _frontend_capacity(s: ServeEstimate) -> float | None:
     """Requests/s one replica's server process takes in and streams back; None offline (no such process)."""
     capacity = s.speed.frontend_capacity_rps
     return rounded(capacity, REQUEST_RATE_DIGITS) if math.isfinite(capacity) else None
+
+
+def _stream_capacity(s: ServeEstimate) -> float | None:
+    """The most requests/s the deployment completes under a steady stream (engines at their caps, server processes
+    included); None under other load shapes, with static batching, or where the engine cannot start."""
+    capacity = s.speed.stream_capacity_rps
+    return None if capacity is None or not s.loads else rounded(capacity, REQUEST_RATE_DIGITS)
 
 
 def _categories_dict(s: ServeEstimate) -> dict[str, Any] | None:
@@ -253,6 +260,11 @@ def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[st
             "limited_by": s.speed.limited_by if s.loads else None,
             "decode_bound": s.speed.decode_bound if s.loads else None,
             "frontend_capacity_rps": _frontend_capacity(s),
+            # A steady stream's ceiling: the most requests/s the deployment completes, and its band (GP406, GP407).
+            "stream_capacity_rps": _stream_capacity(s),
+            "stream_capacity_rps_band": _speed_band_dict(
+                capacity_band(), _stream_capacity(s), analysis.spec.plan.confidence, REQUEST_RATE_DIGITS
+            ),
             **({} if figures_only else {"metrics": METRIC_CONTRACT, "categories": _categories_dict(s)}),
             "monthly_cost": None if s.monthly_cost is None else rounded(s.monthly_cost, CENT_DIGITS),
             "cost_per_million_tokens": None

@@ -13,7 +13,7 @@ from gpuplan.assumptions import (
     ttft_prompt_phrase,
     ttft_tail_words,
 )
-from gpuplan.estimate.bands import SpeedBand
+from gpuplan.estimate.bands import SpeedBand, capacity_band
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.estimate.speculative import expected_tokens
 from gpuplan.layout import replicas
@@ -198,6 +198,12 @@ def render_estimate(analysis: Analysis) -> str:
                 f" {speed.requests_per_s:,.2f} requests/s over the deployment"
                 f"{_band(s.bands['tokens_per_s'], speed.tokens_per_s, confidence, '')}"
             )
+            if speed.stream_capacity_rps is not None and not speed.saturated:
+                ceiling = speed.stream_capacity_rps
+                lines.append(
+                    f"  the stream's ceiling: at most {ceiling:,.2f} requests/s completed, for {s.job.rate_rps:,g}"
+                    f" arriving{_band(capacity_band(), ceiling, confidence, '', 2)}"
+                )
             lines += _category_lines(s)
             per_token = f"{format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"
         else:

@@ -25,7 +25,7 @@ from gpuplan.analysis import (
     workload_at_load,
 )
 from gpuplan.context_limits import context_problem
-from gpuplan.estimate.bands import SpeedBand, serving_speed_bands
+from gpuplan.estimate.bands import SpeedBand, capacity_band, serving_speed_bands
 from gpuplan.estimate.engines import budget_bound
 from gpuplan.estimate.performance import Efficiency
 from gpuplan.estimate.serving import ServingMemory, ServingShape
@@ -78,6 +78,22 @@ def slo_miss(estimate: ServeEstimate, metric: str, confidence: float | None = No
     or with ``confidence`` its slow edge (``slow_factor``)."""
     factor = 1.0 if confidence is None else slow_factor(estimate.bands[metric], confidence)
     return speed_slo_miss(estimate.job, estimate.speed, metric, factor)
+
+
+def stream_outrun(job: Serve, speed: ServingSpeed, factor: float = 1.0) -> tuple[float, float] | None:
+    """(the most requests/s the deployment completes times ``factor``, the stream's rate) when a steady stream
+    arrives at least that fast: on the estimate (``factor`` 1, the speed model's ``saturated``) or at an edge of
+    its band (``capacity_factor``). None under other load shapes, and where the engine batches statically."""
+    ceiling = speed.stream_capacity_rps
+    if job.arrival != "steady" or job.rate_rps is None or ceiling is None:
+        return None
+    return (ceiling * factor, job.rate_rps) if job.rate_rps >= ceiling * factor else None
+
+
+def capacity_factor(confidence: float) -> float:
+    """What the most requests/s a deployment completes is multiplied by at the slow edge of its band at
+    ``confidence`` (``capacity_band``): a decision at that confidence plans for it (at most 1)."""
+    return float(capacity_band().slow(1.0, confidence))
 
 
 def slow_factor(band: SpeedBand, confidence: float) -> float:
@@ -422,6 +438,8 @@ class ServePlanner(Evaluator):
         # times the factor measured runs of the job's load shape came in at (gpuplan/estimate/bands.py).
         bands = serving_speed_bands(self.job.arrival, self.job.output_tokens)
         self.slow = {metric: slow_factor(bands[metric], limits.confidence) for metric in ("ttft", "tpot")}
+        # ... and keeps up with a steady stream when the slow edge of the most it completes does
+        self.capacity = capacity_factor(limits.confidence)
         self.declared = self.declared_layout()
         self.known = known if known is not None and self._same_job(known.job, known.gpu) else None
         if self.known is not None:  # the speed and memory of the declared layout, as evaluate computes them
@@ -575,7 +593,7 @@ class ServePlanner(Evaluator):
                 self._latency_met[load] = False  # as the speed model would say, without its steady state
             else:
                 speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
-                self._latency_met[load] = not speed.saturated and not any(
+                self._latency_met[load] = not stream_outrun(job, speed, self.capacity) and not any(
                     speed_slo_miss(job, speed, metric, self.slow[metric]) for metric in ("ttft", "tpot")
                 )
         return self._latency_met[load]
@@ -691,10 +709,17 @@ class ServePlanner(Evaluator):
                 f" {confidence:.0%} confidence (margin {self.headroom_pct:g}%)"
             )
         speed = estimate.speed
+        outrun = stream_outrun(self.job, speed, self.capacity) if estimate.loads else None
         if speed.saturated and estimate.loads:
             checks["arrival_rate"] = (
                 f"requests arrive at {self.job.rate_rps:,g}/s, faster than it completes them"
                 f" (at most {speed.requests_per_s:,.2f}/s)"
+            )
+        elif outrun is not None:
+            checks["arrival_rate"] = (
+                f"completes at most {speed.stream_capacity_rps:,.2f} requests/s, {outrun[0]:,.2f} at the slow edge"
+                f" (x {self.capacity:.2f}, {self.limits.confidence:.0%} confidence), under the {outrun[1]:,g}/s"
+                " that arrive"
             )
         for metric in ("ttft", "tpot"):
             missed = slo_miss(estimate, metric, self.limits.confidence)

@@ -21,6 +21,7 @@ from gpuplan.catalog import catalog_version
 from gpuplan.decision import Verdict
 from gpuplan.decision.audit import CONTENT_HASH_DEFINITION, ConfigRecord
 from gpuplan.decision.memo import JobMemo, Memo, Stress, Ways
+from gpuplan.estimate.bands import capacity_band
 from gpuplan.findings import Finding, Severity
 from gpuplan.linter import LintResult
 from gpuplan.plan.describe import cost_text
@@ -49,6 +50,7 @@ SPEED_NAMES = {
     "tpot": "TPOT",
     "tokens_per_s": "throughput",
     "training_tokens_per_s": "training throughput",
+    "stream_capacity": "the most requests/s completed",
 }
 
 
@@ -126,6 +128,8 @@ def _verdict_cell(scenario: Any) -> str:
         return "fails: memory at risk"  # fits on the estimate, not at the band's edge
     if scenario.first_broken == "latency" and scenario.slo_estimate_met:
         return "fails: latency at risk"  # meets the SLO on the estimate, not at the slow edge
+    if scenario.first_broken == "rate" and scenario.keeps_up_estimate:
+        return "fails: request rate at risk"  # kept up with on the estimate, not at the slow edge
     return _FAILS[scenario.first_broken]
 
 
@@ -265,9 +269,12 @@ def _speed_bands(estimates: list[Any], confidence: float) -> str:
     lines = []
     for estimate in estimates:
         job = "serving" if isinstance(estimate, ServeEstimate) else "fine-tuning"
+        named = list(estimate.bands.items())
+        if isinstance(estimate, ServeEstimate) and estimate.speed.stream_capacity_rps is not None:
+            named.append(("stream_capacity", capacity_band()))  # what a steady stream's rate must stay under
         bands = [
             f"{SPEED_NAMES.get(name, name)} x {band.slow_ratio(confidence):.2f} ({band.describe()})"
-            for name, band in estimate.bands.items()
+            for name, band in named
         ]
         lines.append(f"{job} speed at its slow edge at {confidence:.0%} confidence: {', '.join(bands)}")
     return "\n".join(lines) + "\nthe stress test (Appendix C) shows both edges"

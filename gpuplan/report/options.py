@@ -202,6 +202,8 @@ def _judgement(option: Option, name: str, ok: bool, confidence: float) -> str:
             metric = name.removesuffix("_slo")
             if slo_figure(estimate.job, estimate.speed, metric) <= getattr(estimate.job, f"{metric}_ms") / 1000:
                 return f"at risk: met on the estimate, not at {confidence:.0%} confidence"
+        if name == "arrival_rate" and estimate.loads and not estimate.speed.saturated:
+            return f"at risk: kept up with on the estimate, not at {confidence:.0%} confidence"
         return "breaks"
     memory_broken = dict(option.meets).get("memory") is False
     if name == "headroom" and memory_broken:

@@ -437,6 +437,7 @@ BROKEN_WORDS = {
     # judged at the slow end of the speed estimate's measured error (plan.confidence), not on the estimate alone
     "ttft_slo": "would miss its latency target, allowing for the speed estimate's measured error",
     "tpot_slo": "would miss its latency target, allowing for the speed estimate's measured error",
+    "arrival_rate": "would not keep up with its requests, allowing for the speed estimate's measured error",
     "gradient_sync": "spends too long synchronising its GPUs",
     "model_parallelism": "splits the model over more GPUs than it needs",
 }

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from gpuplan.analysis import ServeEstimate
 from gpuplan.assumptions import alone_words, limit_words, load_phrase, ttft_prompt_phrase
 from gpuplan.config import Settings
+from gpuplan.estimate.bands import capacity_band
 from gpuplan.findings import Finding
-from gpuplan.plan.evaluate import slo_figure, slo_miss, slow_factor
+from gpuplan.plan.evaluate import capacity_factor, slo_figure, slo_miss, slow_factor, stream_outrun
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
 from gpuplan.spec import Serve
@@ -316,3 +317,57 @@ def slo_at_risk(ctx: RuleContext) -> Iterator[Finding]:
             "a layout that holds at the slow edge (more TP, a faster GPU, fewer sequences per replica;"
             " gpuplan plan lists them), or a lower plan.confidence, knowingly",
         )
+
+
+@rule("GP407")
+def stream_at_risk(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    For a steady stream (`serve.arrival: steady`) the estimate keeps up with, compares `serve.rate_rps`
+    with the slow edge of the most requests per second the deployment completes at `plan.confidence`
+    (default 0.9): the estimate times the ratio measured / estimate that that share of measured
+    closed-loop runs (a replica at its cap is one) came in at or above, runs the speed model was not tuned
+    on (`benchmarks/bands.py`). GP406 reports a stream the estimate itself cannot keep up with.
+
+    ## Why is this bad?
+    A stream near the most a deployment completes queues without bound once it runs slower than the
+    estimate, and throughput estimates have erred fast: every TTFT then grows for as long as the stream
+    lasts. Headroom on the rate is what absorbs the estimate's error.
+
+    ## Example
+    ```yaml
+    model: {id: llama-3.2-1b}
+    serve: {context: 640, output_tokens: 128, concurrency: 256, arrival: steady, rate_rps: 70,
+            endpoint: completions, hardware: {gpu: h100-sxm, count: 1}}
+    ```
+    one H100's server process completes at most 76.6 requests/s: 70 arrive, and at 90% confidence it
+    completes 62.9.
+
+    ## Use instead
+    A layout that keeps up at the slow edge (more replicas, a faster GPU: `gpuplan plan` lists them), or,
+    knowingly, a lower `plan.confidence`.
+    """
+    s, job = ctx.analysis.serve, ctx.spec.serve
+    if s is None or job is None or not s.loads or s.speed.saturated:
+        return
+    confidence = ctx.spec.plan.confidence
+    factor = capacity_factor(confidence)
+    outrun = stream_outrun(job, s.speed, factor)
+    if outrun is None:
+        return
+    ceiling = s.speed.stream_capacity_rps
+    assert ceiling is not None  # stream_outrun found one
+    # the server processes' own limit where they take in fewer than the engines complete
+    front = ceiling >= s.speed.frontend_capacity_rps * job.hardware.replicas * (1 - 1e-9)
+    server = (
+        " (what its server process takes in)" if job.hardware.replicas == 1 else " (what its server processes take in)"
+    )
+    yield ctx.finding(
+        "GP407",
+        ("serve", "rate_rps"),
+        f"{job.hardware.count:,} x {s.gpu.id} keeps up with the {outrun[1]:,g} requests/s that arrive on the"
+        f" estimate, completing at most {ceiling:,.2f}/s{server if front else ''}, but not at {confidence:.0%}"
+        f" confidence: {outrun[0]:,.2f}/s (x {factor:.2f}, {capacity_band().describe()})",
+        "more replicas or a faster GPU (gpuplan plan lists layouts that keep up at the slow edge), or a lower"
+        " plan.confidence, knowingly",
+    )
