@@ -336,6 +336,23 @@ def test_a_reader_that_goes_away_leaves_the_exit_code(tmp_path: Path):
         assert completed.returncode == 2, (command, completed.stderr)
 
 
+def test_a_closed_output_descriptor_is_no_internal_error():
+    """`gpuplan CMD >&-` or `2>&-` (a CI step that closes a stream): Python then has no stream at all, and the
+    first write was an AttributeError on None: `rules` printed a trace, every command exited 120, a clean lint
+    too. What would go to a closed stream goes nowhere, and each command exits with its own code."""
+    import subprocess
+
+    gpuplan = shutil.which("gpuplan", path=str(Path(sys.executable).parent)) or "gpuplan"
+    clean, failing = EXAMPLES / "serve-llama-70b.yaml", EXAMPLES / "findings" / "budget-over.yaml"
+    for command, code in (("rules", 0), (f"lint {clean}", 0), (f"lint {failing}", 1), ("catalog gpus", 0)):
+        for closed in (">&-", "2>&-", ">&- 2>&-"):
+            completed = subprocess.run(
+                ["bash", "-c", f"{gpuplan} {command} {closed}"], capture_output=True, text=True, timeout=120
+            )
+            assert completed.returncode == code, (command, closed, completed.stderr)
+            assert "Traceback" not in completed.stderr and "internal error" not in completed.stderr
+
+
 def test_a_symlinked_spec_is_governed_by_its_targets_configuration(tmp_path: Path):
     # Specs of one folder share the configuration search, except a symlink, which follows its target:
     # a/ ignores GP301 and b/ does not, so of two copies of a spec that needs tensor parallelism (GP301)

@@ -95,7 +95,9 @@ class PipeTolerant:
     had, which is what `set -o pipefail` reads (click alone would exit 1 there, as if there were findings)."""
 
     def __init__(self, stream: Any) -> None:
-        self._stream = stream
+        # A descriptor the caller closed (`gpuplan lint SPEC 2>&-`) leaves Python no stream at all (None): what
+        # would go there goes nowhere, and the exit code stays the command's own.
+        self._stream = stream if stream is not None else open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
 
     def write(self, text: str) -> int:
         try:
