@@ -14,10 +14,13 @@ import re
 from typing import Any
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# C0 controls, DEL, C1 controls, line/paragraph separators, bidi embeddings/overrides/isolates and marks.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+# C0 controls, DEL, C1 controls, line/paragraph separators, bidi embeddings/overrides/isolates and marks, and lone
+# surrogates: a file name that is not UTF-8 reaches Python with each stray byte as U+DC80-U+DCFF (surrogateescape),
+# which no UTF-8 output can encode (a report of `caf\xe9.yaml` failed as an internal error).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\ud800-\udfff]")
 # What JSON leaves raw of _UNSAFE (it escapes C0 controls itself; the indentation's line breaks are C0).
-_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c\ud800-\udfff]")
+_STRAY_BYTES = range(0xDC80, 0xDD00)  # surrogateescape's: the byte is the code point less 0xDC00
 _WHITESPACE_CONTROLS = re.compile("[\t\n\r\x0b\x0c\x85\u2028\u2029]+")
 
 
@@ -26,6 +29,8 @@ def _escape(match: re.Match[str]) -> str:
     if char in _NAMED:
         return _NAMED[char]
     code = ord(char)
+    if code in _STRAY_BYTES:
+        return f"\\x{code - 0xDC00:02x}"  # the byte the file name holds
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -234,3 +235,43 @@ def test_a_tensorrt_llm_log_claiming_a_cap_of_zero_exits_2(tmp_path, write_spec,
     )
     code, _, err = run_cli("verify", str(spec), "--run", str(log))
     assert code == 2 and f"{log}:5: " in err and "is 0: impossible, it is at least 1 in any run" in err, err
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_by_its_bytes_and_every_output_is_written(tmp_path):
+    # `caf\xe9.yaml` (Latin-1's é): Python holds the stray byte as U+DCE9 (surrogateescape), which no UTF-8 output
+    # encodes. SARIF and the report failed as internal errors, and the JSON outputs carried the raw byte (not
+    # UTF-8). The text shows the byte as \xe9, JSON as the escape \udce9 (json.loads gives back the name the file
+    # system takes), SARIF's URI percent-encodes the byte, and the report is written.
+    import subprocess
+    import sys
+
+    name = b"caf\xe9.yaml"
+    (tmp_path / os.fsdecode(name)).write_bytes((EXAMPLES / "serve-llama-70b.yaml").read_bytes())
+    gpuplan = str(Path(sys.executable).parent / "gpuplan")
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([gpuplan, *args], cwd=tmp_path, capture_output=True, timeout=120)
+
+    text = run("lint", os.fsdecode(name))
+    assert text.returncode == 0 and text.stdout.decode("utf-8").startswith("caf\\xe9.yaml:27:13: GP507")
+    for command in (("lint", "--format", "json"), ("plan", "--format", "json")):
+        completed = run(*command, os.fsdecode(name))
+        assert b"Traceback" not in completed.stderr and b"internal error" not in completed.stderr
+        shown = completed.stdout.decode("utf-8")  # valid UTF-8
+        assert "caf\\udce9.yaml" in shown and os.fsdecode(name) in _strings(json.loads(shown))  # the name, decoded
+    sarif = run("lint", "--format", "sarif", os.fsdecode(name))
+    assert sarif.returncode == 0 and '"uri": "caf%E9.yaml"' in sarif.stdout.decode("utf-8")
+    report = run("report", "-o", "out.md", os.fsdecode(name))
+    # Markdown escapes the backslash it shows
+    assert report.returncode == 0 and "caf\\\\xe9.yaml" in (tmp_path / "out.md").read_text(encoding="utf-8")
+
+
+def _strings(node: Any) -> list[str]:
+    """Every string of a JSON document, keys and values."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [text for key, value in node.items() for text in (key, *_strings(value))]
+    if isinstance(node, list):
+        return [text for item in node for text in _strings(item)]
+    return []

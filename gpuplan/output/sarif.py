@@ -22,9 +22,10 @@ def _uri(path: str) -> str:
     if path == "<stdin>":
         return "stdin"
     location = Path(path)
-    if location.is_absolute():
-        return location.as_uri()
-    return quote(location.as_posix(), safe="/")
+    # A name that is not UTF-8 holds its stray bytes as surrogates (surrogateescape): a URI percent-encodes the
+    # bytes themselves ("caf\xe9.yaml" -> "caf%E9.yaml"), which as_uri cannot.
+    encoded = quote(location.as_posix(), safe="/", errors="surrogateescape")
+    return f"file://{encoded}" if location.is_absolute() else encoded
 
 
 def render(summary: RunSummary) -> str:
