@@ -63,10 +63,27 @@ def render_pdf(html: str, fetcher: Any = None) -> bytes:
     assets = resource_dir("templates").resolve()
     fetcher = fetcher or new_fetcher()
     document = HTML(string=html, base_url=assets.as_uri() + "/", url_fetcher=fetcher)
-    with _refusals_unlogged(fetcher):
+    with _refusals_unlogged(fetcher), _scratch_folder():
         # Tagged PDF/UA-1 (structure tree, language, title) for screen readers; the bytes stay reproducible.
         pdf: bytes = document.write_pdf(presentational_hints=False, pdf_variant="pdf/ua-1", pdf_tags=True)
     return pdf
+
+
+@contextlib.contextmanager
+def _scratch_folder() -> Iterator[None]:
+    """Temporary files of one rendering in a folder removed when it ends. WeasyPrint writes the report's
+    @font-face fonts to a ``weasyprint-*`` folder of its own that only its font configuration's finalizer
+    removes, which never runs in the renderer ``gpuplan report --pdf`` forks (it exits without finalizers, or
+    is stopped): each PDF left one in /tmp. Its ``tempfile.mkdtemp`` reads ``tempfile.tempdir``."""
+    import tempfile
+
+    before = tempfile.tempdir
+    with tempfile.TemporaryDirectory(prefix="gpuplan-pdf-") as scratch:
+        tempfile.tempdir = scratch
+        try:
+            yield
+        finally:
+            tempfile.tempdir = before
 
 
 @contextlib.contextmanager
