@@ -71,6 +71,23 @@ def test_init_from_prompts(kind: str, tmp_path: Path, monkeypatch: pytest.Monkey
     assert _without_name(tmp_path / "spec.yaml") == _without_name(tmp_path / "flags.yaml")  # same spec both ways
 
 
+def test_a_rejected_answer_is_echoed_escaped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # A model or GPU typed (or pasted) with an escape sequence: the prompt said "unknown model '...'" with the
+    # answer raw, so a terminal-title escape, a bidi override or a C1 control reached the terminal, where every
+    # flag's error escaped them. The prompt asks again; nothing is written until the input ends.
+    monkeypatch.chdir(tmp_path)
+    answers = "\x1b]0;pwned\x07\n\u202e\x9b2J\n"
+    code, out, err = run_cli("init", "--interactive", "new.yaml", input=answers)
+    shown = out + err
+    assert "unknown model '\\x1b]0;pwned\\x07'" in shown and "unknown model '\\u202e\\x9b2J'" in shown
+    errors = [line for line in shown.splitlines() if "Error" in line]  # the test runner also echoes what is typed
+    assert len(errors) == 2 and not any(char in line for line in errors for char in "\x1b\x07\u202e\x9b")
+    assert code != 0 and not (tmp_path / "new.yaml").exists()
+    code, out, err = run_cli("init", "--model", "llama-3.1-8b", "--serve", "--interactive", "g.yaml", input="\x1bX\n")
+    (error,) = [line for line in (out + err).splitlines() if "Error" in line]
+    assert "unknown GPU '\\x1bX'" in error and "\x1b" not in error
+
+
 def _without_name(path: Path) -> str:
     return "\n".join(line for line in path.read_text().splitlines() if not line.startswith("name:"))
 

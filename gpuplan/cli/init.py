@@ -23,11 +23,12 @@ class _Named(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         from gpuplan.catalog import UnknownNameError
+        from gpuplan.visible import visible
 
         try:
             return self.resolve(str(value))
-        except UnknownNameError as error:
-            self.fail(f"{error}; `gpuplan catalog {self.listing}` lists them", param, ctx)
+        except UnknownNameError as error:  # the answer as typed, escaped: a pasted escape sequence stays inert
+            self.fail(f"{visible(str(error))}; `gpuplan catalog {self.listing}` lists them", param, ctx)
 
 
 class _Tokens(click.ParamType):
