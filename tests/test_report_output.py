@@ -232,6 +232,19 @@ def test_an_output_name_that_contradicts_the_format_option_is_refused(tmp_path: 
     assert code == 2 and f"-o {tmp_path / name} names a" in err and not (tmp_path / name).exists()
 
 
+def test_an_output_path_ending_in_a_slash_is_refused_and_writes_nothing(tmp_path: Path, monkeypatch):
+    # `-o reports/` meant a folder; the slash was dropped and a PDF named `reports` written. `-o notes.txt/` with
+    # notes.txt a file replaced it (`cp` refuses both: "Not a directory"). Refused as a usage error, nothing written.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("keep\n")
+    spec = str(EXAMPLES / "serve-llama-70b.yaml")
+    for args in (("--pdf", "-o", "reports/"), ("-o", "notes.txt/"), ("--mkdir", "-o", "new/sub/")):
+        code, _, err = run_cli("report", *args, spec)
+        assert code == 2 and "ends with a slash, which names a folder" in err, args
+    assert not {"reports", "new", "notes.txt.md"} & {p.name for p in tmp_path.iterdir()}
+    assert (tmp_path / "notes.txt").read_text() == "keep\n"
+
+
 def test_an_unwritable_folder_is_refused_before_any_rendering(tmp_path: Path, monkeypatch):
     # A read-only file system (or folder) is found before the report is rendered (seconds for a PDF),
     # not at the last write. os.access is what the check asks; root bypasses mode bits, so it is faked.

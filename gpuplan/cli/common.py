@@ -80,6 +80,10 @@ class NamedPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
             self.fail(f"{value!r} names no path (an unset variable?)", param, ctx)
+        if isinstance(value, str) and not self.dir_okay and value.endswith(("/", os.sep)):
+            # a file's path ends in its name: `-o reports/` meant a folder, and the path, its slash dropped, wrote
+            # a file named `reports` (or replaced the file `notes.txt` that `-o notes.txt/` named)
+            self.fail(f"'{visible(value)}' ends with a slash, which names a folder; give a file's name", param, ctx)
         return super().convert(value, param, ctx)
 
 
