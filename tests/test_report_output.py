@@ -245,6 +245,25 @@ def test_an_output_path_ending_in_a_slash_is_refused_and_writes_nothing(tmp_path
     assert (tmp_path / "notes.txt").read_text() == "keep\n"
 
 
+def test_a_full_disk_while_the_pdf_renders_is_one_line_not_an_internal_error(tmp_path: Path):
+    # WeasyPrint writes the report's fonts to temporary files before the PDF exists: a full disk (a file size
+    # limit here, `ulimit -f 30`) failed there with "internal error: RuntimeError: OSError: [Errno 27] File too
+    # large". It is the machine's error, said in one line as a failed write is; exit 2, nothing written.
+    gpuplan = str(Path(sys.executable).parent / "gpuplan")
+    target = tmp_path / "r.pdf"
+    done = subprocess.run(
+        ["bash", "-c", f"ulimit -f 30; {gpuplan} report --pdf -o {target} {EXAMPLES / 'serve-llama-70b.yaml'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "internal error" not in done.stderr
+    assert (
+        done.stderr.startswith("gpuplan: error: cannot render the PDF: File too large") and done.stderr.count("\n") == 1
+    )
+    assert not target.exists()
+
+
 def test_an_unwritable_folder_is_refused_before_any_rendering(tmp_path: Path, monkeypatch):
     # A read-only file system (or folder) is found before the report is rendered (seconds for a PDF),
     # not at the last write. os.access is what the check asks; root bypasses mode bits, so it is faked.

@@ -13,9 +13,12 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from gpuplan.errors import GpuplanError
 
 JOIN_TIMEOUT_S = 5  # a killed child is reaped at once; the bound only guards against the unexpected
 
@@ -39,6 +42,8 @@ def _child(connection: Any) -> None:
         connection.send(("pdf", pdf_module.render_pdf(html)))
     except EOFError:
         return  # the parent is gone
+    except OSError as error:  # the machine's, not gpuplan's: a full disk for WeasyPrint's temporary fonts
+        connection.send(("os-error", error))
     except BaseException as error:  # everything goes back to the parent, which reports it
         connection.send(("error", f"{type(error).__name__}: {error}"))
     finally:
@@ -62,7 +67,10 @@ class PdfRenderer:
         if self.process is None:
             from gpuplan.report import pdf as pdf_module
 
-            return pdf_module.render_pdf(html)
+            try:
+                return pdf_module.render_pdf(html)
+            except OSError as error:
+                raise _cannot_render(error) from None
         self.connection.send(html)
         try:
             kind, payload = self.connection.recv()
@@ -70,6 +78,8 @@ class PdfRenderer:
             raise RuntimeError("the PDF renderer stopped without an answer") from None
         finally:
             self.close()
+        if kind == "os-error":
+            raise _cannot_render(payload)
         if kind == "error":
             raise RuntimeError(payload)
         data: bytes = payload
@@ -84,6 +94,15 @@ class PdfRenderer:
         self.process.join(JOIN_TIMEOUT_S)
         self.connection.close()
         self.process = None
+
+
+def _cannot_render(error: OSError) -> GpuplanError:
+    """An operating-system error while rendering (the PDF's temporary files: a full disk, a file size limit) as
+    the one line a failed write gets, not an internal error; nothing has been written."""
+    from gpuplan.reading import reason_of  # on failure only: the renderer forks before the linter's imports
+
+    where = tempfile.gettempdir()
+    return GpuplanError(f"cannot render the PDF: {reason_of(error)} (writing its temporary files, under {where})")
 
 
 @contextmanager
