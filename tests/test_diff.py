@@ -217,6 +217,32 @@ def test_spec_with_a_syntax_error_on_one_side_is_a_finding(repo: Path):
     assert change.figure_delta("serve", "monthly_cost") is None
 
 
+def test_a_change_between_two_sides_that_do_not_load_is_never_cosmetic(tmp_path: Path):
+    # Both sides not UTF-8 (GP005) or not YAML (GP001), the new one asking for 64 GPUs where the old asked for 4:
+    # the same finding on both sides, no fields to compare, and the diff said the spec "differs only in comments,
+    # layout or name" (`material: false`; `--comment-on any` printed nothing). What changed cannot be told there.
+    base = (ROOT / "examples" / "serve-llama-70b.yaml").read_bytes()
+    head = base.replace(b"count: 4, tensor_parallel: 4", b"count: 64, tensor_parallel: 8")
+    assert head != base
+    for name, spoil in (
+        ("latin1", lambda text: text.replace(b"owner:", b"owner: caf\xe9 #", 1)),
+        ("escape", lambda text: text.replace(b"owner:", b"owner: \x1b", 1)),
+    ):
+        (tmp_path / f"{name}-a.yaml").write_bytes(spoil(base))
+        (tmp_path / f"{name}-b.yaml").write_bytes(spoil(head))
+        (change,) = diff_files(str(tmp_path / f"{name}-a.yaml"), str(tmp_path / f"{name}-b.yaml")).changes
+        assert change.findings_added == () and change.fields_changed == ()  # nothing else tells it apart
+        assert change.unjudged and change.material, name
+        _, out, _ = run_cli(
+            "diff", "--comment-on", "any", str(tmp_path / f"{name}-a.yaml"), str(tmp_path / f"{name}-b.yaml")
+        )
+        assert "could not be estimated" in out and "only in comments" not in out
+    # The same bytes on both sides stay unchanged, and a side that loads beside one that does not was material already.
+    (tmp_path / "same.yaml").write_bytes(b"owner: \x1b\n")
+    (same,) = diff_files(str(tmp_path / "same.yaml"), str(tmp_path / "same.yaml")).changes
+    assert not same.unjudged and not same.material
+
+
 def test_git_diff_figures_and_totals(repo: Path):
     result = diff_git("main", cwd=repo)
     changes = by_path(result)

@@ -358,9 +358,17 @@ class SpecChange:
         return round(new_number - old_number, 4)
 
     @property
+    def unjudged(self) -> bool:
+        """Whether the spec's bytes changed where a side did not load (it does not parse, is not UTF-8, cannot be
+        read): what changed cannot be told, so it is never a change in comments or layout only (a 4 -> 64 GPU
+        change between two files that both failed to parse read so, and passed every guardrail)."""
+        sides = (self.before, self.after)
+        return self.status == MODIFIED and any(side is not None and side.data is None for side in sides)
+
+    @property
     def material(self) -> bool:
         """Whether the change matters: a spec added or removed, or a verdict, figure, finding or field that differs."""
-        if self.status in (ADDED, REMOVED):
+        if self.status in (ADDED, REMOVED) or self.unjudged:
             return True
         assert self.before is not None and self.after is not None
         return bool(
