@@ -31,7 +31,7 @@ from gpuplan.estimate.serving_load import wave as load_wave
 from gpuplan.estimate.serving_speed import prepare, serving_speed
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.plan.configured import efficiency_of, planner_for
-from gpuplan.plan.evaluate import slo_figure
+from gpuplan.plan.evaluate import capacity_factor, slo_figure
 from gpuplan.plan.probes import Galloping, Scan
 from gpuplan.records import evolve
 from tests.test_properties_plan import make_spec, slow_edge
@@ -665,9 +665,11 @@ def test_a_steady_streams_layouts_are_judged_at_each_replica_counts_own_rate():
     # spread over the replicas: every count runs the declared cap of 16 (it caps a replica's engine, docs/spec.md)
     # at 46 / r requests/s each. All counts share one load of sequences, which the planner judges once for a
     # closed loop; a stream's rate per replica falls as the count grows, so each count needs a verdict of its
-    # own. One replica completes at most X requests/s at its cap (the estimate of r = 1, saturated), and r
-    # replicas r x X, so the first count that keeps up is the smallest r with r x X > 46: judged in one planner
-    # or alone, every count below it outruns the stream and every count from it on does not.
+    # own. One replica completes at most X requests/s at its cap (the estimate of r = 1, saturated: 4.55), and r
+    # replicas r x X, planned at the slow edge k = capacity_factor(0.9) (0.82), so the first count that keeps up
+    # is the smallest r with r x X x k > 46 (13; 11 on the estimate alone): judged in one planner, which solves
+    # one count and reads the others' ceiling from it, or alone, every count below it outruns the stream at the
+    # edge and every count from it on does not.
     spec = make_spec(
         {
             "version": 1,
@@ -690,8 +692,8 @@ def test_a_steady_streams_layouts_are_judged_at_each_replica_counts_own_rate():
 
     one = fresh().evaluate(fresh().layout(h100, 1, 1, 1))
     assert one.estimate.speed.saturated and one.layout.concurrency == 16
-    first = math.floor(46 / one.estimate.speed.requests_per_s) + 1
-    assert 2 < first < 29
+    first = math.floor(46 / (one.estimate.speed.requests_per_s * capacity_factor(0.9))) + 1
+    assert 2 < first < 29 and first > math.floor(46 / one.estimate.speed.requests_per_s) + 1
     shared = fresh()
     judged = [shared.sound(shared.layout(h100, 1, 1, r)) for r in range(1, 30)]
     alone = [fresh().sound(fresh().layout(h100, 1, 1, r)) for r in range(1, 30)]

@@ -152,7 +152,9 @@ def serve_breaks(spec: Spec, layout: Layout, demand: int) -> set[str]:
     # The SLO bounds TTFT at its statistic (p90 unless the spec says otherwise), at the slow edge of the
     # shipped speed band at plan.confidence: the estimate times that band's ratio, never below the estimate.
     ttft = {"mean": estimate.speed.ttft_s, "median": estimate.speed.ttft_median_s, "p90": estimate.speed.ttft_p90_s}
-    if job.ttft_ms is not None and ttft[job.ttft_statistic] * 1000 * slow_edge(spec, "ttft") > job.ttft_ms:
+    # (a stream the layout cannot keep up with has no TTFT: it breaks arrival_rate instead, below)
+    figure = ttft[job.ttft_statistic]
+    if job.ttft_ms is not None and math.isfinite(figure) and figure * 1000 * slow_edge(spec, "ttft") > job.ttft_ms:
         broken.add("ttft_slo")
     if job.tpot_ms is not None and estimate.speed.tpot_s * 1000 * slow_edge(spec, "tpot") > job.tpot_ms:
         broken.add("tpot_slo")

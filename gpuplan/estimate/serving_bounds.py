@@ -274,12 +274,13 @@ def burst_ttft_bound(w: ServingWorkload, d: Deployment, statistic: str) -> float
     return max((rank - 1) * gap, rank * per_prompt) + gap
 
 
-def outruns_front_end(w: ServingWorkload) -> bool:
+def outruns_front_end(w: ServingWorkload, factor: float = 1.0) -> bool:
     """Whether a steady stream brings each replica at least the requests its server process takes in and streams
-    back (``frontend_capacity``, at the prompt and answer ``serving_speed`` prices): then the stream saturates
-    the replica whatever its GPUs do (``serving_speed``'s steady state: a rate at or above the lesser of the
-    engine's and the front end's), so a planner reads it without solving any state."""
+    back (``frontend_capacity``, at the prompt and answer ``serving_speed`` prices) times ``factor``: then the
+    stream saturates the replica whatever its GPUs do (``serving_speed``'s steady state: a rate at or above the
+    lesser of the engine's and the front end's), or, with a ``factor`` below 1 (``plan.evaluate.capacity_factor``),
+    outruns that edge of the ceiling, so a planner reads it without solving any state."""
     if w.arrival != "steady" or not w.rate_rps:
         return False
     capacity = frontend_capacity(w.endpoint, max(1.0, w.prompt_tokens), max(1, w.output_tokens))
-    return w.replica_rate >= capacity
+    return w.replica_rate >= capacity * factor

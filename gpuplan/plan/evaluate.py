@@ -426,6 +426,7 @@ class ServePlanner(Evaluator):
         self.demand = self.job.concurrency * self.declared_replicas
         self._memory: dict[tuple[object, ...], ServingMemory] = {}  # load key (see _load)
         self._latency_met: dict[tuple[object, ...], bool] = {}  # load key -> TTFT and TPOT within the SLO
+        self._ceilings: dict[tuple[object, ...], float] = {}  # load key -> a steady stream's ceiling per replica
         self._shapes: dict[tuple[object, ...], ServingShape] = {}  # GPU, TP, PP, tenants' sequences
         self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
         self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
@@ -589,7 +590,7 @@ class ServePlanner(Evaluator):
         if job.arrival == "steady":  # the stream's rate is split over the replicas: each count a load of its own
             load = (*load, layout.replicas)
         if load not in self._latency_met:
-            if layout.key not in self._speeds and self._bounds_miss(layout):
+            if layout.key not in self._speeds and (self._bounds_miss(layout) or self._below_ceiling_edge(layout)):
                 self._latency_met[load] = False  # as the speed model would say, without its steady state
             else:
                 speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
@@ -604,9 +605,20 @@ class ServePlanner(Evaluator):
         job = self.job
         workload, prepared = self._workload(layout, self.memory(layout).kv_available)
         if job.arrival == "steady":  # the bounds hold for a closed loop or a burst, not a stream: but its rate can
-            return outruns_front_end(workload)  # outrun the server process, which saturates it (not sound)
+            return outruns_front_end(workload, self.capacity)  # outrun the server process (at the edge)
         ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared, statistic=job.ttft_statistic)
         return self._misses(ttft * 1000, tpot * 1000)
+
+    def _below_ceiling_edge(self, layout: Layout) -> bool:
+        """Whether a steady stream's share per replica reaches the slow edge of the most one replica of this load
+        completes, where a count of the same load was solved: that ceiling is each replica's own (its caps and
+        server process), whatever the count, so a scan of replica counts solves the steady state once below it."""
+        ceiling = self._ceilings.get(self._load(layout))
+        return (
+            ceiling is not None
+            and self.job.rate_rps is not None
+            and (self.job.rate_rps / layout.replicas >= ceiling * self.capacity)
+        )
 
     def _speed(self, layout: Layout) -> ServingSpeed:
         """The serving speed ``evaluate`` gives the layout (computed once for both)."""
@@ -614,7 +626,9 @@ class ServePlanner(Evaluator):
         if key not in self._speeds:
             memory = self.memory(layout)
             workload, prepared = self._workload(layout, memory.kv_available)
-            self._speeds[key] = serving_speed(workload, self.efficiency, prepared=prepared)
+            speed = self._speeds[key] = serving_speed(workload, self.efficiency, prepared=prepared)
+            if speed.stream_capacity_rps is not None:
+                self._ceilings[self._load(layout)] = speed.stream_capacity_rps / layout.replicas
         return self._speeds[key]
 
     def _workload(self, layout: Layout, kv_available: float) -> tuple[ServingWorkload, Any]:
