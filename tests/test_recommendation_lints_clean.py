@@ -36,6 +36,14 @@ def _merge(target: dict[str, Any], fragment: dict[str, Any]) -> None:
             target[key] = value
 
 
+def _planned_job(path: Path, text: str) -> dict[str, Any]:
+    """The one job of `gpuplan plan --format json` on a spec of ``text`` written at ``path``."""
+    path.write_text(text, encoding="utf-8")
+    _, out, _ = run_cli("plan", "--format", "json", str(path))
+    (job,) = json.loads(out)["jobs"]
+    return job
+
+
 def _flagged(path: Path) -> list[tuple[str, str]]:
     _, out, _ = run_cli("lint", "--format", "json", str(path))
     return [(f["code"], f["message"]) for f in json.loads(out)["findings"] if f["severity"] in ("error", "warning")]
@@ -106,9 +114,7 @@ def test_a_paste_restates_the_declared_fields_its_layout_was_judged_with(name, t
     model = "llama-3.2-3b" if name == "sequence-parallel" else "llama-3.1-70b"
     job, restated = RESTATED[name]
     path = tmp_path / f"{name}.yaml"
-    path.write_text(f"version: 1\nname: {name}\nmodel: {{id: {model}}}\n{job}\n", encoding="utf-8")
-    _, out, _ = run_cli("plan", "--format", "json", str(path))
-    (plan,) = json.loads(out)["jobs"]
+    plan = _planned_job(path, f"version: 1\nname: {name}\nmodel: {{id: {model}}}\n{job}\n")
     assert restated in plan["recommended"]["yaml"]
     found = _pasted_findings(path)
     assert found is not None
@@ -122,15 +128,13 @@ def test_a_cost_tie_goes_to_the_smaller_split(tmp_path):
     # the tie on latency and recommended the split, which GP302 then flagged once pasted; the tie now goes to the
     # fewer GPUs per model copy.
     path = tmp_path / "tie.yaml"
-    path.write_text(
+    job = _planned_job(
+        path,
         "version: 1\nname: tie\nmodel: {id: gemma-2-27b}\n"
         "serve: {context: 1024, output_tokens: 256, prompt_tokens: {mean: 76, p90: 152}, concurrency: 16,"
         " slo: {ttft_ms: 1000, tpot_ms: 100}, batching: static, hardware: {gpu: h100-sxm, count: 4}}\n"
         "budget: {prices: {h200-nvl: 2.38}, prices_date: '2026-11-20'}\n",
-        encoding="utf-8",
     )
-    _, out, _ = run_cli("plan", "--format", "json", str(path))
-    (job,) = json.loads(out)["jobs"]
     recommended = job["recommended"]
     assert (recommended["gpu"], recommended["gpus"], recommended["tensor_parallel"]) == ("h200-nvl", 2, 1)
     split = [o for o in job["options"] if o["gpu"] == "h200-nvl" and o["tensor_parallel"] == 2]
@@ -149,22 +153,18 @@ def test_a_steady_streams_recommendation_keeps_the_cap_and_plans_the_same_once_p
     # then 4 x 9). Every replica keeps the cap now, the paste leaves it alone, and the pasted spec's plan is its
     # own declared layout.
     path = tmp_path / "stream.yaml"
-    path.write_text(
+    job = _planned_job(
+        path,
         "version: 1\nname: stream\nmodel: {id: qwen3-14b}\n"
         "serve: {context: 4096, output_tokens: 256, concurrency: 16, arrival: steady, rate_rps: 20,"
         " quantization: fp8, hardware: {gpu: mi300x, count: 1}}\n",
-        encoding="utf-8",
     )
-    _, out, _ = run_cli("plan", "--format", "json", str(path))
-    (job,) = json.loads(out)["jobs"]
     recommended = job["recommended"]
     assert recommended["concurrency_per_replica"] == 16
     assert {option["concurrency_per_replica"] for option in job["options"]} == {16}
     assert "concurrency" not in recommended["yaml"]
     spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     _merge(spec, yaml.safe_load(recommended["yaml"]))
-    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-    _, out, _ = run_cli("plan", "--format", "json", str(path))
-    (again,) = json.loads(out)["jobs"]
+    again = _planned_job(path, yaml.safe_dump(spec, sort_keys=False))
     assert (again["recommended"]["gpu"], again["recommended"]["gpus"]) == (recommended["gpu"], recommended["gpus"])
     assert again["recommended"]["monthly_cost"] == again["declared"]["monthly_cost"]
