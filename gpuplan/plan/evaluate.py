@@ -590,7 +590,7 @@ class ServePlanner(Evaluator):
         if job.arrival == "steady":  # the stream's rate is split over the replicas: each count a load of its own
             load = (*load, layout.replicas)
         if load not in self._latency_met:
-            if layout.key not in self._speeds and (self._bounds_miss(layout) or self._below_ceiling_edge(layout)):
+            if layout.key not in self._speeds and (self._bounds_miss(layout) or self._outruns_known_ceiling(layout)):
                 self._latency_met[load] = False  # as the speed model would say, without its steady state
             else:
                 speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
@@ -609,7 +609,7 @@ class ServePlanner(Evaluator):
         ttft, tpot = latency_bounds(workload, self.efficiency, prepared=prepared, statistic=job.ttft_statistic)
         return self._misses(ttft * 1000, tpot * 1000)
 
-    def _below_ceiling_edge(self, layout: Layout) -> bool:
+    def _outruns_known_ceiling(self, layout: Layout) -> bool:
         """Whether a steady stream's share per replica reaches the slow edge of the most one replica of this load
         completes, where a count of the same load was solved: that ceiling is each replica's own (its caps and
         server process), whatever the count, so a scan of replica counts solves the steady state once below it."""
