@@ -341,7 +341,7 @@ def stream_at_risk(ctx: RuleContext) -> Iterator[Finding]:
             endpoint: completions, hardware: {gpu: h100-sxm, count: 1}}
     ```
     one H100's server process completes at most 76.6 requests/s: 70 arrive, and at 90% confidence it
-    completes 62.9.
+    completes 63.0.
 
     ## Use instead
     A layout that keeps up at the slow edge (more replicas, a faster GPU: `gpuplan plan` lists them), or,
