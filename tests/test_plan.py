@@ -586,3 +586,22 @@ def test_a_change_of_numerics_is_listed_only_below_the_cheapest_layout_that_keep
     _, out, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "serve-llama-70b.yaml"))
     (job,) = json.loads(out)["jobs"]
     assert [a["label"] for a in job["alternatives"]][:1] == ["fp8 weights"]
+
+
+def test_a_kept_deployment_without_its_needless_split_says_so(tmp_path):
+    # Mistral 7B on 2 x H100 at TP 2: one H100 holds a replica (GP302), so the plan keeps the same two GPUs as two
+    # single-GPU replicas at the same cost. Its line said "the declared layout is the cheapest sound one" beside a
+    # paste that changes the layout (a helper's paste hunt); it says what the change drops, as a fine-tune's kept
+    # layout without its needless sharding does.
+    path = tmp_path / "split.yaml"
+    path.write_text(
+        "version: 1\nname: split\nmodel: {id: mistral-7b-v0.1}\nserve: {context: 32768, output_tokens: 128,"
+        " arrival: steady, rate_rps: 1, concurrency: 3, slo: {ttft_ms: 2500, tpot_ms: 25},"
+        " hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}}\n",
+        encoding="utf-8",
+    )
+    _, out, _ = run_cli("plan", str(path))
+    line = next(line for line in out.splitlines() if line.strip().startswith("recommended"))  # the headline's
+    assert line.endswith("— the declared GPUs as single-GPU replicas: the split is not needed (GP302)"), line
+    assert "2 x h100-sxm, 2 replicas of 3 sequences, 6,015 USD/month" in line
+    assert "cheapest sound one" not in out

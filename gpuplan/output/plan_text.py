@@ -179,10 +179,10 @@ def _marks(job: dict[str, Any], option: dict[str, Any]) -> str:
 
 def _saving_text(job: dict[str, Any], currency: str) -> str:
     saving = job["saving"]
-    unsharded = job["recommended"] is not None and job["recommended"]["changes"] == ["finetune.sharding"]
+    needless = _needless_words(job["recommended"])
     if saving is None:
         if job["declared"]["sound"]:  # FinetunePlanner.without_needless_sharding: kept, up to a tie's share longer
-            return "the declared layout without a sharding it does not need (GP302)" if unsharded else ""
+            return needless
         recommended = job["recommended"]
         if recommended["within_budget"] is False:  # sound, and no sound layout fits the budget
             return "the cheapest sound layout: over budget (meets every other constraint)"
@@ -199,10 +199,23 @@ def _saving_text(job: dict[str, Any], currency: str) -> str:
     else:
         amount = money_difference(job["declared"][key], job["recommended"][key])
     if amount.value <= 0:
-        if unsharded:
-            return "the declared layout without a sharding it does not need (GP302)"
-        return _kept_text(job, currency) or "the declared layout is the cheapest sound one"
+        return needless or _kept_text(job, currency) or "the declared layout is the cheapest sound one"
     return f"saves {format_money(amount, currency)} per {saving['per']} ({format_number(saving['share'] * 100, 0)}%)"
+
+
+# The fields a serving layout's model split is stated in (a needless one dropped, its sequences spread anew)
+SPLIT_FIELDS = {"serve.hardware.tensor_parallel", "serve.hardware.pipeline_parallel"}
+
+
+def _needless_words(recommended: dict[str, Any] | None) -> str:
+    """Why a recommendation at no saving differs from the declared layout where it drops what GP302 calls needless
+    (``SpecPlanner._kept``): a fine-tune's sharding, a deployment's split of the same GPUs; else ""."""
+    changes = set(recommended["changes"]) if recommended is not None else set()
+    if changes == {"finetune.sharding"}:
+        return "the declared layout without a sharding it does not need (GP302)"
+    if changes & SPLIT_FIELDS and changes <= SPLIT_FIELDS | {"serve.concurrency"}:
+        return "the declared GPUs as single-GPU replicas: the split is not needed (GP302)"
+    return ""
 
 
 def _kept_text(job: dict[str, Any], currency: str) -> str:
