@@ -264,6 +264,16 @@ def decide(result: Any, fail_on: Severity, *, planner: Any = None) -> Decision:
                 f", re-levelled to {first.severity.value}" if approval_of(first.code) is Approval.REJECTS else ""
             )
             reason = f"The declared layout is not sound as it stands ({first.code}{relevelled}): {first.message}"
+        plan = _job_plan(planner or _planner(analysis, result.settings), first)
+        if plan is not None and plan.recommended is None:  # no change to approve with: nothing sound to fund
+            confidence = analysis.spec.plan.confidence
+            return verdict(
+                Verdict.REJECT,
+                f"{reason.rstrip('.')}; and no layout within the plan's limits meets every constraint at"
+                f" {confidence:.0%} confidence (gpuplan plan recommends none), so no change makes it sound",
+                unsound,
+                amount,
+            )
         return verdict(Verdict.APPROVE_WITH_CHANGES, reason, unsound, amount)
     overridden = [f for f in result.findings if f.waived and _unsound(f.code)]
     approved = verdict(Verdict.APPROVE, _approval_reason(analysis, overridden), [], amount)
@@ -279,8 +289,13 @@ def _planner(analysis: Any, settings: Any) -> Any:
 
 def _plan_declared(analysis: Any, planner: Any, finding: Finding) -> Any:
     """The plan's verdict on the declared layout of the job ``finding`` is about (None without a plan)."""
-    plan = planner.plan("finetune" if finding.pointer.startswith("/finetune") else "serve")
+    plan = _job_plan(planner, finding)
     return None if plan is None else plan.declared
+
+
+def _job_plan(planner: Any, finding: Finding) -> Any:
+    """The plan of the job ``finding`` is about (gpuplan.plan.JobPlan; None without one)."""
+    return planner.plan("finetune" if finding.pointer.startswith("/finetune") else "serve")
 
 
 def _unsound(code: str) -> bool:
@@ -311,16 +326,19 @@ def denying(findings: Iterable[Finding], claim: str) -> list[Finding]:
     return sorted(found, key=lambda f: f.code)
 
 
-def denial(code: str) -> str:
-    """What a waived finding of ``code`` says of the layout, in words that follow "it", with the code."""
+def finding_words(code: str) -> str:
+    """What a finding of ``code`` says of the layout, in words that follow "it" (a verdict's, page one's)."""
     entry = CODES[code]
     if entry.rejects_because:
-        words = entry.rejects_because
-    elif entry.edge_missed:
-        words = f"holds on the estimate only ({entry.edge_missed})"
-    else:
-        words = entry.summary.rstrip(".").removeprefix("The job ").lower()
-    return f"{words} ({code}, waived)"
+        return entry.rejects_because
+    if entry.edge_missed:
+        return f"holds on the estimate only ({entry.edge_missed})"
+    return entry.summary.rstrip(".").removeprefix("The job ").lower()
+
+
+def denial(code: str) -> str:
+    """What a waived finding of ``code`` says of the layout, in words that follow "it", with the code."""
+    return f"{finding_words(code)} ({code}, waived)"
 
 
 def _approval_reason(analysis: Any, overridden: list[Finding]) -> str:

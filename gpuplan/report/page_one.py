@@ -11,7 +11,7 @@ cannot avoid are in the glossary (gpuplan.report.glossary).
 from __future__ import annotations
 
 from gpuplan.codes import CODES, Approval, approval_of
-from gpuplan.decision import Amount, Verdict, denial, denying
+from gpuplan.decision import Amount, Verdict, denial, denying, finding_words
 from gpuplan.decision.memo import JobMemo, Memo
 from gpuplan.decision.sensitivity import Scenario
 from gpuplan.findings import Finding
@@ -403,13 +403,19 @@ def headline(memo: Memo) -> str:
         reasons = []
         for finding in decision.deciding:
             word = _job_of(finding)
-            text = f"the declared {word} {CODES[finding.code].rejects_because}"
+            text = f"the declared {word} {finding_words(finding.code)}"
             if text not in reasons:
                 reasons.append(text)
         way = []
         for job in memo.jobs:
             if job.budget.nothing_fits:
                 way.append(f"no sound {JOB_WORDS[job.kind]} layout fits its budget")
+            elif job.plan.recommended is None:
+                confidence = memo.spec.plan.confidence if memo.spec else 0.9
+                way.append(
+                    f"change the targets, the plan's limits or, knowingly, plan.confidence: no {JOB_WORDS[job.kind]}"
+                    f" layout within them meets every constraint at {confidence:.0%} confidence"
+                )
             elif job.changed:
                 way.append(
                     f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} at "
