@@ -44,7 +44,7 @@ from gpuplan.plan.space import (
     TrainingSettings,
     allowed_gpus,
     computes_in_bf16,
-    gpu_not_allowed,
+    gpu_outside_limits,
     nodes_needed,
     pipeline_degrees,
     proposed_serving_tensor_parallel,
@@ -104,7 +104,7 @@ class JobPlanner:
     def declared(self) -> Option:
         """The declared layout, judged as any option, and also against the GPU and vendor limits."""
         option = self.evaluator.evaluate(self.evaluator.declared_layout())
-        problem = gpu_not_allowed(option.layout.gpu, self.limits)
+        problem = gpu_outside_limits(option.layout.gpu, self.limits)
         return option if problem is None else option.with_problem("limits", problem)
 
     # -- lazy queries ----------------------------------------------------------------------------

@@ -238,12 +238,13 @@ def computes_in_bf16(spec: Spec, kind: str) -> bool:
     return any(model.dtype == "bf16" for model in (spec.model, *(tenant.model for tenant in tenants)))
 
 
-def gpu_not_allowed(gpu: Gpu, limits: PlanLimits) -> str | None:
-    """Why the planner may not propose ``gpu`` (a declared GPU can still be judged), or None."""
+def gpu_outside_limits(gpu: Gpu, limits: PlanLimits) -> str | None:
+    """Why ``gpu`` is outside the GPUs and vendors the spec's plan section (or the command line) allows, or None:
+    what a declared layout is judged against. A consumer card is not proposed unless named (the pool above), but
+    one the spec declares is the team's own choice, judged as declared: "breaks limits" there had no finding in
+    lint and an APPROVE in the report beside it."""
     if limits.gpus and gpu.id not in limits.gpus:
         return f"{gpu.id} is not among the allowed GPUs ({', '.join(limits.gpus)})"
-    if not limits.gpus and not gpu.suggestable:
-        return f"{gpu.id} is a consumer card; name it in plan.gpu to consider it"
     if limits.vendors and vendor_of(gpu) not in limits.vendors:
         return f"{gpu.id} is not from an allowed vendor ({', '.join(limits.vendors)})"
     return None
