@@ -168,3 +168,20 @@ def test_a_steady_streams_recommendation_keeps_the_cap_and_plans_the_same_once_p
     again = _planned_job(path, yaml.safe_dump(spec, sort_keys=False))
     assert (again["recommended"]["gpu"], again["recommended"]["gpus"]) == (recommended["gpu"], recommended["gpus"])
     assert again["recommended"]["monthly_cost"] == again["declared"]["monthly_cost"]
+
+
+def test_a_right_sizing_hint_names_the_layout_the_plan_recommends(tmp_path):
+    # Llama 3.1 8B, 4 sequences, a 10 ms TPOT SLO, on 2 x H100 SXM at TP 2 (17% of each used). GP505 looked only at
+    # cards with a lower hourly price and named 2 x h100-pcie at TP 2 (3,854 USD/month), while GP507 and the plan
+    # named 1 x h100-sxm at 3,008; its hint pasted drew GP507 (a helper's hunt: 13 of 136 such specs). A cheaper
+    # card is still what makes GP505 fire; the layout it names is the cheapest sound one of any card.
+    path = tmp_path / "oversized.yaml"
+    job = _planned_job(
+        path,
+        "version: 1\nname: oversized\nmodel: {id: llama-3.1-8b}\nserve: {context: 4096, concurrency: 4,"
+        " slo: {tpot_ms: 10}, hardware: {gpu: h100-sxm, count: 2, tensor_parallel: 2}}\n",
+    )
+    _, out, _ = run_cli("lint", "--format", "json", str(path))
+    hints = {f["code"]: f["hint"] for f in json.loads(out)["findings"] if f["code"] in ("GP505", "GP507")}
+    assert hints["GP505"] == hints["GP507"] == "paste serve: {hardware: {gpu: h100-sxm, count: 1}}"
+    assert yaml.safe_load(job["recommended"]["yaml"]) == {"serve": {"hardware": {"gpu": "h100-sxm", "count": 1}}}

@@ -24,7 +24,7 @@ def _saving(declared: Option, option: Option, currency: str) -> str:
 def _right_sizing(ctx: RuleContext) -> tuple[float, Option, Option] | None:
     """(share of the engine budget used, declared, cheaper option) for a fitting deployment that uses
     less than ``thresholds.right_size_fraction`` of its GPU, when the planner finds a sound layout on a
-    GPU with a lower hourly price that costs less per month."""
+    GPU with a lower hourly price that costs less per month; the option is the cheapest sound layout of any GPU."""
     s, planner = ctx.analysis.serve, ctx.plans.serve
     if s is None or planner is None or not s.fits:
         return None
@@ -40,7 +40,14 @@ def _right_sizing(ctx: RuleContext) -> tuple[float, Option, Option] | None:
         return gpu.id != declared_id and other is not None and other < price
 
     option = planner.cheapest(ceiling=declared.rate, where=cheaper_gpu, tag=f"right-size:{declared_id}")
-    return None if option is None else (used, declared, option)
+    if option is None:
+        return None
+    # A cheaper card would do; the layout named is the cheapest sound one of any card (the plan's, GP507's):
+    # 2 x h100-pcie named beside 1 x h100-sxm for less drew GP507 once pasted.
+    cheapest = planner.cheapest(ceiling=declared.rate)
+    if cheapest is not None and cheapest.rate is not None and option.rate is not None and cheapest.rate < option.rate:
+        option = cheapest
+    return used, declared, option
 
 
 @rule("GP505")
@@ -49,8 +56,9 @@ def oversized_serving_gpu(ctx: RuleContext) -> Iterator[Finding]:
     ## What it does
     When a deployment uses less than `thresholds.right_size_fraction` (default 25%) of its GPU's
     memory budget, asks the planner for the cheapest sound layout (memory with the configured
-    headroom, the latency SLO) on a GPU with a lower hourly price, and reports it when the whole
-    layout costs less per month than the declared one.
+    headroom, the latency SLO) on a GPU with a lower hourly price, and when the whole layout costs
+    less per month than the declared one, reports the cheapest sound layout of any GPU (the one
+    `gpuplan plan` and GP507 name, so that its paste draws no other finding).
 
     ## Why is this bad?
     An H200 serving a lightly loaded 8B model costs several times an L4 that would do.
