@@ -180,7 +180,7 @@ def _serve_scenario(
         cost=cost,
         slo_met=slo_met,
         slo_estimate_met=slo_estimate_met,
-        keeps_up=not (estimate.loads and stream_outrun(job, estimate.speed, rate_edge)),
+        keeps_up=not (estimate.loads and stream_outrun(job, estimate.speed.stream_capacity_rps, rate_edge)),
         keeps_up_estimate=not (estimate.loads and estimate.speed.saturated),
         edge=(edge[0], edge[1]),
         within_budget=None if cost is None or budget is None else cost <= budget,

@@ -48,11 +48,14 @@ def _frontend_capacity(s: ServeEstimate) -> float | None:
     return rounded(capacity, REQUEST_RATE_DIGITS) if math.isfinite(capacity) else None
 
 
-def _stream_capacity(s: ServeEstimate) -> float | None:
-    """The most requests/s the deployment completes under a steady stream (engines at their caps, server processes
-    included); None under other load shapes, with static batching, or where the engine cannot start."""
+def _stream_capacity(s: ServeEstimate, confidence: float) -> dict[str, Any]:
+    """``stream_capacity_rps``, the most requests/s the deployment completes under a steady stream (engines at their
+    caps, server processes included), and its band; null under other load shapes, with static batching, or where
+    the engine cannot start."""
     capacity = s.speed.stream_capacity_rps
-    return None if capacity is None or not s.loads else rounded(capacity, REQUEST_RATE_DIGITS)
+    figure = None if capacity is None or not s.loads else rounded(capacity, REQUEST_RATE_DIGITS)
+    band = _speed_band_dict(capacity_band(), figure, confidence, REQUEST_RATE_DIGITS)
+    return {"stream_capacity_rps": figure, "stream_capacity_rps_band": band}
 
 
 def _categories_dict(s: ServeEstimate) -> dict[str, Any] | None:
@@ -261,10 +264,7 @@ def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[st
             "decode_bound": s.speed.decode_bound if s.loads else None,
             "frontend_capacity_rps": _frontend_capacity(s),
             # A steady stream's ceiling: the most requests/s the deployment completes, and its band (GP406, GP407).
-            "stream_capacity_rps": _stream_capacity(s),
-            "stream_capacity_rps_band": _speed_band_dict(
-                capacity_band(), _stream_capacity(s), analysis.spec.plan.confidence, REQUEST_RATE_DIGITS
-            ),
+            **_stream_capacity(s, analysis.spec.plan.confidence),
             **({} if figures_only else {"metrics": METRIC_CONTRACT, "categories": _categories_dict(s)}),
             "monthly_cost": None if s.monthly_cost is None else rounded(s.monthly_cost, CENT_DIGITS),
             "cost_per_million_tokens": None

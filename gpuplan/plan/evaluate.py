@@ -80,11 +80,11 @@ def slo_miss(estimate: ServeEstimate, metric: str, confidence: float | None = No
     return speed_slo_miss(estimate.job, estimate.speed, metric, factor)
 
 
-def stream_outrun(job: Serve, speed: ServingSpeed, factor: float = 1.0) -> tuple[float, float] | None:
-    """(the most requests/s the deployment completes times ``factor``, the stream's rate) when a steady stream
-    arrives at least that fast: on the estimate (``factor`` 1, the speed model's ``saturated``) or at an edge of
-    its band (``capacity_factor``). None under other load shapes, and where the engine batches statically."""
-    ceiling = speed.stream_capacity_rps
+def stream_outrun(job: Serve, ceiling: float | None, factor: float = 1.0) -> tuple[float, float] | None:
+    """(``ceiling`` times ``factor``, the stream's rate) when a steady stream arrives at least that fast, where
+    ``ceiling`` is the most requests/s the deployment completes (``ServingSpeed.stream_capacity_rps``): on the
+    estimate (``factor`` 1, the speed model's ``saturated``) or at an edge of its band (``capacity_factor``).
+    None under other load shapes, and without a ceiling (the engine batches statically)."""
     if job.arrival != "steady" or job.rate_rps is None or ceiling is None:
         return None
     return (ceiling * factor, job.rate_rps) if job.rate_rps >= ceiling * factor else None
@@ -92,13 +92,14 @@ def stream_outrun(job: Serve, speed: ServingSpeed, factor: float = 1.0) -> tuple
 
 def capacity_factor(confidence: float) -> float:
     """What the most requests/s a deployment completes is multiplied by at the slow edge of its band at
-    ``confidence`` (``capacity_band``): a decision at that confidence plans for it (at most 1)."""
-    return float(capacity_band().slow(1.0, confidence))
+    ``confidence`` (``capacity_band``)."""
+    return slow_factor(capacity_band(), confidence)
 
 
 def slow_factor(band: SpeedBand, confidence: float) -> float:
-    """What a latency is multiplied by at the slow edge of its measured band at ``confidence``: a decision at
-    that confidence plans for it, and never for a latency below the estimate itself (at least 1)."""
+    """What a speed figure is multiplied by at the slow edge of its measured band at ``confidence``: a decision at
+    that confidence plans for it, and never for a figure faster than the estimate itself (a latency's factor is at
+    least 1, a throughput's at most 1)."""
     return float(band.slow(1.0, confidence))
 
 
@@ -594,7 +595,7 @@ class ServePlanner(Evaluator):
                 self._latency_met[load] = False  # as the speed model would say, without its steady state
             else:
                 speed = self._speed(layout)  # the estimate's own speed, without the rest of the estimate
-                self._latency_met[load] = not stream_outrun(job, speed, self.capacity) and not any(
+                self._latency_met[load] = not stream_outrun(job, speed.stream_capacity_rps, self.capacity) and not any(
                     speed_slo_miss(job, speed, metric, self.slow[metric]) for metric in ("ttft", "tpot")
                 )
         return self._latency_met[load]
@@ -613,12 +614,9 @@ class ServePlanner(Evaluator):
         """Whether a steady stream's share per replica reaches the slow edge of the most one replica of this load
         completes, where a count of the same load was solved: that ceiling is each replica's own (its caps and
         server process), whatever the count, so a scan of replica counts solves the steady state once below it."""
-        ceiling = self._ceilings.get(self._load(layout))
-        return (
-            ceiling is not None
-            and self.job.rate_rps is not None
-            and (self.job.rate_rps / layout.replicas >= ceiling * self.capacity)
-        )
+        per_replica = self._ceilings.get(self._load(layout))
+        ceiling = None if per_replica is None else per_replica * layout.replicas
+        return stream_outrun(self.job, ceiling, self.capacity) is not None
 
     def _speed(self, layout: Layout) -> ServingSpeed:
         """The serving speed ``evaluate`` gives the layout (computed once for both)."""
@@ -723,7 +721,7 @@ class ServePlanner(Evaluator):
                 f" {confidence:.0%} confidence (margin {self.headroom_pct:g}%)"
             )
         speed = estimate.speed
-        outrun = stream_outrun(self.job, speed, self.capacity) if estimate.loads else None
+        outrun = stream_outrun(self.job, speed.stream_capacity_rps, self.capacity) if estimate.loads else None
         if speed.saturated and estimate.loads:
             checks["arrival_rate"] = (
                 f"requests arrive at {self.job.rate_rps:,g}/s, faster than it completes them"

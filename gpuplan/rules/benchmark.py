@@ -352,11 +352,10 @@ def stream_at_risk(ctx: RuleContext) -> Iterator[Finding]:
         return
     confidence = ctx.spec.plan.confidence
     factor = capacity_factor(confidence)
-    outrun = stream_outrun(job, s.speed, factor)
-    if outrun is None:
-        return
     ceiling = s.speed.stream_capacity_rps
-    assert ceiling is not None  # stream_outrun found one
+    outrun = stream_outrun(job, ceiling, factor)
+    if outrun is None or ceiling is None:
+        return
     # the server processes' own limit where they take in fewer than the engines complete
     front = ceiling >= s.speed.frontend_capacity_rps * job.hardware.replicas * (1 - 1e-9)
     server = (
