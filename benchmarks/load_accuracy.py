@@ -43,11 +43,6 @@ DATA = ROOT / "benchmarks" / "data" / "published_load_runs.yaml"
 # num_attention_heads, num_key_value_heads, head_dim, num_hidden_layers, vocab_size, tie_word_embeddings;
 # MoE: num_experts, num_experts_per_tok, moe_intermediate_size).
 ARCHITECTURES: dict[str, dict[str, Any]] = {
-    # Qwen/Qwen3-32B config.json
-    "Qwen/Qwen3-32B": {
-        "layers": 64, "hidden": 5120, "heads": 64, "kv_heads": 8, "head_dim": 128, "intermediate": 25600,
-        "vocab": 151936, "qk_norm": True, "max_position": 40960,
-    },
     # Qwen/QwQ-32B-Preview config.json (Qwen2.5-32B: q/k/v biases)
     "Qwen/QwQ-32B-Preview": {
         "layers": 64, "hidden": 5120, "heads": 40, "kv_heads": 8, "intermediate": 27648, "vocab": 152064,
@@ -69,7 +64,8 @@ CATALOG_MODELS = {
     "Qwen/Qwen3-8B": "qwen3-8b",
     "Qwen/Qwen3-14B": "qwen3-14b",
     "Qwen/Qwen3-14B-FP8": "qwen3-14b",  # the Qwen3-14B architecture, fp8 weights (the record's quantization)
-    "Qwen/Qwen3-32B-FP8": None,  # the Qwen3-32B architecture, fp8 weights
+    "Qwen/Qwen3-32B": "qwen3-32b",
+    "Qwen/Qwen3-32B-FP8": "qwen3-32b",  # the Qwen3-32B architecture, fp8 weights (the record's quantization)
     "Qwen/Qwen2.5-32B": "qwen2.5-32b",
     "openai/gpt-oss-20b": "gpt-oss-20b",
     "openai/gpt-oss-120b": "gpt-oss-120b",
@@ -163,8 +159,6 @@ def spec_for(record: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         return None, "prompt or output length not stated"
     if model_id in ARCHITECTURES:
         model: dict[str, Any] = {"architecture": ARCHITECTURES[model_id], "dtype": "bf16"}
-    elif model_id == "Qwen/Qwen3-32B-FP8":
-        model = {"architecture": ARCHITECTURES["Qwen/Qwen3-32B"], "dtype": "bf16"}
     elif CATALOG_MODELS.get(model_id):
         model = {"id": CATALOG_MODELS[model_id]}
     else:

@@ -488,3 +488,63 @@ def test_an_explicit_architecture_error_points_at_the_field_it_names(tmp_path):
     (finding,) = json.loads(out)["findings"]
     assert code == 1 and finding["code"] == "GP021" and finding["line"] == 11  # experts_per_token's line
     assert finding["message"] == "model.architecture: experts_per_token 8 exceeds experts 4"
+
+
+# Qwen/Qwen3-30B-A3B config.json as published (the keys gpuplan reads; rope and token ids left out).
+QWEN3_30B_A3B = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "decoder_sparse_step": 1,
+    "head_dim": 128,
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "max_position_embeddings": 40960,
+    "mlp_only_layers": [],
+    "model_type": "qwen3_moe",
+    "moe_intermediate_size": 768,
+    "num_attention_heads": 32,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 4,
+    "tie_word_embeddings": False,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
+# Qwen/Qwen3-235B-A22B and Qwen/Qwen3-32B config.json: the keys that differ from the above.
+QWEN3_235B_A22B = {
+    **QWEN3_30B_A3B,
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "moe_intermediate_size": 1536,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 94,
+}
+QWEN3_32B = {
+    **{key: value for key, value in QWEN3_30B_A3B.items() if "expert" not in key and key != "decoder_sparse_step"},
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 5120,
+    "intermediate_size": 25600,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 64,
+    "num_key_value_heads": 8,
+}
+del QWEN3_32B["mlp_only_layers"]
+
+
+@pytest.mark.parametrize(
+    "catalog_id, config",
+    [("qwen3-32b", QWEN3_32B), ("qwen3-30b-a3b", QWEN3_30B_A3B), ("qwen3-235b-a22b", QWEN3_235B_A22B)],
+)
+def test_qwen3_catalog_entries_are_their_published_config(catalog_id, config):
+    # The catalog's entry and the model's config.json (model.config) describe one architecture.
+    assert get_model(catalog_id).architecture == from_hf_config(config)
+    assert get_model(catalog_id).classes == tuple(config["architectures"])
+
+
+def test_qwen3_30b_a3b_parameters_by_hand():
+    # Per layer: attention q 2048x4096 + k, v 2048x512 each + o 4096x2048 = 18,874,368, q/k norms 2 x 128;
+    # router 2048x128 = 262,144; 128 experts x 3 x 2048 x 768 = 603,979,776; two RMSNorms 2 x 2048:
+    # 623,120,640 a layer, x 48 = 29,909,790,720; untied embeddings and LM head 2 x 151,936 x 2048 =
+    # 622,329,856; final norm 2048: 30,532,122,624 (the model card's "30.5B").
+    assert get_model("qwen3-30b-a3b").architecture.params == 30_532_122_624
