@@ -20,6 +20,8 @@ from gpuplan.diff.build import diff_files, diff_git
 from gpuplan.diff.git import Repository
 from gpuplan.diff.guardrails import Guardrails, strictest
 from gpuplan.diff.json_format import render as render_json
+from gpuplan.diff.model import Figure
+from gpuplan.diff.present import _figure_clause
 
 PRICED = "budget:\n  prices: {{{prices}}}\n  prices_date: 2026-11-20\n"
 
@@ -721,3 +723,17 @@ def test_documented_policy_reads_the_json(repo: Path, monkeypatch: pytest.Monkey
     back = run_cli("diff", "--git", "feature", "--head", "main", "--format", "json")[1]
     run = subprocess.run([sys.executable, "-c", policy], input=back, capture_output=True, text=True)
     assert (run.returncode, run.stdout) == (0, "policy passed\n")
+
+
+@pytest.mark.parametrize(
+    "before, after, words",
+    [
+        # 93.28 -> 93.27 USD: -0.0107% rounds to -0.0, which a sign read off the percent printed as "+0%".
+        (93.28, 93.27, "will decrease by 0.01 USD (under 1%), from 93.28 to 93.27 USD"),
+        # 100 -> 150: +50%; 150 -> 100: -33.3%, shown whole.
+        (100.0, 150.0, "will increase by 50 USD (+50%), from 100 to 150 USD"),
+        (150.0, 100.0, "will decrease by 50 USD (-33%), from 150 to 100 USD"),
+    ],
+)
+def test_a_cost_changes_percent_is_signed_as_the_change_is(before, after, words):
+    assert _figure_clause("one-off fine-tuning cost", Figure(before, after), "USD").endswith(words)

@@ -307,7 +307,7 @@ def _memory_edges(
         replace(
             planned,
             key=key,
-            name=f"memory x {ratio:.2f} ({word} edge: {share:.0%} of {runs} runs)",
+            name=f"memory x {ratio:.2f} ({word} edge: {share:.0%} of {runs} runs not used to tune the model)",
             per_gpu=figure,
             estimated=figure,
             fits=figure <= usable,

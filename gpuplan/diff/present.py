@@ -203,11 +203,10 @@ def _figure_clause(label: str, figure: Any, currency: str) -> str:
     if not change:
         return f"{label} will not change ({after})"
     direction = "increase" if change.startswith("+") else "decrease"
-    percent = (
-        ""
-        if figure.percent is None
-        else f" ({'-' if figure.percent < 0 else '+'}{format_number(abs(figure.percent), 0)}%)"
-    )
+    percent = ""
+    if figure.percent is not None:  # signed as the change is: a cent's fall rounds to -0.0%, not to a rise
+        whole = format_number(abs(figure.percent), 0)
+        percent = " (under 1%)" if whole == "0" else f" ({change[0]}{whole}%)"
     return f"{label} will {direction} by {change[1:]}{percent}, from {before.removesuffix(' ' + currency)} to {after}"
 
 

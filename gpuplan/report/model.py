@@ -252,14 +252,13 @@ def _memory_bands(estimates: list[Any], confidence: float) -> str:
             kv = estimate.kv_band
             lines.append(
                 f"serving KV cache: as little as {format_gib(estimate.planned_kv_pool(confidence))} per GPU at "
-                f"{confidence:.0%} confidence (x {kv.ratio(1 - confidence):.2f} over {kv.records} published engine "
-                "startup logs)"
+                f"{confidence:.0%} confidence (x {kv.ratio(1 - confidence):.2f} over {kv.describe()})"
             )
             continue
         band = estimate.memory_band
         lines.append(
             f"fine-tuning memory: up to {format_gib(estimate.planned_bytes(confidence))} per GPU at "
-            f"{confidence:.0%} confidence (x {band.ratio(confidence):.2f} over {band.records} published runs)"
+            f"{confidence:.0%} confidence (x {band.ratio(confidence):.2f} over {band.describe()})"
         )
     return "\n".join(lines)
 
