@@ -41,3 +41,18 @@ def test_the_reports_memory_band_is_the_out_of_sample_edge():
         f"confidence (x {kv_low_ratio(0.9):.2f} over {logs} published engine startup logs not used to tune the model)"
     ) in row
     assert "in sample" not in out and "calibrated on" not in out
+
+
+def test_a_fine_tune_without_tokens_quotes_no_run_time_or_cost_in_the_estimate_appendix():
+    # fit-training-kv-cache has no finetune.tokens: the planner prices each layout over 1M tokens, and Appendix E
+    # quoted that as the run ("Training time 0.0 h (0.1 GPU-hours)", "Cost of the run 0.26 USD"). The time and the
+    # cost of the run are unknown; the cost per 1M training tokens is what Appendix B's options table shows.
+    _, out, _ = run_cli("report", str(EXAMPLES / "findings" / "fit-training-kv-cache.yaml"), "-o", "-")
+    before, appendix = out.split("**Fine-tuning: memory, time and cost**")  # Appendix E's table, in Markdown
+    appendix = appendix.split("\n\n**")[0]
+    assert "| Training time | n/a (finetune.tokens is not given) |" in appendix
+    assert "| Cost of the run | n/a (finetune.tokens is not given) |" in appendix
+    (options_row,) = [line for line in before.splitlines() if line.startswith("| Cost per 1M training tokens |")]
+    funded = options_row.split(" | ")[1]  # the first option is the funded layout
+    assert f"| Cost per 1M training tokens | {funded} |" in appendix
+    assert " h (" not in appendix.split("| Training time |")[1].split("\n")[0]

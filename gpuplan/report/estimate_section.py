@@ -33,7 +33,11 @@ def _headroom(used: float, capacity: float) -> str:
     return f"{format_gib_difference(capacity, used)} ({format_percent(free / capacity)})"
 
 
-def finetune_details(f: FinetuneEstimate, currency: str, settings: Settings, confidence: float) -> dict[str, Any]:
+def finetune_details(
+    f: FinetuneEstimate, currency: str, settings: Settings, confidence: float, tokens_known: bool = True
+) -> dict[str, Any]:
+    """Appendix E's fine-tuning table. ``tokens_known`` False: the planner priced the layout over NOMINAL_TOKENS
+    (finetune.tokens is not given), so its hours and cost are per 1M tokens, not the run's."""
     job = f.setup.job
     peak = f.memory.per_gpu
     peak_phase = f.memory.peak_phase_name
@@ -63,10 +67,11 @@ def finetune_details(f: FinetuneEstimate, currency: str, settings: Settings, con
         [
             "Training time",
             "n/a (finetune.tokens is not given)"
-            if f.hours is None
+            if f.hours is None or not tokens_known
             else f"{hours(f.hours)} h ({hours(f.hours * f.gpus)} GPU-hours)",
         ],
-        ["Cost of the run", money(f.cost, currency)],
+        ["Cost of the run", money(f.cost, currency) if tokens_known else "n/a (finetune.tokens is not given)"],
+        *([] if tokens_known or f.cost is None else [["Cost per 1M training tokens", money(f.cost, currency)]]),
         ["Resumable checkpoint", f"{f.checkpoint_bytes / 1e9:,.1f} GB of storage"],
     ]
     phases = "; ".join(f"{name.replace('_', ' ')} {format_gib(total)}" for name, total in f.memory.phase_totals.items())
@@ -153,7 +158,7 @@ def funded_details(job: JobMemo, currency: str, settings: Settings, confidence: 
     if job.kind == "serve":
         details = serve_details(funded, currency, settings, confidence)
     else:
-        details = finetune_details(funded, currency, settings, confidence)
+        details = finetune_details(funded, currency, settings, confidence, job.funded.tokens_known)
     details["funded"] = job.funded.layout.describe()
     declared = job.plan.declared
     details["declared"] = (
