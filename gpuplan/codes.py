@@ -299,6 +299,8 @@ CODES: dict[str, Code] = {
             "form-factor",
             WARNING,
             "Multi-GPU fine-tuning on GPUs without NVLink (or beyond its domain) spends its steps syncing.",
+            Approval.NEEDS_CHANGE,  # the planner's gradient_sync constraint: the declared layout is not sound
+            planner_judged=True,
         ),
         Code(
             "GP311",
@@ -428,6 +430,15 @@ CODES: dict[str, Code] = {
             "right-sizing",
             WARNING,
             "A sound layout costs materially less than the declared one (thresholds: the shares and `min_saving`).",
+            Approval.NEEDS_CHANGE,
+            planner_judged=True,
+        ),
+        Code(
+            "GP508",
+            "declared-outside-plan-limits",
+            "right-sizing",
+            WARNING,
+            "The declared layout is outside the spec's own `plan` limits (its GPUs, vendors, GPU or node count).",
             Approval.NEEDS_CHANGE,
             planner_judged=True,
         ),

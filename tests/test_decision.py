@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -497,3 +498,51 @@ def test_a_layout_that_must_change_with_no_sound_layout_to_change_to_is_rejected
     # At the default 0.9 a layout holds the edge: the change is there to approve with.
     path.write_text(path.read_text().replace("0.95", "0.9"))
     assert decide(lint_path(str(path)), Severity.ERROR).verdict is Verdict.APPROVE_WITH_CHANGES
+
+
+GRADIENT_SYNC_BOUND = """version: 1
+name: gp310-approve
+model: {id: llama-3.1-8b}
+finetune:
+  method: lora
+  seq_len: 512
+  sharding: zero3
+  tokens: 50000000
+  hardware: {gpu: l40, count: 8}
+"""
+OUTSIDE_PLAN_LIMITS = """version: 1
+name: limits-approve
+model: {id: llama-3.1-8b}
+finetune:
+  method: lora
+  seq_len: 2048
+  activation_checkpointing: full
+  tokens: 10000000
+  hardware: {gpu: h200-sxm, count: 1}
+plan: {gpu: [h100-sxm, h100-pcie]}
+"""
+
+
+@pytest.mark.parametrize(
+    "text, code, broken",
+    [
+        # 8 L40s over PCIe: the planner's gradient_sync constraint breaks (GP310's 239% of a step against 25%)
+        (GRADIENT_SYNC_BOUND, "GP310", "gradient_sync"),
+        # plan.gpu allows H100s alone; the declared H200 was planned as unsound and approved as declared
+        (OUTSIDE_PLAN_LIMITS, "GP508", "limits"),
+    ],
+)
+def test_a_declared_layout_the_plan_calls_unsound_is_never_approved_as_declared(write_spec, text, code, broken):
+    # Both specs were APPROVE ("as declared ... with the margin to spare") beside a plan whose declared row said
+    # "breaks gradient_sync" / "breaks limits": the verdict now rests on the finding that says so, and funds the
+    # plan's recommendation.
+    spec = write_spec(text)
+    result = lint_path(str(spec))
+    assert code in {f.code for f in result.findings}
+    decision = decide(result, Severity.ERROR)
+    assert decision.verdict is Verdict.APPROVE_WITH_CHANGES and code in {f.code for f in decision.deciding}
+    _, out, _ = run_cli("plan", "--format", "json", str(spec))
+    (job,) = json.loads(out)["jobs"]
+    assert job["declared"]["meets"][broken] is False and not job["declared"]["sound"]
+    recommended, declared = job["recommended"], job["declared"]
+    assert recommended["sound"] and (recommended["gpu"], recommended["gpus"]) != (declared["gpu"], declared["gpus"])

@@ -56,3 +56,25 @@ def test_a_fine_tune_without_tokens_quotes_no_run_time_or_cost_in_the_estimate_a
     funded = options_row.split(" | ")[1]  # the first option is the funded layout
     assert f"| Cost per 1M training tokens | {funded} |" in appendix
     assert " h (" not in appendix.split("| Training time |")[1].split("\n")[0]
+
+
+def test_a_deployment_with_no_room_for_a_kv_cache_quotes_none_not_a_negative_size(write_spec):
+    # Qwen2.5-14B's 27.5 GiB of bf16 weights on one L4 (22 GiB usable): the pool the engine would allocate is
+    # negative (serve.kv_pool_bytes is signed by design); the report printed "as little as -8.5 GiB per GPU".
+    spec = write_spec("version: 1\nname: neg-kv\nmodel: {id: qwen2.5-14b}\n"
+                      "serve: {context: 8192, concurrency: 4, hardware: {gpu: l4, count: 1}}\n")  # fmt: skip
+    _, estimate, _ = run_cli("estimate", "--format", "json", str(spec))
+    assert json.loads(estimate)["serve"]["kv_pool_bytes"] < 0
+    _, out, _ = run_cli("report", str(spec), "-o", "-")
+    (row,) = [line for line in out.splitlines() if line.startswith("| Error bands |")]
+    assert "serving KV cache: none: the weights and the engine's reserves take the whole budget" in row
+    assert "as little as -" not in out
+
+
+def test_lint_and_the_report_state_one_headroom_figure():
+    # finetune-then-serve's declared fine-tune: 79.15 GiB usable, 74.51 GiB at the 90% edge. GP202 said "4.6 GiB"
+    # (the exact 4.64) beside the report's "4.7 GiB" (79.2 - 74.5, the figures it shows): both now say the latter.
+    _, lint, _ = run_cli("lint", str(EXAMPLES / "finetune-then-serve.yaml"))
+    _, report, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"), "-o", "-")
+    assert "fine-tuning leaves 4.7 GiB of 79.2 GiB free on h100-sxm" in lint
+    assert "| Headroom per GPU at 90% confidence | 4.7 GiB (6%) |" in report

@@ -339,10 +339,11 @@ def test_low_headroom_at_the_margin():
     assert lint_at(("GP202",)).findings == ()  # the 10% default margin
     # A margin just above the fine-tuning job's free share (in per cent) reports it, not the serving job.
     (finding,) = lint_at(("GP202",), headroom_pct=train_free * 100 * 1.001).findings
-    free = f.gpu.usable_bytes - planned
     assert finding.pointer == "/finetune/hardware/gpu"
     assert finding.message == (
-        f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on h100-sxm "
+        # the free memory as the difference of the two figures the report shows (usable, planned), each at 0.1 GiB
+        f"fine-tuning leaves {format_gib_difference(f.gpu.usable_bytes, planned)} of {format_gib(f.gpu.usable_bytes)}"
+        " free on h100-sxm "
         f"({format_share_under(train_free, train_free * 1.001)}, margin {train_free * 100.1:g}%) at 90% confidence "
         f"({format_gib(f.memory.per_gpu)} "
         f"estimated x {ratio:.2f}, the ratio measured / estimate that 90% of 21 published LoRA runs not used to "
@@ -353,7 +354,7 @@ def test_low_headroom_at_the_margin():
     both = lint_at(("GP202",), headroom_pct=serve_free * 100 * 1.001).findings
     assert [x.pointer for x in both] == ["/finetune/hardware/gpu", "/serve/concurrency"]
     assert both[1].message == (
-        f"serving leaves {format_gib(s.memory.budget - serve_planned)} of the {format_gib(s.memory.budget)} "
+        f"serving leaves {format_gib_difference(s.memory.budget, serve_planned)} of the {format_gib(s.memory.budget)} "
         f"engine budget free on h100-sxm ({format_share_under(serve_free, serve_free * 1.001)}, margin "
         f"{serve_free * 100.1:g}%) at 90% confidence "
         f"(the engine's KV cache {format_gib(pool)} estimated x {kv_low_ratio(0.9):.2f}, the ratio measured / "

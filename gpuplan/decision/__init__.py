@@ -16,8 +16,8 @@ Order of precedence, worst first:
 3. a finding at or above the fail level that says information is missing (input and schema errors, a
    missing or stale price), or an amount that cannot be stated -> CANNOT APPROVE;
 4. any other finding at or above the fail level, or a finding below it that says the declared layout is
-   not sound (low headroom, a cheaper sound layout, a reject-class finding re-levelled below the fail
-   level) -> APPROVE WITH CHANGES;
+   not sound (low headroom, gradient sync, a cheaper sound layout, a layout outside the plan's limits, a
+   reject-class finding re-levelled below the fail level) -> APPROVE WITH CHANGES;
 5. otherwise APPROVE.
 
 An APPROVE WITH CHANGES and a REJECT of an estimated spec name the way forward: the planner's recommended

@@ -250,6 +250,9 @@ def _memory_bands(estimates: list[Any], confidence: float) -> str:
     for estimate in estimates:
         if isinstance(estimate, ServeEstimate):
             kv = estimate.kv_band
+            if estimate.planned_kv_pool(confidence) <= 0:  # a signed figure (serve.kv_pool_bytes): none is left
+                lines.append("serving KV cache: none: the weights and the engine's reserves take the whole budget")
+                continue
             lines.append(
                 f"serving KV cache: as little as {format_gib(estimate.planned_kv_pool(confidence))} per GPU at "
                 f"{confidence:.0%} confidence (x {kv.ratio(1 - confidence):.2f} over {kv.describe()})"

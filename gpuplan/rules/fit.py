@@ -165,7 +165,9 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "GP202",
                 ("finetune", "hardware", "gpu"),
-                f"fine-tuning leaves {format_gib(free)} of {format_gib(f.gpu.usable_bytes)} free on {f.gpu.id} "
+                # the difference of the two figures as the report shows them (its headroom row), not of the bytes
+                f"fine-tuning leaves {format_gib_difference(f.gpu.usable_bytes, f.planned_bytes(confidence))} of "
+                f"{format_gib(f.gpu.usable_bytes)} free on {f.gpu.id} "
                 f"({format_share_under(free / f.gpu.usable_bytes, margin)}, margin {ctx.settings.headroom_pct:g}%) "
                 f"at {confidence:.0%} confidence ({edge_words(f, confidence)})",
                 "activation checkpointing, a fused loss or shorter sequences buy headroom",
@@ -177,7 +179,8 @@ def low_headroom(ctx: RuleContext) -> Iterator[Finding]:
             yield ctx.finding(
                 "GP202",
                 s.kv_field,
-                f"serving leaves {format_gib(free)} of the {format_gib(s.memory.budget)} engine budget free "
+                f"serving leaves {format_gib_difference(s.memory.budget, s.planned_bytes(confidence))} of the "
+                f"{format_gib(s.memory.budget)} engine budget free "
                 f"on {s.gpu.id} "
                 f"({format_share_under(free / s.memory.budget, margin)}, margin {ctx.settings.headroom_pct:g}%) "
                 f"at {confidence:.0%} confidence ({kv_edge_words(s, confidence)})",

@@ -54,7 +54,8 @@ def gradient_sync_bound(ctx: RuleContext) -> Iterator[Finding]:
             f"gradient and parameter traffic leaves {f.speed.gradient_sync_s * 1000:,.0f} ms per step exposed over"
             f" {link:.0f} GB/s against {f.speed.step_compute_s * 1000:,.0f} ms of compute ({share:.0%}) on"
             f" {f.gpus:,} x {gpu.id}",
-            "use SXM GPUs inside one NVLink domain, fewer GPUs, more gradient_accumulation, or LoRA",
+            "use SXM GPUs inside one NVLink domain, fewer GPUs, more gradient_accumulation"
+            + (", or LoRA" if f.setup.job.method == "full" else ""),  # an adapter job syncs its adapters alone
         )
 
 

@@ -226,3 +226,49 @@ def _unbounded_latency(job: Serve | None, declared: Option, option: Option) -> s
         f"; no latency SLO is declared, and it is slower: {job.ttft_statistic} TTFT {ttft[0]} -> {ttft[1]} ms,"
         f" {tokens[0]} -> {tokens[1]} output tokens/s"
     )
+
+
+@rule("GP508")
+def declared_outside_plan_limits(ctx: RuleContext) -> Iterator[Finding]:
+    """
+    ## What it does
+    Checks each job's declared layout against the spec's own `plan` limits: the GPUs (`plan.gpu`) and vendors
+    (`plan.vendor`) it allows, `plan.max_gpus` and `plan.max_nodes`. The planner judges the declared layout
+    against them as it judges every option, so a layout outside them is not sound as it stands: the report does
+    not approve it as declared and `gpuplan plan` recommends the cheapest sound layout within them. The hint is
+    that layout's YAML to paste, when there is one.
+
+    ## Why is this bad?
+    The limits say which hardware the team may rent or buy; a declared layout outside them is either a mistake
+    in the layout or in the limits, and a review signing it funds hardware the spec itself rules out.
+
+    ## Example
+    ```yaml
+    finetune: {method: lora, hardware: {gpu: h200-sxm, count: 1}}
+    plan: {gpu: [h100-sxm, h100-pcie]}
+    ```
+
+    ## Use instead
+    ```yaml
+    finetune: {method: lora, hardware: {gpu: h100-pcie, count: 1}}
+    plan: {gpu: [h100-sxm, h100-pcie]}
+    ```
+    """
+    for kind, estimate in (("finetune", ctx.analysis.finetune), ("serve", ctx.analysis.serve)):
+        planner = ctx.plans.job(kind)
+        if estimate is None or planner is None:
+            continue
+        declared = planner.declared()
+        problem = dict(zip(declared.broken, declared.reasons, strict=True)).get("limits")
+        if problem is None:
+            continue
+        sized = declared.layout.gpu.id in problem  # the GPU or its vendor, else the count of GPUs or nodes
+        best = planner.cheapest()
+        yield ctx.finding(
+            "GP508",
+            (kind, "hardware", "gpu" if sized else "count"),
+            f"the declared layout ({declared.layout.describe()}) is outside the spec's plan limits: {problem}",
+            f"paste {paste_line(best.fragment)}, the cheapest sound layout within them"
+            if best is not None
+            else "declare a layout within plan's limits, or widen them",
+        )
