@@ -80,7 +80,7 @@ from gpuplan.units import (
 # NCCL's buffers, outside the allocator too, are counted by communicator (estimate/nccl.py).
 TRAINING_OVERHEAD = GIB
 # What a speed or per-token cost figure reads where the serving layout cannot start (ServeEstimate.loads).
-NOT_LOADED = "n/a (does not fit)"
+NOT_LOADED = "n/a (the engine cannot start)"
 
 
 Notes = Callable[[], tuple[tuple[str, str], ...]]  # words an estimate assumes, worded on first use
@@ -211,7 +211,9 @@ class ServeEstimate:
         return self.memory.fits and self.memory.kv_cache <= self.planned_kv_pool(confidence)
 
     def fit_verdict(self, confidence: float) -> str:
-        return fit_verdict(self.fits, self.fits_at(confidence), confidence)
+        verdict = fit_verdict(self.fits, self.fits_at(confidence), confidence)
+        # memory holds, yet the engine refuses the context (``loads``): a fit that runs nothing is not "fits"
+        return verdict if self.loads or not self.fits else f"{verdict} in memory, but the engine cannot start"
 
     @functools.cached_property
     def max_concurrency(self) -> int:
@@ -231,10 +233,18 @@ class ServeEstimate:
     @property
     def loads(self) -> bool:
         """Whether the engine starts: vLLM refuses to unless the KV cache left after the weights and its
-        reserves holds one sequence of the full context. Speed and cost per token are figures of a running
+        reserves holds one sequence of the full context, nor at a context longer than the model takes
+        (``context_limits``: vLLM's _get_and_verify_max_len; GP206). Speed and cost per token are figures of a running
         engine, so the outputs state them only when it loads (the GPUs' monthly price stands either way)."""
         memory = self.memory
+        if self._beyond_model():
+            return False
         return memory.kv_available > 0 and memory.kv_available >= memory.kv_bytes_per_sequence
+
+    def _beyond_model(self) -> bool:
+        """Whether the context is longer than the model takes (0: no known limit)."""
+        limit = self.setup.architecture.max_position
+        return 0 < limit < self.setup.context
 
     @property
     def kv_field(self) -> tuple[str, str]:
@@ -262,6 +272,11 @@ class ServeEstimate:
     @property
     def not_loaded_reason(self) -> str:
         """Why the engine cannot start, in words (for a layout that does not load)."""
+        if self._beyond_model():
+            return (
+                f"a {self.setup.context:,}-token context is longer than the model takes "
+                f"({self.setup.architecture.max_position:,} tokens), so the engine cannot start"
+            )
         if self.memory.kv_available <= 0:
             return "the weights and the engine's reserves leave no room for a KV cache, so the engine cannot start"
         return (

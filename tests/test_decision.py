@@ -546,3 +546,23 @@ def test_a_declared_layout_the_plan_calls_unsound_is_never_approved_as_declared(
     assert job["declared"]["meets"][broken] is False and not job["declared"]["sound"]
     recommended, declared = job["recommended"], job["declared"]
     assert recommended["sound"] and (recommended["gpu"], recommended["gpus"]) != (declared["gpu"], declared["gpus"])
+
+
+def test_a_reject_no_layout_change_mends_names_the_findings_own_fix():
+    # storage-too-small: 3 checkpoints of 112.4 GB need 337.3 GB of the 200 declared (GP601); the layout is sound,
+    # so the plan keeps it, and page one had no way forward at all. fit-context-beyond-model: serving asks 16,384
+    # tokens of a 4,096-token model (GP206); every layout breaks that alike, yet page one advised changing "the
+    # targets, the plan's limits or plan.confidence", and priced the fine-tune "at n/a for the run" (no tokens).
+    _, storage, _ = run_cli("report", str(EXAMPLES / "findings" / "storage-too-small.yaml"), "-o", "-")
+    assert storage.splitlines()[2].endswith(
+        "The way forward: fine-tuning: storage\\_gb: 371 (10% spare), or keep fewer.**"
+    )
+    _, context, _ = run_cli("report", str(EXAMPLES / "findings" / "fit-context-beyond-model.yaml"), "-o", "-")
+    assert context.splitlines()[2].endswith(
+        "The way forward: fine-tuning on 1 x b200-hgx at 0.15 USD/1M tokens; serving: lower serve.context to at most"
+        " 4,096, or serve a model that takes 16,384 tokens.**"
+    )
+    # A layout whose engine refuses the context is quoted no latency: its estimate says why it cannot start.
+    assert "E. Serving: the estimate of 1 x h100-sxm (fits in memory, but the engine cannot start)" in context
+    assert "| Latency | n/a (the engine cannot start): a 16,384-token context is longer than the model takes" in context
+    assert "its engine cannot start, so every scenario fails" in context

@@ -1,5 +1,5 @@
 """A serving layout that cannot start (no KV cache room for one full-context sequence) states no speed and no
-cost per token: "n/a (does not fit)" in text and reports, null in JSON with ``loads: false``."""
+cost per token: "n/a (the engine cannot start)" in text and reports, null in JSON with ``loads: false``."""
 
 from __future__ import annotations
 
@@ -39,13 +39,13 @@ def test_estimate_text_says_not_applicable():
     code, out, _ = run_cli("estimate", str(NOT_FITTING))
     assert code == 1  # GP301
     assert (
-        "  TTFT, TPOT and output tokens/s: n/a (does not fit): the weights and the engine's reserves leave no room"
-        " for a KV cache, so the engine cannot start\n" in out
+        "  TTFT, TPOT and output tokens/s: n/a (the engine cannot start): the weights and the engine's reserves leave"
+        " no room for a KV cache, so the engine cannot start\n" in out
     )
     # The monthly price stands: 1 GPU x 4.12 USD/GPU-hour (the catalog median) x 730 hours = 3,007.6 USD.
-    assert "  cost: 3,008 USD per month; per 1M output tokens n/a (does not fit)\n" in out
+    assert "  cost: 3,008 USD per month; per 1M output tokens n/a (the engine cannot start)\n" in out
     assert not re.search(r"TTFT [\d,]+ ms|TPOT [\d.]+ ms|[\d,]+ output tokens/s|USD per 1M", out)
-    assert "steady state: n/a (does not fit)" in out
+    assert "steady state: n/a (the engine cannot start)" in out
 
 
 def test_estimate_json_nulls_the_speed_of_a_layout_that_cannot_start():
@@ -72,9 +72,9 @@ def test_report_shows_no_speed_and_no_negative_free_share(tmp_path: Path):
     confined.write_text(NOT_FITTING.read_text() + "plan: {gpu: [h100-sxm], max_gpus: 1}\n")
     _, alone, _ = run_cli("report", "--md", "-o", "-", str(confined))
     assert "E. Serving: the estimate of 1 x h100-sxm (does not fit)" in alone
-    assert "| Latency | n/a (does not fit): the weights and the engine's reserves" in alone
-    assert "| Throughput | n/a (does not fit) |" in alone
-    assert "| Cost per 1M output tokens | n/a (does not fit) |" in alone
+    assert "| Latency | n/a (the engine cannot start): the weights and the engine's reserves" in alone
+    assert "| Throughput | n/a (the engine cannot start) |" in alone
+    assert "| Cost per 1M output tokens | n/a (the engine cannot start) |" in alone
     # The planner's table: no free share ("none", not 1 - 143.54 / 71.24 = -101%) and no speed; the side-by-side
     # table says by how much it is short: 143.54 GiB needed - 71.24 GiB engine budget = 72.3 GiB.
     assert "| declared | 1 x h100-sxm | none | n/a | 4.12 |" in out

@@ -219,6 +219,7 @@ def _stress_risks(stress: dict[str, Sensitivity | None], currency: str) -> list[
 
 _WHY_NOT = {
     "memory": "does not fit in memory",
+    "start": "cannot start its engine",
     "margin": "fits without the configured memory margin",
     "rate": "cannot keep up with its request rate",
     "latency": "misses its latency target",

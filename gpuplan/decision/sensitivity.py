@@ -98,10 +98,13 @@ class Scenario:
     @property
     def first_broken(self) -> str:
         """The first limit the layout breaks here, in the order an approver reads them: memory (it does not
-        fit or cannot start), margin (it fits without the headroom), rate (it cannot keep up with a steady
-        stream), latency (it misses the SLO), budget."""
-        if not self.loads or not self.fits:
+        fit), start (it fits, and its engine still cannot start: a context longer than the model takes), margin
+        (it fits without the headroom), rate (it cannot keep up with a steady stream), latency (it misses the SLO),
+        budget."""
+        if not self.fits:
             return "memory"
+        if not self.loads:
+            return "start"
         if not self.comfortable:
             return "margin"
         if not self.keeps_up:

@@ -135,6 +135,7 @@ def _verdict_cell(scenario: Any) -> str:
 
 _FAILS = {
     "memory": "fails: does not fit",
+    "start": "fails: cannot start",
     "margin": "fails: memory margin",
     "rate": "fails: request rate",
     "latency": "fails: latency target",

@@ -209,12 +209,12 @@ def _judgement(option: Option, name: str, ok: bool, confidence: float) -> str:
     if name == "headroom" and memory_broken:
         return "not judged (memory breaks)"
     if name == "arrival_rate" and not estimate.loads:
-        return "not judged (does not fit)"
+        return "not judged (the engine cannot start)"
     if name in ("ttft_slo", "tpot_slo"):
         if getattr(estimate.job, name.replace("_slo", "_ms")) is None:
             return "no SLO declared"
         if not estimate.loads:
-            return "not judged (does not fit)"
+            return "not judged (the engine cannot start)"
     return "meets"
 
 

@@ -15,6 +15,7 @@ from gpuplan.decision import Amount, Verdict, denial, denying, finding_words
 from gpuplan.decision.memo import JobMemo, Memo
 from gpuplan.decision.sensitivity import Scenario
 from gpuplan.findings import Finding
+from gpuplan.plan.describe import cost_text
 from gpuplan.plan.evaluate import Option
 from gpuplan.units import Shown, format_money, format_percent, money_difference, plural, shown_money
 
@@ -261,6 +262,7 @@ def stress_lines(memo: Memo) -> list[str]:
 
 _WHY = {
     "memory": "it does not fit in memory",
+    "start": "its engine cannot start",
     "margin": "it fits without the memory margin",
     "rate": "it cannot keep up with its request rate",
     "latency": "it misses its latency target",
@@ -408,8 +410,17 @@ def headline(memo: Memo) -> str:
                 reasons.append(text)
         way = []
         for job in memo.jobs:
+            # What no layout changes (a context the model does not take, storage): the rejecting finding's own fix
+            fixes = [
+                f"{JOB_WORDS[job.kind]}: {finding.hint}"
+                for finding in decision.deciding
+                if _job_of(finding) == JOB_WORDS[job.kind] and finding.hint and not CODES[finding.code].planner_judged
+            ]
+            context_breaks = not dict(job.plan.declared.meets).get("context", True)
             if job.budget.nothing_fits:
                 way.append(f"no sound {JOB_WORDS[job.kind]} layout fits its budget")
+            elif job.plan.recommended is None and context_breaks and fixes:
+                way += fixes  # every layout breaks the context alike: no target, limit or confidence helps
             elif job.plan.recommended is None:
                 confidence = memo.spec.plan.confidence if memo.spec else 0.9
                 way.append(
@@ -417,10 +428,11 @@ def headline(memo: Memo) -> str:
                     f" layout within them meets every constraint at {confidence:.0%} confidence"
                 )
             elif job.changed:
-                way.append(
-                    f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} at "
-                    f"{_cost_per(job, job.funded.cost, currency)}"
-                )
+                cost = job.funded.cost  # None: a run without finetune.tokens, priced per 1M tokens
+                priced = _cost_per(job, cost, currency) if cost is not None else cost_text(job.funded, currency)
+                way.append(f"{JOB_WORDS[job.kind]} on {short_layout(job.funded)} at {priced}")
+            else:  # the declared layout is sound as the plan judges it: the finding says what to change
+                way += fixes
         forward = f" The way forward: {'; '.join(way)}." if way else ""
         return f"Reject: {'; '.join(reasons) or 'the declared plan cannot work'}.{forward}"
     if decision.amount is None:
