@@ -15,18 +15,21 @@ GIB = 2**30
 
 def test_the_reports_memory_band_is_the_out_of_sample_edge():
     # finetune-then-serve: a full fine-tune, judged by the full-fine-tuning band (19 full runs of its own,
-    # not pooled); serving by its KV cache at the low edge. The row states the edges the verdicts use, recomputed here
-    # from the estimate and the generated file, and no in-sample claim.
-    _, estimate, _ = run_cli("estimate", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
-    per_gpu = json.loads(estimate)["finetune"]["per_gpu_bytes"]
+    # not pooled); serving by its KV cache at the low edge. The row states the edges of the layouts the approver
+    # funds (the plan's recommendation for the fine-tune, 4 x b200-hgx; the declared deployment, kept), recomputed
+    # here from `plan` and `estimate` and the generated file, and no in-sample claim.
+    _, plan, _ = run_cli("plan", "--format", "json", str(EXAMPLES / "finetune-then-serve.yaml"))
+    (funded,) = [job["recommended"] for job in json.loads(plan)["jobs"] if job["job"] == "finetune"]
+    assert (funded["gpu"], funded["gpus"]) == ("b200-hgx", 4)
+    per_gpu = funded["per_gpu_bytes"]
     band = BANDS["memory"]["full"]["device"]
     assert not band["pooled"] and band["records"] == 19
     ratio = shipped("full", 0.9)
     edge = math.ceil(per_gpu * ratio)
     _, out, _ = run_cli("report", str(EXAMPLES / "finetune-then-serve.yaml"), "-o", "-")
     (row,) = [line for line in out.splitlines() if line.startswith("| Error bands |")]
-    # Read at one decimal from its published figure at two, as a reader checks it against `gpuplan estimate`
-    # (gpuplan.units.gib): 57,600,820,224 B x 1.2461 = 66.847 GiB, published 66.85, read 66.9.
+    # Read at one decimal from its published figure at two, as a reader checks it against `gpuplan plan`
+    # (gpuplan.units.gib).
     published = rounded(edge / GIB, 2)
     assert (
         f"fine-tuning memory: up to {rounded(published, 1):.1f} GiB per GPU at 90% confidence (x {ratio:.2f} over "
@@ -61,8 +64,10 @@ def test_a_fine_tune_without_tokens_quotes_no_run_time_or_cost_in_the_estimate_a
 def test_a_deployment_with_no_room_for_a_kv_cache_quotes_none_not_a_negative_size(write_spec):
     # Qwen2.5-14B's 27.5 GiB of bf16 weights on one L4 (22 GiB usable): the pool the engine would allocate is
     # negative (serve.kv_pool_bytes is signed by design); the report printed "as little as -8.5 GiB per GPU".
+    # plan.gpu and max_gpus leave no other layout: the declared one is the one the report shows (REJECT).
     spec = write_spec("version: 1\nname: neg-kv\nmodel: {id: qwen2.5-14b}\n"
-                      "serve: {context: 8192, concurrency: 4, hardware: {gpu: l4, count: 1}}\n")  # fmt: skip
+                      "serve: {context: 8192, concurrency: 4, hardware: {gpu: l4, count: 1}}\n"
+                      "plan: {gpu: [l4], max_gpus: 1}\n")  # fmt: skip
     _, estimate, _ = run_cli("estimate", "--format", "json", str(spec))
     assert json.loads(estimate)["serve"]["kv_pool_bytes"] < 0
     _, out, _ = run_cli("report", str(spec), "-o", "-")

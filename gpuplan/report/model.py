@@ -546,7 +546,13 @@ def _engineering_rows(memo: Memo, analysis: Analysis) -> list[list[str]]:
         note = page_one.kept_note(memo) if job.plan.kept_over is not None else ""
         if note:
             rows.append([f"Not required ({word})", note])
-    estimates = [e for e in (analysis.finetune, analysis.serve) if e]
+    # the bands of the layouts the approver funds (the stress test's and the risks' too), fine-tuning first
+    funded = {job.kind: job.funded.estimate for job in memo.jobs}
+    estimates = [
+        funded.get(kind, estimate)
+        for kind, estimate in (("finetune", analysis.finetune), ("serve", analysis.serve))
+        if estimate
+    ]
     rows.append(
         [
             "Error bands",
