@@ -525,3 +525,14 @@ def test_a_recommendation_that_fails_as_planned_says_why_once(write_spec):
     assert "at as planned" not in out
     # The approval states its condition: the funded layout needs the budget raised, 9,023 - 3,000 = 6,023.
     assert "which needs the serving budget raised by 6,023 USD a month (to 9,023 USD).**" in out
+
+
+@pytest.mark.parametrize("example", ["right-sizing", "budget-over", "fit-context-beyond-model"])
+def test_the_memo_is_the_first_page_alone(tmp_path: Path, example: str):
+    # These three memos (two GPUs' quotes, both jobs' stress results) ended a few lines past page one: page 2 held
+    # only the memo's last paragraph, then the glossary started page 3. Page 2 now starts with the glossary.
+    out = tmp_path / f"{example}.pdf"
+    run_cli("report", "--pdf", "-o", str(out), str(EXAMPLES / "findings" / f"{example}.yaml"))
+    pages = PdfReader(str(out)).pages
+    assert "Appendices: A reason and changes" in pages[0].extract_text().replace("\n", " ")
+    assert pages[1].extract_text().startswith("Terms used on the first page")
