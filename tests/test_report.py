@@ -536,3 +536,28 @@ def test_the_memo_is_the_first_page_alone(tmp_path: Path, example: str):
     pages = PdfReader(str(out)).pages
     assert "Appendices: A reason and changes" in pages[0].extract_text().replace("\n", " ")
     assert pages[1].extract_text().startswith("Terms used on the first page")
+
+
+def test_the_pdf_says_which_characters_of_the_spec_it_leaves_blank(tmp_path: Path, monkeypatch):
+    # The bundled DejaVu subset draws Latin, Greek and a few signs; fontconfig finds the rest among the installed
+    # fonts, and where none covers a character WeasyPrint leaves a blank (a signer's name in CJK vanished from the
+    # PDF with no word). Here the "installed" fonts cover the CJK ideographs U+4E00-9FFF alone: the emoji is left.
+    from gpuplan.report import glyphs
+
+    monkeypatch.setattr(glyphs, "installed_ranges", lambda: ((0x4E00, 0x9FFF),))
+    spec = tmp_path / "spec.yaml"
+    text = (EXAMPLES / "serve-llama-70b.yaml").read_text()
+    spec.write_text(text.replace("owner: ml-platform", "owner: 山田太郎 Zoë 👩🏽\u200d💼"), encoding="utf-8")
+    code, _, err = run_cli("report", "--pdf", "-o", str(tmp_path / "out.pdf"), str(spec))
+    # Zoë is Latin-1 (bundled); the skin-tone modifier U+1F3FD is a symbol of its own; the zero-width joiner draws
+    # nothing. So: the woman, the tone, the briefcase.
+    assert code == 0 and "the PDF leaves 3 characters of the spec's text blank (👩 🏽 💼): no font installed" in err
+    # Without fontconfig's answer every character outside the bundled fonts is named, and the cause says so.
+    monkeypatch.setattr(glyphs, "installed_ranges", lambda: None)
+    _, _, err = run_cli("report", "--pdf", "-o", str(tmp_path / "out.pdf"), "--force", str(spec))
+    assert "leaves 7 characters" in err and "fontconfig (fc-list) could not say" in err
+    # Nothing is said of a spec the bundled fonts draw whole, nor of the Markdown.
+    _, _, err = run_cli("report", "--pdf", "-o", str(tmp_path / "plain.pdf"), str(EXAMPLES / "serve-llama-70b.yaml"))
+    assert "blank" not in err
+    _, _, err = run_cli("report", "--md", "-o", str(tmp_path / "out.md"), str(spec))
+    assert "blank" not in err

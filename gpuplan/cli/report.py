@@ -8,10 +8,15 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuplan.cli.common import ONE_SPEC, NamedPath, _evidence_kinds, _guarded, _print_tracebacks, _run_options
+from gpuplan.units import plural
 from gpuplan.visible import visible
+
+_BLANK_SHOWN = 12  # characters a warning names of those a PDF leaves blank
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from gpuplan.report.glyphs import Undrawable
 
 
 @click.command(short_help="Render a decision report (Markdown, HTML or PDF).")
@@ -87,5 +92,23 @@ def report(
     )
     if done.stdout is not None:
         click.echo(done.stdout, nl=False)
+    if done.undrawable.chars:
+        click.echo(_blank_warning(done.undrawable), err=True)
     _print_tracebacks(done.summary)
     sys.exit(done.summary.exit_code)
+
+
+def _blank_warning(blank: Undrawable) -> str:
+    """The warning for the characters of the spec a written PDF leaves blank (``gpuplan.report.glyphs``)."""
+    shown = " ".join(visible(char) for char in blank.chars[:_BLANK_SHOWN])
+    more = f" and {len(blank.chars) - _BLANK_SHOWN} more" if len(blank.chars) > _BLANK_SHOWN else ""
+    cause = (
+        "no font installed here covers them"
+        if blank.known
+        else "the bundled fonts do not cover them, and fontconfig (fc-list) could not say if an installed one does"
+    )
+    return (
+        f"gpuplan: warning: the PDF leaves {plural(len(blank.chars), 'character')} of the spec's text blank "
+        f"({shown}{more}): {cause}; the Markdown and HTML show them. Install a font that covers them (for "
+        "example Debian's fonts-noto-cjk or fonts-noto-color-emoji) and render the PDF again"
+    )

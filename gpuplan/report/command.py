@@ -21,6 +21,7 @@ from gpuplan.discovery import model_config_names
 from gpuplan.errors import GpuplanError
 from gpuplan.output.summary import UNCHECKED_CODES
 from gpuplan.records import record
+from gpuplan.report.glyphs import Undrawable, strings, undrawable
 from gpuplan.report.pdf_process import pdf_renderer
 
 if TYPE_CHECKING:  # imported after the PDF child forks (run_report), never at start-up
@@ -47,6 +48,7 @@ class ReportRun:
 
     summary: RunSummary
     stdout: str | None
+    undrawable: Undrawable = Undrawable()  # of the spec's text, in a PDF written: what it leaves blank
 
 
 def report_outputs(
@@ -169,4 +171,7 @@ def run_report(
         write_atomic(outputs.destinations[name], data)
         if wrote is not None:
             wrote(outputs.destinations[name].path)
-    return ReportRun(summary, None)
+    blank = Undrawable()
+    if "pdf" in rendered and result.document is not None:
+        blank = undrawable(strings(result.document.data))
+    return ReportRun(summary, None, blank)

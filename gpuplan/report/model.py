@@ -547,9 +547,9 @@ def _engineering_rows(memo: Memo, analysis: Analysis) -> list[list[str]]:
         if note:
             rows.append([f"Not required ({word})", note])
     # the bands of the layouts the approver funds (the stress test's and the risks' too), fine-tuning first
-    funded = {job.kind: job.funded.estimate for job in memo.jobs}
+    funded_estimates = {job.kind: job.funded.estimate for job in memo.jobs}
     estimates = [
-        funded.get(kind, estimate)
+        funded_estimates.get(kind, estimate)
         for kind, estimate in (("finetune", analysis.finetune), ("serve", analysis.serve))
         if estimate
     ]
