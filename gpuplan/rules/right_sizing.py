@@ -235,8 +235,9 @@ def declared_outside_plan_limits(ctx: RuleContext) -> Iterator[Finding]:
     Checks each job's declared layout against the spec's own `plan` limits: the GPUs (`plan.gpu`) and vendors
     (`plan.vendor`) it allows, `plan.max_gpus` and `plan.max_nodes`. The planner judges the declared layout
     against them as it judges every option, so a layout outside them is not sound as it stands: the report does
-    not approve it as declared and `gpuplan plan` recommends the cheapest sound layout within them. The hint is
-    that layout's YAML to paste, when there is one.
+    not approve it as declared and `gpuplan plan` recommends the cheapest sound layout within them. With
+    `catalog-hints` the hint is that layout's YAML to paste (a search of the whole catalog), else it points to
+    `gpuplan plan`.
 
     ## Why is this bad?
     The limits say which hardware the team may rent or buy; a declared layout outside them is either a mistake
@@ -263,12 +264,14 @@ def declared_outside_plan_limits(ctx: RuleContext) -> Iterator[Finding]:
         if problem is None:
             continue
         sized = declared.layout.gpu.id in problem  # the GPU or its vendor, else the count of GPUs or nodes
-        best = planner.cheapest()
+        # The cheapest layout within the limits is a search of the whole catalog: with catalog hints alone (lint's
+        # speed guarantee), else `gpuplan plan` names it
+        best = planner.cheapest() if ctx.catalog_hints else None
         yield ctx.finding(
             "GP508",
             (kind, "hardware", "gpu" if sized else "count"),
             f"the declared layout ({declared.layout.describe()}) is outside the spec's plan limits: {problem}",
             f"paste {paste_line(best.fragment)}, the cheapest sound layout within them"
             if best is not None
-            else "declare a layout within plan's limits, or widen them",
+            else "declare a layout within them, or widen them: gpuplan plan names the cheapest sound one within them",
         )
