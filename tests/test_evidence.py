@@ -339,8 +339,35 @@ def test_raw_memory_stats_dump_and_a_list_of_ranks(tmp_path):
     top_level = json.dumps({"allocated_bytes.all.peak": 5 * GIB, "num_ooms": 2})
     evidence = read_evidence(write(tmp_path, top_level, "raw.json"))
     assert evidence.measurements[PEAK_ALLOCATED].by_rank() == {"rank 0": 5 * GIB}
-    assert any("2 out-of-memory errors" in note for note in evidence.notes)
+    assert evidence.failure is not None and "2 out-of-memory errors" in evidence.failure.cause
     assert evidence.missing == ("max_memory_reserved (or memory_stats['reserved_bytes.all.peak'])",)
+
+
+def test_out_of_memory_errors_in_torch_memory_stats_are_a_failure_of_the_run(tmp_path):
+    # torch.cuda.memory_stats()["num_ooms"] counts the OutOfMemoryErrors the caching allocator raised: 3 of them
+    # is a run that ran out of memory (docs/rules.md GP804), whatever the peaks it kept say. It was a note only.
+    text = torch_memory_json(30 * GIB, 34 * GIB, num_ooms=3, num_alloc_retries=12)
+    evidence = read_evidence(write(tmp_path, text, "stats.json"))
+    assert evidence.failure is not None
+    assert (evidence.failure.out_of_memory, evidence.failure.during) == (True, "run")
+    assert evidence.failure.cause == "PyTorch's allocator raised 3 out-of-memory errors (num_ooms on rank 0)"
+    # Retries succeeded after the allocator freed its cache: pressure, still a note, and no failure alone.
+    assert any("12 allocations retried" in note for note in evidence.notes)
+    retries_only = torch_memory_json(30 * GIB, 34 * GIB, memory_stats={"num_alloc_retries": 12, "num_ooms": 0})
+    assert read_evidence(write(tmp_path, retries_only, "retries.json")).failure is None
+    # Per rank, in a list: each rank's count is named, the total is their sum (2 + 1 = 3).
+    import json
+
+    ranks = json.dumps(
+        [
+            {"rank": 0, "max_memory_allocated": 30 * GIB, "num_ooms": 2},
+            {"rank": 1, "max_memory_allocated": 30 * GIB},
+            {"rank": 2, "max_memory_allocated": 30 * GIB, "memory_stats": {"num_ooms": 1}},
+        ]
+    )
+    failure = read_evidence(write(tmp_path, ranks, "ranks.json")).failure
+    assert failure is not None
+    assert failure.cause == "PyTorch's allocator raised 3 out-of-memory errors (num_ooms: 2 on rank 0, 1 on rank 2)"
 
 
 @pytest.mark.parametrize(

@@ -464,6 +464,37 @@ finetune:
     assert "one batch-size step from out-of-memory" in out
 
 
+def test_out_of_memory_errors_in_a_training_run_are_gp804_and_the_run_does_not_pass(tmp_path, write_spec):
+    # A loop whose allocator raised 3 OutOfMemoryErrors (num_ooms) and kept going: its peaks are within the
+    # estimate, and it passed with exit 0 and a note. GP804 is "the run failed to start, or ran out of memory".
+    text = """\
+version: 1
+name: lora-8b
+model: {id: llama-3.1-8b}
+finetune:
+  method: lora
+  precision: bf16
+  micro_batch: 2
+  seq_len: 4096
+  hardware: {gpu: h100-sxm, count: 1}
+"""
+    spec = write_spec(text)
+    memory = analysis_of(text).analysis.finetune.memory
+    stats = tmp_path / "stats.json"
+    stats.write_text(torch_memory_json(memory.allocated, memory.reserved, num_ooms=3, num_alloc_retries=12))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(stats))
+    assert code == 1
+    assert (
+        "spec.yaml:4:1: GP804 [error] the run ran out of memory while running: PyTorch's allocator raised 3 "
+        "out-of-memory errors (num_ooms on rank 0)" in out
+    )
+    assert "GP801" not in out  # the peaks themselves are the estimate's
+    # Retries alone (allocations that succeeded after the cache was freed) are pressure, not a failure.
+    stats.write_text(torch_memory_json(memory.allocated, memory.reserved, num_alloc_retries=12))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(stats))
+    assert code == 0 and "GP804" not in out and "12 allocations retried" in out
+
+
 def test_a_counter_that_starts_with_training_is_held_to_the_steps_not_to_the_loading_peak(tmp_path, write_spec):
     # TRL's preparation of a small QLoRA model (64-token batches): its loading copies are the tensor peak, which
     # PyTorch's own counters since the start include and the Trainer's memory metrics do not (its tracker resets

@@ -8,6 +8,10 @@ whole ``torch.cuda.memory_stats()`` dict was dumped): ``allocated_bytes.all.peak
 ``total_memory`` (``torch.cuda.get_device_properties(i).total_memory``), ``rank``, ``world_size`` and a
 ``run`` object with ``micro_batch``, ``seq_len``, ``gradient_accumulation`` (the snippet in docs/verify.md).
 Allocated is the tensors live at the peak; reserved adds the caching allocator's unused blocks.
+
+``num_ooms`` counts the times the caching allocator raised ``torch.OutOfMemoryError``: above 0 on any rank, the
+run ran out of memory (a failure, GP804), whatever the loop did next. ``num_alloc_retries`` counts allocations
+that succeeded after the allocator freed its cached blocks and retried: pressure, noted, not a failure.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any, BinaryIO
 from gpuplan.errors import GpuplanError
 from gpuplan.evidence.collect import Collector, refuse_allocated_above_reserved
 from gpuplan.evidence.lines import MAX_COUNT_VALUE, clean, json_bytes, load_json
-from gpuplan.evidence.model import BYTES, FINETUNE, GPU_TOTAL, PEAK_ALLOCATED, PEAK_RESERVED, Evidence
+from gpuplan.evidence.model import BYTES, FINETUNE, GPU_TOTAL, PEAK_ALLOCATED, PEAK_RESERVED, Evidence, Failure
 
 KIND = "torch-memory"
 ENGINE = "PyTorch memory statistics"
@@ -45,6 +49,7 @@ def from_document(document: object, path: str) -> Evidence:
     ranks = _ranks(document)
     if not ranks:
         raise GpuplanError(f"{shown}: expected a JSON object of memory statistics (or a list of them, one per rank)")
+    ooms: list[tuple[str, int]] = []
     for index, item in enumerate(ranks[:MAX_RANK_OBJECTS]):
         rank = _rank_label(item, index)
         named = f"{rank}: " if len(ranks) > 1 else ""
@@ -57,7 +62,10 @@ def from_document(document: object, path: str) -> Evidence:
             total = json_bytes(item["total_memory"], named + "total_memory", shown)
             collector.measure(GPU_TOTAL, rank, total, unit=BYTES, line=0, phrase="total_memory")
         _settings(collector, item)
-        _pressure(collector, item, rank)
+        if (count := _pressure(collector, item, rank)) is not None:
+            ooms.append((rank, count))
+    if ooms:
+        collector.failure = _out_of_memory(ooms)
     if PEAK_ALLOCATED not in collector.terms and PEAK_RESERVED not in collector.terms:
         raise GpuplanError(
             f"{shown}: no peak memory in it (looked for max_memory_allocated, max_memory_reserved, "
@@ -107,15 +115,41 @@ def _settings(collector: Collector, item: dict[str, Any]) -> None:
         collector.note(f"device: {clean(device, 60)}")
 
 
-def _pressure(collector: Collector, item: dict[str, Any], rank: str) -> None:
+def _pressure(collector: Collector, item: dict[str, Any], rank: str) -> int | None:
+    """Note the allocator's retries on ``rank``; its out-of-memory count when above 0 (a failure), else None."""
     stats = _object(item.get("memory_stats")) or item
-    for key, meaning in (
-        ("num_ooms", "out-of-memory errors raised by the allocator"),
-        ("num_alloc_retries", "allocations retried after freeing cached blocks (memory pressure)"),
-    ):
-        count = stats.get(key)
-        if isinstance(count, int) and not isinstance(count, bool) and 0 < count <= MAX_COUNT_VALUE:
-            collector.note(f"{rank}: {count:,} {meaning} ({key})")
+    ooms = stats.get("num_ooms")
+    retries = _count(stats.get("num_alloc_retries"))
+    if retries is not None:
+        meaning = "allocations retried after freeing cached blocks (memory pressure)"
+        collector.note(f"{rank}: {retries:,} {meaning} (num_alloc_retries)")
+    # Any positive count is a failure, even one past any real count (capped for display: it says as much).
+    if isinstance(ooms, int) and not isinstance(ooms, bool) and ooms > 0:
+        return min(ooms, MAX_COUNT_VALUE + 1)
+    return None
+
+
+def _count(value: object) -> int | None:
+    """A positive count as the allocator states it, else None (0, absent, or not a count)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_COUNT_VALUE:
+        return value
+    return None
+
+
+def _out_of_memory(ooms: list[tuple[str, int]]) -> Failure:
+    """The run ran out of memory: the allocator raised out-of-memory errors (num_ooms) on these ranks."""
+    total = sum(count for _, count in ooms)
+    shown = ", ".join(f"{_counted(count)} on {rank}" for rank, count in ooms[:4])
+    shown = f"num_ooms on {ooms[0][0]}" if len(ooms) == 1 else f"num_ooms: {shown}"
+    more = f" and {len(ooms) - 4:,} more ranks" if len(ooms) > 4 else ""
+    errors = "error" if total == 1 else "errors"
+    return Failure(
+        f"PyTorch's allocator raised {_counted(total)} out-of-memory {errors} ({shown}{more})", 0, True, "run"
+    )
+
+
+def _counted(count: int) -> str:
+    return f"{count:,}" if count <= MAX_COUNT_VALUE else f"more than {MAX_COUNT_VALUE:,}"
 
 
 def _object(value: object) -> dict[str, Any]:
