@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import replace
 
 import pytest
 from evidence_samples import (
@@ -15,6 +16,7 @@ from evidence_samples import (
     torch_memory_json,
     torchtune_steps,
     vllm_failed_start,
+    vllm_header,
     vllm_log,
 )
 from hypothesis import given, settings
@@ -147,6 +149,51 @@ def test_out_of_memory_while_serving_is_a_failure_of_the_run(tmp_path):
     )
     evidence = read_evidence(write(tmp_path, text))
     assert evidence.failure is not None and (evidence.failure.during, evidence.failure.out_of_memory) == ("run", True)
+
+
+def _without_the_up_lines(text: str) -> str:
+    """The log less the lines that say the engine is up ('init engine ... took', 'Starting vLLM server')."""
+    return "".join(
+        line
+        for line in text.splitlines(keepends=True)
+        if "init engine (profile" not in line and "Starting vLLM server" not in line
+    )
+
+
+OOM_WHILE_SERVING = (
+    "(EngineCore pid=242) ERROR 04-22 01:10:00 [v1/engine/core.py:800] torch.OutOfMemoryError: CUDA out of "
+    "memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 0.5 GiB is free.\n"
+)
+
+
+def test_out_of_memory_after_the_kv_cache_lines_is_a_failure_without_a_line_saying_the_engine_is_up(tmp_path):
+    # A start that reported its KV cache (pool, tokens, concurrency) and its graphs, then an OOM: the log kept no
+    # 'init engine ... took' line (an excerpt, or another release's wording). The OOM was thrown away (no failure:
+    # it was taken for a start's exception, and the start had not failed). Out of memory is out of memory.
+    text = _without_the_up_lines(vllm_log(ONE_GPU)) + OOM_WHILE_SERVING
+    evidence = read_evidence(write(tmp_path, text))
+    assert evidence.failure is not None
+    assert (evidence.failure.during, evidence.failure.out_of_memory) == ("run", True)
+    assert evidence.failure.cause.startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00")
+    assert evidence.failure.line == text.count("\n")  # the OOM is the last line
+    assert evidence.measurements[KV_TOKENS].by_rank() == {"0": 476_016}  # what the start stated is kept
+    # The same OOM after vLLM's own start-up lines is the same failure, as it was.
+    whole = read_evidence(write(tmp_path, vllm_log(ONE_GPU) + OOM_WHILE_SERVING)).failure
+    assert whole is not None and replace(whole, line=evidence.failure.line) == evidence.failure
+
+
+def test_the_api_servers_start_line_as_vllm_words_it_says_the_engine_is_up(tmp_path):
+    # vLLM 0.19's API server prints "Starting vLLM API server 0 on URL" (earlier releases "Starting vLLM API server
+    # on URL", later ones "Starting vLLM server on URL"). An excerpt that holds it, and no KV-cache lines, then an
+    # OOM: the engine was up, so it ran out of memory while running; it was read as a start that failed.
+    header = "\n".join(vllm_header(ONE_GPU)) + "\n"
+    for wording in ("Starting vLLM API server 0 on http://0.0.0.0:8000", "Starting vLLM API server on http://h:8000"):
+        up = f"(APIServer pid=1) INFO 04-22 00:05:00 [entrypoints/openai/api_server.py:1945] {wording}\n"
+        failure = read_evidence(write(tmp_path, header + up + OOM_WHILE_SERVING)).failure
+        assert failure is not None and (failure.during, failure.out_of_memory) == ("run", True), wording
+    # Without it, the same OOM is the start's own failure.
+    failure = read_evidence(write(tmp_path, header + OOM_WHILE_SERVING)).failure
+    assert failure is not None and (failure.during, failure.out_of_memory) == ("startup", True)
 
 
 def test_errors_after_a_successful_start_that_are_not_memory_are_not_failures(tmp_path):

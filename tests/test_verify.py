@@ -383,6 +383,27 @@ def test_failed_start_is_gp804_with_its_cause(tmp_path, write_spec):
     assert "hint: out of memory: the measured terms show which part the estimate missed" in out
 
 
+def test_an_out_of_memory_error_while_serving_is_gp804_whatever_lines_say_the_engine_is_up(tmp_path, write_spec):
+    # A whole start (KV cache reported), then the engine's OOM under load. Without vLLM's 'init engine ... took'
+    # line the OOM was dropped and the run passed with exit 0; an OOM anywhere in the log is GP804.
+    spec = write_spec(SERVE_SPEC)
+    oom = (
+        "(EngineCore pid=242) ERROR 04-22 01:10:00 [v1/engine/core.py:800] torch.OutOfMemoryError: CUDA out of "
+        "memory. Tried to allocate 2.00 GiB.\n"
+    )
+    whole = vllm_log(equal_run(analysis_of(SERVE_SPEC)))
+    for up in ("init engine (profile", "Starting vLLM server"):
+        whole = "".join(line for line in whole.splitlines(keepends=True) if up not in line)
+    up = (
+        "(APIServer pid=1) INFO 04-22 00:05:00 [api_server.py:1945] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+    )
+    for text in (whole + oom, whole + up + oom):
+        code, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, text)))
+        assert code == 1
+        assert "spec.yaml:5:1: GP804 [error] the run ran out of memory while running: torch.OutOfMemoryError" in out
+        assert "hint: out of memory: the measured terms show which part the estimate missed" in out
+
+
 def test_the_gp802_hint_does_not_say_where_the_terms_are_printed(tmp_path, write_spec):
     # Text prints the findings after the table ("the terms below" pointed up), JSON in another list.
     spec = write_spec(SERVE_SPEC)

@@ -15,8 +15,12 @@ Read against the lines vLLM 0.19 prints (``vllm/v1/worker/gpu_worker.py``, ``gpu
 
 A worker's lines carry its process name, ``(Worker_PP1_TP0 pid=...)``, which names the rank; a
 single-GPU engine logs from ``(EngineCore pid=...)``. A failed start is the first exception line of
-the start (the root cause vLLM prints before its wrappers), or an out-of-memory error while serving.
-When a log holds several starts (a restarted container), the last one is read.
+the start (the root cause vLLM prints before its wrappers). An out-of-memory error anywhere else in the
+start's lines is a failure too, whether or not the log holds the line that says the engine is up
+(``init engine (profile, create kv cache, warmup model) took``, or the API server's ``Starting vLLM API
+server [N] on`` / ``Starting vLLM server on``, as vLLM's releases word it): once the engine has reported
+its KV cache, it ran out of memory while running. When a log holds several starts (a restarted
+container), the last one is read.
 """
 
 from __future__ import annotations
@@ -116,7 +120,13 @@ _EXCEPTION = re.compile(
 )
 _WRAPPERS = ("WorkerProc initialization failed", "Engine core initialization failed")
 _OOM = re.compile(r"out of memory|OutOfMemoryError|No available memory for the cache blocks|KV cache is needed", re.I)
-_STARTED = ("init engine (profile, create kv cache, warmup model) took", "Starting vLLM server")
+# The engine is up: its own line, or the API server's (vLLM 0.19 prints "Starting vLLM API server 0 on URL",
+# earlier releases "Starting vLLM API server on URL", later ones "Starting vLLM server on URL").
+_STARTED = (
+    "init engine (profile, create kv cache, warmup model) took",
+    "Starting vLLM server",
+    "Starting vLLM API server",
+)
 _FAILED = ("failed to start", "initialization failed")
 
 _DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16"}
@@ -169,6 +179,9 @@ class _Parse:
         self.started = False  # the engine reported it is up: later exceptions are not startup failures
         self.cause: tuple[str, int] | None = None  # first exception line of this start: the root cause
         self.failed: tuple[str, int] | None = None  # vLLM's own "failed to start" line
+        # First out-of-memory exception of this start, and whether the engine had come up or reported its KV
+        # cache by then (it ran out of memory while running, not while starting).
+        self.oom: tuple[str, int, bool] | None = None
         self.handlers: dict[str, Callable[[str, str, str, int], None]] = {
             "Initializing a V1 LLM engine": self._engine,
             "non-default args": self._args,
@@ -209,7 +222,8 @@ class _Parse:
             self._problem(message, level, number_)
 
     def _problem(self, message: str, level: str, number_: int) -> None:
-        """Exception lines at ERROR level (or printed bare): a startup's root cause, or an OOM while serving."""
+        """Exception lines at ERROR level (or printed bare): a startup's root cause, or an out-of-memory error
+        wherever it comes (while starting or serving)."""
         if level not in ("", "ERROR", "CRITICAL"):
             return
         text = message.strip()
@@ -220,8 +234,9 @@ class _Parse:
             return
         if not self.started:
             self.cause = self.cause or (text, number_)
-        elif _OOM.search(text) and self.collector.failure is None:
-            self.collector.failure = Failure(clean(text), number_, True, "run")
+        if self.oom is None and _OOM.search(text):
+            terms = self.collector.terms
+            self.oom = (text, number_, self.started or KV_POOL in terms or KV_TOKENS in terms)
 
     # -- settings ------------------------------------------------------------------------------
 
@@ -235,6 +250,7 @@ class _Parse:
         self.args, self.engine_procs = {}, set()
         self.args_seen = self.started = False
         self.cause = self.failed = None
+        self.oom = None
 
     def _engine(self, message: str, rank: str, proc: str, number_: int) -> None:
         found = _ENGINE.search(message)
@@ -403,6 +419,9 @@ class _Parse:
         if root and collector.failure is None and (self.failed or never_up):
             cause, at = root
             collector.failure = Failure(clean(cause), at, bool(_OOM.search(cause)), "startup")
+        if self.oom and collector.failure is None:  # out of memory, with no failed start to blame it on
+            cause, at, up = self.oom
+            collector.failure = Failure(clean(cause), at, True, "run" if up else "startup")
         if not collector.terms and not collector.settings:
             raise GpuplanError(
                 f"{shown}: no vLLM V1 startup lines in {reader.count:,} lines (looked for "
@@ -469,6 +488,7 @@ def _worth_a_look(line: str) -> bool:
         or "xception" in line
         or "failed" in line
         or "vLLM server" in line
+        or "vLLM API server" in line
     )
 
 

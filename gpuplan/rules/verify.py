@@ -106,8 +106,10 @@ def run_failed(*_: Any) -> Iterator[Any]:
     ## What it does
     Reports a run whose evidence shows it failed: a vLLM engine that did not start (with the root
     cause, the first exception of the start, not vLLM's wrappers), or an out-of-memory error while
-    serving or training (PyTorch's memory statistics with `num_ooms` above 0: the caching allocator
-    raised `torch.OutOfMemoryError`, whatever the loop did next; `num_alloc_retries` alone is not one).
+    serving or training: one anywhere in a vLLM log (after the KV-cache lines it ran out of memory
+    while running, whether or not the log keeps the line that says the engine is up), or PyTorch's
+    memory statistics with `num_ooms` above 0 (the caching allocator raised `torch.OutOfMemoryError`,
+    whatever the loop did next; `num_alloc_retries` alone is not one).
 
     ## Why is this bad?
     A failed run verifies nothing: an out-of-memory failure means the estimate missed memory; any
