@@ -516,6 +516,37 @@ finetune:
     assert code == 0 and "GP804" not in out and "12 allocations retried" in out
 
 
+def test_a_list_of_more_rank_records_than_the_specs_gpus_is_gp802_as_world_size_is(tmp_path, write_spec):
+    # Two ranks' statistics in one list against a spec of 1 GPU: the run had at least 2 GPUs. With "world_size": 2
+    # in the records it was GP802; without it, nothing was said and the peaks were held to a 1-GPU estimate.
+    text = """\
+version: 1
+name: lora-8b
+model: {id: llama-3.1-8b}
+finetune:
+  method: lora
+  precision: bf16
+  micro_batch: 2
+  seq_len: 4096
+  hardware: {gpu: h100-sxm, count: 1}
+"""
+    spec = write_spec(text)
+    memory = analysis_of(text).analysis.finetune.memory
+    rank = {"max_memory_allocated": memory.allocated, "max_memory_reserved": memory.reserved}
+    stats = tmp_path / "stats.json"
+    expected = "spec.yaml:9:36: GP802 [error] the run used world_size 2"
+    for records in ([rank, rank], [rank | {"world_size": 2}, rank | {"world_size": 2}]):
+        stats.write_text(json.dumps(records))
+        code, out, _ = run_cli("verify", str(spec), "--run", str(stats))
+        assert code == 1 and expected in out and "the spec declares finetune.hardware.count 1" in out
+    stats.write_text(json.dumps([rank, rank]))  # the difference says where the world size comes from
+    assert "world_size 2 (2 rank records)" in run_cli("verify", str(spec), "--run", str(stats))[1]
+    # Fewer records than the spec's GPUs are a subset of its ranks (one rank's file): no difference.
+    spec = write_spec(text.replace("count: 1", "count: 4"))
+    code, out, _ = run_cli("verify", str(spec), "--run", str(stats))
+    assert "GP802" not in out and "world_size" not in out
+
+
 def test_a_counter_that_starts_with_training_is_held_to_the_steps_not_to_the_loading_peak(tmp_path, write_spec):
     # TRL's preparation of a small QLoRA model (64-token batches): its loading copies are the tensor peak, which
     # PyTorch's own counters since the start include and the Trainer's memory metrics do not (its tracker resets

@@ -1,12 +1,13 @@
 """PyTorch memory statistics as JSON: what ``torch.cuda.memory_stats()`` and the peak counters return.
 
-One object per rank, a list of them, or ``{"ranks": [...]}``. Read from each object:
-``max_memory_allocated`` / ``max_memory_reserved`` (``torch.cuda.max_memory_allocated()`` and
-``max_memory_reserved()``), or the same peaks inside ``memory_stats`` (or at the top level, when the
-whole ``torch.cuda.memory_stats()`` dict was dumped): ``allocated_bytes.all.peak`` and
-``reserved_bytes.all.peak``; ``num_ooms`` and ``num_alloc_retries`` (allocator pressure);
-``total_memory`` (``torch.cuda.get_device_properties(i).total_memory``), ``rank``, ``world_size`` and a
-``run`` object with ``micro_batch``, ``seq_len``, ``gradient_accumulation`` (the snippet in docs/verify.md).
+One object per rank, a list of them, or ``{"ranks": [...]}`` (a list of N ranks is a run of at least N
+GPUs, ``rank_records``). Read from each object: ``max_memory_allocated`` / ``max_memory_reserved``
+(``torch.cuda.max_memory_allocated()`` and ``max_memory_reserved()``), or the same peaks inside
+``memory_stats`` (or at the top level, when the whole ``torch.cuda.memory_stats()`` dict was dumped):
+``allocated_bytes.all.peak`` and ``reserved_bytes.all.peak``; ``num_ooms`` and ``num_alloc_retries``
+(allocator pressure); ``total_memory`` (``torch.cuda.get_device_properties(i).total_memory``), ``rank``,
+``world_size`` and a ``run`` object with ``micro_batch``, ``seq_len``, ``gradient_accumulation`` (the
+snippet in docs/verify.md).
 Allocated is the tensors live at the peak; reserved adds the caching allocator's unused blocks.
 
 ``num_ooms`` counts the times the caching allocator raised ``torch.OutOfMemoryError``: above 0 on any rank, the
@@ -30,6 +31,7 @@ PEAKS = {
     PEAK_RESERVED: ("max_memory_reserved", "reserved_bytes.all.peak"),
 }
 RUN_SETTINGS = ("micro_batch", "seq_len", "gradient_accumulation")
+RANK_RECORDS = "rank_records"  # how many ranks a list of records holds: a world of at least that many GPUs
 MAX_RANK_OBJECTS = 4096
 
 
@@ -66,6 +68,10 @@ def from_document(document: object, path: str) -> Evidence:
             ooms.append((rank, count))
     if ooms:
         collector.failure = _out_of_memory(ooms)
+    if len(ranks) > 1:
+        # Each record is a rank of the run: a world of at least as many GPUs (fewer than the spec's is a subset).
+        records = len({_rank_label(item, index) for index, item in enumerate(ranks[:MAX_RANK_OBJECTS])})
+        collector.setting(RANK_RECORDS, records, 0, f"{records:,} rank records")
     if PEAK_ALLOCATED not in collector.terms and PEAK_RESERVED not in collector.terms:
         raise GpuplanError(
             f"{shown}: no peak memory in it (looked for max_memory_allocated, max_memory_reserved, "

@@ -48,7 +48,8 @@ def run_settings_differ(*_: Any) -> Iterator[Any]:
     engine's memory fraction (vLLM gpu_memory_utilization, SGLang mem_fraction_static, TensorRT-LLM
     free_gpu_memory_fraction), the model and the GPU's memory; a training run's micro_batch, seq_len,
     gradient_accumulation and world size when its evidence states them) against the spec, and
-    reports each difference at the spec's field. An SGLang log without its `server_args` line
+    reports each difference at the spec's field. A list of N ranks' PyTorch memory statistics is a
+    run of at least N GPUs: more than `finetune.hardware.count` differs, as a `world_size` does. An SGLang log without its `server_args` line
     still names its tensor and pipeline ranks (`TP0`..`TP7`), and the memory it found free at start
     is more than a smaller GPU has. The terms are then compared with the estimate
     recomputed at the run's settings.

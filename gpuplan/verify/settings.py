@@ -157,7 +157,8 @@ def compare_finetune(spec: Spec, job: Finetune, evidence: Evidence) -> Compariso
         ):
             b.job = replace(b.job, **{key: int(setting.value)})
     hardware = job.hardware
-    if (setting := b.run("world_size")) and not b.check(
+    setting = b.run("world_size") or _world_from_records(b.run("rank_records"), hardware.count)
+    if setting and not b.check(
         "world_size", ("finetune", "hardware", "count"), hardware.count, setting, setting.value == hardware.count
     ):
         world = int(setting.value)
@@ -167,6 +168,15 @@ def compare_finetune(spec: Spec, job: Finetune, evidence: Evidence) -> Compariso
             b.job = replace(b.job, hardware=replace(b.job.hardware, count=world))
     _gpu_memory(b, ("finetune", "hardware", "gpu"))
     return b.done()
+
+
+def _world_from_records(records: Setting | None, count: int) -> Setting | None:
+    """The world size a list of per-rank records states when the run names none: each record is a rank, so the
+    run had at least as many GPUs. More than the spec's count differs from it; fewer is a subset of the ranks
+    (one rank's file, an excerpt), and says nothing against it."""
+    if records is None or int(records.value) < count:
+        return None
+    return Setting("world_size", records.value, records.line, records.raw)
 
 
 def _model(b: _Builder, pointer: Pointer) -> None:
