@@ -503,6 +503,14 @@ CODES: dict[str, Code] = {
             WARNING,
             "The run's evidence stops before it states what verify needs (a truncated log).",
         ),
+        Code(
+            "GP806",
+            "measured-kv-pool-below-band",
+            "verify",
+            WARNING,
+            "The serving engine's KV cache pool is below the low edge of the estimate's measured band at the plan's"
+            " confidence.",
+        ),
     )
 }
 _BY_NAME = {entry.name: entry for entry in CODES.values()}

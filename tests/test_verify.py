@@ -404,6 +404,38 @@ def test_an_out_of_memory_error_while_serving_is_gp804_whatever_lines_say_the_en
         assert "hint: out of memory: the measured terms show which part the estimate missed" in out
 
 
+def test_a_kv_pool_below_the_low_edge_of_the_estimates_band_is_a_gp806_warning(tmp_path, write_spec):
+    # SERVE_SPEC's estimate is a 58.18 GiB pool (docs/verify.md's example run: 58.11 GiB measured). The serving band
+    # (gpuplan/estimate/memory_bands.json, 17 engine start-up logs) has ratios measured / estimate 0.822, 0.9566, ...:
+    # at plan.confidence 0.9 (the default) its low edge is x 0.9566, 58.18 x 0.9566 = 55.65 GiB; at 0.95, x 0.822,
+    # 47.8 GiB. A pool of 55.50 GiB (454,656 tokens at Llama 3.1 8B's 128 KiB a token: 55.50 sequences of 8,192,
+    # more than the declared 32, so no GP803) is below the first edge and above the second. A pool of 45 GiB (the
+    # hunt's log, 23% under the estimate) passed with no finding, as one 5% under does, GP803 firing only below 32.
+    spec = write_spec(SERVE_SPEC)
+    run = equal_run(analysis_of(SERVE_SPEC))
+
+    def pool(gib: float) -> VllmRun:
+        tokens = int(gib * GIB // (128 * 1024)) // 16 * 16
+        return replace(run, ranks={"": replace(run.ranks[""], kv_pool=gib)}, kv_tokens=tokens, concurrency=gib)
+
+    code, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, vllm_log(pool(55.5)))))
+    assert code == 0  # a warning
+    assert (
+        "spec.yaml:7:16: GP806 [warning] KV cache pool: the run allocated 55.5 GiB per GPU, below 55.7 GiB, the low "
+        "edge at 90% confidence (the engine's KV cache 58.2 GiB estimated x 0.96, the ratio measured / estimate that "
+        "90% of 17 published engine startup logs not used to tune the model stayed at or above)" in out
+    )
+    assert "GP803" not in out
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, vllm_log(pool(45.0)))))
+    assert "GP806 [warning] KV cache pool: the run allocated 45.0 GiB per GPU, below 55.7 GiB" in out
+    # Above the edge (55.80 GiB), or below the estimate at a confidence whose edge is lower: no finding.
+    assert "GP806" not in run_cli("verify", str(spec), "--run", str(log_file(tmp_path, vllm_log(pool(55.8)))))[1]
+    spec = write_spec(SERVE_SPEC + "plan: {confidence: 0.95}\n")
+    assert "GP806" not in run_cli("verify", str(spec), "--run", str(log_file(tmp_path, vllm_log(pool(55.5)))))[1]
+    _, out, _ = run_cli("verify", str(spec), "--run", str(log_file(tmp_path, vllm_log(pool(45.0)))))
+    assert "GP806 [warning] KV cache pool: the run allocated 45.0 GiB per GPU, below 47.8 GiB" in out
+
+
 def test_the_gp802_hint_does_not_say_where_the_terms_are_printed(tmp_path, write_spec):
     # Text prints the findings after the table ("the terms below" pointed up), JSON in another list.
     spec = write_spec(SERVE_SPEC)

@@ -49,10 +49,10 @@ def run_settings_differ(*_: Any) -> Iterator[Any]:
     free_gpu_memory_fraction), the model and the GPU's memory; a training run's micro_batch, seq_len,
     gradient_accumulation and world size when its evidence states them) against the spec, and
     reports each difference at the spec's field. A list of N ranks' PyTorch memory statistics is a
-    run of at least N GPUs: more than `finetune.hardware.count` differs, as a `world_size` does. An SGLang log without its `server_args` line
-    still names its tensor and pipeline ranks (`TP0`..`TP7`), and the memory it found free at start
-    is more than a smaller GPU has. The terms are then compared with the estimate
-    recomputed at the run's settings.
+    run of at least N GPUs: more than `finetune.hardware.count` differs, as a `world_size` does. An
+    SGLang log without its `server_args` line still names its tensor and pipeline ranks
+    (`TP0`..`TP7`), and the memory it found free at start is more than a smaller GPU has. The terms
+    are then compared with the estimate recomputed at the run's settings.
 
     ## Why is this bad?
     A spec that says one thing while production runs another is not the plan anyone approved: its
@@ -151,5 +151,39 @@ def incomplete_evidence(*_: Any) -> Iterator[Any]:
     ## Use instead
     Give the whole log of a start that reached `Starting vLLM server` (for vLLM, keep at least the
     engine's start-up lines; `VLLM_LOGGING_LEVEL=DEBUG` adds the profiler's split of the non-KV memory).
+    """
+    yield from ()
+
+
+@rule("GP806")
+@documentation_only
+def measured_kv_pool_below_band(*_: Any) -> Iterator[Any]:
+    """
+    ## What it does
+    Compares the KV cache pool a serving run allocated on each GPU (the smallest rank's: vLLM's
+    `Available KV cache memory`, SGLang's `KV Cache is allocated`, TensorRT-LLM's paged KV cache) with
+    the low edge of the estimate's measured band at `plan.confidence`: the estimated pool times the
+    ratio measured / estimate that that share of published engine start-up logs stayed at or above
+    (`gpuplan estimate` prints the edge; at 90% it is about x 0.96). It warns when the pool is below that
+    edge beyond the log's printing precision. The estimate it holds the pool to is the one the terms are
+    compared with (at the run's settings when they differ from the spec's: GP802). Whether the declared
+    load still fits the smaller pool is GP803's to say.
+
+    ## Why is this bad?
+    Every KV-cache figure the plan rests on (the sequences it holds, the headroom, the fit at the
+    band's edge) planned for at least that edge. A run below it is outside the estimator's measured
+    error: the plan promised more capacity than this engine gives, and the next longer context or
+    larger concurrency will find less room than the plan said.
+
+    ## Example
+    ```text
+    chat.yaml:7:16: GP806 [warning] KV cache pool: the run allocated 45.0 GiB per GPU, below 55.7 GiB,
+    the low edge at 90% confidence (the engine's KV cache 58.2 GiB estimated x 0.96, the ratio ...)
+    ```
+
+    ## Use instead
+    Plan with the measured pool (the concurrency it holds is in `gpuplan verify`'s table), look for
+    what else took the GPU's memory (another process, a larger graph pool or profile than the log's
+    settings suggest), and send the estimate/measured pair back as a calibration record.
     """
     yield from ()

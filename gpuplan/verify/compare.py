@@ -3,7 +3,8 @@
 For each piece of evidence: the run's settings are checked against the spec (GP802), the estimate is
 recomputed with the run's settings where they differ, each row of :mod:`gpuplan.verify.terms` is
 compared within a tolerance (GP801 when the run used more), the serving engine's capacity is checked
-against the declared concurrency (GP803), and a failed run is reported with its cause (GP804).
+against the declared concurrency (GP803), a KV cache pool below the low edge of the estimate's measured
+band at the plan's confidence is a warning (GP806), and a failed run is reported with its cause (GP804).
 A difference counts only beyond ``tolerance x estimate`` plus the evidence's printing resolution.
 """
 
@@ -12,7 +13,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
+from gpuplan.analysis import (
+    Analysis,
+    FinetuneEstimate,
+    ServeEstimate,
+    estimate_finetune,
+    estimate_serve,
+    planned_kv_pool,
+)
 from gpuplan.config import Settings
 from gpuplan.errors import GpuplanError
 from gpuplan.evidence.model import (
@@ -140,6 +148,7 @@ class _Check:
             self.meaning.append("the run does not state its KV capacity: the declared concurrency is not checked")
         else:
             self._capacity(estimate, basis, held, terms)
+        self._below_band(basis_estimate, spec.plan.confidence, terms)
         self._failure(("serve",), terms)
         return self._result(SERVE, comparison, terms)
 
@@ -333,6 +342,31 @@ class _Check:
                 "an fp8 KV cache, a shorter context, a higher memory_utilization, or more GPUs",
             )
             self.findings.append(finding.with_severity(Severity.WARNING) if starts else finding)
+
+    def _below_band(self, estimate: ServeEstimate, confidence: float, terms: list[TermResult]) -> None:
+        """GP806: the run's KV cache pool (the smallest rank's) below the low edge of the estimate's measured band
+        at ``confidence`` (``planned_kv_pool``, what every KV-cache figure of the plan planned for), beyond the
+        log's printing precision. ``estimate`` is the one the terms are compared with."""
+        pool = next((term for term in terms if term.measured_terms == (KV_POOL,)), None)
+        if pool is None or pool.measured is None or pool.status in (NOT_MEASURED, NOT_ESTIMATED, NOT_COMPARABLE):
+            return
+        low = planned_kv_pool(estimate.memory, confidence)
+        if low <= 0 or pool.measured + pool.resolution >= low:
+            return
+        band = estimate.kv_band
+        self.findings.append(
+            self._finding(
+                "GP806",
+                estimate.kv_field,
+                f"KV cache pool: the run allocated {format_gib(pool.measured)} per GPU, below {format_gib(low)}, the "
+                f"low edge at {confidence:.0%} confidence (the engine's KV cache "
+                f"{format_gib(estimate.memory.kv_available)} estimated x {band.ratio(1 - confidence):.2f}, the "
+                f"ratio measured / estimate that {confidence:.0%} of {band.describe()} stayed at or above)",
+                "the estimate promised more KV cache than this run gives, beyond its measured error: plan with the "
+                "measured pool, look for what else held the GPU's memory, and send the pair back as a calibration "
+                "record (docs/verify.md)",
+            )
+        )
 
     def _pool_meaning(self, terms: list[TermResult], context: int) -> None:
         rows = {term.name: term for term in terms}
