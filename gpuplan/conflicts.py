@@ -57,9 +57,17 @@ def offload_rests_on_sharding(job: Finetune) -> bool:
     return job.offload_optimizer != "none" or job.offload_parameters != "none"
 
 
+# QLoRA over tensor-parallel ranks: of the stacks each framework stands for, only Unsloth shards the 4-bit NF4 weights
+# over them (its 2026.10 release, unsloth/models/tp_native.py: "v1: LoRA / QLoRA training forward on dense decoders",
+# _shard_params4bit slices the packed weights and their quantization state per rank), which framework: fused names.
+# The others do not: Transformers' bitsandbytes quantizer builds each Params4bit from the whole weight under a tp_plan
+# (quantizers/quantizer_bnb_4bit.py takes no shard, 4.57; in 5.x tensor parallelism re-wraps the 4-bit weights as
+# plain parameters) and PEFT tests tensor parallelism on unquantized models alone; torchtune's LoRA recipe refuses
+# it ("Tensor parallelism is not supported in this recipe", lora_finetune_distributed.py); DeepSpeed's AutoTP splits
+# dense weights only; NeMo's NF4 wrappers above. FSDP-QLoRA (sharding: fsdp or zero3) is how they spread QLoRA.
 def runs_tensor_parallel(method: str, framework: str) -> bool:
     """Whether the training stack of ``framework`` runs ``method`` with tensor parallelism above 1."""
-    return not (method == "qlora" and framework == "megatron")
+    return method != "qlora" or framework == "fused"
 
 
 def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
@@ -81,8 +89,14 @@ def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
             (
                 ("hardware", "tensor_parallel"),
                 "NeMo's QLoRA NF4 linear wrappers do not support tensor parallelism "
-                "(nemo/collections/nlp/modules/common/megatron/adapters/qlora.py)",
-                "set hardware.tensor_parallel: 1 and spread the batch over data-parallel ranks, or framework: eager",
+                "(nemo/collections/nlp/modules/common/megatron/adapters/qlora.py)"
+                if job.framework == "megatron"
+                else f"QLoRA's 4-bit weights do not run with tensor parallelism under framework {job.framework}: "
+                "Transformers' bitsandbytes quantizer keeps each rank's whole weight under a tp_plan, PEFT tests "
+                "tensor parallelism on unquantized models only, and torchtune's LoRA recipe refuses it",
+                "set hardware.tensor_parallel: 1 and shard the 4-bit weights over the data-parallel ranks (FSDP-QLoRA: "
+                "sharding fsdp or zero3), or framework: fused where the stack is Unsloth (it shards NF4 weights over "
+                "tensor-parallel ranks from its 2026.10 release)",
             )
         )
     if not runs_pipeline(job.sharding, job.hardware.pipeline_parallel):

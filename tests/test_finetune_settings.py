@@ -1005,6 +1005,27 @@ def test_qlora_under_megatron_runs_neither_fsdp_nor_tensor_parallelism():
     assert "GP025" not in codes
 
 
+def test_qlora_runs_tensor_parallelism_under_unsloth_alone():
+    # Of the stacks `framework` stands for, only Unsloth (fused) shards the 4-bit NF4 weights over tensor-parallel
+    # ranks (its 2026.10 tp_native); Transformers' bitsandbytes quantizer keeps each rank's whole weight under a
+    # tp_plan and torchtune's LoRA recipe refuses tensor_parallel_dim > 1. QLoRA at TP 2 is GP025 at the field under
+    # eager and compiled (the hint: FSDP-QLoRA over the data-parallel ranks), not under fused; LoRA at TP 2 runs.
+    two = {"gpu": "h200-sxm", "count": 2, "tensor_parallel": 2}
+    for framework in ("eager", "compiled"):
+        document = {"version": 1, "name": "t", "model": {"id": "llama-3-8b"},
+                    "finetune": {"method": "qlora", "framework": framework, "hardware": two}}  # fmt: skip
+        text = yaml.safe_dump(document, sort_keys=False)
+        result = lint_bytes("t.yaml", text.encode(), LintOptions(today=datetime.date(2026, 12, 1)))
+        (finding,) = [f for f in result.findings if f.code == "GP025"]
+        assert finding.pointer == "/finetune/hardware/tensor_parallel"
+        assert f"do not run with tensor parallelism under framework {framework}" in finding.message
+        assert "FSDP-QLoRA" in finding.hint
+    _, codes = run({"method": "qlora", "framework": "fused", "hardware": two})
+    assert "GP025" not in codes
+    _, codes = run({"method": "lora", "framework": "eager", "hardware": two})
+    assert "GP025" not in codes
+
+
 def test_kbit_preparation_holds_where_the_stack_runs_it():
     # TRL and Axolotl skip their preparation when FSDP or ZeRO-3 shards the 4-bit weights over several GPUs
     # (TRL's is_sharded_qlora); ZeRO-2 leaves each rank the whole model. PEFT's is what a loop calls, sharded

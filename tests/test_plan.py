@@ -528,6 +528,8 @@ def test_qlora_under_megatron_is_never_planned_with_fsdp_or_tensor_parallelism()
     # restriction is the framework's, not the search's.
     eager = _plan_options({"hardware": {"gpu": "a100-sxm-80gb", "count": 1}})
     assert any(o["settings"]["sharding"] in ("zero3", "fsdp") for o in eager)
+    # nor does the eager stack run QLoRA over tensor-parallel ranks (conflicts.runs_tensor_parallel)
+    assert all(o["tensor_parallel"] == 1 for o in eager)
     megatron = _plan_options({"framework": "megatron", "hardware": {"gpu": "a100-sxm-80gb", "count": 1}})
     assert megatron and any(o["gpus"] > 1 for o in megatron)
     assert all(o["tensor_parallel"] == 1 for o in megatron)

@@ -449,12 +449,16 @@ def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
     accumulation or with an offloaded optimizer, parameter offload without ZeRO-3/FSDP sharding on
     several GPUs, ZeRO-2 or ZeRO-3 with pipeline parallelism (DeepSpeed's pipeline engine takes ZeRO-1
     alone; the planner never proposes it), `sequence_parallel` without tensor parallelism,
-    `lora.variant: dora` on a full fine-tune, and a bf16 precision (`bf16`, `bf16-mixed`, `fp8-mixed`) on a GPU
-    without bf16 tensor cores (the T4).
+    `lora.variant: dora` on a full fine-tune, a bf16 precision (`bf16`, `bf16-mixed`, `fp8-mixed`) on a GPU
+    without bf16 tensor cores (the T4), QLoRA under Megatron with FSDP/ZeRO-2/3 or tensor parallelism (NeMo's NF4
+    wrappers), and QLoRA with tensor parallelism under any framework but `fused` (Unsloth alone shards 4-bit
+    weights over tensor-parallel ranks; the others spread QLoRA with FSDP-QLoRA, and the planner proposes no
+    tensor parallelism for it).
 
     ## Why is this bad?
-    The frameworks refuse these combinations at launch (torchtune raises for optimizer-in-backward
-    with accumulation; DeepSpeed streams parameters only under ZeRO-3; the Hugging Face Trainer
+    The frameworks refuse these combinations at launch, or run them wrongly (torchtune raises for
+    optimizer-in-backward with accumulation, and for tensor parallelism in its LoRA recipe; a Transformers tp_plan
+    keeps each rank's whole 4-bit weight; DeepSpeed streams parameters only under ZeRO-3; the Hugging Face Trainer
     refused bf16 below compute capability 8.0 until PyTorch began to count emulated bf16 as supported,
     and where it now starts, the bf16 math runs without tensor cores), so an estimate for them would
     describe a run that cannot happen, or not at the speed it would state.
