@@ -297,3 +297,27 @@ def test_every_table_keyed_by_an_enum_is_listed():
             if keyed and id(value) not in known and any(set(value) <= choices for choices in enums):
                 unlisted.append(f"{info.name}.{name}")
     assert not unlisted, f"tables keyed by an enum's values, in neither ENUM_TABLES nor PARTIAL_TABLES: {unlisted}"
+
+
+@settings(max_examples=30)
+@given(vs.example_variants())
+def test_a_layout_the_plan_calls_unsound_is_never_approved_as_declared(case: vs.GeneratedSpec):
+    """The verdict and the plan judge the declared layout alike: an APPROVE (on no waiver) funds a layout every job's
+    plan calls sound. A hunt found 13 of 95 fine-tunes APPROVEd beside a plan saying "breaks gradient_sync" or
+    "breaks limits", constraints no finding carried to the verdict (GP310 then asked for nothing; GP508 was none)."""
+    from gpuplan.config import default_settings
+    from gpuplan.decision import Verdict, decide
+    from gpuplan.findings import Severity
+    from gpuplan.plan.configured import planner_for
+
+    with tempfile.TemporaryDirectory() as name:
+        _, result = _lint(case, Path(name))
+        if result.analysis is None:
+            return
+        decision = decide(result, Severity.ERROR)
+        if decision.verdict is not Verdict.APPROVE or decision.waived:
+            return
+        planner = planner_for(result.analysis.spec, result.settings or default_settings())
+        for kind in ("finetune", "serve"):
+            plan = planner.plan(kind) if getattr(result.analysis, kind) is not None else None
+            assert plan is None or plan.declared.sound, (case.origin, case.yaml(), kind, plan.declared.reasons)
