@@ -152,9 +152,10 @@ def test_qlora_of_a_70b_model_on_one_48_gb_card(write_spec):
     # cache, 1 GiB outside the allocator: none of it depends on the GPU). That fits an RTX A6000 (47.49 GiB
     # usable) on the estimate, but published QLoRA peaks reached 1.2235 x gpuplan's figure at 0.9 (the 19th of
     # 21 ratios): 55.2 GiB, beyond the card, so it is "at risk" (GP208), and the hint names the fewest A6000s
-    # that hold it at that confidence: 2 at TP 2.
+    # that hold it at that confidence: 2 in a pipeline split (the example's eager stack runs QLoRA over no
+    # tensor-parallel ranks: gpuplan.conflicts).
     # An L40 or A40 (ECC on: 44.49 GiB) does not hold even the device figure: more of the same card are
-    # needed (GP301, 2 of them at TP 2). (Before the last layer's backward joined the phases, 44.40 GiB held
+    # needed (GP301, 2 of them at PP 2). (Before the last layer's backward joined the phases, 44.40 GiB held
     # with 0.09 GiB to spare: the allocator's cache decided it.)
     text = (EXAMPLES / "qlora-llama-70b.yaml").read_text(encoding="utf-8")
     path = write_spec(text.replace("h200-sxm", "rtx-a6000"), name="rtx-a6000.yaml")
@@ -163,7 +164,7 @@ def test_qlora_of_a_70b_model_on_one_48_gb_card(write_spec):
         "GP208 [warning] fine-tuning fits rtx-a6000 on the estimate (45.2 GiB of 47.5 GiB usable) but not at "
         "90% confidence: up to 55.2 GiB per GPU"
     )
-    assert code == 0 and finding in out and "hint: on rtx-a6000: 2 x rtx-a6000, tensor_parallel " in out, out
+    assert code == 0 and finding in out and "hint: on rtx-a6000: 2 x rtx-a6000, pipeline_parallel 2" in out, out
     code, out, _ = run_cli("estimate", "--format", "json", str(path))
     finetune = json.loads(out)["finetune"]
     assert round(finetune["per_gpu_bytes"] / GIB, 2) == 45.15
@@ -175,7 +176,7 @@ def test_qlora_of_a_70b_model_on_one_48_gb_card(write_spec):
             code == 1
             and f"GP301 [error] fine-tuning needs 45.2 GiB at the backward peak on one {gpu} (44.5 GiB usable)" in out
         ), out
-        assert f"2 x {gpu}, tensor_parallel 2" in out, out
+        assert f"2 x {gpu}, pipeline_parallel 2" in out, out
 
 
 def test_estimate_json_has_the_documented_fields():

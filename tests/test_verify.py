@@ -490,8 +490,7 @@ def test_gp801_is_an_error_when_the_headroom_is_gone(tmp_path, write_spec):
     assert "GP803" not in out  # 54.00 sequences fit: capacity is not below the declared 52
 
 
-def test_training_run_against_a_finetune_spec(tmp_path, write_spec):
-    text = """\
+LORA_8B_ONE_H100 = """\
 version: 1
 name: lora-8b
 model: {id: llama-3.1-8b}
@@ -502,6 +501,10 @@ finetune:
   seq_len: 4096
   hardware: {gpu: h100-sxm, count: 1}
 """
+
+
+def test_training_run_against_a_finetune_spec(tmp_path, write_spec):
+    text = LORA_8B_ONE_H100
     spec = write_spec(text)
     estimate = analysis_of(text).analysis.finetune
     usable = estimate.gpu.usable_bytes
@@ -520,17 +523,7 @@ finetune:
 def test_out_of_memory_errors_in_a_training_run_are_gp804_and_the_run_does_not_pass(tmp_path, write_spec):
     # A loop whose allocator raised 3 OutOfMemoryErrors (num_ooms) and kept going: its peaks are within the
     # estimate, and it passed with exit 0 and a note. GP804 is "the run failed to start, or ran out of memory".
-    text = """\
-version: 1
-name: lora-8b
-model: {id: llama-3.1-8b}
-finetune:
-  method: lora
-  precision: bf16
-  micro_batch: 2
-  seq_len: 4096
-  hardware: {gpu: h100-sxm, count: 1}
-"""
+    text = LORA_8B_ONE_H100
     spec = write_spec(text)
     memory = analysis_of(text).analysis.finetune.memory
     stats = tmp_path / "stats.json"
@@ -551,17 +544,7 @@ finetune:
 def test_a_list_of_more_rank_records_than_the_specs_gpus_is_gp802_as_world_size_is(tmp_path, write_spec):
     # Two ranks' statistics in one list against a spec of 1 GPU: the run had at least 2 GPUs. With "world_size": 2
     # in the records it was GP802; without it, nothing was said and the peaks were held to a 1-GPU estimate.
-    text = """\
-version: 1
-name: lora-8b
-model: {id: llama-3.1-8b}
-finetune:
-  method: lora
-  precision: bf16
-  micro_batch: 2
-  seq_len: 4096
-  hardware: {gpu: h100-sxm, count: 1}
-"""
+    text = LORA_8B_ONE_H100
     spec = write_spec(text)
     memory = analysis_of(text).analysis.finetune.memory
     rank = {"max_memory_allocated": memory.allocated, "max_memory_reserved": memory.reserved}
@@ -796,9 +779,9 @@ finetune:
   gradient_accumulation: {accumulation}
   activation_checkpointing: {str(checkpointing).lower()}
   fused_loss: {str(fused).lower()}
-  {layout}
+  {"framework: fused" + chr(10) + "  " if method == "qlora" and "tensor_parallel" in layout else ""}{layout}
 """
-    ),
+    ),  # QLoRA over tensor-parallel ranks runs under Unsloth (framework: fused) alone (gpuplan.conflicts)
     st.sampled_from(["llama-3.2-1b", "llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "qwen2.5-7b"]),
     st.sampled_from(["full", "lora", "qlora"]),
     st.sampled_from(["bf16", "bf16-mixed"]),
