@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan import clock
+from gpuplan.codes import CODES
 from gpuplan.findings import Finding, Severity, sorted_findings
 from gpuplan.loader import LoadedDocument, load_bytes
 from gpuplan.reading import SPEC, ReadRefused, check_size, read_bounded, read_stdin
@@ -272,11 +273,20 @@ def _selected(finding: Finding, options: LintOptions) -> bool:
     return code_selected(finding.code, finding.name, options.select, options.ignore)
 
 
+# The families whose findings say the file was not checked as a spec (it did not load, validate or resolve):
+# select/ignore never hide them, as ruff always reports a file it could not parse, so a run that selects
+# `[GP2, GP3]` does not pass a broken or missing spec whose rules never ran.
+ALWAYS_REPORTED_FAMILIES = frozenset({"input", "schema"})
+
+
 def code_selected(code: str, name: str, select: tuple[str, ...], ignore: tuple[str, ...]) -> bool:
-    """Whether select/ignore patterns (codes, code prefixes, rule names) let a code's findings through."""
+    """Whether select/ignore patterns (codes, code prefixes, rule names in any case) let a code's findings through."""
+    if code in CODES and CODES[code].family in ALWAYS_REPORTED_FAMILIES:
+        return True
 
     def matches(patterns: tuple[str, ...]) -> bool:
-        return any(code.startswith(p.upper()) or name == p for p in patterns)
+        # as the configuration checks a pattern (gpuplan.config): codes in any case, names in any case, trimmed
+        return any(code.startswith(p.strip().upper()) or name == p.strip().lower() for p in patterns)
 
     if select and not matches(select):
         return False

@@ -127,3 +127,31 @@ def test_select_and_ignore_take_comma_separated_lists_as_ruff_does():
     assert code == 2 and "unknown rule 'GP2O1'; did you mean GP201" in err
     code, _, err = run_cli("lint", "--select", "GP504,", spec)
     assert code == 2 and "an empty pattern would match every rule" in err
+
+
+def test_select_and_ignore_never_hide_a_file_that_was_not_checked(tmp_path):
+    # README's own configuration, `select: [GP2, GP3]`, passed a spec with a YAML syntax error (and a missing file
+    # exited 0): the rules it selects never ran on it. Input and schema findings say so whatever the patterns, as
+    # ruff reports a file it cannot parse.
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("version: 1\nname: b\nmodel: {id: llama-3.1-8b}\nserve:\n  context: 8192\n concurrency: 8\n")
+    code, out, _ = run_cli("lint", "--select", "GP2,GP3", str(broken))
+    assert code == 1 and "GP001 [error] YAML syntax error" in out
+    code, out, _ = run_cli("lint", "--ignore", "GP0", str(tmp_path / "missing.yaml"))
+    assert code == 2 and "GP009 [error] cannot read" in out
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text((EXAMPLES / "serve-llama-70b.yaml").read_text().replace("h100-sxm", "h100-sxn"))
+    code, out, _ = run_cli("lint", "--select", "GP5", str(unknown))
+    assert code == 1 and "GP022 [error] unknown GPU 'h100-sxn'" in out
+
+
+def test_a_rule_name_selects_in_any_case_as_the_configuration_accepts_it():
+    # `--ignore Low-Headroom` was accepted (the configuration looks names up in any case) and matched nothing.
+    spec = str(EXAMPLES / "findings" / "fit-low-headroom.yaml")
+    code, out, _ = run_cli("lint", "--fail-on", "warning", spec)
+    assert code == 1 and "GP202" in out
+    for pattern in ("Low-Headroom", "LOW-HEADROOM", "gp202"):
+        code, out, _ = run_cli("lint", "--fail-on", "warning", "--ignore", pattern, spec)
+        assert "GP202" not in out, pattern
+        _, out, _ = run_cli("lint", "--select", pattern, spec)
+        assert "GP202" in out, pattern
