@@ -154,7 +154,8 @@ def _tuning(text: str) -> Tuning | None:
     from gpuplan.spec import resolve
 
     spec, _ = resolve(load_bytes("starter.yaml", text.encode()), Path("."))
-    assert spec is not None, "a starter spec resolves"
+    if spec is None:  # refused as it resolves (a serving engine that cannot load the model on the GPU: GP026):
+        return None  # written untuned, and the lint after it says why
     settings = default_settings()
     planner = planner_for(spec, settings).finetune
     assert planner is not None

@@ -104,6 +104,16 @@ def test_init_finetune_then_serve_and_defaults_from_the_schema(tmp_path: Path, m
     assert "GP201" not in lint_codes(tmp_path / "both.yaml")
 
 
+def test_init_writes_a_starter_the_serving_engine_refuses_and_lints_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # gpt-oss-20b's MXFP4 experts on a T4 (compute capability 7.5): vLLM refuses the model (GP026), so the starter
+    # does not resolve; with a fine-tune beside it init stopped on an internal error ("a starter spec resolves",
+    # exit 2, nothing written). It writes the spec as it does every other, exit 0, and the lint says why.
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("init", "--model", "gpt-oss-20b", "--gpu", "t4", "--finetune", "lora", "--serve", "x.yaml")
+    assert code == 0 and "internal error" not in err and (tmp_path / "x.yaml").exists()
+    assert [f.code for f in lint_path(str(tmp_path / "x.yaml")).findings] == ["GP026"]
+
+
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "workload.yaml").write_text("mine\n")
