@@ -9,16 +9,37 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.reading import ReadRefused, read_head
+from gpuplan.records import record
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".nox"})
 # A spec has a top-level `model:` and a `finetune:` or `serve:` section; other YAML (CI files,
 # Kubernetes manifests, pre-commit configs) in the same repository is left alone.
-_MODEL_KEY = re.compile(rb"^model\s*:", re.MULTILINE)
-_JOB_KEY = re.compile(rb"^(finetune|serve)\s*:", re.MULTILINE)
-# A spec with one of those two keys misspelled still has the spec's other required keys, `version:` and `name:`.
-_SPEC_MARKS = (re.compile(rb"^version\s*:", re.MULTILINE), re.compile(rb"^name\s*:", re.MULTILINE))
-_TOP_KEY = re.compile(rb"^([A-Za-z_][\w-]*)\s*:", re.MULTILINE)
+_BOM = b"\xef\xbb\xbf"
+
+
+@record
+class _Keys:
+    """How a style of YAML document sets out its top-level keys: the model, a job, the spec's marks, any key."""
+
+    model: re.Pattern[bytes]
+    job: re.Pattern[bytes]
+    marks: tuple[re.Pattern[bytes], ...]
+    any: re.Pattern[bytes]
+
+    @classmethod
+    def of(cls, key: bytes) -> _Keys:
+        def compiled(name: bytes) -> re.Pattern[bytes]:
+            return re.compile(key % name, re.MULTILINE)
+
+        marks = (compiled(rb"version"), compiled(rb"name"))
+        return cls(compiled(rb"model"), compiled(rb"(?:finetune|serve)"), marks, compiled(rb"([A-Za-z_][\w-]*)"))
+
+
+# Block style: a key at the start of a line, quoted or not (`model:`, `"model":`). Flow style (a document that is one
+# `{...}` mapping, as JSON is): a key after the brace or a comma.
+_BLOCK = _Keys.of(rb"""^["']?%s["']?\s*:""")
+_FLOW = _Keys.of(rb"""(?<=[{,])\s*["']?%s["']?\s*:""")
 
 
 _HEAD_BYTES = 256 * 1024  # the keys sit at the top of a spec; a long comment block stays well inside this
@@ -37,22 +58,38 @@ def content_looks_like_spec(content: bytes) -> bool:
     """The hook's test on a file's bytes (also applied to git objects by ``gpuplan diff --git``): a top-level
     `model:` and `finetune:` or `serve:`; or, beside `version:` and `name:`, one of them and a key that lint's
     "did you mean" would take for the other (`modle:`, `Serve:`), so that a typo is reported, not skipped."""
-    head = content[:_HEAD_BYTES]
-    model, job = _MODEL_KEY.search(head), _JOB_KEY.search(head)
+    # as the loader reads it: a UTF-8 byte order mark first, and any line ending (CR alone too) ends a line
+    head = content[:_HEAD_BYTES].removeprefix(_BOM).replace(b"\r", b"\n")
+    keys_of = _FLOW if _starts_a_flow_mapping(head) else _BLOCK
+    model, job = keys_of.model.search(head), keys_of.job.search(head)
     if model and job:
         return True
-    if not (model or job) or not all(mark.search(head) for mark in _SPEC_MARKS):
+    if not (model or job) or not all(mark.search(head) for mark in keys_of.marks):
         return False
     from gpuplan.validate import closest_name  # only for a file with a spec's other keys
 
     wanted = ["finetune", "serve"] if model else ["model"]
-    keys = (key.decode("ascii") for key in _TOP_KEY.findall(head))
+    keys = (key.decode("ascii") for key in keys_of.any.findall(head))
     return any(closest_name(key, wanted) for key in keys if key not in ("version", "name", "model"))
+
+
+def _starts_a_flow_mapping(head: bytes) -> bool:
+    """Whether the document is one flow mapping: its first character, past blank and comment lines, is `{`."""
+    for line in head.splitlines():
+        text = line.strip()
+        if text and not text.startswith(b"#"):
+            return text.startswith(b"{")
+    return False
 
 
 def is_spec_file(name: str, content: bytes) -> bool:
     """Whether the pre-commit hook would check this file: a YAML name and spec-looking content."""
-    return name.endswith(SPEC_SUFFIXES) and content_looks_like_spec(content)
+    return has_spec_suffix(name) and content_looks_like_spec(content)
+
+
+def has_spec_suffix(name: str) -> bool:
+    """A YAML file's name in any case (`.yaml`, `.YML`): pre-commit's `types: [yaml]` passes both to the hook."""
+    return name.lower().endswith(SPEC_SUFFIXES)
 
 
 def discover(paths: list[str], *, only_specs: bool = False) -> Iterator[str]:
@@ -71,7 +108,7 @@ def discover(paths: list[str], *, only_specs: bool = False) -> Iterator[str]:
             dirs[:] = sorted(name for name in dirs if name not in _SKIPPED_DIRS and not name.startswith("."))
             for name in sorted(files):
                 candidate = Path(root) / name
-                if candidate.suffix in SPEC_SUFFIXES and looks_like_spec(candidate):
+                if has_spec_suffix(name) and looks_like_spec(candidate):
                     yield str(candidate)
 
 

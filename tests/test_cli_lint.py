@@ -165,6 +165,35 @@ def test_only_specs_skips_other_yaml(tmp_path: Path):
     assert run_cli("lint", str(other))[0] == 1
 
 
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        # each a spec lint reads as such when named (GP203: 64 x 8,192 tokens do not fit one L4), yet the hook and
+        # `lint DIR` skipped it: the key tests were byte patterns of one layout (unquoted keys at a line's start)
+        ("bom.yaml", "\ufeff" + "{spec}"),
+        ("quoted.yaml", "QUOTED"),
+        ("flow.yaml", "FLOW"),
+        ("cr.yaml", "CR"),
+        ("UPPER.YAML", "{spec}"),  # pre-commit's `types: [yaml]` passes it; the hook linted it, `lint DIR` did not
+    ],
+)
+def test_the_hook_and_a_folder_find_every_layout_of_a_spec(tmp_path: Path, name: str, text: str):
+    spec = (
+        "version: 1\nname: s\nmodel: {id: llama-3.1-8b}\nserve: {context: 8192, concurrency: 64, hardware: {gpu: l4}}\n"
+    )
+    written = {
+        "QUOTED": spec.replace("version:", '"version":').replace("model:", '"model":').replace("serve:", '"serve":'),
+        "FLOW": '{"version": 1, "name": "s", "model": {"id": "llama-3.1-8b"}, '
+        '"serve": {"context": 8192, "concurrency": 64, "hardware": {"gpu": "l4"}}}\n',
+        "CR": spec.replace("\n", "\r"),
+    }.get(text, text.format(spec=spec))
+    path = tmp_path / name
+    path.write_bytes(written.encode())
+    for args in (["--only-specs", str(path)], [str(tmp_path)]):
+        code, out, _ = run_cli("lint", *args)
+        assert code == 1 and "GP203" in out and "in 1 file" in out, (args, out)
+
+
 def test_fail_on_threshold_and_usage_errors(write_spec):
     path = write_spec(VALID_SERVE)
     assert run_cli("lint", "--fail-on", "info", str(path))[0] == 0

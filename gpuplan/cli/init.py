@@ -159,9 +159,9 @@ def init(
     from pathlib import Path
 
     from gpuplan import starter
-    from gpuplan.discovery import SPEC_SUFFIXES
+    from gpuplan.discovery import has_spec_suffix
 
-    if path != "-" and path.strip() and not path.endswith(SPEC_SUFFIXES):  # before any question is asked
+    if path != "-" and path.strip() and not has_spec_suffix(path):  # before any question is asked
         raise click.BadParameter(
             f"{visible(path)} does not end in .yaml or .yml: the pre-commit hook and gpuplan lint DIR read only"
             " those, so the spec would never be checked",

@@ -19,7 +19,7 @@ from gpuplan.config import Config, ConfigError, load_config
 from gpuplan.config_files import CONFIG_FILE
 from gpuplan.diff.git import Change, Content, Repository, Unreadable, read_working_file
 from gpuplan.diff.model import DiffResult, Revision, SpecChange, SpecSide, compare, side_from_result
-from gpuplan.discovery import SPEC_SUFFIXES, is_spec_file, model_config_names
+from gpuplan.discovery import has_spec_suffix, is_spec_file, model_config_names
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Severity
 from gpuplan.linter import LintOptions, LintResult, lint_bytes, lint_path
@@ -150,7 +150,7 @@ def _changed_inputs(
     every YAML file read at ``head`` to find them (their contents, so that none is read twice)."""
     if not any(path.endswith(".json") for path in changed):
         return {}, {}  # a spec's model.config is a config.json: with none changed, no spec is read again
-    candidates = [path for path in repository.files(head, pathspecs) if path.endswith(SPEC_SUFFIXES)]
+    candidates = [path for path in repository.files(head, pathspecs) if has_spec_suffix(path)]
     contents = repository.read(head, candidates)
     found = {}
     for path, content in contents.items():
@@ -178,7 +178,7 @@ def _configuration_changed(repository: Repository, base: str, head: str | None, 
 
 
 def _yaml_named(change: Change) -> bool:
-    return any(path.endswith(SPEC_SUFFIXES) for path in (change.old_path, change.new_path) if path)
+    return any(has_spec_suffix(path) for path in (change.old_path, change.new_path) if path)
 
 
 def _hook_checks(path: str | None, content: Content) -> bool:
@@ -201,7 +201,7 @@ def _spec_side(path: str | None, content: Content) -> bytes | Unreadable | None:
     told from a broken spec, so it is linted and its finding (GP003, GP005, GP001, GP009) is that side's."""
     if path is None or content is None or isinstance(content, Unreadable) or is_spec_file(path, content):
         return content
-    if not path.endswith(SPEC_SUFFIXES):
+    if not has_spec_suffix(path):
         return None
     loaded = load_bytes(path, content)
     return content if any(finding.code in _NOT_YAML for finding in loaded.findings) else None
