@@ -71,6 +71,7 @@ from gpuplan.units import (
     DTYPE_BYTES,
     GIB,
     format_gib,
+    format_gib_apart,
 )
 
 # Memory outside PyTorch's caching allocator per training process (the CUDA context and the kernel modules
@@ -279,8 +280,15 @@ class ServeEstimate:
             )
         if self.memory.kv_available <= 0:
             return "the weights and the engine's reserves leave no room for a KV cache, so the engine cannot start"
+        memory = self.memory
+        if memory.state_bytes_per_sequence:  # tokens alone undercount a sequence: its recurrent state is apart
+            need, has = format_gib_apart(memory.kv_bytes_per_sequence, memory.kv_available)
+            return (
+                f"the KV cache's {has} is less than one {self.setup.context:,}-token sequence needs ({need}, its "
+                "recurrent state included), so the engine cannot start"
+            )
         return (
-            f"the KV cache holds {self.memory.kv_cache_tokens:,} tokens, less than one "
+            f"the KV cache holds {memory.kv_cache_tokens:,} tokens, less than one "
             f"{self.setup.context:,}-token sequence, so the engine cannot start"
         )
 

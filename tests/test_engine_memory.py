@@ -604,3 +604,46 @@ def test_trtllm_profiling_lines_give_the_room_the_fraction_is_taken_of(tmp_path)
         1.1 * GIB
     )
     assert any("sizes the KV cache 2 times" in note for note in evidence.notes)
+
+
+@pytest.mark.parametrize(
+    "engine, pool, per_token, longest",
+    [
+        # Gemma 3 27B on one H100 at 65,536 tokens: SGLang and TensorRT-LLM keep every layer's whole context (no
+        # window), 507,904 B a token. The longest sequence is the pool over that: 16,065,497,871 / 507,904 =
+        # 31,630.6 tokens (SGLang's 1-token pages), 25,569,518,452 / 507,904 = 50,343.2, 50,336 in TensorRT-LLM's
+        # 32-token blocks. vLLM's windowed sizing said 140,720 and 256,720 beside "the engine cannot start".
+        ("sglang", 16_065_497_871, 507_904, 31_630),
+        ("trtllm", 25_569_518_452, 507_904, 50_336),
+    ],
+)
+def test_the_longest_context_follows_the_engines_own_sizing(write_spec, engine, pool, per_token, longest):
+    spec = write_spec(
+        f"version: 1\nname: g\nmodel: {{id: gemma-3-27b}}\nserve: {{engine: {engine}, context: 65536, concurrency: 1, "
+        "hardware: {gpu: h100-sxm, count: 1}}\n"
+    )
+    _, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    serve = json.loads(out)["serve"]
+    assert (serve["kv_pool_bytes"], serve["kv_bytes_per_token"]) == (pool, per_token)
+    assert serve["max_context"] == longest and serve["loads"] is False
+    _, out, _ = run_cli("lint", str(spec))
+    assert f"at most 0 sequences at 65,536 tokens, or {longest:,} tokens at 1" in out
+
+
+def test_a_hybrid_models_longest_context_leaves_room_for_its_state(write_spec):
+    # Nemotron-H 8B under SGLang at 19.29% of the memory: a 189,105,285 B pool, 16,384 B a token on its 4 attention
+    # layers and 102,137,856 B of Mamba state a sequence: (189,105,285 - 102,137,856) / 16,384 = 5,308.1 tokens
+    # (5,200 before, vLLM's sizing). The pool's 11,542 tokens counted no state, so "holds 11,542 tokens, less than
+    # one 8,192-token sequence" contradicted itself: it is said in bytes now, state included.
+    spec = write_spec(
+        "version: 1\nname: h\nmodel: {id: nemotron-h-8b}\nserve: {engine: sglang, context: 8192, concurrency: 1, "
+        "memory_utilization: 0.192888, hardware: {gpu: h100-sxm, count: 1}}\n"
+    )
+    _, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    serve = json.loads(out)["serve"]
+    assert (serve["kv_pool_bytes"], serve["max_context"]) == (189_105_285, 5_308)
+    _, text, _ = run_cli("estimate", str(spec))
+    assert (
+        "the KV cache's 0.18 GiB is less than one 8,192-token sequence needs (0.22 GiB, its recurrent state "
+        "included), so the engine cannot start"
+    ) in text

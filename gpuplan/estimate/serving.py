@@ -651,11 +651,17 @@ def max_concurrency(memory: ServingMemory) -> int:
 
 
 def max_context(setup: ServingSetup, memory: ServingMemory) -> int:
-    """The longest context at the declared concurrency that fits the KV budget (binary search, as vLLM)."""
+    """The longest context at the declared concurrency that fits the KV budget (binary search, as vLLM), under the
+    engine's own sizing: SGLang and TensorRT-LLM size every layer for the whole context (their bytes per token, in
+    their blocks) beside each sequence's state (gpuplan.estimate.engines), vLLM caps windowed layers."""
     available = memory.kv_available
     arch, tp, pp = setup.architecture, setup.tensor_parallel, setup.pipeline_parallel
     if available <= 0:
         return 0
+    if setup.engine in ("sglang", "trtllm"):
+        block, per_token = memory.kv_block_tokens, memory.kv_bytes_per_token
+        sequences = available // setup.concurrency - memory.state_bytes_per_sequence
+        return max(0, int(sequences // (per_token * block)) * block) if per_token > 0 else 0
     low, high = 0, max(setup.context, arch.max_position or setup.context) * 64
     draft_token, block = proposer_kv(setup), memory.kv_block_tokens
     while low < high:
