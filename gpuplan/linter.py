@@ -40,6 +40,8 @@ class LintOptions:
     today: datetime.date | None = None  # for waiver expiry and price age; None means today in UTC
     config_source: str | None = None  # the configuration file these options came from, for the decision record
     catalog_hints: bool = False  # fit hints also search every allowed GPU for the cheapest layout
+    # The level this file fails a run at: --fail-on, else its own configuration's fail-on (None: the run's)
+    fail_on: Severity | None = None
 
 
 @record
@@ -51,13 +53,14 @@ class LintResult:
     settings: Any = None  # gpuplan.config.Settings the estimate and rules used
     tracebacks: tuple[str, ...] = ()  # the trace of each GP010, for --traceback
     options: LintOptions | None = None  # what shaped the run (select/ignore/severities/waivers), for reports
+    fail_on: Severity | None = None  # the level this file fails the run at (LintOptions.fail_on; None: the run's)
 
     def failing(self, threshold: Severity) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if not f.waived and f.severity.rank >= threshold.rank)
 
     def findings_only(self) -> LintResult:
         """This result without the document and the analysis: what a many-file run keeps per file."""
-        return LintResult(self.path, self.findings, tracebacks=self.tracebacks)
+        return LintResult(self.path, self.findings, tracebacks=self.tracebacks, fail_on=self.fail_on)
 
 
 def read_input(path: str) -> bytes:
@@ -78,7 +81,7 @@ def lint_path(path: str, options: LintOptions | None = None) -> LintResult:
 def _refused(path: str, refused: ReadRefused, options: LintOptions) -> LintResult:
     code = "GP003" if refused.too_large else "GP009"
     finding = Finding.make(code, f"cannot read {path}: {refused.reason}", path=path)
-    return LintResult(path, configure([finding], options), options=options)
+    return LintResult(path, configure([finding], options), options=options, fail_on=options.fail_on)
 
 
 def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> LintResult:
@@ -91,7 +94,7 @@ def lint_bytes(path: str, raw: bytes, options: LintOptions | None = None) -> Lin
         check_size(len(raw), SPEC, known=False)
     except ReadRefused as refused:
         return _refused(path, refused, options)
-    return replace(_lint_bytes(path, raw, options), options=options)
+    return replace(_lint_bytes(path, raw, options), options=options, fail_on=options.fail_on)
 
 
 def _lint_bytes(path: str, raw: bytes, options: LintOptions) -> LintResult:

@@ -42,7 +42,7 @@ class LintRun:
     """The files of one lint run with the options each is linted with; ``results`` lints them."""
 
     jobs: tuple[_Job, ...]
-    fail_on: Severity  # --fail-on, else the strictest fail-on of the configurations involved
+    fail_on: Severity  # --fail-on, else the strictest of the configurations involved (each file fails at its own)
     keep_analysis: bool = False
     workers: int | None = None
 
@@ -94,12 +94,20 @@ def lint_run(
             problem = "; ".join(shown) + (f" (and {more} more)" if more else "")
             jobs.append(_Job(path, None, (str(config.path), problem)))
             continue
-        if config.fail_on:
-            fail_levels.append(config.fail_on)
+        own = Severity(fail_on) if fail_on else config.fail_on or Severity.ERROR  # the level this file fails at
+        fail_levels.append(own)
         options = lint_options(
-            config, select=select, ignore=ignore, use_waivers=use_waivers, today=day, catalog_hints=catalog_hints
+            config,
+            select=select,
+            ignore=ignore,
+            use_waivers=use_waivers,
+            today=day,
+            catalog_hints=catalog_hints,
+            fail_on=own,
         )
         jobs.append(_Job(path, options))
+    # What a run reports as its level (one file's own; several configurations': the strictest); each file still
+    # fails the run at its own level (output.summary.Tally), so a pre-commit batch fails as each file alone would
     configured = min(fail_levels, key=lambda s: s.rank) if fail_levels else Severity.ERROR
     threshold = Severity(fail_on) if fail_on else configured
     return LintRun(tuple(jobs), threshold, keep_analysis, workers)
@@ -194,8 +202,10 @@ def lint_options(
     use_waivers: bool = True,
     today: datetime.date | None = None,
     catalog_hints: bool | None = None,
+    fail_on: Severity | None = None,
 ) -> LintOptions:
-    """The options a spec is linted with: command-line selections on top of its configuration."""
+    """The options a spec is linted with: command-line selections on top of its configuration (``fail_on``: the
+    level the file fails a run at, where the caller decided it)."""
     return LintOptions(
         select=select or config.select,
         ignore=tuple(ignore) + config.ignore,
@@ -205,6 +215,7 @@ def lint_options(
         today=today or clock.today(),
         config_source=config.source,
         catalog_hints=config.catalog_hints if catalog_hints is None else catalog_hints,
+        fail_on=fail_on,
     )
 
 

@@ -403,6 +403,22 @@ def test_a_symlinked_spec_is_governed_by_its_targets_configuration(tmp_path: Pat
         assert "GP301" in codes[own] and "GP301" not in codes[linked], (order, codes)
 
 
+def test_each_spec_fails_a_run_at_its_own_configurations_level(tmp_path: Path):
+    # p/ fails on warnings and holds a spec with none; q/ fails on errors and holds one with a warning (GP507).
+    # Each passes alone, but together the run failed: the strictest fail-on was applied to every file, so a
+    # pre-commit result depended on which files were staged together. --fail-on still sets every file's level.
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    for folder, config, example in (("p", "warning", "finetune-llama-8b-lora"), ("q", "error", "serve-llama-70b")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / ".gpuplan.yaml").write_text(f"fail-on: {config}\n")
+        (tmp_path / folder / "spec.yaml").write_text((EXAMPLES / f"{example}.yaml").read_text())
+    p, q = str(tmp_path / "p"), str(tmp_path / "q")
+    _, out, _ = run_cli("lint", q)
+    assert "GP507 [warning]" in out
+    assert [run_cli("lint", *paths)[0] for paths in ([p], [q], [p, q], [q, p])] == [0, 0, 0, 0]
+    assert run_cli("lint", "--fail-on", "warning", p, q)[0] == 1
+
+
 @pytest.mark.parametrize("text", ["", "# gpuplan settings, to fill in\n", "---\n"])
 def test_a_configuration_that_holds_nothing_means_the_defaults(tmp_path: Path, text: str):
     # An empty or comment-only .gpuplan.yaml (a template's placeholder) sets nothing, as {} does: the spec

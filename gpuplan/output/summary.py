@@ -47,7 +47,8 @@ class Tally:
             self.warnings + counted.count(Severity.WARNING),
             self.infos + counted.count(Severity.INFO),
             self.waived + len(findings) - len(counted),
-            self.failed or bool(result.failing(self.fail_on)),
+            # each file at its own level: its configuration's fail-on, unless the command line set the run's
+            self.failed or bool(result.failing(result.fail_on or self.fail_on)),
             self.unchecked or any(f.code in UNCHECKED_CODES for f in findings),
         )
 
