@@ -13,14 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from gpuplan.analysis import (
-    Analysis,
-    FinetuneEstimate,
-    ServeEstimate,
-    estimate_finetune,
-    estimate_serve,
-    planned_kv_pool,
-)
+from gpuplan.analysis import Analysis, FinetuneEstimate, ServeEstimate, estimate_finetune, estimate_serve
 from gpuplan.config import Settings
 from gpuplan.errors import GpuplanError
 from gpuplan.evidence.model import (
@@ -345,12 +338,12 @@ class _Check:
 
     def _below_band(self, estimate: ServeEstimate, confidence: float, terms: list[TermResult]) -> None:
         """GP806: the run's KV cache pool (the smallest rank's) below the low edge of the estimate's measured band
-        at ``confidence`` (``planned_kv_pool``, what every KV-cache figure of the plan planned for), beyond the
-        log's printing precision. ``estimate`` is the one the terms are compared with."""
+        at ``confidence`` (``ServeEstimate.planned_kv_pool``, what every KV-cache figure of the plan planned for),
+        beyond the log's printing precision. ``estimate`` is the one the terms are compared with."""
         pool = next((term for term in terms if term.measured_terms == (KV_POOL,)), None)
         if pool is None or pool.measured is None or pool.status in (NOT_MEASURED, NOT_ESTIMATED, NOT_COMPARABLE):
             return
-        low = planned_kv_pool(estimate.memory, confidence)
+        low = estimate.planned_kv_pool(confidence)
         if low <= 0 or pool.measured + pool.resolution >= low:
             return
         band = estimate.kv_band
