@@ -162,8 +162,7 @@ def _tuning(text: str) -> Tuning | None:
     declared = planner.declared()
     if declared.sound:
         return None
-    # The planner's reasons read "needs 149.3 GiB per GPU; h100-pcie has 79.2 GiB usable".
-    problem = "; ".join(declared.reasons)
+    problem = _problem_words(declared.reasons)
     option = planner.settings_for_declared_shape()
     if option is not None:
         before, after = declared.layout.settings, option.layout.settings
@@ -181,6 +180,16 @@ def _tuning(text: str) -> Tuning | None:
         headroom_pct=settings.headroom_pct,
         confidence=spec.plan.confidence,
     )
+
+
+def _problem_words(reasons: tuple[str, ...]) -> str:
+    """The planner's reasons against the starter's layout as words that follow "the job": its memory first (they
+    read "needs 149.3 GiB per GPU; h100-pcie has 79.2 GiB usable"), then any other ("100 GPUs exceed max_gpus 64")."""
+    needs = [reason for reason in reasons if reason.startswith("needs")]
+    others = "; ".join(reason for reason in reasons if not reason.startswith("needs"))
+    if not needs:
+        return f"is not sound: {others}"
+    return "; ".join(needs) + (f"; and {others}" if others else "")
 
 
 def starter_seq_len() -> int:

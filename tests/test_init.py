@@ -114,6 +114,18 @@ def test_init_writes_a_starter_the_serving_engine_refuses_and_lints_it(tmp_path:
     assert [f.code for f in lint_path(str(tmp_path / "x.yaml")).findings] == ["GP026"]
 
 
+def test_init_states_a_limit_the_count_breaks_in_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # 100 L4s for an 8B LoRA: beyond plan.max_gpus' default 64, and the defaults need 41.0 GiB on a 22.0 GiB card.
+    # The planner's reasons were pasted after "the job": "the job 100 GPUs exceed max_gpus 64; needs 41.0 GiB".
+    monkeypatch.chdir(tmp_path)
+    flags = ("--model", "llama-3.1-8b", "--finetune", "lora", "--gpu", "l4", "--count", "100")
+    _, _, err = run_cli("init", *flags, "g.yaml")
+    assert (
+        "with the starter's defaults the job needs 41.0 GiB per GPU; l4 has 22.0 GiB usable; and 100 GPUs exceed "
+        "max_gpus 64; the fewest GPUs that do: 2 x l4"
+    ) in err
+
+
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "workload.yaml").write_text("mine\n")
