@@ -10,6 +10,7 @@ from dataclasses import field
 from gpuplan.architecture import Architecture
 from gpuplan.assumptions import finetune_assumptions, serve_assumptions
 from gpuplan.catalog import Gpu
+from gpuplan.context_limits import beyond_model
 from gpuplan.estimate.bands import (
     MemoryBand,
     SpeedBand,
@@ -238,14 +239,9 @@ class ServeEstimate:
         (``context_limits``: vLLM's _get_and_verify_max_len; GP206). Speed and cost per token are figures of a running
         engine, so the outputs state them only when it loads (the GPUs' monthly price stands either way)."""
         memory = self.memory
-        if self._beyond_model():
+        if beyond_model(self.setup.architecture, self.setup.context):
             return False
         return memory.kv_available > 0 and memory.kv_available >= memory.kv_bytes_per_sequence
-
-    def _beyond_model(self) -> bool:
-        """Whether the context is longer than the model takes (0: no known limit)."""
-        limit = self.setup.architecture.max_position
-        return 0 < limit < self.setup.context
 
     @property
     def kv_field(self) -> tuple[str, str]:
@@ -273,7 +269,7 @@ class ServeEstimate:
     @property
     def not_loaded_reason(self) -> str:
         """Why the engine cannot start, in words (for a layout that does not load)."""
-        if self._beyond_model():
+        if beyond_model(self.setup.architecture, self.setup.context):
             return (
                 f"a {self.setup.context:,}-token context is longer than the model takes "
                 f"({self.setup.architecture.max_position:,} tokens), so the engine cannot start"

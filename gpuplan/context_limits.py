@@ -15,6 +15,7 @@ an index error). The first two cannot run (GP206), the last one runs outside the
 
 from __future__ import annotations
 
+from gpuplan.architecture import Architecture
 from gpuplan.loader import Pointer
 from gpuplan.records import record
 from gpuplan.spec import ModelRef, Spec
@@ -66,9 +67,14 @@ class Overrun:
         )
 
 
-def _over(model: ModelRef, tokens: int) -> bool:
-    limit = model.architecture.max_position
+def beyond_model(architecture: Architecture, tokens: int) -> bool:
+    """Whether ``tokens`` is a longer context than ``architecture`` takes (0: no known limit)."""
+    limit = architecture.max_position
     return limit > 0 and tokens > limit
+
+
+def _over(model: ModelRef, tokens: int) -> bool:
+    return beyond_model(model.architecture, tokens)
 
 
 def overruns(spec: Spec) -> tuple[Overrun, ...]:

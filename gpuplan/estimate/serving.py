@@ -660,7 +660,7 @@ def max_context(setup: ServingSetup, memory: ServingMemory) -> int:
         return 0
     if setup.engine in ("sglang", "trtllm"):
         block, per_token = memory.kv_block_tokens, memory.kv_bytes_per_token
-        sequences = available // setup.concurrency - memory.state_bytes_per_sequence
+        sequences = available // max(1, setup.concurrency) - memory.state_bytes_per_sequence
         return max(0, int(sequences // (per_token * block)) * block) if per_token > 0 else 0
     low, high = 0, max(setup.context, arch.max_position or setup.context) * 64
     draft_token, block = proposer_kv(setup), memory.kv_block_tokens

@@ -248,6 +248,15 @@ class Option:
         split = self.layout.tensor_parallel * self.layout.pipeline_parallel
         return (cost, paid, -self.gpus, split, self.latency_s, len(self.changes))
 
+    def reason(self, constraint: str) -> str | None:
+        """Why the option breaks ``constraint`` (a key of SERVE_CONSTRAINTS or FINETUNE_CONSTRAINTS); None where it
+        meets it."""
+        return dict(zip(self.broken, self.reasons, strict=True)).get(constraint)
+
+    def breaks(self, constraint: str) -> bool:
+        """Whether the option was judged on ``constraint`` and breaks it."""
+        return dict(self.meets).get(constraint) is False
+
     def with_problem(self, name: str, reason: str) -> Option:
         """The option with one more constraint broken (constraints that depend on other options)."""
         order = SERVE_CONSTRAINTS if self.kind == "serve" else FINETUNE_CONSTRAINTS

@@ -8,19 +8,15 @@ written, so the command can say so (the Markdown and HTML show them: a reader's 
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import unicodedata
 from collections.abc import Iterable
 
 from gpuplan.records import record
+from gpuplan.resources import resource_dir
 
-# The bundled subset's code points (templates/fonts/README.md: the fontTools subset command's --unicodes).
-BUNDLED = (
-    (0x20, 0x7E), (0xA0, 0x17F), (0x391, 0x3C9), (0x2010, 0x2027), (0x2030, 0x203A), (0x2190, 0x2193),
-    (0x2212, 0x2212), (0x2248, 0x2248), (0x2260, 0x2260), (0x2264, 0x2265), (0xD7, 0xD7), (0x2713, 0x2713),
-    (0x2717, 0x2717), (0x20AC, 0x20AC),
-)  # fmt: skip
 # Characters no font draws as a glyph of their own: controls, format characters (a zero-width joiner), combining
 # marks and variation selectors (drawn with the character before them), and separators.
 NOT_DRAWN = {"Cc", "Cf", "Mn", "Me", "Zs", "Zl", "Zp"}
@@ -29,6 +25,16 @@ FC_TIMEOUT_S = 10
 
 def _covered(ranges: Iterable[tuple[int, int]], point: int) -> bool:
     return any(low <= point <= high for low, high in ranges)
+
+
+@functools.cache
+def bundled_points() -> frozenset[int]:
+    """The code points the bundled fonts draw, read from their character maps (the subset templates/fonts/README.md
+    made; fontTools comes with WeasyPrint)."""
+    from fontTools.ttLib import TTFont
+
+    fonts = sorted((resource_dir("templates") / "fonts").glob("*.ttf"))
+    return frozenset(point for font in fonts for point in TTFont(font).getBestCmap())
 
 
 def installed_ranges() -> tuple[tuple[int, int], ...] | None:
@@ -65,9 +71,10 @@ class Undrawable:
 def undrawable(texts: Iterable[str]) -> Undrawable:
     """The characters of ``texts`` that neither the bundled fonts nor an installed one covers."""
     outside: dict[str, None] = {}
+    bundled = bundled_points()
     for text in texts:
         for char in text:
-            if not _covered(BUNDLED, ord(char)) and unicodedata.category(char) not in NOT_DRAWN:
+            if ord(char) not in bundled and unicodedata.category(char) not in NOT_DRAWN:
                 outside[char] = None
     if not outside:
         return Undrawable()

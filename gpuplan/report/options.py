@@ -205,7 +205,7 @@ def _judgement(option: Option, name: str, ok: bool, confidence: float) -> str:
         if name == "arrival_rate" and estimate.loads and not estimate.speed.saturated:
             return f"at risk: kept up with on the estimate, not at {confidence:.0%} confidence"
         return "breaks"
-    memory_broken = dict(option.meets).get("memory") is False
+    memory_broken = option.breaks("memory")
     if name == "headroom" and memory_broken:
         return "not judged (memory breaks)"
     if name == "arrival_rate" and not estimate.loads:

@@ -416,7 +416,7 @@ def headline(memo: Memo) -> str:
                 for finding in decision.deciding
                 if _job_of(finding) == JOB_WORDS[job.kind] and finding.hint and not CODES[finding.code].planner_judged
             ]
-            context_breaks = not dict(job.plan.declared.meets).get("context", True)
+            context_breaks = job.plan.declared.breaks("context")
             if job.budget.nothing_fits:
                 way.append(f"no sound {JOB_WORDS[job.kind]} layout fits its budget")
             elif job.plan.recommended is None and context_breaks and fixes:

@@ -260,7 +260,7 @@ def declared_outside_plan_limits(ctx: RuleContext) -> Iterator[Finding]:
         if estimate is None or planner is None:
             continue
         declared = planner.declared()
-        problem = dict(zip(declared.broken, declared.reasons, strict=True)).get("limits")
+        problem = declared.reason("limits")
         if problem is None:
             continue
         sized = declared.layout.gpu.id in problem  # the GPU or its vendor, else the count of GPUs or nodes
