@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 from gpuplan.architecture import Architecture, ArchitectureError
 from gpuplan.catalog import get_model, gpu_catalog, model_catalog
 from gpuplan.codes import CODES
-from gpuplan.conflicts import BF16_PRECISIONS, runs_pipeline
+from gpuplan.conflicts import BF16_PRECISIONS, runs_pipeline, runs_tensor_parallel
 from gpuplan.defaults import resolve_ref
 from gpuplan.resources import schema_path
 
@@ -731,6 +731,13 @@ def _repair_finetune(tune: dict[str, Any], pinned: frozenset[str]) -> None:
             if tune.get("sharding") in ("zero2", "zero3", "fsdp"):
                 tune["sharding"] = "zero1"
             offload.pop("parameters", None)
+            hardware.pop("tensor_parallel", None)
+    if hardware.get("tensor_parallel", 1) > 1 and not runs_tensor_parallel(
+        tune.get("method", "full"), tune.get("framework", "eager")
+    ):  # QLoRA over tensor-parallel ranks runs under Unsloth (framework: fused) alone
+        if "framework" not in pinned:
+            tune["framework"] = "fused"
+        else:
             hardware.pop("tensor_parallel", None)
     evaluation = tune.get("evaluation")
     if evaluation is not None and evaluation.get("predictions", "none") != "none" and "samples" not in evaluation:
