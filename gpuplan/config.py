@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Iterator
 from dataclasses import field
 from pathlib import Path
@@ -20,7 +19,7 @@ from gpuplan.codes import CODES, lookup, suggestions
 from gpuplan.defaults import apply_defaults
 from gpuplan.errors import GpuplanError
 from gpuplan.findings import Finding, Severity
-from gpuplan.loader import LoadedDocument, Position, load_bytes
+from gpuplan.loader import LoadedDocument, load_bytes
 from gpuplan.reading import SETTINGS, ReadRefused, read_bounded
 from gpuplan.records import record
 
@@ -164,7 +163,8 @@ def _config(data: dict[str, Any], source: str) -> Config:
 
 
 def _toml_document(path: Path, raw: bytes) -> LoadedDocument:
-    """[tool.gpuplan] as a LoadedDocument; positions come from the lines that define each key."""
+    """[tool.gpuplan] as a LoadedDocument; positions are where each key and array item is written
+    (``toml_positions``), in any TOML spelling."""
     import tomllib
 
     try:
@@ -177,31 +177,19 @@ def _toml_document(path: Path, raw: bytes) -> LoadedDocument:
     table = tool["gpuplan"]
     if not isinstance(table, dict):
         raise ConfigError(path, [f"{path}: tool.gpuplan must be a table ([tool.gpuplan]), not {type(table).__name__}"])
-    positions: dict[tuple[str | int, ...], Position] = {(): Position(1, 1, 1, 1)}
-    section: tuple[str, ...] = ()
-    for number, line in enumerate(re.split(r"\r\n|\r|\n", raw.decode("utf-8")), start=1):
-        header = re.match(r"\s*\[tool\.gpuplan(?:\.([\w-]+))?\]", line)
-        if header:
-            section = (header.group(1),) if header.group(1) else ()
-            positions[section] = Position(number, 1, number, 1)
-            continue
-        if re.match(r"\s*\[", line):
-            section = ("<other>",)
-            continue
-        key = re.match(r"(\s*)([\w-]+)\s*=", line)
-        if key and section != ("<other>",):
-            column = len(key.group(1)) + 1
-            positions[(*section, key.group(2))] = Position(number, column, number, column)
+    from gpuplan.toml_positions import key_positions
+
+    document = LoadedDocument(str(path), table, key_positions(raw.decode("utf-8"), ("tool", "gpuplan")), ())
     # TOML has nan and inf, which no schema bound catches (every comparison with NaN is false); the
     # YAML loader refuses them as values, and so does this one, at the key that holds one.
     problems = [
         f"{path}:{position.line}:{position.col}: {'.'.join(map(str, pointer))} is {value!r}: write a finite number"
         for pointer, value in _non_finite(table)
-        for position in (positions.get(pointer) or positions.get(pointer[:1]) or positions[()],)
+        for position in (document.position(pointer),)
     ]
     if problems:
         raise ConfigError(path, problems)
-    return LoadedDocument(str(path), table, positions, ())
+    return document
 
 
 def _non_finite(value: Any, pointer: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], float]]:

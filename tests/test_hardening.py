@@ -355,7 +355,8 @@ def test_toml_nan_and_inf_are_refused_at_their_key(tmp_path: Path, value: str):
     code, _, err = run_cli("lint", "--config", str(config), str(tmp_path / "spec.yaml"))
     assert code == 2
     assert (
-        err == f"gpuplan: error: invalid configuration: {config}:3:1: "
+        # line 3, column 15: "thresholds = {" is 14 characters, the key follows
+        err == f"gpuplan: error: invalid configuration: {config}:3:15: "
         f"thresholds.headroom_pct is {float(value)!r}: write a finite number\n"
     )
     config.write_text(f"[tool.gpuplan.diff]\nmax-monthly-increase = {value}\n")
