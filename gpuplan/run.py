@@ -205,10 +205,12 @@ def lint_options(
     fail_on: Severity | None = None,
 ) -> LintOptions:
     """The options a spec is linted with: command-line selections on top of its configuration (``fail_on``: the
-    level the file fails a run at, where the caller decided it)."""
+    level the file fails a run at, where the caller decided it). A ``select`` on the command line starts the
+    selection afresh, the configuration's ignores with it, as ruff's does (astral-sh/ruff#1245: `--select E501`
+    over a configuration's `ignore = ["E501"]` reports E501); an ``ignore`` alone adds to the configuration's."""
     return LintOptions(
         select=select or config.select,
-        ignore=tuple(ignore) + config.ignore,
+        ignore=tuple(ignore) + (() if select else config.ignore),
         severities=config.severities,
         use_waivers=use_waivers,
         settings=config.settings,

@@ -155,3 +155,19 @@ def test_a_rule_name_selects_in_any_case_as_the_configuration_accepts_it():
         assert "GP202" not in out, pattern
         _, out, _ = run_cli("lint", "--select", pattern, spec)
         assert "GP202" in out, pattern
+
+
+def test_select_on_the_command_line_starts_afresh_as_ruffs_does(tmp_path):
+    # A configuration's `ignore: [GP504]` hid GP504 from `--select GP504` (nothing reported, exit 0): the command
+    # line could not undo the file, which ruff fixed in its own resolution (astral-sh/ruff#1245). `--ignore`
+    # alone still adds to the configuration's ignores.
+    (tmp_path / ".git").mkdir(exist_ok=True)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((EXAMPLES / "serve-llama-70b.yaml").read_text())  # GP504 (an old price) and GP507
+    (tmp_path / ".gpuplan.yaml").write_text("ignore: [GP504]\n")
+    _, out, _ = run_cli("lint", str(spec))
+    assert "GP504" not in out and "GP507" in out
+    _, out, _ = run_cli("lint", "--select", "GP504", str(spec))
+    assert set(re.findall(r"GP\d{3}", out)) == {"GP504"}
+    _, out, _ = run_cli("lint", "--ignore", "GP507", str(spec))
+    assert "GP504" not in out and "GP507" not in out
