@@ -36,7 +36,7 @@ from gpuplan.estimate.training import (
 from gpuplan.estimate.training_memory import OUTPUTS_HELD
 from gpuplan.estimate.training_speed import TrainingSpeed, gemm_peak
 from gpuplan.spec import HOURS_PER_MONTH, Finetune, Serve, Spec
-from gpuplan.units import GIB, format_latency_ms
+from gpuplan.units import GIB, format_gib, format_latency_ms
 from gpuplan.validate import load_schema
 
 OPTIMIZER_NOTES = {
@@ -578,6 +578,17 @@ def sequences_words(setup: ServingSetup, memory: ServingMemory) -> str:
     else:
         holds = f"the KV cache holds {held:,} at the full context; the others wait their turn"
     return f"a burst of {sequences}, sized for one sequence ({holds})"
+
+
+def fullest_stage_words(memory: ServingMemory) -> str:
+    """Where a pipeline stage holds more than the one the breakdown shows, in words; "" where none does (the
+    breakdown is of the stage whose KV room is tightest: it sizes every stage's pool)."""
+    if memory.peak_per_gpu <= memory.per_gpu:
+        return ""
+    return (
+        f"on another pipeline stage's GPUs; the breakdown is of the stage whose KV cache room is tightest, which"
+        f" sizes every stage's pool: {format_gib(memory.per_gpu)}"
+    )
 
 
 def limit_words(speed: ServingSpeed) -> str:

@@ -16,6 +16,7 @@ from gpuplan.estimate.serving import (
     kv_bytes_per_sequence,
     kv_layout,
     max_concurrency,
+    model_stage_weights,
 )
 from gpuplan.estimate.training import MIXED, TrainingSetup, reduce_bucket_bytes, runs_deepspeed_zero
 from gpuplan.estimate.training_memory import _model_states, estimate_training
@@ -398,6 +399,33 @@ def test_serving_kv_tokens_cover_the_declared_load_when_it_fits(arch, context, c
     assert memory.per_gpu >= memory.weights + memory.kv_cache
     if memory.kv_available >= memory.kv_cache and memory.kv_available > 0:
         assert max_concurrency(memory) >= concurrency
+
+
+@settings(max_examples=60)
+@given(
+    rich_architectures(),
+    st.sampled_from(["vllm", "sglang", "trtllm"]),
+    st.sampled_from([1, 2]),
+    st.sampled_from([2, 3, 4]),
+    st.integers(1, 64),
+    st.sampled_from([0, 400_000_000, 2_000_000_000]),
+)
+def test_no_pipeline_stage_holds_more_than_the_peak(arch, engine, tp, pp, concurrency, vision):
+    # Every GPU of a stage holds that stage's weights, whichever stage's KV room sizes the pool: the peak per GPU
+    # is at least the heaviest stage's weights. The figure was the tightest stage's alone, and a Gemma-3-27B over
+    # four stages read 6.3 GiB per GPU where the first stage's GPUs held 9.7 GiB (its embeddings and vision tower).
+    assume(arch.heads % tp == 0 and arch.layers >= pp)
+    setup = ServingSetup(
+        architecture=replace(arch, vision_params=vision),  # a vision tower on the first stage, as Gemma 3's
+        context=4096,
+        concurrency=concurrency,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        engine=engine,
+    )
+    memory = estimate_serving(setup, 141 * 2**30)
+    assert memory.peak_per_gpu >= memory.per_gpu
+    assert memory.peak_per_gpu >= max(model_stage_weights(setup)) + memory.runtime
 
 
 # Values each setup field can take, for changing the fields a remembered half of the estimate leaves out.

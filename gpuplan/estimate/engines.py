@@ -246,24 +246,26 @@ def _loaded(setup: ServingSetup) -> tuple[tuple[float, ...], tuple[float, ...], 
     return tuple(w + a + d for w, a, d in zip(weights, lora, drafts, strict=True)), lora, drafts
 
 
-def _tightest_stage(setup: ServingSetup, room: Callable[[int], float], tokens: int) -> tuple[int, float, int]:
-    """(index, KV bytes per token, state bytes per sequence) of the pipeline stage whose ``room(index)``
-    holds the fewest sequences of ``tokens`` tokens: it sizes every rank (SGLang ``init_memory_pool``
-    all-reduces the MIN over the PP ranks; TensorRT-LLM's blocks are the same on every rank). A model with
-    no attention or state layer caches nothing: the stage with the least room, and no bytes per token."""
+def _stage_caches(setup: ServingSetup) -> list[tuple[float, int]]:
+    """(KV bytes per token, state bytes per sequence) on one GPU of each pipeline stage, a speculative
+    proposer's layers in the last stage's pool."""
     arch = setup.architecture
     stages = arch.stage_layers(setup.pipeline_parallel)
-    best: tuple[float, int, float, int] | None = None
-    for index, layers in enumerate(stages):
-        per_token, state = _per_token(arch, setup, layers), _state(arch, setup, layers)
-        if index == len(stages) - 1:
-            per_token += proposer_kv(setup)  # a speculative proposer's layers, in the same pool
-        if per_token * tokens + state > 0:
-            candidate = (room(index) / (per_token * tokens + state), index, per_token, state)
-            best = candidate if best is None or candidate < best else best
-    if best is None:  # no stage holds a cache (MLP-only layers): the one with the least room sizes the rest
-        return min(range(len(stages)), key=room), 0.0, 0
-    return best[1], best[2], best[3]
+    caches = [(_per_token(arch, setup, layers), _state(arch, setup, layers)) for layers in stages]
+    per_token, state = caches[-1]
+    caches[-1] = (per_token + proposer_kv(setup), state)
+    return caches
+
+
+def _tightest_stage(caches: list[tuple[float, int]], room: Callable[[int], float], tokens: int) -> int:
+    """The pipeline stage whose ``room(index)`` holds the fewest sequences of ``tokens`` tokens (``caches``:
+    ``_stage_caches``): it sizes every rank (SGLang ``init_memory_pool`` all-reduces the MIN over the PP ranks;
+    TensorRT-LLM's blocks are the same on every rank). A model with no attention or state layer caches
+    nothing: the stage with the least room."""
+    holding = [index for index, (per_token, state) in enumerate(caches) if per_token * tokens + state > 0]
+    if not holding:  # no stage holds a cache (MLP-only layers): the one with the least room sizes the rest
+        return min(range(len(caches)), key=room)
+    return min(holding, key=lambda index: (room(index) / (caches[index][0] * tokens + caches[index][1]), index))
 
 
 def engine_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
@@ -283,40 +285,57 @@ def _sglang_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     runtime = runtime_bytes(tp, pp) if tp * pp > 1 else 0  # world size 1 creates no communicator
     free_at_start = max(0.0, usable_bytes - runtime - tenant_weights - tenant_kv)
     budget = int(runtime + tenant_weights + tenant_kv + setup.memory_utilization * free_at_start)
-    stages = arch.stage_layers(pp)
-    index, cell, state = _tightest_stage(
-        setup, lambda index: budget - runtime - tenant_weights - tenant_kv - weights[index], setup.context
+    stages, caches = arch.stage_layers(pp), _stage_caches(setup)
+    index = _tightest_stage(
+        caches, lambda index: budget - runtime - tenant_weights - tenant_kv - weights[index], setup.context
     )
     pool = budget - runtime - tenant_weights - tenant_kv - math.ceil(weights[index])
+    cell = caches[index][0]
     tokens = max(0, pool) // math.ceil(cell) if cell else 0
     table = sglang_request_table(int(tokens), setup.context)
     activations = setup.max_batched_tokens * prefill_transient_per_token(arch, tp)
     graphs = SGLANG_GRAPH_EACH * sglang_graph_sizes(setup.max_num_seqs)
-    layers = max(1, arch.attention_count(stages[index]))
-    empty = ServingMemory(
-        weights=math.ceil(weights[index] - lora[index] - draft[index]),
-        kv_cache=0,
-        activation_reserve=0,  # outside the budget: in outside_budget
-        runtime=runtime,
-        tenant_weights=math.ceil(tenant_weights),
-        tenant_kv_cache=math.ceil(tenant_kv),
-        budget=budget,
-        kv_bytes_per_sequence=math.ceil(cell * setup.context + state),
-        kv_bytes_per_token=cell,
-        cuda_graphs=graphs,
-        capacity=usable_bytes,
-        vision_weights=_vision(setup) if index == 0 else 0,
-        kv_page_bytes=math.ceil(cell / layers),
-        kv_group_size=layers,
-        kv_groups=1,
-        kv_block_tokens=SGLANG_PAGE_SIZE,
-        state_bytes_per_sequence=state,
-        outside_budget=math.ceil(activations) + table,
-        outside_what="prefill activations and request table",
-        lora_slots=math.ceil(lora[index]),
-        draft_weights=math.ceil(draft[index]),
+
+    def stage_memory(index: int) -> ServingMemory:
+        """One GPU of pipeline stage ``index`` before any sequence."""
+        cell, state = caches[index]
+        layers = max(1, arch.attention_count(stages[index]))
+        return ServingMemory(
+            weights=math.ceil(weights[index] - lora[index] - draft[index]),
+            kv_cache=0,
+            activation_reserve=0,  # outside the budget: in outside_budget
+            runtime=runtime,
+            tenant_weights=math.ceil(tenant_weights),
+            tenant_kv_cache=math.ceil(tenant_kv),
+            budget=budget,
+            kv_bytes_per_sequence=math.ceil(cell * setup.context + state),
+            kv_bytes_per_token=cell,
+            cuda_graphs=graphs,
+            capacity=usable_bytes,
+            vision_weights=_vision(setup) if index == 0 else 0,
+            kv_page_bytes=math.ceil(cell / layers),
+            kv_group_size=layers,
+            kv_groups=1,
+            kv_block_tokens=SGLANG_PAGE_SIZE,
+            state_bytes_per_sequence=state,
+            outside_budget=math.ceil(activations) + table,
+            outside_what="prefill activations and request table",
+            lora_slots=math.ceil(lora[index]),
+            draft_weights=math.ceil(draft[index]),
+        )
+
+    return _shape_at_tightest(stage_memory, index, [cell * setup.context + state for cell, state in caches])
+
+
+def _shape_at_tightest(
+    stage_memory: Callable[[int], ServingMemory], tightest: int, per_sequence: list[float]
+) -> ServingShape:
+    """The shape of the ``tightest`` stage, with every stage's figures under pipeline parallelism
+    (``ServingShape.stages``)."""
+    figures = tuple((stage_memory(i), q) for i, q in enumerate(per_sequence)) if len(per_sequence) > 1 else ()
+    return ServingShape(
+        stage_memory(tightest), per_sequence[tightest], stages=tuple((m.per_gpu, q) for m, q in figures)
     )
-    return ServingShape(empty, cell * setup.context + state)
 
 
 def _trtllm_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
@@ -328,36 +347,41 @@ def _trtllm_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     tenant_weights, tenant_kv = _tenants(setup, TRTLLM_TOKENS_PER_BLOCK)
     runtime = runtime_bytes(tp, pp)
     activations = setup.max_batched_tokens * prefill_transient_per_token(arch, tp)
-    stages = arch.stage_layers(pp)
+    stages, caches = arch.stage_layers(pp), _stage_caches(setup)
     tokens = math.ceil(setup.context / TRTLLM_TOKENS_PER_BLOCK) * TRTLLM_TOKENS_PER_BLOCK
-    index, per_token, state = _tightest_stage(
-        setup, lambda index: usable_bytes - weights[index] - activations - runtime - tenant_weights - tenant_kv, tokens
+    index = _tightest_stage(
+        caches, lambda index: usable_bytes - weights[index] - activations - runtime - tenant_weights - tenant_kv, tokens
     )
-    layers = max(1, arch.attention_count(stages[index]))
-    empty = ServingMemory(
-        weights=math.ceil(weights[index] - lora[index] - draft[index]),
-        kv_cache=0,
-        activation_reserve=math.ceil(activations),
-        runtime=runtime,
-        tenant_weights=math.ceil(tenant_weights),
-        tenant_kv_cache=math.ceil(tenant_kv),
-        budget=usable_bytes,
-        kv_bytes_per_sequence=math.ceil(per_token * tokens + state),
-        kv_bytes_per_token=per_token,
-        cuda_graphs=0,  # captured after the pool, in the share free_gpu_memory_fraction leaves: not sized
-        capacity=usable_bytes,
-        vision_weights=_vision(setup) if index == 0 else 0,
-        kv_page_bytes=math.ceil(per_token / layers * TRTLLM_TOKENS_PER_BLOCK),
-        kv_group_size=layers,
-        kv_groups=1,
-        kv_block_tokens=TRTLLM_TOKENS_PER_BLOCK,
-        state_bytes_per_sequence=state,
-        kv_share=setup.memory_utilization,
-        kv_cap=setup.memory_cap,
-        lora_slots=math.ceil(lora[index]),
-        draft_weights=math.ceil(draft[index]),
-    )
-    return ServingShape(empty, per_token * tokens + state)
+
+    def stage_memory(index: int) -> ServingMemory:
+        """One GPU of pipeline stage ``index`` before any sequence."""
+        per_token, state = caches[index]
+        layers = max(1, arch.attention_count(stages[index]))
+        return ServingMemory(
+            weights=math.ceil(weights[index] - lora[index] - draft[index]),
+            kv_cache=0,
+            activation_reserve=math.ceil(activations),
+            runtime=runtime,
+            tenant_weights=math.ceil(tenant_weights),
+            tenant_kv_cache=math.ceil(tenant_kv),
+            budget=usable_bytes,
+            kv_bytes_per_sequence=math.ceil(per_token * tokens + state),
+            kv_bytes_per_token=per_token,
+            cuda_graphs=0,  # captured after the pool, in the share free_gpu_memory_fraction leaves: not sized
+            capacity=usable_bytes,
+            vision_weights=_vision(setup) if index == 0 else 0,
+            kv_page_bytes=math.ceil(per_token / layers * TRTLLM_TOKENS_PER_BLOCK),
+            kv_group_size=layers,
+            kv_groups=1,
+            kv_block_tokens=TRTLLM_TOKENS_PER_BLOCK,
+            state_bytes_per_sequence=state,
+            kv_share=setup.memory_utilization,
+            kv_cap=setup.memory_cap,
+            lora_slots=math.ceil(lora[index]),
+            draft_weights=math.ceil(draft[index]),
+        )
+
+    return _shape_at_tightest(stage_memory, index, [per_token * tokens + state for per_token, state in caches])
 
 
 def _vision(setup: ServingSetup) -> int:

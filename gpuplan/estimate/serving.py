@@ -131,6 +131,13 @@ class ServingMemory:
     lora_slots: int = 0  # serve.lora: the adapter slots the engine preallocates (loaded with the weights)
     draft_weights: int = 0  # serve.speculative: the proposer's weights (loaded with the model's)
     draft_page_bytes: int = 0  # the proposer's KV in one block, beside the model's layer slots
+    fullest_gpu: int = 0  # under pipeline parallelism, the largest per_gpu of any stage at these sequences
+
+    @property
+    def peak_per_gpu(self) -> int:
+        """The most any one GPU holds at these sequences: ``per_gpu`` is the stage whose KV room is tightest,
+        which sizes every stage's pool, and under pipeline parallelism another stage may hold more."""
+        return max(self.per_gpu, self.fullest_gpu)
 
     @property
     def breakdown(self) -> dict[str, int]:
@@ -488,6 +495,10 @@ class ServingShape:
     empty: ServingMemory  # kv_cache 0
     per_sequence: float  # KV bytes of one sequence on the tightest stage
     burst: bool = False  # ServingSetup.burst
+    # Under pipeline parallelism, each stage's (per-GPU bytes before any sequence, KV bytes per sequence): the
+    # stage whose KV room is tightest sizes every stage's pool (``empty``), yet another may hold more bytes (the
+    # embeddings, a vision tower, a heavier share of layers): ``ServingMemory.fullest_gpu``.
+    stages: tuple[tuple[int, float], ...] = ()
 
     def at(self, concurrency: int) -> ServingMemory:
         """The memory with the KV cache of ``concurrency`` sequences, or of one in a burst. A burst's requests
@@ -496,8 +507,9 @@ class ServingShape:
         burst slows it, which the speed model's wave prices, but stops nothing: the engine needs room for one
         sequence of the full context to start (vLLM's check at start-up), and that is what the fit asks."""
         sequences = 1 if self.burst else concurrency
+        fullest = max((fixed + math.ceil(per_sequence * sequences) for fixed, per_sequence in self.stages), default=0)
         # evolve: a copy of the empty memory's fields (a planner builds thousands of these)
-        return evolve(self.empty, kv_cache=math.ceil(self.per_sequence * sequences))
+        return evolve(self.empty, kv_cache=math.ceil(self.per_sequence * sequences), fullest_gpu=fullest)
 
 
 def estimate_serving(setup: ServingSetup, usable_bytes: int) -> ServingMemory:
@@ -577,7 +589,7 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
     lora, draft = added_stage_weights(setup)
     draft_token = proposer_kv(setup)
     candidates = []
-    for index, layers in enumerate(stages):
+    for index in range(len(stages)):
         last = index == len(stages) - 1
         reserve = reserves[last]
         per_sequence = kv_bytes_per_sequence(
@@ -594,40 +606,45 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
         added = lora[index] + (draft if last else 0.0)
         if last and draft_token:  # the proposer's layers: blocks of the model's size over the whole context
             per_sequence += draft_token * math.ceil(setup.context / block) * block
-        layout = kv_layout(arch, layers)
         non_kv = weights[index] + reserve + runtime + (state_inside if last else 0) + tenant_weights + added
         room = (budget - non_kv - tenant_kv - graphs_inside) / max(per_sequence, 1.0)
-        candidates.append((room, index, reserve, per_sequence, layout))
-    _, index, reserve, per_sequence, layout = min(candidates)
-    last = index == len(stages) - 1
+        candidates.append((room, index, reserve, per_sequence))
     vision = arch.vision_params * unquantized_bytes(setup.quantization, setup.model_dtype_bytes) / tp
-    empty = ServingMemory(
-        weights=math.ceil(weights[index]),
-        kv_cache=0,
-        activation_reserve=math.ceil(reserve),
-        runtime=runtime + (state_inside if last else 0),
-        tenant_weights=math.ceil(tenant_weights),
-        tenant_kv_cache=math.ceil(tenant_kv),
-        budget=budget,
-        kv_bytes_per_sequence=math.ceil(per_sequence),
-        kv_bytes_per_token=arch.kv_bytes_per_token(setup.kv_dtype_bytes, tp) / pp + (draft_token if last else 0.0),
-        cuda_graphs=graphs,
-        graphs_in_budget=counted,
-        capacity=usable_bytes,
-        vision_weights=math.ceil(vision) if index == 0 else 0,
-        kv_page_bytes=page,
-        kv_group_size=layout.group_size,
-        kv_groups=layout.groups,
-        kv_block_tokens=block,
-        state_bytes_per_sequence=math.ceil(page_bytes * layout.state_slots),
-        lora_slots=math.ceil(lora[index]),
-        draft_weights=math.ceil(draft) if last else 0,
-        draft_page_bytes=math.ceil(draft_token * block) if last else 0,
-        # On the last stage's GPUs, beside a budget every stage shares: checked whichever stage is the tightest.
-        outside_budget=state - state_inside,
-        outside_what="model runner V2's sampler state" if state > state_inside else "",
-    )
-    return ServingShape(empty, per_sequence)
+
+    def stage_memory(index: int, reserve: float, per_sequence: float) -> ServingMemory:
+        """One GPU of pipeline stage ``index`` before any sequence."""
+        last = index == len(stages) - 1
+        layout = kv_layout(arch, stages[index])
+        return ServingMemory(
+            weights=math.ceil(weights[index]),
+            kv_cache=0,
+            activation_reserve=math.ceil(reserve),
+            runtime=runtime + (state_inside if last else 0),
+            tenant_weights=math.ceil(tenant_weights),
+            tenant_kv_cache=math.ceil(tenant_kv),
+            budget=budget,
+            kv_bytes_per_sequence=math.ceil(per_sequence),
+            kv_bytes_per_token=arch.kv_bytes_per_token(setup.kv_dtype_bytes, tp) / pp + (draft_token if last else 0.0),
+            cuda_graphs=graphs,
+            graphs_in_budget=counted,
+            capacity=usable_bytes,
+            vision_weights=math.ceil(vision) if index == 0 else 0,
+            kv_page_bytes=page,
+            kv_group_size=layout.group_size,
+            kv_groups=layout.groups,
+            kv_block_tokens=block,
+            state_bytes_per_sequence=math.ceil(page_bytes * layout.state_slots),
+            lora_slots=math.ceil(lora[index]),
+            draft_weights=math.ceil(draft) if last else 0,
+            draft_page_bytes=math.ceil(draft_token * block) if last else 0,
+            # On the last stage's GPUs, beside a budget every stage shares: checked whichever stage is the tightest.
+            outside_budget=state - state_inside,
+            outside_what="model runner V2's sampler state" if state > state_inside else "",
+        )
+
+    _, index, reserve, per_sequence = min(candidates)
+    figures = tuple((stage_memory(i, r, q).per_gpu, q) for _, i, r, q in candidates) if pp > 1 else ()
+    return ServingShape(stage_memory(index, reserve, per_sequence), per_sequence, stages=figures)
 
 
 def _budget(release: VllmRelease, usable_bytes: int, utilization: float, activation_peak: float, arch: str) -> int:

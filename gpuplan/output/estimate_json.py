@@ -208,6 +208,9 @@ def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[st
             "per_gpu_bytes": s.memory.per_gpu,
             "per_gpu_bytes_band": _serving_band_dict(s, analysis.spec.plan.confidence),
             "breakdown": s.memory.breakdown,
+            # per_gpu_bytes and breakdown are of the pipeline stage whose KV room is tightest (it sizes every
+            # stage's pool); another stage may hold more: the most any one GPU holds
+            "peak_gpu_bytes": s.memory.peak_per_gpu,
             "gpu": s.gpu.id,
             "gpus": s.gpus,
             "usable_bytes": s.memory.budget,

@@ -8,6 +8,7 @@ from gpuplan.analysis import NOT_LOADED, Analysis, ServeEstimate
 from gpuplan.assumptions import (
     GPUS_PER_NODE,
     alone_words,
+    fullest_stage_words,
     load_phrase,
     sequences_words,
     ttft_prompt_phrase,
@@ -146,6 +147,8 @@ def render_estimate(analysis: Analysis) -> str:
         )
         if s.memory.vision_weights:
             lines.append(f"    {'(of which vision tower)':<28}{_gib(s.memory.vision_weights)}")
+        if words := fullest_stage_words(s.memory):
+            lines.append(f"  peak per GPU: {_gib(s.memory.peak_per_gpu).strip()} {words}")
         graphs = f"{s.memory.cuda_graphs / GIB:,.2f} GiB"
         beside = f"{s.memory.outside_budget / GIB:,.2f} GiB of {s.memory.outside_what}"
         if not s.memory.outside_budget:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplan.analysis import NOT_LOADED, FinetuneEstimate, ServeEstimate
-from gpuplan.assumptions import load_phrase, sequences_words, ttft_prompt_phrase, ttft_tail_words
+from gpuplan.assumptions import (
+    fullest_stage_words,
+    load_phrase,
+    sequences_words,
+    ttft_prompt_phrase,
+    ttft_tail_words,
+)
 from gpuplan.config import Settings
 from gpuplan.decision import layout_text
 from gpuplan.decision.memo import JobMemo
@@ -101,8 +107,12 @@ def serve_details(s: ServeEstimate, currency: str, settings: Settings, confidenc
             f"{'unquantized' if setup.quantization == 'none' else setup.quantization}, "
             f"KV cache {setup.kv_dtype_bytes * 8}-bit",
         ],
-        ["Peak per GPU", f"{format_gib(s.memory.per_gpu)} of a {format_gib(s.memory.budget)} engine budget"],
-        ["Headroom", _headroom(s.memory.per_gpu, s.memory.budget)],
+        [
+            "Peak per GPU",
+            f"{format_gib(s.memory.peak_per_gpu)} of a {format_gib(s.memory.budget)} engine budget"
+            + (f" ({words})" if (words := fullest_stage_words(s.memory)) else ""),
+        ],
+        ["Headroom", _headroom(s.memory.peak_per_gpu, s.memory.budget)],
         [
             "Capacity",
             f"at most {plural(s.max_concurrency, 'sequence')} at {setup.context:,} tokens; "
