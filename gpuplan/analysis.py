@@ -437,8 +437,10 @@ def planned_serving_bytes(memory: ServingMemory, confidence: float) -> int:
     """The per-GPU serving figure a decision at ``confidence`` plans for: the engine budget less the KV room
     the declared sequences leave in the pool at its low edge, so that it is within the budget exactly when
     they fit that smaller pool (for vLLM: the estimate, the CUDA graphs the budget pays for and what the
-    pool may come short by; TensorRT-LLM's pool is a share of its room, within its cap)."""
-    return memory.budget - (planned_kv_pool(memory, confidence) - memory.kv_cache)
+    pool may come short by; TensorRT-LLM's pool is a share of its room, within its cap); at least what the
+    fullest pipeline stage's GPUs hold (``peak_per_gpu``, within the budget whenever the sequences fit the
+    tightest stage's room, so the fit is unchanged and the headroom is the least any GPU keeps)."""
+    return max(memory.budget - (planned_kv_pool(memory, confidence) - memory.kv_cache), memory.peak_per_gpu)
 
 
 def engine_memory_limits(job: Serve, gpu: Gpu, tp: int, architecture: Architecture) -> tuple[int, int]:

@@ -426,6 +426,12 @@ def test_no_pipeline_stage_holds_more_than_the_peak(arch, engine, tp, pp, concur
     memory = estimate_serving(setup, 141 * 2**30)
     assert memory.peak_per_gpu >= memory.per_gpu
     assert memory.peak_per_gpu >= max(model_stage_weights(setup)) + memory.runtime
+    # and the tightest stage's pool sizes every stage's: where the sequences fit it, every stage holds them
+    # within the budget (so the planned figure, at least the peak, keeps the fit as the tightest stage judges it)
+    edge = max_concurrency(memory)  # the most sequences the pool holds: the fit at its edge
+    for held in (memory, estimate_serving(replace(setup, concurrency=max(1, edge)), 141 * 2**30)):
+        if held.fits:
+            assert held.peak_per_gpu <= held.budget
 
 
 # Values each setup field can take, for changing the fields a remembered half of the estimate leaves out.

@@ -188,7 +188,8 @@ class Option:
 
     @property
     def per_gpu_bytes(self) -> int:
-        return int(self.estimate.memory.per_gpu)
+        # serving: the fullest pipeline stage's GPUs (ServingMemory.peak_per_gpu), as the estimate states it
+        return int(self.estimate.memory.peak_per_gpu if self.kind == "serve" else self.estimate.memory.per_gpu)
 
     @property
     def capacity_bytes(self) -> int:
