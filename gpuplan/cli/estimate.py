@@ -41,7 +41,7 @@ def estimate(
         click.echo(render_findings(summary), nl=False, err=True)
         click.echo(f"gpuplan: no estimate: {visible(result.path)} has problems that stop it (above)", err=True)
     else:
-        click.echo(render_estimate(result.analysis), nl=False)
+        click.echo(render_estimate(result.analysis, result.options.settings if result.options else None), nl=False)
         click.echo(render_findings(summary), nl=False)
     _print_tracebacks(summary)
     sys.exit(summary.exit_code)

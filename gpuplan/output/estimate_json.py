@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.assumptions import GPUS_PER_NODE
+from gpuplan.config import Settings
 from gpuplan.estimate.bands import SpeedBand, capacity_band, finetune_band
 from gpuplan.estimate.engines import memory_engine
 from gpuplan.estimate.lora_serving import host_bytes
@@ -21,6 +22,13 @@ if TYPE_CHECKING:
 
 
 REQUEST_RATE_DIGITS = 3  # requests/s: a few per second on large models, so decimals matter
+# serve.evidence metrics at the digits their figures are published at elsewhere in the document
+EVIDENCE_DIGITS = {
+    "ttft_ms": MS_DIGITS,
+    "tpot_ms": TPOT_MS_DIGITS,
+    "tokens_per_s": RATE_DIGITS,
+    "requests_per_s": REQUEST_RATE_DIGITS,
+}
 
 # What each serving figure measures: statistic and scope (the same words in every output).
 METRIC_CONTRACT = {
@@ -76,6 +84,38 @@ def _categories_dict(s: ServeEstimate) -> dict[str, Any] | None:
             "output_tokens": SHORT_OUTPUT,
         },
     }
+
+
+def _evidence(s: ServeEstimate, settings: Settings | None, confidence: float) -> list[dict[str, Any]]:
+    """``serve.evidence``, each item beside gpuplan's figure for its category and metric (``offered_figures``)."""
+    from gpuplan.decision.offered import offered_figures  # not on lint's path (its figures leave the evidence out)
+
+    def shown(figure: float | None, metric: str) -> float | None:
+        return None if figure is None else rounded(figure, EVIDENCE_DIGITS[metric])
+
+    return [
+        {
+            "category": o.item.category,
+            "metric": o.item.metric,
+            "value": o.item.value,
+            "source": o.item.source or None,
+            # gpuplan's, in the metric's unit; null where it states none (basis says why)
+            "estimate": shown(o.estimate, o.item.metric),
+            "basis": o.basis,
+            "in_category": o.in_category,  # the workload's own category: the estimate is at the declared load
+            # 0.25: the offered figure 25% faster than gpuplan's (a latency's inverse for ms metrics)
+            "offer_faster_by": None if o.offer_faster_by is None else round(o.offer_faster_by, 4),
+            "band": None
+            if o.band is None
+            else {
+                "low": shown(o.band[0], o.item.metric),
+                "high": shown(o.band[1], o.item.metric),
+                "confidence": confidence,
+            },
+            "within_band": o.within_band,
+        }
+        for o in offered_figures(s, settings or Settings.from_thresholds({}), confidence)
+    ]
 
 
 def _speed_band_dict(band: SpeedBand, figure: float | None, confidence: float, digits: int) -> dict[str, Any] | None:
@@ -153,7 +193,9 @@ def _serve_speed_bands(s: ServeEstimate, confidence: float) -> dict[str, Any]:
     }
 
 
-def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[str, Any]:
+def estimate_document(
+    analysis: Analysis, figures_only: bool = False, settings: Settings | None = None
+) -> dict[str, Any]:
     """The documented JSON object of ``gpuplan estimate --format json``. ``figures_only`` leaves out the
     assumptions (words) and ``max_concurrency`` and ``max_context`` (a binary search each, whole numbers
     >= 0 by construction): what lint's guard on the estimate's figures needs to check."""
@@ -269,6 +311,7 @@ def estimate_document(analysis: Analysis, figures_only: bool = False) -> dict[st
             # A steady stream's ceiling: the most requests/s the deployment completes, and its band (GP406, GP407).
             **_stream_capacity(s, analysis.spec.plan.confidence),
             **({} if figures_only else {"metrics": METRIC_CONTRACT, "categories": _categories_dict(s)}),
+            **({} if figures_only else {"evidence": _evidence(s, settings, analysis.spec.plan.confidence)}),
             "monthly_cost": None if s.monthly_cost is None else rounded(s.monthly_cost, CENT_DIGITS),
             "cost_per_million_tokens": None
             if s.cost_per_million_tokens is None
@@ -283,7 +326,8 @@ def render_estimate_json(summary: RunSummary) -> str:
     """The one spec of ``summary`` (linted with its analysis kept): ``estimate_document`` (empty when the
     spec has problems that stop an estimate), its findings and the run's exit code."""
     (result,) = summary.results
-    document = estimate_document(result.analysis) if result.analysis is not None else {}
+    settings = result.options.settings if result.options is not None else None
+    document = estimate_document(result.analysis, settings=settings) if result.analysis is not None else {}
     document["findings"] = [finding.to_dict() for finding in result.findings]
     document["exit_code"] = summary.exit_code
     return json_text(document) + "\n"

@@ -14,6 +14,8 @@ from gpuplan.assumptions import (
     ttft_prompt_phrase,
     ttft_tail_words,
 )
+from gpuplan.config import Settings
+from gpuplan.decision.offered import offered_figures
 from gpuplan.estimate.bands import SpeedBand, capacity_band
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.estimate.speculative import expected_tokens
@@ -71,7 +73,7 @@ def _shouted(verdict: str) -> str:
     )
 
 
-def render_estimate(analysis: Analysis) -> str:
+def render_estimate(analysis: Analysis, settings: Settings | None = None) -> str:
     spec = analysis.spec
     currency = spec.budget.currency
     lines = [f"{spec.name}: {spec.model.label} ({spec.model.architecture.params:,} parameters, {spec.model.dtype})", ""]
@@ -208,6 +210,10 @@ def render_estimate(analysis: Analysis) -> str:
                     f" arriving{_band(capacity_band(), ceiling, confidence, '', 2)}"
                 )
             lines += _category_lines(s)
+            lines += [
+                f"  evidence offered: {o.words(confidence)}"
+                for o in offered_figures(s, settings or Settings.from_thresholds({}), confidence)
+            ]
             per_token = f"{format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"
         else:
             lines.append(f"  TTFT, TPOT and output tokens/s: {NOT_LOADED}: {s.not_loaded_reason}")

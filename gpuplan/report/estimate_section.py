@@ -16,6 +16,7 @@ from gpuplan.assumptions import (
 from gpuplan.config import Settings
 from gpuplan.decision import layout_text
 from gpuplan.decision.memo import JobMemo
+from gpuplan.decision.offered import offered_figures
 from gpuplan.estimate.engines import budget_words
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
 from gpuplan.report.charts import memory_chart
@@ -97,7 +98,11 @@ def finetune_details(
     }
 
 
-def serve_details(s: ServeEstimate, currency: str, settings: Settings, confidence: float) -> dict[str, Any]:
+def serve_details(
+    s: ServeEstimate, currency: str, settings: Settings, confidence: float, declared: ServeEstimate | None = None
+) -> dict[str, Any]:
+    """Appendix E's serving table of ``s``; ``declared``: the declared layout's estimate where ``s`` is another's
+    (the evidence a spec offers speaks for the layout it declares: it is set beside that layout's figures)."""
     setup = s.setup
     rows = [
         ["Layout", layout_text(s)],
@@ -143,6 +148,7 @@ def serve_details(s: ServeEstimate, currency: str, settings: Settings, confidenc
             if s.loads
             else [["Latency", f"{NOT_LOADED}: {s.not_loaded_reason}"], ["Throughput", NOT_LOADED]]
         ),
+        *_evidence_rows(declared or s, settings, confidence, declared is not None),
         ["Cost per month", money(s.monthly_cost, currency)],
         ["Cost per 1M output tokens", money(s.cost_per_million_tokens, currency) if s.loads else NOT_LOADED],
     ]
@@ -166,7 +172,9 @@ def funded_details(job: JobMemo, currency: str, settings: Settings, confidence: 
     it, the declared layout's verdict beside it (Appendix A says why it changed)."""
     funded = job.funded.estimate
     if job.kind == "serve":
-        details = serve_details(funded, currency, settings, confidence)
+        details = serve_details(
+            funded, currency, settings, confidence, job.plan.declared.estimate if job.changed else None
+        )
     else:
         details = finetune_details(funded, currency, settings, confidence, job.funded.tokens_known)
     details["funded"] = job.funded.layout.describe()
@@ -186,10 +194,18 @@ def _memory_words(estimate: Any, confidence: float) -> str:
         capacity = f"a {format_gib(estimate.memory.budget)} engine budget"
     else:
         capacity = f"{format_gib(estimate.gpu.usable_bytes)} usable"
+    peak = estimate.memory.peak_per_gpu if isinstance(estimate, ServeEstimate) else estimate.memory.per_gpu
     return (
-        f"{format_gib(estimate.memory.per_gpu)} per GPU estimated, {format_gib(estimate.planned_bytes(confidence))} "
+        f"{format_gib(peak)} per GPU estimated, {format_gib(estimate.planned_bytes(confidence))} "
         f"at {confidence:.0%} confidence, of {capacity}"
     )
+
+
+def _evidence_rows(s: ServeEstimate, settings: Settings, confidence: float, other: bool) -> list[list[str]]:
+    """One row per ``serve.evidence`` item: the offered figure beside gpuplan's for the same category and metric
+    on ``s``, the declared layout (``other``: not the one the table describes)."""
+    layout = f"for the declared {layout_text(s)}" if other else ""
+    return [["Evidence offered", o.words(confidence, layout)] for o in offered_figures(s, settings, confidence)]
 
 
 def _category_rows(s: ServeEstimate) -> list[list[str]]:

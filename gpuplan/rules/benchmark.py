@@ -6,29 +6,13 @@ from collections.abc import Iterator
 
 from gpuplan.analysis import ServeEstimate
 from gpuplan.assumptions import alone_words, limit_words, load_phrase, ttft_prompt_phrase
-from gpuplan.config import Settings
+from gpuplan.categories import derive_category
 from gpuplan.estimate.bands import capacity_band
 from gpuplan.findings import Finding
 from gpuplan.plan.evaluate import capacity_factor, slo_figure, slo_miss, slow_factor, stream_outrun
 from gpuplan.rules.context import RuleContext
 from gpuplan.rules.registry import rule
-from gpuplan.spec import Serve
 from gpuplan.units import format_latency_ms, listing, plural
-
-
-def derive_category(job: Serve, settings: Settings) -> tuple[str, str]:
-    """(category, reason) from the workload's shape; thresholds in ``thresholds`` of the config."""
-    prompt = max(1, job.context - job.output_tokens)
-    if prompt >= settings.long_context_min_prompt:
-        return "long-context", f"{prompt:,}-token prompts; long-context from {settings.long_context_min_prompt:,}"
-    if job.concurrency >= settings.high_throughput_min_concurrency:
-        return "high-throughput", (
-            f"{job.concurrency} sequences in flight; high-throughput from {settings.high_throughput_min_concurrency}"
-        )
-    return "short-fast", (
-        f"{prompt:,}-token prompts and {job.concurrency} sequences in flight; "
-        f"below {settings.long_context_min_prompt:,} tokens and {settings.high_throughput_min_concurrency} sequences"
-    )
 
 
 @rule("GP401")
