@@ -340,7 +340,7 @@ def test_plan_json_options_carry_every_documented_key():
     for option in (jobs["serve"]["declared"], *jobs["serve"]["options"], *jobs["serve"]["rejected"]):
         assert set(option) == common | {
             "concurrency_per_replica", "loads", "ttft_ms", "ttft_median_ms", "ttft_p90_ms", "saturated", "tpot_ms",
-            "slo_margin_pct", "monthly_cost",
+            "slo_margin_pct", "monthly_cost", "expert_parallel",
         }  # fmt: skip
     for option in (jobs["finetune"]["declared"], *jobs["finetune"]["options"], *jobs["finetune"]["rejected"]):
         assert set(option) == common | {"training_hours", "run_cost"}
@@ -624,3 +624,33 @@ def test_a_declared_consumer_card_is_judged_as_declared():
     assert plan.recommended.layout.gpu.id == "rtx-4090"
     limited = planner_for(make_spec(text + "plan: {gpu: [l40]}\n"), default_settings()).plan("serve")
     assert limited.declared.broken[0] == "limits"
+
+
+@pytest.mark.parametrize(
+    "hardware",
+    [
+        "{gpu: h100-sxm, count: 2, tensor_parallel: 2, expert_parallel: 2}",
+        "{gpu: h100-sxm, count: 8, tensor_parallel: 2, expert_parallel: 8}",
+    ],
+)
+def test_the_declared_layout_is_judged_with_its_expert_parallelism(tmp_path, hardware):
+    # plan judged the declared layout without serve.hardware.expert_parallel: Qwen3-30B-A3B on 2 x H100 TP 2 EP 2
+    # read TPOT 22.8 ms in plan against estimate's 27.3 ms, and an EP 8 deployment "breaks memory: needs 120.2
+    # GiB per GPU" where estimate and lint said it fits at 40.9 GiB; its paste dropped expert_parallel. The
+    # declared option is now the estimate's own figures (each command computes them on its own path).
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "version: 1\nname: ep\nmodel: {id: qwen3-30b-a3b}\nserve:\n  context: 8192\n  output_tokens: 512\n"
+        f"  concurrency: 16\n  slo: {{ttft_ms: 3000, tpot_ms: 50}}\n  hardware: {hardware}\n"
+    )
+    _, out, _ = run_cli("estimate", "--format", "json", str(spec))
+    estimate = json.loads(out)["serve"]
+    _, out, _ = run_cli("plan", "--format", "json", "--top", "40", str(spec))
+    (job,) = json.loads(out)["jobs"]
+    declared = job["declared"]
+    assert declared["expert_parallel"] == int(hardware.split("expert_parallel: ")[1].rstrip("}"))
+    assert declared["per_gpu_bytes"] == estimate["peak_gpu_bytes"]
+    assert (declared["tpot_ms"], declared["ttft_p90_ms"]) == (estimate["tpot_ms"], estimate["ttft_p90_ms"])
+    assert estimate["fits"] and all(declared["meets"].values())
+    # any option of the same split without expert parallelism is judged apart from it
+    assert all(o["expert_parallel"] == 1 for o in job["options"] if o != declared)

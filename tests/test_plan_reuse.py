@@ -56,8 +56,8 @@ FINETUNE = """
     ("text", "kind", "taken"),
     [
         (SERVE % "", "serve", True),
-        # Expert parallelism is not planned: the planner's job has EP 1, not the declared EP 2.
-        (SERVE % ", expert_parallel: 2", "serve", False),
+        # The declared layout keeps its expert parallelism (the planner proposes none, but judges what is declared).
+        (SERVE % ", expert_parallel: 2", "serve", True),
         (FINETUNE % ", tokens: 100000000", "finetune", True),
         # Without a token count the planner estimates a nominal one; the analysis estimated none.
         (FINETUNE % "", "finetune", False),

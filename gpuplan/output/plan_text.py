@@ -26,6 +26,8 @@ def _layout(option: dict[str, Any]) -> str:
         parts.append(f"TP {option['tensor_parallel']}")
     if option["pipeline_parallel"] > 1:
         parts.append(f"PP {option['pipeline_parallel']}")
+    if option.get("expert_parallel", 1) > 1:  # serving options only
+        parts.append(f"EP {option['expert_parallel']}")
     text = " ".join(parts)
     if option["settings"] is None and option["replicas"] > 1:  # as Layout.describe words them
         text += f", {option['replicas']:,} replicas of {option['concurrency_per_replica']:,} sequences"

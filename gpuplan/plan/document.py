@@ -48,6 +48,7 @@ def option_dict(option: Option, spec: Any = None) -> dict[str, Any]:
         "replicas": layout.replicas,
     }
     if option.kind == "serve":
+        result["expert_parallel"] = layout.expert_parallel  # the declared layout's; fine-tuning refuses it (GP023)
         result["concurrency_per_replica"] = layout.concurrency
         result["settings"] = None
     else:

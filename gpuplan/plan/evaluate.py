@@ -291,6 +291,7 @@ def layout_changes(kind: str, declared: Layout, layout: Layout) -> tuple[str, ..
         (f"{kind}.hardware.count", declared.gpus, layout.gpus),
         (f"{kind}.hardware.tensor_parallel", declared.tensor_parallel, layout.tensor_parallel),
         (f"{kind}.hardware.pipeline_parallel", declared.pipeline_parallel, layout.pipeline_parallel),
+        (f"{kind}.hardware.expert_parallel", declared.expert_parallel, layout.expert_parallel),
     ]
     if kind == "serve":
         pairs.append(("serve.concurrency", declared.concurrency, layout.concurrency))
@@ -317,6 +318,8 @@ def layout_fragment(
         hardware["tensor_parallel"] = layout.tensor_parallel
     if layout.pipeline_parallel > 1:
         hardware["pipeline_parallel"] = layout.pipeline_parallel
+    if layout.expert_parallel > 1:
+        hardware["expert_parallel"] = layout.expert_parallel
     hardware.update((key.removeprefix("hardware."), value) for key, value in restated if key.startswith("hardware."))
     body: dict[str, Any] = {key: value for key, value in restated if not key.startswith("hardware.")}
     if kind == "serve" and "serve.concurrency" in changes:
@@ -333,7 +336,15 @@ def declared_shape(
     hardware: Hardware, copies: int, *, concurrency: int = 0, settings: TrainingSettings | None = None
 ) -> Layout:
     """The layout a job's ``hardware`` declares, with its copies (replicas or data-parallel ranks)."""
-    return Layout(hardware.gpu, hardware.tensor_parallel, hardware.pipeline_parallel, copies, concurrency, settings)
+    return Layout(
+        hardware.gpu,
+        hardware.tensor_parallel,
+        hardware.pipeline_parallel,
+        copies,
+        concurrency,
+        settings,
+        hardware.expert_parallel,
+    )
 
 
 class Evaluator:
@@ -366,14 +377,15 @@ class Evaluator:
 
     @staticmethod
     def _hardware(declared: Hardware, layout: Layout) -> Hardware:
-        """The layout's GPUs on the declared network (expert parallelism is not planned: 1)."""
+        """The layout's GPUs on the declared network (expert parallelism only where the layout is the declared
+        one: the planner proposes none)."""
         return evolve(
             declared,
             gpu=layout.gpu,
             count=layout.gpus,
             tensor_parallel=layout.tensor_parallel,
             pipeline_parallel=layout.pipeline_parallel,
-            expert_parallel=1,
+            expert_parallel=layout.expert_parallel,
         )
 
     def restated(self, layout: Layout) -> tuple[tuple[str, Any], ...]:
@@ -440,11 +452,12 @@ class ServePlanner(Evaluator):
         self._ceilings: dict[tuple[object, ...], float] = {}  # load key -> a steady stream's ceiling per replica
         self._shapes: dict[tuple[object, ...], ServingShape] = {}  # GPU, TP, PP, tenants' sequences
         self._speeds: dict[tuple[object, ...], ServingSpeed] = {}  # layout key -> speed
-        self._floors: dict[tuple[str, int, int], tuple[float, float]] = {}  # GPU, TP, PP -> TTFT, TPOT ms
+        self._floors: dict[tuple[str, int, int, int], tuple[float, float]] = {}  # GPU, TP, PP, EP -> TTFT, TPOT ms
         # GPU, TP, PP -> (deployment_workload, its serving_speed.prepare)
-        self._deployments: dict[tuple[str, int, int], tuple[ServingWorkload, Any]] = {}
-        self._splits: dict[tuple[int, int], ServingWorkload] = {}  # TP, PP -> deployment_workload (any GPU)
-        self._deployments_on: dict[tuple[str, int, int], ServingWorkload] = {}  # GPU, TP, PP -> that on the GPU
+        self._deployments: dict[tuple[str, int, int, int], tuple[ServingWorkload, Any]] = {}
+        self._splits: dict[tuple[int, int, int], ServingWorkload] = {}  # TP, PP, EP -> deployment_workload (any GPU)
+        # GPU, TP, PP, EP -> that on the GPU
+        self._deployments_on: dict[tuple[str, int, int, int], ServingWorkload] = {}
         self._weights, self._kv = self._lower_bound_bytes()
         # A layout meets an SLO at the plan's confidence when its latency's slow edge does: the estimate
         # times the factor measured runs of the job's load shape came in at (gpuplan/estimate/bands.py).
@@ -540,11 +553,12 @@ class ServePlanner(Evaluator):
         return replicas if replicas <= self.max_replicas(tensor_parallel, pipeline_parallel) else None
 
     def _load(self, layout: Layout) -> tuple[object, ...]:
-        """What one replica of the layout carries: GPU, TP, PP, the tenants' sequences and its own.
+        """What one replica of the layout carries: GPU, TP, PP, EP, the tenants' sequences and its own.
         Per-GPU memory, TTFT and TPOT depend on nothing else (the replica count only scales tokens/s), so
         replica counts that round to the same sequences per replica share one memory and one SLO check."""
         tenants = tuple(self._tenant_concurrency(t.concurrency, layout.replicas) for t in self.job.tenants)
-        return (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, tenants, layout.concurrency)
+        split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, layout.expert_parallel)
+        return (*split, tenants, layout.concurrency)
 
     def memory(self, layout: Layout) -> ServingMemory:
         key = self._load(layout)
@@ -592,7 +606,7 @@ class ServePlanner(Evaluator):
         _, checks = self._layout_checks(layout)
         if any(problem is not None for problem in checks.values()) or not self.memory_sound(layout):
             return False
-        if self.slo_out_of_reach(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel):
+        if self.slo_out_of_reach(layout.gpu, layout.tensor_parallel, layout.pipeline_parallel, layout.expert_parallel):
             return False
         job = self.job
         if not job.has_latency_slo and job.arrival != "steady":
@@ -643,7 +657,7 @@ class ServePlanner(Evaluator):
         """What the speed model reads of ``layout``, with the given KV space per GPU: the
         ``serving_workload`` of its job, from its split's deployment (the same at every load), and that
         deployment prepared for the speed model (``serving_speed.prepare``, also the same at every load)."""
-        split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
+        split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, layout.expert_parallel)
         found = self._deployments.get(split)
         if found is None:
             deployment = self._deployment_on(layout)
@@ -653,7 +667,7 @@ class ServePlanner(Evaluator):
 
     def _deployment_on(self, layout: Layout) -> ServingWorkload:
         """``deployment_workload`` of the layout's split on its GPU kind (see ``_deployment_of_split``)."""
-        split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel)
+        split = (layout.gpu.id, layout.tensor_parallel, layout.pipeline_parallel, layout.expert_parallel)
         found = self._deployments_on.get(split)
         if found is None:
             found = self._deployments_on[split] = evolve(self._deployment_of_split(layout), gpu=layout.gpu)
@@ -663,7 +677,7 @@ class ServePlanner(Evaluator):
         """``deployment_workload`` of the layout's TP x PP split, on the layout's GPU kind: it reads the
         GPU kind nowhere but its ``gpu`` field (the split's weights read, the job's prompt, engine and
         batch settings), so the split's on any other kind is this with that kind (computed once)."""
-        split = (layout.tensor_parallel, layout.pipeline_parallel)
+        split = (layout.tensor_parallel, layout.pipeline_parallel, layout.expert_parallel)
         found = self._splits.get(split)
         if found is None:
             job = self._job(layout)
@@ -671,7 +685,9 @@ class ServePlanner(Evaluator):
             found = self._splits[split] = deployment_workload(self.spec, job, setup, layout.gpu)
         return found
 
-    def slo_out_of_reach(self, gpu: Any, tensor_parallel: int, pipeline_parallel: int) -> bool:
+    def slo_out_of_reach(
+        self, gpu: Any, tensor_parallel: int, pipeline_parallel: int, expert_parallel: int = 1
+    ) -> bool:
         """Whether no number of replicas meets the latency SLO on this family: the speed model's floors
         (``latency_floors``: one sequence decoding alone; the full prompt's chunks on an idle replica,
         without its pipeline fill) already miss it, by more than a relative 1e-9 that keeps rounding on
@@ -680,10 +696,10 @@ class ServePlanner(Evaluator):
         job = self.job
         if not job.has_latency_slo:
             return False
-        key = (gpu.id, tensor_parallel, pipeline_parallel)
+        key = (gpu.id, tensor_parallel, pipeline_parallel, expert_parallel)
         if key not in self._floors:
             # The floors read no load and no KV capacity: one replica's floors are every replica count's.
-            layout = self.layout(gpu, tensor_parallel, pipeline_parallel, 1)
+            layout = evolve(self.layout(gpu, tensor_parallel, pipeline_parallel, 1), expert_parallel=expert_parallel)
             ttft, tpot = floor_bounds(self._deployment_on(layout), self.efficiency, statistic=job.ttft_statistic)
             self._floors[key] = (ttft * 1000 * (1 - 1e-9), tpot * 1000 * (1 - 1e-9))
             if not self._misses(*self._floors[key]):

@@ -48,7 +48,9 @@ class Layout:
     """One deployment of a job: GPU kind, TP x PP per model copy, copies, and (fine-tuning) settings.
 
     ``replicas`` is the number of serving replicas, or the data-parallel ranks of a fine-tuning run;
-    ``concurrency`` the sequences each serving replica holds.
+    ``concurrency`` the sequences each serving replica holds; ``expert_parallel`` a serving layout's routed
+    experts spread over that many GPUs (the declared one's: the planner proposes none, but judges the
+    declared layout as it is declared).
     """
 
     gpu: Gpu
@@ -57,6 +59,7 @@ class Layout:
     replicas: int
     concurrency: int = 0
     settings: TrainingSettings | None = None
+    expert_parallel: int = 1
 
     @property
     def gpus(self) -> int:
@@ -72,6 +75,7 @@ class Layout:
             self.replicas,
             self.concurrency,
             self.settings,
+            self.expert_parallel,
         )
 
     def describe(self) -> str:
@@ -80,6 +84,8 @@ class Layout:
             parts.append(f"tensor_parallel {self.tensor_parallel}")
         if self.pipeline_parallel > 1:
             parts.append(f"pipeline_parallel {self.pipeline_parallel}")
+        if self.expert_parallel > 1:
+            parts.append(f"expert_parallel {self.expert_parallel}")
         if self.settings is None and self.replicas > 1:
             parts.append(f"{self.replicas:,} replicas of {self.concurrency:,} sequences")
         if self.settings is not None:
