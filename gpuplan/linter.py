@@ -200,8 +200,9 @@ class FigureOutOfRange(ArithmeticError):
 
 # Figures that carry a sign: an error band's signed median is negative when gpuplan is below the measurements;
 # the KV pool is negative when the weights and reserves exceed the engine's budget (vLLM logs it so:
-# "Available KV cache memory: -2.14 GiB", and refuses to start).
-SIGNED_FIGURES = frozenset({"signed_median", "kv_pool_bytes"})
+# "Available KV cache memory: -2.14 GiB", and refuses to start); an offered benchmark figure is slower than
+# gpuplan's by a negative share (serve.evidence's offer_faster_by).
+SIGNED_FIGURES = frozenset({"signed_median", "kv_pool_bytes", "offer_faster_by"})
 
 
 def unsafe_figures(value: Any, where: str = "") -> Iterator[tuple[str, Any]]:

@@ -260,6 +260,8 @@ ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
     ("gpuplan.estimate.serving_load", "HTTP_SECONDS", ("serve", "endpoint"), frozenset()),
     ("gpuplan.plan.evaluate", "TTFT_FIGURES", ("serve", "slo", "ttft_statistic"), frozenset()),
     ("gpuplan.assumptions", "KBIT_PREPARATION", ("finetune", "kbit_preparation"), frozenset()),
+    ("gpuplan.decision.offered", "METRICS", ("serve", "evidence", vs.ITEM, "metric"), frozenset()),
+    ("gpuplan.output.estimate_json", "EVIDENCE_DIGITS", ("serve", "evidence", vs.ITEM, "metric"), frozenset()),
 ]
 # Tables keyed by some of an enum's values on purpose: the values they lack take another path.
 PARTIAL_TABLES = {
@@ -270,6 +272,7 @@ PARTIAL_TABLES = {
     # Quantizations vLLM refuses below a compute capability some catalog GPU has; the others load on every
     # catalog GPU (AWQ from 7.5, GPTQ from 6.0) or gpuplan does not know their minimum.
     "gpuplan.estimate.weights.VLLM_MIN_CAPABILITY",
+    "gpuplan.decision.offered.BANDS",  # evidence metrics with a measured band; requests/s has none
 }
 
 
