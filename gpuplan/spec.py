@@ -95,6 +95,7 @@ class Finetune:
     optimizer: str
     lora_rank: int
     lora_targets: tuple[str, ...]
+    lora_experts: str  # all | shared: which MLPs of a mixture-of-experts model the MLP targets adapt
     lora_dtype: str
     micro_batch: int
     gradient_accumulation: int
@@ -480,6 +481,7 @@ def _finetune(resolver: _Resolver, data: dict[str, Any] | None, custom: dict[str
         optimizer=data["optimizer"],
         lora_rank=lora["rank"],
         lora_targets=tuple(lora["targets"]),
+        lora_experts=lora["experts"],
         lora_dtype=lora["dtype"],
         micro_batch=data["micro_batch"],
         gradient_accumulation=data["gradient_accumulation"],

@@ -172,6 +172,10 @@ CHANGES_NOTHING: dict[str, Why] = {
         "dora applies to LoRA and QLoRA: GP025 rejects it on a full fine-tune",
         lambda d, a: _finetune(a).method == "full",
     ),
+    "finetune.lora.experts": Why(
+        "which experts' MLPs the adapters reach: a dense model has none, and a full fine-tune has no adapters",
+        lambda d, a: _finetune(a).method == "full" or not a.spec.model.architecture.is_moe,
+    ),
     "finetune.lora.dropout": Why(
         "the adapters' dropout masks are saved per layer: a full fine-tune has no adapters, and under full "
         "checkpointing only the layer being recomputed holds them, which is not these jobs' peak",

@@ -1100,8 +1100,9 @@ def test_kbit_preparation_weights_and_layer_bytes():
     # MoE (2 of 4 experts of width 8), trl: a token's fp32 norm output is cast by the gate and up of each of its
     # 2 experts, 4 x 2 x 8 = 64, beside q/k/v 48 and the experts' down inputs 2 x 16 = 32; o_proj's input 16;
     # the routed MLP in fp32, 2 x (3 x 4 x 8 + 2 x 4 x 8 gathered token and output) + router 12 x 4 = 368;
-    # adapters 14 + 48 + 32 + 32 = 126. 64 + 56 + 144 + 16 + 368 + 126 = 774.
-    assert layer_activation_bytes_per_token(vary(setup, architecture=MOE, kbit_preparation="trl")) == 774
+    # adapters: rank outputs of q/k/v/o and of gate/up/down in each of the token's 2 experts, 2 x 1 x (4 + 3 x 2)
+    # = 20, + 48 + 32 + 32 = 132. 64 + 56 + 144 + 16 + 368 + 132 = 780.
+    assert layer_activation_bytes_per_token(vary(setup, architecture=MOE, kbit_preparation="trl")) == 780
     # From bitsandbytes 0.43.2 no 4-bit linear saves its input: trl loses the per-linear casts (112) and
     # o_proj's input (16: its uncast adapter keeps SDPA's output, counted with attention), 566 - 128 = 438;
     # peft loses them and o_proj's fp32 input (32), its adapter keeping its own cast: 646 - 112 - 32 = 502.

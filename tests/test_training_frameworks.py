@@ -66,6 +66,23 @@ def test_lora_on_every_linear_of_llama_8b_against_a_hand_count():
     assert adapter_work(plain_setup(setup), "fused", 2048, 1.0).elementwise.kernels == 0
 
 
+def test_lora_on_the_experts_of_an_moe_model_against_a_hand_count():
+    # Qwen3-30B-A3B (h 2,048, 48 layers of 128 experts of width 768, each token routed to 8), rank 16 on
+    # gate, up and down_proj of every expert (lora.experts all). A token passes through its 8 experts' adapters:
+    # 6 x 16 x (2,048 + 768) x 3 matrices x 8 experts = 6,488,064 FLOPs a layer, x 48 layers x 2,048 tokens.
+    # gpuplan priced one expert's adapters a token (1/8 of these FLOPs).
+    moe = get_model("qwen3-30b-a3b").architecture
+    setup = training_setup(moe, method="lora", lora_rank=16, lora_targets=("gate_proj", "up_proj", "down_proj"))
+    work = adapter_work(plain_setup(setup), "eager", 2048, 1.0)
+    assert work.gemm_flops == 6_488_064 * 48 * 2048 == 637_802_643_456
+    # transformers runs the experts one after another: six GEMMs per adapted matrix of each of the 128 experts,
+    # 6 x 3 x 128 x 48 = 110,592 launches.
+    assert work.gemm_kernels == 110_592
+    # Shared experts only (there are none in this model): nothing of the MLP is adapted.
+    shared = dataclasses.replace(setup, job=dataclasses.replace(setup.job, lora_experts="shared", lora_dropout=0.0))
+    assert adapter_work(shared, "eager", 2048, 1.0).gemm_flops == 0
+
+
 def plain_setup(setup):
     return dataclasses.replace(setup, job=dataclasses.replace(setup.job, lora_dropout=0.0))
 

@@ -45,7 +45,14 @@ from __future__ import annotations
 import functools
 
 from gpuplan.architecture import Architecture
-from gpuplan.estimate.training import TrainingSetup, adapted_shapes, layer_kinds, layer_targets
+from gpuplan.estimate.training import (
+    TrainingSetup,
+    adapted_matrices,
+    adapter_layer_kinds,
+    copies_per_token,
+    layer_kinds,
+    layer_targets,
+)
 from gpuplan.records import record
 
 FRAMEWORKS: dict[str, str] = {
@@ -433,7 +440,6 @@ def adapter_work(setup: TrainingSetup, framework: str, tokens: float, share: flo
     if not setup.is_adapter:
         return NO_ADAPTERS
     tp = setup.tensor_parallel
-    shapes = adapted_shapes(arch)
     rank = job.lora_rank
     a, stream, w = setup.activation_bytes, setup.residual_bytes, setup.lora_bytes
     autocast = setup.uses_autocast
@@ -442,28 +448,29 @@ def adapter_work(setup: TrainingSetup, framework: str, tokens: float, share: flo
     dora = job.lora_variant == "dora"
     flops = moved = launches = weight_flops = weight_bytes = 0.0
     elementwise = NONE
-    kinds = layer_kinds(arch) if arch.hybrid else (("A", True, arch.layers),)
-    for mixer, mlp, count in kinds:
+    for mixer, mlp, moe, count in adapter_layer_kinds(arch):
         layers = count * share
-        for name in layer_targets(job.lora_targets, mixer, mlp) if arch.hybrid else job.lora_targets:
-            width_in, width_out = shapes[name]
-            if not width_in:
-                continue
-            d_in, d_out = width_in / tp, width_out / tp
-            flops += 6 * rank * (d_in + d_out) * tokens * layers
-            moved += 3 * g * (d_in + d_out) * tokens * layers
-            launches += ADAPTER_GEMMS * layers
-            x = stream if name in _READS_STREAM else a
-            per_token = _adapter_elementwise(framework, d_in, d_out, x, w, a, g, autocast, dropout)
-            work = Work(
-                per_token.forward_bytes * tokens,
-                per_token.backward_bytes * tokens,
-                per_token.forward_kernels,
-                per_token.backward_kernels,
-            )
-            if dora:
-                weight_flops += 2 * rank * d_in * (d_in + d_out) * layers
-                weight_bytes += (38 * d_in * d_out + 4 * d_in * d_in) * layers
-                work = work.plus(Work(4 * 3 * a * d_out * tokens, 4 * 3 * a * d_out * tokens, 4 + 4, 4))
-            elementwise = elementwise.plus(work.times(layers))
+        for name in layer_targets(job.lora_targets, mixer, mlp):
+            for width_in, width_out, copies in adapted_matrices(arch, name, moe, job.lora_experts):
+                # A token passes through the experts it is routed to, each expert's GEMMs launched apart (as
+                # transformers loops over the experts).
+                routed = copies_per_token(arch, copies)
+                d_in, d_out = width_in / tp, width_out / tp
+                flops += 6 * rank * (d_in + d_out) * tokens * routed * layers
+                moved += 3 * g * (d_in + d_out) * tokens * routed * layers
+                launches += ADAPTER_GEMMS * copies * layers
+                x = stream if name in _READS_STREAM else a
+                per_token = _adapter_elementwise(framework, d_in, d_out, x, w, a, g, autocast, dropout)
+                work = Work(
+                    per_token.forward_bytes * tokens * routed,
+                    per_token.backward_bytes * tokens * routed,
+                    per_token.forward_kernels * copies,
+                    per_token.backward_kernels * copies,
+                )
+                if dora:
+                    weight_flops += 2 * rank * d_in * (d_in + d_out) * copies * layers
+                    weight_bytes += (38 * d_in * d_out + 4 * d_in * d_in) * copies * layers
+                    rescale = 4 * 3 * a * d_out * tokens * routed  # the output rescaled: 4 kernels each way
+                    work = work.plus(Work(rescale, rescale, (4 + 4) * copies, 4 * copies))
+                elementwise = elementwise.plus(work.times(layers))
     return AdapterWork(flops, moved, launches, elementwise, weight_flops, weight_bytes)

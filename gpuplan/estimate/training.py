@@ -293,16 +293,6 @@ def adapted_shapes(arch: Architecture) -> dict[str, tuple[int, int]]:
     }
 
 
-@functools.lru_cache(maxsize=256)  # the same few adapters in every estimate of a planner's search
-def adapter_params_per_layer(arch: Architecture, rank: int, targets: tuple[str, ...], variant: str = "lora") -> int:
-    """LoRA adds r x (d_in + d_out) per adapted matrix (Hu et al. 2021); DoRA adds a magnitude per output
-    (Liu et al. 2024, peft ``DoraLinearLayer``)."""
-    shapes = adapted_shapes(arch)
-    adapted = [shapes[name] for name in targets if shapes[name][0]]
-    magnitude = sum(out for _, out in adapted) if variant == "dora" else 0
-    return sum(rank * (d_in + d_out) for d_in, d_out in adapted) + magnitude
-
-
 _ATTENTION_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _MLP_TARGETS = ("gate_proj", "up_proj", "down_proj")
 
@@ -311,6 +301,53 @@ def matrix_copies(arch: Architecture, name: str) -> int:
     """How many of ``adapted_shapes``' matrix ``name`` a decoder layer holds: one per expert for an MoE's
     MLP matrices, else one."""
     return arch.experts if arch.is_moe and name in _MLP_TARGETS else 1
+
+
+def adapted_matrices(arch: Architecture, name: str, moe_layer: bool, experts: str) -> tuple[tuple[int, int, int], ...]:
+    """(in, out, copies) of the linears target ``name`` adapts in one decoder layer: in a mixture-of-experts
+    layer each routed expert's (``experts`` "all"; none under "shared") and one for the shared experts (a
+    DeepSeek layer's shared experts are one MLP of their summed width, ``shared_experts`` x its width); in a
+    dense layer (a dense model's, or the leading dense layers of an MoE model) one of the dense width."""
+    d_in, d_out = adapted_shapes(arch)[name]
+    if not d_in:  # gate_proj of a plain MLP
+        return ()
+    if name not in _MLP_TARGETS:
+        return ((d_in, d_out, 1),)
+    widths: list[tuple[int, int]] = []  # (MLP width, copies)
+    if not moe_layer:
+        widths.append((arch.intermediate, 1))
+    else:
+        if experts == "all":
+            widths.append((arch.expert_width, arch.experts))
+        if arch.shared_experts:
+            widths.append((arch.shared_experts * arch.shared_width, 1))
+    return tuple(
+        (width, arch.hidden, copies) if name == "down_proj" else (arch.hidden, width, copies)
+        for width, copies in widths
+    )
+
+
+def copies_per_token(arch: Architecture, copies: int) -> int:
+    """How many of a layer's ``copies`` of an adapted matrix one token passes through: the experts it is routed
+    to, of a routed expert's (``adapted_matrices``), else the one."""
+    return min(copies, arch.experts_per_token) if copies > 1 else 1
+
+
+@functools.lru_cache(maxsize=256)  # the same few adapters in every estimate of a planner's search
+def adapter_params_per_layer(
+    arch: Architecture,
+    rank: int,
+    targets: tuple[str, ...],
+    variant: str = "lora",
+    moe_layer: bool = False,
+    experts: str = "all",
+) -> int:
+    """LoRA adds r x (d_in + d_out) per adapted matrix (Hu et al. 2021); DoRA adds a magnitude per output
+    (Liu et al. 2024, peft ``DoraLinearLayer``); a mixture-of-experts layer's MLP targets adapt each expert
+    they reach (``adapted_matrices``)."""
+    adapted = [matrix for name in targets for matrix in adapted_matrices(arch, name, moe_layer, experts)]
+    magnitude = sum(copies * out for _, out, copies in adapted) if variant == "dora" else 0
+    return sum(copies * rank * (d_in + d_out) for d_in, d_out, copies in adapted) + magnitude
 
 
 @functools.lru_cache(maxsize=64)
@@ -336,13 +373,24 @@ def trainable_params(setup: TrainingSetup) -> int:
     if not setup.is_adapter:
         return arch.params
     job = setup.job
-    if not arch.hybrid:
-        return arch.layers * adapter_params_per_layer(arch, job.lora_rank, job.lora_targets, job.lora_variant)
     return sum(
         count
-        * adapter_params_per_layer(arch, job.lora_rank, layer_targets(job.lora_targets, mixer, mlp), job.lora_variant)
-        for mixer, mlp, count in layer_kinds(arch)
+        * adapter_params_per_layer(
+            arch, job.lora_rank, layer_targets(job.lora_targets, mixer, mlp), job.lora_variant, moe, job.lora_experts
+        )
+        for mixer, mlp, moe, count in adapter_layer_kinds(arch)
     )
+
+
+@functools.lru_cache(maxsize=64)
+def adapter_layer_kinds(arch: Architecture) -> tuple[tuple[str, bool, bool, int], ...]:
+    """(token mixer, has an MLP, a mixture-of-experts layer, how many layers) of each kind of layer, for the
+    adapters each holds (a DeepSeek model's leading dense layers are apart from its MoE layers)."""
+    counts: dict[tuple[str, bool, bool], int] = {}
+    for index in range(arch.layers):
+        key = (arch.mixer(index), arch.has_mlp(index), arch.is_moe_layer(index))
+        counts[key] = counts.get(key, 0) + 1
+    return tuple((mixer, mlp, moe, count) for (mixer, mlp, moe), count in counts.items())
 
 
 def stage_fraction(setup: TrainingSetup) -> float:

@@ -10,7 +10,8 @@ from gpuplan.architecture import Architecture
 from gpuplan.estimate.training import (
     FUSED_LOSS_CHUNK_TOKENS,
     TrainingSetup,
-    adapted_shapes,
+    adapted_matrices,
+    copies_per_token,
     layer_kinds,
     layer_targets,
 )
@@ -147,11 +148,16 @@ def _lora_input_bytes(setup: TrainingSetup, act: int, targets: tuple[str, ...] |
 def _adapter_output_bytes(setup: TrainingSetup, targets: tuple[str, ...]) -> float:
     """Per token: what the adapters keep of their own outputs, whatever their inputs: each adapter's rank-wide
     intermediate and, with DoRA, the base and adapter outputs in the adapter dtype."""
-    lora = setup.lora_bytes
-    total = float(lora * setup.job.lora_rank * len(targets)) / setup.tensor_parallel
-    if setup.job.lora_variant == "dora":
-        shapes = adapted_shapes(setup.architecture)
-        total += sum(2 * lora * shapes[name][1] for name in targets if shapes[name][0])
+    lora, arch, job = setup.lora_bytes, setup.architecture, setup.job
+    # per adapted matrix a token passes through (an MoE layer's: each expert it is routed to)
+    matrices = [
+        (d_out, copies_per_token(arch, copies))
+        for name in targets
+        for _, d_out, copies in adapted_matrices(arch, name, arch.moe_layers > 0, job.lora_experts)
+    ]
+    total = float(lora * job.lora_rank * sum(passes for _, passes in matrices)) / setup.tensor_parallel
+    if job.lora_variant == "dora":
+        total += sum(2 * lora * d_out * passes for d_out, passes in matrices)
     return total
 
 

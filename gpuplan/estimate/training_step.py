@@ -9,7 +9,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpuplan.estimate.allocator import EMPTY, Alike, Allocation, CachingAllocator, Tensors
-from gpuplan.estimate.training import TrainingSetup, adapted_shapes, matrix_copies, runs_deepspeed_zero
+from gpuplan.estimate.training import (
+    TrainingSetup,
+    adapted_matrices,
+    adapted_shapes,
+    matrix_copies,
+    runs_deepspeed_zero,
+)
 from gpuplan.estimate.training_activations import input_widths
 from gpuplan.records import record
 
@@ -177,9 +183,14 @@ def _parameter_shares(setup: TrainingSetup) -> tuple[tuple[float, ...], tuple[fl
     arch, job = setup.architecture, setup.job
     shapes = adapted_shapes(arch)
     layers = setup.stage_layers
-    if setup.is_adapter:
-        rank = job.lora_rank
-        layer = tuple(rank * side for name in job.lora_targets if shapes[name][0] for side in shapes[name])
+    if setup.is_adapter:  # lora_A and lora_B of each adapted matrix (an MoE layer's experts' each one tensor)
+        rank, moe = job.lora_rank, arch.moe_layers > 0
+        layer = tuple(
+            rank * side * copies
+            for name in job.lora_targets
+            for d_in, d_out, copies in adapted_matrices(arch, name, moe, job.lora_experts)
+            for side in (d_in, d_out)
+        )
         return layer, (), layers
     layer = tuple(d_in * d_out * matrix_copies(arch, name) for name, (d_in, d_out) in shapes.items() if d_in)
     edges = (arch.vocab * arch.hidden,) * (1 if arch.tie_embeddings else 2)
