@@ -84,6 +84,17 @@ class ModelType:
 
 
 _LAYER_NORM_BIASED = {"norm": "layer", "attention_bias": True, "output_bias": True, "mlp_bias": True, "mlp": "plain"}
+# Multi-head latent attention's dimensions when a config.json leaves them out: DeepseekV2Config's and
+# DeepseekV3Config's defaults (transformers 4.57 configuration_deepseek_v2.py / _v3.py, the same in both), and
+# those of the configuration_deepseek.py that Kimi-K2 ships as remote code (a copy of DeepSeek-V3's).
+_MLA_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+_MLA_DEFAULTS = {
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+}
 
 MODEL_TYPES: dict[str, ModelType] = {
     "llama": ModelType("Llama 2/3", False, note="attention_bias and mlp_bias read from their keys"),
@@ -171,14 +182,17 @@ MODEL_TYPES: dict[str, ModelType] = {
     "deepseek_v2": ModelType(
         "DeepSeek-V2",
         False,
-        note="MLA; n_shared_experts x moe_intermediate_size shared",
+        key_defaults=_MLA_DEFAULTS,
+        note="MLA (absent ranks and head dims: the class defaults); n_shared_experts x moe_intermediate_size shared",
         experts_key="n_routed_experts",
     ),
     "deepseek_v3": ModelType(
         "DeepSeek-V3 / Kimi-K2",
         False,
         {"router_bias": True},
-        note="MLA; score-correction router bias; first_k_dense_replace dense layers; MTP module not counted",
+        _MLA_DEFAULTS,
+        "MLA (absent ranks and head dims: the class defaults); score-correction router bias; "
+        "first_k_dense_replace dense layers; MTP module not counted",
         experts_key="n_routed_experts",
     ),
     "llama4_text": ModelType(
@@ -244,7 +258,12 @@ MODEL_TYPES: dict[str, ModelType] = {
         "each layer one mixer: Mamba-2 (M), attention (*) or MLP (-) of hybrid_override_pattern",
     ),
     "kimi_k2": ModelType(
-        "Kimi-K2", False, {"router_bias": True}, note="DeepSeek-V3 layout", experts_key="n_routed_experts"
+        "Kimi-K2",
+        False,
+        {"router_bias": True},
+        _MLA_DEFAULTS,
+        "DeepSeek-V3 layout (absent MLA ranks and head dims: its configuration_deepseek.py defaults)",
+        experts_key="n_routed_experts",
     ),
 }
 # Multimodal wrappers: their text_config carries the language model's own model_type.
@@ -450,6 +469,8 @@ def _read_keys(
         values["mlp"] = "plain"
     _model_type_specifics(text, prefix, model_type, values, notes)
     _moe(text, prefix, values, notes, spelled)
+    if kind is not None and model_type in _MLA_TYPES:
+        _require_mla(text, prefix, kind, values)
     if values.get("kv_lora_rank"):
         values["kv_heads"] = values["heads"]
     else:
@@ -464,6 +485,19 @@ def _read_keys(
     else:
         _sliding_layout(text, prefix, values, notes)
     return values
+
+
+def _require_mla(text: dict[str, Any], prefix: str, kind: ModelType, values: dict[str, Any]) -> None:
+    """DeepSeek-V2/V3 attention is always latent (DeepseekV2Attention builds kv_a_proj_with_mqa of kv_lora_rank
+    + qk_rope_head_dim outputs and splits q into qk_nope_head_dim + qk_rope_head_dim): a null or zero rank or a
+    null head dim builds no model, and reading it as multi-head attention would size a KV cache 3-25x too big."""
+    for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+        if values.get(key) is None or (key == "kv_lora_rank" and not values[key]):
+            raise ArchitectureError(
+                f"config.json {prefix}{key}: {show_value(text.get(key))}, where every attention layer of "
+                f"{kind.label} is multi-head latent attention, which needs it (leave it out for the class default "
+                f"{_MLA_DEFAULTS[key]})"
+            )
 
 
 # -- hybrid models ------------------------------------------------------------------------------

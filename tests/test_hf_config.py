@@ -548,3 +548,73 @@ def test_qwen3_30b_a3b_parameters_by_hand():
     # 623,120,640 a layer, x 48 = 29,909,790,720; untied embeddings and LM head 2 x 151,936 x 2048 =
     # 622,329,856; final norm 2048: 30,532,122,624 (the model card's "30.5B").
     assert get_model("qwen3-30b-a3b").architecture.params == 30_532_122_624
+
+
+def _lint_config(tmp_path, config: dict) -> list[dict]:
+    """The findings of linting a serving spec whose model is ``config`` (a config.json beside it)."""
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "version: 1\nname: t\nmodel: {config: config.json}\n"
+        "serve: {context: 4096, concurrency: 1, hardware: {gpu: h100-sxm, count: 8, tensor_parallel: 8}}\n"
+    )
+    _, out, _ = run_cli("lint", "--format", "json", str(spec))
+    findings: list[dict] = json.loads(out)["findings"]
+    return findings
+
+
+# deepseek-ai/DeepSeek-V3 config.json as published, less its MLA keys (q_lora_rank 1536, kv_lora_rank 512,
+# qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128: DeepseekV3Config's defaults) and rope keys.
+DEEPSEEK_V3_WITHOUT_MLA = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1,
+    "first_k_dense_replace": 3,
+    "intermediate_size": 18432,
+    "vocab_size": 129280,
+    "tie_word_embeddings": False,
+}
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v2", "deepseek_v3", "kimi_k2"])
+def test_deepseek_without_mla_keys_takes_the_config_class_defaults_not_full_attention(model_type):
+    model = read_hf_model({**DEEPSEEK_V3_WITHOUT_MLA, "model_type": model_type})
+    arch = model.architecture
+    assert (arch.q_lora_rank, arch.kv_lora_rank, arch.qk_nope_head_dim, arch.qk_rope_head_dim, arch.v_head_dim) == (
+        1536, 512, 128, 64, 128,
+    )  # fmt: skip
+    # MLA caches the latent and the RoPE key: (512 + 64) x 61 layers x 2 bytes = 70,272 B a token. Read as full
+    # attention it was 2 x 128 heads x 56 (7,168 / 128) x 61 x 2 = 1,748,992 B, 25x too much.
+    assert arch.kv_bytes_per_token(2) == 70_272
+    assert any("kv_lora_rank absent: 512" in note for note in model.notes)
+    if model_type == "deepseek_v3":  # the catalog's DeepSeek-V3, whose config states the keys
+        assert arch.params == get_model("deepseek-v3").architecture.params == 671_026_419_200
+
+
+@pytest.mark.parametrize(
+    "extra, key",
+    [
+        ({"kv_lora_rank": None}, "kv_lora_rank: null"),
+        ({"kv_lora_rank": 0}, "kv_lora_rank: 0"),
+        ({"qk_rope_head_dim": None}, "qk_rope_head_dim: null"),
+        ({"v_head_dim": None}, "v_head_dim: null"),
+    ],
+)
+def test_deepseek_with_a_null_mla_rank_is_gp021_not_full_attention(tmp_path, extra, key):
+    # DeepseekV2Attention always builds its latent projections (kv_a_proj_with_mqa: kv_lora_rank + qk_rope_head_dim
+    # outputs): a null rank builds no model. It was read as multi-head attention.
+    config = {**DEEPSEEK_V3_WITHOUT_MLA, **extra}
+    with pytest.raises(ArchitectureError, match=f"{key}, where every attention layer of DeepSeek-V3"):
+        read_hf_model(config)
+    [finding] = _lint_config(tmp_path, config)
+    assert finding["code"] == "GP021" and finding["line"] == 3 and key in finding["message"]
+    # q_lora_rank null is DeepSeek-V2-Lite's q_proj without a low-rank factor: a model, read as such.
+    assert read_hf_model({**DEEPSEEK_V3_WITHOUT_MLA, "q_lora_rank": None}).architecture.q_lora_rank == 0
