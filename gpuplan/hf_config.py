@@ -217,6 +217,14 @@ MODEL_TYPES: dict[str, ModelType] = {
         experts_key="num_local_experts",
     ),
     "granite": ModelType("Granite 3", False, note="Llama layout"),
+    # configuration_cohere.py CohereConfig: tie_word_embeddings True; modeling_cohere.py CohereDecoderLayer: one
+    # weight-only CohereLayerNorm (input_layernorm) feeding attention and the MLP in parallel, no second norm.
+    "cohere": ModelType(
+        "Cohere Command-R",
+        True,
+        {"norms_per_layer": 1, "parallel_attention": True},
+        note="tied by default; one weight-only LayerNorm per layer before parallel attention and MLP",
+    ),
     # configuration_qwen3_next.py Qwen3NextConfig defaults; modeling_qwen3_next.py: Qwen3NextAttention's q_proj
     # doubles for the output gate, q/k RMSNorm per head, Qwen3NextSparseMoeBlock's gated shared expert.
     "qwen3_next": ModelType(
@@ -582,6 +590,10 @@ def _model_type_specifics(
         values["shared_expert_gate"] = False
     if model_type == "nemotron_h":
         nemotron_h_specifics(text, prefix, values, notes)
+    if model_type == "cohere" and bool_value(text, "use_qk_norm", prefix, False):
+        # CohereAttention's q_norm/k_norm weigh each head apart ((heads + kv_heads) x head_dim a layer): no field
+        # holds that, and it is under 0.001% of Command-R+.
+        notes.append(f"{prefix}use_qk_norm: its per-head q/k norm weights are not counted")
     if text.get("use_sliding_window") is False:
         values.pop("sliding_window", None)
 

@@ -618,3 +618,35 @@ def test_deepseek_with_a_null_mla_rank_is_gp021_not_full_attention(tmp_path, ext
     assert finding["code"] == "GP021" and finding["line"] == 3 and key in finding["message"]
     # q_lora_rank null is DeepSeek-V2-Lite's q_proj without a low-rank factor: a model, read as such.
     assert read_hf_model({**DEEPSEEK_V3_WITHOUT_MLA, "q_lora_rank": None}).architecture.q_lora_rank == 0
+
+
+# CohereForAI/c4ai-command-r-v01 config.json as published (the keys gpuplan reads): no tie_word_embeddings key.
+COMMAND_R = {
+    "architectures": ["CohereForCausalLM"],
+    "model_type": "cohere",
+    "hidden_size": 8192,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 64,
+    "intermediate_size": 22528,
+    "vocab_size": 256000,
+    "logit_scale": 0.0625,
+    "use_qk_norm": False,
+    "max_position_embeddings": 8192,
+}
+
+
+def test_cohere_ties_its_embeddings_and_has_one_norm_a_layer():
+    # CohereConfig ties by default; CohereDecoderLayer has one input_layernorm (weight only) feeding attention and
+    # the MLP in parallel. Per layer q/k/v/o 4 x 8,192^2 = 268,435,456, MLP 3 x 8,192 x 22,528 = 553,648,128, one
+    # norm 8,192: 822,091,776 x 40 = 32,883,671,040; embedding 256,000 x 8,192 = 2,097,152,000, tied; final norm
+    # 8,192. It was read untied with two norms a layer: 2,097,152,000 + 40 x 8,192 more.
+    model = read_hf_model(COMMAND_R)
+    arch = model.architecture
+    assert arch.tie_embeddings and arch.norms_per_layer == 1
+    assert arch.params == 32_883_671_040 + 2_097_152_000 + 8_192 == 34_980_831_232
+    assert any("tie_word_embeddings absent" in note for note in model.notes)
+    untied = read_hf_model({**COMMAND_R, "tie_word_embeddings": False}).architecture
+    assert untied.params - arch.params == 2_097_152_000
+    plus = read_hf_model({**COMMAND_R, "use_qk_norm": True})  # Command-R+: per-head norms, not counted, said so
+    assert plus.architecture == arch and any("use_qk_norm" in note for note in plus.notes)
