@@ -517,17 +517,13 @@ def _qwen3_next_layers(text: dict[str, Any], prefix: str, values: dict[str, Any]
     layers = values["layers"]
     layer_types = text.get("layer_types")
     if layer_types is not None:
-        kinds = string_list(layer_types, f"{prefix}layer_types", layers)
+        kinds = _layer_types(layer_types, prefix, layers)
         letters = {"linear_attention": "L", "full_attention": "A"}
         unknown = sorted(set(kinds) - set(letters))
         if unknown:
             raise ArchitectureError(
                 f"config.json {prefix}layer_types names {', '.join(unknown)}: a layer kind gpuplan cannot size "
                 "in a Qwen3-Next model (linear_attention, full_attention)"
-            )
-        if len(kinds) != layers:
-            raise ArchitectureError(
-                f"config.json {prefix}layer_types lists {len(kinds)} layers, num_hidden_layers {layers}"
             )
         pattern = "".join(letters[kind] for kind in kinds)
     else:
@@ -632,7 +628,7 @@ def _sliding_layout(text: dict[str, Any], prefix: str, values: dict[str, Any], n
     layers = values["layers"]
     layer_types = text.get("layer_types")
     if layer_types is not None:
-        kinds = string_list(layer_types, f"{prefix}layer_types", layers)
+        kinds = _layer_types(layer_types, prefix, layers)
         unknown = set(kinds) - {"full_attention", "sliding_attention", "chunked_attention"}
         if unknown:
             raise ArchitectureError(
@@ -662,6 +658,17 @@ def _sliding_layout(text: dict[str, Any], prefix: str, values: dict[str, Any], n
         values["sliding_layers"] = check_value("sliding_layers", pattern, f"config.json {prefix}sliding_window_pattern")
         if values["sliding_layers"] == 1:
             values.pop("sliding_layers")
+
+
+def _layer_types(value: Any, prefix: str, layers: int) -> list[str]:
+    """``layer_types``, one name a layer: transformers' ``layer_type_validation`` refuses a list of another length
+    (a Gemma-2 list of 10 for 42 layers was read as its period, alternate layers sliding)."""
+    if isinstance(value, list) and len(value) != layers:
+        raise ArchitectureError(
+            f"config.json {prefix}layer_types lists {len(value)} layers, where num_hidden_layers is {layers}: "
+            "transformers needs one entry a layer"
+        )
+    return string_list(value, f"{prefix}layer_types", layers)
 
 
 def _windowed_layers(windowed: list[bool], layers: int, values: dict[str, Any], where: str) -> None:

@@ -650,3 +650,18 @@ def test_cohere_ties_its_embeddings_and_has_one_norm_a_layer():
     assert untied.params - arch.params == 2_097_152_000
     plus = read_hf_model({**COMMAND_R, "use_qk_norm": True})  # Command-R+: per-head norms, not counted, said so
     assert plus.architecture == arch and any("use_qk_norm" in note for note in plus.notes)
+
+
+@pytest.mark.parametrize("count", [10, 41, 43])
+def test_layer_types_of_another_length_than_the_layers_is_gp021(tmp_path, count):
+    # transformers' layer_type_validation refuses a layer_types list whose length is not num_hidden_layers. Gemma-2
+    # 9B's 42 layers alternate sliding and full; a list of 10 was read as that period and passed.
+    kinds = ["sliding_attention", "full_attention"] * 22
+    config = {**GEMMA2_9B, "layer_types": kinds[:count]}
+    words = f"layer_types lists {count} layers, where num_hidden_layers is 42"
+    with pytest.raises(ArchitectureError, match=words):
+        read_hf_model(config)
+    [finding] = _lint_config(tmp_path, config)
+    assert finding["code"] == "GP021" and finding["line"] == 3 and words in finding["message"]
+    whole = read_hf_model({**GEMMA2_9B, "layer_types": kinds[:42]}).architecture
+    assert whole == read_hf_model(GEMMA2_9B).architecture  # every other layer slides, as the list says
