@@ -96,6 +96,22 @@ _MLA_DEFAULTS = {
     "v_head_dim": 128,
 }
 
+_QWEN2_VL = ModelType(
+    "Qwen2-VL",
+    False,
+    {"attention_bias": True},
+    note="Qwen2 language model; vision tower of depth blocks of embed_dim, MLP embed_dim x mlp_ratio, patch merger",
+)
+_QWEN2_5_VL = ModelType(
+    "Qwen2.5-VL",
+    False,
+    {"attention_bias": True},
+    note="Qwen2 language model; vision tower of depth blocks of hidden_size, gated MLP of intermediate_size, "
+    "patch merger to out_hidden_size",
+)
+# Qwen2 decoders: sliding window only when use_sliding_window is true (Qwen2Config and the VL text configs: false).
+_QWEN2_TEXT = ("qwen2", "qwen2_vl", "qwen2_vl_text", "qwen2_5_vl", "qwen2_5_vl_text")
+
 MODEL_TYPES: dict[str, ModelType] = {
     "llama": ModelType("Llama 2/3", False, note="attention_bias and mlp_bias read from their keys"),
     "mistral": ModelType(
@@ -114,6 +130,12 @@ MODEL_TYPES: dict[str, ModelType] = {
         {"attention_bias": True, "shared_experts": 1, "shared_expert_gate": True},
         note="one gated shared expert of shared_expert_intermediate_size",
     ),
+    # Qwen2VLTextModel / Qwen2_5_VLTextModel: Qwen2's decoder (q/k/v biased); a flat config.json carries the text
+    # keys beside vision_config (model_type qwen2_vl), a nested one in text_config (model_type qwen2_vl_text).
+    "qwen2_vl": _QWEN2_VL,
+    "qwen2_vl_text": _QWEN2_VL,
+    "qwen2_5_vl": _QWEN2_5_VL,
+    "qwen2_5_vl_text": _QWEN2_5_VL,
     "qwen3": ModelType("Qwen3", False, {"qk_norm": True}, note="per-head q/k RMSNorm"),
     "qwen3_moe": ModelType("Qwen3-MoE", False, {"qk_norm": True}, note="per-head q/k RMSNorm, no shared expert"),
     "gemma": ModelType(
@@ -283,7 +305,13 @@ MULTIMODAL_TYPES: dict[str, str] = {
     "llama4": "Llama 4: vision tower + adapter + projector",
     "kimi_vl": "Kimi-VL: MoonViT tower (read as a SigLIP-style ViT) + 2-layer projector",
 }
-_TEXT_DEFAULT_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_vl": "deepseek_v3"}
+_TEXT_DEFAULT_TYPE = {
+    "gemma3": "gemma3_text",
+    "llama4": "llama4_text",
+    "kimi_vl": "deepseek_v3",
+    "qwen2_vl": "qwen2_vl_text",
+    "qwen2_5_vl": "qwen2_5_vl_text",
+}
 # Hybrid and state-space model types whose layers gpuplan does not size yet: read with generic keys they
 # would pass for attention models, so they are refused by name (GP021).
 UNSIZED_TYPES: dict[str, str] = {
@@ -577,7 +605,7 @@ def _model_type_specifics(
             values["intermediate"] = check_value("intermediate", dense, f"config.json {prefix}intermediate_size_mlp")
     if model_type == "gpt_oss":
         values["expert_intermediate"] = values["intermediate"]
-    if model_type == "qwen2" and not bool_value(text, "use_sliding_window", prefix, False):
+    if model_type in _QWEN2_TEXT and not bool_value(text, "use_sliding_window", prefix, False):
         values.pop("sliding_window", None)
     if model_type in ("qwen2_moe", "qwen3_moe") and not bool_value(text, "use_sliding_window", prefix, False):
         values.pop("sliding_window", None)

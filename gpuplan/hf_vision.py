@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuplan.architecture import ArchitectureError
+from gpuplan.architecture import ArchitectureError, show_value
 from gpuplan.hf_values import bounded_int, string_value
 
 
@@ -17,6 +17,8 @@ def vision_tower_params(vision: dict[str, Any], top_type: str, text_hidden: int,
     positions. Pixtral: RMSNorm, gated MLP, no biases, no learned positions. Projectors as in each
     multimodal model's modelling code.
     """
+    if top_type in ("qwen2_vl", "qwen2_5_vl"):
+        return _qwen_vl_tower(vision, gated=top_type == "qwen2_5_vl")
     vision_type = string_value(vision, "model_type", "vision_config.model_type")
     width = bounded_int(vision, "hidden_size", 1, 1_000_000, "vision_config.")
     depth = bounded_int(vision, "num_hidden_layers", 1, 1000, "vision_config.")
@@ -65,3 +67,44 @@ def vision_tower_params(vision: dict[str, Any], top_type: str, text_hidden: int,
     else:
         projector = width * text_hidden + text_hidden * text_hidden + 2 * text_hidden
     return encoder + projector
+
+
+def _qwen_vl_tower(vision: dict[str, Any], gated: bool) -> int:
+    """Qwen2-VL's (``gated`` False) or Qwen2.5-VL's vision tower and patch merger, absent keys at the defaults of
+    transformers' Qwen2VLVisionConfig / Qwen2_5_VLVisionConfig (4.57; ``in_chans`` in published configs is not a
+    key the classes read: ``in_channels``, default 3).
+
+    modeling_qwen2_vl.py / modeling_qwen2_5_vl.py: a Conv3d patch embedding without bias over in_channels x
+    temporal_patch_size x patch_size^2; per block a biased fused qkv and a biased proj; Qwen2-VL two biased
+    LayerNorms and a biased two-matrix MLP of int(embed_dim x mlp_ratio), Qwen2.5-VL two RMSNorms and a biased
+    gated MLP of intermediate_size; the merger a norm of the width (LayerNorm, RMSNorm) then biased linears from
+    width x spatial_merge_size^2 to itself and to the language model's width (hidden_size, out_hidden_size).
+    """
+    where = "vision_config."
+    depth = bounded_int(vision, "depth", 1, 1000, where, 32)
+    channels = bounded_int(vision, "in_channels", 1, 64, where, 3)
+    patch = bounded_int(vision, "patch_size", 1, 10_000, where, 14)
+    frames = bounded_int(vision, "temporal_patch_size", 1, 64, where, 2)
+    merge = bounded_int(vision, "spatial_merge_size", 1, 64, where, 2)
+    if gated:
+        width = bounded_int(vision, "hidden_size", 1, 1_000_000, where, 3584)
+        mlp = bounded_int(vision, "intermediate_size", 1, 10_000_000, where, 3420)
+        output = bounded_int(vision, "out_hidden_size", 1, 1_000_000, where, 3584)
+        block = 3 * width * mlp + 2 * mlp + width + 2 * width  # gate, up, down with biases; two RMSNorms
+        merger_norm = width
+    else:
+        width = bounded_int(vision, "embed_dim", 1, 1_000_000, where, 1280)
+        ratio = vision.get("mlp_ratio", 4)
+        if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 1 <= width * ratio <= 10_000_000:
+            raise ArchitectureError(
+                f"config.json vision_config.mlp_ratio must be a number that makes embed_dim {width} x it a width from "
+                f"1 to 10,000,000, not {show_value(ratio)}"
+            )
+        mlp = int(width * ratio)  # Qwen2VLVisionBlock: int(config.embed_dim * config.mlp_ratio)
+        output = bounded_int(vision, "hidden_size", 1, 1_000_000, where, 3584)
+        block = 2 * width * mlp + mlp + width + 2 * 2 * width  # fc1, fc2 with biases; two LayerNorms
+        merger_norm = 2 * width
+    block += 4 * width * width + 4 * width  # qkv and proj with biases
+    merged = width * merge * merge
+    merger = merger_norm + merged * merged + merged + merged * output + output
+    return depth * block + channels * frames * patch * patch * width + merger

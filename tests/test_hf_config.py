@@ -665,3 +665,86 @@ def test_layer_types_of_another_length_than_the_layers_is_gp021(tmp_path, count)
     assert finding["code"] == "GP021" and finding["line"] == 3 and words in finding["message"]
     whole = read_hf_model({**GEMMA2_9B, "layer_types": kinds[:42]}).architecture
     assert whole == read_hf_model(GEMMA2_9B).architecture  # every other layer slides, as the list says
+
+
+# Qwen/Qwen2.5-VL-7B-Instruct config.json as published (the keys gpuplan reads): the text model's keys at the top
+# level, the vision tower's depth and width spelled depth and hidden_size.
+QWEN25_VL_7B = {
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "model_type": "qwen2_5_vl",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 128000,
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    "sliding_window": 32768,
+    "use_sliding_window": False,
+    "tie_word_embeddings": False,
+    "vision_config": {
+        "depth": 32, "hidden_act": "silu", "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16,
+        "in_chans": 3, "out_hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14,
+        "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31], "tokens_per_second": 2,
+        "temporal_patch_size": 2,
+    },
+}  # fmt: skip
+# Qwen/Qwen2-VL-7B-Instruct: the same text model; its vision_config spells the width embed_dim and the MLP mlp_ratio.
+QWEN2_VL_7B = {
+    **QWEN25_VL_7B,
+    "architectures": ["Qwen2VLForConditionalGeneration"],
+    "model_type": "qwen2_vl",
+    "max_position_embeddings": 32768,
+    "vision_config": {
+        "depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16, "in_chans": 3, "hidden_size": 3584,
+        "patch_size": 14, "spatial_merge_size": 2, "spatial_patch_size": 14, "temporal_patch_size": 2,
+    },
+}  # fmt: skip
+
+
+def test_qwen_vl_reads_its_vision_tower_and_a_qwen2_text_model():
+    # Text (Qwen2-7B): per layer q and o 2 x 3,584^2 + k, v 2 x 3,584 x 512 = 29,360,128, q/k/v biases 3,584 + 2 x
+    # 512 = 4,608, MLP 3 x 3,584 x 18,944 = 203,685,888, two norms 7,168: 233,057,792 x 28 = 6,525,618,176;
+    # untied embeddings 2 x 152,064 x 3,584 = 1,089,994,752; final norm 3,584: 7,615,616,512.
+    # Qwen2.5-VL's tower: per block qkv + proj 4 x 1,280^2 + 4 x 1,280 = 6,558,720, gated MLP with biases 3 x 1,280 x
+    # 3,420 + 2 x 3,420 + 1,280 = 13,140,920, two RMSNorms 2,560: 19,702,200 x 32 = 630,470,400; patch Conv3d
+    # 3 x 2 x 14^2 x 1,280 = 1,505,280; merger RMSNorm 1,280 + 5,120^2 + 5,120 + 5,120 x 3,584 + 3,584 = 44,574,464.
+    # Total 8,292,166,656: Qwen2.5-VL-7B-Instruct's published parameter count.
+    model = read_hf_model(QWEN25_VL_7B)
+    arch = model.architecture
+    assert arch.text_params == 6_525_618_176 + 1_089_994_752 + 3_584 == 7_615_616_512
+    assert arch.vision_params == 630_470_400 + 1_505_280 + 44_574_464 == 676_550_144
+    assert arch.params == 8_292_166_656
+    assert arch.attention_bias and not arch.sliding_window and model.model_type == "qwen2_5_vl"
+    # Qwen2-VL's tower: per block qkv + proj 6,558,720, two-matrix MLP with biases 2 x 1,280 x 5,120 + 5,120 +
+    # 1,280 = 13,113,600, two LayerNorms 4 x 1,280: 19,677,440 x 32 = 629,678,080; patch Conv3d 1,505,280; merger
+    # LayerNorm 2,560 + 26,219,520 + 18,353,664 = 44,575,744.
+    qwen2_vl = read_hf_model(QWEN2_VL_7B).architecture
+    assert qwen2_vl.vision_params == 629_678_080 + 1_505_280 + 44_575_744 == 675_759_104
+    assert qwen2_vl.text_params == arch.text_params
+    # Saved by a newer transformers, the text keys sit in text_config (model_type qwen2_5_vl_text): the same model.
+    text = {key: value for key, value in QWEN25_VL_7B.items() if key not in ("architectures", "vision_config")}
+    nested = {
+        "model_type": "qwen2_5_vl",
+        "vision_config": QWEN25_VL_7B["vision_config"],
+        "text_config": {**text, "model_type": "qwen2_5_vl_text"},
+    }
+    assert read_hf_model(nested).architecture == arch
+
+
+@pytest.mark.parametrize(
+    "config, key, value",
+    [
+        (QWEN2_VL_7B, "mlp_ratio", "4"),
+        (QWEN2_VL_7B, "mlp_ratio", 0),
+        (QWEN2_VL_7B, "mlp_ratio", True),
+        (QWEN2_VL_7B, "embed_dim", 1e30),
+        (QWEN25_VL_7B, "depth", 0),
+        (QWEN25_VL_7B, "intermediate_size", -1),
+        (QWEN25_VL_7B, "out_hidden_size", [3584]),
+    ],
+)
+def test_bad_qwen_vl_vision_values_name_the_key(config, key, value):
+    with pytest.raises(ArchitectureError, match=f"vision_config.{key} must be"):
+        read_hf_model({**config, "vision_config": {**config["vision_config"], key: value}})
