@@ -254,12 +254,13 @@ def test_nemotron_3_nano_checkpoints_read_their_format_and_16_bit_modules():
 
 
 def test_a_nemotron_3_nano_spec_estimates_serving_and_fine_tuning(tmp_path):
-    # From its config.json: served on one H100 (bf16 weights 58.8 GiB) and LoRA fine-tuned on one, each estimated
-    # without an internal error, the MoE hybrid's KV cache holding attention layers' K and V and the Mamba state.
+    # From its config.json: served on one H100 (bf16 weights 58.8 GiB) and LoRA fine-tuned on one H200 (every
+    # expert's adapters, with their gradients and AdamW states, on top of the weights), each estimated without an
+    # internal error, the MoE hybrid's KV cache holding attention layers' K and V and the Mamba state.
     (tmp_path / "config.json").write_text(json.dumps(NEMOTRON_3_NANO))
     for job in (
         "serve: {context: 8192, concurrency: 8, hardware: {gpu: h100-sxm}}",
-        "finetune: {method: lora, lora: {rank: 16}, seq_len: 2048, hardware: {gpu: h100-sxm}}",
+        "finetune: {method: lora, lora: {rank: 16}, seq_len: 2048, hardware: {gpu: h200-sxm}}",
     ):
         spec = tmp_path / "spec.yaml"
         spec.write_text(f"version: 1\nname: nano\nmodel: {{config: config.json}}\n{job}\n")
