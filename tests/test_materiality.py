@@ -57,3 +57,11 @@ def test_the_text_says_why_the_declared_layout_is_kept():
         "recommended  1 x h100-sxm, 93.28 USD/run — kept: 1 x b200-hgx would save 44.47 USD per run (48%); a change "
         "must save more than 10% on the same GPU kind or 20% on another, and at least 100 USD"
     ) in out
+
+
+def test_the_threshold_is_printed_rounded_half_up(tmp_path):
+    # A min_saving of 5,394.5 USD printed as "at least 5,394 USD" (format's .0f rounds a half to even) beside a
+    # saving of 5,394 USD that it kept the declared layout over: the note contradicted itself.
+    (tmp_path / "c.yaml").write_text("thresholds: {min_saving: 5394.5}\n")
+    job = plan_json(EXAMPLES / "serve-llama-70b.yaml", "--config", str(tmp_path / "c.yaml"))
+    assert job["kept_over"]["threshold"].endswith("and at least 5,395 USD")

@@ -83,6 +83,16 @@ def test_the_json_states_each_speed_figures_band_at_the_plans_confidence(tmp_pat
     assert tokens["low"] == pytest.approx(serve["tokens_per_s"] * shipped("tokens_per_s", "closed-loop", 0.1), abs=0.1)
 
 
+def test_a_throughputs_slow_edge_is_its_low_one_at_every_confidence(tmp_path):
+    # At confidence 0.5 both edges are the median ratio and meet: the slow edge was then named "high" for the
+    # throughput too (the comparison of equal edges), against docs/estimation.md's "low for a throughput".
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(AT_RISK.read_text().replace("version: 1\n", "version: 1\nplan: {confidence: 0.5}\n", 1))
+    serve = _serve_json(spec)
+    assert serve["tokens_per_s_band"]["low"] == serve["tokens_per_s_band"]["high"]
+    assert (serve["tokens_per_s_band"]["slow"], serve["tpot_ms_band"]["slow"]) == ("low", "high")
+
+
 def test_an_slo_met_on_the_estimate_but_not_at_the_band_is_at_risk(tmp_path):
     # The example serves Llama 3.2 3B on one L4: p90 TTFT 1,027.3 ms estimated against an SLO of 1,500 ms (met).
     # Closed-loop runs came in at up to about 3.26 x the estimate at 0.9 (the 76th of 84 ratios, 3.258):

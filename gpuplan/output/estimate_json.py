@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplan.assumptions import GPUS_PER_NODE
 from gpuplan.config import Settings
-from gpuplan.estimate.bands import SpeedBand, capacity_band, finetune_band
+from gpuplan.estimate.bands import THROUGHPUTS, SpeedBand, capacity_band, finetune_band
 from gpuplan.estimate.engines import memory_engine
 from gpuplan.estimate.lora_serving import host_bytes
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
@@ -127,7 +127,8 @@ def _speed_band_dict(band: SpeedBand, figure: float | None, confidence: float, d
     return {
         "low": rounded(min(fast, slow), digits),
         "high": rounded(max(fast, slow), digits),
-        "slow": "low" if slow < fast else "high",
+        # a throughput's slow edge is its low one, a latency's its high one (at confidence 0.5 the edges meet)
+        "slow": "low" if band.metric in THROUGHPUTS else "high",
         "confidence": confidence,
         "records": band.records,
         "pooled": band.pooled,

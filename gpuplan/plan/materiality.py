@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from gpuplan.plan.describe import saving_between
 from gpuplan.records import record
+from gpuplan.units import format_number
 
 if TYPE_CHECKING:
     from gpuplan.config import Settings
@@ -48,7 +49,9 @@ class Materiality:
 
     def describe(self, currency: str) -> str:
         """``more than 10% on the same GPU kind or 20% on another, and at least 100 USD``."""
+        # rounded half up, as every figure gpuplan prints (format's .0f rounds a half to even: 5,394.5 read 5,394)
         return (
-            f"more than {self.same_gpu_share:.0%} on the same GPU kind or {self.switch_share:.0%} on another, "
-            f"and at least {self.amount:,.0f} {currency}"
+            f"more than {format_number(self.same_gpu_share * 100, 0)}% on the same GPU kind or "
+            f"{format_number(self.switch_share * 100, 0)}% on another, and at least {format_number(self.amount, 0)} "
+            f"{currency}"
         )
