@@ -132,10 +132,14 @@ def test_prefill_step_and_prompt_alone():
 
 def test_pipeline_stage_halves_the_work_and_adds_hops():
     # PP 2: one layer per stage. Prefill token 2,896 / 2 - 256 = 1,192 FLOPs; fixed 1 ms + 0.1 ms.
-    # An 8-token prompt in chunks of 4 fills 2 chunks + 1 stage of bubble, and hands over once (0.5 s).
+    # An 8-token prompt in chunks of 4: the two chunks' times (their attention summed: the whole prompt's 1,152
+    # FLOPs at the mean chunk's half), then the other stage's crossing of the longer chunk, the second, whose
+    # causal attention covers positions 5 to 8 (5 + 6 + 7 + 8 = 26 of the prompt's 36 position sums: 832 FLOPs),
+    # and one hand-over (0.5 s): a proportionate flow shop, sum p + (stages - 1) max p.
     d = deployment(pipeline_parallel=2, weights_read=2000.0)
     chunk = math.hypot(2000 / 500, 4 * 1192 / 500) + 1152 / 2 / 250 + 0.0011
-    assert d.prefill_alone(8, 4) == pytest.approx(3 * chunk + 0.5, rel=1e-12)
+    second = math.hypot(2000 / 500, 4 * 1192 / 500) + 1152 * 26 / 36 / 250 + 0.0011
+    assert d.prefill_alone(8, 4) == pytest.approx(2 * chunk + second + 0.5, rel=1e-12)
 
 
 def test_a_step_carrying_part_of_a_prompt_chunk_reads_the_experts_of_both_kinds_of_step():
@@ -161,11 +165,14 @@ def test_uneven_pipeline_stages_run_at_the_pace_of_the_stage_that_reads_most():
     # heavier stage busy, each waiting for the other's turn there: 2 x its step.
     assert d.cycle(step, 1) == pytest.approx(2 * mean + 0.5, rel=1e-12)
     assert d.cycle(step, 2) == pytest.approx(2 * heavy + 0.5, rel=1e-12)
-    # An 8-token prompt in chunks of 4: the first chunk crosses both stages, the second follows at the
-    # heavier stage's pace.
+    # An 8-token prompt in chunks of 4: both at the heavier stage's pace (their attention summed, the mean
+    # chunk's each), then the longer chunk's (the second's, 832 of the prompt's 1,152 attention FLOPs: see
+    # above) crossing of the other stage: its time through both at their mean and the hand-over, less its pace.
     chunk_heavy = math.hypot(4, 4 * 1192 / 500) + 1152 / 2 / 250 + 0.0011
-    chunk_mean = math.hypot(3, 4 * 1192 / 500) + 1152 / 2 / 250 + 0.0011
-    assert d.prefill_alone(8, 4) == pytest.approx(2 * chunk_mean + chunk_heavy + 0.5, rel=1e-12)
+    second_heavy = math.hypot(4, 4 * 1192 / 500) + 1152 * 26 / 36 / 250 + 0.0011
+    second_mean = math.hypot(3, 4 * 1192 / 500) + 1152 * 26 / 36 / 250 + 0.0011
+    fill = 2 * second_mean + 0.5 - second_heavy
+    assert d.prefill_alone(8, 4) == pytest.approx(2 * chunk_heavy + fill, rel=1e-12)
     # The latency floors (one sequence alone, the prompt's chunks without the pipeline fill) take the mean.
     _, tpot = latency_floors(workload(pipeline_parallel=2, weights_read=2000.0, weights_above_mean=500.0), None, CAL)
     assert tpot == pytest.approx(2 * d.step(1, 0, 6, 0.0).mean_seconds, rel=1e-12)

@@ -238,11 +238,11 @@ def latency_bounds(
         means = d.stage_means(
             tokens, max(1.0, budget - alongside), lambda size, attention: d.step(alongside, size, context, attention)
         )
-        # chunked_pass with each chunk's step at its stages' mean: the first chunk crosses the other
-        # stages as at least the thinnest first chunk (the least room: phi = 1) would.
-        thinnest, _, _ = d.chunks(
-            tokens, max(1.0, budget - others), lambda size, attention: d.step(alongside, size, context, attention)
-        )
+        # chunked_pass with each chunk's step at its stages' mean: its longest chunk crosses the other
+        # stages as at least the thinnest first chunk (the least room: phi = 1, and the causal attention of the
+        # prompt's first positions, the least any chunk of that size carries) would.
+        size = min(max(1.0, budget - others), tokens)
+        thinnest = d.step(alongside, size, context, d.prompt_attention(size))
         return own + ((pp - 1) * (thinnest.mean_seconds + d.hop) + means) * queued
 
     return (ttft + _over_prompts(w, statistic, bound)) * (1 - 1e-9), tpot * (1 - 1e-9)

@@ -385,6 +385,7 @@ def wave(
     kv_tokens: float = math.inf,
     mixes_prefill: bool = True,
     prompt_floor_s: float = 0.0,
+    prefill_follows: StepTime | None = None,
 ) -> Wave:
     """A burst of ``requests`` requests (``prompt`` tokens in, ``output`` out: a number, or the lengths the
     lengths the burst draws, ``Lengths.drawn``) on an idle replica whose steps carry at most ``budget`` tokens and
@@ -412,8 +413,18 @@ def wave(
     million requests): past them the wave has long reached the pace its caps allow, and the requests still
     waiting get their first tokens at the rate of the events' second half, no sooner than they arrive nor
     than their prompts take at ``prompt_floor_s`` seconds a prompt (``prompt_floor``), each then decoding
-    at the mean TPOT of those done (``_extrapolated``)."""
+    at the mean TPOT of those done (``_extrapolated``).
+
+    ``prefill_follows``: the pace of steps of prompts alone through a pipeline of stages (its slowest stage's
+    time: the next chunk enters a stage as the last one leaves it, GPipe, Huang et al. 2019), where each such
+    step's crossing of the other stages (``step_time`` less the pace: its drain) overlaps the steps after it.
+    Steps that take the same time on every stage end a pipeline after the sum of their times and the longest
+    one's drain, whatever their order (a proportionate flow shop: C = sum p + (m - 1) max p): a prompt's first
+    token waits for the largest drain of the run so far, and so does a step of another kind. None:
+    ``step_time``, one stage, which overlaps nothing."""
     drawn = (output if isinstance(output, Lengths) else fixed(output)).drawn(requests)
+    follows = prefill_follows or step_time
+    drain = 0.0  # what the last step of prompts alone still takes to cross the stages
     longest = drawn.longest  # the longest any request of this burst makes
     alike = len(drawn.table) == 1  # one length: no draw per request
     passed = prompt - 1 if first_token_from_decode_step else prompt
@@ -452,6 +463,7 @@ def wave(
         # prompt alone, or beside decodes alone, takes a few events whatever its length: its chunks are priced
         # in stretches, below; several prompts at once are stepped chunk by chunk, which the bound stops).
         if len(events) > max_events and (first_tokens >= FIRST_TOKENS_BEFORE_CUT or len(events) > MAX_RAISED_EVENTS):
+            now, drain = now + drain, 0.0
             pace = step_time(max(1, seqs.decoders + len(prefilling)), 0.0, prompt, 0.0)  # none done: a decode step
             cut = _extrapolated(
                 requests,
@@ -480,8 +492,9 @@ def wave(
         kv_bound = kv_bound or (not prefilling and need is not None and running < running_cap and not room_for_next)
         if not prefilling and not can_admit and free >= decoders:
             if decoders == 0:  # idle until the next request reaches the scheduler
-                now = arrival(arrived)
+                now, drain = max(now + drain, arrival(arrived)), 0.0
                 continue
+            now, drain = now + drain, 0.0
             # Only decodes until the first cohort finishes, the cache fills (each step takes a token per
             # decoder) or, with room, the next arrival: equal steps.
             stretch = seqs.earliest_end() - step
@@ -520,7 +533,16 @@ def wave(
                 context = prompt + step - seqs.start_sum / riding + (stretch - 1) / 2 if riding else 0.0
                 plain = step_time(riding, float(room), context, 0.0)
                 attention = chunk_attention(start, start + stretch * room)
-                now += stretch * plain + (step_time(riding, float(room), context, attention) - plain)
+                if riding or prefill_follows is None:
+                    now += drain + stretch * plain + (step_time(riding, float(room), context, attention) - plain)
+                    drain = 0.0
+                else:  # prompts alone through stages: at the pipeline's pace, the last (largest) chunk's drain after
+                    pace = follows(0, float(room), context, 0.0)
+                    now += (stretch - 1) * pace + follows(0, float(room), context, attention)
+                    last = chunk_attention(start + (stretch - 1) * room, start + stretch * room)
+                    drain = max(
+                        drain, step_time(0, float(room), context, last) - follows(0, float(room), context, last)
+                    )
                 steps_taken += stretch
                 if mixes_prefill:
                     step += stretch
@@ -582,8 +604,12 @@ def wave(
         tokens = sum(take for _, take in chunks)
         attention = sum(chunk_attention(int(prefilling[i][0]), int(prefilling[i][0]) + take) for i, take in chunks)
         context = prompt + step - seqs.start_sum / decoders if decoders else 0.0
-        seconds = step_time(decoders, tokens, context, attention)
-        now += seconds
+        if not decoders and tokens > 0 and prefill_follows is not None:  # prompts alone: at the pipeline's pace
+            seconds = follows(decoders, tokens, context, attention)
+            now, drain = now + seconds, max(drain, step_time(decoders, tokens, context, attention) - seconds)
+        else:
+            seconds = step_time(decoders, tokens, context, attention)
+            now, drain = now + drain + seconds, 0.0
         steps_taken += 1
         if not prefill_only:
             step += 1
@@ -601,9 +627,9 @@ def wave(
             if first_token_from_decode_step:
                 # The prompt's last token rides the next step as a decode: its first token comes then.
                 first_seconds = step_time(seqs.decoders + fresh, 0.0, prompt, 0.0)
-                first_time, first_step = now + first_seconds, step + 1
+                first_time, first_step = now + drain + first_seconds, step + 1
             else:
-                first_time, first_step = now, step
+                first_time, first_step = now + drain, step
             ttfts.append((first_time, fresh))
             first_tokens += fresh
         # Fresh prompts in a row: how many of each output length. One cohort a length, in the order of each
@@ -632,7 +658,7 @@ def wave(
             else:
                 seqs.add_cohort(1, step - made, first, length)
     mean_tpot = tpot_sum / tpot_count if tpot_count else 0.0
-    makespan = max(now, last_first)
+    makespan = max(now + drain, last_first)
     return Wave(tuple(ttfts), mean_tpot, makespan, steps_taken, requests, peak, seqs.preempted, kv_bound)
 
 
@@ -770,6 +796,10 @@ def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTer
         kv_tokens=kv_tokens,
         mixes_prefill=d.engine.mixes_prefill,
         prompt_floor_s=prompt_floor(d, mean_prompt),
+        # prompts alone in consecutive steps overlap across the stages: each after the first at the slowest's pace
+        prefill_follows=lambda decoders, prefill, context, attention: (
+            d.step(decoders, prefill, context, attention).seconds
+        ),
     )
     makespan = max(result.makespan, requests / terms.capacity)
     # the decode step at the most sequences running: the cap, or where the cache set it, the wave's peak

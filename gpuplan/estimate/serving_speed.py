@@ -350,11 +350,25 @@ class Deployment:
 
     def chunked_pass(self, tokens: float, room: float | None, chunk: ChunkStep) -> float:
         """A pass over ``tokens`` prompt tokens cut as vLLM's chunked prefill cuts it: chunks of ``room``, the
-        rest last (None: one chunk), each priced by ``chunk(tokens, attention FLOPs)``, through ``pass_time``
-        (chunks that never grow wait for none before them: a flow shop of equal stages). An even split
-        would shorten the fill as chunks multiply, starting a prompt sooner under more load."""
+        rest last (None: one chunk), each priced by ``chunk(tokens, attention FLOPs)``, one after another
+        through the stages. Chunks that take the same time on every stage end a pipeline after the sum of
+        their times and, once, the other stages' crossing of the one that takes longest (a proportionate
+        flow shop: C = sum p + (m - 1) max p, in any order): the chunks' times are linear in their attention,
+        so their sum is the whole prompt's at the mean chunk, and the longest is the last whole chunk, whose
+        causal attention is the whole chunks' largest, or the smaller one after it (``serving_load.wave``
+        steps a burst's chunks alike). An even split would shorten the fill as chunks multiply, starting a
+        prompt sooner under more load."""
         whole, full, last = self.chunks(tokens, room, chunk)
-        return self.pass_time(whole, full) + (last.seconds if last is not None else 0.0)
+        paces = full * whole.seconds + (last.seconds if last is not None else 0.0)
+        if self.w.pipeline_parallel == 1:
+            return paces
+        size = tokens if room is None else min(room, tokens)
+        heaviest = [chunk(size, self.prompt_attention(full * size) - self.prompt_attention((full - 1) * size))]
+        if last is not None:
+            heaviest.append(
+                chunk(tokens - full * size, self.prompt_attention(tokens) - self.prompt_attention(full * size))
+            )
+        return paces + max(self.pass_time(step, 1) - step.seconds for step in heaviest)
 
     def stage_means(self, tokens: float, room: float | None, chunk: ChunkStep) -> float:
         """The pass of ``chunked_pass`` with each chunk at its stages' mean: without its pipeline fill."""
