@@ -13,13 +13,13 @@ from gpuplan.estimate.engines import (
     engine_short_name,
     memory_engine,
 )
+from gpuplan.estimate.frontend import STREAM_SECONDS_PER_TOKEN
 from gpuplan.estimate.kernels import FRAMEWORKS
 from gpuplan.estimate.lengths import MEDIAN, P90, WIDEST_P90_RATIO, stated_quantile, through
 from gpuplan.estimate.lora_serving import adapters_read, host_bytes, unmodelled_mixers
 from gpuplan.estimate.nccl import describe, nccl_bytes
 from gpuplan.estimate.performance import Efficiency, attention_ceiling
 from gpuplan.estimate.serving import ServingMemory, ServingSetup, kv_pages, max_concurrency
-from gpuplan.estimate.serving_load import STREAM_SECONDS_PER_TOKEN
 from gpuplan.estimate.serving_workload import ServingSpeed
 from gpuplan.estimate.speculative import rounds_note
 from gpuplan.estimate.training import (

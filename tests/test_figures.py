@@ -285,20 +285,21 @@ def test_the_figures_the_user_found_split_read_the_same():
 
 
 def test_slo_findings_quote_the_estimates_figures(tmp_path: Path):
-    # gemma-2-9b on 4 x L4 PP 4 at 14 sequences: TPOT 103.35 ms published (103.3492... unrounded), which
-    # `estimate` prints as 103.4; GP404 printing the unrounded figure would say 103.3. TTFT (chat endpoint's
-    # front end included) p90 704.8 ms reads 705, mean 720.4 reads 720, alone 671.2 reads 671, in both.
+    # gemma-2-9b on 4 x L4 PP 4 at 13 sequences of 4,000 tokens: TPOT 101.45 ms published (101.4498...
+    # unrounded), which `estimate` prints as 101.5; GP404 printing the unrounded figure would say 101.4. TTFT
+    # (chat endpoint's front end included) p90 666.6 ms reads 667, mean 679.8 reads 680, alone 635.4 reads 635,
+    # in both.
     spec = tmp_path / "pp4.yaml"
     spec.write_text(
-        "version: 1\nname: pp4\nmodel: {id: gemma-2-9b}\nserve:\n  context: 4096\n  output_tokens: 512\n"
-        "  concurrency: 14\n  slo: {ttft_ms: 500, tpot_ms: 100}\n"
+        "version: 1\nname: pp4\nmodel: {id: gemma-2-9b}\nserve:\n  context: 4000\n  output_tokens: 512\n"
+        "  concurrency: 13\n  slo: {ttft_ms: 500, tpot_ms: 100}\n"
         "  hardware: {gpu: l4, count: 4, pipeline_parallel: 4}\n"
     )
     _, text, _ = run_cli("estimate", str(spec))
-    assert "TPOT 103.4 ms" in text and "TTFT p90 705 ms" in text and "mean 720 ms" in text
-    assert "(alone 671 ms;" in text
-    assert "estimated TPOT 103.4 ms at 14 sequences" in text
-    assert "estimated p90 TTFT 705 ms for a prompt of 3,584 tokens" in text and "(TP 1; alone 671 ms)" in text
+    assert "TPOT 101.5 ms" in text and "TTFT p90 667 ms" in text and "mean 680 ms" in text
+    assert "(alone 635 ms;" in text
+    assert "estimated TPOT 101.5 ms at 13 sequences" in text
+    assert "estimated p90 TTFT 667 ms for a prompt of 3,488 tokens" in text and "(TP 1; alone 635 ms)" in text
 
 
 # --- memory breakdowns add up ------------------------------------------------------------------------

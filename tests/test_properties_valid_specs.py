@@ -257,7 +257,7 @@ ENUM_TABLES: list[tuple[str, str, vs.Path_, frozenset[str]]] = [
     ("gpuplan.units", "DTYPE_BYTES", ("model", "dtype"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("finetune", "lora", "dtype"), frozenset()),
     ("gpuplan.units", "DTYPE_BYTES", ("serve", "kv_cache_dtype"), frozenset({"auto"})),  # auto: the model dtype
-    ("gpuplan.estimate.serving_load", "HTTP_SECONDS", ("serve", "endpoint"), frozenset()),
+    ("gpuplan.estimate.frontend", "HTTP_SECONDS", ("serve", "endpoint"), frozenset()),
     ("gpuplan.plan.evaluate", "TTFT_FIGURES", ("serve", "slo", "ttft_statistic"), frozenset()),
     ("gpuplan.assumptions", "KBIT_PREPARATION", ("finetune", "kbit_preparation"), frozenset()),
     ("gpuplan.decision.offered", "METRICS", ("serve", "evidence", vs.ITEM, "metric"), frozenset()),

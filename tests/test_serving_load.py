@@ -18,18 +18,16 @@ from hypothesis import strategies as st
 
 from gpuplan.config import default_settings
 from gpuplan.estimate.calibration import CALIBRATION
-from gpuplan.estimate.lengths import Lengths
-from gpuplan.estimate.performance import Efficiency
-from gpuplan.estimate.serving_load import (
+from gpuplan.estimate.frontend import (
     HTTP_SECONDS,
     STREAM_SECONDS_PER_TOKEN,
     TOKENIZE_SECONDS_PER_TOKEN,
-    Wave,
     frontend_capacity,
     frontend_seconds,
-    wait_quantile,
-    wave,
 )
+from gpuplan.estimate.lengths import Lengths
+from gpuplan.estimate.performance import Efficiency
+from gpuplan.estimate.serving_load import Wave, wait_quantile, wave
 from gpuplan.estimate.serving_speed import serving_speed
 from gpuplan.plan.configured import planner_for
 from gpuplan.plan.evaluate import capacity_factor

@@ -11,16 +11,11 @@ import math
 from collections.abc import Callable
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
+from gpuplan.estimate.frontend import frontend_capacity, request_overhead
 from gpuplan.estimate.lengths import lognormal_square_mean
 from gpuplan.estimate.performance import Efficiency, attention_flops, roofline
 from gpuplan.estimate.roots import PHI_TOLERANCE
-from gpuplan.estimate.serving_load import (
-    TTFT_SHARES,
-    frontend_capacity,
-    prompt_floor,
-    queue_wait_factor,
-    request_overhead,
-)
+from gpuplan.estimate.serving_load import TTFT_SHARES, prompt_floor, queue_wait_factor
 from gpuplan.estimate.serving_speed import Deployment, Rates, kv_sequences
 from gpuplan.estimate.serving_workload import ServingWorkload
 from gpuplan.estimate.speculative import tpot_floor

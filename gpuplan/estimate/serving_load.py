@@ -3,7 +3,7 @@
 ``serving_speed`` prices one forward step of a replica (``Deployment.step``); this module turns steps into
 what a client measures under each arrival shape (``serve.arrival``):
 
-- the **front end** (``frontend_seconds``): an OpenAI-compatible server parses the HTTP request, renders the
+- the **front end** (``gpuplan.estimate.frontend``): an OpenAI-compatible server parses the HTTP request, renders the
   chat template, tokenizes the prompt and streams tokens back; a benchmark client's TTFT includes all of it,
   an in-process benchmark (``endpoint: offline``: trtllm-bench, LMDeploy's profile_generation, LLM.generate
   with token ids) none. Figures: vLLM PR #54628 (client TTFT less the server's own TTFT metric) and PR #10635
@@ -51,36 +51,8 @@ if TYPE_CHECKING:  # serving_speed imports this module; its types are only named
 ARRIVALS = ("closed-loop", "steady", "burst")
 ENDPOINTS = ("chat", "completions", "offline")
 
-# HTTP parsing, request objects, the chat template and streaming the first chunk back: a client's TTFT less
-# the engine's own TTFT metric (vllm:time_to_first_token_seconds), vLLM PR #54628, Qwen2.5-0.5B, 512 in /
-# 128 out, two rounds each: /v1/completions 8.4 and 12.0 ms, /v1/chat/completions 12.2 and 11.0 ms.
-HTTP_SECONDS = {"completions": (0.0084 + 0.0120) / 2, "chat": (0.0122 + 0.0110) / 2, "offline": 0.0}
-# The prompt's tokenization in the server process: vLLM PR #10635, "when dealing with long sequence lengths
-# (256K), tokenization can take a few hundred milliseconds" (HF fast tokenizer): about 1 microsecond a token.
-TOKENIZE_SECONDS_PER_TOKEN = 1.0e-6
-# Streaming a generated token back: the server process's own time per token (incremental detokenization, the
-# response chunk, the SSE write). vLLM PR #12287 measured its V1 front end as the bottleneck (Llama-3.2-1B-Instruct
-# on an A100, 400 clients, ShareGPT with --ignore-eos, /v1/completions): with the PR (and #12298), 70.84 requests/s
-# of 202 output tokens (1,211,959 over 6,000 requests), i.e. 14.12 ms of that process per request; less the front
-# end of a 225-token completion (1,350,511 prompt tokens over 6,000), 3.69 ms over 202 tokens. The front end's
-# figure is a latency (HTTP_SECONDS), at least the process's own time, so this share is if anything low. (Little's
-# law then gives its clients a TPOT of (400 / 70.84 s - TTFT 0.20 s) / 201 = 27.1 ms; the PR measured 26.76 ms.)
-STREAM_SECONDS_PER_TOKEN = (1 / 70.84 - (HTTP_SECONDS["completions"] + 225 * TOKENIZE_SECONDS_PER_TOKEN)) / 202
 # The nearest-rank share of each TTFT statistic (serve.slo.ttft_statistic); None: the mean.
 TTFT_SHARES: dict[str, float | None] = {"mean": None, "median": MEDIAN, "p90": P90}
-
-
-def frontend_seconds(endpoint: str, prompt_tokens: float) -> float:
-    """Time a request spends in the server's front end before and after its first token's pass."""
-    if endpoint == "offline":
-        return 0.0
-    return HTTP_SECONDS[endpoint] + TOKENIZE_SECONDS_PER_TOKEN * prompt_tokens
-
-
-def request_overhead(engine_overhead_s: float, endpoint: str, prompt_tokens: float) -> float:
-    """A request's own time before its first prefill step: the engine's per-request overhead and the front
-    end's; a burst's requests reach the scheduler this far apart (``burst_speed``)."""
-    return engine_overhead_s + frontend_seconds(endpoint, prompt_tokens)
 
 
 def prompt_floor(d: Deployment, prompt: float) -> float:
@@ -100,19 +72,12 @@ def prefill_pace(d: Deployment) -> float:
     read once, expert weights touched more slowly than tokens, collectives' latency plus a linear term, a roofline
     that scales with its terms), and decodes or attention beside them only add. On one stage that is the step
     itself. Over pp stages a step of m <= pp microbatches, x <= budget / m prompt tokens each, is a cycle of at
-    least pp x the stages' mean of one (``Deployment.cycle``; ``pass_time``, a prompt alone, pp x it), so its
-    tokens take at least (pp / m) x mean(step(x)) / x >= mean(step(budget)) / budget each: about a stage's share
-    of a one-stage replica's pace, a floor that holds however the scheduler splits the microbatches."""
+    least pp x the stages' mean of one (``Deployment.cycle``), and a step of prompts alone at least its slowest
+    stage's time (``wave``'s ``prefill_follows``), itself at least the stages' mean: its tokens take at least
+    mean(step(x)) / x >= mean(step(budget)) / budget each: about a stage's share of a one-stage replica's pace, a
+    floor that holds however the scheduler splits the microbatches."""
     budget = max(1, d.token_budget)
     return d.step(0.0, float(budget), 0.0, 0.0).mean_seconds / budget
-
-
-def frontend_capacity(endpoint: str, prompt_tokens: float, output_tokens: float) -> float:
-    """Requests per second one server process takes in and streams back (its front end for each request and
-    the stream of each generated token): the most a replica serves, whatever its GPUs; none offline."""
-    if endpoint == "offline":
-        return math.inf
-    return 1 / (frontend_seconds(endpoint, prompt_tokens) + output_tokens * STREAM_SECONDS_PER_TOKEN)
 
 
 def wait_quantile(mean_wait: float, rho: float, share: float) -> float:
@@ -747,7 +712,7 @@ class LoadTerms:
 def burst_speed(w: ServingWorkload, d: Deployment, prompt: float, terms: LoadTerms) -> ServingSpeed:
     """``w.concurrency`` requests per replica at once on an idle replica (``serving_load.wave``): the
     scheduler stepped with this deployment's steps; the server's front end admits one request after
-    another, its own time and the engine's request overhead apart (``serving_load.frontend_seconds``: one
+    another, its own time and the engine's request overhead apart (``frontend.frontend_seconds``: one
     process does that work for every request), and the running sequences stay within the engine's cap
     and the sequences whose whole context the KV cache holds. The wave ends no sooner than that process
     has taken every request in and streamed every token back (``terms.capacity`` requests per second).

@@ -27,7 +27,7 @@ def burst_ttft(
     allocates KV as tokens arrive admits whoever's prompt fits, one that reserves the full context only
     whoever's whole sequence fits; the rest wait as in the steady state. The per-request overhead
     (admission, tokenisation, the first sample's return) and the server's front end
-    (``serving_load.frontend_seconds``, none for an in-process harness) are CPU work of one process: a
+    (``frontend.frontend_seconds``, none for an in-process harness) are CPU work of one process: a
     burst is admitted one request after another, the k-th after k of them, (C + 1) / 2 on average (a
     lone request pays one)."""
     efficiency = efficiency or Efficiency()

@@ -38,7 +38,7 @@ The model, term by term (sources in brackets):
   load + the engine's request overhead + the server's front end, at the prompts each statistic is priced
   at (``ServingWorkload.ttft_prompts``); the single-request TTFT (the full prompt alone) is reported beside
   it. Behind an online endpoint one server process per replica takes requests in and streams tokens back,
-  at most ``serving_load.frontend_capacity`` requests a second: a loop that would outrun it is
+  at most ``frontend.frontend_capacity`` requests a second: a loop that would outrun it is
   front-end-bound (``_frontend_bound``), a faster steady stream saturates.
 - the first token: most engines sample it at the end of the prompt's pass; TurboMind's context decoder
   stops one prompt token short and the next decode step of the running batch feeds it and samples the
@@ -64,6 +64,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from gpuplan.estimate.calibration import CALIBRATION, Calibration
+from gpuplan.estimate.frontend import frontend_capacity, frontend_seconds, request_overhead
 from gpuplan.estimate.lengths import held_tokens, lognormal_square_mean
 from gpuplan.estimate.performance import (
     Efficiency,
@@ -83,10 +84,7 @@ from gpuplan.estimate.serving_load import (
     P90,
     LoadTerms,
     burst_speed,
-    frontend_capacity,
-    frontend_seconds,
     queue_wait_factor,
-    request_overhead,
     state_at_rate,
     ttft_statistics,
     wait_quantile,
@@ -516,7 +514,7 @@ def _frontend_bound(
     gain: float,
     make: Callable[..., ServingSpeed],
 ) -> ServingSpeed:
-    """A closed loop whose GPUs would outrun its server process (``serving_load.frontend_capacity``) completes
+    """A closed loop whose GPUs would outrun its server process (``frontend.frontend_capacity``) completes
     requests at that capacity; the engine holds the sequences that serve it, and the clients' wait is the
     stream's lag (``_streamed``; vLLM PR #12287, 400 clients over an engine capped at 256: TTFT near the
     engine's, TPOT five times a decode step). Crossing into this regime moves the wait from TTFT (for a

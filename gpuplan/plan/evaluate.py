@@ -38,7 +38,7 @@ from gpuplan.estimate.vllm_releases import vllm_release
 from gpuplan.layout import whole_replicas
 from gpuplan.plan.space import (
     Layout,
-    TrainingSettings,
+    declared_shape,
     domain_problem,
     nodes_needed,
     pipeline_problem,
@@ -330,21 +330,6 @@ def layout_fragment(
                 body[field] = getattr(layout.settings, field)
     body["hardware"] = hardware
     return {kind: body}
-
-
-def declared_shape(
-    hardware: Hardware, copies: int, *, concurrency: int = 0, settings: TrainingSettings | None = None
-) -> Layout:
-    """The layout a job's ``hardware`` declares, with its copies (replicas or data-parallel ranks)."""
-    return Layout(
-        hardware.gpu,
-        hardware.tensor_parallel,
-        hardware.pipeline_parallel,
-        copies,
-        concurrency,
-        settings,
-        hardware.expert_parallel,
-    )
 
 
 class Evaluator:

@@ -28,13 +28,12 @@ from gpuplan.plan.evaluate import (
     NOMINAL_TOKENS,
     Evaluator,
     Option,
-    declared_shape,
     gradient_sync_share,
     judged,
     sync_share,
     within_headroom,
 )
-from gpuplan.plan.space import POWERS_OF_TWO, Layout, TrainingSettings
+from gpuplan.plan.space import POWERS_OF_TWO, Layout, TrainingSettings, declared_shape
 from gpuplan.records import evolve
 from gpuplan.spec import Finetune, PlanLimits, Spec
 from gpuplan.units import format_gib, format_gib_apart, format_share_under

@@ -15,7 +15,7 @@ from gpuplan.architecture import Architecture
 from gpuplan.catalog import Gpu, gpu_catalog
 from gpuplan.conflicts import BF16_PRECISIONS
 from gpuplan.records import record
-from gpuplan.spec import PlanLimits, Spec
+from gpuplan.spec import Hardware, PlanLimits, Spec
 
 HOST_GPUS = 8  # PCIe cards one server holds (8 x L40S / 8 x H100 NVL servers: two CPUs, 8 x16 slots)
 MAX_PIPELINE = 8  # pipeline stages the planner tries: beyond 8 the bubble and per-token hops dominate
@@ -96,6 +96,21 @@ class Layout:
             if self.settings.fused_loss:
                 parts.append("fused loss")
         return ", ".join(parts)
+
+
+def declared_shape(
+    hardware: Hardware, copies: int, *, concurrency: int = 0, settings: TrainingSettings | None = None
+) -> Layout:
+    """The layout a job's ``hardware`` declares, with its copies (replicas or data-parallel ranks)."""
+    return Layout(
+        hardware.gpu,
+        hardware.tensor_parallel,
+        hardware.pipeline_parallel,
+        copies,
+        concurrency,
+        settings,
+        hardware.expert_parallel,
+    )
 
 
 def max_tensor_parallel(gpu: Gpu) -> int:
