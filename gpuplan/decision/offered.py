@@ -115,7 +115,7 @@ def _offered(s: ServeEstimate, item: Evidence, derived: str, confidence: float) 
 
 def _at_declared_load(s: ServeEstimate, item: Evidence, confidence: float) -> Offered:
     speed, job = s.speed, s.job
-    if speed.saturated and item.metric != "tokens_per_s" and item.metric != "requests_per_s":
+    if speed.saturated and item.metric in LATENCIES:
         return Offered(item, None, "at the declared load the stream outruns the layout: no latency", True)
     figure = {
         "ttft_ms": getattr(speed, TTFT_FIGURES[job.ttft_statistic]) * 1000,

@@ -352,11 +352,11 @@ def adapter_params_per_layer(
 
 @functools.lru_cache(maxsize=64)
 def layer_kinds(arch: Architecture) -> tuple[tuple[str, bool, int], ...]:
-    """(token mixer, has an MLP, how many layers) of each kind of layer the model has."""
+    """(token mixer, has an MLP, how many layers) of each kind of layer the model has (``adapter_layer_kinds``
+    without the mixture-of-experts split)."""
     counts: dict[tuple[str, bool], int] = {}
-    for index in range(arch.layers):
-        key = (arch.mixer(index), arch.has_mlp(index))
-        counts[key] = counts.get(key, 0) + 1
+    for mixer, mlp, _, count in adapter_layer_kinds(arch):
+        counts[(mixer, mlp)] = counts.get((mixer, mlp), 0) + count
     return tuple((mixer, mlp, count) for (mixer, mlp), count in counts.items())
 
 

@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from gpuplan.assumptions import GPUS_PER_NODE
-from gpuplan.config import Settings
+from gpuplan.config import Settings, default_settings
 from gpuplan.estimate.bands import THROUGHPUTS, SpeedBand, capacity_band, finetune_band
 from gpuplan.estimate.engines import memory_engine
 from gpuplan.estimate.lora_serving import host_bytes
@@ -114,7 +114,7 @@ def _evidence(s: ServeEstimate, settings: Settings | None, confidence: float) ->
             },
             "within_band": o.within_band,
         }
-        for o in offered_figures(s, settings or Settings.from_thresholds({}), confidence)
+        for o in offered_figures(s, settings or default_settings(), confidence)
     ]
 
 

@@ -14,7 +14,7 @@ from gpuplan.assumptions import (
     ttft_prompt_phrase,
     ttft_tail_words,
 )
-from gpuplan.config import Settings
+from gpuplan.config import Settings, default_settings
 from gpuplan.decision.offered import offered_figures
 from gpuplan.estimate.bands import SpeedBand, capacity_band
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
@@ -212,7 +212,7 @@ def render_estimate(analysis: Analysis, settings: Settings | None = None) -> str
             lines += _category_lines(s)
             lines += [
                 f"  evidence offered: {o.words(confidence)}"
-                for o in offered_figures(s, settings or Settings.from_thresholds({}), confidence)
+                for o in offered_figures(s, settings or default_settings(), confidence)
             ]
             per_token = f"{format_money(s.cost_per_million_tokens, currency)} per 1M output tokens"
         else:
