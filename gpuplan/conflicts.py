@@ -70,6 +70,20 @@ def runs_tensor_parallel(method: str, framework: str) -> bool:
     return method != "qlora" or framework == "fused"
 
 
+# Checkpoints stored as packed integer weights with no dequantizing load in Transformers (AWQ and GPTQ 4-bit): a full
+# fine-tune trains the model's own weights, which the Hugging Face Trainer refuses on a quantized model without
+# adapters ("You cannot perform fine-tuning on purely quantized models. Please attach trainable adapters on top of
+# the quantized model", trainer.py in 4.57, trainer_utils.validate_quantization_for_training in 5.x; neither
+# quantizer is QAT-trainable). MXFP4 and FP8 checkpoints load dequantized where asked (Mxfp4Config(dequantize=True),
+# as Axolotl's GPT-OSS full fine-tunes do), so they are not refused.
+PACKED_CHECKPOINTS = frozenset({"int4-awq", "int4-gptq"})
+
+
+def trains_checkpoint(method: str, checkpoint: str) -> bool:
+    """Whether a fine-tune of ``method`` runs on a checkpoint stored as ``checkpoint`` (the model's quantization)."""
+    return method != "full" or checkpoint not in PACKED_CHECKPOINTS
+
+
 def finetune_conflicts(job: Finetune) -> list[tuple[tuple[str, ...], str, str]]:
     """Settings no framework runs together: (pointer under finetune, message, hint) for each."""
     problems: list[tuple[tuple[str, ...], str, str]] = []

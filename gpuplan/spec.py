@@ -14,7 +14,7 @@ from typing import Any
 from gpuplan.architecture import Architecture, ArchitectureError, make_architecture
 from gpuplan.budget import Budget, budget_from
 from gpuplan.catalog import CatalogModel, Gpu, Price, UnknownNameError, custom_gpu, get_gpu, get_model
-from gpuplan.conflicts import engine_refusal, finetune_conflicts
+from gpuplan.conflicts import engine_refusal, finetune_conflicts, trains_checkpoint
 from gpuplan.defaults import apply_defaults, property_node
 from gpuplan.estimate.lora_serving import LoraSlots
 from gpuplan.estimate.speculative import Speculation
@@ -443,6 +443,16 @@ def resolve(document: LoadedDocument, base_dir: Path | Callable[[], Path]) -> tu
         except UnknownNameError as error:
             resolver.problem("GP022", ("plan", "gpu", index), f"plan.gpu: {error}")
     finetune = _finetune(resolver, data.get("finetune"), custom)
+    if finetune is not None and model is not None and not trains_checkpoint(finetune.method, model.quantization):
+        resolver.problem(
+            "GP025",
+            ("finetune", "method"),
+            f"a full fine-tune trains the model's own weights, and this checkpoint stores them {model.quantization} "
+            "(config.json's quantization_config): the Hugging Face Trainer refuses to train a quantized model "
+            "without adapters",
+            "method: lora on the quantized base (peft trains adapters over AWQ and GPTQ linears), or fine-tune the "
+            "unquantized checkpoint",
+        )
     serve = _serve(resolver, data.get("serve"), custom, model)
     if resolver.findings or model is None:
         return None, tuple(resolver.findings)

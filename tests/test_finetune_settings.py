@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 
 import pytest
 import yaml
-from conftest import make_spec
+from conftest import make_spec, run_cli
 from training_jobs import training_setup, vary
 
 from gpuplan.architecture import Architecture
@@ -1218,3 +1219,29 @@ def test_the_precision_assumption_states_the_bytes_a_sharded_full_fine_tune_hold
         {"method": "lora", "precision": "bf16-mixed", "sharding": "fsdp", "hardware": {"gpu": "h200-sxm", "count": 2}}
     )
     assert "torch.autocast over fp32 weights" in lora["assumptions"]["precision"]
+
+
+def test_a_full_fine_tune_of_a_packed_int4_checkpoint_is_refused(tmp_path):
+    # A config.json with an AWQ or GPTQ 4-bit quantization_config stores the linears as packed integers that
+    # Transformers loads without dequantizing; the Hugging Face Trainer refuses a quantized model without adapters
+    # ("You cannot perform fine-tuning on purely quantized models", transformers 4.57 trainer.py). A full fine-tune
+    # was estimated on 16-bit weights with no finding; LoRA over the quantized base runs (peft's AWQ and GPTQ
+    # layers), and a GPT-OSS-style MXFP4 checkpoint loads dequantized where asked, so neither is refused.
+    base = {
+        "model_type": "llama", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 2,
+        "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 1000, "max_position_embeddings": 4096,
+    }  # fmt: skip
+    for method, quant, refused in (
+        ("full", {"quant_method": "awq", "bits": 4, "group_size": 128}, True),
+        ("full", {"quant_method": "gptq", "bits": 4, "group_size": 128}, True),
+        ("lora", {"quant_method": "awq", "bits": 4, "group_size": 128}, False),
+        ("full", None, False),
+    ):
+        (tmp_path / "config.json").write_text(json.dumps({**base, **({"quantization_config": quant} if quant else {})}))
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(
+            f"version: 1\nname: q\nmodel: {{config: config.json}}\nfinetune:\n  method: {method}\n"
+            "  seq_len: 512\n  hardware: {gpu: h100-sxm}\n"
+        )
+        _, out, _ = run_cli("lint", "--select", "GP025", str(spec))
+        assert ("spec.yaml:5:11: GP025" in out) is refused, (method, quant, out)

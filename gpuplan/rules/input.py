@@ -453,7 +453,9 @@ def conflicting_finetune_settings(*_: Any) -> Iterator[Any]:
     without bf16 tensor cores (the T4), QLoRA under Megatron with FSDP/ZeRO-2/3 or tensor parallelism (NeMo's NF4
     wrappers), and QLoRA with tensor parallelism under any framework but `fused` (Unsloth alone shards 4-bit
     weights over tensor-parallel ranks; the others spread QLoRA with FSDP-QLoRA, and the planner proposes no
-    tensor parallelism for it).
+    tensor parallelism for it), and a full fine-tune of a checkpoint stored as AWQ or GPTQ 4-bit weights
+    (config.json's quantization_config: the Hugging Face Trainer refuses to train a quantized model without
+    adapters).
 
     ## Why is this bad?
     The frameworks refuse these combinations at launch, or run them wrongly (torchtune raises for
