@@ -13,11 +13,12 @@ from gpuplan.analysis import ServeEstimate
 from gpuplan.categories import derive_category
 from gpuplan.config import Settings
 from gpuplan.estimate.serving_categories import SHORT_OUTPUT, SHORT_PROMPT
-from gpuplan.plan.evaluate import TTFT_FIGURES
+from gpuplan.plan.evaluate import slo_figure
 from gpuplan.records import record
 from gpuplan.spec import Evidence
 from gpuplan.units import format_percent
 
+SHORT_WORDS = f"short fast output: one {SHORT_PROMPT}-token prompt, {SHORT_OUTPUT} out, on an idle replica"
 LATENCIES = ("ttft_ms", "tpot_ms")  # lower is faster; tokens_per_s and requests_per_s: higher is faster
 BANDS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "tokens_per_s": "tokens_per_s"}  # ServeEstimate.bands
 # How each metric is named and printed: (name, unit, decimals of gpuplan's figure, as its outputs print it)
@@ -104,8 +105,8 @@ def _offered(s: ServeEstimate, item: Evidence, derived: str, confidence: float) 
             categories.saturated_tokens_per_s,
             f"high-throughput batch: {categories.saturated_sequences:,} sequences per replica, the most it runs",
         ),
-        ("short-fast", "ttft_ms"): (categories.short_ttft_s * 1000, _short_words()),
-        ("short-fast", "tpot_ms"): (categories.short_tpot_s * 1000, _short_words()),
+        ("short-fast", "ttft_ms"): (categories.short_ttft_s * 1000, SHORT_WORDS),
+        ("short-fast", "tpot_ms"): (categories.short_tpot_s * 1000, SHORT_WORDS),
     }
     found = figures.get((item.category, item.metric))
     if found is None:
@@ -118,8 +119,8 @@ def _at_declared_load(s: ServeEstimate, item: Evidence, confidence: float) -> Of
     if speed.saturated and item.metric in LATENCIES:
         return Offered(item, None, "at the declared load the stream outruns the layout: no latency", True)
     figure = {
-        "ttft_ms": getattr(speed, TTFT_FIGURES[job.ttft_statistic]) * 1000,
-        "tpot_ms": speed.tpot_s * 1000,
+        "ttft_ms": slo_figure(job, speed, "ttft") * 1000,  # at the SLO's statistic, as GP403 judges it
+        "tpot_ms": slo_figure(job, speed, "tpot") * 1000,
         "tokens_per_s": speed.tokens_per_s,
         "requests_per_s": speed.requests_per_s,
     }[item.metric]
@@ -134,7 +135,3 @@ def _at_declared_load(s: ServeEstimate, item: Evidence, confidence: float) -> Of
         return Offered(item, figure, f"at the declared load ({what})", True)
     low, high = sorted(band.edges(figure, confidence))
     return Offered(item, figure, f"at the declared load ({what})", True, (low, high))
-
-
-def _short_words() -> str:
-    return f"short fast output: one {SHORT_PROMPT}-token prompt, {SHORT_OUTPUT} out, on an idle replica"

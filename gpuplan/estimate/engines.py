@@ -332,10 +332,9 @@ def _shape_at_tightest(
 ) -> ServingShape:
     """The shape of the ``tightest`` stage, with every stage's figures under pipeline parallelism
     (``ServingShape.stages``)."""
-    figures = tuple((stage_memory(i), q) for i, q in enumerate(per_sequence)) if len(per_sequence) > 1 else ()
-    return ServingShape(
-        stage_memory(tightest), per_sequence[tightest], stages=tuple((m.per_gpu, q) for m, q in figures)
-    )
+    memories = [stage_memory(i) for i in range(len(per_sequence))]
+    stages = tuple((memory.per_gpu, q) for memory, q in zip(memories, per_sequence, strict=True))
+    return ServingShape(memories[tightest], per_sequence[tightest], stages=stages if len(stages) > 1 else ())
 
 
 def _trtllm_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:

@@ -642,9 +642,10 @@ def serving_shape(setup: ServingSetup, usable_bytes: int) -> ServingShape:
             outside_what="model runner V2's sampler state" if state > state_inside else "",
         )
 
-    _, index, reserve, per_sequence = min(candidates)
-    figures = tuple((stage_memory(i, r, q).per_gpu, q) for _, i, r, q in candidates) if pp > 1 else ()
-    return ServingShape(stage_memory(index, reserve, per_sequence), per_sequence, stages=figures)
+    _, index, _, per_sequence = min(candidates)
+    memories = [stage_memory(i, r, q) for _, i, r, q in candidates]  # in stage order
+    figures = tuple((m.per_gpu, c[3]) for m, c in zip(memories, candidates, strict=True)) if len(memories) > 1 else ()
+    return ServingShape(memories[index], per_sequence, stages=figures)
 
 
 def _budget(release: VllmRelease, usable_bytes: int, utilization: float, activation_peak: float, arch: str) -> int:

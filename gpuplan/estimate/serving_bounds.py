@@ -200,7 +200,10 @@ def latency_bounds(
         most = max(1, math.ceil(passed / max(1.0, budget - others)))
         microbatches = d.microbatches(others)
         size = min(max(1.0, budget), passed)  # the scheduler's whole chunk at phi = 0, the most room
-        largest = d.step(others / microbatches, size, context, d.prompt_attention(passed) / passed * size)
+        # at the most causal attention a chunk of that size carries (the prompt's last positions): each chunk's
+        # pace and the longest one's crossing of the other stages (``chunked_pass``) are at most this step's
+        heaviest = d.prompt_attention(passed) - d.prompt_attention(passed - size)
+        largest = d.step(others / microbatches, size, context, heaviest)
         rho = others * passed / output / max(1.0, budget - others)
         longest = d.pass_time(largest, most) * queue_wait_factor(rho, spread)
         total = longest + output * least_tpot

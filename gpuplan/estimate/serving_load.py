@@ -384,11 +384,10 @@ def wave(
     time: the next chunk enters a stage as the last one leaves it, GPipe, Huang et al. 2019), where each such
     step's crossing of the other stages (``step_time`` less the pace: its drain) overlaps the steps after it.
     Steps that take the same time on every stage end a pipeline after the sum of their times and the longest
-    one's drain, whatever their order (a proportionate flow shop: C = sum p + (m - 1) max p): a prompt's first
-    token waits for the largest drain of the run so far, and so does a step of another kind. None:
-    ``step_time``, one stage, which overlaps nothing."""
+    one's drain, whatever their order (a proportionate flow shop: C = sum p + (m - 1) max p, Pinedo,
+    Scheduling, sec. 6.1): a prompt's first token waits for the largest drain of the run so far, and so does a
+    step of another kind. None: ``step_time``, one stage, which overlaps nothing."""
     drawn = (output if isinstance(output, Lengths) else fixed(output)).drawn(requests)
-    follows = prefill_follows or step_time
     drain = 0.0  # what the last step of prompts alone still takes to cross the stages
     longest = drawn.longest  # the longest any request of this burst makes
     alike = len(drawn.table) == 1  # one length: no draw per request
@@ -502,11 +501,11 @@ def wave(
                     now += drain + stretch * plain + (step_time(riding, float(room), context, attention) - plain)
                     drain = 0.0
                 else:  # prompts alone through stages: at the pipeline's pace, the last (largest) chunk's drain after
-                    pace = follows(0, float(room), context, 0.0)
-                    now += (stretch - 1) * pace + follows(0, float(room), context, attention)
+                    pace = prefill_follows(0, float(room), context, 0.0)
+                    now += (stretch - 1) * pace + prefill_follows(0, float(room), context, attention)
                     last = chunk_attention(start + (stretch - 1) * room, start + stretch * room)
                     drain = max(
-                        drain, step_time(0, float(room), context, last) - follows(0, float(room), context, last)
+                        drain, step_time(0, float(room), context, last) - prefill_follows(0, float(room), context, last)
                     )
                 steps_taken += stretch
                 if mixes_prefill:
@@ -570,7 +569,7 @@ def wave(
         attention = sum(chunk_attention(int(prefilling[i][0]), int(prefilling[i][0]) + take) for i, take in chunks)
         context = prompt + step - seqs.start_sum / decoders if decoders else 0.0
         if not decoders and tokens > 0 and prefill_follows is not None:  # prompts alone: at the pipeline's pace
-            seconds = follows(decoders, tokens, context, attention)
+            seconds = prefill_follows(decoders, tokens, context, attention)
             now, drain = now + seconds, max(drain, step_time(decoders, tokens, context, attention) - seconds)
         else:
             seconds = step_time(decoders, tokens, context, attention)

@@ -350,12 +350,12 @@ class Deployment:
         """A pass over ``tokens`` prompt tokens cut as vLLM's chunked prefill cuts it: chunks of ``room``, the
         rest last (None: one chunk), each priced by ``chunk(tokens, attention FLOPs)``, one after another
         through the stages. Chunks that take the same time on every stage end a pipeline after the sum of
-        their times and, once, the other stages' crossing of the one that takes longest (a proportionate
-        flow shop: C = sum p + (m - 1) max p, in any order): the chunks' times are linear in their attention,
-        so their sum is the whole prompt's at the mean chunk, and the longest is the last whole chunk, whose
-        causal attention is the whole chunks' largest, or the smaller one after it (``serving_load.wave``
-        steps a burst's chunks alike). An even split would shorten the fill as chunks multiply, starting a
-        prompt sooner under more load."""
+        their times and, once, the other stages' crossing of the one that takes longest (a proportionate flow
+        shop: C = sum p + (m - 1) max p, in any order, Pinedo, Scheduling, sec. 6.1): the chunks' times are
+        linear in their attention, so their sum is the whole prompt's at the mean chunk, and the longest is the
+        last whole chunk, whose causal attention is the whole chunks' largest, or the smaller one after it
+        (``serving_load.wave`` steps a burst's chunks alike). An even split would shorten the fill as chunks
+        multiply, starting a prompt sooner under more load."""
         whole, full, last = self.chunks(tokens, room, chunk)
         paces = full * whole.seconds + (last.seconds if last is not None else 0.0)
         if self.w.pipeline_parallel == 1:
